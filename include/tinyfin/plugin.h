@@ -255,7 +255,9 @@ typedef struct tf_plugin {
     tf_status (*buffer_copy)(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src,
                              uint64_t src_offset, uint64_t size, tf_error *err);
 
-    /* Core, per op call: non-zero when run() can execute exactly this descriptor. */
+    /* Core, per op call: non-zero when run() can execute exactly this descriptor.
+     * Decide from op, dtypes, shapes, strides and params only: tinyfin-info also
+     * asks with buffer and data set to NULL. */
     int32_t (*supports)(int32_t device, const tf_op_desc *op);
     /* Core, only for descriptors supports() accepted: executes, possibly asynchronously. */
     tf_status (*run)(int32_t device, const tf_op_desc *op, tf_error *err);

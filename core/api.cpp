@@ -1,0 +1,210 @@
+// Backend selection, statistics and the registry report behind tinyfin-info.
+#include <algorithm>
+#include <cstring>
+
+#include "errors.hpp"
+#include "op_table.hpp"
+#include "registry.hpp"
+
+namespace tinyfin {
+
+using namespace detail;
+
+bool set_backend(std::string_view list) { return Registry::checked().select(list); }
+
+std::string backend_name() { return Registry::checked().selected().name(); }
+
+std::vector<std::string> available_backends() {
+    Registry &registry = Registry::checked();
+    std::vector<Backend *> usable;
+    for (const auto &backend : registry.backends())
+        if (backend->name() != "cpu" && backend->ensure_init()) usable.push_back(backend.get());
+    std::stable_sort(usable.begin(), usable.end(), [](Backend *a, Backend *b) {
+        return a->table().priority > b->table().priority;
+    });
+    std::vector<std::string> names;
+    for (Backend *backend : usable) names.push_back(backend->name());
+    names.push_back("cpu");
+    return names;
+}
+
+void synchronize() {
+    for (const auto &backend : Registry::checked().backends()) {
+        if (!backend->initialised()) continue;
+        for (int d = 0; d < backend->device_count(); ++d) {
+            tf_error err = make_error();
+            tf_status status = backend->table().synchronize(d, &err);
+            if (status != TF_STATUS_OK)
+                raise_status(status, "synchronize " + Device{backend->name(), d}.str() + ": " +
+                                         error_text(err, "failed without a message"));
+        }
+    }
+}
+
+// ---- Stats ------------------------------------------------------------------------
+
+const Stats::Backend *Stats::backend(std::string_view name) const {
+    for (const Backend &b : backends)
+        if (b.name == name) return &b;
+    return nullptr;
+}
+
+uint64_t Stats::fallbacks_of(std::string_view op) const {
+    for (const auto &[name, count] : fallbacks)
+        if (name == op) return count;
+    return 0;
+}
+
+Stats stats() {
+    Registry &registry = Registry::instance();
+    Counters &c = registry.counters();
+    Stats out;
+    for (const auto &backend : registry.backends()) {
+        const auto &b = c.backends[backend->slot()];
+        out.backends.push_back({backend->name(), b.ops.load(), b.bytes_to_device.load(),
+                                b.bytes_to_host.load(), b.allocations.load(),
+                                b.bytes_allocated.load()});
+    }
+    for (std::size_t op = 0; op < op_table.size(); ++op) {
+        uint64_t n = c.fallbacks[op].load();
+        if (n == 0) continue;
+        out.fallbacks.emplace_back(op_table[op].name, n);
+        out.total_fallbacks += n;
+    }
+    return out;
+}
+
+void reset_stats() {
+    Counters &c = Registry::instance().counters();
+    for (auto &b : c.backends) {
+        b.ops = 0;
+        b.bytes_to_device = 0;
+        b.bytes_to_host = 0;
+        b.allocations = 0;
+        b.bytes_allocated = 0;
+    }
+    for (auto &f : c.fallbacks) f = 0;
+}
+
+// ---- Report ---------------------------------------------------------------------------
+
+std::vector<std::string> op_names() {
+    std::vector<std::string> names;
+    for (const OpInfo &info : op_table) names.emplace_back(info.name);
+    return names;
+}
+
+namespace {
+
+const char *kind_name(int32_t kind) {
+    switch (kind) {
+    case TF_DEVICE_KIND_CPU: return "cpu";
+    case TF_DEVICE_KIND_GPU_DISCRETE: return "gpu";
+    case TF_DEVICE_KIND_GPU_INTEGRATED: return "integrated-gpu";
+    case TF_DEVICE_KIND_GPU_SOFTWARE: return "software-gpu";
+    default: return "other";
+    }
+}
+
+tf_tensor_desc sample_desc(std::initializer_list<int64_t> shape) {
+    tf_tensor_desc desc;
+    std::memset(&desc, 0, sizeof desc);
+    desc.struct_size = sizeof desc;
+    desc.dtype = TF_DTYPE_F32;
+    desc.rank = static_cast<int32_t>(shape.size());
+    int i = 0;
+    for (int64_t s : shape) desc.shape[i++] = s;
+    int64_t stride = 1;
+    for (int d = desc.rank; d-- > 0;) {
+        desc.strides[d] = stride;
+        stride *= desc.shape[d];
+    }
+    return desc;
+}
+
+// Does the backend accept a small f32 case of op? The matrix in tinyfin-info and docs.
+bool supports_sample(Backend &backend, tf_op op) {
+    const OpInfo &info = op_info(op);
+    tf_tensor_desc in[2], out[1];
+    tf_params_reduce reduce{sizeof(tf_params_reduce), 1u};
+    tf_params_fill fill{sizeof(tf_params_fill), 0.0};
+    const void *params = nullptr;
+    switch (info.kind) {
+    case OpKind::UNARY:
+    case OpKind::COPY:
+        in[0] = sample_desc({2, 3});
+        out[0] = sample_desc({2, 3});
+        break;
+    case OpKind::BINARY:
+        in[0] = in[1] = out[0] = sample_desc({2, 3});
+        break;
+    case OpKind::REDUCE:
+        in[0] = sample_desc({2, 3});
+        out[0] = sample_desc({1, 3});
+        params = &reduce;
+        break;
+    case OpKind::MATMUL:
+        in[0] = sample_desc({2, 3});
+        in[1] = sample_desc({3, 4});
+        out[0] = sample_desc({2, 4});
+        break;
+    case OpKind::FILL:
+        out[0] = sample_desc({2, 3});
+        params = &fill;
+        break;
+    }
+    tf_op_desc desc{sizeof(tf_op_desc), static_cast<uint32_t>(op),
+                    static_cast<uint32_t>(info.n_inputs), static_cast<uint32_t>(info.n_outputs),
+                    in, out, params};
+    return backend.table().supports(0, &desc) != 0;
+}
+
+void collect_feature(void *user, const char *key, const char *value) {
+    auto *features = static_cast<std::vector<std::pair<std::string, std::string>> *>(user);
+    if (key) features->emplace_back(key, value ? value : "");
+}
+
+} // namespace
+
+Report report() {
+    Registry &registry = Registry::instance();
+    Report out;
+    out.core_abi_version = TF_ABI_VERSION;
+    out.core_version = TF_CORE_VERSION;
+    for (const SearchEntry &entry : registry.loaded().search_path)
+        out.search_path.push_back({entry.path, entry.origin});
+    for (const PluginRecord &record : registry.loaded().records) {
+        PluginReport p;
+        p.path = record.path;
+        p.resolved_path = record.resolved_path;
+        p.name = record.name;
+        p.outcome = record.outcome;
+        p.message = record.message;
+        p.version = record.version;
+        p.abi_version = record.abi_version;
+        p.priority = record.priority;
+        if (Backend *backend = record.backend) {
+            if (!backend->ensure_init()) {
+                p.outcome = "init-failed";
+                p.message = backend->init_error();
+            } else {
+                p.initialised = true;
+                for (int d = 0; d < backend->device_count(); ++d) {
+                    const tf_device_info &info = backend->device(d);
+                    p.devices.push_back({info.name, kind_name(info.kind), info.memory_total,
+                                         info.memory_free, info.uuid, info.host_addressable != 0});
+                }
+                backend->list_features(collect_feature, &p.features);
+                for (std::size_t op = 0; op < op_table.size(); ++op)
+                    if (supports_sample(*backend, static_cast<tf_op>(op)))
+                        p.supported_ops.emplace_back(op_table[op].name);
+            }
+        }
+        out.plugins.push_back(std::move(p));
+    }
+    registry.selection(out.requested, out.selection_notes);
+    out.selected = registry.selected_name();
+    return out;
+}
+
+} // namespace tinyfin

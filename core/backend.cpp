@@ -1,0 +1,97 @@
+#include "backend.hpp"
+
+#include <cstring>
+
+#include "log.hpp"
+
+namespace tinyfin::detail {
+
+tf_error make_error() {
+    tf_error err;
+    std::memset(&err, 0, sizeof err);
+    err.struct_size = sizeof err;
+    return err;
+}
+
+std::string error_text(tf_error &err, const char *fallback) {
+    err.message[sizeof err.message - 1] = '\0';
+    return err.message[0] ? std::string(err.message) : std::string(fallback);
+}
+
+Backend::Backend(DlHandle handle, const tf_plugin *table, std::string path, int slot)
+    : handle_(std::move(handle)), table_(table), path_(std::move(path)), name_(table->name),
+      slot_(slot) {}
+
+Backend::~Backend() {
+    if (init_ok_) table_->shutdown();
+}
+
+bool Backend::ensure_init() {
+    std::call_once(init_once_, [this] {
+        tf_error err = make_error();
+        tf_status status = table_->init(&err);
+        if (status != TF_STATUS_OK) {
+            init_error_ = error_text(err, "init failed without a message");
+            log_from(TF_LOG_INFO, name_, "init failed: " + init_error_);
+            return;
+        }
+        int32_t count = table_->device_count();
+        if (count < 1 || count > 1024) {
+            init_error_ = "plugin reported " + std::to_string(count) + " devices after init";
+            table_->shutdown();
+            return;
+        }
+        for (int32_t i = 0; i < count; ++i) {
+            tf_device_info info;
+            std::memset(&info, 0, sizeof info);
+            info.struct_size = sizeof info;
+            tf_error derr = make_error();
+            if (table_->device_info(i, &info, &derr) != TF_STATUS_OK) {
+                init_error_ = "device_info(" + std::to_string(i) +
+                              ") failed: " + error_text(derr, "no message");
+                table_->shutdown();
+                devices_.clear();
+                return;
+            }
+            // Never trust text from a plugin to be terminated.
+            info.name[sizeof info.name - 1] = '\0';
+            info.uuid[sizeof info.uuid - 1] = '\0';
+            if (!has(&tf_plugin::buffer_host_ptr)) info.host_addressable = 0;
+            devices_.push_back(info);
+        }
+        init_ok_ = true;
+        log_from(TF_LOG_DEBUG, name_, "initialised with " + std::to_string(count) + " device(s)");
+    });
+    return init_ok_;
+}
+
+bool Backend::initialised() const { return init_ok_; }
+
+bool Backend::software_emulated() const {
+    for (const tf_device_info &info : devices_)
+        if (info.kind == TF_DEVICE_KIND_GPU_SOFTWARE) return true;
+    return false;
+}
+
+template <typename Member> bool Backend::has(Member tf_plugin::*member) const {
+    // offsetof through a member pointer: the byte just past the member must be inside the
+    // plugin's table, and the pointer set.
+    const auto *base = reinterpret_cast<const char *>(table_);
+    const auto *field = reinterpret_cast<const char *>(&(table_->*member));
+    std::size_t end = static_cast<std::size_t>(field - base) + sizeof(Member);
+    return end <= table_->struct_size && table_->*member != nullptr;
+}
+
+void *Backend::buffer_host_ptr(tf_buffer *buffer) const {
+    return has(&tf_plugin::buffer_host_ptr) ? table_->buffer_host_ptr(buffer) : nullptr;
+}
+
+void *Backend::get_proc(const char *symbol) const {
+    return has(&tf_plugin::get_proc) ? table_->get_proc(symbol) : nullptr;
+}
+
+void Backend::list_features(tf_feature_fn emit, void *user) const {
+    if (has(&tf_plugin::list_features)) table_->list_features(emit, user);
+}
+
+} // namespace tinyfin::detail

@@ -1,0 +1,75 @@
+// One loaded plugin: its dlopen handle, its table, lazy init and device facts.
+#pragma once
+
+#include <dlfcn.h>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tinyfin/plugin.h"
+
+namespace tinyfin::detail {
+
+struct DlCloser {
+    void operator()(void *handle) const {
+        if (handle) dlclose(handle);
+    }
+};
+using DlHandle = std::unique_ptr<void, DlCloser>;
+
+// Size of tf_plugin as ABI 1.0 defined it: the smallest table the core accepts.
+inline constexpr std::size_t plugin_table_size_1_0 = offsetof(tf_plugin, get_proc) + sizeof(void *);
+
+class Backend {
+public:
+    Backend(DlHandle handle, const tf_plugin *table, std::string path, int slot);
+    ~Backend();
+    Backend(const Backend &) = delete;
+    Backend &operator=(const Backend &) = delete;
+
+    const std::string &name() const { return name_; }
+    const std::string &path() const { return path_; }
+    const tf_plugin &table() const { return *table_; }
+    // Index into the stats arrays.
+    int slot() const { return slot_; }
+
+    // Runs the plugin's init once (thread-safe); false when it failed (see init_error()).
+    bool ensure_init();
+    bool initialised() const;
+    const std::string &init_error() const { return init_error_; }
+
+    // Valid after a successful ensure_init().
+    int device_count() const { return static_cast<int>(devices_.size()); }
+    const tf_device_info &device(int index) const { return devices_.at(index); }
+    bool host_addressable(int index) const { return devices_.at(index).host_addressable != 0; }
+    // True when any device is a software-emulated GPU (lavapipe, llvmpipe).
+    bool software_emulated() const;
+
+    // Optional members: present when the plugin's table reaches them and they are set.
+    void *buffer_host_ptr(tf_buffer *buffer) const;
+    void *get_proc(const char *symbol) const;
+    void list_features(tf_feature_fn emit, void *user) const;
+
+private:
+    template <typename Member> bool has(Member tf_plugin::*member) const;
+
+    DlHandle handle_;
+    const tf_plugin *table_;
+    std::string path_;
+    std::string name_;
+    int slot_;
+    std::once_flag init_once_;
+    bool init_ok_ = false;
+    std::string init_error_;
+    std::vector<tf_device_info> devices_;
+};
+
+// A zeroed tf_error with struct_size set.
+tf_error make_error();
+// The plugin's message (forced to be terminated), or fallback when it left none.
+std::string error_text(tf_error &err, const char *fallback);
+
+} // namespace tinyfin::detail

@@ -1,0 +1,24 @@
+// Running one op: on the operands' device when its plugin supports the exact
+// descriptor, otherwise on cpu with copies to host and back.
+#pragma once
+
+#include <initializer_list>
+
+#include "tensor_impl.hpp"
+
+namespace tinyfin::detail {
+
+// inputs and outputs must be on one device (the op layer moves them first) and
+// in the canonical form the op's kind demands (see plugin.h).
+void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
+              std::initializer_list<Tensor> outputs, const void *params = nullptr);
+
+// The device an op with these operands runs on: the operands' device when they agree,
+// else the one whose backend ranks highest (plugin priority; cpu lowest).
+Device common_device(std::initializer_list<const Tensor *> operands);
+
+// Copies bytes between storages of any two backends (via host when needed), counting transfers.
+void copy_bytes(Storage &dst, uint64_t dst_offset, Storage &src, uint64_t src_offset,
+                uint64_t nbytes);
+
+} // namespace tinyfin::detail

@@ -1,0 +1,24 @@
+// Logging and environment access for the core.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "tinyfin/plugin.h"
+
+namespace tinyfin::detail {
+
+// Environment lookup through secure_getenv: a setuid program ignores TINYFIN_*.
+// Returns "" for unset variables.
+std::string env(const char *name);
+const char *env_cstr(const char *name);
+
+// TINYFIN_LOG is a comma list of: debug, info, warn (the default), error, fallback.
+bool log_enabled(tf_log_level level);
+bool log_fallbacks_enabled();
+void log(tf_log_level level, std::string_view message);
+// Writes one line unconditionally: "tinyfin: <tag>: <source>: <message>".
+void log_line(const char *tag, std::string_view source, std::string_view message);
+void log_from(tf_log_level level, std::string_view source, std::string_view message);
+
+} // namespace tinyfin::detail

@@ -1,0 +1,182 @@
+#include "registry.hpp"
+
+#include <algorithm>
+
+#include "errors.hpp"
+#include "log.hpp"
+
+namespace tinyfin::detail {
+
+namespace {
+
+std::atomic<bool> registry_alive{false};
+
+void host_log(int32_t level, const char *plugin, const char *message) {
+    if (level < TF_LOG_DEBUG || level > TF_LOG_ERROR) level = TF_LOG_INFO;
+    log_from(static_cast<tf_log_level>(level), plugin ? plugin : "plugin", message ? message : "");
+}
+
+const char *host_get_env(const char *name) { return name ? env_cstr(name) : nullptr; }
+
+const tf_host_api host_api = {
+    sizeof(tf_host_api),
+    TF_ABI_VERSION,
+    host_log,
+    host_get_env,
+};
+
+std::vector<std::string> split_list(std::string_view spec) {
+    std::vector<std::string> names;
+    size_t start = 0;
+    while (start <= spec.size()) {
+        size_t end = spec.find(',', start);
+        if (end == std::string_view::npos) end = spec.size();
+        std::string_view word = spec.substr(start, end - start);
+        while (!word.empty() && word.front() == ' ') word.remove_prefix(1);
+        while (!word.empty() && word.back() == ' ') word.remove_suffix(1);
+        if (!word.empty()) names.emplace_back(word);
+        start = end + 1;
+    }
+    return names;
+}
+
+bool strict_mode() {
+    std::string value = env("TINYFIN_STRICT");
+    return !value.empty() && value != "0";
+}
+
+} // namespace
+
+Registry &Registry::instance() {
+    static Registry registry;
+    return registry;
+}
+
+Registry &Registry::checked() {
+    Registry &registry = instance();
+    if (!registry.fatal_error_.empty()) raise<BackendError>(registry.fatal_error_);
+    return registry;
+}
+
+bool Registry::alive() { return registry_alive.load(std::memory_order_acquire); }
+
+Registry::Registry() {
+    loaded_ = load_plugins(&host_api);
+    registry_alive.store(true, std::memory_order_release);
+    fallback_is_error_ = env("TINYFIN_FALLBACK") == "error";
+
+    cpu_ = usable("cpu");
+    if (!cpu_) {
+        fatal_error_ = "the cpu plugin is not usable (" + why_unusable("cpu") +
+                       "); run tinyfin-info to see the search path, or set TINYFIN_PLUGIN_PATH "
+                       "to the directory holding tinyfin-cpu.so";
+        log(TF_LOG_ERROR, fatal_error_);
+        return;
+    }
+    std::string spec = env("TINYFIN_BACKEND");
+    bool ok = select(spec.empty() ? "auto" : spec);
+    if (strict_mode()) {
+        std::lock_guard lock(select_mutex_);
+        bool warned = std::any_of(notes_.begin(), notes_.end(), [](const std::string &note) {
+            return note.rfind("unavailable:", 0) == 0;
+        });
+        if (!ok || warned) {
+            std::string why;
+            for (const std::string &note : notes_)
+                if (note.rfind("unavailable:", 0) == 0) why += (why.empty() ? "" : "; ") + note;
+            fatal_error_ = "TINYFIN_STRICT=1 and TINYFIN_BACKEND=" + spec + " cannot be honoured: " +
+                           (why.empty() ? std::string("no listed backend is usable") : why);
+        }
+    }
+}
+
+Registry::~Registry() {
+    registry_alive.store(false, std::memory_order_release);
+    // Backends shut down and unload in reverse order of loading.
+    while (!loaded_.backends.empty()) loaded_.backends.pop_back();
+}
+
+Backend *Registry::usable(std::string_view name) {
+    for (const auto &backend : loaded_.backends)
+        if (backend->name() == name) return backend->ensure_init() ? backend.get() : nullptr;
+    return nullptr;
+}
+
+std::string Registry::why_unusable(std::string_view name) {
+    for (const auto &backend : loaded_.backends)
+        if (backend->name() == name)
+            return backend->initialised() ? std::string("usable")
+                                          : "init failed: " + backend->init_error();
+    std::string why;
+    for (const PluginRecord &record : loaded_.records)
+        if (record.name == name && record.outcome != "shadowed")
+            why += (why.empty() ? "" : "; ") + record.outcome + ": " + record.message;
+    if (!why.empty()) return why;
+    return "no plugin named '" + std::string(name) + "' on the search path";
+}
+
+bool Registry::select(std::string_view spec) {
+    std::vector<std::string> notes;
+    Backend *chosen = nullptr;
+    bool listed_ok = false;
+    std::vector<std::string> names = split_list(spec);
+    if (names.empty() || (names.size() == 1 && names[0] == "auto")) {
+        std::vector<Backend *> ranked;
+        for (const auto &backend : loaded_.backends)
+            if (backend->name() != "cpu") ranked.push_back(backend.get());
+        std::stable_sort(ranked.begin(), ranked.end(), [](Backend *a, Backend *b) {
+            return a->table().priority > b->table().priority;
+        });
+        for (Backend *backend : ranked) {
+            if (!backend->ensure_init()) {
+                notes.push_back("skipped " + backend->name() + ": init failed: " +
+                                backend->init_error());
+                continue;
+            }
+            if (backend->software_emulated()) {
+                notes.push_back("skipped " + backend->name() + ": software-emulated device (" +
+                                backend->device(0).name +
+                                "); name it in TINYFIN_BACKEND to use it");
+                continue;
+            }
+            chosen = backend;
+            notes.push_back("auto: " + backend->name() + " has the highest priority (" +
+                            std::to_string(backend->table().priority) + ") of the usable backends");
+            break;
+        }
+        listed_ok = true;
+    } else {
+        for (const std::string &name : names) {
+            Backend *backend = usable(name);
+            if (!backend) {
+                std::string note = "unavailable: " + name + ": " + why_unusable(name);
+                log(TF_LOG_WARN, "TINYFIN_BACKEND: " + note.substr(13));
+                notes.push_back(note);
+                continue;
+            }
+            if (!chosen) {
+                chosen = backend;
+                notes.push_back(name + ": first usable backend in the list");
+            }
+        }
+        listed_ok = chosen != nullptr;
+        if (!chosen) notes.push_back("no backend of '" + std::string(spec) + "' is usable");
+    }
+    if (!chosen) {
+        chosen = cpu_;
+        notes.push_back("cpu: the fallback, always last");
+    }
+    std::lock_guard lock(select_mutex_);
+    requested_ = std::string(spec);
+    notes_ = std::move(notes);
+    selected_.store(chosen, std::memory_order_release);
+    return listed_ok;
+}
+
+void Registry::selection(std::string &requested, std::vector<std::string> &notes) const {
+    std::lock_guard lock(select_mutex_);
+    requested = requested_;
+    notes = notes_;
+}
+
+} // namespace tinyfin::detail

@@ -1,0 +1,75 @@
+// The process-wide registry: loaded plugins, backend selection, counters.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loader.hpp"
+
+namespace tinyfin::detail {
+
+// Counters behind tinyfin::stats(). Relaxed atomics: they are statistics, not synchronisation.
+struct Counters {
+    struct PerBackend {
+        std::atomic<uint64_t> ops{0}, bytes_to_device{0}, bytes_to_host{0}, allocations{0},
+            bytes_allocated{0};
+    };
+    std::array<PerBackend, max_backends> backends;
+    std::array<std::atomic<uint64_t>, TF_OP_COUNT_> fallbacks{};
+    std::array<std::atomic<bool>, TF_OP_COUNT_> fallback_logged{};
+};
+
+class Registry {
+public:
+    // Loads plugins on first call and applies TINYFIN_BACKEND. Never throws.
+    static Registry &instance();
+    // instance(), but throws BackendError when TINYFIN_STRICT=1 selection failed or cpu is unusable.
+    static Registry &checked();
+    // False once the registry is destroyed at exit: late tensor destructors skip plugin calls.
+    static bool alive();
+
+    ~Registry();
+
+    // A loaded backend by name, initialised; nullptr when absent or init failed.
+    Backend *usable(std::string_view name);
+    // The cpu backend (always usable once checked() succeeded).
+    Backend &cpu() { return *cpu_; }
+    Backend &selected() { return *selected_.load(std::memory_order_acquire); }
+    // "" when nothing is selected (the cpu plugin is missing).
+    std::string selected_name() const {
+        Backend *b = selected_.load(std::memory_order_acquire);
+        return b ? b->name() : std::string();
+    }
+
+    // Applies a TINYFIN_BACKEND-style list; false when none of its names is usable.
+    bool select(std::string_view spec);
+    bool fallback_is_error() const { return fallback_is_error_; }
+
+    const LoadResult &loaded() const { return loaded_; }
+    const std::vector<std::unique_ptr<Backend>> &backends() const { return loaded_.backends; }
+    Counters &counters() { return counters_; }
+
+    // Snapshot of the selection explanation.
+    void selection(std::string &requested, std::vector<std::string> &notes) const;
+
+private:
+    Registry();
+    // Why a name is not usable, from the load records.
+    std::string why_unusable(std::string_view name);
+
+    LoadResult loaded_;
+    Backend *cpu_ = nullptr;
+    std::atomic<Backend *> selected_{nullptr};
+    mutable std::mutex select_mutex_;
+    std::string requested_;
+    std::vector<std::string> notes_;
+    std::string fatal_error_;
+    bool fallback_is_error_ = false;
+    Counters counters_;
+};
+
+} // namespace tinyfin::detail

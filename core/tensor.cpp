@@ -1,0 +1,428 @@
+// Storage, views and host transfers of tensors.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "dispatch.hpp"
+#include "errors.hpp"
+#include "registry.hpp"
+#include "tensor_impl.hpp"
+
+namespace tinyfin {
+
+using namespace detail;
+
+// ---- dtypes, devices, shapes --------------------------------------------------
+
+const char *dtype_name(DType dtype) {
+    switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+    case DType::boolean: return "bool";
+    }
+    return "invalid-dtype";
+}
+
+std::size_t dtype_size(DType dtype) {
+    switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::boolean: return 1;
+    }
+    raise<DTypeError>("invalid dtype value " + std::to_string(static_cast<int>(dtype)));
+}
+
+std::string shape_str(const Shape &shape) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i) text += ",";
+        text += std::to_string(shape[i]);
+    }
+    return text + "]";
+}
+
+Device Device::parse(std::string_view text) {
+    Device device;
+    std::size_t colon = text.find(':');
+    device.backend = std::string(text.substr(0, colon));
+    if (colon != std::string_view::npos) {
+        std::string digits(text.substr(colon + 1));
+        if (digits.empty() || digits.size() > 6 ||
+            !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+            raise<DeviceError>("'" + std::string(text) + "' is not a device (expected name or name:index)");
+        device.index = std::stoi(digits);
+    }
+    Backend *backend = Registry::checked().usable(device.backend);
+    if (!backend)
+        raise<DeviceError>("no usable backend '" + device.backend + "' for device '" +
+                           std::string(text) + "'; run tinyfin-info to see what is loaded");
+    if (device.index >= backend->device_count())
+        raise<DeviceError>("device '" + std::string(text) + "' does not exist: " + device.backend +
+                           " has " + std::to_string(backend->device_count()) + " device(s)");
+    return device;
+}
+
+std::string Device::str() const {
+    return backend == "cpu" && index == 0 ? backend : backend + ":" + std::to_string(index);
+}
+
+Shape broadcast_shapes(const Shape &a, const Shape &b, std::string_view op) {
+    std::size_t rank = std::max(a.size(), b.size());
+    Shape out(rank);
+    for (std::size_t i = 0; i < rank; ++i) {
+        int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+        int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+        if (da != db && da != 1 && db != 1)
+            raise<ShapeError>(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) +
+                              " cannot broadcast");
+        out[i] = da == 1 ? db : da;
+    }
+    return out;
+}
+
+namespace detail {
+
+void raise_status(tf_status status, const std::string &message) {
+    switch (status) {
+    case TF_STATUS_OUT_OF_MEMORY: raise<OutOfMemoryError>(message);
+    case TF_STATUS_INVALID_ARGUMENT: raise<ValueError>(message);
+    case TF_STATUS_UNSUPPORTED: raise<DTypeError>(message);
+    default: raise<PluginError>(message);
+    }
+}
+
+Storage::~Storage() {
+    if (buffer && Registry::alive()) backend->table().buffer_free(buffer);
+}
+
+std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t nbytes) {
+    auto storage = std::make_shared<Storage>();
+    storage->backend = &backend;
+    storage->device = device;
+    storage->nbytes = nbytes;
+    tf_error err = make_error();
+    tf_status status = backend.table().buffer_alloc(device, std::max<uint64_t>(nbytes, 1),
+                                                    &storage->buffer, &err);
+    if (status != TF_STATUS_OK || !storage->buffer) {
+        storage->buffer = nullptr;
+        std::string where = Device{backend.name(), device}.str();
+        raise_status(status == TF_STATUS_OK ? TF_STATUS_INTERNAL : status,
+                     "cannot allocate " + std::to_string(nbytes) + " bytes on " + where + ": " +
+                         error_text(err, "the plugin returned no buffer"));
+    }
+    storage->host = backend.host_addressable(device) ? backend.buffer_host_ptr(storage->buffer)
+                                                     : nullptr;
+    auto &counters = Registry::instance().counters().backends[backend.slot()];
+    counters.allocations.fetch_add(1, std::memory_order_relaxed);
+    counters.bytes_allocated.fetch_add(nbytes, std::memory_order_relaxed);
+    return storage;
+}
+
+int64_t checked_numel(const Shape &shape, std::string_view op) {
+    if (shape.size() > TF_MAX_RANK)
+        raise<ShapeError>(std::string(op) + ": rank " + std::to_string(shape.size()) +
+                          " exceeds the limit of " + std::to_string(TF_MAX_RANK) + " (shape " +
+                          shape_str(shape) + ")");
+    int64_t numel = 1;
+    for (int64_t size : shape) {
+        if (size < 0)
+            raise<ShapeError>(std::string(op) + ": negative size in shape " + shape_str(shape));
+        if (__builtin_mul_overflow(numel, size, &numel))
+            raise<ShapeError>(std::string(op) + ": shape " + shape_str(shape) +
+                              " has more elements than fit in 64 bits");
+    }
+    return numel;
+}
+
+Shape contiguous_strides(const Shape &shape) {
+    Shape strides(shape.size());
+    int64_t stride = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        strides[i] = stride;
+        stride *= std::max<int64_t>(shape[i], 1);
+    }
+    return strides;
+}
+
+Tensor make_tensor(Backend &backend, int device, const Shape &shape, DType dtype) {
+    int64_t numel = checked_numel(shape, "empty");
+    uint64_t nbytes;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(numel), dtype_size(dtype), &nbytes))
+        raise<ShapeError>("empty: " + shape_str(shape) + " of " + dtype_name(dtype) +
+                          " needs more than 2^64 bytes");
+    auto impl = std::make_shared<TensorImpl>();
+    impl->dtype = dtype;
+    impl->shape = shape;
+    impl->strides = contiguous_strides(shape);
+    impl->storage = allocate_storage(backend, device, nbytes);
+    return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor &base, Shape shape, Shape strides, int64_t offset) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->dtype = base.dtype();
+    impl->shape = std::move(shape);
+    impl->strides = std::move(strides);
+    impl->offset = offset;
+    impl->storage = base.impl()->storage;
+    return Tensor(std::move(impl));
+}
+
+Backend &backend_of(const Tensor &tensor) { return *impl_of(tensor, "tensor").storage->backend; }
+
+const TensorImpl &impl_of(const Tensor &tensor, std::string_view op) {
+    if (!tensor.defined())
+        raise<DeviceError>(std::string(op) + ": the tensor is undefined (default-constructed or moved from)");
+    return *tensor.impl();
+}
+
+} // namespace detail
+
+// ---- Tensor ---------------------------------------------------------------------
+
+Tensor::Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+DType Tensor::dtype() const { return impl_of(*this, "dtype").dtype; }
+int Tensor::rank() const { return static_cast<int>(impl_of(*this, "rank").shape.size()); }
+const Shape &Tensor::shape() const { return impl_of(*this, "shape").shape; }
+const Shape &Tensor::strides() const { return impl_of(*this, "strides").strides; }
+int64_t Tensor::offset() const { return impl_of(*this, "offset").offset; }
+
+namespace {
+int normalize_axis(int axis, int rank, std::string_view op) {
+    if (axis < -rank || axis >= std::max(rank, 1) || (rank == 0 && axis != 0 && axis != -1))
+        raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) +
+                          " is out of range for rank " + std::to_string(rank));
+    return axis < 0 ? axis + rank : axis;
+}
+} // namespace
+
+int64_t Tensor::size(int axis) const {
+    int a = normalize_axis(axis, rank(), "size");
+    return shape()[a];
+}
+
+int64_t Tensor::numel() const {
+    int64_t n = 1;
+    for (int64_t s : shape()) n *= s;
+    return n;
+}
+
+std::size_t Tensor::nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype()); }
+
+Device Tensor::device() const {
+    const TensorImpl &impl = impl_of(*this, "device");
+    return Device{impl.storage->backend->name(), impl.storage->device};
+}
+
+bool Tensor::is_contiguous() const {
+    const TensorImpl &impl = impl_of(*this, "is_contiguous");
+    int64_t expected = 1;
+    for (std::size_t i = impl.shape.size(); i-- > 0;) {
+        if (impl.shape[i] == 1) continue;
+        if (impl.shape[i] == 0) return true;
+        if (impl.strides[i] != expected) return false;
+        expected *= impl.shape[i];
+    }
+    return true;
+}
+
+// Strides for viewing this tensor as new_shape without a copy, or empty when impossible.
+static std::optional<Shape> view_strides(const TensorImpl &t, const Shape &new_shape) {
+    if (new_shape.empty()) return Shape{};
+    if (t.shape.empty()) return contiguous_strides(new_shape);
+    int64_t numel = 1;
+    for (int64_t s : t.shape) numel *= s;
+    if (numel == 0) return contiguous_strides(new_shape);
+    // Walk groups of old axes that are contiguous among themselves, matching new axes to each.
+    Shape result(new_shape.size());
+    int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
+    int64_t chunk_base_stride = t.strides.empty() ? 1 : t.strides.back();
+    int64_t tensor_numel = 1, view_numel = 1;
+    for (int64_t d = static_cast<int64_t>(t.shape.size()) - 1; d >= 0; --d) {
+        tensor_numel *= t.shape[d];
+        if (d == 0 || (t.shape[d - 1] != 1 && t.strides[d - 1] != tensor_numel * chunk_base_stride)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
+                result[view_d] = view_numel * chunk_base_stride;
+                view_numel *= new_shape[view_d];
+                --view_d;
+            }
+            if (view_numel != tensor_numel) return std::nullopt;
+            if (d > 0) {
+                chunk_base_stride = t.strides[d - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    if (view_d != -1) return std::nullopt;
+    return result;
+}
+
+static Shape infer_shape(const Shape &requested, int64_t numel, std::string_view op) {
+    Shape shape = requested;
+    int infer = -1;
+    int64_t known = 1;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (shape[i] == -1) {
+            if (infer >= 0) raise<ShapeError>(std::string(op) + ": only one -1 allowed in " + shape_str(requested));
+            infer = static_cast<int>(i);
+            continue;
+        }
+        if (shape[i] < 0) raise<ShapeError>(std::string(op) + ": negative size in " + shape_str(requested));
+        if (__builtin_mul_overflow(known, shape[i], &known))
+            raise<ShapeError>(std::string(op) + ": shape " + shape_str(requested) + " overflows");
+    }
+    if (infer >= 0) {
+        if (known == 0 || numel % known != 0)
+            raise<ShapeError>(std::string(op) + ": cannot infer -1 in " + shape_str(requested) +
+                              " for " + std::to_string(numel) + " elements");
+        shape[infer] = numel / known;
+        known *= shape[infer];
+    }
+    if (known != numel)
+        raise<ShapeError>(std::string(op) + ": shape " + shape_str(requested) + " has " +
+                          std::to_string(known) + " elements, the tensor has " + std::to_string(numel));
+    checked_numel(shape, op);
+    return shape;
+}
+
+Tensor Tensor::view(const Shape &new_shape) const {
+    const TensorImpl &impl = impl_of(*this, "view");
+    Shape shape = infer_shape(new_shape, numel(), "view");
+    auto strides = view_strides(impl, shape);
+    if (!strides)
+        raise<ShapeError>("view: a tensor of shape " + shape_str(impl.shape) + " and strides " +
+                          shape_str(impl.strides) + " cannot be viewed as " + shape_str(shape) +
+                          " without a copy; use reshape");
+    return make_view(*this, shape, *strides, impl.offset);
+}
+
+Tensor Tensor::reshape(const Shape &new_shape) const {
+    const TensorImpl &impl = impl_of(*this, "reshape");
+    Shape shape = infer_shape(new_shape, numel(), "reshape");
+    if (auto strides = view_strides(impl, shape)) return make_view(*this, shape, *strides, impl.offset);
+    return contiguous().view(shape);
+}
+
+Tensor Tensor::transpose(int axis0, int axis1) const {
+    int r = rank();
+    int a = normalize_axis(axis0, r, "transpose"), b = normalize_axis(axis1, r, "transpose");
+    std::vector<int> axes(r);
+    std::iota(axes.begin(), axes.end(), 0);
+    if (r > 0) std::swap(axes[a], axes[b]);
+    return permute(axes);
+}
+
+Tensor Tensor::permute(const std::vector<int> &axes) const {
+    const TensorImpl &impl = impl_of(*this, "permute");
+    int r = rank();
+    if (static_cast<int>(axes.size()) != r)
+        raise<ShapeError>("permute: " + std::to_string(axes.size()) + " axes given for rank " +
+                          std::to_string(r));
+    std::vector<bool> seen(r, false);
+    Shape shape(r), strides(r);
+    for (int i = 0; i < r; ++i) {
+        int a = normalize_axis(axes[i], r, "permute");
+        if (seen[a]) raise<ShapeError>("permute: axis " + std::to_string(axes[i]) + " repeated");
+        seen[a] = true;
+        shape[i] = impl.shape[a];
+        strides[i] = impl.strides[a];
+    }
+    return make_view(*this, shape, strides, impl.offset);
+}
+
+Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
+    const TensorImpl &impl = impl_of(*this, "slice");
+    if (rank() == 0) raise<ShapeError>("slice: a rank-0 tensor has no axis to slice");
+    int a = normalize_axis(axis, rank(), "slice");
+    if (step <= 0) raise<ValueError>("slice: step must be positive, got " + std::to_string(step));
+    int64_t n = impl.shape[a];
+    if (start < 0) start += n;
+    if (end < 0) end += n;
+    start = std::clamp<int64_t>(start, 0, n);
+    end = std::clamp<int64_t>(end, start, n);
+    Shape shape = impl.shape, strides = impl.strides;
+    shape[a] = (end - start + step - 1) / step;
+    strides[a] = impl.strides[a] * step;
+    return make_view(*this, shape, strides, impl.offset + start * impl.strides[a]);
+}
+
+Tensor Tensor::expand(const Shape &target) const {
+    const TensorImpl &impl = impl_of(*this, "expand");
+    if (target.size() < impl.shape.size())
+        raise<ShapeError>("expand: cannot expand " + shape_str(impl.shape) + " to fewer axes " +
+                          shape_str(target));
+    std::size_t lead = target.size() - impl.shape.size();
+    Shape shape(target.size()), strides(target.size());
+    for (std::size_t i = 0; i < target.size(); ++i) {
+        bool old = i >= lead;
+        int64_t size = old ? impl.shape[i - lead] : 1;
+        int64_t want = target[i] == -1 && old ? size : target[i];
+        if (want < 0) raise<ShapeError>("expand: invalid size in " + shape_str(target));
+        if (size == want) {
+            shape[i] = size;
+            strides[i] = old ? impl.strides[i - lead] : 0;
+        } else if (size == 1) {
+            shape[i] = want;
+            strides[i] = 0;
+        } else {
+            raise<ShapeError>("expand: shape " + shape_str(impl.shape) + " cannot expand to " +
+                              shape_str(target));
+        }
+    }
+    checked_numel(shape, "expand");
+    return make_view(*this, shape, strides, impl.offset);
+}
+
+Tensor Tensor::contiguous() const {
+    if (is_contiguous()) return *this;
+    const TensorImpl &impl = impl_of(*this, "contiguous");
+    Tensor out = make_tensor(*impl.storage->backend, impl.storage->device, impl.shape, impl.dtype);
+    dispatch(TF_OP_CONTIGUOUS, {*this}, {out});
+    return out;
+}
+
+Tensor Tensor::to(const Device &device) const {
+    const TensorImpl &impl = impl_of(*this, "to");
+    if (device.backend == impl.storage->backend->name() && device.index == impl.storage->device)
+        return *this;
+    Backend *backend = Registry::checked().usable(device.backend);
+    if (!backend || device.index < 0 || device.index >= backend->device_count())
+        raise<DeviceError>("to: device '" + device.str() + "' is not available; run tinyfin-info");
+    Tensor src = contiguous();
+    Tensor out = make_tensor(*backend, device.index, impl.shape, impl.dtype);
+    const TensorImpl &s = *src.impl();
+    copy_bytes(*out.impl()->storage, 0, *s.storage, static_cast<uint64_t>(s.offset) * dtype_size(s.dtype),
+               nbytes());
+    return out;
+}
+
+Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
+
+void Tensor::copy_to_host(void *dst, std::size_t bytes) const {
+    if (bytes != nbytes())
+        raise<ValueError>("copy_to_host: destination has " + std::to_string(bytes) +
+                          " bytes, the tensor " + shape_str(shape()) + " of " + dtype_name(dtype()) +
+                          " has " + std::to_string(nbytes()));
+    if (bytes == 0) return;
+    Tensor src = contiguous();
+    const TensorImpl &s = *src.impl();
+    Storage &storage = *s.storage;
+    tf_error err = make_error();
+    tf_status status = storage.backend->table().buffer_read(
+        storage.buffer, static_cast<uint64_t>(s.offset) * dtype_size(s.dtype), dst, bytes, &err);
+    if (!storage.host)
+        Registry::instance().counters().backends[storage.backend->slot()].bytes_to_host += bytes;
+    if (status != TF_STATUS_OK)
+        raise_status(status, "copy_to_host from " + device().str() + ": " +
+                                 error_text(err, "failed without a message"));
+}
+
+} // namespace tinyfin
