@@ -1,0 +1,345 @@
+// Private to the cpu plugin: what plugin.cpp and the kernel files share. Nothing here crosses
+// the ABI; every kernel assumes a descriptor that validate() in plugin.cpp accepted.
+#ifndef TINYFIN_CPU_KERNELS_H
+#define TINYFIN_CPU_KERNELS_H
+
+#include <tinyfin/plugin.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace tf_cpu {
+
+// Float conversions and arithmetic below rely on IEEE 754 binary32/binary64 (overflow to
+// infinity, NaN propagation).
+static_assert(std::numeric_limits<float>::is_iec559 && std::numeric_limits<double>::is_iec559);
+
+// ---- Errors -----------------------------------------------------------------------------------
+
+// Writes a printf-style message into err (when err has room for one) and returns status.
+// err may be NULL: supports() validates through the same code without paying for the text.
+tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) noexcept
+    __attribute__((format(printf, 3, 4)));
+
+// "add", "matmul", ... from ops.def; "op?" for an unknown id.
+const char *op_name(uint32_t op) noexcept;
+// "f32", "bf16", ...; "dtype?" for an unknown value.
+const char *dtype_name(int32_t dtype) noexcept;
+// Bytes per element; 0 for an unknown dtype.
+size_t dtype_size(int32_t dtype) noexcept;
+
+// Number of elements; 1 for rank 0. validate() has ruled out overflow.
+inline int64_t numel(const tf_tensor_desc &d) {
+    int64_t n = 1;
+    for (int i = 0; i < d.rank; ++i) n *= d.shape[i];
+    return n;
+}
+
+// ---- f16 and bf16 -----------------------------------------------------------------------------
+
+// Storage types of the dtypes C++ has no type for. Wrappers, so overloads and templates tell
+// them apart from uint16_t / uint8_t.
+struct f16 { uint16_t bits; };
+struct bf16 { uint16_t bits; };
+struct boolean { uint8_t value; };
+
+// Rounds (neg ? -1 : 1) * mag * 2^exp to the nearest value of the binary format with E exponent
+// bits and M stored mantissa bits, ties to even; beyond the largest finite value gives infinity.
+// Every narrowing conversion goes through here with the exact source value, so a result is
+// rounded once: rounding f64 -> f32 -> f16 in two steps can land on the wrong side of a tie.
+template <int E, int M>
+constexpr uint16_t round_to_format(bool neg, uint64_t mag, int exp) {
+    constexpr int bias = (1 << (E - 1)) - 1;
+    constexpr int emin = 1 - bias;
+    const uint32_t sign = neg ? 1u << (E + M) : 0u;
+    if (mag == 0) return static_cast<uint16_t>(sign);
+    // The value lies in [2^top, 2^(top+1)); its last kept bit has weight 2^lsb.
+    const int top = 63 - std::countl_zero(mag) + exp;
+    const int lsb = std::max(top, emin) - M;
+    const int shift = lsb - exp;  // low bits of mag that do not fit
+    uint64_t q = 0;
+    if (shift <= 0) {
+        q = mag << -shift;  // exact, q < 2^(M+1)
+    } else {
+        if (shift > 64) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+        q = shift == 64 ? 0 : mag >> shift;
+        const uint64_t rem = shift == 64 ? mag : mag & ((uint64_t{1} << shift) - 1);
+        const uint64_t half = uint64_t{1} << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) ++q;
+    }
+    int e = lsb + M;  // exponent of the leading bit when the result is normal
+    if (q >> (M + 1)) {  // rounding carried into the next binade
+        q >>= 1;
+        ++e;
+    }
+    if (!(q >> M)) return static_cast<uint16_t>(sign | q);  // subnormal, or the carry made it normal with e == emin
+    if (e + bias >= (1 << E) - 1) return static_cast<uint16_t>(sign | ((1u << E) - 1) << M);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(e + bias) << M |
+                                 (q & ((uint64_t{1} << M) - 1)));
+}
+
+// NaN keeps its sign and top payload bits and becomes quiet, so a NaN never turns into infinity.
+inline uint16_t f32_to_f16(float x) {
+    const uint32_t b = std::bit_cast<uint32_t>(x);
+    const bool neg = b >> 31;
+    const uint32_t e = (b >> 23) & 0xff, m = b & 0x7fffff;
+    if (e == 0xff) return static_cast<uint16_t>(neg << 15 | 0x7c00 | (m ? 0x200 | m >> 13 : 0));
+    return round_to_format<5, 10>(neg, e ? m | 0x800000 : m, (e ? int(e) : 1) - 150);
+}
+
+inline uint16_t f32_to_bf16(float x) {
+    const uint32_t b = std::bit_cast<uint32_t>(x);
+    const bool neg = b >> 31;
+    const uint32_t e = (b >> 23) & 0xff, m = b & 0x7fffff;
+    if (e == 0xff) return static_cast<uint16_t>(neg << 15 | 0x7f80 | (m ? 0x40 | m >> 16 : 0));
+    return round_to_format<8, 7>(neg, e ? m | 0x800000 : m, (e ? int(e) : 1) - 150);
+}
+
+// From double directly (fill values): going through float first would round twice.
+template <int E, int M>
+inline uint16_t f64_to_format(double x) {
+    const uint64_t b = std::bit_cast<uint64_t>(x);
+    const bool neg = b >> 63;
+    const uint64_t e = (b >> 52) & 0x7ff, m = b & 0xfffffffffffffull;
+    if (e == 0x7ff) {
+        const uint64_t inf = ((1u << E) - 1) << M;
+        const uint64_t nan = m ? uint64_t{1} << (M - 1) | m >> (52 - M) : 0;
+        return static_cast<uint16_t>(uint64_t{neg} << (E + M) | inf | nan);
+    }
+    return round_to_format<E, M>(neg, e ? m | uint64_t{1} << 52 : m, (e ? int(e) : 1) - 1075);
+}
+
+template <int E, int M>
+inline uint16_t i64_to_format(int64_t v) {
+    const bool neg = v < 0;
+    return round_to_format<E, M>(neg, neg ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v), 0);
+}
+
+// Exact: every f16 is an f32.
+inline float f16_to_f32(uint16_t h) {
+    const uint32_t sign = uint32_t(h & 0x8000) << 16;
+    const uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 0x1f) return std::bit_cast<float>(sign | 0x7f800000 | m << 13);
+    if (e == 0) {
+        const float v = static_cast<float>(m) * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return std::bit_cast<float>(sign | (e + 112) << 23 | m << 13);
+}
+
+inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
+
+// Float to integer like C: truncates toward zero. Where C is undefined this saturates:
+// NaN gives 0, beyond the range gives the nearest limit (infinities included).
+template <class I>
+inline I saturate_cast(double x) {
+    if (std::isnan(x)) return 0;
+    const double t = std::trunc(x);
+    constexpr double lo = static_cast<double>(std::numeric_limits<I>::min());  // -2^(bits-1), exact
+    if (t <= lo) return std::numeric_limits<I>::min();
+    if (t >= -lo) return std::numeric_limits<I>::max();
+    return static_cast<I>(t);
+}
+
+// ---- Element access ---------------------------------------------------------------------------
+
+// Per storage type: compute is the type kernels do arithmetic in (f16/bf16 in float: float's 24
+// bits are more than 2*11+2, so rounding a float +,-,*,/ of two f16 or bf16 to the narrow type
+// gives the correctly rounded result). wide is what cast goes through: double holds every float
+// value exactly, int64_t every integer. Loads and stores use memcpy: offsets are any byte count.
+template <class T> struct traits;
+
+template <> struct traits<float> {
+    using compute = float;
+    using wide = double;
+    static float load(const char *p) { float v; std::memcpy(&v, p, sizeof v); return v; }
+    static void store(char *p, float v) { std::memcpy(p, &v, sizeof v); }
+    static void store_wide(char *p, double v) { store(p, static_cast<float>(v)); }
+    static void store_wide(char *p, int64_t v) { store(p, static_cast<float>(v)); }  // one rounding
+};
+
+template <> struct traits<f16> {
+    using compute = float;
+    using wide = double;
+    static uint16_t bits(const char *p) { uint16_t v; std::memcpy(&v, p, sizeof v); return v; }
+    static void put(char *p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
+    static float load(const char *p) { return f16_to_f32(bits(p)); }
+    static void store(char *p, float v) { put(p, f32_to_f16(v)); }
+    static void store_wide(char *p, double v) { put(p, f64_to_format<5, 10>(v)); }
+    static void store_wide(char *p, int64_t v) { put(p, i64_to_format<5, 10>(v)); }
+};
+
+template <> struct traits<bf16> {
+    using compute = float;
+    using wide = double;
+    static uint16_t bits(const char *p) { uint16_t v; std::memcpy(&v, p, sizeof v); return v; }
+    static void put(char *p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
+    static float load(const char *p) { return bf16_to_f32(bits(p)); }
+    static void store(char *p, float v) { put(p, f32_to_bf16(v)); }
+    static void store_wide(char *p, double v) { put(p, f64_to_format<8, 7>(v)); }
+    static void store_wide(char *p, int64_t v) { put(p, i64_to_format<8, 7>(v)); }
+};
+
+template <class I> struct int_traits {
+    using compute = I;
+    using wide = int64_t;
+    static I load(const char *p) { I v; std::memcpy(&v, p, sizeof v); return v; }
+    static void store(char *p, I v) { std::memcpy(p, &v, sizeof v); }
+    static void store_wide(char *p, double v) { store(p, saturate_cast<I>(v)); }
+    // Integer narrowing wraps (two's complement, as C++20 defines it), like numpy and torch.
+    static void store_wide(char *p, int64_t v) { store(p, static_cast<I>(v)); }
+};
+template <> struct traits<int32_t> : int_traits<int32_t> {};
+template <> struct traits<int64_t> : int_traits<int64_t> {};
+
+template <> struct traits<boolean> {
+    using compute = uint8_t;
+    using wide = int64_t;
+    // Any non-zero byte reads as true, so a sloppy producer cannot leak values other than 0/1.
+    static uint8_t load(const char *p) { return *reinterpret_cast<const unsigned char *>(p) != 0; }
+    static void store(char *p, uint8_t v) { *reinterpret_cast<unsigned char *>(p) = v != 0; }
+    static void store_wide(char *p, double v) { store(p, v != 0); }  // NaN != 0: true, as in C
+    static void store_wide(char *p, int64_t v) { store(p, v != 0); }
+};
+
+template <class T>
+inline typename traits<T>::wide load_wide(const char *p) {
+    return static_cast<typename traits<T>::wide>(traits<T>::load(p));
+}
+
+// Calls fn(T{}) with T the storage type of dtype; false (fn not called) when dtype is not in the set.
+template <class Fn>
+bool with_float_dtype(int32_t dtype, Fn &&fn) {
+    switch (dtype) {
+    case TF_DTYPE_F32: fn(float{}); return true;
+    case TF_DTYPE_F16: fn(f16{}); return true;
+    case TF_DTYPE_BF16: fn(bf16{}); return true;
+    default: return false;
+    }
+}
+
+template <class Fn>
+bool with_numeric_dtype(int32_t dtype, Fn &&fn) {
+    switch (dtype) {
+    case TF_DTYPE_I32: fn(int32_t{}); return true;
+    case TF_DTYPE_I64: fn(int64_t{}); return true;
+    default: return with_float_dtype(dtype, fn);
+    }
+}
+
+template <class Fn>
+bool with_any_dtype(int32_t dtype, Fn &&fn) {
+    if (dtype == TF_DTYPE_BOOL) {
+        fn(boolean{});
+        return true;
+    }
+    return with_numeric_dtype(dtype, fn);
+}
+
+// ---- Strided walks ----------------------------------------------------------------------------
+
+// A tensor as a walk sees it: the address of element [0,...,0] and per-axis strides in bytes.
+struct view {
+    char *base;
+    int64_t strides[TF_MAX_RANK];
+};
+
+// A size-1 axis gets stride 0: its element stride can be any value (validation bounds only the
+// strides of longer axes), and scaling a huge one to bytes would overflow.
+inline view view_of(const tf_tensor_desc &d) {
+    view v{d.data ? static_cast<char *>(d.data) + d.offset : nullptr, {}};
+    const auto size = static_cast<int64_t>(dtype_size(d.dtype));
+    for (int i = 0; i < d.rank; ++i) v.strides[i] = d.shape[i] > 1 ? d.strides[i] * size : 0;
+    return v;
+}
+
+// Visits every element of shape (rank axes) in row-major order, one innermost row at a time:
+// row(ptrs, n, steps) gets each operand's address of the row's first element, the row length
+// and each operand's byte step along the row. Axes that are contiguous in every operand are
+// merged first, so a contiguous tensor is one long row and the row loop is where time goes.
+// Does nothing when shape has no elements; rank 0 is one row of one element. When row returns
+// bool, false stops the walk.
+template <size_t N, class Row>
+void walk(int rank, const int64_t *shape, const std::array<view, N> &views, Row &&row) {
+    int64_t dims[TF_MAX_RANK];
+    int64_t strides[N][TF_MAX_RANK];
+    int r = 0;
+    for (int axis = 0; axis < rank; ++axis) {
+        if (shape[axis] == 0) return;
+        if (shape[axis] == 1) continue;
+        bool merge = r > 0;
+        for (size_t k = 0; k < N && merge; ++k)  // unsigned: stride * size may pass INT64_MAX, not UINT64_MAX
+            merge = static_cast<uint64_t>(strides[k][r - 1]) ==
+                    static_cast<uint64_t>(views[k].strides[axis]) * static_cast<uint64_t>(shape[axis]);
+        if (merge) {
+            dims[r - 1] *= shape[axis];
+            for (size_t k = 0; k < N; ++k) strides[k][r - 1] = views[k].strides[axis];
+            continue;
+        }
+        dims[r] = shape[axis];
+        for (size_t k = 0; k < N; ++k) strides[k][r] = views[k].strides[axis];
+        ++r;
+    }
+    if (r == 0) {
+        dims[0] = 1;
+        for (size_t k = 0; k < N; ++k) strides[k][0] = 0;
+        r = 1;
+    }
+
+    const int64_t n = dims[r - 1];
+    int64_t steps[N];
+    for (size_t k = 0; k < N; ++k) steps[k] = strides[k][r - 1];
+    // Offsets, not pointers, and integer address arithmetic: stepping back at the end of an
+    // axis or offsetting a NULL base of an empty operand never does undefined pointer arithmetic.
+    int64_t idx[TF_MAX_RANK] = {};
+    int64_t off[N] = {};
+    std::array<char *, N> ptrs;
+    for (;;) {
+        for (size_t k = 0; k < N; ++k)
+            ptrs[k] = reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(views[k].base) + static_cast<uintptr_t>(off[k]));
+        if constexpr (std::is_same_v<decltype(row(ptrs.data(), n, steps)), bool>) {
+            if (!row(ptrs.data(), n, steps)) return;
+        } else {
+            row(ptrs.data(), n, steps);
+        }
+        int axis = r - 2;
+        for (; axis >= 0; --axis) {
+            if (++idx[axis] < dims[axis]) {
+                for (size_t k = 0; k < N; ++k) off[k] += strides[k][axis];
+                break;
+            }
+            // Back to index 0: (dims - 1) * stride is inside the validated extent, dims * stride may not be.
+            for (size_t k = 0; k < N; ++k) off[k] -= strides[k][axis] * (dims[axis] - 1);
+            idx[axis] = 0;
+        }
+        if (axis < 0) return;
+    }
+}
+
+// ---- Kernels (one file each) ------------------------------------------------------------------
+
+// kernels_elementwise.cpp: add, sub, mul, div (binary) and neg, exp, relu (unary).
+tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b,
+                     const tf_tensor_desc &out, tf_error *err);
+tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
+// kernels_reduce.cpp
+tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
+                  tf_error *err);
+// kernels_matmul.cpp
+tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
+                     tf_error *err);
+// kernels_copy.cpp
+tf_status run_contiguous(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
+tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
+tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err);
+
+}  // namespace tf_cpu
+
+#endif  // TINYFIN_CPU_KERNELS_H

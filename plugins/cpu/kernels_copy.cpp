@@ -1,0 +1,70 @@
+// Copy reference kernels: contiguous (same dtype, any layout to any layout), cast (every pair
+// of dtypes) and fill.
+//
+// Conversion rules (cast and fill):
+//  - float -> float: round to nearest, ties to even, once from the exact value; NaN stays NaN.
+//  - float -> integer: truncates toward zero like C; saturating where C is undefined: NaN gives
+//    0, values beyond the range (infinities included) give the type's min or max.
+//  - integer -> float: rounds to nearest even (f16 overflows to infinity past 65519).
+//  - integer -> narrower integer: wraps (two's complement), like C++20, numpy and torch.
+//  - anything -> bool: x != 0 (NaN is true); bool -> anything: 0 or 1.
+#include "kernels.h"
+
+namespace tf_cpu {
+namespace {
+
+template <int64_t Size>
+void copy_elements(const tf_tensor_desc &in, const tf_tensor_desc &out) {
+    walk<2>(out.rank, out.shape, {view_of(out), view_of(in)}, [](char *const *p, int64_t n, const int64_t *step) {
+        if (step[0] == Size && step[1] == Size) {
+            std::memcpy(p[0], p[1], static_cast<size_t>(n * Size));
+            return;
+        }
+        for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * step[0], p[1] + i * step[1], Size);
+    });
+}
+
+template <class S, class D>
+void cast(const tf_tensor_desc &in, const tf_tensor_desc &out) {
+    walk<2>(out.rank, out.shape, {view_of(out), view_of(in)}, [](char *const *p, int64_t n, const int64_t *step) {
+        for (int64_t i = 0; i < n; ++i) traits<D>::store_wide(p[0] + i * step[0], load_wide<S>(p[1] + i * step[1]));
+    });
+}
+
+}  // namespace
+
+tf_status run_contiguous(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err) {
+    switch (dtype_size(out.dtype)) {
+    case 1: copy_elements<1>(in, out); return TF_STATUS_OK;
+    case 2: copy_elements<2>(in, out); return TF_STATUS_OK;
+    case 4: copy_elements<4>(in, out); return TF_STATUS_OK;
+    case 8: copy_elements<8>(in, out); return TF_STATUS_OK;
+    default: return fail(err, TF_STATUS_UNSUPPORTED, "contiguous: dtype %s not supported", dtype_name(out.dtype));
+    }
+}
+
+tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err) {
+    bool known_out = false;
+    const bool known_in = with_any_dtype(in.dtype, [&](auto src) {
+        known_out = with_any_dtype(out.dtype, [&](auto dst) { cast<decltype(src), decltype(dst)>(in, out); });
+    });
+    if (!known_in || !known_out)
+        return fail(err, TF_STATUS_UNSUPPORTED, "cast: %s to %s not supported", dtype_name(in.dtype), dtype_name(out.dtype));
+    return TF_STATUS_OK;
+}
+
+tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err) {
+    const bool known = with_any_dtype(out.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        // Encode once, then copy the bytes into every element.
+        char bytes[sizeof(T)];
+        traits<T>::store_wide(bytes, value);
+        walk<1>(out.rank, out.shape, {view_of(out)}, [&](char *const *p, int64_t n, const int64_t *step) {
+            for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * step[0], bytes, sizeof(T));
+        });
+    });
+    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "fill: dtype %s not supported", dtype_name(out.dtype));
+    return TF_STATUS_OK;
+}
+
+}  // namespace tf_cpu
