@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "errors.hpp"
+#include "op_samples.hpp"
 #include "op_table.hpp"
 #include "registry.hpp"
 
@@ -106,56 +107,11 @@ const char *kind_name(int32_t kind) {
     }
 }
 
-tf_tensor_desc sample_desc(std::initializer_list<int64_t> shape) {
-    tf_tensor_desc desc;
-    std::memset(&desc, 0, sizeof desc);
-    desc.struct_size = sizeof desc;
-    desc.dtype = TF_DTYPE_F32;
-    desc.rank = static_cast<int32_t>(shape.size());
-    int i = 0;
-    for (int64_t s : shape) desc.shape[i++] = s;
-    int64_t stride = 1;
-    for (int d = desc.rank; d-- > 0;) {
-        desc.strides[d] = stride;
-        stride *= desc.shape[d];
-    }
-    return desc;
-}
-
 // Does the backend accept a small f32 case of op? The matrix in tinyfin-info and docs.
 bool supports_sample(Backend &backend, tf_op op) {
-    const OpInfo &info = op_info(op);
-    tf_tensor_desc in[2], out[1];
-    tf_params_reduce reduce{sizeof(tf_params_reduce), 1u};
-    tf_params_fill fill{sizeof(tf_params_fill), 0.0};
-    const void *params = nullptr;
-    switch (info.kind) {
-    case OpKind::UNARY:
-    case OpKind::COPY:
-        in[0] = sample_desc({2, 3});
-        out[0] = sample_desc({2, 3});
-        break;
-    case OpKind::BINARY:
-        in[0] = in[1] = out[0] = sample_desc({2, 3});
-        break;
-    case OpKind::REDUCE:
-        in[0] = sample_desc({2, 3});
-        out[0] = sample_desc({1, 3});
-        params = &reduce;
-        break;
-    case OpKind::MATMUL:
-        in[0] = sample_desc({2, 3});
-        in[1] = sample_desc({3, 4});
-        out[0] = sample_desc({2, 4});
-        break;
-    case OpKind::FILL:
-        out[0] = sample_desc({2, 3});
-        params = &fill;
-        break;
-    }
-    tf_op_desc desc{sizeof(tf_op_desc), static_cast<uint32_t>(op),
-                    static_cast<uint32_t>(info.n_inputs), static_cast<uint32_t>(info.n_outputs),
-                    in, out, params};
+    OpSample sample = make_sample(op);
+    if (sample.outputs.empty()) return false;
+    tf_op_desc desc = sample.desc(op);
     return backend.table().supports(0, &desc) != 0;
 }
 

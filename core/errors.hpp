@@ -17,6 +17,7 @@ template <> constexpr const char *error_class<BackendError>() { return "BackendE
 template <> constexpr const char *error_class<FallbackError>() { return "FallbackError"; }
 template <> constexpr const char *error_class<OutOfMemoryError>() { return "OutOfMemoryError"; }
 template <> constexpr const char *error_class<PluginError>() { return "PluginError"; }
+template <> constexpr const char *error_class<AutogradError>() { return "AutogradError"; }
 
 // Throws E with what() = "<Class>: <message>".
 template <typename E> [[noreturn]] void raise(const std::string &message) {

@@ -10,7 +10,7 @@
 namespace tinyfin::detail {
 
 // The shape/dtype rule an op follows (the KIND column of ops.def).
-enum class OpKind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL };
+enum class OpKind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL, COMPARE, WHERE, ARG, OWN };
 
 struct OpInfo {
     const char *name;

@@ -6,6 +6,7 @@
 #include "dispatch.hpp"
 #include "errors.hpp"
 #include "registry.hpp"
+#include "autograd.hpp"
 #include "tensor_impl.hpp"
 
 namespace tinyfin {
@@ -221,6 +222,10 @@ Device Tensor::device() const {
     return Device{impl.storage->backend->name(), impl.storage->device};
 }
 
+bool Tensor::shares_storage(const Tensor &other) const {
+    return impl_of(*this, "shares_storage").storage == impl_of(other, "shares_storage").storage;
+}
+
 bool Tensor::is_contiguous() const {
     const TensorImpl &impl = impl_of(*this, "is_contiguous");
     int64_t expected = 1;
@@ -293,21 +298,37 @@ static Shape infer_shape(const Shape &requested, int64_t numel, std::string_view
     return shape;
 }
 
-Tensor Tensor::view(const Shape &new_shape) const {
-    const TensorImpl &impl = impl_of(*this, "view");
-    Shape shape = infer_shape(new_shape, numel(), "view");
+namespace detail {
+
+Tensor raw_view(const Tensor &t, const Shape &new_shape) {
+    const TensorImpl &impl = impl_of(t, "view");
+    Shape shape = infer_shape(new_shape, t.numel(), "view");
     auto strides = view_strides(impl, shape);
     if (!strides)
         raise<ShapeError>("view: a tensor of shape " + shape_str(impl.shape) + " and strides " +
                           shape_str(impl.strides) + " cannot be viewed as " + shape_str(shape) +
                           " without a copy; use reshape");
-    return make_view(*this, shape, *strides, impl.offset);
+    return make_view(t, shape, *strides, impl.offset);
+}
+
+} // namespace detail
+
+// Gradient of any reshape-like view: reshape the gradient back.
+static Tensor record_reshape(const Tensor &out, const Tensor &in, const char *name) {
+    return record(out, {&in}, name, [shape = in.shape()](const Tensor &g) -> std::vector<Tensor> {
+        return {g.reshape(shape)};
+    });
+}
+
+Tensor Tensor::view(const Shape &new_shape) const {
+    return record_reshape(raw_view(*this, new_shape), *this, "view");
 }
 
 Tensor Tensor::reshape(const Shape &new_shape) const {
     const TensorImpl &impl = impl_of(*this, "reshape");
     Shape shape = infer_shape(new_shape, numel(), "reshape");
-    if (auto strides = view_strides(impl, shape)) return make_view(*this, shape, *strides, impl.offset);
+    if (auto strides = view_strides(impl, shape))
+        return record_reshape(make_view(*this, shape, *strides, impl.offset), *this, "reshape");
     return contiguous().view(shape);
 }
 
@@ -321,8 +342,19 @@ Tensor Tensor::transpose(int axis0, int axis1) const {
 }
 
 Tensor Tensor::permute(const std::vector<int> &axes) const {
-    const TensorImpl &impl = impl_of(*this, "permute");
-    int r = rank();
+    Tensor out = raw_permute(*this, axes);
+    std::vector<int> inverse(axes.size());
+    for (std::size_t i = 0; i < axes.size(); ++i)
+        inverse[axes[i] < 0 ? axes[i] + rank() : axes[i]] = static_cast<int>(i);
+    return record(out, {this}, "permute", [inverse](const Tensor &g) -> std::vector<Tensor> {
+        return {g.permute(inverse)};
+    });
+}
+
+Tensor detail::raw_permute(const Tensor &t, const std::vector<int> &axes) {
+    const Tensor *self = &t;
+    const TensorImpl &impl = impl_of(t, "permute");
+    int r = t.rank();
     if (static_cast<int>(axes.size()) != r)
         raise<ShapeError>("permute: " + std::to_string(axes.size()) + " axes given for rank " +
                           std::to_string(r));
@@ -335,11 +367,25 @@ Tensor Tensor::permute(const std::vector<int> &axes) const {
         shape[i] = impl.shape[a];
         strides[i] = impl.strides[a];
     }
-    return make_view(*this, shape, strides, impl.offset);
+    return make_view(*self, shape, strides, impl.offset);
 }
 
 Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
-    const TensorImpl &impl = impl_of(*this, "slice");
+    Tensor out = raw_slice(*this, axis, start, end, step);
+    // The gradient is zero outside the slice: scatter g into the same view of zeros.
+    return record(out, {this}, "slice",
+                  [shape = shape(), dtype = dtype(), axis, start, end, step](const Tensor &g)
+                      -> std::vector<Tensor> {
+                      Tensor full_grad = zeros(shape, dtype, g.device());
+                      raw_slice(full_grad, axis, start, end, step).assign_(g);
+                      return {full_grad};
+                  });
+}
+
+Tensor detail::raw_slice(const Tensor &t, int axis, int64_t start, int64_t end, int64_t step) {
+    const Tensor &self = t;
+    const TensorImpl &impl = impl_of(t, "slice");
+    auto rank = [&] { return t.rank(); };
     if (rank() == 0) raise<ShapeError>("slice: a rank-0 tensor has no axis to slice");
     int a = normalize_axis(axis, rank(), "slice");
     if (step <= 0) raise<ValueError>("slice: step must be positive, got " + std::to_string(step));
@@ -351,11 +397,18 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
     Shape shape = impl.shape, strides = impl.strides;
     shape[a] = (end - start + step - 1) / step;
     strides[a] = impl.strides[a] * step;
-    return make_view(*this, shape, strides, impl.offset + start * impl.strides[a]);
+    return make_view(self, shape, strides, impl.offset + start * impl.strides[a]);
 }
 
 Tensor Tensor::expand(const Shape &target) const {
-    const TensorImpl &impl = impl_of(*this, "expand");
+    Tensor out = raw_expand(*this, target);
+    return record(out, {this}, "expand", [shape = shape()](const Tensor &g) -> std::vector<Tensor> {
+        return {sum_to(g, shape)};
+    });
+}
+
+Tensor detail::raw_expand(const Tensor &t, const Shape &target) {
+    const TensorImpl &impl = impl_of(t, "expand");
     if (target.size() < impl.shape.size())
         raise<ShapeError>("expand: cannot expand " + shape_str(impl.shape) + " to fewer axes " +
                           shape_str(target));
@@ -378,7 +431,7 @@ Tensor Tensor::expand(const Shape &target) const {
         }
     }
     checked_numel(shape, "expand");
-    return make_view(*this, shape, strides, impl.offset);
+    return make_view(t, shape, strides, impl.offset);
 }
 
 Tensor Tensor::contiguous() const {
@@ -386,7 +439,22 @@ Tensor Tensor::contiguous() const {
     const TensorImpl &impl = impl_of(*this, "contiguous");
     Tensor out = make_tensor(*impl.storage->backend, impl.storage->device, impl.shape, impl.dtype);
     dispatch(TF_OP_CONTIGUOUS, {*this}, {out});
-    return out;
+    return record(out, {this}, "contiguous", [](const Tensor &g) -> std::vector<Tensor> { return {g}; });
+}
+
+void Tensor::assign_(const Tensor &src) {
+    const TensorImpl &impl = impl_of(*this, "assign_");
+    impl_of(src, "assign_");
+    if (grad_enabled() && requires_grad())
+        raise<AutogradError>("assign_: cannot overwrite a tensor that requires grad while grad mode "
+                             "is on; wrap the update in NoGradGuard");
+    Shape shape = broadcast_shapes(impl.shape, src.shape(), "assign_");
+    if (shape != impl.shape)
+        raise<ShapeError>("assign_: source of shape " + shape_str(src.shape()) +
+                          " does not broadcast to " + shape_str(impl.shape));
+    Tensor source = src.to(device());
+    if (source.dtype() != impl.dtype) source = cast(source.detach(), impl.dtype);
+    dispatch(TF_OP_CONTIGUOUS, {raw_expand(source, impl.shape)}, {*this});
 }
 
 Tensor Tensor::to(const Device &device) const {
@@ -401,7 +469,9 @@ Tensor Tensor::to(const Device &device) const {
     const TensorImpl &s = *src.impl();
     copy_bytes(*out.impl()->storage, 0, *s.storage, static_cast<uint64_t>(s.offset) * dtype_size(s.dtype),
                nbytes());
-    return out;
+    return record(out, {this}, "to", [from = this->device()](const Tensor &g) -> std::vector<Tensor> {
+        return {g.to(from)};
+    });
 }
 
 Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }

@@ -30,12 +30,18 @@ std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t
 
 namespace tinyfin {
 
-struct TensorImpl {
+namespace detail {
+struct AutogradMeta;
+}
+
+struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
     DType dtype = DType::f32;
     Shape shape;
     Shape strides;     // in elements
     int64_t offset = 0; // in elements
     std::shared_ptr<detail::Storage> storage;
+    // Null until autograd needs it (requires_grad_, or a recorded op's output).
+    std::shared_ptr<detail::AutogradMeta> autograd;
 };
 
 } // namespace tinyfin
@@ -47,6 +53,11 @@ Shape contiguous_strides(const Shape &shape);
 // A new contiguous tensor on backend's device (uninitialised contents).
 Tensor make_tensor(Backend &backend, int device, const Shape &shape, DType dtype);
 Tensor make_view(const Tensor &base, Shape shape, Shape strides, int64_t offset);
+// Views without autograd recording, for the core's own descriptor building and rules.
+Tensor raw_view(const Tensor &t, const Shape &shape);
+Tensor raw_permute(const Tensor &t, const std::vector<int> &axes);
+Tensor raw_slice(const Tensor &t, int axis, int64_t start, int64_t end, int64_t step);
+Tensor raw_expand(const Tensor &t, const Shape &shape);
 Backend &backend_of(const Tensor &tensor);
 const TensorImpl &impl_of(const Tensor &tensor, std::string_view op);
 

@@ -113,6 +113,92 @@ typedef struct tf_params_fill {
     double value;
 } tf_params_fill;
 
+/* CLAMP: min(max(x, min), max); -inf / +inf disable a bound. */
+typedef struct tf_params_clamp {
+    uint32_t struct_size;
+    double min;
+    double max;
+} tf_params_clamp;
+
+/* VAR: like tf_params_reduce; the divisor is (count - correction), never below 0. */
+typedef struct tf_params_var {
+    uint32_t struct_size;
+    uint32_t axes_mask;
+    double correction;
+} tf_params_var;
+
+/* ARG ops, SOFTMAX, LOG_SOFTMAX: one axis, 0 <= axis < rank. */
+typedef struct tf_params_axis {
+    uint32_t struct_size;
+    int32_t axis;
+} tf_params_axis;
+
+/* CONV2D and its gradients. All values >= 1 except padding (>= 0). */
+typedef struct tf_params_conv2d {
+    uint32_t struct_size;
+    int32_t stride[2];   /* h, w */
+    int32_t padding[2];  /* h, w: zeros added on both sides */
+    int32_t dilation[2]; /* h, w */
+    int32_t groups;
+} tf_params_conv2d;
+
+/* MAX_POOL2D, AVG_POOL2D and their backward ops. */
+typedef struct tf_params_pool2d {
+    uint32_t struct_size;
+    int32_t kernel[2];  /* h, w */
+    int32_t stride[2];  /* h, w */
+    int32_t padding[2]; /* h, w */
+    /* AVG only: non-zero divides by the full window, padding included. */
+    int32_t count_include_pad;
+} tf_params_pool2d;
+
+/* LAYER_NORM, RMS_NORM: normalise over the last n_axes axes. */
+typedef struct tf_params_norm {
+    uint32_t struct_size;
+    int32_t n_axes;
+    double eps;
+} tf_params_norm;
+
+/* ROPE. Pairs are (2i, 2i+1) when interleaved, else (i, i + D/2). inverse rotates back
+ * (the gradient of rope is the inverse rotation). */
+typedef struct tf_params_rope {
+    uint32_t struct_size;
+    int32_t interleaved;
+    int32_t inverse;
+    double theta;
+    int64_t position_offset;
+} tf_params_rope;
+
+/* ATTENTION. causal masks key positions j > i + (Tk - Tq). */
+typedef struct tf_params_attention {
+    uint32_t struct_size;
+    int32_t causal;
+    int32_t reserved_;
+    double scale;
+} tf_params_attention;
+
+typedef enum tf_reduction {
+    TF_REDUCTION_NONE = 0,
+    TF_REDUCTION_MEAN = 1,
+    TF_REDUCTION_SUM = 2
+} tf_reduction;
+
+/* CROSS_ENTROPY. Labels equal to ignore_index add nothing and are not counted by MEAN
+ * (MEAN over zero counted labels gives NaN, like PyTorch). Any other label outside
+ * [0, C) is an error. */
+typedef struct tf_params_cross_entropy {
+    uint32_t struct_size;
+    /* A tf_reduction. */
+    int32_t reduction;
+    int64_t ignore_index;
+} tf_params_cross_entropy;
+
+/* ONE_HOT. A label outside [0, num_classes) is an error. */
+typedef struct tf_params_one_hot {
+    uint32_t struct_size;
+    int32_t num_classes;
+} tf_params_one_hot;
+
 /* ---- Tensors across the ABI ------------------------------------------------ */
 
 /* Opaque to the core: a plugin's device allocation. */
@@ -131,7 +217,8 @@ typedef struct tf_tensor_desc {
     int64_t strides[TF_MAX_RANK];
     /* Byte offset of element [0,...,0] in buffer. */
     uint64_t offset;
-    /* The plugin buffer holding the data (owned by the plugin that runs the op). */
+    /* The buffer holding the data: normally the running plugin's own; for host plugins it
+     * may belong to another host-addressable plugin (then use data, never buffer). */
     tf_buffer *buffer;
     /* Host address of byte 0 of buffer when it is host-addressable, else NULL.
      * Host plugins (cpu, blas) must address memory through data only: the

@@ -43,6 +43,8 @@ class FallbackError : public Error { public: using Error::Error; };
 class OutOfMemoryError : public Error { public: using Error::Error; };
 // A plugin reported a failure while running an op or moving data.
 class PluginError : public Error { public: using Error::Error; };
+// Misuse of autograd: backward through a freed graph, grad of an integer tensor, ...
+class AutogradError : public Error { public: using Error::Error; };
 
 // ---- Data types and devices ---------------------------------------------------
 
@@ -96,6 +98,8 @@ public:
     std::size_t nbytes() const;
     Device device() const;
     bool is_contiguous() const;
+    // True when both tensors view the same storage (a view and its base).
+    bool shares_storage(const Tensor &other) const;
 
     // Views (no copy). -1 in reshape's shape is inferred; reshape copies only
     // when the strides cannot express the new shape.
@@ -116,6 +120,26 @@ public:
     Tensor to(std::string_view device) const { return to(Device::parse(device)); }
     // Cast to another dtype on the same device.
     Tensor to(DType dtype) const;
+
+    // Copies src (broadcast to this shape, cast to this dtype) into this tensor's
+    // elements in place, on this tensor's device. Not recorded by autograd: for
+    // optimizers and initialisers. Throws when this tensor requires grad and grad mode is on.
+    void assign_(const Tensor &src);
+
+    // ---- Autograd ----
+    bool requires_grad() const;
+    // Marks a leaf (a tensor no recorded op produced) as a parameter; floats only.
+    Tensor &requires_grad_(bool on = true);
+    bool is_leaf() const;
+    // Accumulated gradient of a leaf after backward(); undefined before.
+    Tensor grad() const;
+    void set_grad(const Tensor &grad);
+    void zero_grad();
+    // Reverse-mode backward from this tensor. gradient defaults to 1 for a one-element
+    // tensor. The graph is freed afterwards unless retain_graph.
+    void backward(const Tensor &gradient = Tensor(), bool retain_graph = false) const;
+    // Same storage, no autograd history.
+    Tensor detach() const;
 
     // Host read-back, in row-major order. Waits for pending device work.
     void copy_to_host(void *dst, std::size_t bytes) const;
@@ -162,17 +186,138 @@ Tensor div(const Tensor &a, const Tensor &b);
 Tensor neg(const Tensor &a);
 Tensor exp(const Tensor &a);
 Tensor relu(const Tensor &a);
-// Sum over axes (all axes when empty); negative axes count from the end.
+Tensor pow(const Tensor &a, const Tensor &b);
+Tensor maximum(const Tensor &a, const Tensor &b);
+Tensor minimum(const Tensor &a, const Tensor &b);
+// Comparisons: bool result, broadcasting, one dtype on both sides.
+Tensor eq(const Tensor &a, const Tensor &b);
+Tensor ne(const Tensor &a, const Tensor &b);
+Tensor lt(const Tensor &a, const Tensor &b);
+Tensor le(const Tensor &a, const Tensor &b);
+Tensor gt(const Tensor &a, const Tensor &b);
+Tensor ge(const Tensor &a, const Tensor &b);
+// Elementwise cond ? a : b, all three broadcast; cond is bool.
+Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b);
+
+Tensor abs(const Tensor &a);
+Tensor log(const Tensor &a);
+Tensor sqrt(const Tensor &a);
+Tensor rsqrt(const Tensor &a);
+Tensor sin(const Tensor &a);
+Tensor cos(const Tensor &a);
+Tensor tanh(const Tensor &a);
+Tensor erf(const Tensor &a);
+Tensor sigmoid(const Tensor &a);
+// approximate = false: x * Phi(x) with erf; true: the tanh approximation.
+Tensor gelu(const Tensor &a, bool approximate = false);
+Tensor silu(const Tensor &a);
+Tensor square(const Tensor &a);
+// Pass -INFINITY / INFINITY to leave a side open.
+Tensor clamp(const Tensor &a, double min, double max);
+
+// Reductions over axes (all axes when empty); negative axes count from the end.
 Tensor sum(const Tensor &a, const std::vector<int> &axes = {}, bool keepdim = false);
+Tensor mean(const Tensor &a, const std::vector<int> &axes = {}, bool keepdim = false);
+Tensor max(const Tensor &a, const std::vector<int> &axes = {}, bool keepdim = false);
+Tensor min(const Tensor &a, const std::vector<int> &axes = {}, bool keepdim = false);
+// Divisor n - correction (1: unbiased, like torch.var's default).
+Tensor var(const Tensor &a, const std::vector<int> &axes = {}, double correction = 1,
+           bool keepdim = false);
+// i64 index of the first extreme along axis.
+Tensor argmax(const Tensor &a, int axis, bool keepdim = false);
+Tensor argmin(const Tensor &a, int axis, bool keepdim = false);
+
 // 1-D, 2-D and batched ([..., M, K] x [..., K, N], batch dims broadcast).
 Tensor matmul(const Tensor &a, const Tensor &b);
 Tensor cast(const Tensor &a, DType dtype);
+
+// ---- Neural-network ops ---------------------------------------------------------------
+
+struct Conv2dOptions {
+    int stride_h = 1, stride_w = 1;
+    int pad_h = 0, pad_w = 0;
+    int dilation_h = 1, dilation_w = 1;
+    int groups = 1;
+};
+// x [N,C,H,W], weight [O,C/groups,KH,KW], bias [O] or undefined -> [N,O,OH,OW].
+Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias = Tensor(),
+              const Conv2dOptions &options = {});
+
+struct Pool2dOptions {
+    int kernel_h = 2, kernel_w = 2;
+    int stride_h = 0, stride_w = 0; // 0: the kernel size
+    int pad_h = 0, pad_w = 0;
+    bool count_include_pad = true;  // avg only
+};
+Tensor max_pool2d(const Tensor &x, const Pool2dOptions &options = {});
+Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options = {});
+
+Tensor softmax(const Tensor &x, int axis = -1);
+Tensor log_softmax(const Tensor &x, int axis = -1);
+// Normalises over the last n_axes axes; weight and bias have those axes' shape (or are undefined).
+Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight = Tensor(),
+                  const Tensor &bias = Tensor(), double eps = 1e-5);
+Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight = Tensor(), double eps = 1e-6);
+// Rotary embedding of x [..., T, D] (D even) at positions offset .. offset+T-1.
+Tensor rope(const Tensor &x, double theta = 10000.0, bool interleaved = false,
+            int64_t position_offset = 0);
+// softmax(q k^T * scale + mask) v; scale <= 0 means 1/sqrt(D); mask is additive and broadcast.
+Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                                    const Tensor &mask = Tensor(), bool causal = false,
+                                    double scale = 0);
+// Rows of weight [V, D] picked by integer indices [...] -> [..., D].
+Tensor embedding(const Tensor &weight, const Tensor &indices);
+
+enum class Reduction { none = 0, mean = 1, sum = 2 };
+// logits [N, C], integer labels [N]. Labels equal to ignore_index are skipped.
+Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduction = Reduction::mean,
+                     int64_t ignore_index = -100);
+Tensor one_hot(const Tensor &labels, int num_classes, DType dtype = DType::f32);
+
+// ---- Layout ---------------------------------------------------------------------------
+
+// Copy along an existing axis / a new axis.
+Tensor concat(const std::vector<Tensor> &tensors, int axis = 0);
+Tensor stack(const std::vector<Tensor> &tensors, int axis = 0);
+// Views of consecutive pieces of the given sizes along axis.
+std::vector<Tensor> split(const Tensor &tensor, const std::vector<int64_t> &sizes, int axis = 0);
+// Constant padding: pads = {before_0, after_0, before_1, after_1, ...} from the first axis.
+Tensor pad(const Tensor &tensor, const std::vector<int64_t> &pads, double value = 0);
+// length elements from start along axis (a view).
+Tensor narrow(const Tensor &tensor, int axis, int64_t start, int64_t length);
 
 inline Tensor operator+(const Tensor &a, const Tensor &b) { return add(a, b); }
 inline Tensor operator-(const Tensor &a, const Tensor &b) { return sub(a, b); }
 inline Tensor operator*(const Tensor &a, const Tensor &b) { return mul(a, b); }
 inline Tensor operator/(const Tensor &a, const Tensor &b) { return div(a, b); }
 inline Tensor operator-(const Tensor &a) { return neg(a); }
+// Tensor-scalar arithmetic: the scalar takes the tensor's dtype and device.
+Tensor operator+(const Tensor &a, double b);
+Tensor operator-(const Tensor &a, double b);
+Tensor operator*(const Tensor &a, double b);
+Tensor operator/(const Tensor &a, double b);
+Tensor operator+(double a, const Tensor &b);
+Tensor operator-(double a, const Tensor &b);
+Tensor operator*(double a, const Tensor &b);
+Tensor operator/(double a, const Tensor &b);
+// A rank-0 tensor of like's dtype on like's device.
+Tensor scalar_like(const Tensor &like, double value);
+
+// ---- Grad mode ---------------------------------------------------------------------
+
+// Whether ops record autograd history on this thread (default true).
+bool grad_enabled();
+// Disables recording on this thread while alive.
+class NoGradGuard {
+public:
+    NoGradGuard();
+    ~NoGradGuard();
+    NoGradGuard(const NoGradGuard &) = delete;
+    NoGradGuard &operator=(const NoGradGuard &) = delete;
+
+private:
+    bool previous_;
+};
 
 // Broadcast shape of two shapes; throws ShapeError naming op when they do not broadcast.
 Shape broadcast_shapes(const Shape &a, const Shape &b, std::string_view op = "broadcast");

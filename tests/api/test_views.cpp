@@ -6,9 +6,7 @@
 using namespace tinyfin;
 using F = std::vector<float>;
 
-static bool same_storage(const Tensor &a, const Tensor &b) {
-    return a.impl()->storage == b.impl()->storage;
-}
+static bool same_storage(const Tensor &a, const Tensor &b) { return a.shares_storage(b); }
 
 TEST_CASE("reshape and view of a contiguous tensor share storage") {
     Tensor a = arange(0, 6);

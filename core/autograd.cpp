@@ -1,0 +1,230 @@
+#include "autograd.hpp"
+
+#include <unordered_map>
+
+#include "errors.hpp"
+#include "tensor_impl.hpp"
+
+namespace tinyfin {
+
+using namespace detail;
+
+namespace {
+
+thread_local bool grad_mode = true;
+
+// The closure of one recorded op.
+struct FunctionNode final : Node {
+    BackwardFn backward;
+    bool freed = false;
+
+    std::vector<Tensor> apply(const Tensor &grad_output) override {
+        if (freed)
+            raise<AutogradError>(std::string("backward through ") + name +
+                                 " whose graph was already freed; call backward(gradient, "
+                                 "/*retain_graph=*/true) the first time to run it twice");
+        return backward(grad_output);
+    }
+    void release() override {
+        backward = nullptr;
+        freed = true;
+    }
+};
+
+// Adds each incoming gradient into a leaf's grad.
+struct AccumulateNode final : Node {
+    std::weak_ptr<TensorImpl> leaf;
+
+    std::vector<Tensor> apply(const Tensor &grad_output) override {
+        std::shared_ptr<TensorImpl> impl = leaf.lock();
+        if (!impl) return {};
+        AutogradMeta &meta = *impl->autograd;
+        meta.grad = meta.grad.defined() ? add(meta.grad, grad_output) : grad_output.detach();
+        return {};
+    }
+};
+
+AutogradMeta &meta_of(TensorImpl &impl) {
+    if (!impl.autograd) impl.autograd = std::make_shared<AutogradMeta>();
+    return *impl.autograd;
+}
+
+// The node a gradient for this tensor flows into: its grad_fn, or its leaf accumulator.
+std::shared_ptr<Node> gradient_edge(const Tensor &t) {
+    TensorImpl &impl = *t.impl();
+    AutogradMeta &meta = meta_of(impl);
+    if (meta.grad_fn) return meta.grad_fn;
+    if (auto node = meta.accumulator.lock()) return node;
+    // One accumulator per leaf, owned by the graphs that use it; the leaf refers to it weakly.
+    auto node = std::make_shared<AccumulateNode>();
+    node->name = "accumulate_grad";
+    node->leaf = impl.weak_from_this();
+    meta.accumulator = node;
+    return node;
+}
+
+bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+
+} // namespace
+
+bool grad_enabled() { return grad_mode; }
+NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
+NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
+
+namespace detail {
+
+bool needs_grad(const Tensor &t) {
+    return t.defined() && t.impl()->autograd && t.impl()->autograd->requires_grad;
+}
+
+bool any_needs_grad(std::initializer_list<const Tensor *> tensors) {
+    if (!grad_mode) return false;
+    for (const Tensor *t : tensors)
+        if (needs_grad(*t)) return true;
+    return false;
+}
+
+Tensor record(const Tensor &out, std::initializer_list<const Tensor *> inputs, const char *name,
+              BackwardFn backward) {
+    if (!any_needs_grad(inputs)) return out;
+    return record_many(out, std::vector<const Tensor *>(inputs), name, std::move(backward));
+}
+
+Tensor record_many(const Tensor &out, const std::vector<const Tensor *> &inputs, const char *name,
+                   BackwardFn backward) {
+    bool any = false;
+    for (const Tensor *t : inputs) any = any || needs_grad(*t);
+    if (!grad_mode || !any) return out;
+    auto node = std::make_shared<FunctionNode>();
+    node->name = name;
+    node->backward = std::move(backward);
+    for (const Tensor *t : inputs) node->next.push_back(needs_grad(*t) ? gradient_edge(*t) : nullptr);
+    AutogradMeta &meta = meta_of(*out.impl());
+    meta.requires_grad = true;
+    meta.grad_fn = std::move(node);
+    return out;
+}
+
+Tensor sum_to(const Tensor &grad, const Shape &shape) {
+    if (grad.shape() == shape) return grad;
+    int lead = grad.rank() - static_cast<int>(shape.size());
+    std::vector<int> axes;
+    for (int i = 0; i < grad.rank(); ++i)
+        if (i < lead || (shape[i - lead] == 1 && grad.shape()[i] != 1)) axes.push_back(i);
+    Tensor reduced = axes.empty() ? grad : sum(grad, axes, true);
+    return reduced.reshape(shape);
+}
+
+} // namespace detail
+
+// ---- Tensor autograd methods ----------------------------------------------------------
+
+bool Tensor::requires_grad() const { return needs_grad(*this); }
+
+Tensor &Tensor::requires_grad_(bool on) {
+    TensorImpl &impl = const_cast<TensorImpl &>(impl_of(*this, "requires_grad_"));
+    if (impl.autograd && impl.autograd->grad_fn)
+        raise<AutogradError>("requires_grad_: only leaf tensors can be marked; this tensor was "
+                             "produced by " + std::string(impl.autograd->grad_fn->name) +
+                             " (use detach() to make a leaf)");
+    if (on && !is_float(impl.dtype))
+        raise<AutogradError>(std::string("requires_grad_: gradients need a float dtype, got ") +
+                             dtype_name(impl.dtype));
+    meta_of(impl).requires_grad = on;
+    return *this;
+}
+
+bool Tensor::is_leaf() const {
+    const TensorImpl &impl = impl_of(*this, "is_leaf");
+    return !impl.autograd || !impl.autograd->grad_fn;
+}
+
+Tensor Tensor::grad() const {
+    const TensorImpl &impl = impl_of(*this, "grad");
+    return impl.autograd ? impl.autograd->grad : Tensor();
+}
+
+void Tensor::set_grad(const Tensor &grad) {
+    TensorImpl &impl = const_cast<TensorImpl &>(impl_of(*this, "set_grad"));
+    if (grad.defined() && grad.shape() != impl.shape)
+        raise<ShapeError>("set_grad: gradient shape " + shape_str(grad.shape()) +
+                          " differs from the tensor's " + shape_str(impl.shape));
+    meta_of(impl).grad = grad;
+}
+
+void Tensor::zero_grad() {
+    TensorImpl &impl = const_cast<TensorImpl &>(impl_of(*this, "zero_grad"));
+    if (impl.autograd) impl.autograd->grad = Tensor();
+}
+
+Tensor Tensor::detach() const {
+    const TensorImpl &impl = impl_of(*this, "detach");
+    auto copy = std::make_shared<TensorImpl>();
+    copy->dtype = impl.dtype;
+    copy->shape = impl.shape;
+    copy->strides = impl.strides;
+    copy->offset = impl.offset;
+    copy->storage = impl.storage;
+    return Tensor(std::move(copy));
+}
+
+void Tensor::backward(const Tensor &gradient, bool retain_graph) const {
+    const TensorImpl &impl = impl_of(*this, "backward");
+    if (!needs_grad(*this))
+        raise<AutogradError>("backward: the tensor does not require grad (no parameter with "
+                             "requires_grad_() contributed to it, or it was computed under no_grad)");
+    Tensor seed = gradient;
+    if (!seed.defined()) {
+        if (numel() != 1)
+            raise<AutogradError>("backward: a gradient can be implied only for one-element "
+                                 "outputs; pass one of shape " + shape_str(impl.shape));
+        seed = full(impl.shape, 1.0, impl.dtype, device());
+    } else if (seed.shape() != impl.shape) {
+        raise<ShapeError>("backward: gradient shape " + shape_str(seed.shape()) +
+                          " differs from the output's " + shape_str(impl.shape));
+    }
+
+    std::shared_ptr<Node> root = gradient_edge(*this);
+
+    // Topological order by iterative depth-first search.
+    std::vector<Node *> order;
+    std::unordered_map<Node *, int> state; // 1 = on stack, 2 = done
+    std::vector<std::pair<Node *, std::size_t>> stack{{root.get(), 0}};
+    state[root.get()] = 1;
+    while (!stack.empty()) {
+        auto &[node, next_index] = stack.back();
+        if (next_index < node->next.size()) {
+            Node *child = node->next[next_index++].get();
+            if (child && !state.count(child)) {
+                state[child] = 1;
+                stack.push_back({child, 0});
+            }
+            continue;
+        }
+        state[node] = 2;
+        order.push_back(node);
+        stack.pop_back();
+    }
+
+    NoGradGuard no_grad;
+    std::unordered_map<Node *, Tensor> pending;
+    pending[root.get()] = seed;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        Node *node = *it;
+        auto found = pending.find(node);
+        if (found == pending.end()) continue;
+        Tensor grad = std::move(found->second);
+        pending.erase(found);
+        std::vector<Tensor> grads = node->apply(grad);
+        for (std::size_t i = 0; i < node->next.size() && i < grads.size(); ++i) {
+            Node *child = node->next[i].get();
+            if (!child || !grads[i].defined()) continue;
+            Tensor &slot = pending[child];
+            slot = slot.defined() ? add(slot, grads[i]) : grads[i];
+        }
+    }
+    if (!retain_graph)
+        for (Node *node : order) node->release();
+}
+
+} // namespace tinyfin

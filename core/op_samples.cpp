@@ -1,0 +1,225 @@
+#include "op_samples.hpp"
+
+#include <cstring>
+
+#include "op_table.hpp"
+
+namespace tinyfin::detail {
+
+namespace {
+
+tf_tensor_desc desc(std::initializer_list<int64_t> shape, tf_dtype dtype = TF_DTYPE_F32) {
+    tf_tensor_desc d;
+    std::memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.dtype = dtype;
+    d.rank = static_cast<int32_t>(shape.size());
+    int i = 0;
+    for (int64_t s : shape) d.shape[i++] = s;
+    int64_t stride = 1;
+    for (int k = d.rank; k-- > 0;) {
+        d.strides[k] = stride;
+        stride *= d.shape[k];
+    }
+    return d;
+}
+
+template <typename P> P sized() {
+    P p;
+    std::memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    return p;
+}
+
+tf_params_conv2d conv_params() {
+    auto p = sized<tf_params_conv2d>();
+    p.stride[0] = p.stride[1] = 1;
+    p.dilation[0] = p.dilation[1] = 1;
+    p.groups = 1;
+    return p;
+}
+
+tf_params_pool2d pool_params() {
+    auto p = sized<tf_params_pool2d>();
+    p.kernel[0] = p.kernel[1] = 2;
+    p.stride[0] = p.stride[1] = 2;
+    return p;
+}
+
+} // namespace
+
+tf_op_desc OpSample::desc(tf_op op) const {
+    tf_op_desc d;
+    std::memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.op = static_cast<uint32_t>(op);
+    d.n_inputs = static_cast<uint32_t>(inputs.size());
+    d.n_outputs = static_cast<uint32_t>(outputs.size());
+    d.inputs = inputs.data();
+    d.outputs = outputs.data();
+    d.params = has_params ? static_cast<const void *>(&params) : nullptr;
+    return d;
+}
+
+OpSample make_sample(tf_op op) {
+    OpSample s;
+    std::memset(&s.params, 0, sizeof s.params);
+    auto with = [&](auto params) {
+        std::memcpy(&s.params, &params, sizeof params);
+        s.has_params = true;
+    };
+    switch (op_info(op).kind) {
+    case OpKind::UNARY:
+    case OpKind::COPY:
+        s.inputs = {desc({2, 3})};
+        s.outputs = {desc({2, 3})};
+        if (op == TF_OP_CLAMP) {
+            auto p = sized<tf_params_clamp>();
+            p.max = 1.0;
+            with(p);
+        }
+        return s;
+    case OpKind::BINARY:
+        s.inputs = {desc({2, 3}), desc({2, 3})};
+        s.outputs = {desc({2, 3})};
+        return s;
+    case OpKind::COMPARE:
+        s.inputs = {desc({2, 3}), desc({2, 3})};
+        s.outputs = {desc({2, 3}, TF_DTYPE_BOOL)};
+        return s;
+    case OpKind::WHERE:
+        s.inputs = {desc({2, 3}, TF_DTYPE_BOOL), desc({2, 3}), desc({2, 3})};
+        s.outputs = {desc({2, 3})};
+        return s;
+    case OpKind::REDUCE:
+        s.inputs = {desc({2, 3})};
+        s.outputs = {desc({1, 3})};
+        if (op == TF_OP_VAR) {
+            auto p = sized<tf_params_var>();
+            p.axes_mask = 1;
+            p.correction = 1;
+            with(p);
+        } else {
+            auto p = sized<tf_params_reduce>();
+            p.axes_mask = 1;
+            with(p);
+        }
+        return s;
+    case OpKind::ARG:
+        s.inputs = {desc({2, 3})};
+        s.outputs = {desc({1, 3}, TF_DTYPE_I64)};
+        with(sized<tf_params_axis>());
+        return s;
+    case OpKind::MATMUL:
+        s.inputs = {desc({2, 3}), desc({3, 4})};
+        s.outputs = {desc({2, 4})};
+        return s;
+    case OpKind::FILL:
+        s.outputs = {desc({2, 3})};
+        with(sized<tf_params_fill>());
+        return s;
+    case OpKind::OWN:
+        break;
+    }
+    // Ops with their own rule (the OWN kind).
+    switch (op) {
+    case TF_OP_CONV2D:
+        s.inputs = {desc({1, 2, 5, 5}), desc({3, 2, 3, 3})};
+        s.outputs = {desc({1, 3, 3, 3})};
+        with(conv_params());
+        break;
+    case TF_OP_CONV2D_GRAD_INPUT:
+        s.inputs = {desc({1, 3, 3, 3}), desc({3, 2, 3, 3})};
+        s.outputs = {desc({1, 2, 5, 5})};
+        with(conv_params());
+        break;
+    case TF_OP_CONV2D_GRAD_WEIGHT:
+        s.inputs = {desc({1, 3, 3, 3}), desc({1, 2, 5, 5})};
+        s.outputs = {desc({3, 2, 3, 3})};
+        with(conv_params());
+        break;
+    case TF_OP_MAX_POOL2D:
+    case TF_OP_AVG_POOL2D:
+        s.inputs = {desc({1, 2, 4, 4})};
+        s.outputs = {desc({1, 2, 2, 2})};
+        with(pool_params());
+        break;
+    case TF_OP_MAX_POOL2D_BACKWARD:
+        s.inputs = {desc({1, 2, 2, 2}), desc({1, 2, 4, 4})};
+        s.outputs = {desc({1, 2, 4, 4})};
+        with(pool_params());
+        break;
+    case TF_OP_AVG_POOL2D_BACKWARD:
+        s.inputs = {desc({1, 2, 2, 2})};
+        s.outputs = {desc({1, 2, 4, 4})};
+        with(pool_params());
+        break;
+    case TF_OP_SOFTMAX:
+    case TF_OP_LOG_SOFTMAX: {
+        s.inputs = {desc({2, 3})};
+        s.outputs = {desc({2, 3})};
+        auto p = sized<tf_params_axis>();
+        p.axis = 1;
+        with(p);
+        break;
+    }
+    case TF_OP_LAYER_NORM:
+    case TF_OP_RMS_NORM: {
+        s.inputs = {desc({2, 3}), desc({3})};
+        if (op == TF_OP_LAYER_NORM) s.inputs.push_back(desc({3}));
+        s.outputs = {desc({2, 3})};
+        auto p = sized<tf_params_norm>();
+        p.n_axes = 1;
+        p.eps = 1e-5;
+        with(p);
+        break;
+    }
+    case TF_OP_ROPE: {
+        s.inputs = {desc({2, 4})};
+        s.outputs = {desc({2, 4})};
+        auto p = sized<tf_params_rope>();
+        p.theta = 10000.0;
+        with(p);
+        break;
+    }
+    case TF_OP_ATTENTION: {
+        s.inputs = {desc({2, 4}), desc({3, 4}), desc({3, 5}), desc({2, 3})};
+        s.outputs = {desc({2, 5})};
+        auto p = sized<tf_params_attention>();
+        p.scale = 0.5;
+        with(p);
+        break;
+    }
+    case TF_OP_EMBEDDING:
+        s.inputs = {desc({5, 3}), desc({2}, TF_DTYPE_I64)};
+        s.outputs = {desc({2, 3})};
+        break;
+    case TF_OP_EMBEDDING_BACKWARD:
+        s.inputs = {desc({2, 3}), desc({2}, TF_DTYPE_I64)};
+        s.outputs = {desc({5, 3})};
+        break;
+    case TF_OP_CROSS_ENTROPY: {
+        s.inputs = {desc({2, 3}), desc({2}, TF_DTYPE_I64)};
+        s.outputs = {desc({})};
+        auto p = sized<tf_params_cross_entropy>();
+        p.reduction = TF_REDUCTION_MEAN;
+        p.ignore_index = -100;
+        with(p);
+        break;
+    }
+    case TF_OP_ONE_HOT: {
+        s.inputs = {desc({2}, TF_DTYPE_I64)};
+        s.outputs = {desc({2, 3})};
+        auto p = sized<tf_params_one_hot>();
+        p.num_classes = 3;
+        with(p);
+        break;
+    }
+    default:
+        // An OWN op without a sample: tinyfin-info reports it unsupported everywhere.
+        break;
+    }
+    return s;
+}
+
+} // namespace tinyfin::detail

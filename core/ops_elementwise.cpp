@@ -1,0 +1,347 @@
+// Elementwise ops: binary with broadcasting, comparisons, where, unary, scalars.
+#include <cmath>
+
+#include "ops_common.hpp"
+#include "registry.hpp"
+
+namespace tinyfin {
+
+using namespace detail;
+
+namespace detail {
+
+int normalize_axis(int axis, int rank, const char *op) {
+    if (axis < -rank || axis >= rank)
+        raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) +
+                          " is out of range for rank " + std::to_string(rank));
+    return axis < 0 ? axis + rank : axis;
+}
+
+uint32_t axes_mask(const Shape &shape, const std::vector<int> &axes, const char *op) {
+    int rank = static_cast<int>(shape.size());
+    if (axes.empty()) return rank == 0 ? 0u : (1u << rank) - 1;
+    uint32_t mask = 0;
+    for (int axis : axes) {
+        if (axis < -rank || axis >= rank)
+            raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) +
+                              " is out of range for shape " + shape_str(shape));
+        int a = axis < 0 ? axis + rank : axis;
+        if (mask & (1u << a))
+            raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) + " repeated");
+        mask |= 1u << a;
+    }
+    return mask;
+}
+
+Shape keep_shape(const Shape &shape, uint32_t mask) {
+    Shape out = shape;
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        if (mask & (1u << i)) out[i] = 1;
+    return out;
+}
+
+Shape drop_shape(const Shape &shape, uint32_t mask) {
+    Shape out;
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        if (!(mask & (1u << i))) out.push_back(shape[i]);
+    return out;
+}
+
+void place_together(std::initializer_list<Tensor *> operands) {
+    std::vector<const Tensor *> defined;
+    for (Tensor *t : operands)
+        if (t->defined()) defined.push_back(t);
+    if (defined.size() < 2) return;
+    Device device = defined[0]->device();
+    bool same = true;
+    for (const Tensor *t : defined) same = same && t->device() == device;
+    if (same) return;
+    const Tensor *best = defined[0];
+    for (const Tensor *t : defined) {
+        Device d = common_device({best, t});
+        if (d == t->device()) best = t;
+    }
+    Device target = best->device();
+    for (Tensor *t : operands)
+        if (t->defined()) *t = t->to(target);
+}
+
+} // namespace detail
+
+namespace {
+
+// Comparisons produce bool; the other binary ops keep the operands' dtype.
+Tensor binary_forward(tf_op op, Tensor a, Tensor b, bool compare) {
+    const char *name = op_info(op).name;
+    impl_of(a, name);
+    impl_of(b, name);
+    if (a.dtype() != b.dtype())
+        raise<DTypeError>(std::string(name) + ": dtypes " + dtype_name(a.dtype()) + " and " +
+                          dtype_name(b.dtype()) + " differ; cast one operand with .to(DType)");
+    Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+    place_together({&a, &b});
+    Tensor out = empty_like_device(a, shape, compare ? DType::boolean : a.dtype());
+    dispatch(op, {raw_expand(a, shape), raw_expand(b, shape)}, {out});
+    return out;
+}
+
+Tensor binary(tf_op op, const Tensor &a, const Tensor &b) {
+    return binary_forward(op, a, b, false);
+}
+
+Tensor compare(tf_op op, const Tensor &a, const Tensor &b) {
+    return binary_forward(op, a, b, true);
+}
+
+Tensor unary(tf_op op, const Tensor &a, const void *params = nullptr) {
+    impl_of(a, op_info(op).name);
+    Tensor out = empty_like_device(a, a.shape(), a.dtype());
+    dispatch(op, {a}, {out}, params);
+    return out;
+}
+
+// A float 0/1 mask of cond in the dtype of like.
+Tensor mask_of(const Tensor &cond, const Tensor &like) { return cast(cond, like.dtype()); }
+
+} // namespace
+
+Tensor scalar_like(const Tensor &like, double value) {
+    return full({}, value, like.dtype(), like.device());
+}
+
+Tensor add(const Tensor &a, const Tensor &b) {
+    Tensor out = binary(TF_OP_ADD, a, b);
+    return record(out, {&a, &b}, "add", [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
+        return {sum_to(g, sa), sum_to(g, sb)};
+    });
+}
+
+Tensor sub(const Tensor &a, const Tensor &b) {
+    Tensor out = binary(TF_OP_SUB, a, b);
+    return record(out, {&a, &b}, "sub", [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
+        return {sum_to(g, sa), sum_to(neg(g), sb)};
+    });
+}
+
+Tensor mul(const Tensor &a, const Tensor &b) {
+    Tensor out = binary(TF_OP_MUL, a, b);
+    return record(out, {&a, &b}, "mul", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {sum_to(mul(g, b), a.shape()), sum_to(mul(g, a), b.shape())};
+    });
+}
+
+Tensor div(const Tensor &a, const Tensor &b) {
+    Tensor out = binary(TF_OP_DIV, a, b);
+    return record(out, {&a, &b}, "div", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
+        Tensor ga = div(g, b);
+        return {sum_to(ga, a.shape()), sum_to(neg(mul(ga, div(a, b))), b.shape())};
+    });
+}
+
+Tensor pow(const Tensor &a, const Tensor &b) {
+    Tensor out = binary(TF_OP_POW, a, b);
+    return record(out, {&a, &b}, "pow", [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+        // d/da = b a^(b-1); d/db = a^b log a, taken as 0 where a <= 0 (as PyTorch does at a == 0).
+        Tensor ga = mul(g, mul(b, pow(a, sub(b, scalar_like(b, 1)))));
+        Tensor positive = gt(a, scalar_like(a, 0));
+        Tensor safe_a = where(positive, a, scalar_like(a, 1));
+        Tensor gb = mul(g, mul(y, log(safe_a)));
+        return {sum_to(ga, a.shape()), sum_to(gb, b.shape())};
+    });
+}
+
+// Ties split the gradient equally, like PyTorch.
+static Tensor extremum(tf_op op, const Tensor &a, const Tensor &b, const char *name) {
+    Tensor out = binary(op, a, b);
+    bool is_max = op == TF_OP_MAXIMUM;
+    return record(out, {&a, &b}, name, [a = a.detach(), b = b.detach(), is_max](const Tensor &g) -> std::vector<Tensor> {
+        Tensor wins = mask_of(is_max ? gt(a, b) : lt(a, b), g);
+        Tensor ties = mul(mask_of(eq(a, b), g), scalar_like(g, 0.5));
+        Tensor share_a = add(wins, ties);
+        Tensor share_b = sub(scalar_like(g, 1), share_a);
+        return {sum_to(mul(g, share_a), a.shape()), sum_to(mul(g, share_b), b.shape())};
+    });
+}
+
+Tensor maximum(const Tensor &a, const Tensor &b) { return extremum(TF_OP_MAXIMUM, a, b, "maximum"); }
+Tensor minimum(const Tensor &a, const Tensor &b) { return extremum(TF_OP_MINIMUM, a, b, "minimum"); }
+
+Tensor eq(const Tensor &a, const Tensor &b) { return compare(TF_OP_EQ, a, b); }
+Tensor ne(const Tensor &a, const Tensor &b) { return compare(TF_OP_NE, a, b); }
+Tensor lt(const Tensor &a, const Tensor &b) { return compare(TF_OP_LT, a, b); }
+Tensor le(const Tensor &a, const Tensor &b) { return compare(TF_OP_LE, a, b); }
+Tensor gt(const Tensor &a, const Tensor &b) { return compare(TF_OP_GT, a, b); }
+Tensor ge(const Tensor &a, const Tensor &b) { return compare(TF_OP_GE, a, b); }
+
+Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
+    impl_of(cond, "where");
+    impl_of(a, "where");
+    impl_of(b, "where");
+    if (cond.dtype() != DType::boolean)
+        raise<DTypeError>(std::string("where: condition must be bool, got ") + dtype_name(cond.dtype()));
+    if (a.dtype() != b.dtype())
+        raise<DTypeError>(std::string("where: dtypes ") + dtype_name(a.dtype()) + " and " +
+                          dtype_name(b.dtype()) + " differ");
+    Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+    Tensor c = cond, x = a, y = b;
+    place_together({&c, &x, &y});
+    Tensor out = empty_like_device(x, shape, a.dtype());
+    dispatch(TF_OP_WHERE, {raw_expand(c, shape), raw_expand(x, shape), raw_expand(y, shape)}, {out});
+    return record(out, {&cond, &a, &b}, "where", [c = c.detach(), sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
+        Tensor zero = scalar_like(g, 0);
+        return {Tensor(), sum_to(where(c, g, zero), sa), sum_to(where(c, zero, g), sb)};
+    });
+}
+
+// ---- Unary ----------------------------------------------------------------------------
+
+Tensor neg(const Tensor &a) {
+    Tensor out = unary(TF_OP_NEG, a);
+    return record(out, {&a}, "neg", [](const Tensor &g) -> std::vector<Tensor> { return {neg(g)}; });
+}
+
+Tensor abs(const Tensor &a) {
+    Tensor out = unary(TF_OP_ABS, a);
+    return record(out, {&a}, "abs", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+        Tensor zero = scalar_like(a, 0);
+        Tensor sign = sub(mask_of(gt(a, zero), g), mask_of(lt(a, zero), g));
+        return {mul(g, sign)};
+    });
+}
+
+Tensor exp(const Tensor &a) {
+    Tensor out = unary(TF_OP_EXP, a);
+    return record(out, {&a}, "exp", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {mul(g, y)};
+    });
+}
+
+Tensor log(const Tensor &a) {
+    Tensor out = unary(TF_OP_LOG, a);
+    return record(out, {&a}, "log", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {div(g, a)};
+    });
+}
+
+Tensor sqrt(const Tensor &a) {
+    Tensor out = unary(TF_OP_SQRT, a);
+    return record(out, {&a}, "sqrt", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {div(mul(g, scalar_like(g, 0.5)), y)};
+    });
+}
+
+Tensor rsqrt(const Tensor &a) {
+    Tensor out = unary(TF_OP_RSQRT, a);
+    return record(out, {&a}, "rsqrt", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {mul(g, mul(scalar_like(g, -0.5), mul(y, square(y))))};
+    });
+}
+
+Tensor sin(const Tensor &a) {
+    Tensor out = unary(TF_OP_SIN, a);
+    return record(out, {&a}, "sin", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {mul(g, cos(a))};
+    });
+}
+
+Tensor cos(const Tensor &a) {
+    Tensor out = unary(TF_OP_COS, a);
+    return record(out, {&a}, "cos", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {neg(mul(g, sin(a)))};
+    });
+}
+
+Tensor tanh(const Tensor &a) {
+    Tensor out = unary(TF_OP_TANH, a);
+    return record(out, {&a}, "tanh", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {mul(g, sub(scalar_like(y, 1), square(y)))};
+    });
+}
+
+Tensor erf(const Tensor &a) {
+    Tensor out = unary(TF_OP_ERF, a);
+    return record(out, {&a}, "erf", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+        // d/dx erf(x) = 2/sqrt(pi) exp(-x^2)
+        return {mul(g, mul(scalar_like(a, 2.0 / std::sqrt(M_PI)), exp(neg(square(a)))))};
+    });
+}
+
+Tensor sigmoid(const Tensor &a) {
+    Tensor out = unary(TF_OP_SIGMOID, a);
+    return record(out, {&a}, "sigmoid", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {mul(g, mul(y, sub(scalar_like(y, 1), y)))};
+    });
+}
+
+Tensor relu(const Tensor &a) {
+    Tensor out = unary(TF_OP_RELU, a);
+    return record(out, {&a}, "relu", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {where(gt(a, scalar_like(a, 0)), g, scalar_like(g, 0))};
+    });
+}
+
+Tensor gelu(const Tensor &a, bool approximate) {
+    if (approximate) {
+        Tensor out = unary(TF_OP_GELU_TANH, a);
+        return record(out, {&a}, "gelu_tanh", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+            // y = x/2 (1 + tanh(u)), u = k (x + c x^3)
+            const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+            Tensor x2 = square(x);
+            Tensor u = mul(scalar_like(x, k), add(x, mul(scalar_like(x, c), mul(x2, x))));
+            Tensor t = tanh(u);
+            Tensor du = mul(scalar_like(x, k), add(scalar_like(x, 1), mul(scalar_like(x, 3 * c), x2)));
+            Tensor half = scalar_like(x, 0.5);
+            Tensor dy = add(mul(half, add(scalar_like(x, 1), t)),
+                            mul(mul(half, x), mul(sub(scalar_like(x, 1), square(t)), du)));
+            return {mul(g, dy)};
+        });
+    }
+    Tensor out = unary(TF_OP_GELU, a);
+    return record(out, {&a}, "gelu", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+        // d/dx x Phi(x) = Phi(x) + x phi(x)
+        Tensor cdf = mul(scalar_like(x, 0.5), add(scalar_like(x, 1), erf(mul(x, scalar_like(x, M_SQRT1_2)))));
+        Tensor pdf = mul(scalar_like(x, 1.0 / std::sqrt(2 * M_PI)), exp(mul(scalar_like(x, -0.5), square(x))));
+        return {mul(g, add(cdf, mul(x, pdf)))};
+    });
+}
+
+Tensor silu(const Tensor &a) {
+    Tensor out = unary(TF_OP_SILU, a);
+    return record(out, {&a}, "silu", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+        Tensor s = sigmoid(x);
+        Tensor one = scalar_like(x, 1);
+        return {mul(g, mul(s, add(one, mul(x, sub(one, s)))))};
+    });
+}
+
+Tensor square(const Tensor &a) {
+    Tensor out = unary(TF_OP_SQUARE, a);
+    return record(out, {&a}, "square", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {mul(g, mul(x, scalar_like(x, 2)))};
+    });
+}
+
+Tensor clamp(const Tensor &a, double min, double max) {
+    if (std::isnan(min) || std::isnan(max) || min > max)
+        raise<ValueError>("clamp: bounds [" + std::to_string(min) + ", " + std::to_string(max) +
+                          "] are not an interval");
+    tf_params_clamp params{sizeof(tf_params_clamp), min, max};
+    Tensor out = unary(TF_OP_CLAMP, a, &params);
+    return record(out, {&a}, "clamp", [x = a.detach(), min, max](const Tensor &g) -> std::vector<Tensor> {
+        Tensor inside = mul(mask_of(ge(x, scalar_like(x, min)), g), mask_of(le(x, scalar_like(x, max)), g));
+        return {mul(g, inside)};
+    });
+}
+
+// ---- Scalars ------------------------------------------------------------------------------
+
+Tensor operator+(const Tensor &a, double b) { return add(a, scalar_like(a, b)); }
+Tensor operator-(const Tensor &a, double b) { return sub(a, scalar_like(a, b)); }
+Tensor operator*(const Tensor &a, double b) { return mul(a, scalar_like(a, b)); }
+Tensor operator/(const Tensor &a, double b) { return div(a, scalar_like(a, b)); }
+Tensor operator+(double a, const Tensor &b) { return add(scalar_like(b, a), b); }
+Tensor operator-(double a, const Tensor &b) { return sub(scalar_like(b, a), b); }
+Tensor operator*(double a, const Tensor &b) { return mul(scalar_like(b, a), b); }
+Tensor operator/(double a, const Tensor &b) { return div(scalar_like(b, a), b); }
+
+} // namespace tinyfin

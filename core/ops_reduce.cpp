@@ -1,0 +1,183 @@
+// Reductions over axes, arg-reductions, matmul and cast.
+#include "ops_common.hpp"
+
+namespace tinyfin {
+
+using namespace detail;
+
+namespace {
+
+// Runs a REDUCE op into a keepdim-shaped output; returns it in the requested shape.
+Tensor reduce(tf_op op, const Tensor &a, uint32_t mask, bool keepdim, const void *params) {
+    Tensor out = empty_like_device(a, keep_shape(a.shape(), mask), a.dtype());
+    dispatch(op, {a}, {out}, params);
+    return keepdim ? out : raw_view(out, drop_shape(a.shape(), mask));
+}
+
+int64_t reduced_count(const Shape &shape, uint32_t mask) {
+    int64_t n = 1;
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        if (mask & (1u << i)) n *= shape[i];
+    return n;
+}
+
+// Brings a reduced gradient back to the input's shape (broadcast over the reduced axes).
+Tensor unreduce(const Tensor &g, const Shape &input, uint32_t mask) {
+    return g.reshape(keep_shape(input, mask)).expand(input);
+}
+
+} // namespace
+
+Tensor sum(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
+    impl_of(a, "sum");
+    uint32_t mask = axes_mask(a.shape(), axes, "sum");
+    tf_params_reduce params{sizeof(tf_params_reduce), mask};
+    Tensor out = reduce(TF_OP_SUM, a, mask, keepdim, &params);
+    return record(out, {&a}, "sum", [shape = a.shape(), mask](const Tensor &g) -> std::vector<Tensor> {
+        return {unreduce(g, shape, mask)};
+    });
+}
+
+Tensor mean(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
+    impl_of(a, "mean");
+    uint32_t mask = axes_mask(a.shape(), axes, "mean");
+    tf_params_reduce params{sizeof(tf_params_reduce), mask};
+    Tensor out = reduce(TF_OP_MEAN, a, mask, keepdim, &params);
+    return record(out, {&a}, "mean", [shape = a.shape(), mask](const Tensor &g) -> std::vector<Tensor> {
+        double n = static_cast<double>(reduced_count(shape, mask));
+        return {unreduce(div(g, scalar_like(g, n)), shape, mask)};
+    });
+}
+
+// The gradient goes to the elements equal to the extreme, shared equally among ties.
+static Tensor extreme(tf_op op, const char *name, const Tensor &a, const std::vector<int> &axes,
+                      bool keepdim) {
+    impl_of(a, name);
+    uint32_t mask = axes_mask(a.shape(), axes, name);
+    if (a.numel() == 0)
+        raise<ShapeError>(std::string(name) + ": cannot reduce an empty tensor of shape " +
+                          shape_str(a.shape()));
+    tf_params_reduce params{sizeof(tf_params_reduce), mask};
+    Tensor out = reduce(op, a, mask, true, &params);
+    Tensor result = keepdim ? out : raw_view(out, drop_shape(a.shape(), mask));
+    return record(result, {&a}, name, [x = a.detach(), y = out.detach(), mask](const Tensor &g) -> std::vector<Tensor> {
+        Shape shape = x.shape();
+        Tensor hits = cast(eq(x, y.expand(shape)), g.dtype());
+        std::vector<int> axes;
+        for (std::size_t i = 0; i < shape.size(); ++i)
+            if (mask & (1u << i)) axes.push_back(static_cast<int>(i));
+        Tensor count = axes.empty() ? hits : sum(hits, axes, true);
+        return {mul(div(hits, count), unreduce(g, shape, mask))};
+    });
+}
+
+Tensor max(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
+    return extreme(TF_OP_MAX, "max", a, axes, keepdim);
+}
+
+Tensor min(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
+    return extreme(TF_OP_MIN, "min", a, axes, keepdim);
+}
+
+Tensor var(const Tensor &a, const std::vector<int> &axes, double correction, bool keepdim) {
+    impl_of(a, "var");
+    uint32_t mask = axes_mask(a.shape(), axes, "var");
+    tf_params_var params{sizeof(tf_params_var), mask, correction};
+    Tensor out = reduce(TF_OP_VAR, a, mask, keepdim, &params);
+    return record(out, {&a}, "var", [x = a.detach(), mask, correction](const Tensor &g) -> std::vector<Tensor> {
+        Shape shape = x.shape();
+        std::vector<int> axes;
+        for (std::size_t i = 0; i < shape.size(); ++i)
+            if (mask & (1u << i)) axes.push_back(static_cast<int>(i));
+        double n = static_cast<double>(reduced_count(shape, mask));
+        double divisor = std::max(n - correction, 0.0);
+        Tensor centred = sub(x, mean(x, axes, true));
+        Tensor scale = scalar_like(g, 2.0 / divisor);
+        return {mul(mul(centred, scale), unreduce(g, shape, mask))};
+    });
+}
+
+static Tensor arg_reduce(tf_op op, const char *name, const Tensor &a, int axis, bool keepdim) {
+    impl_of(a, name);
+    if (a.rank() == 0) raise<ShapeError>(std::string(name) + ": needs rank >= 1");
+    int ax = normalize_axis(axis, a.rank(), name);
+    if (a.shape()[ax] == 0)
+        raise<ShapeError>(std::string(name) + ": axis " + std::to_string(axis) + " of shape " +
+                          shape_str(a.shape()) + " is empty");
+    uint32_t mask = 1u << ax;
+    Tensor out = empty_like_device(a, keep_shape(a.shape(), mask), DType::i64);
+    tf_params_axis params{sizeof(tf_params_axis), ax};
+    dispatch(op, {a}, {out}, &params);
+    return keepdim ? out : raw_view(out, drop_shape(a.shape(), mask));
+}
+
+Tensor argmax(const Tensor &a, int axis, bool keepdim) {
+    return arg_reduce(TF_OP_ARGMAX, "argmax", a, axis, keepdim);
+}
+
+Tensor argmin(const Tensor &a, int axis, bool keepdim) {
+    return arg_reduce(TF_OP_ARGMIN, "argmin", a, axis, keepdim);
+}
+
+// ---- matmul ---------------------------------------------------------------------------
+
+// Both operands have rank >= 2; batch dims broadcast.
+static Tensor matmul_nd(const Tensor &a, const Tensor &b) {
+    int64_t m = a.size(-2), k = a.size(-1), k2 = b.size(-2), n = b.size(-1);
+    if (k != k2)
+        raise<ShapeError>("matmul: shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) +
+                          " do not match: inner dimensions " + std::to_string(k) + " and " +
+                          std::to_string(k2) + " differ");
+    Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                                   Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+    Shape sa = batch, sb = batch, so = batch;
+    sa.insert(sa.end(), {m, k});
+    sb.insert(sb.end(), {k, n});
+    so.insert(so.end(), {m, n});
+    Tensor x = a, y = b;
+    place_together({&x, &y});
+    Tensor out = empty_like_device(x, so, a.dtype());
+    dispatch(TF_OP_MATMUL, {raw_expand(x, sa), raw_expand(y, sb)}, {out});
+    return record(out, {&a, &b}, "matmul", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {sum_to(matmul_nd(g, b.transpose(-1, -2)), a.shape()),
+                sum_to(matmul_nd(a.transpose(-1, -2), g), b.shape())};
+    });
+}
+
+Tensor matmul(const Tensor &a, const Tensor &b) {
+    impl_of(a, "matmul");
+    impl_of(b, "matmul");
+    if (a.rank() == 0 || b.rank() == 0)
+        raise<ShapeError>("matmul: operands must have rank >= 1, got shapes " + shape_str(a.shape()) +
+                          " and " + shape_str(b.shape()));
+    if (a.dtype() != b.dtype())
+        raise<DTypeError>(std::string("matmul: dtypes ") + dtype_name(a.dtype()) + " and " +
+                          dtype_name(b.dtype()) + " differ");
+    // 1-D operands become a row (left) or a column (right); that axis is dropped afterwards.
+    Tensor x = a.rank() == 1 ? a.view({1, a.size(0)}) : a;
+    Tensor y = b.rank() == 1 ? b.view({b.size(0), 1}) : b;
+    if (x.size(-1) != y.size(-2))
+        raise<ShapeError>("matmul: shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) +
+                          " do not match: inner dimensions " + std::to_string(x.size(-1)) + " and " +
+                          std::to_string(y.size(-2)) + " differ");
+    Tensor out = matmul_nd(x, y);
+    if (a.rank() != 1 && b.rank() != 1) return out;
+    Shape result(out.shape().begin(), out.shape().end() - 2);
+    if (a.rank() != 1) result.push_back(out.size(-2));
+    if (b.rank() != 1) result.push_back(out.size(-1));
+    return out.view(result);
+}
+
+Tensor cast(const Tensor &a, DType dtype) {
+    const TensorImpl &impl = impl_of(a, "cast");
+    dtype_size(dtype); // rejects values outside the enum
+    if (impl.dtype == dtype) return a;
+    Tensor out = empty_like_device(a, impl.shape, dtype);
+    dispatch(TF_OP_CAST, {a}, {out});
+    if (!is_float(dtype)) return out;
+    return record(out, {&a}, "cast", [from = impl.dtype](const Tensor &g) -> std::vector<Tensor> {
+        return {cast(g, from)};
+    });
+}
+
+} // namespace tinyfin
