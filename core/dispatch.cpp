@@ -177,7 +177,8 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
                           describe_operands(inputs) + " -> " + describe_operands(outputs) + ")");
     if (registry.fallback_is_error())
         raise<FallbackError>(std::string(info.name) + " is not supported by " + backend.name() +
-                             " for " + describe_operands(inputs) +
+                             " for " + describe_operands(inputs) + " -> " +
+                             describe_operands(outputs) +
                              " and TINYFIN_FALLBACK=error forbids running it on cpu");
 
     counters.fallbacks[op].fetch_add(1, std::memory_order_relaxed);
