@@ -54,9 +54,11 @@ static Tensor extreme(tf_op op, const char *name, const Tensor &a, const std::ve
                       bool keepdim) {
     impl_of(a, name);
     uint32_t mask = axes_mask(a.shape(), axes, name);
-    if (a.numel() == 0)
-        raise<ShapeError>(std::string(name) + ": cannot reduce an empty tensor of shape " +
-                          shape_str(a.shape()));
+    // An empty reduced axis has no extreme; empty kept axes just give an empty result.
+    for (std::size_t i = 0; i < a.shape().size(); ++i)
+        if ((mask & (1u << i)) && a.shape()[i] == 0)
+            raise<ShapeError>(std::string(name) + ": cannot reduce an empty tensor of shape " +
+                              shape_str(a.shape()) + " over axis " + std::to_string(i));
     tf_params_reduce params{sizeof(tf_params_reduce), mask};
     Tensor out = reduce(op, a, mask, true, &params);
     Tensor result = keepdim ? out : raw_view(out, drop_shape(a.shape(), mask));
