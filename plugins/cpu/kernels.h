@@ -243,6 +243,31 @@ bool with_any_dtype(int32_t dtype, Fn &&fn) {
     return with_numeric_dtype(dtype, fn);
 }
 
+// ---- Maximum and minimum ----------------------------------------------------------------------
+
+// IEEE 754-2019 maximum / minimum: a NaN operand wins (a's when both are NaN) and -0 < +0, so
+// apart from which NaN comes out the result does not depend on the operands' order. The
+// maximum/minimum ops and the max/min reductions (a fold of these) share them.
+template <class C>
+C maximum_of(C a, C b) {
+    if constexpr (std::is_floating_point_v<C>) {
+        if (a != a) return a;
+        if (b != b) return b;
+        if (a == b) return std::signbit(a) ? b : a;
+    }
+    return a < b ? b : a;
+}
+
+template <class C>
+C minimum_of(C a, C b) {
+    if constexpr (std::is_floating_point_v<C>) {
+        if (a != a) return a;
+        if (b != b) return b;
+        if (a == b) return std::signbit(a) ? a : b;
+    }
+    return b < a ? b : a;
+}
+
 // ---- Strided walks ----------------------------------------------------------------------------
 
 // A tensor as a walk sees it: the address of element [0,...,0] and per-axis strides in bytes.
@@ -325,12 +350,29 @@ void walk(int rank, const int64_t *shape, const std::array<view, N> &views, Row 
 
 // ---- Kernels (one file each) ------------------------------------------------------------------
 
-// kernels_elementwise.cpp: add, sub, mul, div (binary) and neg, exp, relu (unary).
+// kernels_elementwise.cpp. Binary: add, sub, mul, div, pow, maximum, minimum. Unary: neg, exp,
+// relu, abs, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu, gelu_tanh, silu, square, erf; clamp.
 tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b,
                      const tf_tensor_desc &out, tf_error *err);
 tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
-// kernels_reduce.cpp
+tf_status run_clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, double max,
+                    tf_error *err);
+// kernels_compare.cpp: eq, ne, lt, le, gt, ge (bool output) and where.
+tf_status run_compare(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b,
+                      const tf_tensor_desc &out, tf_error *err);
+tf_status run_where(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b,
+                    const tf_tensor_desc &out, tf_error *err);
+// kernels_reduce.cpp: sum, mean, max, min and var over the axes in axes_mask; argmax and argmin
+// along one axis. max, min, argmax and argmin need a non-empty reduction (validate() checks).
 tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
+                  tf_error *err);
+tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
+                   tf_error *err);
+tf_status run_extreme(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out,
+                      uint32_t axes_mask, tf_error *err);
+tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
+                  double correction, tf_error *err);
+tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis,
                   tf_error *err);
 // kernels_matmul.cpp
 tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,

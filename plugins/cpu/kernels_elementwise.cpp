@@ -1,7 +1,23 @@
-// Elementwise reference kernels: add, sub, mul, div, neg, exp, relu over any strides.
-// Inputs arrive broadcast to the output's shape (stride 0 on broadcast axes), so every kernel is
-// one walk over the output's shape.
+// Elementwise reference kernels over any strides: the binary ops (add, sub, mul, div, pow,
+// maximum, minimum), the unary ops and clamp. Inputs arrive broadcast to the output's shape
+// (stride 0 on broadcast axes), so every kernel is one walk over the output's shape.
+//
+// Numeric rules:
+//  - Integer add, sub, mul, neg, abs, square and pow wrap (two's complement), like torch.
+//  - Integer div by zero, MIN / -1 and pow with a negative exponent are errors
+//    (INVALID_ARGUMENT), found before any output element is written.
+//  - maximum / minimum: a NaN operand gives NaN; -0 < +0 (IEEE 754-2019 maximum, minimum).
+//  - Float math other than + - * / (pow, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu,
+//    gelu_tanh, silu, square, erf) is computed in double from the exact input and rounded once
+//    to the output dtype. sigmoid, silu, gelu and gelu_tanh use forms without cancellation or
+//    overflow for large |x|; at -inf silu, gelu and gelu_tanh give their limit -0 where the
+//    formulas give -inf * 0 = NaN.
+//  - clamp is min(max(x, min), max): NaN stays NaN, an infinite (or NaN) bound is open, min > max
+//    gives max. For integer dtypes the bounds are first rounded inward to integers (ceil(min),
+//    floor(max), saturated to the dtype), so the result stays inside [min, max].
 #include "kernels.h"
+
+#include <numbers>
 
 namespace tf_cpu {
 namespace {
@@ -47,6 +63,76 @@ struct exp_fn {
 struct relu_fn {
     template <class C> C operator()(C a) const { return a < 0 ? C(0) : a; }
 };
+// abs(MIN) wraps to MIN, as in torch.
+struct abs_fn {
+    template <class C> C operator()(C a) const {
+        if constexpr (std::is_integral_v<C>) {
+            const auto u = std::make_unsigned_t<C>(a);
+            return wrap<C>(a < 0 ? 0 - u : u);
+        } else {
+            return std::fabs(a);
+        }
+    }
+};
+// Floats: the exact product in double (48 significant bits), rounded once by the store.
+struct square_fn {
+    template <class C> auto operator()(C a) const {
+        if constexpr (std::is_integral_v<C>) return mul_fn{}(a, a);
+        else return static_cast<double>(a) * static_cast<double>(a);
+    }
+};
+struct maximum_fn {
+    template <class C> C operator()(C a, C b) const { return maximum_of(a, b); }
+};
+struct minimum_fn {
+    template <class C> C operator()(C a, C b) const { return minimum_of(a, b); }
+};
+// Integer exponents were checked non-negative by check_int_pow. 0^0 is 1.
+struct pow_fn {
+    template <class C> auto operator()(C a, C b) const {
+        if constexpr (std::is_integral_v<C>) {
+            using U = std::make_unsigned_t<C>;
+            U result = 1, base = U(a);
+            for (U e = U(b); e != 0; e >>= 1) {
+                if (e & 1) result *= base;
+                base *= base;
+            }
+            return wrap<C>(result);
+        } else {
+            return std::pow(static_cast<double>(a), static_cast<double>(b));
+        }
+    }
+};
+
+// 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below: neither overflows nor cancels.
+double sigmoid(double x) {
+    if (x >= 0) return 1 / (1 + std::exp(-x));
+    const double e = std::exp(x);
+    return e / (1 + e);
+}
+
+double silu(double x) { return x == -HUGE_VAL ? -0.0 : x * sigmoid(x); }
+
+// x Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2: 1 + erf(...) would cancel to 0 for x below -8.
+double gelu(double x) {
+    if (x == -HUGE_VAL) return -0.0;
+    return 0.5 * x * std::erfc(-x / std::numbers::sqrt2);
+}
+
+// 0.5 x (1 + tanh(u)) written as x sigmoid(2u), the same value without 1 + tanh's cancellation.
+double gelu_tanh(double x) {
+    if (x == -HUGE_VAL) return -0.0;
+    constexpr double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2 / pi)
+    const double u = k * (x + 0.044715 * x * x * x);
+    return x * sigmoid(2 * u);
+}
+
+// Stores a kernel's result: double results (float math done wide) are rounded once to T.
+template <class T, class V>
+void put(char *p, V v) {
+    if constexpr (std::is_same_v<V, double>) traits<T>::store_wide(p, v);
+    else traits<T>::store(p, v);
+}
 
 template <class T, class Fn>
 void binary(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, Fn fn) {
@@ -57,11 +143,11 @@ void binary(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_de
                 if (step[0] == size && step[1] == size && step[2] == size) {
                     // Constant steps: the compiler vectorises this row for f32 and the ints.
                     for (int64_t i = 0; i < n; ++i)
-                        tr::store(p[0] + i * size, fn(tr::load(p[1] + i * size), tr::load(p[2] + i * size)));
+                        put<T>(p[0] + i * size, fn(tr::load(p[1] + i * size), tr::load(p[2] + i * size)));
                     return;
                 }
                 for (int64_t i = 0; i < n; ++i)
-                    tr::store(p[0] + i * step[0], fn(tr::load(p[1] + i * step[1]), tr::load(p[2] + i * step[2])));
+                    put<T>(p[0] + i * step[0], fn(tr::load(p[1] + i * step[1]), tr::load(p[2] + i * step[2])));
             });
 }
 
@@ -72,10 +158,10 @@ void unary(const tf_tensor_desc &in, const tf_tensor_desc &out, Fn fn) {
     walk<2>(out.rank, out.shape, {view_of(out), view_of(in)},
             [&](char *const *p, int64_t n, const int64_t *step) {
                 if (step[0] == size && step[1] == size) {
-                    for (int64_t i = 0; i < n; ++i) tr::store(p[0] + i * size, fn(tr::load(p[1] + i * size)));
+                    for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * size, fn(tr::load(p[1] + i * size)));
                     return;
                 }
-                for (int64_t i = 0; i < n; ++i) tr::store(p[0] + i * step[0], fn(tr::load(p[1] + i * step[1])));
+                for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * step[0], fn(tr::load(p[1] + i * step[1])));
             });
 }
 
@@ -107,6 +193,48 @@ tf_status check_int_div(const tf_tensor_desc &a, const tf_tensor_desc &b, const 
     return fail(err, status, "div: integer overflow (%lld / %lld does not fit %s)", x, y, dtype_name(out.dtype));
 }
 
+// An integer has no negative powers (torch refuses them too); scanned first like division.
+template <class I>
+tf_status check_int_pow(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
+                        tf_error *err) {
+    using tr = traits<I>;
+    bool bad = false;
+    I bad_a = 0, bad_b = 0;
+    walk<2>(out.rank, out.shape, {view_of(a), view_of(b)},
+            [&](char *const *p, int64_t n, const int64_t *step) {
+                for (int64_t i = 0; i < n; ++i) {
+                    const I y = tr::load(p[1] + i * step[1]);
+                    if (y < 0) {
+                        bad_a = tr::load(p[0] + i * step[0]);
+                        bad_b = y;
+                        bad = true;
+                        return false;
+                    }
+                }
+                return true;
+            });
+    if (!bad) return TF_STATUS_OK;
+    return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                "pow: negative exponent for an integer dtype (%lld ^ %lld, %s); cast to a float dtype first",
+                static_cast<long long>(bad_a), static_cast<long long>(bad_b), dtype_name(out.dtype));
+}
+
+template <class T>
+void clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, double max) {
+    if constexpr (std::is_integral_v<T>) {
+        const T lo = std::isnan(min) ? std::numeric_limits<T>::min() : saturate_cast<T>(std::ceil(min));
+        const T hi = std::isnan(max) ? std::numeric_limits<T>::max() : saturate_cast<T>(std::floor(max));
+        unary<T>(in, out, [lo, hi](T x) { return x < lo ? lo : x > hi ? hi : x; });
+    } else {
+        unary<T>(in, out, [min, max](float x) {
+            double v = x;
+            if (v < min) v = min;
+            if (v > max) v = max;
+            return v;
+        });
+    }
+}
+
 }  // namespace
 
 tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b,
@@ -125,6 +253,15 @@ tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc 
             }
             binary<T>(a, b, out, div_fn{});
             break;
+        case TF_OP_POW:
+            if constexpr (std::is_integral_v<T>) {
+                status = check_int_pow<T>(a, b, out, err);
+                if (status != TF_STATUS_OK) return;
+            }
+            binary<T>(a, b, out, pow_fn{});
+            break;
+        case TF_OP_MAXIMUM: binary<T>(a, b, out, maximum_fn{}); break;
+        case TF_OP_MINIMUM: binary<T>(a, b, out, minimum_fn{}); break;
         default:
             status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a binary op", op_name(op));
         }
@@ -138,20 +275,41 @@ tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc 
     const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
         using T = decltype(tag);
         switch (op) {
-        case TF_OP_NEG: unary<T>(in, out, neg_fn{}); break;
-        case TF_OP_RELU: unary<T>(in, out, relu_fn{}); break;
-        case TF_OP_EXP:
-            if constexpr (std::is_same_v<typename traits<T>::compute, float>)
-                unary<T>(in, out, exp_fn{});
-            else
-                status = fail(err, TF_STATUS_UNSUPPORTED, "exp: dtype %s not supported", dtype_name(out.dtype));
-            break;
-        default:
-            status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a unary op", op_name(op));
+        case TF_OP_NEG: unary<T>(in, out, neg_fn{}); return;
+        case TF_OP_RELU: unary<T>(in, out, relu_fn{}); return;
+        case TF_OP_ABS: unary<T>(in, out, abs_fn{}); return;
+        case TF_OP_SQUARE: unary<T>(in, out, square_fn{}); return;
+        default: break;
+        }
+        // The rest are float-only.
+        if constexpr (std::is_integral_v<T>) {
+            status = fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
+        } else {
+            switch (op) {
+            case TF_OP_EXP: unary<T>(in, out, exp_fn{}); break;
+            case TF_OP_LOG: unary<T>(in, out, [](double x) { return std::log(x); }); break;
+            case TF_OP_SQRT: unary<T>(in, out, [](double x) { return std::sqrt(x); }); break;
+            case TF_OP_RSQRT: unary<T>(in, out, [](double x) { return 1 / std::sqrt(x); }); break;
+            case TF_OP_SIN: unary<T>(in, out, [](double x) { return std::sin(x); }); break;
+            case TF_OP_COS: unary<T>(in, out, [](double x) { return std::cos(x); }); break;
+            case TF_OP_TANH: unary<T>(in, out, [](double x) { return std::tanh(x); }); break;
+            case TF_OP_ERF: unary<T>(in, out, [](double x) { return std::erf(x); }); break;
+            case TF_OP_SIGMOID: unary<T>(in, out, sigmoid); break;
+            case TF_OP_SILU: unary<T>(in, out, silu); break;
+            case TF_OP_GELU: unary<T>(in, out, gelu); break;
+            case TF_OP_GELU_TANH: unary<T>(in, out, gelu_tanh); break;
+            default: status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a unary op", op_name(op));
+            }
         }
     });
     if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
     return status;
+}
+
+tf_status run_clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, double max, tf_error *err) {
+    const bool known = with_numeric_dtype(out.dtype, [&](auto tag) { clamp<decltype(tag)>(in, out, min, max); });
+    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "clamp: dtype %s not supported", dtype_name(out.dtype));
+    return TF_STATUS_OK;
 }
 
 }  // namespace tf_cpu

@@ -1,4 +1,15 @@
-// Reduction reference kernel: sum over the axes in tf_params_reduce.axes_mask.
+// Reduction reference kernels: sum, mean, max, min and var over the axes in axes_mask; argmax and
+// argmin along one axis.
+//
+// Every output element visits its input elements in row-major order, so results are the same on
+// every run and every machine whatever the layouts. Floats accumulate in double and are rounded
+// once to the output dtype; integer sums wrap.
+//  - mean over no elements is 0/0 = NaN, as in torch.
+//  - var is two-pass (the mean first, then the squared deviations from it) and divides by
+//    max(n - correction, 0): a zero divisor gives inf, or NaN when the deviations are 0 too.
+//  - max and min fold maximum_of / minimum_of: NaN propagates (the first NaN met) and -0 < +0.
+//  - argmax and argmin give the first index of the extreme (ties: the lowest index); a NaN is the
+//    extreme, so the first NaN wins.
 #include "kernels.h"
 
 namespace tf_cpu {
@@ -9,29 +20,126 @@ namespace {
 template <class T>
 using accumulator = std::conditional_t<std::is_same_v<typename traits<T>::compute, float>, double, uint64_t>;
 
+// Calls reduce(out_element, each) once per output element (reduced axes have size 1 in the output);
+// each(fn) calls fn(input_element) for that output element's inputs in row-major order.
+template <class Reduce>
+void for_each_output(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, Reduce &&reduce) {
+    int64_t inner_shape[TF_MAX_RANK];
+    for (int i = 0; i < in.rank; ++i) inner_shape[i] = (axes_mask >> i & 1) ? in.shape[i] : 1;
+    const view in_view = view_of(in);
+    walk<2>(out.rank, out.shape, {view_of(out), in_view}, [&](char *const *p, int64_t n, const int64_t *step) {
+        for (int64_t i = 0; i < n; ++i) {
+            view first = in_view;
+            first.base = p[1] + i * step[1];
+            auto each = [&](auto &&fn) {
+                walk<1>(in.rank, inner_shape, {first}, [&](char *const *q, int64_t m, const int64_t *qstep) {
+                    for (int64_t j = 0; j < m; ++j) fn(q[0] + j * qstep[0]);
+                });
+            };
+            reduce(p[0] + i * step[0], each);
+        }
+    });
+}
+
+// Elements reduced into each output element.
+int64_t reduced_count(const tf_tensor_desc &in, uint32_t axes_mask) {
+    int64_t n = 1;
+    for (int i = 0; i < in.rank; ++i)
+        if (axes_mask >> i & 1) n *= in.shape[i];
+    return n;
+}
+
 template <class T>
 void sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask) {
     using tr = traits<T>;
     using acc_t = accumulator<T>;
-    // Outer walk: the output's elements (reduced axes have size 1 there). Inner walk: for one
-    // output element, the input elements of the reduced axes, always in row-major order, so the
-    // sum is the same on every run and every machine.
-    int64_t inner_shape[TF_MAX_RANK];
-    for (int i = 0; i < in.rank; ++i) inner_shape[i] = (axes_mask >> i & 1) ? in.shape[i] : 1;
+    for_each_output(in, out, axes_mask, [](char *dst, auto &&each) {
+        acc_t acc = 0;
+        each([&](const char *x) { acc += static_cast<acc_t>(tr::load(x)); });
+        // From the accumulator in one rounding (double -> f16 directly, not via float).
+        tr::store_wide(dst, static_cast<typename tr::wide>(acc));
+    });
+}
+
+template <class T>
+void mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask) {
+    using tr = traits<T>;
+    const auto n = static_cast<double>(reduced_count(in, axes_mask));
+    for_each_output(in, out, axes_mask, [n](char *dst, auto &&each) {
+        double acc = 0;
+        each([&](const char *x) { acc += static_cast<double>(tr::load(x)); });
+        tr::store_wide(dst, acc / n);
+    });
+}
+
+template <class T>
+void var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double correction) {
+    using tr = traits<T>;
+    const auto n = static_cast<double>(reduced_count(in, axes_mask));
+    const double divisor = std::max(n - correction, 0.0);
+    for_each_output(in, out, axes_mask, [n, divisor](char *dst, auto &&each) {
+        double total = 0;
+        each([&](const char *x) { total += static_cast<double>(tr::load(x)); });
+        const double mean = total / n;
+        double squares = 0;
+        each([&](const char *x) {
+            const double d = static_cast<double>(tr::load(x)) - mean;
+            squares += d * d;
+        });
+        tr::store_wide(dst, squares / divisor);
+    });
+}
+
+// Starts from the first element, so no identity value is needed (validate() rules out empty
+// reductions for max and min).
+template <class T, bool Max>
+void extreme(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask) {
+    using tr = traits<T>;
+    using C = typename tr::compute;
+    for_each_output(in, out, axes_mask, [](char *dst, auto &&each) {
+        bool first = true;
+        C acc{};
+        each([&](const char *p) {
+            const C x = tr::load(p);
+            acc = first ? x : Max ? maximum_of(acc, x) : minimum_of(acc, x);
+            first = false;
+        });
+        tr::store(dst, acc);
+    });
+}
+
+// x beats best: strictly more extreme, or the first NaN (a NaN best is never beaten).
+template <bool Max, class C>
+bool beats(C x, C best) {
+    if constexpr (std::is_floating_point_v<C>) {
+        if (best != best) return false;
+        if (x != x) return true;
+    }
+    return Max ? x > best : x < best;
+}
+
+template <class T, bool Max>
+void arg(const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis) {
+    using tr = traits<T>;
+    using C = typename tr::compute;
+    const int64_t n = in.shape[axis];
     const view in_view = view_of(in);
-    walk<2>(out.rank, out.shape, {view_of(out), in_view},
-            [&](char *const *p, int64_t n, const int64_t *step) {
-                for (int64_t i = 0; i < n; ++i) {
-                    acc_t acc = 0;
-                    view first = in_view;
-                    first.base = p[1] + i * step[1];
-                    walk<1>(in.rank, inner_shape, {first}, [&](char *const *q, int64_t m, const int64_t *qstep) {
-                        for (int64_t j = 0; j < m; ++j) acc += static_cast<acc_t>(tr::load(q[0] + j * qstep[0]));
-                    });
-                    // From the accumulator in one rounding (double -> f16 directly, not via float).
-                    tr::store_wide(p[0] + i * step[0], static_cast<typename tr::wide>(acc));
+    const int64_t along = in_view.strides[axis];
+    walk<2>(out.rank, out.shape, {view_of(out), in_view}, [&](char *const *p, int64_t count, const int64_t *step) {
+        for (int64_t i = 0; i < count; ++i) {
+            const char *first = p[1] + i * step[1];
+            C best = tr::load(first);
+            int64_t index = 0;
+            for (int64_t j = 1; j < n; ++j) {
+                const C x = tr::load(first + j * along);
+                if (beats<Max>(x, best)) {
+                    best = x;
+                    index = j;
                 }
-            });
+            }
+            traits<int64_t>::store(p[0] + i * step[0], index);
+        }
+    });
 }
 
 }  // namespace
@@ -39,6 +147,46 @@ void sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask
 tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
     const bool known = with_numeric_dtype(out.dtype, [&](auto tag) { sum<decltype(tag)>(in, out, axes_mask); });
     if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "sum: dtype %s not supported", dtype_name(out.dtype));
+    return TF_STATUS_OK;
+}
+
+tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
+    const bool known = with_float_dtype(out.dtype, [&](auto tag) { mean<decltype(tag)>(in, out, axes_mask); });
+    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "mean: dtype %s not supported", dtype_name(out.dtype));
+    return TF_STATUS_OK;
+}
+
+tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double correction,
+                  tf_error *err) {
+    const bool known = with_float_dtype(out.dtype, [&](auto tag) { var<decltype(tag)>(in, out, axes_mask, correction); });
+    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "var: dtype %s not supported", dtype_name(out.dtype));
+    return TF_STATUS_OK;
+}
+
+tf_status run_extreme(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
+                      tf_error *err) {
+    if (op != TF_OP_MAX && op != TF_OP_MIN) return fail(err, TF_STATUS_UNSUPPORTED, "%s: not max or min", op_name(op));
+    const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        if (op == TF_OP_MAX) extreme<T, true>(in, out, axes_mask);
+        else extreme<T, false>(in, out, axes_mask);
+    });
+    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
+    return TF_STATUS_OK;
+}
+
+tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis, tf_error *err) {
+    if (op != TF_OP_ARGMAX && op != TF_OP_ARGMIN)
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: not argmax or argmin", op_name(op));
+    // validate() checks these; an empty axis has no first extreme to point at.
+    if (axis < 0 || axis >= in.rank || in.shape[axis] == 0)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is out of range or empty", op_name(op), axis);
+    const bool known = with_numeric_dtype(in.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        if (op == TF_OP_ARGMAX) arg<T, true>(in, out, axis);
+        else arg<T, false>(in, out, axis);
+    });
+    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(in.dtype));
     return TF_STATUS_OK;
 }
 

@@ -62,7 +62,7 @@ namespace {
 
 // The op's shape rule: the KIND column of ops.def. Kinds the cpu plugin has no kernel for are
 // OTHER, so ops.def can grow new kinds without touching this file.
-enum class op_kind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL, OTHER };
+enum class op_kind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL, COMPARE, WHERE, ARG, OTHER };
 
 constexpr op_kind kind_named(std::string_view kind) {
     if (kind == "UNARY") return op_kind::UNARY;
@@ -71,6 +71,9 @@ constexpr op_kind kind_named(std::string_view kind) {
     if (kind == "MATMUL") return op_kind::MATMUL;
     if (kind == "COPY") return op_kind::COPY;
     if (kind == "FILL") return op_kind::FILL;
+    if (kind == "COMPARE") return op_kind::COMPARE;
+    if (kind == "WHERE") return op_kind::WHERE;
+    if (kind == "ARG") return op_kind::ARG;
     return op_kind::OTHER;
 }
 
@@ -170,22 +173,71 @@ bool is_float(int32_t dtype) {
 }
 bool is_numeric(int32_t dtype) { return is_float(dtype) || dtype == TF_DTYPE_I32 || dtype == TF_DTYPE_I64; }
 
-bool dtypes_supported(const tf_op_desc &op) {
-    const int32_t dtype = op.outputs[0].dtype;
-    for (uint32_t i = 0; i < op.n_inputs; ++i)
-        if (op.op != TF_OP_CAST && op.inputs[i].dtype != dtype) return false;
+// The kind's dtype rule: which operands share a dtype and which dtypes are fixed.
+bool dtypes_consistent(const tf_op_desc &op, op_kind kind) {
+    const tf_tensor_desc *in = op.inputs;
+    const int32_t out = op.outputs[0].dtype;
+    switch (kind) {
+    case op_kind::COMPARE:
+        return in[1].dtype == in[0].dtype && out == TF_DTYPE_BOOL;
+    case op_kind::WHERE:
+        return in[0].dtype == TF_DTYPE_BOOL && in[1].dtype == out && in[2].dtype == out;
+    case op_kind::ARG:
+        return out == TF_DTYPE_I64;
+    default:
+        if (op.op == TF_OP_CAST) return true;
+        for (uint32_t i = 0; i < op.n_inputs; ++i)
+            if (in[i].dtype != out) return false;
+        return true;
+    }
+}
+
+bool dtypes_supported(const tf_op_desc &op, op_kind kind) {
+    if (!dtypes_consistent(op, kind)) return false;
+    // The dtype the kernel works in: the inputs' for comparisons and arg ops, else the output's.
+    const int32_t dtype = kind == op_kind::COMPARE || kind == op_kind::ARG ? op.inputs[0].dtype : op.outputs[0].dtype;
     switch (op.op) {
     case TF_OP_ADD:
     case TF_OP_SUB:
     case TF_OP_MUL:
     case TF_OP_DIV:
+    case TF_OP_POW:  // integers: non-negative exponents only, checked by the kernel
+    case TF_OP_MAXIMUM:
+    case TF_OP_MINIMUM:
     case TF_OP_NEG:
     case TF_OP_RELU:
+    case TF_OP_ABS:
+    case TF_OP_SQUARE:
+    case TF_OP_CLAMP:
     case TF_OP_SUM:
+    case TF_OP_MAX:
+    case TF_OP_MIN:
+    case TF_OP_ARGMAX:
+    case TF_OP_ARGMIN:
         return is_numeric(dtype);
     case TF_OP_EXP:
+    case TF_OP_LOG:
+    case TF_OP_SQRT:
+    case TF_OP_RSQRT:
+    case TF_OP_SIN:
+    case TF_OP_COS:
+    case TF_OP_TANH:
+    case TF_OP_SIGMOID:
+    case TF_OP_GELU:
+    case TF_OP_GELU_TANH:
+    case TF_OP_SILU:
+    case TF_OP_ERF:
+    case TF_OP_MEAN:
+    case TF_OP_VAR:
     case TF_OP_MATMUL:
         return is_float(dtype);
+    case TF_OP_EQ:
+    case TF_OP_NE:
+    case TF_OP_LT:
+    case TF_OP_LE:
+    case TF_OP_GT:
+    case TF_OP_GE:
+    case TF_OP_WHERE:
     case TF_OP_CONTIGUOUS:
     case TF_OP_CAST:
     case TF_OP_FILL:
@@ -239,6 +291,12 @@ bool same_shape(const tf_tensor_desc &a, const tf_tensor_desc &b) {
     return true;
 }
 
+// REDUCE ops' axes: var has tf_params_var, the others tf_params_reduce.
+uint32_t reduce_axes_mask(const tf_op_desc &op) {
+    if (op.op == TF_OP_VAR) return static_cast<const tf_params_var *>(op.params)->axes_mask;
+    return static_cast<const tf_params_reduce *>(op.params)->axes_mask;
+}
+
 // Everything supports() answers and run() relies on. With err == NULL no text is formatted.
 // supports() passes need_data = false: the core asks it about descriptors without memory (the
 // tinyfin-info matrix, and whether a device tensor could fall back to cpu before copying it).
@@ -268,11 +326,16 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
         if (!same_shape(in[0], out)) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input and output shapes differ", name);
         break;
     case op_kind::BINARY:
+    case op_kind::COMPARE:
         if (!same_shape(in[0], out) || !same_shape(in[1], out))
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: inputs are not broadcast to the output shape", name);
         break;
+    case op_kind::WHERE:
+        if (!same_shape(in[0], out) || !same_shape(in[1], out) || !same_shape(in[2], out))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: cond, a and b are not broadcast to the output shape", name);
+        break;
     case op_kind::REDUCE: {
-        const uint32_t mask = static_cast<const tf_params_reduce *>(op->params)->axes_mask;
+        const uint32_t mask = reduce_axes_mask(*op);
         if (in[0].rank != out.rank || (mask >> in[0].rank) != 0)
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axes mask 0x%x does not fit rank %d -> %d", name, mask,
                         in[0].rank, out.rank);
@@ -281,6 +344,27 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
                 return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output axis %d has size %lld, expected %lld", name, i,
                             static_cast<long long>(out.shape[i]),
                             static_cast<long long>((mask >> i & 1) ? 1 : in[0].shape[i]));
+        // max and min have no identity to give an empty reduction.
+        if (op->op == TF_OP_MAX || op->op == TF_OP_MIN)
+            for (int i = 0; i < in[0].rank; ++i)
+                if ((mask >> i & 1) && in[0].shape[i] == 0)
+                    return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: reduced axis %d has size 0", name, i);
+        break;
+    }
+    case op_kind::ARG: {
+        const int32_t axis = static_cast<const tf_params_axis *>(op->params)->axis;
+        if (axis < 0 || axis >= in[0].rank)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is out of range for rank %d", name, axis, in[0].rank);
+        if (out.rank != in[0].rank)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output rank %d differs from input rank %d", name, out.rank,
+                        in[0].rank);
+        for (int i = 0; i < out.rank; ++i)
+            if (out.shape[i] != (i == axis ? 1 : in[0].shape[i]))
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output axis %d has size %lld, expected %lld", name, i,
+                            static_cast<long long>(out.shape[i]), static_cast<long long>(i == axis ? 1 : in[0].shape[i]));
+        // An empty axis has no first extreme to point at.
+        if (in[0].shape[axis] == 0)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d has size 0", name, axis);
         break;
     }
     case op_kind::MATMUL: {
@@ -297,7 +381,7 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
     case op_kind::OTHER:
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", name);
     }
-    if (!dtypes_supported(*op)) {
+    if (!dtypes_supported(*op, rule.kind)) {
         const int32_t from = op->n_inputs > 0 ? in[0].dtype : out.dtype;
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel for dtype %s -> %s", name, dtype_name(from), dtype_name(out.dtype));
     }
@@ -442,13 +526,53 @@ tf_status cpu_run(int32_t device, const tf_op_desc *op, tf_error *err) {
         case TF_OP_SUB:
         case TF_OP_MUL:
         case TF_OP_DIV:
+        case TF_OP_POW:
+        case TF_OP_MAXIMUM:
+        case TF_OP_MINIMUM:
             return run_binary(op->op, in[0], in[1], out, err);
+        case TF_OP_EQ:
+        case TF_OP_NE:
+        case TF_OP_LT:
+        case TF_OP_LE:
+        case TF_OP_GT:
+        case TF_OP_GE:
+            return run_compare(op->op, in[0], in[1], out, err);
+        case TF_OP_WHERE:
+            return run_where(in[0], in[1], in[2], out, err);
         case TF_OP_NEG:
         case TF_OP_EXP:
         case TF_OP_RELU:
+        case TF_OP_ABS:
+        case TF_OP_LOG:
+        case TF_OP_SQRT:
+        case TF_OP_RSQRT:
+        case TF_OP_SIN:
+        case TF_OP_COS:
+        case TF_OP_TANH:
+        case TF_OP_SIGMOID:
+        case TF_OP_GELU:
+        case TF_OP_GELU_TANH:
+        case TF_OP_SILU:
+        case TF_OP_SQUARE:
+        case TF_OP_ERF:
             return run_unary(op->op, in[0], out, err);
+        case TF_OP_CLAMP: {
+            const auto *p = static_cast<const tf_params_clamp *>(op->params);
+            return run_clamp(in[0], out, p->min, p->max, err);
+        }
         case TF_OP_SUM:
-            return run_sum(in[0], out, static_cast<const tf_params_reduce *>(op->params)->axes_mask, err);
+            return run_sum(in[0], out, reduce_axes_mask(*op), err);
+        case TF_OP_MEAN:
+            return run_mean(in[0], out, reduce_axes_mask(*op), err);
+        case TF_OP_MAX:
+        case TF_OP_MIN:
+            return run_extreme(op->op, in[0], out, reduce_axes_mask(*op), err);
+        case TF_OP_VAR:
+            return run_var(in[0], out, reduce_axes_mask(*op), static_cast<const tf_params_var *>(op->params)->correction,
+                           err);
+        case TF_OP_ARGMAX:
+        case TF_OP_ARGMIN:
+            return run_arg(op->op, in[0], out, static_cast<const tf_params_axis *>(op->params)->axis, err);
         case TF_OP_MATMUL:
             return run_matmul(in[0], in[1], out, err);
         case TF_OP_CONTIGUOUS:

@@ -1,0 +1,85 @@
+// Comparison and selection reference kernels: eq, ne, lt, le, gt, ge (two inputs of one dtype,
+// bool output) and where (bool condition choosing between a and b). Inputs arrive broadcast to
+// the output's shape (stride 0 on broadcast axes).
+//
+// Comparisons are exact in the inputs' own type: f16 and bf16 widen to float exactly, i64 is
+// never rounded through double. NaN compares unequal to everything (ne is true, the others false)
+// and -0 == +0, as in IEEE 754. bool inputs compare as 0 < 1.
+#include "kernels.h"
+
+#include <functional>
+
+namespace tf_cpu {
+namespace {
+
+template <class T, class Cmp>
+void compare(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, Cmp cmp) {
+    using tr = traits<T>;
+    walk<3>(out.rank, out.shape, {view_of(out), view_of(a), view_of(b)},
+            [&](char *const *p, int64_t n, const int64_t *step) {
+                for (int64_t i = 0; i < n; ++i)
+                    traits<boolean>::store(p[0] + i * step[0],
+                                           cmp(tr::load(p[1] + i * step[1]), tr::load(p[2] + i * step[2])));
+            });
+}
+
+// Copies the chosen element's bytes, so NaN payloads and signs survive exactly.
+template <int64_t Size>
+void select(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out) {
+    walk<4>(out.rank, out.shape, {view_of(out), view_of(cond), view_of(a), view_of(b)},
+            [](char *const *p, int64_t n, const int64_t *step) {
+                for (int64_t i = 0; i < n; ++i) {
+                    const char *from = traits<boolean>::load(p[1] + i * step[1]) ? p[2] + i * step[2] : p[3] + i * step[3];
+                    std::memcpy(p[0] + i * step[0], from, Size);
+                }
+            });
+}
+
+// bool elements go through load/store, so a non-canonical byte (2, 0xff) comes out as 1.
+void select_bool(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b,
+                 const tf_tensor_desc &out) {
+    using tr = traits<boolean>;
+    walk<4>(out.rank, out.shape, {view_of(out), view_of(cond), view_of(a), view_of(b)},
+            [](char *const *p, int64_t n, const int64_t *step) {
+                for (int64_t i = 0; i < n; ++i)
+                    tr::store(p[0] + i * step[0],
+                              tr::load(tr::load(p[1] + i * step[1]) ? p[2] + i * step[2] : p[3] + i * step[3]));
+            });
+}
+
+}  // namespace
+
+tf_status run_compare(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
+                      tf_error *err) {
+    tf_status status = TF_STATUS_OK;
+    const bool known = with_any_dtype(a.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        switch (op) {
+        case TF_OP_EQ: compare<T>(a, b, out, std::equal_to<>{}); break;
+        case TF_OP_NE: compare<T>(a, b, out, std::not_equal_to<>{}); break;
+        case TF_OP_LT: compare<T>(a, b, out, std::less<>{}); break;
+        case TF_OP_LE: compare<T>(a, b, out, std::less_equal<>{}); break;
+        case TF_OP_GT: compare<T>(a, b, out, std::greater<>{}); break;
+        case TF_OP_GE: compare<T>(a, b, out, std::greater_equal<>{}); break;
+        default: status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a comparison", op_name(op));
+        }
+    });
+    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(a.dtype));
+    return status;
+}
+
+tf_status run_where(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b,
+                    const tf_tensor_desc &out, tf_error *err) {
+    if (out.dtype == TF_DTYPE_BOOL) {
+        select_bool(cond, a, b, out);
+        return TF_STATUS_OK;
+    }
+    switch (dtype_size(out.dtype)) {
+    case 2: select<2>(cond, a, b, out); return TF_STATUS_OK;
+    case 4: select<4>(cond, a, b, out); return TF_STATUS_OK;
+    case 8: select<8>(cond, a, b, out); return TF_STATUS_OK;
+    default: return fail(err, TF_STATUS_UNSUPPORTED, "where: dtype %s not supported", dtype_name(out.dtype));
+    }
+}
+
+}  // namespace tf_cpu
