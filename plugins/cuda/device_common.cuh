@@ -1,0 +1,216 @@
+// Device-side helpers shared by the kernel files: storage types per dtype, loads and stores in
+// the compute type, launch shapes, block reductions and the data-error report.
+#ifndef TINYFIN_CUDA_DEVICE_COMMON_CUH
+#define TINYFIN_CUDA_DEVICE_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels.h"
+
+namespace tf_cuda {
+
+// Threads per block of the elementwise kernels and the ceiling of the row kernels.
+constexpr int block_size = 256;
+// Grid-stride loops: more blocks than this only add scheduling work.
+constexpr int64_t max_blocks = int64_t{1} << 20;
+
+inline unsigned blocks_for(int64_t n, int threads = block_size) {
+    const int64_t b = (n + threads - 1) / threads;
+    return static_cast<unsigned>(b < max_blocks ? (b > 0 ? b : 1) : max_blocks);
+}
+
+inline unsigned row_blocks(int64_t rows) {
+    return static_cast<unsigned>(rows < max_blocks ? (rows > 0 ? rows : 1) : max_blocks);
+}
+
+// Threads for one block per row: a power of two from 32 to block_size, near the row length.
+inline int row_threads(int64_t cols) {
+    int t = 32;
+    while (t < block_size && t < cols) t *= 2;
+    return t;
+}
+
+__device__ __forceinline__ int64_t global_index() {
+    return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t global_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// ---- dtypes -------------------------------------------------------------------------------------
+
+// One byte, 0 or 1; any non-zero byte reads as true.
+struct boolean {
+    uint8_t value;
+};
+
+// Storage type -> compute type (float for the 16-bit floats), with load and store.
+template <class T> struct num;
+template <> struct num<float> {
+    using compute = float;
+    __device__ static float load(float v) { return v; }
+    __device__ static float store(float v) { return v; }
+};
+template <> struct num<__half> {
+    using compute = float;
+    __device__ static float load(__half v) { return __half2float(v); }
+    __device__ static __half store(float v) { return __float2half_rn(v); }
+};
+template <> struct num<__nv_bfloat16> {
+    using compute = float;
+    __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+    __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+};
+template <> struct num<int32_t> {
+    using compute = int32_t;
+    __device__ static int32_t load(int32_t v) { return v; }
+    __device__ static int32_t store(int32_t v) { return v; }
+};
+template <> struct num<int64_t> {
+    using compute = int64_t;
+    __device__ static int64_t load(int64_t v) { return v; }
+    __device__ static int64_t store(int64_t v) { return v; }
+};
+template <> struct num<boolean> {
+    using compute = int32_t;
+    __device__ static int32_t load(boolean v) { return v.value != 0; }
+    __device__ static boolean store(int32_t v) { return boolean{static_cast<uint8_t>(v != 0)}; }
+};
+
+// Unsigned integers of each element size: raw copies (contiguous, where, fill) move bits only.
+template <int Size> struct bits_of;
+template <> struct bits_of<1> { using type = uint8_t; };
+template <> struct bits_of<2> { using type = uint16_t; };
+template <> struct bits_of<4> { using type = uint32_t; };
+template <> struct bits_of<8> { using type = uint64_t; };
+
+// Calls fn(T{}) with T the storage type of dtype; returns false for dtypes outside the set.
+template <class Fn>
+bool with_float(int32_t dtype, Fn &&fn) {
+    switch (dtype) {
+    case TF_DTYPE_F32: fn(float{}); return true;
+    case TF_DTYPE_F16: fn(__half{}); return true;
+    case TF_DTYPE_BF16: fn(__nv_bfloat16{}); return true;
+    default: return false;
+    }
+}
+template <class Fn>
+bool with_numeric(int32_t dtype, Fn &&fn) {
+    switch (dtype) {
+    case TF_DTYPE_I32: fn(int32_t{}); return true;
+    case TF_DTYPE_I64: fn(int64_t{}); return true;
+    default: return with_float(dtype, fn);
+    }
+}
+template <class Fn>
+bool with_any(int32_t dtype, Fn &&fn) {
+    if (dtype == TF_DTYPE_BOOL) {
+        fn(boolean{});
+        return true;
+    }
+    return with_numeric(dtype, fn);
+}
+template <class Fn>
+bool with_index(int32_t dtype, Fn &&fn) {
+    switch (dtype) {
+    case TF_DTYPE_I32: fn(int32_t{}); return true;
+    case TF_DTYPE_I64: fn(int64_t{}); return true;
+    default: return false;
+    }
+}
+// Calls fn(U{}) with U the unsigned type of dtype's element size.
+template <class Fn>
+bool with_bits(int32_t dtype, Fn &&fn) {
+    switch (dtype) {
+    case TF_DTYPE_BOOL: fn(uint8_t{}); return true;
+    case TF_DTYPE_F16:
+    case TF_DTYPE_BF16: fn(uint16_t{}); return true;
+    case TF_DTYPE_F32:
+    case TF_DTYPE_I32: fn(uint32_t{}); return true;
+    case TF_DTYPE_I64: fn(uint64_t{}); return true;
+    default: return false;
+    }
+}
+
+// The status a launcher returns for a dtype its caller should never have sent.
+inline cudaError_t bad_dtype() { return cudaErrorInvalidValue; }
+
+// ---- maximum / minimum ----------------------------------------------------------------------------
+
+// IEEE 754-2019 maximum and minimum, as the cpu plugin: a NaN operand wins and -0 < +0, so the
+// result never depends on the order of the operands (block reductions rely on that).
+template <class C>
+__device__ __forceinline__ C maximum_of(C a, C b) {
+    if constexpr (std::is_floating_point<C>::value) {
+        if (a != a) return a;
+        if (b != b) return b;
+        if (a == b) return signbit(a) ? b : a;
+    }
+    return a < b ? b : a;
+}
+template <class C>
+__device__ __forceinline__ C minimum_of(C a, C b) {
+    if constexpr (std::is_floating_point<C>::value) {
+        if (a != a) return a;
+        if (b != b) return b;
+        if (a == b) return signbit(a) ? a : b;
+    }
+    return b < a ? b : a;
+}
+
+// ---- block reductions ----------------------------------------------------------------------------
+
+// A value and where it was found: the argmax / argmin reduction's element.
+template <class C>
+struct Located {
+    C value;
+    int64_t index;
+};
+
+template <class T>
+__device__ __forceinline__ T shfl_down(T v, int offset) {
+    return __shfl_down_sync(0xffffffffu, v, offset);
+}
+template <class C>
+__device__ __forceinline__ Located<C> shfl_down(Located<C> v, int offset) {
+    return {__shfl_down_sync(0xffffffffu, v.value, offset), __shfl_down_sync(0xffffffffu, v.index, offset)};
+}
+
+// Combines v over the block (blockDim.x a multiple of 32, at most 1024) with op; every thread gets
+// the result. shared holds 32 values. Callers reach it with the whole block.
+template <class T, class Op>
+__device__ T block_reduce(T v, Op op, T *shared) {
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    for (int offset = 16; offset > 0; offset >>= 1) v = op(v, shfl_down(v, offset));
+    __syncthreads();  // shared may still be read from the previous call
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    const unsigned warps = (blockDim.x + 31u) >> 5;
+    if (warp == 0) {
+        v = shared[lane < warps ? lane : 0];
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            const T other = shfl_down(v, offset);
+            if (lane + offset < warps) v = op(v, other);
+        }
+        if (lane == 0) shared[0] = v;
+    }
+    __syncthreads();
+    return shared[0];
+}
+
+// ---- data errors ----------------------------------------------------------------------------------
+
+// Records the first bad index of the whole stream's life until the host clears it.
+__device__ __forceinline__ void report_index_error(DataError *error, uint32_t op, int64_t value, int64_t bound) {
+    if (atomicCAS(&error->code, 0, 1) != 0) return;
+    error->op = op;
+    error->value = value;
+    error->bound = bound;
+    __threadfence_system();
+}
+
+}  // namespace tf_cuda
+
+#endif  // TINYFIN_CUDA_DEVICE_COMMON_CUH

@@ -1,0 +1,344 @@
+// Neural-network kernels: max and average pooling with their backward ops, embedding and its
+// scatter-add backward, one_hot and rope. One thread per output element; the backward pooling
+// ops gather (each input element sums the windows that cover it), so they need no atomics and
+// give the same result on every run.
+#include "device_common.cuh"
+
+namespace tf_cuda {
+namespace {
+
+// ---- pooling ------------------------------------------------------------------------------------
+
+// Splits a linear index over [n, c, h, w] (row-major) into its four coordinates.
+__device__ __forceinline__ void split4(int64_t i, int64_t h, int64_t w, int64_t c, int64_t (&at)[4]) {
+    at[3] = i % w;
+    i /= w;
+    at[2] = i % h;
+    i /= h;
+    at[1] = i % c;
+    at[0] = i / c;
+}
+
+__device__ __forceinline__ int64_t offset4(const int64_t (&s)[4], int64_t n, int64_t c, int64_t y, int64_t x) {
+    return n * s[0] + c * s[1] + y * s[2] + x * s[3];
+}
+
+// Position (row-major within the window) of the first maximum of window (oy, ox); padding counts as
+// -inf, a NaN is the maximum.
+template <class T>
+__device__ __forceinline__ void window_argmax(const PoolArgs &a, const T *x, int64_t n, int64_t c, int64_t oy,
+                                              int64_t ox, int64_t *best_y, int64_t *best_x, float *best_value) {
+    float best = -INFINITY;
+    int64_t by = -1, bx = -1;
+    const int64_t y0 = oy * a.stride[0] - a.padding[0], x0 = ox * a.stride[1] - a.padding[1];
+    for (int ky = 0; ky < a.kernel[0]; ++ky) {
+        const int64_t y = y0 + ky;
+        if (y < 0 || y >= a.h) continue;
+        for (int kx = 0; kx < a.kernel[1]; ++kx) {
+            const int64_t xx = x0 + kx;
+            if (xx < 0 || xx >= a.w) continue;
+            const float v = num<T>::load(x[offset4(a.x_strides, n, c, y, xx)]);
+            if (by < 0 || v > best || (v != v && best == best)) {
+                best = v;
+                by = y;
+                bx = xx;
+            }
+        }
+    }
+    *best_y = by;
+    *best_x = bx;
+    *best_value = best;
+}
+
+template <class T>
+__global__ void max_pool_kernel(PoolArgs a, T *y, const T *x) {
+    const int64_t count = a.n * a.c * a.oh * a.ow;
+    for (int64_t i = global_index(); i < count; i += global_stride()) {
+        int64_t at[4];
+        split4(i, a.oh, a.ow, a.c, at);
+        int64_t by, bx;
+        float best;
+        window_argmax(a, x, at[0], at[1], at[2], at[3], &by, &bx, &best);
+        y[offset4(a.y_strides, at[0], at[1], at[2], at[3])] = num<T>::store(best);
+    }
+}
+
+// The windows (oy in [*lo, *hi]) along one axis that cover input position p.
+__device__ __forceinline__ void covering(int64_t p, int pad, int kernel, int stride, int64_t out, int64_t *lo,
+                                         int64_t *hi) {
+    const int64_t q = p + pad;  // position in the padded input
+    const int64_t first = q - kernel + 1;
+    *lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+    *hi = q / stride;
+    if (*hi > out - 1) *hi = out - 1;
+}
+
+// dx[p] = sum of dy over the windows whose first maximum is p.
+template <class T>
+__global__ void max_pool_backward_kernel(PoolArgs a, T *dx, const T *dy, const T *x) {
+    const int64_t count = a.n * a.c * a.h * a.w;
+    for (int64_t i = global_index(); i < count; i += global_stride()) {
+        int64_t at[4];
+        split4(i, a.h, a.w, a.c, at);
+        int64_t oy0, oy1, ox0, ox1;
+        covering(at[2], a.padding[0], a.kernel[0], a.stride[0], a.oh, &oy0, &oy1);
+        covering(at[3], a.padding[1], a.kernel[1], a.stride[1], a.ow, &ox0, &ox1);
+        float total = 0.f;
+        for (int64_t oy = oy0; oy <= oy1; ++oy) {
+            for (int64_t ox = ox0; ox <= ox1; ++ox) {
+                int64_t by, bx;
+                float best;
+                window_argmax(a, x, at[0], at[1], oy, ox, &by, &bx, &best);
+                if (by == at[2] && bx == at[3]) total += num<T>::load(dy[offset4(a.y_strides, at[0], at[1], oy, ox)]);
+            }
+        }
+        dx[offset4(a.dx_strides, at[0], at[1], at[2], at[3])] = num<T>::store(total);
+    }
+}
+
+// The divisor of window (oy, ox): the full window, or only its elements inside the input.
+__device__ __forceinline__ float window_divisor(const PoolArgs &a, int64_t oy, int64_t ox) {
+    if (a.count_include_pad) return static_cast<float>(a.kernel[0] * a.kernel[1]);
+    const int64_t y0 = oy * a.stride[0] - a.padding[0], x0 = ox * a.stride[1] - a.padding[1];
+    const int64_t y1 = min(y0 + a.kernel[0], a.h), x1 = min(x0 + a.kernel[1], a.w);
+    return static_cast<float>((y1 - max(y0, int64_t{0})) * (x1 - max(x0, int64_t{0})));
+}
+
+template <class T>
+__global__ void avg_pool_kernel(PoolArgs a, T *y, const T *x) {
+    const int64_t count = a.n * a.c * a.oh * a.ow;
+    for (int64_t i = global_index(); i < count; i += global_stride()) {
+        int64_t at[4];
+        split4(i, a.oh, a.ow, a.c, at);
+        const int64_t y0 = at[2] * a.stride[0] - a.padding[0], x0 = at[3] * a.stride[1] - a.padding[1];
+        float total = 0.f;
+        for (int ky = 0; ky < a.kernel[0]; ++ky) {
+            const int64_t yy = y0 + ky;
+            if (yy < 0 || yy >= a.h) continue;
+            for (int kx = 0; kx < a.kernel[1]; ++kx) {
+                const int64_t xx = x0 + kx;
+                if (xx >= 0 && xx < a.w) total += num<T>::load(x[offset4(a.x_strides, at[0], at[1], yy, xx)]);
+            }
+        }
+        y[offset4(a.y_strides, at[0], at[1], at[2], at[3])] = num<T>::store(total / window_divisor(a, at[2], at[3]));
+    }
+}
+
+template <class T>
+__global__ void avg_pool_backward_kernel(PoolArgs a, T *dx, const T *dy) {
+    const int64_t count = a.n * a.c * a.h * a.w;
+    for (int64_t i = global_index(); i < count; i += global_stride()) {
+        int64_t at[4];
+        split4(i, a.h, a.w, a.c, at);
+        int64_t oy0, oy1, ox0, ox1;
+        covering(at[2], a.padding[0], a.kernel[0], a.stride[0], a.oh, &oy0, &oy1);
+        covering(at[3], a.padding[1], a.kernel[1], a.stride[1], a.ow, &ox0, &ox1);
+        float total = 0.f;
+        for (int64_t oy = oy0; oy <= oy1; ++oy)
+            for (int64_t ox = ox0; ox <= ox1; ++ox)
+                total += num<T>::load(dy[offset4(a.y_strides, at[0], at[1], oy, ox)]) / window_divisor(a, oy, ox);
+        dx[offset4(a.dx_strides, at[0], at[1], at[2], at[3])] = num<T>::store(total);
+    }
+}
+
+// ---- embedding, one_hot --------------------------------------------------------------------------
+
+// g = {out, indices}: rows are the indices' axes, the column is D.
+template <class T, class L>
+__global__ void embedding_kernel(RowGeom<2> g, EmbeddingArgs a, T *out, const T *weight, const L *indices,
+                                 DataError *error) {
+    const int64_t count = g.rows.count * g.cols.count;
+    for (int64_t i = global_index(); i < count; i += global_stride()) {
+        const int64_t row = i / g.cols.count, d = i - row * g.cols.count;
+        int64_t base[2], col[2];
+        offsets_of(g.rows, row, base);
+        offsets_of(g.cols, d, col);
+        const int64_t v = static_cast<int64_t>(indices[base[1]]);
+        if (v < 0 || v >= a.vocab) {
+            if (d == 0) report_index_error(error, TF_OP_EMBEDDING, v, a.vocab);
+            out[base[0] + col[0]] = num<T>::store(NAN);
+            continue;
+        }
+        out[base[0] + col[0]] = weight[v * a.w_stride_v + d * a.w_stride_d];
+    }
+}
+
+__device__ __forceinline__ void add_to(float *p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void add_to(__half *p, float v) { atomicAdd(p, __float2half_rn(v)); }
+
+// g = {dy, indices}; dweight was zeroed by the launcher's fill.
+template <class T, class L>
+__global__ void embedding_backward_kernel(RowGeom<2> g, EmbeddingArgs a, T *dweight, const T *dy, const L *indices,
+                                          DataError *error) {
+    const int64_t count = g.rows.count * g.cols.count;
+    for (int64_t i = global_index(); i < count; i += global_stride()) {
+        const int64_t row = i / g.cols.count, d = i - row * g.cols.count;
+        int64_t base[2], col[2];
+        offsets_of(g.rows, row, base);
+        offsets_of(g.cols, d, col);
+        const int64_t v = static_cast<int64_t>(indices[base[1]]);
+        if (v < 0 || v >= a.vocab) {
+            if (d == 0) report_index_error(error, TF_OP_EMBEDDING_BACKWARD, v, a.vocab);
+            continue;
+        }
+        add_to(dweight + v * a.w_stride_v + d * a.w_stride_d, num<T>::load(dy[base[0] + col[0]]));
+    }
+}
+
+template <class U, class L>
+__global__ void one_hot_kernel(RowGeom<2> g, int64_t classes, U one, U *out, const L *labels, DataError *error) {
+    const int64_t count = g.rows.count * classes;
+    for (int64_t i = global_index(); i < count; i += global_stride()) {
+        const int64_t row = i / classes, k = i - row * classes;
+        int64_t base[2], col[2];
+        offsets_of(g.rows, row, base);
+        offsets_of(g.cols, k, col);
+        const int64_t label = static_cast<int64_t>(labels[base[1]]);
+        if ((label < 0 || label >= classes) && k == 0) report_index_error(error, TF_OP_ONE_HOT, label, classes);
+        out[base[0] + col[0]] = label == k ? one : U(0);
+    }
+}
+
+// ---- rope ------------------------------------------------------------------------------------------
+
+// One thread per rotated pair (lead, t, i): angle = (position_offset + t) * theta^(-2i/D), pairs
+// (2i, 2i+1) when interleaved, else (i, i + D/2). The angle is computed in double: positions in
+// the thousands times f32 frequencies would lose a visible part of it.
+template <class T>
+__global__ void rope_kernel(Strided<2> lead, RopeArgs a, T *out, const T *x) {
+    const int64_t half = a.d / 2;
+    const int64_t count = lead.count * a.t * half;
+    for (int64_t i = global_index(); i < count; i += global_stride()) {
+        const int64_t pair = i % half;
+        const int64_t rest = i / half;
+        const int64_t t = rest % a.t;
+        int64_t base[2];
+        offsets_of(lead, rest / a.t, base);
+        const int64_t d0 = a.interleaved ? 2 * pair : pair;
+        const int64_t d1 = a.interleaved ? 2 * pair + 1 : pair + half;
+        const double angle = static_cast<double>(a.position_offset + t) *
+                             pow(a.theta, -2.0 * static_cast<double>(pair) / static_cast<double>(a.d));
+        double s, c;
+        sincos(angle, &s, &c);
+        if (a.inverse) s = -s;
+        const int64_t xt = base[1] + t * a.x_stride_t, yt = base[0] + t * a.y_stride_t;
+        const float v0 = num<T>::load(x[xt + d0 * a.x_stride_d]);
+        const float v1 = num<T>::load(x[xt + d1 * a.x_stride_d]);
+        out[yt + d0 * a.y_stride_d] = num<T>::store(static_cast<float>(v0 * c - v1 * s));
+        out[yt + d1 * a.y_stride_d] = num<T>::store(static_cast<float>(v0 * s + v1 * c));
+    }
+}
+
+}  // namespace
+
+// ---- launchers -------------------------------------------------------------------------------------
+
+cudaError_t launch_max_pool(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *y, const void *x) {
+    const int64_t count = a.n * a.c * a.oh * a.ow;
+    if (count == 0) return cudaSuccess;
+    const bool known = with_float(dtype, [&](auto t) {
+        using T = decltype(t);
+        max_pool_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(a, static_cast<T *>(y), static_cast<const T *>(x));
+    });
+    return known ? cudaGetLastError() : bad_dtype();
+}
+
+cudaError_t launch_max_pool_backward(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *dx,
+                                     const void *dy, const void *x) {
+    const int64_t count = a.n * a.c * a.h * a.w;
+    if (count == 0) return cudaSuccess;
+    const bool known = with_float(dtype, [&](auto t) {
+        using T = decltype(t);
+        max_pool_backward_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(
+            a, static_cast<T *>(dx), static_cast<const T *>(dy), static_cast<const T *>(x));
+    });
+    return known ? cudaGetLastError() : bad_dtype();
+}
+
+cudaError_t launch_avg_pool(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *y, const void *x) {
+    const int64_t count = a.n * a.c * a.oh * a.ow;
+    if (count == 0) return cudaSuccess;
+    const bool known = with_float(dtype, [&](auto t) {
+        using T = decltype(t);
+        avg_pool_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(a, static_cast<T *>(y), static_cast<const T *>(x));
+    });
+    return known ? cudaGetLastError() : bad_dtype();
+}
+
+cudaError_t launch_avg_pool_backward(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *dx,
+                                     const void *dy) {
+    const int64_t count = a.n * a.c * a.h * a.w;
+    if (count == 0) return cudaSuccess;
+    const bool known = with_float(dtype, [&](auto t) {
+        using T = decltype(t);
+        avg_pool_backward_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(a, static_cast<T *>(dx),
+                                                                                 static_cast<const T *>(dy));
+    });
+    return known ? cudaGetLastError() : bad_dtype();
+}
+
+cudaError_t launch_embedding(cudaStream_t stream, int32_t dtype, int32_t index_dtype, const RowGeom<2> &g,
+                             const EmbeddingArgs &args, void *out, const void *weight, const void *indices,
+                             DataError *error) {
+    const int64_t count = g.rows.count * g.cols.count;
+    if (count == 0) return cudaSuccess;
+    bool known = false;
+    with_float(dtype, [&](auto t) {
+        using T = decltype(t);
+        known = with_index(index_dtype, [&](auto l) {
+            using L = decltype(l);
+            embedding_kernel<T, L><<<blocks_for(count), block_size, 0, stream>>>(
+                g, args, static_cast<T *>(out), static_cast<const T *>(weight), static_cast<const L *>(indices), error);
+        });
+    });
+    return known ? cudaGetLastError() : bad_dtype();
+}
+
+cudaError_t launch_embedding_backward(cudaStream_t stream, int32_t dtype, int32_t index_dtype, const RowGeom<2> &g,
+                                      const EmbeddingArgs &args, void *dweight, const void *dy, const void *indices,
+                                      DataError *error) {
+    const int64_t count = g.rows.count * g.cols.count;
+    if (count == 0) return cudaSuccess;
+    bool known = false;
+    auto run = [&](auto t) {
+        using T = decltype(t);
+        known = with_index(index_dtype, [&](auto l) {
+            using L = decltype(l);
+            embedding_backward_kernel<T, L><<<blocks_for(count), block_size, 0, stream>>>(
+                g, args, static_cast<T *>(dweight), static_cast<const T *>(dy), static_cast<const L *>(indices), error);
+        });
+    };
+    if (dtype == TF_DTYPE_F32) run(float{});
+    else if (dtype == TF_DTYPE_F16) run(__half{});
+    return known ? cudaGetLastError() : bad_dtype();
+}
+
+cudaError_t launch_one_hot(cudaStream_t stream, int32_t out_dtype, int32_t label_dtype, const RowGeom<2> &g,
+                           int64_t num_classes, uint64_t one_bits, void *out, const void *labels, DataError *error) {
+    const int64_t count = g.rows.count * num_classes;
+    if (count == 0) return cudaSuccess;
+    bool known = false;
+    with_bits(out_dtype, [&](auto u) {
+        using U = decltype(u);
+        known = with_index(label_dtype, [&](auto l) {
+            using L = decltype(l);
+            one_hot_kernel<U, L><<<blocks_for(count), block_size, 0, stream>>>(
+                g, num_classes, static_cast<U>(one_bits), static_cast<U *>(out), static_cast<const L *>(labels), error);
+        });
+    });
+    return known ? cudaGetLastError() : bad_dtype();
+}
+
+cudaError_t launch_rope(cudaStream_t stream, int32_t dtype, const Strided<2> &lead, const RopeArgs &args, void *out,
+                        const void *x) {
+    const int64_t count = lead.count * args.t * (args.d / 2);
+    if (count == 0) return cudaSuccess;
+    const bool known = with_float(dtype, [&](auto t) {
+        using T = decltype(t);
+        rope_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(lead, args, static_cast<T *>(out),
+                                                                    static_cast<const T *>(x));
+    });
+    return known ? cudaGetLastError() : bad_dtype();
+}
+
+}  // namespace tf_cuda

@@ -1,0 +1,755 @@
+// supports() and run(): the op x dtype x layout matrix of the cuda plugin, checked from the
+// descriptor alone, and each op's launch. supports() and run() share one check, so run() never
+// receives what supports() would refuse and supports() says yes only to what run() can do.
+//
+// Not supported here (the core runs them on cpu): attention (the core's backward composes it
+// from matmul and softmax, which run here), integer div and pow (their bad operands are errors
+// the cpu plugin reports before writing), bf16 matmul below sm_80, bf16 convolutions and
+// embedding_backward in bf16.
+#include <cmath>
+#include <cstring>
+#include <string_view>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "context.h"
+
+namespace tf_cuda {
+namespace {
+
+// ---- The op table ---------------------------------------------------------------------------------
+
+enum class op_kind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL, COMPARE, WHERE, ARG, OWN };
+
+constexpr op_kind kind_named(std::string_view kind) {
+    if (kind == "UNARY") return op_kind::UNARY;
+    if (kind == "BINARY") return op_kind::BINARY;
+    if (kind == "REDUCE") return op_kind::REDUCE;
+    if (kind == "MATMUL") return op_kind::MATMUL;
+    if (kind == "COPY") return op_kind::COPY;
+    if (kind == "FILL") return op_kind::FILL;
+    if (kind == "COMPARE") return op_kind::COMPARE;
+    if (kind == "WHERE") return op_kind::WHERE;
+    if (kind == "ARG") return op_kind::ARG;
+    return op_kind::OWN;
+}
+
+struct op_rule {
+    op_kind kind;
+    uint32_t n_inputs;
+    uint32_t n_outputs;
+    // sizeof the params struct, 0 for tf_params_none.
+    size_t params_size;
+};
+
+bool find_op_rule(uint32_t op, op_rule *rule) {
+    switch (op) {
+#define TF_OP(id, sym, name, kind, n_in, n_out, params)                                                \
+    case id: {                                                                                         \
+        constexpr op_kind k = kind_named(#kind);                                                       \
+        *rule = {k, n_in, n_out, std::is_same_v<params, tf_params_none> ? 0 : sizeof(params)};         \
+        return true;                                                                                   \
+    }
+#include <tinyfin/ops.def>
+#undef TF_OP
+    default:
+        return false;
+    }
+}
+
+bool is_float(int32_t d) { return d == TF_DTYPE_F32 || d == TF_DTYPE_F16 || d == TF_DTYPE_BF16; }
+bool is_numeric(int32_t d) { return is_float(d) || d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
+bool is_index(int32_t d) { return d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
+
+bool same_shape(const tf_tensor_desc &a, const tf_tensor_desc &b) {
+    if (a.rank != b.rank) return false;
+    for (int i = 0; i < a.rank; ++i)
+        if (a.shape[i] != b.shape[i]) return false;
+    return true;
+}
+
+bool shape_is(const tf_tensor_desc &t, std::initializer_list<int64_t> shape) {
+    if (t.rank != static_cast<int32_t>(shape.size())) return false;
+    int i = 0;
+    for (int64_t s : shape)
+        if (t.shape[i++] != s) return false;
+    return true;
+}
+
+int64_t conv_out(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
+    const int64_t span = dilation * (kernel - 1) + 1, padded = in + 2 * pad;
+    return padded < span ? 0 : (padded - span) / stride + 1;
+}
+
+template <class P>
+const P &params_of(const tf_op_desc &op) {
+    return *static_cast<const P *>(op.params);
+}
+
+// ---- Checks ---------------------------------------------------------------------------------------------
+
+// Each check returns OK or a status with the reason in err (err may be NULL: supports()).
+
+tf_status check_tensor(const char *name, const char *role, uint32_t i, const tf_tensor_desc &t, tf_error *err) {
+    if (t.struct_size < sizeof(tf_tensor_desc))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u descriptor has struct_size %u", name, role, i, t.struct_size);
+    if (dtype_size(t.dtype) == 0)
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: %s %u has unknown dtype %d", name, role, i, t.dtype);
+    if (t.rank < 0 || t.rank > TF_MAX_RANK)
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: %s %u has rank %d", name, role, i, t.rank);
+    // The byte offset of the last element must fit int64_t, like every element count.
+    int64_t count = 1;
+    uint64_t last = t.offset;
+    bool overflow = false;
+    for (int d = 0; d < t.rank; ++d) {
+        if (t.shape[d] < 0 || t.strides[d] < 0)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u axis %d has size %lld and stride %lld", name, role,
+                        i, d, static_cast<long long>(t.shape[d]), static_cast<long long>(t.strides[d]));
+        overflow |= __builtin_mul_overflow(count, t.shape[d], &count);
+        if (t.shape[d] > 1) {
+            uint64_t reach = 0;
+            overflow |= __builtin_mul_overflow(static_cast<uint64_t>(t.shape[d] - 1), static_cast<uint64_t>(t.strides[d]), &reach);
+            overflow |= __builtin_mul_overflow(reach, static_cast<uint64_t>(dtype_size(t.dtype)), &reach);
+            overflow |= __builtin_add_overflow(last, reach, &last);
+        }
+    }
+    if (overflow || last > static_cast<uint64_t>(INT64_MAX) / 2)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is too large to address", name, role, i);
+    return TF_STATUS_OK;
+}
+
+// run() only: the tensor's elements lie inside a buffer of this device.
+tf_status check_memory(const char *name, const char *role, uint32_t i, const tf_tensor_desc &t, const Device &device,
+                       tf_error *err) {
+    const int64_t n = numel(t);
+    if (n == 0) return TF_STATUS_OK;
+    if (!t.buffer) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u has no buffer", name, role, i);
+    if (t.buffer->device != &device)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u lives on cuda:%d, the op runs on cuda:%d", name, role,
+                    i, t.buffer->device->index, device.index);
+    uint64_t end = t.offset + dtype_size(t.dtype);
+    for (int d = 0; d < t.rank; ++d)
+        end += static_cast<uint64_t>(t.shape[d] - 1) * static_cast<uint64_t>(t.strides[d]) * dtype_size(t.dtype);
+    if (end > t.buffer->size)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u reaches byte %llu of a %llu-byte buffer", name, role, i,
+                    static_cast<unsigned long long>(end), static_cast<unsigned long long>(t.buffer->size));
+    return TF_STATUS_OK;
+}
+
+// The dtype rule of the op on this plugin (the kinds' consistency first).
+bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) {
+    const tf_tensor_desc *in = op.inputs;
+    const int32_t out = op.outputs[0].dtype;
+    switch (kind) {
+    case op_kind::COMPARE:
+        if (in[1].dtype != in[0].dtype || out != TF_DTYPE_BOOL) return false;
+        break;
+    case op_kind::WHERE:
+        if (in[0].dtype != TF_DTYPE_BOOL || in[1].dtype != out || in[2].dtype != out) return false;
+        break;
+    case op_kind::ARG:
+        if (out != TF_DTYPE_I64) return false;
+        break;
+    case op_kind::OWN:
+        break;  // per op below
+    default:
+        if (op.op == TF_OP_CAST) break;
+        for (uint32_t i = 0; i < op.n_inputs; ++i)
+            if (in[i].dtype != out) return false;
+    }
+    const int32_t dtype = kind == op_kind::COMPARE || kind == op_kind::ARG || op.op == TF_OP_CAST ? in[0].dtype : out;
+    switch (op.op) {
+    case TF_OP_ADD:
+    case TF_OP_SUB:
+    case TF_OP_MUL:
+    case TF_OP_MAXIMUM:
+    case TF_OP_MINIMUM:
+    case TF_OP_NEG:
+    case TF_OP_RELU:
+    case TF_OP_ABS:
+    case TF_OP_SQUARE:
+    case TF_OP_CLAMP:
+    case TF_OP_SUM:
+    case TF_OP_MAX:
+    case TF_OP_MIN:
+    case TF_OP_ARGMAX:
+    case TF_OP_ARGMIN:
+        return is_numeric(dtype);
+    case TF_OP_DIV:
+    case TF_OP_POW:
+    case TF_OP_EXP:
+    case TF_OP_LOG:
+    case TF_OP_SQRT:
+    case TF_OP_RSQRT:
+    case TF_OP_SIN:
+    case TF_OP_COS:
+    case TF_OP_TANH:
+    case TF_OP_SIGMOID:
+    case TF_OP_GELU:
+    case TF_OP_GELU_TANH:
+    case TF_OP_SILU:
+    case TF_OP_ERF:
+    case TF_OP_MEAN:
+    case TF_OP_VAR:
+        return is_float(dtype);
+    case TF_OP_MATMUL:
+        return dtype == TF_DTYPE_F32 || dtype == TF_DTYPE_F16 || (dtype == TF_DTYPE_BF16 && device.capability >= 80);
+    case TF_OP_EQ:
+    case TF_OP_NE:
+    case TF_OP_LT:
+    case TF_OP_LE:
+    case TF_OP_GT:
+    case TF_OP_GE:
+    case TF_OP_WHERE:
+    case TF_OP_CONTIGUOUS:
+    case TF_OP_CAST:
+    case TF_OP_FILL:
+        return true;
+    case TF_OP_CONV2D:
+    case TF_OP_CONV2D_GRAD_INPUT:
+    case TF_OP_CONV2D_GRAD_WEIGHT:
+        return (out == TF_DTYPE_F32 || out == TF_DTYPE_F16) && in[0].dtype == out && in[1].dtype == out;
+    case TF_OP_MAX_POOL2D:
+    case TF_OP_AVG_POOL2D:
+    case TF_OP_AVG_POOL2D_BACKWARD:
+    case TF_OP_SOFTMAX:
+    case TF_OP_LOG_SOFTMAX:
+    case TF_OP_ROPE:
+        return is_float(out) && in[0].dtype == out;
+    case TF_OP_MAX_POOL2D_BACKWARD:
+        return is_float(out) && in[0].dtype == out && in[1].dtype == out;
+    case TF_OP_LAYER_NORM:
+        return is_float(out) && in[0].dtype == out && in[1].dtype == out && in[2].dtype == out;
+    case TF_OP_RMS_NORM:
+        return is_float(out) && in[0].dtype == out && in[1].dtype == out;
+    case TF_OP_EMBEDDING:
+        return is_float(out) && in[0].dtype == out && is_index(in[1].dtype);
+    case TF_OP_EMBEDDING_BACKWARD:
+        return (out == TF_DTYPE_F32 || out == TF_DTYPE_F16) && in[0].dtype == out && is_index(in[1].dtype);
+    case TF_OP_CROSS_ENTROPY:
+        return is_float(out) && in[0].dtype == out && is_index(in[1].dtype);
+    case TF_OP_ONE_HOT:
+        return is_index(in[0].dtype);
+    default:
+        return false;  // attention, and ops newer than this plugin
+    }
+}
+
+// Shapes of the OWN ops, as the core builds them (ops.def and core/ops_nn.cpp).
+tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
+    const tf_tensor_desc *in = op.inputs;
+    const tf_tensor_desc &out = op.outputs[0];
+    auto bad = [&](const char *what) { return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s", name, what); };
+    switch (op.op) {
+    case TF_OP_CONV2D:
+    case TF_OP_CONV2D_GRAD_INPUT:
+    case TF_OP_CONV2D_GRAD_WEIGHT: {
+        const auto &p = params_of<tf_params_conv2d>(op);
+        if (p.stride[0] < 1 || p.stride[1] < 1 || p.dilation[0] < 1 || p.dilation[1] < 1 || p.padding[0] < 0 ||
+            p.padding[1] < 0 || p.groups < 1)
+            return bad("invalid stride, padding, dilation or groups");
+        // x, w, y whichever way round this op has them.
+        const tf_tensor_desc &x = op.op == TF_OP_CONV2D ? in[0] : op.op == TF_OP_CONV2D_GRAD_INPUT ? out : in[1];
+        const tf_tensor_desc &w = op.op == TF_OP_CONV2D_GRAD_WEIGHT ? out : in[1];
+        const tf_tensor_desc &y = op.op == TF_OP_CONV2D ? out : in[0];
+        if (x.rank != 4 || w.rank != 4 || y.rank != 4) return bad("x, w and y must have rank 4");
+        const int64_t g = p.groups;
+        if (w.shape[1] * g != x.shape[1] || w.shape[0] % g != 0) return bad("channels do not fit the groups");
+        if (!shape_is(y, {x.shape[0], w.shape[0],
+                          conv_out(x.shape[2], w.shape[2], p.stride[0], p.padding[0], p.dilation[0]),
+                          conv_out(x.shape[3], w.shape[3], p.stride[1], p.padding[1], p.dilation[1])}))
+            return bad("y does not have the convolution's output shape");
+        return TF_STATUS_OK;
+    }
+    case TF_OP_MAX_POOL2D:
+    case TF_OP_MAX_POOL2D_BACKWARD:
+    case TF_OP_AVG_POOL2D:
+    case TF_OP_AVG_POOL2D_BACKWARD: {
+        const auto &p = params_of<tf_params_pool2d>(op);
+        if (p.kernel[0] < 1 || p.kernel[1] < 1 || p.stride[0] < 1 || p.stride[1] < 1 || p.padding[0] < 0 ||
+            p.padding[1] < 0 || p.padding[0] * 2 > p.kernel[0] || p.padding[1] * 2 > p.kernel[1])
+            return bad("invalid kernel, stride or padding");
+        const bool forward = op.op == TF_OP_MAX_POOL2D || op.op == TF_OP_AVG_POOL2D;
+        const tf_tensor_desc &x = forward ? in[0] : out;
+        const tf_tensor_desc &y = forward ? out : in[0];
+        if (x.rank != 4 || y.rank != 4) return bad("x and y must have rank 4");
+        if (!shape_is(y, {x.shape[0], x.shape[1], conv_out(x.shape[2], p.kernel[0], p.stride[0], p.padding[0], 1),
+                          conv_out(x.shape[3], p.kernel[1], p.stride[1], p.padding[1], 1)}))
+            return bad("y does not have the pooling's output shape");
+        if (op.op == TF_OP_MAX_POOL2D_BACKWARD && !same_shape(in[1], out)) return bad("x and dx shapes differ");
+        return TF_STATUS_OK;
+    }
+    case TF_OP_SOFTMAX:
+    case TF_OP_LOG_SOFTMAX: {
+        const int32_t axis = params_of<tf_params_axis>(op).axis;
+        if (in[0].rank < 1 || axis < 0 || axis >= in[0].rank || !same_shape(in[0], out)) return bad("bad axis or shape");
+        return TF_STATUS_OK;
+    }
+    case TF_OP_LAYER_NORM:
+    case TF_OP_RMS_NORM: {
+        const int32_t n = params_of<tf_params_norm>(op).n_axes;
+        const tf_tensor_desc &x = in[0];
+        if (n < 1 || n > x.rank || !same_shape(x, out)) return bad("bad n_axes or shape");
+        for (uint32_t k = 1; k < op.n_inputs; ++k) {
+            if (in[k].rank != n) return bad("weight and bias must have the normalised shape");
+            for (int i = 0; i < n; ++i)
+                if (in[k].shape[i] != x.shape[x.rank - n + i]) return bad("weight and bias must have the normalised shape");
+        }
+        return TF_STATUS_OK;
+    }
+    case TF_OP_ROPE: {
+        const auto &p = params_of<tf_params_rope>(op);
+        if (in[0].rank < 2 || in[0].shape[in[0].rank - 1] % 2 != 0 || !same_shape(in[0], out) || !(p.theta > 0))
+            return bad("needs x [..., T, D] with D even and theta > 0");
+        return TF_STATUS_OK;
+    }
+    case TF_OP_EMBEDDING:
+    case TF_OP_EMBEDDING_BACKWARD: {
+        const bool forward = op.op == TF_OP_EMBEDDING;
+        const tf_tensor_desc &w = forward ? in[0] : out;
+        const tf_tensor_desc &rows = forward ? out : in[0];  // [..., D]
+        const tf_tensor_desc &idx = in[1];
+        if (w.rank != 2 || rows.rank != idx.rank + 1 || rows.shape[rows.rank - 1] != w.shape[1])
+            return bad("shapes do not form weight [V, D], indices [...], rows [..., D]");
+        for (int i = 0; i < idx.rank; ++i)
+            if (rows.shape[i] != idx.shape[i]) return bad("rows do not match the indices' shape");
+        return TF_STATUS_OK;
+    }
+    case TF_OP_CROSS_ENTROPY: {
+        const auto &p = params_of<tf_params_cross_entropy>(op);
+        if (in[0].rank != 2 || !shape_is(in[1], {in[0].shape[0]})) return bad("needs logits [N, C] and labels [N]");
+        if (p.reduction == TF_REDUCTION_NONE ? !shape_is(out, {in[0].shape[0]})
+                                             : (p.reduction != TF_REDUCTION_MEAN && p.reduction != TF_REDUCTION_SUM) ||
+                                                   out.rank != 0)
+            return bad("output shape does not fit the reduction");
+        return TF_STATUS_OK;
+    }
+    case TF_OP_ONE_HOT: {
+        const int32_t classes = params_of<tf_params_one_hot>(op).num_classes;
+        if (classes < 1 || out.rank != in[0].rank + 1 || out.shape[out.rank - 1] != classes)
+            return bad("output must be [..., num_classes]");
+        for (int i = 0; i < in[0].rank; ++i)
+            if (out.shape[i] != in[0].shape[i]) return bad("output must be [..., num_classes]");
+        return TF_STATUS_OK;
+    }
+    default:
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: not supported by the cuda plugin", name);
+    }
+}
+
+// Everything supports() answers and run() relies on; with_memory adds run()'s buffer checks.
+tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf_error *err) {
+    if (!op || op->struct_size < sizeof(tf_op_desc))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "cuda: op descriptor missing or too small");
+    op_rule rule;
+    if (!find_op_rule(op->op, &rule)) return fail(err, TF_STATUS_UNSUPPORTED, "cuda: unknown op id %u", op->op);
+    const char *name = op_name(op->op);
+    if (op->n_inputs != rule.n_inputs || op->n_outputs != rule.n_outputs || !op->outputs ||
+        (op->n_inputs > 0 && !op->inputs))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: wrong operand count", name);
+    for (uint32_t i = 0; i < op->n_inputs; ++i)
+        if (tf_status s = check_tensor(name, "input", i, op->inputs[i], err); s != TF_STATUS_OK) return s;
+    if (tf_status s = check_tensor(name, "output", 0, op->outputs[0], err); s != TF_STATUS_OK) return s;
+    if (rule.params_size > 0 && (!op->params || *static_cast<const uint32_t *>(op->params) < rule.params_size))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or too small", name);
+
+    const tf_tensor_desc *in = op->inputs;
+    const tf_tensor_desc &out = op->outputs[0];
+    switch (rule.kind) {
+    case op_kind::UNARY:
+    case op_kind::COPY:
+        if (!same_shape(in[0], out)) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes differ", name);
+        break;
+    case op_kind::BINARY:
+    case op_kind::COMPARE:
+    case op_kind::WHERE:
+        for (uint32_t i = 0; i < op->n_inputs; ++i)
+            if (!same_shape(in[i], out))
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: inputs are not broadcast to the output", name);
+        break;
+    case op_kind::REDUCE: {
+        const uint32_t mask = op->op == TF_OP_VAR ? params_of<tf_params_var>(*op).axes_mask
+                                                  : params_of<tf_params_reduce>(*op).axes_mask;
+        if (in[0].rank != out.rank || (in[0].rank < 32 && (mask >> in[0].rank) != 0))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axes do not fit the rank", name);
+        for (int i = 0; i < out.rank; ++i) {
+            if (out.shape[i] != ((mask >> i & 1) ? 1 : in[0].shape[i]))
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit the axes", name);
+            // max and min have no value for an empty reduction: the cpu plugin reports it.
+            if ((op->op == TF_OP_MAX || op->op == TF_OP_MIN) && (mask >> i & 1) && in[0].shape[i] == 0)
+                return fail(err, TF_STATUS_UNSUPPORTED, "%s: empty reduction", name);
+        }
+        break;
+    }
+    case op_kind::ARG: {
+        const int32_t axis = params_of<tf_params_axis>(*op).axis;
+        if (axis < 0 || axis >= in[0].rank || out.rank != in[0].rank)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: bad axis", name);
+        for (int i = 0; i < out.rank; ++i)
+            if (out.shape[i] != (i == axis ? 1 : in[0].shape[i]))
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit the axis", name);
+        if (in[0].shape[axis] == 0) return fail(err, TF_STATUS_UNSUPPORTED, "%s: empty axis", name);
+        break;
+    }
+    case op_kind::MATMUL: {
+        const int r = out.rank;
+        bool ok = r >= 2 && in[0].rank == r && in[1].rank == r;
+        for (int i = 0; ok && i < r - 2; ++i) ok = in[0].shape[i] == out.shape[i] && in[1].shape[i] == out.shape[i];
+        ok = ok && in[0].shape[r - 2] == out.shape[r - 2] && in[1].shape[r - 1] == out.shape[r - 1] &&
+             in[0].shape[r - 1] == in[1].shape[r - 2];
+        if (!ok) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form [..., M, K] x [..., K, N]", name);
+        break;
+    }
+    case op_kind::FILL:
+        break;
+    case op_kind::OWN:
+        if (tf_status s = check_own(*op, name, err); s != TF_STATUS_OK) return s;
+        break;
+    }
+    if (!dtypes_supported(device, *op, rule.kind))
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cuda kernel for %s -> %s", name,
+                    dtype_name(op->n_inputs > 0 ? in[0].dtype : out.dtype), dtype_name(out.dtype));
+    if (op->op == TF_OP_MATMUL && !matmul_supported(device, *op))
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: layout cuBLAS cannot take without a copy", name);
+    if (rule.kind == op_kind::OWN && op->op <= TF_OP_CONV2D_GRAD_WEIGHT && !conv_supported(device, *op))
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: shape beyond cuDNN's int limits", name);
+    if (!with_memory) return TF_STATUS_OK;
+    for (uint32_t i = 0; i < op->n_inputs; ++i)
+        if (tf_status s = check_memory(name, "input", i, in[i], device, err); s != TF_STATUS_OK) return s;
+    return check_memory(name, "output", 0, out, device, err);
+}
+
+// ---- Geometry from descriptors -------------------------------------------------------------------------
+
+// Strided<N> over out's shape for the operands' strides in order.
+template <int N>
+Strided<N> strided(const tf_tensor_desc &shape_of, std::initializer_list<const tf_tensor_desc *> operands) {
+    const int64_t *strides[N];
+    int k = 0;
+    for (const tf_tensor_desc *t : operands) strides[k++] = t->strides;
+    return make_strided<N>(shape_of.rank, shape_of.shape, strides);
+}
+
+// The element bits of value in dtype, rounded like the cpu plugin's fill (floats to nearest,
+// integers truncated and saturated, NaN to 0, bool non-zero).
+uint64_t bits_of(int32_t dtype, double value) {
+    uint64_t bits = 0;
+    switch (dtype) {
+    case TF_DTYPE_F32: {
+        const float f = static_cast<float>(value);
+        std::memcpy(&bits, &f, sizeof f);
+        break;
+    }
+    case TF_DTYPE_F16: {
+        const __half_raw h = __double2half(value);
+        bits = h.x;
+        break;
+    }
+    case TF_DTYPE_BF16: {
+        const __nv_bfloat16_raw h = __double2bfloat16(value);
+        bits = h.x;
+        break;
+    }
+    case TF_DTYPE_I32:
+    case TF_DTYPE_I64: {
+        const bool wide = dtype == TF_DTYPE_I64;
+        const double lo = wide ? -0x1p63 : -0x1p31;
+        int64_t v = 0;
+        if (!std::isnan(value)) {
+            const double t = std::trunc(value);
+            v = t <= lo ? (wide ? INT64_MIN : INT32_MIN)
+                : t >= -lo ? (wide ? INT64_MAX : INT32_MAX)
+                           : static_cast<int64_t>(t);
+        }
+        bits = wide ? static_cast<uint64_t>(v) : static_cast<uint32_t>(static_cast<int32_t>(v));
+        break;
+    }
+    case TF_DTYPE_BOOL:
+        bits = value != 0;
+        break;
+    default:
+        break;
+    }
+    return bits;
+}
+
+// Integer clamp bounds: rounded inward (ceil of min, floor of max) and saturated to the dtype; NaN
+// and infinite bounds are open.
+int64_t int_bound(double v, bool lower, bool wide) {
+    const int64_t lo = wide ? INT64_MIN : INT32_MIN, hi = wide ? INT64_MAX : INT32_MAX;
+    if (std::isnan(v)) return lower ? lo : hi;
+    const double r = lower ? std::ceil(v) : std::floor(v);
+    if (r <= static_cast<double>(lo)) return lo;
+    if (r >= -static_cast<double>(lo)) return hi;
+    return static_cast<int64_t>(r);
+}
+
+tf_status launched(tf_error *err, const char *name, cudaError_t e) {
+    if (e == cudaSuccess) return TF_STATUS_OK;
+    char what[64];
+    std::snprintf(what, sizeof what, "%s: kernel launch", name);
+    return cuda_fail(err, what, e);
+}
+
+PoolArgs pool_args(const tf_op_desc &op) {
+    const auto &p = params_of<tf_params_pool2d>(op);
+    const bool forward = op.op == TF_OP_MAX_POOL2D || op.op == TF_OP_AVG_POOL2D;
+    const tf_tensor_desc &x = forward ? op.inputs[0] : op.op == TF_OP_MAX_POOL2D_BACKWARD ? op.inputs[1] : op.outputs[0];
+    const tf_tensor_desc &y = forward ? op.outputs[0] : op.inputs[0];
+    PoolArgs a{};
+    a.n = x.shape[0];
+    a.c = x.shape[1];
+    a.h = x.shape[2];
+    a.w = x.shape[3];
+    a.oh = y.shape[2];
+    a.ow = y.shape[3];
+    for (int i = 0; i < 4; ++i) {
+        a.x_strides[i] = x.strides[i];
+        a.y_strides[i] = y.strides[i];
+        a.dx_strides[i] = forward ? 0 : op.outputs[0].strides[i];
+    }
+    for (int i = 0; i < 2; ++i) {
+        a.kernel[i] = p.kernel[i];
+        a.stride[i] = p.stride[i];
+        a.padding[i] = p.padding[i];
+    }
+    a.count_include_pad = p.count_include_pad;
+    return a;
+}
+
+// ---- run -------------------------------------------------------------------------------------------------
+
+tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    cudaStream_t stream = device.stream.get();
+    const tf_tensor_desc *in = op.inputs;
+    const tf_tensor_desc &out = op.outputs[0];
+    void *y = address_of(out);
+    switch (op.op) {
+    case TF_OP_ADD:
+    case TF_OP_SUB:
+    case TF_OP_MUL:
+    case TF_OP_DIV:
+    case TF_OP_POW:
+    case TF_OP_MAXIMUM:
+    case TF_OP_MINIMUM:
+        return launched(err, name, launch_binary(stream, op.op, out.dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
+                                                 address_of(in[0]), address_of(in[1])));
+    case TF_OP_EQ:
+    case TF_OP_NE:
+    case TF_OP_LT:
+    case TF_OP_LE:
+    case TF_OP_GT:
+    case TF_OP_GE:
+        return launched(err, name, launch_compare(stream, op.op, in[0].dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
+                                                  address_of(in[0]), address_of(in[1])));
+    case TF_OP_WHERE:
+        return launched(err, name, launch_where(stream, out.dtype, strided<4>(out, {&out, &in[0], &in[1], &in[2]}), y,
+                                                address_of(in[0]), address_of(in[1]), address_of(in[2])));
+    case TF_OP_NEG:
+    case TF_OP_EXP:
+    case TF_OP_RELU:
+    case TF_OP_ABS:
+    case TF_OP_LOG:
+    case TF_OP_SQRT:
+    case TF_OP_RSQRT:
+    case TF_OP_SIN:
+    case TF_OP_COS:
+    case TF_OP_TANH:
+    case TF_OP_SIGMOID:
+    case TF_OP_GELU:
+    case TF_OP_GELU_TANH:
+    case TF_OP_SILU:
+    case TF_OP_SQUARE:
+    case TF_OP_ERF:
+    case TF_OP_CLAMP: {
+        ClampBounds bounds{};
+        if (op.op == TF_OP_CLAMP) {
+            const auto &p = params_of<tf_params_clamp>(op);
+            const bool wide = out.dtype == TF_DTYPE_I64;
+            bounds.lo = static_cast<float>(p.min);
+            bounds.hi = static_cast<float>(p.max);
+            bounds.ilo = int_bound(p.min, true, wide);
+            bounds.ihi = int_bound(p.max, false, wide);
+        }
+        return launched(err, name, launch_unary(stream, op.op, out.dtype, strided<2>(out, {&out, &in[0]}), y,
+                                                address_of(in[0]), bounds));
+    }
+    case TF_OP_FILL:
+        return launched(err, name, launch_fill(stream, out.dtype, strided<1>(out, {&out}), y,
+                                               bits_of(out.dtype, params_of<tf_params_fill>(op).value)));
+    case TF_OP_CONTIGUOUS:
+    case TF_OP_CAST:
+        return launched(err, name, launch_copy(stream, out.dtype, in[0].dtype, strided<2>(out, {&out, &in[0]}), y,
+                                               address_of(in[0])));
+    case TF_OP_SUM:
+    case TF_OP_MEAN:
+    case TF_OP_MAX:
+    case TF_OP_MIN:
+    case TF_OP_VAR: {
+        const bool var = op.op == TF_OP_VAR;
+        const uint32_t mask = var ? params_of<tf_params_var>(op).axes_mask : params_of<tf_params_reduce>(op).axes_mask;
+        // The output's strides along reduced axes are never used: 0 keeps them out of the sums.
+        int64_t out_strides[TF_MAX_RANK] = {};
+        for (int i = 0; i < out.rank; ++i) out_strides[i] = (mask >> i & 1) ? 0 : out.strides[i];
+        const int64_t *strides[2] = {out_strides, in[0].strides};
+        const RowGeom<2> g = make_rows<2>(in[0].rank, in[0].shape, strides, mask);
+        return launched(err, name, launch_reduce(stream, op.op, out.dtype, g, y, address_of(in[0]),
+                                                 var ? params_of<tf_params_var>(op).correction : 0.0));
+    }
+    case TF_OP_ARGMAX:
+    case TF_OP_ARGMIN: {
+        const int32_t axis = params_of<tf_params_axis>(op).axis;
+        int64_t out_strides[TF_MAX_RANK] = {};
+        for (int i = 0; i < out.rank; ++i) out_strides[i] = i == axis ? 0 : out.strides[i];
+        const int64_t *strides[2] = {out_strides, in[0].strides};
+        const RowGeom<2> g = make_rows<2>(in[0].rank, in[0].shape, strides, 1u << axis);
+        return launched(err, name, launch_arg(stream, op.op, in[0].dtype, g, y, address_of(in[0])));
+    }
+    case TF_OP_MATMUL:
+        return matmul_run(device, op, err);
+    case TF_OP_CONV2D:
+    case TF_OP_CONV2D_GRAD_INPUT:
+    case TF_OP_CONV2D_GRAD_WEIGHT:
+        return conv_run(device, op, err);
+    case TF_OP_MAX_POOL2D:
+        return launched(err, name, launch_max_pool(stream, out.dtype, pool_args(op), y, address_of(in[0])));
+    case TF_OP_MAX_POOL2D_BACKWARD:
+        return launched(err, name, launch_max_pool_backward(stream, out.dtype, pool_args(op), y, address_of(in[0]),
+                                                            address_of(in[1])));
+    case TF_OP_AVG_POOL2D:
+        return launched(err, name, launch_avg_pool(stream, out.dtype, pool_args(op), y, address_of(in[0])));
+    case TF_OP_AVG_POOL2D_BACKWARD:
+        return launched(err, name, launch_avg_pool_backward(stream, out.dtype, pool_args(op), y, address_of(in[0])));
+    case TF_OP_SOFTMAX:
+    case TF_OP_LOG_SOFTMAX: {
+        const int64_t *strides[2] = {out.strides, in[0].strides};
+        const RowGeom<2> g = make_rows<2>(in[0].rank, in[0].shape, strides, 1u << params_of<tf_params_axis>(op).axis);
+        return launched(err, name, launch_softmax(stream, op.op == TF_OP_LOG_SOFTMAX, out.dtype, g, y, address_of(in[0])));
+    }
+    case TF_OP_LAYER_NORM:
+    case TF_OP_RMS_NORM: {
+        const int32_t n = params_of<tf_params_norm>(op).n_axes;
+        const int r = in[0].rank;
+        // weight and bias: strides 0 along the leading axes, their own along the normalised ones.
+        int64_t w_strides[TF_MAX_RANK] = {}, b_strides[TF_MAX_RANK] = {};
+        for (int i = r - n; i < r; ++i) {
+            w_strides[i] = in[1].strides[i - (r - n)];
+            if (op.n_inputs > 2) b_strides[i] = in[2].strides[i - (r - n)];
+        }
+        const int64_t *strides[4] = {out.strides, in[0].strides, w_strides, b_strides};
+        const uint32_t mask = ((1u << r) - 1) & ~((1u << (r - n)) - 1);
+        const RowGeom<4> g = make_rows<4>(r, in[0].shape, strides, mask);
+        return launched(err, name, launch_norm(stream, out.dtype, g, y, address_of(in[0]), address_of(in[1]),
+                                               op.n_inputs > 2 ? address_of(in[2]) : nullptr,
+                                               params_of<tf_params_norm>(op).eps));
+    }
+    case TF_OP_ROPE: {
+        const auto &p = params_of<tf_params_rope>(op);
+        const int r = in[0].rank;
+        const int64_t *strides[2] = {out.strides, in[0].strides};
+        const Strided<2> lead = make_strided<2>(r - 2, in[0].shape, strides);
+        RopeArgs a{};
+        a.t = in[0].shape[r - 2];
+        a.d = in[0].shape[r - 1];
+        a.x_stride_t = in[0].strides[r - 2];
+        a.x_stride_d = in[0].strides[r - 1];
+        a.y_stride_t = out.strides[r - 2];
+        a.y_stride_d = out.strides[r - 1];
+        a.position_offset = p.position_offset;
+        a.theta = p.theta;
+        a.interleaved = p.interleaved;
+        a.inverse = p.inverse;
+        return launched(err, name, launch_rope(stream, out.dtype, lead, a, y, address_of(in[0])));
+    }
+    case TF_OP_EMBEDDING:
+    case TF_OP_EMBEDDING_BACKWARD: {
+        const bool forward = op.op == TF_OP_EMBEDDING;
+        const tf_tensor_desc &w = forward ? in[0] : out;
+        const tf_tensor_desc &rows = forward ? out : in[0];
+        const tf_tensor_desc &idx = in[1];
+        int64_t idx_strides[TF_MAX_RANK] = {};
+        for (int i = 0; i < idx.rank; ++i) idx_strides[i] = idx.strides[i];
+        const int64_t *strides[2] = {rows.strides, idx_strides};
+        const RowGeom<2> g = make_rows<2>(rows.rank, rows.shape, strides, 1u << (rows.rank - 1));
+        const EmbeddingArgs a{w.shape[0], w.strides[0], w.strides[1]};
+        if (forward)
+            return launched(err, name, launch_embedding(stream, out.dtype, idx.dtype, g, a, y, address_of(w),
+                                                        address_of(idx), device.data_error_device));
+        if (tf_status s = zero_fill(device, out, err); s != TF_STATUS_OK) return s;
+        return launched(err, name, launch_embedding_backward(stream, out.dtype, idx.dtype, g, a, y, address_of(rows),
+                                                             address_of(idx), device.data_error_device));
+    }
+    case TF_OP_CROSS_ENTROPY: {
+        const auto &p = params_of<tf_params_cross_entropy>(op);
+        CrossEntropyArgs a{};
+        a.n = in[0].shape[0];
+        a.c = in[0].shape[1];
+        a.x_stride_n = in[0].strides[0];
+        a.x_stride_c = in[0].strides[1];
+        a.label_stride = in[1].strides[0];
+        a.out_stride = out.rank == 1 ? out.strides[0] : 0;
+        a.ignore_index = p.ignore_index;
+        a.reduction = p.reduction;
+        Scratch scratch;
+        if (p.reduction != TF_REDUCTION_NONE)
+            if (cudaError_t e = scratch.allocate(device, static_cast<uint64_t>(a.n) * 2 * sizeof(double)); e != cudaSuccess)
+                return cuda_fail(err, "cross_entropy: scratch", e);
+        return launched(err, name, launch_cross_entropy(stream, out.dtype, in[1].dtype, a, y, address_of(in[0]),
+                                                        address_of(in[1]), static_cast<double *>(scratch.get()),
+                                                        device.data_error_device));
+    }
+    case TF_OP_ONE_HOT: {
+        const tf_tensor_desc &labels = in[0];
+        int64_t label_strides[TF_MAX_RANK] = {};
+        for (int i = 0; i < labels.rank; ++i) label_strides[i] = labels.strides[i];
+        const int64_t *strides[2] = {out.strides, label_strides};
+        const RowGeom<2> g = make_rows<2>(out.rank, out.shape, strides, 1u << (out.rank - 1));
+        return launched(err, name, launch_one_hot(stream, out.dtype, labels.dtype, g,
+                                                  params_of<tf_params_one_hot>(op).num_classes, bits_of(out.dtype, 1.0),
+                                                  y, address_of(labels), device.data_error_device));
+    }
+    default:
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cuda kernel", name);
+    }
+}
+
+}  // namespace
+
+bool is_contiguous(const tf_tensor_desc &t) {
+    int64_t expected = 1;
+    for (int i = t.rank - 1; i >= 0; --i) {
+        if (t.shape[i] != 1 && t.strides[i] != expected) return false;
+        expected *= t.shape[i];
+    }
+    return true;
+}
+
+tf_status zero_fill(Device &device, const tf_tensor_desc &t, tf_error *err) {
+    return launched(err, "zero fill",
+                    launch_fill(device.stream.get(), t.dtype, strided<1>(t, {&t}), address_of(t), 0));
+}
+
+int32_t supports(int32_t index, const tf_op_desc *op) {
+    try {
+        Context *context = g_context;
+        if (!context || index < 0 || static_cast<size_t>(index) >= context->devices.size()) return 0;
+        return check(*context->devices[static_cast<size_t>(index)], op, false, nullptr) == TF_STATUS_OK;
+    } catch (...) {
+        return 0;
+    }
+}
+
+tf_status run(int32_t index, const tf_op_desc *op, tf_error *err) {
+    return guarded(err, op ? op_name(op->op) : "run", [&]() -> tf_status {
+        Device *device = device_at(index, err);
+        if (!device) return TF_STATUS_INVALID_ARGUMENT;
+        if (tf_status s = check(*device, op, true, err); s != TF_STATUS_OK) return s;
+        std::lock_guard lock(device->mutex);
+        if (cudaError_t e = make_current(*device); e != cudaSuccess) return cuda_fail(err, "run: cudaSetDevice", e);
+        return run_checked(*device, *op, err);
+    });
+}
+
+}  // namespace tf_cuda

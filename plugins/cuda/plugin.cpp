@@ -1,0 +1,175 @@
+// The cuda plugin: tensors in device memory, ops as cuBLAS (matmul), cuDNN (convolutions) and the
+// plugin's own kernels (everything else it supports), all queued on one stream per device.
+//
+// Files, in the order a call meets them: plugin.cpp (this: shared helpers, the table, the entry
+// point), device.cpp (probe, init, devices, features), memory.cpp (caching allocator, buffers),
+// ops.cpp (supports and run), matmul.cpp, conv.cpp, and the kernels in elementwise.cu,
+// reduce.cu and nn.cu behind kernels.h.
+//
+// Load-time work: none of the plugin's own. nvcc and the static CUDA runtime add ELF
+// constructors that register the kernel images with the runtime; they make no driver call (the
+// driver is loaded by probe's cudaGetDeviceCount), so R2's intent holds (docs/cuda.md).
+#include <cstdio>
+#include <type_traits>
+
+#include "context.h"
+
+#ifndef TF_CUDA_VERSION
+#define TF_CUDA_VERSION "0.1.0"
+#endif
+
+namespace tf_cuda {
+
+const tf_host_api *g_host = nullptr;
+
+// ---- Shared helpers -------------------------------------------------------------------------------------
+
+tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) noexcept {
+    // Older or smaller tf_error structs get as much of the message as fits them.
+    if (!err || err->struct_size <= offsetof(tf_error, message)) return status;
+    const size_t room = std::min<size_t>(err->struct_size - offsetof(tf_error, message), sizeof err->message);
+    va_list args;
+    va_start(args, fmt);
+    std::vsnprintf(err->message, room, fmt, args);
+    va_end(args);
+    return status;
+}
+
+tf_status status_of(cudaError_t error) noexcept {
+    switch (error) {
+    case cudaErrorMemoryAllocation:
+        return TF_STATUS_OUT_OF_MEMORY;
+    case cudaErrorInsufficientDriver:
+    case cudaErrorNoDevice:
+    case cudaErrorNoKernelImageForDevice:
+        return TF_STATUS_UNAVAILABLE;
+    // Sticky errors: the context is unusable, every later call fails the same way.
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorDevicesUnavailable:
+        return TF_STATUS_DEVICE_LOST;
+    default:
+        return TF_STATUS_INTERNAL;
+    }
+}
+
+tf_status cuda_fail(tf_error *err, const char *what, cudaError_t error) noexcept {
+    return fail(err, status_of(error), "%s: %s (%d): %s", what, cudaGetErrorName(error), static_cast<int>(error),
+                cudaGetErrorString(error));
+}
+
+void log_line(int32_t level, const char *fmt, ...) {
+    const tf_host_api *host = g_host;
+    if (!host || host->struct_size < offsetof(tf_host_api, log) + sizeof host->log || !host->log) return;
+    char message[TF_TEXT_SIZE * 2];
+    va_list args;
+    va_start(args, fmt);
+    std::vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    host->log(level, "cuda", message);
+}
+
+const char *op_name(uint32_t op) noexcept {
+    switch (op) {
+#define TF_OP(id, sym, name, kind, n_in, n_out, params) \
+    case id: return name;
+#include <tinyfin/ops.def>
+#undef TF_OP
+    default: return "op?";
+    }
+}
+
+const char *dtype_name(int32_t dtype) noexcept {
+    switch (dtype) {
+    case TF_DTYPE_F32: return "f32";
+    case TF_DTYPE_F16: return "f16";
+    case TF_DTYPE_BF16: return "bf16";
+    case TF_DTYPE_I32: return "i32";
+    case TF_DTYPE_I64: return "i64";
+    case TF_DTYPE_BOOL: return "bool";
+    default: return "dtype?";
+    }
+}
+
+size_t dtype_size(int32_t dtype) noexcept {
+    switch (dtype) {
+    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
+    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
+    case TF_DTYPE_I64: return 8;
+    case TF_DTYPE_BOOL: return 1;
+    default: return 0;
+    }
+}
+
+// device.cpp
+tf_status probe(tf_error *err);
+tf_status init(tf_error *err);
+void shutdown();
+int32_t device_count();
+tf_status device_info(int32_t device, tf_device_info *info, tf_error *err);
+void list_features(tf_feature_fn emit, void *user);
+
+namespace {
+
+// Waits for the device's queue, then reports a bad index a kernel found since the last wait.
+tf_status synchronize(int32_t index, tf_error *err) {
+    Device *device = device_at(index, err);
+    if (!device) return TF_STATUS_INVALID_ARGUMENT;
+    std::lock_guard lock(device->mutex);
+    if (cudaError_t e = make_current(*device); e != cudaSuccess) return cuda_fail(err, "synchronize: cudaSetDevice", e);
+    if (cudaError_t e = cudaStreamSynchronize(device->stream.get()); e != cudaSuccess)
+        return cuda_fail(err, "synchronize", e);
+    return take_data_error(*device, err);
+}
+
+// ---- Plugin table -----------------------------------------------------------------------------------------
+
+// Above blas (10) and the GPU APIs that also reach NVIDIA hardware: on an NVIDIA GPU this is the
+// backend to use.
+constexpr tf_plugin k_plugin = {
+    .struct_size = sizeof(tf_plugin),
+    .abi_version = TF_ABI_VERSION,
+    .name = "cuda",
+    .version = TF_CUDA_VERSION,
+    .priority = 100,
+    .reserved_ = 0,
+    .probe = probe,
+    .init = init,
+    .shutdown = shutdown,
+    .device_count = device_count,
+    .device_info = device_info,
+    .buffer_alloc = buffer_alloc,
+    .buffer_free = buffer_free,
+    .buffer_host_ptr = nullptr,  // device memory is never host-addressable
+    .buffer_write = buffer_write,
+    .buffer_read = buffer_read,
+    .buffer_copy = buffer_copy,
+    .supports = supports,
+    .run = run,
+    .synchronize = synchronize,
+    .list_features = list_features,
+    .get_proc = nullptr,  // no extensions
+};
+
+}  // namespace
+}  // namespace tf_cuda
+
+// ---- Entry point ------------------------------------------------------------------------------------------
+
+extern "C" TF_PLUGIN_EXPORT const tf_plugin *tf_plugin_entry(const tf_host_api *host) {
+    // A core of another major version lays out its structs differently: refuse it.
+    if (!host || host->struct_size < offsetof(tf_host_api, abi_version) + sizeof host->abi_version ||
+        TF_ABI_MAJOR(host->abi_version) != TF_ABI_VERSION_MAJOR)
+        return nullptr;
+    tf_cuda::g_host = host;
+    return &tf_cuda::k_plugin;
+}
+
+static_assert(std::is_same_v<decltype(&tf_plugin_entry), tf_plugin_entry_fn>);
