@@ -1,0 +1,80 @@
+// What every part of the vulkan plugin shares: failures as exceptions inside the plugin (turned
+// into a tf_status and a message at the ABI boundary), the core's logging and environment, the
+// Vulkan loader library and the instance with its compute-capable physical devices.
+#ifndef TINYFIN_VULKAN_CONTEXT_HPP
+#define TINYFIN_VULKAN_CONTEXT_HPP
+
+#include <tinyfin/plugin.h>
+
+#include "vk_handles.hpp"
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tf_vk {
+
+// ---- Failures --------------------------------------------------------------------------------
+
+// A failure inside the plugin: what() is the lower-case message for tf_error.
+class failure : public std::runtime_error {
+public:
+    failure(tf_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
+    tf_status status() const noexcept { return status_; }
+
+private:
+    tf_status status_;
+};
+
+// Throws a failure with a printf-style message.
+[[noreturn]] void raise(tf_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// "VK_ERROR_OUT_OF_DEVICE_MEMORY", ...
+const char *result_name(VkResult result) noexcept;
+// The ABI status for a failed Vulkan call: memory -> OUT_OF_MEMORY, device lost -> DEVICE_LOST.
+tf_status status_of(VkResult result) noexcept;
+// Throws "<what>: <result name>" with status_of(result) unless result is VK_SUCCESS.
+void check(VkResult result, const char *what);
+
+// ---- The core's services (plugin.cpp keeps the host table) ------------------------------------
+
+void log_message(int32_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// The environment variable as the core reads it (secure_getenv); NULL when unset.
+const char *environment(const char *name);
+
+// ---- Loader, instance, physical devices ---------------------------------------------------------
+
+// The Vulkan loader (libvulkan.so.1 unless TINYFIN_VULKAN_LOADER names another file), opened
+// with dlopen at run time: the plugin has no link-time dependency on it. volk's function
+// pointers point into it while it is open.
+class loader_library {
+public:
+    loader_library() = default;
+    loader_library(const loader_library &) = delete;
+    loader_library &operator=(const loader_library &) = delete;
+    ~loader_library();
+
+    // Opens the library and initialises volk; false, with why, when there is no loader.
+    bool open(std::string &why);
+
+private:
+    void *handle_ = nullptr;
+};
+
+struct compute_device {
+    VkPhysicalDevice physical;
+    // A queue family with VK_QUEUE_COMPUTE_BIT, preferring one without graphics.
+    uint32_t queue_family;
+};
+
+// An instance for compute (Vulkan 1.1 when the loader offers it; *api_version receives the
+// version asked for). Throws a failure naming the VkResult.
+instance_handle create_instance(uint32_t *api_version);
+
+// Every physical device with a compute queue, in the driver's order.
+std::vector<compute_device> find_compute_devices(VkInstance instance);
+
+}  // namespace tf_vk
+
+#endif

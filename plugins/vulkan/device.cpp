@@ -1,0 +1,640 @@
+// Device creation, memory pools, buffers and the batch machinery (see device.hpp).
+#include "device.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace tf_vk {
+
+namespace {
+
+// A batch is submitted after this many commands, so the device works while the host records.
+constexpr uint32_t submit_after = 64;
+// Per batch: parameter bytes and descriptor sets (one per dispatch).
+constexpr uint64_t params_bytes = 256 * 1024;
+constexpr uint32_t sets_per_batch = 1024;
+// Block sizes of the memory pools.
+constexpr uint64_t device_block = 64ull << 20;
+constexpr uint64_t host_block = 16ull << 20;
+
+const char *api_text(uint32_t version, char *buf, size_t size) {
+    std::snprintf(buf, size, "%u.%u.%u", VK_API_VERSION_MAJOR(version), VK_API_VERSION_MINOR(version),
+                  VK_API_VERSION_PATCH(version));
+    return buf;
+}
+
+bool has_extension(const std::vector<VkExtensionProperties> &list, const char *name) {
+    return std::any_of(list.begin(), list.end(), [&](const auto &e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
+// The memory type for tensors: the largest device-local heap, host-visible and coherent when
+// such a type exists there (integrated GPUs, lavapipe); any type when nothing is device-local.
+uint32_t pick_device_type(const VkPhysicalDeviceMemoryProperties &m, bool *host_visible) {
+    constexpr VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    int best = -1;
+    for (uint32_t i = 0; i < m.memoryTypeCount; ++i) {
+        const VkMemoryType &t = m.memoryTypes[i];
+        if (!(t.propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) continue;
+        if (best < 0) {
+            best = static_cast<int>(i);
+            continue;
+        }
+        const VkMemoryType &b = m.memoryTypes[best];
+        const uint64_t size_t_ = m.memoryHeaps[t.heapIndex].size, size_b = m.memoryHeaps[b.heapIndex].size;
+        if (size_t_ > size_b || (size_t_ == size_b && (t.propertyFlags & host) == host && (b.propertyFlags & host) != host))
+            best = static_cast<int>(i);
+    }
+    if (best < 0) best = 0;
+    *host_visible = (m.memoryTypes[best].propertyFlags & host) == host;
+    return static_cast<uint32_t>(best);
+}
+
+// The memory type for staging and parameters: host-visible and coherent, cached if possible.
+uint32_t pick_host_type(const VkPhysicalDeviceMemoryProperties &m) {
+    constexpr VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    int best = -1;
+    for (uint32_t i = 0; i < m.memoryTypeCount; ++i) {
+        const VkMemoryPropertyFlags f = m.memoryTypes[i].propertyFlags;
+        if ((f & host) != host) continue;
+        if (best < 0 || ((f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) &&
+                         !(m.memoryTypes[best].propertyFlags & VK_MEMORY_PROPERTY_HOST_CACHED_BIT)))
+            best = static_cast<int>(i);
+    }
+    if (best < 0) raise(TF_STATUS_UNAVAILABLE, "the device has no host-visible coherent memory");
+    return static_cast<uint32_t>(best);
+}
+
+}  // namespace
+
+// ---- Creation ----------------------------------------------------------------------------------
+
+std::unique_ptr<device> device::create(int index, const compute_device &where, uint32_t instance_api) {
+    std::unique_ptr<device> d(new device());
+    d->index_ = index;
+    d->physical_ = where.physical;
+    d->family_ = where.queue_family;
+    d->instance_api_ = instance_api;
+    vkGetPhysicalDeviceProperties(where.physical, &d->props_);
+    d->label_ = "vulkan:" + std::to_string(index) + " (" + d->props_.deviceName + ")";
+    const VkPhysicalDeviceLimits &limits = d->props_.limits;
+    d->caps_.max_binding = limits.maxStorageBufferRange;
+    d->caps_.bind_align = std::max<uint64_t>(limits.minStorageBufferOffsetAlignment, 16);
+    for (int i = 0; i < 3; ++i) d->caps_.max_groups[i] = limits.maxComputeWorkGroupCount[i];
+
+    uint32_t n_ext = 0;
+    vkEnumerateDeviceExtensionProperties(where.physical, nullptr, &n_ext, nullptr);
+    std::vector<VkExtensionProperties> extensions(n_ext);
+    vkEnumerateDeviceExtensionProperties(where.physical, nullptr, &n_ext, extensions.data());
+    const bool core_1_1 = instance_api >= VK_API_VERSION_1_1 && d->props_.apiVersion >= VK_API_VERSION_1_1;
+    d->has_budget_ = core_1_1 && has_extension(extensions, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+    if (core_1_1) {
+        VkPhysicalDeviceIDProperties id{};
+        id.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
+        VkPhysicalDeviceProperties2 props2{};
+        props2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+        props2.pNext = &id;
+        vkGetPhysicalDeviceProperties2(where.physical, &props2);
+        char hex[2 * VK_UUID_SIZE + 1];
+        for (uint32_t i = 0; i < VK_UUID_SIZE; ++i) std::snprintf(hex + 2 * i, 3, "%02x", id.deviceUUID[i]);
+        d->uuid_ = hex;
+    }
+
+    VkPhysicalDeviceFeatures supported{};
+    vkGetPhysicalDeviceFeatures(where.physical, &supported);
+    VkPhysicalDeviceFeatures enabled{};
+    // The kernels index the tensor array with constants once inlined; enable dynamic indexing
+    // where offered so the SPIR-V is valid as written.
+    enabled.shaderStorageBufferArrayDynamicIndexing = supported.shaderStorageBufferArrayDynamicIndexing;
+
+    const float priority = 1.0f;
+    VkDeviceQueueCreateInfo queue_info{};
+    queue_info.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+    queue_info.queueFamilyIndex = where.queue_family;
+    queue_info.queueCount = 1;
+    queue_info.pQueuePriorities = &priority;
+    std::vector<const char *> enable;
+    if (d->has_budget_) enable.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+    VkDeviceCreateInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+    info.queueCreateInfoCount = 1;
+    info.pQueueCreateInfos = &queue_info;
+    info.enabledExtensionCount = static_cast<uint32_t>(enable.size());
+    info.ppEnabledExtensionNames = enable.data();
+    info.pEnabledFeatures = &enabled;
+    VkDevice handle = VK_NULL_HANDLE;
+    check(vkCreateDevice(where.physical, &info, nullptr, &handle), "vkCreateDevice");
+    d->device_ = device_handle(handle);
+    vkGetDeviceQueue(handle, where.queue_family, 0, &d->queue_);
+
+    VkPhysicalDeviceMemoryProperties memory;
+    vkGetPhysicalDeviceMemoryProperties(where.physical, &memory);
+    d->create_pools(memory);
+    d->create_layouts();
+    d->load_pipeline_cache();
+    d->create_batches();
+    char api[32];
+    log_message(TF_LOG_DEBUG, "%s: Vulkan %s, queue family %u, %s memory, %" PRIu64 " MiB heap", d->label(),
+                api_text(d->props_.apiVersion, api, sizeof api), d->family_,
+                d->host_visible_ ? "host-visible" : "device-only", d->heap_size_ >> 20);
+    return d;
+}
+
+void device::create_pools(const VkPhysicalDeviceMemoryProperties &memory) {
+    VkDevice dev = device_.get();
+    const uint32_t type = pick_device_type(memory, &host_visible_);
+    const char *staging = environment("TINYFIN_VULKAN_STAGING");
+    // TINYFIN_VULKAN_STAGING=1 takes the staging path of devices without host-visible memory,
+    // so lavapipe can test it.
+    const bool force_staging = staging && std::strcmp(staging, "1") == 0;
+    heap_index_ = memory.memoryTypes[type].heapIndex;
+    heap_size_ = memory.memoryHeaps[heap_index_].size;
+    uint64_t max_allocation = heap_size_;
+    if (instance_api_ >= VK_API_VERSION_1_1 && props_.apiVersion >= VK_API_VERSION_1_1) {
+        VkPhysicalDeviceMaintenance3Properties m3{};
+        m3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+        VkPhysicalDeviceProperties2 props2{};
+        props2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+        props2.pNext = &m3;
+        vkGetPhysicalDeviceProperties2(physical_, &props2);
+        if (m3.maxMemoryAllocationSize > 0) max_allocation = std::min<uint64_t>(max_allocation, m3.maxMemoryAllocationSize);
+    }
+    const uint64_t align = std::max<uint64_t>(caps_.bind_align, 256);
+    device_pool_ = std::make_unique<memory_pool>(dev, memory_pool::options{
+        type, host_visible_, heap_size_, max_allocation, std::min(device_block, max_allocation), align, label_.c_str()});
+    if (force_staging) host_visible_ = false;
+    const uint32_t host_type = pick_host_type(memory);
+    const uint64_t host_heap = memory.memoryHeaps[memory.memoryTypes[host_type].heapIndex].size;
+    host_pool_ = std::make_unique<memory_pool>(dev, memory_pool::options{
+        host_type, true, host_heap, std::min(host_heap, max_allocation), std::min(host_block, max_allocation), align,
+        label_.c_str()});
+    status_ = host_pool_->allocate(4);
+    std::memset(status_.owner->mapped + status_.offset, 0, 4);
+}
+
+void device::create_layouts() {
+    VkDevice dev = device_.get();
+    VkDescriptorSetLayoutBinding bindings[3]{};
+    const uint32_t counts[3] = {1, 1, tensor_slots};
+    for (uint32_t i = 0; i < 3; ++i) {
+        bindings[i].binding = i;
+        bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        bindings[i].descriptorCount = counts[i];
+        bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+    }
+    VkDescriptorSetLayoutCreateInfo set_info{};
+    set_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
+    set_info.bindingCount = 3;
+    set_info.pBindings = bindings;
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    check(vkCreateDescriptorSetLayout(dev, &set_info, nullptr, &set_layout), "vkCreateDescriptorSetLayout");
+    set_layout_ = set_layout_handle(dev, set_layout);
+
+    VkPipelineLayoutCreateInfo layout_info{};
+    layout_info.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+    layout_info.setLayoutCount = 1;
+    layout_info.pSetLayouts = &set_layout;
+    VkPipelineLayout layout = VK_NULL_HANDLE;
+    check(vkCreatePipelineLayout(dev, &layout_info, nullptr, &layout), "vkCreatePipelineLayout");
+    pipeline_layout_ = pipeline_layout_handle(dev, layout);
+}
+
+void device::create_batches() {
+    VkDevice dev = device_.get();
+    for (batch &b : batches_) {
+        VkCommandPoolCreateInfo pool_info{};
+        pool_info.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+        pool_info.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+        pool_info.queueFamilyIndex = family_;
+        VkCommandPool pool = VK_NULL_HANDLE;
+        check(vkCreateCommandPool(dev, &pool_info, nullptr, &pool), "vkCreateCommandPool");
+        b.pool = command_pool_handle(dev, pool);
+        VkCommandBufferAllocateInfo cb_info{};
+        cb_info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+        cb_info.commandPool = pool;
+        cb_info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+        cb_info.commandBufferCount = 1;
+        check(vkAllocateCommandBuffers(dev, &cb_info, &b.commands), "vkAllocateCommandBuffers");
+
+        VkFenceCreateInfo fence_info{};
+        fence_info.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+        VkFence fence = VK_NULL_HANDLE;
+        check(vkCreateFence(dev, &fence_info, nullptr, &fence), "vkCreateFence");
+        b.done = fence_handle(dev, fence);
+
+        VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets_per_batch * (2 + tensor_slots)};
+        VkDescriptorPoolCreateInfo dp_info{};
+        dp_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+        dp_info.maxSets = sets_per_batch;
+        dp_info.poolSizeCount = 1;
+        dp_info.pPoolSizes = &size;
+        VkDescriptorPool dpool = VK_NULL_HANDLE;
+        check(vkCreateDescriptorPool(dev, &dp_info, nullptr, &dpool), "vkCreateDescriptorPool");
+        b.descriptors = descriptor_pool_handle(dev, dpool);
+        b.params = host_pool_->allocate(params_bytes);
+    }
+}
+
+device::~device() {
+    // Nothing may still run when memory goes back. (A device whose creation failed half-way
+    // comes here too: every step checks what exists.)
+    if (device_.get() == VK_NULL_HANDLE) return;
+    vkDeviceWaitIdle(device_.get());
+    save_pipeline_cache();
+    for (batch &b : batches_) {
+        for (auto &[pool, range] : b.temporaries) pool->release(range);
+        b.temporaries.clear();
+        if (host_pool_) host_pool_->release(b.params);
+    }
+    for (auto &[serial, buffer] : deferred_) release_now(buffer);
+    deferred_.clear();
+    // Buffers the core never freed (tensors that outlive the registry).
+    for (tf_buffer *buffer : live_) release_now(buffer);
+    live_.clear();
+    if (host_pool_) host_pool_->release(status_);
+}
+
+// ---- Information ---------------------------------------------------------------------------------
+
+void device::info(tf_device_info &out) const {
+    switch (props_.deviceType) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: out.kind = TF_DEVICE_KIND_GPU_DISCRETE; break;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: out.kind = TF_DEVICE_KIND_GPU_INTEGRATED; break;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: out.kind = TF_DEVICE_KIND_GPU_SOFTWARE; break;
+    default: out.kind = TF_DEVICE_KIND_OTHER; break;
+    }
+    out.memory_total = heap_size_;
+    out.memory_free = heap_size_ > device_pool_->reserved() ? heap_size_ - device_pool_->reserved() : 0;
+    if (has_budget_) {
+        VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
+        budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
+        VkPhysicalDeviceMemoryProperties2 props{};
+        props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
+        props.pNext = &budget;
+        vkGetPhysicalDeviceMemoryProperties2(physical_, &props);
+        const uint64_t b = budget.heapBudget[heap_index_], u = budget.heapUsage[heap_index_];
+        if (b > 0) out.memory_free = b > u ? b - u : 0;
+    }
+    out.host_addressable = 0;
+    std::snprintf(out.name, sizeof out.name, "%s", props_.deviceName);
+    std::snprintf(out.uuid, sizeof out.uuid, "%s", uuid_.c_str());
+}
+
+void device::list_features(tf_feature_fn emit, void *user) const {
+    char key[64], value[128];
+    auto put = [&](const char *name, const char *text) {
+        std::snprintf(key, sizeof key, "device%d.%s", index_, name);
+        emit(user, key, text);
+    };
+    put("api", api_text(props_.apiVersion, value, sizeof value));
+    std::snprintf(value, sizeof value, "%u.%u.%u", props_.driverVersion >> 22, (props_.driverVersion >> 12) & 0x3ff,
+                  props_.driverVersion & 0xfff);
+    put("driver_version", value);
+    std::snprintf(value, sizeof value, "%" PRIu64, caps_.max_binding);
+    put("max_storage_buffer_range", value);
+    put("memory", host_visible_ ? "host-visible (no staging)" : "device-local (staging copies)");
+    put("memory_budget", has_budget_ ? "VK_EXT_memory_budget" : "no");
+    put("pipeline_cache", cache_path_.empty() ? "none" : cache_path_.c_str());
+}
+
+// ---- Buffers -------------------------------------------------------------------------------------
+
+tf_buffer *device::allocate(uint64_t size) {
+    throw_if_lost();
+    allocation range = device_pool_->allocate(size);
+    auto buffer = std::make_unique<tf_buffer>(tf_buffer{this, range, size, 0});
+    live_.insert(buffer.get());
+    return buffer.release();
+}
+
+void device::release_now(tf_buffer *buffer) noexcept {
+    device_pool_->release(buffer->memory);
+    delete buffer;
+}
+
+void device::free(tf_buffer *buffer) noexcept {
+    live_.erase(buffer);
+    if (busy(buffer) && !lost_) {
+        deferred_.emplace_back(buffer->last_use, buffer);
+        return;
+    }
+    release_now(buffer);
+}
+
+void device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) {
+    throw_if_lost();
+    if (host_visible_ && !busy(buffer)) {
+        std::memcpy(buffer->memory.owner->mapped + buffer->memory.offset + offset, src, size);
+        return;
+    }
+    // Through a staging range, in queue order: no wait, even when the buffer is busy.
+    allocation staging = host_pool_->allocate(size);
+    std::memcpy(staging.owner->mapped + staging.offset, src, size);
+    batch *b = nullptr;
+    try {
+        b = &recording(0);
+    } catch (...) {
+        host_pool_->release(staging);
+        throw;
+    }
+    b->temporaries.emplace_back(host_pool_.get(), staging);
+    VkBufferCopy region{staging.offset, buffer->memory.offset + offset, size};
+    vkCmdCopyBuffer(b->commands, staging.owner->buffer.get(), buffer->memory.owner->buffer.get(), 1, &region);
+    barrier(*b);
+    buffer->last_use = b->serial;
+}
+
+void device::read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size) {
+    throw_if_lost();
+    if (host_visible_) {
+        if (busy(buffer)) wait_for(buffer->last_use);
+        std::memcpy(dst, buffer->memory.owner->mapped + buffer->memory.offset + offset, size);
+        throw_reported();
+        return;
+    }
+    allocation staging = host_pool_->allocate(size);
+    try {
+        batch &b = recording(0);
+        VkBufferCopy region{buffer->memory.offset + offset, staging.offset, size};
+        vkCmdCopyBuffer(b.commands, buffer->memory.owner->buffer.get(), staging.owner->buffer.get(), 1, &region);
+        barrier(b);
+        buffer->last_use = b.serial;
+        wait_for(b.serial);
+        std::memcpy(dst, staging.owner->mapped + staging.offset, size);
+    } catch (...) {
+        host_pool_->release(staging);
+        throw;
+    }
+    host_pool_->release(staging);
+    throw_reported();
+}
+
+void device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size) {
+    throw_if_lost();
+    VkBuffer from = src->memory.owner->buffer.get(), to = dst->memory.owner->buffer.get();
+    const uint64_t a = src->memory.offset + src_offset, b = dst->memory.offset + dst_offset;
+    const bool overlap = from == to && a < b + size && b < a + size;
+    if (!overlap) {
+        batch &bt = recording(0);
+        VkBufferCopy region{a, b, size};
+        vkCmdCopyBuffer(bt.commands, from, to, 1, &region);
+        barrier(bt);
+        src->last_use = dst->last_use = bt.serial;
+        return;
+    }
+    // vkCmdCopyBuffer forbids overlapping regions: go through a temporary range (memmove).
+    allocation temp = device_pool_->allocate(size);
+    batch *bt = nullptr;
+    try {
+        bt = &recording(0);
+    } catch (...) {
+        device_pool_->release(temp);
+        throw;
+    }
+    bt->temporaries.emplace_back(device_pool_.get(), temp);
+    VkBuffer mid = temp.owner->buffer.get();
+    VkBufferCopy first{a, temp.offset, size}, second{temp.offset, b, size};
+    vkCmdCopyBuffer(bt->commands, from, mid, 1, &first);
+    barrier(*bt);
+    vkCmdCopyBuffer(bt->commands, mid, to, 1, &second);
+    barrier(*bt);
+    src->last_use = dst->last_use = bt->serial;
+}
+
+void device::synchronize() {
+    throw_if_lost();
+    wait_for(next_serial_ - 1);
+    throw_reported();
+}
+
+// ---- Recording -----------------------------------------------------------------------------------
+
+tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char *role, uint32_t index) {
+    tf_buffer *buffer = t.buffer;
+    if (!buffer || buffer->owner != this)
+        raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is not a buffer of %s", op, role, index, label());
+    uint64_t size = 0;
+    switch (t.dtype) {
+    case TF_DTYPE_F32: case TF_DTYPE_I32: size = 4; break;
+    case TF_DTYPE_I64: size = 8; break;
+    case TF_DTYPE_BOOL: size = 1; break;
+    default: raise(TF_STATUS_UNSUPPORTED, "%s: %s %u has dtype %d", op, role, index, t.dtype);
+    }
+    uint64_t span = 1;
+    for (int i = 0; i < t.rank; ++i) {
+        // A tensor without elements is never read or written: its slot stays unbound.
+        if (t.shape[i] == 0) return tensor_binding{};
+        span += static_cast<uint64_t>(t.shape[i] - 1) * static_cast<uint64_t>(t.strides[i]);
+    }
+    const uint64_t bytes = span * size;
+    if (t.offset % size != 0 || t.offset > buffer->size || bytes > buffer->size - t.offset)
+        raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u (%llu bytes at offset %llu) does not lie inside its buffer of %llu bytes",
+              op, role, index, static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(t.offset),
+              static_cast<unsigned long long>(buffer->size));
+    const uint64_t absolute = buffer->memory.offset + t.offset;
+    tensor_binding out;
+    out.buffer = buffer;
+    out.offset = align_down(absolute, caps_.bind_align);
+    // Whole words: a bool view may end inside a word (the range stays inside the allocation,
+    // whose size is a multiple of 256).
+    out.range = align_up(absolute + bytes - out.offset, 4);
+    out.base = static_cast<uint32_t>((absolute - out.offset) / size);
+    if (out.range > caps_.max_binding)
+        raise(TF_STATUS_INTERNAL, "%s: %s %u spans %llu bytes, more than one binding may (%llu)", op, role, index,
+              static_cast<unsigned long long>(out.range), static_cast<unsigned long long>(caps_.max_binding));
+    return out;
+}
+
+void device::dispatch(shader kernel, const void *params, size_t params_size, const tensor_binding *tensors,
+                      size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z, const char *reporting_op) {
+    throw_if_lost();
+    if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
+    VkPipeline pipeline = pipeline_for(kernel);
+    batch &b = recording(params_size);
+    VkDevice dev = device_.get();
+
+    const uint64_t at = align_up(b.params_used, caps_.bind_align);
+    std::memcpy(b.params.owner->mapped + b.params.offset + at, params, params_size);
+    b.params_used = at + params_size;
+
+    VkDescriptorSetLayout layout = set_layout_.get();
+    VkDescriptorSetAllocateInfo alloc_info{};
+    alloc_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+    alloc_info.descriptorPool = b.descriptors.get();
+    alloc_info.descriptorSetCount = 1;
+    alloc_info.pSetLayouts = &layout;
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    check_result(vkAllocateDescriptorSets(dev, &alloc_info, &set), "vkAllocateDescriptorSets");
+    ++b.sets_used;
+
+    VkDescriptorBufferInfo infos[2 + tensor_slots];
+    infos[0] = {b.params.owner->buffer.get(), b.params.offset + at, params_size};
+    infos[1] = {status_.owner->buffer.get(), status_.offset, 4};
+    for (uint32_t s = 0; s < tensor_slots; ++s) {
+        if (s < count && tensors[s].buffer)
+            infos[2 + s] = {tensors[s].buffer->memory.owner->buffer.get(), tensors[s].offset, tensors[s].range};
+        else
+            infos[2 + s] = infos[1];  // unused slots still need a valid descriptor
+    }
+    // Bindings 0 and 1 take infos[0] and infos[1]; binding 2's five descriptors infos[2..6].
+    VkWriteDescriptorSet writes[3]{};
+    const uint32_t counts[3] = {1, 1, tensor_slots};
+    for (uint32_t i = 0; i < 3; ++i) {
+        writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+        writes[i].dstSet = set;
+        writes[i].dstBinding = i;
+        writes[i].descriptorCount = counts[i];
+        writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[i].pBufferInfo = &infos[i];
+    }
+    vkUpdateDescriptorSets(dev, 3, writes, 0, nullptr);
+
+    if (b.bound != pipeline) {
+        vkCmdBindPipeline(b.commands, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+        b.bound = pipeline;
+    }
+    vkCmdBindDescriptorSets(b.commands, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_.get(), 0, 1, &set, 0, nullptr);
+    vkCmdDispatch(b.commands, groups_x, groups_y, groups_z);
+    barrier(b);
+    for (size_t s = 0; s < count; ++s)
+        if (tensors[s].buffer) tensors[s].buffer->last_use = b.serial;
+    if (reporting_op && b.reporting_ops.find(reporting_op) == std::string::npos) {
+        if (!b.reporting_ops.empty()) b.reporting_ops += ", ";
+        b.reporting_ops += reporting_op;
+    }
+    if (b.commands_recorded >= submit_after) submit(b);
+}
+
+void device::barrier(batch &b) {
+    VkMemoryBarrier mb{};
+    mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                       VK_ACCESS_TRANSFER_WRITE_BIT;
+    constexpr VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(b.commands, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    ++b.commands_recorded;
+}
+
+// ---- Batches -------------------------------------------------------------------------------------
+
+device::batch &device::recording(size_t params_size) {
+    batch &b = batches_[current_];
+    if (b.state == batch::state::recording) {
+        const bool room = align_up(b.params_used, caps_.bind_align) + params_size <= params_bytes && b.sets_used < sets_per_batch;
+        if (room) return b;
+        submit(b);
+        return recording(params_size);
+    }
+    if (b.state == batch::state::submitted) {
+        // All batches are in flight: wait for the oldest (this one) before reusing it.
+        wait_for(b.serial);
+    }
+    begin(b);
+    return b;
+}
+
+void device::begin(batch &b) {
+    poll();
+    VkDevice dev = device_.get();
+    check_result(vkResetCommandPool(dev, b.pool.get(), 0), "vkResetCommandPool");
+    check_result(vkResetDescriptorPool(dev, b.descriptors.get(), 0), "vkResetDescriptorPool");
+    VkCommandBufferBeginInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    check_result(vkBeginCommandBuffer(b.commands, &info), "vkBeginCommandBuffer");
+    b.serial = next_serial_++;
+    b.state = batch::state::recording;
+    b.params_used = 0;
+    b.sets_used = 0;
+    b.commands_recorded = 0;
+    b.bound = VK_NULL_HANDLE;
+    b.reporting_ops.clear();
+}
+
+void device::submit(batch &b) {
+    // Device writes become visible to the host once the fence signals.
+    VkMemoryBarrier mb{};
+    mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(b.commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    check_result(vkEndCommandBuffer(b.commands), "vkEndCommandBuffer");
+    VkSubmitInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    info.commandBufferCount = 1;
+    info.pCommandBuffers = &b.commands;
+    check_result(vkQueueSubmit(queue_, 1, &info, b.done.get()), "vkQueueSubmit");
+    b.state = batch::state::submitted;
+    current_ = (current_ + 1) % batches_.size();
+}
+
+void device::wait_for(uint64_t serial) {
+    batch &now = batches_[current_];
+    if (now.state == batch::state::recording && now.serial <= serial) submit(now);
+    // Oldest first, so completed_ only moves over finished batches.
+    for (;;) {
+        batch *oldest = nullptr;
+        for (batch &b : batches_)
+            if (b.state == batch::state::submitted && b.serial <= serial && (!oldest || b.serial < oldest->serial)) oldest = &b;
+        if (!oldest) break;
+        VkFence fence = oldest->done.get();
+        check_result(vkWaitForFences(device_.get(), 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+        retire(*oldest);
+    }
+}
+
+void device::poll() noexcept {
+    for (;;) {
+        batch *oldest = nullptr;
+        for (batch &b : batches_)
+            if (b.state == batch::state::submitted && (!oldest || b.serial < oldest->serial)) oldest = &b;
+        if (!oldest || vkGetFenceStatus(device_.get(), oldest->done.get()) != VK_SUCCESS) return;
+        retire(*oldest);
+    }
+}
+
+void device::retire(batch &b) {
+    VkFence fence = b.done.get();
+    vkResetFences(device_.get(), 1, &fence);
+    for (auto &[pool, range] : b.temporaries) pool->release(range);
+    b.temporaries.clear();
+    // Bits the batch's kernels set (a later batch's bits may be read here too: the message
+    // then names this batch's ops as well, which is the best the word can tell).
+    auto *word = reinterpret_cast<uint32_t *>(status_.owner->mapped + status_.offset);
+    const uint32_t bits = __atomic_exchange_n(word, 0u, __ATOMIC_SEQ_CST);
+    if (bits) {
+        reported_ |= bits;
+        if (!reported_ops_.empty() && !b.reporting_ops.empty()) reported_ops_ += ", ";
+        reported_ops_ += b.reporting_ops;
+    }
+    b.state = batch::state::idle;
+    completed_ = std::max(completed_, b.serial);
+    auto done = std::partition(deferred_.begin(), deferred_.end(), [&](const auto &d) { return d.first > completed_; });
+    for (auto it = done; it != deferred_.end(); ++it) release_now(it->second);
+    deferred_.erase(done, deferred_.end());
+}
+
+void device::check_result(VkResult result, const char *what) {
+    if (result == VK_ERROR_DEVICE_LOST) lost_ = true;
+    if (result != VK_SUCCESS)
+        raise(status_of(result), "%s on %s: %s", what, label(), result_name(result));
+}
+
+void device::throw_if_lost() const {
+    if (lost_) raise(TF_STATUS_DEVICE_LOST, "%s was lost (VK_ERROR_DEVICE_LOST); its buffers are gone", label());
+}
+
+void device::throw_reported() {
+    if (!reported_) return;
+    const std::string ops = reported_ops_.empty() ? "a kernel" : reported_ops_;
+    reported_ = 0;
+    reported_ops_.clear();
+    raise(TF_STATUS_INVALID_ARGUMENT,
+          "%s: an index or label outside its range was found on %s; the elements it picks are 0 (NaN for losses)",
+          ops.c_str(), label());
+}
+
+}  // namespace tf_vk

@@ -1,0 +1,175 @@
+// One Vulkan device: its queue, memory pools, pipelines and the batches of recorded work.
+//
+// Execution model. Every op records one or a few dispatches into the current batch (a command
+// buffer with its own descriptor pool and parameter buffer); a batch is submitted once it holds
+// enough work or when the host must wait: buffer_read and synchronize. A global compute/transfer
+// memory barrier follows every command, so dependent dispatches see each other's writes. Each
+// buffer remembers the serial of the last batch that used it: a buffer freed while its batch
+// runs is released when that batch has finished, and a host write to a busy buffer goes through
+// a queued staging copy instead of waiting.
+#ifndef TINYFIN_VULKAN_DEVICE_HPP
+#define TINYFIN_VULKAN_DEVICE_HPP
+
+#include "memory.hpp"
+#include "shaders_spirv.h"
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace tf_vk {
+
+using shader = tf_vk_spirv::shader;
+constexpr size_t shader_count = static_cast<size_t>(shader::count_);
+
+// Tensor slots of every kernel (binding 2 of shaders/README.md).
+constexpr uint32_t tensor_slots = 5;
+
+// What supports() decides with: fixed once the device exists, read without the lock.
+struct device_caps {
+    // Bytes one storage-buffer binding may span (maxStorageBufferRange).
+    uint64_t max_binding;
+    // Alignment of a binding's offset: minStorageBufferOffsetAlignment, at least 16.
+    uint64_t bind_align;
+    // maxComputeWorkGroupCount.
+    uint32_t max_groups[3];
+};
+
+// A tensor as a kernel sees it: a bound range of its buffer and the element index, within that
+// range, of the tensor's element [0, ..., 0].
+struct tensor_binding {
+    tf_buffer *buffer = nullptr;
+    uint64_t offset = 0;
+    uint64_t range = 0;
+    uint32_t base = 0;
+};
+
+class device {
+public:
+    // Creates the VkDevice and everything the plugin keeps on it. Throws a failure.
+    static std::unique_ptr<device> create(int index, const compute_device &where, uint32_t instance_api);
+    ~device();
+    device(const device &) = delete;
+    device &operator=(const device &) = delete;
+
+    // Serialises every member below except caps(), label() and info(): the ABI may call from
+    // any thread.
+    std::mutex mutex;
+
+    const device_caps &caps() const noexcept { return caps_; }
+    // "vulkan:0 (llvmpipe (LLVM 15.0.6, 256 bits))", for messages.
+    const char *label() const noexcept { return label_.c_str(); }
+    void info(tf_device_info &out) const;
+    void list_features(tf_feature_fn emit, void *user) const;
+
+    // ---- Buffers ----
+    tf_buffer *allocate(uint64_t size);
+    // Releases at once when idle, else when the last batch using the buffer has finished.
+    void free(tf_buffer *buffer) noexcept;
+    void write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size);
+    // Waits for the work that uses the buffer, then copies out.
+    void read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size);
+    void copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size);
+    // Submits and waits for everything recorded so far.
+    void synchronize();
+
+    // ---- Recording ----
+    // The binding of a tensor whose buffer belongs to this device. Throws INVALID_ARGUMENT,
+    // naming op and role ("input 1"), when the view does not lie inside its buffer.
+    tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index);
+    // Records kernel over groups_x * groups_y * groups_z workgroups with the given parameters and
+    // tensors (slot i = tensors[i]). reporting_op names an op whose kernel may set status bits.
+    void dispatch(shader kernel, const void *params, size_t params_size, const tensor_binding *tensors,
+                  size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z,
+                  const char *reporting_op = nullptr);
+    // Throws DEVICE_LOST once a Vulkan call reported the device lost.
+    void throw_if_lost() const;
+
+private:
+    struct batch {
+        command_pool_handle pool;
+        VkCommandBuffer commands = VK_NULL_HANDLE;  // freed with pool
+        fence_handle done;
+        descriptor_pool_handle descriptors;
+        allocation params;  // host-visible, mapped
+        uint64_t params_used = 0;
+        uint32_t sets_used = 0;
+        uint32_t commands_recorded = 0;
+        uint64_t serial = 0;
+        enum class state { idle, recording, submitted } state = state::idle;
+        VkPipeline bound = VK_NULL_HANDLE;
+        // Ranges to release when the batch has finished (staging copies, temporaries).
+        std::vector<std::pair<memory_pool *, allocation>> temporaries;
+        // Ops recorded in the batch whose kernels may report bad data, comma-separated.
+        std::string reporting_ops;
+    };
+
+    device() = default;
+    void create_pools(const VkPhysicalDeviceMemoryProperties &memory);
+    void create_layouts();
+    void create_batches();
+    void load_pipeline_cache();
+    void save_pipeline_cache() noexcept;
+    VkPipeline pipeline_for(shader kernel);
+
+    bool busy(const tf_buffer *buffer) const noexcept { return buffer->last_use > completed_; }
+    // The batch recording now, begun if needed; submitted and replaced first when it has no room
+    // for params_size more bytes of parameters and one more descriptor set.
+    batch &recording(size_t params_size);
+    void begin(batch &b);
+    void submit(batch &b);
+    void barrier(batch &b);
+    // Waits until every batch up to serial has finished (submitting the recording one if needed).
+    void wait_for(uint64_t serial);
+    void retire(batch &b);
+    void poll() noexcept;
+    void check_result(VkResult result, const char *what);
+    // Throws INVALID_ARGUMENT for bad data the kernels reported since the last call.
+    void throw_reported();
+    void release_now(tf_buffer *buffer) noexcept;
+
+    int index_ = 0;
+    std::string label_;
+    VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+    VkPhysicalDeviceProperties props_{};
+    uint32_t instance_api_ = 0;
+    device_caps caps_{};
+    uint32_t heap_index_ = 0;
+    uint64_t heap_size_ = 0;
+    bool has_budget_ = false;
+    std::string uuid_;
+    bool host_visible_ = false;  // tensors live in mapped memory: host copies need no staging
+    std::string cache_path_;
+
+    // Declared first so it is destroyed last: everything below was created from it.
+    device_handle device_;
+    VkQueue queue_ = VK_NULL_HANDLE;
+    uint32_t family_ = 0;
+    std::unique_ptr<memory_pool> device_pool_;  // tensors
+    std::unique_ptr<memory_pool> host_pool_;    // staging, parameters, status: mapped
+    allocation status_;                         // one word in host_pool_
+    set_layout_handle set_layout_;
+    pipeline_layout_handle pipeline_layout_;
+    pipeline_cache_handle pipeline_cache_;
+    bool cache_dirty_ = false;
+    std::array<pipeline_handle, shader_count> pipelines_;
+    std::array<batch, 3> batches_;
+    size_t current_ = 0;
+    uint64_t next_serial_ = 1;
+    uint64_t completed_ = 0;
+    // Buffers freed while busy: (serial of their last batch, buffer).
+    std::vector<std::pair<uint64_t, tf_buffer *>> deferred_;
+    // Every buffer not yet freed by the core, released at shutdown.
+    std::unordered_set<tf_buffer *> live_;
+    uint32_t reported_ = 0;
+    std::string reported_ops_;
+    bool lost_ = false;
+};
+
+}  // namespace tf_vk
+
+#endif

@@ -1,0 +1,118 @@
+// The block allocator behind every buffer.
+#include "memory.hpp"
+
+#include <algorithm>
+
+namespace tf_vk {
+
+memory_block &memory_pool::new_block(uint64_t size) {
+    if (size > opts_.heap_size)
+        raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s: the device heap has %llu bytes",
+              static_cast<unsigned long long>(size), opts_.label, static_cast<unsigned long long>(opts_.heap_size));
+    if (size > opts_.max_allocation)
+        raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s: one allocation may have at most %llu bytes",
+              static_cast<unsigned long long>(size), opts_.label, static_cast<unsigned long long>(opts_.max_allocation));
+
+    auto block = std::make_unique<memory_block>();
+    VkBufferCreateInfo buffer_info{};
+    buffer_info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    buffer_info.size = size;
+    buffer_info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                        VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    buffer_info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    VkBuffer buffer = VK_NULL_HANDLE;
+    check(vkCreateBuffer(device_, &buffer_info, nullptr, &buffer), "vkCreateBuffer");
+    block->buffer = buffer_handle(device_, buffer);
+
+    VkMemoryRequirements needs;
+    vkGetBufferMemoryRequirements(device_, buffer, &needs);
+    if (!(needs.memoryTypeBits & (1u << opts_.type_index)))
+        raise(TF_STATUS_INTERNAL, "%s: storage buffers cannot use memory type %u", opts_.label, opts_.type_index);
+    VkMemoryAllocateInfo alloc_info{};
+    alloc_info.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    alloc_info.allocationSize = needs.size;
+    alloc_info.memoryTypeIndex = opts_.type_index;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    VkResult result = vkAllocateMemory(device_, &alloc_info, nullptr, &memory);
+    if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY)
+        raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s: vkAllocateMemory failed with %s (%llu bytes held in blocks)",
+              static_cast<unsigned long long>(needs.size), opts_.label, result_name(result),
+              static_cast<unsigned long long>(reserved_));
+    check(result, "vkAllocateMemory");
+    block->memory = memory_handle(device_, memory);
+    check(vkBindBufferMemory(device_, buffer, memory, 0), "vkBindBufferMemory");
+    if (opts_.map) {
+        void *host = nullptr;
+        check(vkMapMemory(device_, memory, 0, VK_WHOLE_SIZE, 0, &host), "vkMapMemory");
+        block->mapped = static_cast<char *>(host);  // unmapped by vkFreeMemory
+    }
+    block->size = size;
+    block->free_ranges.emplace(0, size);
+    reserved_ += size;
+    blocks_.push_back(std::move(block));
+    return *blocks_.back();
+}
+
+bool memory_pool::take(memory_block &block, uint64_t size, allocation &out) {
+    for (auto it = block.free_ranges.begin(); it != block.free_ranges.end(); ++it) {
+        if (it->second < size) continue;
+        const uint64_t offset = it->first, left = it->second - size;
+        block.free_ranges.erase(it);
+        if (left > 0) block.free_ranges.emplace(offset + size, left);
+        block.used += size;
+        out = {&block, offset, size};
+        return true;
+    }
+    return false;
+}
+
+allocation memory_pool::allocate(uint64_t size) {
+    if (size == 0) size = 1;
+    if (size > UINT64_MAX - opts_.alignment)
+        raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s", static_cast<unsigned long long>(size), opts_.label);
+    const uint64_t need = align_up(size, opts_.alignment);
+    allocation out;
+    // Big requests get a block of their own, so large and small tensors do not fragment each other.
+    if (need > opts_.block_size / 2) {
+        memory_block &block = new_block(need);
+        block.dedicated = true;
+        take(block, need, out);
+        return out;
+    }
+    for (auto &block : blocks_)
+        if (!block->dedicated && take(*block, need, out)) return out;
+    take(new_block(opts_.block_size), need, out);
+    return out;
+}
+
+void memory_pool::release(allocation &range) noexcept {
+    memory_block *block = range.owner;
+    if (!block) return;
+    range.owner = nullptr;
+    block->used -= range.size;
+    auto [it, inserted] = block->free_ranges.emplace(range.offset, range.size);
+    (void)inserted;
+    // Coalesce with the neighbours.
+    if (auto next = std::next(it); next != block->free_ranges.end() && it->first + it->second == next->first) {
+        it->second += next->second;
+        block->free_ranges.erase(next);
+    }
+    if (it != block->free_ranges.begin()) {
+        auto prev = std::prev(it);
+        if (prev->first + prev->second == it->first) {
+            prev->second += it->second;
+            block->free_ranges.erase(it);
+        }
+    }
+    if (block->used != 0) return;
+    // An empty block: keep one spare ordinary block, give the rest back to the driver.
+    size_t spare = 0;
+    for (auto &b : blocks_)
+        if (b.get() != block && !b->dedicated && b->used == 0) ++spare;
+    if (!block->dedicated && spare == 0) return;
+    auto owned = std::find_if(blocks_.begin(), blocks_.end(), [&](const auto &b) { return b.get() == block; });
+    reserved_ -= block->size;
+    blocks_.erase(owned);
+}
+
+}  // namespace tf_vk

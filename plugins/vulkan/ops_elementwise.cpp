@@ -1,0 +1,204 @@
+// Elementwise ops on shaders/elementwise.comp: one dispatch each, any strides, broadcasting by
+// stride 0, axes merged on the host so contiguous work walks one axis.
+#include "kernels.hpp"
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+namespace tf_vk {
+
+namespace {
+
+bool kernel_dtype(int32_t d) { return element_size(d) != 0; }
+bool numeric(int32_t d) { return d == TF_DTYPE_F32 || d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
+
+// The shader's op code for a tf_op, or UINT32_MAX.
+uint32_t code_of(uint32_t op) {
+    switch (op) {
+    case TF_OP_NEG: return EW_NEG;
+    case TF_OP_EXP: return EW_EXP;
+    case TF_OP_RELU: return EW_RELU;
+    case TF_OP_ABS: return EW_ABS;
+    case TF_OP_LOG: return EW_LOG;
+    case TF_OP_SQRT: return EW_SQRT;
+    case TF_OP_RSQRT: return EW_RSQRT;
+    case TF_OP_SIN: return EW_SIN;
+    case TF_OP_COS: return EW_COS;
+    case TF_OP_TANH: return EW_TANH;
+    case TF_OP_SIGMOID: return EW_SIGMOID;
+    case TF_OP_GELU: return EW_GELU;
+    case TF_OP_GELU_TANH: return EW_GELU_TANH;
+    case TF_OP_SILU: return EW_SILU;
+    case TF_OP_SQUARE: return EW_SQUARE;
+    case TF_OP_ERF: return EW_ERF;
+    case TF_OP_CLAMP: return EW_CLAMP;
+    case TF_OP_ADD: return EW_ADD;
+    case TF_OP_SUB: return EW_SUB;
+    case TF_OP_MUL: return EW_MUL;
+    case TF_OP_DIV: return EW_DIV;
+    case TF_OP_POW: return EW_POW;
+    case TF_OP_MAXIMUM: return EW_MAXIMUM;
+    case TF_OP_MINIMUM: return EW_MINIMUM;
+    case TF_OP_EQ: return EW_EQ;
+    case TF_OP_NE: return EW_NE;
+    case TF_OP_LT: return EW_LT;
+    case TF_OP_LE: return EW_LE;
+    case TF_OP_GT: return EW_GT;
+    case TF_OP_GE: return EW_GE;
+    case TF_OP_WHERE: return EW_WHERE;
+    case TF_OP_CONTIGUOUS:
+    case TF_OP_CAST: return EW_COPY;
+    case TF_OP_FILL: return EW_FILL;
+    default: return UINT32_MAX;
+    }
+}
+
+// Float to integer like the cpu plugin: truncates; NaN gives 0; out of range saturates.
+template <class I>
+I saturate(double x) {
+    if (std::isnan(x)) return 0;
+    const double t = std::trunc(x);
+    constexpr double lo = static_cast<double>(std::numeric_limits<I>::min());
+    if (t <= lo) return std::numeric_limits<I>::min();
+    if (t >= -lo) return std::numeric_limits<I>::max();
+    return static_cast<I>(t);
+}
+
+// tf_params_fill.value as the raw words of dtype (cast's rules, like the cpu plugin).
+void raw_value(double value, int32_t dtype, uint32_t *lo, uint32_t *hi) {
+    uint64_t bits = 0;
+    switch (dtype) {
+    case TF_DTYPE_F32: bits = std::bit_cast<uint32_t>(static_cast<float>(value)); break;
+    case TF_DTYPE_I32: bits = static_cast<uint32_t>(saturate<int32_t>(value)); break;
+    case TF_DTYPE_I64: bits = static_cast<uint64_t>(saturate<int64_t>(value)); break;
+    case TF_DTYPE_BOOL: bits = value != 0 ? 1 : 0; break;  // NaN != 0: true
+    default: break;
+    }
+    *lo = static_cast<uint32_t>(bits);
+    *hi = static_cast<uint32_t>(bits >> 32);
+}
+
+void record(device &dev, const tf_op_desc &op, uint32_t code, const uint32_t arg[4]) {
+    const tf_tensor_desc &out = op.outputs[0];
+    const int64_t count = numel(out);
+    if (count == 0) return;
+    const char *name = op_name(op.op);
+    const uint32_t n = 1 + op.n_inputs;
+    tensor_binding bindings[4];
+    const int64_t *strides[4] = {out.strides};
+    bindings[0] = dev.bind(out, name, "output", 0);
+    for (uint32_t i = 0; i < op.n_inputs; ++i) {
+        bindings[1 + i] = dev.bind(op.inputs[i], name, "input", i);
+        strides[1 + i] = op.inputs[i].strides;
+    }
+    const merged_axes axes = merge_axes(out.rank, out.shape, strides, static_cast<int>(n));
+
+    ew_params p{};
+    p.op = code;
+    p.count = static_cast<uint32_t>(count);
+    p.rank = static_cast<uint32_t>(axes.rank);
+    for (int d = 0; d < axes.rank; ++d) {
+        p.shape[d] = static_cast<uint32_t>(axes.shape[d]);
+        for (uint32_t t = 0; t < n; ++t) p.strides[t * 8 + d] = static_cast<uint32_t>(axes.strides[t][d]);
+    }
+    p.dtype[0] = static_cast<uint32_t>(out.dtype);
+    p.base[0] = bindings[0].base;
+    for (uint32_t i = 0; i < op.n_inputs; ++i) {
+        p.dtype[1 + i] = static_cast<uint32_t>(op.inputs[i].dtype);
+        p.base[1 + i] = bindings[1 + i].base;
+    }
+    for (int i = 0; i < 4; ++i) p.arg[i] = arg[i];
+    // A contiguous bool output starting on a word boundary is written a word at a time.
+    const bool dense = axes.rank == 0 || (axes.rank == 1 && axes.strides[0][0] == 1);
+    p.packed = out.dtype == TF_DTYPE_BOOL && dense && p.base[0] % 4 == 0 ? 1 : 0;
+    const uint64_t items = p.packed ? (static_cast<uint64_t>(count) + 3) / 4 : static_cast<uint64_t>(count);
+    dev.dispatch(shader::elementwise, &p, sizeof p, bindings, n, groups_for(dev.caps(), items, 256), 1, 1);
+}
+
+}  // namespace
+
+bool elementwise_supports(const device_caps &, const tf_op_desc &op) {
+    const tf_tensor_desc &out = op.outputs[0];
+    const tf_tensor_desc *in = op.inputs;
+    if (code_of(op.op) == UINT32_MAX) return false;
+    for (uint32_t i = 0; i < op.n_inputs; ++i)
+        if (!same_shape(in[i], out)) return false;
+    switch (op.op) {
+    case TF_OP_EXP:
+    case TF_OP_LOG:
+    case TF_OP_SQRT:
+    case TF_OP_RSQRT:
+    case TF_OP_SIN:
+    case TF_OP_COS:
+    case TF_OP_TANH:
+    case TF_OP_SIGMOID:
+    case TF_OP_GELU:
+    case TF_OP_GELU_TANH:
+    case TF_OP_SILU:
+    case TF_OP_ERF:
+    case TF_OP_CLAMP:
+    case TF_OP_DIV:
+    case TF_OP_POW:
+        for (uint32_t i = 0; i < op.n_inputs; ++i)
+            if (in[i].dtype != TF_DTYPE_F32) return false;
+        return out.dtype == TF_DTYPE_F32;
+    case TF_OP_NEG:
+    case TF_OP_RELU:
+    case TF_OP_ABS:
+    case TF_OP_SQUARE:
+    case TF_OP_ADD:
+    case TF_OP_SUB:
+    case TF_OP_MUL:
+    case TF_OP_MAXIMUM:
+    case TF_OP_MINIMUM:
+        for (uint32_t i = 0; i < op.n_inputs; ++i)
+            if (in[i].dtype != out.dtype) return false;
+        return numeric(out.dtype);
+    case TF_OP_EQ:
+    case TF_OP_NE:
+    case TF_OP_LT:
+    case TF_OP_LE:
+    case TF_OP_GT:
+    case TF_OP_GE:
+        return out.dtype == TF_DTYPE_BOOL && in[0].dtype == in[1].dtype && kernel_dtype(in[0].dtype);
+    case TF_OP_WHERE:
+        return in[0].dtype == TF_DTYPE_BOOL && in[1].dtype == out.dtype && in[2].dtype == out.dtype &&
+               kernel_dtype(out.dtype);
+    case TF_OP_CONTIGUOUS:
+        return in[0].dtype == out.dtype && kernel_dtype(out.dtype);
+    case TF_OP_CAST:
+        return kernel_dtype(in[0].dtype) && kernel_dtype(out.dtype);
+    case TF_OP_FILL:
+        return kernel_dtype(out.dtype);
+    default:
+        return false;
+    }
+}
+
+void elementwise_run(device &dev, const tf_op_desc &op) {
+    uint32_t arg[4] = {0, 0, 0, 0};
+    if (op.op == TF_OP_FILL) {
+        raw_value(static_cast<const tf_params_fill *>(op.params)->value, op.outputs[0].dtype, &arg[0], &arg[1]);
+    } else if (op.op == TF_OP_CLAMP) {
+        const auto *clamp = static_cast<const tf_params_clamp *>(op.params);
+        // Comparing x with the bound rounded to f32 picks the same side as comparing in double.
+        arg[0] = std::bit_cast<uint32_t>(static_cast<float>(clamp->min));
+        arg[1] = std::bit_cast<uint32_t>(static_cast<float>(clamp->max));
+    }
+    record(dev, op, code_of(op.op), arg);
+}
+
+void elementwise_fill(device &dev, const tf_tensor_desc &out, uint32_t lo, uint32_t hi, const char *) {
+    tf_op_desc fill{};
+    fill.struct_size = sizeof fill;
+    fill.op = TF_OP_FILL;
+    fill.n_inputs = 0;
+    fill.n_outputs = 1;
+    fill.inputs = &out;
+    fill.outputs = &out;
+    const uint32_t arg[4] = {lo, hi, 0, 0};
+    record(dev, fill, EW_FILL, arg);
+}
+
+}  // namespace tf_vk

@@ -1,0 +1,213 @@
+// matmul and conv2d with its two gradients on shaders/gemm.comp: one tiled GEMM kernel whose
+// index maps differ per mode (see the shader).
+#include "kernels.hpp"
+
+namespace tf_vk {
+
+namespace {
+
+constexpr uint32_t tile = 64;  // TM = TN in gemm.comp
+
+int64_t conv_out(int64_t in, int64_t kernel, int stride, int pad, int dilation) {
+    const int64_t span = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
+    const int64_t padded = in + 2 * static_cast<int64_t>(pad);
+    return padded < span ? 0 : (padded - span) / stride + 1;
+}
+
+bool all_f32(const tf_op_desc &op) {
+    for (uint32_t i = 0; i < op.n_inputs; ++i)
+        if (op.inputs[i].dtype != TF_DTYPE_F32) return false;
+    return op.outputs[0].dtype == TF_DTYPE_F32;
+}
+
+bool grid_fits(const device_caps &caps, int64_t m, int64_t n, int64_t batch) {
+    return (n + tile - 1) / tile <= caps.max_groups[0] && (m + tile - 1) / tile <= caps.max_groups[1] &&
+           batch <= caps.max_groups[2] && m < (int64_t{1} << 31) && n < (int64_t{1} << 31);
+}
+
+// The four conv tensors of a conv op, whichever its direction.
+struct conv_shapes {
+    const tf_tensor_desc *x, *w, *y;  // x or dx, weight or dw, y or dy
+    int64_t n, c, h, wd, o, cg, kh, kw, oh, ow;
+};
+
+conv_shapes conv_tensors(const tf_op_desc &op) {
+    conv_shapes s{};
+    switch (op.op) {
+    case TF_OP_CONV2D: s.x = &op.inputs[0], s.w = &op.inputs[1], s.y = &op.outputs[0]; break;
+    case TF_OP_CONV2D_GRAD_INPUT: s.x = &op.outputs[0], s.w = &op.inputs[1], s.y = &op.inputs[0]; break;
+    default: s.x = &op.inputs[1], s.w = &op.outputs[0], s.y = &op.inputs[0]; break;  // grad_weight
+    }
+    s.n = s.x->shape[0];
+    s.c = s.x->shape[1];
+    s.h = s.x->shape[2];
+    s.wd = s.x->shape[3];
+    s.o = s.w->shape[0];
+    s.cg = s.w->shape[1];
+    s.kh = s.w->shape[2];
+    s.kw = s.w->shape[3];
+    s.oh = s.y->shape[2];
+    s.ow = s.y->shape[3];
+    return s;
+}
+
+bool conv_supports(const device_caps &caps, const tf_op_desc &op) {
+    if (!all_f32(op)) return false;
+    for (uint32_t i = 0; i < op.n_inputs; ++i)
+        if (op.inputs[i].rank != 4) return false;
+    if (op.outputs[0].rank != 4) return false;
+    const auto &p = *static_cast<const tf_params_conv2d *>(op.params);
+    if (p.stride[0] < 1 || p.stride[1] < 1 || p.dilation[0] < 1 || p.dilation[1] < 1 || p.padding[0] < 0 ||
+        p.padding[1] < 0 || p.groups < 1)
+        return false;
+    const conv_shapes s = conv_tensors(op);
+    const int64_t g = p.groups;
+    if (s.c != s.cg * g || s.o % g != 0 || s.y->shape[0] != s.n || s.y->shape[1] != s.o) return false;
+    if (s.oh != conv_out(s.h, s.kh, p.stride[0], p.padding[0], p.dilation[0]) ||
+        s.ow != conv_out(s.wd, s.kw, p.stride[1], p.padding[1], p.dilation[1]))
+        return false;
+    // Every index the kernel forms must fit 32 bits.
+    const int64_t og = s.o / g;
+    const int64_t columns[3] = {s.n * s.oh * s.ow, s.n * s.h * s.wd, s.cg * s.kh * s.kw};
+    for (int64_t v : columns)
+        if (v >= (int64_t{1} << 31)) return false;
+    if (s.h + 2 * int64_t{p.padding[0]} >= (int64_t{1} << 30) || s.wd + 2 * int64_t{p.padding[1]} >= (int64_t{1} << 30))
+        return false;
+    switch (op.op) {
+    case TF_OP_CONV2D: return grid_fits(caps, og, columns[0], g);
+    case TF_OP_CONV2D_GRAD_INPUT: return grid_fits(caps, s.cg, columns[1], g);
+    default: return grid_fits(caps, og, columns[2], g);
+    }
+}
+
+void conv_run(device &dev, const tf_op_desc &op) {
+    const tf_tensor_desc &out = op.outputs[0];
+    if (numel(out) == 0) return;
+    const char *name = op_name(op.op);
+    const auto &cp = *static_cast<const tf_params_conv2d *>(op.params);
+    const conv_shapes s = conv_tensors(op);
+    tensor_binding b[3] = {dev.bind(out, name, "output", 0), dev.bind(op.inputs[0], name, "input", 0),
+                           dev.bind(op.inputs[1], name, "input", 1)};
+    gemm_params p{};
+    const uint32_t g = static_cast<uint32_t>(cp.groups);
+    const int64_t og = s.o / g;
+    // Which slot holds x, w and y (see gemm.comp's x_slot, w_slot, y_slot).
+    uint32_t xs, ws, ys;
+    switch (op.op) {
+    case TF_OP_CONV2D:
+        p.mode = 1;
+        p.M = static_cast<uint32_t>(og);
+        p.N = static_cast<uint32_t>(s.n * s.oh * s.ow);
+        p.K = static_cast<uint32_t>(s.cg * s.kh * s.kw);
+        xs = 1, ws = 2, ys = 0;
+        break;
+    case TF_OP_CONV2D_GRAD_INPUT:
+        p.mode = 2;
+        p.M = static_cast<uint32_t>(s.cg);
+        p.N = static_cast<uint32_t>(s.n * s.h * s.wd);
+        p.K = static_cast<uint32_t>(og * s.kh * s.kw);
+        xs = 0, ws = 2, ys = 1;
+        break;
+    default:
+        p.mode = 3;
+        p.M = static_cast<uint32_t>(og);
+        p.N = static_cast<uint32_t>(s.cg * s.kh * s.kw);
+        p.K = static_cast<uint32_t>(s.n * s.oh * s.ow);
+        xs = 2, ws = 0, ys = 1;
+        break;
+    }
+    p.n = static_cast<uint32_t>(s.n);
+    p.c = static_cast<uint32_t>(s.c);
+    p.h = static_cast<uint32_t>(s.h);
+    p.w = static_cast<uint32_t>(s.wd);
+    p.o = static_cast<uint32_t>(s.o);
+    p.kh = static_cast<uint32_t>(s.kh);
+    p.kw = static_cast<uint32_t>(s.kw);
+    p.groups = g;
+    p.oh = static_cast<uint32_t>(s.oh);
+    p.ow = static_cast<uint32_t>(s.ow);
+    p.stride_h = cp.stride[0];
+    p.stride_w = cp.stride[1];
+    p.pad_h = cp.padding[0];
+    p.pad_w = cp.padding[1];
+    p.dil_h = cp.dilation[0];
+    p.dil_w = cp.dilation[1];
+    p.x_base = b[xs].base;
+    p.w_base = b[ws].base;
+    p.y_base = b[ys].base;
+    for (int i = 0; i < 4; ++i) {
+        p.x_st[i] = static_cast<uint32_t>(s.x->strides[i]);
+        p.w_st[i] = static_cast<uint32_t>(s.w->strides[i]);
+        p.y_st[i] = static_cast<uint32_t>(s.y->strides[i]);
+    }
+    dev.dispatch(shader::gemm, &p, sizeof p, b, 3, (p.N + tile - 1) / tile, (p.M + tile - 1) / tile, g);
+}
+
+bool matmul_supports(const device_caps &caps, const tf_op_desc &op) {
+    if (!all_f32(op)) return false;
+    const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &c = op.outputs[0];
+    const int r = c.rank;
+    if (r < 2 || a.rank != r || b.rank != r) return false;
+    for (int i = 0; i < r - 2; ++i)
+        if (a.shape[i] != c.shape[i] || b.shape[i] != c.shape[i]) return false;
+    if (a.shape[r - 2] != c.shape[r - 2] || b.shape[r - 1] != c.shape[r - 1] || a.shape[r - 1] != b.shape[r - 2])
+        return false;
+    int64_t batch = 1;
+    for (int i = 0; i < r - 2; ++i) batch *= c.shape[i];
+    return a.shape[r - 1] < (int64_t{1} << 31) && grid_fits(caps, c.shape[r - 2], c.shape[r - 1], batch);
+}
+
+void matmul_run(device &dev, const tf_op_desc &op) {
+    const tf_tensor_desc &a = op.inputs[0], &bt = op.inputs[1], &c = op.outputs[0];
+    if (numel(c) == 0) return;
+    const int r = c.rank;
+    tensor_binding b[3] = {dev.bind(c, "matmul", "output", 0), dev.bind(a, "matmul", "input", 0),
+                           dev.bind(bt, "matmul", "input", 1)};
+    const int64_t *strides[3] = {c.strides, a.strides, bt.strides};
+    const merged_axes batch = merge_axes(r - 2, c.shape, strides, 3);
+    gemm_params p{};
+    p.mode = 0;
+    p.M = static_cast<uint32_t>(c.shape[r - 2]);
+    p.N = static_cast<uint32_t>(c.shape[r - 1]);
+    p.K = static_cast<uint32_t>(a.shape[r - 1]);
+    p.batch_rank = static_cast<uint32_t>(batch.rank);
+    p.c_base = b[0].base;
+    p.a_base = b[1].base;
+    p.b_base = b[2].base;
+    uint32_t count = 1;
+    for (int d = 0; d < batch.rank; ++d) {
+        p.batch_shape[d] = static_cast<uint32_t>(batch.shape[d]);
+        p.c_batch[d] = static_cast<uint32_t>(batch.strides[0][d]);
+        p.a_batch[d] = static_cast<uint32_t>(batch.strides[1][d]);
+        p.b_batch[d] = static_cast<uint32_t>(batch.strides[2][d]);
+        count *= p.batch_shape[d];
+    }
+    p.a_rs = static_cast<uint32_t>(a.strides[r - 2]);
+    p.a_cs = static_cast<uint32_t>(a.strides[r - 1]);
+    p.b_rs = static_cast<uint32_t>(bt.strides[r - 2]);
+    p.b_cs = static_cast<uint32_t>(bt.strides[r - 1]);
+    p.c_rs = static_cast<uint32_t>(c.strides[r - 2]);
+    p.c_cs = static_cast<uint32_t>(c.strides[r - 1]);
+    dev.dispatch(shader::gemm, &p, sizeof p, b, 3, (p.N + tile - 1) / tile, (p.M + tile - 1) / tile, count);
+}
+
+}  // namespace
+
+bool gemm_supports(const device_caps &caps, const tf_op_desc &op) {
+    switch (op.op) {
+    case TF_OP_MATMUL: return matmul_supports(caps, op);
+    case TF_OP_CONV2D:
+    case TF_OP_CONV2D_GRAD_INPUT:
+    case TF_OP_CONV2D_GRAD_WEIGHT: return conv_supports(caps, op);
+    default: return false;
+    }
+}
+
+void gemm_run(device &dev, const tf_op_desc &op) {
+    if (op.op == TF_OP_MATMUL)
+        matmul_run(dev, op);
+    else
+        conv_run(dev, op);
+}
+
+}  // namespace tf_vk

@@ -1,0 +1,431 @@
+// Neural-network ops: pooling (pool2d.comp), softmax, norms and cross_entropy (rows.comp),
+// one_hot, embedding and rope (index.comp), attention (attention.comp).
+#include "kernels.hpp"
+
+#include <cmath>
+
+namespace tf_vk {
+
+namespace {
+
+bool is_index(int32_t d) { return d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
+
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+
+// ---- Pooling ---------------------------------------------------------------------------------------
+
+int64_t pool_out(int64_t in, int k, int s, int p) {
+    const int64_t padded = in + 2 * static_cast<int64_t>(p);
+    return padded < k ? 0 : (padded - k) / s + 1;
+}
+
+bool pool_supports(const tf_op_desc &op) {
+    for (uint32_t i = 0; i < op.n_inputs; ++i)
+        if (op.inputs[i].dtype != TF_DTYPE_F32 || op.inputs[i].rank != 4) return false;
+    const tf_tensor_desc &out = op.outputs[0];
+    if (out.dtype != TF_DTYPE_F32 || out.rank != 4) return false;
+    const auto &p = *static_cast<const tf_params_pool2d *>(op.params);
+    if (p.kernel[0] < 1 || p.kernel[1] < 1 || p.stride[0] < 1 || p.stride[1] < 1 || p.padding[0] < 0 ||
+        p.padding[1] < 0 || p.padding[0] * 2 > p.kernel[0] || p.padding[1] * 2 > p.kernel[1])
+        return false;
+    // The [N, C, H, W] tensor and the [N, C, OH, OW] one, whichever direction.
+    const tf_tensor_desc *big, *small;
+    switch (op.op) {
+    case TF_OP_MAX_POOL2D:
+    case TF_OP_AVG_POOL2D: big = &op.inputs[0], small = &out; break;
+    case TF_OP_MAX_POOL2D_BACKWARD:
+        if (!same_shape(op.inputs[1], out)) return false;
+        big = &out, small = &op.inputs[0];
+        break;
+    default: big = &out, small = &op.inputs[0]; break;  // avg backward
+    }
+    if (big->shape[0] != small->shape[0] || big->shape[1] != small->shape[1]) return false;
+    if (small->shape[2] != pool_out(big->shape[2], p.kernel[0], p.stride[0], p.padding[0]) ||
+        small->shape[3] != pool_out(big->shape[3], p.kernel[1], p.stride[1], p.padding[1]))
+        return false;
+    return numel(*big) < (int64_t{1} << 31) && big->shape[2] < (int64_t{1} << 30) && big->shape[3] < (int64_t{1} << 30);
+}
+
+void pool_run(device &dev, const tf_op_desc &op) {
+    const tf_tensor_desc &out = op.outputs[0];
+    const int64_t count = numel(out);
+    if (count == 0) return;
+    const char *name = op_name(op.op);
+    const auto &pp = *static_cast<const tf_params_pool2d *>(op.params);
+    tensor_binding b[3];
+    b[0] = dev.bind(out, name, "output", 0);
+    for (uint32_t i = 0; i < op.n_inputs; ++i) b[1 + i] = dev.bind(op.inputs[i], name, "input", i);
+    pool_params p{};
+    p.count = u32(count);
+    p.kh = pp.kernel[0];
+    p.kw = pp.kernel[1];
+    p.sh = pp.stride[0];
+    p.sw = pp.stride[1];
+    p.ph = pp.padding[0];
+    p.pw = pp.padding[1];
+    p.include_pad = pp.count_include_pad ? 1 : 0;
+    p.out_base = b[0].base;
+    const tf_tensor_desc *x = nullptr, *dy = nullptr, *big = nullptr, *small = nullptr;
+    switch (op.op) {
+    case TF_OP_MAX_POOL2D: p.mode = 0, x = &op.inputs[0], big = x, small = &out; break;
+    case TF_OP_AVG_POOL2D: p.mode = 2, x = &op.inputs[0], big = x, small = &out; break;
+    case TF_OP_MAX_POOL2D_BACKWARD: p.mode = 1, dy = &op.inputs[0], x = &op.inputs[1], big = &out, small = dy; break;
+    default: p.mode = 3, dy = &op.inputs[0], big = &out, small = dy; break;
+    }
+    p.n = u32(big->shape[0]);
+    p.c = u32(big->shape[1]);
+    p.h = u32(big->shape[2]);
+    p.w = u32(big->shape[3]);
+    p.oh = u32(small->shape[2]);
+    p.ow = u32(small->shape[3]);
+    if (x) p.x_base = p.mode == 1 ? b[2].base : b[1].base;
+    if (dy) p.dy_base = b[1].base;
+    for (int i = 0; i < 4; ++i) {
+        if (x) p.x_st[i] = u32(x->strides[i]);
+        if (dy) p.y_st[i] = u32(dy->strides[i]);
+        p.out_st[i] = u32(out.strides[i]);
+    }
+    dev.dispatch(shader::pool2d, &p, sizeof p, b, 1 + op.n_inputs, groups_for(dev.caps(), u32(count), 256), 1, 1);
+}
+
+// ---- Row ops ----------------------------------------------------------------------------------------
+
+bool rows_supports(const tf_op_desc &op) {
+    const tf_tensor_desc &out = op.outputs[0];
+    const tf_tensor_desc &x = op.inputs[0];
+    if (x.dtype != TF_DTYPE_F32 || out.dtype != TF_DTYPE_F32) return false;
+    switch (op.op) {
+    case TF_OP_SOFTMAX:
+    case TF_OP_LOG_SOFTMAX: {
+        const int32_t axis = static_cast<const tf_params_axis *>(op.params)->axis;
+        return same_shape(x, out) && axis >= 0 && axis < x.rank;
+    }
+    case TF_OP_LAYER_NORM:
+    case TF_OP_RMS_NORM: {
+        const int32_t n = static_cast<const tf_params_norm *>(op.params)->n_axes;
+        if (!same_shape(x, out) || n < 1 || n > x.rank) return false;
+        for (uint32_t i = 1; i < op.n_inputs; ++i) {
+            const tf_tensor_desc &w = op.inputs[i];
+            if (w.dtype != TF_DTYPE_F32 || w.rank != n) return false;
+            for (int d = 0; d < n; ++d)
+                if (w.shape[d] != x.shape[x.rank - n + d]) return false;
+        }
+        return true;
+    }
+    case TF_OP_CROSS_ENTROPY: {
+        const auto &p = *static_cast<const tf_params_cross_entropy *>(op.params);
+        const tf_tensor_desc &labels = op.inputs[1];
+        if (x.rank != 2 || labels.rank != 1 || labels.shape[0] != x.shape[0] || !is_index(labels.dtype)) return false;
+        if (p.reduction == TF_REDUCTION_NONE) return out.rank == 1 && out.shape[0] == x.shape[0];
+        return (p.reduction == TF_REDUCTION_MEAN || p.reduction == TF_REDUCTION_SUM) && out.rank == 0;
+    }
+    default:
+        return false;
+    }
+}
+
+void rows_run(device &dev, const tf_op_desc &op) {
+    const tf_tensor_desc &out = op.outputs[0], &x = op.inputs[0];
+    const char *name = op_name(op.op);
+    rows_params p{};
+    tensor_binding b[4];
+    b[0] = dev.bind(out, name, "output", 0);
+    for (uint32_t i = 0; i < op.n_inputs; ++i) b[1 + i] = dev.bind(op.inputs[i], name, "input", i);
+    p.x_base = b[1].base;
+    p.y_base = b[0].base;
+
+    // Outer axes (rows) walk x and y; inner axes (a row's elements) walk x, y, weight and bias.
+    int64_t o_shape[TF_MAX_RANK], o_x[TF_MAX_RANK], o_y[TF_MAX_RANK];
+    int64_t i_shape[TF_MAX_RANK], i_x[TF_MAX_RANK], i_y[TF_MAX_RANK], i_w[TF_MAX_RANK] = {}, i_b[TF_MAX_RANK] = {};
+    int outer = 0, inner = 0;
+    const char *reporting = nullptr;
+    switch (op.op) {
+    case TF_OP_SOFTMAX:
+    case TF_OP_LOG_SOFTMAX: {
+        const int32_t axis = static_cast<const tf_params_axis *>(op.params)->axis;
+        p.mode = op.op == TF_OP_SOFTMAX ? 0 : 1;
+        for (int d = 0; d < x.rank; ++d) {
+            if (d == axis) {
+                i_shape[inner] = x.shape[d], i_x[inner] = x.strides[d], i_y[inner++] = out.strides[d];
+            } else {
+                o_shape[outer] = x.shape[d], o_x[outer] = x.strides[d], o_y[outer++] = out.strides[d];
+            }
+        }
+        break;
+    }
+    case TF_OP_LAYER_NORM:
+    case TF_OP_RMS_NORM: {
+        const auto &np = *static_cast<const tf_params_norm *>(op.params);
+        p.mode = op.op == TF_OP_LAYER_NORM ? 2 : 3;
+        p.eps = static_cast<float>(np.eps);
+        p.w_base = b[2].base;
+        if (op.op == TF_OP_LAYER_NORM) p.b_base = b[3].base;
+        const int first = x.rank - np.n_axes;
+        for (int d = 0; d < x.rank; ++d) {
+            if (d < first) {
+                o_shape[outer] = x.shape[d], o_x[outer] = x.strides[d], o_y[outer++] = out.strides[d];
+                continue;
+            }
+            i_shape[inner] = x.shape[d], i_x[inner] = x.strides[d], i_y[inner] = out.strides[d];
+            i_w[inner] = op.inputs[1].strides[d - first];
+            if (op.op == TF_OP_LAYER_NORM) i_b[inner] = op.inputs[2].strides[d - first];
+            ++inner;
+        }
+        break;
+    }
+    default: {  // cross_entropy
+        const auto &cp = *static_cast<const tf_params_cross_entropy *>(op.params);
+        const tf_tensor_desc &labels = op.inputs[1];
+        p.mode = 4;
+        p.reduction = static_cast<uint32_t>(cp.reduction);
+        p.label_dtype = static_cast<uint32_t>(labels.dtype);
+        p.label_base = b[2].base;
+        p.label_stride = u32(labels.strides[0]);
+        p.ignore_lo = static_cast<uint32_t>(static_cast<uint64_t>(cp.ignore_index));
+        p.ignore_hi = static_cast<uint32_t>(static_cast<uint64_t>(cp.ignore_index) >> 32);
+        o_shape[0] = x.shape[0], o_x[0] = x.strides[0], o_y[0] = out.rank == 1 ? out.strides[0] : 0;
+        i_shape[0] = x.shape[1], i_x[0] = x.strides[1], i_y[0] = 0;
+        outer = inner = 1;
+        reporting = "cross_entropy";
+        break;
+    }
+    }
+    int64_t rows = 1, len = 1;
+    for (int d = 0; d < outer; ++d) rows *= o_shape[d];
+    for (int d = 0; d < inner; ++d) len *= i_shape[d];
+    const bool reduces = p.mode == 4 && p.reduction != TF_REDUCTION_NONE;
+    // Nothing to write, except a reduced loss over zero rows (mean NaN, sum 0).
+    if (!reduces && rows * len == 0) return;
+    if (!reduces && numel(out) == 0) return;
+    // Merging keeps the kernel's loops short; the label tensor follows the unmerged row axis.
+    const int64_t *o_strides[2] = {o_x, o_y};
+    const int64_t *i_strides[4] = {i_x, i_y, i_w, i_b};
+    const merged_axes mo = p.mode == 4 ? merged_axes{} : merge_axes(outer, o_shape, o_strides, 2);
+    const merged_axes mi = p.mode == 4 ? merged_axes{} : merge_axes(inner, i_shape, i_strides, 4);
+    if (p.mode == 4) {
+        p.outer_rank = p.inner_rank = 1;
+        p.outer_shape[0] = u32(o_shape[0]), p.x_outer[0] = u32(o_x[0]), p.y_outer[0] = u32(o_y[0]);
+        p.inner_shape[0] = u32(i_shape[0]), p.x_inner[0] = u32(i_x[0]);
+    } else {
+        p.outer_rank = u32(mo.rank);
+        for (int d = 0; d < mo.rank; ++d)
+            p.outer_shape[d] = u32(mo.shape[d]), p.x_outer[d] = u32(mo.strides[0][d]), p.y_outer[d] = u32(mo.strides[1][d]);
+        // inner() in rows.comp reads stride [0] directly when the rank is 1: keep at least one axis.
+        p.inner_rank = u32(mi.rank == 0 ? 1 : mi.rank);
+        p.inner_shape[0] = 1;
+        for (int d = 0; d < mi.rank; ++d) {
+            p.inner_shape[d] = u32(mi.shape[d]);
+            p.x_inner[d] = u32(mi.strides[0][d]);
+            p.y_inner[d] = u32(mi.strides[1][d]);
+            p.w_inner[d] = u32(mi.strides[2][d]);
+            p.b_inner[d] = u32(mi.strides[3][d]);
+        }
+    }
+    p.rows = u32(rows);
+    p.len = u32(len);
+    const uint32_t groups = reduces ? 1 : groups_for(dev.caps(), u32(rows), 256);
+    dev.dispatch(shader::rows, &p, sizeof p, b, 1 + op.n_inputs, groups, 1, 1, reporting);
+}
+
+// ---- Index ops and rope -----------------------------------------------------------------------------
+
+bool index_supports(const tf_op_desc &op) {
+    const tf_tensor_desc &out = op.outputs[0];
+    switch (op.op) {
+    case TF_OP_ONE_HOT: {
+        const tf_tensor_desc &labels = op.inputs[0];
+        const int32_t classes = static_cast<const tf_params_one_hot *>(op.params)->num_classes;
+        if (!is_index(labels.dtype) || element_size(out.dtype) == 0 || classes < 1) return false;
+        if (out.rank != labels.rank + 1 || out.shape[out.rank - 1] != classes) return false;
+        for (int d = 0; d < labels.rank; ++d)
+            if (labels.shape[d] != out.shape[d]) return false;
+        return true;
+    }
+    case TF_OP_EMBEDDING:
+    case TF_OP_EMBEDDING_BACKWARD: {
+        const bool forward = op.op == TF_OP_EMBEDDING;
+        const tf_tensor_desc &weight = forward ? op.inputs[0] : out;
+        const tf_tensor_desc &rows = forward ? out : op.inputs[0];  // [..., D]
+        const tf_tensor_desc &indices = op.inputs[1];
+        if (weight.dtype != TF_DTYPE_F32 || rows.dtype != TF_DTYPE_F32 || !is_index(indices.dtype)) return false;
+        if (weight.rank != 2 || rows.rank != indices.rank + 1 || rows.shape[rows.rank - 1] != weight.shape[1]) return false;
+        for (int d = 0; d < indices.rank; ++d)
+            if (indices.shape[d] != rows.shape[d]) return false;
+        return weight.shape[0] < (int64_t{1} << 31);
+    }
+    case TF_OP_ROPE: {
+        const tf_tensor_desc &x = op.inputs[0];
+        const auto &p = *static_cast<const tf_params_rope *>(op.params);
+        return x.dtype == TF_DTYPE_F32 && out.dtype == TF_DTYPE_F32 && same_shape(x, out) && x.rank >= 2 &&
+               x.shape[x.rank - 1] % 2 == 0 && p.theta > 0;
+    }
+    default:
+        return false;
+    }
+}
+
+void index_run(device &dev, const tf_op_desc &op) {
+    const tf_tensor_desc &out = op.outputs[0];
+    const char *name = op_name(op.op);
+    // The tensor whose elements the kernel walks: dy for embedding_backward, else the output.
+    const tf_tensor_desc &walked = op.op == TF_OP_EMBEDDING_BACKWARD ? op.inputs[0] : out;
+    if (op.op == TF_OP_EMBEDDING_BACKWARD) elementwise_fill(dev, out, 0, 0, name);
+    const int64_t count = numel(walked);
+    if (count == 0) return;
+    tensor_binding b[3];
+    b[0] = dev.bind(out, name, "output", 0);
+    index_params p{};
+    p.count = u32(count);
+    p.rank = u32(walked.rank);
+    p.out_dtype = static_cast<uint32_t>(out.dtype);
+    p.out_base = b[0].base;
+    for (int d = 0; d < walked.rank; ++d) {
+        p.shape[d] = u32(walked.shape[d]);
+        p.out_st[d] = u32(out.strides[d]);
+    }
+    const char *reporting = name;
+    switch (op.op) {
+    case TF_OP_ONE_HOT: {
+        const tf_tensor_desc &labels = op.inputs[0];
+        b[2] = dev.bind(labels, name, "input", 0);
+        p.mode = 0;
+        p.limit = u32(static_cast<const tf_params_one_hot *>(op.params)->num_classes);
+        p.idx_dtype = static_cast<uint32_t>(labels.dtype);
+        for (int d = 0; d < labels.rank; ++d) p.idx_st[d] = u32(labels.strides[d]);
+        break;
+    }
+    case TF_OP_EMBEDDING:
+    case TF_OP_EMBEDDING_BACKWARD: {
+        const tf_tensor_desc &indices = op.inputs[1];
+        b[1] = dev.bind(op.inputs[0], name, "input", 0);
+        b[2] = dev.bind(indices, name, "input", 1);
+        p.idx_dtype = static_cast<uint32_t>(indices.dtype);
+        p.in_base = b[1].base;
+        p.idx_base = b[2].base;
+        for (int d = 0; d < indices.rank; ++d) p.idx_st[d] = u32(indices.strides[d]);
+        if (op.op == TF_OP_EMBEDDING) {
+            p.mode = 1;
+            p.limit = u32(op.inputs[0].shape[0]);
+            p.in_st[0] = u32(op.inputs[0].strides[0]);  // the weight's strides
+            p.in_st[1] = u32(op.inputs[0].strides[1]);
+        } else {
+            p.mode = 2;
+            p.limit = u32(out.shape[0]);
+            for (int d = 0; d < walked.rank; ++d) p.in_st[d] = u32(walked.strides[d]);  // dy
+            p.out_st[0] = u32(out.strides[0]);  // dweight's strides
+            p.out_st[1] = u32(out.strides[1]);
+            for (int d = 2; d < TF_MAX_RANK; ++d) p.out_st[d] = 0;
+        }
+        break;
+    }
+    default: {  // rope
+        const auto &rp = *static_cast<const tf_params_rope *>(op.params);
+        b[1] = dev.bind(op.inputs[0], name, "input", 0);
+        p.mode = 3;
+        p.in_base = b[1].base;
+        for (int d = 0; d < walked.rank; ++d) p.in_st[d] = u32(op.inputs[0].strides[d]);
+        p.interleaved = rp.interleaved ? 1 : 0;
+        p.inverse = rp.inverse ? 1 : 0;
+        p.log2_theta = static_cast<float>(std::log2(rp.theta));
+        p.offset_lo = static_cast<uint32_t>(static_cast<uint64_t>(rp.position_offset));
+        p.offset_hi = static_cast<uint32_t>(static_cast<uint64_t>(rp.position_offset) >> 32);
+        reporting = nullptr;
+        break;
+    }
+    }
+    dev.dispatch(shader::index, &p, sizeof p, b, 3, groups_for(dev.caps(), u32(count), 256), 1, 1, reporting);
+}
+
+// ---- Attention --------------------------------------------------------------------------------------
+
+bool attention_supports(const device_caps &caps, const tf_op_desc &op) {
+    const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
+    const tf_tensor_desc &out = op.outputs[0];
+    const int r = q.rank;
+    if (r < 2) return false;
+    const tf_tensor_desc *all[5] = {&out, &q, &k, &v, &m};
+    for (const tf_tensor_desc *t : all)
+        if (t->dtype != TF_DTYPE_F32 || t->rank != r) return false;
+    for (int d = 0; d < r - 2; ++d)
+        for (const tf_tensor_desc *t : all)
+            if (t->shape[d] != q.shape[d]) return false;
+    const int64_t tq = q.shape[r - 2], d = q.shape[r - 1], tk = k.shape[r - 2], dv = v.shape[r - 1];
+    if (k.shape[r - 1] != d || v.shape[r - 2] != tk || m.shape[r - 2] != tq || m.shape[r - 1] != tk ||
+        out.shape[r - 2] != tq || out.shape[r - 1] != dv)
+        return false;
+    (void)caps;
+    return tk <= attention_max_keys;
+}
+
+void attention_run(device &dev, const tf_op_desc &op) {
+    const tf_tensor_desc &out = op.outputs[0];
+    if (numel(out) == 0) return;
+    const tf_tensor_desc *t[5] = {&out, &op.inputs[0], &op.inputs[1], &op.inputs[2], &op.inputs[3]};
+    tensor_binding b[5];
+    b[0] = dev.bind(out, "attention", "output", 0);
+    for (int i = 0; i < 4; ++i) b[1 + i] = dev.bind(op.inputs[i], "attention", "input", static_cast<uint32_t>(i));
+    const int r = out.rank;
+    const int64_t *strides[5] = {t[0]->strides, t[1]->strides, t[2]->strides, t[3]->strides, t[4]->strides};
+    const merged_axes batch = merge_axes(r - 2, out.shape, strides, 5);
+    attention_params p{};
+    p.tq = u32(out.shape[r - 2]);
+    p.dv = u32(out.shape[r - 1]);
+    p.d = u32(op.inputs[0].shape[r - 1]);
+    p.tk = u32(op.inputs[1].shape[r - 2]);
+    const auto &ap = *static_cast<const tf_params_attention *>(op.params);
+    p.causal = ap.causal ? 1 : 0;
+    p.scale = static_cast<float>(ap.scale);
+    p.batch_rank = u32(batch.rank);
+    int64_t rows = p.tq;
+    for (int d = 0; d < batch.rank; ++d) {
+        p.batch_shape[d] = u32(batch.shape[d]);
+        rows *= batch.shape[d];
+        for (int s = 0; s < 5; ++s) p.batch_st[s * 6 + d] = u32(batch.strides[s][d]);
+    }
+    for (int s = 0; s < 5; ++s) {
+        p.base[s] = b[s].base;
+        p.row_st[s] = u32(t[s]->strides[r - 2]);
+        p.col_st[s] = u32(t[s]->strides[r - 1]);
+    }
+    p.rows = u32(rows);
+    dev.dispatch(shader::attention, &p, sizeof p, b, 5, groups_for(dev.caps(), u32(rows), 1), 1, 1);
+}
+
+}  // namespace
+
+bool nn_supports(const device_caps &caps, const tf_op_desc &op) {
+    switch (op.op) {
+    case TF_OP_MAX_POOL2D:
+    case TF_OP_MAX_POOL2D_BACKWARD:
+    case TF_OP_AVG_POOL2D:
+    case TF_OP_AVG_POOL2D_BACKWARD: return pool_supports(op);
+    case TF_OP_SOFTMAX:
+    case TF_OP_LOG_SOFTMAX:
+    case TF_OP_LAYER_NORM:
+    case TF_OP_RMS_NORM:
+    case TF_OP_CROSS_ENTROPY: return rows_supports(op);
+    case TF_OP_ONE_HOT:
+    case TF_OP_EMBEDDING:
+    case TF_OP_EMBEDDING_BACKWARD:
+    case TF_OP_ROPE: return index_supports(op);
+    case TF_OP_ATTENTION: return attention_supports(caps, op);
+    default: return false;
+    }
+}
+
+void nn_run(device &dev, const tf_op_desc &op) {
+    switch (op.op) {
+    case TF_OP_MAX_POOL2D:
+    case TF_OP_MAX_POOL2D_BACKWARD:
+    case TF_OP_AVG_POOL2D:
+    case TF_OP_AVG_POOL2D_BACKWARD: pool_run(dev, op); return;
+    case TF_OP_ATTENTION: attention_run(dev, op); return;
+    case TF_OP_ONE_HOT:
+    case TF_OP_EMBEDDING:
+    case TF_OP_EMBEDDING_BACKWARD:
+    case TF_OP_ROPE: index_run(dev, op); return;
+    default: rows_run(dev, op); return;
+    }
+}
+
+}  // namespace tf_vk

@@ -1,0 +1,126 @@
+// Compute pipelines: one per kernel, created on first use from the embedded SPIR-V, through a
+// VkPipelineCache kept on disk between runs ($XDG_CACHE_HOME/tinyfin/vulkan-pipelines.bin, or
+// ~/.cache/tinyfin/...). Reading or writing the file may fail: the plugin then works uncached.
+#include "device.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+namespace tf_vk {
+
+namespace {
+
+// Directory of the cache file, created if needed; "" when there is no home to put it in.
+std::string cache_directory() {
+    std::string base;
+    const char *xdg = environment("XDG_CACHE_HOME");
+    if (xdg && xdg[0] == '/') {
+        base = xdg;
+    } else {
+        const char *home = environment("HOME");
+        if (!home || home[0] != '/') return "";
+        base = std::string(home) + "/.cache";
+    }
+    return base + "/tinyfin";
+}
+
+// The header every VkPipelineCache blob starts with (VkPipelineCacheHeaderVersionOne).
+bool matches_device(const std::vector<char> &blob, const VkPhysicalDeviceProperties &props) {
+    if (blob.size() < 16 + VK_UUID_SIZE) return false;
+    uint32_t words[4];
+    std::memcpy(words, blob.data(), sizeof words);
+    return words[1] == VK_PIPELINE_CACHE_HEADER_VERSION_ONE && words[2] == props.vendorID &&
+           words[3] == props.deviceID && std::memcmp(blob.data() + 16, props.pipelineCacheUUID, VK_UUID_SIZE) == 0;
+}
+
+}  // namespace
+
+void device::load_pipeline_cache() {
+    const std::string dir = cache_directory();
+    if (!dir.empty())
+        cache_path_ = dir + (index_ == 0 ? "/vulkan-pipelines.bin" : "/vulkan-pipelines." + std::to_string(index_) + ".bin");
+    std::vector<char> blob;
+    if (!cache_path_.empty()) {
+        if (FILE *f = std::fopen(cache_path_.c_str(), "rbe")) {
+            char chunk[65536];
+            size_t n;
+            while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) blob.insert(blob.end(), chunk, chunk + n);
+            std::fclose(f);
+        }
+    }
+    // A blob from another driver or device is ignored rather than handed to the driver.
+    if (!matches_device(blob, props_)) blob.clear();
+    VkPipelineCacheCreateInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
+    info.initialDataSize = blob.size();
+    info.pInitialData = blob.empty() ? nullptr : blob.data();
+    VkPipelineCache cache = VK_NULL_HANDLE;
+    VkResult result = vkCreatePipelineCache(device_.get(), &info, nullptr, &cache);
+    if (result != VK_SUCCESS && !blob.empty()) {
+        info.initialDataSize = 0;
+        info.pInitialData = nullptr;
+        result = vkCreatePipelineCache(device_.get(), &info, nullptr, &cache);
+    }
+    check(result, "vkCreatePipelineCache");
+    pipeline_cache_ = pipeline_cache_handle(device_.get(), cache);
+    log_message(TF_LOG_DEBUG, "%s: pipeline cache %s (%zu bytes loaded)", label(),
+                cache_path_.empty() ? "in memory only" : cache_path_.c_str(), blob.size());
+}
+
+void device::save_pipeline_cache() noexcept {
+    if (!cache_dirty_ || cache_path_.empty() || !pipeline_cache_) return;
+    size_t size = 0;
+    if (vkGetPipelineCacheData(device_.get(), pipeline_cache_.get(), &size, nullptr) != VK_SUCCESS || size == 0) return;
+    std::vector<char> blob(size);
+    if (vkGetPipelineCacheData(device_.get(), pipeline_cache_.get(), &size, blob.data()) != VK_SUCCESS) return;
+    const std::string dir = cache_path_.substr(0, cache_path_.rfind('/'));
+    const std::string parent = dir.substr(0, dir.rfind('/'));
+    mkdir(parent.c_str(), 0700);
+    mkdir(dir.c_str(), 0700);
+    // Written aside and renamed: concurrent processes never read a half-written file.
+    const std::string temp = cache_path_ + ".tmp." + std::to_string(getpid());
+    FILE *f = std::fopen(temp.c_str(), "wbe");
+    bool ok = f && std::fwrite(blob.data(), 1, size, f) == size;
+    if (f) ok = std::fclose(f) == 0 && ok;
+    if (ok) ok = std::rename(temp.c_str(), cache_path_.c_str()) == 0;
+    if (!ok) {
+        std::remove(temp.c_str());
+        log_message(TF_LOG_INFO, "%s: could not write the pipeline cache %s (not fatal)", label(), cache_path_.c_str());
+    }
+}
+
+VkPipeline device::pipeline_for(shader kernel) {
+    pipeline_handle &slot = pipelines_[static_cast<size_t>(kernel)];
+    if (slot) return slot.get();
+    const auto start = std::chrono::steady_clock::now();
+    const tf_vk_spirv::shader_code &code = tf_vk_spirv::shader_code_of(kernel);
+    VkShaderModuleCreateInfo module_info{};
+    module_info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+    module_info.codeSize = code.size * sizeof(uint32_t);
+    module_info.pCode = code.data;
+    VkShaderModule module = VK_NULL_HANDLE;
+    check_result(vkCreateShaderModule(device_.get(), &module_info, nullptr, &module), "vkCreateShaderModule");
+    shader_module_handle module_owner(device_.get(), module);
+
+    VkComputePipelineCreateInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+    info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    info.stage.module = module;
+    info.stage.pName = "main";
+    info.layout = pipeline_layout_.get();
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    check_result(vkCreateComputePipelines(device_.get(), pipeline_cache_.get(), 1, &info, nullptr, &pipeline),
+                 "vkCreateComputePipelines");
+    slot = pipeline_handle(device_.get(), pipeline);
+    cache_dirty_ = true;
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    log_message(TF_LOG_DEBUG, "%s: pipeline %s created in %.1f ms", label(), code.name, ms);
+    return pipeline;
+}
+
+}  // namespace tf_vk

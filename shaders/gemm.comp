@@ -1,0 +1,192 @@
+// Tiled matrix product C[M, N] = A[M, K] B[K, N] in shared memory, for four ops:
+//   mode 0  matmul: A, B and C are strided views, one product per batch element (z)
+//   mode 1  conv2d as an implicit GEMM: A = weight [Og, Cg*KH*KW], B = im2col(x), C = y
+//   mode 2  conv2d_grad_input: A = weight^T [Cg, Og*KH*KW], B = the dy taps of each input
+//           position, C = dx
+//   mode 3  conv2d_grad_weight: A = dy [Og, N*OH*OW], B = im2col(x)^T, C = dw
+// For convolutions z is the group. Each workgroup computes a 64 x 64 tile of C, each invocation
+// a 4 x 4 block of it; A and B tiles of depth 16 go through shared memory. Only the index maps
+// differ between modes. Mirrors gemm_params in plugins/vulkan/kernels.hpp.
+layout(local_size_x = 16, local_size_y = 16) in;
+
+#define TM 64u
+#define TN 64u
+#define TK 16u
+
+struct gemm_params {
+    uint mode;
+    uint M;
+    uint N;
+    uint K;
+    // mode 0: batch axes of the output and each operand's strides along them
+    uint batch_rank;
+    uint a_base;
+    uint b_base;
+    uint c_base;
+    uint batch_shape[6];
+    uint a_batch[6];
+    uint b_batch[6];
+    uint c_batch[6];
+    uint a_rs, a_cs, b_rs, b_cs, c_rs, c_cs;  // row and column strides
+    // modes 1-3: x [n, c, h, w], weight [o, c / groups, kh, kw], y [n, o, oh, ow]
+    uint n, c, h, w;
+    uint o, kh, kw, groups;
+    uint oh, ow, pad0_, pad1_;
+    int stride_h, stride_w, pad_h, pad_w;
+    int dil_h, dil_w, pad2_, pad3_;
+    uint x_base, w_base, y_base, pad4_;
+    uint x_st[4];  // strides of x (dx in mode 2)
+    uint w_st[4];  // strides of the weight (dw in mode 3)
+    uint y_st[4];  // strides of y (dy in modes 2 and 3)
+};
+layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { gemm_params p; };
+
+shared float s_a[TK][TM];
+shared float s_b[TK][TN];
+
+// Slots: the output is 0; the inputs follow the op's order in ops.def.
+uint x_slot() { return p.mode == 1u ? 1u : p.mode == 2u ? 0u : 2u; }
+uint w_slot() { return p.mode == 3u ? 0u : 2u; }
+uint y_slot() { return p.mode == 1u ? 0u : 1u; }
+
+uint x_index(uint b, uint ch, uint ih, uint iw) {
+    return p.x_base + b * p.x_st[0] + ch * p.x_st[1] + ih * p.x_st[2] + iw * p.x_st[3];
+}
+uint w_index(uint oc, uint ch, uint r, uint s) {
+    return p.w_base + oc * p.w_st[0] + ch * p.w_st[1] + r * p.w_st[2] + s * p.w_st[3];
+}
+uint y_index(uint b, uint oc, uint r, uint s) {
+    return p.y_base + b * p.y_st[0] + oc * p.y_st[1] + r * p.y_st[2] + s * p.y_st[3];
+}
+
+// x at output position (oy, ox) and kernel tap (r, s) of channel ch in image b; 0 in the padding.
+float x_tap(uint b, uint ch, uint oy, uint ox, uint r, uint s) {
+    int ih = int(oy) * p.stride_h - p.pad_h + int(r) * p.dil_h;
+    int iw = int(ox) * p.stride_w - p.pad_w + int(s) * p.dil_w;
+    if (ih < 0 || iw < 0 || ih >= int(p.h) || iw >= int(p.w)) return 0.0;
+    return ld_f32(x_slot(), x_index(b, ch, uint(ih), uint(iw)));
+}
+
+// Per-workgroup offsets of mode 0's batch element.
+uint g_a, g_b, g_c;
+
+float load_a(uint m, uint k, uint z) {
+    uint taps = p.kh * p.kw;
+    if (p.mode == 0u) return ld_f32(1u, g_a + m * p.a_rs + k * p.a_cs);
+    if (p.mode == 1u) {
+        uint og = p.o / p.groups;
+        return ld_f32(2u, w_index(z * og + m, k / taps, (k % taps) / p.kw, k % p.kw));
+    }
+    if (p.mode == 2u) {
+        uint og = p.o / p.groups;
+        return ld_f32(2u, w_index(z * og + k / taps, m, (k % taps) / p.kw, k % p.kw));
+    }
+    uint og = p.o / p.groups;
+    uint plane = p.oh * p.ow;
+    uint b = k / plane, q = k % plane;
+    return ld_f32(1u, y_index(b, z * og + m, q / p.ow, q % p.ow));
+}
+
+float load_b(uint k, uint n, uint z) {
+    uint taps = p.kh * p.kw;
+    if (p.mode == 0u) return ld_f32(2u, g_b + k * p.b_rs + n * p.b_cs);
+    if (p.mode == 1u) {
+        uint cg = p.c / p.groups;
+        uint plane = p.oh * p.ow;
+        uint b = n / plane, q = n % plane;
+        return x_tap(b, z * cg + k / taps, q / p.ow, q % p.ow, (k % taps) / p.kw, k % p.kw);
+    }
+    if (p.mode == 2u) {
+        // dy tap that input position (ih, iw) of image b receives from weight tap (r, s).
+        uint og = p.o / p.groups;
+        uint plane = p.h * p.w;
+        uint b = n / plane, q = n % plane;
+        uint r = (k % taps) / p.kw, s = k % p.kw;
+        int th = int(q / p.w) + p.pad_h - int(r) * p.dil_h;
+        int tw = int(q % p.w) + p.pad_w - int(s) * p.dil_w;
+        if (th < 0 || tw < 0 || th % p.stride_h != 0 || tw % p.stride_w != 0) return 0.0;
+        uint oy = uint(th / p.stride_h), ox = uint(tw / p.stride_w);
+        if (oy >= p.oh || ox >= p.ow) return 0.0;
+        return ld_f32(1u, y_index(b, z * og + k / taps, oy, ox));
+    }
+    uint cg = p.c / p.groups;
+    uint plane = p.oh * p.ow;
+    uint b = k / plane, q = k % plane;
+    return x_tap(b, z * cg + n / taps, q / p.ow, q % p.ow, (n % taps) / p.kw, n % p.kw);
+}
+
+void store_c(uint m, uint n, uint z, float v) {
+    if (p.mode == 0u) {
+        st_f32(0u, g_c + m * p.c_rs + n * p.c_cs, v);
+        return;
+    }
+    uint taps = p.kh * p.kw;
+    if (p.mode == 1u) {
+        uint og = p.o / p.groups;
+        uint plane = p.oh * p.ow;
+        uint b = n / plane, q = n % plane;
+        st_f32(0u, y_index(b, z * og + m, q / p.ow, q % p.ow), v);
+    } else if (p.mode == 2u) {
+        uint cg = p.c / p.groups;
+        uint plane = p.h * p.w;
+        uint b = n / plane, q = n % plane;
+        st_f32(0u, x_index(b, z * cg + m, q / p.w, q % p.w), v);
+    } else {
+        uint og = p.o / p.groups;
+        st_f32(0u, w_index(z * og + m, n / taps, (n % taps) / p.kw, n % p.kw), v);
+    }
+}
+
+void main() {
+    uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
+    uint tid = ty * 16u + tx;
+    uint row0 = gl_WorkGroupID.y * TM, col0 = gl_WorkGroupID.x * TN;
+    uint z = gl_WorkGroupID.z;
+
+    g_a = p.a_base;
+    g_b = p.b_base;
+    g_c = p.c_base;
+    uint rest = z;
+    for (int d = int(p.batch_rank) - 1; d >= 0; --d) {
+        uint q = rest % p.batch_shape[d];
+        rest /= p.batch_shape[d];
+        g_a += q * p.a_batch[d];
+        g_b += q * p.b_batch[d];
+        g_c += q * p.c_batch[d];
+    }
+
+    float acc[4][4];
+    for (uint i = 0u; i < 4u; ++i)
+        for (uint j = 0u; j < 4u; ++j) acc[i][j] = 0.0;
+
+    for (uint k0 = 0u; k0 < p.K; k0 += TK) {
+        for (uint l = 0u; l < 4u; ++l) {
+            uint e = tid + 256u * l;
+            uint r = e / TK, kk = e % TK;          // A tile: TM rows x TK columns
+            uint m = row0 + r, k = k0 + kk;
+            s_a[kk][r] = m < p.M && k < p.K ? load_a(m, k, z) : 0.0;
+            uint kb = e / TN, c = e % TN;          // B tile: TK rows x TN columns
+            uint n = col0 + c;
+            k = k0 + kb;
+            s_b[kb][c] = k < p.K && n < p.N ? load_b(k, n, z) : 0.0;
+        }
+        barrier();
+        for (uint kk = 0u; kk < TK; ++kk) {
+            float a[4], b[4];
+            for (uint i = 0u; i < 4u; ++i) a[i] = s_a[kk][ty + 16u * i];
+            for (uint j = 0u; j < 4u; ++j) b[j] = s_b[kk][tx + 16u * j];
+            for (uint i = 0u; i < 4u; ++i)
+                for (uint j = 0u; j < 4u; ++j) acc[i][j] += a[i] * b[j];
+        }
+        barrier();
+    }
+
+    for (uint i = 0u; i < 4u; ++i) {
+        uint m = row0 + ty + 16u * i;
+        if (m >= p.M) continue;
+        for (uint j = 0u; j < 4u; ++j) {
+            uint n = col0 + tx + 16u * j;
+            if (n < p.N) store_c(m, n, z, acc[i][j]);
+        }
+    }
+}

@@ -1,0 +1,96 @@
+// Ops that index with integer tensors, and rope:
+//   mode 0  one_hot             out[..., c] = (labels[...] == c), in out's dtype
+//   mode 1  embedding           out[..., d] = weight[indices[...], d]
+//   mode 2  embedding_backward  dweight[indices[...], d] += dy[..., d] (the plugin zeroes dweight
+//                               in the dispatch before; float adds through compare-and-swap)
+//   mode 3  rope                rotates the pairs of x [..., T, D] by (offset + t) theta^(-2i/D)
+// One invocation per element of shape (out, or dy in mode 2). Indices outside their range are
+// reported and their elements left 0. Slots: 0 out, 1 weight / dy / x, 2 indices or labels.
+// Mirrors index_params in plugins/vulkan/kernels.hpp.
+layout(local_size_x = 256) in;
+
+struct index_params {
+    uint mode;
+    uint count;
+    uint rank;       // of shape; the index tensor has rank - 1 axes
+    uint out_dtype;
+    uint idx_dtype;
+    uint limit;      // classes (one_hot) or rows of the weight (embedding)
+    uint interleaved;
+    uint inverse;
+    float log2_theta;
+    uint offset_lo, offset_hi;  // rope position_offset as two's complement words
+    uint pad_;
+    uint out_base, in_base, idx_base, pad1_;
+    uint shape[8];
+    uint out_st[8];
+    uint in_st[8];
+    uint idx_st[8];
+};
+layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { index_params p; };
+
+void float_add(uint s, uint e, float v) {
+    uint old = tf_t[s].w[e];
+    for (;;) {
+        uint seen = atomicCompSwap(tf_t[s].w[e], old, floatBitsToUint(uintBitsToFloat(old) + v));
+        if (seen == old) break;
+        old = seen;
+    }
+}
+
+void main() {
+    uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint last = p.rank - 1u;
+    for (uint e = gl_GlobalInvocationID.x; e < p.count; e += step) {
+        // Coordinates of element e: the last axis, and offsets along the others.
+        uint rest = e;
+        uint out_e = p.out_base, in_e = p.in_base, idx_e = p.idx_base;
+        uint c_last = 0u, c_prev = 0u;
+        for (int d = int(p.rank) - 1; d >= 0; --d) {
+            uint q = rest % p.shape[d];
+            rest /= p.shape[d];
+            out_e += q * p.out_st[d];
+            in_e += q * p.in_st[d];
+            if (uint(d) == last) c_last = q;
+            else idx_e += q * p.idx_st[d];
+            if (uint(d) + 1u == last) c_prev = q;
+        }
+        if (p.mode == 3u) {
+            uint dim = p.shape[last];
+            uint i, partner;
+            bool first;
+            if (p.interleaved != 0u) {
+                i = c_last / 2u;
+                first = (c_last & 1u) == 0u;
+                partner = first ? c_last + 1u : c_last - 1u;
+            } else {
+                uint half_ = dim / 2u;
+                i = c_last % half_;
+                first = c_last < half_;
+                partner = first ? c_last + half_ : c_last - half_;
+            }
+            float position = i64_to_f32(i64_add(uvec2(p.offset_lo, p.offset_hi), uvec2(c_prev, 0u)));
+            float angle = position * exp2(-float(2u * i) / float(dim) * p.log2_theta);
+            float cs = cos(angle), sn = sin(angle);
+            if (p.inverse != 0u) sn = -sn;
+            float x = ld_f32(1u, in_e);
+            float y = ld_f32(1u, in_e + (partner - c_last) * p.in_st[last]);
+            st_f32(0u, out_e, first ? x * cs - y * sn : y * sn + x * cs);
+            continue;
+        }
+        int index;
+        bool fits = ld_index(2u, p.idx_dtype, idx_e, index);
+        bool valid = fits && index >= 0 && uint(index) < p.limit;
+        if (!valid) tf_report(TF_ERR_INDEX);
+        if (p.mode == 0u) {
+            st_raw(0u, p.out_dtype, out_e, tf_one(p.out_dtype, valid && uint(index) == c_last));
+        } else if (p.mode == 1u) {
+            // in_st[0], in_st[1]: the weight's strides; in_e is unused.
+            float v = valid ? ld_f32(1u, p.in_base + uint(index) * p.in_st[0] + c_last * p.in_st[1]) : 0.0;
+            st_f32(0u, out_e, v);
+        } else if (valid) {
+            // out_st[0], out_st[1]: dweight's strides; in_e walks dy.
+            float_add(0u, p.out_base + uint(index) * p.out_st[0] + c_last * p.out_st[1], ld_f32(1u, in_e));
+        }
+    }
+}

@@ -1,0 +1,161 @@
+// Helpers of the vulkan suite: the same op on cpu tensors (the reference) and on vulkan tensors,
+// compared element by element. Every binary runs with TINYFIN_FALLBACK=error, so an op the
+// plugin does not run itself fails the test instead of passing on cpu.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tinyfin/tinyfin.hpp"
+
+namespace vt {
+
+using tinyfin::Device;
+using tinyfin::DType;
+using tinyfin::Shape;
+using tinyfin::Tensor;
+
+inline const Device cpu_device{"cpu", 0};
+inline const Device vk_device{"vulkan", 0};
+
+inline int64_t numel(const Shape &shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+}
+
+// splitmix64-driven values uniform in [lo, hi), the same on every run.
+inline std::vector<float> values(int64_t n, uint64_t seed, double lo = -1, double hi = 1) {
+    std::vector<float> out(static_cast<std::size_t>(n));
+    uint64_t state = seed * 0x9e3779b97f4a7c15ull + 12345;
+    for (float &v : out) {
+        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        v = static_cast<float>(lo + (hi - lo) * static_cast<double>(z >> 11) * 0x1.0p-53);
+    }
+    return out;
+}
+
+// One operand on both devices, with the same contents.
+struct pair {
+    Tensor cpu, vk;
+};
+
+template <class T>
+pair both(const std::vector<T> &v, const Shape &shape) {
+    return {tinyfin::from_vector(v, shape, cpu_device), tinyfin::from_vector(v, shape, vk_device)};
+}
+
+inline pair random(const Shape &shape, uint64_t seed, double lo = -1, double hi = 1) {
+    return both(values(numel(shape), seed, lo, hi), shape);
+}
+
+// Integers in [lo, hi) of dtype T.
+template <class T>
+pair integers(const Shape &shape, uint64_t seed, int64_t lo, int64_t hi) {
+    std::vector<float> f = values(numel(shape), seed, 0, 1);
+    std::vector<T> v(f.size());
+    for (std::size_t i = 0; i < f.size(); ++i) v[i] = static_cast<T>(lo + static_cast<int64_t>(f[i] * static_cast<float>(hi - lo)));
+    return both(v, shape);
+}
+
+inline pair booleans(const Shape &shape, uint64_t seed) {
+    std::vector<float> f = values(numel(shape), seed, 0, 1);
+    std::vector<uint8_t> v(f.size());
+    for (std::size_t i = 0; i < f.size(); ++i) v[i] = f[i] < 0.5f;
+    return {tinyfin::from_host(v.data(), shape, DType::boolean, cpu_device),
+            tinyfin::from_host(v.data(), shape, DType::boolean, vk_device)};
+}
+
+// Row-major elements of any dtype as doubles.
+inline std::vector<double> host(const Tensor &t) {
+    switch (t.dtype()) {
+    case DType::f32: { auto v = t.to_vector<float>(); return {v.begin(), v.end()}; }
+    case DType::i32: { auto v = t.to_vector<int32_t>(); return {v.begin(), v.end()}; }
+    case DType::i64: { auto v = t.to_vector<int64_t>(); return {v.begin(), v.end()}; }
+    case DType::boolean: { auto v = t.to_vector<bool>(); return {v.begin(), v.end()}; }
+    default: FAIL("unexpected dtype " << tinyfin::dtype_name(t.dtype())); return {};
+    }
+}
+
+inline bool close(double got, double want, double atol, double rtol) {
+    if (std::isnan(want)) return std::isnan(got);
+    if (std::isinf(want)) return got == want;
+    return std::abs(got - want) <= atol + rtol * std::abs(want);
+}
+
+// got (computed on vulkan) against want (computed on cpu): device, dtype, shape, every element.
+inline void check(const Tensor &got, const Tensor &want, double atol, double rtol, const std::string &what) {
+    INFO(what);
+    REQUIRE(got.defined());
+    CHECK(got.device() == vk_device);
+    CHECK(want.device() == cpu_device);
+    REQUIRE(got.dtype() == want.dtype());
+    REQUIRE(got.shape() == want.shape());
+    const std::vector<double> g = host(got), w = host(want);
+    int64_t bad = 0, first = -1;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+        if (close(g[i], w[i], atol, rtol)) continue;
+        if (first < 0) first = static_cast<int64_t>(i);
+        ++bad;
+    }
+    if (bad > 0) {
+        char text[256];
+        std::snprintf(text, sizeof text, "%lld of %zu elements differ; first at %lld: vulkan %.9g, cpu %.9g",
+                      static_cast<long long>(bad), g.size(), static_cast<long long>(first), g[first], w[first]);
+        FAIL_CHECK(text);
+    }
+}
+
+struct tolerance {
+    double atol = 1e-6;
+    double rtol = 1e-5;
+};
+
+// f on the cpu operands and on the vulkan operands; results compared.
+template <class F>
+void parity(const std::string &what, const std::vector<pair> &operands, F &&f, tolerance tol = {}) {
+    std::vector<Tensor> a, b;
+    for (const pair &p : operands) {
+        a.push_back(p.cpu);
+        b.push_back(p.vk);
+    }
+    Tensor want = f(a);
+    Tensor got = f(b);
+    check(got, want, tol.atol, tol.rtol, what);
+}
+
+// f through autograd on both devices: the output and every operand's gradient for the loss
+// sum(f(x) * r), r fixed random weights of the output's shape.
+template <class F>
+void grad_parity(const std::string &what, const std::vector<pair> &operands, F &&f, tolerance tol = {}) {
+    std::vector<Tensor> results[2];
+    std::vector<Tensor> leaves[2];
+    for (int side = 0; side < 2; ++side) {
+        const Device &device = side == 0 ? cpu_device : vk_device;
+        for (const pair &p : operands) {
+            // Float operands are parameters; others (labels, indices) go in as they are.
+            Tensor leaf = (side == 0 ? p.cpu : p.vk).detach();
+            if (leaf.dtype() == DType::f32) leaf.requires_grad_();
+            leaves[side].push_back(leaf);
+        }
+        Tensor out = f(leaves[side]);
+        Tensor weights = tinyfin::from_vector(values(out.numel(), 977, -1, 1), out.shape(), device);
+        tinyfin::sum(tinyfin::mul(out, weights)).backward();
+        results[side].push_back(out.detach());
+        for (const Tensor &leaf : leaves[side])
+            if (leaf.requires_grad()) results[side].push_back(leaf.grad());
+    }
+    check(results[1][0], results[0][0], tol.atol, tol.rtol, what + ": forward");
+    for (std::size_t i = 1; i < results[0].size(); ++i)
+        check(results[1][i], results[0][i], tol.atol, tol.rtol, what + ": gradient " + std::to_string(i));
+}
+
+}  // namespace vt
