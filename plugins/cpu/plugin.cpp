@@ -4,6 +4,7 @@
 // In order: context, shared helpers, descriptor validation, backend, device, buffers, ops,
 // features, the plugin table and the entry point.
 #include "kernels.h"
+#include "kernels_nn.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -379,7 +380,8 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
     case op_kind::FILL:
         break;
     case op_kind::OTHER:
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", name);
+        // The OWN ops: kernels_nn.h checks their shapes, params and dtypes.
+        return validate_own(*op, err);
     }
     if (!dtypes_supported(*op, rule.kind)) {
         const int32_t from = op->n_inputs > 0 ? in[0].dtype : out.dtype;
@@ -582,7 +584,7 @@ tf_status cpu_run(int32_t device, const tf_op_desc *op, tf_error *err) {
         case TF_OP_FILL:
             return run_fill(out, static_cast<const tf_params_fill *>(op->params)->value, err);
         default:
-            return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", op_name(op->op));
+            return run_own(*op, err);
         }
     });
 }

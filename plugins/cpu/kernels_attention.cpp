@@ -1,0 +1,90 @@
+// attention: out = softmax(q k^T * scale + mask [+ causal]) v, one batch element at a time,
+// the two products as GEMMs (kernels_gemm.h) in f32.
+//
+//  - scores are (q k^T)[i, j] * scale + mask[i, j] in f32, the same operations the core's
+//    backward rule recomputes them with; causal hides key j from query i when
+//    j > i + (Tk - Tq) (score -inf).
+//  - the softmax is max-shifted, exp in f32, sums in double in key order.
+//  - a query row that sees no key (every score -inf: all hidden by causal or the mask, or Tk = 0)
+//    gives NaN, as torch's math attention and softmax over all -inf do; the core's backward rule,
+//    which goes through softmax, agrees.
+//  - the mask arrives broadcast (stride 0 on broadcast axes) and is read through its strides.
+#include "kernels_gemm.h"
+#include "kernels_nn.h"
+
+namespace tf_cpu {
+namespace {
+
+// The matrix [rows, cols] of the last two axes of d, starting `offset` bytes past element [0...],
+// as dense f32.
+void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols, float *dst) {
+    const view v = view_of(d);
+    const auto *base = reinterpret_cast<const char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset + offset);
+    const int64_t rs = v.strides[d.rank - 2], cs = v.strides[d.rank - 1];
+    with_float_dtype(d.dtype, [&](auto tag) {
+        using tr = traits<decltype(tag)>;
+        for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = tr::load(base + i * rs + j * cs);
+    });
+}
+
+void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols, const float *src) {
+    const view v = view_of(d);
+    auto *base = reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset + offset);
+    const int64_t rs = v.strides[d.rank - 2], cs = v.strides[d.rank - 1];
+    with_float_dtype(d.dtype, [&](auto tag) {
+        using tr = traits<decltype(tag)>;
+        for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j) tr::store(base + i * rs + j * cs, src[i * cols + j]);
+    });
+}
+
+size_t floats(int64_t rows, int64_t cols) { return static_cast<size_t>(rows) * static_cast<size_t>(cols); }
+
+}  // namespace
+
+tf_status run_attention(const tf_op_desc &op, tf_error *) {
+    const tf_tensor_desc &qd = op.inputs[0], &kd = op.inputs[1], &vd = op.inputs[2], &md = op.inputs[3];
+    const tf_tensor_desc &od = op.outputs[0];
+    if (numel(od) == 0) return TF_STATUS_OK;
+    const auto &p = *static_cast<const tf_params_attention *>(op.params);
+    const int r = qd.rank;
+    const int64_t tq = qd.shape[r - 2], d = qd.shape[r - 1], tk = kd.shape[r - 2], dv = vd.shape[r - 1];
+    const auto scale = static_cast<float>(p.scale);
+    const std::vector<int64_t> at_q = leading_offsets(qd, r - 2), at_k = leading_offsets(kd, r - 2),
+                               at_v = leading_offsets(vd, r - 2), at_m = leading_offsets(md, r - 2),
+                               at_o = leading_offsets(od, r - 2);
+    std::vector<float> q(floats(tq, d)), k(floats(tk, d)), v(floats(tk, dv)), scores(floats(tq, tk)),
+        mask(floats(tq, tk)), out(floats(tq, dv)), scratch;
+    std::vector<char> blind(static_cast<size_t>(tq));  // rows that see no key
+    for (size_t b = 0; b < at_o.size(); ++b) {
+        load_matrix(qd, at_q[b], tq, d, q.data());
+        load_matrix(kd, at_k[b], tk, d, k.data());
+        load_matrix(vd, at_v[b], tk, dv, v.data());
+        load_matrix(md, at_m[b], tq, tk, mask.data());
+        gemm_f32(tq, tk, d, {q.data(), d, 1}, {k.data(), 1, d}, scores.data(), tk, false, scratch);  // q k^T
+        for (int64_t i = 0; i < tq; ++i) {
+            float *row = scores.data() + i * tk;
+            const float *mrow = mask.data() + i * tk;
+            float max = -INFINITY;
+            for (int64_t j = 0; j < tk; ++j) {
+                row[j] = p.causal && j - i > tk - tq ? -INFINITY : row[j] * scale + mrow[j];
+                max = std::max(max, row[j]);
+            }
+            blind[static_cast<size_t>(i)] = max == -INFINITY;
+            double sum = 0;
+            for (int64_t j = 0; j < tk; ++j) {
+                row[j] = std::exp(row[j] - max);
+                sum += row[j];
+            }
+            for (int64_t j = 0; j < tk; ++j) row[j] = static_cast<float>(row[j] / sum);
+        }
+        gemm_f32(tq, dv, tk, {scores.data(), tk, 1}, {v.data(), dv, 1}, out.data(), dv, false, scratch);
+        for (int64_t i = 0; i < tq; ++i)
+            if (blind[static_cast<size_t>(i)]) std::fill(out.data() + i * dv, out.data() + (i + 1) * dv, NAN);
+        store_matrix(od, at_o[b], tq, dv, out.data());
+    }
+    return TF_STATUS_OK;
+}
+
+}  // namespace tf_cpu

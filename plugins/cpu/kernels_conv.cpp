@@ -1,0 +1,184 @@
+// conv2d and its gradients, one image and one group at a time, as GEMMs over an im2col column
+// matrix (kernels_gemm.h):
+//   forward      y[n, g]  = w[g] col(x[n, g])                      [Og x P] = [Og x Kg] [Kg x P]
+//   grad_input   dx[n, g] = col2im(w[g]^T dy[n, g])                [Kg x P] = [Kg x Og] [Og x P]
+//   grad_weight  dw[g]   += dy[n, g] col(x[n, g])^T, n = 0, 1, ... [Og x Kg] = [Og x P] [P x Kg]
+// with Og = O / groups output channels, Kg = C / groups * KH * KW taps and P = OH * OW output
+// positions. Row (c, kh, kw) of the column matrix holds, for every output position, the input
+// element that tap reads (0 in the padding).
+//
+// Every sum has a fixed order: the GEMM adds taps in (c, kh, kw) order, col2im adds into dx in
+// (c, kh, kw, oh, ow) order, and grad_weight adds images in order. A 1x1 kernel with stride 1 and
+// no padding skips the column matrix: the input already is one.
+#include "kernels_gemm.h"
+#include "kernels_nn.h"
+
+#include <new>
+
+namespace tf_cpu {
+namespace {
+
+// One convolution's sizes, from descriptors validate_own accepted.
+struct conv_geometry {
+    int64_t n, c, h, w;  // input [N, C, H, W]
+    int64_t o, kh, kw;   // weight [O, C / groups, KH, KW]
+    int64_t oh, ow;      // output [N, O, OH, OW]
+    int64_t sh, sw, ph, pw, dh, dw, groups;
+
+    int64_t c_group() const { return c / groups; }
+    int64_t o_group() const { return o / groups; }
+    int64_t taps() const { return c_group() * kh * kw; }  // Kg: rows of the column matrix
+    int64_t positions() const { return oh * ow; }         // P: its columns
+    bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
+};
+
+conv_geometry geometry(const tf_tensor_desc &x, const tf_tensor_desc &w, const tf_tensor_desc &y,
+                       const tf_params_conv2d &p) {
+    return {x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3], y.shape[2], y.shape[3],
+            p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups};
+}
+
+// Floats of the column matrix; std::bad_alloc (OUT_OF_MEMORY at the ABI) when it cannot exist.
+size_t column_floats(const conv_geometry &g) {
+    if (g.pointwise()) return 0;
+    size_t floats = 0;
+    if (__builtin_mul_overflow(static_cast<size_t>(g.taps()), static_cast<size_t>(g.positions()), &floats))
+        throw std::bad_alloc();
+    return floats;
+}
+
+// col [Kg x P] from one group's input planes x [C/groups, H, W].
+void im2col(const conv_geometry &g, const float *x, float *col) {
+    const int64_t positions = g.positions();
+    for (int64_t c = 0; c < g.c_group(); ++c) {
+        const float *plane = x + c * g.h * g.w;
+        for (int64_t i = 0; i < g.kh; ++i) {
+            for (int64_t j = 0; j < g.kw; ++j) {
+                float *row = col + ((c * g.kh + i) * g.kw + j) * positions;
+                const int64_t x_off = j * g.dw - g.pw;
+                int64_t lo = 0, hi = 0;
+                tap_span(x_off, g.sw, g.w, g.ow, &lo, &hi);
+                for (int64_t oy = 0; oy < g.oh; ++oy) {
+                    float *dst = row + oy * g.ow;
+                    const int64_t iy = oy * g.sh - g.ph + i * g.dh;
+                    if (iy < 0 || iy >= g.h) {
+                        std::fill(dst, dst + g.ow, 0.0f);
+                        continue;
+                    }
+                    const float *src = plane + iy * g.w;
+                    std::fill(dst, dst + lo, 0.0f);
+                    if (g.sw == 1)
+                        std::copy(src + lo + x_off, src + hi + x_off, dst + lo);
+                    else
+                        for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = src[ox * g.sw + x_off];
+                    std::fill(dst + hi, dst + g.ow, 0.0f);
+                }
+            }
+        }
+    }
+}
+
+// dx [C/groups, H, W] += each column-matrix element at the input element it was read from.
+void col2im(const conv_geometry &g, const float *col, float *dx) {
+    const int64_t positions = g.positions();
+    for (int64_t c = 0; c < g.c_group(); ++c) {
+        float *plane = dx + c * g.h * g.w;
+        for (int64_t i = 0; i < g.kh; ++i) {
+            for (int64_t j = 0; j < g.kw; ++j) {
+                const float *row = col + ((c * g.kh + i) * g.kw + j) * positions;
+                const int64_t x_off = j * g.dw - g.pw;
+                int64_t lo = 0, hi = 0;
+                tap_span(x_off, g.sw, g.w, g.ow, &lo, &hi);
+                for (int64_t oy = 0; oy < g.oh; ++oy) {
+                    const int64_t iy = oy * g.sh - g.ph + i * g.dh;
+                    if (iy < 0 || iy >= g.h) continue;
+                    const float *src = row + oy * g.ow;
+                    float *dst = plane + iy * g.w;
+                    for (int64_t ox = lo; ox < hi; ++ox) dst[ox * g.sw + x_off] += src[ox];
+                }
+            }
+        }
+    }
+}
+
+const tf_params_conv2d &params_of(const tf_op_desc &op) { return *static_cast<const tf_params_conv2d *>(op.params); }
+
+}  // namespace
+
+tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
+    const tf_tensor_desc &xd = op.inputs[0], &wd = op.inputs[1], &yd = op.outputs[0];
+    if (numel(yd) == 0) return TF_STATUS_OK;
+    const conv_geometry g = geometry(xd, wd, yd, params_of(op));
+    const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
+    const f32_input x(xd), w(wd);
+    f32_output y(yd);
+    std::vector<float> col(column_floats(g)), scratch;
+    for (int64_t n = 0; n < g.n; ++n) {
+        for (int64_t gi = 0; gi < g.groups; ++gi) {
+            const float *xg = x.data() + (n * g.c + gi * cg) * g.h * g.w;
+            const float *b = xg;
+            if (!g.pointwise()) {
+                im2col(g, xg, col.data());
+                b = col.data();
+            }
+            gemm_f32(og, positions, kg, {w.data() + gi * og * kg, kg, 1}, {b, positions, 1},
+                     y.data() + (n * g.o + gi * og) * positions, positions, false, scratch);
+        }
+    }
+    y.finish();
+    return TF_STATUS_OK;
+}
+
+tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
+    const tf_tensor_desc &dyd = op.inputs[0], &wd = op.inputs[1], &dxd = op.outputs[0];
+    if (numel(dxd) == 0) return TF_STATUS_OK;
+    const conv_geometry g = geometry(dxd, wd, dyd, params_of(op));
+    const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
+    const f32_input dy(dyd), w(wd);
+    f32_output dx(dxd);
+    if (!g.pointwise()) std::fill(dx.data(), dx.data() + numel(dxd), 0.0f);
+    std::vector<float> col(column_floats(g)), scratch;
+    for (int64_t n = 0; n < g.n; ++n) {
+        for (int64_t gi = 0; gi < g.groups; ++gi) {
+            const f32_matrix wt = {w.data() + gi * og * kg, 1, kg};  // w[g]^T: [Kg x Og]
+            const f32_matrix dyg = {dy.data() + (n * g.o + gi * og) * positions, positions, 1};
+            float *dxg = dx.data() + (n * g.c + gi * cg) * g.h * g.w;
+            if (g.pointwise()) {
+                gemm_f32(kg, positions, og, wt, dyg, dxg, positions, false, scratch);
+                continue;
+            }
+            gemm_f32(kg, positions, og, wt, dyg, col.data(), positions, false, scratch);
+            col2im(g, col.data(), dxg);
+        }
+    }
+    dx.finish();
+    return TF_STATUS_OK;
+}
+
+tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
+    const tf_tensor_desc &dyd = op.inputs[0], &xd = op.inputs[1], &dwd = op.outputs[0];
+    if (numel(dwd) == 0) return TF_STATUS_OK;
+    const conv_geometry g = geometry(xd, dwd, dyd, params_of(op));
+    const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
+    const f32_input dy(dyd), x(xd);
+    f32_output dw(dwd);
+    std::fill(dw.data(), dw.data() + numel(dwd), 0.0f);
+    std::vector<float> col(column_floats(g)), scratch;
+    for (int64_t n = 0; n < g.n; ++n) {
+        for (int64_t gi = 0; gi < g.groups; ++gi) {
+            const float *xg = x.data() + (n * g.c + gi * cg) * g.h * g.w;
+            const float *b = xg;
+            if (!g.pointwise()) {
+                im2col(g, xg, col.data());
+                b = col.data();
+            }
+            // col^T: [P x Kg]
+            gemm_f32(og, kg, positions, {dy.data() + (n * g.o + gi * og) * positions, positions, 1}, {b, 1, positions},
+                     dw.data() + gi * og * kg, kg, true, scratch);
+        }
+    }
+    dw.finish();
+    return TF_STATUS_OK;
+}
+
+}  // namespace tf_cpu

@@ -1,0 +1,100 @@
+// The cpu plugin's kernels for the ops with their own shape rule (kind OWN in ops.def):
+// convolution, pooling, softmax, norms, rope, attention, embedding, cross-entropy, one-hot.
+// plugin.cpp hands every op of a kind it does not check itself to validate_own and run_own.
+//
+// Float ops accept f32, f16 and bf16 (all operands of one dtype) and compute in f32: inputs
+// that are not dense f32 are converted into dense f32 scratch first, and results are rounded
+// once to the output dtype, written through the output's strides. Every result is a fixed
+// sequence of operations, the same on every run.
+#ifndef TINYFIN_CPU_KERNELS_NN_H
+#define TINYFIN_CPU_KERNELS_NN_H
+
+#include "kernels.h"
+
+#include <vector>
+
+namespace tf_cpu {
+
+// Checks an OWN op's descriptor after plugin.cpp's checks for every op (tensor descriptors
+// well-formed): arity, params, ranks, shapes against each other and the params, dtypes. Never
+// reads data or buffer, so supports() can ask with both NULL. UNSUPPORTED for an op or dtype
+// without a kernel here, INVALID_ARGUMENT for an inconsistent descriptor.
+tf_status validate_own(const tf_op_desc &op, tf_error *err);
+// Runs a descriptor validate_own accepted, with data set. Bad data (an index or label out of
+// range) gives INVALID_ARGUMENT before any output element is written.
+tf_status run_own(const tf_op_desc &op, tf_error *err);
+
+// ---- f32 staging (kernels_own.cpp) -------------------------------------------------------------
+
+// A float tensor's elements as dense row-major f32: the tensor's own memory when it is already
+// laid out that way, else a converted copy.
+class f32_input {
+public:
+    explicit f32_input(const tf_tensor_desc &d);
+    const float *data() const { return data_; }
+
+private:
+    std::vector<float> copy_;
+    const float *data_;
+};
+
+// A float output written as dense row-major f32: straight into the tensor when it is laid out
+// that way, else into zeroed scratch that finish() rounds and writes through its strides.
+class f32_output {
+public:
+    explicit f32_output(const tf_tensor_desc &d);
+    float *data() { return data_; }
+    // True when data() is the tensor's memory (its previous contents, not zeros).
+    bool direct() const { return scratch_.empty(); }
+    void finish();
+
+private:
+    const tf_tensor_desc &desc_;
+    std::vector<float> scratch_;
+    float *data_;
+};
+
+// An i32 or i64 tensor's elements in row-major order.
+std::vector<int64_t> load_indices(const tf_tensor_desc &d);
+
+// Byte offsets, from element [0, ..., 0], of the elements of d's first `axes` axes in row-major
+// order (the starts of the rows that the remaining axes form).
+std::vector<int64_t> leading_offsets(const tf_tensor_desc &d, int axes);
+
+// The outputs o in [0, count) of a window tap whose input index o * stride + offset lies in
+// [0, size): [*lo, *hi). For convolution and pooling rows.
+inline void tap_span(int64_t offset, int64_t stride, int64_t size, int64_t count, int64_t *lo, int64_t *hi) {
+    const int64_t first = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+    const int64_t end = size - offset <= 0 ? 0 : (size - offset - 1) / stride + 1;
+    *lo = std::min(first, count);
+    *hi = std::clamp(end, *lo, count);
+}
+
+// ---- Kernels (one file per family) ---------------------------------------------------------------
+
+// kernels_conv.cpp
+tf_status run_conv2d(const tf_op_desc &op, tf_error *err);
+tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *err);
+tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *err);
+// kernels_pool.cpp
+tf_status run_max_pool2d(const tf_op_desc &op, tf_error *err);
+tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *err);
+tf_status run_avg_pool2d(const tf_op_desc &op, tf_error *err);
+tf_status run_avg_pool2d_backward(const tf_op_desc &op, tf_error *err);
+// kernels_softmax.cpp: softmax, log_softmax, cross_entropy
+tf_status run_softmax(const tf_op_desc &op, tf_error *err);
+tf_status run_cross_entropy(const tf_op_desc &op, tf_error *err);
+// kernels_norm.cpp: layer_norm, rms_norm, rope
+tf_status run_layer_norm(const tf_op_desc &op, tf_error *err);
+tf_status run_rms_norm(const tf_op_desc &op, tf_error *err);
+tf_status run_rope(const tf_op_desc &op, tf_error *err);
+// kernels_attention.cpp
+tf_status run_attention(const tf_op_desc &op, tf_error *err);
+// kernels_lookup.cpp: embedding, embedding_backward, one_hot
+tf_status run_embedding(const tf_op_desc &op, tf_error *err);
+tf_status run_embedding_backward(const tf_op_desc &op, tf_error *err);
+tf_status run_one_hot(const tf_op_desc &op, tf_error *err);
+
+}  // namespace tf_cpu
+
+#endif  // TINYFIN_CPU_KERNELS_NN_H

@@ -1,0 +1,111 @@
+// layer_norm, rms_norm and rope: ops that work row by row on the last axes.
+//
+//  - layer_norm: y = (x - mean) / sqrt(var + eps) * weight + bias over each row of the last
+//    n_axes axes, var biased (divided by the row length), two-pass; statistics in double.
+//  - rms_norm: y = x / sqrt(mean(x^2) + eps) * weight; statistics in double.
+//  - rope on [..., T, D]: pair i (i < D/2) is (2i, 2i+1) when interleaved, else (i, i + D/2), and
+//    at position t (the index along axis -2) it is rotated by
+//    angle = (position_offset + t) * theta^(-2i/D), or by -angle with inverse. Angles, cos, sin
+//    and the rotation are computed in double.
+#include "kernels_nn.h"
+
+namespace tf_cpu {
+namespace {
+
+// The rows of x [..., *S] when S is its last n_axes axes: their count and length.
+void rows_of(const tf_tensor_desc &x, int n_axes, int64_t *rows, int64_t *len) {
+    *rows = 1;
+    *len = 1;
+    for (int i = 0; i < x.rank; ++i) (i < x.rank - n_axes ? *rows : *len) *= x.shape[i];
+}
+
+}  // namespace
+
+tf_status run_layer_norm(const tf_op_desc &op, tf_error *) {
+    const tf_tensor_desc &xd = op.inputs[0], &yd = op.outputs[0];
+    if (numel(yd) == 0) return TF_STATUS_OK;
+    const auto &p = *static_cast<const tf_params_norm *>(op.params);
+    int64_t rows = 0, len = 0;
+    rows_of(xd, p.n_axes, &rows, &len);
+    const f32_input x(xd), weight(op.inputs[1]), bias(op.inputs[2]);
+    f32_output y(yd);
+    const float *w = weight.data(), *b = bias.data();
+    for (int64_t r = 0; r < rows; ++r) {
+        const float *xs = x.data() + r * len;
+        float *ys = y.data() + r * len;
+        double mean = 0;
+        for (int64_t i = 0; i < len; ++i) mean += xs[i];
+        mean /= static_cast<double>(len);
+        double var = 0;
+        for (int64_t i = 0; i < len; ++i) {
+            const double d = xs[i] - mean;
+            var += d * d;
+        }
+        var /= static_cast<double>(len);
+        const double rstd = 1.0 / std::sqrt(var + p.eps);
+        for (int64_t i = 0; i < len; ++i)
+            ys[i] = static_cast<float>((xs[i] - mean) * rstd * static_cast<double>(w[i]) + static_cast<double>(b[i]));
+    }
+    y.finish();
+    return TF_STATUS_OK;
+}
+
+tf_status run_rms_norm(const tf_op_desc &op, tf_error *) {
+    const tf_tensor_desc &xd = op.inputs[0], &yd = op.outputs[0];
+    if (numel(yd) == 0) return TF_STATUS_OK;
+    const auto &p = *static_cast<const tf_params_norm *>(op.params);
+    int64_t rows = 0, len = 0;
+    rows_of(xd, p.n_axes, &rows, &len);
+    const f32_input x(xd), weight(op.inputs[1]);
+    f32_output y(yd);
+    const float *w = weight.data();
+    for (int64_t r = 0; r < rows; ++r) {
+        const float *xs = x.data() + r * len;
+        float *ys = y.data() + r * len;
+        double squares = 0;
+        for (int64_t i = 0; i < len; ++i) squares += static_cast<double>(xs[i]) * xs[i];
+        const double rms_inv = 1.0 / std::sqrt(squares / static_cast<double>(len) + p.eps);
+        for (int64_t i = 0; i < len; ++i) ys[i] = static_cast<float>(xs[i] * rms_inv * static_cast<double>(w[i]));
+    }
+    y.finish();
+    return TF_STATUS_OK;
+}
+
+tf_status run_rope(const tf_op_desc &op, tf_error *) {
+    const tf_tensor_desc &xd = op.inputs[0], &yd = op.outputs[0];
+    if (numel(yd) == 0) return TF_STATUS_OK;
+    const auto &p = *static_cast<const tf_params_rope *>(op.params);
+    const int64_t t_len = xd.shape[xd.rank - 2], d = xd.shape[xd.rank - 1], half = d / 2;
+    const int64_t batches = numel(xd) / (t_len * d);
+    // cos and sin of every (t, i), shared by all batches.
+    std::vector<double> cos_t(static_cast<size_t>(t_len * half)), sin_t(cos_t.size());
+    for (int64_t i = 0; i < half; ++i) {
+        const double freq = std::pow(p.theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+        for (int64_t t = 0; t < t_len; ++t) {
+            const double angle = (static_cast<double>(p.position_offset) + static_cast<double>(t)) * freq;
+            cos_t[static_cast<size_t>(t * half + i)] = std::cos(angle);
+            sin_t[static_cast<size_t>(t * half + i)] = p.inverse ? -std::sin(angle) : std::sin(angle);
+        }
+    }
+    // Element offsets of pair i's two members in a row.
+    const int64_t first_step = p.interleaved ? 2 : 1, second_at = p.interleaved ? 1 : half;
+    const f32_input x(xd);
+    f32_output y(yd);
+    for (int64_t b = 0; b < batches; ++b) {
+        for (int64_t t = 0; t < t_len; ++t) {
+            const float *xs = x.data() + (b * t_len + t) * d;
+            float *ys = y.data() + (b * t_len + t) * d;
+            for (int64_t i = 0; i < half; ++i) {
+                const int64_t j0 = i * first_step, j1 = j0 + second_at;
+                const double c = cos_t[static_cast<size_t>(t * half + i)], s = sin_t[static_cast<size_t>(t * half + i)];
+                const double x0 = xs[j0], x1 = xs[j1];
+                ys[j0] = static_cast<float>(x0 * c - x1 * s);
+                ys[j1] = static_cast<float>(x0 * s + x1 * c);
+            }
+        }
+    }
+    y.finish();
+    return TF_STATUS_OK;
+}
+
+}  // namespace tf_cpu

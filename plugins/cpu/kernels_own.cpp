@@ -1,0 +1,475 @@
+// The OWN ops' descriptor rules (validate_own), their dispatch (run_own) and the f32 staging
+// the kernels share. Each rule is the comment beside the op in ops.def, checked exactly: a
+// descriptor the core can build for valid arguments passes, anything else is refused with a
+// message naming the op and the values involved.
+#include "kernels_nn.h"
+
+#include <cstdio>
+
+namespace tf_cpu {
+namespace {
+
+// ---- Descriptor helpers ---------------------------------------------------------------------
+
+bool is_float_dtype(int32_t dtype) {
+    return dtype == TF_DTYPE_F32 || dtype == TF_DTYPE_F16 || dtype == TF_DTYPE_BF16;
+}
+bool is_index_dtype(int32_t dtype) { return dtype == TF_DTYPE_I32 || dtype == TF_DTYPE_I64; }
+
+// "[2, 3, 4]": for messages.
+struct shape_text {
+    char text[TF_MAX_RANK * 22 + 3];
+};
+
+shape_text shape_of(const tf_tensor_desc &d) {
+    shape_text s{};
+    size_t used = 0;
+    used += static_cast<size_t>(std::snprintf(s.text, sizeof s.text, "["));
+    for (int i = 0; i < d.rank && used < sizeof s.text; ++i)
+        used += static_cast<size_t>(std::snprintf(s.text + used, sizeof s.text - used, i ? ", %lld" : "%lld",
+                                                  static_cast<long long>(d.shape[i])));
+    if (used < sizeof s.text) std::snprintf(s.text + used, sizeof s.text - used, "]");
+    return s;
+}
+
+// Arity and params: plugin.cpp checks both from ops.def already; checked again so these rules
+// stand on their own.
+tf_status check_call(const tf_op_desc &op, uint32_t n_inputs, size_t params_size, tf_error *err) {
+    const char *name = op_name(op.op);
+    if (op.n_inputs != n_inputs || op.n_outputs != 1 || (n_inputs > 0 && !op.inputs) || !op.outputs)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: takes %u inputs and 1 output, got %u and %u", name, n_inputs,
+                    op.n_inputs, op.n_outputs);
+    if (params_size > 0 && (!op.params || *static_cast<const uint32_t *>(op.params) < params_size))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name, params_size);
+    return TF_STATUS_OK;
+}
+
+// Every tensor listed is float and all share one dtype.
+tf_status check_float(const char *name, std::initializer_list<const tf_tensor_desc *> ts, tf_error *err) {
+    const int32_t dtype = (*ts.begin())->dtype;
+    for (const tf_tensor_desc *t : ts)
+        if (t->dtype != dtype)
+            return fail(err, TF_STATUS_UNSUPPORTED, "%s: operand dtypes %s and %s differ", name, dtype_name(dtype),
+                        dtype_name(t->dtype));
+    if (!is_float_dtype(dtype))
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel for dtype %s (f32, f16, bf16 only)", name,
+                    dtype_name(dtype));
+    return TF_STATUS_OK;
+}
+
+tf_status check_index(const char *name, const char *role, const tf_tensor_desc &t, tf_error *err) {
+    if (!is_index_dtype(t.dtype))
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: %s must be i32 or i64, got %s", name, role, dtype_name(t.dtype));
+    return TF_STATUS_OK;
+}
+
+bool same_shape(const tf_tensor_desc &a, const tf_tensor_desc &b) {
+    if (a.rank != b.rank) return false;
+    for (int i = 0; i < a.rank; ++i)
+        if (a.shape[i] != b.shape[i]) return false;
+    return true;
+}
+
+// with's shape is base's shape followed by one more axis.
+bool extends_by_one(const tf_tensor_desc &base, const tf_tensor_desc &with) {
+    if (with.rank != base.rank + 1) return false;
+    for (int i = 0; i < base.rank; ++i)
+        if (with.shape[i] != base.shape[i]) return false;
+    return true;
+}
+
+// Positions of a window of `kernel` taps `dilation` apart sliding by `stride` over `in`
+// elements padded by `pad` on both sides; 0 when the window does not fit. ops_nn.cpp's formula,
+// in 128 bits so no size overflows.
+int64_t window_count(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
+    const __int128 span = static_cast<__int128>(dilation) * (kernel - 1) + 1;
+    const __int128 padded = static_cast<__int128>(in) + 2 * static_cast<__int128>(pad);
+    if (padded < span) return 0;
+    return static_cast<int64_t>((padded - span) / stride + 1);
+}
+
+// ---- Rules per op ---------------------------------------------------------------------------
+
+// conv2d:             x [N,C,H,W], w [O,C/groups,KH,KW] -> y [N,O,OH,OW]
+// conv2d_grad_input:  dy [N,O,OH,OW], w -> dx [N,C,H,W]
+// conv2d_grad_weight: dy [N,O,OH,OW], x [N,C,H,W] -> dw [O,C/groups,KH,KW]
+tf_status check_conv(const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    if (tf_status s = check_call(op, 2, sizeof(tf_params_conv2d), err); s != TF_STATUS_OK) return s;
+    const auto &p = *static_cast<const tf_params_conv2d *>(op.params);
+    if (p.stride[0] < 1 || p.stride[1] < 1 || p.padding[0] < 0 || p.padding[1] < 0 || p.dilation[0] < 1 ||
+        p.dilation[1] < 1 || p.groups < 1)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                    "%s: stride %dx%d, padding %dx%d, dilation %dx%d, groups %d (need stride and dilation >= 1, "
+                    "padding >= 0, groups >= 1)",
+                    name, p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups);
+    const tf_tensor_desc *x = &op.inputs[0], *w = &op.inputs[1], *y = &op.outputs[0];
+    const char *roles[3] = {"x", "weight", "y"};
+    if (op.op == TF_OP_CONV2D_GRAD_INPUT) {
+        y = &op.inputs[0];
+        x = &op.outputs[0];
+        roles[0] = "dx";
+        roles[2] = "dy";
+    } else if (op.op == TF_OP_CONV2D_GRAD_WEIGHT) {
+        y = &op.inputs[0];
+        x = &op.inputs[1];
+        w = &op.outputs[0];
+        roles[1] = "dweight";
+        roles[2] = "dy";
+    }
+    if (x->rank != 4 || w->rank != 4 || y->rank != 4)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %s, %s %s and %s %s must all have rank 4", name, roles[0],
+                    shape_of(*x).text, roles[1], shape_of(*w).text, roles[2], shape_of(*y).text);
+    if (tf_status s = check_float(name, {x, w, y}, err); s != TF_STATUS_OK) return s;
+    const int64_t c = x->shape[1], o = w->shape[0], g = p.groups;
+    if (c % g != 0 || c / g != w->shape[1] || o % g != 0)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                    "%s: %s %s and %s %s do not fit groups=%d (need C = weight[1] * groups and O divisible by groups)",
+                    name, roles[0], shape_of(*x).text, roles[1], shape_of(*w).text, p.groups);
+    const int64_t oh = window_count(x->shape[2], w->shape[2], p.stride[0], p.padding[0], p.dilation[0]);
+    const int64_t ow = window_count(x->shape[3], w->shape[3], p.stride[1], p.padding[1], p.dilation[1]);
+    if (y->shape[0] != x->shape[0] || y->shape[1] != o || y->shape[2] != oh || y->shape[3] != ow)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                    "%s: %s %s does not fit %s %s and %s %s with stride %dx%d, padding %dx%d, dilation %dx%d "
+                    "(expected [%lld, %lld, %lld, %lld])",
+                    name, roles[2], shape_of(*y).text, roles[0], shape_of(*x).text, roles[1], shape_of(*w).text,
+                    p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1],
+                    static_cast<long long>(x->shape[0]), static_cast<long long>(o), static_cast<long long>(oh),
+                    static_cast<long long>(ow));
+    return TF_STATUS_OK;
+}
+
+// max_pool2d, avg_pool2d:                x [N,C,H,W] -> y [N,C,OH,OW]
+// max_pool2d_backward: dy [N,C,OH,OW], x -> dx (x's shape); avg_pool2d_backward: dy -> dx [N,C,H,W]
+tf_status check_pool(const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    const bool backward = op.op == TF_OP_MAX_POOL2D_BACKWARD || op.op == TF_OP_AVG_POOL2D_BACKWARD;
+    const uint32_t n_inputs = op.op == TF_OP_MAX_POOL2D_BACKWARD ? 2 : 1;
+    if (tf_status s = check_call(op, n_inputs, sizeof(tf_params_pool2d), err); s != TF_STATUS_OK) return s;
+    const auto &p = *static_cast<const tf_params_pool2d *>(op.params);
+    if (p.kernel[0] < 1 || p.kernel[1] < 1 || p.stride[0] < 1 || p.stride[1] < 1 || p.padding[0] < 0 ||
+        p.padding[1] < 0 || p.padding[0] > p.kernel[0] / 2 || p.padding[1] > p.kernel[1] / 2)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                    "%s: kernel %dx%d, stride %dx%d, padding %dx%d (need kernel and stride >= 1, "
+                    "0 <= padding <= kernel/2)",
+                    name, p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.padding[0], p.padding[1]);
+    const tf_tensor_desc *x = backward ? &op.outputs[0] : &op.inputs[0];
+    const tf_tensor_desc *y = backward ? &op.inputs[0] : &op.outputs[0];
+    if (x->rank != 4 || y->rank != 4)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %s and %s %s must have rank 4", name,
+                    backward ? "dx" : "x", shape_of(*x).text, backward ? "dy" : "y", shape_of(*y).text);
+    if (op.op == TF_OP_MAX_POOL2D_BACKWARD) {
+        if (tf_status s = check_float(name, {y, &op.inputs[1], x}, err); s != TF_STATUS_OK) return s;
+        if (!same_shape(op.inputs[1], *x))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: dx %s must have x's shape %s", name, shape_of(*x).text,
+                        shape_of(op.inputs[1]).text);
+    } else if (tf_status s = check_float(name, {y, x}, err); s != TF_STATUS_OK) {
+        return s;
+    }
+    const int64_t oh = window_count(x->shape[2], p.kernel[0], p.stride[0], p.padding[0], 1);
+    const int64_t ow = window_count(x->shape[3], p.kernel[1], p.stride[1], p.padding[1], 1);
+    if (y->shape[0] != x->shape[0] || y->shape[1] != x->shape[1] || y->shape[2] != oh || y->shape[3] != ow)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                    "%s: %s %s does not fit %s %s with kernel %dx%d, stride %dx%d, padding %dx%d "
+                    "(expected [%lld, %lld, %lld, %lld])",
+                    name, backward ? "dy" : "y", shape_of(*y).text, backward ? "dx" : "x", shape_of(*x).text,
+                    p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.padding[0], p.padding[1],
+                    static_cast<long long>(x->shape[0]), static_cast<long long>(x->shape[1]),
+                    static_cast<long long>(oh), static_cast<long long>(ow));
+    return TF_STATUS_OK;
+}
+
+// softmax, log_softmax: x -> y of x's shape, along axis (0 <= axis < rank).
+tf_status check_softmax(const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    if (tf_status s = check_call(op, 1, sizeof(tf_params_axis), err); s != TF_STATUS_OK) return s;
+    const tf_tensor_desc &x = op.inputs[0], &y = op.outputs[0];
+    const int32_t axis = static_cast<const tf_params_axis *>(op.params)->axis;
+    if (x.rank < 1 || axis < 0 || axis >= x.rank)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is not an axis of shape %s", name, axis,
+                    shape_of(x).text);
+    if (!same_shape(x, y))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output %s must have the input's shape %s", name,
+                    shape_of(y).text, shape_of(x).text);
+    return check_float(name, {&x, &y}, err);
+}
+
+// layer_norm: x [..., *S], weight [*S], bias [*S] -> y; rms_norm: x, weight -> y.
+tf_status check_norm(const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    const uint32_t n_inputs = op.op == TF_OP_LAYER_NORM ? 3 : 2;
+    if (tf_status s = check_call(op, n_inputs, sizeof(tf_params_norm), err); s != TF_STATUS_OK) return s;
+    const tf_tensor_desc &x = op.inputs[0], &y = op.outputs[0];
+    const int32_t n_axes = static_cast<const tf_params_norm *>(op.params)->n_axes;
+    if (n_axes < 1 || n_axes > x.rank)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: cannot normalise the last %d axes of shape %s", name, n_axes,
+                    shape_of(x).text);
+    if (!same_shape(x, y))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output %s must have the input's shape %s", name,
+                    shape_of(y).text, shape_of(x).text);
+    for (uint32_t i = 1; i < n_inputs; ++i) {
+        const tf_tensor_desc &t = op.inputs[i];
+        bool ok = t.rank == n_axes;
+        for (int a = 0; ok && a < n_axes; ++a) ok = t.shape[a] == x.shape[x.rank - n_axes + a];
+        if (!ok)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %s must be the last %d axes of x %s", name,
+                        i == 1 ? "weight" : "bias", shape_of(t).text, n_axes, shape_of(x).text);
+    }
+    if (op.op == TF_OP_LAYER_NORM) return check_float(name, {&x, &op.inputs[1], &op.inputs[2], &y}, err);
+    return check_float(name, {&x, &op.inputs[1], &y}, err);
+}
+
+// rope: x [..., T, D] (D even) -> y of x's shape; theta > 0.
+tf_status check_rope(const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    if (tf_status s = check_call(op, 1, sizeof(tf_params_rope), err); s != TF_STATUS_OK) return s;
+    const tf_tensor_desc &x = op.inputs[0], &y = op.outputs[0];
+    if (x.rank < 2 || x.shape[x.rank - 1] % 2 != 0)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input must be [..., T, D] with D even, got %s", name,
+                    shape_of(x).text);
+    if (!same_shape(x, y))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output %s must have the input's shape %s", name,
+                    shape_of(y).text, shape_of(x).text);
+    const double theta = static_cast<const tf_params_rope *>(op.params)->theta;
+    if (!(theta > 0)) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: theta must be positive, got %g", name, theta);
+    return check_float(name, {&x, &y}, err);
+}
+
+// attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] -> [..., Tq, Dv],
+// one batch shape for all five (the core expands them to it).
+tf_status check_attention(const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    if (tf_status s = check_call(op, 4, sizeof(tf_params_attention), err); s != TF_STATUS_OK) return s;
+    const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
+    const tf_tensor_desc &out = op.outputs[0];
+    const int r = q.rank;
+    bool ok = r >= 2 && k.rank == r && v.rank == r && m.rank == r && out.rank == r;
+    for (int i = 0; ok && i < r - 2; ++i)
+        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && m.shape[i] == q.shape[i] &&
+             out.shape[i] == q.shape[i];
+    ok = ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] &&
+         m.shape[r - 2] == q.shape[r - 2] && m.shape[r - 1] == k.shape[r - 2] && out.shape[r - 2] == q.shape[r - 2] &&
+         out.shape[r - 1] == v.shape[r - 1];
+    if (!ok)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                    "%s: q %s, k %s, v %s, mask %s and output %s do not form [..., Tq, D], [..., Tk, D], "
+                    "[..., Tk, Dv], [..., Tq, Tk] -> [..., Tq, Dv]",
+                    name, shape_of(q).text, shape_of(k).text, shape_of(v).text, shape_of(m).text, shape_of(out).text);
+    return check_float(name, {&q, &k, &v, &m, &out}, err);
+}
+
+// embedding: weight [V, D], indices [...] -> [..., D] (any dtype, the weight's).
+// embedding_backward: dy [..., D], indices [...] -> dweight [V, D] (float).
+tf_status check_embedding(const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    if (tf_status s = check_call(op, 2, 0, err); s != TF_STATUS_OK) return s;
+    const tf_tensor_desc &idx = op.inputs[1];
+    if (tf_status s = check_index(name, "indices", idx, err); s != TF_STATUS_OK) return s;
+    const bool forward = op.op == TF_OP_EMBEDDING;
+    const tf_tensor_desc &table = forward ? op.inputs[0] : op.outputs[0];
+    const tf_tensor_desc &rows = forward ? op.outputs[0] : op.inputs[0];
+    if (table.rank != 2 || !extends_by_one(idx, rows) || rows.shape[rows.rank - 1] != table.shape[1])
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %s, indices %s and %s %s do not form [V, D], [...] %s [..., D]",
+                    name, forward ? "weight" : "dweight", shape_of(table).text, shape_of(idx).text,
+                    forward ? "output" : "dy", shape_of(rows).text, forward ? "->" : "<-");
+    if (forward) {
+        if (table.dtype != rows.dtype)
+            return fail(err, TF_STATUS_UNSUPPORTED, "%s: output dtype %s differs from the weight's %s", name,
+                        dtype_name(rows.dtype), dtype_name(table.dtype));
+        return TF_STATUS_OK;
+    }
+    return check_float(name, {&rows, &table}, err);
+}
+
+// cross_entropy: logits [N, C], labels [N] -> [] (mean, sum) or [N] (none).
+tf_status check_cross_entropy(const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    if (tf_status s = check_call(op, 2, sizeof(tf_params_cross_entropy), err); s != TF_STATUS_OK) return s;
+    const auto &p = *static_cast<const tf_params_cross_entropy *>(op.params);
+    if (p.reduction != TF_REDUCTION_NONE && p.reduction != TF_REDUCTION_MEAN && p.reduction != TF_REDUCTION_SUM)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: reduction %d is not none (0), mean (1) or sum (2)", name,
+                    p.reduction);
+    const tf_tensor_desc &logits = op.inputs[0], &labels = op.inputs[1], &out = op.outputs[0];
+    if (tf_status s = check_index(name, "labels", labels, err); s != TF_STATUS_OK) return s;
+    const bool per_row = p.reduction == TF_REDUCTION_NONE;
+    if (logits.rank != 2 || labels.rank != 1 || labels.shape[0] != logits.shape[0] ||
+        out.rank != (per_row ? 1 : 0) || (per_row && out.shape[0] != logits.shape[0]))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                    "%s: logits %s, labels %s and loss %s do not form [N, C], [N] -> %s", name, shape_of(logits).text,
+                    shape_of(labels).text, shape_of(out).text, per_row ? "[N]" : "[]");
+    return check_float(name, {&logits, &out}, err);
+}
+
+// one_hot: labels [...] -> [..., num_classes] of any dtype.
+tf_status check_one_hot(const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    if (tf_status s = check_call(op, 1, sizeof(tf_params_one_hot), err); s != TF_STATUS_OK) return s;
+    const int32_t classes = static_cast<const tf_params_one_hot *>(op.params)->num_classes;
+    const tf_tensor_desc &labels = op.inputs[0], &out = op.outputs[0];
+    if (tf_status s = check_index(name, "labels", labels, err); s != TF_STATUS_OK) return s;
+    if (classes < 1)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: num_classes must be >= 1, got %d", name, classes);
+    if (!extends_by_one(labels, out) || out.shape[out.rank - 1] != classes)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output %s must be labels %s followed by %d classes", name,
+                    shape_of(out).text, shape_of(labels).text, classes);
+    if (dtype_size(out.dtype) == 0)
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: unknown output dtype %d", name, out.dtype);
+    return TF_STATUS_OK;
+}
+
+// ---- Staging --------------------------------------------------------------------------------
+
+// f32, row-major without gaps (size-1 axes may have any stride), at a float-aligned address.
+bool dense_f32(const tf_tensor_desc &d) {
+    if (d.dtype != TF_DTYPE_F32) return false;
+    int64_t expect = 1;
+    for (int i = d.rank - 1; i >= 0; --i) {
+        if (d.shape[i] != 1 && d.strides[i] != expect) return false;
+        expect *= d.shape[i];
+    }
+    return (reinterpret_cast<uintptr_t>(d.data) + d.offset) % alignof(float) == 0;
+}
+
+// Dense row-major f32 memory with d's shape, as a walk sees it.
+view dense_view(const tf_tensor_desc &d, float *data) {
+    view v{reinterpret_cast<char *>(data), {}};
+    int64_t stride = static_cast<int64_t>(sizeof(float));
+    for (int i = d.rank - 1; i >= 0; --i) {
+        v.strides[i] = stride;
+        stride *= d.shape[i];
+    }
+    return v;
+}
+
+}  // namespace
+
+f32_input::f32_input(const tf_tensor_desc &d) : data_(nullptr) {
+    if (numel(d) == 0) return;
+    if (dense_f32(d)) {
+        data_ = reinterpret_cast<const float *>(static_cast<const char *>(d.data) + d.offset);
+        return;
+    }
+    copy_.resize(static_cast<size_t>(numel(d)));
+    const view dst = dense_view(d, copy_.data());
+    with_float_dtype(d.dtype, [&](auto tag) {
+        using tr = traits<decltype(tag)>;
+        walk<2>(d.rank, d.shape, {dst, view_of(d)}, [](char *const *p, int64_t n, const int64_t *step) {
+            for (int64_t i = 0; i < n; ++i) traits<float>::store(p[0] + i * step[0], tr::load(p[1] + i * step[1]));
+        });
+    });
+    data_ = copy_.data();
+}
+
+f32_output::f32_output(const tf_tensor_desc &d) : desc_(d), data_(nullptr) {
+    if (numel(d) == 0) return;
+    if (dense_f32(d)) {
+        data_ = reinterpret_cast<float *>(static_cast<char *>(d.data) + d.offset);
+        return;
+    }
+    scratch_.resize(static_cast<size_t>(numel(d)));
+    data_ = scratch_.data();
+}
+
+void f32_output::finish() {
+    if (scratch_.empty()) return;
+    const view src = dense_view(desc_, scratch_.data());
+    with_float_dtype(desc_.dtype, [&](auto tag) {
+        using tr = traits<decltype(tag)>;
+        walk<2>(desc_.rank, desc_.shape, {view_of(desc_), src}, [](char *const *p, int64_t n, const int64_t *step) {
+            for (int64_t i = 0; i < n; ++i) tr::store(p[0] + i * step[0], traits<float>::load(p[1] + i * step[1]));
+        });
+    });
+}
+
+std::vector<int64_t> load_indices(const tf_tensor_desc &d) {
+    std::vector<int64_t> values;
+    values.reserve(static_cast<size_t>(numel(d)));
+    auto read = [&](auto tag) {
+        using tr = traits<decltype(tag)>;
+        walk<1>(d.rank, d.shape, {view_of(d)}, [&](char *const *p, int64_t n, const int64_t *step) {
+            for (int64_t i = 0; i < n; ++i) values.push_back(static_cast<int64_t>(tr::load(p[0] + i * step[0])));
+        });
+    };
+    if (d.dtype == TF_DTYPE_I32) read(int32_t{});
+    if (d.dtype == TF_DTYPE_I64) read(int64_t{});
+    return values;
+}
+
+std::vector<int64_t> leading_offsets(const tf_tensor_desc &d, int axes) {
+    const view v = view_of(d);
+    int64_t count = 1;
+    for (int i = 0; i < axes; ++i) count *= d.shape[i];
+    std::vector<int64_t> offsets(static_cast<size_t>(count));
+    int64_t idx[TF_MAX_RANK] = {};
+    int64_t off = 0;
+    for (int64_t e = 0; e < count; ++e) {
+        offsets[static_cast<size_t>(e)] = off;
+        for (int i = axes - 1; i >= 0; --i) {
+            if (++idx[i] < d.shape[i]) {
+                off += v.strides[i];
+                break;
+            }
+            off -= v.strides[i] * (d.shape[i] - 1);
+            idx[i] = 0;
+        }
+    }
+    return offsets;
+}
+
+tf_status validate_own(const tf_op_desc &op, tf_error *err) {
+    switch (op.op) {
+    case TF_OP_CONV2D:
+    case TF_OP_CONV2D_GRAD_INPUT:
+    case TF_OP_CONV2D_GRAD_WEIGHT:
+        return check_conv(op, err);
+    case TF_OP_MAX_POOL2D:
+    case TF_OP_MAX_POOL2D_BACKWARD:
+    case TF_OP_AVG_POOL2D:
+    case TF_OP_AVG_POOL2D_BACKWARD:
+        return check_pool(op, err);
+    case TF_OP_SOFTMAX:
+    case TF_OP_LOG_SOFTMAX:
+        return check_softmax(op, err);
+    case TF_OP_LAYER_NORM:
+    case TF_OP_RMS_NORM:
+        return check_norm(op, err);
+    case TF_OP_ROPE:
+        return check_rope(op, err);
+    case TF_OP_ATTENTION:
+        return check_attention(op, err);
+    case TF_OP_EMBEDDING:
+    case TF_OP_EMBEDDING_BACKWARD:
+        return check_embedding(op, err);
+    case TF_OP_CROSS_ENTROPY:
+        return check_cross_entropy(op, err);
+    case TF_OP_ONE_HOT:
+        return check_one_hot(op, err);
+    default:
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", op_name(op.op));
+    }
+}
+
+tf_status run_own(const tf_op_desc &op, tf_error *err) {
+    switch (op.op) {
+    case TF_OP_CONV2D: return run_conv2d(op, err);
+    case TF_OP_CONV2D_GRAD_INPUT: return run_conv2d_grad_input(op, err);
+    case TF_OP_CONV2D_GRAD_WEIGHT: return run_conv2d_grad_weight(op, err);
+    case TF_OP_MAX_POOL2D: return run_max_pool2d(op, err);
+    case TF_OP_MAX_POOL2D_BACKWARD: return run_max_pool2d_backward(op, err);
+    case TF_OP_AVG_POOL2D: return run_avg_pool2d(op, err);
+    case TF_OP_AVG_POOL2D_BACKWARD: return run_avg_pool2d_backward(op, err);
+    case TF_OP_SOFTMAX:
+    case TF_OP_LOG_SOFTMAX: return run_softmax(op, err);
+    case TF_OP_LAYER_NORM: return run_layer_norm(op, err);
+    case TF_OP_RMS_NORM: return run_rms_norm(op, err);
+    case TF_OP_ROPE: return run_rope(op, err);
+    case TF_OP_ATTENTION: return run_attention(op, err);
+    case TF_OP_EMBEDDING: return run_embedding(op, err);
+    case TF_OP_EMBEDDING_BACKWARD: return run_embedding_backward(op, err);
+    case TF_OP_CROSS_ENTROPY: return run_cross_entropy(op, err);
+    case TF_OP_ONE_HOT: return run_one_hot(op, err);
+    default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", op_name(op.op));
+    }
+}
+
+}  // namespace tf_cpu
