@@ -1,0 +1,246 @@
+// Autograd engine behaviour: leaves and non-leaves, accumulation, explicit
+// gradients, detach, NoGradGuard, freed and retained graphs, shared inputs, and
+// the misuse errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "tinyfin/tinyfin.hpp"
+
+using namespace tinyfin;
+using doctest::Contains;
+using F = std::vector<float>;
+
+static Tensor t(const F &values, const Shape &shape) { return from_vector(values, shape); }
+
+TEST_CASE("requires_grad_, leaves and non-leaves") {
+    Tensor x = t({1, 2, 3}, {3});
+    CHECK_FALSE(x.requires_grad());
+    CHECK(x.is_leaf());
+    CHECK_FALSE(x.grad().defined());
+    CHECK(&x.requires_grad_() == &x); // chains
+    CHECK(x.requires_grad());
+    CHECK(x.is_leaf());
+    Tensor y = x * 2.0;
+    CHECK(y.requires_grad());
+    CHECK_FALSE(y.is_leaf());
+    // an op on tensors that need no gradient records nothing
+    Tensor c = t({1, 1, 1}, {3});
+    Tensor z = c * 2.0;
+    CHECK_FALSE(z.requires_grad());
+    CHECK(z.is_leaf());
+    // only leaves can be marked
+    CHECK_THROWS_WITH_AS(y.requires_grad_(), Contains("only leaf tensors"), AutogradError);
+    // and unmarked again
+    x.requires_grad_(false);
+    CHECK_FALSE(x.requires_grad());
+    CHECK_FALSE((x * 2.0).requires_grad());
+}
+
+TEST_CASE("backward fills leaf gradients; non-leaves and constants get none") {
+    Tensor x = t({1, 2, 3}, {3}).requires_grad_();
+    Tensor c = t({4, 5, 6}, {3});
+    Tensor h = x * c;
+    sum(h).backward();
+    REQUIRE(x.grad().defined());
+    CHECK(x.grad().to_vector<float>() == F{4, 5, 6});
+    CHECK(x.grad().shape() == x.shape());
+    CHECK_FALSE(x.grad().requires_grad()); // a gradient is plain data
+    CHECK_FALSE(c.grad().defined());
+    CHECK_FALSE(h.grad().defined());
+}
+
+TEST_CASE("gradients accumulate over two backward calls until zero_grad") {
+    Tensor x = t({1, -2}, {2}).requires_grad_();
+    sum(square(x)).backward();
+    CHECK(x.grad().to_vector<float>() == F{2, -4});
+    sum(x * 3.0).backward();
+    CHECK(x.grad().to_vector<float>() == F{5, -1});
+    x.zero_grad();
+    CHECK_FALSE(x.grad().defined());
+    sum(x).backward();
+    CHECK(x.grad().to_vector<float>() == F{1, 1});
+    x.set_grad(t({10, 10}, {2}));
+    sum(x).backward();
+    CHECK(x.grad().to_vector<float>() == F{11, 11});
+    CHECK_THROWS_AS(x.set_grad(zeros({3})), ShapeError);
+}
+
+TEST_CASE("backward with an explicit gradient for a non-scalar output") {
+    Tensor x = t({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
+    Tensor y = x * x; // dy/dx = 2x
+    y.backward(t({1, 0, -1, 2, 0.5f, 0}, {2, 3}));
+    CHECK(x.grad().to_vector<float>() == F{2, 0, -6, 16, 5, 0});
+    Tensor z = sum(x, {1}); // [2]
+    x.zero_grad();
+    z.backward(t({3, -1}, {2}));
+    CHECK(x.grad().to_vector<float>() == F{3, 3, 3, -1, -1, -1});
+    CHECK_THROWS_WITH_AS((x * 2.0).backward(zeros({3, 2})), Contains("gradient shape [3,2] differs from the output's [2,3]"),
+                         ShapeError);
+}
+
+TEST_CASE("an implied gradient needs a one-element output") {
+    Tensor x = t({1, 2}, {2}).requires_grad_();
+    CHECK_THROWS_WITH_AS((x * 2.0).backward(), Contains("one-element"), AutogradError);
+    // a [1,1] output is fine
+    (x.slice(0, 0, 1).reshape({1, 1}) * 5.0).backward();
+    CHECK(x.grad().to_vector<float>() == F{5, 0});
+    // backward of a tensor that needs no gradient
+    CHECK_THROWS_WITH_AS(sum(t({1}, {1})).backward(), Contains("does not require grad"), AutogradError);
+}
+
+TEST_CASE("detach cuts the graph but shares storage") {
+    Tensor x = t({1, 2, 3}, {3}).requires_grad_();
+    Tensor y = x * 2.0;
+    Tensor d = y.detach();
+    CHECK_FALSE(d.requires_grad());
+    CHECK(d.is_leaf());
+    CHECK(d.shares_storage(y));
+    CHECK(d.to_vector<float>() == F{2, 4, 6});
+    // the detached branch contributes no gradient
+    sum(x * d + y).backward();
+    CHECK(x.grad().to_vector<float>() == F{2 + 2, 4 + 2, 6 + 2});
+    CHECK_FALSE(x.detach().requires_grad());
+}
+
+TEST_CASE("NoGradGuard records no history and restores the mode") {
+    Tensor x = t({1, 2}, {2}).requires_grad_();
+    CHECK(grad_enabled());
+    Tensor y;
+    {
+        NoGradGuard guard;
+        CHECK_FALSE(grad_enabled());
+        y = exp(x * 2.0);
+        {
+            NoGradGuard nested;
+            CHECK_FALSE(grad_enabled());
+        }
+        CHECK_FALSE(grad_enabled());
+        CHECK(x.requires_grad()); // the leaf keeps its flag
+    }
+    CHECK(grad_enabled());
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.is_leaf());
+    CHECK_THROWS_AS(sum(y).backward(), AutogradError);
+    CHECK((x * 2.0).requires_grad());
+}
+
+TEST_CASE("the graph is freed after backward unless retain_graph") {
+    Tensor x = t({0.5f, -1}, {2}).requires_grad_();
+    Tensor loss = sum(exp(x) * x);
+    loss.backward();
+    F first = x.grad().to_vector<float>();
+    CHECK_THROWS_WITH_AS(loss.backward(), Contains("retain_graph"), AutogradError);
+    // the failed call left the gradient alone and the process keeps working
+    CHECK(x.grad().to_vector<float>() == first);
+
+    Tensor y = t({0.5f, -1}, {2}).requires_grad_();
+    Tensor kept = sum(exp(y) * y);
+    kept.backward(Tensor(), /*retain_graph=*/true);
+    kept.backward(Tensor(), true);
+    F twice = y.grad().to_vector<float>();
+    for (int i = 0; i < 2; ++i) CHECK(twice[i] == doctest::Approx(2 * first[i]));
+    kept.backward(); // third run frees the graph
+    CHECK_THROWS_AS(kept.backward(), AutogradError);
+    // a new graph over the same leaf works
+    sum(y).backward();
+}
+
+TEST_CASE("a tensor used twice gets the summed gradient") {
+    Tensor x = t({1, 2, 3}, {3}).requires_grad_();
+    sum(x * x).backward(); // one op, the same tensor on both sides
+    CHECK(x.grad().to_vector<float>() == F{2, 4, 6});
+    x.zero_grad();
+    // diamond: a = 3x feeds b = a^2 and c = 2a; loss = sum(b + c)
+    Tensor a = x * 3.0;
+    Tensor loss = sum(square(a) + a * 2.0);
+    loss.backward(); // d/dx = (2a + 2) * 3 = 18x + 6
+    CHECK(x.grad().to_vector<float>() == F{24, 42, 60});
+    x.zero_grad();
+    // a leaf reached by two different paths through views
+    Tensor m = t({1, 2, 3, 4}, {2, 2}).requires_grad_();
+    sum(m.transpose(0, 1) * m).backward(); // d/dm[i][j] = 2 m[j][i]
+    CHECK(m.grad().to_vector<float>() == F{2, 6, 4, 8});
+}
+
+TEST_CASE("gradients reduce over broadcast axes to the leaf's shape") {
+    Tensor a = t({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
+    Tensor b = t({10, 20, 30}, {3}).requires_grad_();
+    Tensor s = scalar(2).requires_grad_();
+    sum((a + b) * s).backward();
+    CHECK(a.grad().to_vector<float>() == F(6, 2));
+    CHECK(b.grad().to_vector<float>() == F{4, 4, 4});
+    CHECK(s.grad().rank() == 0);
+    CHECK(s.grad().item<float>() == 21 + 2 * 60);
+}
+
+TEST_CASE("integer tensors cannot require grad; casts to integers end the graph") {
+    Tensor i = from_vector(std::vector<int32_t>{1, 2}, {2});
+    CHECK_THROWS_WITH_AS(i.requires_grad_(), Contains("float dtype, got i32"), AutogradError);
+    CHECK_THROWS_AS(zeros({2}, DType::boolean).requires_grad_(), AutogradError);
+    CHECK_NOTHROW(i.requires_grad_(false));
+    Tensor x = t({1.5f, 2.5f}, {2}).requires_grad_();
+    Tensor k = cast(x, DType::i64);
+    CHECK_FALSE(k.requires_grad());
+    Tensor back = cast(k, DType::f32);
+    CHECK_FALSE(back.requires_grad());
+    // argmax and comparisons do not carry gradients either
+    CHECK_FALSE(argmax(x, 0).requires_grad());
+    CHECK_FALSE(gt(x, scalar(2)).requires_grad());
+}
+
+TEST_CASE("assign_ refuses a requires-grad leaf under grad mode, allows it under NoGradGuard") {
+    Tensor w = t({1, 2}, {2}).requires_grad_();
+    CHECK_THROWS_WITH_AS(w.assign_(zeros({2})), Contains("assign_: cannot overwrite a tensor that requires grad"),
+                         AutogradError);
+    CHECK(w.to_vector<float>() == F{1, 2}); // untouched
+    sum(w * w).backward();
+    {
+        NoGradGuard guard;
+        w.assign_(w - w.grad() * 0.25); // an SGD step
+    }
+    CHECK(w.to_vector<float>() == F{0.5f, 1});
+    CHECK(w.requires_grad());
+    CHECK(w.is_leaf());
+}
+
+TEST_CASE("a long chain of ops runs backward and is freed without deep recursion") {
+    Tensor x = scalar(1).requires_grad_();
+    Tensor y = x;
+    const int depth = 20000;
+    for (int i = 0; i < depth; ++i) y = y + 1.0;
+    y.backward();
+    CHECK(x.grad().item<float>() == 1);
+    y = Tensor(); // drops the whole chain
+    CHECK(x.grad().item<float>() == 1);
+}
+
+TEST_CASE("gradients at kinks follow the documented conventions") {
+    // max/min reductions split the gradient equally among tied extremes
+    Tensor x = t({1, 3, 3, -2}, {4}).requires_grad_();
+    max(x).backward();
+    CHECK(x.grad().to_vector<float>() == F{0, 0.5f, 0.5f, 0});
+    x.zero_grad();
+    min(t({-2, 5}, {2}) * 1.0 + x.slice(0, 2, 4)).backward(); // [1, 3]: no tie
+    CHECK(x.grad().to_vector<float>() == F{0, 0, 1, 0});
+    // maximum/minimum give half to each side of a tie
+    Tensor a = t({1, 2}, {2}).requires_grad_(), b = t({1, 5}, {2}).requires_grad_();
+    sum(maximum(a, b)).backward();
+    CHECK(a.grad().to_vector<float>() == F{0.5f, 0});
+    CHECK(b.grad().to_vector<float>() == F{0.5f, 1});
+    // relu and abs have gradient 0 at 0; clamp passes the gradient at its bounds
+    Tensor z = t({0, -1, 2}, {3}).requires_grad_();
+    sum(relu(z) + abs(z)).backward();
+    CHECK(z.grad().to_vector<float>() == F{0, -1, 2});
+    z.zero_grad();
+    sum(clamp(z, -1, 1)).backward();
+    CHECK(z.grad().to_vector<float>() == F{1, 1, 0});
+    // pow: no gradient for the exponent where the base is <= 0
+    Tensor base = t({0, -2, 2}, {3}).requires_grad_(), exponent = t({2, 2, 2}, {3}).requires_grad_();
+    sum(pow(base, exponent)).backward();
+    CHECK(base.grad().to_vector<float>() == F{0, -4, 4});
+    F ge = exponent.grad().to_vector<float>();
+    CHECK(ge[0] == 0);
+    CHECK(ge[1] == 0);
+    CHECK(ge[2] == doctest::Approx(4 * std::log(2.0)));
+}

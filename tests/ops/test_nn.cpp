@@ -1,0 +1,564 @@
+// Neural-network ops against naive host loops: conv2d (stride, padding,
+// dilation, groups, bias), max/avg pooling, softmax, log_softmax, layer_norm,
+// rms_norm, rope (both layouts), attention (mask, causal), embedding,
+// cross_entropy (every reduction, ignore_index) and one_hot.
+#include <algorithm>
+#include <limits>
+
+#include "reference.hpp"
+
+using namespace tinyfin;
+using ref::D;
+using ref::F;
+
+namespace {
+
+// ---- host references ----------------------------------------------------------------
+
+D conv2d_ref(const D &x, const Shape &sx, const D &w, const Shape &sw, const D *bias,
+             const Conv2dOptions &o, Shape &so) {
+    int64_t n = sx[0], c = sx[1], h = sx[2], wd = sx[3];
+    int64_t oc = sw[0], icg = sw[1], kh = sw[2], kw = sw[3];
+    int64_t oh = (h + 2 * o.pad_h - o.dilation_h * (kh - 1) - 1) / o.stride_h + 1;
+    int64_t ow = (wd + 2 * o.pad_w - o.dilation_w * (kw - 1) - 1) / o.stride_w + 1;
+    so = {n, oc, oh, ow};
+    D y(static_cast<std::size_t>(ref::numel(so)));
+    int64_t ocg = oc / o.groups;
+    for (int64_t b = 0; b < n; ++b)
+        for (int64_t f = 0; f < oc; ++f)
+            for (int64_t i = 0; i < oh; ++i)
+                for (int64_t j = 0; j < ow; ++j) {
+                    double s = bias ? (*bias)[f] : 0.0;
+                    int64_t g = f / ocg;
+                    for (int64_t ci = 0; ci < icg; ++ci)
+                        for (int64_t p = 0; p < kh; ++p)
+                            for (int64_t q = 0; q < kw; ++q) {
+                                int64_t ih = i * o.stride_h - o.pad_h + p * o.dilation_h;
+                                int64_t iw = j * o.stride_w - o.pad_w + q * o.dilation_w;
+                                if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
+                                int64_t ch = g * icg + ci;
+                                s += x[((b * c + ch) * h + ih) * wd + iw] * w[((f * icg + ci) * kh + p) * kw + q];
+                            }
+                    y[((b * oc + f) * oh + i) * ow + j] = s;
+                }
+    return y;
+}
+
+D pool_ref(const D &x, const Shape &sx, const Pool2dOptions &o, bool is_max, Shape &so) {
+    int sh = o.stride_h ? o.stride_h : o.kernel_h, sw = o.stride_w ? o.stride_w : o.kernel_w;
+    int64_t n = sx[0], c = sx[1], h = sx[2], w = sx[3];
+    int64_t oh = (h + 2 * o.pad_h - o.kernel_h) / sh + 1, ow = (w + 2 * o.pad_w - o.kernel_w) / sw + 1;
+    so = {n, c, oh, ow};
+    D y;
+    for (int64_t b = 0; b < n * c; ++b)
+        for (int64_t i = 0; i < oh; ++i)
+            for (int64_t j = 0; j < ow; ++j) {
+                double best = -INFINITY, total = 0;
+                int count = 0;
+                for (int p = 0; p < o.kernel_h; ++p)
+                    for (int q = 0; q < o.kernel_w; ++q) {
+                        int64_t ih = i * sh - o.pad_h + p, iw = j * sw - o.pad_w + q;
+                        if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                        double v = x[(b * h + ih) * w + iw];
+                        best = std::max(best, v);
+                        total += v;
+                        ++count;
+                    }
+                double divisor = o.count_include_pad ? o.kernel_h * o.kernel_w : count;
+                y.push_back(is_max ? best : total / divisor);
+            }
+    return y;
+}
+
+// Applies f to every 1-D line along `axis` of a row-major tensor, in place.
+void along_axis(D &a, const Shape &shape, int axis, const std::function<void(std::vector<double *> &)> &f) {
+    int64_t inner = 1, outer = 1, len = shape[axis];
+    for (std::size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+    for (int d = 0; d < axis; ++d) outer *= shape[d];
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+            std::vector<double *> line;
+            for (int64_t k = 0; k < len; ++k) line.push_back(&a[(o * len + k) * inner + i]);
+            f(line);
+        }
+}
+
+D softmax_ref(D a, const Shape &shape, int axis, bool log_form) {
+    along_axis(a, shape, axis, [log_form](std::vector<double *> &line) {
+        double m = -INFINITY, s = 0;
+        for (double *v : line) m = std::max(m, *v);
+        for (double *v : line) s += std::exp(*v - m);
+        for (double *v : line) *v = log_form ? *v - m - std::log(s) : std::exp(*v - m) / s;
+    });
+    return a;
+}
+
+// Normalises groups of `group` consecutive elements.
+D norm_ref(const D &x, int64_t group, const D &w, const D &b, double eps, bool rms) {
+    D y(x.size());
+    for (std::size_t start = 0; start < x.size(); start += group) {
+        double mu = 0, sq = 0;
+        for (int64_t i = 0; i < group; ++i) mu += x[start + i];
+        mu /= group;
+        for (int64_t i = 0; i < group; ++i) {
+            double d = rms ? x[start + i] : x[start + i] - mu;
+            sq += d * d;
+        }
+        double r = 1 / std::sqrt(sq / group + eps);
+        for (int64_t i = 0; i < group; ++i) {
+            double centred = rms ? x[start + i] : x[start + i] - mu;
+            y[start + i] = centred * r * w[i] + (rms ? 0 : b[i]);
+        }
+    }
+    return y;
+}
+
+// x [..., T, D]: pairs (i, i + D/2) or (2i, 2i+1) rotated by (offset + t) theta^(-2i/D).
+D rope_ref(const D &x, const Shape &shape, double theta, bool interleaved, int64_t offset) {
+    int64_t t_len = shape[shape.size() - 2], d = shape.back();
+    D y(x.size());
+    for (std::size_t row = 0; row < x.size() / d; ++row) {
+        int64_t t = static_cast<int64_t>(row) % t_len;
+        for (int64_t i = 0; i < d / 2; ++i) {
+            double angle = static_cast<double>(offset + t) * std::pow(theta, -2.0 * i / d);
+            int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + d / 2;
+            double x0 = x[row * d + a], x1 = x[row * d + b];
+            y[row * d + a] = x0 * std::cos(angle) - x1 * std::sin(angle);
+            y[row * d + b] = x0 * std::sin(angle) + x1 * std::cos(angle);
+        }
+    }
+    return y;
+}
+
+// q [B, Tq, D], k [B, Tk, D], v [B, Tk, Dv], mask [Tq, Tk] or empty.
+D attention_ref(const D &q, const D &k, const D &v, const D &mask, int64_t b, int64_t tq, int64_t tk,
+                int64_t d, int64_t dv, bool causal, double scale) {
+    D out(static_cast<std::size_t>(b * tq * dv), 0.0);
+    for (int64_t n = 0; n < b; ++n)
+        for (int64_t i = 0; i < tq; ++i) {
+            D s(tk);
+            double m = -INFINITY;
+            for (int64_t j = 0; j < tk; ++j) {
+                double dot = 0;
+                for (int64_t c = 0; c < d; ++c) dot += q[(n * tq + i) * d + c] * k[(n * tk + j) * d + c];
+                s[j] = dot * scale + (mask.empty() ? 0 : mask[i * tk + j]);
+                if (causal && j > i + (tk - tq)) s[j] = -INFINITY;
+                m = std::max(m, s[j]);
+            }
+            double total = 0;
+            for (double &e : s) total += (e = std::exp(e - m));
+            for (int64_t j = 0; j < tk; ++j)
+                for (int64_t c = 0; c < dv; ++c)
+                    out[(n * tq + i) * dv + c] += s[j] / total * v[(n * tk + j) * dv + c];
+        }
+    return out;
+}
+
+// Row-major copy of a host tensor permuted by axes (the view t.permute(axes)).
+D permute_ref(const D &a, const Shape &shape, const std::vector<int> &axes, Shape &out_shape) {
+    out_shape.clear();
+    for (int ax : axes) out_shape.push_back(shape[ax]);
+    D out(a.size());
+    for (int64_t i = 0; i < ref::numel(out_shape); ++i) {
+        auto c = ref::unravel(i, out_shape);
+        std::vector<int64_t> src(shape.size());
+        for (std::size_t k = 0; k < axes.size(); ++k) src[axes[k]] = c[k];
+        int64_t flat = 0;
+        for (std::size_t k = 0; k < shape.size(); ++k) flat = flat * shape[k] + src[k];
+        out[i] = a[flat];
+    }
+    return out;
+}
+
+} // namespace
+
+// ---- conv2d ---------------------------------------------------------------------------
+
+TEST_CASE("conv2d against a naive loop: stride, padding, dilation, groups, bias") {
+    struct Case {
+        Shape sx, sw;
+        Conv2dOptions o;
+        bool bias;
+    };
+    std::vector<Case> cases{
+        {{2, 3, 5, 5}, {4, 3, 3, 3}, {}, false},
+        {{2, 3, 5, 5}, {4, 3, 3, 3}, {}, true},
+        {{1, 2, 7, 6}, {3, 2, 3, 3}, {2, 2, 1, 1, 1, 1, 1}, true},         // stride 2, padding 1
+        {{1, 2, 7, 8}, {2, 2, 3, 2}, {1, 2, 2, 1, 2, 3, 1}, false},        // asymmetric, dilation
+        {{2, 4, 5, 5}, {6, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 2}, true},         // groups 2
+        {{1, 3, 4, 4}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 3}, true},         // depthwise
+        {{1, 4, 6, 6}, {4, 2, 2, 3}, {2, 1, 0, 2, 2, 1, 2}, false},        // everything at once
+        {{1, 2, 3, 3}, {5, 2, 1, 1}, {}, true},                            // 1x1
+        {{1, 1, 2, 2}, {1, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1}, false},        // kernel larger than input
+    };
+    uint64_t seed = 100;
+    for (const Case &c : cases) {
+        INFO("x " << shape_str(c.sx) << " w " << shape_str(c.sw) << " stride " << c.o.stride_h << "x"
+                  << c.o.stride_w << " pad " << c.o.pad_h << "x" << c.o.pad_w << " dilation "
+                  << c.o.dilation_h << "x" << c.o.dilation_w << " groups " << c.o.groups);
+        F x = ref::values(ref::numel(c.sx), seed++), w = ref::values(ref::numel(c.sw), seed++);
+        F b = ref::values(c.sw[0], seed++);
+        D db = ref::to_double(b);
+        Shape so;
+        D want = conv2d_ref(ref::to_double(x), c.sx, ref::to_double(w), c.sw, c.bias ? &db : nullptr, c.o, so);
+        Tensor y = conv2d(ref::tensor(x, c.sx), ref::tensor(w, c.sw), c.bias ? ref::tensor(b, {c.sw[0]}) : Tensor(), c.o);
+        ref::check_close(y, want, so, 1e-5, 1e-5);
+    }
+}
+
+TEST_CASE("conv2d of non-contiguous input and weight") {
+    // x as a permuted NHWC tensor, w as a transposed [O, C, KW, KH] tensor.
+    Shape nhwc{2, 5, 4, 3};
+    F xv = ref::values(ref::numel(nhwc), 120), wv = ref::values(4 * 3 * 3 * 2, 121);
+    Shape sx, sw;
+    D dx = permute_ref(ref::to_double(xv), nhwc, {0, 3, 1, 2}, sx);
+    D dw = permute_ref(ref::to_double(wv), {4, 3, 3, 2}, {0, 1, 3, 2}, sw);
+    Tensor x = ref::tensor(xv, nhwc).permute({0, 3, 1, 2});
+    Tensor w = ref::tensor(wv, {4, 3, 3, 2}).transpose(2, 3);
+    REQUIRE_FALSE(x.is_contiguous());
+    Conv2dOptions o;
+    o.pad_w = 1;
+    Shape so;
+    D want = conv2d_ref(dx, sx, dw, sw, nullptr, o, so);
+    ref::check_close(conv2d(x, w, Tensor(), o), want, so, 1e-5, 1e-5);
+    // every other input row (stride 2 along H)
+    Tensor xs = ref::tensor(xv, {2, 3, 10, 2}).slice(2, 0, 10, 2); // [2,3,5,2]
+    D ds;
+    for (int64_t i = 0; i < 2 * 3 * 10 * 2; ++i) {
+        auto c = ref::unravel(i, {2, 3, 10, 2});
+        if (c[2] % 2 == 0) ds.push_back(xv[i]);
+    }
+    Tensor w1 = ref::tensor(ref::values(3 * 3 * 2 * 1, 122), {3, 3, 2, 1});
+    want = conv2d_ref(ds, {2, 3, 5, 2}, ref::host(w1), {3, 3, 2, 1}, nullptr, {}, so);
+    ref::check_close(conv2d(xs, w1), want, so, 1e-5, 1e-5);
+}
+
+TEST_CASE("conv2d large enough to cross the GEMM blocking") {
+    // C/groups * KH * KW = 288 > one packed K block (256); 100 output positions per image.
+    Shape sx{2, 64, 10, 10}, sw{24, 32, 3, 3};
+    Conv2dOptions o;
+    o.pad_h = o.pad_w = 1;
+    o.groups = 2;
+    F x = ref::values(ref::numel(sx), 130), w = ref::values(ref::numel(sw), 131), b = ref::values(24, 132);
+    D db = ref::to_double(b);
+    Shape so;
+    D want = conv2d_ref(ref::to_double(x), sx, ref::to_double(w), sw, &db, o, so);
+    ref::check_close(conv2d(ref::tensor(x, sx), ref::tensor(w, sw), ref::tensor(b, {24}), o), want, so, 1e-4, 1e-4);
+}
+
+// ---- pooling --------------------------------------------------------------------------
+
+TEST_CASE("max_pool2d and avg_pool2d against a naive loop") {
+    struct Case {
+        Shape sx;
+        Pool2dOptions o;
+    };
+    std::vector<Case> cases{
+        {{2, 3, 4, 4}, {}},                                   // 2x2, stride 2
+        {{1, 2, 5, 5}, {3, 3, 2, 2, 1, 1, true}},              // 3x3, stride 2, padding 1
+        {{1, 2, 5, 5}, {3, 3, 2, 2, 1, 1, false}},             // padding not counted
+        {{1, 1, 6, 7}, {2, 3, 1, 2, 0, 1, true}},              // rectangular
+        {{2, 1, 5, 4}, {2, 2, 3, 1, 1, 0, false}},
+        {{1, 1, 3, 3}, {3, 3, 1, 1, 0, 0, true}},              // one window
+    };
+    uint64_t seed = 200;
+    for (const Case &c : cases) {
+        INFO("x " << shape_str(c.sx) << " kernel " << c.o.kernel_h << "x" << c.o.kernel_w << " stride "
+                  << c.o.stride_h << "x" << c.o.stride_w << " pad " << c.o.pad_h << "x" << c.o.pad_w
+                  << " include_pad " << c.o.count_include_pad);
+        F x = ref::values(ref::numel(c.sx), seed++, -2, 2);
+        Shape so;
+        D want = pool_ref(ref::to_double(x), c.sx, c.o, true, so);
+        ref::check_close(max_pool2d(ref::tensor(x, c.sx), c.o), want, so, 0, 0);
+        want = pool_ref(ref::to_double(x), c.sx, c.o, false, so);
+        ref::check_close(avg_pool2d(ref::tensor(x, c.sx), c.o), want, so, 1e-6, 1e-5);
+    }
+    // max pooling of all-negative values with padding: padding is -inf, never 0
+    Pool2dOptions o{2, 2, 2, 2, 1, 1, true};
+    ref::check_close(max_pool2d(full({1, 1, 2, 2}, -5), o), D(4, -5.0), {1, 1, 2, 2}, 0, 0);
+}
+
+TEST_CASE("pooling of a transposed input") {
+    F v = ref::values(2 * 6 * 4, 210, -2, 2);
+    Tensor x = ref::tensor(v, {1, 2, 6, 4}).transpose(2, 3); // [1,2,4,6]
+    Shape sx;
+    D dx = permute_ref(ref::to_double(v), {1, 2, 6, 4}, {0, 1, 3, 2}, sx);
+    Pool2dOptions o{2, 3, 0, 0, 0, 1, true};
+    Shape so;
+    ref::check_close(max_pool2d(x, o), pool_ref(dx, sx, o, true, so), so, 0, 0);
+    ref::check_close(avg_pool2d(x, o), pool_ref(dx, sx, o, false, so), so, 1e-6, 1e-5);
+}
+
+// ---- softmax --------------------------------------------------------------------------
+
+TEST_CASE("softmax and log_softmax along every axis, strided, and with large values") {
+    Shape shape{2, 3, 4};
+    F v = ref::values(24, 300, -3, 3);
+    D dv = ref::to_double(v);
+    Tensor x = ref::tensor(v, shape);
+    for (int axis : {0, 1, 2, -1}) {
+        INFO("axis " << axis);
+        int ax = axis < 0 ? axis + 3 : axis;
+        ref::check_close(softmax(x, axis), softmax_ref(dv, shape, ax, false), shape, 1e-6, 1e-5);
+        ref::check_close(log_softmax(x, axis), softmax_ref(dv, shape, ax, true), shape, 1e-5, 1e-5);
+    }
+    // transposed: [4,3,2]
+    Shape st;
+    D dt = permute_ref(dv, shape, {2, 1, 0}, st);
+    ref::check_close(softmax(x.permute({2, 1, 0}), 1), softmax_ref(dt, st, 1, false), st, 1e-6, 1e-5);
+    ref::check_close(log_softmax(x.permute({2, 1, 0}), -1), softmax_ref(dt, st, 2, true), st, 1e-5, 1e-5);
+    // step-sliced along the softmax axis
+    D ds;
+    for (int64_t i = 0; i < 24; i += 2) ds.push_back(dv[i]);
+    ref::check_close(softmax(x.slice(2, 0, 4, 2), -1), softmax_ref(ds, {2, 3, 2}, 2, false), {2, 3, 2}, 1e-6, 1e-5);
+    // large logits do not overflow; -inf gets probability 0
+    ref::check_close(softmax(ref::tensor({1000, 1001, -INFINITY}, {3})),
+                     softmax_ref(D{1000, 1001, -INFINITY}, {3}, 0, false), {3}, 1e-6, 1e-5);
+    ref::check_close(log_softmax(ref::tensor({-1000, 0}, {2})), D{-1000, 0}, {2}, 1e-3, 1e-6);
+    // rank-1 and one-element axes
+    ref::check_close(softmax(ref::tensor({5}, {1})), D{1}, {1});
+    ref::check_close(log_softmax(ones({3, 1}), 1), D(3, 0.0), {3, 1});
+    CHECK(softmax(zeros({0, 4})).shape() == Shape{0, 4});
+}
+
+// ---- norms ------------------------------------------------------------------------------
+
+TEST_CASE("layer_norm and rms_norm over one and two axes, with and without affine") {
+    Shape shape{3, 2, 4};
+    F v = ref::values(24, 400, -2, 3);
+    D dv = ref::to_double(v);
+    Tensor x = ref::tensor(v, shape);
+    for (int n_axes : {1, 2}) {
+        INFO("n_axes " << n_axes);
+        int64_t group = n_axes == 1 ? 4 : 8;
+        Shape s = n_axes == 1 ? Shape{4} : Shape{2, 4};
+        F w = ref::values(group, 401 + n_axes, 0.5, 1.5), b = ref::values(group, 403 + n_axes);
+        D ones_d(group, 1.0), zeros_d(group, 0.0);
+        ref::check_close(layer_norm(x, n_axes), norm_ref(dv, group, ones_d, zeros_d, 1e-5, false), shape, 1e-5, 1e-4);
+        ref::check_close(layer_norm(x, n_axes, ref::tensor(w, s), ref::tensor(b, s)),
+                         norm_ref(dv, group, ref::to_double(w), ref::to_double(b), 1e-5, false), shape, 1e-5, 1e-4);
+        ref::check_close(layer_norm(x, n_axes, ref::tensor(w, s), Tensor(), 0.1),
+                         norm_ref(dv, group, ref::to_double(w), zeros_d, 0.1, false), shape, 1e-5, 1e-4);
+        ref::check_close(rms_norm(x, n_axes), norm_ref(dv, group, ones_d, zeros_d, 1e-6, true), shape, 1e-5, 1e-4);
+        ref::check_close(rms_norm(x, n_axes, ref::tensor(w, s), 0.5),
+                         norm_ref(dv, group, ref::to_double(w), zeros_d, 0.5, true), shape, 1e-5, 1e-4);
+    }
+    // transposed input: [4,2,3] normalised over the last axis
+    Shape st;
+    D dt = permute_ref(dv, shape, {2, 1, 0}, st);
+    ref::check_close(layer_norm(x.permute({2, 1, 0}), 1), norm_ref(dt, 3, D(3, 1.0), D(3, 0.0), 1e-5, false), st, 1e-5, 1e-4);
+    ref::check_close(rms_norm(x.permute({2, 1, 0}), 1), norm_ref(dt, 3, D(3, 1.0), D(3, 0.0), 1e-6, true), st, 1e-5, 1e-4);
+    // a constant row normalises to the bias (layer_norm) without NaN
+    ref::check_close(layer_norm(full({2, 3}, 7), 1, ones({3}), full({3}, 0.25)), D(6, 0.25), {2, 3}, 1e-5, 0);
+    // a large offset needs a centred variance
+    F big = ref::values(8, 410, 999, 1001);
+    ref::check_close(layer_norm(ref::tensor(big, {2, 4}), 1),
+                     norm_ref(ref::to_double(big), 4, D(4, 1.0), D(4, 0.0), 1e-5, false), {2, 4}, 2e-3, 1e-3);
+}
+
+// ---- rope -------------------------------------------------------------------------------
+
+TEST_CASE("rope in both layouts, with a position offset, theta, and strided input") {
+    Shape shape{2, 3, 5, 6}; // [B, H, T, D]
+    F v = ref::values(ref::numel(shape), 500);
+    D dv = ref::to_double(v);
+    Tensor x = ref::tensor(v, shape);
+    for (bool interleaved : {false, true})
+        for (int64_t offset : {int64_t(0), int64_t(7)}) {
+            INFO("interleaved " << interleaved << " offset " << offset);
+            ref::check_close(rope(x, 10000.0, interleaved, offset), rope_ref(dv, shape, 10000.0, interleaved, offset),
+                             shape, 1e-5, 1e-5);
+            ref::check_close(rope(x, 50.0, interleaved, offset), rope_ref(dv, shape, 50.0, interleaved, offset),
+                             shape, 1e-5, 1e-5);
+        }
+    // the two layouts differ
+    CHECK(rope(x, 100, false).to_vector<float>() != rope(x, 100, true).to_vector<float>());
+    // position 0 is the identity
+    ref::check_close(rope(x.slice(2, 0, 1), 100), ref::host(x.slice(2, 0, 1).contiguous()), {2, 3, 1, 6}, 0, 0);
+    // [B, T, H, D] transposed to [B, H, T, D]
+    Shape bthd{2, 4, 3, 4};
+    F u = ref::values(ref::numel(bthd), 501);
+    Shape st;
+    D dt = permute_ref(ref::to_double(u), bthd, {0, 2, 1, 3}, st);
+    Tensor xt = ref::tensor(u, bthd).transpose(1, 2);
+    REQUIRE_FALSE(xt.is_contiguous());
+    for (bool interleaved : {false, true})
+        ref::check_close(rope(xt, 1000.0, interleaved, 3), rope_ref(dt, st, 1000.0, interleaved, 3), st, 1e-5, 1e-5);
+    // rank 2: [T, D]
+    F r = ref::values(8, 502);
+    ref::check_close(rope(ref::tensor(r, {4, 2}), 10.0), rope_ref(ref::to_double(r), {4, 2}, 10.0, false, 0), {4, 2}, 1e-5, 1e-5);
+}
+
+// ---- attention --------------------------------------------------------------------------
+
+TEST_CASE("scaled_dot_product_attention: plain, scale, mask, causal, Tq != Tk") {
+    struct Case {
+        int64_t b, tq, tk, d, dv;
+        bool mask, causal;
+        double scale;
+    };
+    std::vector<Case> cases{
+        {2, 3, 3, 4, 4, false, false, 0},   {2, 3, 5, 4, 2, false, false, 0.7},
+        {1, 4, 4, 3, 3, true, false, 0},    {2, 4, 4, 4, 3, false, true, 0},
+        {1, 2, 5, 4, 4, false, true, 0},    {2, 3, 6, 2, 5, true, true, 0.25},
+    };
+    uint64_t seed = 600;
+    for (const Case &c : cases) {
+        INFO("b " << c.b << " tq " << c.tq << " tk " << c.tk << " d " << c.d << " dv " << c.dv << " mask "
+                  << c.mask << " causal " << c.causal << " scale " << c.scale);
+        F q = ref::values(c.b * c.tq * c.d, seed++), k = ref::values(c.b * c.tk * c.d, seed++);
+        F v = ref::values(c.b * c.tk * c.dv, seed++);
+        F m = ref::values(c.tq * c.tk, seed++, -2, 1);
+        if (c.mask) m[1] = -INFINITY; // a hidden position (row 0 keeps others)
+        double s = c.scale > 0 ? c.scale : 1 / std::sqrt(static_cast<double>(c.d));
+        D want = attention_ref(ref::to_double(q), ref::to_double(k), ref::to_double(v),
+                               c.mask ? ref::to_double(m) : D{}, c.b, c.tq, c.tk, c.d, c.dv, c.causal, s);
+        Tensor out = scaled_dot_product_attention(ref::tensor(q, {c.b, c.tq, c.d}), ref::tensor(k, {c.b, c.tk, c.d}),
+                                                  ref::tensor(v, {c.b, c.tk, c.dv}),
+                                                  c.mask ? ref::tensor(m, {c.tq, c.tk}) : Tensor(), c.causal, c.scale);
+        ref::check_close(out, want, {c.b, c.tq, c.dv}, 1e-5, 1e-4);
+    }
+}
+
+TEST_CASE("attention with heads, broadcast k/v batch and transposed q") {
+    // q [B=2, H=2, T=3, D=4] from a [B, T, H, D] tensor; k and v shared across the batch.
+    Shape bthd{2, 3, 2, 4};
+    F qv = ref::values(ref::numel(bthd), 610), kv = ref::values(2 * 3 * 4, 611), vv = ref::values(2 * 3 * 4, 612);
+    Shape sq;
+    D dq = permute_ref(ref::to_double(qv), bthd, {0, 2, 1, 3}, sq);
+    Tensor q = ref::tensor(qv, bthd).transpose(1, 2);
+    Tensor k = ref::tensor(kv, {1, 2, 3, 4}), v = ref::tensor(vv, {1, 2, 3, 4});
+    Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), true);
+    D want;
+    for (int b = 0; b < 2; ++b)
+        for (int h = 0; h < 2; ++h) {
+            D qh(dq.begin() + (b * 2 + h) * 12, dq.begin() + (b * 2 + h) * 12 + 12);
+            D kh(kv.begin() + h * 12, kv.begin() + h * 12 + 12), vh(vv.begin() + h * 12, vv.begin() + h * 12 + 12);
+            D o = attention_ref(qh, kh, vh, D{}, 1, 3, 3, 4, 4, true, 0.5);
+            want.insert(want.end(), o.begin(), o.end());
+        }
+    ref::check_close(out, want, {2, 2, 3, 4}, 1e-5, 1e-4);
+    // causal with one query attends to every key (Tk - Tq offset)
+    F one = ref::values(4, 613);
+    Tensor single = scaled_dot_product_attention(ref::tensor(one, {1, 1, 4}), k.view({2, 3, 4}).slice(0, 0, 1),
+                                                 v.view({2, 3, 4}).slice(0, 0, 1), Tensor(), true);
+    D kk(kv.begin(), kv.begin() + 12), vk(vv.begin(), vv.begin() + 12);
+    ref::check_close(single, attention_ref(ref::to_double(one), kk, vk, D{}, 1, 1, 3, 4, 4, false, 0.5), {1, 1, 4},
+                     1e-5, 1e-4);
+}
+
+TEST_CASE("attention large enough to cross the GEMM blocking") {
+    int64_t b = 2, tq = 130, tk = 140, d = 40, dv = 24;
+    F q = ref::values(b * tq * d, 620), k = ref::values(b * tk * d, 621), v = ref::values(b * tk * dv, 622);
+    D want = attention_ref(ref::to_double(q), ref::to_double(k), ref::to_double(v), D{}, b, tq, tk, d, dv, true,
+                           1 / std::sqrt(40.0));
+    Tensor out = scaled_dot_product_attention(ref::tensor(q, {b, tq, d}), ref::tensor(k, {b, tk, d}),
+                                              ref::tensor(v, {b, tk, dv}), Tensor(), true);
+    ref::check_close(out, want, {b, tq, dv}, 1e-5, 1e-4);
+}
+
+// ---- embedding, cross_entropy, one_hot -----------------------------------------------
+
+TEST_CASE("embedding picks rows for i32 and i64 indices of any shape") {
+    F w = ref::values(5 * 3, 700);
+    Tensor weight = ref::tensor(w, {5, 3});
+    Tensor idx = from_vector(std::vector<int64_t>{4, 0, 2, 2, 1, 4}, {2, 3});
+    Tensor out = embedding(weight, idx);
+    D want;
+    for (int64_t i : {4, 0, 2, 2, 1, 4}) want.insert(want.end(), w.begin() + i * 3, w.begin() + i * 3 + 3);
+    ref::check_close(out, want, {2, 3, 3}, 0, 0);
+    ref::check_close(embedding(weight, from_vector(std::vector<int32_t>{4, 0, 2, 2, 1, 4}, {6})), want, {6, 3}, 0, 0);
+    // rank-0 index, empty index list
+    ref::check_close(embedding(weight, from_vector(std::vector<int32_t>{3}, {})), D(w.begin() + 9, w.begin() + 12),
+                     {3}, 0, 0);
+    CHECK(embedding(weight, zeros({0}, DType::i64)).shape() == Shape{0, 3});
+    // transposed weight [3,5]^T and step-sliced indices
+    Tensor wt = ref::tensor(w, {3, 5}).transpose(0, 1); // [5,3]: row r is column r of [3,5]
+    Tensor sliced = from_vector(std::vector<int64_t>{1, 9, 3, 9, 0}, {5}).slice(0, 0, 5, 2); // 1, 3, 0
+    D want_t;
+    for (int64_t r : {1, 3, 0})
+        for (int c = 0; c < 3; ++c) want_t.push_back(w[c * 5 + r]);
+    ref::check_close(embedding(wt, sliced), want_t, {3, 3}, 0, 0);
+}
+
+TEST_CASE("cross_entropy: every reduction, ignore_index, i32 and i64 labels, strided logits") {
+    int64_t n = 5, c = 4;
+    F logits = ref::values(n * c, 800, -3, 3);
+    D dl = ref::to_double(logits);
+    D lsm = softmax_ref(dl, {n, c}, 1, true);
+    std::vector<int64_t> labels{3, 0, -100, 2, 1};
+    D per(n);
+    double total = 0;
+    int counted = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        per[i] = labels[i] == -100 ? 0.0 : -lsm[i * c + labels[i]];
+        if (labels[i] != -100) total += per[i], ++counted;
+    }
+    Tensor x = ref::tensor(logits, {n, c});
+    Tensor y = from_vector(labels, {n});
+    ref::check_close(cross_entropy(x, y, Reduction::none), per, {n}, 1e-5, 1e-5);
+    ref::check_close(cross_entropy(x, y, Reduction::sum), D{total}, {}, 1e-5, 1e-5);
+    ref::check_close(cross_entropy(x, y), D{total / counted}, {}, 1e-5, 1e-5);
+    std::vector<int32_t> labels32(labels.begin(), labels.end());
+    ref::check_close(cross_entropy(x, from_vector(labels32, {n}), Reduction::mean), D{total / counted}, {}, 1e-5, 1e-5);
+    // a custom ignore_index (1); -100 is then an ordinary, out-of-range label, so use valid ones
+    std::vector<int64_t> l2{3, 1, 0, 1, 2};
+    D per2(n);
+    double total2 = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        per2[i] = l2[i] == 1 ? 0.0 : -lsm[i * c + l2[i]];
+        total2 += per2[i];
+    }
+    Tensor y2 = from_vector(l2, {n});
+    ref::check_close(cross_entropy(x, y2, Reduction::none, 1), per2, {n}, 1e-5, 1e-5);
+    ref::check_close(cross_entropy(x, y2, Reduction::mean, 1), D{total2 / 3}, {}, 1e-5, 1e-5);
+    ref::check_close(cross_entropy(x, y2, Reduction::sum, 1), D{total2}, {}, 1e-5, 1e-5);
+    // every label ignored: mean is 0/0 = NaN, sum is 0
+    Tensor all_ignored = full({n}, -100, DType::i64);
+    CHECK(std::isnan(cross_entropy(x, all_ignored).item<float>()));
+    CHECK(cross_entropy(x, all_ignored, Reduction::sum).item<float>() == 0);
+    // transposed logits: [C, N] viewed as [N, C]
+    F tr(n * c);
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < c; ++j) tr[j * n + i] = logits[i * c + j];
+    Tensor xt = ref::tensor(tr, {c, n}).transpose(0, 1);
+    REQUIRE_FALSE(xt.is_contiguous());
+    ref::check_close(cross_entropy(xt, y, Reduction::none), per, {n}, 1e-5, 1e-5);
+    // large logits stay finite
+    Tensor big = ref::tensor({1000, 0, -1000, 1000}, {2, 2});
+    ref::check_close(cross_entropy(big, from_vector(std::vector<int64_t>{0, 0}, {2}), Reduction::none), D{0, 2000},
+                     {2}, 1e-3, 1e-5);
+}
+
+TEST_CASE("one_hot for i32 and i64 labels into several dtypes") {
+    Tensor labels = from_vector(std::vector<int64_t>{2, 0, 3, 3}, {2, 2});
+    Tensor oh = one_hot(labels, 4);
+    CHECK(oh.shape() == Shape{2, 2, 4});
+    CHECK(oh.dtype() == DType::f32);
+    CHECK(oh.to_vector<float>() == F{0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1});
+    Tensor oi = one_hot(from_vector(std::vector<int32_t>{1, 0}, {2}), 2, DType::i64);
+    CHECK(oi.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1, 0});
+    CHECK(one_hot(from_vector(std::vector<int32_t>{0}, {}), 3, DType::boolean).to_vector<bool>() ==
+          std::vector<bool>{true, false, false});
+    CHECK(one_hot(from_vector(std::vector<int64_t>{1, 5, 0}, {3}).slice(0, 0, 3, 2), 2).to_vector<float>() ==
+          F{0, 1, 1, 0});
+    CHECK(one_hot(zeros({0}, DType::i64), 3).shape() == Shape{0, 3});
+}
+
+TEST_CASE("nn ops on zero-size batches") {
+    CHECK(conv2d(zeros({0, 3, 5, 5}), ones({2, 3, 3, 3}), ones({2})).shape() == Shape{0, 2, 3, 3});
+    CHECK(max_pool2d(zeros({0, 2, 4, 4})).shape() == Shape{0, 2, 2, 2});
+    CHECK(avg_pool2d(zeros({2, 0, 4, 4})).shape() == Shape{2, 0, 2, 2});
+    CHECK(layer_norm(zeros({0, 4}), 1, ones({4}), zeros({4})).shape() == Shape{0, 4});
+    CHECK(rms_norm(zeros({0, 4}), 1).shape() == Shape{0, 4});
+    CHECK(rope(zeros({0, 3, 4})).shape() == Shape{0, 3, 4});
+    CHECK(rope(zeros({2, 0, 4})).shape() == Shape{2, 0, 4});
+    CHECK(scaled_dot_product_attention(zeros({0, 3, 4}), zeros({0, 5, 4}), zeros({0, 5, 2})).shape() == Shape{0, 3, 2});
+    CHECK(scaled_dot_product_attention(zeros({2, 0, 4}), zeros({2, 5, 4}), zeros({2, 5, 2}), Tensor(), true).shape() ==
+          Shape{2, 0, 2});
+    Tensor no_labels = zeros({0}, DType::i64);
+    CHECK(cross_entropy(zeros({0, 3}), no_labels, Reduction::none).shape() == Shape{0});
+    CHECK(cross_entropy(zeros({0, 3}), no_labels, Reduction::sum).item<float>() == 0);
+    CHECK(std::isnan(cross_entropy(zeros({0, 3}), no_labels, Reduction::mean).item<float>()));
+    CHECK(embedding(ones({4, 0}), from_vector(std::vector<int64_t>{1, 2}, {2})).shape() == Shape{2, 0});
+}

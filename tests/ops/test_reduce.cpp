@@ -1,0 +1,303 @@
+// Reductions (mean, max, min, var, argmax, argmin) over axes with and without
+// keepdim, batched matmul with broadcast batch dims, and cast, against host loops.
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <set>
+
+#include "reference.hpp"
+
+using namespace tinyfin;
+using ref::D;
+using ref::F;
+
+namespace {
+
+// Reduces `axes` (all when empty) of a row-major host tensor: f gets each group's values in
+// row-major order. Returns the keepdim-shaped result.
+D reduce_ref(const D &a, const Shape &shape, std::vector<int> axes,
+             const std::function<double(const D &)> &f) {
+    int rank = static_cast<int>(shape.size());
+    std::set<int> reduced;
+    if (axes.empty())
+        for (int i = 0; i < rank; ++i) reduced.insert(i);
+    for (int ax : axes) reduced.insert(ax < 0 ? ax + rank : ax);
+    Shape keep = shape;
+    for (int ax : reduced) keep[ax] = 1;
+    std::vector<D> groups(static_cast<std::size_t>(ref::numel(keep)));
+    for (int64_t i = 0; i < ref::numel(shape); ++i) {
+        auto c = ref::unravel(i, shape);
+        int64_t o = 0;
+        for (int d = 0; d < rank; ++d) o = o * keep[d] + (reduced.count(d) ? 0 : c[d]);
+        groups[o].push_back(a[i]);
+    }
+    D out;
+    for (const D &g : groups) out.push_back(f(g));
+    return out;
+}
+
+Shape reduced_shape(const Shape &shape, std::vector<int> axes, bool keepdim) {
+    int rank = static_cast<int>(shape.size());
+    std::set<int> reduced;
+    if (axes.empty())
+        for (int i = 0; i < rank; ++i) reduced.insert(i);
+    for (int ax : axes) reduced.insert(ax < 0 ? ax + rank : ax);
+    Shape out;
+    for (int d = 0; d < rank; ++d) {
+        if (!reduced.count(d)) out.push_back(shape[d]);
+        else if (keepdim) out.push_back(1);
+    }
+    return out;
+}
+
+double mean_of(const D &g) { return std::accumulate(g.begin(), g.end(), 0.0) / g.size(); }
+double max_of(const D &g) { return *std::max_element(g.begin(), g.end()); }
+double min_of(const D &g) { return *std::min_element(g.begin(), g.end()); }
+std::function<double(const D &)> var_of(double correction) {
+    return [correction](const D &g) {
+        double m = mean_of(g), s = 0;
+        for (double v : g) s += (v - m) * (v - m);
+        return s / std::max(static_cast<double>(g.size()) - correction, 0.0);
+    };
+}
+
+// Axis lists exercised on a rank-3 tensor.
+const std::vector<std::vector<int>> axis_sets{{}, {0}, {1}, {2}, {-1}, {0, 2}, {1, 2}, {0, 1, 2}};
+
+struct ReduceCase {
+    const char *name;
+    std::function<Tensor(const Tensor &, const std::vector<int> &, bool)> op;
+    std::function<double(const D &)> reference;
+};
+
+std::vector<ReduceCase> reduce_cases() {
+    return {
+        {"mean", [](const Tensor &x, const std::vector<int> &a, bool k) { return mean(x, a, k); }, mean_of},
+        {"max", [](const Tensor &x, const std::vector<int> &a, bool k) { return max(x, a, k); }, max_of},
+        {"min", [](const Tensor &x, const std::vector<int> &a, bool k) { return min(x, a, k); }, min_of},
+        {"var0", [](const Tensor &x, const std::vector<int> &a, bool k) { return var(x, a, 0, k); }, var_of(0)},
+        {"var1", [](const Tensor &x, const std::vector<int> &a, bool k) { return var(x, a, 1, k); }, var_of(1)},
+    };
+}
+
+// Naive batched matmul of row-major host tensors with numpy broadcasting of batch dims.
+D matmul_ref(const D &a, const Shape &sa, const D &b, const Shape &sb, Shape &out_shape) {
+    int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+    Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+    Shape batch = broadcast_shapes(ba, bb);
+    out_shape = batch;
+    out_shape.insert(out_shape.end(), {m, n});
+    D out(static_cast<std::size_t>(ref::numel(out_shape)), 0.0);
+    for (int64_t bi = 0; bi < ref::numel(batch); ++bi) {
+        auto c = ref::unravel(bi, batch);
+        int64_t ia = ref::broadcast_index(c, ba), ib = ref::broadcast_index(c, bb);
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+                double s = 0;
+                for (int64_t p = 0; p < k; ++p) s += a[(ia * m + i) * k + p] * b[(ib * k + p) * n + j];
+                out[(bi * m + i) * n + j] = s;
+            }
+    }
+    return out;
+}
+
+std::vector<int64_t> i64s(const Tensor &t) {
+    REQUIRE(t.dtype() == DType::i64);
+    return t.to_vector<int64_t>();
+}
+
+} // namespace
+
+TEST_CASE("mean, max, min and var over every axis set, with and without keepdim") {
+    Shape shape{2, 3, 4};
+    F v = ref::values(24, 31, -2, 2);
+    D dv = ref::to_double(v);
+    Tensor x = ref::tensor(v, shape);
+    for (const ReduceCase &r : reduce_cases())
+        for (const auto &axes : axis_sets)
+            for (bool keepdim : {false, true}) {
+                INFO(r.name << " axes " << shape_str(Shape(axes.begin(), axes.end())) << " keepdim " << keepdim);
+                ref::check_close(r.op(x, axes, keepdim), reduce_ref(dv, shape, axes, r.reference),
+                                 reduced_shape(shape, axes, keepdim), 1e-6, 1e-5);
+            }
+}
+
+TEST_CASE("reductions of transposed and step-sliced inputs") {
+    F v = ref::values(24, 32, -2, 2);
+    D dv = ref::to_double(v);
+    Tensor x = ref::tensor(v, {4, 6});
+    Tensor xt = x.transpose(0, 1);        // [6,4]
+    Tensor xs = x.slice(1, 0, 6, 2);      // [4,3]: columns 0, 2, 4
+    D dt = ref::transpose2(dv, 4, 6), ds;
+    for (int r = 0; r < 4; ++r) ds.insert(ds.end(), {dv[r * 6], dv[r * 6 + 2], dv[r * 6 + 4]});
+    for (const ReduceCase &r : reduce_cases())
+        for (const std::vector<int> &axes : std::vector<std::vector<int>>{{}, {0}, {1}}) {
+            INFO(r.name << " axes " << shape_str(Shape(axes.begin(), axes.end())));
+            ref::check_close(r.op(xt, axes, false), reduce_ref(dt, {6, 4}, axes, r.reference),
+                             reduced_shape({6, 4}, axes, false), 1e-6, 1e-5);
+            ref::check_close(r.op(xs, axes, true), reduce_ref(ds, {4, 3}, axes, r.reference),
+                             reduced_shape({4, 3}, axes, true), 1e-6, 1e-5);
+        }
+}
+
+TEST_CASE("reductions of rank-0 and zero-size tensors") {
+    CHECK(mean(scalar(3)).item<float>() == 3);
+    CHECK(max(scalar(3)).rank() == 0);
+    CHECK(min(scalar(-3)).item<float>() == -3);
+    CHECK(var(scalar(3), {}, 0).item<float>() == 0);
+    // Reducing a non-empty axis of an empty tensor gives an empty result.
+    CHECK(mean(zeros({0, 3}), {1}).shape() == Shape{0});
+    CHECK(max(zeros({0, 3}), {1}, true).shape() == Shape{0, 1});
+    CHECK(var(zeros({3, 0}), {0}).shape() == Shape{0});
+}
+
+TEST_CASE("var: both corrections, a divisor of zero, and a large mean") {
+    Tensor x = ref::tensor({1, 2, 3, 4}, {4});
+    CHECK(var(x, {}, 0).item<float>() == doctest::Approx(1.25));
+    CHECK(var(x).item<float>() == doctest::Approx(5.0 / 3)); // correction 1 by default
+    CHECK(var(x, {}, 2).item<float>() == doctest::Approx(2.5));
+    // one element, correction 1: 0 / 0
+    CHECK(std::isnan(var(ref::tensor({7}, {1})).item<float>()));
+    // A mean of 1000 and a spread of about 0.6 needs a two-pass (or Welford) variance in f32.
+    F v = ref::values(50, 33, 999, 1001);
+    D dv = ref::to_double(v);
+    ref::check_close(var(ref::tensor(v, {50})), D{var_of(1)(dv)}, {}, 0, 1e-3);
+    ref::check_close(var(ref::tensor(v, {5, 10}), {1}, 0),
+                     reduce_ref(dv, {5, 10}, {1}, var_of(0)), {5}, 0, 1e-3);
+}
+
+TEST_CASE("max and min of integers, and of values with infinities") {
+    Tensor i = from_vector(std::vector<int32_t>{3, -7, 9, 2, 9, -8}, {2, 3});
+    CHECK(max(i).item<int32_t>() == 9);
+    CHECK(min(i, {1}).to_vector<int32_t>() == std::vector<int32_t>{-7, -8});
+    CHECK(max(i, {0}, true).to_vector<int32_t>() == std::vector<int32_t>{3, 9, 9});
+    Tensor f = ref::tensor({-INFINITY, -1, INFINITY, 2}, {2, 2});
+    ref::check_close(max(f, {1}), D{-1, INFINITY}, {2});
+    ref::check_close(min(f, {0}), D{-INFINITY, -1}, {2});
+}
+
+TEST_CASE("argmax and argmin: axes, keepdim, first of ties, NaN, strided inputs") {
+    // [[1, 5, 5], [7, 0, 7]]
+    Tensor x = ref::tensor({1, 5, 5, 7, 0, 7}, {2, 3});
+    CHECK(i64s(argmax(x, 1)) == std::vector<int64_t>{1, 0});
+    CHECK(argmax(x, 1).shape() == Shape{2});
+    CHECK(i64s(argmin(x, 1)) == std::vector<int64_t>{0, 1});
+    CHECK(i64s(argmax(x, 0)) == std::vector<int64_t>{1, 0, 1});
+    CHECK(i64s(argmin(x, -2)) == std::vector<int64_t>{0, 1, 0});
+    CHECK(argmax(x, 1, true).shape() == Shape{2, 1});
+    CHECK(argmin(x, 0, true).shape() == Shape{1, 3});
+    // NaN counts as the extreme for both (ops.def)
+    Tensor n = ref::tensor({1, NAN, 3, NAN}, {4});
+    CHECK(i64s(argmax(n, 0)) == std::vector<int64_t>{1});
+    CHECK(i64s(argmin(n, 0)) == std::vector<int64_t>{1});
+    // against a host loop on a random rank-3 tensor, every axis, transposed too
+    Shape shape{3, 4, 5};
+    F v = ref::values(60, 34);
+    D dv = ref::to_double(v);
+    Tensor r = ref::tensor(v, shape);
+    for (int axis = 0; axis < 3; ++axis)
+        for (bool is_max : {true, false}) {
+            INFO("axis " << axis << (is_max ? " argmax" : " argmin"));
+            D want = reduce_ref(dv, shape, {axis}, [is_max](const D &g) {
+                auto it = is_max ? std::max_element(g.begin(), g.end()) : std::min_element(g.begin(), g.end());
+                return static_cast<double>(it - g.begin());
+            });
+            Tensor got = is_max ? argmax(r, axis) : argmin(r, axis);
+            std::vector<int64_t> g = i64s(got);
+            CHECK(got.shape() == reduced_shape(shape, {axis}, false));
+            CHECK(D(g.begin(), g.end()) == want);
+        }
+    Tensor t = r.permute({2, 0, 1}); // [5,3,4]
+    D dt(60);
+    for (int64_t i = 0; i < 60; ++i) {
+        auto c = ref::unravel(i, {5, 3, 4});
+        dt[i] = dv[(c[1] * 4 + c[2]) * 5 + c[0]];
+    }
+    std::vector<int64_t> g = i64s(argmax(t, 0));
+    D want = reduce_ref(dt, {5, 3, 4}, {0}, [](const D &v) {
+        return static_cast<double>(std::max_element(v.begin(), v.end()) - v.begin());
+    });
+    CHECK(D(g.begin(), g.end()) == want);
+    // step-sliced: elements 0, 2, 4 of [4, 9, 1, 9, 8] -> [4, 1, 8]
+    Tensor s = ref::tensor({4, 9, 1, 9, 8}, {5}).slice(0, 0, 5, 2);
+    CHECK(i64s(argmax(s, 0)) == std::vector<int64_t>{2});
+    CHECK(i64s(argmin(s, 0)) == std::vector<int64_t>{1});
+    // integers
+    Tensor i = from_vector(std::vector<int64_t>{4, -2, 9, 9}, {4});
+    CHECK(i64s(argmax(i, 0)) == std::vector<int64_t>{2});
+    CHECK(i64s(argmin(i, 0)) == std::vector<int64_t>{1});
+}
+
+TEST_CASE("matmul: batched with broadcast batch dims against a naive loop") {
+    struct Case {
+        Shape sa, sb;
+    };
+    std::vector<Case> cases{
+        {{3, 4}, {4, 2}},          {{2, 3, 4}, {4, 5}},       {{3, 4}, {2, 4, 5}},
+        {{2, 1, 3, 4}, {3, 4, 2}}, {{1, 2, 3}, {4, 1, 3, 2}}, {{2, 2, 1, 3}, {2, 1, 3, 1}},
+    };
+    uint64_t seed = 40;
+    for (const Case &c : cases) {
+        INFO(shape_str(c.sa) << " x " << shape_str(c.sb));
+        F a = ref::values(ref::numel(c.sa), seed++), b = ref::values(ref::numel(c.sb), seed++);
+        Shape so;
+        D want = matmul_ref(ref::to_double(a), c.sa, ref::to_double(b), c.sb, so);
+        ref::check_close(matmul(ref::tensor(a, c.sa), ref::tensor(b, c.sb)), want, so, 1e-5, 1e-5);
+    }
+}
+
+TEST_CASE("matmul: 1-D operands against batches, transposed and sliced operands, empty K") {
+    F v = ref::values(4, 50), m = ref::values(24, 51);
+    D dv = ref::to_double(v), dm = ref::to_double(m);
+    Shape so;
+    // [4] x [2,4,3] -> [2,3]
+    D want = matmul_ref(dv, {1, 4}, dm, {2, 4, 3}, so);
+    ref::check_close(matmul(ref::tensor(v, {4}), ref::tensor(m, {2, 4, 3})), want, {2, 3}, 1e-5, 1e-5);
+    // [2,3,4] x [4] -> [2,3]
+    want = matmul_ref(dm, {2, 3, 4}, dv, {4, 1}, so);
+    ref::check_close(matmul(ref::tensor(m, {2, 3, 4}), ref::tensor(v, {4})), want, {2, 3}, 1e-5, 1e-5);
+    // a^T b with a transposed view: a [4,3] viewed as [3,4]; b is every other row of [8,2]
+    F a = ref::values(12, 52), b = ref::values(16, 53);
+    D da = ref::transpose2(ref::to_double(a), 4, 3), db;
+    for (int r = 0; r < 8; r += 2) db.insert(db.end(), {b[r * 2], b[r * 2 + 1]});
+    want = matmul_ref(da, {3, 4}, db, {4, 2}, so);
+    ref::check_close(matmul(ref::tensor(a, {4, 3}).transpose(0, 1), ref::tensor(b, {8, 2}).slice(0, 0, 8, 2)),
+                     want, {3, 2}, 1e-5, 1e-5);
+    // batched with a permuted operand: [2,3,4] from permuting [4,2,3]
+    F p = ref::values(24, 54);
+    D dp(24);
+    for (int64_t i = 0; i < 24; ++i) {
+        auto c = ref::unravel(i, {2, 3, 4}); // element [b, i, k] of the view is p[k, b, i]
+        dp[i] = p[(c[2] * 2 + c[0]) * 3 + c[1]];
+    }
+    want = matmul_ref(dp, {2, 3, 4}, dm, {2, 4, 3}, so);
+    ref::check_close(matmul(ref::tensor(p, {4, 2, 3}).permute({1, 2, 0}), ref::tensor(m, {2, 4, 3})), want,
+                     {2, 3, 3}, 1e-5, 1e-5);
+    // K = 0 gives zeros; an empty batch gives an empty result
+    ref::check_close(matmul(zeros({2, 3, 0}), zeros({0, 2})), D(12, 0.0), {2, 3, 2});
+    CHECK(matmul(zeros({0, 3, 4}), zeros({4, 2})).shape() == Shape{0, 3, 2});
+}
+
+TEST_CASE("matmul large enough to cross the cpu kernel's blocking, with strided operands") {
+    // M = 130 and K = 300 exceed one packed block of A (mc <= 128, kc = 256) on every code path.
+    int64_t m = 130, k = 300, n = 37;
+    F a = ref::values(2 * m * k, 60), b = ref::values(n * k, 61);
+    D da = ref::to_double(a), db = ref::transpose2(ref::to_double(b), n, k); // b is stored [n, k]
+    Shape so;
+    D want = matmul_ref(da, {2, m, k}, db, {k, n}, so);
+    ref::check_close(matmul(ref::tensor(a, {2, m, k}), ref::tensor(b, {n, k}).transpose(0, 1)), want, so, 1e-4, 1e-4);
+}
+
+TEST_CASE("cast: same dtype is a no-op, strided sources, integers and bools to f32") {
+    Tensor x = ref::tensor({1.5f, -2.25f, 3}, {3});
+    Tensor same = cast(x, DType::f32);
+    CHECK(same.impl() == x.impl());
+    Tensor t = ref::tensor({1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1);
+    CHECK(cast(t, DType::i64).to_vector<int64_t>() == std::vector<int64_t>{1, 4, 2, 5, 3, 6});
+    CHECK(cast(cast(t, DType::f16), DType::f32).to_vector<float>() == F{1, 4, 2, 5, 3, 6});
+    Tensor i = from_vector(std::vector<int64_t>{-(int64_t(1) << 24), 0, 5}, {3});
+    CHECK(cast(i, DType::f32).to_vector<float>() == F{-16777216.f, 0, 5});
+    CHECK(cast(gt(x, scalar(0)), DType::f32).to_vector<float>() == F{1, 0, 1});
+    CHECK(cast(scalar(2.9), DType::i32).item<int32_t>() == 2);
+    CHECK(cast(zeros({0, 2}), DType::i64).shape() == Shape{0, 2});
+}
