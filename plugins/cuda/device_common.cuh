@@ -162,6 +162,16 @@ __device__ __forceinline__ C minimum_of(C a, C b) {
 
 // ---- block reductions ----------------------------------------------------------------------------
 
+struct Add {
+    template <class V> __device__ V operator()(V a, V b) const { return a + b; }
+};
+struct Max {
+    template <class V> __device__ V operator()(V a, V b) const { return maximum_of(a, b); }
+};
+struct Min {
+    template <class V> __device__ V operator()(V a, V b) const { return minimum_of(a, b); }
+};
+
 // A value and where it was found: the argmax / argmin reduction's element.
 template <class C>
 struct Located {

@@ -103,7 +103,8 @@ cudaError_t launch_avg_pool(cudaStream_t stream, int32_t dtype, const PoolArgs &
 cudaError_t launch_avg_pool_backward(cudaStream_t stream, int32_t dtype, const PoolArgs &args, void *dx,
                                      const void *dy);
 
-// embedding: g = {out, indices} over the indices' axes (rows) and D (column: indices stride 0).
+// embedding (any dtype: rows are copied bit for bit): g = {out, indices} over the indices' axes
+// (rows) and D (column: indices stride 0). A bad index writes zeros and is reported.
 struct EmbeddingArgs {
     int64_t vocab;
     int64_t w_stride_v, w_stride_d;
@@ -119,6 +120,20 @@ cudaError_t launch_embedding_backward(cudaStream_t stream, int32_t dtype, int32_
 // 0); one_bits is the output dtype's 1, zero bits are 0 in every dtype.
 cudaError_t launch_one_hot(cudaStream_t stream, int32_t out_dtype, int32_t label_dtype, const RowGeom<2> &g,
                            int64_t num_classes, uint64_t one_bits, void *out, const void *labels, DataError *error);
+
+// attention over q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] -> out
+// [..., Tq, Dv]: lead = {out, q, k, v, mask} over the batch axes. One block per query row with the
+// row's Tk scores in shared memory, so Tk is at most attention_max_keys.
+constexpr int64_t attention_max_keys = 8192;
+struct AttentionArgs {
+    int64_t tq, tk, d, dv;
+    int64_t q_stride_t, q_stride_d, k_stride_t, k_stride_d, v_stride_t, v_stride_d;
+    int64_t mask_stride_q, mask_stride_k, out_stride_t, out_stride_d;
+    float scale;
+    int32_t causal;
+};
+cudaError_t launch_attention(cudaStream_t stream, int32_t dtype, const Strided<5> &lead, const AttentionArgs &args,
+                             void *out, const void *q, const void *k, const void *v, const void *mask);
 
 // rope over x [..., T, D]: lead = {out, x} over the axes before T.
 struct RopeArgs {

@@ -4,6 +4,8 @@
 // give the same result on every run.
 #include "device_common.cuh"
 
+#include <algorithm>
+
 namespace tf_cuda {
 namespace {
 
@@ -143,9 +145,9 @@ __global__ void avg_pool_backward_kernel(PoolArgs a, T *dx, const T *dy) {
 
 // ---- embedding, one_hot --------------------------------------------------------------------------
 
-// g = {out, indices}: rows are the indices' axes, the column is D.
-template <class T, class L>
-__global__ void embedding_kernel(RowGeom<2> g, EmbeddingArgs a, T *out, const T *weight, const L *indices,
+// g = {out, indices}: rows are the indices' axes, the column is D. U: the element's bits.
+template <class U, class L>
+__global__ void embedding_kernel(RowGeom<2> g, EmbeddingArgs a, U *out, const U *weight, const L *indices,
                                  DataError *error) {
     const int64_t count = g.rows.count * g.cols.count;
     for (int64_t i = global_index(); i < count; i += global_stride()) {
@@ -156,7 +158,7 @@ __global__ void embedding_kernel(RowGeom<2> g, EmbeddingArgs a, T *out, const T 
         const int64_t v = static_cast<int64_t>(indices[base[1]]);
         if (v < 0 || v >= a.vocab) {
             if (d == 0) report_index_error(error, TF_OP_EMBEDDING, v, a.vocab);
-            out[base[0] + col[0]] = num<T>::store(NAN);
+            out[base[0] + col[0]] = U(0);
             continue;
         }
         out[base[0] + col[0]] = weight[v * a.w_stride_v + d * a.w_stride_d];
@@ -196,6 +198,53 @@ __global__ void one_hot_kernel(RowGeom<2> g, int64_t classes, U one, U *out, con
         const int64_t label = static_cast<int64_t>(labels[base[1]]);
         if ((label < 0 || label >= classes) && k == 0) report_index_error(error, TF_OP_ONE_HOT, label, classes);
         out[base[0] + col[0]] = label == k ? one : U(0);
+    }
+}
+
+// ---- attention ---------------------------------------------------------------------------------------
+
+// One block per query row (batch b, query i): the scores q_i . k_j * scale + mask[i, j] (-inf where
+// causal hides key j > i + Tk - Tq) go to shared memory, then the max-shifted softmax weights, then
+// each thread sums the weighted values for its output columns. A row that sees no key gives NaN
+// (0 / 0, or exp of -inf - -inf), as the cpu plugin's does.
+template <class T>
+__global__ void attention_kernel(Strided<5> lead, AttentionArgs a, T *out, const T *q, const T *k, const T *v,
+                                 const T *mask) {
+    extern __shared__ float scores[];
+    __shared__ float shared[32];
+    const int64_t rows = lead.count * a.tq;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const int64_t b = row / a.tq, i = row - b * a.tq;
+        int64_t base[5];
+        offsets_of(lead, b, base);
+        const T *qi = q + base[1] + i * a.q_stride_t;
+        float peak = -INFINITY;
+        for (int64_t j = threadIdx.x; j < a.tk; j += blockDim.x) {
+            float s = -INFINITY;
+            if (!a.causal || j <= i + (a.tk - a.tq)) {
+                const T *kj = k + base[2] + j * a.k_stride_t;
+                float dot = 0.f;
+                for (int64_t c = 0; c < a.d; ++c) dot += num<T>::load(qi[c * a.q_stride_d]) * num<T>::load(kj[c * a.k_stride_d]);
+                s = dot * a.scale + num<T>::load(mask[base[4] + i * a.mask_stride_q + j * a.mask_stride_k]);
+            }
+            scores[j] = s;
+            peak = maximum_of(peak, s);
+        }
+        peak = block_reduce(peak, Max{}, shared);
+        float total = 0.f;
+        for (int64_t j = threadIdx.x; j < a.tk; j += blockDim.x) {
+            const float e = expf(scores[j] - peak);
+            scores[j] = e;
+            total += e;
+        }
+        // The reduction's barriers also make every thread's scores visible to the whole block.
+        total = block_reduce(total, Add{}, shared);
+        for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) {
+            float acc = 0.f;
+            for (int64_t j = 0; j < a.tk; ++j) acc += scores[j] * num<T>::load(v[base[3] + j * a.v_stride_t + c * a.v_stride_d]);
+            out[base[0] + i * a.out_stride_t + c * a.out_stride_d] = num<T>::store(acc / total);
+        }
+        __syncthreads();  // the next row overwrites scores
     }
 }
 
@@ -283,12 +332,12 @@ cudaError_t launch_embedding(cudaStream_t stream, int32_t dtype, int32_t index_d
     const int64_t count = g.rows.count * g.cols.count;
     if (count == 0) return cudaSuccess;
     bool known = false;
-    with_float(dtype, [&](auto t) {
-        using T = decltype(t);
+    with_bits(dtype, [&](auto u) {
+        using U = decltype(u);
         known = with_index(index_dtype, [&](auto l) {
             using L = decltype(l);
-            embedding_kernel<T, L><<<blocks_for(count), block_size, 0, stream>>>(
-                g, args, static_cast<T *>(out), static_cast<const T *>(weight), static_cast<const L *>(indices), error);
+            embedding_kernel<U, L><<<blocks_for(count), block_size, 0, stream>>>(
+                g, args, static_cast<U *>(out), static_cast<const U *>(weight), static_cast<const L *>(indices), error);
         });
     });
     return known ? cudaGetLastError() : bad_dtype();
@@ -325,6 +374,20 @@ cudaError_t launch_one_hot(cudaStream_t stream, int32_t out_dtype, int32_t label
             one_hot_kernel<U, L><<<blocks_for(count), block_size, 0, stream>>>(
                 g, num_classes, static_cast<U>(one_bits), static_cast<U *>(out), static_cast<const L *>(labels), error);
         });
+    });
+    return known ? cudaGetLastError() : bad_dtype();
+}
+
+cudaError_t launch_attention(cudaStream_t stream, int32_t dtype, const Strided<5> &lead, const AttentionArgs &args,
+                             void *out, const void *q, const void *k, const void *v, const void *mask) {
+    const int64_t rows = lead.count * args.tq;
+    if (rows == 0 || args.dv == 0) return cudaSuccess;
+    const size_t shared_bytes = static_cast<size_t>(args.tk) * sizeof(float);
+    const bool known = with_float(dtype, [&](auto t) {
+        using T = decltype(t);
+        attention_kernel<T><<<row_blocks(rows), row_threads(std::max(args.tk, args.dv)), shared_bytes, stream>>>(
+            lead, args, static_cast<T *>(out), static_cast<const T *>(q), static_cast<const T *>(k),
+            static_cast<const T *>(v), static_cast<const T *>(mask));
     });
     return known ? cudaGetLastError() : bad_dtype();
 }

@@ -2,10 +2,9 @@
 // descriptor alone, and each op's launch. supports() and run() share one check, so run() never
 // receives what supports() would refuse and supports() says yes only to what run() can do.
 //
-// Not supported here (the core runs them on cpu): attention (the core's backward composes it
-// from matmul and softmax, which run here), integer div and pow (their bad operands are errors
-// the cpu plugin reports before writing), bf16 matmul below sm_80, bf16 convolutions and
-// embedding_backward in bf16.
+// Not supported here (the core runs them on cpu): integer div and pow (their bad operands are
+// errors the cpu plugin reports before writing), bf16 matmul below sm_80, bf16 convolutions,
+// embedding_backward in bf16, and attention with more than attention_max_keys keys.
 #include <cmath>
 #include <cstring>
 #include <string_view>
@@ -223,8 +222,10 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) 
         return is_float(out) && in[0].dtype == out && in[1].dtype == out && in[2].dtype == out;
     case TF_OP_RMS_NORM:
         return is_float(out) && in[0].dtype == out && in[1].dtype == out;
+    case TF_OP_ATTENTION:
+        return is_float(out) && in[0].dtype == out && in[1].dtype == out && in[2].dtype == out && in[3].dtype == out;
     case TF_OP_EMBEDDING:
-        return is_float(out) && in[0].dtype == out && is_index(in[1].dtype);
+        return in[0].dtype == out && is_index(in[1].dtype);
     case TF_OP_EMBEDDING_BACKWARD:
         return (out == TF_DTYPE_F32 || out == TF_DTYPE_F16) && in[0].dtype == out && is_index(in[1].dtype);
     case TF_OP_CROSS_ENTROPY:
@@ -234,6 +235,24 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) 
     default:
         return false;  // attention, and ops newer than this plugin
     }
+}
+
+// attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] -> [..., Tq, Dv],
+// batch axes already expanded to one shape by the core.
+tf_status check_attention(const tf_op_desc &op, const char *name, tf_error *err) {
+    const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
+    const tf_tensor_desc &out = op.outputs[0];
+    const int r = q.rank;
+    bool ok = r >= 2 && k.rank == r && v.rank == r && m.rank == r && out.rank == r;
+    for (int i = 0; ok && i < r - 2; ++i)
+        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && m.shape[i] == q.shape[i] && out.shape[i] == q.shape[i];
+    ok = ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] && m.shape[r - 2] == q.shape[r - 2] &&
+         m.shape[r - 1] == k.shape[r - 2] && out.shape[r - 2] == q.shape[r - 2] && out.shape[r - 1] == v.shape[r - 1];
+    if (!ok) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form q, k, v, mask -> out", name);
+    if (k.shape[r - 2] > attention_max_keys)
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: %lld keys, the cuda kernel takes at most %lld", name,
+                    static_cast<long long>(k.shape[r - 2]), static_cast<long long>(attention_max_keys));
+    return TF_STATUS_OK;
 }
 
 // Shapes of the OWN ops, as the core builds them (ops.def and core/ops_nn.cpp).
@@ -333,10 +352,13 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
             if (out.shape[i] != in[0].shape[i]) return bad("output must be [..., num_classes]");
         return TF_STATUS_OK;
     }
+    case TF_OP_ATTENTION:
+        return check_attention(op, name, err);
     default:
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: not supported by the cuda plugin", name);
     }
 }
+
 
 // Everything supports() answers and run() relies on; with_memory adds run()'s buffer checks.
 tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf_error *err) {
@@ -644,6 +666,32 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         return launched(err, name, launch_norm(stream, out.dtype, g, y, address_of(in[0]), address_of(in[1]),
                                                op.n_inputs > 2 ? address_of(in[2]) : nullptr,
                                                params_of<tf_params_norm>(op).eps));
+    }
+    case TF_OP_ATTENTION: {
+        const auto &p = params_of<tf_params_attention>(op);
+        const tf_tensor_desc &q = in[0], &k = in[1], &v = in[2], &m = in[3];
+        const int r = q.rank;
+        const int64_t *strides[5] = {out.strides, q.strides, k.strides, v.strides, m.strides};
+        const Strided<5> lead = make_strided<5>(r - 2, out.shape, strides);
+        AttentionArgs a{};
+        a.tq = q.shape[r - 2];
+        a.tk = k.shape[r - 2];
+        a.d = q.shape[r - 1];
+        a.dv = v.shape[r - 1];
+        a.q_stride_t = q.strides[r - 2];
+        a.q_stride_d = q.strides[r - 1];
+        a.k_stride_t = k.strides[r - 2];
+        a.k_stride_d = k.strides[r - 1];
+        a.v_stride_t = v.strides[r - 2];
+        a.v_stride_d = v.strides[r - 1];
+        a.mask_stride_q = m.strides[r - 2];
+        a.mask_stride_k = m.strides[r - 1];
+        a.out_stride_t = out.strides[r - 2];
+        a.out_stride_d = out.strides[r - 1];
+        a.scale = static_cast<float>(p.scale);
+        a.causal = p.causal;
+        return launched(err, name, launch_attention(stream, out.dtype, lead, a, y, address_of(q), address_of(k),
+                                                    address_of(v), address_of(m)));
     }
     case TF_OP_ROPE: {
         const auto &p = params_of<tf_params_rope>(op);

@@ -15,16 +15,6 @@ namespace {
 template <class T>
 using sum_t = std::conditional_t<std::is_same<typename num<T>::compute, float>::value, double, uint64_t>;
 
-struct Add {
-    template <class V> __device__ V operator()(V a, V b) const { return a + b; }
-};
-struct Max {
-    template <class V> __device__ V operator()(V a, V b) const { return maximum_of(a, b); }
-};
-struct Min {
-    template <class V> __device__ V operator()(V a, V b) const { return minimum_of(a, b); }
-};
-
 template <class C>
 __device__ __forceinline__ C lowest() {
     if constexpr (std::is_floating_point<C>::value) return -INFINITY;

@@ -405,6 +405,22 @@ void nn_cases() {
                      return out;
                  });
     }
+    for (DType dt : {DType::f32, DType::f16, DType::bf16})
+        add_case(std::string("attention ") + short_name(dt), tol_for(dt) * 10, [=](const Device &d) -> std::vector<Tensor> {
+            Tensor q = input(d, {2, 3, 5, 8}, 70, dt), k = input(d, {2, 3, 7, 8}, 71, dt);
+            Tensor v = input(d, {2, 1, 7, 6}, 72, dt), mask = input(d, {5, 7}, 73, dt, -1, 0);
+            q.requires_grad_();
+            k.requires_grad_();
+            v.requires_grad_();
+            Tensor y = add(scaled_dot_product_attention(q, k, v, mask),
+                           scaled_dot_product_attention(q, k.slice(2, 0, 5), v.slice(2, 0, 5), Tensor(), true, 0.5));
+            if (dt != DType::f32) return {y};
+            return with_grads(y, {q, k, v}, 74);
+        });
+    for (DType dt : {DType::i32, DType::i64, DType::boolean})
+        add_case(std::string("embedding of ") + short_name(dt) + " rows", 0, [=](const Device &d) -> std::vector<Tensor> {
+            return {embedding(input(d, {6, 3}, 75, dt, -50, 50), labels(d, {2, 4}, 6, 76))};
+        });
     for (DType dt : {DType::f32, DType::i64, DType::boolean})
         add_case(std::string("one_hot -> ") + short_name(dt), 0, [=](const Device &d) -> std::vector<Tensor> {
             return {one_hot(labels(d, {3, 5}, 7, 66), 7, dt), one_hot(labels(d, {4}, 3, 67, DType::i32), 3, dt)};
