@@ -8,7 +8,7 @@
 //
 // Load-time work: none of the plugin's own. nvcc and the static CUDA runtime add ELF
 // constructors that register the kernel images with the runtime; they make no driver call (the
-// driver is loaded by probe's cudaGetDeviceCount), so R2's intent holds (docs/cuda.md).
+// driver is loaded by probe's cudaGetDeviceCount), so R2's intent holds (README.md).
 #include <cstdio>
 #include <type_traits>
 
