@@ -1,56 +1,16 @@
 // Neural-network kernels: max and average pooling with their backward ops, embedding and its
-// scatter-add backward, one_hot and rope. One thread per output element; the backward pooling
-// ops gather (each input element sums the windows that cover it), so they need no atomics and
+// scatter-add backward, one_hot, attention and rope. One thread per output element (one block per
+// query row for attention); the backward pooling ops gather (pool.h), so they need no atomics and
 // give the same result on every run.
 #include "device_common.cuh"
+#include "pool.h"
 
 #include <algorithm>
 
 namespace tf_cuda {
 namespace {
 
-// ---- pooling ------------------------------------------------------------------------------------
-
-// Splits a linear index over [n, c, h, w] (row-major) into its four coordinates.
-__device__ __forceinline__ void split4(int64_t i, int64_t h, int64_t w, int64_t c, int64_t (&at)[4]) {
-    at[3] = i % w;
-    i /= w;
-    at[2] = i % h;
-    i /= h;
-    at[1] = i % c;
-    at[0] = i / c;
-}
-
-__device__ __forceinline__ int64_t offset4(const int64_t (&s)[4], int64_t n, int64_t c, int64_t y, int64_t x) {
-    return n * s[0] + c * s[1] + y * s[2] + x * s[3];
-}
-
-// Position (row-major within the window) of the first maximum of window (oy, ox); padding counts as
-// -inf, a NaN is the maximum.
-template <class T>
-__device__ __forceinline__ void window_argmax(const PoolArgs &a, const T *x, int64_t n, int64_t c, int64_t oy,
-                                              int64_t ox, int64_t *best_y, int64_t *best_x, float *best_value) {
-    float best = -INFINITY;
-    int64_t by = -1, bx = -1;
-    const int64_t y0 = oy * a.stride[0] - a.padding[0], x0 = ox * a.stride[1] - a.padding[1];
-    for (int ky = 0; ky < a.kernel[0]; ++ky) {
-        const int64_t y = y0 + ky;
-        if (y < 0 || y >= a.h) continue;
-        for (int kx = 0; kx < a.kernel[1]; ++kx) {
-            const int64_t xx = x0 + kx;
-            if (xx < 0 || xx >= a.w) continue;
-            const float v = num<T>::load(x[offset4(a.x_strides, n, c, y, xx)]);
-            if (by < 0 || v > best || (v != v && best == best)) {
-                best = v;
-                by = y;
-                bx = xx;
-            }
-        }
-    }
-    *best_y = by;
-    *best_x = bx;
-    *best_value = best;
-}
+// ---- pooling (the element arithmetic is in pool.h) ---------------------------------------------
 
 template <class T>
 __global__ void max_pool_kernel(PoolArgs a, T *y, const T *x) {
@@ -58,52 +18,19 @@ __global__ void max_pool_kernel(PoolArgs a, T *y, const T *x) {
     for (int64_t i = global_index(); i < count; i += global_stride()) {
         int64_t at[4];
         split4(i, a.oh, a.ow, a.c, at);
-        int64_t by, bx;
-        float best;
-        window_argmax(a, x, at[0], at[1], at[2], at[3], &by, &bx, &best);
-        y[offset4(a.y_strides, at[0], at[1], at[2], at[3])] = num<T>::store(best);
+        y[offset4(a.y_strides, at[0], at[1], at[2], at[3])] = num<T>::store(max_pool_at(a, x, at[0], at[1], at[2], at[3]));
     }
 }
 
-// The windows (oy in [*lo, *hi]) along one axis that cover input position p.
-__device__ __forceinline__ void covering(int64_t p, int pad, int kernel, int stride, int64_t out, int64_t *lo,
-                                         int64_t *hi) {
-    const int64_t q = p + pad;  // position in the padded input
-    const int64_t first = q - kernel + 1;
-    *lo = first <= 0 ? 0 : (first + stride - 1) / stride;
-    *hi = q / stride;
-    if (*hi > out - 1) *hi = out - 1;
-}
-
-// dx[p] = sum of dy over the windows whose first maximum is p.
 template <class T>
 __global__ void max_pool_backward_kernel(PoolArgs a, T *dx, const T *dy, const T *x) {
     const int64_t count = a.n * a.c * a.h * a.w;
     for (int64_t i = global_index(); i < count; i += global_stride()) {
         int64_t at[4];
         split4(i, a.h, a.w, a.c, at);
-        int64_t oy0, oy1, ox0, ox1;
-        covering(at[2], a.padding[0], a.kernel[0], a.stride[0], a.oh, &oy0, &oy1);
-        covering(at[3], a.padding[1], a.kernel[1], a.stride[1], a.ow, &ox0, &ox1);
-        float total = 0.f;
-        for (int64_t oy = oy0; oy <= oy1; ++oy) {
-            for (int64_t ox = ox0; ox <= ox1; ++ox) {
-                int64_t by, bx;
-                float best;
-                window_argmax(a, x, at[0], at[1], oy, ox, &by, &bx, &best);
-                if (by == at[2] && bx == at[3]) total += num<T>::load(dy[offset4(a.y_strides, at[0], at[1], oy, ox)]);
-            }
-        }
-        dx[offset4(a.dx_strides, at[0], at[1], at[2], at[3])] = num<T>::store(total);
+        dx[offset4(a.dx_strides, at[0], at[1], at[2], at[3])] =
+            num<T>::store(max_pool_grad_at(a, dy, x, at[0], at[1], at[2], at[3]));
     }
-}
-
-// The divisor of window (oy, ox): the full window, or only its elements inside the input.
-__device__ __forceinline__ float window_divisor(const PoolArgs &a, int64_t oy, int64_t ox) {
-    if (a.count_include_pad) return static_cast<float>(a.kernel[0] * a.kernel[1]);
-    const int64_t y0 = oy * a.stride[0] - a.padding[0], x0 = ox * a.stride[1] - a.padding[1];
-    const int64_t y1 = min(y0 + a.kernel[0], a.h), x1 = min(x0 + a.kernel[1], a.w);
-    return static_cast<float>((y1 - max(y0, int64_t{0})) * (x1 - max(x0, int64_t{0})));
 }
 
 template <class T>
@@ -112,17 +39,7 @@ __global__ void avg_pool_kernel(PoolArgs a, T *y, const T *x) {
     for (int64_t i = global_index(); i < count; i += global_stride()) {
         int64_t at[4];
         split4(i, a.oh, a.ow, a.c, at);
-        const int64_t y0 = at[2] * a.stride[0] - a.padding[0], x0 = at[3] * a.stride[1] - a.padding[1];
-        float total = 0.f;
-        for (int ky = 0; ky < a.kernel[0]; ++ky) {
-            const int64_t yy = y0 + ky;
-            if (yy < 0 || yy >= a.h) continue;
-            for (int kx = 0; kx < a.kernel[1]; ++kx) {
-                const int64_t xx = x0 + kx;
-                if (xx >= 0 && xx < a.w) total += num<T>::load(x[offset4(a.x_strides, at[0], at[1], yy, xx)]);
-            }
-        }
-        y[offset4(a.y_strides, at[0], at[1], at[2], at[3])] = num<T>::store(total / window_divisor(a, at[2], at[3]));
+        y[offset4(a.y_strides, at[0], at[1], at[2], at[3])] = num<T>::store(avg_pool_at(a, x, at[0], at[1], at[2], at[3]));
     }
 }
 
@@ -132,14 +49,8 @@ __global__ void avg_pool_backward_kernel(PoolArgs a, T *dx, const T *dy) {
     for (int64_t i = global_index(); i < count; i += global_stride()) {
         int64_t at[4];
         split4(i, a.h, a.w, a.c, at);
-        int64_t oy0, oy1, ox0, ox1;
-        covering(at[2], a.padding[0], a.kernel[0], a.stride[0], a.oh, &oy0, &oy1);
-        covering(at[3], a.padding[1], a.kernel[1], a.stride[1], a.ow, &ox0, &ox1);
-        float total = 0.f;
-        for (int64_t oy = oy0; oy <= oy1; ++oy)
-            for (int64_t ox = ox0; ox <= ox1; ++ox)
-                total += num<T>::load(dy[offset4(a.y_strides, at[0], at[1], oy, ox)]) / window_divisor(a, oy, ox);
-        dx[offset4(a.dx_strides, at[0], at[1], at[2], at[3])] = num<T>::store(total);
+        dx[offset4(a.dx_strides, at[0], at[1], at[2], at[3])] =
+            num<T>::store(avg_pool_grad_at(a, dy, at[0], at[1], at[2], at[3]));
     }
 }
 
