@@ -1,5 +1,5 @@
-// Device-side helpers shared by the kernel files: storage types per dtype, loads and stores in
-// the compute type, launch shapes, block reductions and the data-error report.
+// Device-side helpers shared by the kernel files: dtype dispatch, launch shapes, block reductions
+// and the data-error report. Storage types and per-element math are in element.h.
 #ifndef TINYFIN_CUDA_DEVICE_COMMON_CUH
 #define TINYFIN_CUDA_DEVICE_COMMON_CUH
 
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "element.h"
 #include "kernels.h"
 
 namespace tf_cuda {
@@ -40,44 +41,6 @@ __device__ __forceinline__ int64_t global_index() {
 __device__ __forceinline__ int64_t global_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // ---- dtypes -------------------------------------------------------------------------------------
-
-// One byte, 0 or 1; any non-zero byte reads as true.
-struct boolean {
-    uint8_t value;
-};
-
-// Storage type -> compute type (float for the 16-bit floats), with load and store.
-template <class T> struct num;
-template <> struct num<float> {
-    using compute = float;
-    __device__ static float load(float v) { return v; }
-    __device__ static float store(float v) { return v; }
-};
-template <> struct num<__half> {
-    using compute = float;
-    __device__ static float load(__half v) { return __half2float(v); }
-    __device__ static __half store(float v) { return __float2half_rn(v); }
-};
-template <> struct num<__nv_bfloat16> {
-    using compute = float;
-    __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-    __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
-};
-template <> struct num<int32_t> {
-    using compute = int32_t;
-    __device__ static int32_t load(int32_t v) { return v; }
-    __device__ static int32_t store(int32_t v) { return v; }
-};
-template <> struct num<int64_t> {
-    using compute = int64_t;
-    __device__ static int64_t load(int64_t v) { return v; }
-    __device__ static int64_t store(int64_t v) { return v; }
-};
-template <> struct num<boolean> {
-    using compute = int32_t;
-    __device__ static int32_t load(boolean v) { return v.value != 0; }
-    __device__ static boolean store(int32_t v) { return boolean{static_cast<uint8_t>(v != 0)}; }
-};
 
 // Unsigned integers of each element size: raw copies (contiguous, where, fill) move bits only.
 template <int Size> struct bits_of;
@@ -136,29 +99,6 @@ bool with_bits(int32_t dtype, Fn &&fn) {
 
 // The status a launcher returns for a dtype its caller should never have sent.
 inline cudaError_t bad_dtype() { return cudaErrorInvalidValue; }
-
-// ---- maximum / minimum ----------------------------------------------------------------------------
-
-// IEEE 754-2019 maximum and minimum, as the cpu plugin: a NaN operand wins and -0 < +0, so the
-// result never depends on the order of the operands (block reductions rely on that).
-template <class C>
-__device__ __forceinline__ C maximum_of(C a, C b) {
-    if constexpr (std::is_floating_point<C>::value) {
-        if (a != a) return a;
-        if (b != b) return b;
-        if (a == b) return signbit(a) ? b : a;
-    }
-    return a < b ? b : a;
-}
-template <class C>
-__device__ __forceinline__ C minimum_of(C a, C b) {
-    if constexpr (std::is_floating_point<C>::value) {
-        if (a != a) return a;
-        if (b != b) return b;
-        if (a == b) return signbit(a) ? a : b;
-    }
-    return b < a ? b : a;
-}
 
 // ---- block reductions ----------------------------------------------------------------------------
 

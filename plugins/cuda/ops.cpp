@@ -9,10 +9,8 @@
 #include <cstring>
 #include <string_view>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "context.h"
+#include "element.h"
 
 namespace tf_cuda {
 namespace {
@@ -453,60 +451,6 @@ Strided<N> strided(const tf_tensor_desc &shape_of, std::initializer_list<const t
     return make_strided<N>(shape_of.rank, shape_of.shape, strides);
 }
 
-// The element bits of value in dtype, rounded like the cpu plugin's fill (floats to nearest,
-// integers truncated and saturated, NaN to 0, bool non-zero).
-uint64_t bits_of(int32_t dtype, double value) {
-    uint64_t bits = 0;
-    switch (dtype) {
-    case TF_DTYPE_F32: {
-        const float f = static_cast<float>(value);
-        std::memcpy(&bits, &f, sizeof f);
-        break;
-    }
-    case TF_DTYPE_F16: {
-        const __half_raw h = __double2half(value);
-        bits = h.x;
-        break;
-    }
-    case TF_DTYPE_BF16: {
-        const __nv_bfloat16_raw h = __double2bfloat16(value);
-        bits = h.x;
-        break;
-    }
-    case TF_DTYPE_I32:
-    case TF_DTYPE_I64: {
-        const bool wide = dtype == TF_DTYPE_I64;
-        const double lo = wide ? -0x1p63 : -0x1p31;
-        int64_t v = 0;
-        if (!std::isnan(value)) {
-            const double t = std::trunc(value);
-            v = t <= lo ? (wide ? INT64_MIN : INT32_MIN)
-                : t >= -lo ? (wide ? INT64_MAX : INT32_MAX)
-                           : static_cast<int64_t>(t);
-        }
-        bits = wide ? static_cast<uint64_t>(v) : static_cast<uint32_t>(static_cast<int32_t>(v));
-        break;
-    }
-    case TF_DTYPE_BOOL:
-        bits = value != 0;
-        break;
-    default:
-        break;
-    }
-    return bits;
-}
-
-// Integer clamp bounds: rounded inward (ceil of min, floor of max) and saturated to the dtype; NaN
-// and infinite bounds are open.
-int64_t int_bound(double v, bool lower, bool wide) {
-    const int64_t lo = wide ? INT64_MIN : INT32_MIN, hi = wide ? INT64_MAX : INT32_MAX;
-    if (std::isnan(v)) return lower ? lo : hi;
-    const double r = lower ? std::ceil(v) : std::floor(v);
-    if (r <= static_cast<double>(lo)) return lo;
-    if (r >= -static_cast<double>(lo)) return hi;
-    return static_cast<int64_t>(r);
-}
-
 tf_status launched(tf_error *err, const char *name, cudaError_t e) {
     if (e == cudaSuccess) return TF_STATUS_OK;
     char what[64];
@@ -592,15 +536,15 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
             const bool wide = out.dtype == TF_DTYPE_I64;
             bounds.lo = static_cast<float>(p.min);
             bounds.hi = static_cast<float>(p.max);
-            bounds.ilo = int_bound(p.min, true, wide);
-            bounds.ihi = int_bound(p.max, false, wide);
+            bounds.ilo = int_clamp_bound(p.min, true, wide);
+            bounds.ihi = int_clamp_bound(p.max, false, wide);
         }
         return launched(err, name, launch_unary(stream, op.op, out.dtype, strided<2>(out, {&out, &in[0]}), y,
                                                 address_of(in[0]), bounds));
     }
     case TF_OP_FILL:
         return launched(err, name, launch_fill(stream, out.dtype, strided<1>(out, {&out}), y,
-                                               bits_of(out.dtype, params_of<tf_params_fill>(op).value)));
+                                               fill_bits(out.dtype, params_of<tf_params_fill>(op).value)));
     case TF_OP_CONTIGUOUS:
     case TF_OP_CAST:
         return launched(err, name, launch_copy(stream, out.dtype, in[0].dtype, strided<2>(out, {&out, &in[0]}), y,
@@ -755,7 +699,7 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         const int64_t *strides[2] = {out.strides, label_strides};
         const RowGeom<2> g = make_rows<2>(out.rank, out.shape, strides, 1u << (out.rank - 1));
         return launched(err, name, launch_one_hot(stream, out.dtype, labels.dtype, g,
-                                                  params_of<tf_params_one_hot>(op).num_classes, bits_of(out.dtype, 1.0),
+                                                  params_of<tf_params_one_hot>(op).num_classes, fill_bits(out.dtype, 1.0),
                                                   y, address_of(labels), device.data_error_device));
     }
     default:

@@ -1,0 +1,297 @@
+// What the elementwise kernels compute per element, as __host__ __device__ code: storage types
+// and their compute types, the unary, binary and comparison ops, casts, and the host-side
+// conversions of fill values and clamp bounds. tests/cuda/test_cuda_element.cpp runs these same
+// functions on the host against the cpu plugin.
+//
+// Numeric rules, the cpu plugin's where they are observable: integer add, sub, mul, neg, abs and
+// square wrap (two's complement); maximum / minimum propagate NaN and order -0 < +0; relu keeps
+// NaN and -0; clamp leaves NaN alone and treats NaN or infinite bounds as open; float -> integer
+// casts truncate and saturate (NaN gives 0); narrowing integer casts wrap; casts round once from
+// the exact source value. Float math runs in f32 (16-bit floats widened), so transcendental
+// results may differ from the cpu plugin's double-precision ones by an ulp or two.
+#ifndef TINYFIN_CUDA_ELEMENT_H
+#define TINYFIN_CUDA_ELEMENT_H
+
+#include <tinyfin/plugin.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "geometry.h"  // TF_CUDA_HD
+
+namespace tf_cuda {
+
+// ---- Storage types ------------------------------------------------------------------------------
+
+// One byte, 0 or 1; any non-zero byte reads as true.
+struct boolean {
+    uint8_t value;
+};
+
+// Storage type -> compute type (float for the 16-bit floats), with load and store.
+template <class T> struct num;
+template <> struct num<float> {
+    using compute = float;
+    TF_CUDA_HD static float load(float v) { return v; }
+    TF_CUDA_HD static float store(float v) { return v; }
+};
+template <> struct num<__half> {
+    using compute = float;
+    TF_CUDA_HD static float load(__half v) { return __half2float(v); }
+    TF_CUDA_HD static __half store(float v) { return __float2half_rn(v); }
+};
+template <> struct num<__nv_bfloat16> {
+    using compute = float;
+    TF_CUDA_HD static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+    TF_CUDA_HD static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+};
+template <> struct num<int32_t> {
+    using compute = int32_t;
+    TF_CUDA_HD static int32_t load(int32_t v) { return v; }
+    TF_CUDA_HD static int32_t store(int32_t v) { return v; }
+};
+template <> struct num<int64_t> {
+    using compute = int64_t;
+    TF_CUDA_HD static int64_t load(int64_t v) { return v; }
+    TF_CUDA_HD static int64_t store(int64_t v) { return v; }
+};
+template <> struct num<boolean> {
+    using compute = int32_t;
+    TF_CUDA_HD static int32_t load(boolean v) { return v.value != 0; }
+    TF_CUDA_HD static boolean store(int32_t v) { return boolean{static_cast<uint8_t>(v != 0)}; }
+};
+
+// ---- Maximum and minimum ------------------------------------------------------------------------
+
+TF_CUDA_HD bool sign_bit(float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    return bits >> 31;
+}
+
+// IEEE 754-2019 maximum and minimum: a NaN operand wins (the first when both are) and -0 < +0, so
+// the result never depends on the order of the operands (block reductions rely on that).
+template <class C>
+TF_CUDA_HD C maximum_of(C a, C b) {
+    if constexpr (std::is_floating_point<C>::value) {
+        if (a != a) return a;
+        if (b != b) return b;
+        if (a == b) return sign_bit(a) ? b : a;
+    }
+    return a < b ? b : a;
+}
+template <class C>
+TF_CUDA_HD C minimum_of(C a, C b) {
+    if constexpr (std::is_floating_point<C>::value) {
+        if (a != a) return a;
+        if (b != b) return b;
+        if (a == b) return sign_bit(a) ? a : b;
+    }
+    return b < a ? b : a;
+}
+
+// ---- Unary ops ------------------------------------------------------------------------------------
+
+// 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below: neither overflows nor cancels.
+TF_CUDA_HD float sigmoid_of(float x) {
+    if (x >= 0.f) return 1.f / (1.f + expf(-x));
+    const float e = expf(x);
+    return e / (1.f + e);
+}
+
+// Float unary ops (lo, hi: clamp's bounds).
+TF_CUDA_HD float unary_float(uint32_t op, float x, float lo, float hi) {
+    switch (op) {
+    case TF_OP_NEG: return -x;
+    case TF_OP_EXP: return expf(x);
+    case TF_OP_RELU: return x < 0.f ? 0.f : x;
+    case TF_OP_ABS: return fabsf(x);
+    case TF_OP_LOG: return logf(x);
+    case TF_OP_SQRT: return sqrtf(x);
+    case TF_OP_RSQRT: return 1.f / sqrtf(x);
+    case TF_OP_SIN: return sinf(x);
+    case TF_OP_COS: return cosf(x);
+    case TF_OP_TANH: return tanhf(x);
+    case TF_OP_SIGMOID: return sigmoid_of(x);
+    // x Phi(x) through erfc: 1 + erf(x / sqrt 2) would cancel for large negative x.
+    case TF_OP_GELU: return x == -INFINITY ? -0.f : 0.5f * x * erfcf(-x * 0.70710678118654752f);
+    // 0.5 x (1 + tanh(u)) == x sigmoid(2u), without the cancellation.
+    case TF_OP_GELU_TANH: {
+        if (x == -INFINITY) return -0.f;
+        const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+        return x * sigmoid_of(2.f * u);
+    }
+    case TF_OP_SILU: return x == -INFINITY ? -0.f : x * sigmoid_of(x);
+    case TF_OP_SQUARE: return x * x;
+    case TF_OP_ERF: return erff(x);
+    case TF_OP_CLAMP: {
+        // Comparisons with NaN are false: a NaN x stays, a NaN bound never applies.
+        float r = x;
+        if (r < lo) r = lo;
+        if (r > hi) r = hi;
+        return r;
+    }
+    default: return x;
+    }
+}
+
+// Integer dtypes: neg, relu, abs, square and clamp (with bounds already rounded inward).
+template <class I>
+TF_CUDA_HD I unary_int(uint32_t op, I x, int64_t lo, int64_t hi) {
+    using U = std::make_unsigned_t<I>;
+    switch (op) {
+    case TF_OP_NEG: return static_cast<I>(U(0) - U(x));
+    case TF_OP_RELU: return x < 0 ? I(0) : x;
+    case TF_OP_ABS: return x < 0 ? static_cast<I>(U(0) - U(x)) : x;
+    case TF_OP_SQUARE: return static_cast<I>(U(x) * U(x));
+    case TF_OP_CLAMP: {
+        int64_t r = x;
+        if (r < lo) r = lo;
+        if (r > hi) r = hi;
+        return static_cast<I>(r);
+    }
+    default: return x;
+    }
+}
+
+// ---- Binary ops and comparisons -----------------------------------------------------------------
+
+// Integer div and pow are never sent (their bad operands are errors only the cpu plugin reports).
+template <class C>
+TF_CUDA_HD C binary_op(uint32_t op, C a, C b) {
+    if constexpr (std::is_integral<C>::value) {
+        using U = std::make_unsigned_t<C>;
+        switch (op) {
+        case TF_OP_ADD: return static_cast<C>(U(a) + U(b));
+        case TF_OP_SUB: return static_cast<C>(U(a) - U(b));
+        case TF_OP_MUL: return static_cast<C>(U(a) * U(b));
+        case TF_OP_MAXIMUM: return maximum_of(a, b);
+        case TF_OP_MINIMUM: return minimum_of(a, b);
+        default: return a;
+        }
+    } else {
+        switch (op) {
+        case TF_OP_ADD: return a + b;
+        case TF_OP_SUB: return a - b;
+        case TF_OP_MUL: return a * b;
+        case TF_OP_DIV: return a / b;
+        case TF_OP_POW: return powf(a, b);
+        case TF_OP_MAXIMUM: return maximum_of(a, b);
+        case TF_OP_MINIMUM: return minimum_of(a, b);
+        default: return a;
+        }
+    }
+}
+
+template <class C>
+TF_CUDA_HD bool compare_op(uint32_t op, C a, C b) {
+    switch (op) {
+    case TF_OP_EQ: return a == b;
+    case TF_OP_NE: return a != b;
+    case TF_OP_LT: return a < b;
+    case TF_OP_LE: return a <= b;
+    case TF_OP_GT: return a > b;
+    case TF_OP_GE: return a >= b;
+    default: return false;
+    }
+}
+
+// ---- Casts ----------------------------------------------------------------------------------------
+
+// A cast's source value, exact: every float in double, every integer (and bool) in int64_t.
+struct Wide {
+    double f;
+    int64_t i;
+    bool is_float;
+};
+
+template <class T>
+TF_CUDA_HD Wide widen(T v) {
+    if constexpr (std::is_same<typename num<T>::compute, float>::value)
+        return {static_cast<double>(num<T>::load(v)), 0, true};
+    else
+        return {0.0, static_cast<int64_t>(num<T>::load(v)), false};
+}
+
+// Float to integer like C where C is defined (truncation); NaN gives 0, out-of-range values the
+// nearest limit.
+template <class I>
+TF_CUDA_HD I saturate(double x) {
+    constexpr I min = sizeof(I) == 4 ? I(INT32_MIN) : I(INT64_MIN);
+    constexpr I max = sizeof(I) == 4 ? I(INT32_MAX) : I(INT64_MAX);
+    if (x != x) return 0;
+    const double t = trunc(x);
+    const double lo = static_cast<double>(min);  // -2^(bits-1), exact
+    if (t <= lo) return min;
+    if (t >= -lo) return max;
+    return static_cast<I>(t);
+}
+
+// Stores w converted to dtype at p (which has room for one element of dtype).
+TF_CUDA_HD void store_cast(char *p, int32_t dtype, Wide w) {
+    switch (dtype) {
+    case TF_DTYPE_F32: {
+        // int64 -> float and double -> float both round once, to nearest.
+        const float v = w.is_float ? static_cast<float>(w.f) : static_cast<float>(w.i);
+        std::memcpy(p, &v, sizeof v);
+        break;
+    }
+    case TF_DTYPE_F16: {
+        const __half v = w.is_float ? __double2half(w.f) : __ll2half_rn(w.i);
+        std::memcpy(p, &v, sizeof v);
+        break;
+    }
+    case TF_DTYPE_BF16: {
+        const __nv_bfloat16 v = w.is_float ? __double2bfloat16(w.f) : __ll2bfloat16_rn(w.i);
+        std::memcpy(p, &v, sizeof v);
+        break;
+    }
+    case TF_DTYPE_I32: {
+        const int32_t v = w.is_float ? saturate<int32_t>(w.f) : static_cast<int32_t>(w.i);  // narrowing wraps
+        std::memcpy(p, &v, sizeof v);
+        break;
+    }
+    case TF_DTYPE_I64: {
+        const int64_t v = w.is_float ? saturate<int64_t>(w.f) : w.i;
+        std::memcpy(p, &v, sizeof v);
+        break;
+    }
+    case TF_DTYPE_BOOL: {
+        const uint8_t v = w.is_float ? (w.f != 0.0) : (w.i != 0);  // NaN is true, as in C
+        std::memcpy(p, &v, sizeof v);
+        break;
+    }
+    default: break;
+    }
+}
+
+// ---- Host-side conversions (ops.cpp) --------------------------------------------------------------
+
+// The element bits of value in dtype, as fill stores it: a cast from the exact double.
+inline uint64_t fill_bits(int32_t dtype, double value) {
+    char element[8] = {};
+    store_cast(element, dtype, Wide{value, 0, true});
+    uint64_t bits = 0;
+    std::memcpy(&bits, element, sizeof element);
+    return bits;
+}
+
+// An integer clamp bound: rounded inward (ceil of min, floor of max) and saturated to the dtype;
+// a NaN or infinite bound is open.
+inline int64_t int_clamp_bound(double v, bool lower, bool wide) {
+    const int64_t lo = wide ? INT64_MIN : INT32_MIN, hi = wide ? INT64_MAX : INT32_MAX;
+    if (std::isnan(v)) return lower ? lo : hi;
+    const double r = lower ? std::ceil(v) : std::floor(v);
+    if (r <= static_cast<double>(lo)) return lo;
+    if (r >= -static_cast<double>(lo)) return hi;
+    return static_cast<int64_t>(r);
+}
+
+}  // namespace tf_cuda
+
+#endif  // TINYFIN_CUDA_ELEMENT_H
