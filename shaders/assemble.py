@@ -9,9 +9,12 @@ line. See README.md for the contract.
 """
 import argparse
 import pathlib
+import re
 import sys
 
 VERSIONS = {"vulkan": "#version 450", "opengl": "#version 430"}
+# TF_SPEC(id, type, NAME, default) declarations at the start of a line.
+SPEC = re.compile(r"^TF_SPEC\(\s*(\d+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*([^)]+?)\s*\)", re.M)
 
 
 def main() -> int:
@@ -24,12 +27,18 @@ def main() -> int:
     args = parser.parse_args()
 
     parts = [VERSIONS[args.api]]
+    kernel = args.kernel.read_text(encoding="utf-8")
     # GLSL's #line takes a source-string number, not a name: number the parts 1, 2, 3 and say
     # which is which in a comment the compiler's messages can be matched against.
     for number, path in enumerate([args.prelude, args.common, args.kernel], start=1):
         parts.append(f"// source {number}: {path.name}")
         parts.append(f"#line 1 {number}")
         parts.append(path.read_text(encoding="utf-8").rstrip("\n"))
+        if number == 1 and args.api == "opengl":
+            # OpenGL has no specialization constants: each TF_SPEC selector is a macro the
+            # plugin defines before compiling; these defaults apply to the ones it leaves out.
+            for _, _, name, value in SPEC.findall(kernel):
+                parts.append(f"#ifndef {name}\n#define {name} {value}\n#endif")
     text = "\n".join(parts) + "\n"
     # Rewrite only when the text changed, so ninja does not rebuild what depends on it.
     if not args.output.exists() or args.output.read_text(encoding="utf-8") != text:

@@ -22,7 +22,9 @@ struct attention_params {
     uint col_st[5];     // stride of the last axis per slot
     uint pad1_[2];
 };
-layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { attention_params p; };
+layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { attention_params tf_p; };
+// A private copy, loaded once per invocation: lavapipe turns every buffer read into a gather.
+attention_params p;
 
 shared float s_score[TF_MAX_KEYS];
 shared float s_red[64];
@@ -41,6 +43,7 @@ float group_reduce(float v, bool is_max) {
 }
 
 void main() {
+    p = tf_p;
     uint t = gl_LocalInvocationID.x;
     for (uint row = gl_WorkGroupID.x; row < p.rows; row += gl_NumWorkGroups.x) {
         uint i = row % p.tq;

@@ -70,6 +70,17 @@ bool ld_index(uint s, uint dtype, uint e, out int value) {
     return true;
 }
 
+// ---- Division by a divisor known to the host ------------------------------------------------------
+
+// n / d for any 32-bit n, with (m, s) from the plugin's magic_of(d) (Granlund & Montgomery's
+// multiply-and-shift; s = shift1 | shift2 << 8). Shaders divide element indices by shapes all the
+// time, and lavapipe has no vector integer division: this is a multiply and two shifts.
+uint tf_div(uint n, uint m, uint s) {
+    uint hi, lo;
+    umulExtended(m, n, hi, lo);
+    return (hi + ((n - hi) >> (s & 0xffu))) >> (s >> 8u);
+}
+
 // ---- Floats --------------------------------------------------------------------------------------
 
 // From the bits: compilers may fold x != x away.

@@ -1,19 +1,27 @@
 // Every elementwise op: unary and binary math, comparisons, where, cast, strided copy and fill.
 // Slot 0 is the output, slots 1..3 the inputs; all share the output's (merged) shape and each
 // has its own strides, so broadcasting (stride 0) and any view cost nothing extra.
-// Mirrors ew_params in plugins/vulkan/kernels.hpp.
+// The op and dtypes are specialization constants: one small pipeline per (op, dtypes, layout)
+// in use, instead of one kernel branching on them (lavapipe runs every branch of a kernel under
+// masks). Mirrors ew_params and ew_spec in plugins/vulkan/kernels.hpp.
 layout(local_size_x = 256) in;
 
+TF_SPEC(0, uint, OP, 0u)      // EW_* below
+TF_SPEC(1, uint, DT_OUT, 0u)  // the output's dtype
+TF_SPEC(2, uint, DT_IN, 0u)   // the inputs' dtype (where: of a and b)
+TF_SPEC(3, uint, RANK, 1u)    // merged axes, 1..8 (0 is sent as 1); rank 1: element i at base + i * stride
+TF_SPEC(4, uint, PACKED, 0u)  // 1: bool output, contiguous, word-aligned: a word per invocation
+
 struct ew_params {
-    uint op;        // EW_* below
-    uint count;     // output elements
-    uint rank;      // merged axes, 0..8
-    uint packed;    // 1: bool output, contiguous, word-aligned: four elements per invocation
+    uint count;       // output elements
+    uint rank;        // merged axes, 0..8 (the RANK selector decides the walk)
+    uint pad0_, pad1_;
     uint shape[8];
-    uint dtype[4];  // per slot
-    uint base[4];   // element index of element [0, ..., 0] per slot
-    uint strides[32];  // [slot * 8 + axis], in elements
-    uint arg[4];    // FILL: raw value in arg[0..1]; CLAMP: f32 bounds in arg[0], arg[1]
+    uint div_m[8];    // shape[d] as a divisor (tf_div)
+    uint div_s[8];
+    uint base[4];     // element index of element [0, ..., 0] per slot
+    uint strides[32]; // [slot * 8 + axis], in elements
+    uint arg[4];      // FILL: raw value in arg[0..1]; CLAMP: f32 bounds in arg[0], arg[1]
 };
 layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { ew_params p; };
 
@@ -43,16 +51,23 @@ layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { ew_params p; };
 #define EW_POW 36u
 #define EW_MAXIMUM 37u
 #define EW_MINIMUM 38u
-// Comparisons (two inputs of dtype[1]; bool output), in ops.def order: eq ne lt le gt ge.
+// Comparisons (two inputs of DT_IN; bool output), in ops.def order: eq ne lt le gt ge.
 #define EW_EQ 64u
+#define EW_NE 65u
+#define EW_LT 66u
+#define EW_LE 67u
+#define EW_GT 68u
 #define EW_GE 69u
 #define EW_WHERE 80u
-// Copy with conversion from dtype[1] to dtype[0] (contiguous and cast).
+// Copy with conversion from DT_IN to DT_OUT (contiguous and cast).
 #define EW_COPY 96u
 #define EW_FILL 112u
 
-float unary_f32(uint op, float x) {
-    switch (op) {
+// Inputs the op reads.
+const uint N_IN = OP == EW_FILL ? 0u : OP < EW_ADD ? 1u : OP == EW_WHERE ? 3u : OP == EW_COPY ? 1u : 2u;
+
+float unary_f32(float x) {
+    switch (OP) {
     case EW_NEG: return -x;
     case EW_EXP: return exp(x);
     case EW_RELU: return x < 0.0 ? 0.0 : x;
@@ -84,8 +99,8 @@ float unary_f32(uint op, float x) {
     return TF_NAN;
 }
 
-float binary_f32(uint op, float a, float b) {
-    switch (op) {
+float binary_f32(float a, float b) {
+    switch (OP) {
     case EW_ADD: return a + b;
     case EW_SUB: return a - b;
     case EW_MUL: return a * b;
@@ -98,11 +113,11 @@ float binary_f32(uint op, float a, float b) {
 }
 
 // i32 and i64 ops wrap (two's complement), like the cpu plugin.
-uvec2 integer_op(uint op, uint dtype, uvec2 a, uvec2 b) {
-    if (dtype == DT_I32) {
+uvec2 integer_op(uvec2 a, uvec2 b) {
+    if (DT_OUT == DT_I32) {
         int x = int(a.x), y = int(b.x);
         int r = 0;
-        switch (op) {
+        switch (OP) {
         case EW_NEG: r = -x; break;
         case EW_RELU: r = x < 0 ? 0 : x; break;
         case EW_ABS: r = x < 0 ? -x : x; break;
@@ -115,7 +130,7 @@ uvec2 integer_op(uint op, uint dtype, uvec2 a, uvec2 b) {
         }
         return uvec2(uint(r), 0u);
     }
-    switch (op) {
+    switch (OP) {
     case EW_NEG: return i64_neg(a);
     case EW_RELU: return int(a.y) < 0 ? uvec2(0u) : a;
     case EW_ABS: return int(a.y) < 0 ? i64_neg(a) : a;
@@ -129,94 +144,105 @@ uvec2 integer_op(uint op, uint dtype, uvec2 a, uvec2 b) {
     return uvec2(0u);
 }
 
-// eq ne lt le gt ge on two raw values of dtype; NaN compares unequal and unordered.
-bool compare(uint which, uint dtype, uvec2 a, uvec2 b) {
+// eq ne lt le gt ge on two raw values of DT_IN; NaN compares unequal and unordered.
+bool compare(uvec2 a, uvec2 b) {
     bool less, equal;
-    if (dtype == DT_F32) {
+    if (DT_IN == DT_F32) {
         float x = uintBitsToFloat(a.x), y = uintBitsToFloat(b.x);
-        if (tf_isnan(x) || tf_isnan(y)) return which == 1u;
+        if (tf_isnan(x) || tf_isnan(y)) return OP == EW_NE;
         less = x < y;
         equal = x == y;
-    } else if (dtype == DT_I64) {
+    } else if (DT_IN == DT_I64) {
         less = i64_lt(a, b);
         equal = a == b;
-    } else if (dtype == DT_I32) {
+    } else if (DT_IN == DT_I32) {
         less = int(a.x) < int(b.x);
         equal = a.x == b.x;
     } else {
         less = a.x < b.x;
         equal = a.x == b.x;
     }
-    switch (which) {
-    case 0u: return equal;
-    case 1u: return !equal;
-    case 2u: return less;
-    case 3u: return less || equal;
-    case 4u: return !less && !equal;
+    switch (OP) {
+    case EW_EQ: return equal;
+    case EW_NE: return !equal;
+    case EW_LT: return less;
+    case EW_LE: return less || equal;
+    case EW_GT: return !less && !equal;
     }
-    return !less;
+    return !less;  // EW_GE
 }
 
-// Element indices of output element i in every slot.
-void offsets_of(uint i, out uint off[4]) {
-    for (uint k = 0u; k < 4u; ++k) off[k] = p.base[k];
-    for (int d = int(p.rank) - 1; d >= 0; --d) {
-        uint size = p.shape[d];
-        uint q = i % size;
-        i /= size;
-        for (uint k = 0u; k < 4u; ++k) off[k] += q * p.strides[k * 8u + uint(d)];
+// The output value of the element whose inputs sit at o1, o2, o3, as raw bits of DT_OUT.
+uvec2 evaluate(uint o1, uint o2, uint o3) {
+    if (OP < EW_EQ) {
+        bool binary = OP >= EW_ADD;
+        if (DT_OUT != DT_F32) return integer_op(ld_raw(1u, DT_OUT, o1), binary ? ld_raw(2u, DT_OUT, o2) : uvec2(0u));
+        float a = ld_f32(1u, o1);
+        return uvec2(floatBitsToUint(binary ? binary_f32(a, ld_f32(2u, o2)) : unary_f32(a)), 0u);
     }
-}
-
-// The output value of the element at off, as raw bits of the output's dtype.
-uvec2 evaluate(uint off[4]) {
-    uint op = p.op;
-    uint dt = p.dtype[0];
-    if (op < EW_EQ) {
-        bool binary = op >= EW_ADD;
-        if (dt != DT_F32) {
-            uvec2 b = binary ? ld_raw(2u, dt, off[2]) : uvec2(0u);
-            return integer_op(op, dt, ld_raw(1u, dt, off[1]), b);
-        }
-        float a = ld_f32(1u, off[1]);
-        float r = binary ? binary_f32(op, a, ld_f32(2u, off[2])) : unary_f32(op, a);
-        return uvec2(floatBitsToUint(r), 0u);
-    }
-    if (op <= EW_GE) {
-        uint it = p.dtype[1];
-        return uvec2(compare(op - EW_EQ, it, ld_raw(1u, it, off[1]), ld_raw(2u, it, off[2])) ? 1u : 0u, 0u);
-    }
-    if (op == EW_WHERE) return ld_bool(1u, off[1]) ? ld_raw(2u, dt, off[2]) : ld_raw(3u, dt, off[3]);
-    if (op == EW_COPY) return tf_convert(ld_raw(1u, p.dtype[1], off[1]), p.dtype[1], dt);
+    if (OP <= EW_GE) return uvec2(compare(ld_raw(1u, DT_IN, o1), ld_raw(2u, DT_IN, o2)) ? 1u : 0u, 0u);
+    if (OP == EW_WHERE) return ld_bool(1u, o1) ? ld_raw(2u, DT_IN, o2) : ld_raw(3u, DT_IN, o3);
+    if (OP == EW_COPY) return tf_convert(ld_raw(1u, DT_IN, o1), DT_IN, DT_OUT);
     return uvec2(p.arg[0], p.arg[1]);  // EW_FILL
+}
+
+// The parameters the element loop reads, in registers: the kernel reads them once.
+uint g_base[4], g_step[4], g_shape[8], g_div_m[8], g_div_s[8], g_strides[32];
+
+void load_layout() {
+    for (uint k = 0u; k < 4u; ++k) {
+        g_base[k] = p.base[k];
+        g_step[k] = p.strides[k * 8u];
+    }
+    if (RANK == 1u) return;
+    for (uint d = 0u; d < 8u; ++d) {
+        g_shape[d] = p.shape[d];
+        g_div_m[d] = p.div_m[d];
+        g_div_s[d] = p.div_s[d];
+        for (uint k = 0u; k <= N_IN; ++k) g_strides[k * 8u + d] = p.strides[k * 8u + d];
+    }
+}
+
+// Element indices of output element i in slots 0..3.
+uvec4 offsets_of(uint i) {
+    if (RANK == 1u) return uvec4(g_base[0], g_base[1], g_base[2], g_base[3]) + i * uvec4(g_step[0], g_step[1], g_step[2], g_step[3]);
+    uvec4 off = uvec4(g_base[0], g_base[1], g_base[2], g_base[3]);
+    for (int d = int(RANK) - 1; d >= 0; --d) {
+        uint next = tf_div(i, g_div_m[d], g_div_s[d]);
+        uint q = i - next * g_shape[d];
+        i = next;
+        for (uint k = 0u; k <= N_IN; ++k) off[k] += q * g_strides[k * 8u + uint(d)];
+    }
+    return off;
 }
 
 void main() {
     uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    uint off[4];
-    if (p.packed == 0u) {
-        for (uint i = gl_GlobalInvocationID.x; i < p.count; i += step) {
-            offsets_of(i, off);
-            st_raw(0u, p.dtype[0], off[0], evaluate(off));
+    uint count = p.count;
+    load_layout();
+    if (PACKED == 0u) {
+        for (uint i = gl_GlobalInvocationID.x; i < count; i += step) {
+            uvec4 off = offsets_of(i);
+            st_raw(0u, DT_OUT, off.x, evaluate(off.y, off.z, off.w));
         }
         return;
     }
     // Bool output, contiguous, base a multiple of 4: word u holds elements 4u .. 4u + 3.
-    uint words = (p.count + 3u) / 4u;
+    uint words = (count + 3u) / 4u;
     for (uint u = gl_GlobalInvocationID.x; u < words; u += step) {
         uint first = 4u * u;
-        if (first + 4u <= p.count) {
+        if (first + 4u <= count) {
             uint word = 0u;
             for (uint k = 0u; k < 4u; ++k) {
-                offsets_of(first + k, off);
-                word |= (evaluate(off).x != 0u ? 1u : 0u) << (8u * k);
+                uvec4 off = offsets_of(first + k);
+                word |= (evaluate(off.y, off.z, off.w).x != 0u ? 1u : 0u) << (8u * k);
             }
-            tf_t[0].w[(p.base[0] >> 2u) + u] = word;
+            tf_t[0].w[(g_base[0] >> 2u) + u] = word;
         } else {
             // The last, partial word: its other bytes may belong to other tensors' elements.
-            for (uint i = first; i < p.count; ++i) {
-                offsets_of(i, off);
-                st_bool(0u, off[0], evaluate(off).x != 0u);
+            for (uint i = first; i < count; ++i) {
+                uvec4 off = offsets_of(i);
+                st_bool(0u, off.x, evaluate(off.y, off.z, off.w).x != 0u);
             }
         }
     }

@@ -6,15 +6,19 @@
 //   mode 3  conv2d_grad_weight: A = dy [Og, N*OH*OW], B = im2col(x)^T, C = dw
 // For convolutions z is the group. Each workgroup computes a 64 x 64 tile of C, each invocation
 // a 4 x 4 block of it; A and B tiles of depth 16 go through shared memory. Only the index maps
-// differ between modes. Mirrors gemm_params in plugins/vulkan/kernels.hpp.
+// differ between modes; MODE is a specialization constant. Divisions of indices by shapes go
+// through tf_div with divisors the plugin prepared. Mirrors gemm_params in
+// plugins/vulkan/kernels.hpp.
 layout(local_size_x = 16, local_size_y = 16) in;
+
+TF_SPEC(0, uint, MODE, 0u)
 
 #define TM 64u
 #define TN 64u
 #define TK 16u
 
 struct gemm_params {
-    uint mode;
+    uint og;  // output channels per group (modes 1-3)
     uint M;
     uint N;
     uint K;
@@ -38,16 +42,32 @@ struct gemm_params {
     uint x_st[4];  // strides of x (dx in mode 2)
     uint w_st[4];  // strides of the weight (dw in mode 3)
     uint y_st[4];  // strides of y (dy in modes 2 and 3)
+    uint cg, pad5_, pad6_, pad7_;  // input channels per group
+    // Divisors (tf_div multiplier, shifts): kh * kw, kw, oh * ow, ow, h * w, w, stride_h, stride_w.
+    uint div_m[8];
+    uint div_s[8];
 };
-layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { gemm_params p; };
+layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { gemm_params tf_p; };
+// A private copy, loaded once per invocation: lavapipe turns every buffer read into a gather.
+gemm_params p;
 
 shared float s_a[TK][TM];
 shared float s_b[TK][TN];
 
+#define D_TAPS 0
+#define D_KW 1
+#define D_OPLANE 2
+#define D_OW 3
+#define D_IPLANE 4
+#define D_W 5
+#define D_SH 6
+#define D_SW 7
+uint div_by(uint n, int which) { return tf_div(n, p.div_m[which], p.div_s[which]); }
+
 // Slots: the output is 0; the inputs follow the op's order in ops.def.
-uint x_slot() { return p.mode == 1u ? 1u : p.mode == 2u ? 0u : 2u; }
-uint w_slot() { return p.mode == 3u ? 0u : 2u; }
-uint y_slot() { return p.mode == 1u ? 0u : 1u; }
+uint x_slot() { return MODE == 1u ? 1u : MODE == 2u ? 0u : 2u; }
+uint w_slot() { return MODE == 3u ? 0u : 2u; }
+uint y_slot() { return MODE == 1u ? 0u : 1u; }
 
 uint x_index(uint b, uint ch, uint ih, uint iw) {
     return p.x_base + b * p.x_st[0] + ch * p.x_st[1] + ih * p.x_st[2] + iw * p.x_st[3];
@@ -70,74 +90,76 @@ float x_tap(uint b, uint ch, uint oy, uint ox, uint r, uint s) {
 // Per-workgroup offsets of mode 0's batch element.
 uint g_a, g_b, g_c;
 
+// Kernel tap k (c, r, s) of a weight row: c = k / taps, r = (k % taps) / kw, s = k % kw.
+uvec3 tap_of(uint k) {
+    uint c = div_by(k, D_TAPS);
+    uint rs = k - c * (p.kh * p.kw);
+    uint r = div_by(rs, D_KW);
+    return uvec3(c, r, rs - r * p.kw);
+}
+
+// Position n of an [N, rows, cols] plane walk: (image, row, column).
+uvec3 position_of(uint n, int plane, int cols, uint plane_size, uint col_size) {
+    uint b = div_by(n, plane);
+    uint q = n - b * plane_size;
+    uint y = div_by(q, cols);
+    return uvec3(b, y, q - y * col_size);
+}
+
 float load_a(uint m, uint k, uint z) {
-    uint taps = p.kh * p.kw;
-    if (p.mode == 0u) return ld_f32(1u, g_a + m * p.a_rs + k * p.a_cs);
-    if (p.mode == 1u) {
-        uint og = p.o / p.groups;
-        return ld_f32(2u, w_index(z * og + m, k / taps, (k % taps) / p.kw, k % p.kw));
+    if (MODE == 0u) return ld_f32(1u, g_a + m * p.a_rs + k * p.a_cs);
+    if (MODE == 1u) {
+        uvec3 t = tap_of(k);
+        return ld_f32(2u, w_index(z * p.og + m, t.x, t.y, t.z));
     }
-    if (p.mode == 2u) {
-        uint og = p.o / p.groups;
-        return ld_f32(2u, w_index(z * og + k / taps, m, (k % taps) / p.kw, k % p.kw));
+    if (MODE == 2u) {
+        uvec3 t = tap_of(k);  // t.x is the output channel within the group
+        return ld_f32(2u, w_index(z * p.og + t.x, m, t.y, t.z));
     }
-    uint og = p.o / p.groups;
-    uint plane = p.oh * p.ow;
-    uint b = k / plane, q = k % plane;
-    return ld_f32(1u, y_index(b, z * og + m, q / p.ow, q % p.ow));
+    uvec3 at = position_of(k, D_OPLANE, D_OW, p.oh * p.ow, p.ow);
+    return ld_f32(1u, y_index(at.x, z * p.og + m, at.y, at.z));
 }
 
 float load_b(uint k, uint n, uint z) {
-    uint taps = p.kh * p.kw;
-    if (p.mode == 0u) return ld_f32(2u, g_b + k * p.b_rs + n * p.b_cs);
-    if (p.mode == 1u) {
-        uint cg = p.c / p.groups;
-        uint plane = p.oh * p.ow;
-        uint b = n / plane, q = n % plane;
-        return x_tap(b, z * cg + k / taps, q / p.ow, q % p.ow, (k % taps) / p.kw, k % p.kw);
+    if (MODE == 0u) return ld_f32(2u, g_b + k * p.b_rs + n * p.b_cs);
+    if (MODE == 1u) {
+        uvec3 t = tap_of(k);
+        uvec3 at = position_of(n, D_OPLANE, D_OW, p.oh * p.ow, p.ow);
+        return x_tap(at.x, z * p.cg + t.x, at.y, at.z, t.y, t.z);
     }
-    if (p.mode == 2u) {
-        // dy tap that input position (ih, iw) of image b receives from weight tap (r, s).
-        uint og = p.o / p.groups;
-        uint plane = p.h * p.w;
-        uint b = n / plane, q = n % plane;
-        uint r = (k % taps) / p.kw, s = k % p.kw;
-        int th = int(q / p.w) + p.pad_h - int(r) * p.dil_h;
-        int tw = int(q % p.w) + p.pad_w - int(s) * p.dil_w;
-        if (th < 0 || tw < 0 || th % p.stride_h != 0 || tw % p.stride_w != 0) return 0.0;
-        uint oy = uint(th / p.stride_h), ox = uint(tw / p.stride_w);
-        if (oy >= p.oh || ox >= p.ow) return 0.0;
-        return ld_f32(1u, y_index(b, z * og + k / taps, oy, ox));
+    if (MODE == 2u) {
+        // The dy tap that input position (ih, iw) of image b receives from weight tap (r, s).
+        uvec3 t = tap_of(k);
+        uvec3 at = position_of(n, D_IPLANE, D_W, p.h * p.w, p.w);
+        int th = int(at.y) + p.pad_h - int(t.y) * p.dil_h;
+        int tw = int(at.z) + p.pad_w - int(t.z) * p.dil_w;
+        if (th < 0 || tw < 0) return 0.0;
+        uint oy = div_by(uint(th), D_SH), ox = div_by(uint(tw), D_SW);
+        if (oy * uint(p.stride_h) != uint(th) || ox * uint(p.stride_w) != uint(tw) || oy >= p.oh || ox >= p.ow) return 0.0;
+        return ld_f32(1u, y_index(at.x, z * p.og + t.x, oy, ox));
     }
-    uint cg = p.c / p.groups;
-    uint plane = p.oh * p.ow;
-    uint b = k / plane, q = k % plane;
-    return x_tap(b, z * cg + n / taps, q / p.ow, q % p.ow, (n % taps) / p.kw, n % p.kw);
+    uvec3 at = position_of(k, D_OPLANE, D_OW, p.oh * p.ow, p.ow);
+    uvec3 t = tap_of(n);
+    return x_tap(at.x, z * p.cg + t.x, at.y, at.z, t.y, t.z);
 }
 
 void store_c(uint m, uint n, uint z, float v) {
-    if (p.mode == 0u) {
+    if (MODE == 0u) {
         st_f32(0u, g_c + m * p.c_rs + n * p.c_cs, v);
-        return;
-    }
-    uint taps = p.kh * p.kw;
-    if (p.mode == 1u) {
-        uint og = p.o / p.groups;
-        uint plane = p.oh * p.ow;
-        uint b = n / plane, q = n % plane;
-        st_f32(0u, y_index(b, z * og + m, q / p.ow, q % p.ow), v);
-    } else if (p.mode == 2u) {
-        uint cg = p.c / p.groups;
-        uint plane = p.h * p.w;
-        uint b = n / plane, q = n % plane;
-        st_f32(0u, x_index(b, z * cg + m, q / p.w, q % p.w), v);
+    } else if (MODE == 1u) {
+        uvec3 at = position_of(n, D_OPLANE, D_OW, p.oh * p.ow, p.ow);
+        st_f32(0u, y_index(at.x, z * p.og + m, at.y, at.z), v);
+    } else if (MODE == 2u) {
+        uvec3 at = position_of(n, D_IPLANE, D_W, p.h * p.w, p.w);
+        st_f32(0u, x_index(at.x, z * p.cg + m, at.y, at.z), v);
     } else {
-        uint og = p.o / p.groups;
-        st_f32(0u, w_index(z * og + m, n / taps, (n % taps) / p.kw, n % p.kw), v);
+        uvec3 t = tap_of(n);
+        st_f32(0u, w_index(z * p.og + m, t.x, t.y, t.z), v);
     }
 }
 
 void main() {
+    p = tf_p;
     uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     uint tid = ty * 16u + tx;
     uint row0 = gl_WorkGroupID.y * TM, col0 = gl_WorkGroupID.x * TN;

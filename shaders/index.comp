@@ -6,28 +6,37 @@
 //   mode 3  rope                rotates the pairs of x [..., T, D] by (offset + t) theta^(-2i/D)
 // One invocation per element of shape (out, or dy in mode 2). Indices outside their range are
 // reported and their elements left 0. Slots: 0 out, 1 weight / dy / x, 2 indices or labels.
-// Mirrors index_params in plugins/vulkan/kernels.hpp.
+// MODE, OUT_DT and IDX_DT are specialization constants. Mirrors index_params in
+// plugins/vulkan/kernels.hpp.
 layout(local_size_x = 256) in;
 
+TF_SPEC(0, uint, MODE, 0u)
+TF_SPEC(1, uint, OUT_DT, 0u)   // one_hot's output dtype
+TF_SPEC(2, uint, IDX_DT, 3u)   // the index tensor's dtype (i32 or i64)
+
 struct index_params {
-    uint mode;
+    uint pad0_;
     uint count;
     uint rank;       // of shape; the index tensor has rank - 1 axes
-    uint out_dtype;
-    uint idx_dtype;
+    uint pad1_;
+    uint pad2_;
     uint limit;      // classes (one_hot) or rows of the weight (embedding)
     uint interleaved;
     uint inverse;
     float log2_theta;
     uint offset_lo, offset_hi;  // rope position_offset as two's complement words
-    uint pad_;
-    uint out_base, in_base, idx_base, pad1_;
+    uint pad3_;
+    uint out_base, in_base, idx_base, pad4_;
     uint shape[8];
     uint out_st[8];
     uint in_st[8];
     uint idx_st[8];
+    uint div_m[8];   // shape as tf_div divisors
+    uint div_s[8];
 };
-layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { index_params p; };
+layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { index_params tf_p; };
+// A private copy, loaded once per invocation: lavapipe turns every buffer read into a gather.
+index_params p;
 
 void float_add(uint s, uint e, float v) {
     uint old = tf_t[s].w[e];
@@ -39,6 +48,7 @@ void float_add(uint s, uint e, float v) {
 }
 
 void main() {
+    p = tf_p;
     uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uint last = p.rank - 1u;
     for (uint e = gl_GlobalInvocationID.x; e < p.count; e += step) {
@@ -47,15 +57,16 @@ void main() {
         uint out_e = p.out_base, in_e = p.in_base, idx_e = p.idx_base;
         uint c_last = 0u, c_prev = 0u;
         for (int d = int(p.rank) - 1; d >= 0; --d) {
-            uint q = rest % p.shape[d];
-            rest /= p.shape[d];
+            uint next = tf_div(rest, p.div_m[d], p.div_s[d]);
+            uint q = rest - next * p.shape[d];
+            rest = next;
             out_e += q * p.out_st[d];
             in_e += q * p.in_st[d];
             if (uint(d) == last) c_last = q;
             else idx_e += q * p.idx_st[d];
             if (uint(d) + 1u == last) c_prev = q;
         }
-        if (p.mode == 3u) {
+        if (MODE == 3u) {
             uint dim = p.shape[last];
             uint i, partner;
             bool first;
@@ -79,12 +90,12 @@ void main() {
             continue;
         }
         int index;
-        bool fits = ld_index(2u, p.idx_dtype, idx_e, index);
+        bool fits = ld_index(2u, IDX_DT, idx_e, index);
         bool valid = fits && index >= 0 && uint(index) < p.limit;
         if (!valid) tf_report(TF_ERR_INDEX);
-        if (p.mode == 0u) {
-            st_raw(0u, p.out_dtype, out_e, tf_one(p.out_dtype, valid && uint(index) == c_last));
-        } else if (p.mode == 1u) {
+        if (MODE == 0u) {
+            st_raw(0u, OUT_DT, out_e, tf_one(OUT_DT, valid && uint(index) == c_last));
+        } else if (MODE == 1u) {
             // in_st[0], in_st[1]: the weight's strides; in_e is unused.
             float v = valid ? ld_f32(1u, p.in_base + uint(index) * p.in_st[0] + c_last * p.in_st[1]) : 0.0;
             st_f32(0u, out_e, v);

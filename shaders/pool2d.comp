@@ -5,11 +5,13 @@
 //   mode 3  avg_pool2d_backward: dx gathers dy / divisor from every window it lies in
 // Forward modes run one invocation per output element, backward ones one per input element,
 // so nothing is written twice. Slots: 0 output; mode 1: 1 dy, 2 x; modes 0, 2, 3: 1 input.
-// Mirrors pool_params in plugins/vulkan/kernels.hpp.
+// MODE is a specialization constant. Mirrors pool_params in plugins/vulkan/kernels.hpp.
 layout(local_size_x = 256) in;
 
+TF_SPEC(0, uint, MODE, 0u)
+
 struct pool_params {
-    uint mode;
+    uint pad0_;
     uint count;  // elements of the output tensor
     uint n, c;
     uint h, w, oh, ow;
@@ -21,8 +23,13 @@ struct pool_params {
     uint x_st[4];   // the [N, C, H, W] input (x, or dx's shape in mode 3: unused)
     uint y_st[4];   // the [N, C, OH, OW] tensor read in backward modes (dy)
     uint out_st[4];
+    // The walked tensor's columns, rows and channels as tf_div divisors (m, then s).
+    uint div_m[4];
+    uint div_s[4];
 };
-layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { pool_params p; };
+layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { pool_params tf_p; };
+// A private copy, loaded once per invocation: lavapipe turns every buffer read into a gather.
+pool_params p;
 
 uint x_at(uint b, uint ch, int i, int j) {
     return p.x_base + b * p.x_st[0] + ch * p.x_st[1] + uint(i) * p.x_st[2] + uint(j) * p.x_st[3];
@@ -55,25 +62,28 @@ float divisor(int oy, int ox) {
     return float((i1 - i0) * (j1 - j0));
 }
 
-// The [N, C, *, *] coordinates of element e of a tensor with spatial size rows x cols.
+// The [N, C, *, *] coordinates of element e of the walked tensor (rows x cols spatially).
 void unravel(uint e, uint rows, uint cols, out uint b, out uint ch, out int i, out int j) {
-    j = int(e % cols);
-    e /= cols;
-    i = int(e % rows);
-    e /= rows;
-    ch = e % p.c;
-    b = e / p.c;
+    uint q = tf_div(e, p.div_m[0], p.div_s[0]);
+    j = int(e - q * cols);
+    e = q;
+    q = tf_div(e, p.div_m[1], p.div_s[1]);
+    i = int(e - q * rows);
+    e = q;
+    b = tf_div(e, p.div_m[2], p.div_s[2]);
+    ch = e - b * p.c;
 }
 
 void main() {
+    p = tf_p;
     uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint e = gl_GlobalInvocationID.x; e < p.count; e += step) {
         uint b, ch;
         int i, j;
-        if (p.mode == 0u || p.mode == 2u) {
+        if (MODE == 0u || MODE == 2u) {
             unravel(e, p.oh, p.ow, b, ch, i, j);
             float v;
-            if (p.mode == 0u) {
+            if (MODE == 0u) {
                 int at = window_argmax(1u, b, ch, i, j);
                 v = ld_f32(1u, x_at(b, ch, at / int(p.w), at % int(p.w)));
             } else {
@@ -94,11 +104,11 @@ void main() {
         }
         // Backward: windows (oy, ox) with oy * sh - ph <= i < oy * sh - ph + kh, same for x.
         unravel(e, p.h, p.w, b, ch, i, j);
-        int oy0 = max((i + p.ph - p.kh + p.sh) / p.sh, 0);  // ceil((i + ph - kh + 1) / sh), >= 0
-        if (i + p.ph - p.kh + 1 < 0) oy0 = 0;
+        // ceil((i + ph - kh + 1) / sh) .. floor((i + ph) / sh), clipped to the output.
+        int lo_y = i + p.ph - p.kh + 1, lo_x = j + p.pw - p.kw + 1;
+        int oy0 = lo_y <= 0 ? 0 : (lo_y + p.sh - 1) / p.sh;
         int oy1 = min((i + p.ph) / p.sh, int(p.oh) - 1);
-        int ox0 = max((j + p.pw - p.kw + p.sw) / p.sw, 0);
-        if (j + p.pw - p.kw + 1 < 0) ox0 = 0;
+        int ox0 = lo_x <= 0 ? 0 : (lo_x + p.sw - 1) / p.sw;
         int ox1 = min((j + p.pw) / p.sw, int(p.ow) - 1);
         uint dy_slot = 1u;
         float g = 0.0;
@@ -106,7 +116,7 @@ void main() {
             for (int ox = ox0; ox <= ox1; ++ox) {
                 uint dy_e = p.dy_base + b * p.y_st[0] + ch * p.y_st[1] + uint(oy) * p.y_st[2] +
                             uint(ox) * p.y_st[3];
-                if (p.mode == 1u) {
+                if (MODE == 1u) {
                     if (window_argmax(2u, b, ch, oy, ox) == i * int(p.w) + j) g += ld_f32(dy_slot, dy_e);
                 } else {
                     g += ld_f32(dy_slot, dy_e) / divisor(oy, ox);

@@ -3,3 +3,5 @@
 #define TF_VULKAN 1
 // Descriptor set 0 holds every binding; an array binding is one binding of N descriptors.
 #define TF_BINDING(n) set = 0, binding = n
+// A compile-time selector (op, dtype, mode): a specialization constant, set per pipeline.
+#define TF_SPEC(id, type, name, value) layout(constant_id = id) const type name = value;

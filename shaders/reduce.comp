@@ -2,29 +2,35 @@
 // Slot 0 is the output, slot 1 the input. The plugin splits the input's axes into kept axes
 // (one output element per position) and reduced axes (walked for each output element), each
 // group merged where the strides allow.
-// per_group 0: one invocation walks one output element's inputs (many small reductions);
-// per_group 1: a workgroup shares one output element (few long reductions).
+// PER_GROUP 0: one invocation walks one output element's inputs (many small reductions);
+// PER_GROUP 1: a workgroup shares one output element (few long reductions).
 // Mirrors reduce_params in plugins/vulkan/kernels.hpp.
 layout(local_size_x = 256) in;
 
+TF_SPEC(0, uint, OP, 0u)         // RD_* below
+TF_SPEC(1, uint, PER_GROUP, 0u)
+TF_SPEC(2, uint, R_FLAT, 1u)     // 1: at most one reduced axis after merging (no divisions)
+
 struct reduce_params {
-    uint op;          // RD_* below
     uint n_out;       // output elements
     uint n_red;       // input elements per output element
-    uint per_group;
     uint k_rank;      // kept axes
     uint r_rank;      // reduced axes
     uint in_base;
     uint out_base;
     float correction; // var: divisor is max(n_red - correction, 0)
-    uint pad_[3];
+    uint pad_;
     uint k_shape[8];
     uint k_in[8];     // input strides of the kept axes
     uint k_out[8];    // output strides of the kept axes
     uint r_shape[8];
     uint r_in[8];     // input strides of the reduced axes
+    uint r_div_m[8];  // r_shape as divisors (tf_div)
+    uint r_div_s[8];
 };
-layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { reduce_params p; };
+layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { reduce_params tf_p; };
+// A private copy, loaded once per invocation: lavapipe turns every buffer read into a gather.
+reduce_params p;
 
 #define RD_SUM 0u
 #define RD_MEAN 1u
@@ -39,11 +45,12 @@ shared uint s_index[256];
 
 // Element index in the input of reduced position r of the output element starting at first.
 uint input_at(uint first, uint r) {
+    if (R_FLAT == 1u) return first + r * p.r_in[0];
     uint e = first;
     for (int d = int(p.r_rank) - 1; d >= 0; --d) {
-        uint size = p.r_shape[d];
-        e += (r % size) * p.r_in[d];
-        r /= size;
+        uint next = tf_div(r, p.r_div_m[d], p.r_div_s[d]);
+        e += (r - next * p.r_shape[d]) * p.r_in[d];
+        r = next;
     }
     return e;
 }
@@ -62,8 +69,8 @@ void output_at(uint o, out uint in_first, out uint out_e) {
 }
 
 float combine(float a, float b) {
-    if (p.op == RD_MAX) return tf_max(a, b);
-    if (p.op == RD_MIN) return tf_min(a, b);
+    if (OP == RD_MAX) return tf_max(a, b);
+    if (OP == RD_MIN) return tf_min(a, b);
     return a + b;
 }
 
@@ -72,17 +79,17 @@ bool beats(float bv, uint bi, float av, uint ai) {
     bool a_nan = tf_isnan(av), b_nan = tf_isnan(bv);
     if (a_nan || b_nan) return b_nan && (!a_nan || bi < ai);
     if (bv == av) return bi < ai;
-    return p.op == RD_ARGMAX ? bv > av : bv < av;
+    return OP == RD_ARGMAX ? bv > av : bv < av;
 }
 
 float divisor() { return max(float(p.n_red) - p.correction, 0.0); }
 
 void finish(uint out_e, float value, uint index) {
-    if (p.op == RD_ARGMAX || p.op == RD_ARGMIN) {
+    if (OP == RD_ARGMAX || OP == RD_ARGMIN) {
         st_i64(0u, out_e, uvec2(index, 0u));
         return;
     }
-    if (p.op == RD_MEAN) value = p.n_red == 0u ? TF_NAN : value / float(p.n_red);
+    if (OP == RD_MEAN) value = p.n_red == 0u ? TF_NAN : value / float(p.n_red);
     st_f32(0u, out_e, value);
 }
 
@@ -90,8 +97,8 @@ void finish(uint out_e, float value, uint index) {
 void reduce_serial(uint o) {
     uint first, out_e;
     output_at(o, first, out_e);
-    bool arg = p.op == RD_ARGMAX || p.op == RD_ARGMIN;
-    bool extreme = p.op == RD_MAX || p.op == RD_MIN;
+    bool arg = OP == RD_ARGMAX || OP == RD_ARGMIN;
+    bool extreme = OP == RD_MAX || OP == RD_MIN;
     float acc = 0.0;
     uint index = 0u;
     for (uint r = 0u; r < p.n_red; ++r) {
@@ -105,7 +112,7 @@ void reduce_serial(uint o) {
             acc = extreme && r == 0u ? x : combine(acc, x);
         }
     }
-    if (p.op == RD_VAR) {
+    if (OP == RD_VAR) {
         float mean = acc / float(p.n_red);
         float squares = 0.0;
         for (uint r = 0u; r < p.n_red; ++r) {
@@ -141,8 +148,8 @@ void reduce_group(uint o) {
     uint first, out_e;
     output_at(o, first, out_e);
     uint t = gl_LocalInvocationID.x;
-    bool arg = p.op == RD_ARGMAX || p.op == RD_ARGMIN;
-    bool extreme = p.op == RD_MAX || p.op == RD_MIN;
+    bool arg = OP == RD_ARGMAX || OP == RD_ARGMIN;
+    bool extreme = OP == RD_MAX || OP == RD_MIN;
     // Max, min and arg start from the thread's first element; threads with none take element 0
     // (a duplicate does not change an extreme; for arg ops its index is never smaller).
     uint start = t < p.n_red ? t : 0u;
@@ -164,7 +171,7 @@ void reduce_group(uint o) {
     tree(arg);
     float value = s_value[0];
     uint best = s_index[0];
-    if (p.op == RD_VAR) {
+    if (OP == RD_VAR) {
         float mean = value / float(p.n_red);
         float squares = 0.0;
         for (uint r = t; r < p.n_red; r += 256u) {
@@ -181,7 +188,8 @@ void reduce_group(uint o) {
 }
 
 void main() {
-    if (p.per_group == 0u) {
+    p = tf_p;
+    if (PER_GROUP == 0u) {
         uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
         for (uint o = gl_GlobalInvocationID.x; o < p.n_out; o += step) reduce_serial(o);
         return;

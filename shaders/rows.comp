@@ -7,11 +7,16 @@
 //                            row, mean and sum run one workgroup that adds the rows' losses
 // A row is every position of the "outer" axes; its elements are the positions of the "inner"
 // axes (the softmax axis, the normalised axes, the classes). Slots: 0 y, 1 x, 2 weight or
-// labels, 3 bias. Mirrors rows_params in plugins/vulkan/kernels.hpp.
+// labels, 3 bias. MODE, REDUCED (cross_entropy with reduction mean or sum) and INNER_FLAT (one
+// inner axis) are specialization constants. Mirrors rows_params in plugins/vulkan/kernels.hpp.
 layout(local_size_x = 256) in;
 
+TF_SPEC(0, uint, MODE, 0u)
+TF_SPEC(1, uint, REDUCED, 0u)
+TF_SPEC(2, uint, INNER_FLAT, 1u)
+
 struct rows_params {
-    uint mode;
+    uint pad0_;
     uint rows;
     uint len;         // elements per row
     uint outer_rank;
@@ -31,7 +36,9 @@ struct rows_params {
     uint w_inner[8];
     uint b_inner[8];
 };
-layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { rows_params p; };
+layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { rows_params tf_p; };
+// A private copy, loaded once per invocation: lavapipe turns every buffer read into a gather.
+rows_params p;
 
 shared float s_loss[256];
 shared uint s_count[256];
@@ -50,7 +57,7 @@ void row_start(uint r, out uint x, out uint y) {
 
 // Offsets of element j within a row: x, y, weight, bias.
 uvec4 inner(uint j) {
-    if (p.inner_rank == 1u) return uvec4(j * p.x_inner[0], j * p.y_inner[0], j * p.w_inner[0], j * p.b_inner[0]);
+    if (INNER_FLAT == 1u) return uvec4(j * p.x_inner[0], j * p.y_inner[0], j * p.w_inner[0], j * p.b_inner[0]);
     uvec4 o = uvec4(0u);
     for (int d = int(p.inner_rank) - 1; d >= 0; --d) {
         uint q = j % p.inner_shape[d];
@@ -69,14 +76,14 @@ void softmax_row(uint x0, uint y0) {
     for (uint j = 0u; j < p.len; ++j) {
         uvec4 o = inner(j);
         float d = ld_f32(1u, x0 + o.x) - m;
-        st_f32(0u, y0 + o.y, p.mode == 0u ? exp(d) / s : d - log_s);
+        st_f32(0u, y0 + o.y, MODE == 0u ? exp(d) / s : d - log_s);
     }
 }
 
 void norm_row(uint x0, uint y0) {
     float n = float(p.len);
     float mean = 0.0;
-    if (p.mode == 2u) {
+    if (MODE == 2u) {
         for (uint j = 0u; j < p.len; ++j) mean += ld_f32(1u, x0 + inner(j).x);
         mean /= n;
     }
@@ -89,7 +96,7 @@ void norm_row(uint x0, uint y0) {
     for (uint j = 0u; j < p.len; ++j) {
         uvec4 o = inner(j);
         float v = (ld_f32(1u, x0 + o.x) - mean) * scale * ld_f32(2u, p.w_base + o.z);
-        if (p.mode == 2u) v += ld_f32(3u, p.b_base + o.w);
+        if (MODE == 2u) v += ld_f32(3u, p.b_base + o.w);
         st_f32(0u, y0 + o.y, v);
     }
 }
@@ -115,8 +122,9 @@ float row_loss(uint r, out bool counted) {
 }
 
 void main() {
+    p = tf_p;
     uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    if (p.mode == 4u && p.reduction != 0u) {
+    if (MODE == 4u && REDUCED == 1u) {
         // One workgroup: each invocation adds every 256th row, then a tree adds the invocations.
         uint t = gl_LocalInvocationID.x;
         float total = 0.0;
@@ -149,9 +157,9 @@ void main() {
     for (uint r = gl_GlobalInvocationID.x; r < p.rows; r += step) {
         uint x0, y0;
         row_start(r, x0, y0);
-        if (p.mode <= 1u) {
+        if (MODE <= 1u) {
             softmax_row(x0, y0);
-        } else if (p.mode <= 3u) {
+        } else if (MODE <= 3u) {
             norm_row(x0, y0);
         } else {
             bool counted;

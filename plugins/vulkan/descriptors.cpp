@@ -50,6 +50,15 @@ merged_axes merge_axes(int rank, const int64_t *shape, const int64_t *const *str
     return m;
 }
 
+magic magic_of(uint32_t d) {
+    if (d <= 1) return {1, 0};  // tf_div(n, 1, 0) = 0 + (n >> 0) >> 0 = n
+    // l = ceil(log2 d); m = floor(2^32 (2^l - d) / d) + 1; n / d = (t + ((n - t) >> 1)) >> (l - 1).
+    uint32_t l = 0;
+    while ((uint64_t{1} << l) < d) ++l;
+    const uint64_t m = ((uint64_t{1} << 32) * ((uint64_t{1} << l) - d)) / d + 1;
+    return {static_cast<uint32_t>(m), 1u | (l - 1) << 8};
+}
+
 uint32_t groups_for(const device_caps &caps, uint64_t items, uint32_t per_group) {
     const uint64_t need = (items + per_group - 1) / per_group;
     const uint64_t cap = std::min<uint64_t>(caps.max_groups[0], 65535);

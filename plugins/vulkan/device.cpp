@@ -446,7 +446,7 @@ tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char 
     return out;
 }
 
-void device::dispatch(shader kernel, const void *params, size_t params_size, const tensor_binding *tensors,
+void device::dispatch(const pipeline_key &kernel, const void *params, size_t params_size, const tensor_binding *tensors,
                       size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z, const char *reporting_op) {
     throw_if_lost();
     if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;

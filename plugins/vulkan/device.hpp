@@ -14,6 +14,8 @@
 #include "shaders_spirv.h"
 
 #include <array>
+#include <compare>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +40,22 @@ struct device_caps {
     // maxComputeWorkGroupCount.
     uint32_t max_groups[3];
 };
+
+// A kernel with the values of its specialization constants (ids 0 .. count - 1): one pipeline,
+// created on first use.
+struct pipeline_key {
+    shader kernel = shader::count_;
+    uint32_t count = 0;
+    std::array<uint32_t, 8> spec{};
+
+    auto operator<=>(const pipeline_key &) const = default;
+};
+
+template <class... V>
+pipeline_key key_of(shader kernel, V... values) {
+    static_assert(sizeof...(V) <= 8);
+    return pipeline_key{kernel, static_cast<uint32_t>(sizeof...(V)), {static_cast<uint32_t>(values)...}};
+}
 
 // A tensor as a kernel sees it: a bound range of its buffer and the element index, within that
 // range, of the tensor's element [0, ..., 0].
@@ -83,7 +101,7 @@ public:
     tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index);
     // Records kernel over groups_x * groups_y * groups_z workgroups with the given parameters and
     // tensors (slot i = tensors[i]). reporting_op names an op whose kernel may set status bits.
-    void dispatch(shader kernel, const void *params, size_t params_size, const tensor_binding *tensors,
+    void dispatch(const pipeline_key &kernel, const void *params, size_t params_size, const tensor_binding *tensors,
                   size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z,
                   const char *reporting_op = nullptr);
     // Throws DEVICE_LOST once a Vulkan call reported the device lost.
@@ -114,7 +132,7 @@ private:
     void create_batches();
     void load_pipeline_cache();
     void save_pipeline_cache() noexcept;
-    VkPipeline pipeline_for(shader kernel);
+    VkPipeline pipeline_for(const pipeline_key &key);
 
     bool busy(const tf_buffer *buffer) const noexcept { return buffer->last_use > completed_; }
     // The batch recording now, begun if needed; submitted and replaced first when it has no room
@@ -156,7 +174,7 @@ private:
     pipeline_layout_handle pipeline_layout_;
     pipeline_cache_handle pipeline_cache_;
     bool cache_dirty_ = false;
-    std::array<pipeline_handle, shader_count> pipelines_;
+    std::map<pipeline_key, pipeline_handle> pipelines_;
     std::array<batch, 3> batches_;
     size_t current_ = 0;
     uint64_t next_serial_ = 1;

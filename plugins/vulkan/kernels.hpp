@@ -14,15 +14,16 @@ namespace tf_vk {
 // ---- Parameter structs: 32-bit members only, in the shaders' order -------------------------------
 
 // shaders/elementwise.comp
+// Specialization constants: OP (ew_op), DT_OUT, DT_IN, FLAT, PACKED.
 struct ew_params {
-    uint32_t op, count, rank, packed;
+    uint32_t count, rank, pad0_, pad1_;
     uint32_t shape[8];
-    uint32_t dtype[4];
+    uint32_t div_m[8], div_s[8];  // shape[d] as a divisor (magic_of)
     uint32_t base[4];
     uint32_t strides[32];
     uint32_t arg[4];
 };
-static_assert(sizeof(ew_params) == 56 * 4);
+static_assert(sizeof(ew_params) == 68 * 4);
 
 enum ew_op : uint32_t {
     EW_NEG = 0, EW_EXP, EW_RELU, EW_ABS, EW_LOG, EW_SQRT, EW_RSQRT, EW_SIN, EW_COS, EW_TANH, EW_SIGMOID,
@@ -34,22 +35,24 @@ enum ew_op : uint32_t {
     EW_FILL = 112,
 };
 
-// shaders/reduce.comp
+// shaders/reduce.comp. Specialization constants: OP (reduce_op), PER_GROUP, R_FLAT.
 struct reduce_params {
-    uint32_t op, n_out, n_red, per_group;
-    uint32_t k_rank, r_rank, in_base, out_base;
+    uint32_t n_out, n_red, k_rank, r_rank;
+    uint32_t in_base, out_base;
     float correction;
-    uint32_t pad_[3];
+    uint32_t pad_;
     uint32_t k_shape[8], k_in[8], k_out[8];
     uint32_t r_shape[8], r_in[8];
+    uint32_t r_div_m[8], r_div_s[8];
 };
-static_assert(sizeof(reduce_params) == 52 * 4);
+static_assert(sizeof(reduce_params) == 64 * 4);
 
 enum reduce_op : uint32_t { RD_SUM = 0, RD_MEAN, RD_MAX, RD_MIN, RD_VAR, RD_ARGMAX, RD_ARGMIN };
 
-// shaders/gemm.comp
+// shaders/gemm.comp. Specialization constant: MODE (0 matmul, 1 conv2d, 2 grad_input,
+// 3 grad_weight).
 struct gemm_params {
-    uint32_t mode, M, N, K;
+    uint32_t og, M, N, K;
     uint32_t batch_rank, a_base, b_base, c_base;
     uint32_t batch_shape[6], a_batch[6], b_batch[6], c_batch[6];
     uint32_t a_rs, a_cs, b_rs, b_cs, c_rs, c_cs;
@@ -60,24 +63,30 @@ struct gemm_params {
     int32_t dil_h, dil_w, pad2_, pad3_;
     uint32_t x_base, w_base, y_base, pad4_;
     uint32_t x_st[4], w_st[4], y_st[4];
+    uint32_t cg, pad5_, pad6_, pad7_;
+    // kh * kw, kw, oh * ow, ow, h * w, w, stride_h, stride_w as tf_div divisors.
+    uint32_t div_m[8], div_s[8];
 };
-static_assert(sizeof(gemm_params) == 74 * 4);
+static_assert(sizeof(gemm_params) == 94 * 4);
 
-// shaders/pool2d.comp
+// shaders/pool2d.comp. Specialization constant: MODE (0 max, 1 max backward, 2 avg,
+// 3 avg backward).
 struct pool_params {
-    uint32_t mode, count, n, c;
+    uint32_t pad0_, count, n, c;
     uint32_t h, w, oh, ow;
     int32_t kh, kw, sh, sw;
     int32_t ph, pw;
     uint32_t include_pad, pad_;
     uint32_t x_base, y_base, dy_base, out_base;
     uint32_t x_st[4], y_st[4], out_st[4];
+    uint32_t div_m[4], div_s[4];  // the walked tensor's columns, rows, channels
 };
-static_assert(sizeof(pool_params) == 32 * 4);
+static_assert(sizeof(pool_params) == 40 * 4);
 
-// shaders/rows.comp
+// shaders/rows.comp. Specialization constants: MODE (0 softmax, 1 log_softmax, 2 layer_norm,
+// 3 rms_norm, 4 cross_entropy), REDUCED (cross_entropy mean or sum), INNER_FLAT.
 struct rows_params {
-    uint32_t mode, rows, len, outer_rank;
+    uint32_t pad0_, rows, len, outer_rank;
     uint32_t inner_rank, reduction;
     float eps;
     uint32_t label_dtype;
@@ -89,16 +98,18 @@ struct rows_params {
 };
 static_assert(sizeof(rows_params) == 80 * 4);
 
-// shaders/index.comp
+// shaders/index.comp. Specialization constants: MODE (0 one_hot, 1 embedding,
+// 2 embedding_backward, 3 rope), OUT_DT, IDX_DT.
 struct index_params {
-    uint32_t mode, count, rank, out_dtype;
-    uint32_t idx_dtype, limit, interleaved, inverse;
+    uint32_t pad0_, count, rank, pad1_;
+    uint32_t pad2_, limit, interleaved, inverse;
     float log2_theta;
-    uint32_t offset_lo, offset_hi, pad_;
-    uint32_t out_base, in_base, idx_base, pad1_;
+    uint32_t offset_lo, offset_hi, pad3_;
+    uint32_t out_base, in_base, idx_base, pad4_;
     uint32_t shape[8], out_st[8], in_st[8], idx_st[8];
+    uint32_t div_m[8], div_s[8];
 };
-static_assert(sizeof(index_params) == 48 * 4);
+static_assert(sizeof(index_params) == 64 * 4);
 
 // shaders/attention.comp
 struct attention_params {
@@ -135,6 +146,13 @@ struct merged_axes {
 };
 // At most 5 tensors.
 merged_axes merge_axes(int rank, const int64_t *shape, const int64_t *const *strides, int tensors);
+
+// d as tf_div's multiplier and shifts (shaders/common.glsl): n / d == tf_div(n, m, s) for every
+// 32-bit n, d >= 1.
+struct magic {
+    uint32_t m, s;
+};
+magic magic_of(uint32_t d);
 
 // Workgroups for a grid-stride loop over items, per_group items each, at most the device's
 // limit and 65535.

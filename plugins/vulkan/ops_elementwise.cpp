@@ -2,6 +2,7 @@
 // stride 0, axes merged on the host so contiguous work walks one axis.
 #include "kernels.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -95,25 +96,27 @@ void record(device &dev, const tf_op_desc &op, uint32_t code, const uint32_t arg
     const merged_axes axes = merge_axes(out.rank, out.shape, strides, static_cast<int>(n));
 
     ew_params p{};
-    p.op = code;
     p.count = static_cast<uint32_t>(count);
     p.rank = static_cast<uint32_t>(axes.rank);
     for (int d = 0; d < axes.rank; ++d) {
         p.shape[d] = static_cast<uint32_t>(axes.shape[d]);
+        const magic divisor = magic_of(p.shape[d]);
+        p.div_m[d] = divisor.m;
+        p.div_s[d] = divisor.s;
         for (uint32_t t = 0; t < n; ++t) p.strides[t * 8 + d] = static_cast<uint32_t>(axes.strides[t][d]);
     }
-    p.dtype[0] = static_cast<uint32_t>(out.dtype);
-    p.base[0] = bindings[0].base;
-    for (uint32_t i = 0; i < op.n_inputs; ++i) {
-        p.dtype[1 + i] = static_cast<uint32_t>(op.inputs[i].dtype);
-        p.base[1 + i] = bindings[1 + i].base;
-    }
+    for (uint32_t t = 0; t < n; ++t) p.base[t] = bindings[t].base;
     for (int i = 0; i < 4; ++i) p.arg[i] = arg[i];
-    // A contiguous bool output starting on a word boundary is written a word at a time.
-    const bool dense = axes.rank == 0 || (axes.rank == 1 && axes.strides[0][0] == 1);
-    p.packed = out.dtype == TF_DTYPE_BOOL && dense && p.base[0] % 4 == 0 ? 1 : 0;
-    const uint64_t items = p.packed ? (static_cast<uint64_t>(count) + 3) / 4 : static_cast<uint64_t>(count);
-    dev.dispatch(shader::elementwise, &p, sizeof p, bindings, n, groups_for(dev.caps(), items, 256), 1, 1);
+    // The inputs' dtype: the compared or converted one; where's a and b (the output's).
+    const int32_t in_dtype = op.op == TF_OP_WHERE ? out.dtype : op.n_inputs > 0 ? op.inputs[0].dtype : out.dtype;
+    // The merged rank is a selector (0 and 1 share the loop-free variant); a contiguous bool
+    // output starting on a word boundary is written a word at a time.
+    const int rank = std::max(axes.rank, 1);
+    const bool packed = out.dtype == TF_DTYPE_BOOL && rank == 1 && (axes.rank == 0 || axes.strides[0][0] == 1) &&
+                        p.base[0] % 4 == 0;
+    const uint64_t items = packed ? (static_cast<uint64_t>(count) + 3) / 4 : static_cast<uint64_t>(count);
+    dev.dispatch(key_of(shader::elementwise, code, out.dtype, in_dtype, rank, packed), &p, sizeof p, bindings, n,
+                 groups_for(dev.caps(), items, 256), 1, 1);
 }
 
 }  // namespace

@@ -91,25 +91,26 @@ void conv_run(device &dev, const tf_op_desc &op) {
     gemm_params p{};
     const uint32_t g = static_cast<uint32_t>(cp.groups);
     const int64_t og = s.o / g;
+    uint32_t mode = 0;
     // Which slot holds x, w and y (see gemm.comp's x_slot, w_slot, y_slot).
     uint32_t xs, ws, ys;
     switch (op.op) {
     case TF_OP_CONV2D:
-        p.mode = 1;
+        mode = 1;
         p.M = static_cast<uint32_t>(og);
         p.N = static_cast<uint32_t>(s.n * s.oh * s.ow);
         p.K = static_cast<uint32_t>(s.cg * s.kh * s.kw);
         xs = 1, ws = 2, ys = 0;
         break;
     case TF_OP_CONV2D_GRAD_INPUT:
-        p.mode = 2;
+        mode = 2;
         p.M = static_cast<uint32_t>(s.cg);
         p.N = static_cast<uint32_t>(s.n * s.h * s.wd);
         p.K = static_cast<uint32_t>(og * s.kh * s.kw);
         xs = 0, ws = 2, ys = 1;
         break;
     default:
-        p.mode = 3;
+        mode = 3;
         p.M = static_cast<uint32_t>(og);
         p.N = static_cast<uint32_t>(s.cg * s.kh * s.kw);
         p.K = static_cast<uint32_t>(s.n * s.oh * s.ow);
@@ -140,7 +141,16 @@ void conv_run(device &dev, const tf_op_desc &op) {
         p.w_st[i] = static_cast<uint32_t>(s.w->strides[i]);
         p.y_st[i] = static_cast<uint32_t>(s.y->strides[i]);
     }
-    dev.dispatch(shader::gemm, &p, sizeof p, b, 3, (p.N + tile - 1) / tile, (p.M + tile - 1) / tile, g);
+    p.og = static_cast<uint32_t>(og);
+    p.cg = static_cast<uint32_t>(s.cg);
+    const uint32_t divisors[8] = {p.kh * p.kw, p.kw, p.oh * p.ow, p.ow, p.h * p.w, p.w,
+                                  static_cast<uint32_t>(cp.stride[0]), static_cast<uint32_t>(cp.stride[1])};
+    for (int i = 0; i < 8; ++i) {
+        const magic d = magic_of(divisors[i]);
+        p.div_m[i] = d.m;
+        p.div_s[i] = d.s;
+    }
+    dev.dispatch(key_of(shader::gemm, mode), &p, sizeof p, b, 3, (p.N + tile - 1) / tile, (p.M + tile - 1) / tile, g);
 }
 
 bool matmul_supports(const device_caps &caps, const tf_op_desc &op) {
@@ -166,7 +176,6 @@ void matmul_run(device &dev, const tf_op_desc &op) {
     const int64_t *strides[3] = {c.strides, a.strides, bt.strides};
     const merged_axes batch = merge_axes(r - 2, c.shape, strides, 3);
     gemm_params p{};
-    p.mode = 0;
     p.M = static_cast<uint32_t>(c.shape[r - 2]);
     p.N = static_cast<uint32_t>(c.shape[r - 1]);
     p.K = static_cast<uint32_t>(a.shape[r - 1]);
@@ -188,7 +197,7 @@ void matmul_run(device &dev, const tf_op_desc &op) {
     p.b_cs = static_cast<uint32_t>(bt.strides[r - 1]);
     p.c_rs = static_cast<uint32_t>(c.strides[r - 2]);
     p.c_cs = static_cast<uint32_t>(c.strides[r - 1]);
-    dev.dispatch(shader::gemm, &p, sizeof p, b, 3, (p.N + tile - 1) / tile, (p.M + tile - 1) / tile, count);
+    dev.dispatch(key_of(shader::gemm, 0), &p, sizeof p, b, 3, (p.N + tile - 1) / tile, (p.M + tile - 1) / tile, count);
 }
 
 }  // namespace

@@ -66,11 +66,12 @@ void pool_run(device &dev, const tf_op_desc &op) {
     p.include_pad = pp.count_include_pad ? 1 : 0;
     p.out_base = b[0].base;
     const tf_tensor_desc *x = nullptr, *dy = nullptr, *big = nullptr, *small = nullptr;
+    uint32_t mode = 0;
     switch (op.op) {
-    case TF_OP_MAX_POOL2D: p.mode = 0, x = &op.inputs[0], big = x, small = &out; break;
-    case TF_OP_AVG_POOL2D: p.mode = 2, x = &op.inputs[0], big = x, small = &out; break;
-    case TF_OP_MAX_POOL2D_BACKWARD: p.mode = 1, dy = &op.inputs[0], x = &op.inputs[1], big = &out, small = dy; break;
-    default: p.mode = 3, dy = &op.inputs[0], big = &out, small = dy; break;
+    case TF_OP_MAX_POOL2D: mode = 0, x = &op.inputs[0], big = x, small = &out; break;
+    case TF_OP_AVG_POOL2D: mode = 2, x = &op.inputs[0], big = x, small = &out; break;
+    case TF_OP_MAX_POOL2D_BACKWARD: mode = 1, dy = &op.inputs[0], x = &op.inputs[1], big = &out, small = dy; break;
+    default: mode = 3, dy = &op.inputs[0], big = &out, small = dy; break;
     }
     p.n = u32(big->shape[0]);
     p.c = u32(big->shape[1]);
@@ -78,14 +79,21 @@ void pool_run(device &dev, const tf_op_desc &op) {
     p.w = u32(big->shape[3]);
     p.oh = u32(small->shape[2]);
     p.ow = u32(small->shape[3]);
-    if (x) p.x_base = p.mode == 1 ? b[2].base : b[1].base;
+    if (x) p.x_base = mode == 1 ? b[2].base : b[1].base;
     if (dy) p.dy_base = b[1].base;
     for (int i = 0; i < 4; ++i) {
         if (x) p.x_st[i] = u32(x->strides[i]);
         if (dy) p.y_st[i] = u32(dy->strides[i]);
         p.out_st[i] = u32(out.strides[i]);
     }
-    dev.dispatch(shader::pool2d, &p, sizeof p, b, 1 + op.n_inputs, groups_for(dev.caps(), u32(count), 256), 1, 1);
+    // The output is walked: its columns, rows and channels.
+    const uint32_t walked[3] = {u32(out.shape[3]), u32(out.shape[2]), p.c};
+    for (int i = 0; i < 3; ++i) {
+        const magic d = magic_of(walked[i]);
+        p.div_m[i] = d.m;
+        p.div_s[i] = d.s;
+    }
+    dev.dispatch(key_of(shader::pool2d, mode), &p, sizeof p, b, 1 + op.n_inputs, groups_for(dev.caps(), u32(count), 256), 1, 1);
 }
 
 // ---- Row ops ----------------------------------------------------------------------------------------
@@ -139,11 +147,12 @@ void rows_run(device &dev, const tf_op_desc &op) {
     int64_t i_shape[TF_MAX_RANK], i_x[TF_MAX_RANK], i_y[TF_MAX_RANK], i_w[TF_MAX_RANK] = {}, i_b[TF_MAX_RANK] = {};
     int outer = 0, inner = 0;
     const char *reporting = nullptr;
+    uint32_t mode = 0;
     switch (op.op) {
     case TF_OP_SOFTMAX:
     case TF_OP_LOG_SOFTMAX: {
         const int32_t axis = static_cast<const tf_params_axis *>(op.params)->axis;
-        p.mode = op.op == TF_OP_SOFTMAX ? 0 : 1;
+        mode = op.op == TF_OP_SOFTMAX ? 0 : 1;
         for (int d = 0; d < x.rank; ++d) {
             if (d == axis) {
                 i_shape[inner] = x.shape[d], i_x[inner] = x.strides[d], i_y[inner++] = out.strides[d];
@@ -156,7 +165,7 @@ void rows_run(device &dev, const tf_op_desc &op) {
     case TF_OP_LAYER_NORM:
     case TF_OP_RMS_NORM: {
         const auto &np = *static_cast<const tf_params_norm *>(op.params);
-        p.mode = op.op == TF_OP_LAYER_NORM ? 2 : 3;
+        mode = op.op == TF_OP_LAYER_NORM ? 2 : 3;
         p.eps = static_cast<float>(np.eps);
         p.w_base = b[2].base;
         if (op.op == TF_OP_LAYER_NORM) p.b_base = b[3].base;
@@ -176,7 +185,7 @@ void rows_run(device &dev, const tf_op_desc &op) {
     default: {  // cross_entropy
         const auto &cp = *static_cast<const tf_params_cross_entropy *>(op.params);
         const tf_tensor_desc &labels = op.inputs[1];
-        p.mode = 4;
+        mode = 4;
         p.reduction = static_cast<uint32_t>(cp.reduction);
         p.label_dtype = static_cast<uint32_t>(labels.dtype);
         p.label_base = b[2].base;
@@ -193,16 +202,16 @@ void rows_run(device &dev, const tf_op_desc &op) {
     int64_t rows = 1, len = 1;
     for (int d = 0; d < outer; ++d) rows *= o_shape[d];
     for (int d = 0; d < inner; ++d) len *= i_shape[d];
-    const bool reduces = p.mode == 4 && p.reduction != TF_REDUCTION_NONE;
+    const bool reduces = mode == 4 && p.reduction != TF_REDUCTION_NONE;
     // Nothing to write, except a reduced loss over zero rows (mean NaN, sum 0).
     if (!reduces && rows * len == 0) return;
     if (!reduces && numel(out) == 0) return;
     // Merging keeps the kernel's loops short; the label tensor follows the unmerged row axis.
     const int64_t *o_strides[2] = {o_x, o_y};
     const int64_t *i_strides[4] = {i_x, i_y, i_w, i_b};
-    const merged_axes mo = p.mode == 4 ? merged_axes{} : merge_axes(outer, o_shape, o_strides, 2);
-    const merged_axes mi = p.mode == 4 ? merged_axes{} : merge_axes(inner, i_shape, i_strides, 4);
-    if (p.mode == 4) {
+    const merged_axes mo = mode == 4 ? merged_axes{} : merge_axes(outer, o_shape, o_strides, 2);
+    const merged_axes mi = mode == 4 ? merged_axes{} : merge_axes(inner, i_shape, i_strides, 4);
+    if (mode == 4) {
         p.outer_rank = p.inner_rank = 1;
         p.outer_shape[0] = u32(o_shape[0]), p.x_outer[0] = u32(o_x[0]), p.y_outer[0] = u32(o_y[0]);
         p.inner_shape[0] = u32(i_shape[0]), p.x_inner[0] = u32(i_x[0]);
@@ -224,7 +233,8 @@ void rows_run(device &dev, const tf_op_desc &op) {
     p.rows = u32(rows);
     p.len = u32(len);
     const uint32_t groups = reduces ? 1 : groups_for(dev.caps(), u32(rows), 256);
-    dev.dispatch(shader::rows, &p, sizeof p, b, 1 + op.n_inputs, groups, 1, 1, reporting);
+    dev.dispatch(key_of(shader::rows, mode, reduces, p.inner_rank == 1), &p, sizeof p, b, 1 + op.n_inputs, groups, 1, 1,
+                 reporting);
 }
 
 // ---- Index ops and rope -----------------------------------------------------------------------------
@@ -277,20 +287,23 @@ void index_run(device &dev, const tf_op_desc &op) {
     index_params p{};
     p.count = u32(count);
     p.rank = u32(walked.rank);
-    p.out_dtype = static_cast<uint32_t>(out.dtype);
     p.out_base = b[0].base;
     for (int d = 0; d < walked.rank; ++d) {
         p.shape[d] = u32(walked.shape[d]);
         p.out_st[d] = u32(out.strides[d]);
+        const magic divisor = magic_of(p.shape[d]);
+        p.div_m[d] = divisor.m;
+        p.div_s[d] = divisor.s;
     }
     const char *reporting = name;
+    uint32_t mode = 0, idx_dtype = TF_DTYPE_I32;
     switch (op.op) {
     case TF_OP_ONE_HOT: {
         const tf_tensor_desc &labels = op.inputs[0];
         b[2] = dev.bind(labels, name, "input", 0);
-        p.mode = 0;
+        mode = 0;
         p.limit = u32(static_cast<const tf_params_one_hot *>(op.params)->num_classes);
-        p.idx_dtype = static_cast<uint32_t>(labels.dtype);
+        idx_dtype = static_cast<uint32_t>(labels.dtype);
         for (int d = 0; d < labels.rank; ++d) p.idx_st[d] = u32(labels.strides[d]);
         break;
     }
@@ -299,17 +312,17 @@ void index_run(device &dev, const tf_op_desc &op) {
         const tf_tensor_desc &indices = op.inputs[1];
         b[1] = dev.bind(op.inputs[0], name, "input", 0);
         b[2] = dev.bind(indices, name, "input", 1);
-        p.idx_dtype = static_cast<uint32_t>(indices.dtype);
+        idx_dtype = static_cast<uint32_t>(indices.dtype);
         p.in_base = b[1].base;
         p.idx_base = b[2].base;
         for (int d = 0; d < indices.rank; ++d) p.idx_st[d] = u32(indices.strides[d]);
         if (op.op == TF_OP_EMBEDDING) {
-            p.mode = 1;
+            mode = 1;
             p.limit = u32(op.inputs[0].shape[0]);
             p.in_st[0] = u32(op.inputs[0].strides[0]);  // the weight's strides
             p.in_st[1] = u32(op.inputs[0].strides[1]);
         } else {
-            p.mode = 2;
+            mode = 2;
             p.limit = u32(out.shape[0]);
             for (int d = 0; d < walked.rank; ++d) p.in_st[d] = u32(walked.strides[d]);  // dy
             p.out_st[0] = u32(out.strides[0]);  // dweight's strides
@@ -321,7 +334,7 @@ void index_run(device &dev, const tf_op_desc &op) {
     default: {  // rope
         const auto &rp = *static_cast<const tf_params_rope *>(op.params);
         b[1] = dev.bind(op.inputs[0], name, "input", 0);
-        p.mode = 3;
+        mode = 3;
         p.in_base = b[1].base;
         for (int d = 0; d < walked.rank; ++d) p.in_st[d] = u32(op.inputs[0].strides[d]);
         p.interleaved = rp.interleaved ? 1 : 0;
@@ -333,7 +346,8 @@ void index_run(device &dev, const tf_op_desc &op) {
         break;
     }
     }
-    dev.dispatch(shader::index, &p, sizeof p, b, 3, groups_for(dev.caps(), u32(count), 256), 1, 1, reporting);
+    dev.dispatch(key_of(shader::index, mode, out.dtype, idx_dtype), &p, sizeof p, b, 3,
+                 groups_for(dev.caps(), u32(count), 256), 1, 1, reporting);
 }
 
 // ---- Attention --------------------------------------------------------------------------------------
@@ -388,7 +402,7 @@ void attention_run(device &dev, const tf_op_desc &op) {
         p.col_st[s] = u32(t[s]->strides[r - 1]);
     }
     p.rows = u32(rows);
-    dev.dispatch(shader::attention, &p, sizeof p, b, 5, groups_for(dev.caps(), u32(rows), 1), 1, 1);
+    dev.dispatch(key_of(shader::attention), &p, sizeof p, b, 5, groups_for(dev.caps(), u32(rows), 1), 1, 1);
 }
 
 }  // namespace

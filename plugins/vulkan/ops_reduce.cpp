@@ -88,11 +88,10 @@ void reduce_run(device &dev, const tf_op_desc &op) {
     const merged_axes r = merge_axes(reduced, r_shape, r_strides, 1);
 
     reduce_params p{};
-    p.op = code_of(op.op);
     p.n_out = static_cast<uint32_t>(n_out);
     p.n_red = static_cast<uint32_t>(n_red);
     // A workgroup per output for few long reductions, an invocation per output otherwise.
-    p.per_group = n_red >= 256 && n_out < 2048 ? 1 : 0;
+    const bool per_group = n_red >= 256 && n_out < 2048;
     p.k_rank = static_cast<uint32_t>(k.rank);
     p.r_rank = static_cast<uint32_t>(r.rank);
     p.in_base = bindings[1].base;
@@ -106,10 +105,13 @@ void reduce_run(device &dev, const tf_op_desc &op) {
     for (int d = 0; d < r.rank; ++d) {
         p.r_shape[d] = static_cast<uint32_t>(r.shape[d]);
         p.r_in[d] = static_cast<uint32_t>(r.strides[0][d]);
+        const magic divisor = magic_of(p.r_shape[d]);
+        p.r_div_m[d] = divisor.m;
+        p.r_div_s[d] = divisor.s;
     }
-    const uint32_t groups = p.per_group ? groups_for(dev.caps(), static_cast<uint64_t>(n_out), 1)
-                                        : groups_for(dev.caps(), static_cast<uint64_t>(n_out), 256);
-    dev.dispatch(shader::reduce, &p, sizeof p, bindings, 2, groups, 1, 1);
+    const uint32_t groups = per_group ? groups_for(dev.caps(), static_cast<uint64_t>(n_out), 1)
+                                      : groups_for(dev.caps(), static_cast<uint64_t>(n_out), 256);
+    dev.dispatch(key_of(shader::reduce, code_of(op.op), per_group, r.rank <= 1), &p, sizeof p, bindings, 2, groups, 1, 1);
 }
 
 }  // namespace tf_vk

@@ -93,11 +93,11 @@ void device::save_pipeline_cache() noexcept {
     }
 }
 
-VkPipeline device::pipeline_for(shader kernel) {
-    pipeline_handle &slot = pipelines_[static_cast<size_t>(kernel)];
-    if (slot) return slot.get();
+VkPipeline device::pipeline_for(const pipeline_key &key) {
+    auto found = pipelines_.find(key);
+    if (found != pipelines_.end()) return found->second.get();
     const auto start = std::chrono::steady_clock::now();
-    const tf_vk_spirv::shader_code &code = tf_vk_spirv::shader_code_of(kernel);
+    const tf_vk_spirv::shader_code &code = tf_vk_spirv::shader_code_of(key.kernel);
     VkShaderModuleCreateInfo module_info{};
     module_info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
     module_info.codeSize = code.size * sizeof(uint32_t);
@@ -106,20 +106,28 @@ VkPipeline device::pipeline_for(shader kernel) {
     check_result(vkCreateShaderModule(device_.get(), &module_info, nullptr, &module), "vkCreateShaderModule");
     shader_module_handle module_owner(device_.get(), module);
 
+    VkSpecializationMapEntry entries[8];
+    for (uint32_t i = 0; i < key.count; ++i) entries[i] = {i, i * 4, 4};
+    VkSpecializationInfo spec{key.count, entries, key.count * sizeof(uint32_t), key.spec.data()};
     VkComputePipelineCreateInfo info{};
     info.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
     info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
     info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     info.stage.module = module;
     info.stage.pName = "main";
+    info.stage.pSpecializationInfo = key.count ? &spec : nullptr;
     info.layout = pipeline_layout_.get();
     VkPipeline pipeline = VK_NULL_HANDLE;
     check_result(vkCreateComputePipelines(device_.get(), pipeline_cache_.get(), 1, &info, nullptr, &pipeline),
                  "vkCreateComputePipelines");
-    slot = pipeline_handle(device_.get(), pipeline);
+    pipelines_.emplace(key, pipeline_handle(device_.get(), pipeline));
     cache_dirty_ = true;
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    log_message(TF_LOG_DEBUG, "%s: pipeline %s created in %.1f ms", label(), code.name, ms);
+    char spec_text[96] = "";
+    for (uint32_t i = 0, at = 0; i < key.count && at < sizeof spec_text; ++i)
+        at += static_cast<uint32_t>(std::snprintf(spec_text + at, sizeof spec_text - at, "%s%u", i ? "," : "", key.spec[i]));
+    log_message(TF_LOG_DEBUG, "%s: pipeline %s(%s) created in %.1f ms (%zu pipelines)", label(), code.name, spec_text, ms,
+                pipelines_.size());
     return pipeline;
 }
 

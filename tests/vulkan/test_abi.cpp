@@ -1,0 +1,333 @@
+// The vulkan plugin through its C ABI alone (dlopen, no core): probe's reasons, buffer rules,
+// queue order of host writes against recorded work, overlapping copies, what supports() refuses,
+// the pipeline cache file. The plugin's path comes from TF_VULKAN_PLUGIN.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tinyfin/plugin.h"
+
+namespace {
+
+std::vector<std::string> g_log;
+
+void host_log(int32_t level, const char *plugin, const char *message) {
+    g_log.push_back(message ? message : "");
+    if (std::getenv("TF_TEST_VERBOSE")) std::fprintf(stderr, "[%d] %s: %s\n", level, plugin, message);
+}
+const char *host_env(const char *name) { return name ? std::getenv(name) : nullptr; }
+
+const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_env};
+
+struct plugin {
+    void *so = nullptr;
+    const tf_plugin *t = nullptr;
+    bool ready = false;
+};
+
+// The plugin, loaded once; exits the process when the file is not a loadable plugin.
+plugin &vk() {
+    static plugin p;
+    if (p.so) return p;
+    const char *path = std::getenv("TF_VULKAN_PLUGIN");
+    if (!path) {
+        std::fprintf(stderr, "TF_VULKAN_PLUGIN is not set\n");
+        std::exit(1);
+    }
+    p.so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    auto entry = p.so ? reinterpret_cast<tf_plugin_entry_fn>(dlsym(p.so, TF_PLUGIN_ENTRY_NAME)) : nullptr;
+    p.t = entry ? entry(&k_host) : nullptr;
+    if (!p.t) {
+        std::fprintf(stderr, "%s: not a loadable plugin: %s\n", path, p.so ? "no table" : dlerror());
+        std::exit(1);
+    }
+    return p;
+}
+
+tf_error make_error() {
+    tf_error err;
+    std::memset(&err, 0, sizeof err);
+    err.struct_size = sizeof err;
+    return err;
+}
+
+// probe + init once; the device is ready afterwards.
+const tf_plugin &ready() {
+    plugin &p = vk();
+    if (!p.ready) {
+        tf_error err = make_error();
+        REQUIRE_MESSAGE(p.t->probe(&err) == TF_STATUS_OK, err.message);
+        REQUIRE_MESSAGE(p.t->init(&err) == TF_STATUS_OK, err.message);
+        p.ready = true;
+    }
+    return *p.t;
+}
+
+void shutdown() {
+    plugin &p = vk();
+    if (p.ready) p.t->shutdown();
+    p.ready = false;
+}
+
+tf_tensor_desc f32_vector(tf_buffer *buffer, int64_t n, uint64_t offset = 0) {
+    tf_tensor_desc d;
+    std::memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.dtype = TF_DTYPE_F32;
+    d.rank = 1;
+    d.shape[0] = n;
+    d.strides[0] = 1;
+    d.offset = offset;
+    d.buffer = buffer;
+    return d;
+}
+
+tf_op_desc unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out) {
+    tf_op_desc d;
+    std::memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.op = op;
+    d.n_inputs = 1;
+    d.n_outputs = 1;
+    d.inputs = &in;
+    d.outputs = &out;
+    return d;
+}
+
+tf_buffer *alloc(uint64_t bytes) {
+    tf_error err = make_error();
+    tf_buffer *b = nullptr;
+    REQUIRE_MESSAGE(ready().buffer_alloc(0, bytes, &b, &err) == TF_STATUS_OK, err.message);
+    return b;
+}
+
+void write_floats(tf_buffer *b, const std::vector<float> &v, uint64_t offset = 0) {
+    tf_error err = make_error();
+    REQUIRE_MESSAGE(ready().buffer_write(b, offset, v.data(), v.size() * 4, &err) == TF_STATUS_OK, err.message);
+}
+
+std::vector<float> read_floats(tf_buffer *b, size_t n, uint64_t offset = 0) {
+    std::vector<float> v(n);
+    tf_error err = make_error();
+    REQUIRE_MESSAGE(ready().buffer_read(b, offset, v.data(), n * 4, &err) == TF_STATUS_OK, err.message);
+    return v;
+}
+
+// Sets an environment variable for one scope.
+struct scoped_env {
+    std::string name;
+    std::string old;
+    bool had;
+    scoped_env(const char *n, const char *value) : name(n), had(std::getenv(n) != nullptr) {
+        if (had) old = std::getenv(n);
+        setenv(n, value, 1);
+    }
+    ~scoped_env() {
+        if (had) setenv(name.c_str(), old.c_str(), 1);
+        else unsetenv(name.c_str());
+    }
+};
+
+}  // namespace
+
+// Probe first, before anything initialised Vulkan in this process.
+TEST_CASE("abi: probe names a missing loader") {
+    scoped_env loader("TINYFIN_VULKAN_LOADER", "/nonexistent/libvulkan.so.1");
+    tf_error err = make_error();
+    CHECK(vk().t->probe(&err) == TF_STATUS_UNAVAILABLE);
+    CHECK(std::string(err.message) == "no Vulkan loader (/nonexistent/libvulkan.so.1 not found)");
+}
+
+TEST_CASE("abi: probe names a missing device") {
+    // The loader finds no driver at all.
+    scoped_env icd("VK_ICD_FILENAMES", "/nonexistent/icd.json");
+    scoped_env drivers("VK_DRIVER_FILES", "/nonexistent/icd.json");
+    tf_error err = make_error();
+    CHECK(vk().t->probe(&err) == TF_STATUS_UNAVAILABLE);
+    CHECK(std::string(err.message).rfind("no Vulkan device with a compute queue", 0) == 0);
+    MESSAGE(err.message);
+}
+
+TEST_CASE("abi: buffers check their ranges") {
+    const tf_plugin &t = ready();
+    tf_error err = make_error();
+    tf_buffer *b = nullptr;
+    CHECK(t.buffer_alloc(0, 0, &b, &err) == TF_STATUS_INVALID_ARGUMENT);
+    CHECK(t.buffer_alloc(7, 16, &b, &err) == TF_STATUS_INVALID_ARGUMENT);
+    b = alloc(10);
+    char bytes[16] = {};
+    err = make_error();
+    CHECK(t.buffer_write(b, 4, bytes, 7, &err) == TF_STATUS_INVALID_ARGUMENT);
+    CHECK(std::string(err.message).find("do not fit a buffer of 10 bytes") != std::string::npos);
+    CHECK(t.buffer_read(b, 11, bytes, 0, &err) == TF_STATUS_INVALID_ARGUMENT);
+    CHECK(t.buffer_write(b, 0, bytes, 10, &err) == TF_STATUS_OK);
+    CHECK(t.buffer_read(b, 3, bytes, 7, &err) == TF_STATUS_OK);
+    t.buffer_free(b);
+}
+
+TEST_CASE("abi: host writes and copies keep queue order with recorded work") {
+    const tf_plugin &t = ready();
+    const int64_t n = 1000;
+    tf_buffer *a = alloc(n * 4), *b = alloc(n * 4), *c = alloc(n * 4);
+    write_floats(a, std::vector<float>(n, 1.0f));
+    tf_tensor_desc da = f32_vector(a, n), db = f32_vector(b, n), dc = f32_vector(c, n);
+    tf_error err = make_error();
+    tf_op_desc neg_b = unary(TF_OP_NEG, da, db);
+    REQUIRE(t.supports(0, &neg_b));
+    REQUIRE(t.run(0, &neg_b, &err) == TF_STATUS_OK);
+    // a is busy (the neg above may not have run): this write must land after it.
+    write_floats(a, std::vector<float>(n, 7.0f));
+    tf_op_desc neg_c = unary(TF_OP_NEG, da, dc);
+    REQUIRE(t.run(0, &neg_c, &err) == TF_STATUS_OK);
+    CHECK(read_floats(b, n) == std::vector<float>(n, -1.0f));
+    CHECK(read_floats(c, n) == std::vector<float>(n, -7.0f));
+
+    // Overlapping copies within one buffer behave like memmove, in queue order after the negs.
+    std::vector<float> ramp(n);
+    for (int64_t i = 0; i < n; ++i) ramp[static_cast<size_t>(i)] = static_cast<float>(i);
+    write_floats(a, ramp);
+    REQUIRE(t.buffer_copy(a, 40, a, 0, 400, &err) == TF_STATUS_OK);  // forward overlap
+    REQUIRE(t.buffer_copy(b, 0, a, 0, n * 4, &err) == TF_STATUS_OK);  // another buffer
+    std::vector<float> want = ramp;
+    std::memmove(want.data() + 10, want.data(), 400);
+    CHECK(read_floats(a, n) == want);
+    CHECK(read_floats(b, n) == want);
+    REQUIRE(t.buffer_copy(a, 0, a, 40, 400, &err) == TF_STATUS_OK);  // backward overlap
+    std::memmove(want.data(), want.data() + 10, 400);
+    CHECK(read_floats(a, n) == want);
+    CHECK(t.synchronize(0, &err) == TF_STATUS_OK);
+    // Freed while busy, then reused by the next allocations: results stay right.
+    tf_op_desc neg_again = unary(TF_OP_NEG, da, dc);
+    REQUIRE(t.run(0, &neg_again, &err) == TF_STATUS_OK);
+    t.buffer_free(a);
+    tf_buffer *d = alloc(n * 4);
+    write_floats(d, std::vector<float>(n, 3.0f));
+    std::vector<float> negated(want.size());
+    for (size_t i = 0; i < want.size(); ++i) negated[i] = -want[i];
+    CHECK(read_floats(c, n) == negated);
+    for (tf_buffer *x : {b, c, d}) t.buffer_free(x);
+}
+
+TEST_CASE("abi: supports() refuses what the kernels cannot do") {
+    const tf_plugin &t = ready();
+    tf_buffer *a = alloc(4096), *b = alloc(4096);
+    tf_tensor_desc in = f32_vector(a, 100), out = f32_vector(b, 100);
+    tf_op_desc op = unary(TF_OP_EXP, in, out);
+    CHECK(t.supports(0, &op));
+    CHECK_FALSE(t.supports(1, &op));  // no second device on lavapipe-only machines
+    tf_tensor_desc half = in;
+    half.dtype = TF_DTYPE_F16;
+    tf_op_desc f16 = unary(TF_OP_EXP, half, out);
+    CHECK_FALSE(t.supports(0, &f16));
+    tf_tensor_desc repeated = out;  // an output with a broadcast axis: invocations would race
+    repeated.rank = 2;
+    repeated.shape[0] = 4, repeated.shape[1] = 25;
+    repeated.strides[0] = 0, repeated.strides[1] = 1;
+    tf_tensor_desc in2 = in;
+    in2.rank = 2, in2.shape[0] = 4, in2.shape[1] = 25, in2.strides[0] = 25, in2.strides[1] = 1;
+    tf_op_desc racy = unary(TF_OP_EXP, in2, repeated);
+    CHECK_FALSE(t.supports(0, &racy));
+    tf_tensor_desc overlapping = repeated;  // strides [1, 1]: elements alias each other
+    overlapping.strides[0] = 1;
+    tf_op_desc aliased = unary(TF_OP_EXP, in2, overlapping);
+    CHECK_FALSE(t.supports(0, &aliased));
+    tf_tensor_desc huge = in;  // one binding cannot span 200 MiB
+    huge.shape[0] = 50 * 1024 * 1024;
+    tf_tensor_desc huge_out = huge;
+    tf_op_desc big = unary(TF_OP_EXP, huge, huge_out);
+    CHECK_FALSE(t.supports(0, &big));
+    tf_op_desc unknown = op;
+    unknown.op = 4000;
+    CHECK_FALSE(t.supports(0, &unknown));
+    tf_op_desc wrong_arity = op;
+    wrong_arity.n_inputs = 2;
+    CHECK_FALSE(t.supports(0, &wrong_arity));
+    tf_op_desc sum_no_params = unary(TF_OP_SUM, in, out);  // params required
+    CHECK_FALSE(t.supports(0, &sum_no_params));
+    // An empty tensor runs (and writes nothing).
+    tf_tensor_desc empty_in = in, empty_out = out;
+    empty_in.shape[0] = empty_out.shape[0] = 0;
+    tf_op_desc empty = unary(TF_OP_EXP, empty_in, empty_out);
+    tf_error err = make_error();
+    CHECK(t.supports(0, &empty));
+    CHECK(t.run(0, &empty, &err) == TF_STATUS_OK);
+    // run() refuses what supports() refuses, with a message instead of a crash.
+    CHECK(t.run(0, &f16, &err) == TF_STATUS_UNSUPPORTED);
+    // A view that does not lie inside its buffer.
+    tf_tensor_desc outside = f32_vector(a, 100, 4096 - 8);
+    tf_op_desc beyond = unary(TF_OP_EXP, outside, out);
+    err = make_error();
+    CHECK(t.run(0, &beyond, &err) == TF_STATUS_INVALID_ARGUMENT);
+    MESSAGE(err.message);
+    t.buffer_free(a);
+    t.buffer_free(b);
+}
+
+TEST_CASE("abi: the pipeline cache is written at shutdown and read at the next init") {
+    char dir[] = "/tmp/tinyfin-vk-cache-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    {
+        scoped_env cache("XDG_CACHE_HOME", dir);
+        shutdown();  // the next init reads XDG_CACHE_HOME afresh
+        const tf_plugin &t = ready();
+        tf_buffer *a = alloc(64), *b = alloc(64);
+        tf_tensor_desc in = f32_vector(a, 16), out = f32_vector(b, 16);
+        tf_op_desc op = unary(TF_OP_SQRT, in, out);
+        tf_error err = make_error();
+        REQUIRE(t.run(0, &op, &err) == TF_STATUS_OK);
+        // Buffers still allocated at shutdown are the plugin's to free.
+        shutdown();
+        const std::string file = std::string(dir) + "/tinyfin/vulkan-pipelines.bin";
+        struct stat st;
+        REQUIRE_MESSAGE(stat(file.c_str(), &st) == 0, file);
+        CHECK(st.st_size > 0);
+        g_log.clear();
+        ready();
+        bool loaded = false;
+        for (const std::string &line : g_log)
+            if (line.find("pipeline cache " + file) != std::string::npos && line.find(" 0 bytes loaded") == std::string::npos)
+                loaded = true;
+        CHECK_MESSAGE(loaded, "no log line says the cache file was loaded");
+        shutdown();
+        std::remove(file.c_str());
+        rmdir((std::string(dir) + "/tinyfin").c_str());
+        rmdir(dir);
+    }
+    {
+        // A cache directory that cannot be created is not an error.
+        scoped_env cache("XDG_CACHE_HOME", "/proc/self/no-such-dir");
+        const tf_plugin &t = ready();
+        tf_buffer *a = alloc(64), *b = alloc(64);
+        tf_tensor_desc in = f32_vector(a, 16), out = f32_vector(b, 16);
+        tf_op_desc op = unary(TF_OP_SQRT, in, out);
+        tf_error err = make_error();
+        CHECK(t.run(0, &op, &err) == TF_STATUS_OK);
+        CHECK(t.synchronize(0, &err) == TF_STATUS_OK);
+        shutdown();
+    }
+}
+
+int main(int argc, char **argv) {
+    // Without Vulkan the suite fails, unless TINYFIN_ALLOW_NO_VULKAN=1 (exit 77: skipped).
+    {
+        tf_error err = make_error();
+        if (vk().t->probe(&err) != TF_STATUS_OK) {
+            const char *allow = std::getenv("TINYFIN_ALLOW_NO_VULKAN");
+            std::fprintf(stderr, "vulkan plugin unavailable: %s\n", err.message);
+            return allow && std::strcmp(allow, "1") == 0 ? 77 : 1;
+        }
+    }
+    doctest::Context context(argc, argv);
+    const int result = context.run();
+    shutdown();
+    return result;
+}

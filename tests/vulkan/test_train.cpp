@@ -1,0 +1,118 @@
+// Training steps of the Fashion-MNIST example's CNN on vulkan, built from tinyfin ops:
+// conv(1->32, 3x3, pad 1) relu maxpool -> conv(32->64) relu maxpool -> flatten -> linear(3136->128)
+// relu -> linear(128->10), cross_entropy, AdamW (lr 1e-3, betas .9/.999, eps 1e-8, wd 0.01).
+// The same steps run on cpu first; on vulkan no op may fall back (TINYFIN_FALLBACK=error), the
+// only bytes read back are the losses, and the losses match cpu's.
+#include "vulkan_test.hpp"
+
+#include <chrono>
+#include <cmath>
+
+using namespace vt;
+namespace tf = tinyfin;
+
+namespace {
+
+constexpr int64_t batch = 32;
+constexpr int steps = 3;
+
+struct model {
+    std::vector<Tensor> params;  // conv1 w, b, conv2 w, b, fc1 w, b, fc2 w, b
+    std::vector<Tensor> m, v;    // AdamW state
+    int step = 0;
+};
+
+// Kaiming-uniform-like weights from fixed host values, on device.
+model make_model(const Device &device) {
+    const Shape shapes[] = {{32, 1, 3, 3}, {32}, {64, 32, 3, 3}, {64}, {128, 3136}, {128}, {10, 128}, {10}};
+    const double fan_in[] = {9, 9, 288, 288, 3136, 3136, 128, 128};
+    model m;
+    for (int i = 0; i < 8; ++i) {
+        const double bound = 1.0 / std::sqrt(fan_in[i]);
+        Tensor p = tf::from_vector(values(numel(shapes[i]), 300 + static_cast<uint64_t>(i), -bound, bound), shapes[i], device);
+        p.requires_grad_();
+        m.params.push_back(p);
+        m.m.push_back(tf::zeros(shapes[i], DType::f32, device));
+        m.v.push_back(tf::zeros(shapes[i], DType::f32, device));
+    }
+    return m;
+}
+
+Tensor forward(const model &m, const Tensor &x) {
+    tf::Conv2dOptions pad1;
+    pad1.pad_h = pad1.pad_w = 1;
+    Tensor h = tf::max_pool2d(tf::relu(tf::conv2d(x, m.params[0], m.params[1], pad1)));
+    h = tf::max_pool2d(tf::relu(tf::conv2d(h, m.params[2], m.params[3], pad1)));
+    h = h.reshape({h.size(0), -1});
+    h = tf::relu(tf::add(tf::matmul(h, m.params[4].transpose(0, 1)), m.params[5]));
+    return tf::add(tf::matmul(h, m.params[6].transpose(0, 1)), m.params[7]);
+}
+
+// torch.optim.AdamW's update, from tinyfin ops, in place with assign_.
+void adamw_step(model &m, double lr = 1e-3, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8, double wd = 0.01) {
+    tf::NoGradGuard no_grad;
+    ++m.step;
+    const double c1 = 1 - std::pow(b1, m.step), c2 = 1 - std::pow(b2, m.step);
+    for (std::size_t i = 0; i < m.params.size(); ++i) {
+        Tensor &p = m.params[i];
+        Tensor g = p.grad();
+        Tensor decayed = p * (1 - lr * wd);
+        m.m[i].assign_(m.m[i] * b1 + g * (1 - b1));
+        m.v[i].assign_(m.v[i] * b2 + tf::square(g) * (1 - b2));
+        Tensor denom = tf::sqrt(m.v[i]) / std::sqrt(c2) + eps;
+        p.assign_(decayed - (m.m[i] / denom) * (lr / c1));
+        p.zero_grad();
+    }
+}
+
+// Losses of `steps` steps on the same batch.
+std::vector<float> train(const Device &device, double *seconds) {
+    model m = make_model(device);
+    std::vector<float> images = values(batch * 28 * 28, 401, -0.8, 2.0);
+    std::vector<int64_t> labels(batch);
+    for (int64_t i = 0; i < batch; ++i) labels[static_cast<std::size_t>(i)] = (i * 7 + 3) % 10;
+    Tensor x = tf::from_vector(images, {batch, 1, 28, 28}, device);
+    Tensor y = tf::from_vector(labels, {batch}, device);
+    tf::synchronize();
+    if (device == vk_device) tf::reset_stats();
+    std::vector<float> losses;
+    const auto start = std::chrono::steady_clock::now();
+    for (int s = 0; s < steps; ++s) {
+        Tensor loss = tf::cross_entropy(forward(m, x), y);
+        loss.backward();
+        adamw_step(m);
+        losses.push_back(loss.item<float>());
+    }
+    tf::synchronize();
+    *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return losses;
+}
+
+}  // namespace
+
+TEST_CASE("train: CNN steps on vulkan run there, read back only the losses, match cpu") {
+    double cpu_seconds = 0, vk_seconds = 0;
+    const std::vector<float> want = train(cpu_device, &cpu_seconds);
+    const std::vector<float> got = train(vk_device, &vk_seconds);
+    const tf::Stats stats = tf::stats();
+
+    CHECK(stats.total_fallbacks == 0);
+    const tf::Stats::Backend *vk = stats.backend("vulkan");
+    REQUIRE(vk != nullptr);
+    CHECK(vk->ops > 0);
+    // Every loss is one f32 read with item(); nothing else leaves the device.
+    CHECK(vk->bytes_to_host == steps * sizeof(float));
+    const tf::Stats::Backend *cpu = stats.backend("cpu");
+    if (cpu) CHECK(cpu->ops == 0);
+
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        INFO("step " << i << ": vulkan " << got[i] << ", cpu " << want[i]);
+        CHECK(std::isfinite(got[i]));
+        CHECK(std::abs(got[i] - want[i]) <= 1e-4 + 1e-4 * std::abs(want[i]));
+    }
+    // Training on one batch: the loss goes down.
+    CHECK(got.back() < got.front());
+    MESSAGE("CNN, batch " << batch << ", " << steps << " steps: vulkan " << vk_seconds << " s (" << vk->ops << " ops), cpu "
+                          << cpu_seconds << " s; losses " << got[0] << " .. " << got.back());
+}
