@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 
@@ -140,6 +141,20 @@ std::vector<compute_device> find_compute_devices(VkInstance instance) {
         }
         if (best >= 0) found.push_back({device, static_cast<uint32_t>(best)});
     }
+    // Hardware first: vulkan:0 is the best device, and an emulated one (lavapipe) comes last.
+    auto rank = [](VkPhysicalDevice device) {
+        VkPhysicalDeviceProperties props;
+        vkGetPhysicalDeviceProperties(device, &props);
+        switch (props.deviceType) {
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+        case VK_PHYSICAL_DEVICE_TYPE_CPU: return 4;
+        default: return 3;
+        }
+    };
+    std::stable_sort(found.begin(), found.end(),
+                     [&](const compute_device &a, const compute_device &b) { return rank(a.physical) < rank(b.physical); });
     return found;
 }
 

@@ -72,7 +72,8 @@ struct compute_device {
 // version asked for). Throws a failure naming the VkResult.
 instance_handle create_instance(uint32_t *api_version);
 
-// Every physical device with a compute queue, in the driver's order.
+// Every physical device with a compute queue: discrete, integrated, virtual, others, then CPU
+// (emulated) devices, each group in the driver's order.
 std::vector<compute_device> find_compute_devices(VkInstance instance);
 
 }  // namespace tf_vk

@@ -101,6 +101,20 @@ std::unique_ptr<device> device::create(int index, const compute_device &where, u
         d->uuid_ = hex;
     }
 
+    // "llvmpipe: Mesa 22.3.6 (LLVM 15.0.6)" where the driver says (Vulkan 1.2), else the raw version.
+    char raw[32];
+    std::snprintf(raw, sizeof raw, "driver version 0x%08x", d->props_.driverVersion);
+    d->driver_ = raw;
+    if (core_1_1 && d->props_.apiVersion >= VK_API_VERSION_1_2) {
+        VkPhysicalDeviceDriverProperties driver{};
+        driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+        VkPhysicalDeviceProperties2 props2{};
+        props2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+        props2.pNext = &driver;
+        vkGetPhysicalDeviceProperties2(where.physical, &props2);
+        d->driver_ = std::string(driver.driverName) + ": " + driver.driverInfo;
+    }
+
     VkPhysicalDeviceFeatures supported{};
     vkGetPhysicalDeviceFeatures(where.physical, &supported);
     VkPhysicalDeviceFeatures enabled{};
@@ -288,9 +302,7 @@ void device::list_features(tf_feature_fn emit, void *user) const {
         emit(user, key, text);
     };
     put("api", api_text(props_.apiVersion, value, sizeof value));
-    std::snprintf(value, sizeof value, "%u.%u.%u", props_.driverVersion >> 22, (props_.driverVersion >> 12) & 0x3ff,
-                  props_.driverVersion & 0xfff);
-    put("driver_version", value);
+    put("driver", driver_.c_str());
     std::snprintf(value, sizeof value, "%" PRIu64, caps_.max_binding);
     put("max_storage_buffer_range", value);
     put("memory", host_visible_ ? "host-visible (no staging)" : "device-local (staging copies)");

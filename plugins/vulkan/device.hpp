@@ -160,6 +160,7 @@ private:
     uint64_t heap_size_ = 0;
     bool has_budget_ = false;
     std::string uuid_;
+    std::string driver_;
     bool host_visible_ = false;  // tensors live in mapped memory: host copies need no staging
     std::string cache_path_;
 
