@@ -182,6 +182,10 @@ void Tensor::backward(const Tensor &gradient, bool retain_graph) const {
     } else if (seed.shape() != impl.shape) {
         raise<ShapeError>("backward: gradient shape " + shape_str(seed.shape()) +
                           " differs from the output's " + shape_str(impl.shape));
+    } else if (seed.dtype() != impl.dtype) {
+        // Otherwise a leaf would get a gradient of another dtype, or a backward rule a mixed op.
+        raise<DTypeError>(std::string("backward: gradient dtype ") + dtype_name(seed.dtype()) +
+                          " differs from the output's " + dtype_name(impl.dtype));
     }
 
     std::shared_ptr<Node> root = gradient_edge(*this);
