@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <thread>
 
 #include "tinyfin/tinyfin.hpp"
 
@@ -77,6 +78,12 @@ TEST_CASE("backward with an explicit gradient for a non-scalar output") {
     CHECK(x.grad().to_vector<float>() == F{3, 3, 3, -1, -1, -1});
     CHECK_THROWS_WITH_AS((x * 2.0).backward(zeros({3, 2})), Contains("gradient shape [3,2] differs from the output's [2,3]"),
                          ShapeError);
+    // the gradient must have the output's dtype, for a leaf root too
+    CHECK_THROWS_WITH_AS((x * 2.0).backward(ones({2, 3}, DType::i32)),
+                         Contains("backward: gradient dtype i32 differs from the output's f32"), DTypeError);
+    x.zero_grad();
+    CHECK_THROWS_AS(x.backward(ones({2, 3}, DType::f16)), DTypeError);
+    CHECK_FALSE(x.grad().defined());
 }
 
 TEST_CASE("an implied gradient needs a one-element output") {
@@ -243,4 +250,30 @@ TEST_CASE("gradients at kinks follow the documented conventions") {
     CHECK(ge[0] == 0);
     CHECK(ge[1] == 0);
     CHECK(ge[2] == doctest::Approx(4 * std::log(2.0)));
+}
+
+TEST_CASE("backward from a leaf, and through a graph whose leaf handle is gone") {
+    Tensor x = scalar(3).requires_grad_();
+    x.backward();
+    CHECK(x.grad().item<float>() == 1);
+    x.backward(scalar(2));
+    CHECK(x.grad().item<float>() == 3);
+    // the graph keeps no leaf alive: dropping the leaf's last handle just skips its gradient
+    Tensor y;
+    Tensor kept = t({1, 2}, {2}).requires_grad_();
+    {
+        Tensor gone = t({5, 6}, {2}).requires_grad_();
+        y = sum(gone * kept);
+    }
+    y.backward();
+    CHECK(kept.grad().to_vector<float>() == F{5, 6});
+}
+
+TEST_CASE("grad mode is per thread") {
+    NoGradGuard guard;
+    bool other_thread_enabled = false;
+    std::thread other([&] { other_thread_enabled = grad_enabled(); });
+    other.join();
+    CHECK_FALSE(grad_enabled());
+    CHECK(other_thread_enabled);
 }

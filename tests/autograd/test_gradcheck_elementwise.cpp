@@ -120,6 +120,10 @@ TEST_CASE("gradcheck cast f32 -> f32 and the view ops") {
     gradcheck::check("view to rank 0", [](const V &x) { return x[0].view({}); }, {gradcheck::random({1, 1}, 206)});
     gradcheck::check("permute", [](const V &x) { return x[0].permute({2, 0, 1}) * x[1]; },
                      {gradcheck::random({2, 3, 4}, 207), gradcheck::random({4, 1, 3}, 208)});
+    gradcheck::check("permute with negative axes", [](const V &x) { return x[0].permute({-1, 0, -2}); },
+                     {gradcheck::random({2, 3, 4}, 222)});
+    gradcheck::check("transpose with negative axes", [](const V &x) { return x[0].transpose(-1, 0) * x[1]; },
+                     {gradcheck::random({2, 3, 4}, 223), gradcheck::random({3, 1}, 224)});
     gradcheck::check("transpose", [](const V &x) { return matmul(x[0].transpose(0, 1), x[1]); },
                      {gradcheck::random({3, 2}, 209), gradcheck::random({3, 4}, 210)});
     gradcheck::check("slice with step", [](const V &x) { return x[0].slice(1, 1, 6, 2); }, {gradcheck::random({4, 6}, 211)});

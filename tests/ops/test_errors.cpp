@@ -12,28 +12,42 @@ Tensor i64(std::vector<int64_t> v, const Shape &shape) { return from_vector(v, s
 // A small computation that must still work after an error.
 void still_working() { CHECK(sum(ones({2, 2}) * 2.0).item<float>() == 8); }
 
+// Runs op and reads its result back: a GPU backend finds a bad index inside its kernel and
+// reports it at the next read-back, so the ValueError may come from either step. The message
+// names the op; on cpu, where the op itself throws, it names the offending value too.
+void check_out_of_range(const std::function<Tensor()> &op, const std::string &name, const std::string &value) {
+    std::string what;
+    try {
+        (void)op().to_vector<float>();
+    } catch (const ValueError &e) {
+        what = e.what();
+    }
+    INFO("message: " << what);
+    CHECK(what.find(name) != std::string::npos);
+    if (default_device().backend == "cpu") CHECK(what.find(" " + value + " ") != std::string::npos);
+}
+
 } // namespace
 
 TEST_CASE("out-of-range embedding indices") {
     Tensor w = ones({5, 3});
-    CHECK_THROWS_WITH_AS(embedding(w, i64({0, 7, 1}, {3})), Contains("embedding"), ValueError);
-    CHECK_THROWS_WITH_AS(embedding(w, i64({0, 7, 1}, {3})), Contains("7"), ValueError);
-    CHECK_THROWS_WITH_AS(embedding(w, from_vector(std::vector<int32_t>{-1}, {1})), Contains("-1"), ValueError);
-    CHECK_THROWS_WITH_AS(embedding(w, i64({5}, {1})), Contains("5"), ValueError);
+    check_out_of_range([&] { return embedding(w, i64({0, 7, 1}, {3})); }, "embedding", "7");
+    check_out_of_range([&] { return embedding(w, from_vector(std::vector<int32_t>{-1}, {1})); }, "embedding", "-1");
+    check_out_of_range([&] { return embedding(w, i64({5}, {1})); }, "embedding", "5");
     still_working();
-    CHECK(embedding(w, i64({4}, {1})).shape() == Shape{1, 3});
+    CHECK(embedding(w, i64({4}, {1})).to_vector<float>() == ref::F{1, 1, 1});
 }
 
 TEST_CASE("out-of-range labels in cross_entropy and one_hot") {
     Tensor logits = zeros({3, 4});
-    CHECK_THROWS_WITH_AS(cross_entropy(logits, i64({0, 4, 1}, {3})), Contains("cross_entropy"), ValueError);
-    CHECK_THROWS_WITH_AS(cross_entropy(logits, i64({0, 4, 1}, {3})), Contains("4"), ValueError);
-    CHECK_THROWS_WITH_AS(cross_entropy(logits, i64({0, -3, 1}, {3}), Reduction::sum), Contains("-3"), ValueError);
+    check_out_of_range([&] { return cross_entropy(logits, i64({0, 4, 1}, {3})); }, "cross_entropy", "4");
+    check_out_of_range([&] { return cross_entropy(logits, i64({0, -3, 1}, {3}), Reduction::sum); }, "cross_entropy", "-3");
+    check_out_of_range([&] { return cross_entropy(logits, i64({0, 1, 9}, {3}), Reduction::none); }, "cross_entropy", "9");
     // -100 is only ignored while it is the ignore_index
-    CHECK_THROWS_AS(cross_entropy(logits, i64({0, -100, 1}, {3}), Reduction::mean, 2), ValueError);
-    CHECK_THROWS_WITH_AS(one_hot(i64({1, 3}, {2}), 3), Contains("one_hot"), ValueError);
-    CHECK_THROWS_WITH_AS(one_hot(i64({1, 3}, {2}), 3), Contains("3"), ValueError);
-    CHECK_THROWS_AS(one_hot(i64({-1}, {1}), 3), ValueError);
+    check_out_of_range([&] { return cross_entropy(logits, i64({0, -100, 1}, {3}), Reduction::mean, 2); },
+                       "cross_entropy", "-100");
+    check_out_of_range([&] { return one_hot(i64({1, 3}, {2}), 3); }, "one_hot", "3");
+    check_out_of_range([&] { return one_hot(from_vector(std::vector<int32_t>{-1}, {1}), 3); }, "one_hot", "-1");
     CHECK_THROWS_WITH_AS(one_hot(i64({0}, {1}), 0), Contains("num_classes must be >= 1, got 0"), ValueError);
     still_working();
 }

@@ -562,3 +562,47 @@ TEST_CASE("nn ops on zero-size batches") {
     CHECK(std::isnan(cross_entropy(zeros({0, 3}), no_labels, Reduction::mean).item<float>()));
     CHECK(embedding(ones({4, 0}), from_vector(std::vector<int64_t>{1, 2}, {2})).shape() == Shape{2, 0});
 }
+
+TEST_CASE("nn ops on broadcast (stride-0) inputs") {
+    // One [3,4] row block expanded over a batch of 2: every op sees stride 0 on the batch axis.
+    F v = ref::values(12, 900, -2, 2);
+    D dv = ref::to_double(v), twice = dv;
+    twice.insert(twice.end(), dv.begin(), dv.end());
+    Tensor e = ref::tensor(v, {1, 3, 4}).expand({2, 3, 4});
+    ref::check_close(softmax(e, -1), softmax_ref(twice, {2, 3, 4}, 2, false), {2, 3, 4}, 1e-6, 1e-5);
+    ref::check_close(log_softmax(e, 0), softmax_ref(twice, {2, 3, 4}, 0, true), {2, 3, 4}, 1e-5, 1e-5);
+    ref::check_close(layer_norm(e, 1), norm_ref(twice, 4, D(4, 1.0), D(4, 0.0), 1e-5, false), {2, 3, 4}, 1e-5, 1e-4);
+    ref::check_close(rms_norm(e, 2), norm_ref(twice, 12, D(12, 1.0), D(12, 0.0), 1e-6, true), {2, 3, 4}, 1e-5, 1e-4);
+    ref::check_close(rope(e, 100.0, true), rope_ref(twice, {2, 3, 4}, 100.0, true, 0), {2, 3, 4}, 1e-5, 1e-5);
+    // a column expanded along the last axis: every element of a row is the same
+    Tensor col = ref::tensor({1, 2, 3}, {3, 1}).expand({3, 4});
+    ref::check_close(softmax(col), D(12, 0.25), {3, 4}, 1e-6, 1e-5);
+    Shape sx{2, 2, 3, 4};
+    D x4 = twice;
+    x4.insert(x4.end(), twice.begin(), twice.end()); // [2,2,3,4] from [1,1,3,4]
+    Tensor e4 = ref::tensor(v, {1, 1, 3, 4}).expand(sx);
+    F w = ref::values(3 * 2 * 2 * 2, 901);
+    Shape so;
+    ref::check_close(conv2d(e4, ref::tensor(w, {3, 2, 2, 2})), conv2d_ref(x4, sx, ref::to_double(w), {3, 2, 2, 2}, nullptr, {}, so),
+                     so, 1e-5, 1e-5);
+    ref::check_close(max_pool2d(e4, {2, 2, 1, 2}), pool_ref(x4, sx, {2, 2, 1, 2}, true, so), so, 0, 0);
+    ref::check_close(avg_pool2d(e4, {3, 2, 1, 1, 1, 0, false}), pool_ref(x4, sx, {3, 2, 1, 1, 1, 0, false}, false, so), so,
+                     1e-6, 1e-5);
+    // attention with one key/value set expanded over the batch and a stride-0 mask
+    F k = ref::values(12, 902), q = ref::values(2 * 2 * 4, 903);
+    Tensor kk = ref::tensor(k, {1, 3, 4}).expand({2, 3, 4});
+    Tensor mask = ref::tensor({0, -1, 0.5f}, {1, 3}).expand({2, 3});
+    D k2 = ref::to_double(k);
+    k2.insert(k2.end(), k.begin(), k.end());
+    D m2{0, -1, 0.5, 0, -1, 0.5};
+    ref::check_close(scaled_dot_product_attention(ref::tensor(q, {2, 2, 4}), kk, kk, mask),
+                     attention_ref(ref::to_double(q), k2, k2, m2, 2, 2, 3, 4, 4, false, 0.5), {2, 2, 4}, 1e-5, 1e-4);
+    // cross_entropy of one row repeated, embedding of an expanded index
+    Tensor rows = ref::tensor({0.5f, -1, 2}, {1, 3}).expand({4, 3});
+    D lsm = softmax_ref(D{0.5, -1, 2}, {3}, 0, true);
+    ref::check_close(cross_entropy(rows, from_vector(std::vector<int64_t>{0, 1, 2, 1}, {4}), Reduction::none),
+                     D{-lsm[0], -lsm[1], -lsm[2], -lsm[1]}, {4}, 1e-5, 1e-5);
+    Tensor idx = from_vector(std::vector<int64_t>{2}, {1}).expand({3});
+    ref::check_close(embedding(ref::tensor(v, {4, 3}), idx), D{dv[6], dv[7], dv[8], dv[6], dv[7], dv[8], dv[6], dv[7], dv[8]},
+                     {3, 3}, 0, 0);
+}
