@@ -4,19 +4,25 @@
 //   mode 2  conv2d_grad_input: A = weight^T [Cg, Og*KH*KW], B = the dy taps of each input
 //           position, C = dx
 //   mode 3  conv2d_grad_weight: A = dy [Og, N*OH*OW], B = im2col(x)^T, C = dw
-// For convolutions z is the group. Each workgroup (8 x 8 invocations) computes a 64 x 64 tile
-// of C, each invocation an 8 x 8 block of it (rows ty + 8i, columns tx + 8j); A and B tiles of
-// depth 16 go through shared memory. (On lavapipe, 8 x 8 blocks ran convolutions 2.5x faster
-// than 16 x 16 invocations with 4 x 4 blocks: fewer shared-memory reads per multiply-add.) Only the index maps
-// differ between modes; MODE is a specialization constant. Divisions of indices by shapes go
-// through tf_div with divisors the plugin prepared. Mirrors gemm_params in
-// plugins/vulkan/kernels.hpp.
+// For convolutions z is the group. Each workgroup (8 x 8 invocations) computes a TM x TN tile of
+// C, each invocation ROWS x COLS elements of it (rows ty + 8i, columns tx + 8j); A and B tiles of
+// depth 16 go through shared memory. Only the index maps differ between modes. (On lavapipe,
+// 8 x 8 blocks ran convolutions 2.5x faster than 16 x 16 invocations with 4 x 4 blocks: fewer
+// shared-memory reads per multiply-add.)
+// Selectors: MODE; ROWS and COLS (8: 64-row or 64-column tiles; 1: 8 for M or N <= 8, e.g. a
+// one-channel input's gradient, a 3x3 one-channel weight gradient); SPLIT (1: the z workgroups also split K into chunks, each writing its
+// partial tile to a scratch tensor in slot 0 that the plugin then sums, for products with few
+// tiles and a long K such as weight gradients). Divisions of indices by shapes go through tf_div
+// with divisors the plugin prepared. Mirrors gemm_params in plugins/vulkan/kernels.hpp.
 layout(local_size_x = 8, local_size_y = 8) in;
 
 TF_SPEC(0, uint, MODE, 0u)
+TF_SPEC(1, uint, ROWS, 8u)
+TF_SPEC(2, uint, SPLIT, 0u)
+TF_SPEC(3, uint, COLS, 8u)
 
-#define TM 64u
-#define TN 64u
+#define TM (8u * ROWS)
+#define TN (8u * COLS)
 #define TK 16u
 
 struct gemm_params {
@@ -37,9 +43,11 @@ struct gemm_params {
     // modes 1-3: x [n, c, h, w], weight [o, c / groups, kh, kw], y [n, o, oh, ow]
     uint n, c, h, w;
     uint o, kh, kw, groups;
-    uint oh, ow, pad0_, pad1_;
+    uint oh, ow;
+    uint splits, k_chunk;  // SPLIT: chunks of K, and the K each one covers (a multiple of 16)
     int stride_h, stride_w, pad_h, pad_w;
-    int dil_h, dil_w, pad2_, pad3_;
+    int dil_h, dil_w;
+    uint z_count, pad3_;   // SPLIT: z extent without the chunks (batch elements or groups)
     uint x_base, w_base, y_base, pad4_;
     uint x_st[4];  // strides of x (dx in mode 2)
     uint w_st[4];  // strides of the weight (dw in mode 3)
@@ -53,8 +61,8 @@ layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { gemm_params tf_p
 // A private copy, loaded once per invocation: lavapipe turns every buffer read into a gather.
 gemm_params p;
 
-shared float s_a[TK][TM];
-shared float s_b[TK][TN];
+shared float s_a[TK][64];  // TM <= 64 rows used
+shared float s_b[TK][64];  // TN <= 64 columns used
 
 #define D_TAPS 0
 #define D_KW 1
@@ -165,7 +173,14 @@ void main() {
     uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     uint tid = ty * 8u + tx;
     uint row0 = gl_WorkGroupID.y * TM, col0 = gl_WorkGroupID.x * TN;
-    uint z = gl_WorkGroupID.z;
+    uint z = gl_WorkGroupID.z, chunk = 0u;
+    uint k_begin = 0u, k_end = p.K;
+    if (SPLIT == 1u) {
+        chunk = z % p.splits;
+        z /= p.splits;
+        k_begin = chunk * p.k_chunk;
+        k_end = min(p.K, k_begin + p.k_chunk);
+    }
 
     g_a = p.a_base;
     g_b = p.b_base;
@@ -179,38 +194,43 @@ void main() {
         g_c += q * p.c_batch[d];
     }
 
-    float acc[8][8];
-    for (uint i = 0u; i < 8u; ++i)
-        for (uint j = 0u; j < 8u; ++j) acc[i][j] = 0.0;
+    float acc[ROWS][COLS];
+    for (uint i = 0u; i < ROWS; ++i)
+        for (uint j = 0u; j < COLS; ++j) acc[i][j] = 0.0;
 
-    for (uint k0 = 0u; k0 < p.K; k0 += TK) {
-        for (uint l = 0u; l < 16u; ++l) {
+    for (uint k0 = k_begin; k0 < k_end; k0 += TK) {
+        for (uint l = 0u; l < 2u * ROWS; ++l) {
             uint e = tid + 64u * l;
-            uint r = e / TK, kk = e % TK;          // A tile: TM rows x TK columns
+            uint r = e / TK, kk = e % TK;  // A tile: TM rows x TK columns
             uint m = row0 + r, k = k0 + kk;
-            s_a[kk][r] = m < p.M && k < p.K ? load_a(m, k, z) : 0.0;
-            uint kb = e / TN, c = e % TN;          // B tile: TK rows x TN columns
-            uint n = col0 + c;
-            k = k0 + kb;
-            s_b[kb][c] = k < p.K && n < p.N ? load_b(k, n, z) : 0.0;
+            s_a[kk][r] = m < p.M && k < k_end ? load_a(m, k, z) : 0.0;
+        }
+        for (uint l = 0u; l < 2u * COLS; ++l) {
+            uint e = tid + 64u * l;
+            uint kb = e / TN, c = e % TN;  // B tile: TK rows x TN columns
+            uint n = col0 + c, k = k0 + kb;
+            s_b[kb][c] = k < k_end && n < p.N ? load_b(k, n, z) : 0.0;
         }
         barrier();
         for (uint kk = 0u; kk < TK; ++kk) {
-            float a[8], b[8];
-            for (uint i = 0u; i < 8u; ++i) a[i] = s_a[kk][ty + 8u * i];
-            for (uint j = 0u; j < 8u; ++j) b[j] = s_b[kk][tx + 8u * j];
-            for (uint i = 0u; i < 8u; ++i)
-                for (uint j = 0u; j < 8u; ++j) acc[i][j] += a[i] * b[j];
+            float a[ROWS], b[COLS];
+            for (uint i = 0u; i < ROWS; ++i) a[i] = s_a[kk][ty + 8u * i];
+            for (uint j = 0u; j < COLS; ++j) b[j] = s_b[kk][tx + 8u * j];
+            for (uint i = 0u; i < ROWS; ++i)
+                for (uint j = 0u; j < COLS; ++j) acc[i][j] += a[i] * b[j];
         }
         barrier();
     }
 
-    for (uint i = 0u; i < 8u; ++i) {
+    for (uint i = 0u; i < ROWS; ++i) {
         uint m = row0 + ty + 8u * i;
         if (m >= p.M) continue;
-        for (uint j = 0u; j < 8u; ++j) {
+        for (uint j = 0u; j < COLS; ++j) {
             uint n = col0 + tx + 8u * j;
-            if (n < p.N) store_c(m, n, z, acc[i][j]);
+            if (n >= p.N) continue;
+            // SPLIT: the scratch tensor is [splits, z_count, M, N], contiguous.
+            if (SPLIT == 1u) st_f32(0u, p.c_base + ((chunk * p.z_count + z) * p.M + m) * p.N + n, acc[i][j]);
+            else store_c(m, n, z, acc[i][j]);
         }
     }
 }

@@ -49,8 +49,9 @@ static_assert(sizeof(reduce_params) == 64 * 4);
 
 enum reduce_op : uint32_t { RD_SUM = 0, RD_MEAN, RD_MAX, RD_MIN, RD_VAR, RD_ARGMAX, RD_ARGMIN };
 
-// shaders/gemm.comp. Specialization constant: MODE (0 matmul, 1 conv2d, 2 grad_input,
-// 3 grad_weight).
+// shaders/gemm.comp. Specialization constants: MODE (0 matmul, 1 conv2d, 2 grad_input,
+// 3 grad_weight), ROWS (8, or 1 for M <= 8), SPLIT (K split over z into a scratch tensor),
+// COLS (8, or 1 for N <= 8).
 struct gemm_params {
     uint32_t og, M, N, K;
     uint32_t batch_rank, a_base, b_base, c_base;
@@ -58,9 +59,10 @@ struct gemm_params {
     uint32_t a_rs, a_cs, b_rs, b_cs, c_rs, c_cs;
     uint32_t n, c, h, w;
     uint32_t o, kh, kw, groups;
-    uint32_t oh, ow, pad0_, pad1_;
+    uint32_t oh, ow, splits, k_chunk;
     int32_t stride_h, stride_w, pad_h, pad_w;
-    int32_t dil_h, dil_w, pad2_, pad3_;
+    int32_t dil_h, dil_w;
+    uint32_t z_count, pad3_;
     uint32_t x_base, w_base, y_base, pad4_;
     uint32_t x_st[4], w_st[4], y_st[4];
     uint32_t cg, pad5_, pad6_, pad7_;

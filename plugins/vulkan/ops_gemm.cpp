@@ -2,11 +2,13 @@
 // index maps differ per mode (see the shader).
 #include "kernels.hpp"
 
+#include <algorithm>
+
 namespace tf_vk {
 
 namespace {
 
-constexpr uint32_t tile = 64;  // TM = TN in gemm.comp
+constexpr uint32_t tile = 64;  // the largest TM and TN of gemm.comp
 
 int64_t conv_out(int64_t in, int64_t kernel, int stride, int pad, int dilation) {
     const int64_t span = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
@@ -21,7 +23,8 @@ bool all_f32(const tf_op_desc &op) {
 }
 
 bool grid_fits(const device_caps &caps, int64_t m, int64_t n, int64_t batch) {
-    return (n + tile - 1) / tile <= caps.max_groups[0] && (m + tile - 1) / tile <= caps.max_groups[1] &&
+    // Counted with the smallest tiles (8 x 8), which skinny products use.
+    return (n + 7) / 8 <= caps.max_groups[0] && (m + 7) / 8 <= caps.max_groups[1] &&
            batch <= caps.max_groups[2] && m < (int64_t{1} << 31) && n < (int64_t{1} << 31);
 }
 
@@ -49,6 +52,83 @@ conv_shapes conv_tensors(const tf_op_desc &op) {
     s.oh = s.y->shape[2];
     s.ow = s.y->shape[3];
     return s;
+}
+
+// C as a view whose axes flatten to (z, m, n) in the kernel's order: where split partials go.
+struct c_view {
+    int rank = 0;
+    int64_t shape[TF_MAX_RANK] = {};
+    int64_t strides[TF_MAX_RANK] = {};
+    void add(int64_t size, int64_t stride) {
+        shape[rank] = size;
+        strides[rank++] = stride;
+    }
+};
+
+// Records the GEMM of p over z_count batch elements or groups. Products with few tiles and a long
+// K (weight gradients, a linear layer on a small batch) split K over more workgroups: the
+// partial tiles go to a scratch tensor and a sum over the chunks writes them into out.
+void record_gemm(device &dev, gemm_params &p, uint32_t mode, tensor_binding b[3], uint32_t z_count,
+                 const tf_tensor_desc &out, const c_view &view) {
+    // Skinny products take 8-row or 8-column tiles instead of 64.
+    const uint32_t rows = p.M <= 16 ? 1 : 8, cols = p.N <= 16 ? 1 : 8, tile_m = 8 * rows, tile_n = 8 * cols;
+    const uint64_t tiles_m = (p.M + tile_m - 1) / tile_m, tiles_n = (p.N + tile_n - 1) / tile_n;
+    const uint64_t tiles = tiles_m * tiles_n * z_count;
+    uint32_t splits = 1, chunk = p.K;
+    if (tiles < 64 && p.K >= 512 && view.rank + 1 <= TF_MAX_RANK) {
+        // About 128 workgroups, at least 256 of K each.
+        const uint64_t want = std::min<uint64_t>((128 + tiles - 1) / tiles, p.K / 256);
+        chunk = static_cast<uint32_t>(align_up((p.K + want - 1) / std::max<uint64_t>(want, 1), 16));
+        splits = (p.K + chunk - 1) / chunk;
+        const uint64_t bytes = uint64_t{splits} * z_count * p.M * p.N * 4;
+        if (splits < 2 || bytes + dev.caps().bind_align + 4 > dev.caps().max_binding ||
+            uint64_t{splits} * z_count > dev.caps().max_groups[2])
+            splits = 1;
+    }
+    const uint32_t gx = static_cast<uint32_t>(tiles_n), gy = static_cast<uint32_t>(tiles_m);
+    if (splits == 1) {
+        dev.dispatch(key_of(shader::gemm, mode, rows, 0, cols), &p, sizeof p, b, 3, gx, gy, z_count);
+        return;
+    }
+    // scratch [splits, view...] contiguous, then sum over axis 0 into out viewed as [1, view...].
+    tf_tensor_desc scratch{}, target = out;
+    scratch.struct_size = sizeof scratch;
+    scratch.dtype = TF_DTYPE_F32;
+    scratch.rank = view.rank + 1;
+    target.rank = view.rank + 1;
+    scratch.shape[0] = splits;
+    target.shape[0] = 1;
+    target.strides[0] = 0;
+    int64_t stride = 1;
+    for (int d = view.rank - 1; d >= 0; --d) {
+        scratch.shape[d + 1] = target.shape[d + 1] = view.shape[d];
+        scratch.strides[d + 1] = stride;
+        target.strides[d + 1] = view.strides[d];
+        stride *= view.shape[d];
+    }
+    scratch.strides[0] = stride;
+    scratch.buffer = dev.allocate(static_cast<uint64_t>(splits) * static_cast<uint64_t>(stride) * 4);
+    try {
+        b[0] = dev.bind(scratch, op_name(TF_OP_MATMUL), "scratch", 0);
+        p.c_base = b[0].base;
+        p.splits = splits;
+        p.k_chunk = chunk;
+        p.z_count = z_count;
+        dev.dispatch(key_of(shader::gemm, mode, rows, 1, cols), &p, sizeof p, b, 3, gx, gy, z_count * splits);
+        const tf_params_reduce axes{sizeof(tf_params_reduce), 1u};
+        tf_op_desc sum{};
+        sum.struct_size = sizeof sum;
+        sum.op = TF_OP_SUM;
+        sum.n_inputs = sum.n_outputs = 1;
+        sum.inputs = &scratch;
+        sum.outputs = &target;
+        sum.params = &axes;
+        reduce_run(dev, sum);
+    } catch (...) {
+        dev.free(scratch.buffer);
+        throw;
+    }
+    dev.free(scratch.buffer);  // released once the sum has run
 }
 
 bool conv_supports(const device_caps &caps, const tf_op_desc &op) {
@@ -150,7 +230,25 @@ void conv_run(device &dev, const tf_op_desc &op) {
         p.div_m[i] = d.m;
         p.div_s[i] = d.s;
     }
-    dev.dispatch(key_of(shader::gemm, mode), &p, sizeof p, b, 3, (p.N + tile - 1) / tile, (p.M + tile - 1) / tile, g);
+    // C's axes per mode: (group, channel in group, image, row, column) or (group, out channel,
+    // in channel, kernel row, kernel column).
+    c_view view;
+    const tf_tensor_desc &c = out;
+    switch (mode) {
+    case 1:
+        view.add(g, og * c.strides[1]), view.add(og, c.strides[1]), view.add(s.n, c.strides[0]);
+        view.add(s.oh, c.strides[2]), view.add(s.ow, c.strides[3]);
+        break;
+    case 2:
+        view.add(g, s.cg * c.strides[1]), view.add(s.cg, c.strides[1]), view.add(s.n, c.strides[0]);
+        view.add(s.h, c.strides[2]), view.add(s.wd, c.strides[3]);
+        break;
+    default:
+        view.add(g, og * c.strides[0]), view.add(og, c.strides[0]), view.add(s.cg, c.strides[1]);
+        view.add(s.kh, c.strides[2]), view.add(s.kw, c.strides[3]);
+        break;
+    }
+    record_gemm(dev, p, mode, b, g, out, view);
 }
 
 bool matmul_supports(const device_caps &caps, const tf_op_desc &op) {
@@ -197,7 +295,11 @@ void matmul_run(device &dev, const tf_op_desc &op) {
     p.b_cs = static_cast<uint32_t>(bt.strides[r - 1]);
     p.c_rs = static_cast<uint32_t>(c.strides[r - 2]);
     p.c_cs = static_cast<uint32_t>(c.strides[r - 1]);
-    dev.dispatch(key_of(shader::gemm, 0), &p, sizeof p, b, 3, (p.N + tile - 1) / tile, (p.M + tile - 1) / tile, count);
+    c_view view;
+    for (int d = 0; d < batch.rank; ++d) view.add(batch.shape[d], batch.strides[0][d]);
+    view.add(p.M, c.strides[r - 2]);
+    view.add(p.N, c.strides[r - 1]);
+    record_gemm(dev, p, 0, b, count, c, view);
 }
 
 }  // namespace

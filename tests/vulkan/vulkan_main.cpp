@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 
 #include "tinyfin/tinyfin.hpp"
@@ -15,11 +16,16 @@ namespace {
 
 // "" when the vulkan backend is usable, else why not.
 std::string unavailable_reason() {
-    for (const std::string &name : tinyfin::available_backends())
-        if (name == "vulkan") return "";
-    for (const tinyfin::PluginReport &plugin : tinyfin::report().plugins)
-        if (plugin.name == "vulkan") return plugin.outcome + ": " + plugin.message;
-    return "the vulkan plugin is not on the plugin search path";
+    try {
+        for (const std::string &name : tinyfin::available_backends())
+            if (name == "vulkan") return "";
+        for (const tinyfin::PluginReport &plugin : tinyfin::report().plugins)
+            if (plugin.name == "vulkan") return plugin.outcome + ": " + plugin.message;
+        return "the vulkan plugin is not on the plugin search path";
+    } catch (const std::exception &e) {
+        // TINYFIN_STRICT=1 with TINYFIN_BACKEND=vulkan throws when vulkan is unusable.
+        return e.what();
+    }
 }
 
 }  // namespace
