@@ -31,6 +31,20 @@ struct FunctionNode final : Node {
     }
 };
 
+// A leaf's own gradient: grad itself when nothing else can see its memory (the fresh result of
+// a backward rule), else a contiguous copy. Without the copy two leaves could share one
+// gradient (add hands the same tensor to both sides), or a gradient could be a stride-0
+// broadcast or the caller's seed, and an in-place update of one grad() would change others.
+Tensor owned_gradient(const Tensor &grad) {
+    const TensorImpl &impl = *grad.impl();
+    bool exclusive = impl.weak_from_this().use_count() == 1 && impl.storage.use_count() == 1;
+    if (exclusive && impl.offset == 0 && grad.is_contiguous() && impl.storage->nbytes == grad.nbytes())
+        return grad.detach();
+    Tensor copy = empty(grad.shape(), grad.dtype(), grad.device());
+    copy.assign_(grad);
+    return copy;
+}
+
 // Adds each incoming gradient into a leaf's grad.
 struct AccumulateNode final : Node {
     std::weak_ptr<TensorImpl> leaf;
@@ -39,7 +53,7 @@ struct AccumulateNode final : Node {
         std::shared_ptr<TensorImpl> impl = leaf.lock();
         if (!impl) return {};
         AutogradMeta &meta = *impl->autograd;
-        meta.grad = meta.grad.defined() ? add(meta.grad, grad_output) : grad_output.detach();
+        meta.grad = meta.grad.defined() ? add(meta.grad, grad_output) : owned_gradient(grad_output);
         return {};
     }
 };
