@@ -277,3 +277,31 @@ TEST_CASE("grad mode is per thread") {
     CHECK_FALSE(grad_enabled());
     CHECK(other_thread_enabled);
 }
+
+TEST_CASE("each leaf owns a contiguous gradient: no aliasing between leaves, seeds or broadcasts") {
+    // sum's gradient is one value broadcast (stride 0); add hands the same tensor to both sides.
+    Tensor a = t({1, 2}, {2}).requires_grad_(), b = t({3, 4}, {2}).requires_grad_();
+    sum(a + b).backward();
+    CHECK(a.grad().is_contiguous());
+    CHECK(b.grad().is_contiguous());
+    CHECK_FALSE(a.grad().shares_storage(b.grad()));
+    {
+        NoGradGuard guard;
+        a.grad().assign_(t({5, 6}, {2})); // an in-place update of one gradient, e.g. clipping
+    }
+    CHECK(a.grad().to_vector<float>() == F{5, 6});
+    CHECK(b.grad().to_vector<float>() == F{1, 1});
+    // an explicit gradient is copied into the leaf, not kept by reference
+    Tensor x = t({1, 2}, {2}).requires_grad_();
+    Tensor seed = t({7, 8}, {2});
+    x.backward(seed);
+    CHECK_FALSE(x.grad().shares_storage(seed));
+    (x * 1.0).backward(seed);
+    CHECK_FALSE(x.grad().shares_storage(seed));
+    CHECK(x.grad().to_vector<float>() == F{14, 16});
+    // a gradient that is a view of a larger buffer (pad's backward slices it) is compacted
+    Tensor p = t({1, 2, 3}, {3}).requires_grad_();
+    pad(p, {1, 1}).backward(t({9, 1, 2, 3, 9}, {5}));
+    CHECK(p.grad().is_contiguous());
+    CHECK(p.grad().to_vector<float>() == F{1, 2, 3});
+}
