@@ -63,6 +63,9 @@ layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { ew_params p; };
 #define EW_COPY 96u
 #define EW_FILL 112u
 
+// FILL's raw value, CLAMP's bounds: read once (see load_layout).
+uvec2 g_arg;
+
 // Inputs the op reads.
 const uint N_IN = OP == EW_FILL ? 0u : OP < EW_ADD ? 1u : OP == EW_WHERE ? 3u : OP == EW_COPY ? 1u : 2u;
 
@@ -92,8 +95,9 @@ float unary_f32(float x) {
     case EW_ERF: return tf_erf(x);
     case EW_CLAMP: {
         if (tf_isnan(x)) return x;
-        float v = x < uintBitsToFloat(p.arg[0]) ? uintBitsToFloat(p.arg[0]) : x;
-        return v > uintBitsToFloat(p.arg[1]) ? uintBitsToFloat(p.arg[1]) : v;
+        float lo = uintBitsToFloat(g_arg.x), hi = uintBitsToFloat(g_arg.y);
+        float v = x < lo ? lo : x;
+        return v > hi ? hi : v;
     }
     }
     return TF_NAN;
@@ -183,13 +187,14 @@ uvec2 evaluate(uint o1, uint o2, uint o3) {
     if (OP <= EW_GE) return uvec2(compare(ld_raw(1u, DT_IN, o1), ld_raw(2u, DT_IN, o2)) ? 1u : 0u, 0u);
     if (OP == EW_WHERE) return ld_bool(1u, o1) ? ld_raw(2u, DT_IN, o2) : ld_raw(3u, DT_IN, o3);
     if (OP == EW_COPY) return tf_convert(ld_raw(1u, DT_IN, o1), DT_IN, DT_OUT);
-    return uvec2(p.arg[0], p.arg[1]);  // EW_FILL
+    return g_arg;  // EW_FILL
 }
 
-// The parameters the element loop reads, in registers: the kernel reads them once.
+// The layout the element loop reads, in registers: the kernel reads the buffer once.
 uint g_base[4], g_step[4], g_shape[8], g_div_m[8], g_div_s[8], g_strides[32];
 
 void load_layout() {
+    g_arg = uvec2(p.arg[0], p.arg[1]);
     for (uint k = 0u; k < 4u; ++k) {
         g_base[k] = p.base[k];
         g_step[k] = p.strides[k * 8u];
