@@ -172,7 +172,6 @@ void main() {
     p = tf_p;
     uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     uint tid = ty * 8u + tx;
-    uint row0 = gl_WorkGroupID.y * TM, col0 = gl_WorkGroupID.x * TN;
     uint z = gl_WorkGroupID.z, chunk = 0u;
     uint k_begin = 0u, k_end = p.K;
     if (SPLIT == 1u) {
@@ -194,6 +193,9 @@ void main() {
         g_c += q * p.c_batch[d];
     }
 
+    // Tiles beyond the grid (more than 65535 along x or y) are taken with a workgroup stride.
+    for (uint row0 = gl_WorkGroupID.y * TM; row0 < p.M; row0 += gl_NumWorkGroups.y * TM) {
+    for (uint col0 = gl_WorkGroupID.x * TN; col0 < p.N; col0 += gl_NumWorkGroups.x * TN) {
     float acc[ROWS][COLS];
     for (uint i = 0u; i < ROWS; ++i)
         for (uint j = 0u; j < COLS; ++j) acc[i][j] = 0.0;
@@ -233,4 +235,6 @@ void main() {
             else store_c(m, n, z, acc[i][j]);
         }
     }
+    }  // col0
+    }  // row0
 }

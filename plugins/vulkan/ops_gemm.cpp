@@ -22,10 +22,9 @@ bool all_f32(const tf_op_desc &op) {
     return op.outputs[0].dtype == TF_DTYPE_F32;
 }
 
+// Tiles beyond the grid are looped over in the kernel; only the batch (z) must fit the grid.
 bool grid_fits(const device_caps &caps, int64_t m, int64_t n, int64_t batch) {
-    // Counted with the smallest tiles (8 x 8), which skinny products use.
-    return (n + 7) / 8 <= caps.max_groups[0] && (m + 7) / 8 <= caps.max_groups[1] &&
-           batch <= caps.max_groups[2] && m < (int64_t{1} << 31) && n < (int64_t{1} << 31);
+    return batch <= caps.max_groups[2] && m < (int64_t{1} << 31) && n < (int64_t{1} << 31);
 }
 
 // The four conv tensors of a conv op, whichever its direction.
@@ -85,7 +84,8 @@ void record_gemm(device &dev, gemm_params &p, uint32_t mode, tensor_binding b[3]
             uint64_t{splits} * z_count > dev.caps().max_groups[2])
             splits = 1;
     }
-    const uint32_t gx = static_cast<uint32_t>(tiles_n), gy = static_cast<uint32_t>(tiles_m);
+    const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(tiles_n, std::min<uint32_t>(dev.caps().max_groups[0], 65535))),
+                   gy = static_cast<uint32_t>(std::min<uint64_t>(tiles_m, std::min<uint32_t>(dev.caps().max_groups[1], 65535)));
     if (splits == 1) {
         dev.dispatch(key_of(shader::gemm, mode, rows, 0, cols), &p, sizeof p, b, 3, gx, gy, z_count);
         return;
