@@ -192,3 +192,40 @@ TEST_CASE("conv2d gradients at a size that crosses the GEMM blocking, against a 
     compare(x.grad(), dx, "dx");
     compare(w.grad(), dw, "dw");
 }
+
+// The gradient reaching an op's backward rule is whatever the ops after it produce: a stride-0
+// broadcast (after sum) or a transposed view (after transpose). Each rule and backward kernel
+// must read it through its strides.
+TEST_CASE("gradcheck nn ops fed broadcast and transposed upstream gradients") {
+    Tensor idx = from_vector(std::vector<int64_t>{3, 0, 3, 1}, {2, 2});
+    Tensor labels = from_vector(std::vector<int64_t>{1, 0, 2}, {3});
+    struct Case {
+        const char *name;
+        std::function<Tensor(const V &)> op;
+        std::vector<Input> inputs;
+    };
+    std::vector<Case> cases{
+        {"conv2d", [](const V &v) { return conv2d(v[0], v[1], Tensor(), {1, 1, 1, 0, 1, 1, 1}); },
+         {gradcheck::random({1, 2, 3, 4}, 1400), gradcheck::random({3, 2, 2, 2}, 1401)}},
+        {"max_pool2d", [](const V &v) { return max_pool2d(v[0], {2, 2, 1, 1}); }, {gradcheck::spaced({1, 2, 3, 4}, 1402)}},
+        {"avg_pool2d", [](const V &v) { return avg_pool2d(v[0], {2, 3, 1, 1, 1, 1, false}); }, {gradcheck::random({1, 2, 3, 4}, 1403)}},
+        {"embedding", [&](const V &v) { return embedding(v[0], idx); }, {gradcheck::random({4, 3}, 1404)}},
+        {"rope", [](const V &v) { return rope(v[0], 100.0, true, 2); }, {gradcheck::random({3, 4}, 1405)}},
+        {"softmax", [](const V &v) { return softmax(v[0], 0); }, {gradcheck::random({3, 4}, 1406)}},
+        {"log_softmax", [](const V &v) { return log_softmax(v[0]); }, {gradcheck::random({3, 4}, 1407)}},
+        {"layer_norm", [](const V &v) { return layer_norm(v[0], 1, v[1], v[2]); },
+         {gradcheck::random({3, 4}, 1408), gradcheck::random({4}, 1409), gradcheck::random({4}, 1410)}},
+        {"rms_norm", [](const V &v) { return rms_norm(v[0], 1, v[1]); },
+         {gradcheck::random({3, 4}, 1411), gradcheck::random({4}, 1412)}},
+        {"attention", [](const V &v) { return scaled_dot_product_attention(v[0], v[1], v[2], v[3], true); },
+         {gradcheck::random({3, 2}, 1413), gradcheck::random({4, 2}, 1414), gradcheck::random({4, 3}, 1415),
+          gradcheck::random({3, 4}, 1416)}},
+        {"cross_entropy none", [&](const V &v) { return cross_entropy(v[0], labels, Reduction::none).reshape({3, 1}); },
+         {gradcheck::random({3, 4}, 1417)}},
+    };
+    for (const Case &c : cases) {
+        gradcheck::check(std::string(c.name) + " under sum", [&](const V &v) { return sum(c.op(v)); }, c.inputs);
+        gradcheck::check(std::string(c.name) + " under transpose", [&](const V &v) { return c.op(v).transpose(-1, -2); },
+                         c.inputs);
+    }
+}
