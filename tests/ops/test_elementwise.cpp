@@ -232,6 +232,22 @@ TEST_CASE("clamp with both bounds, one open side, and a degenerate interval") {
     CHECK(clamp(scalar(5), 0, 1).item<float>() == 1);
 }
 
+TEST_CASE("binary ops and where broadcast at the maximum rank (8)") {
+    Shape sa{2, 1, 2, 1, 2, 1, 2, 3}, sb{3, 2, 1, 2, 1, 1, 1};
+    F a = ref::values(48, 30, 0.5, 2), b = ref::values(12, 31, -1, 1);
+    D da = ref::to_double(a), db = ref::to_double(b);
+    Tensor ta = ref::tensor(a, sa), tb = ref::tensor(b, sb);
+    Shape so = broadcast_shapes(sa, sb);
+    REQUIRE(so.size() == 8);
+    ref::check_close(pow(ta, tb), ref::binary(da, sa, db, sb, [](double x, double y) { return std::pow(x, y); }), so);
+    ref::check_close(minimum(ta, tb), ref::binary(da, sa, db, sb, [](double x, double y) { return std::min(x, y); }), so, 0, 0);
+    std::vector<bool> want;
+    for (double c : ref::binary(da, sa, db, sb, [](double x, double y) { return x > y ? 1.0 : 0.0; })) want.push_back(c != 0);
+    CHECK(bools(gt(ta, tb)) == want);
+    ref::check_close(where(gt(ta, tb), ta, tb), ref::binary(da, sa, db, sb, [](double x, double y) { return x > y ? x : y; }),
+                     so, 0, 0);
+}
+
 TEST_CASE("binary ops with non-contiguous operands and zero-size shapes") {
     F v = ref::values(12, 21, 0.5, 2);
     D dv = ref::to_double(v);

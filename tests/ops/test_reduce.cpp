@@ -140,6 +140,23 @@ TEST_CASE("reductions of transposed and step-sliced inputs") {
         }
 }
 
+TEST_CASE("reductions and matmul at the maximum rank (8)") {
+    Shape shape{2, 1, 2, 1, 2, 1, 2, 3};
+    F v = ref::values(48, 35, -2, 2);
+    D dv = ref::to_double(v);
+    Tensor x = ref::tensor(v, shape);
+    for (const ReduceCase &r : reduce_cases())
+        for (const std::vector<int> &axes : std::vector<std::vector<int>>{{0, 2, 4, 6}, {7}, {-1, 0}, {}}) {
+            INFO(r.name << " axes " << shape_str(Shape(axes.begin(), axes.end())));
+            ref::check_close(r.op(x, axes, true), reduce_ref(dv, shape, axes, r.reference), reduced_shape(shape, axes, true),
+                             1e-6, 1e-5);
+        }
+    Shape so;
+    F w = ref::values(3 * 2, 36);
+    D want = matmul_ref(dv, shape, ref::to_double(w), {3, 2}, so);
+    ref::check_close(matmul(x, ref::tensor(w, {3, 2})), want, so, 1e-5, 1e-5);
+}
+
 TEST_CASE("reductions of rank-0 and zero-size tensors") {
     CHECK(mean(scalar(3)).item<float>() == 3);
     CHECK(max(scalar(3)).rank() == 0);
