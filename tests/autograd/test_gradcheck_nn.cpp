@@ -186,7 +186,7 @@ TEST_CASE("conv2d gradients at a size that crosses the GEMM blocking, against a 
         int bad = 0;
         for (std::size_t i = 0; i < want.size(); ++i)
             if (std::abs(g[i] - want[i]) > 1e-4 + 1e-4 * std::abs(want[i])) ++bad;
-        INFO(what << ": " << bad << " of " << want.size() << " elements differ");
+        INFO(std::string(what) << ": " << bad << " of " << want.size() << " elements differ");
         CHECK(bad == 0);
     };
     compare(x.grad(), dx, "dx");

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tinyfin/tinyfin.hpp"
@@ -118,6 +119,27 @@ inline D transpose2(const D &a, int64_t r, int64_t c) {
     for (int64_t i = 0; i < r; ++i)
         for (int64_t j = 0; j < c; ++j) out[j * r + i] = a[i * c + j];
     return out;
+}
+
+// The half types with the tolerance their results are held to, as both atol and rtol: two units
+// of their precision (f16 keeps 10 mantissa bits, bf16 7), for kernels that compute in f32 and
+// round once.
+struct Half {
+    tinyfin::DType dtype;
+    double tol;
+};
+inline const Half halves[] = {{tinyfin::DType::f16, 2 * 0x1p-10}, {tinyfin::DType::bf16, 2 * 0x1p-7}};
+
+// v rounded to a half type, and the rounded values as doubles: the reference's input.
+inline std::pair<Tensor, D> half_input(const F &v, const Shape &shape, tinyfin::DType dtype) {
+    Tensor h = tinyfin::cast(tensor(v, shape), dtype);
+    return {h, host(tinyfin::cast(h, tinyfin::DType::f32))};
+}
+
+// A half-typed result against its reference.
+inline void check_half(const Tensor &got, const Half &half, const D &want, const Shape &shape) {
+    REQUIRE(got.dtype() == half.dtype);
+    check_close(got, want, shape, half.tol, half.tol);
 }
 
 inline double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }

@@ -164,7 +164,7 @@ TEST_CASE("where broadcasts condition and both branches") {
 
 TEST_CASE("every unary op matches its reference on contiguous and strided inputs") {
     for (const UnaryCase &u : unary_cases()) {
-        INFO("op " << u.name);
+        INFO("op " << std::string(u.name));
         F v = ref::values(24, 11, u.lo, u.hi);
         D dv = ref::to_double(v);
         Tensor x = ref::tensor(v, {4, 6});
@@ -206,7 +206,7 @@ TEST_CASE("unary ops at the edges of their domains") {
     // NaN passes through (relu and clamp are left out: their NaN handling is not specified)
     for (const UnaryCase &u : unary_cases()) {
         if (std::string(u.name) == "relu" || std::string(u.name) == "clamp") continue;
-        INFO("op " << u.name);
+        INFO("op " << std::string(u.name));
         CHECK(std::isnan(u.op(scalar(NAN)).item<float>()));
     }
 }
@@ -270,4 +270,27 @@ TEST_CASE("binary ops with non-contiguous operands and zero-size shapes") {
     CHECK(maximum(zeros({2, 0}), zeros({1, 0})).shape() == Shape{2, 0});
     CHECK(eq(zeros({0}), zeros({0})).dtype() == DType::boolean);
     CHECK(where(eq(zeros({0}), zeros({0})), zeros({0}), zeros({0})).numel() == 0);
+}
+
+TEST_CASE("unary and binary ops on f16 and bf16 inputs") {
+    for (const ref::Half &half : ref::halves) {
+        INFO(std::string(dtype_name(half.dtype)));
+        for (const UnaryCase &u : unary_cases()) {
+            INFO("op " << std::string(u.name));
+            auto [x, dx] = ref::half_input(ref::values(12, 12, u.lo, u.hi), {3, 4}, half.dtype);
+            ref::check_half(u.op(x), half, ref::unary(dx, u.reference), {3, 4});
+            ref::check_half(u.op(x.transpose(0, 1)), half, ref::unary(ref::transpose2(dx, 3, 4), u.reference), {4, 3});
+        }
+        auto [a, da] = ref::half_input(ref::values(6, 13, 0.5, 2), {2, 3}, half.dtype);
+        auto [b, db] = ref::half_input(ref::values(3, 14, -2, 2), {3}, half.dtype);
+        ref::check_half(pow(a, b), half, ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return std::pow(x, y); }),
+                        {2, 3});
+        ref::check_half(maximum(a, b), half,
+                        ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return std::max(x, y); }), {2, 3});
+        ref::check_half(a * b, half, ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return x * y; }), {2, 3});
+        ref::check_half(a / b, half, ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return x / y; }), {2, 3});
+        CHECK(bools(lt(a, b)) == compare_ref(da, {2, 3}, db, {3}, [](double x, double y) { return x < y; }));
+        ref::check_half(where(lt(a, b), a, b), half,
+                        ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return x < y ? x : y; }), {2, 3});
+    }
 }

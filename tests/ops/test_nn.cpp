@@ -5,172 +5,18 @@
 #include <algorithm>
 #include <limits>
 
-#include "reference.hpp"
+#include "reference_nn.hpp"
 
 using namespace tinyfin;
 using ref::D;
 using ref::F;
-
-namespace {
-
-// ---- host references ----------------------------------------------------------------
-
-D conv2d_ref(const D &x, const Shape &sx, const D &w, const Shape &sw, const D *bias,
-             const Conv2dOptions &o, Shape &so) {
-    int64_t n = sx[0], c = sx[1], h = sx[2], wd = sx[3];
-    int64_t oc = sw[0], icg = sw[1], kh = sw[2], kw = sw[3];
-    int64_t oh = (h + 2 * o.pad_h - o.dilation_h * (kh - 1) - 1) / o.stride_h + 1;
-    int64_t ow = (wd + 2 * o.pad_w - o.dilation_w * (kw - 1) - 1) / o.stride_w + 1;
-    so = {n, oc, oh, ow};
-    D y(static_cast<std::size_t>(ref::numel(so)));
-    int64_t ocg = oc / o.groups;
-    for (int64_t b = 0; b < n; ++b)
-        for (int64_t f = 0; f < oc; ++f)
-            for (int64_t i = 0; i < oh; ++i)
-                for (int64_t j = 0; j < ow; ++j) {
-                    double s = bias ? (*bias)[f] : 0.0;
-                    int64_t g = f / ocg;
-                    for (int64_t ci = 0; ci < icg; ++ci)
-                        for (int64_t p = 0; p < kh; ++p)
-                            for (int64_t q = 0; q < kw; ++q) {
-                                int64_t ih = i * o.stride_h - o.pad_h + p * o.dilation_h;
-                                int64_t iw = j * o.stride_w - o.pad_w + q * o.dilation_w;
-                                if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
-                                int64_t ch = g * icg + ci;
-                                s += x[((b * c + ch) * h + ih) * wd + iw] * w[((f * icg + ci) * kh + p) * kw + q];
-                            }
-                    y[((b * oc + f) * oh + i) * ow + j] = s;
-                }
-    return y;
-}
-
-D pool_ref(const D &x, const Shape &sx, const Pool2dOptions &o, bool is_max, Shape &so) {
-    int sh = o.stride_h ? o.stride_h : o.kernel_h, sw = o.stride_w ? o.stride_w : o.kernel_w;
-    int64_t n = sx[0], c = sx[1], h = sx[2], w = sx[3];
-    int64_t oh = (h + 2 * o.pad_h - o.kernel_h) / sh + 1, ow = (w + 2 * o.pad_w - o.kernel_w) / sw + 1;
-    so = {n, c, oh, ow};
-    D y;
-    for (int64_t b = 0; b < n * c; ++b)
-        for (int64_t i = 0; i < oh; ++i)
-            for (int64_t j = 0; j < ow; ++j) {
-                double best = -INFINITY, total = 0;
-                int count = 0;
-                for (int p = 0; p < o.kernel_h; ++p)
-                    for (int q = 0; q < o.kernel_w; ++q) {
-                        int64_t ih = i * sh - o.pad_h + p, iw = j * sw - o.pad_w + q;
-                        if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
-                        double v = x[(b * h + ih) * w + iw];
-                        best = std::max(best, v);
-                        total += v;
-                        ++count;
-                    }
-                double divisor = o.count_include_pad ? o.kernel_h * o.kernel_w : count;
-                y.push_back(is_max ? best : total / divisor);
-            }
-    return y;
-}
-
-// Applies f to every 1-D line along `axis` of a row-major tensor, in place.
-void along_axis(D &a, const Shape &shape, int axis, const std::function<void(std::vector<double *> &)> &f) {
-    int64_t inner = 1, outer = 1, len = shape[axis];
-    for (std::size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
-    for (int d = 0; d < axis; ++d) outer *= shape[d];
-    for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < inner; ++i) {
-            std::vector<double *> line;
-            for (int64_t k = 0; k < len; ++k) line.push_back(&a[(o * len + k) * inner + i]);
-            f(line);
-        }
-}
-
-D softmax_ref(D a, const Shape &shape, int axis, bool log_form) {
-    along_axis(a, shape, axis, [log_form](std::vector<double *> &line) {
-        double m = -INFINITY, s = 0;
-        for (double *v : line) m = std::max(m, *v);
-        for (double *v : line) s += std::exp(*v - m);
-        for (double *v : line) *v = log_form ? *v - m - std::log(s) : std::exp(*v - m) / s;
-    });
-    return a;
-}
-
-// Normalises groups of `group` consecutive elements.
-D norm_ref(const D &x, int64_t group, const D &w, const D &b, double eps, bool rms) {
-    D y(x.size());
-    for (std::size_t start = 0; start < x.size(); start += group) {
-        double mu = 0, sq = 0;
-        for (int64_t i = 0; i < group; ++i) mu += x[start + i];
-        mu /= group;
-        for (int64_t i = 0; i < group; ++i) {
-            double d = rms ? x[start + i] : x[start + i] - mu;
-            sq += d * d;
-        }
-        double r = 1 / std::sqrt(sq / group + eps);
-        for (int64_t i = 0; i < group; ++i) {
-            double centred = rms ? x[start + i] : x[start + i] - mu;
-            y[start + i] = centred * r * w[i] + (rms ? 0 : b[i]);
-        }
-    }
-    return y;
-}
-
-// x [..., T, D]: pairs (i, i + D/2) or (2i, 2i+1) rotated by (offset + t) theta^(-2i/D).
-D rope_ref(const D &x, const Shape &shape, double theta, bool interleaved, int64_t offset) {
-    int64_t t_len = shape[shape.size() - 2], d = shape.back();
-    D y(x.size());
-    for (std::size_t row = 0; row < x.size() / d; ++row) {
-        int64_t t = static_cast<int64_t>(row) % t_len;
-        for (int64_t i = 0; i < d / 2; ++i) {
-            double angle = static_cast<double>(offset + t) * std::pow(theta, -2.0 * i / d);
-            int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + d / 2;
-            double x0 = x[row * d + a], x1 = x[row * d + b];
-            y[row * d + a] = x0 * std::cos(angle) - x1 * std::sin(angle);
-            y[row * d + b] = x0 * std::sin(angle) + x1 * std::cos(angle);
-        }
-    }
-    return y;
-}
-
-// q [B, Tq, D], k [B, Tk, D], v [B, Tk, Dv], mask [Tq, Tk] or empty.
-D attention_ref(const D &q, const D &k, const D &v, const D &mask, int64_t b, int64_t tq, int64_t tk,
-                int64_t d, int64_t dv, bool causal, double scale) {
-    D out(static_cast<std::size_t>(b * tq * dv), 0.0);
-    for (int64_t n = 0; n < b; ++n)
-        for (int64_t i = 0; i < tq; ++i) {
-            D s(tk);
-            double m = -INFINITY;
-            for (int64_t j = 0; j < tk; ++j) {
-                double dot = 0;
-                for (int64_t c = 0; c < d; ++c) dot += q[(n * tq + i) * d + c] * k[(n * tk + j) * d + c];
-                s[j] = dot * scale + (mask.empty() ? 0 : mask[i * tk + j]);
-                if (causal && j > i + (tk - tq)) s[j] = -INFINITY;
-                m = std::max(m, s[j]);
-            }
-            double total = 0;
-            for (double &e : s) total += (e = std::exp(e - m));
-            for (int64_t j = 0; j < tk; ++j)
-                for (int64_t c = 0; c < dv; ++c)
-                    out[(n * tq + i) * dv + c] += s[j] / total * v[(n * tk + j) * dv + c];
-        }
-    return out;
-}
-
-// Row-major copy of a host tensor permuted by axes (the view t.permute(axes)).
-D permute_ref(const D &a, const Shape &shape, const std::vector<int> &axes, Shape &out_shape) {
-    out_shape.clear();
-    for (int ax : axes) out_shape.push_back(shape[ax]);
-    D out(a.size());
-    for (int64_t i = 0; i < ref::numel(out_shape); ++i) {
-        auto c = ref::unravel(i, out_shape);
-        std::vector<int64_t> src(shape.size());
-        for (std::size_t k = 0; k < axes.size(); ++k) src[axes[k]] = c[k];
-        int64_t flat = 0;
-        for (std::size_t k = 0; k < shape.size(); ++k) flat = flat * shape[k] + src[k];
-        out[i] = a[flat];
-    }
-    return out;
-}
-
-} // namespace
+using ref::attention_ref;
+using ref::conv2d_ref;
+using ref::norm_ref;
+using ref::permute_ref;
+using ref::pool_ref;
+using ref::rope_ref;
+using ref::softmax_ref;
 
 // ---- conv2d ---------------------------------------------------------------------------
 
@@ -605,4 +451,51 @@ TEST_CASE("nn ops on broadcast (stride-0) inputs") {
     Tensor idx = from_vector(std::vector<int64_t>{2}, {1}).expand({3});
     ref::check_close(embedding(ref::tensor(v, {4, 3}), idx), D{dv[6], dv[7], dv[8], dv[6], dv[7], dv[8], dv[6], dv[7], dv[8]},
                      {3, 3}, 0, 0);
+}
+
+TEST_CASE("nn ops on f16 and bf16 inputs") {
+    for (const ref::Half &half : ref::halves) {
+        INFO(std::string(dtype_name(half.dtype)));
+        DType d = half.dtype;
+        Shape sx{1, 2, 5, 5}, sw{3, 2, 3, 3};
+        auto [x, dx] = ref::half_input(ref::values(50, 1500), sx, d);
+        auto [w, dw] = ref::half_input(ref::values(54, 1501), sw, d);
+        auto [b, db] = ref::half_input(ref::values(3, 1502), {3}, d);
+        Conv2dOptions o{2, 1, 1, 0, 1, 2, 1};
+        Shape so;
+        ref::check_half(conv2d(x, w, b, o), half, conv2d_ref(dx, sx, dw, sw, &db, o, so), so);
+        Pool2dOptions p{3, 3, 2, 2, 1, 1, false};
+        ref::check_half(max_pool2d(x, p), half, pool_ref(dx, sx, p, true, so), so);
+        ref::check_half(avg_pool2d(x, p), half, pool_ref(dx, sx, p, false, so), so);
+        Shape s3{2, 3, 4};
+        auto [y, dy] = ref::half_input(ref::values(24, 1503, -3, 3), s3, d);
+        ref::check_half(softmax(y, 1), half, softmax_ref(dy, s3, 1, false), s3);
+        ref::check_half(log_softmax(y), half, softmax_ref(dy, s3, 2, true), s3);
+        auto [g, dg] = ref::half_input(ref::values(4, 1504, 0.5, 1.5), {4}, d);
+        auto [h, dh] = ref::half_input(ref::values(4, 1505), {4}, d);
+        ref::check_half(layer_norm(y, 1, g, h), half, norm_ref(dy, 4, dg, dh, 1e-5, false), s3);
+        ref::check_half(rms_norm(y, 1, g), half, norm_ref(dy, 4, dg, D(4, 0.0), 1e-6, true), s3);
+        ref::check_half(rope(y, 100.0, false, 3), half, rope_ref(dy, s3, 100.0, false, 3), s3);
+        ref::check_half(rope(y, 100.0, true), half, rope_ref(dy, s3, 100.0, true, 0), s3);
+        auto [k, dk] = ref::half_input(ref::values(2 * 5 * 4, 1506), {2, 5, 4}, d);
+        auto [v, dv] = ref::half_input(ref::values(2 * 5 * 2, 1507), {2, 5, 2}, d);
+        auto [m, dm] = ref::half_input(ref::values(15, 1508, -1, 0), {3, 5}, d);
+        ref::check_half(scaled_dot_product_attention(y, k, v, m, true), half,
+                        attention_ref(dy, dk, dv, dm, 2, 3, 5, 4, 2, true, 0.5), {2, 3, 2});
+        Tensor labels = from_vector(std::vector<int64_t>{3, -100, 0, 1, 2, 2}, {6});
+        Tensor logits = y.reshape({6, 4});
+        D lsm = softmax_ref(dy, {6, 4}, 1, true), per;
+        double total = 0;
+        for (int64_t i = 0, label; i < 6; ++i) {
+            label = labels.to_vector<int64_t>()[i];
+            per.push_back(label < 0 ? 0.0 : -lsm[i * 4 + label]);
+            total += per.back();
+        }
+        ref::check_half(cross_entropy(logits, labels, Reduction::none), half, per, {6});
+        ref::check_half(cross_entropy(logits, labels), half, D{total / 5}, {});
+        D rows;
+        for (int64_t r : {2, 0, 2}) rows.insert(rows.end(), dy.begin() + r * 4, dy.begin() + r * 4 + 4);
+        ref::check_half(embedding(logits, from_vector(std::vector<int32_t>{2, 0, 2}, {3})), half, rows, {3, 4});
+        CHECK(one_hot(from_vector(std::vector<int64_t>{1}, {1}), 2, d).dtype() == d);
+    }
 }

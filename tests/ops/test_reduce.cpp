@@ -5,11 +5,12 @@
 #include <numeric>
 #include <set>
 
-#include "reference.hpp"
+#include "reference_nn.hpp"
 
 using namespace tinyfin;
 using ref::D;
 using ref::F;
+using ref::matmul_ref;
 
 namespace {
 
@@ -80,27 +81,6 @@ std::vector<ReduceCase> reduce_cases() {
     };
 }
 
-// Naive batched matmul of row-major host tensors with numpy broadcasting of batch dims.
-D matmul_ref(const D &a, const Shape &sa, const D &b, const Shape &sb, Shape &out_shape) {
-    int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
-    Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
-    Shape batch = broadcast_shapes(ba, bb);
-    out_shape = batch;
-    out_shape.insert(out_shape.end(), {m, n});
-    D out(static_cast<std::size_t>(ref::numel(out_shape)), 0.0);
-    for (int64_t bi = 0; bi < ref::numel(batch); ++bi) {
-        auto c = ref::unravel(bi, batch);
-        int64_t ia = ref::broadcast_index(c, ba), ib = ref::broadcast_index(c, bb);
-        for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < n; ++j) {
-                double s = 0;
-                for (int64_t p = 0; p < k; ++p) s += a[(ia * m + i) * k + p] * b[(ib * k + p) * n + j];
-                out[(bi * m + i) * n + j] = s;
-            }
-    }
-    return out;
-}
-
 std::vector<int64_t> i64s(const Tensor &t) {
     REQUIRE(t.dtype() == DType::i64);
     return t.to_vector<int64_t>();
@@ -116,7 +96,7 @@ TEST_CASE("mean, max, min and var over every axis set, with and without keepdim"
     for (const ReduceCase &r : reduce_cases())
         for (const auto &axes : axis_sets)
             for (bool keepdim : {false, true}) {
-                INFO(r.name << " axes " << shape_str(Shape(axes.begin(), axes.end())) << " keepdim " << keepdim);
+                INFO(std::string(r.name) << " axes " << shape_str(Shape(axes.begin(), axes.end())) << " keepdim " << keepdim);
                 ref::check_close(r.op(x, axes, keepdim), reduce_ref(dv, shape, axes, r.reference),
                                  reduced_shape(shape, axes, keepdim), 1e-6, 1e-5);
             }
@@ -132,7 +112,7 @@ TEST_CASE("reductions of transposed and step-sliced inputs") {
     for (int r = 0; r < 4; ++r) ds.insert(ds.end(), {dv[r * 6], dv[r * 6 + 2], dv[r * 6 + 4]});
     for (const ReduceCase &r : reduce_cases())
         for (const std::vector<int> &axes : std::vector<std::vector<int>>{{}, {0}, {1}}) {
-            INFO(r.name << " axes " << shape_str(Shape(axes.begin(), axes.end())));
+            INFO(std::string(r.name) << " axes " << shape_str(Shape(axes.begin(), axes.end())));
             ref::check_close(r.op(xt, axes, false), reduce_ref(dt, {6, 4}, axes, r.reference),
                              reduced_shape({6, 4}, axes, false), 1e-6, 1e-5);
             ref::check_close(r.op(xs, axes, true), reduce_ref(ds, {4, 3}, axes, r.reference),
@@ -147,7 +127,7 @@ TEST_CASE("reductions and matmul at the maximum rank (8)") {
     Tensor x = ref::tensor(v, shape);
     for (const ReduceCase &r : reduce_cases())
         for (const std::vector<int> &axes : std::vector<std::vector<int>>{{0, 2, 4, 6}, {7}, {-1, 0}, {}}) {
-            INFO(r.name << " axes " << shape_str(Shape(axes.begin(), axes.end())));
+            INFO(std::string(r.name) << " axes " << shape_str(Shape(axes.begin(), axes.end())));
             ref::check_close(r.op(x, axes, true), reduce_ref(dv, shape, axes, r.reference), reduced_shape(shape, axes, true),
                              1e-6, 1e-5);
         }
@@ -328,4 +308,28 @@ TEST_CASE("cast: same dtype is a no-op, strided sources, integers and bools to f
     CHECK(cast(gt(x, scalar(0)), DType::f32).to_vector<float>() == F{1, 0, 1});
     CHECK(cast(scalar(2.9), DType::i32).item<int32_t>() == 2);
     CHECK(cast(zeros({0, 2}), DType::i64).shape() == Shape{0, 2});
+}
+
+TEST_CASE("reductions, arg-reductions and matmul on f16 and bf16 inputs") {
+    for (const ref::Half &half : ref::halves) {
+        INFO(std::string(dtype_name(half.dtype)));
+        Shape shape{2, 3, 4};
+        auto [x, dx] = ref::half_input(ref::values(24, 37, -2, 2), shape, half.dtype);
+        for (const ReduceCase &r : reduce_cases())
+            for (const std::vector<int> &axes : std::vector<std::vector<int>>{{}, {1}, {0, 2}}) {
+                INFO(std::string(r.name) << " axes " << shape_str(Shape(axes.begin(), axes.end())));
+                ref::check_half(r.op(x, axes, false), half, reduce_ref(dx, shape, axes, r.reference),
+                                reduced_shape(shape, axes, false));
+            }
+        D sums = reduce_ref(dx, shape, {1}, [](const D &g) { return std::accumulate(g.begin(), g.end(), 0.0); });
+        ref::check_half(sum(x.transpose(0, 2), {1}), half, ref::transpose2(sums, 2, 4), {4, 2});
+        std::vector<int64_t> got = i64s(argmax(x, 2));
+        D want = reduce_ref(dx, shape, {2}, [](const D &g) {
+            return static_cast<double>(std::max_element(g.begin(), g.end()) - g.begin());
+        });
+        CHECK(D(got.begin(), got.end()) == want);
+        auto [b, db] = ref::half_input(ref::values(20, 38), {4, 5}, half.dtype);
+        Shape so;
+        ref::check_half(matmul(x, b), half, matmul_ref(dx, shape, db, {4, 5}, so), so);
+    }
 }
