@@ -1,0 +1,1019 @@
+// tinyfin-bench: timings of ops per backend and size, beside raw OpenBLAS and, on request,
+// numpy and PyTorch measured in the same run.
+//
+//   tinyfin-bench [--op LIST] [--backend LIST] [--size LIST] [--repeat N] [--warmup N]
+//                 [--budget SECONDS] [--settle SECONDS] [--stat median|min] [--clock wall|cpu]
+//                 [--threads N] [--compare numpy,torch] [--python PATH] [--json | --csv] [--list]
+//
+// Each case runs warm-up calls, then --repeat samples, the backends' samples interleaved; a
+// sample times enough back-to-back calls to last about 10 ms, on the wall clock or (--clock cpu)
+// on the process's CPU time. Reported: the median time per call (or, with --stat min, the best
+// sample), the spread (min, max, quartiles) and a rate: GFLOP/s for matmul and conv, GB/s of
+// compulsory traffic for memory-bound ops, ns per call for the dispatch overhead. "openblas" is
+// cblas_sgemm called directly on preallocated buffers (built only when OpenBLAS was found).
+// numpy and torch run in Debian's /usr/bin/python3 through bench_peers.py, installed beside this
+// tool, as a co-process that times each case right after tinyfin, with the same thread count.
+// docs/performance.md has the numbers of the development machine and how they were taken.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <cerrno>
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tinyfin/tinyfin.hpp"
+
+#ifdef TF_BENCH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace {
+
+using tinyfin::Device;
+using tinyfin::Shape;
+using tinyfin::Tensor;
+using Clock = std::chrono::steady_clock;
+
+// ---- Options ------------------------------------------------------------------------------------
+
+struct Options {
+    std::set<std::string> ops, backends, sizes, peers;
+    int repeat = 10;
+    int warmup = 2;
+    double budget_s = 4.0;       // per case and backend, beyond the first sample
+    double sample_s = 0.010;     // target length of one sample
+    // Idle time after OpenBLAS work before something else is timed: its pthread workers keep
+    // spinning for about 2^28 cycles after a call and would steal a core from the next one.
+    double settle_s = 0.15;
+    int threads = 0;             // 0: TINYFIN_THREADS, else the usable cores
+    std::string python = "/usr/bin/python3";
+    // The statistic rates and ratios use: the median, or the best sample (steadier on a shared machine).
+    bool use_min = false;
+    // Time on the process CPU clock instead of the wall clock (see now_s).
+    bool cpu_clock = false;
+    enum class Format { table, json, csv } format = Format::table;
+    bool list = false;
+};
+
+std::set<std::string> split_list(const std::string &text) {
+    std::set<std::string> items;
+    std::stringstream in(text);
+    for (std::string item; std::getline(in, item, ',');)
+        if (!item.empty()) items.insert(item);
+    return items;
+}
+
+void usage(FILE *out) {
+    std::fprintf(out,
+                 "usage: tinyfin-bench [--op LIST] [--backend LIST] [--size LIST] [--repeat N] [--warmup N]\n"
+                 "                     [--budget SECONDS] [--settle SECONDS] [--stat median|min] [--clock wall|cpu]\n"
+                 "                     [--threads N] [--compare numpy,torch] [--python PATH] [--json | --csv]\n"
+                 "                     [--list]\n"
+                 "  --op        ops to run (see --list), comma-separated\n"
+                 "  --backend   tinyfin backends and 'openblas' (raw cblas_sgemm), comma-separated\n"
+                 "  --size      size labels to run (see --list), comma-separated\n"
+                 "  --repeat    timed samples per case (default 10; fewer when --budget runs out, never below 3)\n"
+                 "  --warmup    untimed calls first (default 2)\n"
+                 "  --budget    seconds per case and backend before --repeat is cut (default 4)\n"
+                 "  --settle    idle seconds after OpenBLAS work before timing anything else (default 0.15)\n"
+                 "  --stat      median (default) or min: the statistic rates and ratios use\n"
+                 "  --clock     wall (default) or cpu: CPU time of the whole process, steady under other\n"
+                 "              load; equal to wall time only when one thread does the work (--threads 1)\n"
+                 "  --threads   threads for tinyfin (TINYFIN_THREADS), raw OpenBLAS and the peers\n"
+                 "              (default: TINYFIN_THREADS, else the cores this process may use)\n"
+                 "  --compare   also time numpy and/or torch in python (Debian's /usr/bin/python3)\n"
+                 "  --json, --csv  machine-readable output instead of the table\n"
+                 "  --list      print the cases and exit\n");
+}
+
+bool parse_int(const char *text, int lo, int hi, int *out) {
+    char *end = nullptr;
+    const long v = std::strtol(text, &end, 10);
+    if (!*text || *end || v < lo || v > hi) return false;
+    *out = static_cast<int>(v);
+    return true;
+}
+
+// Returns an exit status when the program should stop (2: bad usage, 0: --help).
+std::optional<int> parse_options(int argc, char **argv, Options &o) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        auto value = [&](const char *name) -> const char * {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "tinyfin-bench: %s needs a value\n", name);
+                return nullptr;
+            }
+            return argv[++i];
+        };
+        const char *v = nullptr;
+        if (arg == "--help" || arg == "-h") {
+            usage(stdout);
+            return 0;
+        } else if (arg == "--json") {
+            o.format = Options::Format::json;
+        } else if (arg == "--csv") {
+            o.format = Options::Format::csv;
+        } else if (arg == "--list") {
+            o.list = true;
+        } else if (arg == "--op" || arg == "--backend" || arg == "--size" || arg == "--compare") {
+            if (!(v = value(arg.c_str()))) return 2;
+            (arg == "--op" ? o.ops : arg == "--backend" ? o.backends : arg == "--size" ? o.sizes : o.peers) = split_list(v);
+        } else if (arg == "--repeat" || arg == "--warmup" || arg == "--threads") {
+            if (!(v = value(arg.c_str()))) return 2;
+            int *target = arg == "--repeat" ? &o.repeat : arg == "--warmup" ? &o.warmup : &o.threads;
+            if (!parse_int(v, arg == "--warmup" ? 0 : 1, 100000, target)) {
+                std::fprintf(stderr, "tinyfin-bench: %s wants a positive integer, got '%s'\n", arg.c_str(), v);
+                return 2;
+            }
+        } else if (arg == "--budget" || arg == "--settle") {
+            if (!(v = value(arg.c_str()))) return 2;
+            char *end = nullptr;
+            const double seconds = std::strtod(v, &end);
+            if (!*v || *end || !(seconds >= 0) || (arg == "--budget" && seconds == 0)) {
+                std::fprintf(stderr, "tinyfin-bench: %s wants seconds (%s), got '%s'\n", arg.c_str(),
+                             arg == "--budget" ? "> 0" : ">= 0", v);
+                return 2;
+            }
+            (arg == "--budget" ? o.budget_s : o.settle_s) = seconds;
+        } else if (arg == "--stat") {
+            if (!(v = value("--stat"))) return 2;
+            if (std::strcmp(v, "median") != 0 && std::strcmp(v, "min") != 0) {
+                std::fprintf(stderr, "tinyfin-bench: --stat wants median or min, got '%s'\n", v);
+                return 2;
+            }
+            o.use_min = std::strcmp(v, "min") == 0;
+        } else if (arg == "--clock") {
+            if (!(v = value("--clock"))) return 2;
+            if (std::strcmp(v, "wall") != 0 && std::strcmp(v, "cpu") != 0) {
+                std::fprintf(stderr, "tinyfin-bench: --clock wants wall or cpu, got '%s'\n", v);
+                return 2;
+            }
+            o.cpu_clock = std::strcmp(v, "cpu") == 0;
+        } else if (arg == "--python") {
+            if (!(v = value("--python"))) return 2;
+            o.python = v;
+        } else {
+            std::fprintf(stderr, "tinyfin-bench: unknown argument '%s'\n", arg.c_str());
+            usage(stderr);
+            return 2;
+        }
+    }
+    for (const std::string &peer : o.peers)
+        if (peer != "numpy" && peer != "torch") {
+            std::fprintf(stderr, "tinyfin-bench: --compare knows numpy and torch, not '%s'\n", peer.c_str());
+            return 2;
+        }
+    return std::nullopt;
+}
+
+// ---- Cases --------------------------------------------------------------------------------------
+
+enum class Unit { gflops, gbps, ns };
+
+const char *unit_name(Unit u) { return u == Unit::gflops ? "GFLOP/s" : u == Unit::gbps ? "GB/s" : "ns/call"; }
+
+using Call = std::function<void()>;
+
+struct Case {
+    std::string op, size;
+    // What the size label stands for, when the label alone does not say (--list).
+    std::string description;
+    Unit unit;
+    // FLOPs or bytes of one call (unused for ns).
+    double work;
+    // The case for bench_peers.py: a JSON object with "op" and its shapes.
+    std::string spec;
+    // Inputs on device, then the call to time.
+    std::function<Call(const Device &)> prepare;
+    // The same work through cblas_sgemm on preallocated buffers; empty where there is none.
+    std::function<Call()> prepare_openblas;
+};
+
+std::string shape_json(const Shape &s) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (i) out += ",";
+        out += std::to_string(s[i]);
+    }
+    return out + "]";
+}
+
+std::string label(std::initializer_list<int64_t> dims, const char *sep = "x") {
+    std::string out;
+    for (int64_t d : dims) {
+        if (!out.empty()) out += sep;
+        out += std::to_string(d);
+    }
+    return out;
+}
+
+// Floats with a binary suffix: 1K, 256K, 16M.
+std::string count_label(int64_t n) {
+    if (n % (1 << 20) == 0) return std::to_string(n >> 20) + "M";
+    if (n % (1 << 10) == 0) return std::to_string(n >> 10) + "K";
+    return std::to_string(n);
+}
+
+#ifdef TF_BENCH_HAVE_OPENBLAS
+// 64-byte aligned floats filled with something finite.
+struct host_floats {
+    std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
+
+    explicit host_floats(size_t n) {
+        data.reset(static_cast<float *>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)));
+        if (!data) throw std::bad_alloc();
+        for (size_t i = 0; i < n; ++i) data.get()[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+    }
+};
+
+// batch x ([m, k] @ [k, n]) through cblas_sgemm, one call per batch element.
+Call openblas_matmul(int64_t batch, int64_t m, int64_t k, int64_t n) {
+    auto a = std::make_shared<host_floats>(batch * m * k), b = std::make_shared<host_floats>(batch * k * n);
+    auto c = std::make_shared<host_floats>(batch * m * n);
+    return [=] {
+        for (int64_t t = 0; t < batch; ++t)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a->data.get() + t * m * k,
+                        int(k), b->data.get() + t * k * n, int(n), 0.0f, c->data.get() + t * m * n, int(n));
+    };
+}
+#endif
+
+Case matmul_case(const std::string &op, int64_t batch, int64_t m, int64_t k, int64_t n) {
+    const Shape sa = batch > 1 ? Shape{batch, m, k} : Shape{m, k};
+    const Shape sb = batch > 1 ? Shape{batch, k, n} : Shape{k, n};
+    Case c;
+    c.op = op;
+    c.size = batch > 1 ? std::to_string(batch) + "x" + label({m, k, n}) : (m == k && k == n ? std::to_string(m) : label({m, k, n}));
+    c.unit = Unit::gflops;
+    c.work = 2.0 * batch * m * k * n;
+    c.description = batch > 1 ? "[B,M,K] @ [B,K,N] labelled BxMxKxN" : "[N,N] @ [N,N]";
+    c.spec = "{\"op\":\"matmul\",\"a\":" + shape_json(sa) + ",\"b\":" + shape_json(sb) + "}";
+    c.prepare = [sa, sb](const Device &d) -> Call {
+        Tensor a = tinyfin::randn(sa, 1, d), b = tinyfin::randn(sb, 2, d);
+        return [a, b] { (void)tinyfin::matmul(a, b); };
+    };
+#ifdef TF_BENCH_HAVE_OPENBLAS
+    c.prepare_openblas = [=] { return openblas_matmul(batch, m, k, n); };
+#endif
+    return c;
+}
+
+struct ConvShape {
+    // The size label (no commas: --size splits on them) and what it stands for.
+    const char *name, *description;
+    int64_t n, c, h, w, o, k;
+    int stride, pad;
+};
+
+Case conv_case(const ConvShape &s, bool backward) {
+    const int64_t oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
+    const Shape sx{s.n, s.c, s.h, s.w}, sw{s.o, s.c, s.k, s.k}, sy{s.n, s.o, oh, ow};
+    tinyfin::Conv2dOptions opt;
+    opt.stride_h = opt.stride_w = s.stride;
+    opt.pad_h = opt.pad_w = s.pad;
+    Case c;
+    c.op = backward ? "conv2d_bwd" : "conv2d";
+    c.size = s.name;
+    c.description = s.description;
+    c.unit = Unit::gflops;
+    // Forward: one multiply-add per tap; backward: grad_input and grad_weight, as many each.
+    c.work = (backward ? 4.0 : 2.0) * s.n * s.o * oh * ow * s.c * s.k * s.k;
+    c.spec = "{\"op\":\"" + c.op + "\",\"x\":" + shape_json(sx) + ",\"w\":" + shape_json(sw) +
+             ",\"stride\":" + std::to_string(s.stride) + ",\"padding\":" + std::to_string(s.pad) + "}";
+    c.prepare = [=](const Device &d) -> Call {
+        Tensor x = tinyfin::randn(sx, 3, d), w = tinyfin::randn(sw, 4, d);
+        if (!backward) return [=] { (void)tinyfin::conv2d(x, w, Tensor(), opt); };
+        x.requires_grad_();
+        w.requires_grad_();
+        Tensor y = tinyfin::conv2d(x, w, Tensor(), opt), dy = tinyfin::randn(sy, 5, d);
+        return [=]() mutable {
+            x.zero_grad();
+            w.zero_grad();
+            y.backward(dy, true);
+        };
+    };
+    return c;
+}
+
+Case elementwise_case(const std::string &op, int64_t n) {
+    Case c;
+    c.op = op;
+    c.size = count_label(n);
+    c.unit = Unit::gbps;
+    c.work = 3.0 * n * sizeof(float);  // two reads, one write
+    c.description = "[N] " + std::string(op == "add" ? "+" : "*") + " [N], N floats";
+    c.spec = "{\"op\":\"" + op + "\",\"n\":" + std::to_string(n) + "}";
+    c.prepare = [op, n](const Device &d) -> Call {
+        Tensor a = tinyfin::randn({n}, 6, d), b = tinyfin::randn({n}, 7, d);
+        if (op == "add") return [a, b] { (void)tinyfin::add(a, b); };
+        return [a, b] { (void)tinyfin::mul(a, b); };
+    };
+    return c;
+}
+
+Case rows_case(const std::string &op, int64_t rows, int64_t cols) {
+    Case c;
+    c.op = op;
+    c.size = label({rows, cols});
+    c.unit = Unit::gbps;
+    c.work = 2.0 * rows * cols * sizeof(float);  // read x, write y
+    c.description = op == "softmax" ? "[rows, cols] along the last axis" : "[rows, cols] over the last axis, with weight and bias";
+    c.spec = "{\"op\":\"" + op + "\",\"x\":" + shape_json({rows, cols}) + "}";
+    c.prepare = [op, rows, cols](const Device &d) -> Call {
+        Tensor x = tinyfin::randn({rows, cols}, 8, d);
+        if (op == "softmax") return [x] { (void)tinyfin::softmax(x, -1); };
+        Tensor w = tinyfin::randn({cols}, 9, d), b = tinyfin::randn({cols}, 10, d);
+        return [x, w, b] { (void)tinyfin::layer_norm(x, 1, w, b); };
+    };
+    return c;
+}
+
+Case sum_case(int64_t n) {
+    Case c;
+    c.op = "sum";
+    c.size = count_label(n);
+    c.unit = Unit::gbps;
+    c.work = 1.0 * n * sizeof(float);
+    c.description = "[N] to one value";
+    c.spec = "{\"op\":\"sum\",\"n\":" + std::to_string(n) + "}";
+    c.prepare = [n](const Device &d) -> Call {
+        Tensor x = tinyfin::randn({n}, 11, d);
+        return [x] { (void)tinyfin::sum(x); };
+    };
+    return c;
+}
+
+// The whole cost of one small op through the C++ API: shape checks, output allocation,
+// dispatch, the plugin call and the 16 additions.
+Case overhead_case() {
+    Case c;
+    c.op = "overhead";
+    c.size = "add16";
+    c.description = "add of two [16] tensors through the C++ API: the whole per-op cost";
+    c.unit = Unit::ns;
+    c.work = 0;
+    c.spec = "{\"op\":\"add\",\"n\":16}";
+    c.prepare = [](const Device &d) -> Call {
+        Tensor a = tinyfin::randn({16}, 12, d), b = tinyfin::randn({16}, 13, d);
+        return [a, b] { (void)tinyfin::add(a, b); };
+    };
+    return c;
+}
+
+std::vector<Case> all_cases() {
+    std::vector<Case> cases;
+    cases.push_back(overhead_case());
+    for (int64_t n : {64, 128, 256, 512, 1024, 2048}) cases.push_back(matmul_case("matmul", 1, n, n, n));
+    // Batched: many small products (attention-like) and a few mid-sized ones.
+    cases.push_back(matmul_case("matmul_batched", 64, 64, 64, 64));
+    cases.push_back(matmul_case("matmul_batched", 32, 128, 128, 128));
+    cases.push_back(matmul_case("matmul_batched", 8, 256, 256, 256));
+    const ConvShape convs[] = {
+        {"cnn1", "batch 64, 1->32 channels, 3x3 pad 1, 28x28 (the example CNN's first layer)", 64, 1, 28, 28, 32, 3, 1, 1},
+        {"cnn2", "batch 64, 32->64 channels, 3x3 pad 1, 14x14 (its second layer)", 64, 32, 14, 14, 64, 3, 1, 1},
+        {"resnet3x3", "batch 8, 64->64 channels, 3x3 pad 1, 56x56 (a ResNet stage-1 conv)", 8, 64, 56, 56, 64, 3, 1, 1},
+        {"resnet1x1", "batch 8, 256->64 channels, 1x1, 56x56 (a ResNet bottleneck reduction)", 8, 256, 56, 56, 64, 1, 1, 0},
+    };
+    for (const ConvShape &s : convs) cases.push_back(conv_case(s, false));
+    for (const ConvShape &s : convs) cases.push_back(conv_case(s, true));
+    for (const char *op : {"add", "mul"})
+        for (int64_t n : {int64_t(1) << 10, int64_t(1) << 14, int64_t(1) << 18, int64_t(1) << 20, int64_t(1) << 22, int64_t(1) << 24})
+            cases.push_back(elementwise_case(op, n));
+    for (const char *op : {"softmax", "layer_norm"}) {
+        cases.push_back(rows_case(op, 256, 1024));
+        cases.push_back(rows_case(op, 4096, 1024));
+    }
+    for (int64_t n : {int64_t(1) << 10, int64_t(1) << 20, int64_t(1) << 24}) cases.push_back(sum_case(n));
+    return cases;
+}
+
+// ---- Timing -------------------------------------------------------------------------------------
+
+struct Timing {
+    std::string op, size, backend;
+    // "tinyfin" (a tinyfin backend), "reference" (raw OpenBLAS) or "peer" (numpy, torch).
+    std::string kind;
+    // Which backends ran the op's calls ("blas", "cpu (fallback)", ...), for tinyfin rows.
+    std::string ran_on;
+    Unit unit = Unit::ns;
+    double work = 0;
+    double median_ns = 0, min_ns = 0, max_ns = 0, p25_ns = 0, p75_ns = 0;
+    int samples = 0;
+    long inner = 0;
+    // Non-empty when the case could not run on this backend.
+    std::string error;
+
+    // The time rates and ratios use: the median, or the best sample under --stat min.
+    static inline bool use_min = false;
+    double time_ns() const { return use_min ? min_ns : median_ns; }
+    double rate() const {
+        if (unit == Unit::ns || time_ns() <= 0) return time_ns();
+        return work / time_ns();  // FLOP/ns = GFLOP/s, byte/ns = GB/s
+    }
+};
+
+// Seconds on the chosen clock: wall time, or the CPU time of the whole process (every thread),
+// which other load on a shared machine does not inflate. With one thread doing the work the
+// two agree on an idle machine.
+bool g_cpu_clock = false;
+
+double now_s() {
+    if (g_cpu_clock) {
+        timespec ts{};
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+    }
+    return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+double seconds_since(double t0) { return now_s() - t0; }
+
+// Quantile of sorted values, linear between neighbours.
+double quantile(const std::vector<double> &v, double q) {
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const size_t lo = static_cast<size_t>(pos);
+    const size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// One contender of a case: a tinyfin backend or the raw reference, and its call.
+struct Contender {
+    Timing timing;
+    Call call;
+    std::vector<double> ns;
+
+    bool uses_openblas() const { return timing.kind == "reference" || timing.ran_on.find("blas") != std::string::npos; }
+};
+
+void settle(const Options &o) {
+    if (o.settle_s > 0) usleep(static_cast<useconds_t>(o.settle_s * 1e6));
+}
+
+// Times every contender of one case with their samples interleaved (a sample of each in turn),
+// so that load changes on a shared machine hit all of them alike and their ratios hold.
+void measure(std::vector<Contender> &contenders, const Options &o) {
+    double round_s = 0;
+    for (Contender &c : contenders) {
+        for (int i = 0; i < o.warmup; ++i) c.call();
+        tinyfin::synchronize();
+        // One call to size the samples.
+        const double t0 = now_s();
+        c.call();
+        tinyfin::synchronize();
+        const double one = std::max(seconds_since(t0), 1e-9);
+        c.timing.inner = std::max(1L, std::lround(o.sample_s / one));
+        round_s += one * static_cast<double>(c.timing.inner);
+        if (c.uses_openblas()) settle(o);
+    }
+    const double budget = o.budget_s * static_cast<double>(contenders.size());
+    const int samples = std::max(3, std::min(o.repeat, static_cast<int>(budget / std::max(round_s, 1e-9))));
+    for (int s = 0; s < samples; ++s)
+        for (size_t k = 0; k < contenders.size(); ++k) {
+            Contender &c = contenders[k];
+            const double t0 = now_s();
+            for (long i = 0; i < c.timing.inner; ++i) c.call();
+            tinyfin::synchronize();
+            c.ns.push_back(seconds_since(t0) * 1e9 / static_cast<double>(c.timing.inner));
+            const Contender &next = contenders[(k + 1) % contenders.size()];
+            if (c.uses_openblas() && !next.uses_openblas()) settle(o);
+        }
+    for (Contender &c : contenders) {
+        std::vector<double> &ns = c.ns;
+        std::sort(ns.begin(), ns.end());
+        Timing &t = c.timing;
+        t.samples = samples;
+        t.median_ns = quantile(ns, 0.5);
+        t.p25_ns = quantile(ns, 0.25);
+        t.p75_ns = quantile(ns, 0.75);
+        t.min_ns = ns.front();
+        t.max_ns = ns.back();
+    }
+}
+
+// "blas", "cpu", "cpu (fallback)" or a mix, from the op counters around one call.
+std::string ran_on(const Call &call) {
+    tinyfin::reset_stats();
+    call();
+    tinyfin::synchronize();
+    const tinyfin::Stats s = tinyfin::stats();
+    std::string out;
+    for (const auto &b : s.backends)
+        if (b.ops > 0) {
+            if (!out.empty()) out += "+";
+            out += b.name;
+        }
+    if (s.total_fallbacks > 0) out += " (fallback)";
+    return out.empty() ? "-" : out;
+}
+
+Timing base_timing(const Case &c, const std::string &backend, const std::string &kind) {
+    Timing t;
+    t.op = c.op;
+    t.size = c.size;
+    t.backend = backend;
+    t.kind = kind;
+    t.unit = c.unit;
+    t.work = c.work;
+    return t;
+}
+
+// ---- Peers (bench_peers.py) ---------------------------------------------------------------------
+
+std::string json_string(const std::string &text) {
+    std::string out = "\"";
+    for (unsigned char ch : text) {
+        if (ch == '"' || ch == '\\') {
+            out += '\\';
+            out += static_cast<char>(ch);
+        } else if (ch < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+            out += buf;
+        } else {
+            out += static_cast<char>(ch);
+        }
+    }
+    return out + "\"";
+}
+
+// The directory of this executable: bench_peers.py lives beside it (build tree and install).
+std::string exe_dir() {
+    char path[4096];
+    const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (n <= 0) return ".";
+    path[n] = '\0';
+    std::string p(path);
+    const size_t slash = p.rfind('/');
+    return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+// A tiny reader for the flat JSON bench_peers.py prints: one object per line,
+//   {"peer": "torch", "median_ns": ..., ...}, {"peer": "torch", "error": "..."},
+//   {"peer": "torch", "note": "..."} or {"status": "ready"} / {"status": "done"}
+struct PeerLine {
+    std::map<std::string, std::string> text;
+    std::map<std::string, double> number;
+};
+
+PeerLine parse_peer_line(const std::string &line) {
+    PeerLine out;
+    size_t i = 0;
+    auto skip = [&] {
+        while (i < line.size() && (line[i] == ' ' || line[i] == ',' || line[i] == '{' || line[i] == '}' || line[i] == ':')) ++i;
+    };
+    auto read_string = [&] {
+        std::string s;
+        ++i;  // opening quote
+        while (i < line.size() && line[i] != '"') {
+            if (line[i] == '\\' && i + 1 < line.size()) ++i;
+            s += line[i++];
+        }
+        ++i;
+        return s;
+    };
+    while (true) {
+        skip();
+        if (i >= line.size() || line[i] != '"') break;
+        const std::string key = read_string();
+        skip();
+        if (i < line.size() && line[i] == '"') {
+            out.text[key] = read_string();
+        } else {
+            char *end = nullptr;
+            out.number[key] = std::strtod(line.c_str() + i, &end);
+            i = static_cast<size_t>(end - line.c_str());
+            if (end == line.c_str()) break;
+        }
+    }
+    return out;
+}
+
+// bench_peers.py as a co-process: started once, then asked for one case at a time right after
+// tinyfin measured it, so both see the same load on a shared machine.
+class PeerProcess {
+public:
+    PeerProcess(const Options &o, int threads, std::vector<std::string> &notes) : notes_(notes) {
+        const std::string script = exe_dir() + "/bench_peers.py";
+        if (access(script.c_str(), R_OK) != 0) {
+            notes_.push_back("peers skipped: " + script + " not found");
+            return;
+        }
+        int to_child[2], from_child[2];
+        if (pipe2(to_child, O_CLOEXEC) != 0) return;
+        if (pipe2(from_child, O_CLOEXEC) != 0) {
+            close(to_child[0]);
+            close(to_child[1]);
+            return;
+        }
+        std::fflush(nullptr);
+        pid_ = fork();
+        if (pid_ == 0) {
+            dup2(to_child[0], STDIN_FILENO);
+            dup2(from_child[1], STDOUT_FILENO);
+            execl(o.python.c_str(), o.python.c_str(), script.c_str(), "--serve", static_cast<char *>(nullptr));
+            std::fprintf(stderr, "tinyfin-bench: cannot run %s: %s\n", o.python.c_str(), std::strerror(errno));
+            _exit(127);
+        }
+        close(to_child[0]);
+        close(from_child[1]);
+        if (pid_ < 0) {
+            close(to_child[1]);
+            close(from_child[0]);
+            notes_.push_back("peers skipped: cannot start " + o.python);
+            return;
+        }
+        in_.reset(fdopen(to_child[1], "w"));
+        out_.reset(fdopen(from_child[0], "r"));
+        std::string config = "{\"threads\":" + std::to_string(threads) + ",\"repeat\":" + std::to_string(o.repeat) +
+                             ",\"warmup\":" + std::to_string(o.warmup) + ",\"budget_s\":" + std::to_string(o.budget_s) +
+                             ",\"sample_s\":" + std::to_string(o.sample_s) +
+                             ",\"settle_s\":" + std::to_string(o.settle_s) +
+                             ",\"clock\":\"" + (o.cpu_clock ? "cpu" : "wall") + "\",\"peers\":[";
+        bool first = true;
+        for (const std::string &p : o.peers) {
+            config += (first ? "" : ",") + json_string(p);
+            first = false;
+        }
+        // The co-process answers the configuration with its notes and a "ready" line.
+        if (!send(config + "]}") || !receive(nullptr, nullptr)) stop();
+    }
+
+    ~PeerProcess() { stop(); }
+    PeerProcess(const PeerProcess &) = delete;
+    PeerProcess &operator=(const PeerProcess &) = delete;
+
+    bool running() const { return out_ != nullptr; }
+
+    // Times one case in every peer; appends a Timing per peer that has the op.
+    void run(const Case &c, std::vector<Timing> &results) {
+        if (!running()) return;
+        if (!send(c.spec) || !receive(&c, &results)) stop();
+    }
+
+private:
+    struct file_closer {
+        void operator()(FILE *f) const noexcept { std::fclose(f); }
+    };
+
+    bool send(const std::string &line) {
+        return std::fputs((line + "\n").c_str(), in_.get()) >= 0 && std::fflush(in_.get()) == 0;
+    }
+
+    // Reads lines up to the "done" (or "ready") line; false when the co-process went away.
+    bool receive(const Case *c, std::vector<Timing> *results) {
+        std::string line;
+        char buf[4096];
+        while (std::fgets(buf, sizeof buf, out_.get())) {
+            line += buf;
+            if (line.back() != '\n') continue;
+            const PeerLine r = parse_peer_line(line);
+            line.clear();
+            if (r.text.count("status")) return true;  // "ready" or "done"
+            const auto peer = r.text.find("peer");
+            if (peer == r.text.end()) continue;
+            if (r.text.count("note")) {
+                notes_.push_back(peer->second + ": " + r.text.at("note"));
+                continue;
+            }
+            if (!c || !results) continue;
+            Timing t = base_timing(*c, peer->second, "peer");
+            if (r.text.count("error")) {
+                t.error = r.text.at("error");
+            } else {
+                auto num = [&](const char *key) { return r.number.count(key) ? r.number.at(key) : 0.0; };
+                t.median_ns = num("median_ns");
+                t.min_ns = num("min_ns");
+                t.max_ns = num("max_ns");
+                t.p25_ns = num("p25_ns");
+                t.p75_ns = num("p75_ns");
+                t.samples = static_cast<int>(num("samples"));
+                t.inner = static_cast<long>(num("inner"));
+            }
+            results->push_back(t);
+        }
+        return false;
+    }
+
+    void stop() {
+        in_.reset();  // EOF: the co-process exits
+        out_.reset();
+        if (pid_ <= 0) return;
+        int status = 0;
+        waitpid(pid_, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            notes_.push_back("bench_peers.py ended with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+        pid_ = -1;
+    }
+
+    std::vector<std::string> &notes_;
+    pid_t pid_ = -1;
+    std::unique_ptr<FILE, file_closer> in_, out_;
+};
+
+// ---- Output -------------------------------------------------------------------------------------
+
+std::string format_time(double ns) {
+    char buf[32];
+    if (ns < 1e3) std::snprintf(buf, sizeof buf, "%.0f ns", ns);
+    else if (ns < 1e6) std::snprintf(buf, sizeof buf, "%.2f us", ns / 1e3);
+    else if (ns < 1e9) std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
+    else std::snprintf(buf, sizeof buf, "%.2f s", ns / 1e9);
+    return buf;
+}
+
+std::string format_rate(const Timing &t) {
+    char buf[32];
+    if (t.unit == Unit::ns) std::snprintf(buf, sizeof buf, "%.0f ns/call", t.time_ns());
+    else std::snprintf(buf, sizeof buf, "%.1f %s", t.rate(), unit_name(t.unit));
+    return buf;
+}
+
+struct Machine {
+    std::string cpu;
+    int cores = 0;
+    int threads = 0;
+    std::vector<std::pair<std::string, std::string>> facts;  // backend features worth printing
+};
+
+// The fastest tinyfin backend's row for each case, and the matching reference and peer rows.
+struct Ratio {
+    std::string op, size, backend;
+    std::map<std::string, double> vs;  // peer -> tinyfin time / peer time
+};
+
+std::vector<Ratio> ratios_of(const std::vector<Timing> &results) {
+    std::vector<Ratio> out;
+    std::map<std::pair<std::string, std::string>, std::vector<const Timing *>> by_case;
+    std::vector<std::pair<std::string, std::string>> order;
+    for (const Timing &t : results) {
+        const auto key = std::make_pair(t.op, t.size);
+        if (!by_case.count(key)) order.push_back(key);
+        by_case[key].push_back(&t);
+    }
+    for (const auto &key : order) {
+        const auto &rows = by_case[key];
+        for (const Timing *t : rows) {
+            if (t->kind != "tinyfin" || !t->error.empty()) continue;
+            Ratio r{t->op, t->size, t->backend, {}};
+            for (const Timing *peer : rows)
+                if (peer->kind != "tinyfin" && peer->error.empty() && peer->time_ns() > 0)
+                    r.vs[peer->backend] = t->time_ns() / peer->time_ns();
+            if (!r.vs.empty()) out.push_back(r);
+        }
+    }
+    return out;
+}
+
+void print_table(const std::vector<Timing> &results, const Machine &m, const std::vector<std::string> &notes) {
+    std::printf("tinyfin-bench: %s, %d usable cores, %d threads\n", m.cpu.c_str(), m.cores, m.threads);
+    for (const auto &[key, value] : m.facts) std::printf("  %s = %s\n", key.c_str(), value.c_str());
+    std::printf("statistic for rates and ratios: %s; clock: %s\n", Timing::use_min ? "best sample (--stat min)" : "median",
+                g_cpu_clock ? "process CPU time (--clock cpu)" : "wall");
+    std::printf("\n%-15s %-16s %-9s %-16s %10s %10s %16s %7s\n", "op", "size", "backend", "ran on", "median", "best", "rate", "IQR");
+    std::string last;
+    for (const Timing &t : results) {
+        const std::string key = t.op + "/" + t.size;
+        if (!last.empty() && key != last) std::printf("\n");
+        last = key;
+        if (!t.error.empty()) {
+            std::printf("%-15s %-16s %-9s %s\n", t.op.c_str(), t.size.c_str(), t.backend.c_str(), t.error.c_str());
+            continue;
+        }
+        const std::string ran = t.kind == "tinyfin" ? t.ran_on : t.kind;
+        std::printf("%-15s %-16s %-9s %-16s %10s %10s %16s %6.1f%%\n", t.op.c_str(), t.size.c_str(), t.backend.c_str(),
+                    ran.c_str(), format_time(t.median_ns).c_str(), format_time(t.min_ns).c_str(), format_rate(t).c_str(),
+                    t.median_ns > 0 ? 100.0 * (t.p75_ns - t.p25_ns) / t.median_ns : 0.0);
+    }
+    const std::vector<Ratio> ratios = ratios_of(results);
+    if (!ratios.empty()) {
+        std::set<std::string> peers;
+        for (const Ratio &r : ratios)
+            for (const auto &[peer, v] : r.vs) peers.insert(peer);
+        std::printf("\nTime ratios tinyfin / reference (below 1: tinyfin faster)\n%-15s %-16s %-9s", "op", "size", "backend");
+        for (const std::string &p : peers) std::printf(" %10s", ("vs " + p).c_str());
+        std::printf("\n");
+        for (const Ratio &r : ratios) {
+            std::printf("%-15s %-16s %-9s", r.op.c_str(), r.size.c_str(), r.backend.c_str());
+            for (const std::string &p : peers) {
+                const auto it = r.vs.find(p);
+                if (it == r.vs.end()) std::printf(" %10s", "-");
+                else std::printf(" %10.2f", it->second);
+            }
+            std::printf("\n");
+        }
+    }
+    for (const std::string &n : notes) std::printf("note: %s\n", n.c_str());
+}
+
+void print_json(const std::vector<Timing> &results, const Machine &m, const std::vector<std::string> &notes) {
+    std::printf("{\n  \"schema\": \"tinyfin-bench/1\",\n  \"statistic\": \"%s\",\n  \"clock\": \"%s\",\n"
+                "  \"machine\": {\"cpu\": %s, \"cores\": %d, \"threads\": %d, \"facts\": {",
+                Timing::use_min ? "min" : "median", g_cpu_clock ? "cpu" : "wall", json_string(m.cpu).c_str(), m.cores,
+                m.threads);
+    for (size_t i = 0; i < m.facts.size(); ++i)
+        std::printf("%s%s: %s", i ? ", " : "", json_string(m.facts[i].first).c_str(), json_string(m.facts[i].second).c_str());
+    std::printf("}},\n  \"results\": [\n");
+    for (size_t i = 0; i < results.size(); ++i) {
+        const Timing &t = results[i];
+        std::printf("    {\"op\": %s, \"size\": %s, \"backend\": %s, \"kind\": %s, \"ran_on\": %s, \"unit\": %s",
+                    json_string(t.op).c_str(), json_string(t.size).c_str(), json_string(t.backend).c_str(),
+                    json_string(t.kind).c_str(), json_string(t.ran_on).c_str(), json_string(unit_name(t.unit)).c_str());
+        if (!t.error.empty()) std::printf(", \"error\": %s", json_string(t.error).c_str());
+        else
+            std::printf(", \"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"p25_ns\": %.1f, \"p75_ns\": %.1f, "
+                        "\"samples\": %d, \"inner\": %ld, \"rate\": %.4g",
+                        t.median_ns, t.min_ns, t.max_ns, t.p25_ns, t.p75_ns, t.samples, t.inner, t.rate());
+        std::printf("}%s\n", i + 1 < results.size() ? "," : "");
+    }
+    std::printf("  ],\n  \"ratios\": [\n");
+    const std::vector<Ratio> ratios = ratios_of(results);
+    for (size_t i = 0; i < ratios.size(); ++i) {
+        const Ratio &r = ratios[i];
+        std::printf("    {\"op\": %s, \"size\": %s, \"backend\": %s, \"time_ratio\": {", json_string(r.op).c_str(),
+                    json_string(r.size).c_str(), json_string(r.backend).c_str());
+        bool first = true;
+        for (const auto &[peer, v] : r.vs) std::printf("%s%s: %.4f", first ? "" : ", ", json_string(peer).c_str(), v), first = false;
+        std::printf("}}%s\n", i + 1 < ratios.size() ? "," : "");
+    }
+    std::printf("  ],\n  \"notes\": [");
+    for (size_t i = 0; i < notes.size(); ++i) std::printf("%s%s", i ? ", " : "", json_string(notes[i]).c_str());
+    std::printf("]\n}\n");
+}
+
+std::string csv_field(const std::string &s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string out = "\"";
+    for (char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return out + "\"";
+}
+
+void print_csv(const std::vector<Timing> &results) {
+    std::printf("op,size,backend,kind,ran_on,unit,median_ns,min_ns,max_ns,p25_ns,p75_ns,samples,inner,rate,error\n");
+    for (const Timing &t : results) {
+        std::printf("%s,%s,%s,%s,%s,%s,", csv_field(t.op).c_str(), csv_field(t.size).c_str(), csv_field(t.backend).c_str(),
+                    t.kind.c_str(), csv_field(t.ran_on).c_str(), unit_name(t.unit));
+        if (t.error.empty())
+            std::printf("%.1f,%.1f,%.1f,%.1f,%.1f,%d,%ld,%.4g,\n", t.median_ns, t.min_ns, t.max_ns, t.p25_ns, t.p75_ns,
+                        t.samples, t.inner, t.rate());
+        else
+            std::printf(",,,,,,,,%s\n", csv_field(t.error).c_str());
+    }
+}
+
+// ---- Main ----------------------------------------------------------------------------------------
+
+int usable_cores() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? static_cast<int>(n) : 1;
+}
+
+std::string cpu_model() {
+    std::unique_ptr<FILE, decltype(&std::fclose)> f(std::fopen("/proc/cpuinfo", "re"), &std::fclose);
+    char line[512];
+    while (f && std::fgets(line, sizeof line, f.get())) {
+        if (std::strncmp(line, "model name", 10) != 0) continue;
+        const char *v = std::strchr(line, ':');
+        if (!v) continue;
+        std::string s(v + 1 + std::strspn(v + 1, " \t"));
+        while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+        return s;
+    }
+    return "unknown cpu";
+}
+
+bool selected(const std::set<std::string> &filter, const std::string &name) { return filter.empty() || filter.count(name); }
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    Options o;
+    if (std::optional<int> status = parse_options(argc, argv, o)) return *status;
+    Timing::use_min = o.use_min;
+    g_cpu_clock = o.cpu_clock;
+
+    const std::vector<Case> cases = all_cases();
+    if (o.list) {
+        std::printf("%-15s %-16s %-8s %s\n", "op", "size", "unit", "shape");
+        for (const Case &c : cases)
+            std::printf("%-15s %-16s %-8s %s\n", c.op.c_str(), c.size.c_str(), unit_name(c.unit),
+                        c.description.empty() ? "" : c.description.c_str());
+        return 0;
+    }
+
+    // One thread count for everyone, set before tinyfin loads its plugins.
+    Machine m;
+    m.cpu = cpu_model();
+    m.cores = usable_cores();
+    if (o.threads > 0) setenv("TINYFIN_THREADS", std::to_string(o.threads).c_str(), 1);
+    const char *env_threads = std::getenv("TINYFIN_THREADS");
+    m.threads = o.threads > 0 ? o.threads : env_threads && std::atoi(env_threads) > 0 ? std::atoi(env_threads) : m.cores;
+#ifdef TF_BENCH_HAVE_OPENBLAS
+    openblas_set_num_threads(m.threads);
+#endif
+
+    std::vector<std::string> notes;
+    std::vector<std::string> backends;
+    try {
+        backends = tinyfin::available_backends();
+        for (const tinyfin::PluginReport &p : tinyfin::report().plugins) {
+            // Like TINYFIN_BACKEND=auto, software-emulated GPUs (lavapipe) run only when named.
+            const bool software = std::any_of(p.devices.begin(), p.devices.end(),
+                                              [](const tinyfin::DeviceReport &d) { return d.kind == "software-gpu"; });
+            if (software && !o.backends.count(p.name)) {
+                backends.erase(std::remove(backends.begin(), backends.end(), p.name), backends.end());
+                if (p.outcome == "loaded") notes.push_back(p.name + " skipped: software-emulated device; name it in --backend to run it");
+            }
+            for (const auto &[key, value] : p.features)
+                if (key == "openblas.core" || key == "openblas.threads" || key == "threads" || key == "simd" ||
+                    key == "kernels")
+                    m.facts.emplace_back(p.name + "." + (key.rfind("openblas.", 0) == 0 ? key.substr(9) : key), value);
+        }
+    } catch (const tinyfin::Error &e) {
+        std::fprintf(stderr, "tinyfin-bench: %s\n", e.what());
+        return 1;
+    }
+    for (const std::string &b : o.backends) {
+        const bool known = b == "openblas" || std::find(backends.begin(), backends.end(), b) != backends.end();
+        if (!known) std::fprintf(stderr, "tinyfin-bench: warning: backend '%s' is not available\n", b.c_str());
+    }
+#ifndef TF_BENCH_HAVE_OPENBLAS
+    if (o.backends.count("openblas"))
+        std::fprintf(stderr, "tinyfin-bench: warning: built without OpenBLAS: no raw 'openblas' reference\n");
+#endif
+
+    std::vector<Timing> results;
+    std::vector<const Case *> chosen;
+    std::optional<PeerProcess> peers;
+    if (!o.peers.empty()) peers.emplace(o, m.threads, notes);
+    for (const Case &c : cases) {
+        if (!selected(o.ops, c.op) || !selected(o.sizes, c.size)) continue;
+        chosen.push_back(&c);
+        std::vector<Contender> contenders;
+        for (const std::string &backend : backends) {
+            if (!selected(o.backends, backend)) continue;
+            Timing t = base_timing(c, backend, "tinyfin");
+            try {
+                Call call = c.prepare(Device{backend, 0});
+                t.ran_on = ran_on(call);
+                contenders.push_back({t, std::move(call), {}});
+            } catch (const tinyfin::Error &e) {
+                t.error = e.what();
+                results.push_back(t);
+            }
+        }
+        if (c.prepare_openblas && selected(o.backends, "openblas"))
+            contenders.push_back({base_timing(c, "openblas", "reference"), c.prepare_openblas(), {}});
+        try {
+            measure(contenders, o);
+            for (const Contender &ct : contenders) results.push_back(ct.timing);
+        } catch (const tinyfin::Error &e) {
+            // A call that ran once and then failed: report it for every contender of the case.
+            for (Contender &ct : contenders) {
+                ct.timing.error = e.what();
+                results.push_back(ct.timing);
+            }
+        }
+        if (peers) {
+            // Both processes share the cores: let each side's OpenBLAS workers go idle first.
+            settle(o);
+            peers->run(c, results);
+            settle(o);
+        }
+        if (o.format == Options::Format::table)
+            std::fprintf(stderr, "tinyfin-bench: %s %s done\n", c.op.c_str(), c.size.c_str());
+    }
+    peers.reset();
+    // Group each case's rows together: tinyfin backends, the reference, then the peers.
+    std::stable_sort(results.begin(), results.end(), [&](const Timing &a, const Timing &b) {
+        auto index = [&](const Timing &t) {
+            for (size_t i = 0; i < chosen.size(); ++i)
+                if (chosen[i]->op == t.op && chosen[i]->size == t.size) return i;
+            return chosen.size();
+        };
+        return index(a) < index(b);
+    });
+
+    switch (o.format) {
+    case Options::Format::table: print_table(results, m, notes); break;
+    case Options::Format::json: print_json(results, m, notes); break;
+    case Options::Format::csv: print_csv(results); break;
+    }
+    return 0;
+}
