@@ -29,6 +29,19 @@ struct FunctionNode final : Node {
         backward = nullptr;
         freed = true;
     }
+    // Frees the nodes behind this one iteratively: a node whose last owner is this loop hands
+    // over its edges before it dies, so a long chain (a loss summed over 10^5 steps) does not
+    // recurse one destructor per node and overflow the stack.
+    ~FunctionNode() override {
+        std::vector<std::shared_ptr<Node>> pending = std::move(next);
+        while (!pending.empty()) {
+            std::shared_ptr<Node> node = std::move(pending.back());
+            pending.pop_back();
+            if (!node || node.use_count() != 1) continue;
+            for (std::shared_ptr<Node> &edge : node->next) pending.push_back(std::move(edge));
+            node->next.clear();
+        }
+    }
 };
 
 // A leaf's own gradient: grad itself when nothing else can see its memory (the fresh result of
