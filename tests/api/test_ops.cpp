@@ -7,6 +7,8 @@
 
 #include "tinyfin/tinyfin.hpp"
 
+#include "../auto_backend.hpp"
+
 using namespace tinyfin;
 using F = std::vector<float>;
 
@@ -214,7 +216,7 @@ TEST_CASE("factories: full, zeros, ones, arange, from_host, rand, randn") {
 
 TEST_CASE("stats count ops per backend and allocations") {
     reset_stats();
-    Tensor a = ones({4});
+    Tensor a = ones({4}, DType::f32, Device{"cpu", 0});
     Tensor b = a + a;
     Stats s = stats();
     const Stats::Backend *cpu = s.backend("cpu");
@@ -227,17 +229,21 @@ TEST_CASE("stats count ops per backend and allocations") {
 }
 
 TEST_CASE("backend selection from C++") {
-    CHECK(backend_name() == "cpu");
-    CHECK(default_device().str() == "cpu");
+    const std::string automatic = test_support::auto_backend();
+    CHECK(backend_name() == automatic);
+    CHECK(default_device() == Device{automatic, 0});
     CHECK(available_backends().back() == "cpu");
-    CHECK_FALSE(set_backend("no-such-backend"));
+    CHECK_FALSE(set_backend("no-such-backend")); // nothing usable listed: cpu remains
     CHECK(backend_name() == "cpu");
     CHECK(set_backend("cpu"));
-    CHECK(set_backend("auto"));
+    CHECK(backend_name() == "cpu");
+    CHECK(default_device().str() == "cpu");
     CHECK(Device::parse("cpu:0") == Device{"cpu", 0});
     CHECK_THROWS_AS(Device::parse("cpu:1"), DeviceError);
     CHECK_THROWS_AS(Device::parse("nosuch:0"), DeviceError);
     CHECK_THROWS_AS(Device::parse("cpu:x"), DeviceError);
     Tensor a = ones({2});
     CHECK(a.to("cpu").impl() == a.impl());
+    CHECK(set_backend("auto"));
+    CHECK(backend_name() == automatic);
 }
