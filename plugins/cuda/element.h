@@ -232,6 +232,17 @@ TF_CUDA_HD I saturate(double x) {
     return static_cast<I>(t);
 }
 
+// The 16 bits of an f16 or bf16 element at p. On the device a plain store: memcpy of a __half
+// into a char pointer garbled the low byte there (nvcc 13.0, sm_90, seen on an H100), while the
+// host test of this header passed.
+TF_CUDA_HD void store_bits16(char *p, unsigned short bits) {
+#ifdef __CUDA_ARCH__
+    *reinterpret_cast<unsigned short *>(p) = bits;  // device elements are 2-byte aligned
+#else
+    std::memcpy(p, &bits, sizeof bits);
+#endif
+}
+
 // Stores w converted to dtype at p (which has room for one element of dtype).
 TF_CUDA_HD void store_cast(char *p, int32_t dtype, Wide w) {
     switch (dtype) {
@@ -243,12 +254,12 @@ TF_CUDA_HD void store_cast(char *p, int32_t dtype, Wide w) {
     }
     case TF_DTYPE_F16: {
         const __half v = w.is_float ? __double2half(w.f) : __ll2half_rn(w.i);
-        std::memcpy(p, &v, sizeof v);
+        store_bits16(p, static_cast<__half_raw>(v).x);
         break;
     }
     case TF_DTYPE_BF16: {
         const __nv_bfloat16 v = w.is_float ? __double2bfloat16(w.f) : __ll2bfloat16_rn(w.i);
-        std::memcpy(p, &v, sizeof v);
+        store_bits16(p, static_cast<__nv_bfloat16_raw>(v).x);
         break;
     }
     case TF_DTYPE_I32: {

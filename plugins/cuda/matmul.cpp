@@ -1,6 +1,7 @@
 // matmul through cublasSgemmStridedBatched (f32) and cublasGemmStridedBatchedEx (f16, bf16 with
 // f32 accumulation), as matmul_plan.cpp maps the descriptor: transposed and broadcast operands are
-// read in place, never copied; layouts it cannot map are not supported and run on cpu.
+// read in place, never copied (batch axes that do not collapse are a loop of such calls); layouts
+// it cannot map are not supported and run on cpu.
 #include "context.h"
 #include "matmul_plan.h"
 
@@ -33,21 +34,30 @@ tf_status matmul_run(Device &device, const tf_op_desc &op, tf_error *err) {
     if (trivial(op)) return zero_fill(device, out, err);
     GemmCall c;
     if (!plan_gemm(op, &c)) return fail(err, TF_STATUS_UNSUPPORTED, "matmul: layout not supported by cuBLAS");
-    const void *pa = address_of(c.swapped ? b : a), *pb = address_of(c.swapped ? a : b);
     const cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const float alpha = 1.f, beta = 0.f;
     const Cublas &api = g_context->libs.cublas;
-    cublasStatus_t status;
-    if (out.dtype == TF_DTYPE_F32) {
-        status = api.cublasSgemmStridedBatched(device.blas.get(), ta, tb, c.m, c.n, c.k, &alpha,
-                                               static_cast<const float *>(pa), c.lda, c.stride_a,
-                                               static_cast<const float *>(pb), c.ldb, c.stride_b, &beta,
-                                               static_cast<float *>(address_of(out)), c.ldc, c.stride_c, c.batch);
-    } else {
-        const cudaDataType_t type = cuda_type(out.dtype);
-        status = api.cublasGemmStridedBatchedEx(device.blas.get(), ta, tb, c.m, c.n, c.k, &alpha, pa, type, c.lda,
-                                                c.stride_a, pb, type, c.ldb, c.stride_b, &beta, address_of(out), type,
-                                                c.ldc, c.stride_c, c.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    const size_t element = dtype_size(out.dtype);
+    cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+    for (long long outer = 0; outer < c.outer_count && status == CUBLAS_STATUS_SUCCESS; ++outer) {
+        long long off[3];
+        outer_offsets(c, outer, off);
+        const char *base_a = static_cast<const char *>(address_of(a)) + off[0] * element;
+        const char *base_b = static_cast<const char *>(address_of(b)) + off[1] * element;
+        void *pc = static_cast<char *>(address_of(out)) + off[2] * element;
+        const void *pa = c.swapped ? base_b : base_a, *pb = c.swapped ? base_a : base_b;
+        if (out.dtype == TF_DTYPE_F32) {
+            status = api.cublasSgemmStridedBatched(device.blas.get(), ta, tb, c.m, c.n, c.k, &alpha,
+                                                   static_cast<const float *>(pa), c.lda, c.stride_a,
+                                                   static_cast<const float *>(pb), c.ldb, c.stride_b, &beta,
+                                                   static_cast<float *>(pc), c.ldc, c.stride_c, c.batch);
+        } else {
+            const cudaDataType_t type = cuda_type(out.dtype);
+            status = api.cublasGemmStridedBatchedEx(device.blas.get(), ta, tb, c.m, c.n, c.k, &alpha, pa, type,
+                                                    c.lda, c.stride_a, pb, type, c.ldb, c.stride_b, &beta, pc, type,
+                                                    c.ldc, c.stride_c, c.batch, CUBLAS_COMPUTE_32F,
+                                                    CUBLAS_GEMM_DEFAULT);
+        }
     }
     if (status != CUBLAS_STATUS_SUCCESS) {
         const int r = out.rank;

@@ -1,6 +1,7 @@
 // The layout arithmetic of matmul (matmul_plan.h). A matrix with a unit stride on either axis is a
-// BLAS matrix: row-major reads as its transpose in column-major terms. The batch axes of a, b and
-// out must collapse to one batch index with a constant stride per operand (0 for a broadcast one).
+// BLAS matrix: row-major reads as its transpose in column-major terms. The inner batch axes of a,
+// b and out collapse to one batch index with a constant stride per operand (0 for a broadcast
+// one); the rest are looped over.
 #include "matmul_plan.h"
 
 #include <algorithm>
@@ -35,29 +36,51 @@ bool layout_of(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_strid
     return false;
 }
 
-// One batch index over the batch axes of a, b and out: count and each operand's stride.
-bool flatten_batch(const tf_op_desc &op, int64_t *count, int64_t (&stride)[3]) {
+// The batch axes of a, b and out, innermost first, collapse into one batch index with a constant
+// stride per operand for as long as the strides allow; the axes beyond go to the outer loop.
+bool split_batch(const tf_op_desc &op, GemmCall *call, int64_t *count, int64_t (&stride)[3]) {
     const tf_tensor_desc *t[3] = {&op.inputs[0], &op.inputs[1], &op.outputs[0]};
     const tf_tensor_desc &out = op.outputs[0];
     int64_t n = 1;
-    bool first = true;
+    bool first = true, collapsing = true;
     stride[0] = stride[1] = stride[2] = 0;
+    call->outer_rank = 0;
+    call->outer_count = 1;
     for (int d = out.rank - 3; d >= 0; --d) {
         const int64_t size = out.shape[d];
         if (size == 1) continue;
-        for (int k = 0; k < 3; ++k) {
-            if (first) stride[k] = t[k]->strides[d];
-            else if (t[k]->strides[d] != stride[k] * n) return false;
+        // Batches of the output must not share memory.
+        if (t[2]->strides[d] == 0) return false;
+        if (collapsing && !first)
+            for (int k = 0; k < 3; ++k) collapsing = collapsing && t[k]->strides[d] == stride[k] * n;
+        if (collapsing) {
+            if (first)
+                for (int k = 0; k < 3; ++k) stride[k] = t[k]->strides[d];
+            first = false;
+            n *= size;
+            if (n > INT_MAX) return false;
+            continue;
         }
-        first = false;
-        n *= size;
+        // Outer axes are kept innermost first; outer_offsets() walks them in that order.
+        const int o = call->outer_rank++;
+        call->outer_shape[o] = size;
+        for (int k = 0; k < 3; ++k) call->outer_strides[k][o] = t[k]->strides[d];
+        call->outer_count *= size;
     }
     *count = n;
-    // Batches of the output must not share memory.
-    return n <= INT_MAX && (n == 1 || stride[2] != 0);
+    return true;
 }
 
 }  // namespace
+
+void outer_offsets(const GemmCall &call, long long index, long long (&offsets)[3]) {
+    offsets[0] = offsets[1] = offsets[2] = 0;
+    for (int o = 0; o < call.outer_rank; ++o) {
+        const long long i = index % call.outer_shape[o];
+        index /= call.outer_shape[o];
+        for (int k = 0; k < 3; ++k) offsets[k] += i * call.outer_strides[k][o];
+    }
+}
 
 bool plan_gemm(const tf_op_desc &op, GemmCall *call) {
     const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &out = op.outputs[0];
@@ -65,7 +88,7 @@ bool plan_gemm(const tf_op_desc &op, GemmCall *call) {
     const int64_t m = out.shape[r - 2], n = out.shape[r - 1], k = a.shape[r - 1];
     if (m <= 0 || n <= 0 || k <= 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX) return false;
     int64_t batch = 0, stride[3];
-    if (!flatten_batch(op, &batch, stride) || batch == 0) return false;
+    if (!split_batch(op, call, &batch, stride) || batch == 0) return false;
     MatrixLayout la, lb, lo;
     if (!layout_of(m, k, a.strides[r - 2], a.strides[r - 1], &la) ||
         !layout_of(k, n, b.strides[r - 2], b.strides[r - 1], &lb) ||

@@ -293,7 +293,9 @@ cudaError_t launch_attention(cudaStream_t stream, int32_t dtype, const Strided<5
                              void *out, const void *q, const void *k, const void *v, const void *mask) {
     const int64_t rows = lead.count * args.tq;
     if (rows == 0 || args.dv == 0) return cudaSuccess;
-    const size_t shared_bytes = static_cast<size_t>(args.tk) * sizeof(float);
+    // Rounded up to whole float4s: nvcc reads the scores with 16-byte LDS.128 loads, the last one
+    // past tk when tk % 4 != 0 (compute-sanitizer memcheck flagged it on an H100).
+    const size_t shared_bytes = static_cast<size_t>((args.tk + 3) / 4 * 4) * sizeof(float);
     const bool known = with_float(dtype, [&](auto t) {
         using T = decltype(t);
         attention_kernel<T><<<row_blocks(rows), row_threads(std::max(args.tk, args.dv)), shared_bytes, stream>>>(

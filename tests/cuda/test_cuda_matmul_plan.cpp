@@ -1,4 +1,4 @@
-// The cuda plugin's mapping of matmul descriptors onto one cuBLAS strided-batched GEMM
+// The cuda plugin's mapping of matmul descriptors onto cuBLAS strided-batched GEMMs
 // (plugins/cuda/matmul_plan.cpp), checked on the host: the planned call is run with cuBLAS's
 // column-major semantics (op N/T, leading dimensions, batch strides) over the operands' memory and
 // must give the plain matmul of the descriptors, write only the output's elements and pass
@@ -85,21 +85,28 @@ std::vector<int64_t> strides_for(const std::vector<int64_t> &shape, bool row_maj
     return s;
 }
 
-// Runs the GEMM as cuBLAS defines it: C = op(A) op(B), column-major, per batch.
-void emulate(const GemmCall &c, const std::vector<double> &A, const std::vector<double> &B, std::vector<double> &C) {
-    for (int p = 0; p < c.batch; ++p)
-        for (int i = 0; i < c.m; ++i)
-            for (int j = 0; j < c.n; ++j) {
-                double acc = 0;
-                for (int l = 0; l < c.k; ++l) {
-                    const double x = c.trans_a ? A.at(p * c.stride_a + l + static_cast<int64_t>(i) * c.lda)
-                                               : A.at(p * c.stride_a + i + static_cast<int64_t>(l) * c.lda);
-                    const double y = c.trans_b ? B.at(p * c.stride_b + j + static_cast<int64_t>(l) * c.ldb)
-                                               : B.at(p * c.stride_b + l + static_cast<int64_t>(j) * c.ldb);
-                    acc += x * y;
+// Runs the GEMM as cuBLAS defines it: C = op(A) op(B), column-major, per batch, once per outer
+// iteration with the operands moved as the plugin moves them.
+void emulate(const GemmCall &c, const std::vector<double> &a, const std::vector<double> &b, std::vector<double> &out) {
+    for (long long outer = 0; outer < c.outer_count; ++outer) {
+        long long off[3];
+        tf_cuda::outer_offsets(c, outer, off);
+        const std::vector<double> &A = c.swapped ? b : a, &B = c.swapped ? a : b;
+        const long long oa = c.swapped ? off[1] : off[0], ob = c.swapped ? off[0] : off[1], oc = off[2];
+        for (int p = 0; p < c.batch; ++p)
+            for (int i = 0; i < c.m; ++i)
+                for (int j = 0; j < c.n; ++j) {
+                    double acc = 0;
+                    for (int l = 0; l < c.k; ++l) {
+                        const double x = c.trans_a ? A.at(oa + p * c.stride_a + l + static_cast<int64_t>(i) * c.lda)
+                                                   : A.at(oa + p * c.stride_a + i + static_cast<int64_t>(l) * c.lda);
+                        const double y = c.trans_b ? B.at(ob + p * c.stride_b + j + static_cast<int64_t>(l) * c.ldb)
+                                                   : B.at(ob + p * c.stride_b + l + static_cast<int64_t>(j) * c.ldb);
+                        acc += x * y;
+                    }
+                    out.at(oc + p * c.stride_c + i + static_cast<int64_t>(j) * c.ldc) = acc;
                 }
-                C.at(p * c.stride_c + i + static_cast<int64_t>(j) * c.ldc) = acc;
-            }
+    }
 }
 
 // Plans a * b -> out and, when planned, checks the emulated call against the plain product.
@@ -115,7 +122,7 @@ bool check_product(Operand &a, Operand &b, Operand &out) {
     CHECK(call.ldc >= std::max(1, call.m));
 
     out.memory.assign(static_cast<size_t>(extent(out.desc)) + 8, NAN);  // NaN: untouched
-    emulate(call, call.swapped ? b.memory : a.memory, call.swapped ? a.memory : b.memory, out.memory);
+    emulate(call, a.memory, b.memory, out.memory);
 
     const int r = out.desc.rank;
     const int64_t k = a.desc.shape[r - 1];
@@ -197,16 +204,57 @@ TEST_CASE("matmul plan: layouts cuBLAS cannot read are refused") {
     // A row broadcast down the rows (stride 0, ld 0) is not a BLAS matrix either.
     Operand rows = make_operand({3, 4}, {0, 1}, rng);
     CHECK_FALSE(check_product(rows, b, out));
-    // Broadcast along one batch axis but not the other: no single batch stride.
-    Operand ab = make_operand({2, 3, 3, 4}, {0, 12, 4, 1}, rng);
-    Operand bb = make_operand({2, 3, 4, 2}, {24, 8, 2, 1}, rng);
-    Operand ob{make_desc({2, 3, 3, 2}, {18, 6, 2, 1}), {}};
-    CHECK_FALSE(check_product(ab, bb, ob));
     // An output whose batches overlap.
     Operand ov{make_desc({2, 3, 2}, {0, 2, 1}), {}};
     Operand a3 = make_operand({2, 3, 4}, {12, 4, 1}, rng);
     Operand b3 = make_operand({2, 4, 2}, {8, 2, 1}, rng);
     CHECK_FALSE(check_product(a3, b3, ov));
+}
+
+TEST_CASE("matmul plan: batch axes that do not collapse become an outer loop") {
+    std::mt19937 rng(15);
+    // Broadcast along the outer batch axis only (attention's [B, 1, L, D] values against
+    // [B, H, ...] scores, expanded): one strided-batched call per outer index.
+    Operand ab = make_operand({2, 3, 3, 4}, {0, 12, 4, 1}, rng);
+    Operand bb = make_operand({2, 3, 4, 2}, {24, 8, 2, 1}, rng);
+    Operand ob{make_desc({2, 3, 3, 2}, {18, 6, 2, 1}), {}};
+    CHECK(check_product(ab, bb, ob));
+    // Broadcast along the inner batch axis only, transposed operand, three batch axes.
+    Operand a4 = make_operand({2, 2, 3, 3, 4}, {24, 12, 0, 1, 3}, rng);
+    Operand b4 = make_operand({2, 2, 3, 4, 2}, {48, 24, 8, 2, 1}, rng);
+    Operand o4{make_desc({2, 2, 3, 3, 2}, {36, 18, 6, 2, 1}), {}};
+    CHECK(check_product(a4, b4, o4));
+    tf_tensor_desc inputs[2] = {a4.desc, b4.desc};
+    tf_op_desc op{sizeof(tf_op_desc), TF_OP_MATMUL, 2, 1, inputs, &o4.desc, nullptr};
+    GemmCall call;
+    REQUIRE(plan_gemm(op, &call));
+    CHECK(call.batch == 3);        // the innermost batch axis, a's stride 0 there
+    CHECK(call.outer_count == 4);  // the two outer axes: a's stride 12 is not 0 x 3
+    // Random batch broadcasts on each axis independently.
+    for (int trial = 0; trial < 300; ++trial) {
+        const int batch_rank = 1 + static_cast<int>(rng() % 3);
+        std::vector<int64_t> batch(static_cast<size_t>(batch_rank));
+        for (auto &s : batch) s = 1 + rng() % 3;
+        std::vector<bool> bc_a(static_cast<size_t>(batch_rank)), bc_b(static_cast<size_t>(batch_rank));
+        for (int d = 0; d < batch_rank; ++d) {
+            bc_a[static_cast<size_t>(d)] = rng() % 3 == 0;
+            bc_b[static_cast<size_t>(d)] = !bc_a[static_cast<size_t>(d)] && rng() % 3 == 0;
+        }
+        auto shape_of = [&](int64_t rows, int64_t cols) {
+            std::vector<int64_t> s = batch;
+            s.push_back(rows);
+            s.push_back(cols);
+            return s;
+        };
+        const int64_t m = 1 + rng() % 3, k = 1 + rng() % 3, n = 1 + rng() % 3;
+        Operand a = make_operand(shape_of(m, k), strides_for(shape_of(m, k), rng() % 2, 0, bc_a), rng);
+        Operand b = make_operand(shape_of(k, n), strides_for(shape_of(k, n), rng() % 2, 0, bc_b), rng);
+        Operand out{make_desc(shape_of(m, n), strides_for(shape_of(m, n), true, 0,
+                                                          std::vector<bool>(static_cast<size_t>(batch_rank), false))),
+                    {}};
+        CAPTURE(trial);
+        CHECK(check_product(a, b, out));
+    }
 }
 
 TEST_CASE("matmul plan: nothing to plan for empty products") {
