@@ -73,7 +73,8 @@ float unary_f32(float x) {
     switch (OP) {
     case EW_NEG: return -x;
     case EW_EXP: return exp(x);
-    case EW_RELU: return x < 0.0 ? 0.0 : x;
+    // NaN stays NaN: a compiler may turn the plain select into max(x, 0), which drops NaN.
+    case EW_RELU: return tf_isnan(x) ? x : x < 0.0 ? 0.0 : x;
     case EW_ABS: return abs(x);
     case EW_LOG: return tf_log(x);
     case EW_SQRT: return tf_sqrt(x);

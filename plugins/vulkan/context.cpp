@@ -11,15 +11,6 @@ namespace tf_vk {
 
 // ---- Failures --------------------------------------------------------------------------------
 
-void raise(tf_status status, const char *fmt, ...) {
-    char message[TF_TEXT_SIZE * 2];
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(message, sizeof message, fmt, args);
-    va_end(args);
-    throw failure(status, message);
-}
-
 const char *result_name(VkResult result) noexcept {
     switch (result) {
 #define TF_VK_RESULT(name) case name: return #name;

@@ -6,10 +6,10 @@
 
 #include <tinyfin/plugin.h>
 
+#include "kernels.hpp"
 #include "vk_handles.hpp"
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,18 +17,9 @@ namespace tf_vk {
 
 // ---- Failures --------------------------------------------------------------------------------
 
-// A failure inside the plugin: what() is the lower-case message for tf_error.
-class failure : public std::runtime_error {
-public:
-    failure(tf_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
-    tf_status status() const noexcept { return status_; }
-
-private:
-    tf_status status_;
-};
-
-// Throws a failure with a printf-style message.
-[[noreturn]] void raise(tf_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// Failures are the shared kernels' (shaders/host/kernels.hpp): the ops code throws them too.
+using tf_kernels::failure;
+using tf_kernels::raise;
 
 // "VK_ERROR_OUT_OF_DEVICE_MEMORY", ...
 const char *result_name(VkResult result) noexcept;

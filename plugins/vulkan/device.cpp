@@ -426,36 +426,7 @@ tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char 
     tf_buffer *buffer = t.buffer;
     if (!buffer || buffer->owner != this)
         raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is not a buffer of %s", op, role, index, label());
-    uint64_t size = 0;
-    switch (t.dtype) {
-    case TF_DTYPE_F32: case TF_DTYPE_I32: size = 4; break;
-    case TF_DTYPE_I64: size = 8; break;
-    case TF_DTYPE_BOOL: size = 1; break;
-    default: raise(TF_STATUS_UNSUPPORTED, "%s: %s %u has dtype %d", op, role, index, t.dtype);
-    }
-    uint64_t span = 1;
-    for (int i = 0; i < t.rank; ++i) {
-        // A tensor without elements is never read or written: its slot stays unbound.
-        if (t.shape[i] == 0) return tensor_binding{};
-        span += static_cast<uint64_t>(t.shape[i] - 1) * static_cast<uint64_t>(t.strides[i]);
-    }
-    const uint64_t bytes = span * size;
-    if (t.offset % size != 0 || t.offset > buffer->size || bytes > buffer->size - t.offset)
-        raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u (%llu bytes at offset %llu) does not lie inside its buffer of %llu bytes",
-              op, role, index, static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(t.offset),
-              static_cast<unsigned long long>(buffer->size));
-    const uint64_t absolute = buffer->memory.offset + t.offset;
-    tensor_binding out;
-    out.buffer = buffer;
-    out.offset = align_down(absolute, caps_.bind_align);
-    // Whole words: a bool view may end inside a word (the range stays inside the allocation,
-    // whose size is a multiple of 256).
-    out.range = align_up(absolute + bytes - out.offset, 4);
-    out.base = static_cast<uint32_t>((absolute - out.offset) / size);
-    if (out.range > caps_.max_binding)
-        raise(TF_STATUS_INTERNAL, "%s: %s %u spans %llu bytes, more than one binding may (%llu)", op, role, index,
-              static_cast<unsigned long long>(out.range), static_cast<unsigned long long>(caps_.max_binding));
-    return out;
+    return tf_kernels::bind_view(caps_, t, buffer, buffer->memory.offset, buffer->size, op, role, index);
 }
 
 void device::dispatch(const pipeline_key &kernel, const void *params, size_t params_size, const tensor_binding *tensors,

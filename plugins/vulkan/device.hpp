@@ -11,7 +11,6 @@
 #define TINYFIN_VULKAN_DEVICE_HPP
 
 #include "memory.hpp"
-#include "shaders_spirv.h"
 
 #include <array>
 #include <compare>
@@ -25,48 +24,15 @@
 
 namespace tf_vk {
 
-using shader = tf_vk_spirv::shader;
-constexpr size_t shader_count = static_cast<size_t>(shader::count_);
+using tf_kernels::device_caps;
+using tf_kernels::key_of;
+using tf_kernels::pipeline_key;
+using tf_kernels::shader;
+using tf_kernels::shader_count;
+using tf_kernels::tensor_binding;
+using tf_kernels::tensor_slots;
 
-// Tensor slots of every kernel (binding 2 of shaders/README.md).
-constexpr uint32_t tensor_slots = 5;
-
-// What supports() decides with: fixed once the device exists, read without the lock.
-struct device_caps {
-    // Bytes one storage-buffer binding may span (maxStorageBufferRange).
-    uint64_t max_binding;
-    // Alignment of a binding's offset: minStorageBufferOffsetAlignment, at least 16.
-    uint64_t bind_align;
-    // maxComputeWorkGroupCount.
-    uint32_t max_groups[3];
-};
-
-// A kernel with the values of its specialization constants (ids 0 .. count - 1): one pipeline,
-// created on first use.
-struct pipeline_key {
-    shader kernel = shader::count_;
-    uint32_t count = 0;
-    std::array<uint32_t, 8> spec{};
-
-    auto operator<=>(const pipeline_key &) const = default;
-};
-
-template <class... V>
-pipeline_key key_of(shader kernel, V... values) {
-    static_assert(sizeof...(V) <= 8);
-    return pipeline_key{kernel, static_cast<uint32_t>(sizeof...(V)), {static_cast<uint32_t>(values)...}};
-}
-
-// A tensor as a kernel sees it: a bound range of its buffer and the element index, within that
-// range, of the tensor's element [0, ..., 0].
-struct tensor_binding {
-    tf_buffer *buffer = nullptr;
-    uint64_t offset = 0;
-    uint64_t range = 0;
-    uint32_t base = 0;
-};
-
-class device {
+class device final : public tf_kernels::kernel_device {
 public:
     // Creates the VkDevice and everything the plugin keeps on it. Throws a failure.
     static std::unique_ptr<device> create(int index, const compute_device &where, uint32_t instance_api);
@@ -78,16 +44,16 @@ public:
     // any thread.
     std::mutex mutex;
 
-    const device_caps &caps() const noexcept { return caps_; }
+    const device_caps &caps() const noexcept override { return caps_; }
     // "vulkan:0 (llvmpipe (LLVM 15.0.6, 256 bits))", for messages.
     const char *label() const noexcept { return label_.c_str(); }
     void info(tf_device_info &out) const;
     void list_features(tf_feature_fn emit, void *user) const;
 
     // ---- Buffers ----
-    tf_buffer *allocate(uint64_t size);
+    tf_buffer *allocate(uint64_t size) override;
     // Releases at once when idle, else when the last batch using the buffer has finished.
-    void free(tf_buffer *buffer) noexcept;
+    void free(tf_buffer *buffer) noexcept override;
     void write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size);
     // Waits for the work that uses the buffer, then copies out.
     void read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size);
@@ -98,12 +64,12 @@ public:
     // ---- Recording ----
     // The binding of a tensor whose buffer belongs to this device. Throws INVALID_ARGUMENT,
     // naming op and role ("input 1"), when the view does not lie inside its buffer.
-    tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index);
+    tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
     // Records kernel over groups_x * groups_y * groups_z workgroups with the given parameters and
     // tensors (slot i = tensors[i]). reporting_op names an op whose kernel may set status bits.
     void dispatch(const pipeline_key &kernel, const void *params, size_t params_size, const tensor_binding *tensors,
                   size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z,
-                  const char *reporting_op = nullptr);
+                  const char *reporting_op = nullptr) override;
     // Throws DEVICE_LOST once a Vulkan call reported the device lost.
     void throw_if_lost() const;
 

@@ -71,8 +71,8 @@ private:
     uint64_t reserved_ = 0;
 };
 
-inline uint64_t align_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
-inline uint64_t align_down(uint64_t value, uint64_t alignment) { return value / alignment * alignment; }
+using tf_kernels::align_down;
+using tf_kernels::align_up;
 
 }  // namespace tf_vk
 

@@ -97,7 +97,7 @@ VkPipeline device::pipeline_for(const pipeline_key &key) {
     auto found = pipelines_.find(key);
     if (found != pipelines_.end()) return found->second.get();
     const auto start = std::chrono::steady_clock::now();
-    const tf_vk_spirv::shader_code &code = tf_vk_spirv::shader_code_of(key.kernel);
+    const tf_shaders::shader_code &code = tf_shaders::shader_code_of(key.kernel);
     VkShaderModuleCreateInfo module_info{};
     module_info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
     module_info.codeSize = code.size * sizeof(uint32_t);

@@ -180,11 +180,11 @@ TEST_CASE("elementwise: cast between every pair, contiguous copies, fill") {
         for (double v : {0.0, 1.0, -2.75, 3e9, -1e20, 7.0e-46, static_cast<double>(NAN), static_cast<double>(INFINITY)}) {
             const std::string name = std::string("fill ") + tf::dtype_name(d) + " " + std::to_string(v);
             Tensor want = tf::full({3, 5}, v, d, cpu_device);
-            Tensor got = tf::full({3, 5}, v, d, vk_device);
+            Tensor got = tf::full({3, 5}, v, d, gpu_device);
             check(got, want, 0, 0, name);
         }
-        check(tf::full({}, 2.5, d, vk_device), tf::full({}, 2.5, d, cpu_device), 0, 0, "fill rank 0");
-        check(tf::full({17}, 1, d, vk_device), tf::full({17}, 1, d, cpu_device), 0, 0, "fill 17");
+        check(tf::full({}, 2.5, d, gpu_device), tf::full({}, 2.5, d, cpu_device), 0, 0, "fill rank 0");
+        check(tf::full({17}, 1, d, gpu_device), tf::full({17}, 1, d, cpu_device), 0, 0, "fill 17");
     }
 }
 
@@ -193,7 +193,7 @@ TEST_CASE("elementwise: writes into strided views leave the other elements alone
     for (DType d : dtypes) {
         INFO(tf::dtype_name(d));
         // Sentinels everywhere, then a strided view of it overwritten: the gaps must survive.
-        Tensor base_cpu = tf::full({7, 9}, 3, d, cpu_device), base_vk = tf::full({7, 9}, 3, d, vk_device);
+        Tensor base_cpu = tf::full({7, 9}, 3, d, cpu_device), base_vk = tf::full({7, 9}, 3, d, gpu_device);
         pair src = booleans({3, 4}, 81);
         Tensor src_cpu = tf::cast(src.cpu, d), src_vk = tf::cast(src.vk, d);
         base_cpu.slice(0, 1, 7, 2).slice(1, 2, 9, 2).assign_(src_cpu);
@@ -201,13 +201,13 @@ TEST_CASE("elementwise: writes into strided views leave the other elements alone
         check(base_vk, base_cpu, 0, 0, "assign_ into a stepped view");
         // A transposed destination and a broadcast source.
         Tensor row_cpu = tf::cast(random({1, 7}, 82, -5, 5).cpu, d);
-        Tensor row_vk = tf::cast(tf::from_vector(values(7, 82, -5, 5), {1, 7}, vk_device), d);
+        Tensor row_vk = tf::cast(tf::from_vector(values(7, 82, -5, 5), {1, 7}, gpu_device), d);
         base_cpu.transpose(0, 1).slice(0, 0, 5).assign_(row_cpu);
         base_vk.transpose(0, 1).slice(0, 0, 5).assign_(row_vk);
         check(base_vk, base_cpu, 0, 0, "assign_ into a transposed view");
         // Single bool bytes at odd offsets, inside words shared with their neighbours.
         base_cpu.slice(1, 3, 4).assign_(tf::full({7, 1}, 0, d, cpu_device));
-        base_vk.slice(1, 3, 4).assign_(tf::full({7, 1}, 0, d, vk_device));
+        base_vk.slice(1, 3, 4).assign_(tf::full({7, 1}, 0, d, gpu_device));
         check(base_vk, base_cpu, 0, 0, "assign_ one column");
     }
 }

@@ -74,7 +74,7 @@ std::vector<float> train(const Device &device, std::vector<double> *seconds) {
     Tensor x = tf::from_vector(images, {batch, 1, 28, 28}, device);
     Tensor y = tf::from_vector(labels, {batch}, device);
     tf::synchronize();
-    if (device == vk_device) tf::reset_stats();
+    if (device == gpu_device) tf::reset_stats();
     std::vector<float> losses;
     for (int s = 0; s < steps; ++s) {
         const auto start = std::chrono::steady_clock::now();
@@ -89,14 +89,14 @@ std::vector<float> train(const Device &device, std::vector<double> *seconds) {
 
 }  // namespace
 
-TEST_CASE("train: CNN steps on vulkan run there, read back only the losses, match cpu") {
+TEST_CASE("train: CNN steps on the backend run there, read back only the losses, match cpu") {
     std::vector<double> cpu_seconds, vk_seconds;
     const std::vector<float> want = train(cpu_device, &cpu_seconds);
-    const std::vector<float> got = train(vk_device, &vk_seconds);
+    const std::vector<float> got = train(gpu_device, &vk_seconds);
     const tf::Stats stats = tf::stats();
 
     CHECK(stats.total_fallbacks == 0);
-    const tf::Stats::Backend *vk = stats.backend("vulkan");
+    const tf::Stats::Backend *vk = stats.backend(TF_TEST_BACKEND);
     REQUIRE(vk != nullptr);
     CHECK(vk->ops > 0);
     // Every loss is one f32 read with item(); nothing else leaves the device.
@@ -106,14 +106,14 @@ TEST_CASE("train: CNN steps on vulkan run there, read back only the losses, matc
 
     REQUIRE(got.size() == want.size());
     for (std::size_t i = 0; i < got.size(); ++i) {
-        INFO("step " << i << ": vulkan " << got[i] << ", cpu " << want[i]);
+        INFO("step " << i << ": " TF_TEST_BACKEND " " << got[i] << ", cpu " << want[i]);
         CHECK(std::isfinite(got[i]));
         CHECK(std::abs(got[i] - want[i]) <= 1e-4 + 1e-4 * std::abs(want[i]));
     }
     // Training on one batch: the loss goes down.
     CHECK(got.back() < got.front());
     // The first step creates the pipelines (lavapipe compiles each on first use).
-    MESSAGE("CNN, batch " << batch << ": vulkan step 1 " << vk_seconds[0] << " s, later steps " << vk_seconds.back()
+    MESSAGE("CNN, batch " << batch << ": " TF_TEST_BACKEND " step 1 " << vk_seconds[0] << " s, later steps " << vk_seconds.back()
                           << " s (" << vk->ops / steps << " ops a step); cpu " << cpu_seconds.back()
                           << " s a step; losses " << got[0] << " .. " << got.back());
 }

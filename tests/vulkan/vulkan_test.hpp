@@ -1,5 +1,6 @@
 // Helpers of the vulkan suite: the same op on cpu tensors (the reference) and on vulkan tensors,
-// compared element by element. Every binary runs with TINYFIN_FALLBACK=error, so an op the
+// compared element by element. The opengl suite builds the same sources with TF_TEST_BACKEND
+// set to "opengl": the two plugins run the same kernels and must pass the same tests. Every binary runs with TINYFIN_FALLBACK=error, so an op the
 // plugin does not run itself fails the test instead of passing on cpu.
 #pragma once
 
@@ -21,7 +22,12 @@ using tinyfin::Shape;
 using tinyfin::Tensor;
 
 inline const Device cpu_device{"cpu", 0};
-inline const Device vk_device{"vulkan", 0};
+#ifndef TF_TEST_BACKEND
+#define TF_TEST_BACKEND "vulkan"
+#endif
+
+// The backend under test.
+inline const Device gpu_device{TF_TEST_BACKEND, 0};
 
 inline int64_t numel(const Shape &shape) {
     int64_t n = 1;
@@ -50,7 +56,7 @@ struct pair {
 
 template <class T>
 pair both(const std::vector<T> &v, const Shape &shape) {
-    return {tinyfin::from_vector(v, shape, cpu_device), tinyfin::from_vector(v, shape, vk_device)};
+    return {tinyfin::from_vector(v, shape, cpu_device), tinyfin::from_vector(v, shape, gpu_device)};
 }
 
 inline pair random(const Shape &shape, uint64_t seed, double lo = -1, double hi = 1) {
@@ -71,7 +77,7 @@ inline pair booleans(const Shape &shape, uint64_t seed) {
     std::vector<uint8_t> v(f.size());
     for (std::size_t i = 0; i < f.size(); ++i) v[i] = f[i] < 0.5f;
     return {tinyfin::from_host(v.data(), shape, DType::boolean, cpu_device),
-            tinyfin::from_host(v.data(), shape, DType::boolean, vk_device)};
+            tinyfin::from_host(v.data(), shape, DType::boolean, gpu_device)};
 }
 
 // Row-major elements of any dtype as doubles.
@@ -95,7 +101,7 @@ inline bool close(double got, double want, double atol, double rtol) {
 inline void check(const Tensor &got, const Tensor &want, double atol, double rtol, const std::string &what) {
     INFO(what);
     REQUIRE(got.defined());
-    CHECK(got.device() == vk_device);
+    CHECK(got.device() == gpu_device);
     CHECK(want.device() == cpu_device);
     REQUIRE(got.dtype() == want.dtype());
     REQUIRE(got.shape() == want.shape());
@@ -108,7 +114,7 @@ inline void check(const Tensor &got, const Tensor &want, double atol, double rto
     }
     if (bad > 0) {
         char text[256];
-        std::snprintf(text, sizeof text, "%lld of %zu elements differ; first at %lld: vulkan %.9g, cpu %.9g",
+        std::snprintf(text, sizeof text, "%lld of %zu elements differ; first at %lld: " TF_TEST_BACKEND " %.9g, cpu %.9g",
                       static_cast<long long>(bad), g.size(), static_cast<long long>(first), g[first], w[first]);
         FAIL_CHECK(text);
     }
@@ -139,7 +145,7 @@ void grad_parity(const std::string &what, const std::vector<pair> &operands, F &
     std::vector<Tensor> results[2];
     std::vector<Tensor> leaves[2];
     for (int side = 0; side < 2; ++side) {
-        const Device &device = side == 0 ? cpu_device : vk_device;
+        const Device &device = side == 0 ? cpu_device : gpu_device;
         for (const pair &p : operands) {
             // Float operands are parameters; others (labels, indices) go in as they are.
             Tensor leaf = (side == 0 ? p.cpu : p.vk).detach();

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace tf_vk {
+namespace tf_kernels {
 
 namespace {
 
@@ -67,7 +67,7 @@ struct c_view {
 // Records the GEMM of p over z_count batch elements or groups. Products with few tiles and a long
 // K (weight gradients, a linear layer on a small batch) split K over more workgroups: the
 // partial tiles go to a scratch tensor and a sum over the chunks writes them into out.
-void record_gemm(device &dev, gemm_params &p, uint32_t mode, tensor_binding b[3], uint32_t z_count,
+void record_gemm(kernel_device &dev, gemm_params &p, uint32_t mode, tensor_binding b[3], uint32_t z_count,
                  const tf_tensor_desc &out, const c_view &view) {
     // Skinny products take 8-row or 8-column tiles instead of 64.
     const uint32_t rows = p.M <= 16 ? 1 : 8, cols = p.N <= 16 ? 1 : 8, tile_m = 8 * rows, tile_n = 8 * cols;
@@ -160,7 +160,7 @@ bool conv_supports(const device_caps &caps, const tf_op_desc &op) {
     }
 }
 
-void conv_run(device &dev, const tf_op_desc &op) {
+void conv_run(kernel_device &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     if (numel(out) == 0) return;
     const char *name = op_name(op.op);
@@ -265,7 +265,7 @@ bool matmul_supports(const device_caps &caps, const tf_op_desc &op) {
     return a.shape[r - 1] < (int64_t{1} << 31) && grid_fits(caps, c.shape[r - 2], c.shape[r - 1], batch);
 }
 
-void matmul_run(device &dev, const tf_op_desc &op) {
+void matmul_run(kernel_device &dev, const tf_op_desc &op) {
     const tf_tensor_desc &a = op.inputs[0], &bt = op.inputs[1], &c = op.outputs[0];
     if (numel(c) == 0) return;
     const int r = c.rank;
@@ -314,11 +314,11 @@ bool gemm_supports(const device_caps &caps, const tf_op_desc &op) {
     }
 }
 
-void gemm_run(device &dev, const tf_op_desc &op) {
+void gemm_run(kernel_device &dev, const tf_op_desc &op) {
     if (op.op == TF_OP_MATMUL)
         matmul_run(dev, op);
     else
         conv_run(dev, op);
 }
 
-}  // namespace tf_vk
+}  // namespace tf_kernels

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-namespace tf_vk {
+namespace tf_kernels {
 
 namespace {
 
@@ -80,7 +80,7 @@ void raw_value(double value, int32_t dtype, uint32_t *lo, uint32_t *hi) {
     *hi = static_cast<uint32_t>(bits >> 32);
 }
 
-void record(device &dev, const tf_op_desc &op, uint32_t code, const uint32_t arg[4]) {
+void record(kernel_device &dev, const tf_op_desc &op, uint32_t code, const uint32_t arg[4]) {
     const tf_tensor_desc &out = op.outputs[0];
     const int64_t count = numel(out);
     if (count == 0) return;
@@ -179,7 +179,7 @@ bool elementwise_supports(const device_caps &, const tf_op_desc &op) {
     }
 }
 
-void elementwise_run(device &dev, const tf_op_desc &op) {
+void elementwise_run(kernel_device &dev, const tf_op_desc &op) {
     uint32_t arg[4] = {0, 0, 0, 0};
     if (op.op == TF_OP_FILL) {
         raw_value(static_cast<const tf_params_fill *>(op.params)->value, op.outputs[0].dtype, &arg[0], &arg[1]);
@@ -192,7 +192,7 @@ void elementwise_run(device &dev, const tf_op_desc &op) {
     record(dev, op, code_of(op.op), arg);
 }
 
-void elementwise_fill(device &dev, const tf_tensor_desc &out, uint32_t lo, uint32_t hi, const char *) {
+void elementwise_fill(kernel_device &dev, const tf_tensor_desc &out, uint32_t lo, uint32_t hi, const char *) {
     tf_op_desc fill{};
     fill.struct_size = sizeof fill;
     fill.op = TF_OP_FILL;
@@ -204,4 +204,4 @@ void elementwise_fill(device &dev, const tf_tensor_desc &out, uint32_t lo, uint3
     record(dev, fill, EW_FILL, arg);
 }
 
-}  // namespace tf_vk
+}  // namespace tf_kernels

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-namespace tf_vk {
+namespace tf_kernels {
 
 namespace {
 
@@ -46,7 +46,7 @@ bool pool_supports(const tf_op_desc &op) {
     return numel(*big) < (int64_t{1} << 31) && big->shape[2] < (int64_t{1} << 30) && big->shape[3] < (int64_t{1} << 30);
 }
 
-void pool_run(device &dev, const tf_op_desc &op) {
+void pool_run(kernel_device &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     const int64_t count = numel(out);
     if (count == 0) return;
@@ -132,7 +132,7 @@ bool rows_supports(const tf_op_desc &op) {
     }
 }
 
-void rows_run(device &dev, const tf_op_desc &op) {
+void rows_run(kernel_device &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0], &x = op.inputs[0];
     const char *name = op_name(op.op);
     rows_params p{};
@@ -274,7 +274,7 @@ bool index_supports(const tf_op_desc &op) {
     }
 }
 
-void index_run(device &dev, const tf_op_desc &op) {
+void index_run(kernel_device &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     const char *name = op_name(op.op);
     // The tensor whose elements the kernel walks: dy for embedding_backward, else the output.
@@ -371,7 +371,7 @@ bool attention_supports(const device_caps &caps, const tf_op_desc &op) {
     return tk <= attention_max_keys;
 }
 
-void attention_run(device &dev, const tf_op_desc &op) {
+void attention_run(kernel_device &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     if (numel(out) == 0) return;
     const tf_tensor_desc *t[5] = {&out, &op.inputs[0], &op.inputs[1], &op.inputs[2], &op.inputs[3]};
@@ -427,7 +427,7 @@ bool nn_supports(const device_caps &caps, const tf_op_desc &op) {
     }
 }
 
-void nn_run(device &dev, const tf_op_desc &op) {
+void nn_run(kernel_device &dev, const tf_op_desc &op) {
     switch (op.op) {
     case TF_OP_MAX_POOL2D:
     case TF_OP_MAX_POOL2D_BACKWARD:
@@ -442,4 +442,4 @@ void nn_run(device &dev, const tf_op_desc &op) {
     }
 }
 
-}  // namespace tf_vk
+}  // namespace tf_kernels

@@ -2,8 +2,48 @@
 #include "kernels.hpp"
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 
-namespace tf_vk {
+namespace tf_kernels {
+
+void raise(tf_status status, const char *fmt, ...) {
+    char message[TF_TEXT_SIZE * 2];
+    va_list args;
+    va_start(args, fmt);
+    std::vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    throw failure(status, message);
+}
+
+tensor_binding bind_view(const device_caps &caps, const tf_tensor_desc &t, tf_buffer *buffer, uint64_t storage_offset,
+                         uint64_t buffer_size, const char *op, const char *role, uint32_t index) {
+    const uint64_t size = element_size(t.dtype);
+    if (size == 0) raise(TF_STATUS_UNSUPPORTED, "%s: %s %u has dtype %d", op, role, index, t.dtype);
+    uint64_t span = 1;
+    for (int i = 0; i < t.rank; ++i) {
+        // A tensor without elements is never read or written: its slot stays unbound.
+        if (t.shape[i] == 0) return tensor_binding{};
+        span += static_cast<uint64_t>(t.shape[i] - 1) * static_cast<uint64_t>(t.strides[i]);
+    }
+    const uint64_t bytes = span * size;
+    if (t.offset % size != 0 || t.offset > buffer_size || bytes > buffer_size - t.offset)
+        raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u (%llu bytes at offset %llu) does not lie inside its buffer of %llu bytes",
+              op, role, index, static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(t.offset),
+              static_cast<unsigned long long>(buffer_size));
+    const uint64_t absolute = storage_offset + t.offset;
+    tensor_binding out;
+    out.buffer = buffer;
+    out.offset = align_down(absolute, caps.bind_align);
+    // Whole words: a bool view may end inside a word (the range stays inside the allocation,
+    // whose size the plugins round up to a multiple of 256).
+    out.range = align_up(absolute + bytes - out.offset, 4);
+    out.base = static_cast<uint32_t>((absolute - out.offset) / size);
+    if (out.range > caps.max_binding)
+        raise(TF_STATUS_INTERNAL, "%s: %s %u spans %llu bytes, more than one binding may (%llu)", op, role, index,
+              static_cast<unsigned long long>(out.range), static_cast<unsigned long long>(caps.max_binding));
+    return out;
+}
 
 int64_t numel(const tf_tensor_desc &t) {
     int64_t n = 1;
@@ -74,4 +114,4 @@ const char *op_name(uint32_t op) noexcept {
     }
 }
 
-}  // namespace tf_vk
+}  // namespace tf_kernels

@@ -1,15 +1,121 @@
-// The host side of the kernels in shaders/: parameter structs (std430 mirrors of the shaders'
-// <kernel>_params), descriptor helpers, and per family of ops a supports() test that reads only
-// the descriptor and a run() that records the dispatches (device mutex held).
-#ifndef TINYFIN_VULKAN_KERNELS_HPP
-#define TINYFIN_VULKAN_KERNELS_HPP
+// The host side of the kernels in shaders/, shared by the vulkan and opengl plugins: parameter
+// structs (std430 mirrors of the shaders' <kernel>_params), which kernel serves which op with
+// which selectors, and per family of ops a supports() test that reads only the descriptor and a
+// run() that records the dispatches. A plugin provides the device (kernel_device: binding tensors
+// and dispatching a kernel) and compiles these files into itself with its generated
+// "shaders_embedded.h" on the include path (the enum of kernels, from shaders/meson.build).
+#ifndef TINYFIN_SHADERS_KERNELS_HPP
+#define TINYFIN_SHADERS_KERNELS_HPP
 
-#include "device.hpp"
+#include <tinyfin/plugin.h>
 
+#include "shaders_embedded.h"
+
+#include <array>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
-namespace tf_vk {
+namespace tf_kernels {
+
+// ---- Failures --------------------------------------------------------------------------------------
+
+// A failure inside a plugin: what() is the lower-case message for tf_error. Plugins turn it into
+// a tf_status and a message at the ABI boundary; nothing is thrown across it.
+class failure : public std::runtime_error {
+public:
+    failure(tf_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
+    tf_status status() const noexcept { return status_; }
+
+private:
+    tf_status status_;
+};
+
+// Throws a failure with a printf-style message.
+[[noreturn]] void raise(tf_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// ---- What the ops need from a device ----------------------------------------------------------------
+
+using shader = tf_shaders::shader;
+constexpr size_t shader_count = static_cast<size_t>(shader::count_);
+
+// Tensor slots of every kernel (binding 2 of shaders/README.md).
+constexpr uint32_t tensor_slots = 5;
+
+// What supports() decides with: fixed once the device exists, read without any lock.
+struct device_caps {
+    // Bytes one storage-buffer binding may span.
+    uint64_t max_binding;
+    // Alignment of a binding's offset, at least 16.
+    uint64_t bind_align;
+    // Workgroups a dispatch may have per dimension.
+    uint32_t max_groups[3];
+};
+
+// A kernel with the values of its selectors (TF_SPEC ids 0 .. count - 1): one pipeline or
+// program, made on first use.
+struct pipeline_key {
+    shader kernel = shader::count_;
+    uint32_t count = 0;
+    std::array<uint32_t, 8> spec{};
+
+    auto operator<=>(const pipeline_key &) const = default;
+};
+
+template <class... V>
+pipeline_key key_of(shader kernel, V... values) {
+    static_assert(sizeof...(V) <= 8);
+    return pipeline_key{kernel, static_cast<uint32_t>(sizeof...(V)), {static_cast<uint32_t>(values)...}};
+}
+
+// A tensor as a kernel sees it: a bound byte range of its buffer and the element index, within
+// that range, of the tensor's element [0, ..., 0]. buffer == nullptr: no elements, left unbound.
+struct tensor_binding {
+    tf_buffer *buffer = nullptr;
+    uint64_t offset = 0;  // bytes from the start of the buffer's backing storage
+    uint64_t range = 0;
+    uint32_t base = 0;
+};
+
+// A device the ops record on; the plugin holds the device's lock (or is on its thread) while
+// any member is called.
+class kernel_device {
+public:
+    virtual const device_caps &caps() const noexcept = 0;
+    // The binding of a tensor whose buffer belongs to this device. Throws INVALID_ARGUMENT,
+    // naming op and role ("input 1"), when the view does not lie inside its buffer.
+    virtual tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) = 0;
+    // Records kernel over groups_x * groups_y * groups_z workgroups with the given parameters and
+    // tensors (slot i = tensors[i]); later work sees its writes. reporting_op names an op whose
+    // kernel may set status bits.
+    virtual void dispatch(const pipeline_key &kernel, const void *params, size_t params_size,
+                          const tensor_binding *tensors, size_t count, uint32_t groups_x, uint32_t groups_y,
+                          uint32_t groups_z, const char *reporting_op = nullptr) = 0;
+    // A scratch buffer; free() may come before the work using it has run.
+    virtual tf_buffer *allocate(uint64_t size) = 0;
+    virtual void free(tf_buffer *buffer) noexcept = 0;
+
+protected:
+    ~kernel_device() = default;
+};
+
+// The binding of a view of dtype size elements at its byte offset inside a buffer whose storage
+// starts at storage_offset and holds buffer_size bytes (shared by the plugins' bind()).
+tensor_binding bind_view(const device_caps &caps, const tf_tensor_desc &t, tf_buffer *buffer, uint64_t storage_offset,
+                         uint64_t buffer_size, const char *op, const char *role, uint32_t index);
+
+inline uint64_t align_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+inline uint64_t align_down(uint64_t value, uint64_t alignment) { return value / alignment * alignment; }
+
+// ---- The ops ----------------------------------------------------------------------------------------
+
+// Whether run() can do op as described on a device with these caps: arity and parameters from
+// ops.def, dtypes, ranks, bindable extents, non-overlapping outputs, then the family's rules.
+bool supports(const device_caps &caps, const tf_op_desc &op);
+// Records op (which supports() accepted) on dev.
+void run(kernel_device &dev, const tf_op_desc &op);
 
 // ---- Parameter structs: 32-bit members only, in the shaders' order -------------------------------
 
@@ -165,22 +271,22 @@ uint32_t groups_for(const device_caps &caps, uint64_t items, uint32_t per_group)
 // non-overlapping outputs) already passed in plugin.cpp; these add the family's own rules.
 
 bool elementwise_supports(const device_caps &caps, const tf_op_desc &op);
-void elementwise_run(device &dev, const tf_op_desc &op);
+void elementwise_run(kernel_device &dev, const tf_op_desc &op);
 // Records a fill of a whole tensor with raw bits (used by ops that start from zeros).
-void elementwise_fill(device &dev, const tf_tensor_desc &out, uint32_t lo, uint32_t hi, const char *op);
+void elementwise_fill(kernel_device &dev, const tf_tensor_desc &out, uint32_t lo, uint32_t hi, const char *op);
 
 bool reduce_supports(const device_caps &caps, const tf_op_desc &op);
-void reduce_run(device &dev, const tf_op_desc &op);
+void reduce_run(kernel_device &dev, const tf_op_desc &op);
 
 bool gemm_supports(const device_caps &caps, const tf_op_desc &op);
-void gemm_run(device &dev, const tf_op_desc &op);
+void gemm_run(kernel_device &dev, const tf_op_desc &op);
 
 bool nn_supports(const device_caps &caps, const tf_op_desc &op);
-void nn_run(device &dev, const tf_op_desc &op);
+void nn_run(kernel_device &dev, const tf_op_desc &op);
 
 // "add", "conv2d", ... from ops.def.
 const char *op_name(uint32_t op) noexcept;
 
-}  // namespace tf_vk
+}  // namespace tf_kernels
 
 #endif

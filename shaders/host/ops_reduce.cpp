@@ -1,7 +1,7 @@
 // Reductions on shaders/reduce.comp: sum, mean, max, min, var over axes; argmax, argmin along one.
 #include "kernels.hpp"
 
-namespace tf_vk {
+namespace tf_kernels {
 
 namespace {
 
@@ -59,7 +59,7 @@ bool reduce_supports(const device_caps &, const tf_op_desc &op) {
     return true;
 }
 
-void reduce_run(device &dev, const tf_op_desc &op) {
+void reduce_run(kernel_device &dev, const tf_op_desc &op) {
     const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
     const int64_t n_out = numel(out);
     if (n_out == 0) return;
@@ -114,4 +114,4 @@ void reduce_run(device &dev, const tf_op_desc &op) {
     dev.dispatch(key_of(shader::reduce, code_of(op.op), per_group, r.rank <= 1), &p, sizeof p, bindings, 2, groups, 1, 1);
 }
 
-}  // namespace tf_vk
+}  // namespace tf_kernels

@@ -1,0 +1,53 @@
+// What every part of the opengl plugin shares: failures (the shared kernels' exceptions, turned
+// into a tf_status and a message at the ABI boundary), the core's logging and environment, and
+// EGL: finding displays without a window system and making a desktop GL 4.3+ core context on one.
+#ifndef TINYFIN_OPENGL_CONTEXT_HPP
+#define TINYFIN_OPENGL_CONTEXT_HPP
+
+#include <tinyfin/plugin.h>
+
+#include "gl_handles.hpp"
+#include "kernels.hpp"
+
+#include <string>
+#include <vector>
+
+namespace tf_gl {
+
+using tf_kernels::failure;
+using tf_kernels::raise;
+
+// ---- The core's services (plugin.cpp keeps the host table) ------------------------------------
+
+void log_message(int32_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// The environment variable as the core reads it (secure_getenv); NULL when unset.
+const char *environment(const char *name);
+
+// ---- EGL ------------------------------------------------------------------------------------------
+
+// An initialised EGL display on which the plugin can make a context: one per EGL device.
+struct egl_target {
+    display_handle display;
+    // "EGL device 1 (/dev/dri/renderD128)", "EGL device 0 (software)", "surfaceless platform".
+    std::string source;
+    // EGL_MESA_device_software, or a software renderer found later.
+    bool software = false;
+};
+
+// Every EGL device (EGL_EXT_device_enumeration + EGL_EXT_platform_device), one display per
+// distinct device; when there is none, the surfaceless platform (EGL_MESA_platform_surfaceless).
+// TINYFIN_OPENGL_EGL=device or =surfaceless uses only that way. Empty, with why, when neither
+// gives a display.
+std::vector<egl_target> find_egl_targets(std::string &why);
+
+// A desktop OpenGL 4.3+ core context on target, current on the calling thread (no surface), with
+// GLEW's entry points loaded and every one the plugin needs checked. Throws UNAVAILABLE naming
+// what is missing (an EGL extension, the GL version, the entry points).
+context_handle make_context(const egl_target &target);
+
+// The GL version of the current context as major * 10 + minor.
+int gl_version();
+
+}  // namespace tf_gl
+
+#endif

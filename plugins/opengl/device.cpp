@@ -1,0 +1,339 @@
+// Device start-up, buffers, dispatch, barriers and waits (see device.hpp).
+#include "device.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace tf_gl {
+
+namespace {
+
+// Device memory blocks, the stream ring, and the alignment of every range.
+constexpr uint64_t block_bytes = 64ull << 20;
+constexpr uint64_t ring_bytes = 16ull << 20;
+constexpr uint64_t range_align = 256;
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+const char *gl_text(GLenum name) {
+    const auto *s = reinterpret_cast<const char *>(glGetString(name));
+    return s ? s : "";
+}
+
+// Renderers that run on the CPU.
+bool software_renderer(const std::string &renderer) {
+    for (const char *name : {"llvmpipe", "softpipe", "SWR", "swrast", "Software Rasterizer"})
+        if (renderer.find(name) != std::string::npos) return true;
+    return false;
+}
+
+}  // namespace
+
+// ---- Start-up and shutdown ---------------------------------------------------------------------------
+
+std::unique_ptr<device> device::create(int index, egl_target target) {
+    std::unique_ptr<device> d(new device());
+    d->index_ = index;
+    d->thread_ = std::make_unique<worker>();
+    d->call([&] { d->start(std::move(target)); });
+    return d;
+}
+
+void device::start(egl_target target) {
+    const auto begin = std::chrono::steady_clock::now();
+    auto state = std::make_unique<gl_state>();
+    state->context = make_context(target);
+    source_ = target.source;
+    state->target = std::move(target);
+    version_ = gl_text(GL_VERSION);
+    renderer_ = gl_text(GL_RENDERER);
+    vendor_ = gl_text(GL_VENDOR);
+    glsl_ = gl_text(GL_SHADING_LANGUAGE_VERSION);
+    software_ = state->target.software || software_renderer(renderer_);
+    label_ = "opengl:" + std::to_string(index_) + " (" + renderer_ + ")";
+
+    GLint ssbo_align = 16, max_count[3] = {};
+    glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &ssbo_align);
+    glGetInteger64v(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &max_block_size_);
+    for (GLuint i = 0; i < 3; ++i) {
+        glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_COUNT, i, &max_count[i]);
+        glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_SIZE, i, &max_group_size_[i]);
+    }
+    glGetIntegerv(GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS, &max_invocations_);
+    glGetIntegerv(GL_MAX_COMPUTE_SHARED_MEMORY_SIZE, &max_shared_);
+    caps_.max_binding = static_cast<uint64_t>(std::max<GLint64>(max_block_size_, 0));
+    caps_.bind_align = std::max<uint64_t>(static_cast<uint64_t>(std::max(ssbo_align, 1)), 16);
+    for (int i = 0; i < 3; ++i) caps_.max_groups[i] = static_cast<uint32_t>(std::max(max_count[i], 0));
+    if (caps_.max_binding < 1024 || caps_.max_groups[0] == 0)
+        raise(TF_STATUS_UNAVAILABLE, "%s reports no usable compute limits (SSBO %lld bytes)", label(),
+              static_cast<long long>(max_block_size_));
+    // The kernels use 256 invocations per workgroup.
+    if (max_invocations_ < 256)
+        raise(TF_STATUS_UNAVAILABLE, "%s allows %d invocations per workgroup; the kernels need 256", label(), max_invocations_);
+
+    if (GLEW_EXT_memory_object && glGetUnsignedBytei_vEXT) {
+        GLubyte id[GL_UUID_SIZE_EXT] = {};
+        glGetUnsignedBytei_vEXT(GL_DEVICE_UUID_EXT, 0, id);
+        if (glGetError() == GL_NO_ERROR) {
+            char hex[2 * GL_UUID_SIZE_EXT + 1];
+            for (int i = 0; i < GL_UUID_SIZE_EXT; ++i) std::snprintf(hex + 2 * i, 3, "%02x", id[i]);
+            uuid_ = hex;
+        }
+    }
+    if (GLEW_NVX_gpu_memory_info) {
+        GLint kib = 0;
+        glGetIntegerv(GL_GPU_MEMORY_INFO_TOTAL_AVAILABLE_MEMORY_NVX, &kib);
+        memory_total_ = static_cast<uint64_t>(kib) * 1024;
+    } else if (software_) {
+        // A software renderer's memory is the host's.
+        const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && page > 0) memory_total_ = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+    }
+
+    const uint64_t align = std::max(range_align, caps_.bind_align);
+    state->pool = std::make_unique<memory_pool>(block_bytes, align, label_.c_str());
+    state->ring = std::make_unique<stream_ring>(ring_bytes, align);
+    state->status = mapped_buffer(4, &state->status_data);
+    std::memset(state->status_data, 0, 4);
+    glGetError();
+    gl_ = std::move(state);
+    counters_.context_ms = ms_since(begin);
+    log_message(TF_LOG_DEBUG, "%s: %s via %s, context in %.1f ms", label(), version_.c_str(), source_.c_str(),
+                counters_.context_ms);
+}
+
+device::~device() {
+    if (!thread_) return;
+    try {
+        call([&] {
+            if (!gl_) return;
+            glFinish();
+            for (tf_buffer *buffer : live_) {
+                gl_->pool->release(buffer->memory);
+                delete buffer;
+            }
+            live_.clear();
+            gl_.reset();
+        });
+    } catch (...) {
+        // Shutdown goes on: the context dies with the thread's process state.
+    }
+}
+
+// ---- Information (immutable after start) ---------------------------------------------------------------
+
+void device::info(tf_device_info &out) const {
+    out.kind = software_ ? TF_DEVICE_KIND_GPU_SOFTWARE : TF_DEVICE_KIND_OTHER;
+    out.memory_total = memory_total_;
+    out.memory_free = 0;  // GL has no portable query
+    out.host_addressable = 0;
+    std::snprintf(out.name, sizeof out.name, "%s", renderer_.c_str());
+    std::snprintf(out.uuid, sizeof out.uuid, "%s", uuid_.c_str());
+}
+
+void device::list_features(tf_feature_fn emit, void *user) const {
+    char key[64], value[160];
+    auto put = [&](const char *name, const char *text) {
+        std::snprintf(key, sizeof key, "device%d.%s", index_, name);
+        emit(user, key, text);
+    };
+    put("gl_version", version_.c_str());
+    put("gl_renderer", renderer_.c_str());
+    put("gl_vendor", vendor_.c_str());
+    put("glsl_version", glsl_.c_str());
+    put("egl", source_.c_str());
+    put("kind", software_ ? "software (runs on the CPU)" : "hardware");
+    std::snprintf(value, sizeof value, "%d x %d x %d (%d invocations)", max_group_size_[0], max_group_size_[1],
+                  max_group_size_[2], max_invocations_);
+    put("max_work_group_size", value);
+    std::snprintf(value, sizeof value, "%u x %u x %u", caps_.max_groups[0], caps_.max_groups[1], caps_.max_groups[2]);
+    put("max_work_group_count", value);
+    std::snprintf(value, sizeof value, "%lld", static_cast<long long>(max_block_size_));
+    put("max_ssbo_size", value);
+    std::snprintf(value, sizeof value, "%llu", static_cast<unsigned long long>(caps_.bind_align));
+    put("ssbo_offset_alignment", value);
+    std::snprintf(value, sizeof value, "%d", max_shared_);
+    put("max_shared_memory", value);
+    std::snprintf(value, sizeof value, "%.1f ms", counters_.context_ms);
+    put("startup_context", value);
+    std::snprintf(value, sizeof value, "%llu in %.1f ms", static_cast<unsigned long long>(counters_.programs),
+                  counters_.compile_ms);
+    put("programs_compiled", value);
+    std::snprintf(value, sizeof value, "%llu dispatches, %llu barriers", static_cast<unsigned long long>(counters_.dispatches),
+                  static_cast<unsigned long long>(counters_.barriers));
+    put("dispatches", value);
+}
+
+// ---- Buffers --------------------------------------------------------------------------------------------
+
+tf_buffer *device::allocate(uint64_t size) {
+    allocation range = gl_->pool->allocate(size);
+    auto buffer = std::make_unique<tf_buffer>(tf_buffer{this, range, size});
+    live_.insert(buffer.get());
+    return buffer.release();
+}
+
+void device::free(tf_buffer *buffer) noexcept {
+    live_.erase(buffer);
+    // GL runs commands in order: work issued before keeps its data, later work gets the range.
+    gl_->pool->release(buffer->memory);
+    delete buffer;
+}
+
+void device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) {
+    const stream_ring::span staging = gl_->ring->take(size);
+    std::memcpy(staging.data, src, size);
+    const GLuint target = buffer->memory.owner->buffer.get();
+    const uint64_t at = buffer->memory.offset + offset;
+    access(target, at, at + size, true);
+    glBindBuffer(GL_COPY_READ_BUFFER, staging.buffer);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, target);
+    glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(staging.offset),
+                        static_cast<GLintptr>(at), static_cast<GLsizeiptr>(size));
+}
+
+void device::read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size) {
+    const stream_ring::span staging = gl_->ring->take(size);
+    const GLuint source = buffer->memory.owner->buffer.get();
+    const uint64_t at = buffer->memory.offset + offset;
+    access(source, at, at + size, false);
+    glBindBuffer(GL_COPY_READ_BUFFER, source);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, staging.buffer);
+    glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(at),
+                        static_cast<GLintptr>(staging.offset), static_cast<GLsizeiptr>(size));
+    wait_all();
+    std::memcpy(dst, staging.data, size);
+    throw_reported();
+}
+
+void device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size) {
+    const GLuint from = src->memory.owner->buffer.get(), to = dst->memory.owner->buffer.get();
+    const uint64_t a = src->memory.offset + src_offset, b = dst->memory.offset + dst_offset;
+    access(from, a, a + size, false);
+    access(to, b, b + size, true);
+    if (from == to && a < b + size && b < a + size) {
+        // glCopyBufferSubData refuses overlapping ranges of one buffer: go through the ring.
+        const stream_ring::span mid = gl_->ring->take(size);
+        glBindBuffer(GL_COPY_READ_BUFFER, from);
+        glBindBuffer(GL_COPY_WRITE_BUFFER, mid.buffer);
+        glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(a),
+                            static_cast<GLintptr>(mid.offset), static_cast<GLsizeiptr>(size));
+        glBindBuffer(GL_COPY_READ_BUFFER, mid.buffer);
+        glBindBuffer(GL_COPY_WRITE_BUFFER, to);
+        glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(mid.offset),
+                            static_cast<GLintptr>(b), static_cast<GLsizeiptr>(size));
+        return;
+    }
+    glBindBuffer(GL_COPY_READ_BUFFER, from);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, to);
+    glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(a), static_cast<GLintptr>(b),
+                        static_cast<GLsizeiptr>(size));
+}
+
+void device::synchronize() {
+    wait_all();
+    // Staging buffers of their own (larger than a quarter of the ring) are done with now.
+    gl_->ring->collect();
+    throw_reported();
+}
+
+// ---- Kernels ----------------------------------------------------------------------------------------------
+
+tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char *role, uint32_t index) {
+    tf_buffer *buffer = t.buffer;
+    if (!buffer || buffer->owner != this)
+        raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is not a buffer of %s", op, role, index, label());
+    return tf_kernels::bind_view(caps_, t, buffer, buffer->memory.offset, buffer->size, op, role, index);
+}
+
+void device::dispatch(const pipeline_key &kernel, const void *params, size_t params_size, const tensor_binding *tensors,
+                      size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z, const char *reporting_op) {
+    if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
+    const GLuint program = program_for(kernel);
+    const stream_ring::span p = gl_->ring->take(params_size);
+    std::memcpy(p.data, params, params_size);
+    // Slot 0 is the output (written); the others are read.
+    for (size_t s = 0; s < count; ++s)
+        if (tensors[s].buffer)
+            access(tensors[s].buffer->memory.owner->buffer.get(), tensors[s].offset, tensors[s].offset + tensors[s].range,
+                   s == 0);
+    if (gl_->bound_program != program) {
+        glUseProgram(program);
+        gl_->bound_program = program;
+    }
+    glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 0, p.buffer, static_cast<GLintptr>(p.offset),
+                      static_cast<GLsizeiptr>(params_size));
+    glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 1, gl_->status.get(), 0, 4);
+    for (uint32_t s = 0; s < tensor_slots; ++s) {
+        if (s < count && tensors[s].buffer)
+            glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2 + s, tensors[s].buffer->memory.owner->buffer.get(),
+                              static_cast<GLintptr>(tensors[s].offset), static_cast<GLsizeiptr>(tensors[s].range));
+        else
+            glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2 + s, gl_->status.get(), 0, 4);  // unused slots still need one
+    }
+    glDispatchCompute(groups_x, groups_y, groups_z);
+    ++counters_.dispatches;
+    if (reporting_op && reporting_ops_.find(reporting_op) == std::string::npos) {
+        if (!reporting_ops_.empty()) reporting_ops_ += ", ";
+        reporting_ops_ += reporting_op;
+    }
+}
+
+void device::access(GLuint buffer, uint64_t begin, uint64_t end, bool write) {
+    for (const touched &t : touched_) {
+        if (t.buffer != buffer || t.end <= begin || end <= t.begin) continue;
+        if (t.written || write) {
+            barrier();
+            break;
+        }
+    }
+    touched_.push_back(touched{buffer, begin, end, write});
+    // A long run of independent work: one barrier is cheaper than scanning a long list.
+    if (touched_.size() > 256) barrier();
+}
+
+void device::barrier() {
+    // Shader storage writes become visible to later dispatches (SSBO reads) and copies.
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT);
+    touched_.clear();
+    ++counters_.barriers;
+}
+
+void device::wait_all() {
+    // Shader writes, the status word's included, reach the mapped buffers before the fence.
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT | GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
+    touched_.clear();
+    ++counters_.barriers;
+    sync_handle fence(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0));
+    if (!fence) raise(TF_STATUS_INTERNAL, "%s: glFenceSync failed (GL error 0x%04x)", label(), glGetError());
+    const GLenum result = glClientWaitSync(fence.get(), GL_SYNC_FLUSH_COMMANDS_BIT, GL_TIMEOUT_IGNORED);
+    if (result == GL_WAIT_FAILED)
+        raise(TF_STATUS_DEVICE_LOST, "%s: glClientWaitSync failed (GL error 0x%04x)", label(), glGetError());
+    auto *word = reinterpret_cast<uint32_t *>(gl_->status_data);
+    const uint32_t bits = __atomic_exchange_n(word, 0u, __ATOMIC_SEQ_CST);
+    if (bits) reported_ |= bits;
+    else reporting_ops_.clear();
+    if (const GLenum error = glGetError(); error != GL_NO_ERROR) {
+        raise(error == GL_OUT_OF_MEMORY ? TF_STATUS_OUT_OF_MEMORY : TF_STATUS_INTERNAL,
+              "%s: GL error 0x%04x in the work since the last wait", label(), error);
+    }
+}
+
+void device::throw_reported() {
+    if (!reported_) return;
+    const std::string ops = reporting_ops_.empty() ? "a kernel" : reporting_ops_;
+    reported_ = 0;
+    reporting_ops_.clear();
+    raise(TF_STATUS_INVALID_ARGUMENT,
+          "%s: an index or label outside its range was found on %s; the elements it picks are 0 (NaN for losses)",
+          ops.c_str(), label());
+}
+
+}  // namespace tf_gl

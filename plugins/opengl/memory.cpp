@@ -1,0 +1,156 @@
+// Block sub-allocation and the stream ring (see memory.hpp).
+#include "memory.hpp"
+
+#include <algorithm>
+
+namespace tf_gl {
+
+using tf_kernels::align_up;
+
+namespace {
+
+// Throws OUT_OF_MEMORY when the last GL call could not get memory.
+void check_memory(const char *what, uint64_t size, const char *label) {
+    const GLenum error = glGetError();
+    if (error == GL_NO_ERROR) return;
+    raise(error == GL_OUT_OF_MEMORY ? TF_STATUS_OUT_OF_MEMORY : TF_STATUS_INTERNAL,
+          "cannot allocate %llu bytes on %s: %s failed (GL error 0x%04x)", static_cast<unsigned long long>(size), label,
+          what, error);
+}
+
+}  // namespace
+
+buffer_handle mapped_buffer(uint64_t size, char **data) {
+    GLuint name = 0;
+    glGenBuffers(1, &name);
+    buffer_handle buffer(name);
+    constexpr GLbitfield flags = GL_MAP_READ_BIT | GL_MAP_WRITE_BIT | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
+    glBindBuffer(GL_COPY_WRITE_BUFFER, name);
+    glBufferStorage(GL_COPY_WRITE_BUFFER, static_cast<GLsizeiptr>(size), nullptr, flags);
+    check_memory("glBufferStorage (mapped)", size, "the host");
+    *data = static_cast<char *>(glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, static_cast<GLsizeiptr>(size), flags));
+    check_memory("glMapBufferRange", size, "the host");
+    if (!*data) raise(TF_STATUS_INTERNAL, "glMapBufferRange of %llu bytes returned NULL", static_cast<unsigned long long>(size));
+    return buffer;
+}
+
+// ---- memory_pool ------------------------------------------------------------------------------------
+
+memory_block &memory_pool::new_block(uint64_t size) {
+    GLuint name = 0;
+    glGenBuffers(1, &name);
+    buffer_handle buffer(name);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, name);
+    // No client access: the driver may place it in device memory. Copies go through the ring.
+    glBufferStorage(GL_COPY_WRITE_BUFFER, static_cast<GLsizeiptr>(size), nullptr, 0);
+    check_memory("glBufferStorage", size, label_);
+    auto block = std::make_unique<memory_block>();
+    block->buffer = std::move(buffer);
+    block->size = size;
+    block->free_ranges.emplace(0, size);
+    reserved_ += size;
+    ++blocks_created_;
+    blocks_.push_back(std::move(block));
+    return *blocks_.back();
+}
+
+bool memory_pool::take(memory_block &block, uint64_t size, allocation &out) {
+    for (auto it = block.free_ranges.begin(); it != block.free_ranges.end(); ++it) {
+        if (it->second < size) continue;
+        const uint64_t offset = it->first, left = it->second - size;
+        block.free_ranges.erase(it);
+        if (left > 0) block.free_ranges.emplace(offset + size, left);
+        block.used += size;
+        out = allocation{&block, offset, size};
+        return true;
+    }
+    return false;
+}
+
+allocation memory_pool::allocate(uint64_t size) {
+    const uint64_t need = align_up(std::max<uint64_t>(size, 1), alignment_);
+    allocation out;
+    if (need > block_size_) {
+        memory_block &block = new_block(need);
+        block.dedicated = true;
+        take(block, need, out);
+        return out;
+    }
+    for (auto &block : blocks_)
+        if (!block->dedicated && take(*block, need, out)) return out;
+    take(new_block(block_size_), need, out);
+    return out;
+}
+
+void memory_pool::release(allocation &range) noexcept {
+    memory_block *block = range.owner;
+    if (!block) return;
+    range.owner = nullptr;
+    block->used -= range.size;
+    // Insert and coalesce with the neighbours.
+    auto [it, inserted] = block->free_ranges.emplace(range.offset, range.size);
+    if (it != block->free_ranges.begin()) {
+        auto prev = std::prev(it);
+        if (prev->first + prev->second == it->first) {
+            prev->second += it->second;
+            block->free_ranges.erase(it);
+            it = prev;
+        }
+    }
+    auto next = std::next(it);
+    if (next != block->free_ranges.end() && it->first + it->second == next->first) {
+        it->second += next->second;
+        block->free_ranges.erase(next);
+    }
+    if (block->used != 0) return;
+    // Keep one empty shared block as a spare; dedicated blocks and further empty ones go.
+    const bool spare_exists = std::any_of(blocks_.begin(), blocks_.end(), [&](const auto &b) {
+        return b.get() != block && !b->dedicated && b->used == 0;
+    });
+    if (!block->dedicated && !spare_exists) return;
+    reserved_ -= block->size;
+    blocks_.erase(std::find_if(blocks_.begin(), blocks_.end(), [&](const auto &b) { return b.get() == block; }));
+}
+
+// ---- stream_ring --------------------------------------------------------------------------------------
+
+stream_ring::stream_ring(uint64_t size, uint64_t alignment)
+    : size_(size), quarter_(size / 4), alignment_(alignment) {
+    buffer_ = mapped_buffer(size, &data_);
+}
+
+stream_ring::span stream_ring::take(uint64_t size) {
+    collect();
+    if (size > quarter_) {
+        // Its fence is placed by the next take() or collect(): the commands using it come first.
+        oversized big;
+        big.buffer = mapped_buffer(size, &big.data);
+        oversized_.push_back(std::move(big));
+        return span{oversized_.back().buffer.get(), 0, oversized_.back().data};
+    }
+    uint64_t at = align_up(head_, alignment_);
+    const uint64_t q = head_ / quarter_;
+    if (at + size > (q + 1) * quarter_) {
+        // Leave quarter q (its commands are all issued) and enter the next one once the device is
+        // done with what it held a lap ago.
+        fences_[q] = sync_handle(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0));
+        const uint64_t next = (q + 1) % 4;
+        if (fences_[next]) {
+            glClientWaitSync(fences_[next].get(), GL_SYNC_FLUSH_COMMANDS_BIT, GL_TIMEOUT_IGNORED);
+            fences_[next].reset();
+        }
+        at = next * quarter_;
+    }
+    head_ = at + size;
+    return span{buffer_.get(), at, data_ + at};
+}
+
+void stream_ring::collect() noexcept {
+    for (oversized &big : oversized_)
+        if (!big.done) big.done = sync_handle(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0));
+    std::erase_if(oversized_, [](const oversized &big) {
+        return glClientWaitSync(big.done.get(), 0, 0) != GL_TIMEOUT_EXPIRED;
+    });
+}
+
+}  // namespace tf_gl

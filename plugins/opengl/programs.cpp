@@ -1,0 +1,96 @@
+// Programs: one per kernel and selector values, compiled on first use from the embedded GLSL
+// (shaders/ assembled with the OpenGL prelude) and kept for the device's life. OpenGL has no
+// specialization constants: each selector is a #define placed right after the #version line;
+// the selectors' names and types come from the kernel's own TF_SPEC lines.
+#include "device.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+namespace tf_gl {
+
+namespace {
+
+struct selector {
+    uint32_t id;
+    std::string type, name;
+};
+
+// The kernel's TF_SPEC(id, type, NAME, default) lines (at the start of a line).
+std::vector<selector> selectors_of(std::string_view text) {
+    std::vector<selector> out;
+    size_t at = 0;
+    while ((at = text.find("\nTF_SPEC(", at)) != std::string_view::npos) {
+        at += 9;
+        const size_t end = text.find(')', at);
+        if (end == std::string_view::npos) break;
+        std::string args(text.substr(at, end - at));
+        for (char &c : args)
+            if (c == ',') c = ' ';
+        unsigned id = 0;
+        char type[32] = {}, name[64] = {};
+        if (std::sscanf(args.c_str(), "%u %31s %63s", &id, type, name) == 3) out.push_back({id, type, name});
+    }
+    return out;
+}
+
+std::string info_log(GLuint object, bool program) {
+    GLint length = 0;
+    if (program) glGetProgramiv(object, GL_INFO_LOG_LENGTH, &length);
+    else glGetShaderiv(object, GL_INFO_LOG_LENGTH, &length);
+    std::string log(static_cast<size_t>(std::max(length, 1)), '\0');
+    if (program) glGetProgramInfoLog(object, length, nullptr, log.data());
+    else glGetShaderInfoLog(object, length, nullptr, log.data());
+    log.resize(std::strlen(log.c_str()));
+    if (log.size() > 600) log.resize(600);
+    return log;
+}
+
+}  // namespace
+
+GLuint device::program_for(const pipeline_key &key) {
+    auto found = gl_->programs.find(key);
+    if (found != gl_->programs.end()) return found->second.get();
+    const auto begin = std::chrono::steady_clock::now();
+    const tf_shaders::shader_code &code = tf_shaders::shader_code_of(key.kernel);
+    const std::string_view text(code.data, code.size);
+    // The defines go after the first line (#version 430), before the prelude's defaults.
+    const size_t first_line = text.find('\n') + 1;
+    std::string source(text.substr(0, first_line));
+    for (const selector &s : selectors_of(text)) {
+        if (s.id >= key.count) continue;  // the default from assemble.py applies
+        const uint32_t v = key.spec[s.id];
+        char line[128];
+        if (s.type == "bool") std::snprintf(line, sizeof line, "#define %s %s\n", s.name.c_str(), v ? "true" : "false");
+        else if (s.type == "int") std::snprintf(line, sizeof line, "#define %s %d\n", s.name.c_str(), static_cast<int32_t>(v));
+        else std::snprintf(line, sizeof line, "#define %s %uu\n", s.name.c_str(), v);
+        source += line;
+    }
+    source.append(text.substr(first_line));
+
+    shader_handle shader(glCreateShader(GL_COMPUTE_SHADER));
+    const char *sources[] = {source.c_str()};
+    glShaderSource(shader.get(), 1, sources, nullptr);
+    glCompileShader(shader.get());
+    GLint ok = 0;
+    glGetShaderiv(shader.get(), GL_COMPILE_STATUS, &ok);
+    if (!ok)
+        raise(TF_STATUS_INTERNAL, "%s: compiling kernel %s failed: %s", label(), code.name,
+              info_log(shader.get(), false).c_str());
+    program_handle program(glCreateProgram());
+    glAttachShader(program.get(), shader.get());
+    glLinkProgram(program.get());
+    glGetProgramiv(program.get(), GL_LINK_STATUS, &ok);
+    if (!ok)
+        raise(TF_STATUS_INTERNAL, "%s: linking kernel %s failed: %s", label(), code.name,
+              info_log(program.get(), true).c_str());
+    const GLuint name = program.get();
+    gl_->programs.emplace(key, std::move(program));
+    ++counters_.programs;
+    counters_.compile_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+    return name;
+}
+
+}  // namespace tf_gl

@@ -1,0 +1,90 @@
+// What is the opengl plugin's own: what tinyfin-info shows about the GL device, calls from two
+// threads at once (the plugin hands every call to the device's GL thread), and the EGL path in
+// use (opengl-surfaceless runs this binary with TINYFIN_OPENGL_EGL=surfaceless).
+#include "vulkan_test.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <thread>
+
+using namespace vt;
+namespace tf = tinyfin;
+
+namespace {
+
+std::map<std::string, std::string> features() {
+    std::map<std::string, std::string> out;
+    for (const tf::PluginReport &plugin : tf::report().plugins)
+        if (plugin.name == "opengl")
+            for (const auto &[key, value] : plugin.features) out[key] = value;
+    return out;
+}
+
+// A small network's worth of ops on one device: conv, pool, matmul, softmax.
+Tensor chain(const Device &device, uint64_t seed) {
+    Tensor x = tf::from_vector(values(2 * 3 * 9 * 9, seed), {2, 3, 9, 9}, device);
+    Tensor w = tf::from_vector(values(4 * 3 * 3 * 3, seed + 1), {4, 3, 3, 3}, device);
+    Tensor b = tf::from_vector(values(4, seed + 2), {4}, device);
+    tf::Conv2dOptions pad1;
+    pad1.pad_h = pad1.pad_w = 1;
+    Tensor h = tf::max_pool2d(tf::relu(tf::conv2d(x, w, b, pad1)));
+    h = h.reshape({2, -1});
+    Tensor fc = tf::from_vector(values(h.size(1) * 7, seed + 3), {h.size(1), 7}, device);
+    return tf::softmax(tf::matmul(h, fc), -1);
+}
+
+}  // namespace
+
+TEST_CASE("opengl: tinyfin-info shows the GL version, renderer, limits and kind") {
+    const auto f = features();
+    for (const char *key : {"device0.gl_version", "device0.gl_renderer", "device0.max_work_group_size",
+                            "device0.max_work_group_count", "device0.max_ssbo_size", "device0.kind", "device0.egl"}) {
+        INFO(key);
+        CHECK(f.count(key) == 1);
+    }
+    const std::string version = f.count("device0.gl_version") ? f.at("device0.gl_version") : "";
+    MESSAGE("GL_VERSION " << version << "; GL_RENDERER " << f.at("device0.gl_renderer") << "; via "
+                          << f.at("device0.egl") << "; programs " << f.at("device0.programs_compiled"));
+    CHECK(version.size() >= 3);
+    CHECK((version[0] > '4' || (version[0] == '4' && version[2] >= '3')));
+    if (f.at("device0.gl_renderer").find("llvmpipe") != std::string::npos)
+        CHECK(f.at("device0.kind").rfind("software", 0) == 0);
+    const char *egl = std::getenv("TINYFIN_OPENGL_EGL");
+    if (egl && std::string(egl) == "surfaceless") CHECK(f.at("device0.egl") == "surfaceless platform");
+    else CHECK(f.at("device0.egl").rfind("EGL device", 0) == 0);
+}
+
+TEST_CASE("opengl: calls from two threads at once give the cpu's results") {
+    constexpr int rounds = 12;
+    std::vector<std::vector<double>> want;
+    for (int t = 0; t < 2; ++t) want.push_back(host(chain(cpu_device, 100 + static_cast<uint64_t>(t))));
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t) {
+        threads.emplace_back([t, &want, &failures] {
+            try {
+                for (int r = 0; r < rounds; ++r) {
+                    const std::vector<double> got = host(chain(gpu_device, 100 + static_cast<uint64_t>(t)));
+                    for (std::size_t i = 0; i < got.size(); ++i)
+                        if (!close(got[i], want[static_cast<std::size_t>(t)][i], 1e-5, 1e-4)) {
+                            ++failures;
+                            return;
+                        }
+                }
+            } catch (...) {
+                ++failures;
+            }
+        });
+    }
+    for (std::thread &th : threads) th.join();
+    CHECK(failures.load() == 0);
+    CHECK(tf::stats().total_fallbacks == 0);
+}
+
+TEST_CASE("opengl: a tensor made on one thread and used on another") {
+    Tensor x = tf::from_vector(values(1000, 7), {1000}, gpu_device);
+    Tensor y;
+    std::thread([&] { y = tf::exp(x); }).join();
+    check(y, tf::exp(tf::from_vector(values(1000, 7), {1000}, cpu_device)), 1e-6, 1e-5, "exp across threads");
+}
