@@ -68,6 +68,7 @@ void device::start(egl_target target) {
     }
     glGetIntegerv(GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS, &max_invocations_);
     glGetIntegerv(GL_MAX_COMPUTE_SHARED_MEMORY_SIZE, &max_shared_);
+    glGetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &binary_formats_);
     caps_.max_binding = static_cast<uint64_t>(std::max<GLint64>(max_block_size_, 0));
     caps_.bind_align = std::max<uint64_t>(static_cast<uint64_t>(std::max(ssbo_align, 1)), 16);
     for (int i = 0; i < 3; ++i) caps_.max_groups[i] = static_cast<uint32_t>(std::max(max_count[i], 0));
@@ -166,6 +167,9 @@ void device::list_features(tf_feature_fn emit, void *user) const {
     std::snprintf(value, sizeof value, "%llu in %.1f ms", static_cast<unsigned long long>(counters_.programs),
                   counters_.compile_ms);
     put("programs_compiled", value);
+    // Where 0, glGetProgramBinary cannot cache programs (the driver's own shader cache may).
+    std::snprintf(value, sizeof value, "%d", binary_formats_);
+    put("program_binary_formats", value);
     std::snprintf(value, sizeof value, "%llu dispatches, %llu barriers", static_cast<unsigned long long>(counters_.dispatches),
                   static_cast<unsigned long long>(counters_.barriers));
     put("dispatches", value);

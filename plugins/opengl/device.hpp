@@ -122,7 +122,7 @@ private:
     std::string source_, version_, renderer_, vendor_, glsl_, uuid_;
     bool software_ = false;
     uint64_t memory_total_ = 0;
-    GLint max_group_size_[3] = {}, max_invocations_ = 0, max_shared_ = 0;
+    GLint max_group_size_[3] = {}, max_invocations_ = 0, max_shared_ = 0, binary_formats_ = 0;
     GLint64 max_block_size_ = 0;
     device_counters counters_;  // written on the GL thread, read by list_features
 
