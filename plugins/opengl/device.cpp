@@ -122,6 +122,8 @@ device::~device() {
             }
             live_.clear();
             gl_.reset();
+            // The thread's EGL state (bound API, last error) ends with it.
+            eglReleaseThread();
         });
     } catch (...) {
         // Shutdown goes on: the context dies with the thread's process state.
