@@ -29,6 +29,11 @@ std::vector<std::string> available_backends() {
     return names;
 }
 
+const tf_plugin *plugin_table(std::string_view backend) {
+    Backend *b = Registry::checked().usable(backend);
+    return b ? &b->table() : nullptr;
+}
+
 void synchronize() {
     for (const auto &backend : Registry::checked().backends()) {
         if (!backend->initialised()) continue;
@@ -161,6 +166,13 @@ Report report() {
     registry.selection(out.requested, out.selection_notes);
     out.selected = registry.selected_name();
     return out;
+}
+
+std::vector<std::string> plugin_candidates() { return candidate_files(); }
+
+void configure_plugin_loading(const std::vector<std::string> &only,
+                              const std::vector<PluginVerdict> &verdicts) {
+    configure_loading(only, verdicts);
 }
 
 } // namespace tinyfin

@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+struct tf_plugin; // plugin.h
+
 namespace tinyfin {
 
 // ---- Errors -----------------------------------------------------------------
@@ -334,6 +336,10 @@ Device default_device();
 std::vector<std::string> available_backends();
 // Waits for all queued work on every initialised backend.
 void synchronize();
+// The plugin.h table of a loaded backend after its init, or nullptr when it is not loaded or its
+// init failed. For tools that call plugins directly (tinyfin-conform): such calls bypass
+// dispatch, fallback and stats().
+const tf_plugin *plugin_table(std::string_view backend);
 
 // ---- Statistics ------------------------------------------------------------------
 
@@ -403,6 +409,22 @@ struct Report {
 Report report();
 // Names of all ops in ops.def order.
 std::vector<std::string> op_names();
+
+// ---- Plugin isolation (tinyfin-info --isolate) ----------------------------------
+
+// An outcome decided outside the loader, e.g. "crashed" by a child process that probed the file.
+struct PluginVerdict {
+    std::string path; // as plugin_candidates() lists it
+    std::string outcome;
+    std::string message;
+};
+// The files the loader would try, in search order, without opening any of them.
+std::vector<std::string> plugin_candidates();
+// Before any other tinyfin call: load only the files in `only` (the whole search path when
+// empty), and give each verdict's file its outcome without opening it. Throws BackendError once
+// plugins are loaded.
+void configure_plugin_loading(const std::vector<std::string> &only,
+                              const std::vector<PluginVerdict> &verdicts);
 
 // ---- Template definitions -------------------------------------------------------
 

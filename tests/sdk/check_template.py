@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""The plugin SDK end to end: install tinyfin into a staging directory (meson install
+--destdir), build examples/plugin-template against that install through pkg-config (never the
+source tree), then check that tinyfin-info lists the plugin, that its ops run on it and the rest
+falls back (a program built against the installed tinyfin.pc), and that
+`tinyfin-conform --plugin` passes on it.
+
+usage: check_template.py BUILD_DIR SOURCE_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+
+def run(cmd, env=None, cwd=None):
+    print('+', ' '.join(cmd), flush=True)
+    done = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(done.stdout, end='', flush=True)
+    if done.returncode != 0:
+        sys.exit(f'check_template: {cmd[0]} exited with status {done.returncode}')
+    return done.stdout
+
+
+def find(root, name):
+    for dirpath, _, files in os.walk(root):
+        if name in files:
+            return os.path.join(dirpath, name)
+    sys.exit(f'check_template: {name} is not in the installed tree {root}')
+
+
+def main():
+    build, source = map(os.path.abspath, sys.argv[1:3])
+    work = tempfile.mkdtemp(prefix='tinyfin-sdk-')
+    try:
+        dest = os.path.join(work, 'dest')
+        run(['meson', 'install', '-C', build, '--no-rebuild', '--quiet', '--destdir', dest])
+        pc = find(dest, 'tinyfin-plugin.pc')
+        find(dest, 'tinyfin.pc')
+        info = find(dest, 'tinyfin-info')
+        conform = find(dest, 'tinyfin-conform')
+        libdir = os.path.dirname(find(dest, 'libtinyfin.so'))
+        if not os.path.isfile(os.path.join(libdir, 'tinyfin', 'plugins', 'tinyfin-cpu.so')):
+            sys.exit('check_template: the cpu plugin is not installed beside libtinyfin.so')
+
+        env = dict(os.environ)
+        # The .pc files say prefix=/usr/local (or the configured prefix): the sysroot maps it
+        # into the staging directory, as it would for a cross build.
+        env['PKG_CONFIG_PATH'] = os.path.dirname(pc)
+        env['PKG_CONFIG_SYSROOT_DIR'] = dest
+        env['PKG_CONFIG_LIBDIR'] = os.path.dirname(pc)
+        template = os.path.join(work, 'plugin-template')
+        shutil.copytree(os.path.join(source, 'examples', 'plugin-template'), template)
+        plugin_build = os.path.join(work, 'plugin-build')
+        run(['meson', 'setup', plugin_build, template], env=env)
+        run(['ninja', '-C', plugin_build], env=env)
+        plugin = os.path.join(plugin_build, 'example.so')
+        flags = run(['pkg-config', '--cflags', 'tinyfin-plugin'], env=env).split()
+        if not any(f.startswith('-I' + dest) for f in flags):
+            sys.exit(f'check_template: tinyfin-plugin.pc does not point into the install: {flags}')
+
+        # The installed tools find the installed core and its plugins; the example comes from
+        # TINYFIN_PLUGIN_PATH.
+        env = dict(os.environ)
+        env['LD_LIBRARY_PATH'] = libdir
+        env['TINYFIN_PLUGIN_PATH'] = plugin
+        env['TINYFIN_BACKEND'] = 'auto'
+        env.pop('TINYFIN_FALLBACK', None)
+        report = json.loads(run([info, '--json'], env=env))
+        records = [p for p in report['plugins'] if p.get('name') == 'example']
+        if not records or records[0]['outcome'] != 'loaded':
+            sys.exit(f'check_template: tinyfin-info does not list the example plugin as loaded: {records}')
+        ops = set(records[0].get('supported_ops', []))
+        if ops != {'add', 'mul', 'relu'}:
+            sys.exit(f'check_template: tinyfin-info says the example supports {sorted(ops)}, want add, mul, relu')
+        if any(p.get('origin') == 'build-tree' for p in report.get('search_path', [])):
+            sys.exit('check_template: the installed core searched the build tree')
+
+        cxx = os.environ.get('CXX', 'c++')
+        pkg_env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pc), PKG_CONFIG_LIBDIR=os.path.dirname(pc),
+                       PKG_CONFIG_SYSROOT_DIR=dest)
+        cflags = run(['pkg-config', '--cflags', '--libs', 'tinyfin'], env=pkg_env).split()
+        program = os.path.join(work, 'use-example')
+        run([cxx, '-std=c++20', '-o', program, os.path.join(source, 'tests', 'sdk', 'use_example.cpp')] + cflags)
+        run([program], env=env)
+
+        run([conform, 'test', '--plugin', plugin], env=dict(env, TINYFIN_FALLBACK='error'))
+        print('check_template: ok')
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    main()

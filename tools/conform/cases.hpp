@@ -1,0 +1,116 @@
+// The cases tinyfin-conform runs: one op call each, with the inputs' values, layouts and params.
+// Cases are generated from ops.def: the op's KIND picks the shape family and the params column
+// picks the parameter sweep; only the OWN ops have generators of their own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tinyfin/plugin.h"
+
+namespace conform {
+
+using Shape = std::vector<int64_t>;
+
+// The op's shape/dtype rule, the KIND column of ops.def.
+enum class Kind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL, COMPARE, WHERE, ARG, OWN };
+
+struct OpRow {
+    tf_op op;
+    const char *name;
+    Kind kind;
+    int n_inputs;
+    int n_outputs;
+};
+
+// Every op of ops.def, in id order.
+const std::vector<OpRow> &op_rows();
+const char *kind_name(Kind kind);
+const char *dtype_name(int32_t dtype);
+std::size_t dtype_size(int32_t dtype);
+// All tf_dtype values, f32 first.
+const std::vector<int32_t> &all_dtypes();
+
+// Which values fill an input.
+enum class Domain {
+    uniform,   // [-2, 2)
+    positive,  // [0.1, 4): log, sqrt, rsqrt, pow's base
+    exponent,  // [-2, 2) for floats, [0, 4) for integers: pow's exponent
+    nonzero,   // |x| in [0.5, 3), random sign: divisors
+    ties,      // small integers: comparisons and arg ops see equal values
+    specials,  // NaN, +-inf, +-0 and ordinary values mixed
+    wide,      // [-60, 60): casts to integers
+    boolean,   // 0 or 1
+    index,     // integers in [0, limit)
+    labels,    // integers in [0, limit), some equal to ignore (cross-entropy)
+};
+
+// A tensor in memory: logical shape and element strides over a storage of storage_elems
+// elements, element [0,...,0] at element offset. Gaps in the storage hold poison values.
+struct TensorSpec {
+    int32_t dtype = TF_DTYPE_F32;
+    Shape shape;
+    Shape strides;
+    int64_t offset = 0;
+    int64_t storage_elems = 0;
+    Domain domain = Domain::uniform;
+    int64_t limit = 0;   // index / labels: values in [0, limit)
+    int64_t ignore = 0;  // labels: the ignore_index value sprinkled in
+    std::string layout = "contiguous";
+
+    int64_t numel() const;
+};
+
+// The params struct the op's params column names, whichever it is.
+union Params {
+    tf_params_none none;
+    tf_params_reduce reduce;
+    tf_params_fill fill;
+    tf_params_clamp clamp;
+    tf_params_var var;
+    tf_params_axis axis;
+    tf_params_conv2d conv2d;
+    tf_params_pool2d pool2d;
+    tf_params_norm norm;
+    tf_params_rope rope;
+    tf_params_attention attention;
+    tf_params_cross_entropy cross_entropy;
+    tf_params_one_hot one_hot;
+};
+
+struct Case {
+    tf_op op;
+    std::string op_name;
+    // Unique within the op: "f32 [3,5] x [1,5] bcast".
+    std::string name;
+    std::vector<TensorSpec> inputs, outputs;
+    Params params;
+    bool has_params = false;
+    uint64_t seed = 0;
+
+    // op_name + " " + name: what --case matches.
+    std::string id() const { return op_name + " " + name; }
+    int64_t elements() const;
+    int32_t dtype() const;  // the dtype the case is listed under (first float-like operand)
+};
+
+// Layout constructors: a spec of dtype and logical shape laid out as named.
+TensorSpec contiguous(const Shape &shape, int32_t dtype, Domain domain = Domain::uniform);
+// Last two axes stored swapped (rank >= 2).
+TensorSpec transposed(const Shape &shape, int32_t dtype, Domain domain = Domain::uniform);
+// Axes stored in reverse order (rank >= 2).
+TensorSpec permuted(const Shape &shape, int32_t dtype, Domain domain = Domain::uniform);
+// Every other element of a wider last axis, starting one element in (rank >= 1).
+TensorSpec sliced(const Shape &shape, int32_t dtype, Domain domain = Domain::uniform);
+// `from` (aligned right) broadcast to `shape` with stride 0 on the expanded axes.
+TensorSpec expanded(const Shape &from, const Shape &shape, int32_t dtype, Domain domain = Domain::uniform);
+// NCHW logical shape over NHWC storage (rank 4).
+TensorSpec channels_last(const Shape &shape, int32_t dtype, Domain domain = Domain::uniform);
+
+// Every case of every op, in ops.def order.
+std::vector<Case> all_cases();
+
+std::string shape_text(const Shape &shape);
+
+} // namespace conform
