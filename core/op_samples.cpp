@@ -111,8 +111,9 @@ OpSample make_sample(tf_op op) {
         with(sized<tf_params_axis>());
         return s;
     case OpKind::MATMUL:
-        s.inputs = {desc({2, 3}), desc({3, 4})};
-        s.outputs = {desc({2, 4})};
+        // Big enough for the backends that claim only the sizes where they win (blas).
+        s.inputs = {desc({64, 64}), desc({64, 64})};
+        s.outputs = {desc({64, 64})};
         return s;
     case OpKind::FILL:
         s.outputs = {desc({2, 3})};
@@ -123,19 +124,21 @@ OpSample make_sample(tf_op op) {
     }
     // Ops with their own rule (the OWN kind).
     switch (op) {
+    // The example's second convolution (batch 8, 32 -> 64 channels, 14x14, 3x3, no padding
+    // here): a size where GEMM-based backends claim it.
     case TF_OP_CONV2D:
-        s.inputs = {desc({1, 2, 5, 5}), desc({3, 2, 3, 3})};
-        s.outputs = {desc({1, 3, 3, 3})};
+        s.inputs = {desc({8, 32, 14, 14}), desc({64, 32, 3, 3})};
+        s.outputs = {desc({8, 64, 12, 12})};
         with(conv_params());
         break;
     case TF_OP_CONV2D_GRAD_INPUT:
-        s.inputs = {desc({1, 3, 3, 3}), desc({3, 2, 3, 3})};
-        s.outputs = {desc({1, 2, 5, 5})};
+        s.inputs = {desc({8, 64, 12, 12}), desc({64, 32, 3, 3})};
+        s.outputs = {desc({8, 32, 14, 14})};
         with(conv_params());
         break;
     case TF_OP_CONV2D_GRAD_WEIGHT:
-        s.inputs = {desc({1, 3, 3, 3}), desc({1, 2, 5, 5})};
-        s.outputs = {desc({3, 2, 3, 3})};
+        s.inputs = {desc({8, 64, 12, 12}), desc({8, 32, 14, 14})};
+        s.outputs = {desc({64, 32, 3, 3})};
         with(conv_params());
         break;
     case TF_OP_MAX_POOL2D:

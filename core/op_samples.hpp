@@ -1,5 +1,5 @@
-// One small, valid f32 descriptor per op: what tinyfin-info asks each plugin's
-// supports() to build the op matrix.
+// One valid f32 descriptor per op, small except matmul and conv (sizes where a GEMM backend
+// claims them): what tinyfin-info asks each plugin's supports() to build the op matrix.
 #pragma once
 
 #include <vector>

@@ -35,8 +35,9 @@ assert "OpenBLAS" in features["openblas.config"], features
 cores = len(os.sched_getaffinity(0))
 assert features["openblas.threads"] == str(cores), (features, cores)
 assert doc["selection"]["selected"] == "blas", doc["selection"]
-# Small sample descriptors lose to cpu: blas claims none of them, and cpu keeps every op.
-assert "add" not in blas["supported_ops"], blas["supported_ops"]
+# blas claims exactly the GEMM-shaped ops at the sample sizes (64^3 matmul, the example's conv2).
+assert blas["supported_ops"] == ["matmul", "conv2d", "conv2d_grad_input", "conv2d_grad_weight"], \
+    blas["supported_ops"]
 
 _, blas = info(TINYFIN_THREADS="1")
 assert blas["features"]["openblas.threads"] == "1", blas["features"]
