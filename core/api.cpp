@@ -168,4 +168,11 @@ Report report() {
     return out;
 }
 
+std::vector<std::string> plugin_candidates() { return candidate_files(); }
+
+void configure_plugin_loading(const std::vector<std::string> &only,
+                              const std::vector<PluginVerdict> &verdicts) {
+    configure_loading(only, verdicts);
+}
+
 } // namespace tinyfin

@@ -6,6 +6,11 @@
 
 namespace tinyfin::detail {
 
+void close_plugin(void *handle) {
+    std::string keep = env("TINYFIN_KEEP_PLUGINS_MAPPED");
+    if (keep.empty() || keep == "0") dlclose(handle);
+}
+
 tf_error make_error() {
     tf_error err;
     std::memset(&err, 0, sizeof err);
@@ -49,6 +54,14 @@ bool Backend::ensure_init() {
             if (table_->device_info(i, &info, &derr) != TF_STATUS_OK) {
                 init_error_ = "device_info(" + std::to_string(i) +
                               ") failed: " + error_text(derr, "no message");
+                table_->shutdown();
+                devices_.clear();
+                return;
+            }
+            if (info.kind < TF_DEVICE_KIND_CPU || info.kind > TF_DEVICE_KIND_OTHER) {
+                init_error_ = "device_info(" + std::to_string(i) + ") reported kind " +
+                              std::to_string(static_cast<int>(info.kind)) +
+                              ", which is no tf_device_kind";
                 table_->shutdown();
                 devices_.clear();
                 return;

@@ -13,9 +13,12 @@
 
 namespace tinyfin::detail {
 
+// dlclose unless TINYFIN_KEEP_PLUGINS_MAPPED=1 (sanitizer runs: LeakSanitizer can only name the
+// code of a leak, and match it against suppressions, while its library is still mapped).
+void close_plugin(void *handle);
 struct DlCloser {
     void operator()(void *handle) const {
-        if (handle) dlclose(handle);
+        if (handle) close_plugin(handle);
     }
 };
 using DlHandle = std::unique_ptr<void, DlCloser>;

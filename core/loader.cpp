@@ -5,11 +5,16 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
 
+#include "errors.hpp"
 #include "log.hpp"
 
 namespace tinyfin::detail {
@@ -105,6 +110,57 @@ std::vector<std::string> candidates_of(const SearchEntry &entry) {
     return files;
 }
 
+std::string octal_mode(mode_t mode) {
+    char text[8];
+    std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+    return text;
+}
+
+// Why a plugin file or a directory holding one may not be trusted; "" when it may. Whoever can
+// write either can make this process run their code, so both must belong to root or to us and be
+// writable by nobody else. A sticky directory (/tmp) is fine: others cannot replace our files there.
+std::string trust_problem(const std::string &path, const char *what) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return std::string("cannot stat ") + path + ": " + std::strerror(errno);
+    if (st.st_uid != 0 && st.st_uid != geteuid() && st.st_uid != getuid())
+        return std::string(what) + " " + path + " is owned by uid " + std::to_string(st.st_uid) +
+               ", not by root or the current user (uid " + std::to_string(geteuid()) + ")";
+    bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !sticky_dir) {
+        const char *who = (st.st_mode & S_IWOTH) ? "others" : "its group";
+        return std::string(what) + " " + path + " is writable by " + who + " (mode " +
+               octal_mode(st.st_mode) + "); run chmod go-w on it";
+    }
+    return {};
+}
+
+bool insecure_allowed() {
+    std::string value = env("TINYFIN_ALLOW_INSECURE_PLUGINS");
+    return !value.empty() && value != "0";
+}
+
+// The file, the directory holding its name (where a symlink lives) and the directory holding
+// the file it resolves to.
+std::string plugin_trust_problem(const std::string &path, const std::string &resolved) {
+    std::string why = trust_problem(resolved, "plugin file");
+    if (why.empty()) why = trust_problem(parent_dir(path), "directory");
+    if (why.empty() && parent_dir(resolved) != parent_dir(path))
+        why = trust_problem(parent_dir(resolved), "directory");
+    return why;
+}
+
+struct LoadingOptions {
+    std::mutex mutex;
+    std::vector<std::string> only;
+    std::vector<PluginVerdict> verdicts;
+    bool used = false;
+};
+
+LoadingOptions &loading_options() {
+    static LoadingOptions options;
+    return options;
+}
+
 bool valid_backend_name(const char *name) {
     if (!name || !*name || std::strlen(name) > 32) return false;
     for (const char *p = name; *p; ++p)
@@ -150,7 +206,16 @@ public:
     explicit Loader(const tf_host_api *host) : host_(host) {}
 
     LoadResult run() {
-        result_.search_path = build_search_path();
+        LoadingOptions &options = loading_options();
+        std::lock_guard lock(options.mutex);
+        options.used = true;
+        verdicts_ = options.verdicts;
+        if (options.only.empty()) {
+            result_.search_path = build_search_path();
+        } else {
+            for (const std::string &file : options.only)
+                result_.search_path.push_back({file, "isolated"});
+        }
         for (const SearchEntry &entry : result_.search_path)
             for (const std::string &file : candidates_of(entry)) load_one(file);
         return std::move(result_);
@@ -171,6 +236,21 @@ private:
     }
 
     void reject_or_load(PluginRecord &record) {
+        for (const PluginVerdict &verdict : verdicts_) {
+            if (verdict.path != record.path) continue;
+            record.outcome = verdict.outcome;
+            record.message = verdict.message;
+            return;
+        }
+        if (std::string why = plugin_trust_problem(record.path, record.resolved_path); !why.empty()) {
+            if (!insecure_allowed()) {
+                record.outcome = "insecure";
+                record.message = why + ", or set TINYFIN_ALLOW_INSECURE_PLUGINS=1 to load it anyway";
+                return;
+            }
+            log_from(TF_LOG_WARN, "loader",
+                     record.path + ": loading despite: " + why + " (TINYFIN_ALLOW_INSECURE_PLUGINS)");
+        }
         dlerror();
         DlHandle handle(dlopen(record.path.c_str(), RTLD_NOW | RTLD_LOCAL));
         if (!handle) {
@@ -237,10 +317,27 @@ private:
     }
 
     const tf_host_api *host_;
+    std::vector<PluginVerdict> verdicts_;
     LoadResult result_;
 };
 
 } // namespace
+
+void configure_loading(std::vector<std::string> only, std::vector<PluginVerdict> verdicts) {
+    LoadingOptions &options = loading_options();
+    std::lock_guard lock(options.mutex);
+    if (options.used)
+        raise<BackendError>("plugin loading can only be configured before the first tinyfin call");
+    options.only = std::move(only);
+    options.verdicts = std::move(verdicts);
+}
+
+std::vector<std::string> candidate_files() {
+    std::vector<std::string> files;
+    for (const SearchEntry &entry : build_search_path())
+        for (std::string &file : candidates_of(entry)) files.push_back(std::move(file));
+    return files;
+}
 
 LoadResult load_plugins(const tf_host_api *host) { return Loader(host).run(); }
 

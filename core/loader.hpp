@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "tinyfin/tinyfin.hpp"
 
 namespace tinyfin::detail {
 
@@ -35,6 +36,12 @@ struct LoadResult {
 
 // The most backends one process keeps loaded (sizes the stats arrays).
 inline constexpr int max_backends = 32;
+
+// Set before the registry is built: load only `only` (when non-empty), and skip the files that
+// have a verdict. Throws BackendError once plugins are loaded.
+void configure_loading(std::vector<std::string> only, std::vector<PluginVerdict> verdicts);
+// The files the loader would try, in order, without opening any.
+std::vector<std::string> candidate_files();
 
 // Walks the search path and loads every plugin it can. Never throws for a bad
 // plugin: each candidate gets a record instead.

@@ -1,13 +1,32 @@
 // tinyfin-info: what was searched, what loaded (and why anything did not),
 // which backend is selected, and which ops each backend supports.
 //
-//   tinyfin-info [--json]
+//   tinyfin-info [--json] [--isolate [--timeout SECONDS]]
+//
+// --isolate first loads, probes and initialises each candidate plugin alone in a child process
+// (this program again, with --isolate-child FILE), so a plugin that crashes or hangs there is
+// reported as "crashed" or "timed-out" and left unopened while the others are listed.
 //
 // The JSON schema is documented in docs/tinyfin-info.md. Exit status 0 when
 // the cpu plugin is usable, 1 otherwise.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "tinyfin/plugin.h"
 #include "tinyfin/tinyfin.hpp"
@@ -152,18 +171,152 @@ void print_human(const tinyfin::Report &r) {
     }
 }
 
+// ---- --isolate ---------------------------------------------------------------
+
+// The line a child prints once load, probe and init of its plugin returned.
+constexpr const char *child_done = "tinyfin-isolate: done\n";
+
+// --isolate-child FILE: load, probe and init FILE alone, then say so on stdout.
+int isolate_child(const char *file) {
+    tinyfin::configure_plugin_loading({file}, {});
+    tinyfin::report();
+    std::fputs(child_done, stdout);
+    std::fflush(stdout);
+    return 0;
+}
+
+std::string self_path() {
+    char buffer[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+    if (n <= 0) return {};
+    return std::string(buffer, static_cast<std::size_t>(n));
+}
+
+// Runs the child for one file; a verdict when it did not finish cleanly in time.
+std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
+                                                     const std::string &file, double timeout_s) {
+    using clock = std::chrono::steady_clock;
+    const char *where = "in an isolated child process while loading, probing or initialising";
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0)
+        return tinyfin::PluginVerdict{file, "crashed", std::string("cannot create a pipe: ") +
+                                                          std::strerror(errno)};
+    pid_t pid = fork();
+    if (pid == 0) {
+        // Own process group, so a timeout also kills anything the plugin started.
+        setpgid(0, 0);
+        dup2(out[1], STDOUT_FILENO);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, STDERR_FILENO);
+        execl(self.c_str(), self.c_str(), "--isolate-child", file.c_str(), (char *)nullptr);
+        _exit(127);
+    }
+    close(out[1]);
+    if (pid < 0) {
+        close(out[0]);
+        return tinyfin::PluginVerdict{file, "crashed",
+                                      std::string("cannot fork: ") + std::strerror(errno)};
+    }
+    setpgid(pid, pid); // also here: whichever runs first
+
+    auto deadline = clock::now() + std::chrono::duration<double>(timeout_s);
+    auto left_ms = [&] {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+        return static_cast<int>(std::max<long long>(0, left.count()));
+    };
+    std::string output;
+    bool timed_out = false;
+    for (;;) {
+        pollfd p{out[0], POLLIN, 0};
+        int ready = poll(&p, 1, left_ms());
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) {
+            timed_out = ready == 0;
+            break;
+        }
+        char buffer[512];
+        ssize_t n = read(out[0], buffer, sizeof buffer);
+        if (n <= 0) break; // end of file: the child exited or closed stdout
+        if (output.size() < 4096) output.append(buffer, static_cast<std::size_t>(n));
+    }
+    close(out[0]);
+    int status = 0;
+    while (!timed_out) {
+        pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done == pid) break;
+        if (left_ms() == 0) timed_out = true;
+        else std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (timed_out) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
+        return tinyfin::PluginVerdict{file, "timed-out",
+                                      std::string("did not finish within ") + seconds + " s " +
+                                          where + " (killed); not loaded"};
+    }
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        const char *name = strsignal(sig);
+        return tinyfin::PluginVerdict{file, "crashed",
+                                      "killed by signal " + std::to_string(sig) + " (" +
+                                          (name ? name : "unknown") + ") " + where +
+                                          "; not loaded"};
+    }
+    if (output.find(child_done) == std::string::npos) {
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        return tinyfin::PluginVerdict{file, "crashed",
+                                      "exited with status " + std::to_string(code) + " " + where +
+                                          "; not loaded"};
+    }
+    return std::nullopt;
+}
+
+// Screens every candidate in a child; the parent then loads only the ones that finished.
+void isolate_plugins(double timeout_s) {
+    std::string self = self_path();
+    if (self.empty()) throw std::runtime_error("--isolate: cannot find this program (/proc/self/exe)");
+    std::vector<tinyfin::PluginVerdict> verdicts;
+    for (const std::string &file : tinyfin::plugin_candidates())
+        if (auto verdict = probe_in_child(self, file, timeout_s)) verdicts.push_back(*verdict);
+    tinyfin::configure_plugin_loading({}, verdicts);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
     bool json = false;
+    bool isolate = false;
+    double timeout_s = 30;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--json") == 0) {
             json = true;
+        } else if (std::strcmp(argv[i], "--isolate") == 0) {
+            isolate = true;
+        } else if (std::strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
+            char *end = nullptr;
+            timeout_s = std::strtod(argv[++i], &end);
+            if (!end || *end || !(timeout_s > 0) || timeout_s > 86400) {
+                std::fprintf(stderr, "tinyfin-info: --timeout wants seconds in (0, 86400], got '%s'\n",
+                             argv[i]);
+                return 2;
+            }
+        } else if (std::strcmp(argv[i], "--isolate-child") == 0 && i + 1 < argc) {
+            try {
+                return isolate_child(argv[i + 1]);
+            } catch (const std::exception &e) {
+                std::fprintf(stderr, "tinyfin-info: %s\n", e.what());
+                return 1;
+            }
         } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-            std::printf("usage: tinyfin-info [--json]\n"
+            std::printf("usage: tinyfin-info [--json] [--isolate [--timeout SECONDS]]\n"
                         "Lists the plugin search path, every candidate plugin and what happened to\n"
                         "it, the devices and features of loaded backends, the backend that\n"
-                        "TINYFIN_BACKEND selects, and the op support matrix.\n");
+                        "TINYFIN_BACKEND selects, and the op support matrix.\n"
+                        "  --isolate  load, probe and init each plugin first in a child process;\n"
+                        "             one that crashes or hangs there is reported, not loaded\n"
+                        "  --timeout  seconds each child may take (default 30)\n");
             return 0;
         } else {
             std::fprintf(stderr, "tinyfin-info: unknown argument '%s' (try --help)\n", argv[i]);
@@ -171,6 +324,7 @@ int main(int argc, char **argv) {
         }
     }
     try {
+        if (isolate) isolate_plugins(timeout_s);
         tinyfin::Report r = tinyfin::report();
         if (json) print_json(r);
         else print_human(r);

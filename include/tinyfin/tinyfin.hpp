@@ -380,7 +380,8 @@ struct PluginReport {
     std::string name;          // backend name ("" when the plugin never said)
     std::string outcome;       // "loaded", "dlopen-failed", "no-entry-symbol", "entry-refused",
                                // "abi-mismatch", "invalid-table", "probe-refused",
-                               // "init-failed", "shadowed"
+                               // "init-failed", "shadowed", "insecure"; with
+                               // tinyfin-info --isolate also "crashed", "timed-out"
     std::string message;       // why, for every outcome but "loaded"
     std::string version;
     uint32_t abi_version = 0;  // the plugin's, packed (major << 16) | minor
@@ -409,6 +410,22 @@ struct Report {
 Report report();
 // Names of all ops in ops.def order.
 std::vector<std::string> op_names();
+
+// ---- Plugin isolation (tinyfin-info --isolate) ----------------------------------
+
+// An outcome decided outside the loader, e.g. "crashed" by a child process that probed the file.
+struct PluginVerdict {
+    std::string path; // as plugin_candidates() lists it
+    std::string outcome;
+    std::string message;
+};
+// The files the loader would try, in search order, without opening any of them.
+std::vector<std::string> plugin_candidates();
+// Before any other tinyfin call: load only the files in `only` (the whole search path when
+// empty), and give each verdict's file its outcome without opening it. Throws BackendError once
+// plugins are loaded.
+void configure_plugin_loading(const std::vector<std::string> &only,
+                              const std::vector<PluginVerdict> &verdicts);
 
 // ---- Template definitions -------------------------------------------------------
 

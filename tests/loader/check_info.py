@@ -5,6 +5,7 @@ test and checks the loader's report against what the test expects.
   check_info.py TINYFIN_INFO [--expect PATH OUTCOME [MESSAGE_PART ...]]...
                 [--selected NAME] [--requested TEXT] [--note-mentions TEXT]...
                 [--device PATH NAME KIND HOST_ADDRESSABLE] [--ops PATH OP[,OP...]]
+                [--info-arg ARG]...
 
 Exit status 0 when every check passed; every failure is printed.
 """
@@ -15,7 +16,8 @@ import subprocess
 import sys
 
 OUTCOMES = {"loaded", "dlopen-failed", "no-entry-symbol", "entry-refused", "abi-mismatch",
-            "invalid-table", "probe-refused", "init-failed", "shadowed"}
+            "invalid-table", "probe-refused", "init-failed", "shadowed", "insecure", "crashed",
+            "timed-out"}
 KINDS = {"cpu", "gpu", "integrated-gpu", "software-gpu", "other"}
 ORIGINS = {"TINYFIN_PLUGIN_PATH", "install", "build-tree"}
 
@@ -128,9 +130,11 @@ def main():
     parser.add_argument("--device", nargs=4, action="append", default=[],
                         metavar=("PATH", "NAME", "KIND", "HOST_ADDRESSABLE"))
     parser.add_argument("--ops", nargs=2, action="append", default=[], metavar=("PATH", "OPS"))
+    parser.add_argument("--info-arg", action="append", default=[],
+                        help="extra argument for tinyfin-info (both runs)")
     args = parser.parse_args()
 
-    result = run([args.info, "--json"])
+    result = run([args.info, "--json"] + args.info_arg)
     check(result.returncode == 0, f"tinyfin-info --json exited with {result.returncode}")
     try:
         doc = json.loads(result.stdout)
@@ -202,7 +206,7 @@ def main():
         check(part in notes, f"selection.notes lack {part!r}:\n{notes}")
 
     # The human report names every candidate and its outcome.
-    human = run([args.info])
+    human = run([args.info] + args.info_arg)
     check(human.returncode == 0, f"tinyfin-info exited with {human.returncode}")
     for plugin in doc.get("plugins", []):
         check(plugin.get("path", "") in human.stdout,
