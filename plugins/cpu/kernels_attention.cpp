@@ -55,14 +55,14 @@ tf_status run_attention(const tf_op_desc &op, tf_error *) {
                                at_v = leading_offsets(vd, r - 2), at_m = leading_offsets(md, r - 2),
                                at_o = leading_offsets(od, r - 2);
     std::vector<float> q(floats(tq, d)), k(floats(tk, d)), v(floats(tk, dv)), scores(floats(tq, tk)),
-        mask(floats(tq, tk)), out(floats(tq, dv)), scratch;
+        mask(floats(tq, tk)), out(floats(tq, dv));
     std::vector<char> blind(static_cast<size_t>(tq));  // rows that see no key
     for (size_t b = 0; b < at_o.size(); ++b) {
         load_matrix(qd, at_q[b], tq, d, q.data());
         load_matrix(kd, at_k[b], tk, d, k.data());
         load_matrix(vd, at_v[b], tk, dv, v.data());
         load_matrix(md, at_m[b], tq, tk, mask.data());
-        gemm_f32(tq, tk, d, {q.data(), d, 1}, {k.data(), 1, d}, scores.data(), tk, false, scratch);  // q k^T
+        gemm_f32(tq, tk, d, {q.data(), d, 1}, {k.data(), 1, d}, scores.data(), tk, false);  // q k^T
         for (int64_t i = 0; i < tq; ++i) {
             float *row = scores.data() + i * tk;
             const float *mrow = mask.data() + i * tk;
@@ -79,7 +79,7 @@ tf_status run_attention(const tf_op_desc &op, tf_error *) {
             }
             for (int64_t j = 0; j < tk; ++j) row[j] = static_cast<float>(row[j] / sum);
         }
-        gemm_f32(tq, dv, tk, {scores.data(), tk, 1}, {v.data(), dv, 1}, out.data(), dv, false, scratch);
+        gemm_f32(tq, dv, tk, {scores.data(), tk, 1}, {v.data(), dv, 1}, out.data(), dv, false);
         for (int64_t i = 0; i < tq; ++i)
             if (blind[static_cast<size_t>(i)]) std::fill(out.data() + i * dv, out.data() + (i + 1) * dv, NAN);
         store_matrix(od, at_o[b], tq, dv, out.data());

@@ -8,12 +8,17 @@
 // element that tap reads (0 in the padding).
 //
 // Every sum has a fixed order: the GEMM adds taps in (c, kh, kw) order, col2im adds into dx in
-// (c, kh, kw, oh, ow) order, and grad_weight adds images in order. A 1x1 kernel with stride 1 and
+// (c, kh, kw, oh, ow) order, and grad_weight adds images in order within fixed chunks of images
+// and the chunks in order. Images are spread over the thread pool (runtime.h); the thread count
+// never changes a result. A 1x1 kernel with stride 1 and
 // no padding skips the column matrix: the input already is one.
 #include "kernels_gemm.h"
 #include "kernels_nn.h"
+#include "runtime.h"
 
+#include <algorithm>
 #include <new>
+#include <vector>
 
 namespace tf_cpu {
 namespace {
@@ -112,19 +117,21 @@ tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
     const f32_input x(xd), w(wd);
     f32_output y(yd);
-    std::vector<float> col(column_floats(g)), scratch;
-    for (int64_t n = 0; n < g.n; ++n) {
+    const size_t col_floats = column_floats(g);
+    // One image per task (its own column buffer and output); one image: threads inside the GEMM.
+    parallel_for(g.n, [&](int64_t n) {
+        float *col = col_floats ? scratch_floats(k_slot_col, col_floats) : nullptr;
         for (int64_t gi = 0; gi < g.groups; ++gi) {
             const float *xg = x.data() + (n * g.c + gi * cg) * g.h * g.w;
             const float *b = xg;
             if (!g.pointwise()) {
-                im2col(g, xg, col.data());
-                b = col.data();
+                im2col(g, xg, col);
+                b = col;
             }
             gemm_f32(og, positions, kg, {w.data() + gi * og * kg, kg, 1}, {b, positions, 1},
-                     y.data() + (n * g.o + gi * og) * positions, positions, false, scratch);
+                     y.data() + (n * g.o + gi * og) * positions, positions, false);
         }
-    }
+    });
     y.finish();
     return TF_STATUS_OK;
 }
@@ -136,24 +143,30 @@ tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
     const f32_input dy(dyd), w(wd);
     f32_output dx(dxd);
-    if (!g.pointwise()) std::fill(dx.data(), dx.data() + numel(dxd), 0.0f);
-    std::vector<float> col(column_floats(g)), scratch;
-    for (int64_t n = 0; n < g.n; ++n) {
+    const size_t col_floats = column_floats(g);
+    parallel_for(g.n, [&](int64_t n) {
+        float *col = col_floats ? scratch_floats(k_slot_col, col_floats) : nullptr;
+        if (!g.pointwise()) std::fill(dx.data() + n * g.c * g.h * g.w, dx.data() + (n + 1) * g.c * g.h * g.w, 0.0f);
         for (int64_t gi = 0; gi < g.groups; ++gi) {
             const f32_matrix wt = {w.data() + gi * og * kg, 1, kg};  // w[g]^T: [Kg x Og]
             const f32_matrix dyg = {dy.data() + (n * g.o + gi * og) * positions, positions, 1};
             float *dxg = dx.data() + (n * g.c + gi * cg) * g.h * g.w;
             if (g.pointwise()) {
-                gemm_f32(kg, positions, og, wt, dyg, dxg, positions, false, scratch);
+                gemm_f32(kg, positions, og, wt, dyg, dxg, positions, false);
                 continue;
             }
-            gemm_f32(kg, positions, og, wt, dyg, col.data(), positions, false, scratch);
-            col2im(g, col.data(), dxg);
+            gemm_f32(kg, positions, og, wt, dyg, col, positions, false);
+            col2im(g, col, dxg);
         }
-    }
+    });
     dx.finish();
     return TF_STATUS_OK;
 }
+
+// Images are summed in fixed chunks of k_weight_chunk: each chunk accumulates its images in order
+// into its own partial gradient, then the partials are added in chunk order. The chunk size is a
+// constant, so the result does not depend on the thread count.
+constexpr int64_t k_weight_chunk = 8;
 
 tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &dyd = op.inputs[0], &xd = op.inputs[1], &dwd = op.outputs[0];
@@ -162,20 +175,32 @@ tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
     const f32_input dy(dyd), x(xd);
     f32_output dw(dwd);
-    std::fill(dw.data(), dw.data() + numel(dwd), 0.0f);
-    std::vector<float> col(column_floats(g)), scratch;
-    for (int64_t n = 0; n < g.n; ++n) {
-        for (int64_t gi = 0; gi < g.groups; ++gi) {
-            const float *xg = x.data() + (n * g.c + gi * cg) * g.h * g.w;
-            const float *b = xg;
-            if (!g.pointwise()) {
-                im2col(g, xg, col.data());
-                b = col.data();
+    const size_t col_floats = column_floats(g);
+    const int64_t dw_floats = numel(dwd);
+    const int64_t chunks = std::max<int64_t>(1, (g.n + k_weight_chunk - 1) / k_weight_chunk);  // 1: zeros for N = 0
+    std::vector<float> partial(chunks > 1 ? static_cast<size_t>((chunks - 1) * dw_floats) : 0);
+    parallel_for(chunks, [&](int64_t chunk) {
+        float *acc = chunk == 0 ? dw.data() : partial.data() + (chunk - 1) * dw_floats;
+        std::fill(acc, acc + dw_floats, 0.0f);
+        float *col = col_floats ? scratch_floats(k_slot_col, col_floats) : nullptr;
+        for (int64_t n = chunk * k_weight_chunk; n < std::min(g.n, (chunk + 1) * k_weight_chunk); ++n) {
+            for (int64_t gi = 0; gi < g.groups; ++gi) {
+                const float *xg = x.data() + (n * g.c + gi * cg) * g.h * g.w;
+                const float *b = xg;
+                if (!g.pointwise()) {
+                    im2col(g, xg, col);
+                    b = col;
+                }
+                // col^T: [P x Kg]
+                gemm_f32(og, kg, positions, {dy.data() + (n * g.o + gi * og) * positions, positions, 1},
+                         {b, 1, positions}, acc + gi * og * kg, kg, true);
             }
-            // col^T: [P x Kg]
-            gemm_f32(og, kg, positions, {dy.data() + (n * g.o + gi * og) * positions, positions, 1}, {b, 1, positions},
-                     dw.data() + gi * og * kg, kg, true, scratch);
         }
+    });
+    float *out = dw.data();
+    for (int64_t c = 1; c < chunks; ++c) {
+        const float *src = partial.data() + (c - 1) * dw_floats;
+        for (int64_t i = 0; i < dw_floats; ++i) out[i] += src[i];
     }
     dw.finish();
     return TF_STATUS_OK;

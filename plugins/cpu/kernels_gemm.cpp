@@ -2,23 +2,28 @@
 // KC x NC blocks (L3/L2), A in MC x KC blocks (L2), and a register tile of MR x NR elements of
 // C is computed from an MR-wide sliver of A and an NR-wide sliver of B (L1).
 //
-// The register tile is written once with GCC vector types and compiled per instruction set
-// (generic SSE2, AVX2, AVX-512F); the widest one the CPU and OS support is picked at the first
-// call. No path uses fused multiply-add and every tile starts from C's current value, so each
-// element of C sees the same rounded operations in the same order on every path.
+// Register tiles: AVX2 + FMA 6 x 16 and AVX-512F 12 x 32 with fused multiply-adds (intrinsics in
+// functions compiled for that target only, called only when cpuid says the CPU has it), and a
+// portable 4 x 8 tile of GCC vector types (SSE2 on x86-64) that rounds products and sums
+// separately. Every tile accumulates over p in order and starts from C's current value after the
+// first KC block, so an element's result does not depend on where it falls in the blocking.
+//
+// Threads: the packing of a B block is split by slivers, then the MC x NC block grid by A blocks
+// and ranges of B slivers; each task owns the C elements it writes, so the thread count never
+// changes a result.
 #include "kernels_gemm.h"
 
+#include "runtime.h"
+
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
 #endif
 
-// Compilers contract a * b + c into one fused multiply-add wherever the target has one (AVX-512F
-// does, and -march= builds may; GCC even across statements), which would make results depend on
-// the path taken.
+// The portable tile must not be contracted into FMAs (and this file's other code has no
+// floating-point arithmetic to contract).
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #elif defined(__GNUC__)
@@ -29,105 +34,108 @@ namespace tf_cpu {
 namespace {
 
 typedef float v4f __attribute__((vector_size(16)));
-typedef float v8f __attribute__((vector_size(32)));
-typedef float v16f __attribute__((vector_size(64)));
-
-// c[i * ldc + j] (+)= sum over p < kc of a[p * MR + i] * b[p * NR + j]: the packed slivers of
-// A and B (see pack_a, pack_b). load_c starts from C's values, else from zero.
-template <int MR, int NV, class V>
-[[gnu::always_inline]] inline void tile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                                        bool load_c) {
-    constexpr int L = sizeof(V) / sizeof(float);
-    constexpr int NR = NV * L;
-    V acc[MR][NV];
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 4
-        for (int j = 0; j < NV; ++j) {
-            if (load_c)
-                std::memcpy(&acc[i][j], c + i * ldc + j * L, sizeof(V));
-            else
-                acc[i][j] = V{};
-        }
-    }
-    for (int64_t p = 0; p < kc; ++p) {
-        V bv[NV];
-#pragma GCC unroll 4
-        for (int j = 0; j < NV; ++j) std::memcpy(&bv[j], b + p * NR + j * L, sizeof(V));
-#pragma GCC unroll 16
-        for (int i = 0; i < MR; ++i) {
-            const float s = a[p * MR + i];
-#pragma GCC unroll 4
-            for (int j = 0; j < NV; ++j) acc[i][j] += bv[j] * s;
-        }
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 4
-        for (int j = 0; j < NV; ++j) std::memcpy(c + i * ldc + j * L, &acc[i][j], sizeof(V));
-    }
-}
 
 using tile_fn = void (*)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool load_c);
 
+// c[i * ldc + j] (+)= sum over p < kc of a[p * MR + i] * b[p * NR + j]: the packed slivers of
+// A and B (see pack_a, pack_b). load_c starts from C's values, else from zero.
 void tile_generic(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool load_c) {
-    tile<4, 2, v4f>(kc, a, b, c, ldc, load_c);
+    constexpr int MR = 4, NV = 2, L = 4, NR = NV * L;
+    v4f acc[MR][NV];
+    for (int i = 0; i < MR; ++i)
+        for (int j = 0; j < NV; ++j) {
+            if (load_c)
+                std::memcpy(&acc[i][j], c + i * ldc + j * L, sizeof(v4f));
+            else
+                acc[i][j] = v4f{};
+        }
+    for (int64_t p = 0; p < kc; ++p) {
+        v4f bv[NV];
+        for (int j = 0; j < NV; ++j) std::memcpy(&bv[j], b + p * NR + j * L, sizeof(v4f));
+        for (int i = 0; i < MR; ++i) {
+            const float s = a[p * MR + i];
+            for (int j = 0; j < NV; ++j) acc[i][j] += bv[j] * s;
+        }
+    }
+    for (int i = 0; i < MR; ++i)
+        for (int j = 0; j < NV; ++j) std::memcpy(c + i * ldc + j * L, &acc[i][j], sizeof(v4f));
 }
 
 #if defined(__x86_64__)
-[[gnu::target("avx2")]] void tile_avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                                       bool load_c) {
-    tile<6, 2, v8f>(kc, a, b, c, ldc, load_c);
+[[gnu::target("avx2,fma")]] void tile_avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                                           bool load_c) {
+    constexpr int MR = 6;
+    __m256 acc[MR][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+        acc[i][0] = load_c ? _mm256_loadu_ps(c + i * ldc) : _mm256_setzero_ps();
+        acc[i][1] = load_c ? _mm256_loadu_ps(c + i * ldc + 8) : _mm256_setzero_ps();
+    }
+    for (int64_t p = 0; p < kc; ++p) {
+        const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; ++i) {
+            const __m256 s = _mm256_broadcast_ss(a + i);
+            acc[i][0] = _mm256_fmadd_ps(s, b0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(s, b1, acc[i][1]);
+        }
+        a += MR;
+        b += 16;
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+        _mm256_storeu_ps(c + i * ldc, acc[i][0]);
+        _mm256_storeu_ps(c + i * ldc + 8, acc[i][1]);
+    }
 }
 
 [[gnu::target("avx512f")]] void tile_avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                                             bool load_c) {
-    tile<8, 2, v16f>(kc, a, b, c, ldc, load_c);
+    constexpr int MR = 12;
+    __m512 acc[MR][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+        acc[i][0] = load_c ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
+        acc[i][1] = load_c ? _mm512_loadu_ps(c + i * ldc + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t p = 0; p < kc; ++p) {
+        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; ++i) {
+            const __m512 s = _mm512_set1_ps(a[i]);
+            acc[i][0] = _mm512_fmadd_ps(s, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(s, b1, acc[i][1]);
+        }
+        a += MR;
+        b += 32;
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+        _mm512_storeu_ps(c + i * ldc, acc[i][0]);
+        _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
+    }
 }
 #endif
 
 // One register tile and the block sizes that go with it.
 struct gemm_kernel {
     tile_fn fn;
-    int64_t mr, nr;  // register tile
+    int64_t mr, nr;      // register tile
     int64_t mc, kc, nc;  // packed blocks of A (mc x kc) and B (kc x nc)
 };
 
-constexpr int64_t k_max_tile = 8 * 32;  // largest mr * nr below
+constexpr int64_t k_max_tile = 12 * 32;  // largest mr * nr below
 constexpr gemm_kernel k_generic = {tile_generic, 4, 8, 128, 256, 4096};
 #if defined(__x86_64__)
 constexpr gemm_kernel k_avx2 = {tile_avx2, 6, 16, 120, 256, 4096};
-constexpr gemm_kernel k_avx512 = {tile_avx512, 8, 32, 96, 256, 4096};
+constexpr gemm_kernel k_avx512 = {tile_avx512, 12, 32, 120, 256, 4096};
 static_assert(k_avx2.mr * k_avx2.nr <= k_max_tile && k_avx512.mr * k_avx512.nr <= k_max_tile);
 #endif
 static_assert(k_generic.mr * k_generic.nr <= k_max_tile);
 
-// 0 generic, 1 AVX2, 2 AVX-512F: what the CPU has and the OS saves the registers of. cpuid by
-// hand: __builtin_cpu_supports would link libgcc's static constructor (see plugin.cpp).
-int detect_level() {
-#if defined(__x86_64__)
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX)) return 0;
-    unsigned lo = 0, hi = 0;
-    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 6) != 6 || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & bit_AVX2)) return 0;
-    // AVX-512 state: opmask, upper halves of zmm0-15, zmm16-31 (XCR0 bits 5-7).
-    if ((b & bit_AVX512F) && (lo & 0xe0) == 0xe0) return 2;
-    return 1;
-#else
-    return 0;
-#endif
-}
-
 const gemm_kernel &pick_kernel() {
-    // Constant-initialised, so no static constructor; racing first calls store the same value.
-    static std::atomic<int> level{-1};
-    int l = level.load(std::memory_order_relaxed);
-    if (l < 0) {
-        l = detect_level();
-        level.store(l, std::memory_order_relaxed);
-    }
 #if defined(__x86_64__)
+    const int l = isa_level();
     if (l == 2) return k_avx512;
     if (l == 1) return k_avx2;
 #endif
@@ -139,19 +147,33 @@ const gemm_kernel &pick_kernel() {
 void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t cs, int64_t mr, float *dst) {
     for (int64_t r0 = 0; r0 < mc; r0 += mr, dst += mr * kc) {
         const int64_t rows = std::min(mr, mc - r0);
-        for (int64_t i = 0; i < rows; ++i) {
-            const float *src = a + (r0 + i) * rs;
-            for (int64_t p = 0; p < kc; ++p) dst[p * mr + i] = src[p * cs];
+        if (cs == 1 && rs != 1) {
+            for (int64_t i = 0; i < rows; ++i) {
+                const float *src = a + (r0 + i) * rs;
+                for (int64_t p = 0; p < kc; ++p) dst[p * mr + i] = src[p];
+            }
+        } else if (rs == 1) {  // A^T views: a column of A is contiguous
+            for (int64_t p = 0; p < kc; ++p) {
+                const float *src = a + p * cs + r0;
+                for (int64_t i = 0; i < rows; ++i) dst[p * mr + i] = src[i];
+            }
+        } else {
+            for (int64_t i = 0; i < rows; ++i) {
+                const float *src = a + (r0 + i) * rs;
+                for (int64_t p = 0; p < kc; ++p) dst[p * mr + i] = src[p * cs];
+            }
         }
-        for (int64_t i = rows; i < mr; ++i)
-            for (int64_t p = 0; p < kc; ++p) dst[p * mr + i] = 0.0f;
+        if (rows < mr)
+            for (int64_t p = 0; p < kc; ++p)
+                for (int64_t i = rows; i < mr; ++i) dst[p * mr + i] = 0.0f;
     }
 }
 
-// B's rows [0, kc) x columns [0, nc) as slivers of nr columns: sliver s holds b(p, s*nr + j) at
-// [p * nr + j]; columns past nc are zero.
-void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t cs, int64_t nr, float *dst) {
-    for (int64_t c0 = 0; c0 < nc; c0 += nr, dst += nr * kc) {
+// B's rows [0, kc) x columns [c0, c1) (c0 a multiple of nr) as slivers of nr columns: sliver s
+// holds b(p, s*nr + j) at [p * nr + j]; columns past nc are zero.
+void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t cs, int64_t nr, float *dst, int64_t c0,
+            int64_t c1) {
+    for (dst += c0 * kc; c0 < c1; c0 += nr, dst += nr * kc) {
         const int64_t cols = std::min(nr, nc - c0);
         if (cs == 1) {
             for (int64_t p = 0; p < kc; ++p) {
@@ -160,21 +182,55 @@ void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t cs, int6
             }
             continue;
         }
-        for (int64_t j = 0; j < cols; ++j) {
-            const float *src = b + (c0 + j) * cs;
-            for (int64_t p = 0; p < kc; ++p) dst[p * nr + j] = src[p * rs];
+        if (rs == 1) {  // B^T views: a column of B is contiguous
+            for (int64_t j = 0; j < cols; ++j) {
+                const float *src = b + (c0 + j) * cs;
+                for (int64_t p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
+            }
+        } else {
+            for (int64_t j = 0; j < cols; ++j) {
+                const float *src = b + (c0 + j) * cs;
+                for (int64_t p = 0; p < kc; ++p) dst[p * nr + j] = src[p * rs];
+            }
         }
-        for (int64_t j = cols; j < nr; ++j)
-            for (int64_t p = 0; p < kc; ++p) dst[p * nr + j] = 0.0f;
+        if (cols < nr)
+            for (int64_t p = 0; p < kc; ++p) std::fill(dst + p * nr + cols, dst + (p + 1) * nr, 0.0f);
     }
 }
 
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+int64_t ceil_div(int64_t v, int64_t by) { return (v + by - 1) / by; }
+
+// The C tiles of rows [ic, ic + mc) and B slivers [s0, s1) of the current packed B block.
+void compute_block(const gemm_kernel &g, int64_t kc, const float *a_pack, const float *b_pack, int64_t mc,
+                   int64_t nc, int64_t s0, int64_t s1, float *c, int64_t ldc, bool load_c) {
+    alignas(64) float edge[k_max_tile];
+    for (int64_t s = s0; s < s1; ++s) {
+        const int64_t jr = s * g.nr;
+        const int64_t cols = std::min(g.nr, nc - jr);
+        const float *bs = b_pack + jr * kc;
+        for (int64_t ir = 0; ir < mc; ir += g.mr) {
+            const int64_t rows = std::min(g.mr, mc - ir);
+            const float *as = a_pack + ir * kc;
+            float *ct = c + ir * ldc + jr;
+            if (rows == g.mr && cols == g.nr) {
+                g.fn(kc, as, bs, ct, ldc, load_c);
+                continue;
+            }
+            // A partial tile goes through a full-size buffer: the same operations per element.
+            if (load_c)
+                for (int64_t i = 0; i < rows; ++i)
+                    std::memcpy(edge + i * g.nr, ct + i * ldc, static_cast<size_t>(cols) * sizeof(float));
+            g.fn(kc, as, bs, edge, g.nr, load_c);
+            for (int64_t i = 0; i < rows; ++i)
+                std::memcpy(ct + i * ldc, edge + i * g.nr, static_cast<size_t>(cols) * sizeof(float));
+        }
+    }
+}
 
 }  // namespace
 
-void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float *c, int64_t ldc, bool accumulate,
-              std::vector<float> &scratch) {
+void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float *c, int64_t ldc, bool accumulate) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         if (!accumulate)
@@ -183,46 +239,40 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
     }
     const gemm_kernel &g = pick_kernel();
     const int64_t kc_max = std::min(k, g.kc);
-    const int64_t b_floats = kc_max * round_up(std::min(n, g.nc), g.nr);
-    const int64_t a_floats = kc_max * round_up(std::min(m, g.mc), g.mr);
-    constexpr int64_t align = 16;  // floats: 64 bytes
-    const auto need = static_cast<size_t>(b_floats + a_floats + 2 * align);
-    if (scratch.size() < need) scratch.resize(need);
-    float *base = scratch.data();
-    float *b_pack = base + (align - static_cast<int64_t>(reinterpret_cast<uintptr_t>(base) / sizeof(float) % align)) % align;
-    float *a_pack = b_pack + round_up(b_floats, align);
+    const int64_t nc_max = std::min(n, g.nc);
+    float *b_pack = scratch_floats(k_slot_pack_b, static_cast<size_t>(kc_max * round_up(nc_max, g.nr)));
 
-    alignas(64) float edge[k_max_tile] = {};
+    // Threads only for big enough products (the answer is the same either way).
+    const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    const int threads = macs >= static_cast<double>(k_gemm_parallel_macs) ? thread_count() : 1;
+
     for (int64_t jc = 0; jc < n; jc += g.nc) {
         const int64_t nc = std::min(g.nc, n - jc);
+        const int64_t slivers = ceil_div(nc, g.nr);
+        const int64_t mblocks = ceil_div(m, g.mc);
+        // Column ranges per A block: enough tasks for every thread, at least 4 slivers each.
+        int64_t nchunks = 1;
+        if (threads > 1) nchunks = std::clamp<int64_t>(ceil_div(4 * threads, mblocks), 1, std::max<int64_t>(1, slivers / 4));
+        const int64_t per_chunk = ceil_div(slivers, nchunks);
+        nchunks = ceil_div(slivers, per_chunk);
         for (int64_t pc = 0; pc < k; pc += g.kc) {
             const int64_t kc = std::min(g.kc, k - pc);
             const bool load_c = accumulate || pc > 0;
-            pack_b(kc, nc, b.data + pc * b.row_stride + jc * b.col_stride, b.row_stride, b.col_stride, g.nr, b_pack);
-            for (int64_t ic = 0; ic < m; ic += g.mc) {
+            const float *bsrc = b.data + pc * b.row_stride + jc * b.col_stride;
+            const int64_t pack_tasks = threads > 1 ? std::min<int64_t>(slivers, 2 * threads) : 1;
+            const int64_t per_pack = ceil_div(slivers, pack_tasks);
+            parallel_for(ceil_div(slivers, per_pack), [&](int64_t t) {
+                pack_b(kc, nc, bsrc, b.row_stride, b.col_stride, g.nr, b_pack, t * per_pack * g.nr,
+                       std::min(slivers, (t + 1) * per_pack) * g.nr);
+            });
+            parallel_for(mblocks * nchunks, [&](int64_t t) {
+                const int64_t ic = (t / nchunks) * g.mc, chunk = t % nchunks;
                 const int64_t mc = std::min(g.mc, m - ic);
+                float *a_pack = scratch_floats(k_slot_pack_a, static_cast<size_t>(kc * round_up(mc, g.mr)));
                 pack_a(mc, kc, a.data + ic * a.row_stride + pc * a.col_stride, a.row_stride, a.col_stride, g.mr, a_pack);
-                for (int64_t jr = 0; jr < nc; jr += g.nr) {
-                    const int64_t cols = std::min(g.nr, nc - jr);
-                    const float *bs = b_pack + jr * kc;
-                    for (int64_t ir = 0; ir < mc; ir += g.mr) {
-                        const int64_t rows = std::min(g.mr, mc - ir);
-                        const float *as = a_pack + ir * kc;
-                        float *ct = c + (ic + ir) * ldc + jc + jr;
-                        if (rows == g.mr && cols == g.nr) {
-                            g.fn(kc, as, bs, ct, ldc, load_c);
-                            continue;
-                        }
-                        // A partial tile goes through a full-size buffer.
-                        if (load_c)
-                            for (int64_t i = 0; i < rows; ++i)
-                                std::memcpy(edge + i * g.nr, ct + i * ldc, static_cast<size_t>(cols) * sizeof(float));
-                        g.fn(kc, as, bs, edge, g.nr, load_c);
-                        for (int64_t i = 0; i < rows; ++i)
-                            std::memcpy(ct + i * ldc, edge + i * g.nr, static_cast<size_t>(cols) * sizeof(float));
-                    }
-                }
-            }
+                compute_block(g, kc, a_pack, b_pack, mc, nc, chunk * per_chunk, std::min(slivers, (chunk + 1) * per_chunk),
+                              c + ic * ldc + jc, ldc, load_c);
+            });
         }
     }
 }

@@ -1,10 +1,12 @@
-// The cpu plugin: reference kernels on host memory, one device, always loadable. Every other
-// backend falls back to it, so correctness comes before speed here.
+// The cpu plugin: kernels on host memory, one device, always loadable. Every other backend falls
+// back to it, so correctness comes before speed here; the f32 GEMM (matmul, conv2d, attention)
+// is packed and vectorised, and work is split over a thread pool (runtime.h).
 //
 // In order: context, shared helpers, descriptor validation, backend, device, buffers, ops,
 // features, the plugin table and the entry point.
 #include "kernels.h"
 #include "kernels_nn.h"
+#include "runtime.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -31,22 +33,27 @@ namespace {
 // (no static constructor runs at dlopen).
 const tf_host_api *g_host = nullptr;
 
-struct free_deleter {
-    void operator()(void *p) const noexcept { std::free(p); }
-};
-
 }  // namespace
 
-// The ABI's opaque buffer: one 64-byte-aligned host allocation, owned here.
+// The ABI's opaque buffer: one 64-byte-aligned block of the host caching allocator (runtime.h).
 struct tf_buffer {
-    std::unique_ptr<void, free_deleter> data;
+    void *data;
+    uint64_t capacity;  // bytes of the block, handed back to the cache with it
     // Bytes the core asked for; read, write and copy stay inside them.
     uint64_t size;
+    ~tf_buffer() { tf_cpu::host_free(data, capacity); }
 };
 
 // ---- Shared helpers (declared in kernels.h) --------------------------------------------------
 
 namespace tf_cpu {
+
+const char *env(const char *name) {
+    const tf_host_api *host = g_host;
+    if (host && host->struct_size >= offsetof(tf_host_api, get_env) + sizeof host->get_env && host->get_env)
+        return host->get_env(name);
+    return secure_getenv(name);
+}
 
 tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) noexcept {
     // Older or smaller tf_error structs get as much of the message as fits them.
@@ -395,12 +402,13 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
 tf_status cpu_probe(tf_error *) { return TF_STATUS_OK; }
 
 tf_status cpu_init(tf_error *) {
-    log_line(TF_LOG_DEBUG, "reference kernels, 1 device, 1 thread");
+    log_line(TF_LOG_DEBUG, "1 device, %s kernels, %d threads", isa_name(isa_level()), thread_count());
     return TF_STATUS_OK;
 }
 
-// Nothing to free: buffers belong to the core until it frees them.
-void cpu_shutdown(void) {}
+// Stops the thread pool and frees the scratch arenas and the cached free blocks; buffers still
+// held by the core stay valid.
+void cpu_shutdown(void) { runtime_shutdown(); }
 
 // ---- Device ----------------------------------------------------------------------------------
 
@@ -454,12 +462,18 @@ tf_status cpu_buffer_alloc(int32_t device, uint64_t size, tf_buffer **out, tf_er
         *out = nullptr;
         if (size == 0) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_alloc: size is 0");
         // 64 bytes: a cache line and an AVX-512 vector; aligned_alloc wants a multiple of it.
-        constexpr uint64_t align = 64;
-        void *data = size <= SIZE_MAX - (align - 1) ? std::aligned_alloc(align, (size + align - 1) / align * align) : nullptr;
+        uint64_t capacity = 0;
+        void *data = size <= (UINT64_MAX >> 2) ? host_alloc(size, &capacity) : nullptr;
         if (!data)
             return fail(err, TF_STATUS_OUT_OF_MEMORY, "buffer_alloc: cannot allocate %llu bytes of host memory",
                         static_cast<unsigned long long>(size));
-        auto buffer = std::make_unique<tf_buffer>(tf_buffer{std::unique_ptr<void, free_deleter>(data), size});
+        std::unique_ptr<tf_buffer> buffer;
+        try {
+            buffer.reset(new tf_buffer{data, capacity, size});
+        } catch (...) {
+            host_free(data, capacity);
+            throw;
+        }
         *out = buffer.release();
         return TF_STATUS_OK;
     });
@@ -467,7 +481,7 @@ tf_status cpu_buffer_alloc(int32_t device, uint64_t size, tf_buffer **out, tf_er
 
 void cpu_buffer_free(tf_buffer *buffer) { delete buffer; }
 
-void *cpu_buffer_host_ptr(tf_buffer *buffer) { return buffer ? buffer->data.get() : nullptr; }
+void *cpu_buffer_host_ptr(tf_buffer *buffer) { return buffer ? buffer->data : nullptr; }
 
 // offset + size within the buffer, written so that it cannot overflow.
 tf_status check_range(const char *what, const tf_buffer *buffer, uint64_t offset, uint64_t size, tf_error *err) {
@@ -479,7 +493,7 @@ tf_status check_range(const char *what, const tf_buffer *buffer, uint64_t offset
     return TF_STATUS_OK;
 }
 
-char *bytes_of(tf_buffer *buffer, uint64_t offset) { return static_cast<char *>(buffer->data.get()) + offset; }
+char *bytes_of(tf_buffer *buffer, uint64_t offset) { return static_cast<char *>(buffer->data) + offset; }
 
 tf_status cpu_buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
     if (tf_status s = check_range("buffer_write", buffer, offset, size, err); s != TF_STATUS_OK) return s;
@@ -620,8 +634,10 @@ const char *simd_level() {
 void cpu_list_features(tf_feature_fn emit, void *user) {
     if (!emit) return;
     emit(user, "simd", simd_level());
-    emit(user, "threads", "1");
-    emit(user, "kernels", "reference");
+    char threads[16];
+    std::snprintf(threads, sizeof threads, "%d", thread_count());
+    emit(user, "threads", threads);
+    emit(user, "kernels", isa_name(isa_level()));
 }
 
 // ---- Plugin table ----------------------------------------------------------------------------

@@ -1,0 +1,427 @@
+// Thread pool, scratch arenas, host caching allocator and instruction-set choice of the cpu
+// plugin (runtime.h). Every global here is constant-initialised (pointers, atomics, std::mutex):
+// loading the plugin runs no constructor, and cpu_shutdown frees what the first use created.
+#include "runtime.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include <sched.h>
+#include <sys/mman.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace tf_cpu {
+namespace {
+
+// Positive integer from the environment, 0 when unset or not one in [1, max].
+int64_t env_count(const char *name, int64_t max) {
+    const char *text = env(name);
+    if (!text || !*text) return 0;
+    errno = 0;
+    char *end = nullptr;
+    const long long v = std::strtoll(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 1 || v > max) return 0;
+    return v;
+}
+
+// ---- Instruction set -------------------------------------------------------------------------
+
+// cpuid by hand: __builtin_cpu_supports would link libgcc's static constructor.
+int detect_level() {
+#if defined(__x86_64__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX) || !(c & bit_FMA)) return 0;
+    unsigned lo = 0, hi = 0;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 6) != 6 || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & bit_AVX2)) return 0;
+    // AVX-512 state: opmask, upper halves of zmm0-15, zmm16-31 (XCR0 bits 5-7).
+    if ((b & bit_AVX512F) && (lo & 0xe0) == 0xe0) return 2;
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+std::atomic<int> g_isa{-1};
+
+// ---- Thread pool -----------------------------------------------------------------------------
+
+thread_local bool t_in_task = false;
+
+int usable_cores() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    const unsigned n = std::thread::hardware_concurrency();
+    return n > 0 ? static_cast<int>(n) : 1;
+}
+
+int threads_from_env() {
+    if (const int64_t n = env_count("TINYFIN_THREADS", 1024)) return static_cast<int>(n);
+    return usable_cores();
+}
+
+class pool {
+public:
+    explicit pool(int threads) : threads_(threads) {
+        workers_.reserve(static_cast<size_t>(threads - 1));
+        for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+    }
+    ~pool() {
+        {
+            std::lock_guard<std::mutex> l(m_);
+            stop_ = true;
+        }
+        wake_.notify_all();
+        for (auto &t : workers_) t.join();
+    }
+    int threads() const { return threads_; }
+
+    // Runs the job with the workers; false when another thread holds the pool (run inline then).
+    bool run(int64_t tasks, task_fn fn, void *ctx) {
+        std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
+        if (!busy.owns_lock()) return false;
+        fn_ = fn;
+        ctx_ = ctx;
+        tasks_ = tasks;
+        next_.store(0, std::memory_order_relaxed);
+        error_ = nullptr;
+        {
+            std::lock_guard<std::mutex> l(m_);
+            active_ = static_cast<int>(workers_.size());
+            generation_.fetch_add(1, std::memory_order_release);
+        }
+        wake_.notify_all();
+        t_in_task = true;
+        drain();
+        t_in_task = false;
+        {
+            std::unique_lock<std::mutex> l(m_);
+            done_.wait(l, [this] { return active_ == 0; });
+        }
+        if (error_) std::rethrow_exception(error_);
+        return true;
+    }
+
+private:
+    void drain() {
+        for (;;) {
+            const int64_t t = next_.fetch_add(1, std::memory_order_relaxed);
+            if (t >= tasks_) return;
+            try {
+                fn_(ctx_, t);
+            } catch (...) {
+                std::lock_guard<std::mutex> l(m_);
+                if (!error_) error_ = std::current_exception();
+            }
+        }
+    }
+
+    void work() {
+        t_in_task = true;
+        uint64_t seen = 0;  // the generation at construction: a job posted before this thread ran still counts
+        for (;;) {
+            // Spin briefly: ops come back to back in a training step, and a futex wake-up costs
+            // several microseconds. Then sleep, so an idle pool uses no CPU.
+            for (int spin = 0; spin < 2000 && generation_.load(std::memory_order_acquire) == seen; ++spin) {
+#if defined(__x86_64__) || defined(__i386__)
+                __builtin_ia32_pause();
+#endif
+            }
+            {
+                std::unique_lock<std::mutex> l(m_);
+                wake_.wait(l, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
+                if (stop_) return;
+                seen = generation_.load(std::memory_order_relaxed);
+            }
+            drain();
+            std::lock_guard<std::mutex> l(m_);
+            if (--active_ == 0) done_.notify_one();
+        }
+    }
+
+    const int threads_;
+    std::vector<std::thread> workers_;
+    std::mutex busy_;  // one parallel_for at a time; other callers run inline
+    std::mutex m_;
+    std::condition_variable wake_, done_;
+    std::atomic<uint64_t> generation_{0};
+    bool stop_ = false;
+    int active_ = 0;
+    task_fn fn_ = nullptr;
+    void *ctx_ = nullptr;
+    int64_t tasks_ = 0;
+    std::atomic<int64_t> next_{0};
+    std::exception_ptr error_;
+};
+
+std::mutex g_pool_mutex;
+std::atomic<pool *> g_pool{nullptr};
+std::atomic<int> g_threads{0};  // 0: not read yet
+
+pool *get_pool() {
+    pool *p = g_pool.load(std::memory_order_acquire);
+    if (p) return p;
+    std::lock_guard<std::mutex> l(g_pool_mutex);
+    p = g_pool.load(std::memory_order_relaxed);
+    if (!p) {
+        p = new pool(thread_count());
+        g_pool.store(p, std::memory_order_release);
+    }
+    return p;
+}
+
+// ---- Scratch arenas --------------------------------------------------------------------------
+
+struct arena {
+    float *data[k_slot_count] = {};
+    size_t floats[k_slot_count] = {};
+    size_t total = 0;  // floats held in all slots
+    arena *next = nullptr;
+};
+
+std::mutex g_arena_mutex;
+arena *g_arenas = nullptr;          // every thread's arena, freed by runtime_shutdown
+std::atomic<uint64_t> g_epoch{1};   // bumped by runtime_shutdown: stale thread pointers
+thread_local arena *t_arena = nullptr;
+thread_local uint64_t t_arena_epoch = 0;
+std::atomic<size_t> g_scratch_limit{0};  // floats; 0: not read yet
+
+size_t scratch_limit() {
+    size_t v = g_scratch_limit.load(std::memory_order_relaxed);
+    if (v == 0) {
+        const int64_t bytes = env_count("TINYFIN_SCRATCH_BYTES", INT64_MAX / 2);
+        v = std::max<size_t>(1, static_cast<size_t>(bytes > 0 ? bytes : int64_t{64} << 20) / sizeof(float));
+        g_scratch_limit.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
+arena &my_arena() {
+    const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+    if (t_arena && t_arena_epoch == epoch) return *t_arena;
+    auto *a = new arena;
+    std::lock_guard<std::mutex> l(g_arena_mutex);
+    a->next = g_arenas;
+    g_arenas = a;
+    t_arena = a;
+    t_arena_epoch = epoch;
+    return *a;
+}
+
+// ---- Host caching allocator ------------------------------------------------------------------
+
+constexpr uint64_t k_huge = uint64_t{2} << 20;
+constexpr int k_classes = 4 * 64;
+
+// Size classes: 64 bytes, then four per power of two (2^e, 1.25, 1.5, 1.75 x 2^e).
+int size_class(uint64_t size, uint64_t *rounded) {
+    if (size <= 64) {
+        *rounded = 64;
+        return 0;
+    }
+    const int e = 63 - __builtin_clzll(size - 1);  // 2^e < size <= 2^(e+1)
+    const uint64_t base = uint64_t{1} << e;
+    const uint64_t quarter = base >> 2;
+    const uint64_t q = (size - base + quarter - 1) / quarter;  // 1..4
+    *rounded = base + q * quarter;
+    return (e - 6) * 4 + static_cast<int>(q);
+}
+
+struct host_cache {
+    std::mutex m;
+    std::vector<void *> free[k_classes];
+    uint64_t cached = 0;
+    uint64_t limit = 0;
+};
+
+std::atomic<host_cache *> g_cache{nullptr};
+std::mutex g_cache_mutex;
+
+host_cache &cache() {
+    host_cache *c = g_cache.load(std::memory_order_acquire);
+    if (c) return *c;
+    std::lock_guard<std::mutex> l(g_cache_mutex);
+    c = g_cache.load(std::memory_order_relaxed);
+    if (!c) {
+        c = new host_cache;
+        const int64_t bytes = env_count("TINYFIN_HOST_CACHE_BYTES", INT64_MAX / 2);
+        c->limit = bytes > 0 ? static_cast<uint64_t>(bytes) : uint64_t{512} << 20;
+        if (const char *t = env("TINYFIN_HOST_CACHE_BYTES"); t && std::strcmp(t, "0") == 0) c->limit = 0;
+        g_cache.store(c, std::memory_order_release);
+    }
+    return *c;
+}
+
+void *raw_alloc(uint64_t bytes) {
+    const uint64_t align = bytes >= k_huge ? k_huge : 64;
+    // aligned_alloc wants a multiple of the alignment (C11; ASan enforces it, glibc does not).
+    bytes = (bytes + align - 1) / align * align;
+    void *p = std::aligned_alloc(align, bytes);
+#if defined(MADV_HUGEPAGE)
+    if (p && bytes >= k_huge) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+}  // namespace
+
+// ---- Public functions ------------------------------------------------------------------------
+
+int isa_level() {
+    int l = g_isa.load(std::memory_order_relaxed);
+    if (l >= 0) return l;
+    l = detect_level();
+    if (const char *want = env("TINYFIN_CPU_ISA"); want && *want) {
+        int cap = l;
+        if (std::strcmp(want, "generic") == 0 || std::strcmp(want, "sse2") == 0) cap = 0;
+        else if (std::strcmp(want, "avx2") == 0) cap = 1;
+        else if (std::strcmp(want, "avx512") == 0) cap = 2;
+        l = std::min(l, cap);
+    }
+    g_isa.store(l, std::memory_order_relaxed);
+    return l;
+}
+
+const char *isa_name(int level) {
+    switch (level) {
+        case 2: return "avx512";
+        case 1: return "avx2";
+        default: return "generic";
+    }
+}
+
+int thread_count() {
+    int n = g_threads.load(std::memory_order_relaxed);
+    if (n == 0) {
+        n = threads_from_env();
+        g_threads.store(n, std::memory_order_relaxed);
+    }
+    return n;
+}
+
+int64_t split_count(int64_t work, int64_t grain) {
+    const int threads = thread_count();
+    if (threads <= 1 || work < 2 * grain) return 1;
+    return std::min<int64_t>(work / grain, int64_t{4} * threads);
+}
+
+void parallel_for(int64_t tasks, task_fn fn, void *ctx) {
+    if (tasks <= 0) return;
+    if (tasks > 1 && !t_in_task && thread_count() > 1 && get_pool()->run(tasks, fn, ctx)) return;
+    for (int64_t t = 0; t < tasks; ++t) fn(ctx, t);
+}
+
+void runtime_shutdown() {
+    {
+        std::lock_guard<std::mutex> l(g_pool_mutex);
+        delete g_pool.exchange(nullptr);
+    }
+    g_threads.store(0);
+    g_isa.store(-1);
+    g_scratch_limit.store(0);
+    {
+        std::lock_guard<std::mutex> l(g_arena_mutex);
+        g_epoch.fetch_add(1);
+        for (arena *a = g_arenas; a;) {
+            arena *next = a->next;
+            for (float *p : a->data) std::free(p);
+            delete a;
+            a = next;
+        }
+        g_arenas = nullptr;
+    }
+    host_cache_trim();
+    std::lock_guard<std::mutex> l(g_cache_mutex);
+    delete g_cache.exchange(nullptr);
+}
+
+float *scratch_floats(scratch_slot slot, size_t floats) {
+    arena &a = my_arena();
+    const size_t limit = scratch_limit();
+    size_t &have = a.floats[slot];
+    // Keep the slot when it is big enough, unless it is far bigger than asked and the arena went
+    // over its limit (a one-off large request).
+    if (have >= floats && !(a.total > limit && have > 2 * floats + 1024)) return a.data[slot];
+    std::free(a.data[slot]);
+    a.total -= have;
+    a.data[slot] = nullptr;
+    have = 0;
+    // Round up so slowly growing requests do not reallocate every time.
+    size_t want = floats < 1024 ? 1024 : floats + floats / 8;
+    want = (want + 15) / 16 * 16;
+    void *p = std::aligned_alloc(64, want * sizeof(float));
+    if (!p) throw std::bad_alloc();
+    a.data[slot] = static_cast<float *>(p);
+    have = want;
+    a.total += want;
+    return a.data[slot];
+}
+
+void *host_alloc(uint64_t size, uint64_t *capacity) {
+    uint64_t rounded = 0;
+    const int cls = size_class(size, &rounded);
+    if (cls < k_classes) {
+        host_cache &c = cache();
+        std::lock_guard<std::mutex> l(c.m);
+        if (!c.free[cls].empty()) {
+            void *p = c.free[cls].back();
+            c.free[cls].pop_back();
+            c.cached -= rounded;
+            *capacity = rounded;
+            return p;
+        }
+    } else {
+        rounded = (size + 63) / 64 * 64;
+    }
+    *capacity = rounded;
+    return raw_alloc(rounded);
+}
+
+void host_free(void *p, uint64_t capacity) {
+    if (!p) return;
+    uint64_t rounded = 0;
+    const int cls = size_class(capacity, &rounded);
+    if (cls < k_classes && rounded == capacity) {
+        host_cache &c = cache();
+        std::lock_guard<std::mutex> l(c.m);
+        if (c.cached + capacity <= c.limit) {
+            try {
+                c.free[cls].push_back(p);
+                c.cached += capacity;
+                return;
+            } catch (const std::bad_alloc &) {
+            }
+        }
+    }
+    std::free(p);
+}
+
+void host_cache_trim() {
+    host_cache *c = g_cache.load(std::memory_order_acquire);
+    if (!c) return;
+    std::lock_guard<std::mutex> l(c->m);
+    for (auto &list : c->free) {
+        for (void *p : list) std::free(p);
+        list.clear();
+        list.shrink_to_fit();
+    }
+    c->cached = 0;
+}
+
+}  // namespace tf_cpu

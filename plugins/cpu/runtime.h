@@ -1,0 +1,74 @@
+// The cpu plugin's run-time services: one thread pool (TINYFIN_THREADS), per-thread scratch
+// arenas for packing and im2col buffers (TINYFIN_SCRATCH_BYTES) and the instruction set the
+// kernels may use (TINYFIN_CPU_ISA). Private to the plugin.
+//
+// Nothing here has a static constructor or destructor: the pool is created on the first call
+// that wants threads and destroyed by cpu_shutdown (after which a later call creates a new one,
+// reading the variables again, which is how tests change the thread count).
+#ifndef TINYFIN_CPU_RUNTIME_H
+#define TINYFIN_CPU_RUNTIME_H
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tf_cpu {
+
+// ---- Environment ---------------------------------------------------------------------------
+
+// The core's get_env when the host table has one, else secure_getenv.
+const char *env(const char *name);
+
+// ---- Instruction set -------------------------------------------------------------------------
+
+// What the f32 kernels use: 0 portable (SSE2 on x86-64, plain C++ elsewhere), 1 AVX2 + FMA,
+// 2 AVX-512F. The best the CPU and the OS support, capped by TINYFIN_CPU_ISA=generic|avx2|avx512.
+// Detected with cpuid on first use, never at load time.
+int isa_level();
+const char *isa_name(int level);
+
+// ---- Thread pool -----------------------------------------------------------------------------
+
+// Threads the pool runs work on, the calling thread included: TINYFIN_THREADS, else the cores in
+// this process's affinity mask.
+int thread_count();
+
+// Calls fn(ctx, task) once for every task in [0, tasks), spread over the pool's threads, and
+// returns when all are done. Which thread runs which task is not fixed, so every task must
+// write its own outputs: results then do not depend on the thread count. Called from inside a
+// task (nested), or with one thread, or with tasks < 2, it runs every task on the calling thread
+// in order. The first exception a task throws is rethrown here after all tasks finished.
+using task_fn = void (*)(void *ctx, int64_t task);
+void parallel_for(int64_t tasks, task_fn fn, void *ctx);
+
+template <class F>
+void parallel_for(int64_t tasks, F &&f) {
+    parallel_for(tasks, [](void *ctx, int64_t t) { (*static_cast<F *>(ctx))(t); }, &f);
+}
+
+// The number of tasks worth splitting `work` units into when one task should hold at least
+// `grain` units: 1 below 2 * grain, else at most 4 tasks per thread. Only a scheduling hint: the
+// kernels' results never depend on it.
+int64_t split_count(int64_t work, int64_t grain);
+
+// Stops and joins the pool's threads and frees every arena; the next call starts over.
+void runtime_shutdown();
+
+// ---- Scratch arena ---------------------------------------------------------------------------
+
+// Per-thread scratch memory, 64-byte aligned, in numbered slots so a kernel can hold several
+// buffers at once. A thread keeps its slots between ops up to TINYFIN_SCRATCH_BYTES in all
+// (default 64 MiB per thread); a bigger request is served and given back when the next request
+// for that slot comes. Throws std::bad_alloc when memory cannot be had.
+enum scratch_slot : int { k_slot_pack_a, k_slot_pack_b, k_slot_col, k_slot_temp, k_slot_temp2, k_slot_count };
+float *scratch_floats(scratch_slot slot, size_t floats);
+
+// Host caching allocator for the plugin's buffers: freed blocks are kept by size class (up to
+// TINYFIN_HOST_CACHE_BYTES, default 512 MiB) and handed out again, so a steady training step
+// maps and unmaps no memory. Blocks from 2 MiB on are advised to use huge pages.
+void *host_alloc(uint64_t size, uint64_t *capacity);
+void host_free(void *p, uint64_t capacity);
+void host_cache_trim();
+
+}  // namespace tf_cpu
+
+#endif  // TINYFIN_CPU_RUNTIME_H

@@ -1,0 +1,406 @@
+// The cpu plugin's packed GEMM through the plugin ABI (matmul and conv2d), with no core:
+//   - against references in double over odd sizes (1, 7, 13, 63, 65, 257), transposed and
+//     strided views, batch broadcast, on the portable path (TINYFIN_CPU_ISA=generic) and on the
+//     best path this CPU has;
+//   - thread-count invariance: matmul, conv2d and its gradients, sum and softmax give the same
+//     bits with TINYFIN_THREADS = 1, 2 and 3.
+// The plugin reads TINYFIN_CPU_ISA and TINYFIN_THREADS on first use after init; shutdown makes
+// it read them again, which is how each case switches.
+#include <doctest/doctest.h>
+
+#include <tinyfin/plugin.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#ifndef TF_CPU_PLUGIN_PATH
+#error "build with -DTF_CPU_PLUGIN_PATH=\"/path/to/tinyfin-cpu.so\""
+#endif
+
+namespace {
+
+void host_log(int32_t, const char *, const char *) {}
+const char *host_get_env(const char *name) { return std::getenv(name); }
+const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_get_env};
+
+struct dl_closer {
+    void operator()(void *handle) const { dlclose(handle); }
+};
+
+const tf_plugin &P() {
+    static const std::unique_ptr<void, dl_closer> handle(dlopen(TF_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));
+    static const tf_plugin *table = [] {
+        const char *why = dlerror();
+        INFO("dlopen(" TF_CPU_PLUGIN_PATH "): ", why ? why : "");
+        REQUIRE(handle != nullptr);
+        auto entry = reinterpret_cast<tf_plugin_entry_fn>(dlsym(handle.get(), TF_PLUGIN_ENTRY_NAME));
+        REQUIRE((entry != nullptr));
+        const tf_plugin *t = entry(&k_host);
+        REQUIRE(t != nullptr);
+        return t;
+    }();
+    return *table;
+}
+
+// Restarts the plugin with these variables (nullptr: unset).
+void restart(const char *isa, const char *threads) {
+    P().shutdown();
+    if (isa) setenv("TINYFIN_CPU_ISA", isa, 1); else unsetenv("TINYFIN_CPU_ISA");
+    if (threads) setenv("TINYFIN_THREADS", threads, 1); else unsetenv("TINYFIN_THREADS");
+    tf_error err{};
+    err.struct_size = sizeof err;
+    REQUIRE(P().init(&err) == TF_STATUS_OK);
+}
+
+std::string feature(const char *key) {
+    std::string value;
+    struct ctx_t {
+        const char *key;
+        std::string *value;
+    } ctx{key, &value};
+    P().list_features(
+        [](void *user, const char *k, const char *v) {
+            auto *c = static_cast<ctx_t *>(user);
+            if (std::strcmp(k, c->key) == 0) *c->value = v;
+        },
+        &ctx);
+    return value;
+}
+
+// f32 storage from the plugin's allocator, and views of it.
+struct block {
+    tf_buffer *buffer = nullptr;
+    float *data = nullptr;
+    int64_t count = 0;
+    explicit block(int64_t n) : count(n) {
+        tf_error err{};
+        err.struct_size = sizeof err;
+        REQUIRE(P().buffer_alloc(0, static_cast<uint64_t>(std::max<int64_t>(n, 1)) * 4, &buffer, &err) == TF_STATUS_OK);
+        data = static_cast<float *>(P().buffer_host_ptr(buffer));
+        for (int64_t i = 0; i < n; ++i) data[i] = NAN;
+    }
+    ~block() { P().buffer_free(buffer); }
+};
+
+using dims = std::vector<int64_t>;
+
+struct tensor {
+    std::shared_ptr<block> mem;
+    tf_tensor_desc d{};
+    float &at(const dims &idx) const {
+        int64_t off = 0;
+        for (size_t i = 0; i < idx.size(); ++i) off += idx[i] * d.strides[i];
+        return mem->data[off];
+    }
+};
+
+tensor view(const std::shared_ptr<block> &mem, const dims &shape, const dims &strides) {
+    tensor t;
+    t.mem = mem;
+    t.d.struct_size = sizeof t.d;
+    t.d.dtype = TF_DTYPE_F32;
+    t.d.rank = static_cast<int32_t>(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) {
+        t.d.shape[i] = shape[i];
+        t.d.strides[i] = strides[i];
+    }
+    t.d.buffer = mem->buffer;
+    t.d.data = mem->data;
+    return t;
+}
+
+dims dense_strides(const dims &shape) {
+    dims s(shape.size());
+    int64_t n = 1;
+    for (size_t i = shape.size(); i-- > 0;) {
+        s[i] = n;
+        n *= shape[i];
+    }
+    return s;
+}
+
+int64_t count_of(const dims &shape) {
+    int64_t n = 1;
+    for (int64_t v : shape) n *= v;
+    return n;
+}
+
+tensor dense(const dims &shape) { return view(std::make_shared<block>(count_of(shape)), shape, dense_strides(shape)); }
+
+void fill_random(const tensor &t, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> pick(-1.0f, 1.0f);
+    for (int64_t i = 0; i < t.mem->count; ++i) t.mem->data[i] = pick(rng);
+}
+
+void run_ok(uint32_t id, std::vector<tf_tensor_desc> ins, tf_tensor_desc out, const void *params = nullptr) {
+    tf_op_desc op{};
+    op.struct_size = sizeof op;
+    op.op = id;
+    op.n_inputs = static_cast<uint32_t>(ins.size());
+    op.n_outputs = 1;
+    op.inputs = ins.data();
+    op.outputs = &out;
+    op.params = params;
+    REQUIRE(P().supports(0, &op) == 1);
+    tf_error err{};
+    err.struct_size = sizeof err;
+    const tf_status status = P().run(0, &op, &err);
+    INFO("message: ", err.message);
+    REQUIRE(status == TF_STATUS_OK);
+}
+
+// out[b..., i, j] = sum_p a[b..., i, p] b[b..., p, j] in double, checked against out with an
+// error bound of k f32 roundings of the absolute products.
+void check_matmul(const tensor &a, const tensor &b, const tensor &out) {
+    const int r = out.d.rank;
+    const int64_t m = out.d.shape[r - 2], n = out.d.shape[r - 1], k = a.d.shape[r - 1];
+    const int nb = r - 2;
+    int64_t batches = 1;
+    for (int i = 0; i < nb; ++i) batches *= out.d.shape[i];
+    int bad = 0;
+    std::vector<double> arow(static_cast<size_t>(k));
+    for (int64_t t = 0; t < batches; ++t) {
+        // Element offsets of the batch's [0, 0] in each operand (size-1 axes broadcast).
+        int64_t oa = 0, ob = 0, oo = 0;
+        for (int64_t rest = t, i = nb - 1; i >= 0; --i) {
+            const int64_t idx = rest % out.d.shape[i];
+            rest /= out.d.shape[i];
+            oa += (a.d.shape[i] == 1 ? 0 : idx) * a.d.strides[i];
+            ob += (b.d.shape[i] == 1 ? 0 : idx) * b.d.strides[i];
+            oo += idx * out.d.strides[i];
+        }
+        const float *pa = a.mem->data + oa, *pb = b.mem->data + ob, *po = out.mem->data + oo;
+        const int64_t ar = a.d.strides[r - 2], ac = a.d.strides[r - 1], br = b.d.strides[r - 2], bc = b.d.strides[r - 1];
+        for (int64_t i = 0; i < m; ++i) {
+            for (int64_t p = 0; p < k; ++p) arow[static_cast<size_t>(p)] = pa[i * ar + p * ac];
+            for (int64_t j = 0; j < n; ++j) {
+                double sum = 0, mag = 0;
+                for (int64_t p = 0; p < k; ++p) {
+                    const double prod = arow[static_cast<size_t>(p)] * pb[p * br + j * bc];
+                    sum += prod;
+                    mag += std::fabs(prod);
+                }
+                const double got = po[i * out.d.strides[r - 2] + j * out.d.strides[r - 1]];
+                if (!(std::fabs(got - sum) <= 1.2e-7 * static_cast<double>(k + 2) * mag + 1e-30) && bad++ < 5)
+                    FAIL_CHECK("batch ", t, " [", i, ", ", j, "]: got ", got, ", expected ", sum);
+            }
+        }
+    }
+    CHECK(bad == 0);
+}
+
+void matmul_case(const dims &as, const dims &ast, const dims &bs, const dims &bst, const dims &os, const dims &ost,
+                 uint32_t seed) {
+    auto storage = [](const dims &shape, const dims &strides) {
+        int64_t last = 0;
+        for (size_t i = 0; i < shape.size(); ++i) last += (shape[i] - 1) * strides[i];
+        return std::make_shared<block>(last + 1);
+    };
+    tensor a = view(storage(as, ast), as, ast), b = view(storage(bs, bst), bs, bst), o = view(storage(os, ost), os, ost);
+    fill_random(a, seed);
+    fill_random(b, seed + 1);
+    run_ok(TF_OP_MATMUL, {a.d, b.d}, o.d);
+    check_matmul(a, b, o);
+}
+
+void matmul_suite() {
+    const int64_t sizes[] = {1, 7, 13, 63, 65, 257};
+    uint32_t seed = 1;
+    for (int64_t m : sizes)
+        for (int64_t n : sizes)
+            for (int64_t k : sizes) {
+                CAPTURE(m);
+                CAPTURE(n);
+                CAPTURE(k);
+                matmul_case({m, k}, {k, 1}, {k, n}, {n, 1}, {m, n}, {n, 1}, seed++);
+            }
+    // Transposed views (A^T, B^T, both), a strided slice and a transposed output.
+    for (int64_t s : {13, 65, 257}) {
+        CAPTURE(s);
+        const int64_t m = s, n = s + 2, k = s - 1 > 0 ? s - 1 : 1;
+        matmul_case({m, k}, {1, m}, {k, n}, {n, 1}, {m, n}, {n, 1}, 100);
+        matmul_case({m, k}, {k, 1}, {k, n}, {1, k}, {m, n}, {n, 1}, 101);
+        matmul_case({m, k}, {1, m}, {k, n}, {1, k}, {m, n}, {1, m}, 102);
+        matmul_case({m, k}, {3 * k, 2}, {k, n}, {2 * n, 3}, {m, n}, {n + 5, 1}, 103);
+    }
+    // Batches (broadcast by the caller, as the core does: stride 0): a broadcast B (folded into
+    // one GEMM), a broadcast A, both broadcast at rank 4, interleaved batch strides.
+    matmul_case({5, 63, 65}, {63 * 65, 65, 1}, {5, 65, 13}, {0, 13, 1}, {5, 63, 13}, {63 * 13, 13, 1}, 200);
+    matmul_case({4, 7, 257}, {0, 257, 1}, {4, 257, 65}, {257 * 65, 65, 1}, {4, 7, 65}, {7 * 65, 65, 1}, 201);
+    matmul_case({3, 4, 13, 63}, {13 * 63, 0, 63, 1}, {3, 4, 63, 7}, {0, 63 * 7, 7, 1}, {3, 4, 13, 7},
+                {4 * 13 * 7, 13 * 7, 7, 1}, 202);
+    matmul_case({6, 1, 65}, {65, 65, 1}, {6, 65, 257}, {0, 257, 1}, {6, 1, 257}, {257, 257, 1}, 203);
+    matmul_case({2, 3, 63, 65}, {1, 2, 2 * 3 * 65, 2 * 3}, {2, 3, 65, 13}, {3 * 65 * 13, 65 * 13, 13, 1},
+                {2, 3, 63, 13}, {3 * 63 * 13, 63 * 13, 13, 1}, 204);
+    // Big batches of small products (split over batches) and one product split inside the GEMM.
+    matmul_case({64, 13, 63}, {13 * 63, 63, 1}, {64, 63, 7}, {63 * 7, 7, 1}, {64, 13, 7}, {13 * 7, 7, 1}, 205);
+    matmul_case({300, 257}, {257, 1}, {257, 263}, {263, 1}, {300, 263}, {263, 1}, 206);
+}
+
+// conv2d as a direct loop in double.
+struct conv_shape {
+    int64_t n, c, h, w, o, kh, kw;
+    int32_t stride, pad, dil, groups;
+    int64_t oh() const { return (h + 2 * pad - dil * (kh - 1) - 1) / stride + 1; }
+    int64_t ow() const { return (w + 2 * pad - dil * (kw - 1) - 1) / stride + 1; }
+    tf_params_conv2d params() const {
+        tf_params_conv2d p{};
+        p.struct_size = sizeof p;
+        p.stride[0] = p.stride[1] = stride;
+        p.padding[0] = p.padding[1] = pad;
+        p.dilation[0] = p.dilation[1] = dil;
+        p.groups = groups;
+        return p;
+    }
+};
+
+void check_conv_forward(const conv_shape &s) {
+    const tf_params_conv2d p = s.params();
+    tensor x = dense({s.n, s.c, s.h, s.w}), w = dense({s.o, s.c / s.groups, s.kh, s.kw}),
+           y = dense({s.n, s.o, s.oh(), s.ow()});
+    fill_random(x, 7);
+    fill_random(w, 8);
+    run_ok(TF_OP_CONV2D, {x.d, w.d}, y.d, &p);
+    const int64_t cg = s.c / s.groups, og = s.o / s.groups;
+    int bad = 0;
+    for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t o = 0; o < s.o; ++o)
+            for (int64_t i = 0; i < s.oh(); ++i)
+                for (int64_t j = 0; j < s.ow(); ++j) {
+                    double sum = 0, mag = 0;
+                    const int64_t g = o / og;
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t a = 0; a < s.kh; ++a)
+                            for (int64_t b = 0; b < s.kw; ++b) {
+                                const int64_t iy = i * s.stride - s.pad + a * s.dil, ix = j * s.stride - s.pad + b * s.dil;
+                                if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
+                                const double prod = static_cast<double>(x.at({n, g * cg + c, iy, ix})) * w.at({o, c, a, b});
+                                sum += prod;
+                                mag += std::fabs(prod);
+                            }
+                    const double got = y.at({n, o, i, j});
+                    if (!(std::fabs(got - sum) <= 1.2e-7 * (cg * s.kh * s.kw + 2) * mag + 1e-30) && bad++ < 5)
+                        FAIL_CHECK("y[", n, ", ", o, ", ", i, ", ", j, "]: got ", got, ", expected ", sum);
+                }
+    CHECK(bad == 0);
+}
+
+TEST_CASE("matmul through the packed GEMM: odd sizes, views, batches, on the portable and the native path") {
+    restart("generic", nullptr);
+    CHECK(feature("kernels") == "generic");
+    SUBCASE("generic") { matmul_suite(); }
+    restart(nullptr, nullptr);
+    INFO("native kernels: ", feature("kernels"));
+    SUBCASE("native") { matmul_suite(); }
+    restart("generic", "3");
+    SUBCASE("generic, 3 threads") { matmul_case({300, 257}, {257, 1}, {257, 263}, {263, 1}, {300, 263}, {263, 1}, 7); }
+}
+
+TEST_CASE("conv2d through the packed GEMM on the portable and the native path") {
+    const conv_shape shapes[] = {
+        {3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1},  {2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1}, {2, 6, 13, 7, 9, 3, 2, 2, 1, 2, 3},
+        {1, 65, 7, 7, 13, 1, 1, 1, 0, 1, 1},   {17, 3, 9, 9, 7, 3, 3, 1, 1, 1, 1},
+    };
+    for (const char *isa : {"generic", "native"}) {
+        CAPTURE(isa);
+        restart(std::strcmp(isa, "native") == 0 ? nullptr : isa, nullptr);
+        for (const conv_shape &s : shapes) {
+            CAPTURE(s.n);
+            CAPTURE(s.c);
+            CAPTURE(s.o);
+            check_conv_forward(s);
+        }
+    }
+}
+
+// The bytes of every op's output under 1, 2 and 3 threads.
+std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
+    restart(nullptr, threads);
+    CHECK(feature("threads") == threads);
+    std::vector<std::vector<float>> results;
+    auto keep = [&](const tensor &t) { results.emplace_back(t.mem->data, t.mem->data + t.mem->count); };
+
+    // One big product (split inside the GEMM), a batch of small ones (split over the batch).
+    tensor a = dense({300, 257}), b = dense({257, 263}), c = dense({300, 263});
+    fill_random(a, 1);
+    fill_random(b, 2);
+    run_ok(TF_OP_MATMUL, {a.d, b.d}, c.d);
+    keep(c);
+    tensor ba = dense({64, 13, 63}), bb = dense({64, 63, 65}), bc = dense({64, 13, 65});
+    fill_random(ba, 3);
+    fill_random(bb, 4);
+    run_ok(TF_OP_MATMUL, {ba.d, bb.d}, bc.d);
+    keep(bc);
+
+    // conv2d and both gradients at the example's second layer (batch 20: 3 chunks of images).
+    const conv_shape s{20, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1};
+    const tf_params_conv2d p = s.params();
+    tensor x = dense({s.n, s.c, s.h, s.w}), w = dense({s.o, s.c, s.kh, s.kw}), y = dense({s.n, s.o, s.oh(), s.ow()});
+    fill_random(x, 5);
+    fill_random(w, 6);
+    run_ok(TF_OP_CONV2D, {x.d, w.d}, y.d, &p);
+    keep(y);
+    tensor dy = dense({s.n, s.o, s.oh(), s.ow()}), dx = dense({s.n, s.c, s.h, s.w}), dw = dense({s.o, s.c, s.kh, s.kw});
+    fill_random(dy, 7);
+    run_ok(TF_OP_CONV2D_GRAD_INPUT, {dy.d, w.d}, dx.d, &p);
+    keep(dx);
+    run_ok(TF_OP_CONV2D_GRAD_WEIGHT, {dy.d, x.d}, dw.d, &p);
+    keep(dw);
+
+    // Reductions and softmax over a million elements.
+    tensor big = dense({1024, 1024}), total = dense({1, 1}), rows = dense({1024, 1}), sm = dense({1024, 1024});
+    fill_random(big, 8);
+    tf_params_reduce all{sizeof(tf_params_reduce), 3}, last{sizeof(tf_params_reduce), 2};
+    run_ok(TF_OP_SUM, {big.d}, total.d, &all);
+    keep(total);
+    run_ok(TF_OP_SUM, {big.d}, rows.d, &last);
+    keep(rows);
+    tf_params_axis axis{sizeof(tf_params_axis), 1};
+    run_ok(TF_OP_SOFTMAX, {big.d}, sm.d, &axis);
+    keep(sm);
+    return results;
+}
+
+TEST_CASE("results are bitwise identical for 1, 2 and 3 threads") {
+    const auto one = outputs_with_threads("1");
+    for (const char *threads : {"2", "3"}) {
+        CAPTURE(threads);
+        const auto other = outputs_with_threads(threads);
+        REQUIRE(other.size() == one.size());
+        for (size_t i = 0; i < one.size(); ++i) {
+            CAPTURE(i);
+            REQUIRE(other[i].size() == one[i].size());
+            CHECK(std::memcmp(other[i].data(), one[i].data(), one[i].size() * sizeof(float)) == 0);
+        }
+    }
+    restart(nullptr, nullptr);
+}
+
+TEST_CASE("freed buffers come back from the cache, and shutdown with buffers alive is safe") {
+    restart(nullptr, nullptr);
+    tf_error err{};
+    err.struct_size = sizeof err;
+    tf_buffer *first = nullptr, *second = nullptr;
+    REQUIRE(P().buffer_alloc(0, 3 << 20, &first, &err) == TF_STATUS_OK);
+    void *p = P().buffer_host_ptr(first);
+    P().buffer_free(first);
+    REQUIRE(P().buffer_alloc(0, 3 << 20, &second, &err) == TF_STATUS_OK);
+    CHECK(P().buffer_host_ptr(second) == p);
+    CHECK(reinterpret_cast<uintptr_t>(P().buffer_host_ptr(second)) % 64 == 0);
+    static_cast<char *>(P().buffer_host_ptr(second))[(3 << 20) - 1] = 1;
+    P().shutdown();
+    static_cast<char *>(P().buffer_host_ptr(second))[0] = 1;
+    P().buffer_free(second);
+    REQUIRE(P().init(&err) == TF_STATUS_OK);
+}
+
+}  // namespace
