@@ -13,6 +13,9 @@ namespace {
 
 thread_local bool grad_mode = true;
 
+// The edges of the node whose backward rule runs on this thread (null outside backward).
+thread_local const std::vector<std::shared_ptr<Node>> *current_edges = nullptr;
+
 // The closure of one recorded op.
 struct FunctionNode final : Node {
     BackwardFn backward;
@@ -23,6 +26,12 @@ struct FunctionNode final : Node {
             raise<AutogradError>(std::string("backward through ") + name +
                                  " whose graph was already freed; call backward(gradient, "
                                  "/*retain_graph=*/true) the first time to run it twice");
+        const auto *previous = current_edges;
+        current_edges = &next;
+        struct restore {
+            const std::vector<std::shared_ptr<Node>> *previous;
+            ~restore() { current_edges = previous; }
+        } guard{previous};
         return backward(grad_output);
     }
     void release() override {
@@ -99,6 +108,11 @@ NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
 NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
 
 namespace detail {
+
+bool input_needs_grad(std::size_t i) {
+    const auto *edges = current_edges;
+    return !edges || (i < edges->size() && (*edges)[i] != nullptr);
+}
 
 bool needs_grad(const Tensor &t) {
     return t.defined() && t.impl()->autograd && t.impl()->autograd->requires_grad;

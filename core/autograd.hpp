@@ -41,6 +41,10 @@ struct Node {
 };
 
 bool needs_grad(const Tensor &tensor);
+// Inside a backward rule: whether the rule's input i needs a gradient (false for a constant, a
+// detached tensor or an integer index); rules skip the gradients nobody receives. Outside
+// backward: true.
+bool input_needs_grad(std::size_t i);
 bool any_needs_grad(std::initializer_list<const Tensor *> tensors);
 
 // Records out = op(inputs) when grad mode is on and an input needs a gradient.

@@ -12,6 +12,10 @@
 
 namespace tinyfin::detail {
 
+// A rank-0 constant of like's dtype on like's device, shared by every use of the same value: for
+// operands inside the core (tensor-scalar operators, backward rules), never handed to the caller.
+Tensor constant_like(const Tensor &like, double value);
+
 // A new contiguous tensor on like's device.
 inline Tensor empty_like_device(const Tensor &like, const Shape &shape, DType dtype) {
     const TensorImpl &impl = *like.impl();

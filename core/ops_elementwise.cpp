@@ -1,5 +1,6 @@
 // Elementwise ops: binary with broadcasting, comparisons, where, unary, scalars.
 #include <cmath>
+#include <cstring>
 
 #include "ops_common.hpp"
 #include "registry.hpp"
@@ -109,24 +110,56 @@ Tensor scalar_like(const Tensor &like, double value) {
     return full({}, value, like.dtype(), like.device());
 }
 
+namespace detail {
+
+// A few dozen recent constants per thread, keyed by backend, device, dtype and the value's bits.
+// Evicted oldest first, so values that change every step (AdamW's bias corrections) do not grow
+// the cache.
+Tensor constant_like(const Tensor &like, double value) {
+    const TensorImpl &impl = *like.impl();
+    struct entry {
+        const Backend *backend;
+        int device;
+        DType dtype;
+        uint64_t bits;
+        Tensor tensor;
+    };
+    constexpr std::size_t capacity = 48;
+    thread_local std::vector<entry> cache;
+    uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    const Backend *backend = impl.storage->backend;
+    const int device = impl.storage->device;
+    for (auto it = cache.rbegin(); it != cache.rend(); ++it)
+        if (it->bits == bits && it->dtype == impl.dtype && it->backend == backend && it->device == device)
+            return it->tensor;
+    Tensor t = full({}, value, impl.dtype, like.device());
+    if (cache.size() >= capacity) cache.erase(cache.begin());
+    cache.push_back({backend, device, impl.dtype, bits, t});
+    return t;
+}
+
+} // namespace detail
+
 Tensor add(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_ADD, a, b);
     return record(out, {&a, &b}, "add", [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
-        return {sum_to(g, sa), sum_to(g, sb)};
+        return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(g, sb) : Tensor()};
     });
 }
 
 Tensor sub(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_SUB, a, b);
     return record(out, {&a, &b}, "sub", [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
-        return {sum_to(g, sa), sum_to(neg(g), sb)};
+        return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(neg(g), sb) : Tensor()};
     });
 }
 
 Tensor mul(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_MUL, a, b);
     return record(out, {&a, &b}, "mul", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {sum_to(mul(g, b), a.shape()), sum_to(mul(g, a), b.shape())};
+        return {input_needs_grad(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
+                input_needs_grad(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
     });
 }
 
@@ -134,7 +167,8 @@ Tensor div(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_DIV, a, b);
     return record(out, {&a, &b}, "div", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
         Tensor ga = div(g, b);
-        return {sum_to(ga, a.shape()), sum_to(neg(mul(ga, div(a, b))), b.shape())};
+        return {input_needs_grad(0) ? sum_to(ga, a.shape()) : Tensor(),
+                input_needs_grad(1) ? sum_to(neg(mul(ga, div(a, b))), b.shape()) : Tensor()};
     });
 }
 
@@ -142,9 +176,9 @@ Tensor pow(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_POW, a, b);
     return record(out, {&a, &b}, "pow", [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/da = b a^(b-1); d/db = a^b log a, taken as 0 where a <= 0 (as PyTorch does at a == 0).
-        Tensor ga = mul(g, mul(b, pow(a, sub(b, scalar_like(b, 1)))));
-        Tensor positive = gt(a, scalar_like(a, 0));
-        Tensor safe_a = where(positive, a, scalar_like(a, 1));
+        Tensor ga = mul(g, mul(b, pow(a, sub(b, constant_like(b, 1)))));
+        Tensor positive = gt(a, constant_like(a, 0));
+        Tensor safe_a = where(positive, a, constant_like(a, 1));
         Tensor gb = mul(g, mul(y, log(safe_a)));
         return {sum_to(ga, a.shape()), sum_to(gb, b.shape())};
     });
@@ -156,9 +190,9 @@ static Tensor extremum(tf_op op, const Tensor &a, const Tensor &b, const char *n
     bool is_max = op == TF_OP_MAXIMUM;
     return record(out, {&a, &b}, name, [a = a.detach(), b = b.detach(), is_max](const Tensor &g) -> std::vector<Tensor> {
         Tensor wins = mask_of(is_max ? gt(a, b) : lt(a, b), g);
-        Tensor ties = mul(mask_of(eq(a, b), g), scalar_like(g, 0.5));
+        Tensor ties = mul(mask_of(eq(a, b), g), constant_like(g, 0.5));
         Tensor share_a = add(wins, ties);
-        Tensor share_b = sub(scalar_like(g, 1), share_a);
+        Tensor share_b = sub(constant_like(g, 1), share_a);
         return {sum_to(mul(g, share_a), a.shape()), sum_to(mul(g, share_b), b.shape())};
     });
 }
@@ -188,7 +222,7 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
     Tensor out = empty_like_device(x, shape, a.dtype());
     dispatch(TF_OP_WHERE, {raw_expand(c, shape), raw_expand(x, shape), raw_expand(y, shape)}, {out});
     return record(out, {&cond, &a, &b}, "where", [c = c.detach(), sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
-        Tensor zero = scalar_like(g, 0);
+        Tensor zero = constant_like(g, 0);
         return {Tensor(), sum_to(where(c, g, zero), sa), sum_to(where(c, zero, g), sb)};
     });
 }
@@ -203,7 +237,7 @@ Tensor neg(const Tensor &a) {
 Tensor abs(const Tensor &a) {
     Tensor out = unary(TF_OP_ABS, a);
     return record(out, {&a}, "abs", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        Tensor zero = scalar_like(a, 0);
+        Tensor zero = constant_like(a, 0);
         Tensor sign = sub(mask_of(gt(a, zero), g), mask_of(lt(a, zero), g));
         return {mul(g, sign)};
     });
@@ -226,14 +260,14 @@ Tensor log(const Tensor &a) {
 Tensor sqrt(const Tensor &a) {
     Tensor out = unary(TF_OP_SQRT, a);
     return record(out, {&a}, "sqrt", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {div(mul(g, scalar_like(g, 0.5)), y)};
+        return {div(mul(g, constant_like(g, 0.5)), y)};
     });
 }
 
 Tensor rsqrt(const Tensor &a) {
     Tensor out = unary(TF_OP_RSQRT, a);
     return record(out, {&a}, "rsqrt", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {mul(g, mul(scalar_like(g, -0.5), mul(y, square(y))))};
+        return {mul(g, mul(constant_like(g, -0.5), mul(y, square(y))))};
     });
 }
 
@@ -254,7 +288,7 @@ Tensor cos(const Tensor &a) {
 Tensor tanh(const Tensor &a) {
     Tensor out = unary(TF_OP_TANH, a);
     return record(out, {&a}, "tanh", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {mul(g, sub(scalar_like(y, 1), square(y)))};
+        return {mul(g, sub(constant_like(y, 1), square(y)))};
     });
 }
 
@@ -262,21 +296,21 @@ Tensor erf(const Tensor &a) {
     Tensor out = unary(TF_OP_ERF, a);
     return record(out, {&a}, "erf", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/dx erf(x) = 2/sqrt(pi) exp(-x^2)
-        return {mul(g, mul(scalar_like(a, 2.0 / std::sqrt(M_PI)), exp(neg(square(a)))))};
+        return {mul(g, mul(constant_like(a, 2.0 / std::sqrt(M_PI)), exp(neg(square(a)))))};
     });
 }
 
 Tensor sigmoid(const Tensor &a) {
     Tensor out = unary(TF_OP_SIGMOID, a);
     return record(out, {&a}, "sigmoid", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {mul(g, mul(y, sub(scalar_like(y, 1), y)))};
+        return {mul(g, mul(y, sub(constant_like(y, 1), y)))};
     });
 }
 
 Tensor relu(const Tensor &a) {
     Tensor out = unary(TF_OP_RELU, a);
     return record(out, {&a}, "relu", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {where(gt(a, scalar_like(a, 0)), g, scalar_like(g, 0))};
+        return {where(gt(a, constant_like(a, 0)), g, constant_like(g, 0))};
     });
 }
 
@@ -287,20 +321,20 @@ Tensor gelu(const Tensor &a, bool approximate) {
             // y = x/2 (1 + tanh(u)), u = k (x + c x^3)
             const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
             Tensor x2 = square(x);
-            Tensor u = mul(scalar_like(x, k), add(x, mul(scalar_like(x, c), mul(x2, x))));
+            Tensor u = mul(constant_like(x, k), add(x, mul(constant_like(x, c), mul(x2, x))));
             Tensor t = tanh(u);
-            Tensor du = mul(scalar_like(x, k), add(scalar_like(x, 1), mul(scalar_like(x, 3 * c), x2)));
-            Tensor half = scalar_like(x, 0.5);
-            Tensor dy = add(mul(half, add(scalar_like(x, 1), t)),
-                            mul(mul(half, x), mul(sub(scalar_like(x, 1), square(t)), du)));
+            Tensor du = mul(constant_like(x, k), add(constant_like(x, 1), mul(constant_like(x, 3 * c), x2)));
+            Tensor half = constant_like(x, 0.5);
+            Tensor dy = add(mul(half, add(constant_like(x, 1), t)),
+                            mul(mul(half, x), mul(sub(constant_like(x, 1), square(t)), du)));
             return {mul(g, dy)};
         });
     }
     Tensor out = unary(TF_OP_GELU, a);
     return record(out, {&a}, "gelu", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/dx x Phi(x) = Phi(x) + x phi(x)
-        Tensor cdf = mul(scalar_like(x, 0.5), add(scalar_like(x, 1), erf(mul(x, scalar_like(x, M_SQRT1_2)))));
-        Tensor pdf = mul(scalar_like(x, 1.0 / std::sqrt(2 * M_PI)), exp(mul(scalar_like(x, -0.5), square(x))));
+        Tensor cdf = mul(constant_like(x, 0.5), add(constant_like(x, 1), erf(mul(x, constant_like(x, M_SQRT1_2)))));
+        Tensor pdf = mul(constant_like(x, 1.0 / std::sqrt(2 * M_PI)), exp(mul(constant_like(x, -0.5), square(x))));
         return {mul(g, add(cdf, mul(x, pdf)))};
     });
 }
@@ -309,7 +343,7 @@ Tensor silu(const Tensor &a) {
     Tensor out = unary(TF_OP_SILU, a);
     return record(out, {&a}, "silu", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         Tensor s = sigmoid(x);
-        Tensor one = scalar_like(x, 1);
+        Tensor one = constant_like(x, 1);
         return {mul(g, mul(s, add(one, mul(x, sub(one, s)))))};
     });
 }
@@ -317,7 +351,7 @@ Tensor silu(const Tensor &a) {
 Tensor square(const Tensor &a) {
     Tensor out = unary(TF_OP_SQUARE, a);
     return record(out, {&a}, "square", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {mul(g, mul(x, scalar_like(x, 2)))};
+        return {mul(g, mul(x, constant_like(x, 2)))};
     });
 }
 
@@ -328,20 +362,20 @@ Tensor clamp(const Tensor &a, double min, double max) {
     tf_params_clamp params{sizeof(tf_params_clamp), min, max};
     Tensor out = unary(TF_OP_CLAMP, a, &params);
     return record(out, {&a}, "clamp", [x = a.detach(), min, max](const Tensor &g) -> std::vector<Tensor> {
-        Tensor inside = mul(mask_of(ge(x, scalar_like(x, min)), g), mask_of(le(x, scalar_like(x, max)), g));
+        Tensor inside = mul(mask_of(ge(x, constant_like(x, min)), g), mask_of(le(x, constant_like(x, max)), g));
         return {mul(g, inside)};
     });
 }
 
 // ---- Scalars ------------------------------------------------------------------------------
 
-Tensor operator+(const Tensor &a, double b) { return add(a, scalar_like(a, b)); }
-Tensor operator-(const Tensor &a, double b) { return sub(a, scalar_like(a, b)); }
-Tensor operator*(const Tensor &a, double b) { return mul(a, scalar_like(a, b)); }
-Tensor operator/(const Tensor &a, double b) { return div(a, scalar_like(a, b)); }
-Tensor operator+(double a, const Tensor &b) { return add(scalar_like(b, a), b); }
-Tensor operator-(double a, const Tensor &b) { return sub(scalar_like(b, a), b); }
-Tensor operator*(double a, const Tensor &b) { return mul(scalar_like(b, a), b); }
-Tensor operator/(double a, const Tensor &b) { return div(scalar_like(b, a), b); }
+Tensor operator+(const Tensor &a, double b) { return add(a, constant_like(a, b)); }
+Tensor operator-(const Tensor &a, double b) { return sub(a, constant_like(a, b)); }
+Tensor operator*(const Tensor &a, double b) { return mul(a, constant_like(a, b)); }
+Tensor operator/(const Tensor &a, double b) { return div(a, constant_like(a, b)); }
+Tensor operator+(double a, const Tensor &b) { return add(constant_like(b, a), b); }
+Tensor operator-(double a, const Tensor &b) { return sub(constant_like(b, a), b); }
+Tensor operator*(double a, const Tensor &b) { return mul(constant_like(b, a), b); }
+Tensor operator/(double a, const Tensor &b) { return div(constant_like(b, a), b); }
 
 } // namespace tinyfin

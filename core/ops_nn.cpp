@@ -114,7 +114,9 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const C
     Tensor y = empty_like_device(xx, {n, oc, oh, ow}, x.dtype());
     dispatch(TF_OP_CONV2D, {xx, ww}, {y}, &p);
     y = record(y, {&x, &weight}, "conv2d", [x = xx.detach(), w = ww.detach(), p](const Tensor &g) -> std::vector<Tensor> {
-        return {conv2d_grad_input(g, w, x.shape(), p), conv2d_grad_weight(g, x, w.shape(), p)};
+        // The first layer's input is data: no grad_input for it.
+        return {input_needs_grad(0) ? conv2d_grad_input(g, w, x.shape(), p) : Tensor(),
+                input_needs_grad(1) ? conv2d_grad_weight(g, x, w.shape(), p) : Tensor()};
     });
     if (!bias.defined()) return y;
     if (bias.rank() != 1 || bias.size(0) != oc)
@@ -215,7 +217,7 @@ Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tenso
                   [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
         std::vector<int> axes = last_axes(x.rank(), n_axes);
         Tensor mu = mean(x, axes, true);
-        Tensor rstd = rsqrt(add(var(x, axes, 0, true), scalar_like(x, eps)));
+        Tensor rstd = rsqrt(add(var(x, axes, 0, true), constant_like(x, eps)));
         Tensor xhat = mul(sub(x, mu), rstd);
         Tensor gxhat = mul(g, w);
         Tensor gx = mul(rstd, sub(sub(gxhat, mean(gxhat, axes, true)),
@@ -235,7 +237,7 @@ Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight, double eps) {
     return record(y, {&x, &weight}, "rms_norm",
                   [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
         std::vector<int> axes = last_axes(x.rank(), n_axes);
-        Tensor r = rsqrt(add(mean(square(x), axes, true), scalar_like(x, eps)));
+        Tensor r = rsqrt(add(mean(square(x), axes, true), constant_like(x, eps)));
         Tensor gxhat = mul(g, w);
         Tensor gx = mul(r, sub(gxhat, mul(mul(x, square(r)), mean(mul(gxhat, x), axes, true))));
         return {gx, sum_to(mul(g, mul(x, r)), w.shape())};
@@ -291,7 +293,7 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
     double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(d));
     Tensor qq = q, kk = k, vv = v, mm = mask;
     place_together({&qq, &kk, &vv, &mm});
-    Tensor additive = mm.defined() ? mm : scalar_like(qq, 0);
+    Tensor additive = mm.defined() ? mm : constant_like(qq, 0);
     if (additive.dtype() != q.dtype())
         raise<DTypeError>(std::string(op) + ": mask dtype " + dtype_name(additive.dtype()) +
                           " differs from q's " + dtype_name(q.dtype()));
@@ -304,19 +306,19 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
                   [q = qq.detach(), k = kk.detach(), v = vv.detach(),
                    m = additive.detach(), causal, s, tq, tk](const Tensor &g) -> std::vector<Tensor> {
         // Recompute the probabilities with primitive ops, then differentiate through them.
-        Tensor scores = add(mul(matmul(q, k.transpose(-1, -2)), scalar_like(q, s)), m);
+        Tensor scores = add(mul(matmul(q, k.transpose(-1, -2)), constant_like(q, s)), m);
         if (causal) {
             Tensor i = arange(0, static_cast<double>(tq), 1, DType::i64, q.device()).view({tq, 1});
             Tensor j = arange(0, static_cast<double>(tk), 1, DType::i64, q.device()).view({1, tk});
-            Tensor hidden = gt(j.expand({tq, tk}), add(i, scalar_like(i, static_cast<double>(tk - tq))).expand({tq, tk}));
-            scores = where(hidden, scalar_like(scores, -INFINITY), scores);
+            Tensor hidden = gt(j.expand({tq, tk}), add(i, constant_like(i, static_cast<double>(tk - tq))).expand({tq, tk}));
+            scores = where(hidden, constant_like(scores, -INFINITY), scores);
         }
         Tensor probs = softmax(scores, -1);
         Tensor gv = matmul(probs.transpose(-1, -2), g);
         Tensor gp = matmul(g, v.transpose(-1, -2));
         Tensor gs = mul(probs, sub(gp, sum(mul(gp, probs), {-1}, true)));
-        Tensor gq = mul(matmul(gs, k), scalar_like(q, s));
-        Tensor gk = mul(matmul(gs.transpose(-1, -2), q), scalar_like(q, s));
+        Tensor gq = mul(matmul(gs, k), constant_like(q, s));
+        Tensor gk = mul(matmul(gs.transpose(-1, -2), q), constant_like(q, s));
         return {sum_to(gq, q.shape()), sum_to(gk, k.shape()), sum_to(gv, v.shape()),
                 sum_to(gs, m.shape())};
     });
@@ -373,8 +375,8 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduc
     return record(out, {&logits}, "cross_entropy",
                   [x = x.detach(), y = y.detach(), reduction, ignore_index](const Tensor &g) -> std::vector<Tensor> {
         int64_t n = x.size(0), c = x.size(1);
-        Tensor valid = ne(y, scalar_like(y, static_cast<double>(ignore_index)));
-        Tensor safe = where(valid, y, scalar_like(y, 0));
+        Tensor valid = ne(y, constant_like(y, static_cast<double>(ignore_index)));
+        Tensor safe = where(valid, y, constant_like(y, 0));
         Tensor weight = cast(valid, x.dtype()).view({n, 1});
         Tensor grad = mul(sub(softmax(x, 1), one_hot(safe, static_cast<int>(c), x.dtype())), weight);
         if (reduction == Reduction::none) return {mul(grad, g.view({n, 1}))};

@@ -45,7 +45,7 @@ Tensor mean(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
     Tensor out = reduce(TF_OP_MEAN, a, mask, keepdim, &params);
     return record(out, {&a}, "mean", [shape = a.shape(), mask](const Tensor &g) -> std::vector<Tensor> {
         double n = static_cast<double>(reduced_count(shape, mask));
-        return {unreduce(div(g, scalar_like(g, n)), shape, mask)};
+        return {unreduce(div(g, constant_like(g, n)), shape, mask)};
     });
 }
 
@@ -94,7 +94,7 @@ Tensor var(const Tensor &a, const std::vector<int> &axes, double correction, boo
         double n = static_cast<double>(reduced_count(shape, mask));
         double divisor = std::max(n - correction, 0.0);
         Tensor centred = sub(x, mean(x, axes, true));
-        Tensor scale = scalar_like(g, 2.0 / divisor);
+        Tensor scale = constant_like(g, 2.0 / divisor);
         return {mul(mul(centred, scale), unreduce(g, shape, mask))};
     });
 }
@@ -141,8 +141,8 @@ static Tensor matmul_nd(const Tensor &a, const Tensor &b) {
     Tensor out = empty_like_device(x, so, a.dtype());
     dispatch(TF_OP_MATMUL, {raw_expand(x, sa), raw_expand(y, sb)}, {out});
     return record(out, {&a, &b}, "matmul", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {sum_to(matmul_nd(g, b.transpose(-1, -2)), a.shape()),
-                sum_to(matmul_nd(a.transpose(-1, -2), g), b.shape())};
+        return {input_needs_grad(0) ? sum_to(matmul_nd(g, b.transpose(-1, -2)), a.shape()) : Tensor(),
+                input_needs_grad(1) ? sum_to(matmul_nd(a.transpose(-1, -2), g), b.shape()) : Tensor()};
     });
 }
 
