@@ -301,6 +301,7 @@ void index_run(kernel_device &dev, const tf_op_desc &op) {
     case TF_OP_ONE_HOT: {
         const tf_tensor_desc &labels = op.inputs[0];
         b[2] = dev.bind(labels, name, "input", 0);
+        p.idx_base = b[2].base;  // a sliced label view starts past its buffer's first element
         mode = 0;
         p.limit = u32(static_cast<const tf_params_one_hot *>(op.params)->num_classes);
         idx_dtype = static_cast<uint32_t>(labels.dtype);
