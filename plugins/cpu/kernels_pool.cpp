@@ -9,7 +9,9 @@
 //    elements (0 / 0 = NaN for a window with none). Sums run in double, in window order.
 //  - backward ops zero dx, then add each window's share window by window in row-major order.
 #include "kernels_nn.h"
+#include "runtime.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace tf_cpu {
@@ -68,6 +70,48 @@ void row_argmax(const pool_geometry &g, const float *plane, int64_t oy, float *b
     }
 }
 
+// The same as row_argmax for the common 2x2 window with stride 2 and no padding (every window
+// whole): the four taps in window order with the same rule, without the general bookkeeping.
+bool is_2x2(const pool_geometry &g) {
+    return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && 2 * g.oh <= g.h &&
+           2 * g.ow <= g.w;
+}
+
+inline void take_if(float v, int64_t at, float &b, int64_t &b_at) {
+    const bool take = (v > b) | ((v != v) & (b == b));
+    b = take ? v : b;
+    b_at = take ? at : b_at;
+}
+
+void row_argmax_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *best, int64_t *best_at) {
+    const int64_t r0 = 2 * oy * g.w, r1 = r0 + g.w;
+    const float *a = plane + r0, *c = plane + r1;
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const int64_t x = 2 * ox;
+        float b = a[x];
+        int64_t at = r0 + x;
+        take_if(a[x + 1], r0 + x + 1, b, at);
+        take_if(c[x], r1 + x, b, at);
+        take_if(c[x + 1], r1 + x + 1, b, at);
+        best[ox] = b;
+        best_at[ox] = at;
+    }
+}
+
+void row_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *best) {
+    const float *a = plane + 2 * oy * g.w, *c = a + g.w;
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const int64_t x = 2 * ox;
+        float b = a[x];
+        for (float v : {a[x + 1], c[x], c[x + 1]}) b = ((v > b) | ((v != v) & (b == b))) ? v : b;
+        best[ox] = b;
+    }
+}
+
+// Planes per task of the pool's threads: each plane's output is its own, so any split gives the
+// same bits.
+int64_t plane_tasks(const pool_geometry &g) { return split_count(g.planes * g.h * g.w, 1 << 15); }
+
 double divisor_of(const pool_geometry &g, const window &win) {
     if (g.count_include_pad) return static_cast<double>(g.kh * g.kw);
     return static_cast<double>((win.y1 - win.y0) * (win.x1 - win.x0));
@@ -83,12 +127,21 @@ tf_status run_max_pool2d(const tf_op_desc &op, tf_error *) {
     const pool_geometry g = geometry(xd, yd, params_of(op));
     const f32_input x(xd);
     f32_output y(yd);
-    std::vector<int64_t> best_at(static_cast<size_t>(g.ow));
-    for (int64_t pl = 0; pl < g.planes; ++pl) {
-        const float *plane = x.data() + pl * g.h * g.w;
-        float *out = y.data() + pl * g.oh * g.ow;
-        for (int64_t oy = 0; oy < g.oh; ++oy) row_argmax(g, plane, oy, out + oy * g.ow, best_at.data());
-    }
+    const int64_t tasks = plane_tasks(g), per = (g.planes + tasks - 1) / tasks;
+    const bool fast = is_2x2(g);
+    parallel_for((g.planes + per - 1) / per, [&](int64_t t) {
+        std::vector<int64_t> best_at(fast ? 0 : static_cast<size_t>(g.ow));
+        for (int64_t pl = t * per; pl < std::min(g.planes, (t + 1) * per); ++pl) {
+            const float *plane = x.data() + pl * g.h * g.w;
+            float *out = y.data() + pl * g.oh * g.ow;
+            for (int64_t oy = 0; oy < g.oh; ++oy) {
+                if (fast)
+                    row_max_2x2(g, plane, oy, out + oy * g.ow);
+                else
+                    row_argmax(g, plane, oy, out + oy * g.ow, best_at.data());
+            }
+        }
+    });
     y.finish();
     return TF_STATUS_OK;
 }
@@ -99,19 +152,27 @@ tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *) {
     const pool_geometry g = geometry(xd, dyd, params_of(op));
     const f32_input dy(dyd), x(xd);
     f32_output dx(dxd);
-    std::fill(dx.data(), dx.data() + numel(dxd), 0.0f);
-    std::vector<float> best(static_cast<size_t>(g.ow));
-    std::vector<int64_t> best_at(static_cast<size_t>(g.ow));
-    for (int64_t pl = 0; pl < g.planes; ++pl) {
-        const float *plane = x.data() + pl * g.h * g.w;
-        const float *grad = dy.data() + pl * g.oh * g.ow;
-        float *out = dx.data() + pl * g.h * g.w;
-        for (int64_t oy = 0; oy < g.oh; ++oy) {
-            row_argmax(g, plane, oy, best.data(), best_at.data());
-            for (int64_t ox = 0; ox < g.ow; ++ox)
-                if (best_at[ox] >= 0) out[best_at[ox]] += grad[oy * g.ow + ox];
+    const int64_t tasks = plane_tasks(g), per = (g.planes + tasks - 1) / tasks;
+    const bool fast = is_2x2(g);
+    parallel_for((g.planes + per - 1) / per, [&](int64_t t) {
+        std::vector<float> best(static_cast<size_t>(g.ow));
+        std::vector<int64_t> best_at(static_cast<size_t>(g.ow));
+        const int64_t first = t * per, last = std::min(g.planes, (t + 1) * per);
+        std::fill(dx.data() + first * g.h * g.w, dx.data() + last * g.h * g.w, 0.0f);
+        for (int64_t pl = first; pl < last; ++pl) {
+            const float *plane = x.data() + pl * g.h * g.w;
+            const float *grad = dy.data() + pl * g.oh * g.ow;
+            float *out = dx.data() + pl * g.h * g.w;
+            for (int64_t oy = 0; oy < g.oh; ++oy) {
+                if (fast)
+                    row_argmax_2x2(g, plane, oy, best.data(), best_at.data());
+                else
+                    row_argmax(g, plane, oy, best.data(), best_at.data());
+                for (int64_t ox = 0; ox < g.ow; ++ox)
+                    if (best_at[ox] >= 0) out[best_at[ox]] += grad[oy * g.ow + ox];
+            }
         }
-    }
+    });
     dx.finish();
     return TF_STATUS_OK;
 }

@@ -2,7 +2,7 @@
 //   - against references in double over odd sizes (1, 7, 13, 63, 65, 257), transposed and
 //     strided views, batch broadcast, on the portable path (TINYFIN_CPU_ISA=generic) and on the
 //     best path this CPU has;
-//   - thread-count invariance: matmul, conv2d and its gradients, sum and softmax give the same
+//   - thread-count invariance: matmul, conv2d and its gradients, max pooling, sum and softmax give the same
 //     bits with TINYFIN_THREADS = 1, 2 and 3.
 // The plugin reads TINYFIN_CPU_ISA and TINYFIN_THREADS on first use after init; shutdown makes
 // it read them again, which is how each case switches.
@@ -355,6 +355,18 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     keep(dx);
     run_ok(TF_OP_CONV2D_GRAD_WEIGHT, {dy.d, x.d}, dw.d, &p);
     keep(dw);
+
+    // max pooling (2x2 stride 2 fast path, and 3x3 stride 2 pad 1) forward and backward.
+    for (int32_t k : {2, 3}) {
+        tf_params_pool2d pp{sizeof(tf_params_pool2d), {k, k}, {2, 2}, {k - 2, k - 2}, 0};
+        tensor py = dense({s.n, s.o, 7, 7}), pdx = dense({s.n, s.o, 14, 14});
+        run_ok(TF_OP_MAX_POOL2D, {y.d}, py.d, &pp);
+        keep(py);
+        tensor pdy = dense({s.n, s.o, 7, 7});
+        fill_random(pdy, 9);
+        run_ok(TF_OP_MAX_POOL2D_BACKWARD, {pdy.d, y.d}, pdx.d, &pp);
+        keep(pdx);
+    }
 
     // Reductions and softmax over a million elements.
     tensor big = dense({1024, 1024}), total = dense({1, 1}), rows = dense({1024, 1}), sm = dense({1024, 1024});
