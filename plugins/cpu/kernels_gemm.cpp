@@ -71,6 +71,7 @@ void tile_generic(int64_t kc, const float *a, const float *b, float *c, int64_t 
         acc[i][0] = load_c ? _mm256_loadu_ps(c + i * ldc) : _mm256_setzero_ps();
         acc[i][1] = load_c ? _mm256_loadu_ps(c + i * ldc + 8) : _mm256_setzero_ps();
     }
+#pragma GCC unroll 4
     for (int64_t p = 0; p < kc; ++p) {
         const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
 #pragma GCC unroll 6
@@ -127,7 +128,7 @@ struct gemm_kernel {
 constexpr int64_t k_max_tile = 12 * 32;  // largest mr * nr below
 constexpr gemm_kernel k_generic = {tile_generic, 4, 8, 128, 256, 4096};
 #if defined(__x86_64__)
-constexpr gemm_kernel k_avx2 = {tile_avx2, 6, 16, 120, 256, 4096};
+constexpr gemm_kernel k_avx2 = {tile_avx2, 6, 16, 72, 512, 4080};
 constexpr gemm_kernel k_avx512 = {tile_avx512, 12, 32, 120, 256, 4096};
 static_assert(k_avx2.mr * k_avx2.nr <= k_max_tile && k_avx512.mr * k_avx512.nr <= k_max_tile);
 #endif
