@@ -5,6 +5,8 @@
 
 #include <tinyfin/plugin.h>
 
+#include "runtime.h"
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -381,6 +383,35 @@ tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_
 tf_status run_contiguous(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
 tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
 tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err);
+
+// Runs an elementwise kernel, run(descs) with descs[0] the output, over slices of the output's
+// first axis on the thread pool when the output is big enough (operands of the same rank, size 1
+// or the output's size on that axis). Every element is computed by the same code whichever
+// slice it falls in, so the result does not depend on the thread count.
+template <size_t N, class Run>
+void parallel_elementwise(const std::array<const tf_tensor_desc *, N> &descs, Run &&run) {
+    const tf_tensor_desc &out = *descs[0];
+    const int64_t rows = out.rank > 0 ? out.shape[0] : 1;
+    const int64_t tasks = rows > 1 ? std::min(rows, split_count(numel(out), int64_t{1} << 16)) : 1;
+    if (tasks <= 1) {
+        run(descs);
+        return;
+    }
+    parallel_for(tasks, [&](int64_t t) {
+        const int64_t lo = rows * t / tasks, hi = rows * (t + 1) / tasks;
+        std::array<tf_tensor_desc, N> part;
+        std::array<const tf_tensor_desc *, N> ptrs;
+        for (size_t i = 0; i < N; ++i) {
+            part[i] = *descs[i];
+            if (part[i].rank > 0 && part[i].shape[0] == rows) {
+                part[i].offset += static_cast<uint64_t>(lo * part[i].strides[0]) * dtype_size(part[i].dtype);
+                part[i].shape[0] = hi - lo;
+            }
+            ptrs[i] = &part[i];
+        }
+        run(ptrs);
+    });
+}
 
 }  // namespace tf_cpu
 

@@ -13,7 +13,7 @@ namespace tf_cpu {
 namespace {
 
 template <class T, class Cmp>
-void compare(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, Cmp cmp) {
+void compare_rows(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, Cmp cmp) {
     using tr = traits<T>;
     walk<3>(out.rank, out.shape, {view_of(out), view_of(a), view_of(b)},
             [&](char *const *p, int64_t n, const int64_t *step) {
@@ -23,9 +23,14 @@ void compare(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_d
             });
 }
 
+template <class T, class Cmp>
+void compare(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, Cmp cmp) {
+    parallel_elementwise<3>({&out, &a, &b}, [&](const auto &d) { compare_rows<T>(*d[1], *d[2], *d[0], cmp); });
+}
+
 // Copies the chosen element's bytes, so NaN payloads and signs survive exactly.
 template <int64_t Size>
-void select(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out) {
+void select_rows(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out) {
     walk<4>(out.rank, out.shape, {view_of(out), view_of(cond), view_of(a), view_of(b)},
             [](char *const *p, int64_t n, const int64_t *step) {
                 for (int64_t i = 0; i < n; ++i) {
@@ -33,6 +38,11 @@ void select(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor
                     std::memcpy(p[0] + i * step[0], from, Size);
                 }
             });
+}
+
+template <int64_t Size>
+void select(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out) {
+    parallel_elementwise<4>({&out, &cond, &a, &b}, [](const auto &d) { select_rows<Size>(*d[1], *d[2], *d[3], *d[0]); });
 }
 
 // bool elements go through load/store, so a non-canonical byte (2, 0xff) comes out as 1.

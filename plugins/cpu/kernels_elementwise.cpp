@@ -135,7 +135,7 @@ void put(char *p, V v) {
 }
 
 template <class T, class Fn>
-void binary(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, Fn fn) {
+void binary_rows(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, Fn fn) {
     using tr = traits<T>;
     constexpr int64_t size = sizeof(T);
     walk<3>(out.rank, out.shape, {view_of(out), view_of(a), view_of(b)},
@@ -152,7 +152,12 @@ void binary(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_de
 }
 
 template <class T, class Fn>
-void unary(const tf_tensor_desc &in, const tf_tensor_desc &out, Fn fn) {
+void binary(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, Fn fn) {
+    parallel_elementwise<3>({&out, &a, &b}, [&](const auto &d) { binary_rows<T>(*d[1], *d[2], *d[0], fn); });
+}
+
+template <class T, class Fn>
+void unary_rows(const tf_tensor_desc &in, const tf_tensor_desc &out, Fn fn) {
     using tr = traits<T>;
     constexpr int64_t size = sizeof(T);
     walk<2>(out.rank, out.shape, {view_of(out), view_of(in)},
@@ -163,6 +168,11 @@ void unary(const tf_tensor_desc &in, const tf_tensor_desc &out, Fn fn) {
                 }
                 for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * step[0], fn(tr::load(p[1] + i * step[1])));
             });
+}
+
+template <class T, class Fn>
+void unary(const tf_tensor_desc &in, const tf_tensor_desc &out, Fn fn) {
+    parallel_elementwise<2>({&out, &in}, [&](const auto &d) { unary_rows<T>(*d[1], *d[0], fn); });
 }
 
 // Integer division by zero and MIN / -1 trap (SIGFPE) on x86. Scanning every pair first keeps

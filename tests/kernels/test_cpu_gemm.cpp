@@ -2,7 +2,7 @@
 //   - against references in double over odd sizes (1, 7, 13, 63, 65, 257), transposed and
 //     strided views, batch broadcast, on the portable path (TINYFIN_CPU_ISA=generic) and on the
 //     best path this CPU has;
-//   - thread-count invariance: matmul, conv2d and its gradients, max pooling, sum and softmax give the same
+//   - thread-count invariance: matmul, conv2d and its gradients, max pooling, elementwise ops, sum and softmax give the same
 //     bits with TINYFIN_THREADS = 1, 2 and 3.
 // The plugin reads TINYFIN_CPU_ISA and TINYFIN_THREADS on first use after init; shutdown makes
 // it read them again, which is how each case switches.
@@ -376,6 +376,20 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     keep(total);
     run_ok(TF_OP_SUM, {big.d}, rows.d, &last);
     keep(rows);
+    // Elementwise ops split over the first axis: add, exp, a comparison and where.
+    tensor other = dense({1024, 1024}), e1 = dense({1024, 1024}), e2 = dense({1024, 1024});
+    fill_random(other, 10);
+    run_ok(TF_OP_ADD, {big.d, other.d}, e1.d);
+    keep(e1);
+    run_ok(TF_OP_EXP, {big.d}, e2.d);
+    keep(e2);
+    auto mask = std::make_shared<block>(1024 * 1024);  // 4 MiB: room for the 1 MiB of bools
+    tensor m = view(mask, {1024, 1024}, {1024, 1});
+    m.d.dtype = TF_DTYPE_BOOL;
+    run_ok(TF_OP_GT, {big.d, other.d}, m.d);
+    results.emplace_back(reinterpret_cast<float *>(mask->data), reinterpret_cast<float *>(mask->data) + 1024 * 1024 / 4);
+    run_ok(TF_OP_WHERE, {m.d, big.d, other.d}, e1.d);
+    keep(e1);
     tf_params_axis axis{sizeof(tf_params_axis), 1};
     run_ok(TF_OP_SOFTMAX, {big.d}, sm.d, &axis);
     keep(sm);
