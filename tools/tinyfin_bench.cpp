@@ -36,6 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_train.hpp"
 #include "tinyfin/tinyfin.hpp"
 
 #ifdef TF_BENCH_HAVE_OPENBLAS
@@ -61,6 +62,7 @@ struct Options {
     // spinning for about 2^28 cycles after a call and would steal a core from the next one.
     double settle_s = 0.15;
     int threads = 0;             // 0: TINYFIN_THREADS, else the usable cores
+    int train_steps = 0;         // --train: training steps instead of the op cases
     std::string python = "/usr/bin/python3";
     // The statistic rates and ratios use: the median, or the best sample (steadier on a shared machine).
     bool use_min = false;
@@ -98,7 +100,9 @@ void usage(FILE *out) {
                  "              (default: TINYFIN_THREADS, else the cores this process may use)\n"
                  "  --compare   also time numpy and/or torch in python (Debian's /usr/bin/python3)\n"
                  "  --json, --csv  machine-readable output instead of the table\n"
-                 "  --list      print the cases and exit\n");
+                 "  --list      print the cases and exit\n"
+                 "  --train N   time N Fashion-MNIST training steps (batch 64, TINYFIN_BACKEND's choice)\n"
+                 "              instead: median step, images/s, page faults per step\n");
 }
 
 bool parse_int(const char *text, int lo, int hi, int *out) {
@@ -133,9 +137,9 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
         } else if (arg == "--op" || arg == "--backend" || arg == "--size" || arg == "--compare") {
             if (!(v = value(arg.c_str()))) return 2;
             (arg == "--op" ? o.ops : arg == "--backend" ? o.backends : arg == "--size" ? o.sizes : o.peers) = split_list(v);
-        } else if (arg == "--repeat" || arg == "--warmup" || arg == "--threads") {
+        } else if (arg == "--repeat" || arg == "--warmup" || arg == "--threads" || arg == "--train") {
             if (!(v = value(arg.c_str()))) return 2;
-            int *target = arg == "--repeat" ? &o.repeat : arg == "--warmup" ? &o.warmup : &o.threads;
+            int *target = arg == "--repeat" ? &o.repeat : arg == "--warmup" ? &o.warmup : arg == "--train" ? &o.train_steps : &o.threads;
             if (!parse_int(v, arg == "--warmup" ? 0 : 1, 100000, target)) {
                 std::fprintf(stderr, "tinyfin-bench: %s wants a positive integer, got '%s'\n", arg.c_str(), v);
                 return 2;
@@ -927,6 +931,14 @@ int main(int argc, char **argv) {
 #ifdef TF_BENCH_HAVE_OPENBLAS
     openblas_set_num_threads(m.threads);
 #endif
+    if (o.train_steps > 0) {
+        try {
+            return tfbench::run_train(o.train_steps, 64);
+        } catch (const std::exception &e) {
+            std::fprintf(stderr, "tinyfin-bench: %s\n", e.what());
+            return 1;
+        }
+    }
 
     std::vector<std::string> notes;
     std::vector<std::string> backends;
