@@ -11,10 +11,16 @@ Tensor narrow(const Tensor &tensor, int axis, int64_t start, int64_t length) {
     int ax = normalize_axis(axis, tensor.rank(), "narrow");
     int64_t n = tensor.size(ax);
     if (start < 0) start += n;
-    if (start < 0 || length < 0 || start + length > n)
-        raise<ShapeError>("narrow: [" + std::to_string(start) + ", " + std::to_string(start + length) +
+    // length > n - start rather than start + length > n: no overflow for huge lengths.
+    if (start < 0 || length < 0 || start > n || length > n - start) {
+        int64_t end = 0;
+        std::string end_text = __builtin_add_overflow(start, length, &end)
+                                   ? std::string("2^63 and beyond")
+                                   : std::to_string(end);
+        raise<ShapeError>("narrow: [" + std::to_string(start) + ", " + end_text +
                           ") is outside axis " + std::to_string(axis) + " of shape " +
                           shape_str(tensor.shape()));
+    }
     return tensor.slice(ax, start, start + length);
 }
 

@@ -146,7 +146,10 @@ Shape contiguous_strides(const Shape &shape) {
     int64_t stride = 1;
     for (std::size_t i = shape.size(); i-- > 0;) {
         strides[i] = stride;
-        stride *= std::max<int64_t>(shape[i], 1);
+        // A zero-size axis keeps numel at 0, so checked_numel lets [0, 2^62, 3] through; its
+        // strides would still overflow.
+        if (__builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride))
+            raise<ShapeError>("shape " + shape_str(shape) + " has strides that do not fit in 64 bits");
     }
     return strides;
 }
@@ -394,10 +397,17 @@ Tensor detail::raw_slice(const Tensor &t, int axis, int64_t start, int64_t end, 
     if (end < 0) end += n;
     start = std::clamp<int64_t>(start, 0, n);
     end = std::clamp<int64_t>(end, start, n);
+    // A step past the axis picks at most one element: clamp it so the stride cannot overflow.
+    step = std::min<int64_t>(step, std::max<int64_t>(n, 1));
     Shape shape = impl.shape, strides = impl.strides;
-    shape[a] = (end - start + step - 1) / step;
-    strides[a] = impl.strides[a] * step;
-    return make_view(self, shape, strides, impl.offset + start * impl.strides[a]);
+    shape[a] = end == start ? 0 : 1 + (end - start - 1) / step;
+    int64_t skipped = 0;
+    if (__builtin_mul_overflow(impl.strides[a], step, &strides[a]) ||
+        __builtin_mul_overflow(start, impl.strides[a], &skipped))
+        raise<ShapeError>("slice: step " + std::to_string(step) + " or start " +
+                          std::to_string(start) + " overflows the strides of " +
+                          shape_str(impl.shape));
+    return make_view(self, shape, strides, impl.offset + skipped);
 }
 
 Tensor Tensor::expand(const Shape &target) const {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -53,6 +54,9 @@ std::vector<BadCall> bad_calls() {
          type<ShapeError>(), "more elements than fit"},
         {"byte count overflow", [] { empty({int64_t(1) << 62}); }, type<ShapeError>(),
          "[4611686018427387904] of f32 needs more than 2^64 bytes"},
+        {"zero-size axis beside huge ones (strides overflow)",
+         [] { zeros({0, int64_t(1) << 62, 3}); }, type<ShapeError>(),
+         "has strides that do not fit in 64 bits"},
         {"reshape to another count", [] { f32({2, 3}).reshape({4, 2}); }, type<ShapeError>(),
          "reshape: shape [4,2] has 8 elements, the tensor has 6"},
         {"reshape with two -1", [] { f32({2, 3}).reshape({-1, -1}); }, type<ShapeError>(),
@@ -69,6 +73,9 @@ std::vector<BadCall> bad_calls() {
         {"expand to an incompatible shape", [] { f32({2, 3}).expand({4, 3}); },
          type<ShapeError>(), "expand: shape [2,3] cannot expand to [4,3]"},
         {"narrow past the end", [] { narrow(f32({4}), 0, 2, 5); }, type<ShapeError>(), "narrow: [2, 7) is outside axis 0"},
+        {"narrow with an overflowing length",
+         [] { narrow(f32({4}), 0, 2, std::numeric_limits<int64_t>::max()); }, type<ShapeError>(),
+         "narrow: [2, 2^63 and beyond) is outside axis 0"},
         {"dtype mismatch", [] { add(f32({2}), zeros({2}, DType::i32)); }, type<DTypeError>(),
          "add: dtypes f32 and i32 differ"},
         {"exp of integers", [] { exp(zeros({2}, DType::i32)); }, type<DTypeError>(), "exp: no backend supports these operands (i32[2]"},
@@ -192,6 +199,13 @@ TEST_CASE("bad calls throw their own exception with a specific message") {
     Tensor w = from_vector(std::vector<float>{1, 2, 3}, {3}).requires_grad_();
     sum(w * w).backward();
     CHECK(w.grad().to_vector<float>() == std::vector<float>{2, 4, 6});
+}
+
+TEST_CASE("a huge slice step is clamped, not overflowed into the strides") {
+    Tensor t = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2});
+    Tensor row = t.slice(0, 1, 3, std::numeric_limits<int64_t>::max());
+    CHECK(row.shape() == Shape{1, 2});
+    CHECK(row.to_vector<float>() == std::vector<float>{3, 4});
 }
 
 TEST_CASE("1 PiB on every loaded backend fails cleanly and leaves it usable") {
