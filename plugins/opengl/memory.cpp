@@ -129,17 +129,16 @@ stream_ring::span stream_ring::take(uint64_t size) {
         return span{oversized_.back().buffer.get(), 0, oversized_.back().data};
     }
     uint64_t at = align_up(head_, alignment_);
-    const uint64_t q = head_ / quarter_;
-    if (at + size > (q + 1) * quarter_) {
-        // Leave quarter q (its commands are all issued) and enter the next one once the device is
-        // done with what it held a lap ago.
-        fences_[q] = sync_handle(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0));
-        const uint64_t next = (q + 1) % 4;
-        if (fences_[next]) {
-            glClientWaitSync(fences_[next].get(), GL_SYNC_FLUSH_COMMANDS_BIT, GL_TIMEOUT_IGNORED);
-            fences_[next].reset();
+    if (at + size > (quarter_index_ + 1) * quarter_) {
+        // Leave this quarter (its commands are all issued) and enter the next one once the device
+        // is done with what it held a lap ago.
+        fences_[quarter_index_] = sync_handle(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0));
+        quarter_index_ = (quarter_index_ + 1) % 4;
+        if (fences_[quarter_index_]) {
+            glClientWaitSync(fences_[quarter_index_].get(), GL_SYNC_FLUSH_COMMANDS_BIT, GL_TIMEOUT_IGNORED);
+            fences_[quarter_index_].reset();
         }
-        at = next * quarter_;
+        at = quarter_index_ * quarter_;
     }
     head_ = at + size;
     return span{buffer_.get(), at, data_ + at};

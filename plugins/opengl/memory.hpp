@@ -89,7 +89,8 @@ private:
     buffer_handle buffer_;
     char *data_ = nullptr;
     uint64_t size_, quarter_, alignment_;
-    uint64_t head_ = 0;
+    uint64_t head_ = 0;           // next free byte, inside quarter quarter_index_
+    uint64_t quarter_index_ = 0;  // explicit: head_ may sit exactly on the next quarter's start
     sync_handle fences_[4];
     std::vector<oversized> oversized_;
 };

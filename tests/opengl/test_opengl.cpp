@@ -88,3 +88,23 @@ TEST_CASE("opengl: a tensor made on one thread and used on another") {
     std::thread([&] { y = tf::exp(x); }).join();
     check(y, tf::exp(tf::from_vector(values(1000, 7), {1000}, cpu_device)), 1e-6, 1e-5, "exp across threads");
 }
+
+TEST_CASE("opengl: host copies lap the stream ring and exceed a quarter of it") {
+    // 40 uploads of 1 MiB go around the 16 MiB ring more than twice before anything is read;
+    // 6 MiB uploads and reads take a mapped buffer of their own.
+    std::vector<Tensor> tensors;
+    for (int i = 0; i < 40; ++i)
+        tensors.push_back(tf::from_vector(values(256 * 1024, 1000 + static_cast<uint64_t>(i)), {256 * 1024}, gpu_device));
+    for (int i = 0; i < 40; ++i) {
+        INFO("tensor " << i);
+        CHECK(tensors[static_cast<std::size_t>(i)].to_vector<float>() == values(256 * 1024, 1000 + static_cast<uint64_t>(i)));
+    }
+    const std::vector<float> big = values(6 * 256 * 1024, 77);
+    Tensor b = tf::from_vector(big, {6 * 256 * 1024}, gpu_device);
+    Tensor twice = tf::add(b, b);
+    const std::vector<float> got = twice.to_vector<float>();
+    REQUIRE(got.size() == big.size());
+    bool same = true;
+    for (std::size_t i = 0; i < big.size(); ++i) same = same && got[i] == big[i] + big[i];
+    CHECK(same);
+}
