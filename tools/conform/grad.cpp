@@ -68,39 +68,44 @@ int64_t count(const Shape &s) {
     return n;
 }
 
-tf::Tensor unary_fn(tf_op op, const tf::Tensor &x) {
+using Unary = std::function<tf::Tensor(const tf::Tensor &)>;
+
+// The C++ function of a unary op, or an empty function for ops grad mode does not cover.
+Unary unary_fn(tf_op op) {
     switch (op) {
-    case TF_OP_NEG: return tf::neg(x);
-    case TF_OP_EXP: return tf::exp(x);
-    case TF_OP_RELU: return tf::relu(x);
-    case TF_OP_ABS: return tf::abs(x);
-    case TF_OP_LOG: return tf::log(x);
-    case TF_OP_SQRT: return tf::sqrt(x);
-    case TF_OP_RSQRT: return tf::rsqrt(x);
-    case TF_OP_SIN: return tf::sin(x);
-    case TF_OP_COS: return tf::cos(x);
-    case TF_OP_TANH: return tf::tanh(x);
-    case TF_OP_SIGMOID: return tf::sigmoid(x);
-    case TF_OP_GELU: return tf::gelu(x, false);
-    case TF_OP_GELU_TANH: return tf::gelu(x, true);
-    case TF_OP_SILU: return tf::silu(x);
-    case TF_OP_SQUARE: return tf::square(x);
-    case TF_OP_CLAMP: return tf::clamp(x, -0.3, 0.4);
-    case TF_OP_ERF: return tf::erf(x);
+    case TF_OP_NEG: return [](const tf::Tensor &x) { return tf::neg(x); };
+    case TF_OP_EXP: return [](const tf::Tensor &x) { return tf::exp(x); };
+    case TF_OP_RELU: return [](const tf::Tensor &x) { return tf::relu(x); };
+    case TF_OP_ABS: return [](const tf::Tensor &x) { return tf::abs(x); };
+    case TF_OP_LOG: return [](const tf::Tensor &x) { return tf::log(x); };
+    case TF_OP_SQRT: return [](const tf::Tensor &x) { return tf::sqrt(x); };
+    case TF_OP_RSQRT: return [](const tf::Tensor &x) { return tf::rsqrt(x); };
+    case TF_OP_SIN: return [](const tf::Tensor &x) { return tf::sin(x); };
+    case TF_OP_COS: return [](const tf::Tensor &x) { return tf::cos(x); };
+    case TF_OP_TANH: return [](const tf::Tensor &x) { return tf::tanh(x); };
+    case TF_OP_SIGMOID: return [](const tf::Tensor &x) { return tf::sigmoid(x); };
+    case TF_OP_GELU: return [](const tf::Tensor &x) { return tf::gelu(x, false); };
+    case TF_OP_GELU_TANH: return [](const tf::Tensor &x) { return tf::gelu(x, true); };
+    case TF_OP_SILU: return [](const tf::Tensor &x) { return tf::silu(x); };
+    case TF_OP_SQUARE: return [](const tf::Tensor &x) { return tf::square(x); };
+    case TF_OP_CLAMP: return [](const tf::Tensor &x) { return tf::clamp(x, -0.3, 0.4); };
+    case TF_OP_ERF: return [](const tf::Tensor &x) { return tf::erf(x); };
     default: return {};
     }
 }
 
-tf::Tensor binary_fn(tf_op op, const tf::Tensor &a, const tf::Tensor &b) {
+using Binary = tf::Tensor (*)(const tf::Tensor &, const tf::Tensor &);
+
+Binary binary_fn(tf_op op) {
     switch (op) {
-    case TF_OP_ADD: return tf::add(a, b);
-    case TF_OP_SUB: return tf::sub(a, b);
-    case TF_OP_MUL: return tf::mul(a, b);
-    case TF_OP_DIV: return tf::div(a, b);
-    case TF_OP_POW: return tf::pow(a, b);
-    case TF_OP_MAXIMUM: return tf::maximum(a, b);
-    case TF_OP_MINIMUM: return tf::minimum(a, b);
-    default: return {};
+    case TF_OP_ADD: return tf::add;
+    case TF_OP_SUB: return tf::sub;
+    case TF_OP_MUL: return tf::mul;
+    case TF_OP_DIV: return tf::div;
+    case TF_OP_POW: return tf::pow;
+    case TF_OP_MAXIMUM: return tf::maximum;
+    case TF_OP_MINIMUM: return tf::minimum;
+    default: return nullptr;
     }
 }
 
@@ -134,17 +139,19 @@ std::vector<GradCase> grad_cases() {
         auto add = [&](std::string name, std::vector<GradInput> in, Fn f) { out.push_back({row.name, std::move(name), std::move(in), std::move(f)}); };
         switch (row.kind) {
         case Kind::UNARY:
-            if (!unary_fn(op, tf::scalar(1)).defined()) break;
-            add("f32 [3,4]", {{{3, 4}, v}}, [op](const auto &x) { return unary_fn(op, x[0]); });
-            add("f32 [4,3] transposed", {{{3, 4}, v}}, [op](const auto &x) { return unary_fn(op, x[0].transpose(0, 1)); });
+            if (Unary f = unary_fn(op)) {
+                add("f32 [3,4]", {{{3, 4}, v}}, [f](const auto &x) { return f(x[0]); });
+                add("f32 [4,3] transposed", {{{3, 4}, v}}, [f](const auto &x) { return f(x[0].transpose(0, 1)); });
+            }
             break;
         case Kind::BINARY: {
-            if (!binary_fn(op, tf::scalar(1), tf::scalar(1)).defined()) break;
+            Binary f = binary_fn(op);
+            if (!f) break;
             Values second = op == TF_OP_DIV ? Values::positive : v;
             add("f32 [3,4] x [4]", {{{3, 4}, op == TF_OP_POW ? Values::positive : v}, {{4}, second}},
-                [op](const auto &x) { return binary_fn(op, x[0], x[1]); });
+                [f](const auto &x) { return f(x[0], x[1]); });
             add("f32 [2,3] x [2,3]", {{{2, 3}, op == TF_OP_POW ? Values::positive : v}, {{2, 3}, second}},
-                [op](const auto &x) { return binary_fn(op, x[0], x[1]); });
+                [f](const auto &x) { return f(x[0], x[1]); });
             break;
         }
         case Kind::REDUCE:
