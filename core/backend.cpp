@@ -80,10 +80,10 @@ bool Backend::ensure_init() {
 
 bool Backend::initialised() const { return init_ok_; }
 
+// Device 0 is where the backend's tensors go by default, so it alone decides: a GPU machine
+// that also lists Mesa's lavapipe as device 1 keeps its GPU backend under auto.
 bool Backend::software_emulated() const {
-    for (const tf_device_info &info : devices_)
-        if (info.kind == TF_DEVICE_KIND_GPU_SOFTWARE) return true;
-    return false;
+    return !devices_.empty() && devices_.front().kind == TF_DEVICE_KIND_GPU_SOFTWARE;
 }
 
 template <typename Member> bool Backend::has(Member tf_plugin::*member) const {

@@ -48,7 +48,7 @@ public:
     int device_count() const { return static_cast<int>(devices_.size()); }
     const tf_device_info &device(int index) const { return devices_.at(index); }
     bool host_addressable(int index) const { return devices_.at(index).host_addressable != 0; }
-    // True when any device is a software-emulated GPU (lavapipe, llvmpipe).
+    // True when device 0, the default placement, is a software-emulated GPU (lavapipe, llvmpipe).
     bool software_emulated() const;
 
     // Optional members: present when the plugin's table reaches them and they are set.

@@ -4,7 +4,7 @@ test and checks the loader's report against what the test expects.
 
   check_info.py TINYFIN_INFO [--expect PATH OUTCOME [MESSAGE_PART ...]]...
                 [--selected NAME] [--requested TEXT] [--note-mentions TEXT]...
-                [--device PATH NAME KIND HOST_ADDRESSABLE] [--ops PATH OP[,OP...]]
+                [--device PATH NAME KIND HOST_ADDRESSABLE]... [--ops PATH OP[,OP...]]
                 [--info-arg ARG]...
 
 Exit status 0 when every check passed; every failure is printed.
@@ -176,16 +176,24 @@ def main():
             check(part in plugin.get("message", ""),
                   f"{path}: message {plugin.get('message')!r} lacks {part!r}")
 
+    # Each --device for a path describes its next device, in order; together they are all of them.
+    expected_devices = {}
     for path, name, kind, host in args.device:
+        expected_devices.setdefault(path, []).append((name, kind, host))
+    for path, wanted in expected_devices.items():
         plugin = find_plugin(doc, path)
         if not check(plugin is not None, f"{path}: not in plugins"):
             continue
         devices = plugin.get("devices", [])
-        if check(len(devices) == 1, f"{path}: {len(devices)} devices, expected 1"):
-            check(devices[0].get("name") == name, f"{path}: device name {devices[0].get('name')!r}")
-            check(devices[0].get("kind") == kind, f"{path}: device kind {devices[0].get('kind')!r}")
-            check(devices[0].get("host_addressable") is (host == "true"),
-                  f"{path}: host_addressable {devices[0].get('host_addressable')!r}")
+        if not check(len(devices) == len(wanted),
+                     f"{path}: {len(devices)} devices, expected {len(wanted)}"):
+            continue
+        for index, ((name, kind, host), device) in enumerate(zip(wanted, devices)):
+            where = f"{path}: device {index}"
+            check(device.get("name") == name, f"{where}: name {device.get('name')!r}")
+            check(device.get("kind") == kind, f"{where}: kind {device.get('kind')!r}")
+            check(device.get("host_addressable") is (host == "true"),
+                  f"{where}: host_addressable {device.get('host_addressable')!r}")
 
     for path, ops in args.ops:
         plugin = find_plugin(doc, path)

@@ -137,12 +137,30 @@ static tf_status fakegpu_synchronize(int32_t device, tf_error *err) {
 
 /* ---- Device functions --------------------------------------------------------------- */
 
-static int32_t fakegpu_device_count(void) { return 1; }
+/* FAKEGPU_SOFTWARE_DEVICE_1=1 adds a software-emulated device 1 behind the real device 0 (a GPU
+ * machine where Mesa's lavapipe is listed too): TINYFIN_BACKEND=auto must still pick fakegpu. It
+ * only shows in the device list; buffers and ops stay on device 0. */
+static int fakegpu_has_software_device_1(void) {
+    const char *value = getenv("FAKEGPU_SOFTWARE_DEVICE_1");
+    return value && strcmp(value, "1") == 0;
+}
+
+static int32_t fakegpu_device_count(void) { return fakegpu_has_software_device_1() ? 2 : 1; }
 
 static tf_status fakegpu_device_info(int32_t device, tf_device_info *info, tf_error *err) {
-    if (device != 0 || !info || info->struct_size < sizeof(tf_device_info)) {
+    if (device < 0 || device >= fakegpu_device_count() || !info ||
+        info->struct_size < sizeof(tf_device_info)) {
         fakegpu_set_error(err, "device_info: no such device or info struct too small");
         return TF_STATUS_INVALID_ARGUMENT;
+    }
+    if (device == 1) {
+        info->kind = TF_DEVICE_KIND_GPU_SOFTWARE;
+        info->memory_total = (uint64_t)1 << 30;
+        info->memory_free = (uint64_t)1 << 30;
+        info->host_addressable = 0;
+        snprintf(info->name, sizeof info->name, "%s", "fake software gpu");
+        snprintf(info->uuid, sizeof info->uuid, "%s", "fakegpu-0001");
+        return TF_STATUS_OK;
     }
     info->kind = TF_DEVICE_KIND_GPU_DISCRETE;
     info->memory_total = (uint64_t)1 << 30;
