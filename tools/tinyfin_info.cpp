@@ -157,15 +157,20 @@ void print_human(const tinyfin::Report &r) {
     for (const auto &p : r.plugins)
         if (p.initialised) usable.push_back(&p);
     std::printf("\nOps (x = supported for f32 on device 0; other cases fall back to cpu):\n");
-    std::printf("  %-14s", "op");
-    for (const auto *p : usable) std::printf(" %-8s", p->name.c_str());
+    // Columns as wide as the longest op and backend names, so every mark sits under its name.
+    int op_width = 2;
+    for (const std::string &op : tinyfin::op_names()) op_width = std::max(op_width, int(op.size()));
+    std::vector<int> widths;
+    for (const auto *p : usable) widths.push_back(std::max(8, int(p->name.size())));
+    std::printf("  %-*s", op_width, "op");
+    for (std::size_t c = 0; c < usable.size(); ++c) std::printf(" %-*s", widths[c], usable[c]->name.c_str());
     std::printf("\n");
     for (const std::string &op : tinyfin::op_names()) {
-        std::printf("  %-14s", op.c_str());
-        for (const auto *p : usable) {
+        std::printf("  %-*s", op_width, op.c_str());
+        for (std::size_t c = 0; c < usable.size(); ++c) {
             bool yes = false;
-            for (const auto &s : p->supported_ops) yes = yes || s == op;
-            std::printf(" %-8s", yes ? "x" : ".");
+            for (const auto &s : usable[c]->supported_ops) yes = yes || s == op;
+            std::printf(" %-*s", widths[c], yes ? "x" : ".");
         }
         std::printf("\n");
     }
