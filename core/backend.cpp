@@ -1,14 +1,38 @@
 #include "backend.hpp"
 
+#include <link.h>
+
 #include <cstring>
 
 #include "log.hpp"
 
 namespace tinyfin::detail {
 
-void close_plugin(void *handle) {
+namespace {
+
+bool keep_plugins_mapped() {
     std::string keep = env("TINYFIN_KEEP_PLUGINS_MAPPED");
-    if (keep.empty() || keep == "0") dlclose(handle);
+    return !keep.empty() && keep != "0";
+}
+
+// Pins every shared object now loaded (RTLD_NODELETE), so what a plugin's shutdown unloads, such
+// as the Mesa driver the Vulkan loader or libEGL opened, stays mapped: LeakSanitizer then finds
+// that library's globals and can name its code instead of "<unknown module>".
+void pin_loaded_libraries() {
+    dl_iterate_phdr(
+        [](dl_phdr_info *info, std::size_t, void *) {
+            if (info->dlpi_name && info->dlpi_name[0])
+                if (void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE))
+                    dlclose(h); // drops the reference just taken; RTLD_NODELETE stays
+            return 0;
+        },
+        nullptr);
+}
+
+} // namespace
+
+void close_plugin(void *handle) {
+    if (!keep_plugins_mapped()) dlclose(handle);
 }
 
 tf_error make_error() {
@@ -28,7 +52,9 @@ Backend::Backend(DlHandle handle, const tf_plugin *table, std::string path, int 
       slot_(slot) {}
 
 Backend::~Backend() {
-    if (init_ok_) table_->shutdown();
+    if (!init_ok_) return;
+    if (keep_plugins_mapped()) pin_loaded_libraries();
+    table_->shutdown();
 }
 
 bool Backend::ensure_init() {

@@ -14,7 +14,8 @@
 namespace tinyfin::detail {
 
 // dlclose unless TINYFIN_KEEP_PLUGINS_MAPPED=1 (sanitizer runs: LeakSanitizer can only name the
-// code of a leak, and match it against suppressions, while its library is still mapped).
+// code of a leak, and match it against suppressions, while its library is still mapped). The
+// same setting pins the libraries a plugin loaded before its shutdown can unload them.
 void close_plugin(void *handle);
 struct DlCloser {
     void operator()(void *handle) const {
