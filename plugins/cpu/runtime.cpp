@@ -397,13 +397,15 @@ void host_free(void *p, uint64_t capacity) {
     if (!p) return;
     uint64_t rounded = 0;
     const int cls = size_class(capacity, &rounded);
-    if (cls < k_classes && rounded == capacity) {
-        host_cache &c = cache();
-        std::lock_guard<std::mutex> l(c.m);
-        if (c.cached + capacity <= c.limit) {
+    // No cache means shutdown ran (or nothing was ever allocated through it): a buffer freed
+    // after shutdown goes straight back to malloc rather than into a new cache nobody frees.
+    host_cache *c = g_cache.load(std::memory_order_acquire);
+    if (c && cls < k_classes && rounded == capacity) {
+        std::lock_guard<std::mutex> l(c->m);
+        if (c->cached + capacity <= c->limit) {
             try {
-                c.free[cls].push_back(p);
-                c.cached += capacity;
+                c->free[cls].push_back(p);
+                c->cached += capacity;
                 return;
             } catch (const std::bad_alloc &) {
             }
