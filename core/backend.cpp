@@ -8,12 +8,12 @@
 
 namespace tinyfin::detail {
 
-namespace {
-
 bool keep_plugins_mapped() {
     std::string keep = env("TINYFIN_KEEP_PLUGINS_MAPPED");
     return !keep.empty() && keep != "0";
 }
+
+namespace {
 
 // Pins every shared object now loaded (RTLD_NODELETE), so what a plugin's shutdown unloads, such
 // as the Mesa driver the Vulkan loader or libEGL opened, stays mapped: LeakSanitizer then finds

@@ -17,6 +17,11 @@ namespace tinyfin::detail {
 // code of a leak, and match it against suppressions, while its library is still mapped). The
 // same setting pins the libraries a plugin loaded before its shutdown can unload them.
 void close_plugin(void *handle);
+bool keep_plugins_mapped();
+// With TINYFIN_KEEP_PLUGINS_MAPPED=1, loads the libraries of TINYFIN_PIN_LIBRARIES (colon list)
+// for good before any plugin runs: drivers a plugin's probe loads and unloads again (the Vulkan
+// loader's ICDs, Mesa's DRI driver) keep their globals visible to LeakSanitizer.
+void pin_listed_libraries();
 struct DlCloser {
     void operator()(void *handle) const {
         if (handle) close_plugin(handle);

@@ -339,6 +339,25 @@ std::vector<std::string> candidate_files() {
     return files;
 }
 
-LoadResult load_plugins(const tf_host_api *host) { return Loader(host).run(); }
+void pin_listed_libraries() {
+    if (!keep_plugins_mapped()) return;
+    std::vector<std::string> names;
+    split_colon_list(env("TINYFIN_PIN_LIBRARIES"), names);
+    for (const std::string &name : names) {
+        // RTLD_NODELETE: a plugin's later dlopen of the same file gets this copy, and no dlclose
+        // can unmap it.
+        if (void *h = dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE)) {
+            dlclose(h);
+        } else {
+            const char *why = dlerror();
+            log_from(TF_LOG_WARN, "core", "TINYFIN_PIN_LIBRARIES: " + std::string(why ? why : name));
+        }
+    }
+}
+
+LoadResult load_plugins(const tf_host_api *host) {
+    pin_listed_libraries();
+    return Loader(host).run();
+}
 
 } // namespace tinyfin::detail
