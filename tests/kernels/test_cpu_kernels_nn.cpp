@@ -6,6 +6,8 @@
 
 #include <tinyfin/plugin.h>
 
+#include "plugin_closer.hpp"
+
 #include <dlfcn.h>
 
 #include <bit>
@@ -32,9 +34,7 @@ void host_log(int32_t, const char *, const char *) {}
 const char *host_get_env(const char *name) { return std::getenv(name); }
 const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_get_env};
 
-struct dl_closer {
-    void operator()(void *handle) const { dlclose(handle); }
-};
+using dl_closer = plugin_closer<&k_host>;
 
 const tf_plugin &P() {
     static const std::unique_ptr<void, dl_closer> handle(dlopen(TF_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));

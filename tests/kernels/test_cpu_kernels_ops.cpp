@@ -6,6 +6,8 @@
 
 #include <tinyfin/plugin.h>
 
+#include "plugin_closer.hpp"
+
 #include <dlfcn.h>
 
 #include <bit>
@@ -40,9 +42,7 @@ const char *host_get_env(const char *name) { return std::getenv(name); }
 
 const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_get_env};
 
-struct dl_closer {
-    void operator()(void *handle) const { dlclose(handle); }
-};
+using dl_closer = plugin_closer<&k_host>;
 
 struct loaded_plugin {
     std::unique_ptr<void, dl_closer> handle;

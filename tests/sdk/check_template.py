@@ -83,7 +83,10 @@ def main():
                        PKG_CONFIG_SYSROOT_DIR=dest)
         cflags = run(['pkg-config', '--cflags', '--libs', 'tinyfin'], env=pkg_env).split()
         program = os.path.join(work, 'use-example')
-        run([cxx, '-std=c++20', '-o', program, os.path.join(source, 'tests', 'sdk', 'use_example.cpp')] + cflags)
+        # Against a sanitizer build of libtinyfin the program must carry the same runtime first.
+        needed = run(['readelf', '-d', '-W', os.path.join(libdir, 'libtinyfin.so')])
+        sanitize = ['-fsanitize=address,undefined'] if 'libasan' in needed else []
+        run([cxx, '-std=c++20'] + sanitize + ['-o', program, os.path.join(source, 'tests', 'sdk', 'use_example.cpp')] + cflags)
         run([program], env=env)
 
         run([conform, 'test', '--plugin', plugin], env=dict(env, TINYFIN_FALLBACK='error'))

@@ -34,10 +34,24 @@ struct plugin {
     bool ready = false;
 };
 
+// scripts/sanitize lists Mesa's drivers in TINYFIN_PIN_LIBRARIES so that LeakSanitizer still
+// sees them after a probe unloaded them. The core pins them for programs; this test loads the
+// plugin without the core, so it pins them itself.
+void pin_listed_libraries() {
+    const char *list = std::getenv("TINYFIN_PIN_LIBRARIES");
+    for (std::string rest = list ? list : ""; !rest.empty();) {
+        const std::size_t colon = rest.find(':');
+        const std::string name = rest.substr(0, colon);
+        rest = colon == std::string::npos ? "" : rest.substr(colon + 1);
+        if (void *h = name.empty() ? nullptr : dlopen(name.c_str(), RTLD_LAZY | RTLD_NODELETE)) dlclose(h);
+    }
+}
+
 // The plugin, loaded once; exits the process when the file is not a loadable plugin.
 plugin &vk() {
     static plugin p;
     if (p.so) return p;
+    pin_listed_libraries();
     const char *path = std::getenv("TF_VULKAN_PLUGIN");
     if (!path) {
         std::fprintf(stderr, "TF_VULKAN_PLUGIN is not set\n");
