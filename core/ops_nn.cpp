@@ -60,8 +60,8 @@ tf_params_pool2d pool_params(const Tensor &x, const Pool2dOptions &o, const char
                        {o.stride_h ? o.stride_h : o.kernel_h, o.stride_w ? o.stride_w : o.kernel_w},
                        {o.pad_h, o.pad_w}, o.count_include_pad ? 1 : 0};
     if (p.kernel[0] < 1 || p.kernel[1] < 1 || p.stride[0] < 1 || p.stride[1] < 1 ||
-        p.padding[0] < 0 || p.padding[1] < 0 || p.padding[0] * 2 > p.kernel[0] ||
-        p.padding[1] * 2 > p.kernel[1])
+        p.padding[0] < 0 || p.padding[1] < 0 || p.padding[0] > p.kernel[0] / 2 ||
+        p.padding[1] > p.kernel[1] / 2) // not padding * 2 > kernel: that overflows int
         raise<ValueError>(std::string(op) + ": invalid kernel " + std::to_string(p.kernel[0]) + "x" +
                           std::to_string(p.kernel[1]) + ", stride " + std::to_string(p.stride[0]) +
                           "x" + std::to_string(p.stride[1]) + ", padding " +

@@ -40,6 +40,9 @@ std::vector<BadCall> bad_calls() {
     kernel0.kernel_h = 0;
     Pool2dOptions big_pad;
     big_pad.pad_h = 2;
+    Pool2dOptions huge_pad; // padding * 2 overflows int (found by the op fuzzer)
+    huge_pad.kernel_h = 3;
+    huge_pad.pad_h = 1261110808;
     return {
         {"broadcast mismatch", [] { add(f32({2, 3}), f32({4, 3})); }, type<ShapeError>(),
          "add: shapes [2,3] and [4,3] cannot broadcast"},
@@ -109,6 +112,8 @@ std::vector<BadCall> bad_calls() {
          "max_pool2d: input must have rank 4, got shape [1,4,4]"},
         {"avg_pool2d padding above half the kernel", [=] { avg_pool2d(f32({1, 1, 4, 4}), big_pad); },
          type<ValueError>(), "avg_pool2d: invalid kernel 2x2, stride 2x2, padding 2x0"},
+        {"max_pool2d padding whose double overflows int", [=] { max_pool2d(f32({1, 1, 4, 4}), huge_pad); },
+         type<ValueError>(), "max_pool2d: invalid kernel 3x2, stride 3x2, padding 1261110808x0"},
         {"softmax axis out of range", [] { softmax(f32({2, 3}), 2); }, type<ShapeError>(),
          "softmax: axis 2 is out of range for rank 2"},
         {"layer_norm over more axes than the rank", [] { layer_norm(f32({2, 3}), 3); },
