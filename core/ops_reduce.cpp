@@ -17,7 +17,10 @@ Tensor reduce(tf_op op, const Tensor &a, uint32_t mask, bool keepdim, const void
 int64_t reduced_count(const Shape &shape, uint32_t mask) {
     int64_t n = 1;
     for (std::size_t i = 0; i < shape.size(); ++i)
-        if (mask & (1u << i)) n *= shape[i];
+        // Overflow needs a zero-size axis elsewhere ([0, 2^62, 5] over its last two axes).
+        if ((mask & (1u << i)) && __builtin_mul_overflow(n, shape[i], &n))
+            raise<ShapeError>("reduction over " + shape_str(shape) +
+                              ": the reduced axes hold more elements than fit in 64 bits");
     return n;
 }
 

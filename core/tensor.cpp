@@ -130,10 +130,14 @@ int64_t checked_numel(const Shape &shape, std::string_view op) {
         raise<ShapeError>(std::string(op) + ": rank " + std::to_string(shape.size()) +
                           " exceeds the limit of " + std::to_string(TF_MAX_RANK) + " (shape " +
                           shape_str(shape) + ")");
-    int64_t numel = 1;
-    for (int64_t size : shape) {
+    for (int64_t size : shape)
         if (size < 0)
             raise<ShapeError>(std::string(op) + ": negative size in shape " + shape_str(shape));
+    // A zero-size axis anywhere makes 0 elements, whatever the order of the axes: a permuted
+    // [0, 2^62, 5] must not overflow where [2^62, 5, 0] is multiplied from the left.
+    if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+    int64_t numel = 1;
+    for (int64_t size : shape) {
         if (__builtin_mul_overflow(numel, size, &numel))
             raise<ShapeError>(std::string(op) + ": shape " + shape_str(shape) +
                               " has more elements than fit in 64 bits");
@@ -213,8 +217,11 @@ int64_t Tensor::size(int axis) const {
 }
 
 int64_t Tensor::numel() const {
+    const Shape &shape = this->shape();
+    // Zero first: with a zero-size axis the other axes may multiply past 64 bits.
+    if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
     int64_t n = 1;
-    for (int64_t s : shape()) n *= s;
+    for (int64_t s : shape) n *= s;
     return n;
 }
 
@@ -245,9 +252,8 @@ bool Tensor::is_contiguous() const {
 static std::optional<Shape> view_strides(const TensorImpl &t, const Shape &new_shape) {
     if (new_shape.empty()) return Shape{};
     if (t.shape.empty()) return contiguous_strides(new_shape);
-    int64_t numel = 1;
-    for (int64_t s : t.shape) numel *= s;
-    if (numel == 0) return contiguous_strides(new_shape);
+    if (std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end())
+        return contiguous_strides(new_shape);
     // Walk groups of old axes that are contiguous among themselves, matching new axes to each.
     Shape result(new_shape.size());
     int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;

@@ -72,10 +72,14 @@ void im2col(const conv_geometry &g, const float *x, float *col) {
                     }
                     const float *src = plane + iy * g.w;
                     std::fill(dst, dst + lo, 0.0f);
-                    if (g.sw == 1)
-                        std::copy(src + lo + x_off, src + hi + x_off, dst + lo);
-                    else
-                        for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = src[ox * g.sw + x_off];
+                    // lo == hi when no tap lands inside the row, e.g. a zero-width input whose
+                    // data pointer is null: no pointer arithmetic on it then.
+                    if (lo < hi) {
+                        if (g.sw == 1)
+                            std::copy(src + lo + x_off, src + hi + x_off, dst + lo);
+                        else
+                            for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = src[ox * g.sw + x_off];
+                    }
                     std::fill(dst + hi, dst + g.ow, 0.0f);
                 }
             }
