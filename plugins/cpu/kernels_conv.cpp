@@ -5,7 +5,8 @@
 //   grad_weight  dw[g]   += dy[n, g] col(x[n, g])^T, n = 0, 1, ... [Og x Kg] = [Og x P] [P x Kg]
 // with Og = O / groups output channels, Kg = C / groups * KH * KW taps and P = OH * OW output
 // positions. Row (c, kh, kw) of the column matrix holds, for every output position, the input
-// element that tap reads (0 in the padding).
+// element that tap reads (0 in the padding). The column matrix covers a band of output rows at
+// a time, as many as fit in 16 MiB: all of them for common shapes.
 //
 // Every sum has a fixed order: the GEMM adds taps in (c, kh, kw) order, col2im adds into dx in
 // (c, kh, kw, oh, ow) order, and grad_weight adds images in order within fixed chunks of images
@@ -43,18 +44,33 @@ conv_geometry geometry(const tf_tensor_desc &x, const tf_tensor_desc &w, const t
             p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups};
 }
 
-// Floats of the column matrix; std::bad_alloc (OUT_OF_MEMORY at the ABI) when it cannot exist.
+// The column matrix is built for bands of output rows small enough that it stays under
+// k_column_floats (16 MiB): a large kernel over a padded input would otherwise need a column
+// matrix many times the size of input and output (the op fuzzer asked for 13 GB). A constant,
+// not TINYFIN_SCRATCH_BYTES, so that the band, and with it the order of the sums in the
+// gradients, never depends on a setting.
+constexpr int64_t k_column_floats = int64_t{1} << 22;
+
+// Output rows per band: as many as fit, at least one.
+int64_t band_rows(const conv_geometry &g) {
+    const int64_t row_floats = std::max<int64_t>(1, g.taps() * g.ow);
+    return std::clamp<int64_t>(k_column_floats / row_floats, 1, std::max<int64_t>(g.oh, 1));
+}
+
+// Floats of one band's column matrix (0 for pointwise convolutions, which need none);
+// std::bad_alloc (OUT_OF_MEMORY at the ABI) when it cannot exist.
 size_t column_floats(const conv_geometry &g) {
     if (g.pointwise()) return 0;
     size_t floats = 0;
-    if (__builtin_mul_overflow(static_cast<size_t>(g.taps()), static_cast<size_t>(g.positions()), &floats))
+    if (__builtin_mul_overflow(static_cast<size_t>(g.taps()), static_cast<size_t>(band_rows(g) * g.ow), &floats))
         throw std::bad_alloc();
     return floats;
 }
 
-// col [Kg x P] from one group's input planes x [C/groups, H, W].
-void im2col(const conv_geometry &g, const float *x, float *col) {
-    const int64_t positions = g.positions();
+// col [Kg x B] from one group's input planes x [C/groups, H, W], for the B = (oy1 - oy0) * OW
+// output positions of output rows [oy0, oy1).
+void im2col(const conv_geometry &g, const float *x, float *col, int64_t oy0, int64_t oy1) {
+    const int64_t positions = (oy1 - oy0) * g.ow;
     for (int64_t c = 0; c < g.c_group(); ++c) {
         const float *plane = x + c * g.h * g.w;
         for (int64_t i = 0; i < g.kh; ++i) {
@@ -63,8 +79,8 @@ void im2col(const conv_geometry &g, const float *x, float *col) {
                 const int64_t x_off = j * g.dw - g.pw;
                 int64_t lo = 0, hi = 0;
                 tap_span(x_off, g.sw, g.w, g.ow, &lo, &hi);
-                for (int64_t oy = 0; oy < g.oh; ++oy) {
-                    float *dst = row + oy * g.ow;
+                for (int64_t oy = oy0; oy < oy1; ++oy) {
+                    float *dst = row + (oy - oy0) * g.ow;
                     const int64_t iy = oy * g.sh - g.ph + i * g.dh;
                     if (iy < 0 || iy >= g.h) {
                         std::fill(dst, dst + g.ow, 0.0f);
@@ -87,9 +103,10 @@ void im2col(const conv_geometry &g, const float *x, float *col) {
     }
 }
 
-// dx [C/groups, H, W] += each column-matrix element at the input element it was read from.
-void col2im(const conv_geometry &g, const float *col, float *dx) {
-    const int64_t positions = g.positions();
+// dx [C/groups, H, W] += each column-matrix element at the input element it was read from;
+// col holds output rows [oy0, oy1) as im2col wrote them.
+void col2im(const conv_geometry &g, const float *col, float *dx, int64_t oy0, int64_t oy1) {
+    const int64_t positions = (oy1 - oy0) * g.ow;
     for (int64_t c = 0; c < g.c_group(); ++c) {
         float *plane = dx + c * g.h * g.w;
         for (int64_t i = 0; i < g.kh; ++i) {
@@ -98,10 +115,10 @@ void col2im(const conv_geometry &g, const float *col, float *dx) {
                 const int64_t x_off = j * g.dw - g.pw;
                 int64_t lo = 0, hi = 0;
                 tap_span(x_off, g.sw, g.w, g.ow, &lo, &hi);
-                for (int64_t oy = 0; oy < g.oh; ++oy) {
+                for (int64_t oy = oy0; oy < oy1; ++oy) {
                     const int64_t iy = oy * g.sh - g.ph + i * g.dh;
                     if (iy < 0 || iy >= g.h) continue;
-                    const float *src = row + oy * g.ow;
+                    const float *src = row + (oy - oy0) * g.ow;
                     float *dst = plane + iy * g.w;
                     for (int64_t ox = lo; ox < hi; ++ox) dst[ox * g.sw + x_off] += src[ox];
                 }
@@ -122,18 +139,24 @@ tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
     const f32_input x(xd), w(wd);
     f32_output y(yd);
     const size_t col_floats = column_floats(g);
+    const int64_t rows = band_rows(g);
     // One image per task (its own column buffer and output); one image: threads inside the GEMM.
     parallel_for(g.n, [&](int64_t n) {
         float *col = col_floats ? scratch_floats(k_slot_col, col_floats) : nullptr;
         for (int64_t gi = 0; gi < g.groups; ++gi) {
             const float *xg = x.data() + (n * g.c + gi * cg) * g.h * g.w;
-            const float *b = xg;
-            if (!g.pointwise()) {
-                im2col(g, xg, col);
-                b = col;
+            float *yg = y.data() + (n * g.o + gi * og) * positions;
+            if (g.pointwise()) {
+                gemm_f32(og, positions, kg, {w.data() + gi * og * kg, kg, 1}, {xg, positions, 1}, yg,
+                         positions, false);
+                continue;
             }
-            gemm_f32(og, positions, kg, {w.data() + gi * og * kg, kg, 1}, {b, positions, 1},
-                     y.data() + (n * g.o + gi * og) * positions, positions, false);
+            for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
+                const int64_t oy1 = std::min(g.oh, oy0 + rows), band = (oy1 - oy0) * g.ow;
+                im2col(g, xg, col, oy0, oy1);
+                gemm_f32(og, band, kg, {w.data() + gi * og * kg, kg, 1}, {col, band, 1},
+                         yg + oy0 * g.ow, positions, false);
+            }
         }
     });
     y.finish();
@@ -148,6 +171,7 @@ tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
     const f32_input dy(dyd), w(wd);
     f32_output dx(dxd);
     const size_t col_floats = column_floats(g);
+    const int64_t rows = band_rows(g);
     parallel_for(g.n, [&](int64_t n) {
         float *col = col_floats ? scratch_floats(k_slot_col, col_floats) : nullptr;
         if (!g.pointwise()) std::fill(dx.data() + n * g.c * g.h * g.w, dx.data() + (n + 1) * g.c * g.h * g.w, 0.0f);
@@ -159,8 +183,11 @@ tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
                 gemm_f32(kg, positions, og, wt, dyg, dxg, positions, false);
                 continue;
             }
-            gemm_f32(kg, positions, og, wt, dyg, col, positions, false);
-            col2im(g, col, dxg);
+            for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
+                const int64_t oy1 = std::min(g.oh, oy0 + rows), band = (oy1 - oy0) * g.ow;
+                gemm_f32(kg, band, og, wt, {dyg.data + oy0 * g.ow, positions, 1}, col, band, false);
+                col2im(g, col, dxg, oy0, oy1);
+            }
         }
     });
     dx.finish();
@@ -180,6 +207,7 @@ tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
     const f32_input dy(dyd), x(xd);
     f32_output dw(dwd);
     const size_t col_floats = column_floats(g);
+    const int64_t rows = band_rows(g);
     const int64_t dw_floats = numel(dwd);
     const int64_t chunks = std::max<int64_t>(1, (g.n + k_weight_chunk - 1) / k_weight_chunk);  // 1: zeros for N = 0
     std::vector<float> partial(chunks > 1 ? static_cast<size_t>((chunks - 1) * dw_floats) : 0);
@@ -190,14 +218,19 @@ tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
         for (int64_t n = chunk * k_weight_chunk; n < std::min(g.n, (chunk + 1) * k_weight_chunk); ++n) {
             for (int64_t gi = 0; gi < g.groups; ++gi) {
                 const float *xg = x.data() + (n * g.c + gi * cg) * g.h * g.w;
-                const float *b = xg;
-                if (!g.pointwise()) {
-                    im2col(g, xg, col);
-                    b = col;
+                const float *dyg = dy.data() + (n * g.o + gi * og) * positions;
+                if (g.pointwise()) {  // x^T: [P x Kg]
+                    gemm_f32(og, kg, positions, {dyg, positions, 1}, {xg, 1, positions}, acc + gi * og * kg,
+                             kg, true);
+                    continue;
                 }
-                // col^T: [P x Kg]
-                gemm_f32(og, kg, positions, {dy.data() + (n * g.o + gi * og) * positions, positions, 1},
-                         {b, 1, positions}, acc + gi * og * kg, kg, true);
+                for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
+                    const int64_t oy1 = std::min(g.oh, oy0 + rows), band = (oy1 - oy0) * g.ow;
+                    im2col(g, xg, col, oy0, oy1);
+                    // col^T: [B x Kg]
+                    gemm_f32(og, kg, band, {dyg + oy0 * g.ow, positions, 1}, {col, 1, band},
+                             acc + gi * og * kg, kg, true);
+                }
             }
         }
     });
