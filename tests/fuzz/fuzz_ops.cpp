@@ -130,6 +130,23 @@ bool too_big(const Shape &shape) {
     return n > (int64_t(1) << 16);
 }
 
+// A convolution of more than 2^24 multiply-adds (bounded from the sizes and parameters before the
+// core checks them) is skipped like a too_big shape: a padding of 2^26 on a zero-width input
+// asks, legitimately, for a 3 GB output and a column matrix four times that.
+bool conv_too_big(const Tensor &x, const Shape &w, const Conv2dOptions &o) {
+    if (x.rank() != 4 || w.size() != 4) return false;
+    auto extent = [](int64_t in, int pad, int stride) {
+        return (in + 2 * std::abs(static_cast<int64_t>(pad))) / std::max(stride, 1) + 1;
+    };
+    const int64_t sizes[] = {x.size(0), std::max<int64_t>(w[0], 1), extent(x.size(2), o.pad_h, o.stride_h),
+                             extent(x.size(3), o.pad_w, o.stride_w), std::max<int64_t>(w[1], 1),
+                             std::max<int64_t>(w[2], 1), std::max<int64_t>(w[3], 1)};
+    int64_t n = 1;
+    for (int64_t v : sizes)
+        if (v < 0 || __builtin_mul_overflow(n, v, &n)) return true;
+    return n > (int64_t(1) << 24);
+}
+
 void run_one(Bytes &in) {
     DType dtype = in.u8() % 4 == 0 ? DType::i32 : DType::f32;
     Shape shape = random_shape(in);
@@ -231,6 +248,7 @@ void run_one(Bytes &in) {
         options.groups = static_cast<int>(in.arg());
         Shape weight_shape = random_shape(in);
         if (too_big(weight_shape)) break;
+        if (conv_too_big(view, weight_shape, options)) break;
         Tensor weight = ones(weight_shape, dtype);
         Tensor out = conv2d(view, weight, Tensor(), options);
         if (out.rank() != 4) finding("conv2d result is not 4-D");
