@@ -379,6 +379,9 @@ tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &o
 // kernels_matmul.cpp
 tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
                      tf_error *err);
+// kernels_own.cpp: f32, row-major without gaps (size-1 axes may have any stride), at a
+// float-aligned address.
+bool dense_f32(const tf_tensor_desc &d);
 // kernels_copy.cpp
 tf_status run_contiguous(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
 tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);

@@ -319,16 +319,6 @@ tf_status check_one_hot(const tf_op_desc &op, tf_error *err) {
 
 // ---- Staging --------------------------------------------------------------------------------
 
-// f32, row-major without gaps (size-1 axes may have any stride), at a float-aligned address.
-bool dense_f32(const tf_tensor_desc &d) {
-    if (d.dtype != TF_DTYPE_F32) return false;
-    int64_t expect = 1;
-    for (int i = d.rank - 1; i >= 0; --i) {
-        if (d.shape[i] != 1 && d.strides[i] != expect) return false;
-        expect *= d.shape[i];
-    }
-    return (reinterpret_cast<uintptr_t>(d.data) + d.offset) % alignof(float) == 0;
-}
 
 // Dense row-major f32 memory with d's shape, as a walk sees it.
 view dense_view(const tf_tensor_desc &d, float *data) {
@@ -342,6 +332,16 @@ view dense_view(const tf_tensor_desc &d, float *data) {
 }
 
 }  // namespace
+
+bool dense_f32(const tf_tensor_desc &d) {
+    if (d.dtype != TF_DTYPE_F32) return false;
+    int64_t expect = 1;
+    for (int i = d.rank - 1; i >= 0; --i) {
+        if (d.shape[i] != 1 && d.strides[i] != expect) return false;
+        expect *= d.shape[i];
+    }
+    return (reinterpret_cast<uintptr_t>(d.data) + d.offset) % alignof(float) == 0;
+}
 
 f32_input::f32_input(const tf_tensor_desc &d) : data_(nullptr) {
     if (numel(d) == 0) return;

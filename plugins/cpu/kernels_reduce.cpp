@@ -4,6 +4,12 @@
 // Every output element visits its input elements in row-major order, so results are the same on
 // every run and every machine whatever the layouts. Floats accumulate in double and are rounded
 // once to the output dtype; integer sums wrap.
+//  - f32 sum and mean over a dense input whose reduced axes are a leading and/or a trailing block
+//    ([A, C, B] with A and B reduced: full sums, rows, the batch and spatial axes of NCHW) take a
+//    vectorized path: each contiguous run of B elements is summed in chunks of k_chunk, each chunk
+//    in the fixed double lanes of vector_math.h, and the chunk and A sums are added in order. The
+//    association depends on the shape only, so results stay the same for every thread count and
+//    instruction set; outputs (or the chunks of one long run) are split over the thread pool.
 //  - mean over no elements is 0/0 = NaN, as in torch.
 //  - var is two-pass (the mean first, then the squared deviations from it) and divides by
 //    max(n - correction, 0): a zero divisor gives inf, or NaN when the deviations are 0 too.
@@ -11,6 +17,10 @@
 //  - argmax and argmin give the first index of the extreme (ties: the lowest index); a NaN is the
 //    extreme, so the first NaN wins.
 #include "kernels.h"
+#include "vector_math.h"
+
+#include <algorithm>
+#include <vector>
 
 namespace tf_cpu {
 namespace {
@@ -48,6 +58,89 @@ int64_t reduced_count(const tf_tensor_desc &in, uint32_t axes_mask) {
         if (axes_mask >> i & 1) n *= in.shape[i];
     return n;
 }
+
+// ---- Vectorized f32 path ------------------------------------------------------------------------
+
+constexpr int64_t k_chunk = int64_t{1} << 14;
+
+// A dense f32 reduction seen as [A, C, B], A and B reduced and C kept.
+struct blocks {
+    int64_t a = 1, c = 1, b = 1;
+};
+
+bool as_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, blocks &s) {
+    if (numel(in) == 0 || !dense_f32(in) || !dense_f32(out)) return false;
+    int group = 0;  // 0: leading reduced axes, 1: kept axes, 2: trailing reduced axes
+    for (int i = 0; i < in.rank; ++i) {
+        if (in.shape[i] == 1) continue;
+        const bool reduced = axes_mask >> i & 1;
+        if (group == 0 && !reduced) group = 1;
+        else if (group == 1 && reduced) group = 2;
+        else if (group == 2 && !reduced) return false;
+        (group == 0 ? s.a : group == 1 ? s.c : s.b) *= in.shape[i];
+    }
+    if (s.c == 1) s = {1, 1, s.a * s.b};  // one contiguous run
+    return true;
+}
+
+// partial[k] = the lane sum of chunk k of x[0, n), for chunks [first, last).
+[[gnu::always_inline]] inline void chunk_sums_body(const float *x, int64_t n, int64_t first, int64_t last,
+                                                   double *partial) {
+    for (int64_t k = first; k < last; ++k)
+        partial[k] = vec::sum(x + k * k_chunk, std::min(k_chunk, n - k * k_chunk));
+}
+TF_CPU_ISA_DISPATCH(chunk_sums, (const float *x, int64_t n, int64_t first, int64_t last, double *partial),
+                    (x, n, first, last, partial))
+
+// acc[c - lo] = the sum over a of the chunked lane sums of run (a, c), for kept indices [lo, hi).
+[[gnu::always_inline]] inline void block_sums_body(const float *x, blocks s, int64_t lo, int64_t hi, double *acc) {
+    std::fill(acc, acc + (hi - lo), 0.0);
+    if (s.b == 1) {  // runs of one element: add rows of the kept block, vectorized along it
+        for (int64_t a = 0; a < s.a; ++a) {
+            const float *row = x + a * s.c;
+            for (int64_t c = lo; c < hi; ++c) acc[c - lo] += static_cast<double>(row[c]);
+        }
+        return;
+    }
+    for (int64_t c = lo; c < hi; ++c)
+        for (int64_t a = 0; a < s.a; ++a) {
+            const float *run = x + (a * s.c + c) * s.b;
+            double total = 0;
+            for (int64_t k = 0; k * k_chunk < s.b; ++k)
+                total += vec::sum(run + k * k_chunk, std::min(k_chunk, s.b - k * k_chunk));
+            acc[c - lo] += total;
+        }
+}
+TF_CPU_ISA_DISPATCH(block_sums, (const float *x, blocks s, int64_t lo, int64_t hi, double *acc),
+                    (x, s, lo, hi, acc))
+
+// out[c] = (sum of run c) / divisor, rounded once to f32.
+void sum_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, blocks s, double divisor) {
+    const float *x = reinterpret_cast<const float *>(static_cast<const char *>(in.data) + in.offset);
+    float *y = reinterpret_cast<float *>(static_cast<char *>(out.data) + out.offset);
+    const int64_t work = s.a * s.b * s.c;
+    if (s.c == 1) {
+        const int64_t chunks = (s.b + k_chunk - 1) / k_chunk;
+        std::vector<double> partial(static_cast<size_t>(chunks));
+        const int64_t tasks = std::min(chunks, split_count(work, int64_t{1} << 16));
+        parallel_for(tasks, [&](int64_t t) {
+            chunk_sums(x, s.b, chunks * t / tasks, chunks * (t + 1) / tasks, partial.data());
+        });
+        double total = 0;
+        for (double p : partial) total += p;
+        y[0] = static_cast<float>(total / divisor);
+        return;
+    }
+    const int64_t tasks = std::min(s.c, split_count(work, int64_t{1} << 16));
+    parallel_for(tasks, [&](int64_t t) {
+        const int64_t lo = s.c * t / tasks, hi = s.c * (t + 1) / tasks;
+        std::vector<double> acc(static_cast<size_t>(hi - lo));
+        block_sums(x, s, lo, hi, acc.data());
+        for (int64_t c = lo; c < hi; ++c) y[c] = static_cast<float>(acc[static_cast<size_t>(c - lo)] / divisor);
+    });
+}
+
+// ---- Reference path -----------------------------------------------------------------------------
 
 template <class T>
 void sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask) {
@@ -145,12 +238,20 @@ void arg(const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis) {
 }  // namespace
 
 tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
+    if (blocks s; as_blocks(in, out, axes_mask, s)) {
+        sum_blocks(in, out, s, 1.0);
+        return TF_STATUS_OK;
+    }
     const bool known = with_numeric_dtype(out.dtype, [&](auto tag) { sum<decltype(tag)>(in, out, axes_mask); });
     if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "sum: dtype %s not supported", dtype_name(out.dtype));
     return TF_STATUS_OK;
 }
 
 tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
+    if (blocks s; as_blocks(in, out, axes_mask, s)) {
+        sum_blocks(in, out, s, static_cast<double>(reduced_count(in, axes_mask)));
+        return TF_STATUS_OK;
+    }
     const bool known = with_float_dtype(out.dtype, [&](auto tag) { mean<decltype(tag)>(in, out, axes_mask); });
     if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "mean: dtype %s not supported", dtype_name(out.dtype));
     return TF_STATUS_OK;

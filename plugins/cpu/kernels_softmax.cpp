@@ -2,15 +2,60 @@
 //
 //  - softmax(x)_i = exp(x_i - m) / sum_j exp(x_j - m) and log_softmax(x)_i = (x_i - m) - log(sum)
 //    with m the line's maximum. A line whose maximum is -inf (all -inf) or +inf, or that holds a
-//    NaN, gives NaN, as in torch. exp is taken in f32, sums run in double in index order.
+//    NaN, gives NaN, as in torch. exp is taken in f32, sums run in double.
+//  - Lines along a unit-stride last axis (the common case) take the vectorized path of
+//    vector_math.h: its exp, double sums in fixed lanes, one reciprocal per line, rows split over
+//    the thread pool. Other axes walk the lines side by side in index order.
 //  - cross_entropy row loss = log(sum_j exp(x_j - m)) + m - x_label; rows whose label equals
 //    ignore_index add 0 (and give 0 with reduction none) and are not counted by mean, so mean over
 //    no counted row is 0 / 0 = NaN, as in torch. Row losses are summed in double in row order.
 #include "kernels_nn.h"
+#include "vector_math.h"
 
 #include <cinttypes>
 
 namespace tf_cpu {
+namespace {
+
+[[gnu::always_inline]] inline void softmax_rows_body(const float *x, float *y, int64_t len, int64_t rows, bool log) {
+    using vec::k_lanes;
+    for (int64_t row = 0; row < rows; ++row, x += len, y += len) {
+        const float m = vec::max(x, len);
+        double acc[k_lanes] = {};
+        int64_t i = 0;
+        // log_softmax needs only the sum; softmax keeps the exponentials to scale them below.
+        if (log) {
+            for (; i + k_lanes <= len; i += k_lanes)
+                for (int j = 0; j < k_lanes; ++j) acc[j] += static_cast<double>(vec::exp(x[i + j] - m));
+        } else {
+            for (; i + k_lanes <= len; i += k_lanes)
+                for (int j = 0; j < k_lanes; ++j) {
+                    const float e = vec::exp(x[i + j] - m);
+                    y[i + j] = e;
+                    acc[j] += static_cast<double>(e);
+                }
+        }
+        for (int j = 0; i < len; ++i, ++j) {
+            const float e = vec::exp(x[i] - m);
+            if (!log) y[i] = e;
+            acc[j] += static_cast<double>(e);
+        }
+        for (int w = k_lanes / 2; w > 0; w /= 2)
+            for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+        if (log) {
+            const float lse = static_cast<float>(std::log(acc[0]));
+            for (int64_t k = 0; k < len; ++k) y[k] = (x[k] - m) - lse;
+        } else {
+            const float inv = static_cast<float>(1.0 / acc[0]);
+            for (int64_t k = 0; k < len; ++k) y[k] *= inv;
+        }
+    }
+}
+
+TF_CPU_ISA_DISPATCH(softmax_rows, (const float *x, float *y, int64_t len, int64_t rows, bool log),
+                    (x, y, len, rows, log))
+
+}  // namespace
 
 tf_status run_softmax(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &xd = op.inputs[0], &yd = op.outputs[0];
@@ -25,6 +70,15 @@ tf_status run_softmax(const tf_op_desc &op, tf_error *) {
     const int64_t len = xd.shape[axis];
     const f32_input x(xd);
     f32_output y(yd);
+    if (inner == 1) {
+        const int64_t tasks = split_count(outer * len, int64_t{1} << 15);
+        parallel_for(tasks, [&](int64_t t) {
+            const int64_t lo = outer * t / tasks, hi = outer * (t + 1) / tasks;
+            softmax_rows(x.data() + lo * len, y.data() + lo * len, len, hi - lo, log);
+        });
+        y.finish();
+        return TF_STATUS_OK;
+    }
     std::vector<float> max(static_cast<size_t>(inner));
     std::vector<double> sum(static_cast<size_t>(inner));
     for (int64_t o = 0; o < outer; ++o) {

@@ -368,7 +368,7 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
         keep(pdx);
     }
 
-    // Reductions and softmax over a million elements.
+    // Reductions (rows, columns, all, NCHW channels) and softmax over a million elements.
     tensor big = dense({1024, 1024}), total = dense({1, 1}), rows = dense({1024, 1}), sm = dense({1024, 1024});
     fill_random(big, 8);
     tf_params_reduce all{sizeof(tf_params_reduce), 3}, last{sizeof(tf_params_reduce), 2};
@@ -376,6 +376,13 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     keep(total);
     run_ok(TF_OP_SUM, {big.d}, rows.d, &last);
     keep(rows);
+    tensor columns = dense({1, 1024}), channels = dense({1, 16, 1, 1});
+    tf_params_reduce first{sizeof(tf_params_reduce), 1}, nhw{sizeof(tf_params_reduce), 0b1101};
+    run_ok(TF_OP_SUM, {big.d}, columns.d, &first);
+    keep(columns);
+    tensor nchw = view(big.mem, {64, 16, 32, 32}, dense_strides({64, 16, 32, 32}));  // a conv's bias gradient
+    run_ok(TF_OP_MEAN, {nchw.d}, channels.d, &nhw);
+    keep(channels);
     // Elementwise ops split over the first axis: add, exp, a comparison and where.
     tensor other = dense({1024, 1024}), e1 = dense({1024, 1024}), e2 = dense({1024, 1024});
     fill_random(other, 10);
@@ -392,6 +399,8 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     keep(e1);
     tf_params_axis axis{sizeof(tf_params_axis), 1};
     run_ok(TF_OP_SOFTMAX, {big.d}, sm.d, &axis);
+    keep(sm);
+    run_ok(TF_OP_LOG_SOFTMAX, {big.d}, sm.d, &axis);
     keep(sm);
     return results;
 }

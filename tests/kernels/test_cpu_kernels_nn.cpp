@@ -759,6 +759,60 @@ TEST_CASE("softmax and log_softmax: hand values, huge logits, rows sum to 1, any
     CHECK(call(TF_OP_LOG_SOFTMAX, {no_data(TF_DTYPE_I32, {3})}, no_data(TF_DTYPE_I32, {3}), &last).supports() == 0);
 }
 
+TEST_CASE("softmax and log_softmax along the last axis (vectorized rows) match double exp") {
+    // Row lengths around the 16 lanes and long rows; logits over [-40, 40] so that some
+    // exponentials underflow; then rows with -inf entries, a NaN, +inf and all -inf.
+    const tf_params_axis last{sizeof(tf_params_axis), 1};
+    std::mt19937 rng(21);
+    std::uniform_real_distribution<float> pick(-40.0f, 40.0f);
+    for (int64_t len : {1, 15, 16, 17, 100, 4099}) {
+        CAPTURE(len);
+        const int64_t rows = 7;
+        values v(static_cast<size_t>(rows * len));
+        for (double &e : v) e = pick(rng);
+        v[static_cast<size_t>(len)] = -INFINITY;                                   // row 1: one -inf
+        for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(2 * len + i)] = -INFINITY;  // row 2: all -inf
+        v[static_cast<size_t>(3 * len + len / 2)] = NAN;                           // row 3: a NaN
+        v[static_cast<size_t>(4 * len)] = INFINITY;                                // row 4: +inf
+        const tensor x = f32({rows, len}, v);
+        const tensor y = make(TF_DTYPE_F32, {rows, len}), l = make(TF_DTYPE_F32, {rows, len});
+        run_ok(TF_OP_SOFTMAX, {&x}, y, &last);
+        run_ok(TF_OP_LOG_SOFTMAX, {&x}, l, &last);
+        const values sv = get(y), lv = get(l), xv = get(x);
+        for (int64_t r = 0; r < rows; ++r) {
+            CAPTURE(r);
+            const double *row = xv.data() + r * len;
+            double max = -INFINITY, sum = 0;
+            bool nan = false;
+            for (int64_t i = 0; i < len; ++i) {
+                nan = nan || std::isnan(row[i]);
+                max = std::max(max, row[i]);
+            }
+            for (int64_t i = 0; i < len; ++i) sum += std::exp(row[i] - max);
+            for (int64_t i = 0; i < len; ++i) {
+                const size_t k = static_cast<size_t>(r * len + i);
+                if (std::isinf(max) || nan) {  // all -inf, a +inf maximum, a NaN
+                    CHECK((r >= 1 && r <= 4));  // row 1 too when it is a single -inf
+                    CHECK(std::isnan(sv[k]));
+                    CHECK(std::isnan(lv[k]));
+                    continue;
+                }
+                const double p = std::exp(row[i] - max) / sum, lp = (row[i] - max) - std::log(sum);
+                if (p == 0) {  // a -inf logit
+                    CHECK(sv[k] == 0);
+                    CHECK(lv[k] == -INFINITY);
+                    continue;
+                }
+                // x - max rounded to f32 (relative error 2^-24 |x - max| in the exponential), exp
+                // within 2 ulp, one scaling; results below FLT_MIN may flush to 0.
+                CHECK(std::fabs(sv[k] - p) <= (4e-7 + 0x1p-24 * std::fabs(row[i] - max)) * p + 0x1p-126);
+                if (std::isinf(lp)) CHECK(lv[k] == lp);
+                else CHECK(std::fabs(lv[k] - lp) <= 2e-7 * std::fabs(lp) + 1e-6);
+            }
+        }
+    }
+}
+
 // ---- layer_norm, rms_norm -------------------------------------------------------------------
 
 TEST_CASE("layer_norm and rms_norm match their formulas over 1 and 2 axes") {

@@ -18,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -1055,6 +1056,44 @@ TEST_CASE("mean accumulates in double, in a fixed order") {
     tensor bo = make(TF_DTYPE_BF16, {1});
     run_ok(TF_OP_MEAN, {&b}, bo, &p);
     check_values(bo, {3.75});
+}
+
+TEST_CASE("f32 sum and mean of dense tensors over every axis mask match double sums") {
+    // Odd sizes put elements in every lane of the vectorized path and leave remainders; the
+    // [2, 40000] rows cross its 16384-element chunks; masks that interleave take the walk.
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> pick(-1.0f, 1.0f);
+    for (const dims &shape : {dims{3, 37, 5, 41}, dims{2, 40000}, dims{64, 1, 9}}) {
+        const int rank = static_cast<int>(shape.size());
+        const int64_t n = count_of(shape);
+        std::vector<double> values(static_cast<size_t>(n));
+        for (double &v : values) v = pick(rng);
+        tensor x = make(TF_DTYPE_F32, shape, values);
+        for (uint32_t mask = 0; mask < (1u << rank); ++mask) {
+            CAPTURE(shape.size());
+            CAPTURE(mask);
+            dims out_shape = shape;
+            for (int a = 0; a < rank; ++a)
+                if (mask >> a & 1) out_shape[static_cast<size_t>(a)] = 1;
+            std::vector<double> sum(static_cast<size_t>(count_of(out_shape)), 0);
+            for (int64_t e = 0; e < n; ++e) {
+                const auto idx = index_of(e, shape);
+                int64_t o = 0;
+                for (int a = 0; a < rank; ++a)
+                    o = o * out_shape[static_cast<size_t>(a)] + ((mask >> a & 1) ? 0 : idx[static_cast<size_t>(a)]);
+                sum[static_cast<size_t>(o)] += values[static_cast<size_t>(e)];
+            }
+            const double per_output = static_cast<double>(n) / static_cast<double>(sum.size());
+            std::vector<double> mean;
+            for (double v : sum) mean.push_back(v / per_output);
+            tensor out = make(TF_DTYPE_F32, out_shape);
+            const tf_params_reduce p = reduce_params(mask);
+            run_ok(TF_OP_SUM, {&x}, out, &p);
+            check_close(out, sum);
+            run_ok(TF_OP_MEAN, {&x}, out, &p);
+            check_close(out, mean);
+        }
+    }
 }
 
 TEST_CASE("var: corrections 0 and 1, fractional, and n - correction <= 0") {
