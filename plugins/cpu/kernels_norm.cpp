@@ -3,11 +3,17 @@
 //  - layer_norm: y = (x - mean) / sqrt(var + eps) * weight + bias over each row of the last
 //    n_axes axes, var biased (divided by the row length), two-pass; statistics in double.
 //  - rms_norm: y = x / sqrt(mean(x^2) + eps) * weight; statistics in double.
+//    Both sum in the fixed double lanes of vector_math.h, compute each output in double and
+//    split rows over the thread pool (each row by the same code: thread-count invariant).
 //  - rope on [..., T, D]: pair i (i < D/2) is (2i, 2i+1) when interleaved, else (i, i + D/2), and
 //    at position t (the index along axis -2) it is rotated by
 //    angle = (position_offset + t) * theta^(-2i/D), or by -angle with inverse. Angles, cos, sin
 //    and the rotation are computed in double.
 #include "kernels_nn.h"
+#include "vector_math.h"
+
+#include <algorithm>
+#include <optional>
 
 namespace tf_cpu {
 namespace {
@@ -19,57 +25,58 @@ void rows_of(const tf_tensor_desc &x, int n_axes, int64_t *rows, int64_t *len) {
     for (int i = 0; i < x.rank; ++i) (i < x.rank - n_axes ? *rows : *len) *= x.shape[i];
 }
 
-}  // namespace
-
-tf_status run_layer_norm(const tf_op_desc &op, tf_error *) {
-    const tf_tensor_desc &xd = op.inputs[0], &yd = op.outputs[0];
-    if (numel(yd) == 0) return TF_STATUS_OK;
-    const auto &p = *static_cast<const tf_params_norm *>(op.params);
-    int64_t rows = 0, len = 0;
-    rows_of(xd, p.n_axes, &rows, &len);
-    const f32_input x(xd), weight(op.inputs[1]), bias(op.inputs[2]);
-    f32_output y(yd);
-    const float *w = weight.data(), *b = bias.data();
-    for (int64_t r = 0; r < rows; ++r) {
-        const float *xs = x.data() + r * len;
-        float *ys = y.data() + r * len;
-        double mean = 0;
-        for (int64_t i = 0; i < len; ++i) mean += xs[i];
-        mean /= static_cast<double>(len);
-        double var = 0;
-        for (int64_t i = 0; i < len; ++i) {
-            const double d = xs[i] - mean;
-            var += d * d;
+// b == nullptr: rms_norm (no centring, no bias); else layer_norm.
+[[gnu::always_inline]] inline void norm_rows_body(const float *x, const float *w, const float *b, float *y,
+                                                  int64_t len, int64_t rows, double eps) {
+    const auto n = static_cast<double>(len);
+    for (int64_t r = 0; r < rows; ++r, x += len, y += len) {
+        if (b) {
+            const double mean = vec::sum(x, len) / n;
+            const double var = vec::lane_sum(len, [&](int64_t i) {
+                                   const double d = static_cast<double>(x[i]) - mean;
+                                   return d * d;
+                               }) / n;
+            const double rstd = 1.0 / std::sqrt(var + eps);
+            for (int64_t i = 0; i < len; ++i)
+                y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * rstd * static_cast<double>(w[i]) +
+                                          static_cast<double>(b[i]));
+        } else {
+            const double squares = vec::lane_sum(len, [&](int64_t i) { return static_cast<double>(x[i]) * x[i]; });
+            const double rms_inv = 1.0 / std::sqrt(squares / n + eps);
+            for (int64_t i = 0; i < len; ++i)
+                y[i] = static_cast<float>(static_cast<double>(x[i]) * rms_inv * static_cast<double>(w[i]));
         }
-        var /= static_cast<double>(len);
-        const double rstd = 1.0 / std::sqrt(var + p.eps);
-        for (int64_t i = 0; i < len; ++i)
-            ys[i] = static_cast<float>((xs[i] - mean) * rstd * static_cast<double>(w[i]) + static_cast<double>(b[i]));
     }
-    y.finish();
-    return TF_STATUS_OK;
 }
+TF_CPU_ISA_DISPATCH(norm_rows,
+                    (const float *x, const float *w, const float *b, float *y, int64_t len, int64_t rows, double eps),
+                    (x, w, b, y, len, rows, eps))
 
-tf_status run_rms_norm(const tf_op_desc &op, tf_error *) {
+// Rows of x normalised into y, rows split over the thread pool.
+tf_status run_norm(const tf_op_desc &op, bool centre) {
     const tf_tensor_desc &xd = op.inputs[0], &yd = op.outputs[0];
     if (numel(yd) == 0) return TF_STATUS_OK;
     const auto &p = *static_cast<const tf_params_norm *>(op.params);
     int64_t rows = 0, len = 0;
     rows_of(xd, p.n_axes, &rows, &len);
     const f32_input x(xd), weight(op.inputs[1]);
+    const std::optional<f32_input> bias = centre ? std::optional<f32_input>(op.inputs[2]) : std::nullopt;
     f32_output y(yd);
-    const float *w = weight.data();
-    for (int64_t r = 0; r < rows; ++r) {
-        const float *xs = x.data() + r * len;
-        float *ys = y.data() + r * len;
-        double squares = 0;
-        for (int64_t i = 0; i < len; ++i) squares += static_cast<double>(xs[i]) * xs[i];
-        const double rms_inv = 1.0 / std::sqrt(squares / static_cast<double>(len) + p.eps);
-        for (int64_t i = 0; i < len; ++i) ys[i] = static_cast<float>(xs[i] * rms_inv * static_cast<double>(w[i]));
-    }
+    const float *b = bias ? bias->data() : nullptr;
+    const int64_t tasks = std::min(rows, split_count(rows * len, int64_t{1} << 15));
+    parallel_for(tasks, [&](int64_t t) {
+        const int64_t lo = rows * t / tasks, hi = rows * (t + 1) / tasks;
+        norm_rows(x.data() + lo * len, weight.data(), b, y.data() + lo * len, len, hi - lo, p.eps);
+    });
     y.finish();
     return TF_STATUS_OK;
 }
+
+}  // namespace
+
+tf_status run_layer_norm(const tf_op_desc &op, tf_error *) { return run_norm(op, true); }
+
+tf_status run_rms_norm(const tf_op_desc &op, tf_error *) { return run_norm(op, false); }
 
 tf_status run_rope(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &xd = op.inputs[0], &yd = op.outputs[0];

@@ -18,35 +18,17 @@ namespace tf_cpu {
 namespace {
 
 [[gnu::always_inline]] inline void softmax_rows_body(const float *x, float *y, int64_t len, int64_t rows, bool log) {
-    using vec::k_lanes;
     for (int64_t row = 0; row < rows; ++row, x += len, y += len) {
         const float m = vec::max(x, len);
-        double acc[k_lanes] = {};
-        int64_t i = 0;
-        // log_softmax needs only the sum; softmax keeps the exponentials to scale them below.
+        // Separate passes over the row (in L1): each one a loop GCC vectorizes. log_softmax
+        // writes its exponentials to y only to sum them.
+        for (int64_t i = 0; i < len; ++i) y[i] = vec::exp(x[i] - m);
+        const double sum = vec::sum(y, len);
         if (log) {
-            for (; i + k_lanes <= len; i += k_lanes)
-                for (int j = 0; j < k_lanes; ++j) acc[j] += static_cast<double>(vec::exp(x[i + j] - m));
-        } else {
-            for (; i + k_lanes <= len; i += k_lanes)
-                for (int j = 0; j < k_lanes; ++j) {
-                    const float e = vec::exp(x[i + j] - m);
-                    y[i + j] = e;
-                    acc[j] += static_cast<double>(e);
-                }
-        }
-        for (int j = 0; i < len; ++i, ++j) {
-            const float e = vec::exp(x[i] - m);
-            if (!log) y[i] = e;
-            acc[j] += static_cast<double>(e);
-        }
-        for (int w = k_lanes / 2; w > 0; w /= 2)
-            for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
-        if (log) {
-            const float lse = static_cast<float>(std::log(acc[0]));
+            const float lse = static_cast<float>(std::log(sum));
             for (int64_t k = 0; k < len; ++k) y[k] = (x[k] - m) - lse;
         } else {
-            const float inv = static_cast<float>(1.0 / acc[0]);
+            const float inv = static_cast<float>(1.0 / sum);
             for (int64_t k = 0; k < len; ++k) y[k] *= inv;
         }
     }

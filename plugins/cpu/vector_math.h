@@ -50,16 +50,23 @@ constexpr int k_lanes = 16;
     return x < lo ? 0.0f : x > hi ? INFINITY : y;
 }
 
-// sum of x[0..n) as doubles, lanes folded pairwise in a fixed order.
-[[gnu::always_inline]] inline double sum(const float *x, int64_t n) {
+// The sum over i < n of term(i) (a double), lane i % k_lanes, lanes folded pairwise in a fixed
+// order.
+template <class Term>
+[[gnu::always_inline]] inline double lane_sum(int64_t n, Term term) {
     double acc[k_lanes] = {};
     int64_t i = 0;
     for (; i + k_lanes <= n; i += k_lanes)
-        for (int j = 0; j < k_lanes; ++j) acc[j] += static_cast<double>(x[i + j]);
-    for (int j = 0; i < n; ++i, ++j) acc[j] += static_cast<double>(x[i]);
+        for (int j = 0; j < k_lanes; ++j) acc[j] += term(i + j);
+    for (int j = 0; i < n; ++i, ++j) acc[j] += term(i);
     for (int w = k_lanes / 2; w > 0; w /= 2)
         for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
     return acc[0];
+}
+
+// sum of x[0..n) as doubles.
+[[gnu::always_inline]] inline double sum(const float *x, int64_t n) {
+    return lane_sum(n, [x](int64_t i) { return static_cast<double>(x[i]); });
 }
 
 // The largest element (std::max semantics: a NaN element is skipped, the callers' later
