@@ -2,7 +2,7 @@
 //   - against references in double over odd sizes (1, 7, 13, 63, 65, 257), transposed and
 //     strided views, batch broadcast, on the portable path (TINYFIN_CPU_ISA=generic) and on the
 //     best path this CPU has;
-//   - thread-count invariance: matmul, conv2d and its gradients, max pooling, elementwise ops, sum and softmax give the same
+//   - thread-count invariance: matmul, conv2d and its gradients, max pooling, elementwise ops, sums, means, softmax and norms give the same
 //     bits with TINYFIN_THREADS = 1, 2 and 3.
 // The plugin reads TINYFIN_CPU_ISA and TINYFIN_THREADS on first use after init; shutdown makes
 // it read them again, which is how each case switches.
@@ -368,7 +368,7 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
         keep(pdx);
     }
 
-    // Reductions (rows, columns, all, NCHW channels) and softmax over a million elements.
+    // Reductions (rows, columns, all, NCHW channels), softmax and norms over a million elements.
     tensor big = dense({1024, 1024}), total = dense({1, 1}), rows = dense({1024, 1}), sm = dense({1024, 1024});
     fill_random(big, 8);
     tf_params_reduce all{sizeof(tf_params_reduce), 3}, last{sizeof(tf_params_reduce), 2};
@@ -401,6 +401,14 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     run_ok(TF_OP_SOFTMAX, {big.d}, sm.d, &axis);
     keep(sm);
     run_ok(TF_OP_LOG_SOFTMAX, {big.d}, sm.d, &axis);
+    keep(sm);
+    tensor gain = dense({1024}), shift = dense({1024});
+    fill_random(gain, 12);
+    fill_random(shift, 13);
+    const tf_params_norm norm{sizeof(tf_params_norm), 1, 1e-5};
+    run_ok(TF_OP_LAYER_NORM, {big.d, gain.d, shift.d}, sm.d, &norm);
+    keep(sm);
+    run_ok(TF_OP_RMS_NORM, {big.d, gain.d}, sm.d, &norm);
     keep(sm);
     return results;
 }
