@@ -21,16 +21,16 @@ struct tf_buffer {
     unsigned char *bytes;
 };
 
-static void stub_set_error(tf_error *err, const char *message) {
+static inline void stub_set_error(tf_error *err, const char *message) {
     if (err && err->struct_size >= sizeof(tf_error))
         snprintf(err->message, sizeof err->message, "%s", message);
 }
 
-static void stub_shutdown(void) {}
+static inline void stub_shutdown(void) {}
 
-static int32_t stub_device_count(void) { return 1; }
+static inline int32_t stub_device_count(void) { return 1; }
 
-static tf_status stub_device_info(int32_t device, tf_device_info *info, tf_error *err) {
+static inline tf_status stub_device_info(int32_t device, tf_device_info *info, tf_error *err) {
     if (device != 0 || !info || info->struct_size < sizeof(tf_device_info)) {
         stub_set_error(err, STUB_NAME ": device_info: bad device or info struct");
         return TF_STATUS_INVALID_ARGUMENT;
@@ -44,7 +44,7 @@ static tf_status stub_device_info(int32_t device, tf_device_info *info, tf_error
     return TF_STATUS_OK;
 }
 
-static tf_status stub_buffer_alloc(int32_t device, uint64_t size, tf_buffer **out, tf_error *err) {
+static inline tf_status stub_buffer_alloc(int32_t device, uint64_t size, tf_buffer **out, tf_error *err) {
     tf_buffer *buffer;
     if (device != 0 || size == 0 || !out) {
         stub_set_error(err, STUB_NAME ": buffer_alloc: bad device or size");
@@ -62,19 +62,19 @@ static tf_status stub_buffer_alloc(int32_t device, uint64_t size, tf_buffer **ou
     return TF_STATUS_OK;
 }
 
-static void stub_buffer_free(tf_buffer *buffer) {
+static inline void stub_buffer_free(tf_buffer *buffer) {
     if (!buffer) return;
     free(buffer->bytes);
     free(buffer);
 }
 
-static void *stub_buffer_host_ptr(tf_buffer *buffer) { return buffer ? buffer->bytes : NULL; }
+static inline void *stub_buffer_host_ptr(tf_buffer *buffer) { return buffer ? buffer->bytes : NULL; }
 
-static int stub_in_bounds(const tf_buffer *buffer, uint64_t offset, uint64_t size) {
+static inline int stub_in_bounds(const tf_buffer *buffer, uint64_t offset, uint64_t size) {
     return buffer && offset <= buffer->size && size <= buffer->size - offset;
 }
 
-static tf_status stub_buffer_write(tf_buffer *buffer, uint64_t offset, const void *src,
+static inline tf_status stub_buffer_write(tf_buffer *buffer, uint64_t offset, const void *src,
                                    uint64_t size, tf_error *err) {
     if (!stub_in_bounds(buffer, offset, size)) {
         stub_set_error(err, STUB_NAME ": buffer_write: out of bounds");
@@ -84,7 +84,7 @@ static tf_status stub_buffer_write(tf_buffer *buffer, uint64_t offset, const voi
     return TF_STATUS_OK;
 }
 
-static tf_status stub_buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size,
+static inline tf_status stub_buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size,
                                   tf_error *err) {
     if (!stub_in_bounds(buffer, offset, size)) {
         stub_set_error(err, STUB_NAME ": buffer_read: out of bounds");
@@ -94,7 +94,7 @@ static tf_status stub_buffer_read(tf_buffer *buffer, uint64_t offset, void *dst,
     return TF_STATUS_OK;
 }
 
-static tf_status stub_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src,
+static inline tf_status stub_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src,
                                   uint64_t src_offset, uint64_t size, tf_error *err) {
     if (!stub_in_bounds(dst, dst_offset, size) || !stub_in_bounds(src, src_offset, size)) {
         stub_set_error(err, STUB_NAME ": buffer_copy: out of bounds");
@@ -105,20 +105,20 @@ static tf_status stub_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer
 }
 
 /* No ops: the core must fall back to cpu for everything. */
-static int32_t stub_supports(int32_t device, const tf_op_desc *op) {
+static inline int32_t stub_supports(int32_t device, const tf_op_desc *op) {
     (void)device;
     (void)op;
     return 0;
 }
 
-static tf_status stub_run(int32_t device, const tf_op_desc *op, tf_error *err) {
+static inline tf_status stub_run(int32_t device, const tf_op_desc *op, tf_error *err) {
     (void)device;
     (void)op;
     stub_set_error(err, STUB_NAME ": run: this test plugin supports no ops");
     return TF_STATUS_UNSUPPORTED;
 }
 
-static tf_status stub_synchronize(int32_t device, tf_error *err) {
+static inline tf_status stub_synchronize(int32_t device, tf_error *err) {
     (void)device;
     (void)err;
     return TF_STATUS_OK;
