@@ -16,6 +16,7 @@
 //    gives max. For integer dtypes the bounds are first rounded inward to integers (ceil(min),
 //    floor(max), saturated to the dtype), so the result stays inside [min, max].
 #include "kernels.h"
+#include "vector_math.h"
 
 #include <numbers>
 
@@ -134,12 +135,65 @@ void put(char *p, V v) {
     else traits<T>::store(p, v);
 }
 
+// f32 rows of + - * / with unit steps, or one operand's step 0 (a scalar): compiled per
+// instruction set (vector_math.h), since the baseline SSE2 loop is limited to 16-byte accesses
+// where the operands sit in L1 and L2. The same IEEE operation per element on every path.
+enum class arith { add, sub, mul, div };
+
+template <class Fn>
+constexpr int arith_code() {
+    if constexpr (std::is_same_v<Fn, add_fn>) return static_cast<int>(arith::add);
+    else if constexpr (std::is_same_v<Fn, sub_fn>) return static_cast<int>(arith::sub);
+    else if constexpr (std::is_same_v<Fn, mul_fn>) return static_cast<int>(arith::mul);
+    else if constexpr (std::is_same_v<Fn, div_fn>) return static_cast<int>(arith::div);
+    else return -1;
+}
+
+template <class Fn>
+[[gnu::always_inline]] inline void f32_row(float *o, const float *a, const float *b, int64_t n, int64_t sa,
+                                           int64_t sb, Fn fn) {
+    if (sa == 1 && sb == 1) {
+        for (int64_t i = 0; i < n; ++i) o[i] = fn(a[i], b[i]);
+    } else if (sa == 1) {
+        const float y = b[0];
+        for (int64_t i = 0; i < n; ++i) o[i] = fn(a[i], y);
+    } else {
+        const float x = a[0];
+        for (int64_t i = 0; i < n; ++i) o[i] = fn(x, b[i]);
+    }
+}
+
+[[gnu::always_inline]] inline void f32_arith_row_body(int code, float *o, const float *a, const float *b, int64_t n,
+                                                      int64_t sa, int64_t sb) {
+    switch (static_cast<arith>(code)) {
+    case arith::add: f32_row(o, a, b, n, sa, sb, add_fn{}); break;
+    case arith::sub: f32_row(o, a, b, n, sa, sb, sub_fn{}); break;
+    case arith::mul: f32_row(o, a, b, n, sa, sb, mul_fn{}); break;
+    case arith::div: f32_row(o, a, b, n, sa, sb, div_fn{}); break;
+    }
+}
+TF_CPU_ISA_DISPATCH(f32_arith_row,
+                    (int code, float *o, const float *a, const float *b, int64_t n, int64_t sa, int64_t sb),
+                    (code, o, a, b, n, sa, sb))
+
 template <class T, class Fn>
 void binary_rows(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, Fn fn) {
     using tr = traits<T>;
     constexpr int64_t size = sizeof(T);
     walk<3>(out.rank, out.shape, {view_of(out), view_of(a), view_of(b)},
             [&](char *const *p, int64_t n, const int64_t *step) {
+                if constexpr (std::is_same_v<T, float> && arith_code<Fn>() >= 0) {
+                    // Float-aligned rows only (descriptors may carry any byte offset).
+                    const bool aligned = (reinterpret_cast<uintptr_t>(p[0]) | reinterpret_cast<uintptr_t>(p[1]) |
+                                          reinterpret_cast<uintptr_t>(p[2])) % alignof(float) == 0;
+                    if (aligned && step[0] == size && (step[1] == size || step[1] == 0) &&
+                        (step[2] == size || step[2] == 0) && (step[1] | step[2]) != 0) {
+                        f32_arith_row(arith_code<Fn>(), reinterpret_cast<float *>(p[0]),
+                                      reinterpret_cast<const float *>(p[1]), reinterpret_cast<const float *>(p[2]), n,
+                                      step[1] / size, step[2] / size);
+                        return;
+                    }
+                }
                 if (step[0] == size && step[1] == size && step[2] == size) {
                     // Constant steps: the compiler vectorises this row for f32 and the ints.
                     for (int64_t i = 0; i < n; ++i)
