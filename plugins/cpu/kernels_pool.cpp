@@ -82,9 +82,15 @@ bool is_2x2(const pool_geometry &g) {
            2 * g.ow <= g.w;
 }
 
-// The 2x2 rule on four windows at once: b (the best so far) takes v where v wins, and the
-// returned mask says where it did. The same rule as take_if below, lane by lane.
+inline bool take_if(float v, float &b) {
+    const bool take = (v > b) | ((v != v) & (b == b));
+    b = take ? v : b;
+    return take;
+}
+
 #if defined(__x86_64__)
+// The 2x2 rule on four windows at once: b (the best so far) takes v where v wins, and the
+// returned mask says where it did. take_if's rule, lane by lane.
 inline __m128 take_4(__m128 v, __m128 &b) {
     const __m128 take = _mm_or_ps(_mm_cmpgt_ps(v, b), _mm_and_ps(_mm_cmpunord_ps(v, v), _mm_cmpord_ps(b, b)));
     b = _mm_or_ps(_mm_and_ps(take, v), _mm_andnot_ps(take, b));
@@ -97,32 +103,56 @@ inline void split_pairs(const float *p, __m128 &even, __m128 &odd) {
     even = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
     odd = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
 }
-#endif
 
-inline bool take_if(float v, float &b) {
-    const bool take = (v > b) | ((v != v) & (b == b));
-    b = take ? v : b;
-    return take;
+// Four windows whose rows start at a and c (eight floats each): their maxima, and in dx_a and
+// dx_c (eight floats each) the gradient dy of each window at its first maximum, 0 elsewhere.
+// dx gets 0 + dy, not dy: the general path zeroes dx and adds, which turns -0 into +0.
+inline __m128 windows_4(const float *a, const float *c) {
+    __m128 a0, a1, c0, c1;
+    split_pairs(a, a0, a1);
+    split_pairs(c, c0, c1);
+    __m128 b = a0;
+    take_4(a1, b);
+    take_4(c0, b);
+    take_4(c1, b);
+    return b;
 }
 
-// Output row oy of a 2x2 stride-2 pool: the rows 2 oy and 2 oy + 1 of the plane, read in order
-// (SSE2 on x86-64, four windows per step; the compare chains of one window are serial, but the
-// lanes hide that).
+inline void windows_backward_4(const float *a, const float *c, const float *dy, float *dx_a, float *dx_c) {
+    __m128 a0, a1, c0, c1;
+    split_pairs(a, a0, a1);
+    split_pairs(c, c0, c1);
+    __m128 b = a0;
+    const __m128 t1 = take_4(a1, b), t2 = take_4(c0, b), t3 = take_4(c1, b);
+    // The last tap taken is the window's first maximum.
+    const __m128 w2 = _mm_andnot_ps(t3, t2), w1 = _mm_andnot_ps(_mm_or_ps(t2, t3), t1);
+    const __m128 g = _mm_add_ps(_mm_setzero_ps(), _mm_loadu_ps(dy));
+    const __m128 g0 = _mm_andnot_ps(_mm_or_ps(t1, _mm_or_ps(t2, t3)), g), g1 = _mm_and_ps(w1, g),
+                 g2 = _mm_and_ps(w2, g), g3 = _mm_and_ps(t3, g);
+    _mm_storeu_ps(dx_a, _mm_unpacklo_ps(g0, g1));
+    _mm_storeu_ps(dx_a + 4, _mm_unpackhi_ps(g0, g1));
+    _mm_storeu_ps(dx_c, _mm_unpacklo_ps(g2, g3));
+    _mm_storeu_ps(dx_c + 4, _mm_unpackhi_ps(g2, g3));
+}
+#endif
+
+// Output row oy of a 2x2 stride-2 pool from the rows 2 oy and 2 oy + 1 of the plane, read in
+// order: four windows per step with SSE2 on x86-64, the last 1-3 through a padded copy (a scalar
+// tail's data-dependent branches cost more than the vector work on 7- and 14-wide rows).
 void row_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *best) {
     const float *a = plane + 2 * oy * g.w, *c = a + g.w;
     int64_t ox = 0;
 #if defined(__x86_64__)
-    for (; ox + 4 <= g.ow; ox += 4) {
-        __m128 a0, a1, c0, c1;
-        split_pairs(a + 2 * ox, a0, a1);
-        split_pairs(c + 2 * ox, c0, c1);
-        __m128 b = a0;
-        take_4(a1, b);
-        take_4(c0, b);
-        take_4(c1, b);
-        _mm_storeu_ps(best + ox, b);
+    for (; ox + 4 <= g.ow; ox += 4) _mm_storeu_ps(best + ox, windows_4(a + 2 * ox, c + 2 * ox));
+    if (ox < g.ow) {
+        const auto n = static_cast<size_t>(2 * (g.ow - ox));
+        alignas(16) float ta[8] = {}, tc[8] = {}, tb[4];
+        std::copy_n(a + 2 * ox, n, ta);
+        std::copy_n(c + 2 * ox, n, tc);
+        _mm_store_ps(tb, windows_4(ta, tc));
+        std::copy_n(tb, g.ow - ox, best + ox);
     }
-#endif
+#else
     for (; ox < g.ow; ++ox) {
         const int64_t x = 2 * ox;
         float b = a[x];
@@ -131,36 +161,30 @@ void row_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *
         take_if(c[x + 1], b);
         best[ox] = b;
     }
+#endif
 }
 
 // dx for the rows 2 oy and 2 oy + 1 of a 2x2 stride-2 pool, written rather than accumulated:
-// the windows do not overlap, so each element gets its window's gradient or 0. The general
-// path zeroes dx and adds; 0 + dy (not dy) keeps its bits (-0 becomes +0 there as well).
-// Columns past 2 OW, which no window reads, get 0.
+// the windows do not overlap, so each element gets its window's gradient or 0. Columns past
+// 2 OW, which no window reads, get 0.
 void rows_backward_2x2(const pool_geometry &g, const float *plane, const float *grad, int64_t oy, float *dx) {
     const int64_t r0 = 2 * oy * g.w;
     const float *a = plane + r0, *c = a + g.w;
     float *da = dx + r0, *dc = da + g.w;
     int64_t ox = 0;
 #if defined(__x86_64__)
-    const __m128 zero = _mm_setzero_ps();
-    for (; ox + 4 <= g.ow; ox += 4) {
-        __m128 a0, a1, c0, c1;
-        split_pairs(a + 2 * ox, a0, a1);
-        split_pairs(c + 2 * ox, c0, c1);
-        __m128 b = a0;
-        const __m128 t1 = take_4(a1, b), t2 = take_4(c0, b), t3 = take_4(c1, b);
-        // The last tap taken is the window's maximum.
-        const __m128 w3 = t3, w2 = _mm_andnot_ps(t3, t2), w1 = _mm_andnot_ps(_mm_or_ps(t2, t3), t1);
-        const __m128 w0 = _mm_andnot_ps(_mm_or_ps(t1, _mm_or_ps(t2, t3)), _mm_castsi128_ps(_mm_set1_epi32(-1)));
-        const __m128 dy = _mm_add_ps(zero, _mm_loadu_ps(grad + ox));
-        const __m128 g0 = _mm_and_ps(w0, dy), g1 = _mm_and_ps(w1, dy), g2 = _mm_and_ps(w2, dy), g3 = _mm_and_ps(w3, dy);
-        _mm_storeu_ps(da + 2 * ox, _mm_unpacklo_ps(g0, g1));
-        _mm_storeu_ps(da + 2 * ox + 4, _mm_unpackhi_ps(g0, g1));
-        _mm_storeu_ps(dc + 2 * ox, _mm_unpacklo_ps(g2, g3));
-        _mm_storeu_ps(dc + 2 * ox + 4, _mm_unpackhi_ps(g2, g3));
+    for (; ox + 4 <= g.ow; ox += 4) windows_backward_4(a + 2 * ox, c + 2 * ox, grad + ox, da + 2 * ox, dc + 2 * ox);
+    if (ox < g.ow) {
+        const auto n = static_cast<size_t>(2 * (g.ow - ox));
+        alignas(16) float ta[8] = {}, tc[8] = {}, tg[4] = {}, tda[8], tdc[8];
+        std::copy_n(a + 2 * ox, n, ta);
+        std::copy_n(c + 2 * ox, n, tc);
+        std::copy_n(grad + ox, g.ow - ox, tg);
+        windows_backward_4(ta, tc, tg, tda, tdc);
+        std::copy_n(tda, n, da + 2 * ox);
+        std::copy_n(tdc, n, dc + 2 * ox);
     }
-#endif
+#else
     for (; ox < g.ow; ++ox) {
         const int64_t x = 2 * ox;
         float b = a[x];
@@ -174,6 +198,7 @@ void rows_backward_2x2(const pool_geometry &g, const float *plane, const float *
         dc[x] = at == 2 ? dy : 0.0f;
         dc[x + 1] = at == 3 ? dy : 0.0f;
     }
+#endif
     std::fill(da + 2 * g.ow, da + g.w, 0.0f);
     std::fill(dc + 2 * g.ow, dc + g.w, 0.0f);
 }
