@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -202,9 +203,10 @@ void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t cs, int6
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 int64_t ceil_div(int64_t v, int64_t by) { return (v + by - 1) / by; }
 
-// The C tiles of rows [ic, ic + mc) and B slivers [s0, s1) of the current packed B block.
+// The C tiles of rows [ic, ic + mc) and B slivers [s0, s1) of the current packed B block; C's
+// element (i, j) is at c[i * rs + j * cs].
 void compute_block(const gemm_kernel &g, int64_t kc, const float *a_pack, const float *b_pack, int64_t mc,
-                   int64_t nc, int64_t s0, int64_t s1, float *c, int64_t ldc, bool load_c) {
+                   int64_t nc, int64_t s0, int64_t s1, float *c, int64_t rs, int64_t cs, bool load_c) {
     alignas(64) float edge[k_max_tile];
     for (int64_t s = s0; s < s1; ++s) {
         const int64_t jr = s * g.nr;
@@ -213,20 +215,38 @@ void compute_block(const gemm_kernel &g, int64_t kc, const float *a_pack, const 
         for (int64_t ir = 0; ir < mc; ir += g.mr) {
             const int64_t rows = std::min(g.mr, mc - ir);
             const float *as = a_pack + ir * kc;
-            float *ct = c + ir * ldc + jr;
-            if (rows == g.mr && cols == g.nr) {
-                g.fn(kc, as, bs, ct, ldc, load_c);
+            float *ct = c + ir * rs + jr * cs;
+            if (rows == g.mr && cols == g.nr && cs == 1) {
+                g.fn(kc, as, bs, ct, rs, load_c);
                 continue;
             }
-            // A partial tile goes through a full-size buffer: the same operations per element.
-            if (load_c)
-                for (int64_t i = 0; i < rows; ++i)
-                    std::memcpy(edge + i * g.nr, ct + i * ldc, static_cast<size_t>(cols) * sizeof(float));
+            // A partial or transposed tile goes through a full-size buffer: the same operations
+            // per element.
+            if (load_c) {
+                for (int64_t i = 0; i < rows; ++i) {
+                    if (cs == 1) {
+                        std::memcpy(edge + i * g.nr, ct + i * rs, static_cast<size_t>(cols) * sizeof(float));
+                        continue;
+                    }
+                    for (int64_t j = 0; j < cols; ++j) edge[i * g.nr + j] = ct[i * rs + j * cs];
+                }
+            }
             g.fn(kc, as, bs, edge, g.nr, load_c);
-            for (int64_t i = 0; i < rows; ++i)
-                std::memcpy(ct + i * ldc, edge + i * g.nr, static_cast<size_t>(cols) * sizeof(float));
+            if (cs == 1) {
+                for (int64_t i = 0; i < rows; ++i)
+                    std::memcpy(ct + i * rs, edge + i * g.nr, static_cast<size_t>(cols) * sizeof(float));
+                continue;
+            }
+            for (int64_t j = 0; j < cols; ++j)  // transposed: a tile column is a run of C's memory
+                for (int64_t i = 0; i < rows; ++i) ct[i * rs + j * cs] = edge[i * g.nr + j];
         }
     }
+}
+
+// The share of the computed tile elements that land in an m x n product.
+double tile_fill(const gemm_kernel &g, int64_t m, int64_t n) {
+    return static_cast<double>(m) / static_cast<double>(round_up(m, g.mr)) * static_cast<double>(n) /
+           static_cast<double>(round_up(n, g.nr));
 }
 
 }  // namespace
@@ -239,6 +259,19 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
         return;
     }
     const gemm_kernel &g = pick_kernel();
+    // C^T = B^T A^T when that fills the register tiles far better: a conv weight gradient with a
+    // 3x3 kernel over one channel is 32 x 9, a quarter of 12 x 32 tiles, its transpose three
+    // quarters. Each element is the same sequence of operations either way (only a product's
+    // factors swap places), so the bits do not change. The transposed tiles are stored through
+    // the edge buffer, which costs more than it saves unless the gain is large and k long.
+    int64_t rs = ldc, cs = 1;
+    if (k >= 64 && tile_fill(g, n, m) > 1.5 * tile_fill(g, m, n)) {
+        std::swap(m, n);
+        std::swap(a, b);
+        std::swap(a.row_stride, a.col_stride);
+        std::swap(b.row_stride, b.col_stride);
+        std::swap(rs, cs);
+    }
     const int64_t kc_max = std::min(k, g.kc);
     const int64_t nc_max = std::min(n, g.nc);
     float *b_pack = scratch_floats(k_slot_pack_b, static_cast<size_t>(kc_max * round_up(nc_max, g.nr)));
@@ -272,7 +305,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
                 float *a_pack = scratch_floats(k_slot_pack_a, static_cast<size_t>(kc * round_up(mc, g.mr)));
                 pack_a(mc, kc, a.data + ic * a.row_stride + pc * a.col_stride, a.row_stride, a.col_stride, g.mr, a_pack);
                 compute_block(g, kc, a_pack, b_pack, mc, nc, chunk * per_chunk, std::min(slivers, (chunk + 1) * per_chunk),
-                              c + ic * ldc + jc, ldc, load_c);
+                              c + ic * rs + jc * cs, rs, cs, load_c);
             });
         }
     }

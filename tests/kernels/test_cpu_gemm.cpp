@@ -396,6 +396,33 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     return results;
 }
 
+TEST_CASE("a product computed transposed (a narrow B) has the bits of the same columns of a wide one") {
+    // [32 x k] x [k x 9] fills a quarter of the native register tiles and runs as C^T = B^T A^T;
+    // [32 x k] x [k x 32] does not. Their first 9 columns are the same sums, so the same bits;
+    // also with accumulation through conv2d_grad_weight's chunks (k = 300 spans two K blocks).
+    for (const char *isa : {"generic", static_cast<const char *>(nullptr)}) {
+        restart(isa, nullptr);
+        CAPTURE(feature("kernels"));
+        for (int64_t k : {64, 300}) {
+            CAPTURE(k);
+            tensor a = dense({32, k}), wide = dense({k, 32}), narrow = dense({k, 9});
+            fill_random(a, 11);
+            fill_random(wide, 12);
+            for (int64_t p = 0; p < k; ++p)
+                for (int64_t j = 0; j < 9; ++j) narrow.at({p, j}) = wide.at({p, j});
+            tensor c_wide = dense({32, 32}), c_narrow = dense({32, 9});
+            run_ok(TF_OP_MATMUL, {a.d, wide.d}, c_wide.d);
+            run_ok(TF_OP_MATMUL, {a.d, narrow.d}, c_narrow.d);
+            int bad = 0;
+            for (int64_t i = 0; i < 32; ++i)
+                for (int64_t j = 0; j < 9; ++j)
+                    if (std::memcmp(&c_wide.at({i, j}), &c_narrow.at({i, j}), sizeof(float)) != 0) ++bad;
+            CHECK(bad == 0);
+        }
+    }
+    restart(nullptr, nullptr);
+}
+
 TEST_CASE("results are bitwise identical for 1, 2 and 3 threads") {
     const auto one = outputs_with_threads("1");
     for (const char *threads : {"2", "3"}) {
