@@ -185,7 +185,31 @@ void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t cs, int6
             continue;
         }
         if (rs == 1) {  // B^T views: a column of B is contiguous
-            for (int64_t j = 0; j < cols; ++j) {
+            int64_t j = 0;
+#if defined(__x86_64__)
+            // 4 x 4 blocks transposed in registers: four columns' runs in, four rows of the
+            // sliver out (a scalar loop writes nr * 4 bytes apart for every element).
+            for (; j + 4 <= cols; j += 4) {
+                const float *s0 = b + (c0 + j) * cs, *s1 = s0 + cs, *s2 = s1 + cs, *s3 = s2 + cs;
+                int64_t p = 0;
+                for (; p + 4 <= kc; p += 4) {
+                    __m128 r0 = _mm_loadu_ps(s0 + p), r1 = _mm_loadu_ps(s1 + p), r2 = _mm_loadu_ps(s2 + p),
+                           r3 = _mm_loadu_ps(s3 + p);
+                    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+                    _mm_storeu_ps(dst + p * nr + j, r0);
+                    _mm_storeu_ps(dst + (p + 1) * nr + j, r1);
+                    _mm_storeu_ps(dst + (p + 2) * nr + j, r2);
+                    _mm_storeu_ps(dst + (p + 3) * nr + j, r3);
+                }
+                for (; p < kc; ++p) {
+                    dst[p * nr + j] = s0[p];
+                    dst[p * nr + j + 1] = s1[p];
+                    dst[p * nr + j + 2] = s2[p];
+                    dst[p * nr + j + 3] = s3[p];
+                }
+            }
+#endif
+            for (; j < cols; ++j) {
                 const float *src = b + (c0 + j) * cs;
                 for (int64_t p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
             }
