@@ -275,6 +275,8 @@ double tile_fill(const gemm_kernel &g, int64_t m, int64_t n) {
 
 }  // namespace
 
+double gemm_f32_tile_fill(int64_t m, int64_t n) { return tile_fill(pick_kernel(), m, n); }
+
 void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float *c, int64_t ldc, bool accumulate) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
