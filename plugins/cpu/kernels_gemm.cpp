@@ -150,7 +150,30 @@ void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t cs, int6
     for (int64_t r0 = 0; r0 < mc; r0 += mr, dst += mr * kc) {
         const int64_t rows = std::min(mr, mc - r0);
         if (cs == 1 && rs != 1) {
-            for (int64_t i = 0; i < rows; ++i) {
+            int64_t i = 0;
+#if defined(__x86_64__)
+            // 4 x 4 blocks transposed in registers, as in pack_b.
+            for (; i + 4 <= rows; i += 4) {
+                const float *s0 = a + (r0 + i) * rs, *s1 = s0 + rs, *s2 = s1 + rs, *s3 = s2 + rs;
+                int64_t p = 0;
+                for (; p + 4 <= kc; p += 4) {
+                    __m128 q0 = _mm_loadu_ps(s0 + p), q1 = _mm_loadu_ps(s1 + p), q2 = _mm_loadu_ps(s2 + p),
+                           q3 = _mm_loadu_ps(s3 + p);
+                    _MM_TRANSPOSE4_PS(q0, q1, q2, q3);
+                    _mm_storeu_ps(dst + p * mr + i, q0);
+                    _mm_storeu_ps(dst + (p + 1) * mr + i, q1);
+                    _mm_storeu_ps(dst + (p + 2) * mr + i, q2);
+                    _mm_storeu_ps(dst + (p + 3) * mr + i, q3);
+                }
+                for (; p < kc; ++p) {
+                    dst[p * mr + i] = s0[p];
+                    dst[p * mr + i + 1] = s1[p];
+                    dst[p * mr + i + 2] = s2[p];
+                    dst[p * mr + i + 3] = s3[p];
+                }
+            }
+#endif
+            for (; i < rows; ++i) {
                 const float *src = a + (r0 + i) * rs;
                 for (int64_t p = 0; p < kc; ++p) dst[p * mr + i] = src[p];
             }
