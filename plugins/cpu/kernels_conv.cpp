@@ -21,6 +21,10 @@
 #include <new>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace tf_cpu {
 namespace {
 
@@ -127,14 +131,30 @@ void col2im(const conv_geometry &g, const float *col, float *dx, int64_t oy0, in
     }
 }
 
-// dst[j * ld + i] = src[i * cols + j] for a rows x cols src, in 8 x 8 blocks so that both
-// sides stay in a few cache lines at a time.
+// dst[j * ld + i] = src[i * cols + j] for a rows x cols src: 4 x 4 blocks transposed in
+// registers on x86-64, the edges (and other targets) element by element.
 void transpose_into(const float *src, int64_t rows, int64_t cols, float *dst, int64_t ld) {
-    constexpr int64_t b = 8;
-    for (int64_t i0 = 0; i0 < rows; i0 += b)
-        for (int64_t j0 = 0; j0 < cols; j0 += b)
-            for (int64_t j = j0; j < std::min(cols, j0 + b); ++j)
-                for (int64_t i = i0; i < std::min(rows, i0 + b); ++i) dst[j * ld + i] = src[i * cols + j];
+    int64_t i0 = 0;
+#if defined(__x86_64__)
+    for (; i0 + 4 <= rows; i0 += 4) {
+        int64_t j0 = 0;
+        for (; j0 + 4 <= cols; j0 += 4) {
+            const float *s = src + i0 * cols + j0;
+            __m128 r0 = _mm_loadu_ps(s), r1 = _mm_loadu_ps(s + cols), r2 = _mm_loadu_ps(s + 2 * cols),
+                   r3 = _mm_loadu_ps(s + 3 * cols);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            float *d = dst + j0 * ld + i0;
+            _mm_storeu_ps(d, r0);
+            _mm_storeu_ps(d + ld, r1);
+            _mm_storeu_ps(d + 2 * ld, r2);
+            _mm_storeu_ps(d + 3 * ld, r3);
+        }
+        for (int64_t j = j0; j < cols; ++j)
+            for (int64_t i = i0; i < i0 + 4; ++i) dst[j * ld + i] = src[i * cols + j];
+    }
+#endif
+    for (int64_t j = 0; j < cols; ++j)
+        for (int64_t i = i0; i < rows; ++i) dst[j * ld + i] = src[i * cols + j];
 }
 
 const tf_params_conv2d &params_of(const tf_op_desc &op) { return *static_cast<const tf_params_conv2d *>(op.params); }
