@@ -332,12 +332,20 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
     for (int64_t jc = 0; jc < n; jc += g.nc) {
         const int64_t nc = std::min(g.nc, n - jc);
         const int64_t slivers = ceil_div(nc, g.nr);
-        const int64_t mblocks = ceil_div(m, g.mc);
+        int64_t mc_block = g.mc;
+        int64_t mblocks = ceil_div(m, mc_block);
         // Column ranges per A block: enough tasks for every thread, at least 4 slivers each.
         int64_t nchunks = 1;
         if (threads > 1) nchunks = std::clamp<int64_t>(ceil_div(4 * threads, mblocks), 1, std::max<int64_t>(1, slivers / 4));
         const int64_t per_chunk = ceil_div(slivers, nchunks);
         nchunks = ceil_div(slivers, per_chunk);
+        // Too few column ranges for the threads (a Linear's [64 x 3136] x [3136 x 128] has 4
+        // slivers: one task): split the rows into smaller A blocks instead. Blocking never
+        // changes an element's sequence of operations.
+        if (threads > 1 && mblocks * nchunks < threads && m > g.mr) {
+            mc_block = round_up(ceil_div(m, ceil_div(threads, nchunks)), g.mr);
+            mblocks = ceil_div(m, mc_block);
+        }
         for (int64_t pc = 0; pc < k; pc += g.kc) {
             const int64_t kc = std::min(g.kc, k - pc);
             const bool load_c = accumulate || pc > 0;
@@ -349,8 +357,8 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
                        std::min(slivers, (t + 1) * per_pack) * g.nr);
             });
             parallel_for(mblocks * nchunks, [&](int64_t t) {
-                const int64_t ic = (t / nchunks) * g.mc, chunk = t % nchunks;
-                const int64_t mc = std::min(g.mc, m - ic);
+                const int64_t ic = (t / nchunks) * mc_block, chunk = t % nchunks;
+                const int64_t mc = std::min(mc_block, m - ic);
                 float *a_pack = scratch_floats(k_slot_pack_a, static_cast<size_t>(kc * round_up(mc, g.mr)));
                 pack_a(mc, kc, a.data + ic * a.row_stride + pc * a.col_stride, a.row_stride, a.col_stride, g.mr, a_pack);
                 compute_block(g, kc, a_pack, b_pack, mc, nc, chunk * per_chunk, std::min(slivers, (chunk + 1) * per_chunk),
