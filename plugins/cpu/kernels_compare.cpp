@@ -7,6 +7,7 @@
 // and -0 == +0, as in IEEE 754. bool inputs compare as 0 < 1.
 #include "kernels.h"
 
+#include <cstring>
 #include <functional>
 
 namespace tf_cpu {
@@ -17,6 +18,19 @@ void compare_rows(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_ten
     using tr = traits<T>;
     walk<3>(out.rank, out.shape, {view_of(out), view_of(a), view_of(b)},
             [&](char *const *p, int64_t n, const int64_t *step) {
+                constexpr int64_t size = sizeof(T);
+                auto *out = reinterpret_cast<unsigned char *>(p[0]);
+                // Dense rows, and rows against one broadcast value (relu's backward compares
+                // with 0): constant steps the compiler vectorises.
+                if (step[0] == 1 && step[1] == size && step[2] == size) {
+                    for (int64_t i = 0; i < n; ++i) out[i] = cmp(tr::load(p[1] + i * size), tr::load(p[2] + i * size));
+                    return;
+                }
+                if (step[0] == 1 && step[1] == size && step[2] == 0) {
+                    const auto bv = tr::load(p[2]);
+                    for (int64_t i = 0; i < n; ++i) out[i] = cmp(tr::load(p[1] + i * size), bv);
+                    return;
+                }
                 for (int64_t i = 0; i < n; ++i)
                     traits<boolean>::store(p[0] + i * step[0],
                                            cmp(tr::load(p[1] + i * step[1]), tr::load(p[2] + i * step[2])));
@@ -28,11 +42,48 @@ void compare(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_d
     parallel_elementwise<3>({&out, &a, &b}, [&](const auto &d) { compare_rows<T>(*d[1], *d[2], *d[0], cmp); });
 }
 
+template <int64_t Size> struct bits_of;
+template <> struct bits_of<2> { using type = uint16_t; };
+template <> struct bits_of<4> { using type = uint32_t; };
+template <> struct bits_of<8> { using type = uint64_t; };
+
+template <int64_t Size, bool ADense, bool BDense>
+void select_dense_as(char *const *p, int64_t n) {
+    using U = typename bits_of<Size>::type;
+    const auto *cond = reinterpret_cast<const unsigned char *>(p[1]);
+    for (int64_t i = 0; i < n; ++i) {
+        // memcpy: the elements are floats (or anything of this size), read as bits.
+        U av, bv;
+        std::memcpy(&av, p[2] + (ADense ? i * Size : 0), Size);
+        std::memcpy(&bv, p[3] + (BDense ? i * Size : 0), Size);
+        const U mask = static_cast<U>(0) - static_cast<U>(cond[i] != 0);
+        const U v = (av & mask) | (bv & ~mask);
+        std::memcpy(p[0] + i * Size, &v, Size);
+    }
+}
+
+// out[i] = cond[i] ? a[i] : b[i] over a row of n elements, a and b dense or one broadcast value.
+template <int64_t Size>
+void select_dense(char *const *p, int64_t n, bool a_dense, bool b_dense) {
+    if (a_dense && b_dense) select_dense_as<Size, true, true>(p, n);
+    else if (a_dense) select_dense_as<Size, true, false>(p, n);
+    else if (b_dense) select_dense_as<Size, false, true>(p, n);
+    else select_dense_as<Size, false, false>(p, n);
+}
+
 // Copies the chosen element's bytes, so NaN payloads and signs survive exactly.
 template <int64_t Size>
 void select_rows(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out) {
     walk<4>(out.rank, out.shape, {view_of(out), view_of(cond), view_of(a), view_of(b)},
             [](char *const *p, int64_t n, const int64_t *step) {
+                // Dense rows with either value side dense or broadcast (relu's backward picks
+                // between the gradient and 0): the elements as integers of their size, selected
+                // without branches so the row vectorises. Still the chosen element's bits.
+                if (step[0] == Size && step[1] == 1 && (step[2] == Size || step[2] == 0) &&
+                    (step[3] == Size || step[3] == 0)) {
+                    select_dense<Size>(p, n, step[2] != 0, step[3] != 0);
+                    return;
+                }
                 for (int64_t i = 0; i < n; ++i) {
                     const char *from = traits<boolean>::load(p[1] + i * step[1]) ? p[2] + i * step[2] : p[3] + i * step[3];
                     std::memcpy(p[0] + i * step[0], from, Size);

@@ -200,6 +200,18 @@ void binary_rows(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tens
                         put<T>(p[0] + i * size, fn(tr::load(p[1] + i * size), tr::load(p[2] + i * size)));
                     return;
                 }
+                // One operand broadcast along the row (a bias over a plane, a scalar): loaded
+                // once, so the row vectorises too.
+                if (step[0] == size && step[1] == size && step[2] == 0) {
+                    const auto bv = tr::load(p[2]);
+                    for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * size, fn(tr::load(p[1] + i * size), bv));
+                    return;
+                }
+                if (step[0] == size && step[1] == 0 && step[2] == size) {
+                    const auto av = tr::load(p[1]);
+                    for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * size, fn(av, tr::load(p[2] + i * size)));
+                    return;
+                }
                 for (int64_t i = 0; i < n; ++i)
                     put<T>(p[0] + i * step[0], fn(tr::load(p[1] + i * step[1]), tr::load(p[2] + i * step[2])));
             });

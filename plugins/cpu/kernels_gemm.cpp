@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -149,7 +150,30 @@ void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t cs, int6
     for (int64_t r0 = 0; r0 < mc; r0 += mr, dst += mr * kc) {
         const int64_t rows = std::min(mr, mc - r0);
         if (cs == 1 && rs != 1) {
-            for (int64_t i = 0; i < rows; ++i) {
+            int64_t i = 0;
+#if defined(__x86_64__)
+            // 4 x 4 blocks transposed in registers, as in pack_b.
+            for (; i + 4 <= rows; i += 4) {
+                const float *s0 = a + (r0 + i) * rs, *s1 = s0 + rs, *s2 = s1 + rs, *s3 = s2 + rs;
+                int64_t p = 0;
+                for (; p + 4 <= kc; p += 4) {
+                    __m128 q0 = _mm_loadu_ps(s0 + p), q1 = _mm_loadu_ps(s1 + p), q2 = _mm_loadu_ps(s2 + p),
+                           q3 = _mm_loadu_ps(s3 + p);
+                    _MM_TRANSPOSE4_PS(q0, q1, q2, q3);
+                    _mm_storeu_ps(dst + p * mr + i, q0);
+                    _mm_storeu_ps(dst + (p + 1) * mr + i, q1);
+                    _mm_storeu_ps(dst + (p + 2) * mr + i, q2);
+                    _mm_storeu_ps(dst + (p + 3) * mr + i, q3);
+                }
+                for (; p < kc; ++p) {
+                    dst[p * mr + i] = s0[p];
+                    dst[p * mr + i + 1] = s1[p];
+                    dst[p * mr + i + 2] = s2[p];
+                    dst[p * mr + i + 3] = s3[p];
+                }
+            }
+#endif
+            for (; i < rows; ++i) {
                 const float *src = a + (r0 + i) * rs;
                 for (int64_t p = 0; p < kc; ++p) dst[p * mr + i] = src[p];
             }
@@ -184,7 +208,31 @@ void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t cs, int6
             continue;
         }
         if (rs == 1) {  // B^T views: a column of B is contiguous
-            for (int64_t j = 0; j < cols; ++j) {
+            int64_t j = 0;
+#if defined(__x86_64__)
+            // 4 x 4 blocks transposed in registers: four columns' runs in, four rows of the
+            // sliver out (a scalar loop writes nr * 4 bytes apart for every element).
+            for (; j + 4 <= cols; j += 4) {
+                const float *s0 = b + (c0 + j) * cs, *s1 = s0 + cs, *s2 = s1 + cs, *s3 = s2 + cs;
+                int64_t p = 0;
+                for (; p + 4 <= kc; p += 4) {
+                    __m128 r0 = _mm_loadu_ps(s0 + p), r1 = _mm_loadu_ps(s1 + p), r2 = _mm_loadu_ps(s2 + p),
+                           r3 = _mm_loadu_ps(s3 + p);
+                    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+                    _mm_storeu_ps(dst + p * nr + j, r0);
+                    _mm_storeu_ps(dst + (p + 1) * nr + j, r1);
+                    _mm_storeu_ps(dst + (p + 2) * nr + j, r2);
+                    _mm_storeu_ps(dst + (p + 3) * nr + j, r3);
+                }
+                for (; p < kc; ++p) {
+                    dst[p * nr + j] = s0[p];
+                    dst[p * nr + j + 1] = s1[p];
+                    dst[p * nr + j + 2] = s2[p];
+                    dst[p * nr + j + 3] = s3[p];
+                }
+            }
+#endif
+            for (; j < cols; ++j) {
                 const float *src = b + (c0 + j) * cs;
                 for (int64_t p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
             }
@@ -202,9 +250,10 @@ void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t cs, int6
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 int64_t ceil_div(int64_t v, int64_t by) { return (v + by - 1) / by; }
 
-// The C tiles of rows [ic, ic + mc) and B slivers [s0, s1) of the current packed B block.
+// The C tiles of rows [ic, ic + mc) and B slivers [s0, s1) of the current packed B block; C's
+// element (i, j) is at c[i * rs + j * cs].
 void compute_block(const gemm_kernel &g, int64_t kc, const float *a_pack, const float *b_pack, int64_t mc,
-                   int64_t nc, int64_t s0, int64_t s1, float *c, int64_t ldc, bool load_c) {
+                   int64_t nc, int64_t s0, int64_t s1, float *c, int64_t rs, int64_t cs, bool load_c) {
     alignas(64) float edge[k_max_tile];
     for (int64_t s = s0; s < s1; ++s) {
         const int64_t jr = s * g.nr;
@@ -213,23 +262,43 @@ void compute_block(const gemm_kernel &g, int64_t kc, const float *a_pack, const 
         for (int64_t ir = 0; ir < mc; ir += g.mr) {
             const int64_t rows = std::min(g.mr, mc - ir);
             const float *as = a_pack + ir * kc;
-            float *ct = c + ir * ldc + jr;
-            if (rows == g.mr && cols == g.nr) {
-                g.fn(kc, as, bs, ct, ldc, load_c);
+            float *ct = c + ir * rs + jr * cs;
+            if (rows == g.mr && cols == g.nr && cs == 1) {
+                g.fn(kc, as, bs, ct, rs, load_c);
                 continue;
             }
-            // A partial tile goes through a full-size buffer: the same operations per element.
-            if (load_c)
-                for (int64_t i = 0; i < rows; ++i)
-                    std::memcpy(edge + i * g.nr, ct + i * ldc, static_cast<size_t>(cols) * sizeof(float));
+            // A partial or transposed tile goes through a full-size buffer: the same operations
+            // per element.
+            if (load_c) {
+                for (int64_t i = 0; i < rows; ++i) {
+                    if (cs == 1) {
+                        std::memcpy(edge + i * g.nr, ct + i * rs, static_cast<size_t>(cols) * sizeof(float));
+                        continue;
+                    }
+                    for (int64_t j = 0; j < cols; ++j) edge[i * g.nr + j] = ct[i * rs + j * cs];
+                }
+            }
             g.fn(kc, as, bs, edge, g.nr, load_c);
-            for (int64_t i = 0; i < rows; ++i)
-                std::memcpy(ct + i * ldc, edge + i * g.nr, static_cast<size_t>(cols) * sizeof(float));
+            if (cs == 1) {
+                for (int64_t i = 0; i < rows; ++i)
+                    std::memcpy(ct + i * rs, edge + i * g.nr, static_cast<size_t>(cols) * sizeof(float));
+                continue;
+            }
+            for (int64_t j = 0; j < cols; ++j)  // transposed: a tile column is a run of C's memory
+                for (int64_t i = 0; i < rows; ++i) ct[i * rs + j * cs] = edge[i * g.nr + j];
         }
     }
 }
 
+// The share of the computed tile elements that land in an m x n product.
+double tile_fill(const gemm_kernel &g, int64_t m, int64_t n) {
+    return static_cast<double>(m) / static_cast<double>(round_up(m, g.mr)) * static_cast<double>(n) /
+           static_cast<double>(round_up(n, g.nr));
+}
+
 }  // namespace
+
+double gemm_f32_tile_fill(int64_t m, int64_t n) { return tile_fill(pick_kernel(), m, n); }
 
 void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float *c, int64_t ldc, bool accumulate) {
     if (m <= 0 || n <= 0) return;
@@ -239,6 +308,19 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
         return;
     }
     const gemm_kernel &g = pick_kernel();
+    // C^T = B^T A^T when that fills the register tiles far better: a conv weight gradient with a
+    // 3x3 kernel over one channel is 32 x 9, a quarter of 12 x 32 tiles, its transpose three
+    // quarters. Each element is the same sequence of operations either way (only a product's
+    // factors swap places), so the bits do not change. The transposed tiles are stored through
+    // the edge buffer, which costs more than it saves unless the gain is large and k long.
+    int64_t rs = ldc, cs = 1;
+    if (k >= 64 && tile_fill(g, n, m) > 1.5 * tile_fill(g, m, n)) {
+        std::swap(m, n);
+        std::swap(a, b);
+        std::swap(a.row_stride, a.col_stride);
+        std::swap(b.row_stride, b.col_stride);
+        std::swap(rs, cs);
+    }
     const int64_t kc_max = std::min(k, g.kc);
     const int64_t nc_max = std::min(n, g.nc);
     float *b_pack = scratch_floats(k_slot_pack_b, static_cast<size_t>(kc_max * round_up(nc_max, g.nr)));
@@ -250,12 +332,20 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
     for (int64_t jc = 0; jc < n; jc += g.nc) {
         const int64_t nc = std::min(g.nc, n - jc);
         const int64_t slivers = ceil_div(nc, g.nr);
-        const int64_t mblocks = ceil_div(m, g.mc);
+        int64_t mc_block = g.mc;
+        int64_t mblocks = ceil_div(m, mc_block);
         // Column ranges per A block: enough tasks for every thread, at least 4 slivers each.
         int64_t nchunks = 1;
         if (threads > 1) nchunks = std::clamp<int64_t>(ceil_div(4 * threads, mblocks), 1, std::max<int64_t>(1, slivers / 4));
         const int64_t per_chunk = ceil_div(slivers, nchunks);
         nchunks = ceil_div(slivers, per_chunk);
+        // Too few column ranges for the threads (a Linear's [64 x 3136] x [3136 x 128] has 4
+        // slivers: one task): split the rows into smaller A blocks instead. Blocking never
+        // changes an element's sequence of operations.
+        if (threads > 1 && mblocks * nchunks < threads && m > g.mr) {
+            mc_block = round_up(ceil_div(m, ceil_div(threads, nchunks)), g.mr);
+            mblocks = ceil_div(m, mc_block);
+        }
         for (int64_t pc = 0; pc < k; pc += g.kc) {
             const int64_t kc = std::min(g.kc, k - pc);
             const bool load_c = accumulate || pc > 0;
@@ -267,12 +357,12 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
                        std::min(slivers, (t + 1) * per_pack) * g.nr);
             });
             parallel_for(mblocks * nchunks, [&](int64_t t) {
-                const int64_t ic = (t / nchunks) * g.mc, chunk = t % nchunks;
-                const int64_t mc = std::min(g.mc, m - ic);
+                const int64_t ic = (t / nchunks) * mc_block, chunk = t % nchunks;
+                const int64_t mc = std::min(mc_block, m - ic);
                 float *a_pack = scratch_floats(k_slot_pack_a, static_cast<size_t>(kc * round_up(mc, g.mr)));
                 pack_a(mc, kc, a.data + ic * a.row_stride + pc * a.col_stride, a.row_stride, a.col_stride, g.mr, a_pack);
                 compute_block(g, kc, a_pack, b_pack, mc, nc, chunk * per_chunk, std::min(slivers, (chunk + 1) * per_chunk),
-                              c + ic * ldc + jc, ldc, load_c);
+                              c + ic * rs + jc * cs, rs, cs, load_c);
             });
         }
     }

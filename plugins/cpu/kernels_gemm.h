@@ -31,6 +31,11 @@ struct f32_matrix {
 void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float *c, int64_t ldc,
               bool accumulate);
 
+// The share of the register-tile elements gemm_f32 computes that land in an m x n product (1
+// when m and n are multiples of the tile): callers free to compute a product or its transpose
+// pick the larger.
+double gemm_f32_tile_fill(int64_t m, int64_t n);
+
 // Multiply-adds (m * n * k) from which gemm_f32 splits work between threads.
 constexpr int64_t k_gemm_parallel_macs = int64_t{1} << 20;
 

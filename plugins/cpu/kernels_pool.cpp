@@ -14,6 +14,10 @@
 #include <algorithm>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace tf_cpu {
 namespace {
 
@@ -70,42 +74,133 @@ void row_argmax(const pool_geometry &g, const float *plane, int64_t oy, float *b
     }
 }
 
-// The same as row_argmax for the common 2x2 window with stride 2 and no padding (every window
-// whole): the four taps in window order with the same rule, without the general bookkeeping.
+// The common 2x2 window with stride 2 and no padding (every window whole, none overlapping) has
+// its own kernels below: the four taps in window order with row_argmax's rule, without the
+// general bookkeeping, reading and writing the planes in order.
 bool is_2x2(const pool_geometry &g) {
     return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && 2 * g.oh <= g.h &&
            2 * g.ow <= g.w;
 }
 
-inline void take_if(float v, int64_t at, float &b, int64_t &b_at) {
+inline bool take_if(float v, float &b) {
     const bool take = (v > b) | ((v != v) & (b == b));
     b = take ? v : b;
-    b_at = take ? at : b_at;
+    return take;
 }
 
-void row_argmax_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *best, int64_t *best_at) {
-    const int64_t r0 = 2 * oy * g.w, r1 = r0 + g.w;
-    const float *a = plane + r0, *c = plane + r1;
-    for (int64_t ox = 0; ox < g.ow; ++ox) {
-        const int64_t x = 2 * ox;
-        float b = a[x];
-        int64_t at = r0 + x;
-        take_if(a[x + 1], r0 + x + 1, b, at);
-        take_if(c[x], r1 + x, b, at);
-        take_if(c[x + 1], r1 + x + 1, b, at);
-        best[ox] = b;
-        best_at[ox] = at;
-    }
+#if defined(__x86_64__)
+// The 2x2 rule on four windows at once: b (the best so far) takes v where v wins, and the
+// returned mask says where it did. take_if's rule, lane by lane.
+inline __m128 take_4(__m128 v, __m128 &b) {
+    const __m128 take = _mm_or_ps(_mm_cmpgt_ps(v, b), _mm_and_ps(_mm_cmpunord_ps(v, v), _mm_cmpord_ps(b, b)));
+    b = _mm_or_ps(_mm_and_ps(take, v), _mm_andnot_ps(take, b));
+    return take;
 }
 
+// The even and odd elements of p[0, 8): the first and second columns of four 2x2 windows.
+inline void split_pairs(const float *p, __m128 &even, __m128 &odd) {
+    const __m128 lo = _mm_loadu_ps(p), hi = _mm_loadu_ps(p + 4);
+    even = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    odd = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+// Four windows whose rows start at a and c (eight floats each): their maxima, and in dx_a and
+// dx_c (eight floats each) the gradient dy of each window at its first maximum, 0 elsewhere.
+// dx gets 0 + dy, not dy: the general path zeroes dx and adds, which turns -0 into +0.
+inline __m128 windows_4(const float *a, const float *c) {
+    __m128 a0, a1, c0, c1;
+    split_pairs(a, a0, a1);
+    split_pairs(c, c0, c1);
+    __m128 b = a0;
+    take_4(a1, b);
+    take_4(c0, b);
+    take_4(c1, b);
+    return b;
+}
+
+inline void windows_backward_4(const float *a, const float *c, const float *dy, float *dx_a, float *dx_c) {
+    __m128 a0, a1, c0, c1;
+    split_pairs(a, a0, a1);
+    split_pairs(c, c0, c1);
+    __m128 b = a0;
+    const __m128 t1 = take_4(a1, b), t2 = take_4(c0, b), t3 = take_4(c1, b);
+    // The last tap taken is the window's first maximum.
+    const __m128 w2 = _mm_andnot_ps(t3, t2), w1 = _mm_andnot_ps(_mm_or_ps(t2, t3), t1);
+    const __m128 g = _mm_add_ps(_mm_setzero_ps(), _mm_loadu_ps(dy));
+    const __m128 g0 = _mm_andnot_ps(_mm_or_ps(t1, _mm_or_ps(t2, t3)), g), g1 = _mm_and_ps(w1, g),
+                 g2 = _mm_and_ps(w2, g), g3 = _mm_and_ps(t3, g);
+    _mm_storeu_ps(dx_a, _mm_unpacklo_ps(g0, g1));
+    _mm_storeu_ps(dx_a + 4, _mm_unpackhi_ps(g0, g1));
+    _mm_storeu_ps(dx_c, _mm_unpacklo_ps(g2, g3));
+    _mm_storeu_ps(dx_c + 4, _mm_unpackhi_ps(g2, g3));
+}
+#endif
+
+// Output row oy of a 2x2 stride-2 pool from the rows 2 oy and 2 oy + 1 of the plane, read in
+// order: four windows per step with SSE2 on x86-64, the last 1-3 through a padded copy (a scalar
+// tail's data-dependent branches cost more than the vector work on 7- and 14-wide rows).
 void row_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *best) {
     const float *a = plane + 2 * oy * g.w, *c = a + g.w;
-    for (int64_t ox = 0; ox < g.ow; ++ox) {
+    int64_t ox = 0;
+#if defined(__x86_64__)
+    for (; ox + 4 <= g.ow; ox += 4) _mm_storeu_ps(best + ox, windows_4(a + 2 * ox, c + 2 * ox));
+    if (ox < g.ow) {
+        const auto n = static_cast<size_t>(2 * (g.ow - ox));
+        alignas(16) float ta[8] = {}, tc[8] = {}, tb[4];
+        std::copy_n(a + 2 * ox, n, ta);
+        std::copy_n(c + 2 * ox, n, tc);
+        _mm_store_ps(tb, windows_4(ta, tc));
+        std::copy_n(tb, g.ow - ox, best + ox);
+    }
+#else
+    for (; ox < g.ow; ++ox) {
         const int64_t x = 2 * ox;
         float b = a[x];
-        for (float v : {a[x + 1], c[x], c[x + 1]}) b = ((v > b) | ((v != v) & (b == b))) ? v : b;
+        take_if(a[x + 1], b);
+        take_if(c[x], b);
+        take_if(c[x + 1], b);
         best[ox] = b;
     }
+#endif
+}
+
+// dx for the rows 2 oy and 2 oy + 1 of a 2x2 stride-2 pool, written rather than accumulated:
+// the windows do not overlap, so each element gets its window's gradient or 0. Columns past
+// 2 OW, which no window reads, get 0.
+void rows_backward_2x2(const pool_geometry &g, const float *plane, const float *grad, int64_t oy, float *dx) {
+    const int64_t r0 = 2 * oy * g.w;
+    const float *a = plane + r0, *c = a + g.w;
+    float *da = dx + r0, *dc = da + g.w;
+    int64_t ox = 0;
+#if defined(__x86_64__)
+    for (; ox + 4 <= g.ow; ox += 4) windows_backward_4(a + 2 * ox, c + 2 * ox, grad + ox, da + 2 * ox, dc + 2 * ox);
+    if (ox < g.ow) {
+        const auto n = static_cast<size_t>(2 * (g.ow - ox));
+        alignas(16) float ta[8] = {}, tc[8] = {}, tg[4] = {}, tda[8], tdc[8];
+        std::copy_n(a + 2 * ox, n, ta);
+        std::copy_n(c + 2 * ox, n, tc);
+        std::copy_n(grad + ox, g.ow - ox, tg);
+        windows_backward_4(ta, tc, tg, tda, tdc);
+        std::copy_n(tda, n, da + 2 * ox);
+        std::copy_n(tdc, n, dc + 2 * ox);
+    }
+#else
+    for (; ox < g.ow; ++ox) {
+        const int64_t x = 2 * ox;
+        float b = a[x];
+        int at = 0;
+        if (take_if(a[x + 1], b)) at = 1;
+        if (take_if(c[x], b)) at = 2;
+        if (take_if(c[x + 1], b)) at = 3;
+        const float dy = 0.0f + grad[ox];
+        da[x] = at == 0 ? dy : 0.0f;
+        da[x + 1] = at == 1 ? dy : 0.0f;
+        dc[x] = at == 2 ? dy : 0.0f;
+        dc[x + 1] = at == 3 ? dy : 0.0f;
+    }
+#endif
+    std::fill(da + 2 * g.ow, da + g.w, 0.0f);
+    std::fill(dc + 2 * g.ow, dc + g.w, 0.0f);
 }
 
 // Planes per task of the pool's threads: each plane's output is its own, so any split gives the
@@ -155,19 +250,25 @@ tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *) {
     const int64_t tasks = plane_tasks(g), per = (g.planes + tasks - 1) / tasks;
     const bool fast = is_2x2(g);
     parallel_for((g.planes + per - 1) / per, [&](int64_t t) {
+        const int64_t first = t * per, last = std::min(g.planes, (t + 1) * per);
+        if (fast) {
+            for (int64_t pl = first; pl < last; ++pl) {
+                float *out = dx.data() + pl * g.h * g.w;
+                for (int64_t oy = 0; oy < g.oh; ++oy)
+                    rows_backward_2x2(g, x.data() + pl * g.h * g.w, dy.data() + (pl * g.oh + oy) * g.ow, oy, out);
+                std::fill(out + 2 * g.oh * g.w, out + g.h * g.w, 0.0f);  // a last row no window reads
+            }
+            return;
+        }
         std::vector<float> best(static_cast<size_t>(g.ow));
         std::vector<int64_t> best_at(static_cast<size_t>(g.ow));
-        const int64_t first = t * per, last = std::min(g.planes, (t + 1) * per);
         std::fill(dx.data() + first * g.h * g.w, dx.data() + last * g.h * g.w, 0.0f);
         for (int64_t pl = first; pl < last; ++pl) {
             const float *plane = x.data() + pl * g.h * g.w;
             const float *grad = dy.data() + pl * g.oh * g.ow;
             float *out = dx.data() + pl * g.h * g.w;
             for (int64_t oy = 0; oy < g.oh; ++oy) {
-                if (fast)
-                    row_argmax_2x2(g, plane, oy, best.data(), best_at.data());
-                else
-                    row_argmax(g, plane, oy, best.data(), best_at.data());
+                row_argmax(g, plane, oy, best.data(), best_at.data());
                 for (int64_t ox = 0; ox < g.ow; ++ox)
                     if (best_at[ox] >= 0) out[best_at[ox]] += grad[oy * g.ow + ox];
             }

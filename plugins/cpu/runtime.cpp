@@ -103,16 +103,21 @@ public:
         error_ = nullptr;
         {
             std::lock_guard<std::mutex> l(m_);
-            active_ = static_cast<int>(workers_.size());
+            open_ = true;
+            joined_ = 0;
             generation_.fetch_add(1, std::memory_order_release);
         }
         wake_.notify_all();
         t_in_task = true;
         drain();
         t_in_task = false;
+        // Close the job and wait only for the workers that joined it: they are running its last
+        // tasks. A worker the scheduler has not run yet (another process has the core) no longer
+        // holds the job up by a time slice; it finds the job closed when it wakes and skips it.
         {
             std::unique_lock<std::mutex> l(m_);
-            done_.wait(l, [this] { return active_ == 0; });
+            open_ = false;
+            done_.wait(l, [this] { return joined_ == 0; });
         }
         if (error_) std::rethrow_exception(error_);
         return true;
@@ -148,10 +153,14 @@ private:
                 wake_.wait(l, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
                 if (stop_) return;
                 seen = generation_.load(std::memory_order_relaxed);
+                // The job of this generation is still open: join it (the poster waits for us and
+                // keeps its fn_, ctx_ and tasks_ until we leave). Closed: it was done without us.
+                if (!open_) continue;
+                ++joined_;
             }
             drain();
             std::lock_guard<std::mutex> l(m_);
-            if (--active_ == 0) done_.notify_one();
+            if (--joined_ == 0) done_.notify_one();
         }
     }
 
@@ -162,7 +171,8 @@ private:
     std::condition_variable wake_, done_;
     std::atomic<uint64_t> generation_{0};
     bool stop_ = false;
-    int active_ = 0;
+    bool open_ = false;  // the posted job still takes workers (under m_)
+    int joined_ = 0;     // workers inside the posted job's drain() (under m_)
     task_fn fn_ = nullptr;
     void *ctx_ = nullptr;
     int64_t tasks_ = 0;

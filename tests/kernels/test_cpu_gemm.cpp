@@ -413,6 +413,76 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     return results;
 }
 
+TEST_CASE("a product computed transposed (a narrow B) has the bits of the same columns of a wide one") {
+    // [32 x k] x [k x 9] fills a quarter of the native register tiles and runs as C^T = B^T A^T;
+    // [32 x k] x [k x 32] does not. Their first 9 columns are the same sums, so the same bits;
+    // also with accumulation through conv2d_grad_weight's chunks (k = 300 spans two K blocks).
+    for (const char *isa : {"generic", static_cast<const char *>(nullptr)}) {
+        restart(isa, nullptr);
+        CAPTURE(feature("kernels"));
+        for (int64_t k : {64, 300}) {
+            CAPTURE(k);
+            tensor a = dense({32, k}), wide = dense({k, 32}), narrow = dense({k, 9});
+            fill_random(a, 11);
+            fill_random(wide, 12);
+            for (int64_t p = 0; p < k; ++p)
+                for (int64_t j = 0; j < 9; ++j) narrow.at({p, j}) = wide.at({p, j});
+            tensor c_wide = dense({32, 32}), c_narrow = dense({32, 9});
+            run_ok(TF_OP_MATMUL, {a.d, wide.d}, c_wide.d);
+            run_ok(TF_OP_MATMUL, {a.d, narrow.d}, c_narrow.d);
+            int bad = 0;
+            for (int64_t i = 0; i < 32; ++i)
+                for (int64_t j = 0; j < 9; ++j)
+                    if (std::memcmp(&c_wide.at({i, j}), &c_narrow.at({i, j}), sizeof(float)) != 0) ++bad;
+            CHECK(bad == 0);
+        }
+    }
+    restart(nullptr, nullptr);
+}
+
+TEST_CASE("conv2d computed as y^T = col^T w^T has the bits of w times the column matrix") {
+    // 32 -> 64 channels, 3x3, padding 1, over 14x14 (and an odd 9x11): the forward runs
+    // transposed; matmul of the weight [64 x 288] and a column matrix built here (the same
+    // products in the same order) must give the same bits.
+    for (const char *isa : {"generic", static_cast<const char *>(nullptr)}) {
+        restart(isa, nullptr);
+        CAPTURE(feature("kernels"));
+        for (const dims &hw : {dims{14, 14}, dims{9, 11}}) {
+            const int64_t n = 2, c = 32, h = hw[0], w = hw[1], o = 64, taps = c * 9, positions = h * w;
+            tensor x = dense({n, c, h, w}), wt = dense({o, c, 3, 3}), y = dense({n, o, h, w});
+            fill_random(x, 21);
+            fill_random(wt, 22);
+            tf_params_conv2d p{};
+            p.struct_size = sizeof p;
+            p.stride[0] = p.stride[1] = 1;
+            p.padding[0] = p.padding[1] = 1;
+            p.dilation[0] = p.dilation[1] = 1;
+            p.groups = 1;
+            run_ok(TF_OP_CONV2D, {x.d, wt.d}, y.d, &p);
+            tensor wm = view(wt.mem, {o, taps}, {taps, 1});
+            for (int64_t img = 0; img < n; ++img) {
+                tensor col = dense({taps, positions}), prod = dense({o, positions});
+                for (int64_t ci = 0; ci < c; ++ci)
+                    for (int64_t i = 0; i < 3; ++i)
+                        for (int64_t j = 0; j < 3; ++j)
+                            for (int64_t oy = 0; oy < h; ++oy)
+                                for (int64_t ox = 0; ox < w; ++ox) {
+                                    const int64_t iy = oy + i - 1, ix = ox + j - 1;
+                                    const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
+                                    col.at({(ci * 3 + i) * 3 + j, oy * w + ox}) = inside ? x.at({img, ci, iy, ix}) : 0.0f;
+                                }
+                run_ok(TF_OP_MATMUL, {wm.d, col.d}, prod.d);
+                int bad = 0;
+                for (int64_t oc = 0; oc < o; ++oc)
+                    for (int64_t q = 0; q < positions; ++q)
+                        if (std::memcmp(&prod.at({oc, q}), &y.at({img, oc, q / w, q % w}), sizeof(float)) != 0) ++bad;
+                CHECK(bad == 0);
+            }
+        }
+    }
+    restart(nullptr, nullptr);
+}
+
 TEST_CASE("results are bitwise identical for 1, 2 and 3 threads") {
     const auto one = outputs_with_threads("1");
     for (const char *threads : {"2", "3"}) {

@@ -1052,6 +1052,58 @@ TEST_CASE("sum is deterministic and matches a row-major double sum") {
     CHECK(get_raw<float>(s1)[0] == static_cast<float>(expected));
 }
 
+TEST_CASE("sum and mean with many outputs (lockstep lanes) match each output's row-major double sum") {
+    // [N, C, H, W] over axes 0, 2, 3 (a conv bias gradient) with C = 13 (a group of 8 lanes and
+    // one of 5), and over axis 0 of [N, C] with C = 131; values whose double sums depend on order.
+    struct reduce_case {
+        std::vector<int64_t> shape, out_shape;
+        uint32_t mask;
+    };
+    const reduce_case cases[] = {{{5, 13, 6, 7}, {1, 13, 1, 1}, 0b1101}, {{37, 131}, {1, 131}, 0b01},
+                                 {{3, 9, 4}, {3, 1, 4}, 0b010}};
+    uint32_t state = 777;
+    for (const reduce_case &c : cases) {
+        int64_t count = 1;
+        for (int64_t d : c.shape) count *= d;
+        std::vector<float> v(static_cast<size_t>(count));
+        for (float &f : v) {
+            state = state * 1664525u + 1013904223u;
+            f = std::ldexp(static_cast<float>(static_cast<int32_t>(state >> 8) - (1 << 23)), static_cast<int>(state % 40) - 30);
+        }
+        // The expected sums: row-major over each output's inputs.
+        const int rank = static_cast<int>(c.shape.size());
+        std::vector<int64_t> strides(static_cast<size_t>(rank));
+        for (int i = rank - 1, st = 1; i >= 0; st *= static_cast<int>(c.shape[static_cast<size_t>(i)]), --i)
+            strides[static_cast<size_t>(i)] = st;
+        int64_t outputs = 1;
+        for (int64_t d : c.out_shape) outputs *= d;
+        std::vector<double> sums(static_cast<size_t>(outputs), 0.0);
+        std::vector<int64_t> count_in(static_cast<size_t>(outputs), 0);
+        for (int64_t e = 0; e < count; ++e) {  // row-major over the input is row-major within each output
+            int64_t o = 0, rest = e;
+            for (int i = 0; i < rank; ++i) {
+                const int64_t idx = rest / strides[static_cast<size_t>(i)];
+                rest %= strides[static_cast<size_t>(i)];
+                if (!(c.mask >> i & 1)) o = o * c.shape[static_cast<size_t>(i)] + idx;
+            }
+            sums[static_cast<size_t>(o)] += v[static_cast<size_t>(e)];
+            ++count_in[static_cast<size_t>(o)];
+        }
+        tensor x = make(TF_DTYPE_F32, c.shape);
+        set_raw(x, v);
+        tensor s = make(TF_DTYPE_F32, c.out_shape), m = make(TF_DTYPE_F32, c.out_shape);
+        const tf_params_reduce p = reduce_params(c.mask);
+        run_ok(TF_OP_SUM, {&x}, s, &p);
+        run_ok(TF_OP_MEAN, {&x}, m, &p);
+        const std::vector<float> got_s = get_raw<float>(s), got_m = get_raw<float>(m);
+        for (size_t o = 0; o < sums.size(); ++o) {
+            CAPTURE(o);
+            CHECK(f32_bits(got_s[o]) == f32_bits(static_cast<float>(sums[o])));
+            CHECK(f32_bits(got_m[o]) == f32_bits(static_cast<float>(sums[o] / static_cast<double>(count_in[o]))));
+        }
+    }
+}
+
 // ---- matmul ---------------------------------------------------------------------------------
 
 TEST_CASE("matmul, float dtypes, any strides") {

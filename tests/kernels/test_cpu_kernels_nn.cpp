@@ -644,6 +644,62 @@ TEST_CASE("max_pool2d: windows, ties, padding as -inf, gradient to the first max
     CHECK(get(dxo) == values{0, 10, 60, 0});
 }
 
+// Values (and signs: -0 and +0 compare equal) match, NaN where the reference has NaN.
+void check_same_floats(const values &got, const values &expected) {
+    REQUIRE(got.size() == expected.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        INFO("element ", i, ": got ", got[i], ", expected ", expected[i]);
+        if (std::isnan(expected[i])) {
+            CHECK(std::isnan(got[i]));
+            continue;
+        }
+        CHECK(got[i] == expected[i]);
+        CHECK(std::signbit(got[i]) == std::signbit(expected[i]));
+    }
+}
+
+TEST_CASE("max_pool2d 2x2 stride 2 (the vector path): odd sizes, ties, NaN and signed zeros against a naive reference") {
+    // Widths below, at and past the four windows per step, odd heights and widths (a last row
+    // and column no window reads), values from a small set so that windows tie often.
+    const std::vector<dims> shapes = {{2, 3, 7, 9}, {1, 2, 6, 21}, {1, 1, 5, 4}, {3, 1, 2, 2}, {1, 2, 4, 17}};
+    const double pool[] = {0.5, -0.5, 1.0, 0.0, -0.0, NAN, -1.0, 0.5};
+    const tf_params_pool2d p = pool_params(2, 2, 2, 2, 0, 0);
+    uint32_t seed = 40;
+    for (const dims &s : shapes) {
+        CAPTURE(s[2]);
+        CAPTURE(s[3]);
+        std::mt19937 rng(seed++);
+        std::uniform_int_distribution<int> pick(0, 7);
+        values xv(static_cast<size_t>(count_of(s)));
+        for (double &v : xv) v = pool[pick(rng)];
+        const int64_t planes = s[0] * s[1], h = s[2], w = s[3], oh = h / 2, ow = w / 2;
+        values dyv = random_f32(static_cast<size_t>(planes * oh * ow), seed++);
+        dyv[0] = -0.0;  // dx gets 0 + dy, as in the general path: +0
+        dyv[1] = NAN;
+        values want_y(dyv.size()), want_dx(xv.size(), 0.0);
+        for (int64_t pl = 0; pl < planes; ++pl)
+            for (int64_t oy = 0; oy < oh; ++oy)
+                for (int64_t ox = 0; ox < ow; ++ox) {
+                    // The first maximum in window order; NaN beats numbers, the first NaN wins.
+                    size_t at = static_cast<size_t>((pl * h + 2 * oy) * w + 2 * ox);
+                    for (int64_t i = 0; i < 2; ++i)
+                        for (int64_t j = 0; j < 2; ++j) {
+                            const size_t e = static_cast<size_t>((pl * h + 2 * oy + i) * w + 2 * ox + j);
+                            if (xv[e] > xv[at] || (std::isnan(xv[e]) && !std::isnan(xv[at]))) at = e;
+                        }
+                    const size_t o = static_cast<size_t>((pl * oh + oy) * ow + ox);
+                    want_y[o] = xv[at];
+                    want_dx[at] = static_cast<double>(0.0f + static_cast<float>(dyv[o]));
+                }
+        const tensor x = f32(s, xv), y = make(TF_DTYPE_F32, {s[0], s[1], oh, ow});
+        run_ok(TF_OP_MAX_POOL2D, {&x}, y, &p);
+        check_same_floats(get(y), want_y);
+        const tensor dy = f32({s[0], s[1], oh, ow}, dyv), dx = make(TF_DTYPE_F32, s);
+        run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dy, &x}, dx, &p);
+        check_same_floats(get(dx), want_dx);
+    }
+}
+
 TEST_CASE("avg_pool2d with and without count_include_pad, and its backward") {
     const tensor x = f32({1, 1, 3, 3}, {1, 2, 3,
                                         4, 5, 6,

@@ -635,6 +635,55 @@ TEST_CASE("comparisons: broadcast scalar, transposed input and output") {
     }
 }
 
+TEST_CASE("comparisons and where on dense rows against one broadcast value (the vectorised rows)") {
+    // 37 elements: past any vector width, with a remainder; the broadcast side on either hand.
+    const size_t n = 37;
+    for (int32_t dt : k_numeric) {
+        INFO("dtype ", name_of(dt));
+        std::vector<double> av(n);
+        for (size_t i = 0; i < n; ++i) av[i] = static_cast<double>(static_cast<int>(i * 7 % 11) - 5);
+        tensor a = make(dt, {n}, av);
+        tensor zero = make(dt, {}, {0});
+        tensor z = view(zero, {static_cast<int64_t>(n)}, {0});
+        tensor out = make(TF_DTYPE_BOOL, {n});
+        for (uint32_t op : k_compare_ops) {
+            CAPTURE(op);
+            run_ok(op, {&a, &z}, out);
+            std::vector<double> expected;
+            for (double v : av) expected.push_back(compare_on_host(op, v, 0));
+            check_values(out, expected);
+            CHECK(get_raw<uint8_t>(out) == std::vector<uint8_t>(expected.begin(), expected.end()));
+        }
+
+        // where(a > 0, g, 0) and where(a > 0, 0, g), relu's backward and its mirror.
+        std::vector<double> gv(n);
+        for (size_t i = 0; i < n; ++i) gv[i] = static_cast<double>(i % 5) + 1;
+        tensor g = make(dt, {n}, gv);
+        tensor cond = make(TF_DTYPE_BOOL, {n});
+        run_ok(TF_OP_GT, {&a, &z}, cond);
+        tensor picked = make(dt, {n});
+        run_ok(TF_OP_WHERE, {&cond, &g, &z}, picked);
+        std::vector<double> expected;
+        for (size_t i = 0; i < n; ++i) expected.push_back(av[i] > 0 ? gv[i] : 0);
+        check_values(picked, expected);
+        run_ok(TF_OP_WHERE, {&cond, &z, &g}, picked);
+        expected.clear();
+        for (size_t i = 0; i < n; ++i) expected.push_back(av[i] > 0 ? 0 : gv[i]);
+        check_values(picked, expected);
+    }
+    // Bits survive the branch-free select: a NaN payload and -0 against a broadcast NaN.
+    tensor cond = make(TF_DTYPE_BOOL, {5});
+    set_raw<uint8_t>(cond, {1, 0, 9, 0, 1});  // 9 reads as true
+    tensor f = make(TF_DTYPE_F32, {5});
+    set_raw<uint32_t>(f, {0x7fc00123u, 0x3f800000u, 0x80000000u, 0x3f800000u, 0x00000001u});
+    tensor nan = make(TF_DTYPE_F32, {1});
+    set_raw<uint32_t>(nan, {0xffc00042u});
+    tensor s = view(nan, {5}, {0});
+    tensor fo = make(TF_DTYPE_F32, {5});
+    run_ok(TF_OP_WHERE, {&cond, &f, &s}, fo);
+    CHECK(get_raw<uint32_t>(fo) == std::vector<uint32_t>{0x7fc00123u, 0xffc00042u, 0x80000000u, 0xffc00042u, 0x00000001u});
+}
+
 TEST_CASE("comparisons: NaN is unordered, -0 == +0, i64 exact, stray bool bytes") {
     for (int32_t dt : k_float) {
         INFO("dtype ", name_of(dt));

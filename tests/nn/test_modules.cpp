@@ -82,6 +82,23 @@ TEST_CASE("Linear: gradients reach weight and bias") {
     CHECK_FALSE(fc.weight.grad().defined());
 }
 
+TEST_CASE("Linear: its own backward matches transpose + matmul, weight gradient dense, input gradient too") {
+    // Rank-2 inputs take Linear's single node (dW = g^T x); the same gradients as differentiating
+    // x W^T through transpose and matmul, and the weight's gradient is a dense tensor of its own.
+    nn::Linear fc(5, 3, true, 2);
+    Tensor x = from_vector<float>({0.5f, -1, 2, 0.25f, 3, -2, 1, 0, 1.5f, -0.5f, 4, -3, 2, 1, 0.75f}, {3, 5})
+                   .requires_grad_();
+    Tensor y = fc(x);
+    Tensor seed = from_vector<float>({1, -2, 0.5f, 3, 0.25f, -1, 2, 1, -0.5f}, {3, 3});
+    y.backward(seed);
+    Tensor w = fc.weight.detach().requires_grad_(), xr = x.detach().requires_grad_();
+    add(matmul(xr, w.transpose(0, 1)), fc.bias.detach()).backward(seed);
+    CHECK(fc.weight.grad().is_contiguous());
+    CHECK(fc.weight.grad().to_vector<float>() == w.grad().to_vector<float>());
+    CHECK(x.grad().to_vector<float>() == xr.grad().to_vector<float>());
+    CHECK(y.to_vector<float>() == add(matmul(xr, w.transpose(0, 1)), fc.bias.detach()).to_vector<float>());
+}
+
 TEST_CASE("Conv2d and MaxPool2d: shapes and parameter layout") {
     Conv2dOptions pad1;
     pad1.pad_h = pad1.pad_w = 1;
