@@ -96,6 +96,10 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const C
                           ", padding " + std::to_string(o.pad_h) + "x" + std::to_string(o.pad_w) +
                           ", dilation " + std::to_string(o.dilation_h) + "x" +
                           std::to_string(o.dilation_w) + ", groups " + std::to_string(o.groups) + ")");
+    // A 0-tap kernel has no output size (the extent formula would grow the input by the dilation).
+    if (weight.size(2) < 1 || weight.size(3) < 1)
+        raise<ShapeError>("conv2d: weight " + shape_str(weight.shape()) +
+                          " has an empty kernel; kernel height and width must be >= 1");
     int64_t n = x.size(0), c = x.size(1), oc = weight.size(0), icg = weight.size(1);
     if (c % o.groups != 0 || oc % o.groups != 0 || icg * o.groups != c)
         raise<ShapeError>("conv2d: input " + shape_str(x.shape()) + " and weight " +

@@ -106,6 +106,8 @@ std::vector<BadCall> bad_calls() {
          type<ShapeError>(), "do not fit groups=3"},
         {"conv2d kernel larger than the input", [] { conv2d(f32({1, 1, 2, 2}), f32({1, 1, 3, 3})); },
          type<ShapeError>(), "is smaller than the dilated kernel"},
+        {"conv2d with an empty kernel", [] { conv2d(f32({1, 1, 4, 4}), f32({1, 1, 0, 3})); },
+         type<ShapeError>(), "conv2d: weight [1,1,0,3] has an empty kernel; kernel height and width must be >= 1"},
         {"max_pool2d kernel 0", [=] { max_pool2d(f32({1, 1, 4, 4}), kernel0); }, type<ValueError>(),
          "max_pool2d: invalid kernel 0x2"},
         {"max_pool2d of rank 3", [] { max_pool2d(f32({1, 4, 4})); }, type<ShapeError>(),

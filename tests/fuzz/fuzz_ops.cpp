@@ -130,21 +130,36 @@ bool too_big(const Shape &shape) {
     return n > (int64_t(1) << 16);
 }
 
-// A convolution of more than 2^24 multiply-adds (bounded from the sizes and parameters before the
-// core checks them) is skipped like a too_big shape: a padding of 2^26 on a zero-width input
-// asks, legitimately, for a 3 GB output and a column matrix four times that.
-bool conv_too_big(const Tensor &x, const Shape &w, const Conv2dOptions &o) {
-    if (x.rank() != 4 || w.size() != 4) return false;
-    auto extent = [](int64_t in, int pad, int stride) {
-        return (in + 2 * std::abs(static_cast<int64_t>(pad))) / std::max(stride, 1) + 1;
-    };
-    const int64_t sizes[] = {x.size(0), std::max<int64_t>(w[0], 1), extent(x.size(2), o.pad_h, o.stride_h),
-                             extent(x.size(3), o.pad_w, o.stride_w), std::max<int64_t>(w[1], 1),
-                             std::max<int64_t>(w[2], 1), std::max<int64_t>(w[3], 1)};
+// The product of the sizes with every zero counted as one, above 2^24 (or overflowing): a bound
+// on the elements an op on them may legitimately allocate. A zero-size input with huge other
+// axes is valid, and so is its 4 GB result (a sum over the zero axis, a pooling with a huge
+// padding): such cases are skipped, as libFuzzer's memory limit would count them as findings.
+bool huge(std::initializer_list<int64_t> sizes) {
     int64_t n = 1;
     for (int64_t v : sizes)
-        if (v < 0 || __builtin_mul_overflow(n, v, &n)) return true;
+        if (v < 0 || __builtin_mul_overflow(n, std::max<int64_t>(v, 1), &n)) return true;
     return n > (int64_t(1) << 24);
+}
+
+bool huge(const Shape &shape) {
+    int64_t n = 1;
+    for (int64_t v : shape)
+        if (v < 0 || __builtin_mul_overflow(n, std::max<int64_t>(v, 1), &n)) return true;
+    return n > (int64_t(1) << 24);
+}
+
+// Output rows or columns of a window op, bounded from the raw parameters before the core checks
+// them.
+int64_t window_extent(int64_t in, int pad, int stride) {
+    return (in + 2 * std::abs(static_cast<int64_t>(pad))) / std::max(stride, 1) + 1;
+}
+
+// A convolution of more than 2^24 multiply-adds (output elements times taps): a padding of 2^26
+// on a zero-width input asks, legitimately, for a 3 GB output and a column matrix four times that.
+bool conv_too_big(const Tensor &x, const Shape &w, const Conv2dOptions &o) {
+    if (x.rank() != 4 || w.size() != 4) return false;
+    return huge({x.size(0), w[0], window_extent(x.size(2), o.pad_h, o.stride_h),
+                 window_extent(x.size(3), o.pad_w, o.stride_w), w[1], w[2], w[3]});
 }
 
 void run_one(Bytes &in) {
@@ -221,7 +236,8 @@ void run_one(Bytes &in) {
         expect_equal(values_of(sum(view)), {total}, "sum");
         std::vector<int> axes;
         for (int k = in.u8() % 3; k > 0; --k) axes.push_back(static_cast<int>(in.arg()));
-        sum(view, axes, in.u8() % 2); // shape checked by the core; values by the full sum above
+        const bool keepdim = in.u8() % 2;
+        if (!huge(view.shape())) sum(view, axes, keepdim); // shape checked by the core; values by the full sum above
         break;
     }
     case 5: {
@@ -260,7 +276,11 @@ void run_one(Bytes &in) {
         options.kernel_w = static_cast<int>(in.arg());
         options.stride_h = static_cast<int>(in.arg());
         options.pad_h = static_cast<int>(in.arg());
-        Tensor out = in.u8() % 2 ? max_pool2d(view, options) : avg_pool2d(view, options);
+        const bool max = in.u8() % 2;
+        if (view.rank() == 4 && huge({view.size(0), view.size(1), window_extent(view.size(2), options.pad_h, options.stride_h),
+                                      window_extent(view.size(3), options.pad_w, options.stride_w)}))
+            break;
+        Tensor out = max ? max_pool2d(view, options) : avg_pool2d(view, options);
         if (out.rank() != 4) finding("pool result is not 4-D");
         break;
     }
