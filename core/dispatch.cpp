@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "errors.hpp"
@@ -15,8 +16,9 @@ namespace {
 
 constexpr std::size_t max_operands = 8;
 
-tf_tensor_desc describe(const TensorImpl &t) {
-    tf_tensor_desc desc;
+// Fills desc in place: a descriptor returned by value was copied once more per operand.
+void describe(const TensorImpl &t, tf_tensor_desc &desc) {
+    // Zero-filled first: plugin-abi.md promises zeros in reserved_ and beyond rank.
     std::memset(&desc, 0, sizeof desc);
     desc.struct_size = sizeof desc;
     desc.dtype = static_cast<int32_t>(t.dtype);
@@ -28,7 +30,6 @@ tf_tensor_desc describe(const TensorImpl &t) {
     desc.offset = static_cast<uint64_t>(t.offset) * dtype_size(t.dtype);
     desc.buffer = t.storage->buffer;
     desc.data = t.storage->host;
-    return desc;
 }
 
 // Elements from the view's first element to one past its last (strides are >= 0).
@@ -41,11 +42,11 @@ int64_t extent(const TensorImpl &t) {
     return end;
 }
 
-std::string describe_operands(std::initializer_list<Tensor> tensors) {
+std::string describe_operands(std::span<const TensorImpl *const> tensors) {
     std::string text;
-    for (const Tensor &t : tensors) {
+    for (const TensorImpl *t : tensors) {
         if (!text.empty()) text += ", ";
-        text += std::string(dtype_name(t.dtype())) + shape_str(t.shape());
+        text += std::string(dtype_name(t->dtype)) + shape_str(t->shape);
     }
     return text;
 }
@@ -69,11 +70,11 @@ Staged stage_to_host(Registry &registry, const TensorImpl &t, bool read_contents
 }
 
 void run_or_throw(Backend &backend, int device, const tf_op_desc &desc) {
-    tf_error err = make_error();
-    tf_status status = backend.table().run(device, &desc, &err);
-    if (status != TF_STATUS_OK)
+    ScratchError err;
+    tf_status status = backend.table().run(device, &desc, &err.get());
+    if (status != TF_STATUS_OK) [[unlikely]]
         raise_status(status, std::string(op_info(static_cast<tf_op>(desc.op)).name) + " on " +
-                                 backend.name() + ": " + error_text(err, "failed without a message"));
+                                 backend.name() + ": " + err.text("failed without a message"));
 }
 
 void sync_or_throw(Backend &backend, int device) {
@@ -142,19 +143,29 @@ Device common_device(std::initializer_list<const Tensor *> operands) {
 
 void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
               std::initializer_list<Tensor> outputs, const void *params) {
+    const TensorImpl *in[max_operands], *out[max_operands];
+    if (inputs.size() > max_operands || outputs.size() > max_operands)
+        raise<ValueError>(std::string(op_info(op).name) + ": too many operands");
+    std::size_t n = 0;
+    for (const Tensor &t : inputs) in[n++] = t.impl();
+    n = 0;
+    for (const Tensor &t : outputs) out[n++] = t.impl();
+    dispatch(op, std::span(in, inputs.size()), std::span(out, outputs.size()), params);
+}
+
+void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
+              std::span<const TensorImpl *const> outputs, const void *params) {
     const OpInfo &info = op_info(op);
     if (inputs.size() > max_operands || outputs.size() > max_operands)
         raise<ValueError>(std::string(info.name) + ": too many operands");
     Registry &registry = Registry::checked();
-    const TensorImpl &first = *outputs.begin()->impl();
+    const TensorImpl &first = *outputs.front();
     Backend &backend = *first.storage->backend;
     int device = first.storage->device;
 
     tf_tensor_desc in_desc[max_operands], out_desc[max_operands];
-    std::size_t n = 0;
-    for (const Tensor &t : inputs) in_desc[n++] = describe(*t.impl());
-    n = 0;
-    for (const Tensor &t : outputs) out_desc[n++] = describe(*t.impl());
+    for (std::size_t i = 0; i < inputs.size(); ++i) describe(*inputs[i], in_desc[i]);
+    for (std::size_t i = 0; i < outputs.size(); ++i) describe(*outputs[i], out_desc[i]);
     tf_op_desc desc;
     desc.struct_size = sizeof desc;
     desc.op = static_cast<uint32_t>(op);
@@ -165,7 +176,7 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
     desc.params = params;
 
     Counters &counters = registry.counters();
-    if (backend.table().supports(device, &desc)) {
+    if (backend.table().supports(device, &desc)) [[likely]] {
         run_or_throw(backend, device, desc);
         counters.backends[backend.slot()].ops.fetch_add(1, std::memory_order_relaxed);
         return;
@@ -188,9 +199,9 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
 
     // Operands the cpu plugin cannot address are staged through host memory.
     std::vector<Staged> staged_outputs;
-    n = 0;
-    for (const Tensor &t : inputs) {
-        const TensorImpl &impl = *t.impl();
+    std::size_t n = 0;
+    for (const TensorImpl *t : inputs) {
+        const TensorImpl &impl = *t;
         if (impl.storage->host) {
             if (impl.storage->backend != &cpu) sync_or_throw(*impl.storage->backend, impl.storage->device);
             ++n;
@@ -206,8 +217,8 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
         ++n;
     }
     n = 0;
-    for (const Tensor &t : outputs) {
-        const TensorImpl &impl = *t.impl();
+    for (const TensorImpl *t : outputs) {
+        const TensorImpl &impl = *t;
         if (!impl.storage->host) {
             // A view with gaps keeps the bytes between its elements: read them first.
             bool dense = extent(impl) == checked_numel(impl.shape, info.name);

@@ -71,19 +71,107 @@ void place_together(std::initializer_list<Tensor *> operands) {
 
 namespace {
 
+bool same_device(const TensorImpl &a, const TensorImpl &b) {
+    return a.storage->backend == b.storage->backend && a.storage->device == b.storage->device;
+}
+
+void check_same_dtype(const char *name, const TensorImpl &a, const TensorImpl &b) {
+    if (a.dtype != b.dtype)
+        raise<DTypeError>(std::string(name) + ": dtypes " + dtype_name(a.dtype) + " and " +
+                          dtype_name(b.dtype) + " differ; cast one operand with .to(DType)");
+}
+
 // Comparisons produce bool; the other binary ops keep the operands' dtype.
-Tensor binary_forward(tf_op op, Tensor a, Tensor b, bool compare) {
+Tensor binary_forward(tf_op op, const Tensor &a, const Tensor &b, bool compare) {
     const char *name = op_info(op).name;
-    impl_of(a, name);
-    impl_of(b, name);
-    if (a.dtype() != b.dtype())
-        raise<DTypeError>(std::string(name) + ": dtypes " + dtype_name(a.dtype()) + " and " +
-                          dtype_name(b.dtype()) + " differ; cast one operand with .to(DType)");
-    Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-    place_together({&a, &b});
-    Tensor out = empty_like_device(a, shape, compare ? DType::boolean : a.dtype());
-    dispatch(op, {raw_expand(a, shape), raw_expand(b, shape)}, {out});
+    const TensorImpl &ia = impl_of(a, name), &ib = impl_of(b, name);
+    check_same_dtype(name, ia, ib);
+    const DType dtype = compare ? DType::boolean : ia.dtype;
+    // Equal shapes on one device, the common case: the operands are canonical as they are, so no
+    // broadcast shape, expanded views or moves are built for them.
+    if (ia.shape == ib.shape && same_device(ia, ib)) {
+        Tensor out = make_tensor(*ia.storage->backend, ia.storage->device, ia.shape, dtype);
+        const TensorImpl *inputs[] = {&ia, &ib}, *outputs[] = {out.impl()};
+        dispatch(op, inputs, outputs);
+        return out;
+    }
+    Shape shape = broadcast_shapes(ia.shape, ib.shape, name);
+    Tensor x = a, y = b;
+    place_together({&x, &y});
+    Tensor out = empty_like_device(x, shape, dtype);
+    dispatch(op, {raw_expand(x, shape), raw_expand(y, shape)}, {out});
     return out;
+}
+
+// Whether two views of one storage share a byte (conservatively: their spans intersect).
+bool spans_overlap(const TensorImpl &a, const TensorImpl &b) {
+    auto span = [](const TensorImpl &t, int64_t &begin, int64_t &end) {
+        int64_t last = 0;
+        for (std::size_t i = 0; i < t.shape.size(); ++i) {
+            if (t.shape[i] == 0) return false;
+            last += (t.shape[i] - 1) * t.strides[i];
+        }
+        const int64_t size = static_cast<int64_t>(dtype_size(t.dtype));
+        begin = t.offset * size;
+        end = (t.offset + last + 1) * size;
+        return true;
+    };
+    int64_t a0, a1, b0, b1;
+    if (!span(a, a0, a1) || !span(b, b0, b1)) return false;
+    return a0 < b1 && b0 < a1;
+}
+
+// out = op(a, b) written into out's elements (the out= form of BINARY and COMPARE ops).
+void binary_into(tf_op op, const Tensor &a, const Tensor &b, const Tensor &out) {
+    const OpInfo &info = op_info(op);
+    const char *name = info.name;
+    const TensorImpl &ia = impl_of(a, name), &ib = impl_of(b, name), &io = impl_of(out, name);
+    if (grad_enabled() && (needs_grad(a) || needs_grad(b) || needs_grad(out))) [[unlikely]] {
+        const char *which = needs_grad(a) ? "a" : needs_grad(b) ? "b" : "out";
+        raise<AutogradError>(std::string(name) + ": the out= form records no autograd history and " +
+                             which + " requires grad; call " + name + "(a, b) to get a gradient, "
+                             "or run it under NoGradGuard");
+    }
+    check_same_dtype(name, ia, ib);
+    const DType dtype = info.kind == OpKind::COMPARE ? DType::boolean : ia.dtype;
+    if (io.dtype != dtype) [[unlikely]]
+        raise<DTypeError>(std::string(name) + ": out is " + dtype_name(io.dtype) + " but the result of " +
+                          dtype_name(ia.dtype) + " operands is " + dtype_name(dtype) +
+                          "; pass an out of dtype " + dtype_name(dtype));
+    if (!same_device(ia, io) || !same_device(ib, io)) [[unlikely]]
+        raise<DeviceError>(std::string(name) + ": out is on " + out.device().str() + ", a on " +
+                           a.device().str() + " and b on " + b.device().str() +
+                           "; the out= form runs on out's device: move the inputs there with .to()");
+    const bool same_shapes = ia.shape == ib.shape;
+    if (!same_shapes || ia.shape != io.shape) [[unlikely]] {
+        Shape shape = broadcast_shapes(ia.shape, ib.shape, name);
+        if (shape != io.shape)
+            raise<ShapeError>(std::string(name) + ": out has shape " + shape_str(io.shape) + " but " +
+                              shape_str(ia.shape) + " and " + shape_str(ib.shape) +
+                              " broadcast to " + shape_str(shape) + "; pass an out of that shape");
+    }
+    for (std::size_t i = 0; i < io.shape.size(); ++i)
+        if (io.strides[i] == 0 && io.shape[i] > 1) [[unlikely]]
+            raise<ValueError>(std::string(name) + ": out (shape " + shape_str(io.shape) + ", strides " +
+                              shape_str(io.strides) + ") repeats elements in memory, as an expand() "
+                              "view does; pass a tensor whose elements are distinct");
+    // Plugins are promised outputs that never alias inputs (plugin.h), so when out shares memory
+    // with an input the result goes through a temporary: as if computed into a new tensor and
+    // then copied into out, like numpy's ufuncs.
+    bool through_temporary = false;
+    for (const TensorImpl *input : {&ia, &ib})
+        if (input->storage == io.storage && spans_overlap(*input, io)) [[unlikely]]
+            through_temporary = true;
+    if (!same_shapes || through_temporary) [[unlikely]] {
+        Tensor result = through_temporary
+                            ? make_tensor(*io.storage->backend, io.storage->device, io.shape, dtype)
+                            : out;
+        dispatch(op, {raw_expand(a, io.shape), raw_expand(b, io.shape)}, {result});
+        if (through_temporary) dispatch(TF_OP_CONTIGUOUS, {result}, {out});
+        return;
+    }
+    const TensorImpl *inputs[] = {&ia, &ib}, *outputs[] = {&io};
+    dispatch(op, inputs, outputs);
 }
 
 Tensor binary(tf_op op, const Tensor &a, const Tensor &b) {
@@ -143,6 +231,8 @@ Tensor constant_like(const Tensor &like, double value) {
 
 Tensor add(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_ADD, a, b);
+    // Before the closure: building it copies shapes or views even when nothing records it.
+    if (!any_needs_grad({&a, &b})) return out;
     return record(out, {&a, &b}, "add", [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(g, sb) : Tensor()};
     });
@@ -150,6 +240,7 @@ Tensor add(const Tensor &a, const Tensor &b) {
 
 Tensor sub(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_SUB, a, b);
+    if (!any_needs_grad({&a, &b})) return out;
     return record(out, {&a, &b}, "sub", [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(neg(g), sb) : Tensor()};
     });
@@ -157,6 +248,7 @@ Tensor sub(const Tensor &a, const Tensor &b) {
 
 Tensor mul(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_MUL, a, b);
+    if (!any_needs_grad({&a, &b})) return out;
     return record(out, {&a, &b}, "mul", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
                 input_needs_grad(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
@@ -165,6 +257,7 @@ Tensor mul(const Tensor &a, const Tensor &b) {
 
 Tensor div(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_DIV, a, b);
+    if (!any_needs_grad({&a, &b})) return out;
     return record(out, {&a, &b}, "div", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
         Tensor ga = div(g, b);
         return {input_needs_grad(0) ? sum_to(ga, a.shape()) : Tensor(),
@@ -174,6 +267,7 @@ Tensor div(const Tensor &a, const Tensor &b) {
 
 Tensor pow(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_POW, a, b);
+    if (!any_needs_grad({&a, &b})) return out;
     return record(out, {&a, &b}, "pow", [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/da = b a^(b-1); d/db = a^b log a, taken as 0 where a <= 0 (as PyTorch does at a == 0).
         Tensor ga = mul(g, mul(b, pow(a, sub(b, constant_like(b, 1)))));
@@ -187,6 +281,7 @@ Tensor pow(const Tensor &a, const Tensor &b) {
 // Ties split the gradient equally, like PyTorch.
 static Tensor extremum(tf_op op, const Tensor &a, const Tensor &b, const char *name) {
     Tensor out = binary(op, a, b);
+    if (!any_needs_grad({&a, &b})) return out;
     bool is_max = op == TF_OP_MAXIMUM;
     return record(out, {&a, &b}, name, [a = a.detach(), b = b.detach(), is_max](const Tensor &g) -> std::vector<Tensor> {
         Tensor wins = mask_of(is_max ? gt(a, b) : lt(a, b), g);
@@ -206,6 +301,43 @@ Tensor lt(const Tensor &a, const Tensor &b) { return compare(TF_OP_LT, a, b); }
 Tensor le(const Tensor &a, const Tensor &b) { return compare(TF_OP_LE, a, b); }
 Tensor gt(const Tensor &a, const Tensor &b) { return compare(TF_OP_GT, a, b); }
 Tensor ge(const Tensor &a, const Tensor &b) { return compare(TF_OP_GE, a, b); }
+
+// ---- out= forms -----------------------------------------------------------------------
+
+#define TINYFIN_DEFINE_OUT(fn, SYM) \
+    void fn(const Tensor &a, const Tensor &b, const Tensor &out) { binary_into(TF_OP_##SYM, a, b, out); }
+TINYFIN_BINARY_OUT_OPS(TINYFIN_DEFINE_OUT)
+#undef TINYFIN_DEFINE_OUT
+
+namespace {
+
+constexpr bool same_text(const char *a, const char *b) {
+    while (*a && *a == *b) ++a, ++b;
+    return *a == *b;
+}
+
+// The header's list is checked against ops.def: each entry is a BINARY or COMPARE op whose
+// function has the op's name, and every such op of ops.def is listed.
+#define TINYFIN_CHECK_OUT(fn, SYM)                                                             \
+    static_assert(op_table[TF_OP_##SYM].kind == OpKind::BINARY ||                              \
+                      op_table[TF_OP_##SYM].kind == OpKind::COMPARE,                           \
+                  #fn ": TINYFIN_BINARY_OUT_OPS lists an op that is not BINARY or COMPARE");   \
+    static_assert(same_text(op_table[TF_OP_##SYM].name, #fn),                                   \
+                  #fn ": TINYFIN_BINARY_OUT_OPS pairs a function with another op's symbol");
+TINYFIN_BINARY_OUT_OPS(TINYFIN_CHECK_OUT)
+#undef TINYFIN_CHECK_OUT
+
+constexpr std::size_t binary_ops_in_table = [] {
+    std::size_t n = 0;
+    for (const OpInfo &info : op_table) n += info.kind == OpKind::BINARY || info.kind == OpKind::COMPARE;
+    return n;
+}();
+#define TINYFIN_COUNT_OUT(fn, SYM) +1
+static_assert(0 TINYFIN_BINARY_OUT_OPS(TINYFIN_COUNT_OUT) == binary_ops_in_table,
+              "a BINARY or COMPARE op of ops.def is missing from TINYFIN_BINARY_OUT_OPS in tinyfin.hpp");
+#undef TINYFIN_COUNT_OUT
+
+} // namespace
 
 Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
     impl_of(cond, "where");
