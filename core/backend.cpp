@@ -50,10 +50,11 @@ std::string error_text(tf_error &err, const char *fallback) {
 namespace {
 
 struct ThreadError {
-    tf_error err = make_error();
-    bool in_use = false;
+    tf_error err;
+    bool in_use;
 };
-thread_local ThreadError thread_error;
+// Constant-initialised, so reaching it needs no first-use guard.
+constinit thread_local ThreadError thread_error{{sizeof(tf_error), {}}, false};
 
 } // namespace
 

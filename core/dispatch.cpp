@@ -16,16 +16,21 @@ namespace {
 
 constexpr std::size_t max_operands = 8;
 
-// Fills desc in place: a descriptor returned by value was copied once more per operand.
+// Fills desc in place: a descriptor returned by value was copied once more per operand. Every
+// member is written, zeros beyond rank and in reserved_ (plugin-abi.md promises a zero-filled
+// descriptor), without a memset: on this path `rep stos` was the largest cost of a small op.
 void describe(const TensorImpl &t, tf_tensor_desc &desc) {
-    // Zero-filled first: plugin-abi.md promises zeros in reserved_ and beyond rank.
-    std::memset(&desc, 0, sizeof desc);
+    static_assert(sizeof(tf_tensor_desc) == 4 * sizeof(int32_t) + 2 * TF_MAX_RANK * sizeof(int64_t) +
+                                                sizeof(uint64_t) + 2 * sizeof(void *),
+                  "tf_tensor_desc gained a member: describe() must write it");
+    const std::size_t rank = t.shape.size();
     desc.struct_size = sizeof desc;
     desc.dtype = static_cast<int32_t>(t.dtype);
-    desc.rank = static_cast<int32_t>(t.shape.size());
-    for (std::size_t i = 0; i < t.shape.size(); ++i) {
-        desc.shape[i] = t.shape[i];
-        desc.strides[i] = t.strides[i];
+    desc.rank = static_cast<int32_t>(rank);
+    desc.reserved_ = 0;
+    for (std::size_t i = 0; i < TF_MAX_RANK; ++i) {
+        desc.shape[i] = i < rank ? t.shape[i] : 0;
+        desc.strides[i] = i < rank ? t.strides[i] : 0;
     }
     desc.offset = static_cast<uint64_t>(t.offset) * dtype_size(t.dtype);
     desc.buffer = t.storage->buffer;
@@ -67,6 +72,96 @@ Staged stage_to_host(Registry &registry, const TensorImpl &t, bool read_contents
         copy_bytes(*staged.host, 0, *t.storage, static_cast<uint64_t>(t.offset) * dtype_size(t.dtype),
                    staged.span_bytes);
     return staged;
+}
+
+// supports() answers for recent descriptors, per thread. A plugin answers from op, dtypes, ranks,
+// shapes, strides and params alone and without side effects (plugin-abi.md R8), so asking again
+// about the same layout only repeats its checks: on cpu that was a sixth of a small op's cost.
+// Remembered: ops without params, at most 3 operands of rank <= 4 (elementwise, matmul, copies),
+// one entry per op id modulo the table size; offsets are part of the key though R8 leaves them out.
+class SupportsCache {
+public:
+    // The remembered answer, or -1.
+    int find(const Backend &backend, int device, const tf_op_desc &desc) const {
+        if (!cacheable(desc)) return -1;
+        const Entry &e = entries_[desc.op % size];
+        if (e.backend != &backend || e.device != device || e.op != desc.op ||
+            e.n_inputs != desc.n_inputs || e.n_outputs != desc.n_outputs)
+            return -1;
+        for (uint32_t i = 0; i < desc.n_inputs; ++i)
+            if (!e.layouts[i].matches(desc.inputs[i])) return -1;
+        for (uint32_t i = 0; i < desc.n_outputs; ++i)
+            if (!e.layouts[desc.n_inputs + i].matches(desc.outputs[i])) return -1;
+        return e.answer;
+    }
+
+    void remember(const Backend &backend, int device, const tf_op_desc &desc, bool answer) {
+        if (!cacheable(desc)) return;
+        Entry &e = entries_[desc.op % size];
+        e.backend = &backend;
+        e.device = device;
+        e.op = desc.op;
+        e.n_inputs = desc.n_inputs;
+        e.n_outputs = desc.n_outputs;
+        for (uint32_t i = 0; i < desc.n_inputs; ++i) e.layouts[i].set(desc.inputs[i]);
+        for (uint32_t i = 0; i < desc.n_outputs; ++i) e.layouts[desc.n_inputs + i].set(desc.outputs[i]);
+        e.answer = answer;
+    }
+
+private:
+    static constexpr std::size_t size = 16, max_rank = 4, max_tensors = 3;
+
+    struct Layout {
+        int32_t dtype, rank;
+        uint64_t offset;
+        int64_t shape[max_rank], strides[max_rank];
+
+        bool matches(const tf_tensor_desc &t) const {
+            if (t.dtype != dtype || t.rank != rank || t.offset != offset) return false;
+            for (int32_t i = 0; i < rank; ++i)
+                if (t.shape[i] != shape[i] || t.strides[i] != strides[i]) return false;
+            return true;
+        }
+        void set(const tf_tensor_desc &t) {
+            dtype = t.dtype;
+            rank = t.rank;
+            offset = t.offset;
+            for (int32_t i = 0; i < rank; ++i) {
+                shape[i] = t.shape[i];
+                strides[i] = t.strides[i];
+            }
+        }
+    };
+    struct Entry {
+        const Backend *backend;
+        int32_t device;
+        uint32_t op, n_inputs, n_outputs;
+        Layout layouts[max_tensors];
+        bool answer;
+    };
+
+    static bool cacheable(const tf_op_desc &desc) {
+        if (desc.params || desc.n_inputs + desc.n_outputs > max_tensors) return false;
+        for (uint32_t i = 0; i < desc.n_inputs; ++i)
+            if (desc.inputs[i].rank > static_cast<int32_t>(max_rank)) return false;
+        for (uint32_t i = 0; i < desc.n_outputs; ++i)
+            if (desc.outputs[i].rank > static_cast<int32_t>(max_rank)) return false;
+        return true;
+    }
+
+    Entry entries_[size];
+};
+
+// Zero-initialised (no backend matches a null entry), so reaching it needs no first-use guard.
+constinit thread_local SupportsCache supports_cache{};
+
+bool supports(Backend &backend, int device, const tf_op_desc &desc) {
+    SupportsCache &cache = supports_cache;
+    if (int known = cache.find(backend, device, desc); known >= 0) [[likely]]
+        return known != 0;
+    bool answer = backend.table().supports(device, &desc) != 0;
+    cache.remember(backend, device, desc, answer);
+    return answer;
 }
 
 void run_or_throw(Backend &backend, int device, const tf_op_desc &desc) {
@@ -176,14 +271,14 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
     desc.params = params;
 
     Counters &counters = registry.counters();
-    if (backend.table().supports(device, &desc)) [[likely]] {
+    if (supports(backend, device, desc)) [[likely]] {
         run_or_throw(backend, device, desc);
         counters.backends[backend.slot()].ops.fetch_add(1, std::memory_order_relaxed);
         return;
     }
 
     Backend &cpu = registry.cpu();
-    if (&backend == &cpu || !cpu.table().supports(0, &desc))
+    if (&backend == &cpu || !supports(cpu, 0, desc))
         raise<DTypeError>(std::string(info.name) + ": no backend supports these operands (" +
                           describe_operands(inputs) + " -> " + describe_operands(outputs) + ")");
     if (registry.fallback_is_error())
