@@ -126,7 +126,7 @@ void binary_into(tf_op op, const Tensor &a, const Tensor &b, const Tensor &out) 
     const OpInfo &info = op_info(op);
     const char *name = info.name;
     const TensorImpl &ia = impl_of(a, name), &ib = impl_of(b, name), &io = impl_of(out, name);
-    if (grad_enabled() && (needs_grad(a) || needs_grad(b) || needs_grad(out))) [[unlikely]] {
+    if ((needs_grad(a) || needs_grad(b) || needs_grad(out)) && grad_enabled()) [[unlikely]] {
         const char *which = needs_grad(a) ? "a" : needs_grad(b) ? "b" : "out";
         raise<AutogradError>(std::string(name) + ": the out= form records no autograd history and " +
                              which + " requires grad; call " + name + "(a, b) to get a gradient, "

@@ -184,10 +184,8 @@ Tensor make_view(const Tensor &base, Shape shape, Shape strides, int64_t offset)
 
 Backend &backend_of(const Tensor &tensor) { return *impl_of(tensor, "tensor").storage->backend; }
 
-const TensorImpl &impl_of(const Tensor &tensor, std::string_view op) {
-    if (!tensor.defined())
-        raise<DeviceError>(std::string(op) + ": the tensor is undefined (default-constructed or moved from)");
-    return *tensor.impl();
+void raise_undefined(std::string_view op) {
+    raise<DeviceError>(std::string(op) + ": the tensor is undefined (default-constructed or moved from)");
 }
 
 } // namespace detail

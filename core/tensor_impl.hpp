@@ -59,6 +59,16 @@ Tensor raw_permute(const Tensor &t, const std::vector<int> &axes);
 Tensor raw_slice(const Tensor &t, int axis, int64_t start, int64_t end, int64_t step);
 Tensor raw_expand(const Tensor &t, const Shape &shape);
 Backend &backend_of(const Tensor &tensor);
-const TensorImpl &impl_of(const Tensor &tensor, std::string_view op);
+[[noreturn]] void raise_undefined(std::string_view op);
+// The tensor's view; DeviceError naming op when it is undefined. Inline, so that the length of
+// op is taken only on that error path, not on every op.
+inline const TensorImpl &impl_of(const Tensor &tensor, const char *op) {
+    if (!tensor.defined()) [[unlikely]] raise_undefined(op);
+    return *tensor.impl();
+}
+inline const TensorImpl &impl_of(const Tensor &tensor, std::string_view op) {
+    if (!tensor.defined()) [[unlikely]] raise_undefined(op);
+    return *tensor.impl();
+}
 
 } // namespace tinyfin::detail
