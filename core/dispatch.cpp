@@ -32,7 +32,7 @@ void describe(const TensorImpl &t, tf_tensor_desc &desc) {
         desc.shape[i] = i < rank ? t.shape[i] : 0;
         desc.strides[i] = i < rank ? t.strides[i] : 0;
     }
-    desc.offset = static_cast<uint64_t>(t.offset) * dtype_size(t.dtype);
+    desc.offset = static_cast<uint64_t>(t.offset) * element_size(t.dtype);
     desc.buffer = t.storage->buffer;
     desc.data = t.storage->host;
 }

@@ -111,7 +111,7 @@ bool spans_overlap(const TensorImpl &a, const TensorImpl &b) {
             if (t.shape[i] == 0) return false;
             last += (t.shape[i] - 1) * t.strides[i];
         }
-        const int64_t size = static_cast<int64_t>(dtype_size(t.dtype));
+        const int64_t size = static_cast<int64_t>(element_size(t.dtype));
         begin = t.offset * size;
         end = (t.offset + last + 1) * size;
         return true;

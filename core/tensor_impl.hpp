@@ -48,6 +48,17 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
 
 namespace tinyfin::detail {
 
+// dtype_size() of a dtype the core holds (always one of the six): inline, without its error path.
+inline std::size_t element_size(DType dtype) {
+    switch (dtype) {
+    case DType::f32: case DType::i32: return 4;
+    case DType::f16: case DType::bf16: return 2;
+    case DType::i64: return 8;
+    case DType::boolean: return 1;
+    }
+    return dtype_size(dtype);
+}
+
 int64_t checked_numel(const Shape &shape, std::string_view op);
 Shape contiguous_strides(const Shape &shape);
 // A new contiguous tensor on backend's device (uninitialised contents).
