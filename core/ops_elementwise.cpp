@@ -183,9 +183,10 @@ Tensor compare(tf_op op, const Tensor &a, const Tensor &b) {
 }
 
 Tensor unary(tf_op op, const Tensor &a, const void *params = nullptr) {
-    impl_of(a, op_info(op).name);
-    Tensor out = empty_like_device(a, a.shape(), a.dtype());
-    dispatch(op, {a}, {out}, params);
+    const TensorImpl &ia = impl_of(a, op_info(op).name);
+    Tensor out = make_tensor(*ia.storage->backend, ia.storage->device, ia.shape, ia.dtype);
+    const TensorImpl *inputs[] = {&ia}, *outputs[] = {out.impl()};
+    dispatch(op, inputs, outputs, params);
     return out;
 }
 
@@ -363,11 +364,13 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
 
 Tensor neg(const Tensor &a) {
     Tensor out = unary(TF_OP_NEG, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "neg", [](const Tensor &g) -> std::vector<Tensor> { return {neg(g)}; });
 }
 
 Tensor abs(const Tensor &a) {
     Tensor out = unary(TF_OP_ABS, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "abs", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         Tensor zero = constant_like(a, 0);
         Tensor sign = sub(mask_of(gt(a, zero), g), mask_of(lt(a, zero), g));
@@ -377,6 +380,7 @@ Tensor abs(const Tensor &a) {
 
 Tensor exp(const Tensor &a) {
     Tensor out = unary(TF_OP_EXP, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "exp", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, y)};
     });
@@ -384,6 +388,7 @@ Tensor exp(const Tensor &a) {
 
 Tensor log(const Tensor &a) {
     Tensor out = unary(TF_OP_LOG, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "log", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {div(g, a)};
     });
@@ -391,6 +396,7 @@ Tensor log(const Tensor &a) {
 
 Tensor sqrt(const Tensor &a) {
     Tensor out = unary(TF_OP_SQRT, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "sqrt", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {div(mul(g, constant_like(g, 0.5)), y)};
     });
@@ -398,6 +404,7 @@ Tensor sqrt(const Tensor &a) {
 
 Tensor rsqrt(const Tensor &a) {
     Tensor out = unary(TF_OP_RSQRT, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "rsqrt", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, mul(constant_like(g, -0.5), mul(y, square(y))))};
     });
@@ -405,6 +412,7 @@ Tensor rsqrt(const Tensor &a) {
 
 Tensor sin(const Tensor &a) {
     Tensor out = unary(TF_OP_SIN, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "sin", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, cos(a))};
     });
@@ -412,6 +420,7 @@ Tensor sin(const Tensor &a) {
 
 Tensor cos(const Tensor &a) {
     Tensor out = unary(TF_OP_COS, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "cos", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {neg(mul(g, sin(a)))};
     });
@@ -419,6 +428,7 @@ Tensor cos(const Tensor &a) {
 
 Tensor tanh(const Tensor &a) {
     Tensor out = unary(TF_OP_TANH, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "tanh", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, sub(constant_like(y, 1), square(y)))};
     });
@@ -426,6 +436,7 @@ Tensor tanh(const Tensor &a) {
 
 Tensor erf(const Tensor &a) {
     Tensor out = unary(TF_OP_ERF, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "erf", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/dx erf(x) = 2/sqrt(pi) exp(-x^2)
         return {mul(g, mul(constant_like(a, 2.0 / std::sqrt(M_PI)), exp(neg(square(a)))))};
@@ -434,6 +445,7 @@ Tensor erf(const Tensor &a) {
 
 Tensor sigmoid(const Tensor &a) {
     Tensor out = unary(TF_OP_SIGMOID, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "sigmoid", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, mul(y, sub(constant_like(y, 1), y)))};
     });
@@ -441,6 +453,7 @@ Tensor sigmoid(const Tensor &a) {
 
 Tensor relu(const Tensor &a) {
     Tensor out = unary(TF_OP_RELU, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "relu", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {where(gt(a, constant_like(a, 0)), g, constant_like(g, 0))};
     });
@@ -449,6 +462,7 @@ Tensor relu(const Tensor &a) {
 Tensor gelu(const Tensor &a, bool approximate) {
     if (approximate) {
         Tensor out = unary(TF_OP_GELU_TANH, a);
+        if (!any_needs_grad({&a})) return out;
         return record(out, {&a}, "gelu_tanh", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
             // y = x/2 (1 + tanh(u)), u = k (x + c x^3)
             const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
@@ -463,6 +477,7 @@ Tensor gelu(const Tensor &a, bool approximate) {
         });
     }
     Tensor out = unary(TF_OP_GELU, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "gelu", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/dx x Phi(x) = Phi(x) + x phi(x)
         Tensor cdf = mul(constant_like(x, 0.5), add(constant_like(x, 1), erf(mul(x, constant_like(x, M_SQRT1_2)))));
@@ -473,6 +488,7 @@ Tensor gelu(const Tensor &a, bool approximate) {
 
 Tensor silu(const Tensor &a) {
     Tensor out = unary(TF_OP_SILU, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "silu", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         Tensor s = sigmoid(x);
         Tensor one = constant_like(x, 1);
@@ -482,6 +498,7 @@ Tensor silu(const Tensor &a) {
 
 Tensor square(const Tensor &a) {
     Tensor out = unary(TF_OP_SQUARE, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "square", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, mul(x, constant_like(x, 2)))};
     });
@@ -493,6 +510,7 @@ Tensor clamp(const Tensor &a, double min, double max) {
                           "] are not an interval");
     tf_params_clamp params{sizeof(tf_params_clamp), min, max};
     Tensor out = unary(TF_OP_CLAMP, a, &params);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "clamp", [x = a.detach(), min, max](const Tensor &g) -> std::vector<Tensor> {
         Tensor inside = mul(mask_of(ge(x, constant_like(x, min)), g), mask_of(le(x, constant_like(x, max)), g));
         return {mul(g, inside)};
