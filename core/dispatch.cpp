@@ -19,7 +19,7 @@ constexpr std::size_t max_operands = 8;
 // Fills desc in place: a descriptor returned by value was copied once more per operand. Every
 // member is written, zeros beyond rank and in reserved_ (plugin-abi.md promises a zero-filled
 // descriptor), without a memset: on this path `rep stos` was the largest cost of a small op.
-void describe(const TensorImpl &t, tf_tensor_desc &desc) {
+[[gnu::always_inline]] inline void describe(const TensorImpl &t, tf_tensor_desc &desc) {
     static_assert(sizeof(tf_tensor_desc) == 4 * sizeof(int32_t) + 2 * TF_MAX_RANK * sizeof(int64_t) +
                                                 sizeof(uint64_t) + 2 * sizeof(void *),
                   "tf_tensor_desc gained a member: describe() must write it");

@@ -89,7 +89,7 @@ Tensor binary_forward(tf_op op, const Tensor &a, const Tensor &b, bool compare) 
     const DType dtype = compare ? DType::boolean : ia.dtype;
     // Equal shapes on one device, the common case: the operands are canonical as they are, so no
     // broadcast shape, expanded views or moves are built for them.
-    if (ia.shape == ib.shape && same_device(ia, ib)) {
+    if (same_shape(ia.shape, ib.shape) && same_device(ia, ib)) {
         Tensor out = make_tensor(*ia.storage->backend, ia.storage->device, ia.shape, dtype);
         const TensorImpl *inputs[] = {&ia, &ib}, *outputs[] = {out.impl()};
         dispatch(op, inputs, outputs);
@@ -142,8 +142,8 @@ void binary_into(tf_op op, const Tensor &a, const Tensor &b, const Tensor &out) 
         raise<DeviceError>(std::string(name) + ": out is on " + out.device().str() + ", a on " +
                            a.device().str() + " and b on " + b.device().str() +
                            "; the out= form runs on out's device: move the inputs there with .to()");
-    const bool same_shapes = ia.shape == ib.shape;
-    if (!same_shapes || ia.shape != io.shape) [[unlikely]] {
+    const bool same_shapes = same_shape(ia.shape, ib.shape);
+    if (!same_shapes || !same_shape(ia.shape, io.shape)) [[unlikely]] {
         Shape shape = broadcast_shapes(ia.shape, ib.shape, name);
         if (shape != io.shape)
             raise<ShapeError>(std::string(name) + ": out has shape " + shape_str(io.shape) + " but " +

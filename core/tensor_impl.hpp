@@ -59,6 +59,15 @@ inline std::size_t element_size(DType dtype) {
     return dtype_size(dtype);
 }
 
+// a == b for shapes (or strides), inline: std::vector's == calls memcmp, a visible cost for the
+// two or three short shapes every small op compares.
+inline bool same_shape(const Shape &a, const Shape &b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
 int64_t checked_numel(const Shape &shape, std::string_view op);
 Shape contiguous_strides(const Shape &shape);
 // A new contiguous tensor on backend's device (uninitialised contents).
