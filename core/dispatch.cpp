@@ -102,8 +102,8 @@ public:
         e.backend = &backend;
         e.device = device;
         e.op = desc.op;
-        e.n_inputs = desc.n_inputs;
-        e.n_outputs = desc.n_outputs;
+        e.n_inputs = static_cast<uint8_t>(desc.n_inputs);
+        e.n_outputs = static_cast<uint8_t>(desc.n_outputs);
         for (uint32_t i = 0; i < desc.n_inputs; ++i) e.layouts[i].set(desc.inputs[i]);
         for (uint32_t i = 0; i < desc.n_outputs; ++i) e.layouts[desc.n_inputs + i].set(desc.outputs[i]);
         e.answer = answer;
@@ -136,7 +136,11 @@ private:
     struct Entry {
         const Backend *backend;
         int32_t device;
-        uint32_t op, n_inputs, n_outputs;
+        uint32_t op;
+        // Narrower than the descriptor's counts on purpose: with the same layout the compiler
+        // compares both in one 8-byte load of the descriptor the caller just wrote as two 4-byte
+        // stores, and that store-forwarding stall was a quarter of the lookup.
+        uint8_t n_inputs, n_outputs;
         Layout layouts[max_tensors];
         bool answer;
     };
