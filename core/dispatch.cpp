@@ -178,11 +178,11 @@ void run_or_throw(Backend &backend, int device, const tf_op_desc &desc) {
 }
 
 void sync_or_throw(Backend &backend, int device) {
-    tf_error err = make_error();
-    tf_status status = backend.table().synchronize(device, &err);
-    if (status != TF_STATUS_OK)
+    ScratchError err;
+    tf_status status = backend.table().synchronize(device, &err.get());
+    if (status != TF_STATUS_OK) [[unlikely]]
         raise_status(status, "synchronize on " + backend.name() + ": " +
-                                 error_text(err, "failed without a message"));
+                                 err.text("failed without a message"));
 }
 
 } // namespace
@@ -300,10 +300,18 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
     // Operands the cpu plugin cannot address are staged through host memory.
     std::vector<Staged> staged_outputs;
     std::size_t n = 0;
+    // Host-addressable inputs of another plugin (blas) are read in place once its queue is done:
+    // one synchronize per device, not per operand.
+    const Storage *synced = nullptr;
     for (const TensorImpl *t : inputs) {
         const TensorImpl &impl = *t;
         if (impl.storage->host) {
-            if (impl.storage->backend != &cpu) sync_or_throw(*impl.storage->backend, impl.storage->device);
+            const Storage &storage = *impl.storage;
+            bool done = synced && synced->backend == storage.backend && synced->device == storage.device;
+            if (storage.backend != &cpu && !done) {
+                sync_or_throw(*storage.backend, storage.device);
+                synced = &storage;
+            }
             ++n;
             continue;
         }
