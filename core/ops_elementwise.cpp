@@ -158,10 +158,8 @@ void binary_into(tf_op op, const Tensor &a, const Tensor &b, const Tensor &out) 
     // Plugins are promised outputs that never alias inputs (plugin.h), so when out shares memory
     // with an input the result goes through a temporary: as if computed into a new tensor and
     // then copied into out, like numpy's ufuncs.
-    bool through_temporary = false;
-    for (const TensorImpl *input : {&ia, &ib})
-        if (input->storage == io.storage && spans_overlap(*input, io)) [[unlikely]]
-            through_temporary = true;
+    const bool through_temporary = (ia.storage == io.storage && spans_overlap(ia, io)) ||
+                                   (ib.storage == io.storage && spans_overlap(ib, io));
     if (!same_shapes || through_temporary) [[unlikely]] {
         Tensor result = through_temporary
                             ? make_tensor(*io.storage->backend, io.storage->device, io.shape, dtype)
