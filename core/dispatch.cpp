@@ -78,14 +78,15 @@ Staged stage_to_host(Registry &registry, const TensorImpl &t, bool read_contents
 // shapes, strides and params alone and without side effects (plugin-abi.md R8), so asking again
 // about the same layout only repeats its checks: on cpu that was a sixth of a small op's cost.
 // Remembered: ops without params, at most 3 operands of rank <= 4 (elementwise, matmul, copies),
-// one entry per op id modulo the table size; offsets are part of the key though R8 leaves them out.
+// one entry per op and backend (modulo the table size); offsets are part of the key though R8
+// leaves them out.
 class SupportsCache {
 public:
     // The remembered answer, or -1.
     int find(const Backend &backend, int device, const tf_op_desc &desc) const {
         // Stored entries passed cacheable(): equal counts and ranks imply it for desc.
         if (desc.params) return -1;
-        const Entry &e = entries_[desc.op % size];
+        const Entry &e = entries_[index(backend, desc.op)];
         if (e.backend != &backend || e.device != device || e.op != desc.op ||
             e.n_inputs != desc.n_inputs || e.n_outputs != desc.n_outputs)
             return -1;
@@ -98,7 +99,7 @@ public:
 
     void remember(const Backend &backend, int device, const tf_op_desc &desc, bool answer) {
         if (!cacheable(desc)) return;
-        Entry &e = entries_[desc.op % size];
+        Entry &e = entries_[index(backend, desc.op)];
         e.backend = &backend;
         e.device = device;
         e.op = desc.op;
@@ -110,7 +111,13 @@ public:
     }
 
 private:
-    static constexpr std::size_t size = 16, max_rank = 4, max_tensors = 3;
+    static constexpr std::size_t size = 32, max_rank = 4, max_tensors = 3;
+
+    // Spread by backend too: a fallback asks the device's plugin and then cpu about the same op,
+    // and with one entry per op the two answers evicted each other on every call.
+    static std::size_t index(const Backend &backend, uint32_t op) {
+        return (op + 13 * static_cast<std::size_t>(backend.slot())) % size;
+    }
 
     struct Layout {
         int32_t dtype, rank;
