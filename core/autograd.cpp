@@ -114,14 +114,10 @@ bool input_needs_grad(std::size_t i) {
     return !edges || (i < edges->size() && (*edges)[i] != nullptr);
 }
 
-bool needs_grad(const Tensor &t) {
-    return t.defined() && t.impl()->autograd && t.impl()->autograd->requires_grad;
-}
-
 bool any_needs_grad(std::initializer_list<const Tensor *> tensors) {
-    if (!grad_mode) return false;
+    // The tensors first: grad mode is a thread-local, dearer to read than a null autograd field.
     for (const Tensor *t : tensors)
-        if (needs_grad(*t)) return true;
+        if (needs_grad(*t)) return grad_mode;
     return false;
 }
 

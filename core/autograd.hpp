@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "tensor_impl.hpp"
 #include "tinyfin/tinyfin.hpp"
 
 namespace tinyfin::detail {
@@ -40,7 +41,9 @@ struct Node {
     virtual void release() {}
 };
 
-bool needs_grad(const Tensor &tensor);
+inline bool needs_grad(const Tensor &t) {
+    return t.defined() && t.impl()->autograd && t.impl()->autograd->requires_grad;
+}
 // Inside a backward rule: whether the rule's input i needs a gradient (false for a constant, a
 // detached tensor or an integer index); rules skip the gradients nobody receives. Outside
 // backward: true.

@@ -47,6 +47,40 @@ std::string error_text(tf_error &err, const char *fallback) {
     return err.message[0] ? std::string(err.message) : std::string(fallback);
 }
 
+namespace {
+
+struct ThreadError {
+    tf_error err;
+    bool in_use;
+};
+// Constant-initialised, so reaching it needs no first-use guard.
+constinit thread_local ThreadError thread_error{{sizeof(tf_error), {}}, false};
+
+} // namespace
+
+ScratchError::ScratchError() : shared_(!thread_error.in_use) {
+    if (shared_) {
+        thread_error.in_use = true;
+        err_ = &thread_error.err;
+        return;
+    }
+    own_ = make_error();
+    err_ = &own_;
+}
+
+ScratchError::~ScratchError() {
+    if (!shared_) return;
+    if (err_->message[0] != '\0') *err_ = make_error();
+    thread_error.in_use = false;
+}
+
+std::string ScratchError::text(const char *fallback) {
+    std::string text = error_text(*err_, fallback);
+    // A failure without text may still have written past the first byte.
+    if (err_->message[0] == '\0') *err_ = make_error();
+    return text;
+}
+
 Backend::Backend(DlHandle handle, const tf_plugin *table, std::string path, int slot)
     : handle_(std::move(handle)), table_(table), path_(std::move(path)), name_(table->name),
       slot_(slot) {}

@@ -81,4 +81,25 @@ tf_error make_error();
 // The plugin's message (forced to be terminated), or fallback when it left none.
 std::string error_text(tf_error &err, const char *fallback);
 
+// A zeroed tf_error for the calls every op makes (buffer_alloc, run): one per thread, zeroed
+// again only after a plugin wrote into it, because zeroing 516 bytes per call was a visible
+// share of a small op's cost. Plugins write a message only on failure (plugin-abi.md R11) and
+// from its first byte, so a zero first byte after the call means the rest is zero too. A nested
+// use on the same thread gets a fresh zeroed error of its own.
+class ScratchError {
+public:
+    ScratchError();
+    ~ScratchError();
+    ScratchError(const ScratchError &) = delete;
+    ScratchError &operator=(const ScratchError &) = delete;
+    tf_error &get() { return *err_; }
+    // error_text() of it; the error is zeroed again when this scope ends.
+    std::string text(const char *fallback);
+
+private:
+    tf_error *err_;
+    bool shared_;
+    tf_error own_;
+};
+
 } // namespace tinyfin::detail

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "errors.hpp"
@@ -15,20 +16,25 @@ namespace {
 
 constexpr std::size_t max_operands = 8;
 
-tf_tensor_desc describe(const TensorImpl &t) {
-    tf_tensor_desc desc;
-    std::memset(&desc, 0, sizeof desc);
+// Fills desc in place: a descriptor returned by value was copied once more per operand. Every
+// member is written, zeros beyond rank and in reserved_ (plugin-abi.md promises a zero-filled
+// descriptor), without a memset: on this path `rep stos` was the largest cost of a small op.
+[[gnu::always_inline]] inline void describe(const TensorImpl &t, tf_tensor_desc &desc) {
+    static_assert(sizeof(tf_tensor_desc) == 4 * sizeof(int32_t) + 2 * TF_MAX_RANK * sizeof(int64_t) +
+                                                sizeof(uint64_t) + 2 * sizeof(void *),
+                  "tf_tensor_desc gained a member: describe() must write it");
+    const std::size_t rank = t.shape.size();
     desc.struct_size = sizeof desc;
     desc.dtype = static_cast<int32_t>(t.dtype);
-    desc.rank = static_cast<int32_t>(t.shape.size());
-    for (std::size_t i = 0; i < t.shape.size(); ++i) {
-        desc.shape[i] = t.shape[i];
-        desc.strides[i] = t.strides[i];
+    desc.rank = static_cast<int32_t>(rank);
+    desc.reserved_ = 0;
+    for (std::size_t i = 0; i < TF_MAX_RANK; ++i) {
+        desc.shape[i] = i < rank ? t.shape[i] : 0;
+        desc.strides[i] = i < rank ? t.strides[i] : 0;
     }
-    desc.offset = static_cast<uint64_t>(t.offset) * dtype_size(t.dtype);
+    desc.offset = static_cast<uint64_t>(t.offset) * element_size(t.dtype);
     desc.buffer = t.storage->buffer;
     desc.data = t.storage->host;
-    return desc;
 }
 
 // Elements from the view's first element to one past its last (strides are >= 0).
@@ -41,11 +47,11 @@ int64_t extent(const TensorImpl &t) {
     return end;
 }
 
-std::string describe_operands(std::initializer_list<Tensor> tensors) {
+std::string describe_operands(std::span<const TensorImpl *const> tensors) {
     std::string text;
-    for (const Tensor &t : tensors) {
+    for (const TensorImpl *t : tensors) {
         if (!text.empty()) text += ", ";
-        text += std::string(dtype_name(t.dtype())) + shape_str(t.shape());
+        text += std::string(dtype_name(t->dtype)) + shape_str(t->shape);
     }
     return text;
 }
@@ -68,20 +74,122 @@ Staged stage_to_host(Registry &registry, const TensorImpl &t, bool read_contents
     return staged;
 }
 
+// supports() answers for recent descriptors, per thread. A plugin answers from op, dtypes, ranks,
+// shapes, strides and params alone and without side effects (plugin-abi.md R8), so asking again
+// about the same layout only repeats its checks: on cpu that was a sixth of a small op's cost.
+// Remembered: ops without params, at most 3 operands of rank <= 4 (elementwise, matmul, copies),
+// one entry per op and backend (modulo the table size); offsets are part of the key though R8
+// leaves them out.
+class SupportsCache {
+public:
+    // The remembered answer, or -1.
+    int find(const Backend &backend, int device, const tf_op_desc &desc) const {
+        // Stored entries passed cacheable(): equal counts and ranks imply it for desc.
+        if (desc.params) return -1;
+        const Entry &e = entries_[index(backend, desc.op)];
+        if (e.backend != &backend || e.device != device || e.op != desc.op ||
+            e.n_inputs != desc.n_inputs || e.n_outputs != desc.n_outputs)
+            return -1;
+        for (uint32_t i = 0; i < desc.n_inputs; ++i)
+            if (!e.layouts[i].matches(desc.inputs[i])) return -1;
+        for (uint32_t i = 0; i < desc.n_outputs; ++i)
+            if (!e.layouts[desc.n_inputs + i].matches(desc.outputs[i])) return -1;
+        return e.answer;
+    }
+
+    void remember(const Backend &backend, int device, const tf_op_desc &desc, bool answer) {
+        if (!cacheable(desc)) return;
+        Entry &e = entries_[index(backend, desc.op)];
+        e.backend = &backend;
+        e.device = device;
+        e.op = desc.op;
+        e.n_inputs = static_cast<uint8_t>(desc.n_inputs);
+        e.n_outputs = static_cast<uint8_t>(desc.n_outputs);
+        for (uint32_t i = 0; i < desc.n_inputs; ++i) e.layouts[i].set(desc.inputs[i]);
+        for (uint32_t i = 0; i < desc.n_outputs; ++i) e.layouts[desc.n_inputs + i].set(desc.outputs[i]);
+        e.answer = answer;
+    }
+
+private:
+    static constexpr std::size_t size = 32, max_rank = 4, max_tensors = 3;
+
+    // Spread by backend too: a fallback asks the device's plugin and then cpu about the same op,
+    // and with one entry per op the two answers evicted each other on every call.
+    static std::size_t index(const Backend &backend, uint32_t op) {
+        return (op + 13 * static_cast<std::size_t>(backend.slot())) % size;
+    }
+
+    struct Layout {
+        int32_t dtype, rank;
+        uint64_t offset;
+        int64_t shape[max_rank], strides[max_rank];
+
+        bool matches(const tf_tensor_desc &t) const {
+            if (t.dtype != dtype || t.rank != rank || t.offset != offset) return false;
+            for (int32_t i = 0; i < rank; ++i)
+                if (t.shape[i] != shape[i] || t.strides[i] != strides[i]) return false;
+            return true;
+        }
+        void set(const tf_tensor_desc &t) {
+            dtype = t.dtype;
+            rank = t.rank;
+            offset = t.offset;
+            for (int32_t i = 0; i < rank; ++i) {
+                shape[i] = t.shape[i];
+                strides[i] = t.strides[i];
+            }
+        }
+    };
+    struct Entry {
+        const Backend *backend;
+        int32_t device;
+        uint32_t op;
+        // Narrower than the descriptor's counts on purpose: with the same layout the compiler
+        // compares both in one 8-byte load of the descriptor the caller just wrote as two 4-byte
+        // stores, and that store-forwarding stall was a quarter of the lookup.
+        uint8_t n_inputs, n_outputs;
+        Layout layouts[max_tensors];
+        bool answer;
+    };
+
+    static bool cacheable(const tf_op_desc &desc) {
+        if (desc.params || desc.n_inputs + desc.n_outputs > max_tensors) return false;
+        for (uint32_t i = 0; i < desc.n_inputs; ++i)
+            if (desc.inputs[i].rank > static_cast<int32_t>(max_rank)) return false;
+        for (uint32_t i = 0; i < desc.n_outputs; ++i)
+            if (desc.outputs[i].rank > static_cast<int32_t>(max_rank)) return false;
+        return true;
+    }
+
+    Entry entries_[size];
+};
+
+// Zero-initialised (no backend matches a null entry), so reaching it needs no first-use guard.
+constinit thread_local SupportsCache supports_cache{};
+
+bool supports(Backend &backend, int device, const tf_op_desc &desc) {
+    SupportsCache &cache = supports_cache;
+    if (int known = cache.find(backend, device, desc); known >= 0) [[likely]]
+        return known != 0;
+    bool answer = backend.table().supports(device, &desc) != 0;
+    cache.remember(backend, device, desc, answer);
+    return answer;
+}
+
 void run_or_throw(Backend &backend, int device, const tf_op_desc &desc) {
-    tf_error err = make_error();
-    tf_status status = backend.table().run(device, &desc, &err);
-    if (status != TF_STATUS_OK)
+    ScratchError err;
+    tf_status status = backend.table().run(device, &desc, &err.get());
+    if (status != TF_STATUS_OK) [[unlikely]]
         raise_status(status, std::string(op_info(static_cast<tf_op>(desc.op)).name) + " on " +
-                                 backend.name() + ": " + error_text(err, "failed without a message"));
+                                 backend.name() + ": " + err.text("failed without a message"));
 }
 
 void sync_or_throw(Backend &backend, int device) {
-    tf_error err = make_error();
-    tf_status status = backend.table().synchronize(device, &err);
-    if (status != TF_STATUS_OK)
+    ScratchError err;
+    tf_status status = backend.table().synchronize(device, &err.get());
+    if (status != TF_STATUS_OK) [[unlikely]]
         raise_status(status, "synchronize on " + backend.name() + ": " +
-                                 error_text(err, "failed without a message"));
+                                 err.text("failed without a message"));
 }
 
 } // namespace
@@ -142,19 +250,29 @@ Device common_device(std::initializer_list<const Tensor *> operands) {
 
 void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
               std::initializer_list<Tensor> outputs, const void *params) {
+    const TensorImpl *in[max_operands], *out[max_operands];
+    if (inputs.size() > max_operands || outputs.size() > max_operands)
+        raise<ValueError>(std::string(op_info(op).name) + ": too many operands");
+    std::size_t n = 0;
+    for (const Tensor &t : inputs) in[n++] = t.impl();
+    n = 0;
+    for (const Tensor &t : outputs) out[n++] = t.impl();
+    dispatch(op, std::span(in, inputs.size()), std::span(out, outputs.size()), params);
+}
+
+void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
+              std::span<const TensorImpl *const> outputs, const void *params) {
     const OpInfo &info = op_info(op);
     if (inputs.size() > max_operands || outputs.size() > max_operands)
         raise<ValueError>(std::string(info.name) + ": too many operands");
     Registry &registry = Registry::checked();
-    const TensorImpl &first = *outputs.begin()->impl();
+    const TensorImpl &first = *outputs.front();
     Backend &backend = *first.storage->backend;
     int device = first.storage->device;
 
     tf_tensor_desc in_desc[max_operands], out_desc[max_operands];
-    std::size_t n = 0;
-    for (const Tensor &t : inputs) in_desc[n++] = describe(*t.impl());
-    n = 0;
-    for (const Tensor &t : outputs) out_desc[n++] = describe(*t.impl());
+    for (std::size_t i = 0; i < inputs.size(); ++i) describe(*inputs[i], in_desc[i]);
+    for (std::size_t i = 0; i < outputs.size(); ++i) describe(*outputs[i], out_desc[i]);
     tf_op_desc desc;
     desc.struct_size = sizeof desc;
     desc.op = static_cast<uint32_t>(op);
@@ -165,14 +283,14 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
     desc.params = params;
 
     Counters &counters = registry.counters();
-    if (backend.table().supports(device, &desc)) {
+    if (supports(backend, device, desc)) [[likely]] {
         run_or_throw(backend, device, desc);
         counters.backends[backend.slot()].ops.fetch_add(1, std::memory_order_relaxed);
         return;
     }
 
     Backend &cpu = registry.cpu();
-    if (&backend == &cpu || !cpu.table().supports(0, &desc))
+    if (&backend == &cpu || !supports(cpu, 0, desc))
         raise<DTypeError>(std::string(info.name) + ": no backend supports these operands (" +
                           describe_operands(inputs) + " -> " + describe_operands(outputs) + ")");
     if (registry.fallback_is_error())
@@ -188,11 +306,19 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
 
     // Operands the cpu plugin cannot address are staged through host memory.
     std::vector<Staged> staged_outputs;
-    n = 0;
-    for (const Tensor &t : inputs) {
-        const TensorImpl &impl = *t.impl();
+    std::size_t n = 0;
+    // Host-addressable inputs of another plugin (blas) are read in place once its queue is done:
+    // one synchronize per device, not per operand.
+    const Storage *synced = nullptr;
+    for (const TensorImpl *t : inputs) {
+        const TensorImpl &impl = *t;
         if (impl.storage->host) {
-            if (impl.storage->backend != &cpu) sync_or_throw(*impl.storage->backend, impl.storage->device);
+            const Storage &storage = *impl.storage;
+            bool done = synced && synced->backend == storage.backend && synced->device == storage.device;
+            if (storage.backend != &cpu && !done) {
+                sync_or_throw(*storage.backend, storage.device);
+                synced = &storage;
+            }
             ++n;
             continue;
         }
@@ -206,8 +332,8 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
         ++n;
     }
     n = 0;
-    for (const Tensor &t : outputs) {
-        const TensorImpl &impl = *t.impl();
+    for (const TensorImpl *t : outputs) {
+        const TensorImpl &impl = *t;
         if (!impl.storage->host) {
             // A view with gaps keeps the bytes between its elements: read them first.
             bool dense = extent(impl) == checked_numel(impl.shape, info.name);

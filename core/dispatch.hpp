@@ -3,6 +3,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 
 #include "tensor_impl.hpp"
 
@@ -12,6 +13,10 @@ namespace tinyfin::detail {
 // in the canonical form the op's kind demands (see plugin.h).
 void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
               std::initializer_list<Tensor> outputs, const void *params = nullptr);
+// The same for callers that hold the views already: no handle copies (refcount traffic) on the
+// path of every small op. The caller keeps the operands alive for the call.
+void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
+              std::span<const TensorImpl *const> outputs, const void *params = nullptr);
 
 // The device an op with these operands runs on: the operands' device when they agree,
 // else the one whose backend ranks highest (plugin priority; cpu lowest).

@@ -71,19 +71,105 @@ void place_together(std::initializer_list<Tensor *> operands) {
 
 namespace {
 
+bool same_device(const TensorImpl &a, const TensorImpl &b) {
+    return a.storage->backend == b.storage->backend && a.storage->device == b.storage->device;
+}
+
+void check_same_dtype(const char *name, const TensorImpl &a, const TensorImpl &b) {
+    if (a.dtype != b.dtype)
+        raise<DTypeError>(std::string(name) + ": dtypes " + dtype_name(a.dtype) + " and " +
+                          dtype_name(b.dtype) + " differ; cast one operand with .to(DType)");
+}
+
 // Comparisons produce bool; the other binary ops keep the operands' dtype.
-Tensor binary_forward(tf_op op, Tensor a, Tensor b, bool compare) {
+Tensor binary_forward(tf_op op, const Tensor &a, const Tensor &b, bool compare) {
     const char *name = op_info(op).name;
-    impl_of(a, name);
-    impl_of(b, name);
-    if (a.dtype() != b.dtype())
-        raise<DTypeError>(std::string(name) + ": dtypes " + dtype_name(a.dtype()) + " and " +
-                          dtype_name(b.dtype()) + " differ; cast one operand with .to(DType)");
-    Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-    place_together({&a, &b});
-    Tensor out = empty_like_device(a, shape, compare ? DType::boolean : a.dtype());
-    dispatch(op, {raw_expand(a, shape), raw_expand(b, shape)}, {out});
+    const TensorImpl &ia = impl_of(a, name), &ib = impl_of(b, name);
+    check_same_dtype(name, ia, ib);
+    const DType dtype = compare ? DType::boolean : ia.dtype;
+    // Equal shapes on one device, the common case: the operands are canonical as they are, so no
+    // broadcast shape, expanded views or moves are built for them.
+    if (same_shape(ia.shape, ib.shape) && same_device(ia, ib)) {
+        Tensor out = make_tensor(*ia.storage->backend, ia.storage->device, ia.shape, dtype);
+        const TensorImpl *inputs[] = {&ia, &ib}, *outputs[] = {out.impl()};
+        dispatch(op, inputs, outputs);
+        return out;
+    }
+    Shape shape = broadcast_shapes(ia.shape, ib.shape, name);
+    Tensor x = a, y = b;
+    place_together({&x, &y});
+    Tensor out = empty_like_device(x, shape, dtype);
+    dispatch(op, {raw_expand(x, shape), raw_expand(y, shape)}, {out});
     return out;
+}
+
+// Whether two views of one storage share a byte (conservatively: their spans intersect).
+bool spans_overlap(const TensorImpl &a, const TensorImpl &b) {
+    auto span = [](const TensorImpl &t, int64_t &begin, int64_t &end) {
+        int64_t last = 0;
+        for (std::size_t i = 0; i < t.shape.size(); ++i) {
+            if (t.shape[i] == 0) return false;
+            last += (t.shape[i] - 1) * t.strides[i];
+        }
+        const int64_t size = static_cast<int64_t>(element_size(t.dtype));
+        begin = t.offset * size;
+        end = (t.offset + last + 1) * size;
+        return true;
+    };
+    int64_t a0, a1, b0, b1;
+    if (!span(a, a0, a1) || !span(b, b0, b1)) return false;
+    return a0 < b1 && b0 < a1;
+}
+
+// out = op(a, b) written into out's elements (the out= form of BINARY and COMPARE ops).
+void binary_into(tf_op op, const Tensor &a, const Tensor &b, const Tensor &out) {
+    const OpInfo &info = op_info(op);
+    const char *name = info.name;
+    const TensorImpl &ia = impl_of(a, name), &ib = impl_of(b, name), &io = impl_of(out, name);
+    if ((needs_grad(a) || needs_grad(b) || needs_grad(out)) && grad_enabled()) [[unlikely]] {
+        const char *which = needs_grad(a) ? "a" : needs_grad(b) ? "b" : "out";
+        raise<AutogradError>(std::string(name) + ": the out= form records no autograd history and " +
+                             which + " requires grad; call " + name + "(a, b) to get a gradient, "
+                             "or run it under NoGradGuard");
+    }
+    check_same_dtype(name, ia, ib);
+    const DType dtype = info.kind == OpKind::COMPARE ? DType::boolean : ia.dtype;
+    if (io.dtype != dtype) [[unlikely]]
+        raise<DTypeError>(std::string(name) + ": out is " + dtype_name(io.dtype) + " but the result of " +
+                          dtype_name(ia.dtype) + " operands is " + dtype_name(dtype) +
+                          "; pass an out of dtype " + dtype_name(dtype));
+    if (!same_device(ia, io) || !same_device(ib, io)) [[unlikely]]
+        raise<DeviceError>(std::string(name) + ": out is on " + out.device().str() + ", a on " +
+                           a.device().str() + " and b on " + b.device().str() +
+                           "; the out= form runs on out's device: move the inputs there with .to()");
+    const bool same_shapes = same_shape(ia.shape, ib.shape);
+    if (!same_shapes || !same_shape(ia.shape, io.shape)) [[unlikely]] {
+        Shape shape = broadcast_shapes(ia.shape, ib.shape, name);
+        if (shape != io.shape)
+            raise<ShapeError>(std::string(name) + ": out has shape " + shape_str(io.shape) + " but " +
+                              shape_str(ia.shape) + " and " + shape_str(ib.shape) +
+                              " broadcast to " + shape_str(shape) + "; pass an out of that shape");
+    }
+    for (std::size_t i = 0; i < io.shape.size(); ++i)
+        if (io.strides[i] == 0 && io.shape[i] > 1) [[unlikely]]
+            raise<ValueError>(std::string(name) + ": out (shape " + shape_str(io.shape) + ", strides " +
+                              shape_str(io.strides) + ") repeats elements in memory, as an expand() "
+                              "view does; pass a tensor whose elements are distinct");
+    // Plugins are promised outputs that never alias inputs (plugin.h), so when out shares memory
+    // with an input the result goes through a temporary: as if computed into a new tensor and
+    // then copied into out, like numpy's ufuncs.
+    const bool through_temporary = (ia.storage == io.storage && spans_overlap(ia, io)) ||
+                                   (ib.storage == io.storage && spans_overlap(ib, io));
+    if (!same_shapes || through_temporary) [[unlikely]] {
+        Tensor result = through_temporary
+                            ? make_tensor(*io.storage->backend, io.storage->device, io.shape, dtype)
+                            : out;
+        dispatch(op, {raw_expand(a, io.shape), raw_expand(b, io.shape)}, {result});
+        if (through_temporary) dispatch(TF_OP_CONTIGUOUS, {result}, {out});
+        return;
+    }
+    const TensorImpl *inputs[] = {&ia, &ib}, *outputs[] = {&io};
+    dispatch(op, inputs, outputs);
 }
 
 Tensor binary(tf_op op, const Tensor &a, const Tensor &b) {
@@ -95,9 +181,10 @@ Tensor compare(tf_op op, const Tensor &a, const Tensor &b) {
 }
 
 Tensor unary(tf_op op, const Tensor &a, const void *params = nullptr) {
-    impl_of(a, op_info(op).name);
-    Tensor out = empty_like_device(a, a.shape(), a.dtype());
-    dispatch(op, {a}, {out}, params);
+    const TensorImpl &ia = impl_of(a, op_info(op).name);
+    Tensor out = make_tensor(*ia.storage->backend, ia.storage->device, ia.shape, ia.dtype);
+    const TensorImpl *inputs[] = {&ia}, *outputs[] = {out.impl()};
+    dispatch(op, inputs, outputs, params);
     return out;
 }
 
@@ -143,6 +230,8 @@ Tensor constant_like(const Tensor &like, double value) {
 
 Tensor add(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_ADD, a, b);
+    // Before the closure: building it copies shapes or views even when nothing records it.
+    if (!any_needs_grad({&a, &b})) return out;
     return record(out, {&a, &b}, "add", [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(g, sb) : Tensor()};
     });
@@ -150,6 +239,7 @@ Tensor add(const Tensor &a, const Tensor &b) {
 
 Tensor sub(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_SUB, a, b);
+    if (!any_needs_grad({&a, &b})) return out;
     return record(out, {&a, &b}, "sub", [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(neg(g), sb) : Tensor()};
     });
@@ -157,6 +247,7 @@ Tensor sub(const Tensor &a, const Tensor &b) {
 
 Tensor mul(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_MUL, a, b);
+    if (!any_needs_grad({&a, &b})) return out;
     return record(out, {&a, &b}, "mul", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
                 input_needs_grad(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
@@ -165,6 +256,7 @@ Tensor mul(const Tensor &a, const Tensor &b) {
 
 Tensor div(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_DIV, a, b);
+    if (!any_needs_grad({&a, &b})) return out;
     return record(out, {&a, &b}, "div", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
         Tensor ga = div(g, b);
         return {input_needs_grad(0) ? sum_to(ga, a.shape()) : Tensor(),
@@ -174,6 +266,7 @@ Tensor div(const Tensor &a, const Tensor &b) {
 
 Tensor pow(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_POW, a, b);
+    if (!any_needs_grad({&a, &b})) return out;
     return record(out, {&a, &b}, "pow", [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/da = b a^(b-1); d/db = a^b log a, taken as 0 where a <= 0 (as PyTorch does at a == 0).
         Tensor ga = mul(g, mul(b, pow(a, sub(b, constant_like(b, 1)))));
@@ -187,6 +280,7 @@ Tensor pow(const Tensor &a, const Tensor &b) {
 // Ties split the gradient equally, like PyTorch.
 static Tensor extremum(tf_op op, const Tensor &a, const Tensor &b, const char *name) {
     Tensor out = binary(op, a, b);
+    if (!any_needs_grad({&a, &b})) return out;
     bool is_max = op == TF_OP_MAXIMUM;
     return record(out, {&a, &b}, name, [a = a.detach(), b = b.detach(), is_max](const Tensor &g) -> std::vector<Tensor> {
         Tensor wins = mask_of(is_max ? gt(a, b) : lt(a, b), g);
@@ -206,6 +300,43 @@ Tensor lt(const Tensor &a, const Tensor &b) { return compare(TF_OP_LT, a, b); }
 Tensor le(const Tensor &a, const Tensor &b) { return compare(TF_OP_LE, a, b); }
 Tensor gt(const Tensor &a, const Tensor &b) { return compare(TF_OP_GT, a, b); }
 Tensor ge(const Tensor &a, const Tensor &b) { return compare(TF_OP_GE, a, b); }
+
+// ---- out= forms -----------------------------------------------------------------------
+
+#define TINYFIN_DEFINE_OUT(fn, SYM) \
+    void fn(const Tensor &a, const Tensor &b, const Tensor &out) { binary_into(TF_OP_##SYM, a, b, out); }
+TINYFIN_BINARY_OUT_OPS(TINYFIN_DEFINE_OUT)
+#undef TINYFIN_DEFINE_OUT
+
+namespace {
+
+constexpr bool same_text(const char *a, const char *b) {
+    while (*a && *a == *b) ++a, ++b;
+    return *a == *b;
+}
+
+// The header's list is checked against ops.def: each entry is a BINARY or COMPARE op whose
+// function has the op's name, and every such op of ops.def is listed.
+#define TINYFIN_CHECK_OUT(fn, SYM)                                                             \
+    static_assert(op_table[TF_OP_##SYM].kind == OpKind::BINARY ||                              \
+                      op_table[TF_OP_##SYM].kind == OpKind::COMPARE,                           \
+                  #fn ": TINYFIN_BINARY_OUT_OPS lists an op that is not BINARY or COMPARE");   \
+    static_assert(same_text(op_table[TF_OP_##SYM].name, #fn),                                   \
+                  #fn ": TINYFIN_BINARY_OUT_OPS pairs a function with another op's symbol");
+TINYFIN_BINARY_OUT_OPS(TINYFIN_CHECK_OUT)
+#undef TINYFIN_CHECK_OUT
+
+constexpr std::size_t binary_ops_in_table = [] {
+    std::size_t n = 0;
+    for (const OpInfo &info : op_table) n += info.kind == OpKind::BINARY || info.kind == OpKind::COMPARE;
+    return n;
+}();
+#define TINYFIN_COUNT_OUT(fn, SYM) +1
+static_assert(0 TINYFIN_BINARY_OUT_OPS(TINYFIN_COUNT_OUT) == binary_ops_in_table,
+              "a BINARY or COMPARE op of ops.def is missing from TINYFIN_BINARY_OUT_OPS in tinyfin.hpp");
+#undef TINYFIN_COUNT_OUT
+
+} // namespace
 
 Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
     impl_of(cond, "where");
@@ -231,11 +362,13 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
 
 Tensor neg(const Tensor &a) {
     Tensor out = unary(TF_OP_NEG, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "neg", [](const Tensor &g) -> std::vector<Tensor> { return {neg(g)}; });
 }
 
 Tensor abs(const Tensor &a) {
     Tensor out = unary(TF_OP_ABS, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "abs", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         Tensor zero = constant_like(a, 0);
         Tensor sign = sub(mask_of(gt(a, zero), g), mask_of(lt(a, zero), g));
@@ -245,6 +378,7 @@ Tensor abs(const Tensor &a) {
 
 Tensor exp(const Tensor &a) {
     Tensor out = unary(TF_OP_EXP, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "exp", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, y)};
     });
@@ -252,6 +386,7 @@ Tensor exp(const Tensor &a) {
 
 Tensor log(const Tensor &a) {
     Tensor out = unary(TF_OP_LOG, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "log", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {div(g, a)};
     });
@@ -259,6 +394,7 @@ Tensor log(const Tensor &a) {
 
 Tensor sqrt(const Tensor &a) {
     Tensor out = unary(TF_OP_SQRT, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "sqrt", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {div(mul(g, constant_like(g, 0.5)), y)};
     });
@@ -266,6 +402,7 @@ Tensor sqrt(const Tensor &a) {
 
 Tensor rsqrt(const Tensor &a) {
     Tensor out = unary(TF_OP_RSQRT, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "rsqrt", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, mul(constant_like(g, -0.5), mul(y, square(y))))};
     });
@@ -273,6 +410,7 @@ Tensor rsqrt(const Tensor &a) {
 
 Tensor sin(const Tensor &a) {
     Tensor out = unary(TF_OP_SIN, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "sin", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, cos(a))};
     });
@@ -280,6 +418,7 @@ Tensor sin(const Tensor &a) {
 
 Tensor cos(const Tensor &a) {
     Tensor out = unary(TF_OP_COS, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "cos", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {neg(mul(g, sin(a)))};
     });
@@ -287,6 +426,7 @@ Tensor cos(const Tensor &a) {
 
 Tensor tanh(const Tensor &a) {
     Tensor out = unary(TF_OP_TANH, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "tanh", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, sub(constant_like(y, 1), square(y)))};
     });
@@ -294,6 +434,7 @@ Tensor tanh(const Tensor &a) {
 
 Tensor erf(const Tensor &a) {
     Tensor out = unary(TF_OP_ERF, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "erf", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/dx erf(x) = 2/sqrt(pi) exp(-x^2)
         return {mul(g, mul(constant_like(a, 2.0 / std::sqrt(M_PI)), exp(neg(square(a)))))};
@@ -302,6 +443,7 @@ Tensor erf(const Tensor &a) {
 
 Tensor sigmoid(const Tensor &a) {
     Tensor out = unary(TF_OP_SIGMOID, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "sigmoid", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, mul(y, sub(constant_like(y, 1), y)))};
     });
@@ -309,6 +451,7 @@ Tensor sigmoid(const Tensor &a) {
 
 Tensor relu(const Tensor &a) {
     Tensor out = unary(TF_OP_RELU, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "relu", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {where(gt(a, constant_like(a, 0)), g, constant_like(g, 0))};
     });
@@ -317,6 +460,7 @@ Tensor relu(const Tensor &a) {
 Tensor gelu(const Tensor &a, bool approximate) {
     if (approximate) {
         Tensor out = unary(TF_OP_GELU_TANH, a);
+        if (!any_needs_grad({&a})) return out;
         return record(out, {&a}, "gelu_tanh", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
             // y = x/2 (1 + tanh(u)), u = k (x + c x^3)
             const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
@@ -331,6 +475,7 @@ Tensor gelu(const Tensor &a, bool approximate) {
         });
     }
     Tensor out = unary(TF_OP_GELU, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "gelu", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/dx x Phi(x) = Phi(x) + x phi(x)
         Tensor cdf = mul(constant_like(x, 0.5), add(constant_like(x, 1), erf(mul(x, constant_like(x, M_SQRT1_2)))));
@@ -341,6 +486,7 @@ Tensor gelu(const Tensor &a, bool approximate) {
 
 Tensor silu(const Tensor &a) {
     Tensor out = unary(TF_OP_SILU, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "silu", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         Tensor s = sigmoid(x);
         Tensor one = constant_like(x, 1);
@@ -350,6 +496,7 @@ Tensor silu(const Tensor &a) {
 
 Tensor square(const Tensor &a) {
     Tensor out = unary(TF_OP_SQUARE, a);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "square", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, mul(x, constant_like(x, 2)))};
     });
@@ -361,6 +508,7 @@ Tensor clamp(const Tensor &a, double min, double max) {
                           "] are not an interval");
     tf_params_clamp params{sizeof(tf_params_clamp), min, max};
     Tensor out = unary(TF_OP_CLAMP, a, &params);
+    if (!any_needs_grad({&a})) return out;
     return record(out, {&a}, "clamp", [x = a.detach(), min, max](const Tensor &g) -> std::vector<Tensor> {
         Tensor inside = mul(mask_of(ge(x, constant_like(x, min)), g), mask_of(le(x, constant_like(x, max)), g));
         return {mul(g, inside)};

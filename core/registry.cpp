@@ -52,11 +52,7 @@ Registry &Registry::instance() {
     return registry;
 }
 
-Registry &Registry::checked() {
-    Registry &registry = instance();
-    if (!registry.fatal_error_.empty()) raise<BackendError>(registry.fatal_error_);
-    return registry;
-}
+void Registry::raise_fatal() const { raise<BackendError>(fatal_error_); }
 
 bool Registry::alive() { return registry_alive.load(std::memory_order_acquire); }
 

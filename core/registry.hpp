@@ -28,7 +28,11 @@ public:
     // Loads plugins on first call and applies TINYFIN_BACKEND. Never throws.
     static Registry &instance();
     // instance(), but throws BackendError when TINYFIN_STRICT=1 selection failed or cpu is unusable.
-    static Registry &checked();
+    static Registry &checked() {
+        Registry &registry = instance();
+        if (!registry.fatal_error_.empty()) [[unlikely]] registry.raise_fatal();
+        return registry;
+    }
     // False once the registry is destroyed at exit: late tensor destructors skip plugin calls.
     static bool alive();
 
@@ -58,6 +62,7 @@ public:
 
 private:
     Registry();
+    [[noreturn]] void raise_fatal() const;
     // Why a name is not usable, from the load records.
     std::string why_unusable(std::string_view name);
 

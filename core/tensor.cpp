@@ -107,15 +107,15 @@ std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t
     storage->backend = &backend;
     storage->device = device;
     storage->nbytes = nbytes;
-    tf_error err = make_error();
+    ScratchError err;
     tf_status status = backend.table().buffer_alloc(device, std::max<uint64_t>(nbytes, 1),
-                                                    &storage->buffer, &err);
+                                                    &storage->buffer, &err.get());
     if (status != TF_STATUS_OK || !storage->buffer) {
         storage->buffer = nullptr;
         std::string where = Device{backend.name(), device}.str();
         raise_status(status == TF_STATUS_OK ? TF_STATUS_INTERNAL : status,
                      "cannot allocate " + std::to_string(nbytes) + " bytes on " + where + ": " +
-                         error_text(err, "the plugin returned no buffer"));
+                         err.text("the plugin returned no buffer"));
     }
     storage->host = backend.host_addressable(device) ? backend.buffer_host_ptr(storage->buffer)
                                                      : nullptr;
@@ -184,10 +184,8 @@ Tensor make_view(const Tensor &base, Shape shape, Shape strides, int64_t offset)
 
 Backend &backend_of(const Tensor &tensor) { return *impl_of(tensor, "tensor").storage->backend; }
 
-const TensorImpl &impl_of(const Tensor &tensor, std::string_view op) {
-    if (!tensor.defined())
-        raise<DeviceError>(std::string(op) + ": the tensor is undefined (default-constructed or moved from)");
-    return *tensor.impl();
+void raise_undefined(std::string_view op) {
+    raise<DeviceError>(std::string(op) + ": the tensor is undefined (default-constructed or moved from)");
 }
 
 } // namespace detail

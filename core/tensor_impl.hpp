@@ -48,6 +48,26 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
 
 namespace tinyfin::detail {
 
+// dtype_size() of a dtype the core holds (always one of the six): inline, without its error path.
+inline std::size_t element_size(DType dtype) {
+    switch (dtype) {
+    case DType::f32: case DType::i32: return 4;
+    case DType::f16: case DType::bf16: return 2;
+    case DType::i64: return 8;
+    case DType::boolean: return 1;
+    }
+    return dtype_size(dtype);
+}
+
+// a == b for shapes (or strides), inline: std::vector's == calls memcmp, a visible cost for the
+// two or three short shapes every small op compares.
+inline bool same_shape(const Shape &a, const Shape &b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
 int64_t checked_numel(const Shape &shape, std::string_view op);
 Shape contiguous_strides(const Shape &shape);
 // A new contiguous tensor on backend's device (uninitialised contents).
@@ -59,6 +79,16 @@ Tensor raw_permute(const Tensor &t, const std::vector<int> &axes);
 Tensor raw_slice(const Tensor &t, int axis, int64_t start, int64_t end, int64_t step);
 Tensor raw_expand(const Tensor &t, const Shape &shape);
 Backend &backend_of(const Tensor &tensor);
-const TensorImpl &impl_of(const Tensor &tensor, std::string_view op);
+[[noreturn]] void raise_undefined(std::string_view op);
+// The tensor's view; DeviceError naming op when it is undefined. Inline, so that the length of
+// op is taken only on that error path, not on every op.
+inline const TensorImpl &impl_of(const Tensor &tensor, const char *op) {
+    if (!tensor.defined()) [[unlikely]] raise_undefined(op);
+    return *tensor.impl();
+}
+inline const TensorImpl &impl_of(const Tensor &tensor, std::string_view op) {
+    if (!tensor.defined()) [[unlikely]] raise_undefined(op);
+    return *tensor.impl();
+}
 
 } // namespace tinyfin::detail

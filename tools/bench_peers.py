@@ -12,7 +12,8 @@ Protocol, one JSON object per line.
           "min_ns", "max_ns", "p25_ns", "p75_ns", "samples", "inner"} or {"peer", "error"}, then
           {"status": "done"}. tinyfin-bench sends each case right after timing it itself, so both see the
 same load on a shared machine. Timing follows tinyfin-bench's: warm-up calls, one call to size the
-samples, then samples of back-to-back calls; every op allocates its result, as tinyfin's do.
+samples, then samples of back-to-back calls; every op allocates its result, as tinyfin's do, except
+in cases with "out": true, which write into a preallocated array (out=) as tinyfin's out= form does.
 
 Threads: torch.set_num_threads(threads) for ATen/oneDNN, and OpenBLAS (which numpy and torch's
 matmul use through Debian's libblas.so.3) pinned to the same count with threadpoolctl when it is
@@ -101,6 +102,10 @@ def numpy_case(np, case, rng):
         return lambda: np.matmul(a, b)
     if op in ("add", "mul"):
         a, b = randn(case["n"]), randn(case["n"])
+        if case.get("out"):
+            c = np.empty(case["n"], dtype=f32)
+            ufunc = np.add if op == "add" else np.multiply
+            return lambda: ufunc(a, b, out=c)
         return (lambda: a + b) if op == "add" else (lambda: a * b)
     if op == "sum":
         x = randn(case["n"])
@@ -136,6 +141,10 @@ def torch_case(torch, case, generator):
         return lambda: torch.matmul(a, b)
     if op in ("add", "mul"):
         a, b = randn(case["n"]), randn(case["n"])
+        if case.get("out"):
+            c = torch.empty(case["n"], dtype=torch.float32)
+            fn = torch.add if op == "add" else torch.mul
+            return lambda: fn(a, b, out=c)
         return (lambda: a + b) if op == "add" else (lambda: a * b)
     if op == "sum":
         x = randn(case["n"])

@@ -363,25 +363,30 @@ Case sum_case(int64_t n) {
 }
 
 // The whole cost of one small op through the C++ API: shape checks, output allocation,
-// dispatch, the plugin call and the 16 additions.
-Case overhead_case() {
+// dispatch, the plugin call and the 16 additions; with out, into a preallocated tensor (the
+// peers then call np.add(a, b, out=c) and torch.add(a, b, out=c)).
+Case overhead_case(bool out) {
     Case c;
     c.op = "overhead";
-    c.size = "add16";
-    c.description = "add of two [16] tensors through the C++ API: the whole per-op cost";
+    c.size = out ? "add16_out" : "add16";
+    c.description = out ? "add of two [16] tensors into a preallocated [16] (add(a, b, out)): the per-op cost without allocation"
+                        : "add of two [16] tensors through the C++ API: the whole per-op cost";
     c.unit = Unit::ns;
     c.work = 0;
-    c.spec = "{\"op\":\"add\",\"n\":16}";
-    c.prepare = [](const Device &d) -> Call {
+    c.spec = out ? "{\"op\":\"add\",\"n\":16,\"out\":true}" : "{\"op\":\"add\",\"n\":16}";
+    c.prepare = [out](const Device &d) -> Call {
         Tensor a = tinyfin::randn({16}, 12, d), b = tinyfin::randn({16}, 13, d);
-        return [a, b] { (void)tinyfin::add(a, b); };
+        if (!out) return [a, b] { (void)tinyfin::add(a, b); };
+        Tensor result = tinyfin::empty({16}, tinyfin::DType::f32, d);
+        return [a, b, result] { tinyfin::add(a, b, result); };
     };
     return c;
 }
 
 std::vector<Case> all_cases() {
     std::vector<Case> cases;
-    cases.push_back(overhead_case());
+    cases.push_back(overhead_case(false));
+    cases.push_back(overhead_case(true));
     for (int64_t n : {64, 128, 256, 512, 1024, 2048}) cases.push_back(matmul_case("matmul", 1, n, n, n));
     // Batched: many small products (attention-like) and a few mid-sized ones.
     cases.push_back(matmul_case("matmul_batched", 64, 64, 64, 64));

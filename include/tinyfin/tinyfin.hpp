@@ -198,6 +198,25 @@ Tensor lt(const Tensor &a, const Tensor &b);
 Tensor le(const Tensor &a, const Tensor &b);
 Tensor gt(const Tensor &a, const Tensor &b);
 Tensor ge(const Tensor &a, const Tensor &b);
+
+// Preallocated outputs ("out="): add(a, b, out), and the same for every op in
+// TINYFIN_BINARY_OUT_OPS, writes the result into out's elements instead of allocating a tensor.
+// - out must have the broadcast shape of a and b (ShapeError otherwise; out is never resized),
+//   the result's dtype (a's, or bool for comparisons; DTypeError) and be on the device of a and b
+//   (DeviceError; inputs are not moved). out may be any view whose elements are distinct
+//   (strided, sliced, transposed); a view that repeats elements, such as expand(), is a ValueError.
+// - out may share memory with a or b, in any way (add(x, y, x) updates x in place): the result is
+//   then as if computed into a new tensor and copied into out.
+// - No autograd history is recorded: while grad mode is on, an a, b or out that requires grad is
+//   an AutogradError. Under NoGradGuard it runs, and overwrites out's elements like assign_.
+// The list is checked against ops.def when the library is built: every BINARY and COMPARE op.
+#define TINYFIN_BINARY_OUT_OPS(X) \
+    X(add, ADD) X(sub, SUB) X(mul, MUL) X(div, DIV) X(pow, POW) X(maximum, MAXIMUM)            \
+    X(minimum, MINIMUM) X(eq, EQ) X(ne, NE) X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE)
+#define TINYFIN_DECLARE_OUT(fn, SYM) void fn(const Tensor &a, const Tensor &b, const Tensor &out);
+TINYFIN_BINARY_OUT_OPS(TINYFIN_DECLARE_OUT)
+#undef TINYFIN_DECLARE_OUT
+
 // Elementwise cond ? a : b, all three broadcast; cond is bool.
 Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b);
 
