@@ -102,7 +102,8 @@ void usage(FILE *out) {
                  "  --json, --csv  machine-readable output instead of the table\n"
                  "  --list      print the cases and exit\n"
                  "  --train N   time N Fashion-MNIST training steps (batch 64, TINYFIN_BACKEND's choice)\n"
-                 "              instead: median step, images/s, page faults per step\n");
+                 "              instead: median step, images/s, page faults per step; with --compare torch\n"
+                 "              also PyTorch's step, as shipped and hand-tuned (bench_train_torch.py)\n");
 }
 
 bool parse_int(const char *text, int lo, int hi, int *out) {
@@ -938,7 +939,12 @@ int main(int argc, char **argv) {
 #endif
     if (o.train_steps > 0) {
         try {
-            return tfbench::run_train(o.train_steps, 64);
+            tfbench::TrainPeer peer;
+            peer.torch = o.peers.count("torch") > 0;
+            peer.python = o.python;
+            peer.script = exe_dir() + "/bench_train_torch.py";
+            peer.threads = m.threads;
+            return tfbench::run_train(o.train_steps, 64, peer);
         } catch (const std::exception &e) {
             std::fprintf(stderr, "tinyfin-bench: %s\n", e.what());
             return 1;
