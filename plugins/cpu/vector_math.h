@@ -1,5 +1,5 @@
-// Loops of the row kernels (softmax, sums) written so GCC and clang vectorize them, and the
-// instruction-set dispatch they use. Private to the cpu plugin.
+// Loops of the row kernels (softmax, norms, sums, f32 arithmetic rows) written so GCC and clang
+// vectorize them, and the instruction-set dispatch they use. Private to the cpu plugin.
 //
 // Sums run in k_lanes interleaved double accumulators (element i goes to lane i % k_lanes), folded
 // in a fixed order: the association is a function of the length alone, never of the thread count
