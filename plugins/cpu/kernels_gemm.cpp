@@ -144,6 +144,31 @@ const gemm_kernel &pick_kernel() {
     return k_generic;
 }
 
+#if defined(__x86_64__)
+// Four runs of kc floats, `stride` apart from src, as four adjacent columns of a sliver `width`
+// floats wide: dst[p * width + q] = src[q * stride + p]. 4 x 4 blocks are transposed in
+// registers (a scalar loop writes width * 4 bytes apart for every element).
+void transpose_4_runs(const float *src, int64_t stride, int64_t kc, float *dst, int64_t width) {
+    const float *s0 = src, *s1 = s0 + stride, *s2 = s1 + stride, *s3 = s2 + stride;
+    int64_t p = 0;
+    for (; p + 4 <= kc; p += 4) {
+        __m128 q0 = _mm_loadu_ps(s0 + p), q1 = _mm_loadu_ps(s1 + p), q2 = _mm_loadu_ps(s2 + p),
+               q3 = _mm_loadu_ps(s3 + p);
+        _MM_TRANSPOSE4_PS(q0, q1, q2, q3);
+        _mm_storeu_ps(dst + p * width, q0);
+        _mm_storeu_ps(dst + (p + 1) * width, q1);
+        _mm_storeu_ps(dst + (p + 2) * width, q2);
+        _mm_storeu_ps(dst + (p + 3) * width, q3);
+    }
+    for (; p < kc; ++p) {
+        dst[p * width] = s0[p];
+        dst[p * width + 1] = s1[p];
+        dst[p * width + 2] = s2[p];
+        dst[p * width + 3] = s3[p];
+    }
+}
+#endif
+
 // A's rows [0, mc) x columns [0, kc) as slivers of mr rows: sliver s holds a(s*mr + i, p) at
 // [p * mr + i]; rows past mc are zero.
 void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t cs, int64_t mr, float *dst) {
@@ -152,26 +177,7 @@ void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t cs, int6
         if (cs == 1 && rs != 1) {
             int64_t i = 0;
 #if defined(__x86_64__)
-            // 4 x 4 blocks transposed in registers, as in pack_b.
-            for (; i + 4 <= rows; i += 4) {
-                const float *s0 = a + (r0 + i) * rs, *s1 = s0 + rs, *s2 = s1 + rs, *s3 = s2 + rs;
-                int64_t p = 0;
-                for (; p + 4 <= kc; p += 4) {
-                    __m128 q0 = _mm_loadu_ps(s0 + p), q1 = _mm_loadu_ps(s1 + p), q2 = _mm_loadu_ps(s2 + p),
-                           q3 = _mm_loadu_ps(s3 + p);
-                    _MM_TRANSPOSE4_PS(q0, q1, q2, q3);
-                    _mm_storeu_ps(dst + p * mr + i, q0);
-                    _mm_storeu_ps(dst + (p + 1) * mr + i, q1);
-                    _mm_storeu_ps(dst + (p + 2) * mr + i, q2);
-                    _mm_storeu_ps(dst + (p + 3) * mr + i, q3);
-                }
-                for (; p < kc; ++p) {
-                    dst[p * mr + i] = s0[p];
-                    dst[p * mr + i + 1] = s1[p];
-                    dst[p * mr + i + 2] = s2[p];
-                    dst[p * mr + i + 3] = s3[p];
-                }
-            }
+            for (; i + 4 <= rows; i += 4) transpose_4_runs(a + (r0 + i) * rs, rs, kc, dst + i, mr);
 #endif
             for (; i < rows; ++i) {
                 const float *src = a + (r0 + i) * rs;
@@ -210,27 +216,7 @@ void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t cs, int6
         if (rs == 1) {  // B^T views: a column of B is contiguous
             int64_t j = 0;
 #if defined(__x86_64__)
-            // 4 x 4 blocks transposed in registers: four columns' runs in, four rows of the
-            // sliver out (a scalar loop writes nr * 4 bytes apart for every element).
-            for (; j + 4 <= cols; j += 4) {
-                const float *s0 = b + (c0 + j) * cs, *s1 = s0 + cs, *s2 = s1 + cs, *s3 = s2 + cs;
-                int64_t p = 0;
-                for (; p + 4 <= kc; p += 4) {
-                    __m128 r0 = _mm_loadu_ps(s0 + p), r1 = _mm_loadu_ps(s1 + p), r2 = _mm_loadu_ps(s2 + p),
-                           r3 = _mm_loadu_ps(s3 + p);
-                    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-                    _mm_storeu_ps(dst + p * nr + j, r0);
-                    _mm_storeu_ps(dst + (p + 1) * nr + j, r1);
-                    _mm_storeu_ps(dst + (p + 2) * nr + j, r2);
-                    _mm_storeu_ps(dst + (p + 3) * nr + j, r3);
-                }
-                for (; p < kc; ++p) {
-                    dst[p * nr + j] = s0[p];
-                    dst[p * nr + j + 1] = s1[p];
-                    dst[p * nr + j + 2] = s2[p];
-                    dst[p * nr + j + 3] = s3[p];
-                }
-            }
+            for (; j + 4 <= cols; j += 4) transpose_4_runs(b + (c0 + j) * cs, cs, kc, dst + j, nr);
 #endif
             for (; j < cols; ++j) {
                 const float *src = b + (c0 + j) * cs;
