@@ -134,19 +134,15 @@ bool too_big(const Shape &shape) {
 // on the elements an op on them may legitimately allocate. A zero-size input with huge other
 // axes is valid, and so is its 4 GB result (a sum over the zero axis, a pooling with a huge
 // padding): such cases are skipped, as libFuzzer's memory limit would count them as findings.
-bool huge(std::initializer_list<int64_t> sizes) {
+template <class Sizes>
+bool huge(const Sizes &sizes) {
     int64_t n = 1;
     for (int64_t v : sizes)
         if (v < 0 || __builtin_mul_overflow(n, std::max<int64_t>(v, 1), &n)) return true;
     return n > (int64_t(1) << 24);
 }
 
-bool huge(const Shape &shape) {
-    int64_t n = 1;
-    for (int64_t v : shape)
-        if (v < 0 || __builtin_mul_overflow(n, std::max<int64_t>(v, 1), &n)) return true;
-    return n > (int64_t(1) << 24);
-}
+bool huge(std::initializer_list<int64_t> sizes) { return huge<std::initializer_list<int64_t>>(sizes); }
 
 // Output rows or columns of a window op, bounded from the raw parameters before the core checks
 // them.
