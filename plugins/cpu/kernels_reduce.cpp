@@ -22,8 +22,6 @@
 #include <algorithm>
 #include <vector>
 
-#include <vector>
-
 namespace tf_cpu {
 namespace {
 
@@ -142,11 +140,15 @@ bool as_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axe
     return true;
 }
 
-// partial[k] = the lane sum of chunk k of x[0, n), for chunks [first, last).
+// The lane sum of chunk k of x[0, n).
+[[gnu::always_inline]] inline double chunk_sum(const float *x, int64_t n, int64_t k) {
+    return vec::sum(x + k * k_chunk, std::min(k_chunk, n - k * k_chunk));
+}
+
+// partial[k] = chunk_sum(x, n, k) for chunks [first, last): one run's chunks split over threads.
 [[gnu::always_inline]] inline void chunk_sums_body(const float *x, int64_t n, int64_t first, int64_t last,
                                                    double *partial) {
-    for (int64_t k = first; k < last; ++k)
-        partial[k] = vec::sum(x + k * k_chunk, std::min(k_chunk, n - k * k_chunk));
+    for (int64_t k = first; k < last; ++k) partial[k] = chunk_sum(x, n, k);
 }
 TF_CPU_ISA_DISPATCH(chunk_sums, (const float *x, int64_t n, int64_t first, int64_t last, double *partial),
                     (x, n, first, last, partial))
@@ -165,8 +167,7 @@ TF_CPU_ISA_DISPATCH(chunk_sums, (const float *x, int64_t n, int64_t first, int64
         for (int64_t a = 0; a < s.a; ++a) {
             const float *run = x + (a * s.c + c) * s.b;
             double total = 0;
-            for (int64_t k = 0; k * k_chunk < s.b; ++k)
-                total += vec::sum(run + k * k_chunk, std::min(k_chunk, s.b - k * k_chunk));
+            for (int64_t k = 0; k * k_chunk < s.b; ++k) total += chunk_sum(run, s.b, k);
             acc[c - lo] += total;
         }
 }
