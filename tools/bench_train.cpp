@@ -9,8 +9,6 @@
 #include "bench_train.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -34,49 +32,9 @@ double cpu_ms(const rusage &r) {
     return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e3 + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-3;
 }
 
-// Single quotes for /bin/sh.
-std::string quoted(const std::string &s) {
-    std::string out = "'";
-    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-}
-
-// The number after "key": in the one-line JSON object line, or NaN.
-double json_number(const std::string &line, const std::string &key) {
-    const size_t at = line.find("\"" + key + "\":");
-    if (at == std::string::npos) return NAN;
-    return std::strtod(line.c_str() + at + key.size() + 3, nullptr);
-}
-
-// Runs one configuration of bench_train_torch.py and prints its line; its images/s or NaN.
-double run_torch(const TrainPeer &peer, int steps, int batch, const char *config, const char *env, const char *args) {
-    const std::string cmd = std::string(env) + " " + quoted(peer.python) + " " + quoted(peer.script) +
-                            " --steps " + std::to_string(steps) + " --batch " + std::to_string(batch) +
-                            " --threads " + std::to_string(peer.threads) + " --config " + config + " " + args;
-    FILE *pipe = popen(cmd.c_str(), "r");
-    if (!pipe) {
-        std::printf("torch %s: cannot run %s\n", config, cmd.c_str());
-        return NAN;
-    }
-    std::string line;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, pipe)) line += buf;
-    const int status = pclose(pipe);
-    const double rate = json_number(line, "images_per_s");
-    if (status != 0 || std::isnan(rate)) {
-        std::printf("torch %s: no result (exit status %d): %s\n", config, status, line.c_str());
-        return NAN;
-    }
-    std::printf("torch %-7s step median %.2f ms (min %.2f, max %.2f), %.0f img/s, page faults per step: %.1f minor"
-                " (%s)\n",
-                config, json_number(line, "median_ms"), json_number(line, "min_ms"), json_number(line, "max_ms"), rate,
-                json_number(line, "minor_faults_per_step"), args[0] ? args : "defaults");
-    return rate;
-}
-
 }  // namespace
 
-int run_train(int steps, int batch, const TrainPeer &peer) {
+double run_train(int steps, int batch) {
     Conv2dOptions pad1;
     pad1.pad_h = pad1.pad_w = 1;
     auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
@@ -152,16 +110,7 @@ int run_train(int steps, int batch, const TrainPeer &peer) {
     std::printf("  phases (medians of %d more steps, synchronised between phases): forward + loss %.2f ms, "
                 "backward %.2f ms, optimizer %.2f ms\n",
                 steps, phase[0][phase[0].size() / 2], phase[1][phase[1].size() / 2], phase[2][phase[2].size() / 2]);
-    if (!peer.torch) return 0;
-    std::fflush(stdout);
-    const double ours = batch * 1000.0 / median;
-    const double plain = run_torch(peer, steps, batch, "default", "", "");
-    const double tuned = run_torch(peer, steps, batch, "tuned",
-                                   "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824",
-                                   "--blas-threads 1 --channels-last");
-    std::printf("images/s ratio tinyfin / torch (above 1: tinyfin faster): %.2f vs default, %.2f vs tuned\n",
-                ours / plain, ours / tuned);
-    return 0;
+    return batch * 1000.0 / median;
 }
 
 }  // namespace tfbench

@@ -613,6 +613,53 @@ PeerLine parse_peer_line(const std::string &line) {
     return out;
 }
 
+// PyTorch's training step (bench_train_torch.py beside this tool) as a child process, as shipped
+// or hand-tuned (OpenBLAS on 1 thread, channels_last, malloc tunables: glibc reads those at
+// start, so they go into the child's environment). Prints its result; returns its images/s, or
+// NaN when it did not run.
+double run_torch_train(const Options &o, int threads, int steps, bool tuned) {
+    const char *config = tuned ? "tuned" : "default";
+    const std::string script = exe_dir() + "/bench_train_torch.py";
+    std::vector<std::string> args = {o.python, script, "--steps", std::to_string(steps), "--threads",
+                                     std::to_string(threads), "--config", config};
+    if (tuned) args.insert(args.end(), {"--blas-threads", "1", "--channels-last"});
+    int from_child[2];
+    if (pipe2(from_child, O_CLOEXEC) != 0) return NAN;
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(from_child[1], STDOUT_FILENO);
+        if (tuned) setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824", 1);
+        std::vector<char *> argv;
+        for (std::string &a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        execv(o.python.c_str(), argv.data());
+        std::fprintf(stderr, "tinyfin-bench: cannot run %s: %s\n", o.python.c_str(), std::strerror(errno));
+        _exit(127);
+    }
+    close(from_child[1]);
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; pid > 0 && (n = read(from_child[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+    close(from_child[0]);
+    int status = 0;
+    if (pid > 0) waitpid(pid, &status, 0);
+    const PeerLine line = parse_peer_line(text);
+    const auto number = [&](const char *key) { return line.number.count(key) ? line.number.at(key) : NAN; };
+    const double rate = number("images_per_s");
+    if (std::isnan(rate)) {
+        const auto error = line.text.find("error");
+        std::printf("torch %s: no result (%s)\n", config,
+                    error != line.text.end() ? error->second.c_str()
+                                                : ("exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1)).c_str());
+        return NAN;
+    }
+    std::printf("torch %-7s step median %.2f ms (min %.2f, max %.2f), %.0f img/s, page faults per step: %.1f minor (%s)\n",
+                config, number("median_ms"), number("min_ms"), number("max_ms"), rate, number("minor_faults_per_step"),
+                tuned ? "OpenBLAS 1 thread, channels_last, malloc tunables" : "as shipped");
+    return rate;
+}
+
 // bench_peers.py as a co-process: started once, then asked for one case at a time right after
 // tinyfin measured it, so both see the same load on a shared machine.
 class PeerProcess {
@@ -939,12 +986,14 @@ int main(int argc, char **argv) {
 #endif
     if (o.train_steps > 0) {
         try {
-            tfbench::TrainPeer peer;
-            peer.torch = o.peers.count("torch") > 0;
-            peer.python = o.python;
-            peer.script = exe_dir() + "/bench_train_torch.py";
-            peer.threads = m.threads;
-            return tfbench::run_train(o.train_steps, 64, peer);
+            const double ours = tfbench::run_train(o.train_steps, 64);
+            if (o.peers.count("torch")) {
+                const double shipped = run_torch_train(o, m.threads, o.train_steps, false);
+                const double tuned = run_torch_train(o, m.threads, o.train_steps, true);
+                std::printf("images/s ratio tinyfin / torch (above 1: tinyfin faster): %.2f vs as shipped, %.2f vs tuned\n",
+                            ours / shipped, ours / tuned);
+            }
+            return 0;
         } catch (const std::exception &e) {
             std::fprintf(stderr, "tinyfin-bench: %s\n", e.what());
             return 1;
