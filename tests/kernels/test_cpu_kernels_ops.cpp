@@ -467,6 +467,15 @@ std::vector<int64_t> index_of(int64_t e, const dims &shape) {
     return idx;
 }
 
+// Row-major index, in the output of a reduction over the axes in mask (kept with size 1), of the
+// output element that input element e of shape goes to.
+size_t reduced_index(int64_t e, const dims &shape, const dims &out_shape, uint32_t mask) {
+    const auto idx = index_of(e, shape);
+    int64_t o = 0;
+    for (size_t a = 0; a < shape.size(); ++a) o = o * out_shape[a] + ((mask >> a & 1) ? 0 : idx[a]);
+    return static_cast<size_t>(o);
+}
+
 }  // namespace
 
 // ---- pow, maximum, minimum ------------------------------------------------------------------
@@ -1031,10 +1040,7 @@ TEST_CASE("mean, max and min over axis masks, permuted input, strided output") {
                 lo(static_cast<size_t>(out_n), INFINITY);
             std::vector<int> count(static_cast<size_t>(out_n), 0);
             for (int64_t e = 0; e < 24; ++e) {
-                auto idx = index_of(e, shape);
-                int64_t o = 0;
-                for (size_t a = 0; a < 3; ++a) o = o * out_shape[a] + ((mask >> a & 1) ? 0 : idx[a]);
-                const auto u = static_cast<size_t>(o);
+                const size_t u = reduced_index(e, shape, out_shape, mask);
                 sum[u] += values[static_cast<size_t>(e)];
                 hi[u] = std::max(hi[u], values[static_cast<size_t>(e)]);
                 lo[u] = std::min(lo[u], values[static_cast<size_t>(e)]);
@@ -1125,13 +1131,8 @@ TEST_CASE("f32 sum and mean of dense tensors over every axis mask match double s
             for (int a = 0; a < rank; ++a)
                 if (mask >> a & 1) out_shape[static_cast<size_t>(a)] = 1;
             std::vector<double> sum(static_cast<size_t>(count_of(out_shape)), 0);
-            for (int64_t e = 0; e < n; ++e) {
-                const auto idx = index_of(e, shape);
-                int64_t o = 0;
-                for (int a = 0; a < rank; ++a)
-                    o = o * out_shape[static_cast<size_t>(a)] + ((mask >> a & 1) ? 0 : idx[static_cast<size_t>(a)]);
-                sum[static_cast<size_t>(o)] += values[static_cast<size_t>(e)];
-            }
+            for (int64_t e = 0; e < n; ++e)
+                sum[reduced_index(e, shape, out_shape, mask)] += values[static_cast<size_t>(e)];
             const double per_output = static_cast<double>(n) / static_cast<double>(sum.size());
             std::vector<double> mean;
             for (double v : sum) mean.push_back(v / per_output);
