@@ -37,16 +37,6 @@ constexpr std::size_t max_operands = 8;
     desc.data = t.storage->host;
 }
 
-// Elements from the view's first element to one past its last (strides are >= 0).
-int64_t extent(const TensorImpl &t) {
-    int64_t end = 1;
-    for (std::size_t i = 0; i < t.shape.size(); ++i) {
-        if (t.shape[i] == 0) return 0;
-        end += (t.shape[i] - 1) * t.strides[i];
-    }
-    return end;
-}
-
 std::string describe_operands(std::span<const TensorImpl *const> tensors) {
     std::string text;
     for (const TensorImpl *t : tensors) {

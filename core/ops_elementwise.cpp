@@ -105,20 +105,10 @@ Tensor binary_forward(tf_op op, const Tensor &a, const Tensor &b, bool compare) 
 
 // Whether two views of one storage share a byte (conservatively: their spans intersect).
 bool spans_overlap(const TensorImpl &a, const TensorImpl &b) {
-    auto span = [](const TensorImpl &t, int64_t &begin, int64_t &end) {
-        int64_t last = 0;
-        for (std::size_t i = 0; i < t.shape.size(); ++i) {
-            if (t.shape[i] == 0) return false;
-            last += (t.shape[i] - 1) * t.strides[i];
-        }
-        const int64_t size = static_cast<int64_t>(element_size(t.dtype));
-        begin = t.offset * size;
-        end = (t.offset + last + 1) * size;
-        return true;
-    };
-    int64_t a0, a1, b0, b1;
-    if (!span(a, a0, a1) || !span(b, b0, b1)) return false;
-    return a0 < b1 && b0 < a1;
+    const int64_t na = extent(a), nb = extent(b);
+    if (na == 0 || nb == 0) return false;
+    const auto size = static_cast<int64_t>(element_size(a.dtype)), other = static_cast<int64_t>(element_size(b.dtype));
+    return a.offset * size < (b.offset + nb) * other && b.offset * other < (a.offset + na) * size;
 }
 
 // out = op(a, b) written into out's elements (the out= form of BINARY and COMPARE ops).

@@ -125,6 +125,15 @@ std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t
     return storage;
 }
 
+int64_t extent(const TensorImpl &t) {
+    int64_t end = 1;
+    for (std::size_t i = 0; i < t.shape.size(); ++i) {
+        if (t.shape[i] == 0) return 0;
+        end += (t.shape[i] - 1) * t.strides[i];
+    }
+    return end;
+}
+
 int64_t checked_numel(const Shape &shape, std::string_view op) {
     if (shape.size() > TF_MAX_RANK)
         raise<ShapeError>(std::string(op) + ": rank " + std::to_string(shape.size()) +

@@ -69,6 +69,8 @@ inline bool same_shape(const Shape &a, const Shape &b) {
 }
 
 int64_t checked_numel(const Shape &shape, std::string_view op);
+// Elements from the view's first element to one past its last (strides are >= 0); 0 when empty.
+int64_t extent(const TensorImpl &t);
 Shape contiguous_strides(const Shape &shape);
 // A new contiguous tensor on backend's device (uninitialised contents).
 Tensor make_tensor(Backend &backend, int device, const Shape &shape, DType dtype);
