@@ -36,12 +36,34 @@ namespace {
 
 typedef float v4f __attribute__((vector_size(16)));
 
-using tile_fn = void (*)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool load_c);
+// How a register tile reads its operands: A(i, p) for its MR rows and B's row p (NR floats) for
+// p = 0, 1, ..., kc - 1. Packed slivers (pack_a, pack_b) or matrices read in place through a
+// table of row offsets (the convolutions of kernels_conv.cpp read a padded image that way).
+struct a_sliver {  // A(i, p) at a[p * MR + i]
+    const float *a;
+    template <int MR> float at(int64_t p, int i) const { return a[p * MR + i]; }
+};
+struct a_offset_rows {  // A(i, p) at a[rows[i] + p]
+    const float *a;
+    const int64_t *rows;
+    template <int MR> float at(int64_t p, int i) const { return a[rows[i] + p]; }
+};
+struct b_sliver {  // B's row p at b + p * NR
+    const float *b;
+    template <int NR> const float *row(int64_t p) const { return b + p * NR; }
+};
+struct b_offset_rows {  // B's row p at b + rows[p]
+    const float *b;
+    const int64_t *rows;
+    template <int NR> const float *row(int64_t p) const { return b + rows[p]; }
+};
 
-// c[i * ldc + j] (+)= sum over p < kc of a[p * MR + i] * b[p * NR + j]: the packed slivers of
-// A and B (see pack_a, pack_b). load_c starts from C's values, else from zero.
-void tile_generic(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool load_c) {
-    constexpr int MR = 4, NV = 2, L = 4, NR = NV * L;
+// c[i * ldc + j] (+)= sum over p < kc of A(i, p) * B(p, j) for i < MR, j < NR. load_c starts
+// from C's values, else from zero. MR is the tile's full height or a shorter one for the last
+// rows of A (the same operations per element, so the same bits).
+template <int MR, class A, class B>
+void tile_generic(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
+    constexpr int NV = 2, L = 4, NR = NV * L;
     v4f acc[MR][NV];
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NV; ++j) {
@@ -51,10 +73,11 @@ void tile_generic(int64_t kc, const float *a, const float *b, float *c, int64_t 
                 acc[i][j] = v4f{};
         }
     for (int64_t p = 0; p < kc; ++p) {
+        const float *row = b.template row<NR>(p);
         v4f bv[NV];
-        for (int j = 0; j < NV; ++j) std::memcpy(&bv[j], b + p * NR + j * L, sizeof(v4f));
+        for (int j = 0; j < NV; ++j) std::memcpy(&bv[j], row + j * L, sizeof(v4f));
         for (int i = 0; i < MR; ++i) {
-            const float s = a[p * MR + i];
+            const float s = a.template at<MR>(p, i);
             for (int j = 0; j < NV; ++j) acc[i][j] += bv[j] * s;
         }
     }
@@ -63,9 +86,8 @@ void tile_generic(int64_t kc, const float *a, const float *b, float *c, int64_t 
 }
 
 #if defined(__x86_64__)
-[[gnu::target("avx2,fma")]] void tile_avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                                           bool load_c) {
-    constexpr int MR = 6;
+template <int MR, class A, class B>
+[[gnu::target("avx2,fma")]] void tile_avx2(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
     __m256 acc[MR][2];
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
@@ -74,15 +96,14 @@ void tile_generic(int64_t kc, const float *a, const float *b, float *c, int64_t 
     }
 #pragma GCC unroll 4
     for (int64_t p = 0; p < kc; ++p) {
-        const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+        const float *row = b.template row<16>(p);
+        const __m256 b0 = _mm256_loadu_ps(row), b1 = _mm256_loadu_ps(row + 8);
 #pragma GCC unroll 6
         for (int i = 0; i < MR; ++i) {
-            const __m256 s = _mm256_broadcast_ss(a + i);
+            const __m256 s = _mm256_set1_ps(a.template at<MR>(p, i));
             acc[i][0] = _mm256_fmadd_ps(s, b0, acc[i][0]);
             acc[i][1] = _mm256_fmadd_ps(s, b1, acc[i][1]);
         }
-        a += MR;
-        b += 16;
     }
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
@@ -91,9 +112,8 @@ void tile_generic(int64_t kc, const float *a, const float *b, float *c, int64_t 
     }
 }
 
-[[gnu::target("avx512f")]] void tile_avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                                            bool load_c) {
-    constexpr int MR = 12;
+template <int MR, class A, class B>
+[[gnu::target("avx512f")]] void tile_avx512(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
     __m512 acc[MR][2];
 #pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) {
@@ -101,15 +121,14 @@ void tile_generic(int64_t kc, const float *a, const float *b, float *c, int64_t 
         acc[i][1] = load_c ? _mm512_loadu_ps(c + i * ldc + 16) : _mm512_setzero_ps();
     }
     for (int64_t p = 0; p < kc; ++p) {
-        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+        const float *row = b.template row<32>(p);
+        const __m512 b0 = _mm512_loadu_ps(row), b1 = _mm512_loadu_ps(row + 16);
 #pragma GCC unroll 12
         for (int i = 0; i < MR; ++i) {
-            const __m512 s = _mm512_set1_ps(a[i]);
+            const __m512 s = _mm512_set1_ps(a.template at<MR>(p, i));
             acc[i][0] = _mm512_fmadd_ps(s, b0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(s, b1, acc[i][1]);
         }
-        a += MR;
-        b += 32;
     }
 #pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) {
@@ -121,19 +140,20 @@ void tile_generic(int64_t kc, const float *a, const float *b, float *c, int64_t 
 
 // One register tile and the block sizes that go with it.
 struct gemm_kernel {
-    tile_fn fn;
+    int level;           // isa_level() of the tile
     int64_t mr, nr;      // register tile
     int64_t mc, kc, nc;  // packed blocks of A (mc x kc) and B (kc x nc)
 };
 
 constexpr int64_t k_max_tile = 12 * 32;  // largest mr * nr below
-constexpr gemm_kernel k_generic = {tile_generic, 4, 8, 128, 256, 4096};
+constexpr int64_t k_max_mr = 12;
+constexpr gemm_kernel k_generic = {0, 4, 8, 128, 256, 4096};
 #if defined(__x86_64__)
-constexpr gemm_kernel k_avx2 = {tile_avx2, 6, 16, 72, 512, 4080};
-constexpr gemm_kernel k_avx512 = {tile_avx512, 12, 32, 120, 256, 4096};
+constexpr gemm_kernel k_avx2 = {1, 6, 16, 72, 512, 4080};
+constexpr gemm_kernel k_avx512 = {2, 12, 32, 120, 256, 4096};
 static_assert(k_avx2.mr * k_avx2.nr <= k_max_tile && k_avx512.mr * k_avx512.nr <= k_max_tile);
 #endif
-static_assert(k_generic.mr * k_generic.nr <= k_max_tile);
+static_assert(k_generic.mr * k_generic.nr <= k_max_tile && k_avx512.mr <= k_max_mr);
 
 const gemm_kernel &pick_kernel() {
 #if defined(__x86_64__)
@@ -142,6 +162,33 @@ const gemm_kernel &pick_kernel() {
     if (l == 1) return k_avx2;
 #endif
     return k_generic;
+}
+
+// The height of the tile that computes `rows` (<= mr) rows of A: the full tile, or a shorter
+// one for the last rows (64 rows are 5 x 12 + 4, not 6 x 12 with 8 rows of zeros).
+int64_t tile_rows(const gemm_kernel &g, int64_t rows) {
+    if (g.level == 0) return 4;
+    const int64_t quarter = g.mr / 3;  // AVX-512 12, 8 or 4; AVX2 6, 4 or 2
+    return std::min(g.mr, (rows + quarter - 1) / quarter * quarter);
+}
+
+// Runs the tile of height tile_rows(g, rows).
+template <class A, class B>
+void run_tile(const gemm_kernel &g, int64_t rows, int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
+#if defined(__x86_64__)
+    if (g.level == 2) {
+        if (rows > 8) return tile_avx512<12>(kc, a, b, c, ldc, load_c);
+        if (rows > 4) return tile_avx512<8>(kc, a, b, c, ldc, load_c);
+        return tile_avx512<4>(kc, a, b, c, ldc, load_c);
+    }
+    if (g.level == 1) {
+        if (rows > 4) return tile_avx2<6>(kc, a, b, c, ldc, load_c);
+        if (rows > 2) return tile_avx2<4>(kc, a, b, c, ldc, load_c);
+        return tile_avx2<2>(kc, a, b, c, ldc, load_c);
+    }
+#endif
+    (void)rows;
+    tile_generic<4>(kc, a, b, c, ldc, load_c);
 }
 
 #if defined(__x86_64__)
@@ -169,11 +216,11 @@ void transpose_4_runs(const float *src, int64_t stride, int64_t kc, float *dst, 
 }
 #endif
 
-// A's rows [0, mc) x columns [0, kc) as slivers of mr rows: sliver s holds a(s*mr + i, p) at
-// [p * mr + i]; rows past mc are zero.
-void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t cs, int64_t mr, float *dst) {
-    for (int64_t r0 = 0; r0 < mc; r0 += mr, dst += mr * kc) {
-        const int64_t rows = std::min(mr, mc - r0);
+// A's rows [0, mc) x columns [0, kc) as slivers: sliver s holds a(s*mr + i, p) at [p * h + i],
+// h = tile_rows(g, rows of the sliver) (mr but for the last sliver); rows past mc are zero.
+void pack_a(const gemm_kernel &g, int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t cs, float *dst) {
+    for (int64_t r0 = 0; r0 < mc; r0 += g.mr) {
+        const int64_t rows = std::min(g.mr, mc - r0), mr = tile_rows(g, rows);
         if (cs == 1 && rs != 1) {
             int64_t i = 0;
 #if defined(__x86_64__)
@@ -197,6 +244,7 @@ void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t cs, int6
         if (rows < mr)
             for (int64_t p = 0; p < kc; ++p)
                 for (int64_t i = rows; i < mr; ++i) dst[p * mr + i] = 0.0f;
+        dst += mr * kc;
     }
 }
 
@@ -249,8 +297,9 @@ void compute_block(const gemm_kernel &g, int64_t kc, const float *a_pack, const 
             const int64_t rows = std::min(g.mr, mc - ir);
             const float *as = a_pack + ir * kc;
             float *ct = c + ir * rs + jr * cs;
-            if (rows == g.mr && cols == g.nr && cs == 1) {
-                g.fn(kc, as, bs, ct, rs, load_c);
+            const int64_t height = tile_rows(g, rows);
+            if (rows == height && cols == g.nr && cs == 1) {
+                run_tile(g, rows, kc, a_sliver{as}, b_sliver{bs}, ct, rs, load_c);
                 continue;
             }
             // A partial or transposed tile goes through a full-size buffer: the same operations
@@ -264,7 +313,7 @@ void compute_block(const gemm_kernel &g, int64_t kc, const float *a_pack, const 
                     for (int64_t j = 0; j < cols; ++j) edge[i * g.nr + j] = ct[i * rs + j * cs];
                 }
             }
-            g.fn(kc, as, bs, edge, g.nr, load_c);
+            run_tile(g, rows, kc, a_sliver{as}, b_sliver{bs}, edge, g.nr, load_c);
             if (cs == 1) {
                 for (int64_t i = 0; i < rows; ++i)
                     std::memcpy(ct + i * rs, edge + i * g.nr, static_cast<size_t>(cols) * sizeof(float));
@@ -346,11 +395,46 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
                 const int64_t ic = (t / nchunks) * mc_block, chunk = t % nchunks;
                 const int64_t mc = std::min(mc_block, m - ic);
                 float *a_pack = scratch_floats(k_slot_pack_a, static_cast<size_t>(kc * round_up(mc, g.mr)));
-                pack_a(mc, kc, a.data + ic * a.row_stride + pc * a.col_stride, a.row_stride, a.col_stride, g.mr, a_pack);
+                pack_a(g, mc, kc, a.data + ic * a.row_stride + pc * a.col_stride, a.row_stride, a.col_stride, a_pack);
                 compute_block(g, kc, a_pack, b_pack, mc, nc, chunk * per_chunk, std::min(slivers, (chunk + 1) * per_chunk),
                               c + ic * rs + jc * cs, rs, cs, load_c);
             });
         }
+    }
+}
+
+gemm_f32_tiling gemm_f32_tile() {
+    const gemm_kernel &g = pick_kernel();
+    return {g.mr, g.nr};
+}
+
+int64_t gemm_f32_packed_a_floats(int64_t m, int64_t k) { return round_up(m, pick_kernel().mr) * k; }
+
+void gemm_f32_pack_a(int64_t m, int64_t k, f32_matrix a, float *dst) {
+    pack_a(pick_kernel(), m, k, a.data, a.row_stride, a.col_stride, dst);
+}
+
+void gemm_f32_rows_b(int64_t m, int64_t n, int64_t k, const float *a_packed, const float *b, const int64_t *b_rows,
+                     float *c, int64_t ldc) {
+    const gemm_kernel &g = pick_kernel();
+    // B sliver by B sliver: the image rows one sliver reads stay in L1 while every A sliver
+    // passes over them.
+    for (int64_t jr = 0; jr < n; jr += g.nr)
+        for (int64_t ir = 0; ir < m; ir += g.mr)
+            run_tile(g, std::min(g.mr, m - ir), k, a_sliver{a_packed + ir * k}, b_offset_rows{b + jr, b_rows},
+                     c + ir * ldc + jr, ldc, false);
+}
+
+void gemm_f32_rows_a(int64_t m, int64_t n, int64_t k, const float *a, const int64_t *a_rows, const float *b_packed,
+                     float *c, int64_t ldc, bool accumulate) {
+    const gemm_kernel &g = pick_kernel();
+    int64_t rows[k_max_mr];
+    for (int64_t ir = 0; ir < m; ir += g.mr) {
+        const int64_t count = std::min(g.mr, m - ir);
+        // The rows past m of the last tile repeat its last row: their C rows are scratch.
+        for (int64_t i = 0; i < g.mr; ++i) rows[i] = a_rows[ir + std::min(i, count - 1)];
+        for (int64_t jr = 0; jr < n; jr += g.nr)
+            run_tile(g, count, k, a_offset_rows{a, rows}, b_sliver{b_packed + jr * k}, c + ir * ldc + jr, ldc, accumulate);
     }
 }
 

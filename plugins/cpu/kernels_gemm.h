@@ -36,6 +36,36 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
 // pick the larger.
 double gemm_f32_tile_fill(int64_t m, int64_t n);
 
+// ---- Products with an operand read in place (the convolutions of kernels_conv.cpp) ----------
+//
+// A matrix whose rows sit at arbitrary offsets (the shifted rows of a padded image) is read in
+// place instead of being copied into a column matrix and packed. These products compute whole
+// register tiles and run on the calling thread; every C element is the same sequence of
+// operations as in gemm_f32.
+
+// The register tile of the instruction set in use (isa_level()).
+struct gemm_f32_tiling {
+    int64_t mr, nr;
+};
+gemm_f32_tiling gemm_f32_tile();
+
+// An m x k A packed once for gemm_f32_rows_b (a convolution's weights, used for every image):
+// gemm_f32_packed_a_floats(m, k) floats.
+int64_t gemm_f32_packed_a_floats(int64_t m, int64_t k);
+void gemm_f32_pack_a(int64_t m, int64_t k, f32_matrix a, float *dst);
+
+// C = A B, A packed by gemm_f32_pack_a, row p of B the floats at b + b_rows[p]. Writes
+// round_up(m, mr) rows of round_up(n, nr) floats (c[i * ldc + j]) and reads that many floats of
+// every B row: the caller sizes both buffers for it.
+void gemm_f32_rows_b(int64_t m, int64_t n, int64_t k, const float *a_packed, const float *b, const int64_t *b_rows,
+                     float *c, int64_t ldc);
+
+// C (+)= A B, row i of A the k floats at a + a_rows[i], B packed in nr-column slivers (sliver s
+// at b_packed + s * nr * k holds B(p, s * nr + j) at [p * nr + j], zeros past n). Writes
+// round_up(m, mr) rows of round_up(n, nr) floats; with accumulate, adds to C's values.
+void gemm_f32_rows_a(int64_t m, int64_t n, int64_t k, const float *a, const int64_t *a_rows, const float *b_packed,
+                     float *c, int64_t ldc, bool accumulate);
+
 // Multiply-adds (m * n * k) from which gemm_f32 splits work between threads.
 constexpr int64_t k_gemm_parallel_macs = int64_t{1} << 20;
 
