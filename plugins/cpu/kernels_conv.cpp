@@ -6,18 +6,24 @@
 // with Og = O / groups output channels, Kg = C / groups * KH * KW taps and P = OH * OW output
 // positions. Row (c, kh, kw) of the column matrix holds, for every output position, the input
 // element that tap reads (0 in the padding). The column matrix covers a band of output rows at
-// a time, as many as fit in 16 MiB: all of them for common shapes.
+// a time, as many as fit in 16 MiB: all of them for common shapes. A 1x1 kernel with stride 1
+// and no padding skips the column matrix: the input already is one.
+//
+// With stride 1 and enough taps, the products read the rows of the column matrix in place from
+// a padded copy of the image instead ("shifted" path, below): no column matrix, no col2im.
 //
 // Every sum has a fixed order: the GEMM adds taps in (c, kh, kw) order, col2im adds into dx in
-// (c, kh, kw, oh, ow) order, and grad_weight adds images in order within fixed chunks of images
-// and the chunks in order. Images are spread over the thread pool (runtime.h); the thread count
-// never changes a result. A 1x1 kernel with stride 1 and
-// no padding skips the column matrix: the input already is one.
+// (c, kh, kw, oh, ow) order, the shifted grad_input adds (o, kh, kw) in order, and grad_weight
+// adds images in order within chunks of images and the chunks in order. Which path runs and how
+// the images are chunked depend on the shapes only (and, for the shifted gradients, on whether
+// a value is infinite or NaN); images, bands and chunks are spread over the thread pool
+// (runtime.h), and the thread count never changes a result.
 #include "kernels_gemm.h"
 #include "kernels_nn.h"
 #include "runtime.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 #include <vector>
 
@@ -157,6 +163,141 @@ void transpose_into(const float *src, int64_t rows, int64_t cols, float *dst, in
         for (int64_t i = i0; i < rows; ++i) dst[j * ld + i] = src[i * cols + j];
 }
 
+// ---- Stride-1 convolutions read in place from a padded image ---------------------------------
+//
+// With stride 1, tap (c, i, j) of output (oy, ox) reads the padded planes xp [C, Hp, Wp] at
+// c Hp Wp + (oy + i dh) Wp + ox + j dw = offset(c, i, j) + q, with q = oy Wp + ox: each row of
+// the column matrix is a contiguous run of xp, which gemm_f32_rows_b reads in place. The product
+// covers a "wide" output of OH rows of Wp positions; the last Wp - OW of each row are discarded.
+//   - forward: y = w xp, per image and group.
+//   - grad_input: the same convolution of dy padded by (K - 1) d - p, with the kernel flipped and
+//     its two channel axes swapped.
+//   - grad_weight: dw^T = xp dy^T, xp read in place as A (a row per tap), dy^T packed over the
+//     wide positions with zeros in the discarded ones.
+// No im2col, no column matrix to pack, the weights packed once per op.
+
+// The input of a shifted convolution: planes [channels, h, w], padded by pad_h, pad_w.
+struct shifted_input {
+    int64_t channels, h, w, pad_h, pad_w;
+    int64_t wp() const { return w + 2 * pad_w; }
+};
+
+// A band of padded rows laid out [channels, rows, wp] and the offsets of the taps in it: the
+// band covers out_rows output rows (rows = out_rows + (KH - 1) dh).
+struct shifted_plan {
+    int64_t channels, rows, wp, out_rows, out_w;
+    std::vector<int64_t> offsets;  // per tap (channel, i, j) in row-major order
+    int64_t wide() const { return out_rows * wp; }
+    // Floats of the band plus what the GEMM reads past it (whole tiles).
+    int64_t floats(int64_t nr) const {
+        const int64_t wide_pad = (wide() + nr - 1) / nr * nr;
+        return std::max(channels * rows * wp, offsets.empty() ? 0 : offsets.back() + wide_pad);
+    }
+};
+
+shifted_plan make_plan(const conv_geometry &g, const shifted_input &in, int64_t out_rows) {
+    shifted_plan p{in.channels, out_rows + (g.kh - 1) * g.dh, in.wp(), out_rows, in.wp() - (g.kw - 1) * g.dw, {}};
+    p.offsets.reserve(static_cast<size_t>(in.channels * g.kh * g.kw));
+    for (int64_t c = 0; c < in.channels; ++c)
+        for (int64_t i = 0; i < g.kh; ++i)
+            for (int64_t j = 0; j < g.kw; ++j) p.offsets.push_back((c * p.rows + i * g.dh) * p.wp + j * g.dw);
+    return p;
+}
+
+// The band of padded rows [r0, r0 + p.rows) of planes src, zeros around and up to `floats`.
+// Returns whether every copied value is finite (the weight gradient multiplies discarded
+// positions by zero, which must not turn an infinity into a NaN).
+bool pad_band(const float *src, const shifted_input &in, int64_t r0, const shifted_plan &p, float *dst, int64_t floats) {
+    uint32_t special = 0;  // OR over the values of (exponent bits all set)
+    float *d = dst;
+    for (int64_t c = 0; c < in.channels; ++c) {
+        for (int64_t r = 0; r < p.rows; ++r, d += p.wp) {
+            const int64_t y = r0 + r - in.pad_h;
+            if (y < 0 || y >= in.h) {
+                std::fill(d, d + p.wp, 0.0f);
+                continue;
+            }
+            const float *row = src + (c * in.h + y) * in.w;
+            std::fill(d, d + in.pad_w, 0.0f);
+            for (int64_t x = 0; x < in.w; ++x) {
+                uint32_t bits;
+                std::memcpy(&bits, row + x, sizeof bits);
+                special |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+                d[in.pad_w + x] = row[x];
+            }
+            std::fill(d + in.pad_w + in.w, d + p.wp, 0.0f);
+        }
+    }
+    std::fill(d, dst + floats, 0.0f);
+    return special == 0;
+}
+
+bool all_finite(const float *v, int64_t count) {
+    uint32_t special = 0;
+    for (int64_t i = 0; i < count; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, v + i, sizeof bits);
+        special |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    return special == 0;
+}
+
+// Multiply-adds per task the shifted path aims for: bands of output rows (forward, grad_input)
+// and blocks of taps (grad_weight) are cut to about this size, by a rule that does not look at
+// the thread count, so that neither the work split nor any result depends on it.
+constexpr int64_t k_shifted_task_macs = int64_t{1} << 20;
+
+// Below these the im2col path is faster (measured at the example's first conv: 9 taps forward,
+// 1 input channel for grad_input): the tiles' zeroing and stores or their empty rows dominate.
+constexpr int64_t k_shifted_min_taps = 32;
+constexpr int64_t k_shifted_min_rows = 8;
+
+// Buffers of the shifted path stay moderate (4 Mi floats each): larger ones take the banded
+// im2col path.
+constexpr int64_t k_shifted_floats = int64_t{1} << 22;
+
+// Whether the shifted path runs: stride 1, something to save (not a pointwise conv, which reads
+// its input as the column matrix already), and moderate buffers for a band of `plan`.
+bool shifted_fits(const conv_geometry &g, const shifted_plan &plan, int64_t m_out) {
+    if (g.sh != 1 || g.sw != 1 || g.pointwise() || plan.offsets.empty()) return false;
+    const gemm_f32_tiling t = gemm_f32_tile();
+    const int64_t wide_pad = (plan.wide() + t.nr - 1) / t.nr * t.nr;
+    return plan.floats(t.nr) <= k_shifted_floats && (m_out + t.mr) * wide_pad <= k_shifted_floats;
+}
+
+// Output rows per band for m_out output channels over `taps` taps: about k_shifted_task_macs.
+int64_t shifted_band(const shifted_input &in, int64_t m_out, int64_t taps, int64_t out_h) {
+    const int64_t per_row = std::max<int64_t>(1, m_out * taps * in.wp());
+    return std::clamp<int64_t>((k_shifted_task_macs + per_row - 1) / per_row, 1, std::max<int64_t>(out_h, 1));
+}
+
+// dst [m_out, out_h, out_w] of every image and group = the packed A of the group times the
+// padded planes of src. src holds src_c channels per image, a group reads in.channels of them
+// from channel gi * in.channels; dst holds dst_c per image, a group writes m_out from gi * m_out.
+// One task per (image, group, band of output rows).
+void shifted_conv(const conv_geometry &g, const shifted_input &in, int64_t out_h, const float *src, int64_t src_c,
+                  const std::vector<float> &a_packed, int64_t m_out, float *dst, int64_t dst_c) {
+    const gemm_f32_tiling t = gemm_f32_tile();
+    const int64_t k = in.channels * g.kh * g.kw, a_floats = gemm_f32_packed_a_floats(m_out, k);
+    const int64_t band = shifted_band(in, m_out, k, out_h), bands = (out_h + band - 1) / band;
+    const shifted_plan full = make_plan(g, in, band), last = make_plan(g, in, out_h - (bands - 1) * band);
+    const int64_t out_w = full.out_w;
+    parallel_for(g.n * g.groups * bands, [&](int64_t task) {
+        const int64_t b = task % bands, gi = task / bands % g.groups, n = task / bands / g.groups;
+        const shifted_plan &p = b == bands - 1 ? last : full;
+        const int64_t wide = p.wide(), ldc = (wide + t.nr - 1) / t.nr * t.nr, xp_floats = p.floats(t.nr);
+        float *xp = scratch_floats(k_slot_col, static_cast<size_t>(xp_floats));
+        float *wide_out = scratch_floats(k_slot_temp, static_cast<size_t>((m_out + t.mr) * ldc));
+        pad_band(src + (n * src_c + gi * in.channels) * in.h * in.w, in, b * band, p, xp, xp_floats);
+        gemm_f32_rows_b(m_out, wide, k, a_packed.data() + gi * a_floats, xp, p.offsets.data(), wide_out, ldc);
+        for (int64_t m = 0; m < m_out; ++m) {
+            float *out = dst + ((n * dst_c + gi * m_out + m) * out_h + b * band) * out_w;
+            for (int64_t oy = 0; oy < p.out_rows; ++oy, out += out_w)
+                std::copy(wide_out + m * ldc + oy * p.wp, wide_out + m * ldc + oy * p.wp + out_w, out);
+        }
+    });
+}
+
 const tf_params_conv2d &params_of(const tf_op_desc &op) { return *static_cast<const tf_params_conv2d *>(op.params); }
 
 }  // namespace
@@ -168,6 +309,16 @@ tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
     const f32_input x(xd), w(wd);
     f32_output y(yd);
+    const shifted_input in{cg, g.h, g.w, g.ph, g.pw};
+    if (kg >= k_shifted_min_taps && shifted_fits(g, make_plan(g, in, shifted_band(in, og, kg, g.oh)), og)) {
+        const int64_t a_floats = gemm_f32_packed_a_floats(og, kg);
+        std::vector<float> packed(static_cast<size_t>(g.groups * a_floats));
+        for (int64_t gi = 0; gi < g.groups; ++gi)
+            gemm_f32_pack_a(og, kg, {w.data() + gi * og * kg, kg, 1}, packed.data() + gi * a_floats);
+        shifted_conv(g, in, g.oh, x.data(), g.c, packed, og, y.data(), g.o);
+        y.finish();
+        return TF_STATUS_OK;
+    }
     const size_t col_floats = column_floats(g);
     const int64_t rows = band_rows(g);
     // One image per task (its own column buffer and output); one image: threads inside the GEMM.
@@ -211,6 +362,30 @@ tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
     const f32_input dy(dyd), w(wd);
     f32_output dx(dxd);
+    // The flipped convolution needs padding (K - 1) d - p >= 0, and finite weights (it
+    // multiplies them by the zeros around dy, where an infinite weight would make a NaN).
+    if (g.ph <= (g.kh - 1) * g.dh && g.pw <= (g.kw - 1) * g.dw) {
+        const shifted_input in{og, g.oh, g.ow, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw};
+        const int64_t taps = og * g.kh * g.kw;
+        if (taps >= k_shifted_min_taps && cg >= k_shifted_min_rows &&
+            shifted_fits(g, make_plan(g, in, shifted_band(in, cg, taps, g.h)), cg) && all_finite(w.data(), numel(wd))) {
+            // w'[c][o][i][j] = w[o][c][KH - 1 - i][KW - 1 - j] per group, packed.
+            const int64_t a_floats = gemm_f32_packed_a_floats(cg, taps);
+            std::vector<float> flipped(static_cast<size_t>(cg * taps)), packed(static_cast<size_t>(g.groups * a_floats));
+            for (int64_t gi = 0; gi < g.groups; ++gi) {
+                for (int64_t c = 0; c < cg; ++c)
+                    for (int64_t o = 0; o < og; ++o)
+                        for (int64_t i = 0; i < g.kh; ++i)
+                            for (int64_t j = 0; j < g.kw; ++j)
+                                flipped[static_cast<size_t>(c * taps + (o * g.kh + i) * g.kw + j)] =
+                                    w.data()[(((gi * og + o) * cg + c) * g.kh + g.kh - 1 - i) * g.kw + g.kw - 1 - j];
+                gemm_f32_pack_a(cg, taps, {flipped.data(), taps, 1}, packed.data() + gi * a_floats);
+            }
+            shifted_conv(g, in, g.h, dy.data(), g.o, packed, cg, dx.data(), g.c);
+            dx.finish();
+            return TF_STATUS_OK;
+        }
+    }
     const size_t col_floats = column_floats(g);
     const int64_t rows = band_rows(g);
     parallel_for(g.n, [&](int64_t n) {
@@ -240,6 +415,60 @@ tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
 // constant, so the result does not depend on the thread count.
 constexpr int64_t k_weight_chunk = 8;
 
+// dw = sum over images of dy[n] col(x[n])^T through the shifted path. Per chunk of images,
+// group and block of taps, dw^T [taps x Og] is accumulated in a partial (round_up(taps, mr) x
+// round_up(Og, nr)); the partials are then added in chunk order while transposing into dw. An
+// image with a non-finite value takes the column matrix instead (see pad_band): the same
+// products, summed in another order.
+void shifted_grad_weight(const conv_geometry &g, const shifted_input &in, const float *dy, const float *x,
+                         int64_t images, float *dw) {
+    const gemm_f32_tiling t = gemm_f32_tile();
+    const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions();
+    const shifted_plan plan = make_plan(g, in, g.oh);
+    const int64_t chunks = (g.n + images - 1) / images;
+    const int64_t wide = plan.wide(), ldc = (og + t.nr - 1) / t.nr * t.nr, rows_c = (kg + t.mr - 1) / t.mr * t.mr;
+    const int64_t part = g.groups * rows_c * ldc, xp_floats = plan.floats(t.nr);
+    const size_t col_floats = column_floats(g);
+    const int64_t band = band_rows(g);
+    std::vector<float> partial(static_cast<size_t>(chunks * part));
+    parallel_for(chunks * g.groups, [&](int64_t task) {
+        const int64_t gi = task % g.groups, chunk = task / g.groups;
+        float *acc = partial.data() + chunk * part + gi * rows_c * ldc;
+        float *dyt = scratch_floats(k_slot_temp2, static_cast<size_t>(wide * ldc));
+        for (int64_t n = chunk * images; n < std::min(g.n, (chunk + 1) * images); ++n) {
+            const float *xg = x + (n * g.c + gi * in.channels) * g.h * g.w;
+            const float *dyg = dy + (n * g.o + gi * og) * positions;
+            float *xp = scratch_floats(k_slot_col, static_cast<size_t>(xp_floats));
+            if (pad_band(xg, in, 0, plan, xp, xp_floats)) {
+                // dy^T over the wide positions, output row by output row; zeros where the row's
+                // discarded positions are.
+                for (int64_t oy = 0; oy < g.oh; ++oy) {
+                    gemm_f32_pack_b(g.ow, og, {dyg + oy * g.ow, 1, positions}, dyt + oy * plan.wp * t.nr, t.nr * wide);
+                    for (int64_t s = 0; s < ldc / t.nr; ++s)
+                        std::fill(dyt + s * t.nr * wide + (oy * plan.wp + g.ow) * t.nr,
+                                  dyt + s * t.nr * wide + (oy + 1) * plan.wp * t.nr, 0.0f);
+                }
+                gemm_f32_rows_a(kg, og, wide, xp, plan.offsets.data(), dyt, acc, ldc, true);
+                continue;
+            }
+            float *col = scratch_floats(k_slot_col, col_floats);
+            for (int64_t oy0 = 0; oy0 < g.oh; oy0 += band) {
+                const int64_t oy1 = std::min(g.oh, oy0 + band), cols = (oy1 - oy0) * g.ow;
+                im2col(g, xg, col, oy0, oy1);
+                gemm_f32(kg, og, cols, {col, cols, 1}, {dyg + oy0 * g.ow, 1, positions}, acc, ldc, true);
+            }
+        }
+    });
+    for (int64_t gi = 0; gi < g.groups; ++gi)
+        for (int64_t o = 0; o < og; ++o)
+            for (int64_t tap = 0; tap < kg; ++tap) {
+                const int64_t at = gi * rows_c * ldc + tap * ldc + o;
+                float v = partial[static_cast<size_t>(at)];
+                for (int64_t c = 1; c < chunks; ++c) v += partial[static_cast<size_t>(c * part + at)];
+                dw[(gi * og + o) * kg + tap] = v;
+            }
+}
+
 tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &dyd = op.inputs[0], &xd = op.inputs[1], &dwd = op.outputs[0];
     if (numel(dwd) == 0) return TF_STATUS_OK;
@@ -251,6 +480,15 @@ tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
     const int64_t rows = band_rows(g);
     const int64_t dw_floats = numel(dwd);
     const int64_t chunks = std::max<int64_t>(1, (g.n + k_weight_chunk - 1) / k_weight_chunk);  // 1: zeros for N = 0
+    // The shifted path sums images in chunks of N / 4 (at most k_weight_chunk): at least 4 tasks,
+    // by a rule that looks at the shape only.
+    const shifted_input in{cg, g.h, g.w, g.ph, g.pw};
+    const int64_t images = std::min(k_weight_chunk, g.n / 4);
+    if (images >= 1 && shifted_fits(g, make_plan(g, in, g.oh), og)) {
+        shifted_grad_weight(g, in, dy.data(), x.data(), images, dw.data());
+        dw.finish();
+        return TF_STATUS_OK;
+    }
     // Each chunk's gradient as dw^T [Kg x Og] per group (= col dy^T) when that fills the GEMM's
     // tiles clearly better (288 x 64 for the example's second conv, against 64 x 288 in 89% of
     // 12 x 32 tiles): the same products summed in the same order, so the same bits. The

@@ -249,10 +249,10 @@ void pack_a(const gemm_kernel &g, int64_t mc, int64_t kc, const float *a, int64_
 }
 
 // B's rows [0, kc) x columns [c0, c1) (c0 a multiple of nr) as slivers of nr columns: sliver s
-// holds b(p, s*nr + j) at [p * nr + j]; columns past nc are zero.
+// holds b(p, s*nr + j) at dst[s * sliver_stride + p * nr + j]; columns past nc are zero.
 void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t cs, int64_t nr, float *dst, int64_t c0,
-            int64_t c1) {
-    for (dst += c0 * kc; c0 < c1; c0 += nr, dst += nr * kc) {
+            int64_t c1, int64_t sliver_stride) {
+    for (dst += c0 / nr * sliver_stride; c0 < c1; c0 += nr, dst += sliver_stride) {
         const int64_t cols = std::min(nr, nc - c0);
         if (cs == 1) {
             for (int64_t p = 0; p < kc; ++p) {
@@ -389,7 +389,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
             const int64_t per_pack = ceil_div(slivers, pack_tasks);
             parallel_for(ceil_div(slivers, per_pack), [&](int64_t t) {
                 pack_b(kc, nc, bsrc, b.row_stride, b.col_stride, g.nr, b_pack, t * per_pack * g.nr,
-                       std::min(slivers, (t + 1) * per_pack) * g.nr);
+                       std::min(slivers, (t + 1) * per_pack) * g.nr, g.nr * kc);
             });
             parallel_for(mblocks * nchunks, [&](int64_t t) {
                 const int64_t ic = (t / nchunks) * mc_block, chunk = t % nchunks;
@@ -412,6 +412,11 @@ int64_t gemm_f32_packed_a_floats(int64_t m, int64_t k) { return round_up(m, pick
 
 void gemm_f32_pack_a(int64_t m, int64_t k, f32_matrix a, float *dst) {
     pack_a(pick_kernel(), m, k, a.data, a.row_stride, a.col_stride, dst);
+}
+
+void gemm_f32_pack_b(int64_t k, int64_t n, f32_matrix b, float *dst, int64_t sliver_stride) {
+    const int64_t nr = pick_kernel().nr;
+    pack_b(k, n, b.data, b.row_stride, b.col_stride, nr, dst, 0, round_up(n, nr), sliver_stride);
 }
 
 void gemm_f32_rows_b(int64_t m, int64_t n, int64_t k, const float *a_packed, const float *b, const int64_t *b_rows,

@@ -60,8 +60,13 @@ void gemm_f32_pack_a(int64_t m, int64_t k, f32_matrix a, float *dst);
 void gemm_f32_rows_b(int64_t m, int64_t n, int64_t k, const float *a_packed, const float *b, const int64_t *b_rows,
                      float *c, int64_t ldc);
 
-// C (+)= A B, row i of A the k floats at a + a_rows[i], B packed in nr-column slivers (sliver s
-// at b_packed + s * nr * k holds B(p, s * nr + j) at [p * nr + j], zeros past n). Writes
+// A k x n B packed in nr-column slivers: sliver s at dst + s * sliver_stride holds B(p, s * nr + j)
+// at [p * nr + j], zeros past n. A caller may pack a B in pieces (rows [p0, p1) at
+// dst + p0 * nr) and fill rows of its own.
+void gemm_f32_pack_b(int64_t k, int64_t n, f32_matrix b, float *dst, int64_t sliver_stride);
+
+// C (+)= A B, row i of A the k floats at a + a_rows[i], B packed by gemm_f32_pack_b with
+// sliver_stride nr * k. Writes
 // round_up(m, mr) rows of round_up(n, nr) floats; with accumulate, adds to C's values.
 void gemm_f32_rows_a(int64_t m, int64_t n, int64_t k, const float *a, const int64_t *a_rows, const float *b_packed,
                      float *c, int64_t ldc, bool accumulate);

@@ -434,9 +434,40 @@ TEST_CASE("conv2d and its gradients match a direct convolution") {
         // Kg = 64 * 9 * 9 = 5184 taps by OW = 61: the column matrix goes in bands of 13 output
         // rows (16 MiB), the last one short; stride 2 in W, 2 images for the gradient's sum.
         {2, 64, 61, 121, 3, 9, 9, conv_params(1, 2, 4, 4, 1, 1, 1)},
+        // Stride 1 with at least 32 taps (4 images and more for the weight gradient): the path
+        // that reads a padded image in place (kernels_conv.cpp), with several bands of output
+        // rows, groups, dilation, uneven padding, a padding the flipped convolution of
+        // grad_input cannot express (3 > (3 - 1) * 1: that gradient takes the column matrix).
+        {8, 32, 9, 11, 20, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {4, 16, 10, 9, 16, 3, 3, conv_params(1, 1, 2, 1, 2, 1, 2)},
+        {5, 8, 7, 12, 12, 5, 3, conv_params(1, 1, 0, 0, 1, 1, 1)},
+        {4, 8, 6, 6, 8, 3, 3, conv_params(1, 1, 3, 3, 1, 1, 1)},
+        {4, 64, 30, 30, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
     };
     uint32_t seed = 100;
     for (const conv_case &k : cases) check_conv_case(k, seed += 10);
+}
+
+TEST_CASE("conv2d gradients keep infinities where the definition puts them") {
+    // The padded-image path computes discarded positions (and, for grad_input, multiplies the
+    // zeros around dy by the weights): an infinity there would turn into a NaN the definition
+    // does not have. An infinite input in the last column (read only by discarded positions of
+    // taps in the first column) and an infinite weight must give the reference's infinities and
+    // NaNs, nothing more.
+    const conv_case k{4, 16, 6, 7, 8, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)};
+    values xv = random_f32(static_cast<size_t>(count_of(k.x_shape())), 31);
+    values wv = random_f32(static_cast<size_t>(count_of(k.w_shape())), 32);
+    const values dyv = random_f32(static_cast<size_t>(count_of(k.y_shape())), 33);
+    xv[static_cast<size_t>(((1 * k.c + 3) * k.h + 2) * k.w + k.w - 1)] = INFINITY;
+    wv[static_cast<size_t>(((2 * k.c + 5) * k.kh + 0) * k.kw + 0)] = -INFINITY;
+    values y_ref, dx_ref, dw_ref;
+    naive_conv(k, xv, wv, dyv, y_ref, dx_ref, dw_ref);
+    const tensor x = f32(k.x_shape(), xv), w = f32(k.w_shape(), wv), dy = f32(k.y_shape(), dyv);
+    const tensor dx = make(TF_DTYPE_F32, k.x_shape()), dw = make(TF_DTYPE_F32, k.w_shape());
+    run_ok(TF_OP_CONV2D_GRAD_INPUT, {&dy, &w}, dx, &k.p);
+    run_ok(TF_OP_CONV2D_GRAD_WEIGHT, {&dy, &x}, dw, &k.p);
+    check_close(get(dx), dx_ref, 1e-5);
+    check_close(get(dw), dw_ref, 1e-5);
 }
 
 TEST_CASE("conv2d reads strided inputs, writes a strided output and is deterministic") {
