@@ -118,8 +118,17 @@ bool Registry::select(std::string_view spec) {
     std::vector<std::string> names = split_list(spec);
     if (names.empty() || (names.size() == 1 && names[0] == "auto")) {
         std::vector<Backend *> ranked;
-        for (const auto &backend : loaded_.backends)
-            if (backend->name() != "cpu") ranked.push_back(backend.get());
+        // A backend that declares no priority above cpu's (0) is a peer of cpu, used when named:
+        // blas, whose threads would compete with cpu's pool for the cores (docs/plugin-abi.md).
+        for (const auto &backend : loaded_.backends) {
+            if (backend->name() == "cpu") continue;
+            if (backend->table().priority <= 0) {
+                notes.push_back("skipped " + backend->name() + ": priority " + std::to_string(backend->table().priority) +
+                                " is not above cpu's (0); name it in TINYFIN_BACKEND to use it");
+                continue;
+            }
+            ranked.push_back(backend.get());
+        }
         std::stable_sort(ranked.begin(), ranked.end(), [](Backend *a, Backend *b) {
             return a->table().priority > b->table().priority;
         });

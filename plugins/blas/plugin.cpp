@@ -310,7 +310,10 @@ constexpr tf_plugin k_plugin = {
     .abi_version = TF_ABI_VERSION,
     .name = "blas",
     .version = TF_BLAS_VERSION,
-    .priority = 10,
+    // 0: not picked by TINYFIN_BACKEND=auto. On the machines measured (docs/performance.md) cpu
+    // matches OpenBLAS's sgemm and beats this plugin's conv, and OpenBLAS's spinning threads
+    // slow cpu's pool down when both run ops of one program.
+    .priority = 0,
     .reserved_ = 0,
     .probe = blas_probe,
     .init = blas_init,

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tinyfin-info lists the blas plugin with its OpenBLAS features, auto selects it, the thread
+"""tinyfin-info lists the blas plugin with its OpenBLAS features, auto leaves it to be named, the thread
 count follows TINYFIN_THREADS / OPENBLAS_NUM_THREADS / the usable cores, and the plugin file
 loads OpenBLAS lazily: no static constructor, no link to libopenblas."""
 import json, os, subprocess, sys
@@ -23,7 +23,7 @@ def info(**env):
 doc, blas = info()
 assert blas["outcome"] == "loaded", blas
 assert blas["initialised"] is True, blas
-assert blas["priority"] == 10, blas
+assert blas["priority"] == 0, blas
 assert blas["path"].endswith("tinyfin-blas.so"), blas["path"]
 assert len(blas["devices"]) == 1, blas["devices"]
 device = blas["devices"][0]
@@ -34,6 +34,10 @@ for key in ("openblas.core", "openblas.threads", "openblas.config"):
 assert "OpenBLAS" in features["openblas.config"], features
 cores = len(os.sched_getaffinity(0))
 assert features["openblas.threads"] == str(cores), (features, cores)
+# Priority 0: a peer of cpu that auto does not pick, and says why.
+assert doc["selection"]["selected"] == "cpu", doc["selection"]
+assert any("skipped blas: priority 0 is not above cpu's" in n for n in doc["selection"]["notes"]), doc["selection"]
+doc, _ = info(TINYFIN_BACKEND="blas")
 assert doc["selection"]["selected"] == "blas", doc["selection"]
 # blas claims exactly the GEMM-shaped ops at the sample sizes (64^3 matmul, the example's conv2).
 assert blas["supported_ops"] == ["matmul", "conv2d", "conv2d_grad_input", "conv2d_grad_weight"], \
