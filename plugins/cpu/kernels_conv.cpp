@@ -177,9 +177,15 @@ void transpose_into(const float *src, int64_t rows, int64_t cols, float *dst, in
 // No im2col, no column matrix to pack, the weights packed once per op.
 
 // The input of a shifted convolution: planes [channels, h, w], padded by pad_h, pad_w.
+//
+// A padded row is pad_w zeros, the w values, and zeros up to wp. The right padding of a row is
+// the left padding of the next one (or zeros after the last), so wp = w + pad_w suffices
+// unless the output is wider: a 3x3 kernel with padding 1 over 14 columns computes 15
+// positions per output row for 14 outputs, not 16.
 struct shifted_input {
     int64_t channels, h, w, pad_h, pad_w;
-    int64_t wp() const { return w + 2 * pad_w; }
+    int64_t out_w(const conv_geometry &g) const { return w + 2 * pad_w - (g.kw - 1) * g.dw; }
+    int64_t wp(const conv_geometry &g) const { return std::max(w + pad_w, out_w(g)); }
 };
 
 // A band of padded rows laid out [channels, rows, wp] and the offsets of the taps in it: the
@@ -196,7 +202,7 @@ struct shifted_plan {
 };
 
 shifted_plan make_plan(const conv_geometry &g, const shifted_input &in, int64_t out_rows) {
-    shifted_plan p{in.channels, out_rows + (g.kh - 1) * g.dh, in.wp(), out_rows, in.wp() - (g.kw - 1) * g.dw, {}};
+    shifted_plan p{in.channels, out_rows + (g.kh - 1) * g.dh, in.wp(g), out_rows, in.out_w(g), {}};
     p.offsets.reserve(static_cast<size_t>(in.channels * g.kh * g.kw));
     for (int64_t c = 0; c < in.channels; ++c)
         for (int64_t i = 0; i < g.kh; ++i)
@@ -270,8 +276,8 @@ bool shifted_fits(const conv_geometry &g, const shifted_plan &plan, int64_t m_ou
 }
 
 // Output rows per band for m_out output channels over `taps` taps: about k_shifted_task_macs.
-int64_t shifted_band(const shifted_input &in, int64_t m_out, int64_t taps, int64_t out_h) {
-    const int64_t per_row = std::max<int64_t>(1, m_out * taps * in.wp());
+int64_t shifted_band(const conv_geometry &g, const shifted_input &in, int64_t m_out, int64_t taps, int64_t out_h) {
+    const int64_t per_row = std::max<int64_t>(1, m_out * taps * in.wp(g));
     return std::clamp<int64_t>((k_shifted_task_macs + per_row - 1) / per_row, 1, std::max<int64_t>(out_h, 1));
 }
 
@@ -283,7 +289,7 @@ void shifted_conv(const conv_geometry &g, const shifted_input &in, int64_t out_h
                   const std::vector<float> &a_packed, int64_t m_out, float *dst, int64_t dst_c) {
     const gemm_f32_tiling t = gemm_f32_tile();
     const int64_t k = in.channels * g.kh * g.kw, a_floats = gemm_f32_packed_a_floats(m_out, k);
-    const int64_t band = shifted_band(in, m_out, k, out_h), bands = (out_h + band - 1) / band;
+    const int64_t band = shifted_band(g, in, m_out, k, out_h), bands = (out_h + band - 1) / band;
     const shifted_plan full = make_plan(g, in, band), last = make_plan(g, in, out_h - (bands - 1) * band);
     const int64_t out_w = full.out_w;
     parallel_for(g.n * g.groups * bands, [&](int64_t task) {
@@ -314,7 +320,7 @@ tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
     const f32_input x(xd), w(wd);
     f32_output y(yd);
     const shifted_input in{cg, g.h, g.w, g.ph, g.pw};
-    if (kg >= k_shifted_min_taps && shifted_fits(g, make_plan(g, in, shifted_band(in, og, kg, g.oh)), og)) {
+    if (kg >= k_shifted_min_taps && shifted_fits(g, make_plan(g, in, shifted_band(g, in, og, kg, g.oh)), og)) {
         const int64_t a_floats = gemm_f32_packed_a_floats(og, kg);
         std::vector<float> packed(static_cast<size_t>(g.groups * a_floats));
         for (int64_t gi = 0; gi < g.groups; ++gi)
@@ -372,7 +378,7 @@ tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
         const shifted_input in{og, g.oh, g.ow, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw};
         const int64_t taps = og * g.kh * g.kw;
         if (taps >= k_shifted_min_taps && cg >= k_shifted_min_rows &&
-            shifted_fits(g, make_plan(g, in, shifted_band(in, cg, taps, g.h)), cg) && all_finite(w.data(), numel(wd))) {
+            shifted_fits(g, make_plan(g, in, shifted_band(g, in, cg, taps, g.h)), cg) && all_finite(w.data(), numel(wd))) {
             // w'[c][o][i][j] = w[o][c][KH - 1 - i][KW - 1 - j] per group, packed.
             const int64_t a_floats = gemm_f32_packed_a_floats(cg, taps);
             std::vector<float> flipped(static_cast<size_t>(cg * taps)), packed(static_cast<size_t>(g.groups * a_floats));
