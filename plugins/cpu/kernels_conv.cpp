@@ -262,6 +262,10 @@ constexpr int64_t k_shifted_task_macs = int64_t{1} << 21;
 constexpr int64_t k_shifted_min_taps = 32;
 constexpr int64_t k_shifted_min_rows = 8;
 
+// (image, group) pairs from which the shifted forward and grad_input give each task a whole
+// image instead of a band of rows.
+constexpr int64_t k_shifted_images_per_op = 8;
+
 // Buffers of the shifted path stay moderate (4 Mi floats each): larger ones take the banded
 // im2col path.
 constexpr int64_t k_shifted_floats = int64_t{1} << 22;
@@ -290,20 +294,32 @@ void shifted_conv(const conv_geometry &g, const shifted_input &in, int64_t out_h
     const gemm_f32_tiling t = gemm_f32_tile();
     const int64_t k = in.channels * g.kh * g.kw, a_floats = gemm_f32_packed_a_floats(m_out, k);
     const int64_t band = shifted_band(g, in, m_out, k, out_h), bands = (out_h + band - 1) / band;
-    const shifted_plan full = make_plan(g, in, band), last = make_plan(g, in, out_h - (bands - 1) * band);
-    const int64_t out_w = full.out_w;
-    parallel_for(g.n * g.groups * bands, [&](int64_t task) {
-        const int64_t b = task % bands, gi = task / bands % g.groups, n = task / bands / g.groups;
-        const shifted_plan &p = b == bands - 1 ? last : full;
-        const int64_t wide = p.wide(), ldc = (wide + t.nr - 1) / t.nr * t.nr, xp_floats = p.floats(t.nr);
+    const int64_t out_w = in.out_w(g), images = g.n * g.groups;
+    // With enough images for the threads, a task pads its whole image once and computes its
+    // bands in turn; else a task per band pads that band's rows. The same products either way.
+    const bool per_image = images >= k_shifted_images_per_op;
+    const shifted_plan whole = make_plan(g, in, out_h), full = make_plan(g, in, band),
+                       last = make_plan(g, in, out_h - (bands - 1) * band);
+    const int64_t ldc_max = (band * whole.wp + t.nr - 1) / t.nr * t.nr;
+    parallel_for(per_image ? images : images * bands, [&](int64_t task) {
+        const int64_t image = per_image ? task : task / bands, gi = image % g.groups, n = image / g.groups;
+        const float *planes = src + (n * src_c + gi * in.channels) * in.h * in.w;
+        float *wide_out = scratch_floats(k_slot_temp, static_cast<size_t>((m_out + t.mr) * ldc_max));
+        const shifted_plan &padded = per_image ? whole : task % bands == bands - 1 ? last : full;
+        const int64_t xp_floats = padded.floats(t.nr);
         float *xp = scratch_floats(k_slot_col, static_cast<size_t>(xp_floats));
-        float *wide_out = scratch_floats(k_slot_temp, static_cast<size_t>((m_out + t.mr) * ldc));
-        pad_band(src + (n * src_c + gi * in.channels) * in.h * in.w, in, b * band, p, xp, xp_floats);
-        gemm_f32_rows_b(m_out, wide, k, a_packed.data() + gi * a_floats, xp, p.offsets.data(), wide_out, ldc);
-        for (int64_t m = 0; m < m_out; ++m) {
-            float *out = dst + ((n * dst_c + gi * m_out + m) * out_h + b * band) * out_w;
-            for (int64_t oy = 0; oy < p.out_rows; ++oy, out += out_w)
-                copy_row(out, wide_out + m * ldc + oy * p.wp, out_w);
+        pad_band(planes, in, per_image ? 0 : task % bands * band, padded, xp, xp_floats);
+        for (int64_t b = per_image ? 0 : task % bands; b < (per_image ? bands : task % bands + 1); ++b) {
+            const int64_t rows = std::min(band, out_h - b * band), wide = rows * padded.wp;
+            const int64_t ldc = (wide + t.nr - 1) / t.nr * t.nr;
+            // The band's first padded row: b * band in the whole image, 0 in a band's own copy.
+            const float *base = xp + (per_image ? b * band * padded.wp : 0);
+            gemm_f32_rows_b(m_out, wide, k, a_packed.data() + gi * a_floats, base, padded.offsets.data(), wide_out, ldc);
+            for (int64_t m = 0; m < m_out; ++m) {
+                float *out = dst + ((n * dst_c + gi * m_out + m) * out_h + b * band) * out_w;
+                for (int64_t oy = 0; oy < rows; ++oy, out += out_w)
+                    copy_row(out, wide_out + m * ldc + oy * padded.wp, out_w);
+            }
         }
     });
 }

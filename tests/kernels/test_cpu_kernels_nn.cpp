@@ -443,6 +443,7 @@ TEST_CASE("conv2d and its gradients match a direct convolution") {
         {5, 8, 7, 12, 12, 5, 3, conv_params(1, 1, 0, 0, 1, 1, 1)},
         {4, 8, 6, 6, 8, 3, 3, conv_params(1, 1, 3, 3, 1, 1, 1)},
         {4, 64, 30, 30, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {8, 64, 12, 12, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},  // whole images per task, 3 bands each
     };
     uint32_t seed = 100;
     for (const conv_case &k : cases) check_conv_case(k, seed += 10);
