@@ -252,9 +252,9 @@ bool all_finite(const float *v, int64_t count) {
     return exponent != 0x7f800000u;
 }
 
-// Multiply-adds per task the shifted path aims for: bands of output rows (forward, grad_input)
-// and blocks of taps (grad_weight) are cut to about this size, by a rule that does not look at
-// the thread count, so that neither the work split nor any result depends on it.
+// Multiply-adds per band of output rows of the shifted forward and grad_input: the wide output
+// of a band stays in L2. A rule that does not look at the thread count (nor does any other
+// split here), so that no result depends on it.
 constexpr int64_t k_shifted_task_macs = int64_t{1} << 21;
 
 // Below these the im2col path is faster (measured at the example's first conv: 9 taps forward,
@@ -271,12 +271,13 @@ constexpr int64_t k_shifted_images_per_op = 8;
 constexpr int64_t k_shifted_floats = int64_t{1} << 22;
 
 // Whether the shifted path runs: stride 1, something to save (not a pointwise conv, which reads
-// its input as the column matrix already), and moderate buffers for a band of `plan`.
-bool shifted_fits(const conv_geometry &g, const shifted_plan &plan, int64_t m_out) {
-    if (g.sh != 1 || g.sw != 1 || g.pointwise() || plan.offsets.empty()) return false;
+// its input as the column matrix already), and moderate buffers for `whole`, the plan of the
+// whole image, with m_out output rows.
+bool shifted_fits(const conv_geometry &g, const shifted_plan &whole, int64_t m_out) {
+    if (g.sh != 1 || g.sw != 1 || g.pointwise() || whole.offsets.empty()) return false;
     const gemm_f32_tiling t = gemm_f32_tile();
-    const int64_t wide_pad = (plan.wide() + t.nr - 1) / t.nr * t.nr;
-    return plan.floats(t.nr) <= k_shifted_floats && (m_out + t.mr) * wide_pad <= k_shifted_floats;
+    const int64_t wide_pad = (whole.wide() + t.nr - 1) / t.nr * t.nr;
+    return whole.floats(t.nr) <= k_shifted_floats && (m_out + t.mr) * wide_pad <= k_shifted_floats;
 }
 
 // Output rows per band for m_out output channels over `taps` taps: about k_shifted_task_macs.
@@ -288,7 +289,6 @@ int64_t shifted_band(const conv_geometry &g, const shifted_input &in, int64_t m_
 // dst [m_out, out_h, out_w] of every image and group = the packed A of the group times the
 // padded planes of src. src holds src_c channels per image, a group reads in.channels of them
 // from channel gi * in.channels; dst holds dst_c per image, a group writes m_out from gi * m_out.
-// One task per (image, group, band of output rows).
 void shifted_conv(const conv_geometry &g, const shifted_input &in, int64_t out_h, const float *src, int64_t src_c,
                   const std::vector<float> &a_packed, int64_t m_out, float *dst, int64_t dst_c) {
     const gemm_f32_tiling t = gemm_f32_tile();
@@ -336,7 +336,7 @@ tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
     const f32_input x(xd), w(wd);
     f32_output y(yd);
     const shifted_input in{cg, g.h, g.w, g.ph, g.pw};
-    if (kg >= k_shifted_min_taps && shifted_fits(g, make_plan(g, in, shifted_band(g, in, og, kg, g.oh)), og)) {
+    if (kg >= k_shifted_min_taps && shifted_fits(g, make_plan(g, in, g.oh), og)) {
         const int64_t a_floats = gemm_f32_packed_a_floats(og, kg);
         std::vector<float> packed(static_cast<size_t>(g.groups * a_floats));
         for (int64_t gi = 0; gi < g.groups; ++gi)
@@ -394,7 +394,7 @@ tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
         const shifted_input in{og, g.oh, g.ow, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw};
         const int64_t taps = og * g.kh * g.kw;
         if (taps >= k_shifted_min_taps && cg >= k_shifted_min_rows &&
-            shifted_fits(g, make_plan(g, in, shifted_band(g, in, cg, taps, g.h)), cg) && all_finite(w.data(), numel(wd))) {
+            shifted_fits(g, make_plan(g, in, g.h), cg) && all_finite(w.data(), numel(wd))) {
             // w'[c][o][i][j] = w[o][c][KH - 1 - i][KW - 1 - j] per group, packed.
             const int64_t a_floats = gemm_f32_packed_a_floats(cg, taps);
             std::vector<float> flipped(static_cast<size_t>(cg * taps)), packed(static_cast<size_t>(g.groups * a_floats));
