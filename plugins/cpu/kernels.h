@@ -27,15 +27,24 @@ static_assert(std::numeric_limits<float>::is_iec559 && std::numeric_limits<doubl
 
 // Writes a printf-style message into err (when err has room for one) and returns status.
 // err may be NULL: supports() validates through the same code without paying for the text.
-tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) noexcept
+// Cold: the compiler moves every failure branch out of the hot checks and kernels.
+[[gnu::cold]] tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) noexcept
     __attribute__((format(printf, 3, 4)));
 
 // "add", "matmul", ... from ops.def; "op?" for an unknown id.
 const char *op_name(uint32_t op) noexcept;
 // "f32", "bf16", ...; "dtype?" for an unknown value.
 const char *dtype_name(int32_t dtype) noexcept;
-// Bytes per element; 0 for an unknown dtype.
-size_t dtype_size(int32_t dtype) noexcept;
+// Bytes per element; 0 for an unknown dtype. Inline: validation and every walk ask per operand.
+inline size_t dtype_size(int32_t dtype) noexcept {
+    switch (dtype) {
+    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
+    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
+    case TF_DTYPE_I64: return 8;
+    case TF_DTYPE_BOOL: return 1;
+    default: return 0;
+    }
+}
 
 // Number of elements; 1 for rank 0. validate() has ruled out overflow.
 inline int64_t numel(const tf_tensor_desc &d) {
@@ -391,11 +400,14 @@ tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err);
 // first axis on the thread pool when the output is big enough (operands of the same rank, size 1
 // or the output's size on that axis). Every element is computed by the same code whichever
 // slice it falls in, so the result does not depend on the thread count.
+// Elements per task of an elementwise kernel: below twice this it runs on the calling thread.
+constexpr int64_t k_elementwise_grain = int64_t{1} << 16;
+
 template <size_t N, class Run>
 void parallel_elementwise(const std::array<const tf_tensor_desc *, N> &descs, Run &&run) {
     const tf_tensor_desc &out = *descs[0];
     const int64_t rows = out.rank > 0 ? out.shape[0] : 1;
-    const int64_t tasks = rows > 1 ? std::min(rows, split_count(numel(out), int64_t{1} << 16)) : 1;
+    const int64_t tasks = rows > 1 ? std::min(rows, split_count(numel(out), k_elementwise_grain)) : 1;
     if (tasks <= 1) {
         run(descs);
         return;
