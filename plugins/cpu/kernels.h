@@ -35,16 +35,8 @@ static_assert(std::numeric_limits<float>::is_iec559 && std::numeric_limits<doubl
 const char *op_name(uint32_t op) noexcept;
 // "f32", "bf16", ...; "dtype?" for an unknown value.
 const char *dtype_name(int32_t dtype) noexcept;
-// Bytes per element; 0 for an unknown dtype. Inline: validation and every walk ask per operand.
-inline size_t dtype_size(int32_t dtype) noexcept {
-    switch (dtype) {
-    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
-    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
-    case TF_DTYPE_I64: return 8;
-    case TF_DTYPE_BOOL: return 1;
-    default: return 0;
-    }
-}
+// Bytes per element; 0 for an unknown dtype.
+size_t dtype_size(int32_t dtype) noexcept;
 
 // Number of elements; 1 for rank 0. validate() has ruled out overflow.
 inline int64_t numel(const tf_tensor_desc &d) {

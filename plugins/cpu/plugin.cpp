@@ -129,6 +129,16 @@ const char *dtype_name(int32_t dtype) noexcept {
     }
 }
 
+size_t dtype_size(int32_t dtype) noexcept {
+    switch (dtype) {
+    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
+    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
+    case TF_DTYPE_I64: return 8;
+    case TF_DTYPE_BOOL: return 1;
+    default: return 0;
+    }
+}
+
 }  // namespace tf_cpu
 
 using namespace tf_cpu;
