@@ -2,7 +2,9 @@
 
 #include <link.h>
 
+#include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "log.hpp"
 
@@ -71,7 +73,9 @@ ScratchError::ScratchError() : shared_(!thread_error.in_use) {
 ScratchError::~ScratchError() {
     if (!shared_) return;
     if (err_->message[0] != '\0') *err_ = make_error();
-    thread_error.in_use = false;
+    // err_ is thread_error.err, its first member: reached through it, not a second TLS lookup.
+    static_assert(std::is_standard_layout_v<ThreadError> && offsetof(ThreadError, err) == 0);
+    reinterpret_cast<ThreadError *>(err_)->in_use = false;
 }
 
 std::string ScratchError::text(const char *fallback) {

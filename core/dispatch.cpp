@@ -158,7 +158,11 @@ private:
 constinit thread_local SupportsCache supports_cache{};
 
 bool supports(Backend &backend, int device, const tf_op_desc &desc) {
-    SupportsCache &cache = supports_cache;
+    // An opaque copy of the address: GCC otherwise recomputes it (a TLS descriptor call) at
+    // every use, once per compared operand.
+    SupportsCache *address = &supports_cache;
+    asm("" : "+r"(address));
+    SupportsCache &cache = *address;
     if (int known = cache.find(backend, device, desc); known >= 0) [[likely]]
         return known != 0;
     bool answer = backend.table().supports(device, &desc) != 0;

@@ -46,9 +46,18 @@ def measure(fn, cfg):
     clock_ns = time.process_time_ns if cfg.get("clock") == "cpu" else time.perf_counter_ns
     for _ in range(cfg["warmup"]):
         fn()
-    t0 = clock_ns()
-    fn()
-    one = max((clock_ns() - t0) * 1e-9, 1e-9)
+    # Sized from a batch lasting a tenth of a sample, as tinyfin-bench does: one call of a tiny
+    # op is mostly the clock's own cost.
+    batch = 1
+    while True:
+        t0 = clock_ns()
+        for _ in range(batch):
+            fn()
+        elapsed = (clock_ns() - t0) * 1e-9
+        one = max(elapsed / batch, 1e-9)
+        if elapsed >= cfg["sample_s"] / 10 or batch >= 100000000:
+            break
+        batch *= 10
     inner = max(1, round(cfg["sample_s"] / one))
     samples = max(3, min(cfg["repeat"], int(cfg["budget_s"] / (one * inner))))
     ns = []

@@ -481,11 +481,19 @@ void measure(std::vector<Contender> &contenders, const Options &o) {
     for (Contender &c : contenders) {
         for (int i = 0; i < o.warmup; ++i) c.call();
         tinyfin::synchronize();
-        // One call to size the samples.
-        const double t0 = now_s();
-        c.call();
-        tinyfin::synchronize();
-        const double one = std::max(seconds_since(t0), 1e-9);
+        // Size the samples from a batch of calls lasting a tenth of a sample, not from one call:
+        // synchronize() visits every initialised backend (tens of microseconds with vulkan and
+        // opengl loaded), so one call of a tiny op looked 100x slower, samples got a few hundred
+        // calls and the sync in each added ~40 ns per call to a 100 ns op.
+        double one = 0;
+        for (long batch = 1;; batch *= 10) {
+            const double t0 = now_s();
+            for (long i = 0; i < batch; ++i) c.call();
+            tinyfin::synchronize();
+            const double elapsed = seconds_since(t0);
+            one = std::max(elapsed / static_cast<double>(batch), 1e-9);
+            if (elapsed >= o.sample_s / 10 || batch >= 100000000) break;
+        }
         c.timing.inner = std::max(1L, std::lround(o.sample_s / one));
         round_s += one * static_cast<double>(c.timing.inner);
         if (c.uses_openblas()) settle(o);

@@ -27,7 +27,8 @@ static_assert(std::numeric_limits<float>::is_iec559 && std::numeric_limits<doubl
 
 // Writes a printf-style message into err (when err has room for one) and returns status.
 // err may be NULL: supports() validates through the same code without paying for the text.
-tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) noexcept
+// Cold: the compiler moves every failure branch out of the hot checks and kernels.
+[[gnu::cold]] tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) noexcept
     __attribute__((format(printf, 3, 4)));
 
 // "add", "matmul", ... from ops.def; "op?" for an unknown id.
@@ -391,11 +392,14 @@ tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err);
 // first axis on the thread pool when the output is big enough (operands of the same rank, size 1
 // or the output's size on that axis). Every element is computed by the same code whichever
 // slice it falls in, so the result does not depend on the thread count.
+// Elements per task of an elementwise kernel: below twice this it runs on the calling thread.
+constexpr int64_t k_elementwise_grain = int64_t{1} << 16;
+
 template <size_t N, class Run>
 void parallel_elementwise(const std::array<const tf_tensor_desc *, N> &descs, Run &&run) {
     const tf_tensor_desc &out = *descs[0];
     const int64_t rows = out.rank > 0 ? out.shape[0] : 1;
-    const int64_t tasks = rows > 1 ? std::min(rows, split_count(numel(out), int64_t{1} << 16)) : 1;
+    const int64_t tasks = rows > 1 ? std::min(rows, split_count(numel(out), k_elementwise_grain)) : 1;
     if (tasks <= 1) {
         run(descs);
         return;

@@ -157,17 +157,23 @@ void log_line(int32_t level, const char *fmt, ...) {
     host->log(level, "cpu", message);
 }
 
-// Runs f at the ABI boundary: no exception ever crosses into the core.
-template <class F>
-tf_status guarded(tf_error *err, const char *what, F &&f) noexcept {
+// Runs f at the ABI boundary: no exception ever crosses into the core. what names the call in
+// the message: a string, or a function returning one, called only when f threw (run() looks up
+// the op's name only then, not on every call).
+template <class What, class F>
+tf_status guarded(tf_error *err, What &&what, F &&f) noexcept {
+    auto name = [&]() -> const char * {
+        if constexpr (std::is_invocable_v<What>) return what();
+        else return what;
+    };
     try {
         return f();
     } catch (const std::bad_alloc &) {
-        return fail(err, TF_STATUS_OUT_OF_MEMORY, "%s: out of host memory", what);
+        return fail(err, TF_STATUS_OUT_OF_MEMORY, "%s: out of host memory", name());
     } catch (const std::exception &e) {
-        return fail(err, TF_STATUS_INTERNAL, "%s: %s", what, e.what());
+        return fail(err, TF_STATUS_INTERNAL, "%s: %s", name(), e.what());
     } catch (...) {
-        return fail(err, TF_STATUS_INTERNAL, "%s: unknown exception", what);
+        return fail(err, TF_STATUS_INTERNAL, "%s: unknown exception", name());
     }
 }
 
@@ -532,7 +538,7 @@ int32_t cpu_supports(int32_t device, const tf_op_desc *op) {
 }
 
 tf_status cpu_run(int32_t device, const tf_op_desc *op, tf_error *err) {
-    return guarded(err, op ? op_name(op->op) : "run", [&]() -> tf_status {
+    return guarded(err, [op] { return op ? op_name(op->op) : "run"; }, [&]() -> tf_status {
         // run() only gets what supports() accepted, but a bad descriptor must never crash.
         if (tf_status s = validate(device, op, true, err); s != TF_STATUS_OK) return s;
         const tf_tensor_desc *in = op->inputs;

@@ -828,6 +828,62 @@ TEST_CASE("elementwise on transposed and strided inputs and outputs") {
     }
 }
 
+// Dense f32 + - * / of one layout take a shortcut to the row loop; these layouts sit at its edges.
+TEST_CASE("f32 arithmetic on dense operands: size-1 axes, offsets, lengths, misaligned data") {
+    const uint32_t ops[] = {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL, TF_OP_DIV};
+    auto expect = [](uint32_t op, float x, float y) {
+        return op == TF_OP_ADD ? x + y : op == TF_OP_SUB ? x - y : op == TF_OP_MUL ? x * y : x / y;
+    };
+    for (uint32_t op : ops) {
+        CAPTURE(op);
+        // A size-1 axis with any stride is still dense; the output sits at an offset in a larger
+        // storage and only its elements are written.
+        tensor a = make(TF_DTYPE_F32, {2, 3}, {1, 2, 3, 4, 5, 6});
+        tensor a3 = view(a, {2, 1, 3}, {3, 99, 1});
+        tensor b = make(TF_DTYPE_F32, {2, 1, 3}, {7, 3, 2, 0.5, 8, 4});
+        tensor wide = make(TF_DTYPE_F32, {8});
+        tensor out = view(wide, {2, 1, 3}, {3, 3, 1}, 1);
+        run_ok(op, {&a3, &b}, out);
+        const std::vector<double> av = {1, 2, 3, 4, 5, 6}, bv = {7, 3, 2, 0.5, 8, 4};
+        std::vector<double> want;
+        for (size_t i = 0; i < av.size(); ++i) want.push_back(expect(op, float(av[i]), float(bv[i])));
+        check_values(out, want);
+        CHECK(only_elements_written(out));
+
+        // Lengths around the vector widths, and data that is not float-aligned (any byte offset).
+        for (int64_t n : {1, 15, 16, 17, 1000}) {
+            for (uint64_t shift : {uint64_t{0}, uint64_t{2}}) {
+                CAPTURE(n);
+                CAPTURE(shift);
+                const size_t bytes = static_cast<size_t>(n) * sizeof(float) + shift;
+                std::vector<char> x(bytes), y(bytes), z(bytes + 4, 0x5a);
+                std::vector<float> xs, ys;
+                for (int64_t i = 0; i < n; ++i) {
+                    xs.push_back(float(i % 13) - 6.5f);
+                    ys.push_back(float(i % 7) + 0.25f);
+                }
+                std::memcpy(x.data() + shift, xs.data(), xs.size() * sizeof(float));
+                std::memcpy(y.data() + shift, ys.data(), ys.size() * sizeof(float));
+                tf_tensor_desc dx = describe(TF_DTYPE_F32, {n}, {1}, 0), dy = dx, dz = dx;
+                dx.offset = dy.offset = dz.offset = shift;
+                dx.data = x.data();
+                dy.data = y.data();
+                dz.data = z.data();
+                tf_tensor_desc ins[2] = {dx, dy};
+                tf_op_desc desc{sizeof(tf_op_desc), op, 2, 1, ins, &dz, nullptr};
+                tf_error err = make_error();
+                REQUIRE(P().run(0, &desc, &err) == TF_STATUS_OK);
+                for (int64_t i = 0; i < n; ++i) {
+                    float got;
+                    std::memcpy(&got, z.data() + shift + i * sizeof(float), sizeof got);
+                    REQUIRE(f32_bits(got) == f32_bits(expect(op, xs[i], ys[i])));
+                }
+                CHECK(static_cast<unsigned char>(z[bytes]) == 0x5a);  // nothing past the last element
+            }
+        }
+    }
+}
+
 TEST_CASE("elementwise reads only desc.data, never the buffer") {
     std::vector<float> a = {1, 2, 3}, b = {4, 5, 6}, c(3, 0);
     tf_tensor_desc da = describe(TF_DTYPE_F32, {3}, {1}, 0), db = da, dc = da;
