@@ -259,6 +259,7 @@ constexpr int64_t k_shifted_task_macs = int64_t{1} << 21;
 
 // Below these the im2col path is faster (measured at the example's first conv: 9 taps forward,
 // 1 input channel for grad_input): the tiles' zeroing and stores or their empty rows dominate.
+// The weight gradient's tiles are Og columns wide: a depthwise conv (Og = 1) would fill 1 of 32.
 constexpr int64_t k_shifted_min_taps = 32;
 constexpr int64_t k_shifted_min_rows = 8;
 
@@ -511,7 +512,7 @@ tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
     // by a rule that looks at the shape only.
     const shifted_input in{cg, g.h, g.w, g.ph, g.pw};
     const int64_t images = std::min(k_weight_chunk, g.n / 4);
-    if (images >= 1 && shifted_fits(g, make_plan(g, in, g.oh), og)) {
+    if (images >= 1 && og >= k_shifted_min_rows && shifted_fits(g, make_plan(g, in, g.oh), og)) {
         shifted_grad_weight(g, in, dy.data(), x.data(), images, dw.data());
         dw.finish();
         return TF_STATUS_OK;
