@@ -92,7 +92,8 @@ inline bool take_if(float v, float &b) {
 // The 2x2 rule on four windows at once: b (the best so far) takes v where v wins, and the
 // returned mask says where it did. take_if's rule, lane by lane.
 inline __m128 take_4(__m128 v, __m128 &b) {
-    const __m128 take = _mm_or_ps(_mm_cmpgt_ps(v, b), _mm_and_ps(_mm_cmpunord_ps(v, v), _mm_cmpord_ps(b, b)));
+    // !(v <= b) is v > b or v NaN; a NaN b keeps its place.
+    const __m128 take = _mm_and_ps(_mm_cmpnle_ps(v, b), _mm_cmpord_ps(b, b));
     b = _mm_or_ps(_mm_and_ps(take, v), _mm_andnot_ps(take, b));
     return take;
 }
@@ -137,23 +138,21 @@ inline void windows_backward_4(const float *a, const float *c, const float *dy, 
 #endif
 
 // Output row oy of a 2x2 stride-2 pool from the rows 2 oy and 2 oy + 1 of the plane, read in
-// order: four windows per step with SSE2 on x86-64, the last 1-3 through a padded copy (a scalar
-// tail's data-dependent branches cost more than the vector work on 7- and 14-wide rows).
+// order: four windows per step with SSE2 on x86-64. A last group that does not fit ends at the
+// row's end and overlaps the one before (a window computed twice gives the same bits): a scalar
+// or padded-copy tail costs more than the vector work on the 7- and 14-wide rows of the example.
 void row_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *best) {
     const float *a = plane + 2 * oy * g.w, *c = a + g.w;
-    int64_t ox = 0;
 #if defined(__x86_64__)
-    for (; ox + 4 <= g.ow; ox += 4) _mm_storeu_ps(best + ox, windows_4(a + 2 * ox, c + 2 * ox));
-    if (ox < g.ow) {
-        const auto n = static_cast<size_t>(2 * (g.ow - ox));
-        alignas(16) float ta[8] = {}, tc[8] = {}, tb[4];
-        std::copy_n(a + 2 * ox, n, ta);
-        std::copy_n(c + 2 * ox, n, tc);
-        _mm_store_ps(tb, windows_4(ta, tc));
-        std::copy_n(tb, g.ow - ox, best + ox);
+    if (g.ow >= 4) {
+        for (int64_t ox = 0; ox < g.ow; ox += 4) {
+            const int64_t at = std::min(ox, g.ow - 4);
+            _mm_storeu_ps(best + at, windows_4(a + 2 * at, c + 2 * at));
+        }
+        return;
     }
-#else
-    for (; ox < g.ow; ++ox) {
+#endif
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
         const int64_t x = 2 * ox;
         float b = a[x];
         take_if(a[x + 1], b);
@@ -161,31 +160,26 @@ void row_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *
         take_if(c[x + 1], b);
         best[ox] = b;
     }
-#endif
 }
 
 // dx for the rows 2 oy and 2 oy + 1 of a 2x2 stride-2 pool, written rather than accumulated:
 // the windows do not overlap, so each element gets its window's gradient or 0. Columns past
-// 2 OW, which no window reads, get 0.
+// 2 OW, which no window reads, get 0. Groups of four as in row_max_2x2, the last one overlapping.
 void rows_backward_2x2(const pool_geometry &g, const float *plane, const float *grad, int64_t oy, float *dx) {
     const int64_t r0 = 2 * oy * g.w;
     const float *a = plane + r0, *c = a + g.w;
     float *da = dx + r0, *dc = da + g.w;
-    int64_t ox = 0;
+    bool done = false;
 #if defined(__x86_64__)
-    for (; ox + 4 <= g.ow; ox += 4) windows_backward_4(a + 2 * ox, c + 2 * ox, grad + ox, da + 2 * ox, dc + 2 * ox);
-    if (ox < g.ow) {
-        const auto n = static_cast<size_t>(2 * (g.ow - ox));
-        alignas(16) float ta[8] = {}, tc[8] = {}, tg[4] = {}, tda[8], tdc[8];
-        std::copy_n(a + 2 * ox, n, ta);
-        std::copy_n(c + 2 * ox, n, tc);
-        std::copy_n(grad + ox, g.ow - ox, tg);
-        windows_backward_4(ta, tc, tg, tda, tdc);
-        std::copy_n(tda, n, da + 2 * ox);
-        std::copy_n(tdc, n, dc + 2 * ox);
+    if (g.ow >= 4) {
+        for (int64_t ox = 0; ox < g.ow; ox += 4) {
+            const int64_t at = std::min(ox, g.ow - 4);
+            windows_backward_4(a + 2 * at, c + 2 * at, grad + at, da + 2 * at, dc + 2 * at);
+        }
+        done = true;
     }
-#else
-    for (; ox < g.ow; ++ox) {
+#endif
+    for (int64_t ox = 0; !done && ox < g.ow; ++ox) {
         const int64_t x = 2 * ox;
         float b = a[x];
         int at = 0;
@@ -198,7 +192,6 @@ void rows_backward_2x2(const pool_geometry &g, const float *plane, const float *
         dc[x] = at == 2 ? dy : 0.0f;
         dc[x + 1] = at == 3 ? dy : 0.0f;
     }
-#endif
     std::fill(da + 2 * g.ow, da + g.w, 0.0f);
     std::fill(dc + 2 * g.ow, dc + g.w, 0.0f);
 }
