@@ -602,20 +602,16 @@ TEST_CASE("maximum and minimum: NaN propagates from either side, -0 < +0") {
 TEST_CASE("relu_backward: dy where x > 0, every numeric dtype, strided and broadcast operands") {
     for (int32_t dt : k_numeric) {
         INFO("dtype ", name_of(dt));
-        tensor dy = make(dt, {2, 3}, {1, -2, 3, 5, 7, -7});
-        tensor x = make(dt, {2, 3}, {2, -3, 0, -1, 4, 1});
-        tensor out = make(dt, {2, 3});
-        run_ok(TF_OP_RELU_BACKWARD, {&dy, &x}, out);
+        // Dense: negative gradients pass where x > 0; x <= 0 stops any gradient.
+        const tensor grads = make(dt, {6}, {1, -2, 3, 5, 7, -7}), inputs = make(dt, {6}, {2, -3, 0, -1, 4, 1});
+        const tensor out = make(dt, {6});
+        run_ok(TF_OP_RELU_BACKWARD, {&grads, &inputs}, out);
         check_values(out, {1, 0, 0, 0, 7, -7});
-
-        // Transposed dy, x broadcast along rows, transposed output.
-        tensor sdy = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6});
-        tensor t = transposed(sdy);  // [[1, 2, 3], [4, 5, 6]]
-        tensor row = make(dt, {3}, {1, 0, -1});
-        tensor b = view(row, {2, 3}, {0, 1});
-        tensor storage = make(dt, {3, 2});
-        tensor out_t = transposed(storage);
-        run_ok(TF_OP_RELU_BACKWARD, {&t, &b}, out_t);
+        // dy transposed ([[1, 2, 3], [4, 5, 6]]), x one row broadcast over both, output transposed.
+        const tensor dy_storage = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6}), x_row = make(dt, {3}, {1, 0, -1});
+        const tensor storage = make(dt, {3, 2});
+        const tensor dy = transposed(dy_storage), x = view(x_row, {2, 3}, {0, 1}), out_t = transposed(storage);
+        run_ok(TF_OP_RELU_BACKWARD, {&dy, &x}, out_t);
         check_values(out_t, {1, 0, 0, 4, 0, 0});
         check_values(storage, {1, 4, 0, 0, 0, 0});
     }
