@@ -442,8 +442,11 @@ Tensor sigmoid(const Tensor &a) {
 Tensor relu(const Tensor &a) {
     Tensor out = unary(TF_OP_RELU, a);
     if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "relu", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {relu_backward(g, a)};
+    // The output gives relu_backward the input's mask (y > 0 exactly where x > 0, NaN where x is
+    // NaN), as torch's threshold_backward uses the result: the input can be freed after the
+    // forward, and a following max_pool2d's backward has just read y, so it is still in cache.
+    return record(out, {&a}, "relu", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {relu_backward(g, y)};
     });
 }
 

@@ -189,6 +189,7 @@ Tensor neg(const Tensor &a);
 Tensor exp(const Tensor &a);
 Tensor relu(const Tensor &a);
 // relu's gradient in one pass: dy where x > 0 or x is NaN, else 0 (torch's threshold_backward).
+// x may be relu's input or its output: both give the same mask.
 Tensor relu_backward(const Tensor &dy, const Tensor &x);
 Tensor pow(const Tensor &a, const Tensor &b);
 Tensor maximum(const Tensor &a, const Tensor &b);
