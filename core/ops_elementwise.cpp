@@ -442,9 +442,24 @@ Tensor sigmoid(const Tensor &a) {
 Tensor relu(const Tensor &a) {
     Tensor out = unary(TF_OP_RELU, a);
     if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "relu", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {where(gt(a, constant_like(a, 0)), g, constant_like(g, 0))};
+    // The output gives relu_backward the input's mask (y > 0 exactly where x > 0, NaN where x is
+    // NaN), as torch's threshold_backward uses the result: the input can be freed after the
+    // forward, and a following max_pool2d's backward has just read y, so it is still in cache.
+    return record(out, {&a}, "relu", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return {relu_backward(g, y)};
     });
+}
+
+Tensor relu_backward(const Tensor &dy, const Tensor &x) {
+    Tensor out = binary(TF_OP_RELU_BACKWARD, dy, x);
+    if (!any_needs_grad({&dy, &x})) return out;
+    // Linear in dy through the same mask; piecewise constant in x, so x's gradient is zero
+    // (torch's threshold_backward has the same double backward).
+    return record(out, {&dy, &x}, "relu_backward",
+                  [x = x.detach(), sdy = dy.shape()](const Tensor &g) -> std::vector<Tensor> {
+                      return {input_needs_grad(0) ? sum_to(relu_backward(g, x), sdy) : Tensor(),
+                              input_needs_grad(1) ? zeros(x.shape(), x.dtype(), x.device()) : Tensor()};
+                  });
 }
 
 Tensor gelu(const Tensor &a, bool approximate) {

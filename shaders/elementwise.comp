@@ -51,6 +51,7 @@ layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { ew_params p; };
 #define EW_POW 36u
 #define EW_MAXIMUM 37u
 #define EW_MINIMUM 38u
+#define EW_RELU_BACKWARD 39u  // a = dy, b = x
 // Comparisons (two inputs of DT_IN; bool output), in ops.def order: eq ne lt le gt ge.
 #define EW_EQ 64u
 #define EW_NE 65u
@@ -113,6 +114,8 @@ float binary_f32(float a, float b) {
     case EW_POW: return tf_pow(a, b);
     case EW_MAXIMUM: return tf_max(a, b);
     case EW_MINIMUM: return tf_min(a, b);
+    // dy where x > 0 or x is NaN (the cpu plugin's x <= 0 ? 0 : dy), NaN tested by its bits.
+    case EW_RELU_BACKWARD: return b > 0.0 || tf_isnan(b) ? a : 0.0;
     }
     return TF_NAN;
 }
@@ -132,6 +135,7 @@ uvec2 integer_op(uvec2 a, uvec2 b) {
         case EW_MUL: r = x * y; break;
         case EW_MAXIMUM: r = max(x, y); break;
         case EW_MINIMUM: r = min(x, y); break;
+        case EW_RELU_BACKWARD: r = y <= 0 ? 0 : x; break;
         }
         return uvec2(uint(r), 0u);
     }
@@ -145,6 +149,7 @@ uvec2 integer_op(uvec2 a, uvec2 b) {
     case EW_MUL: return i64_mul(a, b);
     case EW_MAXIMUM: return i64_lt(a, b) ? b : a;
     case EW_MINIMUM: return i64_lt(b, a) ? b : a;
+    case EW_RELU_BACKWARD: return int(b.y) < 0 || b == uvec2(0u) ? uvec2(0u) : a;
     }
     return uvec2(0u);
 }

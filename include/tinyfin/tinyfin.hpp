@@ -188,6 +188,9 @@ Tensor div(const Tensor &a, const Tensor &b);
 Tensor neg(const Tensor &a);
 Tensor exp(const Tensor &a);
 Tensor relu(const Tensor &a);
+// relu's gradient in one pass: dy where x > 0 or x is NaN, else 0 (torch's threshold_backward).
+// x may be relu's input or its output: both give the same mask.
+Tensor relu_backward(const Tensor &dy, const Tensor &x);
 Tensor pow(const Tensor &a, const Tensor &b);
 Tensor maximum(const Tensor &a, const Tensor &b);
 Tensor minimum(const Tensor &a, const Tensor &b);
@@ -212,7 +215,8 @@ Tensor ge(const Tensor &a, const Tensor &b);
 // The list is checked against ops.def when the library is built: every BINARY and COMPARE op.
 #define TINYFIN_BINARY_OUT_OPS(X) \
     X(add, ADD) X(sub, SUB) X(mul, MUL) X(div, DIV) X(pow, POW) X(maximum, MAXIMUM)            \
-    X(minimum, MINIMUM) X(eq, EQ) X(ne, NE) X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE)
+    X(minimum, MINIMUM) X(eq, EQ) X(ne, NE) X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE)           \
+    X(relu_backward, RELU_BACKWARD)
 #define TINYFIN_DECLARE_OUT(fn, SYM) void fn(const Tensor &a, const Tensor &b, const Tensor &out);
 TINYFIN_BINARY_OUT_OPS(TINYFIN_DECLARE_OUT)
 #undef TINYFIN_DECLARE_OUT

@@ -1,5 +1,5 @@
 // Elementwise reference kernels over any strides: the binary ops (add, sub, mul, div, pow,
-// maximum, minimum), the unary ops and clamp. Inputs arrive broadcast to the output's shape
+// maximum, minimum, relu_backward), the unary ops and clamp. Inputs arrive broadcast to the output's shape
 // (stride 0 on broadcast axes), so every kernel is one walk over the output's shape.
 //
 // Numeric rules:
@@ -7,6 +7,7 @@
 //  - Integer div by zero, MIN / -1 and pow with a negative exponent are errors
 //    (INVALID_ARGUMENT), found before any output element is written.
 //  - maximum / minimum: a NaN operand gives NaN; -0 < +0 (IEEE 754-2019 maximum, minimum).
+//  - relu_backward(dy, x): x <= 0 ? 0 : dy, so a NaN x passes dy (torch's threshold_backward).
 //  - Float math other than + - * / (pow, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu,
 //    gelu_tanh, silu, square, erf) is computed in double from the exact input and rounded once
 //    to the output dtype. sigmoid, silu, gelu and gelu_tanh use forms without cancellation or
@@ -270,6 +271,34 @@ void unary(const tf_tensor_desc &in, const tf_tensor_desc &out, Fn fn) {
     parallel_elementwise<2>({&out, &in}, [&](const auto &d) { unary_rows<T>(*d[1], *d[0], fn); });
 }
 
+// relu_backward: dx = x <= 0 ? 0 : dy, a select (no arithmetic), so NaN x passes dy and every
+// path gives the same bits.
+struct relu_backward_fn {
+    template <class C> C operator()(C dy, C x) const { return x <= C(0) ? C(0) : dy; }
+};
+
+// Dense f32 rows, the training step's case, compiled per instruction set like f32_arith_row.
+[[gnu::always_inline]] inline void f32_relu_backward_row_body(float *o, const float *dy, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) o[i] = x[i] <= 0.0f ? 0.0f : dy[i];
+}
+TF_CPU_ISA_DISPATCH(f32_relu_backward_row, (float *o, const float *dy, const float *x, int64_t n), (o, dy, x, n))
+
+template <class T>
+void relu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_tensor_desc &out) {
+    if constexpr (std::is_same_v<T, float>) {
+        if (dense_f32(out) && dense_f32(dy) && dense_f32(x)) {
+            parallel_elementwise<3>({&out, &dy, &x}, [](const auto &d) {
+                const auto at = [](const tf_tensor_desc &t) {
+                    return reinterpret_cast<float *>(static_cast<char *>(t.data) + t.offset);
+                };
+                f32_relu_backward_row(at(*d[0]), at(*d[1]), at(*d[2]), numel(*d[0]));
+            });
+            return;
+        }
+    }
+    binary<T>(dy, x, out, relu_backward_fn{});
+}
+
 // Integer division by zero and MIN / -1 trap (SIGFPE) on x86. Scanning every pair first keeps
 // the output untouched when the call fails.
 template <class I>
@@ -367,6 +396,7 @@ tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc 
             break;
         case TF_OP_MAXIMUM: binary<T>(a, b, out, maximum_fn{}); break;
         case TF_OP_MINIMUM: binary<T>(a, b, out, minimum_fn{}); break;
+        case TF_OP_RELU_BACKWARD: relu_backward<T>(a, b, out); break;
         default:
             status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a binary op", op_name(op));
         }

@@ -92,7 +92,8 @@ inline bool take_if(float v, float &b) {
 // The 2x2 rule on four windows at once: b (the best so far) takes v where v wins, and the
 // returned mask says where it did. take_if's rule, lane by lane.
 inline __m128 take_4(__m128 v, __m128 &b) {
-    const __m128 take = _mm_or_ps(_mm_cmpgt_ps(v, b), _mm_and_ps(_mm_cmpunord_ps(v, v), _mm_cmpord_ps(b, b)));
+    // !(v <= b) is v > b or v NaN; a NaN b keeps its place.
+    const __m128 take = _mm_and_ps(_mm_cmpnle_ps(v, b), _mm_cmpord_ps(b, b));
     b = _mm_or_ps(_mm_and_ps(take, v), _mm_andnot_ps(take, b));
     return take;
 }
@@ -134,26 +135,78 @@ inline void windows_backward_4(const float *a, const float *c, const float *dy, 
     _mm_storeu_ps(dx_c, _mm_unpacklo_ps(g2, g3));
     _mm_storeu_ps(dx_c + 4, _mm_unpackhi_ps(g2, g3));
 }
+
+// With AVX2, two output rows at once: 128-bit lane 0 holds four windows of output row oy, lane 1
+// the same four of row oy + 1, and every operation above runs lane by lane (the shuffles and
+// unpacks of AVX2 stay within 128-bit lanes), so the bits are those of the SSE2 functions.
+#define TF_AVX2 [[gnu::target("avx2")]]
+
+TF_AVX2 inline __m256 take_8(__m256 v, __m256 &b) {
+    const __m256 take = _mm256_and_ps(_mm256_cmp_ps(v, b, _CMP_NLE_UQ), _mm256_cmp_ps(b, b, _CMP_ORD_Q));
+    b = _mm256_blendv_ps(b, v, take);
+    return take;
+}
+
+// split_pairs of p[0, 8) in lane 0 and of q[0, 8) in lane 1.
+TF_AVX2 inline void split_pairs_8(const float *p, const float *q, __m256 &even, __m256 &odd) {
+    const __m256 lo = _mm256_loadu2_m128(q, p), hi = _mm256_loadu2_m128(q + 4, p + 4);
+    even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    odd = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+// Rows a, c (one output row) and a2, c2 (the next): windows_4 of each.
+TF_AVX2 inline __m256 windows_8(const float *a, const float *c, const float *a2, const float *c2) {
+    __m256 a0, a1, c0, c1;
+    split_pairs_8(a, a2, a0, a1);
+    split_pairs_8(c, c2, c0, c1);
+    __m256 b = a0;
+    take_8(a1, b);
+    take_8(c0, b);
+    take_8(c1, b);
+    return b;
+}
+
+TF_AVX2 inline void store_8(float *lane0, float *lane1, __m256 v) {
+    _mm_storeu_ps(lane0, _mm256_castps256_ps128(v));
+    _mm_storeu_ps(lane1, _mm256_extractf128_ps(v, 1));
+}
+
+// windows_backward_4 of (a, c, dy, dx_a, dx_c) in lane 0 and of the next output row's in lane 1.
+TF_AVX2 inline void windows_backward_8(const float *a, const float *c, const float *dy, float *dx_a, float *dx_c,
+                                       const float *a2, const float *c2, const float *dy2, float *dx_a2,
+                                       float *dx_c2) {
+    __m256 a0, a1, c0, c1;
+    split_pairs_8(a, a2, a0, a1);
+    split_pairs_8(c, c2, c0, c1);
+    __m256 b = a0;
+    const __m256 t1 = take_8(a1, b), t2 = take_8(c0, b), t3 = take_8(c1, b);
+    const __m256 w2 = _mm256_andnot_ps(t3, t2), w1 = _mm256_andnot_ps(_mm256_or_ps(t2, t3), t1);
+    const __m256 g = _mm256_add_ps(_mm256_setzero_ps(), _mm256_loadu2_m128(dy2, dy));
+    const __m256 g0 = _mm256_andnot_ps(_mm256_or_ps(t1, _mm256_or_ps(t2, t3)), g), g1 = _mm256_and_ps(w1, g),
+                 g2 = _mm256_and_ps(w2, g), g3 = _mm256_and_ps(t3, g);
+    store_8(dx_a, dx_a2, _mm256_unpacklo_ps(g0, g1));
+    store_8(dx_a + 4, dx_a2 + 4, _mm256_unpackhi_ps(g0, g1));
+    store_8(dx_c, dx_c2, _mm256_unpacklo_ps(g2, g3));
+    store_8(dx_c + 4, dx_c2 + 4, _mm256_unpackhi_ps(g2, g3));
+}
 #endif
 
 // Output row oy of a 2x2 stride-2 pool from the rows 2 oy and 2 oy + 1 of the plane, read in
-// order: four windows per step with SSE2 on x86-64, the last 1-3 through a padded copy (a scalar
-// tail's data-dependent branches cost more than the vector work on 7- and 14-wide rows).
+// order: four windows per step with SSE2 on x86-64. A last group that does not fit ends at the
+// row's end and overlaps the one before (a window computed twice gives the same bits): a scalar
+// or padded-copy tail costs more than the vector work on the 7- and 14-wide rows of the example.
 void row_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *best) {
     const float *a = plane + 2 * oy * g.w, *c = a + g.w;
-    int64_t ox = 0;
 #if defined(__x86_64__)
-    for (; ox + 4 <= g.ow; ox += 4) _mm_storeu_ps(best + ox, windows_4(a + 2 * ox, c + 2 * ox));
-    if (ox < g.ow) {
-        const auto n = static_cast<size_t>(2 * (g.ow - ox));
-        alignas(16) float ta[8] = {}, tc[8] = {}, tb[4];
-        std::copy_n(a + 2 * ox, n, ta);
-        std::copy_n(c + 2 * ox, n, tc);
-        _mm_store_ps(tb, windows_4(ta, tc));
-        std::copy_n(tb, g.ow - ox, best + ox);
+    if (g.ow >= 4) {
+        for (int64_t ox = 0; ox < g.ow; ox += 4) {
+            const int64_t at = std::min(ox, g.ow - 4);
+            _mm_storeu_ps(best + at, windows_4(a + 2 * at, c + 2 * at));
+        }
+        return;
     }
-#else
-    for (; ox < g.ow; ++ox) {
+#endif
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
         const int64_t x = 2 * ox;
         float b = a[x];
         take_if(a[x + 1], b);
@@ -161,31 +214,26 @@ void row_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *
         take_if(c[x + 1], b);
         best[ox] = b;
     }
-#endif
 }
 
 // dx for the rows 2 oy and 2 oy + 1 of a 2x2 stride-2 pool, written rather than accumulated:
 // the windows do not overlap, so each element gets its window's gradient or 0. Columns past
-// 2 OW, which no window reads, get 0.
+// 2 OW, which no window reads, get 0. Groups of four as in row_max_2x2, the last one overlapping.
 void rows_backward_2x2(const pool_geometry &g, const float *plane, const float *grad, int64_t oy, float *dx) {
     const int64_t r0 = 2 * oy * g.w;
     const float *a = plane + r0, *c = a + g.w;
     float *da = dx + r0, *dc = da + g.w;
-    int64_t ox = 0;
+    bool done = false;
 #if defined(__x86_64__)
-    for (; ox + 4 <= g.ow; ox += 4) windows_backward_4(a + 2 * ox, c + 2 * ox, grad + ox, da + 2 * ox, dc + 2 * ox);
-    if (ox < g.ow) {
-        const auto n = static_cast<size_t>(2 * (g.ow - ox));
-        alignas(16) float ta[8] = {}, tc[8] = {}, tg[4] = {}, tda[8], tdc[8];
-        std::copy_n(a + 2 * ox, n, ta);
-        std::copy_n(c + 2 * ox, n, tc);
-        std::copy_n(grad + ox, g.ow - ox, tg);
-        windows_backward_4(ta, tc, tg, tda, tdc);
-        std::copy_n(tda, n, da + 2 * ox);
-        std::copy_n(tdc, n, dc + 2 * ox);
+    if (g.ow >= 4) {
+        for (int64_t ox = 0; ox < g.ow; ox += 4) {
+            const int64_t at = std::min(ox, g.ow - 4);
+            windows_backward_4(a + 2 * at, c + 2 * at, grad + at, da + 2 * at, dc + 2 * at);
+        }
+        done = true;
     }
-#else
-    for (; ox < g.ow; ++ox) {
+#endif
+    for (int64_t ox = 0; !done && ox < g.ow; ++ox) {
         const int64_t x = 2 * ox;
         float b = a[x];
         int at = 0;
@@ -198,9 +246,54 @@ void rows_backward_2x2(const pool_geometry &g, const float *plane, const float *
         dc[x] = at == 2 ? dy : 0.0f;
         dc[x + 1] = at == 3 ? dy : 0.0f;
     }
-#endif
     std::fill(da + 2 * g.ow, da + g.w, 0.0f);
     std::fill(dc + 2 * g.ow, dc + g.w, 0.0f);
+}
+
+#if defined(__x86_64__)
+TF_AVX2 void row_pair_max_avx2(const pool_geometry &g, const float *plane, int64_t oy, float *best) {
+    const float *a = plane + 2 * oy * g.w, *c = a + g.w, *a2 = c + g.w, *c2 = a2 + g.w;
+    for (int64_t ox = 0; ox < g.ow; ox += 4) {
+        const int64_t at = std::min(ox, g.ow - 4), x = 2 * at;
+        store_8(best + at, best + g.ow + at, windows_8(a + x, c + x, a2 + x, c2 + x));
+    }
+}
+
+TF_AVX2 void rows_pair_backward_avx2(const pool_geometry &g, const float *plane, const float *grad, int64_t oy,
+                                     float *dx) {
+    const int64_t r0 = 2 * oy * g.w;
+    const float *a = plane + r0, *c = a + g.w, *a2 = c + g.w, *c2 = a2 + g.w;
+    float *da = dx + r0, *dc = da + g.w, *da2 = dc + g.w, *dc2 = da2 + g.w;
+    for (int64_t ox = 0; ox < g.ow; ox += 4) {
+        const int64_t at = std::min(ox, g.ow - 4), x = 2 * at;
+        windows_backward_8(a + x, c + x, grad + at, da + x, dc + x, a2 + x, c2 + x, grad + g.ow + at, da2 + x,
+                           dc2 + x);
+    }
+    for (float *row : {da, dc, da2, dc2}) std::fill(row + 2 * g.ow, row + g.w, 0.0f);
+}
+#endif
+
+// Output rows oy and oy + 1 (row_max_2x2 of each) with AVX2; false where it does not apply
+// (no AVX2, rows of fewer than four windows), leaving the rows to row_max_2x2.
+bool row_pair_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *best) {
+#if defined(__x86_64__)
+    if (isa_level() < 1 || g.ow < 4) return false;
+    row_pair_max_avx2(g, plane, oy, best);
+    return true;
+#else
+    return false;
+#endif
+}
+
+// rows_backward_2x2 of output rows oy and oy + 1 with AVX2, under row_pair_max_2x2's condition.
+bool rows_pair_backward_2x2(const pool_geometry &g, const float *plane, const float *grad, int64_t oy, float *dx) {
+#if defined(__x86_64__)
+    if (isa_level() < 1 || g.ow < 4) return false;
+    rows_pair_backward_avx2(g, plane, grad, oy, dx);
+    return true;
+#else
+    return false;
+#endif
 }
 
 // Planes per task of the pool's threads: each plane's output is its own, so any split gives the
@@ -230,7 +323,9 @@ tf_status run_max_pool2d(const tf_op_desc &op, tf_error *) {
             const float *plane = x.data() + pl * g.h * g.w;
             float *out = y.data() + pl * g.oh * g.ow;
             for (int64_t oy = 0; oy < g.oh; ++oy) {
-                if (fast)
+                if (fast && oy + 1 < g.oh && row_pair_max_2x2(g, plane, oy, out + oy * g.ow))
+                    ++oy;
+                else if (fast)
                     row_max_2x2(g, plane, oy, out + oy * g.ow);
                 else
                     row_argmax(g, plane, oy, out + oy * g.ow, best_at.data());
@@ -254,8 +349,13 @@ tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *) {
         if (fast) {
             for (int64_t pl = first; pl < last; ++pl) {
                 float *out = dx.data() + pl * g.h * g.w;
-                for (int64_t oy = 0; oy < g.oh; ++oy)
-                    rows_backward_2x2(g, x.data() + pl * g.h * g.w, dy.data() + (pl * g.oh + oy) * g.ow, oy, out);
+                const float *plane = x.data() + pl * g.h * g.w, *grad = dy.data() + pl * g.oh * g.ow;
+                for (int64_t oy = 0; oy < g.oh; ++oy) {
+                    if (oy + 1 < g.oh && rows_pair_backward_2x2(g, plane, grad + oy * g.ow, oy, out))
+                        ++oy;
+                    else
+                        rows_backward_2x2(g, plane, grad + oy * g.ow, oy, out);
+                }
                 std::fill(out + 2 * g.oh * g.w, out + g.h * g.w, 0.0f);  // a last row no window reads
             }
             return;

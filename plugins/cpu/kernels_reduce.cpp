@@ -163,8 +163,11 @@ TF_CPU_ISA_DISPATCH(chunk_sums, (const float *x, int64_t n, int64_t first, int64
         }
         return;
     }
-    for (int64_t c = lo; c < hi; ++c)
-        for (int64_t a = 0; a < s.a; ++a) {
+    // a outer: the task's runs are read in memory order (a bias gradient's planes are short runs,
+    // too short for the prefetcher when each jumps a whole image ahead); every acc[c] still adds
+    // its runs in the order of a.
+    for (int64_t a = 0; a < s.a; ++a)
+        for (int64_t c = lo; c < hi; ++c) {
             const float *run = x + (a * s.c + c) * s.b;
             double total = 0;
             for (int64_t k = 0; k * k_chunk < s.b; ++k) total += chunk_sum(run, s.b, k);

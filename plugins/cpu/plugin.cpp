@@ -218,6 +218,7 @@ bool dtypes_supported(const tf_op_desc &op, op_kind kind) {
     case TF_OP_POW:  // integers: non-negative exponents only, checked by the kernel
     case TF_OP_MAXIMUM:
     case TF_OP_MINIMUM:
+    case TF_OP_RELU_BACKWARD:
     case TF_OP_NEG:
     case TF_OP_RELU:
     case TF_OP_ABS:
@@ -551,6 +552,7 @@ tf_status cpu_run(int32_t device, const tf_op_desc *op, tf_error *err) {
         case TF_OP_POW:
         case TF_OP_MAXIMUM:
         case TF_OP_MINIMUM:
+        case TF_OP_RELU_BACKWARD:
             return run_binary(op->op, in[0], in[1], out, err);
         case TF_OP_EQ:
         case TF_OP_NE:

@@ -5,10 +5,11 @@
 //
 // Numeric rules, the cpu plugin's where they are observable: integer add, sub, mul, neg, abs and
 // square wrap (two's complement); maximum / minimum propagate NaN and order -0 < +0; relu keeps
-// NaN and -0; clamp leaves NaN alone and treats NaN or infinite bounds as open; float -> integer
-// casts truncate and saturate (NaN gives 0); narrowing integer casts wrap; casts round once from
-// the exact source value. Float math runs in f32 (16-bit floats widened), so transcendental
-// results may differ from the cpu plugin's double-precision ones by an ulp or two.
+// NaN and -0; relu_backward passes dy where x is NaN; clamp leaves NaN alone and treats NaN or
+// infinite bounds as open; float -> integer casts truncate and saturate (NaN gives 0); narrowing
+// integer casts wrap; casts round once from the exact source value. Float math runs in f32
+// (16-bit floats widened), so transcendental results may differ from the cpu plugin's
+// double-precision ones by an ulp or two.
 #ifndef TINYFIN_CUDA_ELEMENT_H
 #define TINYFIN_CUDA_ELEMENT_H
 
@@ -172,6 +173,7 @@ TF_CUDA_HD C binary_op(uint32_t op, C a, C b) {
         case TF_OP_MUL: return static_cast<C>(U(a) * U(b));
         case TF_OP_MAXIMUM: return maximum_of(a, b);
         case TF_OP_MINIMUM: return minimum_of(a, b);
+        case TF_OP_RELU_BACKWARD: return b <= C(0) ? C(0) : a;  // a = dy, b = x; NaN x passes dy
         default: return a;
         }
     } else {
@@ -183,6 +185,7 @@ TF_CUDA_HD C binary_op(uint32_t op, C a, C b) {
         case TF_OP_POW: return powf(a, b);
         case TF_OP_MAXIMUM: return maximum_of(a, b);
         case TF_OP_MINIMUM: return minimum_of(a, b);
+        case TF_OP_RELU_BACKWARD: return b <= C(0) ? C(0) : a;  // a = dy, b = x; NaN x passes dy
         default: return a;
         }
     }

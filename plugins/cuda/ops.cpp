@@ -162,6 +162,7 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) 
     case TF_OP_MUL:
     case TF_OP_MAXIMUM:
     case TF_OP_MINIMUM:
+    case TF_OP_RELU_BACKWARD:
     case TF_OP_NEG:
     case TF_OP_RELU:
     case TF_OP_ABS:
@@ -500,6 +501,7 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
     case TF_OP_POW:
     case TF_OP_MAXIMUM:
     case TF_OP_MINIMUM:
+    case TF_OP_RELU_BACKWARD:
         return launched(err, name, launch_binary(stream, op.op, out.dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
                                                  address_of(in[0]), address_of(in[1])));
     case TF_OP_EQ:

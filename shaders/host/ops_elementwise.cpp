@@ -41,6 +41,7 @@ uint32_t code_of(uint32_t op) {
     case TF_OP_POW: return EW_POW;
     case TF_OP_MAXIMUM: return EW_MAXIMUM;
     case TF_OP_MINIMUM: return EW_MINIMUM;
+    case TF_OP_RELU_BACKWARD: return EW_RELU_BACKWARD;
     case TF_OP_EQ: return EW_EQ;
     case TF_OP_NE: return EW_NE;
     case TF_OP_LT: return EW_LT;
@@ -155,6 +156,7 @@ bool elementwise_supports(const device_caps &, const tf_op_desc &op) {
     case TF_OP_MUL:
     case TF_OP_MAXIMUM:
     case TF_OP_MINIMUM:
+    case TF_OP_RELU_BACKWARD:
         for (uint32_t i = 0; i < op.n_inputs; ++i)
             if (in[i].dtype != out.dtype) return false;
         return numeric(out.dtype);

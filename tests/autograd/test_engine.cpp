@@ -239,6 +239,10 @@ TEST_CASE("gradients at kinks follow the documented conventions") {
     Tensor z = t({0, -1, 2}, {3}).requires_grad_();
     sum(relu(z) + abs(z)).backward();
     CHECK(z.grad().to_vector<float>() == F{0, -1, 2});
+    // relu passes the gradient where x is NaN, as torch's threshold_backward does
+    Tensor w = t({NAN, -0.0f, 3}, {3}).requires_grad_();
+    relu(w).backward(t({5, 6, 7}, {3}));
+    CHECK(w.grad().to_vector<float>() == F{5, 0, 7});
     z.zero_grad();
     sum(clamp(z, -1, 1)).backward();
     CHECK(z.grad().to_vector<float>() == F{1, 1, 0});

@@ -64,6 +64,11 @@ TEST_CASE("gradcheck pow, maximum, minimum, where") {
     Tensor cond2 = bool_tensor({1, 0, 0, 1, 1, 0}, {3, 2}).transpose(0, 1);
     gradcheck::check("where transposed condition, rank-0 branch", [&](const V &x) { return where(cond2, x[0], x[1]); },
                      {gradcheck::random({2, 3}, 29, -1, 1, Layout::transposed), gradcheck::random({}, 30)});
+    // Linear in dy; x is spaced away from 0, where its gradient (0 everywhere else) has a jump.
+    gradcheck::check("relu_backward dy [2,3], transposed x", [](const V &x) { return relu_backward(x[0], x[1]); },
+                     {gradcheck::random({2, 3}, 31), gradcheck::spaced({2, 3}, 32, 0.05, Layout::transposed)});
+    gradcheck::check("relu_backward broadcast dy [3], x [2,3]", [](const V &x) { return relu_backward(x[0], x[1]); },
+                     {gradcheck::random({3}, 33), gradcheck::spaced({2, 3}, 34, 0.05)});
 }
 
 TEST_CASE("gradcheck every unary op, contiguous and non-contiguous") {

@@ -197,7 +197,7 @@ const uint32_t float_unary[] = {TF_OP_NEG,  TF_OP_EXP,     TF_OP_RELU, TF_OP_ABS
 bool exact_float_op(uint32_t op) {
     return op == TF_OP_NEG || op == TF_OP_RELU || op == TF_OP_ABS || op == TF_OP_SQUARE || op == TF_OP_CLAMP ||
            op == TF_OP_ADD || op == TF_OP_SUB || op == TF_OP_MUL || op == TF_OP_DIV || op == TF_OP_MAXIMUM ||
-           op == TF_OP_MINIMUM;
+           op == TF_OP_MINIMUM || op == TF_OP_RELU_BACKWARD;
 }
 
 template <class T>
@@ -273,7 +273,7 @@ void binary_dtype(int32_t dtype, bool is_float) {
     Array a(dtype, n), b(dtype, n);
     pairs_of<T>(v, a, b);
     std::vector<uint32_t> ops;
-    if (dtype != TF_DTYPE_BOOL) ops = {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL, TF_OP_MAXIMUM, TF_OP_MINIMUM};
+    if (dtype != TF_DTYPE_BOOL) ops = {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL, TF_OP_MAXIMUM, TF_OP_MINIMUM, TF_OP_RELU_BACKWARD};
     if (is_float) {
         ops.push_back(TF_OP_DIV);
         ops.push_back(TF_OP_POW);

@@ -691,9 +691,12 @@ void check_same_floats(const values &got, const values &expected) {
 }
 
 TEST_CASE("max_pool2d 2x2 stride 2 (the vector path): odd sizes, ties, NaN and signed zeros against a naive reference") {
-    // Widths below, at and past the four windows per step, odd heights and widths (a last row
-    // and column no window reads), values from a small set so that windows tie often.
-    const std::vector<dims> shapes = {{2, 3, 7, 9}, {1, 2, 6, 21}, {1, 1, 5, 4}, {3, 1, 2, 2}, {1, 2, 4, 17}};
+    // Widths below, at and past the four windows per step (a last group overlapping the one
+    // before), odd heights and widths (a last row and column no window reads), odd numbers of
+    // output rows, the example CNN's 14- and 7-wide outputs; values from a small set so that
+    // windows tie often.
+    const std::vector<dims> shapes = {{2, 3, 7, 9},  {1, 2, 6, 21},  {1, 1, 5, 4},   {3, 1, 2, 2},
+                                      {1, 2, 4, 17}, {2, 3, 28, 28}, {1, 3, 15, 14}, {2, 1, 10, 11}};
     const double pool[] = {0.5, -0.5, 1.0, 0.0, -0.0, NAN, -1.0, 0.5};
     const tf_params_pool2d p = pool_params(2, 2, 2, 2, 0, 0);
     uint32_t seed = 40;

@@ -1,5 +1,5 @@
-// The cpu plugin's kernels for the ops added with the full op table (pow .. erf, ids 12..40 and
-// 58 apart from the OWN ops), called directly through the plugin ABI with no core. Expected values
+// The cpu plugin's kernels for the ops added with the full op table (pow .. erf, ids 12..40, 58
+// and 59 apart from the OWN ops), called directly through the plugin ABI with no core. Expected values
 // are hand-computed or computed here with <cmath> from the same inputs, never with the plugin's
 // own helpers. The harness (loading, test tensors, calls) is the one of test_cpu_kernels.cpp.
 #include <doctest/doctest.h>
@@ -595,6 +595,68 @@ TEST_CASE("maximum and minimum: NaN propagates from either side, -0 < +0") {
     CHECK(get_raw<uint32_t>(out) == std::vector<uint32_t>{0, 0});
     run_ok(TF_OP_MINIMUM, {&a, &b}, out);
     CHECK(get_raw<uint32_t>(out) == std::vector<uint32_t>{0x80000000u, 0x80000000u});
+}
+
+// ---- relu_backward --------------------------------------------------------------------------
+
+TEST_CASE("relu_backward: dy where x > 0, every numeric dtype, strided and broadcast operands") {
+    for (int32_t dt : k_numeric) {
+        INFO("dtype ", name_of(dt));
+        // Dense: negative gradients pass where x > 0; x <= 0 stops any gradient.
+        const tensor grads = make(dt, {6}, {1, -2, 3, 5, 7, -7}), inputs = make(dt, {6}, {2, -3, 0, -1, 4, 1});
+        const tensor out = make(dt, {6});
+        run_ok(TF_OP_RELU_BACKWARD, {&grads, &inputs}, out);
+        check_values(out, {1, 0, 0, 0, 7, -7});
+        // dy transposed ([[1, 2, 3], [4, 5, 6]]), x one row broadcast over both, output transposed.
+        const tensor dy_storage = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6}), x_row = make(dt, {3}, {1, 0, -1});
+        const tensor storage = make(dt, {3, 2});
+        const tensor dy = transposed(dy_storage), x = view(x_row, {2, 3}, {0, 1}), out_t = transposed(storage);
+        run_ok(TF_OP_RELU_BACKWARD, {&dy, &x}, out_t);
+        check_values(out_t, {1, 0, 0, 4, 0, 0});
+        check_values(storage, {1, 4, 0, 0, 0, 0});
+    }
+}
+
+TEST_CASE("relu_backward: NaN x passes dy, x = -0 gives +0, NaN dy stops at x <= 0") {
+    for (int32_t dt : k_float) {
+        INFO("dtype ", name_of(dt));
+        tensor dy = make(dt, {5}, {NAN, 2, 3, NAN, INFINITY});
+        tensor x = make(dt, {5}, {-1, NAN, 0, 1, INFINITY});
+        tensor out = make(dt, {5});
+        run_ok(TF_OP_RELU_BACKWARD, {&dy, &x}, out);
+        check_values(out, {0, 2, 0, NAN, INFINITY});
+    }
+    tensor dy = make(TF_DTYPE_F32, {3});
+    tensor x = make(TF_DTYPE_F32, {3});
+    set_raw<float>(dy, {5.0f, -0.0f, -0.0f});
+    set_raw<float>(x, {-0.0f, 1.0f, -1.0f});
+    tensor out = make(TF_DTYPE_F32, {3});
+    run_ok(TF_OP_RELU_BACKWARD, {&dy, &x}, out);
+    CHECK(get_raw<uint32_t>(out) == std::vector<uint32_t>{0, 0x80000000u, 0});
+}
+
+TEST_CASE("relu_backward: dense f32 (the vector rows, threaded when large) against the rule") {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{1000}, int64_t{3} << 16}) {
+        INFO("n = ", n);
+        std::vector<float> dyv(static_cast<size_t>(n)), xv(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+            dyv[i] = u(rng);
+            xv[i] = i % 7 == 0 ? 0.0f : i % 11 == 0 ? NAN : u(rng);
+            want[i] = xv[i] <= 0 ? 0.0f : dyv[i];
+        }
+        // A leading axis of 4 lets the threaded split cut the rows.
+        const dims shape = n % 4 == 0 ? dims{4, n / 4} : dims{n};
+        tensor dy = make(TF_DTYPE_F32, shape), x = make(TF_DTYPE_F32, shape), out = make(TF_DTYPE_F32, shape);
+        set_raw<float>(dy, dyv);
+        set_raw<float>(x, xv);
+        run_ok(TF_OP_RELU_BACKWARD, {&dy, &x}, out);
+        const std::vector<float> got = get_raw<float>(out);
+        bool same = true;
+        for (int64_t i = 0; i < n; ++i) same &= std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]);
+        CHECK(same);
+    }
 }
 
 // ---- Comparisons and where ------------------------------------------------------------------

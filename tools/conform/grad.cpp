@@ -105,6 +105,7 @@ Binary binary_fn(tf_op op) {
     case TF_OP_POW: return tf::pow;
     case TF_OP_MAXIMUM: return tf::maximum;
     case TF_OP_MINIMUM: return tf::minimum;
+    case TF_OP_RELU_BACKWARD: return tf::relu_backward;
     default: return nullptr;
     }
 }
@@ -123,7 +124,7 @@ tf::Tensor reduce_fn(tf_op op, const tf::Tensor &x, const std::vector<int> &axes
 bool has_kink(tf_op op) {
     switch (op) {
     case TF_OP_RELU: case TF_OP_ABS: case TF_OP_CLAMP: case TF_OP_MAXIMUM: case TF_OP_MINIMUM:
-    case TF_OP_MAX: case TF_OP_MIN: case TF_OP_MAX_POOL2D: return true;
+    case TF_OP_RELU_BACKWARD: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_MAX_POOL2D: return true;
     default: return false;
     }
 }
