@@ -437,10 +437,27 @@ tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
     return TF_STATUS_OK;
 }
 
-// Images are summed in fixed chunks of k_weight_chunk: each chunk accumulates its images in order
-// into its own partial gradient, then the partials are added in chunk order. The chunk size is a
-// constant, so the result does not depend on the thread count.
+namespace {
+
+// Images are summed in chunks: each chunk accumulates its images in order into its own partial
+// gradient, then the partials are added in chunk order. A chunk is k_weight_chunk images (N / 4,
+// at most that, on the shifted path): the shape decides, so the thread count changes no result.
 constexpr int64_t k_weight_chunk = 8;
+
+// dw[g][o][t] = the chunks' transposed gradients added in chunk order: chunk c's dw^T[g][t][o]
+// is at partial[c * chunk_stride + g * group_stride + t * ld + o].
+void add_transposed_partials(const conv_geometry &g, const float *partial, int64_t chunks, int64_t chunk_stride,
+                             int64_t group_stride, int64_t ld, float *dw) {
+    const int64_t og = g.o_group(), kg = g.taps();
+    for (int64_t gi = 0; gi < g.groups; ++gi)
+        for (int64_t o = 0; o < og; ++o)
+            for (int64_t t = 0; t < kg; ++t) {
+                const int64_t at = gi * group_stride + t * ld + o;
+                float v = partial[at];
+                for (int64_t c = 1; c < chunks; ++c) v += partial[c * chunk_stride + at];
+                dw[(gi * og + o) * kg + t] = v;
+            }
+}
 
 // dw = sum over images of dy[n] col(x[n])^T through the shifted path. Per chunk of images,
 // group and block of taps, dw^T [taps x Og] is accumulated in a partial (round_up(taps, mr) x
@@ -487,15 +504,10 @@ void shifted_grad_weight(const conv_geometry &g, const shifted_input &in, const 
             }
         }
     });
-    for (int64_t gi = 0; gi < g.groups; ++gi)
-        for (int64_t o = 0; o < og; ++o)
-            for (int64_t tap = 0; tap < kg; ++tap) {
-                const int64_t at = gi * rows_c * ldc + tap * ldc + o;
-                float v = partial[static_cast<size_t>(at)];
-                for (int64_t c = 1; c < chunks; ++c) v += partial[static_cast<size_t>(c * part + at)];
-                dw[(gi * og + o) * kg + tap] = v;
-            }
+    add_transposed_partials(g, partial.data(), chunks, part, rows_c * ldc, ldc, dw);
 }
+
+}  // namespace
 
 tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &dyd = op.inputs[0], &xd = op.inputs[1], &dwd = op.outputs[0];
@@ -556,15 +568,7 @@ tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
     });
     float *out = dw.data();
     if (transposed) {
-        // dw[g][o][t] = the chunks' dw^T[g][t][o], added in chunk order.
-        for (int64_t gi = 0; gi < g.groups; ++gi)
-            for (int64_t o = 0; o < og; ++o)
-                for (int64_t t = 0; t < kg; ++t) {
-                    const int64_t at = gi * og * kg + t * og + o;
-                    float v = partial[static_cast<size_t>(at)];
-                    for (int64_t c = 1; c < chunks; ++c) v += partial[static_cast<size_t>(c * dw_floats + at)];
-                    out[gi * og * kg + o * kg + t] = v;
-                }
+        add_transposed_partials(g, partial.data(), chunks, dw_floats, og * kg, og, out);
         dw.finish();
         return TF_STATUS_OK;
     }
