@@ -19,6 +19,11 @@ namespace {
 // Below this many multiply-adds per call, im2col and the BLAS call cost more than they save.
 constexpr int64_t k_min_work = 32 * 32 * 32;
 
+// From this many taps per output (C/groups * KH * KW), a stride-1 convolution that is not
+// pointwise is cpu's: its kernels read the column matrix in place from a padded image and run
+// 1.2x faster than im2col + sgemm here (docs/performance.md, cnn2 and resnet3x3).
+constexpr int64_t k_cpu_shifted_taps = 32;
+
 // Scratch slots (see blas.h): one per operand that may need packing.
 enum : size_t { k_slot_col = 0, k_slot_weight = 1, k_slot_plane = 2 };
 
@@ -113,6 +118,8 @@ bool conv_geometry(const tf_op_desc &op, conv_geom *g) {
         __builtin_mul_overflow(c.n, c.o, &work) || __builtin_mul_overflow(work, plane, &work) ||
         __builtin_mul_overflow(work, kdim, &work) || work < k_min_work)
         return false;
+    const bool pointwise = c.kh == 1 && c.kw == 1 && c.ph == 0 && c.pw == 0;
+    if (c.sh == 1 && c.sw == 1 && !pointwise && kdim >= k_cpu_shifted_taps) return false;
     *g = c;
     return true;
 }

@@ -39,9 +39,9 @@ assert doc["selection"]["selected"] == "cpu", doc["selection"]
 assert any("skipped blas: priority 0 is not above cpu's" in n for n in doc["selection"]["notes"]), doc["selection"]
 doc, _ = info(TINYFIN_BACKEND="blas")
 assert doc["selection"]["selected"] == "blas", doc["selection"]
-# blas claims exactly the GEMM-shaped ops at the sample sizes (64^3 matmul, the example's conv2).
-assert blas["supported_ops"] == ["matmul", "conv2d", "conv2d_grad_input", "conv2d_grad_weight"], \
-    blas["supported_ops"]
+# At the sample sizes blas claims the 64^3 matmul and not the example's conv2 (stride 1, 288
+# taps: cpu's shifted kernels are faster there).
+assert blas["supported_ops"] == ["matmul"], blas["supported_ops"]
 
 _, blas = info(TINYFIN_THREADS="1")
 assert blas["features"]["openblas.threads"] == "1", blas["features"]

@@ -305,17 +305,28 @@ TEST_CASE("conv2d gradients into strided outputs") {
 
 TEST_CASE("conv2d supports checks params and shapes") {
     std::vector<float> m(1 << 16);
-    const tf_tensor_desc in[] = {tensor(m, {2, 8, 16, 16}, {2048, 256, 16, 1}), tensor(m, {16, 8, 3, 3}, {72, 9, 3, 1})};
+    // 3 channels, 3x3: 27 taps per output, which blas claims at stride 1.
+    const tf_tensor_desc in[] = {tensor(m, {2, 3, 16, 16}, {768, 256, 16, 1}), tensor(m, {16, 3, 3, 3}, {27, 9, 3, 1})};
     const tf_tensor_desc out = tensor(m, {2, 16, 16, 16}, {4096, 256, 16, 1});
     tf_params_conv2d p{sizeof(tf_params_conv2d), {1, 1}, {1, 1}, {1, 1}, 1};
     const tf_op_desc ok = op_desc(TF_OP_CONV2D, in, 2, &out, &p);
     CHECK(plugin().supports(0, &ok));
+    // 8 channels: 72 taps at stride 1 are cpu's (its shifted kernels are faster); at stride 2,
+    // blas's again.
+    const tf_tensor_desc in8[] = {tensor(m, {2, 8, 16, 16}, {2048, 256, 16, 1}), tensor(m, {16, 8, 3, 3}, {72, 9, 3, 1})};
+    tf_op_desc d = op_desc(TF_OP_CONV2D, in8, 2, &out, &p);
+    CHECK_FALSE(plugin().supports(0, &d));
+    const tf_tensor_desc out8 = tensor(m, {2, 16, 8, 8}, {1024, 64, 8, 1});
+    tf_params_conv2d strided = p;
+    strided.stride[0] = strided.stride[1] = 2;
+    d = op_desc(TF_OP_CONV2D, in8, 2, &out8, &strided);
+    CHECK(plugin().supports(0, &d));
     tf_params_conv2d bad = p;
     bad.padding[0] = 0;  // the output shape no longer fits
-    tf_op_desc d = op_desc(TF_OP_CONV2D, in, 2, &out, &bad);
+    d = op_desc(TF_OP_CONV2D, in, 2, &out, &bad);
     CHECK_FALSE(plugin().supports(0, &d));
     bad = p;
-    bad.groups = 3;  // 8 channels do not split in 3
+    bad.groups = 2;  // 3 channels do not split in 2
     d = op_desc(TF_OP_CONV2D, in, 2, &out, &bad);
     CHECK_FALSE(plugin().supports(0, &d));
     bad = p;
