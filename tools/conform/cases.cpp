@@ -458,6 +458,8 @@ const std::vector<ConvCfg> k_convs = {
     {{1, 3, 7, 10}, {2, 3, 3, 2}, 2, 1, 1, 0, 1, 2, 1, "stride=2,1 pad=1,0 dilation=1,2"},
     {{0, 3, 5, 5}, {4, 3, 3, 3}, 1, 1, 0, 0, 1, 1, 1, "batch=0"},
     {{2, 8, 17, 19}, {16, 8, 3, 3}, 1, 1, 1, 1, 1, 1, 1, "large pad=1", true},
+    // Strided: a case the blas plugin claims (it leaves stride-1 convs of 32+ taps to cpu).
+    {{2, 8, 33, 35}, {16, 8, 3, 3}, 2, 2, 1, 1, 1, 1, 1, "large stride=2 pad=1", true},
 };
 
 void gen_conv(Generator &g) {
