@@ -1,6 +1,7 @@
 // Elementwise reference kernels over any strides: the binary ops (add, sub, mul, div, pow,
-// maximum, minimum, relu_backward), the unary ops and clamp. Inputs arrive broadcast to the output's shape
-// (stride 0 on broadcast axes), so every kernel is one walk over the output's shape.
+// maximum, minimum, relu_backward), the unary ops and clamp. Inputs arrive broadcast to the
+// output's shape (stride 0 on broadcast axes), so every kernel is one walk over the output's
+// shape.
 //
 // Numeric rules:
 //  - Integer add, sub, mul, neg, abs, square and pow wrap (two's complement), like torch.
