@@ -175,19 +175,20 @@ int64_t tile_rows(const gemm_kernel &g, int64_t rows) {
 // Runs the tile of height tile_rows(g, rows).
 template <class A, class B>
 void run_tile(const gemm_kernel &g, int64_t rows, int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
+    const int64_t height = tile_rows(g, rows);
 #if defined(__x86_64__)
     if (g.level == 2) {
-        if (rows > 8) return tile_avx512<12>(kc, a, b, c, ldc, load_c);
-        if (rows > 4) return tile_avx512<8>(kc, a, b, c, ldc, load_c);
+        if (height == 12) return tile_avx512<12>(kc, a, b, c, ldc, load_c);
+        if (height == 8) return tile_avx512<8>(kc, a, b, c, ldc, load_c);
         return tile_avx512<4>(kc, a, b, c, ldc, load_c);
     }
     if (g.level == 1) {
-        if (rows > 4) return tile_avx2<6>(kc, a, b, c, ldc, load_c);
-        if (rows > 2) return tile_avx2<4>(kc, a, b, c, ldc, load_c);
+        if (height == 6) return tile_avx2<6>(kc, a, b, c, ldc, load_c);
+        if (height == 4) return tile_avx2<4>(kc, a, b, c, ldc, load_c);
         return tile_avx2<2>(kc, a, b, c, ldc, load_c);
     }
 #endif
-    (void)rows;
+    (void)height;
     tile_generic<4>(kc, a, b, c, ldc, load_c);
 }
 

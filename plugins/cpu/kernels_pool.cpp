@@ -273,26 +273,32 @@ TF_AVX2 void rows_pair_backward_avx2(const pool_geometry &g, const float *plane,
 }
 #endif
 
-// Output rows oy and oy + 1 (row_max_2x2 of each) with AVX2; false where it does not apply
-// (no AVX2, rows of fewer than four windows), leaving the rows to row_max_2x2.
-bool row_pair_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *best) {
+// Whether the 2x2 kernels take output rows two at a time: AVX2, and rows of four windows or
+// more (shorter ones take row_max_2x2's scalar loop).
+bool row_pairs(const pool_geometry &g) {
 #if defined(__x86_64__)
-    if (isa_level() < 1 || g.ow < 4) return false;
-    row_pair_max_avx2(g, plane, oy, best);
-    return true;
+    return isa_level() >= 1 && g.ow >= 4;
 #else
+    (void)g;
     return false;
 #endif
 }
 
-// rows_backward_2x2 of output rows oy and oy + 1 with AVX2, under row_pair_max_2x2's condition.
-bool rows_pair_backward_2x2(const pool_geometry &g, const float *plane, const float *grad, int64_t oy, float *dx) {
+// row_max_2x2 of output rows oy and oy + 1 at once, where row_pairs(g).
+void row_pair_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *best) {
 #if defined(__x86_64__)
-    if (isa_level() < 1 || g.ow < 4) return false;
-    rows_pair_backward_avx2(g, plane, grad, oy, dx);
-    return true;
+    row_pair_max_avx2(g, plane, oy, best);
 #else
-    return false;
+    (void)g, (void)plane, (void)oy, (void)best;
+#endif
+}
+
+// rows_backward_2x2 of output rows oy and oy + 1 at once, where row_pairs(g).
+void rows_pair_backward_2x2(const pool_geometry &g, const float *plane, const float *grad, int64_t oy, float *dx) {
+#if defined(__x86_64__)
+    rows_pair_backward_avx2(g, plane, grad, oy, dx);
+#else
+    (void)g, (void)plane, (void)grad, (void)oy, (void)dx;
 #endif
 }
 
@@ -316,16 +322,17 @@ tf_status run_max_pool2d(const tf_op_desc &op, tf_error *) {
     const f32_input x(xd);
     f32_output y(yd);
     const int64_t tasks = plane_tasks(g), per = (g.planes + tasks - 1) / tasks;
-    const bool fast = is_2x2(g);
+    const bool fast = is_2x2(g), pairs = fast && row_pairs(g);
     parallel_for((g.planes + per - 1) / per, [&](int64_t t) {
         std::vector<int64_t> best_at(fast ? 0 : static_cast<size_t>(g.ow));
         for (int64_t pl = t * per; pl < std::min(g.planes, (t + 1) * per); ++pl) {
             const float *plane = x.data() + pl * g.h * g.w;
             float *out = y.data() + pl * g.oh * g.ow;
             for (int64_t oy = 0; oy < g.oh; ++oy) {
-                if (fast && oy + 1 < g.oh && row_pair_max_2x2(g, plane, oy, out + oy * g.ow))
+                if (pairs && oy + 1 < g.oh) {
+                    row_pair_max_2x2(g, plane, oy, out + oy * g.ow);
                     ++oy;
-                else if (fast)
+                } else if (fast)
                     row_max_2x2(g, plane, oy, out + oy * g.ow);
                 else
                     row_argmax(g, plane, oy, out + oy * g.ow, best_at.data());
@@ -343,7 +350,7 @@ tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *) {
     const f32_input dy(dyd), x(xd);
     f32_output dx(dxd);
     const int64_t tasks = plane_tasks(g), per = (g.planes + tasks - 1) / tasks;
-    const bool fast = is_2x2(g);
+    const bool fast = is_2x2(g), pairs = fast && row_pairs(g);
     parallel_for((g.planes + per - 1) / per, [&](int64_t t) {
         const int64_t first = t * per, last = std::min(g.planes, (t + 1) * per);
         if (fast) {
@@ -351,10 +358,12 @@ tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *) {
                 float *out = dx.data() + pl * g.h * g.w;
                 const float *plane = x.data() + pl * g.h * g.w, *grad = dy.data() + pl * g.oh * g.ow;
                 for (int64_t oy = 0; oy < g.oh; ++oy) {
-                    if (oy + 1 < g.oh && rows_pair_backward_2x2(g, plane, grad + oy * g.ow, oy, out))
+                    if (pairs && oy + 1 < g.oh) {
+                        rows_pair_backward_2x2(g, plane, grad + oy * g.ow, oy, out);
                         ++oy;
-                    else
+                    } else {
                         rows_backward_2x2(g, plane, grad + oy * g.ow, oy, out);
+                    }
                 }
                 std::fill(out + 2 * g.oh * g.w, out + g.h * g.w, 0.0f);  // a last row no window reads
             }

@@ -676,17 +676,13 @@ TEST_CASE("max_pool2d: windows, ties, padding as -inf, gradient to the first max
     CHECK(get(dxo) == values{0, 10, 60, 0});
 }
 
-// Values (and signs: -0 and +0 compare equal) match, NaN where the reference has NaN.
+// Values match exactly (check_close with no tolerance), and so do the signs of the non-NaN
+// ones (-0 and +0 compare equal).
 void check_same_floats(const values &got, const values &expected) {
-    REQUIRE(got.size() == expected.size());
+    check_close(got, expected, 0.0);
     for (size_t i = 0; i < got.size(); ++i) {
         INFO("element ", i, ": got ", got[i], ", expected ", expected[i]);
-        if (std::isnan(expected[i])) {
-            CHECK(std::isnan(got[i]));
-            continue;
-        }
-        CHECK(got[i] == expected[i]);
-        CHECK(std::signbit(got[i]) == std::signbit(expected[i]));
+        if (!std::isnan(expected[i])) CHECK(std::signbit(got[i]) == std::signbit(expected[i]));
     }
 }
 
