@@ -39,7 +39,8 @@ void synchronize() {
         if (!backend->initialised()) continue;
         for (int d = 0; d < backend->device_count(); ++d) {
             tf_error err = make_error();
-            tf_status status = backend->table().synchronize(d, &err);
+            tf_status status =
+                guarded(err, "synchronize", [&] { return backend->table().synchronize(d, &err); });
             if (status != TF_STATUS_OK)
                 raise_status(status, "synchronize " + Device{backend->name(), d}.str() + ": " +
                                          error_text(err, "failed without a message"));
@@ -117,7 +118,8 @@ bool supports_sample(Backend &backend, tf_op op) {
     OpSample sample = make_sample(op);
     if (sample.outputs.empty()) return false;
     tf_op_desc desc = sample.desc(op);
-    return backend.table().supports(0, &desc) != 0;
+    return guarded_value(backend.name(), "supports", int32_t{0},
+                         [&] { return backend.table().supports(0, &desc); }) != 0;
 }
 
 void collect_feature(void *user, const char *key, const char *value) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <exception>
 #include <type_traits>
 
 #include "log.hpp"
@@ -35,6 +36,31 @@ void pin_loaded_libraries() {
 
 void close_plugin(void *handle) {
     if (!keep_plugins_mapped()) dlclose(handle);
+}
+
+std::string escaped_exception(const char *member) {
+    try {
+        throw;
+    } catch (const std::exception &e) {
+        return std::string(member) + " threw a C++ exception (" + e.what() +
+               "); a plugin must return a tf_status instead (docs/plugin-abi.md)";
+    } catch (...) {
+        return std::string(member) + " threw a C++ exception of unknown type; a plugin must "
+                                     "return a tf_status instead (docs/plugin-abi.md)";
+    }
+}
+
+void set_error(tf_error &err, const std::string &text) {
+    std::size_t n = std::min(text.size(), sizeof err.message - 1);
+    std::memcpy(err.message, text.data(), n);
+    err.message[n] = '\0';
+}
+
+void log_escaped(const std::string &plugin, const char *member) noexcept {
+    try {
+        log_from(TF_LOG_ERROR, plugin, escaped_exception(member));
+    } catch (...) {
+    }
 }
 
 tf_error make_error() {
@@ -92,22 +118,27 @@ Backend::Backend(DlHandle handle, const tf_plugin *table, std::string path, int 
 Backend::~Backend() {
     if (!init_ok_) return;
     if (keep_plugins_mapped()) pin_loaded_libraries();
-    table_->shutdown();
+    if (!guarded_value(name_, "shutdown", false, [&] {
+            table_->shutdown();
+            return true;
+        }))
+        handle_.release(); // a shutdown that threw may have left threads running its code
 }
 
 bool Backend::ensure_init() {
     std::call_once(init_once_, [this] {
         tf_error err = make_error();
-        tf_status status = table_->init(&err);
+        tf_status status = guarded(err, "init", [&] { return table_->init(&err); });
         if (status != TF_STATUS_OK) {
             init_error_ = error_text(err, "init failed without a message");
             log_from(TF_LOG_INFO, name_, "init failed: " + init_error_);
             return;
         }
-        int32_t count = table_->device_count();
+        int32_t count = guarded_value(name_, "device_count", int32_t{-1},
+                                      [&] { return table_->device_count(); });
         if (count < 1 || count > 1024) {
             init_error_ = "plugin reported " + std::to_string(count) + " devices after init";
-            table_->shutdown();
+            guarded_value(name_, "shutdown", false, [&] { table_->shutdown(); return true; });
             return;
         }
         for (int32_t i = 0; i < count; ++i) {
@@ -115,10 +146,11 @@ bool Backend::ensure_init() {
             std::memset(&info, 0, sizeof info);
             info.struct_size = sizeof info;
             tf_error derr = make_error();
-            if (table_->device_info(i, &info, &derr) != TF_STATUS_OK) {
+            if (guarded(derr, "device_info", [&] { return table_->device_info(i, &info, &derr); }) !=
+                TF_STATUS_OK) {
                 init_error_ = "device_info(" + std::to_string(i) +
                               ") failed: " + error_text(derr, "no message");
-                table_->shutdown();
+                guarded_value(name_, "shutdown", false, [&] { table_->shutdown(); return true; });
                 devices_.clear();
                 return;
             }
@@ -126,7 +158,7 @@ bool Backend::ensure_init() {
                 init_error_ = "device_info(" + std::to_string(i) + ") reported kind " +
                               std::to_string(static_cast<int>(info.kind)) +
                               ", which is no tf_device_kind";
-                table_->shutdown();
+                guarded_value(name_, "shutdown", false, [&] { table_->shutdown(); return true; });
                 devices_.clear();
                 return;
             }
@@ -160,15 +192,23 @@ template <typename Member> bool Backend::has(Member tf_plugin::*member) const {
 }
 
 void *Backend::buffer_host_ptr(tf_buffer *buffer) const {
-    return has(&tf_plugin::buffer_host_ptr) ? table_->buffer_host_ptr(buffer) : nullptr;
+    if (!has(&tf_plugin::buffer_host_ptr)) return nullptr;
+    return guarded_value(name_, "buffer_host_ptr", static_cast<void *>(nullptr),
+                         [&] { return table_->buffer_host_ptr(buffer); });
 }
 
 void *Backend::get_proc(const char *symbol) const {
-    return has(&tf_plugin::get_proc) ? table_->get_proc(symbol) : nullptr;
+    if (!has(&tf_plugin::get_proc)) return nullptr;
+    return guarded_value(name_, "get_proc", static_cast<void *>(nullptr),
+                         [&] { return table_->get_proc(symbol); });
 }
 
 void Backend::list_features(tf_feature_fn emit, void *user) const {
-    if (has(&tf_plugin::list_features)) table_->list_features(emit, user);
+    if (!has(&tf_plugin::list_features)) return;
+    guarded_value(name_, "list_features", false, [&] {
+        table_->list_features(emit, user);
+        return true;
+    });
 }
 
 } // namespace tinyfin::detail

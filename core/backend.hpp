@@ -76,6 +76,37 @@ private:
     std::vector<tf_device_info> devices_;
 };
 
+// The text of the C++ exception a plugin let escape through the C ABI (a plugin written in C++
+// can throw; the ABI has no exceptions); call inside a catch block.
+std::string escaped_exception(const char *member);
+// Writes `text` into err's message (cut to fit, terminated).
+void set_error(tf_error &err, const std::string &text);
+// Calls a plugin member that reports failure through a tf_status: an exception escaping it
+// becomes TF_STATUS_INTERNAL with its text in err, so it reaches the user as that op's
+// PluginError and every other call keeps working.
+template <typename Call> tf_status guarded(tf_error &err, const char *member, Call &&call) noexcept {
+    try {
+        return call();
+    } catch (...) {
+        set_error(err, escaped_exception(member));
+        return TF_STATUS_INTERNAL;
+    }
+}
+// Logs an escaped exception of a member that has no way to report failure; inside a catch.
+void log_escaped(const std::string &plugin, const char *member) noexcept;
+// For a member that returns a value and cannot report failure (supports, device_count,
+// buffer_free, shutdown): an escaping exception is logged and `fallback` returned.
+template <typename Result, typename Call>
+Result guarded_value(const std::string &plugin, const char *member, Result fallback,
+                     Call &&call) noexcept {
+    try {
+        return call();
+    } catch (...) {
+        log_escaped(plugin, member);
+        return fallback;
+    }
+}
+
 // A zeroed tf_error with struct_size set.
 tf_error make_error();
 // The plugin's message (forced to be terminated), or fallback when it left none.

@@ -165,14 +165,16 @@ bool supports(Backend &backend, int device, const tf_op_desc &desc) {
     SupportsCache &cache = *address;
     if (int known = cache.find(backend, device, desc); known >= 0) [[likely]]
         return known != 0;
-    bool answer = backend.table().supports(device, &desc) != 0;
+    bool answer = guarded_value(backend.name(), "supports", int32_t{0},
+                                [&] { return backend.table().supports(device, &desc); }) != 0;
     cache.remember(backend, device, desc, answer);
     return answer;
 }
 
 void run_or_throw(Backend &backend, int device, const tf_op_desc &desc) {
     ScratchError err;
-    tf_status status = backend.table().run(device, &desc, &err.get());
+    tf_error &e = err.get();
+    tf_status status = guarded(e, "run", [&] { return backend.table().run(device, &desc, &e); });
     if (status != TF_STATUS_OK) [[unlikely]]
         raise_status(status, std::string(op_info(static_cast<tf_op>(desc.op)).name) + " on " +
                                  backend.name() + ": " + err.text("failed without a message"));
@@ -180,7 +182,9 @@ void run_or_throw(Backend &backend, int device, const tf_op_desc &desc) {
 
 void sync_or_throw(Backend &backend, int device) {
     ScratchError err;
-    tf_status status = backend.table().synchronize(device, &err.get());
+    tf_error &e = err.get();
+    tf_status status =
+        guarded(e, "synchronize", [&] { return backend.table().synchronize(device, &e); });
     if (status != TF_STATUS_OK) [[unlikely]]
         raise_status(status, "synchronize on " + backend.name() + ": " +
                                  err.text("failed without a message"));
@@ -195,26 +199,26 @@ void copy_bytes(Storage &dst, uint64_t dst_offset, Storage &src, uint64_t src_of
     tf_error err = make_error();
     tf_status status = TF_STATUS_OK;
     if (dst.backend == src.backend && dst.device == src.device) {
-        status = src.backend->table().buffer_copy(dst.buffer, dst_offset, src.buffer, src_offset,
-                                                  nbytes, &err);
+        status = guarded(err, "buffer_copy", [&] { return src.backend->table().buffer_copy(dst.buffer, dst_offset, src.buffer, src_offset,
+                                                  nbytes, &err); });
     } else if (dst.host) {
         // buffer_read waits for the source's pending work.
-        status = src.backend->table().buffer_read(src.buffer, src_offset,
+        status = guarded(err, "buffer_read", [&] { return src.backend->table().buffer_read(src.buffer, src_offset,
                                                   static_cast<char *>(dst.host) + dst_offset, nbytes,
-                                                  &err);
+                                                  &err); });
         if (!src.host) counters.backends[src.backend->slot()].bytes_to_host += nbytes;
     } else if (src.host) {
         sync_or_throw(*src.backend, src.device);
-        status = dst.backend->table().buffer_write(
-            dst.buffer, dst_offset, static_cast<const char *>(src.host) + src_offset, nbytes, &err);
+        status = guarded(err, "buffer_write", [&] { return dst.backend->table().buffer_write(
+            dst.buffer, dst_offset, static_cast<const char *>(src.host) + src_offset, nbytes, &err); });
         counters.backends[dst.backend->slot()].bytes_to_device += nbytes;
     } else {
         std::vector<char> bounce(nbytes);
-        status = src.backend->table().buffer_read(src.buffer, src_offset, bounce.data(), nbytes, &err);
+        status = guarded(err, "buffer_read", [&] { return src.backend->table().buffer_read(src.buffer, src_offset, bounce.data(), nbytes, &err); });
         counters.backends[src.backend->slot()].bytes_to_host += nbytes;
         if (status == TF_STATUS_OK) {
-            status = dst.backend->table().buffer_write(dst.buffer, dst_offset, bounce.data(), nbytes,
-                                                       &err);
+            status = guarded(err, "buffer_write", [&] { return dst.backend->table().buffer_write(dst.buffer, dst_offset, bounce.data(), nbytes,
+                                                       &err); });
             counters.backends[dst.backend->slot()].bytes_to_device += nbytes;
         }
     }

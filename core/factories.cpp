@@ -57,7 +57,9 @@ void upload(const Tensor &out, const void *data) {
     if (!data) raise<ValueError>("from_host: data is NULL for shape " + shape_str(out.shape()));
     Storage &storage = *out.impl()->storage;
     tf_error err = make_error();
-    tf_status status = storage.backend->table().buffer_write(storage.buffer, 0, data, bytes, &err);
+    tf_status status = guarded(err, "buffer_write", [&] {
+        return storage.backend->table().buffer_write(storage.buffer, 0, data, bytes, &err);
+    });
     if (!storage.host)
         Registry::instance().counters().backends[storage.backend->slot()].bytes_to_device += bytes;
     if (status != TF_STATUS_OK)

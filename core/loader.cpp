@@ -12,8 +12,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <mutex>
 
+#include "code_trust.hpp"
 #include "errors.hpp"
 #include "log.hpp"
 
@@ -74,6 +76,13 @@ std::vector<SearchEntry> build_search_path() {
                                  "' ignored: plugin paths must be absolute");
             continue;
         }
+        // /proc/self/cwd is the current directory by another name, /proc/self/fd/N whatever is
+        // open: both depend on the process reading them, like a relative path.
+        if (tf_common::starts_with_proc(entry)) {
+            log(TF_LOG_WARN, "TINYFIN_PLUGIN_PATH entry '" + entry +
+                                 "' ignored: plugin paths must not be under /proc");
+            continue;
+        }
         path.push_back({entry, "TINYFIN_PLUGIN_PATH"});
     }
     std::string lib_dir = core_library_dir();
@@ -110,44 +119,14 @@ std::vector<std::string> candidates_of(const SearchEntry &entry) {
     return files;
 }
 
-std::string octal_mode(mode_t mode) {
-    char text[8];
-    std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
-    return text;
-}
-
-// Why a plugin file or a directory holding one may not be trusted; "" when it may. Whoever can
-// write either can make this process run their code, so both must belong to root or to us and be
-// writable by nobody else. A sticky directory (/tmp) is fine: others cannot replace our files there.
-std::string trust_problem(const std::string &path, const char *what) {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) return std::string("cannot stat ") + path + ": " + std::strerror(errno);
-    if (st.st_uid != 0 && st.st_uid != geteuid() && st.st_uid != getuid())
-        return std::string(what) + " " + path + " is owned by uid " + std::to_string(st.st_uid) +
-               ", not by root or the current user (uid " + std::to_string(geteuid()) + ")";
-    bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX);
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !sticky_dir) {
-        const char *who = (st.st_mode & S_IWOTH) ? "others" : "its group";
-        return std::string(what) + " " + path + " is writable by " + who + " (mode " +
-               octal_mode(st.st_mode) + "); run chmod go-w on it";
-    }
-    return {};
-}
-
 bool insecure_allowed() {
     std::string value = env("TINYFIN_ALLOW_INSECURE_PLUGINS");
     return !value.empty() && value != "0";
 }
 
-// The file, the directory holding its name (where a symlink lives) and the directory holding
-// the file it resolves to.
-std::string plugin_trust_problem(const std::string &path, const std::string &resolved) {
-    std::string why = trust_problem(resolved, "plugin file");
-    if (why.empty()) why = trust_problem(parent_dir(path), "directory");
-    if (why.empty() && parent_dir(resolved) != parent_dir(path))
-        why = trust_problem(parent_dir(resolved), "directory");
-    return why;
-}
+// Set while this thread loads plugins: a probe (or entry) that calls back into tinyfin would
+// otherwise re-enter the registry's construction (docs/plugin-abi.md, R-callback).
+thread_local bool loading_on_this_thread = false;
 
 struct LoadingOptions {
     std::mutex mutex;
@@ -216,6 +195,10 @@ public:
             for (const std::string &file : options.only)
                 result_.search_path.push_back({file, "isolated"});
         }
+        struct Loading {
+            Loading() { loading_on_this_thread = true; }
+            ~Loading() { loading_on_this_thread = false; }
+        } loading;
         for (const SearchEntry &entry : result_.search_path)
             for (const std::string &file : candidates_of(entry)) load_one(file);
         return std::move(result_);
@@ -242,7 +225,15 @@ private:
             record.message = verdict.message;
             return;
         }
-        if (std::string why = plugin_trust_problem(record.path, record.resolved_path); !why.empty()) {
+        std::string why;
+        switch (tf_common::check_code_file(record.path, record.resolved_path, why)) {
+        case tf_common::code_verdict::trusted: break;
+        case tf_common::code_verdict::not_a_file:
+            // Never overridable: dlopen of a FIFO blocks forever, of a device reads it.
+            record.outcome = "not-a-file";
+            record.message = why;
+            return;
+        case tf_common::code_verdict::untrusted:
             if (!insecure_allowed()) {
                 record.outcome = "insecure";
                 record.message = why + ", or set TINYFIN_ALLOW_INSECURE_PLUGINS=1 to load it anyway";
@@ -254,11 +245,21 @@ private:
         dlerror();
         DlHandle handle(dlopen(record.path.c_str(), RTLD_NOW | RTLD_LOCAL));
         if (!handle) {
-            const char *why = dlerror();
+            const char *text = dlerror();
             record.outcome = "dlopen-failed";
-            record.message = why ? why : "dlopen failed";
+            record.message = text ? text : "dlopen failed";
             return;
         }
+        // From here on the library's code may be running (a constructor, a thread its entry or
+        // probe started): a refused plugin stays mapped for the life of the process rather than
+        // be unmapped under that code. Only a loaded plugin, whose shutdown has run, is closed.
+        struct KeepMapped {
+            DlHandle &handle;
+            std::vector<void *> &kept;
+            ~KeepMapped() {
+                if (handle) kept.push_back(handle.release());
+            }
+        } keep{handle, result_.kept_mapped};
         auto entry = reinterpret_cast<tf_plugin_entry_fn>(dlsym(handle.get(), TF_PLUGIN_ENTRY_NAME));
         if (!entry) {
             record.outcome = "no-entry-symbol";
@@ -266,7 +267,14 @@ private:
                              ": not a tinyfin plugin";
             return;
         }
-        const tf_plugin *table = entry(host_);
+        const tf_plugin *table = nullptr;
+        try {
+            table = entry(host_);
+        } catch (...) {
+            record.outcome = "entry-refused";
+            record.message = escaped_exception(TF_PLUGIN_ENTRY_NAME);
+            return;
+        }
         if (!table) {
             record.outcome = "entry-refused";
             record.message = std::string(TF_PLUGIN_ENTRY_NAME) +
@@ -304,7 +312,15 @@ private:
             return;
         }
         tf_error err = make_error();
-        if (table->probe(&err) != TF_STATUS_OK) {
+        tf_status probed = TF_STATUS_INTERNAL;
+        try {
+            probed = table->probe(&err);
+        } catch (...) {
+            record.outcome = "probe-refused";
+            record.message = escaped_exception("probe");
+            return;
+        }
+        if (probed != TF_STATUS_OK) {
             record.outcome = "probe-refused";
             record.message = error_text(err, "probe failed without a reason");
             return;
@@ -322,6 +338,8 @@ private:
 };
 
 } // namespace
+
+bool plugins_loading_on_this_thread() { return loading_on_this_thread; }
 
 void configure_loading(std::vector<std::string> only, std::vector<PluginVerdict> verdicts) {
     LoadingOptions &options = loading_options();
@@ -344,6 +362,19 @@ void pin_listed_libraries() {
     std::vector<std::string> names;
     split_colon_list(env("TINYFIN_PIN_LIBRARIES"), names);
     for (const std::string &name : names) {
+        if (name.empty()) continue;
+        // A bare soname is found by the dynamic linker's own search (as the program's libraries
+        // are); a path is code named by the environment and passes the plugin trust rules.
+        if (name.find('/') != std::string::npos) {
+            std::string resolved, why;
+            tf_common::code_verdict verdict =
+                tf_common::check_code_file(name, resolved, why, "TINYFIN_PIN_LIBRARIES file");
+            if (verdict == tf_common::code_verdict::not_a_file ||
+                (verdict == tf_common::code_verdict::untrusted && !insecure_allowed())) {
+                log_from(TF_LOG_WARN, "core", "TINYFIN_PIN_LIBRARIES: " + name + " not loaded: " + why);
+                continue;
+            }
+        }
         // RTLD_NODELETE: a plugin's later dlopen of the same file gets this copy, and no dlclose
         // can unmap it.
         if (void *h = dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE)) {

@@ -32,7 +32,13 @@ struct LoadResult {
     std::vector<SearchEntry> search_path;
     std::vector<PluginRecord> records;
     std::vector<std::unique_ptr<Backend>> backends; // loaded ones, in discovery order
+    // dlopen handles of refused plugins, never closed: their code may still run (a thread
+    // started by a constructor, the entry or probe).
+    std::vector<void *> kept_mapped;
 };
+
+// True while this thread is inside load_plugins (a plugin's entry or probe is running).
+bool plugins_loading_on_this_thread();
 
 // The most backends one process keeps loaded (sizes the stats arrays).
 inline constexpr int max_backends = 32;

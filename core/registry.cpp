@@ -48,6 +48,12 @@ bool strict_mode() {
 } // namespace
 
 Registry &Registry::instance() {
+    // A plugin's entry or probe calling back into tinyfin would re-enter this initialisation
+    // (an abort): it gets an error instead, which the loader records as that plugin's outcome.
+    if (!registry_alive.load(std::memory_order_acquire) && plugins_loading_on_this_thread())
+        [[unlikely]]
+        raise<BackendError>("a plugin called back into tinyfin while plugins were being loaded; a "
+                            "plugin's entry and probe must not use the tinyfin API");
     static Registry registry;
     return registry;
 }

@@ -25,7 +25,8 @@ struct Counters {
 
 class Registry {
 public:
-    // Loads plugins on first call and applies TINYFIN_BACKEND. Never throws.
+    // Loads plugins on first call and applies TINYFIN_BACKEND. Throws BackendError only when
+    // called from a plugin's entry or probe while plugins load (docs/plugin-abi.md).
     static Registry &instance();
     // instance(), but throws BackendError when TINYFIN_STRICT=1 selection failed or cpu is unusable.
     static Registry &checked() {

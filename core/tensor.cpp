@@ -99,7 +99,11 @@ void raise_status(tf_status status, const std::string &message) {
 }
 
 Storage::~Storage() {
-    if (buffer && Registry::alive()) backend->table().buffer_free(buffer);
+    if (buffer && Registry::alive())
+        guarded_value(backend->name(), "buffer_free", false, [&] {
+            backend->table().buffer_free(buffer);
+            return true;
+        });
 }
 
 std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t nbytes) {
@@ -108,8 +112,10 @@ std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t
     storage->device = device;
     storage->nbytes = nbytes;
     ScratchError err;
-    tf_status status = backend.table().buffer_alloc(device, std::max<uint64_t>(nbytes, 1),
-                                                    &storage->buffer, &err.get());
+    tf_error &e = err.get();
+    tf_status status = guarded(e, "buffer_alloc", [&] {
+        return backend.table().buffer_alloc(device, std::max<uint64_t>(nbytes, 1), &storage->buffer, &e);
+    });
     if (status != TF_STATUS_OK || !storage->buffer) {
         storage->buffer = nullptr;
         std::string where = Device{backend.name(), device}.str();
@@ -509,8 +515,10 @@ void Tensor::copy_to_host(void *dst, std::size_t bytes) const {
     const TensorImpl &s = *src.impl();
     Storage &storage = *s.storage;
     tf_error err = make_error();
-    tf_status status = storage.backend->table().buffer_read(
-        storage.buffer, static_cast<uint64_t>(s.offset) * dtype_size(s.dtype), dst, bytes, &err);
+    tf_status status = guarded(err, "buffer_read", [&] {
+        return storage.backend->table().buffer_read(
+            storage.buffer, static_cast<uint64_t>(s.offset) * dtype_size(s.dtype), dst, bytes, &err);
+    });
     if (!storage.host)
         Registry::instance().counters().backends[storage.backend->slot()].bytes_to_host += bytes;
     if (status != TF_STATUS_OK)

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
+
+#include "code_trust.hpp"
 
 namespace tf_vk {
 
@@ -69,6 +72,25 @@ bool loader_library::open(std::string &why) {
     if (handle_) return true;
     const char *override_path = environment("TINYFIN_VULKAN_LOADER");
     const char *path = override_path && *override_path ? override_path : "libvulkan.so.1";
+    // The default soname goes to the dynamic linker's own search, as a linked library would; a
+    // path from the environment names code and passes the plugin trust rules (code_trust.hpp).
+    if (path == override_path) {
+        std::string resolved, problem;
+        const tf_common::code_verdict verdict =
+            tf_common::check_code_file(path, resolved, problem, "TINYFIN_VULKAN_LOADER file");
+        const char *insecure = environment("TINYFIN_ALLOW_INSECURE_PLUGINS");
+        const bool allowed = insecure && *insecure && std::strcmp(insecure, "0") != 0;
+        if (verdict == tf_common::code_verdict::not_a_file ||
+            (verdict == tf_common::code_verdict::untrusted && !allowed)) {
+            why = "TINYFIN_VULKAN_LOADER refused: " + problem +
+                  (verdict == tf_common::code_verdict::untrusted
+                       ? " (or set TINYFIN_ALLOW_INSECURE_PLUGINS=1 to load it anyway)"
+                       : "");
+            return false;
+        }
+        if (verdict == tf_common::code_verdict::untrusted)
+            log_message(TF_LOG_WARN, "loading despite: %s (TINYFIN_ALLOW_INSECURE_PLUGINS)", problem.c_str());
+    }
     handle_ = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle_) {
         const char *text = dlerror();

@@ -3,6 +3,9 @@
 // ~/.cache/tinyfin/...). Reading or writing the file may fail: the plugin then works uncached.
 #include "device.hpp"
 
+#include "atomic_file.hpp"
+#include "regular_file.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +16,11 @@
 namespace tf_vk {
 
 namespace {
+
+// The largest cache file read or written. lavapipe's cache for every kernel of this plugin is
+// well under 1 MiB; a driver's for real GPUs a few MiB. A larger file (or a link to /dev/zero
+// with its size of 0, which read_regular_file refuses as no regular file) is not read.
+constexpr std::size_t max_cache_bytes = 64u << 20;
 
 // Directory of the cache file, created if needed; "" when there is no home to put it in.
 std::string cache_directory() {
@@ -44,13 +52,11 @@ void device::load_pipeline_cache() {
     if (!dir.empty())
         cache_path_ = dir + (index_ == 0 ? "/vulkan-pipelines.bin" : "/vulkan-pipelines." + std::to_string(index_) + ".bin");
     std::vector<char> blob;
-    if (!cache_path_.empty()) {
-        if (FILE *f = std::fopen(cache_path_.c_str(), "rbe")) {
-            char chunk[65536];
-            size_t n;
-            while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) blob.insert(blob.end(), chunk, chunk + n);
-            std::fclose(f);
-        }
+    std::string refused;
+    if (!cache_path_.empty() && access(cache_path_.c_str(), F_OK) == 0 &&
+        !tf_common::read_regular_file(cache_path_, max_cache_bytes, blob, refused)) {
+        blob.clear();
+        log_message(TF_LOG_INFO, "%s: pipeline cache %s ignored: %s", label(), cache_path_.c_str(), refused.c_str());
     }
     // A blob from another driver or device is ignored rather than handed to the driver.
     if (!matches_device(blob, props_)) blob.clear();
@@ -75,22 +81,18 @@ void device::save_pipeline_cache() noexcept {
     if (!cache_dirty_ || cache_path_.empty() || !pipeline_cache_) return;
     size_t size = 0;
     if (vkGetPipelineCacheData(device_.get(), pipeline_cache_.get(), &size, nullptr) != VK_SUCCESS || size == 0) return;
+    if (size > max_cache_bytes) return;
     std::vector<char> blob(size);
     if (vkGetPipelineCacheData(device_.get(), pipeline_cache_.get(), &size, blob.data()) != VK_SUCCESS) return;
     const std::string dir = cache_path_.substr(0, cache_path_.rfind('/'));
     const std::string parent = dir.substr(0, dir.rfind('/'));
     mkdir(parent.c_str(), 0700);
     mkdir(dir.c_str(), 0700);
-    // Written aside and renamed: concurrent processes never read a half-written file.
-    const std::string temp = cache_path_ + ".tmp." + std::to_string(getpid());
-    FILE *f = std::fopen(temp.c_str(), "wbe");
-    bool ok = f && std::fwrite(blob.data(), 1, size, f) == size;
-    if (f) ok = std::fclose(f) == 0 && ok;
-    if (ok) ok = std::rename(temp.c_str(), cache_path_.c_str()) == 0;
-    if (!ok) {
-        std::remove(temp.c_str());
-        log_message(TF_LOG_INFO, "%s: could not write the pipeline cache %s (not fatal)", label(), cache_path_.c_str());
-    }
+    // A fresh temp file renamed over the old one (common/atomic_file.hpp): concurrent processes
+    // never read a half-written file, and a file planted in the directory is never written to.
+    const std::string why = tf_common::write_file_atomically(cache_path_, blob.data(), size, 0600);
+    if (!why.empty())
+        log_message(TF_LOG_INFO, "%s: could not write the pipeline cache (not fatal): %s", label(), why.c_str());
 }
 
 VkPipeline device::pipeline_for(const pipeline_key &key) {

@@ -5,7 +5,7 @@ test and checks the loader's report against what the test expects.
   check_info.py TINYFIN_INFO [--expect PATH OUTCOME [MESSAGE_PART ...]]...
                 [--selected NAME] [--requested TEXT] [--note-mentions TEXT]...
                 [--device PATH NAME KIND HOST_ADDRESSABLE]... [--ops PATH OP[,OP...]]
-                [--info-arg ARG]...
+                [--info-arg ARG]... [--mkfifo PATH]...
 
 Exit status 0 when every check passed; every failure is printed.
 """
@@ -17,7 +17,7 @@ import sys
 
 OUTCOMES = {"loaded", "dlopen-failed", "no-entry-symbol", "entry-refused", "abi-mismatch",
             "invalid-table", "probe-refused", "init-failed", "shadowed", "insecure", "crashed",
-            "timed-out"}
+            "timed-out", "not-a-file"}
 KINDS = {"cpu", "gpu", "integrated-gpu", "software-gpu", "other"}
 ORIGINS = {"TINYFIN_PLUGIN_PATH", "install", "build-tree"}
 
@@ -132,7 +132,14 @@ def main():
     parser.add_argument("--ops", nargs=2, action="append", default=[], metavar=("PATH", "OPS"))
     parser.add_argument("--info-arg", action="append", default=[],
                         help="extra argument for tinyfin-info (both runs)")
+    parser.add_argument("--mkfifo", action="append", default=[],
+                        help="create this FIFO (replacing what is there) before running")
     args = parser.parse_args()
+
+    for path in args.mkfifo:
+        if os.path.lexists(path):
+            os.remove(path)
+        os.mkfifo(path, 0o600)
 
     result = run([args.info, "--json"] + args.info_arg)
     check(result.returncode == 0, f"tinyfin-info --json exited with {result.returncode}")

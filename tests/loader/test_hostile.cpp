@@ -7,14 +7,24 @@
 //                    (sticky), a file owned by another user (when run as root)
 //   trust-allowed:*  the same with TINYFIN_ALLOW_INSECURE_PLUGINS=1 (meson sets it)
 //   garbage:*        impossible device counts and kinds, an op failing without a message
+//   not-a-file:*     FIFOs (a file, one named *.so in a directory) and /dev/zero on the path
+//   abi-boundary:*   C++ exceptions out of entry, probe and run
+//   recurse:*        a probe that calls the tinyfin API
+//   thread-refuses:* a probe that leaves a thread running the plugin's code, then refuses
+//   proc-paths:*     /proc/self/cwd and /proc/self/fd entries on TINYFIN_PLUGIN_PATH
+//   pin-libraries:*  relative and world-writable-directory TINYFIN_PIN_LIBRARIES entries
 #include "loader_support.hpp"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 
 using loader_test::contains;
 using loader_test::required_env;
@@ -165,4 +175,135 @@ TEST_CASE("garbage: impossible devices and silent failures are caught") {
     // Still working, on cpu and on the plugin's memory.
     CHECK(tinyfin::sum(tinyfin::ones({4})).item<float>() == 4);
     CHECK(a.to(tinyfin::Device{"cpu", 0}).to_vector<float>() == std::vector<float>{1, 1, 1});
+}
+
+// ---- Only regular files are opened ----------------------------------------------------------
+
+TEST_CASE("not-a-file: FIFOs and devices on the plugin path are refused without blocking") {
+    std::string base = required_env("LOADER_SCRATCH") + "/fifo-XXXXXX";
+    REQUIRE(mkdtemp(base.data()) != nullptr);
+    const fs::path dir = base;
+    const fs::path fifo = dir / "lone.so";
+    const fs::path plugins = dir / "plugins";
+    fs::create_directory(plugins);
+    const fs::path listed = plugins / "named.so";
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    REQUIRE(mkfifo(listed.c_str(), 0600) == 0);
+    std::string path = fifo.string() + ":" + plugins.string() + ":/dev/zero";
+    REQUIRE(setenv("TINYFIN_PLUGIN_PATH", path.c_str(), 1) == 0);
+    // Even with the trust checks off: a FIFO is never handed to dlopen.
+    REQUIRE(setenv("TINYFIN_ALLOW_INSECURE_PLUGINS", "1", 1) == 0);
+    tinyfin::Report report = tinyfin::report();
+    CHECK(record_of(report, fifo).outcome == "not-a-file");
+    CHECK(contains(record_of(report, fifo).message, "a FIFO, not a regular file"));
+    CHECK(record_of(report, listed).outcome == "not-a-file");
+    CHECK(record_of(report, "/dev/zero").outcome == "not-a-file");
+    CHECK(contains(record_of(report, "/dev/zero").message, "a character device"));
+    CHECK(tinyfin::sum(tinyfin::ones({4})).item<float>() == 4);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+}
+
+// ---- C++ plugins that throw, call back, or leave a thread behind ----------------------------
+
+TEST_CASE("abi-boundary: C++ exceptions from entry, probe and run are contained") {
+    std::string path = required_env("LOADER_THROW_ENTRY") + ":" + required_env("LOADER_THROW_PROBE") +
+                       ":" + required_env("LOADER_THROW_RUN");
+    REQUIRE(setenv("TINYFIN_PLUGIN_PATH", path.c_str(), 1) == 0);
+    tinyfin::Report report = tinyfin::report();
+    const auto &entry = record_of(report, required_env("LOADER_THROW_ENTRY"));
+    CHECK(entry.outcome == "entry-refused");
+    CHECK(contains(entry.message, "tf_plugin_entry threw a C++ exception (entry exploded in C++)"));
+    const auto &probe = record_of(report, required_env("LOADER_THROW_PROBE"));
+    CHECK(probe.outcome == "probe-refused");
+    CHECK(contains(probe.message, "probe threw a C++ exception (probe exploded in C++)"));
+    CHECK(record_of(report, required_env("LOADER_THROW_RUN")).outcome == "loaded");
+
+    tinyfin::Device throwing{"throwrun", 0};
+    tinyfin::Tensor a = tinyfin::ones({3}, tinyfin::DType::f32, throwing);
+    CHECK_THROWS_WITH_AS(tinyfin::add(a, a),
+                         doctest::Contains("add on throwrun: run threw a C++ exception (run exploded in C++)"),
+                         tinyfin::PluginError);
+    // Everything else keeps working, and a second report is the same.
+    CHECK(tinyfin::sum(tinyfin::ones({4})).item<float>() == 4);
+    CHECK(a.to(tinyfin::Device{"cpu", 0}).to_vector<float>() == std::vector<float>{1, 1, 1});
+    CHECK(record_of(tinyfin::report(), required_env("LOADER_THROW_PROBE")).outcome == "probe-refused");
+}
+
+TEST_CASE("recurse: a probe that calls back into tinyfin is refused, not an abort") {
+    REQUIRE(setenv("TINYFIN_PLUGIN_PATH", required_env("LOADER_RECURSE").c_str(), 1) == 0);
+    tinyfin::Report report = tinyfin::report();
+    const auto &recurse = record_of(report, required_env("LOADER_RECURSE"));
+    CHECK(recurse.outcome == "probe-refused");
+    CHECK(contains(recurse.message, "called back into tinyfin while plugins were being loaded"));
+    CHECK(tinyfin::sum(tinyfin::ones({4})).item<float>() == 4);
+}
+
+TEST_CASE("thread-refuses: a refused plugin whose thread still runs stays mapped") {
+    const std::string plugin = required_env("LOADER_THREAD_REFUSES");
+    REQUIRE(setenv("TINYFIN_PLUGIN_PATH", plugin.c_str(), 1) == 0);
+    tinyfin::Report report = tinyfin::report();
+    const auto &refused = record_of(report, plugin);
+    CHECK(refused.outcome == "probe-refused");
+    CHECK(contains(refused.message, "started a thread, then refused"));
+    // The plugin's thread runs its code every millisecond: unmapped, it would crash the process.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    bool mapped = false;
+    while (std::getline(maps, line)) mapped = mapped || contains(line, fs::canonical(plugin).string());
+    CHECK(mapped);
+    CHECK(tinyfin::sum(tinyfin::ones({4})).item<float>() == 4);
+}
+
+// ---- Every path that leads to dlopen follows the trust rules --------------------------------
+
+TEST_CASE("proc-paths: /proc/self/cwd on TINYFIN_PLUGIN_PATH is not the current directory") {
+    std::string base = required_env("LOADER_SCRATCH") + "/cwd-XXXXXX";
+    REQUIRE(mkdtemp(base.data()) != nullptr);
+    REQUIRE(chmod(base.c_str(), 0755) == 0);
+    const fs::path copy = fs::path(base) / "fake.so";
+    fs::copy_file(required_env("LOADER_FAKEGPU"), copy);
+    REQUIRE(chmod(copy.c_str(), 0644) == 0);
+    REQUIRE(chdir(base.c_str()) == 0);
+    REQUIRE(setenv("TINYFIN_PLUGIN_PATH", "/proc/self/cwd:/proc/self/cwd/fake.so:/proc/self/fd", 1) == 0);
+    loader_test::StderrCapture capture;
+    tinyfin::Report report = tinyfin::report();
+    for (const auto &plugin : report.plugins) {
+        INFO(plugin.path);
+        CHECK(plugin.name != "fakegpu");
+        CHECK(plugin.path.rfind("/proc/", 0) != 0);
+    }
+    CHECK(contains(capture.finish(), "plugin paths must not be under /proc"));
+    std::error_code ec;
+    fs::remove_all(base, ec);
+}
+
+TEST_CASE("pin-libraries: TINYFIN_PIN_LIBRARIES paths follow the trust rules") {
+    std::string base = required_env("LOADER_SCRATCH") + "/pin-XXXXXX";
+    REQUIRE(mkdtemp(base.data()) != nullptr);
+    REQUIRE(chmod(base.c_str(), 0755) == 0);
+    const fs::path relative = fs::path(base) / "relative.so";
+    fs::copy_file(required_env("LOADER_FAKEGPU"), relative);
+    REQUIRE(chmod(relative.c_str(), 0644) == 0);
+    const fs::path open_dir = fs::path(base) / "open";
+    fs::create_directory(open_dir);
+    const fs::path loose = open_dir / "loose.so";
+    fs::copy_file(required_env("LOADER_FAKEGPU"), loose);
+    REQUIRE(chmod(loose.c_str(), 0644) == 0);
+    REQUIRE(chmod(open_dir.c_str(), 0777) == 0);
+    REQUIRE(chdir(base.c_str()) == 0);
+    std::string pins = "./relative.so:" + loose.string();
+    REQUIRE(setenv("TINYFIN_KEEP_PLUGINS_MAPPED", "1", 1) == 0);
+    REQUIRE(setenv("TINYFIN_PIN_LIBRARIES", pins.c_str(), 1) == 0);
+    loader_test::StderrCapture capture;
+    tinyfin::report();
+    CHECK(dlopen(relative.c_str(), RTLD_NOW | RTLD_NOLOAD) == nullptr);
+    CHECK(dlopen(loose.c_str(), RTLD_NOW | RTLD_NOLOAD) == nullptr);
+    const std::string text = capture.finish();
+    CHECK(contains(text, "./relative.so not loaded"));
+    CHECK(contains(text, "is not an absolute path"));
+    CHECK(contains(text, "writable by others"));
+    std::error_code ec;
+    fs::remove_all(base, ec);
 }

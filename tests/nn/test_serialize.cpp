@@ -2,13 +2,21 @@
 // way a file can be wrong.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -246,4 +254,202 @@ TEST_CASE("save errors: repeated names, undefined tensors, unwritable path") {
     CHECK_THROWS_AS(nn::save(file.path, {{"", zeros({1})}}), ValueError);
     CHECK_THROWS_WITH_AS(nn::save("/nonexistent-dir/x.tfnn", {{"a", zeros({1})}}),
                          doctest::Contains("/nonexistent-dir/x.tfnn"), ValueError);
+}
+
+// ---- Saving safely: unique temp files, no writes through planted links, no garbage ----------
+
+namespace {
+
+// A private directory, removed with its contents at scope exit.
+struct TempDir {
+    std::string path;
+    TempDir() {
+        const char *dir = std::getenv("TMPDIR");
+        path = std::string(dir && *dir ? dir : "/tmp") + "/tinyfin-nn-dir-XXXXXX";
+        REQUIRE(mkdtemp(path.data()) != nullptr);
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+    std::vector<std::string> names() const {
+        std::vector<std::string> out;
+        for (const auto &entry : std::filesystem::directory_iterator(path))
+            out.push_back(entry.path().filename().string());
+        std::sort(out.begin(), out.end());
+        return out;
+    }
+};
+
+// A process id that is certainly not running: a child that has exited and been reaped.
+pid_t dead_pid() {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    REQUIRE(pid > 0);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    return pid;
+}
+
+} // namespace
+
+TEST_CASE("save: threads saving one path never leave a damaged file") {
+    TempDir dir;
+    const std::string path = dir.path + "/model.tfnn";
+    // Different sizes, so writes that share one file truncate each other's data.
+    std::vector<nn::NamedTensors> models;
+    for (int t = 0; t < 4; ++t) models.push_back({{"w", full({int64_t{1} << (12 + 2 * t)}, t + 1.0)}});
+    for (int round = 0; round < 40; ++round) {
+        std::atomic<int> failures{0};
+        std::vector<std::thread> savers;
+        for (const nn::NamedTensors &model : models)
+            savers.emplace_back([&] {
+                try {
+                    nn::save(path, model);
+                } catch (...) {
+                    ++failures;
+                }
+            });
+        for (std::thread &saver : savers) saver.join();
+        CHECK(failures == 0);
+        nn::NamedTensors loaded;
+        REQUIRE_NOTHROW(loaded = nn::load_all(path));
+        REQUIRE(loaded.size() == 1);
+        const std::vector<float> values = loaded[0].second.to_vector<float>();
+        const int which = static_cast<int>(values[0]) - 1;
+        REQUIRE((which >= 0 && which < 4));
+        CHECK(values.size() == (std::size_t{1} << (12 + 2 * which)));
+        CHECK(dir.names() == std::vector<std::string>{"model.tfnn"});
+    }
+}
+
+TEST_CASE("save: a symlink planted at the old temp name is not written through") {
+    TempDir dir;
+    const std::string path = dir.path + "/model.tfnn";
+    const std::string victim = dir.path + "/victim";
+    write_bytes(victim, {'k', 'e', 'e', 'p'});
+    // The name the old code wrote to; and a directory entry of every other kind it might use.
+    REQUIRE(symlink(victim.c_str(), (path + ".tmp." + std::to_string(getpid())).c_str()) == 0);
+    nn::save(path, {{"w", ones({64})}});
+    CHECK(read_bytes(victim) == Bytes{'k', 'e', 'e', 'p'});
+    CHECK(nn::load_all(path)[0].second.to_vector<float>() == F(64, 1.0f));
+    // Saving over a symlink replaces the link, never the file it points to.
+    const std::string link = dir.path + "/link.tfnn";
+    REQUIRE(symlink(victim.c_str(), link.c_str()) == 0);
+    nn::save(link, {{"w", ones({2})}});
+    CHECK(read_bytes(victim) == Bytes{'k', 'e', 'e', 'p'});
+    CHECK(std::filesystem::is_regular_file(std::filesystem::symlink_status(link)));
+}
+
+TEST_CASE("save: a killed save's temp file is removed by the next save, a live one is kept") {
+    TempDir dir;
+    const std::string path = dir.path + "/model.tfnn";
+    const std::string stale = dir.path + "/.model.tfnn.tinyfin-tmp." + std::to_string(dead_pid()) + ".abc";
+    const std::string live = dir.path + "/.model.tfnn.tinyfin-tmp." + std::to_string(getpid()) + ".def";
+    const std::string other = dir.path + "/.other.tfnn.tinyfin-tmp." + std::to_string(dead_pid()) + ".ghi";
+    for (const std::string &file : {stale, live, other}) write_bytes(file, Bytes(100, 7));
+    nn::save(path, {{"w", ones({4})}});
+    std::vector<std::string> expected = {".model.tfnn.tinyfin-tmp." + std::to_string(getpid()) + ".def",
+                                         std::filesystem::path(other).filename().string(), "model.tfnn"};
+    std::sort(expected.begin(), expected.end());
+    CHECK(dir.names() == expected);
+}
+
+TEST_CASE("save: a failed write removes its temp file and keeps the old file") {
+    TempDir dir;
+    const std::string path = dir.path + "/model.tfnn";
+    nn::save(path, {{"w", ones({4})}});
+    const Bytes before = read_bytes(path);
+    // A file size limit makes the write fail part-way (EFBIG instead of SIGXFSZ).
+    struct rlimit old_limit;
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+    struct rlimit small = old_limit;
+    small.rlim_cur = 4096;
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    CHECK_THROWS_WITH_AS(nn::save(path, {{"w", ones({1 << 16})}}), doctest::Contains(dir.path.c_str()),
+                         ValueError);
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+    std::signal(SIGXFSZ, old_handler);
+    CHECK(read_bytes(path) == before);
+    CHECK(dir.names() == std::vector<std::string>{"model.tfnn"});
+}
+
+// ---- Loading only regular files, bounded by their real size ---------------------------------
+
+TEST_CASE("load: devices, FIFOs, directories and /proc files are refused with a ValueError") {
+    nn::NamedTensors into = {{"w", zeros({1})}};
+    check_load_error("/dev/zero", into, {"/dev/zero", "a character device, not a regular file"});
+    check_load_error("/dev/urandom", into, {"/dev/urandom", "a character device"});
+    TempDir dir;
+    check_load_error(dir.path, into, {dir.path, "a directory"});
+    const std::string fifo = dir.path + "/fifo.tfnn";
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    check_load_error(fifo, into, {fifo, "a FIFO"}); // no writer: must not block
+    check_load_error("/proc/self/mem", into, {"/proc/self/mem"});
+    CHECK_THROWS_WITH_AS(nn::load_all("/dev/zero"), doctest::Contains("/dev/zero"), ValueError);
+    CHECK_THROWS_WITH_AS(nn::load_all(fifo), doctest::Contains("a FIFO"), ValueError);
+}
+
+TEST_CASE("load: a 64 GiB sparse file is judged by its header, not read") {
+    TempDir dir;
+    const std::string path = dir.path + "/sparse.tfnn";
+    const uint64_t size = uint64_t{64} << 30;
+    auto make = [&](const Bytes &head) {
+        write_bytes(path, head);
+        if (truncate(path.c_str(), static_cast<off_t>(size)) != 0) return false;
+        return true;
+    };
+    nn::NamedTensors into = {{"w", zeros({1})}};
+    if (!make({'T', 'F', 'N', 'N'})) {
+        MESSAGE("skipped: the filesystem of " << path << " holds no 64 GiB sparse file");
+        return;
+    }
+    check_load_error(path, into, {path, "version 0"});
+    // A valid header recording the real size: the first entry is malformed (a 0-byte name).
+    Bytes header = {'T', 'F', 'N', 'N', 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < 8; ++i) header.push_back(static_cast<uint8_t>(size >> (8 * i)));
+    REQUIRE(make(header));
+    check_load_error(path, into, {path, "malformed", "entry 0"});
+    CHECK_THROWS_AS(nn::load_all(path), ValueError);
+    // A header claiming more than the file holds.
+    header[16 + 7] = 0x7f;
+    REQUIRE(make(header));
+    check_load_error(path, into, {path, "truncated"});
+}
+
+TEST_CASE("load_all: crafted files with a valid CRC are refused") {
+    TempDir dir;
+    const std::string path = dir.path + "/crafted.tfnn";
+    nn::save(path, {{"flag", full({3}, true, DType::boolean)}});
+    const Bytes good = read_bytes(path);
+    // name length 4 at 24, name at 28, dtype at 32, rank at 36, size at 40, data bytes at 48,
+    // the three bools at 56.
+    REQUIRE(good.size() == 63);
+    SUBCASE("a bool that is neither 0 nor 1") {
+        Bytes b = good;
+        b[57] = 2;
+        fix_crc(b);
+        write_bytes(path, b);
+        CHECK_THROWS_WITH_AS(nn::load_all(path), doctest::Contains("holds the byte 2"), ValueError);
+    }
+    SUBCASE("a name with a control character") {
+        Bytes b = good;
+        b[29] = 0x1b; // ESC: would reach terminals through error messages
+        fix_crc(b);
+        write_bytes(path, b);
+        CHECK_THROWS_WITH_AS(nn::load_all(path), doctest::Contains("not UTF-8 text"), ValueError);
+    }
+    SUBCASE("a name that is not UTF-8") {
+        Bytes b = good;
+        b[29] = 0xc0; // an overlong lead byte
+        fix_crc(b);
+        write_bytes(path, b);
+        CHECK_THROWS_WITH_AS(nn::load_all(path), doctest::Contains("not UTF-8 text"), ValueError);
+    }
+    SUBCASE("save refuses such names too") {
+        CHECK_THROWS_AS(nn::save(path, {{"a\x1b[2Jb", ones({1})}}), ValueError);
+        CHECK_THROWS_AS(nn::save(path, {{std::string("a\0b", 3), ones({1})}}), ValueError);
+        CHECK_NOTHROW(nn::save(path, {{"couche.poids.é", ones({1})}}));
+    }
 }
