@@ -2,6 +2,7 @@
 #include "context.hpp"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdarg>
@@ -74,6 +75,11 @@ bool loader_library::open(std::string &why) {
     const char *path = override_path && *override_path ? override_path : "libvulkan.so.1";
     // The default soname goes to the dynamic linker's own search, as a linked library would; a
     // path from the environment names code and passes the plugin trust rules (code_trust.hpp).
+    if (path == override_path && path[0] == '/' && !tf_common::starts_with_proc(path) &&
+        access(path, F_OK) != 0) {
+        why = std::string("no Vulkan loader (") + path + " not found)";
+        return false;
+    }
     if (path == override_path) {
         std::string resolved, problem;
         const tf_common::code_verdict verdict =

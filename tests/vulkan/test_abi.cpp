@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -328,6 +329,126 @@ TEST_CASE("abi: the pipeline cache is written at shutdown and read at the next i
         CHECK(t.synchronize(0, &err) == TF_STATUS_OK);
         shutdown();
     }
+}
+
+namespace {
+
+bool log_mentions(const std::string &a, const std::string &b) {
+    for (const std::string &line : g_log)
+        if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) return true;
+    return false;
+}
+
+// One sqrt on the device: creates a pipeline, so shutdown writes the cache.
+void run_one_op() {
+    const tf_plugin &t = ready();
+    tf_buffer *a = alloc(64), *b = alloc(64);
+    tf_tensor_desc in = f32_vector(a, 16), out = f32_vector(b, 16);
+    tf_op_desc op = unary(TF_OP_SQRT, in, out);
+    tf_error err = make_error();
+    REQUIRE(t.run(0, &op, &err) == TF_STATUS_OK);
+    REQUIRE(t.synchronize(0, &err) == TF_STATUS_OK);
+}
+
+bool is_regular(const std::string &path) {
+    struct stat st;
+    return lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+} // namespace
+
+TEST_CASE("abi: the pipeline cache reads only bounded regular files and writes through no link") {
+    char dir[] = "/tmp/tinyfin-vk-cache-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    const std::string sub = std::string(dir) + "/tinyfin";
+    const std::string file = sub + "/vulkan-pipelines.bin";
+    REQUIRE(mkdir(sub.c_str(), 0700) == 0);
+    scoped_env cache("XDG_CACHE_HOME", dir);
+
+    // A FIFO: opening it for reading would block every vulkan user forever.
+    REQUIRE(mkfifo(file.c_str(), 0600) == 0);
+    shutdown();
+    g_log.clear();
+    run_one_op();
+    CHECK_MESSAGE(log_mentions(file, "a FIFO, not a regular file"), "no log line refuses the FIFO");
+    shutdown();
+    CHECK_MESSAGE(is_regular(file), "the cache written at shutdown replaces the FIFO");
+
+    // A link to /dev/zero: would read without end. And a link at the old fixed temp name.
+    const std::string victim = std::string(dir) + "/victim";
+    { FILE *f = std::fopen(victim.c_str(), "w"); REQUIRE(f); std::fputs("keep", f); std::fclose(f); }
+    REQUIRE(std::remove(file.c_str()) == 0);
+    REQUIRE(symlink("/dev/zero", file.c_str()) == 0);
+    const std::string old_temp = file + ".tmp." + std::to_string(getpid());
+    REQUIRE(symlink(victim.c_str(), old_temp.c_str()) == 0);
+    g_log.clear();
+    run_one_op();
+    CHECK_MESSAGE(log_mentions(file, "a character device"), "no log line refuses /dev/zero");
+    shutdown();
+    CHECK(is_regular(file));
+    struct stat st;
+    REQUIRE(stat(victim.c_str(), &st) == 0);
+    CHECK(st.st_size == 4);
+
+    // A file larger than the bound is not read.
+    REQUIRE(truncate(file.c_str(), off_t{65} << 20) == 0);
+    g_log.clear();
+    run_one_op();
+    CHECK_MESSAGE(log_mentions(file, "more than the limit"), "no log line refuses the oversized file");
+    shutdown();
+    CHECK(stat(file.c_str(), &st) == 0);
+    CHECK(st.st_size < (off_t{65} << 20));
+
+    std::remove(file.c_str());
+    std::remove(old_temp.c_str());
+    std::remove(victim.c_str());
+    rmdir(sub.c_str());
+    rmdir(dir);
+}
+
+TEST_CASE("abi: TINYFIN_VULKAN_LOADER follows the plugin trust rules") {
+    // The real loader, to name it through an untrusted directory.
+    void *real = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(real);
+    Dl_info info{};
+    REQUIRE(dladdr(dlsym(real, "vkGetInstanceProcAddr"), &info) != 0);
+    char resolved[PATH_MAX];
+    REQUIRE(realpath(info.dli_fname, resolved));
+    char dir[] = "/tmp/tinyfin-vk-loader-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    const std::string open_dir = std::string(dir) + "/open";
+    REQUIRE(mkdir(open_dir.c_str(), 0777) == 0);
+    REQUIRE(chmod(open_dir.c_str(), 0777) == 0);
+    const std::string link = open_dir + "/libvulkan.so.1";
+    REQUIRE(symlink(resolved, link.c_str()) == 0);
+    const std::string fifo = std::string(dir) + "/fifo.so";
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    shutdown();
+    struct expectation {
+        std::string value, fragment;
+    };
+    for (const expectation &e : {expectation{"./libvulkan.so.1", "is not an absolute path"},
+                                 expectation{link, "writable by others"},
+                                 expectation{fifo, "a FIFO"},
+                                 expectation{"/proc/self/cwd/libvulkan.so.1", "under /proc"}}) {
+        scoped_env loader("TINYFIN_VULKAN_LOADER", e.value.c_str());
+        tf_error err = make_error();
+        CHECK(vk().t->probe(&err) == TF_STATUS_UNAVAILABLE);
+        INFO(err.message);
+        CHECK(std::string(err.message).find("TINYFIN_VULKAN_LOADER refused") != std::string::npos);
+        CHECK(std::string(err.message).find(e.fragment) != std::string::npos);
+    }
+    {
+        // The same file through a trusted path loads.
+        scoped_env loader("TINYFIN_VULKAN_LOADER", resolved);
+        tf_error err = make_error();
+        CHECK_MESSAGE(vk().t->probe(&err) == TF_STATUS_OK, err.message);
+    }
+    dlclose(real);
+    std::remove(link.c_str());
+    std::remove(fifo.c_str());
+    rmdir(open_dir.c_str());
+    rmdir(dir);
 }
 
 int main(int argc, char **argv) {
