@@ -7,6 +7,8 @@
  *   HOSTILE_BAD_KIND     "badkind": device_info reports kind 77, no tf_device_kind (init-failed)
  *   HOSTILE_SILENT_FAIL  "silentfail": supports add, then run fails with status 99 and no
  *                        message (the op throws PluginError with a message of the core's)
+ *   HOSTILE_SEGV_SHUTDOWN "segvshutdown": loads and initialises, then shutdown dereferences
+ *                        NULL (tinyfin-info --isolate: crashed after its child reported)
  */
 #include <signal.h>
 #include <unistd.h>
@@ -21,6 +23,8 @@
 #define STUB_NAME "badkind"
 #elif defined(HOSTILE_SILENT_FAIL)
 #define STUB_NAME "silentfail"
+#elif defined(HOSTILE_SEGV_SHUTDOWN)
+#define STUB_NAME "segvshutdown"
 #else
 #error "define one HOSTILE_* macro"
 #endif
@@ -51,6 +55,14 @@ static tf_status hostile_init(tf_error *err) {
     for (;;) pause();
 #endif
     return TF_STATUS_OK;
+}
+
+static void hostile_shutdown(void) {
+#ifdef HOSTILE_SEGV_SHUTDOWN
+    volatile int *volatile nowhere = NULL;
+    *nowhere = 1;
+    raise(SIGSEGV);
+#endif
 }
 
 static int32_t hostile_device_count(void) {
@@ -86,7 +98,7 @@ static const tf_plugin hostile_plugin = {
     .priority = 5,
     .probe = hostile_probe,
     .init = hostile_init,
-    .shutdown = stub_shutdown,
+    .shutdown = hostile_shutdown,
     .device_count = hostile_device_count,
     .device_info = stub_device_info,
     .buffer_alloc = stub_buffer_alloc,
