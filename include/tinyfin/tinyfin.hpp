@@ -403,7 +403,7 @@ struct PluginReport {
     std::string name;          // backend name ("" when the plugin never said)
     std::string outcome;       // "loaded", "dlopen-failed", "no-entry-symbol", "entry-refused",
                                // "abi-mismatch", "invalid-table", "probe-refused",
-                               // "init-failed", "shadowed", "insecure"; with
+                               // "init-failed", "shadowed", "insecure", "not-a-file"; with
                                // tinyfin-info --isolate also "crashed", "timed-out"
     std::string message;       // why, for every outcome but "loaded"
     std::string version;
