@@ -62,7 +62,10 @@ inline void split_path(const std::string &path, std::string &dir, std::string &n
 
 // Every temp file of `name` starts with this; a long name is cut so the whole fits NAME_MAX.
 inline std::string temp_prefix(const std::string &name) {
-    return "." + name.substr(0, 160) + ".tinyfin-tmp.";
+    std::string prefix(1, '.');
+    prefix.append(name, 0, 160);
+    prefix += ".tinyfin-tmp.";
+    return prefix;
 }
 
 // Removes the temp files of `name` in the directory whose writer process is gone (killed

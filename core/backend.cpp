@@ -118,11 +118,14 @@ Backend::Backend(DlHandle handle, const tf_plugin *table, std::string path, int 
 Backend::~Backend() {
     if (!init_ok_) return;
     if (keep_plugins_mapped()) pin_loaded_libraries();
-    if (!guarded_value(name_, "shutdown", false, [&] {
-            table_->shutdown();
-            return true;
-        }))
-        handle_.release(); // a shutdown that threw may have left threads running its code
+    if (!shutdown_quietly()) handle_.release(); // it may have left threads running its code
+}
+
+bool Backend::shutdown_quietly() {
+    return guarded_value(name_, "shutdown", false, [&] {
+        table_->shutdown();
+        return true;
+    });
 }
 
 bool Backend::ensure_init() {
@@ -138,7 +141,7 @@ bool Backend::ensure_init() {
                                       [&] { return table_->device_count(); });
         if (count < 1 || count > 1024) {
             init_error_ = "plugin reported " + std::to_string(count) + " devices after init";
-            guarded_value(name_, "shutdown", false, [&] { table_->shutdown(); return true; });
+            shutdown_quietly();
             return;
         }
         for (int32_t i = 0; i < count; ++i) {
@@ -146,11 +149,12 @@ bool Backend::ensure_init() {
             std::memset(&info, 0, sizeof info);
             info.struct_size = sizeof info;
             tf_error derr = make_error();
-            if (guarded(derr, "device_info", [&] { return table_->device_info(i, &info, &derr); }) !=
-                TF_STATUS_OK) {
+            tf_status described = guarded(derr, "device_info",
+                                          [&] { return table_->device_info(i, &info, &derr); });
+            if (described != TF_STATUS_OK) {
                 init_error_ = "device_info(" + std::to_string(i) +
                               ") failed: " + error_text(derr, "no message");
-                guarded_value(name_, "shutdown", false, [&] { table_->shutdown(); return true; });
+                shutdown_quietly();
                 devices_.clear();
                 return;
             }
@@ -158,7 +162,7 @@ bool Backend::ensure_init() {
                 init_error_ = "device_info(" + std::to_string(i) + ") reported kind " +
                               std::to_string(static_cast<int>(info.kind)) +
                               ", which is no tf_device_kind";
-                guarded_value(name_, "shutdown", false, [&] { table_->shutdown(); return true; });
+                shutdown_quietly();
                 devices_.clear();
                 return;
             }

@@ -64,6 +64,8 @@ public:
 
 private:
     template <typename Member> bool has(Member tf_plugin::*member) const;
+    // The plugin's shutdown; false when it threw (logged).
+    bool shutdown_quietly();
 
     DlHandle handle_;
     const tf_plugin *table_;
@@ -84,7 +86,8 @@ void set_error(tf_error &err, const std::string &text);
 // Calls a plugin member that reports failure through a tf_status: an exception escaping it
 // becomes TF_STATUS_INTERNAL with its text in err, so it reaches the user as that op's
 // PluginError and every other call keeps working.
-template <typename Call> tf_status guarded(tf_error &err, const char *member, Call &&call) noexcept {
+template <typename Call>
+tf_status guarded(tf_error &err, const char *member, Call &&call) noexcept {
     try {
         return call();
     } catch (...) {

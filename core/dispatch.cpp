@@ -198,27 +198,36 @@ void copy_bytes(Storage &dst, uint64_t dst_offset, Storage &src, uint64_t src_of
     Counters &counters = Registry::instance().counters();
     tf_error err = make_error();
     tf_status status = TF_STATUS_OK;
+    const tf_plugin &from = src.backend->table();
+    const tf_plugin &to = dst.backend->table();
     if (dst.backend == src.backend && dst.device == src.device) {
-        status = guarded(err, "buffer_copy", [&] { return src.backend->table().buffer_copy(dst.buffer, dst_offset, src.buffer, src_offset,
-                                                  nbytes, &err); });
+        status = guarded(err, "buffer_copy", [&] {
+            return from.buffer_copy(dst.buffer, dst_offset, src.buffer, src_offset, nbytes, &err);
+        });
     } else if (dst.host) {
         // buffer_read waits for the source's pending work.
-        status = guarded(err, "buffer_read", [&] { return src.backend->table().buffer_read(src.buffer, src_offset,
-                                                  static_cast<char *>(dst.host) + dst_offset, nbytes,
-                                                  &err); });
+        status = guarded(err, "buffer_read", [&] {
+            return from.buffer_read(src.buffer, src_offset,
+                                    static_cast<char *>(dst.host) + dst_offset, nbytes, &err);
+        });
         if (!src.host) counters.backends[src.backend->slot()].bytes_to_host += nbytes;
     } else if (src.host) {
         sync_or_throw(*src.backend, src.device);
-        status = guarded(err, "buffer_write", [&] { return dst.backend->table().buffer_write(
-            dst.buffer, dst_offset, static_cast<const char *>(src.host) + src_offset, nbytes, &err); });
+        status = guarded(err, "buffer_write", [&] {
+            return to.buffer_write(dst.buffer, dst_offset,
+                                   static_cast<const char *>(src.host) + src_offset, nbytes, &err);
+        });
         counters.backends[dst.backend->slot()].bytes_to_device += nbytes;
     } else {
         std::vector<char> bounce(nbytes);
-        status = guarded(err, "buffer_read", [&] { return src.backend->table().buffer_read(src.buffer, src_offset, bounce.data(), nbytes, &err); });
+        status = guarded(err, "buffer_read", [&] {
+            return from.buffer_read(src.buffer, src_offset, bounce.data(), nbytes, &err);
+        });
         counters.backends[src.backend->slot()].bytes_to_host += nbytes;
         if (status == TF_STATUS_OK) {
-            status = guarded(err, "buffer_write", [&] { return dst.backend->table().buffer_write(dst.buffer, dst_offset, bounce.data(), nbytes,
-                                                       &err); });
+            status = guarded(err, "buffer_write", [&] {
+                return to.buffer_write(dst.buffer, dst_offset, bounce.data(), nbytes, &err);
+            });
             counters.backends[dst.backend->slot()].bytes_to_device += nbytes;
         }
     }

@@ -371,7 +371,8 @@ void pin_listed_libraries() {
                 tf_common::check_code_file(name, resolved, why, "TINYFIN_PIN_LIBRARIES file");
             if (verdict == tf_common::code_verdict::not_a_file ||
                 (verdict == tf_common::code_verdict::untrusted && !insecure_allowed())) {
-                log_from(TF_LOG_WARN, "core", "TINYFIN_PIN_LIBRARIES: " + name + " not loaded: " + why);
+                log_from(TF_LOG_WARN, "core",
+                         "TINYFIN_PIN_LIBRARIES: " + name + " not loaded: " + why);
                 continue;
             }
         }

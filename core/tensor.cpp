@@ -114,7 +114,8 @@ std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t
     ScratchError err;
     tf_error &e = err.get();
     tf_status status = guarded(e, "buffer_alloc", [&] {
-        return backend.table().buffer_alloc(device, std::max<uint64_t>(nbytes, 1), &storage->buffer, &e);
+        return backend.table().buffer_alloc(device, std::max<uint64_t>(nbytes, 1), &storage->buffer,
+                                            &e);
     });
     if (status != TF_STATUS_OK || !storage->buffer) {
         storage->buffer = nullptr;

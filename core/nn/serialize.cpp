@@ -70,7 +70,12 @@ bool printable_utf8(const std::string &name) {
     while (p < end) {
         unsigned char c = *p;
         if (c < 0x20 || c == 0x7f) return false;
-        int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : -1;
+        // Continuation bytes after the lead byte: 110xxxxx 1, 1110xxxx 2, 11110xxx 3.
+        int extra = c < 0x80            ? 0
+                    : (c >> 5) == 0x6   ? 1
+                    : (c >> 4) == 0xe   ? 2
+                    : (c >> 3) == 0x1e  ? 3
+                                        : -1;
         if (extra < 0 || end - p <= extra) return false;
         uint32_t code = extra == 0 ? c : c & (0x3f >> extra);
         for (int i = 1; i <= extra; ++i) {
@@ -91,7 +96,8 @@ bool printable_utf8(const std::string &name) {
 // file's real size) and never what a header claims.
 class FileReader {
 public:
-    FileReader(int fd, const std::string &path, uint64_t size) : fd_(fd), path_(path), size_(size) {}
+    FileReader(int fd, const std::string &path, uint64_t size)
+        : fd_(fd), path_(path), size_(size) {}
 
     void read(void *dst, std::size_t bytes, const std::string &what, bool crc = true) {
         auto *out = static_cast<uint8_t *>(dst);
@@ -124,7 +130,8 @@ public:
     // Reads (for the CRC) and discards everything up to `end`.
     void skip_to(uint64_t end) {
         uint8_t sink[4096];
-        while (pos_ < end) read(sink, static_cast<std::size_t>(std::min<uint64_t>(sizeof sink, end - pos_)), "data");
+        while (pos_ < end)
+            read(sink, static_cast<std::size_t>(std::min<uint64_t>(sizeof sink, end - pos_)), "data");
     }
     // True when the file has no byte past the current position.
     bool at_end() {
