@@ -124,10 +124,6 @@ bool insecure_allowed() {
     return !value.empty() && value != "0";
 }
 
-// Set while this thread loads plugins: a probe (or entry) that calls back into tinyfin would
-// otherwise re-enter the registry's construction (docs/plugin-abi.md, R-callback).
-thread_local bool loading_on_this_thread = false;
-
 struct LoadingOptions {
     std::mutex mutex;
     std::vector<std::string> only;
@@ -195,10 +191,6 @@ public:
             for (const std::string &file : options.only)
                 result_.search_path.push_back({file, "isolated"});
         }
-        struct Loading {
-            Loading() { loading_on_this_thread = true; }
-            ~Loading() { loading_on_this_thread = false; }
-        } loading;
         for (const SearchEntry &entry : result_.search_path)
             for (const std::string &file : candidates_of(entry)) load_one(file);
         return std::move(result_);
@@ -338,8 +330,6 @@ private:
 };
 
 } // namespace
-
-bool plugins_loading_on_this_thread() { return loading_on_this_thread; }
 
 void configure_loading(std::vector<std::string> only, std::vector<PluginVerdict> verdicts) {
     LoadingOptions &options = loading_options();

@@ -37,8 +37,6 @@ struct LoadResult {
     std::vector<void *> kept_mapped;
 };
 
-// True while this thread is inside load_plugins (a plugin's entry or probe is running).
-bool plugins_loading_on_this_thread();
 
 // The most backends one process keeps loaded (sizes the stats arrays).
 inline constexpr int max_backends = 32;

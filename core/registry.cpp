@@ -10,6 +10,11 @@ namespace tinyfin::detail {
 namespace {
 
 std::atomic<bool> registry_alive{false};
+// True once the registry's construction finished; until then, `building_on_this_thread` says
+// whether this thread is the one constructing it (loading plugins, probing, initialising cpu and
+// the selected backend).
+std::atomic<bool> registry_built{false};
+thread_local bool building_on_this_thread = false;
 
 void host_log(int32_t level, const char *plugin, const char *message) {
     if (level < TF_LOG_DEBUG || level > TF_LOG_ERROR) level = TF_LOG_INFO;
@@ -48,12 +53,12 @@ bool strict_mode() {
 } // namespace
 
 Registry &Registry::instance() {
-    // A plugin's entry or probe calling back into tinyfin would re-enter this initialisation
-    // (an abort): it gets an error instead, which the loader records as that plugin's outcome.
-    if (!registry_alive.load(std::memory_order_acquire) && plugins_loading_on_this_thread())
-        [[unlikely]]
+    // A plugin's entry, probe or init calling back into tinyfin while the registry is built would
+    // re-enter this initialisation (an abort or a deadlock): it gets an error instead, which the
+    // core records as that plugin's outcome (probe-refused, init-failed).
+    if (!registry_built.load(std::memory_order_acquire) && building_on_this_thread) [[unlikely]]
         raise<BackendError>("a plugin called back into tinyfin while plugins were being loaded; a "
-                            "plugin's entry and probe must not use the tinyfin API");
+                            "plugin's entry, probe and init must not use the tinyfin API");
     static Registry registry;
     return registry;
 }
@@ -63,6 +68,13 @@ void Registry::raise_fatal() const { raise<BackendError>(fatal_error_); }
 bool Registry::alive() { return registry_alive.load(std::memory_order_acquire); }
 
 Registry::Registry() {
+    struct Building {
+        Building() { building_on_this_thread = true; }
+        ~Building() {
+            building_on_this_thread = false;
+            registry_built.store(true, std::memory_order_release);
+        }
+    } building;
     loaded_ = load_plugins(&host_api);
     registry_alive.store(true, std::memory_order_release);
     fallback_is_error_ = env("TINYFIN_FALLBACK") == "error";

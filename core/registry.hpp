@@ -26,7 +26,7 @@ struct Counters {
 class Registry {
 public:
     // Loads plugins on first call and applies TINYFIN_BACKEND. Throws BackendError only when
-    // called from a plugin's entry or probe while plugins load (docs/plugin-abi.md).
+    // called from a plugin's entry, probe or init while it does so (docs/plugin-abi.md R10a).
     static Registry &instance();
     // instance(), but throws BackendError when TINYFIN_STRICT=1 selection failed or cpu is unusable.
     static Registry &checked() {

@@ -230,12 +230,19 @@ TEST_CASE("abi-boundary: C++ exceptions from entry, probe and run are contained"
     CHECK(record_of(tinyfin::report(), required_env("LOADER_THROW_PROBE")).outcome == "probe-refused");
 }
 
-TEST_CASE("recurse: a probe that calls back into tinyfin is refused, not an abort") {
-    REQUIRE(setenv("TINYFIN_PLUGIN_PATH", required_env("LOADER_RECURSE").c_str(), 1) == 0);
+TEST_CASE("recurse: a probe or init that calls back into tinyfin is refused, not an abort") {
+    std::string path = required_env("LOADER_RECURSE") + ":" + required_env("LOADER_RECURSE_INIT");
+    REQUIRE(setenv("TINYFIN_PLUGIN_PATH", path.c_str(), 1) == 0);
     tinyfin::Report report = tinyfin::report();
     const auto &recurse = record_of(report, required_env("LOADER_RECURSE"));
     CHECK(recurse.outcome == "probe-refused");
     CHECK(contains(recurse.message, "called back into tinyfin while plugins were being loaded"));
+    // Priority 5: auto selection initialises it while the registry is being built.
+    const auto &init = record_of(report, required_env("LOADER_RECURSE_INIT"));
+    CHECK(init.outcome == "init-failed");
+    CHECK(contains(init.message, "init threw a C++ exception"));
+    CHECK(contains(init.message, "called back into tinyfin"));
+    CHECK(tinyfin::backend_name() == "cpu");
     CHECK(tinyfin::sum(tinyfin::ones({4})).item<float>() == 4);
 }
 

@@ -5,6 +5,8 @@
 //   THROWING_PROBE           "throwprobe": probe throws std::runtime_error (probe-refused)
 //   THROWING_RUN             "throwrun": supports add, run throws (PluginError for that op)
 //   THROWING_RECURSE         "recurse": probe calls back into the tinyfin API (probe-refused)
+//   THROWING_RECURSE_INIT    "recurseinit": init calls back into the tinyfin API; with priority 5
+//                            it is initialised while the registry is built (init-failed)
 //   THROWING_THREAD_REFUSES  "threadrefuses": probe starts a thread that keeps running this
 //                            plugin's code, then refuses (the plugin must stay mapped)
 #include <stdexcept>
@@ -19,6 +21,9 @@
 #define STUB_NAME "throwrun"
 #elif defined(THROWING_RECURSE)
 #define STUB_NAME "recurse"
+#include "tinyfin/tinyfin.hpp"
+#elif defined(THROWING_RECURSE_INIT)
+#define STUB_NAME "recurseinit"
 #include "tinyfin/tinyfin.hpp"
 #elif defined(THROWING_THREAD_REFUSES)
 #define STUB_NAME "threadrefuses"
@@ -65,6 +70,11 @@ tf_status throwing_probe(tf_error *err) {
 
 tf_status throwing_init(tf_error *err) {
     (void)err;
+#ifdef THROWING_RECURSE_INIT
+    // init must not use the tinyfin API either; this one does.
+    tinyfin::Tensor t = tinyfin::ones({2});
+    (void)t;
+#endif
     return TF_STATUS_OK;
 }
 
