@@ -6,8 +6,8 @@
 //   mode 3  rope                rotates the pairs of x [..., T, D] by (offset + t) theta^(-2i/D)
 // One invocation per element of shape (out, or dy in mode 2). Indices outside their range are
 // reported and their elements left 0. Slots: 0 out, 1 weight / dy / x, 2 indices or labels, or
-// for rope the frequencies in turns, theta^(-2i/D) / 2pi, four f32 chunks of 12 significant bits
-// per pair i (computed in double by the plugin; their sum is the frequency to about 2^-48).
+// for rope the frequencies in turns, theta^(-2i/D) / 2pi, five f32 chunks of 12 significant bits
+// per pair i (their sum is exactly the double the plugin computes, as the cpu plugin does).
 // MODE, OUT_DT and IDX_DT are specialization constants. Mirrors index_params in
 // plugins/vulkan/kernels.hpp.
 layout(local_size_x = 256) in;
@@ -95,8 +95,8 @@ void main() {
             for (uint k = 0u; k < 6u; ++k) {
                 if (chunks[k] == 0u) continue;
                 float scaled = float(chunks[k]) * uintBitsToFloat((127u + 12u * k) << 23u);  // * 2^(12k), exact
-                for (uint j = 0u; j < 4u; ++j) {
-                    precise float part = scaled * ld_f32(2u, p.idx_base + 4u * i + j);
+                for (uint j = 0u; j < 5u; ++j) {
+                    precise float part = scaled * ld_f32(2u, p.idx_base + 5u * i + j);
                     turns = fract(turns + fract(part));
                 }
             }

@@ -351,16 +351,17 @@ void index_run(kernel_device &dev, const tf_op_desc &op) {
         p.interleaved = rp.interleaved ? 1 : 0;
         p.inverse = rp.inverse ? 1 : 0;
         // Each pair's frequency in turns, theta^(-2i/D) / 2pi, from the double the cpu plugin
-        // uses, as four f32 chunks of 12 significant bits (index.comp multiplies them exactly).
+        // uses, as five f32 chunks of 12 significant bits, which hold all 53 bits of the double
+        // (index.comp multiplies them by the position exactly).
         const int64_t dim = op.inputs[0].shape[op.inputs[0].rank - 1], half = dim / 2;
-        std::vector<float> turns(static_cast<size_t>(4 * half));
+        std::vector<float> turns(static_cast<size_t>(5 * half));
         for (int64_t i = 0; i < half; ++i) {
             double f = std::pow(rp.theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim)) / (2 * std::numbers::pi);
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < 5; ++j) {
                 int e = 0;
                 std::frexp(f, &e);
                 const double chunk = std::ldexp(std::trunc(std::ldexp(f, 12 - e)), e - 12);
-                turns[static_cast<size_t>(4 * i + j)] = static_cast<float>(chunk);
+                turns[static_cast<size_t>(5 * i + j)] = static_cast<float>(chunk);
                 f -= chunk;
             }
         }
@@ -368,7 +369,7 @@ void index_run(kernel_device &dev, const tf_op_desc &op) {
         table.struct_size = sizeof table;
         table.dtype = TF_DTYPE_F32;
         table.rank = 1;
-        table.shape[0] = 4 * half;
+        table.shape[0] = 5 * half;
         table.strides[0] = 1;
         const uint64_t bytes = turns.size() * sizeof(float);
         table.buffer = scratch.buffer = dev.allocate(bytes);
