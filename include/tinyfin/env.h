@@ -86,6 +86,12 @@ static inline void tf_env_describe_bad(char *buf, size_t size, const char *name,
 #endif
 }
 
+/* A switch: "1" on, "0" off (TF_ENV_VALID); NULL and "" TF_ENV_UNSET; anything else TF_ENV_INVALID. */
+static inline tf_env_result tf_env_parse_flag(const char *text, int *on) {
+    static const char *const words[] = {"0", "1"};
+    return tf_env_parse_word(text, words, 2, on);
+}
+
 /*
  * TINYFIN_STRICT as the core reads it: on for "1", off when unset, "" or "0". Any other text is
  * TF_ENV_INVALID and counts as on (*on = 1), so a typo never silently weakens the checks.

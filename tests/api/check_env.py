@@ -102,6 +102,27 @@ for value in ["/nonexistent-tinyfin-dir::", ":/nonexistent-tinyfin-dir", "/nonex
 out = run({"TINYFIN_PLUGIN_PATH": ""})
 check("empty entry" not in out.stderr, f"TINYFIN_PLUGIN_PATH='' warned: {out.stderr}")
 
+# A plugin's own switch, read in its init: TINYFIN_VULKAN_STAGING (where vulkan is usable).
+vulkan = {"TINYFIN_BACKEND": "vulkan"}
+if run({**vulkan, "TINYFIN_STRICT": "1"}).returncode == 0:
+    for value in ["yes", "2"]:
+        what = f"TINYFIN_VULKAN_STAGING={value!r}"
+        out = run({**vulkan, "TINYFIN_VULKAN_STAGING": value})
+        lines = [l for l in out.stderr.splitlines() if "TINYFIN_VULKAN_STAGING" in l]
+        check(out.returncode == 0, f"{what}: exited {out.returncode}: {out.stdout} {out.stderr}")
+        check(len(lines) == 1 and lines[0].startswith("tinyfin: warning: vulkan: ")
+              and f"TINYFIN_VULKAN_STAGING='{value}' is not 0 or 1; using 0" in lines[0],
+              f"{what}: want one warning line from vulkan: {lines}")
+        strict = run({**vulkan, "TINYFIN_VULKAN_STAGING": value, "TINYFIN_STRICT": "1"})
+        check(strict.returncode == 3 and strict.stdout.startswith("error BackendError: ")
+              and f"TINYFIN_VULKAN_STAGING='{value}'" in strict.stdout,
+              f"{what} with TINYFIN_STRICT=1: want a BackendError naming it: {strict.stdout} {strict.stderr}")
+    out = run({**vulkan, "TINYFIN_VULKAN_STAGING": "1", "TINYFIN_STRICT": "1"})
+    check(out.returncode == 0 and "TINYFIN_VULKAN_STAGING" not in out.stderr,
+          f"TINYFIN_VULKAN_STAGING=1: {out.stdout} {out.stderr}")
+else:
+    print("vulkan is not usable here: the TINYFIN_VULKAN_STAGING cases did not run")
+
 for f in failures:
     print("FAIL:", f)
 print(f"{len(failures)} failures")
