@@ -193,6 +193,15 @@ void Tensor::set_grad(const Tensor &grad) {
     if (grad.defined() && grad.shape() != impl.shape)
         raise<ShapeError>("set_grad: gradient shape " + shape_str(grad.shape()) +
                           " differs from the tensor's " + shape_str(impl.shape));
+    // backward() accumulates into the gradient with the tensor's dtype on its device: a foreign
+    // one would fail there, far from the call that set it.
+    if (grad.defined() && grad.dtype() != impl.dtype)
+        raise<DTypeError>("set_grad: gradient dtype " + std::string(dtype_name(grad.dtype())) +
+                          " differs from the tensor's " + dtype_name(impl.dtype) +
+                          "; cast it with .to(dtype) first");
+    if (grad.defined() && grad.device() != device())
+        raise<DeviceError>("set_grad: gradient on " + grad.device().str() + ", the tensor on " +
+                           device().str() + "; move it with .to(device) first");
     AutogradMeta &meta = meta_of(impl);
     std::lock_guard lock(meta.mutex);
     meta.grad = grad;

@@ -240,7 +240,14 @@ int64_t Tensor::numel() const {
     return n;
 }
 
-std::size_t Tensor::nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype()); }
+std::size_t Tensor::nbytes() const {
+    // A broadcast view (expand) may have more elements than bytes fit in 64 bits.
+    std::size_t bytes;
+    if (__builtin_mul_overflow(static_cast<std::size_t>(numel()), dtype_size(dtype()), &bytes))
+        raise<ShapeError>("nbytes: " + shape_str(shape()) + " of " + dtype_name(dtype()) +
+                          " is more than 2^64 bytes (a broadcast view this large has no dense form)");
+    return bytes;
+}
 
 Device Tensor::device() const {
     const TensorImpl &impl = impl_of(*this, "device");

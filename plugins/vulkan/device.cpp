@@ -1,6 +1,8 @@
 // Device creation, memory pools, buffers and the batch machinery (see device.hpp).
 #include "device.hpp"
 
+#include <tinyfin/env.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -163,7 +165,17 @@ void device::create_pools(const VkPhysicalDeviceMemoryProperties &memory) {
     const char *staging = environment("TINYFIN_VULKAN_STAGING");
     // TINYFIN_VULKAN_STAGING=1 takes the staging path of devices without host-visible memory,
     // so lavapipe can test it.
-    const bool force_staging = staging && std::strcmp(staging, "1") == 0;
+    int force = 0;
+    if (tf_env_parse_flag(staging, &force) == TF_ENV_INVALID) {
+        char message[TF_TEXT_SIZE];
+        tf_env_describe_bad(message, sizeof message, "TINYFIN_VULKAN_STAGING", staging, "0 or 1",
+                            "0 (host-visible memory where the device has it)");
+        int strict = 0;
+        tf_env_parse_strict(environment("TINYFIN_STRICT"), &strict);
+        if (strict) raise(TF_STATUS_INVALID_ARGUMENT, "%s (an error because TINYFIN_STRICT=1)", message);
+        log_message(TF_LOG_WARN, "%s", message);
+    }
+    const bool force_staging = force == 1;
     heap_index_ = memory.memoryTypes[type].heapIndex;
     heap_size_ = memory.memoryHeaps[heap_index_].size;
     uint64_t max_allocation = heap_size_;

@@ -249,3 +249,55 @@ TEST_CASE("a bad label is reported to the thread that passed it, not to another"
         CHECK_NOTHROW(synchronize());
     }
 }
+
+namespace {
+
+// The cpu plugin's live scratch arenas and its pool size, from its tinyfin-info features.
+struct CpuScratch {
+    int64_t arenas = -1;
+    int64_t threads = -1;
+};
+
+CpuScratch cpu_scratch() {
+    CpuScratch out;
+    for (const PluginReport &plugin : report().plugins) {
+        if (plugin.name != "cpu" || !plugin.initialised) continue;
+        for (const auto &[key, value] : plugin.features) {
+            if (key == "scratch_arenas") out.arenas = std::stoll(value);
+            if (key == "threads") out.threads = std::stoll(value);
+        }
+    }
+    return out;
+}
+
+// A conv2d and a matmul big enough to pack: both take scratch from the running thread's arena.
+float scratch_work(uint64_t seed) {
+    const Device cpu{"cpu", 0};
+    Tensor x = rand({1, 4, 12, 12}, seed, cpu);
+    Tensor k = rand({8, 4, 3, 3}, seed + 1, cpu);
+    Tensor a = rand({96, 96}, seed + 2, cpu);
+    return sum(conv2d(x, k)).item<float>() + sum(matmul(a, a)).item<float>();
+}
+
+} // namespace
+
+TEST_CASE("short-lived threads give their cpu scratch arena back when they end") {
+    const float want = scratch_work(7);
+    CpuScratch before = cpu_scratch();
+    REQUIRE(before.arenas >= 1); // this thread's: the ops above did take scratch
+    REQUIRE(before.threads >= 1);
+    // More threads than the pool and this thread together could account for, one after another:
+    // each leaves an arena behind unless its end frees it.
+    const int64_t short_lived = before.threads + 40;
+    for (int64_t i = 0; i < short_lived; ++i) {
+        float got = 0;
+        std::thread([&] { got = scratch_work(7); }).join();
+        REQUIRE(got == want);
+    }
+    CpuScratch after = cpu_scratch();
+    INFO("arenas before " << before.arenas << ", after " << after.arenas << ", pool threads "
+                          << after.threads << ", short-lived threads " << short_lived);
+    // This thread's arena and at most one per pool worker (a worker may first take scratch now).
+    CHECK(after.arenas <= before.threads + 1);
+    CHECK(after.arenas >= 1);
+}
