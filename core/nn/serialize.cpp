@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <new>
+#include <stdexcept>
 #include <set>
 #include <string>
 #include <vector>
@@ -39,6 +41,8 @@ constexpr uint32_t kMaxRank = 8;
 // After a malformed entry, the rest of the file is read for its CRC (damage is then reported as
 // a CRC mismatch) only when at most this much is left.
 constexpr uint64_t kMaxCrcDrainBytes = uint64_t{256} << 20;
+// Elements one tensor may have in a file: load refuses more, so save does too.
+constexpr int64_t kMaxElements = int64_t{1} << 48;
 
 uint32_t crc32_of(const uint8_t *data, std::size_t size) {
     uLong crc = crc32(0L, Z_NULL, 0);
@@ -215,7 +219,7 @@ std::vector<Entry> parse_entries(FileReader &reader, const std::string &path, ui
         uint64_t numel = 1;
         for (uint64_t d = 0; d < rank; ++d) {
             auto dim = static_cast<int64_t>(reader.uint(8, where + " shape"));
-            if (dim < 0 || (dim > 0 && numel > (uint64_t{1} << 48) / static_cast<uint64_t>(dim)))
+            if (dim < 0 || (dim > 0 && numel > static_cast<uint64_t>(kMaxElements) / static_cast<uint64_t>(dim)))
                 raise<ValueError>("load: '" + path + "': malformed: " + where + " has size " +
                                   std::to_string(dim) + " on axis " + std::to_string(d));
             e.shape.push_back(dim);
@@ -228,12 +232,19 @@ std::vector<Entry> parse_entries(FileReader &reader, const std::string &path, ui
                               shape_str(e.shape) + " of " + dtype_name(e.dtype));
         // Checked against the real file before anything is allocated for it.
         reader.need(data_bytes, payload, where + " data");
+        // More than the machine's memory is refused before asking for it (a sanitizer's allocator
+        // aborts on such a request where glibc's throws).
+        const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+        bool fits = pages <= 0 || page <= 0 ||
+                    data_bytes / static_cast<uint64_t>(page) < static_cast<uint64_t>(pages);
         try {
-            e.data.resize(static_cast<std::size_t>(data_bytes));
+            if (fits) e.data.resize(static_cast<std::size_t>(data_bytes));
         } catch (const std::bad_alloc &) {
+            fits = false;
+        }
+        if (!fits)
             raise<ValueError>("load: '" + path + "': cannot allocate " + std::to_string(data_bytes) +
                               " bytes for " + where);
-        }
         reader.read(e.data.data(), e.data.size(), where + " data");
         if (e.dtype == DType::boolean)
             for (uint8_t byte : e.data)
@@ -351,10 +362,31 @@ void save(const std::string &path, const NamedTensors &tensors) {
         append_le(out, static_cast<uint32_t>(tensor.dtype()), 4);
         append_le(out, static_cast<uint64_t>(tensor.rank()), 4);
         for (int64_t dim : tensor.shape()) append_le(out, static_cast<uint64_t>(dim), 8);
+        // A broadcast view (expand) can have more elements than a file can hold, or than memory:
+        // refuse it by name instead of writing a file load rejects or throwing std::bad_alloc.
+        if (tensor.numel() > kMaxElements)
+            raise<ValueError>("save: '" + path + "': tensor '" + name + "' " + shape_str(tensor.shape()) +
+                              " has " + std::to_string(tensor.numel()) + " elements, more than the 2^48 a " +
+                              "file holds; save a smaller tensor (a broadcast view's source, not the view)");
         std::size_t bytes = tensor.nbytes();
         append_le(out, bytes, 8);
         std::size_t at = out.size();
-        out.resize(at + bytes);
+        // More than the machine's memory is refused before asking for it: a sanitizer's allocator
+        // aborts on such a request where glibc's throws.
+        const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+        bool resized = false;
+        if (pages <= 0 || page <= 0 || bytes / static_cast<uint64_t>(page) < static_cast<uint64_t>(pages)) {
+            try {
+                out.resize(at + bytes);
+                resized = true;
+            } catch (const std::bad_alloc &) {
+            } catch (const std::length_error &) {
+            }
+        }
+        if (!resized)
+            raise<OutOfMemoryError>("save: '" + path + "': tensor '" + name + "' " +
+                                    shape_str(tensor.shape()) + " needs " + std::to_string(bytes) +
+                                    " bytes of host memory to write; save a smaller tensor");
         tensor.copy_to_host(out.data() + at, bytes);
         if constexpr (std::endian::native == std::endian::big)
             swap_elements(out.data() + at, bytes, dtype_size(tensor.dtype()));
