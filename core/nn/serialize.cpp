@@ -219,7 +219,8 @@ std::vector<Entry> parse_entries(FileReader &reader, const std::string &path, ui
         uint64_t numel = 1;
         for (uint64_t d = 0; d < rank; ++d) {
             auto dim = static_cast<int64_t>(reader.uint(8, where + " shape"));
-            if (dim < 0 || (dim > 0 && numel > static_cast<uint64_t>(kMaxElements) / static_cast<uint64_t>(dim)))
+            const auto limit = static_cast<uint64_t>(kMaxElements);
+            if (dim < 0 || (dim > 0 && numel > limit / static_cast<uint64_t>(dim)))
                 raise<ValueError>("load: '" + path + "': malformed: " + where + " has size " +
                                   std::to_string(dim) + " on axis " + std::to_string(d));
             e.shape.push_back(dim);
