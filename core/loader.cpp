@@ -144,7 +144,8 @@ LoadingOptions &loading_options() {
 }
 
 bool valid_backend_name(const char *name) {
-    if (!name || !*name || std::strlen(name) > 32) return false;
+    // strnlen: the text may belong to a plugin of another ABI major, unchecked so far.
+    if (!name || !*name || strnlen(name, 33) > 32) return false;
     for (const char *p = name; *p; ++p)
         if (!std::islower((unsigned char)*p) && !std::isdigit((unsigned char)*p) && *p != '_' &&
             *p != '-')
@@ -286,6 +287,11 @@ private:
             record.outcome = "abi-mismatch";
             record.message = "plugin ABI " + abi_text(table->abi_version) + ", core ABI " +
                              abi_text(TF_ABI_VERSION) + ": rebuild the plugin against this tinyfin";
+            // `name` keeps its 1.0 offset in every major (plugin-abi.md), so TINYFIN_BACKEND
+            // warnings can say which plugin needs rebuilding.
+            if (table->struct_size >= offsetof(tf_plugin, name) + sizeof table->name &&
+                valid_backend_name(table->name))
+                record.name = table->name;
             // Nothing past abi_version has a known layout in another major version.
             return;
         }

@@ -33,7 +33,7 @@ struct Expected {
 const Expected expected_matrix[] = {
     {"LOADER_NOT_A_PLUGIN", "", "dlopen-failed", ""},
     {"LOADER_NO_ENTRY", "", "no-entry-symbol", ""},
-    {"LOADER_ABI_MAJOR", "", "abi-mismatch", ""},
+    {"LOADER_ABI_MAJOR", "", "abi-mismatch", "abimajor"},
     {"LOADER_ENTRY_NULL", "", "entry-refused", ""},
     {"LOADER_BAD_TABLE", "", "invalid-table", ""},
     {"LOADER_PROBE_REFUSES", "", "probe-refused", "refuser"},
@@ -270,6 +270,21 @@ TEST_CASE("strict-refused: a backend whose probe refused throws BackendError wit
     REQUIRE_FALSE(what.empty());
     CHECK(contains(what, "refuser"));
     CHECK(contains(what, "no frobnicator attached"));
+}
+
+// ---- strict-abi-mismatch: TINYFIN_STRICT=1 TINYFIN_BACKEND=abimajor ----------------------
+
+TEST_CASE("strict-abi-mismatch: a plugin of another ABI major is named with the reason") {
+    std::string what;
+    try {
+        (void)tinyfin::backend_name();
+    } catch (const tinyfin::BackendError &e) {
+        what = e.what();
+    }
+    CAPTURE(what);
+    CHECK(contains(what, "abimajor: abi-mismatch: plugin ABI 99.0, core ABI 1.0: rebuild the "
+                         "plugin against this tinyfin"));
+    CHECK_FALSE(contains(what, "no plugin named"));
 }
 
 // ---- hygiene: TINYFIN_PLUGIN_PATH=":fakecpu.so:.::<fakegpu.so>:", run inside dup-a -------

@@ -1,6 +1,7 @@
 /* A plugin built against a future ABI major (99.0). The loader must reject it
- * before reading anything past abi_version. Expected outcome: "abi-mismatch",
- * with both versions ("99.0", "1.0") in the message. */
+ * reading nothing past abi_version but name, at its 1.0 offset. Expected outcome:
+ * "abi-mismatch" under the name "abimajor", with both versions ("99.0", "1.0") in the
+ * message. */
 #include "tinyfin/plugin.h"
 
 static const tf_plugin abi_major_plugin = {
