@@ -100,6 +100,7 @@ void raise_status(tf_status status, const std::string &message) {
 
 Storage::~Storage() {
     if (buffer && Registry::alive()) backend->table().buffer_free(buffer);
+    if (release) release();
 }
 
 std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t nbytes) {
