@@ -221,7 +221,7 @@ void bind_tensor(py::module_ &m) {
             if (dim.is_none()) {
                 py::tuple out(x.shape().size());
                 for (std::size_t i = 0; i < x.shape().size(); ++i) out[i] = py::int_(x.shape()[i]);
-                return std::move(out);
+                return out;
             }
             return py::int_(x.shape()[normalise_axis(dim.cast<int64_t>(), x.rank(), "size")]);
         }, py::arg("dim") = py::none())

@@ -4,6 +4,7 @@ The compiled half is tinyfin._C (pybind11 over libtinyfin.so); this package adds
 PyTorch-shaped argument handling that is pure Python: creation from nested lists, method forms of
 the ops, no_grad, the random seed, save/load and the backend report as a dict.
 """
+import builtins as _builtins
 import functools as _functools
 import json as _json
 import threading as _threading
@@ -35,6 +36,9 @@ int64 = dtype.int64
 long = int64
 bool = dtype.bool
 float = float32
+_DTYPE_NAMES = {float32: "float32", float16: "float16", bfloat16: "bfloat16", int32: "int32",
+                int64: "int64", bool: "bool"}
+dtype.__repr__ = dtype.__str__ = lambda self: "tinyfin." + _DTYPE_NAMES[self]
 
 __version__ = "0.1.0"
 concat = cat
@@ -90,13 +94,11 @@ def _as_array(data):
     """Nested lists/numbers/arrays -> a numpy array, with clear errors for what is not data."""
     if isinstance(data, Tensor):
         return data.detach().cpu().numpy()
-    if isinstance(data, _np.ndarray):
-        return data
     if data is None:
         raise DTypeError("tensor: data is None; pass a number, a nested list or an array")
     try:
-        a = _np.array(data)
-    except (ValueError, TypeError) as e:  # ragged lists: numpy 1.24 raises ValueError
+        a = data if isinstance(data, _np.ndarray) else _np.array(data)
+    except (_builtins.ValueError, _builtins.TypeError) as e:  # ragged lists: numpy 1.24 raises ValueError
         raise ShapeError(f"tensor: data is not a rectangular nested list of numbers ({e})") from None
     if a.dtype == object or a.dtype.kind not in "biuf":
         raise DTypeError("tensor: data must hold numbers or bools only (a ragged list, None or "
@@ -117,7 +119,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     elif not isinstance(dtype, _C.dtype):
         dtype = _C._full([], 0, dtype, None).dtype  # validates names such as "float32"
     host = _TINYFIN_TO_NUMPY[dtype]
-    a = _np.ascontiguousarray(a, dtype=host)
+    a = _np.require(a, dtype=host, requirements="C")  # keeps rank 0 (ascontiguousarray does not)
     t = _C._from_host(a, _NUMPY_TO_TINYFIN[a.dtype], device)
     if dtype == bfloat16:
         t = t.to(bfloat16)

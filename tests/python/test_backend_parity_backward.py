@@ -26,7 +26,7 @@ CASES = {
     "avg_pool2d": lambda a, b, img, *_: F.avg_pool2d(img * 1.0, 2),
     "cross_entropy": lambda a, b, img, w, lab: F.cross_entropy(a, lab),
     "attention": lambda a, b, *_: F.scaled_dot_product_attention(a, b, a),
-    "embedding": lambda a, b, img, w, lab: F.embedding(lab, a),
+    "embedding": lambda a, b, img, w, lab: F.embedding(lab, a.T),
     "views": lambda a, *_: a[1:, ::2].T.reshape(-1) * 3,
 }
 

@@ -134,7 +134,7 @@ def test_tfnn_file_read_by_cpp(tmp_path):
     path = tmp_path / "py.tfnn"
     tf.save({"w": tf.tensor([[1.5, -2.0]]), "n": tf.tensor([3, 4], dtype=tf.int32)}, path)
     out = subprocess.run([tool(), "read", str(path)], check=True, capture_output=True, text=True).stdout
-    assert out.splitlines() == ["w f32 [1, 2] 1.5 -2", "n i32 [2] 3 4"]
+    assert out.splitlines() == ["w f32 [1,2] 1.5 -2", "n i32 [2] 3 4"]
 
 
 def test_sgd_matches_hand_computed():

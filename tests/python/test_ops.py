@@ -200,7 +200,8 @@ def test_attention(causal):
     v = rng(15).standard_normal((2, 6, 3)).astype(np.float32)
     s = q @ k.transpose(0, 2, 1) / np.sqrt(8)
     if causal:
-        s = np.where(np.tril(np.ones((4, 6), bool)), s, -np.inf)
+        # tinyfin aligns the causal mask bottom-right (key j > i + Tk - Tq is masked)
+        s = np.where(np.tril(np.ones((4, 6), bool), k=6 - 4), s, -np.inf)
     ref = softmax_ref(s, -1) @ v
     got = F.scaled_dot_product_attention(tf.tensor(q), tf.tensor(k), tf.tensor(v), is_causal=causal)
     np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-5)

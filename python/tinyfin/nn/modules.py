@@ -163,8 +163,12 @@ class _Native(Module):
         self._sync()
 
     def _sync(self):
+        names = set()
         for name, t in self._impl.named_parameters():
             setattr(self, name, t)
+            names.add(name)
+        if isinstance(self._impl, (_C.nn.Linear, _C.nn.Conv2d)) and "bias" not in names:
+            object.__setattr__(self, "bias", None)  # built with bias=False
 
     def forward(self, input):
         return self._impl(input)
