@@ -104,6 +104,7 @@ Storage::~Storage() {
             backend->table().buffer_free(buffer);
             return true;
         });
+    if (release) release();
 }
 
 std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t nbytes) {

@@ -1,6 +1,7 @@
 // What a Tensor handle points at: a view (dtype, shape, strides, offset) of storage.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "backend.hpp"
@@ -16,6 +17,9 @@ struct Storage {
     uint64_t nbytes = 0;
     // Host address of byte 0 when the buffer is host-addressable.
     void *host = nullptr;
+    // For memory the core did not allocate (from_blob): called after the buffer is freed, to
+    // hand the memory back to its owner (a numpy array, a DLPack producer).
+    std::function<void()> release;
 
     Storage() = default;
     Storage(const Storage &) = delete;

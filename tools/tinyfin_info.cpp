@@ -37,34 +37,6 @@ std::string abi_text(uint32_t v) {
     return std::to_string(TF_ABI_MAJOR(v)) + "." + std::to_string(TF_ABI_MINOR(v));
 }
 
-std::string json_string(const std::string &text) {
-    std::string out = "\"";
-    for (unsigned char c : text) {
-        switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\t': out += "\\t"; break;
-        case '\r': out += "\\r"; break;
-        default:
-            if (c < 0x20) {
-                char buf[8];
-                std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                out += buf;
-            } else {
-                out += static_cast<char>(c);
-            }
-        }
-    }
-    return out + "\"";
-}
-
-std::string json_list(const std::vector<std::string> &items) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + json_string(items[i]);
-    return out + "]";
-}
-
 std::string mib(uint64_t bytes) {
     if (bytes == 0) return "unknown";
     char buf[32];
@@ -78,45 +50,8 @@ bool cpu_usable(const tinyfin::Report &r) {
     return false;
 }
 
-void print_json(const tinyfin::Report &r) {
-    std::printf("{\n  \"schema\": \"tinyfin-info/1\",\n");
-    std::printf("  \"core\": {\"version\": %s, \"abi\": %s},\n", json_string(r.core_version).c_str(),
-                json_string(abi_text(r.core_abi_version)).c_str());
-    std::printf("  \"search_path\": [");
-    for (std::size_t i = 0; i < r.search_path.size(); ++i)
-        std::printf("%s\n    {\"path\": %s, \"origin\": %s}", i ? "," : "",
-                    json_string(r.search_path[i].path).c_str(),
-                    json_string(r.search_path[i].origin).c_str());
-    std::printf("\n  ],\n  \"plugins\": [");
-    for (std::size_t i = 0; i < r.plugins.size(); ++i) {
-        const auto &p = r.plugins[i];
-        std::printf("%s\n    {\"path\": %s, \"resolved_path\": %s, \"name\": %s, \"outcome\": %s, "
-                    "\"message\": %s, \"version\": %s, \"abi\": %s, \"priority\": %d, "
-                    "\"initialised\": %s,\n     \"devices\": [",
-                    i ? "," : "", json_string(p.path).c_str(), json_string(p.resolved_path).c_str(),
-                    json_string(p.name).c_str(), json_string(p.outcome).c_str(),
-                    json_string(p.message).c_str(), json_string(p.version).c_str(),
-                    json_string(p.abi_version ? abi_text(p.abi_version) : "").c_str(), p.priority,
-                    p.initialised ? "true" : "false");
-        for (std::size_t d = 0; d < p.devices.size(); ++d) {
-            const auto &dev = p.devices[d];
-            std::printf("%s{\"name\": %s, \"kind\": %s, \"memory_total\": %llu, \"memory_free\": %llu, "
-                        "\"uuid\": %s, \"host_addressable\": %s}",
-                        d ? ", " : "", json_string(dev.name).c_str(), json_string(dev.kind).c_str(),
-                        (unsigned long long)dev.memory_total, (unsigned long long)dev.memory_free,
-                        json_string(dev.uuid).c_str(), dev.host_addressable ? "true" : "false");
-        }
-        std::printf("],\n     \"features\": {");
-        for (std::size_t f = 0; f < p.features.size(); ++f)
-            std::printf("%s%s: %s", f ? ", " : "", json_string(p.features[f].first).c_str(),
-                        json_string(p.features[f].second).c_str());
-        std::printf("},\n     \"supported_ops\": %s}", json_list(p.supported_ops).c_str());
-    }
-    std::printf("\n  ],\n  \"selection\": {\"requested\": %s, \"selected\": %s, \"notes\": %s},\n",
-                json_string(r.requested).c_str(), json_string(r.selected).c_str(),
-                json_list(r.selection_notes).c_str());
-    std::printf("  \"ops\": %s\n}\n", json_list(tinyfin::op_names()).c_str());
-}
+// The JSON lives in the core (report_json) so tinyfin.info() in Python reads the same document.
+void print_json(const tinyfin::Report &r) { std::fputs(tinyfin::report_json(r).c_str(), stdout); }
 
 void print_human(const tinyfin::Report &r) {
     std::printf("tinyfin %s (plugin ABI %s)\n\n", r.core_version.c_str(),

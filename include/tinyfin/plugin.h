@@ -291,6 +291,13 @@ typedef struct tf_host_api {
 
 /* ---- The plugin's table ------------------------------------------------------ */
 
+/* get_proc("buffer_wrap") (optional; plugins with host-addressable devices): a buffer over
+ * size bytes of host memory at data that the caller owns and keeps alive until buffer_free,
+ * which then frees only the plugin's record, never data. The core's from_blob uses it for
+ * zero-copy numpy and DLPack tensors. */
+typedef tf_status (*tf_buffer_wrap_fn)(int32_t device, void *data, uint64_t size, tf_buffer **out,
+                                       tf_error *err);
+
 /* Receives one key/value feature from tf_plugin.list_features. */
 typedef void (*tf_feature_fn)(void *user, const char *key, const char *value);
 

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -143,6 +144,12 @@ public:
     // Same storage, no autograd history.
     Tensor detach() const;
 
+    // Host address of the first element when the storage is host-addressable (cpu, blas), after
+    // waiting for pending work on the device; nullptr on a device without host addresses
+    // (vulkan, opengl, cuda). For zero-copy interop (numpy, DLPack): the memory stays valid while
+    // this tensor or any view of its storage lives. Layout: strides() and dtype().
+    void *host_data() const;
+
     // Host read-back, in row-major order. Waits for pending device work.
     void copy_to_host(void *dst, std::size_t bytes) const;
     template <typename T> std::vector<T> to_vector() const;
@@ -174,6 +181,13 @@ Tensor from_host(const void *data, const Shape &shape, DType dtype,
 template <typename T>
 Tensor from_vector(const std::vector<T> &values, const Shape &shape,
                    std::optional<Device> device = {});
+// A cpu tensor over host memory the caller owns (no copy): shape and strides in elements
+// (strides >= 0; elements may not overlap unless the tensor is only read). release runs once,
+// when the last tensor viewing this memory is gone; the caller keeps data alive until then.
+// For zero-copy numpy and DLPack imports. Throws ValueError for a NULL data with elements,
+// negative strides or mismatched ranks, BackendError when the cpu plugin cannot wrap memory.
+Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dtype,
+                 std::function<void()> release);
 // Uniform in [0, 1) / standard normal, f32, reproducible for a given seed on every backend.
 Tensor rand(const Shape &shape, uint64_t seed, std::optional<Device> device = {});
 Tensor randn(const Shape &shape, uint64_t seed, std::optional<Device> device = {});
@@ -435,6 +449,8 @@ struct Report {
 };
 // Initialises every loaded plugin (to list devices) and describes the whole registry.
 Report report();
+// The report as the JSON document `tinyfin-info --json` prints (schema "tinyfin-info/1").
+std::string report_json(const Report &report);
 // The report of one loaded backend, initialising only that one: its devices (with free memory
 // now), features (live counters) and sample op support. Throws BackendError when no loaded
 // backend has that name.

@@ -13,6 +13,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
@@ -43,7 +44,11 @@ struct tf_buffer {
     uint64_t capacity;  // bytes of the block, handed back to the cache with it
     // Bytes the core asked for; read, write and copy stay inside them.
     uint64_t size;
-    ~tf_buffer() { tf_cpu::host_free(data, capacity); }
+    // False for memory lent by buffer_wrap (a numpy array, a DLPack tensor): its owner frees it.
+    bool owned = true;
+    ~tf_buffer() {
+        if (owned) tf_cpu::host_free(data, capacity);
+    }
 };
 
 // ---- Shared helpers (declared in kernels.h) --------------------------------------------------
@@ -511,6 +516,23 @@ tf_status cpu_buffer_alloc(int32_t device, uint64_t size, tf_buffer **out, tf_er
 
 void cpu_buffer_free(tf_buffer *buffer) { delete buffer; }
 
+// get_proc("buffer_wrap"): host memory the caller owns, seen as a buffer (zero-copy interop).
+tf_status cpu_buffer_wrap(int32_t device, void *data, uint64_t size, tf_buffer **out, tf_error *err) {
+    return guarded(err, "buffer_wrap", [&]() -> tf_status {
+        if (device != 0) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_wrap: no cpu device %d (there is 1)", device);
+        if (!out) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_wrap: out is NULL");
+        *out = nullptr;
+        if (!data && size > 0) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_wrap: data is NULL");
+        *out = new tf_buffer{data, 0, size, false};
+        return TF_STATUS_OK;
+    });
+}
+
+void *cpu_get_proc(const char *name) {
+    if (name && std::strcmp(name, "buffer_wrap") == 0) return reinterpret_cast<void *>(&cpu_buffer_wrap);
+    return nullptr;
+}
+
 void *cpu_buffer_host_ptr(tf_buffer *buffer) { return buffer ? buffer->data : nullptr; }
 
 // offset + size within the buffer, written so that it cannot overflow.
@@ -703,7 +725,7 @@ constexpr tf_plugin k_plugin = {
     .run = cpu_run,
     .synchronize = cpu_synchronize,
     .list_features = cpu_list_features,
-    .get_proc = nullptr,  // no extensions
+    .get_proc = cpu_get_proc,
 };
 
 }  // namespace

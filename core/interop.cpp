@@ -1,0 +1,73 @@
+// Zero-copy interop: host addresses of host-addressable tensors and cpu tensors over foreign
+// memory (numpy arrays, DLPack tensors), through the cpu plugin's get_proc("buffer_wrap").
+#include "errors.hpp"
+#include "ops_common.hpp"
+#include "registry.hpp"
+
+namespace tinyfin {
+
+using namespace detail;
+
+void *Tensor::host_data() const {
+    const TensorImpl &t = impl_of(*this, "host_data");
+    Storage &storage = *t.storage;
+    if (!storage.host) return nullptr;
+    // Plugins may queue work; the memory is the caller's to read once it has finished.
+    tf_error err = make_error();
+    tf_status status = storage.backend->table().synchronize(storage.device, &err);
+    if (status != TF_STATUS_OK)
+        raise_status(status, "host_data on " + device().str() + ": " +
+                                 error_text(err, "synchronize failed without a message"));
+    return static_cast<char *>(storage.host) +
+           static_cast<std::size_t>(t.offset) * element_size(t.dtype);
+}
+
+Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dtype,
+                 std::function<void()> release) {
+    // The release must run on every path, also when wrapping fails.
+    struct Releaser {
+        std::function<void()> fn;
+        ~Releaser() {
+            if (fn) fn();
+        }
+    } guard{std::move(release)};
+    if (shape.size() != strides.size())
+        raise<ValueError>("from_blob: shape " + shape_str(shape) + " and strides " +
+                          shape_str(strides) + " have different ranks");
+    std::size_t esize = dtype_size(dtype);
+    int64_t numel = checked_numel(shape, "from_blob");
+    int64_t end = numel == 0 ? 0 : 1;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (strides[i] < 0)
+            raise<ValueError>("from_blob: negative strides " + shape_str(strides) +
+                              " (copy the data into a positive-stride layout first)");
+        if (numel) end += (shape[i] - 1) * strides[i];
+    }
+    if (!data && numel > 0) raise<ValueError>("from_blob: data is NULL for shape " + shape_str(shape));
+    Backend &cpu = Registry::checked().cpu();
+    auto wrap = reinterpret_cast<tf_buffer_wrap_fn>(cpu.get_proc("buffer_wrap"));
+    if (!wrap) raise<BackendError>("from_blob: the cpu plugin cannot wrap host memory (no buffer_wrap)");
+    auto storage = std::make_shared<Storage>();
+    storage->backend = &cpu;
+    storage->device = 0;
+    storage->nbytes = static_cast<uint64_t>(end) * esize;
+    ScratchError err;
+    tf_status status = wrap(0, data, storage->nbytes, &storage->buffer, &err.get());
+    if (status != TF_STATUS_OK || !storage->buffer) {
+        storage->buffer = nullptr;
+        raise_status(status == TF_STATUS_OK ? TF_STATUS_INTERNAL : status,
+                     "from_blob: " + err.text("the cpu plugin returned no buffer"));
+    }
+    storage->host = data;
+    storage->release = std::move(guard.fn);
+    guard.fn = nullptr;
+    auto impl = std::make_shared<TensorImpl>();
+    impl->dtype = dtype;
+    impl->shape = shape;
+    impl->strides = strides;
+    impl->offset = 0;
+    impl->storage = std::move(storage);
+    return Tensor(std::move(impl));
+}
+
+} // namespace tinyfin

@@ -1,0 +1,41 @@
+// tinyfin's Python extension (tinyfin._C): what the binding files share.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "tinyfin/nn.hpp"
+#include "tinyfin/tinyfin.hpp"
+
+namespace tinyfin::python {
+
+namespace py = pybind11;
+
+// Each bind_* adds one area to the module (errors.cpp, tensor.cpp, ops.cpp, nn.cpp,
+// backends.cpp, interop.cpp).
+void bind_errors(py::module_ &m);
+void bind_tensor(py::module_ &m);
+void bind_ops(py::module_ &m);
+void bind_nn(py::module_ &m);
+void bind_backends(py::module_ &m);
+void bind_interop(py::module_ &m);
+void bind_factories(py::module_ &m);
+
+// Raises the tinyfin.<kind> Python exception (kind: "DeviceError", "DTypeError", ...).
+[[noreturn]] void raise_python(const char *kind, const std::string &message);
+
+// None, a tinyfin.device or a string ("cpu", "vulkan:0") -> a device (nullopt for None).
+std::optional<Device> device_arg(py::handle obj);
+// None, a tinyfin dtype or a name ("float32") -> a dtype (fallback for None).
+DType dtype_arg(py::handle obj, DType fallback);
+// A tensor operand: a Tensor as is; a Python number becomes a rank-0 tensor of like's dtype on
+// like's device (so `t + 2` keeps t's dtype, as in PyTorch for same-kind scalars).
+Tensor operand(py::handle obj, const Tensor &like, const char *op);
+// One axis or a tuple/list of axes (None: all) -> axes.
+std::vector<int> axes_arg(py::handle obj);
+
+// Thrown by binding code for bad Python input; translated to tinyfin's classes.
+} // namespace tinyfin::python

@@ -1,0 +1,376 @@
+"""tinyfin from Python: tensors with autograd on pluggable backends (docs/python.md).
+
+The compiled half is tinyfin._C (pybind11 over libtinyfin.so); this package adds the
+PyTorch-shaped argument handling that is pure Python: creation from nested lists, method forms of
+the ops, no_grad, the random seed, save/load and the backend report as a dict.
+"""
+import builtins as _builtins
+import functools as _functools
+import json as _json
+import threading as _threading
+from collections import namedtuple as _namedtuple
+
+import numpy as _np
+
+from . import _C
+from ._C import (  # noqa: F401  (re-exported API)
+    Tensor, device, dtype,
+    Error, ShapeError, DTypeError, ValueError, DeviceError, BackendError, FallbackError,
+    OutOfMemoryError, PluginError, AutogradError,
+    add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, relu_backward,
+    neg, exp, relu, abs, log, sqrt, rsqrt, sin, cos, tanh, erf, sigmoid, silu, square, gelu,
+    clamp, where, matmul, sum, mean, amax, amin, var, argmax, argmin,
+    conv2d, max_pool2d, avg_pool2d, softmax, log_softmax, layer_norm, rms_norm, rope,
+    scaled_dot_product_attention, embedding, cross_entropy, one_hot,
+    cat, stack, narrow, from_numpy, from_dlpack,
+    backend_set, backend_name, default_device, available_backends, synchronize, op_names,
+    reset_stats, is_grad_enabled,
+)
+
+float32 = dtype.float32
+float16 = dtype.float16
+half = float16
+bfloat16 = dtype.bfloat16
+int32 = dtype.int32
+int64 = dtype.int64
+long = int64
+bool = dtype.bool
+float = float32
+_DTYPE_NAMES = {float32: "float32", float16: "float16", bfloat16: "bfloat16", int32: "int32",
+                int64: "int64", bool: "bool"}
+dtype.__repr__ = dtype.__str__ = lambda self: "tinyfin." + _DTYPE_NAMES[self]
+
+__version__ = "0.1.0"
+concat = cat
+clip = clamp
+
+# ---- Random numbers -------------------------------------------------------------------------
+# rand/randn in C++ take an explicit seed; a call without one draws the next stream of the
+# global seed (manual_seed), so a program is reproducible on every backend.
+_seed_lock = _threading.Lock()
+_seed = [0, 0]  # [seed, calls]
+
+
+def manual_seed(seed):
+    """Sets the seed of rand/randn/Dropout calls made without an explicit seed."""
+    with _seed_lock:
+        _seed[0] = int(seed)
+        _seed[1] = 0
+
+
+def _next_seed():
+    with _seed_lock:
+        s = _C.mix_seed(_seed[0], _seed[1])
+        _seed[1] += 1
+    return s
+
+
+# ---- Creation -------------------------------------------------------------------------------
+
+def _size(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, int) or isinstance(s, type(True)):
+            raise ShapeError(f"sizes must be integers, got {type(s).__name__}")
+    return list(size)
+
+
+def _finish(t, requires_grad):
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+_NUMPY_TO_TINYFIN = {
+    _np.dtype("float32"): float32, _np.dtype("float16"): float16, _np.dtype("int32"): int32,
+    _np.dtype("int64"): int64, _np.dtype("bool"): bool,
+}
+_TINYFIN_TO_NUMPY = {float32: "float32", float16: "float16", int32: "int32", int64: "int64",
+                     bool: "bool", bfloat16: "float32"}
+
+
+def _as_array(data):
+    """Nested lists/numbers/arrays -> a numpy array, with clear errors for what is not data."""
+    if isinstance(data, Tensor):
+        return data.detach().cpu().numpy()
+    if data is None:
+        raise DTypeError("tensor: data is None; pass a number, a nested list or an array")
+    try:
+        a = data if isinstance(data, _np.ndarray) else _np.array(data)
+    except (_builtins.ValueError, _builtins.TypeError) as e:  # ragged lists: numpy 1.24 raises ValueError
+        raise ShapeError(f"tensor: data is not a rectangular nested list of numbers ({e})") from None
+    if a.dtype == object or a.dtype.kind not in "biuf":
+        raise DTypeError("tensor: data must hold numbers or bools only (a ragged list, None or "
+                         f"strings inside?), numpy read it as {a.dtype}")
+    return a
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new tensor holding a copy of data (nested lists, numbers, numpy arrays, tensors).
+
+    Default dtypes as in PyTorch: floats -> float32, ints -> int64, bools -> bool; a numpy array
+    keeps its dtype when tinyfin has it (float64 becomes float32)."""
+    a = _as_array(data)
+    if dtype is None:
+        kind = a.dtype.kind
+        dtype = (bool if kind == "b" else _NUMPY_TO_TINYFIN.get(a.dtype) or
+                 (int64 if kind in "iu" else float32))
+    elif not isinstance(dtype, _C.dtype):
+        dtype = _C._full([], 0, dtype, None).dtype  # validates names such as "float32"
+    host = _TINYFIN_TO_NUMPY[dtype]
+    a = _np.require(a, dtype=host, requirements="C")  # keeps rank 0 (ascontiguousarray does not)
+    t = _C._from_host(a, _NUMPY_TO_TINYFIN[a.dtype], device)
+    if dtype == bfloat16:
+        t = t.to(bfloat16)
+    return _finish(t, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Like tensor(), but a tensor of the right dtype and device is returned as is and a
+    numpy array is shared when from_numpy can (no dtype or device change asked)."""
+    if isinstance(data, Tensor) and (dtype is None or data.dtype == dtype) and (
+            device is None or data.device == device):
+        return data
+    if isinstance(data, _np.ndarray) and dtype is None and device is None and \
+            data.dtype in _NUMPY_TO_TINYFIN:
+        return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    return _finish(_C._empty(_size(size), dtype, device), requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    return _finish(_C._full(_size(size), 0.0, dtype, device), requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    return _finish(_C._full(_size(size), 1.0, dtype, device), requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    if dtype is None:
+        dtype = bool if isinstance(fill_value, type(True)) else (
+            int64 if isinstance(fill_value, int) else float32)
+    return _finish(_C._full(_size((size,)), fill_value, dtype, device), requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    """start, start+step, ... < end; int64 when all of start, end, step are ints (as PyTorch)."""
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        ints = all(isinstance(v, int) for v in (start, end, step))
+        dtype = int64 if ints else float32
+    return _finish(_C._arange(start, end, step, dtype, device), requires_grad)
+
+
+def rand(*size, seed=None, dtype=None, device=None, requires_grad=False):
+    """Uniform [0, 1); seed=None draws the next stream of manual_seed's seed."""
+    t = _C._rand(_size(size), _next_seed() if seed is None else seed, device)
+    return _finish(t if dtype in (None, float32) else t.to(dtype), requires_grad)
+
+
+def randn(*size, seed=None, dtype=None, device=None, requires_grad=False):
+    t = _C._randn(_size(size), _next_seed() if seed is None else seed, device)
+    return _finish(t if dtype in (None, float32) else t.to(dtype), requires_grad)
+
+
+def _like(fn):
+    @_functools.wraps(fn)
+    def like(input, dtype=None, device=None, requires_grad=False, **kw):
+        return fn(*input.shape, dtype=dtype or input.dtype, device=device or input.device,
+                  requires_grad=requires_grad, **kw)
+    like.__name__ = fn.__name__ + "_like"
+    return like
+
+
+empty_like, zeros_like, ones_like = _like(empty), _like(zeros), _like(ones)
+
+
+def rand_like(input, seed=None, device=None, requires_grad=False):
+    return rand(*input.shape, seed=seed, dtype=input.dtype, device=device or input.device,
+                requires_grad=requires_grad)
+
+
+def randn_like(input, seed=None, device=None, requires_grad=False):
+    return randn(*input.shape, seed=seed, dtype=input.dtype, device=device or input.device,
+                 requires_grad=requires_grad)
+
+
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(input.shape, fill_value, dtype=dtype or input.dtype, device=device or input.device,
+                requires_grad=requires_grad)
+
+
+# ---- Ops with PyTorch's argument juggling -----------------------------------------------------
+
+_MaxMin = _namedtuple("max", ["values", "indices"])
+
+
+def max(input, dim=None, keepdim=False):
+    """max(t): the largest element; max(t, dim): (values, indices) as in PyTorch;
+    max(a, b): elementwise maximum."""
+    if isinstance(dim, Tensor):
+        return maximum(input, dim)
+    if isinstance(dim, int):
+        return _MaxMin(amax(input, dim, keepdim), argmax(input, dim, keepdim))
+    return amax(input, dim, keepdim)
+
+
+def min(input, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        return minimum(input, dim)
+    if isinstance(dim, int):
+        return _MaxMin(amin(input, dim, keepdim), argmin(input, dim, keepdim))
+    return amin(input, dim, keepdim)
+
+
+def std(input, dim=None, correction=1, keepdim=False):
+    return sqrt(var(input, dim, correction=correction, keepdim=keepdim))
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """Views of pieces of the given size (an int: equal pieces, the last may be shorter)."""
+    n = tensor.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size <= 0:
+            raise ValueError(f"split: split_size must be positive, got {size}")
+        sizes = [size] * (n // size) + ([n % size] if n % size else [])
+    else:
+        sizes = list(split_size_or_sections)
+    return tuple(_C._split(tensor, sizes, dim))
+
+
+def chunk(input, chunks, dim=0):
+    n = input.shape[dim]
+    return split(input, -(-n // chunks), dim)
+
+
+def pad(input, pad, mode="constant", value=0.0):
+    """torch.nn.functional.pad: pad lists (before, after) pairs from the last axis backwards."""
+    if mode != "constant":
+        raise ValueError(f"pad: only mode='constant' is supported, got {mode!r}")
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ShapeError(f"pad: {len(pad)} values do not pair up over a tensor of rank {input.ndim}")
+    pads = [0] * (2 * input.ndim)
+    for i in range(len(pad) // 2):
+        axis = input.ndim - 1 - i
+        pads[2 * axis], pads[2 * axis + 1] = pad[2 * i], pad[2 * i + 1]
+    return _C._pad(input, pads, value)
+
+
+def reshape(input, shape):
+    return input.reshape(shape)
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    return input.flatten(start_dim, end_dim)
+
+
+def transpose(input, dim0, dim1):
+    return input.transpose(dim0, dim1)
+
+
+def permute(input, dims):
+    return input.permute(dims)
+
+
+def squeeze(input, dim=None):
+    return input.squeeze(dim)
+
+
+def unsqueeze(input, dim):
+    return input.unsqueeze(dim)
+
+
+def numel(input):
+    return input.numel()
+
+
+def allclose(input, other, rtol=1e-5, atol=1e-8):
+    return _np.allclose(input.detach().cpu().numpy(), other.detach().cpu().numpy(), rtol, atol)
+
+
+# ---- Autograd mode ----------------------------------------------------------------------------
+
+class no_grad:
+    """Disables autograd recording on this thread: `with tinyfin.no_grad():` or `@tinyfin.no_grad()`."""
+
+    def __init__(self):
+        self._guards = _threading.local()
+
+    def __enter__(self):
+        stack = getattr(self._guards, "stack", None)
+        if stack is None:
+            stack = self._guards.stack = []
+        g = _C._NoGrad()
+        g.__enter__()
+        stack.append(g)
+        return None
+
+    def __exit__(self, *exc):
+        self._guards.stack.pop().__exit__(*exc)
+        return False
+
+    def __call__(self, fn):
+        @_functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with no_grad():
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+# ---- Backends and the report ------------------------------------------------------------------
+
+def info():
+    """The registry report as a dict: the same document as `tinyfin-info --json`."""
+    return _json.loads(_C.report_json())
+
+
+def backends():
+    """Loaded, usable backends best first, each {"name", "priority", "devices": [{"name",
+    "kind", "memory_total", "memory_free", "host_addressable"}]} (from info())."""
+    report = info()
+    by_name = {p["name"]: p for p in report["plugins"] if p["outcome"] == "loaded"}
+    out = []
+    for name in available_backends():
+        p = by_name.get(name, {})
+        out.append({"name": name, "priority": p.get("priority", 0), "devices": p.get("devices", [])})
+    return out
+
+
+def stats():
+    """Per-backend op, transfer and allocation counters and the fallbacks, as a dict."""
+    return _C.stats()
+
+
+# ---- Files ----------------------------------------------------------------------------------
+
+def save(obj, f):
+    """Writes a Module's state_dict or a dict of name -> Tensor to path f in the TFNN format
+    (docs/nn.md), the same files as C++ nn::save."""
+    from .nn import Module
+    state = obj.state_dict() if isinstance(obj, Module) else obj
+    if not isinstance(state, dict):
+        raise DTypeError(f"save: expected a Module or a dict of name -> Tensor, got {type(state).__name__}")
+    items = []
+    for name, t in state.items():
+        if not isinstance(t, Tensor):
+            raise DTypeError(f"save: {name!r} is a {type(t).__name__}, not a tinyfin.Tensor")
+        items.append((str(name), t.detach()))
+    _C.nn.save(str(f), items)
+
+
+def load(f, map_location=None):
+    """Reads a TFNN file (from tinyfin.save or C++ nn::save) into a dict of name -> Tensor on
+    map_location (the default device when None)."""
+    from collections import OrderedDict
+    return OrderedDict(_C.nn.load_all(str(f), map_location))
+
+
+from . import _tensor  # noqa: E402,F401  (methods on Tensor)
+from . import nn, optim  # noqa: E402,F401

@@ -1,0 +1,408 @@
+"""tinyfin.nn modules. Module registers parameters and sub-modules assigned as attributes (as
+PyTorch does), so Python subclasses need no registration calls. Linear, Conv2d, MaxPool2d, ReLU,
+GELU, Dropout and Flatten run the C++ modules of include/tinyfin/nn.hpp (same initialisation as
+the C++ API for the same seed); the others are written over tinyfin's ops."""
+import math
+from collections import OrderedDict
+
+import tinyfin as tf
+from tinyfin import _C
+from . import functional as F
+
+
+class Parameter:
+    """Marks a tensor as a parameter: `self.w = nn.Parameter(t)` registers t with requires_grad.
+    The result is the tensor itself (tinyfin has no separate parameter type)."""
+
+    def __new__(cls, data, requires_grad=True):
+        t = data.detach()
+        t.requires_grad_(requires_grad)
+        return t
+
+
+class Module:
+    """Base of all layers. Assigning a Tensor that requires grad, or a Module, to an attribute
+    registers it under that name; parameters(), named_parameters(), state_dict() walk own
+    parameters first, then children, in assignment order."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        params = self.__dict__.get("_parameters")
+        if params is None:
+            raise tf.AutogradError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
+        params.pop(name, None)
+        self._modules.pop(name, None)
+        if isinstance(value, Module):
+            self._modules[name] = value
+        elif isinstance(value, tf.Tensor) and value.requires_grad and value.is_leaf:
+            params[name] = value
+        elif value is None and name in ("bias", "weight"):
+            pass
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        self._parameters.pop(name, None)
+        self._modules.pop(name, None)
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name, param):
+        if param is None:
+            object.__setattr__(self, name, None)
+            return
+        if not param.requires_grad:
+            param.requires_grad_(True)
+        setattr(self, name, param)
+
+    def register_module(self, name, module):
+        setattr(self, name, module)
+
+    add_module = register_module
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__}.forward is not defined")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def named_children(self):
+        return iter(self._modules.items())
+
+    def children(self):
+        return iter(self._modules.values())
+
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for name, child in self._modules.items():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        return (m for _, m in self.named_modules())
+
+    def named_parameters(self, prefix=""):
+        seen = set()
+        for mod_prefix, mod in self.named_modules(prefix):
+            for name, p in mod._parameters.items():
+                key = id(p)
+                if key in seen:
+                    continue
+                seen.add(key)
+                yield (f"{mod_prefix}.{name}" if mod_prefix else name), p
+
+    def parameters(self):
+        return (p for _, p in self.named_parameters())
+
+    def state_dict(self):
+        """name -> parameter (detached, sharing memory), the names C++ named_parameters() gives."""
+        return OrderedDict((name, p.detach()) for name, p in self.named_parameters())
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copies values into the parameters in place (every handle, optimizers' included, sees
+        them). strict: the names must match exactly (ValueError naming the difference)."""
+        own = OrderedDict(self.named_parameters())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise tf.ValueError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        with tf.no_grad():
+            for name, p in own.items():
+                if name not in state_dict:
+                    continue
+                src = state_dict[name]
+                if not isinstance(src, tf.Tensor):
+                    src = tf.tensor(src)
+                if tuple(src.shape) != tuple(p.shape):
+                    raise tf.ShapeError(f"load_state_dict: {name} has shape {tuple(src.shape)} in the "
+                                        f"state dict, the parameter has {tuple(p.shape)}")
+                p.copy_(src.to(p.dtype))
+        return missing, unexpected
+
+    def train(self, mode=True):
+        object.__setattr__(self, "training", mode)
+        for child in self._modules.values():
+            child.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            p.grad = None
+
+    def to(self, device):
+        """Moves every parameter to device; parameters become new tensors (build optimizers after)."""
+        for mod in self.modules():
+            mod._move(device)
+        return self
+
+    def _move(self, device):
+        for name, p in list(self._parameters.items()):
+            moved = p.detach().to(device)
+            moved.requires_grad_(p.requires_grad)
+            setattr(self, name, moved)
+
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = [f"  ({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        return head + ("\n" + "\n".join(lines) + "\n)" if lines else ")")
+
+
+class _Native(Module):
+    """A module whose forward runs a C++ module (tinyfin._C.nn.*)."""
+
+    def __init__(self, impl):
+        super().__init__()
+        object.__setattr__(self, "_impl", impl)
+        self._sync()
+
+    def _sync(self):
+        names = set()
+        for name, t in self._impl.named_parameters():
+            setattr(self, name, t)
+            names.add(name)
+        if isinstance(self._impl, (_C.nn.Linear, _C.nn.Conv2d)) and "bias" not in names:
+            object.__setattr__(self, "bias", None)  # built with bias=False
+
+    def forward(self, input):
+        return self._impl(input)
+
+    def train(self, mode=True):
+        self._impl.train(mode)
+        return super().train(mode)
+
+    def _move(self, device):
+        self._impl.to(device)
+        self._sync()
+
+    def load_state_dict(self, state_dict, strict=True):
+        return super().load_state_dict(state_dict, strict)
+
+    def extra_repr(self):
+        text = self._impl.describe()
+        return text[text.index("(") + 1:-1]
+
+
+def _seed(seed):
+    return tf._next_seed() if seed is None else seed
+
+
+class Linear(_Native):
+    def __init__(self, in_features, out_features, bias=True, seed=None):
+        self.in_features, self.out_features = in_features, out_features
+        super().__init__(_C.nn.Linear(in_features, out_features, bias, _seed(seed)))
+
+    def __setattr__(self, name, value):
+        if name in ("in_features", "out_features") and "_parameters" not in self.__dict__:
+            object.__setattr__(self, name, value)
+            return
+        super().__setattr__(name, value)
+
+
+class Conv2d(_Native):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, seed=None):
+        if not isinstance(kernel_size, int):
+            if len(set(kernel_size)) != 1:
+                raise tf.ValueError("Conv2d: only square kernels (kernel_size an int or (k, k))")
+            kernel_size = kernel_size[0]
+        super().__init__(_C.nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding,
+                                      dilation, groups, bias, _seed(seed)))
+
+
+class MaxPool2d(_Native):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__(_C.nn.MaxPool2d(kernel_size, stride or 0, padding))
+
+
+class ReLU(_Native):
+    def __init__(self):
+        super().__init__(_C.nn.ReLU())
+
+
+class GELU(_Native):
+    def __init__(self, approximate="none"):
+        if approximate not in ("none", "tanh"):
+            raise tf.ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        super().__init__(_C.nn.GELU(approximate == "tanh"))
+
+
+class Dropout(_Native):
+    def __init__(self, p=0.5, seed=None):
+        if not 0 <= p < 1:
+            raise tf.ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        super().__init__(_C.nn.Dropout(p, _seed(seed)))
+
+
+class Flatten(_Native):
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__(_C.nn.Flatten(start_dim, end_dim))
+
+
+class AvgPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, count_include_pad=True):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.count_include_pad = count_include_pad
+
+    def forward(self, input):
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding,
+                            count_include_pad=self.count_include_pad)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}, padding={self.padding}"
+
+
+class Identity(Module):
+    def forward(self, input):
+        return input
+
+
+class Sigmoid(Module):
+    def forward(self, input):
+        return tf.sigmoid(input)
+
+
+class Tanh(Module):
+    def forward(self, input):
+        return tf.tanh(input)
+
+
+class SiLU(Module):
+    def forward(self, input):
+        return tf.silu(input)
+
+
+class Softmax(Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return tf.softmax(input, self.dim)
+
+
+def _shape(normalized_shape):
+    return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+
+
+class LayerNorm(Module):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None):
+        super().__init__()
+        self.normalized_shape, self.eps = _shape(normalized_shape), eps
+        self.weight = tf.ones(*self.normalized_shape, device=device, requires_grad=True) if elementwise_affine else None
+        self.bias = (tf.zeros(*self.normalized_shape, device=device, requires_grad=True)
+                     if elementwise_affine and bias else None)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class RMSNorm(Module):
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None):
+        super().__init__()
+        self.normalized_shape, self.eps = _shape(normalized_shape), eps
+        self.weight = tf.ones(*self.normalized_shape, device=device, requires_grad=True) if elementwise_affine else None
+
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class Embedding(Module):
+    """weight [num_embeddings, embedding_dim] ~ N(0, 1), as torch.nn.Embedding."""
+
+    def __init__(self, num_embeddings, embedding_dim, device=None, seed=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = tf.randn(num_embeddings, embedding_dim, seed=seed, device=device, requires_grad=True)
+
+    def forward(self, input):
+        return F.embedding(input, self.weight)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class Sequential(Module):
+    """Applies its modules in order; they are named "0", "1", ... (as C++ nn::Sequential)."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
+            for name, m in modules[0].items():
+                setattr(self, name, m)
+        else:
+            for i, m in enumerate(modules):
+                setattr(self, str(i), m)
+
+    def append(self, module):
+        setattr(self, str(len(self._modules)), module)
+        return self
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __getitem__(self, i):
+        mods = list(self._modules.values())
+        return Sequential(*mods[i]) if isinstance(i, slice) else mods[i]
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def forward(self, input):
+        for m in self._modules.values():
+            input = m(input)
+        return input
+
+
+class ModuleList(Module):
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module):
+        setattr(self, str(len(self._modules)), module)
+        return self
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+class CrossEntropyLoss(Module):
+    def __init__(self, reduction="mean", ignore_index=-100):
+        super().__init__()
+        self.reduction, self.ignore_index = reduction, ignore_index
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, reduction=self.reduction, ignore_index=self.ignore_index)
+
+
+class MSELoss(Module):
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+_ = math  # kept for subclasses' initialisers
