@@ -11,22 +11,22 @@ using namespace detail;
 
 namespace detail {
 
-int normalize_axis(int axis, int rank, const char *op) {
+int normalize_axis(int64_t axis, int rank, const char *op) {
     if (axis < -rank || axis >= rank)
         raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) +
                           " is out of range for rank " + std::to_string(rank));
     return axis < 0 ? axis + rank : axis;
 }
 
-uint32_t axes_mask(const Shape &shape, const std::vector<int> &axes, const char *op) {
+uint32_t axes_mask(const Shape &shape, const Axes &axes, const char *op) {
     int rank = static_cast<int>(shape.size());
     if (axes.empty()) return rank == 0 ? 0u : (1u << rank) - 1;
     uint32_t mask = 0;
-    for (int axis : axes) {
+    for (int64_t axis : axes) {
         if (axis < -rank || axis >= rank)
             raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) +
                               " is out of range for shape " + shape_str(shape));
-        int a = axis < 0 ? axis + rank : axis;
+        int a = static_cast<int>(axis < 0 ? axis + rank : axis);
         if (mask & (1u << a))
             raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) + " repeated");
         mask |= 1u << a;
@@ -210,7 +210,11 @@ Tensor constant_like(const Tensor &like, double value) {
     for (auto it = cache.rbegin(); it != cache.rend(); ++it)
         if (it->bits == bits && it->dtype == impl.dtype && it->backend == backend && it->device == device)
             return it->tensor;
-    Tensor t = full({}, value, impl.dtype, like.device());
+    Tensor t;
+    {
+        HelperScope helper;
+        t = full({}, value, impl.dtype, like.device());
+    }
     if (cache.size() >= capacity) cache.erase(cache.begin());
     cache.push_back({backend, device, impl.dtype, bits, t});
     return t;
@@ -530,5 +534,22 @@ Tensor operator+(double a, const Tensor &b) { return add(constant_like(b, a), b)
 Tensor operator-(double a, const Tensor &b) { return sub(constant_like(b, a), b); }
 Tensor operator*(double a, const Tensor &b) { return mul(constant_like(b, a), b); }
 Tensor operator/(double a, const Tensor &b) { return div(constant_like(b, a), b); }
+
+Tensor add(const Tensor &a, double b) { return add(a, constant_like(a, b)); }
+Tensor sub(const Tensor &a, double b) { return sub(a, constant_like(a, b)); }
+Tensor mul(const Tensor &a, double b) { return mul(a, constant_like(a, b)); }
+Tensor div(const Tensor &a, double b) { return div(a, constant_like(a, b)); }
+Tensor pow(const Tensor &a, double exponent) { return pow(a, constant_like(a, exponent)); }
+Tensor maximum(const Tensor &a, double b) { return maximum(a, constant_like(a, b)); }
+Tensor minimum(const Tensor &a, double b) { return minimum(a, constant_like(a, b)); }
+Tensor add(double a, const Tensor &b) { return add(constant_like(b, a), b); }
+Tensor sub(double a, const Tensor &b) { return sub(constant_like(b, a), b); }
+Tensor mul(double a, const Tensor &b) { return mul(constant_like(b, a), b); }
+Tensor div(double a, const Tensor &b) { return div(constant_like(b, a), b); }
+Tensor pow(double base, const Tensor &exponent) { return pow(constant_like(exponent, base), exponent); }
+Tensor maximum(double a, const Tensor &b) { return maximum(constant_like(b, a), b); }
+Tensor minimum(double a, const Tensor &b) { return minimum(constant_like(b, a), b); }
+Tensor where(const Tensor &cond, const Tensor &a, double b) { return where(cond, a, constant_like(a, b)); }
+Tensor where(const Tensor &cond, double a, const Tensor &b) { return where(cond, constant_like(b, a), b); }
 
 } // namespace tinyfin

@@ -80,6 +80,72 @@ Shape pool_out_shape(const Tensor &x, const tf_params_pool2d &p, const char *op)
     return {x.size(0), x.size(1), oh, ow};
 }
 
+// One axis of a pooling window as torch sizes it, dilation and ceil_mode included.
+struct PoolAxis {
+    int64_t out;   // output size
+    int64_t extra; // positions past the right padding that the last window reaches (ceil_mode)
+};
+
+PoolAxis pool_axis(int64_t in, int kernel, int stride, int pad, int dilation, bool ceil_mode,
+                   const Tensor &x, const char *op) {
+    int64_t span = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
+    int64_t padded = in + 2 * static_cast<int64_t>(pad);
+    if (padded < span)
+        raise<ShapeError>(std::string(op) + ": input " + shape_str(x.shape()) + " with padding " +
+                          std::to_string(pad) + " is smaller than the window of " +
+                          std::to_string(span) + " positions");
+    int64_t out = (padded - span + (ceil_mode ? stride - 1 : 0)) / stride + 1;
+    // torch: the last window must start inside the input or the left padding.
+    if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+    int64_t reach = (out - 1) * stride + span;
+    return {out, reach > padded ? reach - padded : 0};
+}
+
+} // namespace
+
+namespace {
+
+// max_pool2d with dilation or a ceil_mode overhang, from primitives: the input padded with -inf
+// (padding never wins), then the maximum over the kernel's strided views. Ties share the
+// gradient here, where the plugins' max_pool2d gives it all to the first maximum.
+Tensor max_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int sw,
+                           const PoolAxis &ah, const PoolAxis &aw) {
+    Tensor xp = pad(x, {0, 0, 0, 0, o.pad_h, o.pad_h + ah.extra, o.pad_w, o.pad_w + aw.extra},
+                    -INFINITY);
+    Tensor y;
+    for (int a = 0; a < o.kernel_h; ++a)
+        for (int b = 0; b < o.kernel_w; ++b) {
+            int64_t h0 = static_cast<int64_t>(a) * o.dilation_h, w0 = static_cast<int64_t>(b) * o.dilation_w;
+            Tensor tap = xp.slice(2, h0, h0 + (ah.out - 1) * sh + 1, sh)
+                             .slice(3, w0, w0 + (aw.out - 1) * sw + 1, sw);
+            y = y.defined() ? maximum(y, tap) : tap.contiguous();
+        }
+    return y;
+}
+
+// avg_pool2d with a ceil_mode overhang: window sums of the zero-padded input over a divisor map
+// that counts what torch counts (the padding when count_include_pad, never the overhang).
+Tensor avg_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int sw,
+                           const PoolAxis &ah, const PoolAxis &aw) {
+    Pool2dOptions plain;
+    plain.kernel_h = o.kernel_h;
+    plain.kernel_w = o.kernel_w;
+    plain.stride_h = sh;
+    plain.stride_w = sw;
+    Tensor xp = pad(x, {0, 0, 0, 0, o.pad_h, o.pad_h + ah.extra, o.pad_w, o.pad_w + aw.extra}, 0);
+    Tensor counted;
+    {
+        NoGradGuard no_grad;
+        Tensor ones_map = ones({1, 1, x.size(2), x.size(3)}, x.dtype(), x.device());
+        counted = pad(ones_map, {0, 0, 0, 0, o.pad_h, o.pad_h, o.pad_w, o.pad_w},
+                      o.count_include_pad ? 1.0 : 0.0);
+        counted = pad(counted, {0, 0, 0, 0, 0, ah.extra, 0, aw.extra}, 0);
+        counted = avg_pool2d(counted, plain);
+    }
+    return div(avg_pool2d(xp, plain), counted);
+}
+
+
 } // namespace
 
 Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const Conv2dOptions &o) {
@@ -129,9 +195,49 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const C
     return add(y, bias.view({1, oc, 1, 1}));
 }
 
+Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
+    impl_of(x, "linear");
+    impl_of(weight, "linear");
+    require_rank(weight, 2, "linear", "weight");
+    int64_t in = weight.size(1), out_features = weight.size(0);
+    if (x.rank() < 1 || x.size(-1) != in)
+        raise<ShapeError>("linear: input of shape " + shape_str(x.shape()) + " does not end in " +
+                          std::to_string(in) + " (weight " + shape_str(weight.shape()) + ")");
+    if (bias.defined() && (bias.rank() != 1 || bias.size(0) != out_features))
+        raise<ShapeError>("linear: bias must have shape [" + std::to_string(out_features) + "], got " +
+                          shape_str(bias.shape()));
+    Tensor y;
+    if (x.rank() != 2) {
+        y = matmul(x, weight.transpose(0, 1));
+    } else {
+        // y = x W^T recorded as one node rather than as a transpose and a matmul: the weight's
+        // gradient is then g^T x, laid out like the weight, where the transpose's backward handed
+        // the leaf a transposed view that had to be copied (400,000 floats a step in the example
+        // CNN). The same products summed in the same order as (x^T g)^T, so the same values.
+        {
+            NoGradGuard no_grad;
+            y = matmul(x, weight.transpose(0, 1));
+        }
+        y = record(y, {&x, &weight}, "linear", [x = x.detach(), w = weight.detach()](const Tensor &g) -> std::vector<Tensor> {
+            return {input_needs_grad(0) ? matmul(g, w) : Tensor(),
+                    input_needs_grad(1) ? matmul(g.transpose(0, 1), x) : Tensor()};
+        });
+    }
+    return bias.defined() ? add(y, bias) : y;
+}
+
 Tensor max_pool2d(const Tensor &x, const Pool2dOptions &options) {
     impl_of(x, "max_pool2d");
     tf_params_pool2d p = pool_params(x, options, "max_pool2d");
+    if (options.dilation_h < 1 || options.dilation_w < 1)
+        raise<ValueError>("max_pool2d: dilation must be >= 1, got " + std::to_string(options.dilation_h) +
+                          "x" + std::to_string(options.dilation_w));
+    PoolAxis ah = pool_axis(x.size(2), p.kernel[0], p.stride[0], p.padding[0], options.dilation_h,
+                            options.ceil_mode, x, "max_pool2d");
+    PoolAxis aw = pool_axis(x.size(3), p.kernel[1], p.stride[1], p.padding[1], options.dilation_w,
+                            options.ceil_mode, x, "max_pool2d");
+    if (options.dilation_h != 1 || options.dilation_w != 1 || ah.extra || aw.extra)
+        return max_pool2d_composed(x, options, p.stride[0], p.stride[1], ah, aw);
     Tensor y = empty_like_device(x, pool_out_shape(x, p, "max_pool2d"), x.dtype());
     dispatch(TF_OP_MAX_POOL2D, {x}, {y}, &p);
     return record(y, {&x}, "max_pool2d", [x = x.detach(), p](const Tensor &g) -> std::vector<Tensor> {
@@ -144,6 +250,14 @@ Tensor max_pool2d(const Tensor &x, const Pool2dOptions &options) {
 Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options) {
     impl_of(x, "avg_pool2d");
     tf_params_pool2d p = pool_params(x, options, "avg_pool2d");
+    if (options.dilation_h != 1 || options.dilation_w != 1)
+        raise<ValueError>("avg_pool2d: has no dilation (like torch); got " +
+                          std::to_string(options.dilation_h) + "x" + std::to_string(options.dilation_w));
+    PoolAxis ah = pool_axis(x.size(2), p.kernel[0], p.stride[0], p.padding[0], 1, options.ceil_mode,
+                            x, "avg_pool2d");
+    PoolAxis aw = pool_axis(x.size(3), p.kernel[1], p.stride[1], p.padding[1], 1, options.ceil_mode,
+                            x, "avg_pool2d");
+    if (ah.extra || aw.extra) return avg_pool2d_composed(x, options, p.stride[0], p.stride[1], ah, aw);
     Tensor y = empty_like_device(x, pool_out_shape(x, p, "avg_pool2d"), x.dtype());
     dispatch(TF_OP_AVG_POOL2D, {x}, {y}, &p);
     return record(y, {&x}, "avg_pool2d", [shape = x.shape(), p](const Tensor &g) -> std::vector<Tensor> {
@@ -153,7 +267,7 @@ Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options) {
     });
 }
 
-static Tensor softmax_like(tf_op op, const char *name, const Tensor &x, int axis) {
+static Tensor softmax_like(tf_op op, const char *name, const Tensor &x, int64_t axis) {
     impl_of(x, name);
     require_float(x, name);
     if (x.rank() == 0) raise<ShapeError>(std::string(name) + ": needs rank >= 1");
@@ -164,7 +278,7 @@ static Tensor softmax_like(tf_op op, const char *name, const Tensor &x, int axis
     return y;
 }
 
-Tensor softmax(const Tensor &x, int axis) {
+Tensor softmax(const Tensor &x, int64_t axis) {
     Tensor y = softmax_like(TF_OP_SOFTMAX, "softmax", x, axis);
     int ax = normalize_axis(axis, x.rank(), "softmax");
     return record(y, {&x}, "softmax", [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
@@ -172,7 +286,7 @@ Tensor softmax(const Tensor &x, int axis) {
     });
 }
 
-Tensor log_softmax(const Tensor &x, int axis) {
+Tensor log_softmax(const Tensor &x, int64_t axis) {
     Tensor y = softmax_like(TF_OP_LOG_SOFTMAX, "log_softmax", x, axis);
     int ax = normalize_axis(axis, x.rank(), "log_softmax");
     return record(y, {&x}, "log_softmax", [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
@@ -255,12 +369,22 @@ static Tensor rope_raw(const Tensor &x, double theta, bool interleaved, int64_t 
     return y;
 }
 
-Tensor rope(const Tensor &x, double theta, bool interleaved, int64_t position_offset) {
+Tensor rope(const Tensor &x, double theta, bool interleaved, int64_t position_offset, int64_t seq_axis) {
     impl_of(x, "rope");
     require_float(x, "rope");
     if (x.rank() < 2 || x.size(-1) % 2 != 0)
         raise<ShapeError>("rope: input must be [..., T, D] with D even, got " + shape_str(x.shape()));
     if (!(theta > 0)) raise<ValueError>("rope: theta must be positive, got " + std::to_string(theta));
+    int ax = normalize_axis(seq_axis, x.rank(), "rope");
+    if (ax == x.rank() - 1)
+        raise<ShapeError>("rope: seq_axis " + std::to_string(seq_axis) + " is the feature axis of " +
+                          shape_str(x.shape()) + "; the sequence must be another axis");
+    if (ax != x.rank() - 2) {
+        // The rotation depends only on (position, feature): swapping the sequence axis with -2
+        // makes every other axis a batch axis, and swapping back restores the layout.
+        Tensor moved = x.transpose(ax, -2).contiguous();
+        return rope(moved, theta, interleaved, position_offset, -2).transpose(ax, -2);
+    }
     Tensor y = rope_raw(x, theta, interleaved, position_offset, false);
     return record(y, {&x}, "rope", [theta, interleaved, position_offset](const Tensor &g) -> std::vector<Tensor> {
         // A rotation's gradient is the inverse rotation.
@@ -269,7 +393,8 @@ Tensor rope(const Tensor &x, double theta, bool interleaved, int64_t position_of
 }
 
 Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v,
-                                    const Tensor &mask, bool causal, double scale) {
+                                    const Tensor &mask, bool causal, double scale,
+                                    CausalAlignment alignment) {
     const char *op = "scaled_dot_product_attention";
     impl_of(q, op);
     impl_of(k, op);
@@ -297,6 +422,21 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
     double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(d));
     Tensor qq = q, kk = k, vv = v, mm = mask;
     place_together({&qq, &kk, &vv, &mm});
+    if (alignment != CausalAlignment::bottom_right && alignment != CausalAlignment::top_left)
+        raise<ValueError>(std::string(op) + ": unknown causal alignment " +
+                          std::to_string(static_cast<int>(alignment)));
+    if (mm.defined() && mm.dtype() == DType::boolean) {
+        broadcast_shapes(mm.shape(), score_shape, op);
+        mm = where(mm, constant_like(qq, 0), constant_like(qq, -INFINITY));
+    }
+    if (causal && alignment == CausalAlignment::top_left && tq != tk) {
+        // The plugins' causal flag is bottom-right (plugin.h); top-left is its own additive mask.
+        Tensor i = arange(int64_t{0}, tq, 1, DType::i64, qq.device()).view({tq, 1});
+        Tensor j = arange(int64_t{0}, tk, 1, DType::i64, qq.device()).view({1, tk});
+        Tensor hidden = where(gt(j, i), constant_like(qq, -INFINITY), constant_like(qq, 0));
+        mm = mm.defined() ? add(mm, hidden) : hidden;
+        causal = false;
+    }
     Tensor additive = mm.defined() ? mm : constant_like(qq, 0);
     if (additive.dtype() != q.dtype())
         raise<DTypeError>(std::string(op) + ": mask dtype " + dtype_name(additive.dtype()) +
@@ -306,7 +446,8 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
     Tensor out = empty_like_device(qq, out_shape, q.dtype());
     dispatch(TF_OP_ATTENTION, {raw_expand(qq, sq), raw_expand(kk, sk), raw_expand(vv, sv),
                                raw_expand(additive, score_shape)}, {out}, &p);
-    return record(out, {&q, &k, &v, &mask}, "attention",
+    // The mask's gradient flows through mm (the user's mask, or where/add built from it).
+    return record(out, {&q, &k, &v, &mm}, "attention",
                   [q = qq.detach(), k = kk.detach(), v = vv.detach(),
                    m = additive.detach(), causal, s, tq, tk](const Tensor &g) -> std::vector<Tensor> {
         // Recompute the probabilities with primitive ops, then differentiate through them.
@@ -324,7 +465,7 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
         Tensor gq = mul(matmul(gs, k), constant_like(q, s));
         Tensor gk = mul(matmul(gs.transpose(-1, -2), q), constant_like(q, s));
         return {sum_to(gq, q.shape()), sum_to(gk, k.shape()), sum_to(gv, v.shape()),
-                sum_to(gs, m.shape())};
+                input_needs_grad(3) ? sum_to(gs, m.shape()) : Tensor()};
     });
 }
 
@@ -387,6 +528,58 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduc
         if (reduction == Reduction::mean) grad = div(grad, sum(weight));
         return {mul(grad, g)};
     });
+}
+
+} // namespace tinyfin
+
+namespace tinyfin {
+
+using namespace detail;
+
+// weight or label smoothing, from log_softmax and one_hot (torch's
+// cross_entropy_loss_label_smoothing and nll_loss with weights); autograd differentiates it.
+Tensor cross_entropy(const Tensor &logits, const Tensor &labels, const CrossEntropyOptions &o) {
+    if (!o.weight.defined() && o.label_smoothing == 0)
+        return cross_entropy(logits, labels, o.reduction, o.ignore_index);
+    const char *op = op_info(TF_OP_CROSS_ENTROPY).name;
+    impl_of(logits, op);
+    impl_of(labels, op);
+    require_rank(logits, 2, op, "logits");
+    require_float(logits, op);
+    require_integer(labels, op, "labels");
+    if (labels.rank() != 1 || labels.size(0) != logits.size(0))
+        raise<ShapeError>(std::string(op) + ": labels must have shape [" + std::to_string(logits.size(0)) +
+                          "] for logits " + shape_str(logits.shape()) + ", got " + shape_str(labels.shape()));
+    if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1))
+        raise<ValueError>(std::string(op) + ": label_smoothing must be in [0, 1], got " +
+                          std::to_string(o.label_smoothing));
+    if (o.reduction != Reduction::none && o.reduction != Reduction::mean && o.reduction != Reduction::sum)
+        raise<ValueError>(std::string(op) + ": unknown reduction " + std::to_string(static_cast<int>(o.reduction)));
+    int64_t c = logits.size(1);
+    Tensor x = logits, y = labels, w = o.weight;
+    place_together({&x, &y, &w});
+    if (w.defined()) {
+        if (w.rank() != 1 || w.size(0) != c)
+            raise<ShapeError>(std::string(op) + ": weight must have shape [" + std::to_string(c) +
+                              "], got " + shape_str(w.shape()));
+        require_same_dtype(w, x, op);
+    }
+    Tensor logp = log_softmax(x, 1);
+    Tensor valid = ne(y, constant_like(y, static_cast<double>(o.ignore_index)));
+    Tensor target = one_hot(where(valid, y, constant_like(y, 0)), static_cast<int>(c), x.dtype());
+    Tensor counted = cast(valid, x.dtype());
+    // The weight of each counted label: w[y_i], or 1; 0 for ignored labels.
+    Tensor label_weight = w.defined() ? mul(sum(mul(target, w.view({1, c})), {1}), counted) : counted;
+    Tensor nll = neg(mul(sum(mul(target, logp), {1}), label_weight));
+    Tensor loss = nll;
+    if (o.label_smoothing > 0) {
+        Tensor weighted = w.defined() ? mul(logp, w.view({1, c})) : logp;
+        Tensor smooth = neg(mul(sum(weighted, {1}), counted));
+        loss = add(mul(nll, 1 - o.label_smoothing), mul(smooth, o.label_smoothing / static_cast<double>(c)));
+    }
+    if (o.reduction == Reduction::none) return loss;
+    if (o.reduction == Reduction::sum) return sum(loss);
+    return div(sum(loss), sum(label_weight));
 }
 
 } // namespace tinyfin

@@ -31,7 +31,7 @@ Tensor unreduce(const Tensor &g, const Shape &input, uint32_t mask) {
 
 } // namespace
 
-Tensor sum(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
+Tensor sum(const Tensor &a, const Axes &axes, bool keepdim) {
     impl_of(a, "sum");
     uint32_t mask = axes_mask(a.shape(), axes, "sum");
     tf_params_reduce params{sizeof(tf_params_reduce), mask};
@@ -41,7 +41,7 @@ Tensor sum(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
     });
 }
 
-Tensor mean(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
+Tensor mean(const Tensor &a, const Axes &axes, bool keepdim) {
     impl_of(a, "mean");
     uint32_t mask = axes_mask(a.shape(), axes, "mean");
     tf_params_reduce params{sizeof(tf_params_reduce), mask};
@@ -53,7 +53,7 @@ Tensor mean(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
 }
 
 // The gradient goes to the elements equal to the extreme, shared equally among ties.
-static Tensor extreme(tf_op op, const char *name, const Tensor &a, const std::vector<int> &axes,
+static Tensor extreme(tf_op op, const char *name, const Tensor &a, const Axes &axes,
                       bool keepdim) {
     impl_of(a, name);
     uint32_t mask = axes_mask(a.shape(), axes, name);
@@ -76,16 +76,19 @@ static Tensor extreme(tf_op op, const char *name, const Tensor &a, const std::ve
     });
 }
 
-Tensor max(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
+Tensor max(const Tensor &a, const Axes &axes, bool keepdim) {
     return extreme(TF_OP_MAX, "max", a, axes, keepdim);
 }
 
-Tensor min(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
+Tensor min(const Tensor &a, const Axes &axes, bool keepdim) {
     return extreme(TF_OP_MIN, "min", a, axes, keepdim);
 }
 
-Tensor var(const Tensor &a, const std::vector<int> &axes, double correction, bool keepdim) {
+Tensor var(const Tensor &a, const Axes &axes) { return var(a, axes, Correction(1), false); }
+
+Tensor var(const Tensor &a, const Axes &axes, Correction correction_, bool keepdim) {
     impl_of(a, "var");
+    double correction = correction_.value;
     uint32_t mask = axes_mask(a.shape(), axes, "var");
     tf_params_var params{sizeof(tf_params_var), mask, correction};
     Tensor out = reduce(TF_OP_VAR, a, mask, keepdim, &params);
@@ -102,7 +105,7 @@ Tensor var(const Tensor &a, const std::vector<int> &axes, double correction, boo
     });
 }
 
-static Tensor arg_reduce(tf_op op, const char *name, const Tensor &a, int axis, bool keepdim) {
+static Tensor arg_reduce(tf_op op, const char *name, const Tensor &a, int64_t axis, bool keepdim) {
     impl_of(a, name);
     if (a.rank() == 0) raise<ShapeError>(std::string(name) + ": needs rank >= 1");
     int ax = normalize_axis(axis, a.rank(), name);
@@ -116,12 +119,22 @@ static Tensor arg_reduce(tf_op op, const char *name, const Tensor &a, int axis, 
     return keepdim ? out : raw_view(out, drop_shape(a.shape(), mask));
 }
 
-Tensor argmax(const Tensor &a, int axis, bool keepdim) {
+Tensor argmax(const Tensor &a, int64_t axis, bool keepdim) {
     return arg_reduce(TF_OP_ARGMAX, "argmax", a, axis, keepdim);
 }
 
-Tensor argmin(const Tensor &a, int axis, bool keepdim) {
+Tensor argmin(const Tensor &a, int64_t axis, bool keepdim) {
     return arg_reduce(TF_OP_ARGMIN, "argmin", a, axis, keepdim);
+}
+
+Tensor argmax(const Tensor &a) {
+    impl_of(a, "argmax");
+    return arg_reduce(TF_OP_ARGMAX, "argmax", a.reshape({-1}), 0, false);
+}
+
+Tensor argmin(const Tensor &a) {
+    impl_of(a, "argmin");
+    return arg_reduce(TF_OP_ARGMIN, "argmin", a.reshape({-1}), 0, false);
 }
 
 // ---- matmul ---------------------------------------------------------------------------

@@ -210,15 +210,15 @@ const Shape &Tensor::strides() const { return impl_of(*this, "strides").strides;
 int64_t Tensor::offset() const { return impl_of(*this, "offset").offset; }
 
 namespace {
-int normalize_axis(int axis, int rank, std::string_view op) {
+int normalize_axis(int64_t axis, int rank, std::string_view op) {
     if (axis < -rank || axis >= std::max(rank, 1) || (rank == 0 && axis != 0 && axis != -1))
         raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) +
                           " is out of range for rank " + std::to_string(rank));
-    return axis < 0 ? axis + rank : axis;
+    return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 } // namespace
 
-int64_t Tensor::size(int axis) const {
+int64_t Tensor::size(int64_t axis) const {
     int a = normalize_axis(axis, rank(), "size");
     return shape()[a];
 }
@@ -348,7 +348,7 @@ Tensor Tensor::reshape(const Shape &new_shape) const {
     return contiguous().view(shape);
 }
 
-Tensor Tensor::transpose(int axis0, int axis1) const {
+Tensor Tensor::transpose(int64_t axis0, int64_t axis1) const {
     int r = rank();
     int a = normalize_axis(axis0, r, "transpose"), b = normalize_axis(axis1, r, "transpose");
     std::vector<int> axes(r);
@@ -357,9 +357,9 @@ Tensor Tensor::transpose(int axis0, int axis1) const {
     return permute(axes);
 }
 
-Tensor Tensor::permute(const std::vector<int> &axes) const {
+Tensor Tensor::permute(const Axes &axes) const {
     Tensor out = raw_permute(*this, axes);
-    std::vector<int> inverse(axes.size());
+    std::vector<int64_t> inverse(axes.size());
     for (std::size_t i = 0; i < axes.size(); ++i)
         inverse[axes[i] < 0 ? axes[i] + rank() : axes[i]] = static_cast<int>(i);
     return record(out, {this}, "permute", [inverse](const Tensor &g) -> std::vector<Tensor> {
@@ -367,7 +367,7 @@ Tensor Tensor::permute(const std::vector<int> &axes) const {
     });
 }
 
-Tensor detail::raw_permute(const Tensor &t, const std::vector<int> &axes) {
+Tensor detail::raw_permute(const Tensor &t, const Axes &axes) {
     const Tensor *self = &t;
     const TensorImpl &impl = impl_of(t, "permute");
     int r = t.rank();
@@ -386,7 +386,7 @@ Tensor detail::raw_permute(const Tensor &t, const std::vector<int> &axes) {
     return make_view(*self, shape, strides, impl.offset);
 }
 
-Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
+Tensor Tensor::slice(int64_t axis, int64_t start, int64_t end, int64_t step) const {
     Tensor out = raw_slice(*this, axis, start, end, step);
     // The gradient is zero outside the slice: scatter g into the same view of zeros.
     return record(out, {this}, "slice",
@@ -398,7 +398,7 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
                   });
 }
 
-Tensor detail::raw_slice(const Tensor &t, int axis, int64_t start, int64_t end, int64_t step) {
+Tensor detail::raw_slice(const Tensor &t, int64_t axis, int64_t start, int64_t end, int64_t step) {
     const Tensor &self = t;
     const TensorImpl &impl = impl_of(t, "slice");
     auto rank = [&] { return t.rank(); };
@@ -505,7 +505,11 @@ void Tensor::copy_to_host(void *dst, std::size_t bytes) const {
                           " bytes, the tensor " + shape_str(shape()) + " of " + dtype_name(dtype()) +
                           " has " + std::to_string(nbytes()));
     if (bytes == 0) return;
-    Tensor src = contiguous();
+    Tensor src;
+    {
+        HelperScope helper;
+        src = contiguous();
+    }
     const TensorImpl &s = *src.impl();
     Storage &storage = *s.storage;
     tf_error err = make_error();
