@@ -70,9 +70,9 @@ Tensor concat(const std::vector<Tensor> &tensors, int64_t axis) {
     // Gradients: the matching pieces of the output's gradient.
     std::vector<const Tensor *> inputs;
     for (const Tensor &t : tensors) inputs.push_back(&t);
-    return detail::record_many(out, inputs, "concat", [sizes, ax](const Tensor &g) -> std::vector<Tensor> {
+    return detail::record_many(out, inputs, "concat", [&] { return [sizes, ax](const Tensor &g) -> std::vector<Tensor> {
         return split(g, sizes, ax);
-    });
+    }; });
 }
 
 Tensor stack(const std::vector<Tensor> &tensors, int64_t axis) {
@@ -129,12 +129,12 @@ Tensor pad(const Tensor &tensor, const std::vector<int64_t> &pads, double value)
     for (std::size_t i = 0; i < pads.size() / 2; ++i)
         inner = raw_slice(inner, static_cast<int>(i), pads[2 * i], pads[2 * i] + tensor.size(i), 1);
     inner.assign_(tensor.detach());
-    return record(out, {&tensor}, "pad", [pads, shape = tensor.shape()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&tensor}, "pad", [&] { return [pads, shape = tensor.shape()](const Tensor &g) -> std::vector<Tensor> {
         Tensor piece = g;
         for (std::size_t i = 0; i < pads.size() / 2; ++i)
             piece = piece.slice(static_cast<int>(i), pads[2 * i], pads[2 * i] + shape[i]);
         return {piece};
-    });
+    }; });
 }
 
 } // namespace tinyfin

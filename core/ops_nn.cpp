@@ -183,11 +183,11 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const C
     place_together({&xx, &ww});
     Tensor y = empty_like_device(xx, {n, oc, oh, ow}, x.dtype());
     dispatch(TF_OP_CONV2D, {xx, ww}, {y}, &p);
-    y = record(y, {&x, &weight}, "conv2d", [x = xx.detach(), w = ww.detach(), p](const Tensor &g) -> std::vector<Tensor> {
+    y = record(y, {&x, &weight}, "conv2d", [&] { return [x = xx.detach(), w = ww.detach(), p](const Tensor &g) -> std::vector<Tensor> {
         // The first layer's input is data: no grad_input for it.
         return {input_needs_grad(0) ? conv2d_grad_input(g, w, x.shape(), p) : Tensor(),
                 input_needs_grad(1) ? conv2d_grad_weight(g, x, w.shape(), p) : Tensor()};
-    });
+    }; });
     if (!bias.defined()) return y;
     if (bias.rank() != 1 || bias.size(0) != oc)
         raise<ShapeError>("conv2d: bias must have shape [" + std::to_string(oc) + "], got " +
@@ -218,10 +218,10 @@ Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
             NoGradGuard no_grad;
             y = matmul(x, weight.transpose(0, 1));
         }
-        y = record(y, {&x, &weight}, "linear", [x = x.detach(), w = weight.detach()](const Tensor &g) -> std::vector<Tensor> {
+        y = record(y, {&x, &weight}, "linear", [&] { return [x = x.detach(), w = weight.detach()](const Tensor &g) -> std::vector<Tensor> {
             return {input_needs_grad(0) ? matmul(g, w) : Tensor(),
                     input_needs_grad(1) ? matmul(g.transpose(0, 1), x) : Tensor()};
-        });
+        }; });
     }
     return bias.defined() ? add(y, bias) : y;
 }
@@ -240,11 +240,11 @@ Tensor max_pool2d(const Tensor &x, const Pool2dOptions &options) {
         return max_pool2d_composed(x, options, p.stride[0], p.stride[1], ah, aw);
     Tensor y = empty_like_device(x, pool_out_shape(x, p, "max_pool2d"), x.dtype());
     dispatch(TF_OP_MAX_POOL2D, {x}, {y}, &p);
-    return record(y, {&x}, "max_pool2d", [x = x.detach(), p](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, "max_pool2d", [&] { return [x = x.detach(), p](const Tensor &g) -> std::vector<Tensor> {
         Tensor dx = empty_like_device(g, x.shape(), g.dtype());
         dispatch(TF_OP_MAX_POOL2D_BACKWARD, {g, x}, {dx}, &p);
         return {dx};
-    });
+    }; });
 }
 
 Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options) {
@@ -260,11 +260,11 @@ Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options) {
     if (ah.extra || aw.extra) return avg_pool2d_composed(x, options, p.stride[0], p.stride[1], ah, aw);
     Tensor y = empty_like_device(x, pool_out_shape(x, p, "avg_pool2d"), x.dtype());
     dispatch(TF_OP_AVG_POOL2D, {x}, {y}, &p);
-    return record(y, {&x}, "avg_pool2d", [shape = x.shape(), p](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, "avg_pool2d", [&] { return [shape = x.shape(), p](const Tensor &g) -> std::vector<Tensor> {
         Tensor dx = empty_like_device(g, shape, g.dtype());
         dispatch(TF_OP_AVG_POOL2D_BACKWARD, {g}, {dx}, &p);
         return {dx};
-    });
+    }; });
 }
 
 static Tensor softmax_like(tf_op op, const char *name, const Tensor &x, int64_t axis) {
@@ -281,17 +281,17 @@ static Tensor softmax_like(tf_op op, const char *name, const Tensor &x, int64_t 
 Tensor softmax(const Tensor &x, int64_t axis) {
     Tensor y = softmax_like(TF_OP_SOFTMAX, "softmax", x, axis);
     int ax = normalize_axis(axis, x.rank(), "softmax");
-    return record(y, {&x}, "softmax", [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, "softmax", [&] { return [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
         return {mul(y, sub(g, sum(mul(g, y), {ax}, true)))};
-    });
+    }; });
 }
 
 Tensor log_softmax(const Tensor &x, int64_t axis) {
     Tensor y = softmax_like(TF_OP_LOG_SOFTMAX, "log_softmax", x, axis);
     int ax = normalize_axis(axis, x.rank(), "log_softmax");
-    return record(y, {&x}, "log_softmax", [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, "log_softmax", [&] { return [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
         return {sub(g, mul(exp(y), sum(g, {ax}, true)))};
-    });
+    }; });
 }
 
 namespace {
@@ -332,7 +332,7 @@ Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tenso
     Tensor y = empty_like_device(x, x.shape(), x.dtype());
     dispatch(TF_OP_LAYER_NORM, {x, w.detach(), b.detach()}, {y}, &p);
     return record(y, {&x, &weight, &bias}, "layer_norm",
-                  [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
+                  [&] { return [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
         std::vector<int> axes = last_axes(x.rank(), n_axes);
         Tensor mu = mean(x, axes, true);
         Tensor rstd = rsqrt(add(var(x, axes, 0, true), constant_like(x, eps)));
@@ -341,7 +341,7 @@ Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tenso
         Tensor gx = mul(rstd, sub(sub(gxhat, mean(gxhat, axes, true)),
                                   mul(xhat, mean(mul(gxhat, xhat), axes, true))));
         return {gx, sum_to(mul(g, xhat), w.shape()), sum_to(g, w.shape())};
-    });
+    }; });
 }
 
 Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight, double eps) {
@@ -353,13 +353,13 @@ Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight, double eps) {
     Tensor y = empty_like_device(x, x.shape(), x.dtype());
     dispatch(TF_OP_RMS_NORM, {x, w.detach()}, {y}, &p);
     return record(y, {&x, &weight}, "rms_norm",
-                  [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
+                  [&] { return [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
         std::vector<int> axes = last_axes(x.rank(), n_axes);
         Tensor r = rsqrt(add(mean(square(x), axes, true), constant_like(x, eps)));
         Tensor gxhat = mul(g, w);
         Tensor gx = mul(r, sub(gxhat, mul(mul(x, square(r)), mean(mul(gxhat, x), axes, true))));
         return {gx, sum_to(mul(g, mul(x, r)), w.shape())};
-    });
+    }; });
 }
 
 static Tensor rope_raw(const Tensor &x, double theta, bool interleaved, int64_t offset, bool inverse) {
@@ -386,10 +386,10 @@ Tensor rope(const Tensor &x, double theta, bool interleaved, int64_t position_of
         return rope(moved, theta, interleaved, position_offset, -2).transpose(ax, -2);
     }
     Tensor y = rope_raw(x, theta, interleaved, position_offset, false);
-    return record(y, {&x}, "rope", [theta, interleaved, position_offset](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, "rope", [&] { return [theta, interleaved, position_offset](const Tensor &g) -> std::vector<Tensor> {
         // A rotation's gradient is the inverse rotation.
         return {rope_raw(g, theta, interleaved, position_offset, true)};
-    });
+    }; });
 }
 
 Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v,
@@ -448,7 +448,7 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
                                raw_expand(additive, score_shape)}, {out}, &p);
     // The mask's gradient flows through mm (the user's mask, or where/add built from it).
     return record(out, {&q, &k, &v, &mm}, "attention",
-                  [q = qq.detach(), k = kk.detach(), v = vv.detach(),
+                  [&] { return [q = qq.detach(), k = kk.detach(), v = vv.detach(),
                    m = additive.detach(), causal, s, tq, tk](const Tensor &g) -> std::vector<Tensor> {
         // Recompute the probabilities with primitive ops, then differentiate through them.
         Tensor scores = add(mul(matmul(q, k.transpose(-1, -2)), constant_like(q, s)), m);
@@ -466,7 +466,7 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
         Tensor gk = mul(matmul(gs.transpose(-1, -2), q), constant_like(q, s));
         return {sum_to(gq, q.shape()), sum_to(gk, k.shape()), sum_to(gv, v.shape()),
                 input_needs_grad(3) ? sum_to(gs, m.shape()) : Tensor()};
-    });
+    }; });
 }
 
 Tensor embedding(const Tensor &weight, const Tensor &indices) {
@@ -480,11 +480,11 @@ Tensor embedding(const Tensor &weight, const Tensor &indices) {
     place_together({&w, &idx});
     Tensor out = empty_like_device(w, out_shape, weight.dtype());
     dispatch(TF_OP_EMBEDDING, {w, idx}, {out});
-    return record(out, {&weight}, "embedding", [idx = idx.detach(), shape = weight.shape()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&weight}, "embedding", [&] { return [idx = idx.detach(), shape = weight.shape()](const Tensor &g) -> std::vector<Tensor> {
         Tensor dw = empty_like_device(g, shape, g.dtype());
         dispatch(TF_OP_EMBEDDING_BACKWARD, {g, idx}, {dw});
         return {dw};
-    });
+    }; });
 }
 
 Tensor one_hot(const Tensor &labels, int num_classes, DType dtype) {
@@ -518,7 +518,7 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduc
     tf_params_cross_entropy p{sizeof(tf_params_cross_entropy), static_cast<int32_t>(reduction), ignore_index};
     dispatch(TF_OP_CROSS_ENTROPY, {x, y}, {out}, &p);
     return record(out, {&logits}, "cross_entropy",
-                  [x = x.detach(), y = y.detach(), reduction, ignore_index](const Tensor &g) -> std::vector<Tensor> {
+                  [&] { return [x = x.detach(), y = y.detach(), reduction, ignore_index](const Tensor &g) -> std::vector<Tensor> {
         int64_t n = x.size(0), c = x.size(1);
         Tensor valid = ne(y, constant_like(y, static_cast<double>(ignore_index)));
         Tensor safe = where(valid, y, constant_like(y, 0));
@@ -527,7 +527,7 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduc
         if (reduction == Reduction::none) return {mul(grad, g.view({n, 1}))};
         if (reduction == Reduction::mean) grad = div(grad, sum(weight));
         return {mul(grad, g)};
-    });
+    }; });
 }
 
 } // namespace tinyfin

@@ -331,9 +331,9 @@ Tensor raw_view(const Tensor &t, const Shape &new_shape) {
 
 // Gradient of any reshape-like view: reshape the gradient back.
 static Tensor record_reshape(const Tensor &out, const Tensor &in, const char *name) {
-    return record(out, {&in}, name, [shape = in.shape()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&in}, name, [&] { return [shape = in.shape()](const Tensor &g) -> std::vector<Tensor> {
         return {g.reshape(shape)};
-    });
+    }; });
 }
 
 Tensor Tensor::view(const Shape &new_shape) const {
@@ -362,9 +362,9 @@ Tensor Tensor::permute(const Axes &axes) const {
     std::vector<int64_t> inverse(axes.size());
     for (std::size_t i = 0; i < axes.size(); ++i)
         inverse[axes[i] < 0 ? axes[i] + rank() : axes[i]] = static_cast<int>(i);
-    return record(out, {this}, "permute", [inverse](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {this}, "permute", [&] { return [inverse](const Tensor &g) -> std::vector<Tensor> {
         return {g.permute(inverse)};
-    });
+    }; });
 }
 
 Tensor detail::raw_permute(const Tensor &t, const Axes &axes) {
@@ -390,12 +390,12 @@ Tensor Tensor::slice(int64_t axis, int64_t start, int64_t end, int64_t step) con
     Tensor out = raw_slice(*this, axis, start, end, step);
     // The gradient is zero outside the slice: scatter g into the same view of zeros.
     return record(out, {this}, "slice",
-                  [shape = shape(), dtype = dtype(), axis, start, end, step](const Tensor &g)
+                  [&] { return [shape = shape(), dtype = dtype(), axis, start, end, step](const Tensor &g)
                       -> std::vector<Tensor> {
                       Tensor full_grad = zeros(shape, dtype, g.device());
                       raw_slice(full_grad, axis, start, end, step).assign_(g);
                       return {full_grad};
-                  });
+                  }; });
 }
 
 Tensor detail::raw_slice(const Tensor &t, int64_t axis, int64_t start, int64_t end, int64_t step) {
@@ -425,9 +425,9 @@ Tensor detail::raw_slice(const Tensor &t, int64_t axis, int64_t start, int64_t e
 
 Tensor Tensor::expand(const Shape &target) const {
     Tensor out = raw_expand(*this, target);
-    return record(out, {this}, "expand", [shape = shape()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {this}, "expand", [&] { return [shape = shape()](const Tensor &g) -> std::vector<Tensor> {
         return {sum_to(g, shape)};
-    });
+    }; });
 }
 
 Tensor detail::raw_expand(const Tensor &t, const Shape &target) {
@@ -462,7 +462,7 @@ Tensor Tensor::contiguous() const {
     const TensorImpl &impl = impl_of(*this, "contiguous");
     Tensor out = make_tensor(*impl.storage->backend, impl.storage->device, impl.shape, impl.dtype);
     dispatch(TF_OP_CONTIGUOUS, {*this}, {out});
-    return record(out, {this}, "contiguous", [](const Tensor &g) -> std::vector<Tensor> { return {g}; });
+    return record(out, {this}, "contiguous", [&] { return [](const Tensor &g) -> std::vector<Tensor> { return {g}; }; });
 }
 
 void Tensor::assign_(const Tensor &src) {
@@ -492,9 +492,9 @@ Tensor Tensor::to(const Device &device) const {
     const TensorImpl &s = *src.impl();
     copy_bytes(*out.impl()->storage, 0, *s.storage, static_cast<uint64_t>(s.offset) * dtype_size(s.dtype),
                nbytes());
-    return record(out, {this}, "to", [from = this->device()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {this}, "to", [&] { return [from = this->device()](const Tensor &g) -> std::vector<Tensor> {
         return {g.to(from)};
-    });
+    }; });
 }
 
 Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
