@@ -248,26 +248,33 @@ TEST_CASE("cross_entropy with class weights and label smoothing (PyTorch 1.13 va
     auto logits = [] {
         return t({1.0, 2.0, 0.5, 0.1, -1.0, 3.0, 2.0, 2.0, -2.0, 0.3, 0.2, 0.1}, {4, 3}).requires_grad_();
     };
+    auto options = [](Reduction reduction, const Tensor &weight, double smoothing) {
+        CrossEntropyOptions o;
+        o.reduction = reduction;
+        o.weight = weight;
+        o.label_smoothing = smoothing;
+        return o;
+    };
     struct Case {
         const char *name;
         CrossEntropyOptions options;
         F loss, grad; // grad of loss.sum()
     };
     std::vector<Case> cases = {
-        {"weight, smoothing 0.2, mean", {Reduction::mean, -100, w, 0.2}, {1.6413042545318604f},
+        {"weight, smoothing 0.2, mean", options(Reduction::mean, w, 0.2), {1.6413042545318604f},
          {0.07644876f, 0.19712830f, -0.27357706f, -0.09978940f, -0.03048931f, 0.13027871f, 0, 0, 0,
           0.16301054f, -0.27829498f, 0.11528449f}},
-        {"weight, smoothing 0.2, sum", {Reduction::sum, -100, w, 0.2}, {6.565217018127441f},
+        {"weight, smoothing 0.2, sum", options(Reduction::sum, w, 0.2), {6.565217018127441f},
          {0.30579504f, 0.78851318f, -1.09430826f, -0.39915761f, -0.12195722f, 0.52111483f, 0, 0, 0,
           0.65204215f, -1.11317992f, 0.46113795f}},
-        {"weight, smoothing 0.2, none", {Reduction::none, -100, w, 0.2},
+        {"weight, smoothing 0.2, none", options(Reduction::none, w, 0.2),
          {2.664407730102539f, 1.837182879447937f, 0, 2.063626527786255f},
          {0.30579504f, 0.78851318f, -1.09430826f, -0.39915761f, -0.12195722f, 0.52111483f, 0, 0, 0,
           0.65204215f, -1.11317992f, 0.46113795f}},
-        {"smoothing 0.1 only", {Reduction::mean, -100, Tensor(), 0.1}, {1.970139741897583f},
+        {"smoothing 0.1 only", options(Reduction::mean, Tensor(), 0.1), {1.970139741897583f},
          {0.06596351f, 0.19839944f, -0.26436296f, -0.29402322f, -0.00542305f, 0.29944628f, 0, 0, 0,
           0.11127736f, -0.20036942f, 0.08909209f}},
-        {"weight only", {Reduction::mean, -100, w, 0}, {1.658956527709961f},
+        {"weight only", options(Reduction::mean, w, 0), {1.658956527709961f},
          {0.08670896f, 0.23569939f, -0.32240835f, -0.11859205f, 0.00213302f, 0.11645903f, 0, 0, 0,
           0.18358272f, -0.33388749f, 0.15030481f}},
     };
