@@ -149,32 +149,33 @@ Tensor avg_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int 
 } // namespace
 
 Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const Conv2dOptions &o) {
-    impl_of(x, "conv2d");
-    impl_of(weight, "conv2d");
-    require_rank(x, 4, "conv2d", "input");
-    require_rank(weight, 4, "conv2d", "weight");
-    require_float(x, "conv2d");
-    require_same_dtype(x, weight, "conv2d");
+    const char *op = op_info(TF_OP_CONV2D).name;
+    impl_of(x, op);
+    impl_of(weight, op);
+    require_rank(x, 4, op, "input");
+    require_rank(weight, 4, op, "weight");
+    require_float(x, op);
+    require_same_dtype(x, weight, op);
     if (o.stride_h < 1 || o.stride_w < 1 || o.dilation_h < 1 || o.dilation_w < 1 || o.pad_h < 0 ||
         o.pad_w < 0 || o.groups < 1)
-        raise<ValueError>("conv2d: stride and dilation must be >= 1, padding >= 0, groups >= 1 (got "
+        raise<ValueError>(std::string(op) + ": stride and dilation must be >= 1, padding >= 0, groups >= 1 (got "
                           "stride " + std::to_string(o.stride_h) + "x" + std::to_string(o.stride_w) +
                           ", padding " + std::to_string(o.pad_h) + "x" + std::to_string(o.pad_w) +
                           ", dilation " + std::to_string(o.dilation_h) + "x" +
                           std::to_string(o.dilation_w) + ", groups " + std::to_string(o.groups) + ")");
     // A 0-tap kernel has no output size (the extent formula would grow the input by the dilation).
     if (weight.size(2) < 1 || weight.size(3) < 1)
-        raise<ShapeError>("conv2d: weight " + shape_str(weight.shape()) +
+        raise<ShapeError>(std::string(op) + ": weight " + shape_str(weight.shape()) +
                           " has an empty kernel; kernel height and width must be >= 1");
     int64_t n = x.size(0), c = x.size(1), oc = weight.size(0), icg = weight.size(1);
     if (c % o.groups != 0 || oc % o.groups != 0 || icg * o.groups != c)
-        raise<ShapeError>("conv2d: input " + shape_str(x.shape()) + " and weight " +
+        raise<ShapeError>(std::string(op) + ": input " + shape_str(x.shape()) + " and weight " +
                           shape_str(weight.shape()) + " do not fit groups=" + std::to_string(o.groups) +
                           " (need C = weight[1] * groups and O divisible by groups)");
     int64_t oh = conv_out_size(x.size(2), weight.size(2), o.stride_h, o.pad_h, o.dilation_h);
     int64_t ow = conv_out_size(x.size(3), weight.size(3), o.stride_w, o.pad_w, o.dilation_w);
     if (oh <= 0 || ow <= 0)
-        raise<ShapeError>("conv2d: input " + shape_str(x.shape()) + " with padding " +
+        raise<ShapeError>(std::string(op) + ": input " + shape_str(x.shape()) + " with padding " +
                           std::to_string(o.pad_h) + "x" + std::to_string(o.pad_w) +
                           " is smaller than the dilated kernel of weight " + shape_str(weight.shape()));
     tf_params_conv2d p{sizeof(tf_params_conv2d), {o.stride_h, o.stride_w}, {o.pad_h, o.pad_w},
@@ -183,14 +184,14 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const C
     place_together({&xx, &ww});
     Tensor y = empty_like_device(xx, {n, oc, oh, ow}, x.dtype());
     dispatch(TF_OP_CONV2D, {xx, ww}, {y}, &p);
-    y = record(y, {&x, &weight}, "conv2d", [&] { return [x = xx.detach(), w = ww.detach(), p](const Tensor &g) -> std::vector<Tensor> {
+    y = record(y, {&x, &weight}, op, [&] { return [x = xx.detach(), w = ww.detach(), p](const Tensor &g) -> std::vector<Tensor> {
         // The first layer's input is data: no grad_input for it.
         return {input_needs_grad(0) ? conv2d_grad_input(g, w, x.shape(), p) : Tensor(),
                 input_needs_grad(1) ? conv2d_grad_weight(g, x, w.shape(), p) : Tensor()};
     }; });
     if (!bias.defined()) return y;
     if (bias.rank() != 1 || bias.size(0) != oc)
-        raise<ShapeError>("conv2d: bias must have shape [" + std::to_string(oc) + "], got " +
+        raise<ShapeError>(std::string(op) + ": bias must have shape [" + std::to_string(oc) + "], got " +
                           shape_str(bias.shape()));
     return add(y, bias.view({1, oc, 1, 1}));
 }
@@ -227,20 +228,21 @@ Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
 }
 
 Tensor max_pool2d(const Tensor &x, const Pool2dOptions &options) {
-    impl_of(x, "max_pool2d");
-    tf_params_pool2d p = pool_params(x, options, "max_pool2d");
+    const char *op = op_info(TF_OP_MAX_POOL2D).name;
+    impl_of(x, op);
+    tf_params_pool2d p = pool_params(x, options, op);
     if (options.dilation_h < 1 || options.dilation_w < 1)
-        raise<ValueError>("max_pool2d: dilation must be >= 1, got " + std::to_string(options.dilation_h) +
+        raise<ValueError>(std::string(op) + ": dilation must be >= 1, got " + std::to_string(options.dilation_h) +
                           "x" + std::to_string(options.dilation_w));
     PoolAxis ah = pool_axis(x.size(2), p.kernel[0], p.stride[0], p.padding[0], options.dilation_h,
-                            options.ceil_mode, x, "max_pool2d");
+                            options.ceil_mode, x, op);
     PoolAxis aw = pool_axis(x.size(3), p.kernel[1], p.stride[1], p.padding[1], options.dilation_w,
-                            options.ceil_mode, x, "max_pool2d");
+                            options.ceil_mode, x, op);
     if (options.dilation_h != 1 || options.dilation_w != 1 || ah.extra || aw.extra)
         return max_pool2d_composed(x, options, p.stride[0], p.stride[1], ah, aw);
-    Tensor y = empty_like_device(x, pool_out_shape(x, p, "max_pool2d"), x.dtype());
+    Tensor y = empty_like_device(x, pool_out_shape(x, p, op), x.dtype());
     dispatch(TF_OP_MAX_POOL2D, {x}, {y}, &p);
-    return record(y, {&x}, "max_pool2d", [&] { return [x = x.detach(), p](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, op, [&] { return [x = x.detach(), p](const Tensor &g) -> std::vector<Tensor> {
         Tensor dx = empty_like_device(g, x.shape(), g.dtype());
         dispatch(TF_OP_MAX_POOL2D_BACKWARD, {g, x}, {dx}, &p);
         return {dx};
@@ -248,19 +250,20 @@ Tensor max_pool2d(const Tensor &x, const Pool2dOptions &options) {
 }
 
 Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options) {
-    impl_of(x, "avg_pool2d");
-    tf_params_pool2d p = pool_params(x, options, "avg_pool2d");
+    const char *op = op_info(TF_OP_AVG_POOL2D).name;
+    impl_of(x, op);
+    tf_params_pool2d p = pool_params(x, options, op);
     if (options.dilation_h != 1 || options.dilation_w != 1)
-        raise<ValueError>("avg_pool2d: has no dilation (like torch); got " +
+        raise<ValueError>(std::string(op) + ": has no dilation (like torch); got " +
                           std::to_string(options.dilation_h) + "x" + std::to_string(options.dilation_w));
     PoolAxis ah = pool_axis(x.size(2), p.kernel[0], p.stride[0], p.padding[0], 1, options.ceil_mode,
-                            x, "avg_pool2d");
+                            x, op);
     PoolAxis aw = pool_axis(x.size(3), p.kernel[1], p.stride[1], p.padding[1], 1, options.ceil_mode,
-                            x, "avg_pool2d");
+                            x, op);
     if (ah.extra || aw.extra) return avg_pool2d_composed(x, options, p.stride[0], p.stride[1], ah, aw);
-    Tensor y = empty_like_device(x, pool_out_shape(x, p, "avg_pool2d"), x.dtype());
+    Tensor y = empty_like_device(x, pool_out_shape(x, p, op), x.dtype());
     dispatch(TF_OP_AVG_POOL2D, {x}, {y}, &p);
-    return record(y, {&x}, "avg_pool2d", [&] { return [shape = x.shape(), p](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, op, [&] { return [shape = x.shape(), p](const Tensor &g) -> std::vector<Tensor> {
         Tensor dx = empty_like_device(g, shape, g.dtype());
         dispatch(TF_OP_AVG_POOL2D_BACKWARD, {g}, {dx}, &p);
         return {dx};
@@ -323,15 +326,16 @@ Tensor affine_or_ones(const Tensor &t, const Tensor &x, const Shape &shape, doub
 } // namespace
 
 Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tensor &bias, double eps) {
-    impl_of(x, "layer_norm");
-    require_float(x, "layer_norm");
-    Shape s = norm_shape(x, n_axes, "layer_norm");
-    Tensor w = affine_or_ones(weight, x, s, 1.0, "layer_norm", "weight");
-    Tensor b = affine_or_ones(bias, x, s, 0.0, "layer_norm", "bias");
+    const char *op = op_info(TF_OP_LAYER_NORM).name;
+    impl_of(x, op);
+    require_float(x, op);
+    Shape s = norm_shape(x, n_axes, op);
+    Tensor w = affine_or_ones(weight, x, s, 1.0, op, "weight");
+    Tensor b = affine_or_ones(bias, x, s, 0.0, op, "bias");
     tf_params_norm p{sizeof(tf_params_norm), n_axes, eps};
     Tensor y = empty_like_device(x, x.shape(), x.dtype());
     dispatch(TF_OP_LAYER_NORM, {x, w.detach(), b.detach()}, {y}, &p);
-    return record(y, {&x, &weight, &bias}, "layer_norm",
+    return record(y, {&x, &weight, &bias}, op,
                   [&] { return [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
         std::vector<int> axes = last_axes(x.rank(), n_axes);
         Tensor mu = mean(x, axes, true);
@@ -345,14 +349,15 @@ Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tenso
 }
 
 Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight, double eps) {
-    impl_of(x, "rms_norm");
-    require_float(x, "rms_norm");
-    Shape s = norm_shape(x, n_axes, "rms_norm");
-    Tensor w = affine_or_ones(weight, x, s, 1.0, "rms_norm", "weight");
+    const char *op = op_info(TF_OP_RMS_NORM).name;
+    impl_of(x, op);
+    require_float(x, op);
+    Shape s = norm_shape(x, n_axes, op);
+    Tensor w = affine_or_ones(weight, x, s, 1.0, op, "weight");
     tf_params_norm p{sizeof(tf_params_norm), n_axes, eps};
     Tensor y = empty_like_device(x, x.shape(), x.dtype());
     dispatch(TF_OP_RMS_NORM, {x, w.detach()}, {y}, &p);
-    return record(y, {&x, &weight}, "rms_norm",
+    return record(y, {&x, &weight}, op,
                   [&] { return [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
         std::vector<int> axes = last_axes(x.rank(), n_axes);
         Tensor r = rsqrt(add(mean(square(x), axes, true), constant_like(x, eps)));
@@ -370,14 +375,15 @@ static Tensor rope_raw(const Tensor &x, double theta, bool interleaved, int64_t 
 }
 
 Tensor rope(const Tensor &x, double theta, bool interleaved, int64_t position_offset, int64_t seq_axis) {
-    impl_of(x, "rope");
-    require_float(x, "rope");
+    const char *op = op_info(TF_OP_ROPE).name;
+    impl_of(x, op);
+    require_float(x, op);
     if (x.rank() < 2 || x.size(-1) % 2 != 0)
-        raise<ShapeError>("rope: input must be [..., T, D] with D even, got " + shape_str(x.shape()));
-    if (!(theta > 0)) raise<ValueError>("rope: theta must be positive, got " + std::to_string(theta));
-    int ax = normalize_axis(seq_axis, x.rank(), "rope");
+        raise<ShapeError>(std::string(op) + ": input must be [..., T, D] with D even, got " + shape_str(x.shape()));
+    if (!(theta > 0)) raise<ValueError>(std::string(op) + ": theta must be positive, got " + std::to_string(theta));
+    int ax = normalize_axis(seq_axis, x.rank(), op);
     if (ax == x.rank() - 1)
-        raise<ShapeError>("rope: seq_axis " + std::to_string(seq_axis) + " is the feature axis of " +
+        raise<ShapeError>(std::string(op) + ": seq_axis " + std::to_string(seq_axis) + " is the feature axis of " +
                           shape_str(x.shape()) + "; the sequence must be another axis");
     if (ax != x.rank() - 2) {
         // The rotation depends only on (position, feature): swapping the sequence axis with -2
@@ -386,7 +392,7 @@ Tensor rope(const Tensor &x, double theta, bool interleaved, int64_t position_of
         return rope(moved, theta, interleaved, position_offset, -2).transpose(ax, -2);
     }
     Tensor y = rope_raw(x, theta, interleaved, position_offset, false);
-    return record(y, {&x}, "rope", [&] { return [theta, interleaved, position_offset](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, op, [&] { return [theta, interleaved, position_offset](const Tensor &g) -> std::vector<Tensor> {
         // A rotation's gradient is the inverse rotation.
         return {rope_raw(g, theta, interleaved, position_offset, true)};
     }; });
@@ -470,17 +476,18 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
 }
 
 Tensor embedding(const Tensor &weight, const Tensor &indices) {
-    impl_of(weight, "embedding");
-    impl_of(indices, "embedding");
-    require_rank(weight, 2, "embedding", "weight");
-    require_integer(indices, "embedding", "indices");
+    const char *op = op_info(TF_OP_EMBEDDING).name;
+    impl_of(weight, op);
+    impl_of(indices, op);
+    require_rank(weight, 2, op, "weight");
+    require_integer(indices, op, "indices");
     Shape out_shape = indices.shape();
     out_shape.push_back(weight.size(1));
     Tensor w = weight, idx = indices;
     place_together({&w, &idx});
     Tensor out = empty_like_device(w, out_shape, weight.dtype());
     dispatch(TF_OP_EMBEDDING, {w, idx}, {out});
-    return record(out, {&weight}, "embedding", [&] { return [idx = idx.detach(), shape = weight.shape()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&weight}, op, [&] { return [idx = idx.detach(), shape = weight.shape()](const Tensor &g) -> std::vector<Tensor> {
         Tensor dw = empty_like_device(g, shape, g.dtype());
         dispatch(TF_OP_EMBEDDING_BACKWARD, {g, idx}, {dw});
         return {dw};
@@ -488,10 +495,11 @@ Tensor embedding(const Tensor &weight, const Tensor &indices) {
 }
 
 Tensor one_hot(const Tensor &labels, int num_classes, DType dtype) {
-    impl_of(labels, "one_hot");
-    require_integer(labels, "one_hot", "labels");
+    const char *op = op_info(TF_OP_ONE_HOT).name;
+    impl_of(labels, op);
+    require_integer(labels, op, "labels");
     if (num_classes < 1)
-        raise<ValueError>("one_hot: num_classes must be >= 1, got " + std::to_string(num_classes));
+        raise<ValueError>(std::string(op) + ": num_classes must be >= 1, got " + std::to_string(num_classes));
     Shape shape = labels.shape();
     shape.push_back(num_classes);
     Tensor out = empty_like_device(labels, shape, dtype);
@@ -502,13 +510,14 @@ Tensor one_hot(const Tensor &labels, int num_classes, DType dtype) {
 
 Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduction,
                      int64_t ignore_index) {
-    impl_of(logits, "cross_entropy");
-    impl_of(labels, "cross_entropy");
-    require_rank(logits, 2, "cross_entropy", "logits");
-    require_float(logits, "cross_entropy");
-    require_integer(labels, "cross_entropy", "labels");
+    const char *op = op_info(TF_OP_CROSS_ENTROPY).name;
+    impl_of(logits, op);
+    impl_of(labels, op);
+    require_rank(logits, 2, op, "logits");
+    require_float(logits, op);
+    require_integer(labels, op, "labels");
     if (labels.rank() != 1 || labels.size(0) != logits.size(0))
-        raise<ShapeError>("cross_entropy: labels must have shape [" + std::to_string(logits.size(0)) +
+        raise<ShapeError>(std::string(op) + ": labels must have shape [" + std::to_string(logits.size(0)) +
                           "] for logits " + shape_str(logits.shape()) + ", got " +
                           shape_str(labels.shape()));
     Tensor x = logits, y = labels;
@@ -517,7 +526,7 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduc
     Tensor out = empty_like_device(x, out_shape, logits.dtype());
     tf_params_cross_entropy p{sizeof(tf_params_cross_entropy), static_cast<int32_t>(reduction), ignore_index};
     dispatch(TF_OP_CROSS_ENTROPY, {x, y}, {out}, &p);
-    return record(out, {&logits}, "cross_entropy",
+    return record(out, {&logits}, op,
                   [&] { return [x = x.detach(), y = y.detach(), reduction, ignore_index](const Tensor &g) -> std::vector<Tensor> {
         int64_t n = x.size(0), c = x.size(1);
         Tensor valid = ne(y, constant_like(y, static_cast<double>(ignore_index)));
