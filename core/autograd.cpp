@@ -126,14 +126,8 @@ bool any_needs_grad(std::initializer_list<const Tensor *> tensors) {
     return false;
 }
 
-Tensor record(const Tensor &out, std::initializer_list<const Tensor *> inputs, const char *name,
-              BackwardFn backward) {
-    if (!any_needs_grad(inputs)) return out;
-    return record_many(out, std::vector<const Tensor *>(inputs), name, std::move(backward));
-}
-
-Tensor record_many(const Tensor &out, const std::vector<const Tensor *> &inputs, const char *name,
-                   BackwardFn backward) {
+Tensor record_function(const Tensor &out, const std::vector<const Tensor *> &inputs, const char *name,
+                       BackwardFn backward) {
     bool any = false;
     for (const Tensor *t : inputs) any = any || needs_grad(*t);
     if (!grad_mode || !any) return out;

@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "tensor_impl.hpp"
@@ -54,13 +55,30 @@ inline bool needs_grad(const Tensor &t) {
 bool input_needs_grad(std::size_t i);
 bool any_needs_grad(std::initializer_list<const Tensor *> tensors);
 
-// Records out = op(inputs) when grad mode is on and an input needs a gradient.
-// Returns out (with history attached when recorded).
+// Attaches history to out = op(inputs) when grad mode is on and an input needs a gradient;
+// returns out. The backward closure comes from a factory, called only then: an op written
+//   return record(out, {&a, &b}, "mul", [&] { return [a = a.detach(), ...](const Tensor &g) {...}; });
+// builds no detached handles, no captured shapes and no std::function in inference, and needs
+// no guard of its own.
+Tensor record_function(const Tensor &out, const std::vector<const Tensor *> &inputs, const char *name,
+                       BackwardFn backward);
+template <typename Factory>
+    requires std::is_invocable_v<Factory &>
 Tensor record(const Tensor &out, std::initializer_list<const Tensor *> inputs, const char *name,
-              BackwardFn backward);
+              Factory &&make_backward) {
+    if (!any_needs_grad(inputs)) return out;
+    return record_function(out, std::vector<const Tensor *>(inputs), name, BackwardFn(make_backward()));
+}
 // The same for a variable number of inputs (concat).
+template <typename Factory>
+    requires std::is_invocable_v<Factory &>
 Tensor record_many(const Tensor &out, const std::vector<const Tensor *> &inputs, const char *name,
-                   BackwardFn backward);
+                   Factory &&make_backward) {
+    bool any = false;
+    for (const Tensor *t : inputs) any = any || needs_grad(*t);
+    if (!any || !grad_enabled()) return out;
+    return record_function(out, inputs, name, BackwardFn(make_backward()));
+}
 
 // Sums grad over broadcast axes so it has shape (the inverse of broadcasting to grad's shape).
 Tensor sum_to(const Tensor &grad, const Shape &shape);

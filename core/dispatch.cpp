@@ -259,6 +259,13 @@ Device common_device(std::initializer_list<const Tensor *> operands) {
     return best->device();
 }
 
+namespace {
+thread_local bool helper_work = false;
+} // namespace
+
+HelperScope::HelperScope() : previous_(helper_work) { helper_work = true; }
+HelperScope::~HelperScope() { helper_work = previous_; }
+
 void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
               std::initializer_list<Tensor> outputs, const void *params) {
     const TensorImpl *in[max_operands], *out[max_operands];
@@ -304,14 +311,17 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
     if (&backend == &cpu || !supports(cpu, 0, desc))
         raise<DTypeError>(std::string(info.name) + ": no backend supports these operands (" +
                           describe_operands(inputs) + " -> " + describe_operands(outputs) + ")");
-    if (registry.fallback_is_error())
+    bool in_place_helper = helper_work;
+    for (const TensorImpl *t : inputs) in_place_helper = in_place_helper && t->storage->host;
+    for (const TensorImpl *t : outputs) in_place_helper = in_place_helper && t->storage->host;
+    if (registry.fallback_is_error() && !in_place_helper)
         raise<FallbackError>(std::string(info.name) + " is not supported by " + backend.name() +
                              " for " + describe_operands(inputs) + " -> " +
                              describe_operands(outputs) +
                              " and TINYFIN_FALLBACK=error forbids running it on cpu");
 
-    counters.fallbacks[op].fetch_add(1, std::memory_order_relaxed);
-    if (log_fallbacks_enabled() && !counters.fallback_logged[op].exchange(true))
+    if (!in_place_helper) counters.fallbacks[op].fetch_add(1, std::memory_order_relaxed);
+    if (!in_place_helper && log_fallbacks_enabled() && !counters.fallback_logged[op].exchange(true))
         log_line("fallback", info.name,
                  "ran on cpu: " + backend.name() + " does not support " + describe_operands(inputs));
 

@@ -18,6 +18,22 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
 void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
               std::span<const TensorImpl *const> outputs, const void *params = nullptr);
 
+// While alive, ops this thread dispatches are helper work the core does for the user's op (the
+// contiguous copy of a host read-back, a constant operand): when their device's plugin does not
+// claim them and every operand is memory the cpu plugin addresses in place (blas), they run on
+// cpu even under TINYFIN_FALLBACK=error and are not counted as fallbacks. Operands on a device
+// the cpu cannot address still fall back (and fail) as usual: that would be a real host trip.
+class HelperScope {
+public:
+    HelperScope();
+    ~HelperScope();
+    HelperScope(const HelperScope &) = delete;
+    HelperScope &operator=(const HelperScope &) = delete;
+
+private:
+    bool previous_;
+};
+
 // The device an op with these operands runs on: the operands' device when they agree,
 // else the one whose backend ranks highest (plugin priority; cpu lowest).
 Device common_device(std::initializer_list<const Tensor *> operands);

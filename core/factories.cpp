@@ -108,6 +108,20 @@ Tensor arange(double start, double end, double step, DType dtype, std::optional<
     return cast(t, dtype);
 }
 
+Tensor arange(int64_t start, int64_t end, int64_t step, DType dtype, std::optional<Device> device) {
+    if (step == 0) raise<ValueError>("arange: step must be non-zero");
+    // The count in 128 bits: end - start overflows int64 for arange(INT64_MIN, INT64_MAX).
+    __int128 span = static_cast<__int128>(end) - start;
+    __int128 count = span / step + (span % step != 0 && (span > 0) == (step > 0));
+    if (count > static_cast<__int128>(1e12))
+        raise<ValueError>("arange: more than 10^12 elements (start " + std::to_string(start) +
+                          ", end " + std::to_string(end) + ", step " + std::to_string(step) + ")");
+    int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+    std::vector<int64_t> values(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) values[i] = start + i * step;
+    return cast(from_host(values.data(), {n}, DType::i64, std::move(device)), dtype);
+}
+
 namespace {
 
 // splitmix64: a tiny, well-mixed generator; same stream on every platform.

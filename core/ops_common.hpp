@@ -26,9 +26,9 @@ inline bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d =
 inline bool is_integer(DType d) { return d == DType::i32 || d == DType::i64; }
 
 // Axis in [0, rank); throws ShapeError naming op otherwise.
-int normalize_axis(int axis, int rank, const char *op);
+int normalize_axis(int64_t axis, int rank, const char *op);
 // Bit mask of axes (all axes when empty); rejects repeats.
-uint32_t axes_mask(const Shape &shape, const std::vector<int> &axes, const char *op);
+uint32_t axes_mask(const Shape &shape, const Axes &axes, const char *op);
 // The input shape with masked axes set to 1, and with them removed.
 Shape keep_shape(const Shape &shape, uint32_t mask);
 Shape drop_shape(const Shape &shape, uint32_t mask);

@@ -11,22 +11,22 @@ using namespace detail;
 
 namespace detail {
 
-int normalize_axis(int axis, int rank, const char *op) {
+int normalize_axis(int64_t axis, int rank, const char *op) {
     if (axis < -rank || axis >= rank)
         raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) +
                           " is out of range for rank " + std::to_string(rank));
     return axis < 0 ? axis + rank : axis;
 }
 
-uint32_t axes_mask(const Shape &shape, const std::vector<int> &axes, const char *op) {
+uint32_t axes_mask(const Shape &shape, const Axes &axes, const char *op) {
     int rank = static_cast<int>(shape.size());
     if (axes.empty()) return rank == 0 ? 0u : (1u << rank) - 1;
     uint32_t mask = 0;
-    for (int axis : axes) {
+    for (int64_t axis : axes) {
         if (axis < -rank || axis >= rank)
             raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) +
                               " is out of range for shape " + shape_str(shape));
-        int a = axis < 0 ? axis + rank : axis;
+        int a = static_cast<int>(axis < 0 ? axis + rank : axis);
         if (mask & (1u << a))
             raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) + " repeated");
         mask |= 1u << a;
@@ -201,7 +201,11 @@ Tensor constant_like(const Tensor &like, double value) {
     for (auto it = cache.rbegin(); it != cache.rend(); ++it)
         if (it->bits == bits && it->dtype == impl.dtype && it->backend == backend && it->device == device)
             return it->tensor;
-    Tensor t = full({}, value, impl.dtype, like.device());
+    Tensor t;
+    {
+        HelperScope helper;
+        t = full({}, value, impl.dtype, like.device());
+    }
     if (cache.size() >= capacity) cache.erase(cache.begin());
     cache.push_back({backend, device, impl.dtype, bits, t});
     return t;
@@ -211,65 +215,58 @@ Tensor constant_like(const Tensor &like, double value) {
 
 Tensor add(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_ADD, a, b);
-    // Before the closure: building it copies shapes or views even when nothing records it.
-    if (!any_needs_grad({&a, &b})) return out;
-    return record(out, {&a, &b}, "add", [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a, &b}, "add", [&] { return [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(g, sb) : Tensor()};
-    });
+    }; });
 }
 
 Tensor sub(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_SUB, a, b);
-    if (!any_needs_grad({&a, &b})) return out;
-    return record(out, {&a, &b}, "sub", [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a, &b}, "sub", [&] { return [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(neg(g), sb) : Tensor()};
-    });
+    }; });
 }
 
 Tensor mul(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_MUL, a, b);
-    if (!any_needs_grad({&a, &b})) return out;
-    return record(out, {&a, &b}, "mul", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a, &b}, "mul", [&] { return [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
                 input_needs_grad(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
-    });
+    }; });
 }
 
 Tensor div(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_DIV, a, b);
-    if (!any_needs_grad({&a, &b})) return out;
-    return record(out, {&a, &b}, "div", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a, &b}, "div", [&] { return [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
         Tensor ga = div(g, b);
         return {input_needs_grad(0) ? sum_to(ga, a.shape()) : Tensor(),
                 input_needs_grad(1) ? sum_to(neg(mul(ga, div(a, b))), b.shape()) : Tensor()};
-    });
+    }; });
 }
 
 Tensor pow(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_POW, a, b);
-    if (!any_needs_grad({&a, &b})) return out;
-    return record(out, {&a, &b}, "pow", [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a, &b}, "pow", [&] { return [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/da = b a^(b-1); d/db = a^b log a, taken as 0 where a <= 0 (as PyTorch does at a == 0).
         Tensor ga = mul(g, mul(b, pow(a, sub(b, constant_like(b, 1)))));
         Tensor positive = gt(a, constant_like(a, 0));
         Tensor safe_a = where(positive, a, constant_like(a, 1));
         Tensor gb = mul(g, mul(y, log(safe_a)));
         return {sum_to(ga, a.shape()), sum_to(gb, b.shape())};
-    });
+    }; });
 }
 
 // Ties split the gradient equally, like PyTorch.
 static Tensor extremum(tf_op op, const Tensor &a, const Tensor &b, const char *name) {
     Tensor out = binary(op, a, b);
-    if (!any_needs_grad({&a, &b})) return out;
     bool is_max = op == TF_OP_MAXIMUM;
-    return record(out, {&a, &b}, name, [a = a.detach(), b = b.detach(), is_max](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a, &b}, name, [&] { return [a = a.detach(), b = b.detach(), is_max](const Tensor &g) -> std::vector<Tensor> {
         Tensor wins = mask_of(is_max ? gt(a, b) : lt(a, b), g);
         Tensor ties = mul(mask_of(eq(a, b), g), constant_like(g, 0.5));
         Tensor share_a = add(wins, ties);
         Tensor share_b = sub(constant_like(g, 1), share_a);
         return {sum_to(mul(g, share_a), a.shape()), sum_to(mul(g, share_b), b.shape())};
-    });
+    }; });
 }
 
 Tensor maximum(const Tensor &a, const Tensor &b) { return extremum(TF_OP_MAXIMUM, a, b, "maximum"); }
@@ -333,131 +330,117 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
     place_together({&c, &x, &y});
     Tensor out = empty_like_device(x, shape, a.dtype());
     dispatch(TF_OP_WHERE, {raw_expand(c, shape), raw_expand(x, shape), raw_expand(y, shape)}, {out});
-    return record(out, {&cond, &a, &b}, "where", [c = c.detach(), sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&cond, &a, &b}, "where", [&] { return [c = c.detach(), sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
         Tensor zero = constant_like(g, 0);
         return {Tensor(), sum_to(where(c, g, zero), sa), sum_to(where(c, zero, g), sb)};
-    });
+    }; });
 }
 
 // ---- Unary ----------------------------------------------------------------------------
 
 Tensor neg(const Tensor &a) {
     Tensor out = unary(TF_OP_NEG, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "neg", [](const Tensor &g) -> std::vector<Tensor> { return {neg(g)}; });
+    return record(out, {&a}, "neg", [&] { return [](const Tensor &g) -> std::vector<Tensor> { return {neg(g)}; }; });
 }
 
 Tensor abs(const Tensor &a) {
     Tensor out = unary(TF_OP_ABS, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "abs", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "abs", [&] { return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         Tensor zero = constant_like(a, 0);
         Tensor sign = sub(mask_of(gt(a, zero), g), mask_of(lt(a, zero), g));
         return {mul(g, sign)};
-    });
+    }; });
 }
 
 Tensor exp(const Tensor &a) {
     Tensor out = unary(TF_OP_EXP, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "exp", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "exp", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, y)};
-    });
+    }; });
 }
 
 Tensor log(const Tensor &a) {
     Tensor out = unary(TF_OP_LOG, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "log", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "log", [&] { return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {div(g, a)};
-    });
+    }; });
 }
 
 Tensor sqrt(const Tensor &a) {
     Tensor out = unary(TF_OP_SQRT, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "sqrt", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "sqrt", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {div(mul(g, constant_like(g, 0.5)), y)};
-    });
+    }; });
 }
 
 Tensor rsqrt(const Tensor &a) {
     Tensor out = unary(TF_OP_RSQRT, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "rsqrt", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "rsqrt", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, mul(constant_like(g, -0.5), mul(y, square(y))))};
-    });
+    }; });
 }
 
 Tensor sin(const Tensor &a) {
     Tensor out = unary(TF_OP_SIN, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "sin", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "sin", [&] { return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, cos(a))};
-    });
+    }; });
 }
 
 Tensor cos(const Tensor &a) {
     Tensor out = unary(TF_OP_COS, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "cos", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "cos", [&] { return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {neg(mul(g, sin(a)))};
-    });
+    }; });
 }
 
 Tensor tanh(const Tensor &a) {
     Tensor out = unary(TF_OP_TANH, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "tanh", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "tanh", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, sub(constant_like(y, 1), square(y)))};
-    });
+    }; });
 }
 
 Tensor erf(const Tensor &a) {
     Tensor out = unary(TF_OP_ERF, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "erf", [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "erf", [&] { return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/dx erf(x) = 2/sqrt(pi) exp(-x^2)
         return {mul(g, mul(constant_like(a, 2.0 / std::sqrt(M_PI)), exp(neg(square(a)))))};
-    });
+    }; });
 }
 
 Tensor sigmoid(const Tensor &a) {
     Tensor out = unary(TF_OP_SIGMOID, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "sigmoid", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "sigmoid", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, mul(y, sub(constant_like(y, 1), y)))};
-    });
+    }; });
 }
 
 Tensor relu(const Tensor &a) {
     Tensor out = unary(TF_OP_RELU, a);
-    if (!any_needs_grad({&a})) return out;
     // The output gives relu_backward the input's mask (y > 0 exactly where x > 0, NaN where x is
     // NaN), as torch's threshold_backward uses the result: the input can be freed after the
     // forward, and a following max_pool2d's backward has just read y, so it is still in cache.
-    return record(out, {&a}, "relu", [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "relu", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {relu_backward(g, y)};
-    });
+    }; });
 }
 
 Tensor relu_backward(const Tensor &dy, const Tensor &x) {
     Tensor out = binary(TF_OP_RELU_BACKWARD, dy, x);
-    if (!any_needs_grad({&dy, &x})) return out;
     // Linear in dy through the same mask; piecewise constant in x, so x's gradient is zero
     // (torch's threshold_backward has the same double backward).
     return record(out, {&dy, &x}, "relu_backward",
-                  [x = x.detach(), sdy = dy.shape()](const Tensor &g) -> std::vector<Tensor> {
+                  [&] { return [x = x.detach(), sdy = dy.shape()](const Tensor &g) -> std::vector<Tensor> {
                       return {input_needs_grad(0) ? sum_to(relu_backward(g, x), sdy) : Tensor(),
                               input_needs_grad(1) ? zeros(x.shape(), x.dtype(), x.device()) : Tensor()};
-                  });
+                  }; });
 }
 
 Tensor gelu(const Tensor &a, bool approximate) {
     if (approximate) {
         Tensor out = unary(TF_OP_GELU_TANH, a);
-        if (!any_needs_grad({&a})) return out;
-        return record(out, {&a}, "gelu_tanh", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+        return record(out, {&a}, "gelu_tanh", [&] { return [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
             // y = x/2 (1 + tanh(u)), u = k (x + c x^3)
             const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
             Tensor x2 = square(x);
@@ -468,34 +451,31 @@ Tensor gelu(const Tensor &a, bool approximate) {
             Tensor dy = add(mul(half, add(constant_like(x, 1), t)),
                             mul(mul(half, x), mul(sub(constant_like(x, 1), square(t)), du)));
             return {mul(g, dy)};
-        });
+        }; });
     }
     Tensor out = unary(TF_OP_GELU, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "gelu", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "gelu", [&] { return [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/dx x Phi(x) = Phi(x) + x phi(x)
         Tensor cdf = mul(constant_like(x, 0.5), add(constant_like(x, 1), erf(mul(x, constant_like(x, M_SQRT1_2)))));
         Tensor pdf = mul(constant_like(x, 1.0 / std::sqrt(2 * M_PI)), exp(mul(constant_like(x, -0.5), square(x))));
         return {mul(g, add(cdf, mul(x, pdf)))};
-    });
+    }; });
 }
 
 Tensor silu(const Tensor &a) {
     Tensor out = unary(TF_OP_SILU, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "silu", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "silu", [&] { return [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         Tensor s = sigmoid(x);
         Tensor one = constant_like(x, 1);
         return {mul(g, mul(s, add(one, mul(x, sub(one, s)))))};
-    });
+    }; });
 }
 
 Tensor square(const Tensor &a) {
     Tensor out = unary(TF_OP_SQUARE, a);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "square", [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "square", [&] { return [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, mul(x, constant_like(x, 2)))};
-    });
+    }; });
 }
 
 Tensor clamp(const Tensor &a, double min, double max) {
@@ -504,11 +484,10 @@ Tensor clamp(const Tensor &a, double min, double max) {
                           "] are not an interval");
     tf_params_clamp params{sizeof(tf_params_clamp), min, max};
     Tensor out = unary(TF_OP_CLAMP, a, &params);
-    if (!any_needs_grad({&a})) return out;
-    return record(out, {&a}, "clamp", [x = a.detach(), min, max](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "clamp", [&] { return [x = a.detach(), min, max](const Tensor &g) -> std::vector<Tensor> {
         Tensor inside = mul(mask_of(ge(x, constant_like(x, min)), g), mask_of(le(x, constant_like(x, max)), g));
         return {mul(g, inside)};
-    });
+    }; });
 }
 
 // ---- Scalars ------------------------------------------------------------------------------
@@ -521,5 +500,22 @@ Tensor operator+(double a, const Tensor &b) { return add(constant_like(b, a), b)
 Tensor operator-(double a, const Tensor &b) { return sub(constant_like(b, a), b); }
 Tensor operator*(double a, const Tensor &b) { return mul(constant_like(b, a), b); }
 Tensor operator/(double a, const Tensor &b) { return div(constant_like(b, a), b); }
+
+Tensor add(const Tensor &a, double b) { return add(a, constant_like(a, b)); }
+Tensor sub(const Tensor &a, double b) { return sub(a, constant_like(a, b)); }
+Tensor mul(const Tensor &a, double b) { return mul(a, constant_like(a, b)); }
+Tensor div(const Tensor &a, double b) { return div(a, constant_like(a, b)); }
+Tensor pow(const Tensor &a, double exponent) { return pow(a, constant_like(a, exponent)); }
+Tensor maximum(const Tensor &a, double b) { return maximum(a, constant_like(a, b)); }
+Tensor minimum(const Tensor &a, double b) { return minimum(a, constant_like(a, b)); }
+Tensor add(double a, const Tensor &b) { return add(constant_like(b, a), b); }
+Tensor sub(double a, const Tensor &b) { return sub(constant_like(b, a), b); }
+Tensor mul(double a, const Tensor &b) { return mul(constant_like(b, a), b); }
+Tensor div(double a, const Tensor &b) { return div(constant_like(b, a), b); }
+Tensor pow(double base, const Tensor &exponent) { return pow(constant_like(exponent, base), exponent); }
+Tensor maximum(double a, const Tensor &b) { return maximum(constant_like(b, a), b); }
+Tensor minimum(double a, const Tensor &b) { return minimum(constant_like(b, a), b); }
+Tensor where(const Tensor &cond, const Tensor &a, double b) { return where(cond, a, constant_like(a, b)); }
+Tensor where(const Tensor &cond, double a, const Tensor &b) { return where(cond, constant_like(b, a), b); }
 
 } // namespace tinyfin

@@ -5,7 +5,7 @@ namespace tinyfin {
 
 using namespace detail;
 
-Tensor narrow(const Tensor &tensor, int axis, int64_t start, int64_t length) {
+Tensor narrow(const Tensor &tensor, int64_t axis, int64_t start, int64_t length) {
     impl_of(tensor, "narrow");
     if (tensor.rank() == 0) raise<ShapeError>("narrow: a rank-0 tensor has no axis");
     int ax = normalize_axis(axis, tensor.rank(), "narrow");
@@ -24,7 +24,24 @@ Tensor narrow(const Tensor &tensor, int axis, int64_t start, int64_t length) {
     return tensor.slice(ax, start, start + length);
 }
 
-Tensor concat(const std::vector<Tensor> &tensors, int axis) {
+Tensor flatten(const Tensor &x, int64_t start_dim, int64_t end_dim) {
+    impl_of(x, "flatten");
+    int64_t rank = x.rank();
+    if (rank == 0) return x.reshape({1});
+    int64_t start = start_dim < 0 ? start_dim + rank : start_dim;
+    int64_t end = end_dim < 0 ? end_dim + rank : end_dim;
+    if (start < 0 || end >= rank || start > end)
+        raise<ShapeError>("flatten: axes " + std::to_string(start_dim) + ".." + std::to_string(end_dim) +
+                          " do not fit an input of shape " + shape_str(x.shape()));
+    Shape shape(x.shape().begin(), x.shape().begin() + start);
+    int64_t merged = 1;
+    for (int64_t i = start; i <= end; ++i) merged *= x.size(i);
+    shape.push_back(merged);
+    shape.insert(shape.end(), x.shape().begin() + end + 1, x.shape().end());
+    return x.reshape(shape);
+}
+
+Tensor concat(const std::vector<Tensor> &tensors, int64_t axis) {
     if (tensors.empty()) raise<ShapeError>("concat: needs at least one tensor");
     for (const Tensor &t : tensors) impl_of(t, "concat");
     const Tensor &first = tensors[0];
@@ -53,12 +70,12 @@ Tensor concat(const std::vector<Tensor> &tensors, int axis) {
     // Gradients: the matching pieces of the output's gradient.
     std::vector<const Tensor *> inputs;
     for (const Tensor &t : tensors) inputs.push_back(&t);
-    return detail::record_many(out, inputs, "concat", [sizes, ax](const Tensor &g) -> std::vector<Tensor> {
+    return detail::record_many(out, inputs, "concat", [&] { return [sizes, ax](const Tensor &g) -> std::vector<Tensor> {
         return split(g, sizes, ax);
-    });
+    }; });
 }
 
-Tensor stack(const std::vector<Tensor> &tensors, int axis) {
+Tensor stack(const std::vector<Tensor> &tensors, int64_t axis) {
     if (tensors.empty()) raise<ShapeError>("stack: needs at least one tensor");
     int rank = static_cast<int>(impl_of(tensors[0], "stack").shape.size());
     int ax = normalize_axis(axis, rank + 1, "stack");
@@ -74,7 +91,7 @@ Tensor stack(const std::vector<Tensor> &tensors, int axis) {
     return concat(expanded, ax);
 }
 
-std::vector<Tensor> split(const Tensor &tensor, const std::vector<int64_t> &sizes, int axis) {
+std::vector<Tensor> split(const Tensor &tensor, const std::vector<int64_t> &sizes, int64_t axis) {
     impl_of(tensor, "split");
     if (tensor.rank() == 0) raise<ShapeError>("split: a rank-0 tensor has no axis");
     int ax = normalize_axis(axis, tensor.rank(), "split");
@@ -116,12 +133,12 @@ Tensor pad(const Tensor &tensor, const std::vector<int64_t> &pads, double value)
     for (std::size_t i = 0; i < pads.size() / 2; ++i)
         inner = raw_slice(inner, static_cast<int>(i), pads[2 * i], pads[2 * i] + tensor.size(i), 1);
     inner.assign_(tensor.detach());
-    return record(out, {&tensor}, "pad", [pads, shape = tensor.shape()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&tensor}, "pad", [&] { return [pads, shape = tensor.shape()](const Tensor &g) -> std::vector<Tensor> {
         Tensor piece = g;
         for (std::size_t i = 0; i < pads.size() / 2; ++i)
             piece = piece.slice(static_cast<int>(i), pads[2 * i], pads[2 * i] + shape[i]);
         return {piece};
-    });
+    }; });
 }
 
 } // namespace tinyfin

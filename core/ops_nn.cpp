@@ -80,35 +80,102 @@ Shape pool_out_shape(const Tensor &x, const tf_params_pool2d &p, const char *op)
     return {x.size(0), x.size(1), oh, ow};
 }
 
+// One axis of a pooling window as torch sizes it, dilation and ceil_mode included.
+struct PoolAxis {
+    int64_t out;   // output size
+    int64_t extra; // positions past the right padding that the last window reaches (ceil_mode)
+};
+
+PoolAxis pool_axis(int64_t in, int kernel, int stride, int pad, int dilation, bool ceil_mode,
+                   const Tensor &x, const char *op) {
+    int64_t span = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
+    int64_t padded = in + 2 * static_cast<int64_t>(pad);
+    if (padded < span)
+        raise<ShapeError>(std::string(op) + ": input " + shape_str(x.shape()) + " with padding " +
+                          std::to_string(pad) + " is smaller than the window of " +
+                          std::to_string(span) + " positions");
+    int64_t out = (padded - span + (ceil_mode ? stride - 1 : 0)) / stride + 1;
+    // torch: the last window must start inside the input or the left padding.
+    if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+    int64_t reach = (out - 1) * stride + span;
+    return {out, reach > padded ? reach - padded : 0};
+}
+
+} // namespace
+
+namespace {
+
+// max_pool2d with dilation or a ceil_mode overhang, from primitives: the input padded with -inf
+// (padding never wins), then the maximum over the kernel's strided views. Ties share the
+// gradient here, where the plugins' max_pool2d gives it all to the first maximum.
+Tensor max_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int sw,
+                           const PoolAxis &ah, const PoolAxis &aw) {
+    Tensor xp = pad(x, {0, 0, 0, 0, o.pad_h, o.pad_h + ah.extra, o.pad_w, o.pad_w + aw.extra},
+                    -INFINITY);
+    Tensor y;
+    for (int a = 0; a < o.kernel_h; ++a)
+        for (int b = 0; b < o.kernel_w; ++b) {
+            int64_t h0 = static_cast<int64_t>(a) * o.dilation_h, w0 = static_cast<int64_t>(b) * o.dilation_w;
+            Tensor tap = xp.slice(2, h0, h0 + (ah.out - 1) * sh + 1, sh)
+                             .slice(3, w0, w0 + (aw.out - 1) * sw + 1, sw);
+            y = y.defined() ? maximum(y, tap) : tap.contiguous();
+        }
+    return y;
+}
+
+// avg_pool2d with a ceil_mode overhang: window sums of the zero-padded input over a divisor map
+// that counts what torch counts (the padding when count_include_pad, never the overhang).
+Tensor avg_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int sw,
+                           const PoolAxis &ah, const PoolAxis &aw) {
+    Pool2dOptions plain;
+    plain.kernel_h = o.kernel_h;
+    plain.kernel_w = o.kernel_w;
+    plain.stride_h = sh;
+    plain.stride_w = sw;
+    Tensor xp = pad(x, {0, 0, 0, 0, o.pad_h, o.pad_h + ah.extra, o.pad_w, o.pad_w + aw.extra}, 0);
+    Tensor counted;
+    {
+        NoGradGuard no_grad;
+        Tensor ones_map = ones({1, 1, x.size(2), x.size(3)}, x.dtype(), x.device());
+        counted = pad(ones_map, {0, 0, 0, 0, o.pad_h, o.pad_h, o.pad_w, o.pad_w},
+                      o.count_include_pad ? 1.0 : 0.0);
+        counted = pad(counted, {0, 0, 0, 0, 0, ah.extra, 0, aw.extra}, 0);
+        counted = avg_pool2d(counted, plain);
+    }
+    return div(avg_pool2d(xp, plain), counted);
+}
+
+
 } // namespace
 
 Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const Conv2dOptions &o) {
-    impl_of(x, "conv2d");
-    impl_of(weight, "conv2d");
-    require_rank(x, 4, "conv2d", "input");
-    require_rank(weight, 4, "conv2d", "weight");
-    require_float(x, "conv2d");
-    require_same_dtype(x, weight, "conv2d");
+    const char *op = op_info(TF_OP_CONV2D).name;
+    impl_of(x, op);
+    impl_of(weight, op);
+    require_rank(x, 4, op, "input");
+    require_rank(weight, 4, op, "weight");
+    require_float(x, op);
+    require_same_dtype(x, weight, op);
     if (o.stride_h < 1 || o.stride_w < 1 || o.dilation_h < 1 || o.dilation_w < 1 || o.pad_h < 0 ||
         o.pad_w < 0 || o.groups < 1)
-        raise<ValueError>("conv2d: stride and dilation must be >= 1, padding >= 0, groups >= 1 (got "
+        raise<ValueError>(std::string(op) + ": stride and dilation must be >= 1, padding >= 0, groups >= 1 (got "
                           "stride " + std::to_string(o.stride_h) + "x" + std::to_string(o.stride_w) +
                           ", padding " + std::to_string(o.pad_h) + "x" + std::to_string(o.pad_w) +
                           ", dilation " + std::to_string(o.dilation_h) + "x" +
                           std::to_string(o.dilation_w) + ", groups " + std::to_string(o.groups) + ")");
     // A 0-tap kernel has no output size (the extent formula would grow the input by the dilation).
     if (weight.size(2) < 1 || weight.size(3) < 1)
-        raise<ShapeError>("conv2d: weight " + shape_str(weight.shape()) +
+        raise<ShapeError>(std::string(op) + ": weight " + shape_str(weight.shape()) +
                           " has an empty kernel; kernel height and width must be >= 1");
     int64_t n = x.size(0), c = x.size(1), oc = weight.size(0), icg = weight.size(1);
     if (c % o.groups != 0 || oc % o.groups != 0 || icg * o.groups != c)
-        raise<ShapeError>("conv2d: input " + shape_str(x.shape()) + " and weight " +
+        raise<ShapeError>(std::string(op) + ": input " + shape_str(x.shape()) + " and weight " +
                           shape_str(weight.shape()) + " do not fit groups=" + std::to_string(o.groups) +
                           " (need C = weight[1] * groups and O divisible by groups)");
     int64_t oh = conv_out_size(x.size(2), weight.size(2), o.stride_h, o.pad_h, o.dilation_h);
     int64_t ow = conv_out_size(x.size(3), weight.size(3), o.stride_w, o.pad_w, o.dilation_w);
     if (oh <= 0 || ow <= 0)
-        raise<ShapeError>("conv2d: input " + shape_str(x.shape()) + " with padding " +
+        raise<ShapeError>(std::string(op) + ": input " + shape_str(x.shape()) + " with padding " +
                           std::to_string(o.pad_h) + "x" + std::to_string(o.pad_w) +
                           " is smaller than the dilated kernel of weight " + shape_str(weight.shape()));
     tf_params_conv2d p{sizeof(tf_params_conv2d), {o.stride_h, o.stride_w}, {o.pad_h, o.pad_w},
@@ -117,43 +184,93 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const C
     place_together({&xx, &ww});
     Tensor y = empty_like_device(xx, {n, oc, oh, ow}, x.dtype());
     dispatch(TF_OP_CONV2D, {xx, ww}, {y}, &p);
-    y = record(y, {&x, &weight}, "conv2d", [x = xx.detach(), w = ww.detach(), p](const Tensor &g) -> std::vector<Tensor> {
+    y = record(y, {&x, &weight}, op, [&] { return [x = xx.detach(), w = ww.detach(), p](const Tensor &g) -> std::vector<Tensor> {
         // The first layer's input is data: no grad_input for it.
         return {input_needs_grad(0) ? conv2d_grad_input(g, w, x.shape(), p) : Tensor(),
                 input_needs_grad(1) ? conv2d_grad_weight(g, x, w.shape(), p) : Tensor()};
-    });
+    }; });
     if (!bias.defined()) return y;
     if (bias.rank() != 1 || bias.size(0) != oc)
-        raise<ShapeError>("conv2d: bias must have shape [" + std::to_string(oc) + "], got " +
+        raise<ShapeError>(std::string(op) + ": bias must have shape [" + std::to_string(oc) + "], got " +
                           shape_str(bias.shape()));
     return add(y, bias.view({1, oc, 1, 1}));
 }
 
+Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
+    impl_of(x, "linear");
+    impl_of(weight, "linear");
+    require_rank(weight, 2, "linear", "weight");
+    int64_t in = weight.size(1), out_features = weight.size(0);
+    if (x.rank() < 1 || x.size(-1) != in)
+        raise<ShapeError>("linear: input of shape " + shape_str(x.shape()) + " does not end in " +
+                          std::to_string(in) + " (weight " + shape_str(weight.shape()) + ")");
+    if (bias.defined() && (bias.rank() != 1 || bias.size(0) != out_features))
+        raise<ShapeError>("linear: bias must have shape [" + std::to_string(out_features) + "], got " +
+                          shape_str(bias.shape()));
+    Tensor y;
+    if (x.rank() != 2) {
+        y = matmul(x, weight.transpose(0, 1));
+    } else {
+        // y = x W^T recorded as one node rather than as a transpose and a matmul: the weight's
+        // gradient is then g^T x, laid out like the weight, where the transpose's backward handed
+        // the leaf a transposed view that had to be copied (400,000 floats a step in the example
+        // CNN). The same products summed in the same order as (x^T g)^T, so the same values.
+        {
+            NoGradGuard no_grad;
+            y = matmul(x, weight.transpose(0, 1));
+        }
+        y = record(y, {&x, &weight}, "linear", [&] { return [x = x.detach(), w = weight.detach()](const Tensor &g) -> std::vector<Tensor> {
+            return {input_needs_grad(0) ? matmul(g, w) : Tensor(),
+                    input_needs_grad(1) ? matmul(g.transpose(0, 1), x) : Tensor()};
+        }; });
+    }
+    return bias.defined() ? add(y, bias) : y;
+}
+
 Tensor max_pool2d(const Tensor &x, const Pool2dOptions &options) {
-    impl_of(x, "max_pool2d");
-    tf_params_pool2d p = pool_params(x, options, "max_pool2d");
-    Tensor y = empty_like_device(x, pool_out_shape(x, p, "max_pool2d"), x.dtype());
+    const char *op = op_info(TF_OP_MAX_POOL2D).name;
+    impl_of(x, op);
+    tf_params_pool2d p = pool_params(x, options, op);
+    if (options.dilation_h < 1 || options.dilation_w < 1)
+        raise<ValueError>(std::string(op) + ": dilation must be >= 1, got " + std::to_string(options.dilation_h) +
+                          "x" + std::to_string(options.dilation_w));
+    PoolAxis ah = pool_axis(x.size(2), p.kernel[0], p.stride[0], p.padding[0], options.dilation_h,
+                            options.ceil_mode, x, op);
+    PoolAxis aw = pool_axis(x.size(3), p.kernel[1], p.stride[1], p.padding[1], options.dilation_w,
+                            options.ceil_mode, x, op);
+    if (options.dilation_h != 1 || options.dilation_w != 1 || ah.extra || aw.extra)
+        return max_pool2d_composed(x, options, p.stride[0], p.stride[1], ah, aw);
+    Tensor y = empty_like_device(x, pool_out_shape(x, p, op), x.dtype());
     dispatch(TF_OP_MAX_POOL2D, {x}, {y}, &p);
-    return record(y, {&x}, "max_pool2d", [x = x.detach(), p](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, op, [&] { return [x = x.detach(), p](const Tensor &g) -> std::vector<Tensor> {
         Tensor dx = empty_like_device(g, x.shape(), g.dtype());
         dispatch(TF_OP_MAX_POOL2D_BACKWARD, {g, x}, {dx}, &p);
         return {dx};
-    });
+    }; });
 }
 
 Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options) {
-    impl_of(x, "avg_pool2d");
-    tf_params_pool2d p = pool_params(x, options, "avg_pool2d");
-    Tensor y = empty_like_device(x, pool_out_shape(x, p, "avg_pool2d"), x.dtype());
+    const char *op = op_info(TF_OP_AVG_POOL2D).name;
+    impl_of(x, op);
+    tf_params_pool2d p = pool_params(x, options, op);
+    if (options.dilation_h != 1 || options.dilation_w != 1)
+        raise<ValueError>(std::string(op) + ": has no dilation (like torch); got " +
+                          std::to_string(options.dilation_h) + "x" + std::to_string(options.dilation_w));
+    PoolAxis ah = pool_axis(x.size(2), p.kernel[0], p.stride[0], p.padding[0], 1, options.ceil_mode,
+                            x, op);
+    PoolAxis aw = pool_axis(x.size(3), p.kernel[1], p.stride[1], p.padding[1], 1, options.ceil_mode,
+                            x, op);
+    if (ah.extra || aw.extra) return avg_pool2d_composed(x, options, p.stride[0], p.stride[1], ah, aw);
+    Tensor y = empty_like_device(x, pool_out_shape(x, p, op), x.dtype());
     dispatch(TF_OP_AVG_POOL2D, {x}, {y}, &p);
-    return record(y, {&x}, "avg_pool2d", [shape = x.shape(), p](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, op, [&] { return [shape = x.shape(), p](const Tensor &g) -> std::vector<Tensor> {
         Tensor dx = empty_like_device(g, shape, g.dtype());
         dispatch(TF_OP_AVG_POOL2D_BACKWARD, {g}, {dx}, &p);
         return {dx};
-    });
+    }; });
 }
 
-static Tensor softmax_like(tf_op op, const char *name, const Tensor &x, int axis) {
+static Tensor softmax_like(tf_op op, const char *name, const Tensor &x, int64_t axis) {
     impl_of(x, name);
     require_float(x, name);
     if (x.rank() == 0) raise<ShapeError>(std::string(name) + ": needs rank >= 1");
@@ -164,20 +281,20 @@ static Tensor softmax_like(tf_op op, const char *name, const Tensor &x, int axis
     return y;
 }
 
-Tensor softmax(const Tensor &x, int axis) {
+Tensor softmax(const Tensor &x, int64_t axis) {
     Tensor y = softmax_like(TF_OP_SOFTMAX, "softmax", x, axis);
     int ax = normalize_axis(axis, x.rank(), "softmax");
-    return record(y, {&x}, "softmax", [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, "softmax", [&] { return [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
         return {mul(y, sub(g, sum(mul(g, y), {ax}, true)))};
-    });
+    }; });
 }
 
-Tensor log_softmax(const Tensor &x, int axis) {
+Tensor log_softmax(const Tensor &x, int64_t axis) {
     Tensor y = softmax_like(TF_OP_LOG_SOFTMAX, "log_softmax", x, axis);
     int ax = normalize_axis(axis, x.rank(), "log_softmax");
-    return record(y, {&x}, "log_softmax", [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, "log_softmax", [&] { return [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
         return {sub(g, mul(exp(y), sum(g, {ax}, true)))};
-    });
+    }; });
 }
 
 namespace {
@@ -209,16 +326,17 @@ Tensor affine_or_ones(const Tensor &t, const Tensor &x, const Shape &shape, doub
 } // namespace
 
 Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tensor &bias, double eps) {
-    impl_of(x, "layer_norm");
-    require_float(x, "layer_norm");
-    Shape s = norm_shape(x, n_axes, "layer_norm");
-    Tensor w = affine_or_ones(weight, x, s, 1.0, "layer_norm", "weight");
-    Tensor b = affine_or_ones(bias, x, s, 0.0, "layer_norm", "bias");
+    const char *op = op_info(TF_OP_LAYER_NORM).name;
+    impl_of(x, op);
+    require_float(x, op);
+    Shape s = norm_shape(x, n_axes, op);
+    Tensor w = affine_or_ones(weight, x, s, 1.0, op, "weight");
+    Tensor b = affine_or_ones(bias, x, s, 0.0, op, "bias");
     tf_params_norm p{sizeof(tf_params_norm), n_axes, eps};
     Tensor y = empty_like_device(x, x.shape(), x.dtype());
     dispatch(TF_OP_LAYER_NORM, {x, w.detach(), b.detach()}, {y}, &p);
-    return record(y, {&x, &weight, &bias}, "layer_norm",
-                  [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x, &weight, &bias}, op,
+                  [&] { return [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
         std::vector<int> axes = last_axes(x.rank(), n_axes);
         Tensor mu = mean(x, axes, true);
         Tensor rstd = rsqrt(add(var(x, axes, 0, true), constant_like(x, eps)));
@@ -227,25 +345,26 @@ Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tenso
         Tensor gx = mul(rstd, sub(sub(gxhat, mean(gxhat, axes, true)),
                                   mul(xhat, mean(mul(gxhat, xhat), axes, true))));
         return {gx, sum_to(mul(g, xhat), w.shape()), sum_to(g, w.shape())};
-    });
+    }; });
 }
 
 Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight, double eps) {
-    impl_of(x, "rms_norm");
-    require_float(x, "rms_norm");
-    Shape s = norm_shape(x, n_axes, "rms_norm");
-    Tensor w = affine_or_ones(weight, x, s, 1.0, "rms_norm", "weight");
+    const char *op = op_info(TF_OP_RMS_NORM).name;
+    impl_of(x, op);
+    require_float(x, op);
+    Shape s = norm_shape(x, n_axes, op);
+    Tensor w = affine_or_ones(weight, x, s, 1.0, op, "weight");
     tf_params_norm p{sizeof(tf_params_norm), n_axes, eps};
     Tensor y = empty_like_device(x, x.shape(), x.dtype());
     dispatch(TF_OP_RMS_NORM, {x, w.detach()}, {y}, &p);
-    return record(y, {&x, &weight}, "rms_norm",
-                  [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x, &weight}, op,
+                  [&] { return [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
         std::vector<int> axes = last_axes(x.rank(), n_axes);
         Tensor r = rsqrt(add(mean(square(x), axes, true), constant_like(x, eps)));
         Tensor gxhat = mul(g, w);
         Tensor gx = mul(r, sub(gxhat, mul(mul(x, square(r)), mean(mul(gxhat, x), axes, true))));
         return {gx, sum_to(mul(g, mul(x, r)), w.shape())};
-    });
+    }; });
 }
 
 static Tensor rope_raw(const Tensor &x, double theta, bool interleaved, int64_t offset, bool inverse) {
@@ -255,21 +374,33 @@ static Tensor rope_raw(const Tensor &x, double theta, bool interleaved, int64_t 
     return y;
 }
 
-Tensor rope(const Tensor &x, double theta, bool interleaved, int64_t position_offset) {
-    impl_of(x, "rope");
-    require_float(x, "rope");
+Tensor rope(const Tensor &x, double theta, bool interleaved, int64_t position_offset, int64_t seq_axis) {
+    const char *op = op_info(TF_OP_ROPE).name;
+    impl_of(x, op);
+    require_float(x, op);
     if (x.rank() < 2 || x.size(-1) % 2 != 0)
-        raise<ShapeError>("rope: input must be [..., T, D] with D even, got " + shape_str(x.shape()));
-    if (!(theta > 0)) raise<ValueError>("rope: theta must be positive, got " + std::to_string(theta));
+        raise<ShapeError>(std::string(op) + ": input must be [..., T, D] with D even, got " + shape_str(x.shape()));
+    if (!(theta > 0)) raise<ValueError>(std::string(op) + ": theta must be positive, got " + std::to_string(theta));
+    int ax = normalize_axis(seq_axis, x.rank(), op);
+    if (ax == x.rank() - 1)
+        raise<ShapeError>(std::string(op) + ": seq_axis " + std::to_string(seq_axis) + " is the feature axis of " +
+                          shape_str(x.shape()) + "; the sequence must be another axis");
+    if (ax != x.rank() - 2) {
+        // The rotation depends only on (position, feature): swapping the sequence axis with -2
+        // makes every other axis a batch axis, and swapping back restores the layout.
+        Tensor moved = x.transpose(ax, -2).contiguous();
+        return rope(moved, theta, interleaved, position_offset, -2).transpose(ax, -2);
+    }
     Tensor y = rope_raw(x, theta, interleaved, position_offset, false);
-    return record(y, {&x}, "rope", [theta, interleaved, position_offset](const Tensor &g) -> std::vector<Tensor> {
+    return record(y, {&x}, op, [&] { return [theta, interleaved, position_offset](const Tensor &g) -> std::vector<Tensor> {
         // A rotation's gradient is the inverse rotation.
         return {rope_raw(g, theta, interleaved, position_offset, true)};
-    });
+    }; });
 }
 
 Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v,
-                                    const Tensor &mask, bool causal, double scale) {
+                                    const Tensor &mask, bool causal, double scale,
+                                    CausalAlignment alignment) {
     const char *op = "scaled_dot_product_attention";
     impl_of(q, op);
     impl_of(k, op);
@@ -297,6 +428,21 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
     double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(d));
     Tensor qq = q, kk = k, vv = v, mm = mask;
     place_together({&qq, &kk, &vv, &mm});
+    if (alignment != CausalAlignment::bottom_right && alignment != CausalAlignment::top_left)
+        raise<ValueError>(std::string(op) + ": unknown causal alignment " +
+                          std::to_string(static_cast<int>(alignment)));
+    if (mm.defined() && mm.dtype() == DType::boolean) {
+        broadcast_shapes(mm.shape(), score_shape, op);
+        mm = where(mm, constant_like(qq, 0), constant_like(qq, -INFINITY));
+    }
+    if (causal && alignment == CausalAlignment::top_left && tq != tk) {
+        // The plugins' causal flag is bottom-right (plugin.h); top-left is its own additive mask.
+        Tensor i = arange(int64_t{0}, tq, 1, DType::i64, qq.device()).view({tq, 1});
+        Tensor j = arange(int64_t{0}, tk, 1, DType::i64, qq.device()).view({1, tk});
+        Tensor hidden = where(gt(j, i), constant_like(qq, -INFINITY), constant_like(qq, 0));
+        mm = mm.defined() ? add(mm, hidden) : hidden;
+        causal = false;
+    }
     Tensor additive = mm.defined() ? mm : constant_like(qq, 0);
     if (additive.dtype() != q.dtype())
         raise<DTypeError>(std::string(op) + ": mask dtype " + dtype_name(additive.dtype()) +
@@ -306,8 +452,9 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
     Tensor out = empty_like_device(qq, out_shape, q.dtype());
     dispatch(TF_OP_ATTENTION, {raw_expand(qq, sq), raw_expand(kk, sk), raw_expand(vv, sv),
                                raw_expand(additive, score_shape)}, {out}, &p);
-    return record(out, {&q, &k, &v, &mask}, "attention",
-                  [q = qq.detach(), k = kk.detach(), v = vv.detach(),
+    // The mask's gradient flows through mm (the user's mask, or where/add built from it).
+    return record(out, {&q, &k, &v, &mm}, "attention",
+                  [&] { return [q = qq.detach(), k = kk.detach(), v = vv.detach(),
                    m = additive.detach(), causal, s, tq, tk](const Tensor &g) -> std::vector<Tensor> {
         // Recompute the probabilities with primitive ops, then differentiate through them.
         Tensor scores = add(mul(matmul(q, k.transpose(-1, -2)), constant_like(q, s)), m);
@@ -324,33 +471,35 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
         Tensor gq = mul(matmul(gs, k), constant_like(q, s));
         Tensor gk = mul(matmul(gs.transpose(-1, -2), q), constant_like(q, s));
         return {sum_to(gq, q.shape()), sum_to(gk, k.shape()), sum_to(gv, v.shape()),
-                sum_to(gs, m.shape())};
-    });
+                input_needs_grad(3) ? sum_to(gs, m.shape()) : Tensor()};
+    }; });
 }
 
 Tensor embedding(const Tensor &weight, const Tensor &indices) {
-    impl_of(weight, "embedding");
-    impl_of(indices, "embedding");
-    require_rank(weight, 2, "embedding", "weight");
-    require_integer(indices, "embedding", "indices");
+    const char *op = op_info(TF_OP_EMBEDDING).name;
+    impl_of(weight, op);
+    impl_of(indices, op);
+    require_rank(weight, 2, op, "weight");
+    require_integer(indices, op, "indices");
     Shape out_shape = indices.shape();
     out_shape.push_back(weight.size(1));
     Tensor w = weight, idx = indices;
     place_together({&w, &idx});
     Tensor out = empty_like_device(w, out_shape, weight.dtype());
     dispatch(TF_OP_EMBEDDING, {w, idx}, {out});
-    return record(out, {&weight}, "embedding", [idx = idx.detach(), shape = weight.shape()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&weight}, op, [&] { return [idx = idx.detach(), shape = weight.shape()](const Tensor &g) -> std::vector<Tensor> {
         Tensor dw = empty_like_device(g, shape, g.dtype());
         dispatch(TF_OP_EMBEDDING_BACKWARD, {g, idx}, {dw});
         return {dw};
-    });
+    }; });
 }
 
 Tensor one_hot(const Tensor &labels, int num_classes, DType dtype) {
-    impl_of(labels, "one_hot");
-    require_integer(labels, "one_hot", "labels");
+    const char *op = op_info(TF_OP_ONE_HOT).name;
+    impl_of(labels, op);
+    require_integer(labels, op, "labels");
     if (num_classes < 1)
-        raise<ValueError>("one_hot: num_classes must be >= 1, got " + std::to_string(num_classes));
+        raise<ValueError>(std::string(op) + ": num_classes must be >= 1, got " + std::to_string(num_classes));
     Shape shape = labels.shape();
     shape.push_back(num_classes);
     Tensor out = empty_like_device(labels, shape, dtype);
@@ -361,13 +510,14 @@ Tensor one_hot(const Tensor &labels, int num_classes, DType dtype) {
 
 Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduction,
                      int64_t ignore_index) {
-    impl_of(logits, "cross_entropy");
-    impl_of(labels, "cross_entropy");
-    require_rank(logits, 2, "cross_entropy", "logits");
-    require_float(logits, "cross_entropy");
-    require_integer(labels, "cross_entropy", "labels");
+    const char *op = op_info(TF_OP_CROSS_ENTROPY).name;
+    impl_of(logits, op);
+    impl_of(labels, op);
+    require_rank(logits, 2, op, "logits");
+    require_float(logits, op);
+    require_integer(labels, op, "labels");
     if (labels.rank() != 1 || labels.size(0) != logits.size(0))
-        raise<ShapeError>("cross_entropy: labels must have shape [" + std::to_string(logits.size(0)) +
+        raise<ShapeError>(std::string(op) + ": labels must have shape [" + std::to_string(logits.size(0)) +
                           "] for logits " + shape_str(logits.shape()) + ", got " +
                           shape_str(labels.shape()));
     Tensor x = logits, y = labels;
@@ -376,8 +526,8 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduc
     Tensor out = empty_like_device(x, out_shape, logits.dtype());
     tf_params_cross_entropy p{sizeof(tf_params_cross_entropy), static_cast<int32_t>(reduction), ignore_index};
     dispatch(TF_OP_CROSS_ENTROPY, {x, y}, {out}, &p);
-    return record(out, {&logits}, "cross_entropy",
-                  [x = x.detach(), y = y.detach(), reduction, ignore_index](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&logits}, op,
+                  [&] { return [x = x.detach(), y = y.detach(), reduction, ignore_index](const Tensor &g) -> std::vector<Tensor> {
         int64_t n = x.size(0), c = x.size(1);
         Tensor valid = ne(y, constant_like(y, static_cast<double>(ignore_index)));
         Tensor safe = where(valid, y, constant_like(y, 0));
@@ -386,7 +536,59 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduc
         if (reduction == Reduction::none) return {mul(grad, g.view({n, 1}))};
         if (reduction == Reduction::mean) grad = div(grad, sum(weight));
         return {mul(grad, g)};
-    });
+    }; });
+}
+
+} // namespace tinyfin
+
+namespace tinyfin {
+
+using namespace detail;
+
+// weight or label smoothing, from log_softmax and one_hot (torch's
+// cross_entropy_loss_label_smoothing and nll_loss with weights); autograd differentiates it.
+Tensor cross_entropy(const Tensor &logits, const Tensor &labels, const CrossEntropyOptions &o) {
+    if (!o.weight.defined() && o.label_smoothing == 0)
+        return cross_entropy(logits, labels, o.reduction, o.ignore_index);
+    const char *op = op_info(TF_OP_CROSS_ENTROPY).name;
+    impl_of(logits, op);
+    impl_of(labels, op);
+    require_rank(logits, 2, op, "logits");
+    require_float(logits, op);
+    require_integer(labels, op, "labels");
+    if (labels.rank() != 1 || labels.size(0) != logits.size(0))
+        raise<ShapeError>(std::string(op) + ": labels must have shape [" + std::to_string(logits.size(0)) +
+                          "] for logits " + shape_str(logits.shape()) + ", got " + shape_str(labels.shape()));
+    if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1))
+        raise<ValueError>(std::string(op) + ": label_smoothing must be in [0, 1], got " +
+                          std::to_string(o.label_smoothing));
+    if (o.reduction != Reduction::none && o.reduction != Reduction::mean && o.reduction != Reduction::sum)
+        raise<ValueError>(std::string(op) + ": unknown reduction " + std::to_string(static_cast<int>(o.reduction)));
+    int64_t c = logits.size(1);
+    Tensor x = logits, y = labels, w = o.weight;
+    place_together({&x, &y, &w});
+    if (w.defined()) {
+        if (w.rank() != 1 || w.size(0) != c)
+            raise<ShapeError>(std::string(op) + ": weight must have shape [" + std::to_string(c) +
+                              "], got " + shape_str(w.shape()));
+        require_same_dtype(w, x, op);
+    }
+    Tensor logp = log_softmax(x, 1);
+    Tensor valid = ne(y, constant_like(y, static_cast<double>(o.ignore_index)));
+    Tensor target = one_hot(where(valid, y, constant_like(y, 0)), static_cast<int>(c), x.dtype());
+    Tensor counted = cast(valid, x.dtype());
+    // The weight of each counted label: w[y_i], or 1; 0 for ignored labels.
+    Tensor label_weight = w.defined() ? mul(sum(mul(target, w.view({1, c})), {1}), counted) : counted;
+    Tensor nll = neg(mul(sum(mul(target, logp), {1}), label_weight));
+    Tensor loss = nll;
+    if (o.label_smoothing > 0) {
+        Tensor weighted = w.defined() ? mul(logp, w.view({1, c})) : logp;
+        Tensor smooth = neg(mul(sum(weighted, {1}), counted));
+        loss = add(mul(nll, 1 - o.label_smoothing), mul(smooth, o.label_smoothing / static_cast<double>(c)));
+    }
+    if (o.reduction == Reduction::none) return loss;
+    if (o.reduction == Reduction::sum) return sum(loss);
+    return div(sum(loss), sum(label_weight));
 }
 
 } // namespace tinyfin

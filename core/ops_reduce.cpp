@@ -45,29 +45,29 @@ Tensor unreduce(const Tensor &g, const Shape &input, uint32_t mask) {
 
 } // namespace
 
-Tensor sum(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
+Tensor sum(const Tensor &a, const Axes &axes, bool keepdim) {
     impl_of(a, "sum");
     uint32_t mask = axes_mask(a.shape(), axes, "sum");
     tf_params_reduce params{sizeof(tf_params_reduce), mask};
     Tensor out = reduce(TF_OP_SUM, a, mask, keepdim, &params);
-    return record(out, {&a}, "sum", [shape = a.shape(), mask](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "sum", [&] { return [shape = a.shape(), mask](const Tensor &g) -> std::vector<Tensor> {
         return {unreduce(g, shape, mask)};
-    });
+    }; });
 }
 
-Tensor mean(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
+Tensor mean(const Tensor &a, const Axes &axes, bool keepdim) {
     impl_of(a, "mean");
     uint32_t mask = axes_mask(a.shape(), axes, "mean");
     tf_params_reduce params{sizeof(tf_params_reduce), mask};
     Tensor out = reduce(TF_OP_MEAN, a, mask, keepdim, &params);
-    return record(out, {&a}, "mean", [shape = a.shape(), mask](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "mean", [&] { return [shape = a.shape(), mask](const Tensor &g) -> std::vector<Tensor> {
         double n = static_cast<double>(reduced_count(shape, mask));
         return {unreduce(div(g, constant_like(g, n)), shape, mask)};
-    });
+    }; });
 }
 
 // The gradient goes to the elements equal to the extreme, shared equally among ties.
-static Tensor extreme(tf_op op, const char *name, const Tensor &a, const std::vector<int> &axes,
+static Tensor extreme(tf_op op, const char *name, const Tensor &a, const Axes &axes,
                       bool keepdim) {
     impl_of(a, name);
     uint32_t mask = axes_mask(a.shape(), axes, name);
@@ -79,7 +79,7 @@ static Tensor extreme(tf_op op, const char *name, const Tensor &a, const std::ve
     tf_params_reduce params{sizeof(tf_params_reduce), mask};
     Tensor out = reduce(op, a, mask, true, &params);
     Tensor result = keepdim ? out : raw_view(out, drop_shape(a.shape(), mask));
-    return record(result, {&a}, name, [x = a.detach(), y = out.detach(), mask](const Tensor &g) -> std::vector<Tensor> {
+    return record(result, {&a}, name, [&] { return [x = a.detach(), y = out.detach(), mask](const Tensor &g) -> std::vector<Tensor> {
         Shape shape = x.shape();
         Tensor hits = cast(eq(x, y.expand(shape)), g.dtype());
         std::vector<int> axes;
@@ -87,23 +87,26 @@ static Tensor extreme(tf_op op, const char *name, const Tensor &a, const std::ve
             if (mask & (1u << i)) axes.push_back(static_cast<int>(i));
         Tensor count = axes.empty() ? hits : sum(hits, axes, true);
         return {mul(div(hits, count), unreduce(g, shape, mask))};
-    });
+    }; });
 }
 
-Tensor max(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
+Tensor max(const Tensor &a, const Axes &axes, bool keepdim) {
     return extreme(TF_OP_MAX, "max", a, axes, keepdim);
 }
 
-Tensor min(const Tensor &a, const std::vector<int> &axes, bool keepdim) {
+Tensor min(const Tensor &a, const Axes &axes, bool keepdim) {
     return extreme(TF_OP_MIN, "min", a, axes, keepdim);
 }
 
-Tensor var(const Tensor &a, const std::vector<int> &axes, double correction, bool keepdim) {
+Tensor var(const Tensor &a, const Axes &axes) { return var(a, axes, Correction(1), false); }
+
+Tensor var(const Tensor &a, const Axes &axes, Correction correction_, bool keepdim) {
     impl_of(a, "var");
+    double correction = correction_.value;
     uint32_t mask = axes_mask(a.shape(), axes, "var");
     tf_params_var params{sizeof(tf_params_var), mask, correction};
     Tensor out = reduce(TF_OP_VAR, a, mask, keepdim, &params);
-    return record(out, {&a}, "var", [x = a.detach(), mask, correction](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "var", [&] { return [x = a.detach(), mask, correction](const Tensor &g) -> std::vector<Tensor> {
         Shape shape = x.shape();
         std::vector<int> axes;
         for (std::size_t i = 0; i < shape.size(); ++i)
@@ -113,10 +116,10 @@ Tensor var(const Tensor &a, const std::vector<int> &axes, double correction, boo
         Tensor centred = sub(x, mean(x, axes, true));
         Tensor scale = constant_like(g, 2.0 / divisor);
         return {mul(mul(centred, scale), unreduce(g, shape, mask))};
-    });
+    }; });
 }
 
-static Tensor arg_reduce(tf_op op, const char *name, const Tensor &a, int axis, bool keepdim) {
+static Tensor arg_reduce(tf_op op, const char *name, const Tensor &a, int64_t axis, bool keepdim) {
     impl_of(a, name);
     if (a.rank() == 0) raise<ShapeError>(std::string(name) + ": needs rank >= 1");
     int ax = normalize_axis(axis, a.rank(), name);
@@ -131,12 +134,22 @@ static Tensor arg_reduce(tf_op op, const char *name, const Tensor &a, int axis, 
     return keepdim ? out : raw_view(out, drop_shape(a.shape(), mask));
 }
 
-Tensor argmax(const Tensor &a, int axis, bool keepdim) {
+Tensor argmax(const Tensor &a, int64_t axis, bool keepdim) {
     return arg_reduce(TF_OP_ARGMAX, "argmax", a, axis, keepdim);
 }
 
-Tensor argmin(const Tensor &a, int axis, bool keepdim) {
+Tensor argmin(const Tensor &a, int64_t axis, bool keepdim) {
     return arg_reduce(TF_OP_ARGMIN, "argmin", a, axis, keepdim);
+}
+
+Tensor argmax(const Tensor &a) {
+    impl_of(a, "argmax");
+    return arg_reduce(TF_OP_ARGMAX, "argmax", a.reshape({-1}), 0, false);
+}
+
+Tensor argmin(const Tensor &a) {
+    impl_of(a, "argmin");
+    return arg_reduce(TF_OP_ARGMIN, "argmin", a.reshape({-1}), 0, false);
 }
 
 // ---- matmul ---------------------------------------------------------------------------
@@ -161,10 +174,10 @@ static Tensor matmul_nd(const Tensor &a, const Tensor &b) {
     check_read_size(xs, "matmul");
     check_read_size(ys, "matmul");
     dispatch(TF_OP_MATMUL, {xs, ys}, {out});
-    return record(out, {&a, &b}, "matmul", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a, &b}, "matmul", [&] { return [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(matmul_nd(g, b.transpose(-1, -2)), a.shape()) : Tensor(),
                 input_needs_grad(1) ? sum_to(matmul_nd(a.transpose(-1, -2), g), b.shape()) : Tensor()};
-    });
+    }; });
 }
 
 Tensor matmul(const Tensor &a, const Tensor &b) {
@@ -198,9 +211,9 @@ Tensor cast(const Tensor &a, DType dtype) {
     Tensor out = empty_like_device(a, impl.shape, dtype);
     dispatch(TF_OP_CAST, {a}, {out});
     if (!is_float(dtype)) return out;
-    return record(out, {&a}, "cast", [from = impl.dtype](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&a}, "cast", [&] { return [from = impl.dtype](const Tensor &g) -> std::vector<Tensor> {
         return {cast(g, from)};
-    });
+    }; });
 }
 
 } // namespace tinyfin

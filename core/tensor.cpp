@@ -226,15 +226,15 @@ const Shape &Tensor::strides() const { return impl_of(*this, "strides").strides;
 int64_t Tensor::offset() const { return impl_of(*this, "offset").offset; }
 
 namespace {
-int normalize_axis(int axis, int rank, std::string_view op) {
+int normalize_axis(int64_t axis, int rank, std::string_view op) {
     if (axis < -rank || axis >= std::max(rank, 1) || (rank == 0 && axis != 0 && axis != -1))
         raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) +
                           " is out of range for rank " + std::to_string(rank));
-    return axis < 0 ? axis + rank : axis;
+    return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 } // namespace
 
-int64_t Tensor::size(int axis) const {
+int64_t Tensor::size(int64_t axis) const {
     int a = normalize_axis(axis, rank(), "size");
     return shape()[a];
 }
@@ -354,9 +354,9 @@ Tensor raw_view(const Tensor &t, const Shape &new_shape) {
 
 // Gradient of any reshape-like view: reshape the gradient back.
 static Tensor record_reshape(const Tensor &out, const Tensor &in, const char *name) {
-    return record(out, {&in}, name, [shape = in.shape()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {&in}, name, [&] { return [shape = in.shape()](const Tensor &g) -> std::vector<Tensor> {
         return {g.reshape(shape)};
-    });
+    }; });
 }
 
 Tensor Tensor::view(const Shape &new_shape) const {
@@ -371,7 +371,7 @@ Tensor Tensor::reshape(const Shape &new_shape) const {
     return contiguous().view(shape);
 }
 
-Tensor Tensor::transpose(int axis0, int axis1) const {
+Tensor Tensor::transpose(int64_t axis0, int64_t axis1) const {
     int r = rank();
     int a = normalize_axis(axis0, r, "transpose"), b = normalize_axis(axis1, r, "transpose");
     std::vector<int> axes(r);
@@ -380,17 +380,17 @@ Tensor Tensor::transpose(int axis0, int axis1) const {
     return permute(axes);
 }
 
-Tensor Tensor::permute(const std::vector<int> &axes) const {
+Tensor Tensor::permute(const Axes &axes) const {
     Tensor out = raw_permute(*this, axes);
-    std::vector<int> inverse(axes.size());
+    std::vector<int64_t> inverse(axes.size());
     for (std::size_t i = 0; i < axes.size(); ++i)
         inverse[axes[i] < 0 ? axes[i] + rank() : axes[i]] = static_cast<int>(i);
-    return record(out, {this}, "permute", [inverse](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {this}, "permute", [&] { return [inverse](const Tensor &g) -> std::vector<Tensor> {
         return {g.permute(inverse)};
-    });
+    }; });
 }
 
-Tensor detail::raw_permute(const Tensor &t, const std::vector<int> &axes) {
+Tensor detail::raw_permute(const Tensor &t, const Axes &axes) {
     const Tensor *self = &t;
     const TensorImpl &impl = impl_of(t, "permute");
     int r = t.rank();
@@ -409,19 +409,19 @@ Tensor detail::raw_permute(const Tensor &t, const std::vector<int> &axes) {
     return make_view(*self, shape, strides, impl.offset);
 }
 
-Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
+Tensor Tensor::slice(int64_t axis, int64_t start, int64_t end, int64_t step) const {
     Tensor out = raw_slice(*this, axis, start, end, step);
     // The gradient is zero outside the slice: scatter g into the same view of zeros.
     return record(out, {this}, "slice",
-                  [shape = shape(), dtype = dtype(), axis, start, end, step](const Tensor &g)
+                  [&] { return [shape = shape(), dtype = dtype(), axis, start, end, step](const Tensor &g)
                       -> std::vector<Tensor> {
                       Tensor full_grad = zeros(shape, dtype, g.device());
                       raw_slice(full_grad, axis, start, end, step).assign_(g);
                       return {full_grad};
-                  });
+                  }; });
 }
 
-Tensor detail::raw_slice(const Tensor &t, int axis, int64_t start, int64_t end, int64_t step) {
+Tensor detail::raw_slice(const Tensor &t, int64_t axis, int64_t start, int64_t end, int64_t step) {
     const Tensor &self = t;
     const TensorImpl &impl = impl_of(t, "slice");
     auto rank = [&] { return t.rank(); };
@@ -448,9 +448,9 @@ Tensor detail::raw_slice(const Tensor &t, int axis, int64_t start, int64_t end, 
 
 Tensor Tensor::expand(const Shape &target) const {
     Tensor out = raw_expand(*this, target);
-    return record(out, {this}, "expand", [shape = shape()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {this}, "expand", [&] { return [shape = shape()](const Tensor &g) -> std::vector<Tensor> {
         return {sum_to(g, shape)};
-    });
+    }; });
 }
 
 Tensor detail::raw_expand(const Tensor &t, const Shape &target) {
@@ -485,7 +485,7 @@ Tensor Tensor::contiguous() const {
     const TensorImpl &impl = impl_of(*this, "contiguous");
     Tensor out = make_tensor(*impl.storage->backend, impl.storage->device, impl.shape, impl.dtype);
     dispatch(TF_OP_CONTIGUOUS, {*this}, {out});
-    return record(out, {this}, "contiguous", [](const Tensor &g) -> std::vector<Tensor> { return {g}; });
+    return record(out, {this}, "contiguous", [&] { return [](const Tensor &g) -> std::vector<Tensor> { return {g}; }; });
 }
 
 void Tensor::assign_(const Tensor &src) {
@@ -523,9 +523,9 @@ Tensor Tensor::to(const Device &device) const {
     const TensorImpl &s = *src.impl();
     copy_bytes(*out.impl()->storage, 0, *s.storage, static_cast<uint64_t>(s.offset) * dtype_size(s.dtype),
                nbytes());
-    return record(out, {this}, "to", [from = this->device()](const Tensor &g) -> std::vector<Tensor> {
+    return record(out, {this}, "to", [&] { return [from = this->device()](const Tensor &g) -> std::vector<Tensor> {
         return {g.to(from)};
-    });
+    }; });
 }
 
 Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
@@ -536,7 +536,11 @@ void Tensor::copy_to_host(void *dst, std::size_t bytes) const {
                           " bytes, the tensor " + shape_str(shape()) + " of " + dtype_name(dtype()) +
                           " has " + std::to_string(nbytes()));
     if (bytes == 0) return;
-    Tensor src = contiguous();
+    Tensor src;
+    {
+        HelperScope helper;
+        src = contiguous();
+    }
     const TensorImpl &s = *src.impl();
     Storage &storage = *s.storage;
     tf_error err = make_error();

@@ -90,8 +90,8 @@ Tensor make_tensor(Backend &backend, int device, const Shape &shape, DType dtype
 Tensor make_view(const Tensor &base, Shape shape, Shape strides, int64_t offset);
 // Views without autograd recording, for the core's own descriptor building and rules.
 Tensor raw_view(const Tensor &t, const Shape &shape);
-Tensor raw_permute(const Tensor &t, const std::vector<int> &axes);
-Tensor raw_slice(const Tensor &t, int axis, int64_t start, int64_t end, int64_t step);
+Tensor raw_permute(const Tensor &t, const Axes &axes);
+Tensor raw_slice(const Tensor &t, int64_t axis, int64_t start, int64_t end, int64_t step);
 Tensor raw_expand(const Tensor &t, const Shape &shape);
 Backend &backend_of(const Tensor &tensor);
 [[noreturn]] void raise_undefined(std::string_view op);

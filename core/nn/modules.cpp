@@ -2,7 +2,6 @@
 #include <cmath>
 #include <string>
 
-#include "../autograd.hpp"
 #include "../errors.hpp"
 #include "tinyfin/nn.hpp"
 
@@ -71,6 +70,76 @@ void Module::zero_grad() {
     for (Tensor &p : parameters()) p.zero_grad();
 }
 
+NamedTensors Module::state_dict() const {
+    NamedTensors out = named_parameters();
+    for (auto &[name, tensor] : out) tensor = tensor.detach();
+    return out;
+}
+
+namespace {
+
+bool is_float_dtype(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+
+std::string join_names(const std::vector<std::string> &names) {
+    std::string out;
+    for (const std::string &n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+    return out;
+}
+
+} // namespace
+
+LoadStateDictResult Module::load_state_dict(const NamedTensors &dict, bool strict) {
+    NamedTensors params = named_parameters();
+    LoadStateDictResult result;
+    std::vector<std::string> mismatches;
+    std::vector<std::pair<Tensor, Tensor>> copies; // (parameter, source): loaded only when all fit
+    std::vector<bool> used(dict.size(), false);
+    for (const auto &[name, param] : params) {
+        std::size_t found = dict.size();
+        for (std::size_t i = 0; i < dict.size(); ++i)
+            if (dict[i].first == name) {
+                if (found != dict.size())
+                    raise<ValueError>("load_state_dict: the dict holds '" + name + "' twice");
+                found = i;
+            }
+        if (found == dict.size()) {
+            result.missing_keys.push_back(name);
+            continue;
+        }
+        used[found] = true;
+        const Tensor &src = dict[found].second;
+        if (!src.defined()) {
+            mismatches.push_back("'" + name + "' is an undefined tensor");
+            continue;
+        }
+        bool dtype_fits = src.dtype() == param.dtype() ||
+                          (is_float_dtype(src.dtype()) && is_float_dtype(param.dtype()));
+        if (src.shape() != param.shape() || !dtype_fits) {
+            mismatches.push_back("'" + name + "' is " + dtype_name(src.dtype()) + shape_str(src.shape()) +
+                                 " in the dict but " + dtype_name(param.dtype()) +
+                                 shape_str(param.shape()) + " in the module");
+            continue;
+        }
+        copies.emplace_back(param, src);
+    }
+    for (std::size_t i = 0; i < dict.size(); ++i)
+        if (!used[i]) result.unexpected_keys.push_back(dict[i].first);
+    bool key_error = strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty());
+    if (key_error || !mismatches.empty()) {
+        std::string message = "load_state_dict: the dict does not fit the module";
+        if (strict && !result.missing_keys.empty())
+            message += "; missing keys: " + join_names(result.missing_keys);
+        if (strict && !result.unexpected_keys.empty())
+            message += "; unexpected keys: " + join_names(result.unexpected_keys);
+        for (const std::string &m : mismatches) message += "; size mismatch: " + m;
+        if (strict && key_error) message += " (pass strict = false to load the keys that match)";
+        raise<ValueError>(message);
+    }
+    NoGradGuard no_grad;
+    for (auto &[param, src] : copies) param.assign_(src.to(param.device()));
+    return result;
+}
+
 // ---- Layers ---------------------------------------------------------------------------------
 
 namespace {
@@ -105,24 +174,7 @@ Tensor Linear::forward(const Tensor &x) {
         raise<ShapeError>("Linear(" + std::to_string(in_) + ", " + std::to_string(out_) +
                           "): input of shape " + shape_str(x.shape()) + " does not end in " +
                           std::to_string(in_));
-    if (x.rank() != 2) {
-        Tensor y = matmul(x, weight.transpose(0, 1));
-        return bias.defined() ? add(y, bias) : y;
-    }
-    // y = x W^T recorded as one node rather than as a transpose and a matmul: the weight's
-    // gradient is then g^T x, laid out like the weight, where the transpose's backward handed the
-    // leaf a transposed view that had to be copied (400,000 floats a step in the example CNN).
-    // The same products summed in the same order as (x^T g)^T, so the same values.
-    Tensor y;
-    {
-        NoGradGuard no_grad;
-        y = matmul(x, weight.transpose(0, 1));
-    }
-    y = detail::record(y, {&x, &weight}, "linear", [x = x.detach(), w = weight.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {detail::input_needs_grad(0) ? matmul(g, w) : Tensor(),
-                detail::input_needs_grad(1) ? matmul(g.transpose(0, 1), x) : Tensor()};
-    });
-    return bias.defined() ? add(y, bias) : y;
+    return linear(x, weight, bias);
 }
 
 std::string Linear::describe() const {
@@ -190,21 +242,7 @@ Tensor Dropout::forward(const Tensor &x) {
 
 std::string Dropout::describe() const { return "Dropout(p=" + std::to_string(p_) + ")"; }
 
-Tensor Flatten::forward(const Tensor &x) {
-    int rank = x.rank();
-    int start = start_ < 0 ? start_ + rank : start_;
-    int end = end_ < 0 ? end_ + rank : end_;
-    if (rank == 0) return x.reshape({1});
-    if (start < 0 || end >= rank || start > end)
-        raise<ShapeError>("Flatten(" + std::to_string(start_) + ", " + std::to_string(end_) +
-                          "): axes do not fit an input of shape " + shape_str(x.shape()));
-    Shape shape(x.shape().begin(), x.shape().begin() + start);
-    int64_t merged = 1;
-    for (int i = start; i <= end; ++i) merged *= x.size(i);
-    shape.push_back(merged);
-    shape.insert(shape.end(), x.shape().begin() + end + 1, x.shape().end());
-    return x.reshape(shape);
-}
+Tensor Flatten::forward(const Tensor &x) { return flatten(x, start_, end_); }
 
 std::string Flatten::describe() const {
     return "Flatten(" + std::to_string(start_) + ", " + std::to_string(end_) + ")";

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,13 @@
 namespace tinyfin::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// What Module::load_state_dict found besides the tensors it loaded (torch's
+// _IncompatibleKeys): parameters the dict lacks, and dict names that are no parameter.
+struct LoadStateDictResult {
+    std::vector<std::string> missing_keys;
+    std::vector<std::string> unexpected_keys;
+};
 
 // ---- Module -----------------------------------------------------------------------------
 
@@ -63,6 +71,17 @@ public:
 
     // Sets every parameter's gradient to undefined.
     void zero_grad();
+
+    // Every parameter by its dotted name, detached (same storage: the values are live, no copy),
+    // in named_parameters() order; save(path, module.state_dict()) writes it.
+    NamedTensors state_dict() const;
+    // Copies the dict's tensors into the parameters of the same name in place (assign_ under
+    // NoGradGuard, on each parameter's device; the dict may live on any device and a float dict
+    // is cast to the parameter's dtype only when both are float). Every name that matches must
+    // have the parameter's shape. Throws ValueError listing every missing key, unexpected key and
+    // shape or dtype mismatch together; without strict, missing and unexpected keys are returned
+    // instead, and mismatches still throw. Nothing is loaded when it throws.
+    LoadStateDictResult load_state_dict(const NamedTensors &dict, bool strict = true);
 
 protected:
     // Registers a member tensor as a parameter (marked requires_grad). The member must outlive
@@ -113,10 +132,12 @@ private:
     int kernel_;
 };
 
-// Max pooling with a square window; stride 0 means the kernel size.
+// Max pooling with a square window; stride 0 means the kernel size. The options form takes
+// everything max_pool2d does (dilation, ceil_mode): MaxPool2d(Pool2dOptions{}.kernel(3).stride(2)).
 class MaxPool2d : public Module {
 public:
     explicit MaxPool2d(int kernel_size, int stride = 0, int padding = 0);
+    explicit MaxPool2d(const Pool2dOptions &options) : options(options) {}
     Tensor forward(const Tensor &x) override;
     std::string describe() const override;
 
@@ -170,7 +191,15 @@ private:
 class Sequential : public Module {
 public:
     Sequential() = default;
+    // Sequential{std::make_shared<Linear>(4, 8), std::make_shared<ReLU>()}.
     Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+    // The same through make_shared, which cannot forward a brace list:
+    // std::make_shared<Sequential>(std::make_shared<Linear>(4, 8), std::make_shared<ReLU>()).
+    template <typename... M>
+        requires(sizeof...(M) > 0 && (std::is_convertible_v<std::shared_ptr<M>, std::shared_ptr<Module>> && ...))
+    explicit Sequential(std::shared_ptr<M>... modules) {
+        (push_back(std::move(modules)), ...);
+    }
     void push_back(std::shared_ptr<Module> module);
     std::size_t size() const { return children().size(); }
     Module &operator[](std::size_t index) const;

@@ -6,6 +6,7 @@
 // tinyfin::Error; bad input never aborts the process.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -77,6 +78,26 @@ struct Device {
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape &shape);
 
+// Axes, like sizes, are int64_t throughout (negative axes count from the end). A list of axes
+// is built from a brace list ({0, -1}) or a vector of int64_t or int, so older code that keeps
+// its axes in a std::vector<int> still compiles.
+class Axes {
+public:
+    Axes() = default;
+    Axes(std::initializer_list<int64_t> axes) : axes_(axes) {}
+    Axes(std::vector<int64_t> axes) : axes_(std::move(axes)) {}
+    Axes(const std::vector<int> &axes) : axes_(axes.begin(), axes.end()) {}
+    const std::vector<int64_t> &values() const { return axes_; }
+    std::size_t size() const { return axes_.size(); }
+    bool empty() const { return axes_.empty(); }
+    int64_t operator[](std::size_t i) const { return axes_[i]; }
+    std::vector<int64_t>::const_iterator begin() const { return axes_.begin(); }
+    std::vector<int64_t>::const_iterator end() const { return axes_.end(); }
+
+private:
+    std::vector<int64_t> axes_;
+};
+
 // ---- Tensors ------------------------------------------------------------------
 
 struct TensorImpl;
@@ -94,7 +115,7 @@ public:
     int rank() const;
     const Shape &shape() const;
     // Size of one axis; negative axes count from the end.
-    int64_t size(int axis) const;
+    int64_t size(int64_t axis) const;
     const Shape &strides() const;
     int64_t offset() const;
     int64_t numel() const;
@@ -109,10 +130,10 @@ public:
     Tensor reshape(const Shape &shape) const;
     // Like reshape but never copies: throws ShapeError when a view is impossible.
     Tensor view(const Shape &shape) const;
-    Tensor transpose(int axis0, int axis1) const;
-    Tensor permute(const std::vector<int> &axes) const;
+    Tensor transpose(int64_t axis0, int64_t axis1) const;
+    Tensor permute(const Axes &axes) const;
     // Elements start, start+step, ... < end along axis (negative start/end count from the end).
-    Tensor slice(int axis, int64_t start, int64_t end, int64_t step = 1) const;
+    Tensor slice(int64_t axis, int64_t start, int64_t end, int64_t step = 1) const;
     // Broadcasts size-1 axes (and new leading axes) to shape with stride 0; -1 keeps a size.
     Tensor expand(const Shape &shape) const;
 
@@ -175,6 +196,17 @@ Tensor scalar(double value, DType dtype = DType::f32, std::optional<Device> devi
 // start, start+step, ... < end.
 Tensor arange(double start, double end, double step = 1, DType dtype = DType::f32,
               std::optional<Device> device = {});
+// Integer arguments give i64, like torch.arange(0, 5): arange(5), arange(2, 8, 2).
+// arange(0, 5.0) (any floating-point argument) picks the overload above and gives f32.
+Tensor arange(int64_t start, int64_t end, int64_t step, DType dtype = DType::i64,
+              std::optional<Device> device = {});
+// (A template so that arange(0, 5) is an exact match rather than a tie with the double form.)
+template <std::integral A, std::integral B, std::integral C = int64_t>
+Tensor arange(A start, B end, C step = 1, DType dtype = DType::i64, std::optional<Device> device = {}) {
+    return arange(static_cast<int64_t>(start), static_cast<int64_t>(end), static_cast<int64_t>(step),
+                  dtype, std::move(device));
+}
+inline Tensor arange(int64_t end) { return arange(int64_t{0}, end, int64_t{1}); }
 // Copies numel(shape) elements of dtype from host memory.
 Tensor from_host(const void *data, const Shape &shape, DType dtype,
                  std::optional<Device> device = {});
@@ -215,6 +247,21 @@ Tensor lt(const Tensor &a, const Tensor &b);
 Tensor le(const Tensor &a, const Tensor &b);
 Tensor gt(const Tensor &a, const Tensor &b);
 Tensor ge(const Tensor &a, const Tensor &b);
+// Tensor-scalar forms: the scalar takes the tensor's dtype and device (a rank-0 operand).
+Tensor add(const Tensor &a, double b);
+Tensor sub(const Tensor &a, double b);
+Tensor mul(const Tensor &a, double b);
+Tensor div(const Tensor &a, double b);
+Tensor pow(const Tensor &a, double exponent);
+Tensor maximum(const Tensor &a, double b);
+Tensor minimum(const Tensor &a, double b);
+Tensor add(double a, const Tensor &b);
+Tensor sub(double a, const Tensor &b);
+Tensor mul(double a, const Tensor &b);
+Tensor div(double a, const Tensor &b);
+Tensor pow(double base, const Tensor &exponent);
+Tensor maximum(double a, const Tensor &b);
+Tensor minimum(double a, const Tensor &b);
 
 // Preallocated outputs ("out="): add(a, b, out), and the same for every op in
 // TINYFIN_BINARY_OUT_OPS, writes the result into out's elements instead of allocating a tensor.
@@ -237,6 +284,9 @@ TINYFIN_BINARY_OUT_OPS(TINYFIN_DECLARE_OUT)
 
 // Elementwise cond ? a : b, all three broadcast; cond is bool.
 Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b);
+// The scalar takes the tensor operand's dtype and device.
+Tensor where(const Tensor &cond, const Tensor &a, double b);
+Tensor where(const Tensor &cond, double a, const Tensor &b);
 
 Tensor abs(const Tensor &a);
 Tensor log(const Tensor &a);
@@ -255,16 +305,34 @@ Tensor square(const Tensor &a);
 Tensor clamp(const Tensor &a, double min, double max);
 
 // Reductions over axes (all axes when empty); negative axes count from the end.
-Tensor sum(const Tensor &a, const std::vector<int> &axes = {}, bool keepdim = false);
-Tensor mean(const Tensor &a, const std::vector<int> &axes = {}, bool keepdim = false);
-Tensor max(const Tensor &a, const std::vector<int> &axes = {}, bool keepdim = false);
-Tensor min(const Tensor &a, const std::vector<int> &axes = {}, bool keepdim = false);
-// Divisor n - correction (1: unbiased, like torch.var's default).
-Tensor var(const Tensor &a, const std::vector<int> &axes = {}, double correction = 1,
-           bool keepdim = false);
+Tensor sum(const Tensor &a, const Axes &axes = {}, bool keepdim = false);
+Tensor mean(const Tensor &a, const Axes &axes = {}, bool keepdim = false);
+Tensor max(const Tensor &a, const Axes &axes = {}, bool keepdim = false);
+Tensor min(const Tensor &a, const Axes &axes = {}, bool keepdim = false);
+// The divisor of var is n - correction: Correction(1) is the unbiased estimate (torch.var's
+// default), Correction(0) the population variance. A number converts to a Correction; a bool
+// does not, so a keepdim flag can never be taken for a correction.
+struct Correction {
+    template <typename T>
+        requires(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+    constexpr Correction(T value) : value(static_cast<double>(value)) {}
+    double value;
+};
+Tensor var(const Tensor &a, const Axes &axes, Correction correction, bool keepdim = false);
+// var(x), var(x, axes) and var(x, axes, keepdim) use correction 1; like sum, the flag after the
+// axes is keepdim (var(x, {-1}, true) keeps the axis).
+Tensor var(const Tensor &a, const Axes &axes = {});
+template <typename B>
+    requires std::is_same_v<B, bool>
+Tensor var(const Tensor &a, const Axes &axes, B keepdim) {
+    return var(a, axes, Correction(1), keepdim);
+}
 // i64 index of the first extreme along axis.
-Tensor argmax(const Tensor &a, int axis, bool keepdim = false);
-Tensor argmin(const Tensor &a, int axis, bool keepdim = false);
+Tensor argmax(const Tensor &a, int64_t axis, bool keepdim = false);
+Tensor argmin(const Tensor &a, int64_t axis, bool keepdim = false);
+// Over all elements: a rank-0 i64 index into the flattened (row-major) tensor, like torch.argmax(x).
+Tensor argmax(const Tensor &a);
+Tensor argmin(const Tensor &a);
 
 // 1-D, 2-D and batched ([..., M, K] x [..., K, N], batch dims broadcast).
 Tensor matmul(const Tensor &a, const Tensor &b);
@@ -272,38 +340,78 @@ Tensor cast(const Tensor &a, DType dtype);
 
 // ---- Neural-network ops ---------------------------------------------------------------
 
+// x weight^T + bias: x [..., in], weight [out, in], bias [out] or undefined -> [..., out]
+// (torch.nn.functional.linear).
+Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias = Tensor());
+// Collapses axes start_dim..end_dim into one (a view when the strides allow, like reshape):
+// [N, C, H, W] -> [N, C*H*W] by default. A rank-0 tensor becomes [1].
+Tensor flatten(const Tensor &x, int64_t start_dim = 1, int64_t end_dim = -1);
+
+// Per-axis fields, or both axes at once: Conv2dOptions{}.stride(2).padding(1).
 struct Conv2dOptions {
     int stride_h = 1, stride_w = 1;
     int pad_h = 0, pad_w = 0;
     int dilation_h = 1, dilation_w = 1;
     int groups = 1;
+
+    Conv2dOptions &stride(int s) { stride_h = stride_w = s; return *this; }
+    Conv2dOptions &padding(int p) { pad_h = pad_w = p; return *this; }
+    Conv2dOptions &dilation(int d) { dilation_h = dilation_w = d; return *this; }
 };
 // x [N,C,H,W], weight [O,C/groups,KH,KW], bias [O] or undefined -> [N,O,OH,OW].
 Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias = Tensor(),
               const Conv2dOptions &options = {});
 
+// Per-axis fields, or both axes at once: Pool2dOptions{}.kernel(3).stride(2).padding(1).
+// Output size per axis, as torch: (in + 2 pad - dilation (kernel - 1) - 1) / stride + 1, rounded
+// down, or up with ceil_mode (then a last window that would start in the right padding is
+// dropped). Padding is at most kernel / 2.
 struct Pool2dOptions {
     int kernel_h = 2, kernel_w = 2;
     int stride_h = 0, stride_w = 0; // 0: the kernel size
     int pad_h = 0, pad_w = 0;
-    bool count_include_pad = true;  // avg only
+    bool count_include_pad = true;  // avg only: the divisor counts the padding (never the
+                                    // ceil_mode overhang past it)
+    int dilation_h = 1, dilation_w = 1; // max only (torch's avg_pool2d has no dilation)
+    bool ceil_mode = false;
+
+    Pool2dOptions &kernel(int k) { kernel_h = kernel_w = k; return *this; }
+    Pool2dOptions &stride(int s) { stride_h = stride_w = s; return *this; }
+    Pool2dOptions &padding(int p) { pad_h = pad_w = p; return *this; }
+    Pool2dOptions &dilation(int d) { dilation_h = dilation_w = d; return *this; }
+    Pool2dOptions &ceil(bool on = true) { ceil_mode = on; return *this; }
 };
 Tensor max_pool2d(const Tensor &x, const Pool2dOptions &options = {});
 Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options = {});
 
-Tensor softmax(const Tensor &x, int axis = -1);
-Tensor log_softmax(const Tensor &x, int axis = -1);
+Tensor softmax(const Tensor &x, int64_t axis = -1);
+Tensor log_softmax(const Tensor &x, int64_t axis = -1);
 // Normalises over the last n_axes axes; weight and bias have those axes' shape (or are undefined).
 Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight = Tensor(),
                   const Tensor &bias = Tensor(), double eps = 1e-5);
 Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight = Tensor(), double eps = 1e-6);
-// Rotary embedding of x [..., T, D] (D even) at positions offset .. offset+T-1.
+// Rotary embedding of x (D = the last axis, even) at positions offset .. offset+T-1 along
+// seq_axis, of size T: -2 for [..., T, D] ([B, H, T, D]), 1 for [B, T, H, D].
 Tensor rope(const Tensor &x, double theta = 10000.0, bool interleaved = false,
-            int64_t position_offset = 0);
-// softmax(q k^T * scale + mask) v; scale <= 0 means 1/sqrt(D); mask is additive and broadcast.
+            int64_t position_offset = 0, int64_t seq_axis = -2);
+
+// Which query row the causal mask starts from when Tq != Tk (with Tq == Tk both are the
+// usual lower triangle):
+// - bottom_right: query i sees keys j <= i + (Tk - Tq), so the last query sees every key: the
+//   queries are the last Tq positions of the sequence (decoding with a KV cache; flash-attention's
+//   and plugin.h's convention).
+// - top_left: query i sees keys j <= i, as torch's scaled_dot_product_attention(is_causal=True).
+enum class CausalAlignment { bottom_right = 0, top_left = 1 };
+
+// softmax(q k^T * scale + mask) v over q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv];
+// scale <= 0 means 1/sqrt(D). mask broadcasts to [..., Tq, Tk] and is either additive (q's dtype)
+// or bool, where true means "may attend" like torch's SDPA (false positions get -inf; a row with
+// no true entry gives NaN, as in torch). causal hides the keys after each query, aligned as
+// `alignment` says.
 Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v,
                                     const Tensor &mask = Tensor(), bool causal = false,
-                                    double scale = 0);
+                                    double scale = 0,
+                                    CausalAlignment alignment = CausalAlignment::bottom_right);
 // Rows of weight [V, D] picked by integer indices [...] -> [..., D].
 // An index outside [0, V) (for cross_entropy and one_hot, a label outside [0, C) that is not
 // ignore_index) is a ValueError of the calling thread: raised by the op on cpu; on vulkan and
@@ -315,19 +423,30 @@ enum class Reduction { none = 0, mean = 1, sum = 2 };
 // logits [N, C], integer labels [N]. Labels equal to ignore_index are skipped.
 Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduction = Reduction::mean,
                      int64_t ignore_index = -100);
+// torch.nn.functional.cross_entropy's options. weight [C] (logits' dtype) scales each class's
+// loss, and mean divides by the summed weights of the counted labels; label_smoothing in [0, 1]
+// mixes the one-hot target with the uniform 1/C (the smoothing term weighted by weight too).
+struct CrossEntropyOptions {
+    Reduction reduction = Reduction::mean;
+    int64_t ignore_index = -100;
+    Tensor weight{}; // undefined: every class weighs 1
+    double label_smoothing = 0;
+};
+// cross_entropy(logits, labels, {.weight = w, .label_smoothing = 0.1}).
+Tensor cross_entropy(const Tensor &logits, const Tensor &labels, const CrossEntropyOptions &options);
 Tensor one_hot(const Tensor &labels, int num_classes, DType dtype = DType::f32);
 
 // ---- Layout ---------------------------------------------------------------------------
 
 // Copy along an existing axis / a new axis.
-Tensor concat(const std::vector<Tensor> &tensors, int axis = 0);
-Tensor stack(const std::vector<Tensor> &tensors, int axis = 0);
+Tensor concat(const std::vector<Tensor> &tensors, int64_t axis = 0);
+Tensor stack(const std::vector<Tensor> &tensors, int64_t axis = 0);
 // Views of consecutive pieces of the given sizes along axis.
-std::vector<Tensor> split(const Tensor &tensor, const std::vector<int64_t> &sizes, int axis = 0);
+std::vector<Tensor> split(const Tensor &tensor, const std::vector<int64_t> &sizes, int64_t axis = 0);
 // Constant padding: pads = {before_0, after_0, before_1, after_1, ...} from the first axis.
 Tensor pad(const Tensor &tensor, const std::vector<int64_t> &pads, double value = 0);
 // length elements from start along axis (a view).
-Tensor narrow(const Tensor &tensor, int axis, int64_t start, int64_t length);
+Tensor narrow(const Tensor &tensor, int64_t axis, int64_t start, int64_t length);
 
 inline Tensor operator+(const Tensor &a, const Tensor &b) { return add(a, b); }
 inline Tensor operator-(const Tensor &a, const Tensor &b) { return sub(a, b); }
@@ -478,9 +597,9 @@ void configure_plugin_loading(const std::vector<std::string> &only,
 
 template <typename T> std::vector<T> Tensor::to_vector() const {
     static_assert(std::is_arithmetic_v<T>);
-    if (dtype() != dtype_of<T>())
-        throw DTypeError(std::string("DTypeError: to_vector: tensor is ") + dtype_name(dtype()) +
-                         ", requested " + dtype_name(dtype_of<T>()));
+    // Another dtype is cast on the tensor's device first (like item()), so to_vector<float>() of
+    // an i64 tensor reads its values as floats.
+    if (dtype() != dtype_of<T>()) return to(dtype_of<T>()).template to_vector<T>();
     std::vector<T> out(static_cast<std::size_t>(numel()));
     if constexpr (std::is_same_v<T, bool>) {
         std::vector<uint8_t> raw(out.size());
@@ -502,13 +621,18 @@ template <typename T> T Tensor::item() const {
 
 template <typename T>
 Tensor from_vector(const std::vector<T> &values, const Shape &shape, std::optional<Device> device) {
-    static_assert(!std::is_same_v<T, bool>, "use from_host with uint8_t data for bool tensors");
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
     if (n != static_cast<int64_t>(values.size()))
         throw ShapeError("ShapeError: from_vector: " + std::to_string(values.size()) +
                          " values do not fill shape " + shape_str(shape));
-    return from_host(values.data(), shape, dtype_of<T>(), std::move(device));
+    if constexpr (std::is_same_v<T, bool>) {
+        // std::vector<bool> is packed: one byte per element for the bool dtype.
+        std::vector<uint8_t> bytes(values.begin(), values.end());
+        return from_host(bytes.data(), shape, DType::boolean, std::move(device));
+    } else {
+        return from_host(values.data(), shape, dtype_of<T>(), std::move(device));
+    }
 }
 
 } // namespace tinyfin

@@ -171,7 +171,7 @@ std::vector<BadCall> bad_calls() {
          "device 'cpu:7' is not available"},
         {"from_vector count mismatch", [] { from_vector(std::vector<float>{1, 2}, {3}); },
          type<ShapeError>(), "from_vector: 2 values do not fill shape [3]"},
-        {"arange step 0", [] { arange(0, 1, 0); }, type<ValueError>(), "arange: start, end and step must be finite and step non-zero"},
+        {"arange step 0", [] { arange(0.0, 1, 0); }, type<ValueError>(), "arange: start, end and step must be finite and step non-zero"},
     };
 }
 

@@ -43,9 +43,9 @@ TEST_CASE("binary ops on non-contiguous views") {
     Tensor at = a.transpose(0, 1); // [[1,4],[2,5],[3,6]]
     CHECK_FALSE(at.is_contiguous());
     CHECK((at + t({100, 200}, {2})).to_vector<float>() == F{101, 204, 102, 205, 103, 206});
-    Tensor every_other = arange(0, 10).slice(0, 1, 10, 2); // 1 3 5 7 9
+    Tensor every_other = arange(0.0, 10).slice(0, 1, 10, 2); // 1 3 5 7 9
     CHECK((every_other * every_other).to_vector<float>() == F{1, 9, 25, 49, 81});
-    Tensor x = arange(0, 24).reshape({2, 3, 4}).permute({2, 0, 1}); // [4,2,3]
+    Tensor x = arange(0.0, 24).reshape({2, 3, 4}).permute({2, 0, 1}); // [4,2,3]
     Tensor y = x - x.contiguous();
     CHECK(y.to_vector<float>() == F(24, 0.f));
 }
@@ -102,7 +102,7 @@ TEST_CASE("neg, exp and relu") {
 }
 
 TEST_CASE("sum over axes with and without keepdim") {
-    Tensor a = arange(1, 7).reshape({2, 3}); // [[1,2,3],[4,5,6]]
+    Tensor a = arange(1.0, 7).reshape({2, 3}); // [[1,2,3],[4,5,6]]
     CHECK(sum(a).item<float>() == 21);
     CHECK(sum(a).rank() == 0);
     CHECK(sum(a, {0}).to_vector<float>() == F{5, 7, 9});
@@ -110,7 +110,7 @@ TEST_CASE("sum over axes with and without keepdim") {
     CHECK(sum(a, {-1}, true).shape() == Shape{2, 1});
     CHECK(sum(a, {0, 1}, true).shape() == Shape{1, 1});
     CHECK(sum(a.transpose(0, 1), {1}).to_vector<float>() == F{5, 7, 9});
-    Tensor b = arange(0, 24).reshape({2, 3, 4});
+    Tensor b = arange(0.0, 24).reshape({2, 3, 4});
     // Axes 0 and 2: for j, sum over i,k of (12 i + 4 j + k) = 2*4*4j + 4*12 + 2*6
     CHECK(sum(b, {0, 2}).to_vector<float>() == F{60, 92, 124});
     CHECK(sum(scalar(5)).item<float>() == 5);
@@ -118,8 +118,8 @@ TEST_CASE("sum over axes with and without keepdim") {
 }
 
 TEST_CASE("matmul: 2-D, 1-D, batched with broadcast batch dims, transposed views") {
-    Tensor a = arange(1, 7).reshape({2, 3}); // [[1,2,3],[4,5,6]]
-    Tensor b = arange(1, 7).reshape({3, 2}); // [[1,2],[3,4],[5,6]]
+    Tensor a = arange(1.0, 7).reshape({2, 3}); // [[1,2,3],[4,5,6]]
+    Tensor b = arange(1.0, 7).reshape({3, 2}); // [[1,2],[3,4],[5,6]]
     CHECK(matmul(a, b).to_vector<float>() == F{22, 28, 49, 64});
     CHECK(matmul(a, b).shape() == Shape{2, 2});
     // a @ a^T through a transposed view, no copy needed by the caller
@@ -150,7 +150,7 @@ TEST_CASE("matmul checks inner dimensions") {
 }
 
 TEST_CASE("contiguous copies strided views in row-major order") {
-    Tensor a = arange(0, 12).reshape({3, 4});
+    Tensor a = arange(0.0, 12).reshape({3, 4});
     Tensor c = a.transpose(0, 1).contiguous();
     CHECK(c.is_contiguous());
     CHECK(c.to_vector<float>() == F{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
@@ -181,7 +181,7 @@ TEST_CASE("cast between all dtypes") {
           std::vector<int64_t>{1, 0, 1});
     CHECK(cast(i, DType::i32).impl() == i.impl()); // same dtype: no copy
     // a strided source
-    CHECK(cast(arange(0, 6).slice(0, 0, 6, 3), DType::i32).to_vector<int32_t>() ==
+    CHECK(cast(arange(0.0, 6).slice(0, 0, 6, 3), DType::i32).to_vector<int32_t>() ==
           std::vector<int32_t>{0, 3});
 }
 
@@ -190,10 +190,10 @@ TEST_CASE("factories: full, zeros, ones, arange, from_host, rand, randn") {
     CHECK(zeros({3}, DType::i64).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0});
     CHECK(ones({2}, DType::boolean).to_vector<bool>() == std::vector<bool>{true, true});
     CHECK(full({2}, -3, DType::i32).to_vector<int32_t>() == std::vector<int32_t>{-3, -3});
-    CHECK(arange(0, 5).to_vector<float>() == F{0, 1, 2, 3, 4});
+    CHECK(arange(0.0, 5).to_vector<float>() == F{0, 1, 2, 3, 4});
     CHECK(arange(1, 2, 0.25).to_vector<float>() == F{1, 1.25f, 1.5f, 1.75f});
     CHECK(arange(5, 0, -2, DType::i32).to_vector<int32_t>() == std::vector<int32_t>{5, 3, 1});
-    CHECK(arange(3, 3).numel() == 0);
+    CHECK(arange(3.0, 3).numel() == 0);
     uint8_t raw[3] = {1, 0, 1};
     CHECK(from_host(raw, {3}, DType::boolean).to_vector<bool>() == std::vector<bool>{true, false, true});
 

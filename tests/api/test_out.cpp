@@ -179,7 +179,7 @@ TEST_CASE("out may share memory with an input: the result is as if computed firs
     }
     SUBCASE("a shifted view of out") {
         // In order, element by element, x[i+1] = x[i] * 10 would smear x[0] along the row.
-        Tensor x = arange(1, 6);  // 1 2 3 4 5
+        Tensor x = arange(1.0, 6);  // 1 2 3 4 5
         mul(x.slice(0, 0, 4), scalar(10), x.slice(0, 1, 5));
         CHECK(values(x) == F{1, 10, 20, 30, 40});
     }
@@ -194,7 +194,7 @@ TEST_CASE("out may share memory with an input: the result is as if computed firs
         CHECK(m.to_vector<bool>() == std::vector<bool>{false, true, false});
     }
     SUBCASE("disjoint parts of one storage need no copy and stay disjoint") {
-        Tensor x = arange(0, 6);  // 0..5
+        Tensor x = arange(0.0, 6);  // 0..5
         add(x.slice(0, 0, 2), x.slice(0, 2, 4), x.slice(0, 4, 6));
         CHECK(values(x) == F{0, 1, 2, 3, 2, 4});
     }

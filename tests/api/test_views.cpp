@@ -13,7 +13,7 @@ using F = std::vector<float>;
 static bool same_storage(const Tensor &a, const Tensor &b) { return a.shares_storage(b); }
 
 TEST_CASE("reshape and view of a contiguous tensor share storage") {
-    Tensor a = arange(0, 6);
+    Tensor a = arange(0.0, 6);
     Tensor b = a.view({2, 3});
     CHECK(b.shape() == Shape{2, 3});
     CHECK(b.strides() == Shape{3, 1});
@@ -21,14 +21,14 @@ TEST_CASE("reshape and view of a contiguous tensor share storage") {
     CHECK(a.reshape({3, -1}).shape() == Shape{3, 2});
     CHECK(a.reshape({1, 6, 1}).strides()[1] == 1);
     CHECK(scalar(2).reshape({1, 1}).shape() == Shape{1, 1});
-    CHECK(arange(0, 1).reshape({}).rank() == 0);
+    CHECK(arange(0.0, 1).reshape({}).rank() == 0);
     CHECK_THROWS_AS(a.reshape({4, -1}), ShapeError);
     CHECK_THROWS_AS(a.reshape({-1, -1}), ShapeError);
     CHECK_THROWS_AS(a.view({7}), ShapeError);
 }
 
 TEST_CASE("transpose and permute swap strides without copying") {
-    Tensor a = arange(0, 24).reshape({2, 3, 4});
+    Tensor a = arange(0.0, 24).reshape({2, 3, 4});
     Tensor p = a.permute({2, 0, 1});
     CHECK(p.shape() == Shape{4, 2, 3});
     CHECK(p.strides() == Shape{1, 12, 4});
@@ -41,25 +41,25 @@ TEST_CASE("transpose and permute swap strides without copying") {
 }
 
 TEST_CASE("view of a transposed tensor is refused, reshape copies") {
-    Tensor t = arange(0, 6).reshape({2, 3}).transpose(0, 1); // [3,2]
+    Tensor t = arange(0.0, 6).reshape({2, 3}).transpose(0, 1); // [3,2]
     CHECK_THROWS_WITH_AS(t.view({6}), doctest::Contains("without a copy"), ShapeError);
     Tensor r = t.reshape({6});
     CHECK_FALSE(same_storage(r, t));
     CHECK(r.to_vector<float>() == F{0, 3, 1, 4, 2, 5});
     // splitting an axis of a transposed tensor is still a view
-    Tensor s = arange(0, 12).reshape({3, 4}).transpose(0, 1).reshape({2, 2, 3});
+    Tensor s = arange(0.0, 12).reshape({3, 4}).transpose(0, 1).reshape({2, 2, 3});
     CHECK(s.to_vector<float>() == F{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
 }
 
 TEST_CASE("slice with start, end, step and negative bounds") {
-    Tensor a = arange(0, 10);
+    Tensor a = arange(0.0, 10);
     CHECK(a.slice(0, 2, 5).to_vector<float>() == F{2, 3, 4});
     CHECK(a.slice(0, -3, 10).to_vector<float>() == F{7, 8, 9});
     CHECK(a.slice(0, 1, -1, 3).to_vector<float>() == F{1, 4, 7});
     CHECK(a.slice(0, 8, 2).numel() == 0); // empty, not an error
     CHECK(a.slice(0, 0, 100).numel() == 10);
     CHECK(same_storage(a, a.slice(0, 2, 5)));
-    Tensor m = arange(0, 12).reshape({3, 4}).slice(1, 1, 3); // columns 1,2
+    Tensor m = arange(0.0, 12).reshape({3, 4}).slice(1, 1, 3); // columns 1,2
     CHECK(m.shape() == Shape{3, 2});
     CHECK(m.offset() == 1);
     CHECK(m.contiguous().to_vector<float>() == F{1, 2, 5, 6, 9, 10});
@@ -68,7 +68,7 @@ TEST_CASE("slice with start, end, step and negative bounds") {
 }
 
 TEST_CASE("expand broadcasts with stride 0") {
-    Tensor a = arange(0, 3).reshape({3, 1});
+    Tensor a = arange(0.0, 3).reshape({3, 1});
     Tensor e = a.expand({2, 3, 4});
     CHECK(e.shape() == Shape{2, 3, 4});
     CHECK(e.strides() == Shape{0, 1, 0});
@@ -82,7 +82,7 @@ TEST_CASE("expand broadcasts with stride 0") {
 TEST_CASE("views keep the storage alive after the base is gone") {
     Tensor v;
     {
-        Tensor base = arange(0, 4);
+        Tensor base = arange(0.0, 4);
         v = base.slice(0, 2, 4);
     }
     CHECK(v.to_vector<float>() == F{2, 3});

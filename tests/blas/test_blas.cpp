@@ -443,3 +443,24 @@ TEST_CASE("fallback-error: claimed ops run on blas, the rest is refused") {
     CHECK_THROWS_AS(exp(a), FallbackError);
     CHECK_THROWS_AS(matmul(randn({7, 7}, 507), randn({7, 7}, 508)), FallbackError);
 }
+
+TEST_CASE("fallback-error: helper work the core does for an op is no fallback") {
+    // Reading a transposed blas tensor needs a contiguous copy that blas does not claim; blas
+    // memory is host memory, so the copy runs on cpu in place and is not a user-visible fallback.
+    Tensor a = randn({3, 4}, 600);
+    std::vector<float> rows = a.to_vector<float>();
+    reset_stats();
+    std::vector<float> cols = a.transpose(0, 1).to_vector<float>();
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 4; ++j) CHECK(cols[j * 3 + i] == rows[i * 4 + j]);
+    CHECK(stats().total_fallbacks == 0);
+    // Attention is not blas's, so it is refused, but as attention: the implicit zero mask is
+    // the core's constant, not an op of the user's that fell back.
+    Tensor q = randn({2, 4}, 601);
+    try {
+        scaled_dot_product_attention(q, q, q);
+        FAIL("attention ran under TINYFIN_FALLBACK=error on blas");
+    } catch (const FallbackError &e) {
+        CHECK(std::string(e.what()).find("attention is not supported by blas") != std::string::npos);
+    }
+}

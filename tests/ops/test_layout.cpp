@@ -103,7 +103,7 @@ TEST_CASE("stack at every position, rank 0, and strided inputs") {
 }
 
 TEST_CASE("split into views of the given sizes, zero-size pieces included") {
-    Tensor x = arange(0, 24).reshape({4, 6});
+    Tensor x = arange(0.0, 24).reshape({4, 6});
     std::vector<Tensor> pieces = split(x, {1, 0, 2, 3}, 1);
     REQUIRE(pieces.size() == 4);
     CHECK(pieces[0].shape() == Shape{4, 1});
@@ -144,7 +144,7 @@ TEST_CASE("pad with a value on leading axes, strided inputs and integers") {
                      }),
                      {4, 3}, 0, 0);
     // step-sliced input
-    Tensor ps = pad(arange(0, 6).slice(0, 1, 6, 2), {2, 1}); // 1 3 5
+    Tensor ps = pad(arange(0.0, 6).slice(0, 1, 6, 2), {2, 1}); // 1 3 5
     CHECK(ps.to_vector<float>() == F{0, 0, 1, 3, 5, 0});
     Tensor pi = pad(from_vector(std::vector<int32_t>{4, 5}, {2}), {1, 1}, 9);
     CHECK(pi.to_vector<int32_t>() == std::vector<int32_t>{9, 4, 5, 9});
@@ -153,7 +153,7 @@ TEST_CASE("pad with a value on leading axes, strided inputs and integers") {
 }
 
 TEST_CASE("narrow is a view with negative starts and zero length") {
-    Tensor x = arange(0, 12).reshape({3, 4});
+    Tensor x = arange(0.0, 12).reshape({3, 4});
     Tensor n = narrow(x, 1, 1, 2);
     CHECK(n.shares_storage(x));
     CHECK(n.to_vector<float>() == F{1, 2, 5, 6, 9, 10});

@@ -224,7 +224,7 @@ TEST_CASE("reduce: sum, mean, max, min, var over axes, in both kernel modes") {
         {{4, 1000}, {{1}, {0, 1}}},
         {{1}, {{0}}},
     };
-    using reduce_fn = Tensor (*)(const Tensor &, const std::vector<int> &, bool);
+    using reduce_fn = Tensor (*)(const Tensor &, const tf::Axes &, bool);
     const std::pair<const char *, reduce_fn> ops[] = {{"sum", tf::sum}, {"mean", tf::mean}, {"max", tf::max}, {"min", tf::min}};
     for (const shape_case &c : cases) {
         pair x = random(c.shape, 91, -2, 2);
