@@ -112,7 +112,7 @@ void bind_ops(py::module_ &m) {
     }, py::arg("condition"), py::arg("input"), py::arg("other"));
     m.def("matmul", &matmul, py::arg("input"), py::arg("other"), py::call_guard<Release>());
 
-    using Reduce = Tensor (*)(const Tensor &, const std::vector<int> &, bool);
+    using Reduce = Tensor (*)(const Tensor &, const Axes &, bool);
     for (auto [name, fn] : std::initializer_list<std::pair<const char *, Reduce>>{
              {"sum", &sum}, {"mean", &mean}, {"amax", &max}, {"amin", &min}})
         m.def(name, [fn](const Tensor &x, py::object dim, bool keepdim) {
@@ -123,7 +123,7 @@ void bind_ops(py::module_ &m) {
     m.def("var", [](const Tensor &x, py::object dim, double correction, bool keepdim) {
         std::vector<int> axes = axes_arg(dim);
         Release r;
-        return var(x, axes, correction, keepdim);
+        return var(x, axes, Correction(correction), keepdim);
     }, py::arg("input"), py::arg("dim") = py::none(), py::arg("correction") = 1.0, py::arg("keepdim") = false);
     m.def("argmax", [](const Tensor &x, std::optional<int> dim, bool keepdim) {
         Release r;
@@ -192,16 +192,23 @@ void bind_ops(py::module_ &m) {
         return rms_norm(x, n, w, eps.value_or(1e-6));
     }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("eps") = py::none());
     m.def("rope", &rope, py::arg("input"), py::arg("theta") = 10000.0, py::arg("interleaved") = false,
-          py::arg("position_offset") = 0, py::call_guard<Release>());
+          py::arg("position_offset") = 0, py::arg("seq_axis") = -2, py::call_guard<Release>());
     m.def("scaled_dot_product_attention", [](const Tensor &q, const Tensor &k, const Tensor &v, py::object attn_mask,
-                                             double dropout_p, bool is_causal, std::optional<double> scale) {
+                                             double dropout_p, bool is_causal, std::optional<double> scale,
+                                             const std::string &causal_alignment) {
         if (dropout_p != 0.0)
             raise_python("ValueError", "scaled_dot_product_attention: dropout_p must be 0 (no attention dropout)");
+        if (causal_alignment != "top_left" && causal_alignment != "bottom_right")
+            raise_python("ValueError", "scaled_dot_product_attention: causal_alignment must be 'top_left' or "
+                                       "'bottom_right', got '" + causal_alignment + "'");
+        const CausalAlignment alignment =
+            causal_alignment == "top_left" ? CausalAlignment::top_left : CausalAlignment::bottom_right;
         Tensor mask = optional_tensor(attn_mask);
         Release r;
-        return scaled_dot_product_attention(q, k, v, mask, is_causal, scale.value_or(0.0));
+        return scaled_dot_product_attention(q, k, v, mask, is_causal, scale.value_or(0.0), alignment);
     }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(),
-       py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::arg("scale") = py::none());
+       py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::arg("scale") = py::none(),
+       py::arg("causal_alignment") = "top_left");
     m.def("embedding", [](const Tensor &indices, const Tensor &weight) {
         Release r;
         return embedding(weight, indices);

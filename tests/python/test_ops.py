@@ -193,17 +193,21 @@ def test_rope():
     np.testing.assert_allclose(F.rope(tf.tensor(x), position_offset=2).numpy(), ref, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("causal", [False, "top_left", "bottom_right"])
 def test_attention(causal):
     q = rng(13).standard_normal((2, 4, 8)).astype(np.float32)
     k = rng(14).standard_normal((2, 6, 8)).astype(np.float32)
     v = rng(15).standard_normal((2, 6, 3)).astype(np.float32)
     s = q @ k.transpose(0, 2, 1) / np.sqrt(8)
+    kwargs = {}
     if causal:
-        # tinyfin aligns the causal mask bottom-right (key j > i + Tk - Tq is masked)
-        s = np.where(np.tril(np.ones((4, 6), bool), k=6 - 4), s, -np.inf)
+        # top_left (PyTorch's, the default) masks key j > i; bottom_right masks j > i + Tk - Tq
+        s = np.where(np.tril(np.ones((4, 6), bool), k=0 if causal == "top_left" else 6 - 4), s, -np.inf)
+        kwargs = {"is_causal": True}
+        if causal == "bottom_right":
+            kwargs["causal_alignment"] = "bottom_right"
     ref = softmax_ref(s, -1) @ v
-    got = F.scaled_dot_product_attention(tf.tensor(q), tf.tensor(k), tf.tensor(v), is_causal=causal)
+    got = F.scaled_dot_product_attention(tf.tensor(q), tf.tensor(k), tf.tensor(v), **kwargs)
     np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-5)
     mask = rng(16).standard_normal((4, 6)).astype(np.float32)
     got = F.scaled_dot_product_attention(tf.tensor(q), tf.tensor(k), tf.tensor(v), attn_mask=tf.tensor(mask), scale=0.5)
