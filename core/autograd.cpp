@@ -1,8 +1,10 @@
 #include "autograd.hpp"
 
+#include <atomic>
 #include <unordered_map>
 
 #include "errors.hpp"
+#include "tinyfin/extend.hpp"
 #include "tensor_impl.hpp"
 
 namespace tinyfin {
@@ -76,6 +78,12 @@ struct AccumulateNode final : Node {
         if (!impl) return {};
         AutogradMeta &meta = *impl->autograd;
         meta.grad = meta.grad.defined() ? add(meta.grad, grad_output) : owned_gradient(grad_output);
+        if (!meta.grad_hooks.empty()) {
+            // A copy: a hook may register or remove hooks.
+            auto hooks = meta.grad_hooks;
+            Tensor leaf_handle(impl);
+            for (auto &[id, hook] : hooks) hook(leaf_handle);
+        }
         return {};
     }
 };
@@ -192,6 +200,26 @@ void Tensor::set_grad(const Tensor &grad) {
 void Tensor::zero_grad() {
     TensorImpl &impl = const_cast<TensorImpl &>(impl_of(*this, "zero_grad"));
     if (impl.autograd) impl.autograd->grad = Tensor();
+}
+
+uint64_t register_post_accumulate_grad_hook(const Tensor &leaf, GradHook hook) {
+    TensorImpl &impl = const_cast<TensorImpl &>(impl_of(leaf, "register_post_accumulate_grad_hook"));
+    if (impl.autograd && impl.autograd->grad_fn)
+        raise<AutogradError>("register_post_accumulate_grad_hook: only leaf tensors accumulate "
+                             "gradients; this tensor was produced by " +
+                             std::string(impl.autograd->grad_fn->name));
+    if (!hook) raise<ValueError>("register_post_accumulate_grad_hook: the hook is empty");
+    static std::atomic<uint64_t> next_id{1};
+    uint64_t id = next_id++;
+    meta_of(impl).grad_hooks.emplace_back(id, std::move(hook));
+    return id;
+}
+
+void remove_post_accumulate_grad_hook(const Tensor &leaf, uint64_t id) {
+    TensorImpl &impl = const_cast<TensorImpl &>(impl_of(leaf, "remove_post_accumulate_grad_hook"));
+    if (!impl.autograd) return;
+    auto &hooks = impl.autograd->grad_hooks;
+    std::erase_if(hooks, [id](const auto &entry) { return entry.first == id; });
 }
 
 Tensor Tensor::detach() const {
