@@ -70,6 +70,9 @@ public:
     // either way today: see docs/distributed.md.
     bool cuda_aware() const { return cuda_aware_; }
     const Options &options() const { return options_; }
+    // Changes the options for the following calls; every rank must make the same change at the
+    // same point (tinyfin-bench-dist measures with and without the shape check in one run).
+    void set_options(const Options &options) { options_ = options; }
 
     // Collectives. Each takes the tensor of this rank; all ranks must pass tensors of one dtype
     // and shape (MismatchError otherwise, when check_shapes). Host-addressable contiguous
