@@ -550,7 +550,17 @@ void copy_from_host(const Tensor &tensor, const void *src, std::size_t bytes) {
 
 void *host_data(const Tensor &tensor) {
     const TensorImpl &impl = impl_of(tensor, "host_data");
-    if (!impl.storage->host) return nullptr;
+    Storage &storage = *impl.storage;
+    if (!storage.host) return nullptr;
+    // Like dispatch's in-place reads: the cpu plugin's ops are done when they return; another
+    // host-addressable plugin (blas) may still be running queued work on this memory.
+    if (storage.backend != &Registry::instance().cpu()) {
+        tf_error err = make_error();
+        tf_status status = storage.backend->table().synchronize(storage.device, &err);
+        if (status != TF_STATUS_OK)
+            raise_status(status, "host_data on " + tensor.device().str() + ": " +
+                                     error_text(err, "synchronize failed without a message"));
+    }
     return static_cast<char *>(impl.storage->host) +
            static_cast<std::size_t>(impl.offset) * dtype_size(impl.dtype);
 }

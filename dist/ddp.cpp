@@ -194,9 +194,9 @@ void DistributedDataParallel::synchronize_gradients() {
             const float *slot = b->buffer.data() + b->offsets[si];
             std::size_t bytes = p.nbytes();
             Tensor g = p.grad();
-            if (g.defined() && g.is_contiguous() && host_data(g)) {
-                synchronize();
-                std::memcpy(host_data(g), slot, bytes);
+            void *host = g.defined() && g.is_contiguous() ? host_data(g) : nullptr;
+            if (host) {
+                std::memcpy(host, slot, bytes);
             } else if (g.defined() && g.is_contiguous()) {
                 copy_from_host(g, slot, bytes);
             } else {

@@ -13,8 +13,9 @@
 namespace tinyfin {
 
 // Host address of the tensor's first element when its storage is host-addressable (cpu, blas),
-// else nullptr (device memory: use copy_to_host / copy_from_host). Queued ops may still write
-// it: call synchronize() before reading. The pointer lives as long as the storage.
+// else nullptr (device memory: use copy_to_host / copy_from_host). Waits for the device's queued
+// work first (nothing to wait for on cpu, whose ops are done when they return), so the memory
+// may be read and written until the next op on it. The pointer lives as long as the storage.
 void *host_data(const Tensor &tensor);
 
 // Writes bytes of row-major data over the elements of a contiguous tensor, on its device (the
