@@ -8,7 +8,8 @@
 //   [mpirun -np N] tinyfin-bench-dist train [STEPS] [BATCH]
 //       the Fashion-MNIST CNN training step (tools/bench_train.cpp's model, AdamW) on random
 //       images, global batch BATCH (default 64) split over the ranks by DistributedDataParallel;
-//       rank 0 prints the median step's images/s of the global batch.
+//       rank 0 prints the median step's images/s of the global batch. One process (no mpirun)
+//       trains without DDP: the peer of N ranks x 1 thread is 1 process x N threads.
 #include <mpi.h>
 
 #include <algorithm>
@@ -96,8 +97,10 @@ int bench_train(dist::Context &ctx, int steps, int64_t batch) {
         std::make_shared<nn::ReLU>(),
         std::make_shared<nn::Linear>(128, 10, true, nn::mix_seed(0, 4)),
     });
-    dist::DistributedDataParallel ddp(ctx, model);
-    optim::AdamW optimizer(ddp.parameters(), 1e-3);
+    // One process trains plainly: the peer of N ranks is training without data parallelism.
+    std::unique_ptr<dist::DistributedDataParallel> ddp;
+    if (ctx.world_size() > 1) ddp = std::make_unique<dist::DistributedDataParallel>(ctx, model);
+    optim::AdamW optimizer(model->parameters(), 1e-3);
     // This rank's share of the global batch.
     int64_t local = batch * (ctx.rank() + 1) / ctx.world_size() - batch * ctx.rank() / ctx.world_size();
     std::mt19937 rng(static_cast<unsigned>(ctx.rank()));
@@ -111,8 +114,12 @@ int bench_train(dist::Context &ctx, int steps, int64_t batch) {
         Tensor xb = from_host(x.data(), {local, 1, 28, 28}, DType::f32);
         Tensor yb = from_host(y.data(), {local}, DType::i64);
         optimizer.zero_grad();
-        ddp.set_batch_size(local);
-        ddp.backward(cross_entropy(ddp(xb), yb));
+        if (!ddp) {
+            cross_entropy((*model)(xb), yb).backward();
+        } else {
+            ddp->set_batch_size(local);
+            ddp->backward(cross_entropy((*ddp)(xb), yb));
+        }
         optimizer.step();
         synchronize();
     };
@@ -127,7 +134,7 @@ int bench_train(dist::Context &ctx, int steps, int64_t batch) {
     if (ctx.rank() == 0)
         std::printf("train: %d rank(s), global batch %lld, median step %.2f ms, %.0f images/s, "
                     "%zu bucket(s)\n", ctx.world_size(), static_cast<long long>(batch), m * 1e3,
-                    static_cast<double>(batch) / m, ddp.bucket_layout().size());
+                    static_cast<double>(batch) / m, ddp ? ddp->bucket_layout().size() : 0);
     return 0;
 }
 
