@@ -20,8 +20,9 @@ namespace {
 // Whether a Context is alive (MPI allows one initialisation per process).
 bool context_alive = false;
 
+// secure_getenv like the core (log.hpp): a setuid program ignores the environment.
 double env_double(const char *name, double fallback) {
-    const char *text = std::getenv(name);
+    const char *text = secure_getenv(name);
     if (!text || !*text) return fallback;
     char *end = nullptr;
     double v = std::strtod(text, &end);
@@ -32,7 +33,7 @@ double env_double(const char *name, double fallback) {
 }
 
 int env_int(const char *name, int fallback) {
-    const char *text = std::getenv(name);
+    const char *text = secure_getenv(name);
     if (!text || !*text) return fallback;
     char *end = nullptr;
     long v = std::strtol(text, &end, 10);
@@ -85,11 +86,11 @@ Context::Context(int *argc, char ***argv, Options options)
     MPI_Comm_rank(node, &local_rank_);
     MPI_Comm_size(node, &local_size_);
     MPI_Comm_free(&node);
-    if (std::getenv("OMPI_COMM_WORLD_SIZE")) {
+    if (secure_getenv("OMPI_COMM_WORLD_SIZE")) {
         launcher_ = "mpirun";
         local_rank_ = env_int("OMPI_COMM_WORLD_LOCAL_RANK", local_rank_);
         local_size_ = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", local_size_);
-    } else if (std::getenv("SLURM_PROCID")) {
+    } else if (secure_getenv("SLURM_PROCID")) {
         launcher_ = "slurm";
         local_rank_ = env_int("SLURM_LOCALID", local_rank_);
     } else {
