@@ -1,8 +1,10 @@
 #include "autograd.hpp"
 
+#include <atomic>
 #include <unordered_map>
 
 #include "errors.hpp"
+#include "tinyfin/extend.hpp"
 #include "tensor_impl.hpp"
 
 namespace tinyfin {
@@ -78,8 +80,16 @@ struct AccumulateNode final : Node {
         std::shared_ptr<TensorImpl> impl = leaf.lock();
         if (!impl) return {};
         AutogradMeta &meta = *impl->autograd;
-        std::lock_guard lock(meta.mutex);
-        meta.grad = meta.grad.defined() ? add(meta.grad, grad_output) : owned_gradient(grad_output);
+        std::vector<std::pair<uint64_t, GradHook>> hooks;
+        {
+            std::lock_guard lock(meta.mutex);
+            meta.grad = meta.grad.defined() ? add(meta.grad, grad_output) : owned_gradient(grad_output);
+            // A copy, run after the lock is released: hooks read grad() (which takes the lock)
+            // and may register or remove hooks.
+            hooks = meta.grad_hooks;
+        }
+        Tensor leaf_handle(impl);
+        for (auto &[id, hook] : hooks) hook(leaf_handle);
         return {};
     }
 };
@@ -207,6 +217,29 @@ void Tensor::zero_grad() {
     Tensor old;  // released after the lock: freeing a buffer calls into the plugin
     std::lock_guard lock(impl.autograd->mutex);
     old = std::move(impl.autograd->grad);
+}
+
+uint64_t register_post_accumulate_grad_hook(const Tensor &leaf, GradHook hook) {
+    TensorImpl &impl = const_cast<TensorImpl &>(impl_of(leaf, "register_post_accumulate_grad_hook"));
+    if (impl.autograd && impl.autograd->grad_fn)
+        raise<AutogradError>("register_post_accumulate_grad_hook: only leaf tensors accumulate "
+                             "gradients; this tensor was produced by " +
+                             std::string(impl.autograd->grad_fn->name));
+    if (!hook) raise<ValueError>("register_post_accumulate_grad_hook: the hook is empty");
+    static std::atomic<uint64_t> next_id{1};
+    uint64_t id = next_id++;
+    AutogradMeta &meta = meta_of(impl);
+    std::lock_guard lock(meta.mutex);
+    meta.grad_hooks.emplace_back(id, std::move(hook));
+    return id;
+}
+
+void remove_post_accumulate_grad_hook(const Tensor &leaf, uint64_t id) {
+    TensorImpl &impl = const_cast<TensorImpl &>(impl_of(leaf, "remove_post_accumulate_grad_hook"));
+    if (!impl.autograd) return;
+    std::lock_guard lock(impl.autograd->mutex);
+    auto &hooks = impl.autograd->grad_hooks;
+    std::erase_if(hooks, [id](const auto &entry) { return entry.first == id; });
 }
 
 Tensor Tensor::detach() const {

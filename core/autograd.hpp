@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensor_impl.hpp"
+#include "tinyfin/extend.hpp"
 #include "tinyfin/tinyfin.hpp"
 
 namespace tinyfin::detail {
@@ -31,6 +32,8 @@ struct AutogradMeta {
     Tensor grad;
     // Leaves only: the node that accumulates into grad (shared by every use of the leaf).
     std::weak_ptr<Node> accumulator;
+    // Leaves only: register_post_accumulate_grad_hook's hooks with their ids, in order.
+    std::vector<std::pair<uint64_t, GradHook>> grad_hooks;
 };
 
 // grads of the op's inputs (undefined for inputs that need none) from the output's grad.

@@ -12,12 +12,15 @@ void *Tensor::host_data() const {
     const TensorImpl &t = impl_of(*this, "host_data");
     Storage &storage = *t.storage;
     if (!storage.host) return nullptr;
-    // Plugins may queue work; the memory is the caller's to read once it has finished.
-    tf_error err = make_error();
-    tf_status status = storage.backend->table().synchronize(storage.device, &err);
-    if (status != TF_STATUS_OK)
-        raise_status(status, "host_data on " + device().str() + ": " +
-                                 error_text(err, "synchronize failed without a message"));
+    // Like dispatch's in-place reads: the cpu plugin's ops are done when they return; another
+    // host-addressable plugin (blas) may still be running queued work on this memory.
+    if (storage.backend != &Registry::instance().cpu()) {
+        tf_error err = make_error();
+        tf_status status = storage.backend->table().synchronize(storage.device, &err);
+        if (status != TF_STATUS_OK)
+            raise_status(status, "host_data on " + device().str() + ": " +
+                                     error_text(err, "synchronize failed without a message"));
+    }
     return static_cast<char *>(storage.host) +
            static_cast<std::size_t>(t.offset) * element_size(t.dtype);
 }

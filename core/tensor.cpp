@@ -8,6 +8,7 @@
 #include "registry.hpp"
 #include "autograd.hpp"
 #include "tensor_impl.hpp"
+#include "tinyfin/extend.hpp"
 
 namespace tinyfin {
 
@@ -552,6 +553,35 @@ void Tensor::copy_to_host(void *dst, std::size_t bytes) const {
         Registry::instance().counters().backends[storage.backend->slot()].bytes_to_host += bytes;
     if (status != TF_STATUS_OK)
         raise_status(status, "copy_to_host from " + device().str() + ": " +
+                                 error_text(err, "failed without a message"));
+}
+
+void copy_from_host(const Tensor &tensor, const void *src, std::size_t bytes) {
+    const TensorImpl &impl = impl_of(tensor, "copy_from_host");
+    if (bytes != tensor.nbytes())
+        raise<ValueError>("copy_from_host: source has " + std::to_string(bytes) +
+                          " bytes, the tensor " + shape_str(tensor.shape()) + " of " + dtype_name(tensor.dtype()) +
+                          " has " + std::to_string(tensor.nbytes()));
+    if (!tensor.is_contiguous())
+        raise<ValueError>("copy_from_host: the tensor " + shape_str(tensor.shape()) +
+                          " is not contiguous; write into contiguous() and assign_ it");
+    if (grad_enabled() && tensor.requires_grad())
+        raise<AutogradError>("copy_from_host: the tensor requires grad; write it under NoGradGuard");
+    if (bytes == 0) return;
+    if (!src) raise<ValueError>("copy_from_host: source is NULL");
+    Storage &storage = *impl.storage;
+    tf_error err = make_error();
+    // Queued ops may still read or write these elements; buffer_write does not wait for them.
+    tf_status status = storage.backend->table().synchronize(storage.device, &err);
+    if (status != TF_STATUS_OK)
+        raise_status(status, "copy_from_host to " + tensor.device().str() + ": " +
+                                 error_text(err, "synchronize failed without a message"));
+    status = storage.backend->table().buffer_write(
+        storage.buffer, static_cast<uint64_t>(impl.offset) * dtype_size(impl.dtype), src, bytes, &err);
+    if (!storage.host)
+        Registry::instance().counters().backends[storage.backend->slot()].bytes_to_device += bytes;
+    if (status != TF_STATUS_OK)
+        raise_status(status, "copy_from_host to " + tensor.device().str() + ": " +
                                  error_text(err, "failed without a message"));
 }
 

@@ -2,17 +2,23 @@
 // test accuracy, throughput and which backends ran the ops.
 //
 //   fashion_mnist [--epochs N] [--batch B] [--seed S] [--limit N] [--save FILE] [--eval FILE]
-//                 [--data DIR] [--profile]
+//                 [--data DIR] [--profile] [--distributed]
 //
 // Same recipe as the PyTorch reference: conv 32 3x3 p1, relu, maxpool 2, conv 64 3x3 p1, relu,
 // maxpool 2, flatten, linear 128, relu, linear 10; AdamW lr 1e-3 (wd 0.01, betas .9/.999,
 // eps 1e-8); batch 64; inputs (x/255 - 0.2860)/0.3530; a seeded shuffle each epoch with the last
 // partial batch kept. It runs on the backend TINYFIN_BACKEND selects: every tensor is created on
 // default_device().
+//
+// With --distributed (built when MPI is found) it trains data-parallel under mpirun or srun: each
+// global batch of --batch is split over the ranks (dist::ShardedSampler, the same shuffle as one
+// process), gradients are averaged by dist::DistributedDataParallel, rank 0 prints the report and
+// every rank prints "weights checksum <hex>" of its final parameters (docs/distributed.md).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdarg>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -25,6 +31,9 @@
 #include "idx.hpp"
 #include "tinyfin/nn.hpp"
 #include "tinyfin/tinyfin.hpp"
+#ifdef TINYFIN_HAVE_DIST
+#include "tinyfin/dist.hpp"
+#endif
 
 namespace {
 
@@ -40,13 +49,25 @@ struct Options {
     std::string eval_path;
     std::string data_dir = fmnist::default_data_dir();
     bool profile = false;
+    bool distributed = false;
 };
+
+// Ranks other than 0 of a --distributed run print only their checksum.
+bool quiet = false;
+
+void say(const char *format, ...) {
+    if (quiet) return;
+    va_list args;
+    va_start(args, format);
+    std::vprintf(format, args);
+    va_end(args);
+}
 
 [[noreturn]] void usage(const char *argv0, const std::string &problem) {
     std::fprintf(stderr,
                  "%s: %s\n"
                  "usage: %s [--epochs N] [--batch B] [--seed S] [--limit N] [--save FILE]\n"
-                 "          [--eval FILE] [--data DIR] [--profile]\n"
+                 "          [--eval FILE] [--data DIR] [--profile] [--distributed]\n"
                  "  --epochs N   training epochs (default 1)\n"
                  "  --batch B    batch size (default 64)\n"
                  "  --seed S     seed of the initialisation and the shuffles (default 0)\n"
@@ -54,7 +75,8 @@ struct Options {
                  "  --save FILE  save the trained parameters (TFNN format, docs/nn.md)\n"
                  "  --eval FILE  evaluate saved parameters on the test set and exit\n"
                  "  --data DIR   directory of the IDX .gz files (default %s)\n"
-                 "  --profile    time the forward, backward and optimizer phases (synchronises)\n",
+                 "  --profile    time the forward, backward and optimizer phases (synchronises)\n"
+                 "  --distributed  data-parallel over the ranks of mpirun/srun (docs/distributed.md)\n",
                  argv0, problem.c_str(), argv0, fmnist::default_data_dir());
     std::exit(2);
 }
@@ -74,6 +96,13 @@ Options parse_args(int argc, char **argv) {
         std::string flag = argv[i];
         if (flag == "--profile") {
             o.profile = true;
+            continue;
+        }
+        if (flag == "--distributed") {
+#ifndef TINYFIN_HAVE_DIST
+            usage(argv[0], "--distributed needs tinyfin built with MPI (libopenmpi-dev)");
+#endif
+            o.distributed = true;
             continue;
         }
         if (flag == "-h" || flag == "--help") usage(argv[0], "help");
@@ -224,7 +253,7 @@ public:
         std::string bar(static_cast<std::size_t>(filled), '#');
         bar.append(static_cast<std::size_t>(width - filled), '.');
         double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;
-        std::printf("%sepoch %d [%s] %6lld/%lld  loss %.4f  %6.0f img/s  %5.1fs%s",
+        say("%sepoch %d [%s] %6lld/%lld  loss %.4f  %6.0f img/s  %5.1fs%s",
                     tty_ ? "\r" : "", epoch_, bar.c_str(), static_cast<long long>(done),
                     static_cast<long long>(total_), loss, rate, seconds,
                     tty_ && done < total_ ? "" : "\n");
@@ -243,25 +272,31 @@ private:
 
 void print_backend_report() {
     Stats s = stats();
-    std::printf("backends that ran ops:");
+    say("backends that ran ops:");
     bool any = false;
     for (const Stats::Backend &b : s.backends) {
         if (b.ops == 0) continue;
-        std::printf(" %s (%llu ops)", b.name.c_str(), static_cast<unsigned long long>(b.ops));
+        say(" %s (%llu ops)", b.name.c_str(), static_cast<unsigned long long>(b.ops));
         any = true;
     }
-    std::printf("%s\n", any ? "" : " none");
-    std::printf("fallbacks: %llu", static_cast<unsigned long long>(s.total_fallbacks));
+    say("%s\n", any ? "" : " none");
+    say("fallbacks: %llu", static_cast<unsigned long long>(s.total_fallbacks));
     for (std::size_t i = 0; i < s.fallbacks.size(); ++i)
-        std::printf("%s%s x%llu", i == 0 ? " (" : ", ", s.fallbacks[i].first.c_str(),
+        say("%s%s x%llu", i == 0 ? " (" : ", ", s.fallbacks[i].first.c_str(),
                     static_cast<unsigned long long>(s.fallbacks[i].second));
-    std::printf("%s\n", s.fallbacks.empty() ? "" : ")");
-    std::printf("default backend: %s\n", backend_name().c_str());
+    say("%s\n", s.fallbacks.empty() ? "" : ")");
+    say("default backend: %s\n", backend_name().c_str());
 }
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-int run(const Options &o) {
+#ifdef TINYFIN_HAVE_DIST
+using DistContext = dist::Context;
+#else
+struct DistContext {};
+#endif
+
+int run(const Options &o, DistContext *context) {
     auto t_start = Clock::now();
     fmnist::Split test_split = fmnist::read_split(o.data_dir, "t10k");
     HostData test = prepare(test_split, 0);
@@ -270,16 +305,16 @@ int run(const Options &o) {
     if (!o.eval_path.empty()) {
         nn::load(o.eval_path, *model);
         EvalResult r = evaluate(*model, test);
-        std::printf("evaluated %s on %lld test images in %.2fs\n", o.eval_path.c_str(),
+        say("evaluated %s on %lld test images in %.2fs\n", o.eval_path.c_str(),
                     static_cast<long long>(test.count), r.seconds);
-        std::printf("test accuracy %.4f  test loss %.4f\n", r.accuracy, r.loss);
+        say("test accuracy %.4f  test loss %.4f\n", r.accuracy, r.loss);
         print_backend_report();
         return 0;
     }
 
     fmnist::Split train_split = fmnist::read_split(o.data_dir, "train");
     HostData train = prepare(train_split, o.limit);
-    std::printf("# tinyfin on %s: train %lld x %lldx%lld, test %lld, batch %lld, seed %llu, %lld params "
+    say("# tinyfin on %s: train %lld x %lldx%lld, test %lld, batch %lld, seed %llu, %lld params "
                 "(data %.2fs)\n",
                 default_device().str().c_str(), static_cast<long long>(train.count),
                 static_cast<long long>(train.rows), static_cast<long long>(train.cols),
@@ -287,12 +322,25 @@ int run(const Options &o) {
                 static_cast<unsigned long long>(o.seed),
                 static_cast<long long>(model->parameter_count()), since(t_start));
 
+#ifdef TINYFIN_HAVE_DIST
+    // Wraps the model before the optimizer sees its parameters (rank 0's are broadcast).
+    std::unique_ptr<dist::DistributedDataParallel> ddp;
+    std::unique_ptr<dist::ShardedSampler> sampler;
+    if (context) {
+        ddp = std::make_unique<dist::DistributedDataParallel>(*context, model);
+        sampler = std::make_unique<dist::ShardedSampler>(*context, train.count, o.batch, o.seed);
+        say("# distributed: %d ranks (%s), %.1f images per rank and step\n", context->world_size(),
+            context->launcher().c_str(), static_cast<double>(o.batch) / context->world_size());
+    }
+#else
+    (void)context;
+#endif
     optim::AdamW optimizer(model->parameters(), 1e-3);
     std::vector<float> xbuf;
     std::vector<int64_t> ybuf;
     double t_forward = 0, t_backward = 0, t_step = 0, t_data = 0;
     EvalResult last;
-    std::printf("%5s %8s %8s %7s %7s %8s %9s\n", "epoch", "train_s", "img/s", "eval_s", "loss",
+    say("%5s %8s %8s %7s %7s %8s %9s\n", "epoch", "train_s", "img/s", "eval_s", "loss",
                 "test_acc", "test_loss");
     for (int epoch = 1; epoch <= o.epochs; ++epoch) {
         std::vector<int64_t> perm = permutation(train.count, o.seed, epoch);
@@ -300,42 +348,73 @@ int run(const Options &o) {
         auto t0 = Clock::now();
         Tensor loss_sum = zeros({});
         int64_t batches = 0;
-        for (int64_t i = 0; i < train.count; i += o.batch) {
+#ifdef TINYFIN_HAVE_DIST
+        if (sampler) sampler->set_epoch(epoch);
+#endif
+        for (int64_t i = 0, step = 0; i < train.count; i += o.batch, ++step) {
             int64_t n = std::min<int64_t>(o.batch, train.count - i);
+            // This process's samples: the whole batch, or this rank's slice of it.
+            const int64_t *indices = &perm[i];
+            int64_t local = n;
+#ifdef TINYFIN_HAVE_DIST
+            std::vector<int64_t> slice;
+            if (sampler) {
+                slice = sampler->batch(step);
+                indices = slice.data();
+                local = static_cast<int64_t>(slice.size());
+                ddp->set_batch_size(local);
+            }
+#endif
             auto tp = Clock::now();
-            Batch b = make_batch(train, &perm[i], n, xbuf, ybuf);
-            if (o.profile) { t_data += since(tp); tp = Clock::now(); }
             optimizer.zero_grad();
-            Tensor loss = cross_entropy((*model)(b.x), b.y);
-            if (o.profile) { synchronize(); t_forward += since(tp); tp = Clock::now(); }
-            loss.backward();
-            if (o.profile) { synchronize(); t_backward += since(tp); tp = Clock::now(); }
+            if (local > 0) {
+                Batch b = make_batch(train, indices, local, xbuf, ybuf);
+                if (o.profile) { t_data += since(tp); tp = Clock::now(); }
+                Tensor loss = cross_entropy((*model)(b.x), b.y);
+                if (o.profile) { synchronize(); t_forward += since(tp); tp = Clock::now(); }
+                loss.backward();
+                if (o.profile) { synchronize(); t_backward += since(tp); tp = Clock::now(); }
+                loss_sum = loss_sum + loss.detach();
+                ++batches;
+            }
+#ifdef TINYFIN_HAVE_DIST
+            if (ddp) ddp->synchronize_gradients();
+#endif
             optimizer.step();
             if (o.profile) { synchronize(); t_step += since(tp); }
-            loss_sum = loss_sum + loss.detach();
-            ++batches;
             if (progress.due(i + n))
                 progress.draw(i + n, loss_sum.item<float>() / static_cast<double>(batches), since(t0));
         }
         double train_s = since(t0);
         double mean_loss = loss_sum.item<float>() / static_cast<double>(std::max<int64_t>(batches, 1));
-        EvalResult r = last = evaluate(*model, test);
-        std::printf("%5d %8.2f %8.0f %7.2f %7.4f %8.4f %9.4f\n", epoch, train_s,
+        // In a distributed run only rank 0 reports, so only it evaluates.
+        EvalResult r = last = quiet ? EvalResult{} : evaluate(*model, test);
+        say("%5d %8.2f %8.0f %7.2f %7.4f %8.4f %9.4f\n", epoch, train_s,
                     static_cast<double>(train.count) / train_s, r.seconds, mean_loss, r.accuracy,
                     r.loss);
         std::fflush(stdout);
     }
-    if (o.epochs == 0) last = evaluate(*model, test);
-    std::printf("test accuracy %.4f  test loss %.4f\n", last.accuracy, last.loss);
+    if (o.epochs == 0 && !quiet) last = evaluate(*model, test);
+    say("test accuracy %.4f  test loss %.4f\n", last.accuracy, last.loss);
     if (o.profile)
-        std::printf("# profile: data %.2fs, forward %.2fs, backward %.2fs, optimizer %.2fs\n", t_data,
+        say("# profile: data %.2fs, forward %.2fs, backward %.2fs, optimizer %.2fs\n", t_data,
                     t_forward, t_backward, t_step);
     if (!o.save_path.empty()) {
         nn::save(o.save_path, *model);
-        std::printf("saved %s\n", o.save_path.c_str());
+        say("saved %s\n", o.save_path.c_str());
     }
-    std::printf("total time %.2fs\n", since(t_start));
+    say("total time %.2fs\n", since(t_start));
     print_backend_report();
+#ifdef TINYFIN_HAVE_DIST
+    if (context) {
+        // Every rank, rank 0 last (after its report): identical when the ranks stayed in step.
+        std::fflush(stdout);
+        context->barrier();
+        std::printf("rank %d weights checksum %016llx\n", context->rank(),
+                    static_cast<unsigned long long>(dist::checksum(model->parameters())));
+        std::fflush(stdout);
+    }
+#endif
     return 0;
 }
 
@@ -343,8 +422,26 @@ int run(const Options &o) {
 
 int main(int argc, char **argv) {
     Options options = parse_args(argc, argv);
+#ifdef TINYFIN_HAVE_DIST
+    std::unique_ptr<dist::Context> context;
+    if (options.distributed) {
+        context = std::make_unique<dist::Context>(&argc, &argv);
+        quiet = context->rank() != 0;
+    }
+    // A rank that fails stops the others (they would wait for it in the next allreduce).
+    auto fail = [&context](const std::exception &e) {
+        if (context) context->abort(1, std::string("fashion_mnist: ") + e.what());
+        std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
+        return 1;
+    };
     try {
-        return run(options);
+        return run(options, context.get());
+    } catch (const std::exception &e) {
+        return fail(e);
+    }
+#else
+    try {
+        return run(options, nullptr);
     } catch (const fmnist::DataError &e) {
         std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
         return 1;
@@ -352,4 +449,5 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
         return 1;
     }
+#endif
 }

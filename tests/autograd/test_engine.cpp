@@ -6,6 +6,7 @@
 #include <cmath>
 #include <thread>
 
+#include "tinyfin/extend.hpp"
 #include "tinyfin/tinyfin.hpp"
 
 using namespace tinyfin;
@@ -308,4 +309,50 @@ TEST_CASE("each leaf owns a contiguous gradient: no aliasing between leaves, see
     pad(p, {1, 1}).backward(t({9, 1, 2, 3, 9}, {5}));
     CHECK(p.grad().is_contiguous());
     CHECK(p.grad().to_vector<float>() == F{1, 2, 3});
+}
+
+TEST_CASE("post-accumulate grad hooks run once per backward with the final gradient") {
+    Tensor w = from_vector<float>({1, 2}, {2});
+    w.requires_grad_();
+    std::vector<std::vector<float>> seen;
+    uint64_t id = register_post_accumulate_grad_hook(
+        w, [&seen](const Tensor &leaf) { seen.push_back(leaf.grad().to_vector<float>()); });
+    // w is used twice: the hook sees the sum of both contributions, once.
+    sum(w * w + w * 3.0).backward();
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0] == std::vector<float>{5, 7});
+    // A second backward accumulates: the hook sees the running total.
+    sum(w).backward();
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[1] == std::vector<float>{6, 8});
+    remove_post_accumulate_grad_hook(w, id);
+    remove_post_accumulate_grad_hook(w, id + 1000); // unknown ids are ignored
+    sum(w).backward();
+    CHECK(seen.size() == 2);
+
+    Tensor y = w * 2.0;
+    CHECK_THROWS_AS(register_post_accumulate_grad_hook(y, [](const Tensor &) {}), AutogradError);
+    CHECK_THROWS_AS(register_post_accumulate_grad_hook(w, nullptr), ValueError);
+    // An exception in a hook leaves backward.
+    register_post_accumulate_grad_hook(w, [](const Tensor &) { throw ValueError("from the hook"); });
+    CHECK_THROWS_AS(sum(w).backward(), ValueError);
+}
+
+TEST_CASE("host_data and copy_from_host") {
+    Tensor t = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+    auto *p = static_cast<float *>(t.host_data()); // cpu: host-addressable
+    REQUIRE(p != nullptr);
+    CHECK(p[4] == 5);
+    CHECK(static_cast<float *>(t.slice(0, 1, 2).host_data()) == p + 3);
+    float src[3] = {7, 8, 9};
+    copy_from_host(t.slice(0, 1, 2), src, sizeof src);
+    CHECK(t.to_vector<float>() == std::vector<float>{1, 2, 3, 7, 8, 9});
+    CHECK_THROWS_AS(copy_from_host(t.transpose(0, 1), src, 6 * sizeof(float)), ValueError);
+    CHECK_THROWS_AS(copy_from_host(t, src, sizeof src), ValueError);
+    Tensor w = zeros({3});
+    w.requires_grad_();
+    CHECK_THROWS_AS(copy_from_host(w, src, sizeof src), AutogradError);
+    NoGradGuard no_grad;
+    copy_from_host(w, src, sizeof src);
+    CHECK(w.to_vector<float>() == std::vector<float>{7, 8, 9});
 }
