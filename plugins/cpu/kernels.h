@@ -280,11 +280,14 @@ struct view {
 };
 
 // A size-1 axis gets stride 0: its element stride can be any value (validation bounds only the
-// strides of longer axes), and scaling a huge one to bytes would overflow.
+// strides of longer axes), and scaling a huge one to bytes would overflow. A tensor with no
+// elements may carry any strides at all (validation skips them) and is never walked, so its
+// byte strides wrap instead of overflowing.
 inline view view_of(const tf_tensor_desc &d) {
     view v{d.data ? static_cast<char *>(d.data) + d.offset : nullptr, {}};
-    const auto size = static_cast<int64_t>(dtype_size(d.dtype));
-    for (int i = 0; i < d.rank; ++i) v.strides[i] = d.shape[i] > 1 ? d.strides[i] * size : 0;
+    const auto size = static_cast<uint64_t>(dtype_size(d.dtype));
+    for (int i = 0; i < d.rank; ++i)
+        v.strides[i] = d.shape[i] > 1 ? static_cast<int64_t>(static_cast<uint64_t>(d.strides[i]) * size) : 0;
     return v;
 }
 
