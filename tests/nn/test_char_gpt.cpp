@@ -64,7 +64,7 @@ TEST_CASE("corpus: text files only, byte vocabulary, 90/10 split") {
     REQUIRE(c.files.size() == 2);
     CHECK(fs::path(c.files[0]).filename() == "a");
     CHECK(c.size() == 18);
-    CHECK(c.vocab == std::string("\n%abcdehlorw "));
+    CHECK(c.vocab == std::string("\n %abcdehlorw"));
     // " " (32) sorts before "%" (37): the vocabulary is in byte order.
     std::string sorted = c.vocab;
     std::sort(sorted.begin(), sorted.end());
