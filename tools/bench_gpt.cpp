@@ -76,10 +76,13 @@ GptRates run_train_gpt(int steps) {
     chargpt::SampleOptions so;
     so.tokens = 200;
     so.temperature = 0.8;
+    getrusage(RUSAGE_SELF, &before);
     chargpt::SampleResult s = chargpt::sample(model, chargpt::encode(corpus.vocab, "\n"), so);
+    getrusage(RUSAGE_SELF, &after);
     r.sample_tokens_per_s = static_cast<double>(s.tokens.size()) / s.seconds;
-    std::printf("gpt sampling with the KV cache: %zu tokens in %.2f s, %.0f tokens/s\n", s.tokens.size(),
-                s.seconds, r.sample_tokens_per_s);
+    std::printf("gpt sampling with the KV cache: %zu tokens in %.2f s, %.0f tokens/s, cpu time per token %.2f ms\n",
+                s.tokens.size(), s.seconds, r.sample_tokens_per_s,
+                (cpu_ms(after) - cpu_ms(before)) / static_cast<double>(s.tokens.size()));
     return r;
 }
 

@@ -24,6 +24,7 @@ import glob
 import json
 import math
 import os
+import resource
 import time
 
 CONFIGS = {  # context, dim, layers, heads: examples/char_gpt/model.cpp's config_named
@@ -148,12 +149,16 @@ def main():
         ix = torch.randint(len(d) - T - 1, (B,), generator=gen)
         return (torch.stack([d[i:i + T] for i in ix]), torch.stack([d[i + 1:i + T + 1] for i in ix]))
 
-    times = []
+    def cpu_s():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    times, cpu_times = [], []
     for step in range(total):
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
         x, y = batch(train, g)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_s()
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x).view(-1, V), y.view(-1))
         loss.backward()
@@ -161,12 +166,15 @@ def main():
         opt.step()
         last_loss = loss.item()
         times.append(time.perf_counter() - t0)
+        cpu_times.append(cpu_s() - c0)
     out = {"config": args.name, "model": args.config, "torch": torch.__version__,
            "threads": torch.get_num_threads(), "blas_threads": blas_threads, "steps": total,
            "last_loss": last_loss}
     timed = sorted(times[3:] if len(times) > 6 else times)
     median = timed[len(timed) // 2]
-    out.update({"median_ms": median * 1e3, "tokens_per_s": B * T / median})
+    cpu_timed = cpu_times[3:] if len(cpu_times) > 6 else cpu_times
+    out.update({"median_ms": median * 1e3, "tokens_per_s": B * T / median,
+                "cpu_ms_per_step": sum(cpu_timed) / len(cpu_timed) * 1e3})
     model.eval()
     with torch.no_grad():
         if args.steps > 0:
@@ -181,7 +189,7 @@ def main():
             caches = [[None, None] for _ in range(L)]
             logits = model(torch.tensor([tokens]), caches, 0)[0, -1]
             length = 1
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), cpu_s()
             for i in range(args.sample):
                 probs = torch.softmax(logits / 0.8, -1)
                 nxt = int(torch.multinomial(probs, 1, generator=gen))
@@ -197,6 +205,7 @@ def main():
                     logits = model(torch.tensor([[nxt]]), caches, length)[0, -1]
                     length += 1
             out["sample_tokens_per_s"] = args.sample / (time.perf_counter() - t0)
+            out["sample_cpu_ms_per_token"] = (cpu_s() - c0) * 1e3 / args.sample
             out["sample"] = bytes(vocab[t] for t in tokens[1:]).decode("latin-1")
     print(json.dumps(out))
     return 0

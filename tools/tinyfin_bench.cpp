@@ -705,8 +705,9 @@ std::pair<double, double> run_torch_gpt(const Options &o, int threads, int steps
         print_no_result((std::string("torch gpt ") + config).c_str(), line, status);
         return {NAN, NAN};
     }
-    std::printf("torch %-7s gpt step median %.1f ms, %.0f tokens/s; KV-cached sampling %.0f tokens/s (%s)\n",
-                config, number("median_ms"), train, sample,
+    std::printf("torch %-7s gpt step median %.1f ms, %.0f tokens/s, cpu time per step %.1f ms; KV-cached sampling "
+                "%.0f tokens/s, cpu time per token %.2f ms (%s)\n",
+                config, number("median_ms"), train, number("cpu_ms_per_step"), sample, number("sample_cpu_ms_per_token"),
                 tuned ? "OpenBLAS 1 thread, malloc tunables" : "as shipped");
     return {train, sample};
 }
