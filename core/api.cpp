@@ -150,6 +150,37 @@ void collect_feature(void *user, const char *key, const char *value) {
     if (key) features->emplace_back(key, value ? value : "");
 }
 
+// One plugin's record; a loaded backend is initialised to list its devices, features and ops.
+PluginReport describe_plugin(const PluginRecord &record) {
+    PluginReport p;
+    p.path = record.path;
+    p.resolved_path = record.resolved_path;
+    p.name = record.name;
+    p.outcome = record.outcome;
+    p.message = record.message;
+    p.version = record.version;
+    p.abi_version = record.abi_version;
+    p.priority = record.priority;
+    Backend *backend = record.backend;
+    if (!backend) return p;
+    if (!backend->ensure_init()) {
+        p.outcome = "init-failed";
+        p.message = backend->init_error();
+        return p;
+    }
+    p.initialised = true;
+    for (int d = 0; d < backend->device_count(); ++d) {
+        const tf_device_info &info = backend->device(d);
+        p.devices.push_back({info.name, kind_name(info.kind), info.memory_total, info.memory_free,
+                             info.uuid, info.host_addressable != 0});
+    }
+    backend->list_features(collect_feature, &p.features);
+    for (std::size_t op = 0; op < op_table.size(); ++op)
+        if (supports_sample(*backend, static_cast<tf_op>(op)))
+            p.supported_ops.emplace_back(op_table[op].name);
+    return p;
+}
+
 } // namespace
 
 Report report() {
@@ -159,38 +190,18 @@ Report report() {
     out.core_version = TF_CORE_VERSION;
     for (const SearchEntry &entry : registry.loaded().search_path)
         out.search_path.push_back({entry.path, entry.origin});
-    for (const PluginRecord &record : registry.loaded().records) {
-        PluginReport p;
-        p.path = record.path;
-        p.resolved_path = record.resolved_path;
-        p.name = record.name;
-        p.outcome = record.outcome;
-        p.message = record.message;
-        p.version = record.version;
-        p.abi_version = record.abi_version;
-        p.priority = record.priority;
-        if (Backend *backend = record.backend) {
-            if (!backend->ensure_init()) {
-                p.outcome = "init-failed";
-                p.message = backend->init_error();
-            } else {
-                p.initialised = true;
-                for (int d = 0; d < backend->device_count(); ++d) {
-                    const tf_device_info &info = backend->device(d);
-                    p.devices.push_back({info.name, kind_name(info.kind), info.memory_total,
-                                         info.memory_free, info.uuid, info.host_addressable != 0});
-                }
-                backend->list_features(collect_feature, &p.features);
-                for (std::size_t op = 0; op < op_table.size(); ++op)
-                    if (supports_sample(*backend, static_cast<tf_op>(op)))
-                        p.supported_ops.emplace_back(op_table[op].name);
-            }
-        }
-        out.plugins.push_back(std::move(p));
-    }
+    for (const PluginRecord &record : registry.loaded().records)
+        out.plugins.push_back(describe_plugin(record));
     registry.selection(out.requested, out.selection_notes);
     out.selected = registry.selected_name();
     return out;
+}
+
+PluginReport backend_report(std::string_view name) {
+    for (const PluginRecord &record : Registry::instance().loaded().records)
+        if (record.backend && record.name == name) return describe_plugin(record);
+    raise<BackendError>("backend_report: no loaded backend is named '" + std::string(name) +
+                        "' (tinyfin-info lists what loaded and why the others did not)");
 }
 
 std::vector<std::string> plugin_candidates() { return candidate_files(); }

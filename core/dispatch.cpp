@@ -37,11 +37,15 @@ constexpr std::size_t max_operands = 8;
     desc.data = t.storage->host;
 }
 
+// "f32[2,3]", with the layout when it is not the plain contiguous one, since strides and offsets
+// are what a plugin often refuses: "f32[3,2] strides [1,3]", "f32[4] offset 8".
 std::string describe_operands(std::span<const TensorImpl *const> tensors) {
     std::string text;
     for (const TensorImpl *t : tensors) {
         if (!text.empty()) text += ", ";
         text += std::string(dtype_name(t->dtype)) + shape_str(t->shape);
+        if (t->strides != contiguous_strides(t->shape)) text += " strides " + shape_str(t->strides);
+        if (t->offset != 0) text += " offset " + std::to_string(t->offset);
     }
     return text;
 }
@@ -68,8 +72,8 @@ Staged stage_to_host(Registry &registry, const TensorImpl &t, bool read_contents
 // shapes, strides and params alone and without side effects (plugin-abi.md R8), so asking again
 // about the same layout only repeats its checks: on cpu that was a sixth of a small op's cost.
 // Remembered: ops without params, at most 3 operands of rank <= 4 (elementwise, matmul, copies),
-// one entry per op and backend (modulo the table size); offsets are part of the key though R8
-// leaves them out.
+// one entry per op and backend (modulo the table size); offsets are part of the key, since R8
+// lets a plugin refuse on an offset or alignment.
 class SupportsCache {
 public:
     // The remembered answer, or -1.

@@ -12,8 +12,8 @@
 // sample), the spread (min, max, quartiles) and a rate: GFLOP/s for matmul and conv, GB/s of
 // compulsory traffic for memory-bound ops, ns per call for the dispatch overhead. "openblas" is
 // cblas_sgemm called directly on preallocated buffers (built only when OpenBLAS was found).
-// numpy and torch run in Debian's /usr/bin/python3 through bench_peers.py, installed beside this
-// tool, as a co-process that times each case right after tinyfin, with the same thread count.
+// numpy and torch run in Debian's /usr/bin/python3 through bench_peers.py (beside this tool in
+// the build tree, in libexec/tinyfin when installed), as a co-process that times each case right after tinyfin, with the same thread count.
 // docs/performance.md has the numbers of the development machine and how they were taken.
 #include <algorithm>
 #include <chrono>
@@ -577,7 +577,7 @@ std::string json_string(const std::string &text) {
     return out + "\"";
 }
 
-// The directory of this executable: bench_peers.py lives beside it (build tree and install).
+// The directory of this executable.
 std::string exe_dir() {
     char path[4096];
     const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
@@ -586,6 +586,14 @@ std::string exe_dir() {
     std::string p(path);
     const size_t slash = p.rfind('/');
     return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+// A Python helper of this tool: beside the executable in the build tree, in
+// <libexecdir>/tinyfin when installed (TF_BENCH_LIBEXEC is that directory relative to bindir).
+std::string helper_script(const char *name) {
+    const std::string beside = exe_dir() + "/" + name;
+    if (access(beside.c_str(), R_OK) == 0) return beside;
+    return exe_dir() + "/" TF_BENCH_LIBEXEC "/" + name;
 }
 
 // A tiny reader for the flat JSON bench_peers.py prints: one object per line,
@@ -672,7 +680,7 @@ void print_no_result(const char *what, const PeerLine &line, int status) {
 // images/s, or NaN when it did not run.
 double run_torch_train(const Options &o, int threads, int steps, bool tuned) {
     const char *config = tuned ? "tuned" : "default";
-    std::vector<std::string> args = {exe_dir() + "/bench_train_torch.py", "--steps", std::to_string(steps), "--threads",
+    std::vector<std::string> args = {helper_script("bench_train_torch.py"), "--steps", std::to_string(steps), "--threads",
                                      std::to_string(threads), "--config", config};
     if (tuned) args.insert(args.end(), {"--blas-threads", "1", "--channels-last"});
     int status = 0;
@@ -694,7 +702,7 @@ double run_torch_train(const Options &o, int threads, int steps, bool tuned) {
 // tunables). Returns {train tokens/s, sample tokens/s}, NaN when it did not run.
 std::pair<double, double> run_torch_gpt(const Options &o, int threads, int steps, bool tuned) {
     const char *config = tuned ? "tuned" : "default";
-    std::vector<std::string> args = {exe_dir() + "/bench_gpt_torch.py", "--time-steps", std::to_string(steps),
+    std::vector<std::string> args = {helper_script("bench_gpt_torch.py"), "--time-steps", std::to_string(steps),
                                      "--threads", std::to_string(threads), "--name", config};
     if (tuned) args.insert(args.end(), {"--blas-threads", "1"});
     int status = 0;
@@ -717,7 +725,7 @@ std::pair<double, double> run_torch_gpt(const Options &o, int threads, int steps
 class PeerProcess {
 public:
     PeerProcess(const Options &o, int threads, std::vector<std::string> &notes) : notes_(notes) {
-        const std::string script = exe_dir() + "/bench_peers.py";
+        const std::string script = helper_script("bench_peers.py");
         if (access(script.c_str(), R_OK) != 0) {
             notes_.push_back("peers skipped: " + script + " not found");
             return;

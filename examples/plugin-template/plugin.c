@@ -184,7 +184,9 @@ static const tf_plugin example_table = {
     .abi_version = TF_ABI_VERSION,
     .name = EXAMPLE_NAME,
     .version = "0.1.0",
-    .priority = 1,
+    /* 0: a peer of cpu, used only when named (TINYFIN_BACKEND=example). Declare more only
+     * when this backend should run every program's ops by default: docs/plugin-abi.md. */
+    .priority = 0,
     .reserved_ = 0,
     .probe = example_probe,
     .init = example_init,

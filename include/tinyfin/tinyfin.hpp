@@ -440,6 +440,10 @@ struct Report {
 };
 // Initialises every loaded plugin (to list devices) and describes the whole registry.
 Report report();
+// The report of one loaded backend, initialising only that one: its devices (with free memory
+// now), features (live counters) and sample op support. Throws BackendError when no loaded
+// backend has that name.
+PluginReport backend_report(std::string_view name);
 // Names of all ops in ops.def order.
 std::vector<std::string> op_names();
 

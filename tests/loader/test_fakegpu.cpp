@@ -4,6 +4,7 @@
 //
 //   fakegpu:*         TINYFIN_PLUGIN_PATH=fakegpu.so TINYFIN_BACKEND=fakegpu
 //   fallback-error:*  the same with TINYFIN_FALLBACK=error
+//   report-one:*      fakegpu on the path, TINYFIN_BACKEND=cpu
 #include "loader_support.hpp"
 
 #include <tinyfin/plugin.h>
@@ -20,24 +21,33 @@ namespace {
 
 using AddCountFn = uint64_t (*)(void);
 
-// fakegpu's own count of the adds it ran, read through its get_proc hatch from
-// the very copy of fakegpu.so the core loaded (RTLD_NOLOAD: no second copy).
+// One of fakegpu's own counters, read through its get_proc hatch from the very copy of
+// fakegpu.so the core loaded (RTLD_NOLOAD: no second copy).
+AddCountFn fakegpu_counter(const char *name) {
+    (void)tinyfin::backend_name(); // the core has loaded its plugins
+    const std::string path = required_env("LOADER_FAKEGPU");
+    void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    REQUIRE_MESSAGE(handle != nullptr, "the core has not loaded " << path);
+    auto entry = reinterpret_cast<tf_plugin_entry_fn>(dlsym(handle, TF_PLUGIN_ENTRY_NAME));
+    REQUIRE(bool(entry));
+    const tf_host_api host = {sizeof(tf_host_api), TF_ABI_VERSION, nullptr, nullptr};
+    const tf_plugin *table = entry(&host);
+    REQUIRE(table != nullptr);
+    REQUIRE(bool(table->get_proc));
+    auto fn = reinterpret_cast<AddCountFn>(table->get_proc(name));
+    REQUIRE(bool(fn));
+    return fn;
+}
+
+// The adds fakegpu ran.
 uint64_t fakegpu_add_count() {
-    static AddCountFn count = [] {
-        (void)tinyfin::backend_name(); // the core has loaded its plugins
-        const std::string path = required_env("LOADER_FAKEGPU");
-        void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-        REQUIRE_MESSAGE(handle != nullptr, "the core has not loaded " << path);
-        auto entry = reinterpret_cast<tf_plugin_entry_fn>(dlsym(handle, TF_PLUGIN_ENTRY_NAME));
-        REQUIRE(bool(entry));
-        const tf_host_api host = {sizeof(tf_host_api), TF_ABI_VERSION, nullptr, nullptr};
-        const tf_plugin *table = entry(&host);
-        REQUIRE(table != nullptr);
-        REQUIRE(bool(table->get_proc));
-        auto fn = reinterpret_cast<AddCountFn>(table->get_proc("fakegpu_add_count"));
-        REQUIRE(bool(fn));
-        return fn;
-    }();
+    static AddCountFn count = fakegpu_counter("fakegpu_add_count");
+    return count();
+}
+
+// How often fakegpu's init ran.
+uint64_t fakegpu_init_count() {
+    static AddCountFn count = fakegpu_counter("fakegpu_init_count");
     return count();
 }
 
@@ -221,9 +231,55 @@ TEST_CASE("fallback-error: mul throws FallbackError naming the op and the backen
     CHECK(contains(what, "mul"));
     CHECK(contains(what, "fakegpu"));
 
+    // The operands' layout is named when it is not plain contiguous: strides and offsets are
+    // what plugins refuse most often (the TINYFIN_LOG=fallback line uses the same text).
+    auto m = tinyfin::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+    std::string strided;
+    try {
+        (void)tinyfin::mul(m.slice(1, 0, 2).transpose(0, 1), m.slice(1, 1, 3).transpose(0, 1));
+    } catch (const tinyfin::FallbackError &e) {
+        strided = e.what();
+    }
+    CAPTURE(strided);
+    CHECK(contains(strided, "f32[2,2] strides [1,3], "));
+    CHECK(contains(strided, "f32[2,2] strides [1,3] offset 1"));
+
     const uint64_t adds = fakegpu_add_count();
     auto c = tinyfin::add(a, b);
     CHECK(fakegpu_add_count() == adds + 1);
     CHECK(c.device() == fakegpu0);
     CHECK(values_of(c) == std::vector<float>{5, 7, 9});
+}
+
+// ---- report-one: TINYFIN_BACKEND=cpu, fakegpu loaded but not needed -----------------------
+
+TEST_CASE("report-one: backend_report initialises only the backend it describes") {
+    CHECK(tinyfin::backend_name() == "cpu");
+    CHECK(fakegpu_init_count() == 0);
+
+    const tinyfin::PluginReport cpu = tinyfin::backend_report("cpu");
+    CHECK(cpu.outcome == "loaded");
+    CHECK(cpu.initialised);
+    REQUIRE_FALSE(cpu.devices.empty());
+    CHECK(cpu.devices[0].host_addressable);
+    CHECK(fakegpu_init_count() == 0); // report() would have initialised fakegpu too
+
+    const tinyfin::PluginReport fake = tinyfin::backend_report("fakegpu");
+    CHECK(fakegpu_init_count() == 1);
+    CHECK(fake.initialised);
+    CHECK(fake.supported_ops == std::vector<std::string>{"add"});
+    CHECK(std::find(fake.features.begin(), fake.features.end(),
+                    std::pair<std::string, std::string>{
+                        "fakegpu.purpose", "test stand-in for a device-resident backend"}) !=
+          fake.features.end());
+    (void)tinyfin::backend_report("fakegpu");
+    CHECK(fakegpu_init_count() == 1); // init runs once
+
+    std::string what;
+    try {
+        (void)tinyfin::backend_report("nosuch");
+    } catch (const tinyfin::BackendError &e) {
+        what = e.what();
+    }
+    CHECK(contains(what, "no loaded backend is named 'nosuch'"));
 }

@@ -3,7 +3,8 @@
 --destdir), build examples/plugin-template against that install through pkg-config (never the
 source tree), then check that tinyfin-info lists the plugin, that its ops run on it and the rest
 falls back (a program built against the installed tinyfin.pc), and that
-`tinyfin-conform --plugin` passes on it.
+`tinyfin-conform --plugin` passes on it. Then the same with CMake: the template and that program
+built through find_package(tinyfin) against the same install.
 
 usage: check_template.py BUILD_DIR SOURCE_DIR
 """
@@ -90,6 +91,26 @@ def main():
         run([program], env=env)
 
         run([conform, 'test', '--plugin', plugin], env=dict(env, TINYFIN_FALLBACK='error'))
+
+        # CMake users: find_package(tinyfin) against the same install, for the plugin
+        # (tinyfin::plugin) and for a program (tinyfin::tinyfin).
+        prefix = os.path.dirname(os.path.dirname(info))
+        find(dest, 'tinyfinConfig.cmake')
+        find(dest, 'tinyfinConfigVersion.cmake')
+        cmake_args = ['-DCMAKE_PREFIX_PATH=' + prefix, '-DCMAKE_BUILD_TYPE=Release']
+        if sanitize:
+            cmake_args.append('-DCMAKE_CXX_FLAGS=' + ' '.join(sanitize))
+        cmake_plugin = os.path.join(work, 'cmake-plugin')
+        run(['cmake', '-S', template, '-B', cmake_plugin] + cmake_args)
+        run(['cmake', '--build', cmake_plugin])
+        cmake_plugin_so = os.path.join(cmake_plugin, 'example.so')
+        exported = run(['nm', '-D', '--defined-only', cmake_plugin_so]).split()
+        if 'tf_plugin_entry' not in exported or len([w for w in exported if w.startswith('tf_')]) != 1:
+            sys.exit(f'check_template: the CMake-built plugin exports {exported}, want tf_plugin_entry alone')
+        cmake_use = os.path.join(work, 'cmake-use')
+        run(['cmake', '-S', os.path.join(source, 'tests', 'sdk', 'cmake'), '-B', cmake_use] + cmake_args)
+        run(['cmake', '--build', cmake_use])
+        run([os.path.join(cmake_use, 'use-example')], env=dict(env, TINYFIN_PLUGIN_PATH=cmake_plugin_so))
         print('check_template: ok')
     finally:
         shutil.rmtree(work, ignore_errors=True)

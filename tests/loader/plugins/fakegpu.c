@@ -4,7 +4,8 @@
  * the core may not address (no buffer_host_ptr), so every byte between host
  * and device goes through buffer_write/buffer_read and is counted in stats().
  * It runs exactly one op, add on f32 tensors of any strides, and counts the
- * adds it ran; tests read the count through get_proc("fakegpu_add_count").
+ * adds it ran and how often init ran; tests read the counts through get_proc
+ * ("fakegpu_add_count", "fakegpu_init_count").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ struct tf_buffer {
 
 static const tf_host_api *fakegpu_host;
 static uint64_t fakegpu_adds;
+static uint64_t fakegpu_inits;
 
 static void fakegpu_set_error(tf_error *err, const char *message) {
     if (err && err->struct_size >= sizeof(tf_error))
@@ -84,6 +86,7 @@ static tf_status fakegpu_probe(tf_error *err) {
 
 static tf_status fakegpu_init(tf_error *err) {
     (void)err;
+    __atomic_fetch_add(&fakegpu_inits, 1, __ATOMIC_RELAXED);
     return TF_STATUS_OK;
 }
 
@@ -237,6 +240,7 @@ static void fakegpu_list_features(tf_feature_fn emit, void *user) {
 }
 
 static uint64_t fakegpu_add_count(void) { return __atomic_load_n(&fakegpu_adds, __ATOMIC_RELAXED); }
+static uint64_t fakegpu_init_count(void) { return __atomic_load_n(&fakegpu_inits, __ATOMIC_RELAXED); }
 
 static void *fakegpu_get_proc(const char *name) {
     /* ISO C has no function-to-object pointer cast; a union carries the address. */
@@ -244,8 +248,10 @@ static void *fakegpu_get_proc(const char *name) {
         uint64_t (*function)(void);
         void *object;
     } proc;
-    if (!name || strcmp(name, "fakegpu_add_count") != 0) return NULL;
-    proc.function = fakegpu_add_count;
+    if (!name) return NULL;
+    if (strcmp(name, "fakegpu_add_count") == 0) proc.function = fakegpu_add_count;
+    else if (strcmp(name, "fakegpu_init_count") == 0) proc.function = fakegpu_init_count;
+    else return NULL;
     return proc.object;
 }
 
