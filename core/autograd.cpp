@@ -67,7 +67,10 @@ Tensor owned_gradient(const Tensor &grad) {
     return copy;
 }
 
-// Adds each incoming gradient into a leaf's grad.
+// Adds each incoming gradient into a leaf's grad. Backward passes on several threads may reach
+// one leaf at once: the read, the add and the store are one step under the leaf's mutex, so no
+// pass's contribution is lost and no thread reads a grad another is replacing. The add runs
+// under the lock: contributions to one leaf are serialised, those to different leaves are not.
 struct AccumulateNode final : Node {
     std::weak_ptr<TensorImpl> leaf;
 
@@ -75,6 +78,7 @@ struct AccumulateNode final : Node {
         std::shared_ptr<TensorImpl> impl = leaf.lock();
         if (!impl) return {};
         AutogradMeta &meta = *impl->autograd;
+        std::lock_guard lock(meta.mutex);
         meta.grad = meta.grad.defined() ? add(meta.grad, grad_output) : owned_gradient(grad_output);
         return {};
     }
@@ -90,6 +94,7 @@ std::shared_ptr<Node> gradient_edge(const Tensor &t) {
     TensorImpl &impl = *t.impl();
     AutogradMeta &meta = meta_of(impl);
     if (meta.grad_fn) return meta.grad_fn;
+    std::lock_guard lock(meta.mutex);
     if (auto node = meta.accumulator.lock()) return node;
     // One accumulator per leaf, owned by the graphs that use it; the leaf refers to it weakly.
     auto node = std::make_shared<AccumulateNode>();
@@ -178,7 +183,9 @@ bool Tensor::is_leaf() const {
 
 Tensor Tensor::grad() const {
     const TensorImpl &impl = impl_of(*this, "grad");
-    return impl.autograd ? impl.autograd->grad : Tensor();
+    if (!impl.autograd) return Tensor();
+    std::lock_guard lock(impl.autograd->mutex);
+    return impl.autograd->grad;
 }
 
 void Tensor::set_grad(const Tensor &grad) {
@@ -186,12 +193,26 @@ void Tensor::set_grad(const Tensor &grad) {
     if (grad.defined() && grad.shape() != impl.shape)
         raise<ShapeError>("set_grad: gradient shape " + shape_str(grad.shape()) +
                           " differs from the tensor's " + shape_str(impl.shape));
-    meta_of(impl).grad = grad;
+    // backward() accumulates into the gradient with the tensor's dtype on its device: a foreign
+    // one would fail there, far from the call that set it.
+    if (grad.defined() && grad.dtype() != impl.dtype)
+        raise<DTypeError>("set_grad: gradient dtype " + std::string(dtype_name(grad.dtype())) +
+                          " differs from the tensor's " + dtype_name(impl.dtype) +
+                          "; cast it with .to(dtype) first");
+    if (grad.defined() && grad.device() != device())
+        raise<DeviceError>("set_grad: gradient on " + grad.device().str() + ", the tensor on " +
+                           device().str() + "; move it with .to(device) first");
+    AutogradMeta &meta = meta_of(impl);
+    std::lock_guard lock(meta.mutex);
+    meta.grad = grad;
 }
 
 void Tensor::zero_grad() {
     TensorImpl &impl = const_cast<TensorImpl &>(impl_of(*this, "zero_grad"));
-    if (impl.autograd) impl.autograd->grad = Tensor();
+    if (!impl.autograd) return;
+    Tensor old;  // released after the lock: freeing a buffer calls into the plugin
+    std::lock_guard lock(impl.autograd->mutex);
+    old = std::move(impl.autograd->grad);
 }
 
 Tensor Tensor::detach() const {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "tensor_impl.hpp"
@@ -22,6 +23,9 @@ struct AutogradMeta {
     bool requires_grad = false;
     // The op that produced the tensor; null for leaves.
     std::shared_ptr<Node> grad_fn;
+    // Leaves only: guards grad and accumulator. Forward and backward passes on several threads
+    // may share a leaf (one model, several threads): each accumulates into the same grad.
+    std::mutex mutex;
     // Leaves only: the accumulated gradient.
     Tensor grad;
     // Leaves only: the node that accumulates into grad (shared by every use of the leaf).

@@ -31,6 +31,8 @@ Tensor empty(const Shape &shape, DType dtype, std::optional<Device> device) {
 
 Tensor full(const Shape &shape, double value, DType dtype, std::optional<Device> device) {
     Tensor out = empty(shape, dtype, std::move(device));
+    // Nothing to fill; and a plugin may refuse to address [0, 2^62] although it holds nothing.
+    if (out.numel() == 0) return out;
     tf_params_fill params{sizeof(tf_params_fill), value};
     dispatch(TF_OP_FILL, {}, {out}, &params);
     return out;
@@ -79,13 +81,26 @@ Tensor arange(double start, double end, double step, DType dtype, std::optional<
     double count = std::ceil((end - start) / step);
     if (count > 1e12) raise<ValueError>("arange: " + std::to_string(count) + " elements is too many");
     int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+    bool integral = dtype == DType::i32 || dtype == DType::i64 || dtype == DType::boolean;
+    if (integral && n > 0) {
+        // The values are monotonic: the ends bound them. Out of range they would wrap (i32) or
+        // be undefined (the double to int64 conversion).
+        double lo = dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+        double hi = dtype == DType::i32 ? 2147483647.0 : 9223372036854775807.0; // rounds to 2^63
+        double last = start + static_cast<double>(n - 1) * step;
+        for (double v : {start, last})
+            if (v < lo || (dtype == DType::i32 ? v > hi : v >= hi))
+                raise<ValueError>("arange: value " + std::to_string(v) + " does not fit in " +
+                                  dtype_name(dtype) + " (start " + std::to_string(start) +
+                                  ", end " + std::to_string(end) + ", step " + std::to_string(step) +
+                                  "); use a wider dtype or a smaller range");
+    }
     // Generated in double on the host, then cast on the device: exact for every dtype.
     std::vector<double> values(static_cast<std::size_t>(n));
     for (int64_t i = 0; i < n; ++i) values[i] = start + static_cast<double>(i) * step;
     std::vector<float> f32(values.begin(), values.end());
     std::vector<int64_t> i64(n);
     for (int64_t i = 0; i < n; ++i) i64[i] = static_cast<int64_t>(values[i]);
-    bool integral = dtype == DType::i32 || dtype == DType::i64 || dtype == DType::boolean;
     Tensor t = integral ? from_host(i64.data(), {n}, DType::i64, std::move(device))
                         : from_host(f32.data(), {n}, DType::f32, std::move(device));
     return cast(t, dtype);

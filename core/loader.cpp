@@ -66,9 +66,16 @@ std::vector<SearchEntry> build_search_path() {
     std::vector<SearchEntry> path;
     std::vector<std::string> user;
     split_colon_list(env("TINYFIN_PLUGIN_PATH"), user);
+    // "" is unset (tinyfin/env.h); "a::b", ":a" or "a:" have an empty entry.
+    const bool set = !user.empty() && !(user.size() == 1 && user[0].empty());
     for (const std::string &entry : user) {
         // An empty entry means "current directory" to most colon lists; never here.
-        if (entry.empty()) continue;
+        if (entry.empty()) {
+            if (set)
+                log(TF_LOG_WARN, "TINYFIN_PLUGIN_PATH has an empty entry; ignored: the current "
+                                 "directory is never searched");
+            continue;
+        }
         if (entry[0] != '/') {
             log(TF_LOG_WARN, "TINYFIN_PLUGIN_PATH entry '" + entry +
                                  "' ignored: plugin paths must be absolute");

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "tinyfin/env.h"
+
 namespace tinyfin::detail {
 
 namespace {
@@ -11,22 +13,40 @@ namespace {
 struct LogConfig {
     tf_log_level threshold = TF_LOG_WARN;
     bool fallbacks = false;
+    std::string problem; // the warning about a bad value, "" when none
 };
 
 LogConfig parse_log_config() {
     LogConfig config;
-    std::string spec = env("TINYFIN_LOG");
+    const char *text = env_cstr("TINYFIN_LOG");
+    if (!text || !*text) return config;
+    static const char *const words[] = {"debug", "info", "warn", "error", "fallback"};
+    std::string spec = text, bad;
     size_t start = 0;
+    // Empty words ("warn,,fallback", a trailing comma) are skipped, as in TINYFIN_BACKEND.
     while (start <= spec.size()) {
         size_t end = spec.find(',', start);
         if (end == std::string::npos) end = spec.size();
-        std::string_view word(spec.data() + start, end - start);
-        if (word == "debug") config.threshold = TF_LOG_DEBUG;
-        else if (word == "info") config.threshold = TF_LOG_INFO;
-        else if (word == "warn") config.threshold = TF_LOG_WARN;
-        else if (word == "error") config.threshold = TF_LOG_ERROR;
-        else if (word == "fallback") config.fallbacks = true;
+        std::string word = spec.substr(start, end - start);
+        int index = 0;
+        tf_env_result result = tf_env_parse_word(word.c_str(), words, 5, &index);
+        if (result == TF_ENV_INVALID) bad = word;
+        else if (result == TF_ENV_VALID && index == 4) config.fallbacks = true;
+        else if (result == TF_ENV_VALID) config.threshold = static_cast<tf_log_level>(index);
         start = end + 1;
+    }
+    if (!bad.empty()) {
+        std::string instead = std::string(config.threshold == TF_LOG_DEBUG ? "debug"
+                                          : config.threshold == TF_LOG_INFO ? "info"
+                                          : config.threshold == TF_LOG_ERROR ? "error"
+                                                                              : "warn") +
+                              (config.fallbacks ? ",fallback" : "") + " ('" + bad + "' ignored)";
+        char message[TF_TEXT_SIZE];
+        tf_env_describe_bad(message, sizeof message, "TINYFIN_LOG", text,
+                            "a comma list of debug, info, warn, error, fallback", instead.c_str());
+        config.problem = message;
+        // Straight to stderr, whatever the level: log() would ask for this very configuration.
+        log_line("warning", "", message);
     }
     return config;
 }
@@ -54,6 +74,8 @@ std::string env(const char *name) {
     const char *value = env_cstr(name);
     return value ? value : "";
 }
+
+const std::string &log_config_problem() { return log_config().problem; }
 
 bool log_enabled(tf_log_level level) { return level >= log_config().threshold; }
 bool log_fallbacks_enabled() { return log_config().fallbacks; }

@@ -15,6 +15,8 @@ const char *env_cstr(const char *name);
 
 // TINYFIN_LOG is a comma list of: debug, info, warn (the default), error, fallback.
 bool log_enabled(tf_log_level level);
+// The warning about a bad TINYFIN_LOG (already written), "" when it was valid or unset.
+const std::string &log_config_problem();
 bool log_fallbacks_enabled();
 void log(tf_log_level level, std::string_view message);
 // Writes one line unconditionally: "tinyfin: <tag>: <source>: <message>".

@@ -103,14 +103,6 @@ Tensor binary_forward(tf_op op, const Tensor &a, const Tensor &b, bool compare) 
     return out;
 }
 
-// Whether two views of one storage share a byte (conservatively: their spans intersect).
-bool spans_overlap(const TensorImpl &a, const TensorImpl &b) {
-    const int64_t na = extent(a), nb = extent(b);
-    if (na == 0 || nb == 0) return false;
-    const auto size = static_cast<int64_t>(element_size(a.dtype)), other = static_cast<int64_t>(element_size(b.dtype));
-    return a.offset * size < (b.offset + nb) * other && b.offset * other < (a.offset + na) * size;
-}
-
 // out = op(a, b) written into out's elements (the out= form of BINARY and COMPARE ops).
 void binary_into(tf_op op, const Tensor &a, const Tensor &b, const Tensor &out) {
     const OpInfo &info = op_info(op);
@@ -148,8 +140,7 @@ void binary_into(tf_op op, const Tensor &a, const Tensor &b, const Tensor &out) 
     // Plugins are promised outputs that never alias inputs (plugin.h), so when out shares memory
     // with an input the result goes through a temporary: as if computed into a new tensor and
     // then copied into out, like numpy's ufuncs.
-    const bool through_temporary = (ia.storage == io.storage && spans_overlap(ia, io)) ||
-                                   (ib.storage == io.storage && spans_overlap(ib, io));
+    const bool through_temporary = overlaps(ia, io) || overlaps(ib, io);
     if (!same_shapes || through_temporary) [[unlikely]] {
         Tensor result = through_temporary
                             ? make_tensor(*io.storage->backend, io.storage->device, io.shape, dtype)

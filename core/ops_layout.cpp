@@ -81,7 +81,11 @@ std::vector<Tensor> split(const Tensor &tensor, const std::vector<int64_t> &size
     int64_t total = 0;
     for (int64_t s : sizes) {
         if (s < 0) raise<ShapeError>("split: negative size " + std::to_string(s));
-        total += s;
+        // Wrapped, {INT64_MAX, INT64_MAX, 7} would add up to 5.
+        if (__builtin_add_overflow(total, s, &total))
+            raise<ShapeError>("split: sizes add up to more than fit in 64 bits, axis " +
+                              std::to_string(axis) + " of " + shape_str(tensor.shape()) + " has " +
+                              std::to_string(tensor.size(ax)));
     }
     if (total != tensor.size(ax))
         raise<ShapeError>("split: sizes add up to " + std::to_string(total) + ", axis " +

@@ -7,8 +7,22 @@ using namespace detail;
 
 namespace {
 
+// Elements one reduction or matmul may read from an operand. Only a broadcast view (expand) gets
+// past it - no device holds 2^40 elements densely - and reading sum(ones({1}).expand({2^63 - 1}))
+// element by element would take centuries: refused instead, so every op ends in bounded time.
+constexpr int64_t max_read_elements = int64_t{1} << 40;
+
+void check_read_size(const Tensor &a, const char *op) {
+    if (a.numel() > max_read_elements)
+        raise<ValueError>(std::string(op) + ": the operand " + shape_str(a.shape()) + " has " +
+                          std::to_string(a.numel()) + " elements, more than the 2^40 one op reads; " +
+                          "reduce the broadcast view's source instead (e.g. sum of x.expand(n) is " +
+                          "n * sum(x))");
+}
+
 // Runs a REDUCE op into a keepdim-shaped output; returns it in the requested shape.
 Tensor reduce(tf_op op, const Tensor &a, uint32_t mask, bool keepdim, const void *params) {
+    check_read_size(a, op_info(op).name);
     Tensor out = empty_like_device(a, keep_shape(a.shape(), mask), a.dtype());
     dispatch(op, {a}, {out}, params);
     return keepdim ? out : raw_view(out, drop_shape(a.shape(), mask));
@@ -109,6 +123,7 @@ static Tensor arg_reduce(tf_op op, const char *name, const Tensor &a, int axis, 
     if (a.shape()[ax] == 0)
         raise<ShapeError>(std::string(name) + ": axis " + std::to_string(axis) + " of shape " +
                           shape_str(a.shape()) + " is empty");
+    check_read_size(a, name);
     uint32_t mask = 1u << ax;
     Tensor out = empty_like_device(a, keep_shape(a.shape(), mask), DType::i64);
     tf_params_axis params{sizeof(tf_params_axis), ax};
@@ -142,7 +157,10 @@ static Tensor matmul_nd(const Tensor &a, const Tensor &b) {
     Tensor x = a, y = b;
     place_together({&x, &y});
     Tensor out = empty_like_device(x, so, a.dtype());
-    dispatch(TF_OP_MATMUL, {raw_expand(x, sa), raw_expand(y, sb)}, {out});
+    Tensor xs = raw_expand(x, sa), ys = raw_expand(y, sb);
+    check_read_size(xs, "matmul");
+    check_read_size(ys, "matmul");
+    dispatch(TF_OP_MATMUL, {xs, ys}, {out});
     return record(out, {&a, &b}, "matmul", [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(matmul_nd(g, b.transpose(-1, -2)), a.shape()) : Tensor(),
                 input_needs_grad(1) ? sum_to(matmul_nd(a.transpose(-1, -2), g), b.shape()) : Tensor()};

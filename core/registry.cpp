@@ -5,6 +5,7 @@
 
 #include "errors.hpp"
 #include "log.hpp"
+#include "tinyfin/env.h"
 
 namespace tinyfin::detail {
 
@@ -42,8 +43,41 @@ std::vector<std::string> split_list(std::string_view spec) {
 }
 
 bool strict_mode() {
-    std::string value = env("TINYFIN_STRICT");
-    return !value.empty() && value != "0";
+    int on = 0;
+    tf_env_parse_strict(env_cstr("TINYFIN_STRICT"), &on);
+    return on != 0;
+}
+
+// Warns about each bad core variable (tinyfin/env.h); returns the messages joined for the
+// TINYFIN_STRICT=1 error. TINYFIN_LOG warned when it was parsed.
+std::string check_core_env(bool &fallback_is_error) {
+    std::string problems = log_config_problem();
+    auto bad = [&](const char *name, const char *text, const char *expected, const char *instead) {
+        char message[TF_TEXT_SIZE];
+        tf_env_describe_bad(message, sizeof message, name, text, expected, instead);
+        log(TF_LOG_WARN, message);
+        problems += (problems.empty() ? "" : "; ") + std::string(message);
+    };
+    static const char *const fallback_words[] = {"allow", "error"};
+    const char *fallback = env_cstr("TINYFIN_FALLBACK");
+    int index = 0;
+    switch (tf_env_parse_word(fallback, fallback_words, 2, &index)) {
+    case TF_ENV_VALID: fallback_is_error = index == 1; break;
+    case TF_ENV_INVALID:
+        bad("TINYFIN_FALLBACK", fallback, "allow or error", "allow (ops fall back to cpu)");
+        break;
+    case TF_ENV_UNSET: break;
+    }
+    // A bad TINYFIN_STRICT counts as on and is only a warning: it would otherwise fail itself.
+    int on = 0;
+    const char *strict = env_cstr("TINYFIN_STRICT");
+    if (tf_env_parse_strict(strict, &on) == TF_ENV_INVALID) {
+        char message[TF_TEXT_SIZE];
+        tf_env_describe_bad(message, sizeof message, "TINYFIN_STRICT", strict, "0 or 1",
+                            "1 (a typo never turns the checks off)");
+        log(TF_LOG_WARN, message);
+    }
+    return problems;
 }
 
 } // namespace
@@ -60,13 +94,20 @@ bool Registry::alive() { return registry_alive.load(std::memory_order_acquire); 
 Registry::Registry() {
     loaded_ = load_plugins(&host_api);
     registry_alive.store(true, std::memory_order_release);
-    fallback_is_error_ = env("TINYFIN_FALLBACK") == "error";
+    std::string env_problems = check_core_env(fallback_is_error_);
+    if (!env_problems.empty() && strict_mode()) {
+        fatal_error_ = env_problems + " (an error because TINYFIN_STRICT=1)";
+        return;
+    }
 
     cpu_ = usable("cpu");
     if (!cpu_) {
-        fatal_error_ = "the cpu plugin is not usable (" + why_unusable("cpu") +
-                       "); run tinyfin-info to see the search path, or set TINYFIN_PLUGIN_PATH "
-                       "to the directory holding tinyfin-cpu.so";
+        bool found = std::any_of(loaded_.backends.begin(), loaded_.backends.end(),
+                                 [](const auto &backend) { return backend->name() == "cpu"; });
+        fatal_error_ = "the cpu plugin is not usable (" + why_unusable("cpu") + "); " +
+                       (found ? "run tinyfin-info for details"
+                              : "run tinyfin-info to see the search path, or set "
+                                "TINYFIN_PLUGIN_PATH to the directory holding tinyfin-cpu.so");
         log(TF_LOG_ERROR, fatal_error_);
         return;
     }

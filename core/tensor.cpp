@@ -141,6 +141,14 @@ int64_t extent(const TensorImpl &t) {
     return end;
 }
 
+bool overlaps(const TensorImpl &a, const TensorImpl &b) {
+    if (a.storage != b.storage) return false;
+    const int64_t na = extent(a), nb = extent(b);
+    if (na == 0 || nb == 0) return false;
+    const auto size = static_cast<int64_t>(element_size(a.dtype)), other = static_cast<int64_t>(element_size(b.dtype));
+    return a.offset * size < (b.offset + nb) * other && b.offset * other < (a.offset + na) * size;
+}
+
 int64_t checked_numel(const Shape &shape, std::string_view op) {
     if (shape.size() > TF_MAX_RANK)
         raise<ShapeError>(std::string(op) + ": rank " + std::to_string(shape.size()) +
@@ -239,7 +247,14 @@ int64_t Tensor::numel() const {
     return n;
 }
 
-std::size_t Tensor::nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype()); }
+std::size_t Tensor::nbytes() const {
+    // A broadcast view (expand) may have more elements than bytes fit in 64 bits.
+    std::size_t bytes;
+    if (__builtin_mul_overflow(static_cast<std::size_t>(numel()), dtype_size(dtype()), &bytes))
+        raise<ShapeError>("nbytes: " + shape_str(shape()) + " of " + dtype_name(dtype()) +
+                          " is more than 2^64 bytes (a broadcast view this large has no dense form)");
+    return bytes;
+}
 
 Device Tensor::device() const {
     const TensorImpl &impl = impl_of(*this, "device");
@@ -484,6 +499,14 @@ void Tensor::assign_(const Tensor &src) {
                           " does not broadcast to " + shape_str(impl.shape));
     Tensor source = src.to(device());
     if (source.dtype() != impl.dtype) source = cast(source.detach(), impl.dtype);
+    // A source sharing memory with the destination (a shifted slice, the transpose, a broadcast
+    // row of it) is copied out first, as the out= forms do: the result is the one of reading the
+    // whole source before writing. Only the source's own elements are copied, not its expansion.
+    if (overlaps(*source.impl(), impl)) {
+        Tensor copy = make_tensor(*impl.storage->backend, impl.storage->device, source.shape(), impl.dtype);
+        dispatch(TF_OP_CONTIGUOUS, {source}, {copy});
+        source = copy;
+    }
     dispatch(TF_OP_CONTIGUOUS, {raw_expand(source, impl.shape)}, {*this});
 }
 

@@ -75,6 +75,11 @@ inline bool same_shape(const Shape &a, const Shape &b) {
 int64_t checked_numel(const Shape &shape, std::string_view op);
 // Elements from the view's first element to one past its last (strides are >= 0); 0 when empty.
 int64_t extent(const TensorImpl &t);
+// Whether two views may share a byte: the same storage and intersecting byte spans (conservative:
+// interleaved views that never touch the same element count as overlapping). Plugins are promised
+// outputs that never alias inputs, so an op whose output overlaps an input goes through a
+// temporary (the out= forms, assign_).
+bool overlaps(const TensorImpl &a, const TensorImpl &b);
 Shape contiguous_strides(const Shape &shape);
 // A new contiguous tensor on backend's device (uninitialised contents).
 Tensor make_tensor(Backend &backend, int device, const Shape &shape, DType dtype);

@@ -5,7 +5,9 @@
 //                               in the dispatch before; float adds through compare-and-swap)
 //   mode 3  rope                rotates the pairs of x [..., T, D] by (offset + t) theta^(-2i/D)
 // One invocation per element of shape (out, or dy in mode 2). Indices outside their range are
-// reported and their elements left 0. Slots: 0 out, 1 weight / dy / x, 2 indices or labels.
+// reported and their elements left 0. Slots: 0 out, 1 weight / dy / x, 2 indices or labels, or
+// for rope the frequencies in turns, theta^(-2i/D) / 2pi, five f32 chunks of 12 significant bits
+// per pair i (their sum is exactly the double the plugin computes, as the cpu plugin does).
 // MODE, OUT_DT and IDX_DT are specialization constants. Mirrors index_params in
 // plugins/vulkan/kernels.hpp.
 layout(local_size_x = 256) in;
@@ -23,7 +25,7 @@ struct index_params {
     uint limit;      // classes (one_hot) or rows of the weight (embedding)
     uint interleaved;
     uint inverse;
-    float log2_theta;
+    uint pad5_;
     uint offset_lo, offset_hi;  // rope position_offset as two's complement words
     uint pad3_;
     uint out_base, in_base, idx_base, pad4_;
@@ -80,8 +82,27 @@ void main() {
                 first = c_last < half_;
                 partner = first ? c_last + half_ : c_last - half_;
             }
-            float position = i64_to_f32(i64_add(uvec2(p.offset_lo, p.offset_hi), uvec2(c_prev, 0u)));
-            float angle = position * exp2(-float(2u * i) / float(dim) * p.log2_theta);
+            // The angle in turns, reduced mod 1 without forming the large product: with the
+            // position cut into 12-bit chunks, each chunk (times a power of two) times each
+            // 12-bit frequency chunk is exact in f32, and so is its fractional part. An f32
+            // angle, or an f32 frequency times the position, is off by radians past 10^6.
+            uvec2 pos = i64_add(uvec2(p.offset_lo, p.offset_hi), uvec2(c_prev, 0u));
+            bool negative = int(pos.y) < 0;
+            if (negative) pos = i64_neg(pos);
+            uint chunks[6] = uint[6](pos.x & 0xfffu, (pos.x >> 12u) & 0xfffu, (pos.x >> 24u) | ((pos.y & 0xfu) << 8u),
+                                     (pos.y >> 4u) & 0xfffu, (pos.y >> 16u) & 0xfffu, pos.y >> 28u);
+            precise float turns = 0.0;
+            for (uint k = 0u; k < 6u; ++k) {
+                if (chunks[k] == 0u) continue;
+                float scaled = float(chunks[k]) * uintBitsToFloat((127u + 12u * k) << 23u);  // * 2^(12k), exact
+                for (uint j = 0u; j < 5u; ++j) {
+                    precise float part = scaled * ld_f32(2u, p.idx_base + 5u * i + j);
+                    turns = fract(turns + fract(part));
+                }
+            }
+            if (negative) turns = -turns;
+            turns -= floor(turns + 0.5);  // [-1/2, 1/2]: cos and sin are most accurate near 0
+            float angle = 6.2831853071795865 * turns;
             float cs = cos(angle), sn = sin(angle);
             if (p.inverse != 0u) sn = -sn;
             float x = ld_f32(1u, in_e);

@@ -86,6 +86,11 @@ void norm_row(uint x0, uint y0) {
     if (MODE == 2u) {
         for (uint j = 0u; j < p.len; ++j) mean += ld_f32(1u, x0 + inner(j).x);
         mean /= n;
+        // A sum past f32's range (|x| near 1e38): add the elements divided by n instead.
+        if (tf_isinf(mean)) {
+            mean = 0.0;
+            for (uint j = 0u; j < p.len; ++j) mean += ld_f32(1u, x0 + inner(j).x) / n;
+        }
     }
     float squares = 0.0;
     for (uint j = 0u; j < p.len; ++j) {
@@ -93,6 +98,18 @@ void norm_row(uint x0, uint y0) {
         squares += d * d;
     }
     float scale = 1.0 / sqrt(squares / n + p.eps);
+    if (tf_isinf(squares)) {
+        // Squares of |x - mean| past ~1.8e19 overflow f32 (cpu sums them in double): scale the
+        // row by its largest |x - mean| m first; 1 / sqrt(var + eps) = 1 / (m sqrt(var / m^2 + eps / m^2)).
+        float m = 0.0;
+        for (uint j = 0u; j < p.len; ++j) m = max(m, abs(ld_f32(1u, x0 + inner(j).x) - mean));
+        float scaled = 0.0;
+        for (uint j = 0u; j < p.len; ++j) {
+            float q = (ld_f32(1u, x0 + inner(j).x) - mean) / m;
+            scaled += q * q;
+        }
+        scale = 1.0 / (m * sqrt(scaled / n + p.eps / m / m));
+    }
     for (uint j = 0u; j < p.len; ++j) {
         uvec4 o = inner(j);
         float v = (ld_f32(1u, x0 + o.x) - mean) * scale * ld_f32(2u, p.w_base + o.z);
@@ -101,7 +118,8 @@ void norm_row(uint x0, uint y0) {
     }
 }
 
-// Loss of row r; counted is false for an ignored label. A label outside [0, len) is reported.
+// Loss of row r; counted is false for an ignored label. A label outside [0, len) is reported and
+// its loss is NaN, counted, so a reduced loss is NaN too.
 float row_loss(uint r, out bool counted) {
     uint x0, y0;
     row_start(r, x0, y0);
@@ -109,11 +127,11 @@ float row_loss(uint r, out bool counted) {
     if (p.label_dtype == DT_I32) label = i64_from_int(int(label.x));
     counted = false;
     if (label == uvec2(p.ignore_lo, p.ignore_hi)) return 0.0;
+    counted = true;
     if (label.y != 0u || label.x >= p.len) {
         tf_report(TF_ERR_INDEX);
         return TF_NAN;
     }
-    counted = true;
     float m = -TF_INF;
     for (uint j = 0u; j < p.len; ++j) m = tf_max(m, ld_f32(1u, x0 + inner(j).x));
     float s = 0.0;

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <new>
+#include <stdexcept>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,6 +35,8 @@ constexpr std::size_t kHeaderBytes = 4 + 4 + 8 + 8;
 constexpr std::size_t kCrcBytes = 4;
 constexpr uint32_t kMaxNameBytes = 4096;
 constexpr uint32_t kMaxRank = 8;
+// Elements one tensor may have in a file: load refuses more, so save does too.
+constexpr int64_t kMaxElements = int64_t{1} << 48;
 
 uint32_t crc32_of(const uint8_t *data, std::size_t size) {
     uLong crc = crc32(0L, Z_NULL, 0);
@@ -221,10 +225,31 @@ void save(const std::string &path, const NamedTensors &tensors) {
         append_le(out, static_cast<uint32_t>(tensor.dtype()), 4);
         append_le(out, static_cast<uint64_t>(tensor.rank()), 4);
         for (int64_t dim : tensor.shape()) append_le(out, static_cast<uint64_t>(dim), 8);
+        // A broadcast view (expand) can have more elements than a file can hold, or than memory:
+        // refuse it by name instead of writing a file load rejects or throwing std::bad_alloc.
+        if (tensor.numel() > kMaxElements)
+            raise<ValueError>("save: '" + path + "': tensor '" + name + "' " + shape_str(tensor.shape()) +
+                              " has " + std::to_string(tensor.numel()) + " elements, more than the 2^48 a " +
+                              "file holds; save a smaller tensor (a broadcast view's source, not the view)");
         std::size_t bytes = tensor.nbytes();
         append_le(out, bytes, 8);
         std::size_t at = out.size();
-        out.resize(at + bytes);
+        // More than the machine's memory is refused before asking for it: a sanitizer's allocator
+        // aborts on such a request where glibc's throws.
+        const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+        bool resized = false;
+        if (pages <= 0 || page <= 0 || bytes / static_cast<uint64_t>(page) < static_cast<uint64_t>(pages)) {
+            try {
+                out.resize(at + bytes);
+                resized = true;
+            } catch (const std::bad_alloc &) {
+            } catch (const std::length_error &) {
+            }
+        }
+        if (!resized)
+            raise<OutOfMemoryError>("save: '" + path + "': tensor '" + name + "' " +
+                                    shape_str(tensor.shape()) + " needs " + std::to_string(bytes) +
+                                    " bytes of host memory to write; save a smaller tensor");
         tensor.copy_to_host(out.data() + at, bytes);
         if constexpr (std::endian::native == std::endian::big)
             swap_elements(out.data() + at, bytes, dtype_size(tensor.dtype()));

@@ -291,6 +291,10 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
                                     const Tensor &mask = Tensor(), bool causal = false,
                                     double scale = 0);
 // Rows of weight [V, D] picked by integer indices [...] -> [..., D].
+// An index outside [0, V) (for cross_entropy and one_hot, a label outside [0, C) that is not
+// ignore_index) is a ValueError of the calling thread: raised by the op on cpu; on vulkan and
+// opengl found by the kernel and raised by this thread's next read or synchronize on that
+// device, the rows it picks reading 0 and the loss NaN.
 Tensor embedding(const Tensor &weight, const Tensor &indices);
 
 enum class Reduction { none = 0, mean = 1, sum = 2 };

@@ -3,6 +3,8 @@
 // uses tinyfin, whichever backend it selects (rule R2 of docs/plugin-abi.md).
 #include "blas.h"
 
+#include <tinyfin/env.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <climits>
@@ -56,17 +58,12 @@ void *open_library(const char **opened, char *why, size_t why_size) {
     return nullptr;
 }
 
-// A positive thread count from an environment variable, 0 when unset or not a number.
+// A thread count from an environment variable (tinyfin/env.h's rules), 0 when unset or bad. A
+// bad TINYFIN_THREADS is not warned about here: the cpu plugin, always initialised first, has
+// written the one warning line about it, and under TINYFIN_STRICT=1 already failed.
 int threads_from_env(const char *name) {
-    const char *text = get_env(name);
-    if (!text || !*text) return 0;
-    errno = 0;
-    char *end = nullptr;
-    const long n = std::strtol(text, &end, 10);
-    if (errno != 0 || *end != '\0' || n < 1 || n > 1024) {
-        log_line(TF_LOG_WARN, "ignoring %s=%s: not a thread count in 1..1024", name, text);
-        return 0;
-    }
+    int64_t n = 0;
+    tf_env_parse_integer(get_env(name), 1, 1024, &n);
     return static_cast<int>(n);
 }
 

@@ -8,6 +8,8 @@
 #include "kernels_nn.h"
 #include "runtime.h"
 
+#include <tinyfin/env.h>
+
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +55,12 @@ const char *env(const char *name) {
     if (host && host->struct_size >= offsetof(tf_host_api, get_env) + sizeof host->get_env && host->get_env)
         return host->get_env(name);
     return secure_getenv(name);
+}
+
+void warn(const char *message) {
+    const tf_host_api *host = g_host;
+    if (host && host->struct_size >= offsetof(tf_host_api, log) + sizeof host->log && host->log)
+        host->log(TF_LOG_WARN, "cpu", message);
 }
 
 tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) noexcept {
@@ -290,6 +298,9 @@ tf_status check_tensor(const char *op, const char *role, uint32_t index, const t
             overflow |= __builtin_add_overflow(last, reach, &last);
         }
     }
+    // No elements, nothing addressed: [0, 2^62] is a valid empty tensor whatever its strides.
+    for (int i = 0; i < t.rank; ++i)
+        if (t.shape[i] == 0) return TF_STATUS_OK;
     // Walks do byte arithmetic in int64_t.
     if (overflow || last > static_cast<uint64_t>(INT64_MAX))
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is too large to address", op, role, index);
@@ -408,7 +419,19 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
 
 tf_status cpu_probe(tf_error *) { return TF_STATUS_OK; }
 
-tf_status cpu_init(tf_error *) {
+tf_status cpu_init(tf_error *err) {
+    // Every variable is read (and a bad one reported) now, not at some later op.
+    char problem[TF_TEXT_SIZE];
+    bool settings_ok = false;
+    try {
+        settings_ok = read_settings(problem, sizeof problem);
+    } catch (const std::bad_alloc &) {
+        return fail(err, TF_STATUS_OUT_OF_MEMORY, "out of memory reading the settings");
+    }
+    int strict = 0;
+    tf_env_parse_strict(env("TINYFIN_STRICT"), &strict);
+    if (!settings_ok && strict)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s (an error because TINYFIN_STRICT=1)", problem);
     log_line(TF_LOG_DEBUG, "1 device, %s kernels, %d threads", isa_name(isa_level()), thread_count());
     return TF_STATUS_OK;
 }
@@ -646,6 +669,14 @@ void cpu_list_features(tf_feature_fn emit, void *user) {
     std::snprintf(threads, sizeof threads, "%d", thread_count());
     emit(user, "threads", threads);
     emit(user, "kernels", isa_name(isa_level()));
+    // For tests and tinyfin-info: scratch arenas alive and the bytes they hold.
+    uint64_t arenas = 0, bytes = 0;
+    scratch_stats(&arenas, &bytes);
+    char text[32];
+    std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(arenas));
+    emit(user, "scratch_arenas", text);
+    std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(bytes));
+    emit(user, "scratch_bytes", text);
 }
 
 // ---- Plugin table ----------------------------------------------------------------------------

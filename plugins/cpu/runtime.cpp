@@ -3,10 +3,14 @@
 // loading the plugin runs no constructor, and cpu_shutdown frees what the first use created.
 #include "runtime.h"
 
+#include <tinyfin/env.h>
+#include <tinyfin/plugin.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -25,14 +29,32 @@
 namespace tf_cpu {
 namespace {
 
-// Positive integer from the environment, 0 when unset or not one in [1, max].
-int64_t env_count(const char *name, int64_t max) {
+// ---- Environment ---------------------------------------------------------------------------
+
+// The first bad variable's message since the last shutdown, for cpu_init under TINYFIN_STRICT=1.
+std::mutex g_env_mutex;
+char g_env_problem[TF_TEXT_SIZE] = "";
+
+// Warns about a bad value (tinyfin/env.h, rule 2) and keeps the first message for env_problem().
+void report_bad(const char *name, const char *text, const char *expected, const char *instead) {
+    char message[TF_TEXT_SIZE];
+    tf_env_describe_bad(message, sizeof message, name, text, expected, instead);
+    warn(message);
+    std::lock_guard<std::mutex> l(g_env_mutex);
+    if (!g_env_problem[0]) std::snprintf(g_env_problem, sizeof g_env_problem, "%s", message);
+}
+
+// An integer variable in [min, max]; fallback (described by why) when unset or bad.
+int64_t env_integer(const char *name, int64_t min, int64_t max, int64_t fallback, const char *why) {
     const char *text = env(name);
-    if (!text || !*text) return 0;
-    errno = 0;
-    char *end = nullptr;
-    const long long v = std::strtoll(text, &end, 10);
-    if (errno != 0 || *end != '\0' || v < 1 || v > max) return 0;
+    int64_t v = fallback;
+    if (tf_env_parse_integer(text, min, max, &v) == TF_ENV_INVALID) {
+        char expected[96], instead[160];
+        std::snprintf(expected, sizeof expected, "an integer in [%lld, %lld]", static_cast<long long>(min),
+                      static_cast<long long>(max));
+        std::snprintf(instead, sizeof instead, "%lld (%s)", static_cast<long long>(fallback), why);
+        report_bad(name, text, expected, instead);
+    }
     return v;
 }
 
@@ -72,8 +94,7 @@ int usable_cores() {
 }
 
 int threads_from_env() {
-    if (const int64_t n = env_count("TINYFIN_THREADS", 1024)) return static_cast<int>(n);
-    return usable_cores();
+    return static_cast<int>(env_integer("TINYFIN_THREADS", 1, 1024, usable_cores(), "the cores this process may use"));
 }
 
 class pool {
@@ -206,31 +227,63 @@ struct arena {
 };
 
 std::mutex g_arena_mutex;
-arena *g_arenas = nullptr;          // every thread's arena, freed by runtime_shutdown
+arena *g_arenas = nullptr;          // every live thread's arena, freed by runtime_shutdown
+size_t g_arena_count = 0;           // arenas in g_arenas (under g_arena_mutex)
 std::atomic<uint64_t> g_epoch{1};   // bumped by runtime_shutdown: stale thread pointers
-thread_local arena *t_arena = nullptr;
-thread_local uint64_t t_arena_epoch = 0;
 std::atomic<size_t> g_scratch_limit{0};  // floats; 0: not read yet
+
+void free_arena(arena *a) {
+    for (float *p : a->data) std::free(p);
+    delete a;
+}
+
+// The calling thread's arena, freed when the thread ends: a short-lived thread that ran one op
+// gives its scratch back instead of leaving it until shutdown. The destructor is registered
+// with __cxa_thread_atexit on a thread's first scratch request, which holds a reference on this
+// plugin until it ran, so dlclose never unmaps the code a late-exiting thread still calls
+// (docs/architecture.md). After runtime_shutdown (epoch bumped) the arena is already freed and
+// the destructor only forgets it. Constant-initialised: the plugin still runs nothing at load.
+struct thread_arena {
+    arena *a = nullptr;
+    uint64_t epoch = 0;
+    ~thread_arena() {
+        if (!a) return;
+        std::lock_guard<std::mutex> l(g_arena_mutex);
+        if (epoch != g_epoch.load(std::memory_order_relaxed)) return;
+        for (arena **p = &g_arenas; *p; p = &(*p)->next)
+            if (*p == a) {
+                *p = a->next;
+                --g_arena_count;
+                break;
+            }
+        free_arena(a);
+    }
+};
+thread_local thread_arena t_arena;
 
 size_t scratch_limit() {
     size_t v = g_scratch_limit.load(std::memory_order_relaxed);
     if (v == 0) {
-        const int64_t bytes = env_count("TINYFIN_SCRATCH_BYTES", INT64_MAX / 2);
-        v = std::max<size_t>(1, static_cast<size_t>(bytes > 0 ? bytes : int64_t{64} << 20) / sizeof(float));
+        const int64_t bytes = env_integer("TINYFIN_SCRATCH_BYTES", 0, INT64_MAX / 2, int64_t{64} << 20, "the default, 64 MiB");
+        v = std::max<size_t>(1, static_cast<size_t>(bytes) / sizeof(float));
         g_scratch_limit.store(v, std::memory_order_relaxed);
     }
     return v;
 }
 
 arena &my_arena() {
+    thread_arena &mine = t_arena;
     const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
-    if (t_arena && t_arena_epoch == epoch) return *t_arena;
+    if (mine.a && mine.epoch == epoch) return *mine.a;
     auto *a = new arena;
     std::lock_guard<std::mutex> l(g_arena_mutex);
     a->next = g_arenas;
     g_arenas = a;
-    t_arena = a;
-    t_arena_epoch = epoch;
+    ++g_arena_count;
+    // Read under the mutex: a shutdown between the load above and here freed the list this
+    // arena joined after it, so the epoch it belongs to is the current one.
+    mine.a = a;
+    mine.epoch = g_epoch.load(std::memory_order_relaxed);
     return *a;
 }
 
@@ -270,9 +323,8 @@ host_cache &cache() {
     c = g_cache.load(std::memory_order_relaxed);
     if (!c) {
         c = new host_cache;
-        const int64_t bytes = env_count("TINYFIN_HOST_CACHE_BYTES", INT64_MAX / 2);
-        c->limit = bytes > 0 ? static_cast<uint64_t>(bytes) : uint64_t{512} << 20;
-        if (const char *t = env("TINYFIN_HOST_CACHE_BYTES"); t && std::strcmp(t, "0") == 0) c->limit = 0;
+        c->limit = static_cast<uint64_t>(
+            env_integer("TINYFIN_HOST_CACHE_BYTES", 0, INT64_MAX / 2, int64_t{512} << 20, "the default, 512 MiB"));
         g_cache.store(c, std::memory_order_release);
     }
     return *c;
@@ -297,12 +349,19 @@ int isa_level() {
     int l = g_isa.load(std::memory_order_relaxed);
     if (l >= 0) return l;
     l = detect_level();
-    if (const char *want = env("TINYFIN_CPU_ISA"); want && *want) {
-        int cap = l;
-        if (std::strcmp(want, "generic") == 0 || std::strcmp(want, "sse2") == 0) cap = 0;
-        else if (std::strcmp(want, "avx2") == 0) cap = 1;
-        else if (std::strcmp(want, "avx512") == 0) cap = 2;
-        l = std::min(l, cap);
+    static const char *const k_words[] = {"generic", "sse2", "avx2", "avx512"};
+    static const int k_levels[] = {0, 0, 1, 2};
+    const char *want = env("TINYFIN_CPU_ISA");
+    int index = 0;
+    switch (tf_env_parse_word(want, k_words, 4, &index)) {
+        case TF_ENV_VALID: l = std::min(l, k_levels[index]); break;
+        case TF_ENV_INVALID: {
+            char instead[64];
+            std::snprintf(instead, sizeof instead, "%s (the best this CPU has)", isa_name(l));
+            report_bad("TINYFIN_CPU_ISA", want, "generic, sse2, avx2 or avx512", instead);
+            break;
+        }
+        case TF_ENV_UNSET: break;
     }
     g_isa.store(l, std::memory_order_relaxed);
     return l;
@@ -346,19 +405,42 @@ void runtime_shutdown() {
     g_isa.store(-1);
     g_scratch_limit.store(0);
     {
+        std::lock_guard<std::mutex> l(g_env_mutex);
+        g_env_problem[0] = '\0';
+    }
+    {
         std::lock_guard<std::mutex> l(g_arena_mutex);
         g_epoch.fetch_add(1);
         for (arena *a = g_arenas; a;) {
             arena *next = a->next;
-            for (float *p : a->data) std::free(p);
-            delete a;
+            free_arena(a);
             a = next;
         }
         g_arenas = nullptr;
+        g_arena_count = 0;
     }
     host_cache_trim();
     std::lock_guard<std::mutex> l(g_cache_mutex);
     delete g_cache.exchange(nullptr);
+}
+
+void scratch_stats(uint64_t *arenas, uint64_t *bytes) {
+    std::lock_guard<std::mutex> l(g_arena_mutex);
+    uint64_t floats = 0;
+    for (const arena *a = g_arenas; a; a = a->next) floats += a->total;
+    *arenas = g_arena_count;
+    *bytes = floats * sizeof(float);
+}
+
+bool read_settings(char *problem, size_t size) {
+    thread_count();
+    isa_level();
+    scratch_limit();
+    cache();
+    std::lock_guard<std::mutex> l(g_env_mutex);
+    if (!g_env_problem[0]) return true;
+    std::snprintf(problem, size, "%s", g_env_problem);
+    return false;
 }
 
 float *scratch_floats(scratch_slot slot, size_t floats) {

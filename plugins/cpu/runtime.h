@@ -18,6 +18,14 @@ namespace tf_cpu {
 // The core's get_env when the host table has one, else secure_getenv.
 const char *env(const char *name);
 
+// One warning line through the core's log (plugin.cpp).
+void warn(const char *message);
+
+// Reads every variable below now (the first read of each warns about a bad value, tinyfin/env.h)
+// and returns false with the first bad one's message in problem: cpu_init fails with it under
+// TINYFIN_STRICT=1.
+bool read_settings(char *problem, size_t size);
+
 // ---- Instruction set -------------------------------------------------------------------------
 
 // What the f32 kernels use: 0 portable (SSE2 on x86-64, plain C++ elsewhere), 1 AVX2 + FMA,
@@ -58,7 +66,11 @@ void runtime_shutdown();
 // Per-thread scratch memory, 64-byte aligned, in numbered slots so a kernel can hold several
 // buffers at once. A thread keeps its slots between ops up to TINYFIN_SCRATCH_BYTES in all
 // (default 64 MiB per thread); a bigger request is served and given back when the next request
-// for that slot comes. Throws std::bad_alloc when memory cannot be had.
+// for that slot comes. A thread's arena is freed when the thread ends (or at shutdown). Throws
+// std::bad_alloc when memory cannot be had.
+// Arenas alive (one per thread that asked for scratch and has not ended) and the bytes they hold.
+void scratch_stats(uint64_t *arenas, uint64_t *bytes);
+
 enum scratch_slot : int { k_slot_pack_a, k_slot_pack_b, k_slot_col, k_slot_temp, k_slot_temp2, k_slot_count };
 float *scratch_floats(scratch_slot slot, size_t floats);
 

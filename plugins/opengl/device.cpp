@@ -17,6 +17,8 @@ namespace {
 constexpr uint64_t block_bytes = 64ull << 20;
 constexpr uint64_t ring_bytes = 16ull << 20;
 constexpr uint64_t range_align = 256;
+// Status words for reporting dispatches between two waits; one more wait when they run out.
+constexpr uint64_t report_slots = 64;
 
 double ms_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -101,8 +103,8 @@ void device::start(egl_target target) {
     const uint64_t align = std::max(range_align, caps_.bind_align);
     state->pool = std::make_unique<memory_pool>(block_bytes, align, label_.c_str());
     state->ring = std::make_unique<stream_ring>(ring_bytes, align);
-    state->status = mapped_buffer(4, &state->status_data);
-    std::memset(state->status_data, 0, 4);
+    state->status = mapped_buffer((report_slots + 1) * caps_.bind_align, &state->status_data);
+    std::memset(state->status_data, 0, (report_slots + 1) * caps_.bind_align);
     glGetError();
     gl_ = std::move(state);
     counters_.context_ms = ms_since(begin);
@@ -262,6 +264,15 @@ tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char 
 void device::dispatch(const pipeline_key &kernel, const void *params, size_t params_size, const tensor_binding *tensors,
                       size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z, const char *reporting_op) {
     if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
+    // A reporting kernel gets a word of its own, so its bits name its op and thread. All words
+    // taken: wait once for the work so far and read them (before this dispatch's accesses are
+    // recorded, which the wait's barrier would forget).
+    uint64_t status_at = 0;
+    if (reporting_op) {
+        if (reports_.size() == report_slots) wait_all();
+        reports_.emplace_back(reporting_op, caller_);
+        status_at = reports_.size() * caps_.bind_align;
+    }
     const GLuint program = program_for(kernel);
     const stream_ring::span p = gl_->ring->take(params_size);
     std::memcpy(p.data, params, params_size);
@@ -276,7 +287,7 @@ void device::dispatch(const pipeline_key &kernel, const void *params, size_t par
     }
     glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 0, p.buffer, static_cast<GLintptr>(p.offset),
                       static_cast<GLsizeiptr>(params_size));
-    glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 1, gl_->status.get(), 0, 4);
+    glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 1, gl_->status.get(), static_cast<GLintptr>(status_at), 4);
     for (uint32_t s = 0; s < tensor_slots; ++s) {
         if (s < count && tensors[s].buffer)
             glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2 + s, tensors[s].buffer->memory.owner->buffer.get(),
@@ -286,10 +297,6 @@ void device::dispatch(const pipeline_key &kernel, const void *params, size_t par
     }
     glDispatchCompute(groups_x, groups_y, groups_z);
     ++counters_.dispatches;
-    if (reporting_op && reporting_ops_.find(reporting_op) == std::string::npos) {
-        if (!reporting_ops_.empty()) reporting_ops_ += ", ";
-        reporting_ops_ += reporting_op;
-    }
 }
 
 void device::access(GLuint buffer, uint64_t begin, uint64_t end, bool write) {
@@ -322,10 +329,17 @@ void device::wait_all() {
     const GLenum result = glClientWaitSync(fence.get(), GL_SYNC_FLUSH_COMMANDS_BIT, GL_TIMEOUT_IGNORED);
     if (result == GL_WAIT_FAILED)
         raise(TF_STATUS_DEVICE_LOST, "%s: glClientWaitSync failed (GL error 0x%04x)", label(), glGetError());
-    auto *word = reinterpret_cast<uint32_t *>(gl_->status_data);
-    const uint32_t bits = __atomic_exchange_n(word, 0u, __ATOMIC_SEQ_CST);
-    if (bits) reported_ |= bits;
-    else reporting_ops_.clear();
+    // The bits each reporting kernel set, kept for the thread that issued it.
+    for (size_t i = 0; i < reports_.size(); ++i) {
+        auto *word = reinterpret_cast<uint32_t *>(gl_->status_data + (i + 1) * caps_.bind_align);
+        if (__atomic_exchange_n(word, 0u, __ATOMIC_SEQ_CST) == 0) continue;
+        const auto &[op, thread] = reports_[i];
+        std::string &ops = reported_[thread];
+        if ((", " + ops + ", ").find(std::string(", ") + op + ", ") != std::string::npos) continue;
+        if (!ops.empty()) ops += ", ";
+        ops += op;
+    }
+    reports_.clear();
     if (const GLenum error = glGetError(); error != GL_NO_ERROR) {
         raise(error == GL_OUT_OF_MEMORY ? TF_STATUS_OUT_OF_MEMORY : TF_STATUS_INTERNAL,
               "%s: GL error 0x%04x in the work since the last wait", label(), error);
@@ -333,12 +347,14 @@ void device::wait_all() {
 }
 
 void device::throw_reported() {
-    if (!reported_) return;
-    const std::string ops = reporting_ops_.empty() ? "a kernel" : reporting_ops_;
-    reported_ = 0;
-    reporting_ops_.clear();
+    if (reported_.empty()) return;
+    const auto found = reported_.find(caller_);
+    if (found == reported_.end()) return;
+    const std::string ops = std::move(found->second);
+    reported_.erase(found);
     raise(TF_STATUS_INVALID_ARGUMENT,
-          "%s: an index or label outside its range was found on %s; the elements it picks are 0 (NaN for losses)",
+          "%s: an index or label outside its range was found on %s in work this thread issued; the elements "
+          "it picks are 0 (NaN for losses)",
           ops.c_str(), label());
 }
 

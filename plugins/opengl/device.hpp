@@ -17,6 +17,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -50,7 +52,11 @@ public:
     // list_features() must be called that way).
     template <class F>
     auto call(F &&f) {
-        return thread_->call(std::forward<F>(f));
+        const std::thread::id caller = std::this_thread::get_id();
+        return thread_->call([&]() -> decltype(auto) {
+            caller_ = caller;
+            return f();
+        });
     }
 
     const device_caps &caps() const noexcept override { return caps_; }
@@ -62,7 +68,7 @@ public:
     // ---- Buffers ----
     tf_buffer *allocate(uint64_t size) override;
     void free(tf_buffer *buffer) noexcept override;
-    void write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size);
+    void write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) override;
     // Waits for the work before it, then copies out.
     void read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size);
     void copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size);
@@ -88,7 +94,9 @@ private:
         context_handle context;
         std::unique_ptr<memory_pool> pool;
         std::unique_ptr<stream_ring> ring;
-        buffer_handle status;  // one word, mapped: the kernels' TF_ERR_* bits
+        // Mapped words, bind_align apart, for the kernels' TF_ERR_* bits: word 0 for kernels that
+        // never report, word i + 1 for the i-th reporting dispatch since the last wait.
+        buffer_handle status;
         char *status_data = nullptr;
         std::map<pipeline_key, program_handle> programs;
         GLuint bound_program = 0;
@@ -112,7 +120,7 @@ private:
     void barrier();
     // Fence after everything issued, waited for; then the kernels' status bits are read.
     void wait_all();
-    // Throws INVALID_ARGUMENT for bad data the kernels reported since the last call.
+    // Throws INVALID_ARGUMENT for bad data the kernels of ops the calling thread issued reported.
     void throw_reported();
 
     int index_ = 0;
@@ -129,8 +137,12 @@ private:
     std::unique_ptr<gl_state> gl_;
     std::vector<touched> touched_;
     std::unordered_set<tf_buffer *> live_;  // not yet freed by the core: released at shutdown
-    uint32_t reported_ = 0;
-    std::string reporting_ops_;  // ops whose kernels may have set status bits since the last wait
+    std::thread::id caller_;  // the core's thread whose call runs now
+    // The reporting dispatches since the last wait: op and calling thread, by status word.
+    std::vector<std::pair<const char *, std::thread::id>> reports_;
+    // Ops whose kernels reported bad data, comma-separated, by the thread that issued them;
+    // thrown at that thread's next read or synchronize.
+    std::unordered_map<std::thread::id, std::string> reported_;
     std::unique_ptr<worker> thread_;  // last: destroyed first, after ~device emptied gl_ on it
 };
 

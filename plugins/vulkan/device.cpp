@@ -1,6 +1,8 @@
 // Device creation, memory pools, buffers and the batch machinery (see device.hpp).
 #include "device.hpp"
 
+#include <tinyfin/env.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -15,6 +17,8 @@ constexpr uint32_t submit_after = 64;
 // Per batch: parameter bytes and descriptor sets (one per dispatch).
 constexpr uint64_t params_bytes = 256 * 1024;
 constexpr uint32_t sets_per_batch = 1024;
+// Status words per batch: one per reporting dispatch (a batch holds at most submit_after commands).
+constexpr uint32_t report_slots = submit_after;
 // Block sizes of the memory pools.
 constexpr uint64_t device_block = 64ull << 20;
 constexpr uint64_t host_block = 16ull << 20;
@@ -161,7 +165,17 @@ void device::create_pools(const VkPhysicalDeviceMemoryProperties &memory) {
     const char *staging = environment("TINYFIN_VULKAN_STAGING");
     // TINYFIN_VULKAN_STAGING=1 takes the staging path of devices without host-visible memory,
     // so lavapipe can test it.
-    const bool force_staging = staging && std::strcmp(staging, "1") == 0;
+    int force = 0;
+    if (tf_env_parse_flag(staging, &force) == TF_ENV_INVALID) {
+        char message[TF_TEXT_SIZE];
+        tf_env_describe_bad(message, sizeof message, "TINYFIN_VULKAN_STAGING", staging, "0 or 1",
+                            "0 (host-visible memory where the device has it)");
+        int strict = 0;
+        tf_env_parse_strict(environment("TINYFIN_STRICT"), &strict);
+        if (strict) raise(TF_STATUS_INVALID_ARGUMENT, "%s (an error because TINYFIN_STRICT=1)", message);
+        log_message(TF_LOG_WARN, "%s", message);
+    }
+    const bool force_staging = force == 1;
     heap_index_ = memory.memoryTypes[type].heapIndex;
     heap_size_ = memory.memoryHeaps[heap_index_].size;
     uint64_t max_allocation = heap_size_;
@@ -247,6 +261,8 @@ void device::create_batches() {
         check(vkCreateDescriptorPool(dev, &dp_info, nullptr, &dpool), "vkCreateDescriptorPool");
         b.descriptors = descriptor_pool_handle(dev, dpool);
         b.params = host_pool_->allocate(params_bytes);
+        b.status = host_pool_->allocate(report_slots * caps_.bind_align);
+        std::memset(b.status.owner->mapped + b.status.offset, 0, report_slots * caps_.bind_align);
     }
 }
 
@@ -260,6 +276,7 @@ device::~device() {
         for (auto &[pool, range] : b.temporaries) pool->release(range);
         b.temporaries.clear();
         if (host_pool_) host_pool_->release(b.params);
+        if (host_pool_) host_pool_->release(b.status);
     }
     for (auto &[serial, buffer] : deferred_) release_now(buffer);
     deferred_.clear();
@@ -453,7 +470,12 @@ void device::dispatch(const pipeline_key &kernel, const void *params, size_t par
 
     VkDescriptorBufferInfo infos[2 + tensor_slots];
     infos[0] = {b.params.owner->buffer.get(), b.params.offset + at, params_size};
+    // A reporting kernel gets a word of its own; the others never write theirs.
     infos[1] = {status_.owner->buffer.get(), status_.offset, 4};
+    if (reporting_op) {
+        infos[1] = {b.status.owner->buffer.get(), b.status.offset + b.reports.size() * caps_.bind_align, 4};
+        b.reports.emplace_back(reporting_op, std::this_thread::get_id());
+    }
     for (uint32_t s = 0; s < tensor_slots; ++s) {
         if (s < count && tensors[s].buffer)
             infos[2 + s] = {tensors[s].buffer->memory.owner->buffer.get(), tensors[s].offset, tensors[s].range};
@@ -482,10 +504,6 @@ void device::dispatch(const pipeline_key &kernel, const void *params, size_t par
     barrier(b);
     for (size_t s = 0; s < count; ++s)
         if (tensors[s].buffer) tensors[s].buffer->last_use = b.serial;
-    if (reporting_op && b.reporting_ops.find(reporting_op) == std::string::npos) {
-        if (!b.reporting_ops.empty()) b.reporting_ops += ", ";
-        b.reporting_ops += reporting_op;
-    }
     if (b.commands_recorded >= submit_after) submit(b);
 }
 
@@ -505,7 +523,8 @@ void device::barrier(batch &b) {
 device::batch &device::recording(size_t params_size) {
     batch &b = batches_[current_];
     if (b.state == batch::state::recording) {
-        const bool room = align_up(b.params_used, caps_.bind_align) + params_size <= params_bytes && b.sets_used < sets_per_batch;
+        const bool room = align_up(b.params_used, caps_.bind_align) + params_size <= params_bytes &&
+                          b.sets_used < sets_per_batch && b.reports.size() < report_slots;
         if (room) return b;
         submit(b);
         return recording(params_size);
@@ -533,7 +552,7 @@ void device::begin(batch &b) {
     b.sets_used = 0;
     b.commands_recorded = 0;
     b.bound = VK_NULL_HANDLE;
-    b.reporting_ops.clear();
+    b.reports.clear();
 }
 
 void device::submit(batch &b) {
@@ -584,15 +603,17 @@ void device::retire(batch &b) {
     vkResetFences(device_.get(), 1, &fence);
     for (auto &[pool, range] : b.temporaries) pool->release(range);
     b.temporaries.clear();
-    // Bits the batch's kernels set (a later batch's bits may be read here too: the message
-    // then names this batch's ops as well, which is the best the word can tell).
-    auto *word = reinterpret_cast<uint32_t *>(status_.owner->mapped + status_.offset);
-    const uint32_t bits = __atomic_exchange_n(word, 0u, __ATOMIC_SEQ_CST);
-    if (bits) {
-        reported_ |= bits;
-        if (!reported_ops_.empty() && !b.reporting_ops.empty()) reported_ops_ += ", ";
-        reported_ops_ += b.reporting_ops;
+    // The bits each reporting kernel set, kept for the thread that recorded it.
+    for (size_t i = 0; i < b.reports.size(); ++i) {
+        auto *word = reinterpret_cast<uint32_t *>(b.status.owner->mapped + b.status.offset + i * caps_.bind_align);
+        if (__atomic_exchange_n(word, 0u, __ATOMIC_SEQ_CST) == 0) continue;
+        const auto &[op, thread] = b.reports[i];
+        std::string &ops = reported_[thread];
+        if ((", " + ops + ", ").find(std::string(", ") + op + ", ") != std::string::npos) continue;
+        if (!ops.empty()) ops += ", ";
+        ops += op;
     }
+    b.reports.clear();
     b.state = batch::state::idle;
     completed_ = std::max(completed_, b.serial);
     auto done = std::partition(deferred_.begin(), deferred_.end(), [&](const auto &d) { return d.first > completed_; });
@@ -611,12 +632,14 @@ void device::throw_if_lost() const {
 }
 
 void device::throw_reported() {
-    if (!reported_) return;
-    const std::string ops = reported_ops_.empty() ? "a kernel" : reported_ops_;
-    reported_ = 0;
-    reported_ops_.clear();
+    if (reported_.empty()) return;
+    const auto found = reported_.find(std::this_thread::get_id());
+    if (found == reported_.end()) return;
+    const std::string ops = std::move(found->second);
+    reported_.erase(found);
     raise(TF_STATUS_INVALID_ARGUMENT,
-          "%s: an index or label outside its range was found on %s; the elements it picks are 0 (NaN for losses)",
+          "%s: an index or label outside its range was found on %s in work this thread issued; the elements "
+          "it picks are 0 (NaN for losses)",
           ops.c_str(), label());
 }
 

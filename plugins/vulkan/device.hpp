@@ -18,6 +18,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -54,7 +56,7 @@ public:
     tf_buffer *allocate(uint64_t size) override;
     // Releases at once when idle, else when the last batch using the buffer has finished.
     void free(tf_buffer *buffer) noexcept override;
-    void write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size);
+    void write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) override;
     // Waits for the work that uses the buffer, then copies out.
     void read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size);
     void copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size);
@@ -88,8 +90,11 @@ private:
         VkPipeline bound = VK_NULL_HANDLE;
         // Ranges to release when the batch has finished (staging copies, temporaries).
         std::vector<std::pair<memory_pool *, allocation>> temporaries;
-        // Ops recorded in the batch whose kernels may report bad data, comma-separated.
-        std::string reporting_ops;
+        // One status word per dispatch whose kernel may report bad data (bind_align apart,
+        // mapped), and for each the op and the thread that recorded it: the error goes to that
+        // thread, not to whichever thread waits next.
+        allocation status;
+        std::vector<std::pair<const char *, std::thread::id>> reports;
     };
 
     device() = default;
@@ -112,7 +117,7 @@ private:
     void retire(batch &b);
     void poll() noexcept;
     void check_result(VkResult result, const char *what);
-    // Throws INVALID_ARGUMENT for bad data the kernels reported since the last call.
+    // Throws INVALID_ARGUMENT for bad data the kernels of ops this thread recorded reported.
     void throw_reported();
     void release_now(tf_buffer *buffer) noexcept;
 
@@ -150,8 +155,9 @@ private:
     std::vector<std::pair<uint64_t, tf_buffer *>> deferred_;
     // Every buffer not yet freed by the core, released at shutdown.
     std::unordered_set<tf_buffer *> live_;
-    uint32_t reported_ = 0;
-    std::string reported_ops_;
+    // Ops whose kernels reported bad data in finished batches, comma-separated, by the thread
+    // that recorded them; thrown at that thread's next read or synchronize.
+    std::unordered_map<std::thread::id, std::string> reported_;
     bool lost_ = false;
 };
 

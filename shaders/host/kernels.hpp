@@ -95,6 +95,8 @@ public:
                           uint32_t groups_z, const char *reporting_op = nullptr) = 0;
     // A scratch buffer; free() may come before the work using it has run.
     virtual tf_buffer *allocate(uint64_t size) = 0;
+    // Copies size bytes from the host into buffer at offset; work recorded later sees them.
+    virtual void write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) = 0;
     virtual void free(tf_buffer *buffer) noexcept = 0;
 
 protected:
@@ -211,7 +213,7 @@ static_assert(sizeof(rows_params) == 80 * 4);
 struct index_params {
     uint32_t pad0_, count, rank, pad1_;
     uint32_t pad2_, limit, interleaved, inverse;
-    float log2_theta;
+    uint32_t pad5_;
     uint32_t offset_lo, offset_hi, pad3_;
     uint32_t out_base, in_base, idx_base, pad4_;
     uint32_t shape[8], out_st[8], in_st[8], idx_st[8];

@@ -3,6 +3,8 @@
 #include "kernels.hpp"
 
 #include <cmath>
+#include <numbers>
+#include <vector>
 
 namespace tf_kernels {
 
@@ -297,6 +299,14 @@ void index_run(kernel_device &dev, const tf_op_desc &op) {
     }
     const char *reporting = name;
     uint32_t mode = 0, idx_dtype = TF_DTYPE_I32;
+    // rope's frequency table, released once the dispatch is recorded (free() may come first).
+    struct scratch_buffer {
+        kernel_device &dev;
+        tf_buffer *buffer = nullptr;
+        ~scratch_buffer() {
+            if (buffer) dev.free(buffer);
+        }
+    } scratch{dev};
     switch (op.op) {
     case TF_OP_ONE_HOT: {
         const tf_tensor_desc &labels = op.inputs[0];
@@ -340,7 +350,32 @@ void index_run(kernel_device &dev, const tf_op_desc &op) {
         for (int d = 0; d < walked.rank; ++d) p.in_st[d] = u32(op.inputs[0].strides[d]);
         p.interleaved = rp.interleaved ? 1 : 0;
         p.inverse = rp.inverse ? 1 : 0;
-        p.log2_theta = static_cast<float>(std::log2(rp.theta));
+        // Each pair's frequency in turns, theta^(-2i/D) / 2pi, from the double the cpu plugin
+        // uses, as five f32 chunks of 12 significant bits, which hold all 53 bits of the double
+        // (index.comp multiplies them by the position exactly).
+        const int64_t dim = op.inputs[0].shape[op.inputs[0].rank - 1], half = dim / 2;
+        std::vector<float> turns(static_cast<size_t>(5 * half));
+        for (int64_t i = 0; i < half; ++i) {
+            double f = std::pow(rp.theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim)) / (2 * std::numbers::pi);
+            for (int j = 0; j < 5; ++j) {
+                int e = 0;
+                std::frexp(f, &e);
+                const double chunk = std::ldexp(std::trunc(std::ldexp(f, 12 - e)), e - 12);
+                turns[static_cast<size_t>(5 * i + j)] = static_cast<float>(chunk);
+                f -= chunk;
+            }
+        }
+        tf_tensor_desc table{};
+        table.struct_size = sizeof table;
+        table.dtype = TF_DTYPE_F32;
+        table.rank = 1;
+        table.shape[0] = 5 * half;
+        table.strides[0] = 1;
+        const uint64_t bytes = turns.size() * sizeof(float);
+        table.buffer = scratch.buffer = dev.allocate(bytes);
+        dev.write(table.buffer, 0, turns.data(), bytes);
+        b[2] = dev.bind(table, name, "frequencies", 0);
+        p.idx_base = b[2].base;
         p.offset_lo = static_cast<uint32_t>(static_cast<uint64_t>(rp.position_offset));
         p.offset_hi = static_cast<uint32_t>(static_cast<uint64_t>(rp.position_offset) >> 32);
         reporting = nullptr;

@@ -398,3 +398,36 @@ TEST_CASE("nn: cross_entropy, one_hot, embedding, rope, attention") {
            },
            {1e-5, 1e-4});
 }
+
+// Long contexts: the angle position * theta^(-2i/D) reaches 10^6 radians and more, where an f32
+// angle (or an f32 frequency times the position) is off by whole radians. The kernel reduces the
+// angle to turns from exact partial products; the result must follow cpu's double angles.
+TEST_CASE("nn: rope at large position offsets follows cpu") {
+    pair seq = random({2, 4, 16}, 191);
+    for (int64_t offset : {int64_t{100000}, int64_t{1000000}, int64_t{1} << 24, (int64_t{1} << 31) + 12345,
+                           int64_t{-3000017}}) {
+        for (bool interleaved : {false, true}) {
+            const std::string name = "rope offset " + std::to_string(offset) + (interleaved ? " interleaved" : " halves");
+            parity(name, {seq}, [&](auto &t) { return tf::rope(t[0], 10000.0, interleaved, offset); }, {2e-5, 1e-5});
+        }
+    }
+    // The backward rule is the inverse rotation.
+    grad_parity("rope offset 10^6, gradient", {seq}, [](auto &t) { return tf::rope(t[0], 10000.0, false, 1000000); },
+                {2e-5, 1e-5});
+    parity("rope theta 500 offset 2^24 + 3", {seq}, [](auto &t) { return tf::rope(t[0], 500.0, false, (int64_t{1} << 24) + 3); },
+           {2e-5, 1e-5});
+}
+
+// Squares of |x| > ~1.8e19 overflow f32: the kernels scale the row before squaring, as the cpu
+// plugin's double statistics need not.
+TEST_CASE("nn: layer_norm and rms_norm of huge and tiny magnitudes follow cpu") {
+    for (double magnitude : {1e19, 1e25, 3e37, 1e-20}) {
+        std::vector<float> v = values(3 * 40, 192, -1, 1);
+        for (float &x : v) x = static_cast<float>(x * magnitude);
+        pair x = both(v, {3, 40});
+        pair w = random({40}, 193), b = random({40}, 194);
+        const std::string m = std::to_string(magnitude);
+        parity("layer_norm at " + m, {x, w, b}, [](auto &t) { return tf::layer_norm(t[0], 1, t[1], t[2]); }, {1e-5, 1e-4});
+        parity("rms_norm at " + m, {x, w}, [](auto &t) { return tf::rms_norm(t[0], 1, t[1]); }, {1e-5, 1e-4});
+    }
+}
