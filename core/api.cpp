@@ -1,5 +1,7 @@
 // Backend selection, statistics and the registry report behind tinyfin-info.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "errors.hpp"
@@ -12,6 +14,27 @@ namespace tinyfin {
 using namespace detail;
 
 bool set_backend(std::string_view list) { return Registry::checked().select(list); }
+
+std::string select_backend_for_memory(uint64_t required_bytes, std::string_view preference) {
+    Registry &registry = Registry::checked();
+    std::string spec(preference);
+    if (spec.empty()) {
+        const char *env = std::getenv("TINYFIN_BACKEND");
+        spec = env != nullptr && *env != '\0' ? env : "auto";
+    }
+    Backend &chosen = registry.select_fitting(spec, required_bytes);
+    if (fits_memory(chosen, required_bytes)) return chosen.name();
+    std::string devices;
+    for (const auto &backend : registry.backends()) {
+        if (!backend->initialised() || backend->device_count() == 0) continue;
+        devices += (devices.empty() ? "" : "; ") + describe_free_memory(*backend) + " free";
+    }
+    char need[32];
+    std::snprintf(need, sizeof need, "%.1f MiB", static_cast<double>(required_bytes) / (1024.0 * 1024.0));
+    raise<OutOfMemoryError>("select_backend_for_memory: no device has the " + std::string(need) +
+                            " this program needs (TINYFIN_BACKEND=" + spec + "): " + devices +
+                            "; use a smaller model or batch, or free memory on a device");
+}
 
 std::string backend_name() { return Registry::checked().selected().name(); }
 
@@ -70,7 +93,8 @@ Stats stats() {
         const auto &b = c.backends[backend->slot()];
         out.backends.push_back({backend->name(), b.ops.load(), b.bytes_to_device.load(),
                                 b.bytes_to_host.load(), b.allocations.load(),
-                                b.bytes_allocated.load()});
+                                b.bytes_allocated.load(), b.bytes_in_use.load(),
+                                b.peak_bytes_in_use.load()});
     }
     for (std::size_t op = 0; op < op_table.size(); ++op) {
         uint64_t n = c.fallbacks[op].load();
@@ -89,6 +113,7 @@ void reset_stats() {
         b.bytes_to_host = 0;
         b.allocations = 0;
         b.bytes_allocated = 0;
+        b.peak_bytes_in_use = b.bytes_in_use.load();
     }
     for (auto &f : c.fallbacks) f = 0;
 }

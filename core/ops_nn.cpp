@@ -465,13 +465,15 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
             scores = where(hidden, constant_like(scores, -INFINITY), scores);
         }
         Tensor probs = softmax(scores, -1);
-        Tensor gv = matmul(probs.transpose(-1, -2), g);
+        // Only the gradients an input needs: the mask is usually a constant (no gradient), and
+        // reducing the [.., Tq, Tk] score gradient to its shape is a pass over the largest tensor.
+        Tensor gv = input_needs_grad(2) ? sum_to(matmul(probs.transpose(-1, -2), g), v.shape()) : Tensor();
+        if (!input_needs_grad(0) && !input_needs_grad(1) && !input_needs_grad(3)) return {Tensor(), Tensor(), gv, Tensor()};
         Tensor gp = matmul(g, v.transpose(-1, -2));
         Tensor gs = mul(probs, sub(gp, sum(mul(gp, probs), {-1}, true)));
-        Tensor gq = mul(matmul(gs, k), constant_like(q, s));
-        Tensor gk = mul(matmul(gs.transpose(-1, -2), q), constant_like(q, s));
-        return {sum_to(gq, q.shape()), sum_to(gk, k.shape()), sum_to(gv, v.shape()),
-                input_needs_grad(3) ? sum_to(gs, m.shape()) : Tensor()};
+        Tensor gq = input_needs_grad(0) ? sum_to(mul(matmul(gs, k), constant_like(q, s)), q.shape()) : Tensor();
+        Tensor gk = input_needs_grad(1) ? sum_to(mul(matmul(gs.transpose(-1, -2), q), constant_like(q, s)), k.shape()) : Tensor();
+        return {gq, gk, gv, input_needs_grad(3) ? sum_to(gs, m.shape()) : Tensor()};
     }; });
 }
 

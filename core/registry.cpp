@@ -1,6 +1,7 @@
 #include "registry.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "errors.hpp"
 #include "log.hpp"
@@ -170,6 +171,30 @@ std::string Registry::why_unusable(std::string_view name) {
     return "no plugin named '" + std::string(name) + "' on the search path";
 }
 
+namespace {
+
+std::string mib_text(uint64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+    return text;
+}
+
+std::string free_memory_text(const Backend &backend) {
+    const tf_device_info &d = backend.device(0);
+    return backend.name() + ":0 (" + d.name + ") " +
+           (d.memory_free == 0 ? std::string("unknown") : mib_text(d.memory_free));
+}
+
+} // namespace
+
+bool fits_memory(const Backend &backend, uint64_t required_bytes) {
+    if (required_bytes == 0 || backend.device_count() == 0) return true;
+    uint64_t free = backend.device(0).memory_free;
+    return free == 0 || free >= required_bytes;
+}
+
+std::string describe_free_memory(const Backend &backend) { return free_memory_text(backend); }
+
 bool Registry::select(std::string_view spec) {
     std::vector<std::string> notes;
     Backend *chosen = nullptr;
@@ -203,6 +228,11 @@ bool Registry::select(std::string_view spec) {
                                 "); name it in TINYFIN_BACKEND to use it");
                 continue;
             }
+            if (!fits_memory(*backend, required_bytes_)) {
+                notes.push_back("skipped " + backend->name() + ": " + free_memory_text(*backend) +
+                                " free, " + mib_text(required_bytes_) + " required");
+                continue;
+            }
             chosen = backend;
             notes.push_back("auto: " + backend->name() + " has the highest priority (" +
                             std::to_string(backend->table().priority) + ") of the usable backends");
@@ -216,6 +246,11 @@ bool Registry::select(std::string_view spec) {
                 std::string note = "unavailable: " + name + ": " + why_unusable(name);
                 log(TF_LOG_WARN, "TINYFIN_BACKEND: " + note.substr(13));
                 notes.push_back(note);
+                continue;
+            }
+            if (!fits_memory(*backend, required_bytes_)) {
+                notes.push_back("skipped " + name + ": " + free_memory_text(*backend) + " free, " +
+                                mib_text(required_bytes_) + " required");
                 continue;
             }
             if (!chosen) {
@@ -235,6 +270,13 @@ bool Registry::select(std::string_view spec) {
     notes_ = std::move(notes);
     selected_.store(chosen, std::memory_order_release);
     return listed_ok;
+}
+
+Backend &Registry::select_fitting(std::string_view spec, uint64_t required_bytes) {
+    required_bytes_ = required_bytes;
+    select(spec);
+    required_bytes_ = 0;
+    return selected();
 }
 
 void Registry::selection(std::string &requested, std::vector<std::string> &notes) const {

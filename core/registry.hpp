@@ -17,11 +17,18 @@ struct Counters {
     struct PerBackend {
         std::atomic<uint64_t> ops{0}, bytes_to_device{0}, bytes_to_host{0}, allocations{0},
             bytes_allocated{0};
+        // Bytes of storages alive now, and the most alive at once since reset_stats().
+        std::atomic<uint64_t> bytes_in_use{0}, peak_bytes_in_use{0};
     };
     std::array<PerBackend, max_backends> backends;
     std::array<std::atomic<uint64_t>, TF_OP_COUNT_> fallbacks{};
     std::array<std::atomic<bool>, TF_OP_COUNT_> fallback_logged{};
 };
+
+// Whether device 0 of an initialised backend reports at least required_bytes free (0 free: the
+// plugin does not know, which fits); and "name:0 (device) N MiB" for messages.
+bool fits_memory(const Backend &backend, uint64_t required_bytes);
+std::string describe_free_memory(const Backend &backend);
 
 class Registry {
 public:
@@ -52,6 +59,10 @@ public:
 
     // Applies a TINYFIN_BACKEND-style list; false when none of its names is usable.
     bool select(std::string_view spec);
+    // select() among the backends whose device 0 reports at least required_bytes free (a
+    // device that reports 0, i.e. does not know, counts as fitting); cpu stays the last resort.
+    // Returns the chosen backend, whether or not it fits.
+    Backend &select_fitting(std::string_view spec, uint64_t required_bytes);
     bool fallback_is_error() const { return fallback_is_error_; }
 
     const LoadResult &loaded() const { return loaded_; }
@@ -71,6 +82,8 @@ private:
     Backend *cpu_ = nullptr;
     std::atomic<Backend *> selected_{nullptr};
     mutable std::mutex select_mutex_;
+    // select()'s memory filter; 0 while select_fitting() is not running.
+    uint64_t required_bytes_ = 0;
     std::string requested_;
     std::vector<std::string> notes_;
     std::string fatal_error_;

@@ -100,11 +100,14 @@ void raise_status(tf_status status, const std::string &message) {
 }
 
 Storage::~Storage() {
-    if (buffer && Registry::alive())
+    if (buffer && Registry::alive()) {
         guarded_value(backend->name(), "buffer_free", false, [&] {
             backend->table().buffer_free(buffer);
             return true;
         });
+        Registry::instance().counters().backends[backend->slot()].bytes_in_use.fetch_sub(
+            nbytes, std::memory_order_relaxed);
+    }
     if (release) release();
 }
 
@@ -131,6 +134,10 @@ std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t
     auto &counters = Registry::instance().counters().backends[backend.slot()];
     counters.allocations.fetch_add(1, std::memory_order_relaxed);
     counters.bytes_allocated.fetch_add(nbytes, std::memory_order_relaxed);
+    uint64_t live = counters.bytes_in_use.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+    uint64_t peak = counters.peak_bytes_in_use.load(std::memory_order_relaxed);
+    while (live > peak && !counters.peak_bytes_in_use.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+    }
     return storage;
 }
 

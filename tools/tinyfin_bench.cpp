@@ -4,6 +4,7 @@
 //   tinyfin-bench [--op LIST] [--backend LIST] [--size LIST] [--repeat N] [--warmup N]
 //                 [--budget SECONDS] [--settle SECONDS] [--stat median|min] [--clock wall|cpu]
 //                 [--threads N] [--compare numpy,torch] [--python PATH] [--json | --csv] [--list]
+//   tinyfin-bench --train N | --train-gpt N [--compare torch] [--threads N]
 //
 // Each case runs warm-up calls, then --repeat samples, the backends' samples interleaved; a
 // sample times enough back-to-back calls to last about 10 ms, on the wall clock or (--clock cpu)
@@ -36,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_gpt.hpp"
 #include "bench_train.hpp"
 #include "tinyfin/tinyfin.hpp"
 
@@ -63,6 +65,7 @@ struct Options {
     double settle_s = 0.15;
     int threads = 0;             // 0: TINYFIN_THREADS, else the usable cores
     int train_steps = 0;         // --train: training steps instead of the op cases
+    int gpt_steps = 0;           // --train-gpt: char_gpt training steps and sampling instead
     std::string python = "/usr/bin/python3";
     // The statistic rates and ratios use: the median, or the best sample (steadier on a shared machine).
     bool use_min = false;
@@ -103,7 +106,10 @@ void usage(FILE *out) {
                  "  --list      print the cases and exit\n"
                  "  --train N   time N Fashion-MNIST training steps (batch 64, TINYFIN_BACKEND's choice)\n"
                  "              instead: median step, images/s, page faults per step; with --compare torch\n"
-                 "              also PyTorch's step, as shipped and hand-tuned (bench_train_torch.py)\n");
+                 "              also PyTorch's step, as shipped and hand-tuned (bench_train_torch.py)\n"
+                 "  --train-gpt N  time N steps of examples/char_gpt's default config on the fortunes corpus\n"
+                 "              and 200 KV-cached sampled tokens; with --compare torch also PyTorch's, as\n"
+                 "              shipped and hand-tuned (bench_gpt_torch.py)\n");
 }
 
 bool parse_int(const char *text, int lo, int hi, int *out) {
@@ -138,9 +144,11 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
         } else if (arg == "--op" || arg == "--backend" || arg == "--size" || arg == "--compare") {
             if (!(v = value(arg.c_str()))) return 2;
             (arg == "--op" ? o.ops : arg == "--backend" ? o.backends : arg == "--size" ? o.sizes : o.peers) = split_list(v);
-        } else if (arg == "--repeat" || arg == "--warmup" || arg == "--threads" || arg == "--train") {
+        } else if (arg == "--repeat" || arg == "--warmup" || arg == "--threads" || arg == "--train" ||
+                   arg == "--train-gpt") {
             if (!(v = value(arg.c_str()))) return 2;
-            int *target = arg == "--repeat" ? &o.repeat : arg == "--warmup" ? &o.warmup : arg == "--train" ? &o.train_steps : &o.threads;
+            int *target = arg == "--repeat" ? &o.repeat : arg == "--warmup" ? &o.warmup : arg == "--train" ? &o.train_steps
+                        : arg == "--train-gpt" ? &o.gpt_steps : &o.threads;
             if (!parse_int(v, arg == "--warmup" ? 0 : 1, 100000, target)) {
                 std::fprintf(stderr, "tinyfin-bench: %s wants a positive integer, got '%s'\n", arg.c_str(), v);
                 return 2;
@@ -629,18 +637,14 @@ PeerLine parse_peer_line(const std::string &line) {
     return out;
 }
 
-// PyTorch's training step (bench_train_torch.py beside this tool) as a child process, as shipped
-// or hand-tuned (OpenBLAS on 1 thread, channels_last, malloc tunables: glibc reads those at
-// start, so they go into the child's environment). Prints its result; returns its images/s, or
-// NaN when it did not run.
-double run_torch_train(const Options &o, int threads, int steps, bool tuned) {
-    const char *config = tuned ? "tuned" : "default";
-    const std::string script = helper_script("bench_train_torch.py");
-    std::vector<std::string> args = {o.python, script, "--steps", std::to_string(steps), "--threads",
-                                     std::to_string(threads), "--config", config};
-    if (tuned) args.insert(args.end(), {"--blas-threads", "1", "--channels-last"});
+// Runs a peer script (beside this tool) as a child process and parses the JSON line it prints.
+// tuned: glibc's malloc tunables go into the child's environment (glibc reads them at start).
+// status receives the child's exit status.
+PeerLine run_peer_script(const Options &o, std::vector<std::string> args, bool tuned, int &status) {
+    args.insert(args.begin(), o.python);
     int from_child[2];
-    if (pipe2(from_child, O_CLOEXEC) != 0) return NAN;
+    status = -1;
+    if (pipe2(from_child, O_CLOEXEC) != 0) return {};
     std::fflush(nullptr);
     const pid_t pid = fork();
     if (pid == 0) {
@@ -658,22 +662,62 @@ double run_torch_train(const Options &o, int threads, int steps, bool tuned) {
     char buf[4096];
     for (ssize_t n; pid > 0 && (n = read(from_child[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
     close(from_child[0]);
+    int raw = 0;
+    if (pid > 0) waitpid(pid, &raw, 0);
+    status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    return parse_peer_line(text);
+}
+
+// Says why a peer gave no result.
+void print_no_result(const char *what, const PeerLine &line, int status) {
+    const auto error = line.text.find("error");
+    std::printf("%s: no result (%s)\n", what,
+                error != line.text.end() ? error->second.c_str() : ("exit status " + std::to_string(status)).c_str());
+}
+
+// PyTorch's training step (bench_train_torch.py beside this tool), as shipped or hand-tuned
+// (OpenBLAS on 1 thread, channels_last, malloc tunables). Prints its result; returns its
+// images/s, or NaN when it did not run.
+double run_torch_train(const Options &o, int threads, int steps, bool tuned) {
+    const char *config = tuned ? "tuned" : "default";
+    std::vector<std::string> args = {helper_script("bench_train_torch.py"), "--steps", std::to_string(steps), "--threads",
+                                     std::to_string(threads), "--config", config};
+    if (tuned) args.insert(args.end(), {"--blas-threads", "1", "--channels-last"});
     int status = 0;
-    if (pid > 0) waitpid(pid, &status, 0);
-    const PeerLine line = parse_peer_line(text);
+    const PeerLine line = run_peer_script(o, args, tuned, status);
     const auto number = [&](const char *key) { return line.number.count(key) ? line.number.at(key) : NAN; };
     const double rate = number("images_per_s");
     if (std::isnan(rate)) {
-        const auto error = line.text.find("error");
-        std::printf("torch %s: no result (%s)\n", config,
-                    error != line.text.end() ? error->second.c_str()
-                                                : ("exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1)).c_str());
+        print_no_result((std::string("torch ") + config).c_str(), line, status);
         return NAN;
     }
     std::printf("torch %-7s step median %.2f ms (min %.2f, max %.2f), %.0f img/s, page faults per step: %.1f minor (%s)\n",
                 config, number("median_ms"), number("min_ms"), number("max_ms"), rate, number("minor_faults_per_step"),
                 tuned ? "OpenBLAS 1 thread, channels_last, malloc tunables" : "as shipped");
     return rate;
+}
+
+// PyTorch's char_gpt (bench_gpt_torch.py): training tokens/s of `steps` timed steps and its
+// KV-cached sampling under no_grad, as shipped or hand-tuned (OpenBLAS on 1 thread, malloc
+// tunables). Returns {train tokens/s, sample tokens/s}, NaN when it did not run.
+std::pair<double, double> run_torch_gpt(const Options &o, int threads, int steps, bool tuned) {
+    const char *config = tuned ? "tuned" : "default";
+    std::vector<std::string> args = {helper_script("bench_gpt_torch.py"), "--time-steps", std::to_string(steps),
+                                     "--threads", std::to_string(threads), "--name", config};
+    if (tuned) args.insert(args.end(), {"--blas-threads", "1"});
+    int status = 0;
+    const PeerLine line = run_peer_script(o, args, tuned, status);
+    const auto number = [&](const char *key) { return line.number.count(key) ? line.number.at(key) : NAN; };
+    const double train = number("tokens_per_s"), sample = number("sample_tokens_per_s");
+    if (std::isnan(train)) {
+        print_no_result((std::string("torch gpt ") + config).c_str(), line, status);
+        return {NAN, NAN};
+    }
+    std::printf("torch %-7s gpt step median %.1f ms, %.0f tokens/s, cpu time per step %.1f ms; KV-cached sampling "
+                "%.0f tokens/s, cpu time per token %.2f ms (%s)\n",
+                config, number("median_ms"), train, number("cpu_ms_per_step"), sample, number("sample_cpu_ms_per_token"),
+                tuned ? "OpenBLAS 1 thread, malloc tunables" : "as shipped");
+    return {train, sample};
 }
 
 // bench_peers.py as a co-process: started once, then asked for one case at a time right after
@@ -1000,6 +1044,23 @@ int main(int argc, char **argv) {
 #ifdef TF_BENCH_HAVE_OPENBLAS
     openblas_set_num_threads(m.threads);
 #endif
+    if (o.gpt_steps > 0) {
+        try {
+            const tfbench::GptRates ours = tfbench::run_train_gpt(o.gpt_steps);
+            if (o.peers.count("torch")) {
+                const auto shipped = run_torch_gpt(o, m.threads, o.gpt_steps, false);
+                const auto tuned = run_torch_gpt(o, m.threads, o.gpt_steps, true);
+                std::printf("tokens/s ratio tinyfin / torch (above 1: tinyfin faster): training %.2f vs as shipped, "
+                            "%.2f vs tuned; KV-cached sampling %.2f vs as shipped, %.2f vs tuned\n",
+                            ours.train_tokens_per_s / shipped.first, ours.train_tokens_per_s / tuned.first,
+                            ours.sample_tokens_per_s / shipped.second, ours.sample_tokens_per_s / tuned.second);
+            }
+            return 0;
+        } catch (const std::exception &e) {
+            std::fprintf(stderr, "tinyfin-bench: %s\n", e.what());
+            return 1;
+        }
+    }
     if (o.train_steps > 0) {
         try {
             const double ours = tfbench::run_train(o.train_steps, 64);

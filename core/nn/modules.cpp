@@ -242,6 +242,36 @@ Tensor Dropout::forward(const Tensor &x) {
 
 std::string Dropout::describe() const { return "Dropout(p=" + std::to_string(p_) + ")"; }
 
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, uint64_t seed)
+    : num_(num_embeddings), dim_(dim) {
+    if (num_embeddings < 1 || dim < 1)
+        raise<ValueError>("Embedding: sizes must be >= 1, got " + std::to_string(num_embeddings) +
+                          " x " + std::to_string(dim));
+    weight = empty({num_embeddings, dim});
+    init::normal_(weight, 0, 1, mix_seed(seed, 0));
+    register_parameter("weight", weight);
+}
+
+std::string Embedding::describe() const {
+    return "Embedding(" + std::to_string(num_) + ", " + std::to_string(dim_) + ")";
+}
+
+LayerNorm::LayerNorm(int64_t dim, double eps, bool with_bias) : dim_(dim), eps_(eps) {
+    if (dim < 1) raise<ValueError>("LayerNorm: dim must be >= 1, got " + std::to_string(dim));
+    if (!(eps > 0)) raise<ValueError>("LayerNorm: eps must be > 0, got " + std::to_string(eps));
+    weight = ones({dim});
+    register_parameter("weight", weight);
+    if (with_bias) {
+        bias = zeros({dim});
+        register_parameter("bias", bias);
+    }
+}
+
+std::string LayerNorm::describe() const {
+    return "LayerNorm(" + std::to_string(dim_) + ", eps=" + std::to_string(eps_) +
+           ", bias=" + yes_no(bias.defined()) + ")";
+}
+
 Tensor Flatten::forward(const Tensor &x) { return flatten(x, start_, end_); }
 
 std::string Flatten::describe() const {

@@ -223,16 +223,42 @@ void SGD::step() {
 
 // ---- AdamW --------------------------------------------------------------------------------
 
+namespace {
+
+std::vector<Tensor> flatten_groups(const std::vector<ParamGroup> &groups) {
+    std::vector<Tensor> out;
+    for (const ParamGroup &g : groups) out.insert(out.end(), g.params.begin(), g.params.end());
+    return out;
+}
+
+} // namespace
+
+std::vector<ParamGroup> decay_matrices_only(const std::vector<Tensor> &params, double weight_decay) {
+    require_finite_nonnegative(weight_decay, "weight_decay", "decay_matrices_only");
+    ParamGroup decay{{}, weight_decay}, no_decay{{}, 0.0};
+    for (const Tensor &p : params) (p.defined() && p.rank() >= 2 ? decay : no_decay).params.push_back(p);
+    return {std::move(decay), std::move(no_decay)};
+}
+
 AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,
              double weight_decay)
-    : Optimizer(std::move(params), lr), beta1_(betas.first), beta2_(betas.second), eps_(eps),
-      weight_decay_(weight_decay), exp_avg_(params_.size()), exp_avg_sq_(params_.size()),
-      steps_(params_.size(), 0) {
+    : AdamW(std::vector<ParamGroup>{ParamGroup{std::move(params), weight_decay}}, lr, betas, eps,
+            weight_decay) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps,
+             double weight_decay)
+    : Optimizer(flatten_groups(groups), lr), beta1_(betas.first), beta2_(betas.second), eps_(eps),
+      exp_avg_(params_.size()), exp_avg_sq_(params_.size()), steps_(params_.size(), 0) {
     if (!(beta1_ >= 0 && beta1_ < 1) || !(beta2_ >= 0 && beta2_ < 1))
         raise<ValueError>("AdamW: betas must be in [0, 1), got (" + std::to_string(beta1_) + ", " +
                           std::to_string(beta2_) + ")");
     require_finite_nonnegative(eps, "eps", "AdamW");
     require_finite_nonnegative(weight_decay, "weight_decay", "AdamW");
+    for (const ParamGroup &g : groups) {
+        double wd = g.weight_decay < 0 ? weight_decay : g.weight_decay;
+        require_finite_nonnegative(wd, "weight_decay", "AdamW parameter group");
+        decay_.insert(decay_.end(), g.params.size(), wd);
+    }
 }
 
 void AdamW::step() {
@@ -244,12 +270,13 @@ void AdamW::step() {
         int64_t t = ++steps_[i];
         Tensor &m = exp_avg_[i];
         Tensor &v = exp_avg_sq_[i];
-        if (fused_adamw_step(p, g, m, v, t, {lr_, beta1_, beta2_, eps_, weight_decay_})) continue;
+        const double weight_decay = decay_[i];
+        if (fused_adamw_step(p, g, m, v, t, {lr_, beta1_, beta2_, eps_, weight_decay})) continue;
         if (!m.defined()) {
             m = zeros(p.shape(), p.dtype(), p.device());
             v = zeros(p.shape(), p.dtype(), p.device());
         }
-        Tensor decayed = weight_decay_ != 0 ? p * (1.0 - lr_ * weight_decay_) : p;
+        Tensor decayed = weight_decay != 0 ? p * (1.0 - lr_ * weight_decay) : p;
         m = m * beta1_ + g * (1.0 - beta1_);
         v = v * beta2_ + (g * g) * (1.0 - beta2_);
         double bias_correction1 = 1.0 - std::pow(beta1_, static_cast<double>(t));

@@ -176,6 +176,36 @@ private:
     uint64_t calls_ = 0;
 };
 
+// Rows of weight [num_embeddings, dim] picked by integer indices [...] -> [..., dim].
+// Initialised like torch.nn.Embedding: N(0, 1).
+class Embedding : public Module {
+public:
+    Embedding(int64_t num_embeddings, int64_t dim, uint64_t seed = 0);
+    Tensor forward(const Tensor &indices) override { return embedding(weight, indices); }
+    std::string describe() const override;
+
+    Tensor weight;
+
+private:
+    int64_t num_, dim_;
+};
+
+// Normalises over the last axis of size dim: (x - mean) / sqrt(var + eps) * weight + bias with
+// the biased variance; weight starts at 1 and bias at 0 (torch.nn.LayerNorm).
+class LayerNorm : public Module {
+public:
+    explicit LayerNorm(int64_t dim, double eps = 1e-5, bool bias = true);
+    Tensor forward(const Tensor &x) override { return layer_norm(x, 1, weight, bias, eps_); }
+    std::string describe() const override;
+
+    Tensor weight;
+    Tensor bias;
+
+private:
+    int64_t dim_;
+    double eps_;
+};
+
 // Collapses axes start_dim..end_dim into one ([N, C, H, W] -> [N, C*H*W] by default).
 class Flatten : public Module {
 public:
@@ -248,6 +278,31 @@ Tensor xavier_normal_(const Tensor &t, uint64_t seed, double gain = 1);
 // each tensor and each dropout call its own random stream.
 uint64_t mix_seed(uint64_t seed, uint64_t stream);
 
+// ---- Training helpers ------------------------------------------------------------------------
+
+// torch.nn.utils.clip_grad_norm_: the global L2 norm of every defined gradient of params taken
+// together; when it exceeds max_norm every gradient is scaled by max_norm / (norm + 1e-6). The
+// scale is computed on the device (min(1, max_norm / (norm + 1e-6))), so nothing is read back:
+// the returned rank-0 f32 tensor is the norm before clipping. Parameters without a gradient are
+// skipped; with none at all the norm is 0. The gradients must all be on one device.
+Tensor clip_grad_norm(const std::vector<Tensor> &params, double max_norm);
+
+// A learning rate that rises linearly for `warmup` steps and then follows half a cosine from
+// max_lr down to min_lr at step `total`, staying at min_lr after (nanoGPT's get_lr):
+//   step < warmup:           max_lr * (step + 1) / warmup
+//   warmup <= step < total:  min_lr + (max_lr - min_lr) * (1 + cos(pi * r)) / 2,
+//                            r = (step - warmup) / (total - warmup)
+//   step >= total:           min_lr
+struct WarmupCosine {
+    double max_lr;
+    double min_lr;
+    int64_t warmup;
+    int64_t total;
+    // Throws ValueError for negative rates or steps, or warmup > total.
+    WarmupCosine(double max_lr, double min_lr, int64_t warmup, int64_t total);
+    double operator()(int64_t step) const;
+};
+
 // ---- Serialization -------------------------------------------------------------------------
 // The TFNN format (docs/nn.md): "TFNN", version, count, file size, then per tensor its name,
 // dtype, shape and raw little-endian data, then a zlib CRC32 of everything before it.
@@ -272,6 +327,16 @@ NamedTensors load_all(const std::string &path, std::optional<Device> device = {}
 // with assign_; no value travels to the host. Parameters whose grad is undefined are skipped.
 
 namespace tinyfin::optim {
+
+// Parameters that share settings; a weight decay < 0 means "the optimizer's default".
+struct ParamGroup {
+    std::vector<Tensor> params;
+    double weight_decay = -1;
+};
+
+// The usual transformer split: parameters of rank >= 2 (matrices, embeddings) decay with
+// weight_decay, vectors (biases, norm gains) do not.
+std::vector<ParamGroup> decay_matrices_only(const std::vector<Tensor> &params, double weight_decay);
 
 class Optimizer {
 public:
@@ -315,10 +380,17 @@ public:
     explicit AdamW(std::vector<Tensor> params, double lr = 1e-3,
                    std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8,
                    double weight_decay = 0.01);
+    // Per-group weight decay (a group with weight_decay < 0 takes weight_decay).
+    AdamW(std::vector<ParamGroup> groups, double lr = 1e-3,
+          std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8,
+          double weight_decay = 0.01);
     void step() override;
+    // The weight decay of parameter i (in params() order).
+    double weight_decay(std::size_t i) const { return decay_[i]; }
 
 private:
-    double beta1_, beta2_, eps_, weight_decay_;
+    double beta1_, beta2_, eps_;
+    std::vector<double> decay_;
     std::vector<Tensor> exp_avg_, exp_avg_sq_;
     std::vector<int64_t> steps_;
 };

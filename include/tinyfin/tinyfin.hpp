@@ -489,6 +489,13 @@ Shape broadcast_shapes(const Shape &a, const Shape &b, std::string_view op = "br
 // Chooses backends like TINYFIN_BACKEND ("auto" or a list such as "vulkan,blas").
 // Returns false (and logs why) when no listed backend is usable; cpu remains.
 bool set_backend(std::string_view list);
+// Chooses the backend as set_backend(preference) does, but only among backends whose device 0
+// reports at least required_bytes of free memory (tinyfin-info's "free"; a device that reports
+// none counts as fitting): with "auto" the best-priority one that fits, cpu last; with a list
+// the first listed one that fits. preference "" means TINYFIN_BACKEND (auto when unset). Returns
+// the chosen backend's name; throws OutOfMemoryError naming every device, its free memory and
+// the requirement when none fits.
+std::string select_backend_for_memory(uint64_t required_bytes, std::string_view preference = {});
 // Name of the backend factories place tensors on ("cpu", "vulkan").
 std::string backend_name();
 Device default_device();
@@ -511,6 +518,8 @@ struct Stats {
         uint64_t bytes_to_host = 0;       // this backend's devices -> host
         uint64_t allocations = 0;         // buffers allocated
         uint64_t bytes_allocated = 0;
+        uint64_t bytes_in_use = 0;        // bytes of tensor storage alive now
+        uint64_t peak_bytes_in_use = 0;   // the most alive at once since reset_stats()
     };
     std::vector<Backend> backends;
     // (op name, count) for every op that fell back to cpu at least once.

@@ -1,0 +1,298 @@
+// Trains a character-level GPT on Debian's fortunes and samples from it; see model.hpp for the
+// model and docs/char_gpt.md for the recipe and the numbers.
+//
+//   char_gpt [--steps N] [--config tiny|small|default] [--seed S] [--batch B] [--lr LR]
+//            [--dropout P] [--eval-every N] [--save FILE] [--load FILE] [--sample N]
+//            [--temperature T] [--top-k K] [--prompt TEXT] [--data DIR]
+//
+// Recipe (tools/bench_gpt_torch.py is the same in PyTorch): batches of B random windows of the
+// training split; AdamW (betas 0.9/0.99, eps 1e-8) with weight decay 0.1 on matrices and
+// embeddings only; learning rate warmup for steps/10 (at most 50) then cosine down to lr/10;
+// gradients clipped to global norm 1. It runs on the backend TINYFIN_BACKEND selects.
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "corpus.hpp"
+#include "model.hpp"
+#include "tinyfin/nn.hpp"
+#include "tinyfin/tinyfin.hpp"
+
+namespace {
+
+using namespace tinyfin;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+    int64_t steps = 600;
+    std::string config = "default";
+    uint64_t seed = 0;
+    int64_t batch = 32;
+    double lr = 2e-3;
+    double dropout = 0;
+    int64_t eval_every = 200;
+    int64_t eval_batches = 20;
+    std::string save_path, load_path;
+    int64_t sample = 200;
+    double temperature = 0.8;
+    int64_t top_k = 0;
+    std::string prompt = "\n";
+    std::string data_dir = chargpt::default_corpus_dir();
+};
+
+[[noreturn]] void usage(const char *argv0, const std::string &problem) {
+    std::fprintf(stderr,
+                 "%s: %s\n"
+                 "usage: %s [--steps N] [--config tiny|small|default] [--seed S] [--batch B]\n"
+                 "          [--lr LR] [--dropout P] [--eval-every N] [--eval-batches N]\n"
+                 "          [--save FILE] [--load FILE] [--sample N] [--temperature T] [--top-k K]\n"
+                 "          [--prompt TEXT] [--data DIR]\n"
+                 "  --steps N        training steps (default 600; 0 with --load: sample only)\n"
+                 "  --config NAME    model size: tiny (tests), small, default (4 layers, 128 dims)\n"
+                 "  --seed S         seed of the initialisation, batches, dropout and sampling\n"
+                 "  --batch B        sequences per step (default 32)\n"
+                 "  --lr LR          peak learning rate (default 0.002)\n"
+                 "  --dropout P      dropout probability (default 0)\n"
+                 "  --eval-every N   validation loss every N steps (default 200; 0: only at the end)\n"
+                 "  --eval-batches N validation batches per evaluation (default 20)\n"
+                 "  --save FILE      save the parameters (TFNN format, docs/nn.md)\n"
+                 "  --load FILE      start from saved parameters of the same config\n"
+                 "  --sample N       characters to generate at the end (default 200)\n"
+                 "  --temperature T  sampling temperature (default 0.8; 0: greedy)\n"
+                 "  --top-k K        sample among the K likeliest characters (default 0: all)\n"
+                 "  --prompt TEXT    text the sample continues (default a newline)\n"
+                 "  --data DIR       fortunes directory (default %s)\n",
+                 argv0, problem.c_str(), argv0, chargpt::default_corpus_dir());
+    std::exit(2);
+}
+
+int64_t parse_int(const char *argv0, const std::string &flag, const char *text, int64_t min) {
+    char *end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < min)
+        usage(argv0, flag + " needs an integer >= " + std::to_string(min) + ", got '" + text + "'");
+    return v;
+}
+
+double parse_double(const char *argv0, const std::string &flag, const char *text, double min) {
+    char *end = nullptr;
+    errno = 0;
+    double v = std::strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || !(v >= min))
+        usage(argv0, flag + " needs a number >= " + std::to_string(min) + ", got '" + text + "'");
+    return v;
+}
+
+Options parse_args(int argc, char **argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        std::string flag = argv[i];
+        if (flag == "-h" || flag == "--help") usage(argv[0], "help");
+        if (i + 1 >= argc) usage(argv[0], "unknown option or missing value: " + flag);
+        const char *value = argv[++i];
+        if (flag == "--steps") o.steps = parse_int(argv[0], flag, value, 0);
+        else if (flag == "--config") o.config = value;
+        else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_int(argv[0], flag, value, 0));
+        else if (flag == "--batch") o.batch = parse_int(argv[0], flag, value, 1);
+        else if (flag == "--lr") o.lr = parse_double(argv[0], flag, value, 0);
+        else if (flag == "--dropout") o.dropout = parse_double(argv[0], flag, value, 0);
+        else if (flag == "--eval-every") o.eval_every = parse_int(argv[0], flag, value, 0);
+        else if (flag == "--eval-batches") o.eval_batches = parse_int(argv[0], flag, value, 1);
+        else if (flag == "--save") o.save_path = value;
+        else if (flag == "--load") o.load_path = value;
+        else if (flag == "--sample") o.sample = parse_int(argv[0], flag, value, 0);
+        else if (flag == "--temperature") o.temperature = parse_double(argv[0], flag, value, 0);
+        else if (flag == "--top-k") o.top_k = parse_int(argv[0], flag, value, 0);
+        else if (flag == "--prompt") o.prompt = value;
+        else if (flag == "--data") o.data_dir = value;
+        else usage(argv[0], "unknown option " + flag);
+    }
+    if (o.dropout >= 1) usage(argv[0], "--dropout must be below 1");
+    return o;
+}
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Random windows of a token stream: batch starts drawn by splitmix64 from (seed, stream).
+class Batcher {
+public:
+    Batcher(const std::vector<int32_t> &data, int64_t batch, int64_t context, uint64_t seed)
+        : data_(data), batch_(batch), context_(context), state_(seed) {
+        if (static_cast<int64_t>(data.size()) < context + 2)
+            throw chargpt::CorpusError("a split of " + std::to_string(data.size()) +
+                                       " tokens is too short for a context of " + std::to_string(context));
+    }
+    // x [B, T] and y [B*T] (the next tokens), on the default device.
+    std::pair<Tensor, Tensor> next() {
+        x_.resize(static_cast<std::size_t>(batch_ * context_));
+        y_.resize(x_.size());
+        const auto range = static_cast<uint64_t>(data_.size()) - static_cast<uint64_t>(context_) - 1;
+        for (int64_t b = 0; b < batch_; ++b) {
+            auto start = static_cast<std::size_t>((static_cast<unsigned __int128>(draw()) * range) >> 64);
+            std::copy_n(data_.begin() + static_cast<std::ptrdiff_t>(start), context_, x_.begin() + b * context_);
+            std::copy_n(data_.begin() + static_cast<std::ptrdiff_t>(start) + 1, context_, y_.begin() + b * context_);
+        }
+        return {from_host(x_.data(), {batch_, context_}, DType::i32),
+                from_host(y_.data(), {batch_ * context_}, DType::i32)};
+    }
+
+private:
+    uint64_t draw() {
+        uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+    const std::vector<int32_t> &data_;
+    int64_t batch_, context_;
+    uint64_t state_;
+    std::vector<int32_t> x_, y_;
+};
+
+// Mean loss over the same `batches` validation windows at every evaluation.
+double validation_loss(chargpt::GPT &model, const chargpt::Corpus &corpus, const Options &o) {
+    model.eval();
+    NoGradGuard no_grad;
+    Batcher val(corpus.val, o.batch, model.config().context, nn::mix_seed(o.seed, 0xe7a1));
+    Tensor total = zeros({});
+    for (int64_t i = 0; i < o.eval_batches; ++i) {
+        auto [x, y] = val.next();
+        total = total + cross_entropy(model(x), y);
+    }
+    model.train();
+    return total.item<float>() / static_cast<double>(o.eval_batches);
+}
+
+void print_backend_report() {
+    Stats s = stats();
+    std::printf("backends that ran ops:");
+    bool any = false;
+    for (const Stats::Backend &b : s.backends) {
+        if (b.ops == 0) continue;
+        std::printf(" %s (%llu ops)", b.name.c_str(), static_cast<unsigned long long>(b.ops));
+        any = true;
+    }
+    std::printf("%s\n", any ? "" : " none");
+    std::printf("fallbacks: %llu", static_cast<unsigned long long>(s.total_fallbacks));
+    for (std::size_t i = 0; i < s.fallbacks.size(); ++i)
+        std::printf("%s%s x%llu", i == 0 ? " (" : ", ", s.fallbacks[i].first.c_str(),
+                    static_cast<unsigned long long>(s.fallbacks[i].second));
+    std::printf("%s\n", s.fallbacks.empty() ? "" : ")");
+    std::printf("default backend: %s\n", backend_name().c_str());
+}
+
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+int run(const Options &o) {
+    auto t_start = Clock::now();
+    chargpt::Corpus corpus = chargpt::load_corpus(o.data_dir);
+    chargpt::Config config = chargpt::config_named(o.config, static_cast<int64_t>(corpus.vocab.size()));
+    config.dropout = o.dropout;
+    const uint64_t need_train = chargpt::training_bytes(config, o.batch);
+    const uint64_t need_infer = chargpt::inference_bytes(config, 1);
+    // The program states its requirement: with TINYFIN_BACKEND unset or auto, the best backend
+    // whose device has this much free memory is chosen (an error names each device otherwise).
+    select_backend_for_memory(o.steps > 0 ? need_train : need_infer);
+    reset_stats();
+    chargpt::GPT model(config, o.seed);
+    std::printf("# tinyfin on %s: %s config, %lld layers, %lld heads, %lld dims, context %lld, "
+                "vocab %lld, %lld params; corpus %lld chars from %zu files (train %zu, val %zu), "
+                "batch %lld, seed %llu\n",
+                default_device().str().c_str(), o.config.c_str(), static_cast<long long>(config.layers),
+                static_cast<long long>(config.heads), static_cast<long long>(config.dim),
+                static_cast<long long>(config.context), static_cast<long long>(config.vocab),
+                static_cast<long long>(model.parameter_count()), static_cast<long long>(corpus.size()),
+                corpus.files.size(), corpus.train.size(), corpus.val.size(),
+                static_cast<long long>(o.batch), static_cast<unsigned long long>(o.seed));
+    std::printf("memory estimate: training %.1f MiB (params, grads, AdamW state, one batch of "
+                "activations), inference %.1f MiB (params, KV cache)\n",
+                mib(need_train), mib(need_infer));
+    if (!o.load_path.empty()) {
+        nn::load(o.load_path, model);
+        std::printf("loaded %s\n", o.load_path.c_str());
+    }
+
+    if (o.steps > 0) {
+        optim::AdamW optimizer(optim::decay_matrices_only(model.parameters(), 0.1), o.lr, {0.9, 0.99}, 1e-8);
+        nn::WarmupCosine schedule(o.lr, o.lr / 10, std::min<int64_t>(50, o.steps / 10), o.steps);
+        Batcher train(corpus.train, o.batch, config.context, nn::mix_seed(o.seed, 0x7a41));
+        const int64_t report_every = std::max<int64_t>(1, std::min<int64_t>(50, o.steps / 10));
+        const double tokens_per_step = static_cast<double>(o.batch * config.context);
+        auto t0 = Clock::now();
+        auto t_window = t0;
+        double eval_seconds = 0;
+        for (int64_t step = 0; step < o.steps; ++step) {
+            optimizer.set_lr(schedule(step));
+            auto [x, y] = train.next();
+            optimizer.zero_grad();
+            Tensor loss = cross_entropy(model(x), y);
+            loss.backward();
+            nn::clip_grad_norm(optimizer.params(), 1.0);
+            optimizer.step();
+            const int64_t done = step + 1;
+            if (done % report_every == 0 || done == o.steps) {
+                float value = loss.item<float>();
+                double window = since(t_window);
+                const int64_t steps_in_window = done % report_every == 0 ? report_every : done % report_every;
+                std::printf("step %5lld/%lld  loss %.4f  lr %.2e  %7.0f tokens/s  %6.1fs\n",
+                            static_cast<long long>(done), static_cast<long long>(o.steps), value,
+                            schedule(step), tokens_per_step * static_cast<double>(steps_in_window) / window,
+                            since(t0) - eval_seconds);
+                std::fflush(stdout);
+                t_window = Clock::now();
+            }
+            if (o.eval_every > 0 && done % o.eval_every == 0 && done < o.steps) {
+                auto te = Clock::now();
+                std::printf("step %5lld  val loss %.3f\n", static_cast<long long>(done),
+                            validation_loss(model, corpus, o));
+                std::fflush(stdout);
+                eval_seconds += since(te);
+                t_window = Clock::now();
+            }
+        }
+        double train_s = since(t0) - eval_seconds;
+        std::printf("trained %lld steps in %.1fs: %.0f tokens/s\n", static_cast<long long>(o.steps),
+                    train_s, tokens_per_step * static_cast<double>(o.steps) / train_s);
+    }
+    std::printf("val loss %.3f\n", validation_loss(model, corpus, o));
+    uint64_t peak = 0;
+    for (const Stats::Backend &b : stats().backends) peak = std::max(peak, b.peak_bytes_in_use);
+    std::printf("memory: estimate %.1f MiB, measured peak %.1f MiB of tensors on %s\n",
+                mib(o.steps > 0 ? need_train : need_infer), mib(peak), backend_name().c_str());
+
+    if (o.sample > 0) {
+        chargpt::SampleOptions so;
+        so.tokens = o.sample;
+        so.temperature = o.temperature;
+        so.top_k = o.top_k;
+        so.seed = o.seed;
+        chargpt::SampleResult r = chargpt::sample(model, chargpt::encode(corpus.vocab, o.prompt), so);
+        std::printf("sample (%lld chars, KV cache, %.0f tokens/s):\n%s%s\n",
+                    static_cast<long long>(o.sample), static_cast<double>(r.tokens.size()) / r.seconds,
+                    o.prompt.c_str(), chargpt::decode(corpus.vocab, r.tokens).c_str());
+    }
+    if (!o.save_path.empty()) {
+        nn::save(o.save_path, model);
+        std::printf("saved %s\n", o.save_path.c_str());
+    }
+    std::printf("total time %.1fs\n", since(t_start));
+    print_backend_report();
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    Options options = parse_args(argc, argv);
+    try {
+        return run(options);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "char_gpt: %s\n", e.what());
+        return 1;
+    }
+}

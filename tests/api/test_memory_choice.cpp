@@ -1,0 +1,60 @@
+// select_backend_for_memory: a requirement every device meets, one none meets (the error names
+// each device, its free memory and the requirement), and the peak counter of stats().
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "tinyfin/tinyfin.hpp"
+
+using namespace tinyfin;
+
+TEST_CASE("select_backend_for_memory: a small requirement keeps the preferred backend") {
+    CHECK(select_backend_for_memory(1024, "cpu") == "cpu");
+    CHECK(backend_name() == "cpu");
+    // auto: whatever auto picks without a requirement also has 1 KiB free.
+    set_backend("auto");
+    std::string plain = backend_name();
+    CHECK(select_backend_for_memory(1024, "auto") == plain);
+}
+
+TEST_CASE("select_backend_for_memory: nothing fits -> OutOfMemoryError naming every device") {
+    const uint64_t huge = uint64_t(1) << 60; // 1 EiB
+    std::string message;
+    try {
+        select_backend_for_memory(huge, "auto");
+    } catch (const OutOfMemoryError &e) {
+        message = e.what();
+    }
+    INFO(message);
+    CHECK(message.find("OutOfMemoryError") == 0);
+    CHECK(message.find("1099511627776.0 MiB") != std::string::npos); // the requirement
+    CHECK(message.find("cpu:0 (") != std::string::npos);          // each device...
+    CHECK(message.find("MiB free") != std::string::npos);         // ...with its free memory
+    // A list is filtered the same way.
+    CHECK_THROWS_AS(select_backend_for_memory(huge, "cpu"), OutOfMemoryError);
+    // The selection notes say why a backend was skipped.
+    Report r = report();
+    bool noted = false;
+    for (const std::string &note : r.selection_notes) noted |= note.find("required") != std::string::npos;
+    CHECK(noted);
+    set_backend("auto");
+}
+
+TEST_CASE("stats: bytes in use and the peak since reset_stats") {
+    set_backend("cpu");
+    synchronize();
+    uint64_t base = stats().backend("cpu")->bytes_in_use;
+    reset_stats();
+    CHECK(stats().backend("cpu")->peak_bytes_in_use == base);
+    {
+        Tensor a = zeros({1024});        // 4 KiB
+        Tensor b = zeros({2048});        // 8 KiB
+        CHECK(stats().backend("cpu")->bytes_in_use == base + 12288);
+    }
+    Tensor c = zeros({256});
+    const Stats::Backend *s = stats().backend("cpu");
+    CHECK(s->bytes_in_use == base + 1024);
+    CHECK(s->peak_bytes_in_use == base + 12288);
+    reset_stats();
+    CHECK(stats().backend("cpu")->peak_bytes_in_use == base + 1024);
+}
