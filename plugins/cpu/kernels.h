@@ -38,7 +38,8 @@ const char *dtype_name(int32_t dtype) noexcept;
 // Bytes per element; 0 for an unknown dtype.
 size_t dtype_size(int32_t dtype) noexcept;
 
-// Number of elements; 1 for rank 0. validate() has ruled out overflow.
+// Number of elements; 1 for rank 0. validate() has ruled out overflow, also of the partial
+// products of an empty tensor's sizes.
 inline int64_t numel(const tf_tensor_desc &d) {
     int64_t n = 1;
     for (int i = 0; i < d.rank; ++i) n *= d.shape[i];

@@ -291,6 +291,10 @@ tf_status check_tensor(const char *op, const char *role, uint32_t index, const t
     uint64_t last = t.offset;  // byte offset of the last element
     const auto size = static_cast<uint64_t>(dtype_size(t.dtype));
     bool overflow = false;
+    // The product of the non-zero sizes: kernels multiply sizes in axis order, so an empty tensor
+    // must not overflow before its zero either.
+    int64_t nonzero_count = 1;
+    bool sizes_overflow = false;
     for (int i = 0; i < t.rank; ++i) {
         if (t.shape[i] < 0 || t.strides[i] < 0)
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u axis %d has size %lld and stride %lld", op, role,
@@ -298,6 +302,7 @@ tf_status check_tensor(const char *op, const char *role, uint32_t index, const t
         uint64_t reach = 0;
         overflow |= __builtin_mul_overflow(t.shape[i], count, &count);
         if (t.shape[i] > 0) {
+            sizes_overflow |= __builtin_mul_overflow(t.shape[i], nonzero_count, &nonzero_count);
             overflow |= __builtin_mul_overflow(static_cast<uint64_t>(t.shape[i] - 1), static_cast<uint64_t>(t.strides[i]), &reach);
             overflow |= __builtin_mul_overflow(reach, size, &reach);
             overflow |= __builtin_add_overflow(last, reach, &last);
@@ -305,7 +310,12 @@ tf_status check_tensor(const char *op, const char *role, uint32_t index, const t
     }
     // No elements, nothing addressed: [0, 2^62] is a valid empty tensor whatever its strides.
     for (int i = 0; i < t.rank; ++i)
-        if (t.shape[i] == 0) return TF_STATUS_OK;
+        if (t.shape[i] == 0) {
+            if (sizes_overflow)
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u: the product of its non-zero sizes overflows",
+                            op, role, index);
+            return TF_STATUS_OK;
+        }
     // Walks do byte arithmetic in int64_t.
     if (overflow || last > static_cast<uint64_t>(INT64_MAX))
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is too large to address", op, role, index);
