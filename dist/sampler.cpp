@@ -21,27 +21,9 @@ ShardedSampler::ShardedSampler(int64_t dataset_size, int64_t global_batch, int w
     set_epoch(0);
 }
 
-std::vector<int64_t> ShardedSampler::permutation(int64_t n, uint64_t seed, int epoch) {
-    std::vector<int64_t> perm(static_cast<std::size_t>(n));
-    std::iota(perm.begin(), perm.end(), 0);
-    uint64_t state = nn::mix_seed(seed, 0x5eed0000ull + static_cast<uint64_t>(epoch));
-    auto next = [&state] {
-        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    };
-    for (int64_t i = n - 1; i > 0; --i) {
-        auto j = static_cast<int64_t>(
-            (static_cast<unsigned __int128>(next()) * static_cast<uint64_t>(i + 1)) >> 64);
-        std::swap(perm[i], perm[j]);
-    }
-    return perm;
-}
-
 void ShardedSampler::set_epoch(int epoch) {
     if (shuffle_) {
-        order_ = permutation(n_, seed_, epoch);
+        order_ = nn::permutation(n_, seed_, epoch);
         return;
     }
     order_.resize(static_cast<std::size_t>(n_));

@@ -22,7 +22,6 @@ import tinyfin as tf
 import tinyfin.nn as nn
 import tinyfin.nn.functional as F
 
-MASK = (1 << 64) - 1
 
 
 def read_idx(path):
@@ -53,18 +52,8 @@ def load_split(directory, name, limit=0):
 
 
 def permutation(n, seed, epoch):
-    """The C++ example's Fisher-Yates with splitmix64 seeded by mix_seed(seed, 0x5eed0000 + epoch)."""
-    state = tf._C.mix_seed(seed, 0x5EED0000 + epoch)
-    perm = np.arange(n, dtype=np.int64)
-    for i in range(n - 1, 0, -1):
-        state = (state + 0x9E3779B97F4A7C15) & MASK
-        z = state
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-        z ^= z >> 31
-        j = (z * (i + 1)) >> 64
-        perm[i], perm[j] = perm[j], perm[i]
-    return perm
+    """The C++ example's order: nn::permutation of (seed, epoch)."""
+    return tf._C.permutation(n, seed, epoch)
 
 
 def make_model(seed):

@@ -1,6 +1,9 @@
-// Initialisers (torch.nn.init's formulas), seeded, written in place on the tensor's device.
+// Initialisers (torch.nn.init's formulas), seeded, written in place on the tensor's device; the
+// seed helpers (mix_seed, permutation).
 #include <cmath>
+#include <numeric>
 #include <string>
+#include <utility>
 
 #include "../errors.hpp"
 #include "tinyfin/nn.hpp"
@@ -8,6 +11,26 @@
 namespace tinyfin::nn {
 
 using detail::raise;
+
+std::vector<int64_t> permutation(int64_t n, uint64_t seed, int epoch) {
+    if (n < 0) raise<ValueError>("permutation: n must be >= 0, got " + std::to_string(n));
+    std::vector<int64_t> perm(static_cast<std::size_t>(n));
+    std::iota(perm.begin(), perm.end(), 0);
+    uint64_t state = mix_seed(seed, 0x5eed0000ull + static_cast<uint64_t>(epoch));
+    auto next = [&state] {
+        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    };
+    for (int64_t i = n - 1; i > 0; --i) {
+        // Multiply-shift: unbiased enough for n < 2^32 (bias below 2^-32).
+        auto j = static_cast<int64_t>(
+            (static_cast<unsigned __int128>(next()) * static_cast<uint64_t>(i + 1)) >> 64);
+        std::swap(perm[i], perm[j]);
+    }
+    return perm;
+}
 
 uint64_t mix_seed(uint64_t seed, uint64_t stream) {
     // Two rounds of the splitmix64 finaliser over seed and stream.

@@ -162,25 +162,6 @@ Batch make_batch(const HostData &d, const int64_t *indices, int64_t n, std::vect
             from_host(ybuf.data(), {n}, DType::i64)};
 }
 
-// Fisher-Yates with splitmix64, seeded by (seed, epoch): the same order on every run.
-std::vector<int64_t> permutation(int64_t n, uint64_t seed, int epoch) {
-    std::vector<int64_t> perm(static_cast<std::size_t>(n));
-    std::iota(perm.begin(), perm.end(), 0);
-    uint64_t state = nn::mix_seed(seed, 0x5eed0000ull + static_cast<uint64_t>(epoch));
-    auto next = [&state] {
-        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    };
-    for (int64_t i = n - 1; i > 0; --i) {
-        // Multiply-shift: unbiased enough for n < 2^32 (bias below 2^-32).
-        auto j = static_cast<int64_t>((static_cast<unsigned __int128>(next()) * static_cast<uint64_t>(i + 1)) >> 64);
-        std::swap(perm[i], perm[j]);
-    }
-    return perm;
-}
-
 // ---- Model -----------------------------------------------------------------------------------
 
 std::shared_ptr<nn::Sequential> make_model(uint64_t seed) {
@@ -343,7 +324,7 @@ int run(const Options &o, DistContext *context) {
     say("%5s %8s %8s %7s %7s %8s %9s\n", "epoch", "train_s", "img/s", "eval_s", "loss",
                 "test_acc", "test_loss");
     for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-        std::vector<int64_t> perm = permutation(train.count, o.seed, epoch);
+        std::vector<int64_t> perm = nn::permutation(train.count, o.seed, epoch);
         Progress progress(epoch, train.count);
         auto t0 = Clock::now();
         Tensor loss_sum = zeros({});

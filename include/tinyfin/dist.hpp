@@ -199,8 +199,8 @@ private:
 // ---- ShardedSampler ---------------------------------------------------------------------
 
 // Splits each epoch's batches over the ranks. Every epoch the dataset's indices are shuffled by
-// one permutation common to all ranks (from seed and the epoch; the same Fisher-Yates with
-// splitmix64 as examples/fashion_mnist, so N ranks see the batches one process would), cut into
+// one permutation common to all ranks (nn::permutation of seed and the epoch, as
+// examples/fashion_mnist shuffles, so N ranks see the batches one process would), cut into
 // global batches of global_batch, and rank r reads only its own contiguous slice of each: sizes
 // differ by at most one, a rank's slice may be empty in a short last batch, and every rank has the
 // same number of steps. The union of the slices of one step is exactly that global batch.
@@ -222,9 +222,6 @@ public:
     int64_t global_batch_size(int64_t step) const;
     // This rank's indices over the whole epoch.
     int64_t shard_size() const;
-
-    // The epoch's permutation of 0..n-1.
-    static std::vector<int64_t> permutation(int64_t n, uint64_t seed, int epoch);
 
 private:
     int64_t n_, global_batch_;

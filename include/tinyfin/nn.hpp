@@ -278,6 +278,11 @@ Tensor xavier_normal_(const Tensor &t, uint64_t seed, double gain = 1);
 // each tensor and each dropout call its own random stream.
 uint64_t mix_seed(uint64_t seed, uint64_t stream);
 
+// A shuffled order of 0..n-1 for one epoch of (seed, epoch): Fisher-Yates driven by splitmix64,
+// the same on every run, machine and thread count. The examples shuffle their data with it, and
+// tinyfin-dist's ShardedSampler too, so N ranks see the batches one process would.
+std::vector<int64_t> permutation(int64_t n, uint64_t seed, int epoch);
+
 // ---- Training helpers ------------------------------------------------------------------------
 
 // torch.nn.utils.clip_grad_norm_: the global L2 norm of every defined gradient of params taken

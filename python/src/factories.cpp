@@ -1,6 +1,8 @@
 // Tensor factories: zeros, ones, full, empty, arange, rand, randn and tensors from host buffers.
 #include "bindings.hpp"
 
+#include <pybind11/numpy.h>
+
 namespace tinyfin::python {
 
 namespace {
@@ -37,6 +39,10 @@ void bind_factories(py::module_ &m) {
         return randn(shape, seed, dev);
     });
     m.def("mix_seed", &nn::mix_seed);
+    m.def("permutation", [](int64_t n, uint64_t seed, int epoch) {
+        std::vector<int64_t> perm = nn::permutation(n, seed, epoch);
+        return py::array_t<int64_t>(static_cast<py::ssize_t>(perm.size()), perm.data());
+    }, py::arg("n"), py::arg("seed"), py::arg("epoch"));
 }
 
 } // namespace tinyfin::python

@@ -195,3 +195,33 @@ def test_parameter_helper():
             def __init__(self):
                 self.x = 1
         Bad()
+
+
+def _permutation_reference(n, seed, epoch):
+    """Fisher-Yates driven by splitmix64 from mix_seed(seed, 0x5eed0000 + epoch), in Python."""
+    mask = (1 << 64) - 1
+    state = tf._C.mix_seed(seed, 0x5EED0000 + epoch)
+    perm = list(range(n))
+    for i in range(n - 1, 0, -1):
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        j = (z * (i + 1)) >> 64
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+@pytest.mark.parametrize("n,seed,epoch", [(0, 0, 1), (1, 5, 1), (10, 0, 1), (257, 42, 3), (1000, 7, -2)])
+def test_permutation_matches_reference(n, seed, epoch):
+    got = tf._C.permutation(n, seed, epoch)
+    assert got.dtype == np.int64
+    assert got.tolist() == _permutation_reference(n, seed, epoch)
+    assert sorted(got.tolist()) == list(range(n))
+
+
+def test_permutation_depends_on_epoch_and_rejects_negative_n():
+    assert tf._C.permutation(100, 0, 1).tolist() != tf._C.permutation(100, 0, 2).tolist()
+    with pytest.raises(tf.ValueError):
+        tf._C.permutation(-1, 0, 1)
