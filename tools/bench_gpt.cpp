@@ -4,6 +4,7 @@
 // time says little about the work a step does), then 200 tokens sampled with the KV cache.
 // tools/bench_gpt_torch.py is the same in PyTorch.
 #include "bench_gpt.hpp"
+#include "bench_train.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -20,14 +21,6 @@
 namespace tfbench {
 
 using namespace tinyfin;
-
-namespace {
-
-double cpu_ms(const rusage &r) {
-    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e3 + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-3;
-}
-
-}  // namespace
 
 GptRates run_train_gpt(int steps) {
     chargpt::Corpus corpus = chargpt::load_corpus();

@@ -24,20 +24,14 @@ namespace tfbench {
 
 using namespace tinyfin;
 
-namespace {
-
-// User and system time of all threads: on a loaded machine the wall time says little about the
-// work a step does, this does.
 double cpu_ms(const rusage &r) {
     return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e3 + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-3;
 }
 
-}  // namespace
-
-double run_train(int steps, int batch) {
+std::shared_ptr<nn::Sequential> make_cnn() {
     Conv2dOptions pad1;
     pad1.pad_h = pad1.pad_w = 1;
-    auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
         std::make_shared<nn::Conv2d>(1, 32, 3, pad1, true, nn::mix_seed(0, 1)),
         std::make_shared<nn::ReLU>(),
         std::make_shared<nn::MaxPool2d>(2),
@@ -49,6 +43,10 @@ double run_train(int steps, int batch) {
         std::make_shared<nn::ReLU>(),
         std::make_shared<nn::Linear>(128, 10, true, nn::mix_seed(0, 4)),
     });
+}
+
+double run_train(int steps, int batch) {
+    auto model = make_cnn();
     optim::AdamW optimizer(model->parameters(), 1e-3);
 
     std::mt19937 rng(0);

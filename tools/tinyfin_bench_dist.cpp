@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_train.hpp"
 #include "tinyfin/dist.hpp"
 #include "tinyfin/extend.hpp"
 
@@ -83,20 +84,7 @@ int bench_allreduce(dist::Context &ctx, int reps) {
 }
 
 int bench_train(dist::Context &ctx, int steps, int64_t batch) {
-    Conv2dOptions pad1;
-    pad1.pad_h = pad1.pad_w = 1;
-    auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-        std::make_shared<nn::Conv2d>(1, 32, 3, pad1, true, nn::mix_seed(0, 1)),
-        std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::MaxPool2d>(2),
-        std::make_shared<nn::Conv2d>(32, 64, 3, pad1, true, nn::mix_seed(0, 2)),
-        std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::MaxPool2d>(2),
-        std::make_shared<nn::Flatten>(),
-        std::make_shared<nn::Linear>(64 * 7 * 7, 128, true, nn::mix_seed(0, 3)),
-        std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::Linear>(128, 10, true, nn::mix_seed(0, 4)),
-    });
+    auto model = tfbench::make_cnn();
     // One process trains plainly: the peer of N ranks is training without data parallelism.
     std::unique_ptr<dist::DistributedDataParallel> ddp;
     if (ctx.world_size() > 1) ddp = std::make_unique<dist::DistributedDataParallel>(ctx, model);
