@@ -108,7 +108,7 @@ void device::start(egl_target target) {
     glGetError();
     gl_ = std::move(state);
     counters_.context_ms = ms_since(begin);
-    log_message(TF_LOG_DEBUG, "%s: %s via %s, context in %.1f ms", label(), version_.c_str(), source_.c_str(),
+    log_line(TF_LOG_DEBUG, "%s: %s via %s, context in %.1f ms", label(), version_.c_str(), source_.c_str(),
                 counters_.context_ms);
 }
 

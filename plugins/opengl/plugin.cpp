@@ -23,42 +23,11 @@
 
 namespace {
 
-// The core's table, set by the entry point before any other call. Constant-initialised: the
-// plugin runs no code at dlopen.
-const tf_host_api *g_host = nullptr;
-
 struct backend_state {
     std::vector<std::unique_ptr<tf_gl::device>> devices;
 };
 
 backend_state *g_state = nullptr;
-
-tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) {
-    if (!err || err->struct_size <= offsetof(tf_error, message)) return status;
-    const size_t room = std::min<size_t>(err->struct_size - offsetof(tf_error, message), sizeof err->message);
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(err->message, room, fmt, args);
-    va_end(args);
-    return status;
-}
-
-// Runs f at the ABI boundary: no exception ever crosses into the core.
-template <class F>
-tf_status guarded(tf_error *err, const char *what, F &&f) noexcept {
-    try {
-        return f();
-    } catch (const tf_gl::failure &e) {
-        return fail(err, e.status(), "%s: %s", what, e.what());
-    } catch (const std::bad_alloc &) {
-        return fail(err, TF_STATUS_OUT_OF_MEMORY, "%s: out of host memory", what);
-    } catch (const std::exception &e) {
-        return fail(err, TF_STATUS_INTERNAL, "%s: %s", what, e.what());
-    } catch (...) {
-        return fail(err, TF_STATUS_INTERNAL, "%s: unknown exception", what);
-    }
-}
 
 tf_gl::device *device_at(int32_t device) {
     if (!g_state || device < 0 || static_cast<size_t>(device) >= g_state->devices.size()) return nullptr;
@@ -67,28 +36,9 @@ tf_gl::device *device_at(int32_t device) {
 
 }  // namespace
 
-namespace tf_gl {
-
-void log_message(int32_t level, const char *fmt, ...) {
-    const tf_host_api *host = g_host;
-    if (!host || host->struct_size < offsetof(tf_host_api, log) + sizeof host->log || !host->log) return;
-    char message[TF_TEXT_SIZE * 2];
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(message, sizeof message, fmt, args);
-    va_end(args);
-    host->log(level, "opengl", message);
-}
-
-const char *environment(const char *name) {
-    const tf_host_api *host = g_host;
-    if (!host || host->struct_size < offsetof(tf_host_api, get_env) + sizeof host->get_env || !host->get_env) return nullptr;
-    return host->get_env(name);
-}
-
-}  // namespace tf_gl
-
 using namespace tf_gl;
+using tf_kit::fail;
+using tf_kit::guarded;
 
 namespace {
 
@@ -142,7 +92,7 @@ tf_status gl_init(tf_error *err) {
             } catch (const failure &e) {
                 // One unusable device does not hide the others.
                 last_error = e.what();
-                log_message(TF_LOG_WARN, "skipping a device: %s", e.what());
+                log_line(TF_LOG_WARN, "skipping a device: %s", e.what());
             }
         }
         if (state->devices.empty())
@@ -332,12 +282,7 @@ constexpr tf_plugin k_plugin = {
 // ---- Entry point ------------------------------------------------------------------------------------------
 
 extern "C" TF_PLUGIN_EXPORT const tf_plugin *tf_plugin_entry(const tf_host_api *host) {
-    // A core of another major version lays out its structs differently: refuse it.
-    if (!host || host->struct_size < offsetof(tf_host_api, abi_version) + sizeof host->abi_version ||
-        TF_ABI_MAJOR(host->abi_version) != TF_ABI_VERSION_MAJOR)
-        return nullptr;
-    g_host = host;
-    return &k_plugin;
+    return tf_kit::enter(host, k_plugin);
 }
 
 static_assert(std::is_same_v<decltype(&tf_plugin_entry), tf_plugin_entry_fn>);

@@ -153,7 +153,7 @@ std::unique_ptr<device> device::create(int index, const compute_device &where, u
     d->load_pipeline_cache();
     d->create_batches();
     char api[32];
-    log_message(TF_LOG_DEBUG, "%s: Vulkan %s, queue family %u, %s memory, %" PRIu64 " MiB heap", d->label(),
+    log_line(TF_LOG_DEBUG, "%s: Vulkan %s, queue family %u, %s memory, %" PRIu64 " MiB heap", d->label(),
                 api_text(d->props_.apiVersion, api, sizeof api), d->family_,
                 d->host_visible_ ? "host-visible" : "device-only", d->heap_size_ >> 20);
     return d;
@@ -162,7 +162,7 @@ std::unique_ptr<device> device::create(int index, const compute_device &where, u
 void device::create_pools(const VkPhysicalDeviceMemoryProperties &memory) {
     VkDevice dev = device_.get();
     const uint32_t type = pick_device_type(memory, &host_visible_);
-    const char *staging = environment("TINYFIN_VULKAN_STAGING");
+    const char *staging = get_env("TINYFIN_VULKAN_STAGING");
     // TINYFIN_VULKAN_STAGING=1 takes the staging path of devices without host-visible memory,
     // so lavapipe can test it.
     int force = 0;
@@ -171,9 +171,9 @@ void device::create_pools(const VkPhysicalDeviceMemoryProperties &memory) {
         tf_env_describe_bad(message, sizeof message, "TINYFIN_VULKAN_STAGING", staging, "0 or 1",
                             "0 (host-visible memory where the device has it)");
         int strict = 0;
-        tf_env_parse_strict(environment("TINYFIN_STRICT"), &strict);
+        tf_env_parse_strict(get_env("TINYFIN_STRICT"), &strict);
         if (strict) raise(TF_STATUS_INVALID_ARGUMENT, "%s (an error because TINYFIN_STRICT=1)", message);
-        log_message(TF_LOG_WARN, "%s", message);
+        log_line(TF_LOG_WARN, "%s", message);
     }
     const bool force_staging = force == 1;
     heap_index_ = memory.memoryTypes[type].heapIndex;

@@ -8,6 +8,7 @@
 #define TINYFIN_SHADERS_KERNELS_HPP
 
 #include <tinyfin/plugin.h>
+#include <tinyfin/plugin_kit.hpp>
 
 #include "shaders_embedded.h"
 
@@ -22,19 +23,14 @@ namespace tf_kernels {
 
 // ---- Failures --------------------------------------------------------------------------------------
 
-// A failure inside a plugin: what() is the lower-case message for tf_error. Plugins turn it into
-// a tf_status and a message at the ABI boundary; nothing is thrown across it.
-class failure : public std::runtime_error {
-public:
-    failure(tf_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
-    tf_status status() const noexcept { return status_; }
-
-private:
-    tf_status status_;
-};
-
-// Throws a failure with a printf-style message.
-[[noreturn]] void raise(tf_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// The plugin kit's failure (a tf_status and a lower-case message), thrown inside a plugin and
+// turned into both at the ABI boundary (tf_kit::guarded); raise() throws one with a printf-style
+// message. op_name, numel and same_shape are the kit's as well.
+using tf_kit::failure;
+using tf_kit::numel;
+using tf_kit::op_name;
+using tf_kit::raise;
+using tf_kit::same_shape;
 
 // ---- What the ops need from a device ----------------------------------------------------------------
 
@@ -242,10 +238,8 @@ constexpr int64_t attention_max_keys = 2048;
 
 // ---- Descriptor helpers ----------------------------------------------------------------------------
 
-int64_t numel(const tf_tensor_desc &t);
 // Bytes per element of the dtypes the kernels handle (f32, i32, i64, bool); 0 for the others.
 uint64_t element_size(int32_t dtype);
-bool same_shape(const tf_tensor_desc &a, const tf_tensor_desc &b);
 
 // Axes of one shape walked by several tensors (each with its own strides), with size-1 axes
 // dropped and neighbours merged where every tensor's strides allow it.
@@ -285,9 +279,6 @@ void gemm_run(kernel_device &dev, const tf_op_desc &op);
 
 bool nn_supports(const device_caps &caps, const tf_op_desc &op);
 void nn_run(kernel_device &dev, const tf_op_desc &op);
-
-// "add", "conv2d", ... from ops.def.
-const char *op_name(uint32_t op) noexcept;
 
 }  // namespace tf_kernels
 

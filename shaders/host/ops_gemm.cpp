@@ -10,12 +10,6 @@ namespace {
 
 constexpr uint32_t tile = 64;  // the largest TM and TN of gemm.comp
 
-int64_t conv_out(int64_t in, int64_t kernel, int stride, int pad, int dilation) {
-    const int64_t span = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
-    const int64_t padded = in + 2 * static_cast<int64_t>(pad);
-    return padded < span ? 0 : (padded - span) / stride + 1;
-}
-
 bool all_f32(const tf_op_desc &op) {
     for (uint32_t i = 0; i < op.n_inputs; ++i)
         if (op.inputs[i].dtype != TF_DTYPE_F32) return false;
@@ -137,15 +131,9 @@ bool conv_supports(const device_caps &caps, const tf_op_desc &op) {
         if (op.inputs[i].rank != 4) return false;
     if (op.outputs[0].rank != 4) return false;
     const auto &p = *static_cast<const tf_params_conv2d *>(op.params);
-    if (p.stride[0] < 1 || p.stride[1] < 1 || p.dilation[0] < 1 || p.dilation[1] < 1 || p.padding[0] < 0 ||
-        p.padding[1] < 0 || p.groups < 1)
-        return false;
+    if (!tf_kit::conv_params_valid(p) || !tf_kit::conv_shapes_fit(op, p)) return false;
     const conv_shapes s = conv_tensors(op);
     const int64_t g = p.groups;
-    if (s.c != s.cg * g || s.o % g != 0 || s.y->shape[0] != s.n || s.y->shape[1] != s.o) return false;
-    if (s.oh != conv_out(s.h, s.kh, p.stride[0], p.padding[0], p.dilation[0]) ||
-        s.ow != conv_out(s.wd, s.kw, p.stride[1], p.padding[1], p.dilation[1]))
-        return false;
     // Every index the kernel forms must fit 32 bits.
     const int64_t og = s.o / g;
     const int64_t columns[3] = {s.n * s.oh * s.ow, s.n * s.h * s.wd, s.cg * s.kh * s.kw};
