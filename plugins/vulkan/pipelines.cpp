@@ -2,6 +2,7 @@
 // VkPipelineCache kept on disk between runs ($XDG_CACHE_HOME/tinyfin/vulkan-pipelines.bin, or
 // ~/.cache/tinyfin/...). Reading or writing the file may fail: the plugin then works uncached.
 #include "device.hpp"
+#include "shaders_embedded.h"
 
 #include "atomic_file.hpp"
 #include "regular_file.hpp"

@@ -75,7 +75,7 @@ void pool_run(kernel_device &dev, const tf_op_desc &op) {
         p.div_m[i] = d.m;
         p.div_s[i] = d.s;
     }
-    dev.dispatch(key_of(shader::pool2d, mode), &p, sizeof p, b, 1 + op.n_inputs, groups_for(dev.caps(), u32(count), 256), 1, 1);
+    dev.dispatch({key_of(shader::pool2d, mode), &p, sizeof p, b, 1 + op.n_inputs, {groups_for(dev.caps(), u32(count), 256), 1, 1}});
 }
 
 // ---- Row ops ----------------------------------------------------------------------------------------
@@ -215,8 +215,7 @@ void rows_run(kernel_device &dev, const tf_op_desc &op) {
     p.rows = u32(rows);
     p.len = u32(len);
     const uint32_t groups = reduces ? 1 : groups_for(dev.caps(), u32(rows), 256);
-    dev.dispatch(key_of(shader::rows, mode, reduces, p.inner_rank == 1), &p, sizeof p, b, 1 + op.n_inputs, groups, 1, 1,
-                 reporting);
+    dev.dispatch({key_of(shader::rows, mode, reduces, p.inner_rank == 1), &p, sizeof p, b, 1 + op.n_inputs, {groups, 1, 1}, reporting});
 }
 
 // ---- Index ops and rope -----------------------------------------------------------------------------
@@ -362,8 +361,7 @@ void index_run(kernel_device &dev, const tf_op_desc &op) {
         break;
     }
     }
-    dev.dispatch(key_of(shader::index, mode, out.dtype, idx_dtype), &p, sizeof p, b, 3,
-                 groups_for(dev.caps(), u32(count), 256), 1, 1, reporting);
+    dev.dispatch({key_of(shader::index, mode, out.dtype, idx_dtype), &p, sizeof p, b, 3, {groups_for(dev.caps(), u32(count), 256), 1, 1}, reporting});
 }
 
 // ---- Attention --------------------------------------------------------------------------------------
@@ -418,7 +416,7 @@ void attention_run(kernel_device &dev, const tf_op_desc &op) {
         p.col_st[s] = u32(t[s]->strides[r - 1]);
     }
     p.rows = u32(rows);
-    dev.dispatch(key_of(shader::attention), &p, sizeof p, b, 5, groups_for(dev.caps(), u32(rows), 1), 1, 1);
+    dev.dispatch({key_of(shader::attention), &p, sizeof p, b, 5, {groups_for(dev.caps(), u32(rows), 1), 1, 1}});
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ void record_gemm(kernel_device &dev, gemm_params &p, uint32_t mode, tensor_bindi
     const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(tiles_n, std::min<uint32_t>(dev.caps().max_groups[0], 65535))),
                    gy = static_cast<uint32_t>(std::min<uint64_t>(tiles_m, std::min<uint32_t>(dev.caps().max_groups[1], 65535)));
     if (splits == 1) {
-        dev.dispatch(key_of(shader::gemm, mode, rows, 0, cols), &p, sizeof p, b, 3, gx, gy, z_count);
+        dev.dispatch({key_of(shader::gemm, mode, rows, 0, cols), &p, sizeof p, b, 3, {gx, gy, z_count}});
         return;
     }
     // scratch [splits, view...] contiguous, then sum over axis 0 into out viewed as [1, view...].
@@ -108,7 +108,7 @@ void record_gemm(kernel_device &dev, gemm_params &p, uint32_t mode, tensor_bindi
         p.splits = splits;
         p.k_chunk = chunk;
         p.z_count = z_count;
-        dev.dispatch(key_of(shader::gemm, mode, rows, 1, cols), &p, sizeof p, b, 3, gx, gy, z_count * splits);
+        dev.dispatch({key_of(shader::gemm, mode, rows, 1, cols), &p, sizeof p, b, 3, {gx, gy, z_count * splits}});
         const tf_params_reduce axes{sizeof(tf_params_reduce), 1u};
         tf_op_desc sum{};
         sum.struct_size = sizeof sum;
