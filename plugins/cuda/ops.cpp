@@ -56,74 +56,16 @@ tf_status check_memory(const char *name, const char *role, uint32_t i, const tf_
 
 // The dtype rule of the op on this plugin (the kinds' consistency first).
 bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) {
+    if (!dtypes_consistent(op, kind)) return false;
     const tf_tensor_desc *in = op.inputs;
     const int32_t out = op.outputs[0].dtype;
-    switch (kind) {
-    case op_kind::COMPARE:
-        if (in[1].dtype != in[0].dtype || out != TF_DTYPE_BOOL) return false;
-        break;
-    case op_kind::WHERE:
-        if (in[0].dtype != TF_DTYPE_BOOL || in[1].dtype != out || in[2].dtype != out) return false;
-        break;
-    case op_kind::ARG:
-        if (out != TF_DTYPE_I64) return false;
-        break;
-    case op_kind::OWN:
-        break;  // per op below
-    default:
-        if (op.op == TF_OP_CAST) break;
-        for (uint32_t i = 0; i < op.n_inputs; ++i)
-            if (in[i].dtype != out) return false;
-    }
-    const int32_t dtype = kind == op_kind::COMPARE || kind == op_kind::ARG || op.op == TF_OP_CAST ? in[0].dtype : out;
+    const int32_t dtype = working_dtype(op, kind);
     switch (op.op) {
-    case TF_OP_ADD:
-    case TF_OP_SUB:
-    case TF_OP_MUL:
-    case TF_OP_MAXIMUM:
-    case TF_OP_MINIMUM:
-    case TF_OP_RELU_BACKWARD:
-    case TF_OP_NEG:
-    case TF_OP_RELU:
-    case TF_OP_ABS:
-    case TF_OP_SQUARE:
-    case TF_OP_CLAMP:
-    case TF_OP_SUM:
-    case TF_OP_MAX:
-    case TF_OP_MIN:
-    case TF_OP_ARGMAX:
-    case TF_OP_ARGMIN:
-        return is_numeric(dtype);
     case TF_OP_DIV:
     case TF_OP_POW:
-    case TF_OP_EXP:
-    case TF_OP_LOG:
-    case TF_OP_SQRT:
-    case TF_OP_RSQRT:
-    case TF_OP_SIN:
-    case TF_OP_COS:
-    case TF_OP_TANH:
-    case TF_OP_SIGMOID:
-    case TF_OP_GELU:
-    case TF_OP_GELU_TANH:
-    case TF_OP_SILU:
-    case TF_OP_ERF:
-    case TF_OP_MEAN:
-    case TF_OP_VAR:
-        return is_float(dtype);
+        return is_float(dtype);  // integers: their bad operands are errors cpu reports
     case TF_OP_MATMUL:
         return dtype == TF_DTYPE_F32 || dtype == TF_DTYPE_F16 || (dtype == TF_DTYPE_BF16 && device.capability >= 80);
-    case TF_OP_EQ:
-    case TF_OP_NE:
-    case TF_OP_LT:
-    case TF_OP_LE:
-    case TF_OP_GT:
-    case TF_OP_GE:
-    case TF_OP_WHERE:
-    case TF_OP_CONTIGUOUS:
-    case TF_OP_CAST:
-    case TF_OP_FILL:
-        return true;
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
     case TF_OP_CONV2D_GRAD_WEIGHT:
@@ -152,7 +94,8 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) 
     case TF_OP_ONE_HOT:
         return is_index(in[0].dtype);
     default:
-        return false;  // attention, and ops newer than this plugin
+        // The non-OWN ops: their dtype class (tf_kit::natural_dtypes); newer ops: none.
+        return in_class(natural_dtypes(op.op), dtype);
     }
 }
 
