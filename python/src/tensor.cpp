@@ -1,4 +1,5 @@
 // tinyfin.Tensor: properties, views and indexing, operators, autograd; dtypes and devices.
+#include <algorithm>
 #include <cmath>
 
 #include "bindings.hpp"
@@ -128,13 +129,13 @@ py::object indexing(const char *name) {
 
 Tensor binary(const Tensor &a, py::handle b, Tensor (*fn)(const Tensor &, const Tensor &), const char *op) {
     Tensor rhs = operand(b, a, op);
-    Release release;
+    ReleaseFor release(std::max(a.numel(), rhs.numel()));
     return fn(a, rhs);
 }
 
 Tensor rbinary(const Tensor &b, py::handle a, Tensor (*fn)(const Tensor &, const Tensor &), const char *op) {
     Tensor lhs = operand(a, b, op);
-    Release release;
+    ReleaseFor release(std::max(lhs.numel(), b.numel()));
     return fn(lhs, b);
 }
 
@@ -142,7 +143,7 @@ Tensor rbinary(const Tensor &b, py::handle a, Tensor (*fn)(const Tensor &, const
 Tensor &inplace(Tensor &a, py::handle b, void (*fn)(const Tensor &, const Tensor &, const Tensor &),
                 const char *op) {
     Tensor rhs = operand(b, a, op);
-    Release release;
+    ReleaseFor release(std::max(a.numel(), rhs.numel()));
     fn(a, rhs, a);
     return a;
 }
