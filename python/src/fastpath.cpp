@@ -142,13 +142,40 @@ constexpr Names add_names{"__add__", "__radd__"}, sub_names{"__sub__", "__rsub__
     isub_names{"__isub__", nullptr}, imul_names{"__imul__", nullptr},
     idiv_names{"__itruediv__", nullptr};
 
-// matmul's work grows faster than its operands: it always releases the GIL.
-template <Binary fn, const Names *names, bool always_release = false>
+bool number_value(PyObject *obj, double &v) {
+    if (PyFloat_CheckExact(obj)) {
+        v = PyFloat_AS_DOUBLE(obj);
+        return true;
+    }
+    if (!PyLong_CheckExact(obj)) return false;
+    v = PyLong_AsDouble(obj);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear(); // too large: the bindings raise their own error
+        return false;
+    }
+    return true;
+}
+
+using TensorNumber = Tensor (*)(const Tensor &, double);
+using NumberTensor = Tensor (*)(double, const Tensor &);
+
+// a + 1.0 and 1.0 + a go to the core's number overloads, which reuse cached rank-0 constants of
+// the tensor's dtype (the bindings' operand() makes a new one each call).
+template <Binary fn, TensorNumber tn, NumberTensor nt, const Names *names>
 PyObject *number_slot(PyObject *a, PyObject *b) {
-    const Tensor *x, *y;
-    Tensor number;
-    if (!operands(a, b, x, y, number)) return fallback(a, b, names->name, names->rname);
-    return guarded(always_release ? release_threshold : larger(*x, *y), [&] { return fn(*x, *y); });
+    const Tensor *x = tensor_of(a), *y = tensor_of(b);
+    if (x && y) return guarded(larger(*x, *y), [&] { return fn(*x, *y); });
+    double v;
+    if (x && number_value(b, v)) return guarded(x->numel(), [&] { return tn(*x, v); });
+    if (y && number_value(a, v)) return guarded(y->numel(), [&] { return nt(v, *y); });
+    return fallback(a, b, names->name, names->rname);
+}
+
+// matmul's work grows faster than its operands: it always releases the GIL.
+PyObject *matmul_slot(PyObject *a, PyObject *b) {
+    const Tensor *x = tensor_of(a), *y = tensor_of(b);
+    if (!x || !y) return fallback(a, b, matmul_names.name, matmul_names.rname);
+    return guarded(release_threshold, [&] { return matmul(*x, *y); });
 }
 
 template <BinaryOut fn, const Names *names> PyObject *inplace_slot(PyObject *a, PyObject *b) {
@@ -232,11 +259,11 @@ void bind_fastpath(py::module_ &m) {
     original_richcompare = tensor_type->tp_richcompare;
     if (!original_neg || !original_richcompare)
         throw std::runtime_error("tinyfin._C: Tensor lacks an operator slot the fast path wraps");
-    nb->nb_add = number_slot<&add, &add_names>;
-    nb->nb_subtract = number_slot<&sub, &sub_names>;
-    nb->nb_multiply = number_slot<&mul, &mul_names>;
-    nb->nb_true_divide = number_slot<&div, &div_names>;
-    nb->nb_matrix_multiply = number_slot<&matmul, &matmul_names, true>;
+    nb->nb_add = number_slot<&add, &add, &add, &add_names>;
+    nb->nb_subtract = number_slot<&sub, &sub, &sub, &sub_names>;
+    nb->nb_multiply = number_slot<&mul, &mul, &mul, &mul_names>;
+    nb->nb_true_divide = number_slot<&div, &div, &div, &div_names>;
+    nb->nb_matrix_multiply = matmul_slot;
     nb->nb_inplace_add = inplace_slot<&add, &iadd_names>;
     nb->nb_inplace_subtract = inplace_slot<&sub, &isub_names>;
     nb->nb_inplace_multiply = inplace_slot<&mul, &imul_names>;
