@@ -31,7 +31,9 @@ print(run.stdout, run.stderr)
 failures = []
 if single.returncode != 0 or run.returncode != 0:
     failures.append(f"exit status {single.returncode} (single), {run.returncode} (mpirun)")
-sums = re.findall(r"^rank (\d+) weights checksum ([0-9a-f]{16})$", run.stdout, re.M)
+# Not anchored to line starts: mpirun forwards each rank's output as it comes, and two ranks'
+# last lines can arrive joined ("rank 1 weights checksum ...rank 0 weights checksum ...").
+sums = re.findall(r"rank (\d+) weights checksum ([0-9a-f]{16})", run.stdout)
 if sorted(int(r) for r, _ in sums) != list(range(np)):
     failures.append(f"expected one checksum line per rank 0..{np - 1}, got {sums}")
 if len({c for _, c in sums}) != 1:
