@@ -100,7 +100,9 @@ cl_kernel device::kernel_for(const pipeline_key &key) {
     const tf_shaders::shader_code &code = tf_shaders::shader_code_of(key.kernel);
     const std::string_view text(code.data, code.size);
     if (text.empty()) raise(TF_STATUS_UNSUPPORTED, "%s: kernel %s is not ported to OpenCL", label(), code.name);
-    std::string options = "-cl-std=CL1.2 -cl-single-precision-constant";
+    // -w: the selectors make some conditions constant, and pocl prints the count of such warnings
+    // on the application's stderr.
+    std::string options = "-cl-std=CL1.2 -cl-single-precision-constant -w";
     for (const selector &s : selectors_of(text)) {
         char define[128];
         if (s.id < key.count) std::snprintf(define, sizeof define, " -D%s=%uu", s.name.c_str(), key.spec[s.id]);
