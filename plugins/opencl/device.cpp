@@ -282,20 +282,23 @@ tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char 
     return tf_kernels::bind_view(caps_, t, buffer, 0, buffer->size, op, role, index);
 }
 
-void device::dispatch(const pipeline_key &key, const void *params, size_t params_size, const tensor_binding *tensors,
-                      size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z, const char *reporting_op) {
+void device::dispatch(const tf_kernels::dispatch_args &args) {
+    const pipeline_key &key = args.kernel;
+    const tensor_binding *tensors = args.tensors;
+    const size_t count = args.count;
+    const uint32_t groups_x = args.groups[0], groups_y = args.groups[1], groups_z = args.groups[2];
     if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
     // A reporting kernel gets a word of its own, so its bits name its op and thread.
     cl_uint status_word = 0;
-    if (reporting_op) {
+    if (args.reporting_op) {
         if (reports_.size() == report_slots) wait_all();
-        reports_.emplace_back(reporting_op, caller_);
+        reports_.emplace_back(args.reporting_op, caller_);
         status_word = static_cast<cl_uint>(reports_.size());
     }
     const cl_kernel kernel = kernel_for(key);
     cl_uint offsets[8] = {};
     offsets[5] = status_word;
-    cl_int code = api_.clSetKernelArg(kernel, 0, params_size, params);
+    cl_int code = api_.clSetKernelArg(kernel, 0, args.params_size, args.params);
     if (code == CL_SUCCESS) {
         cl_mem status = status_.get();
         code = api_.clSetKernelArg(kernel, 1, sizeof status, &status);

@@ -13,6 +13,7 @@
 
 #include "cl_api.hpp"
 #include "kernels.hpp"
+#include "shaders_embedded.h"
 
 #include <map>
 #include <memory>
@@ -123,9 +124,7 @@ public:
 
     // ---- Kernels (tf_kernels::kernel_device, under enter()) ----
     tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
-    void dispatch(const pipeline_key &kernel, const void *params, size_t params_size, const tensor_binding *tensors,
-                  size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z,
-                  const char *reporting_op = nullptr) override;
+    void dispatch(const tf_kernels::dispatch_args &args) override;
     // Runs op (supports() accepted it): matmul through CLBlast where it can, else the kernels.
     void run(const tf_op_desc &op);
     // Submits what was enqueued (end of an ABI call that enqueued work).
