@@ -24,10 +24,6 @@
 
 namespace {
 
-// The core's table, set by the entry point before any other call. Constant-initialised: the
-// plugin runs no code at dlopen.
-const tf_host_api *g_host = nullptr;
-
 struct backend_state {
     std::unique_ptr<tf_cl::cl_api> api;
     std::unique_ptr<tf_cl::clblast_library> blas;
@@ -40,32 +36,8 @@ struct backend_state {
 
 backend_state *g_state = nullptr;
 
-tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) {
-    if (!err || err->struct_size <= offsetof(tf_error, message)) return status;
-    const size_t room = std::min<size_t>(err->struct_size - offsetof(tf_error, message), sizeof err->message);
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(err->message, room, fmt, args);
-    va_end(args);
-    return status;
-}
-
-// Runs f at the ABI boundary: no exception ever crosses into the core.
-template <class F>
-tf_status guarded(tf_error *err, const char *what, F &&f) noexcept {
-    try {
-        return f();
-    } catch (const tf_kernels::failure &e) {
-        return fail(err, e.status(), "%s: %s", what, e.what());
-    } catch (const std::bad_alloc &) {
-        return fail(err, TF_STATUS_OUT_OF_MEMORY, "%s: out of host memory", what);
-    } catch (const std::exception &e) {
-        return fail(err, TF_STATUS_INTERNAL, "%s: %s", what, e.what());
-    } catch (...) {
-        return fail(err, TF_STATUS_INTERNAL, "%s: unknown exception", what);
-    }
-}
+using tf_kit::fail;
+using tf_kit::guarded;
 
 tf_cl::device *device_at(int32_t device) {
     if (!g_state || device < 0 || static_cast<size_t>(device) >= g_state->devices.size()) return nullptr;
@@ -77,21 +49,15 @@ tf_cl::device *device_at(int32_t device) {
 namespace tf_cl {
 
 void log_message(int32_t level, const char *fmt, ...) {
-    const tf_host_api *host = g_host;
-    if (!host || host->struct_size < offsetof(tf_host_api, log) + sizeof host->log || !host->log) return;
     char message[TF_TEXT_SIZE * 2];
     va_list args;
     va_start(args, fmt);
     std::vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    host->log(level, "opencl", message);
+    tf_kit::log_message(level, message);
 }
 
-const char *environment(const char *name) {
-    const tf_host_api *host = g_host;
-    if (!host || host->struct_size < offsetof(tf_host_api, get_env) + sizeof host->get_env || !host->get_env) return nullptr;
-    return host->get_env(name);
-}
+const char *environment(const char *name) { return tf_kit::get_env(name); }
 
 }  // namespace tf_cl
 
@@ -154,22 +120,18 @@ tf_status cl_device_info(int32_t device, tf_device_info *info, tf_error *err) {
         if (!info) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: info is NULL");
         tf_device_info full{};
         dev->info(full);
-        const size_t n = std::min<size_t>(info->struct_size, sizeof full);
-        full.struct_size = static_cast<uint32_t>(n);
-        std::memcpy(info, &full, n);
+        tf_kit::copy_device_info(full, info);
         return TF_STATUS_OK;
     });
 }
 
 // ---- Buffers -------------------------------------------------------------------------------------------
 
+// The buffer exists, offset + size lie inside it, and the host pointer is there when needed.
 tf_status check_range(const char *what, const tf_buffer *buffer, uint64_t offset, uint64_t size, const void *host,
                       tf_error *err) {
     if (!buffer) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: buffer is NULL", what);
-    if (offset > buffer->size || size > buffer->size - offset)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %llu bytes at offset %llu do not fit a buffer of %llu bytes",
-                    what, static_cast<unsigned long long>(size), static_cast<unsigned long long>(offset),
-                    static_cast<unsigned long long>(buffer->size));
+    if (tf_status s = tf_kit::check_range(what, buffer->size, offset, size, err); s != TF_STATUS_OK) return s;
     if (size > 0 && !host) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: host pointer is NULL", what);
     return TF_STATUS_OK;
 }
@@ -259,11 +221,7 @@ bool supported(int32_t device, const tf_op_desc *op) {
 }
 
 int32_t cl_supports(int32_t device, const tf_op_desc *op) {
-    try {
-        return supported(device, op) ? 1 : 0;
-    } catch (...) {
-        return 0;
-    }
+    return tf_kit::guarded_answer([&] { return supported(device, op); });
 }
 
 tf_status cl_run(int32_t device, const tf_op_desc *op, tf_error *err) {
@@ -342,11 +300,7 @@ constexpr tf_plugin k_plugin = {
 // ---- Entry point ------------------------------------------------------------------------------------------
 
 extern "C" TF_PLUGIN_EXPORT const tf_plugin *tf_plugin_entry(const tf_host_api *host) {
-    if (!host || host->struct_size < offsetof(tf_host_api, abi_version) + sizeof host->abi_version ||
-        TF_ABI_MAJOR(host->abi_version) != TF_ABI_VERSION_MAJOR)
-        return nullptr;
-    g_host = host;
-    return &k_plugin;
+    return tf_kit::enter(host, k_plugin);
 }
 
 static_assert(std::is_same_v<decltype(&tf_plugin_entry), tf_plugin_entry_fn>);
