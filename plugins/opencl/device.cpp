@@ -14,6 +14,8 @@ namespace {
 constexpr uint64_t report_slots = 64;
 // Host writes staged (copied) while the device has not caught up: past this, wait first.
 constexpr uint64_t max_staged_bytes = 64ull << 20;
+// Freed buffers kept for reuse (device.hpp, cached_).
+constexpr uint64_t max_cached_bytes = 256ull << 20;
 
 template <class T>
 T device_value(const cl_api &api, cl_device_id id, cl_device_info what) {
@@ -152,6 +154,7 @@ device::~device() {
         delete buffer;
     }
     live_.clear();
+    drop_cache();
     kernels_.clear();
     status_.reset();
     queue_.reset();
@@ -202,6 +205,10 @@ void device::list_features(tf_feature_fn emit, void *user) const {
                   static_cast<unsigned long long>(counters_.dispatches),
                   static_cast<unsigned long long>(counters_.gemm_library), static_cast<unsigned long long>(counters_.waits));
     put("work", value);
+    std::snprintf(value, sizeof value, "%llu bytes in %zu freed buffers kept for reuse (at most %llu)",
+                  static_cast<unsigned long long>(cached_bytes_), cached_.size(),
+                  static_cast<unsigned long long>(max_cached_bytes));
+    put("buffer_cache", value);
 }
 
 // ---- Buffers --------------------------------------------------------------------------------------------
@@ -209,6 +216,16 @@ void device::list_features(tf_feature_fn emit, void *user) const {
 tf_buffer *device::allocate(uint64_t size) {
     // Whole words plus the kernels' rounding (bind_view reads up to the next multiple of 4).
     const uint64_t bytes = tf_kernels::align_up(size, 256);
+    // A freed buffer of this size: the in-order queue runs the commands of its last owner first.
+    if (auto found = cached_.find(bytes); found != cached_.end()) {
+        auto buffer = std::make_unique<tf_buffer>(tf_buffer{this, found->second, size});
+        cached_.erase(found);
+        cached_bytes_ -= bytes;
+        live_.insert(buffer.get());
+        allocated_ += bytes;
+        return buffer.release();
+    }
+    if (bytes <= max_alloc_ && bytes > memory_total_ - std::min(allocated_ + cached_bytes_, memory_total_)) drop_cache();
     if (bytes > max_alloc_ || bytes > memory_total_ - std::min(allocated_, memory_total_))
         raise(TF_STATUS_OUT_OF_MEMORY,
               "%s: cannot allocate %llu bytes: %llu of %llu bytes are in use and one buffer may hold at most %llu",
@@ -216,6 +233,10 @@ tf_buffer *device::allocate(uint64_t size) {
               static_cast<unsigned long long>(memory_total_), static_cast<unsigned long long>(max_alloc_));
     cl_int code = CL_SUCCESS;
     cl_mem memory = api_.clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, bytes, nullptr, &code);
+    if (code != CL_SUCCESS && !cached_.empty()) {
+        drop_cache();
+        memory = api_.clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, bytes, nullptr, &code);
+    }
     check(code, "clCreateBuffer", label());
     auto buffer = std::make_unique<tf_buffer>(tf_buffer{this, memory, size});
     live_.insert(buffer.get());
@@ -225,10 +246,27 @@ tf_buffer *device::allocate(uint64_t size) {
 
 void device::free(tf_buffer *buffer) noexcept {
     live_.erase(buffer);
-    allocated_ -= std::min(allocated_, tf_kernels::align_up(buffer->size, 256));
+    const uint64_t bytes = tf_kernels::align_up(buffer->size, 256);
+    allocated_ -= std::min(allocated_, bytes);
+    if (cached_bytes_ + bytes <= max_cached_bytes) {
+        try {
+            cached_.emplace(bytes, buffer->memory);
+            cached_bytes_ += bytes;
+            delete buffer;
+            return;
+        } catch (...) {
+            // No room in the map: release it instead.
+        }
+    }
     // OpenCL keeps the memory until the commands that use it have finished.
     api_.clReleaseMemObject(buffer->memory);
     delete buffer;
+}
+
+void device::drop_cache() noexcept {
+    for (const auto &[bytes, memory] : cached_) api_.clReleaseMemObject(memory);
+    cached_.clear();
+    cached_bytes_ = 0;
 }
 
 cl_mem device::memory_of(tf_buffer *buffer) const { return buffer->memory; }

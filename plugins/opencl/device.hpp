@@ -162,6 +162,11 @@ private:
     mem_handle status_{nullptr, {nullptr}};  // word 0: kernels that never report; i + 1: i-th reporting dispatch
     std::map<pipeline_key, std::pair<program_handle, kernel_handle>> kernels_;
     uint64_t allocated_ = 0;  // bytes in live buffers, bounded by the device's global memory
+    // Freed buffers kept for reuse by size (a training step frees and allocates the same sizes
+    // every step; pocl maps fresh memory for each new cl_mem), at most max_cached_bytes.
+    std::multimap<uint64_t, cl_mem> cached_;
+    uint64_t cached_bytes_ = 0;
+    void drop_cache() noexcept;
     std::unordered_set<tf_buffer *> live_;
     std::vector<std::vector<char>> staged_;  // host writes in flight, freed at the next wait
     uint64_t staged_bytes_ = 0;
