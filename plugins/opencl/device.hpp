@@ -153,9 +153,10 @@ private:
     cl_uint compute_units_ = 0;
     cl_device_id target_id_ = nullptr;
     size_t max_group_ = 0;
-    std::string cache_dir_;  // program binaries; "" when there is nowhere to put them
 
     std::mutex mutex_;
+    // Everything below is used under mutex_.
+    std::string cache_dir_;  // program binaries, found at the first build; "" when there is nowhere to put them
     device_counters counters_;
     context_handle context_{nullptr, {nullptr}};
     queue_handle queue_{nullptr, {nullptr}};
