@@ -266,3 +266,184 @@ TEST_CASE("mixed: elementwise, compare and where in f16 and bf16") {
         half_parity("one_hot", d, {integers<int64_t>({17}, 3, 0, 5)}, [&](auto &t) { return tf::one_hot(t[0], 5, d); }, {0, 0});
     }
 }
+
+namespace {
+
+// f through autograd on both devices with f16 or bf16 parameters: the output and every float
+// operand's gradient for the loss sum(f(x) * r), r fixed values of the output's shape and dtype.
+template <class F>
+void half_grad_parity(const std::string &what, DType d, const std::vector<pair> &operands, F &&f, half_tol tol) {
+    std::vector<Tensor> results[2];
+    for (int side = 0; side < 2; ++side) {
+        const Device &device = side == 0 ? cpu_device : gpu_device;
+        std::vector<Tensor> leaves;
+        for (const pair &p : operands) {
+            Tensor leaf = p.cpu.dtype() == DType::f32 ? tf::cast(p.cpu, d).to(device) : p.cpu.to(device);
+            if (leaf.dtype() == d) leaf.requires_grad_();
+            leaves.push_back(leaf);
+        }
+        Tensor out = f(leaves);
+        Tensor weights = tf::cast(tf::from_vector(values(out.numel(), 977, -1, 1), out.shape(), cpu_device), d).to(device);
+        tf::sum(tf::mul(out, weights)).backward();
+        results[side].push_back(out.detach());
+        for (const Tensor &leaf : leaves)
+            if (leaf.requires_grad()) results[side].push_back(leaf.grad());
+    }
+    check_half(results[1][0], results[0][0], tol, what + ": forward");
+    for (std::size_t i = 1; i < results[0].size(); ++i)
+        check_half(results[1][i], results[0][i], tol, what + ": gradient " + std::to_string(i));
+}
+
+}  // namespace
+
+// Tolerances: results that the GPU and cpu both compute in f32 and round once to 16 bits agree
+// within 1 unit in the last place, except where f32 sums in a different order land on different
+// sides of a rounding boundary (2 ulps) or cancel towards 0 (atol, relative to the operands'
+// scale of about 1).
+TEST_CASE("mixed: matmul and conv2d with both gradients in f16 and bf16") {
+    for (DType d : halves) {
+        const half_tol tol{2, d == DType::f16 ? 2e-3 : 1.6e-2};
+        half_parity("matmul 67x45 @ 45x93", d, {random({67, 45}, 111), random({45, 93}, 112)},
+                    [](auto &t) { return tf::matmul(t[0], t[1]); }, tol);
+        half_parity("matmul of transposed views", d, {random({45, 67}, 113), random({93, 45}, 114)},
+                    [](auto &t) { return tf::matmul(t[0].transpose(0, 1), t[1].transpose(0, 1)); }, tol);
+        half_parity("batched, broadcast batch", d, {random({3, 1, 19, 23}, 121), random({4, 23, 7}, 122)},
+                    [](auto &t) { return tf::matmul(t[0], t[1]); }, tol);
+        // K split over workgroups: f32 partial sums, one rounding at the end.
+        half_parity("long inner dimension (split K)", d, {random({9, 1500}, 127), random({1500, 11}, 128)},
+                    [](auto &t) { return tf::matmul(t[0], t[1]); }, {2, d == DType::f16 ? 2e-2 : 1.2e-1});
+        half_grad_parity("matmul gradients", d, {random({6, 9}, 129), random({9, 5}, 130)},
+                         [](auto &t) { return tf::matmul(t[0], t[1]); }, tol);
+        struct conv_case {
+            const char *name;
+            Shape x, w;
+            tf::Conv2dOptions o;
+        };
+        const conv_case cases[] = {
+            {"3x3", {2, 3, 11, 9}, {5, 3, 3, 3}, {}},
+            {"stride 2, padding 1, odd widths", {2, 4, 7, 13}, {6, 4, 3, 3}, {2, 2, 1, 1, 1, 1, 1}},
+            {"groups 2", {2, 6, 8, 8}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 2}},
+            {"one input channel", {3, 1, 9, 9}, {7, 1, 3, 3}, {}},
+        };
+        for (const conv_case &c : cases)
+            half_grad_parity(std::string("conv2d ") + c.name, d, {random(c.x, 141), random(c.w, 142)},
+                             [&](auto &t) { return tf::conv2d(t[0], t[1], Tensor(), c.o); }, tol);
+        half_grad_parity("conv2d with bias", d, {random({2, 3, 9, 9}, 143), random({4, 3, 3, 3}, 144), random({4}, 145)},
+                         [](auto &t) { return tf::conv2d(t[0].permute({0, 1, 3, 2}), t[1], t[2]); }, tol);
+    }
+}
+
+TEST_CASE("mixed: reductions in f16 and bf16 accumulate in f32") {
+    for (DType d : halves) {
+        const half_tol tol{1, d == DType::f16 ? 1e-3 : 8e-3};
+        const pair x = random({3, 5, 7, 2}, 91, -2, 2), longer = random({4, 1000}, 92, -2, 2);
+        using reduce_fn = Tensor (*)(const Tensor &, const tf::Axes &, bool);
+        const std::pair<const char *, reduce_fn> ops[] = {{"sum", tf::sum}, {"mean", tf::mean}, {"max", tf::max}, {"min", tf::min}};
+        for (auto [name, fn] : ops) {
+            half_parity(std::string(name) + " axes 1, 3", d, {x}, [&](auto &t) { return fn(t[0], {1, 3}, false); }, tol);
+            half_parity(std::string(name) + " all", d, {x}, [&](auto &t) { return fn(t[0], {0, 1, 2, 3}, true); }, tol);
+            half_parity(std::string(name) + " long rows", d, {longer}, [&](auto &t) { return fn(t[0], {1}, false); }, tol);
+        }
+        half_parity("var", d, {x}, [](auto &t) { return tf::var(t[0], {0, 2}, 1, false); }, tol);
+        half_parity("var long rows", d, {longer}, [](auto &t) { return tf::var(t[0], {1}, 0, true); }, tol);
+        half_parity("argmax", d, {x}, [](auto &t) { return tf::argmax(t[0], 2); });
+        half_parity("argmin long rows", d, {longer}, [](auto &t) { return tf::argmin(t[0], 1); });
+        half_grad_parity("sum gradient", d, {x}, [](auto &t) { return tf::sum(t[0], {1}); }, tol);
+    }
+}
+
+TEST_CASE("mixed: pooling, softmax, norms, cross_entropy, embedding, rope, attention in f16 and bf16") {
+    for (DType d : halves) {
+        const half_tol tol{1, d == DType::f16 ? 1e-3 : 8e-3};
+        const half_tol loose{2, d == DType::f16 ? 4e-3 : 3e-2};  // several f32 steps, then a gradient chain
+        half_grad_parity("max_pool2d 3x3 stride 2 padding 1", d, {random({1, 2, 9, 12}, 151)},
+                         [](auto &t) { return tf::max_pool2d(t[0], {3, 3, 2, 2, 1, 1, true}); }, tol);
+        half_grad_parity("avg_pool2d 2x2", d, {random({2, 3, 10, 11}, 152)}, [](auto &t) { return tf::avg_pool2d(t[0]); }, tol);
+        const pair x = random({4, 7, 10}, 161, -5, 5);
+        for (int axis : {0, 2}) {
+            half_grad_parity("softmax axis " + std::to_string(axis), d, {x}, [&](auto &t) { return tf::softmax(t[0], axis); }, loose);
+            half_grad_parity("log_softmax axis " + std::to_string(axis), d, {x},
+                             [&](auto &t) { return tf::log_softmax(t[0], axis); }, loose);
+        }
+        const pair w = random({7, 10}, 162), b = random({7, 10}, 163), w1 = random({10}, 164);
+        half_grad_parity("layer_norm over 2 axes", d, {x, w, b}, [](auto &t) { return tf::layer_norm(t[0], 2, t[1], t[2]); }, loose);
+        half_grad_parity("rms_norm", d, {x, w1}, [](auto &t) { return tf::rms_norm(t[0], 1, t[1]); }, loose);
+        half_parity("layer_norm of a view", d, {x, w1}, [](auto &t) { return tf::layer_norm(t[0].transpose(0, 1), 1, t[1]); }, tol);
+        const pair logits = random({13, 7}, 171, -4, 4);
+        const pair labels = integers<int64_t>({13}, 172, 0, 7);
+        half_grad_parity("cross_entropy mean", d, {logits, labels}, [](auto &t) { return tf::cross_entropy(t[0], t[1]); }, loose);
+        half_parity("cross_entropy none", d, {logits, labels},
+                    [](auto &t) { return tf::cross_entropy(t[0], t[1], tf::Reduction::none); }, tol);
+        half_parity("cross_entropy sum", d, {logits, labels},
+                    [](auto &t) { return tf::cross_entropy(t[0], t[1], tf::Reduction::sum); }, tol);
+        // Repeated indices: their rows' gradients add up in f32 and round once.
+        const pair table = random({11, 5}, 181), idx = integers<int64_t>({3, 7}, 182, 0, 11);
+        half_grad_parity("embedding", d, {table, idx}, [](auto &t) { return tf::embedding(t[0], t[1]); }, tol);
+        half_grad_parity("rope", d, {random({2, 3, 6, 8}, 191)}, [](auto &t) { return tf::rope(t[0], 10000.0, false, 3); }, tol);
+        half_parity("rope interleaved, far position", d, {random({5, 8}, 192)},
+                    [](auto &t) { return tf::rope(t[0], 10000.0, true, 1000000); }, tol);
+        const pair q = random({2, 5, 8}, 201), k = random({2, 7, 8}, 202), v = random({2, 7, 6}, 203), m = random({5, 7}, 204);
+        half_parity("attention with a mask", d, {q, k, v, m},
+                    [](auto &t) { return tf::scaled_dot_product_attention(t[0], t[1], t[2], t[3]); }, loose);
+        half_grad_parity("attention causal", d, {q, k, v},
+                         [](auto &t) { return tf::scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), true); }, loose);
+    }
+}
+
+namespace {
+
+// A small CNN classifier's SGD steps with every parameter, activation and gradient in bf16
+// (f32 only inside the kernels): losses and final parameters.
+struct bf16_run {
+    std::vector<float> losses;
+    std::vector<Tensor> params;
+};
+
+bf16_run train_bf16(const Device &device) {
+    const Shape shapes[] = {{4, 1, 3, 3}, {4}, {10, 64}, {10}};
+    std::vector<Tensor> params;
+    for (int i = 0; i < 4; ++i) {
+        Tensor p = tf::cast(tf::from_vector(values(numel(shapes[i]), 500 + static_cast<uint64_t>(i), -0.4, 0.4), shapes[i],
+                                            cpu_device), DType::bf16).to(device);
+        p.requires_grad_();
+        params.push_back(p);
+    }
+    const Tensor x = tf::cast(tf::from_vector(values(8 * 64, 510, -1, 1), {8, 1, 8, 8}, cpu_device), DType::bf16).to(device);
+    std::vector<int64_t> labels(8);
+    for (int i = 0; i < 8; ++i) labels[static_cast<std::size_t>(i)] = (i * 3 + 1) % 10;
+    const Tensor y = tf::from_vector(labels, {8}, device);
+    bf16_run run;
+    tf::Conv2dOptions pad1;
+    pad1.pad_h = pad1.pad_w = 1;
+    for (int step = 0; step < 3; ++step) {
+        Tensor h = tf::max_pool2d(tf::relu(tf::conv2d(x, params[0], params[1], pad1)));
+        Tensor logits = tf::linear(h.reshape({8, 64}), params[2], params[3]);
+        Tensor loss = tf::cross_entropy(logits, y);
+        loss.backward();
+        run.losses.push_back(loss.item<float>());
+        tf::NoGradGuard no_grad;
+        for (Tensor &p : params) {
+            p.assign_(p - p.grad() * 0.5);
+            p.zero_grad();
+        }
+    }
+    for (const Tensor &p : params) run.params.push_back(p.detach());
+    return run;
+}
+
+}  // namespace
+
+TEST_CASE("mixed: a bf16 training step on the backend matches cpu") {
+    const bf16_run want = train_bf16(cpu_device);
+    const bf16_run got = train_bf16(gpu_device);
+    REQUIRE(got.losses.size() == want.losses.size());
+    for (std::size_t i = 0; i < got.losses.size(); ++i) {
+        MESSAGE("bf16 step " << i << " loss: " TF_TEST_BACKEND " " << got.losses[i] << ", cpu " << want.losses[i]);
+        CHECK(std::isfinite(got.losses[i]));
+        // One bf16 ulp of the loss (2^-7 relative), plus the steps' drift.
+        CHECK(std::abs(got.losses[i] - want.losses[i]) <= 2e-2 * std::abs(want.losses[i]));
+    }
+    CHECK(want.losses.back() < want.losses.front());
+    for (std::size_t i = 0; i < got.params.size(); ++i)
+        check_half(got.params[i], want.params[i], {2, 1e-2}, "parameter " + std::to_string(i) + " after 3 steps");
+}
