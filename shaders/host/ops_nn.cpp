@@ -243,7 +243,7 @@ void rows_run(kernel_device &dev, const tf_op_desc &op) {
 
 // ---- Index ops and rope -----------------------------------------------------------------------------
 
-bool index_supports(const tf_op_desc &op) {
+bool index_supports(const device_caps &caps, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     switch (op.op) {
     case TF_OP_ONE_HOT: {
@@ -265,6 +265,10 @@ bool index_supports(const tf_op_desc &op) {
         if (weight.rank != 2 || rows.rank != indices.rank + 1 || rows.shape[rows.rank - 1] != weight.shape[1]) return false;
         for (int d = 0; d < indices.rank; ++d)
             if (indices.shape[d] != rows.shape[d]) return false;
+        // f16 and bf16 gradients sum in a dense f32 copy of the weight, bound whole.
+        if (!forward && weight.dtype != TF_DTYPE_F32 &&
+            static_cast<uint64_t>(numel(weight)) * 4 + caps.bind_align + 4 > caps.max_binding)
+            return false;
         return weight.shape[0] < (int64_t{1} << 31);
     }
     case TF_OP_ROPE: {
@@ -498,7 +502,7 @@ bool nn_supports(const device_caps &caps, const tf_op_desc &op) {
     case TF_OP_ONE_HOT:
     case TF_OP_EMBEDDING:
     case TF_OP_EMBEDDING_BACKWARD:
-    case TF_OP_ROPE: return index_supports(op);
+    case TF_OP_ROPE: return index_supports(caps, op);
     case TF_OP_ATTENTION: return attention_supports(caps, op);
     default: return false;
     }
