@@ -161,8 +161,7 @@ void record(kernel_device &dev, const tf_op_desc &op, uint32_t code, const uint3
                                 ? per_word
                                 : 0;
     const uint64_t items = packed ? (static_cast<uint64_t>(count) + packed - 1) / packed : static_cast<uint64_t>(count);
-    dev.dispatch(key_of(shader::elementwise, code, out.dtype, in_dtype, rank, packed), &p, sizeof p, bindings, n,
-                 groups_for(dev.caps(), items, 256), 1, 1);
+    dev.dispatch({key_of(shader::elementwise, code, out.dtype, in_dtype, rank, packed), &p, sizeof p, bindings, n, {groups_for(dev.caps(), items, 256), 1, 1}});
 }
 
 }  // namespace
