@@ -1,9 +1,12 @@
-// attention: out[..., i, :] = softmax(q_i k^T * scale + mask_i [+ causal]) v, f32, any strides.
+// attention: out[..., i, :] = softmax(q_i k^T * scale + mask_i [+ causal]) v, f32, f16 or bf16
+// (computed in f32, out rounded once), any strides.
 // One workgroup per query row: the row's Tk scores live in shared memory (Tk <= TF_MAX_KEYS,
 // checked by the plugin), the invocations split the keys, then the output columns.
 // Slots: 0 out, 1 q, 2 k, 3 v, 4 mask (expanded to [..., Tq, Tk]).
 // Mirrors attention_params in plugins/vulkan/kernels.hpp.
 layout(local_size_x = 64) in;
+
+TF_SPEC(0, uint, DT, 0u)  // every operand: f32, f16 or bf16 (scores, softmax and sums in f32)
 
 #define TF_MAX_KEYS 2048u
 
@@ -64,8 +67,8 @@ void main() {
             float dot_ = 0.0;
             uint k_row = at[2] + j * p.row_st[2];
             for (uint e = 0u; e < p.d; ++e)
-                dot_ += ld_f32(1u, q_row + e * p.col_st[1]) * ld_f32(2u, k_row + e * p.col_st[2]);
-            float score = dot_ * p.scale + ld_f32(4u, m_row + j * p.col_st[4]);
+                dot_ += ld_float(1u, DT, q_row + e * p.col_st[1]) * ld_float(2u, DT, k_row + e * p.col_st[2]);
+            float score = dot_ * p.scale + ld_float(4u, DT, m_row + j * p.col_st[4]);
             if (p.causal != 0u && int(j) > last_visible) score = -TF_INF;
             s_score[j] = score;
             local_max = tf_max(local_max, score);
@@ -80,8 +83,8 @@ void main() {
         float total = group_reduce(local_sum, false);  // its barriers publish s_score too
         for (uint c = t; c < p.dv; c += 64u) {
             float acc = 0.0;
-            for (uint j = 0u; j < p.tk; ++j) acc += s_score[j] * ld_f32(3u, at[3] + j * p.row_st[3] + c * p.col_st[3]);
-            st_f32(0u, at[0] + i * p.row_st[0] + c * p.col_st[0], acc / total);
+            for (uint j = 0u; j < p.tk; ++j) acc += s_score[j] * ld_float(3u, DT, at[3] + j * p.row_st[3] + c * p.col_st[3]);
+            st_float(0u, DT, at[0] + i * p.row_st[0] + c * p.col_st[0], acc / total);
         }
         barrier();  // s_score is rewritten for the next row
     }

@@ -6,12 +6,19 @@
 // element index e (the plugin turns byte offsets into element indices):
 //   f32, i32  word e
 //   i64       words 2e (low) and 2e + 1 (high), two's complement
+//   f16, bf16 half e: bits 16 (e % 2) .. 16 (e % 2) + 15 of word e / 2
 //   bool      byte e: bits 8 (e % 4) .. 8 (e % 4) + 7 of word e / 4; any non-zero byte is true
-// Values travel between loads, conversions and stores as "raw" uvec2: f32 bits, i32 bits or a
-// bool (0 or 1) in x with y = 0; an i64 in (x = low, y = high).
+// Values travel between loads, conversions and stores as "raw" uvec2: f32 bits, i32 bits, f16 or
+// bf16 bits (16 of them) or a bool (0 or 1) in x with y = 0; an i64 in (x = low, y = high).
+// f16 and bf16 are storage only: kernels load them as f32 (exact), compute and accumulate in
+// f32, and round once when they store (tf_f32_to_f16, tf_f32_to_bf16: the cpu plugin's rules,
+// bit for bit). Conversions are integer code, not packHalf2x16 or the device's 16-bit floats,
+// so every driver rounds the same way (and no device feature is needed).
 
 // tf_dtype values from plugin.h.
 #define DT_F32 0u
+#define DT_F16 1u
+#define DT_BF16 2u
 #define DT_I32 3u
 #define DT_I64 4u
 #define DT_BOOL 5u
@@ -47,15 +54,92 @@ void st_bool(uint s, uint e, bool v) {
     if (v) atomicOr(tf_t[s].w[e >> 2u], 1u << shift);
 }
 
+// ---- 16-bit floats -------------------------------------------------------------------------------
+
+bool tf_is_float(uint dtype) { return dtype == DT_F32 || dtype == DT_F16 || dtype == DT_BF16; }
+
+// Exact: every f16 is an f32 (subnormals become normal f32s).
+float tf_f16_to_f32(uint h) {
+    uint sign = (h & 0x8000u) << 16u;
+    uint e = (h >> 10u) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1fu) return uintBitsToFloat(sign | 0x7f800000u | (m << 13u));
+    if (e == 0u) {
+        if (m == 0u) return uintBitsToFloat(sign);
+        int lead = findMSB(m);  // m * 2^-24 = 1.f * 2^(lead - 24)
+        return uintBitsToFloat(sign | (uint(lead + 103) << 23u) | ((m << uint(23 - lead)) & 0x7fffffu));
+    }
+    return uintBitsToFloat(sign | ((e + 112u) << 23u) | (m << 13u));
+}
+
+float tf_bf16_to_f32(uint h) { return uintBitsToFloat(h << 16u); }
+
+// Round to nearest, ties to even, subnormals kept (no flush); past 65504 rounds to infinity.
+// NaN keeps its sign and top payload bits and becomes quiet (never infinity).
+uint tf_f32_to_f16(float x) {
+    uint b = floatBitsToUint(x);
+    uint sign = (b >> 16u) & 0x8000u;
+    uint e = (b >> 23u) & 0xffu, m = b & 0x7fffffu;
+    if (e == 0xffu) return sign | 0x7c00u | (m != 0u ? 0x200u | (m >> 13u) : 0u);
+    if (e > 142u) return sign | 0x7c00u;  // >= 2^16
+    if (e >= 113u) {
+        // Normal in f16; a carry out of the mantissa steps the exponent, up to infinity.
+        uint v = ((e - 112u) << 10u) | (m >> 13u);
+        uint rest = m & 0x1fffu;
+        if (rest > 0x1000u || (rest == 0x1000u && (v & 1u) != 0u)) v += 1u;
+        return sign | v;
+    }
+    // Subnormal in f16 (units of 2^-24): the 24-bit significand shifted right by 126 - e.
+    uint shift = 126u - e;
+    if (e == 0u || shift > 24u) return sign;  // below half the smallest subnormal
+    uint mag = m | 0x800000u;
+    uint q = mag >> shift;
+    uint rest = mag & ((1u << shift) - 1u), half_ = 1u << (shift - 1u);
+    if (rest > half_ || (rest == half_ && (q & 1u) != 0u)) q += 1u;
+    return sign | q;  // a carry into 0x400 is the smallest normal, correctly encoded
+}
+
+// The top half of the f32 bits, rounded to nearest even on the bits (exact across the
+// subnormal boundary and into infinity); NaN quiet, sign and top payload kept.
+uint tf_f32_to_bf16(float x) {
+    uint b = floatBitsToUint(x);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (b >> 16u) | 0x40u;
+    return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
+
+uint tf_f32_to_half(uint dtype, float x) { return dtype == DT_F16 ? tf_f32_to_f16(x) : tf_f32_to_bf16(x); }
+
+// Half e of a word; element e of a 16-bit tensor.
+uint ld_h16(uint s, uint e) { return (tf_t[s].w[e >> 1u] >> ((e & 1u) * 16u)) & 0xffffu; }
+// One half of a word whose other half another invocation may be writing: clear, then set, both
+// atomically (each half has one writer, so the two steps never undo a neighbour's store).
+void st_h16(uint s, uint e, uint bits) {
+    uint shift = (e & 1u) * 16u;
+    atomicAnd(tf_t[s].w[e >> 1u], ~(0xffffu << shift));
+    if (bits != 0u) atomicOr(tf_t[s].w[e >> 1u], bits << shift);
+}
+
+// A float element of dtype f32, f16 or bf16, as f32; stores round once to the dtype.
+float ld_float(uint s, uint dtype, uint e) {
+    if (dtype == DT_F16) return tf_f16_to_f32(ld_h16(s, e));
+    if (dtype == DT_BF16) return tf_bf16_to_f32(ld_h16(s, e));
+    return ld_f32(s, e);
+}
+void st_float(uint s, uint dtype, uint e, float v) {
+    if (dtype == DT_F32) st_f32(s, e, v);
+    else st_h16(s, e, tf_f32_to_half(dtype, v));
+}
+
 uvec2 ld_raw(uint s, uint dtype, uint e) {
     if (dtype == DT_I64) return ld_i64(s, e);
     if (dtype == DT_BOOL) return uvec2(ld_bool(s, e) ? 1u : 0u, 0u);
+    if (dtype == DT_F16 || dtype == DT_BF16) return uvec2(ld_h16(s, e), 0u);
     return uvec2(tf_t[s].w[e], 0u);
 }
 
 void st_raw(uint s, uint dtype, uint e, uvec2 v) {
     if (dtype == DT_I64) st_i64(s, e, v);
     else if (dtype == DT_BOOL) st_bool(s, e, v.x != 0u);
+    else if (dtype == DT_F16 || dtype == DT_BF16) st_h16(s, e, v.x);
     else tf_t[s].w[e] = v.x;
 }
 
@@ -264,24 +348,72 @@ int f32_to_i32(float x) {
     return int(t);
 }
 
-// A raw value of dtype from as a raw value of dtype to (cast's rules).
+// An integer as f16 or bf16 bits, rounded once from its exact value (nearest, ties to even; f16
+// past 65519 is infinity), like the cpu plugin: through f32 first would round twice.
+uint tf_i64_to_half(uvec2 v, uint dtype) {
+    bool neg = int(v.y) < 0;
+    uvec2 m = neg ? i64_neg(v) : v;  // INT64_MIN stays 2^63 as an unsigned magnitude
+    if (m == uvec2(0u)) return 0u;
+    uint sign = neg ? 0x8000u : 0u;
+    // The 32 leading bits from the leading one, a sticky bit standing in for the rest.
+    int msb = m.y != 0u ? 32 + findMSB(m.y) : findMSB(m.x);
+    uint top;
+    if (msb >= 32) {
+        int lead = 63 - msb;
+        top = lead == 0 ? m.y : (m.y << uint(lead)) | (m.x >> uint(32 - lead));
+        uint rest = lead == 0 ? m.x : m.x << uint(lead);
+        if (rest != 0u) top |= 1u;
+    } else {
+        top = m.x << uint(31 - msb);
+    }
+    uint mbits = dtype == DT_F16 ? 10u : 7u;
+    uint shift = 31u - mbits;
+    uint q = top >> shift;
+    uint rest = top & ((1u << shift) - 1u), half_ = 1u << (shift - 1u);
+    if (rest > half_ || (rest == half_ && (q & 1u) != 0u)) q += 1u;
+    if ((q >> (mbits + 1u)) != 0u) {  // the carry reached the next power of two
+        q >>= 1u;
+        msb += 1;
+    }
+    uint top_e = dtype == DT_F16 ? 31u : 255u;
+    uint biased = uint(msb) + (dtype == DT_F16 ? 15u : 127u);
+    if (biased >= top_e) return sign | (top_e << mbits);
+    return sign | (biased << mbits) | (q & ((1u << mbits) - 1u));
+}
+
+// A raw float value (f32, f16, bf16) as f32.
+float tf_raw_to_f32(uvec2 v, uint dtype) {
+    if (dtype == DT_F16) return tf_f16_to_f32(v.x);
+    if (dtype == DT_BF16) return tf_bf16_to_f32(v.x);
+    return uintBitsToFloat(v.x);
+}
+
+// A raw value of dtype from as a raw value of dtype to (cast's rules, the cpu plugin's).
 uvec2 tf_convert(uvec2 v, uint from, uint to) {
     if (to == DT_BOOL) {
         if (from == DT_F32) return uvec2((v.x & 0x7fffffffu) != 0u ? 1u : 0u, 0u);  // NaN is true
+        if (from == DT_F16 || from == DT_BF16) return uvec2((v.x & 0x7fffu) != 0u ? 1u : 0u, 0u);
         return uvec2((v.x | v.y) != 0u ? 1u : 0u, 0u);
     }
     if (from == to) return v;
+    bool float_from = tf_is_float(from);
+    if (to == DT_F16 || to == DT_BF16) {
+        if (float_from) return uvec2(tf_f32_to_half(to, tf_raw_to_f32(v, from)), 0u);  // exact to f32, one rounding
+        if (from == DT_BOOL) return uvec2(v.x != 0u ? (to == DT_F16 ? 0x3c00u : 0x3f80u) : 0u, 0u);
+        return uvec2(tf_i64_to_half(from == DT_I32 ? i64_from_int(int(v.x)) : v, to), 0u);
+    }
     if (to == DT_F32) {
+        if (float_from) return uvec2(floatBitsToUint(tf_raw_to_f32(v, from)), 0u);
         if (from == DT_I32) return uvec2(floatBitsToUint(float(int(v.x))), 0u);
         if (from == DT_I64) return uvec2(floatBitsToUint(i64_to_f32(v)), 0u);
         return uvec2(floatBitsToUint(v.x != 0u ? 1.0 : 0.0), 0u);  // bool
     }
     if (to == DT_I32) {
-        if (from == DT_F32) return uvec2(uint(f32_to_i32(uintBitsToFloat(v.x))), 0u);
+        if (float_from) return uvec2(uint(f32_to_i32(tf_raw_to_f32(v, from))), 0u);
         return uvec2(v.x, 0u);  // i64 wraps; bool is 0 or 1
     }
     // to i64
-    if (from == DT_F32) return f32_to_i64(uintBitsToFloat(v.x));
+    if (float_from) return f32_to_i64(tf_raw_to_f32(v, from));
     if (from == DT_I32) return i64_from_int(int(v.x));
     return uvec2(v.x, 0u);
 }
@@ -289,5 +421,8 @@ uvec2 tf_convert(uvec2 v, uint from, uint to) {
 // Bits of 0 and 1 in dtype (one_hot's values).
 uvec2 tf_one(uint dtype, bool on) {
     if (!on) return uvec2(0u);
-    return dtype == DT_F32 ? uvec2(floatBitsToUint(1.0), 0u) : uvec2(1u, 0u);
+    if (dtype == DT_F32) return uvec2(floatBitsToUint(1.0), 0u);
+    if (dtype == DT_F16) return uvec2(0x3c00u, 0u);
+    if (dtype == DT_BF16) return uvec2(0x3f80u, 0u);
+    return uvec2(1u, 0u);
 }

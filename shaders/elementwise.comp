@@ -10,7 +10,8 @@ TF_SPEC(0, uint, OP, 0u)      // EW_* below
 TF_SPEC(1, uint, DT_OUT, 0u)  // the output's dtype
 TF_SPEC(2, uint, DT_IN, 0u)   // the inputs' dtype (where: of a and b)
 TF_SPEC(3, uint, RANK, 1u)    // merged axes, 1..8 (0 is sent as 1); rank 1: element i at base + i * stride
-TF_SPEC(4, uint, PACKED, 0u)  // 1: bool output, contiguous, word-aligned: a word per invocation
+TF_SPEC(4, uint, PACKED, 0u)  // 4 (bool) or 2 (f16, bf16): output contiguous and word-aligned, a
+                              // word of PACKED elements per invocation; 0: an element each
 
 struct ew_params {
     uint count;       // output elements
@@ -43,6 +44,7 @@ layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { ew_params p; };
 #define EW_SQUARE 14u
 #define EW_ERF 15u
 #define EW_CLAMP 16u
+// Float ops (f32, f16, bf16) compute in f32 and round once to the output's dtype.
 // Binary ops (two inputs of the output's dtype).
 #define EW_ADD 32u
 #define EW_SUB 33u
@@ -157,8 +159,8 @@ uvec2 integer_op(uvec2 a, uvec2 b) {
 // eq ne lt le gt ge on two raw values of DT_IN; NaN compares unequal and unordered.
 bool compare(uvec2 a, uvec2 b) {
     bool less, equal;
-    if (DT_IN == DT_F32) {
-        float x = uintBitsToFloat(a.x), y = uintBitsToFloat(b.x);
+    if (tf_is_float(DT_IN)) {
+        float x = tf_raw_to_f32(a, DT_IN), y = tf_raw_to_f32(b, DT_IN);  // exact
         if (tf_isnan(x) || tf_isnan(y)) return OP == EW_NE;
         less = x < y;
         equal = x == y;
@@ -186,9 +188,10 @@ bool compare(uvec2 a, uvec2 b) {
 uvec2 evaluate(uint o1, uint o2, uint o3) {
     if (OP < EW_EQ) {
         bool binary = OP >= EW_ADD;
-        if (DT_OUT != DT_F32) return integer_op(ld_raw(1u, DT_OUT, o1), binary ? ld_raw(2u, DT_OUT, o2) : uvec2(0u));
-        float a = ld_f32(1u, o1);
-        return uvec2(floatBitsToUint(binary ? binary_f32(a, ld_f32(2u, o2)) : unary_f32(a)), 0u);
+        if (!tf_is_float(DT_OUT)) return integer_op(ld_raw(1u, DT_OUT, o1), binary ? ld_raw(2u, DT_OUT, o2) : uvec2(0u));
+        float a = ld_float(1u, DT_OUT, o1);
+        float r = binary ? binary_f32(a, ld_float(2u, DT_OUT, o2)) : unary_f32(a);
+        return uvec2(DT_OUT == DT_F32 ? floatBitsToUint(r) : tf_f32_to_half(DT_OUT, r), 0u);
     }
     if (OP <= EW_GE) return uvec2(compare(ld_raw(1u, DT_IN, o1), ld_raw(2u, DT_IN, o2)) ? 1u : 0u, 0u);
     if (OP == EW_WHERE) return ld_bool(1u, o1) ? ld_raw(2u, DT_IN, o2) : ld_raw(3u, DT_IN, o3);
@@ -238,22 +241,25 @@ void main() {
         }
         return;
     }
-    // Bool output, contiguous, base a multiple of 4: word u holds elements 4u .. 4u + 3.
-    uint words = (count + 3u) / 4u;
+    // Output contiguous, base a multiple of PACKED: word u holds elements PACKED u .. PACKED u +
+    // PACKED - 1 (bytes of a bool, halves of an f16 or bf16), written with one plain store.
+    uint words = (count + PACKED - 1u) / PACKED;
+    uint bits = 32u / PACKED;
     for (uint u = gl_GlobalInvocationID.x; u < words; u += step) {
-        uint first = 4u * u;
-        if (first + 4u <= count) {
+        uint first = PACKED * u;
+        if (first + PACKED <= count) {
             uint word = 0u;
-            for (uint k = 0u; k < 4u; ++k) {
+            for (uint k = 0u; k < PACKED; ++k) {
                 uvec4 off = offsets_of(first + k);
-                word |= (evaluate(off.y, off.z, off.w).x != 0u ? 1u : 0u) << (8u * k);
+                uint v = evaluate(off.y, off.z, off.w).x;
+                word |= (PACKED == 4u ? (v != 0u ? 1u : 0u) : v) << (bits * k);
             }
-            tf_t[0].w[(g_base[0] >> 2u) + u] = word;
+            tf_t[0].w[g_base[0] / PACKED + u] = word;
         } else {
-            // The last, partial word: its other bytes may belong to other tensors' elements.
+            // The last, partial word: its other elements may belong to other tensors.
             for (uint i = first; i < count; ++i) {
                 uvec4 off = offsets_of(i);
-                st_bool(0u, off.x, evaluate(off.y, off.z, off.w).x != 0u);
+                st_raw(0u, DT_OUT, off.x, evaluate(off.y, off.z, off.w));
             }
         }
     }

@@ -13,13 +13,15 @@
 // one-channel input's gradient, a 3x3 one-channel weight gradient); SPLIT (1: the z workgroups also split K into chunks, each writing its
 // partial tile to a scratch tensor in slot 0 that the plugin then sums, for products with few
 // tiles and a long K such as weight gradients). Divisions of indices by shapes go through tf_div
-// with divisors the plugin prepared. Mirrors gemm_params in plugins/vulkan/kernels.hpp.
+// with divisors the plugin prepared. DT: f16 and bf16 operands are read as f32 and the sums
+// accumulate in f32; C is rounded once (the K-split scratch stays f32 until the final sum). Mirrors gemm_params in plugins/vulkan/kernels.hpp.
 layout(local_size_x = 8, local_size_y = 8) in;
 
 TF_SPEC(0, uint, MODE, 0u)
 TF_SPEC(1, uint, ROWS, 8u)
 TF_SPEC(2, uint, SPLIT, 0u)
 TF_SPEC(3, uint, COLS, 8u)
+TF_SPEC(4, uint, DT, 0u)  // the operands' dtype: f32, f16 or bf16 (loaded as f32, accumulated in f32)
 
 #define TM (8u * ROWS)
 #define TN (8u * COLS)
@@ -94,7 +96,7 @@ float x_tap(uint b, uint ch, uint oy, uint ox, uint r, uint s) {
     int ih = int(oy) * p.stride_h - p.pad_h + int(r) * p.dil_h;
     int iw = int(ox) * p.stride_w - p.pad_w + int(s) * p.dil_w;
     if (ih < 0 || iw < 0 || ih >= int(p.h) || iw >= int(p.w)) return 0.0;
-    return ld_f32(x_slot(), x_index(b, ch, uint(ih), uint(iw)));
+    return ld_float(x_slot(), DT, x_index(b, ch, uint(ih), uint(iw)));
 }
 
 // Per-workgroup offsets of mode 0's batch element.
@@ -117,21 +119,21 @@ uvec3 position_of(uint n, int plane, int cols, uint plane_size, uint col_size) {
 }
 
 float load_a(uint m, uint k, uint z) {
-    if (MODE == 0u) return ld_f32(1u, g_a + m * p.a_rs + k * p.a_cs);
+    if (MODE == 0u) return ld_float(1u, DT, g_a + m * p.a_rs + k * p.a_cs);
     if (MODE == 1u) {
         uvec3 t = tap_of(k);
-        return ld_f32(2u, w_index(z * p.og + m, t.x, t.y, t.z));
+        return ld_float(2u, DT, w_index(z * p.og + m, t.x, t.y, t.z));
     }
     if (MODE == 2u) {
         uvec3 t = tap_of(k);  // t.x is the output channel within the group
-        return ld_f32(2u, w_index(z * p.og + t.x, m, t.y, t.z));
+        return ld_float(2u, DT, w_index(z * p.og + t.x, m, t.y, t.z));
     }
     uvec3 at = position_of(k, D_OPLANE, D_OW, p.oh * p.ow, p.ow);
-    return ld_f32(1u, y_index(at.x, z * p.og + m, at.y, at.z));
+    return ld_float(1u, DT, y_index(at.x, z * p.og + m, at.y, at.z));
 }
 
 float load_b(uint k, uint n, uint z) {
-    if (MODE == 0u) return ld_f32(2u, g_b + k * p.b_rs + n * p.b_cs);
+    if (MODE == 0u) return ld_float(2u, DT, g_b + k * p.b_rs + n * p.b_cs);
     if (MODE == 1u) {
         uvec3 t = tap_of(k);
         uvec3 at = position_of(n, D_OPLANE, D_OW, p.oh * p.ow, p.ow);
@@ -146,7 +148,7 @@ float load_b(uint k, uint n, uint z) {
         if (th < 0 || tw < 0) return 0.0;
         uint oy = div_by(uint(th), D_SH), ox = div_by(uint(tw), D_SW);
         if (oy * uint(p.stride_h) != uint(th) || ox * uint(p.stride_w) != uint(tw) || oy >= p.oh || ox >= p.ow) return 0.0;
-        return ld_f32(1u, y_index(at.x, z * p.og + t.x, oy, ox));
+        return ld_float(1u, DT, y_index(at.x, z * p.og + t.x, oy, ox));
     }
     uvec3 at = position_of(k, D_OPLANE, D_OW, p.oh * p.ow, p.ow);
     uvec3 t = tap_of(n);
@@ -155,16 +157,16 @@ float load_b(uint k, uint n, uint z) {
 
 void store_c(uint m, uint n, uint z, float v) {
     if (MODE == 0u) {
-        st_f32(0u, g_c + m * p.c_rs + n * p.c_cs, v);
+        st_float(0u, DT, g_c + m * p.c_rs + n * p.c_cs, v);
     } else if (MODE == 1u) {
         uvec3 at = position_of(n, D_OPLANE, D_OW, p.oh * p.ow, p.ow);
-        st_f32(0u, y_index(at.x, z * p.og + m, at.y, at.z), v);
+        st_float(0u, DT, y_index(at.x, z * p.og + m, at.y, at.z), v);
     } else if (MODE == 2u) {
         uvec3 at = position_of(n, D_IPLANE, D_W, p.h * p.w, p.w);
-        st_f32(0u, x_index(at.x, z * p.cg + m, at.y, at.z), v);
+        st_float(0u, DT, x_index(at.x, z * p.cg + m, at.y, at.z), v);
     } else {
         uvec3 t = tap_of(n);
-        st_f32(0u, w_index(z * p.og + m, t.x, t.y, t.z), v);
+        st_float(0u, DT, w_index(z * p.og + m, t.x, t.y, t.z), v);
     }
 }
 

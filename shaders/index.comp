@@ -15,6 +15,7 @@ layout(local_size_x = 256) in;
 TF_SPEC(0, uint, MODE, 0u)
 TF_SPEC(1, uint, OUT_DT, 0u)   // one_hot's output dtype
 TF_SPEC(2, uint, IDX_DT, 3u)   // the index tensor's dtype (i32 or i64)
+TF_SPEC(3, uint, IN_DT, 0u)    // slot 1's float dtype (weight, dy, x): f32, f16 or bf16, read as f32
 
 struct index_params {
     uint pad0_;
@@ -105,9 +106,9 @@ void main() {
             float angle = 6.2831853071795865 * turns;
             float cs = cos(angle), sn = sin(angle);
             if (p.inverse != 0u) sn = -sn;
-            float x = ld_f32(1u, in_e);
-            float y = ld_f32(1u, in_e + (partner - c_last) * p.in_st[last]);
-            st_f32(0u, out_e, first ? x * cs - y * sn : y * sn + x * cs);
+            float x = ld_float(1u, IN_DT, in_e);
+            float y = ld_float(1u, IN_DT, in_e + (partner - c_last) * p.in_st[last]);
+            st_float(0u, OUT_DT, out_e, first ? x * cs - y * sn : y * sn + x * cs);
             continue;
         }
         int index;
@@ -118,11 +119,12 @@ void main() {
             st_raw(0u, OUT_DT, out_e, tf_one(OUT_DT, valid && uint(index) == c_last));
         } else if (MODE == 1u) {
             // in_st[0], in_st[1]: the weight's strides; in_e is unused.
-            float v = valid ? ld_f32(1u, p.in_base + uint(index) * p.in_st[0] + c_last * p.in_st[1]) : 0.0;
-            st_f32(0u, out_e, v);
+            float v = valid ? ld_float(1u, IN_DT, p.in_base + uint(index) * p.in_st[0] + c_last * p.in_st[1]) : 0.0;
+            st_float(0u, OUT_DT, out_e, v);
         } else if (valid) {
             // out_st[0], out_st[1]: dweight's strides; in_e walks dy.
-            float_add(0u, p.out_base + uint(index) * p.out_st[0] + c_last * p.out_st[1], ld_f32(1u, in_e));
+            // dweight is f32 here (for f16 and bf16 the plugin sums into f32 scratch and casts).
+            float_add(0u, p.out_base + uint(index) * p.out_st[0] + c_last * p.out_st[1], ld_float(1u, IN_DT, in_e));
         }
     }
 }

@@ -1,4 +1,4 @@
-// 2-D pooling over [N, C, H, W] -> [N, C, OH, OW], f32, any strides:
+// 2-D pooling over [N, C, H, W] -> [N, C, OH, OW], f32, f16 or bf16, any strides:
 //   mode 0  max_pool2d: the window's maximum; padding is -inf, the first NaN wins
 //   mode 1  max_pool2d_backward: dx gathers dy from every window whose first maximum it is
 //   mode 2  avg_pool2d
@@ -9,6 +9,7 @@
 layout(local_size_x = 256) in;
 
 TF_SPEC(0, uint, MODE, 0u)
+TF_SPEC(1, uint, DT, 0u)  // f32, f16 or bf16 (computed in f32, rounded once on store)
 
 struct pool_params {
     uint pad0_;
@@ -45,7 +46,7 @@ int window_argmax(uint slot, uint b, uint ch, int oy, int ox) {
         for (int s = 0; s < p.kw; ++s) {
             int j = ox * p.sw - p.pw + s;
             if (j < 0 || j >= int(p.w)) continue;
-            float v = ld_f32(slot, x_at(b, ch, i, j));
+            float v = ld_float(slot, DT, x_at(b, ch, i, j));
             if (where_ < 0 || (!tf_isnan(best) && (tf_isnan(v) || v > best))) {
                 best = v;
                 where_ = i * int(p.w) + j;
@@ -85,7 +86,7 @@ void main() {
             float v;
             if (MODE == 0u) {
                 int at = window_argmax(1u, b, ch, i, j);
-                v = ld_f32(1u, x_at(b, ch, at / int(p.w), at % int(p.w)));
+                v = ld_float(1u, DT, x_at(b, ch, at / int(p.w), at % int(p.w)));
             } else {
                 v = 0.0;
                 for (int r = 0; r < p.kh; ++r) {
@@ -93,12 +94,12 @@ void main() {
                     if (y < 0 || y >= int(p.h)) continue;
                     for (int s = 0; s < p.kw; ++s) {
                         int x = j * p.sw - p.pw + s;
-                        if (x >= 0 && x < int(p.w)) v += ld_f32(1u, x_at(b, ch, y, x));
+                        if (x >= 0 && x < int(p.w)) v += ld_float(1u, DT, x_at(b, ch, y, x));
                     }
                 }
                 v /= divisor(i, j);
             }
-            st_f32(0u, p.out_base + b * p.out_st[0] + ch * p.out_st[1] + uint(i) * p.out_st[2] +
+            st_float(0u, DT, p.out_base + b * p.out_st[0] + ch * p.out_st[1] + uint(i) * p.out_st[2] +
                            uint(j) * p.out_st[3], v);
             continue;
         }
@@ -117,13 +118,13 @@ void main() {
                 uint dy_e = p.dy_base + b * p.y_st[0] + ch * p.y_st[1] + uint(oy) * p.y_st[2] +
                             uint(ox) * p.y_st[3];
                 if (MODE == 1u) {
-                    if (window_argmax(2u, b, ch, oy, ox) == i * int(p.w) + j) g += ld_f32(dy_slot, dy_e);
+                    if (window_argmax(2u, b, ch, oy, ox) == i * int(p.w) + j) g += ld_float(dy_slot, DT, dy_e);
                 } else {
-                    g += ld_f32(dy_slot, dy_e) / divisor(oy, ox);
+                    g += ld_float(dy_slot, DT, dy_e) / divisor(oy, ox);
                 }
             }
         }
-        st_f32(0u, p.out_base + b * p.out_st[0] + ch * p.out_st[1] + uint(i) * p.out_st[2] +
+        st_float(0u, DT, p.out_base + b * p.out_st[0] + ch * p.out_st[1] + uint(i) * p.out_st[2] +
                        uint(j) * p.out_st[3], g);
     }
 }

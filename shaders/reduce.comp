@@ -1,4 +1,5 @@
-// Reductions over axes (sum, mean, max, min, var) and along one axis (argmax, argmin), f32 in.
+// Reductions over axes (sum, mean, max, min, var) and along one axis (argmax, argmin). The input
+// is f32, f16 or bf16 (DT_IN), accumulated in f32; the output (DT_OUT) is rounded once at the end.
 // Slot 0 is the output, slot 1 the input. The plugin splits the input's axes into kept axes
 // (one output element per position) and reduced axes (walked for each output element), each
 // group merged where the strides allow.
@@ -10,6 +11,8 @@ layout(local_size_x = 256) in;
 TF_SPEC(0, uint, OP, 0u)         // RD_* below
 TF_SPEC(1, uint, PER_GROUP, 0u)
 TF_SPEC(2, uint, R_FLAT, 1u)     // 1: at most one reduced axis after merging (no divisions)
+TF_SPEC(3, uint, DT_IN, 0u)      // f32, f16, bf16
+TF_SPEC(4, uint, DT_OUT, 0u)     // of sum ... var: f32, f16, bf16 (a K-split GEMM sums f32 into its output's)
 
 struct reduce_params {
     uint n_out;       // output elements
@@ -90,7 +93,7 @@ void finish(uint out_e, float value, uint index) {
         return;
     }
     if (OP == RD_MEAN) value = p.n_red == 0u ? TF_NAN : value / float(p.n_red);
-    st_f32(0u, out_e, value);
+    st_float(0u, DT_OUT, out_e, value);
 }
 
 // One invocation per output element.
@@ -102,7 +105,7 @@ void reduce_serial(uint o) {
     float acc = 0.0;
     uint index = 0u;
     for (uint r = 0u; r < p.n_red; ++r) {
-        float x = ld_f32(1u, input_at(first, r));
+        float x = ld_float(1u, DT_IN, input_at(first, r));
         if (arg) {
             if (r == 0u || beats(x, r, acc, index)) {
                 acc = x;
@@ -116,7 +119,7 @@ void reduce_serial(uint o) {
         float mean = acc / float(p.n_red);
         float squares = 0.0;
         for (uint r = 0u; r < p.n_red; ++r) {
-            float d = ld_f32(1u, input_at(first, r)) - mean;
+            float d = ld_float(1u, DT_IN, input_at(first, r)) - mean;
             squares += d * d;
         }
         acc = squares / divisor();
@@ -153,10 +156,10 @@ void reduce_group(uint o) {
     // Max, min and arg start from the thread's first element; threads with none take element 0
     // (a duplicate does not change an extreme; for arg ops its index is never smaller).
     uint start = t < p.n_red ? t : 0u;
-    float acc = extreme || arg ? ld_f32(1u, input_at(first, start)) : 0.0;
+    float acc = extreme || arg ? ld_float(1u, DT_IN, input_at(first, start)) : 0.0;
     uint index = start;
     for (uint r = t; r < p.n_red; r += 256u) {
-        float x = ld_f32(1u, input_at(first, r));
+        float x = ld_float(1u, DT_IN, input_at(first, r));
         if (arg) {
             if (beats(x, r, acc, index)) {
                 acc = x;
@@ -175,7 +178,7 @@ void reduce_group(uint o) {
         float mean = value / float(p.n_red);
         float squares = 0.0;
         for (uint r = t; r < p.n_red; r += 256u) {
-            float d = ld_f32(1u, input_at(first, r)) - mean;
+            float d = ld_float(1u, DT_IN, input_at(first, r)) - mean;
             squares += d * d;
         }
         barrier();

@@ -1,4 +1,4 @@
-// Ops that work row by row, f32, any strides: one invocation per row walks the row's elements.
+// Ops that work row by row, f32, f16 or bf16 (computed in f32), any strides: one invocation per row walks the row's elements.
 //   mode 0  softmax          y = exp(x - max) / sum(exp(x - max))
 //   mode 1  log_softmax      y = x - max - log(sum(exp(x - max)))
 //   mode 2  layer_norm       y = (x - mean) / sqrt(var + eps) * weight + bias
@@ -14,6 +14,7 @@ layout(local_size_x = 256) in;
 TF_SPEC(0, uint, MODE, 0u)
 TF_SPEC(1, uint, REDUCED, 0u)
 TF_SPEC(2, uint, INNER_FLAT, 1u)
+TF_SPEC(3, uint, DT, 0u)  // x, weight, bias and y: f32, f16 or bf16 (f32 inside, y rounded once)
 
 struct rows_params {
     uint pad0_;
@@ -69,14 +70,14 @@ uvec4 inner(uint j) {
 
 void softmax_row(uint x0, uint y0) {
     float m = -TF_INF;
-    for (uint j = 0u; j < p.len; ++j) m = tf_max(m, ld_f32(1u, x0 + inner(j).x));
+    for (uint j = 0u; j < p.len; ++j) m = tf_max(m, ld_float(1u, DT, x0 + inner(j).x));
     float s = 0.0;
-    for (uint j = 0u; j < p.len; ++j) s += exp(ld_f32(1u, x0 + inner(j).x) - m);
+    for (uint j = 0u; j < p.len; ++j) s += exp(ld_float(1u, DT, x0 + inner(j).x) - m);
     float log_s = log(s);
     for (uint j = 0u; j < p.len; ++j) {
         uvec4 o = inner(j);
-        float d = ld_f32(1u, x0 + o.x) - m;
-        st_f32(0u, y0 + o.y, MODE == 0u ? exp(d) / s : d - log_s);
+        float d = ld_float(1u, DT, x0 + o.x) - m;
+        st_float(0u, DT, y0 + o.y, MODE == 0u ? exp(d) / s : d - log_s);
     }
 }
 
@@ -84,17 +85,17 @@ void norm_row(uint x0, uint y0) {
     float n = float(p.len);
     float mean = 0.0;
     if (MODE == 2u) {
-        for (uint j = 0u; j < p.len; ++j) mean += ld_f32(1u, x0 + inner(j).x);
+        for (uint j = 0u; j < p.len; ++j) mean += ld_float(1u, DT, x0 + inner(j).x);
         mean /= n;
         // A sum past f32's range (|x| near 1e38): add the elements divided by n instead.
         if (tf_isinf(mean)) {
             mean = 0.0;
-            for (uint j = 0u; j < p.len; ++j) mean += ld_f32(1u, x0 + inner(j).x) / n;
+            for (uint j = 0u; j < p.len; ++j) mean += ld_float(1u, DT, x0 + inner(j).x) / n;
         }
     }
     float squares = 0.0;
     for (uint j = 0u; j < p.len; ++j) {
-        float d = ld_f32(1u, x0 + inner(j).x) - mean;
+        float d = ld_float(1u, DT, x0 + inner(j).x) - mean;
         squares += d * d;
     }
     float scale = 1.0 / sqrt(squares / n + p.eps);
@@ -102,19 +103,19 @@ void norm_row(uint x0, uint y0) {
         // Squares of |x - mean| past ~1.8e19 overflow f32 (cpu sums them in double): scale the
         // row by its largest |x - mean| m first; 1 / sqrt(var + eps) = 1 / (m sqrt(var / m^2 + eps / m^2)).
         float m = 0.0;
-        for (uint j = 0u; j < p.len; ++j) m = max(m, abs(ld_f32(1u, x0 + inner(j).x) - mean));
+        for (uint j = 0u; j < p.len; ++j) m = max(m, abs(ld_float(1u, DT, x0 + inner(j).x) - mean));
         float scaled = 0.0;
         for (uint j = 0u; j < p.len; ++j) {
-            float q = (ld_f32(1u, x0 + inner(j).x) - mean) / m;
+            float q = (ld_float(1u, DT, x0 + inner(j).x) - mean) / m;
             scaled += q * q;
         }
         scale = 1.0 / (m * sqrt(scaled / n + p.eps / m / m));
     }
     for (uint j = 0u; j < p.len; ++j) {
         uvec4 o = inner(j);
-        float v = (ld_f32(1u, x0 + o.x) - mean) * scale * ld_f32(2u, p.w_base + o.z);
-        if (MODE == 2u) v += ld_f32(3u, p.b_base + o.w);
-        st_f32(0u, y0 + o.y, v);
+        float v = (ld_float(1u, DT, x0 + o.x) - mean) * scale * ld_float(2u, DT, p.w_base + o.z);
+        if (MODE == 2u) v += ld_float(3u, DT, p.b_base + o.w);
+        st_float(0u, DT, y0 + o.y, v);
     }
 }
 
@@ -133,10 +134,10 @@ float row_loss(uint r, out bool counted) {
         return TF_NAN;
     }
     float m = -TF_INF;
-    for (uint j = 0u; j < p.len; ++j) m = tf_max(m, ld_f32(1u, x0 + inner(j).x));
+    for (uint j = 0u; j < p.len; ++j) m = tf_max(m, ld_float(1u, DT, x0 + inner(j).x));
     float s = 0.0;
-    for (uint j = 0u; j < p.len; ++j) s += exp(ld_f32(1u, x0 + inner(j).x) - m);
-    return m + log(s) - ld_f32(1u, x0 + inner(label.x).x);
+    for (uint j = 0u; j < p.len; ++j) s += exp(ld_float(1u, DT, x0 + inner(j).x) - m);
+    return m + log(s) - ld_float(1u, DT, x0 + inner(label.x).x);
 }
 
 void main() {
@@ -168,7 +169,7 @@ void main() {
         if (t == 0u) {
             float v = s_loss[0];
             if (p.reduction == 1u) v = s_count[0] == 0u ? TF_NAN : v / float(s_count[0]);
-            st_f32(0u, p.y_base, v);
+            st_float(0u, DT, p.y_base, v);
         }
         return;
     }
@@ -182,7 +183,7 @@ void main() {
         } else {
             bool counted;
             float loss = row_loss(r, counted);
-            st_f32(0u, y0, loss);
+            st_float(0u, DT, y0, loss);
         }
     }
 }

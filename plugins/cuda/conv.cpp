@@ -39,11 +39,18 @@ ConvOperands operands_of(const tf_op_desc &op) {
     }
 }
 
-cudnnDataType_t dnn_type(int32_t dtype) { return dtype == TF_DTYPE_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT; }
+cudnnDataType_t dnn_type(int32_t dtype) {
+    switch (dtype) {
+    case TF_DTYPE_F16: return CUDNN_DATA_HALF;
+    case TF_DTYPE_BF16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+    }
+}
 
-// f16 may use tensor cores; f32 stays on FMA units (no TF32) unless the user allowed TF32.
+// f16 and bf16 may use tensor cores (accumulating in f32, see the convolution descriptor); f32
+// stays on FMA units (no TF32) unless the user allowed TF32.
 cudnnMathType_t math_for(int32_t dtype, bool allow_tf32) {
-    if (dtype == TF_DTYPE_F16) return CUDNN_TENSOR_OP_MATH;
+    if (dtype == TF_DTYPE_F16 || dtype == TF_DTYPE_BF16) return CUDNN_TENSOR_OP_MATH;
     return allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
@@ -89,7 +96,8 @@ tf_status create_plan(const Cudnn &api, const tf_op_desc &op, const ConvOperands
                                             static_cast<int>(t.w->shape[1]), static_cast<int>(t.w->shape[2]),
                                             static_cast<int>(t.w->shape[3]))) != CUDNN_STATUS_SUCCESS)
         return dnn_fail(err, "conv2d", "cudnnSetFilter4dDescriptor", s);
-    // f16 data accumulates in f32 (cuDNN's "pseudo half" configuration).
+    // f16 and bf16 data accumulate in f32 (cuDNN's "pseudo half" / "pseudo bfloat16"
+    // configurations, compute type CUDNN_DATA_FLOAT).
     if ((s = api.cudnnSetConvolution2dDescriptor(conv, p.padding[0], p.padding[1], p.stride[0], p.stride[1],
                                                  p.dilation[0], p.dilation[1], CUDNN_CROSS_CORRELATION,
                                                  CUDNN_DATA_FLOAT)) != CUDNN_STATUS_SUCCESS)

@@ -78,6 +78,20 @@ __global__ void embedding_kernel(RowGeom<2> g, EmbeddingArgs a, U *out, const U 
 
 __device__ __forceinline__ void add_to(float *p, float v) { atomicAdd(p, v); }
 __device__ __forceinline__ void add_to(__half *p, float v) { atomicAdd(p, __float2half_rn(v)); }
+// bf16: compare-and-swap on the aligned 32-bit word holding it (atomicAdd on __nv_bfloat16 needs
+// sm_80; the kernels are also built for sm_75). The other half of the word is left as it is.
+__device__ __forceinline__ void add_to(__nv_bfloat16 *p, float v) {
+    const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+    unsigned int *word = reinterpret_cast<unsigned int *>(address & ~uintptr_t{3});
+    const unsigned int shift = (address & 2) ? 16u : 0u;
+    unsigned int old = *word, assumed;
+    do {
+        assumed = old;
+        const __nv_bfloat16 current = __ushort_as_bfloat16(static_cast<unsigned short>(assumed >> shift));
+        const unsigned int next = __bfloat16_as_ushort(__float2bfloat16_rn(__bfloat162float(current) + v));
+        old = atomicCAS(word, assumed, (assumed & ~(0xffffu << shift)) | (next << shift));
+    } while (old != assumed);
+}
 
 // g = {dy, indices}; dweight was zeroed by the launcher's fill.
 template <class T, class L>
@@ -270,6 +284,7 @@ cudaError_t launch_embedding_backward(cudaStream_t stream, int32_t dtype, int32_
     };
     if (dtype == TF_DTYPE_F32) run(float{});
     else if (dtype == TF_DTYPE_F16) run(__half{});
+    else if (dtype == TF_DTYPE_BF16) run(__nv_bfloat16{});
     return known ? cudaGetLastError() : bad_dtype();
 }
 

@@ -3,8 +3,8 @@
 // receives what supports() would refuse and supports() says yes only to what run() can do.
 //
 // Not supported here (the core runs them on cpu): integer div and pow (their bad operands are
-// errors the cpu plugin reports before writing), bf16 matmul below sm_80, bf16 convolutions,
-// embedding_backward in bf16, and attention with more than attention_max_keys keys.
+// errors the cpu plugin reports before writing), bf16 matmul and convolutions below sm_80, and
+// attention with more than attention_max_keys keys.
 #include <cmath>
 #include <cstring>
 
@@ -69,7 +69,9 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) 
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
     case TF_OP_CONV2D_GRAD_WEIGHT:
-        return (out == TF_DTYPE_F32 || out == TF_DTYPE_F16) && in[0].dtype == out && in[1].dtype == out;
+        // cuDNN runs bf16 convolutions on sm_80 and newer only.
+        return (out == TF_DTYPE_F32 || out == TF_DTYPE_F16 || (out == TF_DTYPE_BF16 && device.capability >= 80)) &&
+               in[0].dtype == out && in[1].dtype == out;
     case TF_OP_MAX_POOL2D:
     case TF_OP_AVG_POOL2D:
     case TF_OP_AVG_POOL2D_BACKWARD:
@@ -88,7 +90,7 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) 
     case TF_OP_EMBEDDING:
         return in[0].dtype == out && is_index(in[1].dtype);
     case TF_OP_EMBEDDING_BACKWARD:
-        return (out == TF_DTYPE_F32 || out == TF_DTYPE_F16) && in[0].dtype == out && is_index(in[1].dtype);
+        return is_float(out) && in[0].dtype == out && is_index(in[1].dtype);
     case TF_OP_CROSS_ENTROPY:
         return is_float(out) && in[0].dtype == out && is_index(in[1].dtype);
     case TF_OP_ONE_HOT:

@@ -37,6 +37,7 @@ tensor_binding bind_view(const device_caps &caps, const tf_tensor_desc &t, tf_bu
 uint64_t element_size(int32_t dtype) {
     switch (dtype) {
     case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
+    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
     case TF_DTYPE_I64: return 8;
     case TF_DTYPE_BOOL: return 1;
     default: return 0;

@@ -250,8 +250,12 @@ constexpr int64_t attention_max_keys = 2048;
 
 // ---- Descriptor helpers ----------------------------------------------------------------------------
 
-// Bytes per element of the dtypes the kernels handle (f32, i32, i64, bool); 0 for the others.
+// Bytes per element of the dtypes the kernels handle (all six); 0 for the others.
 uint64_t element_size(int32_t dtype);
+// f32, f16 or bf16: the kernels load f16 and bf16 as f32, compute in f32 and round once on store.
+inline bool is_float(int32_t dtype) {
+    return dtype == TF_DTYPE_F32 || dtype == TF_DTYPE_F16 || dtype == TF_DTYPE_BF16;
+}
 
 // Axes of one shape walked by several tensors (each with its own strides), with size-1 axes
 // dropped and neighbours merged where every tensor's strides allow it.

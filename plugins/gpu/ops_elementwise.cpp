@@ -12,7 +12,7 @@ namespace tf_kernels {
 namespace {
 
 bool kernel_dtype(int32_t d) { return element_size(d) != 0; }
-bool numeric(int32_t d) { return d == TF_DTYPE_F32 || d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
+bool numeric(int32_t d) { return is_float(d) || d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
 
 // The shader's op code for a tf_op, or UINT32_MAX.
 uint32_t code_of(uint32_t op) {
@@ -67,11 +67,52 @@ I saturate(double x) {
     return static_cast<I>(t);
 }
 
+// A double as f16 (e = 5, m = 10) or bf16 (8, 7) bits, rounded once from the exact value to
+// nearest, ties to even (through float first would round twice), subnormals kept, past the
+// largest finite value infinity; NaN quiet with its sign and top payload bits. The cpu
+// plugin's fill rounds the same way (tests compare the bits).
+uint16_t f64_to_half(double x, int e_bits, int m_bits) {
+    const uint64_t b = std::bit_cast<uint64_t>(x);
+    const uint32_t sign = static_cast<uint32_t>(b >> 63) << (e_bits + m_bits);
+    const int exponent = static_cast<int>((b >> 52) & 0x7ff);
+    const uint64_t mantissa = b & ((uint64_t{1} << 52) - 1);
+    const uint32_t inf = ((1u << e_bits) - 1) << m_bits;
+    if (exponent == 0x7ff)
+        return static_cast<uint16_t>(sign | inf | (mantissa ? 1u << (m_bits - 1) | static_cast<uint32_t>(mantissa >> (52 - m_bits)) : 0));
+    if (exponent == 0 && mantissa == 0) return static_cast<uint16_t>(sign);
+    // x = sig * 2^(exp2 - 52) with sig < 2^53.
+    const uint64_t sig = exponent ? mantissa | uint64_t{1} << 52 : mantissa;
+    const int exp2 = exponent ? exponent - 1023 : -1022;
+    const int bias = (1 << (e_bits - 1)) - 1;
+    const int top = exp2 - 52 + (63 - std::countl_zero(sig));  // weight of the leading bit
+    const int lsb = std::max(top, 1 - bias) - m_bits;           // weight of the last kept bit
+    const int shift = lsb - (exp2 - 52);                        // > 0: double has more bits
+    uint64_t q = sig;
+    if (shift > 0) {
+        if (shift > 54) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+        q = sig >> shift;
+        const uint64_t rest = sig & ((uint64_t{1} << shift) - 1), half = uint64_t{1} << (shift - 1);
+        if (rest > half || (rest == half && (q & 1))) ++q;
+    } else {
+        q = sig << -shift;
+    }
+    int e = lsb + m_bits;
+    if (q >> (m_bits + 1)) {
+        q >>= 1;
+        ++e;
+    }
+    if (!(q >> m_bits)) return static_cast<uint16_t>(sign | q);  // subnormal
+    if (e + bias >= (1 << e_bits) - 1) return static_cast<uint16_t>(sign | inf);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(e + bias) << m_bits | (q & ((uint64_t{1} << m_bits) - 1)));
+}
+
 // tf_params_fill.value as the raw words of dtype (cast's rules, like the cpu plugin).
 void raw_value(double value, int32_t dtype, uint32_t *lo, uint32_t *hi) {
     uint64_t bits = 0;
     switch (dtype) {
     case TF_DTYPE_F32: bits = std::bit_cast<uint32_t>(static_cast<float>(value)); break;
+    case TF_DTYPE_F16: bits = f64_to_half(value, 5, 10); break;
+    case TF_DTYPE_BF16: bits = f64_to_half(value, 8, 7); break;
     case TF_DTYPE_I32: bits = static_cast<uint32_t>(saturate<int32_t>(value)); break;
     case TF_DTYPE_I64: bits = static_cast<uint64_t>(saturate<int64_t>(value)); break;
     case TF_DTYPE_BOOL: bits = value != 0 ? 1 : 0; break;  // NaN != 0: true
@@ -110,12 +151,16 @@ void record(kernel_device &dev, const tf_op_desc &op, uint32_t code, const uint3
     for (int i = 0; i < 4; ++i) p.arg[i] = arg[i];
     // The inputs' dtype: the compared or converted one; where's a and b (the output's).
     const int32_t in_dtype = op.op == TF_OP_WHERE ? out.dtype : op.n_inputs > 0 ? op.inputs[0].dtype : out.dtype;
-    // The merged rank is a selector (0 and 1 share the loop-free variant); a contiguous bool
-    // output starting on a word boundary is written a word at a time.
+    // The merged rank is a selector (0 and 1 share the loop-free variant); a contiguous bool,
+    // f16 or bf16 output starting on a word boundary is written a word at a time (4 or 2
+    // elements) instead of through atomics on words shared with neighbours.
     const int rank = std::max(axes.rank, 1);
-    const bool packed = out.dtype == TF_DTYPE_BOOL && rank == 1 && (axes.rank == 0 || axes.strides[0][0] == 1) &&
-                        p.base[0] % 4 == 0;
-    const uint64_t items = packed ? (static_cast<uint64_t>(count) + 3) / 4 : static_cast<uint64_t>(count);
+    const uint32_t per_word = out.dtype == TF_DTYPE_BOOL ? 4 : element_size(out.dtype) == 2 ? 2 : 0;
+    const uint32_t packed = per_word != 0 && rank == 1 && (axes.rank == 0 || axes.strides[0][0] == 1) &&
+                                    p.base[0] % per_word == 0
+                                ? per_word
+                                : 0;
+    const uint64_t items = packed ? (static_cast<uint64_t>(count) + packed - 1) / packed : static_cast<uint64_t>(count);
     dev.dispatch({key_of(shader::elementwise, code, out.dtype, in_dtype, rank, packed), &p, sizeof p, bindings, n, {groups_for(dev.caps(), items, 256), 1, 1}});
 }
 
@@ -144,8 +189,8 @@ bool elementwise_supports(const device_caps &, const tf_op_desc &op) {
     case TF_OP_DIV:
     case TF_OP_POW:
         for (uint32_t i = 0; i < op.n_inputs; ++i)
-            if (in[i].dtype != TF_DTYPE_F32) return false;
-        return out.dtype == TF_DTYPE_F32;
+            if (in[i].dtype != out.dtype) return false;
+        return is_float(out.dtype);
     case TF_OP_NEG:
     case TF_OP_RELU:
     case TF_OP_ABS:

@@ -10,10 +10,12 @@ namespace {
 
 constexpr uint32_t tile = 64;  // the largest TM and TN of gemm.comp
 
-bool all_f32(const tf_op_desc &op) {
+// Every operand of one float dtype (f16 and bf16 accumulate in f32 in the kernel).
+bool all_float(const tf_op_desc &op) {
+    const int32_t d = op.outputs[0].dtype;
     for (uint32_t i = 0; i < op.n_inputs; ++i)
-        if (op.inputs[i].dtype != TF_DTYPE_F32) return false;
-    return op.outputs[0].dtype == TF_DTYPE_F32;
+        if (op.inputs[i].dtype != d) return false;
+    return is_float(d);
 }
 
 // Tiles beyond the grid are looped over in the kernel; only the batch (z) must fit the grid.
@@ -81,7 +83,7 @@ void record_gemm(kernel_device &dev, gemm_params &p, uint32_t mode, tensor_bindi
     const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(tiles_n, std::min<uint32_t>(dev.caps().max_groups[0], 65535))),
                    gy = static_cast<uint32_t>(std::min<uint64_t>(tiles_m, std::min<uint32_t>(dev.caps().max_groups[1], 65535)));
     if (splits == 1) {
-        dev.dispatch({key_of(shader::gemm, mode, rows, 0, cols), &p, sizeof p, b, 3, {gx, gy, z_count}});
+        dev.dispatch({key_of(shader::gemm, mode, rows, 0, cols, out.dtype), &p, sizeof p, b, 3, {gx, gy, z_count}});
         return;
     }
     // scratch [splits, view...] contiguous, then sum over axis 0 into out viewed as [1, view...].
@@ -108,7 +110,7 @@ void record_gemm(kernel_device &dev, gemm_params &p, uint32_t mode, tensor_bindi
         p.splits = splits;
         p.k_chunk = chunk;
         p.z_count = z_count;
-        dev.dispatch({key_of(shader::gemm, mode, rows, 1, cols), &p, sizeof p, b, 3, {gx, gy, z_count * splits}});
+        dev.dispatch({key_of(shader::gemm, mode, rows, 1, cols, out.dtype), &p, sizeof p, b, 3, {gx, gy, z_count * splits}});
         const tf_params_reduce axes{sizeof(tf_params_reduce), 1u};
         tf_op_desc sum{};
         sum.struct_size = sizeof sum;
@@ -126,7 +128,7 @@ void record_gemm(kernel_device &dev, gemm_params &p, uint32_t mode, tensor_bindi
 }
 
 bool conv_supports(const device_caps &caps, const tf_op_desc &op) {
-    if (!all_f32(op)) return false;
+    if (!all_float(op)) return false;
     for (uint32_t i = 0; i < op.n_inputs; ++i)
         if (op.inputs[i].rank != 4) return false;
     if (op.outputs[0].rank != 4) return false;
@@ -240,7 +242,7 @@ void conv_run(kernel_device &dev, const tf_op_desc &op) {
 }
 
 bool matmul_supports(const device_caps &caps, const tf_op_desc &op) {
-    if (!all_f32(op)) return false;
+    if (!all_float(op)) return false;
     const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &c = op.outputs[0];
     const int r = c.rank;
     if (r < 2 || a.rank != r || b.rank != r) return false;

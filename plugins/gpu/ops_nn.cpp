@@ -2,6 +2,7 @@
 // one_hot, embedding and rope (index.comp), attention (attention.comp).
 #include "kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -17,10 +18,10 @@ uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 // ---- Pooling ---------------------------------------------------------------------------------------
 
 bool pool_supports(const tf_op_desc &op) {
-    for (uint32_t i = 0; i < op.n_inputs; ++i)
-        if (op.inputs[i].dtype != TF_DTYPE_F32 || op.inputs[i].rank != 4) return false;
     const tf_tensor_desc &out = op.outputs[0];
-    if (out.dtype != TF_DTYPE_F32 || out.rank != 4) return false;
+    for (uint32_t i = 0; i < op.n_inputs; ++i)
+        if (op.inputs[i].dtype != out.dtype || op.inputs[i].rank != 4) return false;
+    if (!is_float(out.dtype) || out.rank != 4) return false;
     const auto &p = *static_cast<const tf_params_pool2d *>(op.params);
     if (!tf_kit::pool_params_valid(p) || !tf_kit::pool_shapes_fit(op, p)) return false;
     // The [N, C, H, W] tensor, whichever direction.
@@ -75,7 +76,7 @@ void pool_run(kernel_device &dev, const tf_op_desc &op) {
         p.div_m[i] = d.m;
         p.div_s[i] = d.s;
     }
-    dev.dispatch({key_of(shader::pool2d, mode), &p, sizeof p, b, 1 + op.n_inputs, {groups_for(dev.caps(), u32(count), 256), 1, 1}});
+    dev.dispatch({key_of(shader::pool2d, mode, out.dtype), &p, sizeof p, b, 1 + op.n_inputs, {groups_for(dev.caps(), u32(count), 256), 1, 1}});
 }
 
 // ---- Row ops ----------------------------------------------------------------------------------------
@@ -83,7 +84,8 @@ void pool_run(kernel_device &dev, const tf_op_desc &op) {
 bool rows_supports(const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     const tf_tensor_desc &x = op.inputs[0];
-    if (x.dtype != TF_DTYPE_F32 || out.dtype != TF_DTYPE_F32) return false;
+    // x, weight, bias and y of one float dtype (f16 and bf16 computed in f32 in the kernel).
+    if (!is_float(x.dtype) || out.dtype != x.dtype) return false;
     switch (op.op) {
     case TF_OP_SOFTMAX:
     case TF_OP_LOG_SOFTMAX: {
@@ -96,7 +98,7 @@ bool rows_supports(const tf_op_desc &op) {
         if (!same_shape(x, out) || n < 1 || n > x.rank) return false;
         for (uint32_t i = 1; i < op.n_inputs; ++i) {
             const tf_tensor_desc &w = op.inputs[i];
-            if (w.dtype != TF_DTYPE_F32 || w.rank != n) return false;
+            if (w.dtype != x.dtype || w.rank != n) return false;
             for (int d = 0; d < n; ++d)
                 if (w.shape[d] != x.shape[x.rank - n + d]) return false;
         }
@@ -215,12 +217,12 @@ void rows_run(kernel_device &dev, const tf_op_desc &op) {
     p.rows = u32(rows);
     p.len = u32(len);
     const uint32_t groups = reduces ? 1 : groups_for(dev.caps(), u32(rows), 256);
-    dev.dispatch({key_of(shader::rows, mode, reduces, p.inner_rank == 1), &p, sizeof p, b, 1 + op.n_inputs, {groups, 1, 1}, reporting});
+    dev.dispatch({key_of(shader::rows, mode, reduces, p.inner_rank == 1, x.dtype), &p, sizeof p, b, 1 + op.n_inputs, {groups, 1, 1}, reporting});
 }
 
 // ---- Index ops and rope -----------------------------------------------------------------------------
 
-bool index_supports(const tf_op_desc &op) {
+bool index_supports(const device_caps &caps, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     switch (op.op) {
     case TF_OP_ONE_HOT: {
@@ -238,16 +240,20 @@ bool index_supports(const tf_op_desc &op) {
         const tf_tensor_desc &weight = forward ? op.inputs[0] : out;
         const tf_tensor_desc &rows = forward ? out : op.inputs[0];  // [..., D]
         const tf_tensor_desc &indices = op.inputs[1];
-        if (weight.dtype != TF_DTYPE_F32 || rows.dtype != TF_DTYPE_F32 || !is_index(indices.dtype)) return false;
+        if (!is_float(weight.dtype) || rows.dtype != weight.dtype || !is_index(indices.dtype)) return false;
         if (weight.rank != 2 || rows.rank != indices.rank + 1 || rows.shape[rows.rank - 1] != weight.shape[1]) return false;
         for (int d = 0; d < indices.rank; ++d)
             if (indices.shape[d] != rows.shape[d]) return false;
+        // f16 and bf16 gradients sum in a dense f32 copy of the weight, bound whole.
+        if (!forward && weight.dtype != TF_DTYPE_F32 &&
+            static_cast<uint64_t>(numel(weight)) * 4 + caps.bind_align + 4 > caps.max_binding)
+            return false;
         return weight.shape[0] < (int64_t{1} << 31);
     }
     case TF_OP_ROPE: {
         const tf_tensor_desc &x = op.inputs[0];
         const auto &p = *static_cast<const tf_params_rope *>(op.params);
-        return x.dtype == TF_DTYPE_F32 && out.dtype == TF_DTYPE_F32 && same_shape(x, out) && x.rank >= 2 &&
+        return is_float(x.dtype) && out.dtype == x.dtype && same_shape(x, out) && x.rank >= 2 &&
                x.shape[x.rank - 1] % 2 == 0 && p.theta > 0;
     }
     default:
@@ -255,8 +261,46 @@ bool index_supports(const tf_op_desc &op) {
     }
 }
 
+void index_run(kernel_device &dev, const tf_op_desc &op);
+
+// embedding_backward into f16 or bf16: the rows' sums accumulate in f32 scratch (the kernel adds
+// with compare-and-swap on 32-bit words), then one cast rounds each sum once, as the cpu plugin.
+void embedding_backward_16(kernel_device &dev, const tf_op_desc &op) {
+    const tf_tensor_desc &out = op.outputs[0];
+    tf_tensor_desc scratch{};
+    scratch.struct_size = sizeof scratch;
+    scratch.dtype = TF_DTYPE_F32;
+    scratch.rank = 2;
+    scratch.shape[0] = out.shape[0];
+    scratch.shape[1] = out.shape[1];
+    scratch.strides[0] = out.shape[1];
+    scratch.strides[1] = 1;
+    const uint64_t bytes = static_cast<uint64_t>(std::max<int64_t>(numel(out), 1)) * 4;
+    scratch.buffer = dev.allocate(bytes);
+    try {
+        tf_op_desc sum = op;
+        sum.outputs = &scratch;
+        index_run(dev, sum);
+        tf_op_desc cast{};
+        cast.struct_size = sizeof cast;
+        cast.op = TF_OP_CAST;
+        cast.n_inputs = cast.n_outputs = 1;
+        cast.inputs = &scratch;
+        cast.outputs = &out;
+        elementwise_run(dev, cast);
+    } catch (...) {
+        dev.free(scratch.buffer);
+        throw;
+    }
+    dev.free(scratch.buffer);  // released once the cast has run
+}
+
 void index_run(kernel_device &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
+    if (op.op == TF_OP_EMBEDDING_BACKWARD && out.dtype != TF_DTYPE_F32) {
+        embedding_backward_16(dev, op);
+        return;
+    }
     const char *name = op_name(op.op);
     // The tensor whose elements the kernel walks: dy for embedding_backward, else the output.
     const tf_tensor_desc &walked = op.op == TF_OP_EMBEDDING_BACKWARD ? op.inputs[0] : out;
@@ -361,7 +405,8 @@ void index_run(kernel_device &dev, const tf_op_desc &op) {
         break;
     }
     }
-    dev.dispatch({key_of(shader::index, mode, out.dtype, idx_dtype), &p, sizeof p, b, 3, {groups_for(dev.caps(), u32(count), 256), 1, 1}, reporting});
+    const int32_t in_dtype = op.op == TF_OP_ONE_HOT ? TF_DTYPE_F32 : op.inputs[0].dtype;
+    dev.dispatch({key_of(shader::index, mode, out.dtype, idx_dtype, in_dtype), &p, sizeof p, b, 3, {groups_for(dev.caps(), u32(count), 256), 1, 1}, reporting});
 }
 
 // ---- Attention --------------------------------------------------------------------------------------
@@ -373,7 +418,7 @@ bool attention_supports(const device_caps &caps, const tf_op_desc &op) {
     if (r < 2) return false;
     const tf_tensor_desc *all[5] = {&out, &q, &k, &v, &m};
     for (const tf_tensor_desc *t : all)
-        if (t->dtype != TF_DTYPE_F32 || t->rank != r) return false;
+        if (t->dtype != out.dtype || !is_float(t->dtype) || t->rank != r) return false;
     for (int d = 0; d < r - 2; ++d)
         for (const tf_tensor_desc *t : all)
             if (t->shape[d] != q.shape[d]) return false;
@@ -416,7 +461,7 @@ void attention_run(kernel_device &dev, const tf_op_desc &op) {
         p.col_st[s] = u32(t[s]->strides[r - 1]);
     }
     p.rows = u32(rows);
-    dev.dispatch({key_of(shader::attention), &p, sizeof p, b, 5, {groups_for(dev.caps(), u32(rows), 1), 1, 1}});
+    dev.dispatch({key_of(shader::attention, out.dtype), &p, sizeof p, b, 5, {groups_for(dev.caps(), u32(rows), 1), 1, 1}});
 }
 
 }  // namespace
@@ -435,7 +480,7 @@ bool nn_supports(const device_caps &caps, const tf_op_desc &op) {
     case TF_OP_ONE_HOT:
     case TF_OP_EMBEDDING:
     case TF_OP_EMBEDDING_BACKWARD:
-    case TF_OP_ROPE: return index_supports(op);
+    case TF_OP_ROPE: return index_supports(caps, op);
     case TF_OP_ATTENTION: return attention_supports(caps, op);
     default: return false;
     }

@@ -37,7 +37,7 @@ bool reduce_supports(const device_caps &, const tf_op_desc &op) {
     case TF_OP_MAX:
     case TF_OP_MIN:
     case TF_OP_VAR:
-        if (out.dtype != TF_DTYPE_F32) return false;
+        if (out.dtype != in.dtype) return false;
         break;
     case TF_OP_ARGMAX:
     case TF_OP_ARGMIN: {
@@ -48,7 +48,7 @@ bool reduce_supports(const device_caps &, const tf_op_desc &op) {
     default:
         return false;
     }
-    if (in.dtype != TF_DTYPE_F32 || in.rank != out.rank) return false;
+    if (!is_float(in.dtype) || in.rank != out.rank) return false;
     const uint32_t mask = mask_of(op);
     if (in.rank < 32 && (mask >> in.rank) != 0) return false;
     for (int i = 0; i < in.rank; ++i)
@@ -111,7 +111,7 @@ void reduce_run(kernel_device &dev, const tf_op_desc &op) {
     }
     const uint32_t groups = per_group ? groups_for(dev.caps(), static_cast<uint64_t>(n_out), 1)
                                       : groups_for(dev.caps(), static_cast<uint64_t>(n_out), 256);
-    dev.dispatch({key_of(shader::reduce, code_of(op.op), per_group, r.rank <= 1), &p, sizeof p, bindings, 2, {groups, 1, 1}});
+    dev.dispatch({key_of(shader::reduce, code_of(op.op), per_group, r.rank <= 1, in.dtype, out.dtype), &p, sizeof p, bindings, 2, {groups, 1, 1}});
 }
 
 }  // namespace tf_kernels

@@ -1,6 +1,7 @@
-// matmul and conv2d on cuda through tinyfin against the same work on raw cuBLAS and cuDNN (same
-// math: exact f32, no TF32; cuDNN's v7 heuristic algorithm, as the plugin picks), so the plugin's
-// overhead (dispatch, allocation, descriptors) shows as a ratio. Built always, run by
+// matmul (f32, f16, bf16) and conv2d on cuda through tinyfin against the same work on raw cuBLAS
+// and cuDNN (same math: exact f32, no TF32, f16/bf16 accumulating in f32; cuDNN's v7 heuristic
+// algorithm, as the plugin picks), so the plugin's overhead (dispatch, allocation, descriptors)
+// shows as a ratio. Built always, run by
 // scripts/gpu-check on a machine with a GPU.
 //
 //   gpu-bench [--quick]
@@ -76,26 +77,35 @@ struct DeviceBuffer {
     DeviceBuffer &operator=(const DeviceBuffer &) = delete;
 };
 
-void bench_matmul(int n, int reps) {
+// f32 against cublasSgemm; f16 and bf16 against cublasGemmEx with f32 accumulation
+// (CUBLAS_COMPUTE_32F), the call the plugin makes.
+void bench_matmul(int n, int reps, DType dtype) {
     const Device cuda{"cuda", 0};
-    Tensor a = rand({n, n}, 1).to(cuda), b = rand({n, n}, 2).to(cuda);
+    Tensor a = cast(rand({n, n}, 1), dtype).to(cuda), b = cast(rand({n, n}, 2), dtype).to(cuda);
     const double ours = time_it([&] { (void)matmul(a, b); }, [] { synchronize(); }, reps);
 
     cublasHandle_t handle;
     CHECK_BLAS(cublasCreate(&handle));
     CHECK_BLAS(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
-    DeviceBuffer da(sizeof(float) * n * n), db(sizeof(float) * n * n), dc(sizeof(float) * n * n);
+    const size_t element = dtype == DType::f32 ? sizeof(float) : 2;
+    DeviceBuffer da(element * n * n), db(element * n * n), dc(element * n * n);
     const float alpha = 1, beta = 0;
+    const cudaDataType_t type = dtype == DType::f16 ? CUDA_R_16F : CUDA_R_16BF;
     const double raw = time_it(
         [&] {
-            CHECK_BLAS(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, static_cast<float *>(db.p), n,
-                                   static_cast<float *>(da.p), n, &beta, static_cast<float *>(dc.p), n));
+            if (dtype == DType::f32)
+                CHECK_BLAS(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, static_cast<float *>(db.p), n,
+                                       static_cast<float *>(da.p), n, &beta, static_cast<float *>(dc.p), n));
+            else
+                CHECK_BLAS(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, db.p, type, n, da.p, type, n,
+                                        &beta, dc.p, type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         },
         device_sync, reps);
     cublasDestroy(handle);
     const double flops = 2.0 * n * n * n;
-    std::printf("matmul f32 %5dx%5d: tinyfin %8.3f ms (%7.1f GFLOP/s)  cuBLAS %8.3f ms (%7.1f GFLOP/s)  ratio %.2f\n",
-                n, n, ours * 1e3, flops / ours * 1e-9, raw * 1e3, flops / raw * 1e-9, ours / raw);
+    std::printf("matmul %-4s %5dx%5d: tinyfin %8.3f ms (%7.1f GFLOP/s)  cuBLAS %8.3f ms (%7.1f GFLOP/s)  ratio %.2f\n",
+                std::string(dtype_name(dtype)).c_str(), n, n, ours * 1e3, flops / ours * 1e-9, raw * 1e3,
+                flops / raw * 1e-9, ours / raw);
 }
 
 struct ConvShape {
@@ -162,7 +172,7 @@ int main(int argc, char **argv) {
     }
     for (int n : {256, 1024, 4096}) {
         if (quick && n > 1024) continue;
-        bench_matmul(n, n >= 4096 ? 5 : 50);
+        for (DType dtype : {DType::f32, DType::f16, DType::bf16}) bench_matmul(n, n >= 4096 ? 5 : 50, dtype);
     }
     const ConvShape shapes[] = {
         {"fmnist conv1 64x1x28x28", 64, 1, 28, 28, 32, 3, 1},
