@@ -4,7 +4,7 @@
 //  - scores are (q k^T)[i, j] * scale + mask[i, j] in f32, the same operations the core's
 //    backward rule recomputes them with; causal hides key j from query i when
 //    j > i + (Tk - Tq) (score -inf).
-//  - the softmax is max-shifted, exp in f32 (vector_math.h's), sums in double in key order.
+//  - the softmax is max-shifted, exp in f32 (vector_math.h's), sums in double (its lanes).
 //  - batch elements run as tasks on the thread pool.
 //  - a query row that sees no key (every score -inf: all hidden by causal or the mask, or Tk = 0)
 //    gives NaN, as torch's math attention and softmax over all -inf do; the core's backward rule,
@@ -71,17 +71,16 @@ tf_status run_attention(const tf_op_desc &op, tf_error *) {
         for (int64_t i = 0; i < tq; ++i) {
             float *row = scores.data() + i * tk;
             const float *mrow = mask.data() + i * tk;
-            float max = -INFINITY;
-            for (int64_t j = 0; j < tk; ++j) {
-                row[j] = p.causal && j - i > tk - tq ? -INFINITY : row[j] * scale + mrow[j];
-                max = std::max(max, row[j]);
-            }
+            // Keys [0, seen) are visible to query i; causal hides the rest (exp gives 0 there).
+            const int64_t seen = p.causal ? std::clamp<int64_t>(i + tk - tq + 1, 0, tk) : tk;
+            for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale + mrow[j];
+            const float max = vec::max(row, seen);
             blind[static_cast<size_t>(i)] = max == -INFINITY;
-            // vector_math.h's exp (within 2 ulp, no call per element); hidden keys give 0.
-            for (int64_t j = 0; j < tk; ++j) row[j] = vec::exp(row[j] - max);
-            double sum = 0;
-            for (int64_t j = 0; j < tk; ++j) sum += row[j];
-            for (int64_t j = 0; j < tk; ++j) row[j] = static_cast<float>(row[j] / sum);
+            // vector_math.h's exp (within 2 ulp, no call per element) and lane sums in double.
+            for (int64_t j = 0; j < seen; ++j) row[j] = vec::exp(row[j] - max);
+            std::fill(row + seen, row + tk, 0.0f);
+            const double sum = vec::sum(row, seen);
+            for (int64_t j = 0; j < seen; ++j) row[j] = static_cast<float>(row[j] / sum);
         }
         gemm_f32(tq, dv, tk, {scores.data(), tk, 1}, {v.data(), dv, 1}, out.data(), dv, false);
         for (int64_t i = 0; i < tq; ++i)
