@@ -7,7 +7,6 @@
 // embedding_backward in bf16, and attention with more than attention_max_keys keys.
 #include <cmath>
 #include <cstring>
-#include <string_view>
 
 #include "context.h"
 #include "element.h"
@@ -15,105 +14,26 @@
 namespace tf_cuda {
 namespace {
 
-// ---- The op table ---------------------------------------------------------------------------------
-
-enum class op_kind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL, COMPARE, WHERE, ARG, OWN };
-
-constexpr op_kind kind_named(std::string_view kind) {
-    if (kind == "UNARY") return op_kind::UNARY;
-    if (kind == "BINARY") return op_kind::BINARY;
-    if (kind == "REDUCE") return op_kind::REDUCE;
-    if (kind == "MATMUL") return op_kind::MATMUL;
-    if (kind == "COPY") return op_kind::COPY;
-    if (kind == "FILL") return op_kind::FILL;
-    if (kind == "COMPARE") return op_kind::COMPARE;
-    if (kind == "WHERE") return op_kind::WHERE;
-    if (kind == "ARG") return op_kind::ARG;
-    return op_kind::OWN;
-}
-
-struct op_rule {
-    op_kind kind;
-    uint32_t n_inputs;
-    uint32_t n_outputs;
-    // sizeof the params struct, 0 for tf_params_none.
-    size_t params_size;
-};
-
-bool find_op_rule(uint32_t op, op_rule *rule) {
-    switch (op) {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params)                                                \
-    case id: {                                                                                         \
-        constexpr op_kind k = kind_named(#kind);                                                       \
-        *rule = {k, n_in, n_out, std::is_same_v<params, tf_params_none> ? 0 : sizeof(params)};         \
-        return true;                                                                                   \
-    }
-#include <tinyfin/ops.def>
-#undef TF_OP
-    default:
-        return false;
-    }
-}
-
-bool is_float(int32_t d) { return d == TF_DTYPE_F32 || d == TF_DTYPE_F16 || d == TF_DTYPE_BF16; }
-bool is_numeric(int32_t d) { return is_float(d) || d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
-bool is_index(int32_t d) { return d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
-
-bool same_shape(const tf_tensor_desc &a, const tf_tensor_desc &b) {
-    if (a.rank != b.rank) return false;
-    for (int i = 0; i < a.rank; ++i)
-        if (a.shape[i] != b.shape[i]) return false;
-    return true;
-}
-
-bool shape_is(const tf_tensor_desc &t, std::initializer_list<int64_t> shape) {
-    if (t.rank != static_cast<int32_t>(shape.size())) return false;
-    int i = 0;
-    for (int64_t s : shape)
-        if (t.shape[i++] != s) return false;
-    return true;
-}
-
-int64_t conv_out(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
-    const int64_t span = dilation * (kernel - 1) + 1, padded = in + 2 * pad;
-    return padded < span ? 0 : (padded - span) / stride + 1;
-}
-
-template <class P>
-const P &params_of(const tf_op_desc &op) {
-    return *static_cast<const P *>(op.params);
-}
+// The op table, dtype classes, shapes and conv/pool geometry are the plugin kit's
+// (include/tinyfin/plugin_kit.hpp).
 
 // ---- Checks ---------------------------------------------------------------------------------------------
 
 // Each check returns OK or a status with the reason in err (err may be NULL: supports()).
 
-tf_status check_tensor(const char *name, const char *role, uint32_t i, const tf_tensor_desc &t, tf_error *err) {
-    if (t.struct_size < sizeof(tf_tensor_desc))
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u descriptor has struct_size %u", name, role, i, t.struct_size);
-    if (dtype_size(t.dtype) == 0)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: %s %u has unknown dtype %d", name, role, i, t.dtype);
-    if (t.rank < 0 || t.rank > TF_MAX_RANK)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: %s %u has rank %d", name, role, i, t.rank);
-    // The byte offset of the last element must fit int64_t, like every element count.
-    int64_t count = 1;
-    uint64_t last = t.offset;
-    bool overflow = false;
-    for (int d = 0; d < t.rank; ++d) {
-        if (t.shape[d] < 0 || t.strides[d] < 0)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u axis %d has size %lld and stride %lld", name, role,
-                        i, d, static_cast<long long>(t.shape[d]), static_cast<long long>(t.strides[d]));
-        overflow |= __builtin_mul_overflow(count, t.shape[d], &count);
-        if (t.shape[d] > 1) {
-            uint64_t reach = 0;
-            overflow |= __builtin_mul_overflow(static_cast<uint64_t>(t.shape[d] - 1), static_cast<uint64_t>(t.strides[d]), &reach);
-            overflow |= __builtin_mul_overflow(reach, static_cast<uint64_t>(dtype_size(t.dtype)), &reach);
-            overflow |= __builtin_add_overflow(last, reach, &last);
-        }
-    }
-    if (overflow || last > static_cast<uint64_t>(INT64_MAX) / 2)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is too large to address", name, role, i);
-    return TF_STATUS_OK;
+// "[2, 3], [3] -> [2, 3]": the operands' shapes, for messages (R11: messages carry the values).
+struct operands_text {
+    char text[TF_TEXT_SIZE];
+};
+operands_text operands_of(const tf_op_desc &op) {
+    operands_text t{};
+    size_t used = 0;
+    auto add = [&](const char *fmt, const char *part) {
+        if (used < sizeof t.text) used += static_cast<size_t>(std::snprintf(t.text + used, sizeof t.text - used, fmt, part));
+    };
+    for (uint32_t i = 0; i < op.n_inputs; ++i) add(i ? ", %s" : "%s", shape_of(op.inputs[i]).text);
+    add(op.n_inputs ? " -> %s" : "-> %s", shape_of(op.outputs[0]).text);
+    return t;
 }
 
 // run() only: the tensor's elements lie inside a buffer of this device.
@@ -247,7 +167,9 @@ tf_status check_attention(const tf_op_desc &op, const char *name, tf_error *err)
         ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && m.shape[i] == q.shape[i] && out.shape[i] == q.shape[i];
     ok = ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] && m.shape[r - 2] == q.shape[r - 2] &&
          m.shape[r - 1] == k.shape[r - 2] && out.shape[r - 2] == q.shape[r - 2] && out.shape[r - 1] == v.shape[r - 1];
-    if (!ok) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form q, k, v, mask -> out", name);
+    if (!ok)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form q, k, v, mask -> out (got %s)", name,
+                    operands_of(op).text);
     if (k.shape[r - 2] > attention_max_keys)
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: %lld keys, the cuda kernel takes at most %lld", name,
                     static_cast<long long>(k.shape[r - 2]), static_cast<long long>(attention_max_keys));
@@ -258,26 +180,23 @@ tf_status check_attention(const tf_op_desc &op, const char *name, tf_error *err)
 tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
     const tf_tensor_desc *in = op.inputs;
     const tf_tensor_desc &out = op.outputs[0];
-    auto bad = [&](const char *what) { return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s", name, what); };
+    auto bad = [&](const char *what) {
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s (got %s)", name, what, operands_of(op).text);
+    };
     switch (op.op) {
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
     case TF_OP_CONV2D_GRAD_WEIGHT: {
         const auto &p = params_of<tf_params_conv2d>(op);
-        if (p.stride[0] < 1 || p.stride[1] < 1 || p.dilation[0] < 1 || p.dilation[1] < 1 || p.padding[0] < 0 ||
-            p.padding[1] < 0 || p.groups < 1)
-            return bad("invalid stride, padding, dilation or groups");
-        // x, w, y whichever way round this op has them.
-        const tf_tensor_desc &x = op.op == TF_OP_CONV2D ? in[0] : op.op == TF_OP_CONV2D_GRAD_INPUT ? out : in[1];
-        const tf_tensor_desc &w = op.op == TF_OP_CONV2D_GRAD_WEIGHT ? out : in[1];
-        const tf_tensor_desc &y = op.op == TF_OP_CONV2D ? out : in[0];
-        if (x.rank != 4 || w.rank != 4 || y.rank != 4) return bad("x, w and y must have rank 4");
-        const int64_t g = p.groups;
-        if (w.shape[1] * g != x.shape[1] || w.shape[0] % g != 0) return bad("channels do not fit the groups");
-        if (!shape_is(y, {x.shape[0], w.shape[0],
-                          conv_out(x.shape[2], w.shape[2], p.stride[0], p.padding[0], p.dilation[0]),
-                          conv_out(x.shape[3], w.shape[3], p.stride[1], p.padding[1], p.dilation[1])}))
-            return bad("y does not have the convolution's output shape");
+        if (tf_status s = check_conv_params(name, p, err); s != TF_STATUS_OK) return s;
+        if (!conv_shapes_fit(op, p)) {
+            const conv_operands t = conv_operands_of(op);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                        "%s: x %s, w %s and y %s do not form a convolution with stride %dx%d, padding %dx%d, "
+                        "dilation %dx%d, groups %d",
+                        name, shape_of(*t.x).text, shape_of(*t.w).text, shape_of(*t.y).text, p.stride[0], p.stride[1],
+                        p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups);
+        }
         return TF_STATUS_OK;
     }
     case TF_OP_MAX_POOL2D:
@@ -285,30 +204,29 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
     case TF_OP_AVG_POOL2D:
     case TF_OP_AVG_POOL2D_BACKWARD: {
         const auto &p = params_of<tf_params_pool2d>(op);
-        if (p.kernel[0] < 1 || p.kernel[1] < 1 || p.stride[0] < 1 || p.stride[1] < 1 || p.padding[0] < 0 ||
-            p.padding[1] < 0 || p.padding[0] * 2 > p.kernel[0] || p.padding[1] * 2 > p.kernel[1])
-            return bad("invalid kernel, stride or padding");
-        const bool forward = op.op == TF_OP_MAX_POOL2D || op.op == TF_OP_AVG_POOL2D;
-        const tf_tensor_desc &x = forward ? in[0] : out;
-        const tf_tensor_desc &y = forward ? out : in[0];
-        if (x.rank != 4 || y.rank != 4) return bad("x and y must have rank 4");
-        if (!shape_is(y, {x.shape[0], x.shape[1], conv_out(x.shape[2], p.kernel[0], p.stride[0], p.padding[0], 1),
-                          conv_out(x.shape[3], p.kernel[1], p.stride[1], p.padding[1], 1)}))
-            return bad("y does not have the pooling's output shape");
-        if (op.op == TF_OP_MAX_POOL2D_BACKWARD && !same_shape(in[1], out)) return bad("x and dx shapes differ");
+        if (tf_status s = check_pool_params(name, p, err); s != TF_STATUS_OK) return s;
+        if (!pool_shapes_fit(op, p)) {
+            const pool_operands t = pool_operands_of(op);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                        "%s: x %s and y %s do not fit kernel %dx%d, stride %dx%d, padding %dx%d", name,
+                        shape_of(*t.x).text, shape_of(*t.y).text, p.kernel[0], p.kernel[1], p.stride[0], p.stride[1],
+                        p.padding[0], p.padding[1]);
+        }
         return TF_STATUS_OK;
     }
     case TF_OP_SOFTMAX:
     case TF_OP_LOG_SOFTMAX: {
         const int32_t axis = params_of<tf_params_axis>(op).axis;
-        if (in[0].rank < 1 || axis < 0 || axis >= in[0].rank || !same_shape(in[0], out)) return bad("bad axis or shape");
+        if (in[0].rank < 1 || axis < 0 || axis >= in[0].rank || !same_shape(in[0], out))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d does not fit %s", name, axis, operands_of(op).text);
         return TF_STATUS_OK;
     }
     case TF_OP_LAYER_NORM:
     case TF_OP_RMS_NORM: {
         const int32_t n = params_of<tf_params_norm>(op).n_axes;
         const tf_tensor_desc &x = in[0];
-        if (n < 1 || n > x.rank || !same_shape(x, out)) return bad("bad n_axes or shape");
+        if (n < 1 || n > x.rank || !same_shape(x, out))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: n_axes %d does not fit %s", name, n, operands_of(op).text);
         for (uint32_t k = 1; k < op.n_inputs; ++k) {
             if (in[k].rank != n) return bad("weight and bias must have the normalised shape");
             for (int i = 0; i < n; ++i)
@@ -354,63 +272,58 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
     case TF_OP_ATTENTION:
         return check_attention(op, name, err);
     default:
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: not supported by the cuda plugin", name);
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: not supported by the cuda plugin (op id %u)", name, op.op);
     }
 }
 
 
 // Everything supports() answers and run() relies on; with_memory adds run()'s buffer checks.
 tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf_error *err) {
-    if (!op || op->struct_size < sizeof(tf_op_desc))
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "cuda: op descriptor missing or too small");
     op_rule rule;
-    if (!find_op_rule(op->op, &rule)) return fail(err, TF_STATUS_UNSUPPORTED, "cuda: unknown op id %u", op->op);
-    const char *name = op_name(op->op);
-    if (op->n_inputs != rule.n_inputs || op->n_outputs != rule.n_outputs || !op->outputs ||
-        (op->n_inputs > 0 && !op->inputs))
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: wrong operand count", name);
-    for (uint32_t i = 0; i < op->n_inputs; ++i)
-        if (tf_status s = check_tensor(name, "input", i, op->inputs[i], err); s != TF_STATUS_OK) return s;
-    if (tf_status s = check_tensor(name, "output", 0, op->outputs[0], err); s != TF_STATUS_OK) return s;
-    if (rule.params_size > 0 && (!op->params || *static_cast<const uint32_t *>(op->params) < rule.params_size))
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or too small", name);
+    if (tf_status s = check_call(op, &rule, err); s != TF_STATUS_OK) return s;
+    const char *name = rule.name;
+    if (tf_status s = check_tensors(name, *op, false, err); s != TF_STATUS_OK) return s;
 
     const tf_tensor_desc *in = op->inputs;
     const tf_tensor_desc &out = op->outputs[0];
     switch (rule.kind) {
     case op_kind::UNARY:
     case op_kind::COPY:
-        if (!same_shape(in[0], out)) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes differ", name);
+        if (!same_shape(in[0], out))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input and output shapes differ (%s)", name, operands_of(*op).text);
         break;
     case op_kind::BINARY:
     case op_kind::COMPARE:
     case op_kind::WHERE:
         for (uint32_t i = 0; i < op->n_inputs; ++i)
             if (!same_shape(in[i], out))
-                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: inputs are not broadcast to the output", name);
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: inputs are not broadcast to the output (%s)", name,
+                            operands_of(*op).text);
         break;
     case op_kind::REDUCE: {
         const uint32_t mask = op->op == TF_OP_VAR ? params_of<tf_params_var>(*op).axes_mask
                                                   : params_of<tf_params_reduce>(*op).axes_mask;
         if (in[0].rank != out.rank || (in[0].rank < 32 && (mask >> in[0].rank) != 0))
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axes do not fit the rank", name);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axes mask 0x%x does not fit rank %d", name, mask, in[0].rank);
         for (int i = 0; i < out.rank; ++i) {
             if (out.shape[i] != ((mask >> i & 1) ? 1 : in[0].shape[i]))
-                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit the axes", name);
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit axes mask 0x%x (%s)", name, mask,
+                            operands_of(*op).text);
             // max and min have no value for an empty reduction: the cpu plugin reports it.
             if ((op->op == TF_OP_MAX || op->op == TF_OP_MIN) && (mask >> i & 1) && in[0].shape[i] == 0)
-                return fail(err, TF_STATUS_UNSUPPORTED, "%s: empty reduction", name);
+                return fail(err, TF_STATUS_UNSUPPORTED, "%s: reduced axis %d has size 0", name, i);
         }
         break;
     }
     case op_kind::ARG: {
         const int32_t axis = params_of<tf_params_axis>(*op).axis;
         if (axis < 0 || axis >= in[0].rank || out.rank != in[0].rank)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: bad axis", name);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d does not fit %s", name, axis, operands_of(*op).text);
         for (int i = 0; i < out.rank; ++i)
             if (out.shape[i] != (i == axis ? 1 : in[0].shape[i]))
-                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit the axis", name);
-        if (in[0].shape[axis] == 0) return fail(err, TF_STATUS_UNSUPPORTED, "%s: empty axis", name);
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit axis %d (%s)", name, axis,
+                            operands_of(*op).text);
+        if (in[0].shape[axis] == 0) return fail(err, TF_STATUS_UNSUPPORTED, "%s: axis %d has size 0", name, axis);
         break;
     }
     case op_kind::MATMUL: {
@@ -419,7 +332,9 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
         for (int i = 0; ok && i < r - 2; ++i) ok = in[0].shape[i] == out.shape[i] && in[1].shape[i] == out.shape[i];
         ok = ok && in[0].shape[r - 2] == out.shape[r - 2] && in[1].shape[r - 1] == out.shape[r - 1] &&
              in[0].shape[r - 1] == in[1].shape[r - 2];
-        if (!ok) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form [..., M, K] x [..., K, N]", name);
+        if (!ok)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form [..., M, K] x [..., K, N] (got %s)", name,
+                        operands_of(*op).text);
         break;
     }
     case op_kind::FILL:
@@ -432,9 +347,10 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cuda kernel for %s -> %s", name,
                     dtype_name(op->n_inputs > 0 ? in[0].dtype : out.dtype), dtype_name(out.dtype));
     if (op->op == TF_OP_MATMUL && !matmul_supported(device, *op))
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: layout cuBLAS cannot take without a copy", name);
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: a layout cuBLAS cannot take without a copy (%s)", name,
+                    operands_of(*op).text);
     if (rule.kind == op_kind::OWN && op->op <= TF_OP_CONV2D_GRAD_WEIGHT && !conv_supported(device, *op))
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: shape beyond cuDNN's int limits", name);
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: a shape beyond cuDNN's int limits (%s)", name, operands_of(*op).text);
     if (!with_memory) return TF_STATUS_OK;
     for (uint32_t i = 0; i < op->n_inputs; ++i)
         if (tf_status s = check_memory(name, "input", i, in[i], device, err); s != TF_STATUS_OK) return s;
@@ -705,20 +621,11 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
                                                   y, address_of(labels), device.data_error_device));
     }
     default:
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cuda kernel", name);
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cuda kernel (op id %u)", name, op.op);
     }
 }
 
 }  // namespace
-
-bool is_contiguous(const tf_tensor_desc &t) {
-    int64_t expected = 1;
-    for (int i = t.rank - 1; i >= 0; --i) {
-        if (t.shape[i] != 1 && t.strides[i] != expected) return false;
-        expected *= t.shape[i];
-    }
-    return true;
-}
 
 tf_status zero_fill(Device &device, const tf_tensor_desc &t, tf_error *err) {
     return launched(err, "zero fill",
@@ -726,13 +633,11 @@ tf_status zero_fill(Device &device, const tf_tensor_desc &t, tf_error *err) {
 }
 
 int32_t supports(int32_t index, const tf_op_desc *op) {
-    try {
+    return guarded_answer([&] {
         Context *context = g_context;
-        if (!context || index < 0 || static_cast<size_t>(index) >= context->devices.size()) return 0;
+        if (!context || index < 0 || static_cast<size_t>(index) >= context->devices.size()) return false;
         return check(*context->devices[static_cast<size_t>(index)], op, false, nullptr) == TF_STATUS_OK;
-    } catch (...) {
-        return 0;
-    }
+    });
 }
 
 tf_status run(int32_t index, const tf_op_desc *op, tf_error *err) {
