@@ -218,7 +218,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--min-lr", type=float, default=None, help="end of the cosine decay (default LR/10)")
+    p.add_argument("--min-lr", type=float, default=None, help="end of the cosine decay (default LR: no decay)")
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--eval-batches", type=int, default=20)
@@ -247,7 +247,7 @@ def main():
         others = [q for q in model.parameters() if q.dim() < 2]
         optimizers = [tf.optim.AdamW(matrices, lr=o.lr, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1),
                       tf.optim.AdamW(others, lr=o.lr, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.0)]
-        schedule = tf.optim.WarmupCosine(o.lr, o.lr / 10 if o.min_lr is None else o.min_lr,
+        schedule = tf.optim.WarmupCosine(o.lr, o.lr if o.min_lr is None else o.min_lr,
                                          min(50, o.steps // 10), o.steps)
         batcher = Batcher(train, o.batch, context, mix(o.seed, 0x7A41))
         report_every = max(1, min(50, o.steps // 10))
