@@ -51,3 +51,27 @@ def test_python_example_loss_decreases():
                "--eval-batches", "2", "--sample", "0", "--seed", "3"])
     losses = numbers(r"^step +\d+/30  loss ([\d.]+)", out)
     assert losses[-1] < losses[0] - 0.3, losses
+
+
+def test_warmup_cosine_and_clip_grad_norm_bindings():
+    import math
+
+    import numpy as np
+
+    import tinyfin as tf
+    import tinyfin.nn as nn
+
+    s = tf.optim.WarmupCosine(1e-2, 1e-3, 4, 20)
+    assert [s(i) for i in range(4)] == pytest.approx([2.5e-3, 5e-3, 7.5e-3, 1e-2])
+    assert s(12) == pytest.approx(1e-3 + 9e-3 * 0.5 * (1 + math.cos(math.pi * 8 / 16)))
+    assert s(20) == pytest.approx(1e-3) and s(99) == pytest.approx(1e-3)
+    with pytest.raises(tf.ValueError):
+        tf.optim.WarmupCosine(1e-2, 1e-3, 30, 20)
+
+    a = tf.tensor([[3.0, 0.0], [0.0, 0.0]], requires_grad=True)
+    b = tf.tensor([4.0], requires_grad=True)
+    ((a * tf.tensor([[1.0, 0.0], [0.0, 0.0]])).sum() * 3 + (b * 4).sum()).backward()  # grads 3, 4
+    norm = nn.clip_grad_norm_([a, b], 1.0)
+    assert norm.item() == pytest.approx(5.0)
+    np.testing.assert_allclose(a.grad.numpy(), [[0.6, 0.0], [0.0, 0.0]], rtol=1e-5)
+    np.testing.assert_allclose(b.grad.numpy(), [0.8], rtol=1e-5)
