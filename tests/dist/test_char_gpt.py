@@ -22,8 +22,8 @@ if not os.path.isdir(DATA):
 np = int(mpirun[mpirun.index("-np") + 1])
 args = ["--config", "tiny", "--steps", "20", "--eval-every", "0", "--sample", "16"]
 
-single = subprocess.run([exe] + args, capture_output=True, text=True, timeout=280)
-run = subprocess.run(mpirun + [exe, "--distributed"] + args, capture_output=True, text=True,
+single = subprocess.run([exe] + args, capture_output=True, encoding="latin-1", timeout=280)
+run = subprocess.run(mpirun + [exe, "--distributed"] + args, capture_output=True, encoding="latin-1",
                      timeout=280)
 print(single.stdout, single.stderr)
 print(run.stdout, run.stderr)

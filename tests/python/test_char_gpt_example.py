@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/usr/share/games/fortunes"),
 
 def run(cmd):
     env = dict(os.environ, TINYFIN_BACKEND="cpu")
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    r = subprocess.run(cmd, capture_output=True, encoding="latin-1", timeout=240, env=env)  # samples are Latin-1 bytes
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
 
