@@ -37,6 +37,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifdef TF_BENCH_HAVE_CLBLAST
+#include "bench_clblast.hpp"
+#endif
 #include "bench_gpt.hpp"
 #include "bench_train.hpp"
 #include "tinyfin/tinyfin.hpp"
@@ -90,7 +93,8 @@ void usage(FILE *out) {
                  "                     [--threads N] [--compare numpy,torch] [--python PATH] [--json | --csv]\n"
                  "                     [--list]\n"
                  "  --op        ops to run (see --list), comma-separated\n"
-                 "  --backend   tinyfin backends and 'openblas' (raw cblas_sgemm), comma-separated\n"
+                 "  --backend   tinyfin backends, 'openblas' (raw cblas_sgemm) and 'clblast' (raw\n"
+                 "              CLBlastSgemm on the first OpenCL device), comma-separated\n"
                  "  --size      size labels to run (see --list), comma-separated\n"
                  "  --repeat    timed samples per case (default 10; fewer when --budget runs out, never below 3)\n"
                  "  --warmup    untimed calls first (default 2)\n"
@@ -215,6 +219,8 @@ struct Case {
     std::function<Call(const Device &)> prepare;
     // The same work through cblas_sgemm on preallocated buffers; empty where there is none.
     std::function<Call()> prepare_openblas;
+    // The same work through CLBlast's SGEMM on its own OpenCL context; empty where there is none.
+    std::function<Call()> prepare_clblast;
 };
 
 std::string shape_json(const Shape &s) {
@@ -282,6 +288,9 @@ Case matmul_case(const std::string &op, int64_t batch, int64_t m, int64_t k, int
     };
 #ifdef TF_BENCH_HAVE_OPENBLAS
     c.prepare_openblas = [=] { return openblas_matmul(batch, m, k, n); };
+#endif
+#ifdef TF_BENCH_HAVE_CLBLAST
+    c.prepare_clblast = [=] { return Call(tf_bench::clblast_matmul(batch, m, k, n)); };
 #endif
     return c;
 }
@@ -1099,7 +1108,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (const std::string &b : o.backends) {
-        const bool known = b == "openblas" || std::find(backends.begin(), backends.end(), b) != backends.end();
+        const bool known = b == "openblas" || b == "clblast" || std::find(backends.begin(), backends.end(), b) != backends.end();
         if (!known) std::fprintf(stderr, "tinyfin-bench: warning: backend '%s' is not available\n", b.c_str());
     }
 #ifndef TF_BENCH_HAVE_OPENBLAS
@@ -1129,6 +1138,15 @@ int main(int argc, char **argv) {
         }
         if (c.prepare_openblas && selected(o.backends, "openblas"))
             contenders.push_back({base_timing(c, "openblas", "reference"), c.prepare_openblas(), {}});
+        if (c.prepare_clblast && selected(o.backends, "clblast")) {
+            try {
+                contenders.push_back({base_timing(c, "clblast", "reference"), c.prepare_clblast(), {}});
+            } catch (const std::exception &e) {
+                Timing t = base_timing(c, "clblast", "reference");
+                t.error = e.what();
+                results.push_back(t);
+            }
+        }
         try {
             measure(contenders, o);
             for (const Contender &ct : contenders) results.push_back(ct.timing);

@@ -35,82 +35,13 @@ namespace {
 
 // ---- Descriptor validation -------------------------------------------------------------------
 
-// The cpu plugin's op x dtype matrix; the other checks come from ops.def. An op without a case
-// here answers "no" until it has a kernel, a case here and one in cpu_run.
+// The cpu plugin's op x dtype matrix; the other checks come from ops.def. An op outside the
+// kit's dtype classes (and not OWN) answers "no".
 
-// The kind's dtype rule: which operands share a dtype and which dtypes are fixed.
-bool dtypes_consistent(const tf_op_desc &op, op_kind kind) {
-    const tf_tensor_desc *in = op.inputs;
-    const int32_t out = op.outputs[0].dtype;
-    switch (kind) {
-    case op_kind::COMPARE:
-        return in[1].dtype == in[0].dtype && out == TF_DTYPE_BOOL;
-    case op_kind::WHERE:
-        return in[0].dtype == TF_DTYPE_BOOL && in[1].dtype == out && in[2].dtype == out;
-    case op_kind::ARG:
-        return out == TF_DTYPE_I64;
-    default:
-        if (op.op == TF_OP_CAST) return true;
-        for (uint32_t i = 0; i < op.n_inputs; ++i)
-            if (in[i].dtype != out) return false;
-        return true;
-    }
-}
-
+// The kind's dtype rule, then the op's dtype class (tf_kit::natural_dtypes): the cpu plugin
+// runs every op of a kind it has kernels for in every dtype of its class.
 bool dtypes_supported(const tf_op_desc &op, op_kind kind) {
-    if (!dtypes_consistent(op, kind)) return false;
-    // The dtype the kernel works in: the inputs' for comparisons and arg ops, else the output's.
-    const int32_t dtype = kind == op_kind::COMPARE || kind == op_kind::ARG ? op.inputs[0].dtype : op.outputs[0].dtype;
-    switch (op.op) {
-    case TF_OP_ADD:
-    case TF_OP_SUB:
-    case TF_OP_MUL:
-    case TF_OP_DIV:
-    case TF_OP_POW:  // integers: non-negative exponents only, checked by the kernel
-    case TF_OP_MAXIMUM:
-    case TF_OP_MINIMUM:
-    case TF_OP_RELU_BACKWARD:
-    case TF_OP_NEG:
-    case TF_OP_RELU:
-    case TF_OP_ABS:
-    case TF_OP_SQUARE:
-    case TF_OP_CLAMP:
-    case TF_OP_SUM:
-    case TF_OP_MAX:
-    case TF_OP_MIN:
-    case TF_OP_ARGMAX:
-    case TF_OP_ARGMIN:
-        return is_numeric(dtype);
-    case TF_OP_EXP:
-    case TF_OP_LOG:
-    case TF_OP_SQRT:
-    case TF_OP_RSQRT:
-    case TF_OP_SIN:
-    case TF_OP_COS:
-    case TF_OP_TANH:
-    case TF_OP_SIGMOID:
-    case TF_OP_GELU:
-    case TF_OP_GELU_TANH:
-    case TF_OP_SILU:
-    case TF_OP_ERF:
-    case TF_OP_MEAN:
-    case TF_OP_VAR:
-    case TF_OP_MATMUL:
-        return is_float(dtype);
-    case TF_OP_EQ:
-    case TF_OP_NE:
-    case TF_OP_LT:
-    case TF_OP_LE:
-    case TF_OP_GT:
-    case TF_OP_GE:
-    case TF_OP_WHERE:
-    case TF_OP_CONTIGUOUS:
-    case TF_OP_CAST:
-    case TF_OP_FILL:
-        return true;  // all six dtypes; check_tensor rejected unknown ones
-    default:
-        return false;
-    }
+    return kind != op_kind::OWN && dtypes_consistent(op, kind) && in_class(natural_dtypes(op.op), working_dtype(op, kind));
 }
 
 // Everything supports() answers and run() relies on. With err == NULL no text is formatted.
@@ -263,70 +194,43 @@ tf_status cpu_run(int32_t device, const tf_op_desc *op, tf_error *err) {
         if (tf_status s = validate(device, op, true, err); s != TF_STATUS_OK) return s;
         const tf_tensor_desc *in = op->inputs;
         const tf_tensor_desc &out = op->outputs[0];
-        switch (op->op) {
-        case TF_OP_ADD:
-        case TF_OP_SUB:
-        case TF_OP_MUL:
-        case TF_OP_DIV:
-        case TF_OP_POW:
-        case TF_OP_MAXIMUM:
-        case TF_OP_MINIMUM:
-        case TF_OP_RELU_BACKWARD:
+        op_rule rule{};
+        find_op_rule(op->op, &rule);
+        // By kind (ops.def): each kind's kernel file switches on the op itself.
+        switch (rule.kind) {
+        case op_kind::BINARY:
             return run_binary(op->op, in[0], in[1], out, err);
-        case TF_OP_EQ:
-        case TF_OP_NE:
-        case TF_OP_LT:
-        case TF_OP_LE:
-        case TF_OP_GT:
-        case TF_OP_GE:
+        case op_kind::COMPARE:
             return run_compare(op->op, in[0], in[1], out, err);
-        case TF_OP_WHERE:
+        case op_kind::WHERE:
             return run_where(in[0], in[1], in[2], out, err);
-        case TF_OP_NEG:
-        case TF_OP_EXP:
-        case TF_OP_RELU:
-        case TF_OP_ABS:
-        case TF_OP_LOG:
-        case TF_OP_SQRT:
-        case TF_OP_RSQRT:
-        case TF_OP_SIN:
-        case TF_OP_COS:
-        case TF_OP_TANH:
-        case TF_OP_SIGMOID:
-        case TF_OP_GELU:
-        case TF_OP_GELU_TANH:
-        case TF_OP_SILU:
-        case TF_OP_SQUARE:
-        case TF_OP_ERF:
+        case op_kind::UNARY:
+            if (op->op == TF_OP_CLAMP) {
+                const auto &p = params_of<tf_params_clamp>(*op);
+                return run_clamp(in[0], out, p.min, p.max, err);
+            }
             return run_unary(op->op, in[0], out, err);
-        case TF_OP_CLAMP: {
-            const auto *p = static_cast<const tf_params_clamp *>(op->params);
-            return run_clamp(in[0], out, p->min, p->max, err);
-        }
-        case TF_OP_SUM:
-            return run_sum(in[0], out, reduce_axes_mask(*op), err);
-        case TF_OP_MEAN:
-            return run_mean(in[0], out, reduce_axes_mask(*op), err);
-        case TF_OP_MAX:
-        case TF_OP_MIN:
-            return run_extreme(op->op, in[0], out, reduce_axes_mask(*op), err);
-        case TF_OP_VAR:
-            return run_var(in[0], out, reduce_axes_mask(*op), static_cast<const tf_params_var *>(op->params)->correction,
-                           err);
-        case TF_OP_ARGMAX:
-        case TF_OP_ARGMIN:
-            return run_arg(op->op, in[0], out, static_cast<const tf_params_axis *>(op->params)->axis, err);
-        case TF_OP_MATMUL:
+        case op_kind::REDUCE:
+            switch (op->op) {
+            case TF_OP_SUM: return run_sum(in[0], out, reduce_axes_mask(*op), err);
+            case TF_OP_MEAN: return run_mean(in[0], out, reduce_axes_mask(*op), err);
+            case TF_OP_VAR:
+                return run_var(in[0], out, reduce_axes_mask(*op), params_of<tf_params_var>(*op).correction, err);
+            default: return run_extreme(op->op, in[0], out, reduce_axes_mask(*op), err);  // max, min
+            }
+        case op_kind::ARG:
+            return run_arg(op->op, in[0], out, params_of<tf_params_axis>(*op).axis, err);
+        case op_kind::MATMUL:
             return run_matmul(in[0], in[1], out, err);
-        case TF_OP_CONTIGUOUS:
+        case op_kind::COPY:
+            if (op->op == TF_OP_CAST) return run_cast(in[0], out, err);
             return run_contiguous(in[0], out, err);
-        case TF_OP_CAST:
-            return run_cast(in[0], out, err);
-        case TF_OP_FILL:
-            return run_fill(out, static_cast<const tf_params_fill *>(op->params)->value, err);
-        default:
+        case op_kind::FILL:
+            return run_fill(out, params_of<tf_params_fill>(*op).value, err);
+        case op_kind::OWN:
             return run_own(*op, err);
         }
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", rule.name);
     });
 }
 

@@ -56,74 +56,16 @@ tf_status check_memory(const char *name, const char *role, uint32_t i, const tf_
 
 // The dtype rule of the op on this plugin (the kinds' consistency first).
 bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) {
+    if (!dtypes_consistent(op, kind)) return false;
     const tf_tensor_desc *in = op.inputs;
     const int32_t out = op.outputs[0].dtype;
-    switch (kind) {
-    case op_kind::COMPARE:
-        if (in[1].dtype != in[0].dtype || out != TF_DTYPE_BOOL) return false;
-        break;
-    case op_kind::WHERE:
-        if (in[0].dtype != TF_DTYPE_BOOL || in[1].dtype != out || in[2].dtype != out) return false;
-        break;
-    case op_kind::ARG:
-        if (out != TF_DTYPE_I64) return false;
-        break;
-    case op_kind::OWN:
-        break;  // per op below
-    default:
-        if (op.op == TF_OP_CAST) break;
-        for (uint32_t i = 0; i < op.n_inputs; ++i)
-            if (in[i].dtype != out) return false;
-    }
-    const int32_t dtype = kind == op_kind::COMPARE || kind == op_kind::ARG || op.op == TF_OP_CAST ? in[0].dtype : out;
+    const int32_t dtype = working_dtype(op, kind);
     switch (op.op) {
-    case TF_OP_ADD:
-    case TF_OP_SUB:
-    case TF_OP_MUL:
-    case TF_OP_MAXIMUM:
-    case TF_OP_MINIMUM:
-    case TF_OP_RELU_BACKWARD:
-    case TF_OP_NEG:
-    case TF_OP_RELU:
-    case TF_OP_ABS:
-    case TF_OP_SQUARE:
-    case TF_OP_CLAMP:
-    case TF_OP_SUM:
-    case TF_OP_MAX:
-    case TF_OP_MIN:
-    case TF_OP_ARGMAX:
-    case TF_OP_ARGMIN:
-        return is_numeric(dtype);
     case TF_OP_DIV:
     case TF_OP_POW:
-    case TF_OP_EXP:
-    case TF_OP_LOG:
-    case TF_OP_SQRT:
-    case TF_OP_RSQRT:
-    case TF_OP_SIN:
-    case TF_OP_COS:
-    case TF_OP_TANH:
-    case TF_OP_SIGMOID:
-    case TF_OP_GELU:
-    case TF_OP_GELU_TANH:
-    case TF_OP_SILU:
-    case TF_OP_ERF:
-    case TF_OP_MEAN:
-    case TF_OP_VAR:
-        return is_float(dtype);
+        return is_float(dtype);  // integers: their bad operands are errors cpu reports
     case TF_OP_MATMUL:
         return dtype == TF_DTYPE_F32 || dtype == TF_DTYPE_F16 || (dtype == TF_DTYPE_BF16 && device.capability >= 80);
-    case TF_OP_EQ:
-    case TF_OP_NE:
-    case TF_OP_LT:
-    case TF_OP_LE:
-    case TF_OP_GT:
-    case TF_OP_GE:
-    case TF_OP_WHERE:
-    case TF_OP_CONTIGUOUS:
-    case TF_OP_CAST:
-    case TF_OP_FILL:
-        return true;
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
     case TF_OP_CONV2D_GRAD_WEIGHT:
@@ -152,7 +94,8 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) 
     case TF_OP_ONE_HOT:
         return is_index(in[0].dtype);
     default:
-        return false;  // attention, and ops newer than this plugin
+        // The non-OWN ops: their dtype class (tf_kit::natural_dtypes); newer ops: none.
+        return in_class(natural_dtypes(op.op), dtype);
     }
 }
 
@@ -301,8 +244,7 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
                             operands_of(*op).text);
         break;
     case op_kind::REDUCE: {
-        const uint32_t mask = op->op == TF_OP_VAR ? params_of<tf_params_var>(*op).axes_mask
-                                                  : params_of<tf_params_reduce>(*op).axes_mask;
+        const uint32_t mask = reduce_axes_mask(*op);
         if (in[0].rank != out.rank || (in[0].rank < 32 && (mask >> in[0].rank) != 0))
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axes mask 0x%x does not fit rank %d", name, mask, in[0].rank);
         for (int i = 0; i < out.rank; ++i) {
@@ -409,45 +351,20 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
     const tf_tensor_desc *in = op.inputs;
     const tf_tensor_desc &out = op.outputs[0];
     void *y = address_of(out);
-    switch (op.op) {
-    case TF_OP_ADD:
-    case TF_OP_SUB:
-    case TF_OP_MUL:
-    case TF_OP_DIV:
-    case TF_OP_POW:
-    case TF_OP_MAXIMUM:
-    case TF_OP_MINIMUM:
-    case TF_OP_RELU_BACKWARD:
+    // The kinds of ops.def first: each kind is one launcher that switches on the op itself.
+    op_rule rule{};
+    find_op_rule(op.op, &rule);
+    switch (rule.kind) {
+    case op_kind::BINARY:
         return launched(err, name, launch_binary(stream, op.op, out.dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
                                                  address_of(in[0]), address_of(in[1])));
-    case TF_OP_EQ:
-    case TF_OP_NE:
-    case TF_OP_LT:
-    case TF_OP_LE:
-    case TF_OP_GT:
-    case TF_OP_GE:
+    case op_kind::COMPARE:
         return launched(err, name, launch_compare(stream, op.op, in[0].dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
                                                   address_of(in[0]), address_of(in[1])));
-    case TF_OP_WHERE:
+    case op_kind::WHERE:
         return launched(err, name, launch_where(stream, out.dtype, strided<4>(out, {&out, &in[0], &in[1], &in[2]}), y,
                                                 address_of(in[0]), address_of(in[1]), address_of(in[2])));
-    case TF_OP_NEG:
-    case TF_OP_EXP:
-    case TF_OP_RELU:
-    case TF_OP_ABS:
-    case TF_OP_LOG:
-    case TF_OP_SQRT:
-    case TF_OP_RSQRT:
-    case TF_OP_SIN:
-    case TF_OP_COS:
-    case TF_OP_TANH:
-    case TF_OP_SIGMOID:
-    case TF_OP_GELU:
-    case TF_OP_GELU_TANH:
-    case TF_OP_SILU:
-    case TF_OP_SQUARE:
-    case TF_OP_ERF:
-    case TF_OP_CLAMP: {
+    case op_kind::UNARY: {
         ClampBounds bounds{};
         if (op.op == TF_OP_CLAMP) {
             const auto &p = params_of<tf_params_clamp>(op);
@@ -460,20 +377,15 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         return launched(err, name, launch_unary(stream, op.op, out.dtype, strided<2>(out, {&out, &in[0]}), y,
                                                 address_of(in[0]), bounds));
     }
-    case TF_OP_FILL:
+    case op_kind::FILL:
         return launched(err, name, launch_fill(stream, out.dtype, strided<1>(out, {&out}), y,
                                                fill_bits(out.dtype, params_of<tf_params_fill>(op).value)));
-    case TF_OP_CONTIGUOUS:
-    case TF_OP_CAST:
+    case op_kind::COPY:
         return launched(err, name, launch_copy(stream, out.dtype, in[0].dtype, strided<2>(out, {&out, &in[0]}), y,
                                                address_of(in[0])));
-    case TF_OP_SUM:
-    case TF_OP_MEAN:
-    case TF_OP_MAX:
-    case TF_OP_MIN:
-    case TF_OP_VAR: {
+    case op_kind::REDUCE: {
         const bool var = op.op == TF_OP_VAR;
-        const uint32_t mask = var ? params_of<tf_params_var>(op).axes_mask : params_of<tf_params_reduce>(op).axes_mask;
+        const uint32_t mask = reduce_axes_mask(op);
         // The output's strides along reduced axes are never used: 0 keeps them out of the sums.
         int64_t out_strides[TF_MAX_RANK] = {};
         for (int i = 0; i < out.rank; ++i) out_strides[i] = (mask >> i & 1) ? 0 : out.strides[i];
@@ -482,8 +394,7 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         return launched(err, name, launch_reduce(stream, op.op, out.dtype, g, y, address_of(in[0]),
                                                  var ? params_of<tf_params_var>(op).correction : 0.0));
     }
-    case TF_OP_ARGMAX:
-    case TF_OP_ARGMIN: {
+    case op_kind::ARG: {
         const int32_t axis = params_of<tf_params_axis>(op).axis;
         int64_t out_strides[TF_MAX_RANK] = {};
         for (int i = 0; i < out.rank; ++i) out_strides[i] = i == axis ? 0 : out.strides[i];
@@ -491,8 +402,12 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         const RowGeom<2> g = make_rows<2>(in[0].rank, in[0].shape, strides, 1u << axis);
         return launched(err, name, launch_arg(stream, op.op, in[0].dtype, g, y, address_of(in[0])));
     }
-    case TF_OP_MATMUL:
+    case op_kind::MATMUL:
         return matmul_run(device, op, err);
+    case op_kind::OWN:
+        break;
+    }
+    switch (op.op) {
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
     case TF_OP_CONV2D_GRAD_WEIGHT:

@@ -16,7 +16,7 @@
 //       static void list_features(const state &s, tf_feature_fn emit, void *user);
 //   };
 //
-// and its table names gpu_plugin<Api>::probe and the others. Every member turns exceptions into a
+// and its table is gpu_plugin<Api>::table(name, version, priority). Every member turns exceptions into a
 // tf_status and a message (tf_kit::guarded); nothing crosses the ABI.
 #ifndef TINYFIN_GPU_PLUGIN_SHELL_HPP
 #define TINYFIN_GPU_PLUGIN_SHELL_HPP
@@ -184,6 +184,37 @@ struct gpu_plugin {
             Api::call(*dev, [&] { dev->synchronize(); });
             return TF_STATUS_OK;
         });
+    }
+
+    // ---- The table ----
+
+    // The plugin's table: every member is the shell's. GPU memory is device-resident (no
+    // buffer_host_ptr, even where it is host-visible), and no extensions (get_proc).
+    static constexpr tf_plugin table(const char *name, const char *version, int32_t priority) {
+        return tf_plugin{
+            .struct_size = sizeof(tf_plugin),
+            .abi_version = TF_ABI_VERSION,
+            .name = name,
+            .version = version,
+            .priority = priority,
+            .reserved_ = 0,
+            .probe = probe,
+            .init = init,
+            .shutdown = shutdown,
+            .device_count = device_count,
+            .device_info = device_info,
+            .buffer_alloc = buffer_alloc,
+            .buffer_free = buffer_free,
+            .buffer_host_ptr = nullptr,
+            .buffer_write = buffer_write,
+            .buffer_read = buffer_read,
+            .buffer_copy = buffer_copy,
+            .supports = supports,
+            .run = run,
+            .synchronize = synchronize,
+            .list_features = list_features,
+            .get_proc = nullptr,
+        };
     }
 
     // ---- Features ----

@@ -113,30 +113,8 @@ using shell = tf_gpu::gpu_plugin<opengl_api>;
 
 // ---- Plugin table -----------------------------------------------------------------------------------------
 
-constexpr tf_plugin k_plugin = {
-    .struct_size = sizeof(tf_plugin),
-    .abi_version = TF_ABI_VERSION,
-    .name = "opengl",
-    .version = TF_OPENGL_VERSION,
-    .priority = 40,  // below vulkan: the same GPU is better driven through Vulkan
-    .reserved_ = 0,
-    .probe = shell::probe,
-    .init = shell::init,
-    .shutdown = shell::shutdown,
-    .device_count = shell::device_count,
-    .device_info = shell::device_info,
-    .buffer_alloc = shell::buffer_alloc,
-    .buffer_free = shell::buffer_free,
-    .buffer_host_ptr = nullptr,  // device-resident, even on llvmpipe
-    .buffer_write = shell::buffer_write,
-    .buffer_read = shell::buffer_read,
-    .buffer_copy = shell::buffer_copy,
-    .supports = shell::supports,
-    .run = shell::run,
-    .synchronize = shell::synchronize,
-    .list_features = shell::list_features,
-    .get_proc = nullptr,  // no extensions
-};
+// Below vulkan: the same GPU is better driven through Vulkan.
+constexpr tf_plugin k_plugin = shell::table("opengl", TF_OPENGL_VERSION, 40);
 
 }  // namespace
 

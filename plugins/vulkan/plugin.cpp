@@ -108,30 +108,7 @@ using shell = tf_gpu::gpu_plugin<vulkan_api>;
 
 // ---- Plugin table -----------------------------------------------------------------------------------------
 
-constexpr tf_plugin k_plugin = {
-    .struct_size = sizeof(tf_plugin),
-    .abi_version = TF_ABI_VERSION,
-    .name = "vulkan",
-    .version = TF_VULKAN_VERSION,
-    .priority = 50,
-    .reserved_ = 0,
-    .probe = shell::probe,
-    .init = shell::init,
-    .shutdown = shell::shutdown,
-    .device_count = shell::device_count,
-    .device_info = shell::device_info,
-    .buffer_alloc = shell::buffer_alloc,
-    .buffer_free = shell::buffer_free,
-    .buffer_host_ptr = nullptr,  // device-resident, like a discrete GPU, even where memory is host-visible
-    .buffer_write = shell::buffer_write,
-    .buffer_read = shell::buffer_read,
-    .buffer_copy = shell::buffer_copy,
-    .supports = shell::supports,
-    .run = shell::run,
-    .synchronize = shell::synchronize,
-    .list_features = shell::list_features,
-    .get_proc = nullptr,  // no extensions
-};
+constexpr tf_plugin k_plugin = shell::table("vulkan", TF_VULKAN_VERSION, 50);
 
 }  // namespace
 

@@ -73,9 +73,11 @@ TEST_CASE("memory: a request larger than the heap is OutOfMemoryError, and the d
 TEST_CASE("memory: tensors beyond one binding's range fall back; views inside it run") {
     // 160 MiB: more than lavapipe's maxStorageBufferRange (128 MiB), so no kernel can bind all of
     // it: supports() says no, and under TINYFIN_FALLBACK=error that is a FallbackError.
+    // (opencl binds whole buffers of up to 2 GiB: a tensor past that is too big for CI, so there
+    // only the views are checked.)
     const int64_t n = 40 * 1024 * 1024;
     Tensor big = tf::empty({n}, DType::f32, gpu_device);
-    CHECK_THROWS_AS(tf::neg(big), tf::FallbackError);
+    if (std::string(TF_TEST_BACKEND) != "opencl") CHECK_THROWS_AS(tf::neg(big), tf::FallbackError);
     // Views near either end bind only their own range.
     for (int64_t start : {int64_t{0}, n / 2 + 3, n - 1000}) {
         INFO("view at " << start);

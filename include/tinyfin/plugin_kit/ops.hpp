@@ -109,6 +109,68 @@ inline tf_status check_call(const tf_op_desc *op, op_rule *rule, tf_error *err) 
     return TF_STATUS_OK;
 }
 
+// ---- Dtype classes ------------------------------------------------------------------------------------
+
+// Which dtypes an op's arithmetic is defined on, in tinyfin's semantics: the dtype a kernel works
+// in (the inputs' for COMPARE and ARG ops, else the output's) must be in this class. A plugin may
+// support less (its own matrix), never more. OWN ops state their dtypes beside their rule in
+// ops.def: none here. One list, until ops.def carries the class as a column.
+enum class dtype_class { none, any, numeric, floating };
+
+constexpr dtype_class natural_dtypes(uint32_t op) noexcept {
+    switch (op) {
+    case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_POW: case TF_OP_MAXIMUM:
+    case TF_OP_MINIMUM: case TF_OP_RELU_BACKWARD: case TF_OP_NEG: case TF_OP_RELU: case TF_OP_ABS:
+    case TF_OP_SQUARE: case TF_OP_CLAMP: case TF_OP_SUM: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX:
+    case TF_OP_ARGMIN:
+        return dtype_class::numeric;
+    case TF_OP_EXP: case TF_OP_LOG: case TF_OP_SQRT: case TF_OP_RSQRT: case TF_OP_SIN: case TF_OP_COS:
+    case TF_OP_TANH: case TF_OP_SIGMOID: case TF_OP_GELU: case TF_OP_GELU_TANH: case TF_OP_SILU: case TF_OP_ERF:
+    case TF_OP_MEAN: case TF_OP_VAR: case TF_OP_MATMUL:
+        return dtype_class::floating;
+    case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE: case TF_OP_WHERE:
+    case TF_OP_CONTIGUOUS: case TF_OP_CAST: case TF_OP_FILL:
+        return dtype_class::any;
+    default:
+        return dtype_class::none;
+    }
+}
+
+constexpr bool in_class(dtype_class c, int32_t dtype) noexcept {
+    switch (c) {
+    case dtype_class::any: return dtype_size(dtype) != 0;
+    case dtype_class::numeric: return is_numeric(dtype);
+    case dtype_class::floating: return is_float(dtype);
+    case dtype_class::none: return false;
+    }
+    return false;
+}
+
+// The dtype the op's kernel works in: the first input's for COMPARE and ARG ops and for cast,
+// else the output's.
+inline int32_t working_dtype(const tf_op_desc &op, op_kind kind) noexcept {
+    if (kind == op_kind::COMPARE || kind == op_kind::ARG || op.op == TF_OP_CAST) return op.inputs[0].dtype;
+    return op.outputs[0].dtype;
+}
+
+// The kind's dtype rule (docs/plugin-abi.md, "Op kinds"): which operands share a dtype and which
+// dtypes are fixed. OWN ops: true (their own rules decide).
+inline bool dtypes_consistent(const tf_op_desc &op, op_kind kind) noexcept {
+    const tf_tensor_desc *in = op.inputs;
+    const int32_t out = op.outputs[0].dtype;
+    switch (kind) {
+    case op_kind::COMPARE: return in[1].dtype == in[0].dtype && out == TF_DTYPE_BOOL;
+    case op_kind::WHERE: return in[0].dtype == TF_DTYPE_BOOL && in[1].dtype == out && in[2].dtype == out;
+    case op_kind::ARG: return out == TF_DTYPE_I64;
+    case op_kind::OWN: return true;
+    default:
+        if (op.op == TF_OP_CAST) return true;
+        for (uint32_t i = 0; i < op.n_inputs; ++i)
+            if (in[i].dtype != out) return false;
+        return true;
+    }
+}
+
 // The op's params struct (check_call has checked its size).
 template <class P>
 const P &params_of(const tf_op_desc &op) noexcept {

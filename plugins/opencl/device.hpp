@@ -1,0 +1,188 @@
+// One OpenCL device: its context and in-order queue, device-resident buffers (one cl_mem per
+// tf_buffer), the compiled programs and the kernels' status words.
+//
+// Execution model. Every ABI call on a device holds the device's mutex (OpenCL objects are
+// thread-safe, but clSetKernelArg on a shared kernel and the plugin's own bookkeeping are not).
+// An op enqueues its kernels at once on the one in-order queue and flushes it, so commands run
+// in issue order without events: a freed buffer is released at once (OpenCL keeps it alive until
+// the commands using it have finished), a host write is a non-blocking copy from a staging copy
+// the plugin keeps until the next wait. The host waits (clFinish) only in buffer_read and
+// synchronize, and when staged writes pile up.
+#ifndef TINYFIN_OPENCL_DEVICE_HPP
+#define TINYFIN_OPENCL_DEVICE_HPP
+
+#include "cl_api.hpp"
+#include "kernels.hpp"
+#include "shaders_embedded.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace tf_cl {
+
+using tf_kernels::device_caps;
+using tf_kernels::pipeline_key;
+using tf_kernels::raise;
+using tf_kernels::shader;
+using tf_kernels::tensor_binding;
+using tf_kernels::tensor_slots;
+
+void log_message(int32_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// The core's environment (tf_host_api.get_env), or nullptr.
+const char *environment(const char *name);
+
+// Throws a failure naming what was called and the OpenCL error; out-of-memory codes become
+// TF_STATUS_OUT_OF_MEMORY.
+void check(cl_int code, const char *what, const char *label);
+
+// One owner per OpenCL object.
+struct mem_release {
+    const cl_api *api;
+    void operator()(cl_mem m) const noexcept { api->clReleaseMemObject(m); }
+};
+using mem_handle = std::unique_ptr<std::remove_pointer_t<cl_mem>, mem_release>;
+struct program_release {
+    const cl_api *api;
+    void operator()(cl_program p) const noexcept { api->clReleaseProgram(p); }
+};
+using program_handle = std::unique_ptr<std::remove_pointer_t<cl_program>, program_release>;
+struct kernel_release {
+    const cl_api *api;
+    void operator()(cl_kernel k) const noexcept { api->clReleaseKernel(k); }
+};
+using kernel_handle = std::unique_ptr<std::remove_pointer_t<cl_kernel>, kernel_release>;
+struct queue_release {
+    const cl_api *api;
+    void operator()(cl_command_queue q) const noexcept { api->clReleaseCommandQueue(q); }
+};
+using queue_handle = std::unique_ptr<std::remove_pointer_t<cl_command_queue>, queue_release>;
+struct context_release {
+    const cl_api *api;
+    void operator()(cl_context c) const noexcept { api->clReleaseContext(c); }
+};
+using context_handle = std::unique_ptr<std::remove_pointer_t<cl_context>, context_release>;
+
+// A device found by enumeration.
+struct device_target {
+    cl_platform_id platform;
+    cl_device_id id;
+    std::string platform_name;
+};
+
+// Every GPU, accelerator and CPU device of every platform. Empty, with why, when none.
+std::vector<device_target> find_devices(const cl_api &api, std::string &why);
+
+class clblast_library;
+
+// Start-up costs and counters shown by tinyfin-info.
+struct device_counters {
+    double context_ms = 0;
+    double build_ms = 0;      // programs built from source, in total
+    uint64_t built = 0;       // programs built from source
+    uint64_t cached = 0;      // programs loaded from the binary cache
+    uint64_t dispatches = 0;
+    uint64_t gemm_library = 0;  // matmuls run by CLBlast
+    uint64_t waits = 0;
+};
+
+class device final : public tf_kernels::kernel_device {
+public:
+    // Makes the context and queue. Throws a failure.
+    static std::unique_ptr<device> create(int index, const cl_api &api, const device_target &target,
+                                          const clblast_library *blas);
+    ~device();
+    device(const device &) = delete;
+    device &operator=(const device &) = delete;
+
+    // Locks the device for one ABI call from this thread; the status of the kernels that thread
+    // issues is kept for it.
+    std::unique_lock<std::mutex> enter() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        caller_ = std::this_thread::get_id();
+        return lock;
+    }
+
+    const device_caps &caps() const noexcept override { return caps_; }
+    const char *label() const noexcept { return label_.c_str(); }
+    void info(tf_device_info &out) const;
+    // Under enter().
+    void list_features(tf_feature_fn emit, void *user) const;
+
+    // ---- Buffers (under enter()) ----
+    tf_buffer *allocate(uint64_t size) override;
+    void free(tf_buffer *buffer) noexcept override;
+    void write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) override;
+    void read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size);
+    void copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size);
+    void synchronize();
+
+    // ---- Kernels (tf_kernels::kernel_device, under enter()) ----
+    tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
+    void dispatch(const tf_kernels::dispatch_args &args) override;
+    // Runs op (supports() accepted it): matmul through CLBlast where it can, else the kernels.
+    void run(const tf_op_desc &op);
+    // Submits what was enqueued (end of an ABI call that enqueued work).
+    void flush();
+
+private:
+    device(const cl_api &api) : api_(api) {}
+    void start(const device_target &target);
+    cl_kernel kernel_for(const pipeline_key &key);
+    void save_binary(cl_program program, const std::string &path) noexcept;
+    bool run_matmul_library(const tf_op_desc &op);
+    // clFinish, then the status words are read and kept for the threads that issued them.
+    void wait_all();
+    void throw_reported();
+    cl_mem memory_of(tf_buffer *buffer) const;
+
+    const cl_api &api_;
+    const clblast_library *blas_ = nullptr;
+    int index_ = 0;
+    std::string label_;
+    device_caps caps_{};
+    // Immutable after start().
+    std::string name_, vendor_, driver_, version_, platform_, c_version_, extensions_;
+    bool software_ = false;
+    uint64_t memory_total_ = 0, max_alloc_ = 0, local_memory_ = 0;
+    cl_uint compute_units_ = 0;
+    cl_device_id target_id_ = nullptr;
+    size_t max_group_ = 0;
+
+    std::mutex mutex_;
+    // Everything below is used under mutex_.
+    std::string cache_dir_;  // program binaries, found at the first build; "" when there is nowhere to put them
+    device_counters counters_;
+    context_handle context_{nullptr, {nullptr}};
+    queue_handle queue_{nullptr, {nullptr}};
+    mem_handle status_{nullptr, {nullptr}};  // word 0: kernels that never report; i + 1: i-th reporting dispatch
+    std::map<pipeline_key, std::pair<program_handle, kernel_handle>> kernels_;
+    uint64_t allocated_ = 0;  // bytes in live buffers, bounded by the device's global memory
+    // Freed buffers kept for reuse by size (a training step frees and allocates the same sizes
+    // every step; pocl maps fresh memory for each new cl_mem), at most max_cached_bytes.
+    std::multimap<uint64_t, cl_mem> cached_;
+    uint64_t cached_bytes_ = 0;
+    void drop_cache() noexcept;
+    std::unordered_set<tf_buffer *> live_;
+    std::vector<std::vector<char>> staged_;  // host writes in flight, freed at the next wait
+    uint64_t staged_bytes_ = 0;
+    std::thread::id caller_;
+    std::vector<std::pair<const char *, std::thread::id>> reports_;
+    std::unordered_map<std::thread::id, std::string> reported_;
+};
+
+}  // namespace tf_cl
+
+struct tf_buffer {
+    tf_cl::device *owner;
+    cl_mem memory;  // owned: released by device::free
+    // Bytes the core asked for.
+    uint64_t size;
+};
+
+#endif
