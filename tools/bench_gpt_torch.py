@@ -7,7 +7,8 @@ embeddings (N(0, 1), torch's default), dropout, L blocks of x + drop(proj(attn(l
 x + drop(fc2(gelu(fc(ln2(x))))) with causal multi-head attention, a final layer norm and a linear
 head; linear layers and layer norms keep torch's default initialisation. Recipe: batches of B
 random windows of the first 90% of the corpus; AdamW (betas 0.9/0.99, eps 1e-8) with weight decay
-0.1 on tensors of rank >= 2 only; warmup for min(50, steps/10) steps then cosine down to lr/10;
+0.1 on tensors of rank >= 2 only; warmup for min(50, steps/10) steps then cosine down to --min-lr
+(default lr: constant after the warmup);
 gradients clipped to global norm 1; validation loss over 20 fixed batches of the last 10%.
 
     /usr/bin/python3 bench_gpt_torch.py --steps 600 [--time-steps 30] [--threads 2]
@@ -57,6 +58,7 @@ def main():
     p.add_argument("--config", default="default", choices=sorted(CONFIGS))
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--min-lr", type=float, default=None, help="end of the cosine decay (default: --lr)")
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--sample", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
@@ -134,14 +136,15 @@ def main():
                             lr=args.lr, betas=(0.9, 0.99), eps=1e-8)
     total = args.steps if args.steps > 0 else args.time_steps
     warmup = min(50, total // 10)
+    min_lr = args.lr if args.min_lr is None else args.min_lr
 
     def lr_at(step):
         if step < warmup:
             return args.lr * (step + 1) / warmup
         if step >= total:
-            return args.lr / 10
+            return min_lr
         r = (step - warmup) / (total - warmup)
-        return args.lr / 10 + (args.lr - args.lr / 10) * 0.5 * (1 + math.cos(math.pi * r))
+        return min_lr + (args.lr - min_lr) * 0.5 * (1 + math.cos(math.pi * r))
 
     g = torch.Generator().manual_seed(args.seed)
 

@@ -3,12 +3,18 @@
 //
 //   char_gpt [--steps N] [--config tiny|small|default] [--seed S] [--batch B] [--lr LR]
 //            [--dropout P] [--eval-every N] [--save FILE] [--load FILE] [--sample N]
-//            [--temperature T] [--top-k K] [--prompt TEXT] [--data DIR]
+//            [--temperature T] [--top-k K] [--prompt TEXT] [--data DIR] [--distributed]
 //
 // Recipe (tools/bench_gpt_torch.py is the same in PyTorch): batches of B random windows of the
 // training split; AdamW (betas 0.9/0.99, eps 1e-8) with weight decay 0.1 on matrices and
-// embeddings only; learning rate warmup for steps/10 (at most 50) then cosine down to lr/10;
+// embeddings only; learning rate warmup for steps/10 (at most 50) then cosine down to --min-lr
+// (default: lr, so constant after the warmup, as the PyTorch anchor that reached 1.98);
 // gradients clipped to global norm 1. It runs on the backend TINYFIN_BACKEND selects.
+//
+// With --distributed (built when MPI is found) it trains data-parallel under mpirun or srun:
+// every rank draws the same global batch of --batch windows and keeps its own contiguous rows,
+// dist::DistributedDataParallel averages the gradients (weighted by the rows), rank 0 prints the
+// report and every rank prints "weights checksum <hex>" of its final parameters.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -21,6 +27,11 @@
 #include "model.hpp"
 #include "tinyfin/nn.hpp"
 #include "tinyfin/tinyfin.hpp"
+#ifdef TINYFIN_HAVE_DIST
+#include "tinyfin/dist.hpp"
+#endif
+#include <cstdarg>
+#include <memory>
 
 namespace {
 
@@ -33,6 +44,7 @@ struct Options {
     uint64_t seed = 0;
     int64_t batch = 32;
     double lr = 2e-3;
+    double min_lr = -1;  // < 0: lr (no decay after the warmup)
     double dropout = 0;
     int64_t eval_every = 200;
     int64_t eval_batches = 20;
@@ -42,20 +54,33 @@ struct Options {
     int64_t top_k = 0;
     std::string prompt = "\n";
     std::string data_dir = chargpt::default_corpus_dir();
+    bool distributed = false;
 };
+
+// Ranks other than 0 of a --distributed run print only their checksum.
+bool quiet = false;
+
+void say(const char *format, ...) {
+    if (quiet) return;
+    va_list args;
+    va_start(args, format);
+    std::vfprintf(stdout, format, args);
+    va_end(args);
+}
 
 [[noreturn]] void usage(const char *argv0, const std::string &problem) {
     std::fprintf(stderr,
                  "%s: %s\n"
                  "usage: %s [--steps N] [--config tiny|small|default] [--seed S] [--batch B]\n"
-                 "          [--lr LR] [--dropout P] [--eval-every N] [--eval-batches N]\n"
+                 "          [--lr LR] [--min-lr LR] [--dropout P] [--eval-every N] [--eval-batches N]\n"
                  "          [--save FILE] [--load FILE] [--sample N] [--temperature T] [--top-k K]\n"
-                 "          [--prompt TEXT] [--data DIR]\n"
+                 "          [--prompt TEXT] [--data DIR] [--distributed]\n"
                  "  --steps N        training steps (default 600; 0 with --load: sample only)\n"
                  "  --config NAME    model size: tiny (tests), small, default (4 layers, 128 dims)\n"
                  "  --seed S         seed of the initialisation, batches, dropout and sampling\n"
                  "  --batch B        sequences per step (default 32)\n"
                  "  --lr LR          peak learning rate (default 0.002)\n"
+                 "  --min-lr LR      learning rate the cosine decay ends at (default LR: no decay)\n"
                  "  --dropout P      dropout probability (default 0)\n"
                  "  --eval-every N   validation loss every N steps (default 200; 0: only at the end)\n"
                  "  --eval-batches N validation batches per evaluation (default 20)\n"
@@ -65,7 +90,8 @@ struct Options {
                  "  --temperature T  sampling temperature (default 0.8; 0: greedy)\n"
                  "  --top-k K        sample among the K likeliest characters (default 0: all)\n"
                  "  --prompt TEXT    text the sample continues (default a newline)\n"
-                 "  --data DIR       fortunes directory (default %s)\n",
+                 "  --data DIR       fortunes directory (default %s)\n"
+                 "  --distributed    data-parallel over the ranks of mpirun/srun (docs/distributed.md)\n",
                  argv0, problem.c_str(), argv0, chargpt::default_corpus_dir());
     std::exit(2);
 }
@@ -92,6 +118,13 @@ Options parse_args(int argc, char **argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
         std::string flag = argv[i];
+        if (flag == "--distributed") {
+#ifndef TINYFIN_HAVE_DIST
+            usage(argv[0], "--distributed needs tinyfin built with MPI (libopenmpi-dev)");
+#endif
+            o.distributed = true;
+            continue;
+        }
         if (flag == "-h" || flag == "--help") usage(argv[0], "help");
         if (i + 1 >= argc) usage(argv[0], "unknown option or missing value: " + flag);
         const char *value = argv[++i];
@@ -100,6 +133,7 @@ Options parse_args(int argc, char **argv) {
         else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_int(argv[0], flag, value, 0));
         else if (flag == "--batch") o.batch = parse_int(argv[0], flag, value, 1);
         else if (flag == "--lr") o.lr = parse_double(argv[0], flag, value, 0);
+        else if (flag == "--min-lr") o.min_lr = parse_double(argv[0], flag, value, 0);
         else if (flag == "--dropout") o.dropout = parse_double(argv[0], flag, value, 0);
         else if (flag == "--eval-every") o.eval_every = parse_int(argv[0], flag, value, 0);
         else if (flag == "--eval-batches") o.eval_batches = parse_int(argv[0], flag, value, 1);
@@ -128,7 +162,10 @@ public:
                                        " tokens is too short for a context of " + std::to_string(context));
     }
     // x [B, T] and y [B*T] (the next tokens), on the default device.
-    std::pair<Tensor, Tensor> next() {
+    std::pair<Tensor, Tensor> next() { return next(0, batch_); }
+    // Rows lo..hi of the next batch (a rank's share); every row is drawn whatever the range,
+    // so all ranks stay on one stream of batches.
+    std::pair<Tensor, Tensor> next(int64_t lo, int64_t hi) {
         x_.resize(static_cast<std::size_t>(batch_ * context_));
         y_.resize(x_.size());
         const auto range = static_cast<uint64_t>(data_.size()) - static_cast<uint64_t>(context_) - 1;
@@ -137,8 +174,9 @@ public:
             std::copy_n(data_.begin() + static_cast<std::ptrdiff_t>(start), context_, x_.begin() + b * context_);
             std::copy_n(data_.begin() + static_cast<std::ptrdiff_t>(start) + 1, context_, y_.begin() + b * context_);
         }
-        return {from_host(x_.data(), {batch_, context_}, DType::i32),
-                from_host(y_.data(), {batch_ * context_}, DType::i32)};
+        const std::size_t first = static_cast<std::size_t>(lo * context_);
+        return {from_host(x_.data() + first, {hi - lo, context_}, DType::i32),
+                from_host(y_.data() + first, {(hi - lo) * context_}, DType::i32)};
     }
 
 private:
@@ -170,25 +208,31 @@ double validation_loss(chargpt::GPT &model, const chargpt::Corpus &corpus, const
 
 void print_backend_report() {
     Stats s = stats();
-    std::printf("backends that ran ops:");
+    say("backends that ran ops:");
     bool any = false;
     for (const Stats::Backend &b : s.backends) {
         if (b.ops == 0) continue;
-        std::printf(" %s (%llu ops)", b.name.c_str(), static_cast<unsigned long long>(b.ops));
+        say(" %s (%llu ops)", b.name.c_str(), static_cast<unsigned long long>(b.ops));
         any = true;
     }
-    std::printf("%s\n", any ? "" : " none");
-    std::printf("fallbacks: %llu", static_cast<unsigned long long>(s.total_fallbacks));
+    say("%s\n", any ? "" : " none");
+    say("fallbacks: %llu", static_cast<unsigned long long>(s.total_fallbacks));
     for (std::size_t i = 0; i < s.fallbacks.size(); ++i)
-        std::printf("%s%s x%llu", i == 0 ? " (" : ", ", s.fallbacks[i].first.c_str(),
+        say("%s%s x%llu", i == 0 ? " (" : ", ", s.fallbacks[i].first.c_str(),
                     static_cast<unsigned long long>(s.fallbacks[i].second));
-    std::printf("%s\n", s.fallbacks.empty() ? "" : ")");
-    std::printf("default backend: %s\n", backend_name().c_str());
+    say("%s\n", s.fallbacks.empty() ? "" : ")");
+    say("default backend: %s\n", backend_name().c_str());
 }
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-int run(const Options &o) {
+#ifdef TINYFIN_HAVE_DIST
+using DistContext = dist::Context;
+#else
+struct DistContext {};
+#endif
+
+int run(const Options &o, DistContext *context) {
     auto t_start = Clock::now();
     chargpt::Corpus corpus = chargpt::load_corpus(o.data_dir);
     chargpt::Config config = chargpt::config_named(o.config, static_cast<int64_t>(corpus.vocab.size()));
@@ -199,27 +243,46 @@ int run(const Options &o) {
     // whose device has this much free memory is chosen (an error names each device otherwise).
     select_backend_for_memory(o.steps > 0 ? need_train : need_infer);
     reset_stats();
-    chargpt::GPT model(config, o.seed);
-    std::printf("# tinyfin on %s: %s config, %lld layers, %lld heads, %lld dims, context %lld, "
-                "vocab %lld, %lld params; corpus %lld chars from %zu files (train %zu, val %zu), "
-                "batch %lld, seed %llu\n",
-                default_device().str().c_str(), o.config.c_str(), static_cast<long long>(config.layers),
-                static_cast<long long>(config.heads), static_cast<long long>(config.dim),
-                static_cast<long long>(config.context), static_cast<long long>(config.vocab),
-                static_cast<long long>(model.parameter_count()), static_cast<long long>(corpus.size()),
-                corpus.files.size(), corpus.train.size(), corpus.val.size(),
-                static_cast<long long>(o.batch), static_cast<unsigned long long>(o.seed));
-    std::printf("memory estimate: training %.1f MiB (params, grads, AdamW state, one batch of "
-                "activations), inference %.1f MiB (params, KV cache)\n",
-                mib(need_train), mib(need_infer));
+    auto model_ptr = std::make_shared<chargpt::GPT>(config, o.seed);
+    chargpt::GPT &model = *model_ptr;
+    say("# tinyfin on %s: %s config, %lld layers, %lld heads, %lld dims, context %lld, "
+        "vocab %lld, %lld params; corpus %lld chars from %zu files (train %zu, val %zu), "
+        "batch %lld, seed %llu\n",
+        default_device().str().c_str(), o.config.c_str(), static_cast<long long>(config.layers),
+        static_cast<long long>(config.heads), static_cast<long long>(config.dim),
+        static_cast<long long>(config.context), static_cast<long long>(config.vocab),
+        static_cast<long long>(model.parameter_count()), static_cast<long long>(corpus.size()),
+        corpus.files.size(), corpus.train.size(), corpus.val.size(),
+        static_cast<long long>(o.batch), static_cast<unsigned long long>(o.seed));
+    say("memory estimate: training %.1f MiB (params, grads, AdamW state, one batch of "
+        "activations), inference %.1f MiB (params, KV cache)\n",
+        mib(need_train), mib(need_infer));
     if (!o.load_path.empty()) {
         nn::load(o.load_path, model);
-        std::printf("loaded %s\n", o.load_path.c_str());
+        say("loaded %s\n", o.load_path.c_str());
     }
+
+    // This rank's rows of each global batch: all of them, or a contiguous share.
+    int64_t row_lo = 0, row_hi = o.batch;
+#ifdef TINYFIN_HAVE_DIST
+    // Wraps the model before the optimizer sees its parameters (rank 0's are broadcast).
+    std::unique_ptr<dist::DistributedDataParallel> ddp;
+    if (context && o.steps > 0) {
+        ddp = std::make_unique<dist::DistributedDataParallel>(*context, model_ptr);
+        const int64_t ranks = context->world_size(), rank = context->rank();
+        row_lo = o.batch * rank / ranks;
+        row_hi = o.batch * (rank + 1) / ranks;
+        ddp->set_batch_size(row_hi - row_lo);
+        say("# distributed: %d ranks (%s), %.1f sequences per rank and step\n", context->world_size(),
+            context->launcher().c_str(), static_cast<double>(o.batch) / static_cast<double>(ranks));
+    }
+#else
+    (void)context;
+#endif
 
     if (o.steps > 0) {
         optim::AdamW optimizer(optim::decay_matrices_only(model.parameters(), 0.1), o.lr, {0.9, 0.99}, 1e-8);
-        nn::WarmupCosine schedule(o.lr, o.lr / 10, std::min<int64_t>(50, o.steps / 10), o.steps);
+        nn::WarmupCosine schedule(o.lr, o.min_lr < 0 ? o.lr : o.min_lr, std::min<int64_t>(50, o.steps / 10), o.steps);
         Batcher train(corpus.train, o.batch, config.context, nn::mix_seed(o.seed, 0x7a41));
         const int64_t report_every = std::max<int64_t>(1, std::min<int64_t>(50, o.steps / 10));
         const double tokens_per_step = static_cast<double>(o.batch * config.context);
@@ -228,60 +291,86 @@ int run(const Options &o) {
         double eval_seconds = 0;
         for (int64_t step = 0; step < o.steps; ++step) {
             optimizer.set_lr(schedule(step));
-            auto [x, y] = train.next();
+            auto [x, y] = train.next(row_lo, row_hi);
             optimizer.zero_grad();
-            Tensor loss = cross_entropy(model(x), y);
-            loss.backward();
+            // A rank with no rows this step (batch < ranks) only joins the gradient exchange.
+            Tensor loss = zeros({});
+            if (row_hi > row_lo) {
+                loss = cross_entropy(model(x), y);
+                loss.backward();
+            }
+#ifdef TINYFIN_HAVE_DIST
+            if (ddp) ddp->synchronize_gradients();
+#endif
             nn::clip_grad_norm(optimizer.params(), 1.0);
             optimizer.step();
             const int64_t done = step + 1;
             if (done % report_every == 0 || done == o.steps) {
-                float value = loss.item<float>();
+                double value = loss.item<float>();
+#ifdef TINYFIN_HAVE_DIST
+                if (context) {
+                    // The whole batch's loss: the row-weighted mean of the ranks' losses.
+                    Tensor share = loss.detach() * static_cast<double>(row_hi - row_lo);
+                    context->all_reduce(share);
+                    value = share.item<float>() / static_cast<double>(o.batch);
+                }
+#endif
                 double window = since(t_window);
                 const int64_t steps_in_window = done % report_every == 0 ? report_every : done % report_every;
-                std::printf("step %5lld/%lld  loss %.4f  lr %.2e  %7.0f tokens/s  %6.1fs\n",
-                            static_cast<long long>(done), static_cast<long long>(o.steps), value,
-                            schedule(step), tokens_per_step * static_cast<double>(steps_in_window) / window,
-                            since(t0) - eval_seconds);
+                say("step %5lld/%lld  loss %.4f  lr %.2e  %7.0f tokens/s  %6.1fs\n",
+                    static_cast<long long>(done), static_cast<long long>(o.steps), value,
+                    schedule(step), tokens_per_step * static_cast<double>(steps_in_window) / window,
+                    since(t0) - eval_seconds);
                 std::fflush(stdout);
                 t_window = Clock::now();
             }
-            if (o.eval_every > 0 && done % o.eval_every == 0 && done < o.steps) {
+            // In a distributed run only rank 0 reports, so only it evaluates.
+            if (o.eval_every > 0 && done % o.eval_every == 0 && done < o.steps && !quiet) {
                 auto te = Clock::now();
-                std::printf("step %5lld  val loss %.3f\n", static_cast<long long>(done),
-                            validation_loss(model, corpus, o));
+                say("step %5lld  val loss %.3f\n", static_cast<long long>(done), validation_loss(model, corpus, o));
                 std::fflush(stdout);
                 eval_seconds += since(te);
                 t_window = Clock::now();
             }
         }
         double train_s = since(t0) - eval_seconds;
-        std::printf("trained %lld steps in %.1fs: %.0f tokens/s\n", static_cast<long long>(o.steps),
-                    train_s, tokens_per_step * static_cast<double>(o.steps) / train_s);
+        say("trained %lld steps in %.1fs: %.0f tokens/s\n", static_cast<long long>(o.steps), train_s,
+            tokens_per_step * static_cast<double>(o.steps) / train_s);
     }
-    std::printf("val loss %.3f\n", validation_loss(model, corpus, o));
-    uint64_t peak = 0;
-    for (const Stats::Backend &b : stats().backends) peak = std::max(peak, b.peak_bytes_in_use);
-    std::printf("memory: estimate %.1f MiB, measured peak %.1f MiB of tensors on %s\n",
-                mib(o.steps > 0 ? need_train : need_infer), mib(peak), backend_name().c_str());
-
-    if (o.sample > 0) {
-        chargpt::SampleOptions so;
-        so.tokens = o.sample;
-        so.temperature = o.temperature;
-        so.top_k = o.top_k;
-        so.seed = o.seed;
-        chargpt::SampleResult r = chargpt::sample(model, chargpt::encode(corpus.vocab, o.prompt), so);
-        std::printf("sample (%lld chars, KV cache, %.0f tokens/s):\n%s%s\n",
-                    static_cast<long long>(o.sample), static_cast<double>(r.tokens.size()) / r.seconds,
-                    o.prompt.c_str(), chargpt::decode(corpus.vocab, r.tokens).c_str());
+    if (!quiet) {
+        say("val loss %.3f\n", validation_loss(model, corpus, o));
+        uint64_t peak = 0;
+        for (const Stats::Backend &b : stats().backends) peak = std::max(peak, b.peak_bytes_in_use);
+        say("memory: estimate %.1f MiB, measured peak %.1f MiB of tensors on %s\n",
+            mib(o.steps > 0 ? need_train : need_infer), mib(peak), backend_name().c_str());
+        if (o.sample > 0) {
+            chargpt::SampleOptions so;
+            so.tokens = o.sample;
+            so.temperature = o.temperature;
+            so.top_k = o.top_k;
+            so.seed = o.seed;
+            chargpt::SampleResult r = chargpt::sample(model, chargpt::encode(corpus.vocab, o.prompt), so);
+            say("sample (%lld chars, KV cache, %.0f tokens/s):\n%s%s\n", static_cast<long long>(o.sample),
+                static_cast<double>(r.tokens.size()) / r.seconds, o.prompt.c_str(),
+                chargpt::decode(corpus.vocab, r.tokens).c_str());
+        }
+        if (!o.save_path.empty()) {
+            nn::save(o.save_path, model);
+            say("saved %s\n", o.save_path.c_str());
+        }
+        say("total time %.1fs\n", since(t_start));
+        print_backend_report();
     }
-    if (!o.save_path.empty()) {
-        nn::save(o.save_path, model);
-        std::printf("saved %s\n", o.save_path.c_str());
+#ifdef TINYFIN_HAVE_DIST
+    if (context) {
+        // Every rank, after rank 0's report: identical when the ranks stayed in step.
+        std::fflush(stdout);
+        context->barrier();
+        std::printf("rank %d weights checksum %016llx\n", context->rank(),
+                    static_cast<unsigned long long>(dist::checksum(model.parameters())));
+        std::fflush(stdout);
     }
-    std::printf("total time %.1fs\n", since(t_start));
-    print_backend_report();
+#endif
     return 0;
 }
 
@@ -289,10 +378,26 @@ int run(const Options &o) {
 
 int main(int argc, char **argv) {
     Options options = parse_args(argc, argv);
+#ifdef TINYFIN_HAVE_DIST
+    std::unique_ptr<dist::Context> context;
+    if (options.distributed) {
+        context = std::make_unique<dist::Context>(&argc, &argv);
+        quiet = context->rank() != 0;
+    }
     try {
-        return run(options);
+        return run(options, context.get());
+    } catch (const std::exception &e) {
+        // A rank that fails stops the others (they would wait for it in the next allreduce).
+        if (context) context->abort(1, std::string("char_gpt: ") + e.what());
+        std::fprintf(stderr, "char_gpt: %s\n", e.what());
+        return 1;
+    }
+#else
+    try {
+        return run(options, nullptr);
     } catch (const std::exception &e) {
         std::fprintf(stderr, "char_gpt: %s\n", e.what());
         return 1;
     }
+#endif
 }

@@ -4,13 +4,15 @@
 //  - scores are (q k^T)[i, j] * scale + mask[i, j] in f32, the same operations the core's
 //    backward rule recomputes them with; causal hides key j from query i when
 //    j > i + (Tk - Tq) (score -inf).
-//  - the softmax is max-shifted, exp in f32, sums in double in key order.
+//  - the softmax is max-shifted, exp in f32 (vector_math.h's), sums in double (its lanes).
+//  - batch elements run as tasks on the thread pool.
 //  - a query row that sees no key (every score -inf: all hidden by causal or the mask, or Tk = 0)
 //    gives NaN, as torch's math attention and softmax over all -inf do; the core's backward rule,
 //    which goes through softmax, agrees.
 //  - the mask arrives broadcast (stride 0 on broadcast axes) and is read through its strides.
 #include "kernels_gemm.h"
 #include "kernels_nn.h"
+#include "vector_math.h"
 
 namespace tf_cpu {
 namespace {
@@ -54,10 +56,13 @@ tf_status run_attention(const tf_op_desc &op, tf_error *) {
     const std::vector<int64_t> at_q = leading_offsets(qd, r - 2), at_k = leading_offsets(kd, r - 2),
                                at_v = leading_offsets(vd, r - 2), at_m = leading_offsets(md, r - 2),
                                at_o = leading_offsets(od, r - 2);
-    std::vector<float> q(floats(tq, d)), k(floats(tk, d)), v(floats(tk, dv)), scores(floats(tq, tk)),
-        mask(floats(tq, tk)), out(floats(tq, dv));
-    std::vector<char> blind(static_cast<size_t>(tq));  // rows that see no key
-    for (size_t b = 0; b < at_o.size(); ++b) {
+    // One task per batch element (batch x heads of them in a transformer): each has its own
+    // scratch and writes its own output block, so the result does not depend on the threads.
+    parallel_for(static_cast<int64_t>(at_o.size()), [&](int64_t task) {
+        const auto b = static_cast<size_t>(task);
+        std::vector<float> q(floats(tq, d)), k(floats(tk, d)), v(floats(tk, dv)), scores(floats(tq, tk)),
+            mask(floats(tq, tk)), out(floats(tq, dv));
+        std::vector<char> blind(static_cast<size_t>(tq));  // rows that see no key
         load_matrix(qd, at_q[b], tq, d, q.data());
         load_matrix(kd, at_k[b], tk, d, k.data());
         load_matrix(vd, at_v[b], tk, dv, v.data());
@@ -66,24 +71,22 @@ tf_status run_attention(const tf_op_desc &op, tf_error *) {
         for (int64_t i = 0; i < tq; ++i) {
             float *row = scores.data() + i * tk;
             const float *mrow = mask.data() + i * tk;
-            float max = -INFINITY;
-            for (int64_t j = 0; j < tk; ++j) {
-                row[j] = p.causal && j - i > tk - tq ? -INFINITY : row[j] * scale + mrow[j];
-                max = std::max(max, row[j]);
-            }
+            // Keys [0, seen) are visible to query i; causal hides the rest (exp gives 0 there).
+            const int64_t seen = p.causal ? std::clamp<int64_t>(i + tk - tq + 1, 0, tk) : tk;
+            for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale + mrow[j];
+            const float max = vec::max(row, seen);
             blind[static_cast<size_t>(i)] = max == -INFINITY;
-            double sum = 0;
-            for (int64_t j = 0; j < tk; ++j) {
-                row[j] = std::exp(row[j] - max);
-                sum += row[j];
-            }
-            for (int64_t j = 0; j < tk; ++j) row[j] = static_cast<float>(row[j] / sum);
+            // vector_math.h's exp (within 2 ulp, no call per element) and lane sums in double.
+            for (int64_t j = 0; j < seen; ++j) row[j] = vec::exp(row[j] - max);
+            std::fill(row + seen, row + tk, 0.0f);
+            const double sum = vec::sum(row, seen);
+            for (int64_t j = 0; j < seen; ++j) row[j] = static_cast<float>(row[j] / sum);
         }
         gemm_f32(tq, dv, tk, {scores.data(), tk, 1}, {v.data(), dv, 1}, out.data(), dv, false);
         for (int64_t i = 0; i < tq; ++i)
             if (blind[static_cast<size_t>(i)]) std::fill(out.data() + i * dv, out.data() + (i + 1) * dv, NAN);
         store_matrix(od, at_o[b], tq, dv, out.data());
-    }
+    });
     return TF_STATUS_OK;
 }
 

@@ -11,7 +11,8 @@
 //  - relu_backward(dy, x): x <= 0 ? 0 : dy, so a NaN x passes dy (torch's threshold_backward).
 //  - Float math other than + - * / (pow, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu,
 //    gelu_tanh, silu, square, erf) is computed in double from the exact input and rounded once
-//    to the output dtype. sigmoid, silu, gelu and gelu_tanh use forms without cancellation or
+//    to the output dtype (dense f32 gelu and erf: kernels_erf.cpp's polynomial forms, within
+//    half an ulp plus 3e-11 relative of that). sigmoid, silu, gelu and gelu_tanh use forms without cancellation or
 //    overflow for large |x|; at -inf silu, gelu and gelu_tanh give their limit -0 where the
 //    formulas give -inf * 0 = NaN.
 //  - clamp is min(max(x, min), max): NaN stays NaN, an infinite (or NaN) bound is open, min > max
@@ -407,6 +408,7 @@ tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc 
 }
 
 tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err) {
+    if (run_f32_erf(op, in, out)) return TF_STATUS_OK;
     tf_status status = TF_STATUS_OK;
     const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
         using T = decltype(tag);

@@ -71,6 +71,19 @@ void bind_nn(py::module_ &top) {
         return nn::load_all(path, d);
     }, py::arg("path"), py::arg("device") = py::none());
 
+    m.def("clip_grad_norm", [](const std::vector<Tensor> &params, double max_norm) {
+        Release r;
+        return nn::clip_grad_norm(params, max_norm);
+    }, py::arg("params"), py::arg("max_norm"));
+    py::class_<nn::WarmupCosine>(m, "WarmupCosine")
+        .def(py::init<double, double, int64_t, int64_t>(), py::arg("max_lr"), py::arg("min_lr"),
+             py::arg("warmup"), py::arg("total"))
+        .def("__call__", &nn::WarmupCosine::operator(), py::arg("step"))
+        .def_readonly("max_lr", &nn::WarmupCosine::max_lr)
+        .def_readonly("min_lr", &nn::WarmupCosine::min_lr)
+        .def_readonly("warmup", &nn::WarmupCosine::warmup)
+        .def_readonly("total", &nn::WarmupCosine::total);
+
     py::module_ o = top.def_submodule("optim", "C++ optimizers of include/tinyfin/nn.hpp");
     py::class_<optim::Optimizer>(o, "Optimizer")
         .def("step", &optim::Optimizer::step, py::call_guard<Release>())

@@ -24,3 +24,11 @@ class AdamW(_C.optim.AdamW):
 
     def zero_grad(self, set_to_none=True):
         super().zero_grad()
+
+
+class WarmupCosine(_C.nn.WarmupCosine):
+    """Learning rate at a step (the C++ nn::WarmupCosine): linear warmup from max_lr/warmup to
+    max_lr over warmup steps, then cosine decay to min_lr at step total."""
+
+    def __init__(self, max_lr, min_lr, warmup, total):
+        super().__init__(max_lr, min_lr, warmup, total)

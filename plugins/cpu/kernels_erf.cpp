@@ -1,0 +1,33 @@
+// erf and the exact gelu on dense f32 tensors, the transformer MLP's case: vector_erf.h's
+// call-free forms, compiled per instruction set, in place of libm's erf/erfc per element.
+// Other dtypes and layouts take the elementwise kernels' double path (kernels_elementwise.cpp).
+#include "kernels.h"
+#include "vector_math.h"
+#include "vector_erf.h"
+
+namespace tf_cpu {
+namespace {
+
+[[gnu::always_inline]] inline void f32_erf_row_body(bool gelu, float *o, const float *x, int64_t n) {
+    if (gelu) {
+        for (int64_t i = 0; i < n; ++i) o[i] = vec::gelu(x[i]);
+    } else {
+        for (int64_t i = 0; i < n; ++i) o[i] = vec::erf(x[i]);
+    }
+}
+TF_CPU_ISA_DISPATCH(f32_erf_row, (bool gelu, float *o, const float *x, int64_t n), (gelu, o, x, n))
+
+}  // namespace
+
+bool run_f32_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out) {
+    if ((op != TF_OP_GELU && op != TF_OP_ERF) || !dense_f32(out) || !dense_f32(in)) return false;
+    parallel_elementwise<2>({&out, &in}, [op](const auto &d) {
+        const auto at = [](const tf_tensor_desc &t) {
+            return reinterpret_cast<float *>(static_cast<char *>(t.data) + t.offset);
+        };
+        f32_erf_row(op == TF_OP_GELU, at(*d[0]), at(*d[1]), numel(*d[0]));
+    });
+    return true;
+}
+
+}  // namespace tf_cpu
