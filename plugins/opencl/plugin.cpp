@@ -213,10 +213,24 @@ shader kernel_of(uint32_t op) {
     }
 }
 
-// The shared kernels' answer (shaders/host/ops.cpp), for ops whose kernel file is ported.
+// f16 and bf16 operands: the shared supports() claims them for the GLSL kernels, whose
+// common.glsl packs two per word; shaders/opencl/common.cl has no 16-bit element access yet.
+bool has_16bit_float(const tf_op_desc &op) {
+    auto half = [](const tf_tensor_desc &t) { return t.dtype == TF_DTYPE_F16 || t.dtype == TF_DTYPE_BF16; };
+    tf_kit::op_rule rule{};
+    if (tf_kit::check_call(&op, &rule, nullptr) != TF_STATUS_OK) return false;
+    for (uint32_t i = 0; i < rule.n_inputs; ++i)
+        if (half(op.inputs[i])) return true;
+    for (uint32_t i = 0; i < rule.n_outputs; ++i)
+        if (half(op.outputs[i])) return true;
+    return false;
+}
+
+// The shared kernels' answer (plugins/gpu/ops.cpp), for ops whose kernel file is ported.
 bool supported(int32_t device, const tf_op_desc *op) {
     tf_cl::device *dev = device_at(device);
     if (!dev || !op || tf_shaders::shader_code_of(kernel_of(op->op)).size == 0) return false;
+    if (has_16bit_float(*op)) return false;
     return tf_kernels::supports(dev->caps(), *op);
 }
 
