@@ -70,7 +70,7 @@ bool non_overlapping(const tf_tensor_desc &t) {
     return true;
 }
 
-enum class family { none, elementwise, reduce, gemm, nn };
+enum class family { none, elementwise, reduce, gemm, nn, optim };
 
 family family_of(uint32_t op) {
     switch (op) {
@@ -92,6 +92,8 @@ family family_of(uint32_t op) {
     case TF_OP_CROSS_ENTROPY: case TF_OP_ONE_HOT: case TF_OP_EMBEDDING: case TF_OP_EMBEDDING_BACKWARD:
     case TF_OP_ROPE: case TF_OP_ATTENTION:
         return family::nn;
+    case TF_OP_ADAMW_STEP: case TF_OP_SGD_STEP:
+        return family::optim;
     default:
         return family::none;
     }
@@ -104,17 +106,22 @@ bool supports(const device_caps &caps, const tf_op_desc &op) {
     uint32_t n_in = 0, n_out = 0;
     size_t params_size = 0;
     if (!op_rule(op.op, &n_in, &n_out, &params_size)) return false;
-    if (op.n_inputs != n_in || op.n_outputs != n_out || n_out != 1 || n_in > 4) return false;
+    // One output, except for the in-place optimizer updates (the 5 tensor slots bound them).
+    const family f = family_of(op.op);
+    if (op.n_inputs != n_in || op.n_outputs != n_out || (n_out != 1 && f != family::optim) || n_in + n_out > 5)
+        return false;
     if ((n_in > 0 && !op.inputs) || !op.outputs) return false;
     if (params_size > 0 && (!op.params || *static_cast<const uint32_t *>(op.params) < params_size)) return false;
     for (uint32_t i = 0; i < n_in; ++i)
         if (!tensor_fits(caps, op.inputs[i])) return false;
-    if (!tensor_fits(caps, op.outputs[0]) || !non_overlapping(op.outputs[0])) return false;
-    switch (family_of(op.op)) {
+    for (uint32_t i = 0; i < n_out; ++i)
+        if (!tensor_fits(caps, op.outputs[i]) || !non_overlapping(op.outputs[i])) return false;
+    switch (f) {
     case family::elementwise: return elementwise_supports(caps, op);
     case family::reduce: return reduce_supports(caps, op);
     case family::gemm: return gemm_supports(caps, op);
     case family::nn: return nn_supports(caps, op);
+    case family::optim: return optim_supports(op);
     case family::none: return false;
     }
     return false;
@@ -126,6 +133,7 @@ void run(kernel_device &dev, const tf_op_desc &op) {
     case family::reduce: reduce_run(dev, op); return;
     case family::gemm: gemm_run(dev, op); return;
     case family::nn: nn_run(dev, op); return;
+    case family::optim: optim_run(dev, op); return;
     case family::none: break;
     }
     raise(TF_STATUS_UNSUPPORTED, "%s: no kernel runs this op", op_name(op.op));
