@@ -123,7 +123,7 @@ TEST_CASE("train: adamw_step_ and sgd_step_ are one dispatch each on the backend
     const std::vector<float> start = values(n, 7);
     for (int which = 0; which < 3; ++which) {
         CAPTURE(which);
-        Tensor p_cpu = tf::from_vector(start, {n}), p_gpu = tf::from_vector(start, {n}, gpu_device);
+        Tensor p_cpu = tf::from_vector(start, {n}, cpu_device), p_gpu = tf::from_vector(start, {n}, gpu_device);
         Tensor a_cpu, b_cpu, a_gpu, b_gpu;  // the state: moments or the momentum buffer
         for (int step = 1; step <= 3; ++step) {
             const pair g = both(values(n, 100 + static_cast<uint64_t>(step)), {n});
