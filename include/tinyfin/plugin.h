@@ -87,7 +87,7 @@ typedef enum tf_dtype {
 
 /* Stable numeric ids from ops.def; append-only, never renumbered. */
 typedef enum tf_op {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params) TF_OP_##sym = id,
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes) TF_OP_##sym = id,
 #include "ops.def"
 #undef TF_OP
     TF_OP_COUNT_

@@ -110,7 +110,7 @@ struct op_rule {
 // The op's row of ops.def; false for an id the table does not have.
 bool find_op_rule(uint32_t op, op_rule *rule) {
     switch (op) {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params)                                       \
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes)                                       \
     case id: {                                                                                \
         constexpr op_kind k = kind_named(#kind); /* folded at compile time */                 \
         *rule = {name, k, n_in, n_out, std::is_same_v<params, tf_params_none> ? 0 : sizeof(params)}; \

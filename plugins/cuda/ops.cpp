@@ -42,7 +42,7 @@ struct op_rule {
 
 bool find_op_rule(uint32_t op, op_rule *rule) {
     switch (op) {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params)                                                \
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes)                                                \
     case id: {                                                                                         \
         constexpr op_kind k = kind_named(#kind);                                                       \
         *rule = {k, n_in, n_out, std::is_same_v<params, tf_params_none> ? 0 : sizeof(params)};         \

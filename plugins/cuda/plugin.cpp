@@ -78,7 +78,7 @@ void log_line(int32_t level, const char *fmt, ...) {
 
 const char *op_name(uint32_t op) noexcept {
     switch (op) {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params) \
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes) \
     case id: return name;
 #include <tinyfin/ops.def>
 #undef TF_OP

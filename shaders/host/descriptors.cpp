@@ -107,7 +107,7 @@ uint32_t groups_for(const device_caps &caps, uint64_t items, uint32_t per_group)
 
 const char *op_name(uint32_t op) noexcept {
     switch (op) {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params) case id: return name;
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes) case id: return name;
 #include <tinyfin/ops.def>
 #undef TF_OP
     default: return "op?";

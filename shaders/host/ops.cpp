@@ -12,7 +12,7 @@ namespace {
 // The op's arity and params size from ops.def; false for an id the table does not have.
 bool op_rule(uint32_t op, uint32_t *n_in, uint32_t *n_out, size_t *params_size) {
     switch (op) {
-#define TF_OP(id, sym, name, kind, ni, no, params)                                          \
+#define TF_OP(id, sym, name, kind, ni, no, params, dtypes)                                          \
     case id:                                                                                \
         *n_in = ni;                                                                         \
         *n_out = no;                                                                        \
