@@ -59,8 +59,8 @@ void optim_run(kernel_device &dev, const tf_op_desc &op) {
         decays = k.decays ? 1 : 0;
         nesterov = k.nesterov ? 1 : 0;
     }
-    dev.dispatch(key_of(shader::optim, mode, has_state, decays, nesterov), &p, sizeof p, b, 1 + op.n_outputs,
-                 groups_for(dev.caps(), static_cast<uint64_t>(count), 256), 1, 1);
+    dev.dispatch({key_of(shader::optim, mode, has_state, decays, nesterov), &p, sizeof p, b, 1 + op.n_outputs,
+                  {groups_for(dev.caps(), static_cast<uint64_t>(count), 256), 1, 1}});
 }
 
 }  // namespace tf_kernels
