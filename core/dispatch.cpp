@@ -195,6 +195,32 @@ void sync_or_throw(Backend &backend, int device) {
                                  err.text("failed without a message"));
 }
 
+// The dtypes column of ops.def: every operand within its class, before any plugin is asked.
+[[gnu::noinline, gnu::cold]] void refuse_dtype(const OpInfo &info, std::size_t operand, bool input, DType dtype) {
+    const uint8_t mask = info.dtypes[operand];
+    std::string allowed;
+    for (int d = 0; d < TF_DTYPE_COUNT_; ++d)
+        if (mask >> d & 1) allowed += std::string(allowed.empty() ? "" : ", ") + dtype_name(static_cast<DType>(d));
+    const std::size_t index = input ? operand : operand - static_cast<std::size_t>(info.n_inputs);
+    raise<DTypeError>(std::string(info.name) + ": " + (input ? "input " : "output ") + std::to_string(index) +
+                      " is " + dtype_name(dtype) + ", but " + info.name + " takes " + allowed + " there");
+}
+
+[[gnu::always_inline]] inline void check_dtypes(const OpInfo &info, std::span<const TensorImpl *const> inputs,
+                                                std::span<const TensorImpl *const> outputs) {
+    std::size_t operand = 0;
+    for (const TensorImpl *t : inputs) {
+        if (operand < max_op_operands && !(info.dtypes[operand] >> static_cast<int>(t->dtype) & 1)) [[unlikely]]
+            refuse_dtype(info, operand, true, t->dtype);
+        ++operand;
+    }
+    for (const TensorImpl *t : outputs) {
+        if (operand < max_op_operands && !(info.dtypes[operand] >> static_cast<int>(t->dtype) & 1)) [[unlikely]]
+            refuse_dtype(info, operand, false, t->dtype);
+        ++operand;
+    }
+}
+
 } // namespace
 
 void copy_bytes(Storage &dst, uint64_t dst_offset, Storage &src, uint64_t src_offset,
@@ -279,11 +305,51 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
     dispatch(op, std::span(in, inputs.size()), std::span(out, outputs.size()), params);
 }
 
+bool dispatch_if_claimed(tf_op op, std::span<const TensorImpl *const> inputs,
+                         std::span<const TensorImpl *const> outputs, const void *params) {
+    if (inputs.size() > max_operands || outputs.size() > max_operands)
+        raise<ValueError>(std::string(op_info(op).name) + ": too many operands");
+    check_dtypes(op_info(op), inputs, outputs);
+    Registry &registry = Registry::checked();
+    const Storage &home = *outputs.front()->storage;
+    Backend &backend = *home.backend;
+    tf_tensor_desc in_desc[max_operands], out_desc[max_operands];
+    for (std::size_t i = 0; i < inputs.size(); ++i) describe(*inputs[i], in_desc[i]);
+    for (std::size_t i = 0; i < outputs.size(); ++i) describe(*outputs[i], out_desc[i]);
+    tf_op_desc desc;
+    desc.struct_size = sizeof desc;
+    desc.op = static_cast<uint32_t>(op);
+    desc.n_inputs = static_cast<uint32_t>(inputs.size());
+    desc.n_outputs = static_cast<uint32_t>(outputs.size());
+    desc.inputs = in_desc;
+    desc.outputs = out_desc;
+    desc.params = params;
+    Counters &counters = registry.counters();
+    if (supports(backend, home.device, desc)) {
+        run_or_throw(backend, home.device, desc);
+        counters.backends[backend.slot()].ops.fetch_add(1, std::memory_order_relaxed);
+        return true;
+    }
+    Backend &cpu = registry.cpu();
+    if (&backend == &cpu) return false;
+    for (const TensorImpl *t : inputs)
+        if (!t->storage->host) return false;
+    for (const TensorImpl *t : outputs)
+        if (!t->storage->host) return false;
+    if (!supports(cpu, 0, desc)) return false;
+    // Host memory of another plugin: its queued work on these buffers finishes first.
+    sync_or_throw(backend, home.device);
+    run_or_throw(cpu, 0, desc);
+    counters.backends[cpu.slot()].ops.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
 void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
               std::span<const TensorImpl *const> outputs, const void *params) {
     const OpInfo &info = op_info(op);
     if (inputs.size() > max_operands || outputs.size() > max_operands)
         raise<ValueError>(std::string(info.name) + ": too many operands");
+    check_dtypes(info, inputs, outputs);
     Registry &registry = Registry::checked();
     const TensorImpl &first = *outputs.front();
     Backend &backend = *first.storage->backend;

@@ -18,6 +18,14 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
 void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
               std::span<const TensorImpl *const> outputs, const void *params = nullptr);
 
+// Runs op only where it runs without a fallback: on the device of output 0 when its plugin
+// claims the descriptor, or on cpu in place when cpu claims it and every operand is memory the
+// cpu plugin addresses (blas's). Returns false, with nothing run, otherwise: the caller then
+// composes the op from ordinary ops on that device. For ops that have such a composition (the
+// optimizer updates), so a missing kernel never costs a host round trip.
+bool dispatch_if_claimed(tf_op op, std::span<const TensorImpl *const> inputs,
+                         std::span<const TensorImpl *const> outputs, const void *params);
+
 // While alive, ops this thread dispatches are helper work the core does for the user's op (the
 // contiguous copy of a host read-back, a constant operand): when their device's plugin does not
 // claim them and every operand is memory the cpu plugin addresses in place (blas), they run on

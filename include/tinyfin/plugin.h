@@ -87,7 +87,7 @@ typedef enum tf_dtype {
 
 /* Stable numeric ids from ops.def; append-only, never renumbered. */
 typedef enum tf_op {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params) TF_OP_##sym = id,
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes) TF_OP_##sym = id,
 #include "ops.def"
 #undef TF_OP
     TF_OP_COUNT_
@@ -199,6 +199,40 @@ typedef struct tf_params_one_hot {
     int32_t num_classes;
 } tf_params_one_hot;
 
+/* ADAMW_STEP (see ops.def). The constants in double as the core derives them from lr, betas,
+ * eps, weight_decay and the step count t; a plugin rounds each once to the dtype. */
+typedef struct tf_params_adamw_step {
+    uint32_t struct_size;
+    /* 0 on the first step: exp_avg and exp_avg_sq are read as zeros (their contents are undefined). */
+    int32_t has_state;
+    /* Non-zero: param is multiplied by decay (1 - lr * weight_decay) first. */
+    int32_t decays;
+    int32_t reserved_;
+    double decay;
+    double beta1;
+    double one_minus_beta1;
+    double beta2;
+    double one_minus_beta2;
+    /* sqrt(1 - beta2^t) */
+    double root_bias_correction2;
+    double eps;
+    /* lr / (1 - beta1^t) */
+    double step_size;
+} tf_params_adamw_step;
+
+/* SGD_STEP (see ops.def): SGD with momentum (> 0), optional Nesterov and weight decay. */
+typedef struct tf_params_sgd_step {
+    uint32_t struct_size;
+    /* 0 on the first step: momentum_buffer is only written (its contents are undefined). */
+    int32_t has_state;
+    /* Non-zero: weight_decay * param is added to the gradient. */
+    int32_t decays;
+    int32_t nesterov;
+    double lr;
+    double momentum;
+    double weight_decay;
+} tf_params_sgd_step;
+
 /* ---- Tensors across the ABI ------------------------------------------------ */
 
 /* Opaque to the core: a plugin's device allocation. */
@@ -229,7 +263,9 @@ typedef struct tf_tensor_desc {
 /* One op call. The core has already checked shapes and dtypes against the op's
  * rule in ops.def and broadcast the inputs of elementwise ops to the output's
  * rank and shape (a broadcast axis has stride 0), so plugins see canonical
- * descriptors. Outputs never alias inputs. */
+ * descriptors. Outputs never alias inputs or each other. Outputs hold undefined contents
+ * that the op overwrites, except for the optimizer ops (adamw_step, sgd_step), whose outputs are
+ * in-out: read, then overwritten in place. */
 typedef struct tf_op_desc {
     uint32_t struct_size;
     /* A tf_op. */

@@ -436,6 +436,38 @@ struct CrossEntropyOptions {
 Tensor cross_entropy(const Tensor &logits, const Tensor &labels, const CrossEntropyOptions &options);
 Tensor one_hot(const Tensor &labels, int num_classes, DType dtype = DType::f32);
 
+// ---- Optimizer updates (in place; what nn::optim's AdamW and SGD call per parameter) ----------
+
+// One AdamW update, PyTorch's rule at step `step` (counting from 1):
+//   m = beta1 m + (1 - beta1) g,  v = beta2 v + (1 - beta2) g^2,
+//   param = param (1 - lr weight_decay) - lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+struct AdamWStep {
+    double lr = 1e-3;
+    double beta1 = 0.9, beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 0;
+    int64_t step = 1;
+};
+// param (float), grad and the moments exp_avg, exp_avg_sq share shape, dtype and device; param
+// and the moments are updated in place (undefined moments: the first step, they are created). One
+// op (adamw_step) where the device's plugin has it, else ordinary ops on that device; on one
+// device both give the same bits. Not recorded by autograd.
+void adamw_step_(const Tensor &param, const Tensor &grad, Tensor &exp_avg, Tensor &exp_avg_sq,
+                 const AdamWStep &step);
+
+// One SGD update with momentum (> 0), PyTorch's rule without dampening:
+//   d = g + weight_decay param,  buf = momentum buf + d (d on the first step),
+//   param = param - lr (nesterov ? d + momentum buf : buf)
+struct SGDStep {
+    double lr = 1e-2;
+    double momentum = 0.9;
+    double weight_decay = 0;
+    bool nesterov = false;
+};
+// Like adamw_step_ (op sgd_step): param and momentum_buffer updated in place, an undefined
+// buffer created on the first step.
+void sgd_step_(const Tensor &param, const Tensor &grad, Tensor &momentum_buffer, const SGDStep &step);
+
 // ---- Layout ---------------------------------------------------------------------------
 
 // Copy along an existing axis / a new axis.

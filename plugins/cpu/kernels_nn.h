@@ -94,6 +94,9 @@ tf_status run_attention(const tf_op_desc &op, tf_error *err);
 tf_status run_embedding(const tf_op_desc &op, tf_error *err);
 tf_status run_embedding_backward(const tf_op_desc &op, tf_error *err);
 tf_status run_one_hot(const tf_op_desc &op, tf_error *err);
+// kernels_optim.cpp: adamw_step, sgd_step (in-out outputs; checked there, not by check_call)
+tf_status check_optim(const tf_op_desc &op, tf_error *err);
+tf_status run_optim(const tf_op_desc &op, tf_error *err);
 
 }  // namespace tf_cpu
 

@@ -396,6 +396,9 @@ tf_status validate_own(const tf_op_desc &op, tf_error *err) {
         return check_cross_entropy(op, err);
     case TF_OP_ONE_HOT:
         return check_one_hot(op, err);
+    case TF_OP_ADAMW_STEP:
+    case TF_OP_SGD_STEP:
+        return check_optim(op, err);
     default:
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", op_name(op.op));
     }
@@ -420,6 +423,8 @@ tf_status run_own(const tf_op_desc &op, tf_error *err) {
     case TF_OP_EMBEDDING_BACKWARD: return run_embedding_backward(op, err);
     case TF_OP_CROSS_ENTROPY: return run_cross_entropy(op, err);
     case TF_OP_ONE_HOT: return run_one_hot(op, err);
+    case TF_OP_ADAMW_STEP:
+    case TF_OP_SGD_STEP: return run_optim(op, err);
     default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", op_name(op.op));
     }
 }

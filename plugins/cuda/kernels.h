@@ -146,6 +146,24 @@ struct RopeArgs {
 cudaError_t launch_rope(cudaStream_t stream, int32_t dtype, const Strided<2> &lead, const RopeArgs &args, void *out,
                         const void *x);
 
+// ---- optim.cu ------------------------------------------------------------------------------------
+
+// adamw_step's constants, each rounded once to f32 from tf_params_adamw_step.
+struct AdamWArgs {
+    int32_t has_state, decays;
+    float keep, beta1, one_minus_beta1, beta2, one_minus_beta2, root_bias_correction2, eps, step_size;
+};
+// sgd_step's.
+struct SgdArgs {
+    int32_t has_state, decays, nesterov;
+    float lr, momentum, weight_decay;
+};
+// In place over n dense f32 elements (ops.def's rules).
+cudaError_t launch_adamw(cudaStream_t stream, int64_t n, const AdamWArgs &args, float *param, const float *grad,
+                         float *exp_avg, float *exp_avg_sq);
+cudaError_t launch_sgd(cudaStream_t stream, int64_t n, const SgdArgs &args, float *param, const float *grad,
+                       float *momentum_buffer);
+
 }  // namespace tf_cuda
 
 #endif  // TINYFIN_CUDA_KERNELS_H

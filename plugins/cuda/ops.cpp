@@ -95,6 +95,9 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) 
         return is_float(out) && in[0].dtype == out && is_index(in[1].dtype);
     case TF_OP_ONE_HOT:
         return is_index(in[0].dtype);
+    case TF_OP_ADAMW_STEP:
+    case TF_OP_SGD_STEP:
+        return true;  // check_own: dense f32 operands only
     default:
         // The non-OWN ops: their dtype class (tf_kit::natural_dtypes); newer ops: none.
         return in_class(natural_dtypes(op.op), dtype);
@@ -129,6 +132,18 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s (got %s)", name, what, operands_of(op).text);
     };
     switch (op.op) {
+    case TF_OP_ADAMW_STEP:
+    case TF_OP_SGD_STEP:
+        // In-out outputs of the gradient's shape; the kernel walks them as one dense f32 run.
+        for (uint32_t i = 0; i < op.n_outputs; ++i) {
+            if (tf_status s = check_tensor(name, "output", i, op.outputs[i], false, err); s != TF_STATUS_OK) return s;
+            if (!same_shape(op.outputs[i], in[0])) return bad("operand shapes differ");
+            if (op.outputs[i].dtype != TF_DTYPE_F32 || !is_contiguous(op.outputs[i]))
+                return fail(err, TF_STATUS_UNSUPPORTED, "%s: cuda kernel for dense f32 operands only", name);
+        }
+        if (in[0].dtype != TF_DTYPE_F32 || !is_contiguous(in[0]))
+            return fail(err, TF_STATUS_UNSUPPORTED, "%s: cuda kernel for dense f32 operands only", name);
+        return TF_STATUS_OK;
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
     case TF_OP_CONV2D_GRAD_WEIGHT: {
@@ -298,7 +313,9 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
     if (!with_memory) return TF_STATUS_OK;
     for (uint32_t i = 0; i < op->n_inputs; ++i)
         if (tf_status s = check_memory(name, "input", i, in[i], device, err); s != TF_STATUS_OK) return s;
-    return check_memory(name, "output", 0, out, device, err);
+    for (uint32_t i = 0; i < op->n_outputs; ++i)
+        if (tf_status s = check_memory(name, "output", i, op->outputs[i], device, err); s != TF_STATUS_OK) return s;
+    return TF_STATUS_OK;
 }
 
 // ---- Geometry from descriptors -------------------------------------------------------------------------
@@ -536,6 +553,25 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         return launched(err, name, launch_one_hot(stream, out.dtype, labels.dtype, g,
                                                   params_of<tf_params_one_hot>(op).num_classes, fill_bits(out.dtype, 1.0),
                                                   y, address_of(labels), device.data_error_device));
+    }
+    case TF_OP_ADAMW_STEP: {
+        const auto &p = params_of<tf_params_adamw_step>(op);
+        const AdamWArgs a{p.has_state, p.decays, static_cast<float>(p.decay), static_cast<float>(p.beta1),
+                          static_cast<float>(p.one_minus_beta1), static_cast<float>(p.beta2),
+                          static_cast<float>(p.one_minus_beta2), static_cast<float>(p.root_bias_correction2),
+                          static_cast<float>(p.eps), static_cast<float>(p.step_size)};
+        return launched(err, name, launch_adamw(stream, numel(out), a, static_cast<float *>(y),
+                                                static_cast<const float *>(address_of(in[0])),
+                                                static_cast<float *>(address_of(op.outputs[1])),
+                                                static_cast<float *>(address_of(op.outputs[2]))));
+    }
+    case TF_OP_SGD_STEP: {
+        const auto &p = params_of<tf_params_sgd_step>(op);
+        const SgdArgs a{p.has_state, p.decays, p.nesterov, static_cast<float>(p.lr), static_cast<float>(p.momentum),
+                        static_cast<float>(p.weight_decay)};
+        return launched(err, name, launch_sgd(stream, numel(out), a, static_cast<float *>(y),
+                                              static_cast<const float *>(address_of(in[0])),
+                                              static_cast<float *>(address_of(op.outputs[1]))));
     }
     default:
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cuda kernel (op id %u)", name, op.op);

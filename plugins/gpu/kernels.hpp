@@ -245,6 +245,16 @@ struct attention_params {
 };
 static_assert(sizeof(attention_params) == 64 * 4);
 
+// shaders/optim.comp. Specialization constants: MODE (0 adamw_step, 1 sgd_step), HAS_STATE,
+// DECAYS, NESTEROV.
+struct optim_params {
+    uint32_t count;
+    uint32_t base0, base1, base2, base3;
+    uint32_t pad0_, pad1_, pad2_;
+    float k[8];
+};
+static_assert(sizeof(optim_params) == 16 * 4);
+
 // Keys one attention row may have (shared memory of attention.comp).
 constexpr int64_t attention_max_keys = 2048;
 
@@ -295,6 +305,10 @@ void gemm_run(kernel_device &dev, const tf_op_desc &op);
 
 bool nn_supports(const device_caps &caps, const tf_op_desc &op);
 void nn_run(kernel_device &dev, const tf_op_desc &op);
+
+// adamw_step, sgd_step (ops_optim.cpp): several outputs, each in-out.
+bool optim_supports(const tf_op_desc &op);
+void optim_run(kernel_device &dev, const tf_op_desc &op);
 
 }  // namespace tf_kernels
 

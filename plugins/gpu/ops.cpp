@@ -20,7 +20,7 @@ bool tensor_fits(const device_caps &caps, const tf_tensor_desc &t) {
     return bytes + caps.bind_align + 4 <= caps.max_binding && e.count < (int64_t{1} << 31);
 }
 
-enum class family { none, elementwise, reduce, gemm, nn };
+enum class family { none, elementwise, reduce, gemm, nn, optim };
 
 family family_of(uint32_t op) {
     switch (op) {
@@ -42,6 +42,8 @@ family family_of(uint32_t op) {
     case TF_OP_CROSS_ENTROPY: case TF_OP_ONE_HOT: case TF_OP_EMBEDDING: case TF_OP_EMBEDDING_BACKWARD:
     case TF_OP_ROPE: case TF_OP_ATTENTION:
         return family::nn;
+    case TF_OP_ADAMW_STEP: case TF_OP_SGD_STEP:
+        return family::optim;
     default:
         return family::none;
     }
@@ -53,16 +55,20 @@ bool supports(const device_caps &caps, const tf_op_desc &op) {
     if (op.struct_size < sizeof(tf_op_desc)) return false;
     tf_kit::op_rule rule{};
     if (tf_kit::check_call(&op, &rule, nullptr) != TF_STATUS_OK) return false;
-    const uint32_t n_in = rule.n_inputs;
-    if (rule.n_outputs != 1 || n_in > 4) return false;
+    const uint32_t n_in = rule.n_inputs, n_out = rule.n_outputs;
+    // One output, except for the in-place optimizer updates (the 5 tensor slots bound them).
+    const family f = family_of(op.op);
+    if ((n_out != 1 && f != family::optim) || n_in + n_out > 5) return false;
     for (uint32_t i = 0; i < n_in; ++i)
         if (!tensor_fits(caps, op.inputs[i])) return false;
-    if (!tensor_fits(caps, op.outputs[0]) || !tf_kit::is_dense(op.outputs[0])) return false;
-    switch (family_of(op.op)) {
+    for (uint32_t i = 0; i < n_out; ++i)
+        if (!tensor_fits(caps, op.outputs[i]) || !tf_kit::is_dense(op.outputs[i])) return false;
+    switch (f) {
     case family::elementwise: return elementwise_supports(caps, op);
     case family::reduce: return reduce_supports(caps, op);
     case family::gemm: return gemm_supports(caps, op);
     case family::nn: return nn_supports(caps, op);
+    case family::optim: return optim_supports(op);
     case family::none: return false;
     }
     return false;
@@ -74,6 +80,7 @@ void run(kernel_device &dev, const tf_op_desc &op) {
     case family::reduce: reduce_run(dev, op); return;
     case family::gemm: gemm_run(dev, op); return;
     case family::nn: nn_run(dev, op); return;
+    case family::optim: optim_run(dev, op); return;
     case family::none: break;
     }
     raise(TF_STATUS_UNSUPPORTED, "%s: no kernel runs this op", op_name(op.op));

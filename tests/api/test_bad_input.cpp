@@ -81,7 +81,7 @@ std::vector<BadCall> bad_calls() {
          "narrow: [2, 2^63 and beyond) is outside axis 0"},
         {"dtype mismatch", [] { add(f32({2}), zeros({2}, DType::i32)); }, type<DTypeError>(),
          "add: dtypes f32 and i32 differ"},
-        {"exp of integers", [] { exp(zeros({2}, DType::i32)); }, type<DTypeError>(), "exp: no backend supports these operands (i32[2]"},
+        {"exp of integers", [] { exp(zeros({2}, DType::i32)); }, type<DTypeError>(), "exp: input 0 is i32, but exp takes f32, f16, bf16 there"},
         {"where with a float condition", [] { where(f32({2}), f32({2}), f32({2})); },
          type<DTypeError>(), "where: condition must be bool, got f32"},
         {"unknown dtype", [] { zeros({2}, static_cast<DType>(42)); }, type<DTypeError>(), "invalid dtype value 42"},

@@ -117,3 +117,40 @@ TEST_CASE("train: CNN steps on the backend run there, read back only the losses,
                           << " s (" << vk->ops / steps << " ops a step); cpu " << cpu_seconds.back()
                           << " s a step; losses " << got[0] << " .. " << got.back());
 }
+
+TEST_CASE("train: adamw_step_ and sgd_step_ are one dispatch each on the backend, close to cpu") {
+    const int64_t n = 1000;  // four workgroups of the grid-stride loop
+    const std::vector<float> start = values(n, 7);
+    for (int which = 0; which < 3; ++which) {
+        CAPTURE(which);
+        Tensor p_cpu = tf::from_vector(start, {n}, cpu_device), p_gpu = tf::from_vector(start, {n}, gpu_device);
+        Tensor a_cpu, b_cpu, a_gpu, b_gpu;  // the state: moments or the momentum buffer
+        for (int step = 1; step <= 3; ++step) {
+            const pair g = both(values(n, 100 + static_cast<uint64_t>(step)), {n});
+            tf::reset_stats();
+            if (which == 0) {
+                const tf::AdamWStep o{1e-2, 0.9, 0.999, 1e-8, 0.01, step};
+                tf::adamw_step_(p_cpu, g.cpu, a_cpu, b_cpu, o);
+                tf::adamw_step_(p_gpu, g.vk, a_gpu, b_gpu, o);
+            } else {
+                const tf::SGDStep o{0.05, 0.9, 1e-3, which == 2};
+                tf::sgd_step_(p_cpu, g.cpu, a_cpu, o);
+                tf::sgd_step_(p_gpu, g.vk, a_gpu, o);
+            }
+            const tf::Stats stats = tf::stats();
+            CHECK(stats.total_fallbacks == 0);
+            const tf::Stats::Backend *gpu = stats.backend(TF_TEST_BACKEND);
+            REQUIRE(gpu != nullptr);
+            CHECK(gpu->ops == 1);
+        }
+        CHECK(p_gpu.device() == gpu_device);
+        // GLSL's division and root are within 2.5 ulp, not correctly rounded: close, not equal.
+        const std::vector<float> want = p_cpu.to_vector<float>(), got = p_gpu.to_vector<float>();
+        const std::vector<float> want_a = a_cpu.to_vector<float>(), got_a = a_gpu.to_vector<float>();
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            INFO("element " << i);
+            CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5).scale(1.0));
+            CHECK(got_a[i] == doctest::Approx(want_a[i]).epsilon(1e-5).scale(1.0));
+        }
+    }
+}

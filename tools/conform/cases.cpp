@@ -765,7 +765,7 @@ void gen_own(Generator &g) {
 
 const std::vector<OpRow> &op_rows() {
     static const std::vector<OpRow> rows = {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params) {TF_OP_##sym, name, Kind::kind, n_in, n_out},
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes) {TF_OP_##sym, name, Kind::kind, n_in, n_out},
 #include "tinyfin/ops.def"
 #undef TF_OP
     };
