@@ -208,6 +208,8 @@ shader kernel_of(uint32_t op) {
         return shader::index;
     case TF_OP_ATTENTION:
         return shader::attention;
+    case TF_OP_ADAMW_STEP: case TF_OP_SGD_STEP:
+        return shader::optim;
     default:
         return shader::elementwise;
     }
