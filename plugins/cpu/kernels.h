@@ -98,12 +98,13 @@ inline uint16_t f32_to_f16(float x) {
     return round_to_format<5, 10>(neg, e ? m | 0x800000 : m, (e ? int(e) : 1) - 150);
 }
 
+// bf16 is f32 with the low 16 bits rounded off (same exponent range, subnormals included), so
+// rounding is adding 0x7fff plus the kept lsb: a carry into the exponent is the right result, up
+// to infinity. The same bits as round_to_format<8, 7> (tests/kernels checks), without its loop.
 inline uint16_t f32_to_bf16(float x) {
     const uint32_t b = std::bit_cast<uint32_t>(x);
-    const bool neg = b >> 31;
-    const uint32_t e = (b >> 23) & 0xff, m = b & 0x7fffff;
-    if (e == 0xff) return static_cast<uint16_t>(neg << 15 | 0x7f80 | (m ? 0x40 | m >> 16 : 0));
-    return round_to_format<8, 7>(neg, e ? m | 0x800000 : m, (e ? int(e) : 1) - 150);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((b >> 16) | 0x40u);
+    return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
 // From double directly (fill values): going through float first would round twice.
@@ -139,6 +140,18 @@ inline float f16_to_f32(uint16_t h) {
 }
 
 inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
+
+// Runs of n elements (kernels_convert.cpp), bit for bit the scalar conversions above; F16C for
+// f16 when the CPU has it.
+void f16_run_to_f32(const uint16_t *src, float *dst, int64_t n);
+void f32_run_to_f16(const float *src, uint16_t *dst, int64_t n);
+void bf16_run_to_f32(const uint16_t *src, float *dst, int64_t n);
+void f32_run_to_bf16(const float *src, uint16_t *dst, int64_t n);
+// A run of n f16 or bf16 elements `step` bytes apart to dense f32 (and back); false, doing
+// nothing, unless dtype is f16 or bf16 and the run is dense (step 2) and aligned, for the
+// caller's element loop to take over.
+bool load_f32_run(int32_t dtype, const char *src, int64_t step, float *dst, int64_t n);
+bool store_f32_run(int32_t dtype, const float *src, char *dst, int64_t step, int64_t n);
 
 // Float to integer like C: truncates toward zero. Where C is undefined this saturates:
 // NaN gives 0, beyond the range gives the nearest limit (infinities included).
