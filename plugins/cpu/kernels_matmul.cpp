@@ -6,7 +6,6 @@
 // vdpbf16ps instead where the CPU has it (kernels_gemm.h, gemm_bf16_dot).
 #include "kernels.h"
 #include "kernels_gemm.h"
-#include "kernels_nn.h"
 #include "runtime.h"
 
 #include <new>
@@ -80,27 +79,23 @@ void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tenso
     for (int64_t t = 0; t < batches; ++t) one(t, m, a_row, o_row);
 }
 
-// An f16 or bf16 operand as f32: the elements it addresses, converted once into dense memory (an
-// axis broadcast with stride 0 stays stride 0, so a broadcast B is converted once, not per batch
-// element), and the f32 descriptor of them with d's shape.
-struct f32_operand {
-    std::vector<float> data;
-    tf_tensor_desc desc;
-};
-
-f32_operand to_f32(const tf_tensor_desc &d) {
-    f32_operand o{{}, d};
+// An f16 or bf16 operand as f32: the elements it addresses, converted once into dense scratch
+// memory of `slot` (an axis broadcast with stride 0 stays stride 0, so a broadcast B is converted
+// once, not per batch element), described with d's shape. Scratch rather than a fresh vector:
+// the arena keeps its pages between calls, where a new 4 MiB vector page-faults every time.
+tf_tensor_desc to_f32(const tf_tensor_desc &d, scratch_slot slot) {
+    tf_tensor_desc f = d;
     int64_t shape[TF_MAX_RANK];
     int64_t count = 1;
     for (int i = d.rank - 1; i >= 0; --i) {
         const bool broadcast = d.shape[i] > 1 && d.strides[i] == 0;
         shape[i] = broadcast ? 1 : d.shape[i];
-        o.desc.strides[i] = broadcast ? 0 : count;
+        f.strides[i] = broadcast ? 0 : count;
         count *= shape[i];
     }
-    o.data.resize(static_cast<size_t>(count));
-    view dst{reinterpret_cast<char *>(o.data.data()), {}};
-    for (int i = 0; i < d.rank; ++i) dst.strides[i] = shape[i] > 1 ? o.desc.strides[i] * int64_t{sizeof(float)} : 0;
+    float *data = scratch_floats(slot, static_cast<size_t>(count));
+    view dst{reinterpret_cast<char *>(data), {}};
+    for (int i = 0; i < d.rank; ++i) dst.strides[i] = shape[i] > 1 ? f.strides[i] * int64_t{sizeof(float)} : 0;
     with_float_dtype(d.dtype, [&](auto tag) {
         using tr = traits<decltype(tag)>;
         walk<2>(d.rank, shape, {dst, view_of(d)}, [&](char *const *p, int64_t n, const int64_t *step) {
@@ -109,10 +104,28 @@ f32_operand to_f32(const tf_tensor_desc &d) {
             for (int64_t i = 0; i < n; ++i) traits<float>::store(p[0] + i * step[0], tr::load(p[1] + i * step[1]));
         });
     });
-    o.desc.dtype = TF_DTYPE_F32;
-    o.desc.data = o.data.data();
-    o.desc.offset = 0;
-    return o;
+    f.dtype = TF_DTYPE_F32;
+    f.data = data;
+    f.offset = 0;
+    return f;
+}
+
+// Rounds dense f32 `src` (out's shape, row-major) once into out, through out's strides.
+void store_rounded(const tf_tensor_desc &out, const float *src) {
+    view from{reinterpret_cast<char *>(const_cast<float *>(src)), {}};
+    int64_t stride = sizeof(float);
+    for (int i = out.rank - 1; i >= 0; --i) {
+        from.strides[i] = out.shape[i] > 1 ? stride : 0;
+        stride *= out.shape[i];
+    }
+    with_float_dtype(out.dtype, [&](auto tag) {
+        using tr = traits<decltype(tag)>;
+        walk<2>(out.rank, out.shape, {view_of(out), from}, [&](char *const *p, int64_t n, const int64_t *step) {
+            if (step[1] == sizeof(float) && store_f32_run(out.dtype, reinterpret_cast<const float *>(p[1]), p[0], step[0], n))
+                return;
+            for (int64_t i = 0; i < n; ++i) tr::store(p[0] + i * step[0], traits<float>::load(p[1] + i * step[1]));
+        });
+    });
 }
 
 // bf16 x bf16 with vdpbf16ps, one product per batch element, into dense f32 c.
@@ -143,24 +156,24 @@ tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_
     if (out.dtype != TF_DTYPE_F16 && out.dtype != TF_DTYPE_BF16)
         return fail(err, TF_STATUS_UNSUPPORTED, "matmul: dtype %s not supported", dtype_name(out.dtype));
     if (numel(out) == 0) return TF_STATUS_OK;
-    f32_output c(out);
-    tf_tensor_desc c_desc = out;
-    c_desc.dtype = TF_DTYPE_F32;
-    c_desc.data = c.data();
-    c_desc.offset = 0;
+    // The f32 result in dense scratch (matmul_f32 uses k_slot_temp only for an output that is
+    // not dense, which this one is), the operands in two more slots.
+    tf_tensor_desc c = out;
+    c.dtype = TF_DTYPE_F32;
+    c.data = scratch_floats(k_slot_temp, static_cast<size_t>(numel(out)));
+    c.offset = 0;
     int64_t stride = 1;
-    for (int i = out.rank - 1; i >= 0; --i) {  // f32_output's memory is dense
-        c_desc.strides[i] = stride;
+    for (int i = out.rank - 1; i >= 0; --i) {
+        c.strides[i] = stride;
         stride *= out.shape[i];
     }
     if (out.dtype == TF_DTYPE_BF16 && bf16_dot_level() > 0 && (reinterpret_cast<uintptr_t>(a.data) & 1) == 0 &&
         (reinterpret_cast<uintptr_t>(b.data) & 1) == 0 && a.offset % 2 == 0 && b.offset % 2 == 0) {
-        matmul_bf16_dot(a, b, c_desc);
+        matmul_bf16_dot(a, b, c);
     } else {
-        const f32_operand fa = to_f32(a), fb = to_f32(b);
-        matmul_f32(fa.desc, fb.desc, c_desc);
+        matmul_f32(to_f32(a, k_slot_col), to_f32(b, k_slot_temp2), c);
     }
-    c.finish();
+    store_rounded(out, static_cast<const float *>(c.data));
     return TF_STATUS_OK;
 }
 
