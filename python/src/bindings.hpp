@@ -23,6 +23,7 @@ void bind_nn(py::module_ &m);
 void bind_backends(py::module_ &m);
 void bind_interop(py::module_ &m);
 void bind_factories(py::module_ &m);
+void bind_amp(py::module_ &m);
 
 // Raises the tinyfin.<kind> Python exception (kind: "DeviceError", "DTypeError", ...).
 [[noreturn]] void raise_python(const char *kind, const std::string &message);

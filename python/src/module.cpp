@@ -11,4 +11,5 @@ PYBIND11_MODULE(_C, m) {
     bind_nn(m);
     bind_backends(m);
     bind_interop(m);
+    bind_amp(m);
 }

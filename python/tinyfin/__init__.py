@@ -374,3 +374,5 @@ def load(f, map_location=None):
 
 from . import _tensor  # noqa: E402,F401  (methods on Tensor)
 from . import nn, optim  # noqa: E402,F401
+from . import amp  # noqa: E402,F401
+from .amp import autocast, GradScaler  # noqa: E402,F401
