@@ -12,8 +12,7 @@
 namespace tinyfin::detail {
 
 bool keep_plugins_mapped() {
-    std::string keep = env("TINYFIN_KEEP_PLUGINS_MAPPED");
-    return !keep.empty() && keep != "0";
+    return env_switch("TINYFIN_KEEP_PLUGINS_MAPPED", false, "0 (plugins are unloaded at exit)");
 }
 
 namespace {

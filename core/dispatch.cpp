@@ -70,7 +70,8 @@ Staged stage_to_host(Registry &registry, const TensorImpl &t, bool read_contents
 
 // supports() answers for recent descriptors, per thread. A plugin answers from op, dtypes, ranks,
 // shapes, strides and params alone and without side effects (plugin-abi.md R8), so asking again
-// about the same layout only repeats its checks: on cpu that was a sixth of a small op's cost.
+// about the same layout only repeats its checks, a measurable part of a small op's cost on cpu
+// (docs/performance.md, "Measurements behind code choices").
 // Remembered: ops without params, at most 3 operands of rank <= 4 (elementwise, matmul, copies),
 // one entry per op and backend (modulo the table size); offsets are part of the key, since R8
 // lets a plugin refuse on an offset or alignment.

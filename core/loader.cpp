@@ -127,8 +127,7 @@ std::vector<std::string> candidates_of(const SearchEntry &entry) {
 }
 
 bool insecure_allowed() {
-    std::string value = env("TINYFIN_ALLOW_INSECURE_PLUGINS");
-    return !value.empty() && value != "0";
+    return env_switch("TINYFIN_ALLOW_INSECURE_PLUGINS", false, "0 (the trust rules apply)");
 }
 
 struct LoadingOptions {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <set>
 
 #include "tinyfin/env.h"
 
@@ -73,6 +74,29 @@ const char *env_cstr(const char *name) { return secure_getenv(name); }
 std::string env(const char *name) {
     const char *value = env_cstr(name);
     return value ? value : "";
+}
+
+bool env_switch(const char *name, bool if_invalid, const char *meaning_if_invalid) {
+    const char *text = env_cstr(name);
+    int on = 0;
+    switch (tf_env_parse_flag(text, &on)) {
+    case TF_ENV_VALID: return on != 0;
+    case TF_ENV_UNSET: return false;
+    case TF_ENV_INVALID: break;
+    }
+    static std::mutex mutex;
+    static std::set<std::string> warned;
+    bool first = false;
+    {
+        std::lock_guard lock(mutex);
+        first = warned.insert(name).second;
+    }
+    if (first) {
+        char message[TF_TEXT_SIZE];
+        tf_env_describe_bad(message, sizeof message, name, text, "0 or 1", meaning_if_invalid);
+        log(TF_LOG_WARN, message);
+    }
+    return if_invalid;
 }
 
 const std::string &log_config_problem() { return log_config().problem; }

@@ -12,6 +12,9 @@ namespace tinyfin::detail {
 // Returns "" for unset variables.
 std::string env(const char *name);
 const char *env_cstr(const char *name);
+// A "0"/"1" switch (tinyfin/env.h rules). Any other text warns once per variable, naming the
+// value, and counts as `if_invalid`: off for switches that weaken a check, so a typo never does.
+bool env_switch(const char *name, bool if_invalid, const char *meaning_if_invalid);
 
 // TINYFIN_LOG is a comma list of: debug, info, warn (the default), error, fallback.
 bool log_enabled(tf_log_level level);

@@ -3,13 +3,17 @@
 recipe, progress line and report (docs/python.md; `bash scripts/run --python`).
 
     fashion_mnist.py [--epochs N] [--batch B] [--seed S] [--limit N] [--save FILE] [--eval FILE]
-                     [--autocast bf16|f16]
-                     [--data DIR]
+                     [--data DIR] [--distributed] [--autocast bf16|f16]
 
 conv 32 3x3 p1, relu, maxpool 2, conv 64 3x3 p1, relu, maxpool 2, flatten, linear 128, relu,
 linear 10; AdamW lr 1e-3 (wd 0.01); batch 64; inputs (x/255 - 0.2860)/0.3530; the C++ example's
 seeded shuffle each epoch, last partial batch kept. Same seed, same initial parameters and batch
 order as the C++ program. Runs on the backend TINYFIN_BACKEND selects.
+
+With --distributed it trains data-parallel under mpirun or srun (tinyfin.dist, docs/distributed.md):
+each global batch of --batch is split over the ranks (ShardedSampler, the same shuffle as one
+process), gradients are averaged by DistributedDataParallel, rank 0 prints the report and every
+rank prints "rank R weights checksum <hex>" of its final parameters.
 """
 import argparse
 import gzip
@@ -23,6 +27,13 @@ import tinyfin as tf
 import tinyfin.nn as nn
 import tinyfin.nn.functional as F
 
+# Ranks other than 0 of a --distributed run print only their checksum.
+quiet = False
+
+
+def say(*args, **kwargs):
+    if not quiet:
+        print(*args, **kwargs)
 
 
 def read_idx(path):
@@ -102,12 +113,16 @@ class Progress:
         bar = "#" * filled + "." * (30 - filled)
         rate = done / seconds if seconds > 0 else 0
         end = "" if self.tty and done < self.total else "\n"
+        if quiet:
+            return
         sys.stdout.write(f"{chr(13) if self.tty else ''}epoch {self.epoch} [{bar}] {done:6d}/{self.total}"
                          f"  loss {loss:.4f}  {rate:6.0f} img/s  {seconds:5.1f}s{end}")
         sys.stdout.flush()
 
 
 def backend_report():
+    if quiet:
+        return
     s = tf.stats()
     ran = [f"{name} ({b['ops']} ops)" for name, b in s["backends"].items() if b["ops"]]
     print("backends that ran ops: " + (" ".join(ran) if ran else "none"))
@@ -125,6 +140,8 @@ def main():
     p.add_argument("--save")
     p.add_argument("--eval")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--distributed", action="store_true",
+                   help="data-parallel over the ranks of mpirun/srun (docs/distributed.md)")
     p.add_argument("--autocast", choices=["bf16", "f16", "f32"],
                    help="conv2d and linear in this dtype, f16 with loss scaling (docs/numerics.md)")
     o = p.parse_args()
@@ -133,14 +150,28 @@ def main():
     if o.epochs < 0 or o.batch < 1 or o.seed < 0 or o.limit < 0:
         p.error("--epochs, --seed and --limit need integers >= 0, --batch >= 1")
 
+    dist = None
+    if o.distributed:
+        global quiet
+        import tinyfin.dist as dist
+        dist.init()
+        quiet = dist.rank() != 0
+        try:
+            return run(o, dist)
+        except Exception as e:  # a rank that fails stops the others (they wait in the allreduce)
+            dist.abort(1, f"fashion_mnist: {type(e).__name__}: {e}")
+    return run(o, dist)
+
+
+def run(o, dist):
     t_start = time.perf_counter()
     test_x, test_y = load_split(o.data, "t10k")
     model = make_model(o.seed)
     if o.eval:
         model.load_state_dict(tf.load(o.eval))
         acc, loss, secs = evaluate(model, test_x, test_y, o.autocast)
-        print(f"evaluated {o.eval} on {len(test_y)} test images in {secs:.2f}s")
-        print(f"test accuracy {acc:.4f}  test loss {loss:.4f}")
+        say(f"evaluated {o.eval} on {len(test_y)} test images in {secs:.2f}s")
+        say(f"test accuracy {acc:.4f}  test loss {loss:.4f}")
         backend_report()
         return 0
 
@@ -148,12 +179,19 @@ def main():
     n = len(train_y)
     params = sum(q.numel() for q in model.parameters())
     dev = tf.default_device()
-    print(f"# tinyfin on {dev}: train {n} x {train_x.shape[2]}x{train_x.shape[3]}, test {len(test_y)}, "
+    say(f"# tinyfin on {dev}: train {n} x {train_x.shape[2]}x{train_x.shape[3]}, test {len(test_y)}, "
           f"batch {o.batch}, seed {o.seed}, {params} params (data {time.perf_counter() - t_start:.2f}s)")
+    ddp = sampler = None
+    if dist:
+        # Wraps the model before the optimizer sees its parameters (rank 0's are broadcast).
+        ddp = dist.DistributedDataParallel(model)
+        sampler = dist.ShardedSampler(n, o.batch, seed=o.seed)
+        say(f"# distributed: {dist.world_size()} ranks ({dist.launcher()}), "
+            f"{o.batch / dist.world_size():.1f} images per rank and step")
     opt = tf.optim.AdamW(model.parameters(), lr=1e-3)
     # f16's range needs the loss scaled; bf16 has f32's range (the scaler then passes through).
     scaler = tf.amp.GradScaler(enabled=o.autocast == "f16")
-    print(f"{'epoch':>5} {'train_s':>8} {'img/s':>8} {'eval_s':>7} {'loss':>7} {'test_acc':>8} {'test_loss':>9}")
+    say(f"{'epoch':>5} {'train_s':>8} {'img/s':>8} {'eval_s':>7} {'loss':>7} {'test_acc':>8} {'test_loss':>9}")
     last = None
     for epoch in range(1, o.epochs + 1):
         perm = permutation(n, o.seed, epoch)
@@ -161,34 +199,48 @@ def main():
         t0 = time.perf_counter()
         loss_sum = tf.zeros(())
         batches = 0
-        for i in range(0, n, o.batch):
-            idx = perm[i:i + o.batch]
-            bx = tf.tensor(train_x[idx], device=dev)
-            by = tf.tensor(train_y[idx], device=dev)
+        if sampler:
+            sampler.set_epoch(epoch)
+        for step, i in enumerate(range(0, n, o.batch)):
+            # This process's samples: the whole batch, or this rank's slice of it.
+            idx = sampler.batch(step) if sampler else perm[i:i + o.batch]
+            if ddp:
+                ddp.set_batch_size(len(idx))
             opt.zero_grad()
-            with tf.autocast(o.autocast or "bf16", enabled=o.autocast is not None):
-                loss = F.cross_entropy(model(bx), by)
-            scaler.scale(loss).backward()
+            if len(idx):
+                bx = tf.tensor(train_x[idx], device=dev)
+                by = tf.tensor(train_y[idx], device=dev)
+                with tf.autocast(o.autocast or "bf16", enabled=o.autocast is not None):
+                    loss = F.cross_entropy(model(bx), by)
+                scaler.scale(loss).backward()
+                loss_sum = loss_sum + loss.detach()
+                batches += 1
+            if ddp:
+                ddp.synchronize_gradients()
             scaler.step(opt)
             scaler.update()
-            loss_sum = loss_sum + loss.detach()
-            batches += 1
-            done = i + len(idx)
+            done = min(i + o.batch, n)
             if progress.due(done):
                 progress.draw(done, loss_sum.item() / batches, time.perf_counter() - t0)
         train_s = time.perf_counter() - t0
-        last = evaluate(model, test_x, test_y, o.autocast)
+        # In a distributed run only rank 0 reports, so only it evaluates.
+        last = (0.0, 0.0, 0.0) if quiet else evaluate(model, test_x, test_y, o.autocast)
         acc, tloss, eval_s = last
-        print(f"{epoch:5d} {train_s:8.2f} {n / train_s:8.0f} {eval_s:7.2f} {loss_sum.item() / max(batches, 1):7.4f} "
+        say(f"{epoch:5d} {train_s:8.2f} {n / train_s:8.0f} {eval_s:7.2f} {loss_sum.item() / max(batches, 1):7.4f} "
               f"{acc:8.4f} {tloss:9.4f}", flush=True)
     if last is None:
-        last = evaluate(model, test_x, test_y, o.autocast)
-    print(f"test accuracy {last[0]:.4f}  test loss {last[1]:.4f}")
-    if o.save:
+        last = (0.0, 0.0, 0.0) if quiet else evaluate(model, test_x, test_y, o.autocast)
+    say(f"test accuracy {last[0]:.4f}  test loss {last[1]:.4f}")
+    if o.save and not quiet:
         tf.save(model, o.save)
-        print(f"saved {o.save}")
-    print(f"total time {time.perf_counter() - t_start:.2f}s")
+        say(f"saved {o.save}")
+    say(f"total time {time.perf_counter() - t_start:.2f}s")
     backend_report()
+    if dist:
+        # Every rank, rank 0 last (after its report): identical when the ranks stayed in step.
+        sys.stdout.flush()
+        dist.barrier()
+        print(f"rank {dist.rank()} weights checksum {dist.checksum(model.parameters()):016x}", flush=True)
     return 0
 
 

@@ -19,9 +19,14 @@ except ImportError:
     torch = None
 
 
-def median_us(stmt, number, repeat):
-    times = timeit.repeat(stmt, number=number, repeat=repeat)
-    return statistics.median(times) / number * 1e6
+def interleaved_us(cases, number, repeat):
+    """Median us/call of each case; the repetitions take turns (case 1, 2, ..., 1, 2, ...), so
+    that load from other processes hits every case alike and the ratios of one run compare."""
+    times = {key: [] for key in cases}
+    for _ in range(repeat):
+        for key, stmt in cases.items():
+            times[key].append(timeit.timeit(stmt, number=number))
+    return {key: statistics.median(t) / number * 1e6 for key, t in times.items()}
 
 
 def main():
@@ -34,20 +39,24 @@ def main():
     b = np.ones(16, np.float32)
     out = np.empty(16, np.float32)
     ta, tb, tout = tf.tensor(a), tf.tensor(b), tf.empty(16)
-    rows = []
-    rows.append(("numpy", "a + b", median_us(lambda: a + b, o.number, o.repeat)))
-    rows.append(("numpy", "np.add(a, b, out=c)", median_us(lambda: np.add(a, b, out=out), o.number, o.repeat)))
-    rows.append(("tinyfin", "a + b", median_us(lambda: ta + tb, o.number, o.repeat)))
-    rows.append(("tinyfin", "tf.add(a, b)", median_us(lambda: tf.add(ta, tb), o.number, o.repeat)))
-    rows.append(("tinyfin", "tf.add(a, b, out=c)", median_us(lambda: tf.add(ta, tb, out=tout), o.number, o.repeat)))
+    cases = {
+        ("numpy", "a + b"): lambda: a + b,
+        ("numpy", "np.add(a, b, out=c)"): lambda: np.add(a, b, out=out),
+        ("tinyfin", "a + b"): lambda: ta + tb,
+        ("tinyfin", "tf.add(a, b)"): lambda: tf.add(ta, tb),
+        ("tinyfin", "tf.add(a, b, out=c)"): lambda: tf.add(ta, tb, out=tout),
+        ("tinyfin", "a + 1.0 (number)"): lambda: ta + 1.0,
+    }
     if torch is not None:
         torch.set_num_threads(1)
         xa, xb, xo = torch.from_numpy(a.copy()), torch.from_numpy(b.copy()), torch.empty(16)
-        rows.append(("torch", "a + b", median_us(lambda: xa + xb, o.number, o.repeat)))
-        rows.append(("torch", "torch.add(a, b, out=c)", median_us(lambda: torch.add(xa, xb, out=xo), o.number, o.repeat)))
+        cases[("torch", "a + b")] = lambda: xa + xb
+        cases[("torch", "torch.add(a, b, out=c)")] = lambda: torch.add(xa, xb, out=xo)
+    us = interleaved_us(cases, o.number, o.repeat)
+    rows = [(lib, call, t) for (lib, call), t in us.items()]
     base = {"a + b": rows[0][2]}
     base_out = rows[1][2]
-    print(f"16-float add from Python, median of {o.repeat} x {o.number} calls"
+    print(f"16-float add from Python, median of {o.repeat} interleaved runs of {o.number} calls"
           + ("" if torch is not None else " (PyTorch not installed)"))
     print(f"{'library':<8} {'call':<24} {'us/call':>8} {'vs numpy':>9}")
     for lib, call, us in rows:

@@ -5,6 +5,13 @@
  * its cpu plugin. Copy this directory, rename the plugin, and grow it.
  *
  * In the order of a small backend: context, kernels, buffers, ops, the table, the entry point.
+ *
+ * C11 on purpose: the ABI needs nothing else, and every member's contract shows here without a
+ * helper in between. Writing the plugin in C++20 instead? The installed plugin kit
+ * (<tinyfin/plugin_kit.hpp>, docs/plugin-kit.md) has what this file writes by hand: the entry
+ * point's version check (tf_kit::enter), messages into tf_error (fail), the descriptor checks
+ * (check_call, check_tensors), the op table, and host buffers with a caching allocator
+ * (<tinyfin/plugin_kit/host_buffer.hpp>); tinyfin's own cpu and blas plugins use it.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,6 +4,7 @@
 #define TINYFIN_BLAS_BLAS_H
 
 #include <tinyfin/plugin.h>
+#include <tinyfin/plugin_kit.hpp>
 
 // Only for the prototypes (decltype of each entry point we look up): the plugin does not link
 // OpenBLAS, it loads it in init (see openblas.cpp).
@@ -14,16 +15,8 @@
 
 namespace tf_blas {
 
-// ---- Errors -----------------------------------------------------------------------------------
-
-// Writes a printf-style message into err (when err has room for one) and returns status.
-tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) noexcept __attribute__((format(printf, 3, 4)));
-
-// Logs one line through the core's host table (no-op before the entry point ran).
-void log_line(int32_t level, const char *fmt, ...) noexcept __attribute__((format(printf, 2, 3)));
-
-// The core's environment lookup (secure_getenv); NULL when unset or before the entry point ran.
-const char *get_env(const char *name) noexcept;
+// fail(), log_line(), get_env(), guarded() and the rest of include/tinyfin/plugin_kit.hpp.
+using namespace tf_kit;
 
 // ---- OpenBLAS, loaded lazily ----------------------------------------------------------------
 
@@ -60,30 +53,20 @@ tf_status matmul_run(const tf_op_desc &op, tf_error *err);
 bool conv2d_supported(const tf_op_desc &op) noexcept;
 tf_status conv2d_run(const tf_op_desc &op, tf_error *err);
 
-// ---- Host memory (memory.cpp) ------------------------------------------------------------------
-
-// Creates and frees the allocator's state (block cache, scratch arena); from init and shutdown.
-void memory_init();
-void memory_release() noexcept;
-
-// Host memory for a buffer of size bytes: 64-byte aligned, 2 MiB aligned and advised as huge pages
-// from 2 MiB on. *capacity receives the size really allocated, which host_free needs back. NULL
-// when memory is exhausted. Blocks from 2 MiB on are reused from a bounded cache of freed ones.
-void *host_alloc(uint64_t size, uint64_t *capacity);
-void host_free(void *p, uint64_t capacity) noexcept;
+// ---- Scratch memory (scratch.cpp) --------------------------------------------------------------
 
 // Per-call scratch memory reused across calls (im2col columns, packed operands): slot 0, 1 or 2;
-// grows on demand, freed by memory_release. Only under the BLAS lock. Throws std::bad_alloc.
+// grows on demand, freed by scratch_release (shutdown). Only under the BLAS lock. Throws
+// std::bad_alloc.
 float *scratch(size_t floats, size_t slot);
+void scratch_release() noexcept;
 
 // ---- Descriptor helpers -------------------------------------------------------------------------
 
-// Element count, false on overflow or a negative size.
-bool count_elements(const tf_tensor_desc &t, int64_t *count) noexcept;
-
-// Plain tensor checks shared by every op: f32, the given rank, sizes and strides >= 0, the byte
-// extent addressable.
-bool is_plain_f32(const tf_tensor_desc &t, int rank) noexcept;
+// A tensor the kit's check_tensor accepts, f32 and of the given rank.
+inline bool is_plain_f32(const tf_tensor_desc &t, int rank) noexcept {
+    return check_tensor("", "", 0, t, false, nullptr) == TF_STATUS_OK && t.dtype == TF_DTYPE_F32 && t.rank == rank;
+}
 
 // Host address of element [0, ...] of a host tensor.
 inline float *f32_data(const tf_tensor_desc &t) {

@@ -51,15 +51,6 @@ tensor4 view4(const tf_tensor_desc &t) {
     return {f32_data(t), {t.shape[0], t.shape[1], t.shape[2], t.shape[3]}, {t.strides[0], t.strides[1], t.strides[2], t.strides[3]}};
 }
 
-// The output size along one axis; 0 when the window does not fit (or the sizes overflow).
-int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dilation) {
-    int64_t span = 0, padded = 0;
-    if (__builtin_mul_overflow(dilation, k - 1, &span) || __builtin_add_overflow(span, 1, &span) ||
-        __builtin_add_overflow(in, 2 * pad, &padded))
-        return 0;
-    return padded < span ? 0 : (padded - span) / stride + 1;
-}
-
 bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 // Axes first..3 of t form one contiguous block (size-1 axes take any stride).
@@ -88,27 +79,18 @@ bool conv_geometry(const tf_op_desc &op, conv_geom *g) {
     if (op.n_inputs != 2 || op.n_outputs != 1 || !op.inputs || !op.outputs || !op.params) return false;
     const auto *p = static_cast<const tf_params_conv2d *>(op.params);
     if (p->struct_size < sizeof(tf_params_conv2d)) return false;
-    const tf_tensor_desc *x = nullptr, *w = nullptr, *y = nullptr;
-    switch (op.op) {
-    case TF_OP_CONV2D: x = &op.inputs[0], w = &op.inputs[1], y = &op.outputs[0]; break;
-    case TF_OP_CONV2D_GRAD_INPUT: y = &op.inputs[0], w = &op.inputs[1], x = &op.outputs[0]; break;
-    case TF_OP_CONV2D_GRAD_WEIGHT: y = &op.inputs[0], x = &op.inputs[1], w = &op.outputs[0]; break;
-    default: return false;
-    }
+    if (op.op != TF_OP_CONV2D && op.op != TF_OP_CONV2D_GRAD_INPUT && op.op != TF_OP_CONV2D_GRAD_WEIGHT) return false;
+    const auto [x, w, y] = conv_operands_of(op);
     if (!is_plain_f32(*x, 4) || !is_plain_f32(*w, 4) || !is_plain_f32(*y, 4)) return false;
-    if (p->stride[0] < 1 || p->stride[1] < 1 || p->dilation[0] < 1 || p->dilation[1] < 1 || p->padding[0] < 0 ||
-        p->padding[1] < 0 || p->groups < 1)
-        return false;
+    if (!conv_params_valid(*p) || !conv_shapes_fit(op, *p)) return false;
     conv_geom c{};
     c.n = x->shape[0], c.c = x->shape[1], c.h = x->shape[2], c.w = x->shape[3];
     c.o = w->shape[0], c.kh = w->shape[2], c.kw = w->shape[3];
     c.groups = p->groups;
     c.sh = p->stride[0], c.sw = p->stride[1], c.ph = p->padding[0], c.pw = p->padding[1];
     c.dh = p->dilation[0], c.dw = p->dilation[1];
-    if (c.c % c.groups != 0 || c.o % c.groups != 0 || w->shape[1] * c.groups != c.c) return false;
     c.cg = c.c / c.groups, c.og = c.o / c.groups;
-    c.oh = out_size(c.h, c.kh, c.sh, c.ph, c.dh), c.ow = out_size(c.w, c.kw, c.sw, c.pw, c.dw);
-    if (y->shape[0] != c.n || y->shape[1] != c.o || y->shape[2] != c.oh || y->shape[3] != c.ow) return false;
+    c.oh = y->shape[2], c.ow = y->shape[3];
     // Empty tensors are cpu's; every count below is then positive.
     for (int64_t v : {c.n, c.cg, c.h, c.w, c.og, c.kh, c.kw, c.oh, c.ow})
         if (v <= 0) return false;

@@ -4,6 +4,7 @@
 #define TINYFIN_CPU_KERNELS_H
 
 #include <tinyfin/plugin.h>
+#include <tinyfin/plugin_kit.hpp>
 
 #include "runtime.h"
 
@@ -23,28 +24,12 @@ namespace tf_cpu {
 // infinity, NaN propagation).
 static_assert(std::numeric_limits<float>::is_iec559 && std::numeric_limits<double>::is_iec559);
 
-// ---- Errors -----------------------------------------------------------------------------------
+// ---- From the plugin kit ------------------------------------------------------------------------
 
-// Writes a printf-style message into err (when err has room for one) and returns status.
-// err may be NULL: supports() validates through the same code without paying for the text.
-// Cold: the compiler moves every failure branch out of the hot checks and kernels.
-[[gnu::cold]] tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) noexcept
-    __attribute__((format(printf, 3, 4)));
-
-// "add", "matmul", ... from ops.def; "op?" for an unknown id.
-const char *op_name(uint32_t op) noexcept;
-// "f32", "bf16", ...; "dtype?" for an unknown value.
-const char *dtype_name(int32_t dtype) noexcept;
-// Bytes per element; 0 for an unknown dtype.
-size_t dtype_size(int32_t dtype) noexcept;
-
-// Number of elements; 1 for rank 0. validate() has ruled out overflow, also of the partial
-// products of an empty tensor's sizes.
-inline int64_t numel(const tf_tensor_desc &d) {
-    int64_t n = 1;
-    for (int i = 0; i < d.rank; ++i) n *= d.shape[i];
-    return n;
-}
+// fail() (err may be NULL: supports() validates through the same code without paying for the
+// text), op_name, dtype_name, dtype_size, numel (validate() has ruled out overflow, also of the
+// partial products of an empty tensor's sizes) and the rest of include/tinyfin/plugin_kit.hpp.
+using namespace tf_kit;
 
 // ---- f16 and bf16 -----------------------------------------------------------------------------
 

@@ -11,27 +11,6 @@ namespace {
 
 // ---- Descriptor helpers ---------------------------------------------------------------------
 
-bool is_float_dtype(int32_t dtype) {
-    return dtype == TF_DTYPE_F32 || dtype == TF_DTYPE_F16 || dtype == TF_DTYPE_BF16;
-}
-bool is_index_dtype(int32_t dtype) { return dtype == TF_DTYPE_I32 || dtype == TF_DTYPE_I64; }
-
-// "[2, 3, 4]": for messages.
-struct shape_text {
-    char text[TF_MAX_RANK * 22 + 3];
-};
-
-shape_text shape_of(const tf_tensor_desc &d) {
-    shape_text s{};
-    size_t used = 0;
-    used += static_cast<size_t>(std::snprintf(s.text, sizeof s.text, "["));
-    for (int i = 0; i < d.rank && used < sizeof s.text; ++i)
-        used += static_cast<size_t>(std::snprintf(s.text + used, sizeof s.text - used, i ? ", %lld" : "%lld",
-                                                  static_cast<long long>(d.shape[i])));
-    if (used < sizeof s.text) std::snprintf(s.text + used, sizeof s.text - used, "]");
-    return s;
-}
-
 // Arity and params: plugin.cpp checks both from ops.def already; checked again so these rules
 // stand on their own.
 tf_status check_call(const tf_op_desc &op, uint32_t n_inputs, size_t params_size, tf_error *err) {
@@ -51,23 +30,16 @@ tf_status check_float(const char *name, std::initializer_list<const tf_tensor_de
         if (t->dtype != dtype)
             return fail(err, TF_STATUS_UNSUPPORTED, "%s: operand dtypes %s and %s differ", name, dtype_name(dtype),
                         dtype_name(t->dtype));
-    if (!is_float_dtype(dtype))
+    if (!is_float(dtype))
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel for dtype %s (f32, f16, bf16 only)", name,
                     dtype_name(dtype));
     return TF_STATUS_OK;
 }
 
 tf_status check_index(const char *name, const char *role, const tf_tensor_desc &t, tf_error *err) {
-    if (!is_index_dtype(t.dtype))
+    if (!is_index(t.dtype))
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: %s must be i32 or i64, got %s", name, role, dtype_name(t.dtype));
     return TF_STATUS_OK;
-}
-
-bool same_shape(const tf_tensor_desc &a, const tf_tensor_desc &b) {
-    if (a.rank != b.rank) return false;
-    for (int i = 0; i < a.rank; ++i)
-        if (a.shape[i] != b.shape[i]) return false;
-    return true;
 }
 
 // with's shape is base's shape followed by one more axis.
@@ -76,16 +48,6 @@ bool extends_by_one(const tf_tensor_desc &base, const tf_tensor_desc &with) {
     for (int i = 0; i < base.rank; ++i)
         if (with.shape[i] != base.shape[i]) return false;
     return true;
-}
-
-// Positions of a window of `kernel` taps `dilation` apart sliding by `stride` over `in`
-// elements padded by `pad` on both sides; 0 when the window does not fit. ops_nn.cpp's formula,
-// in 128 bits so no size overflows.
-int64_t window_count(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
-    const __int128 span = static_cast<__int128>(dilation) * (kernel - 1) + 1;
-    const __int128 padded = static_cast<__int128>(in) + 2 * static_cast<__int128>(pad);
-    if (padded < span) return 0;
-    return static_cast<int64_t>((padded - span) / stride + 1);
 }
 
 // ---- Rules per op ---------------------------------------------------------------------------
@@ -97,12 +59,7 @@ tf_status check_conv(const tf_op_desc &op, tf_error *err) {
     const char *name = op_name(op.op);
     if (tf_status s = check_call(op, 2, sizeof(tf_params_conv2d), err); s != TF_STATUS_OK) return s;
     const auto &p = *static_cast<const tf_params_conv2d *>(op.params);
-    if (p.stride[0] < 1 || p.stride[1] < 1 || p.padding[0] < 0 || p.padding[1] < 0 || p.dilation[0] < 1 ||
-        p.dilation[1] < 1 || p.groups < 1)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT,
-                    "%s: stride %dx%d, padding %dx%d, dilation %dx%d, groups %d (need stride and dilation >= 1, "
-                    "padding >= 0, groups >= 1)",
-                    name, p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups);
+    if (tf_status s = check_conv_params(name, p, err); s != TF_STATUS_OK) return s;
     const tf_tensor_desc *x = &op.inputs[0], *w = &op.inputs[1], *y = &op.outputs[0];
     const char *roles[3] = {"x", "weight", "y"};
     if (op.op == TF_OP_CONV2D_GRAD_INPUT) {
@@ -147,12 +104,7 @@ tf_status check_pool(const tf_op_desc &op, tf_error *err) {
     const uint32_t n_inputs = op.op == TF_OP_MAX_POOL2D_BACKWARD ? 2 : 1;
     if (tf_status s = check_call(op, n_inputs, sizeof(tf_params_pool2d), err); s != TF_STATUS_OK) return s;
     const auto &p = *static_cast<const tf_params_pool2d *>(op.params);
-    if (p.kernel[0] < 1 || p.kernel[1] < 1 || p.stride[0] < 1 || p.stride[1] < 1 || p.padding[0] < 0 ||
-        p.padding[1] < 0 || p.padding[0] > p.kernel[0] / 2 || p.padding[1] > p.kernel[1] / 2)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT,
-                    "%s: kernel %dx%d, stride %dx%d, padding %dx%d (need kernel and stride >= 1, "
-                    "0 <= padding <= kernel/2)",
-                    name, p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.padding[0], p.padding[1]);
+    if (tf_status s = check_pool_params(name, p, err); s != TF_STATUS_OK) return s;
     const tf_tensor_desc *x = backward ? &op.outputs[0] : &op.inputs[0];
     const tf_tensor_desc *y = backward ? &op.inputs[0] : &op.outputs[0];
     if (x->rank != 4 || y->rank != 4)

@@ -1,10 +1,11 @@
-// Thread pool, scratch arenas, host caching allocator and instruction-set choice of the cpu
+// Thread pool, scratch arenas and instruction-set choice of the cpu
 // plugin (runtime.h). Every global here is constant-initialised (pointers, atomics, std::mutex):
 // loading the plugin runs no constructor, and cpu_shutdown frees what the first use created.
 #include "runtime.h"
 
 #include <tinyfin/env.h>
 #include <tinyfin/plugin.h>
+#include <tinyfin/plugin_kit.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -31,32 +32,8 @@ namespace {
 
 // ---- Environment ---------------------------------------------------------------------------
 
-// The first bad variable's message since the last shutdown, for cpu_init under TINYFIN_STRICT=1.
-std::mutex g_env_mutex;
-char g_env_problem[TF_TEXT_SIZE] = "";
-
-// Warns about a bad value (tinyfin/env.h, rule 2) and keeps the first message for env_problem().
-void report_bad(const char *name, const char *text, const char *expected, const char *instead) {
-    char message[TF_TEXT_SIZE];
-    tf_env_describe_bad(message, sizeof message, name, text, expected, instead);
-    warn(message);
-    std::lock_guard<std::mutex> l(g_env_mutex);
-    if (!g_env_problem[0]) std::snprintf(g_env_problem, sizeof g_env_problem, "%s", message);
-}
-
-// An integer variable in [min, max]; fallback (described by why) when unset or bad.
-int64_t env_integer(const char *name, int64_t min, int64_t max, int64_t fallback, const char *why) {
-    const char *text = env(name);
-    int64_t v = fallback;
-    if (tf_env_parse_integer(text, min, max, &v) == TF_ENV_INVALID) {
-        char expected[96], instead[160];
-        std::snprintf(expected, sizeof expected, "an integer in [%lld, %lld]", static_cast<long long>(min),
-                      static_cast<long long>(max));
-        std::snprintf(instead, sizeof instead, "%lld (%s)", static_cast<long long>(fallback), why);
-        report_bad(name, text, expected, instead);
-    }
-    return v;
-}
+using tf_kit::env_integer;
+using tf_kit::get_env;
 
 // ---- Instruction set -------------------------------------------------------------------------
 
@@ -301,60 +278,6 @@ arena &my_arena() {
     return *a;
 }
 
-// ---- Host caching allocator ------------------------------------------------------------------
-
-constexpr uint64_t k_huge = uint64_t{2} << 20;
-constexpr int k_classes = 4 * 64;
-
-// Size classes: 64 bytes, then four per power of two (2^e, 1.25, 1.5, 1.75 x 2^e).
-int size_class(uint64_t size, uint64_t *rounded) {
-    if (size <= 64) {
-        *rounded = 64;
-        return 0;
-    }
-    const int e = 63 - __builtin_clzll(size - 1);  // 2^e < size <= 2^(e+1)
-    const uint64_t base = uint64_t{1} << e;
-    const uint64_t quarter = base >> 2;
-    const uint64_t q = (size - base + quarter - 1) / quarter;  // 1..4
-    *rounded = base + q * quarter;
-    return (e - 6) * 4 + static_cast<int>(q);
-}
-
-struct host_cache {
-    std::mutex m;
-    std::vector<void *> free[k_classes];
-    uint64_t cached = 0;
-    uint64_t limit = 0;
-};
-
-std::atomic<host_cache *> g_cache{nullptr};
-std::mutex g_cache_mutex;
-
-host_cache &cache() {
-    host_cache *c = g_cache.load(std::memory_order_acquire);
-    if (c) return *c;
-    std::lock_guard<std::mutex> l(g_cache_mutex);
-    c = g_cache.load(std::memory_order_relaxed);
-    if (!c) {
-        c = new host_cache;
-        c->limit = static_cast<uint64_t>(
-            env_integer("TINYFIN_HOST_CACHE_BYTES", 0, INT64_MAX / 2, int64_t{512} << 20, "the default, 512 MiB"));
-        g_cache.store(c, std::memory_order_release);
-    }
-    return *c;
-}
-
-void *raw_alloc(uint64_t bytes) {
-    const uint64_t align = bytes >= k_huge ? k_huge : 64;
-    // aligned_alloc wants a multiple of the alignment (C11; ASan enforces it, glibc does not).
-    bytes = (bytes + align - 1) / align * align;
-    void *p = std::aligned_alloc(align, bytes);
-#if defined(MADV_HUGEPAGE)
-    if (p && bytes >= k_huge) madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
 }  // namespace
 
 // ---- Public functions ------------------------------------------------------------------------
@@ -365,7 +288,7 @@ int isa_level() {
     l = detect_level();
     static const char *const k_words[] = {"generic", "sse2", "avx2", "avx512", "avx512bf16"};
     static const int k_levels[] = {0, 0, 1, 2, 2};
-    const char *want = env("TINYFIN_CPU_ISA");
+    const char *want = get_env("TINYFIN_CPU_ISA");
     int index = 0;
     bool bf16_allowed = true;
     switch (tf_env_parse_word(want, k_words, 5, &index)) {
@@ -376,7 +299,7 @@ int isa_level() {
         case TF_ENV_INVALID: {
             char instead[64];
             std::snprintf(instead, sizeof instead, "%s (the best this CPU has)", isa_name(l));
-            report_bad("TINYFIN_CPU_ISA", want, "generic, sse2, avx2, avx512 or avx512bf16", instead);
+            tf_kit::report_bad_setting("TINYFIN_CPU_ISA", want, "generic, sse2, avx2, avx512 or avx512bf16", instead);
             break;
         }
         case TF_ENV_UNSET: break;
@@ -431,10 +354,7 @@ void runtime_shutdown() {
     g_isa.store(-1);
     g_bf16_dot.store(-1);
     g_scratch_limit.store(0);
-    {
-        std::lock_guard<std::mutex> l(g_env_mutex);
-        g_env_problem[0] = '\0';
-    }
+    tf_kit::settings_reset();
     {
         std::lock_guard<std::mutex> l(g_arena_mutex);
         g_epoch.fetch_add(1);
@@ -446,9 +366,7 @@ void runtime_shutdown() {
         g_arenas = nullptr;
         g_arena_count = 0;
     }
-    host_cache_trim();
-    std::lock_guard<std::mutex> l(g_cache_mutex);
-    delete g_cache.exchange(nullptr);
+    tf_kit::host_cache_release();
 }
 
 void scratch_stats(uint64_t *arenas, uint64_t *bytes) {
@@ -459,15 +377,11 @@ void scratch_stats(uint64_t *arenas, uint64_t *bytes) {
     *bytes = floats * sizeof(float);
 }
 
-bool read_settings(char *problem, size_t size) {
+void read_settings() {
     thread_count();
     isa_level();
     scratch_limit();
-    cache();
-    std::lock_guard<std::mutex> l(g_env_mutex);
-    if (!g_env_problem[0]) return true;
-    std::snprintf(problem, size, "%s", g_env_problem);
-    return false;
+    tf_kit::host_cache();
 }
 
 float *scratch_floats(scratch_slot slot, size_t floats) {
@@ -490,59 +404,6 @@ float *scratch_floats(scratch_slot slot, size_t floats) {
     have = want;
     a.total += want;
     return a.data[slot];
-}
-
-void *host_alloc(uint64_t size, uint64_t *capacity) {
-    uint64_t rounded = 0;
-    const int cls = size_class(size, &rounded);
-    if (cls < k_classes) {
-        host_cache &c = cache();
-        std::lock_guard<std::mutex> l(c.m);
-        if (!c.free[cls].empty()) {
-            void *p = c.free[cls].back();
-            c.free[cls].pop_back();
-            c.cached -= rounded;
-            *capacity = rounded;
-            return p;
-        }
-    } else {
-        rounded = (size + 63) / 64 * 64;
-    }
-    *capacity = rounded;
-    return raw_alloc(rounded);
-}
-
-void host_free(void *p, uint64_t capacity) {
-    if (!p) return;
-    uint64_t rounded = 0;
-    const int cls = size_class(capacity, &rounded);
-    // No cache means shutdown ran (or nothing was ever allocated through it): a buffer freed
-    // after shutdown goes straight back to malloc rather than into a new cache nobody frees.
-    host_cache *c = g_cache.load(std::memory_order_acquire);
-    if (c && cls < k_classes && rounded == capacity) {
-        std::lock_guard<std::mutex> l(c->m);
-        if (c->cached + capacity <= c->limit) {
-            try {
-                c->free[cls].push_back(p);
-                c->cached += capacity;
-                return;
-            } catch (const std::bad_alloc &) {
-            }
-        }
-    }
-    std::free(p);
-}
-
-void host_cache_trim() {
-    host_cache *c = g_cache.load(std::memory_order_acquire);
-    if (!c) return;
-    std::lock_guard<std::mutex> l(c->m);
-    for (auto &list : c->free) {
-        for (void *p : list) std::free(p);
-        list.clear();
-        list.shrink_to_fit();
-    }
-    c->cached = 0;
 }
 
 }  // namespace tf_cpu

@@ -15,16 +15,10 @@ namespace tf_cpu {
 
 // ---- Environment ---------------------------------------------------------------------------
 
-// The core's get_env when the host table has one, else secure_getenv.
-const char *env(const char *name);
-
-// One warning line through the core's log (plugin.cpp).
-void warn(const char *message);
-
-// Reads every variable below now (the first read of each warns about a bad value, tinyfin/env.h)
-// and returns false with the first bad one's message in problem: cpu_init fails with it under
-// TINYFIN_STRICT=1.
-bool read_settings(char *problem, size_t size);
+// Reads every variable below now (the first read of each warns about a bad value, tinyfin/env.h;
+// the kit keeps the first bad one's message for settings_status(), which cpu_init fails with
+// under TINYFIN_STRICT=1).
+void read_settings();
 
 // ---- Instruction set -------------------------------------------------------------------------
 
@@ -78,12 +72,8 @@ void scratch_stats(uint64_t *arenas, uint64_t *bytes);
 enum scratch_slot : int { k_slot_pack_a, k_slot_pack_b, k_slot_col, k_slot_temp, k_slot_temp2, k_slot_count };
 float *scratch_floats(scratch_slot slot, size_t floats);
 
-// Host caching allocator for the plugin's buffers: freed blocks are kept by size class (up to
-// TINYFIN_HOST_CACHE_BYTES, default 512 MiB) and handed out again, so a steady training step
-// maps and unmaps no memory. Blocks from 2 MiB on are advised to use huge pages.
-void *host_alloc(uint64_t size, uint64_t *capacity);
-void host_free(void *p, uint64_t capacity);
-void host_cache_trim();
+// Host buffers come from the plugin kit's caching allocator (plugin_kit/host_memory.hpp), which
+// runtime_shutdown releases.
 
 }  // namespace tf_cpu
 

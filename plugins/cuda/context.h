@@ -13,6 +13,7 @@
 #define TINYFIN_CUDA_CONTEXT_H
 
 #include <tinyfin/plugin.h>
+#include <tinyfin/plugin_kit.hpp>
 
 #include <cuda_runtime.h>
 
@@ -33,18 +34,14 @@ namespace tf_cuda {
 
 // ---- Errors and logging -----------------------------------------------------------------------------
 
-// Writes a printf-style message into err (as far as its struct_size allows) and returns status.
-tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) noexcept __attribute__((format(printf, 3, 4)));
+// fail(), log_line(), guarded(), op_name(), dtype_name(), dtype_size(), numel(), is_contiguous()
+// and the rest of include/tinyfin/plugin_kit.hpp.
+using namespace tf_kit;
+
 // "<what>: cudaErrorMemoryAllocation (2): out of memory", with the status that fits the error.
 tf_status cuda_fail(tf_error *err, const char *what, cudaError_t error) noexcept;
 // The status a CUDA error maps to: OUT_OF_MEMORY, DEVICE_LOST (sticky errors) or INTERNAL.
 tf_status status_of(cudaError_t error) noexcept;
-
-void log_line(int32_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-const char *op_name(uint32_t op) noexcept;
-const char *dtype_name(int32_t dtype) noexcept;
-size_t dtype_size(int32_t dtype) noexcept;
 
 // ---- Owners of CUDA objects ------------------------------------------------------------------------
 
@@ -178,8 +175,7 @@ struct Context {
     bool allow_tf32 = false;
 };
 
-// The core's table (set by the entry point) and the context (set by probe's libraries and init).
-extern const tf_host_api *g_host;
+// The context (set by init).
 extern Context *g_context;
 // Libraries probe loaded, handed to the context by init.
 extern Libraries *g_probed_libraries;
@@ -192,18 +188,6 @@ cudaError_t make_current(const Device &device) noexcept;
 
 // After the stream drained: reports (and clears) a data error a kernel recorded.
 tf_status take_data_error(Device &device, tf_error *err) noexcept;
-
-// Runs f at the ABI boundary: no exception crosses into the core.
-template <class F>
-tf_status guarded(tf_error *err, const char *what, F &&f) noexcept {
-    try {
-        return f();
-    } catch (const std::bad_alloc &) {
-        return fail(err, TF_STATUS_OUT_OF_MEMORY, "%s: out of host memory", what);
-    } catch (...) {
-        return fail(err, TF_STATUS_INTERNAL, "%s: unexpected exception in the cuda plugin", what);
-    }
-}
 
 // ---- Buffers ----------------------------------------------------------------------------------------
 
@@ -239,16 +223,6 @@ tf_status run(int32_t device, const tf_op_desc *op, tf_error *err);
 inline void *address_of(const tf_tensor_desc &t) {
     return t.buffer ? static_cast<char *>(t.buffer->ptr) + t.offset : nullptr;
 }
-
-// Elements of t (1 for rank 0).
-inline int64_t numel(const tf_tensor_desc &t) {
-    int64_t n = 1;
-    for (int i = 0; i < t.rank; ++i) n *= t.shape[i];
-    return n;
-}
-
-// True when t is dense row-major (strides of size-1 axes are ignored).
-bool is_contiguous(const tf_tensor_desc &t);
 
 // matmul.cpp: the exact cases cublas*StridedBatched can run without copies; run assumes supports.
 bool matmul_supported(const Device &device, const tf_op_desc &op);

@@ -165,7 +165,7 @@ tf_status init(tf_error *err) {
             if (!load_libraries(context->libs, message, sizeof message))
                 return fail(err, TF_STATUS_UNAVAILABLE, "init: %s", message);
         }
-        const char *tf32 = g_host && g_host->get_env ? g_host->get_env("TINYFIN_CUDA_TF32") : nullptr;
+        const char *tf32 = get_env("TINYFIN_CUDA_TF32");
         context->allow_tf32 = tf32 && std::strcmp(tf32, "1") == 0;
 
         int count = 0;

@@ -4,6 +4,8 @@
 // What each element gets, and the numeric rules, are in element.h.
 #include "device_common.cuh"
 
+#include <tinyfin/plugin_kit/ops.hpp>
+
 namespace tf_cuda {
 namespace {
 
@@ -78,15 +80,6 @@ __global__ void cast_kernel(Strided<2> g, int32_t out_dtype, int32_t out_size, c
         int64_t off[2];
         offsets_of(g, i, off);
         store_cast(out + off[0] * out_size, out_dtype, widen(in[off[1]]));
-    }
-}
-
-int32_t size_of(int32_t dtype) {
-    switch (dtype) {
-    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
-    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
-    case TF_DTYPE_I64: return 8;
-    default: return 1;
     }
 }
 
@@ -168,7 +161,7 @@ cudaError_t launch_copy(cudaStream_t stream, int32_t out_dtype, int32_t in_dtype
         known = with_any(in_dtype, [&](auto t) {
             using T = decltype(t);
             cast_kernel<T><<<blocks_for(g.count), block_size, 0, stream>>>(
-                g, out_dtype, size_of(out_dtype), static_cast<char *>(out), static_cast<const T *>(in));
+                g, out_dtype, static_cast<int32_t>(tf_kit::dtype_size(out_dtype)), static_cast<char *>(out), static_cast<const T *>(in));
         });
     }
     return known ? cudaGetLastError() : bad_dtype();

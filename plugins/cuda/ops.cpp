@@ -7,7 +7,6 @@
 // embedding_backward in bf16, and attention with more than attention_max_keys keys.
 #include <cmath>
 #include <cstring>
-#include <string_view>
 
 #include "context.h"
 #include "element.h"
@@ -15,105 +14,26 @@
 namespace tf_cuda {
 namespace {
 
-// ---- The op table ---------------------------------------------------------------------------------
-
-enum class op_kind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL, COMPARE, WHERE, ARG, OWN };
-
-constexpr op_kind kind_named(std::string_view kind) {
-    if (kind == "UNARY") return op_kind::UNARY;
-    if (kind == "BINARY") return op_kind::BINARY;
-    if (kind == "REDUCE") return op_kind::REDUCE;
-    if (kind == "MATMUL") return op_kind::MATMUL;
-    if (kind == "COPY") return op_kind::COPY;
-    if (kind == "FILL") return op_kind::FILL;
-    if (kind == "COMPARE") return op_kind::COMPARE;
-    if (kind == "WHERE") return op_kind::WHERE;
-    if (kind == "ARG") return op_kind::ARG;
-    return op_kind::OWN;
-}
-
-struct op_rule {
-    op_kind kind;
-    uint32_t n_inputs;
-    uint32_t n_outputs;
-    // sizeof the params struct, 0 for tf_params_none.
-    size_t params_size;
-};
-
-bool find_op_rule(uint32_t op, op_rule *rule) {
-    switch (op) {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params)                                                \
-    case id: {                                                                                         \
-        constexpr op_kind k = kind_named(#kind);                                                       \
-        *rule = {k, n_in, n_out, std::is_same_v<params, tf_params_none> ? 0 : sizeof(params)};         \
-        return true;                                                                                   \
-    }
-#include <tinyfin/ops.def>
-#undef TF_OP
-    default:
-        return false;
-    }
-}
-
-bool is_float(int32_t d) { return d == TF_DTYPE_F32 || d == TF_DTYPE_F16 || d == TF_DTYPE_BF16; }
-bool is_numeric(int32_t d) { return is_float(d) || d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
-bool is_index(int32_t d) { return d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
-
-bool same_shape(const tf_tensor_desc &a, const tf_tensor_desc &b) {
-    if (a.rank != b.rank) return false;
-    for (int i = 0; i < a.rank; ++i)
-        if (a.shape[i] != b.shape[i]) return false;
-    return true;
-}
-
-bool shape_is(const tf_tensor_desc &t, std::initializer_list<int64_t> shape) {
-    if (t.rank != static_cast<int32_t>(shape.size())) return false;
-    int i = 0;
-    for (int64_t s : shape)
-        if (t.shape[i++] != s) return false;
-    return true;
-}
-
-int64_t conv_out(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
-    const int64_t span = dilation * (kernel - 1) + 1, padded = in + 2 * pad;
-    return padded < span ? 0 : (padded - span) / stride + 1;
-}
-
-template <class P>
-const P &params_of(const tf_op_desc &op) {
-    return *static_cast<const P *>(op.params);
-}
+// The op table, dtype classes, shapes and conv/pool geometry are the plugin kit's
+// (include/tinyfin/plugin_kit.hpp).
 
 // ---- Checks ---------------------------------------------------------------------------------------------
 
 // Each check returns OK or a status with the reason in err (err may be NULL: supports()).
 
-tf_status check_tensor(const char *name, const char *role, uint32_t i, const tf_tensor_desc &t, tf_error *err) {
-    if (t.struct_size < sizeof(tf_tensor_desc))
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u descriptor has struct_size %u", name, role, i, t.struct_size);
-    if (dtype_size(t.dtype) == 0)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: %s %u has unknown dtype %d", name, role, i, t.dtype);
-    if (t.rank < 0 || t.rank > TF_MAX_RANK)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: %s %u has rank %d", name, role, i, t.rank);
-    // The byte offset of the last element must fit int64_t, like every element count.
-    int64_t count = 1;
-    uint64_t last = t.offset;
-    bool overflow = false;
-    for (int d = 0; d < t.rank; ++d) {
-        if (t.shape[d] < 0 || t.strides[d] < 0)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u axis %d has size %lld and stride %lld", name, role,
-                        i, d, static_cast<long long>(t.shape[d]), static_cast<long long>(t.strides[d]));
-        overflow |= __builtin_mul_overflow(count, t.shape[d], &count);
-        if (t.shape[d] > 1) {
-            uint64_t reach = 0;
-            overflow |= __builtin_mul_overflow(static_cast<uint64_t>(t.shape[d] - 1), static_cast<uint64_t>(t.strides[d]), &reach);
-            overflow |= __builtin_mul_overflow(reach, static_cast<uint64_t>(dtype_size(t.dtype)), &reach);
-            overflow |= __builtin_add_overflow(last, reach, &last);
-        }
-    }
-    if (overflow || last > static_cast<uint64_t>(INT64_MAX) / 2)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is too large to address", name, role, i);
-    return TF_STATUS_OK;
+// "[2, 3], [3] -> [2, 3]": the operands' shapes, for messages (R11: messages carry the values).
+struct operands_text {
+    char text[TF_TEXT_SIZE];
+};
+operands_text operands_of(const tf_op_desc &op) {
+    operands_text t{};
+    size_t used = 0;
+    auto add = [&](const char *fmt, const char *part) {
+        if (used < sizeof t.text) used += static_cast<size_t>(std::snprintf(t.text + used, sizeof t.text - used, fmt, part));
+    };
+    for (uint32_t i = 0; i < op.n_inputs; ++i) add(i ? ", %s" : "%s", shape_of(op.inputs[i]).text);
+    add(op.n_inputs ? " -> %s" : "-> %s", shape_of(op.outputs[0]).text);
+    return t;
 }
 
 // run() only: the tensor's elements lie inside a buffer of this device.
@@ -136,74 +56,16 @@ tf_status check_memory(const char *name, const char *role, uint32_t i, const tf_
 
 // The dtype rule of the op on this plugin (the kinds' consistency first).
 bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) {
+    if (!dtypes_consistent(op, kind)) return false;
     const tf_tensor_desc *in = op.inputs;
     const int32_t out = op.outputs[0].dtype;
-    switch (kind) {
-    case op_kind::COMPARE:
-        if (in[1].dtype != in[0].dtype || out != TF_DTYPE_BOOL) return false;
-        break;
-    case op_kind::WHERE:
-        if (in[0].dtype != TF_DTYPE_BOOL || in[1].dtype != out || in[2].dtype != out) return false;
-        break;
-    case op_kind::ARG:
-        if (out != TF_DTYPE_I64) return false;
-        break;
-    case op_kind::OWN:
-        break;  // per op below
-    default:
-        if (op.op == TF_OP_CAST) break;
-        for (uint32_t i = 0; i < op.n_inputs; ++i)
-            if (in[i].dtype != out) return false;
-    }
-    const int32_t dtype = kind == op_kind::COMPARE || kind == op_kind::ARG || op.op == TF_OP_CAST ? in[0].dtype : out;
+    const int32_t dtype = working_dtype(op, kind);
     switch (op.op) {
-    case TF_OP_ADD:
-    case TF_OP_SUB:
-    case TF_OP_MUL:
-    case TF_OP_MAXIMUM:
-    case TF_OP_MINIMUM:
-    case TF_OP_RELU_BACKWARD:
-    case TF_OP_NEG:
-    case TF_OP_RELU:
-    case TF_OP_ABS:
-    case TF_OP_SQUARE:
-    case TF_OP_CLAMP:
-    case TF_OP_SUM:
-    case TF_OP_MAX:
-    case TF_OP_MIN:
-    case TF_OP_ARGMAX:
-    case TF_OP_ARGMIN:
-        return is_numeric(dtype);
     case TF_OP_DIV:
     case TF_OP_POW:
-    case TF_OP_EXP:
-    case TF_OP_LOG:
-    case TF_OP_SQRT:
-    case TF_OP_RSQRT:
-    case TF_OP_SIN:
-    case TF_OP_COS:
-    case TF_OP_TANH:
-    case TF_OP_SIGMOID:
-    case TF_OP_GELU:
-    case TF_OP_GELU_TANH:
-    case TF_OP_SILU:
-    case TF_OP_ERF:
-    case TF_OP_MEAN:
-    case TF_OP_VAR:
-        return is_float(dtype);
+        return is_float(dtype);  // integers: their bad operands are errors cpu reports
     case TF_OP_MATMUL:
         return dtype == TF_DTYPE_F32 || dtype == TF_DTYPE_F16 || (dtype == TF_DTYPE_BF16 && device.capability >= 80);
-    case TF_OP_EQ:
-    case TF_OP_NE:
-    case TF_OP_LT:
-    case TF_OP_LE:
-    case TF_OP_GT:
-    case TF_OP_GE:
-    case TF_OP_WHERE:
-    case TF_OP_CONTIGUOUS:
-    case TF_OP_CAST:
-    case TF_OP_FILL:
-        return true;
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
     case TF_OP_CONV2D_GRAD_WEIGHT:
@@ -232,7 +94,8 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) 
     case TF_OP_ONE_HOT:
         return is_index(in[0].dtype);
     default:
-        return false;  // attention, and ops newer than this plugin
+        // The non-OWN ops: their dtype class (tf_kit::natural_dtypes); newer ops: none.
+        return in_class(natural_dtypes(op.op), dtype);
     }
 }
 
@@ -247,7 +110,9 @@ tf_status check_attention(const tf_op_desc &op, const char *name, tf_error *err)
         ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && m.shape[i] == q.shape[i] && out.shape[i] == q.shape[i];
     ok = ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] && m.shape[r - 2] == q.shape[r - 2] &&
          m.shape[r - 1] == k.shape[r - 2] && out.shape[r - 2] == q.shape[r - 2] && out.shape[r - 1] == v.shape[r - 1];
-    if (!ok) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form q, k, v, mask -> out", name);
+    if (!ok)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form q, k, v, mask -> out (got %s)", name,
+                    operands_of(op).text);
     if (k.shape[r - 2] > attention_max_keys)
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: %lld keys, the cuda kernel takes at most %lld", name,
                     static_cast<long long>(k.shape[r - 2]), static_cast<long long>(attention_max_keys));
@@ -258,26 +123,23 @@ tf_status check_attention(const tf_op_desc &op, const char *name, tf_error *err)
 tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
     const tf_tensor_desc *in = op.inputs;
     const tf_tensor_desc &out = op.outputs[0];
-    auto bad = [&](const char *what) { return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s", name, what); };
+    auto bad = [&](const char *what) {
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s (got %s)", name, what, operands_of(op).text);
+    };
     switch (op.op) {
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
     case TF_OP_CONV2D_GRAD_WEIGHT: {
         const auto &p = params_of<tf_params_conv2d>(op);
-        if (p.stride[0] < 1 || p.stride[1] < 1 || p.dilation[0] < 1 || p.dilation[1] < 1 || p.padding[0] < 0 ||
-            p.padding[1] < 0 || p.groups < 1)
-            return bad("invalid stride, padding, dilation or groups");
-        // x, w, y whichever way round this op has them.
-        const tf_tensor_desc &x = op.op == TF_OP_CONV2D ? in[0] : op.op == TF_OP_CONV2D_GRAD_INPUT ? out : in[1];
-        const tf_tensor_desc &w = op.op == TF_OP_CONV2D_GRAD_WEIGHT ? out : in[1];
-        const tf_tensor_desc &y = op.op == TF_OP_CONV2D ? out : in[0];
-        if (x.rank != 4 || w.rank != 4 || y.rank != 4) return bad("x, w and y must have rank 4");
-        const int64_t g = p.groups;
-        if (w.shape[1] * g != x.shape[1] || w.shape[0] % g != 0) return bad("channels do not fit the groups");
-        if (!shape_is(y, {x.shape[0], w.shape[0],
-                          conv_out(x.shape[2], w.shape[2], p.stride[0], p.padding[0], p.dilation[0]),
-                          conv_out(x.shape[3], w.shape[3], p.stride[1], p.padding[1], p.dilation[1])}))
-            return bad("y does not have the convolution's output shape");
+        if (tf_status s = check_conv_params(name, p, err); s != TF_STATUS_OK) return s;
+        if (!conv_shapes_fit(op, p)) {
+            const conv_operands t = conv_operands_of(op);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                        "%s: x %s, w %s and y %s do not form a convolution with stride %dx%d, padding %dx%d, "
+                        "dilation %dx%d, groups %d",
+                        name, shape_of(*t.x).text, shape_of(*t.w).text, shape_of(*t.y).text, p.stride[0], p.stride[1],
+                        p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups);
+        }
         return TF_STATUS_OK;
     }
     case TF_OP_MAX_POOL2D:
@@ -285,30 +147,29 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
     case TF_OP_AVG_POOL2D:
     case TF_OP_AVG_POOL2D_BACKWARD: {
         const auto &p = params_of<tf_params_pool2d>(op);
-        if (p.kernel[0] < 1 || p.kernel[1] < 1 || p.stride[0] < 1 || p.stride[1] < 1 || p.padding[0] < 0 ||
-            p.padding[1] < 0 || p.padding[0] * 2 > p.kernel[0] || p.padding[1] * 2 > p.kernel[1])
-            return bad("invalid kernel, stride or padding");
-        const bool forward = op.op == TF_OP_MAX_POOL2D || op.op == TF_OP_AVG_POOL2D;
-        const tf_tensor_desc &x = forward ? in[0] : out;
-        const tf_tensor_desc &y = forward ? out : in[0];
-        if (x.rank != 4 || y.rank != 4) return bad("x and y must have rank 4");
-        if (!shape_is(y, {x.shape[0], x.shape[1], conv_out(x.shape[2], p.kernel[0], p.stride[0], p.padding[0], 1),
-                          conv_out(x.shape[3], p.kernel[1], p.stride[1], p.padding[1], 1)}))
-            return bad("y does not have the pooling's output shape");
-        if (op.op == TF_OP_MAX_POOL2D_BACKWARD && !same_shape(in[1], out)) return bad("x and dx shapes differ");
+        if (tf_status s = check_pool_params(name, p, err); s != TF_STATUS_OK) return s;
+        if (!pool_shapes_fit(op, p)) {
+            const pool_operands t = pool_operands_of(op);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                        "%s: x %s and y %s do not fit kernel %dx%d, stride %dx%d, padding %dx%d", name,
+                        shape_of(*t.x).text, shape_of(*t.y).text, p.kernel[0], p.kernel[1], p.stride[0], p.stride[1],
+                        p.padding[0], p.padding[1]);
+        }
         return TF_STATUS_OK;
     }
     case TF_OP_SOFTMAX:
     case TF_OP_LOG_SOFTMAX: {
         const int32_t axis = params_of<tf_params_axis>(op).axis;
-        if (in[0].rank < 1 || axis < 0 || axis >= in[0].rank || !same_shape(in[0], out)) return bad("bad axis or shape");
+        if (in[0].rank < 1 || axis < 0 || axis >= in[0].rank || !same_shape(in[0], out))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d does not fit %s", name, axis, operands_of(op).text);
         return TF_STATUS_OK;
     }
     case TF_OP_LAYER_NORM:
     case TF_OP_RMS_NORM: {
         const int32_t n = params_of<tf_params_norm>(op).n_axes;
         const tf_tensor_desc &x = in[0];
-        if (n < 1 || n > x.rank || !same_shape(x, out)) return bad("bad n_axes or shape");
+        if (n < 1 || n > x.rank || !same_shape(x, out))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: n_axes %d does not fit %s", name, n, operands_of(op).text);
         for (uint32_t k = 1; k < op.n_inputs; ++k) {
             if (in[k].rank != n) return bad("weight and bias must have the normalised shape");
             for (int i = 0; i < n; ++i)
@@ -354,63 +215,57 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
     case TF_OP_ATTENTION:
         return check_attention(op, name, err);
     default:
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: not supported by the cuda plugin", name);
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: not supported by the cuda plugin (op id %u)", name, op.op);
     }
 }
 
 
 // Everything supports() answers and run() relies on; with_memory adds run()'s buffer checks.
 tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf_error *err) {
-    if (!op || op->struct_size < sizeof(tf_op_desc))
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "cuda: op descriptor missing or too small");
     op_rule rule;
-    if (!find_op_rule(op->op, &rule)) return fail(err, TF_STATUS_UNSUPPORTED, "cuda: unknown op id %u", op->op);
-    const char *name = op_name(op->op);
-    if (op->n_inputs != rule.n_inputs || op->n_outputs != rule.n_outputs || !op->outputs ||
-        (op->n_inputs > 0 && !op->inputs))
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: wrong operand count", name);
-    for (uint32_t i = 0; i < op->n_inputs; ++i)
-        if (tf_status s = check_tensor(name, "input", i, op->inputs[i], err); s != TF_STATUS_OK) return s;
-    if (tf_status s = check_tensor(name, "output", 0, op->outputs[0], err); s != TF_STATUS_OK) return s;
-    if (rule.params_size > 0 && (!op->params || *static_cast<const uint32_t *>(op->params) < rule.params_size))
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or too small", name);
+    if (tf_status s = check_call(op, &rule, err); s != TF_STATUS_OK) return s;
+    const char *name = rule.name;
+    if (tf_status s = check_tensors(name, *op, false, err); s != TF_STATUS_OK) return s;
 
     const tf_tensor_desc *in = op->inputs;
     const tf_tensor_desc &out = op->outputs[0];
     switch (rule.kind) {
     case op_kind::UNARY:
     case op_kind::COPY:
-        if (!same_shape(in[0], out)) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes differ", name);
+        if (!same_shape(in[0], out))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input and output shapes differ (%s)", name, operands_of(*op).text);
         break;
     case op_kind::BINARY:
     case op_kind::COMPARE:
     case op_kind::WHERE:
         for (uint32_t i = 0; i < op->n_inputs; ++i)
             if (!same_shape(in[i], out))
-                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: inputs are not broadcast to the output", name);
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: inputs are not broadcast to the output (%s)", name,
+                            operands_of(*op).text);
         break;
     case op_kind::REDUCE: {
-        const uint32_t mask = op->op == TF_OP_VAR ? params_of<tf_params_var>(*op).axes_mask
-                                                  : params_of<tf_params_reduce>(*op).axes_mask;
+        const uint32_t mask = reduce_axes_mask(*op);
         if (in[0].rank != out.rank || (in[0].rank < 32 && (mask >> in[0].rank) != 0))
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axes do not fit the rank", name);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axes mask 0x%x does not fit rank %d", name, mask, in[0].rank);
         for (int i = 0; i < out.rank; ++i) {
             if (out.shape[i] != ((mask >> i & 1) ? 1 : in[0].shape[i]))
-                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit the axes", name);
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit axes mask 0x%x (%s)", name, mask,
+                            operands_of(*op).text);
             // max and min have no value for an empty reduction: the cpu plugin reports it.
             if ((op->op == TF_OP_MAX || op->op == TF_OP_MIN) && (mask >> i & 1) && in[0].shape[i] == 0)
-                return fail(err, TF_STATUS_UNSUPPORTED, "%s: empty reduction", name);
+                return fail(err, TF_STATUS_UNSUPPORTED, "%s: reduced axis %d has size 0", name, i);
         }
         break;
     }
     case op_kind::ARG: {
         const int32_t axis = params_of<tf_params_axis>(*op).axis;
         if (axis < 0 || axis >= in[0].rank || out.rank != in[0].rank)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: bad axis", name);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d does not fit %s", name, axis, operands_of(*op).text);
         for (int i = 0; i < out.rank; ++i)
             if (out.shape[i] != (i == axis ? 1 : in[0].shape[i]))
-                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit the axis", name);
-        if (in[0].shape[axis] == 0) return fail(err, TF_STATUS_UNSUPPORTED, "%s: empty axis", name);
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit axis %d (%s)", name, axis,
+                            operands_of(*op).text);
+        if (in[0].shape[axis] == 0) return fail(err, TF_STATUS_UNSUPPORTED, "%s: axis %d has size 0", name, axis);
         break;
     }
     case op_kind::MATMUL: {
@@ -419,7 +274,9 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
         for (int i = 0; ok && i < r - 2; ++i) ok = in[0].shape[i] == out.shape[i] && in[1].shape[i] == out.shape[i];
         ok = ok && in[0].shape[r - 2] == out.shape[r - 2] && in[1].shape[r - 1] == out.shape[r - 1] &&
              in[0].shape[r - 1] == in[1].shape[r - 2];
-        if (!ok) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form [..., M, K] x [..., K, N]", name);
+        if (!ok)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form [..., M, K] x [..., K, N] (got %s)", name,
+                        operands_of(*op).text);
         break;
     }
     case op_kind::FILL:
@@ -432,9 +289,10 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cuda kernel for %s -> %s", name,
                     dtype_name(op->n_inputs > 0 ? in[0].dtype : out.dtype), dtype_name(out.dtype));
     if (op->op == TF_OP_MATMUL && !matmul_supported(device, *op))
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: layout cuBLAS cannot take without a copy", name);
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: a layout cuBLAS cannot take without a copy (%s)", name,
+                    operands_of(*op).text);
     if (rule.kind == op_kind::OWN && op->op <= TF_OP_CONV2D_GRAD_WEIGHT && !conv_supported(device, *op))
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: shape beyond cuDNN's int limits", name);
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: a shape beyond cuDNN's int limits (%s)", name, operands_of(*op).text);
     if (!with_memory) return TF_STATUS_OK;
     for (uint32_t i = 0; i < op->n_inputs; ++i)
         if (tf_status s = check_memory(name, "input", i, in[i], device, err); s != TF_STATUS_OK) return s;
@@ -493,45 +351,20 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
     const tf_tensor_desc *in = op.inputs;
     const tf_tensor_desc &out = op.outputs[0];
     void *y = address_of(out);
-    switch (op.op) {
-    case TF_OP_ADD:
-    case TF_OP_SUB:
-    case TF_OP_MUL:
-    case TF_OP_DIV:
-    case TF_OP_POW:
-    case TF_OP_MAXIMUM:
-    case TF_OP_MINIMUM:
-    case TF_OP_RELU_BACKWARD:
+    // The kinds of ops.def first: each kind is one launcher that switches on the op itself.
+    op_rule rule{};
+    find_op_rule(op.op, &rule);
+    switch (rule.kind) {
+    case op_kind::BINARY:
         return launched(err, name, launch_binary(stream, op.op, out.dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
                                                  address_of(in[0]), address_of(in[1])));
-    case TF_OP_EQ:
-    case TF_OP_NE:
-    case TF_OP_LT:
-    case TF_OP_LE:
-    case TF_OP_GT:
-    case TF_OP_GE:
+    case op_kind::COMPARE:
         return launched(err, name, launch_compare(stream, op.op, in[0].dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
                                                   address_of(in[0]), address_of(in[1])));
-    case TF_OP_WHERE:
+    case op_kind::WHERE:
         return launched(err, name, launch_where(stream, out.dtype, strided<4>(out, {&out, &in[0], &in[1], &in[2]}), y,
                                                 address_of(in[0]), address_of(in[1]), address_of(in[2])));
-    case TF_OP_NEG:
-    case TF_OP_EXP:
-    case TF_OP_RELU:
-    case TF_OP_ABS:
-    case TF_OP_LOG:
-    case TF_OP_SQRT:
-    case TF_OP_RSQRT:
-    case TF_OP_SIN:
-    case TF_OP_COS:
-    case TF_OP_TANH:
-    case TF_OP_SIGMOID:
-    case TF_OP_GELU:
-    case TF_OP_GELU_TANH:
-    case TF_OP_SILU:
-    case TF_OP_SQUARE:
-    case TF_OP_ERF:
-    case TF_OP_CLAMP: {
+    case op_kind::UNARY: {
         ClampBounds bounds{};
         if (op.op == TF_OP_CLAMP) {
             const auto &p = params_of<tf_params_clamp>(op);
@@ -544,20 +377,15 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         return launched(err, name, launch_unary(stream, op.op, out.dtype, strided<2>(out, {&out, &in[0]}), y,
                                                 address_of(in[0]), bounds));
     }
-    case TF_OP_FILL:
+    case op_kind::FILL:
         return launched(err, name, launch_fill(stream, out.dtype, strided<1>(out, {&out}), y,
                                                fill_bits(out.dtype, params_of<tf_params_fill>(op).value)));
-    case TF_OP_CONTIGUOUS:
-    case TF_OP_CAST:
+    case op_kind::COPY:
         return launched(err, name, launch_copy(stream, out.dtype, in[0].dtype, strided<2>(out, {&out, &in[0]}), y,
                                                address_of(in[0])));
-    case TF_OP_SUM:
-    case TF_OP_MEAN:
-    case TF_OP_MAX:
-    case TF_OP_MIN:
-    case TF_OP_VAR: {
+    case op_kind::REDUCE: {
         const bool var = op.op == TF_OP_VAR;
-        const uint32_t mask = var ? params_of<tf_params_var>(op).axes_mask : params_of<tf_params_reduce>(op).axes_mask;
+        const uint32_t mask = reduce_axes_mask(op);
         // The output's strides along reduced axes are never used: 0 keeps them out of the sums.
         int64_t out_strides[TF_MAX_RANK] = {};
         for (int i = 0; i < out.rank; ++i) out_strides[i] = (mask >> i & 1) ? 0 : out.strides[i];
@@ -566,8 +394,7 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         return launched(err, name, launch_reduce(stream, op.op, out.dtype, g, y, address_of(in[0]),
                                                  var ? params_of<tf_params_var>(op).correction : 0.0));
     }
-    case TF_OP_ARGMAX:
-    case TF_OP_ARGMIN: {
+    case op_kind::ARG: {
         const int32_t axis = params_of<tf_params_axis>(op).axis;
         int64_t out_strides[TF_MAX_RANK] = {};
         for (int i = 0; i < out.rank; ++i) out_strides[i] = i == axis ? 0 : out.strides[i];
@@ -575,8 +402,12 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         const RowGeom<2> g = make_rows<2>(in[0].rank, in[0].shape, strides, 1u << axis);
         return launched(err, name, launch_arg(stream, op.op, in[0].dtype, g, y, address_of(in[0])));
     }
-    case TF_OP_MATMUL:
+    case op_kind::MATMUL:
         return matmul_run(device, op, err);
+    case op_kind::OWN:
+        break;
+    }
+    switch (op.op) {
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
     case TF_OP_CONV2D_GRAD_WEIGHT:
@@ -705,20 +536,11 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
                                                   y, address_of(labels), device.data_error_device));
     }
     default:
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cuda kernel", name);
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cuda kernel (op id %u)", name, op.op);
     }
 }
 
 }  // namespace
-
-bool is_contiguous(const tf_tensor_desc &t) {
-    int64_t expected = 1;
-    for (int i = t.rank - 1; i >= 0; --i) {
-        if (t.shape[i] != 1 && t.strides[i] != expected) return false;
-        expected *= t.shape[i];
-    }
-    return true;
-}
 
 tf_status zero_fill(Device &device, const tf_tensor_desc &t, tf_error *err) {
     return launched(err, "zero fill",
@@ -726,13 +548,11 @@ tf_status zero_fill(Device &device, const tf_tensor_desc &t, tf_error *err) {
 }
 
 int32_t supports(int32_t index, const tf_op_desc *op) {
-    try {
+    return guarded_answer([&] {
         Context *context = g_context;
-        if (!context || index < 0 || static_cast<size_t>(index) >= context->devices.size()) return 0;
+        if (!context || index < 0 || static_cast<size_t>(index) >= context->devices.size()) return false;
         return check(*context->devices[static_cast<size_t>(index)], op, false, nullptr) == TF_STATUS_OK;
-    } catch (...) {
-        return 0;
-    }
+    });
 }
 
 tf_status run(int32_t index, const tf_op_desc *op, tf_error *err) {

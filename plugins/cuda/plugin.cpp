@@ -1,7 +1,7 @@
 // The cuda plugin: tensors in device memory, ops as cuBLAS (matmul), cuDNN (convolutions) and the
 // plugin's own kernels (everything else it supports), all queued on one stream per device.
 //
-// Files, in the order a call meets them: plugin.cpp (this: shared helpers, the table, the entry
+// Files, in the order a call meets them: plugin.cpp (this: CUDA errors, the table, the entry
 // point), device.cpp (probe, init, devices, features), memory.cpp (caching allocator, buffers),
 // ops.cpp (supports and run), matmul.cpp, conv.cpp, and the kernels in elementwise.cu,
 // reduce.cu and nn.cu behind kernels.h.
@@ -20,20 +20,7 @@
 
 namespace tf_cuda {
 
-const tf_host_api *g_host = nullptr;
-
-// ---- Shared helpers -------------------------------------------------------------------------------------
-
-tf_status fail(tf_error *err, tf_status status, const char *fmt, ...) noexcept {
-    // Older or smaller tf_error structs get as much of the message as fits them.
-    if (!err || err->struct_size <= offsetof(tf_error, message)) return status;
-    const size_t room = std::min<size_t>(err->struct_size - offsetof(tf_error, message), sizeof err->message);
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(err->message, room, fmt, args);
-    va_end(args);
-    return status;
-}
+// ---- CUDA errors ------------------------------------------------------------------------------------------
 
 tf_status status_of(cudaError_t error) noexcept {
     switch (error) {
@@ -63,49 +50,6 @@ tf_status status_of(cudaError_t error) noexcept {
 tf_status cuda_fail(tf_error *err, const char *what, cudaError_t error) noexcept {
     return fail(err, status_of(error), "%s: %s (%d): %s", what, cudaGetErrorName(error), static_cast<int>(error),
                 cudaGetErrorString(error));
-}
-
-void log_line(int32_t level, const char *fmt, ...) {
-    const tf_host_api *host = g_host;
-    if (!host || host->struct_size < offsetof(tf_host_api, log) + sizeof host->log || !host->log) return;
-    char message[TF_TEXT_SIZE * 2];
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(message, sizeof message, fmt, args);
-    va_end(args);
-    host->log(level, "cuda", message);
-}
-
-const char *op_name(uint32_t op) noexcept {
-    switch (op) {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params) \
-    case id: return name;
-#include <tinyfin/ops.def>
-#undef TF_OP
-    default: return "op?";
-    }
-}
-
-const char *dtype_name(int32_t dtype) noexcept {
-    switch (dtype) {
-    case TF_DTYPE_F32: return "f32";
-    case TF_DTYPE_F16: return "f16";
-    case TF_DTYPE_BF16: return "bf16";
-    case TF_DTYPE_I32: return "i32";
-    case TF_DTYPE_I64: return "i64";
-    case TF_DTYPE_BOOL: return "bool";
-    default: return "dtype?";
-    }
-}
-
-size_t dtype_size(int32_t dtype) noexcept {
-    switch (dtype) {
-    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
-    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
-    case TF_DTYPE_I64: return 8;
-    case TF_DTYPE_BOOL: return 1;
-    default: return 0;
-    }
 }
 
 // device.cpp
@@ -164,12 +108,7 @@ constexpr tf_plugin k_plugin = {
 // ---- Entry point ------------------------------------------------------------------------------------------
 
 extern "C" TF_PLUGIN_EXPORT const tf_plugin *tf_plugin_entry(const tf_host_api *host) {
-    // A core of another major version lays out its structs differently: refuse it.
-    if (!host || host->struct_size < offsetof(tf_host_api, abi_version) + sizeof host->abi_version ||
-        TF_ABI_MAJOR(host->abi_version) != TF_ABI_VERSION_MAJOR)
-        return nullptr;
-    tf_cuda::g_host = host;
-    return &tf_cuda::k_plugin;
+    return tf_kit::enter(host, tf_cuda::k_plugin);
 }
 
 static_assert(std::is_same_v<decltype(&tf_plugin_entry), tf_plugin_entry_fn>);

@@ -84,7 +84,7 @@ void add_devices(const char *client, std::vector<egl_target> &out, std::string &
         // Two EGL devices can lead to one display (the same driver seen twice): keep one.
         if (display != EGL_NO_DISPLAY && seen.count(display)) continue;
         if (!initialise(display, last)) {
-            log_message(TF_LOG_DEBUG, "EGL device %d: %s", i, last.c_str());
+            log_line(TF_LOG_DEBUG, "EGL device %d: %s", i, last.c_str());
             continue;
         }
         seen.insert(display);
@@ -145,7 +145,7 @@ std::vector<egl_target> find_egl_targets(std::string &why) {
         why = "EGL has no client extensions (EGL 1.5 or EGL_EXT_client_extensions is needed)";
         return {};
     }
-    const char *only = environment("TINYFIN_OPENGL_EGL");
+    const char *only = get_env("TINYFIN_OPENGL_EGL");
     const bool devices = !only || std::strcmp(only, "device") == 0;
     const bool surfaceless = !only || std::strcmp(only, "surfaceless") == 0;
     if (!devices && !surfaceless) {

@@ -17,11 +17,10 @@ namespace tf_gl {
 using tf_kernels::failure;
 using tf_kernels::raise;
 
-// ---- The core's services (plugin.cpp keeps the host table) ------------------------------------
+// ---- The core's services: the plugin kit's (include/tinyfin/plugin_kit/errors.hpp) --------------
 
-void log_message(int32_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-// The environment variable as the core reads it (secure_getenv); NULL when unset.
-const char *environment(const char *name);
+using tf_kit::get_env;
+using tf_kit::log_line;
 
 // ---- EGL ------------------------------------------------------------------------------------------
 

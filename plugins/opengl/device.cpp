@@ -108,7 +108,7 @@ void device::start(egl_target target) {
     glGetError();
     gl_ = std::move(state);
     counters_.context_ms = ms_since(begin);
-    log_message(TF_LOG_DEBUG, "%s: %s via %s, context in %.1f ms", label(), version_.c_str(), source_.c_str(),
+    log_line(TF_LOG_DEBUG, "%s: %s via %s, context in %.1f ms", label(), version_.c_str(), source_.c_str(),
                 counters_.context_ms);
 }
 
@@ -261,8 +261,14 @@ tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char 
     return tf_kernels::bind_view(caps_, t, buffer, buffer->memory.offset, buffer->size, op, role, index);
 }
 
-void device::dispatch(const pipeline_key &kernel, const void *params, size_t params_size, const tensor_binding *tensors,
-                      size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z, const char *reporting_op) {
+void device::dispatch(const dispatch_args &args) {
+    const pipeline_key &kernel = args.kernel;
+    const void *params = args.params;
+    const size_t params_size = args.params_size;
+    const tensor_binding *tensors = args.tensors;
+    const size_t count = args.count;
+    const uint32_t groups_x = args.groups[0], groups_y = args.groups[1], groups_z = args.groups[2];
+    const char *reporting_op = args.reporting_op;
     if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
     // A reporting kernel gets a word of its own, so its bits name its op and thread. All words
     // taken: wait once for the work so far and read them (before this dispatch's accesses are

@@ -25,6 +25,7 @@
 namespace tf_gl {
 
 using tf_kernels::device_caps;
+using tf_kernels::dispatch_args;
 using tf_kernels::pipeline_key;
 using tf_kernels::shader;
 using tf_kernels::tensor_binding;
@@ -77,9 +78,7 @@ public:
 
     // ---- Kernels (tf_kernels::kernel_device) ----
     tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
-    void dispatch(const pipeline_key &kernel, const void *params, size_t params_size, const tensor_binding *tensors,
-                  size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z,
-                  const char *reporting_op = nullptr) override;
+    void dispatch(const dispatch_args &args) override;
 
 private:
     // A byte range of a GL buffer touched since the last barrier.

@@ -3,6 +3,7 @@
 // specialization constants: each selector is a #define placed right after the #version line;
 // the selectors' names and types come from the kernel's own TF_SPEC lines.
 #include "device.hpp"
+#include "shaders_embedded.h"
 
 #include <chrono>
 #include <cstdio>

@@ -71,7 +71,7 @@ loader_library::~loader_library() {
 
 bool loader_library::open(std::string &why) {
     if (handle_) return true;
-    const char *override_path = environment("TINYFIN_VULKAN_LOADER");
+    const char *override_path = get_env("TINYFIN_VULKAN_LOADER");
     const char *path = override_path && *override_path ? override_path : "libvulkan.so.1";
     // The default soname goes to the dynamic linker's own search, as a linked library would; a
     // path from the environment names code and passes the plugin trust rules (code_trust.hpp).
@@ -84,7 +84,7 @@ bool loader_library::open(std::string &why) {
         std::string resolved, problem;
         const tf_common::code_verdict verdict =
             tf_common::check_code_file(path, resolved, problem, "TINYFIN_VULKAN_LOADER file");
-        const char *insecure = environment("TINYFIN_ALLOW_INSECURE_PLUGINS");
+        const char *insecure = get_env("TINYFIN_ALLOW_INSECURE_PLUGINS");
         const bool allowed = insecure && *insecure && std::strcmp(insecure, "0") != 0;
         if (verdict == tf_common::code_verdict::not_a_file ||
             (verdict == tf_common::code_verdict::untrusted && !allowed)) {
@@ -95,13 +95,13 @@ bool loader_library::open(std::string &why) {
             return false;
         }
         if (verdict == tf_common::code_verdict::untrusted)
-            log_message(TF_LOG_WARN, "loading despite: %s (TINYFIN_ALLOW_INSECURE_PLUGINS)", problem.c_str());
+            log_line(TF_LOG_WARN, "loading despite: %s (TINYFIN_ALLOW_INSECURE_PLUGINS)", problem.c_str());
     }
     handle_ = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle_) {
         const char *text = dlerror();
         why = std::string("no Vulkan loader (") + path + " not found)";
-        if (text) log_message(TF_LOG_DEBUG, "dlopen: %s", text);
+        if (text) log_line(TF_LOG_DEBUG, "dlopen: %s", text);
         return false;
     }
     auto get_proc = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(handle_, "vkGetInstanceProcAddr"));

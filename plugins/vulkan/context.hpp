@@ -28,11 +28,10 @@ tf_status status_of(VkResult result) noexcept;
 // Throws "<what>: <result name>" with status_of(result) unless result is VK_SUCCESS.
 void check(VkResult result, const char *what);
 
-// ---- The core's services (plugin.cpp keeps the host table) ------------------------------------
+// ---- The core's services: the plugin kit's (include/tinyfin/plugin_kit/errors.hpp) --------------
 
-void log_message(int32_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-// The environment variable as the core reads it (secure_getenv); NULL when unset.
-const char *environment(const char *name);
+using tf_kit::get_env;
+using tf_kit::log_line;
 
 // ---- Loader, instance, physical devices ---------------------------------------------------------
 

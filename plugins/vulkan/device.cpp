@@ -153,7 +153,7 @@ std::unique_ptr<device> device::create(int index, const compute_device &where, u
     d->load_pipeline_cache();
     d->create_batches();
     char api[32];
-    log_message(TF_LOG_DEBUG, "%s: Vulkan %s, queue family %u, %s memory, %" PRIu64 " MiB heap", d->label(),
+    log_line(TF_LOG_DEBUG, "%s: Vulkan %s, queue family %u, %s memory, %" PRIu64 " MiB heap", d->label(),
                 api_text(d->props_.apiVersion, api, sizeof api), d->family_,
                 d->host_visible_ ? "host-visible" : "device-only", d->heap_size_ >> 20);
     return d;
@@ -162,7 +162,7 @@ std::unique_ptr<device> device::create(int index, const compute_device &where, u
 void device::create_pools(const VkPhysicalDeviceMemoryProperties &memory) {
     VkDevice dev = device_.get();
     const uint32_t type = pick_device_type(memory, &host_visible_);
-    const char *staging = environment("TINYFIN_VULKAN_STAGING");
+    const char *staging = get_env("TINYFIN_VULKAN_STAGING");
     // TINYFIN_VULKAN_STAGING=1 takes the staging path of devices without host-visible memory,
     // so lavapipe can test it.
     int force = 0;
@@ -171,9 +171,9 @@ void device::create_pools(const VkPhysicalDeviceMemoryProperties &memory) {
         tf_env_describe_bad(message, sizeof message, "TINYFIN_VULKAN_STAGING", staging, "0 or 1",
                             "0 (host-visible memory where the device has it)");
         int strict = 0;
-        tf_env_parse_strict(environment("TINYFIN_STRICT"), &strict);
+        tf_env_parse_strict(get_env("TINYFIN_STRICT"), &strict);
         if (strict) raise(TF_STATUS_INVALID_ARGUMENT, "%s (an error because TINYFIN_STRICT=1)", message);
-        log_message(TF_LOG_WARN, "%s", message);
+        log_line(TF_LOG_WARN, "%s", message);
     }
     const bool force_staging = force == 1;
     heap_index_ = memory.memoryTypes[type].heapIndex;
@@ -446,8 +446,14 @@ tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char 
     return tf_kernels::bind_view(caps_, t, buffer, buffer->memory.offset, buffer->size, op, role, index);
 }
 
-void device::dispatch(const pipeline_key &kernel, const void *params, size_t params_size, const tensor_binding *tensors,
-                      size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z, const char *reporting_op) {
+void device::dispatch(const dispatch_args &args) {
+    const pipeline_key &kernel = args.kernel;
+    const void *params = args.params;
+    const size_t params_size = args.params_size;
+    const tensor_binding *tensors = args.tensors;
+    const size_t count = args.count;
+    const uint32_t groups_x = args.groups[0], groups_y = args.groups[1], groups_z = args.groups[2];
+    const char *reporting_op = args.reporting_op;
     throw_if_lost();
     if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
     VkPipeline pipeline = pipeline_for(kernel);

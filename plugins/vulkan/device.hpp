@@ -27,6 +27,7 @@
 namespace tf_vk {
 
 using tf_kernels::device_caps;
+using tf_kernels::dispatch_args;
 using tf_kernels::key_of;
 using tf_kernels::pipeline_key;
 using tf_kernels::shader;
@@ -67,11 +68,8 @@ public:
     // The binding of a tensor whose buffer belongs to this device. Throws INVALID_ARGUMENT,
     // naming op and role ("input 1"), when the view does not lie inside its buffer.
     tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
-    // Records kernel over groups_x * groups_y * groups_z workgroups with the given parameters and
-    // tensors (slot i = tensors[i]). reporting_op names an op whose kernel may set status bits.
-    void dispatch(const pipeline_key &kernel, const void *params, size_t params_size, const tensor_binding *tensors,
-                  size_t count, uint32_t groups_x, uint32_t groups_y, uint32_t groups_z,
-                  const char *reporting_op = nullptr) override;
+    // Records one kernel launch (tf_kernels::dispatch_args).
+    void dispatch(const dispatch_args &args) override;
     // Throws DEVICE_LOST once a Vulkan call reported the device lost.
     void throw_if_lost() const;
 

@@ -2,6 +2,7 @@
 // VkPipelineCache kept on disk between runs ($XDG_CACHE_HOME/tinyfin/vulkan-pipelines.bin, or
 // ~/.cache/tinyfin/...). Reading or writing the file may fail: the plugin then works uncached.
 #include "device.hpp"
+#include "shaders_embedded.h"
 
 #include "atomic_file.hpp"
 #include "regular_file.hpp"
@@ -25,11 +26,11 @@ constexpr std::size_t max_cache_bytes = 64u << 20;
 // Directory of the cache file, created if needed; "" when there is no home to put it in.
 std::string cache_directory() {
     std::string base;
-    const char *xdg = environment("XDG_CACHE_HOME");
+    const char *xdg = get_env("XDG_CACHE_HOME");
     if (xdg && xdg[0] == '/') {
         base = xdg;
     } else {
-        const char *home = environment("HOME");
+        const char *home = get_env("HOME");
         if (!home || home[0] != '/') return "";
         base = std::string(home) + "/.cache";
     }
@@ -56,7 +57,7 @@ void device::load_pipeline_cache() {
     if (!cache_path_.empty() && access(cache_path_.c_str(), F_OK) == 0 &&
         !tf_common::read_regular_file(cache_path_, max_cache_bytes, blob, refused)) {
         blob.clear();
-        log_message(TF_LOG_INFO, "%s: pipeline cache %s ignored: %s", label(), cache_path_.c_str(), refused.c_str());
+        log_line(TF_LOG_INFO, "%s: pipeline cache %s ignored: %s", label(), cache_path_.c_str(), refused.c_str());
     }
     // A blob from another driver or device is ignored rather than handed to the driver.
     if (!matches_device(blob, props_)) blob.clear();
@@ -73,7 +74,7 @@ void device::load_pipeline_cache() {
     }
     check(result, "vkCreatePipelineCache");
     pipeline_cache_ = pipeline_cache_handle(device_.get(), cache);
-    log_message(TF_LOG_DEBUG, "%s: pipeline cache %s (%zu bytes loaded)", label(),
+    log_line(TF_LOG_DEBUG, "%s: pipeline cache %s (%zu bytes loaded)", label(),
                 cache_path_.empty() ? "in memory only" : cache_path_.c_str(), blob.size());
 }
 
@@ -92,7 +93,7 @@ void device::save_pipeline_cache() noexcept {
     // never read a half-written file, and a file planted in the directory is never written to.
     const std::string why = tf_common::write_file_atomically(cache_path_, blob.data(), size, 0600);
     if (!why.empty())
-        log_message(TF_LOG_INFO, "%s: could not write the pipeline cache (not fatal): %s", label(), why.c_str());
+        log_line(TF_LOG_INFO, "%s: could not write the pipeline cache (not fatal): %s", label(), why.c_str());
 }
 
 VkPipeline device::pipeline_for(const pipeline_key &key) {
@@ -128,7 +129,7 @@ VkPipeline device::pipeline_for(const pipeline_key &key) {
     char spec_text[96] = "";
     for (uint32_t i = 0, at = 0; i < key.count && at < sizeof spec_text; ++i)
         at += static_cast<uint32_t>(std::snprintf(spec_text + at, sizeof spec_text - at, "%s%u", i ? "," : "", key.spec[i]));
-    log_message(TF_LOG_DEBUG, "%s: pipeline %s(%s) created in %.1f ms (%zu pipelines)", label(), code.name, spec_text, ms,
+    log_line(TF_LOG_DEBUG, "%s: pipeline %s(%s) created in %.1f ms (%zu pipelines)", label(), code.name, spec_text, ms,
                 pipelines_.size());
     return pipeline;
 }

@@ -24,6 +24,8 @@ void bind_backends(py::module_ &m);
 void bind_interop(py::module_ &m);
 void bind_factories(py::module_ &m);
 void bind_amp(py::module_ &m);
+// After bind_tensor and bind_ops: the fast path of fastpath.cpp over their operators.
+void bind_fastpath(py::module_ &m);
 
 // Raises the tinyfin.<kind> Python exception (kind: "DeviceError", "DTypeError", ...).
 [[noreturn]] void raise_python(const char *kind, const std::string &message);
@@ -37,6 +39,21 @@ DType dtype_arg(py::handle obj, DType fallback);
 Tensor operand(py::handle obj, const Tensor &like, const char *op);
 // One axis or a tuple/list of axes (None: all) -> axes.
 std::vector<int> axes_arg(py::handle obj);
+
+// Releases the GIL while an op on about numel elements runs, when that is worth it: below
+// release_threshold elements an elementwise op takes a few microseconds, releasing and re-taking
+// the GIL costs a good part of that (docs/performance.md), and another Python thread waits no
+// longer than the op. Larger ops, matmul and the nn ops always release (docs/python.md, Threads).
+constexpr int64_t release_threshold = int64_t{1} << 14;
+class ReleaseFor {
+public:
+    explicit ReleaseFor(int64_t numel) {
+        if (numel >= release_threshold) release_.emplace();
+    }
+
+private:
+    std::optional<py::gil_scoped_release> release_;
+};
 
 // Thrown by binding code for bad Python input; translated to tinyfin's classes.
 } // namespace tinyfin::python

@@ -12,4 +12,5 @@ PYBIND11_MODULE(_C, m) {
     bind_backends(m);
     bind_interop(m);
     bind_amp(m);
+    bind_fastpath(m);
 }

@@ -1,6 +1,7 @@
 // Every op of ops.def as a function of tinyfin._C with PyTorch's argument names; the Python
 // layer (tinyfin/__init__.py, tinyfin/nn/functional.py) re-exports them and adds the few
 // conveniences that are pure argument juggling. The GIL is released while an op runs.
+#include <algorithm>
 #include <cmath>
 
 #include "bindings.hpp"
@@ -32,14 +33,14 @@ void def_binary(py::module_ &m, const char *name, Binary fn, BinaryOut out_fn, c
         if (!out.is_none()) {
             Tensor o = out.cast<Tensor>();
             {
-                Release r;
+                ReleaseFor r(o.numel());
                 out_fn(x, y, o);
             }
             return out;
         }
         Tensor result;
         {
-            Release r;
+            ReleaseFor r(std::max(x.numel(), y.numel()));
             result = fn(x, y);
         }
         return py::cast(std::move(result));
@@ -47,7 +48,10 @@ void def_binary(py::module_ &m, const char *name, Binary fn, BinaryOut out_fn, c
 }
 
 void def_unary(py::module_ &m, const char *name, Unary fn) {
-    m.def(name, fn, py::arg("input"), py::call_guard<Release>());
+    m.def(name, [fn](const Tensor &x) {
+        ReleaseFor r(x.numel());
+        return fn(x);
+    }, py::arg("input"));
 }
 
 Pool2dOptions pool_options(py::handle kernel_size, py::handle stride, py::handle padding, const char *op) {

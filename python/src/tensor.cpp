@@ -1,4 +1,5 @@
 // tinyfin.Tensor: properties, views and indexing, operators, autograd; dtypes and devices.
+#include <algorithm>
 #include <cmath>
 
 #include "bindings.hpp"
@@ -79,7 +80,10 @@ Tensor index(const Tensor &t, py::handle key) {
             if (PySlice_Unpack(h.ptr(), &start, &stop, &step) < 0) throw py::error_already_set();
             if (step <= 0)
                 raise_python("ValueError", "index: slice step must be positive (got " + std::to_string(step) +
-                                               "); tinyfin views have no negative strides");
+                                               "): tinyfin views have no negative strides, so a negative step "
+                                               "cannot be a view as in numpy (PyTorch refuses it too); "
+                                               "tinyfin.flip(x, dim) gives the reversed copy, x[index_list] "
+                                               "any other order");
             int64_t n = out.shape()[axis];
             Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
             int64_t begin = len > 0 ? start : 0;
@@ -97,9 +101,8 @@ Tensor index(const Tensor &t, py::handle key) {
             out = out.slice(static_cast<int>(axis), i, i + 1, 1);
             ++axis;
         } else {
-            raise_python("DTypeError", "index: only integers, slices, None and ... are supported, got " +
-                                           std::string(py::str(py::type::handle_of(h).attr("__name__"))) +
-                                           " (masks and index tensors are not supported)");
+            raise_python("DTypeError", "index: only integers, slices, None and ... make views, got " +
+                                           std::string(py::str(py::type::handle_of(h).attr("__name__"))));
         }
     }
     for (; axis < rank; ++axis) final_shape.push_back(out.shape()[axis]);
@@ -107,15 +110,32 @@ Tensor index(const Tensor &t, py::handle key) {
     return out;
 }
 
+// An index item other than an int, a slice, None or ...: an index list, array or tensor, or a
+// bool mask (numpy's advanced indexing), which tinyfin/_indexing.py handles as a gathered copy.
+bool advanced(py::handle key) {
+    auto basic = [](py::handle h) {
+        return h.is_none() || h.ptr() == Py_Ellipsis || PySlice_Check(h.ptr()) ||
+               (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr()));
+    };
+    if (!PyTuple_Check(key.ptr())) return !basic(key);
+    for (py::handle h : py::reinterpret_borrow<py::tuple>(key))
+        if (!basic(h)) return true;
+    return false;
+}
+
+py::object indexing(const char *name) {
+    return py::module_::import("tinyfin._indexing").attr(name);
+}
+
 Tensor binary(const Tensor &a, py::handle b, Tensor (*fn)(const Tensor &, const Tensor &), const char *op) {
     Tensor rhs = operand(b, a, op);
-    Release release;
+    ReleaseFor release(std::max(a.numel(), rhs.numel()));
     return fn(a, rhs);
 }
 
 Tensor rbinary(const Tensor &b, py::handle a, Tensor (*fn)(const Tensor &, const Tensor &), const char *op) {
     Tensor lhs = operand(a, b, op);
-    Release release;
+    ReleaseFor release(std::max(lhs.numel(), b.numel()));
     return fn(lhs, b);
 }
 
@@ -123,7 +143,7 @@ Tensor rbinary(const Tensor &b, py::handle a, Tensor (*fn)(const Tensor &, const
 Tensor &inplace(Tensor &a, py::handle b, void (*fn)(const Tensor &, const Tensor &, const Tensor &),
                 const char *op) {
     Tensor rhs = operand(b, a, op);
-    Release release;
+    ReleaseFor release(std::max(a.numel(), rhs.numel()));
     fn(a, rhs, a);
     return a;
 }
@@ -357,8 +377,15 @@ void bind_tensor(py::module_ &m) {
             Release r;
             return narrow(x, dim, start, length);
         }, py::arg("dim"), py::arg("start"), py::arg("length"))
-        .def("__getitem__", [](const Tensor &x, py::handle key) { return index(x, key); })
+        .def("__getitem__", [](const Tensor &x, py::handle key) -> py::object {
+            if (advanced(key)) return indexing("_advanced_getitem")(x, key);
+            return py::cast(index(x, key));
+        })
         .def("__setitem__", [](const Tensor &x, py::handle key, py::handle value) {
+            if (advanced(key)) {
+                indexing("_advanced_setitem")(x, key, value);
+                return;
+            }
             Tensor view = index(x, key);
             Tensor src = operand(value, view, "__setitem__");
             Release r;

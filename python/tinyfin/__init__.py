@@ -372,6 +372,7 @@ def load(f, map_location=None):
     return OrderedDict(_C.nn.load_all(str(f), map_location))
 
 
+from ._indexing import flip, index_select  # noqa: E402
 from . import _tensor  # noqa: E402,F401  (methods on Tensor)
 from . import nn, optim  # noqa: E402,F401
 from . import amp  # noqa: E402,F401

@@ -4,7 +4,9 @@ weights checksum, rank 0 alone prints the report, and the test accuracy is withi
 single-process run of the same recipe (the global batch is the same; only f32 rounding and the
 order of the gradient sums differ).
 
-    test_example.py MPIRUN_ARGS... -- FASHION_MNIST
+    test_example.py MPIRUN_ARGS... -- FASHION_MNIST...
+
+FASHION_MNIST is the C++ program, or `python3 examples/fashion_mnist.py` (several words).
 
 Exits 77 (meson's skip) with the reason when Debian's dataset-fashion-mnist is not installed.
 """
@@ -15,15 +17,15 @@ import sys
 
 DATA = "/usr/share/datasets/fashion-mnist"
 split = sys.argv.index("--")
-mpirun, exe = sys.argv[1:split], sys.argv[split + 1]
+mpirun, exe = sys.argv[1:split], sys.argv[split + 1:]
 if not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")):
     print(f"SKIP: {DATA} not found; install Debian's dataset-fashion-mnist package")
     sys.exit(77)
 np = int(mpirun[mpirun.index("-np") + 1])
 args = ["--epochs", "1", "--limit", "1024", "--batch", "64"]
 
-single = subprocess.run([exe] + args, capture_output=True, text=True, timeout=280)
-run = subprocess.run(mpirun + [exe, "--distributed"] + args, capture_output=True, text=True,
+single = subprocess.run(exe + args, capture_output=True, text=True, timeout=280)
+run = subprocess.run(mpirun + exe + ["--distributed"] + args, capture_output=True, text=True,
                      timeout=280)
 print(run.stdout, run.stderr)
 failures = []

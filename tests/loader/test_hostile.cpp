@@ -152,6 +152,20 @@ TEST_CASE("trust-allowed: TINYFIN_ALLOW_INSECURE_PLUGINS=1 loads them anyway") {
     CHECK(record_of(report, scratch.group_file).outcome == "shadowed");
 }
 
+TEST_CASE("trust-typo: a TINYFIN_ALLOW_INSECURE_PLUGINS that is not 0 or 1 warns and keeps the rules") {
+    Scratch scratch;
+    std::string path = scratch.group_dir.string() + ":" + scratch.group_file.string();
+    REQUIRE(setenv("TINYFIN_PLUGIN_PATH", path.c_str(), 1) == 0);
+    REQUIRE(setenv("TINYFIN_ALLOW_INSECURE_PLUGINS", "yes", 1) == 0);
+    loader_test::StderrCapture capture;
+    tinyfin::Report report = tinyfin::report();
+    CHECK(record_of(report, scratch.group_dir).outcome == "insecure");
+    CHECK(record_of(report, scratch.group_file).outcome == "insecure");
+    std::string text = capture.finish();
+    CHECK(contains(text, "TINYFIN_ALLOW_INSECURE_PLUGINS='yes'"));
+    CHECK(contains(text, "0 (the trust rules apply)"));
+}
+
 TEST_CASE("garbage: impossible devices and silent failures are caught") {
     std::string path = required_env("LOADER_BADCOUNT") + ":" + required_env("LOADER_BADKIND") +
                        ":" + required_env("LOADER_SILENTFAIL");

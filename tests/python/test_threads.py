@@ -4,15 +4,32 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 import tinyfin as tf
 
 
-def test_gil_released_during_ops():
+# Far above the 16384 elements from which elementwise ops release, and slow enough (about a
+# millisecond) for the counting thread to wake up while the op runs.
+BIG = tf.randn(2048, 1024, seed=1)
+BIG_OUT = tf.empty(2048, 1024)
+SQUARE = tf.randn(192, 192, seed=1)
+OPS = {
+    "matmul": lambda: tf.matmul(SQUARE, SQUARE),
+    "operator +": lambda: BIG + BIG,          # the fast path's number slot
+    "operator <": lambda: BIG < BIG,          # its comparison slot
+    "add out=": lambda: tf.add(BIG, BIG, out=BIG_OUT),  # its module function
+    "operator * number": lambda: BIG * 2.0,   # the pybind11 binding behind it
+    "exp": lambda: tf.exp(BIG),
+}
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_gil_released_during_ops(op):
     """With a huge switch interval the interpreter never takes the GIL from the main thread;
     the counting thread can only run while an op has released it. Not timed: it checks that the
     counter moved at all across op calls."""
-    a = tf.randn(192, 192, seed=1)
+    run = OPS[op]
     counter = [0]
     stop = threading.Event()
     started = threading.Event()
@@ -32,7 +49,7 @@ def test_gil_released_during_ops():
         moved = 0
         for _ in range(200):
             before = counter[0]
-            tf.matmul(a, a)
+            run()
             moved += counter[0] - before
             if moved:
                 break

@@ -116,8 +116,7 @@ void record(kernel_device &dev, const tf_op_desc &op, uint32_t code, const uint3
     const bool packed = out.dtype == TF_DTYPE_BOOL && rank == 1 && (axes.rank == 0 || axes.strides[0][0] == 1) &&
                         p.base[0] % 4 == 0;
     const uint64_t items = packed ? (static_cast<uint64_t>(count) + 3) / 4 : static_cast<uint64_t>(count);
-    dev.dispatch(key_of(shader::elementwise, code, out.dtype, in_dtype, rank, packed), &p, sizeof p, bindings, n,
-                 groups_for(dev.caps(), items, 256), 1, 1);
+    dev.dispatch({key_of(shader::elementwise, code, out.dtype, in_dtype, rank, packed), &p, sizeof p, bindings, n, {groups_for(dev.caps(), items, 256), 1, 1}});
 }
 
 }  // namespace

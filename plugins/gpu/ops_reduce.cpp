@@ -111,7 +111,7 @@ void reduce_run(kernel_device &dev, const tf_op_desc &op) {
     }
     const uint32_t groups = per_group ? groups_for(dev.caps(), static_cast<uint64_t>(n_out), 1)
                                       : groups_for(dev.caps(), static_cast<uint64_t>(n_out), 256);
-    dev.dispatch(key_of(shader::reduce, code_of(op.op), per_group, r.rank <= 1), &p, sizeof p, bindings, 2, groups, 1, 1);
+    dev.dispatch({key_of(shader::reduce, code_of(op.op), per_group, r.rank <= 1), &p, sizeof p, bindings, 2, {groups, 1, 1}});
 }
 
 }  // namespace tf_kernels

@@ -2,19 +2,8 @@
 #include "kernels.hpp"
 
 #include <algorithm>
-#include <cstdarg>
-#include <cstdio>
 
 namespace tf_kernels {
-
-void raise(tf_status status, const char *fmt, ...) {
-    char message[TF_TEXT_SIZE * 2];
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(message, sizeof message, fmt, args);
-    va_end(args);
-    throw failure(status, message);
-}
 
 tensor_binding bind_view(const device_caps &caps, const tf_tensor_desc &t, tf_buffer *buffer, uint64_t storage_offset,
                          uint64_t buffer_size, const char *op, const char *role, uint32_t index) {
@@ -45,12 +34,6 @@ tensor_binding bind_view(const device_caps &caps, const tf_tensor_desc &t, tf_bu
     return out;
 }
 
-int64_t numel(const tf_tensor_desc &t) {
-    int64_t n = 1;
-    for (int i = 0; i < t.rank; ++i) n *= t.shape[i];
-    return n;
-}
-
 uint64_t element_size(int32_t dtype) {
     switch (dtype) {
     case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
@@ -58,13 +41,6 @@ uint64_t element_size(int32_t dtype) {
     case TF_DTYPE_BOOL: return 1;
     default: return 0;
     }
-}
-
-bool same_shape(const tf_tensor_desc &a, const tf_tensor_desc &b) {
-    if (a.rank != b.rank) return false;
-    for (int i = 0; i < a.rank; ++i)
-        if (a.shape[i] != b.shape[i]) return false;
-    return true;
 }
 
 merged_axes merge_axes(int rank, const int64_t *shape, const int64_t *const *strides, int tensors) {
@@ -103,15 +79,6 @@ uint32_t groups_for(const device_caps &caps, uint64_t items, uint32_t per_group)
     const uint64_t need = (items + per_group - 1) / per_group;
     const uint64_t cap = std::min<uint64_t>(caps.max_groups[0], 65535);
     return static_cast<uint32_t>(std::clamp<uint64_t>(need, 1, cap));
-}
-
-const char *op_name(uint32_t op) noexcept {
-    switch (op) {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params) case id: return name;
-#include <tinyfin/ops.def>
-#undef TF_OP
-    default: return "op?";
-    }
 }
 
 }  // namespace tf_kernels

@@ -16,35 +16,15 @@ uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 // ---- Pooling ---------------------------------------------------------------------------------------
 
-int64_t pool_out(int64_t in, int k, int s, int p) {
-    const int64_t padded = in + 2 * static_cast<int64_t>(p);
-    return padded < k ? 0 : (padded - k) / s + 1;
-}
-
 bool pool_supports(const tf_op_desc &op) {
     for (uint32_t i = 0; i < op.n_inputs; ++i)
         if (op.inputs[i].dtype != TF_DTYPE_F32 || op.inputs[i].rank != 4) return false;
     const tf_tensor_desc &out = op.outputs[0];
     if (out.dtype != TF_DTYPE_F32 || out.rank != 4) return false;
     const auto &p = *static_cast<const tf_params_pool2d *>(op.params);
-    if (p.kernel[0] < 1 || p.kernel[1] < 1 || p.stride[0] < 1 || p.stride[1] < 1 || p.padding[0] < 0 ||
-        p.padding[1] < 0 || p.padding[0] * 2 > p.kernel[0] || p.padding[1] * 2 > p.kernel[1])
-        return false;
-    // The [N, C, H, W] tensor and the [N, C, OH, OW] one, whichever direction.
-    const tf_tensor_desc *big, *small;
-    switch (op.op) {
-    case TF_OP_MAX_POOL2D:
-    case TF_OP_AVG_POOL2D: big = &op.inputs[0], small = &out; break;
-    case TF_OP_MAX_POOL2D_BACKWARD:
-        if (!same_shape(op.inputs[1], out)) return false;
-        big = &out, small = &op.inputs[0];
-        break;
-    default: big = &out, small = &op.inputs[0]; break;  // avg backward
-    }
-    if (big->shape[0] != small->shape[0] || big->shape[1] != small->shape[1]) return false;
-    if (small->shape[2] != pool_out(big->shape[2], p.kernel[0], p.stride[0], p.padding[0]) ||
-        small->shape[3] != pool_out(big->shape[3], p.kernel[1], p.stride[1], p.padding[1]))
-        return false;
+    if (!tf_kit::pool_params_valid(p) || !tf_kit::pool_shapes_fit(op, p)) return false;
+    // The [N, C, H, W] tensor, whichever direction.
+    const tf_tensor_desc *big = tf_kit::pool_operands_of(op).x;
     return numel(*big) < (int64_t{1} << 31) && big->shape[2] < (int64_t{1} << 30) && big->shape[3] < (int64_t{1} << 30);
 }
 
@@ -95,7 +75,7 @@ void pool_run(kernel_device &dev, const tf_op_desc &op) {
         p.div_m[i] = d.m;
         p.div_s[i] = d.s;
     }
-    dev.dispatch(key_of(shader::pool2d, mode), &p, sizeof p, b, 1 + op.n_inputs, groups_for(dev.caps(), u32(count), 256), 1, 1);
+    dev.dispatch({key_of(shader::pool2d, mode), &p, sizeof p, b, 1 + op.n_inputs, {groups_for(dev.caps(), u32(count), 256), 1, 1}});
 }
 
 // ---- Row ops ----------------------------------------------------------------------------------------
@@ -235,8 +215,7 @@ void rows_run(kernel_device &dev, const tf_op_desc &op) {
     p.rows = u32(rows);
     p.len = u32(len);
     const uint32_t groups = reduces ? 1 : groups_for(dev.caps(), u32(rows), 256);
-    dev.dispatch(key_of(shader::rows, mode, reduces, p.inner_rank == 1), &p, sizeof p, b, 1 + op.n_inputs, groups, 1, 1,
-                 reporting);
+    dev.dispatch({key_of(shader::rows, mode, reduces, p.inner_rank == 1), &p, sizeof p, b, 1 + op.n_inputs, {groups, 1, 1}, reporting});
 }
 
 // ---- Index ops and rope -----------------------------------------------------------------------------
@@ -382,8 +361,7 @@ void index_run(kernel_device &dev, const tf_op_desc &op) {
         break;
     }
     }
-    dev.dispatch(key_of(shader::index, mode, out.dtype, idx_dtype), &p, sizeof p, b, 3,
-                 groups_for(dev.caps(), u32(count), 256), 1, 1, reporting);
+    dev.dispatch({key_of(shader::index, mode, out.dtype, idx_dtype), &p, sizeof p, b, 3, {groups_for(dev.caps(), u32(count), 256), 1, 1}, reporting});
 }
 
 // ---- Attention --------------------------------------------------------------------------------------
@@ -438,7 +416,7 @@ void attention_run(kernel_device &dev, const tf_op_desc &op) {
         p.col_st[s] = u32(t[s]->strides[r - 1]);
     }
     p.rows = u32(rows);
-    dev.dispatch(key_of(shader::attention), &p, sizeof p, b, 5, groups_for(dev.caps(), u32(rows), 1), 1, 1);
+    dev.dispatch({key_of(shader::attention), &p, sizeof p, b, 5, {groups_for(dev.caps(), u32(rows), 1), 1, 1}});
 }
 
 }  // namespace

@@ -10,12 +10,6 @@ namespace {
 
 constexpr uint32_t tile = 64;  // the largest TM and TN of gemm.comp
 
-int64_t conv_out(int64_t in, int64_t kernel, int stride, int pad, int dilation) {
-    const int64_t span = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
-    const int64_t padded = in + 2 * static_cast<int64_t>(pad);
-    return padded < span ? 0 : (padded - span) / stride + 1;
-}
-
 bool all_f32(const tf_op_desc &op) {
     for (uint32_t i = 0; i < op.n_inputs; ++i)
         if (op.inputs[i].dtype != TF_DTYPE_F32) return false;
@@ -87,7 +81,7 @@ void record_gemm(kernel_device &dev, gemm_params &p, uint32_t mode, tensor_bindi
     const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(tiles_n, std::min<uint32_t>(dev.caps().max_groups[0], 65535))),
                    gy = static_cast<uint32_t>(std::min<uint64_t>(tiles_m, std::min<uint32_t>(dev.caps().max_groups[1], 65535)));
     if (splits == 1) {
-        dev.dispatch(key_of(shader::gemm, mode, rows, 0, cols), &p, sizeof p, b, 3, gx, gy, z_count);
+        dev.dispatch({key_of(shader::gemm, mode, rows, 0, cols), &p, sizeof p, b, 3, {gx, gy, z_count}});
         return;
     }
     // scratch [splits, view...] contiguous, then sum over axis 0 into out viewed as [1, view...].
@@ -114,7 +108,7 @@ void record_gemm(kernel_device &dev, gemm_params &p, uint32_t mode, tensor_bindi
         p.splits = splits;
         p.k_chunk = chunk;
         p.z_count = z_count;
-        dev.dispatch(key_of(shader::gemm, mode, rows, 1, cols), &p, sizeof p, b, 3, gx, gy, z_count * splits);
+        dev.dispatch({key_of(shader::gemm, mode, rows, 1, cols), &p, sizeof p, b, 3, {gx, gy, z_count * splits}});
         const tf_params_reduce axes{sizeof(tf_params_reduce), 1u};
         tf_op_desc sum{};
         sum.struct_size = sizeof sum;
@@ -137,15 +131,9 @@ bool conv_supports(const device_caps &caps, const tf_op_desc &op) {
         if (op.inputs[i].rank != 4) return false;
     if (op.outputs[0].rank != 4) return false;
     const auto &p = *static_cast<const tf_params_conv2d *>(op.params);
-    if (p.stride[0] < 1 || p.stride[1] < 1 || p.dilation[0] < 1 || p.dilation[1] < 1 || p.padding[0] < 0 ||
-        p.padding[1] < 0 || p.groups < 1)
-        return false;
+    if (!tf_kit::conv_params_valid(p) || !tf_kit::conv_shapes_fit(op, p)) return false;
     const conv_shapes s = conv_tensors(op);
     const int64_t g = p.groups;
-    if (s.c != s.cg * g || s.o % g != 0 || s.y->shape[0] != s.n || s.y->shape[1] != s.o) return false;
-    if (s.oh != conv_out(s.h, s.kh, p.stride[0], p.padding[0], p.dilation[0]) ||
-        s.ow != conv_out(s.wd, s.kw, p.stride[1], p.padding[1], p.dilation[1]))
-        return false;
     // Every index the kernel forms must fit 32 bits.
     const int64_t og = s.o / g;
     const int64_t columns[3] = {s.n * s.oh * s.ow, s.n * s.h * s.wd, s.cg * s.kh * s.kw};

@@ -2,72 +2,22 @@
 // the family's own supports() and run(). Both plugins answer supports() and run ops through here.
 #include "kernels.hpp"
 
-#include <type_traits>
-#include <utility>
 
 namespace tf_kernels {
 
 namespace {
 
-// The op's arity and params size from ops.def; false for an id the table does not have.
-bool op_rule(uint32_t op, uint32_t *n_in, uint32_t *n_out, size_t *params_size) {
-    switch (op) {
-#define TF_OP(id, sym, name, kind, ni, no, params)                                          \
-    case id:                                                                                \
-        *n_in = ni;                                                                         \
-        *n_out = no;                                                                        \
-        *params_size = std::is_same_v<params, tf_params_none> ? 0 : sizeof(params);         \
-        return true;
-#include <tinyfin/ops.def>
-#undef TF_OP
-    default:
-        return false;
-    }
-}
-
 // A tensor the kernels can address: a dtype they know, sizes and strides >= 0, and an extent one
 // storage-buffer binding can hold (with room for aligning the binding's start).
 bool tensor_fits(const device_caps &caps, const tf_tensor_desc &t) {
-    if (t.struct_size < sizeof(tf_tensor_desc) || t.rank < 0 || t.rank > TF_MAX_RANK) return false;
+    if (tf_kit::check_tensor("", "", 0, t, false, nullptr) != TF_STATUS_OK) return false;
     const uint64_t size = element_size(t.dtype);
     if (size == 0) return false;
-    uint64_t span = 1, count = 1;
-    bool empty = false;
-    for (int i = 0; i < t.rank; ++i) {
-        if (t.shape[i] < 0 || t.strides[i] < 0) return false;
-        if (t.shape[i] == 0) empty = true;
-    }
-    if (empty) return true;
-    for (int i = 0; i < t.rank; ++i) {
-        uint64_t reach = 0;
-        if (__builtin_mul_overflow(static_cast<uint64_t>(t.shape[i] - 1), static_cast<uint64_t>(t.strides[i]), &reach) ||
-            __builtin_add_overflow(span, reach, &span) ||
-            __builtin_mul_overflow(count, static_cast<uint64_t>(t.shape[i]), &count))
-            return false;
-    }
-    uint64_t bytes = 0;
-    if (__builtin_mul_overflow(span, size, &bytes)) return false;
-    return bytes + caps.bind_align + 4 <= caps.max_binding && count < (uint64_t{1} << 31);
-}
-
-// Every element of the view is a distinct address: outputs must be, or invocations would race.
-bool non_overlapping(const tf_tensor_desc &t) {
-    int order[TF_MAX_RANK];
-    int n = 0;
-    for (int i = 0; i < t.rank; ++i) {
-        if (t.shape[i] == 0) return true;
-        if (t.shape[i] > 1) order[n++] = i;
-    }
-    // Insertion sort by stride: at most 8 axes.
-    for (int j = 1; j < n; ++j)
-        for (int k = j; k > 0 && t.strides[order[k]] < t.strides[order[k - 1]]; --k) std::swap(order[k], order[k - 1]);
-    int64_t extent = 1;  // elements spanned by the axes visited so far
-    for (int j = 0; j < n; ++j) {
-        const int i = order[j];
-        if (t.strides[i] < extent) return false;
-        extent = t.strides[i] * (t.shape[i] - 1) + extent;
-    }
-    return true;
+    const tf_kit::extent e = tf_kit::extent_of(t);
+    if (e.empty) return true;
+    // The bound range starts at the tensor's first element, aligned down to bind_align.
+    const uint64_t bytes = e.last_byte - t.offset + size;
+    return bytes + caps.bind_align + 4 <= caps.max_binding && e.count < (int64_t{1} << 31);
 }
 
 enum class family { none, elementwise, reduce, gemm, nn };
@@ -101,15 +51,13 @@ family family_of(uint32_t op) {
 
 bool supports(const device_caps &caps, const tf_op_desc &op) {
     if (op.struct_size < sizeof(tf_op_desc)) return false;
-    uint32_t n_in = 0, n_out = 0;
-    size_t params_size = 0;
-    if (!op_rule(op.op, &n_in, &n_out, &params_size)) return false;
-    if (op.n_inputs != n_in || op.n_outputs != n_out || n_out != 1 || n_in > 4) return false;
-    if ((n_in > 0 && !op.inputs) || !op.outputs) return false;
-    if (params_size > 0 && (!op.params || *static_cast<const uint32_t *>(op.params) < params_size)) return false;
+    tf_kit::op_rule rule{};
+    if (tf_kit::check_call(&op, &rule, nullptr) != TF_STATUS_OK) return false;
+    const uint32_t n_in = rule.n_inputs;
+    if (rule.n_outputs != 1 || n_in > 4) return false;
     for (uint32_t i = 0; i < n_in; ++i)
         if (!tensor_fits(caps, op.inputs[i])) return false;
-    if (!tensor_fits(caps, op.outputs[0]) || !non_overlapping(op.outputs[0])) return false;
+    if (!tensor_fits(caps, op.outputs[0]) || !tf_kit::is_dense(op.outputs[0])) return false;
     switch (family_of(op.op)) {
     case family::elementwise: return elementwise_supports(caps, op);
     case family::reduce: return reduce_supports(caps, op);

@@ -2,14 +2,15 @@
 // structs (std430 mirrors of the shaders' <kernel>_params), which kernel serves which op with
 // which selectors, and per family of ops a supports() test that reads only the descriptor and a
 // run() that records the dispatches. A plugin provides the device (kernel_device: binding tensors
-// and dispatching a kernel) and compiles these files into itself with its generated
-// "shaders_embedded.h" on the include path (the enum of kernels, from shaders/meson.build).
-#ifndef TINYFIN_SHADERS_KERNELS_HPP
-#define TINYFIN_SHADERS_KERNELS_HPP
+// and dispatching a kernel) and links plugins/gpu's static library; the enum of kernels is the
+// generated "shader_ids.h" (plugins/gpu/meson.build).
+#ifndef TINYFIN_GPU_KERNELS_HPP
+#define TINYFIN_GPU_KERNELS_HPP
 
 #include <tinyfin/plugin.h>
+#include <tinyfin/plugin_kit.hpp>
 
-#include "shaders_embedded.h"
+#include "shader_ids.h"
 
 #include <array>
 #include <compare>
@@ -22,19 +23,14 @@ namespace tf_kernels {
 
 // ---- Failures --------------------------------------------------------------------------------------
 
-// A failure inside a plugin: what() is the lower-case message for tf_error. Plugins turn it into
-// a tf_status and a message at the ABI boundary; nothing is thrown across it.
-class failure : public std::runtime_error {
-public:
-    failure(tf_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
-    tf_status status() const noexcept { return status_; }
-
-private:
-    tf_status status_;
-};
-
-// Throws a failure with a printf-style message.
-[[noreturn]] void raise(tf_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// The plugin kit's failure (a tf_status and a lower-case message), thrown inside a plugin and
+// turned into both at the ABI boundary (tf_kit::guarded); raise() throws one with a printf-style
+// message. op_name, numel and same_shape are the kit's as well.
+using tf_kit::failure;
+using tf_kit::numel;
+using tf_kit::op_name;
+using tf_kit::raise;
+using tf_kit::same_shape;
 
 // ---- What the ops need from a device ----------------------------------------------------------------
 
@@ -79,6 +75,22 @@ struct tensor_binding {
     uint32_t base = 0;
 };
 
+// One kernel launch as the ops describe it to a device.
+struct dispatch_args {
+    // The kernel and its selectors.
+    pipeline_key kernel;
+    // The kernel's parameter struct (binding 0 of shaders/README.md) and its size in bytes.
+    const void *params = nullptr;
+    size_t params_size = 0;
+    // The tensors, slot i = tensors[i], count of them.
+    const tensor_binding *tensors = nullptr;
+    size_t count = 0;
+    // Workgroups in x, y and z.
+    uint32_t groups[3] = {1, 1, 1};
+    // An op whose kernel may set status bits (a bad index), named when one is read back; or NULL.
+    const char *reporting_op = nullptr;
+};
+
 // A device the ops record on; the plugin holds the device's lock (or is on its thread) while
 // any member is called.
 class kernel_device {
@@ -87,12 +99,8 @@ public:
     // The binding of a tensor whose buffer belongs to this device. Throws INVALID_ARGUMENT,
     // naming op and role ("input 1"), when the view does not lie inside its buffer.
     virtual tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) = 0;
-    // Records kernel over groups_x * groups_y * groups_z workgroups with the given parameters and
-    // tensors (slot i = tensors[i]); later work sees its writes. reporting_op names an op whose
-    // kernel may set status bits.
-    virtual void dispatch(const pipeline_key &kernel, const void *params, size_t params_size,
-                          const tensor_binding *tensors, size_t count, uint32_t groups_x, uint32_t groups_y,
-                          uint32_t groups_z, const char *reporting_op = nullptr) = 0;
+    // Records one dispatch (dispatch_args); later work sees its writes.
+    virtual void dispatch(const dispatch_args &args) = 0;
     // A scratch buffer; free() may come before the work using it has run.
     virtual tf_buffer *allocate(uint64_t size) = 0;
     // Copies size bytes from the host into buffer at offset; work recorded later sees them.
@@ -242,10 +250,8 @@ constexpr int64_t attention_max_keys = 2048;
 
 // ---- Descriptor helpers ----------------------------------------------------------------------------
 
-int64_t numel(const tf_tensor_desc &t);
 // Bytes per element of the dtypes the kernels handle (f32, i32, i64, bool); 0 for the others.
 uint64_t element_size(int32_t dtype);
-bool same_shape(const tf_tensor_desc &a, const tf_tensor_desc &b);
 
 // Axes of one shape walked by several tensors (each with its own strides), with size-1 axes
 // dropped and neighbours merged where every tensor's strides allow it.
@@ -285,9 +291,6 @@ void gemm_run(kernel_device &dev, const tf_op_desc &op);
 
 bool nn_supports(const device_caps &caps, const tf_op_desc &op);
 void nn_run(kernel_device &dev, const tf_op_desc &op);
-
-// "add", "conv2d", ... from ops.def.
-const char *op_name(uint32_t op) noexcept;
 
 }  // namespace tf_kernels
 

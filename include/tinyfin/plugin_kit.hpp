@@ -1,0 +1,25 @@
+// The plugin kit: header-only C++20 helpers for writing a tinyfin backend plugin in C++.
+// <tinyfin/plugin.h> stays the contract (plain C); the kit only implements the parts every
+// plugin repeats, so they exist once. docs/plugin-kit.md describes it.
+//
+//   plugin_kit/errors.hpp       host table, log, environment, fail(), failure, guarded(), enter()
+//   plugin_kit/ops.hpp          op names, kinds, arity and params from ops.def; dtype sizes and classes
+//   plugin_kit/tensors.hpp      the extent bound, check_tensor(), shapes, density, contiguity
+//   plugin_kit/geometry.hpp     conv/pool output sizes and parameter checks, overflow-safe
+//   plugin_kit/host_memory.hpp  the host caching allocator (TINYFIN_HOST_CACHE_BYTES)
+//
+// Opt-in (defines struct tf_buffer): plugin_kit/host_buffer.hpp, the buffer members of a plugin
+// whose device is the host.
+//
+// Everything is in namespace tf_kit with hidden visibility; build the plugin with
+// -fvisibility=hidden (R1: one exported symbol). Nothing in the kit throws across the ABI.
+#ifndef TINYFIN_PLUGIN_KIT_HPP
+#define TINYFIN_PLUGIN_KIT_HPP
+
+#include <tinyfin/plugin_kit/errors.hpp>
+#include <tinyfin/plugin_kit/geometry.hpp>
+#include <tinyfin/plugin_kit/host_memory.hpp>
+#include <tinyfin/plugin_kit/ops.hpp>
+#include <tinyfin/plugin_kit/tensors.hpp>
+
+#endif  // TINYFIN_PLUGIN_KIT_HPP

@@ -1,0 +1,188 @@
+// The plugin kit's op table and dtypes, generated from ops.def with the TF_OP X-macro: names,
+// kinds, arity, params sizes; dtype names, sizes and classes. No plugin re-lists the ops.
+#ifndef TINYFIN_PLUGIN_KIT_OPS_HPP
+#define TINYFIN_PLUGIN_KIT_OPS_HPP
+
+#include <tinyfin/plugin_kit/errors.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+namespace tf_kit TF_KIT_HIDDEN {
+
+// ---- Dtypes -------------------------------------------------------------------------------------------
+
+// "f32", "bf16", ...; "dtype?" for an unknown value.
+constexpr const char *dtype_name(int32_t dtype) noexcept {
+    switch (dtype) {
+    case TF_DTYPE_F32: return "f32";
+    case TF_DTYPE_F16: return "f16";
+    case TF_DTYPE_BF16: return "bf16";
+    case TF_DTYPE_I32: return "i32";
+    case TF_DTYPE_I64: return "i64";
+    case TF_DTYPE_BOOL: return "bool";
+    default: return "dtype?";
+    }
+}
+
+// Bytes per element; 0 for an unknown dtype.
+constexpr size_t dtype_size(int32_t dtype) noexcept {
+    switch (dtype) {
+    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
+    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
+    case TF_DTYPE_I64: return 8;
+    case TF_DTYPE_BOOL: return 1;
+    default: return 0;
+    }
+}
+
+constexpr bool is_float(int32_t d) noexcept { return d == TF_DTYPE_F32 || d == TF_DTYPE_F16 || d == TF_DTYPE_BF16; }
+constexpr bool is_index(int32_t d) noexcept { return d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
+constexpr bool is_numeric(int32_t d) noexcept { return is_float(d) || is_index(d); }
+
+// ---- The op table -------------------------------------------------------------------------------------
+
+// The KIND column of ops.def (its shape and dtype rule; docs/plugin-abi.md, "Op kinds"). A kind
+// this header does not know yet reads as OWN, so ops.def can grow kinds before plugins do.
+enum class op_kind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL, COMPARE, WHERE, ARG, OWN };
+
+constexpr op_kind kind_named(std::string_view kind) noexcept {
+    if (kind == "UNARY") return op_kind::UNARY;
+    if (kind == "BINARY") return op_kind::BINARY;
+    if (kind == "REDUCE") return op_kind::REDUCE;
+    if (kind == "MATMUL") return op_kind::MATMUL;
+    if (kind == "COPY") return op_kind::COPY;
+    if (kind == "FILL") return op_kind::FILL;
+    if (kind == "COMPARE") return op_kind::COMPARE;
+    if (kind == "WHERE") return op_kind::WHERE;
+    if (kind == "ARG") return op_kind::ARG;
+    return op_kind::OWN;
+}
+
+// One row of ops.def.
+struct op_rule {
+    const char *name;
+    op_kind kind;
+    uint32_t n_inputs;
+    uint32_t n_outputs;
+    // sizeof the params struct, 0 for tf_params_none (params is then NULL and ignored).
+    size_t params_size;
+};
+
+// The op's row; false for an id the table does not have (an op newer than the plugin).
+constexpr bool find_op_rule(uint32_t op, op_rule *rule) noexcept {
+    switch (op) {
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, ...)                                              \
+    case id:                                                                                              \
+        *rule = {name, kind_named(#kind), n_in, n_out, std::is_same_v<params, tf_params_none> ? 0 : sizeof(params)}; \
+        return true;
+#include <tinyfin/ops.def>
+#undef TF_OP
+    default:
+        return false;
+    }
+}
+
+// "add", "conv2d", ... from ops.def; "op?" for an unknown id.
+constexpr const char *op_name(uint32_t op) noexcept {
+    op_rule rule{};
+    return find_op_rule(op, &rule) ? rule.name : "op?";
+}
+
+// The descriptor's frame against ops.def: struct size, a known op, arity, non-NULL tensor arrays,
+// a params struct at least as large as the op's. On success *rule is the op's row.
+inline tf_status check_call(const tf_op_desc *op, op_rule *rule, tf_error *err) noexcept {
+    if (!op || op->struct_size < sizeof(tf_op_desc))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: op descriptor missing or smaller than %zu bytes",
+                    plugin_name(), sizeof(tf_op_desc));
+    if (!find_op_rule(op->op, rule)) return fail(err, TF_STATUS_UNSUPPORTED, "%s: unknown op id %u", plugin_name(), op->op);
+    const char *name = rule->name;
+    if (op->n_inputs != rule->n_inputs || op->n_outputs != rule->n_outputs)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: takes %u inputs and %u outputs, got %u and %u", name,
+                    rule->n_inputs, rule->n_outputs, op->n_inputs, op->n_outputs);
+    if ((op->n_inputs > 0 && !op->inputs) || !op->outputs)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: tensor array is NULL", name);
+    if (rule->params_size > 0 && (!op->params || *static_cast<const uint32_t *>(op->params) < rule->params_size))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name, rule->params_size);
+    return TF_STATUS_OK;
+}
+
+// ---- Dtype classes ------------------------------------------------------------------------------------
+
+// Which dtypes an op's arithmetic is defined on, in tinyfin's semantics: the dtype a kernel works
+// in (the inputs' for COMPARE and ARG ops, else the output's) must be in this class. A plugin may
+// support less (its own matrix), never more. OWN ops state their dtypes beside their rule in
+// ops.def: none here. One list, until ops.def carries the class as a column.
+enum class dtype_class { none, any, numeric, floating };
+
+constexpr dtype_class natural_dtypes(uint32_t op) noexcept {
+    switch (op) {
+    case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_POW: case TF_OP_MAXIMUM:
+    case TF_OP_MINIMUM: case TF_OP_RELU_BACKWARD: case TF_OP_NEG: case TF_OP_RELU: case TF_OP_ABS:
+    case TF_OP_SQUARE: case TF_OP_CLAMP: case TF_OP_SUM: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX:
+    case TF_OP_ARGMIN:
+        return dtype_class::numeric;
+    case TF_OP_EXP: case TF_OP_LOG: case TF_OP_SQRT: case TF_OP_RSQRT: case TF_OP_SIN: case TF_OP_COS:
+    case TF_OP_TANH: case TF_OP_SIGMOID: case TF_OP_GELU: case TF_OP_GELU_TANH: case TF_OP_SILU: case TF_OP_ERF:
+    case TF_OP_MEAN: case TF_OP_VAR: case TF_OP_MATMUL:
+        return dtype_class::floating;
+    case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE: case TF_OP_WHERE:
+    case TF_OP_CONTIGUOUS: case TF_OP_CAST: case TF_OP_FILL:
+        return dtype_class::any;
+    default:
+        return dtype_class::none;
+    }
+}
+
+constexpr bool in_class(dtype_class c, int32_t dtype) noexcept {
+    switch (c) {
+    case dtype_class::any: return dtype_size(dtype) != 0;
+    case dtype_class::numeric: return is_numeric(dtype);
+    case dtype_class::floating: return is_float(dtype);
+    case dtype_class::none: return false;
+    }
+    return false;
+}
+
+// The dtype the op's kernel works in: the first input's for COMPARE and ARG ops and for cast,
+// else the output's.
+inline int32_t working_dtype(const tf_op_desc &op, op_kind kind) noexcept {
+    if (kind == op_kind::COMPARE || kind == op_kind::ARG || op.op == TF_OP_CAST) return op.inputs[0].dtype;
+    return op.outputs[0].dtype;
+}
+
+// The kind's dtype rule (docs/plugin-abi.md, "Op kinds"): which operands share a dtype and which
+// dtypes are fixed. OWN ops: true (their own rules decide).
+inline bool dtypes_consistent(const tf_op_desc &op, op_kind kind) noexcept {
+    const tf_tensor_desc *in = op.inputs;
+    const int32_t out = op.outputs[0].dtype;
+    switch (kind) {
+    case op_kind::COMPARE: return in[1].dtype == in[0].dtype && out == TF_DTYPE_BOOL;
+    case op_kind::WHERE: return in[0].dtype == TF_DTYPE_BOOL && in[1].dtype == out && in[2].dtype == out;
+    case op_kind::ARG: return out == TF_DTYPE_I64;
+    case op_kind::OWN: return true;
+    default:
+        if (op.op == TF_OP_CAST) return true;
+        for (uint32_t i = 0; i < op.n_inputs; ++i)
+            if (in[i].dtype != out) return false;
+        return true;
+    }
+}
+
+// The op's params struct (check_call has checked its size).
+template <class P>
+const P &params_of(const tf_op_desc &op) noexcept {
+    return *static_cast<const P *>(op.params);
+}
+
+// REDUCE ops' axes: var has tf_params_var, the others tf_params_reduce.
+inline uint32_t reduce_axes_mask(const tf_op_desc &op) noexcept {
+    if (op.op == TF_OP_VAR) return params_of<tf_params_var>(op).axes_mask;
+    return params_of<tf_params_reduce>(op).axes_mask;
+}
+
+}  // namespace tf_kit
+
+#endif  // TINYFIN_PLUGIN_KIT_OPS_HPP

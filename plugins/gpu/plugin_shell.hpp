@@ -1,0 +1,234 @@
+// The tf_plugin members every GPU plugin shares, written once: device lookup, device info,
+// buffers, supports() and run() through the shared ops (kernels.hpp), synchronize, the feature
+// list's frame, shutdown. A plugin supplies what differs as an Api struct:
+//
+//   struct Api {
+//       static constexpr const char *name = "vulkan";       // for messages
+//       using device = tf_vk::device;                       // a kernel_device with info(), allocate(),
+//                                                           // free(), write(), read(), copy(),
+//                                                           // synchronize(), label(), list_features()
+//       struct state { std::vector<std::unique_ptr<device>> devices; ... };
+//       static tf_status probe(tf_error *err);              // may throw (guarded here)
+//       static tf_status open(state &s, tf_error *err);     // init: fills s.devices; may throw
+//       static void close() noexcept;                       // shutdown, after the state is gone
+//       template <class F> static void call(device &d, F &&f);  // runs f with the device's lock
+//                                                           // held (or on its thread)
+//       static void list_features(const state &s, tf_feature_fn emit, void *user);
+//   };
+//
+// and its table is gpu_plugin<Api>::table(name, version, priority). Every member turns exceptions into a
+// tf_status and a message (tf_kit::guarded); nothing crosses the ABI.
+#ifndef TINYFIN_GPU_PLUGIN_SHELL_HPP
+#define TINYFIN_GPU_PLUGIN_SHELL_HPP
+
+#include "kernels.hpp"
+
+#include <tinyfin/plugin_kit.hpp>
+
+#include <memory>
+
+namespace tf_gpu {
+
+using tf_kit::fail;
+using tf_kit::guarded;
+
+template <class Api>
+struct gpu_plugin {
+    using device = typename Api::device;
+    using state = typename Api::state;
+
+    // Everything init creates; shutdown deletes it. A plain pointer: constant-initialised, so the
+    // plugin runs no code at dlopen.
+    static inline state *g_state = nullptr;
+
+    static device *device_at(int32_t index) noexcept {
+        if (!g_state || index < 0 || static_cast<size_t>(index) >= g_state->devices.size()) return nullptr;
+        return g_state->devices[static_cast<size_t>(index)].get();
+    }
+
+    // ---- Backend ----
+
+    static tf_status probe(tf_error *err) {
+        return guarded(err, "probe", [&] { return Api::probe(err); });
+    }
+
+    static tf_status init(tf_error *err) {
+        return guarded(err, "init", [&]() -> tf_status {
+            auto s = std::make_unique<state>();
+            if (tf_status status = Api::open(*s, err); status != TF_STATUS_OK) return status;
+            g_state = s.release();
+            return TF_STATUS_OK;
+        });
+    }
+
+    static void shutdown() {
+        delete g_state;
+        g_state = nullptr;
+        Api::close();
+    }
+
+    // ---- Devices ----
+
+    static int32_t device_count() { return g_state ? static_cast<int32_t>(g_state->devices.size()) : 0; }
+
+    static tf_status device_info(int32_t index, tf_device_info *info, tf_error *err) {
+        return guarded(err, "device_info", [&]() -> tf_status {
+            device *dev = device_at(index);
+            if (!dev) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: no %s device %d", Api::name, index);
+            if (!info) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: info is NULL");
+            tf_device_info full{};
+            dev->info(full);
+            tf_kit::copy_device_info(full, info);
+            return TF_STATUS_OK;
+        });
+    }
+
+    // ---- Buffers ----
+
+    // offset + size within the buffer; a host pointer wherever bytes move to or from the host.
+    static tf_status check_range(const char *what, const tf_buffer *buffer, uint64_t offset, uint64_t size,
+                                 const void *host, tf_error *err) {
+        if (!buffer) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: buffer is NULL", what);
+        if (tf_status s = tf_kit::check_range(what, buffer->size, offset, size, err); s != TF_STATUS_OK) return s;
+        if (size > 0 && !host) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: host pointer is NULL", what);
+        return TF_STATUS_OK;
+    }
+
+    static tf_status buffer_alloc(int32_t index, uint64_t size, tf_buffer **out, tf_error *err) {
+        return guarded(err, "buffer_alloc", [&]() -> tf_status {
+            if (!out) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
+            *out = nullptr;
+            device *dev = device_at(index);
+            if (!dev) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_alloc: no %s device %d", Api::name, index);
+            if (size == 0) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_alloc: size is 0");
+            tf_buffer *made = nullptr;
+            Api::call(*dev, [&] { made = dev->allocate(size); });
+            *out = made;
+            return TF_STATUS_OK;
+        });
+    }
+
+    static void buffer_free(tf_buffer *buffer) {
+        if (!buffer) return;
+        device *dev = buffer->owner;
+        try {
+            Api::call(*dev, [&] { dev->free(buffer); });
+        } catch (...) {
+            // free() throws nothing; only reaching the device could (out of host memory): the range leaks.
+        }
+    }
+
+    static tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
+        if (tf_status s = check_range("buffer_write", buffer, offset, size, src, err); s != TF_STATUS_OK) return s;
+        if (size == 0) return TF_STATUS_OK;
+        return guarded(err, "buffer_write", [&]() -> tf_status {
+            Api::call(*buffer->owner, [&] { buffer->owner->write(buffer, offset, src, size); });
+            return TF_STATUS_OK;
+        });
+    }
+
+    static tf_status buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size, tf_error *err) {
+        if (tf_status s = check_range("buffer_read", buffer, offset, size, dst, err); s != TF_STATUS_OK) return s;
+        if (size == 0) return TF_STATUS_OK;
+        return guarded(err, "buffer_read", [&]() -> tf_status {
+            Api::call(*buffer->owner, [&] { buffer->owner->read(buffer, offset, dst, size); });
+            return TF_STATUS_OK;
+        });
+    }
+
+    static tf_status buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset,
+                                 uint64_t size, tf_error *err) {
+        const char *any = "";  // the range checks need a non-NULL host pointer only for host copies
+        if (tf_status s = check_range("buffer_copy", dst, dst_offset, size, any, err); s != TF_STATUS_OK) return s;
+        if (tf_status s = check_range("buffer_copy", src, src_offset, size, any, err); s != TF_STATUS_OK) return s;
+        if (dst->owner != src->owner)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_copy: the buffers are on different devices (%s, %s)",
+                        dst->owner->label(), src->owner->label());
+        if (size == 0) return TF_STATUS_OK;
+        return guarded(err, "buffer_copy", [&]() -> tf_status {
+            Api::call(*dst->owner, [&] { dst->owner->copy(dst, dst_offset, src, src_offset, size); });
+            return TF_STATUS_OK;
+        });
+    }
+
+    // ---- Ops ----
+
+    // Which ops run here, and with which descriptors, is the shared ops' answer (ops.cpp): read
+    // from the device's immutable limits, on the caller's thread, without the device's lock.
+    static bool supported(int32_t index, const tf_op_desc *op) {
+        device *dev = device_at(index);
+        return dev && op && tf_kernels::supports(dev->caps(), *op);
+    }
+
+    static int32_t supports(int32_t index, const tf_op_desc *op) {
+        return tf_kit::guarded_answer([&] { return supported(index, op); });
+    }
+
+    static tf_status run(int32_t index, const tf_op_desc *op, tf_error *err) {
+        const char *name = op ? tf_kit::op_name(op->op) : "run";
+        return guarded(err, name, [&]() -> tf_status {
+            // run() only gets what supports() accepted, but a bad descriptor must never crash.
+            if (!supported(index, op))
+                return fail(err, TF_STATUS_UNSUPPORTED, "%s: the %s plugin does not support this descriptor", name,
+                            Api::name);
+            device &dev = *device_at(index);
+            Api::call(dev, [&] { tf_kernels::run(dev, *op); });
+            return TF_STATUS_OK;
+        });
+    }
+
+    static tf_status synchronize(int32_t index, tf_error *err) {
+        return guarded(err, "synchronize", [&]() -> tf_status {
+            device *dev = device_at(index);
+            if (!dev) return fail(err, TF_STATUS_INVALID_ARGUMENT, "synchronize: no %s device %d", Api::name, index);
+            Api::call(*dev, [&] { dev->synchronize(); });
+            return TF_STATUS_OK;
+        });
+    }
+
+    // ---- The table ----
+
+    // The plugin's table: every member is the shell's. GPU memory is device-resident (no
+    // buffer_host_ptr, even where it is host-visible), and no extensions (get_proc).
+    static constexpr tf_plugin table(const char *name, const char *version, int32_t priority) {
+        return tf_plugin{
+            .struct_size = sizeof(tf_plugin),
+            .abi_version = TF_ABI_VERSION,
+            .name = name,
+            .version = version,
+            .priority = priority,
+            .reserved_ = 0,
+            .probe = probe,
+            .init = init,
+            .shutdown = shutdown,
+            .device_count = device_count,
+            .device_info = device_info,
+            .buffer_alloc = buffer_alloc,
+            .buffer_free = buffer_free,
+            .buffer_host_ptr = nullptr,
+            .buffer_write = buffer_write,
+            .buffer_read = buffer_read,
+            .buffer_copy = buffer_copy,
+            .supports = supports,
+            .run = run,
+            .synchronize = synchronize,
+            .list_features = list_features,
+            .get_proc = nullptr,
+        };
+    }
+
+    // ---- Features ----
+
+    static void list_features(tf_feature_fn emit, void *user) {
+        if (!emit || !g_state) return;
+        try {
+            Api::list_features(*g_state, emit, user);
+        } catch (...) {
+            // A feature list is best effort: what was emitted stays.
+        }
+    }
+};
+
+}  // namespace tf_gpu
+
+#endif  // TINYFIN_GPU_PLUGIN_SHELL_HPP

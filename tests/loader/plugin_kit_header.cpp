@@ -1,0 +1,13 @@
+// The plugin kit's headers stand on their own: each compiles first in a translation unit, with
+// every warning an error (meson compiles this file with -std=c++20 -Wall -Wextra -Werror).
+#include <tinyfin/plugin_kit/host_buffer.hpp>
+#include <tinyfin/plugin_kit/errors.hpp>
+#include <tinyfin/plugin_kit/ops.hpp>
+#include <tinyfin/plugin_kit/tensors.hpp>
+#include <tinyfin/plugin_kit/geometry.hpp>
+#include <tinyfin/plugin_kit/host_memory.hpp>
+#include <tinyfin/plugin_kit.hpp>
+
+static_assert(tf_kit::op_name(TF_OP_ADD)[0] == 'a');
+static_assert(tf_kit::dtype_size(TF_DTYPE_BF16) == 2);
+static_assert(tf_kit::window_count(28, 2, 2, 0, 1) == 14);

@@ -1,0 +1,236 @@
+// The plugin kit (include/tinyfin/plugin_kit.hpp) and the drift it removed, against every real
+// plugin of this build:
+//   - hostile pooling and convolution descriptors (int32 and int64 extremes in kernel, stride,
+//     padding, dilation, groups and sizes) are refused by every plugin's supports() without
+//     undefined behaviour: scripts/sanitize asan runs this binary under UBSan, where the old
+//     `padding * 2 > kernel` on int32 aborted;
+//   - the one extent bound (tf_kit::max_extent): a tensor whose last byte lies beyond it is
+//     refused by every plugin, one just inside it is accepted by cpu (blas takes the same
+//     descriptor frame; the GPU plugins refuse it for their own binding limit);
+//   - the kit's geometry and extent arithmetic against hand-computed values.
+// Plugin paths come from meson (TF_KIT_PLUGINS, ':'-separated); a plugin whose probe or init
+// refuses on this machine (cuda without a GPU) still has supports() called before and after.
+#include <doctest/doctest.h>
+
+#include <tinyfin/plugin_kit.hpp>
+
+#include <dlfcn.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char *host_get_env(const char *name) { return std::getenv(name); }
+void host_log(int32_t, const char *, const char *) {}
+const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_get_env};
+
+struct plugin {
+    std::string path;
+    void *handle = nullptr;
+    const tf_plugin *table = nullptr;
+    bool ready = false;  // probe and init succeeded
+};
+
+// Shut down and unloaded at exit, the way the core does (LeakSanitizer sees nothing left).
+struct registry {
+    std::vector<plugin> all;
+    ~registry() {
+        for (plugin &p : all) {
+            if (p.ready) p.table->shutdown();
+            dlclose(p.handle);
+        }
+    }
+};
+
+std::vector<plugin> &plugins() {
+    static registry loaded{[] {
+        std::vector<plugin> out;
+        std::stringstream paths(TF_KIT_PLUGINS);
+        std::string path;
+        while (std::getline(paths, path, ':')) {
+            if (path.empty()) continue;
+            plugin p;
+            p.path = path;
+            p.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+            const std::string why = p.handle ? std::string() : std::string(dlerror());
+            INFO(path, ": ", why);
+            REQUIRE(p.handle != nullptr);
+            auto entry = reinterpret_cast<tf_plugin_entry_fn>(dlsym(p.handle, TF_PLUGIN_ENTRY_NAME));
+            REQUIRE((entry != nullptr));
+            p.table = entry(&k_host);
+            REQUIRE(p.table != nullptr);
+            tf_error err{};
+            err.struct_size = sizeof err;
+            p.ready = p.table->probe(&err) == TF_STATUS_OK && p.table->init(&err) == TF_STATUS_OK;
+            const std::string line = std::string(p.table->name) + (p.ready ? ": initialised" : std::string(": refused here: ") + err.message);
+            MESSAGE(line);
+            out.push_back(p);
+        }
+        return out;
+    }()};
+    return loaded.all;
+}
+
+tf_tensor_desc tensor(int32_t dtype, std::vector<int64_t> shape, std::vector<int64_t> strides = {}, uint64_t offset = 0) {
+    tf_tensor_desc t{};
+    t.struct_size = sizeof t;
+    t.dtype = dtype;
+    t.rank = static_cast<int32_t>(shape.size());
+    int64_t stride = 1;
+    for (int i = t.rank - 1; i >= 0; --i) {
+        t.shape[i] = shape[static_cast<size_t>(i)];
+        t.strides[i] = strides.empty() ? stride : strides[static_cast<size_t>(i)];
+        stride *= shape[static_cast<size_t>(i)] > 0 ? shape[static_cast<size_t>(i)] : 1;
+    }
+    t.offset = offset;
+    return t;
+}
+
+// supports() of every plugin on device 0 for op; names the plugins that said yes.
+std::vector<std::string> accepting(const tf_op_desc &op) {
+    std::vector<std::string> yes;
+    for (const plugin &p : plugins())
+        if (p.table->supports(0, &op)) yes.push_back(p.table->name);
+    return yes;
+}
+
+const int32_t k_extremes[] = {INT32_MIN, -1, 0, 1, 2, 3, INT32_MAX / 2, INT32_MAX / 2 + 1, INT32_MAX - 1, INT32_MAX};
+const int64_t k_sizes[] = {0, 1, 7, INT32_MAX, int64_t{1} << 40, INT64_MAX / 2, INT64_MAX};
+
+}  // namespace
+
+TEST_CASE("kit: window_count and parameter checks at the int32 and int64 extremes") {
+    CHECK(tf_kit::window_count(28, 2, 2, 0, 1) == 14);
+    CHECK(tf_kit::window_count(5, 3, 1, 1, 1) == 5);
+    CHECK(tf_kit::window_count(5, 3, 2, 0, 2) == 1);  // span 5
+    CHECK(tf_kit::window_count(2, 3, 1, 0, 1) == 0);  // the window does not fit
+    CHECK(tf_kit::window_count(4, 0, 1, 0, 1) == -1);
+    CHECK(tf_kit::window_count(4, 1, 0, 0, 1) == -1);
+    CHECK(tf_kit::window_count(4, 1, 1, -1, 1) == -1);
+    CHECK(tf_kit::window_count(-1, 1, 1, 0, 1) == -1);
+    // No overflow: the span INT32_MAX * (2^40 - 1) + 1 does not fit 64 bits (and exceeds the
+    // padded size, so no window fits); the old int64 rule overflowed here.
+    CHECK(tf_kit::window_count(INT64_MAX, int64_t{1} << 40, 1, INT32_MAX, INT32_MAX) == 0);
+    CHECK(tf_kit::window_count(INT64_MAX, 2, 1, INT32_MAX, INT32_MAX) == -1);  // > INT64_MAX windows
+    CHECK(tf_kit::window_count(INT64_MAX / 2, 2, 1, INT32_MAX, INT32_MAX) == INT64_MAX / 2 + INT32_MAX);
+    CHECK(tf_kit::window_count(INT64_MAX, 1, 1, INT32_MAX, 1) == -1);  // more than INT64_MAX windows
+    CHECK(tf_kit::window_count(INT64_MAX - 1, 1, 1, 0, 1) == INT64_MAX - 1);
+
+    tf_params_pool2d pool{sizeof pool, {INT32_MAX, 2}, {1, 1}, {INT32_MAX / 2 + 1, 0}, 0};
+    CHECK_FALSE(tf_kit::pool_params_valid(pool));  // padding * 2 overflows int32 here
+    pool.padding[0] = INT32_MAX / 2;
+    CHECK(tf_kit::pool_params_valid(pool));
+    pool.kernel[1] = INT32_MIN;
+    CHECK_FALSE(tf_kit::pool_params_valid(pool));
+    tf_params_conv2d conv{sizeof conv, {1, 1}, {0, 0}, {1, 1}, 1};
+    CHECK(tf_kit::conv_params_valid(conv));
+    conv.groups = 0;
+    CHECK_FALSE(tf_kit::conv_params_valid(conv));
+    tf_error err{};
+    err.struct_size = sizeof err;
+    CHECK(tf_kit::check_conv_params("conv2d", conv, &err) == TF_STATUS_INVALID_ARGUMENT);
+    CHECK(std::string(err.message).find("groups 0") != std::string::npos);  // R11: the values
+}
+
+TEST_CASE("kit: extent_of and check_tensor apply one bound, max_extent = INT64_MAX") {
+    static_assert(tf_kit::max_extent == static_cast<uint64_t>(INT64_MAX));
+    // Two f32 elements, the second at byte (INT64_MAX / 4) * 4 = INT64_MAX - 3: inside.
+    tf_tensor_desc inside = tensor(TF_DTYPE_F32, {2}, {INT64_MAX / 4});
+    tf_kit::extent e = tf_kit::extent_of(inside);
+    CHECK_FALSE(e.overflow);
+    CHECK(e.last_byte == static_cast<uint64_t>(INT64_MAX) - 3);
+    CHECK(tf_kit::check_tensor("t", "input", 0, inside, false, nullptr) == TF_STATUS_OK);
+    // Four bytes further (offset 4): the last byte is INT64_MAX + 1.
+    tf_tensor_desc beyond = tensor(TF_DTYPE_F32, {2}, {INT64_MAX / 4}, 4);
+    CHECK(tf_kit::extent_of(beyond).overflow);
+    CHECK(tf_kit::check_tensor("t", "input", 0, beyond, false, nullptr) == TF_STATUS_INVALID_ARGUMENT);
+    // An empty tensor addresses nothing whatever its strides, but its sizes' product must fit.
+    CHECK(tf_kit::check_tensor("t", "input", 0, tensor(TF_DTYPE_F32, {0, 3}, {INT64_MAX, INT64_MAX}), false, nullptr) == TF_STATUS_OK);
+    CHECK(tf_kit::check_tensor("t", "input", 0, tensor(TF_DTYPE_F32, {0, INT64_MAX, 4}, {1, 1, 1}), false, nullptr) ==
+          TF_STATUS_INVALID_ARGUMENT);
+}
+
+TEST_CASE("every plugin: hostile pooling descriptors are refused by supports() without UB") {
+    REQUIRE_FALSE(plugins().empty());
+    const uint32_t ops[] = {TF_OP_MAX_POOL2D, TF_OP_AVG_POOL2D, TF_OP_AVG_POOL2D_BACKWARD, TF_OP_MAX_POOL2D_BACKWARD};
+    int checked = 0;
+    for (uint32_t id : ops) {
+        for (int32_t kernel : k_extremes)
+            for (int32_t padding : k_extremes)
+                for (int32_t stride : {INT32_MIN, 0, 1, INT32_MAX})
+                    for (int64_t size : {int64_t{4}, int64_t{INT32_MAX}, INT64_MAX}) {
+                        tf_params_pool2d p{sizeof p, {kernel, 2}, {stride, 1}, {padding, 0}, 1};
+                        tf_tensor_desc x = tensor(TF_DTYPE_F32, {1, 1, size, 4});
+                        tf_tensor_desc y = tensor(TF_DTYPE_F32, {1, 1, 1, 3});
+                        const bool forward = id == TF_OP_MAX_POOL2D || id == TF_OP_AVG_POOL2D;
+                        tf_tensor_desc in[2] = {forward ? x : y, x};
+                        tf_tensor_desc out = forward ? y : x;
+                        tf_op_desc op{sizeof op, id, id == TF_OP_MAX_POOL2D_BACKWARD ? 2u : 1u, 1, in, &out, &p};
+                        // Only a valid window geometry may be accepted, never an extreme one.
+                        const bool valid = tf_kit::pool_params_valid(p) && tf_kit::pool_shapes_fit(op, p);
+                        const std::vector<std::string> yes = accepting(op);
+                        INFO("op ", tf_kit::op_name(id), " kernel ", kernel, " padding ", padding, " stride ", stride,
+                             " H ", size);
+                        if (!valid) CHECK(yes.empty());
+                        ++checked;
+                    }
+    }
+    CHECK(checked > 1000);
+}
+
+TEST_CASE("every plugin: hostile convolution descriptors are refused by supports() without UB") {
+    int checked = 0;
+    const uint32_t ops[] = {TF_OP_CONV2D, TF_OP_CONV2D_GRAD_INPUT, TF_OP_CONV2D_GRAD_WEIGHT};
+    for (uint32_t id : ops)
+        for (int32_t v : k_extremes)
+            for (int64_t size : k_sizes)
+                for (int field = 0; field < 4; ++field) {
+                    tf_params_conv2d p{sizeof p, {1, 1}, {0, 0}, {1, 1}, 1};
+                    if (field == 0) p.stride[0] = v;
+                    if (field == 1) p.padding[0] = v;
+                    if (field == 2) p.dilation[0] = v;
+                    if (field == 3) p.groups = v;
+                    // Kernel height `size`: dilation * (size - 1) overflowed int64 in the old rule.
+                    tf_tensor_desc x = tensor(TF_DTYPE_F32, {1, 2, 5, 5});
+                    tf_tensor_desc w = tensor(TF_DTYPE_F32, {2, 2, size, 1});
+                    tf_tensor_desc y = tensor(TF_DTYPE_F32, {1, 2, 3, 5});
+                    tf_tensor_desc in[2];
+                    tf_tensor_desc out;
+                    if (id == TF_OP_CONV2D) in[0] = x, in[1] = w, out = y;
+                    if (id == TF_OP_CONV2D_GRAD_INPUT) in[0] = y, in[1] = w, out = x;
+                    if (id == TF_OP_CONV2D_GRAD_WEIGHT) in[0] = y, in[1] = x, out = w;
+                    tf_op_desc op{sizeof op, id, 2, 1, in, &out, &p};
+                    const bool valid = tf_kit::conv_params_valid(p) && tf_kit::conv_shapes_fit(op, p);
+                    INFO("op ", tf_kit::op_name(id), " field ", field, " value ", v, " KH ", size);
+                    if (!valid) CHECK(accepting(op).empty());
+                    ++checked;
+                }
+    CHECK(checked > 500);
+}
+
+TEST_CASE("every plugin: one extent bound, a tensor beyond INT64_MAX is refused everywhere") {
+    // contiguous: f32 [2] with the stride above -> f32 [2]; no memory (supports() decides from
+    // the descriptor alone).
+    tf_tensor_desc out = tensor(TF_DTYPE_F32, {2});
+    tf_tensor_desc inside = tensor(TF_DTYPE_F32, {2}, {INT64_MAX / 4});
+    tf_tensor_desc beyond = tensor(TF_DTYPE_F32, {2}, {INT64_MAX / 4}, 4);
+    tf_op_desc op{sizeof op, TF_OP_CONTIGUOUS, 1, 1, &beyond, &out, nullptr};
+    CHECK(accepting(op).empty());
+    op.inputs = &inside;
+    const std::vector<std::string> yes = accepting(op);
+    bool cpu_accepts = false;
+    for (const std::string &name : yes) cpu_accepts = cpu_accepts || name == "cpu";
+    CHECK(cpu_accepts);
+    // matmul, which blas claims: a beyond-the-bound operand is refused by every plugin too.
+    tf_tensor_desc a = tensor(TF_DTYPE_F32, {2, 2}, {INT64_MAX / 4, 1}, 4);
+    tf_tensor_desc b = tensor(TF_DTYPE_F32, {2, 2});
+    tf_tensor_desc mm_in[2] = {a, b};
+    tf_tensor_desc c = tensor(TF_DTYPE_F32, {2, 2});
+    tf_op_desc mm{sizeof mm, TF_OP_MATMUL, 2, 1, mm_in, &c, nullptr};
+    CHECK(accepting(mm).empty());
+}
