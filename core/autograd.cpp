@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "errors.hpp"
+#include "autocast.hpp"
 #include "tinyfin/extend.hpp"
 #include "tensor_impl.hpp"
 
@@ -254,6 +255,9 @@ Tensor Tensor::detach() const {
 }
 
 void Tensor::backward(const Tensor &gradient, bool retain_graph) const {
+    // Gradients follow the dtypes the forward pass recorded; an autocast scope around backward()
+    // must not recast them (a bf16 gradient summed in f32 would not match its input).
+    AutocastOff no_autocast;
     const TensorImpl &impl = impl_of(*this, "backward");
     if (!needs_grad(*this))
         raise<AutogradError>("backward: the tensor does not require grad (no parameter with "

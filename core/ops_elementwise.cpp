@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "autocast.hpp"
 #include "ops_common.hpp"
 #include "registry.hpp"
 
@@ -214,6 +215,7 @@ Tensor constant_like(const Tensor &like, double value) {
 } // namespace detail
 
 Tensor add(const Tensor &a, const Tensor &b) {
+    if (Autocast cast{"add", {&a, &b}}) return add(cast[0], cast[1]);
     Tensor out = binary(TF_OP_ADD, a, b);
     return record(out, {&a, &b}, "add", [&] { return [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(g, sb) : Tensor()};
@@ -221,6 +223,7 @@ Tensor add(const Tensor &a, const Tensor &b) {
 }
 
 Tensor sub(const Tensor &a, const Tensor &b) {
+    if (Autocast cast{"sub", {&a, &b}}) return sub(cast[0], cast[1]);
     Tensor out = binary(TF_OP_SUB, a, b);
     return record(out, {&a, &b}, "sub", [&] { return [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(neg(g), sb) : Tensor()};
@@ -228,6 +231,7 @@ Tensor sub(const Tensor &a, const Tensor &b) {
 }
 
 Tensor mul(const Tensor &a, const Tensor &b) {
+    if (Autocast cast{"mul", {&a, &b}}) return mul(cast[0], cast[1]);
     Tensor out = binary(TF_OP_MUL, a, b);
     return record(out, {&a, &b}, "mul", [&] { return [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {input_needs_grad(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
@@ -236,6 +240,7 @@ Tensor mul(const Tensor &a, const Tensor &b) {
 }
 
 Tensor div(const Tensor &a, const Tensor &b) {
+    if (Autocast cast{"div", {&a, &b}}) return div(cast[0], cast[1]);
     Tensor out = binary(TF_OP_DIV, a, b);
     return record(out, {&a, &b}, "div", [&] { return [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
         Tensor ga = div(g, b);
@@ -317,6 +322,7 @@ static_assert(0 TINYFIN_BINARY_OUT_OPS(TINYFIN_COUNT_OUT) == binary_ops_in_table
 } // namespace
 
 Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
+    if (Autocast cast{"where", {&cond, &a, &b}}) return where(cast[0], cast[1], cast[2]);
     impl_of(cond, "where");
     impl_of(a, "where");
     impl_of(b, "where");
@@ -353,6 +359,7 @@ Tensor abs(const Tensor &a) {
 }
 
 Tensor exp(const Tensor &a) {
+    if (Autocast cast{"exp", {&a}}) return exp(cast[0]);
     Tensor out = unary(TF_OP_EXP, a);
     return record(out, {&a}, "exp", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {mul(g, y)};
@@ -360,6 +367,7 @@ Tensor exp(const Tensor &a) {
 }
 
 Tensor log(const Tensor &a) {
+    if (Autocast cast{"log", {&a}}) return log(cast[0]);
     Tensor out = unary(TF_OP_LOG, a);
     return record(out, {&a}, "log", [&] { return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         return {div(g, a)};

@@ -2,6 +2,7 @@
 // embedding, cross-entropy, one-hot.
 #include <cmath>
 
+#include "autocast.hpp"
 #include "ops_common.hpp"
 
 namespace tinyfin {
@@ -149,6 +150,7 @@ Tensor avg_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int 
 } // namespace
 
 Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const Conv2dOptions &o) {
+    if (Autocast cast{"conv2d", {&x, &weight, &bias}}) return conv2d(cast[0], cast[1], cast[2], o);
     const char *op = op_info(TF_OP_CONV2D).name;
     impl_of(x, op);
     impl_of(weight, op);
@@ -197,6 +199,7 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const C
 }
 
 Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
+    if (Autocast cast{"linear", {&x, &weight, &bias}}) return linear(cast[0], cast[1], cast[2]);
     impl_of(x, "linear");
     impl_of(weight, "linear");
     require_rank(weight, 2, "linear", "weight");
@@ -282,6 +285,7 @@ static Tensor softmax_like(tf_op op, const char *name, const Tensor &x, int64_t 
 }
 
 Tensor softmax(const Tensor &x, int64_t axis) {
+    if (Autocast cast{"softmax", {&x}}) return softmax(cast[0], axis);
     Tensor y = softmax_like(TF_OP_SOFTMAX, "softmax", x, axis);
     int ax = normalize_axis(axis, x.rank(), "softmax");
     return record(y, {&x}, "softmax", [&] { return [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
@@ -290,6 +294,7 @@ Tensor softmax(const Tensor &x, int64_t axis) {
 }
 
 Tensor log_softmax(const Tensor &x, int64_t axis) {
+    if (Autocast cast{"log_softmax", {&x}}) return log_softmax(cast[0], axis);
     Tensor y = softmax_like(TF_OP_LOG_SOFTMAX, "log_softmax", x, axis);
     int ax = normalize_axis(axis, x.rank(), "log_softmax");
     return record(y, {&x}, "log_softmax", [&] { return [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
@@ -326,6 +331,7 @@ Tensor affine_or_ones(const Tensor &t, const Tensor &x, const Shape &shape, doub
 } // namespace
 
 Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tensor &bias, double eps) {
+    if (Autocast cast{"layer_norm", {&x, &weight, &bias}}) return layer_norm(cast[0], n_axes, cast[1], cast[2], eps);
     const char *op = op_info(TF_OP_LAYER_NORM).name;
     impl_of(x, op);
     require_float(x, op);
@@ -349,6 +355,7 @@ Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tenso
 }
 
 Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight, double eps) {
+    if (Autocast cast{"rms_norm", {&x, &weight}}) return rms_norm(cast[0], n_axes, cast[1], eps);
     const char *op = op_info(TF_OP_RMS_NORM).name;
     impl_of(x, op);
     require_float(x, op);
@@ -401,6 +408,8 @@ Tensor rope(const Tensor &x, double theta, bool interleaved, int64_t position_of
 Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v,
                                     const Tensor &mask, bool causal, double scale,
                                     CausalAlignment alignment) {
+    if (Autocast cast{"attention", {&q, &k, &v, &mask}})
+        return scaled_dot_product_attention(cast[0], cast[1], cast[2], cast[3], causal, scale, alignment);
     const char *op = "scaled_dot_product_attention";
     impl_of(q, op);
     impl_of(k, op);
@@ -512,6 +521,7 @@ Tensor one_hot(const Tensor &labels, int num_classes, DType dtype) {
 
 Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduction,
                      int64_t ignore_index) {
+    if (Autocast cast{"cross_entropy", {&logits}}) return cross_entropy(cast[0], labels, reduction, ignore_index);
     const char *op = op_info(TF_OP_CROSS_ENTROPY).name;
     impl_of(logits, op);
     impl_of(labels, op);
@@ -550,6 +560,11 @@ using namespace detail;
 // weight or label smoothing, from log_softmax and one_hot (torch's
 // cross_entropy_loss_label_smoothing and nll_loss with weights); autograd differentiates it.
 Tensor cross_entropy(const Tensor &logits, const Tensor &labels, const CrossEntropyOptions &o) {
+    if (Autocast cast{"cross_entropy", {&logits, &o.weight}}) {
+        CrossEntropyOptions f32 = o;
+        f32.weight = cast[1];
+        return cross_entropy(cast[0], labels, f32);
+    }
     if (!o.weight.defined() && o.label_smoothing == 0)
         return cross_entropy(logits, labels, o.reduction, o.ignore_index);
     const char *op = op_info(TF_OP_CROSS_ENTROPY).name;

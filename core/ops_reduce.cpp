@@ -1,4 +1,5 @@
 // Reductions over axes, arg-reductions, matmul and cast.
+#include "autocast.hpp"
 #include "ops_common.hpp"
 
 namespace tinyfin {
@@ -46,6 +47,7 @@ Tensor unreduce(const Tensor &g, const Shape &input, uint32_t mask) {
 } // namespace
 
 Tensor sum(const Tensor &a, const Axes &axes, bool keepdim) {
+    if (Autocast cast{"sum", {&a}}) return sum(cast[0], axes, keepdim);
     impl_of(a, "sum");
     uint32_t mask = axes_mask(a.shape(), axes, "sum");
     tf_params_reduce params{sizeof(tf_params_reduce), mask};
@@ -56,6 +58,7 @@ Tensor sum(const Tensor &a, const Axes &axes, bool keepdim) {
 }
 
 Tensor mean(const Tensor &a, const Axes &axes, bool keepdim) {
+    if (Autocast cast{"mean", {&a}}) return mean(cast[0], axes, keepdim);
     impl_of(a, "mean");
     uint32_t mask = axes_mask(a.shape(), axes, "mean");
     tf_params_reduce params{sizeof(tf_params_reduce), mask};
@@ -101,6 +104,7 @@ Tensor min(const Tensor &a, const Axes &axes, bool keepdim) {
 Tensor var(const Tensor &a, const Axes &axes) { return var(a, axes, Correction(1), false); }
 
 Tensor var(const Tensor &a, const Axes &axes, Correction correction_, bool keepdim) {
+    if (Autocast cast{"var", {&a}}) return var(cast[0], axes, correction_, keepdim);
     impl_of(a, "var");
     double correction = correction_.value;
     uint32_t mask = axes_mask(a.shape(), axes, "var");
@@ -181,6 +185,7 @@ static Tensor matmul_nd(const Tensor &a, const Tensor &b) {
 }
 
 Tensor matmul(const Tensor &a, const Tensor &b) {
+    if (Autocast cast{"matmul", {&a, &b}}) return matmul(cast[0], cast[1]);
     impl_of(a, "matmul");
     impl_of(b, "matmul");
     if (a.rank() == 0 || b.rank() == 0)

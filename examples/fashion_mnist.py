@@ -3,7 +3,7 @@
 recipe, progress line and report (docs/python.md; `bash scripts/run --python`).
 
     fashion_mnist.py [--epochs N] [--batch B] [--seed S] [--limit N] [--save FILE] [--eval FILE]
-                     [--data DIR] [--distributed]
+                     [--data DIR] [--distributed] [--autocast bf16|f16]
 
 conv 32 3x3 p1, relu, maxpool 2, conv 64 3x3 p1, relu, maxpool 2, flatten, linear 128, relu,
 linear 10; AdamW lr 1e-3 (wd 0.01); batch 64; inputs (x/255 - 0.2860)/0.3530; the C++ example's
@@ -77,12 +77,12 @@ def make_model(seed):
         nn.Linear(128, 10, seed=mix(seed, 4)))
 
 
-def evaluate(model, x, y):
+def evaluate(model, x, y, autocast=None):
     t0 = time.perf_counter()
     model.eval()
     dev = tf.default_device()
     loss_sum, correct = tf.zeros(()), tf.zeros(())
-    with tf.no_grad():
+    with tf.no_grad(), tf.autocast(autocast or "bf16", enabled=autocast is not None):
         for i in range(0, len(y), 1000):
             bx = tf.tensor(x[i:i + 1000], device=dev)
             by = tf.tensor(y[i:i + 1000], device=dev)
@@ -142,7 +142,11 @@ def main():
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--distributed", action="store_true",
                    help="data-parallel over the ranks of mpirun/srun (docs/distributed.md)")
+    p.add_argument("--autocast", choices=["bf16", "f16", "f32"],
+                   help="conv2d and linear in this dtype, f16 with loss scaling (docs/numerics.md)")
     o = p.parse_args()
+    if o.autocast == "f32":
+        o.autocast = None
     if o.epochs < 0 or o.batch < 1 or o.seed < 0 or o.limit < 0:
         p.error("--epochs, --seed and --limit need integers >= 0, --batch >= 1")
 
@@ -165,7 +169,7 @@ def run(o, dist):
     model = make_model(o.seed)
     if o.eval:
         model.load_state_dict(tf.load(o.eval))
-        acc, loss, secs = evaluate(model, test_x, test_y)
+        acc, loss, secs = evaluate(model, test_x, test_y, o.autocast)
         say(f"evaluated {o.eval} on {len(test_y)} test images in {secs:.2f}s")
         say(f"test accuracy {acc:.4f}  test loss {loss:.4f}")
         backend_report()
@@ -185,6 +189,8 @@ def run(o, dist):
         say(f"# distributed: {dist.world_size()} ranks ({dist.launcher()}), "
             f"{o.batch / dist.world_size():.1f} images per rank and step")
     opt = tf.optim.AdamW(model.parameters(), lr=1e-3)
+    # f16's range needs the loss scaled; bf16 has f32's range (the scaler then passes through).
+    scaler = tf.amp.GradScaler(enabled=o.autocast == "f16")
     say(f"{'epoch':>5} {'train_s':>8} {'img/s':>8} {'eval_s':>7} {'loss':>7} {'test_acc':>8} {'test_loss':>9}")
     last = None
     for epoch in range(1, o.epochs + 1):
@@ -204,24 +210,26 @@ def run(o, dist):
             if len(idx):
                 bx = tf.tensor(train_x[idx], device=dev)
                 by = tf.tensor(train_y[idx], device=dev)
-                loss = F.cross_entropy(model(bx), by)
-                loss.backward()
+                with tf.autocast(o.autocast or "bf16", enabled=o.autocast is not None):
+                    loss = F.cross_entropy(model(bx), by)
+                scaler.scale(loss).backward()
                 loss_sum = loss_sum + loss.detach()
                 batches += 1
             if ddp:
                 ddp.synchronize_gradients()
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
             done = min(i + o.batch, n)
             if progress.due(done):
                 progress.draw(done, loss_sum.item() / batches, time.perf_counter() - t0)
         train_s = time.perf_counter() - t0
         # In a distributed run only rank 0 reports, so only it evaluates.
-        last = (0.0, 0.0, 0.0) if quiet else evaluate(model, test_x, test_y)
+        last = (0.0, 0.0, 0.0) if quiet else evaluate(model, test_x, test_y, o.autocast)
         acc, tloss, eval_s = last
         say(f"{epoch:5d} {train_s:8.2f} {n / train_s:8.0f} {eval_s:7.2f} {loss_sum.item() / max(batches, 1):7.4f} "
               f"{acc:8.4f} {tloss:9.4f}", flush=True)
     if last is None:
-        last = (0.0, 0.0, 0.0) if quiet else evaluate(model, test_x, test_y)
+        last = (0.0, 0.0, 0.0) if quiet else evaluate(model, test_x, test_y, o.autocast)
     say(f"test accuracy {last[0]:.4f}  test loss {last[1]:.4f}")
     if o.save and not quiet:
         tf.save(model, o.save)

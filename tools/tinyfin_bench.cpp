@@ -51,6 +51,7 @@
 namespace {
 
 using tinyfin::Device;
+using tinyfin::DType;
 using tinyfin::Shape;
 using tinyfin::Tensor;
 using Clock = std::chrono::steady_clock;
@@ -272,7 +273,7 @@ Call openblas_matmul(int64_t batch, int64_t m, int64_t k, int64_t n) {
 }
 #endif
 
-Case matmul_case(const std::string &op, int64_t batch, int64_t m, int64_t k, int64_t n) {
+Case matmul_case(const std::string &op, int64_t batch, int64_t m, int64_t k, int64_t n, DType dtype = DType::f32) {
     const Shape sa = batch > 1 ? Shape{batch, m, k} : Shape{m, k};
     const Shape sb = batch > 1 ? Shape{batch, k, n} : Shape{k, n};
     Case c;
@@ -281,13 +282,16 @@ Case matmul_case(const std::string &op, int64_t batch, int64_t m, int64_t k, int
     c.unit = Unit::gflops;
     c.work = 2.0 * batch * m * k * n;
     c.description = batch > 1 ? "[B,M,K] @ [B,K,N] labelled BxMxKxN" : "[N,N] @ [N,N]";
-    c.spec = "{\"op\":\"matmul\",\"a\":" + shape_json(sa) + ",\"b\":" + shape_json(sb) + "}";
-    c.prepare = [sa, sb](const Device &d) -> Call {
-        Tensor a = tinyfin::randn(sa, 1, d), b = tinyfin::randn(sb, 2, d);
+    if (dtype != DType::f32) c.description += std::string(", ") + tinyfin::dtype_name(dtype) + " in and out";
+    // The peers get the dtype by its torch name (numpy has neither f16 matmul of note nor bf16).
+    const std::string peer_dtype = dtype == DType::bf16 ? ",\"dtype\":\"bfloat16\"" : dtype == DType::f16 ? ",\"dtype\":\"float16\"" : "";
+    c.spec = "{\"op\":\"matmul\",\"a\":" + shape_json(sa) + ",\"b\":" + shape_json(sb) + peer_dtype + "}";
+    c.prepare = [sa, sb, dtype](const Device &d) -> Call {
+        Tensor a = tinyfin::randn(sa, 1, d).to(dtype), b = tinyfin::randn(sb, 2, d).to(dtype);
         return [a, b] { (void)tinyfin::matmul(a, b); };
     };
 #ifdef TF_BENCH_HAVE_OPENBLAS
-    c.prepare_openblas = [=] { return openblas_matmul(batch, m, k, n); };
+    if (dtype == DType::f32) c.prepare_openblas = [=] { return openblas_matmul(batch, m, k, n); };
 #endif
 #ifdef TF_BENCH_HAVE_CLBLAST
     c.prepare_clblast = [=] { return Call(tf_bench::clblast_matmul(batch, m, k, n)); };
@@ -406,6 +410,9 @@ std::vector<Case> all_cases() {
     cases.push_back(overhead_case(false));
     cases.push_back(overhead_case(true));
     for (int64_t n : {64, 128, 256, 512, 1024, 2048}) cases.push_back(matmul_case("matmul", 1, n, n, n));
+    // Low precision (the cpu plugin: converted to f32 for the f32 GEMM, or AVX512-BF16).
+    for (int64_t n : {256, 512, 1024}) cases.push_back(matmul_case("matmul_bf16", 1, n, n, n, DType::bf16));
+    for (int64_t n : {512, 1024}) cases.push_back(matmul_case("matmul_f16", 1, n, n, n, DType::f16));
     // Batched: many small products (attention-like) and a few mid-sized ones.
     cases.push_back(matmul_case("matmul_batched", 64, 64, 64, 64));
     cases.push_back(matmul_case("matmul_batched", 32, 128, 128, 128));

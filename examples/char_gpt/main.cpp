@@ -4,6 +4,7 @@
 //   char_gpt [--steps N] [--config tiny|small|default] [--seed S] [--batch B] [--lr LR]
 //            [--dropout P] [--eval-every N] [--save FILE] [--load FILE] [--sample N]
 //            [--temperature T] [--top-k K] [--prompt TEXT] [--data DIR] [--distributed]
+//            [--autocast bf16|f16]
 //
 // Recipe (tools/bench_gpt_torch.py is the same in PyTorch): batches of B random windows of the
 // training split; AdamW (betas 0.9/0.99, eps 1e-8) with weight decay 0.1 on matrices and
@@ -20,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +57,8 @@ struct Options {
     std::string prompt = "\n";
     std::string data_dir = chargpt::default_corpus_dir();
     bool distributed = false;
+    // --autocast: matmul/linear/attention in this dtype during training (docs/numerics.md).
+    std::optional<DType> autocast;
 };
 
 // Ranks other than 0 of a --distributed run print only their checksum.
@@ -74,7 +78,7 @@ void say(const char *format, ...) {
                  "usage: %s [--steps N] [--config tiny|small|default] [--seed S] [--batch B]\n"
                  "          [--lr LR] [--min-lr LR] [--dropout P] [--eval-every N] [--eval-batches N]\n"
                  "          [--save FILE] [--load FILE] [--sample N] [--temperature T] [--top-k K]\n"
-                 "          [--prompt TEXT] [--data DIR] [--distributed]\n"
+                 "          [--prompt TEXT] [--data DIR] [--distributed] [--autocast bf16|f16]\n"
                  "  --steps N        training steps (default 600; 0 with --load: sample only)\n"
                  "  --config NAME    model size: tiny (tests), small, default (4 layers, 128 dims)\n"
                  "  --seed S         seed of the initialisation, batches, dropout and sampling\n"
@@ -91,7 +95,8 @@ void say(const char *format, ...) {
                  "  --top-k K        sample among the K likeliest characters (default 0: all)\n"
                  "  --prompt TEXT    text the sample continues (default a newline)\n"
                  "  --data DIR       fortunes directory (default %s)\n"
-                 "  --distributed    data-parallel over the ranks of mpirun/srun (docs/distributed.md)\n",
+                 "  --distributed    data-parallel over the ranks of mpirun/srun (docs/distributed.md)\n"
+                 "  --autocast D     train with matmuls in D (bf16, or f16 with loss scaling)\n",
                  argv0, problem.c_str(), argv0, chargpt::default_corpus_dir());
     std::exit(2);
 }
@@ -144,7 +149,9 @@ Options parse_args(int argc, char **argv) {
         else if (flag == "--top-k") o.top_k = parse_int(argv[0], flag, value, 0);
         else if (flag == "--prompt") o.prompt = value;
         else if (flag == "--data") o.data_dir = value;
-        else usage(argv[0], "unknown option " + flag);
+        else if (flag == "--autocast" && (std::string(value) == "bf16" || std::string(value) == "f16"))
+            o.autocast = std::string(value) == "bf16" ? DType::bf16 : DType::f16;
+        else usage(argv[0], "unknown option or value: " + flag + " " + value);
     }
     if (o.dropout >= 1) usage(argv[0], "--dropout must be below 1");
     return o;
@@ -286,6 +293,7 @@ int run(const Options &o, DistContext *context) {
         Batcher train(corpus.train, o.batch, config.context, nn::mix_seed(o.seed, 0x7a41));
         const int64_t report_every = std::max<int64_t>(1, std::min<int64_t>(50, o.steps / 10));
         const double tokens_per_step = static_cast<double>(o.batch * config.context);
+        nn::GradScaler scaler(nn::GradScaler::Options{.enabled = o.autocast == DType::f16});
         auto t0 = Clock::now();
         auto t_window = t0;
         double eval_seconds = 0;
@@ -296,14 +304,20 @@ int run(const Options &o, DistContext *context) {
             // A rank with no rows this step (batch < ranks) only joins the gradient exchange.
             Tensor loss = zeros({});
             if (row_hi > row_lo) {
-                loss = cross_entropy(model(x), y);
-                loss.backward();
+                {
+                    AutocastGuard scope(o.autocast.has_value(), o.autocast.value_or(DType::bf16));
+                    loss = cross_entropy(model(x), y);
+                }
+                scaler.scale(loss).backward();
             }
 #ifdef TINYFIN_HAVE_DIST
             if (ddp) ddp->synchronize_gradients();
 #endif
+            // After the exchange, so every rank sees the same inf/nan and skips the same steps.
+            scaler.unscale_(optimizer);  // clip the true gradients
             nn::clip_grad_norm(optimizer.params(), 1.0);
-            optimizer.step();
+            scaler.step(optimizer);
+            scaler.update();
             const int64_t done = step + 1;
             if (done % report_every == 0 || done == o.steps) {
                 double value = loss.item<float>();

@@ -2,7 +2,7 @@
 // test accuracy, throughput and which backends ran the ops.
 //
 //   fashion_mnist [--epochs N] [--batch B] [--seed S] [--limit N] [--save FILE] [--eval FILE]
-//                 [--data DIR] [--profile] [--distributed]
+//                 [--data DIR] [--profile] [--distributed] [--autocast bf16|f16]
 //
 // Same recipe as the PyTorch reference: conv 32 3x3 p1, relu, maxpool 2, conv 64 3x3 p1, relu,
 // maxpool 2, flatten, linear 128, relu, linear 10; AdamW lr 1e-3 (wd 0.01, betas .9/.999,
@@ -23,6 +23,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,8 @@ struct Options {
     std::string data_dir = fmnist::default_data_dir();
     bool profile = false;
     bool distributed = false;
+    // --autocast: conv2d and linear in this dtype (docs/numerics.md); f16 adds loss scaling.
+    std::optional<DType> autocast;
 };
 
 // Ranks other than 0 of a --distributed run print only their checksum.
@@ -67,7 +70,7 @@ void say(const char *format, ...) {
     std::fprintf(stderr,
                  "%s: %s\n"
                  "usage: %s [--epochs N] [--batch B] [--seed S] [--limit N] [--save FILE]\n"
-                 "          [--eval FILE] [--data DIR] [--profile] [--distributed]\n"
+                 "          [--eval FILE] [--data DIR] [--profile] [--distributed] [--autocast bf16|f16]\n"
                  "  --epochs N   training epochs (default 1)\n"
                  "  --batch B    batch size (default 64)\n"
                  "  --seed S     seed of the initialisation and the shuffles (default 0)\n"
@@ -76,7 +79,9 @@ void say(const char *format, ...) {
                  "  --eval FILE  evaluate saved parameters on the test set and exit\n"
                  "  --data DIR   directory of the IDX .gz files (default %s)\n"
                  "  --profile    time the forward, backward and optimizer phases (synchronises)\n"
-                 "  --distributed  data-parallel over the ranks of mpirun/srun (docs/distributed.md)\n",
+                 "  --distributed  data-parallel over the ranks of mpirun/srun (docs/distributed.md)\n"
+                 "  --autocast D  conv2d and linear in D (bf16 or f16, f16 with loss scaling), the\n"
+                 "               rest and the parameters in f32 (docs/numerics.md)\n",
                  argv0, problem.c_str(), argv0, fmnist::default_data_dir());
     std::exit(2);
 }
@@ -115,6 +120,12 @@ Options parse_args(int argc, char **argv) {
         else if (flag == "--save") o.save_path = value;
         else if (flag == "--eval") o.eval_path = value;
         else if (flag == "--data") o.data_dir = value;
+        else if (flag == "--autocast") {
+            const std::string d = value;
+            if (d == "bf16" || d == "bfloat16") o.autocast = DType::bf16;
+            else if (d == "f16" || d == "float16") o.autocast = DType::f16;
+            else if (d != "f32" && d != "float32") usage(argv[0], "--autocast needs bf16, f16 or f32, got '" + d + "'");
+        }
         else usage(argv[0], "unknown option " + flag);
     }
     return o;
@@ -187,10 +198,11 @@ struct EvalResult {
     double seconds = 0;
 };
 
-EvalResult evaluate(nn::Module &model, const HostData &test) {
+EvalResult evaluate(nn::Module &model, const HostData &test, std::optional<DType> autocast) {
     auto t0 = Clock::now();
     model.eval();
     NoGradGuard no_grad;
+    AutocastGuard scope(autocast.has_value(), autocast.value_or(DType::bf16));
     std::vector<float> xbuf;
     std::vector<int64_t> ybuf;
     std::vector<int64_t> order(static_cast<std::size_t>(test.count));
@@ -285,7 +297,7 @@ int run(const Options &o, DistContext *context) {
 
     if (!o.eval_path.empty()) {
         nn::load(o.eval_path, *model);
-        EvalResult r = evaluate(*model, test);
+        EvalResult r = evaluate(*model, test, o.autocast);
         say("evaluated %s on %lld test images in %.2fs\n", o.eval_path.c_str(),
                     static_cast<long long>(test.count), r.seconds);
         say("test accuracy %.4f  test loss %.4f\n", r.accuracy, r.loss);
@@ -317,6 +329,9 @@ int run(const Options &o, DistContext *context) {
     (void)context;
 #endif
     optim::AdamW optimizer(model->parameters(), 1e-3);
+    // f16's range needs the loss scaled; bf16 has f32's range (the scaler then passes through).
+    nn::GradScaler scaler(nn::GradScaler::Options{.enabled = o.autocast == DType::f16});
+    if (o.autocast) say("# autocast %s%s\n", dtype_name(*o.autocast), scaler.enabled() ? " with loss scaling" : "");
     std::vector<float> xbuf;
     std::vector<int64_t> ybuf;
     double t_forward = 0, t_backward = 0, t_step = 0, t_data = 0;
@@ -351,9 +366,13 @@ int run(const Options &o, DistContext *context) {
             if (local > 0) {
                 Batch b = make_batch(train, indices, local, xbuf, ybuf);
                 if (o.profile) { t_data += since(tp); tp = Clock::now(); }
-                Tensor loss = cross_entropy((*model)(b.x), b.y);
+                Tensor loss;
+                {
+                    AutocastGuard scope(o.autocast.has_value(), o.autocast.value_or(DType::bf16));
+                    loss = cross_entropy((*model)(b.x), b.y);
+                }
                 if (o.profile) { synchronize(); t_forward += since(tp); tp = Clock::now(); }
-                loss.backward();
+                scaler.scale(loss).backward();
                 if (o.profile) { synchronize(); t_backward += since(tp); tp = Clock::now(); }
                 loss_sum = loss_sum + loss.detach();
                 ++batches;
@@ -361,7 +380,8 @@ int run(const Options &o, DistContext *context) {
 #ifdef TINYFIN_HAVE_DIST
             if (ddp) ddp->synchronize_gradients();
 #endif
-            optimizer.step();
+            scaler.step(optimizer);
+            scaler.update();
             if (o.profile) { synchronize(); t_step += since(tp); }
             if (progress.due(i + n))
                 progress.draw(i + n, loss_sum.item<float>() / static_cast<double>(batches), since(t0));
@@ -369,13 +389,13 @@ int run(const Options &o, DistContext *context) {
         double train_s = since(t0);
         double mean_loss = loss_sum.item<float>() / static_cast<double>(std::max<int64_t>(batches, 1));
         // In a distributed run only rank 0 reports, so only it evaluates.
-        EvalResult r = last = quiet ? EvalResult{} : evaluate(*model, test);
+        EvalResult r = last = quiet ? EvalResult{} : evaluate(*model, test, o.autocast);
         say("%5d %8.2f %8.0f %7.2f %7.4f %8.4f %9.4f\n", epoch, train_s,
                     static_cast<double>(train.count) / train_s, r.seconds, mean_loss, r.accuracy,
                     r.loss);
         std::fflush(stdout);
     }
-    if (o.epochs == 0 && !quiet) last = evaluate(*model, test);
+    if (o.epochs == 0 && !quiet) last = evaluate(*model, test, o.autocast);
     say("test accuracy %.4f  test loss %.4f\n", last.accuracy, last.loss);
     if (o.profile)
         say("# profile: data %.2fs, forward %.2fs, backward %.2fs, optimizer %.2fs\n", t_data,

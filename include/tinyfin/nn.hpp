@@ -401,3 +401,67 @@ private:
 };
 
 } // namespace tinyfin::optim
+
+// ---- Loss scaling (f16 training) --------------------------------------------------------------
+
+namespace tinyfin::nn {
+
+// Dynamic loss scaling for f16 training (torch.cuda.amp.GradScaler's rules): the loss is
+// multiplied by scale() before backward so small f16 gradients do not flush to zero; step()
+// divides the gradients by the scale and skips the optimizer step when any gradient is inf or
+// NaN. update() then halves the scale (backoff_factor) after a skipped step, or doubles it
+// (growth_factor) after growth_interval steps in a row without inf/NaN. bf16 and f32 need no
+// scaling (construct it disabled: every call then passes through).
+//
+//   auto loss = scaler.scale(cross_entropy(model.forward(x), y));
+//   loss.backward();
+//   scaler.step(optimizer);   // unscales, checks, steps or skips
+//   scaler.update();
+class GradScaler {
+public:
+    struct Options {
+        double init_scale = 65536.0;
+        double growth_factor = 2.0;
+        double backoff_factor = 0.5;
+        int64_t growth_interval = 2000;
+        bool enabled = true;
+    };
+    GradScaler();
+    explicit GradScaler(Options options);
+
+    // loss * scale, in loss's dtype (loss itself when disabled).
+    Tensor scale(const Tensor &loss) const;
+    // Divides every gradient of the optimizer's parameters by the scale, in place, and records
+    // whether any is inf or NaN (one host read). At most once per step; step() calls it unless
+    // the caller did (to clip gradients between unscale_ and step).
+    void unscale_(optim::Optimizer &optimizer);
+    // Unscales unless already done, then runs optimizer.step() unless a gradient was inf or NaN.
+    // Returns whether the step ran.
+    bool step(optim::Optimizer &optimizer);
+    // Adjusts the scale after step(), as described above; call once per iteration.
+    void update();
+
+    double get_scale() const { return scale_; }
+    // Steps since the last backoff or growth.
+    int64_t growth_tracker() const { return growth_tracker_; }
+    bool enabled() const { return options_.enabled; }
+    // Whether the last step() found inf or NaN and skipped.
+    bool found_inf() const { return found_inf_; }
+
+    // "<prefix>scale" (f32 rank 0; the scale is a power of two times init_scale) and
+    // "<prefix>growth_tracker" (i64 rank 0): save them beside the model and optimizer in one
+    // TFNN file (nn::save), read them back from nn::load_all's dict.
+    NamedTensors state_dict(const std::string &prefix = "grad_scaler.") const;
+    // Reads the two entries of state_dict from dict; ValueError when one is missing or malformed.
+    void load_state_dict(const NamedTensors &dict, const std::string &prefix = "grad_scaler.");
+
+private:
+    Options options_;
+    double scale_;
+    int64_t growth_tracker_ = 0;
+    bool unscaled_ = false;
+    bool found_inf_ = false;
+    bool stepped_ = false;
+};
+
+} // namespace tinyfin::nn

@@ -513,6 +513,37 @@ private:
     bool previous_;
 };
 
+// ---- Autocast (mixed precision) ------------------------------------------------------
+
+// While alive, this thread's ops follow autocast's table (core/autocast.cpp, docs/numerics.md):
+// - low precision (matmul, linear, conv2d and its gradients, scaled_dot_product_attention): the
+//   float operands are cast to `dtype` and the op runs in it, when the operands' backend claims
+//   the op in that dtype (its supports()); otherwise they stay as they are (f32).
+// - f32 (softmax, log_softmax, layer_norm, rms_norm, sum, mean, var, cross_entropy, exp, log):
+//   f16/bf16 operands are cast to f32 and the op runs in f32.
+// - widest (add, sub, mul, div, where): operands of different float dtypes are cast to f32, so
+//   an f16/bf16 activation meets an f32 residual or bias without a DTypeError.
+// The casts are ordinary recorded ops: a parameter stays f32 (the master weight) and its
+// gradient comes back f32 through the cast's backward. backward() runs with autocast off (the
+// gradients follow the dtypes the forward pass recorded). Guards nest: the innermost decides;
+// AutocastGuard(DType::f32) or AutocastGuard(false) turns autocast off inside its scope.
+// dtype must be f16, bf16 or f32 (DTypeError otherwise).
+class AutocastGuard {
+public:
+    explicit AutocastGuard(DType dtype);
+    explicit AutocastGuard(bool enabled, DType dtype = DType::bf16);
+    ~AutocastGuard();
+    AutocastGuard(const AutocastGuard &) = delete;
+    AutocastGuard &operator=(const AutocastGuard &) = delete;
+
+private:
+    int32_t previous_;
+};
+// The low-precision dtype of this thread's innermost autocast scope; nullopt when autocast is off.
+std::optional<DType> autocast_dtype();
+// An op's row of the autocast table: "lower", "f32", "widest" or "none" (for tests and docs).
+std::string autocast_policy(std::string_view op);
+
 // Broadcast shape of two shapes; throws ShapeError naming op when they do not broadcast.
 Shape broadcast_shapes(const Shape &a, const Shape &b, std::string_view op = "broadcast");
 

@@ -75,20 +75,31 @@ constexpr uint16_t round_to_format(bool neg, uint64_t mag, int exp) {
 }
 
 // NaN keeps its sign and top payload bits and becomes quiet, so a NaN never turns into infinity.
+// The same bits as round_to_format<5, 10> (tests/mixed checks against an independent rounding),
+// a few integer operations instead of its loop: every f16/bf16 elementwise kernel stores this way.
 inline uint16_t f32_to_f16(float x) {
     const uint32_t b = std::bit_cast<uint32_t>(x);
-    const bool neg = b >> 31;
-    const uint32_t e = (b >> 23) & 0xff, m = b & 0x7fffff;
-    if (e == 0xff) return static_cast<uint16_t>(neg << 15 | 0x7c00 | (m ? 0x200 | m >> 13 : 0));
-    return round_to_format<5, 10>(neg, e ? m | 0x800000 : m, (e ? int(e) : 1) - 150);
+    const auto sign = static_cast<uint16_t>((b >> 16) & 0x8000u);
+    const uint32_t a = b & 0x7fffffffu;
+    if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to infinity
+    if (a >= 0x38800000u) {  // normal in f16: rebias the exponent (127 -> 15), round off 13 bits
+        const uint32_t r = a - 0x38000000u;
+        return static_cast<uint16_t>(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
+    }
+    // Subnormal or zero in f16: adding 0.5 (whose ulp is f16's quantum 2^-24) rounds |x| to a
+    // multiple of 2^-24, ties to even, in the FPU; the low bits are then the f16 encoding.
+    const float sum = std::bit_cast<float>(a) + 0.5f;
+    return static_cast<uint16_t>(sign | (std::bit_cast<uint32_t>(sum) - 0x3f000000u));
 }
 
+// bf16 is f32 with the low 16 bits rounded off (same exponent range, subnormals included), so
+// rounding is adding 0x7fff plus the kept lsb: a carry into the exponent is the right result, up
+// to infinity. The same bits as round_to_format<8, 7> (tests/kernels checks), without its loop.
 inline uint16_t f32_to_bf16(float x) {
     const uint32_t b = std::bit_cast<uint32_t>(x);
-    const bool neg = b >> 31;
-    const uint32_t e = (b >> 23) & 0xff, m = b & 0x7fffff;
-    if (e == 0xff) return static_cast<uint16_t>(neg << 15 | 0x7f80 | (m ? 0x40 | m >> 16 : 0));
-    return round_to_format<8, 7>(neg, e ? m | 0x800000 : m, (e ? int(e) : 1) - 150);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((b >> 16) | 0x40u);
+    return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
 // From double directly (fill values): going through float first would round twice.
@@ -124,6 +135,18 @@ inline float f16_to_f32(uint16_t h) {
 }
 
 inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
+
+// Runs of n elements (kernels_convert.cpp), bit for bit the scalar conversions above; F16C for
+// f16 when the CPU has it.
+void f16_run_to_f32(const uint16_t *src, float *dst, int64_t n);
+void f32_run_to_f16(const float *src, uint16_t *dst, int64_t n);
+void bf16_run_to_f32(const uint16_t *src, float *dst, int64_t n);
+void f32_run_to_bf16(const float *src, uint16_t *dst, int64_t n);
+// A run of n f16 or bf16 elements `step` bytes apart to dense f32 (and back); false, doing
+// nothing, unless dtype is f16 or bf16 and the run is dense (step 2) and aligned, for the
+// caller's element loop to take over.
+bool load_f32_run(int32_t dtype, const char *src, int64_t step, float *dst, int64_t n);
+bool store_f32_run(int32_t dtype, const float *src, char *dst, int64_t step, int64_t n);
 
 // Float to integer like C: truncates toward zero. Where C is undefined this saturates:
 // NaN gives 0, beyond the range gives the nearest limit (infinities included).

@@ -138,6 +138,38 @@ void put(char *p, V v) {
     else traits<T>::store(p, v);
 }
 
+// f16 and bf16 rows in chunks: operands converted to f32 by the vectorised runs of
+// kernels_convert.cpp, fn applied in f32 as the element loops do, results rounded back by the
+// same runs (or put<T> when fn computes in double). The same bits as the element loops.
+template <class T> constexpr bool is_half = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+template <class T> constexpr int32_t half_dtype = std::is_same_v<T, f16> ? TF_DTYPE_F16 : TF_DTYPE_BF16;
+constexpr int64_t k_half_chunk = 256;
+
+inline bool even_addresses(std::initializer_list<const char *> ps) {
+    uintptr_t bits = 0;
+    for (const char *q : ps) bits |= reinterpret_cast<uintptr_t>(q);
+    return (bits & 1) == 0;
+}
+
+// One operand of a chunk: a dense run (step 2) converted, or a broadcast value (step 0) repeated.
+template <class T>
+void load_chunk(const char *p, int64_t step, int64_t i0, int64_t m, float *dst) {
+    if (step == 0) {
+        std::fill(dst, dst + m, traits<T>::load(p));
+        return;
+    }
+    load_f32_run(half_dtype<T>, p + i0 * 2, 2, dst, m);
+}
+
+template <class T, class R>
+void store_chunk(char *o, int64_t i0, int64_t m, const R *r) {
+    if constexpr (std::is_same_v<R, float>) {
+        store_f32_run(half_dtype<T>, r, o + i0 * 2, 2, m);
+    } else {
+        for (int64_t i = 0; i < m; ++i) put<T>(o + (i0 + i) * 2, r[i]);
+    }
+}
+
 // f32 rows of + - * / with unit steps, or one operand's step 0 (a scalar): compiled per
 // instruction set (vector_math.h), since the baseline SSE2 loop is limited to 16-byte accesses
 // where the operands sit in L1 and L2. The same IEEE operation per element on every path.
@@ -194,6 +226,22 @@ void binary_rows(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tens
                         f32_arith_row(arith_code<Fn>(), reinterpret_cast<float *>(p[0]),
                                       reinterpret_cast<const float *>(p[1]), reinterpret_cast<const float *>(p[2]), n,
                                       step[1] / size, step[2] / size);
+                        return;
+                    }
+                }
+                if constexpr (is_half<T>) {
+                    if (step[0] == size && (step[1] == size || step[1] == 0) && (step[2] == size || step[2] == 0) &&
+                        even_addresses({p[0], p[1], p[2]})) {
+                        using R = decltype(fn(0.0f, 0.0f));
+                        float x[k_half_chunk], y[k_half_chunk];
+                        R r[k_half_chunk];
+                        for (int64_t i0 = 0; i0 < n; i0 += k_half_chunk) {
+                            const int64_t m = std::min(k_half_chunk, n - i0);
+                            load_chunk<T>(p[1], step[1], i0, m, x);
+                            load_chunk<T>(p[2], step[2], i0, m, y);
+                            for (int64_t i = 0; i < m; ++i) r[i] = fn(x[i], y[i]);
+                            store_chunk<T>(p[0], i0, m, r);
+                        }
                         return;
                     }
                 }
@@ -260,6 +308,20 @@ void unary_rows(const tf_tensor_desc &in, const tf_tensor_desc &out, Fn fn) {
     constexpr int64_t size = sizeof(T);
     walk<2>(out.rank, out.shape, {view_of(out), view_of(in)},
             [&](char *const *p, int64_t n, const int64_t *step) {
+                if constexpr (is_half<T>) {
+                    if (step[0] == size && step[1] == size && even_addresses({p[0], p[1]})) {
+                        using R = decltype(fn(0.0f));
+                        float x[k_half_chunk];
+                        R r[k_half_chunk];
+                        for (int64_t i0 = 0; i0 < n; i0 += k_half_chunk) {
+                            const int64_t m = std::min(k_half_chunk, n - i0);
+                            load_chunk<T>(p[1], step[1], i0, m, x);
+                            for (int64_t i = 0; i < m; ++i) r[i] = fn(x[i]);
+                            store_chunk<T>(p[0], i0, m, r);
+                        }
+                        return;
+                    }
+                }
                 if (step[0] == size && step[1] == size) {
                     for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * size, fn(tr::load(p[1] + i * size)));
                     return;

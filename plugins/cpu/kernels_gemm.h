@@ -71,6 +71,22 @@ void gemm_f32_pack_b(int64_t k, int64_t n, f32_matrix b, float *dst, int64_t sli
 void gemm_f32_rows_a(int64_t m, int64_t n, int64_t k, const float *a, const int64_t *a_rows, const float *b_packed,
                      float *c, int64_t ldc, bool accumulate);
 
+// ---- bf16 products with AVX512-BF16 (kernels_gemm_bf16.cpp) ------------------------------------
+
+// One bf16 matrix: element (i, j) is the bf16 at data[i * row_stride + j * col_stride].
+struct bf16_matrix {
+    const uint16_t *data;
+    int64_t row_stride;
+    int64_t col_stride;
+};
+
+// C = A B with vdpbf16ps (C dense along rows, c[i * ldc + j], f32). Each C element is one fixed
+// sequence: from 0, for each pair p = 0, 2, 4, ... of k, one vdpbf16ps step adding
+// a(i, p) b(p, j) + a(i, p+1) b(p+1, j) (a zero pads an odd k), whatever m, n, the tiling or the
+// thread count; the instruction treats subnormal inputs and results as zero (docs/numerics.md).
+// Only when bf16_dot_level() > 0 (runtime.h); splits over the thread pool like gemm_f32.
+void gemm_bf16_dot(int64_t m, int64_t n, int64_t k, bf16_matrix a, bf16_matrix b, float *c, int64_t ldc);
+
 // Multiply-adds (m * n * k) from which gemm_f32 splits work between threads.
 constexpr int64_t k_gemm_parallel_macs = int64_t{1} << 20;
 

@@ -1,7 +1,9 @@
 // matmul: [..., M, K] x [..., K, N] -> [..., M, N], batch dims already broadcast by the core
 // (stride 0 possible), any strides on all three operands. f32 goes through the packed GEMM
-// (kernels_gemm.h), whose packing absorbs transposed and strided views; f16 and bf16 through the
-// reference loop below, in f32.
+// (kernels_gemm.h), whose packing absorbs transposed and strided views. f16 and bf16 are
+// converted to f32 (exactly: every f16 and bf16 is an f32) and take the same GEMM, accumulating
+// in f32, the result rounded once to the output dtype; bf16 x bf16 takes AVX512-BF16's
+// vdpbf16ps instead where the CPU has it (kernels_gemm.h, gemm_bf16_dot).
 #include "kernels.h"
 #include "kernels_gemm.h"
 #include "runtime.h"
@@ -11,52 +13,6 @@
 
 namespace tf_cpu {
 namespace {
-
-template <class T>
-void matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out) {
-    using tr = traits<T>;
-    const int r = out.rank;
-    const int64_t m = out.shape[r - 2], n = out.shape[r - 1], k = a.shape[r - 1];
-    if (numel(out) == 0) return;
-    const view va = view_of(a), vb = view_of(b), vo = view_of(out);
-    const int64_t a_row = va.strides[r - 2], a_col = va.strides[r - 1];
-    const int64_t b_row = vb.strides[r - 2], b_col = vb.strides[r - 1];
-    const int64_t o_row = vo.strides[r - 2], o_col = vo.strides[r - 1];
-
-    // b is unpacked once per batch into contiguous float rows (a broadcast b only once), so the
-    // inner loop below is a unit-stride axpy the compiler vectorises whatever b's layout and dtype.
-    size_t b_floats = 0;
-    if (__builtin_mul_overflow(static_cast<size_t>(k), static_cast<size_t>(n), &b_floats)) throw std::bad_alloc();
-    std::vector<float> b_packed(b_floats), a_row_f(static_cast<size_t>(k)), acc(static_cast<size_t>(n));
-    const char *packed_from = nullptr;
-
-    walk<3>(r - 2, out.shape, {vo, va, vb}, [&](char *const *p, int64_t batches, const int64_t *step) {
-        for (int64_t t = 0; t < batches; ++t) {
-            char *po = p[0] + t * step[0];
-            const char *pa = p[1] + t * step[1];
-            const char *pb = p[2] + t * step[2];
-            if (pb != packed_from || packed_from == nullptr) {
-                for (int64_t kk = 0; kk < k; ++kk)
-                    for (int64_t j = 0; j < n; ++j)
-                        b_packed[kk * n + j] = static_cast<float>(tr::load(pb + kk * b_row + j * b_col));
-                packed_from = pb;
-            }
-            // i-k-j order: each out[i, j] sums a[i, k] * b[k, j] for k = 0, 1, ... in float,
-            // the same order on every call.
-            for (int64_t i = 0; i < m; ++i) {
-                for (int64_t kk = 0; kk < k; ++kk)
-                    a_row_f[kk] = static_cast<float>(tr::load(pa + i * a_row + kk * a_col));
-                std::fill(acc.begin(), acc.end(), 0.0f);
-                for (int64_t kk = 0; kk < k; ++kk) {
-                    const float aik = a_row_f[kk];
-                    const float *brow = b_packed.data() + kk * n;
-                    for (int64_t j = 0; j < n; ++j) acc[j] += aik * brow[j];
-                }
-                for (int64_t j = 0; j < n; ++j) tr::store(po + i * o_row + j * o_col, acc[j]);
-            }
-        }
-    });
-}
 
 // f32: one GEMM per batch element; a broadcast B whose A and output rows follow each other evenly
 // across the batch becomes one GEMM with the batch folded into M. Small products run one batch
@@ -123,6 +79,73 @@ void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tenso
     for (int64_t t = 0; t < batches; ++t) one(t, m, a_row, o_row);
 }
 
+// An f16 or bf16 operand as f32: the elements it addresses, converted once into dense scratch
+// memory of `slot` (an axis broadcast with stride 0 stays stride 0, so a broadcast B is converted
+// once, not per batch element), described with d's shape. Scratch rather than a fresh vector:
+// the arena keeps its pages between calls, where a new 4 MiB vector page-faults every time.
+tf_tensor_desc to_f32(const tf_tensor_desc &d, scratch_slot slot) {
+    tf_tensor_desc f = d;
+    int64_t shape[TF_MAX_RANK];
+    int64_t count = 1;
+    for (int i = d.rank - 1; i >= 0; --i) {
+        const bool broadcast = d.shape[i] > 1 && d.strides[i] == 0;
+        shape[i] = broadcast ? 1 : d.shape[i];
+        f.strides[i] = broadcast ? 0 : count;
+        count *= shape[i];
+    }
+    float *data = scratch_floats(slot, static_cast<size_t>(count));
+    view dst{reinterpret_cast<char *>(data), {}};
+    for (int i = 0; i < d.rank; ++i) dst.strides[i] = shape[i] > 1 ? f.strides[i] * int64_t{sizeof(float)} : 0;
+    with_float_dtype(d.dtype, [&](auto tag) {
+        using tr = traits<decltype(tag)>;
+        walk<2>(d.rank, shape, {dst, view_of(d)}, [&](char *const *p, int64_t n, const int64_t *step) {
+            if (step[0] == sizeof(float) && load_f32_run(d.dtype, p[1], step[1], reinterpret_cast<float *>(p[0]), n))
+                return;
+            for (int64_t i = 0; i < n; ++i) traits<float>::store(p[0] + i * step[0], tr::load(p[1] + i * step[1]));
+        });
+    });
+    f.dtype = TF_DTYPE_F32;
+    f.data = data;
+    f.offset = 0;
+    return f;
+}
+
+// Rounds dense f32 `src` (out's shape, row-major) once into out, through out's strides.
+void store_rounded(const tf_tensor_desc &out, const float *src) {
+    view from{reinterpret_cast<char *>(const_cast<float *>(src)), {}};
+    int64_t stride = sizeof(float);
+    for (int i = out.rank - 1; i >= 0; --i) {
+        from.strides[i] = out.shape[i] > 1 ? stride : 0;
+        stride *= out.shape[i];
+    }
+    with_float_dtype(out.dtype, [&](auto tag) {
+        using tr = traits<decltype(tag)>;
+        walk<2>(out.rank, out.shape, {view_of(out), from}, [&](char *const *p, int64_t n, const int64_t *step) {
+            if (step[1] == sizeof(float) && store_f32_run(out.dtype, reinterpret_cast<const float *>(p[1]), p[0], step[0], n))
+                return;
+            for (int64_t i = 0; i < n; ++i) tr::store(p[0] + i * step[0], traits<float>::load(p[1] + i * step[1]));
+        });
+    });
+}
+
+// bf16 x bf16 with vdpbf16ps, one product per batch element, into dense f32 c.
+void matmul_bf16_dot(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &c) {
+    const int r = c.rank;
+    const int64_t m = c.shape[r - 2], n = c.shape[r - 1], k = a.shape[r - 1];
+    const view va = view_of(a), vb = view_of(b), vc = view_of(c);
+    constexpr int64_t hs = 2;
+    const bf16_matrix am0{nullptr, va.strides[r - 2] / hs, va.strides[r - 1] / hs};
+    const bf16_matrix bm0{nullptr, vb.strides[r - 2] / hs, vb.strides[r - 1] / hs};
+    walk<3>(r - 2, c.shape, {vc, va, vb}, [&](char *const *p, int64_t count, const int64_t *step) {
+        for (int64_t t = 0; t < count; ++t) {
+            bf16_matrix am = am0, bm = bm0;
+            am.data = reinterpret_cast<const uint16_t *>(p[1] + t * step[1]);
+            bm.data = reinterpret_cast<const uint16_t *>(p[2] + t * step[2]);
+            gemm_bf16_dot(m, n, k, am, bm, reinterpret_cast<float *>(p[0] + t * step[0]), n);
+        }
+    });
+}
+
 }  // namespace
 
 tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, tf_error *err) {
@@ -130,8 +153,27 @@ tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_
         matmul_f32(a, b, out);
         return TF_STATUS_OK;
     }
-    const bool known = with_float_dtype(out.dtype, [&](auto tag) { matmul<decltype(tag)>(a, b, out); });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "matmul: dtype %s not supported", dtype_name(out.dtype));
+    if (out.dtype != TF_DTYPE_F16 && out.dtype != TF_DTYPE_BF16)
+        return fail(err, TF_STATUS_UNSUPPORTED, "matmul: dtype %s not supported", dtype_name(out.dtype));
+    if (numel(out) == 0) return TF_STATUS_OK;
+    // The f32 result in dense scratch (matmul_f32 uses k_slot_temp only for an output that is
+    // not dense, which this one is), the operands in two more slots.
+    tf_tensor_desc c = out;
+    c.dtype = TF_DTYPE_F32;
+    c.data = scratch_floats(k_slot_temp, static_cast<size_t>(numel(out)));
+    c.offset = 0;
+    int64_t stride = 1;
+    for (int i = out.rank - 1; i >= 0; --i) {
+        c.strides[i] = stride;
+        stride *= out.shape[i];
+    }
+    if (out.dtype == TF_DTYPE_BF16 && bf16_dot_level() > 0 && (reinterpret_cast<uintptr_t>(a.data) & 1) == 0 &&
+        (reinterpret_cast<uintptr_t>(b.data) & 1) == 0 && a.offset % 2 == 0 && b.offset % 2 == 0) {
+        matmul_bf16_dot(a, b, c);
+    } else {
+        matmul_f32(to_f32(a, k_slot_col), to_f32(b, k_slot_temp2), c);
+    }
+    store_rounded(out, static_cast<const float *>(c.data));
     return TF_STATUS_OK;
 }
 

@@ -305,7 +305,9 @@ f32_input::f32_input(const tf_tensor_desc &d) : data_(nullptr) {
     const view dst = dense_view(d, copy_.data());
     with_float_dtype(d.dtype, [&](auto tag) {
         using tr = traits<decltype(tag)>;
-        walk<2>(d.rank, d.shape, {dst, view_of(d)}, [](char *const *p, int64_t n, const int64_t *step) {
+        walk<2>(d.rank, d.shape, {dst, view_of(d)}, [&](char *const *p, int64_t n, const int64_t *step) {
+            if (step[0] == sizeof(float) && load_f32_run(d.dtype, p[1], step[1], reinterpret_cast<float *>(p[0]), n))
+                return;
             for (int64_t i = 0; i < n; ++i) traits<float>::store(p[0] + i * step[0], tr::load(p[1] + i * step[1]));
         });
     });
@@ -327,7 +329,10 @@ void f32_output::finish() {
     const view src = dense_view(desc_, scratch_.data());
     with_float_dtype(desc_.dtype, [&](auto tag) {
         using tr = traits<decltype(tag)>;
-        walk<2>(desc_.rank, desc_.shape, {view_of(desc_), src}, [](char *const *p, int64_t n, const int64_t *step) {
+        walk<2>(desc_.rank, desc_.shape, {view_of(desc_), src}, [&](char *const *p, int64_t n, const int64_t *step) {
+            if (step[1] == sizeof(float) &&
+                store_f32_run(desc_.dtype, reinterpret_cast<const float *>(p[1]), p[0], step[0], n))
+                return;
             for (int64_t i = 0; i < n; ++i) tr::store(p[0] + i * step[0], traits<float>::load(p[1] + i * step[1]));
         });
     });

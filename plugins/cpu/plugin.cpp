@@ -263,6 +263,8 @@ void cpu_list_features(tf_feature_fn emit, void *user) {
     std::snprintf(threads, sizeof threads, "%d", thread_count());
     emit(user, "threads", threads);
     emit(user, "kernels", isa_name(isa_level()));
+    // bf16 x bf16 matmul: "avx512bf16" (vdpbf16ps) or "f32" (converted, the f32 GEMM).
+    emit(user, "bf16_matmul", bf16_dot_level() > 0 ? "avx512bf16" : "f32");
     // For tests and tinyfin-info: scratch arenas alive and the bytes they hold.
     uint64_t arenas = 0, bytes = 0;
     scratch_stats(&arenas, &bytes);

@@ -54,6 +54,20 @@ int detect_level() {
 }
 
 std::atomic<int> g_isa{-1};
+// bf16_dot_level(): -1 until first asked.
+std::atomic<int> g_bf16_dot{-1};
+
+// AVX512_BF16: cpuid leaf 7, subleaf 1, EAX bit 5.
+bool detect_bf16_dot() {
+#if defined(__x86_64__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || a < 1) return false;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return (a >> 5) & 1;
+#else
+    return false;
+#endif
+}
 
 // ---- Thread pool -----------------------------------------------------------------------------
 
@@ -272,22 +286,34 @@ int isa_level() {
     int l = g_isa.load(std::memory_order_relaxed);
     if (l >= 0) return l;
     l = detect_level();
-    static const char *const k_words[] = {"generic", "sse2", "avx2", "avx512"};
-    static const int k_levels[] = {0, 0, 1, 2};
+    static const char *const k_words[] = {"generic", "sse2", "avx2", "avx512", "avx512bf16"};
+    static const int k_levels[] = {0, 0, 1, 2, 2};
     const char *want = get_env("TINYFIN_CPU_ISA");
     int index = 0;
-    switch (tf_env_parse_word(want, k_words, 4, &index)) {
-        case TF_ENV_VALID: l = std::min(l, k_levels[index]); break;
+    bool bf16_allowed = true;
+    switch (tf_env_parse_word(want, k_words, 5, &index)) {
+        case TF_ENV_VALID:
+            l = std::min(l, k_levels[index]);
+            bf16_allowed = index == 4;
+            break;
         case TF_ENV_INVALID: {
             char instead[64];
             std::snprintf(instead, sizeof instead, "%s (the best this CPU has)", isa_name(l));
-            tf_kit::report_bad_setting("TINYFIN_CPU_ISA", want, "generic, sse2, avx2 or avx512", instead);
+            tf_kit::report_bad_setting("TINYFIN_CPU_ISA", want, "generic, sse2, avx2, avx512 or avx512bf16", instead);
             break;
         }
         case TF_ENV_UNSET: break;
     }
+    g_bf16_dot.store(bf16_allowed && l == 2 && detect_bf16_dot() ? 1 : 0, std::memory_order_relaxed);
     g_isa.store(l, std::memory_order_relaxed);
     return l;
+}
+
+int bf16_dot_level() {
+    int v = g_bf16_dot.load(std::memory_order_relaxed);
+    if (v >= 0) return v;
+    isa_level();
+    return g_bf16_dot.load(std::memory_order_relaxed);
 }
 
 const char *isa_name(int level) {
@@ -326,6 +352,7 @@ void runtime_shutdown() {
     }
     g_threads.store(0);
     g_isa.store(-1);
+    g_bf16_dot.store(-1);
     g_scratch_limit.store(0);
     tf_kit::settings_reset();
     {

@@ -23,10 +23,14 @@ void read_settings();
 // ---- Instruction set -------------------------------------------------------------------------
 
 // What the f32 kernels use: 0 portable (SSE2 on x86-64, plain C++ elsewhere), 1 AVX2 + FMA,
-// 2 AVX-512F. The best the CPU and the OS support, capped by TINYFIN_CPU_ISA=generic|avx2|avx512.
+// 2 AVX-512F. The best the CPU and the OS support, capped by
+// TINYFIN_CPU_ISA=generic|avx2|avx512|avx512bf16 (avx512bf16: AVX-512 with bf16_dot_level()).
 // Detected with cpuid on first use, never at load time.
 int isa_level();
 const char *isa_name(int level);
+// 1 when bf16 x bf16 products may use AVX512-BF16 (vdpbf16ps): the CPU has it, isa_level() is
+// AVX-512 and TINYFIN_CPU_ISA is unset or avx512bf16; else 0 (f16/bf16 go through the f32 GEMM).
+int bf16_dot_level();
 
 // ---- Thread pool -----------------------------------------------------------------------------
 

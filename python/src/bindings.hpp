@@ -23,6 +23,7 @@ void bind_nn(py::module_ &m);
 void bind_backends(py::module_ &m);
 void bind_interop(py::module_ &m);
 void bind_factories(py::module_ &m);
+void bind_amp(py::module_ &m);
 // After bind_tensor and bind_ops: the fast path of fastpath.cpp over their operators.
 void bind_fastpath(py::module_ &m);
 

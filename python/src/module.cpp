@@ -11,5 +11,6 @@ PYBIND11_MODULE(_C, m) {
     bind_nn(m);
     bind_backends(m);
     bind_interop(m);
+    bind_amp(m);
     bind_fastpath(m);
 }

@@ -213,6 +213,12 @@ void bind_ops(py::module_ &m) {
     }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(),
        py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::arg("scale") = py::none(),
        py::arg("causal_alignment") = "top_left");
+    // One node like the C++ op (and one row of autocast's table: the bias follows the product's dtype).
+    m.def("linear", [](const Tensor &x, const Tensor &w, py::object bias) {
+        Tensor b = bias.is_none() ? Tensor() : bias.cast<Tensor>();
+        Release r;
+        return linear(x, w, b);
+    }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
     m.def("embedding", [](const Tensor &indices, const Tensor &weight) {
         Release r;
         return embedding(weight, indices);

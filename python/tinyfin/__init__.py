@@ -375,3 +375,5 @@ def load(f, map_location=None):
 from ._indexing import flip, index_select  # noqa: E402
 from . import _tensor  # noqa: E402,F401  (methods on Tensor)
 from . import nn, optim  # noqa: E402,F401
+from . import amp  # noqa: E402,F401
+from .amp import autocast, GradScaler  # noqa: E402,F401

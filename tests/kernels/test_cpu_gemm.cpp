@@ -2,7 +2,7 @@
 //   - against references in double over odd sizes (1, 7, 13, 63, 65, 257), transposed and
 //     strided views, batch broadcast, on the portable path (TINYFIN_CPU_ISA=generic) and on the
 //     best path this CPU has;
-//   - thread-count invariance: matmul, conv2d and its gradients, max pooling, elementwise ops, sums, means, softmax and norms give the same
+//   - thread-count invariance: matmul (f32, f16, bf16), conv2d and its gradients, max pooling, elementwise ops, sums, means, softmax and norms give the same
 //     bits with TINYFIN_THREADS = 1, 2 and 3.
 // The plugin reads TINYFIN_CPU_ISA and TINYFIN_THREADS on first use after init; shutdown makes
 // it read them again, which is how each case switches.
@@ -410,6 +410,34 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     keep(sm);
     run_ok(TF_OP_RMS_NORM, {big.d, gain.d}, sm.d, &norm);
     keep(sm);
+
+    // f16 and bf16 products, one big and a batch with a broadcast B (converted to f32 for the
+    // same GEMM; bf16 with vdpbf16ps where the CPU has AVX512-BF16).
+    for (int32_t dt : {TF_DTYPE_F16, TF_DTYPE_BF16}) {
+        auto half = [&](const dims &shape, uint32_t seed) {
+            tensor t = dense(shape);
+            fill_random(t, seed);
+            // Each float becomes the 16-bit value in the first half of the block (bf16: its top
+            // half; f16: its top half reinterpreted, exponents kept small by the [-1, 1) range).
+            auto *bits = reinterpret_cast<uint16_t *>(t.mem->data);
+            for (int64_t i = 0; i < t.mem->count; ++i) {
+                uint32_t u;
+                std::memcpy(&u, &t.mem->data[i], 4);
+                bits[i] = dt == TF_DTYPE_BF16 ? static_cast<uint16_t>(u >> 16)
+                                              : static_cast<uint16_t>(((u >> 16) & 0x83ff) | 0x3800);
+            }
+            t.d.dtype = dt;
+            return t;
+        };
+        tensor ha = half({300, 257}, 14), hb = half({257, 263}, 15), hc = half({300, 263}, 0);
+        run_ok(TF_OP_MATMUL, {ha.d, hb.d}, hc.d);
+        keep(hc);
+        tensor qa = half({8, 33, 70}, 16), qb = half({70, 41}, 17), qc = half({8, 33, 41}, 0);
+        qb = view(qb.mem, {8, 70, 41}, {0, 41, 1});
+        qb.d.dtype = dt;
+        run_ok(TF_OP_MATMUL, {qa.d, qb.d}, qc.d);
+        keep(qc);
+    }
     return results;
 }
 
