@@ -218,6 +218,32 @@ OpSample make_sample(tf_op op) {
         with(p);
         break;
     }
+    case TF_OP_ADAMW_STEP: {
+        s.inputs = {desc({2, 3})};
+        s.outputs = {desc({2, 3}), desc({2, 3}), desc({2, 3})};
+        auto p = sized<tf_params_adamw_step>();
+        p.has_state = 1;
+        p.decay = 1.0;
+        p.beta1 = 0.9;
+        p.one_minus_beta1 = 0.1;
+        p.beta2 = 0.999;
+        p.one_minus_beta2 = 0.001;
+        p.root_bias_correction2 = 1.0;
+        p.eps = 1e-8;
+        p.step_size = 1e-3;
+        with(p);
+        break;
+    }
+    case TF_OP_SGD_STEP: {
+        s.inputs = {desc({2, 3})};
+        s.outputs = {desc({2, 3}), desc({2, 3})};
+        auto p = sized<tf_params_sgd_step>();
+        p.has_state = 1;
+        p.lr = 0.1;
+        p.momentum = 0.9;
+        with(p);
+        break;
+    }
     default:
         // An OWN op without a sample: tinyfin-info reports it unsupported everywhere.
         break;

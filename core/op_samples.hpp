@@ -24,6 +24,8 @@ struct OpSample {
         tf_params_attention attention;
         tf_params_cross_entropy cross_entropy;
         tf_params_one_hot one_hot;
+        tf_params_adamw_step adamw_step;
+        tf_params_sgd_step sgd_step;
     } params;
     bool has_params = false;
 

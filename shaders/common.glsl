@@ -58,11 +58,12 @@ void st_bool(uint s, uint e, bool v) {
 
 bool tf_is_float(uint dtype) { return dtype == DT_F32 || dtype == DT_F16 || dtype == DT_BF16; }
 
-// Exact: every f16 is an f32 (subnormals become normal f32s).
+// Exact: every f16 is an f32 (subnormals become normal f32s); a NaN keeps its payload and comes
+// out quiet, as on the cpu plugin (F16C, IEEE 754).
 float tf_f16_to_f32(uint h) {
     uint sign = (h & 0x8000u) << 16u;
     uint e = (h >> 10u) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1fu) return uintBitsToFloat(sign | 0x7f800000u | (m << 13u));
+    if (e == 0x1fu) return uintBitsToFloat(sign | 0x7f800000u | (m << 13u) | (m != 0u ? 0x400000u : 0u));
     if (e == 0u) {
         if (m == 0u) return uintBitsToFloat(sign);
         int lead = findMSB(m);  // m * 2^-24 = 1.f * 2^(lead - 24)

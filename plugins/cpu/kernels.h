@@ -122,11 +122,12 @@ inline uint16_t i64_to_format(int64_t v) {
     return round_to_format<E, M>(neg, neg ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v), 0);
 }
 
-// Exact: every f16 is an f32.
+// Exact: every f16 is an f32. A NaN keeps its payload and comes out quiet, as F16C's vcvtph2ps
+// (the bulk path) and IEEE 754 conversion make it, so every path gives the same bits.
 inline float f16_to_f32(uint16_t h) {
     const uint32_t sign = uint32_t(h & 0x8000) << 16;
     const uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    if (e == 0x1f) return std::bit_cast<float>(sign | 0x7f800000 | m << 13);
+    if (e == 0x1f) return std::bit_cast<float>(sign | 0x7f800000 | m << 13 | (m ? 0x400000u : 0u));
     if (e == 0) {
         const float v = static_cast<float>(m) * 0x1p-24f;
         return sign ? -v : v;
