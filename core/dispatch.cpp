@@ -305,25 +305,43 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
     dispatch(op, std::span(in, inputs.size()), std::span(out, outputs.size()), params);
 }
 
+namespace {
+
+// One call's descriptor, after the checks every dispatch makes first (operand count, the dtype
+// column of ops.def). The operand descriptors live inside: desc is valid while this lives.
+struct DescribedCall {
+    tf_tensor_desc in_desc[max_operands], out_desc[max_operands];
+    tf_op_desc desc;
+
+    DescribedCall(tf_op op, std::span<const TensorImpl *const> inputs,
+                  std::span<const TensorImpl *const> outputs, const void *params) {
+        const OpInfo &info = op_info(op);
+        if (inputs.size() > max_operands || outputs.size() > max_operands)
+            raise<ValueError>(std::string(info.name) + ": too many operands");
+        check_dtypes(info, inputs, outputs);
+        for (std::size_t i = 0; i < inputs.size(); ++i) describe(*inputs[i], in_desc[i]);
+        for (std::size_t i = 0; i < outputs.size(); ++i) describe(*outputs[i], out_desc[i]);
+        desc.struct_size = sizeof desc;
+        desc.op = static_cast<uint32_t>(op);
+        desc.n_inputs = static_cast<uint32_t>(inputs.size());
+        desc.n_outputs = static_cast<uint32_t>(outputs.size());
+        desc.inputs = in_desc;
+        desc.outputs = out_desc;
+        desc.params = params;
+    }
+    DescribedCall(const DescribedCall &) = delete;
+    DescribedCall &operator=(const DescribedCall &) = delete;
+};
+
+} // namespace
+
 bool dispatch_if_claimed(tf_op op, std::span<const TensorImpl *const> inputs,
                          std::span<const TensorImpl *const> outputs, const void *params) {
-    if (inputs.size() > max_operands || outputs.size() > max_operands)
-        raise<ValueError>(std::string(op_info(op).name) + ": too many operands");
-    check_dtypes(op_info(op), inputs, outputs);
+    const DescribedCall call(op, inputs, outputs, params);
+    const tf_op_desc &desc = call.desc;
     Registry &registry = Registry::checked();
     const Storage &home = *outputs.front()->storage;
     Backend &backend = *home.backend;
-    tf_tensor_desc in_desc[max_operands], out_desc[max_operands];
-    for (std::size_t i = 0; i < inputs.size(); ++i) describe(*inputs[i], in_desc[i]);
-    for (std::size_t i = 0; i < outputs.size(); ++i) describe(*outputs[i], out_desc[i]);
-    tf_op_desc desc;
-    desc.struct_size = sizeof desc;
-    desc.op = static_cast<uint32_t>(op);
-    desc.n_inputs = static_cast<uint32_t>(inputs.size());
-    desc.n_outputs = static_cast<uint32_t>(outputs.size());
-    desc.inputs = in_desc;
-    desc.outputs = out_desc;
-    desc.params = params;
     Counters &counters = registry.counters();
     if (supports(backend, home.device, desc)) {
         run_or_throw(backend, home.device, desc);
@@ -347,25 +365,12 @@ bool dispatch_if_claimed(tf_op op, std::span<const TensorImpl *const> inputs,
 void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
               std::span<const TensorImpl *const> outputs, const void *params) {
     const OpInfo &info = op_info(op);
-    if (inputs.size() > max_operands || outputs.size() > max_operands)
-        raise<ValueError>(std::string(info.name) + ": too many operands");
-    check_dtypes(info, inputs, outputs);
+    DescribedCall call(op, inputs, outputs, params);
+    tf_op_desc &desc = call.desc;
     Registry &registry = Registry::checked();
     const TensorImpl &first = *outputs.front();
     Backend &backend = *first.storage->backend;
     int device = first.storage->device;
-
-    tf_tensor_desc in_desc[max_operands], out_desc[max_operands];
-    for (std::size_t i = 0; i < inputs.size(); ++i) describe(*inputs[i], in_desc[i]);
-    for (std::size_t i = 0; i < outputs.size(); ++i) describe(*outputs[i], out_desc[i]);
-    tf_op_desc desc;
-    desc.struct_size = sizeof desc;
-    desc.op = static_cast<uint32_t>(op);
-    desc.n_inputs = static_cast<uint32_t>(inputs.size());
-    desc.n_outputs = static_cast<uint32_t>(outputs.size());
-    desc.inputs = in_desc;
-    desc.outputs = out_desc;
-    desc.params = params;
 
     Counters &counters = registry.counters();
     if (supports(backend, device, desc)) [[likely]] {
@@ -411,9 +416,9 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
             continue;
         }
         Staged staged = stage_to_host(registry, impl, true);
-        in_desc[n].buffer = staged.host->buffer;
-        in_desc[n].data = staged.host->host;
-        in_desc[n].offset = 0;
+        call.in_desc[n].buffer = staged.host->buffer;
+        call.in_desc[n].data = staged.host->host;
+        call.in_desc[n].offset = 0;
         // The staged copy must outlive the run: keep it with the outputs' list.
         staged_outputs.push_back(std::move(staged));
         staged_outputs.back().original = nullptr;
@@ -426,9 +431,9 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
             // A view with gaps keeps the bytes between its elements: read them first.
             bool dense = extent(impl) == checked_numel(impl.shape, info.name);
             Staged staged = stage_to_host(registry, impl, !dense);
-            out_desc[n].buffer = staged.host->buffer;
-            out_desc[n].data = staged.host->host;
-            out_desc[n].offset = 0;
+            call.out_desc[n].buffer = staged.host->buffer;
+            call.out_desc[n].data = staged.host->host;
+            call.out_desc[n].offset = 0;
             staged_outputs.push_back(std::move(staged));
         }
         ++n;
