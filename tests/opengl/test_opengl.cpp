@@ -21,19 +21,6 @@ std::map<std::string, std::string> features() {
     return out;
 }
 
-// A small network's worth of ops on one device: conv, pool, matmul, softmax.
-Tensor chain(const Device &device, uint64_t seed) {
-    Tensor x = tf::from_vector(values(2 * 3 * 9 * 9, seed), {2, 3, 9, 9}, device);
-    Tensor w = tf::from_vector(values(4 * 3 * 3 * 3, seed + 1), {4, 3, 3, 3}, device);
-    Tensor b = tf::from_vector(values(4, seed + 2), {4}, device);
-    tf::Conv2dOptions pad1;
-    pad1.pad_h = pad1.pad_w = 1;
-    Tensor h = tf::max_pool2d(tf::relu(tf::conv2d(x, w, b, pad1)));
-    h = h.reshape({2, -1});
-    Tensor fc = tf::from_vector(values(h.size(1) * 7, seed + 3), {h.size(1), 7}, device);
-    return tf::softmax(tf::matmul(h, fc), -1);
-}
-
 }  // namespace
 
 TEST_CASE("opengl: tinyfin-info shows the GL version, renderer, limits and kind") {
@@ -56,29 +43,7 @@ TEST_CASE("opengl: tinyfin-info shows the GL version, renderer, limits and kind"
 }
 
 TEST_CASE("opengl: calls from two threads at once give the cpu's results") {
-    constexpr int rounds = 12;
-    std::vector<std::vector<double>> want;
-    for (int t = 0; t < 2; ++t) want.push_back(host(chain(cpu_device, 100 + static_cast<uint64_t>(t))));
-    std::atomic<int> failures{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 2; ++t) {
-        threads.emplace_back([t, &want, &failures] {
-            try {
-                for (int r = 0; r < rounds; ++r) {
-                    const std::vector<double> got = host(chain(gpu_device, 100 + static_cast<uint64_t>(t)));
-                    for (std::size_t i = 0; i < got.size(); ++i)
-                        if (!close(got[i], want[static_cast<std::size_t>(t)][i], 1e-5, 1e-4)) {
-                            ++failures;
-                            return;
-                        }
-                }
-            } catch (...) {
-                ++failures;
-            }
-        });
-    }
-    for (std::thread &th : threads) th.join();
-    CHECK(failures.load() == 0);
+    CHECK(threads_disagreeing_with_cpu(12) == 0);
     CHECK(tf::stats().total_fallbacks == 0);
 }
 

@@ -6,10 +6,12 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tinyfin/tinyfin.hpp"
@@ -162,6 +164,46 @@ void grad_parity(const std::string &what, const std::vector<pair> &operands, F &
     check(results[1][0], results[0][0], tol.atol, tol.rtol, what + ": forward");
     for (std::size_t i = 1; i < results[0].size(); ++i)
         check(results[1][i], results[0][i], tol.atol, tol.rtol, what + ": gradient " + std::to_string(i));
+}
+
+// A small network's worth of ops on one device: conv, pool, matmul, softmax.
+inline Tensor chain(const Device &device, uint64_t seed) {
+    Tensor x = tinyfin::from_vector(values(2 * 3 * 9 * 9, seed), {2, 3, 9, 9}, device);
+    Tensor w = tinyfin::from_vector(values(4 * 3 * 3 * 3, seed + 1), {4, 3, 3, 3}, device);
+    Tensor b = tinyfin::from_vector(values(4, seed + 2), {4}, device);
+    tinyfin::Conv2dOptions pad1;
+    pad1.pad_h = pad1.pad_w = 1;
+    Tensor h = tinyfin::max_pool2d(tinyfin::relu(tinyfin::conv2d(x, w, b, pad1)));
+    h = h.reshape({2, -1});
+    Tensor fc = tinyfin::from_vector(values(h.size(1) * 7, seed + 3), {h.size(1), 7}, device);
+    return tinyfin::softmax(tinyfin::matmul(h, fc), -1);
+}
+
+// Two threads each run chain() `rounds` times on the device under test at once: how many of them
+// saw a result other than the cpu's, or an exception.
+inline int threads_disagreeing_with_cpu(int rounds) {
+    std::vector<std::vector<double>> want;
+    for (int t = 0; t < 2; ++t) want.push_back(host(chain(cpu_device, 100 + static_cast<uint64_t>(t))));
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t) {
+        threads.emplace_back([t, rounds, &want, &failures] {
+            try {
+                for (int r = 0; r < rounds; ++r) {
+                    const std::vector<double> got = host(chain(gpu_device, 100 + static_cast<uint64_t>(t)));
+                    for (std::size_t i = 0; i < got.size(); ++i)
+                        if (!close(got[i], want[static_cast<std::size_t>(t)][i], 1e-5, 1e-4)) {
+                            ++failures;
+                            return;
+                        }
+                }
+            } catch (...) {
+                ++failures;
+            }
+        });
+    }
+    for (std::thread &th : threads) th.join();
+    return failures.load();
 }
 
 }  // namespace vt
