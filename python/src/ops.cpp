@@ -119,7 +119,7 @@ void bind_ops(py::module_ &m) {
     using Reduce = Tensor (*)(const Tensor &, const Axes &, bool);
     for (auto [name, fn] : std::initializer_list<std::pair<const char *, Reduce>>{
              {"sum", &sum}, {"mean", &mean}, {"amax", &max}, {"amin", &min}})
-        m.def(name, [fn](const Tensor &x, py::object dim, bool keepdim) {
+        m.def(name, [fn = fn](const Tensor &x, py::object dim, bool keepdim) {  // clang 14 cannot capture a binding
             std::vector<int> axes = axes_arg(dim);
             Release r;
             return fn(x, axes, keepdim);
