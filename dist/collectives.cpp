@@ -1,5 +1,6 @@
-// dist::Context collectives on tensors of any backend: the shape check, host staging, and the
-// MPI calls (blocking without a timeout, nonblocking and polled with one).
+// dist::Context collectives on tensors of any backend: host staging, f16/bf16 widened to f32 for
+// reductions, and the MPI calls (blocking without a timeout, nonblocking and polled with one).
+// The shape check that starts each one (and may carry a small reduction) is check.cpp.
 #include <cstring>
 
 #include "state.hpp"
@@ -7,58 +8,6 @@
 namespace tinyfin::dist {
 
 namespace {
-
-// Which collective a header describes, so that two ranks in different collectives also differ.
-enum class Kind : int64_t { all_reduce = 1, broadcast, all_gather, reduce_scatter };
-
-const char *kind_name(Kind kind) {
-    switch (kind) {
-    case Kind::all_reduce: return "all_reduce";
-    case Kind::broadcast: return "broadcast";
-    case Kind::all_gather: return "all_gather";
-    case Kind::reduce_scatter: return "reduce_scatter";
-    }
-    return "collective";
-}
-
-// kind, op (or root), dtype, rank, dims 0..5 (dim 5 holds a hash of dims 5.. for rank > 6).
-constexpr int header_words = 10;
-constexpr int header_dims = 6;
-
-std::vector<int64_t> make_header(Kind kind, int64_t op, const Tensor &t) {
-    std::vector<int64_t> h(header_words, 0);
-    h[0] = static_cast<int64_t>(kind);
-    h[1] = op;
-    h[2] = static_cast<int64_t>(t.dtype());
-    h[3] = t.rank();
-    uint64_t tail = 1469598103934665603ull;
-    for (int i = 0; i < t.rank(); ++i) {
-        if (i < header_dims - 1 || t.rank() == header_dims) {
-            h[4 + i] = t.shape()[i];
-            continue;
-        }
-        tail = (tail ^ static_cast<uint64_t>(t.shape()[i])) * 1099511628211ull;
-        h[4 + header_dims - 1] = static_cast<int64_t>(tail);
-    }
-    return h;
-}
-
-std::string describe_header(const int64_t *h) {
-    auto kind = static_cast<Kind>(h[0]);
-    std::string text = kind_name(kind);
-    if (kind == Kind::broadcast) text += "(root " + std::to_string(h[1]) + ")";
-    text += " of ";
-    Shape shape;
-    int rank = static_cast<int>(h[3]);
-    bool hashed = rank > header_dims;
-    for (int i = 0; i < rank && i < header_dims - (hashed ? 1 : 0); ++i) shape.push_back(h[4 + i]);
-    text += shape_str(shape);
-    if (hashed) text.insert(text.size() - 1, ", ... (" + std::to_string(rank) + " axes)");
-    auto dtype = static_cast<DType>(h[2]);
-    text += " ";
-    text += h[2] >= 0 && h[2] <= 5 ? dtype_name(dtype) : "?";
-    return text;
-}
 
 // Reusable storage for tensors MPI cannot read or write in place.
 unsigned char *reserve(std::vector<unsigned char> &buffer, std::size_t bytes) {
@@ -102,11 +51,13 @@ MPI_Op mpi_op(ReduceOp op) {
     return MPI_SUM;
 }
 
+bool is_half(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+
 void check_reducible(const Tensor &t, ReduceOp op, const char *what) {
-    if (op == ReduceOp::mean && t.dtype() != DType::f32)
-        throw DTypeError(std::string("DTypeError: ") + what + " with mean needs f32, got " +
-                         dtype_name(t.dtype()) + "; use sum, or cast to f32 first");
-    reduce_type(t.dtype(), what);
+    if (op == ReduceOp::mean && t.dtype() != DType::f32 && !is_half(t.dtype()))
+        throw DTypeError(std::string("DTypeError: ") + what + " with mean needs a float tensor (f32, "
+                         "f16, bf16), got " + dtype_name(t.dtype()) + "; use sum, or cast first");
+    if (!is_half(t.dtype())) reduce_type(t.dtype(), what);
 }
 
 void scale(void *data, int64_t n, float factor) {
@@ -137,36 +88,79 @@ MPI_Datatype reduce_type(DType dtype, const char *op) {
     default: break;
     }
     throw DTypeError(std::string("DTypeError: ") + op + ": MPI cannot reduce " + dtype_name(dtype) +
-                     "; cast to f32 first");
+                     "; cast to f32 or i64 first");
 }
 
 namespace {
 
-// Exchanges every rank's header and throws MismatchError on every rank when any two differ.
-void check_same(Context &ctx, MPI_Comm comm, Kind kind, int64_t op, const Tensor &t) {
-    if (!ctx.options().check_shapes || ctx.world_size() == 1) return;
-    std::vector<int64_t> mine = make_header(kind, op, t);
-    std::vector<int64_t> all(static_cast<std::size_t>(header_words) * ctx.world_size());
-    std::string what = std::string(kind_name(kind)) + " shape check";
-    if (ctx.options().timeout_seconds > 0) {
-        MPI_Request req;
-        ctx.check(MPI_Iallgather(mine.data(), header_words, MPI_INT64_T, all.data(), header_words,
-                                 MPI_INT64_T, comm, &req), what);
-        ctx.wait_all(&req, 1, what);
-    } else {
-        ctx.check(MPI_Allgather(mine.data(), header_words, MPI_INT64_T, all.data(), header_words,
-                                MPI_INT64_T, comm), what);
+// f16 and bf16: MPI has no such types. The reductions run on an f32 copy (on the tensor's
+// device) and the result is cast back once, so each element is the f32 sum (or mean, max, min)
+// of the ranks' values rounded once to the tensor's dtype (round to nearest even), the same on
+// every rank. declared is the dtype the shape check compares.
+Tensor widened(const Tensor &t) {
+    NoGradGuard no_grad;
+    return t.to(DType::f32);
+}
+
+void narrow_into(const Tensor &t, const Tensor &wide) {
+    NoGradGuard no_grad; // like release(): the write is not part of any graph
+    const_cast<Tensor &>(t).assign_(wide);
+}
+
+void all_reduce_as(Context &ctx, Context::State &state, const Tensor &t, DType declared,
+                   ReduceOp op) {
+    int count = count_of(t.numel(), "all_reduce");
+    Host h = count ? acquire(t, state.staging, true) : Host{};
+    Payload payload{h.data, t.nbytes(), op, t.dtype()};
+    bool done = check_collective(ctx, state, Kind::all_reduce, static_cast<int64_t>(op), t.shape(),
+                                 declared, count ? &payload : nullptr);
+    if (count == 0) return;
+    if (!done) {
+        MPI_Datatype type = reduce_type(t.dtype(), "all_reduce");
+        if (ctx.options().timeout_seconds > 0) {
+            MPI_Request req;
+            ctx.check(MPI_Iallreduce(MPI_IN_PLACE, h.data, count, type, mpi_op(op), state.comm, &req),
+                      "all_reduce");
+            ctx.wait_all(&req, 1, "all_reduce of " + shape_str(t.shape()));
+        } else {
+            ctx.check(MPI_Allreduce(MPI_IN_PLACE, h.data, count, type, mpi_op(op), state.comm),
+                      "all_reduce");
+        }
     }
-    // Every rank compares against rank 0, so all of them see the same verdict.
-    const int64_t *first = all.data();
-    for (int r = 1; r < ctx.world_size(); ++r) {
-        const int64_t *other = all.data() + static_cast<std::size_t>(r) * header_words;
-        if (std::memcmp(first, other, header_words * sizeof(int64_t)) == 0) continue;
-        throw MismatchError("MismatchError: ranks disagree: rank 0 calls " + describe_header(first) +
-                            ", rank " + std::to_string(r) + " calls " + describe_header(other) +
-                            " (this is rank " + std::to_string(ctx.rank()) +
-                            "); every rank must pass the same shape and dtype");
+    if (op == ReduceOp::mean) scale(h.data, count, 1.0f / static_cast<float>(ctx.world_size()));
+    release(t, h);
+}
+
+Tensor reduce_scatter_as(Context &ctx, Context::State &state, const Tensor &t, DType declared,
+                         ReduceOp op) {
+    int world = ctx.world_size();
+    Shape shape = t.shape();
+    shape[0] /= world;
+    Tensor out = empty(shape, t.dtype(), t.device());
+    int count = count_of(out.numel(), "reduce_scatter");
+    // A small input is reduced whole inside the check and each rank keeps its piece.
+    Host in = count ? acquire(t, state.staging, true) : Host{};
+    Host result = count ? acquire(out, state.receive, false) : Host{};
+    Payload payload{in.data, t.nbytes(), op, t.dtype(), result.data,
+                    static_cast<std::size_t>(ctx.rank()) * out.nbytes(), out.nbytes()};
+    bool done = check_collective(ctx, state, Kind::reduce_scatter, static_cast<int64_t>(op),
+                                 t.shape(), declared, count ? &payload : nullptr);
+    if (count == 0) return out;
+    if (!done) {
+        MPI_Datatype type = reduce_type(t.dtype(), "reduce_scatter");
+        if (ctx.options().timeout_seconds > 0) {
+            MPI_Request req;
+            ctx.check(MPI_Ireduce_scatter_block(in.data, result.data, count, type, mpi_op(op),
+                                                state.comm, &req), "reduce_scatter");
+            ctx.wait_all(&req, 1, "reduce_scatter of " + shape_str(t.shape()));
+        } else {
+            ctx.check(MPI_Reduce_scatter_block(in.data, result.data, count, type, mpi_op(op),
+                                               state.comm), "reduce_scatter");
+        }
     }
+    if (op == ReduceOp::mean) scale(result.data, count, 1.0f / static_cast<float>(world));
+    release(out, result);
+    return out;
 }
 
 } // namespace
@@ -174,22 +168,10 @@ void check_same(Context &ctx, MPI_Comm comm, Kind kind, int64_t op, const Tensor
 void Context::all_reduce(const Tensor &tensor, ReduceOp op) {
     require_defined(tensor, "all_reduce");
     check_reducible(tensor, op, "all_reduce");
-    check_same(*this, state_->comm, Kind::all_reduce, static_cast<int64_t>(op), tensor);
-    int count = count_of(tensor.numel(), "all_reduce");
-    if (count == 0) return;
-    Host h = acquire(tensor, state_->staging, true);
-    MPI_Datatype type = reduce_type(tensor.dtype(), "all_reduce");
-    if (options_.timeout_seconds > 0) {
-        MPI_Request req;
-        check(MPI_Iallreduce(MPI_IN_PLACE, h.data, count, type, mpi_op(op), state_->comm, &req),
-              "all_reduce");
-        wait_all(&req, 1, "all_reduce of " + shape_str(tensor.shape()));
-    } else {
-        check(MPI_Allreduce(MPI_IN_PLACE, h.data, count, type, mpi_op(op), state_->comm),
-              "all_reduce");
-    }
-    if (op == ReduceOp::mean) scale(h.data, count, 1.0f / static_cast<float>(world_size_));
-    release(tensor, h);
+    if (!is_half(tensor.dtype())) return all_reduce_as(*this, *state_, tensor, tensor.dtype(), op);
+    Tensor wide = widened(tensor);
+    all_reduce_as(*this, *state_, wide, tensor.dtype(), op);
+    narrow_into(tensor, wide);
 }
 
 void Context::broadcast(const Tensor &tensor, int root) {
@@ -197,7 +179,7 @@ void Context::broadcast(const Tensor &tensor, int root) {
     if (root < 0 || root >= world_size_)
         throw ValueError("ValueError: broadcast: root " + std::to_string(root) +
                          " is not a rank of this world of " + std::to_string(world_size_));
-    check_same(*this, state_->comm, Kind::broadcast, root, tensor);
+    check_collective(*this, *state_, Kind::broadcast, root, tensor.shape(), tensor.dtype(), nullptr);
     if (tensor.nbytes() == 0) return;
     int bytes = count_of(static_cast<int64_t>(tensor.nbytes()), "broadcast");
     Host h = acquire(tensor, state_->staging, rank_ == root);
@@ -213,7 +195,7 @@ void Context::broadcast(const Tensor &tensor, int root) {
 
 Tensor Context::all_gather(const Tensor &tensor) {
     require_defined(tensor, "all_gather");
-    check_same(*this, state_->comm, Kind::all_gather, 0, tensor);
+    check_collective(*this, *state_, Kind::all_gather, 0, tensor.shape(), tensor.dtype(), nullptr);
     Shape shape = tensor.shape();
     if (shape.empty()) shape = {1};
     shape[0] *= world_size_;
@@ -241,27 +223,11 @@ Tensor Context::reduce_scatter(const Tensor &tensor, ReduceOp op) {
     if (tensor.rank() == 0 || tensor.shape()[0] % world_size_ != 0)
         throw ShapeError("ShapeError: reduce_scatter: axis 0 of " + shape_str(tensor.shape()) +
                          " must divide into " + std::to_string(world_size_) + " equal pieces");
-    check_same(*this, state_->comm, Kind::reduce_scatter, static_cast<int64_t>(op), tensor);
-    Shape shape = tensor.shape();
-    shape[0] /= world_size_;
-    Tensor out = empty(shape, tensor.dtype(), tensor.device());
-    int count = count_of(out.numel(), "reduce_scatter");
-    if (count == 0) return out;
-    Host in = acquire(tensor, state_->staging, true);
-    Host result = acquire(out, state_->receive, false);
-    MPI_Datatype type = reduce_type(tensor.dtype(), "reduce_scatter");
-    if (options_.timeout_seconds > 0) {
-        MPI_Request req;
-        check(MPI_Ireduce_scatter_block(in.data, result.data, count, type, mpi_op(op), state_->comm,
-                                        &req), "reduce_scatter");
-        wait_all(&req, 1, "reduce_scatter of " + shape_str(tensor.shape()));
-    } else {
-        check(MPI_Reduce_scatter_block(in.data, result.data, count, type, mpi_op(op), state_->comm),
-              "reduce_scatter");
-    }
-    if (op == ReduceOp::mean) scale(result.data, count, 1.0f / static_cast<float>(world_size_));
-    release(out, result);
-    return out;
+    if (!is_half(tensor.dtype()))
+        return reduce_scatter_as(*this, *state_, tensor, tensor.dtype(), op);
+    Tensor piece = reduce_scatter_as(*this, *state_, widened(tensor), tensor.dtype(), op);
+    NoGradGuard no_grad;
+    return piece.to(tensor.dtype());
 }
 
 void Context::barrier() {

@@ -63,6 +63,8 @@ Context::Context(int *argc, char ***argv, Options options)
                         "dist::Context ended); create one Context for the whole program");
     options_.timeout_seconds = env_double("TINYFIN_DIST_TIMEOUT", options_.timeout_seconds);
     options_.check_shapes = env_int("TINYFIN_DIST_CHECK", options_.check_shapes ? 1 : 0) != 0;
+    options_.fuse_bytes = static_cast<std::size_t>(
+        env_int("TINYFIN_DIST_FUSE_BYTES", static_cast<int>(options_.fuse_bytes)));
 
     int initialized = 0;
     MPI_Initialized(&initialized);
@@ -78,6 +80,7 @@ Context::Context(int *argc, char ***argv, Options options)
     MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(state_->comm, &rank_);
     MPI_Comm_size(state_->comm, &world_size_);
+    create_check(*state_);
 
     // The launcher's own numbering first (what its GPU binding options use), else the rank among
     // the processes that share memory with this one.
@@ -110,6 +113,7 @@ Context::~Context() {
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    free_check(*state_);
     if (state_->comm != MPI_COMM_NULL) MPI_Comm_free(&state_->comm);
     MPI_Finalize();
 }

@@ -35,9 +35,9 @@ DistributedDataParallel::DistributedDataParallel(Context &context, std::shared_p
     register_module("module", module_);
     for (const Tensor &p : module_->parameters()) {
         if (!p.requires_grad()) continue;
-        if (p.dtype() != DType::f32)
+        if (p.dtype() != DType::f32 && p.dtype() != DType::f16 && p.dtype() != DType::bf16)
             throw DTypeError(std::string("DTypeError: DistributedDataParallel: parameters must be "
-                                         "f32 to be averaged over MPI, got ") +
+                                         "f32, f16 or bf16 to be averaged over MPI, got ") +
                              dtype_name(p.dtype()) + " " + shape_str(p.shape()));
         params_.push_back(p);
     }
@@ -45,6 +45,7 @@ DistributedDataParallel::DistributedDataParallel(Context &context, std::shared_p
     // The same layout on every rank, or the buckets would pair unrelated gradients.
     uint64_t layout = fnv(1469598103934665603ull, params_.size());
     for (const Tensor &p : params_) {
+        layout = fnv(layout, static_cast<uint64_t>(p.dtype()));
         layout = fnv(layout, static_cast<uint64_t>(p.rank()));
         for (int64_t d : p.shape()) layout = fnv(layout, static_cast<uint64_t>(d));
     }
@@ -125,6 +126,11 @@ void DistributedDataParallel::stage(std::size_t k) {
     const Tensor &p = params_[k];
     auto n = static_cast<std::size_t>(p.numel());
     Tensor g = p.grad();
+    // Buckets hold f32: f16 and bf16 gradients are widened here and summed in f32.
+    if (g.defined() && g.dtype() != DType::f32) {
+        NoGradGuard no_grad;
+        g = g.to(DType::f32);
+    }
     if (g.defined()) g.copy_to_host(slot, n * sizeof(float));
     else std::memset(slot, 0, n * sizeof(float));
     if (weight_ != 1) {
@@ -194,6 +200,15 @@ void DistributedDataParallel::synchronize_gradients() {
             const float *slot = b->buffer.data() + b->offsets[si];
             std::size_t bytes = p.nbytes();
             Tensor g = p.grad();
+            if (p.dtype() != DType::f32) {
+                // The average rounded once to the parameter's dtype, on its device.
+                Tensor average = from_host(slot, p.shape(), DType::f32, p.device());
+                NoGradGuard no_grad;
+                if (g.defined()) g.assign_(average);
+                else const_cast<Tensor &>(p).set_grad(average.to(p.dtype()));
+                b->ready[si] = 0;
+                continue;
+            }
             void *host = g.defined() && g.is_contiguous() ? g.host_data() : nullptr;
             if (host) {
                 std::memcpy(host, slot, bytes);

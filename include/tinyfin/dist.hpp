@@ -39,11 +39,16 @@ struct Options {
     // forever (blocking MPI calls, the fastest). The environment variable TINYFIN_DIST_TIMEOUT
     // overrides it.
     double timeout_seconds = 0;
-    // Exchange each collective's shape and dtype before its data, so that a mismatch is a
-    // MismatchError rather than wrong results or memory corruption: one extra small collective
-    // per call (DistributedDataParallel checks its layout once instead). TINYFIN_DIST_CHECK=0
+    // Verify each collective's shape and dtype across ranks, so that a mismatch is a
+    // MismatchError rather than wrong results or memory corruption. The check is one small
+    // allreduce that carries the data itself when the call repeats the previous checked call's
+    // size and that is at most fuse_bytes (docs/distributed.md, "Shape check"); otherwise it runs
+    // before the data. DistributedDataParallel checks its layout once instead. TINYFIN_DIST_CHECK=0
     // turns it off.
     bool check_shapes = true;
+    // Largest reduction (in bytes of f32, i32 or i64) carried inside the shape check's record;
+    // every rank must use the same value. TINYFIN_DIST_FUSE_BYTES overrides it.
+    std::size_t fuse_bytes = 64u << 10;
 };
 
 // MPI for this process: initialised by the constructor from the launcher's environment,
@@ -79,7 +84,8 @@ public:
     // tensors are used in place; others (device memory, strided views) are staged through a
     // reusable host buffer and written back on their device.
 
-    // Every rank's tensor becomes the elementwise reduction of all of them. mean: f32 only.
+    // Every rank's tensor becomes the elementwise reduction of all of them: f32, i32, i64, and
+    // f16/bf16 reduced in f32 and rounded once to their dtype; mean only for the float dtypes.
     void all_reduce(const Tensor &tensor, ReduceOp op = ReduceOp::sum);
     // Every rank's tensor becomes root's.
     void broadcast(const Tensor &tensor, int root = 0);

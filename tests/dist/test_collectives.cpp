@@ -155,10 +155,192 @@ TEST_CASE("ranks that pass different shapes or dtypes all get a MismatchError na
 }
 
 TEST_CASE("reductions MPI cannot do are DTypeErrors before any exchange") {
-    CHECK_THROWS_AS(ctx().all_reduce(ones({2}, DType::f16)), DTypeError);
+    CHECK_THROWS_AS(ctx().all_reduce(ones({2}, DType::boolean)), DTypeError);
     CHECK_THROWS_AS(ctx().all_reduce(ones({2}, DType::i32), ReduceOp::mean), DTypeError);
-    // Broadcast and gather move bytes: any dtype.
-    Tensor h = ones({2}, DType::f16);
-    ctx().broadcast(h, 0);
-    CHECK(ctx().all_gather(h).shape() == Shape{2 * ctx().world_size()});
+    CHECK_THROWS_AS(ctx().reduce_scatter(ones({2 * ctx().world_size()}, DType::i64), ReduceOp::mean),
+                    DTypeError);
+}
+
+namespace {
+
+// Rank r's f16/bf16 tensor: values with more bits than the dtype keeps, rounded on cpu, then
+// moved to the backend under test.
+Tensor half_tensor(int r, int64_t n, DType dtype) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = 0.1f * static_cast<float>(r + 1) + 0.37f * static_cast<float>(i) - 1.3f;
+    return from_vector(v, {n}, Device{"cpu", 0}).to(dtype).to(default_device());
+}
+
+std::vector<float> widen(const Tensor &t) { return t.to(DType::f32).to_vector<float>(); }
+
+// values (exact f32 results) rounded once to dtype by the cpu plugin's cast.
+std::vector<float> rounded(const std::vector<float> &values, DType dtype) {
+    auto n = static_cast<int64_t>(values.size());
+    return from_vector(values, {n}, Device{"cpu", 0}).to(dtype).to(DType::f32).to_vector<float>();
+}
+
+} // namespace
+
+TEST_CASE("f16 and bf16 reduce in f32 and round once; broadcast and gather move their bits") {
+    int w = ctx().world_size();
+    const int64_t n = 7;
+    for (DType dtype : {DType::f16, DType::bf16}) {
+        INFO(dtype_name(dtype));
+        // The f32 sums of up to 3 values of 8 or 11 significant bits are exact, so the reference
+        // is each exact sum rounded once.
+        std::vector<float> sum(n, 0.0f), hi(n, -1e30f), lo(n, 1e30f);
+        for (int r = 0; r < w; ++r) {
+            std::vector<float> v = widen(half_tensor(r, n, dtype));
+            for (int64_t i = 0; i < n; ++i) {
+                sum[i] += v[i];
+                hi[i] = std::max(hi[i], v[i]);
+                lo[i] = std::min(lo[i], v[i]);
+            }
+        }
+        std::vector<float> mean(sum);
+        for (float &m : mean) m *= 1.0f / static_cast<float>(w);
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min}) {
+            Tensor t = half_tensor(ctx().rank(), n, dtype);
+            ctx().all_reduce(t, op);
+            CHECK(t.dtype() == dtype);
+            CHECK(t.device() == default_device());
+            const std::vector<float> &exact = op == ReduceOp::sum ? sum : op == ReduceOp::mean ? mean
+                                              : op == ReduceOp::max ? hi : lo;
+            CHECK(widen(t) == rounded(exact, dtype));
+        }
+        // A strided view of a half tensor: only its elements change.
+        Tensor base = half_tensor(ctx().rank(), 2 * n, dtype).reshape({n, 2});
+        std::vector<float> before = widen(base);
+        ctx().all_reduce(base.slice(1, 0, 1));
+        std::vector<float> after = widen(base);
+        for (int64_t i = 0; i < n; ++i) CHECK(after[2 * i + 1] == before[2 * i + 1]);
+
+        for (int root = 0; root < w; ++root) {
+            Tensor b = half_tensor(ctx().rank(), n, dtype);
+            ctx().broadcast(b, root);
+            CHECK(widen(b) == widen(half_tensor(root, n, dtype)));
+        }
+        Tensor g = ctx().all_gather(half_tensor(ctx().rank(), n, dtype));
+        CHECK(g.dtype() == dtype);
+        std::vector<float> gathered;
+        for (int r = 0; r < w; ++r)
+            for (float v : widen(half_tensor(r, n, dtype))) gathered.push_back(v);
+        CHECK(widen(g) == gathered);
+
+        // reduce_scatter: rank r keeps elements [2r, 2r+2) of the rounded sum.
+        std::vector<float> whole(2 * static_cast<std::size_t>(w), 0.0f);
+        for (int r = 0; r < w; ++r) {
+            std::vector<float> v = widen(half_tensor(r, 2 * w, dtype));
+            for (int i = 0; i < 2 * w; ++i) whole[i] += v[i];
+        }
+        Tensor piece = ctx().reduce_scatter(half_tensor(ctx().rank(), 2 * w, dtype));
+        CHECK(piece.dtype() == dtype);
+        CHECK(piece.shape() == Shape{2});
+        std::vector<float> mine(whole.begin() + 2 * ctx().rank(), whole.begin() + 2 * ctx().rank() + 2);
+        CHECK(widen(piece) == rounded(mine, dtype));
+    }
+    // An f16 tensor on one rank and an f32 one on another is a mismatch, as for any dtypes.
+    if (w > 1) {
+        Tensor t = ctx().rank() == w - 1 ? ones({4}, DType::f32) : ones({4}, DType::f16);
+        CHECK_THROWS_AS(ctx().all_reduce(t), dist::MismatchError);
+    }
+}
+
+// The shape check is one allreduce of a record whose payload slot has the size of the previous
+// checked call (check.cpp). These cases run with a 64-byte limit, so small tensors cross it.
+TEST_CASE("the shape check carries small reductions and still catches every mismatch") {
+    int w = ctx().world_size();
+    int last = w - 1;
+    dist::Options saved = ctx().options();
+    dist::Options small = saved;
+    small.fuse_bytes = 64;
+    ctx().set_options(small);
+    auto sum_of = [&](int64_t n) {
+        std::vector<float> expected(static_cast<std::size_t>(n), 0.0f);
+        for (int r = 0; r < w; ++r) {
+            std::vector<float> v = values_of(r, n);
+            for (int64_t i = 0; i < n; ++i) expected[i] += v[i];
+        }
+        return expected;
+    };
+    // Sizes in and out of the slot, each repeated (the repeat runs fused when it fits).
+    for (int64_t n : {1, 3, 3, 16, 16, 17, 17, 40, 5, 5, 16, 3}) {
+        INFO("n = " << n);
+        Tensor t = rank_tensor(ctx().rank(), {n});
+        ctx().all_reduce(t);
+        check_values(t, sum_of(n));
+        Tensor m = rank_tensor(ctx().rank(), {n});
+        ctx().all_reduce(m, ReduceOp::max);
+        check_values(m, values_of(last, n));
+    }
+    Tensor ints = from_vector<int64_t>({ctx().rank() + 1, 5}, {2});
+    ctx().all_reduce(ints);
+    ctx().all_reduce(ints); // fused: 16 bytes
+    CHECK(ints.to_vector<int64_t>() == std::vector<int64_t>{w * (w * (w + 1) / 2), 5 * w * w});
+    Tensor pieces = rank_tensor(ctx().rank(), {2 * w});
+    for (int i = 0; i < 2; ++i) {
+        Tensor piece = ctx().reduce_scatter(pieces);
+        std::vector<float> whole = sum_of(2 * w);
+        check_values(piece, {whole[2 * ctx().rank()], whole[2 * ctx().rank() + 1]});
+        check_values(pieces, values_of(ctx().rank(), 2 * w)); // the input stays as it was
+    }
+
+    if (w > 1) {
+        // Each mismatch after two calls of [4,4] f32, which leave a 64-byte slot on every rank.
+        auto prime = [&] {
+            for (int i = 0; i < 2; ++i) {
+                Tensor t = rank_tensor(ctx().rank(), {4, 4});
+                ctx().all_reduce(t);
+            }
+        };
+        auto expect_mismatch = [&](const Tensor &t, const char *theirs) {
+            try {
+                ctx().all_reduce(t);
+                FAIL("no MismatchError");
+            } catch (const dist::MismatchError &e) {
+                std::string what = e.what();
+                CHECK(what.find("rank 0 calls all_reduce of [4,4] f32") != std::string::npos);
+                CHECK(what.find(theirs) != std::string::npos);
+            }
+        };
+        // The same bytes in another shape.
+        prime();
+        Tensor t = rank_tensor(ctx().rank(), ctx().rank() == last ? Shape{2, 8} : Shape{4, 4});
+        expect_mismatch(t, "all_reduce of [2,8] f32");
+        check_values(t, values_of(ctx().rank(), 16)); // untouched
+        // The same bytes in another dtype.
+        prime();
+        Tensor d = ctx().rank() == last ? zeros({4, 4}, DType::i32) : rank_tensor(ctx().rank(), {4, 4});
+        expect_mismatch(d, "all_reduce of [4,4] i32");
+        // More bytes than the slot on one rank only.
+        prime();
+        Tensor big = rank_tensor(ctx().rank(), ctx().rank() == last ? Shape{5, 4} : Shape{4, 4});
+        expect_mismatch(big, "all_reduce of [5,4] f32");
+        check_values(big, values_of(ctx().rank(), big.numel()));
+        // Fewer bytes, which would fit.
+        prime();
+        Tensor few = rank_tensor(ctx().rank(), ctx().rank() == last ? Shape{2} : Shape{4, 4});
+        expect_mismatch(few, "all_reduce of [2] f32");
+        // Another collective at the same point.
+        prime();
+        Tensor b = rank_tensor(ctx().rank(), {4, 4});
+        if (ctx().rank() == last) CHECK_THROWS_AS(ctx().broadcast(b, 0), dist::MismatchError);
+        else expect_mismatch(b, "broadcast(root 0) of [4,4] f32");
+        // Another op.
+        prime();
+        Tensor o = rank_tensor(ctx().rank(), {4, 4});
+        if (ctx().rank() == last) CHECK_THROWS_AS(ctx().all_reduce(o, ReduceOp::max), dist::MismatchError);
+        else expect_mismatch(o, "all_reduce(max) of [4,4] f32");
+        prime();
+    }
+    // Without fusion (fuse_bytes 0) every call checks first and then moves its data.
+    dist::Options separate = saved;
+    separate.fuse_bytes = 0;
+    ctx().set_options(separate);
+    for (int i = 0; i < 2; ++i) {
+        Tensor t = rank_tensor(ctx().rank(), {3});
+        ctx().all_reduce(t);
+        check_values(t, sum_of(3));
+    }
+    ctx().set_options(saved);
 }

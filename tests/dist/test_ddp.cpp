@@ -127,7 +127,85 @@ void train_and_compare(std::shared_ptr<nn::Sequential> (*make)(uint64_t), const 
     check_identical_across_ranks(model->parameters());
 }
 
+// An MLP whose parameters are f16 or bf16 (nn::Linear makes f32 ones); logits in that dtype.
+class HalfMLP : public nn::Module {
+public:
+    HalfMLP(uint64_t seed, DType dtype) : dtype_(dtype) {
+        NoGradGuard no_grad;
+        w1 = ((rand({8, features}, nn::mix_seed(seed, 1)) - 0.5) * 0.8).to(dtype);
+        b1 = ((rand({8}, nn::mix_seed(seed, 2)) - 0.5) * 0.2).to(dtype);
+        w2 = ((rand({classes, 8}, nn::mix_seed(seed, 3)) - 0.5) * 0.8).to(dtype);
+        register_parameter("w1", w1);
+        register_parameter("b1", b1);
+        register_parameter("w2", w2);
+    }
+    Tensor forward(const Tensor &x) override {
+        Tensor h = relu(matmul(x.to(dtype_), w1.transpose(0, 1)) + b1);
+        return matmul(h, w2.transpose(0, 1));
+    }
+    std::string describe() const override { return "HalfMLP"; }
+    Tensor w1, b1, w2;
+
+private:
+    DType dtype_;
+};
+
+// Close relative to each tensor's largest magnitude: low-precision gradients of mixed signs
+// lose relative accuracy in their small elements, not against the scale of the tensor.
+void check_close_to_scale(const std::vector<Tensor> &a, const std::vector<Tensor> &b, double tol) {
+    REQUIRE(a.size() == b.size());
+    for (std::size_t k = 0; k < a.size(); ++k) {
+        std::vector<float> x = a[k].to(DType::f32).to_vector<float>();
+        std::vector<float> y = b[k].to(DType::f32).to_vector<float>();
+        REQUIRE(x.size() == y.size());
+        double worst = 0, scale = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            worst = std::max(worst, std::abs(double(x[i]) - y[i]));
+            scale = std::max(scale, std::abs(double(y[i])));
+        }
+        INFO("parameter " << k << " " << shape_str(a[k].shape()) << ": " << worst << " of " << scale);
+        CHECK(scale > 0);
+        CHECK(worst <= tol * scale);
+    }
+}
+
 } // namespace
+
+TEST_CASE("f16 and bf16 models: one DDP step equals the single-process step") {
+    int w = ctx().world_size();
+    int r = ctx().rank();
+    // Rank r has 3 samples, the reference all 3w: DDP sums in f32 and rounds the average once,
+    // the reference reduces over the batch in the model's dtype, so they agree to its precision.
+    for (auto [dtype, tol] : {std::pair{DType::f16, 2e-3}, std::pair{DType::bf16, 1.5e-2}}) {
+        INFO(dtype_name(dtype));
+        Data data = make_data(3 * w, {features});
+        auto model = std::make_shared<HalfMLP>(1000 + static_cast<uint64_t>(r), dtype);
+        auto reference = std::make_shared<HalfMLP>(1000, dtype);
+        dist::DistributedDataParallel ddp(ctx(), model);
+        optim::SGD opt(ddp.parameters(), 0.5);
+        optim::SGD opt_ref(reference->parameters(), 0.5);
+        auto [x, y] = data.batch({3 * r, 3 * r + 1, 3 * r + 2});
+        ddp.set_batch_size(3);
+        ddp.backward(cross_entropy(ddp(x), y));
+        std::vector<int64_t> all(static_cast<std::size_t>(3 * w));
+        for (int64_t i = 0; i < 3 * w; ++i) all[i] = i;
+        auto [xa, ya] = data.batch(all);
+        cross_entropy((*reference)(xa), ya).backward();
+
+        std::vector<Tensor> got, expected;
+        for (const Tensor &p : model->parameters()) {
+            CHECK(p.grad().dtype() == dtype);
+            got.push_back(p.grad());
+        }
+        for (const Tensor &p : reference->parameters()) expected.push_back(p.grad());
+        check_close_to_scale(got, expected, tol);
+        check_identical_across_ranks(got);
+        opt.step();
+        opt_ref.step();
+        check_close_to_scale(model->parameters(), reference->parameters(), tol);
+        check_identical_across_ranks(model->parameters());
+    }
+}
 
 TEST_CASE("ShardedSampler: slices partition each global batch, reshuffled per epoch") {
     int w = ctx().world_size();
