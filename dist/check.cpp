@@ -1,20 +1,25 @@
-// The cross-rank shape check of dist::Context's collectives, fused with small reductions.
+// The cross-rank shape check of dist::Context's collectives, fused with small f32 sums.
 //
-// Every checked collective starts with one MPI_Allreduce of a record: a header (a fingerprint of
-// the call's signature, its element count, op and dtype) followed by a payload slot. The
-// record's MPI_Op keeps a header only where both operands' headers agree and marks a mismatch
-// otherwise, so after the call every rank knows whether all ranks agree. When this call's data
-// fits the slot, the same MPI_Op also reduces it in the record, and the check costs nothing
-// beyond the header's bytes: one collective instead of two (docs/performance.md).
+// Every checked collective starts with one MPI_Allreduce(MPI_SUM) of a record of floats: a
+// header encoding the call's signature (a 64-bit fingerprint of collective, op, dtype and shape,
+// and the element count), then a payload slot. The header is cut into small chunks c, and the
+// record carries c and c*c; after the sum, sum(c)^2 == W * sum(c*c) holds exactly when all W
+// ranks had the same c (Cauchy-Schwarz; every value stays an integer below 2^24, exact in f32).
+// So after the call every rank knows whether all ranks agree. When this call is an f32 sum (or
+// mean, or an f16/bf16 one widened to f32) and its data fits the slot, the data rides in the
+// same record and the check costs only the header's bytes: one builtin allreduce instead of two
+// (docs/performance.md). Builtin op and type: MPI reduces the record as fast as raw floats and
+// may split it anywhere.
 //
 // The slot size is what makes this safe: MPI requires every rank to pass the same count, and a
 // rank cannot know the other ranks' tensors before the check. So the slot is the payload size
 // of the previous checked call, which every rank verified to be the same, or 0 after a
-// mismatch, a non-reducing collective or a payload above Options::fuse_bytes. Repeating a call
-// (a training loop's scalar allreduce) then runs fused from the second time on; a call that
-// does not fit sends the header (and the unused slot), learns that everyone agrees, and then
-// moves its data in a second collective.
+// mismatch, a call that cannot ride in the record, or a payload above Options::fuse_bytes.
+// Repeating a call (a training loop's loss allreduce) thus runs fused from the second time on; a
+// call that does not fit sends the header (and the slot, unused), learns that every rank
+// agrees, and then moves its data in a second collective.
 #include <array>
+#include <cstdint>
 #include <cstring>
 
 #include "state.hpp"
@@ -78,88 +83,53 @@ std::string describe_signature(const int64_t *h) {
     return text;
 }
 
-// The record's header. Two ranks agree when their headers are bytewise equal; the reduction
-// writes fingerprint 0 (which no signature hashes to) where they do not.
-struct Header {
-    uint64_t fingerprint;   // FNV-1a of the Signature, never 0
-    uint64_t numel;         // elements of the tensor: the count of any second collective
-    uint64_t record_bytes;  // header plus slot: the extent of one record
-    uint64_t payload_bytes; // bytes of payload reduced in this record (0: none)
-    uint32_t op;            // ReduceOp of the payload
-    uint32_t dtype;         // DType of the payload's elements (f32, i32 or i64)
-};
-static_assert(sizeof(Header) == 40 && sizeof(Header) % 8 == 0, "the payload stays 8-aligned");
-
+// A 64-bit fingerprint of the signature, a word at a time (splitmix64's finaliser per word):
+// cheap next to a 1 KB allreduce, unlike a byte-wise hash.
 uint64_t fingerprint_of(const Signature &s) {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t word : s)
-        for (int i = 0; i < 8; ++i)
-            h = (h ^ ((static_cast<uint64_t>(word) >> (8 * i)) & 0xff)) * 1099511628211ull;
-    return h == 0 ? 1 : h;
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int64_t word : s) {
+        h ^= static_cast<uint64_t>(word) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+        h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+        h ^= h >> 31;
+    }
+    return h;
 }
 
-template <typename T> void reduce(const void *in, void *inout, std::size_t bytes, ReduceOp op) {
-    const T *a = static_cast<const T *>(in);
-    T *b = static_cast<T *>(inout);
-    std::size_t n = bytes / sizeof(T);
-    switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::mean:
-        for (std::size_t i = 0; i < n; ++i) b[i] += a[i];
-        return;
-    case ReduceOp::max:
-        for (std::size_t i = 0; i < n; ++i) b[i] = a[i] > b[i] ? a[i] : b[i];
-        return;
-    case ReduceOp::min:
-        for (std::size_t i = 0; i < n; ++i) b[i] = a[i] < b[i] ? a[i] : b[i];
-        return;
+// The header's chunking for a world of W ranks: the widest chunks (8, 4, 2 or 1 bits) whose
+// sums of squares over W ranks stay below 2^24, so that f32 holds them exactly.
+int chunk_bits(int world) {
+    for (int bits : {8, 4, 2}) {
+        double top = static_cast<double>((1 << bits) - 1);
+        if (world * top * top < 16777216.0) return bits;
+    }
+    return 1;
+}
+
+// Header floats of the record: the chunks of the fingerprint and the count, then their squares.
+std::size_t header_floats(int world) { return 2 * (128 / static_cast<std::size_t>(chunk_bits(world))); }
+
+void encode(float *out, uint64_t fingerprint, uint64_t numel, int world) {
+    int bits = chunk_bits(world);
+    std::size_t chunks = 128 / static_cast<std::size_t>(bits);
+    uint64_t mask = (uint64_t{1} << bits) - 1;
+    for (std::size_t k = 0; k < chunks; ++k) {
+        std::size_t at = k * static_cast<std::size_t>(bits);
+        uint64_t word = at < 64 ? fingerprint : numel;
+        auto c = static_cast<float>((word >> (at % 64)) & mask);
+        out[k] = c;
+        out[chunks + k] = c * c;
     }
 }
 
-// The record's MPI_Op (commutative): inout = combine(in, inout) per record. It calls no MPI
-// function (MPI forbids communication inside a user op) and trusts nothing in the records
-// beyond what both headers agree on.
-void combine(void *in, void *inout, int *len, MPI_Datatype *) {
-    auto *a = static_cast<unsigned char *>(in);
-    auto *b = static_cast<unsigned char *>(inout);
-    for (int r = 0; r < *len; ++r) {
-        Header ha, hb;
-        std::memcpy(&ha, a, sizeof ha);
-        std::memcpy(&hb, b, sizeof hb);
-        std::size_t extent = hb.record_bytes;
-        if (hb.fingerprint == 0 || std::memcmp(&ha, &hb, sizeof ha) != 0 || extent < sizeof hb ||
-            hb.payload_bytes > extent - sizeof hb) {
-            hb.fingerprint = 0;
-            std::memcpy(b, &hb, sizeof hb);
-        } else if (hb.payload_bytes > 0) {
-            auto op = static_cast<ReduceOp>(hb.op);
-            const void *pa = a + sizeof ha;
-            void *pb = b + sizeof hb;
-            switch (static_cast<DType>(hb.dtype)) {
-            case DType::f32: reduce<float>(pa, pb, hb.payload_bytes, op); break;
-            case DType::i32: reduce<int32_t>(pa, pb, hb.payload_bytes, op); break;
-            case DType::i64: reduce<int64_t>(pa, pb, hb.payload_bytes, op); break;
-            default: break;
-            }
-        }
-        if (extent < sizeof hb) return; // a corrupt record: no extent to step by
-        a += extent;
-        b += extent;
+// Whether the summed header says that every rank sent the same chunks.
+bool all_equal(const float *sum, int world) {
+    std::size_t chunks = 128 / static_cast<std::size_t>(chunk_bits(world));
+    for (std::size_t k = 0; k < chunks; ++k) {
+        auto s = static_cast<int64_t>(sum[k]), q = static_cast<int64_t>(sum[chunks + k]);
+        if (s * s != world * q) return false;
     }
-}
-
-// The record type for a slot: one contiguous element, so that no MPI algorithm splits a record
-// between header and payload. Recreated only when the slot changes.
-MPI_Datatype record_type(Context &ctx, Context::State &state, std::size_t record_bytes) {
-    if (state.record_type != MPI_DATATYPE_NULL && state.record_bytes == record_bytes)
-        return state.record_type;
-    if (state.record_type != MPI_DATATYPE_NULL) MPI_Type_free(&state.record_type);
-    state.record_bytes = 0;
-    ctx.check(MPI_Type_contiguous(static_cast<int>(record_bytes), MPI_BYTE, &state.record_type),
-              "shape check record type");
-    ctx.check(MPI_Type_commit(&state.record_type), "shape check record type");
-    state.record_bytes = record_bytes;
-    return state.record_type;
+    return true;
 }
 
 // After a mismatch (every rank saw it): gathers the signatures to name rank 0's call and the
@@ -192,59 +162,50 @@ MPI_Datatype record_type(Context &ctx, Context::State &state, std::size_t record
 
 } // namespace
 
-void create_check(Context::State &state) {
-    MPI_Op_create(&combine, 1, &state.record_op);
-}
-
-void free_check(Context::State &state) {
-    if (state.record_type != MPI_DATATYPE_NULL) MPI_Type_free(&state.record_type);
-    if (state.record_op != MPI_OP_NULL) MPI_Op_free(&state.record_op);
-}
-
 bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op_or_root,
                       const Shape &shape, DType declared, Payload *payload) {
     if (!ctx.options().check_shapes || ctx.world_size() == 1) return false;
     Signature signature = make_signature(kind, op_or_root, declared, shape);
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
+    int world = ctx.world_size();
+    // Only f32 sums ride in the record (its op is MPI_SUM over floats).
+    bool rides = payload && payload->dtype == DType::f32 &&
+                 (payload->op == ReduceOp::sum || payload->op == ReduceOp::mean);
+    std::size_t floats = rides ? payload->bytes / sizeof(float) : 0;
     std::size_t slot = state.slot;
-    bool fused = payload && payload->bytes > 0 && payload->bytes <= slot;
+    bool fused = rides && floats > 0 && floats <= slot;
 
-    Header header{};
-    header.fingerprint = fingerprint_of(signature);
-    header.numel = static_cast<uint64_t>(numel);
-    header.record_bytes = sizeof(Header) + slot;
-    header.payload_bytes = fused ? payload->bytes : 0;
-    header.op = payload ? static_cast<uint32_t>(payload->op) : 0;
-    header.dtype = payload ? static_cast<uint32_t>(payload->dtype) : 0;
-    if (state.record.size() < header.record_bytes) state.record.resize(header.record_bytes);
-    unsigned char *record = state.record.data();
-    std::memcpy(record, &header, sizeof header);
-    if (fused) std::memcpy(record + sizeof header, payload->data, payload->bytes);
+    std::size_t head = header_floats(world);
+    std::size_t count = head + slot;
+    if (state.record.size() < count) state.record.resize(count);
+    float *record = state.record.data();
+    encode(record, fingerprint_of(signature), static_cast<uint64_t>(numel), world);
+    if (fused) std::memcpy(record + head, payload->data, payload->bytes);
+    std::memset(record + head + (fused ? floats : 0), 0, (slot - (fused ? floats : 0)) * sizeof(float));
 
-    MPI_Datatype type = record_type(ctx, state, header.record_bytes);
-    std::string what = std::string(kind_name(kind)) + " shape check";
+    const char *what = "shape check";
     if (ctx.options().timeout_seconds > 0) {
         MPI_Request req;
-        ctx.check(MPI_Iallreduce(MPI_IN_PLACE, record, 1, type, state.record_op, state.comm, &req),
-                  what);
-        ctx.wait_all(&req, 1, what + " of " + shape_str(shape));
+        ctx.check(MPI_Iallreduce(MPI_IN_PLACE, record, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                                 state.comm, &req), what);
+        ctx.wait_all(&req, 1, std::string(kind_name(kind)) + " shape check of " + shape_str(shape));
     } else {
-        ctx.check(MPI_Allreduce(MPI_IN_PLACE, record, 1, type, state.record_op, state.comm), what);
+        ctx.check(MPI_Allreduce(MPI_IN_PLACE, record, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                                state.comm), what);
     }
 
-    Header result;
-    std::memcpy(&result, record, sizeof result);
-    if (result.fingerprint == 0) {
+    if (!all_equal(record, world)) {
         state.slot = 0; // every rank saw the mismatch, so every rank resets
         throw_mismatch(ctx, state.comm, signature);
     }
     // The next record's slot: this call's payload size, now known to be every rank's.
-    std::size_t next = payload ? payload->bytes : 0;
-    state.slot = next <= ctx.options().fuse_bytes ? next : 0;
+    state.slot = rides && payload->bytes <= ctx.options().fuse_bytes ? floats : 0;
     if (!fused) return false;
-    const unsigned char *reduced = record + sizeof header;
-    if (payload->out) std::memcpy(payload->out, reduced + payload->out_offset, payload->out_bytes);
+    const float *reduced = record + head;
+    if (payload->out)
+        std::memcpy(payload->out, reinterpret_cast<const unsigned char *>(reduced) + payload->out_offset,
+                    payload->out_bytes);
     else std::memcpy(payload->data, reduced, payload->bytes);
     return true;
 }

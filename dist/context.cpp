@@ -5,6 +5,10 @@
 #include <mpi-ext.h> // Open MPI's MPIX_CUDA_AWARE_SUPPORT and MPIX_Query_cuda_support
 #endif
 
+#ifdef TINYFIN_DIST_NCCL
+#include <nccl.h> // only for nccl_version(): see docs/distributed.md, "Mapping to NCCL"
+#endif
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -80,7 +84,6 @@ Context::Context(int *argc, char ***argv, Options options)
     MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(state_->comm, &rank_);
     MPI_Comm_size(state_->comm, &world_size_);
-    create_check(*state_);
 
     // The launcher's own numbering first (what its GPU binding options use), else the rank among
     // the processes that share memory with this one.
@@ -113,7 +116,6 @@ Context::~Context() {
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    free_check(*state_);
     if (state_->comm != MPI_COMM_NULL) MPI_Comm_free(&state_->comm);
     MPI_Finalize();
 }
@@ -156,6 +158,15 @@ void Context::wait_all(void *requests, int count, const std::string &what) {
         // Spin briefly for latency, then yield the core to the ranks we are waiting for.
         if (++spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+}
+
+int nccl_version() {
+#ifdef TINYFIN_DIST_NCCL
+    int version = 0;
+    return ncclGetVersion(&version) == ncclSuccess ? version : 0;
+#else
+    return 0;
+#endif
 }
 
 } // namespace tinyfin::dist

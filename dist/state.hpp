@@ -20,14 +20,10 @@ struct Context::State {
     std::vector<unsigned char> staging;
     std::vector<unsigned char> receive;
 
-    // The fused shape check (check.cpp). slot: payload bytes of the next check record, the same
-    // on every rank because every rank derives it from the last signature they all verified.
+    // The shape check's record (check.cpp) and the floats of its payload slot: the same on every
+    // rank, because every rank derives it from the last signature they all verified.
+    std::vector<float> record;
     std::size_t slot = 0;
-    // The record's datatype (one contiguous element of record_bytes) and the reducing MPI_Op.
-    MPI_Datatype record_type = MPI_DATATYPE_NULL;
-    std::size_t record_bytes = 0;
-    MPI_Op record_op = MPI_OP_NULL;
-    std::vector<unsigned char> record;
 };
 
 // The MPI datatype of a dtype for reductions; throws DTypeError naming op when MPI has none.
@@ -36,8 +32,8 @@ MPI_Datatype reduce_type(DType dtype, const char *op);
 // Which collective a check describes, so that two ranks in different collectives also differ.
 enum class Kind : int64_t { all_reduce = 1, broadcast, all_gather, reduce_scatter };
 
-// Data a collective may reduce inside its shape check (sizes up to Options::fuse_bytes): bytes
-// of element type f32, i32 or i64 (f16 and bf16 arrive widened to f32), reduced with op.
+// The data of a reducing collective, which rides inside its shape check when it is an f32 sum or
+// mean (f16 and bf16 arrive widened to f32) that fits the record (Options::fuse_bytes).
 struct Payload {
     void *data = nullptr;
     std::size_t bytes = 0;
@@ -50,15 +46,12 @@ struct Payload {
 };
 
 // Verifies that every rank calls the same collective (kind, op or root) on a tensor of the same
-// shape and declared dtype; throws MismatchError on every rank otherwise. With payload, and when
-// its bytes fit the record's agreed slot, the same MPI call also reduces them: returns true and
-// payload->data holds the result. Returns false when the caller must move the data itself
+// shape and declared dtype; throws MismatchError on every rank otherwise (leaving the tensors
+// untouched). With a payload that can ride in the record and fits its agreed slot, the same MPI
+// call also reduces it: returns true and the result is in place. Returns false when the caller must move the data itself
 // (including when the check is off or the world has one rank).
 bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op_or_root,
                       const Shape &shape, DType declared, Payload *payload);
-// Creates and frees the record's MPI_Op (after MPI_Init, before MPI_Finalize).
-void create_check(Context::State &state);
-void free_check(Context::State &state);
 
 [[noreturn]] void throw_mpi(int code, const std::string &what);
 

@@ -1,10 +1,11 @@
 // tinyfin-bench-dist: the cost of tinyfin-dist against raw MPI, run under mpirun
 // (docs/performance.md, "Data parallelism").
 //
-//   mpirun -np 2 tinyfin-bench-dist allreduce [REPS]
+//   mpirun -np 2 tinyfin-bench-dist allreduce [REPS] [MAX_BYTES]
 //       allreduce of f32 cpu tensors of 1 KB to 64 MB: raw MPI_Allreduce on the tensor's own
-//       memory, Context::all_reduce with the shape check (the default) and without, interleaved
-//       in one run; medians and ratios to raw.
+//       memory, Context::all_reduce with the shape check (the default: fused with the data up to
+//       Options::fuse_bytes), with the check as a separate collective, and without it,
+//       interleaved in one run; medians and ratios to raw. Sizes up to MAX_BYTES (64 MB).
 //   [mpirun -np N] tinyfin-bench-dist train [STEPS] [BATCH]
 //       the Fashion-MNIST CNN training step (tools/bench_train.cpp's model, AdamW) on random
 //       images, global batch BATCH (default 64) split over the ranks by DistributedDataParallel;
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,46 +40,57 @@ double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-int bench_allreduce(dist::Context &ctx, int reps) {
+int bench_allreduce(dist::Context &ctx, int reps, int64_t max_bytes) {
     MPI_Comm comm = *static_cast<MPI_Comm *>(ctx.native_communicator());
-    dist::Options checked = ctx.options(), unchecked = ctx.options();
-    checked.check_shapes = true;
+    // checked: the default (the check fused with the data up to fuse_bytes); separate: the check
+    // as its own collective before the data (fuse_bytes 0); unchecked: no check at all.
+    dist::Options checked = ctx.options(), separate = ctx.options(), unchecked = ctx.options();
+    checked.check_shapes = separate.check_shapes = true;
+    separate.fuse_bytes = 0;
     unchecked.check_shapes = false;
     if (ctx.rank() == 0)
-        std::printf("# allreduce, %d ranks, f32 cpu tensors, median of %d, MB/s = bytes / time\n"
-                    "%10s %12s %12s %12s %8s %8s\n",
-                    ctx.world_size(), reps, "bytes", "raw MB/s", "tinyfin", "unchecked",
-                    "ratio", "ratio_u");
-    for (int64_t bytes = 1024; bytes <= (64 << 20); bytes *= 4) {
+        std::printf("# allreduce, %d ranks, f32 cpu tensors, median of %d, MB/s = bytes / time, "
+                    "fuse_bytes %zu\n%10s %10s %10s %6s %10s %6s %10s %6s\n",
+                    ctx.world_size(), reps, checked.fuse_bytes, "bytes", "raw MB/s", "tinyfin",
+                    "ratio", "separate", "ratio", "unchecked", "ratio");
+    for (int64_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
         Tensor t = zeros({bytes / 4});
         void *data = t.host_data();
         int count = static_cast<int>(bytes / 4);
-        std::vector<double> raw, tf, tfu;
-        int r = bytes >= (16 << 20) ? std::max(5, reps / 5) : reps;
-        for (int i = 0; i < r; ++i) {
-            // Interleaved, each after a barrier, so load on the machine hits all three alike.
+        std::vector<double> raw, tf, tfs, tfu;
+        int r = bytes >= (16 << 20) ? std::min(5, reps) : reps;
+        auto timed = [&](std::vector<double> &into, auto &&call) {
             MPI_Barrier(comm);
             auto t0 = Clock::now();
-            MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_FLOAT, MPI_SUM, comm);
-            raw.push_back(seconds_since(t0));
-            ctx.set_options(checked);
-            MPI_Barrier(comm);
-            t0 = Clock::now();
+            call();
+            into.push_back(seconds_since(t0));
+        };
+        // Each tinyfin call is timed after an untimed one with the same options: the record's
+        // slot is the previous checked call's size (dist/check.cpp), so the untimed call leaves
+        // the slot that a loop of such calls has: none for separate, this size for checked.
+        auto with = [&](const dist::Options &options, std::vector<double> &into) {
+            ctx.set_options(options);
             ctx.all_reduce(t);
-            tf.push_back(seconds_since(t0));
-            ctx.set_options(unchecked);
-            MPI_Barrier(comm);
-            t0 = Clock::now();
-            ctx.all_reduce(t);
-            tfu.push_back(seconds_since(t0));
+            timed(into, [&] { ctx.all_reduce(t); });
+        };
+        std::function<void()> variants[] = {
+            [&] { timed(raw, [&] { MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_FLOAT, MPI_SUM, comm); }); },
+            [&] { with(separate, tfs); },
+            [&] { with(checked, tf); },
+            [&] { with(unchecked, tfu); },
+        };
+        for (int i = 0; i < r; ++i) {
+            // Interleaved in a rotating order, each after a barrier, so that load on the machine
+            // and the order of calls hit all of them alike.
+            for (int k = 0; k < 4; ++k) variants[(i + k) % 4]();
         }
         // The slowest rank's median: a collective is done when its last rank is.
-        double m[3] = {median(raw), median(tf), median(tfu)};
-        MPI_Allreduce(MPI_IN_PLACE, m, 3, MPI_DOUBLE, MPI_MAX, comm);
+        double m[4] = {median(raw), median(tf), median(tfs), median(tfu)};
+        MPI_Allreduce(MPI_IN_PLACE, m, 4, MPI_DOUBLE, MPI_MAX, comm);
         if (ctx.rank() == 0)
-            std::printf("%10lld %12.1f %12.1f %12.1f %8.2f %8.2f\n", static_cast<long long>(bytes),
-                        bytes / m[0] / 1e6, bytes / m[1] / 1e6, bytes / m[2] / 1e6, m[0] / m[1],
-                        m[0] / m[2]);
+            std::printf("%10lld %10.1f %10.1f %6.2f %10.1f %6.2f %10.1f %6.2f\n",
+                        static_cast<long long>(bytes), bytes / m[0] / 1e6, bytes / m[1] / 1e6,
+                        m[0] / m[1], bytes / m[2] / 1e6, m[0] / m[2], bytes / m[3] / 1e6, m[0] / m[3]);
     }
     ctx.set_options(checked);
     return 0;
@@ -132,13 +145,15 @@ int main(int argc, char **argv) {
     dist::Context ctx(&argc, &argv);
     std::string mode = argc > 1 ? argv[1] : "";
     try {
-        if (mode == "allreduce") return bench_allreduce(ctx, argc > 2 ? std::atoi(argv[2]) : 50);
+        if (mode == "allreduce")
+            return bench_allreduce(ctx, argc > 2 ? std::atoi(argv[2]) : 50,
+                                   argc > 3 ? std::atoll(argv[3]) : int64_t{64} << 20);
         if (mode == "train")
             return bench_train(ctx, argc > 2 ? std::atoi(argv[2]) : 30, argc > 3 ? std::atoll(argv[3]) : 64);
     } catch (const std::exception &e) {
         ctx.abort(1, e.what());
     }
     if (ctx.rank() == 0)
-        std::fprintf(stderr, "usage: [mpirun -np N] tinyfin-bench-dist allreduce [REPS] | train [STEPS] [BATCH]\n");
+        std::fprintf(stderr, "usage: [mpirun -np N] tinyfin-bench-dist allreduce [REPS] [MAX_BYTES] | train [STEPS] [BATCH]\n");
     return 2;
 }

@@ -86,6 +86,12 @@ void print_human(const tinyfin::Report &r) {
     std::printf("\nSelection: TINYFIN_BACKEND=%s -> %s\n", r.requested.c_str(),
                 r.selected.empty() ? "(none)" : r.selected.c_str());
     for (const auto &note : r.selection_notes) std::printf("  %s\n", note.c_str());
+    // Build facts from meson (docs/distributed.md): libtinyfin-dist needs MPI; NCCL is only
+    // detected, no collective runs on it yet.
+    std::printf("\nDistributed: libtinyfin-dist %s; NCCL %s\n",
+                TF_INFO_DIST ? "built (MPI)" : "not built (no MPI found)",
+                TF_INFO_NCCL ? "found at build (libnccl, nccl.h), not used by any collective yet"
+                             : "not found at build");
 
     // The op matrix: one row per op of ops.def, one column per usable backend.
     std::vector<const tinyfin::PluginReport *> usable;

@@ -48,7 +48,7 @@ struct Options {
     bool check_shapes = true;
     // Largest reduction (in bytes of f32, i32 or i64) carried inside the shape check's record;
     // every rank must use the same value. TINYFIN_DIST_FUSE_BYTES overrides it.
-    std::size_t fuse_bytes = 64u << 10;
+    std::size_t fuse_bytes = 4u << 10;
 };
 
 // MPI for this process: initialised by the constructor from the launcher's environment,
@@ -236,6 +236,11 @@ private:
     bool shuffle_;
     std::vector<int64_t> order_;
 };
+
+// NCCL at build time: the version of the NCCL library libtinyfin-dist was built against
+// (ncclGetVersion, e.g. 22105 for 2.21.5) when meson found libnccl and nccl.h, else 0. No
+// collective runs on NCCL yet: every collective uses MPI (docs/distributed.md, "Mapping to NCCL").
+int nccl_version();
 
 // FNV-1a 64 of every parameter's bytes in order (the examples print it as "weights checksum").
 uint64_t checksum(const std::vector<Tensor> &tensors);

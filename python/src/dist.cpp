@@ -210,4 +210,5 @@ PYBIND11_MODULE(_dist, m) {
         .def("shard_size", &dist::ShardedSampler::shard_size);
 
     m.def("checksum", &dist::checksum, py::arg("tensors"), py::call_guard<Release>());
+    m.def("nccl_version", &dist::nccl_version);
 }

@@ -162,6 +162,12 @@ def abort(code=1, message="aborted"):
     context().abort(code, message)
 
 
+def nccl_version():
+    """NCCL's version when libtinyfin-dist was built against it (e.g. 22105), else 0. Every
+    collective runs on MPI either way (docs/distributed.md, "Mapping to NCCL")."""
+    return _dist.nccl_version()
+
+
 def checksum(tensors):
     """FNV-1a 64 of the tensors' bytes in order, as the examples' "weights checksum"."""
     return _dist.checksum(list(tensors))

@@ -41,6 +41,8 @@ TEST_CASE("the launcher's environment gives rank, world size and local rank") {
     CHECK(ctx().local_size() == w);
     CHECK(ctx().launcher() == "mpirun");
     CHECK_FALSE(ctx().cuda_aware()); // Debian's Open MPI is built without CUDA
+    // NCCL's version exactly when meson found it (never on Debian, which does not package it).
+    CHECK((dist::nccl_version() > 0) == (TINYFIN_TEST_HAVE_NCCL != 0));
     CHECK(default_device().backend == std::string(std::getenv("TINYFIN_BACKEND")));
 }
 
@@ -275,7 +277,7 @@ TEST_CASE("the shape check carries small reductions and still catches every mism
     }
     Tensor ints = from_vector<int64_t>({ctx().rank() + 1, 5}, {2});
     ctx().all_reduce(ints);
-    ctx().all_reduce(ints); // fused: 16 bytes
+    ctx().all_reduce(ints); // integers never ride in the f32 record
     CHECK(ints.to_vector<int64_t>() == std::vector<int64_t>{w * (w * (w + 1) / 2), 5 * w * w});
     Tensor pieces = rank_tensor(ctx().rank(), {2 * w});
     for (int i = 0; i < 2; ++i) {

@@ -71,9 +71,52 @@ def test_all_reduce_strided_view_writes_back(ctx):
     np.testing.assert_allclose(base.numpy(), want)
 
 
-def test_all_reduce_mean_needs_f32(ctx):
-    with pytest.raises(tf.DTypeError, match="mean needs f32"):
+def test_all_reduce_mean_needs_a_float_dtype(ctx):
+    with pytest.raises(tf.DTypeError, match="mean needs a float tensor"):
         dist.all_reduce(tf.ones(3, dtype=tf.int32), "mean")
+
+
+def bf16_round(x):
+    """float32 values rounded to nearest even bfloat16, returned as float32 (numpy has no bf16)."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+HALF_ROUND = {"float16": lambda x: np.asarray(x, np.float32).astype(np.float16).astype(np.float32),
+              "bfloat16": bf16_round}
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "min"])
+def test_all_reduce_half_sums_in_f32_and_rounds_once(ctx, name, op):
+    rnd, tdtype = HALF_ROUND[name], getattr(tf, name)
+    w = ctx.world_size
+    # Values with more bits than the dtype keeps, rounded to it (numpy's rounding).
+    vals = [rnd(np.linspace(-1.3, 2.9, 9, dtype=np.float32) * (r + 1) + 0.1 * r) for r in range(w)]
+    t = tf.tensor(vals[ctx.rank]).to(tdtype)
+    dist.all_reduce(t, op)
+    assert t.dtype == tdtype
+    stack = np.stack(vals)
+    exact = {"sum": stack.sum(0, dtype=np.float32), "mean": stack.sum(0, dtype=np.float32) * np.float32(1 / w),
+             "max": stack.max(0), "min": stack.min(0)}[op]
+    np.testing.assert_array_equal(t.to(tf.float32).numpy(), rnd(exact))
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_half_broadcast_gather_scatter(ctx, name):
+    rnd, tdtype = HALF_ROUND[name], getattr(tf, name)
+    w = ctx.world_size
+    vals = [rnd(np.arange(2 * w, dtype=np.float32) * 0.37 + r) for r in range(w)]
+    b = tf.tensor(vals[ctx.rank]).to(tdtype)
+    dist.broadcast(b, src=w - 1)
+    np.testing.assert_array_equal(b.to(tf.float32).numpy(), vals[w - 1])
+    g = dist.all_gather(tf.tensor(vals[ctx.rank]).to(tdtype))
+    assert g.dtype == tdtype
+    np.testing.assert_array_equal(g.to(tf.float32).numpy(), np.concatenate(vals))
+    s = dist.reduce_scatter(tf.tensor(vals[ctx.rank]).to(tdtype), "sum")
+    total = np.stack(vals).sum(0, dtype=np.float32)
+    np.testing.assert_array_equal(s.to(tf.float32).numpy(), rnd(total[2 * ctx.rank:2 * ctx.rank + 2]))
 
 
 def test_bad_op_name(ctx):
