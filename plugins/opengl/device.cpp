@@ -144,39 +144,26 @@ void device::info(tf_device_info &out) const {
 }
 
 void device::list_features(tf_feature_fn emit, void *user) const {
-    char key[64], value[160];
-    auto put = [&](const char *name, const char *text) {
-        std::snprintf(key, sizeof key, "device%d.%s", index_, name);
-        emit(user, key, text);
-    };
-    put("gl_version", version_.c_str());
-    put("gl_renderer", renderer_.c_str());
-    put("gl_vendor", vendor_.c_str());
-    put("glsl_version", glsl_.c_str());
-    put("egl", source_.c_str());
-    put("kind", software_ ? "software (runs on the CPU)" : "hardware");
-    std::snprintf(value, sizeof value, "%d x %d x %d (%d invocations)", max_group_size_[0], max_group_size_[1],
+    const tf_kit::feature_list features(emit, user, index_);
+    features.put("gl_version", version_.c_str());
+    features.put("gl_renderer", renderer_.c_str());
+    features.put("gl_vendor", vendor_.c_str());
+    features.put("glsl_version", glsl_.c_str());
+    features.put("egl", source_.c_str());
+    features.put("kind", software_ ? "software (runs on the CPU)" : "hardware");
+    features.putf("max_work_group_size", "%d x %d x %d (%d invocations)", max_group_size_[0], max_group_size_[1],
                   max_group_size_[2], max_invocations_);
-    put("max_work_group_size", value);
-    std::snprintf(value, sizeof value, "%u x %u x %u", caps_.max_groups[0], caps_.max_groups[1], caps_.max_groups[2]);
-    put("max_work_group_count", value);
-    std::snprintf(value, sizeof value, "%lld", static_cast<long long>(max_block_size_));
-    put("max_ssbo_size", value);
-    std::snprintf(value, sizeof value, "%llu", static_cast<unsigned long long>(caps_.bind_align));
-    put("ssbo_offset_alignment", value);
-    std::snprintf(value, sizeof value, "%d", max_shared_);
-    put("max_shared_memory", value);
-    std::snprintf(value, sizeof value, "%.1f ms", counters_.context_ms);
-    put("startup_context", value);
-    std::snprintf(value, sizeof value, "%llu in %.1f ms", static_cast<unsigned long long>(counters_.programs),
+    features.putf("max_work_group_count", "%u x %u x %u", caps_.max_groups[0], caps_.max_groups[1], caps_.max_groups[2]);
+    features.putf("max_ssbo_size", "%lld", static_cast<long long>(max_block_size_));
+    features.putf("ssbo_offset_alignment", "%llu", static_cast<unsigned long long>(caps_.bind_align));
+    features.putf("max_shared_memory", "%d", max_shared_);
+    features.putf("startup_context", "%.1f ms", counters_.context_ms);
+    features.putf("programs_compiled", "%llu in %.1f ms", static_cast<unsigned long long>(counters_.programs),
                   counters_.compile_ms);
-    put("programs_compiled", value);
     // Where 0, glGetProgramBinary cannot cache programs (the driver's own shader cache may).
-    std::snprintf(value, sizeof value, "%d", binary_formats_);
-    put("program_binary_formats", value);
-    std::snprintf(value, sizeof value, "%llu dispatches, %llu barriers", static_cast<unsigned long long>(counters_.dispatches),
+    features.putf("program_binary_formats", "%d", binary_formats_);
+    features.putf("dispatches", "%llu dispatches, %llu barriers", static_cast<unsigned long long>(counters_.dispatches),
                   static_cast<unsigned long long>(counters_.barriers));
-    put("dispatches", value);
 }
 
 // ---- Buffers --------------------------------------------------------------------------------------------
@@ -339,11 +326,7 @@ void device::wait_all() {
     for (size_t i = 0; i < reports_.size(); ++i) {
         auto *word = reinterpret_cast<uint32_t *>(gl_->status_data + (i + 1) * caps_.bind_align);
         if (__atomic_exchange_n(word, 0u, __ATOMIC_SEQ_CST) == 0) continue;
-        const auto &[op, thread] = reports_[i];
-        std::string &ops = reported_[thread];
-        if ((", " + ops + ", ").find(std::string(", ") + op + ", ") != std::string::npos) continue;
-        if (!ops.empty()) ops += ", ";
-        ops += op;
+        reported_.add(reports_[i].second, reports_[i].first);
     }
     reports_.clear();
     if (const GLenum error = glGetError(); error != GL_NO_ERROR) {
@@ -352,16 +335,6 @@ void device::wait_all() {
     }
 }
 
-void device::throw_reported() {
-    if (reported_.empty()) return;
-    const auto found = reported_.find(caller_);
-    if (found == reported_.end()) return;
-    const std::string ops = std::move(found->second);
-    reported_.erase(found);
-    raise(TF_STATUS_INVALID_ARGUMENT,
-          "%s: an index or label outside its range was found on %s in work this thread issued; the elements "
-          "it picks are 0 (NaN for losses)",
-          ops.c_str(), label());
-}
+void device::throw_reported() { reported_.throw_for(caller_, label()); }
 
 }  // namespace tf_gl

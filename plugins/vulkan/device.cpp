@@ -313,18 +313,14 @@ void device::info(tf_device_info &out) const {
 }
 
 void device::list_features(tf_feature_fn emit, void *user) const {
-    char key[64], value[128];
-    auto put = [&](const char *name, const char *text) {
-        std::snprintf(key, sizeof key, "device%d.%s", index_, name);
-        emit(user, key, text);
-    };
-    put("api", api_text(props_.apiVersion, value, sizeof value));
-    put("driver", driver_.c_str());
-    std::snprintf(value, sizeof value, "%" PRIu64, caps_.max_binding);
-    put("max_storage_buffer_range", value);
-    put("memory", host_visible_ ? "host-visible (no staging)" : "device-local (staging copies)");
-    put("memory_budget", has_budget_ ? "VK_EXT_memory_budget" : "no");
-    put("pipeline_cache", cache_path_.empty() ? "none" : cache_path_.c_str());
+    const tf_kit::feature_list features(emit, user, index_);
+    char api[32];
+    features.put("api", api_text(props_.apiVersion, api, sizeof api));
+    features.put("driver", driver_.c_str());
+    features.putf("max_storage_buffer_range", "%" PRIu64, caps_.max_binding);
+    features.put("memory", host_visible_ ? "host-visible (no staging)" : "device-local (staging copies)");
+    features.put("memory_budget", has_budget_ ? "VK_EXT_memory_budget" : "no");
+    features.put("pipeline_cache", cache_path_.empty() ? "none" : cache_path_.c_str());
 }
 
 // ---- Buffers -------------------------------------------------------------------------------------
@@ -613,11 +609,7 @@ void device::retire(batch &b) {
     for (size_t i = 0; i < b.reports.size(); ++i) {
         auto *word = reinterpret_cast<uint32_t *>(b.status.owner->mapped + b.status.offset + i * caps_.bind_align);
         if (__atomic_exchange_n(word, 0u, __ATOMIC_SEQ_CST) == 0) continue;
-        const auto &[op, thread] = b.reports[i];
-        std::string &ops = reported_[thread];
-        if ((", " + ops + ", ").find(std::string(", ") + op + ", ") != std::string::npos) continue;
-        if (!ops.empty()) ops += ", ";
-        ops += op;
+        reported_.add(b.reports[i].second, b.reports[i].first);
     }
     b.reports.clear();
     b.state = batch::state::idle;
@@ -637,16 +629,6 @@ void device::throw_if_lost() const {
     if (lost_) raise(TF_STATUS_DEVICE_LOST, "%s was lost (VK_ERROR_DEVICE_LOST); its buffers are gone", label());
 }
 
-void device::throw_reported() {
-    if (reported_.empty()) return;
-    const auto found = reported_.find(std::this_thread::get_id());
-    if (found == reported_.end()) return;
-    const std::string ops = std::move(found->second);
-    reported_.erase(found);
-    raise(TF_STATUS_INVALID_ARGUMENT,
-          "%s: an index or label outside its range was found on %s in work this thread issued; the elements "
-          "it picks are 0 (NaN for losses)",
-          ops.c_str(), label());
-}
+void device::throw_reported() { reported_.throw_for(std::this_thread::get_id(), label()); }
 
 }  // namespace tf_vk
