@@ -89,6 +89,9 @@ struct dispatch_args {
     uint32_t groups[3] = {1, 1, 1};
     // An op whose kernel may set status bits (a bad index), named when one is read back; or NULL.
     const char *reporting_op = nullptr;
+
+    // No workgroups: nothing to record.
+    bool empty() const noexcept { return groups[0] == 0 || groups[1] == 0 || groups[2] == 0; }
 };
 
 // A device the ops record on; the plugin holds the device's lock (or is on its thread) while

@@ -249,46 +249,39 @@ tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char 
 }
 
 void device::dispatch(const dispatch_args &args) {
-    const pipeline_key &kernel = args.kernel;
-    const void *params = args.params;
-    const size_t params_size = args.params_size;
-    const tensor_binding *tensors = args.tensors;
-    const size_t count = args.count;
-    const uint32_t groups_x = args.groups[0], groups_y = args.groups[1], groups_z = args.groups[2];
-    const char *reporting_op = args.reporting_op;
-    if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
+    if (args.empty()) return;
     // A reporting kernel gets a word of its own, so its bits name its op and thread. All words
     // taken: wait once for the work so far and read them (before this dispatch's accesses are
     // recorded, which the wait's barrier would forget).
     uint64_t status_at = 0;
-    if (reporting_op) {
+    if (args.reporting_op) {
         if (reports_.size() == report_slots) wait_all();
-        reports_.emplace_back(reporting_op, caller_);
+        reports_.emplace_back(args.reporting_op, caller_);
         status_at = reports_.size() * caps_.bind_align;
     }
-    const GLuint program = program_for(kernel);
-    const stream_ring::span p = gl_->ring->take(params_size);
-    std::memcpy(p.data, params, params_size);
+    const GLuint program = program_for(args.kernel);
+    const stream_ring::span p = gl_->ring->take(args.params_size);
+    std::memcpy(p.data, args.params, args.params_size);
     // Slot 0 is the output (written); the others are read.
-    for (size_t s = 0; s < count; ++s)
-        if (tensors[s].buffer)
-            access(tensors[s].buffer->memory.owner->buffer.get(), tensors[s].offset, tensors[s].offset + tensors[s].range,
+    for (size_t s = 0; s < args.count; ++s)
+        if (args.tensors[s].buffer)
+            access(args.tensors[s].buffer->memory.owner->buffer.get(), args.tensors[s].offset, args.tensors[s].offset + args.tensors[s].range,
                    s == 0);
     if (gl_->bound_program != program) {
         glUseProgram(program);
         gl_->bound_program = program;
     }
     glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 0, p.buffer, static_cast<GLintptr>(p.offset),
-                      static_cast<GLsizeiptr>(params_size));
+                      static_cast<GLsizeiptr>(args.params_size));
     glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 1, gl_->status.get(), static_cast<GLintptr>(status_at), 4);
     for (uint32_t s = 0; s < tensor_slots; ++s) {
-        if (s < count && tensors[s].buffer)
-            glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2 + s, tensors[s].buffer->memory.owner->buffer.get(),
-                              static_cast<GLintptr>(tensors[s].offset), static_cast<GLsizeiptr>(tensors[s].range));
+        if (s < args.count && args.tensors[s].buffer)
+            glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2 + s, args.tensors[s].buffer->memory.owner->buffer.get(),
+                              static_cast<GLintptr>(args.tensors[s].offset), static_cast<GLsizeiptr>(args.tensors[s].range));
         else
             glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2 + s, gl_->status.get(), 0, 4);  // unused slots still need one
     }
-    glDispatchCompute(groups_x, groups_y, groups_z);
+    glDispatchCompute(args.groups[0], args.groups[1], args.groups[2]);
     ++counters_.dispatches;
 }
 

@@ -443,22 +443,15 @@ tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char 
 }
 
 void device::dispatch(const dispatch_args &args) {
-    const pipeline_key &kernel = args.kernel;
-    const void *params = args.params;
-    const size_t params_size = args.params_size;
-    const tensor_binding *tensors = args.tensors;
-    const size_t count = args.count;
-    const uint32_t groups_x = args.groups[0], groups_y = args.groups[1], groups_z = args.groups[2];
-    const char *reporting_op = args.reporting_op;
     throw_if_lost();
-    if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
-    VkPipeline pipeline = pipeline_for(kernel);
-    batch &b = recording(params_size);
+    if (args.empty()) return;
+    VkPipeline pipeline = pipeline_for(args.kernel);
+    batch &b = recording(args.params_size);
     VkDevice dev = device_.get();
 
     const uint64_t at = align_up(b.params_used, caps_.bind_align);
-    std::memcpy(b.params.owner->mapped + b.params.offset + at, params, params_size);
-    b.params_used = at + params_size;
+    std::memcpy(b.params.owner->mapped + b.params.offset + at, args.params, args.params_size);
+    b.params_used = at + args.params_size;
 
     VkDescriptorSetLayout layout = set_layout_.get();
     VkDescriptorSetAllocateInfo alloc_info{};
@@ -471,16 +464,16 @@ void device::dispatch(const dispatch_args &args) {
     ++b.sets_used;
 
     VkDescriptorBufferInfo infos[2 + tensor_slots];
-    infos[0] = {b.params.owner->buffer.get(), b.params.offset + at, params_size};
+    infos[0] = {b.params.owner->buffer.get(), b.params.offset + at, args.params_size};
     // A reporting kernel gets a word of its own; the others never write theirs.
     infos[1] = {status_.owner->buffer.get(), status_.offset, 4};
-    if (reporting_op) {
+    if (args.reporting_op) {
         infos[1] = {b.status.owner->buffer.get(), b.status.offset + b.reports.size() * caps_.bind_align, 4};
-        b.reports.emplace_back(reporting_op, std::this_thread::get_id());
+        b.reports.emplace_back(args.reporting_op, std::this_thread::get_id());
     }
     for (uint32_t s = 0; s < tensor_slots; ++s) {
-        if (s < count && tensors[s].buffer)
-            infos[2 + s] = {tensors[s].buffer->memory.owner->buffer.get(), tensors[s].offset, tensors[s].range};
+        if (s < args.count && args.tensors[s].buffer)
+            infos[2 + s] = {args.tensors[s].buffer->memory.owner->buffer.get(), args.tensors[s].offset, args.tensors[s].range};
         else
             infos[2 + s] = infos[1];  // unused slots still need a valid descriptor
     }
@@ -502,10 +495,10 @@ void device::dispatch(const dispatch_args &args) {
         b.bound = pipeline;
     }
     vkCmdBindDescriptorSets(b.commands, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_.get(), 0, 1, &set, 0, nullptr);
-    vkCmdDispatch(b.commands, groups_x, groups_y, groups_z);
+    vkCmdDispatch(b.commands, args.groups[0], args.groups[1], args.groups[2]);
     barrier(b);
-    for (size_t s = 0; s < count; ++s)
-        if (tensors[s].buffer) tensors[s].buffer->last_use = b.serial;
+    for (size_t s = 0; s < args.count; ++s)
+        if (args.tensors[s].buffer) args.tensors[s].buffer->last_use = b.serial;
     if (b.commands_recorded >= submit_after) submit(b);
 }
 
