@@ -3,6 +3,7 @@
 #ifndef TINYFIN_GPU_FREE_LIST_HPP
 #define TINYFIN_GPU_FREE_LIST_HPP
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -79,6 +80,23 @@ std::pair<Block *, uint64_t> place(const std::vector<std::unique_ptr<Block>> &bl
     Block &block = new_block(block_size);
     block.ranges.take(need, &offset);
     return {&block, offset};
+}
+
+// Returns [offset, offset + size) to block, one of blocks (each with `uint64_t size` besides the
+// above). The block, if now empty, leaves blocks (destroyed: its memory goes back to the driver)
+// when it is dedicated or another empty shared block is already kept as the spare. Returns the
+// bytes that left (block.size), or 0.
+template <class Block>
+uint64_t give_back(std::vector<std::unique_ptr<Block>> &blocks, Block &block, uint64_t offset, uint64_t size) noexcept {
+    block.ranges.give(offset, size);
+    if (block.ranges.used() != 0) return 0;
+    const bool spare_exists = std::any_of(blocks.begin(), blocks.end(), [&](const auto &b) {
+        return b.get() != &block && !b->dedicated && b->ranges.used() == 0;
+    });
+    if (!block.dedicated && !spare_exists) return 0;
+    const uint64_t freed = block.size;
+    blocks.erase(std::find_if(blocks.begin(), blocks.end(), [&](const auto &b) { return b.get() == &block; }));
+    return freed;
 }
 
 }  // namespace tf_kernels

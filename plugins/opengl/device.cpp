@@ -242,10 +242,7 @@ void device::synchronize() {
 // ---- Kernels ----------------------------------------------------------------------------------------------
 
 tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char *role, uint32_t index) {
-    tf_buffer *buffer = t.buffer;
-    if (!buffer || buffer->owner != this)
-        raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is not a buffer of %s", op, role, index, label());
-    return tf_kernels::bind_view(caps_, t, buffer, buffer->memory.offset, buffer->size, op, role, index);
+    return tf_kernels::bind_pooled(caps_, this, label(), t, op, role, index);
 }
 
 void device::dispatch(const dispatch_args &args) {

@@ -62,18 +62,9 @@ allocation memory_pool::allocate(uint64_t size) {
 }
 
 void memory_pool::release(allocation &range) noexcept {
-    memory_block *block = range.owner;
-    if (!block) return;
+    if (!range.owner) return;
+    reserved_ -= tf_kernels::give_back(blocks_, *range.owner, range.offset, range.size);
     range.owner = nullptr;
-    block->ranges.give(range.offset, range.size);
-    if (block->ranges.used() != 0) return;
-    // Keep one empty shared block as a spare; dedicated blocks and further empty ones go.
-    const bool spare_exists = std::any_of(blocks_.begin(), blocks_.end(), [&](const auto &b) {
-        return b.get() != block && !b->dedicated && b->ranges.used() == 0;
-    });
-    if (!block->dedicated && !spare_exists) return;
-    reserved_ -= block->size;
-    blocks_.erase(std::find_if(blocks_.begin(), blocks_.end(), [&](const auto &b) { return b.get() == block; }));
 }
 
 // ---- stream_ring --------------------------------------------------------------------------------------

@@ -64,19 +64,9 @@ allocation memory_pool::allocate(uint64_t size) {
 }
 
 void memory_pool::release(allocation &range) noexcept {
-    memory_block *block = range.owner;
-    if (!block) return;
+    if (!range.owner) return;
+    reserved_ -= tf_kernels::give_back(blocks_, *range.owner, range.offset, range.size);
     range.owner = nullptr;
-    block->ranges.give(range.offset, range.size);
-    if (block->ranges.used() != 0) return;
-    // An empty block: keep one spare ordinary block, give the rest back to the driver.
-    size_t spare = 0;
-    for (auto &b : blocks_)
-        if (b.get() != block && !b->dedicated && b->ranges.used() == 0) ++spare;
-    if (!block->dedicated && spare == 0) return;
-    auto owned = std::find_if(blocks_.begin(), blocks_.end(), [&](const auto &b) { return b.get() == block; });
-    reserved_ -= block->size;
-    blocks_.erase(owned);
 }
 
 }  // namespace tf_vk
