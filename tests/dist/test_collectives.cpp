@@ -265,16 +265,30 @@ TEST_CASE("the shape check carries small reductions and still catches every mism
         }
         return expected;
     };
-    // Sizes in and out of the slot, each repeated (the repeat runs fused when it fits).
-    for (int64_t n : {1, 3, 3, 16, 16, 17, 17, 40, 5, 5, 16, 3}) {
-        INFO("n = " << n);
-        Tensor t = rank_tensor(ctx().rank(), {n});
-        ctx().all_reduce(t);
-        check_values(t, sum_of(n));
-        Tensor m = rank_tensor(ctx().rank(), {n});
-        ctx().all_reduce(m, ReduceOp::max);
-        check_values(m, values_of(last, n));
+    // Sizes in and out of the slot, each repeated (the repeat runs fused when it fits); with the
+    // suite's timeout (nonblocking MPI calls) and without one (blocking calls).
+    for (double timeout : {saved.timeout_seconds, 0.0}) {
+        small.timeout_seconds = timeout;
+        ctx().set_options(small);
+        for (int64_t n : {1, 3, 3, 16, 16, 17, 17, 40, 5, 5, 16, 3}) {
+            INFO("n = " << n << ", timeout " << timeout);
+            Tensor t = rank_tensor(ctx().rank(), {n});
+            ctx().all_reduce(t);
+            check_values(t, sum_of(n));
+            Tensor m = rank_tensor(ctx().rank(), {n});
+            ctx().all_reduce(m, ReduceOp::max);
+            check_values(m, values_of(last, n));
+        }
+        if (w > 1) { // a mismatch on the fused path, blocking and not
+            Tensor a = rank_tensor(ctx().rank(), {3});
+            ctx().all_reduce(a);
+            Tensor b = rank_tensor(ctx().rank(), {ctx().rank() == last ? 2 : 3});
+            CHECK_THROWS_AS(ctx().all_reduce(b), dist::MismatchError);
+            check_values(b, values_of(ctx().rank(), b.numel()));
+        }
     }
+    small.timeout_seconds = saved.timeout_seconds;
+    ctx().set_options(small);
     Tensor ints = from_vector<int64_t>({ctx().rank() + 1, 5}, {2});
     ctx().all_reduce(ints);
     ctx().all_reduce(ints); // integers never ride in the f32 record
