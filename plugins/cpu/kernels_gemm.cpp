@@ -222,6 +222,12 @@ void transpose_4_runs(const float *src, int64_t stride, int64_t kc, float *dst, 
 }
 #endif
 
+// kc runs of W floats, `stride` apart from src, one after the other at dst.
+template <int W>
+void copy_runs(const float *src, int64_t stride, int64_t kc, float *dst) {
+    for (int64_t p = 0; p < kc; ++p) std::memcpy(dst + p * W, src + p * stride, W * sizeof(float));
+}
+
 // A's rows [0, mc) x columns [0, kc) as slivers: sliver s holds a(s*mr + i, p) at [p * h + i],
 // h = tile_rows(g, rows of the sliver) (mr but for the last sliver); rows past mc are zero.
 void pack_a(const gemm_kernel &g, int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t cs, float *dst) {
@@ -236,11 +242,17 @@ void pack_a(const gemm_kernel &g, int64_t mc, int64_t kc, const float *a, int64_
                 const float *src = a + (r0 + i) * rs;
                 for (int64_t p = 0; p < kc; ++p) dst[p * mr + i] = src[p];
             }
-        } else if (rs == 1) {  // A^T views: a column of A is contiguous
-            for (int64_t p = 0; p < kc; ++p) {
-                const float *src = a + p * cs + r0;
-                for (int64_t i = 0; i < rows; ++i) dst[p * mr + i] = src[i];
-            }
+        } else if (rs == 1) {  // A^T views (a weight gradient's g^T): a column of A is contiguous
+            // A full sliver copies a fixed number of floats per p, which the compiler turns into
+            // a few vector moves (a loop bound known only at run time stays scalar).
+            if (rows == 6 && mr == 6) copy_runs<6>(a + r0, cs, kc, dst);
+            else if (rows == 12 && mr == 12) copy_runs<12>(a + r0, cs, kc, dst);
+            else if (rows == 4 && mr == 4) copy_runs<4>(a + r0, cs, kc, dst);
+            else
+                for (int64_t p = 0; p < kc; ++p) {
+                    const float *src = a + p * cs + r0;
+                    for (int64_t i = 0; i < rows; ++i) dst[p * mr + i] = src[i];
+                }
         } else {
             for (int64_t i = 0; i < rows; ++i) {
                 const float *src = a + (r0 + i) * rs;
