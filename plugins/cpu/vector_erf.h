@@ -56,6 +56,19 @@ namespace tf_cpu::vec {
     return std::bit_cast<double>((std::bit_cast<uint64_t>(a) & m) | (std::bit_cast<uint64_t>(b) & ~m));
 }
 
+// e^x for f32 x, evaluated in double and rounded once to f32 (as libm's expf computes it; the
+// exp op's kernel, where vector_math.h's faster vec::exp, within 2 ulp, serves softmax):
+// within half an ulp + 1e-14 relative of e^x, so it rarely rounds differently from the correctly
+// rounded value. The argument is clamped to [-110, 89] first: e^-110 is below half the smallest
+// f32 subnormal (0 after rounding) and e^89 above FLT_MAX (inf), so -inf gives 0 and inf gives
+// inf; NaN passes the clamps and stays NaN.
+[[gnu::always_inline]] inline float exp_rounded(float x) {
+    double y = x;
+    y = select(y < -110, -110.0, y);  // select, not ?:, for the reason given at select()
+    y = select(y > 89, 89.0, y);
+    return static_cast<float>(exp_bounded(y));
+}
+
 // erfc(z) for 0 <= z <= 12 (NaN gives NaN); any other value beyond 12 (callers select it away).
 [[gnu::always_inline]] inline double erfc_bounded(double z) {
     // tools/fit_erfc.py, constant term first.
@@ -70,19 +83,6 @@ namespace tf_cpu::vec {
     double p = c[13];
     for (int i = 12; i >= 0; --i) p = p * s + c[i];
     return t * p * exp_bounded(-z * z);
-}
-
-// e^x for f32 x, evaluated in double and rounded once to f32 (as libm's expf computes it; the
-// exp op's kernel, where vector_math.h's faster vec::exp, within 2 ulp, serves softmax):
-// within half an ulp + 1e-14 relative of e^x, so it rarely rounds differently from the correctly
-// rounded value. The argument is clamped to [-110, 89] first: e^-110 is below half the smallest
-// f32 subnormal (0 after rounding) and e^89 above FLT_MAX (inf), so -inf gives 0 and inf gives
-// inf; NaN passes the clamps and stays NaN.
-[[gnu::always_inline]] inline float exp_rounded(float x) {
-    double y = x;
-    y = y < -110 ? -110.0 : y;
-    y = y > 89 ? 89.0 : y;
-    return static_cast<float>(exp_bounded(y));
 }
 
 [[gnu::always_inline]] inline float erf(float x) {
