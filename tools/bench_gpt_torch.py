@@ -13,7 +13,7 @@ splitmix64 streams, so both sides train on the same batches and validate on the 
 (default lr: constant after the warmup);
 gradients clipped to global norm 1; validation loss over 20 fixed batches of the last 10%.
 
-    /usr/bin/python3 bench_gpt_torch.py --steps 600 [--time-steps 30] [--threads 2]
+    /usr/bin/python3 bench_gpt_torch.py --steps 1000 [--time-steps 30] [--threads 2]
         [--blas-threads 1] [--config default] [--batch 32] [--lr 2e-3] [--sample 200]
 
 With --steps N it trains N steps and reports the validation loss; --time-steps K times K steps
