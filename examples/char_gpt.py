@@ -231,7 +231,7 @@ def backend_report():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--config", default="default", choices=sorted(CONFIGS))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch", type=int, default=32)

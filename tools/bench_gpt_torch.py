@@ -6,12 +6,14 @@ Model (nanoGPT's pre-norm layout, as examples/char_gpt/model.cpp): token and lea
 embeddings (N(0, 1), torch's default), dropout, L blocks of x + drop(proj(attn(ln1(x)))) and
 x + drop(fc2(gelu(fc(ln2(x))))) with causal multi-head attention, a final layer norm and a linear
 head; linear layers and layer norms keep torch's default initialisation. Recipe: batches of B
-random windows of the first 90% of the corpus; AdamW (betas 0.9/0.99, eps 1e-8) with weight decay
+random windows of the first 90% of the corpus, by default at the offsets char_gpt draws (its
+splitmix64 streams, so both sides train on the same batches and validate on the same windows;
+--sampler torch draws them with torch.randint); AdamW (betas 0.9/0.99, eps 1e-8) with weight decay
 0.1 on tensors of rank >= 2 only; warmup for min(50, steps/10) steps then cosine down to --min-lr
 (default lr: constant after the warmup);
 gradients clipped to global norm 1; validation loss over 20 fixed batches of the last 10%.
 
-    /usr/bin/python3 bench_gpt_torch.py --steps 600 [--time-steps 30] [--threads 2]
+    /usr/bin/python3 bench_gpt_torch.py --steps 1000 [--time-steps 30] [--threads 2]
         [--blas-threads 1] [--config default] [--batch 32] [--lr 2e-3] [--sample 200]
 
 With --steps N it trains N steps and reports the validation loss; --time-steps K times K steps
@@ -33,6 +35,34 @@ CONFIGS = {  # context, dim, layers, heads: examples/char_gpt/model.cpp's config
     "small": (32, 64, 2, 4),
     "default": (64, 128, 4, 4),
 }
+
+
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(z):
+    z = (z + 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def mix_seed(seed, stream):  # tinyfin::nn::mix_seed
+    return splitmix64(splitmix64(seed) ^ stream)
+
+
+class SplitMix:
+    """examples/char_gpt/main.cpp's Batcher stream: window starts as (draw * range) >> 64."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def below(self, n):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return ((z ^ (z >> 31)) * n) >> 64
 
 
 def load_corpus(directory):
@@ -63,6 +93,11 @@ def main():
     p.add_argument("--sample", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", default="/usr/share/games/fortunes")
+    p.add_argument("--eval-every", type=int, default=0, help="validation loss every N steps too (char_gpt's --eval-every)")
+    p.add_argument("--eval-batches", type=int, default=20, help="validation batches (char_gpt's --eval-batches)")
+    p.add_argument("--sampler", default="splitmix", choices=("splitmix", "torch"),
+                   help="window offsets: char_gpt's splitmix64 streams (the same batches and validation "
+                        "windows as tinyfin for the same seed) or torch.randint")
     p.add_argument("--name", default="default", help="a name for this configuration in the output")
     args = p.parse_args()
     try:
@@ -146,17 +181,35 @@ def main():
         r = (step - warmup) / (total - warmup)
         return min_lr + (args.lr - min_lr) * 0.5 * (1 + math.cos(math.pi * r))
 
-    g = torch.Generator().manual_seed(args.seed)
+    if args.sampler == "splitmix":
+        g = SplitMix(mix_seed(args.seed, 0x7A41))
+    else:
+        g = torch.Generator().manual_seed(args.seed)
 
     def batch(d, gen):
-        ix = torch.randint(len(d) - T - 1, (B,), generator=gen)
+        if isinstance(gen, SplitMix):
+            ix = [gen.below(len(d) - T - 1) for _ in range(B)]
+        else:
+            ix = torch.randint(len(d) - T - 1, (B,), generator=gen)
         return (torch.stack([d[i:i + T] for i in ix]), torch.stack([d[i + 1:i + T + 1] for i in ix]))
 
     def cpu_s():
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
 
-    times, cpu_times = [], []
+    def validation_loss():
+        model.eval()
+        with torch.no_grad():
+            if args.sampler == "splitmix":
+                gv = SplitMix(mix_seed(args.seed, 0xE7A1))
+            else:
+                gv = torch.Generator().manual_seed(args.seed + 1)
+            loss = sum(F.cross_entropy(model(x).view(-1, V), y.view(-1)).item()
+                       for x, y in (batch(val, gv) for _ in range(args.eval_batches))) / args.eval_batches
+        model.train()
+        return loss
+
+    times, cpu_times, val_losses = [], [], {}
     for step in range(total):
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
@@ -170,6 +223,8 @@ def main():
         last_loss = loss.item()
         times.append(time.perf_counter() - t0)
         cpu_times.append(cpu_s() - c0)
+        if args.steps > 0 and args.eval_every > 0 and (step + 1) % args.eval_every == 0 and step + 1 < total:
+            val_losses[step + 1] = validation_loss()
     out = {"config": args.name, "model": args.config, "torch": torch.__version__,
            "threads": torch.get_num_threads(), "blas_threads": blas_threads, "steps": total,
            "last_loss": last_loss}
@@ -178,12 +233,12 @@ def main():
     cpu_timed = cpu_times[3:] if len(cpu_times) > 6 else cpu_times
     out.update({"median_ms": median * 1e3, "tokens_per_s": B * T / median,
                 "cpu_ms_per_step": sum(cpu_timed) / len(cpu_timed) * 1e3})
+    if args.steps > 0:
+        val_losses[total] = validation_loss()
+        out["val_loss"] = val_losses[total]
+        out["val_losses"] = val_losses  # step -> val loss (char_gpt's "val loss" lines)
     model.eval()
     with torch.no_grad():
-        if args.steps > 0:
-            gv = torch.Generator().manual_seed(args.seed + 1)
-            out["val_loss"] = sum(F.cross_entropy(model(x).view(-1, V), y.view(-1)).item()
-                                  for x, y in (batch(val, gv) for _ in range(20))) / 20
         if args.sample > 0:
             # One sequence, one token at a time, with each layer's keys and values cached; the
             # cache is refilled with the last T/2 tokens when full (as chargpt::sample does).

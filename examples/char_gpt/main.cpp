@@ -41,7 +41,7 @@ using namespace tinyfin;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
-    int64_t steps = 600;
+    int64_t steps = 1000;
     std::string config = "default";
     uint64_t seed = 0;
     int64_t batch = 32;
@@ -79,7 +79,7 @@ void say(const char *format, ...) {
                  "          [--lr LR] [--min-lr LR] [--dropout P] [--eval-every N] [--eval-batches N]\n"
                  "          [--save FILE] [--load FILE] [--sample N] [--temperature T] [--top-k K]\n"
                  "          [--prompt TEXT] [--data DIR] [--distributed] [--autocast bf16|f16]\n"
-                 "  --steps N        training steps (default 600; 0 with --load: sample only)\n"
+                 "  --steps N        training steps (default 1000; 0 with --load: sample only)\n"
                  "  --config NAME    model size: tiny (tests), small, default (4 layers, 128 dims)\n"
                  "  --seed S         seed of the initialisation, batches, dropout and sampling\n"
                  "  --batch B        sequences per step (default 32)\n"

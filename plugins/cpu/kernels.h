@@ -371,7 +371,7 @@ void walk(int rank, const int64_t *shape, const std::array<view, N> &views, Row 
 tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b,
                      const tf_tensor_desc &out, tf_error *err);
 tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
-// kernels_erf.cpp: gelu and erf when in and out are dense f32; false (nothing done) otherwise.
+// kernels_erf.cpp: gelu, erf and exp when in and out are dense f32; false (nothing done) otherwise.
 bool run_f32_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out);
 tf_status run_clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, double max,
                     tf_error *err);

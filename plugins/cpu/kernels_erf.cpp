@@ -1,5 +1,6 @@
-// erf and the exact gelu on dense f32 tensors, the transformer MLP's case: vector_erf.h's
-// call-free forms, compiled per instruction set, in place of libm's erf/erfc per element.
+// erf, the exact gelu and exp on dense f32 tensors, the transformer MLP's case (gelu forward,
+// and erf and exp in its backward): vector_erf.h's call-free forms, compiled per instruction
+// set, in place of libm's erf/erfc/expf per element.
 // Other dtypes and layouts take the elementwise kernels' double path (kernels_elementwise.cpp).
 #include "kernels.h"
 #include "vector_math.h"
@@ -8,24 +9,26 @@
 namespace tf_cpu {
 namespace {
 
-[[gnu::always_inline]] inline void f32_erf_row_body(bool gelu, float *o, const float *x, int64_t n) {
-    if (gelu) {
+[[gnu::always_inline]] inline void f32_erf_row_body(uint32_t op, float *o, const float *x, int64_t n) {
+    if (op == TF_OP_GELU) {
         for (int64_t i = 0; i < n; ++i) o[i] = vec::gelu(x[i]);
-    } else {
+    } else if (op == TF_OP_ERF) {
         for (int64_t i = 0; i < n; ++i) o[i] = vec::erf(x[i]);
+    } else {
+        for (int64_t i = 0; i < n; ++i) o[i] = vec::exp_rounded(x[i]);
     }
 }
-TF_CPU_ISA_DISPATCH(f32_erf_row, (bool gelu, float *o, const float *x, int64_t n), (gelu, o, x, n))
+TF_CPU_ISA_DISPATCH(f32_erf_row, (uint32_t op, float *o, const float *x, int64_t n), (op, o, x, n))
 
 }  // namespace
 
 bool run_f32_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out) {
-    if ((op != TF_OP_GELU && op != TF_OP_ERF) || !dense_f32(out) || !dense_f32(in)) return false;
+    if ((op != TF_OP_GELU && op != TF_OP_ERF && op != TF_OP_EXP) || !dense_f32(out) || !dense_f32(in)) return false;
     parallel_elementwise<2>({&out, &in}, [op](const auto &d) {
         const auto at = [](const tf_tensor_desc &t) {
             return reinterpret_cast<float *>(static_cast<char *>(t.data) + t.offset);
         };
-        f32_erf_row(op == TF_OP_GELU, at(*d[0]), at(*d[1]), numel(*d[0]));
+        f32_erf_row(op, at(*d[0]), at(*d[1]), numel(*d[0]));
     });
     return true;
 }

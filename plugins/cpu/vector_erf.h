@@ -1,4 +1,5 @@
-// erf and the exact gelu for f32 tensors without libm calls, so the loops over a row vectorize.
+// erf, the exact gelu and exp for f32 tensors without libm calls, so the loops over a row
+// vectorize.
 // Private to the cpu plugin; tests/kernels/test_vector_erf.cpp compiles it too.
 //
 // Both are evaluated in double from the f32 input and rounded once to f32, as the plugin's other
@@ -21,8 +22,8 @@
 
 namespace tf_cpu::vec {
 
-// e^y for -708 <= y <= 0 (a normal double): y = n ln2 + r with |r| <= ln2 / 2.
-[[gnu::always_inline]] inline double exp_nonpositive(double y) {
+// e^y for -1020 <= y <= 709 (a normal double result): y = n ln2 + r with |r| <= ln2 / 2.
+[[gnu::always_inline]] inline double exp_bounded(double y) {
     constexpr double log2e = 1.4426950408889634;
     constexpr double ln2_hi = 0x1.62e42feep-1;  // ln 2 in 32 bits: n * ln2_hi is exact
     constexpr double ln2_lo = 1.9082149292705877e-10;
@@ -55,6 +56,19 @@ namespace tf_cpu::vec {
     return std::bit_cast<double>((std::bit_cast<uint64_t>(a) & m) | (std::bit_cast<uint64_t>(b) & ~m));
 }
 
+// e^x for f32 x, evaluated in double and rounded once to f32 (as libm's expf computes it; the
+// exp op's kernel, where vector_math.h's faster vec::exp, within 2 ulp, serves softmax):
+// within half an ulp + 1e-14 relative of e^x, so it rarely rounds differently from the correctly
+// rounded value. The argument is clamped to [-110, 89] first: e^-110 is below half the smallest
+// f32 subnormal (0 after rounding) and e^89 above FLT_MAX (inf), so -inf gives 0 and inf gives
+// inf; NaN passes the clamps and stays NaN.
+[[gnu::always_inline]] inline float exp_rounded(float x) {
+    double y = x;
+    y = select(y < -110, -110.0, y);  // select, not ?:, for the reason given at select()
+    y = select(y > 89, 89.0, y);
+    return static_cast<float>(exp_bounded(y));
+}
+
 // erfc(z) for 0 <= z <= 12 (NaN gives NaN); any other value beyond 12 (callers select it away).
 [[gnu::always_inline]] inline double erfc_bounded(double z) {
     // tools/fit_erfc.py, constant term first.
@@ -68,7 +82,7 @@ namespace tf_cpu::vec {
     const double s = t * (7.0 / 3) - 4.0 / 3;
     double p = c[13];
     for (int i = 12; i >= 0; --i) p = p * s + c[i];
-    return t * p * exp_nonpositive(-z * z);
+    return t * p * exp_bounded(-z * z);
 }
 
 [[gnu::always_inline]] inline float erf(float x) {

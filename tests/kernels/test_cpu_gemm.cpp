@@ -441,6 +441,47 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     return results;
 }
 
+TEST_CASE("a row-major A read in place gives the bits of the same A packed") {
+    // A with unit column stride is read in place by the register tiles; the same values stored
+    // column-major (an A^T view) or with column stride 2 are packed first. The tiles see the same
+    // A(i, p) in the same order, so every C element must have the same bits: full tiles, the
+    // short last tile (m = 2048 + 5, 13: rows past m are never read), K over two blocks (600),
+    // and rows padded past k (row stride k + 3), on every path and with 2 threads.
+    for (const char *isa : {"generic", static_cast<const char *>(nullptr)}) {
+        for (const char *threads : {"1", "2"}) {
+            restart(isa, threads);
+            CAPTURE(feature("kernels"));
+            CAPTURE(threads);
+            for (const dims &mnk : {dims{2053, 128, 128}, dims{13, 65, 600}, dims{77, 114, 512}}) {
+                const int64_t m = mnk[0], n = mnk[1], k = mnk[2];
+                CAPTURE(m);
+                CAPTURE(k);
+                auto padded = std::make_shared<block>(m * (k + 3));
+                tensor rows = view(padded, {m, k}, {k + 3, 1});
+                tensor cols = view(std::make_shared<block>(m * k), {m, k}, {1, m});
+                tensor strided = view(std::make_shared<block>(2 * m * k), {m, k}, {2 * k, 2});
+                tensor b = dense({k, n});
+                fill_random(rows, 21);
+                fill_random(b, 22);
+                for (int64_t i = 0; i < m; ++i)
+                    for (int64_t p = 0; p < k; ++p) cols.at({i, p}) = strided.at({i, p}) = rows.at({i, p});
+                tensor c_rows = dense({m, n}), c_cols = dense({m, n}), c_strided = dense({m, n});
+                run_ok(TF_OP_MATMUL, {rows.d, b.d}, c_rows.d);
+                run_ok(TF_OP_MATMUL, {cols.d, b.d}, c_cols.d);
+                run_ok(TF_OP_MATMUL, {strided.d, b.d}, c_strided.d);
+                int bad = 0;
+                for (int64_t i = 0; i < m; ++i)
+                    for (int64_t j = 0; j < n; ++j)
+                        bad += std::memcmp(&c_rows.at({i, j}), &c_cols.at({i, j}), sizeof(float)) != 0 ||
+                               std::memcmp(&c_rows.at({i, j}), &c_strided.at({i, j}), sizeof(float)) != 0;
+                CHECK(bad == 0);
+                check_matmul(rows, b, c_rows);
+            }
+        }
+    }
+    restart(nullptr, nullptr);
+}
+
 TEST_CASE("a product computed transposed (a narrow B) has the bits of the same columns of a wide one") {
     // [32 x k] x [k x 9] fills a quarter of the native register tiles and runs as C^T = B^T A^T;
     // [32 x k] x [k x 32] does not. Their first 9 columns are the same sums, so the same bits;

@@ -954,6 +954,25 @@ TEST_CASE("exp, float dtypes") {
     CHECK(get_raw<uint16_t>(bo) == std::vector<uint16_t>{0x3f80, 0x402e, 0x40ec});
 }
 
+TEST_CASE("exp on a dense f32 tensor is e^x in double rounded once") {
+    // The dense f32 path (kernels_erf.cpp, vector_erf.h's exp_rounded) across the f32 range:
+    // subnormal results, 0 below, inf above FLT_MAX; the same bits as libm's double exp rounded
+    // to f32 (cpu-vector-erf sweeps 2 million arguments for the same).
+    std::vector<float> x;
+    for (int i = 0; i < 4099; ++i) x.push_back(-110.0f + 200.0f * static_cast<float>(i) / 4098.0f);
+    tensor f = make(TF_DTYPE_F32, {static_cast<int64_t>(x.size())});
+    set_raw<float>(f, x);
+    tensor fo = make(TF_DTYPE_F32, {static_cast<int64_t>(x.size())});
+    run_ok(TF_OP_EXP, {&f}, fo);
+    const auto r = get_raw<float>(fo);
+    int bad = 0;
+    for (size_t i = 0; i < x.size(); ++i)
+        bad += f32_bits(r[i]) != f32_bits(static_cast<float>(std::exp(static_cast<double>(x[i]))));
+    CHECK(bad == 0);
+    CHECK(r.front() == 0.0f);
+    CHECK(r.back() == INFINITY);
+}
+
 TEST_CASE("division: integers truncate, floats follow IEEE") {
     for (int32_t dt : {TF_DTYPE_I32, TF_DTYPE_I64}) {
         tensor a = make(dt, {4}, {7, -7, 7, -7});

@@ -1046,6 +1046,53 @@ TEST_CASE("attention matches softmax(q k^T) v, with causal and a broadcast mask"
         }
     }
 
+    // The transformer's layout: q, k and v are the heads' column blocks of one [B, T, 3 H D]
+    // projection (rows 3 H D floats apart, copied row by row), the mask one scalar broadcast to
+    // every axis (stride 0 everywhere, filled once). A constant mask cancels in the softmax; -inf
+    // hides every key, so every output is NaN, which tells the fill from a zero one.
+    {
+        const int64_t b = 2, h = 2, t = 5, dd = 4, row = 3 * h * dd;
+        const values all = random_f32(static_cast<size_t>(b * t * row), 45);
+        const tensor qkv = f32({b, t, row}, all);
+        auto head_view = [&](int64_t part) {
+            tensor x = qkv;
+            x.d = describe(TF_DTYPE_F32, {b, h, t, dd}, {t * row, dd, row, 1}, part * h * dd);
+            x.d.data = qkv.d.data;
+            x.d.buffer = qkv.d.buffer;
+            return x;
+        };
+        const tensor q = head_view(0), k = head_view(1), v = head_view(2);
+        values qd, kd, vd;  // the same heads dense, [b, h, t, dd]
+        for (int64_t bb = 0; bb < b; ++bb)
+            for (int64_t hh = 0; hh < h; ++hh)
+                for (int64_t tt = 0; tt < t; ++tt)
+                    for (int64_t e = 0; e < dd; ++e) {
+                        const size_t at = static_cast<size_t>((bb * t + tt) * row + hh * dd + e);
+                        qd.push_back(all[at]);
+                        kd.push_back(all[at + static_cast<size_t>(h * dd)]);
+                        vd.push_back(all[at + static_cast<size_t>(2 * h * dd)]);
+                    }
+        for (const double value : {0.75, static_cast<double>(-INFINITY)}) {
+            INFO("scalar mask ", value);
+            const tensor scalar = f32({1}, {value});
+            tensor mask = scalar;
+            mask.d = describe(TF_DTYPE_F32, {b, h, t, t}, {0, 0, 0, 0}, 0);
+            mask.d.data = scalar.d.data;
+            mask.d.buffer = scalar.d.buffer;
+            const tensor out = make(TF_DTYPE_F32, {b, h, t, dd});
+            const tf_params_attention p{sizeof(tf_params_attention), 1, 0, 0.5};
+            run_ok(TF_OP_ATTENTION, {&q, &k, &v, &mask}, out, &p);
+            const values mv(static_cast<size_t>(b * h * t * t), value);
+            const values ref = naive_attention(b * h, t, t, dd, dd, qd, kd, vd, mv, true, 0.5);
+            const values got = get(out);
+            if (value == -INFINITY) {
+                for (const double g : got) CHECK(std::isnan(g));
+            } else {
+                check_close(got, ref, 1e-5);
+            }
+        }
+    }
+
     // Causal with Tq > Tk: the first Tq - Tk queries see no key and give NaN; so does a row
     // masked entirely with -inf.
     const tensor q = f32({3, 2}, {1, 0, 0, 1, 1, 1}), k = f32({2, 2}, {1, 0, 0, 1}), v = f32({2, 1}, {10, 20});

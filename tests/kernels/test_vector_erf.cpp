@@ -1,5 +1,5 @@
-// The cpu plugin's f32 erf and gelu (plugins/cpu/vector_erf.h) against the double path they
-// replace: libm's erf and erfc in double, rounded once to f32.
+// The cpu plugin's f32 erf, gelu and exp (plugins/cpu/vector_erf.h) against the double path
+// they replace: libm's erf, erfc and exp in double, rounded once to f32.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -66,6 +66,35 @@ TEST_CASE("vec::gelu is within 0.501 ulp of x Phi(x) with libm's double erfc") {
     CHECK(s.checked > 1'000'000);
     CHECK(s.worst <= 0.5 + 1e-3);
     CHECK(s.differ * 10000 <= s.checked);
+}
+
+TEST_CASE("vec::exp_rounded is within 0.501 ulp of libm's double exp") {
+    // Every 997th pattern with |x| <= 104 covers results from the subnormals (below -87.3) to
+    // FLT_MAX (88.7) and the overflow to inf above it; ulps() measures against the double
+    // rounded to f32, so an inf result of a finite exact value is an infinite distance.
+    const Sweep s = sweep([](float x) { return tf_cpu::vec::exp_rounded(x); },
+                          [](double x) { return std::exp(x); }, 88.7f);
+    INFO("worst ", s.worst, " ulp at x = ", s.worst_x, "; ", s.differ, " of ", s.checked, " differ from the double path");
+    CHECK(s.checked > 1'000'000);
+    CHECK(s.worst <= 0.5 + 1e-3);
+    CHECK(s.differ * 10000 <= s.checked);
+    // Subnormal results round once from double too: the same bits as the double path.
+    for (float x = -103.9f; x < -87.4f; x += 0.37f)
+        CHECK(tf_cpu::vec::exp_rounded(x) == static_cast<float>(std::exp(static_cast<double>(x))));
+}
+
+TEST_CASE("vec::exp_rounded at the edges") {
+    using tf_cpu::vec::exp_rounded;
+    CHECK(std::isnan(exp_rounded(NAN)));
+    CHECK(exp_rounded(INFINITY) == INFINITY);
+    CHECK(exp_rounded(89.0f) == INFINITY);
+    CHECK(exp_rounded(88.7f) == static_cast<float>(std::exp(static_cast<double>(88.7f))));  // finite, near FLT_MAX
+    CHECK(exp_rounded(-INFINITY) == 0.0f);
+    CHECK(exp_rounded(-104.0f) == 0.0f);
+    CHECK(exp_rounded(-1e30f) == 0.0f);
+    CHECK(exp_rounded(0.0f) == 1.0f);
+    CHECK(exp_rounded(-0.0f) == 1.0f);
+    CHECK(exp_rounded(1.0f) == static_cast<float>(std::numbers::e));
 }
 
 TEST_CASE("vec::erf and vec::gelu at the edges") {
