@@ -96,6 +96,7 @@ kernel void tf_index(const index_params pv, TF_KERNEL_ARGS) {
             float v = valid ? ld_float(T[1], IN_DT, p->in_base + (uint)index * p->in_st[0] + c_last * p->in_st[1]) : 0.0f;
             st_float(T[0], OUT_DT, out_e, v);
         } else if (valid) {
+            // dweight is f32 here (for f16 and bf16 the plugin sums into f32 scratch and casts).
             float_add(T[0], p->out_base + (uint)index * p->out_st[0] + c_last * p->out_st[1], ld_float(T[1], IN_DT, in_e));
         }
     }

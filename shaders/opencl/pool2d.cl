@@ -1,5 +1,5 @@
-// 2-D pooling over [N, C, H, W] -> [N, C, OH, OW], f32, f16 or bf16, any strides: the OpenCL C port of
-// shaders/pool2d.comp (mode 0 max, 1 max backward, 2 avg, 3 avg backward). Forward modes run one
+// 2-D pooling over [N, C, H, W] -> [N, C, OH, OW], f32, f16 or bf16, any strides: the OpenCL C
+// port of shaders/pool2d.comp (mode 0 max, 1 max backward, 2 avg, 3 avg backward). Forward modes run one
 // work-item per output element, backward ones one per input element. Slots: 0 output;
 // mode 1: 1 dy, 2 x; modes 0, 2, 3: 1 input.
 TF_SPEC(0, uint, MODE, 0u)
