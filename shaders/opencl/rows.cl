@@ -1,7 +1,7 @@
 // Ops that work row by row, f32, f16 or bf16 (computed in f32), any strides: the OpenCL C port
 // of shaders/rows.comp (mode 0 softmax, 1 log_softmax, 2 layer_norm, 3 rms_norm,
-// 4 cross_entropy). One work-item per row; cross_entropy with reduction mean or sum runs one group that adds the rows' losses.
-// Slots: 0 y, 1 x, 2 weight or labels, 3 bias.
+// 4 cross_entropy). One work-item per row; cross_entropy with reduction mean or sum runs one
+// group that adds the rows' losses. Slots: 0 y, 1 x, 2 weight or labels, 3 bias.
 TF_SPEC(0, uint, MODE, 0u)
 TF_SPEC(1, uint, REDUCED, 0u)
 TF_SPEC(2, uint, INNER_FLAT, 1u)
