@@ -141,6 +141,10 @@ inline uint64_t align_down(uint64_t value, uint64_t alignment) { return value / 
 bool supports(const device_caps &caps, const tf_op_desc &op);
 // Records op (which supports() accepted) on dev.
 void run(kernel_device &dev, const tf_op_desc &op);
+// The kernel an op's own dispatches use (besides elementwise fills and casts, and reduce's sum
+// of a split GEMM); shader::count_ for ops no kernel serves. A plugin whose API lacks a port of
+// some kernel refuses that kernel's ops by it.
+shader kernel_of(uint32_t op);
 
 // ---- Parameter structs: 32-bit members only, in the shaders' order -------------------------------
 

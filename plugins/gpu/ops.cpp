@@ -22,7 +22,21 @@ bool tensor_fits(const device_caps &caps, const tf_tensor_desc &t) {
 
 enum class family { none, elementwise, reduce, gemm, nn, optim };
 
+// The host code of a family (ops_*.cpp) serves the ops of one or more kernels.
 family family_of(uint32_t op) {
+    switch (kernel_of(op)) {
+    case shader::elementwise: return family::elementwise;
+    case shader::reduce: return family::reduce;
+    case shader::gemm: return family::gemm;
+    case shader::pool2d: case shader::rows: case shader::index: case shader::attention: return family::nn;
+    case shader::optim: return family::optim;
+    default: return family::none;
+    }
+}
+
+}  // namespace
+
+shader kernel_of(uint32_t op) {
     switch (op) {
     case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_POW:
     case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_RELU_BACKWARD:
@@ -31,25 +45,26 @@ family family_of(uint32_t op) {
     case TF_OP_GELU_TANH: case TF_OP_SILU: case TF_OP_SQUARE: case TF_OP_ERF: case TF_OP_CLAMP:
     case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
     case TF_OP_WHERE: case TF_OP_CONTIGUOUS: case TF_OP_CAST: case TF_OP_FILL:
-        return family::elementwise;
+        return shader::elementwise;
     case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_VAR:
     case TF_OP_ARGMAX: case TF_OP_ARGMIN:
-        return family::reduce;
+        return shader::reduce;
     case TF_OP_MATMUL: case TF_OP_CONV2D: case TF_OP_CONV2D_GRAD_INPUT: case TF_OP_CONV2D_GRAD_WEIGHT:
-        return family::gemm;
+        return shader::gemm;
     case TF_OP_MAX_POOL2D: case TF_OP_MAX_POOL2D_BACKWARD: case TF_OP_AVG_POOL2D: case TF_OP_AVG_POOL2D_BACKWARD:
-    case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_LAYER_NORM: case TF_OP_RMS_NORM:
-    case TF_OP_CROSS_ENTROPY: case TF_OP_ONE_HOT: case TF_OP_EMBEDDING: case TF_OP_EMBEDDING_BACKWARD:
-    case TF_OP_ROPE: case TF_OP_ATTENTION:
-        return family::nn;
+        return shader::pool2d;
+    case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_LAYER_NORM: case TF_OP_RMS_NORM: case TF_OP_CROSS_ENTROPY:
+        return shader::rows;
+    case TF_OP_ONE_HOT: case TF_OP_EMBEDDING: case TF_OP_EMBEDDING_BACKWARD: case TF_OP_ROPE:
+        return shader::index;
+    case TF_OP_ATTENTION:
+        return shader::attention;
     case TF_OP_ADAMW_STEP: case TF_OP_SGD_STEP:
-        return family::optim;
+        return shader::optim;
     default:
-        return family::none;
+        return shader::count_;
     }
 }
-
-}  // namespace
 
 bool supports(const device_caps &caps, const tf_op_desc &op) {
     if (op.struct_size < sizeof(tf_op_desc)) return false;

@@ -70,6 +70,9 @@ bool as_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, operand &out
 
 bool device::run_matmul_library(const tf_op_desc &op) {
     const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &c = op.outputs[0];
+    // f16 and bf16 run on the own kernel (f32 accumulation): CLBlast's HGEMM needs cl_khr_fp16
+    // and has no bf16 (docs/performance.md has the comparison with converting around SGEMM).
+    if (c.dtype != TF_DTYPE_F32) return false;
     const int r = c.rank;
     const int64_t M = c.shape[r - 2], N = c.shape[r - 1], K = a.shape[r - 1];
     if (M == 0 || N == 0 || K == 0) return false;

@@ -195,44 +195,12 @@ tf_status cl_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, ui
 
 // ---- Ops ------------------------------------------------------------------------------------------------
 
-// The kernel file an op needs besides elementwise and reduce (which every op may use).
-shader kernel_of(uint32_t op) {
-    switch (op) {
-    case TF_OP_MATMUL: case TF_OP_CONV2D: case TF_OP_CONV2D_GRAD_INPUT: case TF_OP_CONV2D_GRAD_WEIGHT:
-        return shader::gemm;
-    case TF_OP_MAX_POOL2D: case TF_OP_MAX_POOL2D_BACKWARD: case TF_OP_AVG_POOL2D: case TF_OP_AVG_POOL2D_BACKWARD:
-        return shader::pool2d;
-    case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_LAYER_NORM: case TF_OP_RMS_NORM: case TF_OP_CROSS_ENTROPY:
-        return shader::rows;
-    case TF_OP_ONE_HOT: case TF_OP_EMBEDDING: case TF_OP_EMBEDDING_BACKWARD: case TF_OP_ROPE:
-        return shader::index;
-    case TF_OP_ATTENTION:
-        return shader::attention;
-    case TF_OP_ADAMW_STEP: case TF_OP_SGD_STEP:
-        return shader::optim;
-    default:
-        return shader::elementwise;
-    }
-}
-
-// f16 and bf16 operands: the shared supports() claims them for the GLSL kernels, whose
-// common.glsl packs two per word; shaders/opencl/common.cl has no 16-bit element access yet.
-bool has_16bit_float(const tf_op_desc &op) {
-    auto half = [](const tf_tensor_desc &t) { return t.dtype == TF_DTYPE_F16 || t.dtype == TF_DTYPE_BF16; };
-    tf_kit::op_rule rule{};
-    if (tf_kit::check_call(&op, &rule, nullptr) != TF_STATUS_OK) return false;
-    for (uint32_t i = 0; i < rule.n_inputs; ++i)
-        if (half(op.inputs[i])) return true;
-    for (uint32_t i = 0; i < rule.n_outputs; ++i)
-        if (half(op.outputs[i])) return true;
-    return false;
-}
-
 // The shared kernels' answer (plugins/gpu/ops.cpp), for ops whose kernel file is ported.
 bool supported(int32_t device, const tf_op_desc *op) {
     tf_cl::device *dev = device_at(device);
-    if (!dev || !op || tf_shaders::shader_code_of(kernel_of(op->op)).size == 0) return false;
-    if (has_16bit_float(*op)) return false;
+    if (!dev || !op) return false;
+    const shader kernel = tf_kernels::kernel_of(op->op);
+    if (kernel == shader::count_ || tf_shaders::shader_code_of(kernel).size == 0) return false;
     return tf_kernels::supports(dev->caps(), *op);
 }
 

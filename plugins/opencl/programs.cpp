@@ -9,6 +9,7 @@
 
 #include "atomic_file.hpp"
 #include "regular_file.hpp"
+#include "selectors.hpp"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -25,29 +26,6 @@ namespace {
 
 constexpr std::size_t max_binary_bytes = 16u << 20;
 constexpr uint64_t max_cache_bytes = 256ull << 20;
-
-struct selector {
-    uint32_t id;
-    std::string name, value;
-};
-
-// The kernel's TF_SPEC(id, type, NAME, default) lines (at the start of a line).
-std::vector<selector> selectors_of(std::string_view text) {
-    std::vector<selector> out;
-    size_t at = 0;
-    while ((at = text.find("\nTF_SPEC(", at)) != std::string_view::npos) {
-        at += 9;
-        const size_t end = text.find(')', at);
-        if (end == std::string_view::npos) break;
-        std::string args(text.substr(at, end - at));
-        for (char &c : args)
-            if (c == ',') c = ' ';
-        unsigned id = 0;
-        char type[32] = {}, name[64] = {}, value[32] = {};
-        if (std::sscanf(args.c_str(), "%u %31s %63s %31s", &id, type, name, value) == 4) out.push_back({id, name, value});
-    }
-    return out;
-}
 
 uint64_t fnv1a(uint64_t hash, std::string_view text) {
     for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
@@ -103,7 +81,7 @@ cl_kernel device::kernel_for(const pipeline_key &key) {
     // -w: the selectors make some conditions constant, and pocl prints the count of such warnings
     // on the application's stderr.
     std::string options = "-cl-std=CL1.2 -cl-single-precision-constant -w";
-    for (const selector &s : selectors_of(text)) {
+    for (const tf_kernels::kernel_selector &s : tf_kernels::selectors_of(text)) {
         char define[128];
         if (s.id < key.count) std::snprintf(define, sizeof define, " -D%s=%uu", s.name.c_str(), key.spec[s.id]);
         else std::snprintf(define, sizeof define, " -D%s=%s", s.name.c_str(), s.value.c_str());

@@ -3,6 +3,7 @@
 // specialization constants: each selector is a #define placed right after the #version line;
 // the selectors' names and types come from the kernel's own TF_SPEC lines.
 #include "device.hpp"
+#include "selectors.hpp"
 #include "shaders_embedded.h"
 
 #include <chrono>
@@ -13,29 +14,6 @@
 namespace tf_gl {
 
 namespace {
-
-struct selector {
-    uint32_t id;
-    std::string type, name;
-};
-
-// The kernel's TF_SPEC(id, type, NAME, default) lines (at the start of a line).
-std::vector<selector> selectors_of(std::string_view text) {
-    std::vector<selector> out;
-    size_t at = 0;
-    while ((at = text.find("\nTF_SPEC(", at)) != std::string_view::npos) {
-        at += 9;
-        const size_t end = text.find(')', at);
-        if (end == std::string_view::npos) break;
-        std::string args(text.substr(at, end - at));
-        for (char &c : args)
-            if (c == ',') c = ' ';
-        unsigned id = 0;
-        char type[32] = {}, name[64] = {};
-        if (std::sscanf(args.c_str(), "%u %31s %63s", &id, type, name) == 3) out.push_back({id, type, name});
-    }
-    return out;
-}
 
 std::string info_log(GLuint object, bool program) {
     GLint length = 0;
@@ -60,7 +38,7 @@ GLuint device::program_for(const pipeline_key &key) {
     // The defines go after the first line (#version 430), before the prelude's defaults.
     const size_t first_line = text.find('\n') + 1;
     std::string source(text.substr(0, first_line));
-    for (const selector &s : selectors_of(text)) {
+    for (const tf_kernels::kernel_selector &s : tf_kernels::selectors_of(text)) {
         if (s.id >= key.count) continue;  // the default from assemble.py applies
         const uint32_t v = key.spec[s.id];
         char line[128];

@@ -1,6 +1,9 @@
-// attention: out[..., i, :] = softmax(q_i k^T * scale + mask_i [+ causal]) v, f32, any strides.
+// attention: out[..., i, :] = softmax(q_i k^T * scale + mask_i [+ causal]) v, f32, f16 or bf16
+// (computed in f32, out rounded once), any strides.
 // The OpenCL C port of shaders/attention.comp: one group of 64 work-items per query row, the
 // row's Tk scores in local memory. Slots: 0 out, 1 q, 2 k, 3 v, 4 mask.
+TF_SPEC(0, uint, DT, 0u)  // every operand: f32, f16 or bf16 (scores, softmax and sums in f32)
+
 #define TF_MAX_KEYS 2048u
 
 typedef struct {
@@ -56,8 +59,8 @@ kernel void tf_attention(const attention_params pv, TF_KERNEL_ARGS) {
             float dot_ = 0.0f;
             uint k_row = at[2] + j * p->row_st[2];
             for (uint e = 0u; e < p->d; ++e)
-                dot_ += ld_f32(T[1], q_row + e * p->col_st[1]) * ld_f32(T[2], k_row + e * p->col_st[2]);
-            float score = dot_ * p->scale + ld_f32(T[4], m_row + j * p->col_st[4]);
+                dot_ += ld_float(T[1], DT, q_row + e * p->col_st[1]) * ld_float(T[2], DT, k_row + e * p->col_st[2]);
+            float score = dot_ * p->scale + ld_float(T[4], DT, m_row + j * p->col_st[4]);
             if (p->causal != 0u && (int)j > last_visible) score = -TF_INF;
             s_score[j] = score;
             local_max = tf_max(local_max, score);
@@ -72,8 +75,8 @@ kernel void tf_attention(const attention_params pv, TF_KERNEL_ARGS) {
         float total = group_reduce(s_red, local_sum, false);
         for (uint c = t; c < p->dv; c += 64u) {
             float acc = 0.0f;
-            for (uint j = 0u; j < p->tk; ++j) acc += s_score[j] * ld_f32(T[3], at[3] + j * p->row_st[3] + c * p->col_st[3]);
-            st_f32(T[0], at[0] + i * p->row_st[0] + c * p->col_st[0], acc / total);
+            for (uint j = 0u; j < p->tk; ++j) acc += s_score[j] * ld_float(T[3], DT, at[3] + j * p->row_st[3] + c * p->col_st[3]);
+            st_float(T[0], DT, at[0] + i * p->row_st[0] + c * p->col_st[0], acc / total);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }

@@ -15,6 +15,8 @@
 
 // tf_dtype values from plugin.h.
 #define DT_F32 0u
+#define DT_F16 1u
+#define DT_BF16 2u
 #define DT_I32 3u
 #define DT_I64 4u
 #define DT_BOOL 5u
@@ -55,15 +57,85 @@ void st_bool(global uint *t, uint e, bool v) {
     if (v) atomic_or(t + (e >> 2u), 1u << shift);
 }
 
+// ---- 16-bit floats -------------------------------------------------------------------------------
+// f16 and bf16 are storage only, as in common.glsl: loaded as f32 (exact), computed and
+// accumulated in f32, rounded once on store. The conversions are common.glsl's integer code,
+// not vload_half/vstore_half or the device's half type: every driver then rounds the same way
+// (nearest, ties to even; NaN quiet with its sign and top payload bits), bit for bit with the
+// vulkan, opengl and cpu plugins, and no cl_khr_fp16 is needed. An element is a ushort of the
+// tensor's words (byte-addressable stores are core since OpenCL 1.1), so unlike the GLSL kernels
+// no atomics are needed to keep the other half of a word.
+
+bool tf_is_float(uint dtype) { return dtype == DT_F32 || dtype == DT_F16 || dtype == DT_BF16; }
+
+float tf_f16_to_f32(uint h) {
+    uint sign = (h & 0x8000u) << 16u;
+    uint e = (h >> 10u) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1fu) return as_float(sign | 0x7f800000u | (m << 13u) | (m != 0u ? 0x400000u : 0u));
+    if (e == 0u) {
+        if (m == 0u) return as_float(sign);
+        int lead = 31 - (int)clz(m);  // m * 2^-24 = 1.f * 2^(lead - 24)
+        return as_float(sign | ((uint)(lead + 103) << 23u) | ((m << (uint)(23 - lead)) & 0x7fffffu));
+    }
+    return as_float(sign | ((e + 112u) << 23u) | (m << 13u));
+}
+
+float tf_bf16_to_f32(uint h) { return as_float(h << 16u); }
+
+uint tf_f32_to_f16(float x) {
+    uint b = as_uint(x);
+    uint sign = (b >> 16u) & 0x8000u;
+    uint e = (b >> 23u) & 0xffu, m = b & 0x7fffffu;
+    if (e == 0xffu) return sign | 0x7c00u | (m != 0u ? 0x200u | (m >> 13u) : 0u);
+    if (e > 142u) return sign | 0x7c00u;
+    if (e >= 113u) {
+        uint v = ((e - 112u) << 10u) | (m >> 13u);
+        uint rest = m & 0x1fffu;
+        if (rest > 0x1000u || (rest == 0x1000u && (v & 1u) != 0u)) v += 1u;
+        return sign | v;
+    }
+    uint shift = 126u - e;
+    if (e == 0u || shift > 24u) return sign;
+    uint mag = m | 0x800000u;
+    uint q = mag >> shift;
+    uint rest = mag & ((1u << shift) - 1u), half_ = 1u << (shift - 1u);
+    if (rest > half_ || (rest == half_ && (q & 1u) != 0u)) q += 1u;
+    return sign | q;
+}
+
+uint tf_f32_to_bf16(float x) {
+    uint b = as_uint(x);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (b >> 16u) | 0x40u;
+    return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
+
+uint tf_f32_to_half(uint dtype, float x) { return dtype == DT_F16 ? tf_f32_to_f16(x) : tf_f32_to_bf16(x); }
+
+uint ld_h16(global uint *t, uint e) { return ((global ushort *)t)[e]; }
+void st_h16(global uint *t, uint e, uint bits) { ((global ushort *)t)[e] = (ushort)bits; }
+
+// A float element of dtype f32, f16 or bf16, as f32; stores round once to the dtype.
+float ld_float(global uint *t, uint dtype, uint e) {
+    if (dtype == DT_F16) return tf_f16_to_f32(ld_h16(t, e));
+    if (dtype == DT_BF16) return tf_bf16_to_f32(ld_h16(t, e));
+    return ld_f32(t, e);
+}
+void st_float(global uint *t, uint dtype, uint e, float v) {
+    if (dtype == DT_F32) st_f32(t, e, v);
+    else st_h16(t, e, tf_f32_to_half(dtype, v));
+}
+
 uint2 ld_raw(global uint *t, uint dtype, uint e) {
     if (dtype == DT_I64) return ld_i64(t, e);
     if (dtype == DT_BOOL) return (uint2)(ld_bool(t, e) ? 1u : 0u, 0u);
+    if (dtype == DT_F16 || dtype == DT_BF16) return (uint2)(ld_h16(t, e), 0u);
     return (uint2)(t[e], 0u);
 }
 
 void st_raw(global uint *t, uint dtype, uint e, uint2 v) {
     if (dtype == DT_I64) st_i64(t, e, v);
     else if (dtype == DT_BOOL) st_bool(t, e, v.x != 0u);
+    else if (dtype == DT_F16 || dtype == DT_BF16) st_h16(t, e, v.x);
     else t[e] = v.x;
 }
 
@@ -80,7 +152,7 @@ bool ld_index(global uint *t, uint dtype, uint e, int *value) {
     return true;
 }
 
-// ---- Division by a divisor known to the host (magic_of in shaders/host) ---------------------------
+// ---- Division by a divisor known to the host (magic_of in plugins/gpu) ---------------------------
 
 uint tf_div(uint n, uint m, uint s) {
     uint hi = mul_hi(m, n);
@@ -259,27 +331,78 @@ int f32_to_i32(float x) {
     return (int)t;
 }
 
+// An integer as f16 or bf16 bits, rounded once from its exact value (common.glsl).
+uint tf_i64_to_half(uint2 v, uint dtype) {
+    bool neg = (int)v.y < 0;
+    uint2 m = neg ? i64_neg(v) : v;
+    if (m.x == 0u && m.y == 0u) return 0u;
+    uint sign = neg ? 0x8000u : 0u;
+    int msb = m.y != 0u ? 63 - (int)clz(m.y) : 31 - (int)clz(m.x);
+    uint top;
+    if (msb >= 32) {
+        int lead = 63 - msb;
+        top = lead == 0 ? m.y : (m.y << (uint)lead) | (m.x >> (uint)(32 - lead));
+        uint rest = lead == 0 ? m.x : m.x << (uint)lead;
+        if (rest != 0u) top |= 1u;
+    } else {
+        top = m.x << (uint)(31 - msb);
+    }
+    uint mbits = dtype == DT_F16 ? 10u : 7u;
+    uint shift = 31u - mbits;
+    uint q = top >> shift;
+    uint rest = top & ((1u << shift) - 1u), half_ = 1u << (shift - 1u);
+    if (rest > half_ || (rest == half_ && (q & 1u) != 0u)) q += 1u;
+    if ((q >> (mbits + 1u)) != 0u) {
+        q >>= 1u;
+        msb += 1;
+    }
+    uint top_e = dtype == DT_F16 ? 31u : 255u;
+    uint biased = (uint)msb + (dtype == DT_F16 ? 15u : 127u);
+    if (biased >= top_e) return sign | (top_e << mbits);
+    return sign | (biased << mbits) | (q & ((1u << mbits) - 1u));
+}
+
+// A raw float value (f32, f16, bf16) as f32.
+float tf_raw_to_f32(uint2 v, uint dtype) {
+    if (dtype == DT_F16) return tf_f16_to_f32(v.x);
+    if (dtype == DT_BF16) return tf_bf16_to_f32(v.x);
+    return as_float(v.x);
+}
+
+// A raw value of dtype from as a raw value of dtype to (cast's rules, the cpu plugin's).
 uint2 tf_convert(uint2 v, uint from, uint to) {
     if (to == DT_BOOL) {
         if (from == DT_F32) return (uint2)((v.x & 0x7fffffffu) != 0u ? 1u : 0u, 0u);
+        if (from == DT_F16 || from == DT_BF16) return (uint2)((v.x & 0x7fffu) != 0u ? 1u : 0u, 0u);
         return (uint2)((v.x | v.y) != 0u ? 1u : 0u, 0u);
     }
     if (from == to) return v;
+    bool float_from = tf_is_float(from);
+    if (to == DT_F16 || to == DT_BF16) {
+        if (float_from) return (uint2)(tf_f32_to_half(to, tf_raw_to_f32(v, from)), 0u);
+        if (from == DT_BOOL) return (uint2)(v.x != 0u ? (to == DT_F16 ? 0x3c00u : 0x3f80u) : 0u, 0u);
+        return (uint2)(tf_i64_to_half(from == DT_I32 ? i64_from_int((int)v.x) : v, to), 0u);
+    }
     if (to == DT_F32) {
+        if (float_from) return (uint2)(as_uint(tf_raw_to_f32(v, from)), 0u);
         if (from == DT_I32) return (uint2)(as_uint((float)(int)v.x), 0u);
         if (from == DT_I64) return (uint2)(as_uint(i64_to_f32(v)), 0u);
         return (uint2)(as_uint(v.x != 0u ? 1.0f : 0.0f), 0u);
     }
     if (to == DT_I32) {
-        if (from == DT_F32) return (uint2)((uint)f32_to_i32(as_float(v.x)), 0u);
+        if (float_from) return (uint2)((uint)f32_to_i32(tf_raw_to_f32(v, from)), 0u);
         return (uint2)(v.x, 0u);
     }
-    if (from == DT_F32) return f32_to_i64(as_float(v.x));
+    if (float_from) return f32_to_i64(tf_raw_to_f32(v, from));
     if (from == DT_I32) return i64_from_int((int)v.x);
     return (uint2)(v.x, 0u);
 }
 
+// Bits of 0 and 1 in dtype (one_hot's values).
 uint2 tf_one(uint dtype, bool on) {
     if (!on) return (uint2)(0u, 0u);
-    return dtype == DT_F32 ? (uint2)(as_uint(1.0f), 0u) : (uint2)(1u, 0u);
+    if (dtype == DT_F32) return (uint2)(as_uint(1.0f), 0u);
+    if (dtype == DT_F16) return (uint2)(0x3c00u, 0u);
+    if (dtype == DT_BF16) return (uint2)(0x3f80u, 0u);
+    return (uint2)(1u, 0u);
 }

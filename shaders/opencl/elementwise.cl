@@ -6,7 +6,8 @@ TF_SPEC(0, uint, OP, 0u)      // EW_* below
 TF_SPEC(1, uint, DT_OUT, 0u)  // the output's dtype
 TF_SPEC(2, uint, DT_IN, 0u)   // the inputs' dtype (where: of a and b)
 TF_SPEC(3, uint, RANK, 1u)    // merged axes, 1..8; rank 1: element i at base + i * stride
-TF_SPEC(4, uint, PACKED, 0u)  // 1: bool output, contiguous, word-aligned: a word per work-item
+TF_SPEC(4, uint, PACKED, 0u)  // 4 (bool) or 2 (f16, bf16): output contiguous and word-aligned, a
+                              // word of PACKED elements per work-item; 0: an element each
 
 typedef struct {
     uint count, rank, pad0_, pad1_;
@@ -138,8 +139,8 @@ uint2 integer_op(uint2 a, uint2 b) {
 
 bool compare(uint2 a, uint2 b) {
     bool less, equal;
-    if (DT_IN == DT_F32) {
-        float x = as_float(a.x), y = as_float(b.x);
+    if (tf_is_float(DT_IN)) {
+        float x = tf_raw_to_f32(a, DT_IN), y = tf_raw_to_f32(b, DT_IN);  // exact
         if (tf_isnan(x) || tf_isnan(y)) return OP == EW_NE;
         less = x < y;
         equal = x == y;
@@ -166,10 +167,12 @@ bool compare(uint2 a, uint2 b) {
 uint2 evaluate(TF_T T, uint o1, uint o2, uint o3, uint2 arg) {
     if (OP < EW_EQ) {
         bool binary = OP >= EW_ADD;
-        if (DT_OUT != DT_F32)
+        if (!tf_is_float(DT_OUT))
             return integer_op(ld_raw(T[1], DT_OUT, o1), binary ? ld_raw(T[2], DT_OUT, o2) : (uint2)(0u, 0u));
-        float a = ld_f32(T[1], o1);
-        return (uint2)(as_uint(binary ? binary_f32(a, ld_f32(T[2], o2)) : unary_f32(a, arg)), 0u);
+        // f16 and bf16 compute in f32 and round once to the output's dtype.
+        float a = ld_float(T[1], DT_OUT, o1);
+        float r = binary ? binary_f32(a, ld_float(T[2], DT_OUT, o2)) : unary_f32(a, arg);
+        return (uint2)(DT_OUT == DT_F32 ? as_uint(r) : tf_f32_to_half(DT_OUT, r), 0u);
     }
     if (OP <= EW_GE) return (uint2)(compare(ld_raw(T[1], DT_IN, o1), ld_raw(T[2], DT_IN, o2)) ? 1u : 0u, 0u);
     if (OP == EW_WHERE) return ld_bool(T[1], o1) ? ld_raw(T[2], DT_IN, o2) : ld_raw(T[3], DT_IN, o3);
@@ -206,20 +209,25 @@ kernel void tf_elementwise(const ew_params pv, TF_KERNEL_ARGS) {
         }
         return;
     }
-    uint words = (count + 3u) / 4u;
+    // Output contiguous, base a multiple of PACKED: word u holds elements PACKED u .. PACKED u +
+    // PACKED - 1 (bytes of a bool, halves of an f16 or bf16), written with one plain store.
+    uint words = (count + PACKED - 1u) / PACKED;
+    uint bits = 32u / PACKED;
     for (uint u = get_global_id(0); u < words; u += step) {
-        uint first = 4u * u;
-        if (first + 4u <= count) {
+        uint first = PACKED * u;
+        if (first + PACKED <= count) {
             uint word = 0u;
-            for (uint k = 0u; k < 4u; ++k) {
+            for (uint k = 0u; k < PACKED; ++k) {
                 uint4 off = offsets_of(p, first + k);
-                word |= (evaluate(T, off.y, off.z, off.w, arg).x != 0u ? 1u : 0u) << (8u * k);
+                uint v = evaluate(T, off.y, off.z, off.w, arg).x;
+                word |= (PACKED == 4u ? (v != 0u ? 1u : 0u) : v) << (bits * k);
             }
-            T[0][(p->base[0] >> 2u) + u] = word;
+            T[0][p->base[0] / PACKED + u] = word;
         } else {
+            // The last, partial word: its other elements may belong to other tensors.
             for (uint i = first; i < count; ++i) {
                 uint4 off = offsets_of(p, i);
-                st_bool(T[0], off.x, evaluate(T, off.y, off.z, off.w, arg).x != 0u);
+                st_raw(T[0], DT_OUT, off.x, evaluate(T, off.y, off.z, off.w, arg));
             }
         }
     }

@@ -2,11 +2,12 @@
 // port of shaders/gemm.comp, where the modes and tiles are explained):
 //   mode 0 matmul, 1 conv2d (implicit GEMM), 2 conv2d_grad_input, 3 conv2d_grad_weight.
 // Groups of 8 x 8 work-items compute (8 ROWS) x (8 COLS) tiles; SPLIT splits K over z into a
-// scratch tensor the host then sums.
+// scratch tensor the host then sums (f32 partial sums; C is rounded once to DT at the end).
 TF_SPEC(0, uint, MODE, 0u)
 TF_SPEC(1, uint, ROWS, 8u)
 TF_SPEC(2, uint, SPLIT, 0u)
 TF_SPEC(3, uint, COLS, 8u)
+TF_SPEC(4, uint, DT, 0u)  // the operands' dtype: f32, f16 or bf16 (loaded as f32, accumulated in f32)
 
 #define TM (8u * ROWS)
 #define TN (8u * COLS)
@@ -56,7 +57,7 @@ float x_tap(const gemm_params *p, TF_T T, uint b, uint ch, uint oy, uint ox, uin
     int ih = (int)oy * p->stride_h - p->pad_h + (int)r * p->dil_h;
     int iw = (int)ox * p->stride_w - p->pad_w + (int)s * p->dil_w;
     if (ih < 0 || iw < 0 || ih >= (int)p->h || iw >= (int)p->w) return 0.0f;
-    return ld_f32(T[X_SLOT], x_index(p, b, ch, (uint)ih, (uint)iw));
+    return ld_float(T[X_SLOT], DT, x_index(p, b, ch, (uint)ih, (uint)iw));
 }
 
 uint3 tap_of(const gemm_params *p, uint k) {
@@ -74,21 +75,21 @@ uint3 position_of(const gemm_params *p, uint n, int plane, int cols, uint plane_
 }
 
 float load_a(const gemm_params *p, TF_T T, uint ga, uint m, uint k, uint z) {
-    if (MODE == 0u) return ld_f32(T[1], ga + m * p->a_rs + k * p->a_cs);
+    if (MODE == 0u) return ld_float(T[1], DT, ga + m * p->a_rs + k * p->a_cs);
     if (MODE == 1u) {
         uint3 t = tap_of(p, k);
-        return ld_f32(T[2], w_index(p, z * p->og + m, t.x, t.y, t.z));
+        return ld_float(T[2], DT, w_index(p, z * p->og + m, t.x, t.y, t.z));
     }
     if (MODE == 2u) {
         uint3 t = tap_of(p, k);
-        return ld_f32(T[2], w_index(p, z * p->og + t.x, m, t.y, t.z));
+        return ld_float(T[2], DT, w_index(p, z * p->og + t.x, m, t.y, t.z));
     }
     uint3 at = position_of(p, k, D_OPLANE, D_OW, p->oh * p->ow, p->ow);
-    return ld_f32(T[1], y_index(p, at.x, z * p->og + m, at.y, at.z));
+    return ld_float(T[1], DT, y_index(p, at.x, z * p->og + m, at.y, at.z));
 }
 
 float load_b(const gemm_params *p, TF_T T, uint gb, uint k, uint n, uint z) {
-    if (MODE == 0u) return ld_f32(T[2], gb + k * p->b_rs + n * p->b_cs);
+    if (MODE == 0u) return ld_float(T[2], DT, gb + k * p->b_rs + n * p->b_cs);
     if (MODE == 1u) {
         uint3 t = tap_of(p, k);
         uint3 at = position_of(p, n, D_OPLANE, D_OW, p->oh * p->ow, p->ow);
@@ -103,7 +104,7 @@ float load_b(const gemm_params *p, TF_T T, uint gb, uint k, uint n, uint z) {
         uint oy = div_by(p, (uint)th, D_SH), ox = div_by(p, (uint)tw, D_SW);
         if (oy * (uint)p->stride_h != (uint)th || ox * (uint)p->stride_w != (uint)tw || oy >= p->oh || ox >= p->ow)
             return 0.0f;
-        return ld_f32(T[1], y_index(p, at.x, z * p->og + t.x, oy, ox));
+        return ld_float(T[1], DT, y_index(p, at.x, z * p->og + t.x, oy, ox));
     }
     uint3 at = position_of(p, k, D_OPLANE, D_OW, p->oh * p->ow, p->ow);
     uint3 t = tap_of(p, n);
@@ -112,16 +113,16 @@ float load_b(const gemm_params *p, TF_T T, uint gb, uint k, uint n, uint z) {
 
 void store_c(const gemm_params *p, TF_T T, uint gc, uint m, uint n, uint z, float v) {
     if (MODE == 0u) {
-        st_f32(T[0], gc + m * p->c_rs + n * p->c_cs, v);
+        st_float(T[0], DT, gc + m * p->c_rs + n * p->c_cs, v);
     } else if (MODE == 1u) {
         uint3 at = position_of(p, n, D_OPLANE, D_OW, p->oh * p->ow, p->ow);
-        st_f32(T[0], y_index(p, at.x, z * p->og + m, at.y, at.z), v);
+        st_float(T[0], DT, y_index(p, at.x, z * p->og + m, at.y, at.z), v);
     } else if (MODE == 2u) {
         uint3 at = position_of(p, n, D_IPLANE, D_W, p->h * p->w, p->w);
-        st_f32(T[0], x_index(p, at.x, z * p->cg + m, at.y, at.z), v);
+        st_float(T[0], DT, x_index(p, at.x, z * p->cg + m, at.y, at.z), v);
     } else {
         uint3 t = tap_of(p, n);
-        st_f32(T[0], w_index(p, z * p->og + m, t.x, t.y, t.z), v);
+        st_float(T[0], DT, w_index(p, z * p->og + m, t.x, t.y, t.z), v);
     }
 }
 

@@ -6,6 +6,7 @@
 TF_SPEC(0, uint, MODE, 0u)
 TF_SPEC(1, uint, OUT_DT, 0u)
 TF_SPEC(2, uint, IDX_DT, 3u)
+TF_SPEC(3, uint, IN_DT, 0u)    // slot 1's float dtype (weight, dy, x): f32, f16 or bf16, read as f32
 
 typedef struct {
     uint pad0_, count, rank, pad1_;
@@ -80,9 +81,9 @@ kernel void tf_index(const index_params pv, TF_KERNEL_ARGS) {
             float angle = 6.2831853071795865f * turns;
             float cs = cos(angle), sn = sin(angle);
             if (p->inverse != 0u) sn = -sn;
-            float x = ld_f32(T[1], in_e);
-            float y = ld_f32(T[1], in_e + (partner - c_last) * p->in_st[last]);
-            st_f32(T[0], out_e, first ? x * cs - y * sn : y * sn + x * cs);
+            float x = ld_float(T[1], IN_DT, in_e);
+            float y = ld_float(T[1], IN_DT, in_e + (partner - c_last) * p->in_st[last]);
+            st_float(T[0], OUT_DT, out_e, first ? x * cs - y * sn : y * sn + x * cs);
             continue;
         }
         int index;
@@ -92,10 +93,11 @@ kernel void tf_index(const index_params pv, TF_KERNEL_ARGS) {
         if (MODE == 0u) {
             st_raw(T[0], OUT_DT, out_e, tf_one(OUT_DT, valid && (uint)index == c_last));
         } else if (MODE == 1u) {
-            float v = valid ? ld_f32(T[1], p->in_base + (uint)index * p->in_st[0] + c_last * p->in_st[1]) : 0.0f;
-            st_f32(T[0], out_e, v);
+            float v = valid ? ld_float(T[1], IN_DT, p->in_base + (uint)index * p->in_st[0] + c_last * p->in_st[1]) : 0.0f;
+            st_float(T[0], OUT_DT, out_e, v);
         } else if (valid) {
-            float_add(T[0], p->out_base + (uint)index * p->out_st[0] + c_last * p->out_st[1], ld_f32(T[1], in_e));
+            // dweight is f32 here (for f16 and bf16 the plugin sums into f32 scratch and casts).
+            float_add(T[0], p->out_base + (uint)index * p->out_st[0] + c_last * p->out_st[1], ld_float(T[1], IN_DT, in_e));
         }
     }
 }

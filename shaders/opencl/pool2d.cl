@@ -1,8 +1,9 @@
-// 2-D pooling over [N, C, H, W] -> [N, C, OH, OW], f32, any strides: the OpenCL C port of
-// shaders/pool2d.comp (mode 0 max, 1 max backward, 2 avg, 3 avg backward). Forward modes run one
+// 2-D pooling over [N, C, H, W] -> [N, C, OH, OW], f32, f16 or bf16, any strides: the OpenCL C
+// port of shaders/pool2d.comp (mode 0 max, 1 max backward, 2 avg, 3 avg backward). Forward modes run one
 // work-item per output element, backward ones one per input element. Slots: 0 output;
 // mode 1: 1 dy, 2 x; modes 0, 2, 3: 1 input.
 TF_SPEC(0, uint, MODE, 0u)
+TF_SPEC(1, uint, DT, 0u)  // f32, f16 or bf16 (computed in f32, rounded once on store)
 
 typedef struct {
     uint pad0_, count, n, c;
@@ -28,7 +29,7 @@ int window_argmax(const pool_params *p, global uint *x, uint b, uint ch, int oy,
         for (int s = 0; s < p->kw; ++s) {
             int j = ox * p->sw - p->pw + s;
             if (j < 0 || j >= (int)p->w) continue;
-            float v = ld_f32(x, x_at(p, b, ch, i, j));
+            float v = ld_float(x, DT, x_at(p, b, ch, i, j));
             if (where_ < 0 || (!tf_isnan(best) && (tf_isnan(v) || v > best))) {
                 best = v;
                 where_ = i * (int)p->w + j;
@@ -69,7 +70,7 @@ kernel void tf_pool2d(const pool_params pv, TF_KERNEL_ARGS) {
             float v;
             if (MODE == 0u) {
                 int at = window_argmax(p, T[1], b, ch, i, j);
-                v = ld_f32(T[1], x_at(p, b, ch, at / (int)p->w, at % (int)p->w));
+                v = ld_float(T[1], DT, x_at(p, b, ch, at / (int)p->w, at % (int)p->w));
             } else {
                 v = 0.0f;
                 for (int r = 0; r < p->kh; ++r) {
@@ -77,12 +78,12 @@ kernel void tf_pool2d(const pool_params pv, TF_KERNEL_ARGS) {
                     if (y < 0 || y >= (int)p->h) continue;
                     for (int s = 0; s < p->kw; ++s) {
                         int x = j * p->sw - p->pw + s;
-                        if (x >= 0 && x < (int)p->w) v += ld_f32(T[1], x_at(p, b, ch, y, x));
+                        if (x >= 0 && x < (int)p->w) v += ld_float(T[1], DT, x_at(p, b, ch, y, x));
                     }
                 }
                 v /= divisor(p, i, j);
             }
-            st_f32(T[0], p->out_base + b * p->out_st[0] + ch * p->out_st[1] + (uint)i * p->out_st[2] +
+            st_float(T[0], DT, p->out_base + b * p->out_st[0] + ch * p->out_st[1] + (uint)i * p->out_st[2] +
                              (uint)j * p->out_st[3], v);
             continue;
         }
@@ -97,12 +98,12 @@ kernel void tf_pool2d(const pool_params pv, TF_KERNEL_ARGS) {
             for (int ox = ox0; ox <= ox1; ++ox) {
                 uint dy_e = p->dy_base + b * p->y_st[0] + ch * p->y_st[1] + (uint)oy * p->y_st[2] + (uint)ox * p->y_st[3];
                 if (MODE == 1u) {
-                    if (window_argmax(p, T[2], b, ch, oy, ox) == i * (int)p->w + j) g += ld_f32(T[1], dy_e);
+                    if (window_argmax(p, T[2], b, ch, oy, ox) == i * (int)p->w + j) g += ld_float(T[1], DT, dy_e);
                 } else {
-                    g += ld_f32(T[1], dy_e) / divisor(p, oy, ox);
+                    g += ld_float(T[1], DT, dy_e) / divisor(p, oy, ox);
                 }
             }
         }
-        st_f32(T[0], p->out_base + b * p->out_st[0] + ch * p->out_st[1] + (uint)i * p->out_st[2] + (uint)j * p->out_st[3], g);
+        st_float(T[0], DT, p->out_base + b * p->out_st[0] + ch * p->out_st[1] + (uint)i * p->out_st[2] + (uint)j * p->out_st[3], g);
     }
 }

@@ -1,9 +1,12 @@
-// Reductions over axes (sum, mean, max, min, var) and along one axis (argmax, argmin), f32 in.
+// Reductions over axes (sum, mean, max, min, var) and along one axis (argmax, argmin). The input
+// is f32, f16 or bf16 (DT_IN), accumulated in f32; the output (DT_OUT) is rounded once at the end.
 // The OpenCL C port of shaders/reduce.comp: slot 0 output, slot 1 input.
 // PER_GROUP 0: one work-item per output element; 1: a group of 256 shares one output element.
 TF_SPEC(0, uint, OP, 0u)         // RD_* below
 TF_SPEC(1, uint, PER_GROUP, 0u)
 TF_SPEC(2, uint, R_FLAT, 1u)     // 1: at most one reduced axis after merging
+TF_SPEC(3, uint, DT_IN, 0u)      // f32, f16, bf16
+TF_SPEC(4, uint, DT_OUT, 0u)     // of sum ... var: f32, f16, bf16 (a K-split GEMM sums f32 into its output's)
 
 typedef struct {
     uint n_out, n_red, k_rank, r_rank;
@@ -69,7 +72,7 @@ void finish(const reduce_params *p, TF_T T, uint out_e, float value, uint index)
         return;
     }
     if (OP == RD_MEAN) value = p->n_red == 0u ? TF_NAN : value / (float)p->n_red;
-    st_f32(T[0], out_e, value);
+    st_float(T[0], DT_OUT, out_e, value);
 }
 
 void reduce_serial(const reduce_params *p, TF_T T, uint o) {
@@ -78,7 +81,7 @@ void reduce_serial(const reduce_params *p, TF_T T, uint o) {
     float acc = 0.0f;
     uint index = 0u;
     for (uint r = 0u; r < p->n_red; ++r) {
-        float x = ld_f32(T[1], input_at(p, first, r));
+        float x = ld_float(T[1], DT_IN, input_at(p, first, r));
         if (IS_ARG) {
             if (r == 0u || beats(x, r, acc, index)) {
                 acc = x;
@@ -92,7 +95,7 @@ void reduce_serial(const reduce_params *p, TF_T T, uint o) {
         float mean = acc / (float)p->n_red;
         float squares = 0.0f;
         for (uint r = 0u; r < p->n_red; ++r) {
-            float d = ld_f32(T[1], input_at(p, first, r)) - mean;
+            float d = ld_float(T[1], DT_IN, input_at(p, first, r)) - mean;
             squares += d * d;
         }
         acc = squares / divisor(p);
@@ -123,10 +126,10 @@ void reduce_group(const reduce_params *p, TF_T T, uint o, local float *s_value, 
     output_at(p, o, &first, &out_e);
     uint t = get_local_id(0);
     uint start = t < p->n_red ? t : 0u;
-    float acc = IS_EXTREME || IS_ARG ? ld_f32(T[1], input_at(p, first, start)) : 0.0f;
+    float acc = IS_EXTREME || IS_ARG ? ld_float(T[1], DT_IN, input_at(p, first, start)) : 0.0f;
     uint index = start;
     for (uint r = t; r < p->n_red; r += 256u) {
-        float x = ld_f32(T[1], input_at(p, first, r));
+        float x = ld_float(T[1], DT_IN, input_at(p, first, r));
         if (IS_ARG) {
             if (beats(x, r, acc, index)) {
                 acc = x;
@@ -145,7 +148,7 @@ void reduce_group(const reduce_params *p, TF_T T, uint o, local float *s_value, 
         float mean = value / (float)p->n_red;
         float squares = 0.0f;
         for (uint r = t; r < p->n_red; r += 256u) {
-            float d = ld_f32(T[1], input_at(p, first, r)) - mean;
+            float d = ld_float(T[1], DT_IN, input_at(p, first, r)) - mean;
             squares += d * d;
         }
         barrier(CLK_LOCAL_MEM_FENCE);

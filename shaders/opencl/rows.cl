@@ -1,10 +1,11 @@
-// Ops that work row by row, f32, any strides: the OpenCL C port of shaders/rows.comp
-// (mode 0 softmax, 1 log_softmax, 2 layer_norm, 3 rms_norm, 4 cross_entropy). One work-item per
-// row; cross_entropy with reduction mean or sum runs one group that adds the rows' losses.
-// Slots: 0 y, 1 x, 2 weight or labels, 3 bias.
+// Ops that work row by row, f32, f16 or bf16 (computed in f32), any strides: the OpenCL C port
+// of shaders/rows.comp (mode 0 softmax, 1 log_softmax, 2 layer_norm, 3 rms_norm,
+// 4 cross_entropy). One work-item per row; cross_entropy with reduction mean or sum runs one
+// group that adds the rows' losses. Slots: 0 y, 1 x, 2 weight or labels, 3 bias.
 TF_SPEC(0, uint, MODE, 0u)
 TF_SPEC(1, uint, REDUCED, 0u)
 TF_SPEC(2, uint, INNER_FLAT, 1u)
+TF_SPEC(3, uint, DT, 0u)  // x, weight, bias and y: f32, f16 or bf16 (f32 inside, y rounded once)
 
 typedef struct {
     uint pad0_, rows, len, outer_rank;
@@ -43,14 +44,14 @@ uint4 inner(const rows_params *p, uint j) {
 
 void softmax_row(const rows_params *p, TF_T T, uint x0, uint y0) {
     float m = -TF_INF;
-    for (uint j = 0u; j < p->len; ++j) m = tf_max(m, ld_f32(T[1], x0 + inner(p, j).x));
+    for (uint j = 0u; j < p->len; ++j) m = tf_max(m, ld_float(T[1], DT, x0 + inner(p, j).x));
     float s = 0.0f;
-    for (uint j = 0u; j < p->len; ++j) s += exp(ld_f32(T[1], x0 + inner(p, j).x) - m);
+    for (uint j = 0u; j < p->len; ++j) s += exp(ld_float(T[1], DT, x0 + inner(p, j).x) - m);
     float log_s = log(s);
     for (uint j = 0u; j < p->len; ++j) {
         uint4 o = inner(p, j);
-        float d = ld_f32(T[1], x0 + o.x) - m;
-        st_f32(T[0], y0 + o.y, MODE == 0u ? exp(d) / s : d - log_s);
+        float d = ld_float(T[1], DT, x0 + o.x) - m;
+        st_float(T[0], DT, y0 + o.y, MODE == 0u ? exp(d) / s : d - log_s);
     }
 }
 
@@ -58,34 +59,34 @@ void norm_row(const rows_params *p, TF_T T, uint x0, uint y0) {
     float n = (float)p->len;
     float mean = 0.0f;
     if (MODE == 2u) {
-        for (uint j = 0u; j < p->len; ++j) mean += ld_f32(T[1], x0 + inner(p, j).x);
+        for (uint j = 0u; j < p->len; ++j) mean += ld_float(T[1], DT, x0 + inner(p, j).x);
         mean /= n;
         if (tf_isinf(mean)) {
             mean = 0.0f;
-            for (uint j = 0u; j < p->len; ++j) mean += ld_f32(T[1], x0 + inner(p, j).x) / n;
+            for (uint j = 0u; j < p->len; ++j) mean += ld_float(T[1], DT, x0 + inner(p, j).x) / n;
         }
     }
     float squares = 0.0f;
     for (uint j = 0u; j < p->len; ++j) {
-        float d = ld_f32(T[1], x0 + inner(p, j).x) - mean;
+        float d = ld_float(T[1], DT, x0 + inner(p, j).x) - mean;
         squares += d * d;
     }
     float scale = 1.0f / sqrt(squares / n + p->eps);
     if (tf_isinf(squares)) {
         float m = 0.0f;
-        for (uint j = 0u; j < p->len; ++j) m = max(m, fabs(ld_f32(T[1], x0 + inner(p, j).x) - mean));
+        for (uint j = 0u; j < p->len; ++j) m = max(m, fabs(ld_float(T[1], DT, x0 + inner(p, j).x) - mean));
         float scaled = 0.0f;
         for (uint j = 0u; j < p->len; ++j) {
-            float q = (ld_f32(T[1], x0 + inner(p, j).x) - mean) / m;
+            float q = (ld_float(T[1], DT, x0 + inner(p, j).x) - mean) / m;
             scaled += q * q;
         }
         scale = 1.0f / (m * sqrt(scaled / n + p->eps / m / m));
     }
     for (uint j = 0u; j < p->len; ++j) {
         uint4 o = inner(p, j);
-        float v = (ld_f32(T[1], x0 + o.x) - mean) * scale * ld_f32(T[2], p->w_base + o.z);
-        if (MODE == 2u) v += ld_f32(T[3], p->b_base + o.w);
-        st_f32(T[0], y0 + o.y, v);
+        float v = (ld_float(T[1], DT, x0 + o.x) - mean) * scale * ld_float(T[2], DT, p->w_base + o.z);
+        if (MODE == 2u) v += ld_float(T[3], DT, p->b_base + o.w);
+        st_float(T[0], DT, y0 + o.y, v);
     }
 }
 
@@ -102,10 +103,10 @@ float row_loss(const rows_params *p, TF_T T, global uint *status, uint r, bool *
         return TF_NAN;
     }
     float m = -TF_INF;
-    for (uint j = 0u; j < p->len; ++j) m = tf_max(m, ld_f32(T[1], x0 + inner(p, j).x));
+    for (uint j = 0u; j < p->len; ++j) m = tf_max(m, ld_float(T[1], DT, x0 + inner(p, j).x));
     float s = 0.0f;
-    for (uint j = 0u; j < p->len; ++j) s += exp(ld_f32(T[1], x0 + inner(p, j).x) - m);
-    return m + log(s) - ld_f32(T[1], x0 + inner(p, label.x).x);
+    for (uint j = 0u; j < p->len; ++j) s += exp(ld_float(T[1], DT, x0 + inner(p, j).x) - m);
+    return m + log(s) - ld_float(T[1], DT, x0 + inner(p, label.x).x);
 }
 
 __attribute__((reqd_work_group_size(256, 1, 1)))
@@ -140,7 +141,7 @@ kernel void tf_rows(const rows_params pv, TF_KERNEL_ARGS) {
         if (t == 0u) {
             float v = s_loss[0];
             if (p->reduction == 1u) v = s_count[0] == 0u ? TF_NAN : v / (float)s_count[0];
-            st_f32(T[0], p->y_base, v);
+            st_float(T[0], DT, p->y_base, v);
         }
         return;
     }
@@ -154,7 +155,7 @@ kernel void tf_rows(const rows_params pv, TF_KERNEL_ARGS) {
         } else {
             bool counted;
             float loss = row_loss(p, T, TF_STATUS, r, &counted);
-            st_f32(T[0], y0, loss);
+            st_float(T[0], DT, y0, loss);
         }
     }
 }

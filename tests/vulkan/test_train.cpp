@@ -141,21 +141,20 @@ TEST_CASE("train: adamw_step_ and sgd_step_ are one dispatch each on the backend
             CHECK(stats.total_fallbacks == 0);
             const tf::Stats::Backend *gpu = stats.backend(TF_TEST_BACKEND);
             REQUIRE(gpu != nullptr);
-#ifdef TF_TEST_OPENCL
-            // No OpenCL C port of the optim family: the update runs as ordinary ops there.
-            CHECK(gpu->ops > 1);
-#else
             CHECK(gpu->ops == 1);
-#endif
         }
         CHECK(p_gpu.device() == gpu_device);
-        // GLSL's division and root are within 2.5 ulp, not correctly rounded: close, not equal.
+        // GLSL's and OpenCL's division and root may be 2.5 / 3 ulp off, not correctly rounded: close,
+        // not equal, is the contract (lavapipe and pocl round them correctly: the message counts bits).
         const std::vector<float> want = p_cpu.to_vector<float>(), got = p_gpu.to_vector<float>();
         const std::vector<float> want_a = a_cpu.to_vector<float>(), got_a = a_gpu.to_vector<float>();
+        std::size_t differ = 0;
         for (std::size_t i = 0; i < want.size(); ++i) {
             INFO("element " << i);
             CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5).scale(1.0));
             CHECK(got_a[i] == doctest::Approx(want_a[i]).epsilon(1e-5).scale(1.0));
+            differ += got[i] != want[i] || got_a[i] != want_a[i];
         }
+        MESSAGE("update " << which << ": " << differ << " of " << want.size() << " elements differ from cpu in their bits");
     }
 }
