@@ -202,6 +202,24 @@ def validation_loss(model, val, o):
     return total.item() / o.eval_batches
 
 
+def parameter_count(vocab, context, dim, layers):
+    per_block = 2 * 2 * dim + (dim * 3 * dim + 3 * dim) + (dim * dim + dim) + (dim * 4 * dim + 4 * dim) + (4 * dim * dim + dim)
+    return vocab * dim + context * dim + layers * per_block + 2 * dim + dim * vocab + vocab
+
+
+def memory_estimate(vocab, config, batch, training):
+    """Bytes the model needs on its device, as examples/char_gpt/model.cpp's training_bytes and
+    inference_bytes: parameters, gradients and AdamW's two moments plus what autograd keeps of
+    one batch (training), or parameters, the KV cache and one step's activations (sampling)."""
+    context, dim, layers, heads = CONFIGS[config]
+    params = parameter_count(vocab, context, dim, layers)
+    if training:
+        n = batch * context
+        activations = n * dim * (20 * layers + 4) + 2 * n * vocab + 4 * batch * heads * context * context
+        return 4 * (4 * params + activations)
+    return 4 * (params + 2 * layers * context * dim + (8 * dim + 2 * vocab))
+
+
 def backend_report():
     s = tf.stats()
     ran = [f"{name} ({b['ops']} ops)" for name, b in s["backends"].items() if b["ops"]]
@@ -234,12 +252,20 @@ def main():
 
     t_start = time.perf_counter()
     files, vocab, train, val = load_corpus(o.data)
+    need_train = memory_estimate(len(vocab), o.config, o.batch, True)
+    need_infer = memory_estimate(len(vocab), o.config, 1, False)
+    # The program states its requirement: with TINYFIN_BACKEND unset or auto, the best backend
+    # whose device has this much free memory is chosen (an error names each device otherwise).
+    tf.select_backend_for_memory(need_train if o.steps > 0 else need_infer)
+    tf.reset_stats()
     model = GPT(len(vocab), o.config, o.dropout, o.seed)
     context, dim, layers, heads = CONFIGS[o.config]
     params = sum(q.numel() for q in model.parameters())
     print(f"# tinyfin on {tf.default_device()}: {o.config} config, {layers} layers, {heads} heads, {dim} dims, "
           f"context {context}, vocab {len(vocab)}, {params} params; corpus {len(train) + len(val)} chars from "
           f"{len(files)} files (train {len(train)}, val {len(val)}), batch {o.batch}, seed {o.seed}")
+    print(f"memory estimate: training {need_train / 2**20:.1f} MiB (params, grads, AdamW state, one batch of "
+          f"activations), inference {need_infer / 2**20:.1f} MiB (params, KV cache)")
     if o.steps > 0:
         # AdamW with weight decay on matrices only: one optimizer per group (the update is per
         # parameter, so two optimizers are the C++ example's two parameter groups).
@@ -281,6 +307,9 @@ def main():
         train_s = time.perf_counter() - t0 - eval_seconds
         print(f"trained {o.steps} steps in {train_s:.1f}s: {tokens_per_step * o.steps / train_s:.0f} tokens/s")
     print(f"val loss {validation_loss(model, val, o):.3f}")
+    peak = max(b["peak_bytes_in_use"] for b in tf.stats()["backends"].values())
+    print(f"memory: estimate {(need_train if o.steps > 0 else need_infer) / 2**20:.1f} MiB, "
+          f"measured peak {peak / 2**20:.1f} MiB of tensors on {tf.backend_name()}")
     if o.sample > 0:
         prompt = [vocab.index(b) for b in o.prompt.encode("latin-1")]
         out, seconds = sample(model, prompt, o.sample, o.temperature, o.top_k, o.seed)

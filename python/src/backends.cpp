@@ -6,6 +6,12 @@ namespace tinyfin::python {
 void bind_backends(py::module_ &m) {
     m.def("backend_set", [](const std::string &list) { return set_backend(list); }, py::arg("backends"),
           "Selects backends like TINYFIN_BACKEND (\"auto\" or \"vulkan,blas\"); False when none is usable.");
+    m.def("select_backend_for_memory", [](uint64_t required_bytes, const std::string &preference) {
+        py::gil_scoped_release release;  // may load and initialise plugins
+        return select_backend_for_memory(required_bytes, preference);
+    }, py::arg("required_bytes"), py::arg("preference") = "",
+          "Selects the best backend (as backend_set(preference)) whose device has required_bytes free;\n"
+          "returns its name. Raises OutOfMemoryError naming every device when none fits.");
     m.def("backend_name", &backend_name);
     m.def("default_device", &default_device);
     m.def("available_backends", &available_backends);
@@ -31,6 +37,8 @@ void bind_backends(py::module_ &m) {
             d["bytes_to_host"] = b.bytes_to_host;
             d["allocations"] = b.allocations;
             d["bytes_allocated"] = b.bytes_allocated;
+            d["bytes_in_use"] = b.bytes_in_use;
+            d["peak_bytes_in_use"] = b.peak_bytes_in_use;
             backends[py::str(b.name)] = d;
         }
         py::dict fallbacks;

@@ -23,7 +23,7 @@ from ._C import (  # noqa: F401  (re-exported API)
     conv2d, max_pool2d, avg_pool2d, softmax, log_softmax, layer_norm, rms_norm, rope,
     scaled_dot_product_attention, embedding, cross_entropy, one_hot,
     cat, stack, narrow, from_numpy, from_dlpack,
-    backend_set, backend_name, default_device, available_backends, synchronize, op_names,
+    backend_set, select_backend_for_memory, backend_name, default_device, available_backends, synchronize, op_names,
     reset_stats, is_grad_enabled,
 )
 
@@ -344,7 +344,9 @@ def backends():
 
 
 def stats():
-    """Per-backend op, transfer and allocation counters and the fallbacks, as a dict."""
+    """Per-backend op, transfer and allocation counters (ops, bytes_to_device, bytes_to_host,
+    allocations, bytes_allocated, bytes_in_use, peak_bytes_in_use since reset_stats()) and the
+    fallbacks, as a dict."""
     return _C.stats()
 
 

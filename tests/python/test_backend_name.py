@@ -65,3 +65,41 @@ def test_info_matches_tinyfin_info_json():
         cli = json.loads(subprocess.run([tool, "--json"], capture_output=True, check=True, text=True).stdout)
         assert cli["ops"] == info["ops"] and cli["core"] == info["core"]
         assert [p["path"] for p in cli["plugins"]] == [p["path"] for p in info["plugins"]]
+
+
+def test_select_backend_for_memory_fits_and_selects():
+    assert tf.select_backend_for_memory(1024, "cpu") == "cpu"
+    assert tf.backend_name() == "cpu"
+    tf.backend_set("auto")
+    plain = tf.backend_name()
+    assert tf.select_backend_for_memory(1024) == plain  # "" means TINYFIN_BACKEND (auto)
+
+
+def test_select_backend_for_memory_none_fits():
+    huge = 1 << 60  # 1 EiB
+    with pytest.raises(tf.OutOfMemoryError) as e:
+        tf.select_backend_for_memory(huge, "auto")
+    assert isinstance(e.value, MemoryError)
+    text = str(e.value)
+    assert "1099511627776.0 MiB" in text and "cpu:0 (" in text and "MiB free" in text
+    with pytest.raises(tf.OutOfMemoryError):
+        tf.select_backend_for_memory(huge, "cpu")
+    with pytest.raises(TypeError):
+        tf.select_backend_for_memory(-1)  # a negative requirement is not a size
+
+
+def test_stats_bytes_in_use_and_peak():
+    tf.synchronize()
+    base = tf.stats()["backends"]["cpu"]["bytes_in_use"]
+    tf.reset_stats()
+    assert tf.stats()["backends"]["cpu"]["peak_bytes_in_use"] == base
+    a = tf.zeros(1024)  # 4 KiB
+    b = tf.zeros(2048)  # 8 KiB
+    assert tf.stats()["backends"]["cpu"]["bytes_in_use"] == base + 12288
+    del a, b
+    c = tf.zeros(256)
+    s = tf.stats()["backends"]["cpu"]
+    assert s["bytes_in_use"] == base + 1024 and s["peak_bytes_in_use"] == base + 12288
+    tf.reset_stats()
+    assert tf.stats()["backends"]["cpu"]["peak_bytes_in_use"] == base + 1024
+    del c

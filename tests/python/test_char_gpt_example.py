@@ -44,6 +44,26 @@ def test_python_example_matches_the_cpp_example():
     assert len(sample) == 1 + 24, repr(sample)
     for line in ("backends that ran ops: cpu", "fallbacks: 0", "default backend: cpu"):
         assert line in py
+    # The same memory estimate as the C++ example, and the measured peak within 20% of it.
+    estimate = r"^memory estimate: training ([\d.]+) MiB .* inference ([\d.]+) MiB"
+    assert re.findall(estimate, py, re.M) == re.findall(estimate, cpp, re.M) != []
+    (need, peak), = [tuple(map(float, m)) for m in re.findall(
+        r"^memory: estimate ([\d.]+) MiB, measured peak ([\d.]+) MiB of tensors on cpu$", py, re.M)]
+    assert abs(peak - need) <= 0.2 * need, (need, peak)
+
+
+def test_python_example_memory_requirement_selects_or_fails():
+    """The stated requirement goes through select_backend_for_memory: on cpu it fits; a
+    requirement no device has (a batch of 10^8 sequences) fails with the error naming devices."""
+    out = run([sys.executable, SCRIPT, "--config", "tiny", "--steps", "0", "--sample", "0",
+               "--eval-batches", "1"])
+    assert "memory estimate: training" in out and "default backend: cpu" in out
+    env = dict(os.environ, TINYFIN_BACKEND="cpu")
+    r = subprocess.run([sys.executable, SCRIPT, "--config", "default", "--steps", "1",
+                        "--batch", "100000000", "--sample", "0"],
+                       capture_output=True, encoding="latin-1", timeout=240, env=env)
+    assert r.returncode != 0
+    assert "no device has the" in r.stderr and "MiB free" in r.stderr, r.stderr
 
 
 def test_python_example_loss_decreases():
