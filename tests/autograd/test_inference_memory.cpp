@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "tinyfin/nn.hpp"
@@ -18,16 +19,17 @@ struct Counted {
     uint64_t ops = 0, allocations = 0, bytes = 0;
 };
 
-// The forward on a fresh thread (empty per-thread constant caches), counted from zero.
-template <typename F> Counted count(F forward) {
+// The forward on a fresh thread (empty per-thread constant caches), counted from zero on the
+// backend it runs on.
+template <typename F> Counted count(const std::string &backend, F forward) {
     Counted c;
     std::thread([&] {
         reset_stats();
         forward();
         const Stats s = stats();
-        const Stats::Backend *cpu = s.backend("cpu");
-        REQUIRE(cpu != nullptr);
-        c = {cpu->ops, cpu->allocations, cpu->bytes_allocated};
+        const Stats::Backend *b = s.backend(backend);
+        REQUIRE(b != nullptr);
+        c = {b->ops, b->allocations, b->bytes_allocated};
     }).join();
     return c;
 }
@@ -45,7 +47,8 @@ TEST_CASE("an inference forward allocates its outputs and nothing else") {
     const uint64_t ops = 6, bytes = 4 * 256 + 2 * 48;
 
     Tensor y;
-    const Counted inference = count([&] {
+    const std::string backend = x.device().backend;
+    const Counted inference = count(backend, [&] {
         NoGradGuard no_grad;
         y = model->forward(x);
     });
@@ -56,7 +59,7 @@ TEST_CASE("an inference forward allocates its outputs and nothing else") {
 
     // Recording the graph costs no tensor memory either: the backward closures hold the inputs
     // (views, not copies) and build their own tensors only when backward runs.
-    const Counted training = count([&] { y = model->forward(x); });
+    const Counted training = count(backend, [&] { y = model->forward(x); });
     CHECK(y.requires_grad());
     CHECK(training.ops == ops);
     CHECK(training.allocations == ops);
