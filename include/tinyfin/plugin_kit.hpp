@@ -7,6 +7,7 @@
 //   plugin_kit/tensors.hpp      the extent bound, check_tensor(), shapes, density, contiguity
 //   plugin_kit/geometry.hpp     conv/pool output sizes and parameter checks, overflow-safe
 //   plugin_kit/host_memory.hpp  the host caching allocator (TINYFIN_HOST_CACHE_BYTES)
+//   plugin_kit/features.hpp     feature_list: list_features() keys and printf-style values
 //
 // Opt-in (defines struct tf_buffer): plugin_kit/host_buffer.hpp, the buffer members of a plugin
 // whose device is the host.
@@ -17,6 +18,7 @@
 #define TINYFIN_PLUGIN_KIT_HPP
 
 #include <tinyfin/plugin_kit/errors.hpp>
+#include <tinyfin/plugin_kit/features.hpp>
 #include <tinyfin/plugin_kit/geometry.hpp>
 #include <tinyfin/plugin_kit/host_memory.hpp>
 #include <tinyfin/plugin_kit/ops.hpp>

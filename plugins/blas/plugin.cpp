@@ -164,8 +164,4 @@ constexpr tf_plugin k_plugin = {
 
 // ---- Entry point -----------------------------------------------------------------------------
 
-extern "C" TF_PLUGIN_EXPORT const tf_plugin *tf_plugin_entry(const tf_host_api *host) {
-    return tf_kit::enter(host, k_plugin);
-}
-
-static_assert(std::is_same_v<decltype(&tf_plugin_entry), tf_plugin_entry_fn>);
+TF_KIT_PLUGIN_ENTRY(k_plugin);

@@ -12,54 +12,37 @@ namespace {
 
 // ---- pooling (the element arithmetic is in pool.h) ---------------------------------------------
 
-template <class T>
-__global__ void max_pool_kernel(PoolArgs a, T *y, const T *x) {
-    const int64_t count = a.n * a.c * a.oh * a.ow;
-    for (int64_t i = global_index(); i < count; i += global_stride()) {
-        int64_t at[4];
-        split4(i, a.oh, a.ow, a.c, at);
-        y[offset4(a.y_strides, at[0], at[1], at[2], at[3])] = num<T>::store(max_pool_at(a, x, at[0], at[1], at[2], at[3]));
-    }
-}
+enum class PoolPass { max, max_backward, avg, avg_backward };
 
-template <class T>
-__global__ void max_pool_backward_kernel(PoolArgs a, T *dx, const T *dy, const T *x) {
-    const int64_t count = a.n * a.c * a.h * a.w;
-    for (int64_t i = global_index(); i < count; i += global_stride()) {
-        int64_t at[4];
-        split4(i, a.h, a.w, a.c, at);
-        dx[offset4(a.dx_strides, at[0], at[1], at[2], at[3])] =
-            num<T>::store(max_pool_grad_at(a, dy, x, at[0], at[1], at[2], at[3]));
-    }
-}
+__host__ __device__ constexpr bool is_backward(PoolPass pass) { return pass == PoolPass::max_backward || pass == PoolPass::avg_backward; }
 
-template <class T>
-__global__ void avg_pool_kernel(PoolArgs a, T *y, const T *x) {
-    const int64_t count = a.n * a.c * a.oh * a.ow;
+// One thread per element of the tensor written: y (n, c, oh, ow) forward, dx (n, c, h, w)
+// backward. in is x forward and dy backward; x is read by max_backward only.
+template <class T, PoolPass P>
+__global__ void pool_kernel(PoolArgs a, T *out, const T *in, const T *x) {
+    constexpr bool backward = is_backward(P);
+    const int64_t rows = backward ? a.h : a.oh, cols = backward ? a.w : a.ow;
+    const int64_t count = a.n * a.c * rows * cols;
     for (int64_t i = global_index(); i < count; i += global_stride()) {
         int64_t at[4];
-        split4(i, a.oh, a.ow, a.c, at);
-        y[offset4(a.y_strides, at[0], at[1], at[2], at[3])] = num<T>::store(avg_pool_at(a, x, at[0], at[1], at[2], at[3]));
-    }
-}
-
-template <class T>
-__global__ void avg_pool_backward_kernel(PoolArgs a, T *dx, const T *dy) {
-    const int64_t count = a.n * a.c * a.h * a.w;
-    for (int64_t i = global_index(); i < count; i += global_stride()) {
-        int64_t at[4];
-        split4(i, a.h, a.w, a.c, at);
-        dx[offset4(a.dx_strides, at[0], at[1], at[2], at[3])] =
-            num<T>::store(avg_pool_grad_at(a, dy, at[0], at[1], at[2], at[3]));
+        split4(i, rows, cols, a.c, at);
+        float value;
+        if constexpr (P == PoolPass::max) value = max_pool_at(a, in, at[0], at[1], at[2], at[3]);
+        else if constexpr (P == PoolPass::max_backward) value = max_pool_grad_at(a, in, x, at[0], at[1], at[2], at[3]);
+        else if constexpr (P == PoolPass::avg) value = avg_pool_at(a, in, at[0], at[1], at[2], at[3]);
+        else value = avg_pool_grad_at(a, in, at[0], at[1], at[2], at[3]);
+        out[offset4(backward ? a.dx_strides : a.y_strides, at[0], at[1], at[2], at[3])] = num<T>::store(value);
     }
 }
 
 // ---- embedding, one_hot --------------------------------------------------------------------------
 
-// g = {out, indices}: rows are the indices' axes, the column is D. U: the element's bits.
-template <class U, class L>
-__global__ void embedding_kernel(RowGeom<2> g, EmbeddingArgs a, U *out, const U *weight, const L *indices,
-                                 DataError *error) {
+// Visits every (index row, column d) of g = {rows tensor, indices}: hit(at, v, d) with at the
+// element's offset in the rows tensor and v the row's index when 0 <= v < vocab, else miss(at),
+// with the bad index reported once per row (as op).
+template <class L, class Hit, class Miss>
+__device__ __forceinline__ void for_each_looked_up(const RowGeom<2> &g, const EmbeddingArgs &a, const L *indices,
+                                                   uint32_t op, DataError *error, Hit hit, Miss miss) {
     const int64_t count = g.rows.count * g.cols.count;
     for (int64_t i = global_index(); i < count; i += global_stride()) {
         const int64_t row = i / g.cols.count, d = i - row * g.cols.count;
@@ -68,12 +51,22 @@ __global__ void embedding_kernel(RowGeom<2> g, EmbeddingArgs a, U *out, const U 
         offsets_of(g.cols, d, col);
         const int64_t v = static_cast<int64_t>(indices[base[1]]);
         if (v < 0 || v >= a.vocab) {
-            if (d == 0) report_index_error(error, TF_OP_EMBEDDING, v, a.vocab);
-            out[base[0] + col[0]] = U(0);
+            if (d == 0) report_index_error(error, op, v, a.vocab);
+            miss(base[0] + col[0]);
             continue;
         }
-        out[base[0] + col[0]] = weight[v * a.w_stride_v + d * a.w_stride_d];
+        hit(base[0] + col[0], v, d);
     }
+}
+
+// U: the element's bits.
+template <class U, class L>
+__global__ void embedding_kernel(RowGeom<2> g, EmbeddingArgs a, U *out, const U *weight, const L *indices,
+                                 DataError *error) {
+    for_each_looked_up(
+        g, a, indices, TF_OP_EMBEDDING, error,
+        [&](int64_t at, int64_t v, int64_t d) { out[at] = weight[v * a.w_stride_v + d * a.w_stride_d]; },
+        [&](int64_t at) { out[at] = U(0); });
 }
 
 __device__ __forceinline__ void add_to(float *p, float v) { atomicAdd(p, v); }
@@ -93,23 +86,16 @@ __device__ __forceinline__ void add_to(__nv_bfloat16 *p, float v) {
     } while (old != assumed);
 }
 
-// g = {dy, indices}; dweight was zeroed by the launcher's fill.
+// dweight was zeroed by the launcher's fill.
 template <class T, class L>
 __global__ void embedding_backward_kernel(RowGeom<2> g, EmbeddingArgs a, T *dweight, const T *dy, const L *indices,
                                           DataError *error) {
-    const int64_t count = g.rows.count * g.cols.count;
-    for (int64_t i = global_index(); i < count; i += global_stride()) {
-        const int64_t row = i / g.cols.count, d = i - row * g.cols.count;
-        int64_t base[2], col[2];
-        offsets_of(g.rows, row, base);
-        offsets_of(g.cols, d, col);
-        const int64_t v = static_cast<int64_t>(indices[base[1]]);
-        if (v < 0 || v >= a.vocab) {
-            if (d == 0) report_index_error(error, TF_OP_EMBEDDING_BACKWARD, v, a.vocab);
-            continue;
-        }
-        add_to(dweight + v * a.w_stride_v + d * a.w_stride_d, num<T>::load(dy[base[0] + col[0]]));
-    }
+    for_each_looked_up(
+        g, a, indices, TF_OP_EMBEDDING_BACKWARD, error,
+        [&](int64_t at, int64_t v, int64_t d) {
+            add_to(dweight + v * a.w_stride_v + d * a.w_stride_d, num<T>::load(dy[at]));
+        },
+        [](int64_t) {});
 }
 
 template <class U, class L>
@@ -207,129 +193,119 @@ __global__ void rope_kernel(Strided<2> lead, RopeArgs a, T *out, const T *x) {
 
 // ---- launchers -------------------------------------------------------------------------------------
 
-cudaError_t launch_max_pool(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *y, const void *x) {
-    const int64_t count = a.n * a.c * a.oh * a.ow;
+// Runs launch(T{}) (the kernel launch) with T the storage type of a float dtype, unless there are
+// no elements: cudaSuccess, the launch's error, or bad_dtype() for another dtype.
+template <class Launch>
+cudaError_t launch_float(int32_t dtype, int64_t count, Launch &&launch) {
     if (count == 0) return cudaSuccess;
-    const bool known = with_float(dtype, [&](auto t) {
-        using T = decltype(t);
-        max_pool_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(a, static_cast<T *>(y), static_cast<const T *>(x));
-    });
+    return with_float(dtype, launch) ? cudaGetLastError() : bad_dtype();
+}
+
+// The element types an indexed kernel is instantiated for: the bits of any dtype (a copy) or the
+// storage type of a float dtype (arithmetic).
+struct AnyBits {
+    template <class Fn> bool operator()(int32_t dtype, Fn &&fn) const { return with_bits(dtype, fn); }
+};
+struct Floats {
+    template <class Fn> bool operator()(int32_t dtype, Fn &&fn) const { return with_float(dtype, fn); }
+};
+
+// Runs launch(E{}, L{}) with E the element type pick (AnyBits, Floats) gives for dtype and L the
+// index type of index_dtype, as launch_float does.
+template <class Pick, class Launch>
+cudaError_t launch_indexed(Pick pick, int32_t dtype, int32_t index_dtype, int64_t count, Launch &&launch) {
+    if (count == 0) return cudaSuccess;
+    bool known = false;
+    pick(dtype, [&](auto e) { known = with_index(index_dtype, [&](auto l) { launch(e, l); }); });
     return known ? cudaGetLastError() : bad_dtype();
+}
+
+template <PoolPass P>
+cudaError_t launch_pool(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *out, const void *in,
+                        const void *x) {
+    const int64_t count = a.n * a.c * (is_backward(P) ? a.h * a.w : a.oh * a.ow);
+    return launch_float(dtype, count, [&](auto t) {
+        using T = decltype(t);
+        pool_kernel<T, P><<<blocks_for(count), block_size, 0, stream>>>(
+            a, static_cast<T *>(out), static_cast<const T *>(in), static_cast<const T *>(x));
+    });
+}
+
+cudaError_t launch_max_pool(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *y, const void *x) {
+    return launch_pool<PoolPass::max>(stream, dtype, a, y, x, nullptr);
 }
 
 cudaError_t launch_max_pool_backward(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *dx,
                                      const void *dy, const void *x) {
-    const int64_t count = a.n * a.c * a.h * a.w;
-    if (count == 0) return cudaSuccess;
-    const bool known = with_float(dtype, [&](auto t) {
-        using T = decltype(t);
-        max_pool_backward_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(
-            a, static_cast<T *>(dx), static_cast<const T *>(dy), static_cast<const T *>(x));
-    });
-    return known ? cudaGetLastError() : bad_dtype();
+    return launch_pool<PoolPass::max_backward>(stream, dtype, a, dx, dy, x);
 }
 
 cudaError_t launch_avg_pool(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *y, const void *x) {
-    const int64_t count = a.n * a.c * a.oh * a.ow;
-    if (count == 0) return cudaSuccess;
-    const bool known = with_float(dtype, [&](auto t) {
-        using T = decltype(t);
-        avg_pool_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(a, static_cast<T *>(y), static_cast<const T *>(x));
-    });
-    return known ? cudaGetLastError() : bad_dtype();
+    return launch_pool<PoolPass::avg>(stream, dtype, a, y, x, nullptr);
 }
 
 cudaError_t launch_avg_pool_backward(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *dx,
                                      const void *dy) {
-    const int64_t count = a.n * a.c * a.h * a.w;
-    if (count == 0) return cudaSuccess;
-    const bool known = with_float(dtype, [&](auto t) {
-        using T = decltype(t);
-        avg_pool_backward_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(a, static_cast<T *>(dx),
-                                                                                 static_cast<const T *>(dy));
-    });
-    return known ? cudaGetLastError() : bad_dtype();
+    return launch_pool<PoolPass::avg_backward>(stream, dtype, a, dx, dy, nullptr);
 }
 
 cudaError_t launch_embedding(cudaStream_t stream, int32_t dtype, int32_t index_dtype, const RowGeom<2> &g,
                              const EmbeddingArgs &args, void *out, const void *weight, const void *indices,
                              DataError *error) {
     const int64_t count = g.rows.count * g.cols.count;
-    if (count == 0) return cudaSuccess;
-    bool known = false;
-    with_bits(dtype, [&](auto u) {
+    return launch_indexed(AnyBits{}, dtype, index_dtype, count, [&](auto u, auto l) {
         using U = decltype(u);
-        known = with_index(index_dtype, [&](auto l) {
-            using L = decltype(l);
-            embedding_kernel<U, L><<<blocks_for(count), block_size, 0, stream>>>(
-                g, args, static_cast<U *>(out), static_cast<const U *>(weight), static_cast<const L *>(indices), error);
-        });
+        using L = decltype(l);
+        embedding_kernel<U, L><<<blocks_for(count), block_size, 0, stream>>>(
+            g, args, static_cast<U *>(out), static_cast<const U *>(weight), static_cast<const L *>(indices), error);
     });
-    return known ? cudaGetLastError() : bad_dtype();
 }
 
 cudaError_t launch_embedding_backward(cudaStream_t stream, int32_t dtype, int32_t index_dtype, const RowGeom<2> &g,
                                       const EmbeddingArgs &args, void *dweight, const void *dy, const void *indices,
                                       DataError *error) {
     const int64_t count = g.rows.count * g.cols.count;
-    if (count == 0) return cudaSuccess;
-    bool known = false;
-    auto run = [&](auto t) {
+    return launch_indexed(Floats{}, dtype, index_dtype, count, [&](auto t, auto l) {
         using T = decltype(t);
-        known = with_index(index_dtype, [&](auto l) {
-            using L = decltype(l);
-            embedding_backward_kernel<T, L><<<blocks_for(count), block_size, 0, stream>>>(
-                g, args, static_cast<T *>(dweight), static_cast<const T *>(dy), static_cast<const L *>(indices), error);
-        });
-    };
-    if (dtype == TF_DTYPE_F32) run(float{});
-    else if (dtype == TF_DTYPE_F16) run(__half{});
-    else if (dtype == TF_DTYPE_BF16) run(__nv_bfloat16{});
-    return known ? cudaGetLastError() : bad_dtype();
+        using L = decltype(l);
+        embedding_backward_kernel<T, L><<<blocks_for(count), block_size, 0, stream>>>(
+            g, args, static_cast<T *>(dweight), static_cast<const T *>(dy), static_cast<const L *>(indices), error);
+    });
 }
 
 cudaError_t launch_one_hot(cudaStream_t stream, int32_t out_dtype, int32_t label_dtype, const RowGeom<2> &g,
                            int64_t num_classes, uint64_t one_bits, void *out, const void *labels, DataError *error) {
     const int64_t count = g.rows.count * num_classes;
-    if (count == 0) return cudaSuccess;
-    bool known = false;
-    with_bits(out_dtype, [&](auto u) {
+    return launch_indexed(AnyBits{}, out_dtype, label_dtype, count, [&](auto u, auto l) {
         using U = decltype(u);
-        known = with_index(label_dtype, [&](auto l) {
-            using L = decltype(l);
-            one_hot_kernel<U, L><<<blocks_for(count), block_size, 0, stream>>>(
-                g, num_classes, static_cast<U>(one_bits), static_cast<U *>(out), static_cast<const L *>(labels), error);
-        });
+        using L = decltype(l);
+        one_hot_kernel<U, L><<<blocks_for(count), block_size, 0, stream>>>(
+            g, num_classes, static_cast<U>(one_bits), static_cast<U *>(out), static_cast<const L *>(labels), error);
     });
-    return known ? cudaGetLastError() : bad_dtype();
 }
 
 cudaError_t launch_attention(cudaStream_t stream, int32_t dtype, const Strided<5> &lead, const AttentionArgs &args,
                              void *out, const void *q, const void *k, const void *v, const void *mask) {
     const int64_t rows = lead.count * args.tq;
-    if (rows == 0 || args.dv == 0) return cudaSuccess;
     // Rounded up to whole float4s: nvcc reads the scores with 16-byte LDS.128 loads, the last one
     // past tk when tk % 4 != 0 (compute-sanitizer memcheck flagged it on an H100).
     const size_t shared_bytes = static_cast<size_t>((args.tk + 3) / 4 * 4) * sizeof(float);
-    const bool known = with_float(dtype, [&](auto t) {
+    return launch_float(dtype, args.dv == 0 ? 0 : rows, [&](auto t) {
         using T = decltype(t);
         attention_kernel<T><<<row_blocks(rows), row_threads(std::max(args.tk, args.dv)), shared_bytes, stream>>>(
             lead, args, static_cast<T *>(out), static_cast<const T *>(q), static_cast<const T *>(k),
             static_cast<const T *>(v), static_cast<const T *>(mask));
     });
-    return known ? cudaGetLastError() : bad_dtype();
 }
 
 cudaError_t launch_rope(cudaStream_t stream, int32_t dtype, const Strided<2> &lead, const RopeArgs &args, void *out,
                         const void *x) {
     const int64_t count = lead.count * args.t * (args.d / 2);
-    if (count == 0) return cudaSuccess;
-    const bool known = with_float(dtype, [&](auto t) {
+    return launch_float(dtype, count, [&](auto t) {
         using T = decltype(t);
         rope_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(lead, args, static_cast<T *>(out),
                                                                     static_cast<const T *>(x));
     });
-    return known ? cudaGetLastError() : bad_dtype();
 }
 
 }  // namespace tf_cuda

@@ -89,6 +89,9 @@ struct dispatch_args {
     uint32_t groups[3] = {1, 1, 1};
     // An op whose kernel may set status bits (a bad index), named when one is read back; or NULL.
     const char *reporting_op = nullptr;
+
+    // No workgroups: nothing to record.
+    bool empty() const noexcept { return groups[0] == 0 || groups[1] == 0 || groups[2] == 0; }
 };
 
 // A device the ops record on; the plugin holds the device's lock (or is on its thread) while
@@ -115,6 +118,18 @@ protected:
 // starts at storage_offset and holds buffer_size bytes (shared by the plugins' bind()).
 tensor_binding bind_view(const device_caps &caps, const tf_tensor_desc &t, tf_buffer *buffer, uint64_t storage_offset,
                          uint64_t buffer_size, const char *op, const char *role, uint32_t index);
+
+// bind() of a device whose buffers (tf_buffer: owner, size, and memory.offset, the storage's
+// place in a pool block) come from pools: refuses a buffer of another device (owner), naming
+// label, then bind_view.
+template <class Buffer = tf_buffer>
+tensor_binding bind_pooled(const device_caps &caps, const void *owner, const char *label, const tf_tensor_desc &t,
+                           const char *op, const char *role, uint32_t index) {
+    Buffer *buffer = t.buffer;
+    if (!buffer || buffer->owner != owner)
+        raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is not a buffer of %s", op, role, index, label);
+    return bind_view(caps, t, buffer, buffer->memory.offset, buffer->size, op, role, index);
+}
 
 inline uint64_t align_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
 inline uint64_t align_down(uint64_t value, uint64_t alignment) { return value / alignment * alignment; }

@@ -173,42 +173,30 @@ void device::info(tf_device_info &out) const {
 }
 
 void device::list_features(tf_feature_fn emit, void *user) const {
-    char key[64], value[200];
-    auto put = [&](const char *name, const char *text) {
-        std::snprintf(key, sizeof key, "device%d.%s", index_, name);
-        emit(user, key, text);
-    };
-    put("platform", platform_.c_str());
-    put("name", name_.c_str());
-    put("vendor", vendor_.c_str());
-    put("driver", driver_.c_str());
-    put("version", version_.c_str());
-    put("opencl_c", c_version_.c_str());
-    put("kind", software_ ? "software (CPU device; used under auto only when named)" : "hardware");
-    std::snprintf(value, sizeof value, "%u", compute_units_);
-    put("compute_units", value);
-    std::snprintf(value, sizeof value, "%llu bytes (largest allocation %llu)", static_cast<unsigned long long>(memory_total_),
+    const tf_kit::feature_list features(emit, user, index_);
+    features.put("platform", platform_.c_str());
+    features.put("name", name_.c_str());
+    features.put("vendor", vendor_.c_str());
+    features.put("driver", driver_.c_str());
+    features.put("version", version_.c_str());
+    features.put("opencl_c", c_version_.c_str());
+    features.put("kind", software_ ? "software (CPU device; used under auto only when named)" : "hardware");
+    features.putf("compute_units", "%u", compute_units_);
+    features.putf("global_memory", "%llu bytes (largest allocation %llu)", static_cast<unsigned long long>(memory_total_),
                   static_cast<unsigned long long>(max_alloc_));
-    put("global_memory", value);
-    std::snprintf(value, sizeof value, "%llu bytes", static_cast<unsigned long long>(local_memory_));
-    put("local_memory", value);
-    std::snprintf(value, sizeof value, "%zu", max_group_);
-    put("max_work_group_size", value);
-    put("gemm", blas_ ? "CLBlast (matmul), own kernels otherwise" : "own kernels (CLBlast not loaded)");
-    std::snprintf(value, sizeof value, "%.1f ms", counters_.context_ms);
-    put("startup_context", value);
-    std::snprintf(value, sizeof value, "%llu built in %.1f ms, %llu from the cache (%s)",
+    features.putf("local_memory", "%llu bytes", static_cast<unsigned long long>(local_memory_));
+    features.putf("max_work_group_size", "%zu", max_group_);
+    features.put("gemm", blas_ ? "CLBlast (matmul), own kernels otherwise" : "own kernels (CLBlast not loaded)");
+    features.putf("startup_context", "%.1f ms", counters_.context_ms);
+    features.putf("programs", "%llu built in %.1f ms, %llu from the cache (%s)",
                   static_cast<unsigned long long>(counters_.built), counters_.build_ms,
                   static_cast<unsigned long long>(counters_.cached), cache_dir_.empty() ? "no cache" : cache_dir_.c_str());
-    put("programs", value);
-    std::snprintf(value, sizeof value, "%llu dispatches, %llu CLBlast GEMMs, %llu waits",
+    features.putf("work", "%llu dispatches, %llu CLBlast GEMMs, %llu waits",
                   static_cast<unsigned long long>(counters_.dispatches),
                   static_cast<unsigned long long>(counters_.gemm_library), static_cast<unsigned long long>(counters_.waits));
-    put("work", value);
-    std::snprintf(value, sizeof value, "%llu bytes in %zu freed buffers kept for reuse (at most %llu)",
+    features.putf("buffer_cache", "%llu bytes in %zu freed buffers kept for reuse (at most %llu)",
                   static_cast<unsigned long long>(cached_bytes_), cached_.size(),
                   static_cast<unsigned long long>(max_cached_bytes));
-    put("buffer_cache", value);
 }
 
 // ---- Buffers --------------------------------------------------------------------------------------------
@@ -375,25 +363,11 @@ void device::wait_all() {
     // The bits each reporting kernel set, kept for the thread that issued it.
     for (size_t i = 0; i < reports_.size(); ++i) {
         if (words[i + 1] == 0) continue;
-        const auto &[op, thread] = reports_[i];
-        std::string &ops = reported_[thread];
-        if ((", " + ops + ", ").find(std::string(", ") + op + ", ") != std::string::npos) continue;
-        if (!ops.empty()) ops += ", ";
-        ops += op;
+        reported_.add(reports_[i].second, reports_[i].first);
     }
     reports_.clear();
 }
 
-void device::throw_reported() {
-    if (reported_.empty()) return;
-    const auto found = reported_.find(caller_);
-    if (found == reported_.end()) return;
-    const std::string ops = std::move(found->second);
-    reported_.erase(found);
-    raise(TF_STATUS_INVALID_ARGUMENT,
-          "%s: an index or label outside its range was found on %s in work this thread issued; the elements "
-          "it picks are 0 (NaN for losses)",
-          ops.c_str(), label());
-}
+void device::throw_reported() { reported_.throw_for(caller_, label()); }
 
 }  // namespace tf_cl

@@ -13,6 +13,7 @@
 
 #include "cl_api.hpp"
 #include "kernels.hpp"
+#include "reported_ops.hpp"
 #include "shaders_embedded.h"
 
 #include <map>
@@ -173,7 +174,7 @@ private:
     uint64_t staged_bytes_ = 0;
     std::thread::id caller_;
     std::vector<std::pair<const char *, std::thread::id>> reports_;
-    std::unordered_map<std::thread::id, std::string> reported_;
+    tf_kernels::reported_ops reported_;
 };
 
 }  // namespace tf_cl

@@ -144,39 +144,26 @@ void device::info(tf_device_info &out) const {
 }
 
 void device::list_features(tf_feature_fn emit, void *user) const {
-    char key[64], value[160];
-    auto put = [&](const char *name, const char *text) {
-        std::snprintf(key, sizeof key, "device%d.%s", index_, name);
-        emit(user, key, text);
-    };
-    put("gl_version", version_.c_str());
-    put("gl_renderer", renderer_.c_str());
-    put("gl_vendor", vendor_.c_str());
-    put("glsl_version", glsl_.c_str());
-    put("egl", source_.c_str());
-    put("kind", software_ ? "software (runs on the CPU)" : "hardware");
-    std::snprintf(value, sizeof value, "%d x %d x %d (%d invocations)", max_group_size_[0], max_group_size_[1],
+    const tf_kit::feature_list features(emit, user, index_);
+    features.put("gl_version", version_.c_str());
+    features.put("gl_renderer", renderer_.c_str());
+    features.put("gl_vendor", vendor_.c_str());
+    features.put("glsl_version", glsl_.c_str());
+    features.put("egl", source_.c_str());
+    features.put("kind", software_ ? "software (runs on the CPU)" : "hardware");
+    features.putf("max_work_group_size", "%d x %d x %d (%d invocations)", max_group_size_[0], max_group_size_[1],
                   max_group_size_[2], max_invocations_);
-    put("max_work_group_size", value);
-    std::snprintf(value, sizeof value, "%u x %u x %u", caps_.max_groups[0], caps_.max_groups[1], caps_.max_groups[2]);
-    put("max_work_group_count", value);
-    std::snprintf(value, sizeof value, "%lld", static_cast<long long>(max_block_size_));
-    put("max_ssbo_size", value);
-    std::snprintf(value, sizeof value, "%llu", static_cast<unsigned long long>(caps_.bind_align));
-    put("ssbo_offset_alignment", value);
-    std::snprintf(value, sizeof value, "%d", max_shared_);
-    put("max_shared_memory", value);
-    std::snprintf(value, sizeof value, "%.1f ms", counters_.context_ms);
-    put("startup_context", value);
-    std::snprintf(value, sizeof value, "%llu in %.1f ms", static_cast<unsigned long long>(counters_.programs),
+    features.putf("max_work_group_count", "%u x %u x %u", caps_.max_groups[0], caps_.max_groups[1], caps_.max_groups[2]);
+    features.putf("max_ssbo_size", "%lld", static_cast<long long>(max_block_size_));
+    features.putf("ssbo_offset_alignment", "%llu", static_cast<unsigned long long>(caps_.bind_align));
+    features.putf("max_shared_memory", "%d", max_shared_);
+    features.putf("startup_context", "%.1f ms", counters_.context_ms);
+    features.putf("programs_compiled", "%llu in %.1f ms", static_cast<unsigned long long>(counters_.programs),
                   counters_.compile_ms);
-    put("programs_compiled", value);
     // Where 0, glGetProgramBinary cannot cache programs (the driver's own shader cache may).
-    std::snprintf(value, sizeof value, "%d", binary_formats_);
-    put("program_binary_formats", value);
-    std::snprintf(value, sizeof value, "%llu dispatches, %llu barriers", static_cast<unsigned long long>(counters_.dispatches),
+    features.putf("program_binary_formats", "%d", binary_formats_);
+    features.putf("dispatches", "%llu dispatches, %llu barriers", static_cast<unsigned long long>(counters_.dispatches),
                   static_cast<unsigned long long>(counters_.barriers));
-    put("dispatches", value);
 }
 
 // ---- Buffers --------------------------------------------------------------------------------------------
@@ -255,53 +242,43 @@ void device::synchronize() {
 // ---- Kernels ----------------------------------------------------------------------------------------------
 
 tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char *role, uint32_t index) {
-    tf_buffer *buffer = t.buffer;
-    if (!buffer || buffer->owner != this)
-        raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is not a buffer of %s", op, role, index, label());
-    return tf_kernels::bind_view(caps_, t, buffer, buffer->memory.offset, buffer->size, op, role, index);
+    return tf_kernels::bind_pooled(caps_, this, label(), t, op, role, index);
 }
 
 void device::dispatch(const dispatch_args &args) {
-    const pipeline_key &kernel = args.kernel;
-    const void *params = args.params;
-    const size_t params_size = args.params_size;
-    const tensor_binding *tensors = args.tensors;
-    const size_t count = args.count;
-    const uint32_t groups_x = args.groups[0], groups_y = args.groups[1], groups_z = args.groups[2];
-    const char *reporting_op = args.reporting_op;
-    if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
+    if (args.empty()) return;
     // A reporting kernel gets a word of its own, so its bits name its op and thread. All words
     // taken: wait once for the work so far and read them (before this dispatch's accesses are
     // recorded, which the wait's barrier would forget).
     uint64_t status_at = 0;
-    if (reporting_op) {
+    if (args.reporting_op) {
         if (reports_.size() == report_slots) wait_all();
-        reports_.emplace_back(reporting_op, caller_);
+        reports_.emplace_back(args.reporting_op, caller_);
         status_at = reports_.size() * caps_.bind_align;
     }
-    const GLuint program = program_for(kernel);
-    const stream_ring::span p = gl_->ring->take(params_size);
-    std::memcpy(p.data, params, params_size);
+    const GLuint program = program_for(args.kernel);
+    const stream_ring::span p = gl_->ring->take(args.params_size);
+    std::memcpy(p.data, args.params, args.params_size);
     // Slot 0 is the output (written); the others are read.
-    for (size_t s = 0; s < count; ++s)
-        if (tensors[s].buffer)
-            access(tensors[s].buffer->memory.owner->buffer.get(), tensors[s].offset, tensors[s].offset + tensors[s].range,
+    for (size_t s = 0; s < args.count; ++s)
+        if (args.tensors[s].buffer)
+            access(args.tensors[s].buffer->memory.owner->buffer.get(), args.tensors[s].offset, args.tensors[s].offset + args.tensors[s].range,
                    s == 0);
     if (gl_->bound_program != program) {
         glUseProgram(program);
         gl_->bound_program = program;
     }
     glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 0, p.buffer, static_cast<GLintptr>(p.offset),
-                      static_cast<GLsizeiptr>(params_size));
+                      static_cast<GLsizeiptr>(args.params_size));
     glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 1, gl_->status.get(), static_cast<GLintptr>(status_at), 4);
     for (uint32_t s = 0; s < tensor_slots; ++s) {
-        if (s < count && tensors[s].buffer)
-            glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2 + s, tensors[s].buffer->memory.owner->buffer.get(),
-                              static_cast<GLintptr>(tensors[s].offset), static_cast<GLsizeiptr>(tensors[s].range));
+        if (s < args.count && args.tensors[s].buffer)
+            glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2 + s, args.tensors[s].buffer->memory.owner->buffer.get(),
+                              static_cast<GLintptr>(args.tensors[s].offset), static_cast<GLsizeiptr>(args.tensors[s].range));
         else
             glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2 + s, gl_->status.get(), 0, 4);  // unused slots still need one
     }
-    glDispatchCompute(groups_x, groups_y, groups_z);
+    glDispatchCompute(args.groups[0], args.groups[1], args.groups[2]);
     ++counters_.dispatches;
 }
 
@@ -339,11 +316,7 @@ void device::wait_all() {
     for (size_t i = 0; i < reports_.size(); ++i) {
         auto *word = reinterpret_cast<uint32_t *>(gl_->status_data + (i + 1) * caps_.bind_align);
         if (__atomic_exchange_n(word, 0u, __ATOMIC_SEQ_CST) == 0) continue;
-        const auto &[op, thread] = reports_[i];
-        std::string &ops = reported_[thread];
-        if ((", " + ops + ", ").find(std::string(", ") + op + ", ") != std::string::npos) continue;
-        if (!ops.empty()) ops += ", ";
-        ops += op;
+        reported_.add(reports_[i].second, reports_[i].first);
     }
     reports_.clear();
     if (const GLenum error = glGetError(); error != GL_NO_ERROR) {
@@ -352,16 +325,6 @@ void device::wait_all() {
     }
 }
 
-void device::throw_reported() {
-    if (reported_.empty()) return;
-    const auto found = reported_.find(caller_);
-    if (found == reported_.end()) return;
-    const std::string ops = std::move(found->second);
-    reported_.erase(found);
-    raise(TF_STATUS_INVALID_ARGUMENT,
-          "%s: an index or label outside its range was found on %s in work this thread issued; the elements "
-          "it picks are 0 (NaN for losses)",
-          ops.c_str(), label());
-}
+void device::throw_reported() { reported_.throw_for(caller_, label()); }
 
 }  // namespace tf_gl

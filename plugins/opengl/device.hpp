@@ -12,6 +12,7 @@
 #define TINYFIN_OPENGL_DEVICE_HPP
 
 #include "memory.hpp"
+#include "reported_ops.hpp"
 #include "worker.hpp"
 
 #include <map>
@@ -141,7 +142,7 @@ private:
     std::vector<std::pair<const char *, std::thread::id>> reports_;
     // Ops whose kernels reported bad data, comma-separated, by the thread that issued them;
     // thrown at that thread's next read or synchronize.
-    std::unordered_map<std::thread::id, std::string> reported_;
+    tf_kernels::reported_ops reported_;
     std::unique_ptr<worker> thread_;  // last: destroyed first, after ~device emptied gl_ on it
 };
 

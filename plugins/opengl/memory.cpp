@@ -47,69 +47,24 @@ memory_block &memory_pool::new_block(uint64_t size) {
     auto block = std::make_unique<memory_block>();
     block->buffer = std::move(buffer);
     block->size = size;
-    block->free_ranges.emplace(0, size);
+    block->ranges = tf_kernels::free_list(size);
     reserved_ += size;
     ++blocks_created_;
     blocks_.push_back(std::move(block));
     return *blocks_.back();
 }
 
-bool memory_pool::take(memory_block &block, uint64_t size, allocation &out) {
-    for (auto it = block.free_ranges.begin(); it != block.free_ranges.end(); ++it) {
-        if (it->second < size) continue;
-        const uint64_t offset = it->first, left = it->second - size;
-        block.free_ranges.erase(it);
-        if (left > 0) block.free_ranges.emplace(offset + size, left);
-        block.used += size;
-        out = allocation{&block, offset, size};
-        return true;
-    }
-    return false;
-}
-
 allocation memory_pool::allocate(uint64_t size) {
     const uint64_t need = align_up(std::max<uint64_t>(size, 1), alignment_);
-    allocation out;
-    if (need > block_size_) {
-        memory_block &block = new_block(need);
-        block.dedicated = true;
-        take(block, need, out);
-        return out;
-    }
-    for (auto &block : blocks_)
-        if (!block->dedicated && take(*block, need, out)) return out;
-    take(new_block(block_size_), need, out);
-    return out;
+    const auto [block, offset] = tf_kernels::place(blocks_, need, block_size_, block_size_,
+                                                   [&](uint64_t n) -> memory_block & { return new_block(n); });
+    return allocation{block, offset, need};
 }
 
 void memory_pool::release(allocation &range) noexcept {
-    memory_block *block = range.owner;
-    if (!block) return;
+    if (!range.owner) return;
+    reserved_ -= tf_kernels::give_back(blocks_, *range.owner, range.offset, range.size);
     range.owner = nullptr;
-    block->used -= range.size;
-    // Insert and coalesce with the neighbours.
-    auto [it, inserted] = block->free_ranges.emplace(range.offset, range.size);
-    if (it != block->free_ranges.begin()) {
-        auto prev = std::prev(it);
-        if (prev->first + prev->second == it->first) {
-            prev->second += it->second;
-            block->free_ranges.erase(it);
-            it = prev;
-        }
-    }
-    auto next = std::next(it);
-    if (next != block->free_ranges.end() && it->first + it->second == next->first) {
-        it->second += next->second;
-        block->free_ranges.erase(next);
-    }
-    if (block->used != 0) return;
-    // Keep one empty shared block as a spare; dedicated blocks and further empty ones go.
-    const bool spare_exists = std::any_of(blocks_.begin(), blocks_.end(), [&](const auto &b) {
-        return b.get() != block && !b->dedicated && b->used == 0;
-    });
-    if (!block->dedicated && !spare_exists) return;
-    reserved_ -= block->size;
-    blocks_.erase(std::find_if(blocks_.begin(), blocks_.end(), [&](const auto &b) { return b.get() == block; }));
 }
 
 // ---- stream_ring --------------------------------------------------------------------------------------

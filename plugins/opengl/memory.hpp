@@ -5,6 +5,7 @@
 #define TINYFIN_OPENGL_MEMORY_HPP
 
 #include "context.hpp"
+#include "free_list.hpp"
 
 #include <cstdint>
 #include <map>
@@ -20,9 +21,8 @@ struct memory_block {
     uint64_t size = 0;
     // One request bigger than the block size: deleted as soon as it is released.
     bool dedicated = false;
-    // offset -> size of every free range, coalesced.
-    std::map<uint64_t, uint64_t> free_ranges;
-    uint64_t used = 0;
+    // Its free ranges (first fit) and the bytes in use.
+    tf_kernels::free_list ranges;
 };
 
 // A range of one block; empty (owner == nullptr) when nothing is held.
@@ -50,7 +50,6 @@ public:
 
 private:
     memory_block &new_block(uint64_t size);
-    bool take(memory_block &block, uint64_t size, allocation &out);
 
     uint64_t block_size_, alignment_;
     const char *label_;

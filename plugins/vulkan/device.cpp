@@ -313,18 +313,14 @@ void device::info(tf_device_info &out) const {
 }
 
 void device::list_features(tf_feature_fn emit, void *user) const {
-    char key[64], value[128];
-    auto put = [&](const char *name, const char *text) {
-        std::snprintf(key, sizeof key, "device%d.%s", index_, name);
-        emit(user, key, text);
-    };
-    put("api", api_text(props_.apiVersion, value, sizeof value));
-    put("driver", driver_.c_str());
-    std::snprintf(value, sizeof value, "%" PRIu64, caps_.max_binding);
-    put("max_storage_buffer_range", value);
-    put("memory", host_visible_ ? "host-visible (no staging)" : "device-local (staging copies)");
-    put("memory_budget", has_budget_ ? "VK_EXT_memory_budget" : "no");
-    put("pipeline_cache", cache_path_.empty() ? "none" : cache_path_.c_str());
+    const tf_kit::feature_list features(emit, user, index_);
+    char api[32];
+    features.put("api", api_text(props_.apiVersion, api, sizeof api));
+    features.put("driver", driver_.c_str());
+    features.putf("max_storage_buffer_range", "%" PRIu64, caps_.max_binding);
+    features.put("memory", host_visible_ ? "host-visible (no staging)" : "device-local (staging copies)");
+    features.put("memory_budget", has_budget_ ? "VK_EXT_memory_budget" : "no");
+    features.put("pipeline_cache", cache_path_.empty() ? "none" : cache_path_.c_str());
 }
 
 // ---- Buffers -------------------------------------------------------------------------------------
@@ -440,29 +436,19 @@ void device::synchronize() {
 // ---- Recording -----------------------------------------------------------------------------------
 
 tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char *role, uint32_t index) {
-    tf_buffer *buffer = t.buffer;
-    if (!buffer || buffer->owner != this)
-        raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is not a buffer of %s", op, role, index, label());
-    return tf_kernels::bind_view(caps_, t, buffer, buffer->memory.offset, buffer->size, op, role, index);
+    return tf_kernels::bind_pooled(caps_, this, label(), t, op, role, index);
 }
 
 void device::dispatch(const dispatch_args &args) {
-    const pipeline_key &kernel = args.kernel;
-    const void *params = args.params;
-    const size_t params_size = args.params_size;
-    const tensor_binding *tensors = args.tensors;
-    const size_t count = args.count;
-    const uint32_t groups_x = args.groups[0], groups_y = args.groups[1], groups_z = args.groups[2];
-    const char *reporting_op = args.reporting_op;
     throw_if_lost();
-    if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
-    VkPipeline pipeline = pipeline_for(kernel);
-    batch &b = recording(params_size);
+    if (args.empty()) return;
+    VkPipeline pipeline = pipeline_for(args.kernel);
+    batch &b = recording(args.params_size);
     VkDevice dev = device_.get();
 
     const uint64_t at = align_up(b.params_used, caps_.bind_align);
-    std::memcpy(b.params.owner->mapped + b.params.offset + at, params, params_size);
-    b.params_used = at + params_size;
+    std::memcpy(b.params.owner->mapped + b.params.offset + at, args.params, args.params_size);
+    b.params_used = at + args.params_size;
 
     VkDescriptorSetLayout layout = set_layout_.get();
     VkDescriptorSetAllocateInfo alloc_info{};
@@ -475,16 +461,16 @@ void device::dispatch(const dispatch_args &args) {
     ++b.sets_used;
 
     VkDescriptorBufferInfo infos[2 + tensor_slots];
-    infos[0] = {b.params.owner->buffer.get(), b.params.offset + at, params_size};
+    infos[0] = {b.params.owner->buffer.get(), b.params.offset + at, args.params_size};
     // A reporting kernel gets a word of its own; the others never write theirs.
     infos[1] = {status_.owner->buffer.get(), status_.offset, 4};
-    if (reporting_op) {
+    if (args.reporting_op) {
         infos[1] = {b.status.owner->buffer.get(), b.status.offset + b.reports.size() * caps_.bind_align, 4};
-        b.reports.emplace_back(reporting_op, std::this_thread::get_id());
+        b.reports.emplace_back(args.reporting_op, std::this_thread::get_id());
     }
     for (uint32_t s = 0; s < tensor_slots; ++s) {
-        if (s < count && tensors[s].buffer)
-            infos[2 + s] = {tensors[s].buffer->memory.owner->buffer.get(), tensors[s].offset, tensors[s].range};
+        if (s < args.count && args.tensors[s].buffer)
+            infos[2 + s] = {args.tensors[s].buffer->memory.owner->buffer.get(), args.tensors[s].offset, args.tensors[s].range};
         else
             infos[2 + s] = infos[1];  // unused slots still need a valid descriptor
     }
@@ -506,10 +492,10 @@ void device::dispatch(const dispatch_args &args) {
         b.bound = pipeline;
     }
     vkCmdBindDescriptorSets(b.commands, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_.get(), 0, 1, &set, 0, nullptr);
-    vkCmdDispatch(b.commands, groups_x, groups_y, groups_z);
+    vkCmdDispatch(b.commands, args.groups[0], args.groups[1], args.groups[2]);
     barrier(b);
-    for (size_t s = 0; s < count; ++s)
-        if (tensors[s].buffer) tensors[s].buffer->last_use = b.serial;
+    for (size_t s = 0; s < args.count; ++s)
+        if (args.tensors[s].buffer) args.tensors[s].buffer->last_use = b.serial;
     if (b.commands_recorded >= submit_after) submit(b);
 }
 
@@ -613,11 +599,7 @@ void device::retire(batch &b) {
     for (size_t i = 0; i < b.reports.size(); ++i) {
         auto *word = reinterpret_cast<uint32_t *>(b.status.owner->mapped + b.status.offset + i * caps_.bind_align);
         if (__atomic_exchange_n(word, 0u, __ATOMIC_SEQ_CST) == 0) continue;
-        const auto &[op, thread] = b.reports[i];
-        std::string &ops = reported_[thread];
-        if ((", " + ops + ", ").find(std::string(", ") + op + ", ") != std::string::npos) continue;
-        if (!ops.empty()) ops += ", ";
-        ops += op;
+        reported_.add(b.reports[i].second, b.reports[i].first);
     }
     b.reports.clear();
     b.state = batch::state::idle;
@@ -637,16 +619,6 @@ void device::throw_if_lost() const {
     if (lost_) raise(TF_STATUS_DEVICE_LOST, "%s was lost (VK_ERROR_DEVICE_LOST); its buffers are gone", label());
 }
 
-void device::throw_reported() {
-    if (reported_.empty()) return;
-    const auto found = reported_.find(std::this_thread::get_id());
-    if (found == reported_.end()) return;
-    const std::string ops = std::move(found->second);
-    reported_.erase(found);
-    raise(TF_STATUS_INVALID_ARGUMENT,
-          "%s: an index or label outside its range was found on %s in work this thread issued; the elements "
-          "it picks are 0 (NaN for losses)",
-          ops.c_str(), label());
-}
+void device::throw_reported() { reported_.throw_for(std::this_thread::get_id(), label()); }
 
 }  // namespace tf_vk

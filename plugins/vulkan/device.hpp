@@ -11,6 +11,7 @@
 #define TINYFIN_VULKAN_DEVICE_HPP
 
 #include "memory.hpp"
+#include "reported_ops.hpp"
 
 #include <array>
 #include <compare>
@@ -155,7 +156,7 @@ private:
     std::unordered_set<tf_buffer *> live_;
     // Ops whose kernels reported bad data in finished batches, comma-separated, by the thread
     // that recorded them; thrown at that thread's next read or synchronize.
-    std::unordered_map<std::thread::id, std::string> reported_;
+    tf_kernels::reported_ops reported_;
     bool lost_ = false;
 };
 

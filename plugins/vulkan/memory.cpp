@@ -47,23 +47,10 @@ memory_block &memory_pool::new_block(uint64_t size) {
         block->mapped = static_cast<char *>(host);  // unmapped by vkFreeMemory
     }
     block->size = size;
-    block->free_ranges.emplace(0, size);
+    block->ranges = tf_kernels::free_list(size);
     reserved_ += size;
     blocks_.push_back(std::move(block));
     return *blocks_.back();
-}
-
-bool memory_pool::take(memory_block &block, uint64_t size, allocation &out) {
-    for (auto it = block.free_ranges.begin(); it != block.free_ranges.end(); ++it) {
-        if (it->second < size) continue;
-        const uint64_t offset = it->first, left = it->second - size;
-        block.free_ranges.erase(it);
-        if (left > 0) block.free_ranges.emplace(offset + size, left);
-        block.used += size;
-        out = {&block, offset, size};
-        return true;
-    }
-    return false;
 }
 
 allocation memory_pool::allocate(uint64_t size) {
@@ -71,48 +58,15 @@ allocation memory_pool::allocate(uint64_t size) {
     if (size > UINT64_MAX - opts_.alignment)
         raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s", static_cast<unsigned long long>(size), opts_.label);
     const uint64_t need = align_up(size, opts_.alignment);
-    allocation out;
-    // Big requests get a block of their own, so large and small tensors do not fragment each other.
-    if (need > opts_.block_size / 2) {
-        memory_block &block = new_block(need);
-        block.dedicated = true;
-        take(block, need, out);
-        return out;
-    }
-    for (auto &block : blocks_)
-        if (!block->dedicated && take(*block, need, out)) return out;
-    take(new_block(opts_.block_size), need, out);
-    return out;
+    const auto [block, offset] = tf_kernels::place(blocks_, need, opts_.block_size / 2, opts_.block_size,
+                                                   [&](uint64_t n) -> memory_block & { return new_block(n); });
+    return allocation{block, offset, need};
 }
 
 void memory_pool::release(allocation &range) noexcept {
-    memory_block *block = range.owner;
-    if (!block) return;
+    if (!range.owner) return;
+    reserved_ -= tf_kernels::give_back(blocks_, *range.owner, range.offset, range.size);
     range.owner = nullptr;
-    block->used -= range.size;
-    auto [it, inserted] = block->free_ranges.emplace(range.offset, range.size);
-    (void)inserted;
-    // Coalesce with the neighbours.
-    if (auto next = std::next(it); next != block->free_ranges.end() && it->first + it->second == next->first) {
-        it->second += next->second;
-        block->free_ranges.erase(next);
-    }
-    if (it != block->free_ranges.begin()) {
-        auto prev = std::prev(it);
-        if (prev->first + prev->second == it->first) {
-            prev->second += it->second;
-            block->free_ranges.erase(it);
-        }
-    }
-    if (block->used != 0) return;
-    // An empty block: keep one spare ordinary block, give the rest back to the driver.
-    size_t spare = 0;
-    for (auto &b : blocks_)
-        if (b.get() != block && !b->dedicated && b->used == 0) ++spare;
-    if (!block->dedicated && spare == 0) return;
-    auto owned = std::find_if(blocks_.begin(), blocks_.end(), [&](const auto &b) { return b.get() == block; });
-    reserved_ -= block->size;
-    blocks_.erase(owned);
 }
 
 }  // namespace tf_vk

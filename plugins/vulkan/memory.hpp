@@ -5,6 +5,7 @@
 #define TINYFIN_VULKAN_MEMORY_HPP
 
 #include "context.hpp"
+#include "free_list.hpp"
 
 #include <map>
 #include <memory>
@@ -30,9 +31,8 @@ struct memory_block {
     char *mapped = nullptr;
     // One request bigger than the pool's block size: freed as soon as it is released.
     bool dedicated = false;
-    // offset -> size of every free range, coalesced.
-    std::map<uint64_t, uint64_t> free_ranges;
-    uint64_t used = 0;
+    // Its free ranges (first fit) and the bytes in use.
+    tf_kernels::free_list ranges;
 };
 
 class memory_pool {
@@ -63,7 +63,6 @@ public:
 
 private:
     memory_block &new_block(uint64_t size);
-    bool take(memory_block &block, uint64_t size, allocation &out);
 
     VkDevice device_;
     options opts_;

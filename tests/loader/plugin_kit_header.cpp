@@ -1,6 +1,7 @@
 // The plugin kit's headers stand on their own: each compiles first in a translation unit, with
 // every warning an error (meson compiles this file with -std=c++20 -Wall -Wextra -Werror).
 #include <tinyfin/plugin_kit/host_buffer.hpp>
+#include <tinyfin/plugin_kit/features.hpp>
 #include <tinyfin/plugin_kit/errors.hpp>
 #include <tinyfin/plugin_kit/ops.hpp>
 #include <tinyfin/plugin_kit/tensors.hpp>

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -104,6 +105,23 @@ const int32_t k_extremes[] = {INT32_MIN, -1, 0, 1, 2, 3, INT32_MAX / 2, INT32_MA
 const int64_t k_sizes[] = {0, 1, 7, INT32_MAX, int64_t{1} << 40, INT64_MAX / 2, INT64_MAX};
 
 }  // namespace
+
+TEST_CASE("kit: feature_list keys a device's features and prints their values") {
+    std::vector<std::pair<std::string, std::string>> got;
+    auto emit = [](void *user, const char *key, const char *value) {
+        static_cast<std::vector<std::pair<std::string, std::string>> *>(user)->emplace_back(key, value);
+    };
+    const tf_kit::feature_list device(emit, &got, 3), plugin(emit, &got);
+    device.put("kind", "software");
+    device.putf("groups", "%d x %u", 64, 2u);
+    plugin.putf("kernels", "%zu (%s)", size_t{8}, "embedded");
+    plugin.putf("long", "%s", std::string(400, 'x').c_str());
+    REQUIRE(got.size() == 4);
+    CHECK(got[0] == std::pair<std::string, std::string>("device3.kind", "software"));
+    CHECK(got[1] == std::pair<std::string, std::string>("device3.groups", "64 x 2"));
+    CHECK(got[2] == std::pair<std::string, std::string>("kernels", "8 (embedded)"));
+    CHECK(got[3].second == std::string(255, 'x'));  // cut, NUL-terminated
+}
 
 TEST_CASE("kit: window_count and parameter checks at the int32 and int64 extremes") {
     CHECK(tf_kit::window_count(28, 2, 2, 0, 1) == 14);

@@ -56,6 +56,14 @@ inline const tf_plugin *enter(const tf_host_api *host, const tf_plugin &table) n
     return &table;
 }
 
+// Defines the plugin's one exported symbol (R1), tf_plugin_entry, as enter(host, table): use once,
+// at global scope, in the file that defines the table.
+#define TF_KIT_PLUGIN_ENTRY(table)                                                             \
+    extern "C" TF_PLUGIN_EXPORT const tf_plugin *tf_plugin_entry(const tf_host_api *host) {    \
+        return tf_kit::enter(host, table);                                                     \
+    }                                                                                          \
+    static_assert(std::is_same_v<decltype(&tf_plugin_entry), tf_plugin_entry_fn>)
+
 // The core's environment lookup (secure_getenv behind TINYFIN_* rules); secure_getenv before
 // enter() or with a host table that has none.
 inline const char *get_env(const char *name) noexcept {

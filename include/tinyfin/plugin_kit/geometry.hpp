@@ -10,16 +10,20 @@
 
 namespace tf_kit TF_KIT_HIDDEN {
 
+// GCC's and Clang's 128-bit integer; __extension__ keeps -Wpedantic quiet in plugins that build
+// with it (examples/plugin-template-cpp does).
+__extension__ typedef __int128 int128;
+
 // Positions of a window of `kernel` taps `dilation` apart sliding by `stride` over `in` elements
 // padded by `pad` on both sides: 0 when the window does not fit, -1 for arguments no op has (a
 // negative size or padding, a kernel, stride or dilation below 1). Computed in 128 bits, so no
 // int64 size or int32 parameter overflows; the result is at most in + 2 * pad.
 constexpr int64_t window_count(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) noexcept {
     if (in < 0 || kernel < 1 || stride < 1 || pad < 0 || dilation < 1) return -1;
-    const __int128 span = static_cast<__int128>(dilation) * (kernel - 1) + 1;
-    const __int128 padded = static_cast<__int128>(in) + 2 * static_cast<__int128>(pad);
+    const int128 span = static_cast<int128>(dilation) * (kernel - 1) + 1;
+    const int128 padded = static_cast<int128>(in) + 2 * static_cast<int128>(pad);
     if (padded < span) return 0;
-    const __int128 n = (padded - span) / stride + 1;
+    const int128 n = (padded - span) / stride + 1;
     return n > INT64_MAX ? -1 : static_cast<int64_t>(n);
 }
 
