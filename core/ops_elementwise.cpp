@@ -203,7 +203,12 @@ Tensor constant_like(const Tensor &like, double value) {
         if (it->bits == bits && it->dtype == impl.dtype && it->backend == backend && it->device == device)
             return it->tensor;
     Tensor t;
-    {
+    if (bits == 0) {
+        // +0 is all-zero bytes in every dtype: written from the host, no fill dispatched (the
+        // zero mask of attention without a mask, the zeros of many backward rules).
+        const uint64_t zero[1] = {0};
+        t = from_host(zero, {}, impl.dtype, like.device());
+    } else {
         HelperScope helper;
         t = full({}, value, impl.dtype, like.device());
     }

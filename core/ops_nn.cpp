@@ -405,6 +405,55 @@ Tensor rope(const Tensor &x, double theta, bool interleaved, int64_t position_of
     }; });
 }
 
+Tensor rope(const Tensor &x, const Tensor &positions, double theta, bool interleaved, int64_t seq_axis) {
+    const char *op = op_info(TF_OP_ROPE).name;
+    impl_of(x, op);
+    impl_of(positions, op);
+    require_float(x, op);
+    if (x.rank() < 2 || x.size(-1) % 2 != 0)
+        raise<ShapeError>(std::string(op) + ": input must be [..., T, D] with D even, got " + shape_str(x.shape()));
+    if (!(theta > 0)) raise<ValueError>(std::string(op) + ": theta must be positive, got " + std::to_string(theta));
+    const int ax = normalize_axis(seq_axis, x.rank(), op);
+    if (ax == x.rank() - 1)
+        raise<ShapeError>(std::string(op) + ": seq_axis " + std::to_string(seq_axis) + " is the feature axis of " +
+                          shape_str(x.shape()) + "; the sequence must be another axis");
+    const int64_t t_len = x.size(ax), d = x.size(-1), half = d / 2;
+    if (positions.rank() != 1 || positions.size(0) != t_len)
+        raise<ShapeError>(std::string(op) + ": positions must be [" + std::to_string(t_len) + "] (the size of axis " +
+                          std::to_string(ax) + " of " + shape_str(x.shape()) + "), got " + shape_str(positions.shape()));
+    // cos and sin of position * theta^(-2i/D) in double, as the kernel computes them.
+    std::vector<double> pos;
+    if (is_float(positions.dtype()))
+        for (float p : positions.to_vector<float>()) pos.push_back(p);
+    else
+        for (int64_t p : positions.to_vector<int64_t>()) pos.push_back(static_cast<double>(p));
+    std::vector<float> cos_table(static_cast<std::size_t>(t_len * half)), sin_table(cos_table.size());
+    for (int64_t t = 0; t < t_len; ++t)
+        for (int64_t i = 0; i < half; ++i) {
+            const double angle = pos[static_cast<std::size_t>(t)] * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+            cos_table[static_cast<std::size_t>(t * half + i)] = static_cast<float>(std::cos(angle));
+            sin_table[static_cast<std::size_t>(t * half + i)] = static_cast<float>(std::sin(angle));
+        }
+    // The tables broadcast over [..., T, D/2] (non-interleaved) or [..., T, D/2, 1] (interleaved).
+    const Shape table_shape = interleaved ? Shape{t_len, half, 1} : Shape{t_len, half};
+    const Tensor c = from_vector(cos_table, table_shape, x.device()).to(x.dtype());
+    const Tensor s = from_vector(sin_table, table_shape, x.device()).to(x.dtype());
+    const Tensor xm = ax == x.rank() - 2 ? x : x.transpose(ax, -2);
+    Tensor y;
+    if (interleaved) {
+        Shape pairs = xm.shape();
+        pairs.back() = half;
+        pairs.push_back(2);
+        const Tensor xp = xm.reshape(pairs);
+        const Tensor x1 = narrow(xp, -1, 0, 1), x2 = narrow(xp, -1, 1, 1);
+        y = concat({sub(mul(x1, c), mul(x2, s)), add(mul(x1, s), mul(x2, c))}, -1).reshape(xm.shape());
+    } else {
+        const Tensor x1 = narrow(xm, -1, 0, half), x2 = narrow(xm, -1, half, half);
+        y = concat({sub(mul(x1, c), mul(x2, s)), add(mul(x1, s), mul(x2, c))}, -1);
+    }
+    return ax == x.rank() - 2 ? y : y.transpose(ax, -2);
+}
+
 Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v,
                                     const Tensor &mask, bool causal, double scale,
                                     CausalAlignment alignment) {

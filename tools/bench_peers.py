@@ -112,6 +112,8 @@ def numpy_case(np, case, rng):
         a, b = randn(case["a"]), randn(case["b"])
         return lambda: np.matmul(a, b)
     if op in ("add", "mul"):
+        if case.get("grad"):
+            return None  # numpy has no autograd
         a, b = randn(case["n"]), randn(case["n"])
         if case.get("out"):
             c = np.empty(case["n"], dtype=f32)
@@ -154,6 +156,17 @@ def torch_case(torch, case, generator):
         return lambda: torch.matmul(a, b)
     if op in ("add", "mul"):
         a, b = randn(case["n"]), randn(case["n"])
+        if case.get("grad"):
+            a.requires_grad_()
+            b.requires_grad_()
+            fn = torch.add if op == "add" else torch.mul
+            if case["grad"] == "record":
+                return lambda: fn(a, b)
+
+            def off():
+                with torch.no_grad():
+                    return fn(a, b)
+            return off
         if case.get("out"):
             c = torch.empty(case["n"], dtype=torch.float32)
             fn = torch.add if op == "add" else torch.mul

@@ -405,10 +405,36 @@ Case overhead_case(bool out) {
     return c;
 }
 
+// The same add with inputs that require grad: recorded (a graph node per call, released with the
+// result), and under NoGradGuard (what autograd costs when it is off: one thread-local check).
+Case grad_overhead_case(bool recording) {
+    Case c;
+    c.op = "overhead";
+    c.size = recording ? "add16_grad" : "add16_nograd";
+    c.description = recording ? "add of two [16] tensors that require grad, recorded for backward"
+                              : "add of two [16] tensors that require grad, under NoGradGuard";
+    c.unit = Unit::ns;
+    c.work = 0;
+    c.spec = recording ? "{\"op\":\"add\",\"n\":16,\"grad\":\"record\"}" : "{\"op\":\"add\",\"n\":16,\"grad\":\"off\"}";
+    c.prepare = [recording](const Device &d) -> Call {
+        Tensor a = tinyfin::randn({16}, 12, d), b = tinyfin::randn({16}, 13, d);
+        a.requires_grad_();
+        b.requires_grad_();
+        if (recording) return [a, b] { (void)tinyfin::add(a, b); };
+        return [a, b] {
+            tinyfin::NoGradGuard off;
+            (void)tinyfin::add(a, b);
+        };
+    };
+    return c;
+}
+
 std::vector<Case> all_cases() {
     std::vector<Case> cases;
     cases.push_back(overhead_case(false));
     cases.push_back(overhead_case(true));
+    cases.push_back(grad_overhead_case(true));
+    cases.push_back(grad_overhead_case(false));
     for (int64_t n : {64, 128, 256, 512, 1024, 2048}) cases.push_back(matmul_case("matmul", 1, n, n, n));
     // Low precision (the cpu plugin: converted to f32 for the f32 GEMM, or AVX512-BF16).
     for (int64_t n : {256, 512, 1024}) cases.push_back(matmul_case("matmul_bf16", 1, n, n, n, DType::bf16));

@@ -394,6 +394,11 @@ Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight = Tensor(), do
 // seq_axis, of size T: -2 for [..., T, D] ([B, H, T, D]), 1 for [B, T, H, D].
 Tensor rope(const Tensor &x, double theta = 10000.0, bool interleaved = false,
             int64_t position_offset = 0, int64_t seq_axis = -2);
+// The same at explicit positions: positions is [T] (any dtype, read to the host), element t the
+// position of index t along seq_axis (packed sequences, left padding, gaps). The rotation is
+// composed of elementwise ops on cos/sin tables computed in double, so gradients flow to x.
+Tensor rope(const Tensor &x, const Tensor &positions, double theta = 10000.0, bool interleaved = false,
+            int64_t seq_axis = -2);
 
 // Which query row the causal mask starts from when Tq != Tk (with Tq == Tk both are the
 // usual lower triangle):

@@ -23,22 +23,14 @@ tf_status check_call(const tf_op_desc &op, uint32_t n_inputs, size_t params_size
     return TF_STATUS_OK;
 }
 
-// Every tensor listed is float and all share one dtype.
-tf_status check_float(const char *name, std::initializer_list<const tf_tensor_desc *> ts, tf_error *err) {
+// Every tensor listed shares one dtype (the OWN rule; plugin.cpp has checked each operand's class
+// against ops.def's dtypes column).
+tf_status check_same_dtype(const char *name, std::initializer_list<const tf_tensor_desc *> ts, tf_error *err) {
     const int32_t dtype = (*ts.begin())->dtype;
     for (const tf_tensor_desc *t : ts)
         if (t->dtype != dtype)
             return fail(err, TF_STATUS_UNSUPPORTED, "%s: operand dtypes %s and %s differ", name, dtype_name(dtype),
                         dtype_name(t->dtype));
-    if (!is_float(dtype))
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel for dtype %s (f32, f16, bf16 only)", name,
-                    dtype_name(dtype));
-    return TF_STATUS_OK;
-}
-
-tf_status check_index(const char *name, const char *role, const tf_tensor_desc &t, tf_error *err) {
-    if (!is_index(t.dtype))
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: %s must be i32 or i64, got %s", name, role, dtype_name(t.dtype));
     return TF_STATUS_OK;
 }
 
@@ -77,7 +69,7 @@ tf_status check_conv(const tf_op_desc &op, tf_error *err) {
     if (x->rank != 4 || w->rank != 4 || y->rank != 4)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %s, %s %s and %s %s must all have rank 4", name, roles[0],
                     shape_of(*x).text, roles[1], shape_of(*w).text, roles[2], shape_of(*y).text);
-    if (tf_status s = check_float(name, {x, w, y}, err); s != TF_STATUS_OK) return s;
+    if (tf_status s = check_same_dtype(name, {x, w, y}, err); s != TF_STATUS_OK) return s;
     const int64_t c = x->shape[1], o = w->shape[0], g = p.groups;
     if (c % g != 0 || c / g != w->shape[1] || o % g != 0)
         return fail(err, TF_STATUS_INVALID_ARGUMENT,
@@ -111,11 +103,11 @@ tf_status check_pool(const tf_op_desc &op, tf_error *err) {
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %s and %s %s must have rank 4", name,
                     backward ? "dx" : "x", shape_of(*x).text, backward ? "dy" : "y", shape_of(*y).text);
     if (op.op == TF_OP_MAX_POOL2D_BACKWARD) {
-        if (tf_status s = check_float(name, {y, &op.inputs[1], x}, err); s != TF_STATUS_OK) return s;
+        if (tf_status s = check_same_dtype(name, {y, &op.inputs[1], x}, err); s != TF_STATUS_OK) return s;
         if (!same_shape(op.inputs[1], *x))
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: dx %s must have x's shape %s", name, shape_of(*x).text,
                         shape_of(op.inputs[1]).text);
-    } else if (tf_status s = check_float(name, {y, x}, err); s != TF_STATUS_OK) {
+    } else if (tf_status s = check_same_dtype(name, {y, x}, err); s != TF_STATUS_OK) {
         return s;
     }
     const int64_t oh = window_count(x->shape[2], p.kernel[0], p.stride[0], p.padding[0], 1);
@@ -143,7 +135,7 @@ tf_status check_softmax(const tf_op_desc &op, tf_error *err) {
     if (!same_shape(x, y))
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output %s must have the input's shape %s", name,
                     shape_of(y).text, shape_of(x).text);
-    return check_float(name, {&x, &y}, err);
+    return check_same_dtype(name, {&x, &y}, err);
 }
 
 // layer_norm: x [..., *S], weight [*S], bias [*S] -> y; rms_norm: x, weight -> y.
@@ -167,8 +159,8 @@ tf_status check_norm(const tf_op_desc &op, tf_error *err) {
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %s must be the last %d axes of x %s", name,
                         i == 1 ? "weight" : "bias", shape_of(t).text, n_axes, shape_of(x).text);
     }
-    if (op.op == TF_OP_LAYER_NORM) return check_float(name, {&x, &op.inputs[1], &op.inputs[2], &y}, err);
-    return check_float(name, {&x, &op.inputs[1], &y}, err);
+    if (op.op == TF_OP_LAYER_NORM) return check_same_dtype(name, {&x, &op.inputs[1], &op.inputs[2], &y}, err);
+    return check_same_dtype(name, {&x, &op.inputs[1], &y}, err);
 }
 
 // rope: x [..., T, D] (D even) -> y of x's shape; theta > 0.
@@ -184,7 +176,7 @@ tf_status check_rope(const tf_op_desc &op, tf_error *err) {
                     shape_of(y).text, shape_of(x).text);
     const double theta = static_cast<const tf_params_rope *>(op.params)->theta;
     if (!(theta > 0)) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: theta must be positive, got %g", name, theta);
-    return check_float(name, {&x, &y}, err);
+    return check_same_dtype(name, {&x, &y}, err);
 }
 
 // attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] -> [..., Tq, Dv],
@@ -207,7 +199,7 @@ tf_status check_attention(const tf_op_desc &op, tf_error *err) {
                     "%s: q %s, k %s, v %s, mask %s and output %s do not form [..., Tq, D], [..., Tk, D], "
                     "[..., Tk, Dv], [..., Tq, Tk] -> [..., Tq, Dv]",
                     name, shape_of(q).text, shape_of(k).text, shape_of(v).text, shape_of(m).text, shape_of(out).text);
-    return check_float(name, {&q, &k, &v, &m, &out}, err);
+    return check_same_dtype(name, {&q, &k, &v, &m, &out}, err);
 }
 
 // embedding: weight [V, D], indices [...] -> [..., D] (any dtype, the weight's).
@@ -216,7 +208,6 @@ tf_status check_embedding(const tf_op_desc &op, tf_error *err) {
     const char *name = op_name(op.op);
     if (tf_status s = check_call(op, 2, 0, err); s != TF_STATUS_OK) return s;
     const tf_tensor_desc &idx = op.inputs[1];
-    if (tf_status s = check_index(name, "indices", idx, err); s != TF_STATUS_OK) return s;
     const bool forward = op.op == TF_OP_EMBEDDING;
     const tf_tensor_desc &table = forward ? op.inputs[0] : op.outputs[0];
     const tf_tensor_desc &rows = forward ? op.outputs[0] : op.inputs[0];
@@ -230,7 +221,7 @@ tf_status check_embedding(const tf_op_desc &op, tf_error *err) {
                         dtype_name(rows.dtype), dtype_name(table.dtype));
         return TF_STATUS_OK;
     }
-    return check_float(name, {&rows, &table}, err);
+    return check_same_dtype(name, {&rows, &table}, err);
 }
 
 // cross_entropy: logits [N, C], labels [N] -> [] (mean, sum) or [N] (none).
@@ -242,14 +233,13 @@ tf_status check_cross_entropy(const tf_op_desc &op, tf_error *err) {
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: reduction %d is not none (0), mean (1) or sum (2)", name,
                     p.reduction);
     const tf_tensor_desc &logits = op.inputs[0], &labels = op.inputs[1], &out = op.outputs[0];
-    if (tf_status s = check_index(name, "labels", labels, err); s != TF_STATUS_OK) return s;
     const bool per_row = p.reduction == TF_REDUCTION_NONE;
     if (logits.rank != 2 || labels.rank != 1 || labels.shape[0] != logits.shape[0] ||
         out.rank != (per_row ? 1 : 0) || (per_row && out.shape[0] != logits.shape[0]))
         return fail(err, TF_STATUS_INVALID_ARGUMENT,
                     "%s: logits %s, labels %s and loss %s do not form [N, C], [N] -> %s", name, shape_of(logits).text,
                     shape_of(labels).text, shape_of(out).text, per_row ? "[N]" : "[]");
-    return check_float(name, {&logits, &out}, err);
+    return check_same_dtype(name, {&logits, &out}, err);
 }
 
 // one_hot: labels [...] -> [..., num_classes] of any dtype.
@@ -258,14 +248,11 @@ tf_status check_one_hot(const tf_op_desc &op, tf_error *err) {
     if (tf_status s = check_call(op, 1, sizeof(tf_params_one_hot), err); s != TF_STATUS_OK) return s;
     const int32_t classes = static_cast<const tf_params_one_hot *>(op.params)->num_classes;
     const tf_tensor_desc &labels = op.inputs[0], &out = op.outputs[0];
-    if (tf_status s = check_index(name, "labels", labels, err); s != TF_STATUS_OK) return s;
     if (classes < 1)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: num_classes must be >= 1, got %d", name, classes);
     if (!extends_by_one(labels, out) || out.shape[out.rank - 1] != classes)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output %s must be labels %s followed by %d classes", name,
                     shape_of(out).text, shape_of(labels).text, classes);
-    if (dtype_size(out.dtype) == 0)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: unknown output dtype %d", name, out.dtype);
     return TF_STATUS_OK;
 }
 

@@ -35,14 +35,8 @@ namespace {
 
 // ---- Descriptor validation -------------------------------------------------------------------
 
-// The cpu plugin's op x dtype matrix; the other checks come from ops.def. An op outside the
-// kit's dtype classes (and not OWN) answers "no".
-
-// The kind's dtype rule, then the op's dtype class (tf_kit::natural_dtypes): the cpu plugin
-// runs every op of a kind it has kernels for in every dtype of its class.
-bool dtypes_supported(const tf_op_desc &op, op_kind kind) {
-    return kind != op_kind::OWN && dtypes_consistent(op, kind) && in_class(natural_dtypes(op.op), working_dtype(op, kind));
-}
+// The cpu plugin has a kernel for every dtype tinyfin defines an op on (ops.def's dtypes column
+// and the kind's rule): it is every op's fallback, so it states no limits of its own.
 
 // Everything supports() answers and run() relies on. With err == NULL no text is formatted.
 // supports() passes need_data = false: the core asks it about descriptors without memory (the
@@ -53,6 +47,11 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
     const char *name = rule.name;
     if (device != 0) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: no cpu device %d (there is 1)", name, device);
     if (tf_status s = check_tensors(name, *op, need_data, err); s != TF_STATUS_OK) return s;
+    if (!dtypes_in_column(*op)) {
+        const int32_t from = op->n_inputs > 0 ? op->inputs[0].dtype : op->outputs[0].dtype;
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtypes %s -> %s outside its dtypes column \"%s\" in ops.def", name,
+                    dtype_name(from), dtype_name(op->outputs[0].dtype), op_dtypes(op->op));
+    }
 
     const tf_tensor_desc &out = op->outputs[0];
     const tf_tensor_desc *in = op->inputs;
@@ -118,9 +117,10 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
         // The OWN ops: kernels_nn.h checks their shapes, params and dtypes.
         return validate_own(*op, err);
     }
-    if (!dtypes_supported(*op, rule.kind)) {
+    if (!dtypes_consistent(*op, rule.kind)) {
         const int32_t from = op->n_inputs > 0 ? in[0].dtype : out.dtype;
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel for dtype %s -> %s", name, dtype_name(from), dtype_name(out.dtype));
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: operand dtypes %s -> %s break its kind's rule of shared dtypes", name,
+                    dtype_name(from), dtype_name(out.dtype));
     }
     return TF_STATUS_OK;
 }

@@ -54,53 +54,51 @@ tf_status check_memory(const char *name, const char *role, uint32_t i, const tf_
     return TF_STATUS_OK;
 }
 
-// The dtype rule of the op on this plugin (the kinds' consistency first).
+// The dtypes of the op this plugin runs: those ops.def defines it on (the dtypes column and the
+// kind's rule), less this plugin's own limits below; OWN ops add their rule of shared dtypes.
 bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) {
-    if (!dtypes_consistent(op, kind)) return false;
+    if (!dtypes_defined(op, kind)) return false;
     const tf_tensor_desc *in = op.inputs;
     const int32_t out = op.outputs[0].dtype;
     const int32_t dtype = working_dtype(op, kind);
+    auto all_share = [&](uint32_t n_inputs) {
+        for (uint32_t i = 0; i < n_inputs; ++i)
+            if (in[i].dtype != out) return false;
+        return true;
+    };
     switch (op.op) {
     case TF_OP_DIV:
     case TF_OP_POW:
         return is_float(dtype);  // integers: their bad operands are errors cpu reports
     case TF_OP_MATMUL:
-        return dtype == TF_DTYPE_F32 || dtype == TF_DTYPE_F16 || (dtype == TF_DTYPE_BF16 && device.capability >= 80);
+        // cuBLAS runs bf16 products on sm_80 and newer only.
+        return dtype != TF_DTYPE_BF16 || device.capability >= 80;
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
     case TF_OP_CONV2D_GRAD_WEIGHT:
         // cuDNN runs bf16 convolutions on sm_80 and newer only.
-        return (out == TF_DTYPE_F32 || out == TF_DTYPE_F16 || (out == TF_DTYPE_BF16 && device.capability >= 80)) &&
-               in[0].dtype == out && in[1].dtype == out;
+        return (out != TF_DTYPE_BF16 || device.capability >= 80) && all_share(2);
     case TF_OP_MAX_POOL2D:
     case TF_OP_AVG_POOL2D:
     case TF_OP_AVG_POOL2D_BACKWARD:
     case TF_OP_SOFTMAX:
     case TF_OP_LOG_SOFTMAX:
     case TF_OP_ROPE:
-        return is_float(out) && in[0].dtype == out;
-    case TF_OP_MAX_POOL2D_BACKWARD:
-        return is_float(out) && in[0].dtype == out && in[1].dtype == out;
-    case TF_OP_LAYER_NORM:
-        return is_float(out) && in[0].dtype == out && in[1].dtype == out && in[2].dtype == out;
-    case TF_OP_RMS_NORM:
-        return is_float(out) && in[0].dtype == out && in[1].dtype == out;
-    case TF_OP_ATTENTION:
-        return is_float(out) && in[0].dtype == out && in[1].dtype == out && in[2].dtype == out && in[3].dtype == out;
-    case TF_OP_EMBEDDING:
-        return in[0].dtype == out && is_index(in[1].dtype);
     case TF_OP_EMBEDDING_BACKWARD:
-        return is_float(out) && in[0].dtype == out && is_index(in[1].dtype);
     case TF_OP_CROSS_ENTROPY:
-        return is_float(out) && in[0].dtype == out && is_index(in[1].dtype);
-    case TF_OP_ONE_HOT:
-        return is_index(in[0].dtype);
-    case TF_OP_ADAMW_STEP:
-    case TF_OP_SGD_STEP:
-        return true;  // check_own: dense f32 operands only
+    case TF_OP_EMBEDDING:
+        return all_share(1);
+    case TF_OP_MAX_POOL2D_BACKWARD:
+    case TF_OP_RMS_NORM:
+        return all_share(2);
+    case TF_OP_LAYER_NORM:
+        return all_share(3);
+    case TF_OP_ATTENTION:
+        return all_share(4);
     default:
-        // The non-OWN ops: their dtype class (tf_kit::natural_dtypes); newer ops: none.
-        return in_class(natural_dtypes(op.op), dtype);
+        // The other kinds (the kind's rule above) and one_hot; the optimizer ops: check_own
+        // (dense f32 operands only).
+        return true;
     }
 }
 

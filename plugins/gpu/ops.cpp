@@ -70,6 +70,8 @@ bool supports(const device_caps &caps, const tf_op_desc &op) {
     if (op.struct_size < sizeof(tf_op_desc)) return false;
     tf_kit::op_rule rule{};
     if (tf_kit::check_call(&op, &rule, nullptr) != TF_STATUS_OK) return false;
+    // The dtypes ops.def defines the op on; the families below state only the kernels' limits.
+    if (!tf_kit::dtypes_defined(op, rule.kind)) return false;
     const uint32_t n_in = rule.n_inputs, n_out = rule.n_outputs;
     // One output, except for the in-place optimizer updates (the 5 tensor slots bound them).
     const family f = family_of(op.op);

@@ -11,9 +11,6 @@ namespace tf_kernels {
 
 namespace {
 
-bool kernel_dtype(int32_t d) { return element_size(d) != 0; }
-bool numeric(int32_t d) { return is_float(d) || d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
-
 // The shader's op code for a tf_op, or UINT32_MAX.
 uint32_t code_of(uint32_t op) {
     switch (op) {
@@ -172,57 +169,10 @@ bool elementwise_supports(const device_caps &, const tf_op_desc &op) {
     if (code_of(op.op) == UINT32_MAX) return false;
     for (uint32_t i = 0; i < op.n_inputs; ++i)
         if (!same_shape(in[i], out)) return false;
-    switch (op.op) {
-    case TF_OP_EXP:
-    case TF_OP_LOG:
-    case TF_OP_SQRT:
-    case TF_OP_RSQRT:
-    case TF_OP_SIN:
-    case TF_OP_COS:
-    case TF_OP_TANH:
-    case TF_OP_SIGMOID:
-    case TF_OP_GELU:
-    case TF_OP_GELU_TANH:
-    case TF_OP_SILU:
-    case TF_OP_ERF:
-    case TF_OP_CLAMP:
-    case TF_OP_DIV:
-    case TF_OP_POW:
-        for (uint32_t i = 0; i < op.n_inputs; ++i)
-            if (in[i].dtype != out.dtype) return false;
-        return is_float(out.dtype);
-    case TF_OP_NEG:
-    case TF_OP_RELU:
-    case TF_OP_ABS:
-    case TF_OP_SQUARE:
-    case TF_OP_ADD:
-    case TF_OP_SUB:
-    case TF_OP_MUL:
-    case TF_OP_MAXIMUM:
-    case TF_OP_MINIMUM:
-    case TF_OP_RELU_BACKWARD:
-        for (uint32_t i = 0; i < op.n_inputs; ++i)
-            if (in[i].dtype != out.dtype) return false;
-        return numeric(out.dtype);
-    case TF_OP_EQ:
-    case TF_OP_NE:
-    case TF_OP_LT:
-    case TF_OP_LE:
-    case TF_OP_GT:
-    case TF_OP_GE:
-        return out.dtype == TF_DTYPE_BOOL && in[0].dtype == in[1].dtype && kernel_dtype(in[0].dtype);
-    case TF_OP_WHERE:
-        return in[0].dtype == TF_DTYPE_BOOL && in[1].dtype == out.dtype && in[2].dtype == out.dtype &&
-               kernel_dtype(out.dtype);
-    case TF_OP_CONTIGUOUS:
-        return in[0].dtype == out.dtype && kernel_dtype(out.dtype);
-    case TF_OP_CAST:
-        return kernel_dtype(in[0].dtype) && kernel_dtype(out.dtype);
-    case TF_OP_FILL:
-        return kernel_dtype(out.dtype);
-    default:
-        return false;
-    }
+    // Integer division and powers stay on cpu, which reports a zero divisor or a negative
+    // exponent; the shader clamps floats only.
+    if (op.op == TF_OP_DIV || op.op == TF_OP_POW || op.op == TF_OP_CLAMP) return is_float(out.dtype);
+    return true;
 }
 
 void elementwise_run(kernel_device &dev, const tf_op_desc &op) {

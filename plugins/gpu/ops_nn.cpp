@@ -11,8 +11,6 @@ namespace tf_kernels {
 
 namespace {
 
-bool is_index(int32_t d) { return d == TF_DTYPE_I32 || d == TF_DTYPE_I64; }
-
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 // ---- Pooling ---------------------------------------------------------------------------------------
@@ -21,7 +19,7 @@ bool pool_supports(const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     for (uint32_t i = 0; i < op.n_inputs; ++i)
         if (op.inputs[i].dtype != out.dtype || op.inputs[i].rank != 4) return false;
-    if (!is_float(out.dtype) || out.rank != 4) return false;
+    if (out.rank != 4) return false;
     const auto &p = *static_cast<const tf_params_pool2d *>(op.params);
     if (!tf_kit::pool_params_valid(p) || !tf_kit::pool_shapes_fit(op, p)) return false;
     // The [N, C, H, W] tensor, whichever direction.
@@ -84,8 +82,8 @@ void pool_run(kernel_device &dev, const tf_op_desc &op) {
 bool rows_supports(const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     const tf_tensor_desc &x = op.inputs[0];
-    // x, weight, bias and y of one float dtype (f16 and bf16 computed in f32 in the kernel).
-    if (!is_float(x.dtype) || out.dtype != x.dtype) return false;
+    // x, weight, bias and y of one dtype (f16 and bf16 computed in f32 in the kernel).
+    if (out.dtype != x.dtype) return false;
     switch (op.op) {
     case TF_OP_SOFTMAX:
     case TF_OP_LOG_SOFTMAX: {
@@ -107,7 +105,7 @@ bool rows_supports(const tf_op_desc &op) {
     case TF_OP_CROSS_ENTROPY: {
         const auto &p = *static_cast<const tf_params_cross_entropy *>(op.params);
         const tf_tensor_desc &labels = op.inputs[1];
-        if (x.rank != 2 || labels.rank != 1 || labels.shape[0] != x.shape[0] || !is_index(labels.dtype)) return false;
+        if (x.rank != 2 || labels.rank != 1 || labels.shape[0] != x.shape[0]) return false;
         if (p.reduction == TF_REDUCTION_NONE) return out.rank == 1 && out.shape[0] == x.shape[0];
         return (p.reduction == TF_REDUCTION_MEAN || p.reduction == TF_REDUCTION_SUM) && out.rank == 0;
     }
@@ -228,7 +226,7 @@ bool index_supports(const device_caps &caps, const tf_op_desc &op) {
     case TF_OP_ONE_HOT: {
         const tf_tensor_desc &labels = op.inputs[0];
         const int32_t classes = static_cast<const tf_params_one_hot *>(op.params)->num_classes;
-        if (!is_index(labels.dtype) || element_size(out.dtype) == 0 || classes < 1) return false;
+        if (classes < 1) return false;
         if (out.rank != labels.rank + 1 || out.shape[out.rank - 1] != classes) return false;
         for (int d = 0; d < labels.rank; ++d)
             if (labels.shape[d] != out.shape[d]) return false;
@@ -240,7 +238,8 @@ bool index_supports(const device_caps &caps, const tf_op_desc &op) {
         const tf_tensor_desc &weight = forward ? op.inputs[0] : out;
         const tf_tensor_desc &rows = forward ? out : op.inputs[0];  // [..., D]
         const tf_tensor_desc &indices = op.inputs[1];
-        if (!is_float(weight.dtype) || rows.dtype != weight.dtype || !is_index(indices.dtype)) return false;
+        // The kernels gather float rows (ops.def allows any dtype for embedding's weight).
+        if (!is_float(weight.dtype) || rows.dtype != weight.dtype) return false;
         if (weight.rank != 2 || rows.rank != indices.rank + 1 || rows.shape[rows.rank - 1] != weight.shape[1]) return false;
         for (int d = 0; d < indices.rank; ++d)
             if (indices.shape[d] != rows.shape[d]) return false;
@@ -418,7 +417,7 @@ bool attention_supports(const device_caps &caps, const tf_op_desc &op) {
     if (r < 2) return false;
     const tf_tensor_desc *all[5] = {&out, &q, &k, &v, &m};
     for (const tf_tensor_desc *t : all)
-        if (t->dtype != out.dtype || !is_float(t->dtype) || t->rank != r) return false;
+        if (t->dtype != out.dtype || t->rank != r) return false;
     for (int d = 0; d < r - 2; ++d)
         for (const tf_tensor_desc *t : all)
             if (t->shape[d] != q.shape[d]) return false;

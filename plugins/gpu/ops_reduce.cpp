@@ -37,17 +37,17 @@ bool reduce_supports(const device_caps &, const tf_op_desc &op) {
     case TF_OP_MAX:
     case TF_OP_MIN:
     case TF_OP_VAR:
-        if (out.dtype != in.dtype) return false;
         break;
     case TF_OP_ARGMAX:
     case TF_OP_ARGMIN: {
         const int32_t axis = static_cast<const tf_params_axis *>(op.params)->axis;
-        if (out.dtype != TF_DTYPE_I64 || axis < 0 || axis >= in.rank) return false;
+        if (axis < 0 || axis >= in.rank) return false;
         break;
     }
     default:
         return false;
     }
+    // reduce.comp reduces floats only: integer sums, maxima and arg ops run on cpu.
     if (!is_float(in.dtype) || in.rank != out.rank) return false;
     const uint32_t mask = mask_of(op);
     if (in.rank < 32 && (mask >> in.rank) != 0) return false;

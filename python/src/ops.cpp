@@ -195,8 +195,13 @@ void bind_ops(py::module_ &m) {
         Release r;
         return rms_norm(x, n, w, eps.value_or(1e-6));
     }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("eps") = py::none());
-    m.def("rope", &rope, py::arg("input"), py::arg("theta") = 10000.0, py::arg("interleaved") = false,
-          py::arg("position_offset") = 0, py::arg("seq_axis") = -2, py::call_guard<Release>());
+    m.def("rope", py::overload_cast<const Tensor &, double, bool, int64_t, int64_t>(&rope), py::arg("input"),
+          py::arg("theta") = 10000.0, py::arg("interleaved") = false, py::arg("position_offset") = 0,
+          py::arg("seq_axis") = -2, py::call_guard<Release>());
+    // At explicit positions ([T] tensor): rope(x, positions, theta=..., interleaved=..., seq_axis=...).
+    m.def("rope", py::overload_cast<const Tensor &, const Tensor &, double, bool, int64_t>(&rope), py::arg("input"),
+          py::arg("positions"), py::arg("theta") = 10000.0, py::arg("interleaved") = false, py::arg("seq_axis") = -2,
+          py::call_guard<Release>());
     m.def("scaled_dot_product_attention", [](const Tensor &q, const Tensor &k, const Tensor &v, py::object attn_mask,
                                              double dropout_p, bool is_causal, std::optional<double> scale,
                                              const std::string &causal_alignment) {

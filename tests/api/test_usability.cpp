@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "tinyfin/nn.hpp"
 #include "tinyfin/tinyfin.hpp"
@@ -72,6 +73,97 @@ TEST_CASE("rope takes the sequence axis: [B, T, H, D] without permutes") {
     sum(mul(yb, w)).backward();
     check_close(a.grad(), b.grad().transpose(1, 2).contiguous().to_vector<float>());
     CHECK_THROWS_AS(rope(x, 10000.0, false, 0, -1), ShapeError);
+}
+
+TEST_CASE("rope along axis 1: hand-computed values and finite-difference gradients") {
+    // [B=1, T=2, H=1, D=4], positions offset 3 and 4, theta 100: pair i = (i, i + 2) turns by
+    // position * 100^(-2i/4), i.e. frequencies 1 and 0.1.
+    const F xs = {1, 2, 3, 4, 5, 6, 7, 8};
+    const double theta = 100, freq[2] = {1.0, 0.1};
+    F want(8);
+    for (int t = 0; t < 2; ++t)
+        for (int i = 0; i < 2; ++i) {
+            const double a = (3 + t) * freq[i], x0 = xs[t * 4 + i], x1 = xs[t * 4 + i + 2];
+            want[t * 4 + i] = static_cast<float>(x0 * std::cos(a) - x1 * std::sin(a));
+            want[t * 4 + i + 2] = static_cast<float>(x0 * std::sin(a) + x1 * std::cos(a));
+        }
+    Tensor x = t(xs, {1, 2, 1, 4}).requires_grad_();
+    Tensor y = rope(x, theta, false, 3, 1);
+    check_close(y, want);
+    // f(x) = sum(rope(x) * w): its gradient against central differences of f.
+    Tensor w = t({0.5f, -1, 2, 0.25f, -0.75f, 1.5f, -2, 1}, {1, 2, 1, 4});
+    sum(mul(y, w)).backward();
+    auto f = [&](const F &v) {
+        NoGradGuard off;
+        return static_cast<double>(sum(mul(rope(t(v, {1, 2, 1, 4}), theta, false, 3, 1), w)).item<float>());
+    };
+    F fd(8);
+    const float h = 1e-2f;
+    for (int i = 0; i < 8; ++i) {
+        F up = xs, down = xs;
+        up[i] += h;
+        down[i] -= h;
+        fd[i] = static_cast<float>((f(up) - f(down)) / (2 * h));
+    }
+    check_close(x.grad(), fd, 2e-3);
+}
+
+TEST_CASE("rope at a positions tensor: hand-computed values, finite differences, the offset form") {
+    // [B=1, T=2, H=1, D=4] at positions 7 and 2 (out of order), theta 100: pair i = (i, i + 2)
+    // turns by position * 100^(-2i/4), i.e. frequencies 1 and 0.1; interleaved pairs (2i, 2i+1).
+    const F xs = {1, 2, 3, 4, 5, 6, 7, 8};
+    const double pos[2] = {7, 2}, freq[2] = {1.0, 0.1};
+    const Tensor positions = from_vector<int64_t>({7, 2}, {2});
+    for (bool interleaved : {false, true}) {
+        CAPTURE(interleaved);
+        F want(8);
+        for (int t = 0; t < 2; ++t)
+            for (int i = 0; i < 2; ++i) {
+                const int a_at = t * 4 + (interleaved ? 2 * i : i), b_at = t * 4 + (interleaved ? 2 * i + 1 : i + 2);
+                const double a = pos[t] * freq[i], x0 = xs[a_at], x1 = xs[b_at];
+                want[a_at] = static_cast<float>(x0 * std::cos(a) - x1 * std::sin(a));
+                want[b_at] = static_cast<float>(x0 * std::sin(a) + x1 * std::cos(a));
+            }
+        Tensor x = t(xs, {1, 2, 1, 4}).requires_grad_();
+        Tensor y = rope(x, positions, 100.0, interleaved, 1);
+        CHECK(y.shape() == Shape{1, 2, 1, 4});
+        check_close(y, want);
+        Tensor w = t({0.5f, -1, 2, 0.25f, -0.75f, 1.5f, -2, 1}, {1, 2, 1, 4});
+        sum(mul(y, w)).backward();
+        auto f = [&](const F &v) {
+            NoGradGuard off;
+            return static_cast<double>(sum(mul(rope(t(v, {1, 2, 1, 4}), positions, 100.0, interleaved, 1), w)).item<float>());
+        };
+        F fd(8);
+        const float h = 1e-2f;
+        for (int i = 0; i < 8; ++i) {
+            F up = xs, down = xs;
+            up[i] += h;
+            down[i] -= h;
+            fd[i] = static_cast<float>((f(up) - f(down)) / (2 * h));
+        }
+        check_close(x.grad(), fd, 2e-3);
+        // Consecutive positions from 3 are the offset form (the rope kernel).
+        Tensor r = randn({2, 3, 2, 6}, 9);
+        check_close(rope(r, from_vector<int64_t>({3, 4, 5}, {3}), 500.0, interleaved, 1),
+                    rope(r, 500.0, interleaved, 3, 1).to_vector<float>());
+    }
+    CHECK_THROWS_AS(rope(t(xs, {1, 2, 1, 4}), from_vector<int64_t>({1, 2, 3}, {3}), 100.0, false, 1), ShapeError);
+}
+
+TEST_CASE("attention without a mask dispatches no fill: its zero mask is written, not computed") {
+    Tensor q = randn({2, 3, 4}, 31), k = randn({2, 5, 4}, 32), v = randn({2, 5, 6}, 33);
+    Tensor want = matmul(softmax(mul(matmul(q, k.transpose(-1, -2)), 0.5), -1), v);  // scale 1/sqrt(4)
+    uint64_t ops = 0;
+    Tensor got;
+    // A fresh thread: the core's per-thread constants are empty, so a zero built by a fill would show.
+    std::thread([&] {
+        reset_stats();
+        got = scaled_dot_product_attention(q, k, v);
+        ops = stats().backend(q.device().backend)->ops;
+    }).join();
+    CHECK(ops == 1);  // the attention op alone
+    check_close(got, want.to_vector<float>());
 }
 
 TEST_CASE("functional linear and flatten") {

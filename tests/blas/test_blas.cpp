@@ -455,7 +455,7 @@ TEST_CASE("fallback-error: helper work the core does for an op is no fallback") 
         for (int j = 0; j < 4; ++j) CHECK(cols[j * 3 + i] == rows[i * 4 + j]);
     CHECK(stats().total_fallbacks == 0);
     // Attention is not blas's, so it is refused, but as attention: the implicit zero mask is
-    // the core's constant, not an op of the user's that fell back.
+    // the core's constant, written from the host (no fill dispatched), not an op that fell back.
     Tensor q = randn({2, 4}, 601);
     try {
         scaled_dot_product_attention(q, q, q);

@@ -19,6 +19,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -251,4 +252,62 @@ TEST_CASE("every plugin: one extent bound, a tensor beyond INT64_MAX is refused 
     tf_tensor_desc c = tensor(TF_DTYPE_F32, {2, 2});
     tf_op_desc mm{sizeof mm, TF_OP_MATMUL, 2, 1, mm_in, &c, nullptr};
     CHECK(accepting(mm).empty());
+}
+
+TEST_CASE("kit: the dtypes column of ops.def, against the table's text") {
+    CHECK(std::string(tf_kit::op_dtypes(TF_OP_EMBEDDING)) == "AI>A");
+    CHECK(std::string(tf_kit::op_dtypes(TF_OP_ADAMW_STEP)) == "F>FFF");
+    CHECK(std::string(tf_kit::op_dtypes(TF_OP_COUNT_)).empty());
+    CHECK(tf_kit::operand_class(TF_OP_WHERE, 0) == 'B');
+    CHECK(tf_kit::operand_class(TF_OP_WHERE, 3) == 'A');
+    CHECK(tf_kit::operand_class(TF_OP_ARGMAX, 1) == 'I');
+    CHECK(tf_kit::operand_class(TF_OP_ARGMAX, 2) == 0);
+    CHECK(tf_kit::class_admits('N', TF_DTYPE_I64));
+    CHECK_FALSE(tf_kit::class_admits('N', TF_DTYPE_BOOL));
+    CHECK_FALSE(tf_kit::class_admits('F', TF_DTYPE_I32));
+    CHECK(tf_kit::class_admits('A', TF_DTYPE_BOOL));
+    CHECK_FALSE(tf_kit::class_admits('A', 99));
+    CHECK_FALSE(tf_kit::class_admits('?', TF_DTYPE_F32));
+}
+
+TEST_CASE("every plugin: supports() stays inside ops.def's dtypes column, cpu takes all of it") {
+    // Every op of a built-in kind, with small shapes, in every dtype (and for cast every pair):
+    // a plugin may claim less than the column (its own limits), never more; cpu, the fallback,
+    // claims every descriptor the column and the kind's rule allow. Zeroed params are valid for
+    // these ops (no reduced axes, axis 0, clamp [0, 0], fill 0).
+    alignas(8) unsigned char params[256] = {};
+    const uint32_t params_size = sizeof params;
+    std::memcpy(params, &params_size, sizeof params_size);
+    const int32_t dtypes[] = {TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16, TF_DTYPE_I32, TF_DTYPE_I64, TF_DTYPE_BOOL};
+    int checked = 0;
+    for (uint32_t id = 0; id < TF_OP_COUNT_; ++id) {
+        tf_kit::op_rule rule{};
+        REQUIRE(tf_kit::find_op_rule(id, &rule));
+        if (rule.kind == tf_kit::op_kind::OWN) continue;
+        const std::vector<int64_t> shape = rule.kind == tf_kit::op_kind::MATMUL ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{4};
+        for (int32_t d : dtypes)
+            for (int32_t to : dtypes) {
+                if (id != TF_OP_CAST && to != d) continue;
+                tf_tensor_desc in[3];
+                for (uint32_t i = 0; i < rule.n_inputs; ++i)
+                    in[i] = tensor(rule.kind == tf_kit::op_kind::WHERE && i == 0 ? TF_DTYPE_BOOL : d, shape);
+                int32_t out_dtype = to;
+                std::vector<int64_t> out_shape = shape;
+                if (rule.kind == tf_kit::op_kind::COMPARE) out_dtype = TF_DTYPE_BOOL;
+                if (rule.kind == tf_kit::op_kind::ARG) out_dtype = TF_DTYPE_I64, out_shape = {1};
+                tf_tensor_desc out = tensor(out_dtype, out_shape);
+                tf_op_desc op{sizeof op, id, rule.n_inputs, 1, rule.n_inputs ? in : nullptr, &out,
+                              rule.params_size ? params : nullptr};
+                const bool defined = tf_kit::dtypes_defined(op, rule.kind);
+                for (const plugin &p : plugins()) {
+                    const bool claims = p.table->supports(0, &op) != 0;
+                    INFO(p.table->name, ": ", rule.name, " ", tf_kit::dtype_name(d), " -> ", tf_kit::dtype_name(out_dtype),
+                         " (column ", tf_kit::op_dtypes(id), ")");
+                    if (!defined) CHECK_FALSE(claims);
+                    if (std::string(p.table->name) == "cpu") CHECK(claims == defined);
+                }
+                ++checked;
+            }
+    }
+    CHECK(checked > 200);
 }

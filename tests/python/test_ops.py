@@ -191,6 +191,13 @@ def test_rope():
     x1, x2 = x[..., :4], x[..., 4:]
     ref = np.concatenate([x1 * np.cos(ang) - x2 * np.sin(ang), x1 * np.sin(ang) + x2 * np.cos(ang)], -1)
     np.testing.assert_allclose(F.rope(tf.tensor(x), position_offset=2).numpy(), ref, rtol=1e-4, atol=1e-5)
+    # The same rotation at an explicit positions tensor, and at positions out of order.
+    positions = np.arange(5, dtype=np.int64) + 2
+    np.testing.assert_allclose(F.rope(tf.tensor(x), tf.tensor(positions)).numpy(), ref, rtol=1e-4, atol=1e-5)
+    shuffled = np.array([4, 0, 3, 1, 2])
+    got = F.rope(tf.tensor(x), tf.tensor(positions[shuffled])).numpy()
+    np.testing.assert_allclose(got, F.rope(tf.tensor(x[:, np.argsort(shuffled)]), position_offset=2).numpy()[:, shuffled],
+                               rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("causal", [False, "top_left", "bottom_right"])

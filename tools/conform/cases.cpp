@@ -737,6 +737,54 @@ void gen_one_hot(Generator &g) {
         }
     add("i64->f32", contiguous({1031}, I64), 67, F32);
 }
+// adamw_step: grad -> param, exp_avg, exp_avg_sq; sgd_step: grad -> param, momentum_buffer.
+// The outputs are in-out: they start with values (exp_avg_sq non-negative, as a real state is).
+void gen_optim(Generator &g) {
+    const bool adamw = g.row().op == TF_OP_ADAMW_STEP;
+    auto state = [](const Shape &s, int32_t dt, Domain dom = Domain::uniform) {
+        TensorSpec t = contiguous(s, dt, dom);
+        t.in_out = true;
+        return t;
+    };
+    auto add = [&](const std::string &d, TensorSpec grad, const Params &params, const std::string &label) {
+        const Shape s = grad.shape;
+        const int32_t dt = grad.dtype;
+        std::vector<TensorSpec> out = {state(s, dt), state(s, dt)};
+        if (adamw) out.push_back(state(s, dt, Domain::positive));
+        g.add(d, {std::move(grad)}, std::move(out), &params, label);
+    };
+    std::vector<ParamsVariant> variants;
+    if (adamw) {
+        for (int has_state : {0, 1})
+            for (int decays : {0, 1}) {
+                auto p = sized<tf_params_adamw_step>();
+                p.has_state = has_state, p.decays = decays, p.decay = 1 - 1e-3 * 0.01;
+                p.beta1 = 0.9, p.one_minus_beta1 = 0.1, p.beta2 = 0.999, p.one_minus_beta2 = 0.001;
+                // Step 3: sqrt(1 - 0.999^3), lr 1e-3 / (1 - 0.9^3).
+                p.root_bias_correction2 = std::sqrt(1 - std::pow(0.999, 3)), p.eps = 1e-8;
+                p.step_size = 1e-3 / (1 - std::pow(0.9, 3));
+                variants.push_back(variant(p, "has_state=" + std::to_string(has_state) + " decays=" + std::to_string(decays)));
+            }
+    } else {
+        for (int has_state : {0, 1})
+            for (int decays : {0, 1})
+                for (int nesterov : {0, 1}) {
+                    auto p = sized<tf_params_sgd_step>();
+                    p.has_state = has_state, p.decays = decays, p.nesterov = nesterov;
+                    p.lr = 0.05, p.momentum = 0.9, p.weight_decay = decays ? 0.01 : 0;
+                    variants.push_back(variant(p, "has_state=" + std::to_string(has_state) + " decays=" +
+                                                      std::to_string(decays) + " nesterov=" + std::to_string(nesterov)));
+                }
+    }
+    for (int32_t dt : all_dtypes()) {
+        const std::string d = dtype_name(dt);
+        for (const ParamsVariant &v : variants) add(d, contiguous({13, 17}, dt), v.params, v.label);
+        add(d, contiguous({}, dt), variants.back().params, variants.back().label);
+        add(d, contiguous({0}, dt), variants.back().params, variants.back().label);
+        add(d, sliced({13, 17}, dt), variants.back().params, variants.back().label);
+    }
+    add("f32", contiguous({4099}, F32), variants.back().params, variants.back().label);
+}
 
 void gen_own(Generator &g) {
     switch (g.row().op) {
@@ -757,6 +805,8 @@ void gen_own(Generator &g) {
     case TF_OP_EMBEDDING_BACKWARD: gen_embedding(g); return;
     case TF_OP_CROSS_ENTROPY: gen_cross_entropy(g); return;
     case TF_OP_ONE_HOT: gen_one_hot(g); return;
+    case TF_OP_ADAMW_STEP:
+    case TF_OP_SGD_STEP: gen_optim(g); return;
     default: return;  // an OWN op without a generator has no cases: reported as "no cases"
     }
 }
@@ -765,11 +815,59 @@ void gen_own(Generator &g) {
 
 const std::vector<OpRow> &op_rows() {
     static const std::vector<OpRow> rows = {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes) {TF_OP_##sym, name, Kind::kind, n_in, n_out},
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes) {TF_OP_##sym, name, Kind::kind, n_in, n_out, dtypes},
 #include "tinyfin/ops.def"
 #undef TF_OP
     };
     return rows;
+}
+
+const OpRow &op_row(tf_op op) { return op_rows().at(static_cast<std::size_t>(op)); }
+
+bool class_admits(char letter, int32_t dtype) {
+    switch (letter) {
+    case 'A': return dtype_size(dtype) != 0;
+    case 'N': return is_float(dtype) || dtype == I32 || dtype == I64;
+    case 'F': return is_float(dtype);
+    case 'I': return dtype == I32 || dtype == I64;
+    case 'B': return dtype == BOOL;
+    default: return false;
+    }
+}
+
+char operand_class(const OpRow &row, int index) {
+    int at = 0;
+    for (const char *c = row.dtypes; *c; ++c) {
+        if (*c == '>') continue;
+        if (at++ == index) return *c;
+    }
+    return 0;
+}
+
+std::string dtypes_text(const OpRow &row) {
+    auto word = [](char letter) -> std::string {
+        switch (letter) {
+        case 'A': return "any";
+        case 'N': return "numeric";
+        case 'F': return "float";
+        case 'I': return "index";
+        case 'B': return "bool";
+        default: return "?";
+        }
+    };
+    std::string text;
+    bool first = true;
+    for (const char *c = row.dtypes; *c; ++c) {
+        if (*c == '>') {
+            text += text.empty() ? "-> " : " -> ";
+            first = true;
+            continue;
+        }
+        if (!first) text += ", ";
+        text += word(*c);
+        first = false;
+    }
+    return text;
 }
 
 const char *kind_name(Kind kind) {
@@ -822,6 +920,15 @@ int64_t Case::elements() const {
     for (const auto &t : inputs) n += t.storage_elems;
     for (const auto &t : outputs) n += t.storage_elems;
     return n;
+}
+
+bool Case::in_column() const {
+    const OpRow &row = op_row(op);
+    int at = 0;
+    for (const std::vector<TensorSpec> *list : {&inputs, &outputs})
+        for (const TensorSpec &t : *list)
+            if (!class_admits(operand_class(row, at++), t.dtype)) return false;
+    return true;
 }
 
 int32_t Case::dtype() const {

@@ -22,15 +22,24 @@ struct OpRow {
     Kind kind;
     int n_inputs;
     int n_outputs;
+    // The dtypes column ("FI>F"): the dtype class of each operand, inputs then outputs.
+    const char *dtypes;
 };
 
 // Every op of ops.def, in id order.
 const std::vector<OpRow> &op_rows();
+const OpRow &op_row(tf_op op);
 const char *kind_name(Kind kind);
 const char *dtype_name(int32_t dtype);
 std::size_t dtype_size(int32_t dtype);
 // All tf_dtype values, f32 first.
 const std::vector<int32_t> &all_dtypes();
+// Whether the dtypes column's class letter (A, N, F, I, B) admits the dtype.
+bool class_admits(char letter, int32_t dtype);
+// The column's letter for operand `index` (inputs first, then outputs); 0 past the last.
+char operand_class(const OpRow &row, int index);
+// The column as docs/ops.md shows it: "float, index -> float".
+std::string dtypes_text(const OpRow &row);
 
 // Which values fill an input.
 enum class Domain {
@@ -58,6 +67,9 @@ struct TensorSpec {
     int64_t limit = 0;   // index / labels: values in [0, limit)
     int64_t ignore = 0;  // labels: the ignore_index value sprinkled in
     std::string layout = "contiguous";
+    // An in-out output (the optimizer ops' param and state): the op reads it, so it starts
+    // with values drawn from `domain` like an input instead of sentinels.
+    bool in_out = false;
 
     int64_t numel() const;
 };
@@ -77,6 +89,8 @@ union Params {
     tf_params_attention attention;
     tf_params_cross_entropy cross_entropy;
     tf_params_one_hot one_hot;
+    tf_params_adamw_step adamw_step;
+    tf_params_sgd_step sgd_step;
 };
 
 struct Case {
@@ -93,6 +107,9 @@ struct Case {
     std::string id() const { return op_name + " " + name; }
     int64_t elements() const;
     int32_t dtype() const;  // the dtype the case is listed under (first float-like operand)
+    // Every operand's dtype is in its class of the op's dtypes column: a case the op takes.
+    // A case outside the column is one every plugin must refuse (supports() = 0).
+    bool in_column() const;
 };
 
 // Layout constructors: a spec of dtype and logical shape laid out as named.

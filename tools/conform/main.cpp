@@ -4,7 +4,8 @@
 //
 // test     runs each case on each backend through plugin.h and compares the outputs with the cpu
 //          plugin's (NMSE per op and dtype, NaN/Inf must match), checks that nothing outside the
-//          outputs' elements was written (sentinel bytes) and that the inputs are unchanged
+//          outputs' elements was written (sentinel bytes) and that the inputs are unchanged;
+//          a case outside the op's dtypes column of ops.def must be refused by every backend
 // grad     backward through autograd on each backend against central differences
 // perf     time per case and backend
 // support  which cases each backend claims (supports()), per op and dtype; --markdown,
@@ -209,8 +210,30 @@ bool capped(const Options &o, const Backend &b, const Case &c) {
 int run_test(const Options &o, const std::vector<Case> &cases, const Backend &cpu, const std::vector<Backend> &backends,
              Results &results) {
     std::vector<KnownFailure> known = o.known_failures.empty() ? std::vector<KnownFailure>{} : read_known_failures(o.known_failures);
+    int refused_outside = 0, unreferenced = 0;
     for (const Case &c : cases) {
-        if (!claims(cpu.target, c)) continue;  // not a case of this op (the reference has no kernel for it)
+        if (!c.in_column()) {
+            // Not a case of this op (ops.def's dtypes column excludes an operand's dtype): the core
+            // never sends it, and a plugin that claims it states more than the op is.
+            for (const Backend &b : backends) {
+                if (!claims(b.target, c)) continue;
+                Result r = start_result(b, c);
+                r.status = Status::fail;
+                r.detail = std::string("supports() claims a dtype outside ops.def's dtypes column \"") +
+                           op_row(c.op).dtypes + "\" (" + dtypes_text(op_row(c.op)) + ")";
+                apply_known_failures(known, r);
+                report_result(o, r);
+                results.push_back(std::move(r));
+            }
+            ++refused_outside;
+            continue;
+        }
+        if (!claims(cpu.target, c)) {
+            // No reference: a case the op takes that the cpu plugin leaves to the core's own path
+            // (the optimizer ops in f16/bf16 or on strided tensors) or refuses as invalid.
+            ++unreferenced;
+            continue;
+        }
         const Images images = make_images(c);
         const RunResult ref = run_case(cpu.target, c, images);
         for (const Backend &b : backends) {
@@ -254,6 +277,9 @@ int run_test(const Options &o, const std::vector<Case> &cases, const Backend &cp
             results.push_back(std::move(r));
         }
     }
+    if (o.verbose)
+        std::printf("%d case(s) outside ops.def's dtypes column (refused by every backend unless a FAIL above says "
+                    "otherwise), %d without a cpu reference (not run)\n", refused_outside, unreferenced);
     int stale = 0;
     for (const KnownFailure &k : known)
         if (k.failed == 0 && k.passed > 0) {
@@ -269,7 +295,7 @@ int run_test(const Options &o, const std::vector<Case> &cases, const Backend &cp
 int run_perf(const Options &o, const std::vector<Case> &cases, const Backend &cpu, const std::vector<Backend> &backends,
              Results &results) {
     for (const Case &c : cases) {
-        if (!claims(cpu.target, c)) continue;
+        if (!c.in_column() || !claims(cpu.target, c)) continue;
         const Images images = make_images(c);
         for (const Backend &b : backends) {
             Result r = start_result(b, c);

@@ -238,7 +238,14 @@ Images make_images(const Case &c) {
         });
         images.inputs.push_back(std::move(image));
     }
-    for (const TensorSpec &t : c.outputs) images.outputs.emplace_back(image_size(t), k_output_sentinel);
+    for (const TensorSpec &t : c.outputs) {
+        std::vector<uint8_t> image(image_size(t), k_output_sentinel);
+        if (t.in_out) {
+            const std::size_t es = dtype_size(t.dtype);
+            for_each_element(t, [&](int64_t at) { encode(draw(rng, t), t.dtype, &image[k_pad + static_cast<std::size_t>(at) * es]); });
+        }
+        images.outputs.push_back(std::move(image));
+    }
     return images;
 }
 

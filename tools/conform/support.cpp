@@ -21,7 +21,9 @@ using Column = std::map<std::string, std::string>;  // op -> cell
 Column column(const std::vector<Case> &cases, const Backend &cpu, const Backend &b) {
     std::map<std::string, std::map<int32_t, std::pair<int, int>>> counts;  // op -> dtype -> (claimed, cases)
     for (const Case &c : cases) {
-        if (!claims(cpu.target, c)) continue;
+        // A case of the op: inside its dtypes column (`test` checks that nobody claims the others)
+        // and valid (the cpu reference takes it: max of an empty axis is not).
+        if (!c.in_column() || !claims(cpu.target, c)) continue;
         auto &n = counts[c.op_name][c.dtype()];
         n.second++;
         if (claims(b.target, c)) n.first++;
@@ -67,27 +69,31 @@ Table parse(const std::string &block) {
     std::istringstream in(block);
     std::string line;
     int row = 0;
+    std::size_t first = 0;
     while (std::getline(in, line)) {
         if (line.empty() || line[0] != '|') continue;
         std::vector<std::string> cells = cells_of(line);
         if (row++ == 0) {
-            for (std::size_t i = 2; i < cells.size(); ++i) t.backends.push_back(cells[i]);
+            // The generated columns before the backends' (an older table lacks "dtypes").
+            while (first < cells.size() && (cells[first] == "op" || cells[first] == "kind" || cells[first] == "dtypes")) ++first;
+            for (std::size_t i = first; i < cells.size(); ++i) t.backends.push_back(cells[i]);
             continue;
         }
         if (cells.size() < 2 || cells[0].rfind("---", 0) == 0) continue;
-        for (std::size_t i = 2; i < cells.size() && i - 2 < t.backends.size(); ++i) t.columns[t.backends[i - 2]][cells[0]] = cells[i];
+        for (std::size_t i = first; i < cells.size() && i - first < t.backends.size(); ++i)
+            t.columns[t.backends[i - first]][cells[0]] = cells[i];
     }
     return t;
 }
 
 std::string render(const Table &t) {
-    std::string out = "| op | kind |";
+    std::string out = "| op | kind | dtypes |";
     for (const std::string &b : t.backends) out += " " + b + " |";
-    out += "\n| --- | --- |";
+    out += "\n| --- | --- | --- |";
     for (std::size_t i = 0; i < t.backends.size(); ++i) out += " --- |";
     out += "\n";
     for (const OpRow &row : op_rows()) {
-        out += "| " + std::string(row.name) + " | " + kind_name(row.kind) + " |";
+        out += "| " + std::string(row.name) + " | " + kind_name(row.kind) + " | " + dtypes_text(row) + " |";
         for (const std::string &b : t.backends) {
             auto col = t.columns.find(b);
             std::string text = "?";  // an op newer than the committed column

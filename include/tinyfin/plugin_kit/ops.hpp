@@ -109,41 +109,53 @@ inline tf_status check_call(const tf_op_desc *op, op_rule *rule, tf_error *err) 
     return TF_STATUS_OK;
 }
 
-// ---- Dtype classes ------------------------------------------------------------------------------------
+// ---- Dtype classes: the dtypes column of ops.def -------------------------------------------------
 
-// Which dtypes an op's arithmetic is defined on, in tinyfin's semantics: the dtype a kernel works
-// in (the inputs' for COMPARE and ARG ops, else the output's) must be in this class. A plugin may
-// support less (its own matrix), never more. OWN ops state their dtypes beside their rule in
-// ops.def: none here. One list, until ops.def carries the class as a column.
-enum class dtype_class { none, any, numeric, floating };
-
-constexpr dtype_class natural_dtypes(uint32_t op) noexcept {
-    switch (op) {
-    case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_POW: case TF_OP_MAXIMUM:
-    case TF_OP_MINIMUM: case TF_OP_RELU_BACKWARD: case TF_OP_NEG: case TF_OP_RELU: case TF_OP_ABS:
-    case TF_OP_SQUARE: case TF_OP_CLAMP: case TF_OP_SUM: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX:
-    case TF_OP_ARGMIN:
-        return dtype_class::numeric;
-    case TF_OP_EXP: case TF_OP_LOG: case TF_OP_SQRT: case TF_OP_RSQRT: case TF_OP_SIN: case TF_OP_COS:
-    case TF_OP_TANH: case TF_OP_SIGMOID: case TF_OP_GELU: case TF_OP_GELU_TANH: case TF_OP_SILU: case TF_OP_ERF:
-    case TF_OP_MEAN: case TF_OP_VAR: case TF_OP_MATMUL:
-        return dtype_class::floating;
-    case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE: case TF_OP_WHERE:
-    case TF_OP_CONTIGUOUS: case TF_OP_CAST: case TF_OP_FILL:
-        return dtype_class::any;
-    default:
-        return dtype_class::none;
+// Whether a class letter of the dtypes column admits the dtype: A any, N numeric (float or index),
+// F float, I index, B bool. An unknown letter admits nothing.
+constexpr bool class_admits(char letter, int32_t dtype) noexcept {
+    switch (letter) {
+    case 'A': return dtype_size(dtype) != 0;
+    case 'N': return is_numeric(dtype);
+    case 'F': return is_float(dtype);
+    case 'I': return is_index(dtype);
+    case 'B': return dtype == TF_DTYPE_BOOL;
+    default: return false;
     }
 }
 
-constexpr bool in_class(dtype_class c, int32_t dtype) noexcept {
-    switch (c) {
-    case dtype_class::any: return dtype_size(dtype) != 0;
-    case dtype_class::numeric: return is_numeric(dtype);
-    case dtype_class::floating: return is_float(dtype);
-    case dtype_class::none: return false;
+// The op's dtypes column ("FI>F": a class letter per operand, inputs before the '>', outputs
+// after); "" for an id the table does not have.
+constexpr const char *op_dtypes(uint32_t op) noexcept {
+    switch (op) {
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes) \
+    case id: return dtypes;
+#include <tinyfin/ops.def>
+#undef TF_OP
+    default:
+        return "";
     }
-    return false;
+}
+
+// The class letter of operand `index` (inputs first, then outputs); 0 past the last.
+constexpr char operand_class(uint32_t op, uint32_t index) noexcept {
+    uint32_t at = 0;
+    for (const char *c = op_dtypes(op); *c; ++c) {
+        if (*c == '>') continue;
+        if (at++ == index) return *c;
+    }
+    return 0;
+}
+
+// Every operand's dtype is in its class of the column: what the core checks before dispatch
+// (a DTypeError otherwise), so a plugin's supports() starts from it and adds only its own limits.
+// check_call must have passed (arity and arrays).
+inline bool dtypes_in_column(const tf_op_desc &op) noexcept {
+    for (uint32_t i = 0; i < op.n_inputs; ++i)
+        if (!class_admits(operand_class(op.op, i), op.inputs[i].dtype)) return false;
+    for (uint32_t i = 0; i < op.n_outputs; ++i)
+        if (!class_admits(operand_class(op.op, op.n_inputs + i), op.outputs[i].dtype)) return false;
+    return true;
 }
 
 // The dtype the op's kernel works in: the first input's for COMPARE and ARG ops and for cast,
@@ -169,6 +181,12 @@ inline bool dtypes_consistent(const tf_op_desc &op, op_kind kind) noexcept {
             if (in[i].dtype != out) return false;
         return true;
     }
+}
+
+// The dtypes tinyfin defines the op on: the column, and the kind's rule of which operands share
+// one dtype. A plugin that has kernels for all of them answers supports() with this alone.
+inline bool dtypes_defined(const tf_op_desc &op, op_kind kind) noexcept {
+    return dtypes_in_column(op) && dtypes_consistent(op, kind);
 }
 
 // The op's params struct (check_call has checked its size).
