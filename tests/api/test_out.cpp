@@ -60,10 +60,12 @@ TEST_CASE("out= gives the allocating form's values, broadcasting included") {
         {scalar(2), scalar(5)},
     };
     for (const BinaryOp &op : out_ops) {
-        for (const auto &[x, y] : pairs) {
+        for (const auto &pair : pairs) {
+            const auto &[x, y] = pair;
             CAPTURE(op.name);
-            CAPTURE(shape_str(x.shape()));
-            CAPTURE(shape_str(y.shape()));
+            const std::string x_shape = shape_str(x.shape()), y_shape = shape_str(y.shape());
+            CAPTURE(x_shape);  // not the bindings: clang 14 cannot capture them
+            CAPTURE(y_shape);
             Tensor expected = op.allocating(x, y);
             Tensor out = full(expected.shape(), -7, expected.dtype());
             op.into(x, y, out);
