@@ -27,17 +27,20 @@
 
 #include "corpus.hpp"
 #include "model.hpp"
+#include "report.hpp"
 #include "tinyfin/nn.hpp"
 #include "tinyfin/tinyfin.hpp"
 #ifdef TINYFIN_HAVE_DIST
 #include "tinyfin/dist.hpp"
 #endif
-#include <cstdarg>
 #include <memory>
 
 namespace {
 
 using namespace tinyfin;
+using example::print_backend_report;
+using example::quiet;
+using example::say;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -60,17 +63,6 @@ struct Options {
     // --autocast: matmul/linear/attention in this dtype during training (docs/numerics.md).
     std::optional<DType> autocast;
 };
-
-// Ranks other than 0 of a --distributed run print only their checksum.
-bool quiet = false;
-
-void say(const char *format, ...) {
-    if (quiet) return;
-    va_list args;
-    va_start(args, format);
-    std::vfprintf(stdout, format, args);
-    va_end(args);
-}
 
 [[noreturn]] void usage(const char *argv0, const std::string &problem) {
     std::fprintf(stderr,
@@ -211,24 +203,6 @@ double validation_loss(chargpt::GPT &model, const chargpt::Corpus &corpus, const
     }
     model.train();
     return total.item<float>() / static_cast<double>(o.eval_batches);
-}
-
-void print_backend_report() {
-    Stats s = stats();
-    say("backends that ran ops:");
-    bool any = false;
-    for (const Stats::Backend &b : s.backends) {
-        if (b.ops == 0) continue;
-        say(" %s (%llu ops)", b.name.c_str(), static_cast<unsigned long long>(b.ops));
-        any = true;
-    }
-    say("%s\n", any ? "" : " none");
-    say("fallbacks: %llu", static_cast<unsigned long long>(s.total_fallbacks));
-    for (std::size_t i = 0; i < s.fallbacks.size(); ++i)
-        say("%s%s x%llu", i == 0 ? " (" : ", ", s.fallbacks[i].first.c_str(),
-                    static_cast<unsigned long long>(s.fallbacks[i].second));
-    say("%s\n", s.fallbacks.empty() ? "" : ")");
-    say("default backend: %s\n", backend_name().c_str());
 }
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }

@@ -18,7 +18,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdarg>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -30,6 +29,7 @@
 #include <unistd.h>
 
 #include "idx.hpp"
+#include "report.hpp"
 #include "tinyfin/nn.hpp"
 #include "tinyfin/tinyfin.hpp"
 #ifdef TINYFIN_HAVE_DIST
@@ -39,6 +39,9 @@
 namespace {
 
 using namespace tinyfin;
+using example::print_backend_report;
+using example::quiet;
+using example::say;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -54,17 +57,6 @@ struct Options {
     // --autocast: conv2d and linear in this dtype (docs/numerics.md); f16 adds loss scaling.
     std::optional<DType> autocast;
 };
-
-// Ranks other than 0 of a --distributed run print only their checksum.
-bool quiet = false;
-
-void say(const char *format, ...) {
-    if (quiet) return;
-    va_list args;
-    va_start(args, format);
-    std::vprintf(format, args);
-    va_end(args);
-}
 
 [[noreturn]] void usage(const char *argv0, const std::string &problem) {
     std::fprintf(stderr,
@@ -262,24 +254,6 @@ private:
 };
 
 // ---- Report ----------------------------------------------------------------------------------
-
-void print_backend_report() {
-    Stats s = stats();
-    say("backends that ran ops:");
-    bool any = false;
-    for (const Stats::Backend &b : s.backends) {
-        if (b.ops == 0) continue;
-        say(" %s (%llu ops)", b.name.c_str(), static_cast<unsigned long long>(b.ops));
-        any = true;
-    }
-    say("%s\n", any ? "" : " none");
-    say("fallbacks: %llu", static_cast<unsigned long long>(s.total_fallbacks));
-    for (std::size_t i = 0; i < s.fallbacks.size(); ++i)
-        say("%s%s x%llu", i == 0 ? " (" : ", ", s.fallbacks[i].first.c_str(),
-                    static_cast<unsigned long long>(s.fallbacks[i].second));
-    say("%s\n", s.fallbacks.empty() ? "" : ")");
-    say("default backend: %s\n", backend_name().c_str());
-}
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
