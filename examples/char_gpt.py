@@ -21,6 +21,7 @@ import numpy as np
 import tinyfin as tf
 import tinyfin.nn as nn
 import tinyfin.nn.functional as F
+from example_report import backend_report
 
 CONFIGS = {  # context, dim, layers, heads: examples/char_gpt/model.cpp's config_named
     "tiny": (16, 32, 2, 2),
@@ -218,15 +219,6 @@ def memory_estimate(vocab, config, batch, training):
         activations = n * dim * (20 * layers + 4) + 2 * n * vocab + 4 * batch * heads * context * context
         return 4 * (4 * params + activations)
     return 4 * (params + 2 * layers * context * dim + (8 * dim + 2 * vocab))
-
-
-def backend_report():
-    s = tf.stats()
-    ran = [f"{name} ({b['ops']} ops)" for name, b in s["backends"].items() if b["ops"]]
-    print("backends that ran ops: " + (" ".join(ran) if ran else "none"))
-    fb = ", ".join(f"{op} x{n}" for op, n in s["fallbacks"].items())
-    print(f"fallbacks: {s['total_fallbacks']}" + (f" ({fb})" if fb else ""))
-    print(f"default backend: {tf.backend_name()}")
 
 
 def main():

@@ -26,6 +26,7 @@ import numpy as np
 import tinyfin as tf
 import tinyfin.nn as nn
 import tinyfin.nn.functional as F
+from example_report import backend_report
 
 # Ranks other than 0 of a --distributed run print only their checksum.
 quiet = False
@@ -120,17 +121,6 @@ class Progress:
         sys.stdout.flush()
 
 
-def backend_report():
-    if quiet:
-        return
-    s = tf.stats()
-    ran = [f"{name} ({b['ops']} ops)" for name, b in s["backends"].items() if b["ops"]]
-    print("backends that ran ops: " + (" ".join(ran) if ran else "none"))
-    fb = ", ".join(f"{op} x{n}" for op, n in s["fallbacks"].items())
-    print(f"fallbacks: {s['total_fallbacks']}" + (f" ({fb})" if fb else ""))
-    print(f"default backend: {tf.backend_name()}")
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--epochs", type=int, default=1)
@@ -172,7 +162,8 @@ def run(o, dist):
         acc, loss, secs = evaluate(model, test_x, test_y, o.autocast)
         say(f"evaluated {o.eval} on {len(test_y)} test images in {secs:.2f}s")
         say(f"test accuracy {acc:.4f}  test loss {loss:.4f}")
-        backend_report()
+        if not quiet:
+            backend_report()
         return 0
 
     train_x, train_y = load_split(o.data, "train", o.limit)
@@ -235,7 +226,8 @@ def run(o, dist):
         tf.save(model, o.save)
         say(f"saved {o.save}")
     say(f"total time {time.perf_counter() - t_start:.2f}s")
-    backend_report()
+    if not quiet:
+        backend_report()
     if dist:
         # Every rank, rank 0 last (after its report): identical when the ranks stayed in step.
         sys.stdout.flush()
