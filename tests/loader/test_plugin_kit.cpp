@@ -38,19 +38,36 @@ struct plugin {
     bool ready = false;  // probe and init succeeded
 };
 
+// The core's TINYFIN_KEEP_PLUGINS_MAPPED and TINYFIN_PIN_LIBRARIES, which scripts/sanitize sets:
+// drivers a probe loads and unloads again stay mapped, so LeakSanitizer can name what they keep.
+bool keep_mapped() {
+    const char *keep = std::getenv("TINYFIN_KEEP_PLUGINS_MAPPED");
+    return keep && std::string(keep) == "1";
+}
+
+void pin_libraries() {
+    const char *pins = std::getenv("TINYFIN_PIN_LIBRARIES");
+    if (!keep_mapped() || !pins) return;
+    std::stringstream list(pins);
+    std::string name;
+    while (std::getline(list, name, ':'))
+        if (!name.empty()) dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);  // best effort
+}
+
 // Shut down and unloaded at exit, the way the core does (LeakSanitizer sees nothing left).
 struct registry {
     std::vector<plugin> all;
     ~registry() {
         for (plugin &p : all) {
             if (p.ready) p.table->shutdown();
-            dlclose(p.handle);
+            if (!keep_mapped()) dlclose(p.handle);
         }
     }
 };
 
 std::vector<plugin> &plugins() {
     static registry loaded{[] {
+        pin_libraries();
         std::vector<plugin> out;
         std::stringstream paths(TF_KIT_PLUGINS);
         std::string path;
