@@ -101,7 +101,7 @@ double run_train(int steps, int batch) {
     for (auto &p : phase) std::sort(p.begin(), p.end());
     std::printf("train step (batch %d, backend %s, %d steps after 3 warm-up): median %.2f ms (min %.2f, max %.2f), "
                 "%.0f img/s, cpu time per step %.2f ms (all threads), page faults per step: %.1f minor, %.1f major\n",
-                batch, backend_name().c_str(), steps, median, ms.front(), ms.back(), Batch * 1000.0 / median,
+                batch, backend_name().c_str(), steps, median, ms.front(), ms.back(), batch * 1000.0 / median,
                 (cpu_ms(after) - cpu_ms(before)) / steps,
                 static_cast<double>(after.ru_minflt - before.ru_minflt) / steps,
                 static_cast<double>(after.ru_majflt - before.ru_majflt) / steps);

@@ -78,7 +78,7 @@ void tile_generic(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
                 acc[i][j] = v4f{};
         }
     for (int64_t p = 0; p < kc; ++p) {
-        const float *row = b.template Row<NR>(p);
+        const float *row = b.template row<NR>(p);
         v4f bv[NV];
         for (int j = 0; j < NV; ++j) std::memcpy(&bv[j], row + j * L, sizeof(v4f));
         for (int i = 0; i < MR; ++i) {
@@ -101,7 +101,7 @@ template <int MR, class A, class B>
     }
 #pragma GCC unroll 4
     for (int64_t p = 0; p < kc; ++p) {
-        const float *row = b.template Row<16>(p);
+        const float *row = b.template row<16>(p);
         const __m256 b0 = _mm256_loadu_ps(row), b1 = _mm256_loadu_ps(row + 8);
 #pragma GCC unroll 6
         for (int i = 0; i < MR; ++i) {
@@ -126,7 +126,7 @@ template <int MR, class A, class B>
         acc[i][1] = load_c ? _mm512_loadu_ps(c + i * ldc + 16) : _mm512_setzero_ps();
     }
     for (int64_t p = 0; p < kc; ++p) {
-        const float *row = b.template Row<32>(p);
+        const float *row = b.template row<32>(p);
         const __m512 b0 = _mm512_loadu_ps(row), b1 = _mm512_loadu_ps(row + 16);
 #pragma GCC unroll 12
         for (int i = 0; i < MR; ++i) {
@@ -438,7 +438,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *
                 const int64_t ic = (t / nchunks) * mc_block, chunk = t % nchunks;
                 const int64_t mc = std::min(mc_block, m - ic);
                 const float *a_src = a.data + ic * a.row_stride + pc * a.col_stride;
-                ABlock Block{a_src, a.row_stride};
+                ABlock block{a_src, a.row_stride};
                 if (!in_place_a) {
                     float *a_pack = scratch_floats(k_slot_pack_a, static_cast<size_t>(kc * round_up(mc, g.mr)));
                     pack_a(g, mc, kc, a_src, a.row_stride, a.col_stride, a_pack);

@@ -381,7 +381,7 @@ void read_settings() {
     thread_count();
     isa_level();
     scratch_limit();
-    tf_kit::HostCache();
+    tf_kit::host_cache();
 }
 
 float *scratch_floats(ScratchSlot slot, size_t floats) {

@@ -258,9 +258,9 @@ cudaError_t launch_arg(cudaStream_t stream, uint32_t op, int32_t dtype, const Ro
         const unsigned blocks = row_blocks(g.rows.count);
         const int threads = row_threads(g.cols.count);
         if (op == TF_OP_ARGMAX)
-            arg_kernel<T, true><<<Blocks, threads, 0, stream>>>(g, static_cast<int64_t *>(out), static_cast<const T *>(in));
+            arg_kernel<T, true><<<blocks, threads, 0, stream>>>(g, static_cast<int64_t *>(out), static_cast<const T *>(in));
         else
-            arg_kernel<T, false><<<Blocks, threads, 0, stream>>>(g, static_cast<int64_t *>(out), static_cast<const T *>(in));
+            arg_kernel<T, false><<<blocks, threads, 0, stream>>>(g, static_cast<int64_t *>(out), static_cast<const T *>(in));
     });
     return known ? cudaGetLastError() : bad_dtype();
 }

@@ -57,7 +57,7 @@ MemoryBlock &MemoryPool::new_block(uint64_t size) {
 Allocation MemoryPool::allocate(uint64_t size) {
     const uint64_t need = align_up(std::max<uint64_t>(size, 1), alignment_);
     const auto [block, offset] = tf_kernels::place(blocks_, need, block_size_, block_size_,
-                                                   [&](uint64_t n) -> memory_block & { return new_block(n); });
+                                                   [&](uint64_t n) -> MemoryBlock & { return new_block(n); });
     return Allocation{block, offset, need};
 }
 

@@ -59,7 +59,7 @@ Allocation MemoryPool::allocate(uint64_t size) {
         raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s", static_cast<unsigned long long>(size), opts_.label);
     const uint64_t need = align_up(size, opts_.alignment);
     const auto [block, offset] = tf_kernels::place(blocks_, need, opts_.block_size / 2, opts_.block_size,
-                                                   [&](uint64_t n) -> memory_block & { return new_block(n); });
+                                                   [&](uint64_t n) -> MemoryBlock & { return new_block(n); });
     return Allocation{block, offset, need};
 }
 

@@ -247,7 +247,7 @@ void bind_tensor(py::module_ &m) {
         }, py::arg("dim") = py::none())
         .def("stride", [](const Tensor &x) { return py::tuple(py::cast(x.strides())); })
         .def_property_readonly("dtype", &Tensor::dtype)
-        .def_property_readonly("device", &Tensor::Device)
+        .def_property_readonly("device", &Tensor::device)
         .def_property_readonly("ndim", &Tensor::rank)
         .def("dim", &Tensor::rank)
         .def("numel", &Tensor::numel)

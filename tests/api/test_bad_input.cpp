@@ -218,7 +218,7 @@ TEST_CASE("a huge slice step is clamped, not overflowed into the strides") {
 TEST_CASE("1 PiB on every loaded backend fails cleanly and leaves it usable") {
     for (const std::string &name : available_backends()) {
         INFO(std::string("backend " + name));
-        Device Device{name, 0};
+        Device device{name, 0};
         CHECK_THROWS_AS(empty({petabyte_floats}, DType::f32, device), OutOfMemoryError);
         Tensor a = ones({4}, DType::f32, device);
         CHECK(sum(a).item<float>() == 4);

@@ -106,7 +106,7 @@ TEST_CASE("an empty tensor with a huge axis is a valid tensor") {
     for (const PluginReport &plugin : report().plugins) {
         if (!plugin.initialised) continue;
         CAPTURE(plugin.name);
-        const Device Device{plugin.name, 0};
+        const Device device{plugin.name, 0};
         Tensor z = zeros({0, big}, DType::f32, device);
         CHECK(z.device() == device);
         CHECK(z.to_vector<float>().empty());

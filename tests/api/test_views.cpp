@@ -94,7 +94,7 @@ TEST_CASE("views keep the storage alive after the base is gone") {
 // it, each checked against the same copy done on the host.
 TEST_CASE("assign_ from an overlapping source acts as if the source were read first") {
     for (const std::string &name : available_backends()) {
-        const Device Device{name, 0};
+        const Device device{name, 0};
         for (int64_t n : {1000, 65536, 100003}) {
             CAPTURE(name);
             CAPTURE(n);

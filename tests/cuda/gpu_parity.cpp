@@ -633,7 +633,7 @@ int main(int argc, char **argv) {
         std::printf("%s is not available here\n", o.device.c_str());
         return 77;
     }
-    const Device Device{o.device, 0};
+    const Device device{o.device, 0};
     for (const PluginReport &p : report().plugins)
         if (p.name == o.device && !p.devices.empty())
             std::printf("device %s: %s\n", device.str().c_str(), p.devices[0].name.c_str());

@@ -113,7 +113,7 @@ void emulate(const GemmCall &c, const std::vector<double> &a, const std::vector<
 // Returns whether it was planned.
 bool check_product(Operand &a, Operand &b, Operand &out) {
     tf_tensor_desc inputs[2] = {a.desc, b.desc};
-    tf_op_desc Op{sizeof(tf_op_desc), TF_OP_MATMUL, 2, 1, inputs, &out.desc, nullptr};
+    tf_op_desc op{sizeof(tf_op_desc), TF_OP_MATMUL, 2, 1, inputs, &out.desc, nullptr};
     GemmCall call;
     if (!plan_gemm(op, &call)) return false;
     // cuBLAS's own argument checks.
@@ -225,7 +225,7 @@ TEST_CASE("matmul plan: batch axes that do not collapse become an outer loop") {
     Operand o4{make_desc({2, 2, 3, 3, 2}, {36, 18, 6, 2, 1}), {}};
     CHECK(check_product(a4, b4, o4));
     tf_tensor_desc inputs[2] = {a4.desc, b4.desc};
-    tf_op_desc Op{sizeof(tf_op_desc), TF_OP_MATMUL, 2, 1, inputs, &o4.desc, nullptr};
+    tf_op_desc op{sizeof(tf_op_desc), TF_OP_MATMUL, 2, 1, inputs, &o4.desc, nullptr};
     GemmCall call;
     REQUIRE(plan_gemm(op, &call));
     CHECK(call.batch == 3);        // the innermost batch axis, a's stride 0 there
@@ -265,7 +265,7 @@ TEST_CASE("matmul plan: nothing to plan for empty products") {
     b.desc.shape[0] = 0;
     Operand out{make_desc({3, 2}, {2, 1}), {}};
     tf_tensor_desc inputs[2] = {a.desc, b.desc};
-    tf_op_desc Op{sizeof(tf_op_desc), TF_OP_MATMUL, 2, 1, inputs, &out.desc, nullptr};
+    tf_op_desc op{sizeof(tf_op_desc), TF_OP_MATMUL, 2, 1, inputs, &out.desc, nullptr};
     GemmCall call;
     CHECK_FALSE(plan_gemm(op, &call));  // K == 0: the plugin writes zeros instead
 }

@@ -144,7 +144,7 @@ TEST_CASE("cuda plugin: probe refuses cleanly or the device works") {
     REQUIRE(table->buffer_write(a, 0, host.data(), n * 4, &err) == TF_STATUS_OK);
     tf_tensor_desc da = vector_desc(a, n), db = vector_desc(b, n);
     tf_params_fill fill{sizeof(tf_params_fill), 0.5};
-    tf_op_desc Op{sizeof(tf_op_desc), TF_OP_FILL, 0, 1, &da, &db, &fill};
+    tf_op_desc op{sizeof(tf_op_desc), TF_OP_FILL, 0, 1, &da, &db, &fill};
     REQUIRE(table->supports(0, &op));
     REQUIRE(table->run(0, &op, &err) == TF_STATUS_OK);
     tf_tensor_desc inputs[2] = {da, db};

@@ -142,7 +142,7 @@ void fill_random(const TensorDesc &t, uint32_t seed) {
 }
 
 void run_ok(uint32_t id, std::vector<tf_tensor_desc> ins, tf_tensor_desc out, const void *params = nullptr) {
-    tf_op_desc Op{};
+    tf_op_desc op{};
     op.struct_size = sizeof op;
     op.op = id;
     op.n_inputs = static_cast<uint32_t>(ins.size());

@@ -334,7 +334,7 @@ bool untouched(const TensorDesc &t) {
 // ---- Calling ops --------------------------------------------------------------------------
 
 struct Call {
-    tf_op_desc Op{};
+    tf_op_desc op{};
     std::vector<tf_tensor_desc> inputs;
     tf_tensor_desc output{};
 
@@ -891,7 +891,7 @@ TEST_CASE("elementwise reads only desc.data, never the buffer") {
     db.data = b.data();
     dc.data = c.data();  // foreign host memory: buffer stays NULL
     tf_tensor_desc ins[2] = {da, db};
-    tf_op_desc Op{sizeof(tf_op_desc), TF_OP_ADD, 2, 1, ins, &dc, nullptr};
+    tf_op_desc op{sizeof(tf_op_desc), TF_OP_ADD, 2, 1, ins, &dc, nullptr};
     tf_error err = make_error();
     REQUIRE(P().supports(0, &op) == 1);
     REQUIRE(P().run(0, &op, &err) == TF_STATUS_OK);

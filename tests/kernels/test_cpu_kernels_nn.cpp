@@ -273,7 +273,7 @@ void check_close(const Values &got, const Values &expected, double tol) {
 // ---- Calling ops --------------------------------------------------------------------------
 
 struct Call {
-    tf_op_desc Op{};
+    tf_op_desc op{};
     std::vector<tf_tensor_desc> inputs;
     tf_tensor_desc output{};
 
@@ -1171,7 +1171,7 @@ TEST_CASE("embedding gathers rows, and its backward adds repeated indices") {
     const TensorDesc negative = make(TF_DTYPE_I32, {1}, {-1});
     const TensorDesc out1 = make(TF_DTYPE_F32, {1, 3});
     CHECK(contains(run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_EMBEDDING, {&w, &negative}, out1), "index -1"));
-    const TensorDesc dy = f32({3, 3}, values(9, 1.0));
+    const TensorDesc dy = f32({3, 3}, Values(9, 1.0));
     const TensorDesc dw = make(TF_DTYPE_F32, {10, 3});
     CHECK(run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_EMBEDDING_BACKWARD, {&dy, &bad}, dw) ==
           "embedding_backward: index 12 is out of range [0, 10)");
@@ -1324,13 +1324,13 @@ TEST_CASE("f16 and bf16 inputs give the f32 results rounded once") {
 TEST_CASE("empty tensors run without touching memory they do not have") {
     // N = 0 images: nothing to compute; grad_weight of no images is zero.
     const tf_params_conv2d p = conv_params(1, 1, 1, 1, 1, 1, 1);
-    const TensorDesc x = make(TF_DTYPE_F32, {0, 2, 4, 4}), w = f32({3, 2, 3, 3}, values(54, 1.0));
+    const TensorDesc x = make(TF_DTYPE_F32, {0, 2, 4, 4}), w = f32({3, 2, 3, 3}, Values(54, 1.0));
     const TensorDesc y = make(TF_DTYPE_F32, {0, 3, 4, 4}), dw = make(TF_DTYPE_F32, {3, 2, 3, 3});
     run_ok(TF_OP_CONV2D, {&x, &w}, y, &p);
     run_ok(TF_OP_CONV2D_GRAD_WEIGHT, {&y, &x}, dw, &p);
-    CHECK(get(dw) == values(54, 0.0));
+    CHECK(get(dw) == Values(54, 0.0));
     // No indices: embedding_backward still zeroes the table.
     const TensorDesc idx = make(TF_DTYPE_I64, {0}), dy = make(TF_DTYPE_F32, {0, 3}), table = make(TF_DTYPE_F32, {4, 3});
     run_ok(TF_OP_EMBEDDING_BACKWARD, {&dy, &idx}, table, nullptr);
-    CHECK(get(table) == values(12, 0.0));
+    CHECK(get(table) == Values(12, 0.0));
 }

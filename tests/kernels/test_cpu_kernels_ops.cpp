@@ -336,7 +336,7 @@ bool untouched(const TensorDesc &t) {
 // ---- Calling ops --------------------------------------------------------------------------
 
 struct Call {
-    tf_op_desc Op{};
+    tf_op_desc op{};
     std::vector<tf_tensor_desc> inputs;
     tf_tensor_desc output{};
 

@@ -221,7 +221,7 @@ TEST_CASE("Dropout: identity in eval, scaled mask in train, deterministic per se
 
 TEST_CASE("train/eval reach every child; to() keeps parameters and requires_grad") {
     auto drop = std::make_shared<nn::Dropout>(0.5);
-    nn::Sequential Model{std::make_shared<nn::Linear>(2, 2), drop};
+    nn::Sequential model{std::make_shared<nn::Linear>(2, 2), drop};
     model.eval();
     CHECK_FALSE(drop->is_training());
     model.train();

@@ -123,7 +123,7 @@ TEST_CASE("concurrent backward through one shared model accumulates every pass")
     constexpr int64_t rows = 3, in = 5, out = 4;
     for (const std::string &name : available_backends()) {
         INFO("backend " << name);
-        const Device Device{name, 0};
+        const Device device{name, 0};
         nn::Linear lin(in, out, true, 7);
         lin.to(device);
         std::vector<Tensor> inputs;
@@ -170,7 +170,7 @@ TEST_CASE("a bad label is reported to the thread that passed it, not to another"
     constexpr int rounds = 30;
     for (const std::string &name : available_backends()) {
         INFO("backend " << name);
-        const Device Device{name, 0};
+        const Device device{name, 0};
         std::vector<float> logit_values(4 * 10);
         for (std::size_t i = 0; i < logit_values.size(); ++i) logit_values[i] = static_cast<float>(i % 7) * 0.25f;
         const Tensor logits = from_vector(logit_values, {4, 10}, device);
