@@ -104,8 +104,9 @@ public:
     // For DistributedDataParallel and tools: the MPI communicator (an MPI_Comm) of the world.
     void *native_communicator() const;
     // Waits for nonblocking requests (MPI_Request *) honouring the timeout; what names the
-    // operation in a TimeoutError.
-    void wait_all(void *requests, int count, const std::string &what);
+    // operation in a TimeoutError. statuses (MPI_Status *, count of them) receives their
+    // statuses when not null.
+    void wait_all(void *requests, int count, const std::string &what, void *statuses = nullptr);
     // Throws DistError naming what when an MPI call returned code.
     void check(int code, const std::string &what) const;
 
