@@ -141,7 +141,7 @@ std::string self_path() {
 // Runs the child for one file; a verdict when it did not finish cleanly in time.
 std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
                                                      const std::string &file, double timeout_s) {
-    using clock = std::chrono::steady_clock;
+    using Clock = std::chrono::steady_clock;
     const char *where = "in an isolated child process while loading, probing or initialising";
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0)
@@ -165,9 +165,9 @@ std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
     }
     setpgid(pid, pid); // also here: whichever runs first
 
-    auto deadline = clock::now() + std::chrono::duration<double>(timeout_s);
+    auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
     auto left_ms = [&] {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         return static_cast<int>(std::max<long long>(0, left.count()));
     };
     std::string output;
@@ -203,25 +203,24 @@ std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
                                           where + " (killed); not loaded"};
     }
     const bool reported = output.find(child_done) != std::string::npos;
+    // A failure after the child's report (a thread the plugin left running, its shutdown, an
+    // exit handler) would happen in this process too: the plugin is not loaded either way.
+    const std::string when = reported ? std::string("in an isolated child process after it reported that "
+                                                    "loading, probing and initialising had finished (at "
+                                                    "shutdown or exit)")
+                                      : std::string(where);
     if (WIFSIGNALED(status)) {
-        // A crash after the child's report (a thread the plugin left running, its shutdown, an
-        // exit handler) would happen in this process too: the plugin is not loaded either way.
         int sig = WTERMSIG(status);
         const char *name = strsignal(sig);
-        return tinyfin::PluginVerdict{
-            file, "crashed",
-            "killed by signal " + std::to_string(sig) + " (" + (name ? name : "unknown") + ") " +
-                (reported ? std::string("in an isolated child process after it reported that "
-                                        "loading, probing and initialising had finished (at "
-                                        "shutdown or exit)")
-                          : std::string(where)) +
-                "; not loaded"};
+        return tinyfin::PluginVerdict{file, "crashed",
+                                      "killed by signal " + std::to_string(sig) + " (" +
+                                          (name ? name : "unknown") + ") " + when + "; not loaded"};
     }
     if (!reported || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        // A crash handler in the child (a sanitizer's, for one) turns a signal into an exit status.
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         return tinyfin::PluginVerdict{file, "crashed",
-                                      "exited with status " + std::to_string(code) + " " + where +
-                                          "; not loaded"};
+                                      "exited with status " + std::to_string(code) + " " + when + "; not loaded"};
     }
     return std::nullopt;
 }
