@@ -38,8 +38,18 @@ constexpr std::size_t max_operands = 8;
 }
 
 // One zero element of dtype on (backend, device): what stands in for an absent input when the
-// plugin predates ABI 1.1. Written through buffer_write like any upload from the host.
-[[gnu::cold]] std::shared_ptr<Storage> zero_element(Backend &backend, int device, DType dtype) {
+// plugin predates ABI 1.1. Written through buffer_write like any upload from the host, once per
+// thread, backend, device and dtype, and kept (as constant_like keeps its constants).
+[[gnu::cold]] const Storage &zero_element(Backend &backend, int device, DType dtype) {
+    struct Entry {
+        const Backend *backend;
+        int device;
+        DType dtype;
+        std::shared_ptr<Storage> storage;
+    };
+    thread_local std::vector<Entry> kept;
+    for (const Entry &e : kept)
+        if (e.backend == &backend && e.device == device && e.dtype == dtype) return *e.storage;
     const uint64_t bytes = element_size(dtype);
     std::shared_ptr<Storage> storage = allocate_storage(backend, device, bytes);
     const uint64_t zero = 0;
@@ -51,18 +61,17 @@ constexpr std::size_t max_operands = 8;
     if (status != TF_STATUS_OK)
         raise_status(status, "writing a zero for an absent input on " + backend.name() + ": " +
                                  error_text(err, "failed without a message"));
-    return storage;
+    kept.push_back({&backend, device, dtype, std::move(storage)});
+    return *kept.back().storage;
 }
 
 // Input desc, absent in the call (TensorImpl `absent` has no storage), as `backend` takes it: all
 // zero (TF_TENSOR_ABSENT) for a plugin of ABI 1.1 or later, else one zero element on its device
-// broadcast to the operand's shape; that element's storage is added to keep for the call.
-[[gnu::cold]] void describe_absent(const TensorImpl &absent, Backend &backend, int device, tf_tensor_desc &desc,
-                                   std::vector<std::shared_ptr<Storage>> &keep) {
+// broadcast to the operand's shape (strides 0).
+[[gnu::cold]] void describe_absent(const TensorImpl &absent, Backend &backend, int device, tf_tensor_desc &desc) {
     std::memset(&desc, 0, sizeof desc);
     if (backend.takes_absent_inputs()) return;
-    keep.push_back(zero_element(backend, device, absent.dtype));
-    const Storage &zero = *keep.back();
+    const Storage &zero = zero_element(backend, device, absent.dtype);
     desc.struct_size = sizeof desc;
     desc.dtype = static_cast<int32_t>(absent.dtype);
     desc.rank = static_cast<int32_t>(absent.shape.size());
@@ -392,10 +401,9 @@ struct DescribedCall {
     DescribedCall &operator=(const DescribedCall &) = delete;
 
     // Describes the absent inputs as the plugin about to be asked takes them (describe_absent).
-    void give_absent_to(std::span<const TensorImpl *const> inputs, Backend &backend, int device,
-                        std::vector<std::shared_ptr<Storage>> &keep) {
+    void give_absent_to(std::span<const TensorImpl *const> inputs, Backend &backend, int device) {
         for (std::size_t i = 0; i < inputs.size(); ++i)
-            if (absent >> i & 1) describe_absent(*inputs[i], backend, device, in_desc[i], keep);
+            if (absent >> i & 1) describe_absent(*inputs[i], backend, device, in_desc[i]);
     }
 };
 
@@ -416,9 +424,8 @@ bool dispatch_if_claimed(tf_op op, std::span<const TensorImpl *const> inputs,
     const Storage &home = *outputs.front()->storage;
     Backend &backend = *home.backend;
     Counters &counters = registry.counters();
-    std::vector<std::shared_ptr<Storage>> stand_ins;
     if (call.absent) [[unlikely]]
-        call.give_absent_to(inputs, backend, home.device, stand_ins);
+        call.give_absent_to(inputs, backend, home.device);
     if (supports(backend, home.device, desc)) {
         run_or_throw(backend, home.device, desc);
         counters.backends[backend.slot()].ops.fetch_add(1, std::memory_order_relaxed);
@@ -428,7 +435,7 @@ bool dispatch_if_claimed(tf_op op, std::span<const TensorImpl *const> inputs,
     if (&backend == &cpu) return false;
     if (!all_host(inputs) || !all_host(outputs)) return false;
     if (call.absent) [[unlikely]]
-        call.give_absent_to(inputs, cpu, 0, stand_ins);
+        call.give_absent_to(inputs, cpu, 0);
     if (!supports(cpu, 0, desc)) return false;
     // Host memory of another plugin: its queued work on these buffers finishes first.
     sync_or_throw(backend, home.device);
@@ -448,10 +455,8 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
     int device = first.storage->device;
 
     Counters &counters = registry.counters();
-    // Zeros standing in for absent inputs of a plugin older than ABI 1.1, alive for the call.
-    std::vector<std::shared_ptr<Storage>> stand_ins;
     if (call.absent) [[unlikely]]
-        call.give_absent_to(inputs, backend, device, stand_ins);
+        call.give_absent_to(inputs, backend, device);
     if (supports(backend, device, desc)) [[likely]] {
         run_or_throw(backend, device, desc);
         counters.backends[backend.slot()].ops.fetch_add(1, std::memory_order_relaxed);
@@ -460,7 +465,7 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
 
     Backend &cpu = registry.cpu();
     if (call.absent && &backend != &cpu) [[unlikely]]
-        call.give_absent_to(inputs, cpu, 0, stand_ins);
+        call.give_absent_to(inputs, cpu, 0);
     if (&backend == &cpu || !supports(cpu, 0, desc))
         raise<DTypeError>(std::string(info.name) + ": no backend supports these operands (" +
                           describe_operands(inputs) + " -> " + describe_operands(outputs) + ")");
