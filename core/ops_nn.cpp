@@ -512,10 +512,10 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
     {
         // Without a mask the mask operand is absent (ops.def marks it optional): no zero tensor,
         // unless a plugin older than ABI 1.1 runs the op (dispatch then writes one zero for it).
-        const Tensor eq = raw_expand(qq, sq), ek = raw_expand(kk, sk), ev = raw_expand(vv, sv);
-        const Tensor em = mm.defined() ? raw_expand(mm, score_shape) : Tensor();
+        const Tensor q_in = raw_expand(qq, sq), k_in = raw_expand(kk, sk), v_in = raw_expand(vv, sv);
+        const Tensor mask_in = mm.defined() ? raw_expand(mm, score_shape) : Tensor();
         const TensorImpl absent = mm.defined() ? TensorImpl() : absent_input(q.dtype(), score_shape);
-        const TensorImpl *inputs[4] = {eq.impl(), ek.impl(), ev.impl(), mm.defined() ? em.impl() : &absent};
+        const TensorImpl *inputs[4] = {q_in.impl(), k_in.impl(), v_in.impl(), mm.defined() ? mask_in.impl() : &absent};
         const TensorImpl *outputs[1] = {out.impl()};
         dispatch(TF_OP_ATTENTION, inputs, outputs, &p);
     }
