@@ -163,7 +163,7 @@ TEST_CASE("kit: window_count and parameter checks at the int32 and int64 extreme
     CHECK(tf_kit::window_count(INT64_MAX, 1, 1, INT32_MAX, 1) == -1);  // more than INT64_MAX windows
     CHECK(tf_kit::window_count(INT64_MAX - 1, 1, 1, 0, 1) == INT64_MAX - 1);
 
-    tf_params_pool2d ThreadPool{sizeof pool, {INT32_MAX, 2}, {1, 1}, {INT32_MAX / 2 + 1, 0}, 0};
+    tf_params_pool2d pool{sizeof pool, {INT32_MAX, 2}, {1, 1}, {INT32_MAX / 2 + 1, 0}, 0};
     CHECK_FALSE(tf_kit::pool_params_valid(pool));  // padding * 2 overflows int32 here
     pool.padding[0] = INT32_MAX / 2;
     CHECK(tf_kit::pool_params_valid(pool));
@@ -212,7 +212,7 @@ TEST_CASE("every plugin: hostile pooling descriptors are refused by supports() w
                         const bool forward = id == TF_OP_MAX_POOL2D || id == TF_OP_AVG_POOL2D;
                         tf_tensor_desc in[2] = {forward ? x : y, x};
                         tf_tensor_desc out = forward ? y : x;
-                        tf_op_desc Op{sizeof op, id, id == TF_OP_MAX_POOL2D_BACKWARD ? 2u : 1u, 1, in, &out, &p};
+                        tf_op_desc op{sizeof op, id, id == TF_OP_MAX_POOL2D_BACKWARD ? 2u : 1u, 1, in, &out, &p};
                         // Only a valid window geometry may be accepted, never an extreme one.
                         const bool valid = tf_kit::pool_params_valid(p) && tf_kit::pool_shapes_fit(op, p);
                         const std::vector<std::string> yes = accepting(op);
@@ -246,7 +246,7 @@ TEST_CASE("every plugin: hostile convolution descriptors are refused by supports
                     if (id == TF_OP_CONV2D) in[0] = x, in[1] = w, out = y;
                     if (id == TF_OP_CONV2D_GRAD_INPUT) in[0] = y, in[1] = w, out = x;
                     if (id == TF_OP_CONV2D_GRAD_WEIGHT) in[0] = y, in[1] = x, out = w;
-                    tf_op_desc Op{sizeof op, id, 2, 1, in, &out, &p};
+                    tf_op_desc op{sizeof op, id, 2, 1, in, &out, &p};
                     const bool valid = tf_kit::conv_params_valid(p) && tf_kit::conv_shapes_fit(op, p);
                     INFO("op ", tf_kit::op_name(id), " field ", field, " value ", v, " KH ", size);
                     if (!valid) CHECK(accepting(op).empty());
@@ -261,7 +261,7 @@ TEST_CASE("every plugin: one extent bound, a tensor beyond INT64_MAX is refused 
     tf_tensor_desc out = tensor(TF_DTYPE_F32, {2});
     tf_tensor_desc inside = tensor(TF_DTYPE_F32, {2}, {INT64_MAX / 4});
     tf_tensor_desc beyond = tensor(TF_DTYPE_F32, {2}, {INT64_MAX / 4}, 4);
-    tf_op_desc Op{sizeof op, TF_OP_CONTIGUOUS, 1, 1, &beyond, &out, nullptr};
+    tf_op_desc op{sizeof op, TF_OP_CONTIGUOUS, 1, 1, &beyond, &out, nullptr};
     CHECK(accepting(op).empty());
     op.inputs = &inside;
     const std::vector<std::string> yes = accepting(op);
@@ -314,7 +314,7 @@ TEST_CASE("every plugin: attention with an absent mask is claimed, an absent req
     for (int32_t d : {TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16}) {
         tf_tensor_desc in[4] = {tensor(d, {2, 3, 4}), tensor(d, {2, 5, 4}), tensor(d, {2, 5, 6}), tf_tensor_desc{}};
         tf_tensor_desc out = tensor(d, {2, 3, 6});
-        tf_op_desc Op{sizeof op, TF_OP_ATTENTION, 4, 1, in, &out, &params};
+        tf_op_desc op{sizeof op, TF_OP_ATTENTION, 4, 1, in, &out, &params};
         tf_kit::OpRule rule{};
         CHECK(tf_kit::check_call(&op, &rule, nullptr) == TF_STATUS_OK);
         CHECK(tf_kit::dtypes_defined(op, rule.kind));
@@ -371,7 +371,7 @@ TEST_CASE("every plugin: supports() stays inside ops.def's dtypes column, cpu ta
                 if (rule.kind == tf_kit::OpKind::COMPARE) out_dtype = TF_DTYPE_BOOL;
                 if (rule.kind == tf_kit::OpKind::ARG) out_dtype = TF_DTYPE_I64, out_shape = {1};
                 tf_tensor_desc out = tensor(out_dtype, out_shape);
-                tf_op_desc Op{sizeof op, id, rule.n_inputs, 1, rule.n_inputs ? in : nullptr, &out,
+                tf_op_desc op{sizeof op, id, rule.n_inputs, 1, rule.n_inputs ? in : nullptr, &out,
                               rule.params_size ? params : nullptr};
                 const bool defined = tf_kit::dtypes_defined(op, rule.kind);
                 for (const Plugin &p : plugins()) {

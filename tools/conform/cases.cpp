@@ -52,7 +52,7 @@ TensorSpec spec(const Shape &shape, const Shape &strides, int64_t offset, int32_
     t.strides = strides;
     t.offset = offset;
     t.storage_elems = extent(shape, strides, offset);
-    t.domain = dtype == BOOL ? Domain::Boolean : domain;
+    t.domain = dtype == BOOL ? Domain::boolean : domain;
     t.layout = layout;
     return t;
 }
@@ -72,11 +72,11 @@ Domain input_domain(tf_op op, int index, Kind kind) {
     case TF_OP_RSQRT: return Domain::positive;
     case TF_OP_POW: return index == 0 ? Domain::positive : Domain::exponent;
     case TF_OP_DIV: return index == 1 ? Domain::nonzero : Domain::uniform;
-    case TF_OP_CAST: return Domain::Wide;
+    case TF_OP_CAST: return Domain::wide;
     default: break;
     }
     if (kind == Kind::COMPARE || kind == Kind::ARG) return Domain::ties;
-    if (kind == Kind::WHERE && index == 0) return Domain::Boolean;
+    if (kind == Kind::WHERE && index == 0) return Domain::boolean;
     return Domain::uniform;
 }
 
@@ -387,8 +387,8 @@ void gen_copy(Generator &g) {
                 if (is_float(from) && is_float(to))
                     g.add(d, {contiguous({3, 5}, from, Domain::specials)}, {contiguous({3, 5}, to)}, nullptr, "specials");
             }
-        g.add("f32->f16", {contiguous({4099}, F32, Domain::Wide)}, {contiguous({4099}, F16)});
-        g.add("f16->f32", {contiguous({4099}, F16, Domain::Wide)}, {contiguous({4099}, F32)});
+        g.add("f32->f16", {contiguous({4099}, F32, Domain::wide)}, {contiguous({4099}, F16)});
+        g.add("f16->f32", {contiguous({4099}, F16, Domain::wide)}, {contiguous({4099}, F32)});
         return;
     }
     // contiguous (and any other same-dtype copy): the core sends only non-contiguous inputs.

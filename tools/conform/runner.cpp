@@ -119,8 +119,8 @@ double draw(Random &rng, const TensorSpec &t) {
         uint64_t r = rng.next() % 10;
         return r < 5 ? table[r] : rng.uniform(-2, 2);
     }
-    case Domain::Wide: return fl ? rng.uniform(-60, 60) : static_cast<double>(rng.integer(-60, 61));
-    case Domain::Boolean: return static_cast<double>(rng.next() & 1);
+    case Domain::wide: return fl ? rng.uniform(-60, 60) : static_cast<double>(rng.integer(-60, 61));
+    case Domain::boolean: return static_cast<double>(rng.next() & 1);
     case Domain::index: return static_cast<double>(rng.integer(0, t.limit));
     case Domain::labels:
         if (t.limit == 0 || rng.next() % 4 == 0) return static_cast<double>(t.ignore);
