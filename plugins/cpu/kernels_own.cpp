@@ -179,26 +179,29 @@ tf_status check_rope(const tf_op_desc &op, tf_error *err) {
     return check_same_dtype(name, {&x, &y}, err);
 }
 
-// attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] -> [..., Tq, Dv],
-// one batch shape for all five (the core expands them to it).
+// attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] or absent ->
+// [..., Tq, Dv], one batch shape for all five (the core expands them to it).
 tf_status check_attention(const tf_op_desc &op, tf_error *err) {
     const char *name = op_name(op.op);
     if (tf_status s = check_call(op, 4, sizeof(tf_params_attention), err); s != TF_STATUS_OK) return s;
     const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
     const tf_tensor_desc &out = op.outputs[0];
+    const bool masked = !is_absent(m);
     const int r = q.rank;
-    bool ok = r >= 2 && k.rank == r && v.rank == r && m.rank == r && out.rank == r;
+    bool ok = r >= 2 && k.rank == r && v.rank == r && (!masked || m.rank == r) && out.rank == r;
     for (int i = 0; ok && i < r - 2; ++i)
-        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && m.shape[i] == q.shape[i] &&
+        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && (!masked || m.shape[i] == q.shape[i]) &&
              out.shape[i] == q.shape[i];
     ok = ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] &&
-         m.shape[r - 2] == q.shape[r - 2] && m.shape[r - 1] == k.shape[r - 2] && out.shape[r - 2] == q.shape[r - 2] &&
-         out.shape[r - 1] == v.shape[r - 1];
+         (!masked || (m.shape[r - 2] == q.shape[r - 2] && m.shape[r - 1] == k.shape[r - 2])) &&
+         out.shape[r - 2] == q.shape[r - 2] && out.shape[r - 1] == v.shape[r - 1];
     if (!ok)
         return fail(err, TF_STATUS_INVALID_ARGUMENT,
                     "%s: q %s, k %s, v %s, mask %s and output %s do not form [..., Tq, D], [..., Tk, D], "
                     "[..., Tk, Dv], [..., Tq, Tk] -> [..., Tq, Dv]",
-                    name, shape_of(q).text, shape_of(k).text, shape_of(v).text, shape_of(m).text, shape_of(out).text);
+                    name, shape_of(q).text, shape_of(k).text, shape_of(v).text, masked ? shape_of(m).text : "absent",
+                    shape_of(out).text);
+    if (!masked) return check_same_dtype(name, {&q, &k, &v, &out}, err);
     return check_same_dtype(name, {&q, &k, &v, &m, &out}, err);
 }
 

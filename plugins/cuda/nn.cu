@@ -114,7 +114,8 @@ __global__ void one_hot_kernel(RowGeom<2> g, int64_t classes, U one, U *out, con
 
 // ---- attention ---------------------------------------------------------------------------------------
 
-// One block per query row (batch b, query i): the scores q_i . k_j * scale + mask[i, j] (-inf where
+// One block per query row (batch b, query i): the scores q_i . k_j * scale + mask[i, j] (no mask
+// term when mask is NULL: the op's mask was absent; -inf where
 // causal hides key j > i + Tk - Tq) go to shared memory, then the max-shifted softmax weights, then
 // each thread sums the weighted values for its output columns. A row that sees no key gives NaN
 // (0 / 0, or exp of -inf - -inf), as the cpu plugin's does.
@@ -136,7 +137,8 @@ __global__ void attention_kernel(Strided<5> lead, AttentionArgs a, T *out, const
                 const T *kj = k + base[2] + j * a.k_stride_t;
                 float dot = 0.f;
                 for (int64_t c = 0; c < a.d; ++c) dot += Num<T>::load(qi[c * a.q_stride_d]) * Num<T>::load(kj[c * a.k_stride_d]);
-                s = dot * a.scale + Num<T>::load(mask[base[4] + i * a.mask_stride_q + j * a.mask_stride_k]);
+                s = dot * a.scale;
+                if (mask) s += Num<T>::load(mask[base[4] + i * a.mask_stride_q + j * a.mask_stride_k]);
             }
             scores[j] = s;
             peak = maximum_of(peak, s);

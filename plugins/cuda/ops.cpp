@@ -94,7 +94,7 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, OpKind kind) {
     case TF_OP_LAYER_NORM:
         return all_share(3);
     case TF_OP_ATTENTION:
-        return all_share(4);
+        return all_share(is_absent(in[3]) ? 3 : 4);  // the mask may be absent
     default:
         // The other kinds (the kind's rule above) and one_hot; the optimizer ops: check_own
         // (dense f32 operands only).
@@ -102,17 +102,20 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, OpKind kind) {
     }
 }
 
-// attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] -> [..., Tq, Dv],
-// batch axes already expanded to one shape by the core.
+// attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] or absent ->
+// [..., Tq, Dv], batch axes already expanded to one shape by the core.
 tf_status check_attention(const tf_op_desc &op, const char *name, tf_error *err) {
     const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
     const tf_tensor_desc &out = op.outputs[0];
+    const bool masked = !is_absent(m);
     const int r = q.rank;
-    bool ok = r >= 2 && k.rank == r && v.rank == r && m.rank == r && out.rank == r;
+    bool ok = r >= 2 && k.rank == r && v.rank == r && (!masked || m.rank == r) && out.rank == r;
     for (int i = 0; ok && i < r - 2; ++i)
-        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && m.shape[i] == q.shape[i] && out.shape[i] == q.shape[i];
-    ok = ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] && m.shape[r - 2] == q.shape[r - 2] &&
-         m.shape[r - 1] == k.shape[r - 2] && out.shape[r - 2] == q.shape[r - 2] && out.shape[r - 1] == v.shape[r - 1];
+        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && (!masked || m.shape[i] == q.shape[i]) &&
+             out.shape[i] == q.shape[i];
+    ok = ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] &&
+         (!masked || (m.shape[r - 2] == q.shape[r - 2] && m.shape[r - 1] == k.shape[r - 2])) &&
+         out.shape[r - 2] == q.shape[r - 2] && out.shape[r - 1] == v.shape[r - 1];
     if (!ok)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form q, k, v, mask -> out (got %s)", name,
                     operands_of(op).text);
@@ -309,8 +312,10 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
     if (rule.kind == OpKind::OWN && op->op <= TF_OP_CONV2D_GRAD_WEIGHT && !conv_supported(device, *op))
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: a shape beyond cuDNN's int limits (%s)", name, operands_of(*op).text);
     if (!with_memory) return TF_STATUS_OK;
-    for (uint32_t i = 0; i < op->n_inputs; ++i)
+    for (uint32_t i = 0; i < op->n_inputs; ++i) {
+        if (is_absent(in[i])) continue;  // an optional input left out: no memory (check_call allowed it)
         if (tf_status s = check_memory(name, "input", i, in[i], device, err); s != TF_STATUS_OK) return s;
+    }
     for (uint32_t i = 0; i < op->n_outputs; ++i)
         if (tf_status s = check_memory(name, "output", i, op->outputs[i], device, err); s != TF_STATUS_OK) return s;
     return TF_STATUS_OK;
@@ -464,6 +469,7 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
     case TF_OP_ATTENTION: {
         const auto &p = params_of<tf_params_attention>(op);
         const tf_tensor_desc &q = in[0], &k = in[1], &v = in[2], &m = in[3];
+        const bool masked = !is_absent(m);  // absent: the kernel gets a NULL mask and adds nothing
         const int r = q.rank;
         const int64_t *strides[5] = {out.strides, q.strides, k.strides, v.strides, m.strides};
         const Strided<5> lead = make_strided<5>(r - 2, out.shape, strides);
@@ -478,14 +484,14 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         a.k_stride_d = k.strides[r - 1];
         a.v_stride_t = v.strides[r - 2];
         a.v_stride_d = v.strides[r - 1];
-        a.mask_stride_q = m.strides[r - 2];
-        a.mask_stride_k = m.strides[r - 1];
+        a.mask_stride_q = masked ? m.strides[r - 2] : 0;
+        a.mask_stride_k = masked ? m.strides[r - 1] : 0;
         a.out_stride_t = out.strides[r - 2];
         a.out_stride_d = out.strides[r - 1];
         a.scale = static_cast<float>(p.scale);
         a.causal = p.causal;
         return launched(err, name, launch_attention(stream, out.dtype, lead, a, y, address_of(q), address_of(k),
-                                                    address_of(v), address_of(m)));
+                                                    address_of(v), masked ? address_of(m) : nullptr));
     }
     case TF_OP_ROPE: {
         const auto &p = params_of<tf_params_rope>(op);

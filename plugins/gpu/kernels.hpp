@@ -260,7 +260,9 @@ struct AttentionParams {
     uint32_t batch_st[30];
     uint32_t row_st[5];
     uint32_t col_st[5];
-    uint32_t pad1_[2];
+    // 0: the mask is absent (slot 4 is bound to q and never read).
+    uint32_t has_mask;
+    uint32_t pad1_;
 };
 static_assert(sizeof(AttentionParams) == 64 * 4);
 

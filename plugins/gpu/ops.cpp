@@ -77,7 +77,7 @@ bool supports(const DeviceCaps &caps, const tf_op_desc &op) {
     const Family f = family_of(op.op);
     if ((n_out != 1 && f != Family::optim) || n_in + n_out > 5) return false;
     for (uint32_t i = 0; i < n_in; ++i)
-        if (!tensor_fits(caps, op.inputs[i])) return false;
+        if (!tf_kit::is_absent(op.inputs[i]) && !tensor_fits(caps, op.inputs[i])) return false;
     for (uint32_t i = 0; i < n_out; ++i)
         if (!tensor_fits(caps, op.outputs[i]) || !tf_kit::is_dense(op.outputs[i])) return false;
     switch (f) {

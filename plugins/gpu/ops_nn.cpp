@@ -410,19 +410,22 @@ void index_run(KernelDevice &dev, const tf_op_desc &op) {
 
 // ---- Attention --------------------------------------------------------------------------------------
 
+// The mask (input 3) may be absent (TF_TENSOR_ABSENT): the shader then adds nothing and never
+// reads slot 4, which is bound to q only because every slot needs a buffer.
 bool attention_supports(const DeviceCaps &caps, const tf_op_desc &op) {
     const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
     const tf_tensor_desc &out = op.outputs[0];
+    const bool masked = !tf_kit::is_absent(m);
     const int r = q.rank;
     if (r < 2) return false;
-    const tf_tensor_desc *all[5] = {&out, &q, &k, &v, &m};
+    const tf_tensor_desc *all[5] = {&out, &q, &k, &v, masked ? &m : &q};
     for (const tf_tensor_desc *t : all)
         if (t->dtype != out.dtype || t->rank != r) return false;
     for (int d = 0; d < r - 2; ++d)
         for (const tf_tensor_desc *t : all)
             if (t->shape[d] != q.shape[d]) return false;
     const int64_t tq = q.shape[r - 2], d = q.shape[r - 1], tk = k.shape[r - 2], dv = v.shape[r - 1];
-    if (k.shape[r - 1] != d || v.shape[r - 2] != tk || m.shape[r - 2] != tq || m.shape[r - 1] != tk ||
+    if (k.shape[r - 1] != d || v.shape[r - 2] != tk || (masked && (m.shape[r - 2] != tq || m.shape[r - 1] != tk)) ||
         out.shape[r - 2] != tq || out.shape[r - 1] != dv)
         return false;
     (void)caps;
@@ -432,12 +435,17 @@ bool attention_supports(const DeviceCaps &caps, const tf_op_desc &op) {
 void attention_run(KernelDevice &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     if (numel(out) == 0) return;
-    const tf_tensor_desc *t[5] = {&out, &op.inputs[0], &op.inputs[1], &op.inputs[2], &op.inputs[3]};
+    const bool masked = !tf_kit::is_absent(op.inputs[3]);
+    const tf_tensor_desc &mask = masked ? op.inputs[3] : op.inputs[0];
+    const tf_tensor_desc *t[5] = {&out, &op.inputs[0], &op.inputs[1], &op.inputs[2], &mask};
     TensorBinding b[5];
     b[0] = dev.bind(out, "attention", "output", 0);
-    for (int i = 0; i < 4; ++i) b[1 + i] = dev.bind(op.inputs[i], "attention", "input", static_cast<uint32_t>(i));
+    for (int i = 0; i < 4; ++i) b[1 + i] = dev.bind(*t[1 + i], "attention", "input", static_cast<uint32_t>(i));
     const int r = out.rank;
-    const int64_t *strides[5] = {t[0]->strides, t[1]->strides, t[2]->strides, t[3]->strides, t[4]->strides};
+    // An absent mask has no strides: zeros merge with any batch axis.
+    const int64_t no_strides[TF_MAX_RANK] = {};
+    const int64_t *strides[5] = {t[0]->strides, t[1]->strides, t[2]->strides, t[3]->strides,
+                                 masked ? t[4]->strides : no_strides};
     const MergedAxes batch = merge_axes(r - 2, out.shape, strides, 5);
     AttentionParams p{};
     p.tq = u32(out.shape[r - 2]);
@@ -447,6 +455,7 @@ void attention_run(KernelDevice &dev, const tf_op_desc &op) {
     const auto &ap = *static_cast<const tf_params_attention *>(op.params);
     p.causal = ap.causal ? 1 : 0;
     p.scale = static_cast<float>(ap.scale);
+    p.has_mask = masked ? 1 : 0;
     p.batch_rank = u32(batch.rank);
     int64_t rows = p.tq;
     for (int d = 0; d < batch.rank; ++d) {

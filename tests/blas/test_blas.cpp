@@ -454,13 +454,18 @@ TEST_CASE("fallback-error: helper work the core does for an op is no fallback") 
     for (int i = 0; i < 3; ++i)
         for (int j = 0; j < 4; ++j) CHECK(cols[j * 3 + i] == rows[i * 4 + j]);
     CHECK(stats().total_fallbacks == 0);
-    // Attention is not blas's, so it is refused, but as attention: the implicit zero mask is
-    // the core's constant, written from the host (no fill dispatched), not an op that fell back.
+    // Attention is not blas's, so it is refused, but as attention: without a mask there is no
+    // mask operand at all (absent, ABI 1.1), so nothing is made or filled before the refusal.
     Tensor q = randn({2, 4}, 601);
+    reset_stats();
     try {
         scaled_dot_product_attention(q, q, q);
         FAIL("attention ran under TINYFIN_FALLBACK=error on blas");
     } catch (const FallbackError &e) {
         CHECK(std::string(e.what()).find("attention is not supported by blas") != std::string::npos);
+        CHECK(std::string(e.what()).find("absent") != std::string::npos);  // the mask, in the operand list
     }
+    const Stats after = stats();
+    CHECK(after.backend("blas")->allocations == 1);  // the output alone: no mask, not even one zero
+    CHECK(after.total_fallbacks == 0);
 }

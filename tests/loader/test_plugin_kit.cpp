@@ -293,6 +293,58 @@ TEST_CASE("kit: the dtypes column of ops.def, against the table's text") {
     CHECK_FALSE(tf_kit::class_admits('?', TF_DTYPE_F32));
 }
 
+TEST_CASE("kit: optional inputs, a '?' after the letter in ops.def's dtypes column") {
+    CHECK(std::string(tf_kit::op_dtypes(TF_OP_ATTENTION)) == "FFFF?>F");
+    CHECK(tf_kit::input_optional(TF_OP_ATTENTION, 3));
+    for (uint32_t i : {0u, 1u, 2u, 4u}) CHECK_FALSE(tf_kit::input_optional(TF_OP_ATTENTION, i));
+    CHECK_FALSE(tf_kit::input_optional(TF_OP_ADD, 1));
+    CHECK_FALSE(tf_kit::input_optional(TF_OP_COUNT_, 0));
+    // The marker is no operand: the output's class is still operand 4.
+    CHECK(tf_kit::operand_class(TF_OP_ATTENTION, 3) == 'F');
+    CHECK(tf_kit::operand_class(TF_OP_ATTENTION, 4) == 'F');
+    CHECK(tf_kit::operand_class(TF_OP_ATTENTION, 5) == 0);
+    tf_tensor_desc absent{};
+    CHECK(tf_kit::is_absent(absent));
+    CHECK_FALSE(tf_kit::is_absent(tensor(TF_DTYPE_F32, {})));
+}
+
+TEST_CASE("every plugin: attention with an absent mask is claimed, an absent required input refused") {
+    // q [2, 3, 4], k [2, 5, 4], v [2, 5, 6] -> [2, 3, 6]; the mask (input 3) absent (ABI 1.1).
+    tf_params_attention params{sizeof params, 1, 0, 0.5};
+    for (int32_t d : {TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16}) {
+        tf_tensor_desc in[4] = {tensor(d, {2, 3, 4}), tensor(d, {2, 5, 4}), tensor(d, {2, 5, 6}), tf_tensor_desc{}};
+        tf_tensor_desc out = tensor(d, {2, 3, 6});
+        tf_op_desc op{sizeof op, TF_OP_ATTENTION, 4, 1, in, &out, &params};
+        tf_kit::OpRule rule{};
+        CHECK(tf_kit::check_call(&op, &rule, nullptr) == TF_STATUS_OK);
+        CHECK(tf_kit::dtypes_defined(op, rule.kind));
+        CHECK(tf_kit::check_tensors("attention", op, false, nullptr) == TF_STATUS_OK);
+        // Every plugin of this build that claims attention with a zero mask claims it absent too:
+        // an absent mask is never a reason to refuse (and never read).
+        tf_tensor_desc zero = tensor(d, {2, 3, 5}, {0, 0, 0});
+        tf_tensor_desc with_zero[4] = {in[0], in[1], in[2], zero};
+        tf_op_desc masked{sizeof masked, TF_OP_ATTENTION, 4, 1, with_zero, &out, &params};
+        for (const Plugin &p : plugins()) {
+            INFO(p.table->name, " ", tf_kit::dtype_name(d));
+            CHECK(p.table->supports(0, &op) == p.table->supports(0, &masked));
+            if (std::string(p.table->name) == "cpu") CHECK(p.table->supports(0, &op));
+        }
+        // The same descriptor with q absent: no plugin takes it, and the kit says why.
+        tf_tensor_desc no_q[4] = {tf_tensor_desc{}, in[1], in[2], zero};
+        tf_op_desc bad{sizeof bad, TF_OP_ATTENTION, 4, 1, no_q, &out, &params};
+        tf_error err{};
+        err.struct_size = sizeof err;
+        CHECK(tf_kit::check_call(&bad, &rule, &err) == TF_STATUS_INVALID_ARGUMENT);
+        CHECK(std::string(err.message).find("input 0 is absent") != std::string::npos);
+        CHECK(accepting(bad).empty());
+    }
+    // add with an absent input: refused everywhere.
+    tf_tensor_desc add_in[2] = {tensor(TF_DTYPE_F32, {4}), tf_tensor_desc{}};
+    tf_tensor_desc add_out = tensor(TF_DTYPE_F32, {4});
+    tf_op_desc add{sizeof add, TF_OP_ADD, 2, 1, add_in, &add_out, nullptr};
+    CHECK(accepting(add).empty());
+}
+
 TEST_CASE("every plugin: supports() stays inside ops.def's dtypes column, cpu takes all of it") {
     // Every op of a built-in kind, with small shapes, in every dtype (and for cast every pair):
     // a plugin may claim less than the column (its own limits), never more; cpu, the fallback,

@@ -399,6 +399,33 @@ TEST_CASE("nn: cross_entropy, one_hot, embedding, rope, attention") {
            {1e-5, 1e-4});
 }
 
+// Without a mask the op's mask operand is absent (plugin.h, TF_TENSOR_ABSENT): the kernel adds
+// nothing and reads nothing, and no mask tensor is made on the device.
+TEST_CASE("nn: attention without a mask equals a zero mask and makes no mask tensor") {
+    Pair q = random({2, 3, 5, 8}, 201), k = random({2, 3, 7, 8}, 202), v = random({2, 3, 7, 6}, 203);
+    Pair zero = both(std::vector<float>(5 * 7, 0.0f), {5, 7});
+    for (bool causal : {false, true}) {
+        const std::string name = std::string("attention without a mask") + (causal ? ", causal" : "");
+        grad_parity(name, {q, k, v}, [&](auto &t) { return tf::scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), causal); },
+                    {1e-5, 1e-4});
+        // x * scale + 0 is x * scale: an explicit zero mask gives the same bits on the device.
+        const Tensor none = tf::scaled_dot_product_attention(q.vk, k.vk, v.vk, Tensor(), causal);
+        const Tensor zeros = tf::scaled_dot_product_attention(q.vk, k.vk, v.vk, zero.vk, causal);
+        CHECK(host(none) == host(zeros));
+    }
+    // A fresh thread (the core's per-thread constants are empty): the output is the one buffer.
+    uint64_t allocations = 0;
+    Tensor out;
+    std::thread([&] {
+        tf::reset_stats();
+        out = tf::scaled_dot_product_attention(q.vk, k.vk, v.vk);
+        const tf::Stats st = tf::stats();
+        allocations = st.backend(TF_TEST_BACKEND)->allocations;
+    }).join();
+    CHECK(allocations == 1);
+    check(out, tf::scaled_dot_product_attention(q.cpu, k.cpu, v.cpu), 1e-5, 1e-4, "attention on a fresh thread");
+}
+
 // Long contexts: the angle position * theta^(-2i/D) reaches 10^6 radians and more, where an f32
 // angle (or an f32 frequency times the position) is off by whole radians. The kernel reduces the
 // angle to turns from exact partial products; the result must follow cpu's double angles.

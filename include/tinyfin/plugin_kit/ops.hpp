@@ -91,8 +91,11 @@ constexpr const char *op_name(uint32_t op) noexcept {
     return find_op_rule(op, &rule) ? rule.name : "op?";
 }
 
+constexpr bool input_optional(uint32_t op, uint32_t index) noexcept;  // below, with the dtypes column
+
 // The descriptor's frame against ops.def: struct size, a known op, arity, non-NULL tensor arrays,
-// a params struct at least as large as the op's. On success *rule is the op's row.
+// a params struct at least as large as the op's, absent inputs only where ops.def marks them
+// optional. On success *rule is the op's row.
 inline tf_status check_call(const tf_op_desc *op, OpRule *rule, tf_error *err) noexcept {
     if (!op || op->struct_size < sizeof(tf_op_desc))
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: op descriptor missing or smaller than %zu bytes",
@@ -106,6 +109,10 @@ inline tf_status check_call(const tf_op_desc *op, OpRule *rule, tf_error *err) n
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: tensor array is NULL", name);
     if (rule->params_size > 0 && (!op->params || *static_cast<const uint32_t *>(op->params) < rule->params_size))
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name, rule->params_size);
+    for (uint32_t i = 0; i < op->n_inputs; ++i)
+        if (TF_TENSOR_ABSENT(&op->inputs[i]) && !input_optional(op->op, i))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input %u is absent, but ops.def does not mark it optional",
+                        name, i);
     return TF_STATUS_OK;
 }
 
@@ -141,18 +148,32 @@ constexpr const char *op_dtypes(uint32_t op) noexcept {
 constexpr char operand_class(uint32_t op, uint32_t index) noexcept {
     uint32_t at = 0;
     for (const char *c = op_dtypes(op); *c; ++c) {
-        if (*c == '>') continue;
+        if (*c == '>' || *c == '?') continue;
         if (at++ == index) return *c;
     }
     return 0;
 }
 
+// Whether input `index` is optional: a '?' follows its letter in the dtypes column ("FFFF?>F").
+constexpr bool input_optional(uint32_t op, uint32_t index) noexcept {
+    uint32_t at = 0;
+    for (const char *c = op_dtypes(op); *c && *c != '>'; ++c) {
+        if (*c == '?') continue;
+        if (at++ == index) return c[1] == '?';
+    }
+    return false;
+}
+
+// An optional input the caller left out (TF_TENSOR_ABSENT, ABI 1.1): every member zero, no memory.
+constexpr bool is_absent(const tf_tensor_desc &t) noexcept { return TF_TENSOR_ABSENT(&t); }
+
 // Every operand's dtype is in its class of the column: what the core checks before dispatch
 // (a DTypeError otherwise), so a plugin's supports() starts from it and adds only its own limits.
-// check_call must have passed (arity and arrays).
+// An absent optional input has no dtype and passes. check_call must have passed (arity, arrays,
+// absent inputs only where optional).
 inline bool dtypes_in_column(const tf_op_desc &op) noexcept {
     for (uint32_t i = 0; i < op.n_inputs; ++i)
-        if (!class_admits(operand_class(op.op, i), op.inputs[i].dtype)) return false;
+        if (!is_absent(op.inputs[i]) && !class_admits(operand_class(op.op, i), op.inputs[i].dtype)) return false;
     for (uint32_t i = 0; i < op.n_outputs; ++i)
         if (!class_admits(operand_class(op.op, op.n_inputs + i), op.outputs[i].dtype)) return false;
     return true;
@@ -178,7 +199,7 @@ inline bool dtypes_consistent(const tf_op_desc &op, OpKind kind) noexcept {
     default:
         if (op.op == TF_OP_CAST) return true;
         for (uint32_t i = 0; i < op.n_inputs; ++i)
-            if (in[i].dtype != out) return false;
+            if (!is_absent(in[i]) && in[i].dtype != out) return false;
         return true;
     }
 }

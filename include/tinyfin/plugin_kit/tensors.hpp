@@ -83,10 +83,13 @@ inline tf_status check_tensor(const char *op, const char *role, uint32_t index, 
     return TF_STATUS_OK;
 }
 
-// Every input and the output through check_tensor.
+// Every input (but absent optional ones) and the outputs through check_tensor.
 inline tf_status check_tensors(const char *op_name, const tf_op_desc &op, bool need_data, tf_error *err) noexcept {
-    for (uint32_t i = 0; i < op.n_inputs; ++i)
+    for (uint32_t i = 0; i < op.n_inputs; ++i) {
+        // An absent optional input has no tensor to check (check_call refuses one elsewhere).
+        if (is_absent(op.inputs[i]) && input_optional(op.op, i)) continue;
         if (tf_status s = check_tensor(op_name, "input", i, op.inputs[i], need_data, err); s != TF_STATUS_OK) return s;
+    }
     for (uint32_t i = 0; i < op.n_outputs; ++i)
         if (tf_status s = check_tensor(op_name, "output", i, op.outputs[i], need_data, err); s != TF_STATUS_OK) return s;
     return TF_STATUS_OK;
