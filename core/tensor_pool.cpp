@@ -36,11 +36,11 @@ struct Pool {
     bool draining;
 };
 
-constinit thread_local Pool pool{};
+constinit thread_local Pool freed{};
 
 void drain_pool() noexcept {
-    pool.closed = true;
-    while (pool.count > 0) delete pool.impls[--pool.count];
+    freed.closed = true;
+    while (freed.count > 0) delete freed.impls[--freed.count];
 }
 
 // Empties the pool when its thread ends (the main thread's before static destructors, while
@@ -52,7 +52,7 @@ struct Drain {
 Pool &pool_of_this_thread() {
     // An opaque copy of the address: GCC otherwise recomputes it (a TLS descriptor call) at
     // each use.
-    Pool *address = &pool;
+    Pool *address = &freed;
     asm("" : "+r"(address));
     return *address;
 }
