@@ -23,7 +23,7 @@ namespace {
 // The matrix [rows, cols] of the last two axes of d, starting `offset` bytes past element [0...],
 // as dense f32.
 void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols, float *dst) {
-    const view v = view_of(d);
+    const View v = view_of(d);
     const auto *base = reinterpret_cast<const char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset + offset);
     const int64_t rs = v.strides[d.rank - 2], cs = v.strides[d.rank - 1];
     if (d.dtype == TF_DTYPE_F32 && rows > 0 && cols > 0) {
@@ -43,20 +43,20 @@ void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t 
         }
     }
     with_float_dtype(d.dtype, [&](auto tag) {
-        using tr = traits<decltype(tag)>;
+        using Tr = Traits<decltype(tag)>;
         for (int64_t i = 0; i < rows; ++i)
-            for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = tr::load(base + i * rs + j * cs);
+            for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = Tr::load(base + i * rs + j * cs);
     });
 }
 
 void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols, const float *src) {
-    const view v = view_of(d);
+    const View v = view_of(d);
     auto *base = reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset + offset);
     const int64_t rs = v.strides[d.rank - 2], cs = v.strides[d.rank - 1];
     with_float_dtype(d.dtype, [&](auto tag) {
-        using tr = traits<decltype(tag)>;
+        using Tr = Traits<decltype(tag)>;
         for (int64_t i = 0; i < rows; ++i)
-            for (int64_t j = 0; j < cols; ++j) tr::store(base + i * rs + j * cs, src[i * cols + j]);
+            for (int64_t j = 0; j < cols; ++j) Tr::store(base + i * rs + j * cs, src[i * cols + j]);
     });
 }
 

@@ -30,18 +30,18 @@ void check_close(const Tensor &got, const F &want, double tol = 1e-5) {
 // The calls the var overloads must accept or refuse, as concepts so a refusal is a false
 // rather than a compile error.
 template <typename T>
-concept var_takes_bool_as_correction = requires(T x, std::vector<int> axes) { var(x, axes, true, false); };
+concept VarTakesBoolAsCorrection = requires(T x, std::vector<int> axes) { var(x, axes, true, false); };
 template <typename T>
-concept var_takes_number_as_correction = requires(T x, std::vector<int> axes) { var(x, axes, 0, true); };
+concept VarTakesNumberAsCorrection = requires(T x, std::vector<int> axes) { var(x, axes, 0, true); };
 template <typename T>
-concept var_takes_keepdim_after_axes = requires(T x, std::vector<int> axes) { var(x, axes, true); };
+concept VarTakesKeepdimAfterAxes = requires(T x, std::vector<int> axes) { var(x, axes, true); };
 
 } // namespace
 
 TEST_CASE("var: a flag after the axes is keepdim, and a bool is never a correction") {
-    static_assert(!var_takes_bool_as_correction<Tensor>, "var(x, axes, true, false) must not compile");
-    static_assert(var_takes_number_as_correction<Tensor>);
-    static_assert(var_takes_keepdim_after_axes<Tensor>);
+    static_assert(!VarTakesBoolAsCorrection<Tensor>, "var(x, axes, true, false) must not compile");
+    static_assert(VarTakesNumberAsCorrection<Tensor>);
+    static_assert(VarTakesKeepdimAfterAxes<Tensor>);
     Tensor x = t({1, 2, 3, 4, 6, 8}, {2, 3});
     // The old mistake: var(x, {-1}, true) meant correction 1, keepdim false. Now it keeps the axis.
     Tensor kept = var(x, {-1}, true);

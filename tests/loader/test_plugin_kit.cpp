@@ -31,32 +31,49 @@ const char *host_get_env(const char *name) { return std::getenv(name); }
 void host_log(int32_t, const char *, const char *) {}
 const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_get_env};
 
-struct plugin {
+struct Plugin {
     std::string path;
     void *handle = nullptr;
     const tf_plugin *table = nullptr;
     bool ready = false;  // probe and init succeeded
 };
 
+// The core's TINYFIN_KEEP_PLUGINS_MAPPED and TINYFIN_PIN_LIBRARIES, which scripts/sanitize sets:
+// drivers a probe loads and unloads again stay mapped, so LeakSanitizer can name what they keep.
+bool keep_mapped() {
+    const char *keep = std::getenv("TINYFIN_KEEP_PLUGINS_MAPPED");
+    return keep && std::string(keep) == "1";
+}
+
+void pin_libraries() {
+    const char *pins = std::getenv("TINYFIN_PIN_LIBRARIES");
+    if (!keep_mapped() || !pins) return;
+    std::stringstream list(pins);
+    std::string name;
+    while (std::getline(list, name, ':'))
+        if (!name.empty()) dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);  // best effort
+}
+
 // Shut down and unloaded at exit, the way the core does (LeakSanitizer sees nothing left).
-struct registry {
-    std::vector<plugin> all;
-    ~registry() {
-        for (plugin &p : all) {
+struct Registry {
+    std::vector<Plugin> all;
+    ~Registry() {
+        for (Plugin &p : all) {
             if (p.ready) p.table->shutdown();
-            dlclose(p.handle);
+            if (!keep_mapped()) dlclose(p.handle);
         }
     }
 };
 
-std::vector<plugin> &plugins() {
-    static registry loaded{[] {
-        std::vector<plugin> out;
+std::vector<Plugin> &plugins() {
+    static Registry loaded{[] {
+        pin_libraries();
+        std::vector<Plugin> out;
         std::stringstream paths(TF_KIT_PLUGINS);
         std::string path;
         while (std::getline(paths, path, ':')) {
             if (path.empty()) continue;
-            plugin p;
+            Plugin p;
             p.path = path;
             p.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
             const std::string why = p.handle ? std::string() : std::string(dlerror());
@@ -102,7 +119,7 @@ tf_tensor_desc tensor(int32_t dtype, std::vector<int64_t> shape, std::vector<int
 // supports() of every plugin on device 0 for op; names the plugins that said yes.
 std::vector<std::string> accepting(const tf_op_desc &op) {
     std::vector<std::string> yes;
-    for (const plugin &p : plugins())
+    for (const Plugin &p : plugins())
         if (p.table->supports(0, &op)) yes.push_back(p.table->name);
     return yes;
 }
@@ -117,7 +134,7 @@ TEST_CASE("kit: feature_list keys a device's features and prints their values") 
     auto emit = [](void *user, const char *key, const char *value) {
         static_cast<std::vector<std::pair<std::string, std::string>> *>(user)->emplace_back(key, value);
     };
-    const tf_kit::feature_list device(emit, &got, 3), plugin(emit, &got);
+    const tf_kit::FeatureList device(emit, &got, 3), plugin(emit, &got);
     device.put("kind", "software");
     device.putf("groups", "%d x %u", 64, 2u);
     plugin.putf("kernels", "%zu (%s)", size_t{8}, "embedded");
@@ -146,7 +163,7 @@ TEST_CASE("kit: window_count and parameter checks at the int32 and int64 extreme
     CHECK(tf_kit::window_count(INT64_MAX, 1, 1, INT32_MAX, 1) == -1);  // more than INT64_MAX windows
     CHECK(tf_kit::window_count(INT64_MAX - 1, 1, 1, 0, 1) == INT64_MAX - 1);
 
-    tf_params_pool2d pool{sizeof pool, {INT32_MAX, 2}, {1, 1}, {INT32_MAX / 2 + 1, 0}, 0};
+    tf_params_pool2d ThreadPool{sizeof pool, {INT32_MAX, 2}, {1, 1}, {INT32_MAX / 2 + 1, 0}, 0};
     CHECK_FALSE(tf_kit::pool_params_valid(pool));  // padding * 2 overflows int32 here
     pool.padding[0] = INT32_MAX / 2;
     CHECK(tf_kit::pool_params_valid(pool));
@@ -166,7 +183,7 @@ TEST_CASE("kit: extent_of and check_tensor apply one bound, max_extent = INT64_M
     static_assert(tf_kit::max_extent == static_cast<uint64_t>(INT64_MAX));
     // Two f32 elements, the second at byte (INT64_MAX / 4) * 4 = INT64_MAX - 3: inside.
     tf_tensor_desc inside = tensor(TF_DTYPE_F32, {2}, {INT64_MAX / 4});
-    tf_kit::extent e = tf_kit::extent_of(inside);
+    tf_kit::Extent e = tf_kit::extent_of(inside);
     CHECK_FALSE(e.overflow);
     CHECK(e.last_byte == static_cast<uint64_t>(INT64_MAX) - 3);
     CHECK(tf_kit::check_tensor("t", "input", 0, inside, false, nullptr) == TF_STATUS_OK);
@@ -195,7 +212,7 @@ TEST_CASE("every plugin: hostile pooling descriptors are refused by supports() w
                         const bool forward = id == TF_OP_MAX_POOL2D || id == TF_OP_AVG_POOL2D;
                         tf_tensor_desc in[2] = {forward ? x : y, x};
                         tf_tensor_desc out = forward ? y : x;
-                        tf_op_desc op{sizeof op, id, id == TF_OP_MAX_POOL2D_BACKWARD ? 2u : 1u, 1, in, &out, &p};
+                        tf_op_desc Op{sizeof op, id, id == TF_OP_MAX_POOL2D_BACKWARD ? 2u : 1u, 1, in, &out, &p};
                         // Only a valid window geometry may be accepted, never an extreme one.
                         const bool valid = tf_kit::pool_params_valid(p) && tf_kit::pool_shapes_fit(op, p);
                         const std::vector<std::string> yes = accepting(op);
@@ -229,7 +246,7 @@ TEST_CASE("every plugin: hostile convolution descriptors are refused by supports
                     if (id == TF_OP_CONV2D) in[0] = x, in[1] = w, out = y;
                     if (id == TF_OP_CONV2D_GRAD_INPUT) in[0] = y, in[1] = w, out = x;
                     if (id == TF_OP_CONV2D_GRAD_WEIGHT) in[0] = y, in[1] = x, out = w;
-                    tf_op_desc op{sizeof op, id, 2, 1, in, &out, &p};
+                    tf_op_desc Op{sizeof op, id, 2, 1, in, &out, &p};
                     const bool valid = tf_kit::conv_params_valid(p) && tf_kit::conv_shapes_fit(op, p);
                     INFO("op ", tf_kit::op_name(id), " field ", field, " value ", v, " KH ", size);
                     if (!valid) CHECK(accepting(op).empty());
@@ -244,7 +261,7 @@ TEST_CASE("every plugin: one extent bound, a tensor beyond INT64_MAX is refused 
     tf_tensor_desc out = tensor(TF_DTYPE_F32, {2});
     tf_tensor_desc inside = tensor(TF_DTYPE_F32, {2}, {INT64_MAX / 4});
     tf_tensor_desc beyond = tensor(TF_DTYPE_F32, {2}, {INT64_MAX / 4}, 4);
-    tf_op_desc op{sizeof op, TF_OP_CONTIGUOUS, 1, 1, &beyond, &out, nullptr};
+    tf_op_desc Op{sizeof op, TF_OP_CONTIGUOUS, 1, 1, &beyond, &out, nullptr};
     CHECK(accepting(op).empty());
     op.inputs = &inside;
     const std::vector<std::string> yes = accepting(op);
@@ -287,25 +304,25 @@ TEST_CASE("every plugin: supports() stays inside ops.def's dtypes column, cpu ta
     const int32_t dtypes[] = {TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16, TF_DTYPE_I32, TF_DTYPE_I64, TF_DTYPE_BOOL};
     int checked = 0;
     for (uint32_t id = 0; id < TF_OP_COUNT_; ++id) {
-        tf_kit::op_rule rule{};
+        tf_kit::OpRule rule{};
         REQUIRE(tf_kit::find_op_rule(id, &rule));
-        if (rule.kind == tf_kit::op_kind::OWN) continue;
-        const std::vector<int64_t> shape = rule.kind == tf_kit::op_kind::MATMUL ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{4};
+        if (rule.kind == tf_kit::OpKind::OWN) continue;
+        const std::vector<int64_t> shape = rule.kind == tf_kit::OpKind::MATMUL ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{4};
         for (int32_t d : dtypes)
             for (int32_t to : dtypes) {
                 if (id != TF_OP_CAST && to != d) continue;
                 tf_tensor_desc in[3];
                 for (uint32_t i = 0; i < rule.n_inputs; ++i)
-                    in[i] = tensor(rule.kind == tf_kit::op_kind::WHERE && i == 0 ? TF_DTYPE_BOOL : d, shape);
+                    in[i] = tensor(rule.kind == tf_kit::OpKind::WHERE && i == 0 ? TF_DTYPE_BOOL : d, shape);
                 int32_t out_dtype = to;
                 std::vector<int64_t> out_shape = shape;
-                if (rule.kind == tf_kit::op_kind::COMPARE) out_dtype = TF_DTYPE_BOOL;
-                if (rule.kind == tf_kit::op_kind::ARG) out_dtype = TF_DTYPE_I64, out_shape = {1};
+                if (rule.kind == tf_kit::OpKind::COMPARE) out_dtype = TF_DTYPE_BOOL;
+                if (rule.kind == tf_kit::OpKind::ARG) out_dtype = TF_DTYPE_I64, out_shape = {1};
                 tf_tensor_desc out = tensor(out_dtype, out_shape);
-                tf_op_desc op{sizeof op, id, rule.n_inputs, 1, rule.n_inputs ? in : nullptr, &out,
+                tf_op_desc Op{sizeof op, id, rule.n_inputs, 1, rule.n_inputs ? in : nullptr, &out,
                               rule.params_size ? params : nullptr};
                 const bool defined = tf_kit::dtypes_defined(op, rule.kind);
-                for (const plugin &p : plugins()) {
+                for (const Plugin &p : plugins()) {
                     const bool claims = p.table->supports(0, &op) != 0;
                     INFO(p.table->name, ": ", rule.name, " ", tf_kit::dtype_name(d), " -> ", tf_kit::dtype_name(out_dtype),
                          " (column ", tf_kit::op_dtypes(id), ")");

@@ -46,25 +46,25 @@ constexpr bool is_numeric(int32_t d) noexcept { return is_float(d) || is_index(d
 
 // The KIND column of ops.def (its shape and dtype rule; docs/plugin-abi.md, "Op kinds"). A kind
 // this header does not know yet reads as OWN, so ops.def can grow kinds before plugins do.
-enum class op_kind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL, COMPARE, WHERE, ARG, OWN };
+enum class OpKind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL, COMPARE, WHERE, ARG, OWN };
 
-constexpr op_kind kind_named(std::string_view kind) noexcept {
-    if (kind == "UNARY") return op_kind::UNARY;
-    if (kind == "BINARY") return op_kind::BINARY;
-    if (kind == "REDUCE") return op_kind::REDUCE;
-    if (kind == "MATMUL") return op_kind::MATMUL;
-    if (kind == "COPY") return op_kind::COPY;
-    if (kind == "FILL") return op_kind::FILL;
-    if (kind == "COMPARE") return op_kind::COMPARE;
-    if (kind == "WHERE") return op_kind::WHERE;
-    if (kind == "ARG") return op_kind::ARG;
-    return op_kind::OWN;
+constexpr OpKind kind_named(std::string_view kind) noexcept {
+    if (kind == "UNARY") return OpKind::UNARY;
+    if (kind == "BINARY") return OpKind::BINARY;
+    if (kind == "REDUCE") return OpKind::REDUCE;
+    if (kind == "MATMUL") return OpKind::MATMUL;
+    if (kind == "COPY") return OpKind::COPY;
+    if (kind == "FILL") return OpKind::FILL;
+    if (kind == "COMPARE") return OpKind::COMPARE;
+    if (kind == "WHERE") return OpKind::WHERE;
+    if (kind == "ARG") return OpKind::ARG;
+    return OpKind::OWN;
 }
 
 // One row of ops.def.
-struct op_rule {
+struct OpRule {
     const char *name;
-    op_kind kind;
+    OpKind kind;
     uint32_t n_inputs;
     uint32_t n_outputs;
     // sizeof the params struct, 0 for tf_params_none (params is then NULL and ignored).
@@ -72,7 +72,7 @@ struct op_rule {
 };
 
 // The op's row; false for an id the table does not have (an op newer than the plugin).
-constexpr bool find_op_rule(uint32_t op, op_rule *rule) noexcept {
+constexpr bool find_op_rule(uint32_t op, OpRule *rule) noexcept {
     switch (op) {
 #define TF_OP(id, sym, name, kind, n_in, n_out, params, ...)                                              \
     case id:                                                                                              \
@@ -87,13 +87,13 @@ constexpr bool find_op_rule(uint32_t op, op_rule *rule) noexcept {
 
 // "add", "conv2d", ... from ops.def; "op?" for an unknown id.
 constexpr const char *op_name(uint32_t op) noexcept {
-    op_rule rule{};
+    OpRule rule{};
     return find_op_rule(op, &rule) ? rule.name : "op?";
 }
 
 // The descriptor's frame against ops.def: struct size, a known op, arity, non-NULL tensor arrays,
 // a params struct at least as large as the op's. On success *rule is the op's row.
-inline tf_status check_call(const tf_op_desc *op, op_rule *rule, tf_error *err) noexcept {
+inline tf_status check_call(const tf_op_desc *op, OpRule *rule, tf_error *err) noexcept {
     if (!op || op->struct_size < sizeof(tf_op_desc))
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: op descriptor missing or smaller than %zu bytes",
                     plugin_name(), sizeof(tf_op_desc));
@@ -160,21 +160,21 @@ inline bool dtypes_in_column(const tf_op_desc &op) noexcept {
 
 // The dtype the op's kernel works in: the first input's for COMPARE and ARG ops and for cast,
 // else the output's.
-inline int32_t working_dtype(const tf_op_desc &op, op_kind kind) noexcept {
-    if (kind == op_kind::COMPARE || kind == op_kind::ARG || op.op == TF_OP_CAST) return op.inputs[0].dtype;
+inline int32_t working_dtype(const tf_op_desc &op, OpKind kind) noexcept {
+    if (kind == OpKind::COMPARE || kind == OpKind::ARG || op.op == TF_OP_CAST) return op.inputs[0].dtype;
     return op.outputs[0].dtype;
 }
 
 // The kind's dtype rule (docs/plugin-abi.md, "Op kinds"): which operands share a dtype and which
 // dtypes are fixed. OWN ops: true (their own rules decide).
-inline bool dtypes_consistent(const tf_op_desc &op, op_kind kind) noexcept {
+inline bool dtypes_consistent(const tf_op_desc &op, OpKind kind) noexcept {
     const tf_tensor_desc *in = op.inputs;
     const int32_t out = op.outputs[0].dtype;
     switch (kind) {
-    case op_kind::COMPARE: return in[1].dtype == in[0].dtype && out == TF_DTYPE_BOOL;
-    case op_kind::WHERE: return in[0].dtype == TF_DTYPE_BOOL && in[1].dtype == out && in[2].dtype == out;
-    case op_kind::ARG: return out == TF_DTYPE_I64;
-    case op_kind::OWN: return true;
+    case OpKind::COMPARE: return in[1].dtype == in[0].dtype && out == TF_DTYPE_BOOL;
+    case OpKind::WHERE: return in[0].dtype == TF_DTYPE_BOOL && in[1].dtype == out && in[2].dtype == out;
+    case OpKind::ARG: return out == TF_DTYPE_I64;
+    case OpKind::OWN: return true;
     default:
         if (op.op == TF_OP_CAST) return true;
         for (uint32_t i = 0; i < op.n_inputs; ++i)
@@ -185,7 +185,7 @@ inline bool dtypes_consistent(const tf_op_desc &op, op_kind kind) noexcept {
 
 // The dtypes tinyfin defines the op on: the column, and the kind's rule of which operands share
 // one dtype. A plugin that has kernels for all of them answers supports() with this alone.
-inline bool dtypes_defined(const tf_op_desc &op, op_kind kind) noexcept {
+inline bool dtypes_defined(const tf_op_desc &op, OpKind kind) noexcept {
     return dtypes_in_column(op) && dtypes_consistent(op, kind);
 }
 
