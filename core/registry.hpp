@@ -25,6 +25,17 @@ struct Counters {
     std::array<std::atomic<bool>, TF_OP_COUNT_> fallback_logged{};
 };
 
+// One more storage of nbytes alive on a backend: allocations, bytes allocated, in use and peak.
+inline void count_allocation(Counters::PerBackend &counters, uint64_t nbytes) {
+    counters.allocations.fetch_add(1, std::memory_order_relaxed);
+    counters.bytes_allocated.fetch_add(nbytes, std::memory_order_relaxed);
+    uint64_t live = counters.bytes_in_use.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+    uint64_t peak = counters.peak_bytes_in_use.load(std::memory_order_relaxed);
+    while (live > peak &&
+           !counters.peak_bytes_in_use.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+    }
+}
+
 // Whether device 0 of an initialised backend reports at least required_bytes free (0 free: the
 // plugin does not know, which fits); and "name:0 (device) N MiB" for messages.
 bool fits_memory(const Backend &backend, uint64_t required_bytes);

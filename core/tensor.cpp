@@ -131,13 +131,7 @@ std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t
     }
     storage->host = backend.host_addressable(device) ? backend.buffer_host_ptr(storage->buffer)
                                                      : nullptr;
-    auto &counters = Registry::instance().counters().backends[backend.slot()];
-    counters.allocations.fetch_add(1, std::memory_order_relaxed);
-    counters.bytes_allocated.fetch_add(nbytes, std::memory_order_relaxed);
-    uint64_t live = counters.bytes_in_use.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
-    uint64_t peak = counters.peak_bytes_in_use.load(std::memory_order_relaxed);
-    while (live > peak && !counters.peak_bytes_in_use.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
-    }
+    count_allocation(Registry::instance().counters().backends[backend.slot()], nbytes);
     return storage;
 }
 
@@ -180,6 +174,11 @@ int64_t checked_numel(const Shape &shape, std::string_view op) {
 
 Shape contiguous_strides(const Shape &shape) {
     Shape strides(shape.size());
+    contiguous_strides(shape, strides);
+    return strides;
+}
+
+void contiguous_strides(const Shape &shape, Shape &strides) {
     int64_t stride = 1;
     for (std::size_t i = shape.size(); i-- > 0;) {
         strides[i] = stride;
@@ -188,7 +187,6 @@ Shape contiguous_strides(const Shape &shape) {
         if (__builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride))
             raise<ShapeError>("shape " + shape_str(shape) + " has strides that do not fit in 64 bits");
     }
-    return strides;
 }
 
 Tensor make_tensor(Backend &backend, int device, const Shape &shape, DType dtype) {
@@ -197,12 +195,7 @@ Tensor make_tensor(Backend &backend, int device, const Shape &shape, DType dtype
     if (__builtin_mul_overflow(static_cast<uint64_t>(numel), dtype_size(dtype), &nbytes))
         raise<ShapeError>("empty: " + shape_str(shape) + " of " + dtype_name(dtype) +
                           " needs more than 2^64 bytes");
-    auto impl = std::make_shared<TensorImpl>();
-    impl->dtype = dtype;
-    impl->shape = shape;
-    impl->strides = contiguous_strides(shape);
-    impl->storage = allocate_storage(backend, device, nbytes);
-    return Tensor(std::move(impl));
+    return Tensor(fresh_tensor_impl(backend, device, shape, dtype, nbytes));
 }
 
 Tensor make_view(const Tensor &base, Shape shape, Shape strides, int64_t offset) {

@@ -85,6 +85,12 @@ int64_t extent(const TensorImpl &t);
 // temporary (the out= forms, assign_).
 bool overlaps(const TensorImpl &a, const TensorImpl &b);
 Shape contiguous_strides(const Shape &shape);
+// The same into strides, already of shape's rank (no allocation when it has the capacity).
+void contiguous_strides(const Shape &shape, Shape &strides);
+// A contiguous view of a new storage of nbytes (shape's elements of dtype) on backend's device:
+// taken from the thread's pool of freed small tensors when one fits (tensor_pool.cpp).
+std::shared_ptr<TensorImpl> fresh_tensor_impl(Backend &backend, int device, const Shape &shape,
+                                              DType dtype, uint64_t nbytes);
 // A new contiguous tensor on backend's device (uninitialised contents).
 Tensor make_tensor(Backend &backend, int device, const Shape &shape, DType dtype);
 Tensor make_view(const Tensor &base, Shape shape, Shape strides, int64_t offset);

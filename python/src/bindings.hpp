@@ -26,6 +26,11 @@ void bind_factories(py::module_ &m);
 void bind_amp(py::module_ &m);
 // After bind_tensor and bind_ops: the fast path of fastpath.cpp over their operators.
 void bind_fastpath(py::module_ &m);
+// After bind_tensor: Tensor objects freed onto objects.cpp's free list.
+void bind_objects(py::module_ &m);
+
+// A new tinyfin.Tensor owning t (a reused object when one waits, else pybind11's cast).
+PyObject *new_tensor_object(Tensor &&t);
 
 // Raises the tinyfin.<kind> Python exception (kind: "DeviceError", "DTypeError", ...).
 [[noreturn]] void raise_python(const char *kind, const std::string &message);

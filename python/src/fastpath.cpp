@@ -46,18 +46,6 @@ PyObject *raise_current() {
     return nullptr;
 }
 
-// A new tinyfin.Tensor owning t, as py::cast would make it, with the type's record looked up once
-// rather than by typeid hash on every call.
-PyObject *wrap(Tensor &&t) {
-    static const py::detail::type_info *info = py::detail::get_type_info(typeid(Tensor));
-    auto move = [](const void *p) -> void * {
-        return new Tensor(std::move(*const_cast<Tensor *>(static_cast<const Tensor *>(p))));
-    };
-    return py::detail::type_caster_generic::cast(&t, py::return_value_policy::move, nullptr, info,
-                                                 nullptr, +move)
-        .ptr();
-}
-
 template <typename F> PyObject *guarded(int64_t numel, F &&run) {
     try {
         Tensor out;
@@ -65,7 +53,7 @@ template <typename F> PyObject *guarded(int64_t numel, F &&run) {
             ReleaseFor release(numel);
             out = run();
         }
-        return wrap(std::move(out));
+        return new_tensor_object(std::move(out));
     } catch (...) {
         return raise_current();
     }

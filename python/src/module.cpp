@@ -13,4 +13,5 @@ PYBIND11_MODULE(_C, m) {
     bind_interop(m);
     bind_amp(m);
     bind_fastpath(m);
+    bind_objects(m);
 }

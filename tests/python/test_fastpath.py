@@ -104,3 +104,68 @@ def test_autograd_through_the_fast_path():
 def test_fast_functions_keep_name_and_doc():
     assert tf.add.__name__ == "add"
     assert "out=" in tf.add.__doc__
+
+
+# ---- Reused Tensor objects (python/src/objects.cpp) -------------------------------------------
+
+def test_reused_objects_hold_their_own_values():
+    # Results die and are reused at once: each new one must carry its own op's values.
+    a = tf.tensor(X)
+    for k in range(200):
+        got = a + float(k)
+        np.testing.assert_allclose(to_np(got), X + np.float32(k), rtol=1e-6)
+    live = [a + float(k) for k in range(100)]  # more than the free list holds
+    assert len({id(t) for t in live}) == len(live)
+    for k, t in enumerate(live):
+        np.testing.assert_allclose(to_np(t), X + np.float32(k), rtol=1e-6)
+    del live
+    again = [tf.add(a, a) for _ in range(100)]
+    for t in again:
+        assert isinstance(t, tf.Tensor) and type(t) is tf.Tensor
+        assert t.shape == (3, 4) and not t.requires_grad and t.grad is None
+        np.testing.assert_allclose(to_np(t), X + X, rtol=1e-6)
+
+
+def test_reused_objects_and_weak_references():
+    import weakref
+    a = tf.tensor(X)
+    fired = []
+    t = a + a
+    r = weakref.ref(t, lambda _: fired.append(True))
+    assert r() is t
+    del t
+    assert r() is None and fired == [True]
+    # Objects made after the weakly referenced one died are unaffected by its callback.
+    u = a * a
+    np.testing.assert_allclose(to_np(u), X * X, rtol=1e-6)
+    assert weakref.ref(u)() is u
+
+
+def test_reused_objects_release_borrowed_numpy_memory():
+    import gc
+    import sys
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    refs = sys.getrefcount(base)
+    for _ in range(3):
+        t = tf.from_numpy(base)
+        assert sys.getrefcount(base) == refs + 1
+        s = t + t  # a result object dies and is reused below
+        del t, s
+        gc.collect()
+        assert sys.getrefcount(base) == refs
+    v = tf.from_numpy(base) * 2.0
+    np.testing.assert_allclose(to_np(v), base * 2, rtol=1e-6)
+
+
+def test_reused_objects_keep_autograd_and_errors_apart():
+    w = tf.tensor(X, requires_grad=True)
+    for _ in range(3):
+        loss = (w * w).sum()
+        loss.backward()
+    np.testing.assert_allclose(to_np(w.grad), 6 * X, rtol=1e-5)
+    plain = tf.tensor(X) + tf.tensor(Y)
+    assert not plain.requires_grad and plain.grad is None
+    with pytest.raises(tf.ShapeError):
+        tf.tensor(X) + tf.tensor(np.ones((5,), np.float32))
+    ok = tf.tensor(X) + tf.tensor(Y)
+    np.testing.assert_allclose(to_np(ok), X + Y, rtol=1e-6)
