@@ -203,25 +203,24 @@ std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
                                           where + " (killed); not loaded"};
     }
     const bool reported = output.find(child_done) != std::string::npos;
+    // A failure after the child's report (a thread the plugin left running, its shutdown, an
+    // exit handler) would happen in this process too: the plugin is not loaded either way.
+    const std::string when = reported ? std::string("in an isolated child process after it reported that "
+                                                    "loading, probing and initialising had finished (at "
+                                                    "shutdown or exit)")
+                                      : std::string(where);
     if (WIFSIGNALED(status)) {
-        // A crash after the child's report (a thread the plugin left running, its shutdown, an
-        // exit handler) would happen in this process too: the plugin is not loaded either way.
         int sig = WTERMSIG(status);
         const char *name = strsignal(sig);
-        return tinyfin::PluginVerdict{
-            file, "crashed",
-            "killed by signal " + std::to_string(sig) + " (" + (name ? name : "unknown") + ") " +
-                (reported ? std::string("in an isolated child process after it reported that "
-                                        "loading, probing and initialising had finished (at "
-                                        "shutdown or exit)")
-                          : std::string(where)) +
-                "; not loaded"};
+        return tinyfin::PluginVerdict{file, "crashed",
+                                      "killed by signal " + std::to_string(sig) + " (" +
+                                          (name ? name : "unknown") + ") " + when + "; not loaded"};
     }
     if (!reported || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        // A crash handler in the child (a sanitizer's, for one) turns a signal into an exit status.
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         return tinyfin::PluginVerdict{file, "crashed",
-                                      "exited with status " + std::to_string(code) + " " + where +
-                                          "; not loaded"};
+                                      "exited with status " + std::to_string(code) + " " + when + "; not loaded"};
     }
     return std::nullopt;
 }

@@ -597,7 +597,7 @@ struct Stats {
     std::vector<std::pair<std::string, uint64_t>> fallbacks;
     uint64_t total_fallbacks = 0;
 
-    const Backend *backend(std::string_view name) const;
+    const Backend *backend(std::string_view name) const;  // into this Stats: keep it, not just the pointer
     uint64_t fallbacks_of(std::string_view op) const;
 };
 Stats stats();

@@ -52,7 +52,8 @@ TEST_CASE("stats: bytes in use and the peak since reset_stats") {
         CHECK(stats().backend("cpu")->bytes_in_use == base + 12288);
     }
     Tensor c = zeros({256});
-    const Stats::Backend *s = stats().backend("cpu");
+    const Stats now = stats();  // backend() points into this snapshot
+    const Stats::Backend *s = now.backend("cpu");
     CHECK(s->bytes_in_use == base + 1024);
     CHECK(s->peak_bytes_in_use == base + 12288);
     reset_stats();

@@ -86,8 +86,14 @@ tf_tensor_desc tensor(int32_t dtype, std::vector<int64_t> shape, std::vector<int
     int64_t stride = 1;
     for (int i = t.rank - 1; i >= 0; --i) {
         t.shape[i] = shape[static_cast<size_t>(i)];
-        t.strides[i] = strides.empty() ? stride : strides[static_cast<size_t>(i)];
-        stride *= shape[static_cast<size_t>(i)] > 0 ? shape[static_cast<size_t>(i)] : 1;
+        if (!strides.empty()) {
+            t.strides[i] = strides[static_cast<size_t>(i)];
+            continue;
+        }
+        t.strides[i] = stride;
+        // Hostile shapes have no dense strides: saturate rather than overflow.
+        const int64_t extent = shape[static_cast<size_t>(i)] > 0 ? shape[static_cast<size_t>(i)] : 1;
+        if (__builtin_mul_overflow(stride, extent, &stride)) stride = INT64_MAX;
     }
     t.offset = offset;
     return t;
