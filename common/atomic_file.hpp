@@ -27,12 +27,12 @@
 namespace tf_common {
 
 // Owns one file descriptor.
-class unique_fd {
+class UniqueFd {
 public:
-    explicit unique_fd(int fd = -1) : fd_(fd) {}
-    ~unique_fd() { reset(); }
-    unique_fd(const unique_fd &) = delete;
-    unique_fd &operator=(const unique_fd &) = delete;
+    explicit UniqueFd(int fd = -1) : fd_(fd) {}
+    ~UniqueFd() { reset(); }
+    UniqueFd(const UniqueFd &) = delete;
+    UniqueFd &operator=(const UniqueFd &) = delete;
     int get() const { return fd_; }
     int release() {
         int fd = fd_;
@@ -117,14 +117,14 @@ inline std::string write_file_atomically(const std::string &path, const void *da
     split_path(path, dir, name);
     if (name.empty() || name == "." || name == "..")
         return "'" + path + "' names a directory, not a file";
-    unique_fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dir_fd.get() < 0)
         return "cannot open the directory '" + dir + "': " + std::strerror(errno);
     remove_stale_temps(dir_fd.get(), name);
 
     const std::string prefix = temp_prefix(name) + std::to_string(::getpid()) + ".";
     std::string temp;
-    unique_fd file;
+    UniqueFd file;
     for (int attempt = 0; attempt < 64 && file.get() < 0; ++attempt) {
         temp = prefix + random_suffix();
         file.reset(::openat(dir_fd.get(), temp.c_str(),

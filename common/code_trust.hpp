@@ -61,30 +61,30 @@ inline std::string path_owner_mode_problem(const std::string &path, const char *
     return owner_mode_problem(path, st, what);
 }
 
-enum class code_verdict {
+enum class CodeVerdict {
     trusted,
     not_a_file,  // no regular file there (FIFO, device, directory, missing): never loadable
     untrusted,   // owner or mode: TINYFIN_ALLOW_INSECURE_PLUGINS=1 overrides
 };
 
 // Whether the code file `path` may be loaded, and `why` not. `resolved` receives its realpath.
-inline code_verdict check_code_file(const std::string &path, std::string &resolved,
+inline CodeVerdict check_code_file(const std::string &path, std::string &resolved,
                                     std::string &why, const char *what = "plugin file") {
     resolved = path;
     if (path.empty() || path[0] != '/') {
         why = std::string(what) + " '" + path + "' is not an absolute path";
-        return code_verdict::untrusted;
+        return CodeVerdict::untrusted;
     }
     if (starts_with_proc(path)) {
         why = std::string(what) + " " + path +
               " is under /proc, which names files by the reading process (its current directory,"
               " its open files); name the file itself";
-        return code_verdict::untrusted;
+        return CodeVerdict::untrusted;
     }
     char buffer[PATH_MAX];
     if (!::realpath(path.c_str(), buffer)) {
         why = std::string("cannot resolve ") + path + ": " + std::strerror(errno);
-        return code_verdict::not_a_file;
+        return CodeVerdict::not_a_file;
     }
     resolved = buffer;
     // Non-blocking open and fstat: a FIFO or device is refused without blocking or reading it.
@@ -92,18 +92,18 @@ inline code_verdict check_code_file(const std::string &path, std::string &resolv
     const int fd = open_regular_file(resolved, st, why);
     if (fd < 0) {
         why = std::string(what) + " " + path + ": " + why;
-        return code_verdict::not_a_file;
+        return CodeVerdict::not_a_file;
     }
     ::close(fd);
     if (starts_with_proc(resolved)) {
         why = std::string(what) + " " + path + " resolves to " + resolved + ", under /proc";
-        return code_verdict::untrusted;
+        return CodeVerdict::untrusted;
     }
     why = owner_mode_problem(resolved, st, what);
     if (why.empty()) why = path_owner_mode_problem(parent_directory(path), "directory");
     if (why.empty() && parent_directory(resolved) != parent_directory(path))
         why = path_owner_mode_problem(parent_directory(resolved), "directory");
-    return why.empty() ? code_verdict::trusted : code_verdict::untrusted;
+    return why.empty() ? CodeVerdict::trusted : CodeVerdict::untrusted;
 }
 
 } // namespace tf_common

@@ -31,9 +31,9 @@ struct FunctionNode final : Node {
                                  "/*retain_graph=*/true) the first time to run it twice");
         const auto *previous = current_edges;
         current_edges = &next;
-        struct restore {
+        struct Restore {
             const std::vector<std::shared_ptr<Node>> *previous;
-            ~restore() { current_edges = previous; }
+            ~Restore() { current_edges = previous; }
         } guard{previous};
         return backward(grad_output);
     }

@@ -57,6 +57,10 @@ public:
     // True when device 0, the default placement, is a software-emulated GPU (lavapipe, llvmpipe).
     bool software_emulated() const;
 
+    // Whether the plugin was built against ABI 1.1 or later and so takes absent optional inputs
+    // (TF_TENSOR_ABSENT in plugin.h); an older plugin gets zeros in their place (dispatch.cpp).
+    bool takes_absent_inputs() const { return TF_ABI_MINOR(table_->abi_version) >= 1; }
+
     // Optional members: present when the plugin's table reaches them and they are set.
     void *buffer_host_ptr(tf_buffer *buffer) const;
     void *get_proc(const char *symbol) const;

@@ -37,12 +37,59 @@ constexpr std::size_t max_operands = 8;
     desc.data = t.storage->host;
 }
 
+// One zero element of dtype on (backend, device): what stands in for an absent input when the
+// plugin predates ABI 1.1. Written through buffer_write like any upload from the host, once per
+// thread, backend, device and dtype, and kept (as constant_like keeps its constants).
+[[gnu::cold]] const Storage &zero_element(Backend &backend, int device, DType dtype) {
+    struct Entry {
+        const Backend *backend;
+        int device;
+        DType dtype;
+        std::shared_ptr<Storage> storage;
+    };
+    thread_local std::vector<Entry> kept;
+    for (const Entry &e : kept)
+        if (e.backend == &backend && e.device == device && e.dtype == dtype) return *e.storage;
+    const uint64_t bytes = element_size(dtype);
+    std::shared_ptr<Storage> storage = allocate_storage(backend, device, bytes);
+    const uint64_t zero = 0;
+    tf_error err = make_error();
+    tf_status status = guarded(err, "buffer_write", [&] {
+        return backend.table().buffer_write(storage->buffer, 0, &zero, bytes, &err);
+    });
+    if (!storage->host) Registry::instance().counters().backends[backend.slot()].bytes_to_device += bytes;
+    if (status != TF_STATUS_OK)
+        raise_status(status, "writing a zero for an absent input on " + backend.name() + ": " +
+                                 error_text(err, "failed without a message"));
+    kept.push_back({&backend, device, dtype, std::move(storage)});
+    return *kept.back().storage;
+}
+
+// Input desc, absent in the call (TensorImpl `absent` has no storage), as `backend` takes it: all
+// zero (TF_TENSOR_ABSENT) for a plugin of ABI 1.1 or later, else one zero element on its device
+// broadcast to the operand's shape (strides 0).
+[[gnu::cold]] void describe_absent(const TensorImpl &absent, Backend &backend, int device, tf_tensor_desc &desc) {
+    std::memset(&desc, 0, sizeof desc);
+    if (backend.takes_absent_inputs()) return;
+    const Storage &zero = zero_element(backend, device, absent.dtype);
+    desc.struct_size = sizeof desc;
+    desc.dtype = static_cast<int32_t>(absent.dtype);
+    desc.rank = static_cast<int32_t>(absent.shape.size());
+    for (std::size_t i = 0; i < absent.shape.size(); ++i) desc.shape[i] = absent.shape[i];
+    desc.buffer = zero.buffer;
+    desc.data = zero.host;
+}
+
 // "f32[2,3]", with the layout when it is not the plain contiguous one, since strides and offsets
 // are what a plugin often refuses: "f32[3,2] strides [1,3]", "f32[4] offset 8".
 std::string describe_operands(std::span<const TensorImpl *const> tensors) {
     std::string text;
     for (const TensorImpl *t : tensors) {
         if (!text.empty()) text += ", ";
+        if (!t->storage) {
+            text += "absent";
+            continue;
+        }
         text += std::string(dtype_name(t->dtype)) + shape_str(t->shape);
         if (t->strides != contiguous_strides(t->shape)) text += " strides " + shape_str(t->strides);
         if (t->offset != 0) text += " offset " + std::to_string(t->offset);
@@ -149,8 +196,9 @@ private:
 
     static bool cacheable(const tf_op_desc &desc) {
         if (desc.params || desc.n_inputs + desc.n_outputs > max_tensors) return false;
+        // An absent input (struct_size 0) would match a scalar's layout.
         for (uint32_t i = 0; i < desc.n_inputs; ++i)
-            if (desc.inputs[i].rank > static_cast<int32_t>(max_rank)) return false;
+            if (desc.inputs[i].rank > static_cast<int32_t>(max_rank) || desc.inputs[i].struct_size == 0) return false;
         for (uint32_t i = 0; i < desc.n_outputs; ++i)
             if (desc.outputs[i].rank > static_cast<int32_t>(max_rank)) return false;
         return true;
@@ -293,6 +341,14 @@ thread_local bool helper_work = false;
 HelperScope::HelperScope() : previous_(helper_work) { helper_work = true; }
 HelperScope::~HelperScope() { helper_work = previous_; }
 
+TensorImpl absent_input(DType dtype, const Shape &shape) {
+    TensorImpl absent;
+    absent.dtype = dtype;
+    absent.shape = shape;
+    absent.strides.assign(shape.size(), 0);
+    return absent;
+}
+
 void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
               std::initializer_list<Tensor> outputs, const void *params) {
     const TensorImpl *in[max_operands], *out[max_operands];
@@ -312,6 +368,9 @@ namespace {
 struct DescribedCall {
     tf_tensor_desc in_desc[max_operands], out_desc[max_operands];
     tf_op_desc desc;
+    // Bit i set: input i is absent (absent_input()); in_desc[i] is then set per plugin by
+    // give_absent_to before that plugin is asked.
+    uint32_t absent = 0;
 
     DescribedCall(tf_op op, std::span<const TensorImpl *const> inputs,
                   std::span<const TensorImpl *const> outputs, const void *params) {
@@ -319,7 +378,16 @@ struct DescribedCall {
         if (inputs.size() > max_operands || outputs.size() > max_operands)
             raise<ValueError>(std::string(info.name) + ": too many operands");
         check_dtypes(info, inputs, outputs);
-        for (std::size_t i = 0; i < inputs.size(); ++i) describe(*inputs[i], in_desc[i]);
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+            if (!inputs[i]->storage) [[unlikely]] {
+                if (!(info.optional_inputs >> i & 1))
+                    raise<ValueError>(std::string(info.name) + ": input " + std::to_string(i) +
+                                      " is required (ops.def does not mark it optional)");
+                absent |= 1u << i;
+                continue;
+            }
+            describe(*inputs[i], in_desc[i]);
+        }
         for (std::size_t i = 0; i < outputs.size(); ++i) describe(*outputs[i], out_desc[i]);
         desc.struct_size = sizeof desc;
         desc.op = static_cast<uint32_t>(op);
@@ -331,18 +399,33 @@ struct DescribedCall {
     }
     DescribedCall(const DescribedCall &) = delete;
     DescribedCall &operator=(const DescribedCall &) = delete;
+
+    // Describes the absent inputs as the plugin about to be asked takes them (describe_absent).
+    void give_absent_to(std::span<const TensorImpl *const> inputs, Backend &backend, int device) {
+        for (std::size_t i = 0; i < inputs.size(); ++i)
+            if (absent >> i & 1) describe_absent(*inputs[i], backend, device, in_desc[i]);
+    }
 };
+
+// Whether the cpu plugin addresses every operand in place (an absent input needs no memory).
+bool all_host(std::span<const TensorImpl *const> tensors) {
+    for (const TensorImpl *t : tensors)
+        if (t->storage && !t->storage->host) return false;
+    return true;
+}
 
 } // namespace
 
 bool dispatch_if_claimed(tf_op op, std::span<const TensorImpl *const> inputs,
                          std::span<const TensorImpl *const> outputs, const void *params) {
-    const DescribedCall call(op, inputs, outputs, params);
+    DescribedCall call(op, inputs, outputs, params);
     const tf_op_desc &desc = call.desc;
     Registry &registry = Registry::checked();
     const Storage &home = *outputs.front()->storage;
     Backend &backend = *home.backend;
     Counters &counters = registry.counters();
+    if (call.absent) [[unlikely]]
+        call.give_absent_to(inputs, backend, home.device);
     if (supports(backend, home.device, desc)) {
         run_or_throw(backend, home.device, desc);
         counters.backends[backend.slot()].ops.fetch_add(1, std::memory_order_relaxed);
@@ -350,10 +433,9 @@ bool dispatch_if_claimed(tf_op op, std::span<const TensorImpl *const> inputs,
     }
     Backend &cpu = registry.cpu();
     if (&backend == &cpu) return false;
-    for (const TensorImpl *t : inputs)
-        if (!t->storage->host) return false;
-    for (const TensorImpl *t : outputs)
-        if (!t->storage->host) return false;
+    if (!all_host(inputs) || !all_host(outputs)) return false;
+    if (call.absent) [[unlikely]]
+        call.give_absent_to(inputs, cpu, 0);
     if (!supports(cpu, 0, desc)) return false;
     // Host memory of another plugin: its queued work on these buffers finishes first.
     sync_or_throw(backend, home.device);
@@ -373,6 +455,8 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
     int device = first.storage->device;
 
     Counters &counters = registry.counters();
+    if (call.absent) [[unlikely]]
+        call.give_absent_to(inputs, backend, device);
     if (supports(backend, device, desc)) [[likely]] {
         run_or_throw(backend, device, desc);
         counters.backends[backend.slot()].ops.fetch_add(1, std::memory_order_relaxed);
@@ -380,12 +464,12 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
     }
 
     Backend &cpu = registry.cpu();
+    if (call.absent && &backend != &cpu) [[unlikely]]
+        call.give_absent_to(inputs, cpu, 0);
     if (&backend == &cpu || !supports(cpu, 0, desc))
         raise<DTypeError>(std::string(info.name) + ": no backend supports these operands (" +
                           describe_operands(inputs) + " -> " + describe_operands(outputs) + ")");
-    bool in_place_helper = helper_work;
-    for (const TensorImpl *t : inputs) in_place_helper = in_place_helper && t->storage->host;
-    for (const TensorImpl *t : outputs) in_place_helper = in_place_helper && t->storage->host;
+    const bool in_place_helper = helper_work && all_host(inputs) && all_host(outputs);
     if (registry.fallback_is_error() && !in_place_helper)
         raise<FallbackError>(std::string(info.name) + " is not supported by " + backend.name() +
                              " for " + describe_operands(inputs) + " -> " +
@@ -405,6 +489,11 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
     const Storage *synced = nullptr;
     for (const TensorImpl *t : inputs) {
         const TensorImpl &impl = *t;
+        if (!impl.storage) {
+            // Absent: described for cpu above, no memory to reach.
+            ++n;
+            continue;
+        }
         if (impl.storage->host) {
             const Storage &storage = *impl.storage;
             bool done = synced && synced->backend == storage.backend && synced->device == storage.device;

@@ -18,6 +18,14 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
 void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
               std::span<const TensorImpl *const> outputs, const void *params = nullptr);
 
+// An optional input left out ('?' after its letter in ops.def's dtypes column), to pass in
+// dispatch's inputs: a TensorImpl without storage, of the dtype and shape of the zeros that mean
+// the same. Plugins of ABI 1.1 and later receive an absent descriptor (TF_TENSOR_ABSENT); for an
+// older plugin dispatch writes one zero element on its device (once per thread and dtype, then
+// kept) and describes it broadcast to that shape (strides 0), so no tensor of zeros is ever made
+// for a current plugin.
+TensorImpl absent_input(DType dtype, const Shape &shape);
+
 // Runs op only where it runs without a fallback: on the device of output 0 when its plugin
 // claims the descriptor, or on cpu in place when cpu claims it and every operand is memory the
 // cpu plugin addresses (blas's). Returns false, with nothing run, otherwise: the caller then

@@ -226,13 +226,13 @@ private:
         }
         std::string why;
         switch (tf_common::check_code_file(record.path, record.resolved_path, why)) {
-        case tf_common::code_verdict::trusted: break;
-        case tf_common::code_verdict::not_a_file:
+        case tf_common::CodeVerdict::trusted: break;
+        case tf_common::CodeVerdict::not_a_file:
             // Never overridable: dlopen of a FIFO blocks forever, of a device reads it.
             record.outcome = "not-a-file";
             record.message = why;
             return;
-        case tf_common::code_verdict::untrusted:
+        case tf_common::CodeVerdict::untrusted:
             if (!insecure_allowed()) {
                 record.outcome = "insecure";
                 record.message = why + ", or set TINYFIN_ALLOW_INSECURE_PLUGINS=1 to load it anyway";
@@ -369,10 +369,10 @@ void pin_listed_libraries() {
         // are); a path is code named by the environment and passes the plugin trust rules.
         if (name.find('/') != std::string::npos) {
             std::string resolved, why;
-            tf_common::code_verdict verdict =
+            tf_common::CodeVerdict verdict =
                 tf_common::check_code_file(name, resolved, why, "TINYFIN_PIN_LIBRARIES file");
-            if (verdict == tf_common::code_verdict::not_a_file ||
-                (verdict == tf_common::code_verdict::untrusted && !insecure_allowed())) {
+            if (verdict == tf_common::CodeVerdict::not_a_file ||
+                (verdict == tf_common::CodeVerdict::untrusted && !insecure_allowed())) {
                 log_from(TF_LOG_WARN, "core",
                          "TINYFIN_PIN_LIBRARIES: " + name + " not loaded: " + why);
                 continue;

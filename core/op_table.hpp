@@ -27,6 +27,8 @@ struct OpInfo {
     std::array<uint8_t, max_op_operands> dtypes;
     // The column's text, for messages ("FI>F").
     const char *dtype_classes;
+    // Bit i set: input i is optional ('?' after its letter), so the op layer may leave it out.
+    uint32_t optional_inputs;
 };
 
 // Bits of the tf_dtypes a class letter of the dtypes column allows; 0 for an unknown letter.
@@ -53,11 +55,36 @@ constexpr std::array<uint8_t, max_op_operands> parse_dtype_classes(const char *t
             inputs = operand;
             continue;
         }
+        // An optional input's marker; parse_optional_inputs reads it (a misplaced one fails there).
+        if (*c == '?') continue;
         if (operand == max_op_operands) return {};
         masks[static_cast<std::size_t>(operand++)] = dtype_class_mask(*c);
     }
     if (inputs != n_in || operand != n_in + n_out) return {};
     return masks;
+}
+
+// The inputs a dtypes column marks optional ('?' right after an input's letter), as bits; a '?'
+// anywhere else (first, doubled, after the '>') gives the invalid value ~0u that
+// op_optional_marks_valid below rejects at compile time.
+constexpr uint32_t parse_optional_inputs(const char *text) {
+    uint32_t bits = 0;
+    int operand = 0;
+    bool outputs = false, after_letter = false;
+    for (const char *c = text; *c; ++c) {
+        if (*c == '>') {
+            outputs = true;
+            after_letter = false;
+        } else if (*c == '?') {
+            if (outputs || !after_letter) return ~0u;
+            bits |= 1u << (operand - 1);
+            after_letter = false;
+        } else {
+            ++operand;
+            after_letter = true;
+        }
+    }
+    return bits;
 }
 
 template <typename P> constexpr std::size_t params_size_of() {
@@ -69,7 +96,7 @@ inline constexpr std::array<OpInfo, TF_OP_COUNT_> op_table = [] {
     std::array<OpInfo, TF_OP_COUNT_> table{};
 #define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes) \
     table[id] = OpInfo{name, OpKind::kind, n_in, n_out, params_size_of<params>(),             \
-                       parse_dtype_classes(dtypes, n_in, n_out), dtypes};
+                       parse_dtype_classes(dtypes, n_in, n_out), dtypes, parse_optional_inputs(dtypes)};
 #include "tinyfin/ops.def"
 #undef TF_OP
     return table;
@@ -91,6 +118,13 @@ inline constexpr bool op_dtypes_complete = [] {
     return true;
 }();
 static_assert(op_dtypes_complete, "ops.def: a dtypes column has an unknown letter or the wrong operand count");
+
+inline constexpr bool op_optional_marks_valid = [] {
+    for (const OpInfo &info : op_table)
+        if (info.optional_inputs == ~0u) return false;
+    return true;
+}();
+static_assert(op_optional_marks_valid, "ops.def: a '?' in a dtypes column must follow an input's letter");
 
 inline const OpInfo &op_info(tf_op op) { return op_table[static_cast<std::size_t>(op)]; }
 

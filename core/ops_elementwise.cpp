@@ -186,7 +186,7 @@ namespace detail {
 // the cache.
 Tensor constant_like(const Tensor &like, double value) {
     const TensorImpl &impl = *like.impl();
-    struct entry {
+    struct Entry {
         const Backend *backend;
         int device;
         DType dtype;
@@ -194,7 +194,7 @@ Tensor constant_like(const Tensor &like, double value) {
         Tensor tensor;
     };
     constexpr std::size_t capacity = 48;
-    thread_local std::vector<entry> cache;
+    thread_local std::vector<Entry> cache;
     uint64_t bits = 0;
     std::memcpy(&bits, &value, sizeof bits);
     const Backend *backend = impl.storage->backend;

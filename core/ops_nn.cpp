@@ -501,21 +501,31 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
         mm = mm.defined() ? add(mm, hidden) : hidden;
         causal = false;
     }
-    Tensor additive = mm.defined() ? mm : constant_like(qq, 0);
-    if (additive.dtype() != q.dtype())
-        raise<DTypeError>(std::string(op) + ": mask dtype " + dtype_name(additive.dtype()) +
-                          " differs from q's " + dtype_name(q.dtype()));
-    broadcast_shapes(additive.shape(), score_shape, op);
+    if (mm.defined()) {
+        if (mm.dtype() != q.dtype())
+            raise<DTypeError>(std::string(op) + ": mask dtype " + dtype_name(mm.dtype()) +
+                              " differs from q's " + dtype_name(q.dtype()));
+        broadcast_shapes(mm.shape(), score_shape, op);
+    }
     tf_params_attention p{sizeof(tf_params_attention), causal ? 1 : 0, 0, s};
     Tensor out = empty_like_device(qq, out_shape, q.dtype());
-    dispatch(TF_OP_ATTENTION, {raw_expand(qq, sq), raw_expand(kk, sk), raw_expand(vv, sv),
-                               raw_expand(additive, score_shape)}, {out}, &p);
+    {
+        // Without a mask the mask operand is absent (ops.def marks it optional): no zero tensor,
+        // unless a plugin older than ABI 1.1 runs the op (dispatch then writes one zero for it).
+        const Tensor q_in = raw_expand(qq, sq), k_in = raw_expand(kk, sk), v_in = raw_expand(vv, sv);
+        const Tensor mask_in = mm.defined() ? raw_expand(mm, score_shape) : Tensor();
+        const TensorImpl absent = mm.defined() ? TensorImpl() : absent_input(q.dtype(), score_shape);
+        const TensorImpl *inputs[4] = {q_in.impl(), k_in.impl(), v_in.impl(), mm.defined() ? mask_in.impl() : &absent};
+        const TensorImpl *outputs[1] = {out.impl()};
+        dispatch(TF_OP_ATTENTION, inputs, outputs, &p);
+    }
     // The mask's gradient flows through mm (the user's mask, or where/add built from it).
     return record(out, {&q, &k, &v, &mm}, "attention",
                   [&] { return [q = qq.detach(), k = kk.detach(), v = vv.detach(),
-                   m = additive.detach(), causal, s, tq, tk](const Tensor &g) -> std::vector<Tensor> {
+                   m = mm.defined() ? mm.detach() : Tensor(), causal, s, tq, tk](const Tensor &g) -> std::vector<Tensor> {
         // Recompute the probabilities with primitive ops, then differentiate through them.
-        Tensor scores = add(mul(matmul(q, k.transpose(-1, -2)), constant_like(q, s)), m);
+        Tensor scores = mul(matmul(q, k.transpose(-1, -2)), constant_like(q, s));
+        if (m.defined()) scores = add(scores, m);
         if (causal) {
             Tensor i = arange(0, static_cast<double>(tq), 1, DType::i64, q.device()).view({tq, 1});
             Tensor j = arange(0, static_cast<double>(tk), 1, DType::i64, q.device()).view({1, tk});

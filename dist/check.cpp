@@ -18,7 +18,9 @@
 // Repeating a call (a training loop's loss allreduce) thus runs fused from the second time on; a
 // call that does not fit sends the header (and the slot, unused), learns that every rank
 // agrees, and then moves its data in a second collective.
+#include <algorithm>
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 
@@ -160,6 +162,134 @@ bool all_equal(const float *sum, int world) {
                         std::to_string(ctx.rank()) + "); every rank must pass the same tensor");
 }
 
+// ---- The pairwise check: a world of 2, 4, 8, ... ranks ----
+
+// The messages of a chain are at most this many bytes: under the 4 KiB eager limit of Open MPI's
+// shared-memory transport (vader; its envelope included), so each is delivered at once instead
+// of after the rendezvous that a 4 KiB message needs (docs/performance.md).
+constexpr std::size_t message_bytes = 4000;
+// A message's tag: bit 0 says that another message of the chain follows, bit 1 that the sender
+// has seen a mismatch, bits 2..30 hold 29 bits of the signature's fingerprint.
+constexpr int more_bit = 1, seen_bit = 2;
+
+std::size_t messages_of(std::size_t bytes) {
+    return bytes == 0 ? 1 : (bytes + message_bytes - 1) / message_bytes;
+}
+
+unsigned char *room_for(std::vector<unsigned char> &buffer, std::size_t bytes) {
+    if (buffer.size() < bytes) buffer.resize(bytes);
+    return buffer.data();
+}
+
+// Waits for one request and fills status, honouring the timeout.
+void wait_for(Context &ctx, MPI_Request &request, MPI_Status &status) {
+    if (ctx.options().timeout_seconds > 0) ctx.wait_all(&request, 1, "shape check", &status);
+    else ctx.check(MPI_Wait(&request, &status), "shape check");
+}
+
+// One round: sends bytes from send to partner as a chain of messages tagged tag (plus the more
+// bit) and receives the partner's chain into receive (room for this rank's chain). Returns
+// whether the partner's chain looks like this one: the same fingerprint and number of messages
+// in the tags, the same message sizes. seen becomes the partner's mismatch bit. A chain of
+// another length is received whole or its missing messages' receives are cancelled, so that no
+// message is left to be matched by a later call (the partner, which sees the same difference,
+// sends nothing more to this rank before the mismatch's collective exchange).
+bool exchange(Context &ctx, Context::State &state, int partner, int tag, const unsigned char *send,
+              std::size_t bytes, unsigned char *receive, bool &seen) {
+    std::size_t count = messages_of(bytes);
+    if (state.requests.size() < 2 * count) state.requests.resize(2 * count);
+    MPI_Request *reqs = state.requests.data();
+    const char *what = "shape check";
+    for (std::size_t i = 0; i < count; ++i)
+        ctx.check(MPI_Irecv(receive + i * message_bytes, static_cast<int>(message_bytes), MPI_BYTE,
+                            partner, MPI_ANY_TAG, state.comm, &reqs[i]), what);
+    for (std::size_t i = 0; i < count; ++i) {
+        std::size_t at = i * message_bytes, size = std::min(message_bytes, bytes - at);
+        ctx.check(MPI_Isend(send + at, static_cast<int>(size), MPI_BYTE, partner,
+                            tag | (i + 1 < count ? more_bit : 0), state.comm, &reqs[count + i]), what);
+    }
+    bool same = true;
+    std::size_t received = 0;
+    bool more = true;
+    MPI_Status status;
+    while (more && received < count) {
+        wait_for(ctx, reqs[received], status);
+        std::size_t at = received * message_bytes, size = std::min(message_bytes, bytes - at);
+        int got = 0;
+        MPI_Get_count(&status, MPI_BYTE, &got);
+        int expected = tag | (received + 1 < count ? more_bit : 0);
+        if ((status.MPI_TAG | seen_bit) != (expected | seen_bit) || static_cast<std::size_t>(got) != size)
+            same = false;
+        seen = seen || (status.MPI_TAG & seen_bit) != 0;
+        more = (status.MPI_TAG & more_bit) != 0;
+        ++received;
+    }
+    // The partner's chain is longer: take the rest (into receive; the result is not used).
+    while (more) {
+        same = false;
+        ctx.check(MPI_Irecv(receive, static_cast<int>(message_bytes), MPI_BYTE, partner, MPI_ANY_TAG,
+                            state.comm, &reqs[0]), what);
+        wait_for(ctx, reqs[0], status);
+        seen = seen || (status.MPI_TAG & seen_bit) != 0;
+        more = (status.MPI_TAG & more_bit) != 0;
+    }
+    // Shorter: nothing will match the remaining receives.
+    for (std::size_t i = received; i < count; ++i) {
+        same = false;
+        MPI_Cancel(&reqs[i]);
+        ctx.check(MPI_Wait(&reqs[i], MPI_STATUS_IGNORE), what);
+    }
+    // The partner takes every message of this chain, whatever its own.
+    if (ctx.options().timeout_seconds > 0) ctx.wait_all(reqs + count, static_cast<int>(count), what);
+    else ctx.check(MPI_Waitall(static_cast<int>(count), reqs + count, MPI_STATUSES_IGNORE), what);
+    return same;
+}
+
+void add(float *out, const float *a, const float *b, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+// The check by recursive doubling on point-to-point messages (docs/distributed.md): in round k
+// every rank exchanges a chain with rank ^ 2^k; the chains' tags and sizes are the check, and a
+// fused call's chain is its data, summed as it goes. A rank's seen bit after round k says
+// whether its 2^(k+1) ranks disagree, so after the last round every rank has the same verdict.
+// A rank writes its result only then, and only when all agree: a mismatch changes no tensor.
+bool pairwise_check(Context &ctx, Context::State &state, const Signature &signature,
+                    Payload *payload, bool fused) {
+    int world = ctx.world_size(), rank = ctx.rank();
+    int tag = static_cast<int>((fingerprint_of(signature) >> 35) << 2);
+    const auto *from = fused ? static_cast<const unsigned char *>(payload->data)
+                             : reinterpret_cast<const unsigned char *>(signature.data());
+    std::size_t bytes = fused ? payload->bytes : sizeof(Signature);
+    unsigned char *incoming = room_for(state.incoming, messages_of(bytes) * message_bytes);
+    std::size_t floats = bytes / sizeof(float);
+    bool seen = false;
+    for (int mask = 1; mask < world; mask <<= 1) {
+        bool partner_seen = false;
+        bool same = exchange(ctx, state, rank ^ mask, tag | (seen ? seen_bit : 0), from, bytes,
+                             incoming, partner_seen);
+        // Without data the chain is the signature itself, compared whole.
+        if (same && !fused) same = std::memcmp(incoming, signature.data(), bytes) == 0;
+        seen = seen || partner_seen || !same;
+        if (!fused || seen) continue;
+        const auto *a = reinterpret_cast<const float *>(from);
+        const auto *b = reinterpret_cast<const float *>(incoming);
+        if (mask * 2 < world) { // a partial sum for the next round
+            auto *partial = reinterpret_cast<float *>(room_for(state.partial, bytes));
+            add(partial, a, b, floats);
+            from = reinterpret_cast<const unsigned char *>(partial);
+        } else if (payload->out) { // reduce_scatter keeps its piece
+            std::size_t first = payload->out_offset / sizeof(float);
+            add(static_cast<float *>(payload->out), a + first, b + first,
+                payload->out_bytes / sizeof(float));
+        } else {
+            add(static_cast<float *>(payload->data), a, b, floats);
+        }
+    }
+    if (seen) throw_mismatch(ctx, state.comm, signature);
+    return fused;
+}
+
 } // namespace
 
 bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op_or_root,
@@ -173,6 +303,9 @@ bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op
     bool rides = payload && payload->dtype == DType::f32 &&
                  (payload->op == ReduceOp::sum || payload->op == ReduceOp::mean);
     std::size_t floats = rides ? payload->bytes / sizeof(float) : 0;
+    if (state.pairwise)
+        return pairwise_check(ctx, state, signature, payload,
+                              rides && floats > 0 && payload->bytes <= ctx.options().fuse_bytes);
     std::size_t slot = state.slot;
     bool fused = rides && floats > 0 && floats <= slot;
 
@@ -208,6 +341,15 @@ bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op
                     payload->out_bytes);
     else std::memcpy(payload->data, reduced, payload->bytes);
     return true;
+}
+
+void init_check(Context::State &state, int world) {
+    // Both ends of the pairwise check need 31-bit tags (Open MPI's ob1 has them; MPI only
+    // promises 15) and a partner in every round (a power of two); else the record.
+    int *tag_ub = nullptr, found = 0;
+    MPI_Comm_get_attr(state.comm, MPI_TAG_UB, &tag_ub, &found);
+    bool power_of_two = world > 1 && (world & (world - 1)) == 0;
+    state.pairwise = power_of_two && found && tag_ub && *tag_ub >= INT32_MAX;
 }
 
 } // namespace tinyfin::dist

@@ -84,6 +84,7 @@ Context::Context(int *argc, char ***argv, Options options)
     MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(state_->comm, &rank_);
     MPI_Comm_size(state_->comm, &world_size_);
+    init_check(*state_, world_size_);
 
     // The launcher's own numbering first (what its GPU binding options use), else the rank among
     // the processes that share memory with this one.
@@ -134,10 +135,11 @@ void Context::check(int code, const std::string &what) const {
     if (code != MPI_SUCCESS) throw_mpi(code, what);
 }
 
-void Context::wait_all(void *requests, int count, const std::string &what) {
+void Context::wait_all(void *requests, int count, const std::string &what, void *statuses) {
     auto *reqs = static_cast<MPI_Request *>(requests);
+    auto *stats = statuses ? static_cast<MPI_Status *>(statuses) : MPI_STATUSES_IGNORE;
     if (options_.timeout_seconds <= 0) {
-        check(MPI_Waitall(count, reqs, MPI_STATUSES_IGNORE), what);
+        check(MPI_Waitall(count, reqs, stats), what);
         return;
     }
     using Clock = std::chrono::steady_clock;
@@ -145,7 +147,7 @@ void Context::wait_all(void *requests, int count, const std::string &what) {
     int spins = 0;
     for (;;) {
         int done = 0;
-        check(MPI_Testall(count, reqs, &done, MPI_STATUSES_IGNORE), what);
+        check(MPI_Testall(count, reqs, &done, stats), what);
         if (done) return;
         if (Clock::now() > deadline) {
             char text[64];

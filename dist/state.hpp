@@ -24,7 +24,19 @@ struct Context::State {
     // rank, because every rank derives it from the last signature they all verified.
     std::vector<float> record;
     std::size_t slot = 0;
+
+    // The pairwise check (check.cpp) instead of the record, in a world of a power of two ranks
+    // whose MPI has 31-bit tags: set once by the Context, the same on every rank.
+    bool pairwise = false;
+    // Its reusable requests, statuses, incoming messages and partial sums (ranks beyond two).
+    std::vector<MPI_Request> requests;
+    std::vector<MPI_Status> statuses;
+    std::vector<unsigned char> incoming;
+    std::vector<unsigned char> partial;
 };
+
+// Decides State::pairwise from the world size and MPI's tag limit (after the communicator exists).
+void init_check(Context::State &state, int world);
 
 // The MPI datatype of a dtype for reductions; throws DTypeError naming op when MPI has none.
 MPI_Datatype reduce_type(DType dtype, const char *op);

@@ -2,7 +2,7 @@
 // (computed in f32, out rounded once), any strides.
 // One workgroup per query row: the row's Tk scores live in shared memory (Tk <= TF_MAX_KEYS,
 // checked by the plugin), the invocations split the keys, then the output columns.
-// Slots: 0 out, 1 q, 2 k, 3 v, 4 mask (expanded to [..., Tq, Tk]).
+// Slots: 0 out, 1 q, 2 k, 3 v, 4 mask (expanded to [..., Tq, Tk]; read only when has_mask).
 // Mirrors attention_params in plugins/vulkan/kernels.hpp.
 layout(local_size_x = 64) in;
 
@@ -23,7 +23,8 @@ struct attention_params {
     uint batch_st[30];  // [slot * 6 + axis]
     uint row_st[5];     // stride of the Tq (out, q, mask) or Tk (k, v) axis per slot
     uint col_st[5];     // stride of the last axis per slot
-    uint pad1_[2];
+    uint has_mask;      // 0: the mask is absent (slot 4 is bound to q and never read)
+    uint pad1_;
 };
 layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { attention_params tf_p; };
 // A private copy, loaded once per invocation: lavapipe turns every buffer read into a gather.
@@ -68,7 +69,8 @@ void main() {
             uint k_row = at[2] + j * p.row_st[2];
             for (uint e = 0u; e < p.d; ++e)
                 dot_ += ld_float(1u, DT, q_row + e * p.col_st[1]) * ld_float(2u, DT, k_row + e * p.col_st[2]);
-            float score = dot_ * p.scale + ld_float(4u, DT, m_row + j * p.col_st[4]);
+            float score = dot_ * p.scale;
+            if (p.has_mask != 0u) score += ld_float(4u, DT, m_row + j * p.col_st[4]);
             if (p.causal != 0u && int(j) > last_visible) score = -TF_INF;
             s_score[j] = score;
             local_max = tf_max(local_max, score);

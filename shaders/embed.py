@@ -7,15 +7,15 @@
 --kind ids writes only the enum of the kernels, shared by every API (plugins/gpu compiles the
 ops against it once):
 
-    namespace NS { enum class shader : uint32_t { NAME, ..., count_ }; }
+    namespace NS { enum class Shader : uint32_t { NAME, ..., count_ }; }
 
 --kind spirv reads SPIR-V binaries and emits uint32_t words; --kind text reads GLSL and emits
 NUL-terminated strings (for the OpenGL plugin). Their header includes "shader_ids.h" (which must
 list the same names in the same order) and declares
 
     namespace NS {
-    struct shader_code { const char *name; const <word type> *data; size_t size; };
-    const shader_code &shader_code_of(shader s);
+    struct ShaderCode { const char *name; const <word type> *data; size_t size; };
+    const ShaderCode &shader_code_of(Shader s);
     }
 
 where size counts uint32_t words (spirv) or characters without the NUL (text).
@@ -57,7 +57,7 @@ def write_ids(args) -> int:
         f"#define {guard}",
         "#include <cstdint>",
         f"namespace {args.namespace} {{",
-        "enum class shader : uint32_t {",
+        "enum class Shader : uint32_t {",
         *[f"    {name}," for name in names],
         "    count_",
         "};",
@@ -92,9 +92,9 @@ def main() -> int:
         "#include <cstdint>",
         '#include "shader_ids.h"',
         f"namespace {args.namespace} {{",
-        f"struct shader_code {{ const char *name; const {word} *data; size_t size; }};",
-        "// The embedded code of s (s < shader::count_).",
-        "const shader_code &shader_code_of(shader s);",
+        f"struct ShaderCode {{ const char *name; const {word} *data; size_t size; }};",
+        "// The embedded code of s (s < Shader::count_).",
+        "const ShaderCode &shader_code_of(Shader s);",
         "}",
         "#endif",
     ]
@@ -119,16 +119,16 @@ def main() -> int:
             for i in range(0, len(encoded), 16):
                 source.append("    " + ", ".join(str(b) for b in encoded[i:i + 16]) + ",")
             source.append("    0};")
-    source.append("constexpr shader_code table[] = {")
+    source.append("constexpr ShaderCode table[] = {")
     for name, _ in entries:
         size = f"sizeof {name}_code / sizeof(uint32_t)" if args.kind == "spirv" else f"sizeof {name}_code - 1"
         source.append(f'    {{"{name}", {name}_code, {size}}},')
     source.append("};")
-    source.append(f"static_assert(sizeof table / sizeof table[0] == static_cast<size_t>(shader::count_));")
+    source.append(f"static_assert(sizeof table / sizeof table[0] == static_cast<size_t>(Shader::count_));")
     for index, (name, _) in enumerate(entries):
-        source.append(f"static_assert(static_cast<size_t>(shader::{name}) == {index});")
+        source.append(f"static_assert(static_cast<size_t>(Shader::{name}) == {index});")
     source.append("}  // namespace")
-    source.append("const shader_code &shader_code_of(shader s) { return table[static_cast<size_t>(s)]; }")
+    source.append("const ShaderCode &shader_code_of(Shader s) { return table[static_cast<size_t>(s)]; }")
     source.append("}")
 
     args.header.write_text("\n".join(header) + "\n", encoding="utf-8")

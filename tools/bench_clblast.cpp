@@ -15,14 +15,14 @@ namespace tf_bench {
 
 namespace {
 
-struct opencl_session {
+struct OpenClSession {
     cl_platform_id platform = nullptr;
     cl_device_id device = nullptr;
     cl_context context = nullptr;
     cl_command_queue queue = nullptr;
     std::string name;
 
-    opencl_session() {
+    OpenClSession() {
         cl_uint n = 0;
         if (clGetPlatformIDs(1, &platform, &n) != CL_SUCCESS || n == 0) throw std::runtime_error("no OpenCL platform");
         if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, &n) != CL_SUCCESS || n == 0)
@@ -37,20 +37,20 @@ struct opencl_session {
         queue = clCreateCommandQueue(context, device, 0, &code);
         if (code != CL_SUCCESS) throw std::runtime_error("clCreateCommandQueue failed");
     }
-    ~opencl_session() {
+    ~OpenClSession() {
         if (queue) clReleaseCommandQueue(queue);
         if (context) clReleaseContext(context);
     }
 };
 
-opencl_session &session() {
-    static opencl_session s;
+OpenClSession &session() {
+    static OpenClSession s;
     return s;
 }
 
-struct device_floats {
+struct DeviceFloats {
     cl_mem memory = nullptr;
-    explicit device_floats(size_t n) {
+    explicit DeviceFloats(size_t n) {
         std::vector<float> host(n);
         for (size_t i = 0; i < n; ++i) host[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
         cl_int code = CL_SUCCESS;
@@ -58,7 +58,7 @@ struct device_floats {
                                 host.data(), &code);
         if (code != CL_SUCCESS) throw std::runtime_error("clCreateBuffer failed");
     }
-    ~device_floats() { clReleaseMemObject(memory); }
+    ~DeviceFloats() { clReleaseMemObject(memory); }
 };
 
 }  // namespace
@@ -72,9 +72,9 @@ std::string clblast_device() {
 }
 
 std::function<void()> clblast_matmul(long batch, long m, long k, long n) {
-    opencl_session &s = session();
-    auto a = std::make_shared<device_floats>(batch * m * k), b = std::make_shared<device_floats>(batch * k * n);
-    auto c = std::make_shared<device_floats>(batch * m * n);
+    OpenClSession &s = session();
+    auto a = std::make_shared<DeviceFloats>(batch * m * k), b = std::make_shared<DeviceFloats>(batch * k * n);
+    auto c = std::make_shared<DeviceFloats>(batch * m * n);
     return [=, &s] {
         cl_command_queue queue = s.queue;
         CLBlastStatusCode status;

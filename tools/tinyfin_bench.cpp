@@ -251,10 +251,10 @@ std::string count_label(int64_t n) {
 
 #ifdef TF_BENCH_HAVE_OPENBLAS
 // 64-byte aligned floats filled with something finite.
-struct host_floats {
+struct HostFloats {
     std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
 
-    explicit host_floats(size_t n) {
+    explicit HostFloats(size_t n) {
         data.reset(static_cast<float *>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)));
         if (!data) throw std::bad_alloc();
         for (size_t i = 0; i < n; ++i) data.get()[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
@@ -263,8 +263,8 @@ struct host_floats {
 
 // batch x ([m, k] @ [k, n]) through cblas_sgemm, one call per batch element.
 Call openblas_matmul(int64_t batch, int64_t m, int64_t k, int64_t n) {
-    auto a = std::make_shared<host_floats>(batch * m * k), b = std::make_shared<host_floats>(batch * k * n);
-    auto c = std::make_shared<host_floats>(batch * m * n);
+    auto a = std::make_shared<HostFloats>(batch * m * k), b = std::make_shared<HostFloats>(batch * k * n);
+    auto c = std::make_shared<HostFloats>(batch * m * n);
     return [=] {
         for (int64_t t = 0; t < batch; ++t)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a->data.get() + t * m * k,
@@ -825,7 +825,7 @@ public:
     }
 
 private:
-    struct file_closer {
+    struct FileCloser {
         void operator()(FILE *f) const noexcept { std::fclose(f); }
     };
 
@@ -881,7 +881,7 @@ private:
 
     std::vector<std::string> &notes_;
     pid_t pid_ = -1;
-    std::unique_ptr<FILE, file_closer> in_, out_;
+    std::unique_ptr<FILE, FileCloser> in_, out_;
 };
 
 // ---- Output -------------------------------------------------------------------------------------

@@ -141,7 +141,7 @@ std::string self_path() {
 // Runs the child for one file; a verdict when it did not finish cleanly in time.
 std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
                                                      const std::string &file, double timeout_s) {
-    using clock = std::chrono::steady_clock;
+    using Clock = std::chrono::steady_clock;
     const char *where = "in an isolated child process while loading, probing or initialising";
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0)
@@ -165,9 +165,9 @@ std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
     }
     setpgid(pid, pid); // also here: whichever runs first
 
-    auto deadline = clock::now() + std::chrono::duration<double>(timeout_s);
+    auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
     auto left_ms = [&] {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         return static_cast<int>(std::max<long long>(0, left.count()));
     };
     std::string output;

@@ -268,7 +268,7 @@ std::vector<Entry> parse_entries(FileReader &reader, const std::string &path, ui
 std::vector<Entry> parse(const std::string &path) {
     struct stat st;
     std::string why;
-    tf_common::unique_fd fd(tf_common::open_regular_file(path, st, why));
+    tf_common::UniqueFd fd(tf_common::open_regular_file(path, st, why));
     if (fd.get() < 0) raise<ValueError>("load: cannot open '" + path + "': " + why);
     const uint64_t size = static_cast<uint64_t>(st.st_size);
     FileReader reader(fd.get(), path, size);

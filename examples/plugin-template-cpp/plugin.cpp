@@ -52,7 +52,7 @@ void elementwise(const tf_op_desc &d) {
 // Decides from the descriptor alone, never from buffer or data (rule R8). err may be NULL: run()
 // calls it again with an err to say why.
 tf_status check(const tf_op_desc *op, bool need_data, tf_error *err) {
-    op_rule rule{};
+    OpRule rule{};
     if (tf_status s = check_call(op, &rule, err); s != TF_STATUS_OK) return s;
     if (op->op != TF_OP_ADD && op->op != TF_OP_MUL && op->op != TF_OP_RELU)
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: not an op of this plugin (add, mul, relu)", rule.name);
@@ -101,7 +101,7 @@ tf_status example_device_info(int32_t device, tf_device_info *info, tf_error *er
     return TF_STATUS_OK;
 }
 
-void example_list_features(tf_feature_fn emit, void *user) { feature_list(emit, user).put("example.ops", "add mul relu"); }
+void example_list_features(tf_feature_fn emit, void *user) { FeatureList(emit, user).put("example.ops", "add mul relu"); }
 
 // ---- The table -------------------------------------------------------------------------------
 

@@ -40,15 +40,15 @@ struct Options {
     // overrides it.
     double timeout_seconds = 0;
     // Verify each collective's shape and dtype across ranks, so that a mismatch is a
-    // MismatchError rather than wrong results or memory corruption. The check is one small
-    // allreduce that carries the data itself when the call repeats the previous checked call's
-    // size and that is at most fuse_bytes (docs/distributed.md, "Shape check"); otherwise it runs
-    // before the data. DistributedDataParallel checks its layout once instead. TINYFIN_DIST_CHECK=0
-    // turns it off.
+    // MismatchError rather than wrong results or memory corruption. With 2, 4, 8... ranks the
+    // check is a pairwise exchange that carries small f32 sums itself; otherwise one small
+    // allreduce that carries them when the call repeats the previous checked call's size
+    // (docs/distributed.md, "Shape check"). Larger calls check first and then move their data.
+    // DistributedDataParallel checks its layout once instead. TINYFIN_DIST_CHECK=0 turns it off.
     bool check_shapes = true;
-    // Largest reduction (in bytes of f32, i32 or i64) carried inside the shape check's record;
-    // every rank must use the same value. TINYFIN_DIST_FUSE_BYTES overrides it.
-    std::size_t fuse_bytes = 4u << 10;
+    // Largest f32 sum or mean (in bytes) carried by the shape check itself; every rank must use
+    // the same value. TINYFIN_DIST_FUSE_BYTES overrides it.
+    std::size_t fuse_bytes = 16u << 10;
 };
 
 // MPI for this process: initialised by the constructor from the launcher's environment,
@@ -104,8 +104,9 @@ public:
     // For DistributedDataParallel and tools: the MPI communicator (an MPI_Comm) of the world.
     void *native_communicator() const;
     // Waits for nonblocking requests (MPI_Request *) honouring the timeout; what names the
-    // operation in a TimeoutError.
-    void wait_all(void *requests, int count, const std::string &what);
+    // operation in a TimeoutError. statuses (MPI_Status *, count of them) receives their
+    // statuses when not null.
+    void wait_all(void *requests, int count, const std::string &what, void *statuses = nullptr);
     // Throws DistError naming what when an MPI call returned code.
     void check(int code, const std::string &what) const;
 

@@ -15,6 +15,8 @@
  *    without bumping the major version.
  *  - The core calls a member added in a later minor version only after
  *    checking both the plugin's struct_size and that the pointer is not NULL.
+ *  - The core sends a plugin no descriptor form newer than the plugin's minor:
+ *    absent optional inputs (TF_TENSOR_ABSENT, 1.1) reach 1.1 plugins only.
  */
 #ifndef TINYFIN_PLUGIN_H
 #define TINYFIN_PLUGIN_H
@@ -27,7 +29,7 @@ extern "C" {
 #endif
 
 #define TF_ABI_VERSION_MAJOR 1
-#define TF_ABI_VERSION_MINOR 0
+#define TF_ABI_VERSION_MINOR 1
 /* Packed as (major << 16) | minor. */
 #define TF_ABI_VERSION ((uint32_t)((TF_ABI_VERSION_MAJOR << 16) | TF_ABI_VERSION_MINOR))
 #define TF_ABI_MAJOR(v) ((uint32_t)(v) >> 16)
@@ -169,7 +171,8 @@ typedef struct tf_params_rope {
     int64_t position_offset;
 } tf_params_rope;
 
-/* ATTENTION. causal masks key positions j > i + (Tk - Tq). */
+/* ATTENTION. causal masks key positions j > i + (Tk - Tq). The mask (input 3) is optional: absent
+ * (ABI 1.1, see TF_TENSOR_ABSENT), it adds nothing to the scores. */
 typedef struct tf_params_attention {
     uint32_t struct_size;
     int32_t causal;
@@ -259,6 +262,15 @@ typedef struct tf_tensor_desc {
      * buffer may belong to another host-addressable plugin. */
     void *data;
 } tf_tensor_desc;
+
+/* An absent input (valid for ABI 1.1): an optional input of the op, marked '?' in the dtypes
+ * column of ops.def, that the caller left out. Its descriptor stays in its place in
+ * tf_op_desc.inputs (n_inputs is still the count in ops.def) with every member zero: struct_size
+ * 0, buffer and data NULL. It means what the op's comment in ops.def says (attention: no mask,
+ * not even a zero one). The core sends absent inputs only to plugins whose abi_version is 1.1 or
+ * later; a plugin built against ABI 1.0 receives zeros of the operand's shape instead. A plugin
+ * tests each optional input with TF_TENSOR_ABSENT before reading it. */
+#define TF_TENSOR_ABSENT(desc) ((desc)->struct_size == 0)
 
 /* One op call. The core has already checked shapes and dtypes against the op's
  * rule in ops.def and broadcast the inputs of elementwise ops to the output's

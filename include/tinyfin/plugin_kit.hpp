@@ -7,7 +7,7 @@
 //   plugin_kit/tensors.hpp      the extent bound, check_tensor(), shapes, density, contiguity
 //   plugin_kit/geometry.hpp     conv/pool output sizes and parameter checks, overflow-safe
 //   plugin_kit/host_memory.hpp  the host caching allocator (TINYFIN_HOST_CACHE_BYTES)
-//   plugin_kit/features.hpp     feature_list: list_features() keys and printf-style values
+//   plugin_kit/features.hpp     FeatureList: list_features() keys and printf-style values
 //
 // Opt-in (defines struct tf_buffer): plugin_kit/host_buffer.hpp, the buffer members of a plugin
 // whose device is the host.

@@ -414,8 +414,9 @@ enum class CausalAlignment { bottom_right = 0, top_left = 1 };
 // softmax(q k^T * scale + mask) v over q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv];
 // scale <= 0 means 1/sqrt(D). mask broadcasts to [..., Tq, Tk] and is either additive (q's dtype)
 // or bool, where true means "may attend" like torch's SDPA (false positions get -inf; a row with
-// no true entry gives NaN, as in torch). causal hides the keys after each query, aligned as
-// `alignment` says.
+// no true entry gives NaN, as in torch). Without a mask (the default) nothing is added to the
+// scores and no mask tensor is made, not even a zero one. causal hides the keys after each
+// query, aligned as `alignment` says.
 Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v,
                                     const Tensor &mask = Tensor(), bool causal = false,
                                     double scale = 0,

@@ -22,7 +22,7 @@ using namespace tf_kit;
 
 // The entry points the plugin calls, resolved by openblas_load(). Valid after a successful init
 // until shutdown.
-struct openblas_api {
+struct OpenBlasApi {
     decltype(&::cblas_sgemm) sgemm;
     decltype(&::openblas_set_num_threads) set_num_threads;
     decltype(&::openblas_get_num_threads) get_num_threads;
@@ -30,14 +30,14 @@ struct openblas_api {
     decltype(&::openblas_get_corename) get_corename;
 };
 
-// dlopens OpenBLAS, resolves openblas_api and sizes its thread pool (TINYFIN_THREADS, else
+// dlopens OpenBLAS, resolves OpenBlasApi and sizes its thread pool (TINYFIN_THREADS, else
 // OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or OMP_NUM_THREADS as OpenBLAS applies them, else the
 // cores this process may run on). Called once, from init.
 tf_status openblas_load(tf_error *err);
 // dlcloses it; the api is invalid afterwards. Called from shutdown.
 void openblas_unload() noexcept;
 // The loaded api; only after openblas_load succeeded.
-const openblas_api &openblas();
+const OpenBlasApi &openblas();
 // Where the thread count came from: "TINYFIN_THREADS", one of OpenBLAS's variables, or "cores".
 const char *openblas_threads_source() noexcept;
 // The file openblas_load opened.

@@ -27,7 +27,7 @@ constexpr int64_t k_cpu_shifted_taps = 32;
 // Scratch slots (see blas.h): one per operand that may need packing.
 enum : size_t { k_slot_col = 0, k_slot_weight = 1, k_slot_plane = 2 };
 
-struct conv_geom {
+struct ConvGeom {
     int64_t n, c, h, w;   // input x [N, C, H, W]
     int64_t o, kh, kw;    // weight [O, C/groups, KH, KW]
     int64_t oh, ow;       // output y [N, O, OH, OW]
@@ -40,14 +40,14 @@ struct conv_geom {
 };
 
 // A rank-4 f32 tensor in host memory: element [i, j, k, l] at base + i s[0] + j s[1] + k s[2] + l s[3].
-struct tensor4 {
+struct Tensor4 {
     float *base;
     int64_t shape[4], s[4];
 
     float *at(int64_t i, int64_t j) const { return base + i * s[0] + j * s[1]; }
 };
 
-tensor4 view4(const tf_tensor_desc &t) {
+Tensor4 view4(const tf_tensor_desc &t) {
     return {f32_data(t), {t.shape[0], t.shape[1], t.shape[2], t.shape[3]}, {t.strides[0], t.strides[1], t.strides[2], t.strides[3]}};
 }
 
@@ -75,7 +75,7 @@ int64_t direct_ld(const tf_tensor_desc &t, int first, int64_t rows) {
 
 // The geometry of a conv op from its descriptors; false when the operands do not fit one another
 // or the params, a size does not fit BLAS's int, or the work is too small to win.
-bool conv_geometry(const tf_op_desc &op, conv_geom *g) {
+bool conv_geometry(const tf_op_desc &op, ConvGeom *g) {
     if (op.n_inputs != 2 || op.n_outputs != 1 || !op.inputs || !op.outputs || !op.params) return false;
     const auto *p = static_cast<const tf_params_conv2d *>(op.params);
     if (p->struct_size < sizeof(tf_params_conv2d)) return false;
@@ -83,7 +83,7 @@ bool conv_geometry(const tf_op_desc &op, conv_geom *g) {
     const auto [x, w, y] = conv_operands_of(op);
     if (!is_plain_f32(*x, 4) || !is_plain_f32(*w, 4) || !is_plain_f32(*y, 4)) return false;
     if (!conv_params_valid(*p) || !conv_shapes_fit(op, *p)) return false;
-    conv_geom c{};
+    ConvGeom c{};
     c.n = x->shape[0], c.c = x->shape[1], c.h = x->shape[2], c.w = x->shape[3];
     c.o = w->shape[0], c.kh = w->shape[2], c.kw = w->shape[3];
     c.groups = p->groups;
@@ -108,7 +108,7 @@ bool conv_geometry(const tf_op_desc &op, conv_geom *g) {
 
 // Valid output columns [lo, hi) of one kernel column: those whose input column ow*sw + off lies
 // in [0, W).
-void valid_columns(const conv_geom &g, int64_t off, int64_t *lo, int64_t *hi) {
+void valid_columns(const ConvGeom &g, int64_t off, int64_t *lo, int64_t *hi) {
     const int64_t first = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
     const int64_t last = g.w - 1 - off < 0 ? -1 : (g.w - 1 - off) / g.sw;
     *lo = std::min(first, g.ow);
@@ -117,7 +117,7 @@ void valid_columns(const conv_geom &g, int64_t off, int64_t *lo, int64_t *hi) {
 
 // col[(c KH + i) KW + j][oh OW + ow] = x[n, c0 + c, oh sh - ph + i dh, ow sw - pw + j dw], 0 in
 // the padding; rows of col are ld floats apart.
-void im2col(const tensor4 &x, const conv_geom &g, int64_t n, int64_t c0, float *col, int64_t ld) {
+void im2col(const Tensor4 &x, const ConvGeom &g, int64_t n, int64_t c0, float *col, int64_t ld) {
     for (int64_t c = 0; c < g.cg; ++c) {
         const float *xc = x.at(n, c0 + c);
         for (int64_t i = 0; i < g.kh; ++i) {
@@ -147,7 +147,7 @@ void im2col(const tensor4 &x, const conv_geom &g, int64_t n, int64_t c0, float *
 }
 
 // The adjoint of im2col: dx[n, c0 + c, ...] += every col entry im2col would have read from there.
-void col2im_add(const float *col, int64_t ld, const conv_geom &g, const tensor4 &dx, int64_t n, int64_t c0) {
+void col2im_add(const float *col, int64_t ld, const ConvGeom &g, const Tensor4 &dx, int64_t n, int64_t c0) {
     for (int64_t c = 0; c < g.cg; ++c) {
         float *xc = dx.at(n, c0 + c);
         for (int64_t i = 0; i < g.kh; ++i) {
@@ -174,7 +174,7 @@ void col2im_add(const float *col, int64_t ld, const conv_geom &g, const tensor4 
 }
 
 // Channels c0 .. c0+rows-1 of image n (axes 2 and 3 flattened) to or from a dense rows x H*W block.
-void gather_planes(const tensor4 &t, int64_t n, int64_t c0, int64_t rows, float *dst) {
+void gather_planes(const Tensor4 &t, int64_t n, int64_t c0, int64_t rows, float *dst) {
     for (int64_t r = 0; r < rows; ++r) {
         const float *src = t.at(n, c0 + r);
         for (int64_t h = 0; h < t.shape[2]; ++h)
@@ -182,7 +182,7 @@ void gather_planes(const tensor4 &t, int64_t n, int64_t c0, int64_t rows, float 
     }
 }
 
-void scatter_planes(const float *src, const tensor4 &t, int64_t n, int64_t c0, int64_t rows) {
+void scatter_planes(const float *src, const Tensor4 &t, int64_t n, int64_t c0, int64_t rows) {
     for (int64_t r = 0; r < rows; ++r) {
         float *dst = t.at(n, c0 + r);
         for (int64_t h = 0; h < t.shape[2]; ++h)
@@ -193,14 +193,14 @@ void scatter_planes(const float *src, const tensor4 &t, int64_t n, int64_t c0, i
 blasint as_int(int64_t v) { return static_cast<blasint>(v); }
 
 // w[o, c, i, j] <-> packed[o kdim + (c KH + i) KW + j].
-void pack_weight(const tensor4 &w, const conv_geom &g, float *dst) {
+void pack_weight(const Tensor4 &w, const ConvGeom &g, float *dst) {
     for (int64_t o = 0; o < g.o; ++o)
         for (int64_t c = 0; c < g.cg; ++c)
             for (int64_t i = 0; i < g.kh; ++i)
                 for (int64_t j = 0; j < g.kw; ++j) *dst++ = w.at(o, c)[i * w.s[2] + j * w.s[3]];
 }
 
-void unpack_weight(const float *src, const tensor4 &w, const conv_geom &g) {
+void unpack_weight(const float *src, const Tensor4 &w, const ConvGeom &g) {
     for (int64_t o = 0; o < g.o; ++o)
         for (int64_t c = 0; c < g.cg; ++c)
             for (int64_t i = 0; i < g.kh; ++i)
@@ -209,29 +209,29 @@ void unpack_weight(const float *src, const tensor4 &w, const conv_geom &g) {
 
 // The weight [O, Cg, KH, KW] as an O x kdim matrix: in place when its layout allows, else
 // packed into scratch (read: with the weight's values, for the ops that read it).
-struct weight_matrix {
+struct WeightMatrix {
     float *data;
     int64_t ld;
     bool packed;
 };
 
-weight_matrix weight_of(const tf_tensor_desc &desc, const conv_geom &g, bool read) {
-    const tensor4 w = view4(desc);
+WeightMatrix weight_of(const tf_tensor_desc &desc, const ConvGeom &g, bool read) {
+    const Tensor4 w = view4(desc);
     if (const int64_t ld = direct_ld(desc, 1, g.o)) return {w.base, ld, false};
     float *packed = scratch(static_cast<size_t>(g.o * g.kdim()), k_slot_weight);
     if (read) pack_weight(w, g, packed);
     return {packed, g.kdim(), true};
 }
 
-tf_status conv2d_forward(const tf_op_desc &op, const conv_geom &g) {
-    const tensor4 x = view4(op.inputs[0]), y = view4(op.outputs[0]);
-    const weight_matrix w = weight_of(op.inputs[1], g, true);
+tf_status conv2d_forward(const tf_op_desc &op, const ConvGeom &g) {
+    const Tensor4 x = view4(op.inputs[0]), y = view4(op.outputs[0]);
+    const WeightMatrix w = weight_of(op.inputs[1], g, true);
     const int64_t plane = g.plane(), kdim = g.kdim();
     const int64_t x_ld = g.pointwise() ? direct_ld(op.inputs[0], 2, g.cg) : 0;
     const int64_t y_ld = direct_ld(op.outputs[0], 2, g.og);
     float *col = x_ld ? nullptr : scratch(static_cast<size_t>(kdim * plane), k_slot_col);
     float *y_block = y_ld ? nullptr : scratch(static_cast<size_t>(g.og * plane), k_slot_plane);
-    const openblas_api &blas = openblas();
+    const OpenBlasApi &blas = openblas();
     for (int64_t n = 0; n < g.n; ++n) {
         for (int64_t grp = 0; grp < g.groups; ++grp) {
             if (!x_ld) im2col(x, g, n, grp * g.cg, col, plane);
@@ -248,22 +248,22 @@ tf_status conv2d_forward(const tf_op_desc &op, const conv_geom &g) {
 
 // dy rows of image n, group grp, as an og x P operand: in place when its layout allows, else
 // gathered into block.
-const float *dy_rows(const tensor4 &dy, int64_t ld, const conv_geom &g, int64_t n, int64_t grp, float *block) {
+const float *dy_rows(const Tensor4 &dy, int64_t ld, const ConvGeom &g, int64_t n, int64_t grp, float *block) {
     if (ld) return dy.at(n, grp * g.og);
     gather_planes(dy, n, grp * g.og, g.og, block);
     return block;
 }
 
-tf_status conv2d_grad_input(const tf_op_desc &op, const conv_geom &g) {
-    const tensor4 dy = view4(op.inputs[0]), dx = view4(op.outputs[0]);
-    const weight_matrix w = weight_of(op.inputs[1], g, true);
+tf_status conv2d_grad_input(const tf_op_desc &op, const ConvGeom &g) {
+    const Tensor4 dy = view4(op.inputs[0]), dx = view4(op.outputs[0]);
+    const WeightMatrix w = weight_of(op.inputs[1], g, true);
     const int64_t plane = g.plane(), kdim = g.kdim();
     const int64_t dy_ld = direct_ld(op.inputs[0], 2, g.og);
     // A pointwise conv's col2im is the identity: sgemm writes dx itself.
     const int64_t dx_ld = g.pointwise() ? direct_ld(op.outputs[0], 2, g.cg) : 0;
     float *dcol = dx_ld ? nullptr : scratch(static_cast<size_t>(kdim * plane), k_slot_col);
     float *dy_block = dy_ld ? nullptr : scratch(static_cast<size_t>(g.og * plane), k_slot_plane);
-    const openblas_api &blas = openblas();
+    const OpenBlasApi &blas = openblas();
     for (int64_t n = 0; n < g.n; ++n) {
         if (!dx_ld)
             for (int64_t c = 0; c < g.c; ++c)
@@ -281,15 +281,15 @@ tf_status conv2d_grad_input(const tf_op_desc &op, const conv_geom &g) {
     return TF_STATUS_OK;
 }
 
-tf_status conv2d_grad_weight(const tf_op_desc &op, const conv_geom &g) {
-    const tensor4 dy = view4(op.inputs[0]), x = view4(op.inputs[1]), dw = view4(op.outputs[0]);
-    const weight_matrix w = weight_of(op.outputs[0], g, false);
+tf_status conv2d_grad_weight(const tf_op_desc &op, const ConvGeom &g) {
+    const Tensor4 dy = view4(op.inputs[0]), x = view4(op.inputs[1]), dw = view4(op.outputs[0]);
+    const WeightMatrix w = weight_of(op.outputs[0], g, false);
     const int64_t plane = g.plane(), kdim = g.kdim();
     const int64_t dy_ld = direct_ld(op.inputs[0], 2, g.og);
     const int64_t x_ld = g.pointwise() ? direct_ld(op.inputs[1], 2, g.cg) : 0;
     float *col = x_ld ? nullptr : scratch(static_cast<size_t>(kdim * plane), k_slot_col);
     float *dy_block = dy_ld ? nullptr : scratch(static_cast<size_t>(g.og * plane), k_slot_plane);
-    const openblas_api &blas = openblas();
+    const OpenBlasApi &blas = openblas();
     for (int64_t n = 0; n < g.n; ++n) {
         for (int64_t grp = 0; grp < g.groups; ++grp) {
             if (!x_ld) im2col(x, g, n, grp * g.cg, col, plane);
@@ -307,12 +307,12 @@ tf_status conv2d_grad_weight(const tf_op_desc &op, const conv_geom &g) {
 }  // namespace
 
 bool conv2d_supported(const tf_op_desc &op) noexcept {
-    conv_geom g;
+    ConvGeom g;
     return conv_geometry(op, &g);
 }
 
 tf_status conv2d_run(const tf_op_desc &op, tf_error *err) {
-    conv_geom g;
+    ConvGeom g;
     const char *name = op.op == TF_OP_CONV2D ? "conv2d" : op.op == TF_OP_CONV2D_GRAD_INPUT ? "conv2d_grad_input" : "conv2d_grad_weight";
     if (!conv_geometry(op, &g)) return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas does not support this descriptor", name);
     if (!op.inputs[0].data || !op.inputs[1].data || !op.outputs[0].data)

@@ -16,14 +16,14 @@ namespace {
 constexpr int64_t k_min_work = 16 * 16 * 16;
 
 // One matrix operand as the core describes it: rows x cols with element strides.
-struct matrix {
+struct Matrix {
     int64_t rows, cols, row_stride, col_stride;
 
-    matrix transposed() const { return {cols, rows, col_stride, row_stride}; }
+    Matrix transposed() const { return {cols, rows, col_stride, row_stride}; }
 };
 
 // How sgemm (row-major) reads a matrix: op(X) = X or X^T with leading dimension ld.
-struct blas_layout {
+struct BlasLayout {
     CBLAS_TRANSPOSE trans;
     blasint ld;
 };
@@ -33,7 +33,7 @@ bool fits_blasint(int64_t v) { return v >= 0 && v <= INT_MAX; }
 // Row-major X with unit column stride (NoTrans), or X^T stored row-major, i.e. unit row stride
 // (Trans). The leading dimension must cover a whole row of what is stored; axes of size 1 take
 // any stride.
-bool layout_of(const matrix &m, blas_layout *out) {
+bool layout_of(const Matrix &m, BlasLayout *out) {
     const int64_t rows = m.rows, cols = m.cols;
     int64_t ld = 0;
     if ((m.col_stride == 1 || cols == 1) && (rows == 1 || m.row_stride >= std::max<int64_t>(1, cols))) {
@@ -51,13 +51,13 @@ bool layout_of(const matrix &m, blas_layout *out) {
 }
 
 // C must be written row-major (NoTrans).
-bool output_layout_of(const matrix &c, blas_layout *out) { return layout_of(c, out) && out->trans == CblasNoTrans; }
+bool output_layout_of(const Matrix &c, BlasLayout *out) { return layout_of(c, out) && out->trans == CblasNoTrans; }
 
 // One sgemm problem per batch element: C (m x n) = A (m x k) B (k x n), and the batch axes
 // still to loop over. When C is stored column-major the plugin computes C^T = B^T A^T instead.
-struct gemm_plan {
-    matrix a, b, c;
-    blas_layout la, lb, lc;
+struct GemmPlan {
+    Matrix a, b, c;
+    BlasLayout la, lb, lc;
     // Swapped: a and b hold B^T and A^T, and the batch strides below are swapped too.
     bool swapped;
     int batch_rank;
@@ -65,18 +65,18 @@ struct gemm_plan {
     int64_t a_step[TF_MAX_RANK], b_step[TF_MAX_RANK], c_step[TF_MAX_RANK];
 };
 
-bool layouts_fit(gemm_plan &p) {
+bool layouts_fit(GemmPlan &p) {
     return fits_blasint(p.a.rows) && fits_blasint(p.b.cols) && fits_blasint(p.a.cols) && layout_of(p.a, &p.la) &&
            layout_of(p.b, &p.lb) && output_layout_of(p.c, &p.lc);
 }
 
 // Folds the innermost batch axes into M where B is broadcast over them and A and C continue
 // row after row (x [B, T, K] @ w [K, N] becomes one [B*T, K] @ [K, N] call).
-void fold_batch_into_rows(gemm_plan &p) {
+void fold_batch_into_rows(GemmPlan &p) {
     while (p.batch_rank > 0 && p.la.trans == CblasNoTrans) {
         const int axis = p.batch_rank - 1;
         if (p.b_step[axis] != 0) return;
-        gemm_plan folded = p;
+        GemmPlan folded = p;
         const int64_t size = p.batch_shape[axis];
         if (p.a.rows == 1) {
             // One row per batch element: the batch stride becomes the row stride.
@@ -95,7 +95,7 @@ void fold_batch_into_rows(gemm_plan &p) {
 
 // Everything supports() checks, leading to a plan run() executes; false where sgemm cannot
 // run this descriptor or would lose to cpu.
-bool plan_matmul(const tf_op_desc &op, gemm_plan *plan) {
+bool plan_matmul(const tf_op_desc &op, GemmPlan *plan) {
     if (op.n_inputs != 2 || op.n_outputs != 1 || !op.inputs || !op.outputs) return false;
     const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &c = op.outputs[0];
     const int r = c.rank;
@@ -106,7 +106,7 @@ bool plan_matmul(const tf_op_desc &op, gemm_plan *plan) {
     if (a.shape[r - 2] != m || b.shape[r - 2] != k || b.shape[r - 1] != n) return false;
     if (m == 0 || n == 0 || k == 0) return false;  // nothing for sgemm to do: cpu's
 
-    gemm_plan p{};
+    GemmPlan p{};
     p.a = {m, k, a.strides[r - 2], a.strides[r - 1]};
     p.b = {k, n, b.strides[r - 2], b.strides[r - 1]};
     p.c = {m, n, c.strides[r - 2], c.strides[r - 1]};
@@ -119,7 +119,7 @@ bool plan_matmul(const tf_op_desc &op, gemm_plan *plan) {
     }
     if (!output_layout_of(p.c, &p.lc)) {
         // C^T = B^T A^T: a column-major C is a row-major C^T.
-        gemm_plan t = p;
+        GemmPlan t = p;
         t.swapped = true;
         t.a = p.b.transposed();
         t.b = p.a.transposed();
@@ -141,19 +141,19 @@ bool plan_matmul(const tf_op_desc &op, gemm_plan *plan) {
 }  // namespace
 
 bool matmul_supported(const tf_op_desc &op) noexcept {
-    gemm_plan plan;
+    GemmPlan plan;
     return plan_matmul(op, &plan);
 }
 
 tf_status matmul_run(const tf_op_desc &op, tf_error *err) {
-    gemm_plan p;
+    GemmPlan p;
     if (!plan_matmul(op, &p)) return fail(err, TF_STATUS_UNSUPPORTED, "matmul: blas does not support this descriptor");
     const tf_tensor_desc &a = op.inputs[p.swapped ? 1 : 0], &b = op.inputs[p.swapped ? 0 : 1], &c = op.outputs[0];
     if (!a.data || !b.data || !c.data) return fail(err, TF_STATUS_INVALID_ARGUMENT, "matmul: a tensor has no host address");
     const float *base_a = f32_data(a), *base_b = f32_data(b);
     float *base_c = f32_data(c);
     const auto m = static_cast<blasint>(p.a.rows), n = static_cast<blasint>(p.b.cols), k = static_cast<blasint>(p.a.cols);
-    const openblas_api &blas = openblas();
+    const OpenBlasApi &blas = openblas();
     for (int i = 0; i < p.batch_rank; ++i)
         if (p.batch_shape[i] == 0) return TF_STATUS_OK;
 

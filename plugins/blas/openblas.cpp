@@ -26,21 +26,21 @@
 namespace tf_blas {
 namespace {
 
-struct dl_closer {
+struct DlCloser {
     void operator()(void *handle) const noexcept { dlclose(handle); }
 };
 
-struct library_state {
+struct LibraryState {
     // The one owner of the dlopen handle.
-    std::unique_ptr<void, dl_closer> handle;
-    openblas_api api{};
+    std::unique_ptr<void, DlCloser> handle;
+    OpenBlasApi api{};
     const char *threads_source = "cores";
     const char *path = "";
 };
 
 // Created by openblas_load (init), destroyed by openblas_unload (shutdown). A plain pointer: a
 // global with a destructor would add a static constructor (its atexit registration).
-library_state *g_state = nullptr;
+LibraryState *g_state = nullptr;
 
 // The library the build found, then whatever the dynamic linker finds under the soname.
 void *open_library(const char **opened, char *why, size_t why_size) {
@@ -79,24 +79,24 @@ int usable_cores() {
 
 tf_status openblas_load(tf_error *err) {
     if (g_state) return TF_STATUS_OK;
-    auto state = std::make_unique<library_state>();
+    auto state = std::make_unique<LibraryState>();
     char why[TF_TEXT_SIZE];
     state->handle.reset(open_library(&state->path, why, sizeof why));
     if (!state->handle) return fail(err, TF_STATUS_UNAVAILABLE, "cannot load OpenBLAS: %s", why);
 
-    openblas_api &api = state->api;
-    struct symbol {
+    OpenBlasApi &api = state->api;
+    struct Symbol {
         const char *name;
         void **slot;
     };
-    const symbol symbols[] = {
+    const Symbol symbols[] = {
         {"cblas_sgemm", reinterpret_cast<void **>(&api.sgemm)},
         {"openblas_set_num_threads", reinterpret_cast<void **>(&api.set_num_threads)},
         {"openblas_get_num_threads", reinterpret_cast<void **>(&api.get_num_threads)},
         {"openblas_get_config", reinterpret_cast<void **>(&api.get_config)},
         {"openblas_get_corename", reinterpret_cast<void **>(&api.get_corename)},
     };
-    for (const symbol &s : symbols) {
+    for (const Symbol &s : symbols) {
         *s.slot = dlsym(state->handle.get(), s.name);
         if (!*s.slot)
             return fail(err, TF_STATUS_UNAVAILABLE, "%s has no symbol %s: not OpenBLAS?", state->path, s.name);
@@ -126,7 +126,7 @@ void openblas_unload() noexcept {
     g_state = nullptr;
 }
 
-const openblas_api &openblas() { return g_state->api; }
+const OpenBlasApi &openblas() { return g_state->api; }
 
 const char *openblas_threads_source() noexcept { return g_state ? g_state->threads_source : ""; }
 

@@ -35,9 +35,9 @@ using namespace tf_kit;
 
 // Storage types of the dtypes C++ has no type for. Wrappers, so overloads and templates tell
 // them apart from uint16_t / uint8_t.
-struct f16 { uint16_t bits; };
-struct bf16 { uint16_t bits; };
-struct boolean { uint8_t value; };
+struct Half { uint16_t bits; };
+struct BFloat16 { uint16_t bits; };
+struct Boolean { uint8_t value; };
 
 // Rounds (neg ? -1 : 1) * mag * 2^exp to the nearest value of the binary format with E exponent
 // bits and M stored mantissa bits, ties to even; beyond the largest finite value gives infinity.
@@ -167,20 +167,20 @@ inline I saturate_cast(double x) {
 // bits are more than 2*11+2, so rounding a float +,-,*,/ of two f16 or bf16 to the narrow type
 // gives the correctly rounded result). wide is what cast goes through: double holds every float
 // value exactly, int64_t every integer. Loads and stores use memcpy: offsets are any byte count.
-template <class T> struct traits;
+template <class T> struct Traits;
 
-template <> struct traits<float> {
-    using compute = float;
-    using wide = double;
+template <> struct Traits<float> {
+    using Compute = float;
+    using Wide = double;
     static float load(const char *p) { float v; std::memcpy(&v, p, sizeof v); return v; }
     static void store(char *p, float v) { std::memcpy(p, &v, sizeof v); }
     static void store_wide(char *p, double v) { store(p, static_cast<float>(v)); }
     static void store_wide(char *p, int64_t v) { store(p, static_cast<float>(v)); }  // one rounding
 };
 
-template <> struct traits<f16> {
-    using compute = float;
-    using wide = double;
+template <> struct Traits<Half> {
+    using Compute = float;
+    using Wide = double;
     static uint16_t bits(const char *p) { uint16_t v; std::memcpy(&v, p, sizeof v); return v; }
     static void put(char *p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
     static float load(const char *p) { return f16_to_f32(bits(p)); }
@@ -189,9 +189,9 @@ template <> struct traits<f16> {
     static void store_wide(char *p, int64_t v) { put(p, i64_to_format<5, 10>(v)); }
 };
 
-template <> struct traits<bf16> {
-    using compute = float;
-    using wide = double;
+template <> struct Traits<BFloat16> {
+    using Compute = float;
+    using Wide = double;
     static uint16_t bits(const char *p) { uint16_t v; std::memcpy(&v, p, sizeof v); return v; }
     static void put(char *p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
     static float load(const char *p) { return bf16_to_f32(bits(p)); }
@@ -200,21 +200,21 @@ template <> struct traits<bf16> {
     static void store_wide(char *p, int64_t v) { put(p, i64_to_format<8, 7>(v)); }
 };
 
-template <class I> struct int_traits {
-    using compute = I;
-    using wide = int64_t;
+template <class I> struct IntTraits {
+    using Compute = I;
+    using Wide = int64_t;
     static I load(const char *p) { I v; std::memcpy(&v, p, sizeof v); return v; }
     static void store(char *p, I v) { std::memcpy(p, &v, sizeof v); }
     static void store_wide(char *p, double v) { store(p, saturate_cast<I>(v)); }
     // Integer narrowing wraps (two's complement, as C++20 defines it), like numpy and torch.
     static void store_wide(char *p, int64_t v) { store(p, static_cast<I>(v)); }
 };
-template <> struct traits<int32_t> : int_traits<int32_t> {};
-template <> struct traits<int64_t> : int_traits<int64_t> {};
+template <> struct Traits<int32_t> : IntTraits<int32_t> {};
+template <> struct Traits<int64_t> : IntTraits<int64_t> {};
 
-template <> struct traits<boolean> {
-    using compute = uint8_t;
-    using wide = int64_t;
+template <> struct Traits<Boolean> {
+    using Compute = uint8_t;
+    using Wide = int64_t;
     // Any non-zero byte reads as true, so a sloppy producer cannot leak values other than 0/1.
     static uint8_t load(const char *p) { return *reinterpret_cast<const unsigned char *>(p) != 0; }
     static void store(char *p, uint8_t v) { *reinterpret_cast<unsigned char *>(p) = v != 0; }
@@ -223,8 +223,8 @@ template <> struct traits<boolean> {
 };
 
 template <class T>
-inline typename traits<T>::wide load_wide(const char *p) {
-    return static_cast<typename traits<T>::wide>(traits<T>::load(p));
+inline typename Traits<T>::Wide load_wide(const char *p) {
+    return static_cast<typename Traits<T>::Wide>(Traits<T>::load(p));
 }
 
 // Calls fn(T{}) with T the storage type of dtype; false (fn not called) when dtype is not in the set.
@@ -232,8 +232,8 @@ template <class Fn>
 bool with_float_dtype(int32_t dtype, Fn &&fn) {
     switch (dtype) {
     case TF_DTYPE_F32: fn(float{}); return true;
-    case TF_DTYPE_F16: fn(f16{}); return true;
-    case TF_DTYPE_BF16: fn(bf16{}); return true;
+    case TF_DTYPE_F16: fn(Half{}); return true;
+    case TF_DTYPE_BF16: fn(BFloat16{}); return true;
     default: return false;
     }
 }
@@ -250,7 +250,7 @@ bool with_numeric_dtype(int32_t dtype, Fn &&fn) {
 template <class Fn>
 bool with_any_dtype(int32_t dtype, Fn &&fn) {
     if (dtype == TF_DTYPE_BOOL) {
-        fn(boolean{});
+        fn(Boolean{});
         return true;
     }
     return with_numeric_dtype(dtype, fn);
@@ -284,7 +284,7 @@ C minimum_of(C a, C b) {
 // ---- Strided walks ----------------------------------------------------------------------------
 
 // A tensor as a walk sees it: the address of element [0,...,0] and per-axis strides in bytes.
-struct view {
+struct View {
     char *base;
     int64_t strides[TF_MAX_RANK];
 };
@@ -293,8 +293,8 @@ struct view {
 // strides of longer axes), and scaling a huge one to bytes would overflow. A tensor with no
 // elements may carry any strides at all (validation skips them) and is never walked, so its
 // byte strides wrap instead of overflowing.
-inline view view_of(const tf_tensor_desc &d) {
-    view v{d.data ? static_cast<char *>(d.data) + d.offset : nullptr, {}};
+inline View view_of(const tf_tensor_desc &d) {
+    View v{d.data ? static_cast<char *>(d.data) + d.offset : nullptr, {}};
     const auto size = static_cast<uint64_t>(dtype_size(d.dtype));
     for (int i = 0; i < d.rank; ++i)
         v.strides[i] = d.shape[i] > 1 ? static_cast<int64_t>(static_cast<uint64_t>(d.strides[i]) * size) : 0;
@@ -308,7 +308,7 @@ inline view view_of(const tf_tensor_desc &d) {
 // Does nothing when shape has no elements; rank 0 is one row of one element. When row returns
 // bool, false stops the walk.
 template <size_t N, class Row>
-void walk(int rank, const int64_t *shape, const std::array<view, N> &views, Row &&row) {
+void walk(int rank, const int64_t *shape, const std::array<View, N> &views, Row &&row) {
     int64_t dims[TF_MAX_RANK];
     int64_t strides[N][TF_MAX_RANK];
     int r = 0;

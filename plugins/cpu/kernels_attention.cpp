@@ -9,7 +9,8 @@
 //  - a query row that sees no key (every score -inf: all hidden by causal or the mask, or Tk = 0)
 //    gives NaN, as torch's math attention and softmax over all -inf do; the core's backward rule,
 //    which goes through softmax, agrees.
-//  - the mask arrives broadcast (stride 0 on broadcast axes) and is read through its strides.
+//  - the mask arrives broadcast (stride 0 on broadcast axes) and is read through its strides;
+//    absent (TF_TENSOR_ABSENT), nothing is added to the scores and nothing is read.
 #include "kernels_gemm.h"
 #include "kernels_nn.h"
 #include "vector_math.h"
@@ -23,7 +24,7 @@ namespace {
 // The matrix [rows, cols] of the last two axes of d, starting `offset` bytes past element [0...],
 // as dense f32.
 void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols, float *dst) {
-    const view v = view_of(d);
+    const View v = view_of(d);
     const auto *base = reinterpret_cast<const char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset + offset);
     const int64_t rs = v.strides[d.rank - 2], cs = v.strides[d.rank - 1];
     if (d.dtype == TF_DTYPE_F32 && rows > 0 && cols > 0) {
@@ -43,20 +44,20 @@ void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t 
         }
     }
     with_float_dtype(d.dtype, [&](auto tag) {
-        using tr = traits<decltype(tag)>;
+        using Tr = Traits<decltype(tag)>;
         for (int64_t i = 0; i < rows; ++i)
-            for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = tr::load(base + i * rs + j * cs);
+            for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = Tr::load(base + i * rs + j * cs);
     });
 }
 
 void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols, const float *src) {
-    const view v = view_of(d);
+    const View v = view_of(d);
     auto *base = reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset + offset);
     const int64_t rs = v.strides[d.rank - 2], cs = v.strides[d.rank - 1];
     with_float_dtype(d.dtype, [&](auto tag) {
-        using tr = traits<decltype(tag)>;
+        using Tr = Traits<decltype(tag)>;
         for (int64_t i = 0; i < rows; ++i)
-            for (int64_t j = 0; j < cols; ++j) tr::store(base + i * rs + j * cs, src[i * cols + j]);
+            for (int64_t j = 0; j < cols; ++j) Tr::store(base + i * rs + j * cs, src[i * cols + j]);
     });
 }
 
@@ -72,27 +73,33 @@ tf_status run_attention(const tf_op_desc &op, tf_error *) {
     const int r = qd.rank;
     const int64_t tq = qd.shape[r - 2], d = qd.shape[r - 1], tk = kd.shape[r - 2], dv = vd.shape[r - 1];
     const auto scale = static_cast<float>(p.scale);
+    const bool masked = !is_absent(md);
     const std::vector<int64_t> at_q = leading_offsets(qd, r - 2), at_k = leading_offsets(kd, r - 2),
-                               at_v = leading_offsets(vd, r - 2), at_m = leading_offsets(md, r - 2),
+                               at_v = leading_offsets(vd, r - 2),
+                               at_m = masked ? leading_offsets(md, r - 2) : std::vector<int64_t>(),
                                at_o = leading_offsets(od, r - 2);
     // One task per batch element (batch x heads of them in a transformer): each has its own
     // scratch and writes its own output block, so the result does not depend on the threads.
     parallel_for(static_cast<int64_t>(at_o.size()), [&](int64_t task) {
         const auto b = static_cast<size_t>(task);
         std::vector<float> q(floats(tq, d)), k(floats(tk, d)), v(floats(tk, dv)), scores(floats(tq, tk)),
-            mask(floats(tq, tk)), out(floats(tq, dv));
+            mask(masked ? floats(tq, tk) : 0), out(floats(tq, dv));
         std::vector<char> blind(static_cast<size_t>(tq));  // rows that see no key
         load_matrix(qd, at_q[b], tq, d, q.data());
         load_matrix(kd, at_k[b], tk, d, k.data());
         load_matrix(vd, at_v[b], tk, dv, v.data());
-        load_matrix(md, at_m[b], tq, tk, mask.data());
+        if (masked) load_matrix(md, at_m[b], tq, tk, mask.data());
         gemm_f32(tq, tk, d, {q.data(), d, 1}, {k.data(), 1, d}, scores.data(), tk, false);  // q k^T
         for (int64_t i = 0; i < tq; ++i) {
             float *row = scores.data() + i * tk;
-            const float *mrow = mask.data() + i * tk;
             // Keys [0, seen) are visible to query i; causal hides the rest (exp gives 0 there).
             const int64_t seen = p.causal ? std::clamp<int64_t>(i + tk - tq + 1, 0, tk) : tk;
-            for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale + mrow[j];
+            if (masked) {
+                const float *mrow = mask.data() + i * tk;
+                for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale + mrow[j];
+            } else {
+                for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale;
+            }
             const float max = vec::max(row, seen);
             blind[static_cast<size_t>(i)] = max == -INFINITY;
             // vector_math.h's exp (within 2 ulp, no call per element) and lane sums in double.

@@ -15,7 +15,7 @@ namespace {
 
 template <class T, class Cmp>
 void compare_rows(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, Cmp cmp) {
-    using tr = traits<T>;
+    using Tr = Traits<T>;
     walk<3>(out.rank, out.shape, {view_of(out), view_of(a), view_of(b)},
             [&](char *const *p, int64_t n, const int64_t *step) {
                 constexpr int64_t size = sizeof(T);
@@ -23,17 +23,17 @@ void compare_rows(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_ten
                 // Dense rows, and rows against one broadcast value (relu's backward compares
                 // with 0): constant steps the compiler vectorises.
                 if (step[0] == 1 && step[1] == size && step[2] == size) {
-                    for (int64_t i = 0; i < n; ++i) out[i] = cmp(tr::load(p[1] + i * size), tr::load(p[2] + i * size));
+                    for (int64_t i = 0; i < n; ++i) out[i] = cmp(Tr::load(p[1] + i * size), Tr::load(p[2] + i * size));
                     return;
                 }
                 if (step[0] == 1 && step[1] == size && step[2] == 0) {
-                    const auto bv = tr::load(p[2]);
-                    for (int64_t i = 0; i < n; ++i) out[i] = cmp(tr::load(p[1] + i * size), bv);
+                    const auto bv = Tr::load(p[2]);
+                    for (int64_t i = 0; i < n; ++i) out[i] = cmp(Tr::load(p[1] + i * size), bv);
                     return;
                 }
                 for (int64_t i = 0; i < n; ++i)
-                    traits<boolean>::store(p[0] + i * step[0],
-                                           cmp(tr::load(p[1] + i * step[1]), tr::load(p[2] + i * step[2])));
+                    Traits<Boolean>::store(p[0] + i * step[0],
+                                           cmp(Tr::load(p[1] + i * step[1]), Tr::load(p[2] + i * step[2])));
             });
 }
 
@@ -42,14 +42,14 @@ void compare(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_d
     parallel_elementwise<3>({&out, &a, &b}, [&](const auto &d) { compare_rows<T>(*d[1], *d[2], *d[0], cmp); });
 }
 
-template <int64_t Size> struct bits_of;
-template <> struct bits_of<2> { using type = uint16_t; };
-template <> struct bits_of<4> { using type = uint32_t; };
-template <> struct bits_of<8> { using type = uint64_t; };
+template <int64_t Size> struct BitsOf;
+template <> struct BitsOf<2> { using type = uint16_t; };
+template <> struct BitsOf<4> { using type = uint32_t; };
+template <> struct BitsOf<8> { using type = uint64_t; };
 
 template <int64_t Size, bool ADense, bool BDense>
 void select_dense_as(char *const *p, int64_t n) {
-    using U = typename bits_of<Size>::type;
+    using U = typename BitsOf<Size>::type;
     const auto *cond = reinterpret_cast<const unsigned char *>(p[1]);
     for (int64_t i = 0; i < n; ++i) {
         // memcpy: the elements are floats (or anything of this size), read as bits.
@@ -85,7 +85,7 @@ void select_rows(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_t
                     return;
                 }
                 for (int64_t i = 0; i < n; ++i) {
-                    const char *from = traits<boolean>::load(p[1] + i * step[1]) ? p[2] + i * step[2] : p[3] + i * step[3];
+                    const char *from = Traits<Boolean>::load(p[1] + i * step[1]) ? p[2] + i * step[2] : p[3] + i * step[3];
                     std::memcpy(p[0] + i * step[0], from, Size);
                 }
             });
@@ -99,12 +99,12 @@ void select(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor
 // bool elements go through load/store, so a non-canonical byte (2, 0xff) comes out as 1.
 void select_bool(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b,
                  const tf_tensor_desc &out) {
-    using tr = traits<boolean>;
+    using Tr = Traits<Boolean>;
     walk<4>(out.rank, out.shape, {view_of(out), view_of(cond), view_of(a), view_of(b)},
             [](char *const *p, int64_t n, const int64_t *step) {
                 for (int64_t i = 0; i < n; ++i)
-                    tr::store(p[0] + i * step[0],
-                              tr::load(tr::load(p[1] + i * step[1]) ? p[2] + i * step[2] : p[3] + i * step[3]));
+                    Tr::store(p[0] + i * step[0],
+                              Tr::load(Tr::load(p[1] + i * step[1]) ? p[2] + i * step[2] : p[3] + i * step[3]));
             });
 }
 

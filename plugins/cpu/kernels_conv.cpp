@@ -35,7 +35,7 @@ namespace tf_cpu {
 namespace {
 
 // One convolution's sizes, from descriptors validate_own accepted.
-struct conv_geometry {
+struct ConvGeometry {
     int64_t n, c, h, w;  // input [N, C, H, W]
     int64_t o, kh, kw;   // weight [O, C / groups, KH, KW]
     int64_t oh, ow;      // output [N, O, OH, OW]
@@ -48,7 +48,7 @@ struct conv_geometry {
     bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
 };
 
-conv_geometry geometry(const tf_tensor_desc &x, const tf_tensor_desc &w, const tf_tensor_desc &y,
+ConvGeometry geometry(const tf_tensor_desc &x, const tf_tensor_desc &w, const tf_tensor_desc &y,
                        const tf_params_conv2d &p) {
     return {x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3], y.shape[2], y.shape[3],
             p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups};
@@ -62,14 +62,14 @@ conv_geometry geometry(const tf_tensor_desc &x, const tf_tensor_desc &w, const t
 constexpr int64_t k_column_floats = int64_t{1} << 22;
 
 // Output rows per band: as many as fit, at least one.
-int64_t band_rows(const conv_geometry &g) {
+int64_t band_rows(const ConvGeometry &g) {
     const int64_t row_floats = std::max<int64_t>(1, g.taps() * g.ow);
     return std::clamp<int64_t>(k_column_floats / row_floats, 1, std::max<int64_t>(g.oh, 1));
 }
 
 // Floats of one band's column matrix (0 for pointwise convolutions, which need none);
 // std::bad_alloc (OUT_OF_MEMORY at the ABI) when it cannot exist.
-size_t column_floats(const conv_geometry &g) {
+size_t column_floats(const ConvGeometry &g) {
     if (g.pointwise()) return 0;
     size_t floats = 0;
     if (__builtin_mul_overflow(static_cast<size_t>(g.taps()), static_cast<size_t>(band_rows(g) * g.ow), &floats))
@@ -79,7 +79,7 @@ size_t column_floats(const conv_geometry &g) {
 
 // col [Kg x B] from one group's input planes x [C/groups, H, W], for the B = (oy1 - oy0) * OW
 // output positions of output rows [oy0, oy1).
-void im2col(const conv_geometry &g, const float *x, float *col, int64_t oy0, int64_t oy1) {
+void im2col(const ConvGeometry &g, const float *x, float *col, int64_t oy0, int64_t oy1) {
     const int64_t positions = (oy1 - oy0) * g.ow;
     for (int64_t c = 0; c < g.c_group(); ++c) {
         const float *plane = x + c * g.h * g.w;
@@ -115,7 +115,7 @@ void im2col(const conv_geometry &g, const float *x, float *col, int64_t oy0, int
 
 // dx [C/groups, H, W] += each column-matrix element at the input element it was read from;
 // col holds output rows [oy0, oy1) as im2col wrote them.
-void col2im(const conv_geometry &g, const float *col, float *dx, int64_t oy0, int64_t oy1) {
+void col2im(const ConvGeometry &g, const float *col, float *dx, int64_t oy0, int64_t oy1) {
     const int64_t positions = (oy1 - oy0) * g.ow;
     for (int64_t c = 0; c < g.c_group(); ++c) {
         float *plane = dx + c * g.h * g.w;
@@ -182,15 +182,15 @@ void transpose_into(const float *src, int64_t rows, int64_t cols, float *dst, in
 // the left padding of the next one (or zeros after the last), so wp = w + pad_w suffices
 // unless the output is wider: a 3x3 kernel with padding 1 over 14 columns computes 15
 // positions per output row for 14 outputs, not 16.
-struct shifted_input {
+struct ShiftedInput {
     int64_t channels, h, w, pad_h, pad_w;
-    int64_t out_w(const conv_geometry &g) const { return w + 2 * pad_w - (g.kw - 1) * g.dw; }
-    int64_t wp(const conv_geometry &g) const { return std::max(w + pad_w, out_w(g)); }
+    int64_t out_w(const ConvGeometry &g) const { return w + 2 * pad_w - (g.kw - 1) * g.dw; }
+    int64_t wp(const ConvGeometry &g) const { return std::max(w + pad_w, out_w(g)); }
 };
 
 // A band of padded rows laid out [channels, rows, wp] and the offsets of the taps in it: the
 // band covers out_rows output rows (rows = out_rows + (KH - 1) dh).
-struct shifted_plan {
+struct ShiftedPlan {
     int64_t channels, rows, wp, out_rows, out_w;
     std::vector<int64_t> offsets;  // per tap (channel, i, j) in row-major order
     int64_t wide() const { return out_rows * wp; }
@@ -201,8 +201,8 @@ struct shifted_plan {
     }
 };
 
-shifted_plan make_plan(const conv_geometry &g, const shifted_input &in, int64_t out_rows) {
-    shifted_plan p{in.channels, out_rows + (g.kh - 1) * g.dh, in.wp(g), out_rows, in.out_w(g), {}};
+ShiftedPlan make_plan(const ConvGeometry &g, const ShiftedInput &in, int64_t out_rows) {
+    ShiftedPlan p{in.channels, out_rows + (g.kh - 1) * g.dh, in.wp(g), out_rows, in.out_w(g), {}};
     p.offsets.reserve(static_cast<size_t>(in.channels * g.kh * g.kw));
     for (int64_t c = 0; c < in.channels; ++c)
         for (int64_t i = 0; i < g.kh; ++i)
@@ -222,7 +222,7 @@ inline void copy_row(float *dst, const float *src, int64_t n) {
 }
 
 // The band of padded rows [r0, r0 + p.rows) of planes src, zeros around and up to `floats`.
-void pad_band(const float *src, const shifted_input &in, int64_t r0, const shifted_plan &p, float *dst, int64_t floats) {
+void pad_band(const float *src, const ShiftedInput &in, int64_t r0, const ShiftedPlan &p, float *dst, int64_t floats) {
     float *d = dst;
     for (int64_t c = 0; c < in.channels; ++c) {
         for (int64_t r = 0; r < p.rows; ++r, d += p.wp) {
@@ -274,15 +274,15 @@ constexpr int64_t k_shifted_floats = int64_t{1} << 22;
 // Whether the shifted path runs: stride 1, something to save (not a pointwise conv, which reads
 // its input as the column matrix already), and moderate buffers for `whole`, the plan of the
 // whole image, with m_out output rows.
-bool shifted_fits(const conv_geometry &g, const shifted_plan &whole, int64_t m_out) {
+bool shifted_fits(const ConvGeometry &g, const ShiftedPlan &whole, int64_t m_out) {
     if (g.sh != 1 || g.sw != 1 || g.pointwise() || whole.offsets.empty()) return false;
-    const gemm_f32_tiling t = gemm_f32_tile();
+    const GemmF32Tiling t = gemm_f32_tile();
     const int64_t wide_pad = (whole.wide() + t.nr - 1) / t.nr * t.nr;
     return whole.floats(t.nr) <= k_shifted_floats && (m_out + t.mr) * wide_pad <= k_shifted_floats;
 }
 
 // Output rows per band for m_out output channels over `taps` taps: about k_shifted_task_macs.
-int64_t shifted_band(const conv_geometry &g, const shifted_input &in, int64_t m_out, int64_t taps, int64_t out_h) {
+int64_t shifted_band(const ConvGeometry &g, const ShiftedInput &in, int64_t m_out, int64_t taps, int64_t out_h) {
     const int64_t per_row = std::max<int64_t>(1, m_out * taps * in.wp(g));
     return std::clamp<int64_t>((k_shifted_task_macs + per_row - 1) / per_row, 1, std::max<int64_t>(out_h, 1));
 }
@@ -290,23 +290,23 @@ int64_t shifted_band(const conv_geometry &g, const shifted_input &in, int64_t m_
 // dst [m_out, out_h, out_w] of every image and group = the packed A of the group times the
 // padded planes of src. src holds src_c channels per image, a group reads in.channels of them
 // from channel gi * in.channels; dst holds dst_c per image, a group writes m_out from gi * m_out.
-void shifted_conv(const conv_geometry &g, const shifted_input &in, int64_t out_h, const float *src, int64_t src_c,
+void shifted_conv(const ConvGeometry &g, const ShiftedInput &in, int64_t out_h, const float *src, int64_t src_c,
                   const std::vector<float> &a_packed, int64_t m_out, float *dst, int64_t dst_c) {
-    const gemm_f32_tiling t = gemm_f32_tile();
+    const GemmF32Tiling t = gemm_f32_tile();
     const int64_t k = in.channels * g.kh * g.kw, a_floats = gemm_f32_packed_a_floats(m_out, k);
     const int64_t band = shifted_band(g, in, m_out, k, out_h), bands = (out_h + band - 1) / band;
     const int64_t out_w = in.out_w(g), images = g.n * g.groups;
     // With enough images for the threads, a task pads its whole image once and computes its
     // bands in turn; else a task per band pads that band's rows. The same products either way.
     const bool per_image = images >= k_shifted_images_per_op;
-    const shifted_plan whole = make_plan(g, in, out_h), full = make_plan(g, in, band),
+    const ShiftedPlan whole = make_plan(g, in, out_h), full = make_plan(g, in, band),
                        last = make_plan(g, in, out_h - (bands - 1) * band);
     const int64_t ldc_max = (band * whole.wp + t.nr - 1) / t.nr * t.nr;
     parallel_for(per_image ? images : images * bands, [&](int64_t task) {
         const int64_t image = per_image ? task : task / bands, gi = image % g.groups, n = image / g.groups;
         const float *planes = src + (n * src_c + gi * in.channels) * in.h * in.w;
         float *wide_out = scratch_floats(k_slot_temp, static_cast<size_t>((m_out + t.mr) * ldc_max));
-        const shifted_plan &padded = per_image ? whole : task % bands == bands - 1 ? last : full;
+        const ShiftedPlan &padded = per_image ? whole : task % bands == bands - 1 ? last : full;
         const int64_t xp_floats = padded.floats(t.nr);
         float *xp = scratch_floats(k_slot_col, static_cast<size_t>(xp_floats));
         pad_band(planes, in, per_image ? 0 : task % bands * band, padded, xp, xp_floats);
@@ -332,11 +332,11 @@ const tf_params_conv2d &params_of(const tf_op_desc &op) { return *static_cast<co
 tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &xd = op.inputs[0], &wd = op.inputs[1], &yd = op.outputs[0];
     if (numel(yd) == 0) return TF_STATUS_OK;
-    const conv_geometry g = geometry(xd, wd, yd, params_of(op));
+    const ConvGeometry g = geometry(xd, wd, yd, params_of(op));
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
-    const f32_input x(xd), w(wd);
-    f32_output y(yd);
-    const shifted_input in{cg, g.h, g.w, g.ph, g.pw};
+    const F32Input x(xd), w(wd);
+    F32Output y(yd);
+    const ShiftedInput in{cg, g.h, g.w, g.ph, g.pw};
     if (kg >= k_shifted_min_taps && shifted_fits(g, make_plan(g, in, g.oh), og)) {
         const int64_t a_floats = gemm_f32_packed_a_floats(og, kg);
         std::vector<float> packed(static_cast<size_t>(g.groups * a_floats));
@@ -362,7 +362,7 @@ tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
             for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
                 const int64_t oy1 = std::min(g.oh, oy0 + rows), band = (oy1 - oy0) * g.ow;
                 im2col(g, xg, col, oy0, oy1);
-                const f32_matrix wm{w.data() + gi * og * kg, kg, 1};
+                const F32Matrix wm{w.data() + gi * og * kg, kg, 1};
                 if (kg < 64 || gemm_f32_tile_fill(band, og) < 1.08 * gemm_f32_tile_fill(og, band)) {
                     gemm_f32(og, band, kg, wm, {col, band, 1}, yg + oy0 * g.ow, positions, false);
                     continue;
@@ -385,14 +385,14 @@ tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
 tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &dyd = op.inputs[0], &wd = op.inputs[1], &dxd = op.outputs[0];
     if (numel(dxd) == 0) return TF_STATUS_OK;
-    const conv_geometry g = geometry(dxd, wd, dyd, params_of(op));
+    const ConvGeometry g = geometry(dxd, wd, dyd, params_of(op));
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
-    const f32_input dy(dyd), w(wd);
-    f32_output dx(dxd);
+    const F32Input dy(dyd), w(wd);
+    F32Output dx(dxd);
     // The flipped convolution needs padding (K - 1) d - p >= 0, and finite weights (it
     // multiplies them by the zeros around dy, where an infinite weight would make a NaN).
     if (g.ph <= (g.kh - 1) * g.dh && g.pw <= (g.kw - 1) * g.dw) {
-        const shifted_input in{og, g.oh, g.ow, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw};
+        const ShiftedInput in{og, g.oh, g.ow, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw};
         const int64_t taps = og * g.kh * g.kw;
         if (taps >= k_shifted_min_taps && cg >= k_shifted_min_rows &&
             shifted_fits(g, make_plan(g, in, g.h), cg) && all_finite(w.data(), numel(wd))) {
@@ -419,8 +419,8 @@ tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
         float *col = col_floats ? scratch_floats(k_slot_col, col_floats) : nullptr;
         if (!g.pointwise()) std::fill(dx.data() + n * g.c * g.h * g.w, dx.data() + (n + 1) * g.c * g.h * g.w, 0.0f);
         for (int64_t gi = 0; gi < g.groups; ++gi) {
-            const f32_matrix wt = {w.data() + gi * og * kg, 1, kg};  // w[g]^T: [Kg x Og]
-            const f32_matrix dyg = {dy.data() + (n * g.o + gi * og) * positions, positions, 1};
+            const F32Matrix wt = {w.data() + gi * og * kg, 1, kg};  // w[g]^T: [Kg x Og]
+            const F32Matrix dyg = {dy.data() + (n * g.o + gi * og) * positions, positions, 1};
             float *dxg = dx.data() + (n * g.c + gi * cg) * g.h * g.w;
             if (g.pointwise()) {
                 gemm_f32(kg, positions, og, wt, dyg, dxg, positions, false);
@@ -446,7 +446,7 @@ constexpr int64_t k_weight_chunk = 8;
 
 // dw[g][o][t] = the chunks' transposed gradients added in chunk order: chunk c's dw^T[g][t][o]
 // is at partial[c * chunk_stride + g * group_stride + t * ld + o].
-void add_transposed_partials(const conv_geometry &g, const float *partial, int64_t chunks, int64_t chunk_stride,
+void add_transposed_partials(const ConvGeometry &g, const float *partial, int64_t chunks, int64_t chunk_stride,
                              int64_t group_stride, int64_t ld, float *dw) {
     const int64_t og = g.o_group(), kg = g.taps();
     for (int64_t gi = 0; gi < g.groups; ++gi)
@@ -464,11 +464,11 @@ void add_transposed_partials(const conv_geometry &g, const float *partial, int64
 // round_up(Og, nr)); the partials are then added in chunk order while transposing into dw. An
 // image with a non-finite value takes the column matrix instead (see all_finite): the same
 // products, summed in another order.
-void shifted_grad_weight(const conv_geometry &g, const shifted_input &in, const float *dy, const float *x,
+void shifted_grad_weight(const ConvGeometry &g, const ShiftedInput &in, const float *dy, const float *x,
                          int64_t images, float *dw) {
-    const gemm_f32_tiling t = gemm_f32_tile();
+    const GemmF32Tiling t = gemm_f32_tile();
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions();
-    const shifted_plan plan = make_plan(g, in, g.oh);
+    const ShiftedPlan plan = make_plan(g, in, g.oh);
     const int64_t chunks = (g.n + images - 1) / images;
     const int64_t wide = plan.wide(), ldc = (og + t.nr - 1) / t.nr * t.nr, rows_c = (kg + t.mr - 1) / t.mr * t.mr;
     const int64_t part = g.groups * rows_c * ldc, xp_floats = plan.floats(t.nr);
@@ -512,17 +512,17 @@ void shifted_grad_weight(const conv_geometry &g, const shifted_input &in, const 
 tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &dyd = op.inputs[0], &xd = op.inputs[1], &dwd = op.outputs[0];
     if (numel(dwd) == 0) return TF_STATUS_OK;
-    const conv_geometry g = geometry(xd, dwd, dyd, params_of(op));
+    const ConvGeometry g = geometry(xd, dwd, dyd, params_of(op));
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
-    const f32_input dy(dyd), x(xd);
-    f32_output dw(dwd);
+    const F32Input dy(dyd), x(xd);
+    F32Output dw(dwd);
     const size_t col_floats = column_floats(g);
     const int64_t rows = band_rows(g);
     const int64_t dw_floats = numel(dwd);
     const int64_t chunks = std::max<int64_t>(1, (g.n + k_weight_chunk - 1) / k_weight_chunk);  // 1: zeros for N = 0
     // The shifted path sums images in chunks of N / 4 (at most k_weight_chunk): at least 4 tasks,
     // by a rule that looks at the shape only.
-    const shifted_input in{cg, g.h, g.w, g.ph, g.pw};
+    const ShiftedInput in{cg, g.h, g.w, g.ph, g.pw};
     const int64_t images = std::min(k_weight_chunk, g.n / 4);
     if (images >= 1 && og >= k_shifted_min_rows && shifted_fits(g, make_plan(g, in, g.oh), og)) {
         shifted_grad_weight(g, in, dy.data(), x.data(), images, dw.data());

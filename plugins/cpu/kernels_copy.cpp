@@ -28,17 +28,17 @@ template <class S, class D>
 void cast(const tf_tensor_desc &in, const tf_tensor_desc &out) {
     walk<2>(out.rank, out.shape, {view_of(out), view_of(in)}, [&](char *const *p, int64_t n, const int64_t *step) {
         // f16/bf16 <-> f32 runs (autocast's casts): the vectorised conversions, the same bits.
-        if constexpr (std::is_same_v<S, float> && (std::is_same_v<D, f16> || std::is_same_v<D, bf16>)) {
+        if constexpr (std::is_same_v<S, float> && (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>)) {
             if (step[1] == sizeof(float) && (reinterpret_cast<uintptr_t>(p[1]) & 3) == 0 &&
                 store_f32_run(out.dtype, reinterpret_cast<const float *>(p[1]), p[0], step[0], n))
                 return;
         }
-        if constexpr (std::is_same_v<D, float> && (std::is_same_v<S, f16> || std::is_same_v<S, bf16>)) {
+        if constexpr (std::is_same_v<D, float> && (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>)) {
             if (step[0] == sizeof(float) && (reinterpret_cast<uintptr_t>(p[0]) & 3) == 0 &&
                 load_f32_run(in.dtype, p[1], step[1], reinterpret_cast<float *>(p[0]), n))
                 return;
         }
-        for (int64_t i = 0; i < n; ++i) traits<D>::store_wide(p[0] + i * step[0], load_wide<S>(p[1] + i * step[1]));
+        for (int64_t i = 0; i < n; ++i) Traits<D>::store_wide(p[0] + i * step[0], load_wide<S>(p[1] + i * step[1]));
     });
 }
 
@@ -69,7 +69,7 @@ tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err) {
         using T = decltype(tag);
         // Encode once, then copy the bytes into every element.
         char bytes[sizeof(T)];
-        traits<T>::store_wide(bytes, value);
+        Traits<T>::store_wide(bytes, value);
         walk<1>(out.rank, out.shape, {view_of(out)}, [&](char *const *p, int64_t n, const int64_t *step) {
             for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * step[0], bytes, sizeof(T));
         });

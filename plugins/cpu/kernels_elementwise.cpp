@@ -34,43 +34,43 @@ C wrap(std::make_unsigned_t<C> v) {
     return static_cast<C>(v);
 }
 
-struct add_fn {
+struct AddFn {
     template <class C> C operator()(C a, C b) const {
         if constexpr (std::is_integral_v<C>) return wrap<C>(std::make_unsigned_t<C>(a) + std::make_unsigned_t<C>(b));
         else return a + b;
     }
 };
-struct sub_fn {
+struct SubFn {
     template <class C> C operator()(C a, C b) const {
         if constexpr (std::is_integral_v<C>) return wrap<C>(std::make_unsigned_t<C>(a) - std::make_unsigned_t<C>(b));
         else return a - b;
     }
 };
-struct mul_fn {
+struct MulFn {
     template <class C> C operator()(C a, C b) const {
         if constexpr (std::is_integral_v<C>) return wrap<C>(std::make_unsigned_t<C>(a) * std::make_unsigned_t<C>(b));
         else return a * b;
     }
 };
 // Integer operands were checked by check_int_div before any element is computed.
-struct div_fn {
+struct DivFn {
     template <class C> C operator()(C a, C b) const { return a / b; }
 };
-struct neg_fn {
+struct NegFn {
     template <class C> C operator()(C a) const {
         if constexpr (std::is_integral_v<C>) return wrap<C>(0 - std::make_unsigned_t<C>(a));
         else return -a;
     }
 };
-struct exp_fn {
+struct ExpFn {
     float operator()(float a) const { return std::exp(a); }
 };
 // `a < 0 ? 0 : a` rather than max(a, 0): NaN stays NaN and -0 stays -0.
-struct relu_fn {
+struct ReluFn {
     template <class C> C operator()(C a) const { return a < 0 ? C(0) : a; }
 };
 // abs(MIN) wraps to MIN, as in torch.
-struct abs_fn {
+struct AbsFn {
     template <class C> C operator()(C a) const {
         if constexpr (std::is_integral_v<C>) {
             const auto u = std::make_unsigned_t<C>(a);
@@ -81,20 +81,20 @@ struct abs_fn {
     }
 };
 // Floats: the exact product in double (48 significant bits), rounded once by the store.
-struct square_fn {
+struct SquareFn {
     template <class C> auto operator()(C a) const {
-        if constexpr (std::is_integral_v<C>) return mul_fn{}(a, a);
+        if constexpr (std::is_integral_v<C>) return MulFn{}(a, a);
         else return static_cast<double>(a) * static_cast<double>(a);
     }
 };
-struct maximum_fn {
+struct MaximumFn {
     template <class C> C operator()(C a, C b) const { return maximum_of(a, b); }
 };
-struct minimum_fn {
+struct MinimumFn {
     template <class C> C operator()(C a, C b) const { return minimum_of(a, b); }
 };
 // Integer exponents were checked non-negative by check_int_pow. 0^0 is 1.
-struct pow_fn {
+struct PowFn {
     template <class C> auto operator()(C a, C b) const {
         if constexpr (std::is_integral_v<C>) {
             using U = std::make_unsigned_t<C>;
@@ -148,15 +148,15 @@ double gelu_tanh(double x) {
 // Stores a kernel's result: double results (float math done wide) are rounded once to T.
 template <class T, class V>
 void put(char *p, V v) {
-    if constexpr (std::is_same_v<V, double>) traits<T>::store_wide(p, v);
-    else traits<T>::store(p, v);
+    if constexpr (std::is_same_v<V, double>) Traits<T>::store_wide(p, v);
+    else Traits<T>::store(p, v);
 }
 
 // f16 and bf16 rows in chunks: operands converted to f32 by the vectorised runs of
 // kernels_convert.cpp, fn applied in f32 as the element loops do, results rounded back by the
 // same runs (or put<T> when fn computes in double). The same bits as the element loops.
-template <class T> constexpr bool is_half = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
-template <class T> constexpr int32_t half_dtype = std::is_same_v<T, f16> ? TF_DTYPE_F16 : TF_DTYPE_BF16;
+template <class T> constexpr bool is_half = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <class T> constexpr int32_t half_dtype = std::is_same_v<T, Half> ? TF_DTYPE_F16 : TF_DTYPE_BF16;
 constexpr int64_t k_half_chunk = 256;
 
 inline bool even_addresses(std::initializer_list<const char *> ps) {
@@ -169,7 +169,7 @@ inline bool even_addresses(std::initializer_list<const char *> ps) {
 template <class T>
 void load_chunk(const char *p, int64_t step, int64_t i0, int64_t m, float *dst) {
     if (step == 0) {
-        std::fill(dst, dst + m, traits<T>::load(p));
+        std::fill(dst, dst + m, Traits<T>::load(p));
         return;
     }
     load_f32_run(half_dtype<T>, p + i0 * 2, 2, dst, m);
@@ -187,14 +187,14 @@ void store_chunk(char *o, int64_t i0, int64_t m, const R *r) {
 // f32 rows of + - * / with unit steps, or one operand's step 0 (a scalar): compiled per
 // instruction set (vector_math.h), since the baseline SSE2 loop is limited to 16-byte accesses
 // where the operands sit in L1 and L2. The same IEEE operation per element on every path.
-enum class arith { add, sub, mul, div };
+enum class Arith { add, sub, mul, div };
 
 template <class Fn>
 constexpr int arith_code() {
-    if constexpr (std::is_same_v<Fn, add_fn>) return static_cast<int>(arith::add);
-    else if constexpr (std::is_same_v<Fn, sub_fn>) return static_cast<int>(arith::sub);
-    else if constexpr (std::is_same_v<Fn, mul_fn>) return static_cast<int>(arith::mul);
-    else if constexpr (std::is_same_v<Fn, div_fn>) return static_cast<int>(arith::div);
+    if constexpr (std::is_same_v<Fn, AddFn>) return static_cast<int>(Arith::add);
+    else if constexpr (std::is_same_v<Fn, SubFn>) return static_cast<int>(Arith::sub);
+    else if constexpr (std::is_same_v<Fn, MulFn>) return static_cast<int>(Arith::mul);
+    else if constexpr (std::is_same_v<Fn, DivFn>) return static_cast<int>(Arith::div);
     else return -1;
 }
 
@@ -214,11 +214,11 @@ template <class Fn>
 
 [[gnu::always_inline]] inline void f32_arith_row_body(int code, float *o, const float *a, const float *b, int64_t n,
                                                       int64_t sa, int64_t sb) {
-    switch (static_cast<arith>(code)) {
-    case arith::add: f32_row(o, a, b, n, sa, sb, add_fn{}); break;
-    case arith::sub: f32_row(o, a, b, n, sa, sb, sub_fn{}); break;
-    case arith::mul: f32_row(o, a, b, n, sa, sb, mul_fn{}); break;
-    case arith::div: f32_row(o, a, b, n, sa, sb, div_fn{}); break;
+    switch (static_cast<Arith>(code)) {
+    case Arith::add: f32_row(o, a, b, n, sa, sb, AddFn{}); break;
+    case Arith::sub: f32_row(o, a, b, n, sa, sb, SubFn{}); break;
+    case Arith::mul: f32_row(o, a, b, n, sa, sb, MulFn{}); break;
+    case Arith::div: f32_row(o, a, b, n, sa, sb, DivFn{}); break;
     }
 }
 TF_CPU_ISA_DISPATCH(f32_arith_row,
@@ -227,7 +227,7 @@ TF_CPU_ISA_DISPATCH(f32_arith_row,
 
 template <class T, class Fn>
 void binary_rows(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, Fn fn) {
-    using tr = traits<T>;
+    using Tr = Traits<T>;
     constexpr int64_t size = sizeof(T);
     walk<3>(out.rank, out.shape, {view_of(out), view_of(a), view_of(b)},
             [&](char *const *p, int64_t n, const int64_t *step) {
@@ -262,23 +262,23 @@ void binary_rows(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tens
                 if (step[0] == size && step[1] == size && step[2] == size) {
                     // Constant steps: the compiler vectorises this row for f32 and the ints.
                     for (int64_t i = 0; i < n; ++i)
-                        put<T>(p[0] + i * size, fn(tr::load(p[1] + i * size), tr::load(p[2] + i * size)));
+                        put<T>(p[0] + i * size, fn(Tr::load(p[1] + i * size), Tr::load(p[2] + i * size)));
                     return;
                 }
                 // One operand broadcast along the row (a bias over a plane, a scalar): loaded
                 // once, so the row vectorises too.
                 if (step[0] == size && step[1] == size && step[2] == 0) {
-                    const auto bv = tr::load(p[2]);
-                    for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * size, fn(tr::load(p[1] + i * size), bv));
+                    const auto bv = Tr::load(p[2]);
+                    for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * size, fn(Tr::load(p[1] + i * size), bv));
                     return;
                 }
                 if (step[0] == size && step[1] == 0 && step[2] == size) {
-                    const auto av = tr::load(p[1]);
-                    for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * size, fn(av, tr::load(p[2] + i * size)));
+                    const auto av = Tr::load(p[1]);
+                    for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * size, fn(av, Tr::load(p[2] + i * size)));
                     return;
                 }
                 for (int64_t i = 0; i < n; ++i)
-                    put<T>(p[0] + i * step[0], fn(tr::load(p[1] + i * step[1]), tr::load(p[2] + i * step[2])));
+                    put<T>(p[0] + i * step[0], fn(Tr::load(p[1] + i * step[1]), Tr::load(p[2] + i * step[2])));
             });
 }
 
@@ -318,7 +318,7 @@ void binary(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_de
 
 template <class T, class Fn>
 void unary_rows(const tf_tensor_desc &in, const tf_tensor_desc &out, Fn fn) {
-    using tr = traits<T>;
+    using Tr = Traits<T>;
     constexpr int64_t size = sizeof(T);
     walk<2>(out.rank, out.shape, {view_of(out), view_of(in)},
             [&](char *const *p, int64_t n, const int64_t *step) {
@@ -337,10 +337,10 @@ void unary_rows(const tf_tensor_desc &in, const tf_tensor_desc &out, Fn fn) {
                     }
                 }
                 if (step[0] == size && step[1] == size) {
-                    for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * size, fn(tr::load(p[1] + i * size)));
+                    for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * size, fn(Tr::load(p[1] + i * size)));
                     return;
                 }
-                for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * step[0], fn(tr::load(p[1] + i * step[1])));
+                for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * step[0], fn(Tr::load(p[1] + i * step[1])));
             });
 }
 
@@ -351,7 +351,7 @@ void unary(const tf_tensor_desc &in, const tf_tensor_desc &out, Fn fn) {
 
 // relu_backward: dx = x <= 0 ? 0 : dy, a select (no arithmetic), so NaN x passes dy and every
 // path gives the same bits.
-struct relu_backward_fn {
+struct ReluBackwardFn {
     template <class C> C operator()(C dy, C x) const { return x <= C(0) ? C(0) : dy; }
 };
 
@@ -374,7 +374,7 @@ void relu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_t
             return;
         }
     }
-    binary<T>(dy, x, out, relu_backward_fn{});
+    binary<T>(dy, x, out, ReluBackwardFn{});
 }
 
 // Integer division by zero and MIN / -1 trap (SIGFPE) on x86. Scanning every pair first keeps
@@ -382,13 +382,13 @@ void relu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_t
 template <class I>
 tf_status check_int_div(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
                         tf_error *err) {
-    using tr = traits<I>;
+    using Tr = Traits<I>;
     tf_status status = TF_STATUS_OK;
     I bad_a = 0, bad_b = 0;
     walk<2>(out.rank, out.shape, {view_of(a), view_of(b)},
             [&](char *const *p, int64_t n, const int64_t *step) {
                 for (int64_t i = 0; i < n; ++i) {
-                    const I x = tr::load(p[0] + i * step[0]), y = tr::load(p[1] + i * step[1]);
+                    const I x = Tr::load(p[0] + i * step[0]), y = Tr::load(p[1] + i * step[1]);
                     if (y == 0 || (y == -1 && x == std::numeric_limits<I>::min())) {
                         bad_a = x;
                         bad_b = y;
@@ -409,15 +409,15 @@ tf_status check_int_div(const tf_tensor_desc &a, const tf_tensor_desc &b, const 
 template <class I>
 tf_status check_int_pow(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
                         tf_error *err) {
-    using tr = traits<I>;
+    using Tr = Traits<I>;
     bool bad = false;
     I bad_a = 0, bad_b = 0;
     walk<2>(out.rank, out.shape, {view_of(a), view_of(b)},
             [&](char *const *p, int64_t n, const int64_t *step) {
                 for (int64_t i = 0; i < n; ++i) {
-                    const I y = tr::load(p[1] + i * step[1]);
+                    const I y = Tr::load(p[1] + i * step[1]);
                     if (y < 0) {
-                        bad_a = tr::load(p[0] + i * step[0]);
+                        bad_a = Tr::load(p[0] + i * step[0]);
                         bad_b = y;
                         bad = true;
                         return false;
@@ -455,25 +455,25 @@ tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc 
     const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
         using T = decltype(tag);
         switch (op) {
-        case TF_OP_ADD: binary<T>(a, b, out, add_fn{}); break;
-        case TF_OP_SUB: binary<T>(a, b, out, sub_fn{}); break;
-        case TF_OP_MUL: binary<T>(a, b, out, mul_fn{}); break;
+        case TF_OP_ADD: binary<T>(a, b, out, AddFn{}); break;
+        case TF_OP_SUB: binary<T>(a, b, out, SubFn{}); break;
+        case TF_OP_MUL: binary<T>(a, b, out, MulFn{}); break;
         case TF_OP_DIV:
             if constexpr (std::is_integral_v<T>) {
                 status = check_int_div<T>(a, b, out, err);
                 if (status != TF_STATUS_OK) return;
             }
-            binary<T>(a, b, out, div_fn{});
+            binary<T>(a, b, out, DivFn{});
             break;
         case TF_OP_POW:
             if constexpr (std::is_integral_v<T>) {
                 status = check_int_pow<T>(a, b, out, err);
                 if (status != TF_STATUS_OK) return;
             }
-            binary<T>(a, b, out, pow_fn{});
+            binary<T>(a, b, out, PowFn{});
             break;
-        case TF_OP_MAXIMUM: binary<T>(a, b, out, maximum_fn{}); break;
-        case TF_OP_MINIMUM: binary<T>(a, b, out, minimum_fn{}); break;
+        case TF_OP_MAXIMUM: binary<T>(a, b, out, MaximumFn{}); break;
+        case TF_OP_MINIMUM: binary<T>(a, b, out, MinimumFn{}); break;
         case TF_OP_RELU_BACKWARD: relu_backward<T>(a, b, out); break;
         case TF_OP_GELU_BACKWARD:
             if constexpr (std::is_integral_v<T>) {
@@ -496,10 +496,10 @@ tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc 
     const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
         using T = decltype(tag);
         switch (op) {
-        case TF_OP_NEG: unary<T>(in, out, neg_fn{}); return;
-        case TF_OP_RELU: unary<T>(in, out, relu_fn{}); return;
-        case TF_OP_ABS: unary<T>(in, out, abs_fn{}); return;
-        case TF_OP_SQUARE: unary<T>(in, out, square_fn{}); return;
+        case TF_OP_NEG: unary<T>(in, out, NegFn{}); return;
+        case TF_OP_RELU: unary<T>(in, out, ReluFn{}); return;
+        case TF_OP_ABS: unary<T>(in, out, AbsFn{}); return;
+        case TF_OP_SQUARE: unary<T>(in, out, SquareFn{}); return;
         default: break;
         }
         // The rest are float-only.
@@ -507,7 +507,7 @@ tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc 
             status = fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
         } else {
             switch (op) {
-            case TF_OP_EXP: unary<T>(in, out, exp_fn{}); break;
+            case TF_OP_EXP: unary<T>(in, out, ExpFn{}); break;
             case TF_OP_LOG: unary<T>(in, out, [](double x) { return std::log(x); }); break;
             case TF_OP_SQRT: unary<T>(in, out, [](double x) { return std::sqrt(x); }); break;
             case TF_OP_RSQRT: unary<T>(in, out, [](double x) { return 1 / std::sqrt(x); }); break;

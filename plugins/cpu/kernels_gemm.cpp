@@ -39,25 +39,25 @@ typedef float v4f __attribute__((vector_size(16)));
 // How a register tile reads its operands: A(i, p) for its MR rows and B's row p (NR floats) for
 // p = 0, 1, ..., kc - 1. Packed slivers (pack_a, pack_b) or matrices read in place through a
 // table of row offsets (the convolutions of kernels_conv.cpp read a padded image that way).
-struct a_sliver {  // A(i, p) at a[p * MR + i]
+struct ASliver {  // A(i, p) at a[p * MR + i]
     const float *a;
     template <int MR> float at(int64_t p, int i) const { return a[p * MR + i]; }
 };
-struct a_offset_rows {  // A(i, p) at a[rows[i] + p]
+struct AOffsetRows {  // A(i, p) at a[rows[i] + p]
     const float *a;
     const int64_t *rows;
     template <int MR> float at(int64_t p, int i) const { return a[rows[i] + p]; }
 };
-struct a_strided_rows {  // A(i, p) at a[i * lda + p]: a row-major A read in place
+struct AStridedRows {  // A(i, p) at a[i * lda + p]: a row-major A read in place
     const float *a;
     int64_t lda;
     template <int MR> float at(int64_t p, int i) const { return a[i * lda + p]; }
 };
-struct b_sliver {  // B's row p at b + p * NR
+struct BSliver {  // B's row p at b + p * NR
     const float *b;
     template <int NR> const float *row(int64_t p) const { return b + p * NR; }
 };
-struct b_offset_rows {  // B's row p at b + rows[p]
+struct BOffsetRows {  // B's row p at b + rows[p]
     const float *b;
     const int64_t *rows;
     template <int NR> const float *row(int64_t p) const { return b + rows[p]; }
@@ -144,7 +144,7 @@ template <int MR, class A, class B>
 #endif
 
 // One register tile and the block sizes that go with it.
-struct gemm_kernel {
+struct GemmKernel {
     int level;           // isa_level() of the tile
     int64_t mr, nr;      // register tile
     int64_t mc, kc, nc;  // packed blocks of A (mc x kc) and B (kc x nc)
@@ -152,15 +152,15 @@ struct gemm_kernel {
 
 constexpr int64_t k_max_tile = 12 * 32;  // largest mr * nr below
 constexpr int64_t k_max_mr = 12;
-constexpr gemm_kernel k_generic = {0, 4, 8, 128, 256, 4096};
+constexpr GemmKernel k_generic = {0, 4, 8, 128, 256, 4096};
 #if defined(__x86_64__)
-constexpr gemm_kernel k_avx2 = {1, 6, 16, 72, 512, 4080};
-constexpr gemm_kernel k_avx512 = {2, 12, 32, 120, 256, 4096};
+constexpr GemmKernel k_avx2 = {1, 6, 16, 72, 512, 4080};
+constexpr GemmKernel k_avx512 = {2, 12, 32, 120, 256, 4096};
 static_assert(k_avx2.mr * k_avx2.nr <= k_max_tile && k_avx512.mr * k_avx512.nr <= k_max_tile);
 #endif
 static_assert(k_generic.mr * k_generic.nr <= k_max_tile && k_avx512.mr <= k_max_mr);
 
-const gemm_kernel &pick_kernel() {
+const GemmKernel &pick_kernel() {
 #if defined(__x86_64__)
     const int l = isa_level();
     if (l == 2) return k_avx512;
@@ -171,7 +171,7 @@ const gemm_kernel &pick_kernel() {
 
 // The height of the tile that computes `rows` (<= mr) rows of A: the full tile, or a shorter
 // one for the last rows (64 rows are 5 x 12 + 4, not 6 x 12 with 8 rows of zeros).
-int64_t tile_rows(const gemm_kernel &g, int64_t rows) {
+int64_t tile_rows(const GemmKernel &g, int64_t rows) {
     if (g.level == 0) return 4;
     const int64_t quarter = g.mr / 3;  // AVX-512 12, 8 or 4; AVX2 6, 4 or 2
     return std::min(g.mr, (rows + quarter - 1) / quarter * quarter);
@@ -179,7 +179,7 @@ int64_t tile_rows(const gemm_kernel &g, int64_t rows) {
 
 // Runs the tile of height tile_rows(g, rows).
 template <class A, class B>
-void run_tile(const gemm_kernel &g, int64_t rows, int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
+void run_tile(const GemmKernel &g, int64_t rows, int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
     const int64_t height = tile_rows(g, rows);
 #if defined(__x86_64__)
     if (g.level == 2) {
@@ -230,7 +230,7 @@ void copy_runs(const float *src, int64_t stride, int64_t kc, float *dst) {
 
 // A's rows [0, mc) x columns [0, kc) as slivers: sliver s holds a(s*mr + i, p) at [p * h + i],
 // h = tile_rows(g, rows of the sliver) (mr but for the last sliver); rows past mc are zero.
-void pack_a(const gemm_kernel &g, int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t cs, float *dst) {
+void pack_a(const GemmKernel &g, int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t cs, float *dst) {
     for (int64_t r0 = 0; r0 < mc; r0 += g.mr) {
         const int64_t rows = std::min(g.mr, mc - r0), mr = tile_rows(g, rows);
         if (cs == 1 && rs != 1) {
@@ -306,28 +306,28 @@ int64_t ceil_div(int64_t v, int64_t by) { return (v + by - 1) / by; }
 // A (unit column stride), in place with its row stride lda, which saves the packing pass (about a
 // fifth of the GEMM's time on the transformer's products of K = 128 to 512). Each tile sees the
 // same A(i, p) values in the same order either way, so the bits do not change.
-struct a_block {
+struct ABlock {
     const float *a;
     int64_t lda;  // 0: packed slivers
 };
 
 // The register tile of C rows [ir, ir + rows), rows <= mr, from A block `a`.
 template <class B>
-void run_a_tile(const gemm_kernel &g, const a_block &a, int64_t ir, int64_t rows, int64_t kc, B b, float *c,
+void run_a_tile(const GemmKernel &g, const ABlock &a, int64_t ir, int64_t rows, int64_t kc, B b, float *c,
                 int64_t ldc, bool load_c) {
-    if (a.lda == 0) return run_tile(g, rows, kc, a_sliver{a.a + ir * kc}, b, c, ldc, load_c);
+    if (a.lda == 0) return run_tile(g, rows, kc, ASliver{a.a + ir * kc}, b, c, ldc, load_c);
     if (rows == tile_rows(g, rows))
-        return run_tile(g, rows, kc, a_strided_rows{a.a + ir * a.lda, a.lda}, b, c, ldc, load_c);
+        return run_tile(g, rows, kc, AStridedRows{a.a + ir * a.lda, a.lda}, b, c, ldc, load_c);
     // A short last tile reads its last row again for the rows past the block (their C rows are
     // the edge buffer's scratch), never past A's end.
     int64_t offsets[k_max_mr];
     for (int64_t i = 0; i < g.mr; ++i) offsets[i] = (ir + std::min(i, rows - 1)) * a.lda;
-    run_tile(g, rows, kc, a_offset_rows{a.a, offsets}, b, c, ldc, load_c);
+    run_tile(g, rows, kc, AOffsetRows{a.a, offsets}, b, c, ldc, load_c);
 }
 
 // The C tiles of rows [ic, ic + mc) and B slivers [s0, s1) of the current packed B block; C's
 // element (i, j) is at c[i * rs + j * cs].
-void compute_block(const gemm_kernel &g, int64_t kc, const a_block &a, const float *b_pack, int64_t mc,
+void compute_block(const GemmKernel &g, int64_t kc, const ABlock &a, const float *b_pack, int64_t mc,
                    int64_t nc, int64_t s0, int64_t s1, float *c, int64_t rs, int64_t cs, bool load_c) {
     alignas(64) float edge[k_max_tile];
     for (int64_t s = s0; s < s1; ++s) {
@@ -339,7 +339,7 @@ void compute_block(const gemm_kernel &g, int64_t kc, const a_block &a, const flo
             float *ct = c + ir * rs + jr * cs;
             const int64_t height = tile_rows(g, rows);
             if (rows == height && cols == g.nr && cs == 1) {
-                run_a_tile(g, a, ir, rows, kc, b_sliver{bs}, ct, rs, load_c);
+                run_a_tile(g, a, ir, rows, kc, BSliver{bs}, ct, rs, load_c);
                 continue;
             }
             // A partial or transposed tile goes through a full-size buffer: the same operations
@@ -353,7 +353,7 @@ void compute_block(const gemm_kernel &g, int64_t kc, const a_block &a, const flo
                     for (int64_t j = 0; j < cols; ++j) edge[i * g.nr + j] = ct[i * rs + j * cs];
                 }
             }
-            run_a_tile(g, a, ir, rows, kc, b_sliver{bs}, edge, g.nr, load_c);
+            run_a_tile(g, a, ir, rows, kc, BSliver{bs}, edge, g.nr, load_c);
             if (cs == 1) {
                 for (int64_t i = 0; i < rows; ++i)
                     std::memcpy(ct + i * rs, edge + i * g.nr, static_cast<size_t>(cols) * sizeof(float));
@@ -366,7 +366,7 @@ void compute_block(const gemm_kernel &g, int64_t kc, const a_block &a, const flo
 }
 
 // The share of the computed tile elements that land in an m x n product.
-double tile_fill(const gemm_kernel &g, int64_t m, int64_t n) {
+double tile_fill(const GemmKernel &g, int64_t m, int64_t n) {
     return static_cast<double>(m) / static_cast<double>(round_up(m, g.mr)) * static_cast<double>(n) /
            static_cast<double>(round_up(n, g.nr));
 }
@@ -375,14 +375,14 @@ double tile_fill(const gemm_kernel &g, int64_t m, int64_t n) {
 
 double gemm_f32_tile_fill(int64_t m, int64_t n) { return tile_fill(pick_kernel(), m, n); }
 
-void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float *c, int64_t ldc, bool accumulate) {
+void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc, bool accumulate) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         if (!accumulate)
             for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
         return;
     }
-    const gemm_kernel &g = pick_kernel();
+    const GemmKernel &g = pick_kernel();
     // C^T = B^T A^T when that fills the register tiles far better: a conv weight gradient with a
     // 3x3 kernel over one channel is 32 x 9, a quarter of 12 x 32 tiles, its transpose three
     // quarters. Each element is the same sequence of operations either way (only a product's
@@ -396,7 +396,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
         std::swap(b.row_stride, b.col_stride);
         std::swap(rs, cs);
     }
-    // A row-major A is read in place (a_block); a row stride of 0 (a broadcast row) or 1 (a
+    // A row-major A is read in place (ABlock); a row stride of 0 (a broadcast row) or 1 (a
     // column vector seen as a row) is packed as before.
     const bool in_place_a = a.col_stride == 1 && a.row_stride > 1 && m > 1;
     const int64_t kc_max = std::min(k, g.kc);
@@ -438,7 +438,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
                 const int64_t ic = (t / nchunks) * mc_block, chunk = t % nchunks;
                 const int64_t mc = std::min(mc_block, m - ic);
                 const float *a_src = a.data + ic * a.row_stride + pc * a.col_stride;
-                a_block block{a_src, a.row_stride};
+                ABlock block{a_src, a.row_stride};
                 if (!in_place_a) {
                     float *a_pack = scratch_floats(k_slot_pack_a, static_cast<size_t>(kc * round_up(mc, g.mr)));
                     pack_a(g, mc, kc, a_src, a.row_stride, a.col_stride, a_pack);
@@ -451,43 +451,43 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float
     }
 }
 
-gemm_f32_tiling gemm_f32_tile() {
-    const gemm_kernel &g = pick_kernel();
+GemmF32Tiling gemm_f32_tile() {
+    const GemmKernel &g = pick_kernel();
     return {g.mr, g.nr};
 }
 
 int64_t gemm_f32_packed_a_floats(int64_t m, int64_t k) { return round_up(m, pick_kernel().mr) * k; }
 
-void gemm_f32_pack_a(int64_t m, int64_t k, f32_matrix a, float *dst) {
+void gemm_f32_pack_a(int64_t m, int64_t k, F32Matrix a, float *dst) {
     pack_a(pick_kernel(), m, k, a.data, a.row_stride, a.col_stride, dst);
 }
 
-void gemm_f32_pack_b(int64_t k, int64_t n, f32_matrix b, float *dst, int64_t sliver_stride) {
+void gemm_f32_pack_b(int64_t k, int64_t n, F32Matrix b, float *dst, int64_t sliver_stride) {
     const int64_t nr = pick_kernel().nr;
     pack_b(k, n, b.data, b.row_stride, b.col_stride, nr, dst, 0, round_up(n, nr), sliver_stride);
 }
 
 void gemm_f32_rows_b(int64_t m, int64_t n, int64_t k, const float *a_packed, const float *b, const int64_t *b_rows,
                      float *c, int64_t ldc) {
-    const gemm_kernel &g = pick_kernel();
+    const GemmKernel &g = pick_kernel();
     // B sliver by B sliver: the image rows one sliver reads stay in L1 while every A sliver
     // passes over them.
     for (int64_t jr = 0; jr < n; jr += g.nr)
         for (int64_t ir = 0; ir < m; ir += g.mr)
-            run_tile(g, std::min(g.mr, m - ir), k, a_sliver{a_packed + ir * k}, b_offset_rows{b + jr, b_rows},
+            run_tile(g, std::min(g.mr, m - ir), k, ASliver{a_packed + ir * k}, BOffsetRows{b + jr, b_rows},
                      c + ir * ldc + jr, ldc, false);
 }
 
 void gemm_f32_rows_a(int64_t m, int64_t n, int64_t k, const float *a, const int64_t *a_rows, const float *b_packed,
                      float *c, int64_t ldc, bool accumulate) {
-    const gemm_kernel &g = pick_kernel();
+    const GemmKernel &g = pick_kernel();
     int64_t rows[k_max_mr];
     for (int64_t ir = 0; ir < m; ir += g.mr) {
         const int64_t count = std::min(g.mr, m - ir);
         // The rows past m of the last tile repeat its last row: their C rows are scratch.
         for (int64_t i = 0; i < g.mr; ++i) rows[i] = a_rows[ir + std::min(i, count - 1)];
         for (int64_t jr = 0; jr < n; jr += g.nr)
-            run_tile(g, count, k, a_offset_rows{a, rows}, b_sliver{b_packed + jr * k}, c + ir * ldc + jr, ldc, accumulate);
+            run_tile(g, count, k, AOffsetRows{a, rows}, BSliver{b_packed + jr * k}, c + ir * ldc + jr, ldc, accumulate);
     }
 }
 

@@ -10,7 +10,7 @@ namespace tf_cpu {
 // One f32 matrix in memory: element (i, j) is at data[i * row_stride + j * col_stride]. A
 // transposed operand is the same memory with the two strides swapped; packing absorbs any
 // strides (0 included), so views are never copied first.
-struct f32_matrix {
+struct F32Matrix {
     const float *data;
     int64_t row_stride;
     int64_t col_stride;
@@ -28,7 +28,7 @@ struct f32_matrix {
 // Splits the work over the plugin's thread pool when it is big enough and the caller is not
 // already a task of the pool. Packing buffers come from the scratch arena (runtime.h). Throws
 // std::bad_alloc when they cannot be allocated.
-void gemm_f32(int64_t m, int64_t n, int64_t k, f32_matrix a, f32_matrix b, float *c, int64_t ldc,
+void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc,
               bool accumulate);
 
 // The share of the register-tile elements gemm_f32 computes that land in an m x n product (1
@@ -44,15 +44,15 @@ double gemm_f32_tile_fill(int64_t m, int64_t n);
 // operations as in gemm_f32.
 
 // The register tile of the instruction set in use (isa_level()).
-struct gemm_f32_tiling {
+struct GemmF32Tiling {
     int64_t mr, nr;
 };
-gemm_f32_tiling gemm_f32_tile();
+GemmF32Tiling gemm_f32_tile();
 
 // An m x k A packed once for gemm_f32_rows_b (a convolution's weights, used for every image):
 // gemm_f32_packed_a_floats(m, k) floats.
 int64_t gemm_f32_packed_a_floats(int64_t m, int64_t k);
-void gemm_f32_pack_a(int64_t m, int64_t k, f32_matrix a, float *dst);
+void gemm_f32_pack_a(int64_t m, int64_t k, F32Matrix a, float *dst);
 
 // C = A B, A packed by gemm_f32_pack_a, row p of B the floats at b + b_rows[p]. Writes
 // round_up(m, mr) rows of round_up(n, nr) floats (c[i * ldc + j]) and reads that many floats of
@@ -63,7 +63,7 @@ void gemm_f32_rows_b(int64_t m, int64_t n, int64_t k, const float *a_packed, con
 // A k x n B packed in nr-column slivers: sliver s at dst + s * sliver_stride holds B(p, s * nr + j)
 // at [p * nr + j], zeros past n. A caller may pack a B in pieces (rows [p0, p1) at
 // dst + p0 * nr) and fill rows of its own.
-void gemm_f32_pack_b(int64_t k, int64_t n, f32_matrix b, float *dst, int64_t sliver_stride);
+void gemm_f32_pack_b(int64_t k, int64_t n, F32Matrix b, float *dst, int64_t sliver_stride);
 
 // C (+)= A B, row i of A the k floats at a + a_rows[i], B packed by gemm_f32_pack_b with
 // sliver_stride nr * k. Writes
@@ -74,7 +74,7 @@ void gemm_f32_rows_a(int64_t m, int64_t n, int64_t k, const float *a, const int6
 // ---- bf16 products with AVX512-BF16 (kernels_gemm_bf16.cpp) ------------------------------------
 
 // One bf16 matrix: element (i, j) is the bf16 at data[i * row_stride + j * col_stride].
-struct bf16_matrix {
+struct BF16Matrix {
     const uint16_t *data;
     int64_t row_stride;
     int64_t col_stride;
@@ -85,7 +85,7 @@ struct bf16_matrix {
 // a(i, p) b(p, j) + a(i, p+1) b(p+1, j) (a zero pads an odd k), whatever m, n, the tiling or the
 // thread count; the instruction treats subnormal inputs and results as zero (docs/numerics.md).
 // Only when bf16_dot_level() > 0 (runtime.h); splits over the thread pool like gemm_f32.
-void gemm_bf16_dot(int64_t m, int64_t n, int64_t k, bf16_matrix a, bf16_matrix b, float *c, int64_t ldc);
+void gemm_bf16_dot(int64_t m, int64_t n, int64_t k, BF16Matrix a, BF16Matrix b, float *c, int64_t ldc);
 
 // Multiply-adds (m * n * k) from which gemm_f32 splits work between threads.
 constexpr int64_t k_gemm_parallel_macs = int64_t{1} << 20;

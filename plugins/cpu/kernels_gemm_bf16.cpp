@@ -29,7 +29,7 @@ constexpr int64_t k_mr = 8, k_nr = 32;
 
 // Pairs (a(i, 2q), a(i, 2q + 1)) as one word, low half first; rows past m and a last odd
 // column are zero.
-void pack_a_pairs(int64_t m, int64_t k, bf16_matrix a, int64_t rows, int64_t kp, uint32_t *dst) {
+void pack_a_pairs(int64_t m, int64_t k, BF16Matrix a, int64_t rows, int64_t kp, uint32_t *dst) {
     for (int64_t i = 0; i < rows; ++i)
         for (int64_t q = 0; q < kp; ++q) {
             uint32_t lo = 0, hi = 0;
@@ -42,7 +42,7 @@ void pack_a_pairs(int64_t m, int64_t k, bf16_matrix a, int64_t rows, int64_t kp,
 }
 
 // Sliver s, pair q, column j: (b(2q, 32s + j), b(2q + 1, 32s + j)) at dst[(s * kp + q) * 32 + j].
-void pack_b_pairs(int64_t k, int64_t n, bf16_matrix b, int64_t s, int64_t kp, uint32_t *dst) {
+void pack_b_pairs(int64_t k, int64_t n, BF16Matrix b, int64_t s, int64_t kp, uint32_t *dst) {
     for (int64_t q = 0; q < kp; ++q)
         for (int64_t j = 0; j < k_nr; ++j) {
             const int64_t col = s * k_nr + j;
@@ -79,7 +79,7 @@ void pack_b_pairs(int64_t k, int64_t n, bf16_matrix b, int64_t s, int64_t kp, ui
 
 }  // namespace
 
-void gemm_bf16_dot(int64_t m, int64_t n, int64_t k, bf16_matrix a, bf16_matrix b, float *c, int64_t ldc) {
+void gemm_bf16_dot(int64_t m, int64_t n, int64_t k, BF16Matrix a, BF16Matrix b, float *c, int64_t ldc) {
     if (m <= 0 || n <= 0) return;
     const int64_t kp = (k + 1) / 2;
     const int64_t rows = (m + k_mr - 1) / k_mr * k_mr, slivers = (n + k_nr - 1) / k_nr;
@@ -106,7 +106,7 @@ void gemm_bf16_dot(int64_t m, int64_t n, int64_t k, bf16_matrix a, bf16_matrix b
     for (int64_t t = 0; t < mblocks * slivers; ++t) task(t);
 }
 #else
-void gemm_bf16_dot(int64_t, int64_t, int64_t, bf16_matrix, bf16_matrix, float *, int64_t) {}
+void gemm_bf16_dot(int64_t, int64_t, int64_t, BF16Matrix, BF16Matrix, float *, int64_t) {}
 #endif
 
 }  // namespace tf_cpu

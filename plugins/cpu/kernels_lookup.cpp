@@ -36,7 +36,7 @@ tf_status run_embedding(const tf_op_desc &op, tf_error *err) {
     if (numel(out) == 0) return TF_STATUS_OK;
     const int64_t dim = weight.shape[1];
     const auto size = static_cast<size_t>(dtype_size(weight.dtype));
-    const view wv = view_of(weight), ov = view_of(out);
+    const View wv = view_of(weight), ov = view_of(out);
     const int64_t w_col = wv.strides[1], o_col = ov.strides[out.rank - 1];
     const std::vector<int64_t> rows = leading_offsets(out, out.rank - 1);
     const char *table = base_of(weight);
@@ -56,8 +56,8 @@ tf_status run_embedding_backward(const tf_op_desc &op, tf_error *err) {
         return s;
     if (numel(dwd) == 0) return TF_STATUS_OK;
     const int64_t dim = dwd.shape[1];
-    const f32_input dy(dyd);
-    f32_output dw(dwd);
+    const F32Input dy(dyd);
+    F32Output dw(dwd);
     std::fill(dw.data(), dw.data() + numel(dwd), 0.0f);
     for (size_t e = 0; e < indices.size(); ++e) {
         const float *src = dy.data() + static_cast<int64_t>(e) * dim;
@@ -78,9 +78,9 @@ tf_status run_one_hot(const tf_op_desc &op, tf_error *err) {
     const std::vector<int64_t> rows = leading_offsets(out, out.rank - 1);
     char *base = base_of(out);
     with_any_dtype(out.dtype, [&](auto tag) {
-        using tr = traits<decltype(tag)>;
+        using Tr = Traits<decltype(tag)>;
         for (size_t e = 0; e < labels.size(); ++e)
-            for (int64_t c = 0; c < classes; ++c) tr::store_wide(base + rows[e] + c * col, int64_t{c == labels[e]});
+            for (int64_t c = 0; c < classes; ++c) Tr::store_wide(base + rows[e] + c * col, int64_t{c == labels[e]});
     });
     return TF_STATUS_OK;
 }

@@ -21,17 +21,17 @@ void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tenso
     const int r = out.rank;
     const int64_t m = out.shape[r - 2], n = out.shape[r - 1], k = a.shape[r - 1];
     if (numel(out) == 0) return;
-    const view va = view_of(a), vb = view_of(b), vo = view_of(out);
+    const View va = view_of(a), vb = view_of(b), vo = view_of(out);
     constexpr int64_t fs = sizeof(float);
     const int64_t a_row = va.strides[r - 2] / fs, a_col = va.strides[r - 1] / fs;
     const int64_t b_row = vb.strides[r - 2] / fs, b_col = vb.strides[r - 1] / fs;
     const int64_t o_row = vo.strides[r - 2] / fs, o_col = vo.strides[r - 1] / fs;
 
-    struct batch {
+    struct Batch {
         float *o;
         const float *a, *b;
     };
-    std::vector<batch> items;
+    std::vector<Batch> items;
     walk<3>(r - 2, out.shape, {vo, va, vb}, [&](char *const *p, int64_t count, const int64_t *step) {
         for (int64_t t = 0; t < count; ++t)
             items.push_back({reinterpret_cast<float *>(p[0] + t * step[0]), reinterpret_cast<const float *>(p[1] + t * step[1]),
@@ -42,8 +42,8 @@ void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tenso
     // Output rows must be dense for the GEMM; else a dense temporary per batch element.
     const bool direct = o_col == 1 || n == 1;
     auto one = [&](int64_t t, int64_t rows, int64_t a_rs, int64_t o_rs) {
-        const batch &it = items[static_cast<size_t>(t)];
-        const f32_matrix am{it.a, a_rs, a_col}, bm{it.b, b_row, b_col};
+        const Batch &it = items[static_cast<size_t>(t)];
+        const F32Matrix am{it.a, a_rs, a_col}, bm{it.b, b_row, b_col};
         if (direct) {
             gemm_f32(rows, n, k, am, bm, it.o, o_rs, false);
             return;
@@ -59,7 +59,7 @@ void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tenso
         const int64_t a_rs = m > 1 ? a_row : items[1].a - items[0].a;
         const int64_t o_rs = m > 1 ? o_row : items[1].o - items[0].o;
         for (int64_t t = 1; t < batches && fold; ++t) {
-            const batch &it = items[static_cast<size_t>(t)];
+            const Batch &it = items[static_cast<size_t>(t)];
             fold = it.b == items[0].b && it.a == items[0].a + t * m * a_rs && it.o == items[0].o + t * m * o_rs;
         }
         if (fold && a_rs != 0) {
@@ -83,7 +83,7 @@ void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tenso
 // memory of `slot` (an axis broadcast with stride 0 stays stride 0, so a broadcast B is converted
 // once, not per batch element), described with d's shape. Scratch rather than a fresh vector:
 // the arena keeps its pages between calls, where a new 4 MiB vector page-faults every time.
-tf_tensor_desc to_f32(const tf_tensor_desc &d, scratch_slot slot) {
+tf_tensor_desc to_f32(const tf_tensor_desc &d, ScratchSlot slot) {
     tf_tensor_desc f = d;
     int64_t shape[TF_MAX_RANK];
     int64_t count = 1;
@@ -94,14 +94,14 @@ tf_tensor_desc to_f32(const tf_tensor_desc &d, scratch_slot slot) {
         count *= shape[i];
     }
     float *data = scratch_floats(slot, static_cast<size_t>(count));
-    view dst{reinterpret_cast<char *>(data), {}};
+    View dst{reinterpret_cast<char *>(data), {}};
     for (int i = 0; i < d.rank; ++i) dst.strides[i] = shape[i] > 1 ? f.strides[i] * int64_t{sizeof(float)} : 0;
     with_float_dtype(d.dtype, [&](auto tag) {
-        using tr = traits<decltype(tag)>;
+        using Tr = Traits<decltype(tag)>;
         walk<2>(d.rank, shape, {dst, view_of(d)}, [&](char *const *p, int64_t n, const int64_t *step) {
             if (step[0] == sizeof(float) && load_f32_run(d.dtype, p[1], step[1], reinterpret_cast<float *>(p[0]), n))
                 return;
-            for (int64_t i = 0; i < n; ++i) traits<float>::store(p[0] + i * step[0], tr::load(p[1] + i * step[1]));
+            for (int64_t i = 0; i < n; ++i) Traits<float>::store(p[0] + i * step[0], Tr::load(p[1] + i * step[1]));
         });
     });
     f.dtype = TF_DTYPE_F32;
@@ -112,18 +112,18 @@ tf_tensor_desc to_f32(const tf_tensor_desc &d, scratch_slot slot) {
 
 // Rounds dense f32 `src` (out's shape, row-major) once into out, through out's strides.
 void store_rounded(const tf_tensor_desc &out, const float *src) {
-    view from{reinterpret_cast<char *>(const_cast<float *>(src)), {}};
+    View from{reinterpret_cast<char *>(const_cast<float *>(src)), {}};
     int64_t stride = sizeof(float);
     for (int i = out.rank - 1; i >= 0; --i) {
         from.strides[i] = out.shape[i] > 1 ? stride : 0;
         stride *= out.shape[i];
     }
     with_float_dtype(out.dtype, [&](auto tag) {
-        using tr = traits<decltype(tag)>;
+        using Tr = Traits<decltype(tag)>;
         walk<2>(out.rank, out.shape, {view_of(out), from}, [&](char *const *p, int64_t n, const int64_t *step) {
             if (step[1] == sizeof(float) && store_f32_run(out.dtype, reinterpret_cast<const float *>(p[1]), p[0], step[0], n))
                 return;
-            for (int64_t i = 0; i < n; ++i) tr::store(p[0] + i * step[0], traits<float>::load(p[1] + i * step[1]));
+            for (int64_t i = 0; i < n; ++i) Tr::store(p[0] + i * step[0], Traits<float>::load(p[1] + i * step[1]));
         });
     });
 }
@@ -132,13 +132,13 @@ void store_rounded(const tf_tensor_desc &out, const float *src) {
 void matmul_bf16_dot(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &c) {
     const int r = c.rank;
     const int64_t m = c.shape[r - 2], n = c.shape[r - 1], k = a.shape[r - 1];
-    const view va = view_of(a), vb = view_of(b), vc = view_of(c);
+    const View va = view_of(a), vb = view_of(b), vc = view_of(c);
     constexpr int64_t hs = 2;
-    const bf16_matrix am0{nullptr, va.strides[r - 2] / hs, va.strides[r - 1] / hs};
-    const bf16_matrix bm0{nullptr, vb.strides[r - 2] / hs, vb.strides[r - 1] / hs};
+    const BF16Matrix am0{nullptr, va.strides[r - 2] / hs, va.strides[r - 1] / hs};
+    const BF16Matrix bm0{nullptr, vb.strides[r - 2] / hs, vb.strides[r - 1] / hs};
     walk<3>(r - 2, c.shape, {vc, va, vb}, [&](char *const *p, int64_t count, const int64_t *step) {
         for (int64_t t = 0; t < count; ++t) {
-            bf16_matrix am = am0, bm = bm0;
+            BF16Matrix am = am0, bm = bm0;
             am.data = reinterpret_cast<const uint16_t *>(p[1] + t * step[1]);
             bm.data = reinterpret_cast<const uint16_t *>(p[2] + t * step[2]);
             gemm_bf16_dot(m, n, k, am, bm, reinterpret_cast<float *>(p[0] + t * step[0]), n);

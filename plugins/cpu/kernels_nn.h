@@ -28,9 +28,9 @@ tf_status run_own(const tf_op_desc &op, tf_error *err);
 
 // A float tensor's elements as dense row-major f32: the tensor's own memory when it is already
 // laid out that way, else a converted copy.
-class f32_input {
+class F32Input {
 public:
-    explicit f32_input(const tf_tensor_desc &d);
+    explicit F32Input(const tf_tensor_desc &d);
     const float *data() const { return data_; }
 
 private:
@@ -40,9 +40,9 @@ private:
 
 // A float output written as dense row-major f32: straight into the tensor when it is laid out
 // that way, else into zeroed scratch that finish() rounds and writes through its strides.
-class f32_output {
+class F32Output {
 public:
-    explicit f32_output(const tf_tensor_desc &d);
+    explicit F32Output(const tf_tensor_desc &d);
     float *data() { return data_; }
     // True when data() is the tensor's memory (its previous contents, not zeros).
     bool direct() const { return scratch_.empty(); }

@@ -59,9 +59,9 @@ tf_status run_norm(const tf_op_desc &op, bool centre) {
     const auto &p = *static_cast<const tf_params_norm *>(op.params);
     int64_t rows = 0, len = 0;
     rows_of(xd, p.n_axes, &rows, &len);
-    const f32_input x(xd), weight(op.inputs[1]);
-    const std::optional<f32_input> bias = centre ? std::optional<f32_input>(op.inputs[2]) : std::nullopt;
-    f32_output y(yd);
+    const F32Input x(xd), weight(op.inputs[1]);
+    const std::optional<F32Input> bias = centre ? std::optional<F32Input>(op.inputs[2]) : std::nullopt;
+    F32Output y(yd);
     const float *b = bias ? bias->data() : nullptr;
     const int64_t tasks = std::min(rows, split_count(rows * len, int64_t{1} << 15));
     parallel_for(tasks, [&](int64_t t) {
@@ -96,8 +96,8 @@ tf_status run_rope(const tf_op_desc &op, tf_error *) {
     }
     // Element offsets of pair i's two members in a row.
     const int64_t first_step = p.interleaved ? 2 : 1, second_at = p.interleaved ? 1 : half;
-    const f32_input x(xd);
-    f32_output y(yd);
+    const F32Input x(xd);
+    F32Output y(yd);
     for (int64_t b = 0; b < batches; ++b) {
         for (int64_t t = 0; t < t_len; ++t) {
             const float *xs = x.data() + (b * t_len + t) * d;

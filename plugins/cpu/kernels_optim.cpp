@@ -16,7 +16,7 @@ namespace tf_cpu {
 namespace {
 
 // The f32 constants of one AdamW step, each rounded once from the params' double.
-struct adamw_constants {
+struct AdamwConstants {
     float keep, b1, one_minus_b1, b2, one_minus_b2, root_bc2, eps, step_size;
 };
 
@@ -25,7 +25,7 @@ struct adamw_constants {
 // root are most of the time): the same IEEE single operations lane by lane, so the same bits.
 // Returns how many elements it did.
 template <bool HasState, bool Decays>
-[[gnu::target("avx512f")]] int64_t adamw_avx512(int64_t n, const adamw_constants &c, float *__restrict p,
+[[gnu::target("avx512f")]] int64_t adamw_avx512(int64_t n, const AdamwConstants &c, float *__restrict p,
                                                const float *__restrict g, float *__restrict m,
                                                float *__restrict v) {
     const __m512 keep = _mm512_set1_ps(c.keep), b1 = _mm512_set1_ps(c.b1), omb1 = _mm512_set1_ps(c.one_minus_b1),
@@ -50,7 +50,7 @@ template <bool HasState, bool Decays>
 
 // Four at a time with SSE (x86-64's baseline): GCC does not vectorise a sqrt that may set errno.
 template <bool HasState, bool Decays>
-int64_t adamw_sse(int64_t e, int64_t n, const adamw_constants &c, float *__restrict p, const float *__restrict g,
+int64_t adamw_sse(int64_t e, int64_t n, const AdamwConstants &c, float *__restrict p, const float *__restrict g,
                   float *__restrict m, float *__restrict v) {
     const __m128 keep = _mm_set1_ps(c.keep), b1 = _mm_set1_ps(c.b1), omb1 = _mm_set1_ps(c.one_minus_b1),
                  b2 = _mm_set1_ps(c.b2), omb2 = _mm_set1_ps(c.one_minus_b2), root = _mm_set1_ps(c.root_bc2),
@@ -75,7 +75,7 @@ int64_t adamw_sse(int64_t e, int64_t n, const adamw_constants &c, float *__restr
 // in float is the correctly rounded root, the value the elementwise sqrt gives (computed in
 // double and rounded once: double has more than 2 * 24 + 2 bits).
 template <bool HasState, bool Decays>
-void adamw(int64_t n, const adamw_constants &c, float *__restrict p, const float *__restrict g, float *__restrict m,
+void adamw(int64_t n, const AdamwConstants &c, float *__restrict p, const float *__restrict g, float *__restrict m,
            float *__restrict v) {
     int64_t e = 0;
 #if defined(__x86_64__)
@@ -100,12 +100,12 @@ void adamw(int64_t n, const adamw_constants &c, float *__restrict p, const float
 
 // One SGD step with momentum: no division or root, so the compiler vectorises it for each
 // instruction set (TF_CPU_ISA_DISPATCH).
-struct sgd_constants {
+struct SgdConstants {
     float lr, momentum, weight_decay;
 };
 
 template <bool HasState, bool Decays, bool Nesterov>
-[[gnu::always_inline]] inline void sgd_body(int64_t n, const sgd_constants &c, float *__restrict p,
+[[gnu::always_inline]] inline void sgd_body(int64_t n, const SgdConstants &c, float *__restrict p,
                                             const float *__restrict g, float *__restrict buf) {
     for (int64_t e = 0; e < n; ++e) {
         float d = g[e];
@@ -120,25 +120,25 @@ template <bool HasState, bool Decays, bool Nesterov>
 }
 
 template <bool HasState, bool Decays, bool Nesterov>
-void sgd(int64_t n, const sgd_constants &c, float *p, const float *g, float *buf) {
+void sgd(int64_t n, const SgdConstants &c, float *p, const float *g, float *buf) {
 #if defined(__x86_64__)
-    struct isa {
-        static void generic(int64_t n, const sgd_constants &c, float *p, const float *g, float *buf) {
+    struct Isa {
+        static void generic(int64_t n, const SgdConstants &c, float *p, const float *g, float *buf) {
             sgd_body<HasState, Decays, Nesterov>(n, c, p, g, buf);
         }
-        [[gnu::target("avx2")]] static void avx2(int64_t n, const sgd_constants &c, float *p, const float *g,
+        [[gnu::target("avx2")]] static void avx2(int64_t n, const SgdConstants &c, float *p, const float *g,
                                                  float *buf) {
             sgd_body<HasState, Decays, Nesterov>(n, c, p, g, buf);
         }
-        [[gnu::target("avx512f")]] static void avx512(int64_t n, const sgd_constants &c, float *p, const float *g,
+        [[gnu::target("avx512f")]] static void avx512(int64_t n, const SgdConstants &c, float *p, const float *g,
                                                       float *buf) {
             sgd_body<HasState, Decays, Nesterov>(n, c, p, g, buf);
         }
     };
     const int level = isa_level();
-    if (level == 2) isa::avx512(n, c, p, g, buf);
-    else if (level == 1) isa::avx2(n, c, p, g, buf);
-    else isa::generic(n, c, p, g, buf);
+    if (level == 2) Isa::avx512(n, c, p, g, buf);
+    else if (level == 1) Isa::avx2(n, c, p, g, buf);
+    else Isa::generic(n, c, p, g, buf);
 #else
     sgd_body<HasState, Decays, Nesterov>(n, c, p, g, buf);
 #endif
@@ -188,7 +188,7 @@ tf_status run_optim(const tf_op_desc &op, tf_error *err) {
     float *p = f32_at(op.outputs[0]);
     if (op.op == TF_OP_ADAMW_STEP) {
         const auto &k = *static_cast<const tf_params_adamw_step *>(op.params);
-        const adamw_constants c{static_cast<float>(k.decay), static_cast<float>(k.beta1),
+        const AdamwConstants c{static_cast<float>(k.decay), static_cast<float>(k.beta1),
                                 static_cast<float>(k.one_minus_beta1), static_cast<float>(k.beta2),
                                 static_cast<float>(k.one_minus_beta2), static_cast<float>(k.root_bias_correction2),
                                 static_cast<float>(k.eps), static_cast<float>(k.step_size)};
@@ -200,7 +200,7 @@ tf_status run_optim(const tf_op_desc &op, tf_error *err) {
         return TF_STATUS_OK;
     }
     const auto &k = *static_cast<const tf_params_sgd_step *>(op.params);
-    const sgd_constants c{static_cast<float>(k.lr), static_cast<float>(k.momentum), static_cast<float>(k.weight_decay)};
+    const SgdConstants c{static_cast<float>(k.lr), static_cast<float>(k.momentum), static_cast<float>(k.weight_decay)};
     float *buf = f32_at(op.outputs[1]);
     const int which = (k.has_state ? 4 : 0) | (k.decays ? 2 : 0) | (k.nesterov ? 1 : 0);
     switch (which) {

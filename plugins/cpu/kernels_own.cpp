@@ -179,26 +179,29 @@ tf_status check_rope(const tf_op_desc &op, tf_error *err) {
     return check_same_dtype(name, {&x, &y}, err);
 }
 
-// attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] -> [..., Tq, Dv],
-// one batch shape for all five (the core expands them to it).
+// attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] or absent ->
+// [..., Tq, Dv], one batch shape for all five (the core expands them to it).
 tf_status check_attention(const tf_op_desc &op, tf_error *err) {
     const char *name = op_name(op.op);
     if (tf_status s = check_call(op, 4, sizeof(tf_params_attention), err); s != TF_STATUS_OK) return s;
     const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
     const tf_tensor_desc &out = op.outputs[0];
+    const bool masked = !is_absent(m);
     const int r = q.rank;
-    bool ok = r >= 2 && k.rank == r && v.rank == r && m.rank == r && out.rank == r;
+    bool ok = r >= 2 && k.rank == r && v.rank == r && (!masked || m.rank == r) && out.rank == r;
     for (int i = 0; ok && i < r - 2; ++i)
-        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && m.shape[i] == q.shape[i] &&
+        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && (!masked || m.shape[i] == q.shape[i]) &&
              out.shape[i] == q.shape[i];
     ok = ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] &&
-         m.shape[r - 2] == q.shape[r - 2] && m.shape[r - 1] == k.shape[r - 2] && out.shape[r - 2] == q.shape[r - 2] &&
-         out.shape[r - 1] == v.shape[r - 1];
+         (!masked || (m.shape[r - 2] == q.shape[r - 2] && m.shape[r - 1] == k.shape[r - 2])) &&
+         out.shape[r - 2] == q.shape[r - 2] && out.shape[r - 1] == v.shape[r - 1];
     if (!ok)
         return fail(err, TF_STATUS_INVALID_ARGUMENT,
                     "%s: q %s, k %s, v %s, mask %s and output %s do not form [..., Tq, D], [..., Tk, D], "
                     "[..., Tk, Dv], [..., Tq, Tk] -> [..., Tq, Dv]",
-                    name, shape_of(q).text, shape_of(k).text, shape_of(v).text, shape_of(m).text, shape_of(out).text);
+                    name, shape_of(q).text, shape_of(k).text, shape_of(v).text, masked ? shape_of(m).text : "absent",
+                    shape_of(out).text);
+    if (!masked) return check_same_dtype(name, {&q, &k, &v, &out}, err);
     return check_same_dtype(name, {&q, &k, &v, &m, &out}, err);
 }
 
@@ -260,8 +263,8 @@ tf_status check_one_hot(const tf_op_desc &op, tf_error *err) {
 
 
 // Dense row-major f32 memory with d's shape, as a walk sees it.
-view dense_view(const tf_tensor_desc &d, float *data) {
-    view v{reinterpret_cast<char *>(data), {}};
+View dense_view(const tf_tensor_desc &d, float *data) {
+    View v{reinterpret_cast<char *>(data), {}};
     int64_t stride = static_cast<int64_t>(sizeof(float));
     for (int i = d.rank - 1; i >= 0; --i) {
         v.strides[i] = stride;
@@ -282,26 +285,26 @@ bool dense_f32(const tf_tensor_desc &d) {
     return (reinterpret_cast<uintptr_t>(d.data) + d.offset) % alignof(float) == 0;
 }
 
-f32_input::f32_input(const tf_tensor_desc &d) : data_(nullptr) {
+F32Input::F32Input(const tf_tensor_desc &d) : data_(nullptr) {
     if (numel(d) == 0) return;
     if (dense_f32(d)) {
         data_ = reinterpret_cast<const float *>(static_cast<const char *>(d.data) + d.offset);
         return;
     }
     copy_.resize(static_cast<size_t>(numel(d)));
-    const view dst = dense_view(d, copy_.data());
+    const View dst = dense_view(d, copy_.data());
     with_float_dtype(d.dtype, [&](auto tag) {
-        using tr = traits<decltype(tag)>;
+        using Tr = Traits<decltype(tag)>;
         walk<2>(d.rank, d.shape, {dst, view_of(d)}, [&](char *const *p, int64_t n, const int64_t *step) {
             if (step[0] == sizeof(float) && load_f32_run(d.dtype, p[1], step[1], reinterpret_cast<float *>(p[0]), n))
                 return;
-            for (int64_t i = 0; i < n; ++i) traits<float>::store(p[0] + i * step[0], tr::load(p[1] + i * step[1]));
+            for (int64_t i = 0; i < n; ++i) Traits<float>::store(p[0] + i * step[0], Tr::load(p[1] + i * step[1]));
         });
     });
     data_ = copy_.data();
 }
 
-f32_output::f32_output(const tf_tensor_desc &d) : desc_(d), data_(nullptr) {
+F32Output::F32Output(const tf_tensor_desc &d) : desc_(d), data_(nullptr) {
     if (numel(d) == 0) return;
     if (dense_f32(d)) {
         data_ = reinterpret_cast<float *>(static_cast<char *>(d.data) + d.offset);
@@ -311,16 +314,16 @@ f32_output::f32_output(const tf_tensor_desc &d) : desc_(d), data_(nullptr) {
     data_ = scratch_.data();
 }
 
-void f32_output::finish() {
+void F32Output::finish() {
     if (scratch_.empty()) return;
-    const view src = dense_view(desc_, scratch_.data());
+    const View src = dense_view(desc_, scratch_.data());
     with_float_dtype(desc_.dtype, [&](auto tag) {
-        using tr = traits<decltype(tag)>;
+        using Tr = Traits<decltype(tag)>;
         walk<2>(desc_.rank, desc_.shape, {view_of(desc_), src}, [&](char *const *p, int64_t n, const int64_t *step) {
             if (step[1] == sizeof(float) &&
                 store_f32_run(desc_.dtype, reinterpret_cast<const float *>(p[1]), p[0], step[0], n))
                 return;
-            for (int64_t i = 0; i < n; ++i) tr::store(p[0] + i * step[0], traits<float>::load(p[1] + i * step[1]));
+            for (int64_t i = 0; i < n; ++i) Tr::store(p[0] + i * step[0], Traits<float>::load(p[1] + i * step[1]));
         });
     });
 }
@@ -329,9 +332,9 @@ std::vector<int64_t> load_indices(const tf_tensor_desc &d) {
     std::vector<int64_t> values;
     values.reserve(static_cast<size_t>(numel(d)));
     auto read = [&](auto tag) {
-        using tr = traits<decltype(tag)>;
+        using Tr = Traits<decltype(tag)>;
         walk<1>(d.rank, d.shape, {view_of(d)}, [&](char *const *p, int64_t n, const int64_t *step) {
-            for (int64_t i = 0; i < n; ++i) values.push_back(static_cast<int64_t>(tr::load(p[0] + i * step[0])));
+            for (int64_t i = 0; i < n; ++i) values.push_back(static_cast<int64_t>(Tr::load(p[0] + i * step[0])));
         });
     };
     if (d.dtype == TF_DTYPE_I32) read(int32_t{});
@@ -340,7 +343,7 @@ std::vector<int64_t> load_indices(const tf_tensor_desc &d) {
 }
 
 std::vector<int64_t> leading_offsets(const tf_tensor_desc &d, int axes) {
-    const view v = view_of(d);
+    const View v = view_of(d);
     int64_t count = 1;
     for (int i = 0; i < axes; ++i) count *= d.shape[i];
     std::vector<int64_t> offsets(static_cast<size_t>(count));

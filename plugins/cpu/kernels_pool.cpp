@@ -21,23 +21,23 @@
 namespace tf_cpu {
 namespace {
 
-struct pool_geometry {
+struct PoolGeometry {
     int64_t planes, h, w, oh, ow;
     int64_t kh, kw, sh, sw, ph, pw;
     bool count_include_pad;
 };
 
-pool_geometry geometry(const tf_tensor_desc &x, const tf_tensor_desc &y, const tf_params_pool2d &p) {
+PoolGeometry geometry(const tf_tensor_desc &x, const tf_tensor_desc &y, const tf_params_pool2d &p) {
     return {x.shape[0] * x.shape[1], x.shape[2], x.shape[3], y.shape[2], y.shape[3], p.kernel[0], p.kernel[1],
             p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.count_include_pad != 0};
 }
 
 // The part of a window that lies inside the input: rows [y0, y1), columns [x0, x1).
-struct window {
+struct Window {
     int64_t y0, y1, x0, x1;
 };
 
-inline window window_at(const pool_geometry &g, int64_t oy, int64_t ox) {
+inline Window window_at(const PoolGeometry &g, int64_t oy, int64_t ox) {
     const int64_t top = oy * g.sh - g.ph, left = ox * g.sw - g.pw;
     const int64_t y0 = std::max<int64_t>(top, 0), x0 = std::max<int64_t>(left, 0);
     return {y0, std::max(y0, std::min(top + g.kh, g.h)), x0, std::max(x0, std::min(left + g.kw, g.w))};
@@ -48,7 +48,7 @@ inline window window_at(const pool_geometry &g, int64_t oy, int64_t ox) {
 // in window order (row by row) for all windows of the row at once, so the windows' compare
 // chains are independent; the selects are branch-free, since with real data "v > best" is a
 // coin flip no predictor learns.
-void row_argmax(const pool_geometry &g, const float *plane, int64_t oy, float *best, int64_t *best_at) {
+void row_argmax(const PoolGeometry &g, const float *plane, int64_t oy, float *best, int64_t *best_at) {
     std::fill(best, best + g.ow, -INFINITY);
     std::fill(best_at, best_at + g.ow, int64_t{-1});
     for (int64_t i = 0; i < g.kh; ++i) {
@@ -77,7 +77,7 @@ void row_argmax(const pool_geometry &g, const float *plane, int64_t oy, float *b
 // The common 2x2 window with stride 2 and no padding (every window whole, none overlapping) has
 // its own kernels below: the four taps in window order with row_argmax's rule, without the
 // general bookkeeping, reading and writing the planes in order.
-bool is_2x2(const pool_geometry &g) {
+bool is_2x2(const PoolGeometry &g) {
     return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && 2 * g.oh <= g.h &&
            2 * g.ow <= g.w;
 }
@@ -195,7 +195,7 @@ TF_AVX2 inline void windows_backward_8(const float *a, const float *c, const flo
 // order: four windows per step with SSE2 on x86-64. A last group that does not fit ends at the
 // row's end and overlaps the one before (a window computed twice gives the same bits): a scalar
 // or padded-copy tail costs more than the vector work on the 7- and 14-wide rows of the example.
-void row_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *best) {
+void row_max_2x2(const PoolGeometry &g, const float *plane, int64_t oy, float *best) {
     const float *a = plane + 2 * oy * g.w, *c = a + g.w;
 #if defined(__x86_64__)
     if (g.ow >= 4) {
@@ -219,7 +219,7 @@ void row_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *
 // dx for the rows 2 oy and 2 oy + 1 of a 2x2 stride-2 pool, written rather than accumulated:
 // the windows do not overlap, so each element gets its window's gradient or 0. Columns past
 // 2 OW, which no window reads, get 0. Groups of four as in row_max_2x2, the last one overlapping.
-void rows_backward_2x2(const pool_geometry &g, const float *plane, const float *grad, int64_t oy, float *dx) {
+void rows_backward_2x2(const PoolGeometry &g, const float *plane, const float *grad, int64_t oy, float *dx) {
     const int64_t r0 = 2 * oy * g.w;
     const float *a = plane + r0, *c = a + g.w;
     float *da = dx + r0, *dc = da + g.w;
@@ -251,7 +251,7 @@ void rows_backward_2x2(const pool_geometry &g, const float *plane, const float *
 }
 
 #if defined(__x86_64__)
-TF_AVX2 void row_pair_max_avx2(const pool_geometry &g, const float *plane, int64_t oy, float *best) {
+TF_AVX2 void row_pair_max_avx2(const PoolGeometry &g, const float *plane, int64_t oy, float *best) {
     const float *a = plane + 2 * oy * g.w, *c = a + g.w, *a2 = c + g.w, *c2 = a2 + g.w;
     for (int64_t ox = 0; ox < g.ow; ox += 4) {
         const int64_t at = std::min(ox, g.ow - 4), x = 2 * at;
@@ -259,7 +259,7 @@ TF_AVX2 void row_pair_max_avx2(const pool_geometry &g, const float *plane, int64
     }
 }
 
-TF_AVX2 void rows_pair_backward_avx2(const pool_geometry &g, const float *plane, const float *grad, int64_t oy,
+TF_AVX2 void rows_pair_backward_avx2(const PoolGeometry &g, const float *plane, const float *grad, int64_t oy,
                                      float *dx) {
     const int64_t r0 = 2 * oy * g.w;
     const float *a = plane + r0, *c = a + g.w, *a2 = c + g.w, *c2 = a2 + g.w;
@@ -275,7 +275,7 @@ TF_AVX2 void rows_pair_backward_avx2(const pool_geometry &g, const float *plane,
 
 // Whether the 2x2 kernels take output rows two at a time: AVX2, and rows of four windows or
 // more (shorter ones take row_max_2x2's scalar loop).
-bool row_pairs(const pool_geometry &g) {
+bool row_pairs(const PoolGeometry &g) {
 #if defined(__x86_64__)
     return isa_level() >= 1 && g.ow >= 4;
 #else
@@ -285,7 +285,7 @@ bool row_pairs(const pool_geometry &g) {
 }
 
 // row_max_2x2 of output rows oy and oy + 1 at once, where row_pairs(g).
-void row_pair_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, float *best) {
+void row_pair_max_2x2(const PoolGeometry &g, const float *plane, int64_t oy, float *best) {
 #if defined(__x86_64__)
     row_pair_max_avx2(g, plane, oy, best);
 #else
@@ -294,7 +294,7 @@ void row_pair_max_2x2(const pool_geometry &g, const float *plane, int64_t oy, fl
 }
 
 // rows_backward_2x2 of output rows oy and oy + 1 at once, where row_pairs(g).
-void rows_pair_backward_2x2(const pool_geometry &g, const float *plane, const float *grad, int64_t oy, float *dx) {
+void rows_pair_backward_2x2(const PoolGeometry &g, const float *plane, const float *grad, int64_t oy, float *dx) {
 #if defined(__x86_64__)
     rows_pair_backward_avx2(g, plane, grad, oy, dx);
 #else
@@ -304,9 +304,9 @@ void rows_pair_backward_2x2(const pool_geometry &g, const float *plane, const fl
 
 // Planes per task of the pool's threads: each plane's output is its own, so any split gives the
 // same bits.
-int64_t plane_tasks(const pool_geometry &g) { return split_count(g.planes * g.h * g.w, 1 << 15); }
+int64_t plane_tasks(const PoolGeometry &g) { return split_count(g.planes * g.h * g.w, 1 << 15); }
 
-double divisor_of(const pool_geometry &g, const window &win) {
+double divisor_of(const PoolGeometry &g, const Window &win) {
     if (g.count_include_pad) return static_cast<double>(g.kh * g.kw);
     return static_cast<double>((win.y1 - win.y0) * (win.x1 - win.x0));
 }
@@ -318,9 +318,9 @@ const tf_params_pool2d &params_of(const tf_op_desc &op) { return *static_cast<co
 tf_status run_max_pool2d(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &xd = op.inputs[0], &yd = op.outputs[0];
     if (numel(yd) == 0) return TF_STATUS_OK;
-    const pool_geometry g = geometry(xd, yd, params_of(op));
-    const f32_input x(xd);
-    f32_output y(yd);
+    const PoolGeometry g = geometry(xd, yd, params_of(op));
+    const F32Input x(xd);
+    F32Output y(yd);
     const int64_t tasks = plane_tasks(g), per = (g.planes + tasks - 1) / tasks;
     const bool fast = is_2x2(g), pairs = fast && row_pairs(g);
     parallel_for((g.planes + per - 1) / per, [&](int64_t t) {
@@ -346,9 +346,9 @@ tf_status run_max_pool2d(const tf_op_desc &op, tf_error *) {
 tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &dyd = op.inputs[0], &xd = op.inputs[1], &dxd = op.outputs[0];
     if (numel(dxd) == 0) return TF_STATUS_OK;
-    const pool_geometry g = geometry(xd, dyd, params_of(op));
-    const f32_input dy(dyd), x(xd);
-    f32_output dx(dxd);
+    const PoolGeometry g = geometry(xd, dyd, params_of(op));
+    const F32Input dy(dyd), x(xd);
+    F32Output dx(dxd);
     const int64_t tasks = plane_tasks(g), per = (g.planes + tasks - 1) / tasks;
     const bool fast = is_2x2(g), pairs = fast && row_pairs(g);
     parallel_for((g.planes + per - 1) / per, [&](int64_t t) {
@@ -390,15 +390,15 @@ tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *) {
 tf_status run_avg_pool2d(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &xd = op.inputs[0], &yd = op.outputs[0];
     if (numel(yd) == 0) return TF_STATUS_OK;
-    const pool_geometry g = geometry(xd, yd, params_of(op));
-    const f32_input x(xd);
-    f32_output y(yd);
+    const PoolGeometry g = geometry(xd, yd, params_of(op));
+    const F32Input x(xd);
+    F32Output y(yd);
     for (int64_t pl = 0; pl < g.planes; ++pl) {
         const float *plane = x.data() + pl * g.h * g.w;
         float *out = y.data() + pl * g.oh * g.ow;
         for (int64_t oy = 0; oy < g.oh; ++oy)
             for (int64_t ox = 0; ox < g.ow; ++ox) {
-                const window win = window_at(g, oy, ox);
+                const Window win = window_at(g, oy, ox);
                 double sum = 0;
                 for (int64_t iy = win.y0; iy < win.y1; ++iy)
                     for (int64_t ix = win.x0; ix < win.x1; ++ix) sum += plane[iy * g.w + ix];
@@ -412,16 +412,16 @@ tf_status run_avg_pool2d(const tf_op_desc &op, tf_error *) {
 tf_status run_avg_pool2d_backward(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &dyd = op.inputs[0], &dxd = op.outputs[0];
     if (numel(dxd) == 0) return TF_STATUS_OK;
-    const pool_geometry g = geometry(dxd, dyd, params_of(op));
-    const f32_input dy(dyd);
-    f32_output dx(dxd);
+    const PoolGeometry g = geometry(dxd, dyd, params_of(op));
+    const F32Input dy(dyd);
+    F32Output dx(dxd);
     std::fill(dx.data(), dx.data() + numel(dxd), 0.0f);
     for (int64_t pl = 0; pl < g.planes; ++pl) {
         const float *grad = dy.data() + pl * g.oh * g.ow;
         float *out = dx.data() + pl * g.h * g.w;
         for (int64_t oy = 0; oy < g.oh; ++oy)
             for (int64_t ox = 0; ox < g.ow; ++ox) {
-                const window win = window_at(g, oy, ox);
+                const Window win = window_at(g, oy, ox);
                 const auto share = static_cast<float>(grad[oy * g.ow + ox] / divisor_of(g, win));
                 for (int64_t iy = win.y0; iy < win.y1; ++iy)
                     for (int64_t ix = win.x0; ix < win.x1; ++ix) out[iy * g.w + ix] += share;

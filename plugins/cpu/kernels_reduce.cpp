@@ -28,7 +28,7 @@ namespace {
 // Floats accumulate in double, integers in uint64_t (wrapping, then truncated to the output
 // type: the same bits as summing in the output type with wraparound).
 template <class T>
-using accumulator = std::conditional_t<std::is_same_v<typename traits<T>::compute, float>, double, uint64_t>;
+using Accumulator = std::conditional_t<std::is_same_v<typename Traits<T>::Compute, float>, double, uint64_t>;
 
 // Calls reduce(out_element, each) once per output element (reduced axes have size 1 in the output);
 // each(fn) calls fn(input_element) for that output element's inputs in row-major order.
@@ -36,10 +36,10 @@ template <class Reduce>
 void for_each_output(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, Reduce &&reduce) {
     int64_t inner_shape[TF_MAX_RANK];
     for (int i = 0; i < in.rank; ++i) inner_shape[i] = (axes_mask >> i & 1) ? in.shape[i] : 1;
-    const view in_view = view_of(in);
+    const View in_view = view_of(in);
     walk<2>(out.rank, out.shape, {view_of(out), in_view}, [&](char *const *p, int64_t n, const int64_t *step) {
         for (int64_t i = 0; i < n; ++i) {
-            view first = in_view;
+            View first = in_view;
             first.base = p[1] + i * step[1];
             auto each = [&](auto &&fn) {
                 walk<1>(in.rank, inner_shape, {first}, [&](char *const *q, int64_t m, const int64_t *qstep) {
@@ -65,18 +65,18 @@ constexpr int64_t k_lockstep_outputs = int64_t{1} << 16;
 // acc[g] = the sum, in row-major order, of output element g's inputs; finish(dst, acc) stores it.
 template <class T, class Finish>
 bool sum_lockstep(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, Finish finish) {
-    using tr = traits<T>;
-    using acc_t = accumulator<T>;
+    using Tr = Traits<T>;
+    using Acc = Accumulator<T>;
     const int64_t outputs = numel(out);
     if (outputs < 2 || outputs > k_lockstep_outputs) return false;
     int64_t inner_shape[TF_MAX_RANK];
     for (int i = 0; i < in.rank; ++i) inner_shape[i] = (axes_mask >> i & 1) ? in.shape[i] : 1;
-    const view in_view = view_of(in);
-    struct element {
+    const View in_view = view_of(in);
+    struct Element {
         char *dst;
         const char *first;
     };
-    std::vector<element> elements;
+    std::vector<Element> elements;
     elements.reserve(static_cast<size_t>(outputs));
     walk<2>(out.rank, out.shape, {view_of(out), in_view}, [&](char *const *p, int64_t n, const int64_t *step) {
         for (int64_t i = 0; i < n; ++i) elements.push_back({p[0] + i * step[0], p[1] + i * step[1]});
@@ -85,22 +85,22 @@ bool sum_lockstep(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t 
     const int64_t tasks = std::min(groups, split_count(numel(in), int64_t{1} << 15));
     parallel_for(tasks, [&](int64_t t) {
         for (int64_t grp = groups * t / tasks; grp < groups * (t + 1) / tasks; ++grp) {
-            const element *e = elements.data() + grp * k_lanes;
+            const Element *e = elements.data() + grp * k_lanes;
             const int64_t lanes = std::min(k_lanes, outputs - grp * k_lanes);
-            acc_t acc[k_lanes] = {};
-            view first = in_view;
+            Acc acc[k_lanes] = {};
+            View first = in_view;
             first.base = const_cast<char *>(e[0].first);
             walk<1>(in.rank, inner_shape, {first}, [&](char *const *q, int64_t m, const int64_t *qstep) {
                 const intptr_t off = q[0] - e[0].first;
                 if (lanes == k_lanes) {
                     for (int64_t j = 0; j < m; ++j)
                         for (int64_t g = 0; g < k_lanes; ++g)
-                            acc[g] += static_cast<acc_t>(tr::load(e[g].first + off + j * qstep[0]));
+                            acc[g] += static_cast<Acc>(Tr::load(e[g].first + off + j * qstep[0]));
                     return;
                 }
                 for (int64_t j = 0; j < m; ++j)
                     for (int64_t g = 0; g < lanes; ++g)
-                        acc[g] += static_cast<acc_t>(tr::load(e[g].first + off + j * qstep[0]));
+                        acc[g] += static_cast<Acc>(Tr::load(e[g].first + off + j * qstep[0]));
             });
             for (int64_t g = 0; g < lanes; ++g) finish(e[g].dst, acc[g]);
         }
@@ -121,11 +121,11 @@ int64_t reduced_count(const tf_tensor_desc &in, uint32_t axes_mask) {
 constexpr int64_t k_chunk = int64_t{1} << 14;
 
 // A dense f32 reduction seen as [A, C, B], A and B reduced and C kept.
-struct blocks {
+struct Blocks {
     int64_t a = 1, c = 1, b = 1;
 };
 
-bool as_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, blocks &s) {
+bool as_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, Blocks &s) {
     if (numel(in) == 0 || !dense_f32(in) || !dense_f32(out)) return false;
     int group = 0;  // 0: leading reduced axes, 1: kept axes, 2: trailing reduced axes
     for (int i = 0; i < in.rank; ++i) {
@@ -154,7 +154,7 @@ TF_CPU_ISA_DISPATCH(chunk_sums, (const float *x, int64_t n, int64_t first, int64
                     (x, n, first, last, partial))
 
 // acc[c - lo] = the sum over a of the chunked lane sums of run (a, c), for kept indices [lo, hi).
-[[gnu::always_inline]] inline void block_sums_body(const float *x, blocks s, int64_t lo, int64_t hi, double *acc) {
+[[gnu::always_inline]] inline void block_sums_body(const float *x, Blocks s, int64_t lo, int64_t hi, double *acc) {
     std::fill(acc, acc + (hi - lo), 0.0);
     if (s.b == 1) {  // runs of one element: add rows of the kept block, vectorized along it
         for (int64_t a = 0; a < s.a; ++a) {
@@ -174,11 +174,11 @@ TF_CPU_ISA_DISPATCH(chunk_sums, (const float *x, int64_t n, int64_t first, int64
             acc[c - lo] += total;
         }
 }
-TF_CPU_ISA_DISPATCH(block_sums, (const float *x, blocks s, int64_t lo, int64_t hi, double *acc),
+TF_CPU_ISA_DISPATCH(block_sums, (const float *x, Blocks s, int64_t lo, int64_t hi, double *acc),
                     (x, s, lo, hi, acc))
 
 // out[c] = (sum of run c) / divisor, rounded once to f32.
-void sum_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, blocks s, double divisor) {
+void sum_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, Blocks s, double divisor) {
     const float *x = reinterpret_cast<const float *>(static_cast<const char *>(in.data) + in.offset);
     float *y = reinterpret_cast<float *>(static_cast<char *>(out.data) + out.offset);
     const int64_t work = s.a * s.b * s.c;
@@ -207,45 +207,45 @@ void sum_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, blocks s, d
 
 template <class T>
 void sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask) {
-    using tr = traits<T>;
-    using acc_t = accumulator<T>;
-    auto store = [](char *dst, acc_t acc) { tr::store_wide(dst, static_cast<typename tr::wide>(acc)); };
+    using Tr = Traits<T>;
+    using Acc = Accumulator<T>;
+    auto store = [](char *dst, Acc acc) { Tr::store_wide(dst, static_cast<typename Tr::Wide>(acc)); };
     if (sum_lockstep<T>(in, out, axes_mask, store)) return;
     for_each_output(in, out, axes_mask, [](char *dst, auto &&each) {
-        acc_t acc = 0;
-        each([&](const char *x) { acc += static_cast<acc_t>(tr::load(x)); });
+        Acc acc = 0;
+        each([&](const char *x) { acc += static_cast<Acc>(Tr::load(x)); });
         // From the accumulator in one rounding (double -> f16 directly, not via float).
-        tr::store_wide(dst, static_cast<typename tr::wide>(acc));
+        Tr::store_wide(dst, static_cast<typename Tr::Wide>(acc));
     });
 }
 
 template <class T>
 void mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask) {
-    using tr = traits<T>;
+    using Tr = Traits<T>;
     const auto n = static_cast<double>(reduced_count(in, axes_mask));
-    if (sum_lockstep<T>(in, out, axes_mask, [n](char *dst, double acc) { tr::store_wide(dst, acc / n); })) return;
+    if (sum_lockstep<T>(in, out, axes_mask, [n](char *dst, double acc) { Tr::store_wide(dst, acc / n); })) return;
     for_each_output(in, out, axes_mask, [n](char *dst, auto &&each) {
         double acc = 0;
-        each([&](const char *x) { acc += static_cast<double>(tr::load(x)); });
-        tr::store_wide(dst, acc / n);
+        each([&](const char *x) { acc += static_cast<double>(Tr::load(x)); });
+        Tr::store_wide(dst, acc / n);
     });
 }
 
 template <class T>
 void var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double correction) {
-    using tr = traits<T>;
+    using Tr = Traits<T>;
     const auto n = static_cast<double>(reduced_count(in, axes_mask));
     const double divisor = std::max(n - correction, 0.0);
     for_each_output(in, out, axes_mask, [n, divisor](char *dst, auto &&each) {
         double total = 0;
-        each([&](const char *x) { total += static_cast<double>(tr::load(x)); });
+        each([&](const char *x) { total += static_cast<double>(Tr::load(x)); });
         const double mean = total / n;
         double squares = 0;
         each([&](const char *x) {
-            const double d = static_cast<double>(tr::load(x)) - mean;
+            const double d = static_cast<double>(Tr::load(x)) - mean;
             squares += d * d;
         });
-        tr::store_wide(dst, squares / divisor);
+        Tr::store_wide(dst, squares / divisor);
     });
 }
 
@@ -253,17 +253,17 @@ void var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask
 // reductions for max and min).
 template <class T, bool Max>
 void extreme(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask) {
-    using tr = traits<T>;
-    using C = typename tr::compute;
+    using Tr = Traits<T>;
+    using C = typename Tr::Compute;
     for_each_output(in, out, axes_mask, [](char *dst, auto &&each) {
         bool first = true;
         C acc{};
         each([&](const char *p) {
-            const C x = tr::load(p);
+            const C x = Tr::load(p);
             acc = first ? x : Max ? maximum_of(acc, x) : minimum_of(acc, x);
             first = false;
         });
-        tr::store(dst, acc);
+        Tr::store(dst, acc);
     });
 }
 
@@ -279,24 +279,24 @@ bool beats(C x, C best) {
 
 template <class T, bool Max>
 void arg(const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis) {
-    using tr = traits<T>;
-    using C = typename tr::compute;
+    using Tr = Traits<T>;
+    using C = typename Tr::Compute;
     const int64_t n = in.shape[axis];
-    const view in_view = view_of(in);
+    const View in_view = view_of(in);
     const int64_t along = in_view.strides[axis];
     walk<2>(out.rank, out.shape, {view_of(out), in_view}, [&](char *const *p, int64_t count, const int64_t *step) {
         for (int64_t i = 0; i < count; ++i) {
             const char *first = p[1] + i * step[1];
-            C best = tr::load(first);
+            C best = Tr::load(first);
             int64_t index = 0;
             for (int64_t j = 1; j < n; ++j) {
-                const C x = tr::load(first + j * along);
+                const C x = Tr::load(first + j * along);
                 if (beats<Max>(x, best)) {
                     best = x;
                     index = j;
                 }
             }
-            traits<int64_t>::store(p[0] + i * step[0], index);
+            Traits<int64_t>::store(p[0] + i * step[0], index);
         }
     });
 }
@@ -304,7 +304,7 @@ void arg(const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis) {
 }  // namespace
 
 tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
-    if (blocks s; as_blocks(in, out, axes_mask, s)) {
+    if (Blocks s; as_blocks(in, out, axes_mask, s)) {
         sum_blocks(in, out, s, 1.0);
         return TF_STATUS_OK;
     }
@@ -314,7 +314,7 @@ tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t 
 }
 
 tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
-    if (blocks s; as_blocks(in, out, axes_mask, s)) {
+    if (Blocks s; as_blocks(in, out, axes_mask, s)) {
         sum_blocks(in, out, s, static_cast<double>(reduced_count(in, axes_mask)));
         return TF_STATUS_OK;
     }

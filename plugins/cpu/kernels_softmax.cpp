@@ -50,8 +50,8 @@ tf_status run_softmax(const tf_op_desc &op, tf_error *) {
     for (int i = 0; i < axis; ++i) outer *= xd.shape[i];
     for (int i = axis + 1; i < xd.rank; ++i) inner *= xd.shape[i];
     const int64_t len = xd.shape[axis];
-    const f32_input x(xd);
-    f32_output y(yd);
+    const F32Input x(xd);
+    F32Output y(yd);
     if (inner == 1) {
         const int64_t tasks = split_count(outer * len, int64_t{1} << 15);
         parallel_for(tasks, [&](int64_t t) {
@@ -103,8 +103,8 @@ tf_status run_cross_entropy(const tf_op_desc &op, tf_error *err) {
                         ") (ignore_index %" PRId64 ")",
                         label, r, classes, p.ignore_index);
     }
-    const f32_input x(logits);
-    f32_output loss(out);
+    const F32Input x(logits);
+    F32Output loss(out);
     double total = 0;
     int64_t counted = 0;
     for (int64_t r = 0; r < rows; ++r) {

@@ -42,7 +42,7 @@ namespace {
 // supports() passes need_data = false: the core asks it about descriptors without memory (the
 // tinyfin-info matrix, and whether a device tensor could fall back to cpu before copying it).
 tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_error *err) {
-    op_rule rule;
+    OpRule rule;
     if (tf_status s = check_call(op, &rule, err); s != TF_STATUS_OK) return s;
     const char *name = rule.name;
     if (device != 0) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: no cpu device %d (there is 1)", name, device);
@@ -56,20 +56,20 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
     const tf_tensor_desc &out = op->outputs[0];
     const tf_tensor_desc *in = op->inputs;
     switch (rule.kind) {
-    case op_kind::UNARY:
-    case op_kind::COPY:
+    case OpKind::UNARY:
+    case OpKind::COPY:
         if (!same_shape(in[0], out)) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input and output shapes differ", name);
         break;
-    case op_kind::BINARY:
-    case op_kind::COMPARE:
+    case OpKind::BINARY:
+    case OpKind::COMPARE:
         if (!same_shape(in[0], out) || !same_shape(in[1], out))
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: inputs are not broadcast to the output shape", name);
         break;
-    case op_kind::WHERE:
+    case OpKind::WHERE:
         if (!same_shape(in[0], out) || !same_shape(in[1], out) || !same_shape(in[2], out))
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: cond, a and b are not broadcast to the output shape", name);
         break;
-    case op_kind::REDUCE: {
+    case OpKind::REDUCE: {
         const uint32_t mask = reduce_axes_mask(*op);
         if (in[0].rank != out.rank || (mask >> in[0].rank) != 0)
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axes mask 0x%x does not fit rank %d -> %d", name, mask,
@@ -86,7 +86,7 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
                     return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: reduced axis %d has size 0", name, i);
         break;
     }
-    case op_kind::ARG: {
+    case OpKind::ARG: {
         const int32_t axis = static_cast<const tf_params_axis *>(op->params)->axis;
         if (axis < 0 || axis >= in[0].rank)
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is out of range for rank %d", name, axis, in[0].rank);
@@ -102,7 +102,7 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d has size 0", name, axis);
         break;
     }
-    case op_kind::MATMUL: {
+    case OpKind::MATMUL: {
         const tf_tensor_desc &a = in[0], &b = in[1];
         const int r = out.rank;
         bool ok = r >= 2 && a.rank == r && b.rank == r;
@@ -111,9 +111,9 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
         if (!ok) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes of a, b and out do not form [..., M, K] x [..., K, N] -> [..., M, N]", name);
         break;
     }
-    case op_kind::FILL:
+    case OpKind::FILL:
         break;
-    case op_kind::OWN:
+    case OpKind::OWN:
         // The OWN ops: kernels_nn.h checks their shapes, params and dtypes.
         return validate_own(*op, err);
     }
@@ -194,23 +194,23 @@ tf_status cpu_run(int32_t device, const tf_op_desc *op, tf_error *err) {
         if (tf_status s = validate(device, op, true, err); s != TF_STATUS_OK) return s;
         const tf_tensor_desc *in = op->inputs;
         const tf_tensor_desc &out = op->outputs[0];
-        op_rule rule{};
+        OpRule rule{};
         find_op_rule(op->op, &rule);
         // By kind (ops.def): each kind's kernel file switches on the op itself.
         switch (rule.kind) {
-        case op_kind::BINARY:
+        case OpKind::BINARY:
             return run_binary(op->op, in[0], in[1], out, err);
-        case op_kind::COMPARE:
+        case OpKind::COMPARE:
             return run_compare(op->op, in[0], in[1], out, err);
-        case op_kind::WHERE:
+        case OpKind::WHERE:
             return run_where(in[0], in[1], in[2], out, err);
-        case op_kind::UNARY:
+        case OpKind::UNARY:
             if (op->op == TF_OP_CLAMP) {
                 const auto &p = params_of<tf_params_clamp>(*op);
                 return run_clamp(in[0], out, p.min, p.max, err);
             }
             return run_unary(op->op, in[0], out, err);
-        case op_kind::REDUCE:
+        case OpKind::REDUCE:
             switch (op->op) {
             case TF_OP_SUM: return run_sum(in[0], out, reduce_axes_mask(*op), err);
             case TF_OP_MEAN: return run_mean(in[0], out, reduce_axes_mask(*op), err);
@@ -218,16 +218,16 @@ tf_status cpu_run(int32_t device, const tf_op_desc *op, tf_error *err) {
                 return run_var(in[0], out, reduce_axes_mask(*op), params_of<tf_params_var>(*op).correction, err);
             default: return run_extreme(op->op, in[0], out, reduce_axes_mask(*op), err);  // max, min
             }
-        case op_kind::ARG:
+        case OpKind::ARG:
             return run_arg(op->op, in[0], out, params_of<tf_params_axis>(*op).axis, err);
-        case op_kind::MATMUL:
+        case OpKind::MATMUL:
             return run_matmul(in[0], in[1], out, err);
-        case op_kind::COPY:
+        case OpKind::COPY:
             if (op->op == TF_OP_CAST) return run_cast(in[0], out, err);
             return run_contiguous(in[0], out, err);
-        case op_kind::FILL:
+        case OpKind::FILL:
             return run_fill(out, params_of<tf_params_fill>(*op).value, err);
-        case op_kind::OWN:
+        case OpKind::OWN:
             return run_own(*op, err);
         }
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", rule.name);

@@ -88,13 +88,13 @@ int threads_from_env() {
     return static_cast<int>(env_integer("TINYFIN_THREADS", 1, 1024, usable_cores(), "the cores this process may use"));
 }
 
-class pool {
+class ThreadPool {
 public:
-    explicit pool(int threads) : threads_(threads) {
+    explicit ThreadPool(int threads) : threads_(threads) {
         workers_.reserve(static_cast<size_t>(threads - 1));
         for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
     }
-    ~pool() {
+    ~ThreadPool() {
         {
             std::lock_guard<std::mutex> l(m_);
             stop_ = true;
@@ -105,7 +105,7 @@ public:
     int threads() const { return threads_; }
 
     // Runs the job with the workers; false when another thread holds the pool (run inline then).
-    bool run(int64_t tasks, task_fn fn, void *ctx) {
+    bool run(int64_t tasks, TaskFn fn, void *ctx) {
         std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
         if (!busy.owns_lock()) return false;
         fn_ = fn;
@@ -185,7 +185,7 @@ private:
     bool stop_ = false;
     bool open_ = false;  // the posted job still takes workers (under m_)
     int joined_ = 0;     // workers inside the posted job's drain() (under m_)
-    task_fn fn_ = nullptr;
+    TaskFn fn_ = nullptr;
     void *ctx_ = nullptr;
     int64_t tasks_ = 0;
     std::atomic<int64_t> next_{0};
@@ -193,16 +193,16 @@ private:
 };
 
 std::mutex g_pool_mutex;
-std::atomic<pool *> g_pool{nullptr};
+std::atomic<ThreadPool *> g_pool{nullptr};
 std::atomic<int> g_threads{0};  // 0: not read yet
 
-pool *get_pool() {
-    pool *p = g_pool.load(std::memory_order_acquire);
+ThreadPool *get_pool() {
+    ThreadPool *p = g_pool.load(std::memory_order_acquire);
     if (p) return p;
     std::lock_guard<std::mutex> l(g_pool_mutex);
     p = g_pool.load(std::memory_order_relaxed);
     if (!p) {
-        p = new pool(thread_count());
+        p = new ThreadPool(thread_count());
         g_pool.store(p, std::memory_order_release);
     }
     return p;
@@ -210,20 +210,20 @@ pool *get_pool() {
 
 // ---- Scratch arenas --------------------------------------------------------------------------
 
-struct arena {
+struct Arena {
     float *data[k_slot_count] = {};
     size_t floats[k_slot_count] = {};
     size_t total = 0;  // floats held in all slots
-    arena *next = nullptr;
+    Arena *next = nullptr;
 };
 
 std::mutex g_arena_mutex;
-arena *g_arenas = nullptr;          // every live thread's arena, freed by runtime_shutdown
+Arena *g_arenas = nullptr;          // every live thread's arena, freed by runtime_shutdown
 size_t g_arena_count = 0;           // arenas in g_arenas (under g_arena_mutex)
 std::atomic<uint64_t> g_epoch{1};   // bumped by runtime_shutdown: stale thread pointers
 std::atomic<size_t> g_scratch_limit{0};  // floats; 0: not read yet
 
-void free_arena(arena *a) {
+void free_arena(Arena *a) {
     for (float *p : a->data) std::free(p);
     delete a;
 }
@@ -234,14 +234,14 @@ void free_arena(arena *a) {
 // plugin until it ran, so dlclose never unmaps the code a late-exiting thread still calls
 // (docs/architecture.md). After runtime_shutdown (epoch bumped) the arena is already freed and
 // the destructor only forgets it. Constant-initialised: the plugin still runs nothing at load.
-struct thread_arena {
-    arena *a = nullptr;
+struct ThreadArena {
+    Arena *a = nullptr;
     uint64_t epoch = 0;
-    ~thread_arena() {
+    ~ThreadArena() {
         if (!a) return;
         std::lock_guard<std::mutex> l(g_arena_mutex);
         if (epoch != g_epoch.load(std::memory_order_relaxed)) return;
-        for (arena **p = &g_arenas; *p; p = &(*p)->next)
+        for (Arena **p = &g_arenas; *p; p = &(*p)->next)
             if (*p == a) {
                 *p = a->next;
                 --g_arena_count;
@@ -250,7 +250,7 @@ struct thread_arena {
         free_arena(a);
     }
 };
-thread_local thread_arena t_arena;
+thread_local ThreadArena t_arena;
 
 size_t scratch_limit() {
     size_t v = g_scratch_limit.load(std::memory_order_relaxed);
@@ -262,11 +262,11 @@ size_t scratch_limit() {
     return v;
 }
 
-arena &my_arena() {
-    thread_arena &mine = t_arena;
+Arena &my_arena() {
+    ThreadArena &mine = t_arena;
     const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
     if (mine.a && mine.epoch == epoch) return *mine.a;
-    auto *a = new arena;
+    auto *a = new Arena;
     std::lock_guard<std::mutex> l(g_arena_mutex);
     a->next = g_arenas;
     g_arenas = a;
@@ -339,7 +339,7 @@ int64_t split_count(int64_t work, int64_t grain) {
     return std::min<int64_t>(work / grain, int64_t{4} * threads);
 }
 
-void parallel_for(int64_t tasks, task_fn fn, void *ctx) {
+void parallel_for(int64_t tasks, TaskFn fn, void *ctx) {
     if (tasks <= 0) return;
     if (tasks > 1 && !t_in_task && thread_count() > 1 && get_pool()->run(tasks, fn, ctx)) return;
     for (int64_t t = 0; t < tasks; ++t) fn(ctx, t);
@@ -358,8 +358,8 @@ void runtime_shutdown() {
     {
         std::lock_guard<std::mutex> l(g_arena_mutex);
         g_epoch.fetch_add(1);
-        for (arena *a = g_arenas; a;) {
-            arena *next = a->next;
+        for (Arena *a = g_arenas; a;) {
+            Arena *next = a->next;
             free_arena(a);
             a = next;
         }
@@ -372,7 +372,7 @@ void runtime_shutdown() {
 void scratch_stats(uint64_t *arenas, uint64_t *bytes) {
     std::lock_guard<std::mutex> l(g_arena_mutex);
     uint64_t floats = 0;
-    for (const arena *a = g_arenas; a; a = a->next) floats += a->total;
+    for (const Arena *a = g_arenas; a; a = a->next) floats += a->total;
     *arenas = g_arena_count;
     *bytes = floats * sizeof(float);
 }
@@ -384,8 +384,8 @@ void read_settings() {
     tf_kit::host_cache();
 }
 
-float *scratch_floats(scratch_slot slot, size_t floats) {
-    arena &a = my_arena();
+float *scratch_floats(ScratchSlot slot, size_t floats) {
+    Arena &a = my_arena();
     const size_t limit = scratch_limit();
     size_t &have = a.floats[slot];
     // Keep the slot when it is big enough, unless it is far bigger than asked and the arena went

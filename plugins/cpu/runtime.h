@@ -43,8 +43,8 @@ int thread_count();
 // write its own outputs: results then do not depend on the thread count. Called from inside a
 // task (nested), or with one thread, or with tasks < 2, it runs every task on the calling thread
 // in order. The first exception a task throws is rethrown here after all tasks finished.
-using task_fn = void (*)(void *ctx, int64_t task);
-void parallel_for(int64_t tasks, task_fn fn, void *ctx);
+using TaskFn = void (*)(void *ctx, int64_t task);
+void parallel_for(int64_t tasks, TaskFn fn, void *ctx);
 
 template <class F>
 void parallel_for(int64_t tasks, F &&f) {
@@ -69,8 +69,8 @@ void runtime_shutdown();
 // Arenas alive (one per thread that asked for scratch and has not ended) and the bytes they hold.
 void scratch_stats(uint64_t *arenas, uint64_t *bytes);
 
-enum scratch_slot : int { k_slot_pack_a, k_slot_pack_b, k_slot_col, k_slot_temp, k_slot_temp2, k_slot_count };
-float *scratch_floats(scratch_slot slot, size_t floats);
+enum ScratchSlot : int { k_slot_pack_a, k_slot_pack_b, k_slot_col, k_slot_temp, k_slot_temp2, k_slot_count };
+float *scratch_floats(ScratchSlot slot, size_t floats);
 
 // Host buffers come from the plugin kit's caching allocator (plugin_kit/host_memory.hpp), which
 // runtime_shutdown releases.

@@ -48,22 +48,22 @@ tf_status status_of(cudaError_t error) noexcept;
 struct StreamDestroy {
     void operator()(cudaStream_t stream) const noexcept { cudaStreamDestroy(stream); }
 };
-using stream_ptr = std::unique_ptr<CUstream_st, StreamDestroy>;
+using StreamPtr = std::unique_ptr<CUstream_st, StreamDestroy>;
 
 struct EventDestroy {
     void operator()(cudaEvent_t event) const noexcept { cudaEventDestroy(event); }
 };
-using event_ptr = std::unique_ptr<CUevent_st, EventDestroy>;
+using EventPtr = std::unique_ptr<CUevent_st, EventDestroy>;
 
 struct DeviceFree {
     void operator()(void *p) const noexcept { cudaFree(p); }
 };
-using device_memory_ptr = std::unique_ptr<void, DeviceFree>;
+using DeviceMemoryPtr = std::unique_ptr<void, DeviceFree>;
 
 struct HostFree {
     void operator()(void *p) const noexcept { cudaFreeHost(p); }
 };
-using pinned_memory_ptr = std::unique_ptr<void, HostFree>;
+using PinnedMemoryPtr = std::unique_ptr<void, HostFree>;
 
 // ---- Memory -----------------------------------------------------------------------------------------
 
@@ -101,8 +101,8 @@ private:
 
 // A pinned host buffer for transfers and the event of the last copy that used it.
 struct StagingSlot {
-    pinned_memory_ptr host;
-    event_ptr done;
+    PinnedMemoryPtr host;
+    EventPtr done;
 };
 
 struct Device;
@@ -130,9 +130,9 @@ private:
 // cuDNN descriptors of one convolution shape (packed NCHW) and, per direction, the algorithm
 // chosen for it, its math type and workspace bytes (conv.cpp).
 struct ConvPlan {
-    tensor_descriptor_ptr x, y;
-    filter_descriptor_ptr w;
-    convolution_descriptor_ptr conv;
+    TensorDescriptorPtr x, y;
+    FilterDescriptorPtr w;
+    ConvolutionDescriptorPtr conv;
     bool forward_ready = false, data_ready = false, filter_ready = false;
     cudnnConvolutionFwdAlgo_t forward_algo{};
     cudnnConvolutionBwdDataAlgo_t data_algo{};
@@ -148,15 +148,15 @@ struct Device {
     int capability = 0;
     std::mutex mutex;
     // Every kernel, copy and library call of this device, in order.
-    stream_ptr stream;
-    cublas_ptr blas;
-    cudnn_ptr dnn;
+    StreamPtr stream;
+    CublasPtr blas;
+    CudnnPtr dnn;
     Allocator allocator;
     // Transfers go through these in turn; a slot is reused after its last copy completed.
     std::vector<StagingSlot> staging;
     size_t next_slot = 0;
     // Mapped pinned memory the kernels report bad indices into (kernels.h).
-    pinned_memory_ptr data_error_memory;
+    PinnedMemoryPtr data_error_memory;
     DataError *data_error = nullptr;         // host address
     DataError *data_error_device = nullptr;  // the same memory as kernels address it
     // cuDNN descriptors and algorithms per convolution shape (conv.cpp).

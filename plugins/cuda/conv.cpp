@@ -79,16 +79,16 @@ tf_status create_plan(const Cudnn &api, const tf_op_desc &op, const ConvOperands
     cudnnConvolutionDescriptor_t conv = nullptr;
     cudnnStatus_t s = api.cudnnCreateTensorDescriptor(&x);
     if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(err, "conv2d", "cudnnCreateTensorDescriptor", s);
-    plan->x = tensor_descriptor_ptr(x, TensorDescriptorDestroy{api.cudnnDestroyTensorDescriptor});
+    plan->x = TensorDescriptorPtr(x, TensorDescriptorDestroy{api.cudnnDestroyTensorDescriptor});
     if ((s = api.cudnnCreateTensorDescriptor(&y)) != CUDNN_STATUS_SUCCESS)
         return dnn_fail(err, "conv2d", "cudnnCreateTensorDescriptor", s);
-    plan->y = tensor_descriptor_ptr(y, TensorDescriptorDestroy{api.cudnnDestroyTensorDescriptor});
+    plan->y = TensorDescriptorPtr(y, TensorDescriptorDestroy{api.cudnnDestroyTensorDescriptor});
     if ((s = api.cudnnCreateFilterDescriptor(&w)) != CUDNN_STATUS_SUCCESS)
         return dnn_fail(err, "conv2d", "cudnnCreateFilterDescriptor", s);
-    plan->w = filter_descriptor_ptr(w, FilterDescriptorDestroy{api.cudnnDestroyFilterDescriptor});
+    plan->w = FilterDescriptorPtr(w, FilterDescriptorDestroy{api.cudnnDestroyFilterDescriptor});
     if ((s = api.cudnnCreateConvolutionDescriptor(&conv)) != CUDNN_STATUS_SUCCESS)
         return dnn_fail(err, "conv2d", "cudnnCreateConvolutionDescriptor", s);
-    plan->conv = convolution_descriptor_ptr(conv, ConvolutionDescriptorDestroy{api.cudnnDestroyConvolutionDescriptor});
+    plan->conv = ConvolutionDescriptorPtr(conv, ConvolutionDescriptorDestroy{api.cudnnDestroyConvolutionDescriptor});
 
     if (tf_status st = set_tensor(api, x, *t.x, err); st != TF_STATUS_OK) return st;
     if (tf_status st = set_tensor(api, y, *t.y, err); st != TF_STATUS_OK) return st;

@@ -59,7 +59,7 @@ tf_status open_device(Context &context, Device &device, tf_error *err) {
     if (cublasStatus_t s = blas.cublasCreate_v2(&blas_handle); s != CUBLAS_STATUS_SUCCESS)
         return fail(err, TF_STATUS_UNAVAILABLE, "init: device %d (%s): cublasCreate failed: %s", device.index,
                     device.prop.name, cublas_status_name(blas, s));
-    device.blas = cublas_ptr(blas_handle, CublasDestroy{blas.cublasDestroy_v2});
+    device.blas = CublasPtr(blas_handle, CublasDestroy{blas.cublasDestroy_v2});
     if (cublasStatus_t s = blas.cublasSetStream_v2(blas_handle, stream); s != CUBLAS_STATUS_SUCCESS)
         return fail(err, TF_STATUS_INTERNAL, "init: cublasSetStream failed: %s", cublas_status_name(blas, s));
     // Default math is exact f32; TF32 tensor cores only when the user asked for them.
@@ -70,7 +70,7 @@ tf_status open_device(Context &context, Device &device, tf_error *err) {
     if (cudnnStatus_t s = dnn.cudnnCreate(&dnn_handle); s != CUDNN_STATUS_SUCCESS)
         return fail(err, TF_STATUS_UNAVAILABLE, "init: device %d (%s): cudnnCreate failed: %s", device.index,
                     device.prop.name, dnn.cudnnGetErrorString(s));
-    device.dnn = cudnn_ptr(dnn_handle, CudnnDestroy{dnn.cudnnDestroy});
+    device.dnn = CudnnPtr(dnn_handle, CudnnDestroy{dnn.cudnnDestroy});
     if (cudnnStatus_t s = dnn.cudnnSetStream(dnn_handle, stream); s != CUDNN_STATUS_SUCCESS)
         return fail(err, TF_STATUS_INTERNAL, "init: cudnnSetStream failed: %s", dnn.cudnnGetErrorString(s));
 

@@ -43,11 +43,11 @@ __device__ __forceinline__ int64_t global_stride() { return static_cast<int64_t>
 // ---- dtypes -------------------------------------------------------------------------------------
 
 // Unsigned integers of each element size: raw copies (contiguous, where, fill) move bits only.
-template <int Size> struct bits_of;
-template <> struct bits_of<1> { using type = uint8_t; };
-template <> struct bits_of<2> { using type = uint16_t; };
-template <> struct bits_of<4> { using type = uint32_t; };
-template <> struct bits_of<8> { using type = uint64_t; };
+template <int Size> struct BitsOf;
+template <> struct BitsOf<1> { using type = uint8_t; };
+template <> struct BitsOf<2> { using type = uint16_t; };
+template <> struct BitsOf<4> { using type = uint32_t; };
+template <> struct BitsOf<8> { using type = uint64_t; };
 
 // Calls fn(T{}) with T the storage type of dtype; returns false for dtypes outside the set.
 template <class Fn>
@@ -70,7 +70,7 @@ bool with_numeric(int32_t dtype, Fn &&fn) {
 template <class Fn>
 bool with_any(int32_t dtype, Fn &&fn) {
     if (dtype == TF_DTYPE_BOOL) {
-        fn(boolean{});
+        fn(Boolean{});
         return true;
     }
     return with_numeric(dtype, fn);

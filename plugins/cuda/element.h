@@ -30,41 +30,41 @@ namespace tf_cuda {
 // ---- Storage types ------------------------------------------------------------------------------
 
 // One byte, 0 or 1; any non-zero byte reads as true.
-struct boolean {
+struct Boolean {
     uint8_t value;
 };
 
 // Storage type -> compute type (float for the 16-bit floats), with load and store.
-template <class T> struct num;
-template <> struct num<float> {
-    using compute = float;
+template <class T> struct Num;
+template <> struct Num<float> {
+    using Compute = float;
     TF_CUDA_HD static float load(float v) { return v; }
     TF_CUDA_HD static float store(float v) { return v; }
 };
-template <> struct num<__half> {
-    using compute = float;
+template <> struct Num<__half> {
+    using Compute = float;
     TF_CUDA_HD static float load(__half v) { return __half2float(v); }
     TF_CUDA_HD static __half store(float v) { return __float2half_rn(v); }
 };
-template <> struct num<__nv_bfloat16> {
-    using compute = float;
+template <> struct Num<__nv_bfloat16> {
+    using Compute = float;
     TF_CUDA_HD static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
     TF_CUDA_HD static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
 };
-template <> struct num<int32_t> {
-    using compute = int32_t;
+template <> struct Num<int32_t> {
+    using Compute = int32_t;
     TF_CUDA_HD static int32_t load(int32_t v) { return v; }
     TF_CUDA_HD static int32_t store(int32_t v) { return v; }
 };
-template <> struct num<int64_t> {
-    using compute = int64_t;
+template <> struct Num<int64_t> {
+    using Compute = int64_t;
     TF_CUDA_HD static int64_t load(int64_t v) { return v; }
     TF_CUDA_HD static int64_t store(int64_t v) { return v; }
 };
-template <> struct num<boolean> {
-    using compute = int32_t;
-    TF_CUDA_HD static int32_t load(boolean v) { return v.value != 0; }
-    TF_CUDA_HD static boolean store(int32_t v) { return boolean{static_cast<uint8_t>(v != 0)}; }
+template <> struct Num<Boolean> {
+    using Compute = int32_t;
+    TF_CUDA_HD static int32_t load(Boolean v) { return v.value != 0; }
+    TF_CUDA_HD static Boolean store(int32_t v) { return Boolean{static_cast<uint8_t>(v != 0)}; }
 };
 
 // ---- Maximum and minimum ------------------------------------------------------------------------
@@ -215,10 +215,10 @@ struct Wide {
 
 template <class T>
 TF_CUDA_HD Wide widen(T v) {
-    if constexpr (std::is_same<typename num<T>::compute, float>::value)
-        return {static_cast<double>(num<T>::load(v)), 0, true};
+    if constexpr (std::is_same<typename Num<T>::Compute, float>::value)
+        return {static_cast<double>(Num<T>::load(v)), 0, true};
     else
-        return {0.0, static_cast<int64_t>(num<T>::load(v)), false};
+        return {0.0, static_cast<int64_t>(Num<T>::load(v)), false};
 }
 
 // Float to integer like C where C is defined (truncation); NaN gives 0, out-of-range values the

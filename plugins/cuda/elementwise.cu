@@ -13,15 +13,15 @@ namespace {
 
 template <class T>
 __global__ void unary_kernel(Strided<2> g, uint32_t op, T *out, const T *in, ClampBounds bounds) {
-    using C = typename num<T>::compute;
+    using C = typename Num<T>::Compute;
     for (int64_t i = global_index(); i < g.count; i += global_stride()) {
         int64_t off[2];
         offsets_of(g, i, off);
-        const C x = num<T>::load(in[off[1]]);
+        const C x = Num<T>::load(in[off[1]]);
         if constexpr (std::is_same<C, float>::value)
-            out[off[0]] = num<T>::store(unary_float(op, x, bounds.lo, bounds.hi));
+            out[off[0]] = Num<T>::store(unary_float(op, x, bounds.lo, bounds.hi));
         else
-            out[off[0]] = num<T>::store(unary_int<C>(op, x, bounds.ilo, bounds.ihi));
+            out[off[0]] = Num<T>::store(unary_int<C>(op, x, bounds.ilo, bounds.ihi));
     }
 }
 
@@ -30,7 +30,7 @@ __global__ void binary_kernel(Strided<3> g, uint32_t op, T *out, const T *a, con
     for (int64_t i = global_index(); i < g.count; i += global_stride()) {
         int64_t off[3];
         offsets_of(g, i, off);
-        out[off[0]] = num<T>::store(binary_op(op, num<T>::load(a[off[1]]), num<T>::load(b[off[2]])));
+        out[off[0]] = Num<T>::store(binary_op(op, Num<T>::load(a[off[1]]), Num<T>::load(b[off[2]])));
     }
 }
 
@@ -41,7 +41,7 @@ __global__ void compare_kernel(Strided<3> g, uint32_t op, uint8_t *out, const T 
     for (int64_t i = global_index(); i < g.count; i += global_stride()) {
         int64_t off[3];
         offsets_of(g, i, off);
-        out[off[0]] = compare_op(op, num<T>::load(a[off[1]]), num<T>::load(b[off[2]])) ? 1 : 0;
+        out[off[0]] = compare_op(op, Num<T>::load(a[off[1]]), Num<T>::load(b[off[2]])) ? 1 : 0;
     }
 }
 

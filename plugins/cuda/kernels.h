@@ -121,8 +121,8 @@ cudaError_t launch_embedding_backward(cudaStream_t stream, int32_t dtype, int32_
 cudaError_t launch_one_hot(cudaStream_t stream, int32_t out_dtype, int32_t label_dtype, const RowGeom<2> &g,
                            int64_t num_classes, uint64_t one_bits, void *out, const void *labels, DataError *error);
 
-// attention over q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] -> out
-// [..., Tq, Dv]: lead = {out, q, k, v, mask} over the batch axes. One block per query row with the
+// attention over q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] (NULL when
+// absent) -> out [..., Tq, Dv]: lead = {out, q, k, v, mask} over the batch axes. One block per query row with the
 // row's Tk scores in shared memory, so Tk is at most attention_max_keys.
 constexpr int64_t attention_max_keys = 8192;
 struct AttentionArgs {

@@ -15,9 +15,9 @@ namespace {
 
 // RTLD_LOCAL: the libraries' symbols stay out of the process's global namespace, like the
 // plugin's own. RTLD_NOW: a broken installation fails here, with the loader's reason.
-library_ptr open_library(const char *label, const char *soname, char *message, size_t size) {
+LibraryPtr open_library(const char *label, const char *soname, char *message, size_t size) {
     dlerror();
-    library_ptr handle(dlopen(soname, RTLD_NOW | RTLD_LOCAL));
+    LibraryPtr handle(dlopen(soname, RTLD_NOW | RTLD_LOCAL));
     if (!handle) {
         const char *why = dlerror();
         std::snprintf(message, size, "%s not found: %s", label, why ? why : soname);

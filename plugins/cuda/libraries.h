@@ -19,7 +19,7 @@ inline constexpr const char *cudnn_soname = "libcudnn.so.9";
 struct DlClose {
     void operator()(void *handle) const noexcept;
 };
-using library_ptr = std::unique_ptr<void, DlClose>;
+using LibraryPtr = std::unique_ptr<void, DlClose>;
 
 // Each member is the library function of the same name (cublas_v2.h maps cublasCreate to
 // cublasCreate_v2 and so on), resolved by load_libraries.
@@ -79,8 +79,8 @@ struct Cudnn {
 
 // Both libraries, open for the life of the plugin after a successful probe.
 struct Libraries {
-    library_ptr cublas_handle;
-    library_ptr cudnn_handle;
+    LibraryPtr cublas_handle;
+    LibraryPtr cudnn_handle;
     Cublas cublas;
     Cudnn cudnn;
 };
@@ -101,7 +101,7 @@ struct CublasDestroy {
         if (destroy) destroy(handle);
     }
 };
-using cublas_ptr = std::unique_ptr<cublasContext, CublasDestroy>;
+using CublasPtr = std::unique_ptr<cublasContext, CublasDestroy>;
 
 struct CudnnDestroy {
     decltype(&::cudnnDestroy) destroy = nullptr;
@@ -109,7 +109,7 @@ struct CudnnDestroy {
         if (destroy) destroy(handle);
     }
 };
-using cudnn_ptr = std::unique_ptr<cudnnContext, CudnnDestroy>;
+using CudnnPtr = std::unique_ptr<cudnnContext, CudnnDestroy>;
 
 struct TensorDescriptorDestroy {
     decltype(&::cudnnDestroyTensorDescriptor) destroy = nullptr;
@@ -117,7 +117,7 @@ struct TensorDescriptorDestroy {
         if (destroy) destroy(d);
     }
 };
-using tensor_descriptor_ptr = std::unique_ptr<cudnnTensorStruct, TensorDescriptorDestroy>;
+using TensorDescriptorPtr = std::unique_ptr<cudnnTensorStruct, TensorDescriptorDestroy>;
 
 struct FilterDescriptorDestroy {
     decltype(&::cudnnDestroyFilterDescriptor) destroy = nullptr;
@@ -125,7 +125,7 @@ struct FilterDescriptorDestroy {
         if (destroy) destroy(d);
     }
 };
-using filter_descriptor_ptr = std::unique_ptr<cudnnFilterStruct, FilterDescriptorDestroy>;
+using FilterDescriptorPtr = std::unique_ptr<cudnnFilterStruct, FilterDescriptorDestroy>;
 
 struct ConvolutionDescriptorDestroy {
     decltype(&::cudnnDestroyConvolutionDescriptor) destroy = nullptr;
@@ -133,7 +133,7 @@ struct ConvolutionDescriptorDestroy {
         if (destroy) destroy(d);
     }
 };
-using convolution_descriptor_ptr = std::unique_ptr<cudnnConvolutionStruct, ConvolutionDescriptorDestroy>;
+using ConvolutionDescriptorPtr = std::unique_ptr<cudnnConvolutionStruct, ConvolutionDescriptorDestroy>;
 
 }  // namespace tf_cuda
 

@@ -31,7 +31,7 @@ __global__ void pool_kernel(PoolArgs a, T *out, const T *in, const T *x) {
         else if constexpr (P == PoolPass::max_backward) value = max_pool_grad_at(a, in, x, at[0], at[1], at[2], at[3]);
         else if constexpr (P == PoolPass::avg) value = avg_pool_at(a, in, at[0], at[1], at[2], at[3]);
         else value = avg_pool_grad_at(a, in, at[0], at[1], at[2], at[3]);
-        out[offset4(backward ? a.dx_strides : a.y_strides, at[0], at[1], at[2], at[3])] = num<T>::store(value);
+        out[offset4(backward ? a.dx_strides : a.y_strides, at[0], at[1], at[2], at[3])] = Num<T>::store(value);
     }
 }
 
@@ -93,7 +93,7 @@ __global__ void embedding_backward_kernel(RowGeom<2> g, EmbeddingArgs a, T *dwei
     for_each_looked_up(
         g, a, indices, TF_OP_EMBEDDING_BACKWARD, error,
         [&](int64_t at, int64_t v, int64_t d) {
-            add_to(dweight + v * a.w_stride_v + d * a.w_stride_d, num<T>::load(dy[at]));
+            add_to(dweight + v * a.w_stride_v + d * a.w_stride_d, Num<T>::load(dy[at]));
         },
         [](int64_t) {});
 }
@@ -114,7 +114,8 @@ __global__ void one_hot_kernel(RowGeom<2> g, int64_t classes, U one, U *out, con
 
 // ---- attention ---------------------------------------------------------------------------------------
 
-// One block per query row (batch b, query i): the scores q_i . k_j * scale + mask[i, j] (-inf where
+// One block per query row (batch b, query i): the scores q_i . k_j * scale + mask[i, j] (no mask
+// term when mask is NULL: the op's mask was absent; -inf where
 // causal hides key j > i + Tk - Tq) go to shared memory, then the max-shifted softmax weights, then
 // each thread sums the weighted values for its output columns. A row that sees no key gives NaN
 // (0 / 0, or exp of -inf - -inf), as the cpu plugin's does.
@@ -135,8 +136,9 @@ __global__ void attention_kernel(Strided<5> lead, AttentionArgs a, T *out, const
             if (!a.causal || j <= i + (a.tk - a.tq)) {
                 const T *kj = k + base[2] + j * a.k_stride_t;
                 float dot = 0.f;
-                for (int64_t c = 0; c < a.d; ++c) dot += num<T>::load(qi[c * a.q_stride_d]) * num<T>::load(kj[c * a.k_stride_d]);
-                s = dot * a.scale + num<T>::load(mask[base[4] + i * a.mask_stride_q + j * a.mask_stride_k]);
+                for (int64_t c = 0; c < a.d; ++c) dot += Num<T>::load(qi[c * a.q_stride_d]) * Num<T>::load(kj[c * a.k_stride_d]);
+                s = dot * a.scale;
+                if (mask) s += Num<T>::load(mask[base[4] + i * a.mask_stride_q + j * a.mask_stride_k]);
             }
             scores[j] = s;
             peak = maximum_of(peak, s);
@@ -152,8 +154,8 @@ __global__ void attention_kernel(Strided<5> lead, AttentionArgs a, T *out, const
         total = block_reduce(total, Add{}, shared);
         for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) {
             float acc = 0.f;
-            for (int64_t j = 0; j < a.tk; ++j) acc += scores[j] * num<T>::load(v[base[3] + j * a.v_stride_t + c * a.v_stride_d]);
-            out[base[0] + i * a.out_stride_t + c * a.out_stride_d] = num<T>::store(acc / total);
+            for (int64_t j = 0; j < a.tk; ++j) acc += scores[j] * Num<T>::load(v[base[3] + j * a.v_stride_t + c * a.v_stride_d]);
+            out[base[0] + i * a.out_stride_t + c * a.out_stride_d] = Num<T>::store(acc / total);
         }
         __syncthreads();  // the next row overwrites scores
     }
@@ -182,10 +184,10 @@ __global__ void rope_kernel(Strided<2> lead, RopeArgs a, T *out, const T *x) {
         sincos(angle, &s, &c);
         if (a.inverse) s = -s;
         const int64_t xt = base[1] + t * a.x_stride_t, yt = base[0] + t * a.y_stride_t;
-        const float v0 = num<T>::load(x[xt + d0 * a.x_stride_d]);
-        const float v1 = num<T>::load(x[xt + d1 * a.x_stride_d]);
-        out[yt + d0 * a.y_stride_d] = num<T>::store(static_cast<float>(v0 * c - v1 * s));
-        out[yt + d1 * a.y_stride_d] = num<T>::store(static_cast<float>(v0 * s + v1 * c));
+        const float v0 = Num<T>::load(x[xt + d0 * a.x_stride_d]);
+        const float v1 = Num<T>::load(x[xt + d1 * a.x_stride_d]);
+        out[yt + d0 * a.y_stride_d] = Num<T>::store(static_cast<float>(v0 * c - v1 * s));
+        out[yt + d1 * a.y_stride_d] = Num<T>::store(static_cast<float>(v0 * s + v1 * c));
     }
 }
 

@@ -22,11 +22,11 @@ namespace {
 // Each check returns OK or a status with the reason in err (err may be NULL: supports()).
 
 // "[2, 3], [3] -> [2, 3]": the operands' shapes, for messages (R11: messages carry the values).
-struct operands_text {
+struct OperandsText {
     char text[TF_TEXT_SIZE];
 };
-operands_text operands_of(const tf_op_desc &op) {
-    operands_text t{};
+OperandsText operands_of(const tf_op_desc &op) {
+    OperandsText t{};
     size_t used = 0;
     auto add = [&](const char *fmt, const char *part) {
         if (used < sizeof t.text) used += static_cast<size_t>(std::snprintf(t.text + used, sizeof t.text - used, fmt, part));
@@ -56,7 +56,7 @@ tf_status check_memory(const char *name, const char *role, uint32_t i, const tf_
 
 // The dtypes of the op this plugin runs: those ops.def defines it on (the dtypes column and the
 // kind's rule), less this plugin's own limits below; OWN ops add their rule of shared dtypes.
-bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) {
+bool dtypes_supported(const Device &device, const tf_op_desc &op, OpKind kind) {
     if (!dtypes_defined(op, kind)) return false;
     const tf_tensor_desc *in = op.inputs;
     const int32_t out = op.outputs[0].dtype;
@@ -94,7 +94,7 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) 
     case TF_OP_LAYER_NORM:
         return all_share(3);
     case TF_OP_ATTENTION:
-        return all_share(4);
+        return all_share(is_absent(in[3]) ? 3 : 4);  // the mask may be absent
     default:
         // The other kinds (the kind's rule above) and one_hot; the optimizer ops: check_own
         // (dense f32 operands only).
@@ -102,17 +102,20 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, op_kind kind) 
     }
 }
 
-// attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] -> [..., Tq, Dv],
-// batch axes already expanded to one shape by the core.
+// attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] or absent ->
+// [..., Tq, Dv], batch axes already expanded to one shape by the core.
 tf_status check_attention(const tf_op_desc &op, const char *name, tf_error *err) {
     const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
     const tf_tensor_desc &out = op.outputs[0];
+    const bool masked = !is_absent(m);
     const int r = q.rank;
-    bool ok = r >= 2 && k.rank == r && v.rank == r && m.rank == r && out.rank == r;
+    bool ok = r >= 2 && k.rank == r && v.rank == r && (!masked || m.rank == r) && out.rank == r;
     for (int i = 0; ok && i < r - 2; ++i)
-        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && m.shape[i] == q.shape[i] && out.shape[i] == q.shape[i];
-    ok = ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] && m.shape[r - 2] == q.shape[r - 2] &&
-         m.shape[r - 1] == k.shape[r - 2] && out.shape[r - 2] == q.shape[r - 2] && out.shape[r - 1] == v.shape[r - 1];
+        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && (!masked || m.shape[i] == q.shape[i]) &&
+             out.shape[i] == q.shape[i];
+    ok = ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] &&
+         (!masked || (m.shape[r - 2] == q.shape[r - 2] && m.shape[r - 1] == k.shape[r - 2])) &&
+         out.shape[r - 2] == q.shape[r - 2] && out.shape[r - 1] == v.shape[r - 1];
     if (!ok)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form q, k, v, mask -> out (got %s)", name,
                     operands_of(op).text);
@@ -148,7 +151,7 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
         const auto &p = params_of<tf_params_conv2d>(op);
         if (tf_status s = check_conv_params(name, p, err); s != TF_STATUS_OK) return s;
         if (!conv_shapes_fit(op, p)) {
-            const conv_operands t = conv_operands_of(op);
+            const ConvOperands t = conv_operands_of(op);
             return fail(err, TF_STATUS_INVALID_ARGUMENT,
                         "%s: x %s, w %s and y %s do not form a convolution with stride %dx%d, padding %dx%d, "
                         "dilation %dx%d, groups %d",
@@ -164,7 +167,7 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
         const auto &p = params_of<tf_params_pool2d>(op);
         if (tf_status s = check_pool_params(name, p, err); s != TF_STATUS_OK) return s;
         if (!pool_shapes_fit(op, p)) {
-            const pool_operands t = pool_operands_of(op);
+            const PoolOperands t = pool_operands_of(op);
             return fail(err, TF_STATUS_INVALID_ARGUMENT,
                         "%s: x %s and y %s do not fit kernel %dx%d, stride %dx%d, padding %dx%d", name,
                         shape_of(*t.x).text, shape_of(*t.y).text, p.kernel[0], p.kernel[1], p.stride[0], p.stride[1],
@@ -237,7 +240,7 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
 
 // Everything supports() answers and run() relies on; with_memory adds run()'s buffer checks.
 tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf_error *err) {
-    op_rule rule;
+    OpRule rule;
     if (tf_status s = check_call(op, &rule, err); s != TF_STATUS_OK) return s;
     const char *name = rule.name;
     if (tf_status s = check_tensors(name, *op, false, err); s != TF_STATUS_OK) return s;
@@ -245,20 +248,20 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
     const tf_tensor_desc *in = op->inputs;
     const tf_tensor_desc &out = op->outputs[0];
     switch (rule.kind) {
-    case op_kind::UNARY:
-    case op_kind::COPY:
+    case OpKind::UNARY:
+    case OpKind::COPY:
         if (!same_shape(in[0], out))
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input and output shapes differ (%s)", name, operands_of(*op).text);
         break;
-    case op_kind::BINARY:
-    case op_kind::COMPARE:
-    case op_kind::WHERE:
+    case OpKind::BINARY:
+    case OpKind::COMPARE:
+    case OpKind::WHERE:
         for (uint32_t i = 0; i < op->n_inputs; ++i)
             if (!same_shape(in[i], out))
                 return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: inputs are not broadcast to the output (%s)", name,
                             operands_of(*op).text);
         break;
-    case op_kind::REDUCE: {
+    case OpKind::REDUCE: {
         const uint32_t mask = reduce_axes_mask(*op);
         if (in[0].rank != out.rank || (in[0].rank < 32 && (mask >> in[0].rank) != 0))
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axes mask 0x%x does not fit rank %d", name, mask, in[0].rank);
@@ -272,7 +275,7 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
         }
         break;
     }
-    case op_kind::ARG: {
+    case OpKind::ARG: {
         const int32_t axis = params_of<tf_params_axis>(*op).axis;
         if (axis < 0 || axis >= in[0].rank || out.rank != in[0].rank)
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d does not fit %s", name, axis, operands_of(*op).text);
@@ -283,7 +286,7 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
         if (in[0].shape[axis] == 0) return fail(err, TF_STATUS_UNSUPPORTED, "%s: axis %d has size 0", name, axis);
         break;
     }
-    case op_kind::MATMUL: {
+    case OpKind::MATMUL: {
         const int r = out.rank;
         bool ok = r >= 2 && in[0].rank == r && in[1].rank == r;
         for (int i = 0; ok && i < r - 2; ++i) ok = in[0].shape[i] == out.shape[i] && in[1].shape[i] == out.shape[i];
@@ -294,9 +297,9 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
                         operands_of(*op).text);
         break;
     }
-    case op_kind::FILL:
+    case OpKind::FILL:
         break;
-    case op_kind::OWN:
+    case OpKind::OWN:
         if (tf_status s = check_own(*op, name, err); s != TF_STATUS_OK) return s;
         break;
     }
@@ -306,11 +309,13 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
     if (op->op == TF_OP_MATMUL && !matmul_supported(device, *op))
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: a layout cuBLAS cannot take without a copy (%s)", name,
                     operands_of(*op).text);
-    if (rule.kind == op_kind::OWN && op->op <= TF_OP_CONV2D_GRAD_WEIGHT && !conv_supported(device, *op))
+    if (rule.kind == OpKind::OWN && op->op <= TF_OP_CONV2D_GRAD_WEIGHT && !conv_supported(device, *op))
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: a shape beyond cuDNN's int limits (%s)", name, operands_of(*op).text);
     if (!with_memory) return TF_STATUS_OK;
-    for (uint32_t i = 0; i < op->n_inputs; ++i)
+    for (uint32_t i = 0; i < op->n_inputs; ++i) {
+        if (is_absent(in[i])) continue;  // an optional input left out: no memory (check_call allowed it)
         if (tf_status s = check_memory(name, "input", i, in[i], device, err); s != TF_STATUS_OK) return s;
+    }
     for (uint32_t i = 0; i < op->n_outputs; ++i)
         if (tf_status s = check_memory(name, "output", i, op->outputs[i], device, err); s != TF_STATUS_OK) return s;
     return TF_STATUS_OK;
@@ -369,19 +374,19 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
     const tf_tensor_desc &out = op.outputs[0];
     void *y = address_of(out);
     // The kinds of ops.def first: each kind is one launcher that switches on the op itself.
-    op_rule rule{};
+    OpRule rule{};
     find_op_rule(op.op, &rule);
     switch (rule.kind) {
-    case op_kind::BINARY:
+    case OpKind::BINARY:
         return launched(err, name, launch_binary(stream, op.op, out.dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
                                                  address_of(in[0]), address_of(in[1])));
-    case op_kind::COMPARE:
+    case OpKind::COMPARE:
         return launched(err, name, launch_compare(stream, op.op, in[0].dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
                                                   address_of(in[0]), address_of(in[1])));
-    case op_kind::WHERE:
+    case OpKind::WHERE:
         return launched(err, name, launch_where(stream, out.dtype, strided<4>(out, {&out, &in[0], &in[1], &in[2]}), y,
                                                 address_of(in[0]), address_of(in[1]), address_of(in[2])));
-    case op_kind::UNARY: {
+    case OpKind::UNARY: {
         ClampBounds bounds{};
         if (op.op == TF_OP_CLAMP) {
             const auto &p = params_of<tf_params_clamp>(op);
@@ -394,13 +399,13 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         return launched(err, name, launch_unary(stream, op.op, out.dtype, strided<2>(out, {&out, &in[0]}), y,
                                                 address_of(in[0]), bounds));
     }
-    case op_kind::FILL:
+    case OpKind::FILL:
         return launched(err, name, launch_fill(stream, out.dtype, strided<1>(out, {&out}), y,
                                                fill_bits(out.dtype, params_of<tf_params_fill>(op).value)));
-    case op_kind::COPY:
+    case OpKind::COPY:
         return launched(err, name, launch_copy(stream, out.dtype, in[0].dtype, strided<2>(out, {&out, &in[0]}), y,
                                                address_of(in[0])));
-    case op_kind::REDUCE: {
+    case OpKind::REDUCE: {
         const bool var = op.op == TF_OP_VAR;
         const uint32_t mask = reduce_axes_mask(op);
         // The output's strides along reduced axes are never used: 0 keeps them out of the sums.
@@ -411,7 +416,7 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         return launched(err, name, launch_reduce(stream, op.op, out.dtype, g, y, address_of(in[0]),
                                                  var ? params_of<tf_params_var>(op).correction : 0.0));
     }
-    case op_kind::ARG: {
+    case OpKind::ARG: {
         const int32_t axis = params_of<tf_params_axis>(op).axis;
         int64_t out_strides[TF_MAX_RANK] = {};
         for (int i = 0; i < out.rank; ++i) out_strides[i] = i == axis ? 0 : out.strides[i];
@@ -419,9 +424,9 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         const RowGeom<2> g = make_rows<2>(in[0].rank, in[0].shape, strides, 1u << axis);
         return launched(err, name, launch_arg(stream, op.op, in[0].dtype, g, y, address_of(in[0])));
     }
-    case op_kind::MATMUL:
+    case OpKind::MATMUL:
         return matmul_run(device, op, err);
-    case op_kind::OWN:
+    case OpKind::OWN:
         break;
     }
     switch (op.op) {
@@ -464,6 +469,7 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
     case TF_OP_ATTENTION: {
         const auto &p = params_of<tf_params_attention>(op);
         const tf_tensor_desc &q = in[0], &k = in[1], &v = in[2], &m = in[3];
+        const bool masked = !is_absent(m);  // absent: the kernel gets a NULL mask and adds nothing
         const int r = q.rank;
         const int64_t *strides[5] = {out.strides, q.strides, k.strides, v.strides, m.strides};
         const Strided<5> lead = make_strided<5>(r - 2, out.shape, strides);
@@ -478,14 +484,14 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         a.k_stride_d = k.strides[r - 1];
         a.v_stride_t = v.strides[r - 2];
         a.v_stride_d = v.strides[r - 1];
-        a.mask_stride_q = m.strides[r - 2];
-        a.mask_stride_k = m.strides[r - 1];
+        a.mask_stride_q = masked ? m.strides[r - 2] : 0;
+        a.mask_stride_k = masked ? m.strides[r - 1] : 0;
         a.out_stride_t = out.strides[r - 2];
         a.out_stride_d = out.strides[r - 1];
         a.scale = static_cast<float>(p.scale);
         a.causal = p.causal;
         return launched(err, name, launch_attention(stream, out.dtype, lead, a, y, address_of(q), address_of(k),
-                                                    address_of(v), address_of(m)));
+                                                    address_of(v), masked ? address_of(m) : nullptr));
     }
     case TF_OP_ROPE: {
         const auto &p = params_of<tf_params_rope>(op);

@@ -13,7 +13,7 @@ namespace tf_cuda {
 namespace {
 
 template <class T>
-using sum_t = std::conditional_t<std::is_same<typename num<T>::compute, float>::value, double, uint64_t>;
+using Sum = std::conditional_t<std::is_same<typename Num<T>::Compute, float>::value, double, uint64_t>;
 
 template <class C>
 __device__ __forceinline__ C lowest() {
@@ -39,8 +39,8 @@ __device__ __forceinline__ void column(const RowGeom<N> &g, const int64_t (&base
 
 template <class T>
 __global__ void reduce_kernel(RowGeom<2> g, uint32_t op, T *out, const T *in, double correction) {
-    using C = typename num<T>::compute;
-    using S = sum_t<T>;
+    using C = typename Num<T>::Compute;
+    using S = Sum<T>;
     __shared__ S sums[32];
     __shared__ C extremes[32];
     for (int64_t row = blockIdx.x; row < g.rows.count; row += gridDim.x) {
@@ -51,17 +51,17 @@ __global__ void reduce_kernel(RowGeom<2> g, uint32_t op, T *out, const T *in, do
             C acc = is_max ? lowest<C>() : highest<C>();
             for (int64_t c = threadIdx.x; c < g.cols.count; c += blockDim.x) {
                 column(g, base, c, off);
-                const C x = num<T>::load(in[off[1]]);
+                const C x = Num<T>::load(in[off[1]]);
                 acc = is_max ? maximum_of(acc, x) : minimum_of(acc, x);
             }
             acc = is_max ? block_reduce(acc, Max{}, extremes) : block_reduce(acc, Min{}, extremes);
-            if (threadIdx.x == 0) out[base[0]] = num<T>::store(acc);
+            if (threadIdx.x == 0) out[base[0]] = Num<T>::store(acc);
             continue;
         }
         S acc = 0;
         for (int64_t c = threadIdx.x; c < g.cols.count; c += blockDim.x) {
             column(g, base, c, off);
-            acc += static_cast<S>(num<T>::load(in[off[1]]));
+            acc += static_cast<S>(Num<T>::load(in[off[1]]));
         }
         acc = block_reduce(acc, Add{}, sums);
         if constexpr (std::is_same<S, double>::value) {
@@ -71,16 +71,16 @@ __global__ void reduce_kernel(RowGeom<2> g, uint32_t op, T *out, const T *in, do
                 double dev = 0;
                 for (int64_t c = threadIdx.x; c < g.cols.count; c += blockDim.x) {
                     column(g, base, c, off);
-                    const double d = static_cast<double>(num<T>::load(in[off[1]])) - mean;
+                    const double d = static_cast<double>(Num<T>::load(in[off[1]])) - mean;
                     dev += d * d;
                 }
                 dev = block_reduce(dev, Add{}, sums);
                 const double divisor = n - correction > 0 ? n - correction : 0.0;
-                if (threadIdx.x == 0) out[base[0]] = num<T>::store(static_cast<float>(dev / divisor));
+                if (threadIdx.x == 0) out[base[0]] = Num<T>::store(static_cast<float>(dev / divisor));
                 continue;
             }
             const double value = op == TF_OP_MEAN ? acc / n : acc;
-            if (threadIdx.x == 0) out[base[0]] = num<T>::store(static_cast<float>(value));
+            if (threadIdx.x == 0) out[base[0]] = Num<T>::store(static_cast<float>(value));
         } else {
             if (threadIdx.x == 0) out[base[0]] = static_cast<T>(acc);  // wraps, like the cpu plugin
         }
@@ -104,7 +104,7 @@ struct Better {
 
 template <class T, bool IsMax>
 __global__ void arg_kernel(RowGeom<2> g, int64_t *out, const T *in) {
-    using C = typename num<T>::compute;
+    using C = typename Num<T>::Compute;
     __shared__ Located<C> shared[32];
     const Better<C, IsMax> better;
     for (int64_t row = blockIdx.x; row < g.rows.count; row += gridDim.x) {
@@ -113,7 +113,7 @@ __global__ void arg_kernel(RowGeom<2> g, int64_t *out, const T *in) {
         Located<C> acc{IsMax ? lowest<C>() : highest<C>(), INT64_MAX};
         for (int64_t c = threadIdx.x; c < g.cols.count; c += blockDim.x) {
             column(g, base, c, off);
-            acc = better(acc, Located<C>{num<T>::load(in[off[1]]), c});
+            acc = better(acc, Located<C>{Num<T>::load(in[off[1]]), c});
         }
         acc = block_reduce(acc, better, shared);
         if (threadIdx.x == 0) out[base[0]] = acc.index;
@@ -131,20 +131,20 @@ __global__ void softmax_kernel(RowGeom<2> g, bool log, T *out, const T *in) {
         float peak = -INFINITY;
         for (int64_t c = threadIdx.x; c < g.cols.count; c += blockDim.x) {
             column(g, base, c, off);
-            peak = maximum_of(peak, num<T>::load(in[off[1]]));
+            peak = maximum_of(peak, Num<T>::load(in[off[1]]));
         }
         peak = block_reduce(peak, Max{}, shared);
         float total = 0.f;
         for (int64_t c = threadIdx.x; c < g.cols.count; c += blockDim.x) {
             column(g, base, c, off);
-            total += expf(num<T>::load(in[off[1]]) - peak);
+            total += expf(Num<T>::load(in[off[1]]) - peak);
         }
         total = block_reduce(total, Add{}, shared);
         const float log_total = logf(total);
         for (int64_t c = threadIdx.x; c < g.cols.count; c += blockDim.x) {
             column(g, base, c, off);
-            const float shifted = num<T>::load(in[off[1]]) - peak;
-            out[off[0]] = num<T>::store(log ? shifted - log_total : expf(shifted) / total);
+            const float shifted = Num<T>::load(in[off[1]]) - peak;
+            out[off[0]] = Num<T>::store(log ? shifted - log_total : expf(shifted) / total);
         }
     }
 }
@@ -164,7 +164,7 @@ __global__ void norm_kernel(RowGeom<4> g, T *out, const T *x, const T *weight, c
             double total = 0;
             for (int64_t c = threadIdx.x; c < g.cols.count; c += blockDim.x) {
                 column(g, base, c, off);
-                total += num<T>::load(x[off[1]]);
+                total += Num<T>::load(x[off[1]]);
             }
             mean = block_reduce(total, Add{}, shared) / n;
         }
@@ -172,16 +172,16 @@ __global__ void norm_kernel(RowGeom<4> g, T *out, const T *x, const T *weight, c
         double squares = 0;
         for (int64_t c = threadIdx.x; c < g.cols.count; c += blockDim.x) {
             column(g, base, c, off);
-            const double d = num<T>::load(x[off[1]]) - mean;
+            const double d = Num<T>::load(x[off[1]]) - mean;
             squares += d * d;
         }
         const float scale = static_cast<float>(rsqrt(block_reduce(squares, Add{}, shared) / n + eps));
         const float shift = static_cast<float>(mean);
         for (int64_t c = threadIdx.x; c < g.cols.count; c += blockDim.x) {
             column(g, base, c, off);
-            float y = (num<T>::load(x[off[1]]) - shift) * scale * num<T>::load(weight[off[2]]);
-            if (bias) y += num<T>::load(bias[off[3]]);
-            out[off[0]] = num<T>::store(y);
+            float y = (Num<T>::load(x[off[1]]) - shift) * scale * Num<T>::load(weight[off[2]]);
+            if (bias) y += Num<T>::load(bias[off[3]]);
+            out[off[0]] = Num<T>::store(y);
         }
     }
 }
@@ -200,18 +200,18 @@ __global__ void cross_entropy_rows(CrossEntropyArgs a, T *out, const T *logits, 
         const bool ignored = label == a.ignore_index;
         const bool valid = !ignored && label >= 0 && label < a.c;
         float peak = -INFINITY;
-        for (int64_t c = threadIdx.x; c < a.c; c += blockDim.x) peak = maximum_of(peak, num<T>::load(x[c * a.x_stride_c]));
+        for (int64_t c = threadIdx.x; c < a.c; c += blockDim.x) peak = maximum_of(peak, Num<T>::load(x[c * a.x_stride_c]));
         peak = block_reduce(peak, Max{}, shared);
         float total = 0.f;
-        for (int64_t c = threadIdx.x; c < a.c; c += blockDim.x) total += expf(num<T>::load(x[c * a.x_stride_c]) - peak);
+        for (int64_t c = threadIdx.x; c < a.c; c += blockDim.x) total += expf(Num<T>::load(x[c * a.x_stride_c]) - peak);
         total = block_reduce(total, Add{}, shared);
         if (threadIdx.x == 0) {
             if (!ignored && !valid) report_index_error(error, TF_OP_CROSS_ENTROPY, label, a.c);
             float loss = 0.f;
-            if (valid) loss = logf(total) + peak - num<T>::load(x[label * a.x_stride_c]);
+            if (valid) loss = logf(total) + peak - Num<T>::load(x[label * a.x_stride_c]);
             else if (!ignored) loss = NAN;
             if (a.reduction == TF_REDUCTION_NONE) {
-                out[i * a.out_stride] = num<T>::store(loss);
+                out[i * a.out_stride] = Num<T>::store(loss);
             } else {
                 scratch[i] = loss;
                 scratch[a.n + i] = valid ? 1.0 : 0.0;
@@ -232,7 +232,7 @@ __global__ void cross_entropy_total(CrossEntropyArgs a, T *out, const double *sc
     total = block_reduce(total, Add{}, shared);
     counted = block_reduce(counted, Add{}, shared);
     if (threadIdx.x == 0)
-        out[0] = num<T>::store(static_cast<float>(a.reduction == TF_REDUCTION_MEAN ? total / counted : total));
+        out[0] = Num<T>::store(static_cast<float>(a.reduction == TF_REDUCTION_MEAN ? total / counted : total));
 }
 
 }  // namespace

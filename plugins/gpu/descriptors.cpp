@@ -5,14 +5,14 @@
 
 namespace tf_kernels {
 
-tensor_binding bind_view(const device_caps &caps, const tf_tensor_desc &t, tf_buffer *buffer, uint64_t storage_offset,
+TensorBinding bind_view(const DeviceCaps &caps, const tf_tensor_desc &t, tf_buffer *buffer, uint64_t storage_offset,
                          uint64_t buffer_size, const char *op, const char *role, uint32_t index) {
     const uint64_t size = element_size(t.dtype);
     if (size == 0) raise(TF_STATUS_UNSUPPORTED, "%s: %s %u has dtype %d", op, role, index, t.dtype);
     uint64_t span = 1;
     for (int i = 0; i < t.rank; ++i) {
         // A tensor without elements is never read or written: its slot stays unbound.
-        if (t.shape[i] == 0) return tensor_binding{};
+        if (t.shape[i] == 0) return TensorBinding{};
         span += static_cast<uint64_t>(t.shape[i] - 1) * static_cast<uint64_t>(t.strides[i]);
     }
     const uint64_t bytes = span * size;
@@ -21,7 +21,7 @@ tensor_binding bind_view(const device_caps &caps, const tf_tensor_desc &t, tf_bu
               op, role, index, static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(t.offset),
               static_cast<unsigned long long>(buffer_size));
     const uint64_t absolute = storage_offset + t.offset;
-    tensor_binding out;
+    TensorBinding out;
     out.buffer = buffer;
     out.offset = align_down(absolute, caps.bind_align);
     // Whole words: a bool view may end inside a word (the range stays inside the allocation,
@@ -44,8 +44,8 @@ uint64_t element_size(int32_t dtype) {
     }
 }
 
-merged_axes merge_axes(int rank, const int64_t *shape, const int64_t *const *strides, int tensors) {
-    merged_axes m;
+MergedAxes merge_axes(int rank, const int64_t *shape, const int64_t *const *strides, int tensors) {
+    MergedAxes m;
     for (int d = 0; d < rank; ++d) {
         if (shape[d] == 1) continue;
         if (m.rank > 0) {
@@ -67,7 +67,7 @@ merged_axes merge_axes(int rank, const int64_t *shape, const int64_t *const *str
     return m;
 }
 
-magic magic_of(uint32_t d) {
+Magic magic_of(uint32_t d) {
     if (d <= 1) return {1, 0};  // tf_div(n, 1, 0) = 0 + (n >> 0) >> 0 = n
     // l = ceil(log2 d); m = floor(2^32 (2^l - d) / d) + 1; n / d = (t + ((n - t) >> 1)) >> (l - 1).
     uint32_t l = 0;
@@ -76,7 +76,7 @@ magic magic_of(uint32_t d) {
     return {static_cast<uint32_t>(m), 1u | (l - 1) << 8};
 }
 
-uint32_t groups_for(const device_caps &caps, uint64_t items, uint32_t per_group) {
+uint32_t groups_for(const DeviceCaps &caps, uint64_t items, uint32_t per_group) {
     const uint64_t need = (items + per_group - 1) / per_group;
     const uint64_t cap = std::min<uint64_t>(caps.max_groups[0], 65535);
     return static_cast<uint32_t>(std::clamp<uint64_t>(need, 1, cap));

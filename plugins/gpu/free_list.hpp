@@ -13,11 +13,11 @@
 
 namespace tf_kernels {
 
-class free_list {
+class FreeList {
 public:
     // No bytes; a block of size bytes, all free.
-    free_list() = default;
-    explicit free_list(uint64_t size) { free_.emplace(0, size); }
+    FreeList() = default;
+    explicit FreeList(uint64_t size) { free_.emplace(0, size); }
 
     // Takes size bytes from the first free range that holds them: their offset in *offset, or
     // false when no range does.
@@ -60,7 +60,7 @@ private:
     uint64_t used_ = 0;
 };
 
-// Where a pool puts need bytes among its blocks (each with `bool dedicated` and a free_list
+// Where a pool puts need bytes among its blocks (each with `bool dedicated` and a FreeList
 // `ranges`): a request above dedicated_above gets a block of its own (dedicated, freed when
 // released), so large and small tensors do not fragment each other; others take the first shared
 // block with room, else a new block of block_size. new_block(size) adds a block to blocks and

@@ -9,34 +9,34 @@ namespace {
 
 // A tensor the kernels can address: a dtype they know, sizes and strides >= 0, and an extent one
 // storage-buffer binding can hold (with room for aligning the binding's start).
-bool tensor_fits(const device_caps &caps, const tf_tensor_desc &t) {
+bool tensor_fits(const DeviceCaps &caps, const tf_tensor_desc &t) {
     if (tf_kit::check_tensor("", "", 0, t, false, nullptr) != TF_STATUS_OK) return false;
     const uint64_t size = element_size(t.dtype);
     if (size == 0) return false;
-    const tf_kit::extent e = tf_kit::extent_of(t);
+    const tf_kit::Extent e = tf_kit::extent_of(t);
     if (e.empty) return true;
     // The bound range starts at the tensor's first element, aligned down to bind_align.
     const uint64_t bytes = e.last_byte - t.offset + size;
     return bytes + caps.bind_align + 4 <= caps.max_binding && e.count < (int64_t{1} << 31);
 }
 
-enum class family { none, elementwise, reduce, gemm, nn, optim };
+enum class Family { none, elementwise, reduce, gemm, nn, optim };
 
 // The host code of a family (ops_*.cpp) serves the ops of one or more kernels.
-family family_of(uint32_t op) {
+Family family_of(uint32_t op) {
     switch (kernel_of(op)) {
-    case shader::elementwise: return family::elementwise;
-    case shader::reduce: return family::reduce;
-    case shader::gemm: return family::gemm;
-    case shader::pool2d: case shader::rows: case shader::index: case shader::attention: return family::nn;
-    case shader::optim: return family::optim;
-    default: return family::none;
+    case Shader::elementwise: return Family::elementwise;
+    case Shader::reduce: return Family::reduce;
+    case Shader::gemm: return Family::gemm;
+    case Shader::pool2d: case Shader::rows: case Shader::index: case Shader::attention: return Family::nn;
+    case Shader::optim: return Family::optim;
+    default: return Family::none;
     }
 }
 
 }  // namespace
 
-shader kernel_of(uint32_t op) {
+Shader kernel_of(uint32_t op) {
     switch (op) {
     case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_POW:
     case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_RELU_BACKWARD: case TF_OP_GELU_BACKWARD:
@@ -45,60 +45,60 @@ shader kernel_of(uint32_t op) {
     case TF_OP_GELU_TANH: case TF_OP_SILU: case TF_OP_SQUARE: case TF_OP_ERF: case TF_OP_CLAMP:
     case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
     case TF_OP_WHERE: case TF_OP_CONTIGUOUS: case TF_OP_CAST: case TF_OP_FILL:
-        return shader::elementwise;
+        return Shader::elementwise;
     case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_VAR:
     case TF_OP_ARGMAX: case TF_OP_ARGMIN:
-        return shader::reduce;
+        return Shader::reduce;
     case TF_OP_MATMUL: case TF_OP_CONV2D: case TF_OP_CONV2D_GRAD_INPUT: case TF_OP_CONV2D_GRAD_WEIGHT:
-        return shader::gemm;
+        return Shader::gemm;
     case TF_OP_MAX_POOL2D: case TF_OP_MAX_POOL2D_BACKWARD: case TF_OP_AVG_POOL2D: case TF_OP_AVG_POOL2D_BACKWARD:
-        return shader::pool2d;
+        return Shader::pool2d;
     case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_LAYER_NORM: case TF_OP_RMS_NORM: case TF_OP_CROSS_ENTROPY:
-        return shader::rows;
+        return Shader::rows;
     case TF_OP_ONE_HOT: case TF_OP_EMBEDDING: case TF_OP_EMBEDDING_BACKWARD: case TF_OP_ROPE:
-        return shader::index;
+        return Shader::index;
     case TF_OP_ATTENTION:
-        return shader::attention;
+        return Shader::attention;
     case TF_OP_ADAMW_STEP: case TF_OP_SGD_STEP:
-        return shader::optim;
+        return Shader::optim;
     default:
-        return shader::count_;
+        return Shader::count_;
     }
 }
 
-bool supports(const device_caps &caps, const tf_op_desc &op) {
+bool supports(const DeviceCaps &caps, const tf_op_desc &op) {
     if (op.struct_size < sizeof(tf_op_desc)) return false;
-    tf_kit::op_rule rule{};
+    tf_kit::OpRule rule{};
     if (tf_kit::check_call(&op, &rule, nullptr) != TF_STATUS_OK) return false;
     // The dtypes ops.def defines the op on; the families below state only the kernels' limits.
     if (!tf_kit::dtypes_defined(op, rule.kind)) return false;
     const uint32_t n_in = rule.n_inputs, n_out = rule.n_outputs;
     // One output, except for the in-place optimizer updates (the 5 tensor slots bound them).
-    const family f = family_of(op.op);
-    if ((n_out != 1 && f != family::optim) || n_in + n_out > 5) return false;
+    const Family f = family_of(op.op);
+    if ((n_out != 1 && f != Family::optim) || n_in + n_out > 5) return false;
     for (uint32_t i = 0; i < n_in; ++i)
-        if (!tensor_fits(caps, op.inputs[i])) return false;
+        if (!tf_kit::is_absent(op.inputs[i]) && !tensor_fits(caps, op.inputs[i])) return false;
     for (uint32_t i = 0; i < n_out; ++i)
         if (!tensor_fits(caps, op.outputs[i]) || !tf_kit::is_dense(op.outputs[i])) return false;
     switch (f) {
-    case family::elementwise: return elementwise_supports(caps, op);
-    case family::reduce: return reduce_supports(caps, op);
-    case family::gemm: return gemm_supports(caps, op);
-    case family::nn: return nn_supports(caps, op);
-    case family::optim: return optim_supports(op);
-    case family::none: return false;
+    case Family::elementwise: return elementwise_supports(caps, op);
+    case Family::reduce: return reduce_supports(caps, op);
+    case Family::gemm: return gemm_supports(caps, op);
+    case Family::nn: return nn_supports(caps, op);
+    case Family::optim: return optim_supports(op);
+    case Family::none: return false;
     }
     return false;
 }
 
-void run(kernel_device &dev, const tf_op_desc &op) {
+void run(KernelDevice &dev, const tf_op_desc &op) {
     switch (family_of(op.op)) {
-    case family::elementwise: elementwise_run(dev, op); return;
-    case family::reduce: reduce_run(dev, op); return;
-    case family::gemm: gemm_run(dev, op); return;
-    case family::nn: nn_run(dev, op); return;
-    case family::optim: optim_run(dev, op); return;
-    case family::none: break;
+    case Family::elementwise: elementwise_run(dev, op); return;
+    case Family::reduce: reduce_run(dev, op); return;
+    case Family::gemm: gemm_run(dev, op); return;
+    case Family::nn: nn_run(dev, op); return;
+    case Family::optim: optim_run(dev, op); return;
+    case Family::none: break;
     }
     raise(TF_STATUS_UNSUPPORTED, "%s: no kernel runs this op", op_name(op.op));
 }

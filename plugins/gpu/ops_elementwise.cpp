@@ -120,27 +120,27 @@ void raw_value(double value, int32_t dtype, uint32_t *lo, uint32_t *hi) {
     *hi = static_cast<uint32_t>(bits >> 32);
 }
 
-void record(kernel_device &dev, const tf_op_desc &op, uint32_t code, const uint32_t arg[4]) {
+void record(KernelDevice &dev, const tf_op_desc &op, uint32_t code, const uint32_t arg[4]) {
     const tf_tensor_desc &out = op.outputs[0];
     const int64_t count = numel(out);
     if (count == 0) return;
     const char *name = op_name(op.op);
     const uint32_t n = 1 + op.n_inputs;
-    tensor_binding bindings[4];
+    TensorBinding bindings[4];
     const int64_t *strides[4] = {out.strides};
     bindings[0] = dev.bind(out, name, "output", 0);
     for (uint32_t i = 0; i < op.n_inputs; ++i) {
         bindings[1 + i] = dev.bind(op.inputs[i], name, "input", i);
         strides[1 + i] = op.inputs[i].strides;
     }
-    const merged_axes axes = merge_axes(out.rank, out.shape, strides, static_cast<int>(n));
+    const MergedAxes axes = merge_axes(out.rank, out.shape, strides, static_cast<int>(n));
 
-    ew_params p{};
+    EwParams p{};
     p.count = static_cast<uint32_t>(count);
     p.rank = static_cast<uint32_t>(axes.rank);
     for (int d = 0; d < axes.rank; ++d) {
         p.shape[d] = static_cast<uint32_t>(axes.shape[d]);
-        const magic divisor = magic_of(p.shape[d]);
+        const Magic divisor = magic_of(p.shape[d]);
         p.div_m[d] = divisor.m;
         p.div_s[d] = divisor.s;
         for (uint32_t t = 0; t < n; ++t) p.strides[t * 8 + d] = static_cast<uint32_t>(axes.strides[t][d]);
@@ -159,12 +159,12 @@ void record(kernel_device &dev, const tf_op_desc &op, uint32_t code, const uint3
                                 ? per_word
                                 : 0;
     const uint64_t items = packed ? (static_cast<uint64_t>(count) + packed - 1) / packed : static_cast<uint64_t>(count);
-    dev.dispatch({key_of(shader::elementwise, code, out.dtype, in_dtype, rank, packed), &p, sizeof p, bindings, n, {groups_for(dev.caps(), items, 256), 1, 1}});
+    dev.dispatch({key_of(Shader::elementwise, code, out.dtype, in_dtype, rank, packed), &p, sizeof p, bindings, n, {groups_for(dev.caps(), items, 256), 1, 1}});
 }
 
 }  // namespace
 
-bool elementwise_supports(const device_caps &, const tf_op_desc &op) {
+bool elementwise_supports(const DeviceCaps &, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     const tf_tensor_desc *in = op.inputs;
     if (code_of(op.op) == UINT32_MAX) return false;
@@ -177,7 +177,7 @@ bool elementwise_supports(const device_caps &, const tf_op_desc &op) {
     return true;
 }
 
-void elementwise_run(kernel_device &dev, const tf_op_desc &op) {
+void elementwise_run(KernelDevice &dev, const tf_op_desc &op) {
     uint32_t arg[4] = {0, 0, 0, 0};
     if (op.op == TF_OP_FILL) {
         raw_value(static_cast<const tf_params_fill *>(op.params)->value, op.outputs[0].dtype, &arg[0], &arg[1]);
@@ -190,7 +190,7 @@ void elementwise_run(kernel_device &dev, const tf_op_desc &op) {
     record(dev, op, code_of(op.op), arg);
 }
 
-void elementwise_fill(kernel_device &dev, const tf_tensor_desc &out, uint32_t lo, uint32_t hi, const char *) {
+void elementwise_fill(KernelDevice &dev, const tf_tensor_desc &out, uint32_t lo, uint32_t hi, const char *) {
     tf_op_desc fill{};
     fill.struct_size = sizeof fill;
     fill.op = TF_OP_FILL;

@@ -19,18 +19,18 @@ bool all_float(const tf_op_desc &op) {
 }
 
 // Tiles beyond the grid are looped over in the kernel; only the batch (z) must fit the grid.
-bool grid_fits(const device_caps &caps, int64_t m, int64_t n, int64_t batch) {
+bool grid_fits(const DeviceCaps &caps, int64_t m, int64_t n, int64_t batch) {
     return batch <= caps.max_groups[2] && m < (int64_t{1} << 31) && n < (int64_t{1} << 31);
 }
 
 // The four conv tensors of a conv op, whichever its direction.
-struct conv_shapes {
+struct ConvShapes {
     const tf_tensor_desc *x, *w, *y;  // x or dx, weight or dw, y or dy
     int64_t n, c, h, wd, o, cg, kh, kw, oh, ow;
 };
 
-conv_shapes conv_tensors(const tf_op_desc &op) {
-    conv_shapes s{};
+ConvShapes conv_tensors(const tf_op_desc &op) {
+    ConvShapes s{};
     switch (op.op) {
     case TF_OP_CONV2D: s.x = &op.inputs[0], s.w = &op.inputs[1], s.y = &op.outputs[0]; break;
     case TF_OP_CONV2D_GRAD_INPUT: s.x = &op.outputs[0], s.w = &op.inputs[1], s.y = &op.inputs[0]; break;
@@ -50,7 +50,7 @@ conv_shapes conv_tensors(const tf_op_desc &op) {
 }
 
 // C as a view whose axes flatten to (z, m, n) in the kernel's order: where split partials go.
-struct c_view {
+struct CView {
     int rank = 0;
     int64_t shape[TF_MAX_RANK] = {};
     int64_t strides[TF_MAX_RANK] = {};
@@ -63,8 +63,8 @@ struct c_view {
 // Records the GEMM of p over z_count batch elements or groups. Products with few tiles and a long
 // K (weight gradients, a linear layer on a small batch) split K over more workgroups: the
 // partial tiles go to a scratch tensor and a sum over the chunks writes them into out.
-void record_gemm(kernel_device &dev, gemm_params &p, uint32_t mode, tensor_binding b[3], uint32_t z_count,
-                 const tf_tensor_desc &out, const c_view &view) {
+void record_gemm(KernelDevice &dev, GemmParams &p, uint32_t mode, TensorBinding b[3], uint32_t z_count,
+                 const tf_tensor_desc &out, const CView &view) {
     // Skinny products take 8-row or 8-column tiles instead of 64.
     const uint32_t rows = p.M <= 16 ? 1 : 8, cols = p.N <= 16 ? 1 : 8, tile_m = 8 * rows, tile_n = 8 * cols;
     const uint64_t tiles_m = (p.M + tile_m - 1) / tile_m, tiles_n = (p.N + tile_n - 1) / tile_n;
@@ -83,7 +83,7 @@ void record_gemm(kernel_device &dev, gemm_params &p, uint32_t mode, tensor_bindi
     const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(tiles_n, std::min<uint32_t>(dev.caps().max_groups[0], 65535))),
                    gy = static_cast<uint32_t>(std::min<uint64_t>(tiles_m, std::min<uint32_t>(dev.caps().max_groups[1], 65535)));
     if (splits == 1) {
-        dev.dispatch({key_of(shader::gemm, mode, rows, 0, cols, out.dtype), &p, sizeof p, b, 3, {gx, gy, z_count}});
+        dev.dispatch({key_of(Shader::gemm, mode, rows, 0, cols, out.dtype), &p, sizeof p, b, 3, {gx, gy, z_count}});
         return;
     }
     // scratch [splits, view...] contiguous, then sum over axis 0 into out viewed as [1, view...].
@@ -110,7 +110,7 @@ void record_gemm(kernel_device &dev, gemm_params &p, uint32_t mode, tensor_bindi
         p.splits = splits;
         p.k_chunk = chunk;
         p.z_count = z_count;
-        dev.dispatch({key_of(shader::gemm, mode, rows, 1, cols, out.dtype), &p, sizeof p, b, 3, {gx, gy, z_count * splits}});
+        dev.dispatch({key_of(Shader::gemm, mode, rows, 1, cols, out.dtype), &p, sizeof p, b, 3, {gx, gy, z_count * splits}});
         const tf_params_reduce axes{sizeof(tf_params_reduce), 1u};
         tf_op_desc sum{};
         sum.struct_size = sizeof sum;
@@ -127,14 +127,14 @@ void record_gemm(kernel_device &dev, gemm_params &p, uint32_t mode, tensor_bindi
     dev.free(scratch.buffer);  // released once the sum has run
 }
 
-bool conv_supports(const device_caps &caps, const tf_op_desc &op) {
+bool conv_supports(const DeviceCaps &caps, const tf_op_desc &op) {
     if (!all_float(op)) return false;
     for (uint32_t i = 0; i < op.n_inputs; ++i)
         if (op.inputs[i].rank != 4) return false;
     if (op.outputs[0].rank != 4) return false;
     const auto &p = *static_cast<const tf_params_conv2d *>(op.params);
     if (!tf_kit::conv_params_valid(p) || !tf_kit::conv_shapes_fit(op, p)) return false;
-    const conv_shapes s = conv_tensors(op);
+    const ConvShapes s = conv_tensors(op);
     const int64_t g = p.groups;
     // Every index the kernel forms must fit 32 bits.
     const int64_t og = s.o / g;
@@ -150,15 +150,15 @@ bool conv_supports(const device_caps &caps, const tf_op_desc &op) {
     }
 }
 
-void conv_run(kernel_device &dev, const tf_op_desc &op) {
+void conv_run(KernelDevice &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     if (numel(out) == 0) return;
     const char *name = op_name(op.op);
     const auto &cp = *static_cast<const tf_params_conv2d *>(op.params);
-    const conv_shapes s = conv_tensors(op);
-    tensor_binding b[3] = {dev.bind(out, name, "output", 0), dev.bind(op.inputs[0], name, "input", 0),
+    const ConvShapes s = conv_tensors(op);
+    TensorBinding b[3] = {dev.bind(out, name, "output", 0), dev.bind(op.inputs[0], name, "input", 0),
                            dev.bind(op.inputs[1], name, "input", 1)};
-    gemm_params p{};
+    GemmParams p{};
     const uint32_t g = static_cast<uint32_t>(cp.groups);
     const int64_t og = s.o / g;
     uint32_t mode = 0;
@@ -216,13 +216,13 @@ void conv_run(kernel_device &dev, const tf_op_desc &op) {
     const uint32_t divisors[8] = {p.kh * p.kw, p.kw, p.oh * p.ow, p.ow, p.h * p.w, p.w,
                                   static_cast<uint32_t>(cp.stride[0]), static_cast<uint32_t>(cp.stride[1])};
     for (int i = 0; i < 8; ++i) {
-        const magic d = magic_of(divisors[i]);
+        const Magic d = magic_of(divisors[i]);
         p.div_m[i] = d.m;
         p.div_s[i] = d.s;
     }
     // C's axes per mode: (group, channel in group, image, row, column) or (group, out channel,
     // in channel, kernel row, kernel column).
-    c_view view;
+    CView view;
     const tf_tensor_desc &c = out;
     switch (mode) {
     case 1:
@@ -241,7 +241,7 @@ void conv_run(kernel_device &dev, const tf_op_desc &op) {
     record_gemm(dev, p, mode, b, g, out, view);
 }
 
-bool matmul_supports(const device_caps &caps, const tf_op_desc &op) {
+bool matmul_supports(const DeviceCaps &caps, const tf_op_desc &op) {
     if (!all_float(op)) return false;
     const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &c = op.outputs[0];
     const int r = c.rank;
@@ -255,15 +255,15 @@ bool matmul_supports(const device_caps &caps, const tf_op_desc &op) {
     return a.shape[r - 1] < (int64_t{1} << 31) && grid_fits(caps, c.shape[r - 2], c.shape[r - 1], batch);
 }
 
-void matmul_run(kernel_device &dev, const tf_op_desc &op) {
+void matmul_run(KernelDevice &dev, const tf_op_desc &op) {
     const tf_tensor_desc &a = op.inputs[0], &bt = op.inputs[1], &c = op.outputs[0];
     if (numel(c) == 0) return;
     const int r = c.rank;
-    tensor_binding b[3] = {dev.bind(c, "matmul", "output", 0), dev.bind(a, "matmul", "input", 0),
+    TensorBinding b[3] = {dev.bind(c, "matmul", "output", 0), dev.bind(a, "matmul", "input", 0),
                            dev.bind(bt, "matmul", "input", 1)};
     const int64_t *strides[3] = {c.strides, a.strides, bt.strides};
-    const merged_axes batch = merge_axes(r - 2, c.shape, strides, 3);
-    gemm_params p{};
+    const MergedAxes batch = merge_axes(r - 2, c.shape, strides, 3);
+    GemmParams p{};
     p.M = static_cast<uint32_t>(c.shape[r - 2]);
     p.N = static_cast<uint32_t>(c.shape[r - 1]);
     p.K = static_cast<uint32_t>(a.shape[r - 1]);
@@ -285,7 +285,7 @@ void matmul_run(kernel_device &dev, const tf_op_desc &op) {
     p.b_cs = static_cast<uint32_t>(bt.strides[r - 1]);
     p.c_rs = static_cast<uint32_t>(c.strides[r - 2]);
     p.c_cs = static_cast<uint32_t>(c.strides[r - 1]);
-    c_view view;
+    CView view;
     for (int d = 0; d < batch.rank; ++d) view.add(batch.shape[d], batch.strides[0][d]);
     view.add(p.M, c.strides[r - 2]);
     view.add(p.N, c.strides[r - 1]);
@@ -294,7 +294,7 @@ void matmul_run(kernel_device &dev, const tf_op_desc &op) {
 
 }  // namespace
 
-bool gemm_supports(const device_caps &caps, const tf_op_desc &op) {
+bool gemm_supports(const DeviceCaps &caps, const tf_op_desc &op) {
     switch (op.op) {
     case TF_OP_MATMUL: return matmul_supports(caps, op);
     case TF_OP_CONV2D:
@@ -304,7 +304,7 @@ bool gemm_supports(const device_caps &caps, const tf_op_desc &op) {
     }
 }
 
-void gemm_run(kernel_device &dev, const tf_op_desc &op) {
+void gemm_run(KernelDevice &dev, const tf_op_desc &op) {
     if (op.op == TF_OP_MATMUL)
         matmul_run(dev, op);
     else

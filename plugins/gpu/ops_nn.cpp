@@ -27,16 +27,16 @@ bool pool_supports(const tf_op_desc &op) {
     return numel(*big) < (int64_t{1} << 31) && big->shape[2] < (int64_t{1} << 30) && big->shape[3] < (int64_t{1} << 30);
 }
 
-void pool_run(kernel_device &dev, const tf_op_desc &op) {
+void pool_run(KernelDevice &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     const int64_t count = numel(out);
     if (count == 0) return;
     const char *name = op_name(op.op);
     const auto &pp = *static_cast<const tf_params_pool2d *>(op.params);
-    tensor_binding b[3];
+    TensorBinding b[3];
     b[0] = dev.bind(out, name, "output", 0);
     for (uint32_t i = 0; i < op.n_inputs; ++i) b[1 + i] = dev.bind(op.inputs[i], name, "input", i);
-    pool_params p{};
+    PoolParams p{};
     p.count = u32(count);
     p.kh = pp.kernel[0];
     p.kw = pp.kernel[1];
@@ -70,11 +70,11 @@ void pool_run(kernel_device &dev, const tf_op_desc &op) {
     // The output is walked: its columns, rows and channels.
     const uint32_t walked[3] = {u32(out.shape[3]), u32(out.shape[2]), p.c};
     for (int i = 0; i < 3; ++i) {
-        const magic d = magic_of(walked[i]);
+        const Magic d = magic_of(walked[i]);
         p.div_m[i] = d.m;
         p.div_s[i] = d.s;
     }
-    dev.dispatch({key_of(shader::pool2d, mode, out.dtype), &p, sizeof p, b, 1 + op.n_inputs, {groups_for(dev.caps(), u32(count), 256), 1, 1}});
+    dev.dispatch({key_of(Shader::pool2d, mode, out.dtype), &p, sizeof p, b, 1 + op.n_inputs, {groups_for(dev.caps(), u32(count), 256), 1, 1}});
 }
 
 // ---- Row ops ----------------------------------------------------------------------------------------
@@ -114,11 +114,11 @@ bool rows_supports(const tf_op_desc &op) {
     }
 }
 
-void rows_run(kernel_device &dev, const tf_op_desc &op) {
+void rows_run(KernelDevice &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0], &x = op.inputs[0];
     const char *name = op_name(op.op);
-    rows_params p{};
-    tensor_binding b[4];
+    RowsParams p{};
+    TensorBinding b[4];
     b[0] = dev.bind(out, name, "output", 0);
     for (uint32_t i = 0; i < op.n_inputs; ++i) b[1 + i] = dev.bind(op.inputs[i], name, "input", i);
     p.x_base = b[1].base;
@@ -191,8 +191,8 @@ void rows_run(kernel_device &dev, const tf_op_desc &op) {
     // Merging keeps the kernel's loops short; the label tensor follows the unmerged row axis.
     const int64_t *o_strides[2] = {o_x, o_y};
     const int64_t *i_strides[4] = {i_x, i_y, i_w, i_b};
-    const merged_axes mo = mode == 4 ? merged_axes{} : merge_axes(outer, o_shape, o_strides, 2);
-    const merged_axes mi = mode == 4 ? merged_axes{} : merge_axes(inner, i_shape, i_strides, 4);
+    const MergedAxes mo = mode == 4 ? MergedAxes{} : merge_axes(outer, o_shape, o_strides, 2);
+    const MergedAxes mi = mode == 4 ? MergedAxes{} : merge_axes(inner, i_shape, i_strides, 4);
     if (mode == 4) {
         p.outer_rank = p.inner_rank = 1;
         p.outer_shape[0] = u32(o_shape[0]), p.x_outer[0] = u32(o_x[0]), p.y_outer[0] = u32(o_y[0]);
@@ -215,12 +215,12 @@ void rows_run(kernel_device &dev, const tf_op_desc &op) {
     p.rows = u32(rows);
     p.len = u32(len);
     const uint32_t groups = reduces ? 1 : groups_for(dev.caps(), u32(rows), 256);
-    dev.dispatch({key_of(shader::rows, mode, reduces, p.inner_rank == 1, x.dtype), &p, sizeof p, b, 1 + op.n_inputs, {groups, 1, 1}, reporting});
+    dev.dispatch({key_of(Shader::rows, mode, reduces, p.inner_rank == 1, x.dtype), &p, sizeof p, b, 1 + op.n_inputs, {groups, 1, 1}, reporting});
 }
 
 // ---- Index ops and rope -----------------------------------------------------------------------------
 
-bool index_supports(const device_caps &caps, const tf_op_desc &op) {
+bool index_supports(const DeviceCaps &caps, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     switch (op.op) {
     case TF_OP_ONE_HOT: {
@@ -260,11 +260,11 @@ bool index_supports(const device_caps &caps, const tf_op_desc &op) {
     }
 }
 
-void index_run(kernel_device &dev, const tf_op_desc &op);
+void index_run(KernelDevice &dev, const tf_op_desc &op);
 
 // embedding_backward into f16 or bf16: the rows' sums accumulate in f32 scratch (the kernel adds
 // with compare-and-swap on 32-bit words), then one cast rounds each sum once, as the cpu plugin.
-void embedding_backward_16(kernel_device &dev, const tf_op_desc &op) {
+void embedding_backward_16(KernelDevice &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     tf_tensor_desc scratch{};
     scratch.struct_size = sizeof scratch;
@@ -294,7 +294,7 @@ void embedding_backward_16(kernel_device &dev, const tf_op_desc &op) {
     dev.free(scratch.buffer);  // released once the cast has run
 }
 
-void index_run(kernel_device &dev, const tf_op_desc &op) {
+void index_run(KernelDevice &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     if (op.op == TF_OP_EMBEDDING_BACKWARD && out.dtype != TF_DTYPE_F32) {
         embedding_backward_16(dev, op);
@@ -306,26 +306,26 @@ void index_run(kernel_device &dev, const tf_op_desc &op) {
     if (op.op == TF_OP_EMBEDDING_BACKWARD) elementwise_fill(dev, out, 0, 0, name);
     const int64_t count = numel(walked);
     if (count == 0) return;
-    tensor_binding b[3];
+    TensorBinding b[3];
     b[0] = dev.bind(out, name, "output", 0);
-    index_params p{};
+    IndexParams p{};
     p.count = u32(count);
     p.rank = u32(walked.rank);
     p.out_base = b[0].base;
     for (int d = 0; d < walked.rank; ++d) {
         p.shape[d] = u32(walked.shape[d]);
         p.out_st[d] = u32(out.strides[d]);
-        const magic divisor = magic_of(p.shape[d]);
+        const Magic divisor = magic_of(p.shape[d]);
         p.div_m[d] = divisor.m;
         p.div_s[d] = divisor.s;
     }
     const char *reporting = name;
     uint32_t mode = 0, idx_dtype = TF_DTYPE_I32;
     // rope's frequency table, released once the dispatch is recorded (free() may come first).
-    struct scratch_buffer {
-        kernel_device &dev;
+    struct ScratchBuffer {
+        KernelDevice &dev;
         tf_buffer *buffer = nullptr;
-        ~scratch_buffer() {
+        ~ScratchBuffer() {
             if (buffer) dev.free(buffer);
         }
     } scratch{dev};
@@ -405,41 +405,49 @@ void index_run(kernel_device &dev, const tf_op_desc &op) {
     }
     }
     const int32_t in_dtype = op.op == TF_OP_ONE_HOT ? TF_DTYPE_F32 : op.inputs[0].dtype;
-    dev.dispatch({key_of(shader::index, mode, out.dtype, idx_dtype, in_dtype), &p, sizeof p, b, 3, {groups_for(dev.caps(), u32(count), 256), 1, 1}, reporting});
+    dev.dispatch({key_of(Shader::index, mode, out.dtype, idx_dtype, in_dtype), &p, sizeof p, b, 3, {groups_for(dev.caps(), u32(count), 256), 1, 1}, reporting});
 }
 
 // ---- Attention --------------------------------------------------------------------------------------
 
-bool attention_supports(const device_caps &caps, const tf_op_desc &op) {
+// The mask (input 3) may be absent (TF_TENSOR_ABSENT): the shader then adds nothing and never
+// reads slot 4, which is bound to q only because every slot needs a buffer.
+bool attention_supports(const DeviceCaps &caps, const tf_op_desc &op) {
     const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
     const tf_tensor_desc &out = op.outputs[0];
+    const bool masked = !tf_kit::is_absent(m);
     const int r = q.rank;
     if (r < 2) return false;
-    const tf_tensor_desc *all[5] = {&out, &q, &k, &v, &m};
+    const tf_tensor_desc *all[5] = {&out, &q, &k, &v, masked ? &m : &q};
     for (const tf_tensor_desc *t : all)
         if (t->dtype != out.dtype || t->rank != r) return false;
     for (int d = 0; d < r - 2; ++d)
         for (const tf_tensor_desc *t : all)
             if (t->shape[d] != q.shape[d]) return false;
     const int64_t tq = q.shape[r - 2], d = q.shape[r - 1], tk = k.shape[r - 2], dv = v.shape[r - 1];
-    if (k.shape[r - 1] != d || v.shape[r - 2] != tk || m.shape[r - 2] != tq || m.shape[r - 1] != tk ||
+    if (k.shape[r - 1] != d || v.shape[r - 2] != tk || (masked && (m.shape[r - 2] != tq || m.shape[r - 1] != tk)) ||
         out.shape[r - 2] != tq || out.shape[r - 1] != dv)
         return false;
     (void)caps;
     return tk <= attention_max_keys;
 }
 
-void attention_run(kernel_device &dev, const tf_op_desc &op) {
+void attention_run(KernelDevice &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     if (numel(out) == 0) return;
-    const tf_tensor_desc *t[5] = {&out, &op.inputs[0], &op.inputs[1], &op.inputs[2], &op.inputs[3]};
-    tensor_binding b[5];
+    const bool masked = !tf_kit::is_absent(op.inputs[3]);
+    const tf_tensor_desc &mask = masked ? op.inputs[3] : op.inputs[0];
+    const tf_tensor_desc *t[5] = {&out, &op.inputs[0], &op.inputs[1], &op.inputs[2], &mask};
+    TensorBinding b[5];
     b[0] = dev.bind(out, "attention", "output", 0);
-    for (int i = 0; i < 4; ++i) b[1 + i] = dev.bind(op.inputs[i], "attention", "input", static_cast<uint32_t>(i));
+    for (int i = 0; i < 4; ++i) b[1 + i] = dev.bind(*t[1 + i], "attention", "input", static_cast<uint32_t>(i));
     const int r = out.rank;
-    const int64_t *strides[5] = {t[0]->strides, t[1]->strides, t[2]->strides, t[3]->strides, t[4]->strides};
-    const merged_axes batch = merge_axes(r - 2, out.shape, strides, 5);
-    attention_params p{};
+    // An absent mask has no strides: zeros merge with any batch axis.
+    const int64_t no_strides[TF_MAX_RANK] = {};
+    const int64_t *strides[5] = {t[0]->strides, t[1]->strides, t[2]->strides, t[3]->strides,
+                                 masked ? t[4]->strides : no_strides};
+    const MergedAxes batch = merge_axes(r - 2, out.shape, strides, 5);
+    AttentionParams p{};
     p.tq = u32(out.shape[r - 2]);
     p.dv = u32(out.shape[r - 1]);
     p.d = u32(op.inputs[0].shape[r - 1]);
@@ -447,6 +455,7 @@ void attention_run(kernel_device &dev, const tf_op_desc &op) {
     const auto &ap = *static_cast<const tf_params_attention *>(op.params);
     p.causal = ap.causal ? 1 : 0;
     p.scale = static_cast<float>(ap.scale);
+    p.has_mask = masked ? 1 : 0;
     p.batch_rank = u32(batch.rank);
     int64_t rows = p.tq;
     for (int d = 0; d < batch.rank; ++d) {
@@ -460,12 +469,12 @@ void attention_run(kernel_device &dev, const tf_op_desc &op) {
         p.col_st[s] = u32(t[s]->strides[r - 1]);
     }
     p.rows = u32(rows);
-    dev.dispatch({key_of(shader::attention, out.dtype), &p, sizeof p, b, 5, {groups_for(dev.caps(), u32(rows), 1), 1, 1}});
+    dev.dispatch({key_of(Shader::attention, out.dtype), &p, sizeof p, b, 5, {groups_for(dev.caps(), u32(rows), 1), 1, 1}});
 }
 
 }  // namespace
 
-bool nn_supports(const device_caps &caps, const tf_op_desc &op) {
+bool nn_supports(const DeviceCaps &caps, const tf_op_desc &op) {
     switch (op.op) {
     case TF_OP_MAX_POOL2D:
     case TF_OP_MAX_POOL2D_BACKWARD:
@@ -485,7 +494,7 @@ bool nn_supports(const device_caps &caps, const tf_op_desc &op) {
     }
 }
 
-void nn_run(kernel_device &dev, const tf_op_desc &op) {
+void nn_run(KernelDevice &dev, const tf_op_desc &op) {
     switch (op.op) {
     case TF_OP_MAX_POOL2D:
     case TF_OP_MAX_POOL2D_BACKWARD:

@@ -27,15 +27,15 @@ bool optim_supports(const tf_op_desc &op) {
     return true;
 }
 
-void optim_run(kernel_device &dev, const tf_op_desc &op) {
+void optim_run(KernelDevice &dev, const tf_op_desc &op) {
     const char *name = op_name(op.op);
     const int64_t count = numel(op.outputs[0]);
     if (count == 0) return;
-    tensor_binding b[4];
+    TensorBinding b[4];
     b[0] = dev.bind(op.outputs[0], name, "output", 0);
     b[1] = dev.bind(op.inputs[0], name, "input", 0);
     for (uint32_t i = 1; i < op.n_outputs; ++i) b[1 + i] = dev.bind(op.outputs[i], name, "output", i);
-    optim_params p{};
+    OptimParams p{};
     p.count = static_cast<uint32_t>(count);
     p.base0 = b[0].base;
     p.base1 = b[1].base;
@@ -59,7 +59,7 @@ void optim_run(kernel_device &dev, const tf_op_desc &op) {
         decays = k.decays ? 1 : 0;
         nesterov = k.nesterov ? 1 : 0;
     }
-    dev.dispatch({key_of(shader::optim, mode, has_state, decays, nesterov), &p, sizeof p, b, 1 + op.n_outputs,
+    dev.dispatch({key_of(Shader::optim, mode, has_state, decays, nesterov), &p, sizeof p, b, 1 + op.n_outputs,
                   {groups_for(dev.caps(), static_cast<uint64_t>(count), 256), 1, 1}});
 }
 

@@ -29,7 +29,7 @@ uint32_t code_of(uint32_t op) {
 
 }  // namespace
 
-bool reduce_supports(const device_caps &, const tf_op_desc &op) {
+bool reduce_supports(const DeviceCaps &, const tf_op_desc &op) {
     const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
     switch (op.op) {
     case TF_OP_SUM:
@@ -59,13 +59,13 @@ bool reduce_supports(const device_caps &, const tf_op_desc &op) {
     return true;
 }
 
-void reduce_run(kernel_device &dev, const tf_op_desc &op) {
+void reduce_run(KernelDevice &dev, const tf_op_desc &op) {
     const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
     const int64_t n_out = numel(out);
     if (n_out == 0) return;
     const char *name = op_name(op.op);
     const uint32_t mask = mask_of(op);
-    tensor_binding bindings[2] = {dev.bind(out, name, "output", 0), dev.bind(in, name, "input", 0)};
+    TensorBinding bindings[2] = {dev.bind(out, name, "output", 0), dev.bind(in, name, "input", 0)};
 
     // Kept axes walk input and output together; reduced axes walk the input only.
     int64_t k_shape[TF_MAX_RANK], k_in[TF_MAX_RANK], k_out[TF_MAX_RANK], r_shape[TF_MAX_RANK], r_in[TF_MAX_RANK];
@@ -84,10 +84,10 @@ void reduce_run(kernel_device &dev, const tf_op_desc &op) {
     }
     const int64_t *k_strides[2] = {k_in, k_out};
     const int64_t *r_strides[1] = {r_in};
-    const merged_axes k = merge_axes(kept, k_shape, k_strides, 2);
-    const merged_axes r = merge_axes(reduced, r_shape, r_strides, 1);
+    const MergedAxes k = merge_axes(kept, k_shape, k_strides, 2);
+    const MergedAxes r = merge_axes(reduced, r_shape, r_strides, 1);
 
-    reduce_params p{};
+    ReduceParams p{};
     p.n_out = static_cast<uint32_t>(n_out);
     p.n_red = static_cast<uint32_t>(n_red);
     // A workgroup per output for few long reductions, an invocation per output otherwise.
@@ -105,13 +105,13 @@ void reduce_run(kernel_device &dev, const tf_op_desc &op) {
     for (int d = 0; d < r.rank; ++d) {
         p.r_shape[d] = static_cast<uint32_t>(r.shape[d]);
         p.r_in[d] = static_cast<uint32_t>(r.strides[0][d]);
-        const magic divisor = magic_of(p.r_shape[d]);
+        const Magic divisor = magic_of(p.r_shape[d]);
         p.r_div_m[d] = divisor.m;
         p.r_div_s[d] = divisor.s;
     }
     const uint32_t groups = per_group ? groups_for(dev.caps(), static_cast<uint64_t>(n_out), 1)
                                       : groups_for(dev.caps(), static_cast<uint64_t>(n_out), 256);
-    dev.dispatch({key_of(shader::reduce, code_of(op.op), per_group, r.rank <= 1, in.dtype, out.dtype), &p, sizeof p, bindings, 2, {groups, 1, 1}});
+    dev.dispatch({key_of(Shader::reduce, code_of(op.op), per_group, r.rank <= 1, in.dtype, out.dtype), &p, sizeof p, bindings, 2, {groups, 1, 1}});
 }
 
 }  // namespace tf_kernels

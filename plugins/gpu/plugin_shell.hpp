@@ -4,19 +4,19 @@
 //
 //   struct Api {
 //       static constexpr const char *name = "vulkan";       // for messages
-//       using device = tf_vk::device;                       // a kernel_device with info(), allocate(),
+//       using Device = tf_vk::Device;                       // a KernelDevice with info(), allocate(),
 //                                                           // free(), write(), read(), copy(),
 //                                                           // synchronize(), label(), list_features()
-//       struct state { std::vector<std::unique_ptr<device>> devices; ... };
+//       struct State { std::vector<std::unique_ptr<Device>> devices; ... };
 //       static tf_status probe(tf_error *err);              // may throw (guarded here)
-//       static tf_status open(state &s, tf_error *err);     // init: fills s.devices; may throw
+//       static tf_status open(State &s, tf_error *err);     // init: fills s.devices; may throw
 //       static void close() noexcept;                       // shutdown, after the state is gone
-//       template <class F> static void call(device &d, F &&f);  // runs f with the device's lock
+//       template <class F> static void call(Device &d, F &&f);  // runs f with the device's lock
 //                                                           // held (or on its thread)
-//       static void list_features(const state &s, tf_feature_fn emit, void *user);
+//       static void list_features(const State &s, tf_feature_fn emit, void *user);
 //   };
 //
-// and its table is gpu_plugin<Api>::table(name, version, priority). Every member turns exceptions into a
+// and its table is GpuPlugin<Api>::table(name, version, priority). Every member turns exceptions into a
 // tf_status and a message (tf_kit::guarded); nothing crosses the ABI.
 #ifndef TINYFIN_GPU_PLUGIN_SHELL_HPP
 #define TINYFIN_GPU_PLUGIN_SHELL_HPP
@@ -33,15 +33,15 @@ using tf_kit::fail;
 using tf_kit::guarded;
 
 template <class Api>
-struct gpu_plugin {
-    using device = typename Api::device;
-    using state = typename Api::state;
+struct GpuPlugin {
+    using Device = typename Api::Device;
+    using State = typename Api::State;
 
     // Everything init creates; shutdown deletes it. A plain pointer: constant-initialised, so the
     // plugin runs no code at dlopen.
-    static inline state *g_state = nullptr;
+    static inline State *g_state = nullptr;
 
-    static device *device_at(int32_t index) noexcept {
+    static Device *device_at(int32_t index) noexcept {
         if (!g_state || index < 0 || static_cast<size_t>(index) >= g_state->devices.size()) return nullptr;
         return g_state->devices[static_cast<size_t>(index)].get();
     }
@@ -54,7 +54,7 @@ struct gpu_plugin {
 
     static tf_status init(tf_error *err) {
         return guarded(err, "init", [&]() -> tf_status {
-            auto s = std::make_unique<state>();
+            auto s = std::make_unique<State>();
             if (tf_status status = Api::open(*s, err); status != TF_STATUS_OK) return status;
             g_state = s.release();
             return TF_STATUS_OK;
@@ -73,7 +73,7 @@ struct gpu_plugin {
 
     static tf_status device_info(int32_t index, tf_device_info *info, tf_error *err) {
         return guarded(err, "device_info", [&]() -> tf_status {
-            device *dev = device_at(index);
+            Device *dev = device_at(index);
             if (!dev) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: no %s device %d", Api::name, index);
             if (!info) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: info is NULL");
             tf_device_info full{};
@@ -98,7 +98,7 @@ struct gpu_plugin {
         return guarded(err, "buffer_alloc", [&]() -> tf_status {
             if (!out) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
             *out = nullptr;
-            device *dev = device_at(index);
+            Device *dev = device_at(index);
             if (!dev) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_alloc: no %s device %d", Api::name, index);
             if (size == 0) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_alloc: size is 0");
             tf_buffer *made = nullptr;
@@ -110,7 +110,7 @@ struct gpu_plugin {
 
     static void buffer_free(tf_buffer *buffer) {
         if (!buffer) return;
-        device *dev = buffer->owner;
+        Device *dev = buffer->owner;
         try {
             Api::call(*dev, [&] { dev->free(buffer); });
         } catch (...) {
@@ -156,7 +156,7 @@ struct gpu_plugin {
     // Which ops run here, and with which descriptors, is the shared ops' answer (ops.cpp): read
     // from the device's immutable limits, on the caller's thread, without the device's lock.
     static bool supported(int32_t index, const tf_op_desc *op) {
-        device *dev = device_at(index);
+        Device *dev = device_at(index);
         return dev && op && tf_kernels::supports(dev->caps(), *op);
     }
 
@@ -171,7 +171,7 @@ struct gpu_plugin {
             if (!supported(index, op))
                 return fail(err, TF_STATUS_UNSUPPORTED, "%s: the %s plugin does not support this descriptor", name,
                             Api::name);
-            device &dev = *device_at(index);
+            Device &dev = *device_at(index);
             Api::call(dev, [&] { tf_kernels::run(dev, *op); });
             return TF_STATUS_OK;
         });
@@ -179,7 +179,7 @@ struct gpu_plugin {
 
     static tf_status synchronize(int32_t index, tf_error *err) {
         return guarded(err, "synchronize", [&]() -> tf_status {
-            device *dev = device_at(index);
+            Device *dev = device_at(index);
             if (!dev) return fail(err, TF_STATUS_INVALID_ARGUMENT, "synchronize: no %s device %d", Api::name, index);
             Api::call(*dev, [&] { dev->synchronize(); });
             return TF_STATUS_OK;

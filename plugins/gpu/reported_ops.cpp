@@ -4,14 +4,14 @@
 
 namespace tf_kernels {
 
-void reported_ops::add(std::thread::id thread, const char *op) {
+void ReportedOps::add(std::thread::id thread, const char *op) {
     std::string &ops = ops_[thread];
     if ((", " + ops + ", ").find(std::string(", ") + op + ", ") != std::string::npos) return;
     if (!ops.empty()) ops += ", ";
     ops += op;
 }
 
-void reported_ops::throw_for(std::thread::id thread, const char *label) {
+void ReportedOps::throw_for(std::thread::id thread, const char *label) {
     if (ops_.empty()) return;
     const auto found = ops_.find(thread);
     if (found == ops_.end()) return;

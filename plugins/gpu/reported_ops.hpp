@@ -1,5 +1,5 @@
 // The ops whose kernels found an index or label outside its range (the status words of
-// dispatch_args::reporting_op, read back by the plugin), kept for the thread that issued the work:
+// DispatchArgs::reporting_op, read back by the plugin), kept for the thread that issued the work:
 // its next read or synchronize throws them. Shared by the GPU plugins; used under the device's
 // lock (or on its thread).
 #ifndef TINYFIN_GPU_REPORTED_OPS_HPP
@@ -11,7 +11,7 @@
 
 namespace tf_kernels {
 
-class reported_ops {
+class ReportedOps {
 public:
     // Files op (a static name) for thread; an op already filed for it is named once.
     void add(std::thread::id thread, const char *op);

@@ -13,16 +13,16 @@
 
 namespace tf_kernels {
 
-struct kernel_selector {
-    uint32_t id;             // the index into pipeline_key::spec
+struct KernelSelector {
+    uint32_t id;             // the index into PipelineKey::spec
     std::string type, name;  // GLSL type (uint, int, bool) and macro name
     std::string value;       // the default, as written (used when a dispatch leaves it out)
 };
 
 // The selectors in the order of their lines. A line that does not parse is skipped (the kernel
 // then fails to build, naming the macro it lacks).
-inline std::vector<kernel_selector> selectors_of(std::string_view text) {
-    std::vector<kernel_selector> out;
+inline std::vector<KernelSelector> selectors_of(std::string_view text) {
+    std::vector<KernelSelector> out;
     size_t at = 0;
     while ((at = text.find("\nTF_SPEC(", at)) != std::string_view::npos) {
         at += 9;

@@ -5,8 +5,8 @@
 
 namespace tf_cl {
 
-std::unique_ptr<cl_api> load_cl_api(const char *loader_override, std::string &why) {
-    auto api = std::make_unique<cl_api>();
+std::unique_ptr<ClApi> load_cl_api(const char *loader_override, std::string &why) {
+    auto api = std::make_unique<ClApi>();
     api->path = loader_override && loader_override[0] ? loader_override : "libOpenCL.so.1";
     void *handle = dlopen(api->path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) {

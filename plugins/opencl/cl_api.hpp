@@ -22,7 +22,7 @@ namespace tf_cl {
     X(clFlush) X(clFinish)
 
 // The loaded entry points; the library stays loaded while the table lives.
-struct cl_api {
+struct ClApi {
 #define TF_CL_MEMBER(name) decltype(&::name) name = nullptr;
     TF_CL_FUNCTIONS(TF_CL_MEMBER)
 #undef TF_CL_MEMBER
@@ -32,7 +32,7 @@ struct cl_api {
 
 // Loads the ICD loader named by $TINYFIN_OPENCL_LOADER (read through environment()) or
 // libOpenCL.so.1. nullptr and why in `why` when the library or an entry point is missing.
-std::unique_ptr<cl_api> load_cl_api(const char *loader_override, std::string &why);
+std::unique_ptr<ClApi> load_cl_api(const char *loader_override, std::string &why);
 
 // "CL_OUT_OF_RESOURCES" for an OpenCL error code.
 const char *error_name(cl_int code) noexcept;

@@ -1,4 +1,4 @@
-// Loading CLBlast (see clblast.hpp) and running matmul through it (device::run_matmul_library).
+// Loading CLBlast (see clblast.hpp) and running matmul through it (Device::run_matmul_library).
 #include "clblast.hpp"
 
 #include "device.hpp"
@@ -11,12 +11,12 @@
 
 namespace tf_cl {
 
-std::unique_ptr<clblast_library> clblast_library::load(const char *setting, std::string &why) {
+std::unique_ptr<ClBlastLibrary> ClBlastLibrary::load(const char *setting, std::string &why) {
     if (setting && std::strcmp(setting, "off") == 0) {
         why = "switched off by TINYFIN_OPENCL_CLBLAST=off";
         return nullptr;
     }
-    auto lib = std::unique_ptr<clblast_library>(new clblast_library());
+    auto lib = std::unique_ptr<ClBlastLibrary>(new ClBlastLibrary());
     lib->path = setting && setting[0] ? setting : "libclblast.so.1";
     void *handle = dlopen(lib->path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
@@ -40,14 +40,14 @@ std::string clblast_status_text(int status) { return "CLBlast status " + std::to
 namespace {
 
 // One operand of a row-major GEMM as CLBlast takes it: transposed or not, leading dimension.
-struct operand {
+struct Operand {
     CLBlastTranspose transpose;
     size_t ld;
 };
 
 // A rows x cols view with row stride rs and column stride cs as a row-major CLBlast operand;
 // false when neither stride is 1 (the own kernel takes any strides).
-bool as_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, operand &out) {
+bool as_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, Operand &out) {
     if (cols == 1) cs = 1;
     if (rows == 1) rs = std::max<int64_t>(cols, 1);
     if (cs == 1 && rs >= cols) {
@@ -68,7 +68,7 @@ bool as_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, operand &out
 
 }  // namespace
 
-bool device::run_matmul_library(const tf_op_desc &op) {
+bool Device::run_matmul_library(const tf_op_desc &op) {
     const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &c = op.outputs[0];
     // f16 and bf16 run on the own kernel (f32 accumulation): CLBlast's HGEMM needs cl_khr_fp16
     // and has no bf16 (docs/performance.md has the comparison with converting around SGEMM).
@@ -76,12 +76,12 @@ bool device::run_matmul_library(const tf_op_desc &op) {
     const int r = c.rank;
     const int64_t M = c.shape[r - 2], N = c.shape[r - 1], K = a.shape[r - 1];
     if (M == 0 || N == 0 || K == 0) return false;
-    operand oa, ob, oc;
+    Operand oa, ob, oc;
     if (!as_operand(M, K, a.strides[r - 2], a.strides[r - 1], oa) || !as_operand(K, N, b.strides[r - 2], b.strides[r - 1], ob) ||
         !as_operand(M, N, c.strides[r - 2], c.strides[r - 1], oc) || oc.transpose != CLBlastTransposeNo)
         return false;
     const int64_t *strides[3] = {c.strides, a.strides, b.strides};
-    const tf_kernels::merged_axes batch = tf_kernels::merge_axes(r - 2, c.shape, strides, 3);
+    const tf_kernels::MergedAxes batch = tf_kernels::merge_axes(r - 2, c.shape, strides, 3);
     if (batch.rank > 1) return false;
     // Offsets in elements; each view is checked against its buffer as the kernels' are.
     bind(c, "matmul", "output", 0);
@@ -111,7 +111,7 @@ bool device::run_matmul_library(const tf_op_desc &op) {
     return true;
 }
 
-void device::run(const tf_op_desc &op) {
+void Device::run(const tf_op_desc &op) {
     if (op.op == TF_OP_MATMUL && blas_ && run_matmul_library(op)) return;
     tf_kernels::run(*this, op);
 }

@@ -14,10 +14,10 @@
 
 namespace tf_cl {
 
-class clblast_library {
+class ClBlastLibrary {
 public:
     // nullptr, and why, when the library or an entry point is missing or it is switched off.
-    static std::unique_ptr<clblast_library> load(const char *setting, std::string &why);
+    static std::unique_ptr<ClBlastLibrary> load(const char *setting, std::string &why);
 
     decltype(&::CLBlastSgemm) sgemm = nullptr;
     decltype(&::CLBlastSgemmStridedBatched) sgemm_strided_batched = nullptr;

@@ -18,13 +18,13 @@ constexpr uint64_t max_staged_bytes = 64ull << 20;
 constexpr uint64_t max_cached_bytes = 256ull << 20;
 
 template <class T>
-T device_value(const cl_api &api, cl_device_id id, cl_device_info what) {
+T device_value(const ClApi &api, cl_device_id id, cl_device_info what) {
     T value{};
     api.clGetDeviceInfo(id, what, sizeof value, &value, nullptr);
     return value;
 }
 
-std::string device_text(const cl_api &api, cl_device_id id, cl_device_info what) {
+std::string device_text(const ClApi &api, cl_device_id id, cl_device_info what) {
     size_t size = 0;
     if (api.clGetDeviceInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
     std::string text(size, '\0');
@@ -33,7 +33,7 @@ std::string device_text(const cl_api &api, cl_device_id id, cl_device_info what)
     return text;
 }
 
-std::string platform_text(const cl_api &api, cl_platform_id id, cl_platform_info what) {
+std::string platform_text(const ClApi &api, cl_platform_id id, cl_platform_info what) {
     size_t size = 0;
     if (api.clGetPlatformInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
     std::string text(size, '\0');
@@ -56,8 +56,8 @@ void check(cl_int code, const char *what, const char *label) {
           error_name(code), code);
 }
 
-std::vector<device_target> find_devices(const cl_api &api, std::string &why) {
-    std::vector<device_target> out;
+std::vector<DeviceTarget> find_devices(const ClApi &api, std::string &why) {
+    std::vector<DeviceTarget> out;
     cl_uint platforms = 0;
     cl_int code = api.clGetPlatformIDs(0, nullptr, &platforms);
     if (code != CL_SUCCESS || platforms == 0) {
@@ -78,7 +78,7 @@ std::vector<device_target> find_devices(const cl_api &api, std::string &why) {
             if (!device_value<cl_bool>(api, id, CL_DEVICE_AVAILABLE) ||
                 !device_value<cl_bool>(api, id, CL_DEVICE_COMPILER_AVAILABLE))
                 continue;
-            out.push_back(device_target{platform, id, platform_text(api, platform, CL_PLATFORM_NAME)});
+            out.push_back(DeviceTarget{platform, id, platform_text(api, platform, CL_PLATFORM_NAME)});
         }
     }
     if (out.empty()) why = "no available OpenCL device with a compiler on " + std::to_string(platforms) + " platform(s)";
@@ -87,16 +87,16 @@ std::vector<device_target> find_devices(const cl_api &api, std::string &why) {
 
 // ---- Start-up and shutdown ---------------------------------------------------------------------------
 
-std::unique_ptr<device> device::create(int index, const cl_api &api, const device_target &target,
-                                       const clblast_library *blas) {
-    std::unique_ptr<device> d(new device(api));
+std::unique_ptr<Device> Device::create(int index, const ClApi &api, const DeviceTarget &target,
+                                       const ClBlastLibrary *blas) {
+    std::unique_ptr<Device> d(new Device(api));
     d->index_ = index;
     d->blas_ = blas;
     d->start(target);
     return d;
 }
 
-void device::start(const device_target &target) {
+void Device::start(const DeviceTarget &target) {
     const auto begin = std::chrono::steady_clock::now();
     const cl_device_id id = target.id;
     name_ = device_text(api_, id, CL_DEVICE_NAME);
@@ -130,13 +130,13 @@ void device::start(const device_target &target) {
     cl_int code = CL_SUCCESS;
     const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(target.platform),
                                            0};
-    context_ = context_handle(api_.clCreateContext(props, 1, &id, nullptr, nullptr, &code), context_release{&api_});
+    context_ = ContextHandle(api_.clCreateContext(props, 1, &id, nullptr, nullptr, &code), ContextRelease{&api_});
     check(code, "clCreateContext", label());
-    queue_ = queue_handle(api_.clCreateCommandQueue(context_.get(), id, 0, &code), queue_release{&api_});
+    queue_ = QueueHandle(api_.clCreateCommandQueue(context_.get(), id, 0, &code), QueueRelease{&api_});
     check(code, "clCreateCommandQueue", label());
     const uint64_t status_bytes = (report_slots + 1) * 4;
-    status_ = mem_handle(api_.clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, status_bytes, nullptr, &code),
-                         mem_release{&api_});
+    status_ = MemHandle(api_.clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, status_bytes, nullptr, &code),
+                         MemRelease{&api_});
     check(code, "clCreateBuffer (status words)", label());
     const cl_uint zero = 0;
     check(api_.clEnqueueFillBuffer(queue_.get(), status_.get(), &zero, sizeof zero, 0, status_bytes, 0, nullptr, nullptr),
@@ -147,7 +147,7 @@ void device::start(const device_target &target) {
                 counters_.context_ms);
 }
 
-device::~device() {
+Device::~Device() {
     if (queue_) api_.clFinish(queue_.get());
     for (tf_buffer *buffer : live_) {
         api_.clReleaseMemObject(buffer->memory);
@@ -163,7 +163,7 @@ device::~device() {
 
 // ---- Information -----------------------------------------------------------------------------------------
 
-void device::info(tf_device_info &out) const {
+void Device::info(tf_device_info &out) const {
     out.kind = software_ ? TF_DEVICE_KIND_GPU_SOFTWARE : TF_DEVICE_KIND_OTHER;
     out.memory_total = memory_total_;
     out.memory_free = 0;  // OpenCL has no portable query
@@ -172,8 +172,8 @@ void device::info(tf_device_info &out) const {
     out.uuid[0] = '\0';
 }
 
-void device::list_features(tf_feature_fn emit, void *user) const {
-    const tf_kit::feature_list features(emit, user, index_);
+void Device::list_features(tf_feature_fn emit, void *user) const {
+    const tf_kit::FeatureList features(emit, user, index_);
     features.put("platform", platform_.c_str());
     features.put("name", name_.c_str());
     features.put("vendor", vendor_.c_str());
@@ -201,7 +201,7 @@ void device::list_features(tf_feature_fn emit, void *user) const {
 
 // ---- Buffers --------------------------------------------------------------------------------------------
 
-tf_buffer *device::allocate(uint64_t size) {
+tf_buffer *Device::allocate(uint64_t size) {
     // Whole words plus the kernels' rounding (bind_view reads up to the next multiple of 4).
     const uint64_t bytes = tf_kernels::align_up(size, 256);
     // A freed buffer of this size: the in-order queue runs the commands of its last owner first.
@@ -232,7 +232,7 @@ tf_buffer *device::allocate(uint64_t size) {
     return buffer.release();
 }
 
-void device::free(tf_buffer *buffer) noexcept {
+void Device::free(tf_buffer *buffer) noexcept {
     live_.erase(buffer);
     const uint64_t bytes = tf_kernels::align_up(buffer->size, 256);
     allocated_ -= std::min(allocated_, bytes);
@@ -251,15 +251,15 @@ void device::free(tf_buffer *buffer) noexcept {
     delete buffer;
 }
 
-void device::drop_cache() noexcept {
+void Device::drop_cache() noexcept {
     for (const auto &[bytes, memory] : cached_) api_.clReleaseMemObject(memory);
     cached_.clear();
     cached_bytes_ = 0;
 }
 
-cl_mem device::memory_of(tf_buffer *buffer) const { return buffer->memory; }
+cl_mem Device::memory_of(tf_buffer *buffer) const { return buffer->memory; }
 
-void device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) {
+void Device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) {
     if (staged_bytes_ + size > max_staged_bytes) wait_all();
     // The copy lives until the next wait, so the write need not block.
     std::vector<char> &copy = staged_.emplace_back(static_cast<const char *>(src), static_cast<const char *>(src) + size);
@@ -268,18 +268,18 @@ void device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t
           "clEnqueueWriteBuffer", label());
 }
 
-void device::read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size) {
+void Device::read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size) {
     check(api_.clEnqueueReadBuffer(queue_.get(), buffer->memory, CL_TRUE, offset, size, dst, 0, nullptr, nullptr),
           "clEnqueueReadBuffer", label());
     wait_all();
     throw_reported();
 }
 
-void device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size) {
+void Device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size) {
     if (dst == src && src_offset < dst_offset + size && dst_offset < src_offset + size) {
         // clEnqueueCopyBuffer refuses overlapping ranges of one buffer: through a temporary one.
         cl_int code = CL_SUCCESS;
-        mem_handle mid(api_.clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, size, nullptr, &code), mem_release{&api_});
+        MemHandle mid(api_.clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, size, nullptr, &code), MemRelease{&api_});
         check(code, "clCreateBuffer", label());
         check(api_.clEnqueueCopyBuffer(queue_.get(), src->memory, mid.get(), src_offset, 0, size, 0, nullptr, nullptr),
               "clEnqueueCopyBuffer", label());
@@ -292,25 +292,25 @@ void device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t 
           "clEnqueueCopyBuffer", label());
 }
 
-void device::synchronize() {
+void Device::synchronize() {
     wait_all();
     throw_reported();
 }
 
-void device::flush() { api_.clFlush(queue_.get()); }
+void Device::flush() { api_.clFlush(queue_.get()); }
 
 // ---- Kernels ----------------------------------------------------------------------------------------------
 
-tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char *role, uint32_t index) {
+TensorBinding Device::bind(const tf_tensor_desc &t, const char *op, const char *role, uint32_t index) {
     tf_buffer *buffer = t.buffer;
     if (!buffer || buffer->owner != this)
         raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is not a buffer of %s", op, role, index, label());
     return tf_kernels::bind_view(caps_, t, buffer, 0, buffer->size, op, role, index);
 }
 
-void device::dispatch(const tf_kernels::dispatch_args &args) {
-    const pipeline_key &key = args.kernel;
-    const tensor_binding *tensors = args.tensors;
+void Device::dispatch(const tf_kernels::DispatchArgs &args) {
+    const PipelineKey &key = args.kernel;
+    const TensorBinding *tensors = args.tensors;
     const size_t count = args.count;
     const uint32_t groups_x = args.groups[0], groups_y = args.groups[1], groups_z = args.groups[2];
     if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
@@ -338,15 +338,15 @@ void device::dispatch(const tf_kernels::dispatch_args &args) {
     if (code == CL_SUCCESS) code = api_.clSetKernelArg(kernel, 7, sizeof offsets, offsets);
     check(code, "clSetKernelArg", label());
     size_t local[3] = {256, 1, 1};
-    if (key.kernel == shader::gemm) local[0] = local[1] = 8;
-    if (key.kernel == shader::attention) local[0] = 64;
+    if (key.kernel == Shader::gemm) local[0] = local[1] = 8;
+    if (key.kernel == Shader::attention) local[0] = 64;
     const size_t global[3] = {groups_x * local[0], groups_y * local[1], groups_z * local[2]};
     check(api_.clEnqueueNDRangeKernel(queue_.get(), kernel, 3, nullptr, global, local, 0, nullptr, nullptr),
           "clEnqueueNDRangeKernel", label());
     ++counters_.dispatches;
 }
 
-void device::wait_all() {
+void Device::wait_all() {
     ++counters_.waits;
     check(api_.clFinish(queue_.get()), "clFinish", label());
     staged_.clear();
@@ -368,6 +368,6 @@ void device::wait_all() {
     reports_.clear();
 }
 
-void device::throw_reported() { reported_.throw_for(caller_, label()); }
+void Device::throw_reported() { reported_.throw_for(caller_, label()); }
 
 }  // namespace tf_cl

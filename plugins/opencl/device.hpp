@@ -27,11 +27,11 @@
 
 namespace tf_cl {
 
-using tf_kernels::device_caps;
-using tf_kernels::pipeline_key;
+using tf_kernels::DeviceCaps;
+using tf_kernels::PipelineKey;
 using tf_kernels::raise;
-using tf_kernels::shader;
-using tf_kernels::tensor_binding;
+using tf_kernels::Shader;
+using tf_kernels::TensorBinding;
 using tf_kernels::tensor_slots;
 
 void log_message(int32_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -43,46 +43,46 @@ const char *environment(const char *name);
 void check(cl_int code, const char *what, const char *label);
 
 // One owner per OpenCL object.
-struct mem_release {
-    const cl_api *api;
+struct MemRelease {
+    const ClApi *api;
     void operator()(cl_mem m) const noexcept { api->clReleaseMemObject(m); }
 };
-using mem_handle = std::unique_ptr<std::remove_pointer_t<cl_mem>, mem_release>;
-struct program_release {
-    const cl_api *api;
+using MemHandle = std::unique_ptr<std::remove_pointer_t<cl_mem>, MemRelease>;
+struct ProgramRelease {
+    const ClApi *api;
     void operator()(cl_program p) const noexcept { api->clReleaseProgram(p); }
 };
-using program_handle = std::unique_ptr<std::remove_pointer_t<cl_program>, program_release>;
-struct kernel_release {
-    const cl_api *api;
+using ProgramHandle = std::unique_ptr<std::remove_pointer_t<cl_program>, ProgramRelease>;
+struct KernelRelease {
+    const ClApi *api;
     void operator()(cl_kernel k) const noexcept { api->clReleaseKernel(k); }
 };
-using kernel_handle = std::unique_ptr<std::remove_pointer_t<cl_kernel>, kernel_release>;
-struct queue_release {
-    const cl_api *api;
+using KernelHandle = std::unique_ptr<std::remove_pointer_t<cl_kernel>, KernelRelease>;
+struct QueueRelease {
+    const ClApi *api;
     void operator()(cl_command_queue q) const noexcept { api->clReleaseCommandQueue(q); }
 };
-using queue_handle = std::unique_ptr<std::remove_pointer_t<cl_command_queue>, queue_release>;
-struct context_release {
-    const cl_api *api;
+using QueueHandle = std::unique_ptr<std::remove_pointer_t<cl_command_queue>, QueueRelease>;
+struct ContextRelease {
+    const ClApi *api;
     void operator()(cl_context c) const noexcept { api->clReleaseContext(c); }
 };
-using context_handle = std::unique_ptr<std::remove_pointer_t<cl_context>, context_release>;
+using ContextHandle = std::unique_ptr<std::remove_pointer_t<cl_context>, ContextRelease>;
 
 // A device found by enumeration.
-struct device_target {
+struct DeviceTarget {
     cl_platform_id platform;
     cl_device_id id;
     std::string platform_name;
 };
 
 // Every GPU, accelerator and CPU device of every platform. Empty, with why, when none.
-std::vector<device_target> find_devices(const cl_api &api, std::string &why);
+std::vector<DeviceTarget> find_devices(const ClApi &api, std::string &why);
 
-class clblast_library;
+class ClBlastLibrary;
 
 // Start-up costs and counters shown by tinyfin-info.
-struct device_counters {
+struct DeviceCounters {
     double context_ms = 0;
     double build_ms = 0;      // programs built from source, in total
     uint64_t built = 0;       // programs built from source
@@ -92,14 +92,14 @@ struct device_counters {
     uint64_t waits = 0;
 };
 
-class device final : public tf_kernels::kernel_device {
+class Device final : public tf_kernels::KernelDevice {
 public:
     // Makes the context and queue. Throws a failure.
-    static std::unique_ptr<device> create(int index, const cl_api &api, const device_target &target,
-                                          const clblast_library *blas);
-    ~device();
-    device(const device &) = delete;
-    device &operator=(const device &) = delete;
+    static std::unique_ptr<Device> create(int index, const ClApi &api, const DeviceTarget &target,
+                                          const ClBlastLibrary *blas);
+    ~Device();
+    Device(const Device &) = delete;
+    Device &operator=(const Device &) = delete;
 
     // Locks the device for one ABI call from this thread; the status of the kernels that thread
     // issues is kept for it.
@@ -109,7 +109,7 @@ public:
         return lock;
     }
 
-    const device_caps &caps() const noexcept override { return caps_; }
+    const DeviceCaps &caps() const noexcept override { return caps_; }
     const char *label() const noexcept { return label_.c_str(); }
     void info(tf_device_info &out) const;
     // Under enter().
@@ -123,18 +123,18 @@ public:
     void copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size);
     void synchronize();
 
-    // ---- Kernels (tf_kernels::kernel_device, under enter()) ----
-    tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
-    void dispatch(const tf_kernels::dispatch_args &args) override;
+    // ---- Kernels (tf_kernels::KernelDevice, under enter()) ----
+    TensorBinding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
+    void dispatch(const tf_kernels::DispatchArgs &args) override;
     // Runs op (supports() accepted it): matmul through CLBlast where it can, else the kernels.
     void run(const tf_op_desc &op);
     // Submits what was enqueued (end of an ABI call that enqueued work).
     void flush();
 
 private:
-    device(const cl_api &api) : api_(api) {}
-    void start(const device_target &target);
-    cl_kernel kernel_for(const pipeline_key &key);
+    Device(const ClApi &api) : api_(api) {}
+    void start(const DeviceTarget &target);
+    cl_kernel kernel_for(const PipelineKey &key);
     void save_binary(cl_program program, const std::string &path) noexcept;
     bool run_matmul_library(const tf_op_desc &op);
     // clFinish, then the status words are read and kept for the threads that issued them.
@@ -142,11 +142,11 @@ private:
     void throw_reported();
     cl_mem memory_of(tf_buffer *buffer) const;
 
-    const cl_api &api_;
-    const clblast_library *blas_ = nullptr;
+    const ClApi &api_;
+    const ClBlastLibrary *blas_ = nullptr;
     int index_ = 0;
     std::string label_;
-    device_caps caps_{};
+    DeviceCaps caps_{};
     // Immutable after start().
     std::string name_, vendor_, driver_, version_, platform_, c_version_, extensions_;
     bool software_ = false;
@@ -158,11 +158,11 @@ private:
     std::mutex mutex_;
     // Everything below is used under mutex_.
     std::string cache_dir_;  // program binaries, found at the first build; "" when there is nowhere to put them
-    device_counters counters_;
-    context_handle context_{nullptr, {nullptr}};
-    queue_handle queue_{nullptr, {nullptr}};
-    mem_handle status_{nullptr, {nullptr}};  // word 0: kernels that never report; i + 1: i-th reporting dispatch
-    std::map<pipeline_key, std::pair<program_handle, kernel_handle>> kernels_;
+    DeviceCounters counters_;
+    ContextHandle context_{nullptr, {nullptr}};
+    QueueHandle queue_{nullptr, {nullptr}};
+    MemHandle status_{nullptr, {nullptr}};  // word 0: kernels that never report; i + 1: i-th reporting dispatch
+    std::map<PipelineKey, std::pair<ProgramHandle, KernelHandle>> kernels_;
     uint64_t allocated_ = 0;  // bytes in live buffers, bounded by the device's global memory
     // Freed buffers kept for reuse by size (a training step frees and allocates the same sizes
     // every step; pocl maps fresh memory for each new cl_mem), at most max_cached_bytes.
@@ -174,14 +174,14 @@ private:
     uint64_t staged_bytes_ = 0;
     std::thread::id caller_;
     std::vector<std::pair<const char *, std::thread::id>> reports_;
-    tf_kernels::reported_ops reported_;
+    tf_kernels::ReportedOps reported_;
 };
 
 }  // namespace tf_cl
 
 struct tf_buffer {
-    tf_cl::device *owner;
-    cl_mem memory;  // owned: released by device::free
+    tf_cl::Device *owner;
+    cl_mem memory;  // owned: released by Device::free
     // Bytes the core asked for.
     uint64_t size;
 };

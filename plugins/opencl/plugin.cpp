@@ -24,22 +24,22 @@
 
 namespace {
 
-struct backend_state {
-    std::unique_ptr<tf_cl::cl_api> api;
-    std::unique_ptr<tf_cl::clblast_library> blas;
+struct BackendState {
+    std::unique_ptr<tf_cl::ClApi> api;
+    std::unique_ptr<tf_cl::ClBlastLibrary> blas;
     std::string blas_why;  // why CLBlast is not used, when it is not
     // Last: destroyed first, while the entry points they use are still loaded.
-    std::vector<std::unique_ptr<tf_cl::device>> devices;
+    std::vector<std::unique_ptr<tf_cl::Device>> devices;
 
-    ~backend_state() { devices.clear(); }
+    ~BackendState() { devices.clear(); }
 };
 
-backend_state *g_state = nullptr;
+BackendState *g_state = nullptr;
 
 using tf_kit::fail;
 using tf_kit::guarded;
 
-tf_cl::device *device_at(int32_t device) {
+tf_cl::Device *device_at(int32_t device) {
     if (!g_state || device < 0 || static_cast<size_t>(device) >= g_state->devices.size()) return nullptr;
     return g_state->devices[static_cast<size_t>(device)].get();
 }
@@ -70,7 +70,7 @@ namespace {
 tf_status cl_probe(tf_error *err) {
     return guarded(err, "probe", [&]() -> tf_status {
         std::string why;
-        std::unique_ptr<cl_api> api = load_cl_api(environment("TINYFIN_OPENCL_LOADER"), why);
+        std::unique_ptr<ClApi> api = load_cl_api(environment("TINYFIN_OPENCL_LOADER"), why);
         if (!api) return fail(err, TF_STATUS_UNAVAILABLE, "%s", why.c_str());
         if (find_devices(*api, why).empty()) return fail(err, TF_STATUS_UNAVAILABLE, "%s", why.c_str());
         return TF_STATUS_OK;
@@ -79,20 +79,20 @@ tf_status cl_probe(tf_error *err) {
 
 tf_status cl_init(tf_error *err) {
     return guarded(err, "init", [&]() -> tf_status {
-        auto state = std::make_unique<backend_state>();
+        auto state = std::make_unique<BackendState>();
         std::string why;
         state->api = load_cl_api(environment("TINYFIN_OPENCL_LOADER"), why);
         if (!state->api) return fail(err, TF_STATUS_UNAVAILABLE, "%s", why.c_str());
-        std::vector<device_target> targets = find_devices(*state->api, why);
+        std::vector<DeviceTarget> targets = find_devices(*state->api, why);
         if (targets.empty()) return fail(err, TF_STATUS_UNAVAILABLE, "%s", why.c_str());
-        state->blas = clblast_library::load(environment("TINYFIN_OPENCL_CLBLAST"), state->blas_why);
+        state->blas = ClBlastLibrary::load(environment("TINYFIN_OPENCL_CLBLAST"), state->blas_why);
         if (!state->blas) log_message(TF_LOG_INFO, "CLBlast not used (matmul runs on the own kernel): %s", state->blas_why.c_str());
         std::string last_error;
-        for (const device_target &target : targets) {
+        for (const DeviceTarget &target : targets) {
             try {
                 state->devices.push_back(
-                    device::create(static_cast<int>(state->devices.size()), *state->api, target, state->blas.get()));
-            } catch (const tf_kernels::failure &e) {
+                    Device::create(static_cast<int>(state->devices.size()), *state->api, target, state->blas.get()));
+            } catch (const tf_kernels::Failure &e) {
                 // One unusable device does not hide the others.
                 last_error = e.what();
                 log_message(TF_LOG_WARN, "skipping a device: %s", e.what());
@@ -115,7 +115,7 @@ int32_t cl_device_count(void) { return g_state ? static_cast<int32_t>(g_state->d
 
 tf_status cl_device_info(int32_t device, tf_device_info *info, tf_error *err) {
     return guarded(err, "device_info", [&]() -> tf_status {
-        tf_cl::device *dev = device_at(device);
+        tf_cl::Device *dev = device_at(device);
         if (!dev) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: no opencl device %d", device);
         if (!info) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: info is NULL");
         tf_device_info full{};
@@ -140,7 +140,7 @@ tf_status cl_buffer_alloc(int32_t device, uint64_t size, tf_buffer **out, tf_err
     return guarded(err, "buffer_alloc", [&]() -> tf_status {
         if (!out) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
         *out = nullptr;
-        tf_cl::device *dev = device_at(device);
+        tf_cl::Device *dev = device_at(device);
         if (!dev) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_alloc: no opencl device %d", device);
         if (size == 0) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_alloc: size is 0");
         auto lock = dev->enter();
@@ -151,7 +151,7 @@ tf_status cl_buffer_alloc(int32_t device, uint64_t size, tf_buffer **out, tf_err
 
 void cl_buffer_free(tf_buffer *buffer) {
     if (!buffer) return;
-    tf_cl::device *dev = buffer->owner;
+    tf_cl::Device *dev = buffer->owner;
     auto lock = dev->enter();
     dev->free(buffer);
 }
@@ -197,10 +197,10 @@ tf_status cl_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, ui
 
 // The shared kernels' answer (plugins/gpu/ops.cpp), for ops whose kernel file is ported.
 bool supported(int32_t device, const tf_op_desc *op) {
-    tf_cl::device *dev = device_at(device);
+    tf_cl::Device *dev = device_at(device);
     if (!dev || !op) return false;
-    const shader kernel = tf_kernels::kernel_of(op->op);
-    if (kernel == shader::count_ || tf_shaders::shader_code_of(kernel).size == 0) return false;
+    const Shader kernel = tf_kernels::kernel_of(op->op);
+    if (kernel == Shader::count_ || tf_shaders::shader_code_of(kernel).size == 0) return false;
     return tf_kernels::supports(dev->caps(), *op);
 }
 
@@ -213,7 +213,7 @@ tf_status cl_run(int32_t device, const tf_op_desc *op, tf_error *err) {
     return guarded(err, name, [&]() -> tf_status {
         if (!supported(device, op))
             return fail(err, TF_STATUS_UNSUPPORTED, "%s: the opencl plugin does not support this descriptor", name);
-        tf_cl::device &dev = *device_at(device);
+        tf_cl::Device &dev = *device_at(device);
         auto lock = dev.enter();
         dev.run(*op);
         dev.flush();
@@ -223,7 +223,7 @@ tf_status cl_run(int32_t device, const tf_op_desc *op, tf_error *err) {
 
 tf_status cl_synchronize(int32_t device, tf_error *err) {
     return guarded(err, "synchronize", [&]() -> tf_status {
-        tf_cl::device *dev = device_at(device);
+        tf_cl::Device *dev = device_at(device);
         if (!dev) return fail(err, TF_STATUS_INVALID_ARGUMENT, "synchronize: no opencl device %d", device);
         auto lock = dev->enter();
         dev->synchronize();
@@ -240,7 +240,7 @@ void cl_list_features(tf_feature_fn emit, void *user) {
     emit(user, "clblast", blas.c_str());
     size_t ported = 0;
     for (size_t i = 0; i < tf_kernels::shader_count; ++i)
-        if (tf_shaders::shader_code_of(static_cast<shader>(i)).size) ++ported;
+        if (tf_shaders::shader_code_of(static_cast<Shader>(i)).size) ++ported;
     char value[96];
     std::snprintf(value, sizeof value, "%zu of %zu (OpenCL C, embedded; built on first use, binaries cached)", ported,
                   tf_kernels::shader_count);

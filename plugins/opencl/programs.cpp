@@ -59,7 +59,7 @@ uint64_t directory_bytes(const std::string &dir) {
     return total;
 }
 
-std::string build_log(const cl_api &api, cl_program program, cl_device_id id) {
+std::string build_log(const ClApi &api, cl_program program, cl_device_id id) {
     size_t size = 0;
     api.clGetProgramBuildInfo(program, id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
     std::string log(size, '\0');
@@ -71,17 +71,17 @@ std::string build_log(const cl_api &api, cl_program program, cl_device_id id) {
 
 }  // namespace
 
-cl_kernel device::kernel_for(const pipeline_key &key) {
+cl_kernel Device::kernel_for(const PipelineKey &key) {
     auto found = kernels_.find(key);
     if (found != kernels_.end()) return found->second.second.get();
     const auto begin = std::chrono::steady_clock::now();
-    const tf_shaders::shader_code &code = tf_shaders::shader_code_of(key.kernel);
+    const tf_shaders::ShaderCode &code = tf_shaders::shader_code_of(key.kernel);
     const std::string_view text(code.data, code.size);
     if (text.empty()) raise(TF_STATUS_UNSUPPORTED, "%s: kernel %s is not ported to OpenCL", label(), code.name);
     // -w: the selectors make some conditions constant, and pocl prints the count of such warnings
     // on the application's stderr.
     std::string options = "-cl-std=CL1.2 -cl-single-precision-constant -w";
-    for (const tf_kernels::kernel_selector &s : tf_kernels::selectors_of(text)) {
+    for (const tf_kernels::KernelSelector &s : tf_kernels::selectors_of(text)) {
         char define[128];
         if (s.id < key.count) std::snprintf(define, sizeof define, " -D%s=%uu", s.name.c_str(), key.spec[s.id]);
         else std::snprintf(define, sizeof define, " -D%s=%s", s.name.c_str(), s.value.c_str());
@@ -96,7 +96,7 @@ cl_kernel device::kernel_for(const pipeline_key &key) {
     const std::string path = cache_dir_.empty() ? "" : cache_dir_ + file;
 
     cl_int result = CL_SUCCESS;
-    program_handle program(nullptr, program_release{&api_});
+    ProgramHandle program(nullptr, ProgramRelease{&api_});
     const cl_device_id id = target_id_;
     // A cached binary of this exact program, when there is one the driver accepts.
     std::vector<unsigned char> binary;
@@ -127,7 +127,7 @@ cl_kernel device::kernel_for(const pipeline_key &key) {
         if (!path.empty()) save_binary(program.get(), path);
     }
     const std::string entry = std::string("tf_") + code.name;
-    kernel_handle kernel(api_.clCreateKernel(program.get(), entry.c_str(), &result), kernel_release{&api_});
+    KernelHandle kernel(api_.clCreateKernel(program.get(), entry.c_str(), &result), KernelRelease{&api_});
     check(result, "clCreateKernel", label());
     const cl_kernel out = kernel.get();
     kernels_.emplace(key, std::make_pair(std::move(program), std::move(kernel)));
@@ -143,7 +143,7 @@ cl_kernel device::kernel_for(const pipeline_key &key) {
     return out;
 }
 
-void device::save_binary(cl_program program, const std::string &path) noexcept {
+void Device::save_binary(cl_program program, const std::string &path) noexcept {
     try {
         size_t size = 0;
         if (api_.clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) != CL_SUCCESS ||

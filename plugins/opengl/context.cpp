@@ -48,7 +48,7 @@ bool initialise(EGLDisplay display, std::string &why) {
 }
 
 // The EGL devices' displays, one per distinct device.
-void add_devices(const char *client, std::vector<egl_target> &out, std::string &why) {
+void add_devices(const char *client, std::vector<EglTarget> &out, std::string &why) {
     if (!has_word(client, "EGL_EXT_device_enumeration") && !has_word(client, "EGL_EXT_device_base")) {
         why = "EGL has no EGL_EXT_device_enumeration";
         return;
@@ -88,8 +88,8 @@ void add_devices(const char *client, std::vector<egl_target> &out, std::string &
             continue;
         }
         seen.insert(display);
-        egl_target t;
-        t.display = display_handle(display);
+        EglTarget t;
+        t.display = DisplayHandle(display);
         t.source = "EGL device " + std::to_string(i) + " (" + (software ? "software" : node.empty() ? "no DRM node" : node) + ")";
         t.software = software;
         out.push_back(std::move(t));
@@ -97,7 +97,7 @@ void add_devices(const char *client, std::vector<egl_target> &out, std::string &
     if (out.empty()) why = "no EGL device could be initialised" + (last.empty() ? "" : " (" + last + ")");
 }
 
-void add_surfaceless(const char *client, std::vector<egl_target> &out, std::string &why) {
+void add_surfaceless(const char *client, std::vector<EglTarget> &out, std::string &why) {
     if (!has_word(client, "EGL_MESA_platform_surfaceless")) {
         why = "EGL has no EGL_MESA_platform_surfaceless";
         return;
@@ -108,21 +108,21 @@ void add_surfaceless(const char *client, std::vector<egl_target> &out, std::stri
         why = "the surfaceless platform: " + reason;
         return;
     }
-    egl_target t;
-    t.display = display_handle(display);
+    EglTarget t;
+    t.display = DisplayHandle(display);
     t.source = "surfaceless platform";
     out.push_back(std::move(t));
 }
 
 // Every entry point beyond GL 1.1 the plugin calls; GLEW leaves a pointer NULL when the driver
 // lacks it. (GL 1.1 functions such as glGetString come from libGL itself.)
-struct entry {
+struct Entry {
     const char *name;
     const void *pointer;
 };
-#define TF_GL_ENTRY(f) entry{#f, reinterpret_cast<const void *>(f)}
+#define TF_GL_ENTRY(f) Entry{#f, reinterpret_cast<const void *>(f)}
 
-std::vector<entry> required_entries() {
+std::vector<Entry> required_entries() {
     return {
         TF_GL_ENTRY(glAttachShader), TF_GL_ENTRY(glBindBuffer), TF_GL_ENTRY(glBindBufferRange),
         TF_GL_ENTRY(glBufferStorage), TF_GL_ENTRY(glClientWaitSync), TF_GL_ENTRY(glCompileShader),
@@ -139,7 +139,7 @@ std::vector<entry> required_entries() {
 
 }  // namespace
 
-std::vector<egl_target> find_egl_targets(std::string &why) {
+std::vector<EglTarget> find_egl_targets(std::string &why) {
     const char *client = eglQueryString(EGL_NO_DISPLAY, EGL_EXTENSIONS);
     if (!client) {
         why = "EGL has no client extensions (EGL 1.5 or EGL_EXT_client_extensions is needed)";
@@ -152,7 +152,7 @@ std::vector<egl_target> find_egl_targets(std::string &why) {
         why = std::string("TINYFIN_OPENGL_EGL='") + only + "' is neither 'device' nor 'surfaceless'";
         return {};
     }
-    std::vector<egl_target> out;
+    std::vector<EglTarget> out;
     std::string why_devices, why_surfaceless;
     if (devices) add_devices(client, out, why_devices);
     if (out.empty() && surfaceless) add_surfaceless(client, out, why_surfaceless);
@@ -172,7 +172,7 @@ int gl_version() {
     return major * 10 + minor;
 }
 
-context_handle make_context(const egl_target &target) {
+ContextHandle make_context(const EglTarget &target) {
     EGLDisplay display = target.display.get();
     const char *extensions = eglQueryString(display, EGL_EXTENSIONS);
     if (!has_word(extensions, "EGL_KHR_surfaceless_context"))
@@ -196,7 +196,7 @@ context_handle make_context(const egl_target &target) {
     if (context == EGL_NO_CONTEXT)
         raise(TF_STATUS_UNAVAILABLE, "%s gives no OpenGL 4.3 core context (%s)", target.source.c_str(),
               egl_error_name(eglGetError()));
-    context_handle owned(display, context);
+    ContextHandle owned(display, context);
     if (!eglMakeCurrent(display, EGL_NO_SURFACE, EGL_NO_SURFACE, context))
         raise(TF_STATUS_UNAVAILABLE, "%s: eglMakeCurrent without a surface failed (%s)", target.source.c_str(),
               egl_error_name(eglGetError()));
@@ -214,7 +214,7 @@ context_handle make_context(const egl_target &target) {
     if (version < 43)
         raise(TF_STATUS_UNAVAILABLE, "%s: OpenGL %s, compute shaders need 4.3", target.source.c_str(), text ? text : "?");
     std::string missing;
-    for (const entry &e : required_entries())
+    for (const Entry &e : required_entries())
         if (!e.pointer) missing += (missing.empty() ? "" : ", ") + std::string(e.name);
     if (!missing.empty())
         raise(TF_STATUS_UNAVAILABLE, "%s: OpenGL %s lacks %s", target.source.c_str(), text ? text : "?", missing.c_str());

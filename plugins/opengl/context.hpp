@@ -14,7 +14,7 @@
 
 namespace tf_gl {
 
-using tf_kernels::failure;
+using tf_kernels::Failure;
 using tf_kernels::raise;
 
 // ---- The core's services: the plugin kit's (include/tinyfin/plugin_kit/errors.hpp) --------------
@@ -25,8 +25,8 @@ using tf_kit::log_line;
 // ---- EGL ------------------------------------------------------------------------------------------
 
 // An initialised EGL display on which the plugin can make a context: one per EGL device.
-struct egl_target {
-    display_handle display;
+struct EglTarget {
+    DisplayHandle display;
     // "EGL device 1 (/dev/dri/renderD128)", "EGL device 0 (software)", "surfaceless platform".
     std::string source;
     // EGL_MESA_device_software, or a software renderer found later.
@@ -37,12 +37,12 @@ struct egl_target {
 // distinct device; when there is none, the surfaceless platform (EGL_MESA_platform_surfaceless).
 // TINYFIN_OPENGL_EGL=device or =surfaceless uses only that way. Empty, with why, when neither
 // gives a display.
-std::vector<egl_target> find_egl_targets(std::string &why);
+std::vector<EglTarget> find_egl_targets(std::string &why);
 
 // A desktop OpenGL 4.3+ core context on target, current on the calling thread (no surface), with
 // GLEW's entry points loaded and every one the plugin needs checked. Throws UNAVAILABLE naming
 // what is missing (an EGL extension, the GL version, the entry points).
-context_handle make_context(const egl_target &target);
+ContextHandle make_context(const EglTarget &target);
 
 // The GL version of the current context as major * 10 + minor.
 int gl_version();

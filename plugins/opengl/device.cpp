@@ -40,17 +40,17 @@ bool software_renderer(const std::string &renderer) {
 
 // ---- Start-up and shutdown ---------------------------------------------------------------------------
 
-std::unique_ptr<device> device::create(int index, egl_target target) {
-    std::unique_ptr<device> d(new device());
+std::unique_ptr<Device> Device::create(int index, EglTarget target) {
+    std::unique_ptr<Device> d(new Device());
     d->index_ = index;
-    d->thread_ = std::make_unique<worker>();
+    d->thread_ = std::make_unique<Worker>();
     d->call([&] { d->start(std::move(target)); });
     return d;
 }
 
-void device::start(egl_target target) {
+void Device::start(EglTarget target) {
     const auto begin = std::chrono::steady_clock::now();
-    auto state = std::make_unique<gl_state>();
+    auto state = std::make_unique<GlState>();
     state->context = make_context(target);
     source_ = target.source;
     state->target = std::move(target);
@@ -101,8 +101,8 @@ void device::start(egl_target target) {
     }
 
     const uint64_t align = std::max(range_align, caps_.bind_align);
-    state->pool = std::make_unique<memory_pool>(block_bytes, align, label_.c_str());
-    state->ring = std::make_unique<stream_ring>(ring_bytes, align);
+    state->pool = std::make_unique<MemoryPool>(block_bytes, align, label_.c_str());
+    state->ring = std::make_unique<StreamRing>(ring_bytes, align);
     state->status = mapped_buffer((report_slots + 1) * caps_.bind_align, &state->status_data);
     std::memset(state->status_data, 0, (report_slots + 1) * caps_.bind_align);
     glGetError();
@@ -112,7 +112,7 @@ void device::start(egl_target target) {
                 counters_.context_ms);
 }
 
-device::~device() {
+Device::~Device() {
     if (!thread_) return;
     try {
         call([&] {
@@ -134,7 +134,7 @@ device::~device() {
 
 // ---- Information (immutable after start) ---------------------------------------------------------------
 
-void device::info(tf_device_info &out) const {
+void Device::info(tf_device_info &out) const {
     out.kind = software_ ? TF_DEVICE_KIND_GPU_SOFTWARE : TF_DEVICE_KIND_OTHER;
     out.memory_total = memory_total_;
     out.memory_free = 0;  // GL has no portable query
@@ -143,8 +143,8 @@ void device::info(tf_device_info &out) const {
     std::snprintf(out.uuid, sizeof out.uuid, "%s", uuid_.c_str());
 }
 
-void device::list_features(tf_feature_fn emit, void *user) const {
-    const tf_kit::feature_list features(emit, user, index_);
+void Device::list_features(tf_feature_fn emit, void *user) const {
+    const tf_kit::FeatureList features(emit, user, index_);
     features.put("gl_version", version_.c_str());
     features.put("gl_renderer", renderer_.c_str());
     features.put("gl_vendor", vendor_.c_str());
@@ -168,22 +168,22 @@ void device::list_features(tf_feature_fn emit, void *user) const {
 
 // ---- Buffers --------------------------------------------------------------------------------------------
 
-tf_buffer *device::allocate(uint64_t size) {
-    allocation range = gl_->pool->allocate(size);
+tf_buffer *Device::allocate(uint64_t size) {
+    Allocation range = gl_->pool->allocate(size);
     auto buffer = std::make_unique<tf_buffer>(tf_buffer{this, range, size});
     live_.insert(buffer.get());
     return buffer.release();
 }
 
-void device::free(tf_buffer *buffer) noexcept {
+void Device::free(tf_buffer *buffer) noexcept {
     live_.erase(buffer);
     // GL runs commands in order: work issued before keeps its data, later work gets the range.
     gl_->pool->release(buffer->memory);
     delete buffer;
 }
 
-void device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) {
-    const stream_ring::span staging = gl_->ring->take(size);
+void Device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) {
+    const StreamRing::Span staging = gl_->ring->take(size);
     std::memcpy(staging.data, src, size);
     const GLuint target = buffer->memory.owner->buffer.get();
     const uint64_t at = buffer->memory.offset + offset;
@@ -194,8 +194,8 @@ void device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t
                         static_cast<GLintptr>(at), static_cast<GLsizeiptr>(size));
 }
 
-void device::read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size) {
-    const stream_ring::span staging = gl_->ring->take(size);
+void Device::read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size) {
+    const StreamRing::Span staging = gl_->ring->take(size);
     const GLuint source = buffer->memory.owner->buffer.get();
     const uint64_t at = buffer->memory.offset + offset;
     access(source, at, at + size, false);
@@ -208,14 +208,14 @@ void device::read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size) 
     throw_reported();
 }
 
-void device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size) {
+void Device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size) {
     const GLuint from = src->memory.owner->buffer.get(), to = dst->memory.owner->buffer.get();
     const uint64_t a = src->memory.offset + src_offset, b = dst->memory.offset + dst_offset;
     access(from, a, a + size, false);
     access(to, b, b + size, true);
     if (from == to && a < b + size && b < a + size) {
         // glCopyBufferSubData refuses overlapping ranges of one buffer: go through the ring.
-        const stream_ring::span mid = gl_->ring->take(size);
+        const StreamRing::Span mid = gl_->ring->take(size);
         glBindBuffer(GL_COPY_READ_BUFFER, from);
         glBindBuffer(GL_COPY_WRITE_BUFFER, mid.buffer);
         glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(a),
@@ -232,7 +232,7 @@ void device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t 
                         static_cast<GLsizeiptr>(size));
 }
 
-void device::synchronize() {
+void Device::synchronize() {
     wait_all();
     // Staging buffers of their own (larger than a quarter of the ring) are done with now.
     gl_->ring->collect();
@@ -241,11 +241,11 @@ void device::synchronize() {
 
 // ---- Kernels ----------------------------------------------------------------------------------------------
 
-tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char *role, uint32_t index) {
+TensorBinding Device::bind(const tf_tensor_desc &t, const char *op, const char *role, uint32_t index) {
     return tf_kernels::bind_pooled(caps_, this, label(), t, op, role, index);
 }
 
-void device::dispatch(const dispatch_args &args) {
+void Device::dispatch(const DispatchArgs &args) {
     if (args.empty()) return;
     // A reporting kernel gets a word of its own, so its bits name its op and thread. All words
     // taken: wait once for the work so far and read them (before this dispatch's accesses are
@@ -257,7 +257,7 @@ void device::dispatch(const dispatch_args &args) {
         status_at = reports_.size() * caps_.bind_align;
     }
     const GLuint program = program_for(args.kernel);
-    const stream_ring::span p = gl_->ring->take(args.params_size);
+    const StreamRing::Span p = gl_->ring->take(args.params_size);
     std::memcpy(p.data, args.params, args.params_size);
     // Slot 0 is the output (written); the others are read.
     for (size_t s = 0; s < args.count; ++s)
@@ -282,32 +282,32 @@ void device::dispatch(const dispatch_args &args) {
     ++counters_.dispatches;
 }
 
-void device::access(GLuint buffer, uint64_t begin, uint64_t end, bool write) {
-    for (const touched &t : touched_) {
+void Device::access(GLuint buffer, uint64_t begin, uint64_t end, bool write) {
+    for (const Touched &t : touched_) {
         if (t.buffer != buffer || t.end <= begin || end <= t.begin) continue;
         if (t.written || write) {
             barrier();
             break;
         }
     }
-    touched_.push_back(touched{buffer, begin, end, write});
+    touched_.push_back(Touched{buffer, begin, end, write});
     // A long run of independent work: one barrier is cheaper than scanning a long list.
     if (touched_.size() > 256) barrier();
 }
 
-void device::barrier() {
+void Device::barrier() {
     // Shader storage writes become visible to later dispatches (SSBO reads) and copies.
     glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT);
     touched_.clear();
     ++counters_.barriers;
 }
 
-void device::wait_all() {
+void Device::wait_all() {
     // Shader writes, the status word's included, reach the mapped buffers before the fence.
     glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT | GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
     touched_.clear();
     ++counters_.barriers;
-    sync_handle fence(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0));
+    SyncHandle fence(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0));
     if (!fence) raise(TF_STATUS_INTERNAL, "%s: glFenceSync failed (GL error 0x%04x)", label(), glGetError());
     const GLenum result = glClientWaitSync(fence.get(), GL_SYNC_FLUSH_COMMANDS_BIT, GL_TIMEOUT_IGNORED);
     if (result == GL_WAIT_FAILED)
@@ -325,6 +325,6 @@ void device::wait_all() {
     }
 }
 
-void device::throw_reported() { reported_.throw_for(caller_, label()); }
+void Device::throw_reported() { reported_.throw_for(caller_, label()); }
 
 }  // namespace tf_gl

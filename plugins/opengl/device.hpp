@@ -25,15 +25,15 @@
 
 namespace tf_gl {
 
-using tf_kernels::device_caps;
-using tf_kernels::dispatch_args;
-using tf_kernels::pipeline_key;
-using tf_kernels::shader;
-using tf_kernels::tensor_binding;
+using tf_kernels::DeviceCaps;
+using tf_kernels::DispatchArgs;
+using tf_kernels::PipelineKey;
+using tf_kernels::Shader;
+using tf_kernels::TensorBinding;
 using tf_kernels::tensor_slots;
 
 // Start-up costs and counters shown by tinyfin-info.
-struct device_counters {
+struct DeviceCounters {
     double context_ms = 0;         // EGL context, GLEW, limits
     double compile_ms = 0;         // programs compiled so far, in total
     uint64_t programs = 0;         // programs compiled
@@ -41,14 +41,14 @@ struct device_counters {
     uint64_t barriers = 0;         // glMemoryBarrier calls
 };
 
-class device final : public tf_kernels::kernel_device {
+class Device final : public tf_kernels::KernelDevice {
 public:
     // Starts the device's GL thread and makes the context there. Throws a failure.
-    static std::unique_ptr<device> create(int index, egl_target target);
+    static std::unique_ptr<Device> create(int index, EglTarget target);
     // Ends the work, deletes every GL object on the GL thread, then stops the thread.
-    ~device();
-    device(const device &) = delete;
-    device &operator=(const device &) = delete;
+    ~Device();
+    Device(const Device &) = delete;
+    Device &operator=(const Device &) = delete;
 
     // Runs f on the device's GL thread (every member below except caps(), label(), info() and
     // list_features() must be called that way).
@@ -61,7 +61,7 @@ public:
         });
     }
 
-    const device_caps &caps() const noexcept override { return caps_; }
+    const DeviceCaps &caps() const noexcept override { return caps_; }
     // "opengl:0 (llvmpipe (LLVM 15.0.6, 256 bits))", for messages.
     const char *label() const noexcept { return label_.c_str(); }
     void info(tf_device_info &out) const;
@@ -77,31 +77,31 @@ public:
     // Waits for everything issued so far.
     void synchronize();
 
-    // ---- Kernels (tf_kernels::kernel_device) ----
-    tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
-    void dispatch(const dispatch_args &args) override;
+    // ---- Kernels (tf_kernels::KernelDevice) ----
+    TensorBinding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
+    void dispatch(const DispatchArgs &args) override;
 
 private:
     // A byte range of a GL buffer touched since the last barrier.
-    struct touched {
+    struct Touched {
         GLuint buffer;
         uint64_t begin, end;
         bool written;
     };
     // Everything that lives in the context; created and destroyed on the GL thread.
-    struct gl_state {
-        egl_target target;
-        context_handle context;
-        std::unique_ptr<memory_pool> pool;
-        std::unique_ptr<stream_ring> ring;
+    struct GlState {
+        EglTarget target;
+        ContextHandle context;
+        std::unique_ptr<MemoryPool> pool;
+        std::unique_ptr<StreamRing> ring;
         // Mapped words, bind_align apart, for the kernels' TF_ERR_* bits: word 0 for kernels that
         // never report, word i + 1 for the i-th reporting dispatch since the last wait.
-        buffer_handle status;
+        BufferHandle status;
         char *status_data = nullptr;
-        std::map<pipeline_key, program_handle> programs;
+        std::map<PipelineKey, ProgramHandle> programs;
         GLuint bound_program = 0;
 
-        ~gl_state() {
+        ~GlState() {
             // GL objects before the context they belong to, and the context before the display.
             programs.clear();
             ring.reset();
@@ -111,9 +111,9 @@ private:
         }
     };
 
-    device() = default;
-    void start(egl_target target);  // on the GL thread
-    GLuint program_for(const pipeline_key &key);
+    Device() = default;
+    void start(EglTarget target);  // on the GL thread
+    GLuint program_for(const PipelineKey &key);
     // Issues a barrier when the range [begin, end) of buffer was written (or, when write is
     // true, touched at all) since the last one, then records the access.
     void access(GLuint buffer, uint64_t begin, uint64_t end, bool write);
@@ -125,25 +125,25 @@ private:
 
     int index_ = 0;
     std::string label_;
-    device_caps caps_{};
+    DeviceCaps caps_{};
     // Immutable after start(): read by info() and list_features() on any thread.
     std::string source_, version_, renderer_, vendor_, glsl_, uuid_;
     bool software_ = false;
     uint64_t memory_total_ = 0;
     GLint max_group_size_[3] = {}, max_invocations_ = 0, max_shared_ = 0, binary_formats_ = 0;
     GLint64 max_block_size_ = 0;
-    device_counters counters_;  // written on the GL thread, read by list_features
+    DeviceCounters counters_;  // written on the GL thread, read by list_features
 
-    std::unique_ptr<gl_state> gl_;
-    std::vector<touched> touched_;
+    std::unique_ptr<GlState> gl_;
+    std::vector<Touched> touched_;
     std::unordered_set<tf_buffer *> live_;  // not yet freed by the core: released at shutdown
     std::thread::id caller_;  // the core's thread whose call runs now
     // The reporting dispatches since the last wait: op and calling thread, by status word.
     std::vector<std::pair<const char *, std::thread::id>> reports_;
     // Ops whose kernels reported bad data, comma-separated, by the thread that issued them;
     // thrown at that thread's next read or synchronize.
-    tf_kernels::reported_ops reported_;
-    std::unique_ptr<worker> thread_;  // last: destroyed first, after ~device emptied gl_ on it
+    tf_kernels::ReportedOps reported_;
+    std::unique_ptr<Worker> thread_;  // last: destroyed first, after ~device emptied gl_ on it
 };
 
 }  // namespace tf_gl

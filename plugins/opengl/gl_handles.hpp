@@ -14,21 +14,21 @@ namespace tf_gl {
 
 // A GLuint name with its delete function.
 template <void (*Delete)(GLuint)>
-class gl_name {
+class GlName {
 public:
-    gl_name() = default;
-    explicit gl_name(GLuint name) : name_(name) {}
-    gl_name(gl_name &&other) noexcept : name_(std::exchange(other.name_, 0)) {}
-    gl_name &operator=(gl_name &&other) noexcept {
+    GlName() = default;
+    explicit GlName(GLuint name) : name_(name) {}
+    GlName(GlName &&other) noexcept : name_(std::exchange(other.name_, 0)) {}
+    GlName &operator=(GlName &&other) noexcept {
         if (this != &other) {
             reset();
             name_ = std::exchange(other.name_, 0);
         }
         return *this;
     }
-    gl_name(const gl_name &) = delete;
-    gl_name &operator=(const gl_name &) = delete;
-    ~gl_name() { reset(); }
+    GlName(const GlName &) = delete;
+    GlName &operator=(const GlName &) = delete;
+    ~GlName() { reset(); }
 
     GLuint get() const noexcept { return name_; }
     explicit operator bool() const noexcept { return name_ != 0; }
@@ -46,26 +46,26 @@ inline void delete_buffer(GLuint name) { glDeleteBuffers(1, &name); }
 inline void delete_program(GLuint name) { glDeleteProgram(name); }
 inline void delete_shader(GLuint name) { glDeleteShader(name); }
 
-using buffer_handle = gl_name<delete_buffer>;
-using program_handle = gl_name<delete_program>;
-using shader_handle = gl_name<delete_shader>;
+using BufferHandle = GlName<delete_buffer>;
+using ProgramHandle = GlName<delete_program>;
+using ShaderHandle = GlName<delete_shader>;
 
 // A fence (GLsync).
-class sync_handle {
+class SyncHandle {
 public:
-    sync_handle() = default;
-    explicit sync_handle(GLsync sync) : sync_(sync) {}
-    sync_handle(sync_handle &&other) noexcept : sync_(std::exchange(other.sync_, nullptr)) {}
-    sync_handle &operator=(sync_handle &&other) noexcept {
+    SyncHandle() = default;
+    explicit SyncHandle(GLsync sync) : sync_(sync) {}
+    SyncHandle(SyncHandle &&other) noexcept : sync_(std::exchange(other.sync_, nullptr)) {}
+    SyncHandle &operator=(SyncHandle &&other) noexcept {
         if (this != &other) {
             reset();
             sync_ = std::exchange(other.sync_, nullptr);
         }
         return *this;
     }
-    sync_handle(const sync_handle &) = delete;
-    sync_handle &operator=(const sync_handle &) = delete;
-    ~sync_handle() { reset(); }
+    SyncHandle(const SyncHandle &) = delete;
+    SyncHandle &operator=(const SyncHandle &) = delete;
+    ~SyncHandle() { reset(); }
 
     GLsync get() const noexcept { return sync_; }
     explicit operator bool() const noexcept { return sync_ != nullptr; }
@@ -79,21 +79,21 @@ private:
 };
 
 // An initialised EGL display: eglTerminate on destruction.
-class display_handle {
+class DisplayHandle {
 public:
-    display_handle() = default;
-    explicit display_handle(EGLDisplay display) : display_(display) {}
-    display_handle(display_handle &&other) noexcept : display_(std::exchange(other.display_, EGL_NO_DISPLAY)) {}
-    display_handle &operator=(display_handle &&other) noexcept {
+    DisplayHandle() = default;
+    explicit DisplayHandle(EGLDisplay display) : display_(display) {}
+    DisplayHandle(DisplayHandle &&other) noexcept : display_(std::exchange(other.display_, EGL_NO_DISPLAY)) {}
+    DisplayHandle &operator=(DisplayHandle &&other) noexcept {
         if (this != &other) {
             reset();
             display_ = std::exchange(other.display_, EGL_NO_DISPLAY);
         }
         return *this;
     }
-    display_handle(const display_handle &) = delete;
-    display_handle &operator=(const display_handle &) = delete;
-    ~display_handle() { reset(); }
+    DisplayHandle(const DisplayHandle &) = delete;
+    DisplayHandle &operator=(const DisplayHandle &) = delete;
+    ~DisplayHandle() { reset(); }
 
     EGLDisplay get() const noexcept { return display_; }
     void reset() noexcept {
@@ -107,13 +107,13 @@ private:
 
 // An EGL context, current on the thread that made it so until destroyed: destruction releases
 // it from that thread (it must run there) and destroys it.
-class context_handle {
+class ContextHandle {
 public:
-    context_handle() = default;
-    context_handle(EGLDisplay display, EGLContext context) : display_(display), context_(context) {}
-    context_handle(context_handle &&other) noexcept
+    ContextHandle() = default;
+    ContextHandle(EGLDisplay display, EGLContext context) : display_(display), context_(context) {}
+    ContextHandle(ContextHandle &&other) noexcept
         : display_(other.display_), context_(std::exchange(other.context_, EGL_NO_CONTEXT)) {}
-    context_handle &operator=(context_handle &&other) noexcept {
+    ContextHandle &operator=(ContextHandle &&other) noexcept {
         if (this != &other) {
             reset();
             display_ = other.display_;
@@ -121,9 +121,9 @@ public:
         }
         return *this;
     }
-    context_handle(const context_handle &) = delete;
-    context_handle &operator=(const context_handle &) = delete;
-    ~context_handle() { reset(); }
+    ContextHandle(const ContextHandle &) = delete;
+    ContextHandle &operator=(const ContextHandle &) = delete;
+    ~ContextHandle() { reset(); }
 
     EGLContext get() const noexcept { return context_; }
     void reset() noexcept {

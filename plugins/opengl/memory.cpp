@@ -20,10 +20,10 @@ void check_memory(const char *what, uint64_t size, const char *label) {
 
 }  // namespace
 
-buffer_handle mapped_buffer(uint64_t size, char **data) {
+BufferHandle mapped_buffer(uint64_t size, char **data) {
     GLuint name = 0;
     glGenBuffers(1, &name);
-    buffer_handle buffer(name);
+    BufferHandle buffer(name);
     constexpr GLbitfield flags = GL_MAP_READ_BIT | GL_MAP_WRITE_BIT | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
     glBindBuffer(GL_COPY_WRITE_BUFFER, name);
     glBufferStorage(GL_COPY_WRITE_BUFFER, static_cast<GLsizeiptr>(size), nullptr, flags);
@@ -34,60 +34,60 @@ buffer_handle mapped_buffer(uint64_t size, char **data) {
     return buffer;
 }
 
-// ---- memory_pool ------------------------------------------------------------------------------------
+// ---- MemoryPool ------------------------------------------------------------------------------------
 
-memory_block &memory_pool::new_block(uint64_t size) {
+MemoryBlock &MemoryPool::new_block(uint64_t size) {
     GLuint name = 0;
     glGenBuffers(1, &name);
-    buffer_handle buffer(name);
+    BufferHandle buffer(name);
     glBindBuffer(GL_COPY_WRITE_BUFFER, name);
     // No client access: the driver may place it in device memory. Copies go through the ring.
     glBufferStorage(GL_COPY_WRITE_BUFFER, static_cast<GLsizeiptr>(size), nullptr, 0);
     check_memory("glBufferStorage", size, label_);
-    auto block = std::make_unique<memory_block>();
+    auto block = std::make_unique<MemoryBlock>();
     block->buffer = std::move(buffer);
     block->size = size;
-    block->ranges = tf_kernels::free_list(size);
+    block->ranges = tf_kernels::FreeList(size);
     reserved_ += size;
     ++blocks_created_;
     blocks_.push_back(std::move(block));
     return *blocks_.back();
 }
 
-allocation memory_pool::allocate(uint64_t size) {
+Allocation MemoryPool::allocate(uint64_t size) {
     const uint64_t need = align_up(std::max<uint64_t>(size, 1), alignment_);
     const auto [block, offset] = tf_kernels::place(blocks_, need, block_size_, block_size_,
-                                                   [&](uint64_t n) -> memory_block & { return new_block(n); });
-    return allocation{block, offset, need};
+                                                   [&](uint64_t n) -> MemoryBlock & { return new_block(n); });
+    return Allocation{block, offset, need};
 }
 
-void memory_pool::release(allocation &range) noexcept {
+void MemoryPool::release(Allocation &range) noexcept {
     if (!range.owner) return;
     reserved_ -= tf_kernels::give_back(blocks_, *range.owner, range.offset, range.size);
     range.owner = nullptr;
 }
 
-// ---- stream_ring --------------------------------------------------------------------------------------
+// ---- StreamRing --------------------------------------------------------------------------------------
 
-stream_ring::stream_ring(uint64_t size, uint64_t alignment)
+StreamRing::StreamRing(uint64_t size, uint64_t alignment)
     : size_(size), quarter_(size / 4), alignment_(alignment) {
     buffer_ = mapped_buffer(size, &data_);
 }
 
-stream_ring::span stream_ring::take(uint64_t size) {
+StreamRing::Span StreamRing::take(uint64_t size) {
     collect();
     if (size > quarter_) {
         // Its fence is placed by the next take() or collect(): the commands using it come first.
-        oversized big;
+        Oversized big;
         big.buffer = mapped_buffer(size, &big.data);
         oversized_.push_back(std::move(big));
-        return span{oversized_.back().buffer.get(), 0, oversized_.back().data};
+        return Span{oversized_.back().buffer.get(), 0, oversized_.back().data};
     }
     uint64_t at = align_up(head_, alignment_);
     if (at + size > (quarter_index_ + 1) * quarter_) {
         // Leave this quarter (its commands are all issued) and enter the next one once the device
         // is done with what it held a lap ago.
-        fences_[quarter_index_] = sync_handle(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0));
+        fences_[quarter_index_] = SyncHandle(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0));
         quarter_index_ = (quarter_index_ + 1) % 4;
         if (fences_[quarter_index_]) {
             glClientWaitSync(fences_[quarter_index_].get(), GL_SYNC_FLUSH_COMMANDS_BIT, GL_TIMEOUT_IGNORED);
@@ -96,13 +96,13 @@ stream_ring::span stream_ring::take(uint64_t size) {
         at = quarter_index_ * quarter_;
     }
     head_ = at + size;
-    return span{buffer_.get(), at, data_ + at};
+    return Span{buffer_.get(), at, data_ + at};
 }
 
-void stream_ring::collect() noexcept {
-    for (oversized &big : oversized_)
-        if (!big.done) big.done = sync_handle(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0));
-    std::erase_if(oversized_, [](const oversized &big) {
+void StreamRing::collect() noexcept {
+    for (Oversized &big : oversized_)
+        if (!big.done) big.done = SyncHandle(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0));
+    std::erase_if(oversized_, [](const Oversized &big) {
         return glClientWaitSync(big.done.get(), 0, 0) != GL_TIMEOUT_EXPIRED;
     });
 }

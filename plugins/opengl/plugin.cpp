@@ -33,14 +33,14 @@ std::string probe_reason() {
     std::string why;
     std::thread([&] {
         try {
-            std::vector<egl_target> targets = find_egl_targets(why);
+            std::vector<EglTarget> targets = find_egl_targets(why);
             std::string last;
-            for (const egl_target &t : targets) {
+            for (const EglTarget &t : targets) {
                 try {
-                    context_handle context = make_context(t);
+                    ContextHandle context = make_context(t);
                     why.clear();
                     return;
-                } catch (const failure &e) {
+                } catch (const Failure &e) {
                     last = e.what();
                 }
             }
@@ -54,12 +54,12 @@ std::string probe_reason() {
     return why;
 }
 
-struct opengl_api {
+struct OpenGlApi {
     static constexpr const char *name = "opengl";
-    using device = tf_gl::device;
+    using Device = tf_gl::Device;
 
-    struct state {
-        std::vector<std::unique_ptr<device>> devices;
+    struct State {
+        std::vector<std::unique_ptr<Device>> devices;
     };
 
     static tf_status probe(tf_error *err) {
@@ -68,15 +68,15 @@ struct opengl_api {
         return TF_STATUS_OK;
     }
 
-    static tf_status open(state &s, tf_error *err) {
+    static tf_status open(State &s, tf_error *err) {
         std::string why;
-        std::vector<egl_target> targets = find_egl_targets(why);
+        std::vector<EglTarget> targets = find_egl_targets(why);
         if (targets.empty()) return fail(err, TF_STATUS_UNAVAILABLE, "%s", why.c_str());
         std::string last_error;
-        for (egl_target &target : targets) {
+        for (EglTarget &target : targets) {
             try {
-                s.devices.push_back(device::create(static_cast<int>(s.devices.size()), std::move(target)));
-            } catch (const failure &e) {
+                s.devices.push_back(Device::create(static_cast<int>(s.devices.size()), std::move(target)));
+            } catch (const Failure &e) {
                 // One unusable device does not hide the others.
                 last_error = e.what();
                 log_line(TF_LOG_WARN, "skipping a device: %s", e.what());
@@ -90,11 +90,11 @@ struct opengl_api {
 
     // Every device member runs on the device's GL thread; the caller waits for it.
     template <class F>
-    static void call(device &dev, F &&f) {
+    static void call(Device &dev, F &&f) {
         dev.call(std::forward<F>(f));
     }
 
-    static void list_features(const state &s, tf_feature_fn emit, void *user) {
+    static void list_features(const State &s, tf_feature_fn emit, void *user) {
         char value[64];
         std::snprintf(value, sizeof value, "%zu (GLSL 4.30, embedded; compiled on first use)", tf_kernels::shader_count);
         emit(user, "kernels", value);
@@ -109,12 +109,12 @@ struct opengl_api {
     }
 };
 
-using shell = tf_gpu::gpu_plugin<opengl_api>;
+using Shell = tf_gpu::GpuPlugin<OpenGlApi>;
 
 // ---- Plugin table -----------------------------------------------------------------------------------------
 
 // Below vulkan: the same GPU is better driven through Vulkan.
-constexpr tf_plugin k_plugin = shell::table("opengl", TF_OPENGL_VERSION, 40);
+constexpr tf_plugin k_plugin = Shell::table("opengl", TF_OPENGL_VERSION, 40);
 
 }  // namespace
 

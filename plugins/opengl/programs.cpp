@@ -29,16 +29,16 @@ std::string info_log(GLuint object, bool program) {
 
 }  // namespace
 
-GLuint device::program_for(const pipeline_key &key) {
+GLuint Device::program_for(const PipelineKey &key) {
     auto found = gl_->programs.find(key);
     if (found != gl_->programs.end()) return found->second.get();
     const auto begin = std::chrono::steady_clock::now();
-    const tf_shaders::shader_code &code = tf_shaders::shader_code_of(key.kernel);
+    const tf_shaders::ShaderCode &code = tf_shaders::shader_code_of(key.kernel);
     const std::string_view text(code.data, code.size);
     // The defines go after the first line (#version 430), before the prelude's defaults.
     const size_t first_line = text.find('\n') + 1;
     std::string source(text.substr(0, first_line));
-    for (const tf_kernels::kernel_selector &s : tf_kernels::selectors_of(text)) {
+    for (const tf_kernels::KernelSelector &s : tf_kernels::selectors_of(text)) {
         if (s.id >= key.count) continue;  // the default from assemble.py applies
         const uint32_t v = key.spec[s.id];
         char line[128];
@@ -49,7 +49,7 @@ GLuint device::program_for(const pipeline_key &key) {
     }
     source.append(text.substr(first_line));
 
-    shader_handle shader(glCreateShader(GL_COMPUTE_SHADER));
+    ShaderHandle shader(glCreateShader(GL_COMPUTE_SHADER));
     const char *sources[] = {source.c_str()};
     glShaderSource(shader.get(), 1, sources, nullptr);
     glCompileShader(shader.get());
@@ -58,7 +58,7 @@ GLuint device::program_for(const pipeline_key &key) {
     if (!ok)
         raise(TF_STATUS_INTERNAL, "%s: compiling kernel %s failed: %s", label(), code.name,
               info_log(shader.get(), false).c_str());
-    program_handle program(glCreateProgram());
+    ProgramHandle program(glCreateProgram());
     glAttachShader(program.get(), shader.get());
     glLinkProgram(program.get());
     glGetProgramiv(program.get(), GL_LINK_STATUS, &ok);

@@ -5,9 +5,9 @@
 
 namespace tf_gl {
 
-worker::worker() : thread_([this] { loop(); }) {}
+Worker::Worker() : thread_([this] { loop(); }) {}
 
-worker::~worker() {
+Worker::~Worker() {
     {
         std::lock_guard lock(mutex_);
         stop_ = true;
@@ -16,7 +16,7 @@ worker::~worker() {
     thread_.join();
 }
 
-void worker::run(const std::function<void()> &job) {
+void Worker::run(const std::function<void()> &job) {
     if (std::this_thread::get_id() == thread_.get_id()) {
         job();
         return;
@@ -32,7 +32,7 @@ void worker::run(const std::function<void()> &job) {
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
-void worker::loop() {
+void Worker::loop() {
     std::unique_lock lock(mutex_);
     for (;;) {
         wake_.wait(lock, [&] { return stop_ || (job_ && !done_); });

@@ -15,13 +15,13 @@
 
 namespace tf_gl {
 
-class worker {
+class Worker {
 public:
-    worker();
+    Worker();
     // Finishes the call in progress, then joins the thread.
-    ~worker();
-    worker(const worker &) = delete;
-    worker &operator=(const worker &) = delete;
+    ~Worker();
+    Worker(const Worker &) = delete;
+    Worker &operator=(const Worker &) = delete;
 
     // Runs f on the thread and returns its result; an exception f throws is rethrown here.
     // Called from the thread itself, f runs at once.

@@ -65,11 +65,11 @@ void check(VkResult result, const char *what) {
 
 // ---- Loader ------------------------------------------------------------------------------------
 
-loader_library::~loader_library() {
+LoaderLibrary::~LoaderLibrary() {
     if (handle_) dlclose(handle_);
 }
 
-bool loader_library::open(std::string &why) {
+bool LoaderLibrary::open(std::string &why) {
     if (handle_) return true;
     const char *override_path = get_env("TINYFIN_VULKAN_LOADER");
     const char *path = override_path && *override_path ? override_path : "libvulkan.so.1";
@@ -82,19 +82,19 @@ bool loader_library::open(std::string &why) {
     }
     if (path == override_path) {
         std::string resolved, problem;
-        const tf_common::code_verdict verdict =
+        const tf_common::CodeVerdict verdict =
             tf_common::check_code_file(path, resolved, problem, "TINYFIN_VULKAN_LOADER file");
         const char *insecure = get_env("TINYFIN_ALLOW_INSECURE_PLUGINS");
         const bool allowed = insecure && *insecure && std::strcmp(insecure, "0") != 0;
-        if (verdict == tf_common::code_verdict::not_a_file ||
-            (verdict == tf_common::code_verdict::untrusted && !allowed)) {
+        if (verdict == tf_common::CodeVerdict::not_a_file ||
+            (verdict == tf_common::CodeVerdict::untrusted && !allowed)) {
             why = "TINYFIN_VULKAN_LOADER refused: " + problem +
-                  (verdict == tf_common::code_verdict::untrusted
+                  (verdict == tf_common::CodeVerdict::untrusted
                        ? " (or set TINYFIN_ALLOW_INSECURE_PLUGINS=1 to load it anyway)"
                        : "");
             return false;
         }
-        if (verdict == tf_common::code_verdict::untrusted)
+        if (verdict == tf_common::CodeVerdict::untrusted)
             log_line(TF_LOG_WARN, "loading despite: %s (TINYFIN_ALLOW_INSECURE_PLUGINS)", problem.c_str());
     }
     handle_ = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -118,7 +118,7 @@ bool loader_library::open(std::string &why) {
 
 // ---- Instance and devices ----------------------------------------------------------------------
 
-instance_handle create_instance(uint32_t *api_version) {
+InstanceHandle create_instance(uint32_t *api_version) {
     // vkEnumerateInstanceVersion is absent from 1.0 loaders: volk then reports 1.0.
     const uint32_t loader_version = volkGetInstanceVersion();
     const uint32_t version = loader_version >= VK_API_VERSION_1_1 ? VK_API_VERSION_1_1 : VK_API_VERSION_1_0;
@@ -132,13 +132,13 @@ instance_handle create_instance(uint32_t *api_version) {
     info.pApplicationInfo = &app;
     VkInstance instance = VK_NULL_HANDLE;
     check(vkCreateInstance(&info, nullptr, &instance), "vkCreateInstance");
-    instance_handle owner(instance);
+    InstanceHandle owner(instance);
     volkLoadInstance(instance);
     if (api_version) *api_version = version;
     return owner;
 }
 
-std::vector<compute_device> find_compute_devices(VkInstance instance) {
+std::vector<ComputeDevice> find_compute_devices(VkInstance instance) {
     uint32_t count = 0;
     check(vkEnumeratePhysicalDevices(instance, &count, nullptr), "vkEnumeratePhysicalDevices");
     std::vector<VkPhysicalDevice> physical(count);
@@ -146,7 +146,7 @@ std::vector<compute_device> find_compute_devices(VkInstance instance) {
     if (listed != VK_INCOMPLETE) check(listed, "vkEnumeratePhysicalDevices");
     physical.resize(count);
 
-    std::vector<compute_device> found;
+    std::vector<ComputeDevice> found;
     for (VkPhysicalDevice device : physical) {
         uint32_t families = 0;
         vkGetPhysicalDeviceQueueFamilyProperties(device, &families, nullptr);
@@ -173,7 +173,7 @@ std::vector<compute_device> find_compute_devices(VkInstance instance) {
         }
     };
     std::stable_sort(found.begin(), found.end(),
-                     [&](const compute_device &a, const compute_device &b) { return rank(a.physical) < rank(b.physical); });
+                     [&](const ComputeDevice &a, const ComputeDevice &b) { return rank(a.physical) < rank(b.physical); });
     return found;
 }
 

@@ -18,7 +18,7 @@ namespace tf_vk {
 // ---- Failures --------------------------------------------------------------------------------
 
 // Failures are the shared kernels' (shaders/host/kernels.hpp): the ops code throws them too.
-using tf_kernels::failure;
+using tf_kernels::Failure;
 using tf_kernels::raise;
 
 // "VK_ERROR_OUT_OF_DEVICE_MEMORY", ...
@@ -38,12 +38,12 @@ using tf_kit::log_line;
 // The Vulkan loader (libvulkan.so.1 unless TINYFIN_VULKAN_LOADER names another file), opened
 // with dlopen at run time: the plugin has no link-time dependency on it. volk's function
 // pointers point into it while it is open.
-class loader_library {
+class LoaderLibrary {
 public:
-    loader_library() = default;
-    loader_library(const loader_library &) = delete;
-    loader_library &operator=(const loader_library &) = delete;
-    ~loader_library();
+    LoaderLibrary() = default;
+    LoaderLibrary(const LoaderLibrary &) = delete;
+    LoaderLibrary &operator=(const LoaderLibrary &) = delete;
+    ~LoaderLibrary();
 
     // Opens the library and initialises volk; false, with why, when there is no loader.
     bool open(std::string &why);
@@ -52,7 +52,7 @@ private:
     void *handle_ = nullptr;
 };
 
-struct compute_device {
+struct ComputeDevice {
     VkPhysicalDevice physical;
     // A queue family with VK_QUEUE_COMPUTE_BIT, preferring one without graphics.
     uint32_t queue_family;
@@ -60,11 +60,11 @@ struct compute_device {
 
 // An instance for compute (Vulkan 1.1 when the loader offers it; *api_version receives the
 // version asked for). Throws a failure naming the VkResult.
-instance_handle create_instance(uint32_t *api_version);
+InstanceHandle create_instance(uint32_t *api_version);
 
 // Every physical device with a compute queue: discrete, integrated, virtual, others, then CPU
 // (emulated) devices, each group in the driver's order.
-std::vector<compute_device> find_compute_devices(VkInstance instance);
+std::vector<ComputeDevice> find_compute_devices(VkInstance instance);
 
 }  // namespace tf_vk
 

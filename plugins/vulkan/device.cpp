@@ -74,8 +74,8 @@ uint32_t pick_host_type(const VkPhysicalDeviceMemoryProperties &m) {
 
 // ---- Creation ----------------------------------------------------------------------------------
 
-std::unique_ptr<device> device::create(int index, const compute_device &where, uint32_t instance_api) {
-    std::unique_ptr<device> d(new device());
+std::unique_ptr<Device> Device::create(int index, const ComputeDevice &where, uint32_t instance_api) {
+    std::unique_ptr<Device> d(new Device());
     d->index_ = index;
     d->physical_ = where.physical;
     d->family_ = where.queue_family;
@@ -143,7 +143,7 @@ std::unique_ptr<device> device::create(int index, const compute_device &where, u
     info.pEnabledFeatures = &enabled;
     VkDevice handle = VK_NULL_HANDLE;
     check(vkCreateDevice(where.physical, &info, nullptr, &handle), "vkCreateDevice");
-    d->device_ = device_handle(handle);
+    d->device_ = DeviceHandle(handle);
     vkGetDeviceQueue(handle, where.queue_family, 0, &d->queue_);
 
     VkPhysicalDeviceMemoryProperties memory;
@@ -159,7 +159,7 @@ std::unique_ptr<device> device::create(int index, const compute_device &where, u
     return d;
 }
 
-void device::create_pools(const VkPhysicalDeviceMemoryProperties &memory) {
+void Device::create_pools(const VkPhysicalDeviceMemoryProperties &memory) {
     VkDevice dev = device_.get();
     const uint32_t type = pick_device_type(memory, &host_visible_);
     const char *staging = get_env("TINYFIN_VULKAN_STAGING");
@@ -189,19 +189,19 @@ void device::create_pools(const VkPhysicalDeviceMemoryProperties &memory) {
         if (m3.maxMemoryAllocationSize > 0) max_allocation = std::min<uint64_t>(max_allocation, m3.maxMemoryAllocationSize);
     }
     const uint64_t align = std::max<uint64_t>(caps_.bind_align, 256);
-    device_pool_ = std::make_unique<memory_pool>(dev, memory_pool::options{
+    device_pool_ = std::make_unique<MemoryPool>(dev, MemoryPool::Options{
         type, host_visible_, heap_size_, max_allocation, std::min(device_block, max_allocation), align, label_.c_str()});
     if (force_staging) host_visible_ = false;
     const uint32_t host_type = pick_host_type(memory);
     const uint64_t host_heap = memory.memoryHeaps[memory.memoryTypes[host_type].heapIndex].size;
-    host_pool_ = std::make_unique<memory_pool>(dev, memory_pool::options{
+    host_pool_ = std::make_unique<MemoryPool>(dev, MemoryPool::Options{
         host_type, true, host_heap, std::min(host_heap, max_allocation), std::min(host_block, max_allocation), align,
         label_.c_str()});
     status_ = host_pool_->allocate(4);
     std::memset(status_.owner->mapped + status_.offset, 0, 4);
 }
 
-void device::create_layouts() {
+void Device::create_layouts() {
     VkDevice dev = device_.get();
     VkDescriptorSetLayoutBinding bindings[3]{};
     const uint32_t counts[3] = {1, 1, tensor_slots};
@@ -217,7 +217,7 @@ void device::create_layouts() {
     set_info.pBindings = bindings;
     VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
     check(vkCreateDescriptorSetLayout(dev, &set_info, nullptr, &set_layout), "vkCreateDescriptorSetLayout");
-    set_layout_ = set_layout_handle(dev, set_layout);
+    set_layout_ = SetLayoutHandle(dev, set_layout);
 
     VkPipelineLayoutCreateInfo layout_info{};
     layout_info.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
@@ -225,19 +225,19 @@ void device::create_layouts() {
     layout_info.pSetLayouts = &set_layout;
     VkPipelineLayout layout = VK_NULL_HANDLE;
     check(vkCreatePipelineLayout(dev, &layout_info, nullptr, &layout), "vkCreatePipelineLayout");
-    pipeline_layout_ = pipeline_layout_handle(dev, layout);
+    pipeline_layout_ = PipelineLayoutHandle(dev, layout);
 }
 
-void device::create_batches() {
+void Device::create_batches() {
     VkDevice dev = device_.get();
-    for (batch &b : batches_) {
+    for (Batch &b : batches_) {
         VkCommandPoolCreateInfo pool_info{};
         pool_info.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
         pool_info.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
         pool_info.queueFamilyIndex = family_;
         VkCommandPool pool = VK_NULL_HANDLE;
         check(vkCreateCommandPool(dev, &pool_info, nullptr, &pool), "vkCreateCommandPool");
-        b.pool = command_pool_handle(dev, pool);
+        b.pool = CommandPoolHandle(dev, pool);
         VkCommandBufferAllocateInfo cb_info{};
         cb_info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
         cb_info.commandPool = pool;
@@ -249,7 +249,7 @@ void device::create_batches() {
         fence_info.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
         VkFence fence = VK_NULL_HANDLE;
         check(vkCreateFence(dev, &fence_info, nullptr, &fence), "vkCreateFence");
-        b.done = fence_handle(dev, fence);
+        b.done = FenceHandle(dev, fence);
 
         VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets_per_batch * (2 + tensor_slots)};
         VkDescriptorPoolCreateInfo dp_info{};
@@ -259,20 +259,20 @@ void device::create_batches() {
         dp_info.pPoolSizes = &size;
         VkDescriptorPool dpool = VK_NULL_HANDLE;
         check(vkCreateDescriptorPool(dev, &dp_info, nullptr, &dpool), "vkCreateDescriptorPool");
-        b.descriptors = descriptor_pool_handle(dev, dpool);
+        b.descriptors = DescriptorPoolHandle(dev, dpool);
         b.params = host_pool_->allocate(params_bytes);
         b.status = host_pool_->allocate(report_slots * caps_.bind_align);
         std::memset(b.status.owner->mapped + b.status.offset, 0, report_slots * caps_.bind_align);
     }
 }
 
-device::~device() {
+Device::~Device() {
     // Nothing may still run when memory goes back. (A device whose creation failed half-way
     // comes here too: every step checks what exists.)
     if (device_.get() == VK_NULL_HANDLE) return;
     vkDeviceWaitIdle(device_.get());
     save_pipeline_cache();
-    for (batch &b : batches_) {
+    for (Batch &b : batches_) {
         for (auto &[pool, range] : b.temporaries) pool->release(range);
         b.temporaries.clear();
         if (host_pool_) host_pool_->release(b.params);
@@ -288,7 +288,7 @@ device::~device() {
 
 // ---- Information ---------------------------------------------------------------------------------
 
-void device::info(tf_device_info &out) const {
+void Device::info(tf_device_info &out) const {
     switch (props_.deviceType) {
     case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: out.kind = TF_DEVICE_KIND_GPU_DISCRETE; break;
     case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: out.kind = TF_DEVICE_KIND_GPU_INTEGRATED; break;
@@ -312,8 +312,8 @@ void device::info(tf_device_info &out) const {
     std::snprintf(out.uuid, sizeof out.uuid, "%s", uuid_.c_str());
 }
 
-void device::list_features(tf_feature_fn emit, void *user) const {
-    const tf_kit::feature_list features(emit, user, index_);
+void Device::list_features(tf_feature_fn emit, void *user) const {
+    const tf_kit::FeatureList features(emit, user, index_);
     char api[32];
     features.put("api", api_text(props_.apiVersion, api, sizeof api));
     features.put("driver", driver_.c_str());
@@ -325,20 +325,20 @@ void device::list_features(tf_feature_fn emit, void *user) const {
 
 // ---- Buffers -------------------------------------------------------------------------------------
 
-tf_buffer *device::allocate(uint64_t size) {
+tf_buffer *Device::allocate(uint64_t size) {
     throw_if_lost();
-    allocation range = device_pool_->allocate(size);
+    Allocation range = device_pool_->allocate(size);
     auto buffer = std::make_unique<tf_buffer>(tf_buffer{this, range, size, 0});
     live_.insert(buffer.get());
     return buffer.release();
 }
 
-void device::release_now(tf_buffer *buffer) noexcept {
+void Device::release_now(tf_buffer *buffer) noexcept {
     device_pool_->release(buffer->memory);
     delete buffer;
 }
 
-void device::free(tf_buffer *buffer) noexcept {
+void Device::free(tf_buffer *buffer) noexcept {
     live_.erase(buffer);
     if (busy(buffer) && !lost_) {
         deferred_.emplace_back(buffer->last_use, buffer);
@@ -347,16 +347,16 @@ void device::free(tf_buffer *buffer) noexcept {
     release_now(buffer);
 }
 
-void device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) {
+void Device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) {
     throw_if_lost();
     if (host_visible_ && !busy(buffer)) {
         std::memcpy(buffer->memory.owner->mapped + buffer->memory.offset + offset, src, size);
         return;
     }
     // Through a staging range, in queue order: no wait, even when the buffer is busy.
-    allocation staging = host_pool_->allocate(size);
+    Allocation staging = host_pool_->allocate(size);
     std::memcpy(staging.owner->mapped + staging.offset, src, size);
-    batch *b = nullptr;
+    Batch *b = nullptr;
     try {
         b = &recording(0);
     } catch (...) {
@@ -370,7 +370,7 @@ void device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t
     buffer->last_use = b->serial;
 }
 
-void device::read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size) {
+void Device::read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size) {
     throw_if_lost();
     if (host_visible_) {
         if (busy(buffer)) wait_for(buffer->last_use);
@@ -378,9 +378,9 @@ void device::read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size) 
         throw_reported();
         return;
     }
-    allocation staging = host_pool_->allocate(size);
+    Allocation staging = host_pool_->allocate(size);
     try {
-        batch &b = recording(0);
+        Batch &b = recording(0);
         VkBufferCopy region{buffer->memory.offset + offset, staging.offset, size};
         vkCmdCopyBuffer(b.commands, buffer->memory.owner->buffer.get(), staging.owner->buffer.get(), 1, &region);
         barrier(b);
@@ -395,13 +395,13 @@ void device::read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size) 
     throw_reported();
 }
 
-void device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size) {
+void Device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size) {
     throw_if_lost();
     VkBuffer from = src->memory.owner->buffer.get(), to = dst->memory.owner->buffer.get();
     const uint64_t a = src->memory.offset + src_offset, b = dst->memory.offset + dst_offset;
     const bool overlap = from == to && a < b + size && b < a + size;
     if (!overlap) {
-        batch &bt = recording(0);
+        Batch &bt = recording(0);
         VkBufferCopy region{a, b, size};
         vkCmdCopyBuffer(bt.commands, from, to, 1, &region);
         barrier(bt);
@@ -409,8 +409,8 @@ void device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t 
         return;
     }
     // vkCmdCopyBuffer forbids overlapping regions: go through a temporary range (memmove).
-    allocation temp = device_pool_->allocate(size);
-    batch *bt = nullptr;
+    Allocation temp = device_pool_->allocate(size);
+    Batch *bt = nullptr;
     try {
         bt = &recording(0);
     } catch (...) {
@@ -427,7 +427,7 @@ void device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t 
     src->last_use = dst->last_use = bt->serial;
 }
 
-void device::synchronize() {
+void Device::synchronize() {
     throw_if_lost();
     wait_for(next_serial_ - 1);
     throw_reported();
@@ -435,15 +435,15 @@ void device::synchronize() {
 
 // ---- Recording -----------------------------------------------------------------------------------
 
-tensor_binding device::bind(const tf_tensor_desc &t, const char *op, const char *role, uint32_t index) {
+TensorBinding Device::bind(const tf_tensor_desc &t, const char *op, const char *role, uint32_t index) {
     return tf_kernels::bind_pooled(caps_, this, label(), t, op, role, index);
 }
 
-void device::dispatch(const dispatch_args &args) {
+void Device::dispatch(const DispatchArgs &args) {
     throw_if_lost();
     if (args.empty()) return;
     VkPipeline pipeline = pipeline_for(args.kernel);
-    batch &b = recording(args.params_size);
+    Batch &b = recording(args.params_size);
     VkDevice dev = device_.get();
 
     const uint64_t at = align_up(b.params_used, caps_.bind_align);
@@ -499,7 +499,7 @@ void device::dispatch(const dispatch_args &args) {
     if (b.commands_recorded >= submit_after) submit(b);
 }
 
-void device::barrier(batch &b) {
+void Device::barrier(Batch &b) {
     VkMemoryBarrier mb{};
     mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -512,16 +512,16 @@ void device::barrier(batch &b) {
 
 // ---- Batches -------------------------------------------------------------------------------------
 
-device::batch &device::recording(size_t params_size) {
-    batch &b = batches_[current_];
-    if (b.state == batch::state::recording) {
+Device::Batch &Device::recording(size_t params_size) {
+    Batch &b = batches_[current_];
+    if (b.state == Batch::State::recording) {
         const bool room = align_up(b.params_used, caps_.bind_align) + params_size <= params_bytes &&
                           b.sets_used < sets_per_batch && b.reports.size() < report_slots;
         if (room) return b;
         submit(b);
         return recording(params_size);
     }
-    if (b.state == batch::state::submitted) {
+    if (b.state == Batch::State::submitted) {
         // All batches are in flight: wait for the oldest (this one) before reusing it.
         wait_for(b.serial);
     }
@@ -529,7 +529,7 @@ device::batch &device::recording(size_t params_size) {
     return b;
 }
 
-void device::begin(batch &b) {
+void Device::begin(Batch &b) {
     poll();
     VkDevice dev = device_.get();
     check_result(vkResetCommandPool(dev, b.pool.get(), 0), "vkResetCommandPool");
@@ -539,7 +539,7 @@ void device::begin(batch &b) {
     info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     check_result(vkBeginCommandBuffer(b.commands, &info), "vkBeginCommandBuffer");
     b.serial = next_serial_++;
-    b.state = batch::state::recording;
+    b.state = Batch::State::recording;
     b.params_used = 0;
     b.sets_used = 0;
     b.commands_recorded = 0;
@@ -547,7 +547,7 @@ void device::begin(batch &b) {
     b.reports.clear();
 }
 
-void device::submit(batch &b) {
+void Device::submit(Batch &b) {
     // Device writes become visible to the host once the fence signals.
     VkMemoryBarrier mb{};
     mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
@@ -561,18 +561,18 @@ void device::submit(batch &b) {
     info.commandBufferCount = 1;
     info.pCommandBuffers = &b.commands;
     check_result(vkQueueSubmit(queue_, 1, &info, b.done.get()), "vkQueueSubmit");
-    b.state = batch::state::submitted;
+    b.state = Batch::State::submitted;
     current_ = (current_ + 1) % batches_.size();
 }
 
-void device::wait_for(uint64_t serial) {
-    batch &now = batches_[current_];
-    if (now.state == batch::state::recording && now.serial <= serial) submit(now);
+void Device::wait_for(uint64_t serial) {
+    Batch &now = batches_[current_];
+    if (now.state == Batch::State::recording && now.serial <= serial) submit(now);
     // Oldest first, so completed_ only moves over finished batches.
     for (;;) {
-        batch *oldest = nullptr;
-        for (batch &b : batches_)
-            if (b.state == batch::state::submitted && b.serial <= serial && (!oldest || b.serial < oldest->serial)) oldest = &b;
+        Batch *oldest = nullptr;
+        for (Batch &b : batches_)
+            if (b.state == Batch::State::submitted && b.serial <= serial && (!oldest || b.serial < oldest->serial)) oldest = &b;
         if (!oldest) break;
         VkFence fence = oldest->done.get();
         check_result(vkWaitForFences(device_.get(), 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
@@ -580,17 +580,17 @@ void device::wait_for(uint64_t serial) {
     }
 }
 
-void device::poll() noexcept {
+void Device::poll() noexcept {
     for (;;) {
-        batch *oldest = nullptr;
-        for (batch &b : batches_)
-            if (b.state == batch::state::submitted && (!oldest || b.serial < oldest->serial)) oldest = &b;
+        Batch *oldest = nullptr;
+        for (Batch &b : batches_)
+            if (b.state == Batch::State::submitted && (!oldest || b.serial < oldest->serial)) oldest = &b;
         if (!oldest || vkGetFenceStatus(device_.get(), oldest->done.get()) != VK_SUCCESS) return;
         retire(*oldest);
     }
 }
 
-void device::retire(batch &b) {
+void Device::retire(Batch &b) {
     VkFence fence = b.done.get();
     vkResetFences(device_.get(), 1, &fence);
     for (auto &[pool, range] : b.temporaries) pool->release(range);
@@ -602,23 +602,23 @@ void device::retire(batch &b) {
         reported_.add(b.reports[i].second, b.reports[i].first);
     }
     b.reports.clear();
-    b.state = batch::state::idle;
+    b.state = Batch::State::idle;
     completed_ = std::max(completed_, b.serial);
     auto done = std::partition(deferred_.begin(), deferred_.end(), [&](const auto &d) { return d.first > completed_; });
     for (auto it = done; it != deferred_.end(); ++it) release_now(it->second);
     deferred_.erase(done, deferred_.end());
 }
 
-void device::check_result(VkResult result, const char *what) {
+void Device::check_result(VkResult result, const char *what) {
     if (result == VK_ERROR_DEVICE_LOST) lost_ = true;
     if (result != VK_SUCCESS)
         raise(status_of(result), "%s on %s: %s", what, label(), result_name(result));
 }
 
-void device::throw_if_lost() const {
+void Device::throw_if_lost() const {
     if (lost_) raise(TF_STATUS_DEVICE_LOST, "%s was lost (VK_ERROR_DEVICE_LOST); its buffers are gone", label());
 }
 
-void device::throw_reported() { reported_.throw_for(std::this_thread::get_id(), label()); }
+void Device::throw_reported() { reported_.throw_for(std::this_thread::get_id(), label()); }
 
 }  // namespace tf_vk

@@ -27,28 +27,28 @@
 
 namespace tf_vk {
 
-using tf_kernels::device_caps;
-using tf_kernels::dispatch_args;
+using tf_kernels::DeviceCaps;
+using tf_kernels::DispatchArgs;
 using tf_kernels::key_of;
-using tf_kernels::pipeline_key;
-using tf_kernels::shader;
+using tf_kernels::PipelineKey;
+using tf_kernels::Shader;
 using tf_kernels::shader_count;
-using tf_kernels::tensor_binding;
+using tf_kernels::TensorBinding;
 using tf_kernels::tensor_slots;
 
-class device final : public tf_kernels::kernel_device {
+class Device final : public tf_kernels::KernelDevice {
 public:
     // Creates the VkDevice and everything the plugin keeps on it. Throws a failure.
-    static std::unique_ptr<device> create(int index, const compute_device &where, uint32_t instance_api);
-    ~device();
-    device(const device &) = delete;
-    device &operator=(const device &) = delete;
+    static std::unique_ptr<Device> create(int index, const ComputeDevice &where, uint32_t instance_api);
+    ~Device();
+    Device(const Device &) = delete;
+    Device &operator=(const Device &) = delete;
 
     // Serialises every member below except caps(), label() and info(): the ABI may call from
     // any thread.
     std::mutex mutex;
 
-    const device_caps &caps() const noexcept override { return caps_; }
+    const DeviceCaps &caps() const noexcept override { return caps_; }
     // "vulkan:0 (llvmpipe (LLVM 15.0.6, 256 bits))", for messages.
     const char *label() const noexcept { return label_.c_str(); }
     void info(tf_device_info &out) const;
@@ -68,52 +68,52 @@ public:
     // ---- Recording ----
     // The binding of a tensor whose buffer belongs to this device. Throws INVALID_ARGUMENT,
     // naming op and role ("input 1"), when the view does not lie inside its buffer.
-    tensor_binding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
-    // Records one kernel launch (tf_kernels::dispatch_args).
-    void dispatch(const dispatch_args &args) override;
+    TensorBinding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
+    // Records one kernel launch (tf_kernels::DispatchArgs).
+    void dispatch(const DispatchArgs &args) override;
     // Throws DEVICE_LOST once a Vulkan call reported the device lost.
     void throw_if_lost() const;
 
 private:
-    struct batch {
-        command_pool_handle pool;
+    struct Batch {
+        CommandPoolHandle pool;
         VkCommandBuffer commands = VK_NULL_HANDLE;  // freed with pool
-        fence_handle done;
-        descriptor_pool_handle descriptors;
-        allocation params;  // host-visible, mapped
+        FenceHandle done;
+        DescriptorPoolHandle descriptors;
+        Allocation params;  // host-visible, mapped
         uint64_t params_used = 0;
         uint32_t sets_used = 0;
         uint32_t commands_recorded = 0;
         uint64_t serial = 0;
-        enum class state { idle, recording, submitted } state = state::idle;
+        enum class State { idle, recording, submitted } state = State::idle;
         VkPipeline bound = VK_NULL_HANDLE;
         // Ranges to release when the batch has finished (staging copies, temporaries).
-        std::vector<std::pair<memory_pool *, allocation>> temporaries;
+        std::vector<std::pair<MemoryPool *, Allocation>> temporaries;
         // One status word per dispatch whose kernel may report bad data (bind_align apart,
         // mapped), and for each the op and the thread that recorded it: the error goes to that
         // thread, not to whichever thread waits next.
-        allocation status;
+        Allocation status;
         std::vector<std::pair<const char *, std::thread::id>> reports;
     };
 
-    device() = default;
+    Device() = default;
     void create_pools(const VkPhysicalDeviceMemoryProperties &memory);
     void create_layouts();
     void create_batches();
     void load_pipeline_cache();
     void save_pipeline_cache() noexcept;
-    VkPipeline pipeline_for(const pipeline_key &key);
+    VkPipeline pipeline_for(const PipelineKey &key);
 
     bool busy(const tf_buffer *buffer) const noexcept { return buffer->last_use > completed_; }
     // The batch recording now, begun if needed; submitted and replaced first when it has no room
     // for params_size more bytes of parameters and one more descriptor set.
-    batch &recording(size_t params_size);
-    void begin(batch &b);
-    void submit(batch &b);
-    void barrier(batch &b);
+    Batch &recording(size_t params_size);
+    void begin(Batch &b);
+    void submit(Batch &b);
+    void barrier(Batch &b);
     // Waits until every batch up to serial has finished (submitting the recording one if needed).
     void wait_for(uint64_t serial);
-    void retire(batch &b);
+    void retire(Batch &b);
     void poll() noexcept;
     void check_result(VkResult result, const char *what);
     // Throws INVALID_ARGUMENT for bad data the kernels of ops this thread recorded reported.
@@ -125,7 +125,7 @@ private:
     VkPhysicalDevice physical_ = VK_NULL_HANDLE;
     VkPhysicalDeviceProperties props_{};
     uint32_t instance_api_ = 0;
-    device_caps caps_{};
+    DeviceCaps caps_{};
     uint32_t heap_index_ = 0;
     uint64_t heap_size_ = 0;
     bool has_budget_ = false;
@@ -135,18 +135,18 @@ private:
     std::string cache_path_;
 
     // Declared first so it is destroyed last: everything below was created from it.
-    device_handle device_;
+    DeviceHandle device_;
     VkQueue queue_ = VK_NULL_HANDLE;
     uint32_t family_ = 0;
-    std::unique_ptr<memory_pool> device_pool_;  // tensors
-    std::unique_ptr<memory_pool> host_pool_;    // staging, parameters, status: mapped
-    allocation status_;                         // one word in host_pool_
-    set_layout_handle set_layout_;
-    pipeline_layout_handle pipeline_layout_;
-    pipeline_cache_handle pipeline_cache_;
+    std::unique_ptr<MemoryPool> device_pool_;  // tensors
+    std::unique_ptr<MemoryPool> host_pool_;    // staging, parameters, status: mapped
+    Allocation status_;                         // one word in host_pool_
+    SetLayoutHandle set_layout_;
+    PipelineLayoutHandle pipeline_layout_;
+    PipelineCacheHandle pipeline_cache_;
     bool cache_dirty_ = false;
-    std::map<pipeline_key, pipeline_handle> pipelines_;
-    std::array<batch, 3> batches_;
+    std::map<PipelineKey, PipelineHandle> pipelines_;
+    std::array<Batch, 3> batches_;
     size_t current_ = 0;
     uint64_t next_serial_ = 1;
     uint64_t completed_ = 0;
@@ -156,7 +156,7 @@ private:
     std::unordered_set<tf_buffer *> live_;
     // Ops whose kernels reported bad data in finished batches, comma-separated, by the thread
     // that recorded them; thrown at that thread's next read or synchronize.
-    tf_kernels::reported_ops reported_;
+    tf_kernels::ReportedOps reported_;
     bool lost_ = false;
 };
 

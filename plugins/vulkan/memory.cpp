@@ -5,7 +5,7 @@
 
 namespace tf_vk {
 
-memory_block &memory_pool::new_block(uint64_t size) {
+MemoryBlock &MemoryPool::new_block(uint64_t size) {
     if (size > opts_.heap_size)
         raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s: the device heap has %llu bytes",
               static_cast<unsigned long long>(size), opts_.label, static_cast<unsigned long long>(opts_.heap_size));
@@ -13,7 +13,7 @@ memory_block &memory_pool::new_block(uint64_t size) {
         raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s: one allocation may have at most %llu bytes",
               static_cast<unsigned long long>(size), opts_.label, static_cast<unsigned long long>(opts_.max_allocation));
 
-    auto block = std::make_unique<memory_block>();
+    auto block = std::make_unique<MemoryBlock>();
     VkBufferCreateInfo buffer_info{};
     buffer_info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
     buffer_info.size = size;
@@ -22,7 +22,7 @@ memory_block &memory_pool::new_block(uint64_t size) {
     buffer_info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     VkBuffer buffer = VK_NULL_HANDLE;
     check(vkCreateBuffer(device_, &buffer_info, nullptr, &buffer), "vkCreateBuffer");
-    block->buffer = buffer_handle(device_, buffer);
+    block->buffer = BufferHandle(device_, buffer);
 
     VkMemoryRequirements needs;
     vkGetBufferMemoryRequirements(device_, buffer, &needs);
@@ -39,7 +39,7 @@ memory_block &memory_pool::new_block(uint64_t size) {
               static_cast<unsigned long long>(needs.size), opts_.label, result_name(result),
               static_cast<unsigned long long>(reserved_));
     check(result, "vkAllocateMemory");
-    block->memory = memory_handle(device_, memory);
+    block->memory = MemoryHandle(device_, memory);
     check(vkBindBufferMemory(device_, buffer, memory, 0), "vkBindBufferMemory");
     if (opts_.map) {
         void *host = nullptr;
@@ -47,23 +47,23 @@ memory_block &memory_pool::new_block(uint64_t size) {
         block->mapped = static_cast<char *>(host);  // unmapped by vkFreeMemory
     }
     block->size = size;
-    block->ranges = tf_kernels::free_list(size);
+    block->ranges = tf_kernels::FreeList(size);
     reserved_ += size;
     blocks_.push_back(std::move(block));
     return *blocks_.back();
 }
 
-allocation memory_pool::allocate(uint64_t size) {
+Allocation MemoryPool::allocate(uint64_t size) {
     if (size == 0) size = 1;
     if (size > UINT64_MAX - opts_.alignment)
         raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s", static_cast<unsigned long long>(size), opts_.label);
     const uint64_t need = align_up(size, opts_.alignment);
     const auto [block, offset] = tf_kernels::place(blocks_, need, opts_.block_size / 2, opts_.block_size,
-                                                   [&](uint64_t n) -> memory_block & { return new_block(n); });
-    return allocation{block, offset, need};
+                                                   [&](uint64_t n) -> MemoryBlock & { return new_block(n); });
+    return Allocation{block, offset, need};
 }
 
-void memory_pool::release(allocation &range) noexcept {
+void MemoryPool::release(Allocation &range) noexcept {
     if (!range.owner) return;
     reserved_ -= tf_kernels::give_back(blocks_, *range.owner, range.offset, range.size);
     range.owner = nullptr;

@@ -48,7 +48,7 @@ bool matches_device(const std::vector<char> &blob, const VkPhysicalDevicePropert
 
 }  // namespace
 
-void device::load_pipeline_cache() {
+void Device::load_pipeline_cache() {
     const std::string dir = cache_directory();
     if (!dir.empty())
         cache_path_ = dir + (index_ == 0 ? "/vulkan-pipelines.bin" : "/vulkan-pipelines." + std::to_string(index_) + ".bin");
@@ -73,12 +73,12 @@ void device::load_pipeline_cache() {
         result = vkCreatePipelineCache(device_.get(), &info, nullptr, &cache);
     }
     check(result, "vkCreatePipelineCache");
-    pipeline_cache_ = pipeline_cache_handle(device_.get(), cache);
+    pipeline_cache_ = PipelineCacheHandle(device_.get(), cache);
     log_line(TF_LOG_DEBUG, "%s: pipeline cache %s (%zu bytes loaded)", label(),
                 cache_path_.empty() ? "in memory only" : cache_path_.c_str(), blob.size());
 }
 
-void device::save_pipeline_cache() noexcept {
+void Device::save_pipeline_cache() noexcept {
     if (!cache_dirty_ || cache_path_.empty() || !pipeline_cache_) return;
     size_t size = 0;
     if (vkGetPipelineCacheData(device_.get(), pipeline_cache_.get(), &size, nullptr) != VK_SUCCESS || size == 0) return;
@@ -96,18 +96,18 @@ void device::save_pipeline_cache() noexcept {
         log_line(TF_LOG_INFO, "%s: could not write the pipeline cache (not fatal): %s", label(), why.c_str());
 }
 
-VkPipeline device::pipeline_for(const pipeline_key &key) {
+VkPipeline Device::pipeline_for(const PipelineKey &key) {
     auto found = pipelines_.find(key);
     if (found != pipelines_.end()) return found->second.get();
     const auto start = std::chrono::steady_clock::now();
-    const tf_shaders::shader_code &code = tf_shaders::shader_code_of(key.kernel);
+    const tf_shaders::ShaderCode &code = tf_shaders::shader_code_of(key.kernel);
     VkShaderModuleCreateInfo module_info{};
     module_info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
     module_info.codeSize = code.size * sizeof(uint32_t);
     module_info.pCode = code.data;
     VkShaderModule module = VK_NULL_HANDLE;
     check_result(vkCreateShaderModule(device_.get(), &module_info, nullptr, &module), "vkCreateShaderModule");
-    shader_module_handle module_owner(device_.get(), module);
+    ShaderModuleHandle module_owner(device_.get(), module);
 
     VkSpecializationMapEntry entries[8];
     for (uint32_t i = 0; i < key.count; ++i) entries[i] = {i, i * 4, 4};
@@ -123,7 +123,7 @@ VkPipeline device::pipeline_for(const pipeline_key &key) {
     VkPipeline pipeline = VK_NULL_HANDLE;
     check_result(vkCreateComputePipelines(device_.get(), pipeline_cache_.get(), 1, &info, nullptr, &pipeline),
                  "vkCreateComputePipelines");
-    pipelines_.emplace(key, pipeline_handle(device_.get(), pipeline));
+    pipelines_.emplace(key, PipelineHandle(device_.get(), pipeline));
     cache_dirty_ = true;
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     char spec_text[96] = "";

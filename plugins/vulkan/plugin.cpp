@@ -26,29 +26,29 @@ using namespace tf_vk;
 using tf_kit::fail;
 
 // The loader a successful probe opened, handed to init (a refusing probe closes it).
-loader_library *g_probed_loader = nullptr;
+LoaderLibrary *g_probed_loader = nullptr;
 
-struct vulkan_api {
+struct VulkanApi {
     static constexpr const char *name = "vulkan";
-    using device = tf_vk::device;
+    using Device = tf_vk::Device;
 
     // Members go in reverse order: devices, then the instance, then the loader they came from.
-    struct state {
-        loader_library loader;
-        instance_handle instance;
+    struct State {
+        LoaderLibrary loader;
+        InstanceHandle instance;
         uint32_t api_version = 0;
-        std::vector<std::unique_ptr<device>> devices;
+        std::vector<std::unique_ptr<Device>> devices;
     };
 
     static tf_status probe(tf_error *err) {
-        auto loader = std::make_unique<loader_library>();
+        auto loader = std::make_unique<LoaderLibrary>();
         std::string why;
         if (!loader->open(why)) return fail(err, TF_STATUS_UNAVAILABLE, "%s", why.c_str());
-        std::vector<compute_device> found;
+        std::vector<ComputeDevice> found;
         try {
-            instance_handle instance = create_instance(nullptr);
+            InstanceHandle instance = create_instance(nullptr);
             found = find_compute_devices(instance.get());
-        } catch (const failure &e) {
+        } catch (const Failure &e) {
             return fail(err, TF_STATUS_UNAVAILABLE, "no Vulkan device with a compute queue (%s)", e.what());
         }
         if (found.empty()) return fail(err, TF_STATUS_UNAVAILABLE, "no Vulkan device with a compute queue");
@@ -57,7 +57,7 @@ struct vulkan_api {
         return TF_STATUS_OK;
     }
 
-    static tf_status open(state &s, tf_error *err) {
+    static tf_status open(State &s, tf_error *err) {
         std::string why;
         if (!s.loader.open(why)) return fail(err, TF_STATUS_UNAVAILABLE, "%s", why.c_str());
         // init's own handle is open: the probe's may go.
@@ -65,10 +65,10 @@ struct vulkan_api {
         g_probed_loader = nullptr;
         s.instance = create_instance(&s.api_version);
         std::string last_error;
-        for (const compute_device &where : find_compute_devices(s.instance.get())) {
+        for (const ComputeDevice &where : find_compute_devices(s.instance.get())) {
             try {
-                s.devices.push_back(device::create(static_cast<int>(s.devices.size()), where, s.api_version));
-            } catch (const failure &e) {
+                s.devices.push_back(Device::create(static_cast<int>(s.devices.size()), where, s.api_version));
+            } catch (const Failure &e) {
                 // One unusable device does not hide the others.
                 last_error = e.what();
                 log_line(TF_LOG_WARN, "skipping a device: %s", e.what());
@@ -87,12 +87,12 @@ struct vulkan_api {
 
     // Every device member runs under the device's mutex.
     template <class F>
-    static void call(device &dev, F &&f) {
+    static void call(Device &dev, F &&f) {
         std::lock_guard lock(dev.mutex);
         f();
     }
 
-    static void list_features(const state &s, tf_feature_fn emit, void *user) {
+    static void list_features(const State &s, tf_feature_fn emit, void *user) {
         char value[64];
         std::snprintf(value, sizeof value, "%u.%u", VK_API_VERSION_MAJOR(s.api_version),
                       VK_API_VERSION_MINOR(s.api_version));
@@ -104,11 +104,11 @@ struct vulkan_api {
     }
 };
 
-using shell = tf_gpu::gpu_plugin<vulkan_api>;
+using Shell = tf_gpu::GpuPlugin<VulkanApi>;
 
 // ---- Plugin table -----------------------------------------------------------------------------------------
 
-constexpr tf_plugin k_plugin = shell::table("vulkan", TF_VULKAN_VERSION, 50);
+constexpr tf_plugin k_plugin = Shell::table("vulkan", TF_VULKAN_VERSION, 50);
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 // One owner for every Vulkan object: move-only wrappers that destroy their handle exactly once.
 // Device-level objects remember the VkDevice that created them; the owner of the VkDevice
-// (device_handle) must outlive them, which member order in `device` guarantees.
+// (DeviceHandle) must outlive them, which member order in `device` guarantees.
 #ifndef TINYFIN_VULKAN_HANDLES_HPP
 #define TINYFIN_VULKAN_HANDLES_HPP
 
@@ -11,13 +11,13 @@
 namespace tf_vk {
 
 template <class Handle, void (*Destroy)(VkDevice, Handle)>
-class device_object {
+class DeviceObject {
 public:
-    device_object() noexcept = default;
-    device_object(VkDevice device, Handle handle) noexcept : device_(device), handle_(handle) {}
-    device_object(device_object &&other) noexcept
+    DeviceObject() noexcept = default;
+    DeviceObject(VkDevice device, Handle handle) noexcept : device_(device), handle_(handle) {}
+    DeviceObject(DeviceObject &&other) noexcept
         : device_(other.device_), handle_(std::exchange(other.handle_, Handle{})) {}
-    device_object &operator=(device_object &&other) noexcept {
+    DeviceObject &operator=(DeviceObject &&other) noexcept {
         if (this != &other) {
             reset();
             device_ = other.device_;
@@ -25,9 +25,9 @@ public:
         }
         return *this;
     }
-    device_object(const device_object &) = delete;
-    device_object &operator=(const device_object &) = delete;
-    ~device_object() { reset(); }
+    DeviceObject(const DeviceObject &) = delete;
+    DeviceObject &operator=(const DeviceObject &) = delete;
+    ~DeviceObject() { reset(); }
 
     void reset() noexcept {
         if (handle_ != Handle{}) Destroy(device_, handle_);
@@ -54,33 +54,33 @@ inline void descriptor_pool(VkDevice d, VkDescriptorPool h) { vkDestroyDescripto
 inline void fence(VkDevice d, VkFence h) { vkDestroyFence(d, h, nullptr); }
 }  // namespace destroy
 
-using buffer_handle = device_object<VkBuffer, destroy::buffer>;
-using memory_handle = device_object<VkDeviceMemory, destroy::memory>;
-using shader_module_handle = device_object<VkShaderModule, destroy::shader_module>;
-using set_layout_handle = device_object<VkDescriptorSetLayout, destroy::set_layout>;
-using pipeline_layout_handle = device_object<VkPipelineLayout, destroy::pipeline_layout>;
-using pipeline_handle = device_object<VkPipeline, destroy::pipeline>;
-using pipeline_cache_handle = device_object<VkPipelineCache, destroy::pipeline_cache>;
-using command_pool_handle = device_object<VkCommandPool, destroy::command_pool>;
-using descriptor_pool_handle = device_object<VkDescriptorPool, destroy::descriptor_pool>;
-using fence_handle = device_object<VkFence, destroy::fence>;
+using BufferHandle = DeviceObject<VkBuffer, destroy::buffer>;
+using MemoryHandle = DeviceObject<VkDeviceMemory, destroy::memory>;
+using ShaderModuleHandle = DeviceObject<VkShaderModule, destroy::shader_module>;
+using SetLayoutHandle = DeviceObject<VkDescriptorSetLayout, destroy::set_layout>;
+using PipelineLayoutHandle = DeviceObject<VkPipelineLayout, destroy::pipeline_layout>;
+using PipelineHandle = DeviceObject<VkPipeline, destroy::pipeline>;
+using PipelineCacheHandle = DeviceObject<VkPipelineCache, destroy::pipeline_cache>;
+using CommandPoolHandle = DeviceObject<VkCommandPool, destroy::command_pool>;
+using DescriptorPoolHandle = DeviceObject<VkDescriptorPool, destroy::descriptor_pool>;
+using FenceHandle = DeviceObject<VkFence, destroy::fence>;
 
 // The VkDevice itself; waits for the device to go idle before destroying it.
-class device_handle {
+class DeviceHandle {
 public:
-    device_handle() noexcept = default;
-    explicit device_handle(VkDevice device) noexcept : device_(device) {}
-    device_handle(device_handle &&other) noexcept : device_(std::exchange(other.device_, VK_NULL_HANDLE)) {}
-    device_handle &operator=(device_handle &&other) noexcept {
+    DeviceHandle() noexcept = default;
+    explicit DeviceHandle(VkDevice device) noexcept : device_(device) {}
+    DeviceHandle(DeviceHandle &&other) noexcept : device_(std::exchange(other.device_, VK_NULL_HANDLE)) {}
+    DeviceHandle &operator=(DeviceHandle &&other) noexcept {
         if (this != &other) {
             reset();
             device_ = std::exchange(other.device_, VK_NULL_HANDLE);
         }
         return *this;
     }
-    device_handle(const device_handle &) = delete;
-    device_handle &operator=(const device_handle &) = delete;
-    ~device_handle() { reset(); }
+    DeviceHandle(const DeviceHandle &) = delete;
+    DeviceHandle &operator=(const DeviceHandle &) = delete;
+    ~DeviceHandle() { reset(); }
 
     void reset() noexcept {
         if (device_ == VK_NULL_HANDLE) return;
@@ -94,21 +94,21 @@ private:
     VkDevice device_ = VK_NULL_HANDLE;
 };
 
-class instance_handle {
+class InstanceHandle {
 public:
-    instance_handle() noexcept = default;
-    explicit instance_handle(VkInstance instance) noexcept : instance_(instance) {}
-    instance_handle(instance_handle &&other) noexcept : instance_(std::exchange(other.instance_, VK_NULL_HANDLE)) {}
-    instance_handle &operator=(instance_handle &&other) noexcept {
+    InstanceHandle() noexcept = default;
+    explicit InstanceHandle(VkInstance instance) noexcept : instance_(instance) {}
+    InstanceHandle(InstanceHandle &&other) noexcept : instance_(std::exchange(other.instance_, VK_NULL_HANDLE)) {}
+    InstanceHandle &operator=(InstanceHandle &&other) noexcept {
         if (this != &other) {
             reset();
             instance_ = std::exchange(other.instance_, VK_NULL_HANDLE);
         }
         return *this;
     }
-    instance_handle(const instance_handle &) = delete;
-    instance_handle &operator=(const instance_handle &) = delete;
-    ~instance_handle() { reset(); }
+    InstanceHandle(const InstanceHandle &) = delete;
+    InstanceHandle &operator=(const InstanceHandle &) = delete;
+    ~InstanceHandle() { reset(); }
 
     void reset() noexcept {
         if (instance_ != VK_NULL_HANDLE) vkDestroyInstance(instance_, nullptr);

@@ -1,7 +1,7 @@
 // attention: out[..., i, :] = softmax(q_i k^T * scale + mask_i [+ causal]) v, f32, f16 or bf16
 // (computed in f32, out rounded once), any strides.
 // The OpenCL C port of shaders/attention.comp: one group of 64 work-items per query row, the
-// row's Tk scores in local memory. Slots: 0 out, 1 q, 2 k, 3 v, 4 mask.
+// row's Tk scores in local memory. Slots: 0 out, 1 q, 2 k, 3 v, 4 mask (read only when has_mask).
 TF_SPEC(0, uint, DT, 0u)  // every operand: f32, f16 or bf16 (scores, softmax and sums in f32)
 
 #define TF_MAX_KEYS 2048u
@@ -17,7 +17,8 @@ typedef struct {
     uint batch_st[30];
     uint row_st[5];
     uint col_st[5];
-    uint pad1_[2];
+    uint has_mask;  // 0: the mask is absent (slot 4 is bound to q and never read)
+    uint pad1_;
 } attention_params;
 
 float group_reduce(local float *s_red, float v, bool is_max) {
@@ -60,7 +61,8 @@ kernel void tf_attention(const attention_params pv, TF_KERNEL_ARGS) {
             uint k_row = at[2] + j * p->row_st[2];
             for (uint e = 0u; e < p->d; ++e)
                 dot_ += ld_float(T[1], DT, q_row + e * p->col_st[1]) * ld_float(T[2], DT, k_row + e * p->col_st[2]);
-            float score = dot_ * p->scale + ld_float(T[4], DT, m_row + j * p->col_st[4]);
+            float score = dot_ * p->scale;
+            if (p->has_mask != 0u) score += ld_float(T[4], DT, m_row + j * p->col_st[4]);
             if (p->causal != 0u && (int)j > last_visible) score = -TF_INF;
             s_score[j] = score;
             local_max = tf_max(local_max, score);

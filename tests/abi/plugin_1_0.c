@@ -1,8 +1,12 @@
 /*
  * abi10: a plugin built against the frozen ABI 1.0 header (1.0/tinyfin/plugin.h), never the
- * current one. The current core must keep loading it and running its op: add on f32 tensors of
- * any shape and strides in host memory. Everything else falls back to cpu.
+ * current one. The current core must keep loading it and running its ops: add, and attention, on
+ * f32 tensors of any shape and strides in host memory. Everything else falls back to cpu.
+ * ABI 1.0 has no absent inputs (ABI 1.1 made attention's mask optional): this plugin refuses, and
+ * run() fails on, a mask descriptor that is not a whole 1.0 tensor descriptor with memory, so a
+ * core that sent it one would fail test-abi10-attention.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,12 +39,99 @@ static float *abi10_element(const tf_tensor_desc *t, int64_t index) {
 
 static int abi10_is_f32(const tf_tensor_desc *t) { return t->dtype == TF_DTYPE_F32 && t->rank >= 0 && t->rank <= TF_MAX_RANK; }
 
+/* The element at a multi-index of the tensor's rank. */
+static float *abi10_at(const tf_tensor_desc *t, const int64_t *index) {
+    unsigned char *at = (unsigned char *)t->data + t->offset;
+    int32_t k;
+    for (k = 0; k < t->rank; ++k) at += index[k] * t->strides[k] * (int64_t)sizeof(float);
+    return (float *)at;
+}
+
+/* Keys per query row the attention kernel's scores buffer holds. */
+#define ABI10_MAX_KEYS 64
+
+/* attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] -> [..., Tq, Dv],
+ * one batch shape (the core expands them to it). The mask must be a whole descriptor. */
+static int abi10_attention_fits(const tf_op_desc *d) {
+    const tf_tensor_desc *all[5];
+    int32_t r, a, i;
+    if (d->n_inputs != 4 || d->n_outputs != 1 || !d->params) return 0;
+    all[0] = &d->inputs[0], all[1] = &d->inputs[1], all[2] = &d->inputs[2], all[3] = &d->inputs[3];
+    all[4] = &d->outputs[0];
+    if (all[3]->struct_size < sizeof(tf_tensor_desc)) return 0;
+    r = all[0]->rank;
+    if (r < 2) return 0;
+    for (a = 0; a < 5; ++a) {
+        if (!abi10_is_f32(all[a]) || all[a]->rank != r) return 0;
+        for (i = 0; i < r - 2; ++i)
+            if (all[a]->shape[i] != all[0]->shape[i]) return 0;
+    }
+    return all[1]->shape[r - 1] == all[0]->shape[r - 1] && all[2]->shape[r - 2] == all[1]->shape[r - 2] &&
+           all[3]->shape[r - 2] == all[0]->shape[r - 2] && all[3]->shape[r - 1] == all[1]->shape[r - 2] &&
+           all[4]->shape[r - 2] == all[0]->shape[r - 2] && all[4]->shape[r - 1] == all[2]->shape[r - 1] &&
+           all[1]->shape[r - 2] <= ABI10_MAX_KEYS;
+}
+
+/* softmax(q k^T * scale + mask [+ causal]) v in double, one query row at a time. */
+static tf_status abi10_attention(const tf_op_desc *d, tf_error *err) {
+    const tf_tensor_desc *q = &d->inputs[0], *k = &d->inputs[1], *v = &d->inputs[2], *m = &d->inputs[3];
+    const tf_tensor_desc *o = &d->outputs[0];
+    const tf_params_attention *p = (const tf_params_attention *)d->params;
+    const int32_t r = q->rank;
+    const int64_t tq = q->shape[r - 2], dd = q->shape[r - 1], tk = k->shape[r - 2], dv = v->shape[r - 1];
+    int64_t batches = 1, b, i, j, c, e, rest;
+    int64_t at[TF_MAX_RANK] = {0};
+    double scores[ABI10_MAX_KEYS];
+    int32_t a;
+    if (!m->data && tq * tk > 0) return abi10_fail(err, TF_STATUS_INVALID_ARGUMENT, "attention: the mask has no memory");
+    for (a = 0; a < r - 2; ++a) batches *= q->shape[a];
+    for (b = 0; b < batches; ++b) {
+        for (rest = b, a = r - 3; a >= 0; --a) {
+            at[a] = rest % q->shape[a];
+            rest /= q->shape[a];
+        }
+        for (i = 0; i < tq; ++i) {
+            double peak = -INFINITY, total = 0;
+            for (j = 0; j < tk; ++j) {
+                double dot = 0;
+                for (e = 0; e < dd; ++e) {
+                    double qe;
+                    at[r - 2] = i, at[r - 1] = e;
+                    qe = *abi10_at(q, at);
+                    at[r - 2] = j;
+                    dot += qe * *abi10_at(k, at);
+                }
+                at[r - 2] = i, at[r - 1] = j;
+                scores[j] = dot * p->scale + *abi10_at(m, at);
+                if (p->causal && j > i + tk - tq) scores[j] = -INFINITY;
+                if (scores[j] > peak) peak = scores[j];
+            }
+            for (j = 0; j < tk; ++j) {
+                scores[j] = exp(scores[j] - peak);
+                total += scores[j];
+            }
+            for (c = 0; c < dv; ++c) {
+                double sum = 0;
+                for (j = 0; j < tk; ++j) {
+                    at[r - 2] = j, at[r - 1] = c;
+                    sum += scores[j] * *abi10_at(v, at);
+                }
+                at[r - 2] = i, at[r - 1] = c;
+                *abi10_at(o, at) = (float)(sum / total);
+            }
+        }
+    }
+    return TF_STATUS_OK;
+}
+
 static int32_t abi10_supports(int32_t device, const tf_op_desc *d) {
     (void)device;
     switch (d->op) {
     case TF_OP_ADD:
         return d->n_inputs == 2 && d->n_outputs == 1 && abi10_is_f32(&d->inputs[0]) && abi10_is_f32(&d->inputs[1]) &&
                abi10_is_f32(&d->outputs[0]);
+    case TF_OP_ATTENTION:
+        return abi10_attention_fits(d);
     default:
         return 0;
     }
@@ -49,7 +140,10 @@ static int32_t abi10_supports(int32_t device, const tf_op_desc *d) {
 static tf_status abi10_run(int32_t device, const tf_op_desc *d, tf_error *err) {
     int64_t n = 1, i;
     int32_t k;
+    if (d->op == TF_OP_ATTENTION && d->n_inputs == 4 && d->inputs[3].struct_size < sizeof(tf_tensor_desc))
+        return abi10_fail(err, TF_STATUS_INVALID_ARGUMENT, "attention: the mask descriptor is absent, which ABI 1.0 never sends");
     if (!abi10_supports(device, d)) return abi10_fail(err, TF_STATUS_UNSUPPORTED, "run: not supported");
+    if (d->op == TF_OP_ATTENTION) return abi10_attention(d, err);
     for (k = 0; k < d->outputs[0].rank; ++k) n *= d->outputs[0].shape[k];
     for (i = 0; i < n; ++i)
         *abi10_element(&d->outputs[0], i) = *abi10_element(&d->inputs[0], i) + *abi10_element(&d->inputs[1], i);

@@ -30,18 +30,18 @@ void check_close(const Tensor &got, const F &want, double tol = 1e-5) {
 // The calls the var overloads must accept or refuse, as concepts so a refusal is a false
 // rather than a compile error.
 template <typename T>
-concept var_takes_bool_as_correction = requires(T x, std::vector<int> axes) { var(x, axes, true, false); };
+concept VarTakesBoolAsCorrection = requires(T x, std::vector<int> axes) { var(x, axes, true, false); };
 template <typename T>
-concept var_takes_number_as_correction = requires(T x, std::vector<int> axes) { var(x, axes, 0, true); };
+concept VarTakesNumberAsCorrection = requires(T x, std::vector<int> axes) { var(x, axes, 0, true); };
 template <typename T>
-concept var_takes_keepdim_after_axes = requires(T x, std::vector<int> axes) { var(x, axes, true); };
+concept VarTakesKeepdimAfterAxes = requires(T x, std::vector<int> axes) { var(x, axes, true); };
 
 } // namespace
 
 TEST_CASE("var: a flag after the axes is keepdim, and a bool is never a correction") {
-    static_assert(!var_takes_bool_as_correction<Tensor>, "var(x, axes, true, false) must not compile");
-    static_assert(var_takes_number_as_correction<Tensor>);
-    static_assert(var_takes_keepdim_after_axes<Tensor>);
+    static_assert(!VarTakesBoolAsCorrection<Tensor>, "var(x, axes, true, false) must not compile");
+    static_assert(VarTakesNumberAsCorrection<Tensor>);
+    static_assert(VarTakesKeepdimAfterAxes<Tensor>);
     Tensor x = t({1, 2, 3, 4, 6, 8}, {2, 3});
     // The old mistake: var(x, {-1}, true) meant correction 1, keepdim false. Now it keeps the axis.
     Tensor kept = var(x, {-1}, true);
@@ -151,7 +151,7 @@ TEST_CASE("rope at a positions tensor: hand-computed values, finite differences,
     CHECK_THROWS_AS(rope(t(xs, {1, 2, 1, 4}), from_vector<int64_t>({1, 2, 3}, {3}), 100.0, false, 1), ShapeError);
 }
 
-TEST_CASE("attention without a mask dispatches no fill: its zero mask is written, not computed") {
+TEST_CASE("attention without a mask dispatches no fill: the attention op alone") {
     Tensor q = randn({2, 3, 4}, 31), k = randn({2, 5, 4}, 32), v = randn({2, 5, 6}, 33);
     Tensor want = matmul(softmax(mul(matmul(q, k.transpose(-1, -2)), 0.5), -1), v);  // scale 1/sqrt(4)
     uint64_t ops = 0;
@@ -311,6 +311,51 @@ TEST_CASE("attention: both causal alignments when Tq != Tk") {
     check_close(q1.grad(), q2.grad().to_vector<float>(), 1e-4);
     check_close(k1.grad(), k2.grad().to_vector<float>(), 1e-4);
     check_close(v1.grad(), v2.grad().to_vector<float>(), 1e-4);
+}
+
+TEST_CASE("attention without a mask: no mask tensor at all, the same as a zero mask, forward and backward") {
+    Tensor q = randn({2, 3, 4}, 21), k = randn({2, 5, 4}, 22), v = randn({2, 5, 6}, 23);
+    // A fresh thread (the core's per-thread constants are empty): the output is the one buffer
+    // the op allocates. The mask operand is absent (plugin.h, TF_TENSOR_ABSENT), not a zero.
+    uint64_t allocations = 0, bytes = 0;
+    Tensor got;
+    std::thread([&] {
+        reset_stats();
+        got = scaled_dot_product_attention(q, k, v);
+        const Stats st = stats();
+        const Stats::Backend &b = *st.backend(q.device().backend);
+        allocations = b.allocations;
+        bytes = b.bytes_allocated;
+    }).join();
+    CHECK(allocations == 1);
+    CHECK(bytes == got.nbytes());
+    for (bool causal : {false, true}) {
+        CAPTURE(causal);
+        Tensor q1 = q.detach().requires_grad_(), k1 = k.detach().requires_grad_(), v1 = v.detach().requires_grad_();
+        Tensor q2 = q.detach().requires_grad_(), k2 = k.detach().requires_grad_(), v2 = v.detach().requires_grad_();
+        Tensor q3 = q.detach().requires_grad_(), k3 = k.detach().requires_grad_(), v3 = v.detach().requires_grad_();
+        Tensor none = scaled_dot_product_attention(q1, k1, v1, Tensor(), causal);
+        Tensor zero = scaled_dot_product_attention(q2, k2, v2, zeros({3, 5}), causal);
+        // The hand reference: primitives, with the causal rows as an explicit -inf mask.
+        Tensor ref = reference_attention(q3, k3, v3, causal ? causal_mask(3, 5, 2) : zeros({3, 5}));
+        // x * scale + 0 is x * scale: the absent mask gives the zero mask's bits.
+        CHECK(none.to_vector<float>() == zero.to_vector<float>());
+        check_close(none, ref.to_vector<float>());
+        Tensor w = randn({2, 3, 6}, 24);
+        sum(mul(none, w)).backward();
+        sum(mul(zero, w)).backward();
+        sum(mul(ref, w)).backward();
+        CHECK(q1.grad().to_vector<float>() == q2.grad().to_vector<float>());
+        CHECK(k1.grad().to_vector<float>() == k2.grad().to_vector<float>());
+        CHECK(v1.grad().to_vector<float>() == v2.grad().to_vector<float>());
+        check_close(q1.grad(), q3.grad().to_vector<float>(), 1e-4);
+        check_close(k1.grad(), k3.grad().to_vector<float>(), 1e-4);
+        check_close(v1.grad(), v3.grad().to_vector<float>(), 1e-4);
+        // With a mask of the caller's as well (causal and mask together).
+        Tensor mask = randn({3, 5}, 25);
+        check_close(scaled_dot_product_attention(q, k, v, mask, causal),
+                    reference_attention(q, k, v, causal ? add(mask, causal_mask(3, 5, 2)) : mask).to_vector<float>());
+    }
 }
 
 TEST_CASE("attention: a bool mask means 'may attend', forward and backward") {

@@ -45,15 +45,15 @@ void check_nothing_moved() {
 }
 
 // Row-major [..., M, K] x [..., K, N] in double, with |a| |b| beside it for the error bound.
-struct reference {
+struct Reference {
     std::vector<double> value, magnitude;
 };
 
 // a and b are read back in row-major order and broadcast like the op does; batch = product of
 // the output's batch axes, a_batch/b_batch 1 when that operand is broadcast over them.
-reference matmul_reference(const std::vector<float> &a, const std::vector<float> &b, int64_t batch, bool a_batched,
+Reference matmul_reference(const std::vector<float> &a, const std::vector<float> &b, int64_t batch, bool a_batched,
                            bool b_batched, int64_t m, int64_t k, int64_t n) {
-    reference r{std::vector<double>(batch * m * n), std::vector<double>(batch * m * n)};
+    Reference r{std::vector<double>(batch * m * n), std::vector<double>(batch * m * n)};
     for (int64_t t = 0; t < batch; ++t) {
         const float *pa = a.data() + (a_batched ? t * m * k : 0);
         const float *pb = b.data() + (b_batched ? t * k * n : 0);
@@ -72,7 +72,7 @@ reference matmul_reference(const std::vector<float> &a, const std::vector<float>
 }
 
 // Any summation order of k float products stays within ~k * eps * sum |a b| of the exact value.
-void check_close(const std::vector<float> &got, const reference &want, int64_t k, const std::string &what) {
+void check_close(const std::vector<float> &got, const Reference &want, int64_t k, const std::string &what) {
     REQUIRE(got.size() == want.value.size());
     const double eps = std::numeric_limits<float>::epsilon();
     size_t bad = 0;
@@ -100,7 +100,7 @@ std::string dims(int64_t m, int64_t k, int64_t n) {
 
 // ---- conv2d reference in double -----------------------------------------------------------------
 
-struct conv_case {
+struct ConvCase {
     const char *name;
     int64_t n, c, h, w, o, kh, kw;
     Conv2dOptions options;
@@ -110,11 +110,11 @@ int64_t conv_out(int64_t in, int64_t k, int stride, int pad, int dilation) {
     return (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
 }
 
-struct conv_dims {
+struct ConvDims {
     int64_t oh, ow, cg, og;
 };
 
-conv_dims dims_of(const conv_case &cc) {
+ConvDims dims_of(const ConvCase &cc) {
     const Conv2dOptions &o = cc.options;
     return {conv_out(cc.h, cc.kh, o.stride_h, o.pad_h, o.dilation_h), conv_out(cc.w, cc.kw, o.stride_w, o.pad_w, o.dilation_w),
             cc.c / o.groups, cc.o / o.groups};
@@ -122,8 +122,8 @@ conv_dims dims_of(const conv_case &cc) {
 
 // Calls f(n, o, oy, ox, c, ky, kx, x_index, w_index, y_index) for every valid product of the conv.
 template <class F>
-void for_each_tap(const conv_case &cc, F &&f) {
-    const conv_dims d = dims_of(cc);
+void for_each_tap(const ConvCase &cc, F &&f) {
+    const ConvDims d = dims_of(cc);
     const Conv2dOptions &o = cc.options;
     for (int64_t n = 0; n < cc.n; ++n)
         for (int64_t oc = 0; oc < cc.o; ++oc) {
@@ -145,15 +145,15 @@ void for_each_tap(const conv_case &cc, F &&f) {
 }
 
 // y, dx and dw of one conv case in double, with magnitudes for the error bounds.
-struct conv_reference {
-    reference y, dx, dw;
+struct ConvReference {
+    Reference y, dx, dw;
 };
 
-conv_reference conv_reference_of(const conv_case &cc, const std::vector<float> &x, const std::vector<float> &w,
+ConvReference conv_reference_of(const ConvCase &cc, const std::vector<float> &x, const std::vector<float> &w,
                                  const std::vector<float> &dy) {
-    const conv_dims d = dims_of(cc);
-    conv_reference r;
-    auto sized = [](reference &ref, size_t n) {
+    const ConvDims d = dims_of(cc);
+    ConvReference r;
+    auto sized = [](Reference &ref, size_t n) {
         ref.value.assign(n, 0.0);
         ref.magnitude.assign(n, 0.0);
     };
@@ -171,7 +171,7 @@ conv_reference conv_reference_of(const conv_case &cc, const std::vector<float> &
     return r;
 }
 
-const conv_case k_conv_cases[] = {
+const ConvCase k_conv_cases[] = {
     // The Fashion-MNIST example's layers (batch 4 here; the benchmark runs batch 64).
     {"cnn conv1 1->32 3x3 p1 28x28", 4, 1, 28, 28, 32, 3, 3, {1, 1, 1, 1, 1, 1, 1}},
     {"cnn conv2 32->64 3x3 p1 14x14", 2, 32, 14, 14, 64, 3, 3, {1, 1, 1, 1, 1, 1, 1}},
@@ -193,8 +193,8 @@ const conv_case k_conv_cases[] = {
 
 // Claimed by blas when N * O * OH * OW * C/groups * KH * KW reaches the threshold, unless cpu's
 // stride-1 kernels are the faster ones.
-bool conv_claimed(const conv_case &cc) {
-    const conv_dims d = dims_of(cc);
+bool conv_claimed(const ConvCase &cc) {
+    const ConvDims d = dims_of(cc);
     const auto &o = cc.options;
     const bool pointwise = cc.kh == 1 && cc.kw == 1 && o.pad_h == 0 && o.pad_w == 0;
     if (o.stride_h == 1 && o.stride_w == 1 && !pointwise && d.cg * cc.kh * cc.kw >= k_conv_cpu_taps) return false;
@@ -253,10 +253,10 @@ TEST_CASE("transposed and sliced views reach sgemm without copies") {
     const int64_t m = 65, k = 63, n = 257;
     const std::vector<float> expected_a = randn({m, k}, 11).to_vector<float>();
     const std::vector<float> expected_b = randn({k, n}, 12).to_vector<float>();
-    const reference want = matmul_reference(expected_a, expected_b, 1, false, false, m, k, n);
+    const Reference want = matmul_reference(expected_a, expected_b, 1, false, false, m, k, n);
 
     // Each pair: a view of a [m, k] and of b [k, n] with the values above, built differently.
-    struct variant {
+    struct Variant {
         const char *name;
         Tensor a, b;
         bool claimed;
@@ -271,14 +271,14 @@ TEST_CASE("transposed and sliced views reach sgemm without copies") {
     // Every other column: no unit stride on either axis, which sgemm cannot read.
     Tensor gappy_a = zeros({m, 2 * k});
     gappy_a.slice(1, 0, 2 * k, 2).assign_(randn({m, k}, 11));
-    const variant variants[] = {
+    const Variant variants[] = {
         {"a transposed", at, randn({k, n}, 12), true},
         {"b transposed", randn({m, k}, 11), bt, true},
         {"both transposed", at, bt, true},
         {"leading dimensions and offsets", wide_a.slice(1, 3, 3 + k), wide_b.slice(0, 1, k + 1).slice(1, 0, n), true},
         {"strided columns", gappy_a.slice(1, 0, 2 * k, 2), randn({k, n}, 12), false},
     };
-    for (const variant &v : variants) {
+    for (const Variant &v : variants) {
         REQUIRE(v.a.shape() == Shape{m, k});
         REQUIRE(v.b.shape() == Shape{k, n});
         reset_stats();
@@ -293,20 +293,20 @@ TEST_CASE("transposed and sliced views reach sgemm without copies") {
 }
 
 TEST_CASE("batched matmul with broadcast batch axes") {
-    struct batched {
+    struct Batched {
         const char *name;
         Shape a, b;
         int64_t batch;
         bool a_batched, b_batched;
     };
-    const batched cases[] = {
+    const Batched cases[] = {
         {"[5,33,40] @ [40,37] (b broadcast: one folded call)", {5, 33, 40}, {40, 37}, 5, true, false},
         {"[33,40] @ [5,40,37] (a broadcast)", {33, 40}, {5, 40, 37}, 5, false, true},
         {"[4,33,40] @ [4,40,37]", {4, 33, 40}, {4, 40, 37}, 4, true, true},
         {"[6,1,40] @ [40,257] (rows of a vector each)", {6, 1, 40}, {40, 257}, 6, true, false},
     };
     uint64_t seed = 100;
-    for (const batched &bc : cases) {
+    for (const Batched &bc : cases) {
         Tensor a = randn(bc.a, seed++), b = randn(bc.b, seed++);
         const int64_t m = bc.a[bc.a.size() - 2], k = bc.a.back(), n = bc.b.back();
         reset_stats();
@@ -343,13 +343,13 @@ TEST_CASE("conv2d forward and gradients match the reference and the cpu plugin")
     const bool compare_cpu = cpu_has_conv2d();
     if (!compare_cpu) MESSAGE("the cpu plugin has no conv2d kernel: comparing with the double reference only");
     uint64_t seed = 200;
-    for (const conv_case &cc : k_conv_cases) {
+    for (const ConvCase &cc : k_conv_cases) {
         CAPTURE(cc.name);
-        const conv_dims d = dims_of(cc);
+        const ConvDims d = dims_of(cc);
         Tensor x = randn({cc.n, cc.c, cc.h, cc.w}, seed++).requires_grad_();
         Tensor w = randn({cc.o, d.cg, cc.kh, cc.kw}, seed++).requires_grad_();
         Tensor dy = randn({cc.n, cc.o, d.oh, d.ow}, seed++);
-        const conv_reference want = conv_reference_of(cc, x.to_vector<float>(), w.to_vector<float>(), dy.to_vector<float>());
+        const ConvReference want = conv_reference_of(cc, x.to_vector<float>(), w.to_vector<float>(), dy.to_vector<float>());
         const bool claimed = conv_claimed(cc);
         if (!claimed && !compare_cpu) {
             MESSAGE("skipped: too small for blas, and cpu has no conv2d kernel");
@@ -386,13 +386,13 @@ TEST_CASE("conv2d forward and gradients match the reference and the cpu plugin")
 
 TEST_CASE("conv2d gradients from a broadcast upstream gradient") {
     // sum(y) sends an expanded (stride 0) gradient into conv2d's backward: blas packs it.
-    const conv_case &cc = k_conv_cases[0];  // the example's first layer, which blas claims
+    const ConvCase &cc = k_conv_cases[0];  // the example's first layer, which blas claims
     REQUIRE(conv_claimed(cc));
-    const conv_dims d = dims_of(cc);
+    const ConvDims d = dims_of(cc);
     Tensor x = randn({cc.n, cc.c, cc.h, cc.w}, 300).requires_grad_();
     Tensor w = randn({cc.o, d.cg, cc.kh, cc.kw}, 301).requires_grad_();
     const std::vector<float> ones_dy(size_t(cc.n * cc.o * d.oh * d.ow), 1.0f);
-    const conv_reference want = conv_reference_of(cc, x.to_vector<float>(), w.to_vector<float>(), ones_dy);
+    const ConvReference want = conv_reference_of(cc, x.to_vector<float>(), w.to_vector<float>(), ones_dy);
     reset_stats();
     sum(conv2d(x, w, Tensor(), cc.options)).backward();
     check_nothing_moved();
@@ -426,10 +426,10 @@ TEST_CASE("fallback-error: claimed ops run on blas, the rest is refused") {
     CHECK_NOTHROW(matmul(a, b));
     CHECK_NOTHROW(matmul(randn({63, 65}, 509).transpose(0, 1), b));
     CHECK_NOTHROW(matmul(randn({5, 33, 40}, 502), randn({40, 37}, 503)));
-    for (const conv_case &cc : k_conv_cases) {
+    for (const ConvCase &cc : k_conv_cases) {
         if (!conv_claimed(cc)) continue;
         CAPTURE(cc.name);
-        const conv_dims d = dims_of(cc);
+        const ConvDims d = dims_of(cc);
         Tensor x = randn({cc.n, cc.c, cc.h, cc.w}, 504).requires_grad_();
         Tensor w = randn({cc.o, d.cg, cc.kh, cc.kw}, 505).requires_grad_();
         Tensor dy = randn({cc.n, cc.o, d.oh, d.ow}, 506);
@@ -454,13 +454,18 @@ TEST_CASE("fallback-error: helper work the core does for an op is no fallback") 
     for (int i = 0; i < 3; ++i)
         for (int j = 0; j < 4; ++j) CHECK(cols[j * 3 + i] == rows[i * 4 + j]);
     CHECK(stats().total_fallbacks == 0);
-    // Attention is not blas's, so it is refused, but as attention: the implicit zero mask is
-    // the core's constant, written from the host (no fill dispatched), not an op that fell back.
+    // Attention is not blas's, so it is refused, but as attention: without a mask there is no
+    // mask operand at all (absent, ABI 1.1), so nothing is made or filled before the refusal.
     Tensor q = randn({2, 4}, 601);
+    reset_stats();
     try {
         scaled_dot_product_attention(q, q, q);
         FAIL("attention ran under TINYFIN_FALLBACK=error on blas");
     } catch (const FallbackError &e) {
         CHECK(std::string(e.what()).find("attention is not supported by blas") != std::string::npos);
+        CHECK(std::string(e.what()).find("absent") != std::string::npos);  // the mask, in the operand list
     }
+    const Stats after = stats();
+    CHECK(after.backend("blas")->allocations == 1);  // the output alone: no mask, not even one zero
+    CHECK(after.total_fallbacks == 0);
 }

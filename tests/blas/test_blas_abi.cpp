@@ -26,7 +26,7 @@ const char *host_get_env(const char *name) { return name ? std::getenv(name) : n
 
 const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_get_env};
 
-struct dl_closer {
+struct DlCloser {
     void operator()(void *handle) const noexcept { dlclose(handle); }
 };
 
@@ -36,7 +36,7 @@ const tf_plugin *g_table = nullptr;
 // it is closed.
 const tf_plugin &plugin() {
     static const tf_plugin *table = [] {
-        static std::unique_ptr<void, dl_closer> handle(dlopen(TF_BLAS_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));
+        static std::unique_ptr<void, DlCloser> handle(dlopen(TF_BLAS_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));
         REQUIRE_MESSAGE(handle, dlerror());
         auto entry = reinterpret_cast<tf_plugin_entry_fn>(dlsym(handle.get(), TF_PLUGIN_ENTRY_NAME));
         REQUIRE(reinterpret_cast<void *>(entry) != nullptr);
@@ -190,13 +190,13 @@ TEST_CASE("supports says no to what sgemm cannot do or would lose") {
 
 namespace {
 
-struct conv_shape {
+struct ConvShape {
     int64_t n, c, h, w, o, kh, kw, oh, ow;
 };
 
 // y[n, o, oy, ox] over every tap, weights and inputs read through the given index functions.
 template <class X, class W>
-double conv_at(const conv_shape &s, const tf_params_conv2d &p, X x, W w, int64_t n, int64_t o, int64_t oy, int64_t ox,
+double conv_at(const ConvShape &s, const tf_params_conv2d &p, X x, W w, int64_t n, int64_t o, int64_t oy, int64_t ox,
                double *magnitude) {
     const int64_t cg = s.c / p.groups, og = s.o / p.groups, grp = o / og;
     double v = 0;
@@ -220,7 +220,7 @@ TEST_CASE("conv2d with a permuted weight, a channels-last input and a strided ou
   // One image: one sgemm call per group; two: both images in one call.
   for (const int64_t images : {1, 2}) {
     CAPTURE(images);
-    const conv_shape s{images, 8, 12, 12, 16, 3, 3, 6, 6};
+    const ConvShape s{images, 8, 12, 12, 16, 3, 3, 6, 6};
     const tf_params_conv2d p{sizeof(tf_params_conv2d), {2, 2}, {1, 1}, {1, 1}, 1};
     // x stored NHWC, viewed as NCHW; w stored [KH, KW, C, O], viewed as [O, C, KH, KW];
     // y written into every other float of a twice-as-large buffer.
@@ -253,7 +253,7 @@ TEST_CASE("conv2d with a permuted weight, a channels-last input and a strided ou
 TEST_CASE("conv2d gradients into strided outputs") {
   for (const int64_t images : {1, 2}) {
     CAPTURE(images);
-    const conv_shape s{images, 6, 12, 12, 12, 3, 3, 12, 12};
+    const ConvShape s{images, 6, 12, 12, 12, 3, 3, 12, 12};
     const tf_params_conv2d p{sizeof(tf_params_conv2d), {1, 1}, {1, 1}, {1, 1}, 2};
     const int64_t cg = s.c / p.groups;
     std::vector<float> dy = values(s.n * s.o * s.oh * s.ow, 10), w = values(s.o * cg * s.kh * s.kw, 11);

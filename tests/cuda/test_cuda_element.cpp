@@ -207,7 +207,7 @@ void unary_float_dtype(int32_t dtype) {
         Array want(dtype, x.n), got(dtype, x.n);
         Array xin = x;
         run_cpu(op, {&xin}, want);
-        map1<T>(x, got, [&](T v) { return num<T>::store(unary_float(op, num<T>::load(v), 0, 0)); });
+        map1<T>(x, got, [&](T v) { return Num<T>::store(unary_float(op, Num<T>::load(v), 0, 0)); });
         // f32 math (glibc's on the host, CUDA's on the device) against double rounded once.
         check_floats(got, want, exact_float_op(op) ? 0 : (dtype == TF_DTYPE_F32 ? 8 : 1),
                      std::string("unary op ") + std::to_string(op) + " dtype " + std::to_string(dtype),
@@ -220,7 +220,7 @@ void unary_float_dtype(int32_t dtype) {
         tf_params_clamp p{sizeof(tf_params_clamp), b[0], b[1]};
         run_cpu(TF_OP_CLAMP, {&xin}, want, &p);
         const auto lo = static_cast<float>(b[0]), hi = static_cast<float>(b[1]);
-        map1<T>(x, got, [&](T v) { return num<T>::store(unary_float(TF_OP_CLAMP, num<T>::load(v), lo, hi)); });
+        map1<T>(x, got, [&](T v) { return Num<T>::store(unary_float(TF_OP_CLAMP, Num<T>::load(v), lo, hi)); });
         check_floats(got, want, 0, "clamp dtype " + std::to_string(dtype));
     }
 }
@@ -282,7 +282,7 @@ void binary_dtype(int32_t dtype, bool is_float) {
         Array want(dtype, n), got(dtype, n);
         run_cpu(op, {&a, &b}, want);
         for (size_t i = 0; i < n; ++i) {
-            const T r = num<T>::store(binary_op(op, num<T>::load(load_as<T>(a.at(i))), num<T>::load(load_as<T>(b.at(i)))));
+            const T r = Num<T>::store(binary_op(op, Num<T>::load(load_as<T>(a.at(i))), Num<T>::load(load_as<T>(b.at(i)))));
             std::memcpy(got.at(i), &r, sizeof r);
         }
         if (is_float) check_floats(got, want, exact_float_op(op) ? 0 : 4, "binary op " + std::to_string(op));
@@ -292,7 +292,7 @@ void binary_dtype(int32_t dtype, bool is_float) {
         Array want(TF_DTYPE_BOOL, n), got(TF_DTYPE_BOOL, n);
         run_cpu(op, {&a, &b}, want);
         for (size_t i = 0; i < n; ++i)
-            *got.at(i) = compare_op(op, num<T>::load(load_as<T>(a.at(i))), num<T>::load(load_as<T>(b.at(i)))) ? 1 : 0;
+            *got.at(i) = compare_op(op, Num<T>::load(load_as<T>(a.at(i))), Num<T>::load(load_as<T>(b.at(i)))) ? 1 : 0;
         check_bytes(got, want, "compare op " + std::to_string(op) + " dtype " + std::to_string(dtype));
     }
 }
@@ -328,7 +328,7 @@ TEST_CASE("element: binary ops and comparisons against cpu") {
     binary_dtype<__nv_bfloat16>(TF_DTYPE_BF16, true);
     binary_dtype<int32_t>(TF_DTYPE_I32, false);
     binary_dtype<int64_t>(TF_DTYPE_I64, false);
-    binary_dtype<boolean>(TF_DTYPE_BOOL, false);
+    binary_dtype<Boolean>(TF_DTYPE_BOOL, false);
 }
 
 TEST_CASE("element: every cast against cpu") {
@@ -337,7 +337,7 @@ TEST_CASE("element: every cast against cpu") {
     cast_from<__nv_bfloat16>(TF_DTYPE_BF16);
     cast_from<int32_t>(TF_DTYPE_I32);
     cast_from<int64_t>(TF_DTYPE_I64);
-    cast_from<boolean>(TF_DTYPE_BOOL);
+    cast_from<Boolean>(TF_DTYPE_BOOL);
 }
 
 TEST_CASE("element: fill values against cpu") {

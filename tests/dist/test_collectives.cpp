@@ -360,3 +360,78 @@ TEST_CASE("the shape check carries small reductions and still catches every mism
     }
     ctx().set_options(saved);
 }
+
+namespace {
+// check_values as one assertion: these tensors have thousands of elements.
+void check_all(const Tensor &t, const std::vector<float> &expected) {
+    std::vector<float> got = t.to_vector<float>();
+    REQUIRE(got.size() == expected.size());
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+        if (std::fabs(got[i] - expected[i]) > 1e-6f * std::fabs(expected[i]) + 1e-6f) ++wrong;
+    CHECK(wrong == 0);
+}
+} // namespace
+
+// In a world of 2, 4, 8... ranks the check is a pairwise exchange whose messages carry at most
+// 4000 bytes (dist/check.cpp): a fused sum of more goes as a chain of messages, and chains of
+// different lengths on two ranks must still end in a MismatchError on every rank, with no
+// message left over for the next call.
+TEST_CASE("fused sums in chains of messages, and chains of different lengths") {
+    int w = ctx().world_size();
+    int last = w - 1;
+    dist::Options saved = ctx().options();
+    dist::Options wide = saved;
+    wide.fuse_bytes = 16u << 10;
+    auto sum_of = [&](int64_t n) {
+        std::vector<float> expected(static_cast<std::size_t>(n), 0.0f);
+        for (int r = 0; r < w; ++r) {
+            std::vector<float> v = values_of(r, n);
+            for (int64_t i = 0; i < n; ++i) expected[i] += v[i];
+        }
+        return expected;
+    };
+    for (double timeout : {saved.timeout_seconds, 0.0}) {
+        wide.timeout_seconds = timeout;
+        ctx().set_options(wide);
+        // One message (1000 floats are 4000 bytes), two, three, five; and above fuse_bytes.
+        for (int64_t n : {1000, 1001, 2500, 4096, 4097}) {
+            INFO("n = " << n << ", timeout " << timeout);
+            Tensor t = rank_tensor(ctx().rank(), {n});
+            ctx().all_reduce(t);
+            check_all(t, sum_of(n));
+            Tensor m = rank_tensor(ctx().rank(), {n});
+            ctx().all_reduce(m, ReduceOp::mean);
+            std::vector<float> mean = sum_of(n);
+            for (float &v : mean) v /= static_cast<float>(w);
+            check_all(m, mean);
+        }
+        Tensor pieces = rank_tensor(ctx().rank(), {1500 * w});
+        Tensor piece = ctx().reduce_scatter(pieces);
+        std::vector<float> whole = sum_of(1500 * w);
+        check_all(piece, std::vector<float>(whole.begin() + 1500 * ctx().rank(),
+                                               whole.begin() + 1500 * (ctx().rank() + 1)));
+        if (w < 2) continue;
+        // The last rank's chain is longer, shorter, or its call does not carry data at all.
+        for (auto [mine, theirs] : {std::pair<int64_t, int64_t>{1000, 1001}, {2500, 1000},
+                                    {1001, 3}, {3, 2500}, {1000, 5000}, {5000, 1000}}) {
+            INFO("others " << mine << ", last rank " << theirs << ", timeout " << timeout);
+            Tensor t = rank_tensor(ctx().rank(), {ctx().rank() == last ? theirs : mine});
+            try {
+                ctx().all_reduce(t);
+                FAIL("no MismatchError");
+            } catch (const dist::MismatchError &e) {
+                std::string what = e.what();
+                CHECK(what.find("rank 0 calls all_reduce of [" + std::to_string(mine) + "] f32") !=
+                      std::string::npos);
+                CHECK(what.find("all_reduce of [" + std::to_string(theirs) + "] f32") != std::string::npos);
+            }
+            check_all(t, values_of(ctx().rank(), t.numel())); // untouched
+            // Nothing is left over: the next call matches on every rank.
+            Tensor next = rank_tensor(ctx().rank(), {1001});
+            ctx().all_reduce(next);
+            check_all(next, sum_of(1001));
+        }
+    }
+    ctx().set_options(saved);
+}

@@ -33,10 +33,10 @@ void host_log(int32_t, const char *, const char *) {}
 const char *host_get_env(const char *name) { return std::getenv(name); }
 const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_get_env};
 
-using dl_closer = plugin_closer<&k_host>;
+using DlCloser = PluginCloser<&k_host>;
 
 const tf_plugin &P() {
-    static const std::unique_ptr<void, dl_closer> handle(dlopen(TF_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));
+    static const std::unique_ptr<void, DlCloser> handle(dlopen(TF_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));
     static const tf_plugin *table = [] {
         const char *why = dlerror();
         INFO("dlopen(" TF_CPU_PLUGIN_PATH "): ", why ? why : "");
@@ -62,13 +62,13 @@ void restart(const char *isa, const char *threads) {
 
 std::string feature(const char *key) {
     std::string value;
-    struct ctx_t {
+    struct Ctx {
         const char *key;
         std::string *value;
     } ctx{key, &value};
     P().list_features(
         [](void *user, const char *k, const char *v) {
-            auto *c = static_cast<ctx_t *>(user);
+            auto *c = static_cast<Ctx *>(user);
             if (std::strcmp(k, c->key) == 0) *c->value = v;
         },
         &ctx);
@@ -76,34 +76,34 @@ std::string feature(const char *key) {
 }
 
 // f32 storage from the plugin's allocator, and views of it.
-struct block {
+struct Block {
     tf_buffer *buffer = nullptr;
     float *data = nullptr;
     int64_t count = 0;
-    explicit block(int64_t n) : count(n) {
+    explicit Block(int64_t n) : count(n) {
         tf_error err{};
         err.struct_size = sizeof err;
         REQUIRE(P().buffer_alloc(0, static_cast<uint64_t>(std::max<int64_t>(n, 1)) * 4, &buffer, &err) == TF_STATUS_OK);
         data = static_cast<float *>(P().buffer_host_ptr(buffer));
         for (int64_t i = 0; i < n; ++i) data[i] = NAN;
     }
-    ~block() { P().buffer_free(buffer); }
+    ~Block() { P().buffer_free(buffer); }
 };
 
-using dims = std::vector<int64_t>;
+using Dims = std::vector<int64_t>;
 
-struct tensor {
-    std::shared_ptr<block> mem;
+struct TensorDesc {
+    std::shared_ptr<Block> mem;
     tf_tensor_desc d{};
-    float &at(const dims &idx) const {
+    float &at(const Dims &idx) const {
         int64_t off = 0;
         for (size_t i = 0; i < idx.size(); ++i) off += idx[i] * d.strides[i];
         return mem->data[off];
     }
 };
 
-tensor view(const std::shared_ptr<block> &mem, const dims &shape, const dims &strides) {
-    tensor t;
+TensorDesc view(const std::shared_ptr<Block> &mem, const Dims &shape, const Dims &strides) {
+    TensorDesc t;
     t.mem = mem;
     t.d.struct_size = sizeof t.d;
     t.d.dtype = TF_DTYPE_F32;
@@ -117,8 +117,8 @@ tensor view(const std::shared_ptr<block> &mem, const dims &shape, const dims &st
     return t;
 }
 
-dims dense_strides(const dims &shape) {
-    dims s(shape.size());
+Dims dense_strides(const Dims &shape) {
+    Dims s(shape.size());
     int64_t n = 1;
     for (size_t i = shape.size(); i-- > 0;) {
         s[i] = n;
@@ -127,15 +127,15 @@ dims dense_strides(const dims &shape) {
     return s;
 }
 
-int64_t count_of(const dims &shape) {
+int64_t count_of(const Dims &shape) {
     int64_t n = 1;
     for (int64_t v : shape) n *= v;
     return n;
 }
 
-tensor dense(const dims &shape) { return view(std::make_shared<block>(count_of(shape)), shape, dense_strides(shape)); }
+TensorDesc dense(const Dims &shape) { return view(std::make_shared<Block>(count_of(shape)), shape, dense_strides(shape)); }
 
-void fill_random(const tensor &t, uint32_t seed) {
+void fill_random(const TensorDesc &t, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> pick(-1.0f, 1.0f);
     for (int64_t i = 0; i < t.mem->count; ++i) t.mem->data[i] = pick(rng);
@@ -160,7 +160,7 @@ void run_ok(uint32_t id, std::vector<tf_tensor_desc> ins, tf_tensor_desc out, co
 
 // out[b..., i, j] = sum_p a[b..., i, p] b[b..., p, j] in double, checked against out with an
 // error bound of k f32 roundings of the absolute products.
-void check_matmul(const tensor &a, const tensor &b, const tensor &out) {
+void check_matmul(const TensorDesc &a, const TensorDesc &b, const TensorDesc &out) {
     const int r = out.d.rank;
     const int64_t m = out.d.shape[r - 2], n = out.d.shape[r - 1], k = a.d.shape[r - 1];
     const int nb = r - 2;
@@ -198,14 +198,14 @@ void check_matmul(const tensor &a, const tensor &b, const tensor &out) {
     CHECK(bad == 0);
 }
 
-void matmul_case(const dims &as, const dims &ast, const dims &bs, const dims &bst, const dims &os, const dims &ost,
+void matmul_case(const Dims &as, const Dims &ast, const Dims &bs, const Dims &bst, const Dims &os, const Dims &ost,
                  uint32_t seed) {
-    auto storage = [](const dims &shape, const dims &strides) {
+    auto storage = [](const Dims &shape, const Dims &strides) {
         int64_t last = 0;
         for (size_t i = 0; i < shape.size(); ++i) last += (shape[i] - 1) * strides[i];
-        return std::make_shared<block>(last + 1);
+        return std::make_shared<Block>(last + 1);
     };
-    tensor a = view(storage(as, ast), as, ast), b = view(storage(bs, bst), bs, bst), o = view(storage(os, ost), os, ost);
+    TensorDesc a = view(storage(as, ast), as, ast), b = view(storage(bs, bst), bs, bst), o = view(storage(os, ost), os, ost);
     fill_random(a, seed);
     fill_random(b, seed + 1);
     run_ok(TF_OP_MATMUL, {a.d, b.d}, o.d);
@@ -247,7 +247,7 @@ void matmul_suite() {
 }
 
 // conv2d as a direct loop in double.
-struct conv_shape {
+struct ConvShape {
     int64_t n, c, h, w, o, kh, kw;
     int32_t stride, pad, dil, groups;
     int64_t oh() const { return (h + 2 * pad - dil * (kh - 1) - 1) / stride + 1; }
@@ -263,9 +263,9 @@ struct conv_shape {
     }
 };
 
-void check_conv_forward(const conv_shape &s) {
+void check_conv_forward(const ConvShape &s) {
     const tf_params_conv2d p = s.params();
-    tensor x = dense({s.n, s.c, s.h, s.w}), w = dense({s.o, s.c / s.groups, s.kh, s.kw}),
+    TensorDesc x = dense({s.n, s.c, s.h, s.w}), w = dense({s.o, s.c / s.groups, s.kh, s.kw}),
            y = dense({s.n, s.o, s.oh(), s.ow()});
     fill_random(x, 7);
     fill_random(w, 8);
@@ -306,14 +306,14 @@ TEST_CASE("matmul through the packed GEMM: odd sizes, views, batches, on the por
 }
 
 TEST_CASE("conv2d through the packed GEMM on the portable and the native path") {
-    const conv_shape shapes[] = {
+    const ConvShape shapes[] = {
         {3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1},  {2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1}, {2, 6, 13, 7, 9, 3, 2, 2, 1, 2, 3},
         {1, 65, 7, 7, 13, 1, 1, 1, 0, 1, 1},   {17, 3, 9, 9, 7, 3, 3, 1, 1, 1, 1},
     };
     for (const char *isa : {"generic", "native"}) {
         CAPTURE(isa);
         restart(std::strcmp(isa, "native") == 0 ? nullptr : isa, nullptr);
-        for (const conv_shape &s : shapes) {
+        for (const ConvShape &s : shapes) {
             CAPTURE(s.n);
             CAPTURE(s.c);
             CAPTURE(s.o);
@@ -327,29 +327,29 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     restart(nullptr, threads);
     CHECK(feature("threads") == threads);
     std::vector<std::vector<float>> results;
-    auto keep = [&](const tensor &t) { results.emplace_back(t.mem->data, t.mem->data + t.mem->count); };
+    auto keep = [&](const TensorDesc &t) { results.emplace_back(t.mem->data, t.mem->data + t.mem->count); };
 
     // One big product (split inside the GEMM), a batch of small ones (split over the batch).
-    tensor a = dense({300, 257}), b = dense({257, 263}), c = dense({300, 263});
+    TensorDesc a = dense({300, 257}), b = dense({257, 263}), c = dense({300, 263});
     fill_random(a, 1);
     fill_random(b, 2);
     run_ok(TF_OP_MATMUL, {a.d, b.d}, c.d);
     keep(c);
-    tensor ba = dense({64, 13, 63}), bb = dense({64, 63, 65}), bc = dense({64, 13, 65});
+    TensorDesc ba = dense({64, 13, 63}), bb = dense({64, 63, 65}), bc = dense({64, 13, 65});
     fill_random(ba, 3);
     fill_random(bb, 4);
     run_ok(TF_OP_MATMUL, {ba.d, bb.d}, bc.d);
     keep(bc);
 
     // conv2d and both gradients at the example's second layer (batch 20: 3 chunks of images).
-    const conv_shape s{20, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1};
+    const ConvShape s{20, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1};
     const tf_params_conv2d p = s.params();
-    tensor x = dense({s.n, s.c, s.h, s.w}), w = dense({s.o, s.c, s.kh, s.kw}), y = dense({s.n, s.o, s.oh(), s.ow()});
+    TensorDesc x = dense({s.n, s.c, s.h, s.w}), w = dense({s.o, s.c, s.kh, s.kw}), y = dense({s.n, s.o, s.oh(), s.ow()});
     fill_random(x, 5);
     fill_random(w, 6);
     run_ok(TF_OP_CONV2D, {x.d, w.d}, y.d, &p);
     keep(y);
-    tensor dy = dense({s.n, s.o, s.oh(), s.ow()}), dx = dense({s.n, s.c, s.h, s.w}), dw = dense({s.o, s.c, s.kh, s.kw});
+    TensorDesc dy = dense({s.n, s.o, s.oh(), s.ow()}), dx = dense({s.n, s.c, s.h, s.w}), dw = dense({s.o, s.c, s.kh, s.kw});
     fill_random(dy, 7);
     run_ok(TF_OP_CONV2D_GRAD_INPUT, {dy.d, w.d}, dx.d, &p);
     keep(dx);
@@ -359,39 +359,39 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     // max pooling (2x2 stride 2 fast path, and 3x3 stride 2 pad 1) forward and backward.
     for (int32_t k : {2, 3}) {
         tf_params_pool2d pp{sizeof(tf_params_pool2d), {k, k}, {2, 2}, {k - 2, k - 2}, 0};
-        tensor py = dense({s.n, s.o, 7, 7}), pdx = dense({s.n, s.o, 14, 14});
+        TensorDesc py = dense({s.n, s.o, 7, 7}), pdx = dense({s.n, s.o, 14, 14});
         run_ok(TF_OP_MAX_POOL2D, {y.d}, py.d, &pp);
         keep(py);
-        tensor pdy = dense({s.n, s.o, 7, 7});
+        TensorDesc pdy = dense({s.n, s.o, 7, 7});
         fill_random(pdy, 9);
         run_ok(TF_OP_MAX_POOL2D_BACKWARD, {pdy.d, y.d}, pdx.d, &pp);
         keep(pdx);
     }
 
     // Reductions (rows, columns, all, NCHW channels), softmax and norms over a million elements.
-    tensor big = dense({1024, 1024}), total = dense({1, 1}), rows = dense({1024, 1}), sm = dense({1024, 1024});
+    TensorDesc big = dense({1024, 1024}), total = dense({1, 1}), rows = dense({1024, 1}), sm = dense({1024, 1024});
     fill_random(big, 8);
     tf_params_reduce all{sizeof(tf_params_reduce), 3}, last{sizeof(tf_params_reduce), 2};
     run_ok(TF_OP_SUM, {big.d}, total.d, &all);
     keep(total);
     run_ok(TF_OP_SUM, {big.d}, rows.d, &last);
     keep(rows);
-    tensor columns = dense({1, 1024}), channels = dense({1, 16, 1, 1});
+    TensorDesc columns = dense({1, 1024}), channels = dense({1, 16, 1, 1});
     tf_params_reduce first{sizeof(tf_params_reduce), 1}, nhw{sizeof(tf_params_reduce), 0b1101};
     run_ok(TF_OP_SUM, {big.d}, columns.d, &first);
     keep(columns);
-    tensor nchw = view(big.mem, {64, 16, 32, 32}, dense_strides({64, 16, 32, 32}));  // a conv's bias gradient
+    TensorDesc nchw = view(big.mem, {64, 16, 32, 32}, dense_strides({64, 16, 32, 32}));  // a conv's bias gradient
     run_ok(TF_OP_MEAN, {nchw.d}, channels.d, &nhw);
     keep(channels);
     // Elementwise ops split over the first axis: add, exp, a comparison and where.
-    tensor other = dense({1024, 1024}), e1 = dense({1024, 1024}), e2 = dense({1024, 1024});
+    TensorDesc other = dense({1024, 1024}), e1 = dense({1024, 1024}), e2 = dense({1024, 1024});
     fill_random(other, 10);
     run_ok(TF_OP_ADD, {big.d, other.d}, e1.d);
     keep(e1);
     run_ok(TF_OP_EXP, {big.d}, e2.d);
     keep(e2);
-    auto mask = std::make_shared<block>(1024 * 1024);  // 4 MiB: room for the 1 MiB of bools
-    tensor m = view(mask, {1024, 1024}, {1024, 1});
+    auto mask = std::make_shared<Block>(1024 * 1024);  // 4 MiB: room for the 1 MiB of bools
+    TensorDesc m = view(mask, {1024, 1024}, {1024, 1});
     m.d.dtype = TF_DTYPE_BOOL;
     run_ok(TF_OP_GT, {big.d, other.d}, m.d);
     results.emplace_back(reinterpret_cast<float *>(mask->data), reinterpret_cast<float *>(mask->data) + 1024 * 1024 / 4);
@@ -402,7 +402,7 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     keep(sm);
     run_ok(TF_OP_LOG_SOFTMAX, {big.d}, sm.d, &axis);
     keep(sm);
-    tensor gain = dense({1024}), shift = dense({1024});
+    TensorDesc gain = dense({1024}), shift = dense({1024});
     fill_random(gain, 12);
     fill_random(shift, 13);
     const tf_params_norm norm{sizeof(tf_params_norm), 1, 1e-5};
@@ -414,8 +414,8 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     // f16 and bf16 products, one big and a batch with a broadcast B (converted to f32 for the
     // same GEMM; bf16 with vdpbf16ps where the CPU has AVX512-BF16).
     for (int32_t dt : {TF_DTYPE_F16, TF_DTYPE_BF16}) {
-        auto half = [&](const dims &shape, uint32_t seed) {
-            tensor t = dense(shape);
+        auto half = [&](const Dims &shape, uint32_t seed) {
+            TensorDesc t = dense(shape);
             fill_random(t, seed);
             // Each float becomes the 16-bit value in the first half of the block (bf16: its top
             // half; f16: its top half reinterpreted, exponents kept small by the [-1, 1) range).
@@ -429,10 +429,10 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
             t.d.dtype = dt;
             return t;
         };
-        tensor ha = half({300, 257}, 14), hb = half({257, 263}, 15), hc = half({300, 263}, 0);
+        TensorDesc ha = half({300, 257}, 14), hb = half({257, 263}, 15), hc = half({300, 263}, 0);
         run_ok(TF_OP_MATMUL, {ha.d, hb.d}, hc.d);
         keep(hc);
-        tensor qa = half({8, 33, 70}, 16), qb = half({70, 41}, 17), qc = half({8, 33, 41}, 0);
+        TensorDesc qa = half({8, 33, 70}, 16), qb = half({70, 41}, 17), qc = half({8, 33, 41}, 0);
         qb = view(qb.mem, {8, 70, 41}, {0, 41, 1});
         qb.d.dtype = dt;
         run_ok(TF_OP_MATMUL, {qa.d, qb.d}, qc.d);
@@ -452,20 +452,20 @@ TEST_CASE("a row-major A read in place gives the bits of the same A packed") {
             restart(isa, threads);
             CAPTURE(feature("kernels"));
             CAPTURE(threads);
-            for (const dims &mnk : {dims{2053, 128, 128}, dims{13, 65, 600}, dims{77, 114, 512}}) {
+            for (const Dims &mnk : {Dims{2053, 128, 128}, Dims{13, 65, 600}, Dims{77, 114, 512}}) {
                 const int64_t m = mnk[0], n = mnk[1], k = mnk[2];
                 CAPTURE(m);
                 CAPTURE(k);
-                auto padded = std::make_shared<block>(m * (k + 3));
-                tensor rows = view(padded, {m, k}, {k + 3, 1});
-                tensor cols = view(std::make_shared<block>(m * k), {m, k}, {1, m});
-                tensor strided = view(std::make_shared<block>(2 * m * k), {m, k}, {2 * k, 2});
-                tensor b = dense({k, n});
+                auto padded = std::make_shared<Block>(m * (k + 3));
+                TensorDesc rows = view(padded, {m, k}, {k + 3, 1});
+                TensorDesc cols = view(std::make_shared<Block>(m * k), {m, k}, {1, m});
+                TensorDesc strided = view(std::make_shared<Block>(2 * m * k), {m, k}, {2 * k, 2});
+                TensorDesc b = dense({k, n});
                 fill_random(rows, 21);
                 fill_random(b, 22);
                 for (int64_t i = 0; i < m; ++i)
                     for (int64_t p = 0; p < k; ++p) cols.at({i, p}) = strided.at({i, p}) = rows.at({i, p});
-                tensor c_rows = dense({m, n}), c_cols = dense({m, n}), c_strided = dense({m, n});
+                TensorDesc c_rows = dense({m, n}), c_cols = dense({m, n}), c_strided = dense({m, n});
                 run_ok(TF_OP_MATMUL, {rows.d, b.d}, c_rows.d);
                 run_ok(TF_OP_MATMUL, {cols.d, b.d}, c_cols.d);
                 run_ok(TF_OP_MATMUL, {strided.d, b.d}, c_strided.d);
@@ -491,12 +491,12 @@ TEST_CASE("a product computed transposed (a narrow B) has the bits of the same c
         CAPTURE(feature("kernels"));
         for (int64_t k : {64, 300}) {
             CAPTURE(k);
-            tensor a = dense({32, k}), wide = dense({k, 32}), narrow = dense({k, 9});
+            TensorDesc a = dense({32, k}), wide = dense({k, 32}), narrow = dense({k, 9});
             fill_random(a, 11);
             fill_random(wide, 12);
             for (int64_t p = 0; p < k; ++p)
                 for (int64_t j = 0; j < 9; ++j) narrow.at({p, j}) = wide.at({p, j});
-            tensor c_wide = dense({32, 32}), c_narrow = dense({32, 9});
+            TensorDesc c_wide = dense({32, 32}), c_narrow = dense({32, 9});
             run_ok(TF_OP_MATMUL, {a.d, wide.d}, c_wide.d);
             run_ok(TF_OP_MATMUL, {a.d, narrow.d}, c_narrow.d);
             int bad = 0;
@@ -516,9 +516,9 @@ TEST_CASE("conv2d computed as y^T = col^T w^T has the bits of w times the column
     for (const char *isa : {"generic", static_cast<const char *>(nullptr)}) {
         restart(isa, nullptr);
         CAPTURE(feature("kernels"));
-        for (const dims &hw : {dims{14, 14}, dims{9, 11}}) {
+        for (const Dims &hw : {Dims{14, 14}, Dims{9, 11}}) {
             const int64_t n = 2, c = 32, h = hw[0], w = hw[1], o = 64, taps = c * 9, positions = h * w;
-            tensor x = dense({n, c, h, w}), wt = dense({o, c, 3, 3}), y = dense({n, o, h, w});
+            TensorDesc x = dense({n, c, h, w}), wt = dense({o, c, 3, 3}), y = dense({n, o, h, w});
             fill_random(x, 21);
             fill_random(wt, 22);
             tf_params_conv2d p{};
@@ -528,9 +528,9 @@ TEST_CASE("conv2d computed as y^T = col^T w^T has the bits of w times the column
             p.dilation[0] = p.dilation[1] = 1;
             p.groups = 1;
             run_ok(TF_OP_CONV2D, {x.d, wt.d}, y.d, &p);
-            tensor wm = view(wt.mem, {o, taps}, {taps, 1});
+            TensorDesc wm = view(wt.mem, {o, taps}, {taps, 1});
             for (int64_t img = 0; img < n; ++img) {
-                tensor col = dense({taps, positions}), prod = dense({o, positions});
+                TensorDesc col = dense({taps, positions}), prod = dense({o, positions});
                 for (int64_t ci = 0; ci < c; ++ci)
                     for (int64_t i = 0; i < 3; ++i)
                         for (int64_t j = 0; j < 3; ++j)

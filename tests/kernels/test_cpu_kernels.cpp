@@ -41,17 +41,17 @@ const char *host_get_env(const char *name) { return std::getenv(name); }
 
 const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_get_env};
 
-using dl_closer = plugin_closer<&k_host>;
+using DlCloser = PluginCloser<&k_host>;
 
-struct loaded_plugin {
-    std::unique_ptr<void, dl_closer> handle;
+struct LoadedPlugin {
+    std::unique_ptr<void, DlCloser> handle;
     tf_plugin_entry_fn entry = nullptr;
     const tf_plugin *table = nullptr;
 };
 
-const loaded_plugin &loaded() {
-    static const loaded_plugin plugin = [] {
-        loaded_plugin p;
+const LoadedPlugin &loaded() {
+    static const LoadedPlugin plugin = [] {
+        LoadedPlugin p;
         p.handle.reset(dlopen(TF_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));
         const char *why = dlerror();
         INFO("dlopen(" TF_CPU_PLUGIN_PATH "): ", why ? why : "");
@@ -162,37 +162,37 @@ constexpr unsigned char k_sentinel = 0xab;
 
 // Storage from the plugin's own buffer_alloc, filled with sentinel bytes so a test can tell
 // which bytes a kernel wrote.
-struct block {
+struct Block {
     tf_buffer *buffer = nullptr;
     char *data = nullptr;
     size_t bytes = 0;
 
-    explicit block(size_t n) : bytes(n) {
+    explicit Block(size_t n) : bytes(n) {
         tf_error err = make_error();
         REQUIRE(P().buffer_alloc(0, n > 0 ? n : 1, &buffer, &err) == TF_STATUS_OK);
         data = static_cast<char *>(P().buffer_host_ptr(buffer));
         REQUIRE(data != nullptr);
         std::memset(data, k_sentinel, n);
     }
-    ~block() { P().buffer_free(buffer); }
-    block(const block &) = delete;
-    block &operator=(const block &) = delete;
+    ~Block() { P().buffer_free(buffer); }
+    Block(const Block &) = delete;
+    Block &operator=(const Block &) = delete;
 };
 
-struct tensor {
-    std::shared_ptr<block> mem;
+struct TensorDesc {
+    std::shared_ptr<Block> mem;
     tf_tensor_desc d{};
 };
 
-using dims = std::vector<int64_t>;
+using Dims = std::vector<int64_t>;
 
-int64_t count_of(const dims &shape) {
+int64_t count_of(const Dims &shape) {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
     return n;
 }
 
-tf_tensor_desc describe(int32_t dtype, const dims &shape, const dims &strides, int64_t offset_elems) {
+tf_tensor_desc describe(int32_t dtype, const Dims &shape, const Dims &strides, int64_t offset_elems) {
     tf_tensor_desc d{};
     d.struct_size = sizeof d;
     d.dtype = dtype;
@@ -205,8 +205,8 @@ tf_tensor_desc describe(int32_t dtype, const dims &shape, const dims &strides, i
     return d;
 }
 
-dims contiguous_strides(const dims &shape) {
-    dims strides(shape.size());
+Dims contiguous_strides(const Dims &shape) {
+    Dims strides(shape.size());
     int64_t s = 1;
     for (size_t i = shape.size(); i-- > 0;) {
         strides[i] = s;
@@ -215,9 +215,9 @@ dims contiguous_strides(const dims &shape) {
     return strides;
 }
 
-tensor make(int32_t dtype, const dims &shape) {
-    tensor t;
-    t.mem = std::make_shared<block>(static_cast<size_t>(count_of(shape)) * size_of(dtype));
+TensorDesc make(int32_t dtype, const Dims &shape) {
+    TensorDesc t;
+    t.mem = std::make_shared<Block>(static_cast<size_t>(count_of(shape)) * size_of(dtype));
     t.d = describe(dtype, shape, contiguous_strides(shape), 0);
     t.d.buffer = t.mem->buffer;
     t.d.data = t.mem->data;
@@ -225,8 +225,8 @@ tensor make(int32_t dtype, const dims &shape) {
 }
 
 // A view of base's storage with its own shape, strides (elements) and offset (elements).
-tensor view(const tensor &base, const dims &shape, const dims &strides, int64_t offset_elems = 0) {
-    tensor t = base;
+TensorDesc view(const TensorDesc &base, const Dims &shape, const Dims &strides, int64_t offset_elems = 0) {
+    TensorDesc t = base;
     t.d = describe(base.d.dtype, shape, strides, offset_elems);
     t.d.buffer = base.d.buffer;
     t.d.data = base.d.data;
@@ -234,14 +234,14 @@ tensor view(const tensor &base, const dims &shape, const dims &strides, int64_t 
 }
 
 // Rank 2: the transpose as a view.
-tensor transposed(const tensor &t) {
+TensorDesc transposed(const TensorDesc &t) {
     return view(t, {t.d.shape[1], t.d.shape[0]}, {t.d.strides[1], t.d.strides[0]},
                 static_cast<int64_t>(t.d.offset / size_of(t.d.dtype)));
 }
 
 // A tensor without storage: only valid with zero elements.
-tensor no_data(int32_t dtype, const dims &shape) {
-    tensor t;
+TensorDesc no_data(int32_t dtype, const Dims &shape) {
+    TensorDesc t;
     t.d = describe(dtype, shape, contiguous_strides(shape), 0);
     return t;
 }
@@ -264,13 +264,13 @@ std::vector<size_t> element_offsets(const tf_tensor_desc &d) {
     return offsets;
 }
 
-void set(const tensor &t, const std::vector<double> &values) {
+void set(const TensorDesc &t, const std::vector<double> &values) {
     const auto offsets = element_offsets(t.d);
     REQUIRE(offsets.size() == values.size());
     for (size_t i = 0; i < values.size(); ++i) put(t.mem->data + offsets[i], t.d.dtype, values[i]);
 }
 
-std::vector<double> get(const tensor &t) {
+std::vector<double> get(const TensorDesc &t) {
     std::vector<double> values;
     for (size_t off : element_offsets(t.d)) values.push_back(take(t.mem->data + off, t.d.dtype));
     return values;
@@ -278,7 +278,7 @@ std::vector<double> get(const tensor &t) {
 
 // Raw element access for bit patterns and extreme integers.
 template <class T>
-void set_raw(const tensor &t, const std::vector<T> &values) {
+void set_raw(const TensorDesc &t, const std::vector<T> &values) {
     REQUIRE(sizeof(T) == size_of(t.d.dtype));
     const auto offsets = element_offsets(t.d);
     REQUIRE(offsets.size() == values.size());
@@ -286,7 +286,7 @@ void set_raw(const tensor &t, const std::vector<T> &values) {
 }
 
 template <class T>
-std::vector<T> get_raw(const tensor &t) {
+std::vector<T> get_raw(const TensorDesc &t) {
     REQUIRE(sizeof(T) == size_of(t.d.dtype));
     std::vector<T> values;
     for (size_t off : element_offsets(t.d)) {
@@ -297,13 +297,13 @@ std::vector<T> get_raw(const tensor &t) {
     return values;
 }
 
-tensor make(int32_t dtype, const dims &shape, const std::vector<double> &values) {
-    tensor t = make(dtype, shape);
+TensorDesc make(int32_t dtype, const Dims &shape, const std::vector<double> &values) {
+    TensorDesc t = make(dtype, shape);
     set(t, values);
     return t;
 }
 
-void check_values(const tensor &t, const std::vector<double> &expected) {
+void check_values(const TensorDesc &t, const std::vector<double> &expected) {
     const auto got = get(t);
     REQUIRE(got.size() == expected.size());
     for (size_t i = 0; i < got.size(); ++i) {
@@ -316,7 +316,7 @@ void check_values(const tensor &t, const std::vector<double> &expected) {
 }
 
 // True when no byte of t's storage outside t's elements changed from the sentinel.
-bool only_elements_written(const tensor &t) {
+bool only_elements_written(const TensorDesc &t) {
     std::vector<bool> mine(t.mem->bytes, false);
     for (size_t off : element_offsets(t.d))
         for (size_t b = 0; b < size_of(t.d.dtype); ++b) mine[off + b] = true;
@@ -325,7 +325,7 @@ bool only_elements_written(const tensor &t) {
     return true;
 }
 
-bool untouched(const tensor &t) {
+bool untouched(const TensorDesc &t) {
     for (size_t b = 0; b < t.mem->bytes; ++b)
         if (static_cast<unsigned char>(t.mem->data[b]) != k_sentinel) return false;
     return true;
@@ -333,13 +333,13 @@ bool untouched(const tensor &t) {
 
 // ---- Calling ops --------------------------------------------------------------------------
 
-struct call {
+struct Call {
     tf_op_desc op{};
     std::vector<tf_tensor_desc> inputs;
     tf_tensor_desc output{};
 
-    call(uint32_t id, std::initializer_list<const tensor *> ins, const tensor &out, const void *params = nullptr) {
-        for (const tensor *t : ins) inputs.push_back(t->d);
+    Call(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params = nullptr) {
+        for (const TensorDesc *t : ins) inputs.push_back(t->d);
         output = out.d;
         op.struct_size = sizeof op;
         op.op = id;
@@ -349,7 +349,7 @@ struct call {
         op.outputs = &output;
         op.params = params;
     }
-    call(const call &) = delete;
+    Call(const Call &) = delete;
 
     int32_t supports() const { return P().supports(0, &op); }
     tf_status run(std::string *message = nullptr) const {
@@ -360,8 +360,8 @@ struct call {
     }
 };
 
-void run_ok(uint32_t id, std::initializer_list<const tensor *> ins, const tensor &out, const void *params = nullptr) {
-    const call c(id, ins, out, params);
+void run_ok(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params = nullptr) {
+    const Call c(id, ins, out, params);
     INFO("op ", id, " dtype ", name_of(out.d.dtype));
     REQUIRE(c.supports() == 1);
     std::string message;
@@ -508,8 +508,8 @@ TEST_CASE("buffers: aligned, bounds-checked, and a huge request fails cleanly") 
 // ---- f16 / bf16 conversions -----------------------------------------------------------------
 
 TEST_CASE("f32 -> f16 rounds to nearest even on known bit patterns") {
-    struct row { uint32_t f32; uint16_t f16; };
-    const row rows[] = {
+    struct Row { uint32_t f32; uint16_t f16; };
+    const Row rows[] = {
         {0x3f800000, 0x3c00},  // 1
         {0xc0000000, 0xc000},  // -2
         {0x00000000, 0x0000},  // 0
@@ -534,10 +534,10 @@ TEST_CASE("f32 -> f16 rounds to nearest even on known bit patterns") {
         {0x7f800001, 0x7e00},  // signalling NaN stays NaN (quietened), not infinity
     };
     const size_t n = std::size(rows);
-    tensor in = make(TF_DTYPE_F32, {static_cast<int64_t>(n)});
-    tensor out = make(TF_DTYPE_F16, {static_cast<int64_t>(n)});
+    TensorDesc in = make(TF_DTYPE_F32, {static_cast<int64_t>(n)});
+    TensorDesc out = make(TF_DTYPE_F16, {static_cast<int64_t>(n)});
     std::vector<uint32_t> src;
-    for (const row &r : rows) src.push_back(r.f32);
+    for (const Row &r : rows) src.push_back(r.f32);
     set_raw(in, src);
     run_ok(TF_OP_CAST, {&in}, out);
     const auto got = get_raw<uint16_t>(out);
@@ -548,8 +548,8 @@ TEST_CASE("f32 -> f16 rounds to nearest even on known bit patterns") {
 }
 
 TEST_CASE("f32 -> bf16 rounds to nearest even on known bit patterns") {
-    struct row { uint32_t f32; uint16_t bf16; };
-    const row rows[] = {
+    struct Row { uint32_t f32; uint16_t bf16; };
+    const Row rows[] = {
         {0x3f800000, 0x3f80},  // 1
         {0x3f808000, 0x3f80},  // 1 + 2^-8: tie, to even (down)
         {0x3f818000, 0x3f82},  // tie, to even (up)
@@ -566,10 +566,10 @@ TEST_CASE("f32 -> bf16 rounds to nearest even on known bit patterns") {
         {0x7f800001, 0x7fc0},  // signalling NaN stays NaN
     };
     const size_t n = std::size(rows);
-    tensor in = make(TF_DTYPE_F32, {static_cast<int64_t>(n)});
-    tensor out = make(TF_DTYPE_BF16, {static_cast<int64_t>(n)});
+    TensorDesc in = make(TF_DTYPE_F32, {static_cast<int64_t>(n)});
+    TensorDesc out = make(TF_DTYPE_BF16, {static_cast<int64_t>(n)});
     std::vector<uint32_t> src;
-    for (const row &r : rows) src.push_back(r.f32);
+    for (const Row &r : rows) src.push_back(r.f32);
     set_raw(in, src);
     run_ok(TF_OP_CAST, {&in}, out);
     const auto got = get_raw<uint16_t>(out);
@@ -582,9 +582,9 @@ TEST_CASE("f32 -> bf16 rounds to nearest even on known bit patterns") {
 TEST_CASE("every f16 and bf16 pattern widens to f32 exactly and comes back unchanged") {
     for (int32_t dtype : {TF_DTYPE_F16, TF_DTYPE_BF16}) {
         CAPTURE(name_of(dtype));
-        tensor narrow = make(dtype, {0x10000});
-        tensor wide = make(TF_DTYPE_F32, {0x10000});
-        tensor back = make(dtype, {0x10000});
+        TensorDesc narrow = make(dtype, {0x10000});
+        TensorDesc wide = make(TF_DTYPE_F32, {0x10000});
+        TensorDesc back = make(dtype, {0x10000});
         std::vector<uint16_t> all(0x10000);
         for (uint32_t b = 0; b < 0x10000; ++b) all[b] = static_cast<uint16_t>(b);
         set_raw(narrow, all);
@@ -609,8 +609,8 @@ TEST_CASE("every f16 and bf16 pattern widens to f32 exactly and comes back uncha
 }
 
 TEST_CASE("f16 <-> bf16 casts round once") {
-    tensor h = make(TF_DTYPE_F16, {3});
-    tensor b = make(TF_DTYPE_BF16, {3});
+    TensorDesc h = make(TF_DTYPE_F16, {3});
+    TensorDesc b = make(TF_DTYPE_BF16, {3});
     set_raw<uint16_t>(h, {0x3c00, 0x7bff, 0x0001});  // 1, 65504, 2^-24
     run_ok(TF_OP_CAST, {&h}, b);
     // 65504 = 1.1111111111b * 2^15 has 11 bits; bf16 keeps 8 and rounds up to 2^16.
@@ -624,31 +624,31 @@ TEST_CASE("f16 <-> bf16 casts round once") {
 TEST_CASE("narrowing from double or a wide integer rounds once, not through f32") {
     // 1 + 2^-11 + 2^-40 is just above an f16 tie; through f32 the 2^-40 is lost and the tie
     // goes down to even. Rounded once it goes up.
-    tensor h = make(TF_DTYPE_F16, {});
+    TensorDesc h = make(TF_DTYPE_F16, {});
     const tf_params_fill fh = fill_params(1.0 + 0x1p-11 + 0x1p-40);
     run_ok(TF_OP_FILL, {}, h, &fh);
     CHECK(get_raw<uint16_t>(h) == std::vector<uint16_t>{0x3c01});
 
-    tensor b = make(TF_DTYPE_BF16, {});
+    TensorDesc b = make(TF_DTYPE_BF16, {});
     const tf_params_fill fb = fill_params(1.0 + 0x1p-8 + 0x1p-30);
     run_ok(TF_OP_FILL, {}, b, &fb);
     CHECK(get_raw<uint16_t>(b) == std::vector<uint16_t>{0x3f81});
 
     // 2^24 + 2^16 + 1: f32 rounds it to 2^24 + 2^16 (a bf16 tie, then down to 2^24); the exact
     // value rounds up to 2^24 + 2^17 = 0x4b81.
-    tensor i64 = make(TF_DTYPE_I64, {8});
-    tensor i32 = make(TF_DTYPE_I32, {1});
+    TensorDesc i64 = make(TF_DTYPE_I64, {8});
+    TensorDesc i32 = make(TF_DTYPE_I32, {1});
     set_raw<int64_t>(i64, {16842753, 2049, 2051, 65519, 65520, -65520, INT64_MAX, 16777217});
     set_raw<int32_t>(i32, {16842753});
-    tensor b1 = make(TF_DTYPE_BF16, {1});
+    TensorDesc b1 = make(TF_DTYPE_BF16, {1});
     run_ok(TF_OP_CAST, {&i32}, b1);
     CHECK(get_raw<uint16_t>(b1) == std::vector<uint16_t>{0x4b81});
 
-    tensor b8 = make(TF_DTYPE_BF16, {8});
+    TensorDesc b8 = make(TF_DTYPE_BF16, {8});
     run_ok(TF_OP_CAST, {&i64}, b8);
     CHECK(get_raw<uint16_t>(b8)[0] == 0x4b81);
 
-    tensor h8 = make(TF_DTYPE_F16, {8});
+    TensorDesc h8 = make(TF_DTYPE_F16, {8});
     run_ok(TF_OP_CAST, {&i64}, h8);
     const auto hb = get_raw<uint16_t>(h8);
     CHECK(hb[1] == 0x6800);  // 2049: tie between 2048 and 2050, to even
@@ -658,7 +658,7 @@ TEST_CASE("narrowing from double or a wide integer rounds once, not through f32"
     CHECK(hb[5] == 0xfc00);  // -65520 -> -inf
     CHECK(hb[6] == 0x7c00);
 
-    tensor f8 = make(TF_DTYPE_F32, {8});
+    TensorDesc f8 = make(TF_DTYPE_F32, {8});
     run_ok(TF_OP_CAST, {&i64}, f8);
     const auto fb8 = get_raw<uint32_t>(f8);
     CHECK(fb8[6] == 0x5f000000);  // INT64_MAX -> 2^63
@@ -672,10 +672,10 @@ TEST_CASE("cast: every pair of dtypes") {
         for (int32_t to : k_all) {
             CAPTURE(name_of(from));
             CAPTURE(name_of(to));
-            tensor in = make(from, {2, 2});
+            TensorDesc in = make(from, {2, 2});
             const bool from_bool = from == TF_DTYPE_BOOL;
             set(in, from_bool ? std::vector<double>{0, 1, 1, 0} : std::vector<double>{0, 1, 3, -2});
-            tensor out = make(to, {2, 2});
+            TensorDesc out = make(to, {2, 2});
             run_ok(TF_OP_CAST, {&in}, out);
             if (to == TF_DTYPE_BOOL)
                 check_values(out, {0, 1, 1, from_bool ? 0.0 : 1.0});
@@ -687,64 +687,64 @@ TEST_CASE("cast: every pair of dtypes") {
 }
 
 TEST_CASE("cast: float -> int truncates toward zero and saturates") {
-    tensor f = make(TF_DTYPE_F32, {12});
+    TensorDesc f = make(TF_DTYPE_F32, {12});
     set_raw<float>(f, {3.7f, -3.7f, 1e10f, -1e10f, NAN, INFINITY, -INFINITY, 2147483520.0f, 2147483648.0f, -2147483648.0f,
                        0.99f, -0.0f});
-    tensor i = make(TF_DTYPE_I32, {12});
+    TensorDesc i = make(TF_DTYPE_I32, {12});
     run_ok(TF_OP_CAST, {&f}, i);
     CHECK(get_raw<int32_t>(i) == std::vector<int32_t>{3, -3, INT32_MAX, INT32_MIN, 0, INT32_MAX, INT32_MIN, 2147483520,
                                                       INT32_MAX, INT32_MIN, 0, 0});
 
-    tensor f5 = make(TF_DTYPE_F32, {6});
+    TensorDesc f5 = make(TF_DTYPE_F32, {6});
     set_raw<float>(f5, {1e30f, -1e30f, -9223372036854775808.0f, 9223372036854775808.0f, 9223371487098961920.0f, NAN});
-    tensor l = make(TF_DTYPE_I64, {6});
+    TensorDesc l = make(TF_DTYPE_I64, {6});
     run_ok(TF_OP_CAST, {&f5}, l);
     CHECK(get_raw<int64_t>(l) == std::vector<int64_t>{INT64_MAX, INT64_MIN, INT64_MIN, INT64_MAX, 9223371487098961920LL, 0});
 
-    tensor h = make(TF_DTYPE_F16, {4});
+    TensorDesc h = make(TF_DTYPE_F16, {4});
     set_raw<uint16_t>(h, {0xfbff, 0x7c00, 0x7e00, 0x3e00});  // -65504, inf, NaN, 1.5
-    tensor hi = make(TF_DTYPE_I32, {4});
+    TensorDesc hi = make(TF_DTYPE_I32, {4});
     run_ok(TF_OP_CAST, {&h}, hi);
     CHECK(get_raw<int32_t>(hi) == std::vector<int32_t>{-65504, INT32_MAX, 0, 1});
 
-    tensor b = make(TF_DTYPE_BF16, {3});
+    TensorDesc b = make(TF_DTYPE_BF16, {3});
     set_raw<uint16_t>(b, {0x4f00, 0xcf00, 0xc2f7});  // 2^31, -2^31, -123.5
-    tensor bi = make(TF_DTYPE_I32, {3});
+    TensorDesc bi = make(TF_DTYPE_I32, {3});
     run_ok(TF_OP_CAST, {&b}, bi);
     CHECK(get_raw<int32_t>(bi) == std::vector<int32_t>{INT32_MAX, INT32_MIN, -123});
 }
 
 TEST_CASE("cast: bool, and integer narrowing wraps") {
-    tensor f = make(TF_DTYPE_F32, {5});
+    TensorDesc f = make(TF_DTYPE_F32, {5});
     set_raw<float>(f, {0.0f, -0.0f, 0.5f, NAN, -INFINITY});
-    tensor fb = make(TF_DTYPE_BOOL, {5});
+    TensorDesc fb = make(TF_DTYPE_BOOL, {5});
     run_ok(TF_OP_CAST, {&f}, fb);
     CHECK(get_raw<uint8_t>(fb) == std::vector<uint8_t>{0, 0, 1, 1, 1});
 
-    tensor i = make(TF_DTYPE_I32, {3});
+    TensorDesc i = make(TF_DTYPE_I32, {3});
     set_raw<int32_t>(i, {0, 2, -1});
-    tensor ib = make(TF_DTYPE_BOOL, {3});
+    TensorDesc ib = make(TF_DTYPE_BOOL, {3});
     run_ok(TF_OP_CAST, {&i}, ib);
     CHECK(get_raw<uint8_t>(ib) == std::vector<uint8_t>{0, 1, 1});
 
-    tensor bools = make(TF_DTYPE_BOOL, {3});
+    TensorDesc bools = make(TF_DTYPE_BOOL, {3});
     set_raw<uint8_t>(bools, {1, 0, 2});  // a stray 2 still reads as true, never as 2
-    tensor bh = make(TF_DTYPE_F16, {3});
+    TensorDesc bh = make(TF_DTYPE_F16, {3});
     run_ok(TF_OP_CAST, {&bools}, bh);
     CHECK(get_raw<uint16_t>(bh) == std::vector<uint16_t>{0x3c00, 0x0000, 0x3c00});
 
-    tensor l = make(TF_DTYPE_I64, {4});
+    TensorDesc l = make(TF_DTYPE_I64, {4});
     set_raw<int64_t>(l, {4294967301LL, -1, 2147483648LL, -7});
-    tensor li = make(TF_DTYPE_I32, {4});
+    TensorDesc li = make(TF_DTYPE_I32, {4});
     run_ok(TF_OP_CAST, {&l}, li);
     CHECK(get_raw<int32_t>(li) == std::vector<int32_t>{5, -1, INT32_MIN, -7});
-    tensor back = make(TF_DTYPE_I64, {4});
+    TensorDesc back = make(TF_DTYPE_I64, {4});
     run_ok(TF_OP_CAST, {&li}, back);
     CHECK(get_raw<int64_t>(back) == std::vector<int64_t>{5, -1, INT32_MIN, -7});
 
-    tensor big = make(TF_DTYPE_I32, {1});
+    TensorDesc big = make(TF_DTYPE_I32, {1});
     set_raw<int32_t>(big, {70000});
-    tensor bigh = make(TF_DTYPE_F16, {1});
+    TensorDesc bigh = make(TF_DTYPE_F16, {1});
     run_ok(TF_OP_CAST, {&big}, bigh);
     CHECK(get_raw<uint16_t>(bigh) == std::vector<uint16_t>{0x7c00});
 }
@@ -754,10 +754,10 @@ TEST_CASE("cast: bool, and integer narrowing wraps") {
 TEST_CASE("binary ops broadcast through stride 0, every dtype") {
     for (int32_t dt : k_numeric) {
         CAPTURE(name_of(dt));
-        tensor a = make(dt, {2, 3}, {1, 2, 3, 4, 5, 6});
-        tensor row = make(dt, {3}, {1, 2, 4});
-        tensor b = view(row, {2, 3}, {0, 1});  // [3] broadcast along axis 0
-        tensor out = make(dt, {2, 3});
+        TensorDesc a = make(dt, {2, 3}, {1, 2, 3, 4, 5, 6});
+        TensorDesc row = make(dt, {3}, {1, 2, 4});
+        TensorDesc b = view(row, {2, 3}, {0, 1});  // [3] broadcast along axis 0
+        TensorDesc out = make(dt, {2, 3});
 
         run_ok(TF_OP_ADD, {&a, &b}, out);
         check_values(out, {2, 4, 7, 5, 7, 10});
@@ -771,13 +771,13 @@ TEST_CASE("binary ops broadcast through stride 0, every dtype") {
         else
             check_values(out, {1, 1, 0, 4, 2, 1});
 
-        tensor col = make(dt, {2}, {10, 20});
-        tensor c = view(col, {2, 3}, {1, 0});  // [2, 1] broadcast along axis 1
+        TensorDesc col = make(dt, {2}, {10, 20});
+        TensorDesc c = view(col, {2, 3}, {1, 0});  // [2, 1] broadcast along axis 1
         run_ok(TF_OP_ADD, {&a, &c}, out);
         check_values(out, {11, 12, 13, 24, 25, 26});
 
-        tensor scalar = make(dt, {}, {3});
-        tensor s = view(scalar, {2, 3}, {0, 0});
+        TensorDesc scalar = make(dt, {}, {3});
+        TensorDesc s = view(scalar, {2, 3}, {0, 0});
         run_ok(TF_OP_SUB, {&s, &a}, out);
         check_values(out, {2, 1, 0, -1, -2, -3});
     }
@@ -787,42 +787,42 @@ TEST_CASE("elementwise on transposed and strided inputs and outputs") {
     for (int32_t dt : k_numeric) {
         CAPTURE(name_of(dt));
         // Transposed input: storage [3, 2] seen as [2, 3].
-        tensor st = make(dt, {3, 2}, {1, 2, 3, 4, 5, 6});
-        tensor t = transposed(st);
-        tensor b = make(dt, {2, 3}, {10, 20, 30, 40, 50, 60});
-        tensor out = make(dt, {2, 3});
+        TensorDesc st = make(dt, {3, 2}, {1, 2, 3, 4, 5, 6});
+        TensorDesc t = transposed(st);
+        TensorDesc b = make(dt, {2, 3}, {10, 20, 30, 40, 50, 60});
+        TensorDesc out = make(dt, {2, 3});
         run_ok(TF_OP_ADD, {&t, &b}, out);
         check_values(out, {11, 23, 35, 42, 54, 66});
 
         // Slice with step 2 from offset 1.
-        tensor line = make(dt, {8}, {0, 1, 2, 3, 4, 5, 6, 7});
-        tensor odd = view(line, {4}, {2}, 1);
-        tensor neg = make(dt, {4});
+        TensorDesc line = make(dt, {8}, {0, 1, 2, 3, 4, 5, 6, 7});
+        TensorDesc odd = view(line, {4}, {2}, 1);
+        TensorDesc neg = make(dt, {4});
         run_ok(TF_OP_NEG, {&odd}, neg);
         check_values(neg, {-1, -3, -5, -7});
 
         // Transposed output: out[i][j] lands at storage[j * 3 + i].
-        tensor x = make(dt, {3, 2}, {1, 2, 3, 4, 5, 6});
-        tensor out_storage = make(dt, {2, 3});
-        tensor out_t = transposed(out_storage);
+        TensorDesc x = make(dt, {3, 2}, {1, 2, 3, 4, 5, 6});
+        TensorDesc out_storage = make(dt, {2, 3});
+        TensorDesc out_t = transposed(out_storage);
         run_ok(TF_OP_ADD, {&x, &x}, out_t);
         check_values(out_t, {2, 4, 6, 8, 10, 12});
         check_values(out_storage, {2, 6, 10, 4, 8, 12});
 
         // Output sliced with step 3 from offset 1: the other bytes stay as they were.
-        tensor wide = make(dt, {10});
-        tensor every_third = view(wide, {3}, {3}, 1);
-        tensor y = make(dt, {3}, {-1, 2, -3});
+        TensorDesc wide = make(dt, {10});
+        TensorDesc every_third = view(wide, {3}, {3}, 1);
+        TensorDesc y = make(dt, {3}, {-1, 2, -3});
         run_ok(TF_OP_RELU, {&y}, every_third);
         check_values(every_third, {0, 2, 0});
         CHECK(only_elements_written(every_third));
 
         // Rank 3, permuted input against a broadcast input.
-        tensor cube = make(dt, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
-        tensor perm = view(cube, {2, 2, 2}, {1, 4, 2});  // axes (2, 0, 1): p[i][j][k] = cube[j][k][i]
-        tensor ones = make(dt, {}, {1});
-        tensor bone = view(ones, {2, 2, 2}, {0, 0, 0});
-        tensor out3 = make(dt, {2, 2, 2});
+        TensorDesc cube = make(dt, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+        TensorDesc perm = view(cube, {2, 2, 2}, {1, 4, 2});  // axes (2, 0, 1): p[i][j][k] = cube[j][k][i]
+        TensorDesc ones = make(dt, {}, {1});
+        TensorDesc bone = view(ones, {2, 2, 2}, {0, 0, 0});
+        TensorDesc out3 = make(dt, {2, 2, 2});
         run_ok(TF_OP_MUL, {&perm, &bone}, out3);
         check_values(out3, {0, 2, 4, 6, 1, 3, 5, 7});
     }
@@ -838,11 +838,11 @@ TEST_CASE("f32 arithmetic on dense operands: size-1 axes, offsets, lengths, misa
         CAPTURE(op);
         // A size-1 axis with any stride is still dense; the output sits at an offset in a larger
         // storage and only its elements are written.
-        tensor a = make(TF_DTYPE_F32, {2, 3}, {1, 2, 3, 4, 5, 6});
-        tensor a3 = view(a, {2, 1, 3}, {3, 99, 1});
-        tensor b = make(TF_DTYPE_F32, {2, 1, 3}, {7, 3, 2, 0.5, 8, 4});
-        tensor wide = make(TF_DTYPE_F32, {8});
-        tensor out = view(wide, {2, 1, 3}, {3, 3, 1}, 1);
+        TensorDesc a = make(TF_DTYPE_F32, {2, 3}, {1, 2, 3, 4, 5, 6});
+        TensorDesc a3 = view(a, {2, 1, 3}, {3, 99, 1});
+        TensorDesc b = make(TF_DTYPE_F32, {2, 1, 3}, {7, 3, 2, 0.5, 8, 4});
+        TensorDesc wide = make(TF_DTYPE_F32, {8});
+        TensorDesc out = view(wide, {2, 1, 3}, {3, 3, 1}, 1);
         run_ok(op, {&a3, &b}, out);
         const std::vector<double> av = {1, 2, 3, 4, 5, 6}, bv = {7, 3, 2, 0.5, 8, 4};
         std::vector<double> want;
@@ -901,28 +901,28 @@ TEST_CASE("elementwise reads only desc.data, never the buffer") {
 TEST_CASE("unary ops, every dtype") {
     for (int32_t dt : k_numeric) {
         CAPTURE(name_of(dt));
-        tensor x = make(dt, {4}, {1, -2, 0, 6});
-        tensor out = make(dt, {4});
+        TensorDesc x = make(dt, {4}, {1, -2, 0, 6});
+        TensorDesc out = make(dt, {4});
         run_ok(TF_OP_NEG, {&x}, out);
         check_values(out, {-1, 2, 0, -6});
         run_ok(TF_OP_RELU, {&x}, out);
         check_values(out, {1, 0, 0, 6});
     }
     // neg wraps INT_MIN; relu keeps NaN and -0.
-    tensor i = make(TF_DTYPE_I32, {2});
+    TensorDesc i = make(TF_DTYPE_I32, {2});
     set_raw<int32_t>(i, {INT32_MIN, INT32_MAX});
-    tensor io = make(TF_DTYPE_I32, {2});
+    TensorDesc io = make(TF_DTYPE_I32, {2});
     run_ok(TF_OP_NEG, {&i}, io);
     CHECK(get_raw<int32_t>(io) == std::vector<int32_t>{INT32_MIN, -INT32_MAX});
-    tensor l = make(TF_DTYPE_I64, {1});
+    TensorDesc l = make(TF_DTYPE_I64, {1});
     set_raw<int64_t>(l, {INT64_MIN});
-    tensor lo = make(TF_DTYPE_I64, {1});
+    TensorDesc lo = make(TF_DTYPE_I64, {1});
     run_ok(TF_OP_NEG, {&l}, lo);
     CHECK(get_raw<int64_t>(lo) == std::vector<int64_t>{INT64_MIN});
 
-    tensor f = make(TF_DTYPE_F32, {3});
+    TensorDesc f = make(TF_DTYPE_F32, {3});
     set_raw<float>(f, {NAN, -0.0f, -INFINITY});
-    tensor fo = make(TF_DTYPE_F32, {3});
+    TensorDesc fo = make(TF_DTYPE_F32, {3});
     run_ok(TF_OP_RELU, {&f}, fo);
     const auto r = get_raw<float>(fo);
     CHECK(std::isnan(r[0]));
@@ -931,9 +931,9 @@ TEST_CASE("unary ops, every dtype") {
 }
 
 TEST_CASE("exp, float dtypes") {
-    tensor f = make(TF_DTYPE_F32, {5});
+    TensorDesc f = make(TF_DTYPE_F32, {5});
     set_raw<float>(f, {0.0f, 1.0f, -INFINITY, INFINITY, NAN});
-    tensor fo = make(TF_DTYPE_F32, {5});
+    TensorDesc fo = make(TF_DTYPE_F32, {5});
     run_ok(TF_OP_EXP, {&f}, fo);
     const auto r = get_raw<float>(fo);
     CHECK(r[0] == 1.0f);
@@ -943,13 +943,13 @@ TEST_CASE("exp, float dtypes") {
     CHECK(std::isnan(r[4]));
 
     // e = 2.71828... and e^2 = 7.38905... rounded to the narrow types by hand.
-    tensor h = make(TF_DTYPE_F16, {3}, {0, 1, 2});
-    tensor ho = make(TF_DTYPE_F16, {3});
+    TensorDesc h = make(TF_DTYPE_F16, {3}, {0, 1, 2});
+    TensorDesc ho = make(TF_DTYPE_F16, {3});
     run_ok(TF_OP_EXP, {&h}, ho);
     CHECK(get_raw<uint16_t>(ho) == std::vector<uint16_t>{0x3c00, 0x4170, 0x4764});
 
-    tensor b = make(TF_DTYPE_BF16, {3}, {0, 1, 2});
-    tensor bo = make(TF_DTYPE_BF16, {3});
+    TensorDesc b = make(TF_DTYPE_BF16, {3}, {0, 1, 2});
+    TensorDesc bo = make(TF_DTYPE_BF16, {3});
     run_ok(TF_OP_EXP, {&b}, bo);
     CHECK(get_raw<uint16_t>(bo) == std::vector<uint16_t>{0x3f80, 0x402e, 0x40ec});
 }
@@ -960,9 +960,9 @@ TEST_CASE("exp on a dense f32 tensor is e^x in double rounded once") {
     // to f32 (cpu-vector-erf sweeps 2 million arguments for the same).
     std::vector<float> x;
     for (int i = 0; i < 4099; ++i) x.push_back(-110.0f + 200.0f * static_cast<float>(i) / 4098.0f);
-    tensor f = make(TF_DTYPE_F32, {static_cast<int64_t>(x.size())});
+    TensorDesc f = make(TF_DTYPE_F32, {static_cast<int64_t>(x.size())});
     set_raw<float>(f, x);
-    tensor fo = make(TF_DTYPE_F32, {static_cast<int64_t>(x.size())});
+    TensorDesc fo = make(TF_DTYPE_F32, {static_cast<int64_t>(x.size())});
     run_ok(TF_OP_EXP, {&f}, fo);
     const auto r = get_raw<float>(fo);
     int bad = 0;
@@ -975,15 +975,15 @@ TEST_CASE("exp on a dense f32 tensor is e^x in double rounded once") {
 
 TEST_CASE("division: integers truncate, floats follow IEEE") {
     for (int32_t dt : {TF_DTYPE_I32, TF_DTYPE_I64}) {
-        tensor a = make(dt, {4}, {7, -7, 7, -7});
-        tensor b = make(dt, {4}, {2, 2, -2, -2});
-        tensor out = make(dt, {4});
+        TensorDesc a = make(dt, {4}, {7, -7, 7, -7});
+        TensorDesc b = make(dt, {4}, {2, 2, -2, -2});
+        TensorDesc out = make(dt, {4});
         run_ok(TF_OP_DIV, {&a, &b}, out);
         check_values(out, {3, -3, -3, 3});
     }
-    tensor a = make(TF_DTYPE_F32, {3}, {1, -1, 0});
-    tensor z = make(TF_DTYPE_F32, {3}, {0, 0, 0});
-    tensor out = make(TF_DTYPE_F32, {3});
+    TensorDesc a = make(TF_DTYPE_F32, {3}, {1, -1, 0});
+    TensorDesc z = make(TF_DTYPE_F32, {3}, {0, 0, 0});
+    TensorDesc out = make(TF_DTYPE_F32, {3});
     run_ok(TF_OP_DIV, {&a, &z}, out);
     check_values(out, {INFINITY, -INFINITY, NAN});
 }
@@ -991,10 +991,10 @@ TEST_CASE("division: integers truncate, floats follow IEEE") {
 TEST_CASE("integer division by zero and MIN / -1 fail without touching the output") {
     for (int32_t dt : {TF_DTYPE_I32, TF_DTYPE_I64}) {
         CAPTURE(name_of(dt));
-        tensor a = make(dt, {3}, {1, 2, 3});
-        tensor b = make(dt, {3}, {1, 0, 1});
-        tensor out = make(dt, {3});
-        const call c(TF_OP_DIV, {&a, &b}, out);
+        TensorDesc a = make(dt, {3}, {1, 2, 3});
+        TensorDesc b = make(dt, {3}, {1, 0, 1});
+        TensorDesc out = make(dt, {3});
+        const Call c(TF_OP_DIV, {&a, &b}, out);
         CHECK(c.supports() == 1);
         std::string message;
         CHECK(c.run(&message) == TF_STATUS_INVALID_ARGUMENT);
@@ -1003,19 +1003,19 @@ TEST_CASE("integer division by zero and MIN / -1 fail without touching the outpu
         CHECK(untouched(out));
 
         // A zero broadcast through stride 0.
-        tensor zero = make(dt, {}, {0});
-        tensor bz = view(zero, {3}, {0});
-        CHECK(call(TF_OP_DIV, {&a, &bz}, out).run() == TF_STATUS_INVALID_ARGUMENT);
+        TensorDesc zero = make(dt, {}, {0});
+        TensorDesc bz = view(zero, {3}, {0});
+        CHECK(Call(TF_OP_DIV, {&a, &bz}, out).run() == TF_STATUS_INVALID_ARGUMENT);
         CHECK(untouched(out));
 
-        tensor m = make(dt, {2});
+        TensorDesc m = make(dt, {2});
         if (dt == TF_DTYPE_I32)
             set_raw<int32_t>(m, {INT32_MIN, 4});
         else
             set_raw<int64_t>(m, {INT64_MIN, 4});
-        tensor minus_one = make(dt, {2}, {-1, -1});
-        tensor out2 = make(dt, {2});
-        const call overflow(TF_OP_DIV, {&m, &minus_one}, out2);
+        TensorDesc minus_one = make(dt, {2}, {-1, -1});
+        TensorDesc out2 = make(dt, {2});
+        const Call overflow(TF_OP_DIV, {&m, &minus_one}, out2);
         CHECK(overflow.run(&message) == TF_STATUS_INVALID_ARGUMENT);
         CHECK(message.find("div") == 0);
         CHECK(message.find("overflow") != std::string::npos);
@@ -1028,52 +1028,52 @@ TEST_CASE("integer division by zero and MIN / -1 fail without touching the outpu
 TEST_CASE("sum over each axis mask, every dtype") {
     for (int32_t dt : k_numeric) {
         CAPTURE(name_of(dt));
-        tensor x = make(dt, {2, 3}, {1, 2, 3, 4, 5, 6});
-        tensor rows = make(dt, {2, 1});
+        TensorDesc x = make(dt, {2, 3}, {1, 2, 3, 4, 5, 6});
+        TensorDesc rows = make(dt, {2, 1});
         const tf_params_reduce p1 = reduce_params(0b10);
         run_ok(TF_OP_SUM, {&x}, rows, &p1);
         check_values(rows, {6, 15});
 
-        tensor cols = make(dt, {1, 3});
+        TensorDesc cols = make(dt, {1, 3});
         const tf_params_reduce p0 = reduce_params(0b01);
         run_ok(TF_OP_SUM, {&x}, cols, &p0);
         check_values(cols, {5, 7, 9});
 
-        tensor all = make(dt, {1, 1});
+        TensorDesc all = make(dt, {1, 1});
         const tf_params_reduce p01 = reduce_params(0b11);
         run_ok(TF_OP_SUM, {&x}, all, &p01);
         check_values(all, {21});
 
-        tensor same = make(dt, {2, 3});
+        TensorDesc same = make(dt, {2, 3});
         const tf_params_reduce none = reduce_params(0);
         run_ok(TF_OP_SUM, {&x}, same, &none);
         check_values(same, {1, 2, 3, 4, 5, 6});
 
         // Transposed input: [[1, 3, 5], [2, 4, 6]].
-        tensor st = make(dt, {3, 2}, {1, 2, 3, 4, 5, 6});
-        tensor t = transposed(st);
+        TensorDesc st = make(dt, {3, 2}, {1, 2, 3, 4, 5, 6});
+        TensorDesc t = transposed(st);
         run_ok(TF_OP_SUM, {&t}, rows, &p1);
         check_values(rows, {9, 12});
 
         // Rank 3, axes 0 and 2: out[0][j][0] = sum over i, k of x[i][j][k].
-        tensor cube = make(dt, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
-        tensor mid = make(dt, {1, 2, 1});
+        TensorDesc cube = make(dt, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+        TensorDesc mid = make(dt, {1, 2, 1});
         const tf_params_reduce p02 = reduce_params(0b101);
         run_ok(TF_OP_SUM, {&cube}, mid, &p02);
         check_values(mid, {10, 18});
 
         // Strided output: rows of a [3, 4] land at storage 0, 2, 4.
-        tensor y = make(dt, {3, 4}, {1, 1, 1, 1, 2, 2, 2, 2, 3, 0, 0, 3});
-        tensor storage = make(dt, {6});
-        tensor out = view(storage, {3, 1}, {2, 1});
+        TensorDesc y = make(dt, {3, 4}, {1, 1, 1, 1, 2, 2, 2, 2, 3, 0, 0, 3});
+        TensorDesc storage = make(dt, {6});
+        TensorDesc out = view(storage, {3, 1}, {2, 1});
         run_ok(TF_OP_SUM, {&y}, out, &p1);
         check_values(out, {4, 8, 6});
         CHECK(only_elements_written(out));
 
         // A broadcast input: one element seen three times.
-        tensor one = make(dt, {}, {2});
-        tensor bcast = view(one, {3}, {0});
-        tensor s = make(dt, {1});
+        TensorDesc one = make(dt, {}, {2});
+        TensorDesc bcast = view(one, {3}, {0});
+        TensorDesc s = make(dt, {1});
         const tf_params_reduce pa = reduce_params(0b1);
         run_ok(TF_OP_SUM, {&bcast}, s, &pa);
         check_values(s, {6});
@@ -1082,27 +1082,27 @@ TEST_CASE("sum over each axis mask, every dtype") {
 
 TEST_CASE("sum accumulates floats in double, integers wrap") {
     // In f32, 1e8 + 1 == 1e8 and the total would come out as 1.
-    tensor x = make(TF_DTYPE_F32, {4}, {1e8, 1, -1e8, 1});
-    tensor s = make(TF_DTYPE_F32, {1});
+    TensorDesc x = make(TF_DTYPE_F32, {4}, {1e8, 1, -1e8, 1});
+    TensorDesc s = make(TF_DTYPE_F32, {1});
     const tf_params_reduce p = reduce_params(1);
     run_ok(TF_OP_SUM, {&x}, s, &p);
     check_values(s, {2});
 
     // f16: 2048 + 1 + 1 + ... in f16 steps would stay at 2048; the double sum is 2052.
-    tensor h = make(TF_DTYPE_F16, {5}, {2048, 1, 1, 1, 1});
-    tensor hs = make(TF_DTYPE_F16, {1});
+    TensorDesc h = make(TF_DTYPE_F16, {5}, {2048, 1, 1, 1, 1});
+    TensorDesc hs = make(TF_DTYPE_F16, {1});
     run_ok(TF_OP_SUM, {&h}, hs, &p);
     check_values(hs, {2052});
 
-    tensor i = make(TF_DTYPE_I32, {2});
+    TensorDesc i = make(TF_DTYPE_I32, {2});
     set_raw<int32_t>(i, {INT32_MAX, 1});
-    tensor is = make(TF_DTYPE_I32, {1});
+    TensorDesc is = make(TF_DTYPE_I32, {1});
     run_ok(TF_OP_SUM, {&i}, is, &p);
     CHECK(get_raw<int32_t>(is) == std::vector<int32_t>{INT32_MIN});
 
-    tensor l = make(TF_DTYPE_I64, {3});
+    TensorDesc l = make(TF_DTYPE_I64, {3});
     set_raw<int64_t>(l, {INT64_MAX, 1, 5});
-    tensor ls = make(TF_DTYPE_I64, {1});
+    TensorDesc ls = make(TF_DTYPE_I64, {1});
     run_ok(TF_OP_SUM, {&l}, ls, &p);
     CHECK(get_raw<int64_t>(ls) == std::vector<int64_t>{INT64_MIN + 5});
 }
@@ -1117,9 +1117,9 @@ TEST_CASE("sum is deterministic and matches a row-major double sum") {
     }
     double expected = 0;
     for (float f : v) expected += f;
-    tensor x = make(TF_DTYPE_F32, {n});
+    TensorDesc x = make(TF_DTYPE_F32, {n});
     set_raw(x, v);
-    tensor s1 = make(TF_DTYPE_F32, {1}), s2 = make(TF_DTYPE_F32, {1});
+    TensorDesc s1 = make(TF_DTYPE_F32, {1}), s2 = make(TF_DTYPE_F32, {1});
     const tf_params_reduce p = reduce_params(1);
     run_ok(TF_OP_SUM, {&x}, s1, &p);
     run_ok(TF_OP_SUM, {&x}, s2, &p);
@@ -1130,14 +1130,14 @@ TEST_CASE("sum is deterministic and matches a row-major double sum") {
 TEST_CASE("sum and mean with many outputs (lockstep lanes) match each output's row-major double sum") {
     // [N, C, H, W] over axes 0, 2, 3 (a conv bias gradient) with C = 13 (a group of 8 lanes and
     // one of 5), and over axis 0 of [N, C] with C = 131; values whose double sums depend on order.
-    struct reduce_case {
+    struct ReduceCase {
         std::vector<int64_t> shape, out_shape;
         uint32_t mask;
     };
-    const reduce_case cases[] = {{{5, 13, 6, 7}, {1, 13, 1, 1}, 0b1101}, {{37, 131}, {1, 131}, 0b01},
+    const ReduceCase cases[] = {{{5, 13, 6, 7}, {1, 13, 1, 1}, 0b1101}, {{37, 131}, {1, 131}, 0b01},
                                  {{3, 9, 4}, {3, 1, 4}, 0b010}};
     uint32_t state = 777;
-    for (const reduce_case &c : cases) {
+    for (const ReduceCase &c : cases) {
         int64_t count = 1;
         for (int64_t d : c.shape) count *= d;
         std::vector<float> v(static_cast<size_t>(count));
@@ -1164,9 +1164,9 @@ TEST_CASE("sum and mean with many outputs (lockstep lanes) match each output's r
             sums[static_cast<size_t>(o)] += v[static_cast<size_t>(e)];
             ++count_in[static_cast<size_t>(o)];
         }
-        tensor x = make(TF_DTYPE_F32, c.shape);
+        TensorDesc x = make(TF_DTYPE_F32, c.shape);
         set_raw(x, v);
-        tensor s = make(TF_DTYPE_F32, c.out_shape), m = make(TF_DTYPE_F32, c.out_shape);
+        TensorDesc s = make(TF_DTYPE_F32, c.out_shape), m = make(TF_DTYPE_F32, c.out_shape);
         const tf_params_reduce p = reduce_params(c.mask);
         run_ok(TF_OP_SUM, {&x}, s, &p);
         run_ok(TF_OP_MEAN, {&x}, m, &p);
@@ -1185,33 +1185,33 @@ TEST_CASE("matmul, float dtypes, any strides") {
     // [[1, 2, 3], [4, 5, 6]] x [[7, 8], [9, 10], [11, 12]] = [[58, 64], [139, 154]]
     for (int32_t dt : k_float) {
         CAPTURE(name_of(dt));
-        tensor a = make(dt, {2, 3}, {1, 2, 3, 4, 5, 6});
-        tensor b = make(dt, {3, 2}, {7, 8, 9, 10, 11, 12});
-        tensor out = make(dt, {2, 2});
+        TensorDesc a = make(dt, {2, 3}, {1, 2, 3, 4, 5, 6});
+        TensorDesc b = make(dt, {3, 2}, {7, 8, 9, 10, 11, 12});
+        TensorDesc out = make(dt, {2, 2});
         run_ok(TF_OP_MATMUL, {&a, &b}, out);
         check_values(out, {58, 64, 139, 154});
 
-        tensor a_storage = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6});
-        tensor at = transposed(a_storage);
-        tensor b_storage = make(dt, {2, 3}, {7, 9, 11, 8, 10, 12});
-        tensor bt = transposed(b_storage);
-        tensor out_storage = make(dt, {2, 2});
-        tensor out_t = transposed(out_storage);
+        TensorDesc a_storage = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6});
+        TensorDesc at = transposed(a_storage);
+        TensorDesc b_storage = make(dt, {2, 3}, {7, 9, 11, 8, 10, 12});
+        TensorDesc bt = transposed(b_storage);
+        TensorDesc out_storage = make(dt, {2, 2});
+        TensorDesc out_t = transposed(out_storage);
         run_ok(TF_OP_MATMUL, {&at, &bt}, out_t);
         check_values(out_t, {58, 64, 139, 154});
         check_values(out_storage, {58, 139, 64, 154});
 
         // b sliced with step 2 along both axes out of a [6, 4] storage.
-        tensor big = make(dt, {6, 4});
+        TensorDesc big = make(dt, {6, 4});
         set(big, {7, 0, 8, 0, 0, 0, 0, 0, 9, 0, 10, 0, 0, 0, 0, 0, 11, 0, 12, 0, 0, 0, 0, 0});
-        tensor bs = view(big, {3, 2}, {8, 2});
+        TensorDesc bs = view(big, {3, 2}, {8, 2});
         run_ok(TF_OP_MATMUL, {&a, &bs}, out);
         check_values(out, {58, 64, 139, 154});
 
         // [1, 3] x [3, 1]
-        tensor r = make(dt, {1, 3}, {1, 2, 3});
-        tensor c = make(dt, {3, 1}, {7, 9, 11});
-        tensor dot = make(dt, {1, 1});
+        TensorDesc r = make(dt, {1, 3}, {1, 2, 3});
+        TensorDesc c = make(dt, {3, 1}, {7, 9, 11});
+        TensorDesc dot = make(dt, {1, 1});
         run_ok(TF_OP_MATMUL, {&r, &c}, dot);
         check_values(dot, {58});
     }
@@ -1221,25 +1221,25 @@ TEST_CASE("batched matmul with broadcast batch axes") {
     for (int32_t dt : k_float) {
         CAPTURE(name_of(dt));
         // Batch 1 of a picks rows of b: [0, 1, 0] -> b[1], [1, 0, 1] -> b[0] + b[2].
-        tensor a = make(dt, {2, 2, 3}, {1, 2, 3, 4, 5, 6, 0, 1, 0, 1, 0, 1});
-        tensor b_one = make(dt, {3, 2}, {7, 8, 9, 10, 11, 12});
-        tensor b = view(b_one, {2, 3, 2}, {0, 2, 1});
-        tensor out = make(dt, {2, 2, 2});
+        TensorDesc a = make(dt, {2, 2, 3}, {1, 2, 3, 4, 5, 6, 0, 1, 0, 1, 0, 1});
+        TensorDesc b_one = make(dt, {3, 2}, {7, 8, 9, 10, 11, 12});
+        TensorDesc b = view(b_one, {2, 3, 2}, {0, 2, 1});
+        TensorDesc out = make(dt, {2, 2, 2});
         run_ok(TF_OP_MATMUL, {&a, &b}, out);
         check_values(out, {58, 64, 139, 154, 9, 10, 18, 20});
 
         // The other way round: a broadcast, b batched (batch 1 picks the first two columns of a).
-        tensor a_one = make(dt, {2, 3}, {1, 2, 3, 4, 5, 6});
-        tensor ab = view(a_one, {2, 2, 3}, {0, 3, 1});
-        tensor b2 = make(dt, {2, 3, 2}, {7, 8, 9, 10, 11, 12, 1, 0, 0, 1, 0, 0});
+        TensorDesc a_one = make(dt, {2, 3}, {1, 2, 3, 4, 5, 6});
+        TensorDesc ab = view(a_one, {2, 2, 3}, {0, 3, 1});
+        TensorDesc b2 = make(dt, {2, 3, 2}, {7, 8, 9, 10, 11, 12, 1, 0, 0, 1, 0, 0});
         run_ok(TF_OP_MATMUL, {&ab, &b2}, out);
         check_values(out, {58, 64, 139, 154, 1, 2, 4, 5});
 
         // Rank 4 with a transposed output batch layout: out [2, 1, 2, 2] stored batch-minor.
-        tensor a4 = view(a, {2, 1, 2, 3}, {6, 6, 3, 1});
-        tensor b4 = view(b_one, {2, 1, 3, 2}, {0, 0, 2, 1});
-        tensor out_storage = make(dt, {2, 2, 2});
-        tensor out4 = view(out_storage, {2, 1, 2, 2}, {1, 2, 4, 2});
+        TensorDesc a4 = view(a, {2, 1, 2, 3}, {6, 6, 3, 1});
+        TensorDesc b4 = view(b_one, {2, 1, 3, 2}, {0, 0, 2, 1});
+        TensorDesc out_storage = make(dt, {2, 2, 2});
+        TensorDesc out4 = view(out_storage, {2, 1, 2, 2}, {1, 2, 4, 2});
         run_ok(TF_OP_MATMUL, {&a4, &b4}, out4);
         check_values(out4, {58, 64, 139, 154, 9, 10, 18, 20});
         check_values(out_storage, {58, 9, 64, 10, 139, 18, 154, 20});
@@ -1248,14 +1248,14 @@ TEST_CASE("batched matmul with broadcast batch axes") {
 
 TEST_CASE("matmul against a plain triple loop on a larger shape") {
     const int m = 37, k = 53, n = 41;
-    tensor a = make(TF_DTYPE_F32, {m, k});
-    tensor b = make(TF_DTYPE_F32, {k, n});
+    TensorDesc a = make(TF_DTYPE_F32, {m, k});
+    TensorDesc b = make(TF_DTYPE_F32, {k, n});
     std::vector<float> va(m * k), vb(k * n);
     for (int i = 0; i < m * k; ++i) va[i] = static_cast<float>((i * 7) % 11 - 5);
     for (int i = 0; i < k * n; ++i) vb[i] = static_cast<float>((i * 5) % 13 - 6);
     set_raw(a, va);
     set_raw(b, vb);
-    tensor out = make(TF_DTYPE_F32, {m, n});
+    TensorDesc out = make(TF_DTYPE_F32, {m, n});
     run_ok(TF_OP_MATMUL, {&a, &b}, out);
     const auto got = get_raw<float>(out);
     int wrong = 0;
@@ -1275,31 +1275,31 @@ TEST_CASE("contiguous copies any layout, every dtype") {
         CAPTURE(name_of(dt));
         const bool b = dt == TF_DTYPE_BOOL;
         const std::vector<double> v = b ? std::vector<double>{1, 0, 0, 1, 1, 1} : std::vector<double>{1, 2, 3, 4, 5, 6};
-        tensor st = make(dt, {3, 2}, v);
-        tensor t = transposed(st);
-        tensor out = make(dt, {2, 3});
+        TensorDesc st = make(dt, {3, 2}, v);
+        TensorDesc t = transposed(st);
+        TensorDesc out = make(dt, {2, 3});
         run_ok(TF_OP_CONTIGUOUS, {&t}, out);
         check_values(out, {v[0], v[2], v[4], v[1], v[3], v[5]});
 
-        tensor line = make(dt, {8}, b ? std::vector<double>{0, 1, 0, 0, 0, 1, 0, 1} : std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7});
-        tensor sliced = view(line, {2, 2}, {4, 2}, 1);
-        tensor out2 = make(dt, {2, 2});
+        TensorDesc line = make(dt, {8}, b ? std::vector<double>{0, 1, 0, 0, 0, 1, 0, 1} : std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7});
+        TensorDesc sliced = view(line, {2, 2}, {4, 2}, 1);
+        TensorDesc out2 = make(dt, {2, 2});
         run_ok(TF_OP_CONTIGUOUS, {&sliced}, out2);
         check_values(out2, b ? std::vector<double>{1, 0, 1, 1} : std::vector<double>{1, 3, 5, 7});
 
         // A contiguous input into a strided output view: how the core copies into views.
-        tensor src = make(dt, {2, 2}, {v[0], v[1], v[2], v[3]});
-        tensor gaps = make(dt, {2, 4});
-        tensor into = view(gaps, {2, 2}, {4, 2}, 1);
+        TensorDesc src = make(dt, {2, 2}, {v[0], v[1], v[2], v[3]});
+        TensorDesc gaps = make(dt, {2, 4});
+        TensorDesc into = view(gaps, {2, 2}, {4, 2}, 1);
         run_ok(TF_OP_CONTIGUOUS, {&src}, into);
         check_values(into, {v[0], v[1], v[2], v[3]});
         CHECK(only_elements_written(into));
 
         // A broadcast input into a strided output.
-        tensor one = make(dt, {}, {1});
-        tensor bcast = view(one, {2, 2}, {0, 0});
-        tensor wide = make(dt, {8});
-        tensor strided = view(wide, {2, 2}, {4, 2});
+        TensorDesc one = make(dt, {}, {1});
+        TensorDesc bcast = view(one, {2, 2}, {0, 0});
+        TensorDesc wide = make(dt, {8});
+        TensorDesc strided = view(wide, {2, 2}, {4, 2});
         run_ok(TF_OP_CONTIGUOUS, {&bcast}, strided);
         check_values(strided, {1, 1, 1, 1});
         CHECK(only_elements_written(strided));
@@ -1309,8 +1309,8 @@ TEST_CASE("contiguous copies any layout, every dtype") {
 TEST_CASE("fill converts its double to every dtype") {
     // Per row: f32, f16, bf16, i32, bool, then i64 exactly. 1e20 in bf16 is 0x60ad by hand
     // (1e20 / 2^66 = 1.3553, nearest 1 + 45/128).
-    struct row { double value; std::vector<double> expected; int64_t i64; };
-    const row rows[] = {
+    struct Row { double value; std::vector<double> expected; int64_t i64; };
+    const Row rows[] = {
         {2.5, {2.5, 2.5, 2.5, 2, 1}, 2},
         {-2.75, {-2.75, -2.75, -2.75, -2, 1}, -2},
         {0.0, {0, 0, 0, 0, 0}, 0},
@@ -1319,38 +1319,38 @@ TEST_CASE("fill converts its double to every dtype") {
         {-1e20, {-1e20f, -INFINITY, -99727710148492263424.0, INT32_MIN, 1}, INT64_MIN},
     };
     const int32_t order[] = {TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16, TF_DTYPE_I32, TF_DTYPE_BOOL};
-    for (const row &r : rows) {
+    for (const Row &r : rows) {
         CAPTURE(r.value);
         for (size_t d = 0; d < std::size(order); ++d) {
             CAPTURE(name_of(order[d]));
-            tensor out = make(order[d], {2, 2});
+            TensorDesc out = make(order[d], {2, 2});
             const tf_params_fill p = fill_params(r.value);
             run_ok(TF_OP_FILL, {}, out, &p);
             check_values(out, std::vector<double>(4, r.expected[d]));
         }
-        tensor out = make(TF_DTYPE_I64, {2, 2});
+        TensorDesc out = make(TF_DTYPE_I64, {2, 2});
         const tf_params_fill p = fill_params(r.value);
         run_ok(TF_OP_FILL, {}, out, &p);
         CHECK(get_raw<int64_t>(out) == std::vector<int64_t>(4, r.i64));
     }
     // A strided output keeps its gaps.
-    tensor wide = make(TF_DTYPE_I32, {3, 4});
-    tensor cols = view(wide, {3, 2}, {4, 2}, 1);
+    TensorDesc wide = make(TF_DTYPE_I32, {3, 4});
+    TensorDesc cols = view(wide, {3, 2}, {4, 2}, 1);
     const tf_params_fill p = fill_params(-7);
     run_ok(TF_OP_FILL, {}, cols, &p);
     check_values(cols, {-7, -7, -7, -7, -7, -7});
     CHECK(only_elements_written(cols));
 
     // Beyond f32's range: infinity in every float type, the limit in the integers.
-    tensor huge = make(TF_DTYPE_F32, {1});
+    TensorDesc huge = make(TF_DTYPE_F32, {1});
     const tf_params_fill ph = fill_params(-1e300);
     run_ok(TF_OP_FILL, {}, huge, &ph);
     CHECK(get_raw<uint32_t>(huge) == std::vector<uint32_t>{0xff800000u});
-    tensor huge_bf16 = make(TF_DTYPE_BF16, {1});
+    TensorDesc huge_bf16 = make(TF_DTYPE_BF16, {1});
     run_ok(TF_OP_FILL, {}, huge_bf16, &ph);
     CHECK(get_raw<uint16_t>(huge_bf16) == std::vector<uint16_t>{0xff80});
 
-    tensor nan16 = make(TF_DTYPE_F16, {1});
+    TensorDesc nan16 = make(TF_DTYPE_F16, {1});
     const tf_params_fill pn = fill_params(-NAN);
     run_ok(TF_OP_FILL, {}, nan16, &pn);
     CHECK(get_raw<uint16_t>(nan16) == std::vector<uint16_t>{0xfe00});
@@ -1361,9 +1361,9 @@ TEST_CASE("fill converts its double to every dtype") {
 TEST_CASE("rank-0 tensors") {
     for (int32_t dt : k_numeric) {
         CAPTURE(name_of(dt));
-        tensor a = make(dt, {}, {2});
-        tensor b = make(dt, {}, {4});
-        tensor out = make(dt, {});
+        TensorDesc a = make(dt, {}, {2});
+        TensorDesc b = make(dt, {}, {4});
+        TensorDesc out = make(dt, {});
         run_ok(TF_OP_ADD, {&a, &b}, out);
         check_values(out, {6});
         run_ok(TF_OP_NEG, {&a}, out);
@@ -1374,14 +1374,14 @@ TEST_CASE("rank-0 tensors") {
         const tf_params_fill f = fill_params(3);
         run_ok(TF_OP_FILL, {}, out, &f);
         check_values(out, {3});
-        tensor as_bool = make(TF_DTYPE_BOOL, {});
+        TensorDesc as_bool = make(TF_DTYPE_BOOL, {});
         run_ok(TF_OP_CAST, {&a}, as_bool);
         check_values(as_bool, {1});
         run_ok(TF_OP_CONTIGUOUS, {&b}, out);
         check_values(out, {4});
     }
-    tensor e = make(TF_DTYPE_F32, {}, {0});
-    tensor eo = make(TF_DTYPE_F32, {});
+    TensorDesc e = make(TF_DTYPE_F32, {}, {0});
+    TensorDesc eo = make(TF_DTYPE_F32, {});
     run_ok(TF_OP_EXP, {&e}, eo);
     check_values(eo, {1});
 }
@@ -1389,46 +1389,46 @@ TEST_CASE("rank-0 tensors") {
 TEST_CASE("zero-size tensors: no data needed, sums are 0") {
     for (int32_t dt : k_numeric) {
         CAPTURE(name_of(dt));
-        tensor a = no_data(dt, {0, 3});
-        tensor out = no_data(dt, {0, 3});
+        TensorDesc a = no_data(dt, {0, 3});
+        TensorDesc out = no_data(dt, {0, 3});
         run_ok(TF_OP_ADD, {&a, &a}, out);
         run_ok(TF_OP_RELU, {&a}, out);
         run_ok(TF_OP_CONTIGUOUS, {&a}, out);
-        tensor other = no_data(dt == TF_DTYPE_F32 ? TF_DTYPE_I64 : TF_DTYPE_F32, {0, 3});
+        TensorDesc other = no_data(dt == TF_DTYPE_F32 ? TF_DTYPE_I64 : TF_DTYPE_F32, {0, 3});
         run_ok(TF_OP_CAST, {&a}, other);
         const tf_params_fill f = fill_params(1);
         run_ok(TF_OP_FILL, {}, out, &f);
 
         // Summing over an empty axis writes zeros.
-        tensor empty = no_data(dt, {2, 0});
-        tensor rows = make(dt, {2, 1});
+        TensorDesc empty = no_data(dt, {2, 0});
+        TensorDesc rows = make(dt, {2, 1});
         const tf_params_reduce p = reduce_params(0b10);
         run_ok(TF_OP_SUM, {&empty}, rows, &p);
         check_values(rows, {0, 0});
-        tensor empty1 = no_data(dt, {0});
-        tensor whole1 = make(dt, {1});
+        TensorDesc empty1 = no_data(dt, {0});
+        TensorDesc whole1 = make(dt, {1});
         const tf_params_reduce p1 = reduce_params(1);
         run_ok(TF_OP_SUM, {&empty1}, whole1, &p1);
         check_values(whole1, {0});
         // Keeping the empty axis: nothing to write.
-        tensor empty_out = no_data(dt, {1, 0});
+        TensorDesc empty_out = no_data(dt, {1, 0});
         const tf_params_reduce p0 = reduce_params(0b01);
         run_ok(TF_OP_SUM, {&empty}, empty_out, &p0);
     }
     for (int32_t dt : k_float) {
         // K = 0: out is all zeros. M = 0: nothing to do.
-        tensor a = no_data(dt, {2, 0});
-        tensor b = no_data(dt, {0, 3});
-        tensor out = make(dt, {2, 3});
+        TensorDesc a = no_data(dt, {2, 0});
+        TensorDesc b = no_data(dt, {0, 3});
+        TensorDesc out = make(dt, {2, 3});
         run_ok(TF_OP_MATMUL, {&a, &b}, out);
         check_values(out, {0, 0, 0, 0, 0, 0});
-        tensor a0 = no_data(dt, {0, 4});
-        tensor b0 = make(dt, {4, 3});
-        tensor out0 = no_data(dt, {0, 3});
+        TensorDesc a0 = no_data(dt, {0, 4});
+        TensorDesc b0 = make(dt, {4, 3});
+        TensorDesc out0 = no_data(dt, {0, 3});
         run_ok(TF_OP_MATMUL, {&a0, &b0}, out0);
-        tensor batch0 = no_data(dt, {0, 2, 3});
-        tensor ab0 = no_data(dt, {0, 2, 4});
-        tensor bb0 = no_data(dt, {0, 4, 3});
+        TensorDesc batch0 = no_data(dt, {0, 2, 3});
+        TensorDesc ab0 = no_data(dt, {0, 2, 4});
+        TensorDesc bb0 = no_data(dt, {0, 4, 3});
         run_ok(TF_OP_MATMUL, {&ab0, &bb0}, batch0);
     }
 }
@@ -1440,78 +1440,78 @@ TEST_CASE("supports answers descriptors without memory") {
     // on a device tensor could fall back to cpu. data and buffer are NULL there.
     const tf_params_reduce rp = reduce_params(0b01);
     const tf_params_fill fp = fill_params(0);
-    auto bare = [](const dims &shape) { return no_data(TF_DTYPE_F32, shape); };
-    const tensor x = bare({2, 3}), sum_out = bare({1, 3}), b = bare({3, 4}), mm_out = bare({2, 4});
+    auto bare = [](const Dims &shape) { return no_data(TF_DTYPE_F32, shape); };
+    const TensorDesc x = bare({2, 3}), sum_out = bare({1, 3}), b = bare({3, 4}), mm_out = bare({2, 4});
     for (uint32_t op : {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL, TF_OP_DIV})
-        CHECK(call(op, {&x, &x}, x).supports() == 1);
+        CHECK(Call(op, {&x, &x}, x).supports() == 1);
     for (uint32_t op : {TF_OP_NEG, TF_OP_EXP, TF_OP_RELU, TF_OP_CONTIGUOUS, TF_OP_CAST})
-        CHECK(call(op, {&x}, x).supports() == 1);
-    CHECK(call(TF_OP_SUM, {&x}, sum_out, &rp).supports() == 1);
-    CHECK(call(TF_OP_MATMUL, {&x, &b}, mm_out).supports() == 1);
-    CHECK(call(TF_OP_FILL, {}, x, &fp).supports() == 1);
+        CHECK(Call(op, {&x}, x).supports() == 1);
+    CHECK(Call(TF_OP_SUM, {&x}, sum_out, &rp).supports() == 1);
+    CHECK(Call(TF_OP_MATMUL, {&x, &b}, mm_out).supports() == 1);
+    CHECK(Call(TF_OP_FILL, {}, x, &fp).supports() == 1);
 }
 
 TEST_CASE("supports says no to wrong dtypes, arity, params and layouts") {
-    tensor f = make(TF_DTYPE_F32, {2, 2}, {1, 2, 3, 4});
-    tensor h = make(TF_DTYPE_F16, {2, 2});
-    tensor i = make(TF_DTYPE_I32, {2, 2});
-    tensor l = make(TF_DTYPE_I64, {2, 2});
-    tensor bl = make(TF_DTYPE_BOOL, {2, 2});
-    tensor f1 = make(TF_DTYPE_F32, {2, 1});
+    TensorDesc f = make(TF_DTYPE_F32, {2, 2}, {1, 2, 3, 4});
+    TensorDesc h = make(TF_DTYPE_F16, {2, 2});
+    TensorDesc i = make(TF_DTYPE_I32, {2, 2});
+    TensorDesc l = make(TF_DTYPE_I64, {2, 2});
+    TensorDesc bl = make(TF_DTYPE_BOOL, {2, 2});
+    TensorDesc f1 = make(TF_DTYPE_F32, {2, 1});
     const tf_params_reduce p = reduce_params(0b10);
     const tf_params_fill fp = fill_params(1);
 
     SUBCASE("dtypes") {
-        CHECK(call(TF_OP_ADD, {&f, &f}, f).supports() == 1);
-        CHECK(call(TF_OP_ADD, {&f, &h}, f).supports() == 0);
-        CHECK(call(TF_OP_ADD, {&f, &f}, h).supports() == 0);
-        CHECK(call(TF_OP_ADD, {&bl, &bl}, bl).supports() == 0);
-        CHECK(call(TF_OP_EXP, {&i}, i).supports() == 0);
-        CHECK(call(TF_OP_EXP, {&bl}, bl).supports() == 0);
-        CHECK(call(TF_OP_NEG, {&bl}, bl).supports() == 0);
-        CHECK(call(TF_OP_RELU, {&f}, h).supports() == 0);
-        tensor b1 = make(TF_DTYPE_BOOL, {2, 1});
-        CHECK(call(TF_OP_SUM, {&bl}, b1, &p).supports() == 0);
-        CHECK(call(TF_OP_SUM, {&f}, f1, &p).supports() == 1);
-        CHECK(call(TF_OP_MATMUL, {&i, &i}, i).supports() == 0);
-        CHECK(call(TF_OP_MATMUL, {&l, &l}, l).supports() == 0);
-        CHECK(call(TF_OP_MATMUL, {&f, &h}, f).supports() == 0);
-        CHECK(call(TF_OP_CONTIGUOUS, {&f}, h).supports() == 0);
-        CHECK(call(TF_OP_CAST, {&f}, bl).supports() == 1);
-        tensor bad = f;
+        CHECK(Call(TF_OP_ADD, {&f, &f}, f).supports() == 1);
+        CHECK(Call(TF_OP_ADD, {&f, &h}, f).supports() == 0);
+        CHECK(Call(TF_OP_ADD, {&f, &f}, h).supports() == 0);
+        CHECK(Call(TF_OP_ADD, {&bl, &bl}, bl).supports() == 0);
+        CHECK(Call(TF_OP_EXP, {&i}, i).supports() == 0);
+        CHECK(Call(TF_OP_EXP, {&bl}, bl).supports() == 0);
+        CHECK(Call(TF_OP_NEG, {&bl}, bl).supports() == 0);
+        CHECK(Call(TF_OP_RELU, {&f}, h).supports() == 0);
+        TensorDesc b1 = make(TF_DTYPE_BOOL, {2, 1});
+        CHECK(Call(TF_OP_SUM, {&bl}, b1, &p).supports() == 0);
+        CHECK(Call(TF_OP_SUM, {&f}, f1, &p).supports() == 1);
+        CHECK(Call(TF_OP_MATMUL, {&i, &i}, i).supports() == 0);
+        CHECK(Call(TF_OP_MATMUL, {&l, &l}, l).supports() == 0);
+        CHECK(Call(TF_OP_MATMUL, {&f, &h}, f).supports() == 0);
+        CHECK(Call(TF_OP_CONTIGUOUS, {&f}, h).supports() == 0);
+        CHECK(Call(TF_OP_CAST, {&f}, bl).supports() == 1);
+        TensorDesc bad = f;
         bad.d.dtype = TF_DTYPE_COUNT_;
-        CHECK(call(TF_OP_CAST, {&bad}, f).supports() == 0);
-        CHECK(call(TF_OP_FILL, {}, bad, &fp).supports() == 0);
+        CHECK(Call(TF_OP_CAST, {&bad}, f).supports() == 0);
+        CHECK(Call(TF_OP_FILL, {}, bad, &fp).supports() == 0);
         bad.d.dtype = -1;
-        CHECK(call(TF_OP_CONTIGUOUS, {&bad}, bad).supports() == 0);
+        CHECK(Call(TF_OP_CONTIGUOUS, {&bad}, bad).supports() == 0);
     }
     SUBCASE("arity") {
-        CHECK(call(TF_OP_ADD, {&f}, f).supports() == 0);
-        CHECK(call(TF_OP_ADD, {&f, &f, &f}, f).supports() == 0);
-        CHECK(call(TF_OP_NEG, {&f, &f}, f).supports() == 0);
-        CHECK(call(TF_OP_FILL, {&f}, f, &fp).supports() == 0);
-        call no_out(TF_OP_ADD, {&f, &f}, f);
+        CHECK(Call(TF_OP_ADD, {&f}, f).supports() == 0);
+        CHECK(Call(TF_OP_ADD, {&f, &f, &f}, f).supports() == 0);
+        CHECK(Call(TF_OP_NEG, {&f, &f}, f).supports() == 0);
+        CHECK(Call(TF_OP_FILL, {&f}, f, &fp).supports() == 0);
+        Call no_out(TF_OP_ADD, {&f, &f}, f);
         no_out.op.n_outputs = 0;
         CHECK(no_out.supports() == 0);
-        call null_inputs(TF_OP_ADD, {&f, &f}, f);
+        Call null_inputs(TF_OP_ADD, {&f, &f}, f);
         null_inputs.op.inputs = nullptr;
         CHECK(null_inputs.supports() == 0);
     }
     SUBCASE("params") {
-        CHECK(call(TF_OP_SUM, {&f}, f1, nullptr).supports() == 0);
-        CHECK(call(TF_OP_FILL, {}, f, nullptr).supports() == 0);
+        CHECK(Call(TF_OP_SUM, {&f}, f1, nullptr).supports() == 0);
+        CHECK(Call(TF_OP_FILL, {}, f, nullptr).supports() == 0);
         tf_params_reduce small = p;
         small.struct_size = 4;
-        CHECK(call(TF_OP_SUM, {&f}, f1, &small).supports() == 0);
+        CHECK(Call(TF_OP_SUM, {&f}, f1, &small).supports() == 0);
         tf_params_fill small_fill = fp;
         small_fill.struct_size = sizeof(uint32_t);
-        CHECK(call(TF_OP_FILL, {}, f, &small_fill).supports() == 0);
+        CHECK(Call(TF_OP_FILL, {}, f, &small_fill).supports() == 0);
         const tf_params_reduce beyond = reduce_params(0b110);  // axis 2 of a rank-2 tensor
-        CHECK(call(TF_OP_SUM, {&f}, f1, &beyond).supports() == 0);
-        CHECK(call(TF_OP_SUM, {&f}, f, &p).supports() == 0);  // axis 1 not reduced in the output
+        CHECK(Call(TF_OP_SUM, {&f}, f1, &beyond).supports() == 0);
+        CHECK(Call(TF_OP_SUM, {&f}, f, &p).supports() == 0);  // axis 1 not reduced in the output
     }
     SUBCASE("descriptors") {
-        call c(TF_OP_ADD, {&f, &f}, f);
+        Call c(TF_OP_ADD, {&f, &f}, f);
         REQUIRE(c.supports() == 1);
         CHECK(P().supports(1, &c.op) == 0);
         CHECK(P().supports(0, nullptr) == 0);
@@ -1549,31 +1549,31 @@ TEST_CASE("supports says no to wrong dtypes, arity, params and layouts") {
         c.inputs[0] = f.d;
         REQUIRE(c.supports() == 1);
 
-        tensor wrong_shape = make(TF_DTYPE_F32, {2, 3});
-        CHECK(call(TF_OP_ADD, {&f, &wrong_shape}, f).supports() == 0);
-        CHECK(call(TF_OP_NEG, {&wrong_shape}, f).supports() == 0);
-        tensor r1 = make(TF_DTYPE_F32, {4});
-        CHECK(call(TF_OP_ADD, {&f, &r1}, f).supports() == 0);  // not broadcast to the output rank
-        CHECK(call(TF_OP_MATMUL, {&f, &wrong_shape}, f).supports() == 0);   // [2,2] x [2,3] -> [2,2]
-        CHECK(call(TF_OP_MATMUL, {&wrong_shape, &f}, f).supports() == 0);   // K mismatch
-        CHECK(call(TF_OP_MATMUL, {&r1, &r1}, r1).supports() == 0);          // rank 1
+        TensorDesc wrong_shape = make(TF_DTYPE_F32, {2, 3});
+        CHECK(Call(TF_OP_ADD, {&f, &wrong_shape}, f).supports() == 0);
+        CHECK(Call(TF_OP_NEG, {&wrong_shape}, f).supports() == 0);
+        TensorDesc r1 = make(TF_DTYPE_F32, {4});
+        CHECK(Call(TF_OP_ADD, {&f, &r1}, f).supports() == 0);  // not broadcast to the output rank
+        CHECK(Call(TF_OP_MATMUL, {&f, &wrong_shape}, f).supports() == 0);   // [2,2] x [2,3] -> [2,2]
+        CHECK(Call(TF_OP_MATMUL, {&wrong_shape, &f}, f).supports() == 0);   // K mismatch
+        CHECK(Call(TF_OP_MATMUL, {&r1, &r1}, r1).supports() == 0);          // rank 1
         // Any stride on a size-1 axis, even one that would overflow as a byte count.
-        tensor row = make(TF_DTYPE_F32, {1, 3}, {1, 2, 3});
-        tensor odd_row = view(row, {1, 3}, {INT64_MAX, 1});
-        tensor row_out = make(TF_DTYPE_F32, {1, 3});
+        TensorDesc row = make(TF_DTYPE_F32, {1, 3}, {1, 2, 3});
+        TensorDesc odd_row = view(row, {1, 3}, {INT64_MAX, 1});
+        TensorDesc row_out = make(TF_DTYPE_F32, {1, 3});
         run_ok(TF_OP_ADD, {&odd_row, &odd_row}, row_out);
         check_values(row_out, {2, 4, 6});
-        tensor r9 = make(TF_DTYPE_F32, {1, 1, 1, 1, 1, 1, 1, 1});
-        CHECK(call(TF_OP_ADD, {&r9, &r9}, r9).supports() == 1);  // rank TF_MAX_RANK is fine
+        TensorDesc r9 = make(TF_DTYPE_F32, {1, 1, 1, 1, 1, 1, 1, 1});
+        CHECK(Call(TF_OP_ADD, {&r9, &r9}, r9).supports() == 1);  // rank TF_MAX_RANK is fine
     }
     SUBCASE("run rejects what supports rejects, with a message naming the op") {
         std::string message;
-        CHECK(call(TF_OP_EXP, {&i}, i).run(&message) == TF_STATUS_UNSUPPORTED);
+        CHECK(Call(TF_OP_EXP, {&i}, i).run(&message) == TF_STATUS_UNSUPPORTED);
         CHECK(message.find("exp") == 0);
         CHECK(message.find("i32") != std::string::npos);
-        CHECK(call(TF_OP_SUM, {&f}, f1, nullptr).run(&message) == TF_STATUS_INVALID_ARGUMENT);
+        CHECK(Call(TF_OP_SUM, {&f}, f1, nullptr).run(&message) == TF_STATUS_INVALID_ARGUMENT);
         CHECK(message.find("sum") == 0);
-        call c(TF_OP_ADD, {&f, &f}, f);
+        Call c(TF_OP_ADD, {&f, &f}, f);
         c.op.op = 999;
         CHECK(c.run(&message) == TF_STATUS_UNSUPPORTED);
         CHECK(message.find("999") != std::string::npos);

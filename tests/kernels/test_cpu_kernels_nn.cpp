@@ -34,10 +34,10 @@ void host_log(int32_t, const char *, const char *) {}
 const char *host_get_env(const char *name) { return std::getenv(name); }
 const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_get_env};
 
-using dl_closer = plugin_closer<&k_host>;
+using DlCloser = PluginCloser<&k_host>;
 
 const tf_plugin &P() {
-    static const std::unique_ptr<void, dl_closer> handle(dlopen(TF_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));
+    static const std::unique_ptr<void, DlCloser> handle(dlopen(TF_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));
     static const tf_plugin *table = [] {
         const char *why = dlerror();
         INFO("dlopen(" TF_CPU_PLUGIN_PATH "): ", why ? why : "");
@@ -56,8 +56,8 @@ const tf_plugin &P() {
 
 // ---- Test tensors -------------------------------------------------------------------------
 
-using dims = std::vector<int64_t>;
-using values = std::vector<double>;
+using Dims = std::vector<int64_t>;
+using Values = std::vector<double>;
 
 constexpr unsigned char k_sentinel = 0xab;
 
@@ -115,36 +115,36 @@ double take(const char *p, int32_t dtype) {
 }
 
 // Storage from the plugin's buffer_alloc, filled with sentinel bytes.
-struct block {
+struct Block {
     tf_buffer *buffer = nullptr;
     char *data = nullptr;
     size_t bytes = 0;
 
-    explicit block(size_t n) : bytes(n) {
+    explicit Block(size_t n) : bytes(n) {
         tf_error err{};
         err.struct_size = sizeof err;
         REQUIRE(P().buffer_alloc(0, n > 0 ? n : 1, &buffer, &err) == TF_STATUS_OK);
         data = static_cast<char *>(P().buffer_host_ptr(buffer));
         std::memset(data, k_sentinel, n);
     }
-    ~block() { P().buffer_free(buffer); }
-    block(const block &) = delete;
-    block &operator=(const block &) = delete;
+    ~Block() { P().buffer_free(buffer); }
+    Block(const Block &) = delete;
+    Block &operator=(const Block &) = delete;
 };
 
-struct tensor {
-    std::shared_ptr<block> mem;
+struct TensorDesc {
+    std::shared_ptr<Block> mem;
     tf_tensor_desc d{};
 };
 
-int64_t count_of(const dims &shape) {
+int64_t count_of(const Dims &shape) {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
     return n;
 }
 
-dims contiguous_strides(const dims &shape) {
-    dims strides(shape.size());
+Dims contiguous_strides(const Dims &shape) {
+    Dims strides(shape.size());
     int64_t s = 1;
     for (size_t i = shape.size(); i-- > 0;) {
         strides[i] = s;
@@ -153,7 +153,7 @@ dims contiguous_strides(const dims &shape) {
     return strides;
 }
 
-tf_tensor_desc describe(int32_t dtype, const dims &shape, const dims &strides, int64_t offset_elems) {
+tf_tensor_desc describe(int32_t dtype, const Dims &shape, const Dims &strides, int64_t offset_elems) {
     tf_tensor_desc d{};
     d.struct_size = sizeof d;
     d.dtype = dtype;
@@ -167,21 +167,21 @@ tf_tensor_desc describe(int32_t dtype, const dims &shape, const dims &strides, i
 }
 
 // A view with its own strides and offset (elements) into fresh storage of storage_elems elements.
-tensor strided(int32_t dtype, const dims &shape, const dims &strides, int64_t offset_elems, int64_t storage_elems) {
-    tensor t;
-    t.mem = std::make_shared<block>(static_cast<size_t>(storage_elems) * size_of(dtype));
+TensorDesc strided(int32_t dtype, const Dims &shape, const Dims &strides, int64_t offset_elems, int64_t storage_elems) {
+    TensorDesc t;
+    t.mem = std::make_shared<Block>(static_cast<size_t>(storage_elems) * size_of(dtype));
     t.d = describe(dtype, shape, strides, offset_elems);
     t.d.buffer = t.mem->buffer;
     t.d.data = t.mem->data;
     return t;
 }
 
-tensor make(int32_t dtype, const dims &shape) {
+TensorDesc make(int32_t dtype, const Dims &shape) {
     return strided(dtype, shape, contiguous_strides(shape), 0, count_of(shape));
 }
 
 // A descriptor without memory, as supports() may see it.
-tf_tensor_desc no_data(int32_t dtype, const dims &shape) { return describe(dtype, shape, contiguous_strides(shape), 0); }
+tf_tensor_desc no_data(int32_t dtype, const Dims &shape) { return describe(dtype, shape, contiguous_strides(shape), 0); }
 
 std::vector<size_t> element_offsets(const tf_tensor_desc &d) {
     std::vector<size_t> offsets;
@@ -200,28 +200,28 @@ std::vector<size_t> element_offsets(const tf_tensor_desc &d) {
     return offsets;
 }
 
-void set(const tensor &t, const values &v) {
+void set(const TensorDesc &t, const Values &v) {
     const auto offsets = element_offsets(t.d);
     REQUIRE(offsets.size() == v.size());
     for (size_t i = 0; i < v.size(); ++i) put(t.mem->data + offsets[i], t.d.dtype, v[i]);
 }
 
-values get(const tensor &t) {
-    values v;
+Values get(const TensorDesc &t) {
+    Values v;
     for (size_t off : element_offsets(t.d)) v.push_back(take(t.mem->data + off, t.d.dtype));
     return v;
 }
 
-tensor make(int32_t dtype, const dims &shape, const values &v) {
-    tensor t = make(dtype, shape);
+TensorDesc make(int32_t dtype, const Dims &shape, const Values &v) {
+    TensorDesc t = make(dtype, shape);
     set(t, v);
     return t;
 }
 
-tensor f32(const dims &shape, const values &v) { return make(TF_DTYPE_F32, shape, v); }
+TensorDesc f32(const Dims &shape, const Values &v) { return make(TF_DTYPE_F32, shape, v); }
 
 // True when no byte of t's storage outside t's elements changed from the sentinel.
-bool only_elements_written(const tensor &t) {
+bool only_elements_written(const TensorDesc &t) {
     std::vector<bool> mine(t.mem->bytes, false);
     for (size_t off : element_offsets(t.d))
         for (size_t b = 0; b < size_of(t.d.dtype); ++b) mine[off + b] = true;
@@ -230,31 +230,31 @@ bool only_elements_written(const tensor &t) {
     return true;
 }
 
-bool untouched(const tensor &t) {
+bool untouched(const TensorDesc &t) {
     for (size_t b = 0; b < t.mem->bytes; ++b)
         if (static_cast<unsigned char>(t.mem->data[b]) != k_sentinel) return false;
     return true;
 }
 
 // Random values that f32, f16 and bf16 all hold exactly: multiples of 1/8 in [-2, 2].
-values random_values(size_t n, uint32_t seed) {
+Values random_values(size_t n, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> pick(-16, 16);
-    values v(n);
+    Values v(n);
     for (double &x : v) x = pick(rng) / 8.0;
     return v;
 }
 
 // Random f32 values in [-1, 1).
-values random_f32(size_t n, uint32_t seed) {
+Values random_f32(size_t n, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> pick(-1.0f, 1.0f);
-    values v(n);
+    Values v(n);
     for (double &x : v) x = pick(rng);
     return v;
 }
 
-void check_close(const values &got, const values &expected, double tol) {
+void check_close(const Values &got, const Values &expected, double tol) {
     REQUIRE(got.size() == expected.size());
     for (size_t i = 0; i < got.size(); ++i) {
         INFO("element ", i, ": got ", got[i], ", expected ", expected[i]);
@@ -272,12 +272,12 @@ void check_close(const values &got, const values &expected, double tol) {
 
 // ---- Calling ops --------------------------------------------------------------------------
 
-struct call {
+struct Call {
     tf_op_desc op{};
     std::vector<tf_tensor_desc> inputs;
     tf_tensor_desc output{};
 
-    call(uint32_t id, std::vector<tf_tensor_desc> ins, tf_tensor_desc out, const void *params)
+    Call(uint32_t id, std::vector<tf_tensor_desc> ins, tf_tensor_desc out, const void *params)
         : inputs(std::move(ins)), output(out) {
         op.struct_size = sizeof op;
         op.op = id;
@@ -287,12 +287,12 @@ struct call {
         op.outputs = &output;
         op.params = params;
     }
-    call(uint32_t id, std::initializer_list<const tensor *> ins, const tensor &out, const void *params)
-        : call(id, descs(ins), out.d, params) {}
+    Call(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params)
+        : Call(id, descs(ins), out.d, params) {}
 
-    static std::vector<tf_tensor_desc> descs(std::initializer_list<const tensor *> ins) {
+    static std::vector<tf_tensor_desc> descs(std::initializer_list<const TensorDesc *> ins) {
         std::vector<tf_tensor_desc> d;
-        for (const tensor *t : ins) d.push_back(t->d);
+        for (const TensorDesc *t : ins) d.push_back(t->d);
         return d;
     }
 
@@ -306,8 +306,8 @@ struct call {
     }
 };
 
-void run_ok(uint32_t id, std::initializer_list<const tensor *> ins, const tensor &out, const void *params = nullptr) {
-    const call c(id, ins, out, params);
+void run_ok(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params = nullptr) {
+    const Call c(id, ins, out, params);
     INFO("op ", id);
     REQUIRE(c.supports() == 1);
     std::string message;
@@ -317,9 +317,9 @@ void run_ok(uint32_t id, std::initializer_list<const tensor *> ins, const tensor
 }
 
 // Runs a call that must fail; returns its message.
-std::string run_fails(tf_status expected, uint32_t id, std::initializer_list<const tensor *> ins, const tensor &out,
+std::string run_fails(tf_status expected, uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out,
                       const void *params = nullptr) {
-    const call c(id, ins, out, params);
+    const Call c(id, ins, out, params);
     std::string message;
     CHECK(c.run(&message) == expected);
     return message;
@@ -333,20 +333,20 @@ tf_params_conv2d conv_params(int sh, int sw, int ph, int pw, int dh, int dw, int
     return {sizeof(tf_params_conv2d), {sh, sw}, {ph, pw}, {dh, dw}, groups};
 }
 
-struct conv_case {
+struct ConvCase {
     int64_t n, c, h, w, o, kh, kw;
     tf_params_conv2d p;
     int64_t oh() const { return (h + 2 * p.padding[0] - p.dilation[0] * (kh - 1) - 1) / p.stride[0] + 1; }
     int64_t ow() const { return (w + 2 * p.padding[1] - p.dilation[1] * (kw - 1) - 1) / p.stride[1] + 1; }
-    dims x_shape() const { return {n, c, h, w}; }
-    dims w_shape() const { return {o, c / p.groups, kh, kw}; }
-    dims y_shape() const { return {n, o, oh(), ow()}; }
+    Dims x_shape() const { return {n, c, h, w}; }
+    Dims w_shape() const { return {o, c / p.groups, kh, kw}; }
+    Dims y_shape() const { return {n, o, oh(), ow()}; }
 };
 
 // Direct convolution and its two adjoints, in double, from the definition:
 // y[n,o,i,j] = sum over c, a, b of x[n, g*C/G + c, i*s - p + a*d, j*s - p + b*d] * w[o, c, a, b].
-void naive_conv(const conv_case &k, const values &x, const values &w, const values &dy, values &y, values &dx,
-                values &dw) {
+void naive_conv(const ConvCase &k, const Values &x, const Values &w, const Values &dy, Values &y, Values &dx,
+                Values &dw) {
     const int64_t oh = k.oh(), ow = k.ow(), cg = k.c / k.p.groups, og = k.o / k.p.groups;
     y.assign(static_cast<size_t>(k.n * k.o * oh * ow), 0);
     dx.assign(x.size(), 0);
@@ -372,7 +372,7 @@ void naive_conv(const conv_case &k, const values &x, const values &w, const valu
                 }
 }
 
-double dot(const values &a, const values &b) {
+double dot(const Values &a, const Values &b) {
     double s = 0;
     for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
     return s;
@@ -380,18 +380,18 @@ double dot(const values &a, const values &b) {
 
 // Runs conv2d and both gradients in f32 for one case and checks them against naive_conv and
 // against each other (<conv(x), dy> = <x, grad_input(dy)> = <w, grad_weight(dy)>).
-void check_conv_case(const conv_case &k, uint32_t seed) {
+void check_conv_case(const ConvCase &k, uint32_t seed) {
     INFO("conv N", k.n, " C", k.c, " H", k.h, " W", k.w, " O", k.o, " K", k.kh, "x", k.kw, " stride ", k.p.stride[0],
          "x", k.p.stride[1], " pad ", k.p.padding[0], "x", k.p.padding[1], " dil ", k.p.dilation[0], "x",
          k.p.dilation[1], " groups ", k.p.groups);
-    const values xv = random_f32(static_cast<size_t>(count_of(k.x_shape())), seed);
-    const values wv = random_f32(static_cast<size_t>(count_of(k.w_shape())), seed + 1);
-    const values dyv = random_f32(static_cast<size_t>(count_of(k.y_shape())), seed + 2);
-    values y_ref, dx_ref, dw_ref;
+    const Values xv = random_f32(static_cast<size_t>(count_of(k.x_shape())), seed);
+    const Values wv = random_f32(static_cast<size_t>(count_of(k.w_shape())), seed + 1);
+    const Values dyv = random_f32(static_cast<size_t>(count_of(k.y_shape())), seed + 2);
+    Values y_ref, dx_ref, dw_ref;
     naive_conv(k, xv, wv, dyv, y_ref, dx_ref, dw_ref);
 
-    const tensor x = f32(k.x_shape(), xv), w = f32(k.w_shape(), wv), dy = f32(k.y_shape(), dyv);
-    const tensor y = make(TF_DTYPE_F32, k.y_shape()), dx = make(TF_DTYPE_F32, k.x_shape()),
+    const TensorDesc x = f32(k.x_shape(), xv), w = f32(k.w_shape(), wv), dy = f32(k.y_shape(), dyv);
+    const TensorDesc y = make(TF_DTYPE_F32, k.y_shape()), dx = make(TF_DTYPE_F32, k.x_shape()),
                  dw = make(TF_DTYPE_F32, k.w_shape());
     run_ok(TF_OP_CONV2D, {&x, &w}, y, &k.p);
     run_ok(TF_OP_CONV2D_GRAD_INPUT, {&dy, &w}, dx, &k.p);
@@ -419,7 +419,7 @@ tf_params_pool2d pool_params(int kh, int kw, int sh, int sw, int ph, int pw, boo
 // ---- conv2d ---------------------------------------------------------------------------------
 
 TEST_CASE("conv2d and its gradients match a direct convolution") {
-    const conv_case cases[] = {
+    const ConvCase cases[] = {
         {2, 3, 7, 6, 4, 3, 2, conv_params(1, 1, 0, 0, 1, 1, 1)},
         {2, 3, 8, 9, 5, 3, 3, conv_params(2, 2, 1, 1, 1, 1, 1)},    // stride 2, padding
         {1, 2, 9, 8, 3, 3, 3, conv_params(1, 1, 2, 1, 2, 2, 1)},    // dilation 2
@@ -446,7 +446,7 @@ TEST_CASE("conv2d and its gradients match a direct convolution") {
         {8, 64, 12, 12, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},  // whole images per task, 3 bands each
     };
     uint32_t seed = 100;
-    for (const conv_case &k : cases) check_conv_case(k, seed += 10);
+    for (const ConvCase &k : cases) check_conv_case(k, seed += 10);
 }
 
 TEST_CASE("conv2d gradients keep infinities where the definition puts them") {
@@ -455,16 +455,16 @@ TEST_CASE("conv2d gradients keep infinities where the definition puts them") {
     // does not have. An infinite input in the last column (read only by discarded positions of
     // taps in the first column) and an infinite weight must give the reference's infinities and
     // NaNs, nothing more.
-    const conv_case k{4, 16, 6, 7, 8, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)};
-    values xv = random_f32(static_cast<size_t>(count_of(k.x_shape())), 31);
-    values wv = random_f32(static_cast<size_t>(count_of(k.w_shape())), 32);
-    const values dyv = random_f32(static_cast<size_t>(count_of(k.y_shape())), 33);
+    const ConvCase k{4, 16, 6, 7, 8, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)};
+    Values xv = random_f32(static_cast<size_t>(count_of(k.x_shape())), 31);
+    Values wv = random_f32(static_cast<size_t>(count_of(k.w_shape())), 32);
+    const Values dyv = random_f32(static_cast<size_t>(count_of(k.y_shape())), 33);
     xv[static_cast<size_t>(((1 * k.c + 3) * k.h + 2) * k.w + k.w - 1)] = INFINITY;
     wv[static_cast<size_t>(((2 * k.c + 5) * k.kh + 0) * k.kw + 0)] = -INFINITY;
-    values y_ref, dx_ref, dw_ref;
+    Values y_ref, dx_ref, dw_ref;
     naive_conv(k, xv, wv, dyv, y_ref, dx_ref, dw_ref);
-    const tensor x = f32(k.x_shape(), xv), w = f32(k.w_shape(), wv), dy = f32(k.y_shape(), dyv);
-    const tensor dx = make(TF_DTYPE_F32, k.x_shape()), dw = make(TF_DTYPE_F32, k.w_shape());
+    const TensorDesc x = f32(k.x_shape(), xv), w = f32(k.w_shape(), wv), dy = f32(k.y_shape(), dyv);
+    const TensorDesc dx = make(TF_DTYPE_F32, k.x_shape()), dw = make(TF_DTYPE_F32, k.w_shape());
     run_ok(TF_OP_CONV2D_GRAD_INPUT, {&dy, &w}, dx, &k.p);
     run_ok(TF_OP_CONV2D_GRAD_WEIGHT, {&dy, &x}, dw, &k.p);
     check_close(get(dx), dx_ref, 1e-5);
@@ -472,50 +472,50 @@ TEST_CASE("conv2d gradients keep infinities where the definition puts them") {
 }
 
 TEST_CASE("conv2d reads strided inputs, writes a strided output and is deterministic") {
-    const conv_case k{2, 3, 6, 5, 4, 3, 3, conv_params(2, 1, 1, 1, 1, 1, 1)};
-    const values xv = random_f32(static_cast<size_t>(count_of(k.x_shape())), 7);
-    const values wv = random_f32(static_cast<size_t>(count_of(k.w_shape())), 8);
-    const values dyv(static_cast<size_t>(count_of(k.y_shape())), 0.0);
-    values y_ref, dx_ref, dw_ref;
+    const ConvCase k{2, 3, 6, 5, 4, 3, 3, conv_params(2, 1, 1, 1, 1, 1, 1)};
+    const Values xv = random_f32(static_cast<size_t>(count_of(k.x_shape())), 7);
+    const Values wv = random_f32(static_cast<size_t>(count_of(k.w_shape())), 8);
+    const Values dyv(static_cast<size_t>(count_of(k.y_shape())), 0.0);
+    Values y_ref, dx_ref, dw_ref;
     naive_conv(k, xv, wv, dyv, y_ref, dx_ref, dw_ref);
 
     // x stored NHWC, viewed as NCHW; w at an offset with a gap between output channels.
-    const tensor x = strided(TF_DTYPE_F32, k.x_shape(), {k.h * k.w * k.c, 1, k.w * k.c, k.c}, 0, count_of(k.x_shape()));
+    const TensorDesc x = strided(TF_DTYPE_F32, k.x_shape(), {k.h * k.w * k.c, 1, k.w * k.c, k.c}, 0, count_of(k.x_shape()));
     set(x, xv);
     const int64_t per_o = 3 * 3 * 3;
-    const tensor w = strided(TF_DTYPE_F32, k.w_shape(), {per_o + 2, 9, 3, 1}, 5, 5 + 4 * (per_o + 2));
+    const TensorDesc w = strided(TF_DTYPE_F32, k.w_shape(), {per_o + 2, 9, 3, 1}, 5, 5 + 4 * (per_o + 2));
     set(w, wv);
     // y: every other column of a wider buffer.
-    const dims ys = k.y_shape();
-    const tensor y = strided(TF_DTYPE_F32, ys, {ys[1] * ys[2] * ys[3] * 2, ys[2] * ys[3] * 2, ys[3] * 2, 2}, 1,
+    const Dims ys = k.y_shape();
+    const TensorDesc y = strided(TF_DTYPE_F32, ys, {ys[1] * ys[2] * ys[3] * 2, ys[2] * ys[3] * 2, ys[3] * 2, 2}, 1,
                              count_of(ys) * 2 + 1);
     run_ok(TF_OP_CONV2D, {&x, &w}, y, &k.p);
     check_close(get(y), y_ref, 1e-5);
     CHECK(only_elements_written(y));
 
-    const tensor y2 = make(TF_DTYPE_F32, ys);
+    const TensorDesc y2 = make(TF_DTYPE_F32, ys);
     run_ok(TF_OP_CONV2D, {&x, &w}, y2, &k.p);
-    const values first = get(y2);
+    const Values first = get(y2);
     run_ok(TF_OP_CONV2D, {&x, &w}, y2, &k.p);
     CHECK(get(y2) == first);  // bit for bit
     CHECK(get(y) == first);   // the layouts do not change the arithmetic
 }
 
 TEST_CASE("conv2d in f16 and bf16 computes in f32 and rounds once") {
-    const conv_case k{2, 4, 5, 6, 4, 3, 3, conv_params(1, 2, 1, 1, 1, 1, 2)};
-    const values xv = random_values(static_cast<size_t>(count_of(k.x_shape())), 21);
-    const values wv = random_values(static_cast<size_t>(count_of(k.w_shape())), 22);
-    const values dyv = random_values(static_cast<size_t>(count_of(k.y_shape())), 23);
-    values y_ref, dx_ref, dw_ref;
+    const ConvCase k{2, 4, 5, 6, 4, 3, 3, conv_params(1, 2, 1, 1, 1, 1, 2)};
+    const Values xv = random_values(static_cast<size_t>(count_of(k.x_shape())), 21);
+    const Values wv = random_values(static_cast<size_t>(count_of(k.w_shape())), 22);
+    const Values dyv = random_values(static_cast<size_t>(count_of(k.y_shape())), 23);
+    Values y_ref, dx_ref, dw_ref;
     naive_conv(k, xv, wv, dyv, y_ref, dx_ref, dw_ref);
     for (int32_t dtype : {TF_DTYPE_F16, TF_DTYPE_BF16}) {
         INFO("dtype ", dtype);
         // Sums of products of multiples of 1/8 are multiples of 1/64, exact in f32; rounding the
         // result once to the narrow type is the only error.
         const double tol = dtype == TF_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
-        const tensor x = make(dtype, k.x_shape(), xv), w = make(dtype, k.w_shape(), wv),
+        const TensorDesc x = make(dtype, k.x_shape(), xv), w = make(dtype, k.w_shape(), wv),
                      dy = make(dtype, k.y_shape(), dyv);
-        const tensor y = make(dtype, k.y_shape()), dx = make(dtype, k.x_shape()), dw = make(dtype, k.w_shape());
+        const TensorDesc y = make(dtype, k.y_shape()), dx = make(dtype, k.x_shape()), dw = make(dtype, k.w_shape());
         run_ok(TF_OP_CONV2D, {&x, &w}, y, &k.p);
         run_ok(TF_OP_CONV2D_GRAD_INPUT, {&dy, &w}, dx, &k.p);
         run_ok(TF_OP_CONV2D_GRAD_WEIGHT, {&dy, &x}, dw, &k.p);
@@ -528,7 +528,7 @@ TEST_CASE("conv2d in f16 and bf16 computes in f32 and rounds once") {
 TEST_CASE("conv2d supports() checks shapes, params and dtypes without data") {
     const tf_params_conv2d p = conv_params(1, 1, 0, 0, 1, 1, 1);
     auto supports = [](uint32_t op, std::vector<tf_tensor_desc> in, tf_tensor_desc out, const void *params) {
-        return call(op, std::move(in), out, params).supports();
+        return Call(op, std::move(in), out, params).supports();
     };
     const auto x = no_data(TF_DTYPE_F32, {1, 2, 5, 5}), w = no_data(TF_DTYPE_F32, {3, 2, 3, 3}),
                y = no_data(TF_DTYPE_F32, {1, 3, 3, 3});
@@ -566,7 +566,7 @@ TEST_CASE("conv2d supports() checks shapes, params and dtypes without data") {
     CHECK(supports(TF_OP_CONV2D_GRAD_INPUT, {no_data(TF_DTYPE_F32, {1, 3, 2, 2}), w}, no_data(TF_DTYPE_F32, {1, 2, 6, 6}), &s2) == 1);
     CHECK(supports(TF_OP_CONV2D_GRAD_INPUT, {no_data(TF_DTYPE_F32, {1, 3, 2, 2}), w}, no_data(TF_DTYPE_F32, {1, 2, 7, 7}), &s2) == 0);
 
-    const tensor xt = make(TF_DTYPE_F32, {1, 2, 5, 5}), wt = make(TF_DTYPE_F32, {3, 2, 3, 3}),
+    const TensorDesc xt = make(TF_DTYPE_F32, {1, 2, 5, 5}), wt = make(TF_DTYPE_F32, {3, 2, 3, 3}),
                  yt = make(TF_DTYPE_F32, {1, 3, 4, 3});
     const std::string message = run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_CONV2D, {&xt, &wt}, yt, &p);
     CHECK(contains(message, "conv2d"));
@@ -597,16 +597,16 @@ std::pair<double, double> best_time(int runs, const std::function<void()> &fn) {
 }  // namespace
 
 TEST_CASE("speed of the Fashion-MNIST CNN's conv and pool shapes" * doctest::skip(std::getenv("TF_BENCH") == nullptr)) {
-    const conv_case k{64, 32, 14, 14, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)};
-    const tensor x = f32(k.x_shape(), random_f32(static_cast<size_t>(count_of(k.x_shape())), 1));
-    const tensor w = f32(k.w_shape(), random_f32(static_cast<size_t>(count_of(k.w_shape())), 2));
-    const tensor y = make(TF_DTYPE_F32, k.y_shape()), dx = make(TF_DTYPE_F32, k.x_shape()),
+    const ConvCase k{64, 32, 14, 14, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)};
+    const TensorDesc x = f32(k.x_shape(), random_f32(static_cast<size_t>(count_of(k.x_shape())), 1));
+    const TensorDesc w = f32(k.w_shape(), random_f32(static_cast<size_t>(count_of(k.w_shape())), 2));
+    const TensorDesc y = make(TF_DTYPE_F32, k.y_shape()), dx = make(TF_DTYPE_F32, k.x_shape()),
                  dw = make(TF_DTYPE_F32, k.w_shape());
     const double flops = 2.0 * 64 * 64 * 14 * 14 * 32 * 9;
     struct {
         const char *name;
         uint32_t op;
-        const tensor *a, *b, *out;
+        const TensorDesc *a, *b, *out;
     } const convs[] = {{"conv2d", TF_OP_CONV2D, &x, &w, &y},
                        {"conv2d_grad_input", TF_OP_CONV2D_GRAD_INPUT, &y, &w, &dx},
                        {"conv2d_grad_weight", TF_OP_CONV2D_GRAD_WEIGHT, &y, &x, &dw}};
@@ -617,8 +617,8 @@ TEST_CASE("speed of the Fashion-MNIST CNN's conv and pool shapes" * doctest::ski
     }
 
     // The first layer's 2x2 max pool, [64, 32, 28, 28] -> [64, 32, 14, 14].
-    const tensor px = f32({64, 32, 28, 28}, random_f32(64 * 32 * 28 * 28, 3));
-    const tensor py = make(TF_DTYPE_F32, {64, 32, 14, 14}), pdx = make(TF_DTYPE_F32, {64, 32, 28, 28});
+    const TensorDesc px = f32({64, 32, 28, 28}, random_f32(64 * 32 * 28 * 28, 3));
+    const TensorDesc py = make(TF_DTYPE_F32, {64, 32, 14, 14}), pdx = make(TF_DTYPE_F32, {64, 32, 28, 28});
     const tf_params_pool2d pp = pool_params(2, 2, 2, 2, 0, 0);
     const auto fwd = best_time(10, [&] { run_ok(TF_OP_MAX_POOL2D, {&px}, py, &pp); });
     const auto bwd = best_time(10, [&] { run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&py, &px}, pdx, &pp); });
@@ -630,55 +630,55 @@ TEST_CASE("speed of the Fashion-MNIST CNN's conv and pool shapes" * doctest::ski
 
 TEST_CASE("max_pool2d: windows, ties, padding as -inf, gradient to the first maximum") {
     // 4x4, 2x2 windows, stride 2. The top-left window ties (5 twice): the first one wins.
-    const tensor x = f32({1, 1, 4, 4}, {5, 1, 2, 3,
+    const TensorDesc x = f32({1, 1, 4, 4}, {5, 1, 2, 3,
                                         0, 5, 9, 4,
                                         -1, -2, 7, 7,
                                         -3, -4, 7, 6});
     const tf_params_pool2d p = pool_params(2, 2, 2, 2, 0, 0);
-    const tensor y = make(TF_DTYPE_F32, {1, 1, 2, 2});
+    const TensorDesc y = make(TF_DTYPE_F32, {1, 1, 2, 2});
     run_ok(TF_OP_MAX_POOL2D, {&x}, y, &p);
-    CHECK(get(y) == values{5, 9, -1, 7});
-    const tensor dy = f32({1, 1, 2, 2}, {1, 2, 3, 4});
-    const tensor dx = make(TF_DTYPE_F32, {1, 1, 4, 4});
+    CHECK(get(y) == Values{5, 9, -1, 7});
+    const TensorDesc dy = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+    const TensorDesc dx = make(TF_DTYPE_F32, {1, 1, 4, 4});
     run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dy, &x}, dx, &p);
-    CHECK(get(dx) == values{1, 0, 0, 0,
+    CHECK(get(dx) == Values{1, 0, 0, 0,
                             0, 0, 2, 0,
                             3, 0, 4, 0,
                             0, 0, 0, 0});
 
     // Negative inputs with padding 1: padding must never win. 3x3 windows, stride 2, on 3x3.
-    const tensor xn = f32({1, 1, 3, 3}, {-5, -4, -3,
+    const TensorDesc xn = f32({1, 1, 3, 3}, {-5, -4, -3,
                                          -6, -9, -2,
                                          -7, -8, -1});
     const tf_params_pool2d pp = pool_params(3, 3, 2, 2, 1, 1);
-    const tensor yn = make(TF_DTYPE_F32, {1, 1, 2, 2});
+    const TensorDesc yn = make(TF_DTYPE_F32, {1, 1, 2, 2});
     run_ok(TF_OP_MAX_POOL2D, {&xn}, yn, &pp);
-    CHECK(get(yn) == values{-4, -2, -6, -1});
-    const tensor dyn = f32({1, 1, 2, 2}, {1, 1, 1, 1});
-    const tensor dxn = make(TF_DTYPE_F32, {1, 1, 3, 3});
+    CHECK(get(yn) == Values{-4, -2, -6, -1});
+    const TensorDesc dyn = f32({1, 1, 2, 2}, {1, 1, 1, 1});
+    const TensorDesc dxn = make(TF_DTYPE_F32, {1, 1, 3, 3});
     run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dyn, &xn}, dxn, &pp);
-    CHECK(get(dxn) == values{0, 1, 0,
+    CHECK(get(dxn) == Values{0, 1, 0,
                              1, 0, 1,
                              0, 0, 1});
 
     // Overlapping windows (stride 1) add their gradients; NaN is the maximum.
-    const tensor xo = f32({1, 1, 1, 4}, {1, 3, NAN, 2});
+    const TensorDesc xo = f32({1, 1, 1, 4}, {1, 3, NAN, 2});
     const tf_params_pool2d po = pool_params(1, 2, 1, 1, 0, 0);
-    const tensor yo = make(TF_DTYPE_F32, {1, 1, 1, 3});
+    const TensorDesc yo = make(TF_DTYPE_F32, {1, 1, 1, 3});
     run_ok(TF_OP_MAX_POOL2D, {&xo}, yo, &po);
-    const values got = get(yo);
+    const Values got = get(yo);
     CHECK(got[0] == 3);
     CHECK(std::isnan(got[1]));
     CHECK(std::isnan(got[2]));
-    const tensor dyo = f32({1, 1, 1, 3}, {10, 20, 40});
-    const tensor dxo = make(TF_DTYPE_F32, {1, 1, 1, 4});
+    const TensorDesc dyo = f32({1, 1, 1, 3}, {10, 20, 40});
+    const TensorDesc dxo = make(TF_DTYPE_F32, {1, 1, 1, 4});
     run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dyo, &xo}, dxo, &po);
-    CHECK(get(dxo) == values{0, 10, 60, 0});
+    CHECK(get(dxo) == Values{0, 10, 60, 0});
 }
 
 // Values match exactly (check_close with no tolerance), and so do the signs of the non-NaN
 // ones (-0 and +0 compare equal).
-void check_same_floats(const values &got, const values &expected) {
+void check_same_floats(const Values &got, const Values &expected) {
     check_close(got, expected, 0.0);
     for (size_t i = 0; i < got.size(); ++i) {
         INFO("element ", i, ": got ", got[i], ", expected ", expected[i]);
@@ -691,23 +691,23 @@ TEST_CASE("max_pool2d 2x2 stride 2 (the vector path): odd sizes, ties, NaN and s
     // before), odd heights and widths (a last row and column no window reads), odd numbers of
     // output rows, the example CNN's 14- and 7-wide outputs; values from a small set so that
     // windows tie often.
-    const std::vector<dims> shapes = {{2, 3, 7, 9},  {1, 2, 6, 21},  {1, 1, 5, 4},   {3, 1, 2, 2},
+    const std::vector<Dims> shapes = {{2, 3, 7, 9},  {1, 2, 6, 21},  {1, 1, 5, 4},   {3, 1, 2, 2},
                                       {1, 2, 4, 17}, {2, 3, 28, 28}, {1, 3, 15, 14}, {2, 1, 10, 11}};
     const double pool[] = {0.5, -0.5, 1.0, 0.0, -0.0, NAN, -1.0, 0.5};
     const tf_params_pool2d p = pool_params(2, 2, 2, 2, 0, 0);
     uint32_t seed = 40;
-    for (const dims &s : shapes) {
+    for (const Dims &s : shapes) {
         CAPTURE(s[2]);
         CAPTURE(s[3]);
         std::mt19937 rng(seed++);
         std::uniform_int_distribution<int> pick(0, 7);
-        values xv(static_cast<size_t>(count_of(s)));
+        Values xv(static_cast<size_t>(count_of(s)));
         for (double &v : xv) v = pool[pick(rng)];
         const int64_t planes = s[0] * s[1], h = s[2], w = s[3], oh = h / 2, ow = w / 2;
-        values dyv = random_f32(static_cast<size_t>(planes * oh * ow), seed++);
+        Values dyv = random_f32(static_cast<size_t>(planes * oh * ow), seed++);
         dyv[0] = -0.0;  // dx gets 0 + dy, as in the general path: +0
         dyv[1] = NAN;
-        values want_y(dyv.size()), want_dx(xv.size(), 0.0);
+        Values want_y(dyv.size()), want_dx(xv.size(), 0.0);
         for (int64_t pl = 0; pl < planes; ++pl)
             for (int64_t oy = 0; oy < oh; ++oy)
                 for (int64_t ox = 0; ox < ow; ++ox) {
@@ -722,43 +722,43 @@ TEST_CASE("max_pool2d 2x2 stride 2 (the vector path): odd sizes, ties, NaN and s
                     want_y[o] = xv[at];
                     want_dx[at] = static_cast<double>(0.0f + static_cast<float>(dyv[o]));
                 }
-        const tensor x = f32(s, xv), y = make(TF_DTYPE_F32, {s[0], s[1], oh, ow});
+        const TensorDesc x = f32(s, xv), y = make(TF_DTYPE_F32, {s[0], s[1], oh, ow});
         run_ok(TF_OP_MAX_POOL2D, {&x}, y, &p);
         check_same_floats(get(y), want_y);
-        const tensor dy = f32({s[0], s[1], oh, ow}, dyv), dx = make(TF_DTYPE_F32, s);
+        const TensorDesc dy = f32({s[0], s[1], oh, ow}, dyv), dx = make(TF_DTYPE_F32, s);
         run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dy, &x}, dx, &p);
         check_same_floats(get(dx), want_dx);
     }
 }
 
 TEST_CASE("avg_pool2d with and without count_include_pad, and its backward") {
-    const tensor x = f32({1, 1, 3, 3}, {1, 2, 3,
+    const TensorDesc x = f32({1, 1, 3, 3}, {1, 2, 3,
                                         4, 5, 6,
                                         7, 8, 9});
-    const tensor y = make(TF_DTYPE_F32, {1, 1, 2, 2});
+    const TensorDesc y = make(TF_DTYPE_F32, {1, 1, 2, 2});
     // 2x2 windows, stride 2, padding 1: windows {1}, {2,3}, {4,7}, {5,6,8,9}.
     const tf_params_pool2d ex = pool_params(2, 2, 2, 2, 1, 1, false);
     run_ok(TF_OP_AVG_POOL2D, {&x}, y, &ex);
-    CHECK(get(y) == values{1, 2.5, 5.5, 7});
+    CHECK(get(y) == Values{1, 2.5, 5.5, 7});
     const tf_params_pool2d in = pool_params(2, 2, 2, 2, 1, 1, true);
     run_ok(TF_OP_AVG_POOL2D, {&x}, y, &in);
-    CHECK(get(y) == values{0.25, 1.25, 2.75, 7});
+    CHECK(get(y) == Values{0.25, 1.25, 2.75, 7});
 
-    const tensor dy = f32({1, 1, 2, 2}, {4, 8, 12, 16});
-    const tensor dx = make(TF_DTYPE_F32, {1, 1, 3, 3});
+    const TensorDesc dy = f32({1, 1, 2, 2}, {4, 8, 12, 16});
+    const TensorDesc dx = make(TF_DTYPE_F32, {1, 1, 3, 3});
     run_ok(TF_OP_AVG_POOL2D_BACKWARD, {&dy}, dx, &ex);
-    CHECK(get(dx) == values{4, 4, 4,
+    CHECK(get(dx) == Values{4, 4, 4,
                             6, 4, 4,
                             6, 4, 4});
     run_ok(TF_OP_AVG_POOL2D_BACKWARD, {&dy}, dx, &in);
-    CHECK(get(dx) == values{1, 2, 2,
+    CHECK(get(dx) == Values{1, 2, 2,
                             3, 4, 4,
                             3, 4, 4});
 
     // Overlapping 3x3 windows, stride 1, padding 1: the backward is the forward's adjoint.
-    const values xv = random_f32(2 * 3 * 5 * 4, 5), dyv = random_f32(2 * 3 * 5 * 4, 6);
-    const tensor xr = f32({2, 3, 5, 4}, xv), yr = make(TF_DTYPE_F32, {2, 3, 5, 4});
-    const tensor dyr = f32({2, 3, 5, 4}, dyv), dxr = make(TF_DTYPE_F32, {2, 3, 5, 4});
+    const Values xv = random_f32(2 * 3 * 5 * 4, 5), dyv = random_f32(2 * 3 * 5 * 4, 6);
+    const TensorDesc xr = f32({2, 3, 5, 4}, xv), yr = make(TF_DTYPE_F32, {2, 3, 5, 4});
+    const TensorDesc dyr = f32({2, 3, 5, 4}, dyv), dxr = make(TF_DTYPE_F32, {2, 3, 5, 4});
     for (bool include : {false, true}) {
         const tf_params_pool2d p = pool_params(3, 3, 1, 1, 1, 1, include);
         run_ok(TF_OP_AVG_POOL2D, {&xr}, yr, &p);
@@ -769,17 +769,17 @@ TEST_CASE("avg_pool2d with and without count_include_pad, and its backward") {
 
 TEST_CASE("pooling on strided f16 input, and supports() on pooling descriptors") {
     // x [1, 2, 2, 4] stored as [1, 2, 4, 2] transposed in the last two axes.
-    const tensor x = strided(TF_DTYPE_F16, {1, 2, 2, 4}, {16, 8, 1, 2}, 0, 16);
+    const TensorDesc x = strided(TF_DTYPE_F16, {1, 2, 2, 4}, {16, 8, 1, 2}, 0, 16);
     set(x, {1, 2, 3, 4, 5, 6, 7, 8, -1, -2, -3, -4, -5, -6, -7, -8});
-    const tensor y = make(TF_DTYPE_F16, {1, 2, 1, 2});
+    const TensorDesc y = make(TF_DTYPE_F16, {1, 2, 1, 2});
     const tf_params_pool2d p = pool_params(2, 2, 2, 2, 0, 0);
     run_ok(TF_OP_MAX_POOL2D, {&x}, y, &p);
-    CHECK(get(y) == values{6, 8, -1, -3});
+    CHECK(get(y) == Values{6, 8, -1, -3});
     run_ok(TF_OP_AVG_POOL2D, {&x}, y, &p);
-    CHECK(get(y) == values{3.5, 5.5, -3.5, -5.5});
+    CHECK(get(y) == Values{3.5, 5.5, -3.5, -5.5});
 
     auto supports = [](uint32_t op, std::vector<tf_tensor_desc> in, tf_tensor_desc out, const void *params) {
-        return call(op, std::move(in), out, params).supports();
+        return Call(op, std::move(in), out, params).supports();
     };
     const auto xd = no_data(TF_DTYPE_F32, {1, 2, 4, 4}), yd = no_data(TF_DTYPE_F32, {1, 2, 2, 2});
     CHECK(supports(TF_OP_MAX_POOL2D, {xd}, yd, &p) == 1);
@@ -802,28 +802,28 @@ TEST_CASE("pooling on strided f16 input, and supports() on pooling descriptors")
 
 TEST_CASE("softmax and log_softmax: hand values, huge logits, rows sum to 1, any axis") {
     const tf_params_axis last{sizeof(tf_params_axis), 1};
-    const tensor x = f32({2, 3}, {0, std::log(2.0f), std::log(5.0f), 1000, 1000, -INFINITY});
-    const tensor y = make(TF_DTYPE_F32, {2, 3});
+    const TensorDesc x = f32({2, 3}, {0, std::log(2.0f), std::log(5.0f), 1000, 1000, -INFINITY});
+    const TensorDesc y = make(TF_DTYPE_F32, {2, 3});
     run_ok(TF_OP_SOFTMAX, {&x}, y, &last);
     check_close(get(y), {0.125, 0.25, 0.625, 0.5, 0.5, 0}, 1e-6);
     run_ok(TF_OP_LOG_SOFTMAX, {&x}, y, &last);
     check_close(get(y), {std::log(0.125), std::log(0.25), std::log(0.625), std::log(0.5), std::log(0.5), -INFINITY}, 1e-6);
 
     // A row of -inf has no maximum to shift by: NaN, as in torch.
-    const tensor all_inf = f32({1, 2}, {-INFINITY, -INFINITY});
-    const tensor out = make(TF_DTYPE_F32, {1, 2});
+    const TensorDesc all_inf = f32({1, 2}, {-INFINITY, -INFINITY});
+    const TensorDesc out = make(TF_DTYPE_F32, {1, 2});
     run_ok(TF_OP_SOFTMAX, {&all_inf}, out, &last);
     CHECK(std::isnan(get(out)[0]));
 
     // Axis 1 of [3, 4, 5], viewed through a transposed layout.
-    const values v = random_f32(60, 3);
-    const tensor xs = strided(TF_DTYPE_F32, {3, 4, 5}, {1, 15, 3}, 0, 60);
+    const Values v = random_f32(60, 3);
+    const TensorDesc xs = strided(TF_DTYPE_F32, {3, 4, 5}, {1, 15, 3}, 0, 60);
     set(xs, v);
     const tf_params_axis mid{sizeof(tf_params_axis), 1};
-    const tensor ys = make(TF_DTYPE_F32, {3, 4, 5}), ls = make(TF_DTYPE_F32, {3, 4, 5});
+    const TensorDesc ys = make(TF_DTYPE_F32, {3, 4, 5}), ls = make(TF_DTYPE_F32, {3, 4, 5});
     run_ok(TF_OP_SOFTMAX, {&xs}, ys, &mid);
     run_ok(TF_OP_LOG_SOFTMAX, {&xs}, ls, &mid);
-    const values xv = get(xs), sv = get(ys), lv = get(ls);
+    const Values xv = get(xs), sv = get(ys), lv = get(ls);
     for (int a = 0; a < 3; ++a)
         for (int c = 0; c < 5; ++c) {
             double sum = 0, max = -INFINITY;
@@ -840,10 +840,10 @@ TEST_CASE("softmax and log_softmax: hand values, huge logits, rows sum to 1, any
         }
 
     const tf_params_axis bad{sizeof(tf_params_axis), 3};
-    CHECK(call(TF_OP_SOFTMAX, {no_data(TF_DTYPE_F32, {3, 4, 5})}, no_data(TF_DTYPE_F32, {3, 4, 5}), &bad).supports() == 0);
-    CHECK(call(TF_OP_SOFTMAX, {no_data(TF_DTYPE_F32, {3, 4, 5})}, no_data(TF_DTYPE_F32, {3, 4, 5}), &mid).supports() == 1);
-    CHECK(call(TF_OP_SOFTMAX, {no_data(TF_DTYPE_F32, {3, 4, 5})}, no_data(TF_DTYPE_F32, {3, 5, 4}), &mid).supports() == 0);
-    CHECK(call(TF_OP_LOG_SOFTMAX, {no_data(TF_DTYPE_I32, {3})}, no_data(TF_DTYPE_I32, {3}), &last).supports() == 0);
+    CHECK(Call(TF_OP_SOFTMAX, {no_data(TF_DTYPE_F32, {3, 4, 5})}, no_data(TF_DTYPE_F32, {3, 4, 5}), &bad).supports() == 0);
+    CHECK(Call(TF_OP_SOFTMAX, {no_data(TF_DTYPE_F32, {3, 4, 5})}, no_data(TF_DTYPE_F32, {3, 4, 5}), &mid).supports() == 1);
+    CHECK(Call(TF_OP_SOFTMAX, {no_data(TF_DTYPE_F32, {3, 4, 5})}, no_data(TF_DTYPE_F32, {3, 5, 4}), &mid).supports() == 0);
+    CHECK(Call(TF_OP_LOG_SOFTMAX, {no_data(TF_DTYPE_I32, {3})}, no_data(TF_DTYPE_I32, {3}), &last).supports() == 0);
 }
 
 TEST_CASE("softmax and log_softmax along the last axis (vectorized rows) match double exp") {
@@ -855,17 +855,17 @@ TEST_CASE("softmax and log_softmax along the last axis (vectorized rows) match d
     for (int64_t len : {1, 15, 16, 17, 100, 4099}) {
         CAPTURE(len);
         const int64_t rows = 7;
-        values v(static_cast<size_t>(rows * len));
+        Values v(static_cast<size_t>(rows * len));
         for (double &e : v) e = pick(rng);
         v[static_cast<size_t>(len)] = -INFINITY;                                   // row 1: one -inf
         for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(2 * len + i)] = -INFINITY;  // row 2: all -inf
         v[static_cast<size_t>(3 * len + len / 2)] = NAN;                           // row 3: a NaN
         v[static_cast<size_t>(4 * len)] = INFINITY;                                // row 4: +inf
-        const tensor x = f32({rows, len}, v);
-        const tensor y = make(TF_DTYPE_F32, {rows, len}), l = make(TF_DTYPE_F32, {rows, len});
+        const TensorDesc x = f32({rows, len}, v);
+        const TensorDesc y = make(TF_DTYPE_F32, {rows, len}), l = make(TF_DTYPE_F32, {rows, len});
         run_ok(TF_OP_SOFTMAX, {&x}, y, &last);
         run_ok(TF_OP_LOG_SOFTMAX, {&x}, l, &last);
-        const values sv = get(y), lv = get(l), xv = get(x);
+        const Values sv = get(y), lv = get(l), xv = get(x);
         for (int64_t r = 0; r < rows; ++r) {
             CAPTURE(r);
             const double *row = xv.data() + r * len;
@@ -903,21 +903,21 @@ TEST_CASE("softmax and log_softmax along the last axis (vectorized rows) match d
 // ---- layer_norm, rms_norm -------------------------------------------------------------------
 
 TEST_CASE("layer_norm and rms_norm match their formulas over 1 and 2 axes") {
-    const values xv = random_f32(2 * 3 * 4, 11);
+    const Values xv = random_f32(2 * 3 * 4, 11);
     for (int n_axes : {1, 2}) {
         INFO("n_axes ", n_axes);
-        const dims s = n_axes == 1 ? dims{4} : dims{3, 4};
+        const Dims s = n_axes == 1 ? Dims{4} : Dims{3, 4};
         const int64_t len = count_of(s), rows = 24 / len;
-        const values wv = random_f32(static_cast<size_t>(len), 12), bv = random_f32(static_cast<size_t>(len), 13);
+        const Values wv = random_f32(static_cast<size_t>(len), 12), bv = random_f32(static_cast<size_t>(len), 13);
         // x viewed through a layout with the first two axes swapped.
-        const tensor x = strided(TF_DTYPE_F32, {2, 3, 4}, {4, 8, 1}, 0, 24);
+        const TensorDesc x = strided(TF_DTYPE_F32, {2, 3, 4}, {4, 8, 1}, 0, 24);
         set(x, xv);
-        const tensor w = f32(s, wv), b = f32(s, bv);
-        const tensor y = make(TF_DTYPE_F32, {2, 3, 4}), r = make(TF_DTYPE_F32, {2, 3, 4});
+        const TensorDesc w = f32(s, wv), b = f32(s, bv);
+        const TensorDesc y = make(TF_DTYPE_F32, {2, 3, 4}), r = make(TF_DTYPE_F32, {2, 3, 4});
         const tf_params_norm p{sizeof(tf_params_norm), n_axes, 1e-5};
         run_ok(TF_OP_LAYER_NORM, {&x, &w, &b}, y, &p);
         run_ok(TF_OP_RMS_NORM, {&x, &w}, r, &p);
-        values y_ref, r_ref;
+        Values y_ref, r_ref;
         for (int64_t row = 0; row < rows; ++row) {
             double mean = 0, var = 0, sq = 0;
             for (int64_t i = 0; i < len; ++i) mean += xv[static_cast<size_t>(row * len + i)] / static_cast<double>(len);
@@ -938,30 +938,30 @@ TEST_CASE("layer_norm and rms_norm match their formulas over 1 and 2 axes") {
     const tf_params_norm p{sizeof(tf_params_norm), 1, 1e-5};
     const tf_params_norm three{sizeof(tf_params_norm), 3, 1e-5};
     const auto x = no_data(TF_DTYPE_F32, {2, 4}), s = no_data(TF_DTYPE_F32, {4});
-    CHECK(call(TF_OP_LAYER_NORM, {x, s, s}, x, &p).supports() == 1);
-    CHECK(call(TF_OP_RMS_NORM, {x, s}, x, &p).supports() == 1);
-    CHECK(call(TF_OP_LAYER_NORM, {x, s, no_data(TF_DTYPE_F32, {2})}, x, &p).supports() == 0);
-    CHECK(call(TF_OP_RMS_NORM, {x, no_data(TF_DTYPE_F32, {2, 4})}, x, &p).supports() == 0);
-    CHECK(call(TF_OP_RMS_NORM, {x, s}, x, &three).supports() == 0);
-    CHECK(call(TF_OP_RMS_NORM, {x, s}, x, nullptr).supports() == 0);
+    CHECK(Call(TF_OP_LAYER_NORM, {x, s, s}, x, &p).supports() == 1);
+    CHECK(Call(TF_OP_RMS_NORM, {x, s}, x, &p).supports() == 1);
+    CHECK(Call(TF_OP_LAYER_NORM, {x, s, no_data(TF_DTYPE_F32, {2})}, x, &p).supports() == 0);
+    CHECK(Call(TF_OP_RMS_NORM, {x, no_data(TF_DTYPE_F32, {2, 4})}, x, &p).supports() == 0);
+    CHECK(Call(TF_OP_RMS_NORM, {x, s}, x, &three).supports() == 0);
+    CHECK(Call(TF_OP_RMS_NORM, {x, s}, x, nullptr).supports() == 0);
 }
 
 // ---- rope -----------------------------------------------------------------------------------
 
 TEST_CASE("rope in both layouts matches the formula, and inverse undoes it") {
     const int64_t b = 2, t = 3, d = 8;
-    const values xv = random_f32(static_cast<size_t>(b * t * d), 31);
+    const Values xv = random_f32(static_cast<size_t>(b * t * d), 31);
     for (int interleaved : {0, 1}) {
         INFO("interleaved ", interleaved);
         const tf_params_rope p{sizeof(tf_params_rope), interleaved, 0, 100.0, 5};
         const tf_params_rope inv{sizeof(tf_params_rope), interleaved, 1, 100.0, 5};
         // x viewed with the batch axis outermost in memory but T and D swapped.
-        const tensor x = strided(TF_DTYPE_F32, {b, t, d}, {t * d, 1, t}, 0, b * t * d);
+        const TensorDesc x = strided(TF_DTYPE_F32, {b, t, d}, {t * d, 1, t}, 0, b * t * d);
         set(x, xv);
-        const tensor y = make(TF_DTYPE_F32, {b, t, d}), back = make(TF_DTYPE_F32, {b, t, d});
+        const TensorDesc y = make(TF_DTYPE_F32, {b, t, d}), back = make(TF_DTYPE_F32, {b, t, d});
         run_ok(TF_OP_ROPE, {&x}, y, &p);
         run_ok(TF_OP_ROPE, {&y}, back, &inv);
-        values ref(xv.size());
+        Values ref(xv.size());
         for (int64_t bb = 0; bb < b; ++bb)
             for (int64_t tt = 0; tt < t; ++tt)
                 for (int64_t i = 0; i < d / 2; ++i) {
@@ -976,11 +976,11 @@ TEST_CASE("rope in both layouts matches the formula, and inverse undoes it") {
         check_close(get(back), xv, 1e-6);
     }
     const tf_params_rope p{sizeof(tf_params_rope), 0, 0, 10000.0, 0};
-    CHECK(call(TF_OP_ROPE, {no_data(TF_DTYPE_F32, {2, 4})}, no_data(TF_DTYPE_F32, {2, 4}), &p).supports() == 1);
-    CHECK(call(TF_OP_ROPE, {no_data(TF_DTYPE_F32, {2, 5})}, no_data(TF_DTYPE_F32, {2, 5}), &p).supports() == 0);
-    CHECK(call(TF_OP_ROPE, {no_data(TF_DTYPE_F32, {4})}, no_data(TF_DTYPE_F32, {4}), &p).supports() == 0);
+    CHECK(Call(TF_OP_ROPE, {no_data(TF_DTYPE_F32, {2, 4})}, no_data(TF_DTYPE_F32, {2, 4}), &p).supports() == 1);
+    CHECK(Call(TF_OP_ROPE, {no_data(TF_DTYPE_F32, {2, 5})}, no_data(TF_DTYPE_F32, {2, 5}), &p).supports() == 0);
+    CHECK(Call(TF_OP_ROPE, {no_data(TF_DTYPE_F32, {4})}, no_data(TF_DTYPE_F32, {4}), &p).supports() == 0);
     const tf_params_rope zero_theta{sizeof(tf_params_rope), 0, 0, 0.0, 0};
-    CHECK(call(TF_OP_ROPE, {no_data(TF_DTYPE_F32, {2, 4})}, no_data(TF_DTYPE_F32, {2, 4}), &zero_theta).supports() == 0);
+    CHECK(Call(TF_OP_ROPE, {no_data(TF_DTYPE_F32, {2, 4})}, no_data(TF_DTYPE_F32, {2, 4}), &zero_theta).supports() == 0);
 }
 
 // ---- attention ------------------------------------------------------------------------------
@@ -988,9 +988,9 @@ TEST_CASE("rope in both layouts matches the formula, and inverse undoes it") {
 namespace {
 
 // softmax(q k^T * scale + mask [+ causal]) v for one [..., T, D] batch laid out densely.
-values naive_attention(int64_t batches, int64_t tq, int64_t tk, int64_t d, int64_t dv, const values &q,
-                       const values &k, const values &v, const values &mask, bool causal, double scale) {
-    values out(static_cast<size_t>(batches * tq * dv));
+Values naive_attention(int64_t batches, int64_t tq, int64_t tk, int64_t d, int64_t dv, const Values &q,
+                       const Values &k, const Values &v, const Values &mask, bool causal, double scale) {
+    Values out(static_cast<size_t>(batches * tq * dv));
     for (int64_t b = 0; b < batches; ++b)
         for (int64_t i = 0; i < tq; ++i) {
             std::vector<double> s(static_cast<size_t>(tk));
@@ -1024,22 +1024,22 @@ TEST_CASE("attention matches softmax(q k^T) v, with causal and a broadcast mask"
         for (int causal : {0, 1}) {
             INFO("Tq ", tq, " Tk ", tk, " causal ", causal);
             const int64_t nb = heads * batch;
-            const values qv = random_f32(static_cast<size_t>(nb * tq * d), 41), kv = random_f32(static_cast<size_t>(nb * tk * d), 42),
+            const Values qv = random_f32(static_cast<size_t>(nb * tq * d), 41), kv = random_f32(static_cast<size_t>(nb * tk * d), 42),
                          vv = random_f32(static_cast<size_t>(nb * tk * dv), 43), mrow = random_f32(static_cast<size_t>(tk), 44);
             // The mask is one row [Tk] broadcast to [batch, heads, Tq, Tk] with stride 0.
-            const tensor mask_row = f32({tk}, mrow);
-            tensor mask = mask_row;
+            const TensorDesc mask_row = f32({tk}, mrow);
+            TensorDesc mask = mask_row;
             mask.d = describe(TF_DTYPE_F32, {batch, heads, tq, tk}, {0, 0, 0, 1}, 0);
             mask.d.data = mask_row.d.data;
             mask.d.buffer = mask_row.d.buffer;
-            values mv;
+            Values mv;
             for (int64_t r = 0; r < nb * tq; ++r) mv.insert(mv.end(), mrow.begin(), mrow.end());
             // k as a transposed view: stored [batch, heads, D, Tk].
-            const tensor q = f32({batch, heads, tq, d}, qv);
-            const tensor k = strided(TF_DTYPE_F32, {batch, heads, tk, d}, {heads * d * tk, d * tk, 1, tk}, 0, nb * tk * d);
+            const TensorDesc q = f32({batch, heads, tq, d}, qv);
+            const TensorDesc k = strided(TF_DTYPE_F32, {batch, heads, tk, d}, {heads * d * tk, d * tk, 1, tk}, 0, nb * tk * d);
             set(k, kv);
-            const tensor v = f32({batch, heads, tk, dv}, vv);
-            const tensor out = make(TF_DTYPE_F32, {batch, heads, tq, dv});
+            const TensorDesc v = f32({batch, heads, tk, dv}, vv);
+            const TensorDesc out = make(TF_DTYPE_F32, {batch, heads, tq, dv});
             const tf_params_attention p{sizeof(tf_params_attention), causal, 0, 0.5};
             run_ok(TF_OP_ATTENTION, {&q, &k, &v, &mask}, out, &p);
             check_close(get(out), naive_attention(nb, tq, tk, d, dv, qv, kv, vv, mv, causal != 0, 0.5), 1e-5);
@@ -1052,17 +1052,17 @@ TEST_CASE("attention matches softmax(q k^T) v, with causal and a broadcast mask"
     // hides every key, so every output is NaN, which tells the fill from a zero one.
     {
         const int64_t b = 2, h = 2, t = 5, dd = 4, row = 3 * h * dd;
-        const values all = random_f32(static_cast<size_t>(b * t * row), 45);
-        const tensor qkv = f32({b, t, row}, all);
+        const Values all = random_f32(static_cast<size_t>(b * t * row), 45);
+        const TensorDesc qkv = f32({b, t, row}, all);
         auto head_view = [&](int64_t part) {
-            tensor x = qkv;
+            TensorDesc x = qkv;
             x.d = describe(TF_DTYPE_F32, {b, h, t, dd}, {t * row, dd, row, 1}, part * h * dd);
             x.d.data = qkv.d.data;
             x.d.buffer = qkv.d.buffer;
             return x;
         };
-        const tensor q = head_view(0), k = head_view(1), v = head_view(2);
-        values qd, kd, vd;  // the same heads dense, [b, h, t, dd]
+        const TensorDesc q = head_view(0), k = head_view(1), v = head_view(2);
+        Values qd, kd, vd;  // the same heads dense, [b, h, t, dd]
         for (int64_t bb = 0; bb < b; ++bb)
             for (int64_t hh = 0; hh < h; ++hh)
                 for (int64_t tt = 0; tt < t; ++tt)
@@ -1074,17 +1074,17 @@ TEST_CASE("attention matches softmax(q k^T) v, with causal and a broadcast mask"
                     }
         for (const double value : {0.75, static_cast<double>(-INFINITY)}) {
             INFO("scalar mask ", value);
-            const tensor scalar = f32({1}, {value});
-            tensor mask = scalar;
+            const TensorDesc scalar = f32({1}, {value});
+            TensorDesc mask = scalar;
             mask.d = describe(TF_DTYPE_F32, {b, h, t, t}, {0, 0, 0, 0}, 0);
             mask.d.data = scalar.d.data;
             mask.d.buffer = scalar.d.buffer;
-            const tensor out = make(TF_DTYPE_F32, {b, h, t, dd});
+            const TensorDesc out = make(TF_DTYPE_F32, {b, h, t, dd});
             const tf_params_attention p{sizeof(tf_params_attention), 1, 0, 0.5};
             run_ok(TF_OP_ATTENTION, {&q, &k, &v, &mask}, out, &p);
-            const values mv(static_cast<size_t>(b * h * t * t), value);
-            const values ref = naive_attention(b * h, t, t, dd, dd, qd, kd, vd, mv, true, 0.5);
-            const values got = get(out);
+            const Values mv(static_cast<size_t>(b * h * t * t), value);
+            const Values ref = naive_attention(b * h, t, t, dd, dd, qd, kd, vd, mv, true, 0.5);
+            const Values got = get(out);
             if (value == -INFINITY) {
                 for (const double g : got) CHECK(std::isnan(g));
             } else {
@@ -1095,13 +1095,13 @@ TEST_CASE("attention matches softmax(q k^T) v, with causal and a broadcast mask"
 
     // Causal with Tq > Tk: the first Tq - Tk queries see no key and give NaN; so does a row
     // masked entirely with -inf.
-    const tensor q = f32({3, 2}, {1, 0, 0, 1, 1, 1}), k = f32({2, 2}, {1, 0, 0, 1}), v = f32({2, 1}, {10, 20});
-    const tensor mask = f32({3, 2}, {0, 0, -INFINITY, -INFINITY, 0, 0});
-    const tensor out = make(TF_DTYPE_F32, {3, 1});
+    const TensorDesc q = f32({3, 2}, {1, 0, 0, 1, 1, 1}), k = f32({2, 2}, {1, 0, 0, 1}), v = f32({2, 1}, {10, 20});
+    const TensorDesc mask = f32({3, 2}, {0, 0, -INFINITY, -INFINITY, 0, 0});
+    const TensorDesc out = make(TF_DTYPE_F32, {3, 1});
     const tf_params_attention causal{sizeof(tf_params_attention), 1, 0, 1.0};
-    const tensor zeros = f32({3, 2}, {0, 0, 0, 0, 0, 0});
+    const TensorDesc zeros = f32({3, 2}, {0, 0, 0, 0, 0, 0});
     run_ok(TF_OP_ATTENTION, {&q, &k, &v, &zeros}, out, &causal);
-    values got = get(out);
+    Values got = get(out);
     CHECK(std::isnan(got[0]));
     CHECK(got[1] == doctest::Approx(10.0));                                               // sees key 0 only
     CHECK(got[2] == doctest::Approx(15.0));                                               // equal scores
@@ -1113,33 +1113,33 @@ TEST_CASE("attention matches softmax(q k^T) v, with causal and a broadcast mask"
 
     const auto qd = no_data(TF_DTYPE_F32, {2, 4}), kd = no_data(TF_DTYPE_F32, {3, 4}), vd = no_data(TF_DTYPE_F32, {3, 5}),
                md = no_data(TF_DTYPE_F32, {2, 3}), od = no_data(TF_DTYPE_F32, {2, 5});
-    CHECK(call(TF_OP_ATTENTION, {qd, kd, vd, md}, od, &plain).supports() == 1);
-    CHECK(call(TF_OP_ATTENTION, {qd, kd, vd, no_data(TF_DTYPE_F32, {2, 4})}, od, &plain).supports() == 0);
-    CHECK(call(TF_OP_ATTENTION, {qd, no_data(TF_DTYPE_F32, {3, 3}), vd, md}, od, &plain).supports() == 0);
-    CHECK(call(TF_OP_ATTENTION, {qd, kd, vd, md}, no_data(TF_DTYPE_F32, {2, 4}), &plain).supports() == 0);
-    CHECK(call(TF_OP_ATTENTION, {no_data(TF_DTYPE_F32, {2, 2, 4}), no_data(TF_DTYPE_F32, {1, 3, 4}),
+    CHECK(Call(TF_OP_ATTENTION, {qd, kd, vd, md}, od, &plain).supports() == 1);
+    CHECK(Call(TF_OP_ATTENTION, {qd, kd, vd, no_data(TF_DTYPE_F32, {2, 4})}, od, &plain).supports() == 0);
+    CHECK(Call(TF_OP_ATTENTION, {qd, no_data(TF_DTYPE_F32, {3, 3}), vd, md}, od, &plain).supports() == 0);
+    CHECK(Call(TF_OP_ATTENTION, {qd, kd, vd, md}, no_data(TF_DTYPE_F32, {2, 4}), &plain).supports() == 0);
+    CHECK(Call(TF_OP_ATTENTION, {no_data(TF_DTYPE_F32, {2, 2, 4}), no_data(TF_DTYPE_F32, {1, 3, 4}),
                                  no_data(TF_DTYPE_F32, {2, 3, 5}), no_data(TF_DTYPE_F32, {2, 2, 3})},
                no_data(TF_DTYPE_F32, {2, 2, 5}), &plain).supports() == 0);  // batch dims not expanded
-    CHECK(call(TF_OP_ATTENTION, {qd, kd, vd, no_data(TF_DTYPE_F16, {2, 3})}, od, &plain).supports() == 0);
+    CHECK(Call(TF_OP_ATTENTION, {qd, kd, vd, no_data(TF_DTYPE_F16, {2, 3})}, od, &plain).supports() == 0);
 }
 
 // ---- embedding ------------------------------------------------------------------------------
 
 TEST_CASE("embedding gathers rows, and its backward adds repeated indices") {
-    values table;
+    Values table;
     for (int r = 0; r < 10; ++r)
         for (int c = 0; c < 3; ++c) table.push_back(r * 10 + c);
-    const tensor w = f32({10, 3}, table);
+    const TensorDesc w = f32({10, 3}, table);
     for (int32_t idx_dtype : {TF_DTYPE_I32, TF_DTYPE_I64}) {
-        const tensor idx = make(idx_dtype, {2, 2}, {3, 0, 3, 9});
-        const tensor out = make(TF_DTYPE_F32, {2, 2, 3});
+        const TensorDesc idx = make(idx_dtype, {2, 2}, {3, 0, 3, 9});
+        const TensorDesc out = make(TF_DTYPE_F32, {2, 2, 3});
         run_ok(TF_OP_EMBEDDING, {&w, &idx}, out, nullptr);
-        CHECK(get(out) == values{30, 31, 32, 0, 1, 2, 30, 31, 32, 90, 91, 92});
+        CHECK(get(out) == Values{30, 31, 32, 0, 1, 2, 30, 31, 32, 90, 91, 92});
 
-        const tensor dy = f32({2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
-        const tensor dw = make(TF_DTYPE_F32, {10, 3});
+        const TensorDesc dy = f32({2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+        const TensorDesc dw = make(TF_DTYPE_F32, {10, 3});
         run_ok(TF_OP_EMBEDDING_BACKWARD, {&dy, &idx}, dw, nullptr);
-        values expected(30, 0);
+        Values expected(30, 0);
         for (int j = 0; j < 3; ++j) {
             expected[static_cast<size_t>(3 * 3 + j)] = (1 + j) + (7 + j);
             expected[static_cast<size_t>(0 * 3 + j)] = 4 + j;
@@ -1149,11 +1149,11 @@ TEST_CASE("embedding gathers rows, and its backward adds repeated indices") {
     }
 
     // An i64 table is copied bit for bit; the output may be strided.
-    const tensor wi = make(TF_DTYPE_I64, {3, 2});
+    const TensorDesc wi = make(TF_DTYPE_I64, {3, 2});
     const int64_t big[] = {INT64_MIN, 1, 2, 3, INT64_MAX, -7};
     std::memcpy(wi.mem->data, big, sizeof big);
-    const tensor idx = make(TF_DTYPE_I32, {2}, {2, 0});
-    const tensor oi = strided(TF_DTYPE_I64, {2, 2}, {1, 2}, 0, 4);
+    const TensorDesc idx = make(TF_DTYPE_I32, {2}, {2, 0});
+    const TensorDesc oi = strided(TF_DTYPE_I64, {2, 2}, {1, 2}, 0, 4);
     run_ok(TF_OP_EMBEDDING, {&wi, &idx}, oi, nullptr);
     int64_t got[4];
     std::memcpy(got, oi.mem->data, sizeof got);
@@ -1163,33 +1163,33 @@ TEST_CASE("embedding gathers rows, and its backward adds repeated indices") {
     CHECK(got[3] == 1);
 
     // Out of range: nothing written, the index and the range named.
-    const tensor bad = make(TF_DTYPE_I64, {3}, {1, 12, 2});
-    const tensor out = make(TF_DTYPE_F32, {3, 3});
+    const TensorDesc bad = make(TF_DTYPE_I64, {3}, {1, 12, 2});
+    const TensorDesc out = make(TF_DTYPE_F32, {3, 3});
     CHECK(run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_EMBEDDING, {&w, &bad}, out) ==
           "embedding: index 12 is out of range [0, 10)");
     CHECK(untouched(out));
-    const tensor negative = make(TF_DTYPE_I32, {1}, {-1});
-    const tensor out1 = make(TF_DTYPE_F32, {1, 3});
+    const TensorDesc negative = make(TF_DTYPE_I32, {1}, {-1});
+    const TensorDesc out1 = make(TF_DTYPE_F32, {1, 3});
     CHECK(contains(run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_EMBEDDING, {&w, &negative}, out1), "index -1"));
-    const tensor dy = f32({3, 3}, values(9, 1.0));
-    const tensor dw = make(TF_DTYPE_F32, {10, 3});
+    const TensorDesc dy = f32({3, 3}, Values(9, 1.0));
+    const TensorDesc dw = make(TF_DTYPE_F32, {10, 3});
     CHECK(run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_EMBEDDING_BACKWARD, {&dy, &bad}, dw) ==
           "embedding_backward: index 12 is out of range [0, 10)");
     CHECK(untouched(dw));
 
-    CHECK(call(TF_OP_EMBEDDING, {no_data(TF_DTYPE_F32, {5, 3}), no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {2, 3}), nullptr).supports() == 1);
-    CHECK(call(TF_OP_EMBEDDING, {no_data(TF_DTYPE_F32, {5, 3}), no_data(TF_DTYPE_F32, {2})}, no_data(TF_DTYPE_F32, {2, 3}), nullptr).supports() == 0);
-    CHECK(call(TF_OP_EMBEDDING, {no_data(TF_DTYPE_F32, {5, 3}), no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {2, 4}), nullptr).supports() == 0);
-    CHECK(call(TF_OP_EMBEDDING_BACKWARD, {no_data(TF_DTYPE_F32, {2, 3}), no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {5, 3}), nullptr).supports() == 1);
-    CHECK(call(TF_OP_EMBEDDING_BACKWARD, {no_data(TF_DTYPE_F32, {2, 3}), no_data(TF_DTYPE_I64, {3})}, no_data(TF_DTYPE_F32, {5, 3}), nullptr).supports() == 0);
+    CHECK(Call(TF_OP_EMBEDDING, {no_data(TF_DTYPE_F32, {5, 3}), no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {2, 3}), nullptr).supports() == 1);
+    CHECK(Call(TF_OP_EMBEDDING, {no_data(TF_DTYPE_F32, {5, 3}), no_data(TF_DTYPE_F32, {2})}, no_data(TF_DTYPE_F32, {2, 3}), nullptr).supports() == 0);
+    CHECK(Call(TF_OP_EMBEDDING, {no_data(TF_DTYPE_F32, {5, 3}), no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {2, 4}), nullptr).supports() == 0);
+    CHECK(Call(TF_OP_EMBEDDING_BACKWARD, {no_data(TF_DTYPE_F32, {2, 3}), no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {5, 3}), nullptr).supports() == 1);
+    CHECK(Call(TF_OP_EMBEDDING_BACKWARD, {no_data(TF_DTYPE_F32, {2, 3}), no_data(TF_DTYPE_I64, {3})}, no_data(TF_DTYPE_F32, {5, 3}), nullptr).supports() == 0);
 }
 
 // ---- cross_entropy --------------------------------------------------------------------------
 
 TEST_CASE("cross_entropy: each reduction, ignore_index, huge logits, bad labels") {
-    const values lv = {1, 2, 3, 0, 0, 0, 1000, 0, -1000, -1, 5, 2};
-    const tensor logits = f32({4, 3}, lv);
-    const tensor labels = make(TF_DTYPE_I64, {4}, {2, 1, 0, -100});
+    const Values lv = {1, 2, 3, 0, 0, 0, 1000, 0, -1000, -1, 5, 2};
+    const TensorDesc logits = f32({4, 3}, lv);
+    const TensorDesc labels = make(TF_DTYPE_I64, {4}, {2, 1, 0, -100});
     auto row_loss = [&](int r, int label) {
         double max = -INFINITY, sum = 0;
         for (int c = 0; c < 3; ++c) max = std::max(max, lv[static_cast<size_t>(r * 3 + c)]);
@@ -1200,11 +1200,11 @@ TEST_CASE("cross_entropy: each reduction, ignore_index, huge logits, bad labels"
     CHECK(l1 == doctest::Approx(std::log(3.0)));
 
     const tf_params_cross_entropy none{sizeof(tf_params_cross_entropy), TF_REDUCTION_NONE, -100};
-    const tensor per_row = make(TF_DTYPE_F32, {4});
+    const TensorDesc per_row = make(TF_DTYPE_F32, {4});
     run_ok(TF_OP_CROSS_ENTROPY, {&logits, &labels}, per_row, &none);
     check_close(get(per_row), {l0, l1, l2, 0}, 1e-6);
 
-    const tensor scalar = make(TF_DTYPE_F32, {});
+    const TensorDesc scalar = make(TF_DTYPE_F32, {});
     const tf_params_cross_entropy sum{sizeof(tf_params_cross_entropy), TF_REDUCTION_SUM, -100};
     run_ok(TF_OP_CROSS_ENTROPY, {&logits, &labels}, scalar, &sum);
     check_close(get(scalar), {l0 + l1 + l2}, 1e-6);
@@ -1213,87 +1213,87 @@ TEST_CASE("cross_entropy: each reduction, ignore_index, huge logits, bad labels"
     check_close(get(scalar), {(l0 + l1 + l2) / 3}, 1e-6);
 
     // i32 labels, and every row ignored: mean is NaN, sum is 0.
-    const tensor ignored = make(TF_DTYPE_I32, {4}, {7, 7, 7, 7});
+    const TensorDesc ignored = make(TF_DTYPE_I32, {4}, {7, 7, 7, 7});
     const tf_params_cross_entropy mean7{sizeof(tf_params_cross_entropy), TF_REDUCTION_MEAN, 7};
     run_ok(TF_OP_CROSS_ENTROPY, {&logits, &ignored}, scalar, &mean7);
     CHECK(std::isnan(get(scalar)[0]));
     const tf_params_cross_entropy sum7{sizeof(tf_params_cross_entropy), TF_REDUCTION_SUM, 7};
     run_ok(TF_OP_CROSS_ENTROPY, {&logits, &ignored}, scalar, &sum7);
-    CHECK(get(scalar) == values{0});
+    CHECK(get(scalar) == Values{0});
 
     // Labels outside [0, C) that are not ignore_index: nothing written.
-    const tensor bad = make(TF_DTYPE_I64, {4}, {0, 3, 1, 1});
-    const tensor fresh = make(TF_DTYPE_F32, {});
+    const TensorDesc bad = make(TF_DTYPE_I64, {4}, {0, 3, 1, 1});
+    const TensorDesc fresh = make(TF_DTYPE_F32, {});
     const std::string message = run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_CROSS_ENTROPY, {&logits, &bad}, fresh, &mean);
     CHECK(contains(message, "cross_entropy"));
     CHECK(contains(message, "label 3"));
     CHECK(contains(message, "[0, 3)"));
     CHECK(untouched(fresh));
-    const tensor negative = make(TF_DTYPE_I64, {4}, {0, -1, 1, 1});
+    const TensorDesc negative = make(TF_DTYPE_I64, {4}, {0, -1, 1, 1});
     CHECK(contains(run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_CROSS_ENTROPY, {&logits, &negative}, fresh, &mean), "label -1"));
 
     const auto ld = no_data(TF_DTYPE_F32, {2, 3}), yd = no_data(TF_DTYPE_I64, {2});
-    CHECK(call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {}), &mean).supports() == 1);
-    CHECK(call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {2}), &none).supports() == 1);
-    CHECK(call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {2}), &mean).supports() == 0);
-    CHECK(call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {}), &none).supports() == 0);
-    CHECK(call(TF_OP_CROSS_ENTROPY, {ld, no_data(TF_DTYPE_I64, {3})}, no_data(TF_DTYPE_F32, {}), &mean).supports() == 0);
-    CHECK(call(TF_OP_CROSS_ENTROPY, {ld, no_data(TF_DTYPE_F32, {2})}, no_data(TF_DTYPE_F32, {}), &mean).supports() == 0);
+    CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {}), &mean).supports() == 1);
+    CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {2}), &none).supports() == 1);
+    CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {2}), &mean).supports() == 0);
+    CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {}), &none).supports() == 0);
+    CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, no_data(TF_DTYPE_I64, {3})}, no_data(TF_DTYPE_F32, {}), &mean).supports() == 0);
+    CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, no_data(TF_DTYPE_F32, {2})}, no_data(TF_DTYPE_F32, {}), &mean).supports() == 0);
     const tf_params_cross_entropy bad_reduction{sizeof(tf_params_cross_entropy), 3, -100};
-    CHECK(call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {}), &bad_reduction).supports() == 0);
+    CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {}), &bad_reduction).supports() == 0);
 }
 
 // ---- one_hot --------------------------------------------------------------------------------
 
 TEST_CASE("one_hot into float, integer and bool outputs; out-of-range labels fail") {
     const tf_params_one_hot p{sizeof(tf_params_one_hot), 3};
-    const tensor labels = make(TF_DTYPE_I32, {2, 2}, {0, 2, 1, 2});
-    const values expected = {1, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1};
+    const TensorDesc labels = make(TF_DTYPE_I32, {2, 2}, {0, 2, 1, 2});
+    const Values expected = {1, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1};
     for (int32_t dtype : {TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16, TF_DTYPE_I32, TF_DTYPE_I64, TF_DTYPE_BOOL}) {
         INFO("dtype ", dtype);
-        const tensor out = make(dtype, {2, 2, 3});
+        const TensorDesc out = make(dtype, {2, 2, 3});
         run_ok(TF_OP_ONE_HOT, {&labels}, out, &p);
         CHECK(get(out) == expected);
     }
-    const tensor labels64 = make(TF_DTYPE_I64, {3}, {2, 1, 0});
-    const tensor strided_out = strided(TF_DTYPE_F32, {3, 3}, {1, 3}, 0, 9);  // transposed
+    const TensorDesc labels64 = make(TF_DTYPE_I64, {3}, {2, 1, 0});
+    const TensorDesc strided_out = strided(TF_DTYPE_F32, {3, 3}, {1, 3}, 0, 9);  // transposed
     run_ok(TF_OP_ONE_HOT, {&labels64}, strided_out, &p);
-    CHECK(get(strided_out) == values{0, 0, 1, 0, 1, 0, 1, 0, 0});
+    CHECK(get(strided_out) == Values{0, 0, 1, 0, 1, 0, 1, 0, 0});
 
-    const tensor bad = make(TF_DTYPE_I64, {2}, {1, 3});
-    const tensor out = make(TF_DTYPE_F32, {2, 3});
+    const TensorDesc bad = make(TF_DTYPE_I64, {2}, {1, 3});
+    const TensorDesc out = make(TF_DTYPE_F32, {2, 3});
     CHECK(run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_ONE_HOT, {&bad}, out, &p) ==
           "one_hot: label 3 is out of range [0, 3)");
     CHECK(untouched(out));
 
-    CHECK(call(TF_OP_ONE_HOT, {no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {2, 3}), &p).supports() == 1);
-    CHECK(call(TF_OP_ONE_HOT, {no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {2, 4}), &p).supports() == 0);
-    CHECK(call(TF_OP_ONE_HOT, {no_data(TF_DTYPE_F32, {2})}, no_data(TF_DTYPE_F32, {2, 3}), &p).supports() == 0);
+    CHECK(Call(TF_OP_ONE_HOT, {no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {2, 3}), &p).supports() == 1);
+    CHECK(Call(TF_OP_ONE_HOT, {no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {2, 4}), &p).supports() == 0);
+    CHECK(Call(TF_OP_ONE_HOT, {no_data(TF_DTYPE_F32, {2})}, no_data(TF_DTYPE_F32, {2, 3}), &p).supports() == 0);
     const tf_params_one_hot zero{sizeof(tf_params_one_hot), 0};
-    CHECK(call(TF_OP_ONE_HOT, {no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {2, 0}), &zero).supports() == 0);
+    CHECK(Call(TF_OP_ONE_HOT, {no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {2, 0}), &zero).supports() == 0);
 }
 
 TEST_CASE("f16 and bf16 inputs give the f32 results rounded once") {
     // Inputs are multiples of 1/8 in [-2, 2], exact in all three dtypes; each narrow result must
     // be within one rounding of the f32 result.
-    const values x = random_values(4 * 6, 61), w = random_values(6, 62), b = random_values(6, 63);
-    const values q = random_values(2 * 3 * 4, 64), k = random_values(2 * 5 * 4, 65), v = random_values(2 * 5 * 2, 66);
-    const values mask = random_values(2 * 3 * 5, 67);
+    const Values x = random_values(4 * 6, 61), w = random_values(6, 62), b = random_values(6, 63);
+    const Values q = random_values(2 * 3 * 4, 64), k = random_values(2 * 5 * 4, 65), v = random_values(2 * 5 * 2, 66);
+    const Values mask = random_values(2 * 3 * 5, 67);
     const tf_params_axis axis{sizeof(tf_params_axis), 1};
     const tf_params_norm norm{sizeof(tf_params_norm), 1, 1e-5};
     const tf_params_rope rope{sizeof(tf_params_rope), 1, 0, 10000.0, 3};
     const tf_params_attention att{sizeof(tf_params_attention), 1, 0, 0.5};
     const tf_params_cross_entropy ce{sizeof(tf_params_cross_entropy), TF_REDUCTION_NONE, -100};
-    const tensor labels = make(TF_DTYPE_I64, {4}, {5, 0, 2, 3});
+    const TensorDesc labels = make(TF_DTYPE_I64, {4}, {5, 0, 2, 3});
     // All results of one dtype, in a fixed order.
     auto run_all = [&](int32_t dtype) {
-        values all;
-        auto append = [&](const tensor &t) {
-            const values got = get(t);
+        Values all;
+        auto append = [&](const TensorDesc &t) {
+            const Values got = get(t);
             all.insert(all.end(), got.begin(), got.end());
         };
-        const tensor xt = make(dtype, {4, 6}, x), wt = make(dtype, {6}, w), bt = make(dtype, {6}, b);
-        const tensor out = make(dtype, {4, 6});
+        const TensorDesc xt = make(dtype, {4, 6}, x), wt = make(dtype, {6}, w), bt = make(dtype, {6}, b);
+        const TensorDesc out = make(dtype, {4, 6});
         for (uint32_t op : {TF_OP_SOFTMAX, TF_OP_LOG_SOFTMAX}) {
             run_ok(op, {&xt}, out, &axis);
             append(out);
@@ -1304,19 +1304,19 @@ TEST_CASE("f16 and bf16 inputs give the f32 results rounded once") {
         append(out);
         run_ok(TF_OP_ROPE, {&xt}, out, &rope);
         append(out);
-        const tensor qt = make(dtype, {2, 3, 4}, q), kt = make(dtype, {2, 5, 4}, k), vt = make(dtype, {2, 5, 2}, v),
+        const TensorDesc qt = make(dtype, {2, 3, 4}, q), kt = make(dtype, {2, 5, 4}, k), vt = make(dtype, {2, 5, 2}, v),
                      mt = make(dtype, {2, 3, 5}, mask), ot = make(dtype, {2, 3, 2});
         run_ok(TF_OP_ATTENTION, {&qt, &kt, &vt, &mt}, ot, &att);
         append(ot);
-        const tensor loss = make(dtype, {4});
+        const TensorDesc loss = make(dtype, {4});
         run_ok(TF_OP_CROSS_ENTROPY, {&xt, &labels}, loss, &ce);
         append(loss);
-        const tensor dw = make(dtype, {6, 6});
+        const TensorDesc dw = make(dtype, {6, 6});
         run_ok(TF_OP_EMBEDDING_BACKWARD, {&xt, &labels}, dw, nullptr);
         append(dw);
         return all;
     };
-    const values reference = run_all(TF_DTYPE_F32);
+    const Values reference = run_all(TF_DTYPE_F32);
     check_close(run_all(TF_DTYPE_F16), reference, 1.0 / 1024);
     check_close(run_all(TF_DTYPE_BF16), reference, 1.0 / 128);
 }
@@ -1324,13 +1324,13 @@ TEST_CASE("f16 and bf16 inputs give the f32 results rounded once") {
 TEST_CASE("empty tensors run without touching memory they do not have") {
     // N = 0 images: nothing to compute; grad_weight of no images is zero.
     const tf_params_conv2d p = conv_params(1, 1, 1, 1, 1, 1, 1);
-    const tensor x = make(TF_DTYPE_F32, {0, 2, 4, 4}), w = f32({3, 2, 3, 3}, values(54, 1.0));
-    const tensor y = make(TF_DTYPE_F32, {0, 3, 4, 4}), dw = make(TF_DTYPE_F32, {3, 2, 3, 3});
+    const TensorDesc x = make(TF_DTYPE_F32, {0, 2, 4, 4}), w = f32({3, 2, 3, 3}, Values(54, 1.0));
+    const TensorDesc y = make(TF_DTYPE_F32, {0, 3, 4, 4}), dw = make(TF_DTYPE_F32, {3, 2, 3, 3});
     run_ok(TF_OP_CONV2D, {&x, &w}, y, &p);
     run_ok(TF_OP_CONV2D_GRAD_WEIGHT, {&y, &x}, dw, &p);
-    CHECK(get(dw) == values(54, 0.0));
+    CHECK(get(dw) == Values(54, 0.0));
     // No indices: embedding_backward still zeroes the table.
-    const tensor idx = make(TF_DTYPE_I64, {0}), dy = make(TF_DTYPE_F32, {0, 3}), table = make(TF_DTYPE_F32, {4, 3});
+    const TensorDesc idx = make(TF_DTYPE_I64, {0}), dy = make(TF_DTYPE_F32, {0, 3}), table = make(TF_DTYPE_F32, {4, 3});
     run_ok(TF_OP_EMBEDDING_BACKWARD, {&dy, &idx}, table, nullptr);
-    CHECK(get(table) == values(12, 0.0));
+    CHECK(get(table) == Values(12, 0.0));
 }

@@ -43,17 +43,17 @@ const char *host_get_env(const char *name) { return std::getenv(name); }
 
 const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_get_env};
 
-using dl_closer = plugin_closer<&k_host>;
+using DlCloser = PluginCloser<&k_host>;
 
-struct loaded_plugin {
-    std::unique_ptr<void, dl_closer> handle;
+struct LoadedPlugin {
+    std::unique_ptr<void, DlCloser> handle;
     tf_plugin_entry_fn entry = nullptr;
     const tf_plugin *table = nullptr;
 };
 
-const loaded_plugin &loaded() {
-    static const loaded_plugin plugin = [] {
-        loaded_plugin p;
+const LoadedPlugin &loaded() {
+    static const LoadedPlugin plugin = [] {
+        LoadedPlugin p;
         p.handle.reset(dlopen(TF_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));
         const char *why = dlerror();
         INFO("dlopen(" TF_CPU_PLUGIN_PATH "): ", why ? why : "");
@@ -164,37 +164,37 @@ constexpr unsigned char k_sentinel = 0xab;
 
 // Storage from the plugin's own buffer_alloc, filled with sentinel bytes so a test can tell
 // which bytes a kernel wrote.
-struct block {
+struct Block {
     tf_buffer *buffer = nullptr;
     char *data = nullptr;
     size_t bytes = 0;
 
-    explicit block(size_t n) : bytes(n) {
+    explicit Block(size_t n) : bytes(n) {
         tf_error err = make_error();
         REQUIRE(P().buffer_alloc(0, n > 0 ? n : 1, &buffer, &err) == TF_STATUS_OK);
         data = static_cast<char *>(P().buffer_host_ptr(buffer));
         REQUIRE(data != nullptr);
         std::memset(data, k_sentinel, n);
     }
-    ~block() { P().buffer_free(buffer); }
-    block(const block &) = delete;
-    block &operator=(const block &) = delete;
+    ~Block() { P().buffer_free(buffer); }
+    Block(const Block &) = delete;
+    Block &operator=(const Block &) = delete;
 };
 
-struct tensor {
-    std::shared_ptr<block> mem;
+struct TensorDesc {
+    std::shared_ptr<Block> mem;
     tf_tensor_desc d{};
 };
 
-using dims = std::vector<int64_t>;
+using Dims = std::vector<int64_t>;
 
-int64_t count_of(const dims &shape) {
+int64_t count_of(const Dims &shape) {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
     return n;
 }
 
-tf_tensor_desc describe(int32_t dtype, const dims &shape, const dims &strides, int64_t offset_elems) {
+tf_tensor_desc describe(int32_t dtype, const Dims &shape, const Dims &strides, int64_t offset_elems) {
     tf_tensor_desc d{};
     d.struct_size = sizeof d;
     d.dtype = dtype;
@@ -207,8 +207,8 @@ tf_tensor_desc describe(int32_t dtype, const dims &shape, const dims &strides, i
     return d;
 }
 
-dims contiguous_strides(const dims &shape) {
-    dims strides(shape.size());
+Dims contiguous_strides(const Dims &shape) {
+    Dims strides(shape.size());
     int64_t s = 1;
     for (size_t i = shape.size(); i-- > 0;) {
         strides[i] = s;
@@ -217,9 +217,9 @@ dims contiguous_strides(const dims &shape) {
     return strides;
 }
 
-tensor make(int32_t dtype, const dims &shape) {
-    tensor t;
-    t.mem = std::make_shared<block>(static_cast<size_t>(count_of(shape)) * size_of(dtype));
+TensorDesc make(int32_t dtype, const Dims &shape) {
+    TensorDesc t;
+    t.mem = std::make_shared<Block>(static_cast<size_t>(count_of(shape)) * size_of(dtype));
     t.d = describe(dtype, shape, contiguous_strides(shape), 0);
     t.d.buffer = t.mem->buffer;
     t.d.data = t.mem->data;
@@ -227,8 +227,8 @@ tensor make(int32_t dtype, const dims &shape) {
 }
 
 // A view of base's storage with its own shape, strides (elements) and offset (elements).
-tensor view(const tensor &base, const dims &shape, const dims &strides, int64_t offset_elems = 0) {
-    tensor t = base;
+TensorDesc view(const TensorDesc &base, const Dims &shape, const Dims &strides, int64_t offset_elems = 0) {
+    TensorDesc t = base;
     t.d = describe(base.d.dtype, shape, strides, offset_elems);
     t.d.buffer = base.d.buffer;
     t.d.data = base.d.data;
@@ -236,14 +236,14 @@ tensor view(const tensor &base, const dims &shape, const dims &strides, int64_t 
 }
 
 // Rank 2: the transpose as a view.
-tensor transposed(const tensor &t) {
+TensorDesc transposed(const TensorDesc &t) {
     return view(t, {t.d.shape[1], t.d.shape[0]}, {t.d.strides[1], t.d.strides[0]},
                 static_cast<int64_t>(t.d.offset / size_of(t.d.dtype)));
 }
 
 // A tensor without storage: only valid with zero elements.
-tensor no_data(int32_t dtype, const dims &shape) {
-    tensor t;
+TensorDesc no_data(int32_t dtype, const Dims &shape) {
+    TensorDesc t;
     t.d = describe(dtype, shape, contiguous_strides(shape), 0);
     return t;
 }
@@ -266,13 +266,13 @@ std::vector<size_t> element_offsets(const tf_tensor_desc &d) {
     return offsets;
 }
 
-void set(const tensor &t, const std::vector<double> &values) {
+void set(const TensorDesc &t, const std::vector<double> &values) {
     const auto offsets = element_offsets(t.d);
     REQUIRE(offsets.size() == values.size());
     for (size_t i = 0; i < values.size(); ++i) put(t.mem->data + offsets[i], t.d.dtype, values[i]);
 }
 
-std::vector<double> get(const tensor &t) {
+std::vector<double> get(const TensorDesc &t) {
     std::vector<double> values;
     for (size_t off : element_offsets(t.d)) values.push_back(take(t.mem->data + off, t.d.dtype));
     return values;
@@ -280,7 +280,7 @@ std::vector<double> get(const tensor &t) {
 
 // Raw element access for bit patterns and extreme integers.
 template <class T>
-void set_raw(const tensor &t, const std::vector<T> &values) {
+void set_raw(const TensorDesc &t, const std::vector<T> &values) {
     REQUIRE(sizeof(T) == size_of(t.d.dtype));
     const auto offsets = element_offsets(t.d);
     REQUIRE(offsets.size() == values.size());
@@ -288,7 +288,7 @@ void set_raw(const tensor &t, const std::vector<T> &values) {
 }
 
 template <class T>
-std::vector<T> get_raw(const tensor &t) {
+std::vector<T> get_raw(const TensorDesc &t) {
     REQUIRE(sizeof(T) == size_of(t.d.dtype));
     std::vector<T> values;
     for (size_t off : element_offsets(t.d)) {
@@ -299,13 +299,13 @@ std::vector<T> get_raw(const tensor &t) {
     return values;
 }
 
-tensor make(int32_t dtype, const dims &shape, const std::vector<double> &values) {
-    tensor t = make(dtype, shape);
+TensorDesc make(int32_t dtype, const Dims &shape, const std::vector<double> &values) {
+    TensorDesc t = make(dtype, shape);
     set(t, values);
     return t;
 }
 
-void check_values(const tensor &t, const std::vector<double> &expected) {
+void check_values(const TensorDesc &t, const std::vector<double> &expected) {
     const auto got = get(t);
     REQUIRE(got.size() == expected.size());
     for (size_t i = 0; i < got.size(); ++i) {
@@ -318,7 +318,7 @@ void check_values(const tensor &t, const std::vector<double> &expected) {
 }
 
 // True when no byte of t's storage outside t's elements changed from the sentinel.
-bool only_elements_written(const tensor &t) {
+bool only_elements_written(const TensorDesc &t) {
     std::vector<bool> mine(t.mem->bytes, false);
     for (size_t off : element_offsets(t.d))
         for (size_t b = 0; b < size_of(t.d.dtype); ++b) mine[off + b] = true;
@@ -327,7 +327,7 @@ bool only_elements_written(const tensor &t) {
     return true;
 }
 
-bool untouched(const tensor &t) {
+bool untouched(const TensorDesc &t) {
     for (size_t b = 0; b < t.mem->bytes; ++b)
         if (static_cast<unsigned char>(t.mem->data[b]) != k_sentinel) return false;
     return true;
@@ -335,13 +335,13 @@ bool untouched(const tensor &t) {
 
 // ---- Calling ops --------------------------------------------------------------------------
 
-struct call {
+struct Call {
     tf_op_desc op{};
     std::vector<tf_tensor_desc> inputs;
     tf_tensor_desc output{};
 
-    call(uint32_t id, std::initializer_list<const tensor *> ins, const tensor &out, const void *params = nullptr) {
-        for (const tensor *t : ins) inputs.push_back(t->d);
+    Call(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params = nullptr) {
+        for (const TensorDesc *t : ins) inputs.push_back(t->d);
         output = out.d;
         op.struct_size = sizeof op;
         op.op = id;
@@ -351,7 +351,7 @@ struct call {
         op.outputs = &output;
         op.params = params;
     }
-    call(const call &) = delete;
+    Call(const Call &) = delete;
 
     int32_t supports() const { return P().supports(0, &op); }
     tf_status run(std::string *message = nullptr) const {
@@ -362,8 +362,8 @@ struct call {
     }
 };
 
-void run_ok(uint32_t id, std::initializer_list<const tensor *> ins, const tensor &out, const void *params = nullptr) {
-    const call c(id, ins, out, params);
+void run_ok(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params = nullptr) {
+    const Call c(id, ins, out, params);
     INFO("op ", id, " dtype ", name_of(out.d.dtype));
     REQUIRE(c.supports() == 1);
     std::string message;
@@ -399,7 +399,7 @@ double tolerance(int32_t dtype, double expected) {
     }
 }
 
-void check_close(const tensor &t, const std::vector<double> &expected) {
+void check_close(const TensorDesc &t, const std::vector<double> &expected) {
     const auto got = get(t);
     REQUIRE(got.size() == expected.size());
     for (size_t i = 0; i < got.size(); ++i) {
@@ -414,9 +414,9 @@ void check_close(const tensor &t, const std::vector<double> &expected) {
 }
 
 // run() for a call that must fail; returns the status, the message in *message.
-tf_status run_fail(uint32_t id, std::initializer_list<const tensor *> ins, const tensor &out, const void *params,
+tf_status run_fail(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params,
                    std::string *message) {
-    const call c(id, ins, out, params);
+    const Call c(id, ins, out, params);
     return c.run(message);
 }
 
@@ -435,13 +435,13 @@ bool compare_on_host(uint32_t op, double a, double b) {
 
 // Float-only unary ops with their definitions, written here from the formulas in ops.def and
 // the brief (not the plugin's cancellation-free forms).
-struct math_case {
+struct MathCase {
     uint32_t op;
     const char *name;
     double (*f)(double);
 };
 
-const math_case k_math[] = {
+const MathCase k_math[] = {
     {TF_OP_EXP, "exp", [](double x) { return std::exp(x); }},
     {TF_OP_LOG, "log", [](double x) { return std::log(x); }},
     {TF_OP_SQRT, "sqrt", [](double x) { return std::sqrt(x); }},
@@ -458,7 +458,7 @@ const math_case k_math[] = {
 };
 
 // Row-major multi-index of element e of shape.
-std::vector<int64_t> index_of(int64_t e, const dims &shape) {
+std::vector<int64_t> index_of(int64_t e, const Dims &shape) {
     std::vector<int64_t> idx(shape.size());
     for (size_t i = shape.size(); i-- > 0;) {
         idx[i] = e % shape[i];
@@ -469,7 +469,7 @@ std::vector<int64_t> index_of(int64_t e, const dims &shape) {
 
 // Row-major index, in the output of a reduction over the axes in mask (kept with size 1), of the
 // output element that input element e of shape goes to.
-size_t reduced_index(int64_t e, const dims &shape, const dims &out_shape, uint32_t mask) {
+size_t reduced_index(int64_t e, const Dims &shape, const Dims &out_shape, uint32_t mask) {
     const auto idx = index_of(e, shape);
     int64_t o = 0;
     for (size_t a = 0; a < shape.size(); ++a) o = o * out_shape[a] + ((mask >> a & 1) ? 0 : idx[a]);
@@ -485,10 +485,10 @@ TEST_CASE("pow: float dtypes against std::pow, exponent broadcast through stride
     const std::vector<double> exps = {2, -1, 3};
     for (int32_t dt : k_float) {
         INFO("dtype ", name_of(dt));
-        tensor a = make(dt, {2, 3}, base);
-        tensor row = make(dt, {3}, exps);
-        tensor b = view(row, {2, 3}, {0, 1});  // [3] broadcast along axis 0
-        tensor out = make(dt, {2, 3});
+        TensorDesc a = make(dt, {2, 3}, base);
+        TensorDesc row = make(dt, {3}, exps);
+        TensorDesc b = view(row, {2, 3}, {0, 1});  // [3] broadcast along axis 0
+        TensorDesc out = make(dt, {2, 3});
         run_ok(TF_OP_POW, {&a, &b}, out);
         std::vector<double> expected;
         for (size_t i = 0; i < base.size(); ++i) expected.push_back(std::pow(base[i], exps[i % 3]));
@@ -496,9 +496,9 @@ TEST_CASE("pow: float dtypes against std::pow, exponent broadcast through stride
 
         // Fractional exponents and C's special cases (torch follows them): 0^-1 = inf,
         // (-8)^0.5 = NaN, NaN^0 = 1, 1^NaN = 1, (-1)^inf = 1.
-        tensor x = make(dt, {7}, {2, 16, 0, -8, NAN, 1, -1});
-        tensor y = make(dt, {7}, {0.5, -0.25, -1, 0.5, 0, NAN, INFINITY});
-        tensor o = make(dt, {7});
+        TensorDesc x = make(dt, {7}, {2, 16, 0, -8, NAN, 1, -1});
+        TensorDesc y = make(dt, {7}, {0.5, -0.25, -1, 0.5, 0, NAN, INFINITY});
+        TensorDesc o = make(dt, {7});
         run_ok(TF_OP_POW, {&x, &y}, o);
         check_close(o, {std::sqrt(2.0), 0.5, INFINITY, NAN, 1, 1, 1});
     }
@@ -507,16 +507,16 @@ TEST_CASE("pow: float dtypes against std::pow, exponent broadcast through stride
 TEST_CASE("pow: integers take non-negative exponents and wrap") {
     for (int32_t dt : {TF_DTYPE_I32, TF_DTYPE_I64}) {
         INFO("dtype ", name_of(dt));
-        tensor a = make(dt, {8}, {2, 3, -2, 0, 7, 1, -1, 0});
-        tensor b = make(dt, {8}, {10, 3, 3, 0, 0, 31, 5, 5});
-        tensor out = make(dt, {8});
+        TensorDesc a = make(dt, {8}, {2, 3, -2, 0, 7, 1, -1, 0});
+        TensorDesc b = make(dt, {8}, {10, 3, 3, 0, 0, 31, 5, 5});
+        TensorDesc out = make(dt, {8});
         run_ok(TF_OP_POW, {&a, &b}, out);
         check_values(out, {1024, 27, -8, 1, 1, 1, -1, 0});  // 0^0 = 1
 
         // A negative exponent anywhere (here through a broadcast) fails before any write.
-        tensor e = make(dt, {}, {-1});
-        tensor be = view(e, {8}, {0});
-        tensor out2 = make(dt, {8});
+        TensorDesc e = make(dt, {}, {-1});
+        TensorDesc be = view(e, {8}, {0});
+        TensorDesc out2 = make(dt, {8});
         std::string message;
         CHECK(run_fail(TF_OP_POW, {&a, &be}, out2, nullptr, &message) == TF_STATUS_INVALID_ARGUMENT);
         CHECK(message.find("pow") == 0);
@@ -524,39 +524,39 @@ TEST_CASE("pow: integers take non-negative exponents and wrap") {
         CHECK(untouched(out2));
     }
     // Overflow wraps like repeated multiplication in the dtype: 2^31, 3^21 mod 2^32; 2^63, 3^40 mod 2^64.
-    tensor a32 = make(TF_DTYPE_I32, {2}, {2, 3});
-    tensor b32 = make(TF_DTYPE_I32, {2}, {31, 21});
-    tensor o32 = make(TF_DTYPE_I32, {2});
+    TensorDesc a32 = make(TF_DTYPE_I32, {2}, {2, 3});
+    TensorDesc b32 = make(TF_DTYPE_I32, {2}, {31, 21});
+    TensorDesc o32 = make(TF_DTYPE_I32, {2});
     run_ok(TF_OP_POW, {&a32, &b32}, o32);
     CHECK(get_raw<int32_t>(o32) == std::vector<int32_t>{INT32_MIN, 1870418611});
-    tensor a64 = make(TF_DTYPE_I64, {3}, {2, 3, 3});
-    tensor b64 = make(TF_DTYPE_I64, {3}, {63, 40, 39});
-    tensor o64 = make(TF_DTYPE_I64, {3});
+    TensorDesc a64 = make(TF_DTYPE_I64, {3}, {2, 3, 3});
+    TensorDesc b64 = make(TF_DTYPE_I64, {3}, {63, 40, 39});
+    TensorDesc o64 = make(TF_DTYPE_I64, {3});
     run_ok(TF_OP_POW, {&a64, &b64}, o64);
     CHECK(get_raw<int64_t>(o64) == std::vector<int64_t>{INT64_MIN, -6289078614652622815LL, 4052555153018976267LL});
 
-    tensor bl = make(TF_DTYPE_BOOL, {2});
-    CHECK(call(TF_OP_POW, {&bl, &bl}, bl).supports() == 0);
+    TensorDesc bl = make(TF_DTYPE_BOOL, {2});
+    CHECK(Call(TF_OP_POW, {&bl, &bl}, bl).supports() == 0);
 }
 
 TEST_CASE("maximum and minimum: every numeric dtype, strided operands") {
     for (int32_t dt : k_numeric) {
         INFO("dtype ", name_of(dt));
-        tensor a = make(dt, {2, 3}, {1, -2, 3, 5, 0, -7});
-        tensor b = make(dt, {2, 3}, {2, -3, 3, -7, 0, 8});
-        tensor out = make(dt, {2, 3});
+        TensorDesc a = make(dt, {2, 3}, {1, -2, 3, 5, 0, -7});
+        TensorDesc b = make(dt, {2, 3}, {2, -3, 3, -7, 0, 8});
+        TensorDesc out = make(dt, {2, 3});
         run_ok(TF_OP_MAXIMUM, {&a, &b}, out);
         check_values(out, {2, -2, 3, 5, 0, 8});
         run_ok(TF_OP_MINIMUM, {&a, &b}, out);
         check_values(out, {1, -3, 3, -7, 0, -7});
 
         // Transposed input, broadcast column, transposed output.
-        tensor st = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6});
-        tensor t = transposed(st);  // [[1, 2, 3], [4, 5, 6]]
-        tensor col = make(dt, {2}, {2, 5});
-        tensor c = view(col, {2, 3}, {1, 0});
-        tensor storage = make(dt, {3, 2});
-        tensor out_t = transposed(storage);
+        TensorDesc st = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6});
+        TensorDesc t = transposed(st);  // [[1, 2, 3], [4, 5, 6]]
+        TensorDesc col = make(dt, {2}, {2, 5});
+        TensorDesc c = view(col, {2, 3}, {1, 0});
+        TensorDesc storage = make(dt, {3, 2});
+        TensorDesc out_t = transposed(storage);
         run_ok(TF_OP_MAXIMUM, {&t, &c}, out_t);
         check_values(out_t, {2, 2, 3, 5, 5, 6});
         check_values(storage, {2, 5, 2, 5, 3, 6});
@@ -564,11 +564,11 @@ TEST_CASE("maximum and minimum: every numeric dtype, strided operands") {
         check_values(out_t, {1, 2, 2, 4, 5, 5});
     }
     // i64 compares exactly (2^53 + 1 is not a double).
-    tensor a = make(TF_DTYPE_I64, {2});
-    tensor b = make(TF_DTYPE_I64, {2});
+    TensorDesc a = make(TF_DTYPE_I64, {2});
+    TensorDesc b = make(TF_DTYPE_I64, {2});
     set_raw<int64_t>(a, {9007199254740993LL, INT64_MIN});
     set_raw<int64_t>(b, {9007199254740992LL, INT64_MAX});
-    tensor out = make(TF_DTYPE_I64, {2});
+    TensorDesc out = make(TF_DTYPE_I64, {2});
     run_ok(TF_OP_MAXIMUM, {&a, &b}, out);
     CHECK(get_raw<int64_t>(out) == std::vector<int64_t>{9007199254740993LL, INT64_MAX});
     run_ok(TF_OP_MINIMUM, {&a, &b}, out);
@@ -578,19 +578,19 @@ TEST_CASE("maximum and minimum: every numeric dtype, strided operands") {
 TEST_CASE("maximum and minimum: NaN propagates from either side, -0 < +0") {
     for (int32_t dt : k_float) {
         INFO("dtype ", name_of(dt));
-        tensor a = make(dt, {4}, {NAN, 1, NAN, -INFINITY});
-        tensor b = make(dt, {4}, {1, NAN, NAN, NAN});
-        tensor out = make(dt, {4});
+        TensorDesc a = make(dt, {4}, {NAN, 1, NAN, -INFINITY});
+        TensorDesc b = make(dt, {4}, {1, NAN, NAN, NAN});
+        TensorDesc out = make(dt, {4});
         run_ok(TF_OP_MAXIMUM, {&a, &b}, out);
         check_values(out, {NAN, NAN, NAN, NAN});
         run_ok(TF_OP_MINIMUM, {&a, &b}, out);
         check_values(out, {NAN, NAN, NAN, NAN});
     }
-    tensor a = make(TF_DTYPE_F32, {2});
-    tensor b = make(TF_DTYPE_F32, {2});
+    TensorDesc a = make(TF_DTYPE_F32, {2});
+    TensorDesc b = make(TF_DTYPE_F32, {2});
     set_raw<float>(a, {-0.0f, 0.0f});
     set_raw<float>(b, {0.0f, -0.0f});
-    tensor out = make(TF_DTYPE_F32, {2});
+    TensorDesc out = make(TF_DTYPE_F32, {2});
     run_ok(TF_OP_MAXIMUM, {&a, &b}, out);
     CHECK(get_raw<uint32_t>(out) == std::vector<uint32_t>{0, 0});
     run_ok(TF_OP_MINIMUM, {&a, &b}, out);
@@ -603,14 +603,14 @@ TEST_CASE("relu_backward: dy where x > 0, every numeric dtype, strided and broad
     for (int32_t dt : k_numeric) {
         INFO("dtype ", name_of(dt));
         // Dense: negative gradients pass where x > 0; x <= 0 stops any gradient.
-        const tensor grads = make(dt, {6}, {1, -2, 3, 5, 7, -7}), inputs = make(dt, {6}, {2, -3, 0, -1, 4, 1});
-        const tensor out = make(dt, {6});
+        const TensorDesc grads = make(dt, {6}, {1, -2, 3, 5, 7, -7}), inputs = make(dt, {6}, {2, -3, 0, -1, 4, 1});
+        const TensorDesc out = make(dt, {6});
         run_ok(TF_OP_RELU_BACKWARD, {&grads, &inputs}, out);
         check_values(out, {1, 0, 0, 0, 7, -7});
         // dy transposed ([[1, 2, 3], [4, 5, 6]]), x one row broadcast over both, output transposed.
-        const tensor dy_storage = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6}), x_row = make(dt, {3}, {1, 0, -1});
-        const tensor storage = make(dt, {3, 2});
-        const tensor dy = transposed(dy_storage), x = view(x_row, {2, 3}, {0, 1}), out_t = transposed(storage);
+        const TensorDesc dy_storage = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6}), x_row = make(dt, {3}, {1, 0, -1});
+        const TensorDesc storage = make(dt, {3, 2});
+        const TensorDesc dy = transposed(dy_storage), x = view(x_row, {2, 3}, {0, 1}), out_t = transposed(storage);
         run_ok(TF_OP_RELU_BACKWARD, {&dy, &x}, out_t);
         check_values(out_t, {1, 0, 0, 4, 0, 0});
         check_values(storage, {1, 4, 0, 0, 0, 0});
@@ -620,17 +620,17 @@ TEST_CASE("relu_backward: dy where x > 0, every numeric dtype, strided and broad
 TEST_CASE("relu_backward: NaN x passes dy, x = -0 gives +0, NaN dy stops at x <= 0") {
     for (int32_t dt : k_float) {
         INFO("dtype ", name_of(dt));
-        tensor dy = make(dt, {5}, {NAN, 2, 3, NAN, INFINITY});
-        tensor x = make(dt, {5}, {-1, NAN, 0, 1, INFINITY});
-        tensor out = make(dt, {5});
+        TensorDesc dy = make(dt, {5}, {NAN, 2, 3, NAN, INFINITY});
+        TensorDesc x = make(dt, {5}, {-1, NAN, 0, 1, INFINITY});
+        TensorDesc out = make(dt, {5});
         run_ok(TF_OP_RELU_BACKWARD, {&dy, &x}, out);
         check_values(out, {0, 2, 0, NAN, INFINITY});
     }
-    tensor dy = make(TF_DTYPE_F32, {3});
-    tensor x = make(TF_DTYPE_F32, {3});
+    TensorDesc dy = make(TF_DTYPE_F32, {3});
+    TensorDesc x = make(TF_DTYPE_F32, {3});
     set_raw<float>(dy, {5.0f, -0.0f, -0.0f});
     set_raw<float>(x, {-0.0f, 1.0f, -1.0f});
-    tensor out = make(TF_DTYPE_F32, {3});
+    TensorDesc out = make(TF_DTYPE_F32, {3});
     run_ok(TF_OP_RELU_BACKWARD, {&dy, &x}, out);
     CHECK(get_raw<uint32_t>(out) == std::vector<uint32_t>{0, 0x80000000u, 0});
 }
@@ -647,8 +647,8 @@ TEST_CASE("relu_backward: dense f32 (the vector rows, threaded when large) again
             want[i] = xv[i] <= 0 ? 0.0f : dyv[i];
         }
         // A leading axis of 4 lets the threaded split cut the rows.
-        const dims shape = n % 4 == 0 ? dims{4, n / 4} : dims{n};
-        tensor dy = make(TF_DTYPE_F32, shape), x = make(TF_DTYPE_F32, shape), out = make(TF_DTYPE_F32, shape);
+        const Dims shape = n % 4 == 0 ? Dims{4, n / 4} : Dims{n};
+        TensorDesc dy = make(TF_DTYPE_F32, shape), x = make(TF_DTYPE_F32, shape), out = make(TF_DTYPE_F32, shape);
         set_raw<float>(dy, dyv);
         set_raw<float>(x, xv);
         run_ok(TF_OP_RELU_BACKWARD, {&dy, &x}, out);
@@ -753,9 +753,9 @@ TEST_CASE("comparisons: six ops, every dtype, bool output") {
         const std::vector<double> av = boolean ? std::vector<double>{0, 0, 1, 1} : std::vector<double>{-1, 2, 2, 5, 0, 3};
         const std::vector<double> bv = boolean ? std::vector<double>{0, 1, 0, 1} : std::vector<double>{2, 2, -1, 5, 0, -4};
         const auto n = static_cast<int64_t>(av.size());
-        tensor a = make(dt, {n}, av);
-        tensor b = make(dt, {n}, bv);
-        tensor out = make(TF_DTYPE_BOOL, {n});
+        TensorDesc a = make(dt, {n}, av);
+        TensorDesc b = make(dt, {n}, bv);
+        TensorDesc out = make(TF_DTYPE_BOOL, {n});
         for (uint32_t op : k_compare_ops) {
             CAPTURE(op);
             run_ok(op, {&a, &b}, out);
@@ -770,12 +770,12 @@ TEST_CASE("comparisons: six ops, every dtype, bool output") {
 TEST_CASE("comparisons: broadcast scalar, transposed input and output") {
     for (int32_t dt : k_numeric) {
         INFO("dtype ", name_of(dt));
-        tensor st = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6});
-        tensor t = transposed(st);  // [[1, 2, 3], [4, 5, 6]]
-        tensor two = make(dt, {}, {3});
-        tensor s = view(two, {2, 3}, {0, 0});
-        tensor storage = make(TF_DTYPE_BOOL, {3, 2});
-        tensor out_t = transposed(storage);
+        TensorDesc st = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6});
+        TensorDesc t = transposed(st);  // [[1, 2, 3], [4, 5, 6]]
+        TensorDesc two = make(dt, {}, {3});
+        TensorDesc s = view(two, {2, 3}, {0, 0});
+        TensorDesc storage = make(TF_DTYPE_BOOL, {3, 2});
+        TensorDesc out_t = transposed(storage);
         run_ok(TF_OP_LT, {&t, &s}, out_t);
         check_values(out_t, {1, 1, 0, 0, 0, 0});
         check_values(storage, {1, 0, 1, 0, 0, 0});
@@ -783,8 +783,8 @@ TEST_CASE("comparisons: broadcast scalar, transposed input and output") {
         check_values(out_t, {1, 1, 1, 0, 0, 0});
 
         // Output every other byte of a wider buffer.
-        tensor wide = make(TF_DTYPE_BOOL, {12});
-        tensor gaps = view(wide, {2, 3}, {6, 2}, 1);
+        TensorDesc wide = make(TF_DTYPE_BOOL, {12});
+        TensorDesc gaps = view(wide, {2, 3}, {6, 2}, 1);
         run_ok(TF_OP_EQ, {&t, &s}, gaps);
         check_values(gaps, {0, 0, 1, 0, 0, 0});
         CHECK(only_elements_written(gaps));
@@ -798,10 +798,10 @@ TEST_CASE("comparisons and where on dense rows against one broadcast value (the 
         INFO("dtype ", name_of(dt));
         std::vector<double> av(n);
         for (size_t i = 0; i < n; ++i) av[i] = static_cast<double>(static_cast<int>(i * 7 % 11) - 5);
-        tensor a = make(dt, {n}, av);
-        tensor zero = make(dt, {}, {0});
-        tensor z = view(zero, {static_cast<int64_t>(n)}, {0});
-        tensor out = make(TF_DTYPE_BOOL, {n});
+        TensorDesc a = make(dt, {n}, av);
+        TensorDesc zero = make(dt, {}, {0});
+        TensorDesc z = view(zero, {static_cast<int64_t>(n)}, {0});
+        TensorDesc out = make(TF_DTYPE_BOOL, {n});
         for (uint32_t op : k_compare_ops) {
             CAPTURE(op);
             run_ok(op, {&a, &z}, out);
@@ -814,10 +814,10 @@ TEST_CASE("comparisons and where on dense rows against one broadcast value (the 
         // where(a > 0, g, 0) and where(a > 0, 0, g), relu's backward and its mirror.
         std::vector<double> gv(n);
         for (size_t i = 0; i < n; ++i) gv[i] = static_cast<double>(i % 5) + 1;
-        tensor g = make(dt, {n}, gv);
-        tensor cond = make(TF_DTYPE_BOOL, {n});
+        TensorDesc g = make(dt, {n}, gv);
+        TensorDesc cond = make(TF_DTYPE_BOOL, {n});
         run_ok(TF_OP_GT, {&a, &z}, cond);
-        tensor picked = make(dt, {n});
+        TensorDesc picked = make(dt, {n});
         run_ok(TF_OP_WHERE, {&cond, &g, &z}, picked);
         std::vector<double> expected;
         for (size_t i = 0; i < n; ++i) expected.push_back(av[i] > 0 ? gv[i] : 0);
@@ -828,14 +828,14 @@ TEST_CASE("comparisons and where on dense rows against one broadcast value (the 
         check_values(picked, expected);
     }
     // Bits survive the branch-free select: a NaN payload and -0 against a broadcast NaN.
-    tensor cond = make(TF_DTYPE_BOOL, {5});
+    TensorDesc cond = make(TF_DTYPE_BOOL, {5});
     set_raw<uint8_t>(cond, {1, 0, 9, 0, 1});  // 9 reads as true
-    tensor f = make(TF_DTYPE_F32, {5});
+    TensorDesc f = make(TF_DTYPE_F32, {5});
     set_raw<uint32_t>(f, {0x7fc00123u, 0x3f800000u, 0x80000000u, 0x3f800000u, 0x00000001u});
-    tensor nan = make(TF_DTYPE_F32, {1});
+    TensorDesc nan = make(TF_DTYPE_F32, {1});
     set_raw<uint32_t>(nan, {0xffc00042u});
-    tensor s = view(nan, {5}, {0});
-    tensor fo = make(TF_DTYPE_F32, {5});
+    TensorDesc s = view(nan, {5}, {0});
+    TensorDesc fo = make(TF_DTYPE_F32, {5});
     run_ok(TF_OP_WHERE, {&cond, &f, &s}, fo);
     CHECK(get_raw<uint32_t>(fo) == std::vector<uint32_t>{0x7fc00123u, 0xffc00042u, 0x80000000u, 0xffc00042u, 0x00000001u});
 }
@@ -843,9 +843,9 @@ TEST_CASE("comparisons and where on dense rows against one broadcast value (the 
 TEST_CASE("comparisons: NaN is unordered, -0 == +0, i64 exact, stray bool bytes") {
     for (int32_t dt : k_float) {
         INFO("dtype ", name_of(dt));
-        tensor a = make(dt, {4}, {NAN, NAN, 1, -0.0});
-        tensor b = make(dt, {4}, {NAN, 1, NAN, 0});
-        tensor out = make(TF_DTYPE_BOOL, {4});
+        TensorDesc a = make(dt, {4}, {NAN, NAN, 1, -0.0});
+        TensorDesc b = make(dt, {4}, {NAN, 1, NAN, 0});
+        TensorDesc out = make(TF_DTYPE_BOOL, {4});
         const std::map<uint32_t, std::vector<double>> expected = {
             {TF_OP_EQ, {0, 0, 0, 1}}, {TF_OP_NE, {1, 1, 1, 0}}, {TF_OP_LT, {0, 0, 0, 0}},
             {TF_OP_LE, {0, 0, 0, 1}}, {TF_OP_GT, {0, 0, 0, 0}}, {TF_OP_GE, {0, 0, 0, 1}},
@@ -857,18 +857,18 @@ TEST_CASE("comparisons: NaN is unordered, -0 == +0, i64 exact, stray bool bytes"
             check_values(out, values);
         }
     }
-    tensor a = make(TF_DTYPE_I64, {2});
-    tensor b = make(TF_DTYPE_I64, {2});
+    TensorDesc a = make(TF_DTYPE_I64, {2});
+    TensorDesc b = make(TF_DTYPE_I64, {2});
     set_raw<int64_t>(a, {9007199254740993LL, 9007199254740992LL});
     set_raw<int64_t>(b, {9007199254740992LL, 9007199254740993LL});
-    tensor out = make(TF_DTYPE_BOOL, {2});
+    TensorDesc out = make(TF_DTYPE_BOOL, {2});
     run_ok(TF_OP_EQ, {&a, &b}, out);
     check_values(out, {0, 0});
     run_ok(TF_OP_LT, {&a, &b}, out);
     check_values(out, {0, 1});
 
-    tensor x = make(TF_DTYPE_BOOL, {2});
-    tensor y = make(TF_DTYPE_BOOL, {2});
+    TensorDesc x = make(TF_DTYPE_BOOL, {2});
+    TensorDesc y = make(TF_DTYPE_BOOL, {2});
     set_raw<uint8_t>(x, {2, 0});
     set_raw<uint8_t>(y, {1, 0});
     run_ok(TF_OP_EQ, {&x, &y}, out);
@@ -879,23 +879,23 @@ TEST_CASE("where: every dtype, broadcast condition and operand, transposed outpu
     for (int32_t dt : k_all) {
         INFO("dtype ", name_of(dt));
         const bool boolean = dt == TF_DTYPE_BOOL;
-        tensor cond_row = make(TF_DTYPE_BOOL, {3}, {1, 0, 1});
-        tensor cond = view(cond_row, {2, 3}, {0, 1});
+        TensorDesc cond_row = make(TF_DTYPE_BOOL, {3}, {1, 0, 1});
+        TensorDesc cond = view(cond_row, {2, 3}, {0, 1});
         const std::vector<double> av = boolean ? std::vector<double>{1, 1, 0, 1, 1, 0} : std::vector<double>{1, 2, 3, 4, 5, 6};
         const double bv = boolean ? 0 : -1;
-        tensor a = make(dt, {2, 3}, av);
-        tensor scalar = make(dt, {}, {bv});
-        tensor b = view(scalar, {2, 3}, {0, 0});
-        tensor storage = make(dt, {3, 2});
-        tensor out_t = transposed(storage);
+        TensorDesc a = make(dt, {2, 3}, av);
+        TensorDesc scalar = make(dt, {}, {bv});
+        TensorDesc b = view(scalar, {2, 3}, {0, 0});
+        TensorDesc storage = make(dt, {3, 2});
+        TensorDesc out_t = transposed(storage);
         run_ok(TF_OP_WHERE, {&cond, &a, &b}, out_t);
         std::vector<double> expected;
         for (size_t i = 0; i < av.size(); ++i) expected.push_back(i % 3 != 1 ? av[i] : bv);
         check_values(out_t, expected);
 
         // Strided output with gaps, condition and operands swapped in role.
-        tensor wide = make(dt, {13});
-        tensor gaps = view(wide, {2, 3}, {6, 2}, 1);
+        TensorDesc wide = make(dt, {13});
+        TensorDesc gaps = view(wide, {2, 3}, {6, 2}, 1);
         run_ok(TF_OP_WHERE, {&cond, &b, &a}, gaps);
         expected.clear();
         for (size_t i = 0; i < av.size(); ++i) expected.push_back(i % 3 != 1 ? bv : av[i]);
@@ -905,39 +905,39 @@ TEST_CASE("where: every dtype, broadcast condition and operand, transposed outpu
 }
 
 TEST_CASE("where: copies elements bit for bit, normalises stray bool bytes") {
-    tensor cond = make(TF_DTYPE_BOOL, {3});
+    TensorDesc cond = make(TF_DTYPE_BOOL, {3});
     set_raw<uint8_t>(cond, {1, 7, 0});  // 7 reads as true
-    tensor f = make(TF_DTYPE_F32, {3});
-    tensor g = make(TF_DTYPE_F32, {3});
+    TensorDesc f = make(TF_DTYPE_F32, {3});
+    TensorDesc g = make(TF_DTYPE_F32, {3});
     set_raw<uint32_t>(f, {0x7fc00123u, 0x80000000u, 0x7f800001u});  // NaN payload, -0, signalling NaN
     set_raw<uint32_t>(g, {0x3f800000u, 0x3f800000u, 0xffc00042u});
-    tensor fo = make(TF_DTYPE_F32, {3});
+    TensorDesc fo = make(TF_DTYPE_F32, {3});
     run_ok(TF_OP_WHERE, {&cond, &f, &g}, fo);
     CHECK(get_raw<uint32_t>(fo) == std::vector<uint32_t>{0x7fc00123u, 0x80000000u, 0xffc00042u});
 
     for (int32_t dt : {TF_DTYPE_F16, TF_DTYPE_BF16}) {
-        tensor h = make(dt, {3});
-        tensor k = make(dt, {3});
+        TensorDesc h = make(dt, {3});
+        TensorDesc k = make(dt, {3});
         set_raw<uint16_t>(h, {0x7d01, 0x8000, 0x0001});
         set_raw<uint16_t>(k, {0x0000, 0x0000, 0xfd55});
-        tensor ho = make(dt, {3});
+        TensorDesc ho = make(dt, {3});
         run_ok(TF_OP_WHERE, {&cond, &h, &k}, ho);
         CHECK(get_raw<uint16_t>(ho) == std::vector<uint16_t>{0x7d01, 0x8000, 0xfd55});
     }
 
-    tensor x = make(TF_DTYPE_BOOL, {3});
-    tensor y = make(TF_DTYPE_BOOL, {3});
+    TensorDesc x = make(TF_DTYPE_BOOL, {3});
+    TensorDesc y = make(TF_DTYPE_BOOL, {3});
     set_raw<uint8_t>(x, {2, 5, 0});
     set_raw<uint8_t>(y, {0, 0, 3});
-    tensor bo = make(TF_DTYPE_BOOL, {3});
+    TensorDesc bo = make(TF_DTYPE_BOOL, {3});
     run_ok(TF_OP_WHERE, {&cond, &x, &y}, bo);
     CHECK(get_raw<uint8_t>(bo) == std::vector<uint8_t>{1, 1, 1});
 
-    tensor i = make(TF_DTYPE_I64, {3});
-    tensor j = make(TF_DTYPE_I64, {3});
+    TensorDesc i = make(TF_DTYPE_I64, {3});
+    TensorDesc j = make(TF_DTYPE_I64, {3});
     set_raw<int64_t>(i, {INT64_MIN, 9007199254740993LL, 1});
     set_raw<int64_t>(j, {0, 0, INT64_MAX});
-    tensor io = make(TF_DTYPE_I64, {3});
+    TensorDesc io = make(TF_DTYPE_I64, {3});
     run_ok(TF_OP_WHERE, {&cond, &i, &j}, io);
     CHECK(get_raw<int64_t>(io) == std::vector<int64_t>{INT64_MIN, 9007199254740993LL, INT64_MAX});
 }
@@ -948,14 +948,14 @@ TEST_CASE("float unary math against <cmath>, strided input and output") {
     const std::vector<double> xs = {-3, -1.5, -0.5, -0.0, 0, 0.25, 1, 2.5, 4};
     const auto n = static_cast<int64_t>(xs.size());
     for (int32_t dt : k_float) {
-        for (const math_case &m : k_math) {
+        for (const MathCase &m : k_math) {
             INFO("dtype ", name_of(dt));
             INFO("op ", m.name);
-            tensor in_storage = make(dt, {2 * n});
-            tensor in = view(in_storage, {n}, {2}, 1);
+            TensorDesc in_storage = make(dt, {2 * n});
+            TensorDesc in = view(in_storage, {n}, {2}, 1);
             set(in, xs);
-            tensor out_storage = make(dt, {2 * n + 1});
-            tensor out = view(out_storage, {n}, {2}, 0);
+            TensorDesc out_storage = make(dt, {2 * n + 1});
+            TensorDesc out = view(out_storage, {n}, {2}, 0);
             run_ok(m.op, {&in}, out, nullptr);
             std::vector<double> expected;
             for (double x : xs) expected.push_back(m.f(x));
@@ -964,8 +964,8 @@ TEST_CASE("float unary math against <cmath>, strided input and output") {
         }
     }
     // Signs the formulas fix: rsqrt(-0) = -inf, sqrt(-0) = -0, log(-0) = -inf.
-    tensor z = make(TF_DTYPE_F32, {}, {-0.0});
-    tensor o = make(TF_DTYPE_F32, {});
+    TensorDesc z = make(TF_DTYPE_F32, {}, {-0.0});
+    TensorDesc o = make(TF_DTYPE_F32, {});
     run_ok(TF_OP_RSQRT, {&z}, o);
     CHECK(get_raw<float>(o)[0] == -INFINITY);
     run_ok(TF_OP_SQRT, {&z}, o);
@@ -975,8 +975,8 @@ TEST_CASE("float unary math against <cmath>, strided input and output") {
 TEST_CASE("float unary math keeps NaN and handles infinities") {
     for (int32_t dt : k_float) {
         INFO("dtype ", name_of(dt));
-        tensor x = make(dt, {3}, {NAN, INFINITY, -INFINITY});
-        tensor out = make(dt, {3});
+        TensorDesc x = make(dt, {3}, {NAN, INFINITY, -INFINITY});
+        TensorDesc out = make(dt, {3});
         const std::map<uint32_t, std::vector<double>> expected = {
             {TF_OP_EXP, {NAN, INFINITY, 0}},      {TF_OP_LOG, {NAN, INFINITY, NAN}},
             {TF_OP_SQRT, {NAN, INFINITY, NAN}},   {TF_OP_RSQRT, {NAN, 0, NAN}},
@@ -998,8 +998,8 @@ TEST_CASE("sigmoid, silu, gelu and gelu_tanh stay accurate for large |x|") {
     for (int32_t dt : {TF_DTYPE_F32, TF_DTYPE_BF16}) {  // f16 cannot hold these inputs
         INFO("dtype ", name_of(dt));
         const std::vector<double> xs = {-1000, -100, -10, -5, 5, 10, 100, 1000};
-        tensor x = make(dt, {8}, xs);
-        tensor out = make(dt, {8});
+        TensorDesc x = make(dt, {8}, xs);
+        TensorDesc out = make(dt, {8});
         std::vector<double> sig, silu;
         for (double v : xs) {
             sig.push_back(1 / (1 + std::exp(-v)));  // fine in double for these: no inf / inf
@@ -1031,34 +1031,34 @@ TEST_CASE("sigmoid, silu, gelu and gelu_tanh stay accurate for large |x|") {
 TEST_CASE("abs and square: floats and integers") {
     for (int32_t dt : k_numeric) {
         INFO("dtype ", name_of(dt));
-        tensor st = make(dt, {3, 2}, {-3, 7, 2, -1, 0, -12});
-        tensor x = transposed(st);  // [[-3, 2, 0], [7, -1, -12]]
-        tensor out = make(dt, {2, 3});
+        TensorDesc st = make(dt, {3, 2}, {-3, 7, 2, -1, 0, -12});
+        TensorDesc x = transposed(st);  // [[-3, 2, 0], [7, -1, -12]]
+        TensorDesc out = make(dt, {2, 3});
         run_ok(TF_OP_ABS, {&x}, out);
         check_values(out, {3, 2, 0, 7, 1, 12});
         run_ok(TF_OP_SQUARE, {&x}, out);
         check_values(out, {9, 4, 0, 49, 1, 144});
     }
     // Integers wrap: abs(MIN) = MIN; 46341^2 and 3037000500^2 overflow.
-    tensor i = make(TF_DTYPE_I32, {4});
+    TensorDesc i = make(TF_DTYPE_I32, {4});
     set_raw<int32_t>(i, {INT32_MIN, -5, 65536, 46341});
-    tensor io = make(TF_DTYPE_I32, {4});
+    TensorDesc io = make(TF_DTYPE_I32, {4});
     run_ok(TF_OP_ABS, {&i}, io);
     CHECK(get_raw<int32_t>(io) == std::vector<int32_t>{INT32_MIN, 5, 65536, 46341});
     run_ok(TF_OP_SQUARE, {&i}, io);
     CHECK(get_raw<int32_t>(io) == std::vector<int32_t>{0, 25, 0, -2147479015});
-    tensor l = make(TF_DTYPE_I64, {2});
+    TensorDesc l = make(TF_DTYPE_I64, {2});
     set_raw<int64_t>(l, {INT64_MIN, 3037000500LL});
-    tensor lo = make(TF_DTYPE_I64, {2});
+    TensorDesc lo = make(TF_DTYPE_I64, {2});
     run_ok(TF_OP_ABS, {&l}, lo);
     CHECK(get_raw<int64_t>(lo) == std::vector<int64_t>{INT64_MIN, 3037000500LL});
     run_ok(TF_OP_SQUARE, {&l}, lo);
     CHECK(get_raw<int64_t>(lo) == std::vector<int64_t>{0, -9223372036709301616LL});
 
     // Floats: abs clears the sign of -0, -inf and NaN; square rounds once and overflows to inf.
-    tensor f = make(TF_DTYPE_F32, {3});
+    TensorDesc f = make(TF_DTYPE_F32, {3});
     set_raw<float>(f, {-0.0f, -INFINITY, -NAN});
-    tensor fo = make(TF_DTYPE_F32, {3});
+    TensorDesc fo = make(TF_DTYPE_F32, {3});
     run_ok(TF_OP_ABS, {&f}, fo);
     const auto r = get_raw<float>(fo);
     CHECK(f32_bits(r[0]) == 0);
@@ -1068,27 +1068,27 @@ TEST_CASE("abs and square: floats and integers") {
     run_ok(TF_OP_SQUARE, {&f}, fo);
     check_values(fo, {0, INFINITY, NAN});
 
-    tensor h = make(TF_DTYPE_F16, {2}, {300, 0.5});
-    tensor ho = make(TF_DTYPE_F16, {2});
+    TensorDesc h = make(TF_DTYPE_F16, {2}, {300, 0.5});
+    TensorDesc ho = make(TF_DTYPE_F16, {2});
     run_ok(TF_OP_SQUARE, {&h}, ho);
     check_values(ho, {INFINITY, 0.25});  // 90000 > 65504
-    tensor b = make(TF_DTYPE_BF16, {2}, {1.0078125, 3});  // (1 + 2^-7)^2 = 1 + 2^-6 + 2^-14 -> 1 + 2^-6
-    tensor bo = make(TF_DTYPE_BF16, {2});
+    TensorDesc b = make(TF_DTYPE_BF16, {2}, {1.0078125, 3});  // (1 + 2^-7)^2 = 1 + 2^-6 + 2^-14 -> 1 + 2^-6
+    TensorDesc bo = make(TF_DTYPE_BF16, {2});
     run_ok(TF_OP_SQUARE, {&b}, bo);
     check_values(bo, {1.015625, 9});
 
-    tensor bl = make(TF_DTYPE_BOOL, {2});
-    CHECK(call(TF_OP_ABS, {&bl}, bl).supports() == 0);
-    CHECK(call(TF_OP_SQUARE, {&bl}, bl).supports() == 0);
+    TensorDesc bl = make(TF_DTYPE_BOOL, {2});
+    CHECK(Call(TF_OP_ABS, {&bl}, bl).supports() == 0);
+    CHECK(Call(TF_OP_SQUARE, {&bl}, bl).supports() == 0);
 }
 
 TEST_CASE("clamp: both bounds, open bounds, NaN, min > max") {
     const std::vector<double> xs = {-5, -1, 0, 0.5, 3, NAN, -INFINITY, INFINITY};
-    struct row {
+    struct Row {
         double min, max;
         std::vector<double> expected;
     };
-    const row rows[] = {
+    const Row rows[] = {
         {-1, 2, {-1, -1, 0, 0.5, 2, NAN, -1, 2}},
         {-INFINITY, 1, {-5, -1, 0, 0.5, 1, NAN, -INFINITY, 1}},
         {0, INFINITY, {0, 0, 0, 0.5, 3, NAN, 0, INFINITY}},
@@ -1096,13 +1096,13 @@ TEST_CASE("clamp: both bounds, open bounds, NaN, min > max") {
         {2, 1, {1, 1, 1, 1, 1, NAN, 1, 1}},  // min(max(x, 2), 1)
     };
     for (int32_t dt : k_float) {
-        for (const row &r : rows) {
+        for (const Row &r : rows) {
             INFO("dtype ", name_of(dt));
             CAPTURE(r.min);
             CAPTURE(r.max);
-            tensor x = make(dt, {8}, xs);
-            tensor storage = make(dt, {16});
-            tensor out = view(storage, {8}, {2}, 1);
+            TensorDesc x = make(dt, {8}, xs);
+            TensorDesc storage = make(dt, {16});
+            TensorDesc out = view(storage, {8}, {2}, 1);
             const tf_params_clamp p = clamp_params(r.min, r.max);
             run_ok(TF_OP_CLAMP, {&x}, out, &p);
             check_values(out, r.expected);
@@ -1110,17 +1110,17 @@ TEST_CASE("clamp: both bounds, open bounds, NaN, min > max") {
         }
     }
     // A bound the dtype cannot hold is rounded with the result: 0.1 in f16 is 0x2e66.
-    tensor h = make(TF_DTYPE_F16, {2}, {0, 1});
-    tensor ho = make(TF_DTYPE_F16, {2});
+    TensorDesc h = make(TF_DTYPE_F16, {2}, {0, 1});
+    TensorDesc ho = make(TF_DTYPE_F16, {2});
     const tf_params_clamp tenth = clamp_params(0.1, 0.5);
     run_ok(TF_OP_CLAMP, {&h}, ho, &tenth);
     CHECK(get_raw<uint16_t>(ho) == std::vector<uint16_t>{0x2e66, 0x3800});
 }
 
 TEST_CASE("clamp: integers, bounds rounded inward and saturated") {
-    tensor i = make(TF_DTYPE_I32, {7});
+    TensorDesc i = make(TF_DTYPE_I32, {7});
     set_raw<int32_t>(i, {-5, -1, 0, 1, 3, INT32_MIN, INT32_MAX});
-    tensor io = make(TF_DTYPE_I32, {7});
+    TensorDesc io = make(TF_DTYPE_I32, {7});
     const tf_params_clamp frac = clamp_params(-1.5, 2.5);  // [-1, 2]
     run_ok(TF_OP_CLAMP, {&i}, io, &frac);
     CHECK(get_raw<int32_t>(io) == std::vector<int32_t>{-1, -1, 0, 1, 2, -1, 2});
@@ -1140,9 +1140,9 @@ TEST_CASE("clamp: integers, bounds rounded inward and saturated") {
     run_ok(TF_OP_CLAMP, {&i}, io, &negative);
     CHECK(get_raw<int32_t>(io) == std::vector<int32_t>{-5, -1, -1, -1, -1, INT32_MIN, -1});
 
-    tensor l = make(TF_DTYPE_I64, {3});
+    TensorDesc l = make(TF_DTYPE_I64, {3});
     set_raw<int64_t>(l, {INT64_MIN, 9007199254740993LL, INT64_MAX});
-    tensor lo = make(TF_DTYPE_I64, {3});
+    TensorDesc lo = make(TF_DTYPE_I64, {3});
     const tf_params_clamp lower = clamp_params(9007199254740992.0, INFINITY);
     run_ok(TF_OP_CLAMP, {&l}, lo, &lower);
     CHECK(get_raw<int64_t>(lo) == std::vector<int64_t>{9007199254740992LL, 9007199254740993LL, INT64_MAX});
@@ -1150,8 +1150,8 @@ TEST_CASE("clamp: integers, bounds rounded inward and saturated") {
     run_ok(TF_OP_CLAMP, {&l}, lo, &above);
     CHECK(get_raw<int64_t>(lo) == std::vector<int64_t>{INT64_MAX, INT64_MAX, INT64_MAX});
 
-    tensor bl = make(TF_DTYPE_BOOL, {2});
-    CHECK(call(TF_OP_CLAMP, {&bl}, bl, &open).supports() == 0);
+    TensorDesc bl = make(TF_DTYPE_BOOL, {2});
+    CHECK(Call(TF_OP_CLAMP, {&bl}, bl, &open).supports() == 0);
 }
 
 // ---- Reductions -----------------------------------------------------------------------------
@@ -1160,12 +1160,12 @@ TEST_CASE("clamp: integers, bounds rounded inward and saturated") {
 double cube_value(int64_t i, int64_t j, int64_t k) { return static_cast<double>((i * 12 + j * 4 + k) * 7 % 11 - 5); }
 
 TEST_CASE("mean, max and min over axis masks, permuted input, strided output") {
-    const dims shape = {2, 3, 4};
+    const Dims shape = {2, 3, 4};
     for (int32_t dt : k_numeric) {
         INFO("dtype ", name_of(dt));
         // Storage [4, 3, 2] seen as [2, 3, 4]: element [i][j][k] at k * 6 + j * 2 + i.
-        tensor storage = make(dt, {4, 3, 2});
-        tensor x = view(storage, shape, {1, 2, 6});
+        TensorDesc storage = make(dt, {4, 3, 2});
+        TensorDesc x = view(storage, shape, {1, 2, 6});
         std::vector<double> values;
         for (int64_t e = 0; e < 24; ++e) {
             const auto idx = index_of(e, shape);
@@ -1175,15 +1175,15 @@ TEST_CASE("mean, max and min over axis masks, permuted input, strided output") {
 
         for (uint32_t mask : {0b000u, 0b001u, 0b010u, 0b100u, 0b101u, 0b111u}) {
             CAPTURE(mask);
-            dims out_shape = shape;
+            Dims out_shape = shape;
             for (int a = 0; a < 3; ++a)
                 if (mask >> a & 1) out_shape[static_cast<size_t>(a)] = 1;
             // Output in every other element of a larger buffer, with a wild stride on size-1 axes.
             const int64_t out_n = count_of(out_shape);
-            tensor out_storage = make(dt, {2 * out_n});
-            dims out_strides = contiguous_strides(out_shape);
+            TensorDesc out_storage = make(dt, {2 * out_n});
+            Dims out_strides = contiguous_strides(out_shape);
             for (size_t a = 0; a < 3; ++a) out_strides[a] = out_shape[a] == 1 ? 1000 : out_strides[a] * 2;
-            tensor out = view(out_storage, out_shape, out_strides);
+            TensorDesc out = view(out_storage, out_shape, out_strides);
 
             std::vector<double> sum(static_cast<size_t>(out_n), 0), hi(static_cast<size_t>(out_n), -INFINITY),
                 lo(static_cast<size_t>(out_n), INFINITY);
@@ -1214,27 +1214,27 @@ TEST_CASE("mean, max and min over axis masks, permuted input, strided output") {
 TEST_CASE("max and min: NaN propagates, extremes of every integer") {
     for (int32_t dt : k_float) {
         INFO("dtype ", name_of(dt));
-        tensor x = make(dt, {3, 3}, {1, NAN, 3, 4, 2, NAN, -INFINITY, -INFINITY, -INFINITY});
-        tensor out = make(dt, {3, 1});
+        TensorDesc x = make(dt, {3, 3}, {1, NAN, 3, 4, 2, NAN, -INFINITY, -INFINITY, -INFINITY});
+        TensorDesc out = make(dt, {3, 1});
         const tf_params_reduce p = reduce_params(0b10);
         run_ok(TF_OP_MAX, {&x}, out, &p);
         check_values(out, {NAN, NAN, -INFINITY});
         run_ok(TF_OP_MIN, {&x}, out, &p);
         check_values(out, {NAN, NAN, -INFINITY});
     }
-    tensor l = make(TF_DTYPE_I64, {4});
+    TensorDesc l = make(TF_DTYPE_I64, {4});
     set_raw<int64_t>(l, {9007199254740992LL, INT64_MIN, 9007199254740993LL, INT64_MAX});
-    tensor pairs = view(l, {2, 2}, {1, 2});  // rows {2^53, 2^53 + 1} and {MIN, MAX}
+    TensorDesc pairs = view(l, {2, 2}, {1, 2});  // rows {2^53, 2^53 + 1} and {MIN, MAX}
     const tf_params_reduce p = reduce_params(0b10);
-    tensor rows = make(TF_DTYPE_I64, {2, 1});
+    TensorDesc rows = make(TF_DTYPE_I64, {2, 1});
     run_ok(TF_OP_MAX, {&pairs}, rows, &p);
     CHECK(get_raw<int64_t>(rows) == std::vector<int64_t>{9007199254740993LL, INT64_MAX});
     run_ok(TF_OP_MIN, {&pairs}, rows, &p);
     CHECK(get_raw<int64_t>(rows) == std::vector<int64_t>{9007199254740992LL, INT64_MIN});
 
-    tensor i = make(TF_DTYPE_I32, {3});
+    TensorDesc i = make(TF_DTYPE_I32, {3});
     set_raw<int32_t>(i, {INT32_MAX, INT32_MIN, 0});
-    tensor io = make(TF_DTYPE_I32, {1});
+    TensorDesc io = make(TF_DTYPE_I32, {1});
     const tf_params_reduce all = reduce_params(1);
     run_ok(TF_OP_MAX, {&i}, io, &all);
     CHECK(get_raw<int32_t>(io) == std::vector<int32_t>{INT32_MAX});
@@ -1244,20 +1244,20 @@ TEST_CASE("max and min: NaN propagates, extremes of every integer") {
 
 TEST_CASE("mean accumulates in double, in a fixed order") {
     // In f32, 1e8 + 1 == 1e8: a float accumulator gives 0.25, double gives 0.5.
-    tensor x = make(TF_DTYPE_F32, {4}, {1e8, 1, -1e8, 1});
-    tensor out = make(TF_DTYPE_F32, {1});
+    TensorDesc x = make(TF_DTYPE_F32, {4}, {1e8, 1, -1e8, 1});
+    TensorDesc out = make(TF_DTYPE_F32, {1});
     const tf_params_reduce p = reduce_params(1);
     run_ok(TF_OP_MEAN, {&x}, out, &p);
     check_values(out, {0.5});
-    tensor v = make(TF_DTYPE_F32, {1});
+    TensorDesc v = make(TF_DTYPE_F32, {1});
     const tf_params_var pv = var_params(1, 0);
     run_ok(TF_OP_VAR, {&x}, v, &pv);
     // mean 0.5; deviations 1e8 - 0.5, 0.5, -1e8 - 0.5, 0.5 -> (2 (1e8 - .5)^2... ) / 4, by hand:
     // ((1e8 - 0.5)^2 + (1e8 + 0.5)^2 + 2 * 0.25) / 4 = (2e16 + 0.5 + 0.5) / 4 = 5e15 + 0.25
     check_close(v, {5e15 + 0.25});
 
-    tensor b = make(TF_DTYPE_BF16, {4}, {1, 2, 4, 8});
-    tensor bo = make(TF_DTYPE_BF16, {1});
+    TensorDesc b = make(TF_DTYPE_BF16, {4}, {1, 2, 4, 8});
+    TensorDesc bo = make(TF_DTYPE_BF16, {1});
     run_ok(TF_OP_MEAN, {&b}, bo, &p);
     check_values(bo, {3.75});
 }
@@ -1267,16 +1267,16 @@ TEST_CASE("f32 sum and mean of dense tensors over every axis mask match double s
     // [2, 40000] rows cross its 16384-element chunks; masks that interleave take the walk.
     std::mt19937 rng(11);
     std::uniform_real_distribution<float> pick(-1.0f, 1.0f);
-    for (const dims &shape : {dims{3, 37, 5, 41}, dims{2, 40000}, dims{64, 1, 9}}) {
+    for (const Dims &shape : {Dims{3, 37, 5, 41}, Dims{2, 40000}, Dims{64, 1, 9}}) {
         const int rank = static_cast<int>(shape.size());
         const int64_t n = count_of(shape);
         std::vector<double> values(static_cast<size_t>(n));
         for (double &v : values) v = pick(rng);
-        tensor x = make(TF_DTYPE_F32, shape, values);
+        TensorDesc x = make(TF_DTYPE_F32, shape, values);
         for (uint32_t mask = 0; mask < (1u << rank); ++mask) {
             CAPTURE(shape.size());
             CAPTURE(mask);
-            dims out_shape = shape;
+            Dims out_shape = shape;
             for (int a = 0; a < rank; ++a)
                 if (mask >> a & 1) out_shape[static_cast<size_t>(a)] = 1;
             std::vector<double> sum(static_cast<size_t>(count_of(out_shape)), 0);
@@ -1285,7 +1285,7 @@ TEST_CASE("f32 sum and mean of dense tensors over every axis mask match double s
             const double per_output = static_cast<double>(n) / static_cast<double>(sum.size());
             std::vector<double> mean;
             for (double v : sum) mean.push_back(v / per_output);
-            tensor out = make(TF_DTYPE_F32, out_shape);
+            TensorDesc out = make(TF_DTYPE_F32, out_shape);
             const tf_params_reduce p = reduce_params(mask);
             run_ok(TF_OP_SUM, {&x}, out, &p);
             check_close(out, sum);
@@ -1308,36 +1308,36 @@ TEST_CASE("var: corrections 0 and 1, fractional, and n - correction <= 0") {
         for (double correction : {0.0, 1.0, 0.5}) {
             INFO("dtype ", name_of(dt));
             CAPTURE(correction);
-            tensor st = make(dt, {3, 2}, {1, 4, 2, 5, 3, 7});
-            tensor x = transposed(st);  // [[1, 2, 3], [4, 5, 7]]
-            tensor wide = make(dt, {4});
-            tensor rows = view(wide, {2, 1}, {2, 7}, 1);
+            TensorDesc st = make(dt, {3, 2}, {1, 4, 2, 5, 3, 7});
+            TensorDesc x = transposed(st);  // [[1, 2, 3], [4, 5, 7]]
+            TensorDesc wide = make(dt, {4});
+            TensorDesc rows = view(wide, {2, 1}, {2, 7}, 1);
             const tf_params_var pr = var_params(0b10, correction);
             run_ok(TF_OP_VAR, {&x}, rows, &pr);
             check_close(rows, {host_var({1, 2, 3}, correction), host_var({4, 5, 7}, correction)});
             CHECK(only_elements_written(rows));
 
-            tensor cols = make(dt, {1, 3});
+            TensorDesc cols = make(dt, {1, 3});
             const tf_params_var pc = var_params(0b01, correction);
             run_ok(TF_OP_VAR, {&x}, cols, &pc);
             check_close(cols, {host_var({1, 4}, correction), host_var({2, 5}, correction), host_var({3, 7}, correction)});
 
-            tensor all = make(dt, {1, 1});
+            TensorDesc all = make(dt, {1, 1});
             const tf_params_var pa = var_params(0b11, correction);
             run_ok(TF_OP_VAR, {&x}, all, &pa);
             check_close(all, {host_var(values, correction)});
         }
         // The divisor max(n - correction, 0) hits 0: inf, or NaN when the deviations are 0 too.
-        tensor x = make(dt, {2, 3}, {1, 2, 3, 2, 2, 2});
-        tensor rows = make(dt, {2, 1});
+        TensorDesc x = make(dt, {2, 3}, {1, 2, 3, 2, 2, 2});
+        TensorDesc rows = make(dt, {2, 1});
         for (double correction : {3.0, 4.0}) {
             const tf_params_var p = var_params(0b10, correction);
             run_ok(TF_OP_VAR, {&x}, rows, &p);
             check_values(rows, {INFINITY, NAN});
         }
         // One element, correction 1: 0 / 0.
-        tensor one = make(dt, {1}, {5});
-        tensor o = make(dt, {1});
+        TensorDesc one = make(dt, {1}, {5});
+        TensorDesc o = make(dt, {1});
         const tf_params_var p1 = var_params(1, 1);
         run_ok(TF_OP_VAR, {&one}, o, &p1);
         check_values(o, {NAN});
@@ -1345,8 +1345,8 @@ TEST_CASE("var: corrections 0 and 1, fractional, and n - correction <= 0") {
         run_ok(TF_OP_VAR, {&one}, o, &p0);
         check_values(o, {0});
         // NaN and inf inputs give NaN.
-        tensor bad = make(dt, {2, 2}, {1, NAN, INFINITY, 1});
-        tensor bo = make(dt, {2, 1});
+        TensorDesc bad = make(dt, {2, 2}, {1, NAN, INFINITY, 1});
+        TensorDesc bo = make(dt, {2, 1});
         const tf_params_var pb = var_params(0b10, 0);
         run_ok(TF_OP_VAR, {&bad}, bo, &pb);
         check_values(bo, {NAN, NAN});
@@ -1358,15 +1358,15 @@ TEST_CASE("var: corrections 0 and 1, fractional, and n - correction <= 0") {
 TEST_CASE("argmax and argmin: first index of ties, every numeric dtype") {
     for (int32_t dt : k_numeric) {
         INFO("dtype ", name_of(dt));
-        tensor x = make(dt, {3, 4}, {1, 3, 3, 2, 5, -1, 7, 7, -2, -2, -2, -2});
-        tensor out = make(TF_DTYPE_I64, {3, 1});
+        TensorDesc x = make(dt, {3, 4}, {1, 3, 3, 2, 5, -1, 7, 7, -2, -2, -2, -2});
+        TensorDesc out = make(TF_DTYPE_I64, {3, 1});
         const tf_params_axis p1 = axis_params(1);
         run_ok(TF_OP_ARGMAX, {&x}, out, &p1);
         CHECK(get_raw<int64_t>(out) == std::vector<int64_t>{1, 2, 0});
         run_ok(TF_OP_ARGMIN, {&x}, out, &p1);
         CHECK(get_raw<int64_t>(out) == std::vector<int64_t>{0, 1, 0});
 
-        tensor cols = make(TF_DTYPE_I64, {1, 4});
+        TensorDesc cols = make(TF_DTYPE_I64, {1, 4});
         const tf_params_axis p0 = axis_params(0);
         run_ok(TF_OP_ARGMAX, {&x}, cols, &p0);
         CHECK(get_raw<int64_t>(cols) == std::vector<int64_t>{1, 0, 1, 1});
@@ -1376,10 +1376,10 @@ TEST_CASE("argmax and argmin: first index of ties, every numeric dtype") {
 }
 
 TEST_CASE("argmax and argmin: rank 3 on a permuted input, strided output, every axis") {
-    const dims shape = {2, 3, 4};
+    const Dims shape = {2, 3, 4};
     for (int32_t dt : k_numeric) {
-        tensor storage = make(dt, {4, 3, 2});
-        tensor x = view(storage, shape, {1, 2, 6});
+        TensorDesc storage = make(dt, {4, 3, 2});
+        TensorDesc x = view(storage, shape, {1, 2, 6});
         std::vector<double> values;
         for (int64_t e = 0; e < 24; ++e) {
             const auto idx = index_of(e, shape);
@@ -1389,13 +1389,13 @@ TEST_CASE("argmax and argmin: rank 3 on a permuted input, strided output, every 
         for (int32_t axis = 0; axis < 3; ++axis) {
             INFO("dtype ", name_of(dt));
             CAPTURE(axis);
-            dims out_shape = shape;
+            Dims out_shape = shape;
             out_shape[static_cast<size_t>(axis)] = 1;
             const int64_t out_n = count_of(out_shape);
-            tensor out_storage = make(TF_DTYPE_I64, {3 * out_n});
-            dims strides = contiguous_strides(out_shape);
+            TensorDesc out_storage = make(TF_DTYPE_I64, {3 * out_n});
+            Dims strides = contiguous_strides(out_shape);
             for (int64_t &s : strides) s *= 3;
-            tensor out = view(out_storage, out_shape, strides, 2);
+            TensorDesc out = view(out_storage, out_shape, strides, 2);
 
             // The host's own scan: lowest index of the largest / smallest value along the axis.
             std::vector<double> best_max, best_min;
@@ -1425,36 +1425,36 @@ TEST_CASE("argmax and argmin: rank 3 on a permuted input, strided output, every 
 TEST_CASE("argmax and argmin: the first NaN wins, -0 ties +0, i64 exact, broadcast input") {
     for (int32_t dt : k_float) {
         INFO("dtype ", name_of(dt));
-        tensor x = make(dt, {4, 4}, {5, NAN, 7, NAN, 1, 2, 3, NAN, NAN, -INFINITY, 0, 1, -INFINITY, -INFINITY, -INFINITY,
+        TensorDesc x = make(dt, {4, 4}, {5, NAN, 7, NAN, 1, 2, 3, NAN, NAN, -INFINITY, 0, 1, -INFINITY, -INFINITY, -INFINITY,
                                      -INFINITY});
-        tensor out = make(TF_DTYPE_I64, {4, 1});
+        TensorDesc out = make(TF_DTYPE_I64, {4, 1});
         const tf_params_axis p = axis_params(1);
         run_ok(TF_OP_ARGMAX, {&x}, out, &p);
         CHECK(get_raw<int64_t>(out) == std::vector<int64_t>{1, 3, 0, 0});
         run_ok(TF_OP_ARGMIN, {&x}, out, &p);
         CHECK(get_raw<int64_t>(out) == std::vector<int64_t>{1, 3, 0, 0});
     }
-    tensor z = make(TF_DTYPE_F32, {2});
+    TensorDesc z = make(TF_DTYPE_F32, {2});
     set_raw<float>(z, {-0.0f, 0.0f});
-    tensor zo = make(TF_DTYPE_I64, {1});
+    TensorDesc zo = make(TF_DTYPE_I64, {1});
     const tf_params_axis p0 = axis_params(0);
     run_ok(TF_OP_ARGMAX, {&z}, zo, &p0);
     CHECK(get_raw<int64_t>(zo) == std::vector<int64_t>{0});
     run_ok(TF_OP_ARGMIN, {&z}, zo, &p0);
     CHECK(get_raw<int64_t>(zo) == std::vector<int64_t>{0});
 
-    tensor l = make(TF_DTYPE_I64, {3});
+    TensorDesc l = make(TF_DTYPE_I64, {3});
     set_raw<int64_t>(l, {9007199254740992LL, 9007199254740993LL, 9007199254740992LL});
-    tensor lo = make(TF_DTYPE_I64, {1});
+    TensorDesc lo = make(TF_DTYPE_I64, {1});
     run_ok(TF_OP_ARGMAX, {&l}, lo, &p0);
     CHECK(get_raw<int64_t>(lo) == std::vector<int64_t>{1});
     run_ok(TF_OP_ARGMIN, {&l}, lo, &p0);
     CHECK(get_raw<int64_t>(lo) == std::vector<int64_t>{0});
 
     // A broadcast axis: every element equal, so index 0.
-    tensor one = make(TF_DTYPE_I32, {2}, {4, 9});
-    tensor b = view(one, {2, 5}, {1, 0});
-    tensor bo = make(TF_DTYPE_I64, {2, 1});
+    TensorDesc one = make(TF_DTYPE_I32, {2}, {4, 9});
+    TensorDesc b = view(one, {2, 5}, {1, 0});
+    TensorDesc bo = make(TF_DTYPE_I64, {2, 1});
     const tf_params_axis p1 = axis_params(1);
     run_ok(TF_OP_ARGMAX, {&b}, bo, &p1);
     CHECK(get_raw<int64_t>(bo) == std::vector<int64_t>{0, 0});
@@ -1463,21 +1463,21 @@ TEST_CASE("argmax and argmin: the first NaN wins, -0 ties +0, i64 exact, broadca
 TEST_CASE("argmax and argmin: empty axes fail cleanly, other empty axes are fine") {
     for (uint32_t op : {TF_OP_ARGMAX, TF_OP_ARGMIN}) {
         CAPTURE(op);
-        tensor x = no_data(TF_DTYPE_F32, {2, 0});
-        tensor out = make(TF_DTYPE_I64, {2, 1});
+        TensorDesc x = no_data(TF_DTYPE_F32, {2, 0});
+        TensorDesc out = make(TF_DTYPE_I64, {2, 1});
         const tf_params_axis p1 = axis_params(1);
-        const call c(op, {&x}, out, &p1);
+        const Call c(op, {&x}, out, &p1);
         CHECK(c.supports() == 0);
         std::string message;
         CHECK(c.run(&message) == TF_STATUS_INVALID_ARGUMENT);
         CHECK(message.find("size 0") != std::string::npos);
         CHECK(untouched(out));
-        tensor both = no_data(TF_DTYPE_F32, {0, 0});
-        tensor none_out = no_data(TF_DTYPE_I64, {0, 1});
+        TensorDesc both = no_data(TF_DTYPE_F32, {0, 0});
+        TensorDesc none_out = no_data(TF_DTYPE_I64, {0, 1});
         CHECK(run_fail(op, {&both}, none_out, &p1, &message) == TF_STATUS_INVALID_ARGUMENT);
 
-        tensor rows = no_data(TF_DTYPE_I32, {0, 3});
-        tensor rows_out = no_data(TF_DTYPE_I64, {0, 1});
+        TensorDesc rows = no_data(TF_DTYPE_I32, {0, 3});
+        TensorDesc rows_out = no_data(TF_DTYPE_I64, {0, 1});
         run_ok(op, {&rows}, rows_out, &p1);
     }
 }
@@ -1487,9 +1487,9 @@ TEST_CASE("argmax and argmin: empty axes fail cleanly, other empty axes are fine
 TEST_CASE("rank-0 tensors through every new kind") {
     for (int32_t dt : k_numeric) {
         INFO("dtype ", name_of(dt));
-        tensor a = make(dt, {}, {3});
-        tensor b = make(dt, {}, {2});
-        tensor out = make(dt, {});
+        TensorDesc a = make(dt, {}, {3});
+        TensorDesc b = make(dt, {}, {2});
+        TensorDesc out = make(dt, {});
         run_ok(TF_OP_POW, {&a, &b}, out);
         check_values(out, {9});
         run_ok(TF_OP_MAXIMUM, {&a, &b}, out);
@@ -1504,7 +1504,7 @@ TEST_CASE("rank-0 tensors through every new kind") {
         run_ok(TF_OP_CLAMP, {&a}, out, &c);
         check_values(out, {is_float(dt) ? 2.5 : 2});
 
-        tensor flag = make(TF_DTYPE_BOOL, {});
+        TensorDesc flag = make(TF_DTYPE_BOOL, {});
         for (uint32_t op : k_compare_ops) {
             run_ok(op, {&a, &b}, flag);
             check_values(flag, {compare_on_host(op, 3, 2) ? 1.0 : 0.0});
@@ -1526,20 +1526,20 @@ TEST_CASE("rank-0 tensors through every new kind") {
             check_values(out, {0});
             run_ok(TF_OP_VAR, {&a}, out, &v1);
             check_values(out, {NAN});
-            for (const math_case &m : k_math) {
+            for (const MathCase &m : k_math) {
                 INFO("op ", m.name);
                 run_ok(m.op, {&a}, out);
                 check_close(out, {m.f(3)});
             }
         }
         // No axis to take: the ABI requires 0 <= axis < rank.
-        tensor idx = make(TF_DTYPE_I64, {});
+        TensorDesc idx = make(TF_DTYPE_I64, {});
         const tf_params_axis p0 = axis_params(0);
-        CHECK(call(TF_OP_ARGMAX, {&a}, idx, &p0).supports() == 0);
+        CHECK(Call(TF_OP_ARGMAX, {&a}, idx, &p0).supports() == 0);
     }
-    tensor bl = make(TF_DTYPE_BOOL, {}, {1});
-    tensor cond = make(TF_DTYPE_BOOL, {}, {1});
-    tensor bo = make(TF_DTYPE_BOOL, {});
+    TensorDesc bl = make(TF_DTYPE_BOOL, {}, {1});
+    TensorDesc cond = make(TF_DTYPE_BOOL, {}, {1});
+    TensorDesc bo = make(TF_DTYPE_BOOL, {});
     run_ok(TF_OP_WHERE, {&cond, &bl, &cond}, bo);
     check_values(bo, {1});
 }
@@ -1547,9 +1547,9 @@ TEST_CASE("rank-0 tensors through every new kind") {
 TEST_CASE("zero-size tensors: no data needed, empty means and variances are NaN") {
     for (int32_t dt : k_numeric) {
         INFO("dtype ", name_of(dt));
-        tensor a = no_data(dt, {0, 3});
-        tensor out = no_data(dt, {0, 3});
-        tensor flags = no_data(TF_DTYPE_BOOL, {0, 3});
+        TensorDesc a = no_data(dt, {0, 3});
+        TensorDesc out = no_data(dt, {0, 3});
+        TensorDesc flags = no_data(TF_DTYPE_BOOL, {0, 3});
         const tf_params_clamp c = clamp_params(-1, 1);
         for (uint32_t op : {TF_OP_POW, TF_OP_MAXIMUM, TF_OP_MINIMUM}) run_ok(op, {&a, &a}, out);
         for (uint32_t op : k_compare_ops) run_ok(op, {&a, &a}, flags);
@@ -1558,15 +1558,15 @@ TEST_CASE("zero-size tensors: no data needed, empty means and variances are NaN"
         run_ok(TF_OP_SQUARE, {&a}, out);
         run_ok(TF_OP_CLAMP, {&a}, out, &c);
         // Keeping the empty axis: nothing to reduce into.
-        tensor kept = no_data(dt, {0, 1});
+        TensorDesc kept = no_data(dt, {0, 1});
         const tf_params_reduce p1 = reduce_params(0b10);
         run_ok(TF_OP_MAX, {&a}, kept, &p1);
         run_ok(TF_OP_MIN, {&a}, kept, &p1);
         // Reducing the empty axis: max and min have no value to give.
-        tensor cols = make(dt, {1, 3});
+        TensorDesc cols = make(dt, {1, 3});
         const tf_params_reduce p0 = reduce_params(0b01);
         for (uint32_t op : {TF_OP_MAX, TF_OP_MIN}) {
-            const call refused(op, {&a}, cols, &p0);
+            const Call refused(op, {&a}, cols, &p0);
             CHECK(refused.supports() == 0);
             std::string message;
             CHECK(refused.run(&message) == TF_STATUS_INVALID_ARGUMENT);
@@ -1574,7 +1574,7 @@ TEST_CASE("zero-size tensors: no data needed, empty means and variances are NaN"
             CHECK(untouched(cols));
         }
         if (is_float(dt)) {
-            for (const math_case &m : k_math) run_ok(m.op, {&a}, out);
+            for (const MathCase &m : k_math) run_ok(m.op, {&a}, out);
             run_ok(TF_OP_MEAN, {&a}, cols, &p0);
             check_values(cols, {NAN, NAN, NAN});
             for (double correction : {0.0, 1.0}) {
@@ -1596,34 +1596,34 @@ TEST_CASE("supports answers descriptors without memory for every new op") {
     const tf_params_clamp cp = clamp_params(-1, 1);
     for (int32_t dt : k_float) {
         INFO("dtype ", name_of(dt));
-        const tensor x = no_data(dt, {2, 3}), reduced = no_data(dt, {1, 3});
-        const tensor flags = no_data(TF_DTYPE_BOOL, {2, 3}), index = no_data(TF_DTYPE_I64, {2, 1});
-        for (uint32_t op : {TF_OP_POW, TF_OP_MAXIMUM, TF_OP_MINIMUM}) CHECK(call(op, {&x, &x}, x).supports() == 1);
-        for (uint32_t op : k_compare_ops) CHECK(call(op, {&x, &x}, flags).supports() == 1);
-        CHECK(call(TF_OP_WHERE, {&flags, &x, &x}, x).supports() == 1);
-        for (const math_case &m : k_math) CHECK(call(m.op, {&x}, x).supports() == 1);
-        CHECK(call(TF_OP_ABS, {&x}, x).supports() == 1);
-        CHECK(call(TF_OP_SQUARE, {&x}, x).supports() == 1);
-        CHECK(call(TF_OP_CLAMP, {&x}, x, &cp).supports() == 1);
-        for (uint32_t op : {TF_OP_MEAN, TF_OP_MAX, TF_OP_MIN}) CHECK(call(op, {&x}, reduced, &rp).supports() == 1);
-        CHECK(call(TF_OP_VAR, {&x}, reduced, &vp).supports() == 1);
-        CHECK(call(TF_OP_ARGMAX, {&x}, index, &ap).supports() == 1);
-        CHECK(call(TF_OP_ARGMIN, {&x}, index, &ap).supports() == 1);
+        const TensorDesc x = no_data(dt, {2, 3}), reduced = no_data(dt, {1, 3});
+        const TensorDesc flags = no_data(TF_DTYPE_BOOL, {2, 3}), index = no_data(TF_DTYPE_I64, {2, 1});
+        for (uint32_t op : {TF_OP_POW, TF_OP_MAXIMUM, TF_OP_MINIMUM}) CHECK(Call(op, {&x, &x}, x).supports() == 1);
+        for (uint32_t op : k_compare_ops) CHECK(Call(op, {&x, &x}, flags).supports() == 1);
+        CHECK(Call(TF_OP_WHERE, {&flags, &x, &x}, x).supports() == 1);
+        for (const MathCase &m : k_math) CHECK(Call(m.op, {&x}, x).supports() == 1);
+        CHECK(Call(TF_OP_ABS, {&x}, x).supports() == 1);
+        CHECK(Call(TF_OP_SQUARE, {&x}, x).supports() == 1);
+        CHECK(Call(TF_OP_CLAMP, {&x}, x, &cp).supports() == 1);
+        for (uint32_t op : {TF_OP_MEAN, TF_OP_MAX, TF_OP_MIN}) CHECK(Call(op, {&x}, reduced, &rp).supports() == 1);
+        CHECK(Call(TF_OP_VAR, {&x}, reduced, &vp).supports() == 1);
+        CHECK(Call(TF_OP_ARGMAX, {&x}, index, &ap).supports() == 1);
+        CHECK(Call(TF_OP_ARGMIN, {&x}, index, &ap).supports() == 1);
     }
     // run() needs the data supports() did without.
-    const tensor x = no_data(TF_DTYPE_F32, {2, 3});
+    const TensorDesc x = no_data(TF_DTYPE_F32, {2, 3});
     std::string message;
-    CHECK(call(TF_OP_LOG, {&x}, x).run(&message) == TF_STATUS_INVALID_ARGUMENT);
+    CHECK(Call(TF_OP_LOG, {&x}, x).run(&message) == TF_STATUS_INVALID_ARGUMENT);
     CHECK(message.find("no host address") != std::string::npos);
 }
 
 TEST_CASE("supports says no to wrong dtypes") {
-    const tensor f = no_data(TF_DTYPE_F32, {2, 2}), h = no_data(TF_DTYPE_F16, {2, 2});
-    const tensor i = no_data(TF_DTYPE_I32, {2, 2}), l = no_data(TF_DTYPE_I64, {2, 2});
-    const tensor bl = no_data(TF_DTYPE_BOOL, {2, 2});
-    const tensor f_row = no_data(TF_DTYPE_F32, {1, 2}), i_row = no_data(TF_DTYPE_I32, {1, 2});
-    const tensor b_row = no_data(TF_DTYPE_BOOL, {1, 2}), l_col = no_data(TF_DTYPE_I64, {2, 1});
-    const tensor i_col = no_data(TF_DTYPE_I32, {2, 1}), f_col = no_data(TF_DTYPE_F32, {2, 1});
+    const TensorDesc f = no_data(TF_DTYPE_F32, {2, 2}), h = no_data(TF_DTYPE_F16, {2, 2});
+    const TensorDesc i = no_data(TF_DTYPE_I32, {2, 2}), l = no_data(TF_DTYPE_I64, {2, 2});
+    const TensorDesc bl = no_data(TF_DTYPE_BOOL, {2, 2});
+    const TensorDesc f_row = no_data(TF_DTYPE_F32, {1, 2}), i_row = no_data(TF_DTYPE_I32, {1, 2});
+    const TensorDesc b_row = no_data(TF_DTYPE_BOOL, {1, 2}), l_col = no_data(TF_DTYPE_I64, {2, 1});
+    const TensorDesc i_col = no_data(TF_DTYPE_I32, {2, 1}), f_col = no_data(TF_DTYPE_F32, {2, 1});
     const tf_params_reduce rp = reduce_params(0b01);
     const tf_params_var vp = var_params(0b01, 1);
     const tf_params_axis ap = axis_params(1);
@@ -1632,109 +1632,109 @@ TEST_CASE("supports says no to wrong dtypes") {
     // Binary: one dtype throughout; pow, maximum, minimum numeric only.
     for (uint32_t op : {TF_OP_POW, TF_OP_MAXIMUM, TF_OP_MINIMUM}) {
         CAPTURE(op);
-        CHECK(call(op, {&i, &i}, i).supports() == 1);
-        CHECK(call(op, {&l, &l}, l).supports() == 1);
-        CHECK(call(op, {&f, &h}, f).supports() == 0);
-        CHECK(call(op, {&f, &f}, h).supports() == 0);
-        CHECK(call(op, {&bl, &bl}, bl).supports() == 0);
+        CHECK(Call(op, {&i, &i}, i).supports() == 1);
+        CHECK(Call(op, {&l, &l}, l).supports() == 1);
+        CHECK(Call(op, {&f, &h}, f).supports() == 0);
+        CHECK(Call(op, {&f, &f}, h).supports() == 0);
+        CHECK(Call(op, {&bl, &bl}, bl).supports() == 0);
     }
     // Comparisons: inputs of one dtype (bool too), bool output.
     for (uint32_t op : k_compare_ops) {
         CAPTURE(op);
-        for (const tensor *t : {&f, &h, &i, &l, &bl}) CHECK(call(op, {t, t}, bl).supports() == 1);
-        CHECK(call(op, {&f, &h}, bl).supports() == 0);
-        CHECK(call(op, {&i, &l}, bl).supports() == 0);
-        CHECK(call(op, {&f, &f}, f).supports() == 0);
-        CHECK(call(op, {&i, &i}, i).supports() == 0);
+        for (const TensorDesc *t : {&f, &h, &i, &l, &bl}) CHECK(Call(op, {t, t}, bl).supports() == 1);
+        CHECK(Call(op, {&f, &h}, bl).supports() == 0);
+        CHECK(Call(op, {&i, &l}, bl).supports() == 0);
+        CHECK(Call(op, {&f, &f}, f).supports() == 0);
+        CHECK(Call(op, {&i, &i}, i).supports() == 0);
     }
     // where: bool condition, a, b and out of one dtype (any).
-    for (const tensor *t : {&f, &h, &i, &l, &bl}) CHECK(call(TF_OP_WHERE, {&bl, t, t}, *t).supports() == 1);
-    CHECK(call(TF_OP_WHERE, {&i, &f, &f}, f).supports() == 0);
-    CHECK(call(TF_OP_WHERE, {&f, &f, &f}, f).supports() == 0);
-    CHECK(call(TF_OP_WHERE, {&bl, &f, &h}, f).supports() == 0);
-    CHECK(call(TF_OP_WHERE, {&bl, &f, &f}, h).supports() == 0);
-    CHECK(call(TF_OP_WHERE, {&bl, &i, &i}, l).supports() == 0);
+    for (const TensorDesc *t : {&f, &h, &i, &l, &bl}) CHECK(Call(TF_OP_WHERE, {&bl, t, t}, *t).supports() == 1);
+    CHECK(Call(TF_OP_WHERE, {&i, &f, &f}, f).supports() == 0);
+    CHECK(Call(TF_OP_WHERE, {&f, &f, &f}, f).supports() == 0);
+    CHECK(Call(TF_OP_WHERE, {&bl, &f, &h}, f).supports() == 0);
+    CHECK(Call(TF_OP_WHERE, {&bl, &f, &f}, h).supports() == 0);
+    CHECK(Call(TF_OP_WHERE, {&bl, &i, &i}, l).supports() == 0);
     // Unary: float math refuses integers and bool; abs, square, clamp take integers; dtype kept.
-    for (const math_case &m : k_math) {
+    for (const MathCase &m : k_math) {
         INFO("op ", m.name);
-        CHECK(call(m.op, {&i}, i).supports() == 0);
-        CHECK(call(m.op, {&l}, l).supports() == 0);
-        CHECK(call(m.op, {&bl}, bl).supports() == 0);
-        CHECK(call(m.op, {&f}, h).supports() == 0);
+        CHECK(Call(m.op, {&i}, i).supports() == 0);
+        CHECK(Call(m.op, {&l}, l).supports() == 0);
+        CHECK(Call(m.op, {&bl}, bl).supports() == 0);
+        CHECK(Call(m.op, {&f}, h).supports() == 0);
     }
-    CHECK(call(TF_OP_ABS, {&l}, l).supports() == 1);
-    CHECK(call(TF_OP_SQUARE, {&i}, i).supports() == 1);
-    CHECK(call(TF_OP_CLAMP, {&i}, i, &cp).supports() == 1);
-    CHECK(call(TF_OP_ABS, {&f}, i).supports() == 0);
-    CHECK(call(TF_OP_CLAMP, {&f}, h, &cp).supports() == 0);
+    CHECK(Call(TF_OP_ABS, {&l}, l).supports() == 1);
+    CHECK(Call(TF_OP_SQUARE, {&i}, i).supports() == 1);
+    CHECK(Call(TF_OP_CLAMP, {&i}, i, &cp).supports() == 1);
+    CHECK(Call(TF_OP_ABS, {&f}, i).supports() == 0);
+    CHECK(Call(TF_OP_CLAMP, {&f}, h, &cp).supports() == 0);
     // Reductions: mean and var float only; max and min numeric; output dtype = input dtype.
-    CHECK(call(TF_OP_MEAN, {&i}, i_row, &rp).supports() == 0);
-    CHECK(call(TF_OP_VAR, {&i}, i_row, &vp).supports() == 0);
-    CHECK(call(TF_OP_MAX, {&i}, i_row, &rp).supports() == 1);
-    CHECK(call(TF_OP_MIN, {&bl}, b_row, &rp).supports() == 0);
-    CHECK(call(TF_OP_MAX, {&f}, i_row, &rp).supports() == 0);
-    CHECK(call(TF_OP_MEAN, {&f}, f_row, &rp).supports() == 1);
+    CHECK(Call(TF_OP_MEAN, {&i}, i_row, &rp).supports() == 0);
+    CHECK(Call(TF_OP_VAR, {&i}, i_row, &vp).supports() == 0);
+    CHECK(Call(TF_OP_MAX, {&i}, i_row, &rp).supports() == 1);
+    CHECK(Call(TF_OP_MIN, {&bl}, b_row, &rp).supports() == 0);
+    CHECK(Call(TF_OP_MAX, {&f}, i_row, &rp).supports() == 0);
+    CHECK(Call(TF_OP_MEAN, {&f}, f_row, &rp).supports() == 1);
     // arg: numeric input, i64 output.
-    CHECK(call(TF_OP_ARGMAX, {&i}, l_col, &ap).supports() == 1);
-    CHECK(call(TF_OP_ARGMAX, {&bl}, l_col, &ap).supports() == 0);
-    CHECK(call(TF_OP_ARGMIN, {&f}, i_col, &ap).supports() == 0);
-    CHECK(call(TF_OP_ARGMIN, {&f}, f_col, &ap).supports() == 0);
+    CHECK(Call(TF_OP_ARGMAX, {&i}, l_col, &ap).supports() == 1);
+    CHECK(Call(TF_OP_ARGMAX, {&bl}, l_col, &ap).supports() == 0);
+    CHECK(Call(TF_OP_ARGMIN, {&f}, i_col, &ap).supports() == 0);
+    CHECK(Call(TF_OP_ARGMIN, {&f}, f_col, &ap).supports() == 0);
 }
 
 TEST_CASE("supports says no to wrong arity, params and shapes") {
-    const tensor f = no_data(TF_DTYPE_F32, {2, 3}), bl = no_data(TF_DTYPE_BOOL, {2, 3});
-    const tensor f_row = no_data(TF_DTYPE_F32, {1, 3}), l_col = no_data(TF_DTYPE_I64, {2, 1});
+    const TensorDesc f = no_data(TF_DTYPE_F32, {2, 3}), bl = no_data(TF_DTYPE_BOOL, {2, 3});
+    const TensorDesc f_row = no_data(TF_DTYPE_F32, {1, 3}), l_col = no_data(TF_DTYPE_I64, {2, 1});
     const tf_params_reduce rp = reduce_params(0b01);
     const tf_params_var vp = var_params(0b01, 1);
     const tf_params_axis ap = axis_params(1);
     const tf_params_clamp cp = clamp_params(-1, 1);
 
     SUBCASE("arity") {
-        CHECK(call(TF_OP_POW, {&f}, f).supports() == 0);
-        CHECK(call(TF_OP_MAXIMUM, {&f, &f, &f}, f).supports() == 0);
-        CHECK(call(TF_OP_EQ, {&f}, bl).supports() == 0);
-        CHECK(call(TF_OP_WHERE, {&bl, &f}, f).supports() == 0);
-        CHECK(call(TF_OP_WHERE, {&bl, &f, &f, &f}, f).supports() == 0);
-        CHECK(call(TF_OP_SIGMOID, {&f, &f}, f).supports() == 0);
-        CHECK(call(TF_OP_ARGMAX, {&f, &f}, l_col, &ap).supports() == 0);
-        call no_out(TF_OP_WHERE, {&bl, &f, &f}, f);
+        CHECK(Call(TF_OP_POW, {&f}, f).supports() == 0);
+        CHECK(Call(TF_OP_MAXIMUM, {&f, &f, &f}, f).supports() == 0);
+        CHECK(Call(TF_OP_EQ, {&f}, bl).supports() == 0);
+        CHECK(Call(TF_OP_WHERE, {&bl, &f}, f).supports() == 0);
+        CHECK(Call(TF_OP_WHERE, {&bl, &f, &f, &f}, f).supports() == 0);
+        CHECK(Call(TF_OP_SIGMOID, {&f, &f}, f).supports() == 0);
+        CHECK(Call(TF_OP_ARGMAX, {&f, &f}, l_col, &ap).supports() == 0);
+        Call no_out(TF_OP_WHERE, {&bl, &f, &f}, f);
         no_out.op.n_outputs = 2;
         CHECK(no_out.supports() == 0);
     }
     SUBCASE("params: NULL, too small, out of range") {
-        CHECK(call(TF_OP_CLAMP, {&f}, f, nullptr).supports() == 0);
-        CHECK(call(TF_OP_MEAN, {&f}, f_row, nullptr).supports() == 0);
-        CHECK(call(TF_OP_VAR, {&f}, f_row, nullptr).supports() == 0);
-        CHECK(call(TF_OP_ARGMAX, {&f}, l_col, nullptr).supports() == 0);
+        CHECK(Call(TF_OP_CLAMP, {&f}, f, nullptr).supports() == 0);
+        CHECK(Call(TF_OP_MEAN, {&f}, f_row, nullptr).supports() == 0);
+        CHECK(Call(TF_OP_VAR, {&f}, f_row, nullptr).supports() == 0);
+        CHECK(Call(TF_OP_ARGMAX, {&f}, l_col, nullptr).supports() == 0);
         tf_params_clamp small_clamp = cp;
         small_clamp.struct_size = offsetof(tf_params_clamp, max);  // no max member
-        CHECK(call(TF_OP_CLAMP, {&f}, f, &small_clamp).supports() == 0);
+        CHECK(Call(TF_OP_CLAMP, {&f}, f, &small_clamp).supports() == 0);
         // A tf_params_reduce is too small to be a tf_params_var.
         tf_params_var small_var = vp;
         small_var.struct_size = sizeof(tf_params_reduce);
-        CHECK(call(TF_OP_VAR, {&f}, f_row, &small_var).supports() == 0);
-        CHECK(call(TF_OP_VAR, {&f}, f_row, &rp).supports() == 0);
+        CHECK(Call(TF_OP_VAR, {&f}, f_row, &small_var).supports() == 0);
+        CHECK(Call(TF_OP_VAR, {&f}, f_row, &rp).supports() == 0);
         tf_params_axis small_axis = ap;
         small_axis.struct_size = 4;
-        CHECK(call(TF_OP_ARGMAX, {&f}, l_col, &small_axis).supports() == 0);
+        CHECK(Call(TF_OP_ARGMAX, {&f}, l_col, &small_axis).supports() == 0);
         for (int32_t axis : {-1, 2, 1000}) {
             const tf_params_axis bad = axis_params(axis);
-            CHECK(call(TF_OP_ARGMIN, {&f}, l_col, &bad).supports() == 0);
+            CHECK(Call(TF_OP_ARGMIN, {&f}, l_col, &bad).supports() == 0);
         }
         const tf_params_var beyond = var_params(0b100, 1);
-        CHECK(call(TF_OP_VAR, {&f}, f_row, &beyond).supports() == 0);
+        CHECK(Call(TF_OP_VAR, {&f}, f_row, &beyond).supports() == 0);
     }
     SUBCASE("shapes") {
-        const tensor f23 = no_data(TF_DTYPE_F32, {3, 2}), b32 = no_data(TF_DTYPE_BOOL, {3, 2});
-        CHECK(call(TF_OP_POW, {&f, &f23}, f).supports() == 0);
-        CHECK(call(TF_OP_LT, {&f, &f}, b32).supports() == 0);
-        CHECK(call(TF_OP_WHERE, {&b32, &f, &f}, f).supports() == 0);
-        CHECK(call(TF_OP_WHERE, {&bl, &f23, &f}, f).supports() == 0);
-        CHECK(call(TF_OP_TANH, {&f23}, f).supports() == 0);
-        CHECK(call(TF_OP_MEAN, {&f}, f, &rp).supports() == 0);  // axis 0 not reduced in the output
-        const tensor l_row = no_data(TF_DTYPE_I64, {1, 3}), l_flat = no_data(TF_DTYPE_I64, {2});
-        CHECK(call(TF_OP_ARGMAX, {&f}, l_row, &ap).supports() == 0);  // size 1 on the wrong axis
-        CHECK(call(TF_OP_ARGMAX, {&f}, l_flat, &ap).supports() == 0);  // axis dropped: not the ABI's shape
-        CHECK(call(TF_OP_ARGMAX, {&f}, l_col, &ap).supports() == 1);
+        const TensorDesc f23 = no_data(TF_DTYPE_F32, {3, 2}), b32 = no_data(TF_DTYPE_BOOL, {3, 2});
+        CHECK(Call(TF_OP_POW, {&f, &f23}, f).supports() == 0);
+        CHECK(Call(TF_OP_LT, {&f, &f}, b32).supports() == 0);
+        CHECK(Call(TF_OP_WHERE, {&b32, &f, &f}, f).supports() == 0);
+        CHECK(Call(TF_OP_WHERE, {&bl, &f23, &f}, f).supports() == 0);
+        CHECK(Call(TF_OP_TANH, {&f23}, f).supports() == 0);
+        CHECK(Call(TF_OP_MEAN, {&f}, f, &rp).supports() == 0);  // axis 0 not reduced in the output
+        const TensorDesc l_row = no_data(TF_DTYPE_I64, {1, 3}), l_flat = no_data(TF_DTYPE_I64, {2});
+        CHECK(Call(TF_OP_ARGMAX, {&f}, l_row, &ap).supports() == 0);  // size 1 on the wrong axis
+        CHECK(Call(TF_OP_ARGMAX, {&f}, l_flat, &ap).supports() == 0);  // axis dropped: not the ABI's shape
+        CHECK(Call(TF_OP_ARGMAX, {&f}, l_col, &ap).supports() == 1);
     }
 }

@@ -31,32 +31,49 @@ const char *host_get_env(const char *name) { return std::getenv(name); }
 void host_log(int32_t, const char *, const char *) {}
 const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_get_env};
 
-struct plugin {
+struct Plugin {
     std::string path;
     void *handle = nullptr;
     const tf_plugin *table = nullptr;
     bool ready = false;  // probe and init succeeded
 };
 
+// The core's TINYFIN_KEEP_PLUGINS_MAPPED and TINYFIN_PIN_LIBRARIES, which scripts/sanitize sets:
+// drivers a probe loads and unloads again stay mapped, so LeakSanitizer can name what they keep.
+bool keep_mapped() {
+    const char *keep = std::getenv("TINYFIN_KEEP_PLUGINS_MAPPED");
+    return keep && std::string(keep) == "1";
+}
+
+void pin_libraries() {
+    const char *pins = std::getenv("TINYFIN_PIN_LIBRARIES");
+    if (!keep_mapped() || !pins) return;
+    std::stringstream list(pins);
+    std::string name;
+    while (std::getline(list, name, ':'))
+        if (!name.empty()) dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);  // best effort
+}
+
 // Shut down and unloaded at exit, the way the core does (LeakSanitizer sees nothing left).
-struct registry {
-    std::vector<plugin> all;
-    ~registry() {
-        for (plugin &p : all) {
+struct Registry {
+    std::vector<Plugin> all;
+    ~Registry() {
+        for (Plugin &p : all) {
             if (p.ready) p.table->shutdown();
-            dlclose(p.handle);
+            if (!keep_mapped()) dlclose(p.handle);
         }
     }
 };
 
-std::vector<plugin> &plugins() {
-    static registry loaded{[] {
-        std::vector<plugin> out;
+std::vector<Plugin> &plugins() {
+    static Registry loaded{[] {
+        pin_libraries();
+        std::vector<Plugin> out;
         std::stringstream paths(TF_KIT_PLUGINS);
         std::string path;
         while (std::getline(paths, path, ':')) {
             if (path.empty()) continue;
-            plugin p;
+            Plugin p;
             p.path = path;
             p.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
             const std::string why = p.handle ? std::string() : std::string(dlerror());
@@ -102,7 +119,7 @@ tf_tensor_desc tensor(int32_t dtype, std::vector<int64_t> shape, std::vector<int
 // supports() of every plugin on device 0 for op; names the plugins that said yes.
 std::vector<std::string> accepting(const tf_op_desc &op) {
     std::vector<std::string> yes;
-    for (const plugin &p : plugins())
+    for (const Plugin &p : plugins())
         if (p.table->supports(0, &op)) yes.push_back(p.table->name);
     return yes;
 }
@@ -117,7 +134,7 @@ TEST_CASE("kit: feature_list keys a device's features and prints their values") 
     auto emit = [](void *user, const char *key, const char *value) {
         static_cast<std::vector<std::pair<std::string, std::string>> *>(user)->emplace_back(key, value);
     };
-    const tf_kit::feature_list device(emit, &got, 3), plugin(emit, &got);
+    const tf_kit::FeatureList device(emit, &got, 3), plugin(emit, &got);
     device.put("kind", "software");
     device.putf("groups", "%d x %u", 64, 2u);
     plugin.putf("kernels", "%zu (%s)", size_t{8}, "embedded");
@@ -166,7 +183,7 @@ TEST_CASE("kit: extent_of and check_tensor apply one bound, max_extent = INT64_M
     static_assert(tf_kit::max_extent == static_cast<uint64_t>(INT64_MAX));
     // Two f32 elements, the second at byte (INT64_MAX / 4) * 4 = INT64_MAX - 3: inside.
     tf_tensor_desc inside = tensor(TF_DTYPE_F32, {2}, {INT64_MAX / 4});
-    tf_kit::extent e = tf_kit::extent_of(inside);
+    tf_kit::Extent e = tf_kit::extent_of(inside);
     CHECK_FALSE(e.overflow);
     CHECK(e.last_byte == static_cast<uint64_t>(INT64_MAX) - 3);
     CHECK(tf_kit::check_tensor("t", "input", 0, inside, false, nullptr) == TF_STATUS_OK);
@@ -276,6 +293,58 @@ TEST_CASE("kit: the dtypes column of ops.def, against the table's text") {
     CHECK_FALSE(tf_kit::class_admits('?', TF_DTYPE_F32));
 }
 
+TEST_CASE("kit: optional inputs, a '?' after the letter in ops.def's dtypes column") {
+    CHECK(std::string(tf_kit::op_dtypes(TF_OP_ATTENTION)) == "FFFF?>F");
+    CHECK(tf_kit::input_optional(TF_OP_ATTENTION, 3));
+    for (uint32_t i : {0u, 1u, 2u, 4u}) CHECK_FALSE(tf_kit::input_optional(TF_OP_ATTENTION, i));
+    CHECK_FALSE(tf_kit::input_optional(TF_OP_ADD, 1));
+    CHECK_FALSE(tf_kit::input_optional(TF_OP_COUNT_, 0));
+    // The marker is no operand: the output's class is still operand 4.
+    CHECK(tf_kit::operand_class(TF_OP_ATTENTION, 3) == 'F');
+    CHECK(tf_kit::operand_class(TF_OP_ATTENTION, 4) == 'F');
+    CHECK(tf_kit::operand_class(TF_OP_ATTENTION, 5) == 0);
+    tf_tensor_desc absent{};
+    CHECK(tf_kit::is_absent(absent));
+    CHECK_FALSE(tf_kit::is_absent(tensor(TF_DTYPE_F32, {})));
+}
+
+TEST_CASE("every plugin: attention with an absent mask is claimed, an absent required input refused") {
+    // q [2, 3, 4], k [2, 5, 4], v [2, 5, 6] -> [2, 3, 6]; the mask (input 3) absent (ABI 1.1).
+    tf_params_attention params{sizeof params, 1, 0, 0.5};
+    for (int32_t d : {TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16}) {
+        tf_tensor_desc in[4] = {tensor(d, {2, 3, 4}), tensor(d, {2, 5, 4}), tensor(d, {2, 5, 6}), tf_tensor_desc{}};
+        tf_tensor_desc out = tensor(d, {2, 3, 6});
+        tf_op_desc op{sizeof op, TF_OP_ATTENTION, 4, 1, in, &out, &params};
+        tf_kit::OpRule rule{};
+        CHECK(tf_kit::check_call(&op, &rule, nullptr) == TF_STATUS_OK);
+        CHECK(tf_kit::dtypes_defined(op, rule.kind));
+        CHECK(tf_kit::check_tensors("attention", op, false, nullptr) == TF_STATUS_OK);
+        // Every plugin of this build that claims attention with a zero mask claims it absent too:
+        // an absent mask is never a reason to refuse (and never read).
+        tf_tensor_desc zero = tensor(d, {2, 3, 5}, {0, 0, 0});
+        tf_tensor_desc with_zero[4] = {in[0], in[1], in[2], zero};
+        tf_op_desc masked{sizeof masked, TF_OP_ATTENTION, 4, 1, with_zero, &out, &params};
+        for (const Plugin &p : plugins()) {
+            INFO(p.table->name, " ", tf_kit::dtype_name(d));
+            CHECK(p.table->supports(0, &op) == p.table->supports(0, &masked));
+            if (std::string(p.table->name) == "cpu") CHECK(p.table->supports(0, &op));
+        }
+        // The same descriptor with q absent: no plugin takes it, and the kit says why.
+        tf_tensor_desc no_q[4] = {tf_tensor_desc{}, in[1], in[2], zero};
+        tf_op_desc bad{sizeof bad, TF_OP_ATTENTION, 4, 1, no_q, &out, &params};
+        tf_error err{};
+        err.struct_size = sizeof err;
+        CHECK(tf_kit::check_call(&bad, &rule, &err) == TF_STATUS_INVALID_ARGUMENT);
+        CHECK(std::string(err.message).find("input 0 is absent") != std::string::npos);
+        CHECK(accepting(bad).empty());
+    }
+    // add with an absent input: refused everywhere.
+    tf_tensor_desc add_in[2] = {tensor(TF_DTYPE_F32, {4}), tf_tensor_desc{}};
+    tf_tensor_desc add_out = tensor(TF_DTYPE_F32, {4});
+    tf_op_desc add{sizeof add, TF_OP_ADD, 2, 1, add_in, &add_out, nullptr};
+    CHECK(accepting(add).empty());
+}
+
 TEST_CASE("every plugin: supports() stays inside ops.def's dtypes column, cpu takes all of it") {
     // Every op of a built-in kind, with small shapes, in every dtype (and for cast every pair):
     // a plugin may claim less than the column (its own limits), never more; cpu, the fallback,
@@ -287,25 +356,25 @@ TEST_CASE("every plugin: supports() stays inside ops.def's dtypes column, cpu ta
     const int32_t dtypes[] = {TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16, TF_DTYPE_I32, TF_DTYPE_I64, TF_DTYPE_BOOL};
     int checked = 0;
     for (uint32_t id = 0; id < TF_OP_COUNT_; ++id) {
-        tf_kit::op_rule rule{};
+        tf_kit::OpRule rule{};
         REQUIRE(tf_kit::find_op_rule(id, &rule));
-        if (rule.kind == tf_kit::op_kind::OWN) continue;
-        const std::vector<int64_t> shape = rule.kind == tf_kit::op_kind::MATMUL ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{4};
+        if (rule.kind == tf_kit::OpKind::OWN) continue;
+        const std::vector<int64_t> shape = rule.kind == tf_kit::OpKind::MATMUL ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{4};
         for (int32_t d : dtypes)
             for (int32_t to : dtypes) {
                 if (id != TF_OP_CAST && to != d) continue;
                 tf_tensor_desc in[3];
                 for (uint32_t i = 0; i < rule.n_inputs; ++i)
-                    in[i] = tensor(rule.kind == tf_kit::op_kind::WHERE && i == 0 ? TF_DTYPE_BOOL : d, shape);
+                    in[i] = tensor(rule.kind == tf_kit::OpKind::WHERE && i == 0 ? TF_DTYPE_BOOL : d, shape);
                 int32_t out_dtype = to;
                 std::vector<int64_t> out_shape = shape;
-                if (rule.kind == tf_kit::op_kind::COMPARE) out_dtype = TF_DTYPE_BOOL;
-                if (rule.kind == tf_kit::op_kind::ARG) out_dtype = TF_DTYPE_I64, out_shape = {1};
+                if (rule.kind == tf_kit::OpKind::COMPARE) out_dtype = TF_DTYPE_BOOL;
+                if (rule.kind == tf_kit::OpKind::ARG) out_dtype = TF_DTYPE_I64, out_shape = {1};
                 tf_tensor_desc out = tensor(out_dtype, out_shape);
                 tf_op_desc op{sizeof op, id, rule.n_inputs, 1, rule.n_inputs ? in : nullptr, &out,
                               rule.params_size ? params : nullptr};
                 const bool defined = tf_kit::dtypes_defined(op, rule.kind);
-                for (const plugin &p : plugins()) {
+                for (const Plugin &p : plugins()) {
                     const bool claims = p.table->supports(0, &op) != 0;
                     INFO(p.table->name, ": ", rule.name, " ", tf_kit::dtype_name(d), " -> ", tf_kit::dtype_name(out_dtype),
                          " (column ", tf_kit::op_dtypes(id), ")");

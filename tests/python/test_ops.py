@@ -222,6 +222,32 @@ def test_attention(causal):
                                rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_without_mask_is_a_zero_mask(causal):
+    # No mask: the op's mask operand is absent (no tensor at all); the result and every gradient
+    # must be those of an explicit zero mask, bit for bit, and v's gradient numpy's P^T w.
+    q = rng(31).standard_normal((2, 4, 8)).astype(np.float32)
+    k = rng(32).standard_normal((2, 6, 8)).astype(np.float32)
+    v = rng(33).standard_normal((2, 6, 3)).astype(np.float32)
+    w = rng(34).standard_normal((2, 4, 3)).astype(np.float32)
+    kwargs = {"is_causal": True} if causal else {}
+    runs = []
+    for mask in (None, np.zeros((4, 6), np.float32)):
+        ts = [tf.tensor(a, requires_grad=True) for a in (q, k, v)]
+        extra = dict(kwargs, attn_mask=tf.tensor(mask)) if mask is not None else kwargs
+        out = F.scaled_dot_product_attention(*ts, **extra)
+        (out * tf.tensor(w)).sum().backward()
+        runs.append([out.numpy()] + [t.grad.numpy() for t in ts])
+    for got, want in zip(*runs):
+        np.testing.assert_array_equal(got, want)
+    s = q @ k.transpose(0, 2, 1) / np.sqrt(8)
+    if causal:
+        s = np.where(np.tril(np.ones((4, 6), bool)), s, -np.inf)  # top_left, PyTorch's default
+    p = softmax_ref(s, -1)
+    np.testing.assert_allclose(runs[0][0], p @ v, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(runs[0][3], p.transpose(0, 2, 1) @ w, rtol=1e-4, atol=1e-5)
+
+
 def test_embedding_one_hot_cross_entropy():
     w = rng(17).standard_normal((6, 3)).astype(np.float32)
     idx = np.array([[0, 5], [2, 2]])

@@ -29,7 +29,7 @@ const char *host_env(const char *name) { return name ? std::getenv(name) : nullp
 
 const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_env};
 
-struct plugin {
+struct Plugin {
     void *so = nullptr;
     const tf_plugin *t = nullptr;
     bool ready = false;
@@ -49,8 +49,8 @@ void pin_listed_libraries() {
 }
 
 // The plugin, loaded once; exits the process when the file is not a loadable plugin.
-plugin &vk() {
-    static plugin p;
+Plugin &vk() {
+    static Plugin p;
     if (p.so) return p;
     pin_listed_libraries();
     const char *path = std::getenv("TF_VULKAN_PLUGIN");
@@ -77,7 +77,7 @@ tf_error make_error() {
 
 // probe + init once; the device is ready afterwards.
 const tf_plugin &ready() {
-    plugin &p = vk();
+    Plugin &p = vk();
     if (!p.ready) {
         tf_error err = make_error();
         REQUIRE_MESSAGE(p.t->probe(&err) == TF_STATUS_OK, err.message);
@@ -88,7 +88,7 @@ const tf_plugin &ready() {
 }
 
 void shutdown() {
-    plugin &p = vk();
+    Plugin &p = vk();
     if (p.ready) p.t->shutdown();
     p.ready = false;
 }
@@ -138,15 +138,15 @@ std::vector<float> read_floats(tf_buffer *b, size_t n, uint64_t offset = 0) {
 }
 
 // Sets an environment variable for one scope.
-struct scoped_env {
+struct ScopedEnv {
     std::string name;
     std::string old;
     bool had;
-    scoped_env(const char *n, const char *value) : name(n), had(std::getenv(n) != nullptr) {
+    ScopedEnv(const char *n, const char *value) : name(n), had(std::getenv(n) != nullptr) {
         if (had) old = std::getenv(n);
         setenv(n, value, 1);
     }
-    ~scoped_env() {
+    ~ScopedEnv() {
         if (had) setenv(name.c_str(), old.c_str(), 1);
         else unsetenv(name.c_str());
     }
@@ -156,7 +156,7 @@ struct scoped_env {
 
 // Probe first, before anything initialised Vulkan in this process.
 TEST_CASE("abi: probe names a missing loader") {
-    scoped_env loader("TINYFIN_VULKAN_LOADER", "/nonexistent/libvulkan.so.1");
+    ScopedEnv loader("TINYFIN_VULKAN_LOADER", "/nonexistent/libvulkan.so.1");
     tf_error err = make_error();
     CHECK(vk().t->probe(&err) == TF_STATUS_UNAVAILABLE);
     CHECK(std::string(err.message) == "no Vulkan loader (/nonexistent/libvulkan.so.1 not found)");
@@ -164,8 +164,8 @@ TEST_CASE("abi: probe names a missing loader") {
 
 TEST_CASE("abi: probe names a missing device") {
     // The loader finds no driver at all.
-    scoped_env icd("VK_ICD_FILENAMES", "/nonexistent/icd.json");
-    scoped_env drivers("VK_DRIVER_FILES", "/nonexistent/icd.json");
+    ScopedEnv icd("VK_ICD_FILENAMES", "/nonexistent/icd.json");
+    ScopedEnv drivers("VK_DRIVER_FILES", "/nonexistent/icd.json");
     tf_error err = make_error();
     CHECK(vk().t->probe(&err) == TF_STATUS_UNAVAILABLE);
     CHECK(std::string(err.message).rfind("no Vulkan device with a compute queue", 0) == 0);
@@ -291,7 +291,7 @@ TEST_CASE("abi: the pipeline cache is written at shutdown and read at the next i
     char dir[] = "/tmp/tinyfin-vk-cache-XXXXXX";
     REQUIRE(mkdtemp(dir));
     {
-        scoped_env cache("XDG_CACHE_HOME", dir);
+        ScopedEnv cache("XDG_CACHE_HOME", dir);
         shutdown();  // the next init reads XDG_CACHE_HOME afresh
         const tf_plugin &t = ready();
         tf_buffer *a = alloc(64), *b = alloc(64);
@@ -319,7 +319,7 @@ TEST_CASE("abi: the pipeline cache is written at shutdown and read at the next i
     }
     {
         // A cache directory that cannot be created is not an error.
-        scoped_env cache("XDG_CACHE_HOME", "/proc/self/no-such-dir");
+        ScopedEnv cache("XDG_CACHE_HOME", "/proc/self/no-such-dir");
         const tf_plugin &t = ready();
         tf_buffer *a = alloc(64), *b = alloc(64);
         tf_tensor_desc in = f32_vector(a, 16), out = f32_vector(b, 16);
@@ -363,7 +363,7 @@ TEST_CASE("abi: the pipeline cache reads only bounded regular files and writes t
     const std::string sub = std::string(dir) + "/tinyfin";
     const std::string file = sub + "/vulkan-pipelines.bin";
     REQUIRE(mkdir(sub.c_str(), 0700) == 0);
-    scoped_env cache("XDG_CACHE_HOME", dir);
+    ScopedEnv cache("XDG_CACHE_HOME", dir);
 
     // A FIFO: opening it for reading would block every vulkan user forever.
     REQUIRE(mkfifo(file.c_str(), 0600) == 0);
@@ -424,14 +424,14 @@ TEST_CASE("abi: TINYFIN_VULKAN_LOADER follows the plugin trust rules") {
     const std::string fifo = std::string(dir) + "/fifo.so";
     REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
     shutdown();
-    struct expectation {
+    struct Expectation {
         std::string value, fragment;
     };
-    for (const expectation &e : {expectation{"./libvulkan.so.1", "is not an absolute path"},
-                                 expectation{link, "writable by others"},
-                                 expectation{fifo, "a FIFO"},
-                                 expectation{"/proc/self/cwd/libvulkan.so.1", "under /proc"}}) {
-        scoped_env loader("TINYFIN_VULKAN_LOADER", e.value.c_str());
+    for (const Expectation &e : {Expectation{"./libvulkan.so.1", "is not an absolute path"},
+                                 Expectation{link, "writable by others"},
+                                 Expectation{fifo, "a FIFO"},
+                                 Expectation{"/proc/self/cwd/libvulkan.so.1", "under /proc"}}) {
+        ScopedEnv loader("TINYFIN_VULKAN_LOADER", e.value.c_str());
         tf_error err = make_error();
         CHECK(vk().t->probe(&err) == TF_STATUS_UNAVAILABLE);
         INFO(err.message);
@@ -440,7 +440,7 @@ TEST_CASE("abi: TINYFIN_VULKAN_LOADER follows the plugin trust rules") {
     }
     {
         // The same file through a trusted path loads.
-        scoped_env loader("TINYFIN_VULKAN_LOADER", resolved);
+        ScopedEnv loader("TINYFIN_VULKAN_LOADER", resolved);
         tf_error err = make_error();
         CHECK_MESSAGE(vk().t->probe(&err) == TF_STATUS_OK, err.message);
     }

@@ -66,7 +66,7 @@ TEST_CASE("memory: a request larger than the heap is OutOfMemoryError, and the d
         MESSAGE(what);
         CHECK(what.find(TF_TEST_BACKEND) != std::string::npos);
     }
-    pair a = random({100}, 1), b = random({100}, 2);
+    Pair a = random({100}, 1), b = random({100}, 2);
     check(tf::add(a.vk, b.vk), tf::add(a.cpu, b.cpu), 0, 0, "an op after the failed allocation");
 }
 

@@ -60,12 +60,12 @@ int64_t ordinal(uint16_t b) { return (b & 0x8000) ? -static_cast<int64_t>(b & 0x
 
 // A 16-bit result against cpu's: NaN where cpu has NaN, the same infinity, else within ulps
 // units in the last place or atol absolutely (results that cancel towards 0).
-struct half_tol {
+struct HalfTol {
     int ulps = 1;
     double atol = 0;
 };
 
-void check_half(const Tensor &got, const Tensor &want, half_tol tol, const std::string &what) {
+void check_half(const Tensor &got, const Tensor &want, HalfTol tol, const std::string &what) {
     INFO(what << " (" << std::string(tf::dtype_name(want.dtype())) << ")");
     REQUIRE(got.defined());
     CHECK(got.device() == gpu_device);
@@ -95,9 +95,9 @@ void check_half(const Tensor &got, const Tensor &want, half_tol tol, const std::
 // f on cpu and on the GPU with the operands cast to dtype d first (on cpu, so both sides start
 // from the same 16-bit values).
 template <class F>
-void half_parity(const std::string &what, DType d, const std::vector<pair> &operands, F &&f, half_tol tol = {}) {
+void half_parity(const std::string &what, DType d, const std::vector<Pair> &operands, F &&f, HalfTol tol = {}) {
     std::vector<Tensor> a, b;
-    for (const pair &p : operands) {
+    for (const Pair &p : operands) {
         const bool fl = p.cpu.dtype() == DType::f32;
         Tensor c = fl ? tf::cast(p.cpu, d) : p.cpu;
         a.push_back(c);
@@ -130,7 +130,7 @@ std::vector<float> f32_edges() {
 
 TEST_CASE("mixed: conversions to and from f16 and bf16 are the cpu plugin's, bit for bit") {
     const std::vector<float> edges = f32_edges();
-    const pair f = both(edges, {static_cast<int64_t>(edges.size())});
+    const Pair f = both(edges, {static_cast<int64_t>(edges.size())});
     // Every 16-bit pattern.
     std::vector<uint16_t> all(65536);
     for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
@@ -139,9 +139,9 @@ TEST_CASE("mixed: conversions to and from f16 and bf16 are the cpu plugin's, bit
     std::vector<int64_t> i64 = {0, 1, -1, 65519, 65520, INT64_MAX, INT64_MIN, (int64_t{1} << 40) + (int64_t{1} << 32),
                                 (int64_t{1} << 40) + (int64_t{1} << 32) + 1, (int64_t{1} << 62) + (int64_t{3} << 54),
                                 -(int64_t{1} << 62) - (int64_t{1} << 54), 0x0101800000000000ll, 0x0100800000000001ll};
-    const pair ints32 = both(i32, {static_cast<int64_t>(i32.size())});
-    const pair ints64 = both(i64, {static_cast<int64_t>(i64.size())});
-    const pair flags = booleans({13}, 3);
+    const Pair ints32 = both(i32, {static_cast<int64_t>(i32.size())});
+    const Pair ints64 = both(i64, {static_cast<int64_t>(i64.size())});
+    const Pair flags = booleans({13}, 3);
     for (DType d : halves) {
         const std::string n = tf::dtype_name(d);
         check_bits(tf::cast(f.vk, d), tf::cast(f.cpu, d), "f32 -> " + n);
@@ -163,7 +163,7 @@ TEST_CASE("mixed: 16-bit stores at odd offsets and interleaved views keep their 
     for (DType d : halves) {
         const std::string n = tf::dtype_name(d);
         // Odd counts and an odd start: the first and last words are shared with untouched elements.
-        const pair src = random({2, 333}, 7, -5, 5);
+        const Pair src = random({2, 333}, 7, -5, 5);
         Tensor want = tf::cast(tf::full({669}, 9.0, DType::f32, cpu_device), d);
         Tensor got = want.to(gpu_device);
         want.slice(0, 1, 334).assign_(src.cpu.slice(0, 0, 1).reshape({333}));
@@ -173,7 +173,7 @@ TEST_CASE("mixed: 16-bit stores at odd offsets and interleaved views keep their 
         check_half(got, want, {1, 0}, n + " odd slices");
         // Every other element by one op, then the others by another: each word has two writers.
         Tensor w2 = tf::cast(tf::zeros({26, 2}, DType::f32, cpu_device), d), g2 = w2.to(gpu_device);
-        const pair a = random({26}, 8), b = random({26}, 9);
+        const Pair a = random({26}, 8), b = random({26}, 9);
         w2.slice(1, 0, 1).reshape({26}).assign_(a.cpu);
         g2.slice(1, 0, 1).reshape({26}).assign_(a.vk);
         w2.slice(1, 1, 2).reshape({26}).assign_(b.cpu);
@@ -181,7 +181,7 @@ TEST_CASE("mixed: 16-bit stores at odd offsets and interleaved views keep their 
         check_bits(g2, w2, n + " interleaved halves");
         // One dispatch whose neighbouring elements are written by different invocations: a
         // transposed output, and binary ops into strided out= views.
-        const pair x = random({7, 9}, 10, -3, 3);
+        const Pair x = random({7, 9}, 10, -3, 3);
         Tensor wt = tf::cast(tf::zeros({9, 7}, DType::f32, cpu_device), d), gt = wt.to(gpu_device);
         wt.transpose(0, 1).assign_(x.cpu);
         gt.transpose(0, 1).assign_(x.vk);
@@ -204,13 +204,13 @@ TEST_CASE("mixed: 16-bit stores at odd offsets and interleaved views keep their 
 }
 
 TEST_CASE("mixed: elementwise, compare and where in f16 and bf16") {
-    using unary_fn = Tensor (*)(const Tensor &);
-    struct op {
+    using UnaryFn = Tensor (*)(const Tensor &);
+    struct Op {
         const char *name;
-        unary_fn fn;
+        UnaryFn fn;
         double lo, hi;
     };
-    const op unary[] = {
+    const Op unary[] = {
         {"neg", tf::neg, -3, 3}, {"exp", tf::exp, -8, 8}, {"relu", tf::relu, -3, 3}, {"abs", tf::abs, -3, 3},
         {"log", tf::log, 1e-3, 50}, {"sqrt", tf::sqrt, 0, 50}, {"rsqrt", tf::rsqrt, 1e-3, 50},
         {"sin", tf::sin, -6, 6}, {"cos", tf::cos, -6, 6}, {"tanh", tf::tanh, -6, 6}, {"sigmoid", tf::sigmoid, -20, 20},
@@ -221,23 +221,23 @@ TEST_CASE("mixed: elementwise, compare and where in f16 and bf16") {
     std::vector<float> sv = values(84, 5, -4, 4);
     const float edge[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.0f, -1.0f, 1e-30f, 88.0f, -88.0f, 0.5f, 70000.0f};
     for (std::size_t i = 0; i < sv.size(); i += 3) sv[i] = edge[(i / 3) % 12];
-    const pair special = both(sv, {7, 12});
+    const Pair special = both(sv, {7, 12});
     for (DType d : halves) {
-        for (const op &o : unary) {
-            const pair x = random({13, 29}, 11, o.lo, o.hi);
+        for (const Op &o : unary) {
+            const Pair x = random({13, 29}, 11, o.lo, o.hi);
             // sin and cos near their zeros: 1 ulp of a tiny result is below the f32 difference.
-            const half_tol tol{1, 2e-6};
+            const HalfTol tol{1, 2e-6};
             half_parity(std::string(o.name), d, {x}, [&](auto &t) { return o.fn(t[0].transpose(0, 1)); }, tol);
             half_parity(std::string(o.name) + " special values", d, {special}, [&](auto &t) { return o.fn(t[0]); }, tol);
         }
         half_parity("clamp", d, {special}, [](auto &t) { return tf::clamp(t[0], -0.75, 2.1); });
-        using binary_fn = Tensor (*)(const Tensor &, const Tensor &);
-        const std::pair<const char *, binary_fn> binary[] = {
+        using BinaryFn = Tensor (*)(const Tensor &, const Tensor &);
+        const std::pair<const char *, BinaryFn> binary[] = {
             {"add", tf::add}, {"sub", tf::sub}, {"mul", tf::mul}, {"div", tf::div}, {"maximum", tf::maximum},
             {"minimum", tf::minimum}, {"relu_backward", tf::relu_backward},
             {"gelu_backward", tf::gelu_backward},
         };
-        const pair a = random({5, 1, 7}, 21, -3, 3), b = random({3, 1}, 22, -3, 3);
+        const Pair a = random({5, 1, 7}, 21, -3, 3), b = random({3, 1}, 22, -3, 3);
         for (auto [name, fn] : binary) {
             half_parity(std::string(name) + " broadcast", d, {a, b}, [&](auto &t) { return fn(t[0], t[1]); });
             half_parity(std::string(name) + " special", d, {special, random({12}, 9, -2, 2)},
@@ -245,10 +245,10 @@ TEST_CASE("mixed: elementwise, compare and where in f16 and bf16") {
         }
         half_parity("pow", d, {random({6, 9}, 31, 0.1, 4), random({9}, 32, -3, 3)},
                     [](auto &t) { return tf::pow(t[0], t[1]); }, {2, 0});
-        using cmp_fn = Tensor (*)(const Tensor &, const Tensor &);
-        const std::pair<const char *, cmp_fn> cmps[] = {{"eq", tf::eq}, {"ne", tf::ne}, {"lt", tf::lt},
+        using CmpFn = Tensor (*)(const Tensor &, const Tensor &);
+        const std::pair<const char *, CmpFn> cmps[] = {{"eq", tf::eq}, {"ne", tf::ne}, {"lt", tf::lt},
                                                         {"le", tf::le}, {"gt", tf::gt}, {"ge", tf::ge}};
-        const pair p = random({9, 11}, 41, -2, 2), q = random({11}, 42, -2, 2);
+        const Pair p = random({9, 11}, 41, -2, 2), q = random({11}, 42, -2, 2);
         for (auto [name, fn] : cmps) {
             half_parity(name, d, {special, special}, [&](auto &t) { return fn(t[0], tf::mul(t[1], 1.0)); });
             half_parity(std::string(name) + " broadcast", d, {p, q}, [&](auto &t) { return fn(t[0], t[1]); });
@@ -266,12 +266,12 @@ namespace {
 // f through autograd on both devices with f16 or bf16 parameters: the output and every float
 // operand's gradient for the loss sum(f(x) * r), r fixed values of the output's shape and dtype.
 template <class F>
-void half_grad_parity(const std::string &what, DType d, const std::vector<pair> &operands, F &&f, half_tol tol) {
+void half_grad_parity(const std::string &what, DType d, const std::vector<Pair> &operands, F &&f, HalfTol tol) {
     std::vector<Tensor> results[2];
     for (int side = 0; side < 2; ++side) {
         const Device &device = side == 0 ? cpu_device : gpu_device;
         std::vector<Tensor> leaves;
-        for (const pair &p : operands) {
+        for (const Pair &p : operands) {
             Tensor leaf = p.cpu.dtype() == DType::f32 ? tf::cast(p.cpu, d).to(device) : p.cpu.to(device);
             if (leaf.dtype() == d) leaf.requires_grad_();
             leaves.push_back(leaf);
@@ -297,7 +297,7 @@ void half_grad_parity(const std::string &what, DType d, const std::vector<pair> 
 // prints its maximum): the margins are for other drivers' f32 math and summation orders.
 TEST_CASE("mixed: matmul and conv2d with both gradients in f16 and bf16") {
     for (DType d : halves) {
-        const half_tol tol{2, d == DType::f16 ? 2e-3 : 1.6e-2};
+        const HalfTol tol{2, d == DType::f16 ? 2e-3 : 1.6e-2};
         half_parity("matmul 67x45 @ 45x93", d, {random({67, 45}, 111), random({45, 93}, 112)},
                     [](auto &t) { return tf::matmul(t[0], t[1]); }, tol);
         half_parity("matmul of transposed views", d, {random({45, 67}, 113), random({93, 45}, 114)},
@@ -309,18 +309,18 @@ TEST_CASE("mixed: matmul and conv2d with both gradients in f16 and bf16") {
                     [](auto &t) { return tf::matmul(t[0], t[1]); }, {2, d == DType::f16 ? 2e-2 : 1.2e-1});
         half_grad_parity("matmul gradients", d, {random({6, 9}, 129), random({9, 5}, 130)},
                          [](auto &t) { return tf::matmul(t[0], t[1]); }, tol);
-        struct conv_case {
+        struct ConvCase {
             const char *name;
             Shape x, w;
             tf::Conv2dOptions o;
         };
-        const conv_case cases[] = {
+        const ConvCase cases[] = {
             {"3x3", {2, 3, 11, 9}, {5, 3, 3, 3}, {}},
             {"stride 2, padding 1, odd widths", {2, 4, 7, 13}, {6, 4, 3, 3}, {2, 2, 1, 1, 1, 1, 1}},
             {"groups 2", {2, 6, 8, 8}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 2}},
             {"one input channel", {3, 1, 9, 9}, {7, 1, 3, 3}, {}},
         };
-        for (const conv_case &c : cases)
+        for (const ConvCase &c : cases)
             half_grad_parity(std::string("conv2d ") + c.name, d, {random(c.x, 141), random(c.w, 142)},
                              [&](auto &t) { return tf::conv2d(t[0], t[1], Tensor(), c.o); }, tol);
         half_grad_parity("conv2d with bias", d, {random({2, 3, 9, 9}, 143), random({4, 3, 3, 3}, 144), random({4}, 145)},
@@ -330,10 +330,10 @@ TEST_CASE("mixed: matmul and conv2d with both gradients in f16 and bf16") {
 
 TEST_CASE("mixed: reductions in f16 and bf16 accumulate in f32") {
     for (DType d : halves) {
-        const half_tol tol{1, d == DType::f16 ? 1e-3 : 8e-3};
-        const pair x = random({3, 5, 7, 2}, 91, -2, 2), longer = random({4, 1000}, 92, -2, 2);
-        using reduce_fn = Tensor (*)(const Tensor &, const tf::Axes &, bool);
-        const std::pair<const char *, reduce_fn> ops[] = {{"sum", tf::sum}, {"mean", tf::mean}, {"max", tf::max}, {"min", tf::min}};
+        const HalfTol tol{1, d == DType::f16 ? 1e-3 : 8e-3};
+        const Pair x = random({3, 5, 7, 2}, 91, -2, 2), longer = random({4, 1000}, 92, -2, 2);
+        using ReduceFn = Tensor (*)(const Tensor &, const tf::Axes &, bool);
+        const std::pair<const char *, ReduceFn> ops[] = {{"sum", tf::sum}, {"mean", tf::mean}, {"max", tf::max}, {"min", tf::min}};
         for (auto [name, fn] : ops) {
             half_parity(std::string(name) + " axes 1, 3", d, {x}, [&](auto &t) { return fn(t[0], {1, 3}, false); }, tol);
             half_parity(std::string(name) + " all", d, {x}, [&](auto &t) { return fn(t[0], {0, 1, 2, 3}, true); }, tol);
@@ -349,35 +349,35 @@ TEST_CASE("mixed: reductions in f16 and bf16 accumulate in f32") {
 
 TEST_CASE("mixed: pooling, softmax, norms, cross_entropy, embedding, rope, attention in f16 and bf16") {
     for (DType d : halves) {
-        const half_tol tol{1, d == DType::f16 ? 1e-3 : 8e-3};
-        const half_tol loose{2, d == DType::f16 ? 4e-3 : 3e-2};  // several f32 steps, then a gradient chain
+        const HalfTol tol{1, d == DType::f16 ? 1e-3 : 8e-3};
+        const HalfTol loose{2, d == DType::f16 ? 4e-3 : 3e-2};  // several f32 steps, then a gradient chain
         half_grad_parity("max_pool2d 3x3 stride 2 padding 1", d, {random({1, 2, 9, 12}, 151)},
                          [](auto &t) { return tf::max_pool2d(t[0], {3, 3, 2, 2, 1, 1, true}); }, tol);
         half_grad_parity("avg_pool2d 2x2", d, {random({2, 3, 10, 11}, 152)}, [](auto &t) { return tf::avg_pool2d(t[0]); }, tol);
-        const pair x = random({4, 7, 10}, 161, -5, 5);
+        const Pair x = random({4, 7, 10}, 161, -5, 5);
         for (int axis : {0, 2}) {
             half_grad_parity("softmax axis " + std::to_string(axis), d, {x}, [&](auto &t) { return tf::softmax(t[0], axis); }, loose);
             half_grad_parity("log_softmax axis " + std::to_string(axis), d, {x},
                              [&](auto &t) { return tf::log_softmax(t[0], axis); }, loose);
         }
-        const pair w = random({7, 10}, 162), b = random({7, 10}, 163), w1 = random({10}, 164);
+        const Pair w = random({7, 10}, 162), b = random({7, 10}, 163), w1 = random({10}, 164);
         half_grad_parity("layer_norm over 2 axes", d, {x, w, b}, [](auto &t) { return tf::layer_norm(t[0], 2, t[1], t[2]); }, loose);
         half_grad_parity("rms_norm", d, {x, w1}, [](auto &t) { return tf::rms_norm(t[0], 1, t[1]); }, loose);
         half_parity("layer_norm of a view", d, {x, w1}, [](auto &t) { return tf::layer_norm(t[0].transpose(0, 1), 1, t[1]); }, tol);
-        const pair logits = random({13, 7}, 171, -4, 4);
-        const pair labels = integers<int64_t>({13}, 172, 0, 7);
+        const Pair logits = random({13, 7}, 171, -4, 4);
+        const Pair labels = integers<int64_t>({13}, 172, 0, 7);
         half_grad_parity("cross_entropy mean", d, {logits, labels}, [](auto &t) { return tf::cross_entropy(t[0], t[1]); }, loose);
         half_parity("cross_entropy none", d, {logits, labels},
                     [](auto &t) { return tf::cross_entropy(t[0], t[1], tf::Reduction::none); }, tol);
         half_parity("cross_entropy sum", d, {logits, labels},
                     [](auto &t) { return tf::cross_entropy(t[0], t[1], tf::Reduction::sum); }, tol);
         // Repeated indices: their rows' gradients add up in f32 and round once.
-        const pair table = random({11, 5}, 181), idx = integers<int64_t>({3, 7}, 182, 0, 11);
+        const Pair table = random({11, 5}, 181), idx = integers<int64_t>({3, 7}, 182, 0, 11);
         half_grad_parity("embedding", d, {table, idx}, [](auto &t) { return tf::embedding(t[0], t[1]); }, tol);
         half_grad_parity("rope", d, {random({2, 3, 6, 8}, 191)}, [](auto &t) { return tf::rope(t[0], 10000.0, false, 3); }, tol);
         half_parity("rope interleaved, far position", d, {random({5, 8}, 192)},
                     [](auto &t) { return tf::rope(t[0], 10000.0, true, 1000000); }, tol);
-        const pair q = random({2, 5, 8}, 201), k = random({2, 7, 8}, 202), v = random({2, 7, 6}, 203), m = random({5, 7}, 204);
+        const Pair q = random({2, 5, 8}, 201), k = random({2, 7, 8}, 202), v = random({2, 7, 6}, 203), m = random({5, 7}, 204);
         half_parity("attention with a mask", d, {q, k, v, m},
                     [](auto &t) { return tf::scaled_dot_product_attention(t[0], t[1], t[2], t[3]); }, loose);
         half_grad_parity("attention causal", d, {q, k, v},
@@ -389,12 +389,12 @@ namespace {
 
 // A small CNN classifier's SGD steps with every parameter, activation and gradient in bf16
 // (f32 only inside the kernels): losses and final parameters.
-struct bf16_run {
+struct BF16Run {
     std::vector<float> losses;
     std::vector<Tensor> params;
 };
 
-bf16_run train_bf16(const Device &device) {
+BF16Run train_bf16(const Device &device) {
     const Shape shapes[] = {{4, 1, 3, 3}, {4}, {10, 64}, {10}};
     std::vector<Tensor> params;
     for (int i = 0; i < 4; ++i) {
@@ -407,7 +407,7 @@ bf16_run train_bf16(const Device &device) {
     std::vector<int64_t> labels(8);
     for (int i = 0; i < 8; ++i) labels[static_cast<std::size_t>(i)] = (i * 3 + 1) % 10;
     const Tensor y = tf::from_vector(labels, {8}, device);
-    bf16_run run;
+    BF16Run run;
     tf::Conv2dOptions pad1;
     pad1.pad_h = pad1.pad_w = 1;
     for (int step = 0; step < 3; ++step) {
@@ -429,8 +429,8 @@ bf16_run train_bf16(const Device &device) {
 }  // namespace
 
 TEST_CASE("mixed: a bf16 training step on the backend matches cpu") {
-    const bf16_run want = train_bf16(cpu_device);
-    const bf16_run got = train_bf16(gpu_device);
+    const BF16Run want = train_bf16(cpu_device);
+    const BF16Run got = train_bf16(gpu_device);
     REQUIRE(got.losses.size() == want.losses.size());
     for (std::size_t i = 0; i < got.losses.size(); ++i) {
         MESSAGE("bf16 step " << i << " loss: " TF_TEST_BACKEND " " << got.losses[i] << ", cpu " << want.losses[i]);

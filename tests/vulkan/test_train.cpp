@@ -16,17 +16,17 @@ namespace {
 constexpr int64_t batch = 32;
 constexpr int steps = 3;
 
-struct model {
+struct Model {
     std::vector<Tensor> params;  // conv1 w, b, conv2 w, b, fc1 w, b, fc2 w, b
     std::vector<Tensor> m, v;    // AdamW state
     int step = 0;
 };
 
 // Kaiming-uniform-like weights from fixed host values, on device.
-model make_model(const Device &device) {
+Model make_model(const Device &device) {
     const Shape shapes[] = {{32, 1, 3, 3}, {32}, {64, 32, 3, 3}, {64}, {128, 3136}, {128}, {10, 128}, {10}};
     const double fan_in[] = {9, 9, 288, 288, 3136, 3136, 128, 128};
-    model m;
+    Model m;
     for (int i = 0; i < 8; ++i) {
         const double bound = 1.0 / std::sqrt(fan_in[i]);
         Tensor p = tf::from_vector(values(numel(shapes[i]), 300 + static_cast<uint64_t>(i), -bound, bound), shapes[i], device);
@@ -38,7 +38,7 @@ model make_model(const Device &device) {
     return m;
 }
 
-Tensor forward(const model &m, const Tensor &x) {
+Tensor forward(const Model &m, const Tensor &x) {
     tf::Conv2dOptions pad1;
     pad1.pad_h = pad1.pad_w = 1;
     Tensor h = tf::max_pool2d(tf::relu(tf::conv2d(x, m.params[0], m.params[1], pad1)));
@@ -49,7 +49,7 @@ Tensor forward(const model &m, const Tensor &x) {
 }
 
 // torch.optim.AdamW's update, from tinyfin ops, in place with assign_.
-void adamw_step(model &m, double lr = 1e-3, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8, double wd = 0.01) {
+void adamw_step(Model &m, double lr = 1e-3, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8, double wd = 0.01) {
     tf::NoGradGuard no_grad;
     ++m.step;
     const double c1 = 1 - std::pow(b1, m.step), c2 = 1 - std::pow(b2, m.step);
@@ -67,7 +67,7 @@ void adamw_step(model &m, double lr = 1e-3, double b1 = 0.9, double b2 = 0.999, 
 
 // Losses of `steps` steps on the same batch; seconds[i] is step i's wall time (loss read included).
 std::vector<float> train(const Device &device, std::vector<double> *seconds) {
-    model m = make_model(device);
+    Model m = make_model(device);
     std::vector<float> images = values(batch * 28 * 28, 401, -0.8, 2.0);
     std::vector<int64_t> labels(batch);
     for (int64_t i = 0; i < batch; ++i) labels[static_cast<std::size_t>(i)] = (i * 7 + 3) % 10;
@@ -126,7 +126,7 @@ TEST_CASE("train: adamw_step_ and sgd_step_ are one dispatch each on the backend
         Tensor p_cpu = tf::from_vector(start, {n}, cpu_device), p_gpu = tf::from_vector(start, {n}, gpu_device);
         Tensor a_cpu, b_cpu, a_gpu, b_gpu;  // the state: moments or the momentum buffer
         for (int step = 1; step <= 3; ++step) {
-            const pair g = both(values(n, 100 + static_cast<uint64_t>(step)), {n});
+            const Pair g = both(values(n, 100 + static_cast<uint64_t>(step)), {n});
             tf::reset_stats();
             if (which == 0) {
                 const tf::AdamWStep o{1e-2, 0.9, 0.999, 1e-8, 0.01, step};

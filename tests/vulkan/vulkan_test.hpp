@@ -52,29 +52,29 @@ inline std::vector<float> values(int64_t n, uint64_t seed, double lo = -1, doubl
 }
 
 // One operand on both devices, with the same contents.
-struct pair {
+struct Pair {
     Tensor cpu, vk;
 };
 
 template <class T>
-pair both(const std::vector<T> &v, const Shape &shape) {
+Pair both(const std::vector<T> &v, const Shape &shape) {
     return {tinyfin::from_vector(v, shape, cpu_device), tinyfin::from_vector(v, shape, gpu_device)};
 }
 
-inline pair random(const Shape &shape, uint64_t seed, double lo = -1, double hi = 1) {
+inline Pair random(const Shape &shape, uint64_t seed, double lo = -1, double hi = 1) {
     return both(values(numel(shape), seed, lo, hi), shape);
 }
 
 // Integers in [lo, hi) of dtype T.
 template <class T>
-pair integers(const Shape &shape, uint64_t seed, int64_t lo, int64_t hi) {
+Pair integers(const Shape &shape, uint64_t seed, int64_t lo, int64_t hi) {
     std::vector<float> f = values(numel(shape), seed, 0, 1);
     std::vector<T> v(f.size());
     for (std::size_t i = 0; i < f.size(); ++i) v[i] = static_cast<T>(lo + static_cast<int64_t>(f[i] * static_cast<float>(hi - lo)));
     return both(v, shape);
 }
 
-inline pair booleans(const Shape &shape, uint64_t seed) {
+inline Pair booleans(const Shape &shape, uint64_t seed) {
     std::vector<float> f = values(numel(shape), seed, 0, 1);
     std::vector<uint8_t> v(f.size());
     for (std::size_t i = 0; i < f.size(); ++i) v[i] = f[i] < 0.5f;
@@ -122,16 +122,16 @@ inline void check(const Tensor &got, const Tensor &want, double atol, double rto
     }
 }
 
-struct tolerance {
+struct Tolerance {
     double atol = 1e-6;
     double rtol = 1e-5;
 };
 
 // f on the cpu operands and on the vulkan operands; results compared.
 template <class F>
-void parity(const std::string &what, const std::vector<pair> &operands, F &&f, tolerance tol = {}) {
+void parity(const std::string &what, const std::vector<Pair> &operands, F &&f, Tolerance tol = {}) {
     std::vector<Tensor> a, b;
-    for (const pair &p : operands) {
+    for (const Pair &p : operands) {
         a.push_back(p.cpu);
         b.push_back(p.vk);
     }
@@ -143,12 +143,12 @@ void parity(const std::string &what, const std::vector<pair> &operands, F &&f, t
 // f through autograd on both devices: the output and every operand's gradient for the loss
 // sum(f(x) * r), r fixed random weights of the output's shape.
 template <class F>
-void grad_parity(const std::string &what, const std::vector<pair> &operands, F &&f, tolerance tol = {}) {
+void grad_parity(const std::string &what, const std::vector<Pair> &operands, F &&f, Tolerance tol = {}) {
     std::vector<Tensor> results[2];
     std::vector<Tensor> leaves[2];
     for (int side = 0; side < 2; ++side) {
         const Device &device = side == 0 ? cpu_device : gpu_device;
-        for (const pair &p : operands) {
+        for (const Pair &p : operands) {
             // Float operands are parameters; others (labels, indices) go in as they are.
             Tensor leaf = (side == 0 ? p.cpu : p.vk).detach();
             if (leaf.dtype() == DType::f32) leaf.requires_grad_();

@@ -652,12 +652,14 @@ void gen_attention(Generator &g) {
             params.attention = sized<tf_params_attention>();
             params.attention.causal = a.causal;
             params.attention.scale = 1.0 / std::sqrt(static_cast<double>(a.d));
-            TensorSpec mask = a.mask ? expanded({a.tq, a.tk}, full(a.tq, a.tk), dt) : expanded({}, full(a.tq, a.tk), dt);
-            // The core passes a zero scalar when there is no mask.
-            if (!a.mask) mask.domain = Domain::index, mask.limit = 1;
+            // Without a mask the core leaves the optional mask out (absent); one case per dtype
+            // passes the explicit zero mask an ABI 1.0 plugin gets instead.
+            const bool zero_mask = &a == &family.front();
+            TensorSpec mask = a.mask ? expanded({a.tq, a.tk}, full(a.tq, a.tk), dt) : absent_input(full(a.tq, a.tk), dt);
+            if (zero_mask) mask.absent = false;
             g.add(dtype_name(dt), {side(a.batch_q, a.tq, a.d), side(a.batch_kv, a.tk, a.d), side(a.batch_kv, a.tk, a.dv), mask},
                   {contiguous(full(a.tq, a.dv), dt)}, &params,
-                  std::string(a.causal ? "causal" : "") + (a.mask ? " mask" : ""));
+                  std::string(a.causal ? "causal" : "") + (a.mask ? " mask" : zero_mask ? " zero mask" : " no mask"));
         }
 }
 
@@ -838,7 +840,7 @@ bool class_admits(char letter, int32_t dtype) {
 char operand_class(const OpRow &row, int index) {
     int at = 0;
     for (const char *c = row.dtypes; *c; ++c) {
-        if (*c == '>') continue;
+        if (*c == '>' || *c == '?') continue;
         if (at++ == index) return *c;
     }
     return 0;
@@ -861,6 +863,10 @@ std::string dtypes_text(const OpRow &row) {
         if (*c == '>') {
             text += text.empty() ? "-> " : " -> ";
             first = true;
+            continue;
+        }
+        if (*c == '?') {
+            text += " (optional)";
             continue;
         }
         if (!first) text += ", ";
@@ -966,6 +972,14 @@ TensorSpec sliced(const Shape &shape, int32_t dtype, Domain domain) {
     Shape strides = row_major(stored);
     strides.back() = 2;
     return spec(shape, strides, 1, dtype, domain, "sliced");
+}
+
+TensorSpec absent_input(const Shape &shape, int32_t dtype) {
+    TensorSpec t = expanded({}, shape, dtype, Domain::index);
+    t.limit = 1;  // draws only 0
+    t.absent = true;
+    t.layout = "absent";
+    return t;
 }
 
 TensorSpec expanded(const Shape &from, const Shape &shape, int32_t dtype, Domain domain) {

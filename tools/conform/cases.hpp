@@ -70,6 +70,9 @@ struct TensorSpec {
     // An in-out output (the optimizer ops' param and state): the op reads it, so it starts
     // with values drawn from `domain` like an input instead of sentinels.
     bool in_out = false;
+    // An optional input left out (TF_TENSOR_ABSENT): plugins of ABI 1.1 and later get an absent
+    // descriptor, older ones this spec (zeros of the operand's shape), as the core does.
+    bool absent = false;
 
     int64_t numel() const;
 };
@@ -122,6 +125,8 @@ TensorSpec permuted(const Shape &shape, int32_t dtype, Domain domain = Domain::u
 TensorSpec sliced(const Shape &shape, int32_t dtype, Domain domain = Domain::uniform);
 // `from` (aligned right) broadcast to `shape` with stride 0 on the expanded axes.
 TensorSpec expanded(const Shape &from, const Shape &shape, int32_t dtype, Domain domain = Domain::uniform);
+// An optional input left out, standing for zeros of `shape` (one zero broadcast, strides 0).
+TensorSpec absent_input(const Shape &shape, int32_t dtype);
 // NCHW logical shape over NHWC storage (rank 4).
 TensorSpec channels_last(const Shape &shape, int32_t dtype, Domain domain = Domain::uniform);
 

@@ -178,9 +178,12 @@ private:
     void *data_ = nullptr;
 };
 
-tf_tensor_desc describe(const TensorSpec &t, const Buffer *buffer) {
+// An absent spec is all zero for a plugin of ABI 1.1 or later (TF_TENSOR_ABSENT), else the
+// zeros it stands for, as the core's dispatch does.
+tf_tensor_desc describe(const Target &target, const TensorSpec &t, const Buffer *buffer) {
     tf_tensor_desc d;
     std::memset(&d, 0, sizeof d);
+    if (t.absent && TF_ABI_MINOR(target.table->abi_version) >= 1) return d;
     d.struct_size = sizeof d;
     d.dtype = t.dtype;
     d.rank = static_cast<int32_t>(t.shape.size());
@@ -251,8 +254,8 @@ Images make_images(const Case &c) {
 
 bool claims(const Target &target, const Case &c) {
     std::vector<tf_tensor_desc> in, out;
-    for (const TensorSpec &t : c.inputs) in.push_back(describe(t, nullptr));
-    for (const TensorSpec &t : c.outputs) out.push_back(describe(t, nullptr));
+    for (const TensorSpec &t : c.inputs) in.push_back(describe(target, t, nullptr));
+    for (const TensorSpec &t : c.outputs) out.push_back(describe(target, t, nullptr));
     tf_op_desc d = op_desc(c, in, out);
     return target.table->supports(target.device, &d) != 0;
 }
@@ -271,12 +274,12 @@ RunResult run_case(const Target &target, const Case &c, const Images &before, in
         for (std::size_t i = 0; i < c.inputs.size(); ++i) {
             in_buffers.push_back(std::make_unique<Buffer>(target, before.inputs[i].size()));
             write(*in_buffers.back(), before.inputs[i]);
-            in.push_back(describe(c.inputs[i], in_buffers.back().get()));
+            in.push_back(describe(target, c.inputs[i], in_buffers.back().get()));
         }
         for (std::size_t i = 0; i < c.outputs.size(); ++i) {
             out_buffers.push_back(std::make_unique<Buffer>(target, before.outputs[i].size()));
             write(*out_buffers.back(), before.outputs[i]);
-            out.push_back(describe(c.outputs[i], out_buffers.back().get()));
+            out.push_back(describe(target, c.outputs[i], out_buffers.back().get()));
         }
         tf_op_desc d = op_desc(c, in, out);
         if (!p.supports(target.device, &d)) {

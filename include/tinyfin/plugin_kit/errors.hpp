@@ -116,9 +116,9 @@ inline void log_line(int32_t level, const char *fmt, ...) noexcept {
 
 // A failure inside a plugin: what() is the lower-case message for tf_error, status() its code.
 // guarded() turns it into both at the ABI boundary; it never crosses it.
-class failure : public std::runtime_error {
+class Failure : public std::runtime_error {
 public:
-    failure(tf_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
+    Failure(tf_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
     tf_status status() const noexcept { return status_; }
 
 private:
@@ -133,7 +133,7 @@ private:
     va_start(args, fmt);
     std::vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    throw failure(status, message);
+    throw Failure(status, message);
 }
 
 // Runs f (returning tf_status) at the ABI boundary: no exception ever crosses into the core. A
@@ -148,7 +148,7 @@ tf_status guarded(tf_error *err, What &&what, F &&f) noexcept {
     };
     try {
         return f();
-    } catch (const failure &e) {
+    } catch (const Failure &e) {
         return fail(err, e.status(), "%s: %s", name(), e.what());
     } catch (const std::bad_alloc &) {
         return fail(err, TF_STATUS_OUT_OF_MEMORY, "%s: out of host memory", name());

@@ -12,9 +12,9 @@ namespace tf_kit {
 
 // Emits features through the host's callback: a device's as "device<N>.<name>", the plugin's own
 // (device < 0) as "<name>". Keys longer than 63 and values longer than 255 bytes are cut.
-class feature_list {
+class FeatureList {
 public:
-    feature_list(tf_feature_fn emit, void *user, int device = -1) noexcept : emit_(emit), user_(user), device_(device) {}
+    FeatureList(tf_feature_fn emit, void *user, int device = -1) noexcept : emit_(emit), user_(user), device_(device) {}
 
     void put(const char *name, const char *text) const noexcept {
         char key[64];

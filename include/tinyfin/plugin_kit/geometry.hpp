@@ -63,10 +63,10 @@ inline tf_status check_conv_params(const char *op, const tf_params_conv2d &p, tf
 // The tensors of a conv2d-family op whichever way round it has them:
 //   conv2d:             x [N,C,H,W], w [O,C/groups,KH,KW] -> y [N,O,OH,OW]
 //   conv2d_grad_input:  dy, w -> dx;   conv2d_grad_weight: dy, x -> dw
-struct conv_operands {
+struct ConvOperands {
     const tf_tensor_desc *x, *w, *y;
 };
-inline conv_operands conv_operands_of(const tf_op_desc &op) noexcept {
+inline ConvOperands conv_operands_of(const tf_op_desc &op) noexcept {
     switch (op.op) {
     case TF_OP_CONV2D_GRAD_INPUT: return {&op.outputs[0], &op.inputs[1], &op.inputs[0]};
     case TF_OP_CONV2D_GRAD_WEIGHT: return {&op.inputs[1], &op.outputs[0], &op.inputs[0]};
@@ -75,10 +75,10 @@ inline conv_operands conv_operands_of(const tf_op_desc &op) noexcept {
 }
 
 // The [N,C,H,W] and [N,C,OH,OW] tensors of a pooling op (x and y forward, dx and dy backward).
-struct pool_operands {
+struct PoolOperands {
     const tf_tensor_desc *x, *y;
 };
-inline pool_operands pool_operands_of(const tf_op_desc &op) noexcept {
+inline PoolOperands pool_operands_of(const tf_op_desc &op) noexcept {
     const bool forward = op.op == TF_OP_MAX_POOL2D || op.op == TF_OP_AVG_POOL2D;
     if (forward) return {&op.inputs[0], &op.outputs[0]};
     return {&op.outputs[0], &op.inputs[0]};
@@ -87,7 +87,7 @@ inline pool_operands pool_operands_of(const tf_op_desc &op) noexcept {
 // Whether the conv2d-family descriptor's shapes fit its parameters: rank 4, channels divisible by
 // groups, y the output shape of x and w. Parameters must have passed conv_params_valid.
 inline bool conv_shapes_fit(const tf_op_desc &op, const tf_params_conv2d &p) noexcept {
-    const conv_operands t = conv_operands_of(op);
+    const ConvOperands t = conv_operands_of(op);
     if (t.x->rank != 4 || t.w->rank != 4 || t.y->rank != 4) return false;
     const int64_t c = t.x->shape[1], o = t.w->shape[0], g = p.groups;
     if (c % g != 0 || c / g != t.w->shape[1] || o % g != 0) return false;
@@ -99,7 +99,7 @@ inline bool conv_shapes_fit(const tf_op_desc &op, const tf_params_conv2d &p) noe
 // Whether the pooling descriptor's shapes fit its parameters (max_pool2d_backward's x, input 1,
 // must have dx's shape). Parameters must have passed pool_params_valid.
 inline bool pool_shapes_fit(const tf_op_desc &op, const tf_params_pool2d &p) noexcept {
-    const pool_operands t = pool_operands_of(op);
+    const PoolOperands t = pool_operands_of(op);
     if (t.x->rank != 4 || t.y->rank != 4) return false;
     if (op.op == TF_OP_MAX_POOL2D_BACKWARD && !same_shape(op.inputs[1], *t.x)) return false;
     const int64_t oh = window_count(t.x->shape[2], p.kernel[0], p.stride[0], p.padding[0], 1);

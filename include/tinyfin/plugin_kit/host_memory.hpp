@@ -41,14 +41,14 @@ constexpr int size_class(uint64_t size, uint64_t *rounded) noexcept {
     return (e - 6) * 4 + static_cast<int>(q);
 }
 
-struct host_cache {
+struct HostCache {
     std::mutex m;
     std::vector<void *> free[k_size_classes];
     uint64_t cached = 0;
     uint64_t limit = 0;
 };
 
-inline std::atomic<host_cache *> g_host_cache{nullptr};
+inline std::atomic<HostCache *> g_host_cache{nullptr};
 inline std::mutex g_host_cache_mutex;
 
 inline void *raw_host_alloc(uint64_t bytes) noexcept {
@@ -67,13 +67,13 @@ inline void *raw_host_alloc(uint64_t bytes) noexcept {
 
 // The cache, created on first use with its limit read from TINYFIN_HOST_CACHE_BYTES (a bad value
 // is reported through report_bad_setting and the default used). Throws std::bad_alloc.
-inline detail::host_cache &host_cache() {
-    detail::host_cache *c = detail::g_host_cache.load(std::memory_order_acquire);
+inline detail::HostCache &host_cache() {
+    detail::HostCache *c = detail::g_host_cache.load(std::memory_order_acquire);
     if (c) return *c;
     std::lock_guard<std::mutex> lock(detail::g_host_cache_mutex);
     c = detail::g_host_cache.load(std::memory_order_relaxed);
     if (!c) {
-        c = new detail::host_cache;
+        c = new detail::HostCache;
         c->limit = static_cast<uint64_t>(
             env_integer("TINYFIN_HOST_CACHE_BYTES", 0, INT64_MAX / 2, int64_t{512} << 20, "the default, 512 MiB"));
         detail::g_host_cache.store(c, std::memory_order_release);
@@ -87,7 +87,7 @@ inline void *host_alloc(uint64_t size, uint64_t *capacity) {
     uint64_t rounded = 0;
     const int cls = detail::size_class(size, &rounded);
     if (cls < detail::k_size_classes) {
-        detail::host_cache &c = host_cache();
+        detail::HostCache &c = host_cache();
         std::lock_guard<std::mutex> lock(c.m);
         if (!c.free[cls].empty()) {
             void *p = c.free[cls].back();  // newest first: likeliest in cache and TLB
@@ -108,7 +108,7 @@ inline void host_free(void *p, uint64_t capacity) noexcept {
     if (!p) return;
     uint64_t rounded = 0;
     const int cls = detail::size_class(capacity, &rounded);
-    detail::host_cache *c = detail::g_host_cache.load(std::memory_order_acquire);
+    detail::HostCache *c = detail::g_host_cache.load(std::memory_order_acquire);
     if (c && cls < detail::k_size_classes && rounded == capacity) {
         std::lock_guard<std::mutex> lock(c->m);
         if (c->cached + capacity <= c->limit) {
@@ -125,7 +125,7 @@ inline void host_free(void *p, uint64_t capacity) noexcept {
 
 // Frees every cached block; the cache stays.
 inline void host_cache_trim() noexcept {
-    detail::host_cache *c = detail::g_host_cache.load(std::memory_order_acquire);
+    detail::HostCache *c = detail::g_host_cache.load(std::memory_order_acquire);
     if (!c) return;
     std::lock_guard<std::mutex> lock(c->m);
     for (auto &list : c->free) {

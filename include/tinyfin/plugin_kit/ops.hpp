@@ -46,25 +46,25 @@ constexpr bool is_numeric(int32_t d) noexcept { return is_float(d) || is_index(d
 
 // The KIND column of ops.def (its shape and dtype rule; docs/plugin-abi.md, "Op kinds"). A kind
 // this header does not know yet reads as OWN, so ops.def can grow kinds before plugins do.
-enum class op_kind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL, COMPARE, WHERE, ARG, OWN };
+enum class OpKind { UNARY, BINARY, REDUCE, MATMUL, COPY, FILL, COMPARE, WHERE, ARG, OWN };
 
-constexpr op_kind kind_named(std::string_view kind) noexcept {
-    if (kind == "UNARY") return op_kind::UNARY;
-    if (kind == "BINARY") return op_kind::BINARY;
-    if (kind == "REDUCE") return op_kind::REDUCE;
-    if (kind == "MATMUL") return op_kind::MATMUL;
-    if (kind == "COPY") return op_kind::COPY;
-    if (kind == "FILL") return op_kind::FILL;
-    if (kind == "COMPARE") return op_kind::COMPARE;
-    if (kind == "WHERE") return op_kind::WHERE;
-    if (kind == "ARG") return op_kind::ARG;
-    return op_kind::OWN;
+constexpr OpKind kind_named(std::string_view kind) noexcept {
+    if (kind == "UNARY") return OpKind::UNARY;
+    if (kind == "BINARY") return OpKind::BINARY;
+    if (kind == "REDUCE") return OpKind::REDUCE;
+    if (kind == "MATMUL") return OpKind::MATMUL;
+    if (kind == "COPY") return OpKind::COPY;
+    if (kind == "FILL") return OpKind::FILL;
+    if (kind == "COMPARE") return OpKind::COMPARE;
+    if (kind == "WHERE") return OpKind::WHERE;
+    if (kind == "ARG") return OpKind::ARG;
+    return OpKind::OWN;
 }
 
 // One row of ops.def.
-struct op_rule {
+struct OpRule {
     const char *name;
-    op_kind kind;
+    OpKind kind;
     uint32_t n_inputs;
     uint32_t n_outputs;
     // sizeof the params struct, 0 for tf_params_none (params is then NULL and ignored).
@@ -72,7 +72,7 @@ struct op_rule {
 };
 
 // The op's row; false for an id the table does not have (an op newer than the plugin).
-constexpr bool find_op_rule(uint32_t op, op_rule *rule) noexcept {
+constexpr bool find_op_rule(uint32_t op, OpRule *rule) noexcept {
     switch (op) {
 #define TF_OP(id, sym, name, kind, n_in, n_out, params, ...)                                              \
     case id:                                                                                              \
@@ -87,13 +87,16 @@ constexpr bool find_op_rule(uint32_t op, op_rule *rule) noexcept {
 
 // "add", "conv2d", ... from ops.def; "op?" for an unknown id.
 constexpr const char *op_name(uint32_t op) noexcept {
-    op_rule rule{};
+    OpRule rule{};
     return find_op_rule(op, &rule) ? rule.name : "op?";
 }
 
+constexpr bool input_optional(uint32_t op, uint32_t index) noexcept;  // below, with the dtypes column
+
 // The descriptor's frame against ops.def: struct size, a known op, arity, non-NULL tensor arrays,
-// a params struct at least as large as the op's. On success *rule is the op's row.
-inline tf_status check_call(const tf_op_desc *op, op_rule *rule, tf_error *err) noexcept {
+// a params struct at least as large as the op's, absent inputs only where ops.def marks them
+// optional. On success *rule is the op's row.
+inline tf_status check_call(const tf_op_desc *op, OpRule *rule, tf_error *err) noexcept {
     if (!op || op->struct_size < sizeof(tf_op_desc))
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: op descriptor missing or smaller than %zu bytes",
                     plugin_name(), sizeof(tf_op_desc));
@@ -106,6 +109,10 @@ inline tf_status check_call(const tf_op_desc *op, op_rule *rule, tf_error *err) 
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: tensor array is NULL", name);
     if (rule->params_size > 0 && (!op->params || *static_cast<const uint32_t *>(op->params) < rule->params_size))
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name, rule->params_size);
+    for (uint32_t i = 0; i < op->n_inputs; ++i)
+        if (TF_TENSOR_ABSENT(&op->inputs[i]) && !input_optional(op->op, i))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input %u is absent, but ops.def does not mark it optional",
+                        name, i);
     return TF_STATUS_OK;
 }
 
@@ -141,18 +148,32 @@ constexpr const char *op_dtypes(uint32_t op) noexcept {
 constexpr char operand_class(uint32_t op, uint32_t index) noexcept {
     uint32_t at = 0;
     for (const char *c = op_dtypes(op); *c; ++c) {
-        if (*c == '>') continue;
+        if (*c == '>' || *c == '?') continue;
         if (at++ == index) return *c;
     }
     return 0;
 }
 
+// Whether input `index` is optional: a '?' follows its letter in the dtypes column ("FFFF?>F").
+constexpr bool input_optional(uint32_t op, uint32_t index) noexcept {
+    uint32_t at = 0;
+    for (const char *c = op_dtypes(op); *c && *c != '>'; ++c) {
+        if (*c == '?') continue;
+        if (at++ == index) return c[1] == '?';
+    }
+    return false;
+}
+
+// An optional input the caller left out (TF_TENSOR_ABSENT, ABI 1.1): every member zero, no memory.
+constexpr bool is_absent(const tf_tensor_desc &t) noexcept { return TF_TENSOR_ABSENT(&t); }
+
 // Every operand's dtype is in its class of the column: what the core checks before dispatch
 // (a DTypeError otherwise), so a plugin's supports() starts from it and adds only its own limits.
-// check_call must have passed (arity and arrays).
+// An absent optional input has no dtype and passes. check_call must have passed (arity, arrays,
+// absent inputs only where optional).
 inline bool dtypes_in_column(const tf_op_desc &op) noexcept {
     for (uint32_t i = 0; i < op.n_inputs; ++i)
-        if (!class_admits(operand_class(op.op, i), op.inputs[i].dtype)) return false;
+        if (!is_absent(op.inputs[i]) && !class_admits(operand_class(op.op, i), op.inputs[i].dtype)) return false;
     for (uint32_t i = 0; i < op.n_outputs; ++i)
         if (!class_admits(operand_class(op.op, op.n_inputs + i), op.outputs[i].dtype)) return false;
     return true;
@@ -160,32 +181,32 @@ inline bool dtypes_in_column(const tf_op_desc &op) noexcept {
 
 // The dtype the op's kernel works in: the first input's for COMPARE and ARG ops and for cast,
 // else the output's.
-inline int32_t working_dtype(const tf_op_desc &op, op_kind kind) noexcept {
-    if (kind == op_kind::COMPARE || kind == op_kind::ARG || op.op == TF_OP_CAST) return op.inputs[0].dtype;
+inline int32_t working_dtype(const tf_op_desc &op, OpKind kind) noexcept {
+    if (kind == OpKind::COMPARE || kind == OpKind::ARG || op.op == TF_OP_CAST) return op.inputs[0].dtype;
     return op.outputs[0].dtype;
 }
 
 // The kind's dtype rule (docs/plugin-abi.md, "Op kinds"): which operands share a dtype and which
 // dtypes are fixed. OWN ops: true (their own rules decide).
-inline bool dtypes_consistent(const tf_op_desc &op, op_kind kind) noexcept {
+inline bool dtypes_consistent(const tf_op_desc &op, OpKind kind) noexcept {
     const tf_tensor_desc *in = op.inputs;
     const int32_t out = op.outputs[0].dtype;
     switch (kind) {
-    case op_kind::COMPARE: return in[1].dtype == in[0].dtype && out == TF_DTYPE_BOOL;
-    case op_kind::WHERE: return in[0].dtype == TF_DTYPE_BOOL && in[1].dtype == out && in[2].dtype == out;
-    case op_kind::ARG: return out == TF_DTYPE_I64;
-    case op_kind::OWN: return true;
+    case OpKind::COMPARE: return in[1].dtype == in[0].dtype && out == TF_DTYPE_BOOL;
+    case OpKind::WHERE: return in[0].dtype == TF_DTYPE_BOOL && in[1].dtype == out && in[2].dtype == out;
+    case OpKind::ARG: return out == TF_DTYPE_I64;
+    case OpKind::OWN: return true;
     default:
         if (op.op == TF_OP_CAST) return true;
         for (uint32_t i = 0; i < op.n_inputs; ++i)
-            if (in[i].dtype != out) return false;
+            if (!is_absent(in[i]) && in[i].dtype != out) return false;
         return true;
     }
 }
 
 // The dtypes tinyfin defines the op on: the column, and the kind's rule of which operands share
 // one dtype. A plugin that has kernels for all of them answers supports() with this alone.
-inline bool dtypes_defined(const tf_op_desc &op, op_kind kind) noexcept {
+inline bool dtypes_defined(const tf_op_desc &op, OpKind kind) noexcept {
     return dtypes_in_column(op) && dtypes_consistent(op, kind);
 }
 

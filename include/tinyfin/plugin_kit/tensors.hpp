@@ -20,7 +20,7 @@ constexpr uint64_t max_extent = static_cast<uint64_t>(INT64_MAX);
 
 // What a tensor spans: its element count and the byte offset (from buffer byte 0, the
 // descriptor's offset included) of its last element.
-struct extent {
+struct Extent {
     int64_t count = 0;
     uint64_t last_byte = 0;
     // The sizes' product, or the byte reach, does not fit (or exceeds max_extent).
@@ -32,8 +32,8 @@ struct extent {
 // The extent of t (dtype, rank, sizes and strides already known valid), overflow-checked. The
 // product of the non-zero sizes must fit int64_t even for an empty tensor: kernels multiply sizes
 // in axis order, and must not overflow before reaching the zero.
-inline extent extent_of(const tf_tensor_desc &t) noexcept {
-    extent e;
+inline Extent extent_of(const tf_tensor_desc &t) noexcept {
+    Extent e;
     const auto size = static_cast<uint64_t>(dtype_size(t.dtype));
     int64_t count = 1;
     uint64_t last = t.offset;
@@ -72,7 +72,7 @@ inline tf_status check_tensor(const char *op, const char *role, uint32_t index, 
         if (t.shape[i] < 0 || t.strides[i] < 0)
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u axis %d has size %lld and stride %lld", op, role,
                         index, i, static_cast<long long>(t.shape[i]), static_cast<long long>(t.strides[i]));
-    const extent e = extent_of(t);
+    const Extent e = extent_of(t);
     if (e.overflow)
         return fail(err, TF_STATUS_INVALID_ARGUMENT,
                     "%s: %s %u is too large to address (its last byte lies beyond %llu or its sizes' product overflows)",
@@ -83,10 +83,13 @@ inline tf_status check_tensor(const char *op, const char *role, uint32_t index, 
     return TF_STATUS_OK;
 }
 
-// Every input and the output through check_tensor.
+// Every input (but absent optional ones) and the outputs through check_tensor.
 inline tf_status check_tensors(const char *op_name, const tf_op_desc &op, bool need_data, tf_error *err) noexcept {
-    for (uint32_t i = 0; i < op.n_inputs; ++i)
+    for (uint32_t i = 0; i < op.n_inputs; ++i) {
+        // An absent optional input has no tensor to check (check_call refuses one elsewhere).
+        if (is_absent(op.inputs[i]) && input_optional(op.op, i)) continue;
         if (tf_status s = check_tensor(op_name, "input", i, op.inputs[i], need_data, err); s != TF_STATUS_OK) return s;
+    }
     for (uint32_t i = 0; i < op.n_outputs; ++i)
         if (tf_status s = check_tensor(op_name, "output", i, op.outputs[i], need_data, err); s != TF_STATUS_OK) return s;
     return TF_STATUS_OK;
@@ -153,12 +156,12 @@ inline bool broadcast_to_output(const tf_op_desc &op) noexcept {
 }
 
 // "[2, 3, 4]", for messages.
-struct shape_text {
+struct ShapeText {
     char text[TF_MAX_RANK * 22 + 3];
 };
 
-inline shape_text shape_of(const tf_tensor_desc &t) noexcept {
-    shape_text s{};
+inline ShapeText shape_of(const tf_tensor_desc &t) noexcept {
+    ShapeText s{};
     size_t used = static_cast<size_t>(std::snprintf(s.text, sizeof s.text, "["));
     for (int i = 0; i < t.rank && i < TF_MAX_RANK && used < sizeof s.text; ++i)
         used += static_cast<size_t>(std::snprintf(s.text + used, sizeof s.text - used, i ? ", %lld" : "%lld",
