@@ -680,7 +680,7 @@ TEST_CASE("gelu_backward: float dtypes against <cmath>, strided and broadcast op
         const std::vector<double> xs = {-6, -3, -0.75, -0.5, 0, 0.25, 1, 2.5, 8};
         const std::vector<double> dys = {1, -2, 3, 0.5, -1, 4, -0.25, 1.5, 2};
         const auto n = static_cast<int64_t>(xs.size());
-        tensor dy = make(dt, {n}, dys), x = make(dt, {n}, xs), out = make(dt, {n});
+        TensorDesc dy = make(dt, {n}, dys), x = make(dt, {n}, xs), out = make(dt, {n});
         run_ok(TF_OP_GELU_BACKWARD, {&dy, &x}, out);
         const std::vector<double> dyq = get(dy), xq = get(x);  // the inputs as the dtype holds them
         std::vector<double> want;
@@ -688,9 +688,9 @@ TEST_CASE("gelu_backward: float dtypes against <cmath>, strided and broadcast op
         check_close(out, want);
 
         // dy transposed ([[1, 2, 3], [4, 5, 6]]), x one row broadcast over both, output transposed.
-        const tensor dy_storage = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6}), x_row = make(dt, {3}, {-1, 0.5, 2});
-        const tensor storage = make(dt, {3, 2});
-        const tensor dyt = transposed(dy_storage), xb = view(x_row, {2, 3}, {0, 1}), out_t = transposed(storage);
+        const TensorDesc dy_storage = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6}), x_row = make(dt, {3}, {-1, 0.5, 2});
+        const TensorDesc storage = make(dt, {3, 2});
+        const TensorDesc dyt = transposed(dy_storage), xb = view(x_row, {2, 3}, {0, 1}), out_t = transposed(storage);
         run_ok(TF_OP_GELU_BACKWARD, {&dyt, &xb}, out_t);
         const std::vector<double> row = get(x_row);
         std::vector<double> want_t;
@@ -699,7 +699,7 @@ TEST_CASE("gelu_backward: float dtypes against <cmath>, strided and broadcast op
         check_close(out_t, want_t);
     }
     // Integers are outside the op's dtypes column: refused, nothing written.
-    tensor a = make(TF_DTYPE_I32, {2}, {1, 2}), b = make(TF_DTYPE_I32, {2}, {1, 2}), o = make(TF_DTYPE_I32, {2});
+    TensorDesc a = make(TF_DTYPE_I32, {2}, {1, 2}), b = make(TF_DTYPE_I32, {2}, {1, 2}), o = make(TF_DTYPE_I32, {2});
     std::string message;
     CHECK(run_fail(TF_OP_GELU_BACKWARD, {&a, &b}, o, nullptr, &message) != TF_STATUS_OK);
     CHECK(untouched(o));
@@ -708,9 +708,9 @@ TEST_CASE("gelu_backward: float dtypes against <cmath>, strided and broadcast op
 TEST_CASE("gelu_backward: NaN stays NaN, +-inf give NaN (inf * 0), the tails give 0 and dy") {
     for (int32_t dt : k_float) {
         INFO("dtype ", name_of(dt));
-        tensor dy = make(dt, {7}, {1, 1, 1, 2, 2, NAN, 3});
-        tensor x = make(dt, {7}, {NAN, INFINITY, -INFINITY, -30, 30, 1, 0});
-        tensor out = make(dt, {7});
+        TensorDesc dy = make(dt, {7}, {1, 1, 1, 2, 2, NAN, 3});
+        TensorDesc x = make(dt, {7}, {NAN, INFINITY, -INFINITY, -30, 30, 1, 0});
+        TensorDesc out = make(dt, {7});
         run_ok(TF_OP_GELU_BACKWARD, {&dy, &x}, out);
         check_values(out, {NAN, NAN, NAN, 0, 2, NAN, 1.5});
     }
@@ -726,8 +726,8 @@ TEST_CASE("gelu_backward: dense f32 (the vector rows, threaded when large) withi
             dyv[i] = u(rng);
             xv[i] = i % 5 == 0 ? wide(rng) : 4 * u(rng);
         }
-        const dims shape = n % 4 == 0 ? dims{4, n / 4} : dims{n};
-        tensor dy = make(TF_DTYPE_F32, shape), x = make(TF_DTYPE_F32, shape), out = make(TF_DTYPE_F32, shape);
+        const Dims shape = n % 4 == 0 ? Dims{4, n / 4} : Dims{n};
+        TensorDesc dy = make(TF_DTYPE_F32, shape), x = make(TF_DTYPE_F32, shape), out = make(TF_DTYPE_F32, shape);
         set_raw<float>(dy, dyv);
         set_raw<float>(x, xv);
         run_ok(TF_OP_GELU_BACKWARD, {&dy, &x}, out);
