@@ -450,6 +450,50 @@ Tensor relu_backward(const Tensor &dy, const Tensor &x) {
                   }; });
 }
 
+namespace {
+
+// dy (Phi(x) + x phi(x)) from ordinary ops, where no plugin claims gelu_backward: the exact
+// gelu's gradient as its backward composed it before the op existed.
+Tensor gelu_backward_composed(const Tensor &dy, const Tensor &x) {
+    Tensor cdf = mul(constant_like(x, 0.5), add(constant_like(x, 1), erf(mul(x, constant_like(x, M_SQRT1_2)))));
+    Tensor pdf = mul(constant_like(x, 1.0 / std::sqrt(2 * M_PI)), exp(mul(constant_like(x, -0.5), square(x))));
+    return mul(dy, add(cdf, mul(x, pdf)));
+}
+
+} // namespace
+
+Tensor gelu_backward(const Tensor &dy, const Tensor &x) {
+    constexpr tf_op op = TF_OP_GELU_BACKWARD;
+    const char *name = op_info(op).name;
+    const TensorImpl &idy = impl_of(dy, name), &ix = impl_of(x, name);
+    check_same_dtype(name, idy, ix);
+    if (!is_float(idy.dtype))
+        raise<DTypeError>(std::string(name) + ": dy and x are " + dtype_name(idy.dtype) +
+                          "; gelu_backward is defined on float dtypes (f32, f16, bf16): cast them first");
+    const Shape shape = broadcast_shapes(idy.shape, ix.shape, name);
+    Tensor a = dy, b = x;
+    place_together({&a, &b});
+    Tensor out;
+    {
+        // One pass where the operands' plugin claims the op (never a host trip for it: the
+        // composition below runs on the device otherwise), recorded as one node either way.
+        NoGradGuard no_grad;
+        out = empty_like_device(a, shape, idy.dtype);
+        const Tensor ea = raw_expand(a, shape), eb = raw_expand(b, shape);
+        const TensorImpl *inputs[] = {ea.impl(), eb.impl()}, *outputs[] = {out.impl()};
+        if (!dispatch_if_claimed(op, inputs, outputs, nullptr)) out = gelu_backward_composed(a, b);
+    }
+    // Linear in dy; in x, dy times gelu''(x) = phi(x) (2 - x^2), composed (second derivatives
+    // are rare, so they get no kernel).
+    return record(out, {&dy, &x}, name, [&] { return [dy = dy.detach(), x = x.detach()](const Tensor &g) -> std::vector<Tensor> {
+        Tensor gdy = input_needs_grad(0) ? sum_to(gelu_backward(g, x), dy.shape()) : Tensor();
+        if (!input_needs_grad(1)) return {gdy, Tensor()};
+        Tensor pdf = mul(constant_like(x, 1.0 / std::sqrt(2 * M_PI)), exp(mul(constant_like(x, -0.5), square(x))));
+        Tensor second = mul(pdf, sub(constant_like(x, 2), square(x)));
+        return {gdy, sum_to(mul(mul(g, dy), second), x.shape())};
+    }; });
+}
+
 Tensor gelu(const Tensor &a, bool approximate) {
     if (approximate) {
         Tensor out = unary(TF_OP_GELU_TANH, a);
@@ -469,9 +513,7 @@ Tensor gelu(const Tensor &a, bool approximate) {
     Tensor out = unary(TF_OP_GELU, a);
     return record(out, {&a}, "gelu", [&] { return [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
         // d/dx x Phi(x) = Phi(x) + x phi(x)
-        Tensor cdf = mul(constant_like(x, 0.5), add(constant_like(x, 1), erf(mul(x, constant_like(x, M_SQRT1_2)))));
-        Tensor pdf = mul(constant_like(x, 1.0 / std::sqrt(2 * M_PI)), exp(mul(constant_like(x, -0.5), square(x))));
-        return {mul(g, add(cdf, mul(x, pdf)))};
+        return {gelu_backward(g, x)};
     }; });
 }
 

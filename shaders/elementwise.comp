@@ -54,6 +54,7 @@ layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { ew_params p; };
 #define EW_MAXIMUM 37u
 #define EW_MINIMUM 38u
 #define EW_RELU_BACKWARD 39u  // a = dy, b = x
+#define EW_GELU_BACKWARD 40u  // a = dy, b = x
 // Comparisons (two inputs of DT_IN; bool output), in ops.def order: eq ne lt le gt ge.
 #define EW_EQ 64u
 #define EW_NE 65u
@@ -118,6 +119,9 @@ float binary_f32(float a, float b) {
     case EW_MINIMUM: return tf_min(a, b);
     // dy where x > 0 or x is NaN (the cpu plugin's x <= 0 ? 0 : dy), NaN tested by its bits.
     case EW_RELU_BACKWARD: return b > 0.0 || tf_isnan(b) ? a : 0.0;
+    // dy (Phi(x) + x phi(x)) as written: NaN at x = +-inf (inf * 0), as on cpu.
+    case EW_GELU_BACKWARD:
+        return a * (0.5 * tf_erfc(-b * 0.70710678118654752) + b * (0.39894228040143268 * exp(-0.5 * b * b)));
     }
     return TF_NAN;
 }

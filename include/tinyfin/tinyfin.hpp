@@ -237,6 +237,9 @@ Tensor relu(const Tensor &a);
 // relu's gradient in one pass: dy where x > 0 or x is NaN, else 0 (torch's threshold_backward).
 // x may be relu's input or its output: both give the same mask.
 Tensor relu_backward(const Tensor &dy, const Tensor &x);
+// The exact gelu's gradient in one pass: dy (Phi(x) + x phi(x)), float dtypes. One op where the
+// operands' plugin has a kernel for it, the same formula as ordinary ops on that device otherwise.
+Tensor gelu_backward(const Tensor &dy, const Tensor &x);
 Tensor pow(const Tensor &a, const Tensor &b);
 Tensor maximum(const Tensor &a, const Tensor &b);
 Tensor minimum(const Tensor &a, const Tensor &b);
@@ -277,7 +280,7 @@ Tensor minimum(double a, const Tensor &b);
 #define TINYFIN_BINARY_OUT_OPS(X) \
     X(add, ADD) X(sub, SUB) X(mul, MUL) X(div, DIV) X(pow, POW) X(maximum, MAXIMUM)            \
     X(minimum, MINIMUM) X(eq, EQ) X(ne, NE) X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE)           \
-    X(relu_backward, RELU_BACKWARD)
+    X(relu_backward, RELU_BACKWARD) X(gelu_backward, GELU_BACKWARD)
 #define TINYFIN_DECLARE_OUT(fn, SYM) void fn(const Tensor &a, const Tensor &b, const Tensor &out);
 TINYFIN_BINARY_OUT_OPS(TINYFIN_DECLARE_OUT)
 #undef TINYFIN_DECLARE_OUT

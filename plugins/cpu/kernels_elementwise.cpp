@@ -1,5 +1,5 @@
 // Elementwise reference kernels over any strides: the binary ops (add, sub, mul, div, pow,
-// maximum, minimum, relu_backward), the unary ops and clamp. Inputs arrive broadcast to the
+// maximum, minimum, relu_backward, gelu_backward), the unary ops and clamp. Inputs arrive broadcast to the
 // output's shape (stride 0 on broadcast axes), so every kernel is one walk over the output's
 // shape.
 //
@@ -9,6 +9,8 @@
 //    (INVALID_ARGUMENT), found before any output element is written.
 //  - maximum / minimum: a NaN operand gives NaN; -0 < +0 (IEEE 754-2019 maximum, minimum).
 //  - relu_backward(dy, x): x <= 0 ? 0 : dy, so a NaN x passes dy (torch's threshold_backward).
+//  - gelu_backward(dy, x): dy (Phi(x) + x phi(x)) in double, rounded once (dense f32: the
+//    vector_erf.h form, one exp per element).
 //  - Float math other than + - * / (pow, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu,
 //    gelu_tanh, silu, square, erf) is computed in double from the exact input and rounded once
 //    to the output dtype (dense f32 gelu and erf: kernels_erf.cpp's polynomial forms, within
@@ -122,6 +124,18 @@ double gelu(double x) {
     if (x == -HUGE_VAL) return -0.0;
     return 0.5 * x * std::erfc(-x / std::numbers::sqrt2);
 }
+
+// gelu's gradient dy (Phi(x) + x phi(x)), the formula as written (NaN at x = +-inf, as the op's
+// composition gives); the dense f32 case is vector_erf.h's.
+struct gelu_backward_fn {
+    double operator()(float dy, float x) const {
+        constexpr double inv_sqrt_2pi = 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;
+        const double xd = x;
+        const double cdf = 0.5 * std::erfc(-xd / std::numbers::sqrt2);
+        const double pdf = inv_sqrt_2pi * std::exp(-0.5 * xd * xd);
+        return static_cast<double>(dy) * (cdf + xd * pdf);
+    }
+};
 
 // 0.5 x (1 + tanh(u)) written as x sigmoid(2u), the same value without 1 + tanh's cancellation.
 double gelu_tanh(double x) {
@@ -461,6 +475,13 @@ tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc 
         case TF_OP_MAXIMUM: binary<T>(a, b, out, MaximumFn{}); break;
         case TF_OP_MINIMUM: binary<T>(a, b, out, MinimumFn{}); break;
         case TF_OP_RELU_BACKWARD: relu_backward<T>(a, b, out); break;
+        case TF_OP_GELU_BACKWARD:
+            if constexpr (std::is_integral_v<T>) {
+                status = fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
+            } else if (!std::is_same_v<T, float> || !run_f32_gelu_backward(a, b, out)) {
+                binary<T>(a, b, out, gelu_backward_fn{});
+            }
+            break;
         default:
             status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a binary op", op_name(op));
         }

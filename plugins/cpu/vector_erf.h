@@ -1,5 +1,5 @@
-// erf, the exact gelu and exp for f32 tensors without libm calls, so the loops over a row
-// vectorize.
+// erf, the exact gelu, its gradient and exp for f32 tensors without libm calls, so the loops
+// over a row vectorize.
 // Private to the cpu plugin; tests/kernels/test_vector_erf.cpp compiles it too.
 //
 // Both are evaluated in double from the f32 input and rounded once to f32, as the plugin's other
@@ -69,8 +69,9 @@ namespace tf_cpu::vec {
     return static_cast<float>(exp_bounded(y));
 }
 
-// erfc(z) for 0 <= z <= 12 (NaN gives NaN); any other value beyond 12 (callers select it away).
-[[gnu::always_inline]] inline double erfc_bounded(double z) {
+// erfc(z) e^(z^2) for 0 <= z <= 12 (NaN gives NaN); any other value beyond 12 (callers select
+// it away).
+[[gnu::always_inline]] inline double erfc_scaled_bounded(double z) {
     // tools/fit_erfc.py, constant term first.
     constexpr double c[] = {
         0.56277447878169906,     0.32956191919578326,     0.10737093142076538,    0.0072477600839863628,
@@ -82,8 +83,11 @@ namespace tf_cpu::vec {
     const double s = t * (7.0 / 3) - 4.0 / 3;
     double p = c[13];
     for (int i = 12; i >= 0; --i) p = p * s + c[i];
-    return t * p * exp_bounded(-z * z);
+    return t * p;
 }
+
+// erfc(z) for 0 <= z <= 12 (NaN gives NaN); any other value beyond 12 (callers select it away).
+[[gnu::always_inline]] inline double erfc_bounded(double z) { return erfc_scaled_bounded(z) * exp_bounded(-z * z); }
 
 [[gnu::always_inline]] inline float erf(float x) {
     const double xd = x, w = xd * xd;
@@ -119,6 +123,23 @@ namespace tf_cpu::vec {
     const double y = xd * select(xd < 0, q, p);
     // Below x = -16.9 the value is below 1e-63: -0 (also for -inf, where y is -inf * q).
     return static_cast<float>(select((xd < 0) & (z > 12), -0.0, y));
+}
+
+// gelu's gradient dy (Phi(x) + x phi(x)) in double, rounded once: Phi as in gelu above and
+// phi(x) = e^(-x^2/2) / sqrt(2 pi) from the same exponential as erfc's (one exp per element).
+// Beyond |x| = 16.9 phi is below 1e-62 and taken as 0, so Phi + x phi is 0 or 1 there and NaN
+// at +-inf (inf * 0), the formula's value; NaN stays NaN.
+[[gnu::always_inline]] inline float gelu_backward(float dy, float x) {
+    constexpr double inv_sqrt2 = 0.70710678118654752;
+    constexpr double inv_sqrt_2pi = 0.39894228040143268;
+    const double xd = x;
+    const double z = std::fabs(xd) * inv_sqrt2;
+    const double e = exp_bounded(-z * z);
+    const bool far = z > 12;
+    const double q = select(far, 0.0, 0.5 * (erfc_scaled_bounded(z) * e));  // NaN passes
+    const double pdf = select(far, 0.0, inv_sqrt_2pi * e);
+    const double cdf = select(xd < 0, q, 1 - q);
+    return static_cast<float>(static_cast<double>(dy) * (cdf + xd * pdf));
 }
 
 }  // namespace tf_cpu::vec

@@ -39,7 +39,7 @@ Family family_of(uint32_t op) {
 Shader kernel_of(uint32_t op) {
     switch (op) {
     case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_POW:
-    case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_RELU_BACKWARD:
+    case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_RELU_BACKWARD: case TF_OP_GELU_BACKWARD:
     case TF_OP_NEG: case TF_OP_EXP: case TF_OP_RELU: case TF_OP_ABS: case TF_OP_LOG: case TF_OP_SQRT:
     case TF_OP_RSQRT: case TF_OP_SIN: case TF_OP_COS: case TF_OP_TANH: case TF_OP_SIGMOID: case TF_OP_GELU:
     case TF_OP_GELU_TANH: case TF_OP_SILU: case TF_OP_SQUARE: case TF_OP_ERF: case TF_OP_CLAMP:

@@ -39,6 +39,7 @@ uint32_t code_of(uint32_t op) {
     case TF_OP_MAXIMUM: return EW_MAXIMUM;
     case TF_OP_MINIMUM: return EW_MINIMUM;
     case TF_OP_RELU_BACKWARD: return EW_RELU_BACKWARD;
+    case TF_OP_GELU_BACKWARD: return EW_GELU_BACKWARD;
     case TF_OP_EQ: return EW_EQ;
     case TF_OP_NE: return EW_NE;
     case TF_OP_LT: return EW_LT;
@@ -171,7 +172,8 @@ bool elementwise_supports(const DeviceCaps &, const tf_op_desc &op) {
         if (!same_shape(in[i], out)) return false;
     // Integer division and powers stay on cpu, which reports a zero divisor or a negative
     // exponent; the shader clamps floats only.
-    if (op.op == TF_OP_DIV || op.op == TF_OP_POW || op.op == TF_OP_CLAMP) return is_float(out.dtype);
+    if (op.op == TF_OP_DIV || op.op == TF_OP_POW || op.op == TF_OP_CLAMP || op.op == TF_OP_GELU_BACKWARD)
+        return is_float(out.dtype);
     return true;
 }
 

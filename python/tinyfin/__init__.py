@@ -17,7 +17,7 @@ from ._C import (  # noqa: F401  (re-exported API)
     Tensor, device, dtype,
     Error, ShapeError, DTypeError, ValueError, DeviceError, BackendError, FallbackError,
     OutOfMemoryError, PluginError, AutogradError,
-    add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, relu_backward,
+    add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, relu_backward, gelu_backward,
     neg, exp, relu, abs, log, sqrt, rsqrt, sin, cos, tanh, erf, sigmoid, silu, square, gelu,
     clamp, where, matmul, sum, mean, amax, amin, var, argmax, argmin,
     conv2d, max_pool2d, avg_pool2d, softmax, log_softmax, layer_norm, rms_norm, rope,

@@ -43,6 +43,7 @@ typedef struct {
 #define EW_MAXIMUM 37u
 #define EW_MINIMUM 38u
 #define EW_RELU_BACKWARD 39u
+#define EW_GELU_BACKWARD 40u
 #define EW_EQ 64u
 #define EW_NE 65u
 #define EW_LT 66u
@@ -99,6 +100,9 @@ float binary_f32(float a, float b) {
     case EW_MAXIMUM: return tf_max(a, b);
     case EW_MINIMUM: return tf_min(a, b);
     case EW_RELU_BACKWARD: return b > 0.0f || tf_isnan(b) ? a : 0.0f;
+    // dy (Phi(x) + x phi(x)) as written: NaN at x = +-inf (inf * 0), as on cpu.
+    case EW_GELU_BACKWARD:
+        return a * (0.5f * tf_erfc(-b * 0.70710678118654752f) + b * (0.39894228040143268f * exp(-0.5f * b * b)));
     }
     return TF_NAN;
 }

@@ -43,9 +43,9 @@ TEST_CASE("the out= list covers the binary ops and comparisons") {
     std::vector<std::string> names;
     for (const BinaryOp &op : out_ops) names.push_back(op.name);
     for (const char *expected : {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne",
-                                 "lt", "le", "gt", "ge", "relu_backward"})
+                                 "lt", "le", "gt", "ge", "relu_backward", "gelu_backward"})
         CHECK(std::find(names.begin(), names.end(), expected) != names.end());
-    CHECK(names.size() == 14);
+    CHECK(names.size() == 15);
 }
 
 TEST_CASE("out= gives the allocating form's values, broadcasting included") {

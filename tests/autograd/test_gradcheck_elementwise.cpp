@@ -71,6 +71,17 @@ TEST_CASE("gradcheck pow, maximum, minimum, where") {
                      {gradcheck::random({3}, 33), gradcheck::spaced({2, 3}, 34, 0.05)});
 }
 
+// gelu_backward's own backward: linear in dy, dy phi(x) (2 - x^2) in x (gelu's second derivative),
+// so a double backward through gelu works whether or not the plugin has the fused kernel.
+TEST_CASE("gradcheck gelu_backward: dy and x, broadcast and non-contiguous") {
+    gradcheck::check("gelu_backward dy [2,3], transposed x", [](const V &x) { return gelu_backward(x[0], x[1]); },
+                     {gradcheck::random({2, 3}, 35), gradcheck::random({2, 3}, 36, -3, 3, Layout::transposed)});
+    gradcheck::check("gelu_backward broadcast dy [3], strided x [2,3]", [](const V &x) { return gelu_backward(x[0], x[1]); },
+                     {gradcheck::random({3}, 37), gradcheck::random({2, 3}, 38, -3, 3, Layout::strided)});
+    gradcheck::check("gelu_backward dy [2,3], broadcast x [2,1]", [](const V &x) { return gelu_backward(x[0], x[1]); },
+                     {gradcheck::random({2, 3}, 39), gradcheck::random({2, 1}, 40, -2, 2)});
+}
+
 TEST_CASE("gradcheck every unary op, contiguous and non-contiguous") {
     struct Case {
         const char *name;

@@ -659,6 +659,91 @@ TEST_CASE("relu_backward: dense f32 (the vector rows, threaded when large) again
     }
 }
 
+// ---- gelu_backward --------------------------------------------------------------------------
+
+namespace {
+
+// dy (Phi(x) + x phi(x)) in long double from <cmath>, written independently of the plugin.
+double gelu_grad_reference(double dy, double x) {
+    const long double xl = x;
+    const long double cdf = 0.5L * std::erfc(-xl / std::sqrt(2.0L));
+    const long double pdf = std::exp(-0.5L * xl * xl) / std::sqrt(2.0L * 3.14159265358979323846264338327950288L);
+    return static_cast<double>(static_cast<long double>(dy) * (cdf + xl * pdf));
+}
+
+}  // namespace
+
+TEST_CASE("gelu_backward: float dtypes against <cmath>, strided and broadcast operands") {
+    for (int32_t dt : k_float) {
+        INFO("dtype ", name_of(dt));
+        // Dense, across gelu's range: the root of Phi + x phi near -0.75, the tails, 0.
+        const std::vector<double> xs = {-6, -3, -0.75, -0.5, 0, 0.25, 1, 2.5, 8};
+        const std::vector<double> dys = {1, -2, 3, 0.5, -1, 4, -0.25, 1.5, 2};
+        const auto n = static_cast<int64_t>(xs.size());
+        TensorDesc dy = make(dt, {n}, dys), x = make(dt, {n}, xs), out = make(dt, {n});
+        run_ok(TF_OP_GELU_BACKWARD, {&dy, &x}, out);
+        const std::vector<double> dyq = get(dy), xq = get(x);  // the inputs as the dtype holds them
+        std::vector<double> want;
+        for (int64_t i = 0; i < n; ++i) want.push_back(gelu_grad_reference(dyq[i], xq[i]));
+        check_close(out, want);
+
+        // dy transposed ([[1, 2, 3], [4, 5, 6]]), x one row broadcast over both, output transposed.
+        const TensorDesc dy_storage = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6}), x_row = make(dt, {3}, {-1, 0.5, 2});
+        const TensorDesc storage = make(dt, {3, 2});
+        const TensorDesc dyt = transposed(dy_storage), xb = view(x_row, {2, 3}, {0, 1}), out_t = transposed(storage);
+        run_ok(TF_OP_GELU_BACKWARD, {&dyt, &xb}, out_t);
+        const std::vector<double> row = get(x_row);
+        std::vector<double> want_t;
+        for (int r = 0; r < 2; ++r)
+            for (int c = 0; c < 3; ++c) want_t.push_back(gelu_grad_reference(1 + 3 * r + c, row[c]));
+        check_close(out_t, want_t);
+    }
+    // Integers are outside the op's dtypes column: refused, nothing written.
+    TensorDesc a = make(TF_DTYPE_I32, {2}, {1, 2}), b = make(TF_DTYPE_I32, {2}, {1, 2}), o = make(TF_DTYPE_I32, {2});
+    std::string message;
+    CHECK(run_fail(TF_OP_GELU_BACKWARD, {&a, &b}, o, nullptr, &message) != TF_STATUS_OK);
+    CHECK(untouched(o));
+}
+
+TEST_CASE("gelu_backward: NaN stays NaN, +-inf give NaN (inf * 0), the tails give 0 and dy") {
+    for (int32_t dt : k_float) {
+        INFO("dtype ", name_of(dt));
+        TensorDesc dy = make(dt, {7}, {1, 1, 1, 2, 2, NAN, 3});
+        TensorDesc x = make(dt, {7}, {NAN, INFINITY, -INFINITY, -30, 30, 1, 0});
+        TensorDesc out = make(dt, {7});
+        run_ok(TF_OP_GELU_BACKWARD, {&dy, &x}, out);
+        check_values(out, {NAN, NAN, NAN, 0, 2, NAN, 1.5});
+    }
+}
+
+TEST_CASE("gelu_backward: dense f32 (the vector rows, threaded when large) within an ulp of <cmath>") {
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1, 1), wide(-20, 20);
+    for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{1000}, int64_t{3} << 16}) {
+        INFO("n = ", n);
+        std::vector<float> dyv(static_cast<size_t>(n)), xv(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+            dyv[i] = u(rng);
+            xv[i] = i % 5 == 0 ? wide(rng) : 4 * u(rng);
+        }
+        const Dims shape = n % 4 == 0 ? Dims{4, n / 4} : Dims{n};
+        TensorDesc dy = make(TF_DTYPE_F32, shape), x = make(TF_DTYPE_F32, shape), out = make(TF_DTYPE_F32, shape);
+        set_raw<float>(dy, dyv);
+        set_raw<float>(x, xv);
+        run_ok(TF_OP_GELU_BACKWARD, {&dy, &x}, out);
+        const std::vector<float> got = get_raw<float>(out);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double want = gelu_grad_reference(dyv[i], xv[i]);
+            // One ulp of the result, or erfc's 3e-11 of the terms where they cancel (near x = -0.75).
+            const double pdf = std::exp(-0.5 * xv[i] * xv[i]) / std::sqrt(2 * M_PI);
+            const double scale = std::fabs(dyv[i]) * (1 + std::fabs(xv[i]) * pdf) * 0x1p-33;
+            bad += std::fabs(got[i] - want) > std::max(tolerance(TF_DTYPE_F32, want), scale);
+        }
+        CHECK(bad == 0);
+    }
+}
+
 // ---- Comparisons and where ------------------------------------------------------------------
 
 TEST_CASE("comparisons: six ops, every dtype, bool output") {

@@ -235,6 +235,7 @@ TEST_CASE("mixed: elementwise, compare and where in f16 and bf16") {
         const std::pair<const char *, BinaryFn> binary[] = {
             {"add", tf::add}, {"sub", tf::sub}, {"mul", tf::mul}, {"div", tf::div}, {"maximum", tf::maximum},
             {"minimum", tf::minimum}, {"relu_backward", tf::relu_backward},
+            {"gelu_backward", tf::gelu_backward},
         };
         const Pair a = random({5, 1, 7}, 21, -3, 3), b = random({3, 1}, 22, -3, 3);
         for (auto [name, fn] : binary) {

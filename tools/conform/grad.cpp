@@ -106,6 +106,7 @@ Binary binary_fn(tf_op op) {
     case TF_OP_MAXIMUM: return tf::maximum;
     case TF_OP_MINIMUM: return tf::minimum;
     case TF_OP_RELU_BACKWARD: return tf::relu_backward;
+    case TF_OP_GELU_BACKWARD: return tf::gelu_backward;
     default: return nullptr;
     }
 }
