@@ -127,7 +127,7 @@ double gelu(double x) {
 
 // gelu's gradient dy (Phi(x) + x phi(x)), the formula as written (NaN at x = +-inf, as the op's
 // composition gives); the dense f32 case is vector_erf.h's.
-struct gelu_backward_fn {
+struct GeluBackwardFn {
     double operator()(float dy, float x) const {
         constexpr double inv_sqrt_2pi = 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;
         const double xd = x;
@@ -479,7 +479,7 @@ tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc 
             if constexpr (std::is_integral_v<T>) {
                 status = fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
             } else if (!std::is_same_v<T, float> || !run_f32_gelu_backward(a, b, out)) {
-                binary<T>(a, b, out, gelu_backward_fn{});
+                binary<T>(a, b, out, GeluBackwardFn{});
             }
             break;
         default:
