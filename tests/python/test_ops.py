@@ -237,7 +237,7 @@ def test_attention_without_mask_is_a_zero_mask(causal):
         extra = dict(kwargs, attn_mask=tf.tensor(mask)) if mask is not None else kwargs
         out = F.scaled_dot_product_attention(*ts, **extra)
         (out * tf.tensor(w)).sum().backward()
-        runs.append([out.numpy()] + [t.grad.numpy() for t in ts])
+        runs.append([out.detach().numpy()] + [t.grad.numpy() for t in ts])
     for got, want in zip(*runs):
         np.testing.assert_array_equal(got, want)
     s = q @ k.transpose(0, 2, 1) / np.sqrt(8)
