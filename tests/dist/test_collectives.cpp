@@ -18,6 +18,16 @@ std::vector<float> values_of(int r, int64_t n) {
     return v;
 }
 
+// What a sum over ranks 0..w-1 of values_of gives.
+std::vector<float> sum_of_ranks(int w, int64_t n) {
+    std::vector<float> expected(static_cast<std::size_t>(n), 0.0f);
+    for (int r = 0; r < w; ++r) {
+        std::vector<float> v = values_of(r, n);
+        for (int64_t i = 0; i < n; ++i) expected[i] += v[i];
+    }
+    return expected;
+}
+
 Tensor rank_tensor(int r, const Shape &shape) {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
@@ -257,14 +267,7 @@ TEST_CASE("the shape check carries small reductions and still catches every mism
     dist::Options small = saved;
     small.fuse_bytes = 64;
     ctx().set_options(small);
-    auto sum_of = [&](int64_t n) {
-        std::vector<float> expected(static_cast<std::size_t>(n), 0.0f);
-        for (int r = 0; r < w; ++r) {
-            std::vector<float> v = values_of(r, n);
-            for (int64_t i = 0; i < n; ++i) expected[i] += v[i];
-        }
-        return expected;
-    };
+    auto sum_of = [&](int64_t n) { return sum_of_ranks(w, n); };
     // Sizes in and out of the slot, each repeated (the repeat runs fused when it fits); with the
     // suite's timeout (nonblocking MPI calls) and without one (blocking calls).
     for (double timeout : {saved.timeout_seconds, 0.0}) {
@@ -383,14 +386,7 @@ TEST_CASE("fused sums in chains of messages, and chains of different lengths") {
     dist::Options saved = ctx().options();
     dist::Options wide = saved;
     wide.fuse_bytes = 16u << 10;
-    auto sum_of = [&](int64_t n) {
-        std::vector<float> expected(static_cast<std::size_t>(n), 0.0f);
-        for (int r = 0; r < w; ++r) {
-            std::vector<float> v = values_of(r, n);
-            for (int64_t i = 0; i < n; ++i) expected[i] += v[i];
-        }
-        return expected;
-    };
+    auto sum_of = [&](int64_t n) { return sum_of_ranks(w, n); };
     for (double timeout : {saved.timeout_seconds, 0.0}) {
         wide.timeout_seconds = timeout;
         ctx().set_options(wide);
