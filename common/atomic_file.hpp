@@ -100,8 +100,7 @@ inline std::string random_suffix() {
     if (::getrandom(&bits, sizeof bits, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof bits)) {
         timespec now{};
         ::clock_gettime(CLOCK_MONOTONIC, &now);
-        bits ^= static_cast<uint64_t>(now.tv_nsec) * 0x9E3779B97F4A7C15ull ^
-                reinterpret_cast<uintptr_t>(&now);
+        bits ^= static_cast<uint64_t>(now.tv_nsec) * 0x9E3779B97F4A7C15ull ^ reinterpret_cast<uintptr_t>(&now);
     }
     static const char digits[] = "0123456789abcdefghijklmnopqrstuv";
     std::string text;
@@ -111,15 +110,12 @@ inline std::string random_suffix() {
 
 // Writes `size` bytes to `path` as described above; "" on success, else what failed (naming
 // the file and the system's reason). `mode` is the new file's mode before the umask.
-inline std::string write_file_atomically(const std::string &path, const void *data,
-                                         std::size_t size, mode_t mode) {
+inline std::string write_file_atomically(const std::string &path, const void *data, std::size_t size, mode_t mode) {
     std::string dir, name;
     split_path(path, dir, name);
-    if (name.empty() || name == "." || name == "..")
-        return "'" + path + "' names a directory, not a file";
+    if (name.empty() || name == "." || name == "..") return "'" + path + "' names a directory, not a file";
     UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dir_fd.get() < 0)
-        return "cannot open the directory '" + dir + "': " + std::strerror(errno);
+    if (dir_fd.get() < 0) return "cannot open the directory '" + dir + "': " + std::strerror(errno);
     remove_stale_temps(dir_fd.get(), name);
 
     const std::string prefix = temp_prefix(name) + std::to_string(::getpid()) + ".";
@@ -127,8 +123,7 @@ inline std::string write_file_atomically(const std::string &path, const void *da
     UniqueFd file;
     for (int attempt = 0; attempt < 64 && file.get() < 0; ++attempt) {
         temp = prefix + random_suffix();
-        file.reset(::openat(dir_fd.get(), temp.c_str(),
-                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+        file.reset(::openat(dir_fd.get(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
         if (file.get() < 0 && errno != EEXIST)
             return "cannot create a temp file in '" + dir + "': " + std::strerror(errno);
     }
@@ -162,4 +157,4 @@ inline std::string write_file_atomically(const std::string &path, const void *da
     return {};
 }
 
-} // namespace tf_common
+}  // namespace tf_common

@@ -33,13 +33,10 @@ inline std::string parent_directory(const std::string &path) {
     return slash == 0 ? std::string("/") : path.substr(0, slash);
 }
 
-inline bool starts_with_proc(const std::string &path) {
-    return path == "/proc" || path.rfind("/proc/", 0) == 0;
-}
+inline bool starts_with_proc(const std::string &path) { return path == "/proc" || path.rfind("/proc/", 0) == 0; }
 
 // Why a file or directory may not be trusted (owner, mode); "" when it may.
-inline std::string owner_mode_problem(const std::string &path, const struct stat &st,
-                                      const char *what) {
+inline std::string owner_mode_problem(const std::string &path, const struct stat &st, const char *what) {
     if (st.st_uid != 0 && st.st_uid != ::geteuid() && st.st_uid != ::getuid())
         return std::string(what) + " " + path + " is owned by uid " + std::to_string(st.st_uid) +
                ", not by root or the current user (uid " + std::to_string(::geteuid()) + ")";
@@ -48,28 +45,26 @@ inline std::string owner_mode_problem(const std::string &path, const struct stat
         char mode[8];
         std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
         const char *who = (st.st_mode & S_IWOTH) ? "others" : "its group";
-        return std::string(what) + " " + path + " is writable by " + who + " (mode " + mode +
-               "); run chmod go-w on it";
+        return std::string(what) + " " + path + " is writable by " + who + " (mode " + mode + "); run chmod go-w on it";
     }
     return {};
 }
 
 inline std::string path_owner_mode_problem(const std::string &path, const char *what) {
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0)
-        return std::string("cannot stat ") + path + ": " + std::strerror(errno);
+    if (::stat(path.c_str(), &st) != 0) return std::string("cannot stat ") + path + ": " + std::strerror(errno);
     return owner_mode_problem(path, st, what);
 }
 
 enum class CodeVerdict {
     trusted,
     not_a_file,  // no regular file there (FIFO, device, directory, missing): never loadable
-    untrusted,   // owner or mode: TINYFIN_ALLOW_INSECURE_PLUGINS=1 overrides
+    untrusted,  // owner or mode: TINYFIN_ALLOW_INSECURE_PLUGINS=1 overrides
 };
 
 // Whether the code file `path` may be loaded, and `why` not. `resolved` receives its realpath.
-inline CodeVerdict check_code_file(const std::string &path, std::string &resolved,
-                                    std::string &why, const char *what = "plugin file") {
+inline CodeVerdict check_code_file(const std::string &path, std::string &resolved, std::string &why,
+                                   const char *what = "plugin file") {
     resolved = path;
     if (path.empty() || path[0] != '/') {
         why = std::string(what) + " '" + path + "' is not an absolute path";
@@ -106,4 +101,4 @@ inline CodeVerdict check_code_file(const std::string &path, std::string &resolve
     return why.empty() ? CodeVerdict::trusted : CodeVerdict::untrusted;
 }
 
-} // namespace tf_common
+}  // namespace tf_common

@@ -59,8 +59,7 @@ bool read_regular_file(const std::string &path, std::size_t limit, Bytes &out, s
     const int fd = open_regular_file(path, st, why);
     if (fd < 0) return false;
     if (st.st_size < 0 || static_cast<unsigned long long>(st.st_size) > limit) {
-        why = "it has " + std::to_string(st.st_size) + " bytes, more than the limit of " +
-              std::to_string(limit);
+        why = "it has " + std::to_string(st.st_size) + " bytes, more than the limit of " + std::to_string(limit);
         ::close(fd);
         return false;
     }
@@ -74,7 +73,7 @@ bool read_regular_file(const std::string &path, std::size_t limit, Bytes &out, s
             ::close(fd);
             return false;
         }
-        if (n == 0) break; // shrank while reading: what was read is all there is
+        if (n == 0) break;  // shrank while reading: what was read is all there is
         done += static_cast<std::size_t>(n);
     }
     out.resize(done);
@@ -82,4 +81,4 @@ bool read_regular_file(const std::string &path, std::size_t limit, Bytes &out, s
     return true;
 }
 
-} // namespace tf_common
+}  // namespace tf_common

@@ -43,9 +43,8 @@ std::vector<std::string> available_backends() {
     std::vector<Backend *> usable;
     for (const auto &backend : registry.backends())
         if (backend->name() != "cpu" && backend->ensure_init()) usable.push_back(backend.get());
-    std::stable_sort(usable.begin(), usable.end(), [](Backend *a, Backend *b) {
-        return a->table().priority > b->table().priority;
-    });
+    std::stable_sort(usable.begin(), usable.end(),
+                     [](Backend *a, Backend *b) { return a->table().priority > b->table().priority; });
     std::vector<std::string> names;
     for (Backend *backend : usable) names.push_back(backend->name());
     names.push_back("cpu");
@@ -62,8 +61,7 @@ void synchronize() {
         if (!backend->initialised()) continue;
         for (int d = 0; d < backend->device_count(); ++d) {
             tf_error err = make_error();
-            tf_status status =
-                guarded(err, "synchronize", [&] { return backend->table().synchronize(d, &err); });
+            tf_status status = guarded(err, "synchronize", [&] { return backend->table().synchronize(d, &err); });
             if (status != TF_STATUS_OK)
                 raise_status(status, "synchronize " + Device{backend->name(), d}.str() + ": " +
                                          error_text(err, "failed without a message"));
@@ -91,9 +89,8 @@ Stats stats() {
     Stats out;
     for (const auto &backend : registry.backends()) {
         const auto &b = c.backends[backend->slot()];
-        out.backends.push_back({backend->name(), b.ops.load(), b.bytes_to_device.load(),
-                                b.bytes_to_host.load(), b.allocations.load(),
-                                b.bytes_allocated.load(), b.bytes_in_use.load(),
+        out.backends.push_back({backend->name(), b.ops.load(), b.bytes_to_device.load(), b.bytes_to_host.load(),
+                                b.allocations.load(), b.bytes_allocated.load(), b.bytes_in_use.load(),
                                 b.peak_bytes_in_use.load()});
     }
     for (std::size_t op = 0; op < op_table.size(); ++op) {
@@ -143,8 +140,8 @@ bool supports_sample(Backend &backend, tf_op op) {
     OpSample sample = make_sample(op);
     if (sample.outputs.empty()) return false;
     tf_op_desc desc = sample.desc(op);
-    return guarded_value(backend.name(), "supports", int32_t{0},
-                         [&] { return backend.table().supports(0, &desc); }) != 0;
+    return guarded_value(backend.name(), "supports", int32_t{0}, [&] { return backend.table().supports(0, &desc); }) !=
+           0;
 }
 
 void collect_feature(void *user, const char *key, const char *value) {
@@ -173,17 +170,16 @@ PluginReport describe_plugin(const PluginRecord &record) {
     p.initialised = true;
     for (int d = 0; d < backend->device_count(); ++d) {
         const tf_device_info &info = backend->device(d);
-        p.devices.push_back({info.name, kind_name(info.kind), info.memory_total, info.memory_free,
-                             info.uuid, info.host_addressable != 0});
+        p.devices.push_back({info.name, kind_name(info.kind), info.memory_total, info.memory_free, info.uuid,
+                             info.host_addressable != 0});
     }
     backend->list_features(collect_feature, &p.features);
     for (std::size_t op = 0; op < op_table.size(); ++op)
-        if (supports_sample(*backend, static_cast<tf_op>(op)))
-            p.supported_ops.emplace_back(op_table[op].name);
+        if (supports_sample(*backend, static_cast<tf_op>(op))) p.supported_ops.emplace_back(op_table[op].name);
     return p;
 }
 
-} // namespace
+}  // namespace
 
 Report report() {
     Registry &registry = Registry::instance();
@@ -192,8 +188,7 @@ Report report() {
     out.core_version = TF_CORE_VERSION;
     for (const SearchEntry &entry : registry.loaded().search_path)
         out.search_path.push_back({entry.path, entry.origin});
-    for (const PluginRecord &record : registry.loaded().records)
-        out.plugins.push_back(describe_plugin(record));
+    for (const PluginRecord &record : registry.loaded().records) out.plugins.push_back(describe_plugin(record));
     registry.selection(out.requested, out.selection_notes);
     out.selected = registry.selected_name();
     return out;
@@ -208,9 +203,8 @@ PluginReport backend_report(std::string_view name) {
 
 std::vector<std::string> plugin_candidates() { return candidate_files(); }
 
-void configure_plugin_loading(const std::vector<std::string> &only,
-                              const std::vector<PluginVerdict> &verdicts) {
+void configure_plugin_loading(const std::vector<std::string> &only, const std::vector<PluginVerdict> &verdicts) {
     configure_loading(only, verdicts);
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin

@@ -29,9 +29,9 @@ enum class Policy {
 };
 
 struct Row {
-    const char *op;   // the public function's name (attention: scaled_dot_product_attention)
+    const char *op;  // the public function's name (attention: scaled_dot_product_attention)
     Policy policy;
-    tf_op claim;      // the op whose supports() decides `lower`
+    tf_op claim;  // the op whose supports() decides `lower`
 };
 
 // The table. conv2d's gradients need no row: backward runs with autocast off, on the operands
@@ -87,7 +87,7 @@ bool claims(Backend &backend, int device, tf_op op, DType dtype) {
     return answer;
 }
 
-} // namespace
+}  // namespace
 
 Autocast::Autocast(const char *op, std::initializer_list<const Tensor *> operands) {
     if (autocast_scope < 0) return;
@@ -110,21 +110,17 @@ Autocast::Autocast(const char *op, std::initializer_list<const Tensor *> operand
         target = claims(*storage.backend, storage.device, row->claim, scope) ? scope : DType::f32;
         break;
     }
-    case Policy::f32:
-        target = DType::f32;
-        break;
+    case Policy::f32: target = DType::f32; break;
     case Policy::widest:
         if (!mixed) return;
         target = DType::f32;
         break;
     }
     bool change = false;
-    for (const Tensor *t : operands)
-        change = change || (t->defined() && is_float(t->dtype()) && t->dtype() != target);
+    for (const Tensor *t : operands) change = change || (t->defined() && is_float(t->dtype()) && t->dtype() != target);
     if (!change) return;
     operands_.reserve(operands.size());
-    for (const Tensor *t : operands)
-        operands_.push_back(t->defined() && is_float(t->dtype()) ? cast(*t, target) : *t);
+    for (const Tensor *t : operands) operands_.push_back(t->defined() && is_float(t->dtype()) ? cast(*t, target) : *t);
     engaged_ = true;
     previous_ = autocast_scope;
     autocast_scope = -1;
@@ -134,7 +130,7 @@ Autocast::~Autocast() {
     if (engaged_) autocast_scope = previous_;
 }
 
-} // namespace detail
+}  // namespace detail
 
 namespace {
 
@@ -145,7 +141,7 @@ int32_t scope_of(DType dtype) {
                               " is not a float dtype; use f16 or bf16 (f32 turns autocast off)");
 }
 
-} // namespace
+}  // namespace
 
 AutocastGuard::AutocastGuard(DType dtype) : previous_(detail::autocast_scope) {
     detail::autocast_scope = scope_of(dtype);
@@ -175,4 +171,4 @@ std::string autocast_policy(std::string_view op) {
     return "none";
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin

@@ -44,4 +44,4 @@ private:
     int32_t previous_;
 };
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

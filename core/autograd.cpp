@@ -117,7 +117,7 @@ std::shared_ptr<Node> gradient_edge(const Tensor &t) {
 
 bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
 
-} // namespace
+}  // namespace
 
 bool grad_enabled() { return grad_mode; }
 NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
@@ -162,7 +162,7 @@ Tensor sum_to(const Tensor &grad, const Shape &shape) {
     return reduced.reshape(shape);
 }
 
-} // namespace detail
+}  // namespace detail
 
 // ---- Tensor autograd methods ----------------------------------------------------------
 
@@ -172,8 +172,8 @@ Tensor &Tensor::requires_grad_(bool on) {
     TensorImpl &impl = const_cast<TensorImpl &>(impl_of(*this, "requires_grad_"));
     if (impl.autograd && impl.autograd->grad_fn)
         raise<AutogradError>("requires_grad_: only leaf tensors can be marked; this tensor was "
-                             "produced by " + std::string(impl.autograd->grad_fn->name) +
-                             " (use detach() to make a leaf)");
+                             "produced by " +
+                             std::string(impl.autograd->grad_fn->name) + " (use detach() to make a leaf)");
     if (on && !is_float(impl.dtype))
         raise<AutogradError>(std::string("requires_grad_: gradients need a float dtype, got ") +
                              dtype_name(impl.dtype));
@@ -196,17 +196,16 @@ Tensor Tensor::grad() const {
 void Tensor::set_grad(const Tensor &grad) {
     TensorImpl &impl = const_cast<TensorImpl &>(impl_of(*this, "set_grad"));
     if (grad.defined() && grad.shape() != impl.shape)
-        raise<ShapeError>("set_grad: gradient shape " + shape_str(grad.shape()) +
-                          " differs from the tensor's " + shape_str(impl.shape));
+        raise<ShapeError>("set_grad: gradient shape " + shape_str(grad.shape()) + " differs from the tensor's " +
+                          shape_str(impl.shape));
     // backward() accumulates into the gradient with the tensor's dtype on its device: a foreign
     // one would fail there, far from the call that set it.
     if (grad.defined() && grad.dtype() != impl.dtype)
         raise<DTypeError>("set_grad: gradient dtype " + std::string(dtype_name(grad.dtype())) +
-                          " differs from the tensor's " + dtype_name(impl.dtype) +
-                          "; cast it with .to(dtype) first");
+                          " differs from the tensor's " + dtype_name(impl.dtype) + "; cast it with .to(dtype) first");
     if (grad.defined() && grad.device() != device())
-        raise<DeviceError>("set_grad: gradient on " + grad.device().str() + ", the tensor on " +
-                           device().str() + "; move it with .to(device) first");
+        raise<DeviceError>("set_grad: gradient on " + grad.device().str() + ", the tensor on " + device().str() +
+                           "; move it with .to(device) first");
     AutogradMeta &meta = meta_of(impl);
     std::lock_guard lock(meta.mutex);
     meta.grad = grad;
@@ -266,11 +265,12 @@ void Tensor::backward(const Tensor &gradient, bool retain_graph) const {
     if (!seed.defined()) {
         if (numel() != 1)
             raise<AutogradError>("backward: a gradient can be implied only for one-element "
-                                 "outputs; pass one of shape " + shape_str(impl.shape));
+                                 "outputs; pass one of shape " +
+                                 shape_str(impl.shape));
         seed = full(impl.shape, 1.0, impl.dtype, device());
     } else if (seed.shape() != impl.shape) {
-        raise<ShapeError>("backward: gradient shape " + shape_str(seed.shape()) +
-                          " differs from the output's " + shape_str(impl.shape));
+        raise<ShapeError>("backward: gradient shape " + shape_str(seed.shape()) + " differs from the output's " +
+                          shape_str(impl.shape));
     } else if (seed.dtype() != impl.dtype) {
         // Otherwise a leaf would get a gradient of another dtype, or a backward rule a mixed op.
         raise<DTypeError>(std::string("backward: gradient dtype ") + dtype_name(seed.dtype()) +
@@ -281,7 +281,7 @@ void Tensor::backward(const Tensor &gradient, bool retain_graph) const {
 
     // Topological order by iterative depth-first search.
     std::vector<Node *> order;
-    std::unordered_map<Node *, int> state; // 1 = on stack, 2 = done
+    std::unordered_map<Node *, int> state;  // 1 = on stack, 2 = done
     std::vector<std::pair<Node *, std::size_t>> stack{{root.get(), 0}};
     state[root.get()] = 1;
     while (!stack.empty()) {
@@ -320,4 +320,4 @@ void Tensor::backward(const Tensor &gradient, bool retain_graph) const {
         for (Node *node : order) node->release();
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin

@@ -66,17 +66,15 @@ bool any_needs_grad(std::initializer_list<const Tensor *> tensors);
 Tensor record_function(const Tensor &out, const std::vector<const Tensor *> &inputs, const char *name,
                        BackwardFn backward);
 template <typename Factory>
-    requires std::is_invocable_v<Factory &>
-Tensor record(const Tensor &out, std::initializer_list<const Tensor *> inputs, const char *name,
-              Factory &&make_backward) {
+requires std::is_invocable_v<Factory &> Tensor record(const Tensor &out, std::initializer_list<const Tensor *> inputs,
+                                                      const char *name, Factory &&make_backward) {
     if (!any_needs_grad(inputs)) return out;
     return record_function(out, std::vector<const Tensor *>(inputs), name, BackwardFn(make_backward()));
 }
 // The same for a variable number of inputs (concat).
 template <typename Factory>
-    requires std::is_invocable_v<Factory &>
-Tensor record_many(const Tensor &out, const std::vector<const Tensor *> &inputs, const char *name,
-                   Factory &&make_backward) {
+requires std::is_invocable_v<Factory &> Tensor record_many(const Tensor &out, const std::vector<const Tensor *> &inputs,
+                                                           const char *name, Factory &&make_backward) {
     bool any = false;
     for (const Tensor *t : inputs) any = any || needs_grad(*t);
     if (!any || !grad_enabled()) return out;
@@ -86,4 +84,4 @@ Tensor record_many(const Tensor &out, const std::vector<const Tensor *> &inputs,
 // Sums grad over broadcast axes so it has shape (the inverse of broadcasting to grad's shape).
 Tensor sum_to(const Tensor &grad, const Shape &shape);
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

@@ -25,13 +25,13 @@ void pin_loaded_libraries() {
         [](dl_phdr_info *info, std::size_t, void *) {
             if (info->dlpi_name && info->dlpi_name[0])
                 if (void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE))
-                    dlclose(h); // drops the reference just taken; RTLD_NODELETE stays
+                    dlclose(h);  // drops the reference just taken; RTLD_NODELETE stays
             return 0;
         },
         nullptr);
 }
 
-} // namespace
+}  // namespace
 
 void close_plugin(void *handle) {
     if (!keep_plugins_mapped()) dlclose(handle);
@@ -83,7 +83,7 @@ struct ThreadError {
 // Constant-initialised, so reaching it needs no first-use guard.
 constinit thread_local ThreadError thread_error{{sizeof(tf_error), {}}, false};
 
-} // namespace
+}  // namespace
 
 ScratchError::ScratchError() : shared_(!thread_error.in_use) {
     if (shared_) {
@@ -111,13 +111,12 @@ std::string ScratchError::text(const char *fallback) {
 }
 
 Backend::Backend(DlHandle handle, const tf_plugin *table, std::string path, int slot)
-    : handle_(std::move(handle)), table_(table), path_(std::move(path)), name_(table->name),
-      slot_(slot) {}
+    : handle_(std::move(handle)), table_(table), path_(std::move(path)), name_(table->name), slot_(slot) {}
 
 Backend::~Backend() {
     if (!init_ok_) return;
     if (keep_plugins_mapped()) pin_loaded_libraries();
-    if (!shutdown_quietly()) handle_.release(); // it may have left threads running its code
+    if (!shutdown_quietly()) handle_.release();  // it may have left threads running its code
 }
 
 bool Backend::shutdown_quietly() {
@@ -136,8 +135,7 @@ bool Backend::ensure_init() {
             log_from(TF_LOG_INFO, name_, "init failed: " + init_error_);
             return;
         }
-        int32_t count = guarded_value(name_, "device_count", int32_t{-1},
-                                      [&] { return table_->device_count(); });
+        int32_t count = guarded_value(name_, "device_count", int32_t{-1}, [&] { return table_->device_count(); });
         if (count < 1 || count > 1024) {
             init_error_ = "plugin reported " + std::to_string(count) + " devices after init";
             shutdown_quietly();
@@ -148,19 +146,16 @@ bool Backend::ensure_init() {
             std::memset(&info, 0, sizeof info);
             info.struct_size = sizeof info;
             tf_error derr = make_error();
-            tf_status described = guarded(derr, "device_info",
-                                          [&] { return table_->device_info(i, &info, &derr); });
+            tf_status described = guarded(derr, "device_info", [&] { return table_->device_info(i, &info, &derr); });
             if (described != TF_STATUS_OK) {
-                init_error_ = "device_info(" + std::to_string(i) +
-                              ") failed: " + error_text(derr, "no message");
+                init_error_ = "device_info(" + std::to_string(i) + ") failed: " + error_text(derr, "no message");
                 shutdown_quietly();
                 devices_.clear();
                 return;
             }
             if (info.kind < TF_DEVICE_KIND_CPU || info.kind > TF_DEVICE_KIND_OTHER) {
                 init_error_ = "device_info(" + std::to_string(i) + ") reported kind " +
-                              std::to_string(static_cast<int>(info.kind)) +
-                              ", which is no tf_device_kind";
+                              std::to_string(static_cast<int>(info.kind)) + ", which is no tf_device_kind";
                 shutdown_quietly();
                 devices_.clear();
                 return;
@@ -185,7 +180,8 @@ bool Backend::software_emulated() const {
     return !devices_.empty() && devices_.front().kind == TF_DEVICE_KIND_GPU_SOFTWARE;
 }
 
-template <typename Member> bool Backend::has(Member tf_plugin::*member) const {
+template <typename Member>
+bool Backend::has(Member tf_plugin::*member) const {
     // offsetof through a member pointer: the byte just past the member must be inside the
     // plugin's table, and the pointer set.
     const auto *base = reinterpret_cast<const char *>(table_);
@@ -202,8 +198,7 @@ void *Backend::buffer_host_ptr(tf_buffer *buffer) const {
 
 void *Backend::get_proc(const char *symbol) const {
     if (!has(&tf_plugin::get_proc)) return nullptr;
-    return guarded_value(name_, "get_proc", static_cast<void *>(nullptr),
-                         [&] { return table_->get_proc(symbol); });
+    return guarded_value(name_, "get_proc", static_cast<void *>(nullptr), [&] { return table_->get_proc(symbol); });
 }
 
 void Backend::list_features(tf_feature_fn emit, void *user) const {
@@ -214,4 +209,4 @@ void Backend::list_features(tf_feature_fn emit, void *user) const {
     });
 }
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

@@ -67,7 +67,8 @@ public:
     void list_features(tf_feature_fn emit, void *user) const;
 
 private:
-    template <typename Member> bool has(Member tf_plugin::*member) const;
+    template <typename Member>
+    bool has(Member tf_plugin::*member) const;
     // The plugin's shutdown; false when it threw (logged).
     bool shutdown_quietly();
 
@@ -104,8 +105,7 @@ void log_escaped(const std::string &plugin, const char *member) noexcept;
 // For a member that returns a value and cannot report failure (supports, device_count,
 // buffer_free, shutdown): an escaping exception is logged and `fallback` returned.
 template <typename Result, typename Call>
-Result guarded_value(const std::string &plugin, const char *member, Result fallback,
-                     Call &&call) noexcept {
+Result guarded_value(const std::string &plugin, const char *member, Result fallback, Call &&call) noexcept {
     try {
         return call();
     } catch (...) {
@@ -140,4 +140,4 @@ private:
     tf_error own_;
 };
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

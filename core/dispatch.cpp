@@ -20,8 +20,8 @@ constexpr std::size_t max_operands = 8;
 // member is written, zeros beyond rank and in reserved_ (plugin-abi.md promises a zero-filled
 // descriptor), without a memset: on this path `rep stos` was the largest cost of a small op.
 [[gnu::always_inline]] inline void describe(const TensorImpl &t, tf_tensor_desc &desc) {
-    static_assert(sizeof(tf_tensor_desc) == 4 * sizeof(int32_t) + 2 * TF_MAX_RANK * sizeof(int64_t) +
-                                                sizeof(uint64_t) + 2 * sizeof(void *),
+    static_assert(sizeof(tf_tensor_desc) ==
+                      4 * sizeof(int32_t) + 2 * TF_MAX_RANK * sizeof(int64_t) + sizeof(uint64_t) + 2 * sizeof(void *),
                   "tf_tensor_desc gained a member: describe() must write it");
     const std::size_t rank = t.shape.size();
     desc.struct_size = sizeof desc;
@@ -54,9 +54,8 @@ constexpr std::size_t max_operands = 8;
     std::shared_ptr<Storage> storage = allocate_storage(backend, device, bytes);
     const uint64_t zero = 0;
     tf_error err = make_error();
-    tf_status status = guarded(err, "buffer_write", [&] {
-        return backend.table().buffer_write(storage->buffer, 0, &zero, bytes, &err);
-    });
+    tf_status status = guarded(err, "buffer_write",
+                               [&] { return backend.table().buffer_write(storage->buffer, 0, &zero, bytes, &err); });
     if (!storage->host) Registry::instance().counters().backends[backend.slot()].bytes_to_device += bytes;
     if (status != TF_STATUS_OK)
         raise_status(status, "writing a zero for an absent input on " + backend.name() + ": " +
@@ -129,8 +128,8 @@ public:
         // Stored entries passed cacheable(): equal counts and ranks imply it for desc.
         if (desc.params) return -1;
         const Entry &e = entries_[index(backend, desc.op)];
-        if (e.backend != &backend || e.device != device || e.op != desc.op ||
-            e.n_inputs != desc.n_inputs || e.n_outputs != desc.n_outputs)
+        if (e.backend != &backend || e.device != device || e.op != desc.op || e.n_inputs != desc.n_inputs ||
+            e.n_outputs != desc.n_outputs)
             return -1;
         for (uint32_t i = 0; i < desc.n_inputs; ++i)
             if (!e.layouts[i].matches(desc.inputs[i])) return -1;
@@ -229,18 +228,16 @@ void run_or_throw(Backend &backend, int device, const tf_op_desc &desc) {
     tf_error &e = err.get();
     tf_status status = guarded(e, "run", [&] { return backend.table().run(device, &desc, &e); });
     if (status != TF_STATUS_OK) [[unlikely]]
-        raise_status(status, std::string(op_info(static_cast<tf_op>(desc.op)).name) + " on " +
-                                 backend.name() + ": " + err.text("failed without a message"));
+        raise_status(status, std::string(op_info(static_cast<tf_op>(desc.op)).name) + " on " + backend.name() + ": " +
+                                 err.text("failed without a message"));
 }
 
 void sync_or_throw(Backend &backend, int device) {
     ScratchError err;
     tf_error &e = err.get();
-    tf_status status =
-        guarded(e, "synchronize", [&] { return backend.table().synchronize(device, &e); });
+    tf_status status = guarded(e, "synchronize", [&] { return backend.table().synchronize(device, &e); });
     if (status != TF_STATUS_OK) [[unlikely]]
-        raise_status(status, "synchronize on " + backend.name() + ": " +
-                                 err.text("failed without a message"));
+        raise_status(status, "synchronize on " + backend.name() + ": " + err.text("failed without a message"));
 }
 
 // The dtypes column of ops.def: every operand within its class, before any plugin is asked.
@@ -250,8 +247,8 @@ void sync_or_throw(Backend &backend, int device) {
     for (int d = 0; d < TF_DTYPE_COUNT_; ++d)
         if (mask >> d & 1) allowed += std::string(allowed.empty() ? "" : ", ") + dtype_name(static_cast<DType>(d));
     const std::size_t index = input ? operand : operand - static_cast<std::size_t>(info.n_inputs);
-    raise<DTypeError>(std::string(info.name) + ": " + (input ? "input " : "output ") + std::to_string(index) +
-                      " is " + dtype_name(dtype) + ", but " + info.name + " takes " + allowed + " there");
+    raise<DTypeError>(std::string(info.name) + ": " + (input ? "input " : "output ") + std::to_string(index) + " is " +
+                      dtype_name(dtype) + ", but " + info.name + " takes " + allowed + " there");
 }
 
 [[gnu::always_inline]] inline void check_dtypes(const OpInfo &info, std::span<const TensorImpl *const> inputs,
@@ -269,10 +266,9 @@ void sync_or_throw(Backend &backend, int device) {
     }
 }
 
-} // namespace
+}  // namespace
 
-void copy_bytes(Storage &dst, uint64_t dst_offset, Storage &src, uint64_t src_offset,
-                uint64_t nbytes) {
+void copy_bytes(Storage &dst, uint64_t dst_offset, Storage &src, uint64_t src_offset, uint64_t nbytes) {
     if (nbytes == 0) return;
     Counters &counters = Registry::instance().counters();
     tf_error err = make_error();
@@ -286,34 +282,30 @@ void copy_bytes(Storage &dst, uint64_t dst_offset, Storage &src, uint64_t src_of
     } else if (dst.host) {
         // buffer_read waits for the source's pending work.
         status = guarded(err, "buffer_read", [&] {
-            return from.buffer_read(src.buffer, src_offset,
-                                    static_cast<char *>(dst.host) + dst_offset, nbytes, &err);
+            return from.buffer_read(src.buffer, src_offset, static_cast<char *>(dst.host) + dst_offset, nbytes, &err);
         });
         if (!src.host) counters.backends[src.backend->slot()].bytes_to_host += nbytes;
     } else if (src.host) {
         sync_or_throw(*src.backend, src.device);
         status = guarded(err, "buffer_write", [&] {
-            return to.buffer_write(dst.buffer, dst_offset,
-                                   static_cast<const char *>(src.host) + src_offset, nbytes, &err);
+            return to.buffer_write(dst.buffer, dst_offset, static_cast<const char *>(src.host) + src_offset, nbytes,
+                                   &err);
         });
         counters.backends[dst.backend->slot()].bytes_to_device += nbytes;
     } else {
         std::vector<char> bounce(nbytes);
-        status = guarded(err, "buffer_read", [&] {
-            return from.buffer_read(src.buffer, src_offset, bounce.data(), nbytes, &err);
-        });
+        status = guarded(err, "buffer_read",
+                         [&] { return from.buffer_read(src.buffer, src_offset, bounce.data(), nbytes, &err); });
         counters.backends[src.backend->slot()].bytes_to_host += nbytes;
         if (status == TF_STATUS_OK) {
-            status = guarded(err, "buffer_write", [&] {
-                return to.buffer_write(dst.buffer, dst_offset, bounce.data(), nbytes, &err);
-            });
+            status = guarded(err, "buffer_write",
+                             [&] { return to.buffer_write(dst.buffer, dst_offset, bounce.data(), nbytes, &err); });
             counters.backends[dst.backend->slot()].bytes_to_device += nbytes;
         }
     }
     if (status != TF_STATUS_OK)
-        raise_status(status, "copying " + std::to_string(nbytes) + " bytes from " +
-                                 src.backend->name() + " to " + dst.backend->name() + ": " +
-                                 error_text(err, "failed without a message"));
+        raise_status(status, "copying " + std::to_string(nbytes) + " bytes from " + src.backend->name() + " to " +
+                                 dst.backend->name() + ": " + error_text(err, "failed without a message"));
 }
 
 Device common_device(std::initializer_list<const Tensor *> operands) {
@@ -336,7 +328,7 @@ Device common_device(std::initializer_list<const Tensor *> operands) {
 
 namespace {
 thread_local bool helper_work = false;
-} // namespace
+}  // namespace
 
 HelperScope::HelperScope() : previous_(helper_work) { helper_work = true; }
 HelperScope::~HelperScope() { helper_work = previous_; }
@@ -349,8 +341,8 @@ TensorImpl absent_input(DType dtype, const Shape &shape) {
     return absent;
 }
 
-void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
-              std::initializer_list<Tensor> outputs, const void *params) {
+void dispatch(tf_op op, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor> outputs,
+              const void *params) {
     const TensorImpl *in[max_operands], *out[max_operands];
     if (inputs.size() > max_operands || outputs.size() > max_operands)
         raise<ValueError>(std::string(op_info(op).name) + ": too many operands");
@@ -372,8 +364,8 @@ struct DescribedCall {
     // give_absent_to before that plugin is asked.
     uint32_t absent = 0;
 
-    DescribedCall(tf_op op, std::span<const TensorImpl *const> inputs,
-                  std::span<const TensorImpl *const> outputs, const void *params) {
+    DescribedCall(tf_op op, std::span<const TensorImpl *const> inputs, std::span<const TensorImpl *const> outputs,
+                  const void *params) {
         const OpInfo &info = op_info(op);
         if (inputs.size() > max_operands || outputs.size() > max_operands)
             raise<ValueError>(std::string(info.name) + ": too many operands");
@@ -414,7 +406,7 @@ bool all_host(std::span<const TensorImpl *const> tensors) {
     return true;
 }
 
-} // namespace
+}  // namespace
 
 bool dispatch_if_claimed(tf_op op, std::span<const TensorImpl *const> inputs,
                          std::span<const TensorImpl *const> outputs, const void *params) {
@@ -444,8 +436,8 @@ bool dispatch_if_claimed(tf_op op, std::span<const TensorImpl *const> inputs,
     return true;
 }
 
-void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
-              std::span<const TensorImpl *const> outputs, const void *params) {
+void dispatch(tf_op op, std::span<const TensorImpl *const> inputs, std::span<const TensorImpl *const> outputs,
+              const void *params) {
     const OpInfo &info = op_info(op);
     DescribedCall call(op, inputs, outputs, params);
     tf_op_desc &desc = call.desc;
@@ -471,9 +463,8 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
                           describe_operands(inputs) + " -> " + describe_operands(outputs) + ")");
     const bool in_place_helper = helper_work && all_host(inputs) && all_host(outputs);
     if (registry.fallback_is_error() && !in_place_helper)
-        raise<FallbackError>(std::string(info.name) + " is not supported by " + backend.name() +
-                             " for " + describe_operands(inputs) + " -> " +
-                             describe_operands(outputs) +
+        raise<FallbackError>(std::string(info.name) + " is not supported by " + backend.name() + " for " +
+                             describe_operands(inputs) + " -> " + describe_operands(outputs) +
                              " and TINYFIN_FALLBACK=error forbids running it on cpu");
 
     if (!in_place_helper) counters.fallbacks[op].fetch_add(1, std::memory_order_relaxed);
@@ -532,9 +523,9 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
     for (Staged &staged : staged_outputs) {
         if (!staged.original) continue;
         const TensorImpl &impl = *staged.original;
-        copy_bytes(*impl.storage, static_cast<uint64_t>(impl.offset) * dtype_size(impl.dtype),
-                   *staged.host, 0, staged.span_bytes);
+        copy_bytes(*impl.storage, static_cast<uint64_t>(impl.offset) * dtype_size(impl.dtype), *staged.host, 0,
+                   staged.span_bytes);
     }
 }
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

@@ -11,12 +11,12 @@ namespace tinyfin::detail {
 
 // inputs and outputs must be on one device (the op layer moves them first) and
 // in the canonical form the op's kind demands (see plugin.h).
-void dispatch(tf_op op, std::initializer_list<Tensor> inputs,
-              std::initializer_list<Tensor> outputs, const void *params = nullptr);
+void dispatch(tf_op op, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor> outputs,
+              const void *params = nullptr);
 // The same for callers that hold the views already: no handle copies (refcount traffic) on the
 // path of every small op. The caller keeps the operands alive for the call.
-void dispatch(tf_op op, std::span<const TensorImpl *const> inputs,
-              std::span<const TensorImpl *const> outputs, const void *params = nullptr);
+void dispatch(tf_op op, std::span<const TensorImpl *const> inputs, std::span<const TensorImpl *const> outputs,
+              const void *params = nullptr);
 
 // An optional input left out ('?' after its letter in ops.def's dtypes column), to pass in
 // dispatch's inputs: a TensorImpl without storage, of the dtype and shape of the zeros that mean
@@ -55,7 +55,6 @@ private:
 Device common_device(std::initializer_list<const Tensor *> operands);
 
 // Copies bytes between storages of any two backends (via host when needed), counting transfers.
-void copy_bytes(Storage &dst, uint64_t dst_offset, Storage &src, uint64_t src_offset,
-                uint64_t nbytes);
+void copy_bytes(Storage &dst, uint64_t dst_offset, Storage &src, uint64_t src_offset, uint64_t nbytes);
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

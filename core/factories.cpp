@@ -18,7 +18,7 @@ Tensor empty_on(const Device &device, const Shape &shape, DType dtype) {
     return make_tensor(*backend, device.index, shape, dtype);
 }
 
-} // namespace
+}  // namespace
 
 // ---- Factories ---------------------------------------------------------------------
 
@@ -62,14 +62,12 @@ void upload(const Tensor &out, const void *data) {
     tf_status status = guarded(err, "buffer_write", [&] {
         return storage.backend->table().buffer_write(storage.buffer, 0, data, bytes, &err);
     });
-    if (!storage.host)
-        Registry::instance().counters().backends[storage.backend->slot()].bytes_to_device += bytes;
+    if (!storage.host) Registry::instance().counters().backends[storage.backend->slot()].bytes_to_device += bytes;
     if (status != TF_STATUS_OK)
-        raise_status(status, "from_host to " + out.device().str() + ": " +
-                                 error_text(err, "failed without a message"));
+        raise_status(status, "from_host to " + out.device().str() + ": " + error_text(err, "failed without a message"));
 }
 
-} // namespace
+}  // namespace
 
 Tensor from_host(const void *data, const Shape &shape, DType dtype, std::optional<Device> device) {
     Tensor out = empty(shape, dtype, std::move(device));
@@ -88,14 +86,13 @@ Tensor arange(double start, double end, double step, DType dtype, std::optional<
         // The values are monotonic: the ends bound them. Out of range they would wrap (i32) or
         // be undefined (the double to int64 conversion).
         double lo = dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
-        double hi = dtype == DType::i32 ? 2147483647.0 : 9223372036854775807.0; // rounds to 2^63
+        double hi = dtype == DType::i32 ? 2147483647.0 : 9223372036854775807.0;  // rounds to 2^63
         double last = start + static_cast<double>(n - 1) * step;
         for (double v : {start, last})
             if (v < lo || (dtype == DType::i32 ? v > hi : v >= hi))
-                raise<ValueError>("arange: value " + std::to_string(v) + " does not fit in " +
-                                  dtype_name(dtype) + " (start " + std::to_string(start) +
-                                  ", end " + std::to_string(end) + ", step " + std::to_string(step) +
-                                  "); use a wider dtype or a smaller range");
+                raise<ValueError>("arange: value " + std::to_string(v) + " does not fit in " + dtype_name(dtype) +
+                                  " (start " + std::to_string(start) + ", end " + std::to_string(end) + ", step " +
+                                  std::to_string(step) + "); use a wider dtype or a smaller range");
     }
     // Generated in double on the host, then cast on the device: exact for every dtype.
     std::vector<double> values(static_cast<std::size_t>(n));
@@ -114,8 +111,8 @@ Tensor arange(int64_t start, int64_t end, int64_t step, DType dtype, std::option
     __int128 span = static_cast<__int128>(end) - start;
     __int128 count = span / step + (span % step != 0 && (span > 0) == (step > 0));
     if (count > static_cast<__int128>(1e12))
-        raise<ValueError>("arange: more than 10^12 elements (start " + std::to_string(start) +
-                          ", end " + std::to_string(end) + ", step " + std::to_string(step) + ")");
+        raise<ValueError>("arange: more than 10^12 elements (start " + std::to_string(start) + ", end " +
+                          std::to_string(end) + ", step " + std::to_string(step) + ")");
     int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
     std::vector<int64_t> values(static_cast<std::size_t>(n));
     for (int64_t i = 0; i < n; ++i) values[i] = start + i * step;
@@ -137,7 +134,7 @@ struct SplitMix64 {
     float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
 };
 
-} // namespace
+}  // namespace
 
 Tensor rand(const Shape &shape, uint64_t seed, std::optional<Device> device) {
     // Allocated first: an absurd shape fails in the plugin, not in std::vector.
@@ -166,4 +163,4 @@ Tensor randn(const Shape &shape, uint64_t seed, std::optional<Device> device) {
     return out;
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin

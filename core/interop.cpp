@@ -21,12 +21,10 @@ void *Tensor::host_data() const {
             raise_status(status, "host_data on " + device().str() + ": " +
                                      error_text(err, "synchronize failed without a message"));
     }
-    return static_cast<char *>(storage.host) +
-           static_cast<std::size_t>(t.offset) * element_size(t.dtype);
+    return static_cast<char *>(storage.host) + static_cast<std::size_t>(t.offset) * element_size(t.dtype);
 }
 
-Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dtype,
-                 std::function<void()> release) {
+Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dtype, std::function<void()> release) {
     // The release must run on every path, also when wrapping fails.
     struct Releaser {
         std::function<void()> fn;
@@ -35,8 +33,8 @@ Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dty
         }
     } guard{std::move(release)};
     if (shape.size() != strides.size())
-        raise<ValueError>("from_blob: shape " + shape_str(shape) + " and strides " +
-                          shape_str(strides) + " have different ranks");
+        raise<ValueError>("from_blob: shape " + shape_str(shape) + " and strides " + shape_str(strides) +
+                          " have different ranks");
     std::size_t esize = dtype_size(dtype);
     int64_t numel = checked_numel(shape, "from_blob");
     int64_t end = numel == 0 ? 0 : 1;
@@ -73,4 +71,4 @@ Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dty
     return Tensor(std::move(impl));
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin

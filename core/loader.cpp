@@ -79,15 +79,13 @@ std::vector<SearchEntry> build_search_path() {
             continue;
         }
         if (entry[0] != '/') {
-            log(TF_LOG_WARN, "TINYFIN_PLUGIN_PATH entry '" + entry +
-                                 "' ignored: plugin paths must be absolute");
+            log(TF_LOG_WARN, "TINYFIN_PLUGIN_PATH entry '" + entry + "' ignored: plugin paths must be absolute");
             continue;
         }
         // /proc/self/cwd is the current directory by another name, /proc/self/fd/N whatever is
         // open: both depend on the process reading them, like a relative path.
         if (tf_common::starts_with_proc(entry)) {
-            log(TF_LOG_WARN, "TINYFIN_PLUGIN_PATH entry '" + entry +
-                                 "' ignored: plugin paths must not be under /proc");
+            log(TF_LOG_WARN, "TINYFIN_PLUGIN_PATH entry '" + entry + "' ignored: plugin paths must not be under /proc");
             continue;
         }
         path.push_back({entry, "TINYFIN_PLUGIN_PATH"});
@@ -126,9 +124,7 @@ std::vector<std::string> candidates_of(const SearchEntry &entry) {
     return files;
 }
 
-bool insecure_allowed() {
-    return env_switch("TINYFIN_ALLOW_INSECURE_PLUGINS", false, "0 (the trust rules apply)");
-}
+bool insecure_allowed() { return env_switch("TINYFIN_ALLOW_INSECURE_PLUGINS", false, "0 (the trust rules apply)"); }
 
 struct LoadingOptions {
     std::mutex mutex;
@@ -146,8 +142,7 @@ bool valid_backend_name(const char *name) {
     // strnlen: the text may belong to a plugin of another ABI major, unchecked so far.
     if (!name || !*name || strnlen(name, 33) > 32) return false;
     for (const char *p = name; *p; ++p)
-        if (!std::islower((unsigned char)*p) && !std::isdigit((unsigned char)*p) && *p != '_' &&
-            *p != '-')
+        if (!std::islower((unsigned char)*p) && !std::isdigit((unsigned char)*p) && *p != '_' && *p != '-')
             return false;
     return true;
 }
@@ -155,10 +150,9 @@ bool valid_backend_name(const char *name) {
 // Checks what the core needs from a table before trusting it; "" when fine.
 std::string validate_table(const tf_plugin *table) {
     if (table->struct_size < plugin_table_size_1_0)
-        return "plugin table is " + std::to_string(table->struct_size) +
-               " bytes, ABI 1.0 needs at least " + std::to_string(plugin_table_size_1_0);
-    if (!valid_backend_name(table->name))
-        return "plugin name must be 1-32 characters of [a-z0-9_-]";
+        return "plugin table is " + std::to_string(table->struct_size) + " bytes, ABI 1.0 needs at least " +
+               std::to_string(plugin_table_size_1_0);
+    if (!valid_backend_name(table->name)) return "plugin name must be 1-32 characters of [a-z0-9_-]";
     struct Required {
         const void *pointer;
         const char *member;
@@ -195,8 +189,7 @@ public:
         if (options.only.empty()) {
             result_.search_path = build_search_path();
         } else {
-            for (const std::string &file : options.only)
-                result_.search_path.push_back({file, "isolated"});
+            for (const std::string &file : options.only) result_.search_path.push_back({file, "isolated"});
         }
         for (const SearchEntry &entry : result_.search_path)
             for (const std::string &file : candidates_of(entry)) load_one(file);
@@ -212,8 +205,7 @@ private:
         if (record.outcome == "loaded")
             log_from(TF_LOG_DEBUG, record.name, "loaded from " + record.path);
         else
-            log_from(TF_LOG_INFO, "loader",
-                     record.path + ": " + record.outcome + ": " + record.message);
+            log_from(TF_LOG_INFO, "loader", record.path + ": " + record.outcome + ": " + record.message);
         result_.records.push_back(std::move(record));
     }
 
@@ -262,8 +254,7 @@ private:
         auto entry = reinterpret_cast<tf_plugin_entry_fn>(dlsym(handle.get(), TF_PLUGIN_ENTRY_NAME));
         if (!entry) {
             record.outcome = "no-entry-symbol";
-            record.message = std::string("no symbol ") + TF_PLUGIN_ENTRY_NAME +
-                             ": not a tinyfin plugin";
+            record.message = std::string("no symbol ") + TF_PLUGIN_ENTRY_NAME + ": not a tinyfin plugin";
             return;
         }
         const tf_plugin *table = nullptr;
@@ -277,19 +268,17 @@ private:
         if (!table) {
             record.outcome = "entry-refused";
             record.message = std::string(TF_PLUGIN_ENTRY_NAME) +
-                             " returned NULL: the plugin cannot work with core ABI " +
-                             abi_text(TF_ABI_VERSION);
+                             " returned NULL: the plugin cannot work with core ABI " + abi_text(TF_ABI_VERSION);
             return;
         }
         record.abi_version = table->abi_version;
         if (TF_ABI_MAJOR(table->abi_version) != TF_ABI_VERSION_MAJOR) {
             record.outcome = "abi-mismatch";
-            record.message = "plugin ABI " + abi_text(table->abi_version) + ", core ABI " +
-                             abi_text(TF_ABI_VERSION) + ": rebuild the plugin against this tinyfin";
+            record.message = "plugin ABI " + abi_text(table->abi_version) + ", core ABI " + abi_text(TF_ABI_VERSION) +
+                             ": rebuild the plugin against this tinyfin";
             // `name` keeps its 1.0 offset in every major (plugin-abi.md), so TINYFIN_BACKEND
             // warnings can say which plugin needs rebuilding.
-            if (table->struct_size >= offsetof(tf_plugin, name) + sizeof table->name &&
-                valid_backend_name(table->name))
+            if (table->struct_size >= offsetof(tf_plugin, name) + sizeof table->name && valid_backend_name(table->name))
                 record.name = table->name;
             // Nothing past abi_version has a known layout in another major version.
             return;
@@ -305,8 +294,7 @@ private:
         for (const auto &backend : result_.backends) {
             if (backend->name() == record.name) {
                 record.outcome = "shadowed";
-                record.message = "a plugin named '" + record.name + "' was already loaded from " +
-                                 backend->path();
+                record.message = "a plugin named '" + record.name + "' was already loaded from " + backend->path();
                 return;
             }
         }
@@ -330,8 +318,8 @@ private:
             return;
         }
         record.outcome = "loaded";
-        auto backend = std::make_unique<Backend>(std::move(handle), table, record.path,
-                                                 static_cast<int>(result_.backends.size()));
+        auto backend =
+            std::make_unique<Backend>(std::move(handle), table, record.path, static_cast<int>(result_.backends.size()));
         record.backend = backend.get();
         result_.backends.push_back(std::move(backend));
     }
@@ -341,13 +329,12 @@ private:
     LoadResult result_;
 };
 
-} // namespace
+}  // namespace
 
 void configure_loading(std::vector<std::string> only, std::vector<PluginVerdict> verdicts) {
     LoadingOptions &options = loading_options();
     std::lock_guard lock(options.mutex);
-    if (options.used)
-        raise<BackendError>("plugin loading can only be configured before the first tinyfin call");
+    if (options.used) raise<BackendError>("plugin loading can only be configured before the first tinyfin call");
     options.only = std::move(only);
     options.verdicts = std::move(verdicts);
 }
@@ -373,8 +360,7 @@ void pin_listed_libraries() {
                 tf_common::check_code_file(name, resolved, why, "TINYFIN_PIN_LIBRARIES file");
             if (verdict == tf_common::CodeVerdict::not_a_file ||
                 (verdict == tf_common::CodeVerdict::untrusted && !insecure_allowed())) {
-                log_from(TF_LOG_WARN, "core",
-                         "TINYFIN_PIN_LIBRARIES: " + name + " not loaded: " + why);
+                log_from(TF_LOG_WARN, "core", "TINYFIN_PIN_LIBRARIES: " + name + " not loaded: " + why);
                 continue;
             }
         }
@@ -394,4 +380,4 @@ LoadResult load_plugins(const tf_host_api *host) {
     return Loader(host).run();
 }
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

@@ -12,7 +12,7 @@ namespace tinyfin::detail {
 
 struct SearchEntry {
     std::string path;
-    std::string origin; // "TINYFIN_PLUGIN_PATH", "install", "build-tree"
+    std::string origin;  // "TINYFIN_PLUGIN_PATH", "install", "build-tree"
 };
 
 // What happened to one candidate file.
@@ -20,23 +20,22 @@ struct PluginRecord {
     std::string path;
     std::string resolved_path;
     std::string name;
-    std::string outcome; // see PluginReport::outcome in tinyfin.hpp
+    std::string outcome;  // see PluginReport::outcome in tinyfin.hpp
     std::string message;
     std::string version;
     uint32_t abi_version = 0;
     int priority = 0;
-    Backend *backend = nullptr; // set when outcome is "loaded"
+    Backend *backend = nullptr;  // set when outcome is "loaded"
 };
 
 struct LoadResult {
     std::vector<SearchEntry> search_path;
     std::vector<PluginRecord> records;
-    std::vector<std::unique_ptr<Backend>> backends; // loaded ones, in discovery order
+    std::vector<std::unique_ptr<Backend>> backends;  // loaded ones, in discovery order
     // dlopen handles of refused plugins, never closed: their code may still run (a thread
     // started by a constructor, the entry or probe).
     std::vector<void *> kept_mapped;
 };
-
 
 // The most backends one process keeps loaded (sizes the stats arrays).
 inline constexpr int max_backends = 32;
@@ -51,4 +50,4 @@ std::vector<std::string> candidate_files();
 // plugin: each candidate gets a record instead.
 LoadResult load_plugins(const tf_host_api *host);
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

@@ -14,7 +14,7 @@ namespace {
 struct LogConfig {
     tf_log_level threshold = TF_LOG_WARN;
     bool fallbacks = false;
-    std::string problem; // the warning about a bad value, "" when none
+    std::string problem;  // the warning about a bad value, "" when none
 };
 
 LogConfig parse_log_config() {
@@ -31,16 +31,19 @@ LogConfig parse_log_config() {
         std::string word = spec.substr(start, end - start);
         int index = 0;
         tf_env_result result = tf_env_parse_word(word.c_str(), words, 5, &index);
-        if (result == TF_ENV_INVALID) bad = word;
-        else if (result == TF_ENV_VALID && index == 4) config.fallbacks = true;
-        else if (result == TF_ENV_VALID) config.threshold = static_cast<tf_log_level>(index);
+        if (result == TF_ENV_INVALID)
+            bad = word;
+        else if (result == TF_ENV_VALID && index == 4)
+            config.fallbacks = true;
+        else if (result == TF_ENV_VALID)
+            config.threshold = static_cast<tf_log_level>(index);
         start = end + 1;
     }
     if (!bad.empty()) {
-        std::string instead = std::string(config.threshold == TF_LOG_DEBUG ? "debug"
-                                          : config.threshold == TF_LOG_INFO ? "info"
+        std::string instead = std::string(config.threshold == TF_LOG_DEBUG   ? "debug"
+                                          : config.threshold == TF_LOG_INFO  ? "info"
                                           : config.threshold == TF_LOG_ERROR ? "error"
-                                                                              : "warn") +
+                                                                             : "warn") +
                               (config.fallbacks ? ",fallback" : "") + " ('" + bad + "' ignored)";
         char message[TF_TEXT_SIZE];
         tf_env_describe_bad(message, sizeof message, "TINYFIN_LOG", text,
@@ -67,7 +70,7 @@ const char *level_name(tf_log_level level) {
     return "log";
 }
 
-} // namespace
+}  // namespace
 
 const char *env_cstr(const char *name) { return secure_getenv(name); }
 
@@ -118,4 +121,4 @@ void log_from(tf_log_level level, std::string_view source, std::string_view mess
 
 void log(tf_log_level level, std::string_view message) { log_from(level, "", message); }
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

@@ -26,4 +26,4 @@ void log(tf_log_level level, std::string_view message);
 void log_line(const char *tag, std::string_view source, std::string_view message);
 void log_from(tf_log_level level, std::string_view source, std::string_view message);
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

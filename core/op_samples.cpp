@@ -24,7 +24,8 @@ tf_tensor_desc desc(std::initializer_list<int64_t> shape, tf_dtype dtype = TF_DT
     return d;
 }
 
-template <typename P> P sized() {
+template <typename P>
+P sized() {
     P p;
     std::memset(&p, 0, sizeof p);
     p.struct_size = sizeof p;
@@ -46,7 +47,7 @@ tf_params_pool2d pool_params() {
     return p;
 }
 
-} // namespace
+}  // namespace
 
 tf_op_desc OpSample::desc(tf_op op) const {
     tf_op_desc d;
@@ -119,8 +120,7 @@ OpSample make_sample(tf_op op) {
         s.outputs = {desc({2, 3})};
         with(sized<tf_params_fill>());
         return s;
-    case OpKind::OWN:
-        break;
+    case OpKind::OWN: break;
     }
     // Ops with their own rule (the OWN kind).
     switch (op) {
@@ -251,4 +251,4 @@ OpSample make_sample(tf_op op) {
     return s;
 }
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

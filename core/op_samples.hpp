@@ -35,4 +35,4 @@ struct OpSample {
 
 OpSample make_sample(tf_op op);
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

@@ -87,16 +87,25 @@ constexpr uint32_t parse_optional_inputs(const char *text) {
     return bits;
 }
 
-template <typename P> constexpr std::size_t params_size_of() {
-    if constexpr (std::is_same_v<P, tf_params_none>) return 0;
-    else return sizeof(P);
+template <typename P>
+constexpr std::size_t params_size_of() {
+    if constexpr (std::is_same_v<P, tf_params_none>)
+        return 0;
+    else
+        return sizeof(P);
 }
 
 inline constexpr std::array<OpInfo, TF_OP_COUNT_> op_table = [] {
     std::array<OpInfo, TF_OP_COUNT_> table{};
-#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes) \
-    table[id] = OpInfo{name, OpKind::kind, n_in, n_out, params_size_of<params>(),             \
-                       parse_dtype_classes(dtypes, n_in, n_out), dtypes, parse_optional_inputs(dtypes)};
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes)                                                        \
+    table[id] = OpInfo{name,                                                                                           \
+                       OpKind::kind,                                                                                   \
+                       n_in,                                                                                           \
+                       n_out,                                                                                          \
+                       params_size_of<params>(),                                                                       \
+                       parse_dtype_classes(dtypes, n_in, n_out),                                                       \
+                       dtypes,                                                                                         \
+                       parse_optional_inputs(dtypes)};
 #include "tinyfin/ops.def"
 #undef TF_OP
     return table;
@@ -128,4 +137,4 @@ static_assert(op_optional_marks_valid, "ops.def: a '?' in a dtypes column must f
 
 inline const OpInfo &op_info(tf_op op) { return op_table[static_cast<std::size_t>(op)]; }
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

@@ -36,4 +36,4 @@ Shape drop_shape(const Shape &shape, uint32_t mask);
 // Brings defined operands to their common device (see common_device()).
 void place_together(std::initializer_list<Tensor *> operands);
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

@@ -14,8 +14,8 @@ namespace detail {
 
 int normalize_axis(int64_t axis, int rank, const char *op) {
     if (axis < -rank || axis >= rank)
-        raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) +
-                          " is out of range for rank " + std::to_string(rank));
+        raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for rank " +
+                          std::to_string(rank));
     return axis < 0 ? axis + rank : axis;
 }
 
@@ -25,11 +25,10 @@ uint32_t axes_mask(const Shape &shape, const Axes &axes, const char *op) {
     uint32_t mask = 0;
     for (int64_t axis : axes) {
         if (axis < -rank || axis >= rank)
-            raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) +
-                              " is out of range for shape " + shape_str(shape));
+            raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for shape " +
+                              shape_str(shape));
         int a = static_cast<int>(axis < 0 ? axis + rank : axis);
-        if (mask & (1u << a))
-            raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) + " repeated");
+        if (mask & (1u << a)) raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) + " repeated");
         mask |= 1u << a;
     }
     return mask;
@@ -68,7 +67,7 @@ void place_together(std::initializer_list<Tensor *> operands) {
         if (t->defined()) *t = t->to(target);
 }
 
-} // namespace detail
+}  // namespace detail
 
 namespace {
 
@@ -78,8 +77,8 @@ bool same_device(const TensorImpl &a, const TensorImpl &b) {
 
 void check_same_dtype(const char *name, const TensorImpl &a, const TensorImpl &b) {
     if (a.dtype != b.dtype)
-        raise<DTypeError>(std::string(name) + ": dtypes " + dtype_name(a.dtype) + " and " +
-                          dtype_name(b.dtype) + " differ; cast one operand with .to(DType)");
+        raise<DTypeError>(std::string(name) + ": dtypes " + dtype_name(a.dtype) + " and " + dtype_name(b.dtype) +
+                          " differ; cast one operand with .to(DType)");
 }
 
 // Comparisons produce bool; the other binary ops keep the operands' dtype.
@@ -111,41 +110,42 @@ void binary_into(tf_op op, const Tensor &a, const Tensor &b, const Tensor &out) 
     const TensorImpl &ia = impl_of(a, name), &ib = impl_of(b, name), &io = impl_of(out, name);
     if ((needs_grad(a) || needs_grad(b) || needs_grad(out)) && grad_enabled()) [[unlikely]] {
         const char *which = needs_grad(a) ? "a" : needs_grad(b) ? "b" : "out";
-        raise<AutogradError>(std::string(name) + ": the out= form records no autograd history and " +
-                             which + " requires grad; call " + name + "(a, b) to get a gradient, "
+        raise<AutogradError>(std::string(name) + ": the out= form records no autograd history and " + which +
+                             " requires grad; call " + name +
+                             "(a, b) to get a gradient, "
                              "or run it under NoGradGuard");
     }
     check_same_dtype(name, ia, ib);
     const DType dtype = info.kind == OpKind::COMPARE ? DType::boolean : ia.dtype;
     if (io.dtype != dtype) [[unlikely]]
         raise<DTypeError>(std::string(name) + ": out is " + dtype_name(io.dtype) + " but the result of " +
-                          dtype_name(ia.dtype) + " operands is " + dtype_name(dtype) +
-                          "; pass an out of dtype " + dtype_name(dtype));
+                          dtype_name(ia.dtype) + " operands is " + dtype_name(dtype) + "; pass an out of dtype " +
+                          dtype_name(dtype));
     if (!same_device(ia, io) || !same_device(ib, io)) [[unlikely]]
-        raise<DeviceError>(std::string(name) + ": out is on " + out.device().str() + ", a on " +
-                           a.device().str() + " and b on " + b.device().str() +
+        raise<DeviceError>(std::string(name) + ": out is on " + out.device().str() + ", a on " + a.device().str() +
+                           " and b on " + b.device().str() +
                            "; the out= form runs on out's device: move the inputs there with .to()");
     const bool same_shapes = same_shape(ia.shape, ib.shape);
     if (!same_shapes || !same_shape(ia.shape, io.shape)) [[unlikely]] {
         Shape shape = broadcast_shapes(ia.shape, ib.shape, name);
         if (shape != io.shape)
             raise<ShapeError>(std::string(name) + ": out has shape " + shape_str(io.shape) + " but " +
-                              shape_str(ia.shape) + " and " + shape_str(ib.shape) +
-                              " broadcast to " + shape_str(shape) + "; pass an out of that shape");
+                              shape_str(ia.shape) + " and " + shape_str(ib.shape) + " broadcast to " +
+                              shape_str(shape) + "; pass an out of that shape");
     }
     for (std::size_t i = 0; i < io.shape.size(); ++i)
         if (io.strides[i] == 0 && io.shape[i] > 1) [[unlikely]]
             raise<ValueError>(std::string(name) + ": out (shape " + shape_str(io.shape) + ", strides " +
-                              shape_str(io.strides) + ") repeats elements in memory, as an expand() "
+                              shape_str(io.strides) +
+                              ") repeats elements in memory, as an expand() "
                               "view does; pass a tensor whose elements are distinct");
     // Plugins are promised outputs that never alias inputs (plugin.h), so when out shares memory
     // with an input the result goes through a temporary: as if computed into a new tensor and
     // then copied into out, like numpy's ufuncs.
     const bool through_temporary = overlaps(ia, io) || overlaps(ib, io);
     if (!same_shapes || through_temporary) [[unlikely]] {
-        Tensor result = through_temporary
-                            ? make_tensor(*io.storage->backend, io.storage->device, io.shape, dtype)
-                            : out;
+        Tensor result =
+            through_temporary ? make_tensor(*io.storage->backend, io.storage->device, io.shape, dtype) : out;
         dispatch(op, {raw_expand(a, io.shape), raw_expand(b, io.shape)}, {result});
         if (through_temporary) dispatch(TF_OP_CONTIGUOUS, {result}, {out});
         return;
@@ -154,13 +154,9 @@ void binary_into(tf_op op, const Tensor &a, const Tensor &b, const Tensor &out) 
     dispatch(op, inputs, outputs);
 }
 
-Tensor binary(tf_op op, const Tensor &a, const Tensor &b) {
-    return binary_forward(op, a, b, false);
-}
+Tensor binary(tf_op op, const Tensor &a, const Tensor &b) { return binary_forward(op, a, b, false); }
 
-Tensor compare(tf_op op, const Tensor &a, const Tensor &b) {
-    return binary_forward(op, a, b, true);
-}
+Tensor compare(tf_op op, const Tensor &a, const Tensor &b) { return binary_forward(op, a, b, true); }
 
 Tensor unary(tf_op op, const Tensor &a, const void *params = nullptr) {
     const TensorImpl &ia = impl_of(a, op_info(op).name);
@@ -173,11 +169,9 @@ Tensor unary(tf_op op, const Tensor &a, const void *params = nullptr) {
 // A float 0/1 mask of cond in the dtype of like.
 Tensor mask_of(const Tensor &cond, const Tensor &like) { return cast(cond, like.dtype()); }
 
-} // namespace
+}  // namespace
 
-Tensor scalar_like(const Tensor &like, double value) {
-    return full({}, value, like.dtype(), like.device());
-}
+Tensor scalar_like(const Tensor &like, double value) { return full({}, value, like.dtype(), like.device()); }
 
 namespace detail {
 
@@ -217,66 +211,79 @@ Tensor constant_like(const Tensor &like, double value) {
     return t;
 }
 
-} // namespace detail
+}  // namespace detail
 
 Tensor add(const Tensor &a, const Tensor &b) {
     if (Autocast cast{"add", {&a, &b}}) return add(cast[0], cast[1]);
     Tensor out = binary(TF_OP_ADD, a, b);
-    return record(out, {&a, &b}, "add", [&] { return [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
-        return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(g, sb) : Tensor()};
-    }; });
+    return record(out, {&a, &b}, "add", [&] {
+        return [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
+            return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(g, sb) : Tensor()};
+        };
+    });
 }
 
 Tensor sub(const Tensor &a, const Tensor &b) {
     if (Autocast cast{"sub", {&a, &b}}) return sub(cast[0], cast[1]);
     Tensor out = binary(TF_OP_SUB, a, b);
-    return record(out, {&a, &b}, "sub", [&] { return [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
-        return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(), input_needs_grad(1) ? sum_to(neg(g), sb) : Tensor()};
-    }; });
+    return record(out, {&a, &b}, "sub", [&] {
+        return [sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
+            return {input_needs_grad(0) ? sum_to(g, sa) : Tensor(),
+                    input_needs_grad(1) ? sum_to(neg(g), sb) : Tensor()};
+        };
+    });
 }
 
 Tensor mul(const Tensor &a, const Tensor &b) {
     if (Autocast cast{"mul", {&a, &b}}) return mul(cast[0], cast[1]);
     Tensor out = binary(TF_OP_MUL, a, b);
-    return record(out, {&a, &b}, "mul", [&] { return [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {input_needs_grad(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
-                input_needs_grad(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
-    }; });
+    return record(out, {&a, &b}, "mul", [&] {
+        return [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
+            return {input_needs_grad(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
+                    input_needs_grad(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
+        };
+    });
 }
 
 Tensor div(const Tensor &a, const Tensor &b) {
     if (Autocast cast{"div", {&a, &b}}) return div(cast[0], cast[1]);
     Tensor out = binary(TF_OP_DIV, a, b);
-    return record(out, {&a, &b}, "div", [&] { return [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
-        Tensor ga = div(g, b);
-        return {input_needs_grad(0) ? sum_to(ga, a.shape()) : Tensor(),
-                input_needs_grad(1) ? sum_to(neg(mul(ga, div(a, b))), b.shape()) : Tensor()};
-    }; });
+    return record(out, {&a, &b}, "div", [&] {
+        return [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
+            Tensor ga = div(g, b);
+            return {input_needs_grad(0) ? sum_to(ga, a.shape()) : Tensor(),
+                    input_needs_grad(1) ? sum_to(neg(mul(ga, div(a, b))), b.shape()) : Tensor()};
+        };
+    });
 }
 
 Tensor pow(const Tensor &a, const Tensor &b) {
     Tensor out = binary(TF_OP_POW, a, b);
-    return record(out, {&a, &b}, "pow", [&] { return [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
-        // d/da = b a^(b-1); d/db = a^b log a, taken as 0 where a <= 0 (as PyTorch does at a == 0).
-        Tensor ga = mul(g, mul(b, pow(a, sub(b, constant_like(b, 1)))));
-        Tensor positive = gt(a, constant_like(a, 0));
-        Tensor safe_a = where(positive, a, constant_like(a, 1));
-        Tensor gb = mul(g, mul(y, log(safe_a)));
-        return {sum_to(ga, a.shape()), sum_to(gb, b.shape())};
-    }; });
+    return record(out, {&a, &b}, "pow", [&] {
+        return [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+            // d/da = b a^(b-1); d/db = a^b log a, taken as 0 where a <= 0 (as PyTorch does at a == 0).
+            Tensor ga = mul(g, mul(b, pow(a, sub(b, constant_like(b, 1)))));
+            Tensor positive = gt(a, constant_like(a, 0));
+            Tensor safe_a = where(positive, a, constant_like(a, 1));
+            Tensor gb = mul(g, mul(y, log(safe_a)));
+            return {sum_to(ga, a.shape()), sum_to(gb, b.shape())};
+        };
+    });
 }
 
 // Ties split the gradient equally, like PyTorch.
 static Tensor extremum(tf_op op, const Tensor &a, const Tensor &b, const char *name) {
     Tensor out = binary(op, a, b);
     bool is_max = op == TF_OP_MAXIMUM;
-    return record(out, {&a, &b}, name, [&] { return [a = a.detach(), b = b.detach(), is_max](const Tensor &g) -> std::vector<Tensor> {
-        Tensor wins = mask_of(is_max ? gt(a, b) : lt(a, b), g);
-        Tensor ties = mul(mask_of(eq(a, b), g), constant_like(g, 0.5));
-        Tensor share_a = add(wins, ties);
-        Tensor share_b = sub(constant_like(g, 1), share_a);
-        return {sum_to(mul(g, share_a), a.shape()), sum_to(mul(g, share_b), b.shape())};
-    }; });
+    return record(out, {&a, &b}, name, [&] {
+        return [a = a.detach(), b = b.detach(), is_max](const Tensor &g) -> std::vector<Tensor> {
+            Tensor wins = mask_of(is_max ? gt(a, b) : lt(a, b), g);
+            Tensor ties = mul(mask_of(eq(a, b), g), constant_like(g, 0.5));
+            Tensor share_a = add(wins, ties);
+            Tensor share_b = sub(constant_like(g, 1), share_a);
+            return {sum_to(mul(g, share_a), a.shape()), sum_to(mul(g, share_b), b.shape())};
+        };
+    });
 }
 
 Tensor maximum(const Tensor &a, const Tensor &b) { return extremum(TF_OP_MAXIMUM, a, b, "maximum"); }
@@ -291,7 +298,7 @@ Tensor ge(const Tensor &a, const Tensor &b) { return compare(TF_OP_GE, a, b); }
 
 // ---- out= forms -----------------------------------------------------------------------
 
-#define TINYFIN_DEFINE_OUT(fn, SYM) \
+#define TINYFIN_DEFINE_OUT(fn, SYM)                                                                                    \
     void fn(const Tensor &a, const Tensor &b, const Tensor &out) { binary_into(TF_OP_##SYM, a, b, out); }
 TINYFIN_BINARY_OUT_OPS(TINYFIN_DEFINE_OUT)
 #undef TINYFIN_DEFINE_OUT
@@ -305,11 +312,10 @@ constexpr bool same_text(const char *a, const char *b) {
 
 // The header's list is checked against ops.def: each entry is a BINARY or COMPARE op whose
 // function has the op's name, and every such op of ops.def is listed.
-#define TINYFIN_CHECK_OUT(fn, SYM)                                                             \
-    static_assert(op_table[TF_OP_##SYM].kind == OpKind::BINARY ||                              \
-                      op_table[TF_OP_##SYM].kind == OpKind::COMPARE,                           \
-                  #fn ": TINYFIN_BINARY_OUT_OPS lists an op that is not BINARY or COMPARE");   \
-    static_assert(same_text(op_table[TF_OP_##SYM].name, #fn),                                   \
+#define TINYFIN_CHECK_OUT(fn, SYM)                                                                                     \
+    static_assert(op_table[TF_OP_##SYM].kind == OpKind::BINARY || op_table[TF_OP_##SYM].kind == OpKind::COMPARE,       \
+                  #fn ": TINYFIN_BINARY_OUT_OPS lists an op that is not BINARY or COMPARE");                           \
+    static_assert(same_text(op_table[TF_OP_##SYM].name, #fn),                                                          \
                   #fn ": TINYFIN_BINARY_OUT_OPS pairs a function with another op's symbol");
 TINYFIN_BINARY_OUT_OPS(TINYFIN_CHECK_OUT)
 #undef TINYFIN_CHECK_OUT
@@ -324,7 +330,7 @@ static_assert(0 TINYFIN_BINARY_OUT_OPS(TINYFIN_COUNT_OUT) == binary_ops_in_table
               "a BINARY or COMPARE op of ops.def is missing from TINYFIN_BINARY_OUT_OPS in tinyfin.hpp");
 #undef TINYFIN_COUNT_OUT
 
-} // namespace
+}  // namespace
 
 Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
     if (Autocast cast{"where", {&cond, &a, &b}}) return where(cast[0], cast[1], cast[2]);
@@ -334,17 +340,19 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
     if (cond.dtype() != DType::boolean)
         raise<DTypeError>(std::string("where: condition must be bool, got ") + dtype_name(cond.dtype()));
     if (a.dtype() != b.dtype())
-        raise<DTypeError>(std::string("where: dtypes ") + dtype_name(a.dtype()) + " and " +
-                          dtype_name(b.dtype()) + " differ");
+        raise<DTypeError>(std::string("where: dtypes ") + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) +
+                          " differ");
     Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
     Tensor c = cond, x = a, y = b;
     place_together({&c, &x, &y});
     Tensor out = empty_like_device(x, shape, a.dtype());
     dispatch(TF_OP_WHERE, {raw_expand(c, shape), raw_expand(x, shape), raw_expand(y, shape)}, {out});
-    return record(out, {&cond, &a, &b}, "where", [&] { return [c = c.detach(), sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
-        Tensor zero = constant_like(g, 0);
-        return {Tensor(), sum_to(where(c, g, zero), sa), sum_to(where(c, zero, g), sb)};
-    }; });
+    return record(out, {&cond, &a, &b}, "where", [&] {
+        return [c = c.detach(), sa = a.shape(), sb = b.shape()](const Tensor &g) -> std::vector<Tensor> {
+            Tensor zero = constant_like(g, 0);
+            return {Tensor(), sum_to(where(c, g, zero), sa), sum_to(where(c, zero, g), sb)};
+        };
+    });
 }
 
 // ---- Unary ----------------------------------------------------------------------------
@@ -356,77 +364,87 @@ Tensor neg(const Tensor &a) {
 
 Tensor abs(const Tensor &a) {
     Tensor out = unary(TF_OP_ABS, a);
-    return record(out, {&a}, "abs", [&] { return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        Tensor zero = constant_like(a, 0);
-        Tensor sign = sub(mask_of(gt(a, zero), g), mask_of(lt(a, zero), g));
-        return {mul(g, sign)};
-    }; });
+    return record(out, {&a}, "abs", [&] {
+        return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+            Tensor zero = constant_like(a, 0);
+            Tensor sign = sub(mask_of(gt(a, zero), g), mask_of(lt(a, zero), g));
+            return {mul(g, sign)};
+        };
+    });
 }
 
 Tensor exp(const Tensor &a) {
     if (Autocast cast{"exp", {&a}}) return exp(cast[0]);
     Tensor out = unary(TF_OP_EXP, a);
-    return record(out, {&a}, "exp", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {mul(g, y)};
-    }; });
+    return record(out, {&a}, "exp",
+                  [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> { return {mul(g, y)}; }; });
 }
 
 Tensor log(const Tensor &a) {
     if (Autocast cast{"log", {&a}}) return log(cast[0]);
     Tensor out = unary(TF_OP_LOG, a);
-    return record(out, {&a}, "log", [&] { return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {div(g, a)};
-    }; });
+    return record(out, {&a}, "log",
+                  [&] { return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> { return {div(g, a)}; }; });
 }
 
 Tensor sqrt(const Tensor &a) {
     Tensor out = unary(TF_OP_SQRT, a);
-    return record(out, {&a}, "sqrt", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {div(mul(g, constant_like(g, 0.5)), y)};
-    }; });
+    return record(out, {&a}, "sqrt", [&] {
+        return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+            return {div(mul(g, constant_like(g, 0.5)), y)};
+        };
+    });
 }
 
 Tensor rsqrt(const Tensor &a) {
     Tensor out = unary(TF_OP_RSQRT, a);
-    return record(out, {&a}, "rsqrt", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {mul(g, mul(constant_like(g, -0.5), mul(y, square(y))))};
-    }; });
+    return record(out, {&a}, "rsqrt", [&] {
+        return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+            return {mul(g, mul(constant_like(g, -0.5), mul(y, square(y))))};
+        };
+    });
 }
 
 Tensor sin(const Tensor &a) {
     Tensor out = unary(TF_OP_SIN, a);
-    return record(out, {&a}, "sin", [&] { return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {mul(g, cos(a))};
-    }; });
+    return record(out, {&a}, "sin", [&] {
+        return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> { return {mul(g, cos(a))}; };
+    });
 }
 
 Tensor cos(const Tensor &a) {
     Tensor out = unary(TF_OP_COS, a);
-    return record(out, {&a}, "cos", [&] { return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {neg(mul(g, sin(a)))};
-    }; });
+    return record(out, {&a}, "cos", [&] {
+        return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> { return {neg(mul(g, sin(a)))}; };
+    });
 }
 
 Tensor tanh(const Tensor &a) {
     Tensor out = unary(TF_OP_TANH, a);
-    return record(out, {&a}, "tanh", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {mul(g, sub(constant_like(y, 1), square(y)))};
-    }; });
+    return record(out, {&a}, "tanh", [&] {
+        return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+            return {mul(g, sub(constant_like(y, 1), square(y)))};
+        };
+    });
 }
 
 Tensor erf(const Tensor &a) {
     Tensor out = unary(TF_OP_ERF, a);
-    return record(out, {&a}, "erf", [&] { return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        // d/dx erf(x) = 2/sqrt(pi) exp(-x^2)
-        return {mul(g, mul(constant_like(a, 2.0 / std::sqrt(M_PI)), exp(neg(square(a)))))};
-    }; });
+    return record(out, {&a}, "erf", [&] {
+        return [a = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+            // d/dx erf(x) = 2/sqrt(pi) exp(-x^2)
+            return {mul(g, mul(constant_like(a, 2.0 / std::sqrt(M_PI)), exp(neg(square(a)))))};
+        };
+    });
 }
 
 Tensor sigmoid(const Tensor &a) {
     Tensor out = unary(TF_OP_SIGMOID, a);
-    return record(out, {&a}, "sigmoid", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {mul(g, mul(y, sub(constant_like(y, 1), y)))};
-    }; });
+    return record(out, {&a}, "sigmoid", [&] {
+        return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
+            return {mul(g, mul(y, sub(constant_like(y, 1), y)))};
+        };
+    });
 }
 
 Tensor relu(const Tensor &a) {
@@ -434,20 +452,21 @@ Tensor relu(const Tensor &a) {
     // The output gives relu_backward the input's mask (y > 0 exactly where x > 0, NaN where x is
     // NaN), as torch's threshold_backward uses the result: the input can be freed after the
     // forward, and a following max_pool2d's backward has just read y, so it is still in cache.
-    return record(out, {&a}, "relu", [&] { return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {relu_backward(g, y)};
-    }; });
+    return record(out, {&a}, "relu", [&] {
+        return [y = out.detach()](const Tensor &g) -> std::vector<Tensor> { return {relu_backward(g, y)}; };
+    });
 }
 
 Tensor relu_backward(const Tensor &dy, const Tensor &x) {
     Tensor out = binary(TF_OP_RELU_BACKWARD, dy, x);
     // Linear in dy through the same mask; piecewise constant in x, so x's gradient is zero
     // (torch's threshold_backward has the same double backward).
-    return record(out, {&dy, &x}, "relu_backward",
-                  [&] { return [x = x.detach(), sdy = dy.shape()](const Tensor &g) -> std::vector<Tensor> {
-                      return {input_needs_grad(0) ? sum_to(relu_backward(g, x), sdy) : Tensor(),
-                              input_needs_grad(1) ? zeros(x.shape(), x.dtype(), x.device()) : Tensor()};
-                  }; });
+    return record(out, {&dy, &x}, "relu_backward", [&] {
+        return [x = x.detach(), sdy = dy.shape()](const Tensor &g) -> std::vector<Tensor> {
+            return {input_needs_grad(0) ? sum_to(relu_backward(g, x), sdy) : Tensor(),
+                    input_needs_grad(1) ? zeros(x.shape(), x.dtype(), x.device()) : Tensor()};
+        };
+    });
 }
 
 namespace {
@@ -460,7 +479,7 @@ Tensor gelu_backward_composed(const Tensor &dy, const Tensor &x) {
     return mul(dy, add(cdf, mul(x, pdf)));
 }
 
-} // namespace
+}  // namespace
 
 Tensor gelu_backward(const Tensor &dy, const Tensor &x) {
     constexpr tf_op op = TF_OP_GELU_BACKWARD;
@@ -485,52 +504,61 @@ Tensor gelu_backward(const Tensor &dy, const Tensor &x) {
     }
     // Linear in dy; in x, dy times gelu''(x) = phi(x) (2 - x^2), composed (second derivatives
     // are rare, so they get no kernel).
-    return record(out, {&dy, &x}, name, [&] { return [dy = dy.detach(), x = x.detach()](const Tensor &g) -> std::vector<Tensor> {
-        Tensor gdy = input_needs_grad(0) ? sum_to(gelu_backward(g, x), dy.shape()) : Tensor();
-        if (!input_needs_grad(1)) return {gdy, Tensor()};
-        Tensor pdf = mul(constant_like(x, 1.0 / std::sqrt(2 * M_PI)), exp(mul(constant_like(x, -0.5), square(x))));
-        Tensor second = mul(pdf, sub(constant_like(x, 2), square(x)));
-        return {gdy, sum_to(mul(mul(g, dy), second), x.shape())};
-    }; });
+    return record(out, {&dy, &x}, name, [&] {
+        return [dy = dy.detach(), x = x.detach()](const Tensor &g) -> std::vector<Tensor> {
+            Tensor gdy = input_needs_grad(0) ? sum_to(gelu_backward(g, x), dy.shape()) : Tensor();
+            if (!input_needs_grad(1)) return {gdy, Tensor()};
+            Tensor pdf = mul(constant_like(x, 1.0 / std::sqrt(2 * M_PI)), exp(mul(constant_like(x, -0.5), square(x))));
+            Tensor second = mul(pdf, sub(constant_like(x, 2), square(x)));
+            return {gdy, sum_to(mul(mul(g, dy), second), x.shape())};
+        };
+    });
 }
 
 Tensor gelu(const Tensor &a, bool approximate) {
     if (approximate) {
         Tensor out = unary(TF_OP_GELU_TANH, a);
-        return record(out, {&a}, "gelu_tanh", [&] { return [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-            // y = x/2 (1 + tanh(u)), u = k (x + c x^3)
-            const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
-            Tensor x2 = square(x);
-            Tensor u = mul(constant_like(x, k), add(x, mul(constant_like(x, c), mul(x2, x))));
-            Tensor t = tanh(u);
-            Tensor du = mul(constant_like(x, k), add(constant_like(x, 1), mul(constant_like(x, 3 * c), x2)));
-            Tensor half = constant_like(x, 0.5);
-            Tensor dy = add(mul(half, add(constant_like(x, 1), t)),
-                            mul(mul(half, x), mul(sub(constant_like(x, 1), square(t)), du)));
-            return {mul(g, dy)};
-        }; });
+        return record(out, {&a}, "gelu_tanh", [&] {
+            return [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+                // y = x/2 (1 + tanh(u)), u = k (x + c x^3)
+                const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+                Tensor x2 = square(x);
+                Tensor u = mul(constant_like(x, k), add(x, mul(constant_like(x, c), mul(x2, x))));
+                Tensor t = tanh(u);
+                Tensor du = mul(constant_like(x, k), add(constant_like(x, 1), mul(constant_like(x, 3 * c), x2)));
+                Tensor half = constant_like(x, 0.5);
+                Tensor dy = add(mul(half, add(constant_like(x, 1), t)),
+                                mul(mul(half, x), mul(sub(constant_like(x, 1), square(t)), du)));
+                return {mul(g, dy)};
+            };
+        });
     }
     Tensor out = unary(TF_OP_GELU, a);
-    return record(out, {&a}, "gelu", [&] { return [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        // d/dx x Phi(x) = Phi(x) + x phi(x)
-        return {gelu_backward(g, x)};
-    }; });
+    return record(out, {&a}, "gelu", [&] {
+        return [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+            // d/dx x Phi(x) = Phi(x) + x phi(x)
+            return {gelu_backward(g, x)};
+        };
+    });
 }
 
 Tensor silu(const Tensor &a) {
     Tensor out = unary(TF_OP_SILU, a);
-    return record(out, {&a}, "silu", [&] { return [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        Tensor s = sigmoid(x);
-        Tensor one = constant_like(x, 1);
-        return {mul(g, mul(s, add(one, mul(x, sub(one, s)))))};
-    }; });
+    return record(out, {&a}, "silu", [&] {
+        return [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
+            Tensor s = sigmoid(x);
+            Tensor one = constant_like(x, 1);
+            return {mul(g, mul(s, add(one, mul(x, sub(one, s)))))};
+        };
+    });
 }
 
 Tensor square(const Tensor &a) {
     Tensor out = unary(TF_OP_SQUARE, a);
-    return record(out, {&a}, "square", [&] { return [x = a.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {mul(g, mul(x, constant_like(x, 2)))};
-    }; });
+    return record(out, {&a}, "square", [&] {
+        return
+            [x = a.detach()](const Tensor &g) -> std::vector<Tensor> { return {mul(g, mul(x, constant_like(x, 2)))}; };
+    });
 }
 
 Tensor clamp(const Tensor &a, double min, double max) {
@@ -539,10 +567,12 @@ Tensor clamp(const Tensor &a, double min, double max) {
                           "] are not an interval");
     tf_params_clamp params{sizeof(tf_params_clamp), min, max};
     Tensor out = unary(TF_OP_CLAMP, a, &params);
-    return record(out, {&a}, "clamp", [&] { return [x = a.detach(), min, max](const Tensor &g) -> std::vector<Tensor> {
-        Tensor inside = mul(mask_of(ge(x, constant_like(x, min)), g), mask_of(le(x, constant_like(x, max)), g));
-        return {mul(g, inside)};
-    }; });
+    return record(out, {&a}, "clamp", [&] {
+        return [x = a.detach(), min, max](const Tensor &g) -> std::vector<Tensor> {
+            Tensor inside = mul(mask_of(ge(x, constant_like(x, min)), g), mask_of(le(x, constant_like(x, max)), g));
+            return {mul(g, inside)};
+        };
+    });
 }
 
 // ---- Scalars ------------------------------------------------------------------------------
@@ -573,4 +603,4 @@ Tensor minimum(double a, const Tensor &b) { return minimum(constant_like(b, a), 
 Tensor where(const Tensor &cond, const Tensor &a, double b) { return where(cond, a, constant_like(a, b)); }
 Tensor where(const Tensor &cond, double a, const Tensor &b) { return where(cond, constant_like(b, a), b); }
 
-} // namespace tinyfin
+}  // namespace tinyfin

@@ -14,12 +14,10 @@ Tensor narrow(const Tensor &tensor, int64_t axis, int64_t start, int64_t length)
     // length > n - start rather than start + length > n: no overflow for huge lengths.
     if (start < 0 || length < 0 || start > n || length > n - start) {
         int64_t end = 0;
-        std::string end_text = __builtin_add_overflow(start, length, &end)
-                                   ? std::string("2^63 and beyond")
-                                   : std::to_string(end);
-        raise<ShapeError>("narrow: [" + std::to_string(start) + ", " + end_text +
-                          ") is outside axis " + std::to_string(axis) + " of shape " +
-                          shape_str(tensor.shape()));
+        std::string end_text =
+            __builtin_add_overflow(start, length, &end) ? std::string("2^63 and beyond") : std::to_string(end);
+        raise<ShapeError>("narrow: [" + std::to_string(start) + ", " + end_text + ") is outside axis " +
+                          std::to_string(axis) + " of shape " + shape_str(tensor.shape()));
     }
     return tensor.slice(ax, start, start + length);
 }
@@ -70,9 +68,9 @@ Tensor concat(const std::vector<Tensor> &tensors, int64_t axis) {
     // Gradients: the matching pieces of the output's gradient.
     std::vector<const Tensor *> inputs;
     for (const Tensor &t : tensors) inputs.push_back(&t);
-    return detail::record_many(out, inputs, "concat", [&] { return [sizes, ax](const Tensor &g) -> std::vector<Tensor> {
-        return split(g, sizes, ax);
-    }; });
+    return detail::record_many(out, inputs, "concat", [&] {
+        return [sizes, ax](const Tensor &g) -> std::vector<Tensor> { return split(g, sizes, ax); };
+    });
 }
 
 Tensor stack(const std::vector<Tensor> &tensors, int64_t axis) {
@@ -82,8 +80,8 @@ Tensor stack(const std::vector<Tensor> &tensors, int64_t axis) {
     std::vector<Tensor> expanded;
     for (const Tensor &t : tensors) {
         if (t.shape() != tensors[0].shape())
-            raise<ShapeError>("stack: shapes " + shape_str(tensors[0].shape()) + " and " +
-                              shape_str(t.shape()) + " differ");
+            raise<ShapeError>("stack: shapes " + shape_str(tensors[0].shape()) + " and " + shape_str(t.shape()) +
+                              " differ");
         Shape s = t.shape();
         s.insert(s.begin() + ax, 1);
         expanded.push_back(t.reshape(s));
@@ -100,14 +98,12 @@ std::vector<Tensor> split(const Tensor &tensor, const std::vector<int64_t> &size
         if (s < 0) raise<ShapeError>("split: negative size " + std::to_string(s));
         // Wrapped, {INT64_MAX, INT64_MAX, 7} would add up to 5.
         if (__builtin_add_overflow(total, s, &total))
-            raise<ShapeError>("split: sizes add up to more than fit in 64 bits, axis " +
-                              std::to_string(axis) + " of " + shape_str(tensor.shape()) + " has " +
-                              std::to_string(tensor.size(ax)));
+            raise<ShapeError>("split: sizes add up to more than fit in 64 bits, axis " + std::to_string(axis) + " of " +
+                              shape_str(tensor.shape()) + " has " + std::to_string(tensor.size(ax)));
     }
     if (total != tensor.size(ax))
-        raise<ShapeError>("split: sizes add up to " + std::to_string(total) + ", axis " +
-                          std::to_string(axis) + " of " + shape_str(tensor.shape()) + " has " +
-                          std::to_string(tensor.size(ax)));
+        raise<ShapeError>("split: sizes add up to " + std::to_string(total) + ", axis " + std::to_string(axis) +
+                          " of " + shape_str(tensor.shape()) + " has " + std::to_string(tensor.size(ax)));
     std::vector<Tensor> pieces;
     int64_t at = 0;
     for (int64_t s : sizes) {
@@ -133,12 +129,14 @@ Tensor pad(const Tensor &tensor, const std::vector<int64_t> &pads, double value)
     for (std::size_t i = 0; i < pads.size() / 2; ++i)
         inner = raw_slice(inner, static_cast<int>(i), pads[2 * i], pads[2 * i] + tensor.size(i), 1);
     inner.assign_(tensor.detach());
-    return record(out, {&tensor}, "pad", [&] { return [pads, shape = tensor.shape()](const Tensor &g) -> std::vector<Tensor> {
-        Tensor piece = g;
-        for (std::size_t i = 0; i < pads.size() / 2; ++i)
-            piece = piece.slice(static_cast<int>(i), pads[2 * i], pads[2 * i] + shape[i]);
-        return {piece};
-    }; });
+    return record(out, {&tensor}, "pad", [&] {
+        return [pads, shape = tensor.shape()](const Tensor &g) -> std::vector<Tensor> {
+            Tensor piece = g;
+            for (std::size_t i = 0; i < pads.size() / 2; ++i)
+                piece = piece.slice(static_cast<int>(i), pads[2 * i], pads[2 * i] + shape[i]);
+            return {piece};
+        };
+    });
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin

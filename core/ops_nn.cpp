@@ -13,8 +13,8 @@ namespace {
 
 void require_rank(const Tensor &t, int rank, const char *op, const char *what) {
     if (t.rank() != rank)
-        raise<ShapeError>(std::string(op) + ": " + what + " must have rank " + std::to_string(rank) +
-                          ", got shape " + shape_str(t.shape()));
+        raise<ShapeError>(std::string(op) + ": " + what + " must have rank " + std::to_string(rank) + ", got shape " +
+                          shape_str(t.shape()));
 }
 
 void require_float(const Tensor &t, const char *op) {
@@ -24,14 +24,13 @@ void require_float(const Tensor &t, const char *op) {
 
 void require_integer(const Tensor &t, const char *op, const char *what) {
     if (!is_integer(t.dtype()))
-        raise<DTypeError>(std::string(op) + ": " + what + " must be i32 or i64, got " +
-                          dtype_name(t.dtype()));
+        raise<DTypeError>(std::string(op) + ": " + what + " must be i32 or i64, got " + dtype_name(t.dtype()));
 }
 
 void require_same_dtype(const Tensor &a, const Tensor &b, const char *op) {
     if (a.dtype() != b.dtype())
-        raise<DTypeError>(std::string(op) + ": dtypes " + dtype_name(a.dtype()) + " and " +
-                          dtype_name(b.dtype()) + " differ");
+        raise<DTypeError>(std::string(op) + ": dtypes " + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) +
+                          " differ");
 }
 
 int64_t conv_out_size(int64_t in, int64_t kernel, int stride, int pad, int dilation) {
@@ -41,15 +40,13 @@ int64_t conv_out_size(int64_t in, int64_t kernel, int stride, int pad, int dilat
 }
 
 // dy: gradient of a conv2d output; returns dx of shape x_shape.
-Tensor conv2d_grad_input(const Tensor &dy, const Tensor &w, const Shape &x_shape,
-                         const tf_params_conv2d &p) {
+Tensor conv2d_grad_input(const Tensor &dy, const Tensor &w, const Shape &x_shape, const tf_params_conv2d &p) {
     Tensor dx = empty_like_device(dy, x_shape, dy.dtype());
     dispatch(TF_OP_CONV2D_GRAD_INPUT, {dy, w}, {dx}, &p);
     return dx;
 }
 
-Tensor conv2d_grad_weight(const Tensor &dy, const Tensor &x, const Shape &w_shape,
-                          const tf_params_conv2d &p) {
+Tensor conv2d_grad_weight(const Tensor &dy, const Tensor &x, const Shape &w_shape, const tf_params_conv2d &p) {
     Tensor dw = empty_like_device(dy, w_shape, dy.dtype());
     dispatch(TF_OP_CONV2D_GRAD_WEIGHT, {dy, x}, {dw}, &p);
     return dw;
@@ -57,17 +54,18 @@ Tensor conv2d_grad_weight(const Tensor &dy, const Tensor &x, const Shape &w_shap
 
 tf_params_pool2d pool_params(const Tensor &x, const Pool2dOptions &o, const char *op) {
     require_rank(x, 4, op, "input");
-    tf_params_pool2d p{sizeof(tf_params_pool2d), {o.kernel_h, o.kernel_w},
+    tf_params_pool2d p{sizeof(tf_params_pool2d),
+                       {o.kernel_h, o.kernel_w},
                        {o.stride_h ? o.stride_h : o.kernel_h, o.stride_w ? o.stride_w : o.kernel_w},
-                       {o.pad_h, o.pad_w}, o.count_include_pad ? 1 : 0};
-    if (p.kernel[0] < 1 || p.kernel[1] < 1 || p.stride[0] < 1 || p.stride[1] < 1 ||
-        p.padding[0] < 0 || p.padding[1] < 0 || p.padding[0] > p.kernel[0] / 2 ||
-        p.padding[1] > p.kernel[1] / 2) // not padding * 2 > kernel: that overflows int
+                       {o.pad_h, o.pad_w},
+                       o.count_include_pad ? 1 : 0};
+    if (p.kernel[0] < 1 || p.kernel[1] < 1 || p.stride[0] < 1 || p.stride[1] < 1 || p.padding[0] < 0 ||
+        p.padding[1] < 0 || p.padding[0] > p.kernel[0] / 2 ||
+        p.padding[1] > p.kernel[1] / 2)  // not padding * 2 > kernel: that overflows int
         raise<ValueError>(std::string(op) + ": invalid kernel " + std::to_string(p.kernel[0]) + "x" +
-                          std::to_string(p.kernel[1]) + ", stride " + std::to_string(p.stride[0]) +
-                          "x" + std::to_string(p.stride[1]) + ", padding " +
-                          std::to_string(p.padding[0]) + "x" + std::to_string(p.padding[1]) +
-                          " (kernel and stride >= 1, 0 <= padding <= kernel/2)");
+                          std::to_string(p.kernel[1]) + ", stride " + std::to_string(p.stride[0]) + "x" +
+                          std::to_string(p.stride[1]) + ", padding " + std::to_string(p.padding[0]) + "x" +
+                          std::to_string(p.padding[1]) + " (kernel and stride >= 1, 0 <= padding <= kernel/2)");
     return p;
 }
 
@@ -75,26 +73,24 @@ Shape pool_out_shape(const Tensor &x, const tf_params_pool2d &p, const char *op)
     int64_t oh = conv_out_size(x.size(2), p.kernel[0], p.stride[0], p.padding[0], 1);
     int64_t ow = conv_out_size(x.size(3), p.kernel[1], p.stride[1], p.padding[1], 1);
     if (oh <= 0 || ow <= 0)
-        raise<ShapeError>(std::string(op) + ": input " + shape_str(x.shape()) +
-                          " is smaller than the " + std::to_string(p.kernel[0]) + "x" +
-                          std::to_string(p.kernel[1]) + " window");
+        raise<ShapeError>(std::string(op) + ": input " + shape_str(x.shape()) + " is smaller than the " +
+                          std::to_string(p.kernel[0]) + "x" + std::to_string(p.kernel[1]) + " window");
     return {x.size(0), x.size(1), oh, ow};
 }
 
 // One axis of a pooling window as torch sizes it, dilation and ceil_mode included.
 struct PoolAxis {
-    int64_t out;   // output size
-    int64_t extra; // positions past the right padding that the last window reaches (ceil_mode)
+    int64_t out;  // output size
+    int64_t extra;  // positions past the right padding that the last window reaches (ceil_mode)
 };
 
-PoolAxis pool_axis(int64_t in, int kernel, int stride, int pad, int dilation, bool ceil_mode,
-                   const Tensor &x, const char *op) {
+PoolAxis pool_axis(int64_t in, int kernel, int stride, int pad, int dilation, bool ceil_mode, const Tensor &x,
+                   const char *op) {
     int64_t span = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
     int64_t padded = in + 2 * static_cast<int64_t>(pad);
     if (padded < span)
-        raise<ShapeError>(std::string(op) + ": input " + shape_str(x.shape()) + " with padding " +
-                          std::to_string(pad) + " is smaller than the window of " +
-                          std::to_string(span) + " positions");
+        raise<ShapeError>(std::string(op) + ": input " + shape_str(x.shape()) + " with padding " + std::to_string(pad) +
+                          " is smaller than the window of " + std::to_string(span) + " positions");
     int64_t out = (padded - span + (ceil_mode ? stride - 1 : 0)) / stride + 1;
     // torch: the last window must start inside the input or the left padding.
     if (ceil_mode && (out - 1) * stride >= in + pad) --out;
@@ -102,23 +98,21 @@ PoolAxis pool_axis(int64_t in, int kernel, int stride, int pad, int dilation, bo
     return {out, reach > padded ? reach - padded : 0};
 }
 
-} // namespace
+}  // namespace
 
 namespace {
 
 // max_pool2d with dilation or a ceil_mode overhang, from primitives: the input padded with -inf
 // (padding never wins), then the maximum over the kernel's strided views. Ties share the
 // gradient here, where the plugins' max_pool2d gives it all to the first maximum.
-Tensor max_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int sw,
-                           const PoolAxis &ah, const PoolAxis &aw) {
-    Tensor xp = pad(x, {0, 0, 0, 0, o.pad_h, o.pad_h + ah.extra, o.pad_w, o.pad_w + aw.extra},
-                    -INFINITY);
+Tensor max_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int sw, const PoolAxis &ah,
+                           const PoolAxis &aw) {
+    Tensor xp = pad(x, {0, 0, 0, 0, o.pad_h, o.pad_h + ah.extra, o.pad_w, o.pad_w + aw.extra}, -INFINITY);
     Tensor y;
     for (int a = 0; a < o.kernel_h; ++a)
         for (int b = 0; b < o.kernel_w; ++b) {
             int64_t h0 = static_cast<int64_t>(a) * o.dilation_h, w0 = static_cast<int64_t>(b) * o.dilation_w;
-            Tensor tap = xp.slice(2, h0, h0 + (ah.out - 1) * sh + 1, sh)
-                             .slice(3, w0, w0 + (aw.out - 1) * sw + 1, sw);
+            Tensor tap = xp.slice(2, h0, h0 + (ah.out - 1) * sh + 1, sh).slice(3, w0, w0 + (aw.out - 1) * sw + 1, sw);
             y = y.defined() ? maximum(y, tap) : tap.contiguous();
         }
     return y;
@@ -126,8 +120,8 @@ Tensor max_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int 
 
 // avg_pool2d with a ceil_mode overhang: window sums of the zero-padded input over a divisor map
 // that counts what torch counts (the padding when count_include_pad, never the overhang).
-Tensor avg_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int sw,
-                           const PoolAxis &ah, const PoolAxis &aw) {
+Tensor avg_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int sw, const PoolAxis &ah,
+                           const PoolAxis &aw) {
     Pool2dOptions plain;
     plain.kernel_h = o.kernel_h;
     plain.kernel_w = o.kernel_w;
@@ -138,16 +132,14 @@ Tensor avg_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int 
     {
         NoGradGuard no_grad;
         Tensor ones_map = ones({1, 1, x.size(2), x.size(3)}, x.dtype(), x.device());
-        counted = pad(ones_map, {0, 0, 0, 0, o.pad_h, o.pad_h, o.pad_w, o.pad_w},
-                      o.count_include_pad ? 1.0 : 0.0);
+        counted = pad(ones_map, {0, 0, 0, 0, o.pad_h, o.pad_h, o.pad_w, o.pad_w}, o.count_include_pad ? 1.0 : 0.0);
         counted = pad(counted, {0, 0, 0, 0, 0, ah.extra, 0, aw.extra}, 0);
         counted = avg_pool2d(counted, plain);
     }
     return div(avg_pool2d(xp, plain), counted);
 }
 
-
-} // namespace
+}  // namespace
 
 Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const Conv2dOptions &o) {
     if (Autocast cast{"conv2d", {&x, &weight, &bias}}) return conv2d(cast[0], cast[1], cast[2], o);
@@ -158,13 +150,15 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const C
     require_rank(weight, 4, op, "weight");
     require_float(x, op);
     require_same_dtype(x, weight, op);
-    if (o.stride_h < 1 || o.stride_w < 1 || o.dilation_h < 1 || o.dilation_w < 1 || o.pad_h < 0 ||
-        o.pad_w < 0 || o.groups < 1)
-        raise<ValueError>(std::string(op) + ": stride and dilation must be >= 1, padding >= 0, groups >= 1 (got "
-                          "stride " + std::to_string(o.stride_h) + "x" + std::to_string(o.stride_w) +
-                          ", padding " + std::to_string(o.pad_h) + "x" + std::to_string(o.pad_w) +
-                          ", dilation " + std::to_string(o.dilation_h) + "x" +
-                          std::to_string(o.dilation_w) + ", groups " + std::to_string(o.groups) + ")");
+    if (o.stride_h < 1 || o.stride_w < 1 || o.dilation_h < 1 || o.dilation_w < 1 || o.pad_h < 0 || o.pad_w < 0 ||
+        o.groups < 1)
+        raise<ValueError>(std::string(op) +
+                          ": stride and dilation must be >= 1, padding >= 0, groups >= 1 (got "
+                          "stride " +
+                          std::to_string(o.stride_h) + "x" + std::to_string(o.stride_w) + ", padding " +
+                          std::to_string(o.pad_h) + "x" + std::to_string(o.pad_w) + ", dilation " +
+                          std::to_string(o.dilation_h) + "x" + std::to_string(o.dilation_w) + ", groups " +
+                          std::to_string(o.groups) + ")");
     // A 0-tap kernel has no output size (the extent formula would grow the input by the dilation).
     if (weight.size(2) < 1 || weight.size(3) < 1)
         raise<ShapeError>(std::string(op) + ": weight " + shape_str(weight.shape()) +
@@ -180,17 +174,19 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const C
         raise<ShapeError>(std::string(op) + ": input " + shape_str(x.shape()) + " with padding " +
                           std::to_string(o.pad_h) + "x" + std::to_string(o.pad_w) +
                           " is smaller than the dilated kernel of weight " + shape_str(weight.shape()));
-    tf_params_conv2d p{sizeof(tf_params_conv2d), {o.stride_h, o.stride_w}, {o.pad_h, o.pad_w},
-                       {o.dilation_h, o.dilation_w}, o.groups};
+    tf_params_conv2d p{
+        sizeof(tf_params_conv2d), {o.stride_h, o.stride_w}, {o.pad_h, o.pad_w}, {o.dilation_h, o.dilation_w}, o.groups};
     Tensor xx = x, ww = weight;
     place_together({&xx, &ww});
     Tensor y = empty_like_device(xx, {n, oc, oh, ow}, x.dtype());
     dispatch(TF_OP_CONV2D, {xx, ww}, {y}, &p);
-    y = record(y, {&x, &weight}, op, [&] { return [x = xx.detach(), w = ww.detach(), p](const Tensor &g) -> std::vector<Tensor> {
-        // The first layer's input is data: no grad_input for it.
-        return {input_needs_grad(0) ? conv2d_grad_input(g, w, x.shape(), p) : Tensor(),
-                input_needs_grad(1) ? conv2d_grad_weight(g, x, w.shape(), p) : Tensor()};
-    }; });
+    y = record(y, {&x, &weight}, op, [&] {
+        return [x = xx.detach(), w = ww.detach(), p](const Tensor &g) -> std::vector<Tensor> {
+            // The first layer's input is data: no grad_input for it.
+            return {input_needs_grad(0) ? conv2d_grad_input(g, w, x.shape(), p) : Tensor(),
+                    input_needs_grad(1) ? conv2d_grad_weight(g, x, w.shape(), p) : Tensor()};
+        };
+    });
     if (!bias.defined()) return y;
     if (bias.rank() != 1 || bias.size(0) != oc)
         raise<ShapeError>(std::string(op) + ": bias must have shape [" + std::to_string(oc) + "], got " +
@@ -205,8 +201,8 @@ Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
     require_rank(weight, 2, "linear", "weight");
     int64_t in = weight.size(1), out_features = weight.size(0);
     if (x.rank() < 1 || x.size(-1) != in)
-        raise<ShapeError>("linear: input of shape " + shape_str(x.shape()) + " does not end in " +
-                          std::to_string(in) + " (weight " + shape_str(weight.shape()) + ")");
+        raise<ShapeError>("linear: input of shape " + shape_str(x.shape()) + " does not end in " + std::to_string(in) +
+                          " (weight " + shape_str(weight.shape()) + ")");
     if (bias.defined() && (bias.rank() != 1 || bias.size(0) != out_features))
         raise<ShapeError>("linear: bias must have shape [" + std::to_string(out_features) + "], got " +
                           shape_str(bias.shape()));
@@ -222,10 +218,12 @@ Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
             NoGradGuard no_grad;
             y = matmul(x, weight.transpose(0, 1));
         }
-        y = record(y, {&x, &weight}, "linear", [&] { return [x = x.detach(), w = weight.detach()](const Tensor &g) -> std::vector<Tensor> {
-            return {input_needs_grad(0) ? matmul(g, w) : Tensor(),
-                    input_needs_grad(1) ? matmul(g.transpose(0, 1), x) : Tensor()};
-        }; });
+        y = record(y, {&x, &weight}, "linear", [&] {
+            return [x = x.detach(), w = weight.detach()](const Tensor &g) -> std::vector<Tensor> {
+                return {input_needs_grad(0) ? matmul(g, w) : Tensor(),
+                        input_needs_grad(1) ? matmul(g.transpose(0, 1), x) : Tensor()};
+            };
+        });
     }
     return bias.defined() ? add(y, bias) : y;
 }
@@ -235,21 +233,23 @@ Tensor max_pool2d(const Tensor &x, const Pool2dOptions &options) {
     impl_of(x, op);
     tf_params_pool2d p = pool_params(x, options, op);
     if (options.dilation_h < 1 || options.dilation_w < 1)
-        raise<ValueError>(std::string(op) + ": dilation must be >= 1, got " + std::to_string(options.dilation_h) +
-                          "x" + std::to_string(options.dilation_w));
-    PoolAxis ah = pool_axis(x.size(2), p.kernel[0], p.stride[0], p.padding[0], options.dilation_h,
-                            options.ceil_mode, x, op);
-    PoolAxis aw = pool_axis(x.size(3), p.kernel[1], p.stride[1], p.padding[1], options.dilation_w,
-                            options.ceil_mode, x, op);
+        raise<ValueError>(std::string(op) + ": dilation must be >= 1, got " + std::to_string(options.dilation_h) + "x" +
+                          std::to_string(options.dilation_w));
+    PoolAxis ah =
+        pool_axis(x.size(2), p.kernel[0], p.stride[0], p.padding[0], options.dilation_h, options.ceil_mode, x, op);
+    PoolAxis aw =
+        pool_axis(x.size(3), p.kernel[1], p.stride[1], p.padding[1], options.dilation_w, options.ceil_mode, x, op);
     if (options.dilation_h != 1 || options.dilation_w != 1 || ah.extra || aw.extra)
         return max_pool2d_composed(x, options, p.stride[0], p.stride[1], ah, aw);
     Tensor y = empty_like_device(x, pool_out_shape(x, p, op), x.dtype());
     dispatch(TF_OP_MAX_POOL2D, {x}, {y}, &p);
-    return record(y, {&x}, op, [&] { return [x = x.detach(), p](const Tensor &g) -> std::vector<Tensor> {
-        Tensor dx = empty_like_device(g, x.shape(), g.dtype());
-        dispatch(TF_OP_MAX_POOL2D_BACKWARD, {g, x}, {dx}, &p);
-        return {dx};
-    }; });
+    return record(y, {&x}, op, [&] {
+        return [x = x.detach(), p](const Tensor &g) -> std::vector<Tensor> {
+            Tensor dx = empty_like_device(g, x.shape(), g.dtype());
+            dispatch(TF_OP_MAX_POOL2D_BACKWARD, {g, x}, {dx}, &p);
+            return {dx};
+        };
+    });
 }
 
 Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options) {
@@ -259,18 +259,18 @@ Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options) {
     if (options.dilation_h != 1 || options.dilation_w != 1)
         raise<ValueError>(std::string(op) + ": has no dilation (like torch); got " +
                           std::to_string(options.dilation_h) + "x" + std::to_string(options.dilation_w));
-    PoolAxis ah = pool_axis(x.size(2), p.kernel[0], p.stride[0], p.padding[0], 1, options.ceil_mode,
-                            x, op);
-    PoolAxis aw = pool_axis(x.size(3), p.kernel[1], p.stride[1], p.padding[1], 1, options.ceil_mode,
-                            x, op);
+    PoolAxis ah = pool_axis(x.size(2), p.kernel[0], p.stride[0], p.padding[0], 1, options.ceil_mode, x, op);
+    PoolAxis aw = pool_axis(x.size(3), p.kernel[1], p.stride[1], p.padding[1], 1, options.ceil_mode, x, op);
     if (ah.extra || aw.extra) return avg_pool2d_composed(x, options, p.stride[0], p.stride[1], ah, aw);
     Tensor y = empty_like_device(x, pool_out_shape(x, p, op), x.dtype());
     dispatch(TF_OP_AVG_POOL2D, {x}, {y}, &p);
-    return record(y, {&x}, op, [&] { return [shape = x.shape(), p](const Tensor &g) -> std::vector<Tensor> {
-        Tensor dx = empty_like_device(g, shape, g.dtype());
-        dispatch(TF_OP_AVG_POOL2D_BACKWARD, {g}, {dx}, &p);
-        return {dx};
-    }; });
+    return record(y, {&x}, op, [&] {
+        return [shape = x.shape(), p](const Tensor &g) -> std::vector<Tensor> {
+            Tensor dx = empty_like_device(g, shape, g.dtype());
+            dispatch(TF_OP_AVG_POOL2D_BACKWARD, {g}, {dx}, &p);
+            return {dx};
+        };
+    });
 }
 
 static Tensor softmax_like(tf_op op, const char *name, const Tensor &x, int64_t axis) {
@@ -288,18 +288,22 @@ Tensor softmax(const Tensor &x, int64_t axis) {
     if (Autocast cast{"softmax", {&x}}) return softmax(cast[0], axis);
     Tensor y = softmax_like(TF_OP_SOFTMAX, "softmax", x, axis);
     int ax = normalize_axis(axis, x.rank(), "softmax");
-    return record(y, {&x}, "softmax", [&] { return [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
-        return {mul(y, sub(g, sum(mul(g, y), {ax}, true)))};
-    }; });
+    return record(y, {&x}, "softmax", [&] {
+        return [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
+            return {mul(y, sub(g, sum(mul(g, y), {ax}, true)))};
+        };
+    });
 }
 
 Tensor log_softmax(const Tensor &x, int64_t axis) {
     if (Autocast cast{"log_softmax", {&x}}) return log_softmax(cast[0], axis);
     Tensor y = softmax_like(TF_OP_LOG_SOFTMAX, "log_softmax", x, axis);
     int ax = normalize_axis(axis, x.rank(), "log_softmax");
-    return record(y, {&x}, "log_softmax", [&] { return [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
-        return {sub(g, mul(exp(y), sum(g, {ax}, true)))};
-    }; });
+    return record(y, {&x}, "log_softmax", [&] {
+        return [y = y.detach(), ax](const Tensor &g) -> std::vector<Tensor> {
+            return {sub(g, mul(exp(y), sum(g, {ax}, true)))};
+        };
+    });
 }
 
 namespace {
@@ -322,13 +326,13 @@ Tensor affine_or_ones(const Tensor &t, const Tensor &x, const Shape &shape, doub
                       const char *what) {
     if (!t.defined()) return full(shape, fill, x.dtype(), x.device());
     if (t.shape() != shape)
-        raise<ShapeError>(std::string(op) + ": " + what + " must have shape " + shape_str(shape) +
-                          ", got " + shape_str(t.shape()));
+        raise<ShapeError>(std::string(op) + ": " + what + " must have shape " + shape_str(shape) + ", got " +
+                          shape_str(t.shape()));
     require_same_dtype(t, x, op);
     return t.to(x.device());
 }
 
-} // namespace
+}  // namespace
 
 Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tensor &bias, double eps) {
     if (Autocast cast{"layer_norm", {&x, &weight, &bias}}) return layer_norm(cast[0], n_axes, cast[1], cast[2], eps);
@@ -341,17 +345,18 @@ Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tenso
     tf_params_norm p{sizeof(tf_params_norm), n_axes, eps};
     Tensor y = empty_like_device(x, x.shape(), x.dtype());
     dispatch(TF_OP_LAYER_NORM, {x, w.detach(), b.detach()}, {y}, &p);
-    return record(y, {&x, &weight, &bias}, op,
-                  [&] { return [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
-        std::vector<int> axes = last_axes(x.rank(), n_axes);
-        Tensor mu = mean(x, axes, true);
-        Tensor rstd = rsqrt(add(var(x, axes, 0, true), constant_like(x, eps)));
-        Tensor xhat = mul(sub(x, mu), rstd);
-        Tensor gxhat = mul(g, w);
-        Tensor gx = mul(rstd, sub(sub(gxhat, mean(gxhat, axes, true)),
-                                  mul(xhat, mean(mul(gxhat, xhat), axes, true))));
-        return {gx, sum_to(mul(g, xhat), w.shape()), sum_to(g, w.shape())};
-    }; });
+    return record(y, {&x, &weight, &bias}, op, [&] {
+        return [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
+            std::vector<int> axes = last_axes(x.rank(), n_axes);
+            Tensor mu = mean(x, axes, true);
+            Tensor rstd = rsqrt(add(var(x, axes, 0, true), constant_like(x, eps)));
+            Tensor xhat = mul(sub(x, mu), rstd);
+            Tensor gxhat = mul(g, w);
+            Tensor gx =
+                mul(rstd, sub(sub(gxhat, mean(gxhat, axes, true)), mul(xhat, mean(mul(gxhat, xhat), axes, true))));
+            return {gx, sum_to(mul(g, xhat), w.shape()), sum_to(g, w.shape())};
+        };
+    });
 }
 
 Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight, double eps) {
@@ -364,14 +369,15 @@ Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight, double eps) {
     tf_params_norm p{sizeof(tf_params_norm), n_axes, eps};
     Tensor y = empty_like_device(x, x.shape(), x.dtype());
     dispatch(TF_OP_RMS_NORM, {x, w.detach()}, {y}, &p);
-    return record(y, {&x, &weight}, op,
-                  [&] { return [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
-        std::vector<int> axes = last_axes(x.rank(), n_axes);
-        Tensor r = rsqrt(add(mean(square(x), axes, true), constant_like(x, eps)));
-        Tensor gxhat = mul(g, w);
-        Tensor gx = mul(r, sub(gxhat, mul(mul(x, square(r)), mean(mul(gxhat, x), axes, true))));
-        return {gx, sum_to(mul(g, mul(x, r)), w.shape())};
-    }; });
+    return record(y, {&x, &weight}, op, [&] {
+        return [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
+            std::vector<int> axes = last_axes(x.rank(), n_axes);
+            Tensor r = rsqrt(add(mean(square(x), axes, true), constant_like(x, eps)));
+            Tensor gxhat = mul(g, w);
+            Tensor gx = mul(r, sub(gxhat, mul(mul(x, square(r)), mean(mul(gxhat, x), axes, true))));
+            return {gx, sum_to(mul(g, mul(x, r)), w.shape())};
+        };
+    });
 }
 
 static Tensor rope_raw(const Tensor &x, double theta, bool interleaved, int64_t offset, bool inverse) {
@@ -399,10 +405,12 @@ Tensor rope(const Tensor &x, double theta, bool interleaved, int64_t position_of
         return rope(moved, theta, interleaved, position_offset, -2).transpose(ax, -2);
     }
     Tensor y = rope_raw(x, theta, interleaved, position_offset, false);
-    return record(y, {&x}, op, [&] { return [theta, interleaved, position_offset](const Tensor &g) -> std::vector<Tensor> {
-        // A rotation's gradient is the inverse rotation.
-        return {rope_raw(g, theta, interleaved, position_offset, true)};
-    }; });
+    return record(y, {&x}, op, [&] {
+        return [theta, interleaved, position_offset](const Tensor &g) -> std::vector<Tensor> {
+            // A rotation's gradient is the inverse rotation.
+            return {rope_raw(g, theta, interleaved, position_offset, true)};
+        };
+    });
 }
 
 Tensor rope(const Tensor &x, const Tensor &positions, double theta, bool interleaved, int64_t seq_axis) {
@@ -420,7 +428,8 @@ Tensor rope(const Tensor &x, const Tensor &positions, double theta, bool interle
     const int64_t t_len = x.size(ax), d = x.size(-1), half = d / 2;
     if (positions.rank() != 1 || positions.size(0) != t_len)
         raise<ShapeError>(std::string(op) + ": positions must be [" + std::to_string(t_len) + "] (the size of axis " +
-                          std::to_string(ax) + " of " + shape_str(x.shape()) + "), got " + shape_str(positions.shape()));
+                          std::to_string(ax) + " of " + shape_str(x.shape()) + "), got " +
+                          shape_str(positions.shape()));
     // cos and sin of position * theta^(-2i/D) in double, as the kernel computes them.
     std::vector<double> pos;
     if (is_float(positions.dtype()))
@@ -430,7 +439,8 @@ Tensor rope(const Tensor &x, const Tensor &positions, double theta, bool interle
     std::vector<float> cos_table(static_cast<std::size_t>(t_len * half)), sin_table(cos_table.size());
     for (int64_t t = 0; t < t_len; ++t)
         for (int64_t i = 0; i < half; ++i) {
-            const double angle = pos[static_cast<std::size_t>(t)] * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+            const double angle = pos[static_cast<std::size_t>(t)] *
+                                 std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
             cos_table[static_cast<std::size_t>(t * half + i)] = static_cast<float>(std::cos(angle));
             sin_table[static_cast<std::size_t>(t * half + i)] = static_cast<float>(std::sin(angle));
         }
@@ -454,9 +464,8 @@ Tensor rope(const Tensor &x, const Tensor &positions, double theta, bool interle
     return ax == x.rank() - 2 ? y : y.transpose(ax, -2);
 }
 
-Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v,
-                                    const Tensor &mask, bool causal, double scale,
-                                    CausalAlignment alignment) {
+Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &mask, bool causal,
+                                    double scale, CausalAlignment alignment) {
     if (Autocast cast{"attention", {&q, &k, &v, &mask}})
         return scaled_dot_product_attention(cast[0], cast[1], cast[2], cast[3], causal, scale, alignment);
     const char *op = "scaled_dot_product_attention";
@@ -467,12 +476,13 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
     require_same_dtype(q, k, op);
     require_same_dtype(q, v, op);
     if (q.rank() < 2 || k.rank() != q.rank() || v.rank() != q.rank())
-        raise<ShapeError>(std::string(op) + ": q, k, v must have one rank >= 2, got " +
-                          shape_str(q.shape()) + ", " + shape_str(k.shape()) + ", " + shape_str(v.shape()));
+        raise<ShapeError>(std::string(op) + ": q, k, v must have one rank >= 2, got " + shape_str(q.shape()) + ", " +
+                          shape_str(k.shape()) + ", " + shape_str(v.shape()));
     int64_t tq = q.size(-2), d = q.size(-1), tk = k.size(-2), dv = v.size(-1);
     if (k.size(-1) != d || v.size(-2) != tk)
-        raise<ShapeError>(std::string(op) + ": shapes q " + shape_str(q.shape()) + ", k " +
-                          shape_str(k.shape()) + ", v " + shape_str(v.shape()) + " do not fit "
+        raise<ShapeError>(std::string(op) + ": shapes q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) +
+                          ", v " + shape_str(v.shape()) +
+                          " do not fit "
                           "[..., Tq, D], [..., Tk, D], [..., Tk, Dv]");
     Shape batch = broadcast_shapes(broadcast_shapes(Shape(q.shape().begin(), q.shape().end() - 2),
                                                     Shape(k.shape().begin(), k.shape().end() - 2), op),
@@ -503,8 +513,8 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
     }
     if (mm.defined()) {
         if (mm.dtype() != q.dtype())
-            raise<DTypeError>(std::string(op) + ": mask dtype " + dtype_name(mm.dtype()) +
-                              " differs from q's " + dtype_name(q.dtype()));
+            raise<DTypeError>(std::string(op) + ": mask dtype " + dtype_name(mm.dtype()) + " differs from q's " +
+                              dtype_name(q.dtype()));
         broadcast_shapes(mm.shape(), score_shape, op);
     }
     tf_params_attention p{sizeof(tf_params_attention), causal ? 1 : 0, 0, s};
@@ -520,29 +530,34 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
         dispatch(TF_OP_ATTENTION, inputs, outputs, &p);
     }
     // The mask's gradient flows through mm (the user's mask, or where/add built from it).
-    return record(out, {&q, &k, &v, &mm}, "attention",
-                  [&] { return [q = qq.detach(), k = kk.detach(), v = vv.detach(),
-                   m = mm.defined() ? mm.detach() : Tensor(), causal, s, tq, tk](const Tensor &g) -> std::vector<Tensor> {
-        // Recompute the probabilities with primitive ops, then differentiate through them.
-        Tensor scores = mul(matmul(q, k.transpose(-1, -2)), constant_like(q, s));
-        if (m.defined()) scores = add(scores, m);
-        if (causal) {
-            Tensor i = arange(0, static_cast<double>(tq), 1, DType::i64, q.device()).view({tq, 1});
-            Tensor j = arange(0, static_cast<double>(tk), 1, DType::i64, q.device()).view({1, tk});
-            Tensor hidden = gt(j.expand({tq, tk}), add(i, constant_like(i, static_cast<double>(tk - tq))).expand({tq, tk}));
-            scores = where(hidden, constant_like(scores, -INFINITY), scores);
-        }
-        Tensor probs = softmax(scores, -1);
-        // Only the gradients an input needs: the mask is usually a constant (no gradient), and
-        // reducing the [.., Tq, Tk] score gradient to its shape is a pass over the largest tensor.
-        Tensor gv = input_needs_grad(2) ? sum_to(matmul(probs.transpose(-1, -2), g), v.shape()) : Tensor();
-        if (!input_needs_grad(0) && !input_needs_grad(1) && !input_needs_grad(3)) return {Tensor(), Tensor(), gv, Tensor()};
-        Tensor gp = matmul(g, v.transpose(-1, -2));
-        Tensor gs = mul(probs, sub(gp, sum(mul(gp, probs), {-1}, true)));
-        Tensor gq = input_needs_grad(0) ? sum_to(mul(matmul(gs, k), constant_like(q, s)), q.shape()) : Tensor();
-        Tensor gk = input_needs_grad(1) ? sum_to(mul(matmul(gs.transpose(-1, -2), q), constant_like(q, s)), k.shape()) : Tensor();
-        return {gq, gk, gv, input_needs_grad(3) ? sum_to(gs, m.shape()) : Tensor()};
-    }; });
+    return record(out, {&q, &k, &v, &mm}, "attention", [&] {
+        return [q = qq.detach(), k = kk.detach(), v = vv.detach(), m = mm.defined() ? mm.detach() : Tensor(), causal, s,
+                tq, tk](const Tensor &g) -> std::vector<Tensor> {
+            // Recompute the probabilities with primitive ops, then differentiate through them.
+            Tensor scores = mul(matmul(q, k.transpose(-1, -2)), constant_like(q, s));
+            if (m.defined()) scores = add(scores, m);
+            if (causal) {
+                Tensor i = arange(0, static_cast<double>(tq), 1, DType::i64, q.device()).view({tq, 1});
+                Tensor j = arange(0, static_cast<double>(tk), 1, DType::i64, q.device()).view({1, tk});
+                Tensor hidden =
+                    gt(j.expand({tq, tk}), add(i, constant_like(i, static_cast<double>(tk - tq))).expand({tq, tk}));
+                scores = where(hidden, constant_like(scores, -INFINITY), scores);
+            }
+            Tensor probs = softmax(scores, -1);
+            // Only the gradients an input needs: the mask is usually a constant (no gradient), and
+            // reducing the [.., Tq, Tk] score gradient to its shape is a pass over the largest tensor.
+            Tensor gv = input_needs_grad(2) ? sum_to(matmul(probs.transpose(-1, -2), g), v.shape()) : Tensor();
+            if (!input_needs_grad(0) && !input_needs_grad(1) && !input_needs_grad(3))
+                return {Tensor(), Tensor(), gv, Tensor()};
+            Tensor gp = matmul(g, v.transpose(-1, -2));
+            Tensor gs = mul(probs, sub(gp, sum(mul(gp, probs), {-1}, true)));
+            Tensor gq = input_needs_grad(0) ? sum_to(mul(matmul(gs, k), constant_like(q, s)), q.shape()) : Tensor();
+            Tensor gk = input_needs_grad(1)
+                            ? sum_to(mul(matmul(gs.transpose(-1, -2), q), constant_like(q, s)), k.shape())
+                            : Tensor();
+            return {gq, gk, gv, input_needs_grad(3) ? sum_to(gs, m.shape()) : Tensor()};
+        };
+    });
 }
 
 Tensor embedding(const Tensor &weight, const Tensor &indices) {
@@ -557,11 +572,13 @@ Tensor embedding(const Tensor &weight, const Tensor &indices) {
     place_together({&w, &idx});
     Tensor out = empty_like_device(w, out_shape, weight.dtype());
     dispatch(TF_OP_EMBEDDING, {w, idx}, {out});
-    return record(out, {&weight}, op, [&] { return [idx = idx.detach(), shape = weight.shape()](const Tensor &g) -> std::vector<Tensor> {
-        Tensor dw = empty_like_device(g, shape, g.dtype());
-        dispatch(TF_OP_EMBEDDING_BACKWARD, {g, idx}, {dw});
-        return {dw};
-    }; });
+    return record(out, {&weight}, op, [&] {
+        return [idx = idx.detach(), shape = weight.shape()](const Tensor &g) -> std::vector<Tensor> {
+            Tensor dw = empty_like_device(g, shape, g.dtype());
+            dispatch(TF_OP_EMBEDDING_BACKWARD, {g, idx}, {dw});
+            return {dw};
+        };
+    });
 }
 
 Tensor one_hot(const Tensor &labels, int num_classes, DType dtype) {
@@ -578,8 +595,7 @@ Tensor one_hot(const Tensor &labels, int num_classes, DType dtype) {
     return out;
 }
 
-Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduction,
-                     int64_t ignore_index) {
+Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduction, int64_t ignore_index) {
     if (Autocast cast{"cross_entropy", {&logits}}) return cross_entropy(cast[0], labels, reduction, ignore_index);
     const char *op = op_info(TF_OP_CROSS_ENTROPY).name;
     impl_of(logits, op);
@@ -589,28 +605,28 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduc
     require_integer(labels, op, "labels");
     if (labels.rank() != 1 || labels.size(0) != logits.size(0))
         raise<ShapeError>(std::string(op) + ": labels must have shape [" + std::to_string(logits.size(0)) +
-                          "] for logits " + shape_str(logits.shape()) + ", got " +
-                          shape_str(labels.shape()));
+                          "] for logits " + shape_str(logits.shape()) + ", got " + shape_str(labels.shape()));
     Tensor x = logits, y = labels;
     place_together({&x, &y});
     Shape out_shape = reduction == Reduction::none ? Shape{logits.size(0)} : Shape{};
     Tensor out = empty_like_device(x, out_shape, logits.dtype());
     tf_params_cross_entropy p{sizeof(tf_params_cross_entropy), static_cast<int32_t>(reduction), ignore_index};
     dispatch(TF_OP_CROSS_ENTROPY, {x, y}, {out}, &p);
-    return record(out, {&logits}, op,
-                  [&] { return [x = x.detach(), y = y.detach(), reduction, ignore_index](const Tensor &g) -> std::vector<Tensor> {
-        int64_t n = x.size(0), c = x.size(1);
-        Tensor valid = ne(y, constant_like(y, static_cast<double>(ignore_index)));
-        Tensor safe = where(valid, y, constant_like(y, 0));
-        Tensor weight = cast(valid, x.dtype()).view({n, 1});
-        Tensor grad = mul(sub(softmax(x, 1), one_hot(safe, static_cast<int>(c), x.dtype())), weight);
-        if (reduction == Reduction::none) return {mul(grad, g.view({n, 1}))};
-        if (reduction == Reduction::mean) grad = div(grad, sum(weight));
-        return {mul(grad, g)};
-    }; });
+    return record(out, {&logits}, op, [&] {
+        return [x = x.detach(), y = y.detach(), reduction, ignore_index](const Tensor &g) -> std::vector<Tensor> {
+            int64_t n = x.size(0), c = x.size(1);
+            Tensor valid = ne(y, constant_like(y, static_cast<double>(ignore_index)));
+            Tensor safe = where(valid, y, constant_like(y, 0));
+            Tensor weight = cast(valid, x.dtype()).view({n, 1});
+            Tensor grad = mul(sub(softmax(x, 1), one_hot(safe, static_cast<int>(c), x.dtype())), weight);
+            if (reduction == Reduction::none) return {mul(grad, g.view({n, 1}))};
+            if (reduction == Reduction::mean) grad = div(grad, sum(weight));
+            return {mul(grad, g)};
+        };
+    });
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin
 
 namespace tinyfin {
 
@@ -645,8 +661,8 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, const CrossEntr
     place_together({&x, &y, &w});
     if (w.defined()) {
         if (w.rank() != 1 || w.size(0) != c)
-            raise<ShapeError>(std::string(op) + ": weight must have shape [" + std::to_string(c) +
-                              "], got " + shape_str(w.shape()));
+            raise<ShapeError>(std::string(op) + ": weight must have shape [" + std::to_string(c) + "], got " +
+                              shape_str(w.shape()));
         require_same_dtype(w, x, op);
     }
     Tensor logp = log_softmax(x, 1);
@@ -667,4 +683,4 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, const CrossEntr
     return div(sum(loss), sum(label_weight));
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin

@@ -15,8 +15,8 @@ namespace {
 // Same shape, dtype and device as param; name says which operand in the message.
 void require_like(const Tensor &t, const Tensor &param, const char *op, const char *name) {
     if (t.shape() != param.shape())
-        raise<ShapeError>(std::string(op) + ": " + name + " has shape " + shape_str(t.shape()) +
-                          ", the parameter " + shape_str(param.shape()));
+        raise<ShapeError>(std::string(op) + ": " + name + " has shape " + shape_str(t.shape()) + ", the parameter " +
+                          shape_str(param.shape()));
     if (t.dtype() != param.dtype())
         raise<DTypeError>(std::string(op) + ": " + name + " is " + dtype_name(t.dtype()) + ", the parameter " +
                           dtype_name(param.dtype()));
@@ -47,17 +47,19 @@ void require_finite(double value, const char *what, tf_op op) {
                           std::to_string(value));
 }
 
-} // namespace
+}  // namespace
 
-void adamw_step_(const Tensor &param, const Tensor &grad, Tensor &exp_avg, Tensor &exp_avg_sq,
-                 const AdamWStep &o) {
+void adamw_step_(const Tensor &param, const Tensor &grad, Tensor &exp_avg, Tensor &exp_avg_sq, const AdamWStep &o) {
     constexpr tf_op op = TF_OP_ADAMW_STEP;
     require_operands(param, grad, {&exp_avg, &exp_avg_sq}, {"exp_avg", "exp_avg_sq"}, op);
     if (exp_avg.defined() != exp_avg_sq.defined())
         raise<ValueError>(std::string(op_info(op).name) + ": exp_avg and exp_avg_sq must both be defined or both not");
     if (o.step < 1)
         raise<ValueError>(std::string(op_info(op).name) + ": step counts from 1, got " + std::to_string(o.step));
-    for (auto [value, what] : {std::pair{o.lr, "lr"}, {o.beta1, "beta1"}, {o.beta2, "beta2"}, {o.eps, "eps"},
+    for (auto [value, what] : {std::pair{o.lr, "lr"},
+                               {o.beta1, "beta1"},
+                               {o.beta2, "beta2"},
+                               {o.eps, "eps"},
                                {o.weight_decay, "weight_decay"}})
         require_finite(value, what, op);
     NoGradGuard no_grad;
@@ -105,8 +107,8 @@ void sgd_step_(const Tensor &param, const Tensor &grad, Tensor &momentum_buffer,
     for (auto [value, what] : {std::pair{o.lr, "lr"}, {o.momentum, "momentum"}, {o.weight_decay, "weight_decay"}})
         require_finite(value, what, op);
     if (!(o.momentum > 0))
-        raise<ValueError>(std::string(op_info(op).name) + ": momentum must be > 0, got " +
-                          std::to_string(o.momentum) + " (without momentum there is no buffer to keep)");
+        raise<ValueError>(std::string(op_info(op).name) + ": momentum must be > 0, got " + std::to_string(o.momentum) +
+                          " (without momentum there is no buffer to keep)");
     NoGradGuard no_grad;
     const bool has_state = momentum_buffer.defined();
     tf_params_sgd_step p{};
@@ -132,4 +134,4 @@ void sgd_step_(const Tensor &param, const Tensor &grad, Tensor &momentum_buffer,
     target.assign_(param_next);
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin

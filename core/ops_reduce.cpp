@@ -17,8 +17,7 @@ void check_read_size(const Tensor &a, const char *op) {
     if (a.numel() > max_read_elements)
         raise<ValueError>(std::string(op) + ": the operand " + shape_str(a.shape()) + " has " +
                           std::to_string(a.numel()) + " elements, more than the 2^40 one op reads; " +
-                          "reduce the broadcast view's source instead (e.g. sum of x.expand(n) is " +
-                          "n * sum(x))");
+                          "reduce the broadcast view's source instead (e.g. sum of x.expand(n) is " + "n * sum(x))");
 }
 
 // Runs a REDUCE op into a keepdim-shaped output; returns it in the requested shape.
@@ -44,7 +43,7 @@ Tensor unreduce(const Tensor &g, const Shape &input, uint32_t mask) {
     return g.reshape(keep_shape(input, mask)).expand(input);
 }
 
-} // namespace
+}  // namespace
 
 Tensor sum(const Tensor &a, const Axes &axes, bool keepdim) {
     if (Autocast cast{"sum", {&a}}) return sum(cast[0], axes, keepdim);
@@ -52,9 +51,9 @@ Tensor sum(const Tensor &a, const Axes &axes, bool keepdim) {
     uint32_t mask = axes_mask(a.shape(), axes, "sum");
     tf_params_reduce params{sizeof(tf_params_reduce), mask};
     Tensor out = reduce(TF_OP_SUM, a, mask, keepdim, &params);
-    return record(out, {&a}, "sum", [&] { return [shape = a.shape(), mask](const Tensor &g) -> std::vector<Tensor> {
-        return {unreduce(g, shape, mask)};
-    }; });
+    return record(out, {&a}, "sum", [&] {
+        return [shape = a.shape(), mask](const Tensor &g) -> std::vector<Tensor> { return {unreduce(g, shape, mask)}; };
+    });
 }
 
 Tensor mean(const Tensor &a, const Axes &axes, bool keepdim) {
@@ -63,43 +62,42 @@ Tensor mean(const Tensor &a, const Axes &axes, bool keepdim) {
     uint32_t mask = axes_mask(a.shape(), axes, "mean");
     tf_params_reduce params{sizeof(tf_params_reduce), mask};
     Tensor out = reduce(TF_OP_MEAN, a, mask, keepdim, &params);
-    return record(out, {&a}, "mean", [&] { return [shape = a.shape(), mask](const Tensor &g) -> std::vector<Tensor> {
-        double n = static_cast<double>(reduced_count(shape, mask));
-        return {unreduce(div(g, constant_like(g, n)), shape, mask)};
-    }; });
+    return record(out, {&a}, "mean", [&] {
+        return [shape = a.shape(), mask](const Tensor &g) -> std::vector<Tensor> {
+            double n = static_cast<double>(reduced_count(shape, mask));
+            return {unreduce(div(g, constant_like(g, n)), shape, mask)};
+        };
+    });
 }
 
 // The gradient goes to the elements equal to the extreme, shared equally among ties.
-static Tensor extreme(tf_op op, const char *name, const Tensor &a, const Axes &axes,
-                      bool keepdim) {
+static Tensor extreme(tf_op op, const char *name, const Tensor &a, const Axes &axes, bool keepdim) {
     impl_of(a, name);
     uint32_t mask = axes_mask(a.shape(), axes, name);
     // An empty reduced axis has no extreme; empty kept axes just give an empty result.
     for (std::size_t i = 0; i < a.shape().size(); ++i)
         if ((mask & (1u << i)) && a.shape()[i] == 0)
-            raise<ShapeError>(std::string(name) + ": cannot reduce an empty tensor of shape " +
-                              shape_str(a.shape()) + " over axis " + std::to_string(i));
+            raise<ShapeError>(std::string(name) + ": cannot reduce an empty tensor of shape " + shape_str(a.shape()) +
+                              " over axis " + std::to_string(i));
     tf_params_reduce params{sizeof(tf_params_reduce), mask};
     Tensor out = reduce(op, a, mask, true, &params);
     Tensor result = keepdim ? out : raw_view(out, drop_shape(a.shape(), mask));
-    return record(result, {&a}, name, [&] { return [x = a.detach(), y = out.detach(), mask](const Tensor &g) -> std::vector<Tensor> {
-        Shape shape = x.shape();
-        Tensor hits = cast(eq(x, y.expand(shape)), g.dtype());
-        std::vector<int> axes;
-        for (std::size_t i = 0; i < shape.size(); ++i)
-            if (mask & (1u << i)) axes.push_back(static_cast<int>(i));
-        Tensor count = axes.empty() ? hits : sum(hits, axes, true);
-        return {mul(div(hits, count), unreduce(g, shape, mask))};
-    }; });
+    return record(result, {&a}, name, [&] {
+        return [x = a.detach(), y = out.detach(), mask](const Tensor &g) -> std::vector<Tensor> {
+            Shape shape = x.shape();
+            Tensor hits = cast(eq(x, y.expand(shape)), g.dtype());
+            std::vector<int> axes;
+            for (std::size_t i = 0; i < shape.size(); ++i)
+                if (mask & (1u << i)) axes.push_back(static_cast<int>(i));
+            Tensor count = axes.empty() ? hits : sum(hits, axes, true);
+            return {mul(div(hits, count), unreduce(g, shape, mask))};
+        };
+    });
 }
 
-Tensor max(const Tensor &a, const Axes &axes, bool keepdim) {
-    return extreme(TF_OP_MAX, "max", a, axes, keepdim);
-}
+Tensor max(const Tensor &a, const Axes &axes, bool keepdim) { return extreme(TF_OP_MAX, "max", a, axes, keepdim); }
 
-Tensor min(const Tensor &a, const Axes &axes, bool keepdim) {
-    return extreme(TF_OP_MIN, "min", a, axes, keepdim);
-}
+Tensor min(const Tensor &a, const Axes &axes, bool keepdim) { return extreme(TF_OP_MIN, "min", a, axes, keepdim); }
 
 Tensor var(const Tensor &a, const Axes &axes) { return var(a, axes, Correction(1), false); }
 
@@ -110,17 +108,19 @@ Tensor var(const Tensor &a, const Axes &axes, Correction correction_, bool keepd
     uint32_t mask = axes_mask(a.shape(), axes, "var");
     tf_params_var params{sizeof(tf_params_var), mask, correction};
     Tensor out = reduce(TF_OP_VAR, a, mask, keepdim, &params);
-    return record(out, {&a}, "var", [&] { return [x = a.detach(), mask, correction](const Tensor &g) -> std::vector<Tensor> {
-        Shape shape = x.shape();
-        std::vector<int> axes;
-        for (std::size_t i = 0; i < shape.size(); ++i)
-            if (mask & (1u << i)) axes.push_back(static_cast<int>(i));
-        double n = static_cast<double>(reduced_count(shape, mask));
-        double divisor = std::max(n - correction, 0.0);
-        Tensor centred = sub(x, mean(x, axes, true));
-        Tensor scale = constant_like(g, 2.0 / divisor);
-        return {mul(mul(centred, scale), unreduce(g, shape, mask))};
-    }; });
+    return record(out, {&a}, "var", [&] {
+        return [x = a.detach(), mask, correction](const Tensor &g) -> std::vector<Tensor> {
+            Shape shape = x.shape();
+            std::vector<int> axes;
+            for (std::size_t i = 0; i < shape.size(); ++i)
+                if (mask & (1u << i)) axes.push_back(static_cast<int>(i));
+            double n = static_cast<double>(reduced_count(shape, mask));
+            double divisor = std::max(n - correction, 0.0);
+            Tensor centred = sub(x, mean(x, axes, true));
+            Tensor scale = constant_like(g, 2.0 / divisor);
+            return {mul(mul(centred, scale), unreduce(g, shape, mask))};
+        };
+    });
 }
 
 static Tensor arg_reduce(tf_op op, const char *name, const Tensor &a, int64_t axis, bool keepdim) {
@@ -128,8 +128,8 @@ static Tensor arg_reduce(tf_op op, const char *name, const Tensor &a, int64_t ax
     if (a.rank() == 0) raise<ShapeError>(std::string(name) + ": needs rank >= 1");
     int ax = normalize_axis(axis, a.rank(), name);
     if (a.shape()[ax] == 0)
-        raise<ShapeError>(std::string(name) + ": axis " + std::to_string(axis) + " of shape " +
-                          shape_str(a.shape()) + " is empty");
+        raise<ShapeError>(std::string(name) + ": axis " + std::to_string(axis) + " of shape " + shape_str(a.shape()) +
+                          " is empty");
     check_read_size(a, name);
     uint32_t mask = 1u << ax;
     Tensor out = empty_like_device(a, keep_shape(a.shape(), mask), DType::i64);
@@ -163,8 +163,8 @@ static Tensor matmul_nd(const Tensor &a, const Tensor &b) {
     int64_t m = a.size(-2), k = a.size(-1), k2 = b.size(-2), n = b.size(-1);
     if (k != k2)
         raise<ShapeError>("matmul: shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) +
-                          " do not match: inner dimensions " + std::to_string(k) + " and " +
-                          std::to_string(k2) + " differ");
+                          " do not match: inner dimensions " + std::to_string(k) + " and " + std::to_string(k2) +
+                          " differ");
     Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
                                    Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
     Shape sa = batch, sb = batch, so = batch;
@@ -178,10 +178,12 @@ static Tensor matmul_nd(const Tensor &a, const Tensor &b) {
     check_read_size(xs, "matmul");
     check_read_size(ys, "matmul");
     dispatch(TF_OP_MATMUL, {xs, ys}, {out});
-    return record(out, {&a, &b}, "matmul", [&] { return [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
-        return {input_needs_grad(0) ? sum_to(matmul_nd(g, b.transpose(-1, -2)), a.shape()) : Tensor(),
-                input_needs_grad(1) ? sum_to(matmul_nd(a.transpose(-1, -2), g), b.shape()) : Tensor()};
-    }; });
+    return record(out, {&a, &b}, "matmul", [&] {
+        return [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
+            return {input_needs_grad(0) ? sum_to(matmul_nd(g, b.transpose(-1, -2)), a.shape()) : Tensor(),
+                    input_needs_grad(1) ? sum_to(matmul_nd(a.transpose(-1, -2), g), b.shape()) : Tensor()};
+        };
+    });
 }
 
 Tensor matmul(const Tensor &a, const Tensor &b) {
@@ -189,11 +191,11 @@ Tensor matmul(const Tensor &a, const Tensor &b) {
     impl_of(a, "matmul");
     impl_of(b, "matmul");
     if (a.rank() == 0 || b.rank() == 0)
-        raise<ShapeError>("matmul: operands must have rank >= 1, got shapes " + shape_str(a.shape()) +
-                          " and " + shape_str(b.shape()));
+        raise<ShapeError>("matmul: operands must have rank >= 1, got shapes " + shape_str(a.shape()) + " and " +
+                          shape_str(b.shape()));
     if (a.dtype() != b.dtype())
-        raise<DTypeError>(std::string("matmul: dtypes ") + dtype_name(a.dtype()) + " and " +
-                          dtype_name(b.dtype()) + " differ");
+        raise<DTypeError>(std::string("matmul: dtypes ") + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) +
+                          " differ");
     // 1-D operands become a row (left) or a column (right); that axis is dropped afterwards.
     Tensor x = a.rank() == 1 ? a.view({1, a.size(0)}) : a;
     Tensor y = b.rank() == 1 ? b.view({b.size(0), 1}) : b;
@@ -211,14 +213,14 @@ Tensor matmul(const Tensor &a, const Tensor &b) {
 
 Tensor cast(const Tensor &a, DType dtype) {
     const TensorImpl &impl = impl_of(a, "cast");
-    dtype_size(dtype); // rejects values outside the enum
+    dtype_size(dtype);  // rejects values outside the enum
     if (impl.dtype == dtype) return a;
     Tensor out = empty_like_device(a, impl.shape, dtype);
     dispatch(TF_OP_CAST, {a}, {out});
     if (!is_float(dtype)) return out;
-    return record(out, {&a}, "cast", [&] { return [from = impl.dtype](const Tensor &g) -> std::vector<Tensor> {
-        return {cast(g, from)};
-    }; });
+    return record(out, {&a}, "cast", [&] {
+        return [from = impl.dtype](const Tensor &g) -> std::vector<Tensor> { return {cast(g, from)}; };
+    });
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin

@@ -68,9 +68,7 @@ std::string check_core_env(bool &fallback_is_error) {
     int index = 0;
     switch (tf_env_parse_word(fallback, fallback_words, 2, &index)) {
     case TF_ENV_VALID: fallback_is_error = index == 1; break;
-    case TF_ENV_INVALID:
-        bad("TINYFIN_FALLBACK", fallback, "allow or error", "allow (ops fall back to cpu)");
-        break;
+    case TF_ENV_INVALID: bad("TINYFIN_FALLBACK", fallback, "allow or error", "allow (ops fall back to cpu)"); break;
     case TF_ENV_UNSET: break;
     }
     // A bad TINYFIN_STRICT counts as on and is only a warning: it would otherwise fail itself.
@@ -85,7 +83,7 @@ std::string check_core_env(bool &fallback_is_error) {
     return problems;
 }
 
-} // namespace
+}  // namespace
 
 Registry &Registry::instance() {
     // A plugin's entry, probe or init calling back into tinyfin while the registry is built would
@@ -133,15 +131,14 @@ Registry::Registry() {
     bool ok = select(spec.empty() ? "auto" : spec);
     if (strict_mode()) {
         std::lock_guard lock(select_mutex_);
-        bool warned = std::any_of(notes_.begin(), notes_.end(), [](const std::string &note) {
-            return note.rfind("unavailable:", 0) == 0;
-        });
+        bool warned = std::any_of(notes_.begin(), notes_.end(),
+                                  [](const std::string &note) { return note.rfind("unavailable:", 0) == 0; });
         if (!ok || warned) {
             std::string why;
             for (const std::string &note : notes_)
                 if (note.rfind("unavailable:", 0) == 0) why += (why.empty() ? "" : "; ") + note;
-            fatal_error_ = "TINYFIN_STRICT=1 and TINYFIN_BACKEND=" + spec + " cannot be honoured: " +
-                           (why.empty() ? std::string("no listed backend is usable") : why);
+            fatal_error_ = "TINYFIN_STRICT=1 and TINYFIN_BACKEND=" + spec +
+                           " cannot be honoured: " + (why.empty() ? std::string("no listed backend is usable") : why);
         }
     }
 }
@@ -161,8 +158,7 @@ Backend *Registry::usable(std::string_view name) {
 std::string Registry::why_unusable(std::string_view name) {
     for (const auto &backend : loaded_.backends)
         if (backend->name() == name)
-            return backend->initialised() ? std::string("usable")
-                                          : "init failed: " + backend->init_error();
+            return backend->initialised() ? std::string("usable") : "init failed: " + backend->init_error();
     std::string why;
     for (const PluginRecord &record : loaded_.records)
         if (record.name == name && record.outcome != "shadowed")
@@ -185,7 +181,7 @@ std::string free_memory_text(const Backend &backend) {
            (d.memory_free == 0 ? std::string("unknown") : mib_text(d.memory_free));
 }
 
-} // namespace
+}  // namespace
 
 bool fits_memory(const Backend &backend, uint64_t required_bytes) {
     if (required_bytes == 0 || backend.device_count() == 0) return true;
@@ -207,30 +203,28 @@ bool Registry::select(std::string_view spec) {
         for (const auto &backend : loaded_.backends) {
             if (backend->name() == "cpu") continue;
             if (backend->table().priority <= 0) {
-                notes.push_back("skipped " + backend->name() + ": priority " + std::to_string(backend->table().priority) +
+                notes.push_back("skipped " + backend->name() + ": priority " +
+                                std::to_string(backend->table().priority) +
                                 " is not above cpu's (0); name it in TINYFIN_BACKEND to use it");
                 continue;
             }
             ranked.push_back(backend.get());
         }
-        std::stable_sort(ranked.begin(), ranked.end(), [](Backend *a, Backend *b) {
-            return a->table().priority > b->table().priority;
-        });
+        std::stable_sort(ranked.begin(), ranked.end(),
+                         [](Backend *a, Backend *b) { return a->table().priority > b->table().priority; });
         for (Backend *backend : ranked) {
             if (!backend->ensure_init()) {
-                notes.push_back("skipped " + backend->name() + ": init failed: " +
-                                backend->init_error());
+                notes.push_back("skipped " + backend->name() + ": init failed: " + backend->init_error());
                 continue;
             }
             if (backend->software_emulated()) {
                 notes.push_back("skipped " + backend->name() + ": software-emulated device (" +
-                                backend->device(0).name +
-                                "); name it in TINYFIN_BACKEND to use it");
+                                backend->device(0).name + "); name it in TINYFIN_BACKEND to use it");
                 continue;
             }
             if (!fits_memory(*backend, required_bytes_)) {
-                notes.push_back("skipped " + backend->name() + ": " + free_memory_text(*backend) +
-                                " free, " + mib_text(required_bytes_) + " required");
+                notes.push_back("skipped " + backend->name() + ": " + free_memory_text(*backend) + " free, " +
+                                mib_text(required_bytes_) + " required");
                 continue;
             }
             chosen = backend;
@@ -285,4 +279,4 @@ void Registry::selection(std::string &requested, std::vector<std::string> &notes
     notes = notes_;
 }
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

@@ -15,8 +15,7 @@ namespace tinyfin::detail {
 // Counters behind tinyfin::stats(). Relaxed atomics: they are statistics, not synchronisation.
 struct Counters {
     struct PerBackend {
-        std::atomic<uint64_t> ops{0}, bytes_to_device{0}, bytes_to_host{0}, allocations{0},
-            bytes_allocated{0};
+        std::atomic<uint64_t> ops{0}, bytes_to_device{0}, bytes_to_host{0}, allocations{0}, bytes_allocated{0};
         // Bytes of storages alive now, and the most alive at once since reset_stats().
         std::atomic<uint64_t> bytes_in_use{0}, peak_bytes_in_use{0};
     };
@@ -31,8 +30,7 @@ inline void count_allocation(Counters::PerBackend &counters, uint64_t nbytes) {
     counters.bytes_allocated.fetch_add(nbytes, std::memory_order_relaxed);
     uint64_t live = counters.bytes_in_use.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
     uint64_t peak = counters.peak_bytes_in_use.load(std::memory_order_relaxed);
-    while (live > peak &&
-           !counters.peak_bytes_in_use.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+    while (live > peak && !counters.peak_bytes_in_use.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
     }
 }
 
@@ -49,7 +47,8 @@ public:
     // instance(), but throws BackendError when TINYFIN_STRICT=1 selection failed or cpu is unusable.
     static Registry &checked() {
         Registry &registry = instance();
-        if (!registry.fatal_error_.empty()) [[unlikely]] registry.raise_fatal();
+        if (!registry.fatal_error_.empty()) [[unlikely]]
+            registry.raise_fatal();
         return registry;
     }
     // False once the registry is destroyed at exit: late tensor destructors skip plugin calls.
@@ -102,4 +101,4 @@ private:
     Counters counters_;
 };
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

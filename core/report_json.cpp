@@ -8,9 +8,7 @@ namespace tinyfin {
 
 namespace {
 
-std::string abi_text(uint32_t v) {
-    return std::to_string(TF_ABI_MAJOR(v)) + "." + std::to_string(TF_ABI_MINOR(v));
-}
+std::string abi_text(uint32_t v) { return std::to_string(TF_ABI_MAJOR(v)) + "." + std::to_string(TF_ABI_MINOR(v)); }
 
 std::string json_string(const std::string &text) {
     std::string out = "\"";
@@ -42,7 +40,7 @@ std::string json_list(const std::vector<std::string> &items) {
 
 std::string boolean(bool value) { return value ? "true" : "false"; }
 
-} // namespace
+}  // namespace
 
 std::string report_json(const Report &r) {
     std::string out = "{\n  \"schema\": \"tinyfin-info/1\",\n";
@@ -56,19 +54,17 @@ std::string report_json(const Report &r) {
     for (std::size_t i = 0; i < r.plugins.size(); ++i) {
         const auto &p = r.plugins[i];
         out += std::string(i ? "," : "") + "\n    {\"path\": " + json_string(p.path) +
-               ", \"resolved_path\": " + json_string(p.resolved_path) +
-               ", \"name\": " + json_string(p.name) + ", \"outcome\": " + json_string(p.outcome) +
-               ", \"message\": " + json_string(p.message) + ", \"version\": " + json_string(p.version) +
+               ", \"resolved_path\": " + json_string(p.resolved_path) + ", \"name\": " + json_string(p.name) +
+               ", \"outcome\": " + json_string(p.outcome) + ", \"message\": " + json_string(p.message) +
+               ", \"version\": " + json_string(p.version) +
                ", \"abi\": " + json_string(p.abi_version ? abi_text(p.abi_version) : "") +
-               ", \"priority\": " + std::to_string(p.priority) +
-               ", \"initialised\": " + boolean(p.initialised) + ",\n     \"devices\": [";
+               ", \"priority\": " + std::to_string(p.priority) + ", \"initialised\": " + boolean(p.initialised) +
+               ",\n     \"devices\": [";
         for (std::size_t d = 0; d < p.devices.size(); ++d) {
             const auto &dev = p.devices[d];
             out += std::string(d ? ", " : "") + "{\"name\": " + json_string(dev.name) +
-                   ", \"kind\": " + json_string(dev.kind) +
-                   ", \"memory_total\": " + std::to_string(dev.memory_total) +
-                   ", \"memory_free\": " + std::to_string(dev.memory_free) +
-                   ", \"uuid\": " + json_string(dev.uuid) +
+                   ", \"kind\": " + json_string(dev.kind) + ", \"memory_total\": " + std::to_string(dev.memory_total) +
+                   ", \"memory_free\": " + std::to_string(dev.memory_free) + ", \"uuid\": " + json_string(dev.uuid) +
                    ", \"host_addressable\": " + boolean(dev.host_addressable) + "}";
         }
         out += "],\n     \"features\": {";
@@ -78,10 +74,9 @@ std::string report_json(const Report &r) {
         out += "},\n     \"supported_ops\": " + json_list(p.supported_ops) + "}";
     }
     out += "\n  ],\n  \"selection\": {\"requested\": " + json_string(r.requested) +
-           ", \"selected\": " + json_string(r.selected) +
-           ", \"notes\": " + json_list(r.selection_notes) + "},\n";
+           ", \"selected\": " + json_string(r.selected) + ", \"notes\": " + json_list(r.selection_notes) + "},\n";
     out += "  \"ops\": " + json_list(op_names()) + "\n}\n";
     return out;
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin

@@ -62,11 +62,11 @@ Device Device::parse(std::string_view text) {
     }
     Backend *backend = Registry::checked().usable(device.backend);
     if (!backend)
-        raise<DeviceError>("no usable backend '" + device.backend + "' for device '" +
-                           std::string(text) + "'; run tinyfin-info to see what is loaded");
+        raise<DeviceError>("no usable backend '" + device.backend + "' for device '" + std::string(text) +
+                           "'; run tinyfin-info to see what is loaded");
     if (device.index >= backend->device_count())
-        raise<DeviceError>("device '" + std::string(text) + "' does not exist: " + device.backend +
-                           " has " + std::to_string(backend->device_count()) + " device(s)");
+        raise<DeviceError>("device '" + std::string(text) + "' does not exist: " + device.backend + " has " +
+                           std::to_string(backend->device_count()) + " device(s)");
     return device;
 }
 
@@ -105,8 +105,8 @@ Storage::~Storage() {
             backend->table().buffer_free(buffer);
             return true;
         });
-        Registry::instance().counters().backends[backend->slot()].bytes_in_use.fetch_sub(
-            nbytes, std::memory_order_relaxed);
+        Registry::instance().counters().backends[backend->slot()].bytes_in_use.fetch_sub(nbytes,
+                                                                                         std::memory_order_relaxed);
     }
     if (release) release();
 }
@@ -119,8 +119,7 @@ std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t
     ScratchError err;
     tf_error &e = err.get();
     tf_status status = guarded(e, "buffer_alloc", [&] {
-        return backend.table().buffer_alloc(device, std::max<uint64_t>(nbytes, 1), &storage->buffer,
-                                            &e);
+        return backend.table().buffer_alloc(device, std::max<uint64_t>(nbytes, 1), &storage->buffer, &e);
     });
     if (status != TF_STATUS_OK || !storage->buffer) {
         storage->buffer = nullptr;
@@ -129,8 +128,7 @@ std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t
                      "cannot allocate " + std::to_string(nbytes) + " bytes on " + where + ": " +
                          err.text("the plugin returned no buffer"));
     }
-    storage->host = backend.host_addressable(device) ? backend.buffer_host_ptr(storage->buffer)
-                                                     : nullptr;
+    storage->host = backend.host_addressable(device) ? backend.buffer_host_ptr(storage->buffer) : nullptr;
     count_allocation(Registry::instance().counters().backends[backend.slot()], nbytes);
     return storage;
 }
@@ -154,12 +152,10 @@ bool overlaps(const TensorImpl &a, const TensorImpl &b) {
 
 int64_t checked_numel(const Shape &shape, std::string_view op) {
     if (shape.size() > TF_MAX_RANK)
-        raise<ShapeError>(std::string(op) + ": rank " + std::to_string(shape.size()) +
-                          " exceeds the limit of " + std::to_string(TF_MAX_RANK) + " (shape " +
-                          shape_str(shape) + ")");
+        raise<ShapeError>(std::string(op) + ": rank " + std::to_string(shape.size()) + " exceeds the limit of " +
+                          std::to_string(TF_MAX_RANK) + " (shape " + shape_str(shape) + ")");
     for (int64_t size : shape)
-        if (size < 0)
-            raise<ShapeError>(std::string(op) + ": negative size in shape " + shape_str(shape));
+        if (size < 0) raise<ShapeError>(std::string(op) + ": negative size in shape " + shape_str(shape));
     // A zero-size axis anywhere makes 0 elements, whatever the order of the axes: a permuted
     // [0, 2^62, 5] must not overflow where [2^62, 5, 0] is multiplied from the left.
     if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
@@ -193,8 +189,7 @@ Tensor make_tensor(Backend &backend, int device, const Shape &shape, DType dtype
     int64_t numel = checked_numel(shape, "empty");
     uint64_t nbytes;
     if (__builtin_mul_overflow(static_cast<uint64_t>(numel), dtype_size(dtype), &nbytes))
-        raise<ShapeError>("empty: " + shape_str(shape) + " of " + dtype_name(dtype) +
-                          " needs more than 2^64 bytes");
+        raise<ShapeError>("empty: " + shape_str(shape) + " of " + dtype_name(dtype) + " needs more than 2^64 bytes");
     return Tensor(fresh_tensor_impl(backend, device, shape, dtype, nbytes));
 }
 
@@ -214,7 +209,7 @@ void raise_undefined(std::string_view op) {
     raise<DeviceError>(std::string(op) + ": the tensor is undefined (default-constructed or moved from)");
 }
 
-} // namespace detail
+}  // namespace detail
 
 // ---- Tensor ---------------------------------------------------------------------
 
@@ -229,11 +224,11 @@ int64_t Tensor::offset() const { return impl_of(*this, "offset").offset; }
 namespace {
 int normalize_axis(int64_t axis, int rank, std::string_view op) {
     if (axis < -rank || axis >= std::max(rank, 1) || (rank == 0 && axis != 0 && axis != -1))
-        raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) +
-                          " is out of range for rank " + std::to_string(rank));
+        raise<ShapeError>(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for rank " +
+                          std::to_string(rank));
     return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
-} // namespace
+}  // namespace
 
 int64_t Tensor::size(int64_t axis) const {
     int a = normalize_axis(axis, rank(), "size");
@@ -283,8 +278,7 @@ bool Tensor::is_contiguous() const {
 static std::optional<Shape> view_strides(const TensorImpl &t, const Shape &new_shape) {
     if (new_shape.empty()) return Shape{};
     if (t.shape.empty()) return contiguous_strides(new_shape);
-    if (std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end())
-        return contiguous_strides(new_shape);
+    if (std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end()) return contiguous_strides(new_shape);
     // Walk groups of old axes that are contiguous among themselves, matching new axes to each.
     Shape result(new_shape.size());
     int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
@@ -326,14 +320,14 @@ static Shape infer_shape(const Shape &requested, int64_t numel, std::string_view
     }
     if (infer >= 0) {
         if (known == 0 || numel % known != 0)
-            raise<ShapeError>(std::string(op) + ": cannot infer -1 in " + shape_str(requested) +
-                              " for " + std::to_string(numel) + " elements");
+            raise<ShapeError>(std::string(op) + ": cannot infer -1 in " + shape_str(requested) + " for " +
+                              std::to_string(numel) + " elements");
         shape[infer] = numel / known;
         known *= shape[infer];
     }
     if (known != numel)
-        raise<ShapeError>(std::string(op) + ": shape " + shape_str(requested) + " has " +
-                          std::to_string(known) + " elements, the tensor has " + std::to_string(numel));
+        raise<ShapeError>(std::string(op) + ": shape " + shape_str(requested) + " has " + std::to_string(known) +
+                          " elements, the tensor has " + std::to_string(numel));
     checked_numel(shape, op);
     return shape;
 }
@@ -351,18 +345,16 @@ Tensor raw_view(const Tensor &t, const Shape &new_shape) {
     return make_view(t, shape, *strides, impl.offset);
 }
 
-} // namespace detail
+}  // namespace detail
 
 // Gradient of any reshape-like view: reshape the gradient back.
 static Tensor record_reshape(const Tensor &out, const Tensor &in, const char *name) {
-    return record(out, {&in}, name, [&] { return [shape = in.shape()](const Tensor &g) -> std::vector<Tensor> {
-        return {g.reshape(shape)};
-    }; });
+    return record(out, {&in}, name, [&] {
+        return [shape = in.shape()](const Tensor &g) -> std::vector<Tensor> { return {g.reshape(shape)}; };
+    });
 }
 
-Tensor Tensor::view(const Shape &new_shape) const {
-    return record_reshape(raw_view(*this, new_shape), *this, "view");
-}
+Tensor Tensor::view(const Shape &new_shape) const { return record_reshape(raw_view(*this, new_shape), *this, "view"); }
 
 Tensor Tensor::reshape(const Shape &new_shape) const {
     const TensorImpl &impl = impl_of(*this, "reshape");
@@ -386,9 +378,8 @@ Tensor Tensor::permute(const Axes &axes) const {
     std::vector<int64_t> inverse(axes.size());
     for (std::size_t i = 0; i < axes.size(); ++i)
         inverse[axes[i] < 0 ? axes[i] + rank() : axes[i]] = static_cast<int>(i);
-    return record(out, {this}, "permute", [&] { return [inverse](const Tensor &g) -> std::vector<Tensor> {
-        return {g.permute(inverse)};
-    }; });
+    return record(out, {this}, "permute",
+                  [&] { return [inverse](const Tensor &g) -> std::vector<Tensor> { return {g.permute(inverse)}; }; });
 }
 
 Tensor detail::raw_permute(const Tensor &t, const Axes &axes) {
@@ -396,8 +387,7 @@ Tensor detail::raw_permute(const Tensor &t, const Axes &axes) {
     const TensorImpl &impl = impl_of(t, "permute");
     int r = t.rank();
     if (static_cast<int>(axes.size()) != r)
-        raise<ShapeError>("permute: " + std::to_string(axes.size()) + " axes given for rank " +
-                          std::to_string(r));
+        raise<ShapeError>("permute: " + std::to_string(axes.size()) + " axes given for rank " + std::to_string(r));
     std::vector<bool> seen(r, false);
     Shape shape(r), strides(r);
     for (int i = 0; i < r; ++i) {
@@ -413,13 +403,13 @@ Tensor detail::raw_permute(const Tensor &t, const Axes &axes) {
 Tensor Tensor::slice(int64_t axis, int64_t start, int64_t end, int64_t step) const {
     Tensor out = raw_slice(*this, axis, start, end, step);
     // The gradient is zero outside the slice: scatter g into the same view of zeros.
-    return record(out, {this}, "slice",
-                  [&] { return [shape = shape(), dtype = dtype(), axis, start, end, step](const Tensor &g)
-                      -> std::vector<Tensor> {
-                      Tensor full_grad = zeros(shape, dtype, g.device());
-                      raw_slice(full_grad, axis, start, end, step).assign_(g);
-                      return {full_grad};
-                  }; });
+    return record(out, {this}, "slice", [&] {
+        return [shape = shape(), dtype = dtype(), axis, start, end, step](const Tensor &g) -> std::vector<Tensor> {
+            Tensor full_grad = zeros(shape, dtype, g.device());
+            raw_slice(full_grad, axis, start, end, step).assign_(g);
+            return {full_grad};
+        };
+    });
 }
 
 Tensor detail::raw_slice(const Tensor &t, int64_t axis, int64_t start, int64_t end, int64_t step) {
@@ -441,24 +431,22 @@ Tensor detail::raw_slice(const Tensor &t, int64_t axis, int64_t start, int64_t e
     int64_t skipped = 0;
     if (__builtin_mul_overflow(impl.strides[a], step, &strides[a]) ||
         __builtin_mul_overflow(start, impl.strides[a], &skipped))
-        raise<ShapeError>("slice: step " + std::to_string(step) + " or start " +
-                          std::to_string(start) + " overflows the strides of " +
-                          shape_str(impl.shape));
+        raise<ShapeError>("slice: step " + std::to_string(step) + " or start " + std::to_string(start) +
+                          " overflows the strides of " + shape_str(impl.shape));
     return make_view(self, shape, strides, impl.offset + skipped);
 }
 
 Tensor Tensor::expand(const Shape &target) const {
     Tensor out = raw_expand(*this, target);
-    return record(out, {this}, "expand", [&] { return [shape = shape()](const Tensor &g) -> std::vector<Tensor> {
-        return {sum_to(g, shape)};
-    }; });
+    return record(out, {this}, "expand", [&] {
+        return [shape = shape()](const Tensor &g) -> std::vector<Tensor> { return {sum_to(g, shape)}; };
+    });
 }
 
 Tensor detail::raw_expand(const Tensor &t, const Shape &target) {
     const TensorImpl &impl = impl_of(t, "expand");
     if (target.size() < impl.shape.size())
-        raise<ShapeError>("expand: cannot expand " + shape_str(impl.shape) + " to fewer axes " +
-                          shape_str(target));
+        raise<ShapeError>("expand: cannot expand " + shape_str(impl.shape) + " to fewer axes " + shape_str(target));
     std::size_t lead = target.size() - impl.shape.size();
     Shape shape(target.size()), strides(target.size());
     for (std::size_t i = 0; i < target.size(); ++i) {
@@ -473,8 +461,7 @@ Tensor detail::raw_expand(const Tensor &t, const Shape &target) {
             shape[i] = want;
             strides[i] = 0;
         } else {
-            raise<ShapeError>("expand: shape " + shape_str(impl.shape) + " cannot expand to " +
-                              shape_str(target));
+            raise<ShapeError>("expand: shape " + shape_str(impl.shape) + " cannot expand to " + shape_str(target));
         }
     }
     checked_numel(shape, "expand");
@@ -486,7 +473,8 @@ Tensor Tensor::contiguous() const {
     const TensorImpl &impl = impl_of(*this, "contiguous");
     Tensor out = make_tensor(*impl.storage->backend, impl.storage->device, impl.shape, impl.dtype);
     dispatch(TF_OP_CONTIGUOUS, {*this}, {out});
-    return record(out, {this}, "contiguous", [&] { return [](const Tensor &g) -> std::vector<Tensor> { return {g}; }; });
+    return record(out, {this}, "contiguous",
+                  [&] { return [](const Tensor &g) -> std::vector<Tensor> { return {g}; }; });
 }
 
 void Tensor::assign_(const Tensor &src) {
@@ -497,8 +485,8 @@ void Tensor::assign_(const Tensor &src) {
                              "is on; wrap the update in NoGradGuard");
     Shape shape = broadcast_shapes(impl.shape, src.shape(), "assign_");
     if (shape != impl.shape)
-        raise<ShapeError>("assign_: source of shape " + shape_str(src.shape()) +
-                          " does not broadcast to " + shape_str(impl.shape));
+        raise<ShapeError>("assign_: source of shape " + shape_str(src.shape()) + " does not broadcast to " +
+                          shape_str(impl.shape));
     Tensor source = src.to(device());
     if (source.dtype() != impl.dtype) source = cast(source.detach(), impl.dtype);
     // A source sharing memory with the destination (a shifted slice, the transpose, a broadcast
@@ -514,28 +502,25 @@ void Tensor::assign_(const Tensor &src) {
 
 Tensor Tensor::to(const Device &device) const {
     const TensorImpl &impl = impl_of(*this, "to");
-    if (device.backend == impl.storage->backend->name() && device.index == impl.storage->device)
-        return *this;
+    if (device.backend == impl.storage->backend->name() && device.index == impl.storage->device) return *this;
     Backend *backend = Registry::checked().usable(device.backend);
     if (!backend || device.index < 0 || device.index >= backend->device_count())
         raise<DeviceError>("to: device '" + device.str() + "' is not available; run tinyfin-info");
     Tensor src = contiguous();
     Tensor out = make_tensor(*backend, device.index, impl.shape, impl.dtype);
     const TensorImpl &s = *src.impl();
-    copy_bytes(*out.impl()->storage, 0, *s.storage, static_cast<uint64_t>(s.offset) * dtype_size(s.dtype),
-               nbytes());
-    return record(out, {this}, "to", [&] { return [from = this->device()](const Tensor &g) -> std::vector<Tensor> {
-        return {g.to(from)};
-    }; });
+    copy_bytes(*out.impl()->storage, 0, *s.storage, static_cast<uint64_t>(s.offset) * dtype_size(s.dtype), nbytes());
+    return record(out, {this}, "to", [&] {
+        return [from = this->device()](const Tensor &g) -> std::vector<Tensor> { return {g.to(from)}; };
+    });
 }
 
 Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
 
 void Tensor::copy_to_host(void *dst, std::size_t bytes) const {
     if (bytes != nbytes())
-        raise<ValueError>("copy_to_host: destination has " + std::to_string(bytes) +
-                          " bytes, the tensor " + shape_str(shape()) + " of " + dtype_name(dtype()) +
-                          " has " + std::to_string(nbytes()));
+        raise<ValueError>("copy_to_host: destination has " + std::to_string(bytes) + " bytes, the tensor " +
+                          shape_str(shape()) + " of " + dtype_name(dtype()) + " has " + std::to_string(nbytes()));
     if (bytes == 0) return;
     Tensor src;
     {
@@ -549,19 +534,18 @@ void Tensor::copy_to_host(void *dst, std::size_t bytes) const {
         return storage.backend->table().buffer_read(
             storage.buffer, static_cast<uint64_t>(s.offset) * dtype_size(s.dtype), dst, bytes, &err);
     });
-    if (!storage.host)
-        Registry::instance().counters().backends[storage.backend->slot()].bytes_to_host += bytes;
+    if (!storage.host) Registry::instance().counters().backends[storage.backend->slot()].bytes_to_host += bytes;
     if (status != TF_STATUS_OK)
-        raise_status(status, "copy_to_host from " + device().str() + ": " +
-                                 error_text(err, "failed without a message"));
+        raise_status(status,
+                     "copy_to_host from " + device().str() + ": " + error_text(err, "failed without a message"));
 }
 
 void copy_from_host(const Tensor &tensor, const void *src, std::size_t bytes) {
     const TensorImpl &impl = impl_of(tensor, "copy_from_host");
     if (bytes != tensor.nbytes())
-        raise<ValueError>("copy_from_host: source has " + std::to_string(bytes) +
-                          " bytes, the tensor " + shape_str(tensor.shape()) + " of " + dtype_name(tensor.dtype()) +
-                          " has " + std::to_string(tensor.nbytes()));
+        raise<ValueError>("copy_from_host: source has " + std::to_string(bytes) + " bytes, the tensor " +
+                          shape_str(tensor.shape()) + " of " + dtype_name(tensor.dtype()) + " has " +
+                          std::to_string(tensor.nbytes()));
     if (!tensor.is_contiguous())
         raise<ValueError>("copy_from_host: the tensor " + shape_str(tensor.shape()) +
                           " is not contiguous; write into contiguous() and assign_ it");
@@ -578,11 +562,10 @@ void copy_from_host(const Tensor &tensor, const void *src, std::size_t bytes) {
                                  error_text(err, "synchronize failed without a message"));
     status = storage.backend->table().buffer_write(
         storage.buffer, static_cast<uint64_t>(impl.offset) * dtype_size(impl.dtype), src, bytes, &err);
-    if (!storage.host)
-        Registry::instance().counters().backends[storage.backend->slot()].bytes_to_device += bytes;
+    if (!storage.host) Registry::instance().counters().backends[storage.backend->slot()].bytes_to_device += bytes;
     if (status != TF_STATUS_OK)
-        raise_status(status, "copy_from_host to " + tensor.device().str() + ": " +
-                                 error_text(err, "failed without a message"));
+        raise_status(status,
+                     "copy_from_host to " + tensor.device().str() + ": " + error_text(err, "failed without a message"));
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin

@@ -30,7 +30,7 @@ struct Storage {
 // Allocates nbytes (at least one byte is requested from the plugin) on backend's device.
 std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t nbytes);
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail
 
 namespace tinyfin {
 
@@ -45,22 +45,24 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
 
     DType dtype = DType::f32;
     Shape shape;
-    Shape strides;     // in elements
-    int64_t offset = 0; // in elements
+    Shape strides;  // in elements
+    int64_t offset = 0;  // in elements
     std::shared_ptr<detail::Storage> storage;
     // Null until autograd needs it (requires_grad_, or a recorded op's output).
     std::shared_ptr<detail::AutogradMeta> autograd;
 };
 
-} // namespace tinyfin
+}  // namespace tinyfin
 
 namespace tinyfin::detail {
 
 // dtype_size() of a dtype the core holds (always one of the six): inline, without its error path.
 inline std::size_t element_size(DType dtype) {
     switch (dtype) {
-    case DType::f32: case DType::i32: return 4;
-    case DType::f16: case DType::bf16: return 2;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f16:
+    case DType::bf16: return 2;
     case DType::i64: return 8;
     case DType::boolean: return 1;
     }
@@ -89,8 +91,8 @@ Shape contiguous_strides(const Shape &shape);
 void contiguous_strides(const Shape &shape, Shape &strides);
 // A contiguous view of a new storage of nbytes (shape's elements of dtype) on backend's device:
 // taken from the thread's pool of freed small tensors when one fits (tensor_pool.cpp).
-std::shared_ptr<TensorImpl> fresh_tensor_impl(Backend &backend, int device, const Shape &shape,
-                                              DType dtype, uint64_t nbytes);
+std::shared_ptr<TensorImpl> fresh_tensor_impl(Backend &backend, int device, const Shape &shape, DType dtype,
+                                              uint64_t nbytes);
 // A new contiguous tensor on backend's device (uninitialised contents).
 Tensor make_tensor(Backend &backend, int device, const Shape &shape, DType dtype);
 Tensor make_view(const Tensor &base, Shape shape, Shape strides, int64_t offset);
@@ -104,12 +106,14 @@ Backend &backend_of(const Tensor &tensor);
 // The tensor's view; DeviceError naming op when it is undefined. Inline, so that the length of
 // op is taken only on that error path, not on every op.
 inline const TensorImpl &impl_of(const Tensor &tensor, const char *op) {
-    if (!tensor.defined()) [[unlikely]] raise_undefined(op);
+    if (!tensor.defined()) [[unlikely]]
+        raise_undefined(op);
     return *tensor.impl();
 }
 inline const TensorImpl &impl_of(const Tensor &tensor, std::string_view op) {
-    if (!tensor.defined()) [[unlikely]] raise_undefined(op);
+    if (!tensor.defined()) [[unlikely]]
+        raise_undefined(op);
     return *tensor.impl();
 }
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

@@ -104,10 +104,10 @@ void set_layout(TensorImpl &impl, const Shape &shape, DType dtype) {
     impl.offset = 0;
 }
 
-} // namespace
+}  // namespace
 
-std::shared_ptr<TensorImpl> fresh_tensor_impl(Backend &backend, int device, const Shape &shape,
-                                              DType dtype, uint64_t nbytes) {
+std::shared_ptr<TensorImpl> fresh_tensor_impl(Backend &backend, int device, const Shape &shape, DType dtype,
+                                              uint64_t nbytes) {
     if (nbytes > pooled_bytes_max) {
         auto impl = std::make_shared<TensorImpl>();
         set_layout(*impl, shape, dtype);
@@ -127,4 +127,4 @@ std::shared_ptr<TensorImpl> fresh_tensor_impl(Backend &backend, int device, cons
     return std::shared_ptr<TensorImpl>(impl.release(), Recycle{});
 }
 
-} // namespace tinyfin::detail
+}  // namespace tinyfin::detail

@@ -141,25 +141,26 @@ bool all_equal(const float *sum, int world) {
     std::string what = "shape check";
     if (ctx.options().timeout_seconds > 0) {
         MPI_Request req;
-        ctx.check(MPI_Iallgather(mine.data(), signature_words, MPI_INT64_T, all.data(),
-                                 signature_words, MPI_INT64_T, comm, &req), what);
+        ctx.check(MPI_Iallgather(mine.data(), signature_words, MPI_INT64_T, all.data(), signature_words, MPI_INT64_T,
+                                 comm, &req),
+                  what);
         ctx.wait_all(&req, 1, what);
     } else {
-        ctx.check(MPI_Allgather(mine.data(), signature_words, MPI_INT64_T, all.data(),
-                                signature_words, MPI_INT64_T, comm), what);
+        ctx.check(
+            MPI_Allgather(mine.data(), signature_words, MPI_INT64_T, all.data(), signature_words, MPI_INT64_T, comm),
+            what);
     }
     const int64_t *first = all.data();
     for (int r = 1; r < ctx.world_size(); ++r) {
         const int64_t *other = all.data() + static_cast<std::size_t>(r) * signature_words;
         if (std::memcmp(first, other, signature_words * sizeof(int64_t)) == 0) continue;
-        throw MismatchError("MismatchError: ranks disagree: rank 0 calls " + describe_signature(first) +
-                            ", rank " + std::to_string(r) + " calls " + describe_signature(other) +
-                            " (this is rank " + std::to_string(ctx.rank()) +
-                            "); every rank must pass the same shape and dtype");
+        throw MismatchError("MismatchError: ranks disagree: rank 0 calls " + describe_signature(first) + ", rank " +
+                            std::to_string(r) + " calls " + describe_signature(other) + " (this is rank " +
+                            std::to_string(ctx.rank()) + "); every rank must pass the same shape and dtype");
     }
     throw MismatchError("MismatchError: ranks disagree about the element count or type of " +
-                        describe_signature(mine.data()) + " (this is rank " +
-                        std::to_string(ctx.rank()) + "); every rank must pass the same tensor");
+                        describe_signature(mine.data()) + " (this is rank " + std::to_string(ctx.rank()) +
+                        "); every rank must pass the same tensor");
 }
 
 // ---- The pairwise check: a world of 2, 4, 8, ... ranks ----
@@ -172,9 +173,7 @@ constexpr std::size_t message_bytes = 4000;
 // has seen a mismatch, bits 2..30 hold 29 bits of the signature's fingerprint.
 constexpr int more_bit = 1, seen_bit = 2;
 
-std::size_t messages_of(std::size_t bytes) {
-    return bytes == 0 ? 1 : (bytes + message_bytes - 1) / message_bytes;
-}
+std::size_t messages_of(std::size_t bytes) { return bytes == 0 ? 1 : (bytes + message_bytes - 1) / message_bytes; }
 
 unsigned char *room_for(std::vector<unsigned char> &buffer, std::size_t bytes) {
     if (buffer.size() < bytes) buffer.resize(bytes);
@@ -183,8 +182,10 @@ unsigned char *room_for(std::vector<unsigned char> &buffer, std::size_t bytes) {
 
 // Waits for one request and fills status, honouring the timeout.
 void wait_for(Context &ctx, MPI_Request &request, MPI_Status &status) {
-    if (ctx.options().timeout_seconds > 0) ctx.wait_all(&request, 1, "shape check", &status);
-    else ctx.check(MPI_Wait(&request, &status), "shape check");
+    if (ctx.options().timeout_seconds > 0)
+        ctx.wait_all(&request, 1, "shape check", &status);
+    else
+        ctx.check(MPI_Wait(&request, &status), "shape check");
 }
 
 // One round: sends bytes from send to partner as a chain of messages tagged tag (plus the more
@@ -194,19 +195,21 @@ void wait_for(Context &ctx, MPI_Request &request, MPI_Status &status) {
 // another length is received whole or its missing messages' receives are cancelled, so that no
 // message is left to be matched by a later call (the partner, which sees the same difference,
 // sends nothing more to this rank before the mismatch's collective exchange).
-bool exchange(Context &ctx, Context::State &state, int partner, int tag, const unsigned char *send,
-              std::size_t bytes, unsigned char *receive, bool &seen) {
+bool exchange(Context &ctx, Context::State &state, int partner, int tag, const unsigned char *send, std::size_t bytes,
+              unsigned char *receive, bool &seen) {
     std::size_t count = messages_of(bytes);
     if (state.requests.size() < 2 * count) state.requests.resize(2 * count);
     MPI_Request *reqs = state.requests.data();
     const char *what = "shape check";
     for (std::size_t i = 0; i < count; ++i)
-        ctx.check(MPI_Irecv(receive + i * message_bytes, static_cast<int>(message_bytes), MPI_BYTE,
-                            partner, MPI_ANY_TAG, state.comm, &reqs[i]), what);
+        ctx.check(MPI_Irecv(receive + i * message_bytes, static_cast<int>(message_bytes), MPI_BYTE, partner,
+                            MPI_ANY_TAG, state.comm, &reqs[i]),
+                  what);
     for (std::size_t i = 0; i < count; ++i) {
         std::size_t at = i * message_bytes, size = std::min(message_bytes, bytes - at);
-        ctx.check(MPI_Isend(send + at, static_cast<int>(size), MPI_BYTE, partner,
-                            tag | (i + 1 < count ? more_bit : 0), state.comm, &reqs[count + i]), what);
+        ctx.check(MPI_Isend(send + at, static_cast<int>(size), MPI_BYTE, partner, tag | (i + 1 < count ? more_bit : 0),
+                            state.comm, &reqs[count + i]),
+                  what);
     }
     bool same = true;
     std::size_t received = 0;
@@ -218,8 +221,7 @@ bool exchange(Context &ctx, Context::State &state, int partner, int tag, const u
         int got = 0;
         MPI_Get_count(&status, MPI_BYTE, &got);
         int expected = tag | (received + 1 < count ? more_bit : 0);
-        if ((status.MPI_TAG | seen_bit) != (expected | seen_bit) || static_cast<std::size_t>(got) != size)
-            same = false;
+        if ((status.MPI_TAG | seen_bit) != (expected | seen_bit) || static_cast<std::size_t>(got) != size) same = false;
         seen = seen || (status.MPI_TAG & seen_bit) != 0;
         more = (status.MPI_TAG & more_bit) != 0;
         ++received;
@@ -227,8 +229,9 @@ bool exchange(Context &ctx, Context::State &state, int partner, int tag, const u
     // The partner's chain is longer: take the rest (into receive; the result is not used).
     while (more) {
         same = false;
-        ctx.check(MPI_Irecv(receive, static_cast<int>(message_bytes), MPI_BYTE, partner, MPI_ANY_TAG,
-                            state.comm, &reqs[0]), what);
+        ctx.check(
+            MPI_Irecv(receive, static_cast<int>(message_bytes), MPI_BYTE, partner, MPI_ANY_TAG, state.comm, &reqs[0]),
+            what);
         wait_for(ctx, reqs[0], status);
         seen = seen || (status.MPI_TAG & seen_bit) != 0;
         more = (status.MPI_TAG & more_bit) != 0;
@@ -240,8 +243,10 @@ bool exchange(Context &ctx, Context::State &state, int partner, int tag, const u
         ctx.check(MPI_Wait(&reqs[i], MPI_STATUS_IGNORE), what);
     }
     // The partner takes every message of this chain, whatever its own.
-    if (ctx.options().timeout_seconds > 0) ctx.wait_all(reqs + count, static_cast<int>(count), what);
-    else ctx.check(MPI_Waitall(static_cast<int>(count), reqs + count, MPI_STATUSES_IGNORE), what);
+    if (ctx.options().timeout_seconds > 0)
+        ctx.wait_all(reqs + count, static_cast<int>(count), what);
+    else
+        ctx.check(MPI_Waitall(static_cast<int>(count), reqs + count, MPI_STATUSES_IGNORE), what);
     return same;
 }
 
@@ -254,8 +259,7 @@ void add(float *out, const float *a, const float *b, std::size_t n) {
 // fused call's chain is its data, summed as it goes. A rank's seen bit after round k says
 // whether its 2^(k+1) ranks disagree, so after the last round every rank has the same verdict.
 // A rank writes its result only then, and only when all agree: a mismatch changes no tensor.
-bool pairwise_check(Context &ctx, Context::State &state, const Signature &signature,
-                    Payload *payload, bool fused) {
+bool pairwise_check(Context &ctx, Context::State &state, const Signature &signature, Payload *payload, bool fused) {
     int world = ctx.world_size(), rank = ctx.rank();
     int tag = static_cast<int>((fingerprint_of(signature) >> 35) << 2);
     const auto *from = fused ? static_cast<const unsigned char *>(payload->data)
@@ -266,22 +270,20 @@ bool pairwise_check(Context &ctx, Context::State &state, const Signature &signat
     bool seen = false;
     for (int mask = 1; mask < world; mask <<= 1) {
         bool partner_seen = false;
-        bool same = exchange(ctx, state, rank ^ mask, tag | (seen ? seen_bit : 0), from, bytes,
-                             incoming, partner_seen);
+        bool same = exchange(ctx, state, rank ^ mask, tag | (seen ? seen_bit : 0), from, bytes, incoming, partner_seen);
         // Without data the chain is the signature itself, compared whole.
         if (same && !fused) same = std::memcmp(incoming, signature.data(), bytes) == 0;
         seen = seen || partner_seen || !same;
         if (!fused || seen) continue;
         const auto *a = reinterpret_cast<const float *>(from);
         const auto *b = reinterpret_cast<const float *>(incoming);
-        if (mask * 2 < world) { // a partial sum for the next round
+        if (mask * 2 < world) {  // a partial sum for the next round
             auto *partial = reinterpret_cast<float *>(room_for(state.partial, bytes));
             add(partial, a, b, floats);
             from = reinterpret_cast<const unsigned char *>(partial);
-        } else if (payload->out) { // reduce_scatter keeps its piece
+        } else if (payload->out) {  // reduce_scatter keeps its piece
             std::size_t first = payload->out_offset / sizeof(float);
-            add(static_cast<float *>(payload->out), a + first, b + first,
-                payload->out_bytes / sizeof(float));
+            add(static_cast<float *>(payload->out), a + first, b + first, payload->out_bytes / sizeof(float));
         } else {
             add(static_cast<float *>(payload->data), a, b, floats);
         }
@@ -290,18 +292,18 @@ bool pairwise_check(Context &ctx, Context::State &state, const Signature &signat
     return fused;
 }
 
-} // namespace
+}  // namespace
 
-bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op_or_root,
-                      const Shape &shape, DType declared, Payload *payload) {
+bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op_or_root, const Shape &shape,
+                      DType declared, Payload *payload) {
     if (!ctx.options().check_shapes || ctx.world_size() == 1) return false;
     Signature signature = make_signature(kind, op_or_root, declared, shape);
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
     int world = ctx.world_size();
     // Only f32 sums ride in the record (its op is MPI_SUM over floats).
-    bool rides = payload && payload->dtype == DType::f32 &&
-                 (payload->op == ReduceOp::sum || payload->op == ReduceOp::mean);
+    bool rides =
+        payload && payload->dtype == DType::f32 && (payload->op == ReduceOp::sum || payload->op == ReduceOp::mean);
     std::size_t floats = rides ? payload->bytes / sizeof(float) : 0;
     if (state.pairwise)
         return pairwise_check(ctx, state, signature, payload,
@@ -320,16 +322,15 @@ bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op
     const char *what = "shape check";
     if (ctx.options().timeout_seconds > 0) {
         MPI_Request req;
-        ctx.check(MPI_Iallreduce(MPI_IN_PLACE, record, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                                 state.comm, &req), what);
+        ctx.check(MPI_Iallreduce(MPI_IN_PLACE, record, static_cast<int>(count), MPI_FLOAT, MPI_SUM, state.comm, &req),
+                  what);
         ctx.wait_all(&req, 1, std::string(kind_name(kind)) + " shape check of " + shape_str(shape));
     } else {
-        ctx.check(MPI_Allreduce(MPI_IN_PLACE, record, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                                state.comm), what);
+        ctx.check(MPI_Allreduce(MPI_IN_PLACE, record, static_cast<int>(count), MPI_FLOAT, MPI_SUM, state.comm), what);
     }
 
     if (!all_equal(record, world)) {
-        state.slot = 0; // every rank saw the mismatch, so every rank resets
+        state.slot = 0;  // every rank saw the mismatch, so every rank resets
         throw_mismatch(ctx, state.comm, signature);
     }
     // The next record's slot: this call's payload size, now known to be every rank's.
@@ -339,7 +340,8 @@ bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op
     if (payload->out)
         std::memcpy(payload->out, reinterpret_cast<const unsigned char *>(reduced) + payload->out_offset,
                     payload->out_bytes);
-    else std::memcpy(payload->data, reduced, payload->bytes);
+    else
+        std::memcpy(payload->data, reduced, payload->bytes);
     return true;
 }
 
@@ -352,4 +354,4 @@ void init_check(Context::State &state, int world) {
     state.pairwise = power_of_two && found && tag_ub && *tag_ub >= INT32_MAX;
 }
 
-} // namespace tinyfin::dist
+}  // namespace tinyfin::dist

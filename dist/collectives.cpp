@@ -24,7 +24,7 @@ struct Host {
 
 Host acquire(const Tensor &t, std::vector<unsigned char> &staging, bool read) {
     if (t.is_contiguous()) {
-        if (void *p = t.host_data()) return {p, true}; // after the device's queued work
+        if (void *p = t.host_data()) return {p, true};  // after the device's queued work
     }
     Host h{reserve(staging, t.nbytes()), false};
     if (read) t.copy_to_host(h.data, t.nbytes());
@@ -34,7 +34,7 @@ Host acquire(const Tensor &t, std::vector<unsigned char> &staging, bool read) {
 // Writes staged results back into the tensor on its device.
 void release(const Tensor &t, const Host &h) {
     if (h.in_place || t.nbytes() == 0) return;
-    NoGradGuard no_grad; // a parameter may be broadcast: the write is not part of any graph
+    NoGradGuard no_grad;  // a parameter may be broadcast: the write is not part of any graph
     if (t.is_contiguous()) {
         copy_from_host(t, h.data, t.nbytes());
         return;
@@ -44,7 +44,8 @@ void release(const Tensor &t, const Host &h) {
 
 MPI_Op mpi_op(ReduceOp op) {
     switch (op) {
-    case ReduceOp::sum: case ReduceOp::mean: return MPI_SUM;
+    case ReduceOp::sum:
+    case ReduceOp::mean: return MPI_SUM;
     case ReduceOp::max: return MPI_MAX;
     case ReduceOp::min: return MPI_MIN;
     }
@@ -55,8 +56,10 @@ bool is_half(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; 
 
 void check_reducible(const Tensor &t, ReduceOp op, const char *what) {
     if (op == ReduceOp::mean && t.dtype() != DType::f32 && !is_half(t.dtype()))
-        throw DTypeError(std::string("DTypeError: ") + what + " with mean needs a float tensor (f32, "
-                         "f16, bf16), got " + dtype_name(t.dtype()) + "; use sum, or cast first");
+        throw DTypeError(std::string("DTypeError: ") + what +
+                         " with mean needs a float tensor (f32, "
+                         "f16, bf16), got " +
+                         dtype_name(t.dtype()) + "; use sum, or cast first");
     if (!is_half(t.dtype())) reduce_type(t.dtype(), what);
 }
 
@@ -74,11 +77,10 @@ int count_of(int64_t n, const char *what) {
 }
 
 void require_defined(const Tensor &t, const char *what) {
-    if (!t.defined())
-        throw DeviceError(std::string("DeviceError: ") + what + ": the tensor is undefined");
+    if (!t.defined()) throw DeviceError(std::string("DeviceError: ") + what + ": the tensor is undefined");
 }
 
-} // namespace
+}  // namespace
 
 MPI_Datatype reduce_type(DType dtype, const char *op) {
     switch (dtype) {
@@ -103,36 +105,32 @@ Tensor widened(const Tensor &t) {
 }
 
 void narrow_into(const Tensor &t, const Tensor &wide) {
-    NoGradGuard no_grad; // like release(): the write is not part of any graph
+    NoGradGuard no_grad;  // like release(): the write is not part of any graph
     const_cast<Tensor &>(t).assign_(wide);
 }
 
-void all_reduce_as(Context &ctx, Context::State &state, const Tensor &t, DType declared,
-                   ReduceOp op) {
+void all_reduce_as(Context &ctx, Context::State &state, const Tensor &t, DType declared, ReduceOp op) {
     int count = count_of(t.numel(), "all_reduce");
     Host h = count ? acquire(t, state.staging, true) : Host{};
     Payload payload{h.data, t.nbytes(), op, t.dtype()};
-    bool done = check_collective(ctx, state, Kind::all_reduce, static_cast<int64_t>(op), t.shape(),
-                                 declared, count ? &payload : nullptr);
+    bool done = check_collective(ctx, state, Kind::all_reduce, static_cast<int64_t>(op), t.shape(), declared,
+                                 count ? &payload : nullptr);
     if (count == 0) return;
     if (!done) {
         MPI_Datatype type = reduce_type(t.dtype(), "all_reduce");
         if (ctx.options().timeout_seconds > 0) {
             MPI_Request req;
-            ctx.check(MPI_Iallreduce(MPI_IN_PLACE, h.data, count, type, mpi_op(op), state.comm, &req),
-                      "all_reduce");
+            ctx.check(MPI_Iallreduce(MPI_IN_PLACE, h.data, count, type, mpi_op(op), state.comm, &req), "all_reduce");
             ctx.wait_all(&req, 1, "all_reduce of " + shape_str(t.shape()));
         } else {
-            ctx.check(MPI_Allreduce(MPI_IN_PLACE, h.data, count, type, mpi_op(op), state.comm),
-                      "all_reduce");
+            ctx.check(MPI_Allreduce(MPI_IN_PLACE, h.data, count, type, mpi_op(op), state.comm), "all_reduce");
         }
     }
     if (op == ReduceOp::mean) scale(h.data, count, 1.0f / static_cast<float>(ctx.world_size()));
     release(t, h);
 }
 
-Tensor reduce_scatter_as(Context &ctx, Context::State &state, const Tensor &t, DType declared,
-                         ReduceOp op) {
+Tensor reduce_scatter_as(Context &ctx, Context::State &state, const Tensor &t, DType declared, ReduceOp op) {
     int world = ctx.world_size();
     Shape shape = t.shape();
     shape[0] /= world;
@@ -141,21 +139,22 @@ Tensor reduce_scatter_as(Context &ctx, Context::State &state, const Tensor &t, D
     // A small input is reduced whole inside the check and each rank keeps its piece.
     Host in = count ? acquire(t, state.staging, true) : Host{};
     Host result = count ? acquire(out, state.receive, false) : Host{};
-    Payload payload{in.data, t.nbytes(), op, t.dtype(), result.data,
-                    static_cast<std::size_t>(ctx.rank()) * out.nbytes(), out.nbytes()};
-    bool done = check_collective(ctx, state, Kind::reduce_scatter, static_cast<int64_t>(op),
-                                 t.shape(), declared, count ? &payload : nullptr);
+    Payload payload{in.data,     t.nbytes(),  op,
+                    t.dtype(),   result.data, static_cast<std::size_t>(ctx.rank()) * out.nbytes(),
+                    out.nbytes()};
+    bool done = check_collective(ctx, state, Kind::reduce_scatter, static_cast<int64_t>(op), t.shape(), declared,
+                                 count ? &payload : nullptr);
     if (count == 0) return out;
     if (!done) {
         MPI_Datatype type = reduce_type(t.dtype(), "reduce_scatter");
         if (ctx.options().timeout_seconds > 0) {
             MPI_Request req;
-            ctx.check(MPI_Ireduce_scatter_block(in.data, result.data, count, type, mpi_op(op),
-                                                state.comm, &req), "reduce_scatter");
+            ctx.check(MPI_Ireduce_scatter_block(in.data, result.data, count, type, mpi_op(op), state.comm, &req),
+                      "reduce_scatter");
             ctx.wait_all(&req, 1, "reduce_scatter of " + shape_str(t.shape()));
         } else {
-            ctx.check(MPI_Reduce_scatter_block(in.data, result.data, count, type, mpi_op(op),
-                                               state.comm), "reduce_scatter");
+            ctx.check(MPI_Reduce_scatter_block(in.data, result.data, count, type, mpi_op(op), state.comm),
+                      "reduce_scatter");
         }
     }
     if (op == ReduceOp::mean) scale(result.data, count, 1.0f / static_cast<float>(world));
@@ -163,7 +162,7 @@ Tensor reduce_scatter_as(Context &ctx, Context::State &state, const Tensor &t, D
     return out;
 }
 
-} // namespace
+}  // namespace
 
 void Context::all_reduce(const Tensor &tensor, ReduceOp op) {
     require_defined(tensor, "all_reduce");
@@ -177,8 +176,8 @@ void Context::all_reduce(const Tensor &tensor, ReduceOp op) {
 void Context::broadcast(const Tensor &tensor, int root) {
     require_defined(tensor, "broadcast");
     if (root < 0 || root >= world_size_)
-        throw ValueError("ValueError: broadcast: root " + std::to_string(root) +
-                         " is not a rank of this world of " + std::to_string(world_size_));
+        throw ValueError("ValueError: broadcast: root " + std::to_string(root) + " is not a rank of this world of " +
+                         std::to_string(world_size_));
     check_collective(*this, *state_, Kind::broadcast, root, tensor.shape(), tensor.dtype(), nullptr);
     if (tensor.nbytes() == 0) return;
     int bytes = count_of(static_cast<int64_t>(tensor.nbytes()), "broadcast");
@@ -206,12 +205,10 @@ Tensor Context::all_gather(const Tensor &tensor) {
     Host result = acquire(out, state_->receive, false);
     if (options_.timeout_seconds > 0) {
         MPI_Request req;
-        check(MPI_Iallgather(in.data, bytes, MPI_BYTE, result.data, bytes, MPI_BYTE, state_->comm,
-                             &req), "all_gather");
+        check(MPI_Iallgather(in.data, bytes, MPI_BYTE, result.data, bytes, MPI_BYTE, state_->comm, &req), "all_gather");
         wait_all(&req, 1, "all_gather of " + shape_str(tensor.shape()));
     } else {
-        check(MPI_Allgather(in.data, bytes, MPI_BYTE, result.data, bytes, MPI_BYTE, state_->comm),
-              "all_gather");
+        check(MPI_Allgather(in.data, bytes, MPI_BYTE, result.data, bytes, MPI_BYTE, state_->comm), "all_gather");
     }
     release(out, result);
     return out;
@@ -221,10 +218,9 @@ Tensor Context::reduce_scatter(const Tensor &tensor, ReduceOp op) {
     require_defined(tensor, "reduce_scatter");
     check_reducible(tensor, op, "reduce_scatter");
     if (tensor.rank() == 0 || tensor.shape()[0] % world_size_ != 0)
-        throw ShapeError("ShapeError: reduce_scatter: axis 0 of " + shape_str(tensor.shape()) +
-                         " must divide into " + std::to_string(world_size_) + " equal pieces");
-    if (!is_half(tensor.dtype()))
-        return reduce_scatter_as(*this, *state_, tensor, tensor.dtype(), op);
+        throw ShapeError("ShapeError: reduce_scatter: axis 0 of " + shape_str(tensor.shape()) + " must divide into " +
+                         std::to_string(world_size_) + " equal pieces");
+    if (!is_half(tensor.dtype())) return reduce_scatter_as(*this, *state_, tensor, tensor.dtype(), op);
     Tensor piece = reduce_scatter_as(*this, *state_, widened(tensor), tensor.dtype(), op);
     NoGradGuard no_grad;
     return piece.to(tensor.dtype());
@@ -240,4 +236,4 @@ void Context::barrier() {
     check(MPI_Barrier(state_->comm), "barrier");
 }
 
-} // namespace tinyfin::dist
+}  // namespace tinyfin::dist

@@ -2,11 +2,11 @@
 // waiting with a timeout.
 #include <mpi.h>
 #if __has_include(<mpi-ext.h>)
-#include <mpi-ext.h> // Open MPI's MPIX_CUDA_AWARE_SUPPORT and MPIX_Query_cuda_support
+#include <mpi-ext.h>  // Open MPI's MPIX_CUDA_AWARE_SUPPORT and MPIX_Query_cuda_support
 #endif
 
 #ifdef TINYFIN_DIST_NCCL
-#include <nccl.h> // only for nccl_version(): see docs/distributed.md, "Mapping to NCCL"
+#include <nccl.h>  // only for nccl_version(): see docs/distributed.md, "Mapping to NCCL"
 #endif
 
 #include <chrono>
@@ -31,8 +31,7 @@ double env_double(const char *name, double fallback) {
     char *end = nullptr;
     double v = std::strtod(text, &end);
     if (end == text || *end != '\0' || v < 0)
-        throw DistError(std::string("DistError: ") + name + "='" + text +
-                        "' is not a number of seconds >= 0");
+        throw DistError(std::string("DistError: ") + name + "='" + text + "' is not a number of seconds >= 0");
     return v;
 }
 
@@ -44,7 +43,7 @@ int env_int(const char *name, int fallback) {
     return end != text && *end == '\0' && v >= 0 ? static_cast<int>(v) : fallback;
 }
 
-} // namespace
+}  // namespace
 
 [[noreturn]] void throw_mpi(int code, const std::string &what) {
     char text[MPI_MAX_ERROR_STRING];
@@ -55,8 +54,7 @@ int env_int(const char *name, int fallback) {
 }
 
 Context::Context(int *argc, char ***argv, Options options)
-    : state_(std::make_unique<State>()), options_(options),
-      uncaught_at_start_(std::uncaught_exceptions()) {
+    : state_(std::make_unique<State>()), options_(options), uncaught_at_start_(std::uncaught_exceptions()) {
     if (context_alive)
         throw DistError("DistError: a dist::Context already exists in this process; MPI is "
                         "initialised once per process, so share that one");
@@ -67,8 +65,8 @@ Context::Context(int *argc, char ***argv, Options options)
                         "dist::Context ended); create one Context for the whole program");
     options_.timeout_seconds = env_double("TINYFIN_DIST_TIMEOUT", options_.timeout_seconds);
     options_.check_shapes = env_int("TINYFIN_DIST_CHECK", options_.check_shapes ? 1 : 0) != 0;
-    options_.fuse_bytes = static_cast<std::size_t>(
-        env_int("TINYFIN_DIST_FUSE_BYTES", static_cast<int>(options_.fuse_bytes)));
+    options_.fuse_bytes =
+        static_cast<std::size_t>(env_int("TINYFIN_DIST_FUSE_BYTES", static_cast<int>(options_.fuse_bytes)));
 
     int initialized = 0;
     MPI_Initialized(&initialized);
@@ -112,8 +110,10 @@ Context::~Context() {
     context_alive = false;
     if (std::uncaught_exceptions() > uncaught_at_start_) {
         // MPI_Finalize would wait for ranks that are themselves waiting for this one.
-        std::fprintf(stderr, "tinyfin-dist: rank %d: an exception is leaving the program; "
-                             "aborting every rank\n", rank_);
+        std::fprintf(stderr,
+                     "tinyfin-dist: rank %d: an exception is leaving the program; "
+                     "aborting every rank\n",
+                     rank_);
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -122,11 +122,10 @@ Context::~Context() {
 }
 
 void Context::abort(int code, const std::string &message) {
-    std::fprintf(stderr, "tinyfin-dist: rank %d of %d: %s; aborting every rank\n", rank_,
-                 world_size_, message.c_str());
+    std::fprintf(stderr, "tinyfin-dist: rank %d of %d: %s; aborting every rank\n", rank_, world_size_, message.c_str());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, code == 0 ? 1 : code);
-    std::_Exit(code == 0 ? 1 : code); // MPI_Abort does not return; this is for the compiler
+    std::_Exit(code == 0 ? 1 : code);  // MPI_Abort does not return; this is for the compiler
 }
 
 void *Context::native_communicator() const { return &state_->comm; }
@@ -171,4 +170,4 @@ int nccl_version() {
 #endif
 }
 
-} // namespace tinyfin::dist
+}  // namespace tinyfin::dist

@@ -10,10 +10,10 @@ namespace tinyfin::dist {
 // finishes them) whose gradients are reduced by one MPI_Iallreduce in a host buffer.
 struct DistributedDataParallel::Bucket {
     std::vector<std::size_t> params;
-    std::vector<std::size_t> offsets; // in elements, per slot
+    std::vector<std::size_t> offsets;  // in elements, per slot
     std::vector<float> buffer;
     std::vector<char> ready;
-    std::size_t pending = 0; // slots not ready in this exchange
+    std::size_t pending = 0;  // slots not ready in this exchange
     MPI_Request request = MPI_REQUEST_NULL;
 };
 
@@ -26,7 +26,7 @@ uint64_t fnv(uint64_t h, uint64_t v) {
 
 MPI_Comm comm_of(Context &ctx) { return *static_cast<MPI_Comm *>(ctx.native_communicator()); }
 
-} // namespace
+}  // namespace
 
 DistributedDataParallel::DistributedDataParallel(Context &context, std::shared_ptr<nn::Module> module,
                                                  DDPOptions options)
@@ -84,8 +84,8 @@ DistributedDataParallel::DistributedDataParallel(Context &context, std::shared_p
         b->pending = b->params.size();
     }
     for (std::size_t k = 0; k < params_.size(); ++k)
-        hook_ids_.push_back(register_post_accumulate_grad_hook(params_[k], 
-            [this, k](const Tensor &) { on_gradient(k); }));
+        hook_ids_.push_back(
+            register_post_accumulate_grad_hook(params_[k], [this, k](const Tensor &) { on_gradient(k); }));
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
@@ -118,8 +118,8 @@ void DistributedDataParallel::stage(std::size_t k) {
     auto [bi, si] = slot_of_[k];
     Bucket &b = *buckets_[bi];
     if (b.ready[si])
-        throw DistError("DistError: DistributedDataParallel: the gradient of parameter " +
-                        std::to_string(k) + " " + shape_str(params_[k].shape()) +
+        throw DistError("DistError: DistributedDataParallel: the gradient of parameter " + std::to_string(k) + " " +
+                        shape_str(params_[k].shape()) +
                         " was produced twice before synchronize_gradients(); accumulate over "
                         "several backward passes inside no_sync()");
     float *slot = b.buffer.data() + b.offsets[si];
@@ -131,8 +131,10 @@ void DistributedDataParallel::stage(std::size_t k) {
         NoGradGuard no_grad;
         g = g.to(DType::f32);
     }
-    if (g.defined()) g.copy_to_host(slot, n * sizeof(float));
-    else std::memset(slot, 0, n * sizeof(float));
+    if (g.defined())
+        g.copy_to_host(slot, n * sizeof(float));
+    else
+        std::memset(slot, 0, n * sizeof(float));
     if (weight_ != 1) {
         auto w = static_cast<float>(weight_);
         for (std::size_t i = 0; i < n; ++i) slot[i] *= w;
@@ -147,8 +149,8 @@ void DistributedDataParallel::launch_ready() {
     MPI_Comm comm = comm_of(context_);
     while (next_launch_ < buckets_.size() && buckets_[next_launch_]->pending == 0) {
         Bucket &b = *buckets_[next_launch_];
-        context_.check(MPI_Iallreduce(MPI_IN_PLACE, b.buffer.data(), static_cast<int>(b.buffer.size()),
-                                      MPI_FLOAT, MPI_SUM, comm, &b.request),
+        context_.check(MPI_Iallreduce(MPI_IN_PLACE, b.buffer.data(), static_cast<int>(b.buffer.size()), MPI_FLOAT,
+                                      MPI_SUM, comm, &b.request),
                        "DistributedDataParallel: allreduce of bucket " + std::to_string(next_launch_));
         ++next_launch_;
     }
@@ -182,11 +184,9 @@ void DistributedDataParallel::synchronize_gradients() {
     std::vector<MPI_Request> requests;
     for (auto &b : buckets_) requests.push_back(b->request);
     requests.push_back(MPI_REQUEST_NULL);
-    context_.check(MPI_Iallreduce(&weight, &total, 1, MPI_DOUBLE, MPI_SUM, comm_of(context_),
-                                  &requests.back()),
+    context_.check(MPI_Iallreduce(&weight, &total, 1, MPI_DOUBLE, MPI_SUM, comm_of(context_), &requests.back()),
                    "DistributedDataParallel: allreduce of the batch sizes");
-    context_.wait_all(requests.data(), static_cast<int>(requests.size()),
-                      "DistributedDataParallel gradient allreduce");
+    context_.wait_all(requests.data(), static_cast<int>(requests.size()), "DistributedDataParallel gradient allreduce");
     for (auto &b : buckets_) b->request = MPI_REQUEST_NULL;
     if (total <= 0)
         throw ValueError("ValueError: DistributedDataParallel: set_batch_size gave 0 samples on "
@@ -204,8 +204,10 @@ void DistributedDataParallel::synchronize_gradients() {
                 // The average rounded once to the parameter's dtype, on its device.
                 Tensor average = from_host(slot, p.shape(), DType::f32, p.device());
                 NoGradGuard no_grad;
-                if (g.defined()) g.assign_(average);
-                else const_cast<Tensor &>(p).set_grad(average.to(p.dtype()));
+                if (g.defined())
+                    g.assign_(average);
+                else
+                    const_cast<Tensor &>(p).set_grad(average.to(p.dtype()));
                 b->ready[si] = 0;
                 continue;
             }
@@ -230,8 +232,7 @@ void DistributedDataParallel::backward(const Tensor &loss) {
     synchronize_gradients();
 }
 
-DistributedDataParallel::NoSync::NoSync(DistributedDataParallel &ddp)
-    : ddp_(ddp), previous_(ddp.syncing_) {
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel &ddp) : ddp_(ddp), previous_(ddp.syncing_) {
     ddp_.syncing_ = false;
 }
 DistributedDataParallel::NoSync::~NoSync() { ddp_.syncing_ = previous_; }
@@ -242,4 +243,4 @@ std::vector<std::vector<std::size_t>> DistributedDataParallel::bucket_layout() c
     return out;
 }
 
-} // namespace tinyfin::dist
+}  // namespace tinyfin::dist

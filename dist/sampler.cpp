@@ -7,17 +7,15 @@
 
 namespace tinyfin::dist {
 
-ShardedSampler::ShardedSampler(int64_t dataset_size, int64_t global_batch, int world_size,
-                               int rank, uint64_t seed, bool shuffle)
-    : n_(dataset_size), global_batch_(global_batch), world_(world_size), rank_(rank), seed_(seed),
-      shuffle_(shuffle) {
+ShardedSampler::ShardedSampler(int64_t dataset_size, int64_t global_batch, int world_size, int rank, uint64_t seed,
+                               bool shuffle)
+    : n_(dataset_size), global_batch_(global_batch), world_(world_size), rank_(rank), seed_(seed), shuffle_(shuffle) {
     if (dataset_size < 0 || global_batch < 1)
         throw ValueError("ValueError: ShardedSampler: dataset size " + std::to_string(dataset_size) +
-                         " and global batch " + std::to_string(global_batch) +
-                         " must be >= 0 and >= 1");
+                         " and global batch " + std::to_string(global_batch) + " must be >= 0 and >= 1");
     if (world_size < 1 || rank < 0 || rank >= world_size)
-        throw ValueError("ValueError: ShardedSampler: rank " + std::to_string(rank) +
-                         " is not in a world of " + std::to_string(world_size));
+        throw ValueError("ValueError: ShardedSampler: rank " + std::to_string(rank) + " is not in a world of " +
+                         std::to_string(world_size));
     set_epoch(0);
 }
 
@@ -34,8 +32,8 @@ int64_t ShardedSampler::steps() const { return (n_ + global_batch_ - 1) / global
 
 int64_t ShardedSampler::global_batch_size(int64_t step) const {
     if (step < 0 || step >= steps())
-        throw ValueError("ValueError: ShardedSampler: step " + std::to_string(step) +
-                         " is outside 0.." + std::to_string(steps() - 1));
+        throw ValueError("ValueError: ShardedSampler: step " + std::to_string(step) + " is outside 0.." +
+                         std::to_string(steps() - 1));
     return std::min(global_batch_, n_ - step * global_batch_);
 }
 
@@ -67,4 +65,4 @@ uint64_t checksum(const std::vector<Tensor> &tensors) {
     return h;
 }
 
-} // namespace tinyfin::dist
+}  // namespace tinyfin::dist

@@ -62,9 +62,9 @@ struct Payload {
 // untouched). With a payload that can ride in the record and fits its agreed slot, the same MPI
 // call also reduces it: returns true and the result is in place. Returns false when the caller must move the data itself
 // (including when the check is off or the world has one rank).
-bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op_or_root,
-                      const Shape &shape, DType declared, Payload *payload);
+bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op_or_root, const Shape &shape,
+                      DType declared, Payload *payload);
 
 [[noreturn]] void throw_mpi(int code, const std::string &what);
 
-} // namespace tinyfin::dist
+}  // namespace tinyfin::dist

@@ -12,4 +12,4 @@ inline std::string auto_backend() {
     return name && *name ? name : "cpu";
 }
 
-} // namespace test_support
+}  // namespace test_support

@@ -79,12 +79,12 @@ std::function<void()> clblast_matmul(long batch, long m, long k, long n) {
         cl_command_queue queue = s.queue;
         CLBlastStatusCode status;
         if (batch == 1)
-            status = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n, k, 1.0f, a->memory,
-                                  0, k, b->memory, 0, n, 0.0f, c->memory, 0, n, &queue, nullptr);
+            status = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n, k, 1.0f,
+                                  a->memory, 0, k, b->memory, 0, n, 0.0f, c->memory, 0, n, &queue, nullptr);
         else
             status = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n, k,
-                                                1.0f, a->memory, 0, k, m * k, b->memory, 0, n, k * n, 0.0f, c->memory, 0,
-                                                n, m * n, batch, &queue, nullptr);
+                                                1.0f, a->memory, 0, k, m * k, b->memory, 0, n, k * n, 0.0f, c->memory,
+                                                0, n, m * n, batch, &queue, nullptr);
         if (status != CLBlastSuccess) throw std::runtime_error("CLBlastSgemm failed: " + std::to_string(status));
         clFinish(queue);
     };

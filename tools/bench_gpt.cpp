@@ -45,7 +45,7 @@ GptRates run_train_gpt(int steps) {
         loss.backward();
         nn::clip_grad_norm(optimizer.params(), 1.0);
         optimizer.step();
-        (void)loss.item<float>(); // as the torch side's loss.item()
+        (void)loss.item<float>();  // as the torch side's loss.item()
     };
     for (int i = 0; i < 3; ++i) step();
     std::vector<double> ms;

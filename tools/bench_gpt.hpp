@@ -6,8 +6,8 @@ namespace tfbench {
 
 struct GptRates {
     double train_tokens_per_s = 0;  // median training step
-    double train_cpu_ms = 0;        // cpu time per step, all threads
-    double sample_tokens_per_s = 0; // KV-cached decoding, one token at a time
+    double train_cpu_ms = 0;  // cpu time per step, all threads
+    double sample_tokens_per_s = 0;  // KV-cached decoding, one token at a time
 };
 
 // Times steps training steps of the default config (batch 32, context 64) on the fortunes

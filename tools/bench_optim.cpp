@@ -21,8 +21,10 @@ int main(int argc, char **argv) {
     const Shape shapes[] = {{32, 1, 3, 3}, {32}, {64, 32, 3, 3}, {64}, {128, 3136}, {128}, {10, 128}, {10}};
     for (const Shape &s : shapes) params.push_back(zeros(s, DType::f32, dev).requires_grad_());
     std::unique_ptr<optim::Optimizer> opt;
-    if (sgd) opt = std::make_unique<optim::SGD>(params, 0.01, 0.9, 1e-4);
-    else opt = std::make_unique<optim::AdamW>(params, 1e-3);
+    if (sgd)
+        opt = std::make_unique<optim::SGD>(params, 0.01, 0.9, 1e-4);
+    else
+        opt = std::make_unique<optim::AdamW>(params, 1e-3);
     std::vector<double> ms;
     uint64_t ops = 0;
     for (int step = 0; step < 41; ++step) {

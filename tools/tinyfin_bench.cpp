@@ -62,14 +62,14 @@ struct Options {
     std::set<std::string> ops, backends, sizes, peers;
     int repeat = 10;
     int warmup = 2;
-    double budget_s = 4.0;       // per case and backend, beyond the first sample
-    double sample_s = 0.010;     // target length of one sample
+    double budget_s = 4.0;  // per case and backend, beyond the first sample
+    double sample_s = 0.010;  // target length of one sample
     // Idle time after OpenBLAS work before something else is timed: its pthread workers keep
     // spinning for about 2^28 cycles after a call and would steal a core from the next one.
     double settle_s = 0.15;
-    int threads = 0;             // 0: TINYFIN_THREADS, else the usable cores
-    int train_steps = 0;         // --train: training steps instead of the op cases
-    int gpt_steps = 0;           // --train-gpt: char_gpt training steps and sampling instead
+    int threads = 0;  // 0: TINYFIN_THREADS, else the usable cores
+    int train_steps = 0;  // --train: training steps instead of the op cases
+    int gpt_steps = 0;  // --train-gpt: char_gpt training steps and sampling instead
     std::string python = "/usr/bin/python3";
     // The statistic rates and ratios use: the median, or the best sample (steadier on a shared machine).
     bool use_min = false;
@@ -148,12 +148,18 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
             o.list = true;
         } else if (arg == "--op" || arg == "--backend" || arg == "--size" || arg == "--compare") {
             if (!(v = value(arg.c_str()))) return 2;
-            (arg == "--op" ? o.ops : arg == "--backend" ? o.backends : arg == "--size" ? o.sizes : o.peers) = split_list(v);
+            (arg == "--op"        ? o.ops
+             : arg == "--backend" ? o.backends
+             : arg == "--size"    ? o.sizes
+                                  : o.peers) = split_list(v);
         } else if (arg == "--repeat" || arg == "--warmup" || arg == "--threads" || arg == "--train" ||
                    arg == "--train-gpt") {
             if (!(v = value(arg.c_str()))) return 2;
-            int *target = arg == "--repeat" ? &o.repeat : arg == "--warmup" ? &o.warmup : arg == "--train" ? &o.train_steps
-                        : arg == "--train-gpt" ? &o.gpt_steps : &o.threads;
+            int *target = arg == "--repeat"      ? &o.repeat
+                          : arg == "--warmup"    ? &o.warmup
+                          : arg == "--train"     ? &o.train_steps
+                          : arg == "--train-gpt" ? &o.gpt_steps
+                                                 : &o.threads;
             if (!parse_int(v, arg == "--warmup" ? 0 : 1, 100000, target)) {
                 std::fprintf(stderr, "tinyfin-bench: %s wants a positive integer, got '%s'\n", arg.c_str(), v);
                 return 2;
@@ -267,8 +273,9 @@ Call openblas_matmul(int64_t batch, int64_t m, int64_t k, int64_t n) {
     auto c = std::make_shared<HostFloats>(batch * m * n);
     return [=] {
         for (int64_t t = 0; t < batch; ++t)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a->data.get() + t * m * k,
-                        int(k), b->data.get() + t * k * n, int(n), 0.0f, c->data.get() + t * m * n, int(n));
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f,
+                        a->data.get() + t * m * k, int(k), b->data.get() + t * k * n, int(n), 0.0f,
+                        c->data.get() + t * m * n, int(n));
     };
 }
 #endif
@@ -278,13 +285,16 @@ Case matmul_case(const std::string &op, int64_t batch, int64_t m, int64_t k, int
     const Shape sb = batch > 1 ? Shape{batch, k, n} : Shape{k, n};
     Case c;
     c.op = op;
-    c.size = batch > 1 ? std::to_string(batch) + "x" + label({m, k, n}) : (m == k && k == n ? std::to_string(m) : label({m, k, n}));
+    c.size = batch > 1 ? std::to_string(batch) + "x" + label({m, k, n})
+                       : (m == k && k == n ? std::to_string(m) : label({m, k, n}));
     c.unit = Unit::gflops;
     c.work = 2.0 * batch * m * k * n;
     c.description = batch > 1 ? "[B,M,K] @ [B,K,N] labelled BxMxKxN" : "[N,N] @ [N,N]";
     if (dtype != DType::f32) c.description += std::string(", ") + tinyfin::dtype_name(dtype) + " in and out";
     // The peers get the dtype by its torch name (numpy has neither f16 matmul of note nor bf16).
-    const std::string peer_dtype = dtype == DType::bf16 ? ",\"dtype\":\"bfloat16\"" : dtype == DType::f16 ? ",\"dtype\":\"float16\"" : "";
+    const std::string peer_dtype = dtype == DType::bf16  ? ",\"dtype\":\"bfloat16\""
+                                   : dtype == DType::f16 ? ",\"dtype\":\"float16\""
+                                                         : "";
     c.spec = "{\"op\":\"matmul\",\"a\":" + shape_json(sa) + ",\"b\":" + shape_json(sb) + peer_dtype + "}";
     c.prepare = [sa, sb, dtype](const Device &d) -> Call {
         Tensor a = tinyfin::randn(sa, 1, d).to(dtype), b = tinyfin::randn(sb, 2, d).to(dtype);
@@ -358,7 +368,8 @@ Case rows_case(const std::string &op, int64_t rows, int64_t cols) {
     c.size = label({rows, cols});
     c.unit = Unit::gbps;
     c.work = 2.0 * rows * cols * sizeof(float);  // read x, write y
-    c.description = op == "softmax" ? "[rows, cols] along the last axis" : "[rows, cols] over the last axis, with weight and bias";
+    c.description =
+        op == "softmax" ? "[rows, cols] along the last axis" : "[rows, cols] over the last axis, with weight and bias";
     c.spec = "{\"op\":\"" + op + "\",\"x\":" + shape_json({rows, cols}) + "}";
     c.prepare = [op, rows, cols](const Device &d) -> Call {
         Tensor x = tinyfin::randn({rows, cols}, 8, d);
@@ -391,8 +402,9 @@ Case overhead_case(bool out) {
     Case c;
     c.op = "overhead";
     c.size = out ? "add16_out" : "add16";
-    c.description = out ? "add of two [16] tensors into a preallocated [16] (add(a, b, out)): the per-op cost without allocation"
-                        : "add of two [16] tensors through the C++ API: the whole per-op cost";
+    c.description =
+        out ? "add of two [16] tensors into a preallocated [16] (add(a, b, out)): the per-op cost without allocation"
+            : "add of two [16] tensors through the C++ API: the whole per-op cost";
     c.unit = Unit::ns;
     c.work = 0;
     c.spec = out ? "{\"op\":\"add\",\"n\":16,\"out\":true}" : "{\"op\":\"add\",\"n\":16}";
@@ -444,15 +456,18 @@ std::vector<Case> all_cases() {
     cases.push_back(matmul_case("matmul_batched", 32, 128, 128, 128));
     cases.push_back(matmul_case("matmul_batched", 8, 256, 256, 256));
     const ConvShape convs[] = {
-        {"cnn1", "batch 64, 1->32 channels, 3x3 pad 1, 28x28 (the example CNN's first layer)", 64, 1, 28, 28, 32, 3, 1, 1},
+        {"cnn1", "batch 64, 1->32 channels, 3x3 pad 1, 28x28 (the example CNN's first layer)", 64, 1, 28, 28, 32, 3, 1,
+         1},
         {"cnn2", "batch 64, 32->64 channels, 3x3 pad 1, 14x14 (its second layer)", 64, 32, 14, 14, 64, 3, 1, 1},
         {"resnet3x3", "batch 8, 64->64 channels, 3x3 pad 1, 56x56 (a ResNet stage-1 conv)", 8, 64, 56, 56, 64, 3, 1, 1},
-        {"resnet1x1", "batch 8, 256->64 channels, 1x1, 56x56 (a ResNet bottleneck reduction)", 8, 256, 56, 56, 64, 1, 1, 0},
+        {"resnet1x1", "batch 8, 256->64 channels, 1x1, 56x56 (a ResNet bottleneck reduction)", 8, 256, 56, 56, 64, 1, 1,
+         0},
     };
     for (const ConvShape &s : convs) cases.push_back(conv_case(s, false));
     for (const ConvShape &s : convs) cases.push_back(conv_case(s, true));
     for (const char *op : {"add", "mul"})
-        for (int64_t n : {int64_t(1) << 10, int64_t(1) << 14, int64_t(1) << 18, int64_t(1) << 20, int64_t(1) << 22, int64_t(1) << 24})
+        for (int64_t n : {int64_t(1) << 10, int64_t(1) << 14, int64_t(1) << 18, int64_t(1) << 20, int64_t(1) << 22,
+                          int64_t(1) << 24})
             cases.push_back(elementwise_case(op, n));
     for (const char *op : {"softmax", "layer_norm"}) {
         cases.push_back(rows_case(op, 256, 1024));
@@ -650,7 +665,9 @@ PeerLine parse_peer_line(const std::string &line) {
     PeerLine out;
     size_t i = 0;
     auto skip = [&] {
-        while (i < line.size() && (line[i] == ' ' || line[i] == ',' || line[i] == '{' || line[i] == '}' || line[i] == ':')) ++i;
+        while (i < line.size() &&
+               (line[i] == ' ' || line[i] == ',' || line[i] == '{' || line[i] == '}' || line[i] == ':'))
+            ++i;
     };
     auto read_string = [&] {
         std::string s;
@@ -691,7 +708,8 @@ PeerLine run_peer_script(const Options &o, std::vector<std::string> args, bool t
     const pid_t pid = fork();
     if (pid == 0) {
         dup2(from_child[1], STDOUT_FILENO);
-        if (tuned) setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824", 1);
+        if (tuned)
+            setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824", 1);
         std::vector<char *> argv;
         for (std::string &a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
@@ -702,7 +720,8 @@ PeerLine run_peer_script(const Options &o, std::vector<std::string> args, bool t
     close(from_child[1]);
     std::string text;
     char buf[4096];
-    for (ssize_t n; pid > 0 && (n = read(from_child[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+    for (ssize_t n; pid > 0 && (n = read(from_child[0], buf, sizeof buf)) > 0;)
+        text.append(buf, static_cast<size_t>(n));
     close(from_child[0]);
     int raw = 0;
     if (pid > 0) waitpid(pid, &raw, 0);
@@ -722,8 +741,13 @@ void print_no_result(const char *what, const PeerLine &line, int status) {
 // images/s, or NaN when it did not run.
 double run_torch_train(const Options &o, int threads, int steps, bool tuned) {
     const char *config = tuned ? "tuned" : "default";
-    std::vector<std::string> args = {helper_script("bench_train_torch.py"), "--steps", std::to_string(steps), "--threads",
-                                     std::to_string(threads), "--config", config};
+    std::vector<std::string> args = {helper_script("bench_train_torch.py"),
+                                     "--steps",
+                                     std::to_string(steps),
+                                     "--threads",
+                                     std::to_string(threads),
+                                     "--config",
+                                     config};
     if (tuned) args.insert(args.end(), {"--blas-threads", "1", "--channels-last"});
     int status = 0;
     const PeerLine line = run_peer_script(o, args, tuned, status);
@@ -733,9 +757,10 @@ double run_torch_train(const Options &o, int threads, int steps, bool tuned) {
         print_no_result((std::string("torch ") + config).c_str(), line, status);
         return NAN;
     }
-    std::printf("torch %-7s step median %.2f ms (min %.2f, max %.2f), %.0f img/s, page faults per step: %.1f minor (%s)\n",
-                config, number("median_ms"), number("min_ms"), number("max_ms"), rate, number("minor_faults_per_step"),
-                tuned ? "OpenBLAS 1 thread, channels_last, malloc tunables" : "as shipped");
+    std::printf(
+        "torch %-7s step median %.2f ms (min %.2f, max %.2f), %.0f img/s, page faults per step: %.1f minor (%s)\n",
+        config, number("median_ms"), number("min_ms"), number("max_ms"), rate, number("minor_faults_per_step"),
+        tuned ? "OpenBLAS 1 thread, channels_last, malloc tunables" : "as shipped");
     return rate;
 }
 
@@ -744,8 +769,13 @@ double run_torch_train(const Options &o, int threads, int steps, bool tuned) {
 // tunables). Returns {train tokens/s, sample tokens/s}, NaN when it did not run.
 std::pair<double, double> run_torch_gpt(const Options &o, int threads, int steps, bool tuned) {
     const char *config = tuned ? "tuned" : "default";
-    std::vector<std::string> args = {helper_script("bench_gpt_torch.py"), "--time-steps", std::to_string(steps),
-                                     "--threads", std::to_string(threads), "--name", config};
+    std::vector<std::string> args = {helper_script("bench_gpt_torch.py"),
+                                     "--time-steps",
+                                     std::to_string(steps),
+                                     "--threads",
+                                     std::to_string(threads),
+                                     "--name",
+                                     config};
     if (tuned) args.insert(args.end(), {"--blas-threads", "1"});
     int status = 0;
     const PeerLine line = run_peer_script(o, args, tuned, status);
@@ -757,8 +787,8 @@ std::pair<double, double> run_torch_gpt(const Options &o, int threads, int steps
     }
     std::printf("torch %-7s gpt step median %.1f ms, %.0f tokens/s, cpu time per step %.1f ms; KV-cached sampling "
                 "%.0f tokens/s, cpu time per token %.2f ms (%s)\n",
-                config, number("median_ms"), train, number("cpu_ms_per_step"), sample, number("sample_cpu_ms_per_token"),
-                tuned ? "OpenBLAS 1 thread, malloc tunables" : "as shipped");
+                config, number("median_ms"), train, number("cpu_ms_per_step"), sample,
+                number("sample_cpu_ms_per_token"), tuned ? "OpenBLAS 1 thread, malloc tunables" : "as shipped");
     return {train, sample};
 }
 
@@ -801,8 +831,8 @@ public:
         std::string config = "{\"threads\":" + std::to_string(threads) + ",\"repeat\":" + std::to_string(o.repeat) +
                              ",\"warmup\":" + std::to_string(o.warmup) + ",\"budget_s\":" + std::to_string(o.budget_s) +
                              ",\"sample_s\":" + std::to_string(o.sample_s) +
-                             ",\"settle_s\":" + std::to_string(o.settle_s) +
-                             ",\"clock\":\"" + (o.cpu_clock ? "cpu" : "wall") + "\",\"peers\":[";
+                             ",\"settle_s\":" + std::to_string(o.settle_s) + ",\"clock\":\"" +
+                             (o.cpu_clock ? "cpu" : "wall") + "\",\"peers\":[";
         bool first = true;
         for (const std::string &p : o.peers) {
             config += (first ? "" : ",") + json_string(p);
@@ -875,7 +905,8 @@ private:
         int status = 0;
         waitpid(pid_, &status, 0);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            notes_.push_back("bench_peers.py ended with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+            notes_.push_back("bench_peers.py ended with status " +
+                             std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
         pid_ = -1;
     }
 
@@ -888,17 +919,23 @@ private:
 
 std::string format_time(double ns) {
     char buf[32];
-    if (ns < 1e3) std::snprintf(buf, sizeof buf, "%.0f ns", ns);
-    else if (ns < 1e6) std::snprintf(buf, sizeof buf, "%.2f us", ns / 1e3);
-    else if (ns < 1e9) std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
-    else std::snprintf(buf, sizeof buf, "%.2f s", ns / 1e9);
+    if (ns < 1e3)
+        std::snprintf(buf, sizeof buf, "%.0f ns", ns);
+    else if (ns < 1e6)
+        std::snprintf(buf, sizeof buf, "%.2f us", ns / 1e3);
+    else if (ns < 1e9)
+        std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
+    else
+        std::snprintf(buf, sizeof buf, "%.2f s", ns / 1e9);
     return buf;
 }
 
 std::string format_rate(const Timing &t) {
     char buf[32];
-    if (t.unit == Unit::ns) std::snprintf(buf, sizeof buf, "%.0f ns/call", t.time_ns());
-    else std::snprintf(buf, sizeof buf, "%.1f %s", t.rate(), unit_name(t.unit));
+    if (t.unit == Unit::ns)
+        std::snprintf(buf, sizeof buf, "%.0f ns/call", t.time_ns());
+    else
+        std::snprintf(buf, sizeof buf, "%.1f %s", t.rate(), unit_name(t.unit));
     return buf;
 }
 
@@ -941,9 +978,11 @@ std::vector<Ratio> ratios_of(const std::vector<Timing> &results) {
 void print_table(const std::vector<Timing> &results, const Machine &m, const std::vector<std::string> &notes) {
     std::printf("tinyfin-bench: %s, %d usable cores, %d threads\n", m.cpu.c_str(), m.cores, m.threads);
     for (const auto &[key, value] : m.facts) std::printf("  %s = %s\n", key.c_str(), value.c_str());
-    std::printf("statistic for rates and ratios: %s; clock: %s\n", Timing::use_min ? "best sample (--stat min)" : "median",
+    std::printf("statistic for rates and ratios: %s; clock: %s\n",
+                Timing::use_min ? "best sample (--stat min)" : "median",
                 g_cpu_clock ? "process CPU time (--clock cpu)" : "wall");
-    std::printf("\n%-15s %-16s %-9s %-16s %10s %10s %16s %7s\n", "op", "size", "backend", "ran on", "median", "best", "rate", "IQR");
+    std::printf("\n%-15s %-16s %-9s %-16s %10s %10s %16s %7s\n", "op", "size", "backend", "ran on", "median", "best",
+                "rate", "IQR");
     std::string last;
     for (const Timing &t : results) {
         const std::string key = t.op + "/" + t.size;
@@ -955,23 +994,26 @@ void print_table(const std::vector<Timing> &results, const Machine &m, const std
         }
         const std::string ran = t.kind == "tinyfin" ? t.ran_on : t.kind;
         std::printf("%-15s %-16s %-9s %-16s %10s %10s %16s %6.1f%%\n", t.op.c_str(), t.size.c_str(), t.backend.c_str(),
-                    ran.c_str(), format_time(t.median_ns).c_str(), format_time(t.min_ns).c_str(), format_rate(t).c_str(),
-                    t.median_ns > 0 ? 100.0 * (t.p75_ns - t.p25_ns) / t.median_ns : 0.0);
+                    ran.c_str(), format_time(t.median_ns).c_str(), format_time(t.min_ns).c_str(),
+                    format_rate(t).c_str(), t.median_ns > 0 ? 100.0 * (t.p75_ns - t.p25_ns) / t.median_ns : 0.0);
     }
     const std::vector<Ratio> ratios = ratios_of(results);
     if (!ratios.empty()) {
         std::set<std::string> peers;
         for (const Ratio &r : ratios)
             for (const auto &[peer, v] : r.vs) peers.insert(peer);
-        std::printf("\nTime ratios tinyfin / reference (below 1: tinyfin faster)\n%-15s %-16s %-9s", "op", "size", "backend");
+        std::printf("\nTime ratios tinyfin / reference (below 1: tinyfin faster)\n%-15s %-16s %-9s", "op", "size",
+                    "backend");
         for (const std::string &p : peers) std::printf(" %10s", ("vs " + p).c_str());
         std::printf("\n");
         for (const Ratio &r : ratios) {
             std::printf("%-15s %-16s %-9s", r.op.c_str(), r.size.c_str(), r.backend.c_str());
             for (const std::string &p : peers) {
                 const auto it = r.vs.find(p);
-                if (it == r.vs.end()) std::printf(" %10s", "-");
-                else std::printf(" %10.2f", it->second);
+                if (it == r.vs.end())
+                    std::printf(" %10s", "-");
+                else
+                    std::printf(" %10.2f", it->second);
             }
             std::printf("\n");
         }
@@ -985,18 +1027,21 @@ void print_json(const std::vector<Timing> &results, const Machine &m, const std:
                 Timing::use_min ? "min" : "median", g_cpu_clock ? "cpu" : "wall", json_string(m.cpu).c_str(), m.cores,
                 m.threads);
     for (size_t i = 0; i < m.facts.size(); ++i)
-        std::printf("%s%s: %s", i ? ", " : "", json_string(m.facts[i].first).c_str(), json_string(m.facts[i].second).c_str());
+        std::printf("%s%s: %s", i ? ", " : "", json_string(m.facts[i].first).c_str(),
+                    json_string(m.facts[i].second).c_str());
     std::printf("}},\n  \"results\": [\n");
     for (size_t i = 0; i < results.size(); ++i) {
         const Timing &t = results[i];
         std::printf("    {\"op\": %s, \"size\": %s, \"backend\": %s, \"kind\": %s, \"ran_on\": %s, \"unit\": %s",
                     json_string(t.op).c_str(), json_string(t.size).c_str(), json_string(t.backend).c_str(),
                     json_string(t.kind).c_str(), json_string(t.ran_on).c_str(), json_string(unit_name(t.unit)).c_str());
-        if (!t.error.empty()) std::printf(", \"error\": %s", json_string(t.error).c_str());
+        if (!t.error.empty())
+            std::printf(", \"error\": %s", json_string(t.error).c_str());
         else
-            std::printf(", \"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"p25_ns\": %.1f, \"p75_ns\": %.1f, "
-                        "\"samples\": %d, \"inner\": %ld, \"rate\": %.4g",
-                        t.median_ns, t.min_ns, t.max_ns, t.p25_ns, t.p75_ns, t.samples, t.inner, t.rate());
+            std::printf(
+                ", \"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, \"p25_ns\": %.1f, \"p75_ns\": %.1f, "
+                "\"samples\": %d, \"inner\": %ld, \"rate\": %.4g",
+                t.median_ns, t.min_ns, t.max_ns, t.p25_ns, t.p75_ns, t.samples, t.inner, t.rate());
         std::printf("}%s\n", i + 1 < results.size() ? "," : "");
     }
     std::printf("  ],\n  \"ratios\": [\n");
@@ -1006,7 +1051,8 @@ void print_json(const std::vector<Timing> &results, const Machine &m, const std:
         std::printf("    {\"op\": %s, \"size\": %s, \"backend\": %s, \"time_ratio\": {", json_string(r.op).c_str(),
                     json_string(r.size).c_str(), json_string(r.backend).c_str());
         bool first = true;
-        for (const auto &[peer, v] : r.vs) std::printf("%s%s: %.4f", first ? "" : ", ", json_string(peer).c_str(), v), first = false;
+        for (const auto &[peer, v] : r.vs)
+            std::printf("%s%s: %.4f", first ? "" : ", ", json_string(peer).c_str(), v), first = false;
         std::printf("}}%s\n", i + 1 < ratios.size() ? "," : "");
     }
     std::printf("  ],\n  \"notes\": [");
@@ -1024,8 +1070,8 @@ std::string csv_field(const std::string &s) {
 void print_csv(const std::vector<Timing> &results) {
     std::printf("op,size,backend,kind,ran_on,unit,median_ns,min_ns,max_ns,p25_ns,p75_ns,samples,inner,rate,error\n");
     for (const Timing &t : results) {
-        std::printf("%s,%s,%s,%s,%s,%s,", csv_field(t.op).c_str(), csv_field(t.size).c_str(), csv_field(t.backend).c_str(),
-                    t.kind.c_str(), csv_field(t.ran_on).c_str(), unit_name(t.unit));
+        std::printf("%s,%s,%s,%s,%s,%s,", csv_field(t.op).c_str(), csv_field(t.size).c_str(),
+                    csv_field(t.backend).c_str(), t.kind.c_str(), csv_field(t.ran_on).c_str(), unit_name(t.unit));
         if (t.error.empty())
             std::printf("%.1f,%.1f,%.1f,%.1f,%.1f,%d,%ld,%.4g,\n", t.median_ns, t.min_ns, t.max_ns, t.p25_ns, t.p75_ns,
                         t.samples, t.inner, t.rate());
@@ -1057,7 +1103,9 @@ std::string cpu_model() {
     return "unknown cpu";
 }
 
-bool selected(const std::set<std::string> &filter, const std::string &name) { return filter.empty() || filter.count(name); }
+bool selected(const std::set<std::string> &filter, const std::string &name) {
+    return filter.empty() || filter.count(name);
+}
 
 }  // namespace
 
@@ -1082,7 +1130,9 @@ int main(int argc, char **argv) {
     m.cores = usable_cores();
     if (o.threads > 0) setenv("TINYFIN_THREADS", std::to_string(o.threads).c_str(), 1);
     const char *env_threads = std::getenv("TINYFIN_THREADS");
-    m.threads = o.threads > 0 ? o.threads : env_threads && std::atoi(env_threads) > 0 ? std::atoi(env_threads) : m.cores;
+    m.threads = o.threads > 0                               ? o.threads
+                : env_threads && std::atoi(env_threads) > 0 ? std::atoi(env_threads)
+                                                            : m.cores;
 #ifdef TF_BENCH_HAVE_OPENBLAS
     openblas_set_num_threads(m.threads);
 #endif
@@ -1109,8 +1159,9 @@ int main(int argc, char **argv) {
             if (o.peers.count("torch")) {
                 const double shipped = run_torch_train(o, m.threads, o.train_steps, false);
                 const double tuned = run_torch_train(o, m.threads, o.train_steps, true);
-                std::printf("images/s ratio tinyfin / torch (above 1: tinyfin faster): %.2f vs as shipped, %.2f vs tuned\n",
-                            ours / shipped, ours / tuned);
+                std::printf(
+                    "images/s ratio tinyfin / torch (above 1: tinyfin faster): %.2f vs as shipped, %.2f vs tuned\n",
+                    ours / shipped, ours / tuned);
             }
             return 0;
         } catch (const std::exception &e) {
@@ -1129,7 +1180,8 @@ int main(int argc, char **argv) {
                                               [](const tinyfin::DeviceReport &d) { return d.kind == "software-gpu"; });
             if (software && !o.backends.count(p.name)) {
                 backends.erase(std::remove(backends.begin(), backends.end(), p.name), backends.end());
-                if (p.outcome == "loaded") notes.push_back(p.name + " skipped: software-emulated device; name it in --backend to run it");
+                if (p.outcome == "loaded")
+                    notes.push_back(p.name + " skipped: software-emulated device; name it in --backend to run it");
             }
             for (const auto &[key, value] : p.features)
                 if (key == "openblas.core" || key == "openblas.threads" || key == "threads" || key == "simd" ||
@@ -1141,7 +1193,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (const std::string &b : o.backends) {
-        const bool known = b == "openblas" || b == "clblast" || std::find(backends.begin(), backends.end(), b) != backends.end();
+        const bool known =
+            b == "openblas" || b == "clblast" || std::find(backends.begin(), backends.end(), b) != backends.end();
         if (!known) std::fprintf(stderr, "tinyfin-bench: warning: backend '%s' is not available\n", b.c_str());
     }
 #ifndef TF_BENCH_HAVE_OPENBLAS

@@ -36,9 +36,7 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-double seconds_since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-}
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 int bench_allreduce(dist::Context &ctx, int reps, int64_t max_bytes) {
     MPI_Comm comm = *static_cast<MPI_Comm *>(ctx.native_communicator());
@@ -51,8 +49,8 @@ int bench_allreduce(dist::Context &ctx, int reps, int64_t max_bytes) {
     if (ctx.rank() == 0)
         std::printf("# allreduce, %d ranks, f32 cpu tensors, median of %d, MB/s = bytes / time, "
                     "fuse_bytes %zu\n%10s %10s %10s %6s %10s %6s %10s %6s\n",
-                    ctx.world_size(), reps, checked.fuse_bytes, "bytes", "raw MB/s", "tinyfin",
-                    "ratio", "separate", "ratio", "unchecked", "ratio");
+                    ctx.world_size(), reps, checked.fuse_bytes, "bytes", "raw MB/s", "tinyfin", "ratio", "separate",
+                    "ratio", "unchecked", "ratio");
     for (int64_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
         Tensor t = zeros({bytes / 4});
         void *data = t.host_data();
@@ -88,9 +86,9 @@ int bench_allreduce(dist::Context &ctx, int reps, int64_t max_bytes) {
         double m[4] = {median(raw), median(tf), median(tfs), median(tfu)};
         MPI_Allreduce(MPI_IN_PLACE, m, 4, MPI_DOUBLE, MPI_MAX, comm);
         if (ctx.rank() == 0)
-            std::printf("%10lld %10.1f %10.1f %6.2f %10.1f %6.2f %10.1f %6.2f\n",
-                        static_cast<long long>(bytes), bytes / m[0] / 1e6, bytes / m[1] / 1e6,
-                        m[0] / m[1], bytes / m[2] / 1e6, m[0] / m[2], bytes / m[3] / 1e6, m[0] / m[3]);
+            std::printf("%10lld %10.1f %10.1f %6.2f %10.1f %6.2f %10.1f %6.2f\n", static_cast<long long>(bytes),
+                        bytes / m[0] / 1e6, bytes / m[1] / 1e6, m[0] / m[1], bytes / m[2] / 1e6, m[0] / m[2],
+                        bytes / m[3] / 1e6, m[0] / m[3]);
     }
     ctx.set_options(checked);
     return 0;
@@ -134,12 +132,13 @@ int bench_train(dist::Context &ctx, int steps, int64_t batch) {
     double m = median(times);
     if (ctx.rank() == 0)
         std::printf("train: %d rank(s), global batch %lld, median step %.2f ms, %.0f images/s, "
-                    "%zu bucket(s)\n", ctx.world_size(), static_cast<long long>(batch), m * 1e3,
-                    static_cast<double>(batch) / m, ddp ? ddp->bucket_layout().size() : 0);
+                    "%zu bucket(s)\n",
+                    ctx.world_size(), static_cast<long long>(batch), m * 1e3, static_cast<double>(batch) / m,
+                    ddp ? ddp->bucket_layout().size() : 0);
     return 0;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char **argv) {
     dist::Context ctx(&argc, &argv);
@@ -154,6 +153,7 @@ int main(int argc, char **argv) {
         ctx.abort(1, e.what());
     }
     if (ctx.rank() == 0)
-        std::fprintf(stderr, "usage: [mpirun -np N] tinyfin-bench-dist allreduce [REPS] [MAX_BYTES] | train [STEPS] [BATCH]\n");
+        std::fprintf(stderr,
+                     "usage: [mpirun -np N] tinyfin-bench-dist allreduce [REPS] [MAX_BYTES] | train [STEPS] [BATCH]\n");
     return 2;
 }

@@ -33,9 +33,7 @@
 
 namespace {
 
-std::string abi_text(uint32_t v) {
-    return std::to_string(TF_ABI_MAJOR(v)) + "." + std::to_string(TF_ABI_MINOR(v));
-}
+std::string abi_text(uint32_t v) { return std::to_string(TF_ABI_MAJOR(v)) + "." + std::to_string(TF_ABI_MINOR(v)); }
 
 std::string mib(uint64_t bytes) {
     if (bytes == 0) return "unknown";
@@ -54,33 +52,27 @@ bool cpu_usable(const tinyfin::Report &r) {
 void print_json(const tinyfin::Report &r) { std::fputs(tinyfin::report_json(r).c_str(), stdout); }
 
 void print_human(const tinyfin::Report &r) {
-    std::printf("tinyfin %s (plugin ABI %s)\n\n", r.core_version.c_str(),
-                abi_text(r.core_abi_version).c_str());
+    std::printf("tinyfin %s (plugin ABI %s)\n\n", r.core_version.c_str(), abi_text(r.core_abi_version).c_str());
     std::printf("Search path:\n");
     if (r.search_path.empty()) std::printf("  (empty)\n");
-    for (const auto &dir : r.search_path)
-        std::printf("  %-60s [%s]\n", dir.path.c_str(), dir.origin.c_str());
+    for (const auto &dir : r.search_path) std::printf("  %-60s [%s]\n", dir.path.c_str(), dir.origin.c_str());
 
     std::printf("\nPlugins:\n");
     if (r.plugins.empty()) std::printf("  (none found)\n");
     for (const auto &p : r.plugins) {
         std::printf("  %s\n", p.path.c_str());
         if (p.resolved_path != p.path) std::printf("    resolves to %s\n", p.resolved_path.c_str());
-        std::printf("    outcome: %s%s%s\n", p.outcome.c_str(), p.message.empty() ? "" : ": ",
-                    p.message.c_str());
+        std::printf("    outcome: %s%s%s\n", p.outcome.c_str(), p.message.empty() ? "" : ": ", p.message.c_str());
         if (p.name.empty()) continue;
-        std::printf("    backend: %s  version %s  ABI %s  priority %d\n", p.name.c_str(),
-                    p.version.c_str(), p.abi_version ? abi_text(p.abi_version).c_str() : "?",
-                    p.priority);
+        std::printf("    backend: %s  version %s  ABI %s  priority %d\n", p.name.c_str(), p.version.c_str(),
+                    p.abi_version ? abi_text(p.abi_version).c_str() : "?", p.priority);
         for (std::size_t d = 0; d < p.devices.size(); ++d) {
             const auto &dev = p.devices[d];
             std::printf("    device %s:%zu: %s [%s] memory %s total, %s free%s%s\n", p.name.c_str(), d,
-                        dev.name.c_str(), dev.kind.c_str(), mib(dev.memory_total).c_str(),
-                        mib(dev.memory_free).c_str(), dev.uuid.empty() ? "" : ", id ",
-                        dev.uuid.c_str());
+                        dev.name.c_str(), dev.kind.c_str(), mib(dev.memory_total).c_str(), mib(dev.memory_free).c_str(),
+                        dev.uuid.empty() ? "" : ", id ", dev.uuid.c_str());
         }
-        for (const auto &[key, value] : p.features)
-            std::printf("    feature %s = %s\n", key.c_str(), value.c_str());
+        for (const auto &[key, value] : p.features) std::printf("    feature %s = %s\n", key.c_str(), value.c_str());
     }
 
     std::printf("\nSelection: TINYFIN_BACKEND=%s -> %s\n", r.requested.c_str(),
@@ -88,10 +80,9 @@ void print_human(const tinyfin::Report &r) {
     for (const auto &note : r.selection_notes) std::printf("  %s\n", note.c_str());
     // Build facts from meson (docs/distributed.md): libtinyfin-dist needs MPI; NCCL is only
     // detected, no collective runs on it yet.
-    std::printf("\nDistributed: libtinyfin-dist %s; NCCL %s\n",
-                TF_INFO_DIST ? "built (MPI)" : "not built (no MPI found)",
-                TF_INFO_NCCL ? "found at build (libnccl, nccl.h), not used by any collective yet"
-                             : "not found at build");
+    std::printf(
+        "\nDistributed: libtinyfin-dist %s; NCCL %s\n", TF_INFO_DIST ? "built (MPI)" : "not built (no MPI found)",
+        TF_INFO_NCCL ? "found at build (libnccl, nccl.h), not used by any collective yet" : "not found at build");
 
     // The op matrix: one row per op of ops.def, one column per usable backend.
     std::vector<const tinyfin::PluginReport *> usable;
@@ -139,14 +130,13 @@ std::string self_path() {
 }
 
 // Runs the child for one file; a verdict when it did not finish cleanly in time.
-std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
-                                                     const std::string &file, double timeout_s) {
+std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self, const std::string &file,
+                                                     double timeout_s) {
     using Clock = std::chrono::steady_clock;
     const char *where = "in an isolated child process while loading, probing or initialising";
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0)
-        return tinyfin::PluginVerdict{file, "crashed", std::string("cannot create a pipe: ") +
-                                                          std::strerror(errno)};
+        return tinyfin::PluginVerdict{file, "crashed", std::string("cannot create a pipe: ") + std::strerror(errno)};
     pid_t pid = fork();
     if (pid == 0) {
         // Own process group, so a timeout also kills anything the plugin started.
@@ -160,10 +150,9 @@ std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
     close(out[1]);
     if (pid < 0) {
         close(out[0]);
-        return tinyfin::PluginVerdict{file, "crashed",
-                                      std::string("cannot fork: ") + std::strerror(errno)};
+        return tinyfin::PluginVerdict{file, "crashed", std::string("cannot fork: ") + std::strerror(errno)};
     }
-    setpgid(pid, pid); // also here: whichever runs first
+    setpgid(pid, pid);  // also here: whichever runs first
 
     auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
     auto left_ms = [&] {
@@ -182,7 +171,7 @@ std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
         }
         char buffer[512];
         ssize_t n = read(out[0], buffer, sizeof buffer);
-        if (n <= 0) break; // end of file: the child exited or closed stdout
+        if (n <= 0) break;  // end of file: the child exited or closed stdout
         if (output.size() < 4096) output.append(buffer, static_cast<std::size_t>(n));
     }
     close(out[0]);
@@ -190,8 +179,10 @@ std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
     while (!timed_out) {
         pid_t done = waitpid(pid, &status, WNOHANG);
         if (done == pid) break;
-        if (left_ms() == 0) timed_out = true;
-        else std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        if (left_ms() == 0)
+            timed_out = true;
+        else
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     if (timed_out) {
         kill(-pid, SIGKILL);
@@ -199,8 +190,8 @@ std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
         char seconds[32];
         std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
         return tinyfin::PluginVerdict{file, "timed-out",
-                                      std::string("did not finish within ") + seconds + " s " +
-                                          where + " (killed); not loaded"};
+                                      std::string("did not finish within ") + seconds + " s " + where +
+                                          " (killed); not loaded"};
     }
     const bool reported = output.find(child_done) != std::string::npos;
     // A failure after the child's report (a thread the plugin left running, its shutdown, an
@@ -213,8 +204,8 @@ std::optional<tinyfin::PluginVerdict> probe_in_child(const std::string &self,
         int sig = WTERMSIG(status);
         const char *name = strsignal(sig);
         return tinyfin::PluginVerdict{file, "crashed",
-                                      "killed by signal " + std::to_string(sig) + " (" +
-                                          (name ? name : "unknown") + ") " + when + "; not loaded"};
+                                      "killed by signal " + std::to_string(sig) + " (" + (name ? name : "unknown") +
+                                          ") " + when + "; not loaded"};
     }
     if (!reported || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         // A crash handler in the child (a sanitizer's, for one) turns a signal into an exit status.
@@ -235,7 +226,7 @@ void isolate_plugins(double timeout_s) {
     tinyfin::configure_plugin_loading({}, verdicts);
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char **argv) {
     bool json = false;
@@ -250,8 +241,7 @@ int main(int argc, char **argv) {
             char *end = nullptr;
             timeout_s = std::strtod(argv[++i], &end);
             if (!end || *end || !(timeout_s > 0) || timeout_s > 86400) {
-                std::fprintf(stderr, "tinyfin-info: --timeout wants seconds in (0, 86400], got '%s'\n",
-                             argv[i]);
+                std::fprintf(stderr, "tinyfin-info: --timeout wants seconds in (0, 86400], got '%s'\n", argv[i]);
                 return 2;
             }
         } else if (std::strcmp(argv[i], "--isolate-child") == 0 && i + 1 < argc) {
@@ -278,13 +268,14 @@ int main(int argc, char **argv) {
     try {
         if (isolate) isolate_plugins(timeout_s);
         tinyfin::Report r = tinyfin::report();
-        if (json) print_json(r);
-        else print_human(r);
+        if (json)
+            print_json(r);
+        else
+            print_human(r);
         if (!cpu_usable(r)) {
-            std::fprintf(stderr,
-                         "tinyfin-info: the cpu plugin is not usable, so no op can run; check the "
-                         "search path above or set TINYFIN_PLUGIN_PATH to the directory holding "
-                         "tinyfin-cpu.so\n");
+            std::fprintf(stderr, "tinyfin-info: the cpu plugin is not usable, so no op can run; check the "
+                                 "search path above or set TINYFIN_PLUGIN_PATH to the directory holding "
+                                 "tinyfin-cpu.so\n");
             return 1;
         }
         return 0;

@@ -21,7 +21,8 @@ GradScaler::GradScaler(Options options) : options_(options), scale_(options.init
         raise<ValueError>("GradScaler: growth_factor must be finite and > 1, got " +
                           std::to_string(options.growth_factor));
     if (!(options.backoff_factor > 0 && options.backoff_factor < 1))
-        raise<ValueError>("GradScaler: backoff_factor must be in (0, 1), got " + std::to_string(options.backoff_factor));
+        raise<ValueError>("GradScaler: backoff_factor must be in (0, 1), got " +
+                          std::to_string(options.backoff_factor));
     if (options.growth_interval < 1)
         raise<ValueError>("GradScaler: growth_interval must be >= 1, got " + std::to_string(options.growth_interval));
 }
@@ -93,7 +94,8 @@ void GradScaler::load_state_dict(const NamedTensors &dict, const std::string &pr
         if (name == prefix + "growth_tracker") tracker = &t;
     }
     if (!scale || !tracker)
-        raise<ValueError>("GradScaler::load_state_dict: the dict has no " + prefix + (scale ? "growth_tracker" : "scale") +
+        raise<ValueError>("GradScaler::load_state_dict: the dict has no " + prefix +
+                          (scale ? "growth_tracker" : "scale") +
                           " entry; save it with nn::save(path, ...scaler.state_dict())");
     if (scale->numel() != 1 || tracker->numel() != 1)
         raise<ValueError>("GradScaler::load_state_dict: " + prefix + "scale and " + prefix +
@@ -108,4 +110,4 @@ void GradScaler::load_state_dict(const NamedTensors &dict, const std::string &pr
     unscaled_ = stepped_ = found_inf_ = false;
 }
 
-} // namespace tinyfin::nn
+}  // namespace tinyfin::nn

@@ -25,8 +25,7 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed, int epoch) {
     };
     for (int64_t i = n - 1; i > 0; --i) {
         // Multiply-shift: unbiased enough for n < 2^32 (bias below 2^-32).
-        auto j = static_cast<int64_t>(
-            (static_cast<unsigned __int128>(next()) * static_cast<uint64_t>(i + 1)) >> 64);
+        auto j = static_cast<int64_t>((static_cast<unsigned __int128>(next()) * static_cast<uint64_t>(i + 1)) >> 64);
         std::swap(perm[i], perm[j]);
     }
     return perm;
@@ -69,7 +68,7 @@ double fan_of(const Tensor &t, FanMode mode, const char *op) {
     return static_cast<double>(fan);
 }
 
-} // namespace
+}  // namespace
 
 double calculate_gain(Nonlinearity nonlinearity, double param) {
     switch (nonlinearity) {
@@ -79,14 +78,12 @@ double calculate_gain(Nonlinearity nonlinearity, double param) {
     case Nonlinearity::relu: return std::sqrt(2.0);
     case Nonlinearity::leaky_relu: return std::sqrt(2.0 / (1.0 + param * param));
     }
-    raise<ValueError>("calculate_gain: unknown nonlinearity " +
-                      std::to_string(static_cast<int>(nonlinearity)));
+    raise<ValueError>("calculate_gain: unknown nonlinearity " + std::to_string(static_cast<int>(nonlinearity)));
 }
 
 std::pair<int64_t, int64_t> fans(const Shape &shape) {
     if (shape.size() < 2)
-        raise<ShapeError>("fans: fan in and fan out need a tensor of rank >= 2, got shape " +
-                          shape_str(shape));
+        raise<ShapeError>("fans: fan in and fan out need a tensor of rank >= 2, got shape " + shape_str(shape));
     int64_t receptive = 1;
     for (std::size_t i = 2; i < shape.size(); ++i) receptive *= shape[i];
     return {shape[1] * receptive, shape[0] * receptive};
@@ -94,8 +91,7 @@ std::pair<int64_t, int64_t> fans(const Shape &shape) {
 
 Tensor uniform_(const Tensor &t, double low, double high, uint64_t seed) {
     require_float(t, "uniform_");
-    if (!(low <= high))
-        raise<ValueError>("uniform_: low " + std::to_string(low) + " > high " + std::to_string(high));
+    if (!(low <= high)) raise<ValueError>("uniform_: low " + std::to_string(low) + " > high " + std::to_string(high));
     NoGradGuard no_grad;
     Tensor u = rand(t.shape(), seed, t.device());
     return fill_with(t, add(mul(u, scalar_like(u, high - low)), scalar_like(u, low)));
@@ -117,15 +113,13 @@ Tensor constant_(const Tensor &t, double value) {
 Tensor zeros_(const Tensor &t) { return constant_(t, 0); }
 Tensor ones_(const Tensor &t) { return constant_(t, 1); }
 
-Tensor kaiming_uniform_(const Tensor &t, uint64_t seed, double a, FanMode mode,
-                        Nonlinearity nonlinearity) {
+Tensor kaiming_uniform_(const Tensor &t, uint64_t seed, double a, FanMode mode, Nonlinearity nonlinearity) {
     double fan = fan_of(t, mode, "kaiming_uniform_");
     double bound = calculate_gain(nonlinearity, a) * std::sqrt(3.0 / fan);
     return uniform_(t, -bound, bound, seed);
 }
 
-Tensor kaiming_normal_(const Tensor &t, uint64_t seed, double a, FanMode mode,
-                       Nonlinearity nonlinearity) {
+Tensor kaiming_normal_(const Tensor &t, uint64_t seed, double a, FanMode mode, Nonlinearity nonlinearity) {
     double fan = fan_of(t, mode, "kaiming_normal_");
     return normal_(t, 0, calculate_gain(nonlinearity, a) / std::sqrt(fan), seed);
 }
@@ -145,5 +139,5 @@ Tensor xavier_normal_(const Tensor &t, uint64_t seed, double gain) {
     return normal_(t, 0, gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out)), seed);
 }
 
-} // namespace init
-} // namespace tinyfin::nn
+}  // namespace init
+}  // namespace tinyfin::nn

@@ -86,20 +86,19 @@ std::string join_names(const std::vector<std::string> &names) {
     return out;
 }
 
-} // namespace
+}  // namespace
 
 LoadStateDictResult Module::load_state_dict(const NamedTensors &dict, bool strict) {
     NamedTensors params = named_parameters();
     LoadStateDictResult result;
     std::vector<std::string> mismatches;
-    std::vector<std::pair<Tensor, Tensor>> copies; // (parameter, source): loaded only when all fit
+    std::vector<std::pair<Tensor, Tensor>> copies;  // (parameter, source): loaded only when all fit
     std::vector<bool> used(dict.size(), false);
     for (const auto &[name, param] : params) {
         std::size_t found = dict.size();
         for (std::size_t i = 0; i < dict.size(); ++i)
             if (dict[i].first == name) {
-                if (found != dict.size())
-                    raise<ValueError>("load_state_dict: the dict holds '" + name + "' twice");
+                if (found != dict.size()) raise<ValueError>("load_state_dict: the dict holds '" + name + "' twice");
                 found = i;
             }
         if (found == dict.size()) {
@@ -112,12 +111,12 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors &dict, bool stric
             mismatches.push_back("'" + name + "' is an undefined tensor");
             continue;
         }
-        bool dtype_fits = src.dtype() == param.dtype() ||
-                          (is_float_dtype(src.dtype()) && is_float_dtype(param.dtype()));
+        bool dtype_fits =
+            src.dtype() == param.dtype() || (is_float_dtype(src.dtype()) && is_float_dtype(param.dtype()));
         if (src.shape() != param.shape() || !dtype_fits) {
             mismatches.push_back("'" + name + "' is " + dtype_name(src.dtype()) + shape_str(src.shape()) +
-                                 " in the dict but " + dtype_name(param.dtype()) +
-                                 shape_str(param.shape()) + " in the module");
+                                 " in the dict but " + dtype_name(param.dtype()) + shape_str(param.shape()) +
+                                 " in the module");
             continue;
         }
         copies.emplace_back(param, src);
@@ -127,8 +126,7 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors &dict, bool stric
     bool key_error = strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty());
     if (key_error || !mismatches.empty()) {
         std::string message = "load_state_dict: the dict does not fit the module";
-        if (strict && !result.missing_keys.empty())
-            message += "; missing keys: " + join_names(result.missing_keys);
+        if (strict && !result.missing_keys.empty()) message += "; missing keys: " + join_names(result.missing_keys);
         if (strict && !result.unexpected_keys.empty())
             message += "; unexpected keys: " + join_names(result.unexpected_keys);
         for (const std::string &m : mismatches) message += "; size mismatch: " + m;
@@ -155,13 +153,13 @@ void default_init(Tensor &weight, Tensor &bias, uint64_t seed) {
 
 std::string yes_no(bool b) { return b ? "true" : "false"; }
 
-} // namespace
+}  // namespace
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, uint64_t seed)
     : in_(in_features), out_(out_features) {
     if (in_features < 1 || out_features < 1)
-        raise<ValueError>("Linear: features must be >= 1, got in " + std::to_string(in_features) +
-                          ", out " + std::to_string(out_features));
+        raise<ValueError>("Linear: features must be >= 1, got in " + std::to_string(in_features) + ", out " +
+                          std::to_string(out_features));
     weight = empty({out_features, in_features});
     if (with_bias) bias = empty({out_features});
     default_init(weight, bias, seed);
@@ -171,25 +169,22 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, uint64
 
 Tensor Linear::forward(const Tensor &x) {
     if (x.rank() < 1 || x.size(-1) != in_)
-        raise<ShapeError>("Linear(" + std::to_string(in_) + ", " + std::to_string(out_) +
-                          "): input of shape " + shape_str(x.shape()) + " does not end in " +
-                          std::to_string(in_));
+        raise<ShapeError>("Linear(" + std::to_string(in_) + ", " + std::to_string(out_) + "): input of shape " +
+                          shape_str(x.shape()) + " does not end in " + std::to_string(in_));
     return linear(x, weight, bias);
 }
 
 std::string Linear::describe() const {
-    return "Linear(" + std::to_string(in_) + ", " + std::to_string(out_) +
-           ", bias=" + yes_no(bias.defined()) + ")";
+    return "Linear(" + std::to_string(in_) + ", " + std::to_string(out_) + ", bias=" + yes_no(bias.defined()) + ")";
 }
 
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int kernel_size,
-               const Conv2dOptions &opts, bool with_bias, uint64_t seed)
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int kernel_size, const Conv2dOptions &opts, bool with_bias,
+               uint64_t seed)
     : options(opts), in_(in_channels), out_(out_channels), kernel_(kernel_size) {
-    if (in_channels < 1 || out_channels < 1 || kernel_size < 1 || opts.groups < 1 ||
-        in_channels % opts.groups != 0 || out_channels % opts.groups != 0)
-        raise<ValueError>("Conv2d: channels " + std::to_string(in_channels) + " -> " +
-                          std::to_string(out_channels) + ", kernel " + std::to_string(kernel_size) +
-                          ", groups " + std::to_string(opts.groups) +
+    if (in_channels < 1 || out_channels < 1 || kernel_size < 1 || opts.groups < 1 || in_channels % opts.groups != 0 ||
+        out_channels % opts.groups != 0)
+        raise<ValueError>("Conv2d: channels " + std::to_string(in_channels) + " -> " + std::to_string(out_channels) +
+                          ", kernel " + std::to_string(kernel_size) + ", groups " + std::to_string(opts.groups) +
                           " (need sizes >= 1 and channels divisible by groups)");
     weight = empty({out_channels, in_channels / opts.groups, kernel_size, kernel_size});
     if (with_bias) bias = empty({out_channels});
@@ -201,11 +196,10 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int kernel_size,
 Tensor Conv2d::forward(const Tensor &x) { return conv2d(x, weight, bias, options); }
 
 std::string Conv2d::describe() const {
-    return "Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel=" +
-           std::to_string(kernel_) + ", stride=" + std::to_string(options.stride_h) + "x" +
-           std::to_string(options.stride_w) + ", padding=" + std::to_string(options.pad_h) + "x" +
-           std::to_string(options.pad_w) + ", groups=" + std::to_string(options.groups) +
-           ", bias=" + yes_no(bias.defined()) + ")";
+    return "Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel=" + std::to_string(kernel_) +
+           ", stride=" + std::to_string(options.stride_h) + "x" + std::to_string(options.stride_w) +
+           ", padding=" + std::to_string(options.pad_h) + "x" + std::to_string(options.pad_w) +
+           ", groups=" + std::to_string(options.groups) + ", bias=" + yes_no(bias.defined()) + ")";
 }
 
 MaxPool2d::MaxPool2d(int kernel_size, int stride, int padding) {
@@ -218,17 +212,14 @@ Tensor MaxPool2d::forward(const Tensor &x) { return max_pool2d(x, options); }
 
 std::string MaxPool2d::describe() const {
     int stride = options.stride_h ? options.stride_h : options.kernel_h;
-    return "MaxPool2d(kernel=" + std::to_string(options.kernel_h) + ", stride=" +
-           std::to_string(stride) + ", padding=" + std::to_string(options.pad_h) + ")";
+    return "MaxPool2d(kernel=" + std::to_string(options.kernel_h) + ", stride=" + std::to_string(stride) +
+           ", padding=" + std::to_string(options.pad_h) + ")";
 }
 
-std::string GELU::describe() const {
-    return std::string("GELU(approximate=") + (approximate_ ? "tanh" : "none") + ")";
-}
+std::string GELU::describe() const { return std::string("GELU(approximate=") + (approximate_ ? "tanh" : "none") + ")"; }
 
 Dropout::Dropout(double p, uint64_t seed) : p_(p), seed_(seed) {
-    if (!(p >= 0 && p <= 1))
-        raise<ValueError>("Dropout: p must be in [0, 1], got " + std::to_string(p));
+    if (!(p >= 0 && p <= 1)) raise<ValueError>("Dropout: p must be in [0, 1], got " + std::to_string(p));
 }
 
 Tensor Dropout::forward(const Tensor &x) {
@@ -242,11 +233,10 @@ Tensor Dropout::forward(const Tensor &x) {
 
 std::string Dropout::describe() const { return "Dropout(p=" + std::to_string(p_) + ")"; }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t dim, uint64_t seed)
-    : num_(num_embeddings), dim_(dim) {
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, uint64_t seed) : num_(num_embeddings), dim_(dim) {
     if (num_embeddings < 1 || dim < 1)
-        raise<ValueError>("Embedding: sizes must be >= 1, got " + std::to_string(num_embeddings) +
-                          " x " + std::to_string(dim));
+        raise<ValueError>("Embedding: sizes must be >= 1, got " + std::to_string(num_embeddings) + " x " +
+                          std::to_string(dim));
     weight = empty({num_embeddings, dim});
     init::normal_(weight, 0, 1, mix_seed(seed, 0));
     register_parameter("weight", weight);
@@ -268,8 +258,8 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool with_bias) : dim_(dim), eps_(
 }
 
 std::string LayerNorm::describe() const {
-    return "LayerNorm(" + std::to_string(dim_) + ", eps=" + std::to_string(eps_) +
-           ", bias=" + yes_no(bias.defined()) + ")";
+    return "LayerNorm(" + std::to_string(dim_) + ", eps=" + std::to_string(eps_) + ", bias=" + yes_no(bias.defined()) +
+           ")";
 }
 
 Tensor Flatten::forward(const Tensor &x) { return flatten(x, start_, end_); }
@@ -305,4 +295,4 @@ std::string Sequential::describe() const {
     return out + ")";
 }
 
-} // namespace tinyfin::nn
+}  // namespace tinyfin::nn

@@ -21,7 +21,7 @@ void write(const Tensor &param, const Tensor &value) {
     target.assign_(value);
 }
 
-} // namespace
+}  // namespace
 
 Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
     require_finite_nonnegative(lr, "lr", "optimizer");
@@ -29,8 +29,8 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
         const Tensor &p = params_[i];
         if (!p.defined()) throw ValueError("optimizer: parameter " + std::to_string(i) + " is undefined");
         if (p.dtype() != DType::f32 && p.dtype() != DType::f16 && p.dtype() != DType::bf16)
-            throw DTypeError("optimizer: parameter " + std::to_string(i) + " is " +
-                              dtype_name(p.dtype()) + "; only float tensors can be optimized");
+            throw DTypeError("optimizer: parameter " + std::to_string(i) + " is " + dtype_name(p.dtype()) +
+                             "; only float tensors can be optimized");
     }
 }
 
@@ -46,8 +46,8 @@ void Optimizer::set_lr(double lr) {
 // ---- SGD ----------------------------------------------------------------------------------
 
 SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay, bool nesterov)
-    : Optimizer(std::move(params), lr), momentum_(momentum), weight_decay_(weight_decay),
-      nesterov_(nesterov), momentum_buffers_(params_.size()) {
+    : Optimizer(std::move(params), lr), momentum_(momentum), weight_decay_(weight_decay), nesterov_(nesterov),
+      momentum_buffers_(params_.size()) {
     require_finite_nonnegative(momentum, "momentum", "SGD");
     require_finite_nonnegative(weight_decay, "weight_decay", "SGD");
     if (nesterov && momentum == 0) throw ValueError("SGD: nesterov needs a momentum > 0");
@@ -78,7 +78,7 @@ std::vector<Tensor> flatten_groups(const std::vector<ParamGroup> &groups) {
     return out;
 }
 
-} // namespace
+}  // namespace
 
 std::vector<ParamGroup> decay_matrices_only(const std::vector<Tensor> &params, double weight_decay) {
     require_finite_nonnegative(weight_decay, "weight_decay", "decay_matrices_only");
@@ -87,10 +87,8 @@ std::vector<ParamGroup> decay_matrices_only(const std::vector<Tensor> &params, d
     return {std::move(decay), std::move(no_decay)};
 }
 
-AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,
-             double weight_decay)
-    : AdamW(std::vector<ParamGroup>{ParamGroup{std::move(params), weight_decay}}, lr, betas, eps,
-            weight_decay) {}
+AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps, double weight_decay)
+    : AdamW(std::vector<ParamGroup>{ParamGroup{std::move(params), weight_decay}}, lr, betas, eps, weight_decay) {}
 
 AdamW::AdamW(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps,
              double weight_decay)
@@ -98,7 +96,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, std::pair<double, double
       exp_avg_(params_.size()), exp_avg_sq_(params_.size()), steps_(params_.size(), 0) {
     if (!(beta1_ >= 0 && beta1_ < 1) || !(beta2_ >= 0 && beta2_ < 1))
         throw ValueError("AdamW: betas must be in [0, 1), got (" + std::to_string(beta1_) + ", " +
-                          std::to_string(beta2_) + ")");
+                         std::to_string(beta2_) + ")");
     require_finite_nonnegative(eps, "eps", "AdamW");
     require_finite_nonnegative(weight_decay, "weight_decay", "AdamW");
     for (const ParamGroup &g : groups) {
@@ -118,4 +116,4 @@ void AdamW::step() {
     }
 }
 
-} // namespace tinyfin::optim
+}  // namespace tinyfin::optim

@@ -75,11 +75,7 @@ bool printable_utf8(const std::string &name) {
         unsigned char c = *p;
         if (c < 0x20 || c == 0x7f) return false;
         // Continuation bytes after the lead byte: 110xxxxx 1, 1110xxxx 2, 11110xxx 3.
-        int extra = c < 0x80            ? 0
-                    : (c >> 5) == 0x6   ? 1
-                    : (c >> 4) == 0xe   ? 2
-                    : (c >> 3) == 0x1e  ? 3
-                                        : -1;
+        int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : -1;
         if (extra < 0 || end - p <= extra) return false;
         uint32_t code = extra == 0 ? c : c & (0x3f >> extra);
         for (int i = 1; i <= extra; ++i) {
@@ -100,8 +96,7 @@ bool printable_utf8(const std::string &name) {
 // file's real size) and never what a header claims.
 class FileReader {
 public:
-    FileReader(int fd, const std::string &path, uint64_t size)
-        : fd_(fd), path_(path), size_(size) {}
+    FileReader(int fd, const std::string &path, uint64_t size) : fd_(fd), path_(path), size_(size) {}
 
     void read(void *dst, std::size_t bytes, const std::string &what, bool crc = true) {
         auto *out = static_cast<uint8_t *>(dst);
@@ -126,16 +121,14 @@ public:
     // Fails as malformed unless `bytes` more fit before `end`.
     void need(uint64_t bytes, uint64_t end, const std::string &what) const {
         if (bytes > end - std::min(end, pos_))
-            raise<ValueError>("load: '" + path_ + "': malformed: " + what + " at byte " +
-                              std::to_string(pos_) + " needs " + std::to_string(bytes) +
-                              " bytes, only " + std::to_string(end - std::min(end, pos_)) +
-                              " remain");
+            raise<ValueError>("load: '" + path_ + "': malformed: " + what + " at byte " + std::to_string(pos_) +
+                              " needs " + std::to_string(bytes) + " bytes, only " +
+                              std::to_string(end - std::min(end, pos_)) + " remain");
     }
     // Reads (for the CRC) and discards everything up to `end`.
     void skip_to(uint64_t end) {
         uint8_t sink[4096];
-        while (pos_ < end)
-            read(sink, static_cast<std::size_t>(std::min<uint64_t>(sizeof sink, end - pos_)), "data");
+        while (pos_ < end) read(sink, static_cast<std::size_t>(std::min<uint64_t>(sizeof sink, end - pos_)), "data");
     }
     // True when the file has no byte past the current position.
     bool at_end() {
@@ -155,12 +148,12 @@ private:
         do n = ::read(fd_, buffer_, sizeof buffer_);
         while (n < 0 && errno == EINTR);
         if (n < 0)
-            raise<ValueError>("load: error reading '" + path_ + "' at byte " + std::to_string(pos_) +
-                              ": " + std::strerror(errno));
+            raise<ValueError>("load: error reading '" + path_ + "' at byte " + std::to_string(pos_) + ": " +
+                              std::strerror(errno));
         if (n == 0)
-            raise<ValueError>("load: '" + path_ + "' is truncated: it ended at byte " +
-                              std::to_string(pos_) + " (reading the " + what + ") although it had " +
-                              std::to_string(size_) + " bytes when opened");
+            raise<ValueError>("load: '" + path_ + "' is truncated: it ended at byte " + std::to_string(pos_) +
+                              " (reading the " + what + ") although it had " + std::to_string(size_) +
+                              " bytes when opened");
         tail_ = static_cast<std::size_t>(n);
     }
 
@@ -183,8 +176,7 @@ struct Entry {
 bool valid_dtype(uint32_t code) { return code <= static_cast<uint32_t>(DType::boolean); }
 
 // The entries after the header; every failure a ValueError naming the file.
-std::vector<Entry> parse_entries(FileReader &reader, const std::string &path, uint64_t count,
-                                 uint64_t payload) {
+std::vector<Entry> parse_entries(FileReader &reader, const std::string &path, uint64_t count, uint64_t payload) {
     std::vector<Entry> entries;
     std::set<std::string> names;
     for (uint64_t i = 0; i < count; ++i) {
@@ -195,8 +187,7 @@ std::vector<Entry> parse_entries(FileReader &reader, const std::string &path, ui
         uint64_t name_len = reader.uint(4, where + " name length");
         if (name_len == 0 || name_len > kMaxNameBytes)
             raise<ValueError>("load: '" + path + "': malformed: " + where + " has a name of " +
-                              std::to_string(name_len) + " bytes (1.." +
-                              std::to_string(kMaxNameBytes) + ")");
+                              std::to_string(name_len) + " bytes (1.." + std::to_string(kMaxNameBytes) + ")");
         reader.need(name_len, payload, where + " name");
         e.name.resize(name_len);
         reader.read(e.name.data(), name_len, where + " name");
@@ -213,46 +204,43 @@ std::vector<Entry> parse_entries(FileReader &reader, const std::string &path, ui
         e.dtype = static_cast<DType>(dtype);
         uint64_t rank = reader.uint(4, where + " rank");
         if (rank > kMaxRank)
-            raise<ValueError>("load: '" + path + "': malformed: " + where + " has rank " +
-                              std::to_string(rank) + " (at most " + std::to_string(kMaxRank) + ")");
+            raise<ValueError>("load: '" + path + "': malformed: " + where + " has rank " + std::to_string(rank) +
+                              " (at most " + std::to_string(kMaxRank) + ")");
         reader.need(8 * rank + 8, payload, where + " shape");
         uint64_t numel = 1;
         for (uint64_t d = 0; d < rank; ++d) {
             auto dim = static_cast<int64_t>(reader.uint(8, where + " shape"));
             const auto limit = static_cast<uint64_t>(kMaxElements);
             if (dim < 0 || (dim > 0 && numel > limit / static_cast<uint64_t>(dim)))
-                raise<ValueError>("load: '" + path + "': malformed: " + where + " has size " +
-                                  std::to_string(dim) + " on axis " + std::to_string(d));
+                raise<ValueError>("load: '" + path + "': malformed: " + where + " has size " + std::to_string(dim) +
+                                  " on axis " + std::to_string(d));
             e.shape.push_back(dim);
             numel *= static_cast<uint64_t>(dim);
         }
         uint64_t data_bytes = reader.uint(8, where + " data size");
         if (data_bytes != numel * dtype_size(e.dtype))
-            raise<ValueError>("load: '" + path + "': malformed: " + where + " records " +
-                              std::to_string(data_bytes) + " data bytes for shape " +
-                              shape_str(e.shape) + " of " + dtype_name(e.dtype));
+            raise<ValueError>("load: '" + path + "': malformed: " + where + " records " + std::to_string(data_bytes) +
+                              " data bytes for shape " + shape_str(e.shape) + " of " + dtype_name(e.dtype));
         // Checked against the real file before anything is allocated for it.
         reader.need(data_bytes, payload, where + " data");
         // More than the machine's memory is refused before asking for it (a sanitizer's allocator
         // aborts on such a request where glibc's throws).
         const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-        bool fits = pages <= 0 || page <= 0 ||
-                    data_bytes / static_cast<uint64_t>(page) < static_cast<uint64_t>(pages);
+        bool fits = pages <= 0 || page <= 0 || data_bytes / static_cast<uint64_t>(page) < static_cast<uint64_t>(pages);
         try {
             if (fits) e.data.resize(static_cast<std::size_t>(data_bytes));
         } catch (const std::bad_alloc &) {
             fits = false;
         }
         if (!fits)
-            raise<ValueError>("load: '" + path + "': cannot allocate " + std::to_string(data_bytes) +
-                              " bytes for " + where);
+            raise<ValueError>("load: '" + path + "': cannot allocate " + std::to_string(data_bytes) + " bytes for " +
+                              where);
         reader.read(e.data.data(), e.data.size(), where + " data");
         if (e.dtype == DType::boolean)
             for (uint8_t byte : e.data)
                 if (byte > 1)
-                    raise<ValueError>("load: '" + path + "': malformed: " + where +
-                                      " is bool but holds the byte " + std::to_string(byte) +
-                                      " (bools are 0 or 1)");
+                    raise<ValueError>("load: '" + path + "': malformed: " + where + " is bool but holds the byte " +
+                                      std::to_string(byte) + " (bools are 0 or 1)");
         entries.push_back(std::move(e));
     }
     if (reader.pos() != payload)
@@ -280,12 +268,10 @@ std::vector<Entry> parse(const std::string &path) {
         std::string seen;
         for (std::size_t i = 0; i < seen_bytes; ++i)
             seen += (magic[i] >= 32 && magic[i] < 127) ? static_cast<char>(magic[i]) : '?';
-        raise<ValueError>("load: '" + path + "' is not a TFNN file (starts with \"" + seen +
-                          "\", expected \"TFNN\")");
+        raise<ValueError>("load: '" + path + "' is not a TFNN file (starts with \"" + seen + "\", expected \"TFNN\")");
     }
     if (size < kHeaderBytes + kCrcBytes)
-        raise<ValueError>("load: '" + path + "' is truncated: " + std::to_string(size) +
-                          " bytes is shorter than the " +
+        raise<ValueError>("load: '" + path + "' is truncated: " + std::to_string(size) + " bytes is shorter than the " +
                           std::to_string(kHeaderBytes + kCrcBytes) + "-byte header and checksum");
     uint64_t version = reader.uint(4, "version");
     if (version != kVersion)
@@ -294,12 +280,11 @@ std::vector<Entry> parse(const std::string &path) {
     uint64_t count = reader.uint(8, "count");
     uint64_t recorded = reader.uint(8, "file size");
     if (size < recorded)
-        raise<ValueError>("load: '" + path + "' is truncated: " + std::to_string(size) +
-                          " bytes, its header says " + std::to_string(recorded));
+        raise<ValueError>("load: '" + path + "' is truncated: " + std::to_string(size) + " bytes, its header says " +
+                          std::to_string(recorded));
     if (size > recorded)
         raise<ValueError>("load: '" + path + "' has " + std::to_string(size - recorded) +
-                          " bytes after the end its header records (" + std::to_string(recorded) +
-                          " bytes)");
+                          " bytes after the end its header records (" + std::to_string(recorded) + " bytes)");
     const uint64_t payload = size - kCrcBytes;
 
     auto check_crc = [&] {
@@ -313,8 +298,8 @@ std::vector<Entry> parse(const std::string &path) {
             raise<ValueError>("load: '" + path + "' is corrupt: CRC32 mismatch (" + text + ")");
         }
         if (!reader.at_end())
-            raise<ValueError>("load: '" + path + "' grew while it was read: more than the " +
-                              std::to_string(size) + " bytes it had when opened");
+            raise<ValueError>("load: '" + path + "' grew while it was read: more than the " + std::to_string(size) +
+                              " bytes it had when opened");
     };
     std::vector<Entry> entries;
     try {
@@ -332,20 +317,19 @@ std::vector<Entry> parse(const std::string &path) {
 }
 
 Tensor to_tensor(const Entry &e, const Device &device) {
-    if constexpr (std::endian::native == std::endian::little)
-        return from_host(e.data.data(), e.shape, e.dtype, device);
+    if constexpr (std::endian::native == std::endian::little) return from_host(e.data.data(), e.shape, e.dtype, device);
     std::vector<uint8_t> copy = e.data;
     swap_elements(copy.data(), copy.size(), dtype_size(e.dtype));
     return from_host(copy.data(), e.shape, e.dtype, device);
 }
 
-} // namespace
+}  // namespace
 
 void save(const std::string &path, const NamedTensors &tensors) {
     std::vector<uint8_t> out(kMagic, kMagic + 4);
     append_le(out, kVersion, 4);
     append_le(out, tensors.size(), 8);
-    append_le(out, 0, 8); // file size, patched below
+    append_le(out, 0, 8);  // file size, patched below
     std::set<std::string> names;
     for (const auto &[name, tensor] : tensors) {
         if (name.empty() || name.size() > kMaxNameBytes)
@@ -354,10 +338,8 @@ void save(const std::string &path, const NamedTensors &tensors) {
         if (!printable_utf8(name))
             raise<ValueError>("save: '" + path + "': tensor name '" + name +
                               "' must be UTF-8 text without control characters");
-        if (!names.insert(name).second)
-            raise<ValueError>("save: '" + path + "': the name '" + name + "' repeats");
-        if (!tensor.defined())
-            raise<ValueError>("save: '" + path + "': tensor '" + name + "' is undefined");
+        if (!names.insert(name).second) raise<ValueError>("save: '" + path + "': the name '" + name + "' repeats");
+        if (!tensor.defined()) raise<ValueError>("save: '" + path + "': tensor '" + name + "' is undefined");
         append_le(out, name.size(), 4);
         out.insert(out.end(), name.begin(), name.end());
         append_le(out, static_cast<uint32_t>(tensor.dtype()), 4);
@@ -366,8 +348,8 @@ void save(const std::string &path, const NamedTensors &tensors) {
         // A broadcast view (expand) can have more elements than a file can hold, or than memory:
         // refuse it by name instead of writing a file load rejects or throwing std::bad_alloc.
         if (tensor.numel() > kMaxElements)
-            raise<ValueError>("save: '" + path + "': tensor '" + name + "' " + shape_str(tensor.shape()) +
-                              " has " + std::to_string(tensor.numel()) + " elements, more than the 2^48 a " +
+            raise<ValueError>("save: '" + path + "': tensor '" + name + "' " + shape_str(tensor.shape()) + " has " +
+                              std::to_string(tensor.numel()) + " elements, more than the 2^48 a " +
                               "file holds; save a smaller tensor (a broadcast view's source, not the view)");
         std::size_t bytes = tensor.nbytes();
         append_le(out, bytes, 8);
@@ -385,8 +367,8 @@ void save(const std::string &path, const NamedTensors &tensors) {
             }
         }
         if (!resized)
-            raise<OutOfMemoryError>("save: '" + path + "': tensor '" + name + "' " +
-                                    shape_str(tensor.shape()) + " needs " + std::to_string(bytes) +
+            raise<OutOfMemoryError>("save: '" + path + "': tensor '" + name + "' " + shape_str(tensor.shape()) +
+                                    " needs " + std::to_string(bytes) +
                                     " bytes of host memory to write; save a smaller tensor");
         tensor.copy_to_host(out.data() + at, bytes);
         if constexpr (std::endian::native == std::endian::big)
@@ -398,8 +380,7 @@ void save(const std::string &path, const NamedTensors &tensors) {
 
     // Written to a fresh temp file beside the target and renamed over it (common/atomic_file.hpp):
     // a failed or concurrent save leaves the old file or one complete new one.
-    if (std::string why = tf_common::write_file_atomically(path, out.data(), out.size(), 0666);
-        !why.empty())
+    if (std::string why = tf_common::write_file_atomically(path, out.data(), out.size(), 0666); !why.empty())
         raise<ValueError>("save: '" + path + "': " + why);
 }
 
@@ -418,24 +399,21 @@ void load(const std::string &path, const NamedTensors &tensors) {
         if (found == by_name.end()) {
             std::string have;
             for (const Entry &e : entries) have += (have.empty() ? "" : ", ") + e.name;
-            raise<ValueError>("load: '" + path + "' has no tensor '" + name + "' (it has: " +
-                              (have.empty() ? "none" : have) + ")");
+            raise<ValueError>("load: '" + path + "' has no tensor '" + name +
+                              "' (it has: " + (have.empty() ? "none" : have) + ")");
         }
         const Entry &e = *found->second;
         if (e.dtype != tensor.dtype())
-            raise<ValueError>("load: '" + path + "': tensor '" + name + "' is " +
-                              dtype_name(e.dtype) + " in the file, " + dtype_name(tensor.dtype()) +
-                              " in the destination");
+            raise<ValueError>("load: '" + path + "': tensor '" + name + "' is " + dtype_name(e.dtype) +
+                              " in the file, " + dtype_name(tensor.dtype()) + " in the destination");
         if (e.shape != tensor.shape())
-            raise<ValueError>("load: '" + path + "': tensor '" + name + "' has shape " +
-                              shape_str(e.shape) + " in the file, " + shape_str(tensor.shape()) +
-                              " in the destination");
+            raise<ValueError>("load: '" + path + "': tensor '" + name + "' has shape " + shape_str(e.shape) +
+                              " in the file, " + shape_str(tensor.shape()) + " in the destination");
         plan.emplace_back(tensor, &e);
     }
     for (const Entry &e : entries)
         if (!wanted.count(e.name))
-            raise<ValueError>("load: '" + path + "' has tensor '" + e.name +
-                              "' that the destination does not have");
+            raise<ValueError>("load: '" + path + "' has tensor '" + e.name + "' that the destination does not have");
 
     NoGradGuard no_grad;
     for (auto &[tensor, e] : plan) tensor.assign_(to_tensor(*e, tensor.device()));
@@ -451,4 +429,4 @@ NamedTensors load_all(const std::string &path, std::optional<Device> device) {
     return out;
 }
 
-} // namespace tinyfin::nn
+}  // namespace tinyfin::nn

@@ -22,7 +22,7 @@ bool is_text_file(const fs::directory_entry &entry) {
     return ext != ".dat" && ext != ".u8";
 }
 
-} // namespace
+}  // namespace
 
 Corpus load_corpus(const std::string &dir, int64_t min_chars) {
     std::error_code ec;
@@ -87,4 +87,4 @@ std::string decode(const std::string &vocab, const std::vector<int32_t> &tokens)
     return out;
 }
 
-} // namespace chargpt
+}  // namespace chargpt

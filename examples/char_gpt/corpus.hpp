@@ -18,10 +18,10 @@ public:
 inline const char *default_corpus_dir() { return "/usr/share/games/fortunes"; }
 
 struct Corpus {
-    std::vector<std::string> files; // the files read, sorted by name
-    std::string vocab;              // the distinct bytes, ascending; token i is vocab[i]
-    std::vector<int32_t> train;     // the first 90% of the tokens
-    std::vector<int32_t> val;       // the last 10%
+    std::vector<std::string> files;  // the files read, sorted by name
+    std::string vocab;  // the distinct bytes, ascending; token i is vocab[i]
+    std::vector<int32_t> train;  // the first 90% of the tokens
+    std::vector<int32_t> val;  // the last 10%
     int64_t size() const { return static_cast<int64_t>(train.size() + val.size()); }
 };
 
@@ -35,4 +35,4 @@ Corpus load_corpus(const std::string &dir = default_corpus_dir(), int64_t min_ch
 std::vector<int32_t> encode(const std::string &vocab, const std::string &text);
 std::string decode(const std::string &vocab, const std::vector<int32_t> &tokens);
 
-} // namespace chargpt
+}  // namespace chargpt

@@ -125,25 +125,42 @@ Options parse_args(int argc, char **argv) {
         if (flag == "-h" || flag == "--help") usage(argv[0], "help");
         if (i + 1 >= argc) usage(argv[0], "unknown option or missing value: " + flag);
         const char *value = argv[++i];
-        if (flag == "--steps") o.steps = parse_int(argv[0], flag, value, 0);
-        else if (flag == "--config") o.config = value;
-        else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_int(argv[0], flag, value, 0));
-        else if (flag == "--batch") o.batch = parse_int(argv[0], flag, value, 1);
-        else if (flag == "--lr") o.lr = parse_double(argv[0], flag, value, 0);
-        else if (flag == "--min-lr") o.min_lr = parse_double(argv[0], flag, value, 0);
-        else if (flag == "--dropout") o.dropout = parse_double(argv[0], flag, value, 0);
-        else if (flag == "--eval-every") o.eval_every = parse_int(argv[0], flag, value, 0);
-        else if (flag == "--eval-batches") o.eval_batches = parse_int(argv[0], flag, value, 1);
-        else if (flag == "--save") o.save_path = value;
-        else if (flag == "--load") o.load_path = value;
-        else if (flag == "--sample") o.sample = parse_int(argv[0], flag, value, 0);
-        else if (flag == "--temperature") o.temperature = parse_double(argv[0], flag, value, 0);
-        else if (flag == "--top-k") o.top_k = parse_int(argv[0], flag, value, 0);
-        else if (flag == "--prompt") o.prompt = value;
-        else if (flag == "--data") o.data_dir = value;
+        if (flag == "--steps")
+            o.steps = parse_int(argv[0], flag, value, 0);
+        else if (flag == "--config")
+            o.config = value;
+        else if (flag == "--seed")
+            o.seed = static_cast<uint64_t>(parse_int(argv[0], flag, value, 0));
+        else if (flag == "--batch")
+            o.batch = parse_int(argv[0], flag, value, 1);
+        else if (flag == "--lr")
+            o.lr = parse_double(argv[0], flag, value, 0);
+        else if (flag == "--min-lr")
+            o.min_lr = parse_double(argv[0], flag, value, 0);
+        else if (flag == "--dropout")
+            o.dropout = parse_double(argv[0], flag, value, 0);
+        else if (flag == "--eval-every")
+            o.eval_every = parse_int(argv[0], flag, value, 0);
+        else if (flag == "--eval-batches")
+            o.eval_batches = parse_int(argv[0], flag, value, 1);
+        else if (flag == "--save")
+            o.save_path = value;
+        else if (flag == "--load")
+            o.load_path = value;
+        else if (flag == "--sample")
+            o.sample = parse_int(argv[0], flag, value, 0);
+        else if (flag == "--temperature")
+            o.temperature = parse_double(argv[0], flag, value, 0);
+        else if (flag == "--top-k")
+            o.top_k = parse_int(argv[0], flag, value, 0);
+        else if (flag == "--prompt")
+            o.prompt = value;
+        else if (flag == "--data")
+            o.data_dir = value;
         else if (flag == "--autocast" && (std::string(value) == "bf16" || std::string(value) == "f16"))
             o.autocast = std::string(value) == "bf16" ? DType::bf16 : DType::f16;
-        else usage(argv[0], "unknown option or value: " + flag + " " + value);
+        else
+            usage(argv[0], "unknown option or value: " + flag + " " + value);
     }
     if (o.dropout >= 1) usage(argv[0], "--dropout must be below 1");
     return o;
@@ -232,9 +249,9 @@ int run(const Options &o, DistContext *context) {
         default_device().str().c_str(), o.config.c_str(), static_cast<long long>(config.layers),
         static_cast<long long>(config.heads), static_cast<long long>(config.dim),
         static_cast<long long>(config.context), static_cast<long long>(config.vocab),
-        static_cast<long long>(model.parameter_count()), static_cast<long long>(corpus.size()),
-        corpus.files.size(), corpus.train.size(), corpus.val.size(),
-        static_cast<long long>(o.batch), static_cast<unsigned long long>(o.seed));
+        static_cast<long long>(model.parameter_count()), static_cast<long long>(corpus.size()), corpus.files.size(),
+        corpus.train.size(), corpus.val.size(), static_cast<long long>(o.batch),
+        static_cast<unsigned long long>(o.seed));
     say("memory estimate: training %.1f MiB (params, grads, AdamW state, one batch of "
         "activations), inference %.1f MiB (params, KV cache)\n",
         mib(need_train), mib(need_infer));
@@ -305,10 +322,9 @@ int run(const Options &o, DistContext *context) {
 #endif
                 double window = since(t_window);
                 const int64_t steps_in_window = done % report_every == 0 ? report_every : done % report_every;
-                say("step %5lld/%lld  loss %.4f  lr %.2e  %7.0f tokens/s  %6.1fs\n",
-                    static_cast<long long>(done), static_cast<long long>(o.steps), value,
-                    schedule(step), tokens_per_step * static_cast<double>(steps_in_window) / window,
-                    since(t0) - eval_seconds);
+                say("step %5lld/%lld  loss %.4f  lr %.2e  %7.0f tokens/s  %6.1fs\n", static_cast<long long>(done),
+                    static_cast<long long>(o.steps), value, schedule(step),
+                    tokens_per_step * static_cast<double>(steps_in_window) / window, since(t0) - eval_seconds);
                 std::fflush(stdout);
                 t_window = Clock::now();
             }
@@ -362,7 +378,7 @@ int run(const Options &o, DistContext *context) {
     return 0;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char **argv) {
     Options options = parse_args(argc, argv);

@@ -62,8 +62,7 @@ Tensor Block::forward(const Tensor &) {
                      "forward(x, batch, length, cache, layer)");
 }
 
-Tensor Block::forward(const Tensor &x, int64_t batch, int64_t length, KVCache *cache,
-                      std::size_t layer) {
+Tensor Block::forward(const Tensor &x, int64_t batch, int64_t length, KVCache *cache, std::size_t layer) {
     const int64_t e = config_.dim, h = config_.heads, d = e / h;
     // [B*T, 3E] -> three [B, H, T, D] views (no copies: the heads are column blocks).
     Tensor qkv = (*qkv_)((*ln1_)(x));
@@ -118,9 +117,9 @@ Tensor GPT::embed(const Tensor &tokens, int64_t offset) {
     if (offset + t > config_.context)
         throw ValueError("ValueError: char_gpt: positions up to " + std::to_string(offset + t) +
                          " exceed the context of " + std::to_string(config_.context));
-    Tensor positions = arange(static_cast<double>(offset), static_cast<double>(offset + t), 1,
-                              DType::i64, tok_->weight.device());
-    Tensor x = (*tok_)(tokens) + (*pos_)(positions); // [B, T, E] + [T, E]
+    Tensor positions =
+        arange(static_cast<double>(offset), static_cast<double>(offset + t), 1, DType::i64, tok_->weight.device());
+    Tensor x = (*tok_)(tokens) + (*pos_)(positions);  // [B, T, E] + [T, E]
     return (*drop_)(x.reshape({b * t, config_.dim}));
 }
 
@@ -155,8 +154,8 @@ KVCache GPT::make_cache(int64_t batch) const {
 Tensor GPT::forward_cached(const Tensor &tokens, KVCache &cache) {
     NoGradGuard no_grad;
     if (tokens.rank() != 2 || tokens.size(0) != cache.batch)
-        throw ShapeError("ShapeError: char_gpt: tokens " + shape_str(tokens.shape()) +
-                         " do not fit a cache of batch " + std::to_string(cache.batch));
+        throw ShapeError("ShapeError: char_gpt: tokens " + shape_str(tokens.shape()) + " do not fit a cache of batch " +
+                         std::to_string(cache.batch));
     const int64_t b = tokens.size(0), t = tokens.size(1);
     Tensor x = embed(tokens, cache.length);
     for (std::size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->forward(x, b, t, &cache, i);
@@ -168,15 +167,13 @@ Tensor GPT::forward_cached(const Tensor &tokens, KVCache &cache) {
 
 int32_t pick_token(const std::vector<float> &logits, double temperature, int64_t top_k, double u) {
     const auto n = static_cast<int64_t>(logits.size());
-    if (temperature <= 0)
-        return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (temperature <= 0) return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     std::vector<int32_t> order(logits.size());
     std::iota(order.begin(), order.end(), 0);
     int64_t k = top_k > 0 && top_k < n ? top_k : n;
     // The k largest first, ties to the lower index, so the draw does not depend on sort order.
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
     std::vector<double> p(static_cast<std::size_t>(k));
     const double top = logits[order[0]];
     double total = 0;
@@ -242,7 +239,7 @@ uint64_t parameter_count(const Config &c) {
     return static_cast<uint64_t>(c.vocab * e + c.context * e + c.layers * per_block + 2 * e + e * c.vocab + c.vocab);
 }
 
-} // namespace
+}  // namespace
 
 uint64_t training_bytes(const Config &c, int64_t batch) {
     const uint64_t params = parameter_count(c);
@@ -253,8 +250,7 @@ uint64_t training_bytes(const Config &c, int64_t batch) {
     // (4) and gelu (4) outputs, fc2's output and the second residual: 20. Embeddings: token,
     // sum; final norm input/output: 4. Logits, their log-softmax: 2 N V. The attention backward
     // holds a few [B, H, T, T] score tensors of one block at a time: 4.
-    uint64_t activations = n * e * (20 * static_cast<uint64_t>(c.layers) + 4) +
-                           2 * n * static_cast<uint64_t>(c.vocab) +
+    uint64_t activations = n * e * (20 * static_cast<uint64_t>(c.layers) + 4) + 2 * n * static_cast<uint64_t>(c.vocab) +
                            4 * static_cast<uint64_t>(batch) * h * t * t;
     // Parameters, gradients, AdamW's exp_avg and exp_avg_sq.
     return 4 * (4 * params + activations);
@@ -268,4 +264,4 @@ uint64_t inference_bytes(const Config &c, int64_t batch) {
     return 4 * (parameter_count(c) + cache + step);
 }
 
-} // namespace chargpt
+}  // namespace chargpt

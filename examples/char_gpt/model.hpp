@@ -14,12 +14,12 @@
 namespace chargpt {
 
 struct Config {
-    int64_t vocab = 0;    // distinct tokens
-    int64_t context = 64; // longest sequence (learned positions)
-    int64_t dim = 128;    // embedding width E
+    int64_t vocab = 0;  // distinct tokens
+    int64_t context = 64;  // longest sequence (learned positions)
+    int64_t dim = 128;  // embedding width E
     int64_t layers = 4;
-    int64_t heads = 4;    // E must divide by heads
-    double dropout = 0.0; // after the embeddings, the attention projection and the MLP
+    int64_t heads = 4;  // E must divide by heads
+    double dropout = 0.0;  // after the embeddings, the attention projection and the MLP
 };
 
 // "tiny" (tests: 2 layers, 2 heads, 32 dims, context 16), "small" (2 layers, 4 heads, 64 dims,
@@ -46,8 +46,7 @@ public:
     tinyfin::Tensor forward(const tinyfin::Tensor &x) override;
     // The same with batch and length given; with cache, keys and values are appended to layer
     // `layer` of it at positions cache->length.. and attention covers the whole cache.
-    tinyfin::Tensor forward(const tinyfin::Tensor &x, int64_t batch, int64_t length,
-                            KVCache *cache, std::size_t layer);
+    tinyfin::Tensor forward(const tinyfin::Tensor &x, int64_t batch, int64_t length, KVCache *cache, std::size_t layer);
     std::string describe() const override;
 
 private:
@@ -88,14 +87,14 @@ private:
 
 struct SampleOptions {
     int64_t tokens = 200;
-    double temperature = 1.0; // <= 0: greedy
-    int64_t top_k = 0;        // 0: the whole vocabulary
+    double temperature = 1.0;  // <= 0: greedy
+    int64_t top_k = 0;  // 0: the whole vocabulary
     uint64_t seed = 0;
 };
 
 struct SampleResult {
-    std::vector<int32_t> tokens; // the generated tokens (without the prompt)
-    double seconds = 0;          // decoding time after the prompt
+    std::vector<int32_t> tokens;  // the generated tokens (without the prompt)
+    double seconds = 0;  // decoding time after the prompt
 };
 
 // Generates from prompt (at least one token) with the KV cache, one token at a time. When the
@@ -113,4 +112,4 @@ int32_t pick_token(const std::vector<float> &logits, double temperature, int64_t
 uint64_t training_bytes(const Config &config, int64_t batch);
 uint64_t inference_bytes(const Config &config, int64_t batch);
 
-} // namespace chargpt
+}  // namespace chargpt

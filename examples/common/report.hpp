@@ -41,6 +41,6 @@ inline void print_backend_report() {
     say("default backend: %s\n", tinyfin::backend_name().c_str());
 }
 
-} // namespace example
+}  // namespace example
 
 #endif

@@ -37,16 +37,13 @@ std::size_t read_some(gzFile f, const std::string &path, uint8_t *dst, std::size
     return done;
 }
 
-std::string location_hint() {
-    return " (install Debian's dataset-fashion-mnist package or pass --data DIR)";
-}
+std::string location_hint() { return " (install Debian's dataset-fashion-mnist package or pass --data DIR)"; }
 
-} // namespace
+}  // namespace
 
 IdxArray read_idx(const std::string &path, int expected_rank) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0)
-        fail(path, std::string(std::strerror(errno)) + location_hint());
+    if (::stat(path.c_str(), &st) != 0) fail(path, std::string(std::strerror(errno)) + location_hint());
     if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
     GzFile f(gzopen(path.c_str(), "rb"));
     if (!f) fail(path, std::string("cannot open: ") + std::strerror(errno));
@@ -86,13 +83,12 @@ Split read_split(const std::string &dir, const std::string &name) {
     IdxArray images = read_idx(images_path, 3);
     IdxArray labels = read_idx(labels_path, 1);
     if (images.dims[0] != labels.dims[0])
-        throw DataError("fashion-mnist: " + images_path + " has " + std::to_string(images.dims[0]) +
-                        " images but " + labels_path + " has " + std::to_string(labels.dims[0]) +
-                        " labels");
+        throw DataError("fashion-mnist: " + images_path + " has " + std::to_string(images.dims[0]) + " images but " +
+                        labels_path + " has " + std::to_string(labels.dims[0]) + " labels");
     for (std::size_t i = 0; i < labels.data.size(); ++i)
         if (labels.data[i] > 9)
-            fail(labels_path, "label " + std::to_string(labels.data[i]) + " at index " +
-                                  std::to_string(i) + " is outside 0..9");
+            fail(labels_path,
+                 "label " + std::to_string(labels.data[i]) + " at index " + std::to_string(i) + " is outside 0..9");
     Split split;
     split.count = images.dims[0];
     split.rows = images.dims[1];
@@ -102,4 +98,4 @@ Split read_split(const std::string &dir, const std::string &name) {
     return split;
 }
 
-} // namespace fmnist
+}  // namespace fmnist

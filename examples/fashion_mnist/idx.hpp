@@ -39,4 +39,4 @@ Split read_split(const std::string &dir, const std::string &name);
 // The directory Debian's dataset-fashion-mnist package installs.
 inline const char *default_data_dir() { return "/usr/share/datasets/fashion-mnist"; }
 
-} // namespace fmnist
+}  // namespace fmnist

@@ -48,7 +48,7 @@ struct Options {
     int epochs = 1;
     int64_t batch = 64;
     uint64_t seed = 0;
-    int64_t limit = 0; // 0: all training images
+    int64_t limit = 0;  // 0: all training images
     std::string save_path;
     std::string eval_path;
     std::string data_dir = fmnist::default_data_dir();
@@ -105,20 +105,30 @@ Options parse_args(int argc, char **argv) {
         if (flag == "-h" || flag == "--help") usage(argv[0], "help");
         if (i + 1 >= argc) usage(argv[0], "unknown option or missing value: " + flag);
         const char *value = argv[++i];
-        if (flag == "--epochs") o.epochs = static_cast<int>(parse_int(argv[0], flag, value, 0));
-        else if (flag == "--batch") o.batch = parse_int(argv[0], flag, value, 1);
-        else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_int(argv[0], flag, value, 0));
-        else if (flag == "--limit") o.limit = parse_int(argv[0], flag, value, 1);
-        else if (flag == "--save") o.save_path = value;
-        else if (flag == "--eval") o.eval_path = value;
-        else if (flag == "--data") o.data_dir = value;
+        if (flag == "--epochs")
+            o.epochs = static_cast<int>(parse_int(argv[0], flag, value, 0));
+        else if (flag == "--batch")
+            o.batch = parse_int(argv[0], flag, value, 1);
+        else if (flag == "--seed")
+            o.seed = static_cast<uint64_t>(parse_int(argv[0], flag, value, 0));
+        else if (flag == "--limit")
+            o.limit = parse_int(argv[0], flag, value, 1);
+        else if (flag == "--save")
+            o.save_path = value;
+        else if (flag == "--eval")
+            o.eval_path = value;
+        else if (flag == "--data")
+            o.data_dir = value;
         else if (flag == "--autocast") {
             const std::string d = value;
-            if (d == "bf16" || d == "bfloat16") o.autocast = DType::bf16;
-            else if (d == "f16" || d == "float16") o.autocast = DType::f16;
-            else if (d != "f32" && d != "float32") usage(argv[0], "--autocast needs bf16, f16 or f32, got '" + d + "'");
-        }
-        else usage(argv[0], "unknown option " + flag);
+            if (d == "bf16" || d == "bfloat16")
+                o.autocast = DType::bf16;
+            else if (d == "f16" || d == "float16")
+                o.autocast = DType::f16;
+            else if (d != "f32" && d != "float32")
+                usage(argv[0], "--autocast needs bf16, f16 or f32, got '" + d + "'");
+        } else
+            usage(argv[0], "unknown option " + flag);
     }
     return o;
 }
@@ -161,8 +171,7 @@ Batch make_batch(const HostData &d, const int64_t *indices, int64_t n, std::vect
         std::memcpy(&xbuf[i * image], &d.images[indices[i] * image], image * sizeof(float));
         ybuf[i] = d.labels[indices[i]];
     }
-    return {from_host(xbuf.data(), {n, 1, d.rows, d.cols}, DType::f32),
-            from_host(ybuf.data(), {n}, DType::i64)};
+    return {from_host(xbuf.data(), {n, 1, d.rows, d.cols}, DType::f32), from_host(ybuf.data(), {n}, DType::i64)};
 }
 
 // ---- Model -----------------------------------------------------------------------------------
@@ -238,10 +247,9 @@ public:
         std::string bar(static_cast<std::size_t>(filled), '#');
         bar.append(static_cast<std::size_t>(width - filled), '.');
         double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;
-        say("%sepoch %d [%s] %6lld/%lld  loss %.4f  %6.0f img/s  %5.1fs%s",
-                    tty_ ? "\r" : "", epoch_, bar.c_str(), static_cast<long long>(done),
-                    static_cast<long long>(total_), loss, rate, seconds,
-                    tty_ && done < total_ ? "" : "\n");
+        say("%sepoch %d [%s] %6lld/%lld  loss %.4f  %6.0f img/s  %5.1fs%s", tty_ ? "\r" : "", epoch_, bar.c_str(),
+            static_cast<long long>(done), static_cast<long long>(total_), loss, rate, seconds,
+            tty_ && done < total_ ? "" : "\n");
         std::fflush(stdout);
     }
 
@@ -272,8 +280,8 @@ int run(const Options &o, DistContext *context) {
     if (!o.eval_path.empty()) {
         nn::load(o.eval_path, *model);
         EvalResult r = evaluate(*model, test, o.autocast);
-        say("evaluated %s on %lld test images in %.2fs\n", o.eval_path.c_str(),
-                    static_cast<long long>(test.count), r.seconds);
+        say("evaluated %s on %lld test images in %.2fs\n", o.eval_path.c_str(), static_cast<long long>(test.count),
+            r.seconds);
         say("test accuracy %.4f  test loss %.4f\n", r.accuracy, r.loss);
         print_backend_report();
         return 0;
@@ -282,12 +290,10 @@ int run(const Options &o, DistContext *context) {
     fmnist::Split train_split = fmnist::read_split(o.data_dir, "train");
     HostData train = prepare(train_split, o.limit);
     say("# tinyfin on %s: train %lld x %lldx%lld, test %lld, batch %lld, seed %llu, %lld params "
-                "(data %.2fs)\n",
-                default_device().str().c_str(), static_cast<long long>(train.count),
-                static_cast<long long>(train.rows), static_cast<long long>(train.cols),
-                static_cast<long long>(test.count), static_cast<long long>(o.batch),
-                static_cast<unsigned long long>(o.seed),
-                static_cast<long long>(model->parameter_count()), since(t_start));
+        "(data %.2fs)\n",
+        default_device().str().c_str(), static_cast<long long>(train.count), static_cast<long long>(train.rows),
+        static_cast<long long>(train.cols), static_cast<long long>(test.count), static_cast<long long>(o.batch),
+        static_cast<unsigned long long>(o.seed), static_cast<long long>(model->parameter_count()), since(t_start));
 
 #ifdef TINYFIN_HAVE_DIST
     // Wraps the model before the optimizer sees its parameters (rank 0's are broadcast).
@@ -310,8 +316,7 @@ int run(const Options &o, DistContext *context) {
     std::vector<int64_t> ybuf;
     double t_forward = 0, t_backward = 0, t_step = 0, t_data = 0;
     EvalResult last;
-    say("%5s %8s %8s %7s %7s %8s %9s\n", "epoch", "train_s", "img/s", "eval_s", "loss",
-                "test_acc", "test_loss");
+    say("%5s %8s %8s %7s %7s %8s %9s\n", "epoch", "train_s", "img/s", "eval_s", "loss", "test_acc", "test_loss");
     for (int epoch = 1; epoch <= o.epochs; ++epoch) {
         std::vector<int64_t> perm = nn::permutation(train.count, o.seed, epoch);
         Progress progress(epoch, train.count);
@@ -339,15 +344,26 @@ int run(const Options &o, DistContext *context) {
             optimizer.zero_grad();
             if (local > 0) {
                 Batch b = make_batch(train, indices, local, xbuf, ybuf);
-                if (o.profile) { t_data += since(tp); tp = Clock::now(); }
+                if (o.profile) {
+                    t_data += since(tp);
+                    tp = Clock::now();
+                }
                 Tensor loss;
                 {
                     AutocastGuard scope(o.autocast.has_value(), o.autocast.value_or(DType::bf16));
                     loss = cross_entropy((*model)(b.x), b.y);
                 }
-                if (o.profile) { synchronize(); t_forward += since(tp); tp = Clock::now(); }
+                if (o.profile) {
+                    synchronize();
+                    t_forward += since(tp);
+                    tp = Clock::now();
+                }
                 scaler.scale(loss).backward();
-                if (o.profile) { synchronize(); t_backward += since(tp); tp = Clock::now(); }
+                if (o.profile) {
+                    synchronize();
+                    t_backward += since(tp);
+                    tp = Clock::now();
+                }
                 loss_sum = loss_sum + loss.detach();
                 ++batches;
             }
@@ -356,7 +372,10 @@ int run(const Options &o, DistContext *context) {
 #endif
             scaler.step(optimizer);
             scaler.update();
-            if (o.profile) { synchronize(); t_step += since(tp); }
+            if (o.profile) {
+                synchronize();
+                t_step += since(tp);
+            }
             if (progress.due(i + n))
                 progress.draw(i + n, loss_sum.item<float>() / static_cast<double>(batches), since(t0));
         }
@@ -364,16 +383,15 @@ int run(const Options &o, DistContext *context) {
         double mean_loss = loss_sum.item<float>() / static_cast<double>(std::max<int64_t>(batches, 1));
         // In a distributed run only rank 0 reports, so only it evaluates.
         EvalResult r = last = quiet ? EvalResult{} : evaluate(*model, test, o.autocast);
-        say("%5d %8.2f %8.0f %7.2f %7.4f %8.4f %9.4f\n", epoch, train_s,
-                    static_cast<double>(train.count) / train_s, r.seconds, mean_loss, r.accuracy,
-                    r.loss);
+        say("%5d %8.2f %8.0f %7.2f %7.4f %8.4f %9.4f\n", epoch, train_s, static_cast<double>(train.count) / train_s,
+            r.seconds, mean_loss, r.accuracy, r.loss);
         std::fflush(stdout);
     }
     if (o.epochs == 0 && !quiet) last = evaluate(*model, test, o.autocast);
     say("test accuracy %.4f  test loss %.4f\n", last.accuracy, last.loss);
     if (o.profile)
-        say("# profile: data %.2fs, forward %.2fs, backward %.2fs, optimizer %.2fs\n", t_data,
-                    t_forward, t_backward, t_step);
+        say("# profile: data %.2fs, forward %.2fs, backward %.2fs, optimizer %.2fs\n", t_data, t_forward, t_backward,
+            t_step);
     if (!o.save_path.empty()) {
         nn::save(o.save_path, *model);
         say("saved %s\n", o.save_path.c_str());
@@ -393,7 +411,7 @@ int run(const Options &o, DistContext *context) {
     return 0;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char **argv) {
     Options options = parse_args(argc, argv);

@@ -60,7 +60,8 @@ tf_status check(const tf_op_desc *op, bool need_data, tf_error *err) {
     for (uint32_t i = 0; i < op->n_inputs; ++i)
         if (op->inputs[i].dtype != TF_DTYPE_F32)
             return fail(err, TF_STATUS_UNSUPPORTED, "%s: input %u is not f32", rule.name, i);
-    if (op->outputs[0].dtype != TF_DTYPE_F32) return fail(err, TF_STATUS_UNSUPPORTED, "%s: output is not f32", rule.name);
+    if (op->outputs[0].dtype != TF_DTYPE_F32)
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: output is not f32", rule.name);
     return TF_STATUS_OK;
 }
 
@@ -101,7 +102,9 @@ tf_status example_device_info(int32_t device, tf_device_info *info, tf_error *er
     return TF_STATUS_OK;
 }
 
-void example_list_features(tf_feature_fn emit, void *user) { FeatureList(emit, user).put("example.ops", "add mul relu"); }
+void example_list_features(tf_feature_fn emit, void *user) {
+    FeatureList(emit, user).put("example.ops", "add mul relu");
+}
 
 // ---- The table -------------------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ struct tf_buffer {
 
 /* Writes a lower-case message that names the op and the values (rule R11). */
 static tf_status example_fail(tf_error *err, tf_status status, const char *message) {
-    if (err && err->struct_size >= sizeof(tf_error)) snprintf(err->message, sizeof err->message, EXAMPLE_NAME ": %s", message);
+    if (err && err->struct_size >= sizeof(tf_error))
+        snprintf(err->message, sizeof err->message, EXAMPLE_NAME ": %s", message);
     return status;
 }
 
@@ -97,7 +98,8 @@ static void example_buffer_free(tf_buffer *buffer) {
 
 static void *example_buffer_host_ptr(tf_buffer *buffer) { return buffer->bytes; }
 
-static tf_status example_buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
+static tf_status example_buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size,
+                                      tf_error *err) {
     if (offset > buffer->size || size > buffer->size - offset)
         return example_fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_write: range past the end of the buffer");
     memcpy(buffer->bytes + offset, src, size);
@@ -113,7 +115,8 @@ static tf_status example_buffer_read(tf_buffer *buffer, uint64_t offset, void *d
 
 static tf_status example_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset,
                                      uint64_t size, tf_error *err) {
-    if (dst_offset > dst->size || size > dst->size - dst_offset || src_offset > src->size || size > src->size - src_offset)
+    if (dst_offset > dst->size || size > dst->size - dst_offset || src_offset > src->size ||
+        size > src->size - src_offset)
         return example_fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_copy: range past the end of a buffer");
     memmove(dst->bytes + dst_offset, src->bytes + src_offset, size);
     return TF_STATUS_OK;
@@ -122,7 +125,8 @@ static tf_status example_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buf
 /* ---- Ops ------------------------------------------------------------------------------------ */
 
 static int example_is_f32(const tf_tensor_desc *t) {
-    return t->struct_size >= sizeof(tf_tensor_desc) && t->dtype == TF_DTYPE_F32 && t->rank >= 0 && t->rank <= TF_MAX_RANK;
+    return t->struct_size >= sizeof(tf_tensor_desc) && t->dtype == TF_DTYPE_F32 && t->rank >= 0 &&
+           t->rank <= TF_MAX_RANK;
 }
 
 /* Decides from the descriptor alone: never from buffer or data (rule R8). */
@@ -131,20 +135,19 @@ static int32_t example_supports(int32_t device, const tf_op_desc *d) {
     if (d->struct_size < sizeof(tf_op_desc) || d->n_outputs != 1 || !example_is_f32(&d->outputs[0])) return 0;
     switch (d->op) {
     case TF_OP_ADD:
-    case TF_OP_MUL:
-        return d->n_inputs == 2 && example_is_f32(&d->inputs[0]) && example_is_f32(&d->inputs[1]);
-    case TF_OP_RELU:
-        return d->n_inputs == 1 && example_is_f32(&d->inputs[0]);
-    default:
-        return 0;
+    case TF_OP_MUL: return d->n_inputs == 2 && example_is_f32(&d->inputs[0]) && example_is_f32(&d->inputs[1]);
+    case TF_OP_RELU: return d->n_inputs == 1 && example_is_f32(&d->inputs[0]);
+    default: return 0;
     }
 }
 
 static tf_status example_run(int32_t device, const tf_op_desc *d, tf_error *err) {
     if (!example_supports(device, d)) return example_fail(err, TF_STATUS_UNSUPPORTED, "run: descriptor not supported");
     for (uint32_t i = 0; i < d->n_inputs; ++i)
-        if (!d->inputs[i].data) return example_fail(err, TF_STATUS_INVALID_ARGUMENT, "run: an input is not in host memory");
-    if (!d->outputs[0].data) return example_fail(err, TF_STATUS_INVALID_ARGUMENT, "run: the output is not in host memory");
+        if (!d->inputs[i].data)
+            return example_fail(err, TF_STATUS_INVALID_ARGUMENT, "run: an input is not in host memory");
+    if (!d->outputs[0].data)
+        return example_fail(err, TF_STATUS_INVALID_ARGUMENT, "run: the output is not in host memory");
     example_elementwise(d->op, d);
     return TF_STATUS_OK;
 }
@@ -174,7 +177,8 @@ static int32_t example_device_count(void) { return 1; }
 
 static tf_status example_device_info(int32_t device, tf_device_info *info, tf_error *err) {
     if (device != 0) return example_fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: no such device");
-    if (info->struct_size < sizeof(tf_device_info)) return example_fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: info too small");
+    if (info->struct_size < sizeof(tf_device_info))
+        return example_fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: info too small");
     info->kind = TF_DEVICE_KIND_CPU;
     info->host_addressable = 1;
     snprintf(info->name, sizeof info->name, "example host memory");

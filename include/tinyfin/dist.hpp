@@ -22,13 +22,22 @@ namespace tinyfin::dist {
 // ---- Errors -----------------------------------------------------------------------------
 
 // Base of the errors below; also MPI failures (a peer's connection lost, MPI not initialised).
-class DistError : public Error { public: using Error::Error; };
+class DistError : public Error {
+public:
+    using Error::Error;
+};
 // The ranks passed tensors of different shapes or dtypes (or models of different layouts) to one
 // collective; every rank throws it, naming its own tensor and the first rank that differs.
-class MismatchError : public DistError { public: using DistError::DistError; };
+class MismatchError : public DistError {
+public:
+    using DistError::DistError;
+};
 // A collective did not complete within Options::timeout_seconds: another rank is not taking
 // part (it failed, hangs, or called a different collective). Only Context::abort is safe after.
-class TimeoutError : public DistError { public: using DistError::DistError; };
+class TimeoutError : public DistError {
+public:
+    using DistError::DistError;
+};
 
 // ---- Context ----------------------------------------------------------------------------
 
@@ -143,8 +152,7 @@ struct DDPOptions {
 // module to its device (Module::to makes new parameters).
 class DistributedDataParallel : public nn::Module {
 public:
-    DistributedDataParallel(Context &context, std::shared_ptr<nn::Module> module,
-                            DDPOptions options = {});
+    DistributedDataParallel(Context &context, std::shared_ptr<nn::Module> module, DDPOptions options = {});
     ~DistributedDataParallel() override;
 
     Tensor forward(const Tensor &x) override { return module_->forward(x); }
@@ -196,7 +204,7 @@ private:
     std::vector<Tensor> params_;
     std::vector<uint64_t> hook_ids_;
     std::vector<std::unique_ptr<Bucket>> buckets_;
-    std::vector<std::pair<std::size_t, std::size_t>> slot_of_; // param -> (bucket, slot)
+    std::vector<std::pair<std::size_t, std::size_t>> slot_of_;  // param -> (bucket, slot)
     std::size_t next_launch_ = 0;
     std::size_t started_in_backward_ = 0;
     double weight_ = 1;
@@ -213,12 +221,11 @@ private:
 // same number of steps. The union of the slices of one step is exactly that global batch.
 class ShardedSampler {
 public:
-    ShardedSampler(int64_t dataset_size, int64_t global_batch, int world_size, int rank,
-                   uint64_t seed, bool shuffle = true);
-    ShardedSampler(const Context &context, int64_t dataset_size, int64_t global_batch,
-                   uint64_t seed, bool shuffle = true)
-        : ShardedSampler(dataset_size, global_batch, context.world_size(), context.rank(), seed,
-                         shuffle) {}
+    ShardedSampler(int64_t dataset_size, int64_t global_batch, int world_size, int rank, uint64_t seed,
+                   bool shuffle = true);
+    ShardedSampler(const Context &context, int64_t dataset_size, int64_t global_batch, uint64_t seed,
+                   bool shuffle = true)
+        : ShardedSampler(dataset_size, global_batch, context.world_size(), context.rank(), seed, shuffle) {}
 
     // Reshuffles for epoch (epochs count from 1 in the example; any integer works).
     void set_epoch(int epoch);
@@ -246,4 +253,4 @@ int nccl_version();
 // FNV-1a 64 of every parameter's bytes in order (the examples print it as "weights checksum").
 uint64_t checksum(const std::vector<Tensor> &tensors);
 
-} // namespace tinyfin::dist
+}  // namespace tinyfin::dist

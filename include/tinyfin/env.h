@@ -72,10 +72,10 @@ static inline tf_env_result tf_env_parse_word(const char *text, const char *cons
  *   TINYFIN_THREADS='abc' is not an integer in [1, 1024]; using 8 (the cores this process may use)
  * expected: what a valid value is; instead: the value used in its place and why.
  */
-static inline void tf_env_describe_bad(char *buf, size_t size, const char *name, const char *text,
-                                       const char *expected, const char *instead) {
+static inline void tf_env_describe_bad(char *buf, size_t size, const char *name, const char *text, const char *expected,
+                                       const char *instead) {
     if (!buf || size == 0) return;
-    /* Cutting a long value to fit is intended. */
+        /* Cutting a long value to fit is intended. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-truncation"

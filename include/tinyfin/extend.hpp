@@ -30,4 +30,4 @@ uint64_t register_post_accumulate_grad_hook(const Tensor &leaf, GradHook hook);
 // Removes a hook of this leaf; an unknown id is ignored.
 void remove_post_accumulate_grad_hook(const Tensor &leaf, uint64_t id);
 
-} // namespace tinyfin
+}  // namespace tinyfin

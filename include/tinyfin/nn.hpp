@@ -54,9 +54,7 @@ public:
     std::vector<Tensor> parameters() const;
     NamedTensors named_parameters() const;
     // Direct children with their names.
-    const std::vector<std::pair<std::string, std::shared_ptr<Module>>> &children() const {
-        return children_;
-    }
+    const std::vector<std::pair<std::string, std::shared_ptr<Module>>> &children() const { return children_; }
     // Total element count of parameters().
     int64_t parameter_count() const;
 
@@ -107,7 +105,7 @@ public:
     std::string describe() const override;
 
     Tensor weight;
-    Tensor bias; // undefined without bias
+    Tensor bias;  // undefined without bias
 
 private:
     int64_t in_, out_;
@@ -118,8 +116,8 @@ private:
 // fan_in = in/groups * k * k.
 class Conv2d : public Module {
 public:
-    Conv2d(int64_t in_channels, int64_t out_channels, int kernel_size,
-           const Conv2dOptions &options = {}, bool bias = true, uint64_t seed = 0);
+    Conv2d(int64_t in_channels, int64_t out_channels, int kernel_size, const Conv2dOptions &options = {},
+           bool bias = true, uint64_t seed = 0);
     Tensor forward(const Tensor &x) override;
     std::string describe() const override;
 
@@ -226,8 +224,8 @@ public:
     // The same through make_shared, which cannot forward a brace list:
     // std::make_shared<Sequential>(std::make_shared<Linear>(4, 8), std::make_shared<ReLU>()).
     template <typename... M>
-        requires(sizeof...(M) > 0 && (std::is_convertible_v<std::shared_ptr<M>, std::shared_ptr<Module>> && ...))
-    explicit Sequential(std::shared_ptr<M>... modules) {
+    requires(sizeof...(M) > 0 && (std::is_convertible_v<std::shared_ptr<M>, std::shared_ptr<Module>> &&
+                                  ...)) explicit Sequential(std::shared_ptr<M>... modules) {
         (push_back(std::move(modules)), ...);
     }
     void push_back(std::shared_ptr<Module> module);
@@ -260,19 +258,17 @@ Tensor zeros_(const Tensor &t);
 Tensor ones_(const Tensor &t);
 // U(-bound, bound), bound = gain * sqrt(3 / fan), gain = calculate_gain(nonlinearity, a).
 // a = sqrt(5) with leaky_relu is PyTorch's default for Linear and Conv2d weights.
-Tensor kaiming_uniform_(const Tensor &t, uint64_t seed, double a = 0,
-                        FanMode mode = FanMode::fan_in,
+Tensor kaiming_uniform_(const Tensor &t, uint64_t seed, double a = 0, FanMode mode = FanMode::fan_in,
                         Nonlinearity nonlinearity = Nonlinearity::leaky_relu);
 // N(0, std^2), std = gain / sqrt(fan).
-Tensor kaiming_normal_(const Tensor &t, uint64_t seed, double a = 0,
-                       FanMode mode = FanMode::fan_in,
+Tensor kaiming_normal_(const Tensor &t, uint64_t seed, double a = 0, FanMode mode = FanMode::fan_in,
                        Nonlinearity nonlinearity = Nonlinearity::leaky_relu);
 // U(-bound, bound), bound = gain * sqrt(6 / (fan_in + fan_out)).
 Tensor xavier_uniform_(const Tensor &t, uint64_t seed, double gain = 1);
 // N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out)).
 Tensor xavier_normal_(const Tensor &t, uint64_t seed, double gain = 1);
 
-} // namespace init
+}  // namespace init
 
 // A well-mixed seed for stream `stream` of `seed` (splitmix64 of both); modules use it to give
 // each tensor and each dropout call its own random stream.
@@ -325,7 +321,7 @@ void load(const std::string &path, Module &module);
 // Reads every tensor of path as new tensors on device (default_device() when not given).
 NamedTensors load_all(const std::string &path, std::optional<Device> device = {});
 
-} // namespace tinyfin::nn
+}  // namespace tinyfin::nn
 
 // ---- Optimizers -------------------------------------------------------------------------------
 // Updates run with tensor ops on each parameter's device under NoGradGuard and are written
@@ -368,8 +364,7 @@ protected:
 // p -= lr * g.
 class SGD : public Optimizer {
 public:
-    SGD(std::vector<Tensor> params, double lr, double momentum = 0, double weight_decay = 0,
-        bool nesterov = false);
+    SGD(std::vector<Tensor> params, double lr, double momentum = 0, double weight_decay = 0, bool nesterov = false);
     void step() override;
 
 private:
@@ -382,13 +377,11 @@ private:
 // v = b2 v + (1 - b2) g^2; p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
 class AdamW : public Optimizer {
 public:
-    explicit AdamW(std::vector<Tensor> params, double lr = 1e-3,
-                   std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8,
-                   double weight_decay = 0.01);
+    explicit AdamW(std::vector<Tensor> params, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
+                   double eps = 1e-8, double weight_decay = 0.01);
     // Per-group weight decay (a group with weight_decay < 0 takes weight_decay).
-    AdamW(std::vector<ParamGroup> groups, double lr = 1e-3,
-          std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8,
-          double weight_decay = 0.01);
+    AdamW(std::vector<ParamGroup> groups, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
+          double eps = 1e-8, double weight_decay = 0.01);
     void step() override;
     // The weight decay of parameter i (in params() order).
     double weight_decay(std::size_t i) const { return decay_[i]; }
@@ -400,7 +393,7 @@ private:
     std::vector<int64_t> steps_;
 };
 
-} // namespace tinyfin::optim
+}  // namespace tinyfin::optim
 
 // ---- Loss scaling (f16 training) --------------------------------------------------------------
 
@@ -464,4 +457,4 @@ private:
     bool stepped_ = false;
 };
 
-} // namespace tinyfin::nn
+}  // namespace tinyfin::nn

@@ -33,7 +33,7 @@ extern "C" {
 /* Packed as (major << 16) | minor. */
 #define TF_ABI_VERSION ((uint32_t)((TF_ABI_VERSION_MAJOR << 16) | TF_ABI_VERSION_MINOR))
 #define TF_ABI_MAJOR(v) ((uint32_t)(v) >> 16)
-#define TF_ABI_MINOR(v) ((uint32_t)(v) & 0xffffu)
+#define TF_ABI_MINOR(v) ((uint32_t)(v)&0xffffu)
 
 /* Highest tensor rank that crosses the ABI. */
 #define TF_MAX_RANK 8
@@ -138,8 +138,8 @@ typedef struct tf_params_axis {
 /* CONV2D and its gradients. All values >= 1 except padding (>= 0). */
 typedef struct tf_params_conv2d {
     uint32_t struct_size;
-    int32_t stride[2];   /* h, w */
-    int32_t padding[2];  /* h, w: zeros added on both sides */
+    int32_t stride[2]; /* h, w */
+    int32_t padding[2]; /* h, w: zeros added on both sides */
     int32_t dilation[2]; /* h, w */
     int32_t groups;
 } tf_params_conv2d;
@@ -147,8 +147,8 @@ typedef struct tf_params_conv2d {
 /* MAX_POOL2D, AVG_POOL2D and their backward ops. */
 typedef struct tf_params_pool2d {
     uint32_t struct_size;
-    int32_t kernel[2];  /* h, w */
-    int32_t stride[2];  /* h, w */
+    int32_t kernel[2]; /* h, w */
+    int32_t stride[2]; /* h, w */
     int32_t padding[2]; /* h, w */
     /* AVG only: non-zero divides by the full window, padding included. */
     int32_t count_include_pad;
@@ -180,11 +180,7 @@ typedef struct tf_params_attention {
     double scale;
 } tf_params_attention;
 
-typedef enum tf_reduction {
-    TF_REDUCTION_NONE = 0,
-    TF_REDUCTION_MEAN = 1,
-    TF_REDUCTION_SUM = 2
-} tf_reduction;
+typedef enum tf_reduction { TF_REDUCTION_NONE = 0, TF_REDUCTION_MEAN = 1, TF_REDUCTION_SUM = 2 } tf_reduction;
 
 /* CROSS_ENTROPY. Labels equal to ignore_index add nothing and are not counted by MEAN
  * (MEAN over zero counted labels gives NaN, like PyTorch). Any other label outside
@@ -319,12 +315,7 @@ typedef struct tf_device_info {
 
 /* ---- Services the core lends to plugins ------------------------------------ */
 
-typedef enum tf_log_level {
-    TF_LOG_DEBUG = 0,
-    TF_LOG_INFO = 1,
-    TF_LOG_WARN = 2,
-    TF_LOG_ERROR = 3
-} tf_log_level;
+typedef enum tf_log_level { TF_LOG_DEBUG = 0, TF_LOG_INFO = 1, TF_LOG_WARN = 2, TF_LOG_ERROR = 3 } tf_log_level;
 
 typedef struct tf_host_api {
     uint32_t struct_size;
@@ -343,8 +334,7 @@ typedef struct tf_host_api {
  * size bytes of host memory at data that the caller owns and keeps alive until buffer_free,
  * which then frees only the plugin's record, never data. The core's from_blob uses it for
  * zero-copy numpy and DLPack tensors. */
-typedef tf_status (*tf_buffer_wrap_fn)(int32_t device, void *data, uint64_t size, tf_buffer **out,
-                                       tf_error *err);
+typedef tf_status (*tf_buffer_wrap_fn)(int32_t device, void *data, uint64_t size, tf_buffer **out, tf_error *err);
 
 /* Receives one key/value feature from tf_plugin.list_features. */
 typedef void (*tf_feature_fn)(void *user, const char *key, const char *value);
@@ -388,14 +378,12 @@ typedef struct tf_plugin {
     /* Core (optional): host address of byte 0, or NULL. Absent: never host-addressable. */
     void *(*buffer_host_ptr)(tf_buffer *buffer);
     /* Core: copies size bytes from host src to buffer at offset; src may be reused on return. */
-    tf_status (*buffer_write)(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size,
-                              tf_error *err);
+    tf_status (*buffer_write)(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err);
     /* Core: copies size bytes at offset into host dst; waits for pending work first. */
-    tf_status (*buffer_read)(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size,
-                             tf_error *err);
+    tf_status (*buffer_read)(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size, tf_error *err);
     /* Core: copies size bytes between two buffers of this plugin (same device), in queue order. */
-    tf_status (*buffer_copy)(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src,
-                             uint64_t src_offset, uint64_t size, tf_error *err);
+    tf_status (*buffer_copy)(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size,
+                             tf_error *err);
 
     /* Core, per op call: non-zero when run() can execute exactly this descriptor.
      * Decide from op, dtypes, shapes, strides and params only: tinyfin-info also

@@ -19,7 +19,7 @@
 #include <type_traits>
 #include <vector>
 
-struct tf_plugin; // plugin.h
+struct tf_plugin;  // plugin.h
 
 namespace tinyfin {
 
@@ -32,23 +32,50 @@ public:
     using std::runtime_error::runtime_error;
 };
 // Shapes, ranks or axes that do not fit the op.
-class ShapeError : public Error { public: using Error::Error; };
+class ShapeError : public Error {
+public:
+    using Error::Error;
+};
 // A dtype the op does not accept, or operands of different dtypes.
-class DTypeError : public Error { public: using Error::Error; };
+class DTypeError : public Error {
+public:
+    using Error::Error;
+};
 // An index, label or parameter value out of range.
-class ValueError : public Error { public: using Error::Error; };
+class ValueError : public Error {
+public:
+    using Error::Error;
+};
 // A device that does not exist, or a tensor without storage.
-class DeviceError : public Error { public: using Error::Error; };
+class DeviceError : public Error {
+public:
+    using Error::Error;
+};
 // Backend selection or plugin loading failed (TINYFIN_STRICT, set_backend).
-class BackendError : public Error { public: using Error::Error; };
+class BackendError : public Error {
+public:
+    using Error::Error;
+};
 // An op had to leave its device while TINYFIN_FALLBACK=error.
-class FallbackError : public Error { public: using Error::Error; };
+class FallbackError : public Error {
+public:
+    using Error::Error;
+};
 // Host or device memory is exhausted.
-class OutOfMemoryError : public Error { public: using Error::Error; };
+class OutOfMemoryError : public Error {
+public:
+    using Error::Error;
+};
 // A plugin reported a failure while running an op or moving data.
-class PluginError : public Error { public: using Error::Error; };
+class PluginError : public Error {
+public:
+    using Error::Error;
+};
 // Misuse of autograd: backward through a freed graph, grad of an integer tensor, ...
-class AutogradError : public Error { public: using Error::Error; };
+class AutogradError : public Error {
+public:
+    using Error::Error;
+};
 
 // ---- Data types and devices ---------------------------------------------------
 
@@ -58,11 +85,24 @@ enum class DType : int32_t { f32 = 0, f16 = 1, bf16 = 2, i32 = 3, i64 = 4, boole
 const char *dtype_name(DType dtype);
 std::size_t dtype_size(DType dtype);
 
-template <typename T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<bool>() { return DType::boolean; }
+template <typename T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+    return DType::f32;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+    return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+    return DType::i64;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+    return DType::boolean;
+}
 
 // A device of a loaded backend: "cpu", "vulkan:0", "cuda:1".
 struct Device {
@@ -173,9 +213,11 @@ public:
 
     // Host read-back, in row-major order. Waits for pending device work.
     void copy_to_host(void *dst, std::size_t bytes) const;
-    template <typename T> std::vector<T> to_vector() const;
+    template <typename T>
+    std::vector<T> to_vector() const;
     // The value of a one-element tensor.
-    template <typename T> T item() const;
+    template <typename T>
+    T item() const;
 
     TensorImpl *impl() const { return impl_.get(); }
 
@@ -187,39 +229,33 @@ private:
 // device defaults to default_device(), the first device of the selected backend.
 
 Tensor empty(const Shape &shape, DType dtype = DType::f32, std::optional<Device> device = {});
-Tensor full(const Shape &shape, double value, DType dtype = DType::f32,
-            std::optional<Device> device = {});
+Tensor full(const Shape &shape, double value, DType dtype = DType::f32, std::optional<Device> device = {});
 Tensor zeros(const Shape &shape, DType dtype = DType::f32, std::optional<Device> device = {});
 Tensor ones(const Shape &shape, DType dtype = DType::f32, std::optional<Device> device = {});
 // A rank-0 tensor.
 Tensor scalar(double value, DType dtype = DType::f32, std::optional<Device> device = {});
 // start, start+step, ... < end.
-Tensor arange(double start, double end, double step = 1, DType dtype = DType::f32,
-              std::optional<Device> device = {});
+Tensor arange(double start, double end, double step = 1, DType dtype = DType::f32, std::optional<Device> device = {});
 // Integer arguments give i64, like torch.arange(0, 5): arange(5), arange(2, 8, 2).
 // arange(0, 5.0) (any floating-point argument) picks the overload above and gives f32.
-Tensor arange(int64_t start, int64_t end, int64_t step, DType dtype = DType::i64,
-              std::optional<Device> device = {});
+Tensor arange(int64_t start, int64_t end, int64_t step, DType dtype = DType::i64, std::optional<Device> device = {});
 // (A template so that arange(0, 5) is an exact match rather than a tie with the double form.)
 template <std::integral A, std::integral B, std::integral C = int64_t>
 Tensor arange(A start, B end, C step = 1, DType dtype = DType::i64, std::optional<Device> device = {}) {
-    return arange(static_cast<int64_t>(start), static_cast<int64_t>(end), static_cast<int64_t>(step),
-                  dtype, std::move(device));
+    return arange(static_cast<int64_t>(start), static_cast<int64_t>(end), static_cast<int64_t>(step), dtype,
+                  std::move(device));
 }
 inline Tensor arange(int64_t end) { return arange(int64_t{0}, end, int64_t{1}); }
 // Copies numel(shape) elements of dtype from host memory.
-Tensor from_host(const void *data, const Shape &shape, DType dtype,
-                 std::optional<Device> device = {});
+Tensor from_host(const void *data, const Shape &shape, DType dtype, std::optional<Device> device = {});
 template <typename T>
-Tensor from_vector(const std::vector<T> &values, const Shape &shape,
-                   std::optional<Device> device = {});
+Tensor from_vector(const std::vector<T> &values, const Shape &shape, std::optional<Device> device = {});
 // A cpu tensor over host memory the caller owns (no copy): shape and strides in elements
 // (strides >= 0; elements may not overlap unless the tensor is only read). release runs once,
 // when the last tensor viewing this memory is gone; the caller keeps data alive until then.
 // For zero-copy numpy and DLPack imports. Throws ValueError for a NULL data with elements,
 // negative strides or mismatched ranks, BackendError when the cpu plugin cannot wrap memory.
-Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dtype,
-                 std::function<void()> release);
+Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dtype, std::function<void()> release);
 // Uniform in [0, 1) / standard normal, f32, reproducible for a given seed on every backend.
 Tensor rand(const Shape &shape, uint64_t seed, std::optional<Device> device = {});
 Tensor randn(const Shape &shape, uint64_t seed, std::optional<Device> device = {});
@@ -277,10 +313,10 @@ Tensor minimum(double a, const Tensor &b);
 // - No autograd history is recorded: while grad mode is on, an a, b or out that requires grad is
 //   an AutogradError. Under NoGradGuard it runs, and overwrites out's elements like assign_.
 // The list is checked against ops.def when the library is built: every BINARY and COMPARE op.
-#define TINYFIN_BINARY_OUT_OPS(X) \
-    X(add, ADD) X(sub, SUB) X(mul, MUL) X(div, DIV) X(pow, POW) X(maximum, MAXIMUM)            \
-    X(minimum, MINIMUM) X(eq, EQ) X(ne, NE) X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE)           \
-    X(relu_backward, RELU_BACKWARD) X(gelu_backward, GELU_BACKWARD)
+#define TINYFIN_BINARY_OUT_OPS(X)                                                                                      \
+    X(add, ADD)                                                                                                        \
+    X(sub, SUB) X(mul, MUL) X(div, DIV) X(pow, POW) X(maximum, MAXIMUM) X(minimum, MINIMUM) X(eq, EQ) X(ne, NE)        \
+        X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE) X(relu_backward, RELU_BACKWARD) X(gelu_backward, GELU_BACKWARD)
 #define TINYFIN_DECLARE_OUT(fn, SYM) void fn(const Tensor &a, const Tensor &b, const Tensor &out);
 TINYFIN_BINARY_OUT_OPS(TINYFIN_DECLARE_OUT)
 #undef TINYFIN_DECLARE_OUT
@@ -317,8 +353,8 @@ Tensor min(const Tensor &a, const Axes &axes = {}, bool keepdim = false);
 // does not, so a keepdim flag can never be taken for a correction.
 struct Correction {
     template <typename T>
-        requires(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
-    constexpr Correction(T value) : value(static_cast<double>(value)) {}
+    requires(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) constexpr Correction(T value)
+        : value(static_cast<double>(value)) {}
     double value;
 };
 Tensor var(const Tensor &a, const Axes &axes, Correction correction, bool keepdim = false);
@@ -326,8 +362,7 @@ Tensor var(const Tensor &a, const Axes &axes, Correction correction, bool keepdi
 // axes is keepdim (var(x, {-1}, true) keeps the axis).
 Tensor var(const Tensor &a, const Axes &axes = {});
 template <typename B>
-    requires std::is_same_v<B, bool>
-Tensor var(const Tensor &a, const Axes &axes, B keepdim) {
+requires std::is_same_v<B, bool> Tensor var(const Tensor &a, const Axes &axes, B keepdim) {
     return var(a, axes, Correction(1), keepdim);
 }
 // i64 index of the first extreme along axis.
@@ -357,13 +392,21 @@ struct Conv2dOptions {
     int dilation_h = 1, dilation_w = 1;
     int groups = 1;
 
-    Conv2dOptions &stride(int s) { stride_h = stride_w = s; return *this; }
-    Conv2dOptions &padding(int p) { pad_h = pad_w = p; return *this; }
-    Conv2dOptions &dilation(int d) { dilation_h = dilation_w = d; return *this; }
+    Conv2dOptions &stride(int s) {
+        stride_h = stride_w = s;
+        return *this;
+    }
+    Conv2dOptions &padding(int p) {
+        pad_h = pad_w = p;
+        return *this;
+    }
+    Conv2dOptions &dilation(int d) {
+        dilation_h = dilation_w = d;
+        return *this;
+    }
 };
 // x [N,C,H,W], weight [O,C/groups,KH,KW], bias [O] or undefined -> [N,O,OH,OW].
-Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias = Tensor(),
-              const Conv2dOptions &options = {});
+Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias = Tensor(), const Conv2dOptions &options = {});
 
 // Per-axis fields, or both axes at once: Pool2dOptions{}.kernel(3).stride(2).padding(1).
 // Output size per axis, as torch: (in + 2 pad - dilation (kernel - 1) - 1) / stride + 1, rounded
@@ -371,18 +414,33 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias = Tensor
 // dropped). Padding is at most kernel / 2.
 struct Pool2dOptions {
     int kernel_h = 2, kernel_w = 2;
-    int stride_h = 0, stride_w = 0; // 0: the kernel size
+    int stride_h = 0, stride_w = 0;  // 0: the kernel size
     int pad_h = 0, pad_w = 0;
     bool count_include_pad = true;  // avg only: the divisor counts the padding (never the
-                                    // ceil_mode overhang past it)
-    int dilation_h = 1, dilation_w = 1; // max only (torch's avg_pool2d has no dilation)
+        // ceil_mode overhang past it)
+    int dilation_h = 1, dilation_w = 1;  // max only (torch's avg_pool2d has no dilation)
     bool ceil_mode = false;
 
-    Pool2dOptions &kernel(int k) { kernel_h = kernel_w = k; return *this; }
-    Pool2dOptions &stride(int s) { stride_h = stride_w = s; return *this; }
-    Pool2dOptions &padding(int p) { pad_h = pad_w = p; return *this; }
-    Pool2dOptions &dilation(int d) { dilation_h = dilation_w = d; return *this; }
-    Pool2dOptions &ceil(bool on = true) { ceil_mode = on; return *this; }
+    Pool2dOptions &kernel(int k) {
+        kernel_h = kernel_w = k;
+        return *this;
+    }
+    Pool2dOptions &stride(int s) {
+        stride_h = stride_w = s;
+        return *this;
+    }
+    Pool2dOptions &padding(int p) {
+        pad_h = pad_w = p;
+        return *this;
+    }
+    Pool2dOptions &dilation(int d) {
+        dilation_h = dilation_w = d;
+        return *this;
+    }
+    Pool2dOptions &ceil(bool on = true) {
+        ceil_mode = on;
+        return *this;
+    }
 };
 Tensor max_pool2d(const Tensor &x, const Pool2dOptions &options = {});
 Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options = {});
@@ -390,13 +448,13 @@ Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options = {});
 Tensor softmax(const Tensor &x, int64_t axis = -1);
 Tensor log_softmax(const Tensor &x, int64_t axis = -1);
 // Normalises over the last n_axes axes; weight and bias have those axes' shape (or are undefined).
-Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight = Tensor(),
-                  const Tensor &bias = Tensor(), double eps = 1e-5);
+Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight = Tensor(), const Tensor &bias = Tensor(),
+                  double eps = 1e-5);
 Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight = Tensor(), double eps = 1e-6);
 // Rotary embedding of x (D = the last axis, even) at positions offset .. offset+T-1 along
 // seq_axis, of size T: -2 for [..., T, D] ([B, H, T, D]), 1 for [B, T, H, D].
-Tensor rope(const Tensor &x, double theta = 10000.0, bool interleaved = false,
-            int64_t position_offset = 0, int64_t seq_axis = -2);
+Tensor rope(const Tensor &x, double theta = 10000.0, bool interleaved = false, int64_t position_offset = 0,
+            int64_t seq_axis = -2);
 // The same at explicit positions: positions is [T] (any dtype, read to the host), element t the
 // position of index t along seq_axis (packed sequences, left padding, gaps). The rotation is
 // composed of elementwise ops on cos/sin tables computed in double, so gradients flow to x.
@@ -417,9 +475,8 @@ enum class CausalAlignment { bottom_right = 0, top_left = 1 };
 // no true entry gives NaN, as in torch). Without a mask (the default) nothing is added to the
 // scores and no mask tensor is made, not even a zero one. causal hides the keys after each
 // query, aligned as `alignment` says.
-Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v,
-                                    const Tensor &mask = Tensor(), bool causal = false,
-                                    double scale = 0,
+Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &mask = Tensor(),
+                                    bool causal = false, double scale = 0,
                                     CausalAlignment alignment = CausalAlignment::bottom_right);
 // Rows of weight [V, D] picked by integer indices [...] -> [..., D].
 // An index outside [0, V) (for cross_entropy and one_hot, a label outside [0, C) that is not
@@ -438,7 +495,7 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduc
 struct CrossEntropyOptions {
     Reduction reduction = Reduction::mean;
     int64_t ignore_index = -100;
-    Tensor weight{}; // undefined: every class weighs 1
+    Tensor weight{};  // undefined: every class weighs 1
     double label_smoothing = 0;
 };
 // cross_entropy(logits, labels, {.weight = w, .label_smoothing = 0.1}).
@@ -461,8 +518,7 @@ struct AdamWStep {
 // and the moments are updated in place (undefined moments: the first step, they are created). One
 // op (adamw_step) where the device's plugin has it, else ordinary ops on that device; on one
 // device both give the same bits. Not recorded by autograd.
-void adamw_step_(const Tensor &param, const Tensor &grad, Tensor &exp_avg, Tensor &exp_avg_sq,
-                 const AdamWStep &step);
+void adamw_step_(const Tensor &param, const Tensor &grad, Tensor &exp_avg, Tensor &exp_avg_sq, const AdamWStep &step);
 
 // One SGD update with momentum (> 0), PyTorch's rule without dampening:
 //   d = g + weight_decay param,  buf = momentum buf + d (d on the first step),
@@ -585,13 +641,13 @@ const tf_plugin *plugin_table(std::string_view backend);
 struct Stats {
     struct Backend {
         std::string name;
-        uint64_t ops = 0;                 // ops run by this backend
-        uint64_t bytes_to_device = 0;     // host -> this backend's devices
-        uint64_t bytes_to_host = 0;       // this backend's devices -> host
-        uint64_t allocations = 0;         // buffers allocated
+        uint64_t ops = 0;  // ops run by this backend
+        uint64_t bytes_to_device = 0;  // host -> this backend's devices
+        uint64_t bytes_to_host = 0;  // this backend's devices -> host
+        uint64_t allocations = 0;  // buffers allocated
         uint64_t bytes_allocated = 0;
-        uint64_t bytes_in_use = 0;        // bytes of tensor storage alive now
-        uint64_t peak_bytes_in_use = 0;   // the most alive at once since reset_stats()
+        uint64_t bytes_in_use = 0;  // bytes of tensor storage alive now
+        uint64_t peak_bytes_in_use = 0;  // the most alive at once since reset_stats()
     };
     std::vector<Backend> backends;
     // (op name, count) for every op that fell back to cpu at least once.
@@ -608,7 +664,7 @@ void reset_stats();
 
 struct DeviceReport {
     std::string name;
-    std::string kind;   // "cpu", "gpu", "integrated-gpu", "software-gpu", "other"
+    std::string kind;  // "cpu", "gpu", "integrated-gpu", "software-gpu", "other"
     uint64_t memory_total = 0;
     uint64_t memory_free = 0;
     std::string uuid;
@@ -616,34 +672,34 @@ struct DeviceReport {
 };
 
 struct PluginReport {
-    std::string path;          // as found on the search path
-    std::string resolved_path; // realpath
-    std::string name;          // backend name ("" when the plugin never said)
-    std::string outcome;       // "loaded", "dlopen-failed", "no-entry-symbol", "entry-refused",
-                               // "abi-mismatch", "invalid-table", "probe-refused",
-                               // "init-failed", "shadowed", "insecure", "not-a-file"; with
-                               // tinyfin-info --isolate also "crashed", "timed-out"
-    std::string message;       // why, for every outcome but "loaded"
+    std::string path;  // as found on the search path
+    std::string resolved_path;  // realpath
+    std::string name;  // backend name ("" when the plugin never said)
+    std::string outcome;  // "loaded", "dlopen-failed", "no-entry-symbol", "entry-refused",
+        // "abi-mismatch", "invalid-table", "probe-refused",
+        // "init-failed", "shadowed", "insecure", "not-a-file"; with
+        // tinyfin-info --isolate also "crashed", "timed-out"
+    std::string message;  // why, for every outcome but "loaded"
     std::string version;
     uint32_t abi_version = 0;  // the plugin's, packed (major << 16) | minor
     int priority = 0;
     bool initialised = false;
     std::vector<DeviceReport> devices;
     std::vector<std::pair<std::string, std::string>> features;
-    std::vector<std::string> supported_ops; // ops whose sample descriptor supports() accepts
+    std::vector<std::string> supported_ops;  // ops whose sample descriptor supports() accepts
 };
 
 struct SearchDir {
     std::string path;
-    std::string origin; // "TINYFIN_PLUGIN_PATH", "install", "build-tree"
+    std::string origin;  // "TINYFIN_PLUGIN_PATH", "install", "build-tree"
 };
 
 struct Report {
     std::vector<SearchDir> search_path;
     std::vector<PluginReport> plugins;
-    std::string requested;         // TINYFIN_BACKEND or set_backend text
-    std::string selected;          // backend factories use
-    std::vector<std::string> selection_notes; // why: one line per decision
+    std::string requested;  // TINYFIN_BACKEND or set_backend text
+    std::string selected;  // backend factories use
+    std::vector<std::string> selection_notes;  // why: one line per decision
     uint32_t core_abi_version = 0;
     std::string core_version;
 };
@@ -662,7 +718,7 @@ std::vector<std::string> op_names();
 
 // An outcome decided outside the loader, e.g. "crashed" by a child process that probed the file.
 struct PluginVerdict {
-    std::string path; // as plugin_candidates() lists it
+    std::string path;  // as plugin_candidates() lists it
     std::string outcome;
     std::string message;
 };
@@ -671,12 +727,12 @@ std::vector<std::string> plugin_candidates();
 // Before any other tinyfin call: load only the files in `only` (the whole search path when
 // empty), and give each verdict's file its outcome without opening it. Throws BackendError once
 // plugins are loaded.
-void configure_plugin_loading(const std::vector<std::string> &only,
-                              const std::vector<PluginVerdict> &verdicts);
+void configure_plugin_loading(const std::vector<std::string> &only, const std::vector<PluginVerdict> &verdicts);
 
 // ---- Template definitions -------------------------------------------------------
 
-template <typename T> std::vector<T> Tensor::to_vector() const {
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
     static_assert(std::is_arithmetic_v<T>);
     // Another dtype is cast on the tensor's device first (like item()), so to_vector<float>() of
     // an i64 tensor reads its values as floats.
@@ -692,10 +748,11 @@ template <typename T> std::vector<T> Tensor::to_vector() const {
     return out;
 }
 
-template <typename T> T Tensor::item() const {
+template <typename T>
+T Tensor::item() const {
     if (numel() != 1)
-        throw ShapeError("ShapeError: item: tensor of shape " + shape_str(shape()) +
-                         " has " + std::to_string(numel()) + " elements, expected 1");
+        throw ShapeError("ShapeError: item: tensor of shape " + shape_str(shape()) + " has " + std::to_string(numel()) +
+                         " elements, expected 1");
     Tensor t = dtype() == dtype_of<T>() ? *this : to(dtype_of<T>());
     return t.to_vector<T>()[0];
 }
@@ -705,8 +762,8 @@ Tensor from_vector(const std::vector<T> &values, const Shape &shape, std::option
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
     if (n != static_cast<int64_t>(values.size()))
-        throw ShapeError("ShapeError: from_vector: " + std::to_string(values.size()) +
-                         " values do not fill shape " + shape_str(shape));
+        throw ShapeError("ShapeError: from_vector: " + std::to_string(values.size()) + " values do not fill shape " +
+                         shape_str(shape));
     if constexpr (std::is_same_v<T, bool>) {
         // std::vector<bool> is packed: one byte per element for the bool dtype.
         std::vector<uint8_t> bytes(values.begin(), values.end());
@@ -716,4 +773,4 @@ Tensor from_vector(const std::vector<T> &values, const Shape &shape, std::option
     }
 }
 
-} // namespace tinyfin
+}  // namespace tinyfin

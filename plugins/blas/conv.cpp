@@ -28,9 +28,9 @@ constexpr int64_t k_cpu_shifted_taps = 32;
 enum : size_t { k_slot_col = 0, k_slot_weight = 1, k_slot_plane = 2 };
 
 struct ConvGeom {
-    int64_t n, c, h, w;   // input x [N, C, H, W]
-    int64_t o, kh, kw;    // weight [O, C/groups, KH, KW]
-    int64_t oh, ow;       // output y [N, O, OH, OW]
+    int64_t n, c, h, w;  // input x [N, C, H, W]
+    int64_t o, kh, kw;  // weight [O, C/groups, KH, KW]
+    int64_t oh, ow;  // output y [N, O, OH, OW]
     int64_t groups, cg, og;
     int64_t sh, sw, ph, pw, dh, dw;
 
@@ -48,7 +48,9 @@ struct Tensor4 {
 };
 
 Tensor4 view4(const tf_tensor_desc &t) {
-    return {f32_data(t), {t.shape[0], t.shape[1], t.shape[2], t.shape[3]}, {t.strides[0], t.strides[1], t.strides[2], t.strides[3]}};
+    return {f32_data(t),
+            {t.shape[0], t.shape[1], t.shape[2], t.shape[3]},
+            {t.strides[0], t.strides[1], t.strides[2], t.strides[3]}};
 }
 
 bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
@@ -313,8 +315,11 @@ bool conv2d_supported(const tf_op_desc &op) noexcept {
 
 tf_status conv2d_run(const tf_op_desc &op, tf_error *err) {
     ConvGeom g;
-    const char *name = op.op == TF_OP_CONV2D ? "conv2d" : op.op == TF_OP_CONV2D_GRAD_INPUT ? "conv2d_grad_input" : "conv2d_grad_weight";
-    if (!conv_geometry(op, &g)) return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas does not support this descriptor", name);
+    const char *name = op.op == TF_OP_CONV2D              ? "conv2d"
+                       : op.op == TF_OP_CONV2D_GRAD_INPUT ? "conv2d_grad_input"
+                                                          : "conv2d_grad_weight";
+    if (!conv_geometry(op, &g))
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas does not support this descriptor", name);
     if (!op.inputs[0].data || !op.inputs[1].data || !op.outputs[0].data)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: a tensor has no host address", name);
     switch (op.op) {

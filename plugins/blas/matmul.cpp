@@ -149,10 +149,12 @@ tf_status matmul_run(const tf_op_desc &op, tf_error *err) {
     GemmPlan p;
     if (!plan_matmul(op, &p)) return fail(err, TF_STATUS_UNSUPPORTED, "matmul: blas does not support this descriptor");
     const tf_tensor_desc &a = op.inputs[p.swapped ? 1 : 0], &b = op.inputs[p.swapped ? 0 : 1], &c = op.outputs[0];
-    if (!a.data || !b.data || !c.data) return fail(err, TF_STATUS_INVALID_ARGUMENT, "matmul: a tensor has no host address");
+    if (!a.data || !b.data || !c.data)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "matmul: a tensor has no host address");
     const float *base_a = f32_data(a), *base_b = f32_data(b);
     float *base_c = f32_data(c);
-    const auto m = static_cast<blasint>(p.a.rows), n = static_cast<blasint>(p.b.cols), k = static_cast<blasint>(p.a.cols);
+    const auto m = static_cast<blasint>(p.a.rows), n = static_cast<blasint>(p.b.cols),
+               k = static_cast<blasint>(p.a.cols);
     const OpenBlasApi &blas = openblas();
     for (int i = 0; i < p.batch_rank; ++i)
         if (p.batch_shape[i] == 0) return TF_STATUS_OK;

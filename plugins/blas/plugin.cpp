@@ -87,34 +87,32 @@ tf_status blas_device_info(int32_t device, tf_device_info *info, tf_error *err) 
 int32_t blas_supports(int32_t device, const tf_op_desc *op) {
     if (device != 0 || !op || op->struct_size < sizeof(tf_op_desc)) return 0;
     switch (op->op) {
-    case TF_OP_MATMUL:
-        return matmul_supported(*op);
+    case TF_OP_MATMUL: return matmul_supported(*op);
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
-    case TF_OP_CONV2D_GRAD_WEIGHT:
-        return conv2d_supported(*op);
-    default:
-        return 0;
+    case TF_OP_CONV2D_GRAD_WEIGHT: return conv2d_supported(*op);
+    default: return 0;
     }
 }
 
 tf_status blas_run(int32_t device, const tf_op_desc *op, tf_error *err) {
-    return guarded(err, [op] { return op && op->struct_size >= sizeof(tf_op_desc) ? op_name(op->op) : "run"; }, [&]() -> tf_status {
-        if (tf_status s = check_host_device("run", device, err); s != TF_STATUS_OK) return s;
-        if (!op || op->struct_size < sizeof(tf_op_desc))
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "run: op descriptor missing or smaller than %zu bytes", sizeof(tf_op_desc));
-        std::lock_guard<std::mutex> lock(g_lock);
-        switch (op->op) {
-        case TF_OP_MATMUL:
-            return matmul_run(*op, err);
-        case TF_OP_CONV2D:
-        case TF_OP_CONV2D_GRAD_INPUT:
-        case TF_OP_CONV2D_GRAD_WEIGHT:
-            return conv2d_run(*op, err);
-        default:
-            return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas has no kernel for op %u", op_name(op->op), op->op);
-        }
-    });
+    return guarded(
+        err, [op] { return op && op->struct_size >= sizeof(tf_op_desc) ? op_name(op->op) : "run"; },
+        [&]() -> tf_status {
+            if (tf_status s = check_host_device("run", device, err); s != TF_STATUS_OK) return s;
+            if (!op || op->struct_size < sizeof(tf_op_desc))
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "run: op descriptor missing or smaller than %zu bytes",
+                            sizeof(tf_op_desc));
+            std::lock_guard<std::mutex> lock(g_lock);
+            switch (op->op) {
+            case TF_OP_MATMUL: return matmul_run(*op, err);
+            case TF_OP_CONV2D:
+            case TF_OP_CONV2D_GRAD_INPUT:
+            case TF_OP_CONV2D_GRAD_WEIGHT: return conv2d_run(*op, err);
+            default:
+                return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas has no kernel for op %u", op_name(op->op), op->op);
+            }
+        });
 }
 
 // ---- Features --------------------------------------------------------------------------------

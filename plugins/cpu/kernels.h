@@ -35,9 +35,15 @@ using namespace tf_kit;
 
 // Storage types of the dtypes C++ has no type for. Wrappers, so overloads and templates tell
 // them apart from uint16_t / uint8_t.
-struct Half { uint16_t bits; };
-struct BFloat16 { uint16_t bits; };
-struct Boolean { uint8_t value; };
+struct Half {
+    uint16_t bits;
+};
+struct BFloat16 {
+    uint16_t bits;
+};
+struct Boolean {
+    uint8_t value;
+};
 
 // Rounds (neg ? -1 : 1) * mag * 2^exp to the nearest value of the binary format with E exponent
 // bits and M stored mantissa bits, ties to even; beyond the largest finite value gives infinity.
@@ -70,8 +76,7 @@ constexpr uint16_t round_to_format(bool neg, uint64_t mag, int exp) {
     }
     if (!(q >> M)) return static_cast<uint16_t>(sign | q);  // subnormal, or the carry made it normal with e == emin
     if (e + bias >= (1 << E) - 1) return static_cast<uint16_t>(sign | ((1u << E) - 1) << M);
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(e + bias) << M |
-                                 (q & ((uint64_t{1} << M) - 1)));
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(e + bias) << M | (q & ((uint64_t{1} << M) - 1)));
 }
 
 // NaN keeps its sign and top payload bits and becomes quiet, so a NaN never turns into infinity.
@@ -167,21 +172,32 @@ inline I saturate_cast(double x) {
 // bits are more than 2*11+2, so rounding a float +,-,*,/ of two f16 or bf16 to the narrow type
 // gives the correctly rounded result). wide is what cast goes through: double holds every float
 // value exactly, int64_t every integer. Loads and stores use memcpy: offsets are any byte count.
-template <class T> struct Traits;
+template <class T>
+struct Traits;
 
-template <> struct Traits<float> {
+template <>
+struct Traits<float> {
     using Compute = float;
     using Wide = double;
-    static float load(const char *p) { float v; std::memcpy(&v, p, sizeof v); return v; }
+    static float load(const char *p) {
+        float v;
+        std::memcpy(&v, p, sizeof v);
+        return v;
+    }
     static void store(char *p, float v) { std::memcpy(p, &v, sizeof v); }
     static void store_wide(char *p, double v) { store(p, static_cast<float>(v)); }
     static void store_wide(char *p, int64_t v) { store(p, static_cast<float>(v)); }  // one rounding
 };
 
-template <> struct Traits<Half> {
+template <>
+struct Traits<Half> {
     using Compute = float;
     using Wide = double;
-    static uint16_t bits(const char *p) { uint16_t v; std::memcpy(&v, p, sizeof v); return v; }
+    static uint16_t bits(const char *p) {
+        uint16_t v;
+        std::memcpy(&v, p, sizeof v);
+        return v;
+    }
     static void put(char *p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
     static float load(const char *p) { return f16_to_f32(bits(p)); }
     static void store(char *p, float v) { put(p, f32_to_f16(v)); }
@@ -189,10 +205,15 @@ template <> struct Traits<Half> {
     static void store_wide(char *p, int64_t v) { put(p, i64_to_format<5, 10>(v)); }
 };
 
-template <> struct Traits<BFloat16> {
+template <>
+struct Traits<BFloat16> {
     using Compute = float;
     using Wide = double;
-    static uint16_t bits(const char *p) { uint16_t v; std::memcpy(&v, p, sizeof v); return v; }
+    static uint16_t bits(const char *p) {
+        uint16_t v;
+        std::memcpy(&v, p, sizeof v);
+        return v;
+    }
     static void put(char *p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
     static float load(const char *p) { return bf16_to_f32(bits(p)); }
     static void store(char *p, float v) { put(p, f32_to_bf16(v)); }
@@ -200,19 +221,27 @@ template <> struct Traits<BFloat16> {
     static void store_wide(char *p, int64_t v) { put(p, i64_to_format<8, 7>(v)); }
 };
 
-template <class I> struct IntTraits {
+template <class I>
+struct IntTraits {
     using Compute = I;
     using Wide = int64_t;
-    static I load(const char *p) { I v; std::memcpy(&v, p, sizeof v); return v; }
+    static I load(const char *p) {
+        I v;
+        std::memcpy(&v, p, sizeof v);
+        return v;
+    }
     static void store(char *p, I v) { std::memcpy(p, &v, sizeof v); }
     static void store_wide(char *p, double v) { store(p, saturate_cast<I>(v)); }
     // Integer narrowing wraps (two's complement, as C++20 defines it), like numpy and torch.
     static void store_wide(char *p, int64_t v) { store(p, static_cast<I>(v)); }
 };
-template <> struct Traits<int32_t> : IntTraits<int32_t> {};
-template <> struct Traits<int64_t> : IntTraits<int64_t> {};
+template <>
+struct Traits<int32_t> : IntTraits<int32_t> {};
+template <>
+struct Traits<int64_t> : IntTraits<int64_t> {};
 
-template <> struct Traits<Boolean> {
+template <>
+struct Traits<Boolean> {
     using Compute = uint8_t;
     using Wide = int64_t;
     // Any non-zero byte reads as true, so a sloppy producer cannot leak values other than 0/1.
@@ -344,7 +373,8 @@ void walk(int rank, const int64_t *shape, const std::array<View, N> &views, Row 
     std::array<char *, N> ptrs;
     for (;;) {
         for (size_t k = 0; k < N; ++k)
-            ptrs[k] = reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(views[k].base) + static_cast<uintptr_t>(off[k]));
+            ptrs[k] =
+                reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(views[k].base) + static_cast<uintptr_t>(off[k]));
         if constexpr (std::is_same_v<decltype(row(ptrs.data(), n, steps)), bool>) {
             if (!row(ptrs.data(), n, steps)) return;
         } else {
@@ -369,35 +399,30 @@ void walk(int rank, const int64_t *shape, const std::array<View, N> &views, Row 
 // kernels_elementwise.cpp. Binary: add, sub, mul, div, pow, maximum, minimum, relu_backward,
 // gelu_backward. Unary: neg, exp,
 // relu, abs, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu, gelu_tanh, silu, square, erf; clamp.
-tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b,
-                     const tf_tensor_desc &out, tf_error *err);
+tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
+                     tf_error *err);
 tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
 // kernels_erf.cpp: gelu, erf and exp when in and out are dense f32; false (nothing done) otherwise.
 bool run_f32_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out);
 // kernels_erf.cpp: gelu_backward when dy, x and out are dense f32; false (nothing done) otherwise.
 bool run_f32_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_tensor_desc &out);
-tf_status run_clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, double max,
-                    tf_error *err);
+tf_status run_clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, double max, tf_error *err);
 // kernels_compare.cpp: eq, ne, lt, le, gt, ge (bool output) and where.
-tf_status run_compare(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b,
-                      const tf_tensor_desc &out, tf_error *err);
+tf_status run_compare(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
+                      tf_error *err);
 tf_status run_where(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b,
                     const tf_tensor_desc &out, tf_error *err);
 // kernels_reduce.cpp: sum, mean, max, min and var over the axes in axes_mask; argmax and argmin
 // along one axis. max, min, argmax and argmin need a non-empty reduction (validate() checks).
-tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
+tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err);
+tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err);
+tf_status run_extreme(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
+                      tf_error *err);
+tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double correction,
                   tf_error *err);
-tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
-                   tf_error *err);
-tf_status run_extreme(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out,
-                      uint32_t axes_mask, tf_error *err);
-tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
-                  double correction, tf_error *err);
-tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis,
-                  tf_error *err);
+tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis, tf_error *err);
 // kernels_matmul.cpp
-tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
-                     tf_error *err);
+tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, tf_error *err);
 // kernels_own.cpp: f32, row-major without gaps (size-1 axes may have any stride), at a
 // float-aligned address.
 bool dense_f32(const tf_tensor_desc &d);

@@ -42,10 +42,20 @@ void compare(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_d
     parallel_elementwise<3>({&out, &a, &b}, [&](const auto &d) { compare_rows<T>(*d[1], *d[2], *d[0], cmp); });
 }
 
-template <int64_t Size> struct BitsOf;
-template <> struct BitsOf<2> { using type = uint16_t; };
-template <> struct BitsOf<4> { using type = uint32_t; };
-template <> struct BitsOf<8> { using type = uint64_t; };
+template <int64_t Size>
+struct BitsOf;
+template <>
+struct BitsOf<2> {
+    using type = uint16_t;
+};
+template <>
+struct BitsOf<4> {
+    using type = uint32_t;
+};
+template <>
+struct BitsOf<8> {
+    using type = uint64_t;
+};
 
 template <int64_t Size, bool ADense, bool BDense>
 void select_dense_as(char *const *p, int64_t n) {
@@ -65,15 +75,20 @@ void select_dense_as(char *const *p, int64_t n) {
 // out[i] = cond[i] ? a[i] : b[i] over a row of n elements, a and b dense or one broadcast value.
 template <int64_t Size>
 void select_dense(char *const *p, int64_t n, bool a_dense, bool b_dense) {
-    if (a_dense && b_dense) select_dense_as<Size, true, true>(p, n);
-    else if (a_dense) select_dense_as<Size, true, false>(p, n);
-    else if (b_dense) select_dense_as<Size, false, true>(p, n);
-    else select_dense_as<Size, false, false>(p, n);
+    if (a_dense && b_dense)
+        select_dense_as<Size, true, true>(p, n);
+    else if (a_dense)
+        select_dense_as<Size, true, false>(p, n);
+    else if (b_dense)
+        select_dense_as<Size, false, true>(p, n);
+    else
+        select_dense_as<Size, false, false>(p, n);
 }
 
 // Copies the chosen element's bytes, so NaN payloads and signs survive exactly.
 template <int64_t Size>
-void select_rows(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out) {
+void select_rows(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b,
+                 const tf_tensor_desc &out) {
     walk<4>(out.rank, out.shape, {view_of(out), view_of(cond), view_of(a), view_of(b)},
             [](char *const *p, int64_t n, const int64_t *step) {
                 // Dense rows with either value side dense or broadcast (relu's backward picks
@@ -85,7 +100,8 @@ void select_rows(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_t
                     return;
                 }
                 for (int64_t i = 0; i < n; ++i) {
-                    const char *from = Traits<Boolean>::load(p[1] + i * step[1]) ? p[2] + i * step[2] : p[3] + i * step[3];
+                    const char *from =
+                        Traits<Boolean>::load(p[1] + i * step[1]) ? p[2] + i * step[2] : p[3] + i * step[3];
                     std::memcpy(p[0] + i * step[0], from, Size);
                 }
             });
@@ -93,7 +109,8 @@ void select_rows(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_t
 
 template <int64_t Size>
 void select(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out) {
-    parallel_elementwise<4>({&out, &cond, &a, &b}, [](const auto &d) { select_rows<Size>(*d[1], *d[2], *d[3], *d[0]); });
+    parallel_elementwise<4>({&out, &cond, &a, &b},
+                            [](const auto &d) { select_rows<Size>(*d[1], *d[2], *d[3], *d[0]); });
 }
 
 // bool elements go through load/store, so a non-canonical byte (2, 0xff) comes out as 1.

@@ -37,21 +37,21 @@ namespace {
 // One convolution's sizes, from descriptors validate_own accepted.
 struct ConvGeometry {
     int64_t n, c, h, w;  // input [N, C, H, W]
-    int64_t o, kh, kw;   // weight [O, C / groups, KH, KW]
-    int64_t oh, ow;      // output [N, O, OH, OW]
+    int64_t o, kh, kw;  // weight [O, C / groups, KH, KW]
+    int64_t oh, ow;  // output [N, O, OH, OW]
     int64_t sh, sw, ph, pw, dh, dw, groups;
 
     int64_t c_group() const { return c / groups; }
     int64_t o_group() const { return o / groups; }
     int64_t taps() const { return c_group() * kh * kw; }  // Kg: rows of the column matrix
-    int64_t positions() const { return oh * ow; }         // P: its columns
+    int64_t positions() const { return oh * ow; }  // P: its columns
     bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
 };
 
 ConvGeometry geometry(const tf_tensor_desc &x, const tf_tensor_desc &w, const tf_tensor_desc &y,
-                       const tf_params_conv2d &p) {
-    return {x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3], y.shape[2], y.shape[3],
-            p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups};
+                      const tf_params_conv2d &p) {
+    return {x.shape[0], x.shape[1],  x.shape[2],  x.shape[3],   w.shape[0],   w.shape[2],    w.shape[3],    y.shape[2],
+            y.shape[3], p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups};
 }
 
 // The column matrix is built for bands of output rows small enough that it stays under
@@ -300,7 +300,7 @@ void shifted_conv(const ConvGeometry &g, const ShiftedInput &in, int64_t out_h, 
     // bands in turn; else a task per band pads that band's rows. The same products either way.
     const bool per_image = images >= k_shifted_images_per_op;
     const ShiftedPlan whole = make_plan(g, in, out_h), full = make_plan(g, in, band),
-                       last = make_plan(g, in, out_h - (bands - 1) * band);
+                      last = make_plan(g, in, out_h - (bands - 1) * band);
     const int64_t ldc_max = (band * whole.wp + t.nr - 1) / t.nr * t.nr;
     parallel_for(per_image ? images : images * bands, [&](int64_t task) {
         const int64_t image = per_image ? task : task / bands, gi = image % g.groups, n = image / g.groups;
@@ -315,7 +315,8 @@ void shifted_conv(const ConvGeometry &g, const ShiftedInput &in, int64_t out_h, 
             const int64_t ldc = (wide + t.nr - 1) / t.nr * t.nr;
             // The band's first padded row: b * band in the whole image, 0 in a band's own copy.
             const float *base = xp + (per_image ? b * band * padded.wp : 0);
-            gemm_f32_rows_b(m_out, wide, k, a_packed.data() + gi * a_floats, base, padded.offsets.data(), wide_out, ldc);
+            gemm_f32_rows_b(m_out, wide, k, a_packed.data() + gi * a_floats, base, padded.offsets.data(), wide_out,
+                            ldc);
             for (int64_t m = 0; m < m_out; ++m) {
                 float *out = dst + ((n * dst_c + gi * m_out + m) * out_h + b * band) * out_w;
                 for (int64_t oy = 0; oy < rows; ++oy, out += out_w)
@@ -355,8 +356,7 @@ tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
             const float *xg = x.data() + (n * g.c + gi * cg) * g.h * g.w;
             float *yg = y.data() + (n * g.o + gi * og) * positions;
             if (g.pointwise()) {
-                gemm_f32(og, positions, kg, {w.data() + gi * og * kg, kg, 1}, {xg, positions, 1}, yg,
-                         positions, false);
+                gemm_f32(og, positions, kg, {w.data() + gi * og * kg, kg, 1}, {xg, positions, 1}, yg, positions, false);
                 continue;
             }
             for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
@@ -394,11 +394,12 @@ tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
     if (g.ph <= (g.kh - 1) * g.dh && g.pw <= (g.kw - 1) * g.dw) {
         const ShiftedInput in{og, g.oh, g.ow, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw};
         const int64_t taps = og * g.kh * g.kw;
-        if (taps >= k_shifted_min_taps && cg >= k_shifted_min_rows &&
-            shifted_fits(g, make_plan(g, in, g.h), cg) && all_finite(w.data(), numel(wd))) {
+        if (taps >= k_shifted_min_taps && cg >= k_shifted_min_rows && shifted_fits(g, make_plan(g, in, g.h), cg) &&
+            all_finite(w.data(), numel(wd))) {
             // w'[c][o][i][j] = w[o][c][KH - 1 - i][KW - 1 - j] per group, packed.
             const int64_t a_floats = gemm_f32_packed_a_floats(cg, taps);
-            std::vector<float> flipped(static_cast<size_t>(cg * taps)), packed(static_cast<size_t>(g.groups * a_floats));
+            std::vector<float> flipped(static_cast<size_t>(cg * taps)),
+                packed(static_cast<size_t>(g.groups * a_floats));
             for (int64_t gi = 0; gi < g.groups; ++gi) {
                 for (int64_t c = 0; c < cg; ++c)
                     for (int64_t o = 0; o < og; ++o)
@@ -464,8 +465,8 @@ void add_transposed_partials(const ConvGeometry &g, const float *partial, int64_
 // round_up(Og, nr)); the partials are then added in chunk order while transposing into dw. An
 // image with a non-finite value takes the column matrix instead (see all_finite): the same
 // products, summed in another order.
-void shifted_grad_weight(const ConvGeometry &g, const ShiftedInput &in, const float *dy, const float *x,
-                         int64_t images, float *dw) {
+void shifted_grad_weight(const ConvGeometry &g, const ShiftedInput &in, const float *dy, const float *x, int64_t images,
+                         float *dw) {
     const GemmF32Tiling t = gemm_f32_tile();
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions();
     const ShiftedPlan plan = make_plan(g, in, g.oh);
@@ -537,7 +538,7 @@ tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
     const int64_t own = transposed ? chunks : chunks - 1;  // partials not written into dw itself
     std::vector<float> partial(static_cast<size_t>(own * dw_floats));
     parallel_for(chunks, [&](int64_t chunk) {
-        float *acc = transposed ? partial.data() + chunk * dw_floats
+        float *acc = transposed   ? partial.data() + chunk * dw_floats
                      : chunk == 0 ? dw.data()
                                   : partial.data() + (chunk - 1) * dw_floats;
         std::fill(acc, acc + dw_floats, 0.0f);
@@ -547,21 +548,20 @@ tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
                 const float *xg = x.data() + (n * g.c + gi * cg) * g.h * g.w;
                 const float *dyg = dy.data() + (n * g.o + gi * og) * positions;
                 if (g.pointwise()) {  // x^T: [P x Kg]
-                    gemm_f32(og, kg, positions, {dyg, positions, 1}, {xg, 1, positions}, acc + gi * og * kg,
-                             kg, true);
+                    gemm_f32(og, kg, positions, {dyg, positions, 1}, {xg, 1, positions}, acc + gi * og * kg, kg, true);
                     continue;
                 }
                 for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
                     const int64_t oy1 = std::min(g.oh, oy0 + rows), band = (oy1 - oy0) * g.ow;
                     im2col(g, xg, col, oy0, oy1);
                     if (transposed) {  // dy^T: [B x Og]
-                        gemm_f32(kg, og, band, {col, band, 1}, {dyg + oy0 * g.ow, 1, positions},
-                                 acc + gi * og * kg, og, true);
+                        gemm_f32(kg, og, band, {col, band, 1}, {dyg + oy0 * g.ow, 1, positions}, acc + gi * og * kg, og,
+                                 true);
                         continue;
                     }
                     // col^T: [B x Kg]
-                    gemm_f32(og, kg, band, {dyg + oy0 * g.ow, positions, 1}, {col, 1, band},
-                             acc + gi * og * kg, kg, true);
+                    gemm_f32(og, kg, band, {dyg + oy0 * g.ow, positions, 1}, {col, 1, band}, acc + gi * og * kg, kg,
+                             true);
                 }
             }
         }

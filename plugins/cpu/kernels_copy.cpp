@@ -60,7 +60,8 @@ tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error
         known_out = with_any_dtype(out.dtype, [&](auto dst) { cast<decltype(src), decltype(dst)>(in, out); });
     });
     if (!known_in || !known_out)
-        return fail(err, TF_STATUS_UNSUPPORTED, "cast: %s to %s not supported", dtype_name(in.dtype), dtype_name(out.dtype));
+        return fail(err, TF_STATUS_UNSUPPORTED, "cast: %s to %s not supported", dtype_name(in.dtype),
+                    dtype_name(out.dtype));
     return TF_STATUS_OK;
 }
 

@@ -35,31 +35,46 @@ C wrap(std::make_unsigned_t<C> v) {
 }
 
 struct AddFn {
-    template <class C> C operator()(C a, C b) const {
-        if constexpr (std::is_integral_v<C>) return wrap<C>(std::make_unsigned_t<C>(a) + std::make_unsigned_t<C>(b));
-        else return a + b;
+    template <class C>
+    C operator()(C a, C b) const {
+        if constexpr (std::is_integral_v<C>)
+            return wrap<C>(std::make_unsigned_t<C>(a) + std::make_unsigned_t<C>(b));
+        else
+            return a + b;
     }
 };
 struct SubFn {
-    template <class C> C operator()(C a, C b) const {
-        if constexpr (std::is_integral_v<C>) return wrap<C>(std::make_unsigned_t<C>(a) - std::make_unsigned_t<C>(b));
-        else return a - b;
+    template <class C>
+    C operator()(C a, C b) const {
+        if constexpr (std::is_integral_v<C>)
+            return wrap<C>(std::make_unsigned_t<C>(a) - std::make_unsigned_t<C>(b));
+        else
+            return a - b;
     }
 };
 struct MulFn {
-    template <class C> C operator()(C a, C b) const {
-        if constexpr (std::is_integral_v<C>) return wrap<C>(std::make_unsigned_t<C>(a) * std::make_unsigned_t<C>(b));
-        else return a * b;
+    template <class C>
+    C operator()(C a, C b) const {
+        if constexpr (std::is_integral_v<C>)
+            return wrap<C>(std::make_unsigned_t<C>(a) * std::make_unsigned_t<C>(b));
+        else
+            return a * b;
     }
 };
 // Integer operands were checked by check_int_div before any element is computed.
 struct DivFn {
-    template <class C> C operator()(C a, C b) const { return a / b; }
+    template <class C>
+    C operator()(C a, C b) const {
+        return a / b;
+    }
 };
 struct NegFn {
-    template <class C> C operator()(C a) const {
-        if constexpr (std::is_integral_v<C>) return wrap<C>(0 - std::make_unsigned_t<C>(a));
-        else return -a;
+    template <class C>
+    C operator()(C a) const {
+        if constexpr (std::is_integral_v<C>)
+            return wrap<C>(0 - std::make_unsigned_t<C>(a));
+        else
+            return -a;
     }
 };
 struct ExpFn {
@@ -67,11 +82,15 @@ struct ExpFn {
 };
 // `a < 0 ? 0 : a` rather than max(a, 0): NaN stays NaN and -0 stays -0.
 struct ReluFn {
-    template <class C> C operator()(C a) const { return a < 0 ? C(0) : a; }
+    template <class C>
+    C operator()(C a) const {
+        return a < 0 ? C(0) : a;
+    }
 };
 // abs(MIN) wraps to MIN, as in torch.
 struct AbsFn {
-    template <class C> C operator()(C a) const {
+    template <class C>
+    C operator()(C a) const {
         if constexpr (std::is_integral_v<C>) {
             const auto u = std::make_unsigned_t<C>(a);
             return wrap<C>(a < 0 ? 0 - u : u);
@@ -82,20 +101,30 @@ struct AbsFn {
 };
 // Floats: the exact product in double (48 significant bits), rounded once by the store.
 struct SquareFn {
-    template <class C> auto operator()(C a) const {
-        if constexpr (std::is_integral_v<C>) return MulFn{}(a, a);
-        else return static_cast<double>(a) * static_cast<double>(a);
+    template <class C>
+    auto operator()(C a) const {
+        if constexpr (std::is_integral_v<C>)
+            return MulFn{}(a, a);
+        else
+            return static_cast<double>(a) * static_cast<double>(a);
     }
 };
 struct MaximumFn {
-    template <class C> C operator()(C a, C b) const { return maximum_of(a, b); }
+    template <class C>
+    C operator()(C a, C b) const {
+        return maximum_of(a, b);
+    }
 };
 struct MinimumFn {
-    template <class C> C operator()(C a, C b) const { return minimum_of(a, b); }
+    template <class C>
+    C operator()(C a, C b) const {
+        return minimum_of(a, b);
+    }
 };
 // Integer exponents were checked non-negative by check_int_pow. 0^0 is 1.
 struct PowFn {
-    template <class C> auto operator()(C a, C b) const {
+    template <class C>
+    auto operator()(C a, C b) const {
         if constexpr (std::is_integral_v<C>) {
             using U = std::make_unsigned_t<C>;
             U result = 1, base = U(a);
@@ -148,15 +177,19 @@ double gelu_tanh(double x) {
 // Stores a kernel's result: double results (float math done wide) are rounded once to T.
 template <class T, class V>
 void put(char *p, V v) {
-    if constexpr (std::is_same_v<V, double>) Traits<T>::store_wide(p, v);
-    else Traits<T>::store(p, v);
+    if constexpr (std::is_same_v<V, double>)
+        Traits<T>::store_wide(p, v);
+    else
+        Traits<T>::store(p, v);
 }
 
 // f16 and bf16 rows in chunks: operands converted to f32 by the vectorised runs of
 // kernels_convert.cpp, fn applied in f32 as the element loops do, results rounded back by the
 // same runs (or put<T> when fn computes in double). The same bits as the element loops.
-template <class T> constexpr bool is_half = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-template <class T> constexpr int32_t half_dtype = std::is_same_v<T, Half> ? TF_DTYPE_F16 : TF_DTYPE_BF16;
+template <class T>
+constexpr bool is_half = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <class T>
+constexpr int32_t half_dtype = std::is_same_v<T, Half> ? TF_DTYPE_F16 : TF_DTYPE_BF16;
 constexpr int64_t k_half_chunk = 256;
 
 inline bool even_addresses(std::initializer_list<const char *> ps) {
@@ -191,16 +224,21 @@ enum class Arith { add, sub, mul, div };
 
 template <class Fn>
 constexpr int arith_code() {
-    if constexpr (std::is_same_v<Fn, AddFn>) return static_cast<int>(Arith::add);
-    else if constexpr (std::is_same_v<Fn, SubFn>) return static_cast<int>(Arith::sub);
-    else if constexpr (std::is_same_v<Fn, MulFn>) return static_cast<int>(Arith::mul);
-    else if constexpr (std::is_same_v<Fn, DivFn>) return static_cast<int>(Arith::div);
-    else return -1;
+    if constexpr (std::is_same_v<Fn, AddFn>)
+        return static_cast<int>(Arith::add);
+    else if constexpr (std::is_same_v<Fn, SubFn>)
+        return static_cast<int>(Arith::sub);
+    else if constexpr (std::is_same_v<Fn, MulFn>)
+        return static_cast<int>(Arith::mul);
+    else if constexpr (std::is_same_v<Fn, DivFn>)
+        return static_cast<int>(Arith::div);
+    else
+        return -1;
 }
 
 template <class Fn>
-[[gnu::always_inline]] inline void f32_row(float *o, const float *a, const float *b, int64_t n, int64_t sa,
-                                           int64_t sb, Fn fn) {
+[[gnu::always_inline]] inline void f32_row(float *o, const float *a, const float *b, int64_t n, int64_t sa, int64_t sb,
+                                           Fn fn) {
     if (sa == 1 && sb == 1) {
         for (int64_t i = 0; i < n; ++i) o[i] = fn(a[i], b[i]);
     } else if (sa == 1) {
@@ -234,7 +272,9 @@ void binary_rows(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tens
                 if constexpr (std::is_same_v<T, float> && arith_code<Fn>() >= 0) {
                     // Float-aligned rows only (descriptors may carry any byte offset).
                     const bool aligned = (reinterpret_cast<uintptr_t>(p[0]) | reinterpret_cast<uintptr_t>(p[1]) |
-                                          reinterpret_cast<uintptr_t>(p[2])) % alignof(float) == 0;
+                                          reinterpret_cast<uintptr_t>(p[2])) %
+                                             alignof(float) ==
+                                         0;
                     if (aligned && step[0] == size && (step[1] == size || step[1] == 0) &&
                         (step[2] == size || step[2] == 0) && (step[1] | step[2]) != 0) {
                         f32_arith_row(arith_code<Fn>(), reinterpret_cast<float *>(p[0]),
@@ -304,9 +344,11 @@ void binary(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_de
         if (n > 0 && (n < 2 * k_elementwise_grain || split_count(n, k_elementwise_grain) == 1) &&
             one_dense_row(out, a, b)) {
             char *o = static_cast<char *>(out.data) + out.offset;
-            const char *x = static_cast<const char *>(a.data) + a.offset, *y = static_cast<const char *>(b.data) + b.offset;
+            const char *x = static_cast<const char *>(a.data) + a.offset,
+                       *y = static_cast<const char *>(b.data) + b.offset;
             if ((reinterpret_cast<uintptr_t>(o) | reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) %
-                    alignof(float) == 0) {
+                    alignof(float) ==
+                0) {
                 f32_arith_row(arith_code<Fn>(), reinterpret_cast<float *>(o), reinterpret_cast<const float *>(x),
                               reinterpret_cast<const float *>(y), n, 1, 1);
                 return;
@@ -320,28 +362,27 @@ template <class T, class Fn>
 void unary_rows(const tf_tensor_desc &in, const tf_tensor_desc &out, Fn fn) {
     using Tr = Traits<T>;
     constexpr int64_t size = sizeof(T);
-    walk<2>(out.rank, out.shape, {view_of(out), view_of(in)},
-            [&](char *const *p, int64_t n, const int64_t *step) {
-                if constexpr (is_half<T>) {
-                    if (step[0] == size && step[1] == size && even_addresses({p[0], p[1]})) {
-                        using R = decltype(fn(0.0f));
-                        float x[k_half_chunk];
-                        R r[k_half_chunk];
-                        for (int64_t i0 = 0; i0 < n; i0 += k_half_chunk) {
-                            const int64_t m = std::min(k_half_chunk, n - i0);
-                            load_chunk<T>(p[1], step[1], i0, m, x);
-                            for (int64_t i = 0; i < m; ++i) r[i] = fn(x[i]);
-                            store_chunk<T>(p[0], i0, m, r);
-                        }
-                        return;
-                    }
+    walk<2>(out.rank, out.shape, {view_of(out), view_of(in)}, [&](char *const *p, int64_t n, const int64_t *step) {
+        if constexpr (is_half<T>) {
+            if (step[0] == size && step[1] == size && even_addresses({p[0], p[1]})) {
+                using R = decltype(fn(0.0f));
+                float x[k_half_chunk];
+                R r[k_half_chunk];
+                for (int64_t i0 = 0; i0 < n; i0 += k_half_chunk) {
+                    const int64_t m = std::min(k_half_chunk, n - i0);
+                    load_chunk<T>(p[1], step[1], i0, m, x);
+                    for (int64_t i = 0; i < m; ++i) r[i] = fn(x[i]);
+                    store_chunk<T>(p[0], i0, m, r);
                 }
-                if (step[0] == size && step[1] == size) {
-                    for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * size, fn(Tr::load(p[1] + i * size)));
-                    return;
-                }
-                for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * step[0], fn(Tr::load(p[1] + i * step[1])));
-            });
+                return;
+            }
+        }
+        if (step[0] == size && step[1] == size) {
+            for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * size, fn(Tr::load(p[1] + i * size)));
+            return;
+        }
+        for (int64_t i = 0; i < n; ++i) put<T>(p[0] + i * step[0], fn(Tr::load(p[1] + i * step[1])));
+    });
 }
 
 template <class T, class Fn>
@@ -352,7 +393,10 @@ void unary(const tf_tensor_desc &in, const tf_tensor_desc &out, Fn fn) {
 // relu_backward: dx = x <= 0 ? 0 : dy, a select (no arithmetic), so NaN x passes dy and every
 // path gives the same bits.
 struct ReluBackwardFn {
-    template <class C> C operator()(C dy, C x) const { return x <= C(0) ? C(0) : dy; }
+    template <class C>
+    C operator()(C dy, C x) const {
+        return x <= C(0) ? C(0) : dy;
+    }
 };
 
 // Dense f32 rows, the training step's case, compiled per instruction set like f32_arith_row.
@@ -380,51 +424,46 @@ void relu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_t
 // Integer division by zero and MIN / -1 trap (SIGFPE) on x86. Scanning every pair first keeps
 // the output untouched when the call fails.
 template <class I>
-tf_status check_int_div(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
-                        tf_error *err) {
+tf_status check_int_div(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, tf_error *err) {
     using Tr = Traits<I>;
     tf_status status = TF_STATUS_OK;
     I bad_a = 0, bad_b = 0;
-    walk<2>(out.rank, out.shape, {view_of(a), view_of(b)},
-            [&](char *const *p, int64_t n, const int64_t *step) {
-                for (int64_t i = 0; i < n; ++i) {
-                    const I x = Tr::load(p[0] + i * step[0]), y = Tr::load(p[1] + i * step[1]);
-                    if (y == 0 || (y == -1 && x == std::numeric_limits<I>::min())) {
-                        bad_a = x;
-                        bad_b = y;
-                        status = TF_STATUS_INVALID_ARGUMENT;
-                        return false;
-                    }
-                }
-                return true;
-            });
+    walk<2>(out.rank, out.shape, {view_of(a), view_of(b)}, [&](char *const *p, int64_t n, const int64_t *step) {
+        for (int64_t i = 0; i < n; ++i) {
+            const I x = Tr::load(p[0] + i * step[0]), y = Tr::load(p[1] + i * step[1]);
+            if (y == 0 || (y == -1 && x == std::numeric_limits<I>::min())) {
+                bad_a = x;
+                bad_b = y;
+                status = TF_STATUS_INVALID_ARGUMENT;
+                return false;
+            }
+        }
+        return true;
+    });
     if (status == TF_STATUS_OK) return status;
     const auto x = static_cast<long long>(bad_a), y = static_cast<long long>(bad_b);
-    if (y == 0)
-        return fail(err, status, "div: integer division by zero (%lld / 0, %s)", x, dtype_name(out.dtype));
+    if (y == 0) return fail(err, status, "div: integer division by zero (%lld / 0, %s)", x, dtype_name(out.dtype));
     return fail(err, status, "div: integer overflow (%lld / %lld does not fit %s)", x, y, dtype_name(out.dtype));
 }
 
 // An integer has no negative powers (torch refuses them too); scanned first like division.
 template <class I>
-tf_status check_int_pow(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
-                        tf_error *err) {
+tf_status check_int_pow(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, tf_error *err) {
     using Tr = Traits<I>;
     bool bad = false;
     I bad_a = 0, bad_b = 0;
-    walk<2>(out.rank, out.shape, {view_of(a), view_of(b)},
-            [&](char *const *p, int64_t n, const int64_t *step) {
-                for (int64_t i = 0; i < n; ++i) {
-                    const I y = Tr::load(p[1] + i * step[1]);
-                    if (y < 0) {
-                        bad_a = Tr::load(p[0] + i * step[0]);
-                        bad_b = y;
-                        bad = true;
-                        return false;
-                    }
-                }
-                return true;
-            });
+    walk<2>(out.rank, out.shape, {view_of(a), view_of(b)}, [&](char *const *p, int64_t n, const int64_t *step) {
+        for (int64_t i = 0; i < n; ++i) {
+            const I y = Tr::load(p[1] + i * step[1]);
+            if (y < 0) {
+                bad_a = Tr::load(p[0] + i * step[0]);
+                bad_b = y;
+                bad = true;
+                return false;
+            }
+        }
+        return true;
+    });
     if (!bad) return TF_STATUS_OK;
     return fail(err, TF_STATUS_INVALID_ARGUMENT,
                 "pow: negative exponent for an integer dtype (%lld ^ %lld, %s); cast to a float dtype first",
@@ -449,8 +488,8 @@ void clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, doub
 
 }  // namespace
 
-tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b,
-                     const tf_tensor_desc &out, tf_error *err) {
+tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
+                     tf_error *err) {
     tf_status status = TF_STATUS_OK;
     const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
         using T = decltype(tag);
@@ -477,16 +516,17 @@ tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc 
         case TF_OP_RELU_BACKWARD: relu_backward<T>(a, b, out); break;
         case TF_OP_GELU_BACKWARD:
             if constexpr (std::is_integral_v<T>) {
-                status = fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
+                status =
+                    fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
             } else if (!std::is_same_v<T, float> || !run_f32_gelu_backward(a, b, out)) {
                 binary<T>(a, b, out, GeluBackwardFn{});
             }
             break;
-        default:
-            status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a binary op", op_name(op));
+        default: status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a binary op", op_name(op));
         }
     });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
+    if (!known)
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
     return status;
 }
 
@@ -523,7 +563,8 @@ tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc 
             }
         }
     });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
+    if (!known)
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
     return status;
 }
 

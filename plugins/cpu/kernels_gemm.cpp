@@ -41,26 +41,41 @@ typedef float v4f __attribute__((vector_size(16)));
 // table of row offsets (the convolutions of kernels_conv.cpp read a padded image that way).
 struct ASliver {  // A(i, p) at a[p * MR + i]
     const float *a;
-    template <int MR> float at(int64_t p, int i) const { return a[p * MR + i]; }
+    template <int MR>
+    float at(int64_t p, int i) const {
+        return a[p * MR + i];
+    }
 };
 struct AOffsetRows {  // A(i, p) at a[rows[i] + p]
     const float *a;
     const int64_t *rows;
-    template <int MR> float at(int64_t p, int i) const { return a[rows[i] + p]; }
+    template <int MR>
+    float at(int64_t p, int i) const {
+        return a[rows[i] + p];
+    }
 };
 struct AStridedRows {  // A(i, p) at a[i * lda + p]: a row-major A read in place
     const float *a;
     int64_t lda;
-    template <int MR> float at(int64_t p, int i) const { return a[i * lda + p]; }
+    template <int MR>
+    float at(int64_t p, int i) const {
+        return a[i * lda + p];
+    }
 };
 struct BSliver {  // B's row p at b + p * NR
     const float *b;
-    template <int NR> const float *row(int64_t p) const { return b + p * NR; }
+    template <int NR>
+    const float *row(int64_t p) const {
+        return b + p * NR;
+    }
 };
 struct BOffsetRows {  // B's row p at b + rows[p]
     const float *b;
     const int64_t *rows;
-    template <int NR> const float *row(int64_t p) const { return b + rows[p]; }
+    template <int NR>
+    const float *row(int64_t p) const {
+        return b + rows[p];
+    }
 };
 
 // c[i * ldc + j] (+)= sum over p < kc of A(i, p) * B(p, j) for i < MR, j < NR. load_c starts
@@ -145,8 +160,8 @@ template <int MR, class A, class B>
 
 // One register tile and the block sizes that go with it.
 struct GemmKernel {
-    int level;           // isa_level() of the tile
-    int64_t mr, nr;      // register tile
+    int level;  // isa_level() of the tile
+    int64_t mr, nr;  // register tile
     int64_t mc, kc, nc;  // packed blocks of A (mc x kc) and B (kc x nc)
 };
 
@@ -245,9 +260,12 @@ void pack_a(const GemmKernel &g, int64_t mc, int64_t kc, const float *a, int64_t
         } else if (rs == 1) {  // A^T views (a weight gradient's g^T): a column of A is contiguous
             // A full sliver copies a fixed number of floats per p, which the compiler turns into
             // a few vector moves (a loop bound known only at run time stays scalar).
-            if (rows == 6 && mr == 6) copy_runs<6>(a + r0, cs, kc, dst);
-            else if (rows == 12 && mr == 12) copy_runs<12>(a + r0, cs, kc, dst);
-            else if (rows == 4 && mr == 4) copy_runs<4>(a + r0, cs, kc, dst);
+            if (rows == 6 && mr == 6)
+                copy_runs<6>(a + r0, cs, kc, dst);
+            else if (rows == 12 && mr == 12)
+                copy_runs<12>(a + r0, cs, kc, dst);
+            else if (rows == 4 && mr == 4)
+                copy_runs<4>(a + r0, cs, kc, dst);
             else
                 for (int64_t p = 0; p < kc; ++p) {
                     const float *src = a + p * cs + r0;
@@ -313,8 +331,8 @@ struct ABlock {
 
 // The register tile of C rows [ir, ir + rows), rows <= mr, from A block `a`.
 template <class B>
-void run_a_tile(const GemmKernel &g, const ABlock &a, int64_t ir, int64_t rows, int64_t kc, B b, float *c,
-                int64_t ldc, bool load_c) {
+void run_a_tile(const GemmKernel &g, const ABlock &a, int64_t ir, int64_t rows, int64_t kc, B b, float *c, int64_t ldc,
+                bool load_c) {
     if (a.lda == 0) return run_tile(g, rows, kc, ASliver{a.a + ir * kc}, b, c, ldc, load_c);
     if (rows == tile_rows(g, rows))
         return run_tile(g, rows, kc, AStridedRows{a.a + ir * a.lda, a.lda}, b, c, ldc, load_c);
@@ -327,8 +345,8 @@ void run_a_tile(const GemmKernel &g, const ABlock &a, int64_t ir, int64_t rows, 
 
 // The C tiles of rows [ic, ic + mc) and B slivers [s0, s1) of the current packed B block; C's
 // element (i, j) is at c[i * rs + j * cs].
-void compute_block(const GemmKernel &g, int64_t kc, const ABlock &a, const float *b_pack, int64_t mc,
-                   int64_t nc, int64_t s0, int64_t s1, float *c, int64_t rs, int64_t cs, bool load_c) {
+void compute_block(const GemmKernel &g, int64_t kc, const ABlock &a, const float *b_pack, int64_t mc, int64_t nc,
+                   int64_t s0, int64_t s1, float *c, int64_t rs, int64_t cs, bool load_c) {
     alignas(64) float edge[k_max_tile];
     for (int64_t s = s0; s < s1; ++s) {
         const int64_t jr = s * g.nr;
@@ -414,7 +432,8 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *
         int64_t mblocks = ceil_div(m, mc_block);
         // Column ranges per A block: enough tasks for every thread, at least 4 slivers each.
         int64_t nchunks = 1;
-        if (threads > 1) nchunks = std::clamp<int64_t>(ceil_div(4 * threads, mblocks), 1, std::max<int64_t>(1, slivers / 4));
+        if (threads > 1)
+            nchunks = std::clamp<int64_t>(ceil_div(4 * threads, mblocks), 1, std::max<int64_t>(1, slivers / 4));
         const int64_t per_chunk = ceil_div(slivers, nchunks);
         nchunks = ceil_div(slivers, per_chunk);
         // Too few column ranges for the threads (a Linear's [64 x 3136] x [3136 x 128] has 4
@@ -444,8 +463,8 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *
                     pack_a(g, mc, kc, a_src, a.row_stride, a.col_stride, a_pack);
                     block = {a_pack, 0};
                 }
-                compute_block(g, kc, block, b_pack, mc, nc, chunk * per_chunk, std::min(slivers, (chunk + 1) * per_chunk),
-                              c + ic * rs + jc * cs, rs, cs, load_c);
+                compute_block(g, kc, block, b_pack, mc, nc, chunk * per_chunk,
+                              std::min(slivers, (chunk + 1) * per_chunk), c + ic * rs + jc * cs, rs, cs, load_c);
             });
         }
     }

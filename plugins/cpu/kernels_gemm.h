@@ -28,8 +28,7 @@ struct F32Matrix {
 // Splits the work over the plugin's thread pool when it is big enough and the caller is not
 // already a task of the pool. Packing buffers come from the scratch arena (runtime.h). Throws
 // std::bad_alloc when they cannot be allocated.
-void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc,
-              bool accumulate);
+void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc, bool accumulate);
 
 // The share of the register-tile elements gemm_f32 computes that land in an m x n product (1
 // when m and n are multiples of the tile): callers free to compute a product or its transpose

@@ -57,7 +57,7 @@ void pack_b_pairs(int64_t k, int64_t n, BF16Matrix b, int64_t s, int64_t kp, uin
 
 // C rows [0, rows) x columns [0, cols) of one 8 x 32 tile.
 [[gnu::target("avx512f,avx512bf16")]] void tile_dpbf16(int64_t kp, const uint32_t *a, const uint32_t *b, float *c,
-                                                         int64_t ldc, int64_t rows, int64_t cols) {
+                                                       int64_t ldc, int64_t rows, int64_t cols) {
     __m512 acc[k_mr][2];
     for (int i = 0; i < k_mr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t q = 0; q < kp; ++q) {

@@ -34,7 +34,8 @@ void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tenso
     std::vector<Batch> items;
     walk<3>(r - 2, out.shape, {vo, va, vb}, [&](char *const *p, int64_t count, const int64_t *step) {
         for (int64_t t = 0; t < count; ++t)
-            items.push_back({reinterpret_cast<float *>(p[0] + t * step[0]), reinterpret_cast<const float *>(p[1] + t * step[1]),
+            items.push_back({reinterpret_cast<float *>(p[0] + t * step[0]),
+                             reinterpret_cast<const float *>(p[1] + t * step[1]),
                              reinterpret_cast<const float *>(p[2] + t * step[2])});
     });
     const auto batches = static_cast<int64_t>(items.size());
@@ -69,7 +70,8 @@ void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tenso
     }
     const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
     if (batches > 1 && macs < static_cast<double>(k_gemm_parallel_macs)) {
-        const int64_t tasks = std::min<int64_t>(batches, split_count(static_cast<int64_t>(macs * batches), k_gemm_parallel_macs / 4));
+        const int64_t tasks =
+            std::min<int64_t>(batches, split_count(static_cast<int64_t>(macs * batches), k_gemm_parallel_macs / 4));
         const int64_t per = (batches + tasks - 1) / tasks;
         parallel_for((batches + per - 1) / per, [&](int64_t t) {
             for (int64_t i = t * per; i < std::min(batches, (t + 1) * per); ++i) one(i, m, a_row, o_row);
@@ -121,7 +123,8 @@ void store_rounded(const tf_tensor_desc &out, const float *src) {
     with_float_dtype(out.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         walk<2>(out.rank, out.shape, {view_of(out), from}, [&](char *const *p, int64_t n, const int64_t *step) {
-            if (step[1] == sizeof(float) && store_f32_run(out.dtype, reinterpret_cast<const float *>(p[1]), p[0], step[0], n))
+            if (step[1] == sizeof(float) &&
+                store_f32_run(out.dtype, reinterpret_cast<const float *>(p[1]), p[0], step[0], n))
                 return;
             for (int64_t i = 0; i < n; ++i) Tr::store(p[0] + i * step[0], Traits<float>::load(p[1] + i * step[1]));
         });

@@ -26,16 +26,18 @@ void rows_of(const tf_tensor_desc &x, int n_axes, int64_t *rows, int64_t *len) {
 }
 
 // b == nullptr: rms_norm (no centring, no bias); else layer_norm.
-[[gnu::always_inline]] inline void norm_rows_body(const float *x, const float *w, const float *b, float *y,
-                                                  int64_t len, int64_t rows, double eps) {
+[[gnu::always_inline]] inline void norm_rows_body(const float *x, const float *w, const float *b, float *y, int64_t len,
+                                                  int64_t rows, double eps) {
     const auto n = static_cast<double>(len);
     for (int64_t r = 0; r < rows; ++r, x += len, y += len) {
         if (b) {
             const double mean = vec::sum(x, len) / n;
-            const double var = vec::lane_sum(len, [&](int64_t i) {
-                                   const double d = static_cast<double>(x[i]) - mean;
-                                   return d * d;
-                               }) / n;
+            const double var = vec::lane_sum(len,
+                                             [&](int64_t i) {
+                                                 const double d = static_cast<double>(x[i]) - mean;
+                                                 return d * d;
+                                             }) /
+                               n;
             const double rstd = 1.0 / std::sqrt(var + eps);
             for (int64_t i = 0; i < len; ++i)
                 y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * rstd * static_cast<double>(w[i]) +

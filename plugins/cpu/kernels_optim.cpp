@@ -26,8 +26,7 @@ struct AdamwConstants {
 // Returns how many elements it did.
 template <bool HasState, bool Decays>
 [[gnu::target("avx512f")]] int64_t adamw_avx512(int64_t n, const AdamwConstants &c, float *__restrict p,
-                                               const float *__restrict g, float *__restrict m,
-                                               float *__restrict v) {
+                                                const float *__restrict g, float *__restrict m, float *__restrict v) {
     const __m512 keep = _mm512_set1_ps(c.keep), b1 = _mm512_set1_ps(c.b1), omb1 = _mm512_set1_ps(c.one_minus_b1),
                  b2 = _mm512_set1_ps(c.b2), omb2 = _mm512_set1_ps(c.one_minus_b2), root = _mm512_set1_ps(c.root_bc2),
                  eps = _mm512_set1_ps(c.eps), step = _mm512_set1_ps(c.step_size);
@@ -136,9 +135,12 @@ void sgd(int64_t n, const SgdConstants &c, float *p, const float *g, float *buf)
         }
     };
     const int level = isa_level();
-    if (level == 2) Isa::avx512(n, c, p, g, buf);
-    else if (level == 1) Isa::avx2(n, c, p, g, buf);
-    else Isa::generic(n, c, p, g, buf);
+    if (level == 2)
+        Isa::avx512(n, c, p, g, buf);
+    else if (level == 1)
+        Isa::avx2(n, c, p, g, buf);
+    else
+        Isa::generic(n, c, p, g, buf);
 #else
     sgd_body<HasState, Decays, Nesterov>(n, c, p, g, buf);
 #endif
@@ -156,12 +158,13 @@ tf_status check_optim(const tf_op_desc &op, tf_error *err) {
     const uint32_t n_outputs = adamw ? 3 : 2;
     const size_t params_size = adamw ? sizeof(tf_params_adamw_step) : sizeof(tf_params_sgd_step);
     if (op.n_inputs != 1 || op.n_outputs != n_outputs || !op.inputs || !op.outputs)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: takes 1 input and %u outputs, got %u and %u", name,
-                    n_outputs, op.n_inputs, op.n_outputs);
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: takes 1 input and %u outputs, got %u and %u", name, n_outputs,
+                    op.n_inputs, op.n_outputs);
     if (!op.params || *static_cast<const uint32_t *>(op.params) < params_size)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name, params_size);
     const tf_tensor_desc &param = op.outputs[0];
-    const tf_tensor_desc *operands[4] = {&op.inputs[0], &op.outputs[0], &op.outputs[1], adamw ? &op.outputs[2] : nullptr};
+    const tf_tensor_desc *operands[4] = {&op.inputs[0], &op.outputs[0], &op.outputs[1],
+                                         adamw ? &op.outputs[2] : nullptr};
     for (const tf_tensor_desc *t : operands) {
         if (!t) continue;
         if (t->struct_size < sizeof(tf_tensor_desc) || t->rank < 0 || t->rank > TF_MAX_RANK)
@@ -182,21 +185,30 @@ tf_status run_optim(const tf_op_desc &op, tf_error *err) {
     const uint32_t count = op.n_inputs + op.n_outputs;
     for (uint32_t i = 0; i < count; ++i) {
         const tf_tensor_desc &t = i < op.n_inputs ? op.inputs[i] : op.outputs[i - op.n_inputs];
-        if (!t.data) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: operand %u is not in host memory", op_name(op.op), i);
+        if (!t.data)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: operand %u is not in host memory", op_name(op.op), i);
     }
     const float *g = f32_at(op.inputs[0]);
     float *p = f32_at(op.outputs[0]);
     if (op.op == TF_OP_ADAMW_STEP) {
         const auto &k = *static_cast<const tf_params_adamw_step *>(op.params);
-        const AdamwConstants c{static_cast<float>(k.decay), static_cast<float>(k.beta1),
-                                static_cast<float>(k.one_minus_beta1), static_cast<float>(k.beta2),
-                                static_cast<float>(k.one_minus_beta2), static_cast<float>(k.root_bias_correction2),
-                                static_cast<float>(k.eps), static_cast<float>(k.step_size)};
+        const AdamwConstants c{static_cast<float>(k.decay),
+                               static_cast<float>(k.beta1),
+                               static_cast<float>(k.one_minus_beta1),
+                               static_cast<float>(k.beta2),
+                               static_cast<float>(k.one_minus_beta2),
+                               static_cast<float>(k.root_bias_correction2),
+                               static_cast<float>(k.eps),
+                               static_cast<float>(k.step_size)};
         float *m = f32_at(op.outputs[1]), *v = f32_at(op.outputs[2]);
-        if (k.has_state && k.decays) adamw<true, true>(n, c, p, g, m, v);
-        else if (k.has_state) adamw<true, false>(n, c, p, g, m, v);
-        else if (k.decays) adamw<false, true>(n, c, p, g, m, v);
-        else adamw<false, false>(n, c, p, g, m, v);
+        if (k.has_state && k.decays)
+            adamw<true, true>(n, c, p, g, m, v);
+        else if (k.has_state)
+            adamw<true, false>(n, c, p, g, m, v);
+        else if (k.decays)
+            adamw<false, true>(n, c, p, g, m, v);
+        else
+            adamw<false, false>(n, c, p, g, m, v);
         return TF_STATUS_OK;
     }
     const auto &k = *static_cast<const tf_params_sgd_step *>(op.params);

@@ -215,9 +215,10 @@ tf_status check_embedding(const tf_op_desc &op, tf_error *err) {
     const tf_tensor_desc &table = forward ? op.inputs[0] : op.outputs[0];
     const tf_tensor_desc &rows = forward ? op.outputs[0] : op.inputs[0];
     if (table.rank != 2 || !extends_by_one(idx, rows) || rows.shape[rows.rank - 1] != table.shape[1])
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %s, indices %s and %s %s do not form [V, D], [...] %s [..., D]",
-                    name, forward ? "weight" : "dweight", shape_of(table).text, shape_of(idx).text,
-                    forward ? "output" : "dy", shape_of(rows).text, forward ? "->" : "<-");
+        return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                    "%s: %s %s, indices %s and %s %s do not form [V, D], [...] %s [..., D]", name,
+                    forward ? "weight" : "dweight", shape_of(table).text, shape_of(idx).text, forward ? "output" : "dy",
+                    shape_of(rows).text, forward ? "->" : "<-");
     if (forward) {
         if (table.dtype != rows.dtype)
             return fail(err, TF_STATUS_UNSUPPORTED, "%s: output dtype %s differs from the weight's %s", name,
@@ -237,8 +238,8 @@ tf_status check_cross_entropy(const tf_op_desc &op, tf_error *err) {
                     p.reduction);
     const tf_tensor_desc &logits = op.inputs[0], &labels = op.inputs[1], &out = op.outputs[0];
     const bool per_row = p.reduction == TF_REDUCTION_NONE;
-    if (logits.rank != 2 || labels.rank != 1 || labels.shape[0] != logits.shape[0] ||
-        out.rank != (per_row ? 1 : 0) || (per_row && out.shape[0] != logits.shape[0]))
+    if (logits.rank != 2 || labels.rank != 1 || labels.shape[0] != logits.shape[0] || out.rank != (per_row ? 1 : 0) ||
+        (per_row && out.shape[0] != logits.shape[0]))
         return fail(err, TF_STATUS_INVALID_ARGUMENT,
                     "%s: logits %s, labels %s and loss %s do not form [N, C], [N] -> %s", name, shape_of(logits).text,
                     shape_of(labels).text, shape_of(out).text, per_row ? "[N]" : "[]");
@@ -260,7 +261,6 @@ tf_status check_one_hot(const tf_op_desc &op, tf_error *err) {
 }
 
 // ---- Staging --------------------------------------------------------------------------------
-
 
 // Dense row-major f32 memory with d's shape, as a walk sees it.
 View dense_view(const tf_tensor_desc &d, float *data) {
@@ -367,35 +367,24 @@ tf_status validate_own(const tf_op_desc &op, tf_error *err) {
     switch (op.op) {
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
-    case TF_OP_CONV2D_GRAD_WEIGHT:
-        return check_conv(op, err);
+    case TF_OP_CONV2D_GRAD_WEIGHT: return check_conv(op, err);
     case TF_OP_MAX_POOL2D:
     case TF_OP_MAX_POOL2D_BACKWARD:
     case TF_OP_AVG_POOL2D:
-    case TF_OP_AVG_POOL2D_BACKWARD:
-        return check_pool(op, err);
+    case TF_OP_AVG_POOL2D_BACKWARD: return check_pool(op, err);
     case TF_OP_SOFTMAX:
-    case TF_OP_LOG_SOFTMAX:
-        return check_softmax(op, err);
+    case TF_OP_LOG_SOFTMAX: return check_softmax(op, err);
     case TF_OP_LAYER_NORM:
-    case TF_OP_RMS_NORM:
-        return check_norm(op, err);
-    case TF_OP_ROPE:
-        return check_rope(op, err);
-    case TF_OP_ATTENTION:
-        return check_attention(op, err);
+    case TF_OP_RMS_NORM: return check_norm(op, err);
+    case TF_OP_ROPE: return check_rope(op, err);
+    case TF_OP_ATTENTION: return check_attention(op, err);
     case TF_OP_EMBEDDING:
-    case TF_OP_EMBEDDING_BACKWARD:
-        return check_embedding(op, err);
-    case TF_OP_CROSS_ENTROPY:
-        return check_cross_entropy(op, err);
-    case TF_OP_ONE_HOT:
-        return check_one_hot(op, err);
+    case TF_OP_EMBEDDING_BACKWARD: return check_embedding(op, err);
+    case TF_OP_CROSS_ENTROPY: return check_cross_entropy(op, err);
+    case TF_OP_ONE_HOT: return check_one_hot(op, err);
     case TF_OP_ADAMW_STEP:
-    case TF_OP_SGD_STEP:
-        return check_optim(op, err);
-    default:
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", op_name(op.op));
+    case TF_OP_SGD_STEP: return check_optim(op, err);
+    default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", op_name(op.op));
     }
 }
 

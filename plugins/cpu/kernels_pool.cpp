@@ -28,8 +28,18 @@ struct PoolGeometry {
 };
 
 PoolGeometry geometry(const tf_tensor_desc &x, const tf_tensor_desc &y, const tf_params_pool2d &p) {
-    return {x.shape[0] * x.shape[1], x.shape[2], x.shape[3], y.shape[2], y.shape[3], p.kernel[0], p.kernel[1],
-            p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.count_include_pad != 0};
+    return {x.shape[0] * x.shape[1],
+            x.shape[2],
+            x.shape[3],
+            y.shape[2],
+            y.shape[3],
+            p.kernel[0],
+            p.kernel[1],
+            p.stride[0],
+            p.stride[1],
+            p.padding[0],
+            p.padding[1],
+            p.count_include_pad != 0};
 }
 
 // The part of a window that lies inside the input: rows [y0, y1), columns [x0, x1).
@@ -67,7 +77,8 @@ void row_argmax(const PoolGeometry &g, const float *plane, int64_t oy, float *be
                 // over a number.
                 const int64_t take = -static_cast<int64_t>((best_at[ox] < 0) | (v > b) | ((v != v) & (b == b)));
                 const auto bits = static_cast<uint32_t>(take);
-                best[ox] = std::bit_cast<float>((std::bit_cast<uint32_t>(v) & bits) | (std::bit_cast<uint32_t>(b) & ~bits));
+                best[ox] =
+                    std::bit_cast<float>((std::bit_cast<uint32_t>(v) & bits) | (std::bit_cast<uint32_t>(b) & ~bits));
                 best_at[ox] = ((row_at + ix) & take) | (best_at[ox] & ~take);
             }
         }
@@ -173,8 +184,7 @@ TF_AVX2 inline void store_8(float *lane0, float *lane1, __m256 v) {
 
 // windows_backward_4 of (a, c, dy, dx_a, dx_c) in lane 0 and of the next output row's in lane 1.
 TF_AVX2 inline void windows_backward_8(const float *a, const float *c, const float *dy, float *dx_a, float *dx_c,
-                                       const float *a2, const float *c2, const float *dy2, float *dx_a2,
-                                       float *dx_c2) {
+                                       const float *a2, const float *c2, const float *dy2, float *dx_a2, float *dx_c2) {
     __m256 a0, a1, c0, c1;
     split_pairs_8(a, a2, a0, a1);
     split_pairs_8(c, c2, c0, c1);
@@ -266,8 +276,7 @@ TF_AVX2 void rows_pair_backward_avx2(const PoolGeometry &g, const float *plane, 
     float *da = dx + r0, *dc = da + g.w, *da2 = dc + g.w, *dc2 = da2 + g.w;
     for (int64_t ox = 0; ox < g.ow; ox += 4) {
         const int64_t at = std::min(ox, g.ow - 4), x = 2 * at;
-        windows_backward_8(a + x, c + x, grad + at, da + x, dc + x, a2 + x, c2 + x, grad + g.ow + at, da2 + x,
-                           dc2 + x);
+        windows_backward_8(a + x, c + x, grad + at, da + x, dc + x, a2 + x, c2 + x, grad + g.ow + at, da2 + x, dc2 + x);
     }
     for (float *row : {da, dc, da2, dc2}) std::fill(row + 2 * g.ow, row + g.w, 0.0f);
 }

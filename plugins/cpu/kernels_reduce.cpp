@@ -131,9 +131,12 @@ bool as_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axe
     for (int i = 0; i < in.rank; ++i) {
         if (in.shape[i] == 1) continue;
         const bool reduced = axes_mask >> i & 1;
-        if (group == 0 && !reduced) group = 1;
-        else if (group == 1 && reduced) group = 2;
-        else if (group == 2 && !reduced) return false;
+        if (group == 0 && !reduced)
+            group = 1;
+        else if (group == 1 && reduced)
+            group = 2;
+        else if (group == 2 && !reduced)
+            return false;
         (group == 0 ? s.a : group == 1 ? s.c : s.b) *= in.shape[i];
     }
     if (s.c == 1) s = {1, 1, s.a * s.b};  // one contiguous run
@@ -174,8 +177,7 @@ TF_CPU_ISA_DISPATCH(chunk_sums, (const float *x, int64_t n, int64_t first, int64
             acc[c - lo] += total;
         }
 }
-TF_CPU_ISA_DISPATCH(block_sums, (const float *x, Blocks s, int64_t lo, int64_t hi, double *acc),
-                    (x, s, lo, hi, acc))
+TF_CPU_ISA_DISPATCH(block_sums, (const float *x, Blocks s, int64_t lo, int64_t hi, double *acc), (x, s, lo, hi, acc))
 
 // out[c] = (sum of run c) / divisor, rounded once to f32.
 void sum_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, Blocks s, double divisor) {
@@ -325,7 +327,8 @@ tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t
 
 tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double correction,
                   tf_error *err) {
-    const bool known = with_float_dtype(out.dtype, [&](auto tag) { var<decltype(tag)>(in, out, axes_mask, correction); });
+    const bool known =
+        with_float_dtype(out.dtype, [&](auto tag) { var<decltype(tag)>(in, out, axes_mask, correction); });
     if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "var: dtype %s not supported", dtype_name(out.dtype));
     return TF_STATUS_OK;
 }
@@ -335,10 +338,13 @@ tf_status run_extreme(uint32_t op, const tf_tensor_desc &in, const tf_tensor_des
     if (op != TF_OP_MAX && op != TF_OP_MIN) return fail(err, TF_STATUS_UNSUPPORTED, "%s: not max or min", op_name(op));
     const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
         using T = decltype(tag);
-        if (op == TF_OP_MAX) extreme<T, true>(in, out, axes_mask);
-        else extreme<T, false>(in, out, axes_mask);
+        if (op == TF_OP_MAX)
+            extreme<T, true>(in, out, axes_mask);
+        else
+            extreme<T, false>(in, out, axes_mask);
     });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
+    if (!known)
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
     return TF_STATUS_OK;
 }
 
@@ -350,10 +356,13 @@ tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &o
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is out of range or empty", op_name(op), axis);
     const bool known = with_numeric_dtype(in.dtype, [&](auto tag) {
         using T = decltype(tag);
-        if (op == TF_OP_ARGMAX) arg<T, true>(in, out, axis);
-        else arg<T, false>(in, out, axis);
+        if (op == TF_OP_ARGMAX)
+            arg<T, true>(in, out, axis);
+        else
+            arg<T, false>(in, out, axis);
     });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(in.dtype));
+    if (!known)
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(in.dtype));
     return TF_STATUS_OK;
 }
 

@@ -79,11 +79,11 @@ tf_status run_softmax(const tf_op_desc &op, tf_error *) {
         if (log) {
             for (int64_t l = 0; l < len; ++l)
                 for (int64_t i = 0; i < inner; ++i)
-                    ys[l * inner + i] = static_cast<float>(static_cast<double>(xs[l * inner + i] - max[i]) - std::log(sum[i]));
+                    ys[l * inner + i] =
+                        static_cast<float>(static_cast<double>(xs[l * inner + i] - max[i]) - std::log(sum[i]));
         } else {
             for (int64_t l = 0; l < len; ++l)
-                for (int64_t i = 0; i < inner; ++i)
-                    ys[l * inner + i] = static_cast<float>(ys[l * inner + i] / sum[i]);
+                for (int64_t i = 0; i < inner; ++i) ys[l * inner + i] = static_cast<float>(ys[l * inner + i] / sum[i]);
         }
     }
     y.finish();

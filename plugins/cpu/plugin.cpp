@@ -58,7 +58,8 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
     switch (rule.kind) {
     case OpKind::UNARY:
     case OpKind::COPY:
-        if (!same_shape(in[0], out)) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input and output shapes differ", name);
+        if (!same_shape(in[0], out))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input and output shapes differ", name);
         break;
     case OpKind::BINARY:
     case OpKind::COMPARE:
@@ -67,7 +68,8 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
         break;
     case OpKind::WHERE:
         if (!same_shape(in[0], out) || !same_shape(in[1], out) || !same_shape(in[2], out))
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: cond, a and b are not broadcast to the output shape", name);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: cond, a and b are not broadcast to the output shape",
+                        name);
         break;
     case OpKind::REDUCE: {
         const uint32_t mask = reduce_axes_mask(*op);
@@ -89,17 +91,18 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
     case OpKind::ARG: {
         const int32_t axis = static_cast<const tf_params_axis *>(op->params)->axis;
         if (axis < 0 || axis >= in[0].rank)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is out of range for rank %d", name, axis, in[0].rank);
-        if (out.rank != in[0].rank)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output rank %d differs from input rank %d", name, out.rank,
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is out of range for rank %d", name, axis,
                         in[0].rank);
+        if (out.rank != in[0].rank)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output rank %d differs from input rank %d", name,
+                        out.rank, in[0].rank);
         for (int i = 0; i < out.rank; ++i)
             if (out.shape[i] != (i == axis ? 1 : in[0].shape[i]))
                 return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output axis %d has size %lld, expected %lld", name, i,
-                            static_cast<long long>(out.shape[i]), static_cast<long long>(i == axis ? 1 : in[0].shape[i]));
+                            static_cast<long long>(out.shape[i]),
+                            static_cast<long long>(i == axis ? 1 : in[0].shape[i]));
         // An empty axis has no first extreme to point at.
-        if (in[0].shape[axis] == 0)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d has size 0", name, axis);
+        if (in[0].shape[axis] == 0) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d has size 0", name, axis);
         break;
     }
     case OpKind::MATMUL: {
@@ -107,20 +110,22 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
         const int r = out.rank;
         bool ok = r >= 2 && a.rank == r && b.rank == r;
         for (int i = 0; ok && i < r - 2; ++i) ok = a.shape[i] == out.shape[i] && b.shape[i] == out.shape[i];
-        ok = ok && a.shape[r - 2] == out.shape[r - 2] && b.shape[r - 1] == out.shape[r - 1] && a.shape[r - 1] == b.shape[r - 2];
-        if (!ok) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes of a, b and out do not form [..., M, K] x [..., K, N] -> [..., M, N]", name);
+        ok = ok && a.shape[r - 2] == out.shape[r - 2] && b.shape[r - 1] == out.shape[r - 1] &&
+             a.shape[r - 1] == b.shape[r - 2];
+        if (!ok)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                        "%s: shapes of a, b and out do not form [..., M, K] x [..., K, N] -> [..., M, N]", name);
         break;
     }
-    case OpKind::FILL:
-        break;
+    case OpKind::FILL: break;
     case OpKind::OWN:
         // The OWN ops: kernels_nn.h checks their shapes, params and dtypes.
         return validate_own(*op, err);
     }
     if (!dtypes_consistent(*op, rule.kind)) {
         const int32_t from = op->n_inputs > 0 ? in[0].dtype : out.dtype;
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: operand dtypes %s -> %s break its kind's rule of shared dtypes", name,
-                    dtype_name(from), dtype_name(out.dtype));
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: operand dtypes %s -> %s break its kind's rule of shared dtypes",
+                    name, dtype_name(from), dtype_name(out.dtype));
     }
     return TF_STATUS_OK;
 }
@@ -189,49 +194,44 @@ int32_t cpu_supports(int32_t device, const tf_op_desc *op) {
 }
 
 tf_status cpu_run(int32_t device, const tf_op_desc *op, tf_error *err) {
-    return guarded(err, [op] { return op ? op_name(op->op) : "run"; }, [&]() -> tf_status {
-        // run() only gets what supports() accepted, but a bad descriptor must never crash.
-        if (tf_status s = validate(device, op, true, err); s != TF_STATUS_OK) return s;
-        const tf_tensor_desc *in = op->inputs;
-        const tf_tensor_desc &out = op->outputs[0];
-        OpRule rule{};
-        find_op_rule(op->op, &rule);
-        // By kind (ops.def): each kind's kernel file switches on the op itself.
-        switch (rule.kind) {
-        case OpKind::BINARY:
-            return run_binary(op->op, in[0], in[1], out, err);
-        case OpKind::COMPARE:
-            return run_compare(op->op, in[0], in[1], out, err);
-        case OpKind::WHERE:
-            return run_where(in[0], in[1], in[2], out, err);
-        case OpKind::UNARY:
-            if (op->op == TF_OP_CLAMP) {
-                const auto &p = params_of<tf_params_clamp>(*op);
-                return run_clamp(in[0], out, p.min, p.max, err);
+    return guarded(
+        err, [op] { return op ? op_name(op->op) : "run"; },
+        [&]() -> tf_status {
+            // run() only gets what supports() accepted, but a bad descriptor must never crash.
+            if (tf_status s = validate(device, op, true, err); s != TF_STATUS_OK) return s;
+            const tf_tensor_desc *in = op->inputs;
+            const tf_tensor_desc &out = op->outputs[0];
+            OpRule rule{};
+            find_op_rule(op->op, &rule);
+            // By kind (ops.def): each kind's kernel file switches on the op itself.
+            switch (rule.kind) {
+            case OpKind::BINARY: return run_binary(op->op, in[0], in[1], out, err);
+            case OpKind::COMPARE: return run_compare(op->op, in[0], in[1], out, err);
+            case OpKind::WHERE: return run_where(in[0], in[1], in[2], out, err);
+            case OpKind::UNARY:
+                if (op->op == TF_OP_CLAMP) {
+                    const auto &p = params_of<tf_params_clamp>(*op);
+                    return run_clamp(in[0], out, p.min, p.max, err);
+                }
+                return run_unary(op->op, in[0], out, err);
+            case OpKind::REDUCE:
+                switch (op->op) {
+                case TF_OP_SUM: return run_sum(in[0], out, reduce_axes_mask(*op), err);
+                case TF_OP_MEAN: return run_mean(in[0], out, reduce_axes_mask(*op), err);
+                case TF_OP_VAR:
+                    return run_var(in[0], out, reduce_axes_mask(*op), params_of<tf_params_var>(*op).correction, err);
+                default: return run_extreme(op->op, in[0], out, reduce_axes_mask(*op), err);  // max, min
+                }
+            case OpKind::ARG: return run_arg(op->op, in[0], out, params_of<tf_params_axis>(*op).axis, err);
+            case OpKind::MATMUL: return run_matmul(in[0], in[1], out, err);
+            case OpKind::COPY:
+                if (op->op == TF_OP_CAST) return run_cast(in[0], out, err);
+                return run_contiguous(in[0], out, err);
+            case OpKind::FILL: return run_fill(out, params_of<tf_params_fill>(*op).value, err);
+            case OpKind::OWN: return run_own(*op, err);
             }
-            return run_unary(op->op, in[0], out, err);
-        case OpKind::REDUCE:
-            switch (op->op) {
-            case TF_OP_SUM: return run_sum(in[0], out, reduce_axes_mask(*op), err);
-            case TF_OP_MEAN: return run_mean(in[0], out, reduce_axes_mask(*op), err);
-            case TF_OP_VAR:
-                return run_var(in[0], out, reduce_axes_mask(*op), params_of<tf_params_var>(*op).correction, err);
-            default: return run_extreme(op->op, in[0], out, reduce_axes_mask(*op), err);  // max, min
-            }
-        case OpKind::ARG:
-            return run_arg(op->op, in[0], out, params_of<tf_params_axis>(*op).axis, err);
-        case OpKind::MATMUL:
-            return run_matmul(in[0], in[1], out, err);
-        case OpKind::COPY:
-            if (op->op == TF_OP_CAST) return run_cast(in[0], out, err);
-            return run_contiguous(in[0], out, err);
-        case OpKind::FILL:
-            return run_fill(out, params_of<tf_params_fill>(*op).value, err);
-        case OpKind::OWN:
-            return run_own(*op, err);
-        }
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", rule.name);
-    });
+            return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", rule.name);
+        });
 }
 
 // ---- Features --------------------------------------------------------------------------------

@@ -184,7 +184,7 @@ private:
     std::atomic<uint64_t> generation_{0};
     bool stop_ = false;
     bool open_ = false;  // the posted job still takes workers (under m_)
-    int joined_ = 0;     // workers inside the posted job's drain() (under m_)
+    int joined_ = 0;  // workers inside the posted job's drain() (under m_)
     TaskFn fn_ = nullptr;
     void *ctx_ = nullptr;
     int64_t tasks_ = 0;
@@ -218,9 +218,9 @@ struct Arena {
 };
 
 std::mutex g_arena_mutex;
-Arena *g_arenas = nullptr;          // every live thread's arena, freed by runtime_shutdown
-size_t g_arena_count = 0;           // arenas in g_arenas (under g_arena_mutex)
-std::atomic<uint64_t> g_epoch{1};   // bumped by runtime_shutdown: stale thread pointers
+Arena *g_arenas = nullptr;  // every live thread's arena, freed by runtime_shutdown
+size_t g_arena_count = 0;  // arenas in g_arenas (under g_arena_mutex)
+std::atomic<uint64_t> g_epoch{1};  // bumped by runtime_shutdown: stale thread pointers
 std::atomic<size_t> g_scratch_limit{0};  // floats; 0: not read yet
 
 void free_arena(Arena *a) {
@@ -255,7 +255,8 @@ thread_local ThreadArena t_arena;
 size_t scratch_limit() {
     size_t v = g_scratch_limit.load(std::memory_order_relaxed);
     if (v == 0) {
-        const int64_t bytes = env_integer("TINYFIN_SCRATCH_BYTES", 0, INT64_MAX / 2, int64_t{64} << 20, "the default, 64 MiB");
+        const int64_t bytes =
+            env_integer("TINYFIN_SCRATCH_BYTES", 0, INT64_MAX / 2, int64_t{64} << 20, "the default, 64 MiB");
         v = std::max<size_t>(1, static_cast<size_t>(bytes) / sizeof(float));
         g_scratch_limit.store(v, std::memory_order_relaxed);
     }
@@ -292,17 +293,17 @@ int isa_level() {
     int index = 0;
     bool bf16_allowed = true;
     switch (tf_env_parse_word(want, k_words, 5, &index)) {
-        case TF_ENV_VALID:
-            l = std::min(l, k_levels[index]);
-            bf16_allowed = index == 4;
-            break;
-        case TF_ENV_INVALID: {
-            char instead[64];
-            std::snprintf(instead, sizeof instead, "%s (the best this CPU has)", isa_name(l));
-            tf_kit::report_bad_setting("TINYFIN_CPU_ISA", want, "generic, sse2, avx2, avx512 or avx512bf16", instead);
-            break;
-        }
-        case TF_ENV_UNSET: break;
+    case TF_ENV_VALID:
+        l = std::min(l, k_levels[index]);
+        bf16_allowed = index == 4;
+        break;
+    case TF_ENV_INVALID: {
+        char instead[64];
+        std::snprintf(instead, sizeof instead, "%s (the best this CPU has)", isa_name(l));
+        tf_kit::report_bad_setting("TINYFIN_CPU_ISA", want, "generic, sse2, avx2, avx512 or avx512bf16", instead);
+        break;
+    }
+    case TF_ENV_UNSET: break;
     }
     g_bf16_dot.store(bf16_allowed && l == 2 && detect_bf16_dot() ? 1 : 0, std::memory_order_relaxed);
     g_isa.store(l, std::memory_order_relaxed);
@@ -318,9 +319,9 @@ int bf16_dot_level() {
 
 const char *isa_name(int level) {
     switch (level) {
-        case 2: return "avx512";
-        case 1: return "avx2";
-        default: return "generic";
+    case 2: return "avx512";
+    case 1: return "avx2";
+    default: return "generic";
     }
 }
 

@@ -48,7 +48,8 @@ void parallel_for(int64_t tasks, TaskFn fn, void *ctx);
 
 template <class F>
 void parallel_for(int64_t tasks, F &&f) {
-    parallel_for(tasks, [](void *ctx, int64_t t) { (*static_cast<F *>(ctx))(t); }, &f);
+    parallel_for(
+        tasks, [](void *ctx, int64_t t) { (*static_cast<F *>(ctx))(t); }, &f);
 }
 
 // The number of tasks worth splitting `work` units into when one task should hold at least

@@ -89,18 +89,21 @@ template <class Term>
 // which calls the one isa_level() allows. The body is compiled once per instruction set, so the
 // same loops vectorize to the widest registers the CPU has.
 #if defined(__x86_64__)
-#define TF_CPU_ISA_DISPATCH(NAME, PARAMS, ARGS)                                         \
-    static void NAME##_generic PARAMS { NAME##_body ARGS; }                             \
-    [[gnu::target("avx2,fma")]] static void NAME##_avx2 PARAMS { NAME##_body ARGS; }    \
-    [[gnu::target("avx512f")]] static void NAME##_avx512 PARAMS { NAME##_body ARGS; }   \
-    static void NAME PARAMS {                                                           \
-        const int level = ::tf_cpu::isa_level();                                        \
-        if (level == 2) NAME##_avx512 ARGS;                                             \
-        else if (level == 1) NAME##_avx2 ARGS;                                          \
-        else NAME##_generic ARGS;                                                       \
+#define TF_CPU_ISA_DISPATCH(NAME, PARAMS, ARGS)                                                                        \
+    static void NAME##_generic PARAMS { NAME##_body ARGS; }                                                            \
+    [[gnu::target("avx2,fma")]] static void NAME##_avx2 PARAMS { NAME##_body ARGS; }                                   \
+    [[gnu::target("avx512f")]] static void NAME##_avx512 PARAMS { NAME##_body ARGS; }                                  \
+    static void NAME PARAMS {                                                                                          \
+        const int level = ::tf_cpu::isa_level();                                                                       \
+        if (level == 2)                                                                                                \
+            NAME##_avx512 ARGS;                                                                                        \
+        else if (level == 1)                                                                                           \
+            NAME##_avx2 ARGS;                                                                                          \
+        else                                                                                                           \
+            NAME##_generic ARGS;                                                                                       \
     }
 #else
-#define TF_CPU_ISA_DISPATCH(NAME, PARAMS, ARGS) \
+#define TF_CPU_ISA_DISPATCH(NAME, PARAMS, ARGS)                                                                        \
     static void NAME PARAMS { NAME##_body ARGS; }
 #endif
 

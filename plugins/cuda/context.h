@@ -157,7 +157,7 @@ struct Device {
     size_t next_slot = 0;
     // Mapped pinned memory the kernels report bad indices into (kernels.h).
     PinnedMemoryPtr data_error_memory;
-    DataError *data_error = nullptr;         // host address
+    DataError *data_error = nullptr;  // host address
     DataError *data_error_device = nullptr;  // the same memory as kernels address it
     // cuDNN descriptors and algorithms per convolution shape (conv.cpp).
     std::map<std::vector<int64_t>, std::unique_ptr<ConvPlan>> conv_plans;

@@ -59,7 +59,8 @@ std::vector<int64_t> plan_key(const tf_op_desc &op, const ConvOperands &t) {
     std::vector<int64_t> key{t.x->dtype};
     for (int i = 0; i < 4; ++i) key.push_back(t.x->shape[i]);
     for (int i = 0; i < 4; ++i) key.push_back(t.w->shape[i]);
-    key.insert(key.end(), {p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups});
+    key.insert(key.end(),
+               {p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups});
     return key;
 }
 
@@ -130,7 +131,8 @@ tf_status dense_input(Device &device, const tf_tensor_desc &t, Scratch &scratch,
     *ptr = address_of(t);
     if (is_contiguous(t)) return TF_STATUS_OK;
     const uint64_t bytes = static_cast<uint64_t>(numel(t)) * dtype_size(t.dtype);
-    if (cudaError_t e = scratch.allocate(device, bytes); e != cudaSuccess) return cuda_fail(err, "conv2d: dense copy", e);
+    if (cudaError_t e = scratch.allocate(device, bytes); e != cudaSuccess)
+        return cuda_fail(err, "conv2d: dense copy", e);
     int64_t dense[4];
     dense[3] = 1;
     for (int i = 2; i >= 0; --i) dense[i] = dense[i + 1] * t.shape[i + 1];
@@ -209,7 +211,8 @@ tf_status conv_run(Device &device, const tf_op_desc &op, tf_error *err) {
             cudnnConvolutionFwdAlgoPerf_t results[CUDNN_CONVOLUTION_FWD_ALGO_COUNT], chosen;
             int count = 0;
             s = api.cudnnGetConvolutionForwardAlgorithm_v7(handle, plan.x.get(), plan.w.get(), plan.conv.get(),
-                                                           plan.y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, results);
+                                                           plan.y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
+                                                           results);
             if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(err, name, "cudnnGetConvolutionForwardAlgorithm_v7", s);
             if (!pick(results, count, wanted, &chosen))
                 return fail(err, TF_STATUS_INTERNAL, "%s: cuDNN has no forward algorithm for this shape", name);
@@ -225,7 +228,8 @@ tf_status conv_run(Device &device, const tf_op_desc &op, tf_error *err) {
             return cuda_fail(err, "conv2d: workspace", e);
         api.cudnnSetConvolutionMathType(plan.conv.get(), plan.forward_math);
         s = api.cudnnConvolutionForward(handle, &alpha, plan.x.get(), a, plan.w.get(), b, plan.conv.get(),
-                                        plan.forward_algo, workspace.get(), plan.forward_workspace, &beta, plan.y.get(), y);
+                                        plan.forward_algo, workspace.get(), plan.forward_workspace, &beta, plan.y.get(),
+                                        y);
         if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(err, name, "cudnnConvolutionForward", s);
         break;
     }
@@ -245,14 +249,16 @@ tf_status conv_run(Device &device, const tf_op_desc &op, tf_error *err) {
             api.cudnnSetConvolutionMathType(plan.conv.get(), chosen.mathType);
             s = api.cudnnGetConvolutionBackwardDataWorkspaceSize(handle, plan.w.get(), plan.y.get(), plan.conv.get(),
                                                                  plan.x.get(), chosen.algo, &plan.data_workspace);
-            if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(err, name, "cudnnGetConvolutionBackwardDataWorkspaceSize", s);
+            if (s != CUDNN_STATUS_SUCCESS)
+                return dnn_fail(err, name, "cudnnGetConvolutionBackwardDataWorkspaceSize", s);
             plan.data_ready = true;
         }
         if (cudaError_t e = workspace.allocate(device, plan.data_workspace); e != cudaSuccess)
             return cuda_fail(err, "conv2d_grad_input: workspace", e);
         api.cudnnSetConvolutionMathType(plan.conv.get(), plan.data_math);
         s = api.cudnnConvolutionBackwardData(handle, &alpha, plan.w.get(), b, plan.y.get(), a, plan.conv.get(),
-                                             plan.data_algo, workspace.get(), plan.data_workspace, &beta, plan.x.get(), y);
+                                             plan.data_algo, workspace.get(), plan.data_workspace, &beta, plan.x.get(),
+                                             y);
         if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(err, name, "cudnnConvolutionBackwardData", s);
         break;
     }

@@ -114,8 +114,7 @@ tf_status take_data_error(Device &device, tf_error *err) noexcept {
     return fail(err, TF_STATUS_INVALID_ARGUMENT,
                 "%s on cuda:%d: index %lld is outside [0, %lld) (found by the kernel; reported at the next "
                 "synchronisation)",
-                op_name(seen.op), device.index, static_cast<long long>(seen.value),
-                static_cast<long long>(seen.bound));
+                op_name(seen.op), device.index, static_cast<long long>(seen.value), static_cast<long long>(seen.bound));
 }
 
 Device::~Device() {
@@ -240,9 +239,9 @@ void list_features(tf_feature_fn emit, void *user) {
     emit(user, "cuda.runtime", (cuda_version_text(runtime) + " (static)").c_str());
     emit(user, "cuda.driver", cuda_version_text(driver).c_str());
     const size_t cudnn = context->libs.cudnn.cudnnGetVersion();
-    emit(user, "cudnn", (std::to_string(cudnn / 10000) + "." + std::to_string(cudnn % 10000 / 100) + "." +
-                         std::to_string(cudnn % 100))
-                            .c_str());
+    emit(user, "cudnn",
+         (std::to_string(cudnn / 10000) + "." + std::to_string(cudnn % 10000 / 100) + "." + std::to_string(cudnn % 100))
+             .c_str());
     emit(user, "kernels", built_archs);
     emit(user, "tf32", context->allow_tf32 ? "on (TINYFIN_CUDA_TF32=1)" : "off");
     for (const auto &device : context->devices) {
@@ -262,8 +261,10 @@ void list_features(tf_feature_fn emit, void *user) {
         if (cudaDeviceGetPCIBusId(bus, sizeof bus, device->index) == cudaSuccess)
             emit(user, (prefix + "pci_bus_id").c_str(), bus);
         emit(user, (prefix + "multiprocessors").c_str(), std::to_string(device->prop.multiProcessorCount).c_str());
-        emit(user, (prefix + "allocator_cached_bytes").c_str(), std::to_string(device->allocator.cached_bytes()).c_str());
-        emit(user, (prefix + "allocator_cuda_mallocs").c_str(), std::to_string(device->allocator.cuda_mallocs()).c_str());
+        emit(user, (prefix + "allocator_cached_bytes").c_str(),
+             std::to_string(device->allocator.cached_bytes()).c_str());
+        emit(user, (prefix + "allocator_cuda_mallocs").c_str(),
+             std::to_string(device->allocator.cuda_mallocs()).c_str());
     }
 }
 

@@ -43,11 +43,24 @@ __device__ __forceinline__ int64_t global_stride() { return static_cast<int64_t>
 // ---- dtypes -------------------------------------------------------------------------------------
 
 // Unsigned integers of each element size: raw copies (contiguous, where, fill) move bits only.
-template <int Size> struct BitsOf;
-template <> struct BitsOf<1> { using type = uint8_t; };
-template <> struct BitsOf<2> { using type = uint16_t; };
-template <> struct BitsOf<4> { using type = uint32_t; };
-template <> struct BitsOf<8> { using type = uint64_t; };
+template <int Size>
+struct BitsOf;
+template <>
+struct BitsOf<1> {
+    using type = uint8_t;
+};
+template <>
+struct BitsOf<2> {
+    using type = uint16_t;
+};
+template <>
+struct BitsOf<4> {
+    using type = uint32_t;
+};
+template <>
+struct BitsOf<8> {
+    using type = uint64_t;
+};
 
 // Calls fn(T{}) with T the storage type of dtype; returns false for dtypes outside the set.
 template <class Fn>
@@ -103,13 +116,22 @@ inline cudaError_t bad_dtype() { return cudaErrorInvalidValue; }
 // ---- block reductions ----------------------------------------------------------------------------
 
 struct Add {
-    template <class V> __device__ V operator()(V a, V b) const { return a + b; }
+    template <class V>
+    __device__ V operator()(V a, V b) const {
+        return a + b;
+    }
 };
 struct Max {
-    template <class V> __device__ V operator()(V a, V b) const { return maximum_of(a, b); }
+    template <class V>
+    __device__ V operator()(V a, V b) const {
+        return maximum_of(a, b);
+    }
 };
 struct Min {
-    template <class V> __device__ V operator()(V a, V b) const { return minimum_of(a, b); }
+    template <class V>
+    __device__ V operator()(V a, V b) const {
+        return minimum_of(a, b);
+    }
 };
 
 // A value and where it was found: the argmax / argmin reduction's element.

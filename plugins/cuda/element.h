@@ -35,33 +35,40 @@ struct Boolean {
 };
 
 // Storage type -> compute type (float for the 16-bit floats), with load and store.
-template <class T> struct Num;
-template <> struct Num<float> {
+template <class T>
+struct Num;
+template <>
+struct Num<float> {
     using Compute = float;
     TF_CUDA_HD static float load(float v) { return v; }
     TF_CUDA_HD static float store(float v) { return v; }
 };
-template <> struct Num<__half> {
+template <>
+struct Num<__half> {
     using Compute = float;
     TF_CUDA_HD static float load(__half v) { return __half2float(v); }
     TF_CUDA_HD static __half store(float v) { return __float2half_rn(v); }
 };
-template <> struct Num<__nv_bfloat16> {
+template <>
+struct Num<__nv_bfloat16> {
     using Compute = float;
     TF_CUDA_HD static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
     TF_CUDA_HD static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
 };
-template <> struct Num<int32_t> {
+template <>
+struct Num<int32_t> {
     using Compute = int32_t;
     TF_CUDA_HD static int32_t load(int32_t v) { return v; }
     TF_CUDA_HD static int32_t store(int32_t v) { return v; }
 };
-template <> struct Num<int64_t> {
+template <>
+struct Num<int64_t> {
     using Compute = int64_t;
     TF_CUDA_HD static int64_t load(int64_t v) { return v; }
     TF_CUDA_HD static int64_t store(int64_t v) { return v; }
 };
-template <> struct Num<Boolean> {
+template <>
+struct Num<Boolean> {
     using Compute = int32_t;
     TF_CUDA_HD static int32_t load(Boolean v) { return v.value != 0; }
     TF_CUDA_HD static Boolean store(int32_t v) { return Boolean{static_cast<uint8_t>(v != 0)}; }

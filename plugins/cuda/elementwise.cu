@@ -141,8 +141,7 @@ cudaError_t launch_fill(cudaStream_t stream, int32_t dtype, const Strided<1> &g,
     if (g.count == 0) return cudaSuccess;
     const bool known = with_bits(dtype, [&](auto u) {
         using U = decltype(u);
-        fill_kernel<U><<<blocks_for(g.count), block_size, 0, stream>>>(g, static_cast<U *>(out),
-                                                                      static_cast<U>(bits));
+        fill_kernel<U><<<blocks_for(g.count), block_size, 0, stream>>>(g, static_cast<U *>(out), static_cast<U>(bits));
     });
     return known ? cudaGetLastError() : bad_dtype();
 }
@@ -154,14 +153,15 @@ cudaError_t launch_copy(cudaStream_t stream, int32_t out_dtype, int32_t in_dtype
     if (out_dtype == in_dtype) {
         known = with_bits(in_dtype, [&](auto u) {
             using U = decltype(u);
-            copy_kernel<U><<<blocks_for(g.count), block_size, 0, stream>>>(g, static_cast<U *>(out),
-                                                                          static_cast<const U *>(in));
+            copy_kernel<U>
+                <<<blocks_for(g.count), block_size, 0, stream>>>(g, static_cast<U *>(out), static_cast<const U *>(in));
         });
     } else {
         known = with_any(in_dtype, [&](auto t) {
             using T = decltype(t);
             cast_kernel<T><<<blocks_for(g.count), block_size, 0, stream>>>(
-                g, out_dtype, static_cast<int32_t>(tf_kit::dtype_size(out_dtype)), static_cast<char *>(out), static_cast<const T *>(in));
+                g, out_dtype, static_cast<int32_t>(tf_kit::dtype_size(out_dtype)), static_cast<char *>(out),
+                static_cast<const T *>(in));
         });
     }
     return known ? cudaGetLastError() : bad_dtype();

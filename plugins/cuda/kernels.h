@@ -19,8 +19,8 @@ namespace tf_cuda {
 // memory, one per device; the first kernel to find a problem fills it, the host reads it after
 // the stream has drained (synchronize, buffer_read) and reports it as the op's error.
 struct DataError {
-    int32_t code;   // 0: none; 1: an index outside [0, bound)
-    uint32_t op;    // tf_op of the kernel that found it
+    int32_t code;  // 0: none; 1: an index outside [0, bound)
+    uint32_t op;  // tf_op of the kernel that found it
     int64_t value;  // the bad index
     int64_t bound;  // the exclusive upper bound it broke
 };
@@ -61,8 +61,7 @@ cudaError_t launch_copy(cudaStream_t stream, int32_t out_dtype, int32_t in_dtype
 cudaError_t launch_reduce(cudaStream_t stream, uint32_t op, int32_t dtype, const RowGeom<2> &g, void *out,
                           const void *in, double correction);
 // argmax, argmin: g = {out (i64), in}, the one axis as the column.
-cudaError_t launch_arg(cudaStream_t stream, uint32_t op, int32_t dtype, const RowGeom<2> &g, void *out,
-                       const void *in);
+cudaError_t launch_arg(cudaStream_t stream, uint32_t op, int32_t dtype, const RowGeom<2> &g, void *out, const void *in);
 // softmax (log = false) and log_softmax: g = {out, in}, the axis as the column.
 cudaError_t launch_softmax(cudaStream_t stream, bool log, int32_t dtype, const RowGeom<2> &g, void *out,
                            const void *in);
@@ -81,9 +80,8 @@ struct CrossEntropyArgs {
     int32_t reduction;
 };
 // scratch: device memory for 2 * n doubles (unused for NONE).
-cudaError_t launch_cross_entropy(cudaStream_t stream, int32_t dtype, int32_t label_dtype,
-                                 const CrossEntropyArgs &args, void *out, const void *logits,
-                                 const void *labels, double *scratch, DataError *error);
+cudaError_t launch_cross_entropy(cudaStream_t stream, int32_t dtype, int32_t label_dtype, const CrossEntropyArgs &args,
+                                 void *out, const void *logits, const void *labels, double *scratch, DataError *error);
 
 // ---- nn.cu -------------------------------------------------------------------------------------
 
@@ -92,13 +90,13 @@ struct PoolArgs {
     int64_t n, c, h, w, oh, ow;
     int64_t x_strides[4];  // x (forward, max backward) or dx (avg backward's output)
     int64_t y_strides[4];  // y (forward) or dy (backward)
-    int64_t dx_strides[4]; // backward output
+    int64_t dx_strides[4];  // backward output
     int32_t kernel[2], stride[2], padding[2];
     int32_t count_include_pad;
 };
 cudaError_t launch_max_pool(cudaStream_t stream, int32_t dtype, const PoolArgs &args, void *y, const void *x);
-cudaError_t launch_max_pool_backward(cudaStream_t stream, int32_t dtype, const PoolArgs &args, void *dx,
-                                     const void *dy, const void *x);
+cudaError_t launch_max_pool_backward(cudaStream_t stream, int32_t dtype, const PoolArgs &args, void *dx, const void *dy,
+                                     const void *x);
 cudaError_t launch_avg_pool(cudaStream_t stream, int32_t dtype, const PoolArgs &args, void *y, const void *x);
 cudaError_t launch_avg_pool_backward(cudaStream_t stream, int32_t dtype, const PoolArgs &args, void *dx,
                                      const void *dy);

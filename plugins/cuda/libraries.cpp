@@ -47,14 +47,14 @@ bool load_libraries(Libraries &libs, char *message, size_t size) {
     if (!loaded.cublas_handle) return false;
     loaded.cudnn_handle = open_library("cuDNN", cudnn_soname, message, size);
     if (!loaded.cudnn_handle) return false;
-#define TF_CUDA_RESOLVE(name)                                                                               \
-    if (!resolve(loaded.cublas_handle.get(), "cuBLAS", cublas_soname, #name, &loaded.cublas.name, message, size)) \
+#define TF_CUDA_RESOLVE(name)                                                                                          \
+    if (!resolve(loaded.cublas_handle.get(), "cuBLAS", cublas_soname, #name, &loaded.cublas.name, message, size))      \
         return false;
     TF_CUDA_CUBLAS_FUNCTIONS(TF_CUDA_RESOLVE)
     TF_CUDA_RESOLVE(cublasGemmStridedBatchedEx)
 #undef TF_CUDA_RESOLVE
-#define TF_CUDA_RESOLVE(name)                                                                               \
-    if (!resolve(loaded.cudnn_handle.get(), "cuDNN", cudnn_soname, #name, &loaded.cudnn.name, message, size))   \
+#define TF_CUDA_RESOLVE(name)                                                                                          \
+    if (!resolve(loaded.cudnn_handle.get(), "cuDNN", cudnn_soname, #name, &loaded.cudnn.name, message, size))          \
         return false;
     TF_CUDA_CUDNN_FUNCTIONS(TF_CUDA_RESOLVE)
 #undef TF_CUDA_RESOLVE

@@ -23,40 +23,40 @@ using LibraryPtr = std::unique_ptr<void, DlClose>;
 
 // Each member is the library function of the same name (cublas_v2.h maps cublasCreate to
 // cublasCreate_v2 and so on), resolved by load_libraries.
-#define TF_CUDA_CUBLAS_FUNCTIONS(X)                                                                  \
-    X(cublasCreate_v2)                                                                               \
-    X(cublasDestroy_v2)                                                                              \
-    X(cublasSetStream_v2)                                                                            \
-    X(cublasSetMathMode)                                                                             \
-    X(cublasGetVersion_v2)                                                                           \
-    X(cublasGetStatusName)                                                                           \
+#define TF_CUDA_CUBLAS_FUNCTIONS(X)                                                                                    \
+    X(cublasCreate_v2)                                                                                                 \
+    X(cublasDestroy_v2)                                                                                                \
+    X(cublasSetStream_v2)                                                                                              \
+    X(cublasSetMathMode)                                                                                               \
+    X(cublasGetVersion_v2)                                                                                             \
+    X(cublasGetStatusName)                                                                                             \
     X(cublasSgemmStridedBatched)
 
-#define TF_CUDA_CUDNN_FUNCTIONS(X)                                                                   \
-    X(cudnnGetVersion)                                                                               \
-    X(cudnnGetErrorString)                                                                           \
-    X(cudnnCreate)                                                                                   \
-    X(cudnnDestroy)                                                                                  \
-    X(cudnnSetStream)                                                                                \
-    X(cudnnCreateTensorDescriptor)                                                                   \
-    X(cudnnDestroyTensorDescriptor)                                                                  \
-    X(cudnnSetTensor4dDescriptorEx)                                                                  \
-    X(cudnnCreateFilterDescriptor)                                                                   \
-    X(cudnnDestroyFilterDescriptor)                                                                  \
-    X(cudnnSetFilter4dDescriptor)                                                                    \
-    X(cudnnCreateConvolutionDescriptor)                                                              \
-    X(cudnnDestroyConvolutionDescriptor)                                                             \
-    X(cudnnSetConvolution2dDescriptor)                                                               \
-    X(cudnnSetConvolutionGroupCount)                                                                 \
-    X(cudnnSetConvolutionMathType)                                                                   \
-    X(cudnnGetConvolutionForwardAlgorithm_v7)                                                        \
-    X(cudnnGetConvolutionForwardWorkspaceSize)                                                       \
-    X(cudnnConvolutionForward)                                                                       \
-    X(cudnnGetConvolutionBackwardDataAlgorithm_v7)                                                   \
-    X(cudnnGetConvolutionBackwardDataWorkspaceSize)                                                  \
-    X(cudnnConvolutionBackwardData)                                                                  \
-    X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                                                 \
-    X(cudnnGetConvolutionBackwardFilterWorkspaceSize)                                                \
+#define TF_CUDA_CUDNN_FUNCTIONS(X)                                                                                     \
+    X(cudnnGetVersion)                                                                                                 \
+    X(cudnnGetErrorString)                                                                                             \
+    X(cudnnCreate)                                                                                                     \
+    X(cudnnDestroy)                                                                                                    \
+    X(cudnnSetStream)                                                                                                  \
+    X(cudnnCreateTensorDescriptor)                                                                                     \
+    X(cudnnDestroyTensorDescriptor)                                                                                    \
+    X(cudnnSetTensor4dDescriptorEx)                                                                                    \
+    X(cudnnCreateFilterDescriptor)                                                                                     \
+    X(cudnnDestroyFilterDescriptor)                                                                                    \
+    X(cudnnSetFilter4dDescriptor)                                                                                      \
+    X(cudnnCreateConvolutionDescriptor)                                                                                \
+    X(cudnnDestroyConvolutionDescriptor)                                                                               \
+    X(cudnnSetConvolution2dDescriptor)                                                                                 \
+    X(cudnnSetConvolutionGroupCount)                                                                                   \
+    X(cudnnSetConvolutionMathType)                                                                                     \
+    X(cudnnGetConvolutionForwardAlgorithm_v7)                                                                          \
+    X(cudnnGetConvolutionForwardWorkspaceSize)                                                                         \
+    X(cudnnConvolutionForward)                                                                                         \
+    X(cudnnGetConvolutionBackwardDataAlgorithm_v7)                                                                     \
+    X(cudnnGetConvolutionBackwardDataWorkspaceSize)                                                                    \
+    X(cudnnConvolutionBackwardData)                                                                                    \
+    X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                                                                   \
+    X(cudnnGetConvolutionBackwardFilterWorkspaceSize)                                                                  \
     X(cudnnConvolutionBackwardFilter)
 
 struct Cublas {

@@ -53,10 +53,9 @@ tf_status matmul_run(Device &device, const tf_op_desc &op, tf_error *err) {
                                                    static_cast<float *>(pc), c.ldc, c.stride_c, c.batch);
         } else {
             const cudaDataType_t type = cuda_type(out.dtype);
-            status = api.cublasGemmStridedBatchedEx(device.blas.get(), ta, tb, c.m, c.n, c.k, &alpha, pa, type,
-                                                    c.lda, c.stride_a, pb, type, c.ldb, c.stride_b, &beta, pc, type,
-                                                    c.ldc, c.stride_c, c.batch, CUBLAS_COMPUTE_32F,
-                                                    CUBLAS_GEMM_DEFAULT);
+            status = api.cublasGemmStridedBatchedEx(device.blas.get(), ta, tb, c.m, c.n, c.k, &alpha, pa, type, c.lda,
+                                                    c.stride_a, pb, type, c.ldb, c.stride_b, &beta, pc, type, c.ldc,
+                                                    c.stride_c, c.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         }
     }
     if (status != CUBLAS_STATUS_SUCCESS) {

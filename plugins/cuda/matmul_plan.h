@@ -14,7 +14,7 @@ namespace tf_cuda {
 // neighbour) become an outer loop of such calls: outer_count of them, each with the operands moved
 // by outer_offsets().
 struct GemmCall {
-    bool swapped;           // A is the descriptor's b, B its a
+    bool swapped;  // A is the descriptor's b, B its a
     bool trans_a, trans_b;  // CUBLAS_OP_T on A, B
     int m, n, k;
     int lda, ldb, ldc;

@@ -13,8 +13,8 @@ namespace tf_cuda {
 namespace {
 
 constexpr uint64_t small_limit = uint64_t{1} << 20;  // 1 MiB: power-of-two classes up to here
-constexpr uint64_t large_step = uint64_t{2} << 20;   // 2 MiB: multiples above
-constexpr uint64_t max_buffer = uint64_t{1} << 48;   // larger requests cannot be real
+constexpr uint64_t large_step = uint64_t{2} << 20;  // 2 MiB: multiples above
+constexpr uint64_t max_buffer = uint64_t{1} << 48;  // larger requests cannot be real
 constexpr size_t staging_slots = 4;
 constexpr uint64_t staging_bytes = uint64_t{4} << 20;  // per slot
 
@@ -125,7 +125,8 @@ tf_status buffer_alloc(int32_t index, uint64_t size, tf_buffer **out, tf_error *
                         static_cast<unsigned long long>(size), index);
         auto buffer = std::make_unique<tf_buffer>(tf_buffer{device, nullptr, size});
         std::lock_guard lock(device->mutex);
-        if (cudaError_t e = make_current(*device); e != cudaSuccess) return cuda_fail(err, "buffer_alloc: cudaSetDevice", e);
+        if (cudaError_t e = make_current(*device); e != cudaSuccess)
+            return cuda_fail(err, "buffer_alloc: cudaSetDevice", e);
         if (cudaError_t e = device->allocator.allocate(size, &buffer->ptr); e != cudaSuccess) {
             char what[TF_TEXT_SIZE];
             std::snprintf(what, sizeof what, "buffer_alloc: %llu bytes on cuda:%d (%llu in use, %llu cached)",
@@ -169,8 +170,8 @@ tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint
         if (cudaError_t e = cudaEventSynchronize(slot.done.get()); e != cudaSuccess)
             return cuda_fail(err, "buffer_write: waiting for a staging buffer", e);
         std::memcpy(slot.host.get(), from + done, n);
-        if (cudaError_t e = cudaMemcpyAsync(bytes_of(buffer, offset + done), slot.host.get(), n,
-                                            cudaMemcpyHostToDevice, device.stream.get());
+        if (cudaError_t e = cudaMemcpyAsync(bytes_of(buffer, offset + done), slot.host.get(), n, cudaMemcpyHostToDevice,
+                                            device.stream.get());
             e != cudaSuccess)
             return cuda_fail(err, "buffer_write: cudaMemcpyAsync", e);
         if (cudaError_t e = cudaEventRecord(slot.done.get(), device.stream.get()); e != cudaSuccess)
@@ -194,8 +195,8 @@ tf_status buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t si
     auto chunk_size = [&](uint64_t k) { return std::min(size - k * staging_bytes, staging_bytes); };
     auto enqueue = [&](uint64_t k) -> cudaError_t {
         StagingSlot &slot = device.staging[k % slots];
-        if (cudaError_t e = cudaMemcpyAsync(slot.host.get(), bytes_of(buffer, offset + k * staging_bytes), chunk_size(k),
-                                            cudaMemcpyDeviceToHost, device.stream.get());
+        if (cudaError_t e = cudaMemcpyAsync(slot.host.get(), bytes_of(buffer, offset + k * staging_bytes),
+                                            chunk_size(k), cudaMemcpyDeviceToHost, device.stream.get());
             e != cudaSuccess)
             return e;
         return cudaEventRecord(slot.done.get(), device.stream.get());
@@ -212,7 +213,8 @@ tf_status buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t si
             if (tf_status s = take_data_error(device, err); s != TF_STATUS_OK) return s;
         std::memcpy(to + k * staging_bytes, slot.host.get(), chunk_size(k));
         if (k + slots < chunks)
-            if (cudaError_t e = enqueue(k + slots); e != cudaSuccess) return cuda_fail(err, "buffer_read: cudaMemcpyAsync", e);
+            if (cudaError_t e = enqueue(k + slots); e != cudaSuccess)
+                return cuda_fail(err, "buffer_read: cudaMemcpyAsync", e);
     }
     return TF_STATUS_OK;
 }

@@ -14,7 +14,9 @@ namespace {
 
 enum class PoolPass { max, max_backward, avg, avg_backward };
 
-__host__ __device__ constexpr bool is_backward(PoolPass pass) { return pass == PoolPass::max_backward || pass == PoolPass::avg_backward; }
+__host__ __device__ constexpr bool is_backward(PoolPass pass) {
+    return pass == PoolPass::max_backward || pass == PoolPass::avg_backward;
+}
 
 // One thread per element of the tensor written: y (n, c, oh, ow) forward, dx (n, c, h, w)
 // backward. in is x forward and dy backward; x is read by max_backward only.
@@ -27,10 +29,14 @@ __global__ void pool_kernel(PoolArgs a, T *out, const T *in, const T *x) {
         int64_t at[4];
         split4(i, rows, cols, a.c, at);
         float value;
-        if constexpr (P == PoolPass::max) value = max_pool_at(a, in, at[0], at[1], at[2], at[3]);
-        else if constexpr (P == PoolPass::max_backward) value = max_pool_grad_at(a, in, x, at[0], at[1], at[2], at[3]);
-        else if constexpr (P == PoolPass::avg) value = avg_pool_at(a, in, at[0], at[1], at[2], at[3]);
-        else value = avg_pool_grad_at(a, in, at[0], at[1], at[2], at[3]);
+        if constexpr (P == PoolPass::max)
+            value = max_pool_at(a, in, at[0], at[1], at[2], at[3]);
+        else if constexpr (P == PoolPass::max_backward)
+            value = max_pool_grad_at(a, in, x, at[0], at[1], at[2], at[3]);
+        else if constexpr (P == PoolPass::avg)
+            value = avg_pool_at(a, in, at[0], at[1], at[2], at[3]);
+        else
+            value = avg_pool_grad_at(a, in, at[0], at[1], at[2], at[3]);
         out[offset4(backward ? a.dx_strides : a.y_strides, at[0], at[1], at[2], at[3])] = Num<T>::store(value);
     }
 }
@@ -136,7 +142,8 @@ __global__ void attention_kernel(Strided<5> lead, AttentionArgs a, T *out, const
             if (!a.causal || j <= i + (a.tk - a.tq)) {
                 const T *kj = k + base[2] + j * a.k_stride_t;
                 float dot = 0.f;
-                for (int64_t c = 0; c < a.d; ++c) dot += Num<T>::load(qi[c * a.q_stride_d]) * Num<T>::load(kj[c * a.k_stride_d]);
+                for (int64_t c = 0; c < a.d; ++c)
+                    dot += Num<T>::load(qi[c * a.q_stride_d]) * Num<T>::load(kj[c * a.k_stride_d]);
                 s = dot * a.scale;
                 if (mask) s += Num<T>::load(mask[base[4] + i * a.mask_stride_q + j * a.mask_stride_k]);
             }
@@ -154,7 +161,8 @@ __global__ void attention_kernel(Strided<5> lead, AttentionArgs a, T *out, const
         total = block_reduce(total, Add{}, shared);
         for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) {
             float acc = 0.f;
-            for (int64_t j = 0; j < a.tk; ++j) acc += scores[j] * Num<T>::load(v[base[3] + j * a.v_stride_t + c * a.v_stride_d]);
+            for (int64_t j = 0; j < a.tk; ++j)
+                acc += scores[j] * Num<T>::load(v[base[3] + j * a.v_stride_t + c * a.v_stride_d]);
             out[base[0] + i * a.out_stride_t + c * a.out_stride_d] = Num<T>::store(acc / total);
         }
         __syncthreads();  // the next row overwrites scores
@@ -206,10 +214,16 @@ cudaError_t launch_float(int32_t dtype, int64_t count, Launch &&launch) {
 // The element types an indexed kernel is instantiated for: the bits of any dtype (a copy) or the
 // storage type of a float dtype (arithmetic).
 struct AnyBits {
-    template <class Fn> bool operator()(int32_t dtype, Fn &&fn) const { return with_bits(dtype, fn); }
+    template <class Fn>
+    bool operator()(int32_t dtype, Fn &&fn) const {
+        return with_bits(dtype, fn);
+    }
 };
 struct Floats {
-    template <class Fn> bool operator()(int32_t dtype, Fn &&fn) const { return with_float(dtype, fn); }
+    template <class Fn>
+    bool operator()(int32_t dtype, Fn &&fn) const {
+        return with_float(dtype, fn);
+    }
 };
 
 // Runs launch(E{}, L{}) with E the element type pick (AnyBits, Floats) gives for dtype and L the
@@ -237,8 +251,8 @@ cudaError_t launch_max_pool(cudaStream_t stream, int32_t dtype, const PoolArgs &
     return launch_pool<PoolPass::max>(stream, dtype, a, y, x, nullptr);
 }
 
-cudaError_t launch_max_pool_backward(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *dx,
-                                     const void *dy, const void *x) {
+cudaError_t launch_max_pool_backward(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *dx, const void *dy,
+                                     const void *x) {
     return launch_pool<PoolPass::max_backward>(stream, dtype, a, dx, dy, x);
 }
 
@@ -246,8 +260,7 @@ cudaError_t launch_avg_pool(cudaStream_t stream, int32_t dtype, const PoolArgs &
     return launch_pool<PoolPass::avg>(stream, dtype, a, y, x, nullptr);
 }
 
-cudaError_t launch_avg_pool_backward(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *dx,
-                                     const void *dy) {
+cudaError_t launch_avg_pool_backward(cudaStream_t stream, int32_t dtype, const PoolArgs &a, void *dx, const void *dy) {
     return launch_pool<PoolPass::avg_backward>(stream, dtype, a, dx, dy, nullptr);
 }
 
@@ -306,7 +319,7 @@ cudaError_t launch_rope(cudaStream_t stream, int32_t dtype, const Strided<2> &le
     return launch_float(dtype, count, [&](auto t) {
         using T = decltype(t);
         rope_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(lead, args, static_cast<T *>(out),
-                                                                    static_cast<const T *>(x));
+                                                                     static_cast<const T *>(x));
     });
 }
 

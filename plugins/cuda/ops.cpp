@@ -29,7 +29,8 @@ OperandsText operands_of(const tf_op_desc &op) {
     OperandsText t{};
     size_t used = 0;
     auto add = [&](const char *fmt, const char *part) {
-        if (used < sizeof t.text) used += static_cast<size_t>(std::snprintf(t.text + used, sizeof t.text - used, fmt, part));
+        if (used < sizeof t.text)
+            used += static_cast<size_t>(std::snprintf(t.text + used, sizeof t.text - used, fmt, part));
     };
     for (uint32_t i = 0; i < op.n_inputs; ++i) add(i ? ", %s" : "%s", shape_of(op.inputs[i]).text);
     add(op.n_inputs ? " -> %s" : "-> %s", shape_of(op.outputs[0]).text);
@@ -68,8 +69,7 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, OpKind kind) {
     };
     switch (op.op) {
     case TF_OP_DIV:
-    case TF_OP_POW:
-        return is_float(dtype);  // integers: their bad operands are errors cpu reports
+    case TF_OP_POW: return is_float(dtype);  // integers: their bad operands are errors cpu reports
     case TF_OP_MATMUL:
         // cuBLAS runs bf16 products on sm_80 and newer only.
         return dtype != TF_DTYPE_BF16 || device.capability >= 80;
@@ -86,15 +86,11 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, OpKind kind) {
     case TF_OP_ROPE:
     case TF_OP_EMBEDDING_BACKWARD:
     case TF_OP_CROSS_ENTROPY:
-    case TF_OP_EMBEDDING:
-        return all_share(1);
+    case TF_OP_EMBEDDING: return all_share(1);
     case TF_OP_MAX_POOL2D_BACKWARD:
-    case TF_OP_RMS_NORM:
-        return all_share(2);
-    case TF_OP_LAYER_NORM:
-        return all_share(3);
-    case TF_OP_ATTENTION:
-        return all_share(is_absent(in[3]) ? 3 : 4);  // the mask may be absent
+    case TF_OP_RMS_NORM: return all_share(2);
+    case TF_OP_LAYER_NORM: return all_share(3);
+    case TF_OP_ATTENTION: return all_share(is_absent(in[3]) ? 3 : 4);  // the mask may be absent
     default:
         // The other kinds (the kind's rule above) and one_hot; the optimizer ops: check_own
         // (dense f32 operands only).
@@ -179,7 +175,8 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
     case TF_OP_LOG_SOFTMAX: {
         const int32_t axis = params_of<tf_params_axis>(op).axis;
         if (in[0].rank < 1 || axis < 0 || axis >= in[0].rank || !same_shape(in[0], out))
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d does not fit %s", name, axis, operands_of(op).text);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d does not fit %s", name, axis,
+                        operands_of(op).text);
         return TF_STATUS_OK;
     }
     case TF_OP_LAYER_NORM:
@@ -187,11 +184,13 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
         const int32_t n = params_of<tf_params_norm>(op).n_axes;
         const tf_tensor_desc &x = in[0];
         if (n < 1 || n > x.rank || !same_shape(x, out))
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: n_axes %d does not fit %s", name, n, operands_of(op).text);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: n_axes %d does not fit %s", name, n,
+                        operands_of(op).text);
         for (uint32_t k = 1; k < op.n_inputs; ++k) {
             if (in[k].rank != n) return bad("weight and bias must have the normalised shape");
             for (int i = 0; i < n; ++i)
-                if (in[k].shape[i] != x.shape[x.rank - n + i]) return bad("weight and bias must have the normalised shape");
+                if (in[k].shape[i] != x.shape[x.rank - n + i])
+                    return bad("weight and bias must have the normalised shape");
         }
         return TF_STATUS_OK;
     }
@@ -216,9 +215,9 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
     case TF_OP_CROSS_ENTROPY: {
         const auto &p = params_of<tf_params_cross_entropy>(op);
         if (in[0].rank != 2 || !shape_is(in[1], {in[0].shape[0]})) return bad("needs logits [N, C] and labels [N]");
-        if (p.reduction == TF_REDUCTION_NONE ? !shape_is(out, {in[0].shape[0]})
-                                             : (p.reduction != TF_REDUCTION_MEAN && p.reduction != TF_REDUCTION_SUM) ||
-                                                   out.rank != 0)
+        if (p.reduction == TF_REDUCTION_NONE
+                ? !shape_is(out, {in[0].shape[0]})
+                : (p.reduction != TF_REDUCTION_MEAN && p.reduction != TF_REDUCTION_SUM) || out.rank != 0)
             return bad("output shape does not fit the reduction");
         return TF_STATUS_OK;
     }
@@ -230,13 +229,10 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
             if (out.shape[i] != in[0].shape[i]) return bad("output must be [..., num_classes]");
         return TF_STATUS_OK;
     }
-    case TF_OP_ATTENTION:
-        return check_attention(op, name, err);
-    default:
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: not supported by the cuda plugin (op id %u)", name, op.op);
+    case TF_OP_ATTENTION: return check_attention(op, name, err);
+    default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: not supported by the cuda plugin (op id %u)", name, op.op);
     }
 }
-
 
 // Everything supports() answers and run() relies on; with_memory adds run()'s buffer checks.
 tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf_error *err) {
@@ -251,7 +247,8 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
     case OpKind::UNARY:
     case OpKind::COPY:
         if (!same_shape(in[0], out))
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input and output shapes differ (%s)", name, operands_of(*op).text);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input and output shapes differ (%s)", name,
+                        operands_of(*op).text);
         break;
     case OpKind::BINARY:
     case OpKind::COMPARE:
@@ -264,11 +261,12 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
     case OpKind::REDUCE: {
         const uint32_t mask = reduce_axes_mask(*op);
         if (in[0].rank != out.rank || (in[0].rank < 32 && (mask >> in[0].rank) != 0))
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axes mask 0x%x does not fit rank %d", name, mask, in[0].rank);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axes mask 0x%x does not fit rank %d", name, mask,
+                        in[0].rank);
         for (int i = 0; i < out.rank; ++i) {
             if (out.shape[i] != ((mask >> i & 1) ? 1 : in[0].shape[i]))
-                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit axes mask 0x%x (%s)", name, mask,
-                            operands_of(*op).text);
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit axes mask 0x%x (%s)", name,
+                            mask, operands_of(*op).text);
             // max and min have no value for an empty reduction: the cpu plugin reports it.
             if ((op->op == TF_OP_MAX || op->op == TF_OP_MIN) && (mask >> i & 1) && in[0].shape[i] == 0)
                 return fail(err, TF_STATUS_UNSUPPORTED, "%s: reduced axis %d has size 0", name, i);
@@ -278,7 +276,8 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
     case OpKind::ARG: {
         const int32_t axis = params_of<tf_params_axis>(*op).axis;
         if (axis < 0 || axis >= in[0].rank || out.rank != in[0].rank)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d does not fit %s", name, axis, operands_of(*op).text);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d does not fit %s", name, axis,
+                        operands_of(*op).text);
         for (int i = 0; i < out.rank; ++i)
             if (out.shape[i] != (i == axis ? 1 : in[0].shape[i]))
                 return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output shape does not fit axis %d (%s)", name, axis,
@@ -293,12 +292,11 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
         ok = ok && in[0].shape[r - 2] == out.shape[r - 2] && in[1].shape[r - 1] == out.shape[r - 1] &&
              in[0].shape[r - 1] == in[1].shape[r - 2];
         if (!ok)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form [..., M, K] x [..., K, N] (got %s)", name,
-                        operands_of(*op).text);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form [..., M, K] x [..., K, N] (got %s)",
+                        name, operands_of(*op).text);
         break;
     }
-    case OpKind::FILL:
-        break;
+    case OpKind::FILL: break;
     case OpKind::OWN:
         if (tf_status s = check_own(*op, name, err); s != TF_STATUS_OK) return s;
         break;
@@ -310,7 +308,8 @@ tf_status check(const Device &device, const tf_op_desc *op, bool with_memory, tf
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: a layout cuBLAS cannot take without a copy (%s)", name,
                     operands_of(*op).text);
     if (rule.kind == OpKind::OWN && op->op <= TF_OP_CONV2D_GRAD_WEIGHT && !conv_supported(device, *op))
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: a shape beyond cuDNN's int limits (%s)", name, operands_of(*op).text);
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: a shape beyond cuDNN's int limits (%s)", name,
+                    operands_of(*op).text);
     if (!with_memory) return TF_STATUS_OK;
     for (uint32_t i = 0; i < op->n_inputs; ++i) {
         if (is_absent(in[i])) continue;  // an optional input left out: no memory (check_call allowed it)
@@ -342,7 +341,9 @@ tf_status launched(tf_error *err, const char *name, cudaError_t e) {
 PoolArgs pool_args(const tf_op_desc &op) {
     const auto &p = params_of<tf_params_pool2d>(op);
     const bool forward = op.op == TF_OP_MAX_POOL2D || op.op == TF_OP_AVG_POOL2D;
-    const tf_tensor_desc &x = forward ? op.inputs[0] : op.op == TF_OP_MAX_POOL2D_BACKWARD ? op.inputs[1] : op.outputs[0];
+    const tf_tensor_desc &x = forward                              ? op.inputs[0]
+                              : op.op == TF_OP_MAX_POOL2D_BACKWARD ? op.inputs[1]
+                                                                   : op.outputs[0];
     const tf_tensor_desc &y = forward ? op.outputs[0] : op.inputs[0];
     PoolArgs a{};
     a.n = x.shape[0];
@@ -378,14 +379,17 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
     find_op_rule(op.op, &rule);
     switch (rule.kind) {
     case OpKind::BINARY:
-        return launched(err, name, launch_binary(stream, op.op, out.dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
-                                                 address_of(in[0]), address_of(in[1])));
+        return launched(err, name,
+                        launch_binary(stream, op.op, out.dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
+                                      address_of(in[0]), address_of(in[1])));
     case OpKind::COMPARE:
-        return launched(err, name, launch_compare(stream, op.op, in[0].dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
-                                                  address_of(in[0]), address_of(in[1])));
+        return launched(err, name,
+                        launch_compare(stream, op.op, in[0].dtype, strided<3>(out, {&out, &in[0], &in[1]}), y,
+                                       address_of(in[0]), address_of(in[1])));
     case OpKind::WHERE:
-        return launched(err, name, launch_where(stream, out.dtype, strided<4>(out, {&out, &in[0], &in[1], &in[2]}), y,
-                                                address_of(in[0]), address_of(in[1]), address_of(in[2])));
+        return launched(err, name,
+                        launch_where(stream, out.dtype, strided<4>(out, {&out, &in[0], &in[1], &in[2]}), y,
+                                     address_of(in[0]), address_of(in[1]), address_of(in[2])));
     case OpKind::UNARY: {
         ClampBounds bounds{};
         if (op.op == TF_OP_CLAMP) {
@@ -396,15 +400,18 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
             bounds.ilo = int_clamp_bound(p.min, true, wide);
             bounds.ihi = int_clamp_bound(p.max, false, wide);
         }
-        return launched(err, name, launch_unary(stream, op.op, out.dtype, strided<2>(out, {&out, &in[0]}), y,
-                                                address_of(in[0]), bounds));
+        return launched(
+            err, name,
+            launch_unary(stream, op.op, out.dtype, strided<2>(out, {&out, &in[0]}), y, address_of(in[0]), bounds));
     }
     case OpKind::FILL:
-        return launched(err, name, launch_fill(stream, out.dtype, strided<1>(out, {&out}), y,
-                                               fill_bits(out.dtype, params_of<tf_params_fill>(op).value)));
+        return launched(err, name,
+                        launch_fill(stream, out.dtype, strided<1>(out, {&out}), y,
+                                    fill_bits(out.dtype, params_of<tf_params_fill>(op).value)));
     case OpKind::COPY:
-        return launched(err, name, launch_copy(stream, out.dtype, in[0].dtype, strided<2>(out, {&out, &in[0]}), y,
-                                               address_of(in[0])));
+        return launched(
+            err, name,
+            launch_copy(stream, out.dtype, in[0].dtype, strided<2>(out, {&out, &in[0]}), y, address_of(in[0])));
     case OpKind::REDUCE: {
         const bool var = op.op == TF_OP_VAR;
         const uint32_t mask = reduce_axes_mask(op);
@@ -413,8 +420,9 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         for (int i = 0; i < out.rank; ++i) out_strides[i] = (mask >> i & 1) ? 0 : out.strides[i];
         const int64_t *strides[2] = {out_strides, in[0].strides};
         const RowGeom<2> g = make_rows<2>(in[0].rank, in[0].shape, strides, mask);
-        return launched(err, name, launch_reduce(stream, op.op, out.dtype, g, y, address_of(in[0]),
-                                                 var ? params_of<tf_params_var>(op).correction : 0.0));
+        return launched(err, name,
+                        launch_reduce(stream, op.op, out.dtype, g, y, address_of(in[0]),
+                                      var ? params_of<tf_params_var>(op).correction : 0.0));
     }
     case OpKind::ARG: {
         const int32_t axis = params_of<tf_params_axis>(op).axis;
@@ -424,21 +432,19 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         const RowGeom<2> g = make_rows<2>(in[0].rank, in[0].shape, strides, 1u << axis);
         return launched(err, name, launch_arg(stream, op.op, in[0].dtype, g, y, address_of(in[0])));
     }
-    case OpKind::MATMUL:
-        return matmul_run(device, op, err);
-    case OpKind::OWN:
-        break;
+    case OpKind::MATMUL: return matmul_run(device, op, err);
+    case OpKind::OWN: break;
     }
     switch (op.op) {
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
-    case TF_OP_CONV2D_GRAD_WEIGHT:
-        return conv_run(device, op, err);
+    case TF_OP_CONV2D_GRAD_WEIGHT: return conv_run(device, op, err);
     case TF_OP_MAX_POOL2D:
         return launched(err, name, launch_max_pool(stream, out.dtype, pool_args(op), y, address_of(in[0])));
     case TF_OP_MAX_POOL2D_BACKWARD:
-        return launched(err, name, launch_max_pool_backward(stream, out.dtype, pool_args(op), y, address_of(in[0]),
-                                                            address_of(in[1])));
+        return launched(
+            err, name,
+            launch_max_pool_backward(stream, out.dtype, pool_args(op), y, address_of(in[0]), address_of(in[1])));
     case TF_OP_AVG_POOL2D:
         return launched(err, name, launch_avg_pool(stream, out.dtype, pool_args(op), y, address_of(in[0])));
     case TF_OP_AVG_POOL2D_BACKWARD:
@@ -447,7 +453,8 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
     case TF_OP_LOG_SOFTMAX: {
         const int64_t *strides[2] = {out.strides, in[0].strides};
         const RowGeom<2> g = make_rows<2>(in[0].rank, in[0].shape, strides, 1u << params_of<tf_params_axis>(op).axis);
-        return launched(err, name, launch_softmax(stream, op.op == TF_OP_LOG_SOFTMAX, out.dtype, g, y, address_of(in[0])));
+        return launched(err, name,
+                        launch_softmax(stream, op.op == TF_OP_LOG_SOFTMAX, out.dtype, g, y, address_of(in[0])));
     }
     case TF_OP_LAYER_NORM:
     case TF_OP_RMS_NORM: {
@@ -462,9 +469,9 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         const int64_t *strides[4] = {out.strides, in[0].strides, w_strides, b_strides};
         const uint32_t mask = ((1u << r) - 1) & ~((1u << (r - n)) - 1);
         const RowGeom<4> g = make_rows<4>(r, in[0].shape, strides, mask);
-        return launched(err, name, launch_norm(stream, out.dtype, g, y, address_of(in[0]), address_of(in[1]),
-                                               op.n_inputs > 2 ? address_of(in[2]) : nullptr,
-                                               params_of<tf_params_norm>(op).eps));
+        return launched(err, name,
+                        launch_norm(stream, out.dtype, g, y, address_of(in[0]), address_of(in[1]),
+                                    op.n_inputs > 2 ? address_of(in[2]) : nullptr, params_of<tf_params_norm>(op).eps));
     }
     case TF_OP_ATTENTION: {
         const auto &p = params_of<tf_params_attention>(op);
@@ -490,8 +497,9 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         a.out_stride_d = out.strides[r - 1];
         a.scale = static_cast<float>(p.scale);
         a.causal = p.causal;
-        return launched(err, name, launch_attention(stream, out.dtype, lead, a, y, address_of(q), address_of(k),
-                                                    address_of(v), masked ? address_of(m) : nullptr));
+        return launched(err, name,
+                        launch_attention(stream, out.dtype, lead, a, y, address_of(q), address_of(k), address_of(v),
+                                         masked ? address_of(m) : nullptr));
     }
     case TF_OP_ROPE: {
         const auto &p = params_of<tf_params_rope>(op);
@@ -523,11 +531,13 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         const RowGeom<2> g = make_rows<2>(rows.rank, rows.shape, strides, 1u << (rows.rank - 1));
         const EmbeddingArgs a{w.shape[0], w.strides[0], w.strides[1]};
         if (forward)
-            return launched(err, name, launch_embedding(stream, out.dtype, idx.dtype, g, a, y, address_of(w),
-                                                        address_of(idx), device.data_error_device));
+            return launched(err, name,
+                            launch_embedding(stream, out.dtype, idx.dtype, g, a, y, address_of(w), address_of(idx),
+                                             device.data_error_device));
         if (tf_status s = zero_fill(device, out, err); s != TF_STATUS_OK) return s;
-        return launched(err, name, launch_embedding_backward(stream, out.dtype, idx.dtype, g, a, y, address_of(rows),
-                                                             address_of(idx), device.data_error_device));
+        return launched(err, name,
+                        launch_embedding_backward(stream, out.dtype, idx.dtype, g, a, y, address_of(rows),
+                                                  address_of(idx), device.data_error_device));
     }
     case TF_OP_CROSS_ENTROPY: {
         const auto &p = params_of<tf_params_cross_entropy>(op);
@@ -542,11 +552,12 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         a.reduction = p.reduction;
         Scratch scratch;
         if (p.reduction != TF_REDUCTION_NONE)
-            if (cudaError_t e = scratch.allocate(device, static_cast<uint64_t>(a.n) * 2 * sizeof(double)); e != cudaSuccess)
+            if (cudaError_t e = scratch.allocate(device, static_cast<uint64_t>(a.n) * 2 * sizeof(double));
+                e != cudaSuccess)
                 return cuda_fail(err, "cross_entropy: scratch", e);
-        return launched(err, name, launch_cross_entropy(stream, out.dtype, in[1].dtype, a, y, address_of(in[0]),
-                                                        address_of(in[1]), static_cast<double *>(scratch.get()),
-                                                        device.data_error_device));
+        return launched(err, name,
+                        launch_cross_entropy(stream, out.dtype, in[1].dtype, a, y, address_of(in[0]), address_of(in[1]),
+                                             static_cast<double *>(scratch.get()), device.data_error_device));
     }
     case TF_OP_ONE_HOT: {
         const tf_tensor_desc &labels = in[0];
@@ -554,39 +565,49 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
         for (int i = 0; i < labels.rank; ++i) label_strides[i] = labels.strides[i];
         const int64_t *strides[2] = {out.strides, label_strides};
         const RowGeom<2> g = make_rows<2>(out.rank, out.shape, strides, 1u << (out.rank - 1));
-        return launched(err, name, launch_one_hot(stream, out.dtype, labels.dtype, g,
-                                                  params_of<tf_params_one_hot>(op).num_classes, fill_bits(out.dtype, 1.0),
-                                                  y, address_of(labels), device.data_error_device));
+        return launched(err, name,
+                        launch_one_hot(stream, out.dtype, labels.dtype, g, params_of<tf_params_one_hot>(op).num_classes,
+                                       fill_bits(out.dtype, 1.0), y, address_of(labels), device.data_error_device));
     }
     case TF_OP_ADAMW_STEP: {
         const auto &p = params_of<tf_params_adamw_step>(op);
-        const AdamWArgs a{p.has_state, p.decays, static_cast<float>(p.decay), static_cast<float>(p.beta1),
-                          static_cast<float>(p.one_minus_beta1), static_cast<float>(p.beta2),
-                          static_cast<float>(p.one_minus_beta2), static_cast<float>(p.root_bias_correction2),
-                          static_cast<float>(p.eps), static_cast<float>(p.step_size)};
-        return launched(err, name, launch_adamw(stream, numel(out), a, static_cast<float *>(y),
-                                                static_cast<const float *>(address_of(in[0])),
-                                                static_cast<float *>(address_of(op.outputs[1])),
-                                                static_cast<float *>(address_of(op.outputs[2]))));
+        const AdamWArgs a{p.has_state,
+                          p.decays,
+                          static_cast<float>(p.decay),
+                          static_cast<float>(p.beta1),
+                          static_cast<float>(p.one_minus_beta1),
+                          static_cast<float>(p.beta2),
+                          static_cast<float>(p.one_minus_beta2),
+                          static_cast<float>(p.root_bias_correction2),
+                          static_cast<float>(p.eps),
+                          static_cast<float>(p.step_size)};
+        return launched(err, name,
+                        launch_adamw(stream, numel(out), a, static_cast<float *>(y),
+                                     static_cast<const float *>(address_of(in[0])),
+                                     static_cast<float *>(address_of(op.outputs[1])),
+                                     static_cast<float *>(address_of(op.outputs[2]))));
     }
     case TF_OP_SGD_STEP: {
         const auto &p = params_of<tf_params_sgd_step>(op);
-        const SgdArgs a{p.has_state, p.decays, p.nesterov, static_cast<float>(p.lr), static_cast<float>(p.momentum),
+        const SgdArgs a{p.has_state,
+                        p.decays,
+                        p.nesterov,
+                        static_cast<float>(p.lr),
+                        static_cast<float>(p.momentum),
                         static_cast<float>(p.weight_decay)};
-        return launched(err, name, launch_sgd(stream, numel(out), a, static_cast<float *>(y),
-                                              static_cast<const float *>(address_of(in[0])),
-                                              static_cast<float *>(address_of(op.outputs[1]))));
+        return launched(err, name,
+                        launch_sgd(stream, numel(out), a, static_cast<float *>(y),
+                                   static_cast<const float *>(address_of(in[0])),
+                                   static_cast<float *>(address_of(op.outputs[1]))));
     }
-    default:
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cuda kernel (op id %u)", name, op.op);
+    default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cuda kernel (op id %u)", name, op.op);
     }
 }
 
 }  // namespace
 
 tf_status zero_fill(Device &device, const tf_tensor_desc &t, tf_error *err) {
-    return launched(err, "zero fill",
-                    launch_fill(device.stream.get(), t.dtype, strided<1>(t, {&t}), address_of(t), 0));
+    return launched(err, "zero fill", launch_fill(device.stream.get(), t.dtype, strided<1>(t, {&t}), address_of(t), 0));
 }
 
 int32_t supports(int32_t index, const tf_op_desc *op) {

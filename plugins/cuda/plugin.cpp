@@ -24,12 +24,10 @@ namespace tf_cuda {
 
 tf_status status_of(cudaError_t error) noexcept {
     switch (error) {
-    case cudaErrorMemoryAllocation:
-        return TF_STATUS_OUT_OF_MEMORY;
+    case cudaErrorMemoryAllocation: return TF_STATUS_OUT_OF_MEMORY;
     case cudaErrorInsufficientDriver:
     case cudaErrorNoDevice:
-    case cudaErrorNoKernelImageForDevice:
-        return TF_STATUS_UNAVAILABLE;
+    case cudaErrorNoKernelImageForDevice: return TF_STATUS_UNAVAILABLE;
     // Sticky errors: the context is unusable, every later call fails the same way.
     case cudaErrorIllegalAddress:
     case cudaErrorLaunchFailure:
@@ -40,10 +38,8 @@ tf_status status_of(cudaError_t error) noexcept {
     case cudaErrorInvalidPc:
     case cudaErrorECCUncorrectable:
     case cudaErrorLaunchTimeout:
-    case cudaErrorDevicesUnavailable:
-        return TF_STATUS_DEVICE_LOST;
-    default:
-        return TF_STATUS_INTERNAL;
+    case cudaErrorDevicesUnavailable: return TF_STATUS_DEVICE_LOST;
+    default: return TF_STATUS_INTERNAL;
     }
 }
 

@@ -17,15 +17,21 @@ using Sum = std::conditional_t<std::is_same<typename Num<T>::Compute, float>::va
 
 template <class C>
 __device__ __forceinline__ C lowest() {
-    if constexpr (std::is_floating_point<C>::value) return -INFINITY;
-    else if constexpr (sizeof(C) == 4) return INT32_MIN;
-    else return INT64_MIN;
+    if constexpr (std::is_floating_point<C>::value)
+        return -INFINITY;
+    else if constexpr (sizeof(C) == 4)
+        return INT32_MIN;
+    else
+        return INT64_MIN;
 }
 template <class C>
 __device__ __forceinline__ C highest() {
-    if constexpr (std::is_floating_point<C>::value) return INFINITY;
-    else if constexpr (sizeof(C) == 4) return INT32_MAX;
-    else return INT64_MAX;
+    if constexpr (std::is_floating_point<C>::value)
+        return INFINITY;
+    else if constexpr (sizeof(C) == 4)
+        return INT32_MAX;
+    else
+        return INT64_MAX;
 }
 
 // Column c of the row whose operand offsets are base.
@@ -200,7 +206,8 @@ __global__ void cross_entropy_rows(CrossEntropyArgs a, T *out, const T *logits, 
         const bool ignored = label == a.ignore_index;
         const bool valid = !ignored && label >= 0 && label < a.c;
         float peak = -INFINITY;
-        for (int64_t c = threadIdx.x; c < a.c; c += blockDim.x) peak = maximum_of(peak, Num<T>::load(x[c * a.x_stride_c]));
+        for (int64_t c = threadIdx.x; c < a.c; c += blockDim.x)
+            peak = maximum_of(peak, Num<T>::load(x[c * a.x_stride_c]));
         peak = block_reduce(peak, Max{}, shared);
         float total = 0.f;
         for (int64_t c = threadIdx.x; c < a.c; c += blockDim.x) total += expf(Num<T>::load(x[c * a.x_stride_c]) - peak);
@@ -208,8 +215,10 @@ __global__ void cross_entropy_rows(CrossEntropyArgs a, T *out, const T *logits, 
         if (threadIdx.x == 0) {
             if (!ignored && !valid) report_index_error(error, TF_OP_CROSS_ENTROPY, label, a.c);
             float loss = 0.f;
-            if (valid) loss = logf(total) + peak - Num<T>::load(x[label * a.x_stride_c]);
-            else if (!ignored) loss = NAN;
+            if (valid)
+                loss = logf(total) + peak - Num<T>::load(x[label * a.x_stride_c]);
+            else if (!ignored)
+                loss = NAN;
             if (a.reduction == TF_REDUCTION_NONE) {
                 out[i * a.out_stride] = Num<T>::store(loss);
             } else {
@@ -258,9 +267,11 @@ cudaError_t launch_arg(cudaStream_t stream, uint32_t op, int32_t dtype, const Ro
         const unsigned blocks = row_blocks(g.rows.count);
         const int threads = row_threads(g.cols.count);
         if (op == TF_OP_ARGMAX)
-            arg_kernel<T, true><<<blocks, threads, 0, stream>>>(g, static_cast<int64_t *>(out), static_cast<const T *>(in));
+            arg_kernel<T, true>
+                <<<blocks, threads, 0, stream>>>(g, static_cast<int64_t *>(out), static_cast<const T *>(in));
         else
-            arg_kernel<T, false><<<blocks, threads, 0, stream>>>(g, static_cast<int64_t *>(out), static_cast<const T *>(in));
+            arg_kernel<T, false>
+                <<<blocks, threads, 0, stream>>>(g, static_cast<int64_t *>(out), static_cast<const T *>(in));
     });
     return known ? cudaGetLastError() : bad_dtype();
 }
@@ -288,21 +299,22 @@ cudaError_t launch_norm(cudaStream_t stream, int32_t dtype, const RowGeom<4> &g,
     return known ? cudaGetLastError() : bad_dtype();
 }
 
-cudaError_t launch_cross_entropy(cudaStream_t stream, int32_t dtype, int32_t label_dtype,
-                                 const CrossEntropyArgs &args, void *out, const void *logits,
-                                 const void *labels, double *scratch, DataError *error) {
+cudaError_t launch_cross_entropy(cudaStream_t stream, int32_t dtype, int32_t label_dtype, const CrossEntropyArgs &args,
+                                 void *out, const void *logits, const void *labels, double *scratch, DataError *error) {
     bool known = true;
     const bool none = args.reduction == TF_REDUCTION_NONE;
     if (args.n > 0) {
-        known = with_float(dtype, [&](auto t) {
-            using T = decltype(t);
-            known = with_index(label_dtype, [&](auto l) {
-                using L = decltype(l);
-                cross_entropy_rows<T, L><<<row_blocks(args.n), row_threads(args.c), 0, stream>>>(
-                    args, static_cast<T *>(out), static_cast<const T *>(logits), static_cast<const L *>(labels),
-                    scratch, error);
-            });
-        }) && known;
+        known = with_float(dtype,
+                           [&](auto t) {
+                               using T = decltype(t);
+                               known = with_index(label_dtype, [&](auto l) {
+                                   using L = decltype(l);
+                                   cross_entropy_rows<T, L><<<row_blocks(args.n), row_threads(args.c), 0, stream>>>(
+                                       args, static_cast<T *>(out), static_cast<const T *>(logits),
+                                       static_cast<const L *>(labels), scratch, error);
+                               });
+                           }) &&
+                known;
     }
     if (known && !none) {
         known = with_float(dtype, [&](auto t) {

@@ -6,7 +6,7 @@
 namespace tf_kernels {
 
 TensorBinding bind_view(const DeviceCaps &caps, const tf_tensor_desc &t, tf_buffer *buffer, uint64_t storage_offset,
-                         uint64_t buffer_size, const char *op, const char *role, uint32_t index) {
+                        uint64_t buffer_size, const char *op, const char *role, uint32_t index) {
     const uint64_t size = element_size(t.dtype);
     if (size == 0) raise(TF_STATUS_UNSUPPORTED, "%s: %s %u has dtype %d", op, role, index, t.dtype);
     uint64_t span = 1;
@@ -17,8 +17,9 @@ TensorBinding bind_view(const DeviceCaps &caps, const tf_tensor_desc &t, tf_buff
     }
     const uint64_t bytes = span * size;
     if (t.offset % size != 0 || t.offset > buffer_size || bytes > buffer_size - t.offset)
-        raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u (%llu bytes at offset %llu) does not lie inside its buffer of %llu bytes",
-              op, role, index, static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(t.offset),
+        raise(TF_STATUS_INVALID_ARGUMENT,
+              "%s: %s %u (%llu bytes at offset %llu) does not lie inside its buffer of %llu bytes", op, role, index,
+              static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(t.offset),
               static_cast<unsigned long long>(buffer_size));
     const uint64_t absolute = storage_offset + t.offset;
     TensorBinding out;
@@ -36,8 +37,10 @@ TensorBinding bind_view(const DeviceCaps &caps, const tf_tensor_desc &t, tf_buff
 
 uint64_t element_size(int32_t dtype) {
     switch (dtype) {
-    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
-    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
+    case TF_DTYPE_F32:
+    case TF_DTYPE_I32: return 4;
+    case TF_DTYPE_F16:
+    case TF_DTYPE_BF16: return 2;
     case TF_DTYPE_I64: return 8;
     case TF_DTYPE_BOOL: return 1;
     default: return 0;

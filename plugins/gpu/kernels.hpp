@@ -117,14 +117,14 @@ protected:
 // The binding of a view of dtype size elements at its byte offset inside a buffer whose storage
 // starts at storage_offset and holds buffer_size bytes (shared by the plugins' bind()).
 TensorBinding bind_view(const DeviceCaps &caps, const tf_tensor_desc &t, tf_buffer *buffer, uint64_t storage_offset,
-                         uint64_t buffer_size, const char *op, const char *role, uint32_t index);
+                        uint64_t buffer_size, const char *op, const char *role, uint32_t index);
 
 // bind() of a device whose buffers (tf_buffer: owner, size, and memory.offset, the storage's
 // place in a pool block) come from pools: refuses a buffer of another device (owner), naming
 // label, then bind_view.
 template <class Buffer = tf_buffer>
 TensorBinding bind_pooled(const DeviceCaps &caps, const void *owner, const char *label, const tf_tensor_desc &t,
-                           const char *op, const char *role, uint32_t index) {
+                          const char *op, const char *role, uint32_t index) {
     Buffer *buffer = t.buffer;
     if (!buffer || buffer->owner != owner)
         raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is not a buffer of %s", op, role, index, label);
@@ -161,10 +161,38 @@ struct EwParams {
 static_assert(sizeof(EwParams) == 68 * 4);
 
 enum EwOp : uint32_t {
-    EW_NEG = 0, EW_EXP, EW_RELU, EW_ABS, EW_LOG, EW_SQRT, EW_RSQRT, EW_SIN, EW_COS, EW_TANH, EW_SIGMOID,
-    EW_GELU, EW_GELU_TANH, EW_SILU, EW_SQUARE, EW_ERF, EW_CLAMP,
-    EW_ADD = 32, EW_SUB, EW_MUL, EW_DIV, EW_POW, EW_MAXIMUM, EW_MINIMUM, EW_RELU_BACKWARD, EW_GELU_BACKWARD,
-    EW_EQ = 64, EW_NE, EW_LT, EW_LE, EW_GT, EW_GE,
+    EW_NEG = 0,
+    EW_EXP,
+    EW_RELU,
+    EW_ABS,
+    EW_LOG,
+    EW_SQRT,
+    EW_RSQRT,
+    EW_SIN,
+    EW_COS,
+    EW_TANH,
+    EW_SIGMOID,
+    EW_GELU,
+    EW_GELU_TANH,
+    EW_SILU,
+    EW_SQUARE,
+    EW_ERF,
+    EW_CLAMP,
+    EW_ADD = 32,
+    EW_SUB,
+    EW_MUL,
+    EW_DIV,
+    EW_POW,
+    EW_MAXIMUM,
+    EW_MINIMUM,
+    EW_RELU_BACKWARD,
+    EW_GELU_BACKWARD,
+    EW_EQ = 64,
+    EW_NE,
+    EW_LT,
+    EW_LE,
+    EW_GT,
+    EW_GE,
     EW_WHERE = 80,
     EW_COPY = 96,
     EW_FILL = 112,
@@ -284,9 +312,7 @@ constexpr int64_t attention_max_keys = 2048;
 // Bytes per element of the dtypes the kernels handle (all six); 0 for the others.
 uint64_t element_size(int32_t dtype);
 // f32, f16 or bf16: the kernels load f16 and bf16 as f32, compute in f32 and round once on store.
-inline bool is_float(int32_t dtype) {
-    return dtype == TF_DTYPE_F32 || dtype == TF_DTYPE_F16 || dtype == TF_DTYPE_BF16;
-}
+inline bool is_float(int32_t dtype) { return dtype == TF_DTYPE_F32 || dtype == TF_DTYPE_F16 || dtype == TF_DTYPE_BF16; }
 
 // Axes of one shape walked by several tensors (each with its own strides), with size-1 axes
 // dropped and neighbours merged where every tensor's strides allow it.

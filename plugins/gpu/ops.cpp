@@ -2,7 +2,6 @@
 // the family's own supports() and run(). Both plugins answer supports() and run ops through here.
 #include "kernels.hpp"
 
-
 namespace tf_kernels {
 
 namespace {
@@ -28,7 +27,10 @@ Family family_of(uint32_t op) {
     case Shader::elementwise: return Family::elementwise;
     case Shader::reduce: return Family::reduce;
     case Shader::gemm: return Family::gemm;
-    case Shader::pool2d: case Shader::rows: case Shader::index: case Shader::attention: return Family::nn;
+    case Shader::pool2d:
+    case Shader::rows:
+    case Shader::index:
+    case Shader::attention: return Family::nn;
     case Shader::optim: return Family::optim;
     default: return Family::none;
     }
@@ -38,31 +40,70 @@ Family family_of(uint32_t op) {
 
 Shader kernel_of(uint32_t op) {
     switch (op) {
-    case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_POW:
-    case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_RELU_BACKWARD: case TF_OP_GELU_BACKWARD:
-    case TF_OP_NEG: case TF_OP_EXP: case TF_OP_RELU: case TF_OP_ABS: case TF_OP_LOG: case TF_OP_SQRT:
-    case TF_OP_RSQRT: case TF_OP_SIN: case TF_OP_COS: case TF_OP_TANH: case TF_OP_SIGMOID: case TF_OP_GELU:
-    case TF_OP_GELU_TANH: case TF_OP_SILU: case TF_OP_SQUARE: case TF_OP_ERF: case TF_OP_CLAMP:
-    case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
-    case TF_OP_WHERE: case TF_OP_CONTIGUOUS: case TF_OP_CAST: case TF_OP_FILL:
-        return Shader::elementwise;
-    case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_VAR:
-    case TF_OP_ARGMAX: case TF_OP_ARGMIN:
-        return Shader::reduce;
-    case TF_OP_MATMUL: case TF_OP_CONV2D: case TF_OP_CONV2D_GRAD_INPUT: case TF_OP_CONV2D_GRAD_WEIGHT:
-        return Shader::gemm;
-    case TF_OP_MAX_POOL2D: case TF_OP_MAX_POOL2D_BACKWARD: case TF_OP_AVG_POOL2D: case TF_OP_AVG_POOL2D_BACKWARD:
-        return Shader::pool2d;
-    case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_LAYER_NORM: case TF_OP_RMS_NORM: case TF_OP_CROSS_ENTROPY:
-        return Shader::rows;
-    case TF_OP_ONE_HOT: case TF_OP_EMBEDDING: case TF_OP_EMBEDDING_BACKWARD: case TF_OP_ROPE:
-        return Shader::index;
-    case TF_OP_ATTENTION:
-        return Shader::attention;
-    case TF_OP_ADAMW_STEP: case TF_OP_SGD_STEP:
-        return Shader::optim;
-    default:
-        return Shader::count_;
+    case TF_OP_ADD:
+    case TF_OP_SUB:
+    case TF_OP_MUL:
+    case TF_OP_DIV:
+    case TF_OP_POW:
+    case TF_OP_MAXIMUM:
+    case TF_OP_MINIMUM:
+    case TF_OP_RELU_BACKWARD:
+    case TF_OP_GELU_BACKWARD:
+    case TF_OP_NEG:
+    case TF_OP_EXP:
+    case TF_OP_RELU:
+    case TF_OP_ABS:
+    case TF_OP_LOG:
+    case TF_OP_SQRT:
+    case TF_OP_RSQRT:
+    case TF_OP_SIN:
+    case TF_OP_COS:
+    case TF_OP_TANH:
+    case TF_OP_SIGMOID:
+    case TF_OP_GELU:
+    case TF_OP_GELU_TANH:
+    case TF_OP_SILU:
+    case TF_OP_SQUARE:
+    case TF_OP_ERF:
+    case TF_OP_CLAMP:
+    case TF_OP_EQ:
+    case TF_OP_NE:
+    case TF_OP_LT:
+    case TF_OP_LE:
+    case TF_OP_GT:
+    case TF_OP_GE:
+    case TF_OP_WHERE:
+    case TF_OP_CONTIGUOUS:
+    case TF_OP_CAST:
+    case TF_OP_FILL: return Shader::elementwise;
+    case TF_OP_SUM:
+    case TF_OP_MEAN:
+    case TF_OP_MAX:
+    case TF_OP_MIN:
+    case TF_OP_VAR:
+    case TF_OP_ARGMAX:
+    case TF_OP_ARGMIN: return Shader::reduce;
+    case TF_OP_MATMUL:
+    case TF_OP_CONV2D:
+    case TF_OP_CONV2D_GRAD_INPUT:
+    case TF_OP_CONV2D_GRAD_WEIGHT: return Shader::gemm;
+    case TF_OP_MAX_POOL2D:
+    case TF_OP_MAX_POOL2D_BACKWARD:
+    case TF_OP_AVG_POOL2D:
+    case TF_OP_AVG_POOL2D_BACKWARD: return Shader::pool2d;
+    case TF_OP_SOFTMAX:
+    case TF_OP_LOG_SOFTMAX:
+    case TF_OP_LAYER_NORM:
+    case TF_OP_RMS_NORM:
+    case TF_OP_CROSS_ENTROPY: return Shader::rows;
+    case TF_OP_ONE_HOT:
+    case TF_OP_EMBEDDING:
+    case TF_OP_EMBEDDING_BACKWARD:
+    case TF_OP_ROPE: return Shader::index;
+    case TF_OP_ATTENTION: return Shader::attention;
+    case TF_OP_ADAMW_STEP:
+    case TF_OP_SGD_STEP: return Shader::optim;
+    default: return Shader::count_;
     }
 }
 

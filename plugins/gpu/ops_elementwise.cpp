@@ -76,15 +76,16 @@ uint16_t f64_to_half(double x, int e_bits, int m_bits) {
     const uint64_t mantissa = b & ((uint64_t{1} << 52) - 1);
     const uint32_t inf = ((1u << e_bits) - 1) << m_bits;
     if (exponent == 0x7ff)
-        return static_cast<uint16_t>(sign | inf | (mantissa ? 1u << (m_bits - 1) | static_cast<uint32_t>(mantissa >> (52 - m_bits)) : 0));
+        return static_cast<uint16_t>(
+            sign | inf | (mantissa ? 1u << (m_bits - 1) | static_cast<uint32_t>(mantissa >> (52 - m_bits)) : 0));
     if (exponent == 0 && mantissa == 0) return static_cast<uint16_t>(sign);
     // x = sig * 2^(exp2 - 52) with sig < 2^53.
     const uint64_t sig = exponent ? mantissa | uint64_t{1} << 52 : mantissa;
     const int exp2 = exponent ? exponent - 1023 : -1022;
     const int bias = (1 << (e_bits - 1)) - 1;
     const int top = exp2 - 52 + (63 - std::countl_zero(sig));  // weight of the leading bit
-    const int lsb = std::max(top, 1 - bias) - m_bits;           // weight of the last kept bit
-    const int shift = lsb - (exp2 - 52);                        // > 0: double has more bits
+    const int lsb = std::max(top, 1 - bias) - m_bits;  // weight of the last kept bit
+    const int shift = lsb - (exp2 - 52);  // > 0: double has more bits
     uint64_t q = sig;
     if (shift > 0) {
         if (shift > 54) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
@@ -101,7 +102,8 @@ uint16_t f64_to_half(double x, int e_bits, int m_bits) {
     }
     if (!(q >> m_bits)) return static_cast<uint16_t>(sign | q);  // subnormal
     if (e + bias >= (1 << e_bits) - 1) return static_cast<uint16_t>(sign | inf);
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(e + bias) << m_bits | (q & ((uint64_t{1} << m_bits) - 1)));
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(e + bias) << m_bits |
+                                 (q & ((uint64_t{1} << m_bits) - 1)));
 }
 
 // tf_params_fill.value as the raw words of dtype (cast's rules, like the cpu plugin).
@@ -154,12 +156,17 @@ void record(KernelDevice &dev, const tf_op_desc &op, uint32_t code, const uint32
     // elements) instead of through atomics on words shared with neighbours.
     const int rank = std::max(axes.rank, 1);
     const uint32_t per_word = out.dtype == TF_DTYPE_BOOL ? 4 : element_size(out.dtype) == 2 ? 2 : 0;
-    const uint32_t packed = per_word != 0 && rank == 1 && (axes.rank == 0 || axes.strides[0][0] == 1) &&
-                                    p.base[0] % per_word == 0
-                                ? per_word
-                                : 0;
+    const uint32_t packed =
+        per_word != 0 && rank == 1 && (axes.rank == 0 || axes.strides[0][0] == 1) && p.base[0] % per_word == 0
+            ? per_word
+            : 0;
     const uint64_t items = packed ? (static_cast<uint64_t>(count) + packed - 1) / packed : static_cast<uint64_t>(count);
-    dev.dispatch({key_of(Shader::elementwise, code, out.dtype, in_dtype, rank, packed), &p, sizeof p, bindings, n, {groups_for(dev.caps(), items, 256), 1, 1}});
+    dev.dispatch({key_of(Shader::elementwise, code, out.dtype, in_dtype, rank, packed),
+                  &p,
+                  sizeof p,
+                  bindings,
+                  n,
+                  {groups_for(dev.caps(), items, 256), 1, 1}});
 }
 
 }  // namespace

@@ -80,8 +80,10 @@ void record_gemm(KernelDevice &dev, GemmParams &p, uint32_t mode, TensorBinding 
             uint64_t{splits} * z_count > dev.caps().max_groups[2])
             splits = 1;
     }
-    const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(tiles_n, std::min<uint32_t>(dev.caps().max_groups[0], 65535))),
-                   gy = static_cast<uint32_t>(std::min<uint64_t>(tiles_m, std::min<uint32_t>(dev.caps().max_groups[1], 65535)));
+    const uint32_t gx = static_cast<uint32_t>(
+                       std::min<uint64_t>(tiles_n, std::min<uint32_t>(dev.caps().max_groups[0], 65535))),
+                   gy = static_cast<uint32_t>(
+                       std::min<uint64_t>(tiles_m, std::min<uint32_t>(dev.caps().max_groups[1], 65535)));
     if (splits == 1) {
         dev.dispatch({key_of(Shader::gemm, mode, rows, 0, cols, out.dtype), &p, sizeof p, b, 3, {gx, gy, z_count}});
         return;
@@ -110,7 +112,8 @@ void record_gemm(KernelDevice &dev, GemmParams &p, uint32_t mode, TensorBinding 
         p.splits = splits;
         p.k_chunk = chunk;
         p.z_count = z_count;
-        dev.dispatch({key_of(Shader::gemm, mode, rows, 1, cols, out.dtype), &p, sizeof p, b, 3, {gx, gy, z_count * splits}});
+        dev.dispatch(
+            {key_of(Shader::gemm, mode, rows, 1, cols, out.dtype), &p, sizeof p, b, 3, {gx, gy, z_count * splits}});
         const tf_params_reduce axes{sizeof(tf_params_reduce), 1u};
         tf_op_desc sum{};
         sum.struct_size = sizeof sum;
@@ -157,7 +160,7 @@ void conv_run(KernelDevice &dev, const tf_op_desc &op) {
     const auto &cp = *static_cast<const tf_params_conv2d *>(op.params);
     const ConvShapes s = conv_tensors(op);
     TensorBinding b[3] = {dev.bind(out, name, "output", 0), dev.bind(op.inputs[0], name, "input", 0),
-                           dev.bind(op.inputs[1], name, "input", 1)};
+                          dev.bind(op.inputs[1], name, "input", 1)};
     GemmParams p{};
     const uint32_t g = static_cast<uint32_t>(cp.groups);
     const int64_t og = s.o / g;
@@ -213,8 +216,14 @@ void conv_run(KernelDevice &dev, const tf_op_desc &op) {
     }
     p.og = static_cast<uint32_t>(og);
     p.cg = static_cast<uint32_t>(s.cg);
-    const uint32_t divisors[8] = {p.kh * p.kw, p.kw, p.oh * p.ow, p.ow, p.h * p.w, p.w,
-                                  static_cast<uint32_t>(cp.stride[0]), static_cast<uint32_t>(cp.stride[1])};
+    const uint32_t divisors[8] = {p.kh * p.kw,
+                                  p.kw,
+                                  p.oh * p.ow,
+                                  p.ow,
+                                  p.h * p.w,
+                                  p.w,
+                                  static_cast<uint32_t>(cp.stride[0]),
+                                  static_cast<uint32_t>(cp.stride[1])};
     for (int i = 0; i < 8; ++i) {
         const Magic d = magic_of(divisors[i]);
         p.div_m[i] = d.m;
@@ -260,7 +269,7 @@ void matmul_run(KernelDevice &dev, const tf_op_desc &op) {
     if (numel(c) == 0) return;
     const int r = c.rank;
     TensorBinding b[3] = {dev.bind(c, "matmul", "output", 0), dev.bind(a, "matmul", "input", 0),
-                           dev.bind(bt, "matmul", "input", 1)};
+                          dev.bind(bt, "matmul", "input", 1)};
     const int64_t *strides[3] = {c.strides, a.strides, bt.strides};
     const MergedAxes batch = merge_axes(r - 2, c.shape, strides, 3);
     GemmParams p{};

@@ -74,7 +74,12 @@ void pool_run(KernelDevice &dev, const tf_op_desc &op) {
         p.div_m[i] = d.m;
         p.div_s[i] = d.s;
     }
-    dev.dispatch({key_of(Shader::pool2d, mode, out.dtype), &p, sizeof p, b, 1 + op.n_inputs, {groups_for(dev.caps(), u32(count), 256), 1, 1}});
+    dev.dispatch({key_of(Shader::pool2d, mode, out.dtype),
+                  &p,
+                  sizeof p,
+                  b,
+                  1 + op.n_inputs,
+                  {groups_for(dev.caps(), u32(count), 256), 1, 1}});
 }
 
 // ---- Row ops ----------------------------------------------------------------------------------------
@@ -109,8 +114,7 @@ bool rows_supports(const tf_op_desc &op) {
         if (p.reduction == TF_REDUCTION_NONE) return out.rank == 1 && out.shape[0] == x.shape[0];
         return (p.reduction == TF_REDUCTION_MEAN || p.reduction == TF_REDUCTION_SUM) && out.rank == 0;
     }
-    default:
-        return false;
+    default: return false;
     }
 }
 
@@ -200,7 +204,8 @@ void rows_run(KernelDevice &dev, const tf_op_desc &op) {
     } else {
         p.outer_rank = u32(mo.rank);
         for (int d = 0; d < mo.rank; ++d)
-            p.outer_shape[d] = u32(mo.shape[d]), p.x_outer[d] = u32(mo.strides[0][d]), p.y_outer[d] = u32(mo.strides[1][d]);
+            p.outer_shape[d] = u32(mo.shape[d]), p.x_outer[d] = u32(mo.strides[0][d]),
+            p.y_outer[d] = u32(mo.strides[1][d]);
         // inner() in rows.comp reads stride [0] directly when the rank is 1: keep at least one axis.
         p.inner_rank = u32(mi.rank == 0 ? 1 : mi.rank);
         p.inner_shape[0] = 1;
@@ -215,7 +220,13 @@ void rows_run(KernelDevice &dev, const tf_op_desc &op) {
     p.rows = u32(rows);
     p.len = u32(len);
     const uint32_t groups = reduces ? 1 : groups_for(dev.caps(), u32(rows), 256);
-    dev.dispatch({key_of(Shader::rows, mode, reduces, p.inner_rank == 1, x.dtype), &p, sizeof p, b, 1 + op.n_inputs, {groups, 1, 1}, reporting});
+    dev.dispatch({key_of(Shader::rows, mode, reduces, p.inner_rank == 1, x.dtype),
+                  &p,
+                  sizeof p,
+                  b,
+                  1 + op.n_inputs,
+                  {groups, 1, 1},
+                  reporting});
 }
 
 // ---- Index ops and rope -----------------------------------------------------------------------------
@@ -240,7 +251,8 @@ bool index_supports(const DeviceCaps &caps, const tf_op_desc &op) {
         const tf_tensor_desc &indices = op.inputs[1];
         // The kernels gather float rows (ops.def allows any dtype for embedding's weight).
         if (!is_float(weight.dtype) || rows.dtype != weight.dtype) return false;
-        if (weight.rank != 2 || rows.rank != indices.rank + 1 || rows.shape[rows.rank - 1] != weight.shape[1]) return false;
+        if (weight.rank != 2 || rows.rank != indices.rank + 1 || rows.shape[rows.rank - 1] != weight.shape[1])
+            return false;
         for (int d = 0; d < indices.rank; ++d)
             if (indices.shape[d] != rows.shape[d]) return false;
         // f16 and bf16 gradients sum in a dense f32 copy of the weight, bound whole.
@@ -255,8 +267,7 @@ bool index_supports(const DeviceCaps &caps, const tf_op_desc &op) {
         return is_float(x.dtype) && out.dtype == x.dtype && same_shape(x, out) && x.rank >= 2 &&
                x.shape[x.rank - 1] % 2 == 0 && p.theta > 0;
     }
-    default:
-        return false;
+    default: return false;
     }
 }
 
@@ -378,7 +389,8 @@ void index_run(KernelDevice &dev, const tf_op_desc &op) {
         const int64_t dim = op.inputs[0].shape[op.inputs[0].rank - 1], half = dim / 2;
         std::vector<float> turns(static_cast<size_t>(5 * half));
         for (int64_t i = 0; i < half; ++i) {
-            double f = std::pow(rp.theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim)) / (2 * std::numbers::pi);
+            double f =
+                std::pow(rp.theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim)) / (2 * std::numbers::pi);
             for (int j = 0; j < 5; ++j) {
                 int e = 0;
                 std::frexp(f, &e);
@@ -405,7 +417,13 @@ void index_run(KernelDevice &dev, const tf_op_desc &op) {
     }
     }
     const int32_t in_dtype = op.op == TF_OP_ONE_HOT ? TF_DTYPE_F32 : op.inputs[0].dtype;
-    dev.dispatch({key_of(Shader::index, mode, out.dtype, idx_dtype, in_dtype), &p, sizeof p, b, 3, {groups_for(dev.caps(), u32(count), 256), 1, 1}, reporting});
+    dev.dispatch({key_of(Shader::index, mode, out.dtype, idx_dtype, in_dtype),
+                  &p,
+                  sizeof p,
+                  b,
+                  3,
+                  {groups_for(dev.caps(), u32(count), 256), 1, 1},
+                  reporting});
 }
 
 // ---- Attention --------------------------------------------------------------------------------------
@@ -469,7 +487,8 @@ void attention_run(KernelDevice &dev, const tf_op_desc &op) {
         p.col_st[s] = u32(t[s]->strides[r - 1]);
     }
     p.rows = u32(rows);
-    dev.dispatch({key_of(Shader::attention, out.dtype), &p, sizeof p, b, 5, {groups_for(dev.caps(), u32(rows), 1), 1, 1}});
+    dev.dispatch(
+        {key_of(Shader::attention, out.dtype), &p, sizeof p, b, 5, {groups_for(dev.caps(), u32(rows), 1), 1, 1}});
 }
 
 }  // namespace

@@ -44,8 +44,9 @@ void optim_run(KernelDevice &dev, const tf_op_desc &op) {
     uint32_t mode = 0, has_state = 0, decays = 0, nesterov = 0;
     if (op.op == TF_OP_ADAMW_STEP) {
         const auto &k = *static_cast<const tf_params_adamw_step *>(op.params);
-        const double values[8] = {k.decay, k.beta1, k.one_minus_beta1, k.beta2, k.one_minus_beta2,
-                                  k.root_bias_correction2, k.eps, k.step_size};
+        const double values[8] = {k.decay, k.beta1,           k.one_minus_beta1,
+                                  k.beta2, k.one_minus_beta2, k.root_bias_correction2,
+                                  k.eps,   k.step_size};
         for (int i = 0; i < 8; ++i) p.k[i] = static_cast<float>(values[i]);
         has_state = k.has_state ? 1 : 0;
         decays = k.decays ? 1 : 0;
@@ -59,7 +60,11 @@ void optim_run(KernelDevice &dev, const tf_op_desc &op) {
         decays = k.decays ? 1 : 0;
         nesterov = k.nesterov ? 1 : 0;
     }
-    dev.dispatch({key_of(Shader::optim, mode, has_state, decays, nesterov), &p, sizeof p, b, 1 + op.n_outputs,
+    dev.dispatch({key_of(Shader::optim, mode, has_state, decays, nesterov),
+                  &p,
+                  sizeof p,
+                  b,
+                  1 + op.n_outputs,
                   {groups_for(dev.caps(), static_cast<uint64_t>(count), 256), 1, 1}});
 }
 

@@ -36,16 +36,14 @@ bool reduce_supports(const DeviceCaps &, const tf_op_desc &op) {
     case TF_OP_MEAN:
     case TF_OP_MAX:
     case TF_OP_MIN:
-    case TF_OP_VAR:
-        break;
+    case TF_OP_VAR: break;
     case TF_OP_ARGMAX:
     case TF_OP_ARGMIN: {
         const int32_t axis = static_cast<const tf_params_axis *>(op.params)->axis;
         if (axis < 0 || axis >= in.rank) return false;
         break;
     }
-    default:
-        return false;
+    default: return false;
     }
     // reduce.comp reduces floats only: integer sums, maxima and arg ops run on cpu.
     if (!is_float(in.dtype) || in.rank != out.rank) return false;
@@ -96,7 +94,8 @@ void reduce_run(KernelDevice &dev, const tf_op_desc &op) {
     p.r_rank = static_cast<uint32_t>(r.rank);
     p.in_base = bindings[1].base;
     p.out_base = bindings[0].base;
-    p.correction = op.op == TF_OP_VAR ? static_cast<float>(static_cast<const tf_params_var *>(op.params)->correction) : 0.0f;
+    p.correction =
+        op.op == TF_OP_VAR ? static_cast<float>(static_cast<const tf_params_var *>(op.params)->correction) : 0.0f;
     for (int d = 0; d < k.rank; ++d) {
         p.k_shape[d] = static_cast<uint32_t>(k.shape[d]);
         p.k_in[d] = static_cast<uint32_t>(k.strides[0][d]);
@@ -111,7 +110,12 @@ void reduce_run(KernelDevice &dev, const tf_op_desc &op) {
     }
     const uint32_t groups = per_group ? groups_for(dev.caps(), static_cast<uint64_t>(n_out), 1)
                                       : groups_for(dev.caps(), static_cast<uint64_t>(n_out), 256);
-    dev.dispatch({key_of(Shader::reduce, code_of(op.op), per_group, r.rank <= 1, in.dtype, out.dtype), &p, sizeof p, bindings, 2, {groups, 1, 1}});
+    dev.dispatch({key_of(Shader::reduce, code_of(op.op), per_group, r.rank <= 1, in.dtype, out.dtype),
+                  &p,
+                  sizeof p,
+                  bindings,
+                  2,
+                  {groups, 1, 1}});
 }
 
 }  // namespace tf_kernels

@@ -14,9 +14,9 @@
 namespace tf_kernels {
 
 struct KernelSelector {
-    uint32_t id;             // the index into PipelineKey::spec
+    uint32_t id;  // the index into PipelineKey::spec
     std::string type, name;  // GLSL type (uint, int, bool) and macro name
-    std::string value;       // the default, as written (used when a dispatch leaves it out)
+    std::string value;  // the default, as written (used when a dispatch leaves it out)
 };
 
 // The selectors in the order of their lines. A line that does not parse is skipped (the kernel

@@ -77,7 +77,8 @@ bool Device::run_matmul_library(const tf_op_desc &op) {
     const int64_t M = c.shape[r - 2], N = c.shape[r - 1], K = a.shape[r - 1];
     if (M == 0 || N == 0 || K == 0) return false;
     Operand oa, ob, oc;
-    if (!as_operand(M, K, a.strides[r - 2], a.strides[r - 1], oa) || !as_operand(K, N, b.strides[r - 2], b.strides[r - 1], ob) ||
+    if (!as_operand(M, K, a.strides[r - 2], a.strides[r - 1], oa) ||
+        !as_operand(K, N, b.strides[r - 2], b.strides[r - 1], ob) ||
         !as_operand(M, N, c.strides[r - 2], c.strides[r - 1], oc) || oc.transpose != CLBlastTransposeNo)
         return false;
     const int64_t *strides[3] = {c.strides, a.strides, b.strides};

@@ -81,7 +81,8 @@ std::vector<DeviceTarget> find_devices(const ClApi &api, std::string &why) {
             out.push_back(DeviceTarget{platform, id, platform_text(api, platform, CL_PLATFORM_NAME)});
         }
     }
-    if (out.empty()) why = "no available OpenCL device with a compiler on " + std::to_string(platforms) + " platform(s)";
+    if (out.empty())
+        why = "no available OpenCL device with a compiler on " + std::to_string(platforms) + " platform(s)";
     return out;
 }
 
@@ -128,19 +129,20 @@ void Device::start(const DeviceTarget &target) {
     caps_.max_groups[0] = caps_.max_groups[1] = caps_.max_groups[2] = 65535;
 
     cl_int code = CL_SUCCESS;
-    const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(target.platform),
-                                           0};
+    const cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
+                                           reinterpret_cast<cl_context_properties>(target.platform), 0};
     context_ = ContextHandle(api_.clCreateContext(props, 1, &id, nullptr, nullptr, &code), ContextRelease{&api_});
     check(code, "clCreateContext", label());
     queue_ = QueueHandle(api_.clCreateCommandQueue(context_.get(), id, 0, &code), QueueRelease{&api_});
     check(code, "clCreateCommandQueue", label());
     const uint64_t status_bytes = (report_slots + 1) * 4;
     status_ = MemHandle(api_.clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, status_bytes, nullptr, &code),
-                         MemRelease{&api_});
+                        MemRelease{&api_});
     check(code, "clCreateBuffer (status words)", label());
     const cl_uint zero = 0;
-    check(api_.clEnqueueFillBuffer(queue_.get(), status_.get(), &zero, sizeof zero, 0, status_bytes, 0, nullptr, nullptr),
-          "clEnqueueFillBuffer", label());
+    check(
+        api_.clEnqueueFillBuffer(queue_.get(), status_.get(), &zero, sizeof zero, 0, status_bytes, 0, nullptr, nullptr),
+        "clEnqueueFillBuffer", label());
     target_id_ = id;
     counters_.context_ms = ms_since(begin);
     log_message(TF_LOG_DEBUG, "%s: %s, %s, context in %.1f ms", label(), version_.c_str(), driver_.c_str(),
@@ -182,18 +184,20 @@ void Device::list_features(tf_feature_fn emit, void *user) const {
     features.put("opencl_c", c_version_.c_str());
     features.put("kind", software_ ? "software (CPU device; used under auto only when named)" : "hardware");
     features.putf("compute_units", "%u", compute_units_);
-    features.putf("global_memory", "%llu bytes (largest allocation %llu)", static_cast<unsigned long long>(memory_total_),
-                  static_cast<unsigned long long>(max_alloc_));
+    features.putf("global_memory", "%llu bytes (largest allocation %llu)",
+                  static_cast<unsigned long long>(memory_total_), static_cast<unsigned long long>(max_alloc_));
     features.putf("local_memory", "%llu bytes", static_cast<unsigned long long>(local_memory_));
     features.putf("max_work_group_size", "%zu", max_group_);
     features.put("gemm", blas_ ? "CLBlast (matmul), own kernels otherwise" : "own kernels (CLBlast not loaded)");
     features.putf("startup_context", "%.1f ms", counters_.context_ms);
     features.putf("programs", "%llu built in %.1f ms, %llu from the cache (%s)",
                   static_cast<unsigned long long>(counters_.built), counters_.build_ms,
-                  static_cast<unsigned long long>(counters_.cached), cache_dir_.empty() ? "no cache" : cache_dir_.c_str());
+                  static_cast<unsigned long long>(counters_.cached),
+                  cache_dir_.empty() ? "no cache" : cache_dir_.c_str());
     features.putf("work", "%llu dispatches, %llu CLBlast GEMMs, %llu waits",
                   static_cast<unsigned long long>(counters_.dispatches),
-                  static_cast<unsigned long long>(counters_.gemm_library), static_cast<unsigned long long>(counters_.waits));
+                  static_cast<unsigned long long>(counters_.gemm_library),
+                  static_cast<unsigned long long>(counters_.waits));
     features.putf("buffer_cache", "%llu bytes in %zu freed buffers kept for reuse (at most %llu)",
                   static_cast<unsigned long long>(cached_bytes_), cached_.size(),
                   static_cast<unsigned long long>(max_cached_bytes));
@@ -213,7 +217,8 @@ tf_buffer *Device::allocate(uint64_t size) {
         allocated_ += bytes;
         return buffer.release();
     }
-    if (bytes <= max_alloc_ && bytes > memory_total_ - std::min(allocated_ + cached_bytes_, memory_total_)) drop_cache();
+    if (bytes <= max_alloc_ && bytes > memory_total_ - std::min(allocated_ + cached_bytes_, memory_total_))
+        drop_cache();
     if (bytes > max_alloc_ || bytes > memory_total_ - std::min(allocated_, memory_total_))
         raise(TF_STATUS_OUT_OF_MEMORY,
               "%s: cannot allocate %llu bytes: %llu of %llu bytes are in use and one buffer may hold at most %llu",
@@ -262,9 +267,11 @@ cl_mem Device::memory_of(tf_buffer *buffer) const { return buffer->memory; }
 void Device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) {
     if (staged_bytes_ + size > max_staged_bytes) wait_all();
     // The copy lives until the next wait, so the write need not block.
-    std::vector<char> &copy = staged_.emplace_back(static_cast<const char *>(src), static_cast<const char *>(src) + size);
+    std::vector<char> &copy =
+        staged_.emplace_back(static_cast<const char *>(src), static_cast<const char *>(src) + size);
     staged_bytes_ += size;
-    check(api_.clEnqueueWriteBuffer(queue_.get(), buffer->memory, CL_FALSE, offset, size, copy.data(), 0, nullptr, nullptr),
+    check(api_.clEnqueueWriteBuffer(queue_.get(), buffer->memory, CL_FALSE, offset, size, copy.data(), 0, nullptr,
+                                    nullptr),
           "clEnqueueWriteBuffer", label());
 }
 

@@ -31,8 +31,8 @@ using tf_kernels::DeviceCaps;
 using tf_kernels::PipelineKey;
 using tf_kernels::raise;
 using tf_kernels::Shader;
-using tf_kernels::TensorBinding;
 using tf_kernels::tensor_slots;
+using tf_kernels::TensorBinding;
 
 void log_message(int32_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // The core's environment (tf_host_api.get_env), or nullptr.
@@ -84,9 +84,9 @@ class ClBlastLibrary;
 // Start-up costs and counters shown by tinyfin-info.
 struct DeviceCounters {
     double context_ms = 0;
-    double build_ms = 0;      // programs built from source, in total
-    uint64_t built = 0;       // programs built from source
-    uint64_t cached = 0;      // programs loaded from the binary cache
+    double build_ms = 0;  // programs built from source, in total
+    uint64_t built = 0;  // programs built from source
+    uint64_t cached = 0;  // programs loaded from the binary cache
     uint64_t dispatches = 0;
     uint64_t gemm_library = 0;  // matmuls run by CLBlast
     uint64_t waits = 0;

@@ -86,7 +86,8 @@ tf_status cl_init(tf_error *err) {
         std::vector<DeviceTarget> targets = find_devices(*state->api, why);
         if (targets.empty()) return fail(err, TF_STATUS_UNAVAILABLE, "%s", why.c_str());
         state->blas = ClBlastLibrary::load(environment("TINYFIN_OPENCL_CLBLAST"), state->blas_why);
-        if (!state->blas) log_message(TF_LOG_INFO, "CLBlast not used (matmul runs on the own kernel): %s", state->blas_why.c_str());
+        if (!state->blas)
+            log_message(TF_LOG_INFO, "CLBlast not used (matmul runs on the own kernel): %s", state->blas_why.c_str());
         std::string last_error;
         for (const DeviceTarget &target : targets) {
             try {
@@ -98,7 +99,8 @@ tf_status cl_init(tf_error *err) {
                 log_message(TF_LOG_WARN, "skipping a device: %s", e.what());
             }
         }
-        if (state->devices.empty()) return fail(err, TF_STATUS_UNAVAILABLE, "no usable OpenCL device (%s)", last_error.c_str());
+        if (state->devices.empty())
+            return fail(err, TF_STATUS_UNAVAILABLE, "no usable OpenCL device (%s)", last_error.c_str());
         g_state = state.release();
         return TF_STATUS_OK;
     });

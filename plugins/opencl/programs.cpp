@@ -83,13 +83,16 @@ cl_kernel Device::kernel_for(const PipelineKey &key) {
     std::string options = "-cl-std=CL1.2 -cl-single-precision-constant -w";
     for (const tf_kernels::KernelSelector &s : tf_kernels::selectors_of(text)) {
         char define[128];
-        if (s.id < key.count) std::snprintf(define, sizeof define, " -D%s=%uu", s.name.c_str(), key.spec[s.id]);
-        else std::snprintf(define, sizeof define, " -D%s=%s", s.name.c_str(), s.value.c_str());
+        if (s.id < key.count)
+            std::snprintf(define, sizeof define, " -D%s=%uu", s.name.c_str(), key.spec[s.id]);
+        else
+            std::snprintf(define, sizeof define, " -D%s=%s", s.name.c_str(), s.value.c_str());
         options += define;
     }
     if (cache_dir_.empty() && !environment("TINYFIN_OPENCL_NO_CACHE")) cache_dir_ = cache_directory();
     uint64_t hash = 0xcbf29ce484222325ull;
-    for (const std::string *part : {&platform_, &name_, &driver_, &version_, &options}) hash = fnv1a(fnv1a(hash, *part), "\n");
+    for (const std::string *part : {&platform_, &name_, &driver_, &version_, &options})
+        hash = fnv1a(fnv1a(hash, *part), "\n");
     hash = fnv1a(hash, text);
     char file[64];
     std::snprintf(file, sizeof file, "/%016llx.bin", static_cast<unsigned long long>(hash));
@@ -164,7 +167,8 @@ void Device::save_binary(cl_program program, const std::string &path) noexcept {
         // A fresh temp file renamed over the target (common/atomic_file.hpp): concurrent
         // processes never read a half-written file, and a planted file is never written to.
         const std::string why = tf_common::write_file_atomically(path, binary.data(), size, 0600);
-        if (!why.empty()) log_message(TF_LOG_INFO, "%s: could not write the program cache (not fatal): %s", label(), why.c_str());
+        if (!why.empty())
+            log_message(TF_LOG_INFO, "%s: could not write the program cache (not fatal): %s", label(), why.c_str());
     } catch (...) {
         // The cache is an optimisation: a failure to write it is not the op's failure.
     }

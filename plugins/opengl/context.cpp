@@ -90,7 +90,11 @@ void add_devices(const char *client, std::vector<EglTarget> &out, std::string &w
         seen.insert(display);
         EglTarget t;
         t.display = DisplayHandle(display);
-        t.source = "EGL device " + std::to_string(i) + " (" + (software ? "software" : node.empty() ? "no DRM node" : node) + ")";
+        t.source = "EGL device " + std::to_string(i) + " (" +
+                   (software       ? "software"
+                    : node.empty() ? "no DRM node"
+                                   : node) +
+                   ")";
         t.software = software;
         out.push_back(std::move(t));
     }
@@ -120,20 +124,21 @@ struct Entry {
     const char *name;
     const void *pointer;
 };
-#define TF_GL_ENTRY(f) Entry{#f, reinterpret_cast<const void *>(f)}
+#define TF_GL_ENTRY(f)                                                                                                 \
+    Entry { #f, reinterpret_cast < const void *>(f) }
 
 std::vector<Entry> required_entries() {
     return {
-        TF_GL_ENTRY(glAttachShader), TF_GL_ENTRY(glBindBuffer), TF_GL_ENTRY(glBindBufferRange),
-        TF_GL_ENTRY(glBufferStorage), TF_GL_ENTRY(glClientWaitSync), TF_GL_ENTRY(glCompileShader),
-        TF_GL_ENTRY(glCopyBufferSubData), TF_GL_ENTRY(glCreateProgram), TF_GL_ENTRY(glCreateShader),
-        TF_GL_ENTRY(glDeleteBuffers), TF_GL_ENTRY(glDeleteProgram), TF_GL_ENTRY(glDeleteShader),
-        TF_GL_ENTRY(glDeleteSync), TF_GL_ENTRY(glDispatchCompute), TF_GL_ENTRY(glFenceSync),
-        TF_GL_ENTRY(glGenBuffers), TF_GL_ENTRY(glGetInteger64v), TF_GL_ENTRY(glGetIntegeri_v),
-        TF_GL_ENTRY(glGetProgramInfoLog), TF_GL_ENTRY(glGetProgramiv), TF_GL_ENTRY(glGetShaderInfoLog),
-        TF_GL_ENTRY(glGetShaderiv), TF_GL_ENTRY(glGetStringi), TF_GL_ENTRY(glLinkProgram),
-        TF_GL_ENTRY(glMapBufferRange), TF_GL_ENTRY(glMemoryBarrier), TF_GL_ENTRY(glShaderSource),
-        TF_GL_ENTRY(glUnmapBuffer), TF_GL_ENTRY(glUseProgram),
+        TF_GL_ENTRY(glAttachShader),      TF_GL_ENTRY(glBindBuffer),      TF_GL_ENTRY(glBindBufferRange),
+        TF_GL_ENTRY(glBufferStorage),     TF_GL_ENTRY(glClientWaitSync),  TF_GL_ENTRY(glCompileShader),
+        TF_GL_ENTRY(glCopyBufferSubData), TF_GL_ENTRY(glCreateProgram),   TF_GL_ENTRY(glCreateShader),
+        TF_GL_ENTRY(glDeleteBuffers),     TF_GL_ENTRY(glDeleteProgram),   TF_GL_ENTRY(glDeleteShader),
+        TF_GL_ENTRY(glDeleteSync),        TF_GL_ENTRY(glDispatchCompute), TF_GL_ENTRY(glFenceSync),
+        TF_GL_ENTRY(glGenBuffers),        TF_GL_ENTRY(glGetInteger64v),   TF_GL_ENTRY(glGetIntegeri_v),
+        TF_GL_ENTRY(glGetProgramInfoLog), TF_GL_ENTRY(glGetProgramiv),    TF_GL_ENTRY(glGetShaderInfoLog),
+        TF_GL_ENTRY(glGetShaderiv),       TF_GL_ENTRY(glGetStringi),      TF_GL_ENTRY(glLinkProgram),
+        TF_GL_ENTRY(glMapBufferRange),    TF_GL_ENTRY(glMemoryBarrier),   TF_GL_ENTRY(glShaderSource),
+        TF_GL_ENTRY(glUnmapBuffer),       TF_GL_ENTRY(glUseProgram),
     };
 }
 
@@ -178,7 +183,8 @@ ContextHandle make_context(const EglTarget &target) {
     if (!has_word(extensions, "EGL_KHR_surfaceless_context"))
         raise(TF_STATUS_UNAVAILABLE, "%s has no EGL_KHR_surfaceless_context", target.source.c_str());
     if (!has_word(extensions, "EGL_KHR_create_context") && !has_word(eglQueryString(display, EGL_VERSION), "1.5"))
-        raise(TF_STATUS_UNAVAILABLE, "%s cannot make versioned contexts (EGL_KHR_create_context)", target.source.c_str());
+        raise(TF_STATUS_UNAVAILABLE, "%s cannot make versioned contexts (EGL_KHR_create_context)",
+              target.source.c_str());
     // The API is per thread: this thread's contexts are desktop OpenGL.
     if (!eglBindAPI(EGL_OPENGL_API))
         raise(TF_STATUS_UNAVAILABLE, "%s has no desktop OpenGL (eglBindAPI: %s)", target.source.c_str(),
@@ -190,8 +196,9 @@ ContextHandle make_context(const EglTarget &target) {
         if (!eglChooseConfig(display, want, &config, 1, &n) || n == 0)
             raise(TF_STATUS_UNAVAILABLE, "%s has no EGL config for OpenGL", target.source.c_str());
     }
-    const EGLint attributes[] = {EGL_CONTEXT_MAJOR_VERSION, 4, EGL_CONTEXT_MINOR_VERSION, 3,
-                                 EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT, EGL_NONE};
+    const EGLint attributes[] = {
+        EGL_CONTEXT_MAJOR_VERSION,           4,       EGL_CONTEXT_MINOR_VERSION, 3, EGL_CONTEXT_OPENGL_PROFILE_MASK,
+        EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT, EGL_NONE};
     EGLContext context = eglCreateContext(display, config, EGL_NO_CONTEXT, attributes);
     if (context == EGL_NO_CONTEXT)
         raise(TF_STATUS_UNAVAILABLE, "%s gives no OpenGL 4.3 core context (%s)", target.source.c_str(),
@@ -212,12 +219,14 @@ ContextHandle make_context(const EglTarget &target) {
     const int version = gl_version();
     const char *text = reinterpret_cast<const char *>(glGetString(GL_VERSION));
     if (version < 43)
-        raise(TF_STATUS_UNAVAILABLE, "%s: OpenGL %s, compute shaders need 4.3", target.source.c_str(), text ? text : "?");
+        raise(TF_STATUS_UNAVAILABLE, "%s: OpenGL %s, compute shaders need 4.3", target.source.c_str(),
+              text ? text : "?");
     std::string missing;
     for (const Entry &e : required_entries())
         if (!e.pointer) missing += (missing.empty() ? "" : ", ") + std::string(e.name);
     if (!missing.empty())
-        raise(TF_STATUS_UNAVAILABLE, "%s: OpenGL %s lacks %s", target.source.c_str(), text ? text : "?", missing.c_str());
+        raise(TF_STATUS_UNAVAILABLE, "%s: OpenGL %s lacks %s", target.source.c_str(), text ? text : "?",
+              missing.c_str());
     return owned;
 }
 

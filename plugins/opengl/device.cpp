@@ -79,7 +79,8 @@ void Device::start(EglTarget target) {
               static_cast<long long>(max_block_size_));
     // The kernels use 256 invocations per workgroup.
     if (max_invocations_ < 256)
-        raise(TF_STATUS_UNAVAILABLE, "%s allows %d invocations per workgroup; the kernels need 256", label(), max_invocations_);
+        raise(TF_STATUS_UNAVAILABLE, "%s allows %d invocations per workgroup; the kernels need 256", label(),
+              max_invocations_);
 
     if (GLEW_EXT_memory_object && glGetUnsignedBytei_vEXT) {
         GLubyte id[GL_UUID_SIZE_EXT] = {};
@@ -109,7 +110,7 @@ void Device::start(EglTarget target) {
     gl_ = std::move(state);
     counters_.context_ms = ms_since(begin);
     log_line(TF_LOG_DEBUG, "%s: %s via %s, context in %.1f ms", label(), version_.c_str(), source_.c_str(),
-                counters_.context_ms);
+             counters_.context_ms);
 }
 
 Device::~Device() {
@@ -153,7 +154,8 @@ void Device::list_features(tf_feature_fn emit, void *user) const {
     features.put("kind", software_ ? "software (runs on the CPU)" : "hardware");
     features.putf("max_work_group_size", "%d x %d x %d (%d invocations)", max_group_size_[0], max_group_size_[1],
                   max_group_size_[2], max_invocations_);
-    features.putf("max_work_group_count", "%u x %u x %u", caps_.max_groups[0], caps_.max_groups[1], caps_.max_groups[2]);
+    features.putf("max_work_group_count", "%u x %u x %u", caps_.max_groups[0], caps_.max_groups[1],
+                  caps_.max_groups[2]);
     features.putf("max_ssbo_size", "%lld", static_cast<long long>(max_block_size_));
     features.putf("ssbo_offset_alignment", "%llu", static_cast<unsigned long long>(caps_.bind_align));
     features.putf("max_shared_memory", "%d", max_shared_);
@@ -262,8 +264,8 @@ void Device::dispatch(const DispatchArgs &args) {
     // Slot 0 is the output (written); the others are read.
     for (size_t s = 0; s < args.count; ++s)
         if (args.tensors[s].buffer)
-            access(args.tensors[s].buffer->memory.owner->buffer.get(), args.tensors[s].offset, args.tensors[s].offset + args.tensors[s].range,
-                   s == 0);
+            access(args.tensors[s].buffer->memory.owner->buffer.get(), args.tensors[s].offset,
+                   args.tensors[s].offset + args.tensors[s].range, s == 0);
     if (gl_->bound_program != program) {
         glUseProgram(program);
         gl_->bound_program = program;
@@ -274,7 +276,8 @@ void Device::dispatch(const DispatchArgs &args) {
     for (uint32_t s = 0; s < tensor_slots; ++s) {
         if (s < args.count && args.tensors[s].buffer)
             glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2 + s, args.tensors[s].buffer->memory.owner->buffer.get(),
-                              static_cast<GLintptr>(args.tensors[s].offset), static_cast<GLsizeiptr>(args.tensors[s].range));
+                              static_cast<GLintptr>(args.tensors[s].offset),
+                              static_cast<GLsizeiptr>(args.tensors[s].range));
         else
             glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2 + s, gl_->status.get(), 0, 4);  // unused slots still need one
     }

@@ -29,16 +29,16 @@ using tf_kernels::DeviceCaps;
 using tf_kernels::DispatchArgs;
 using tf_kernels::PipelineKey;
 using tf_kernels::Shader;
-using tf_kernels::TensorBinding;
 using tf_kernels::tensor_slots;
+using tf_kernels::TensorBinding;
 
 // Start-up costs and counters shown by tinyfin-info.
 struct DeviceCounters {
-    double context_ms = 0;         // EGL context, GLEW, limits
-    double compile_ms = 0;         // programs compiled so far, in total
-    uint64_t programs = 0;         // programs compiled
+    double context_ms = 0;  // EGL context, GLEW, limits
+    double compile_ms = 0;  // programs compiled so far, in total
+    uint64_t programs = 0;  // programs compiled
     uint64_t dispatches = 0;
-    uint64_t barriers = 0;         // glMemoryBarrier calls
+    uint64_t barriers = 0;  // glMemoryBarrier calls
 };
 
 class Device final : public tf_kernels::KernelDevice {

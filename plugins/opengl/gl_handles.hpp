@@ -128,7 +128,8 @@ public:
     EGLContext get() const noexcept { return context_; }
     void reset() noexcept {
         if (context_ == EGL_NO_CONTEXT) return;
-        if (eglGetCurrentContext() == context_) eglMakeCurrent(display_, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+        if (eglGetCurrentContext() == context_)
+            eglMakeCurrent(display_, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
         eglDestroyContext(display_, context_);
         context_ = EGL_NO_CONTEXT;
     }

@@ -30,7 +30,9 @@ BufferHandle mapped_buffer(uint64_t size, char **data) {
     check_memory("glBufferStorage (mapped)", size, "the host");
     *data = static_cast<char *>(glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, static_cast<GLsizeiptr>(size), flags));
     check_memory("glMapBufferRange", size, "the host");
-    if (!*data) raise(TF_STATUS_INTERNAL, "glMapBufferRange of %llu bytes returned NULL", static_cast<unsigned long long>(size));
+    if (!*data)
+        raise(TF_STATUS_INTERNAL, "glMapBufferRange of %llu bytes returned NULL",
+              static_cast<unsigned long long>(size));
     return buffer;
 }
 
@@ -69,8 +71,7 @@ void MemoryPool::release(Allocation &range) noexcept {
 
 // ---- StreamRing --------------------------------------------------------------------------------------
 
-StreamRing::StreamRing(uint64_t size, uint64_t alignment)
-    : size_(size), quarter_(size / 4), alignment_(alignment) {
+StreamRing::StreamRing(uint64_t size, uint64_t alignment) : size_(size), quarter_(size / 4), alignment_(alignment) {
     buffer_ = mapped_buffer(size, &data_);
 }
 
@@ -102,9 +103,8 @@ StreamRing::Span StreamRing::take(uint64_t size) {
 void StreamRing::collect() noexcept {
     for (Oversized &big : oversized_)
         if (!big.done) big.done = SyncHandle(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0));
-    std::erase_if(oversized_, [](const Oversized &big) {
-        return glClientWaitSync(big.done.get(), 0, 0) != GL_TIMEOUT_EXPIRED;
-    });
+    std::erase_if(oversized_,
+                  [](const Oversized &big) { return glClientWaitSync(big.done.get(), 0, 0) != GL_TIMEOUT_EXPIRED; });
 }
 
 }  // namespace tf_gl

@@ -88,7 +88,7 @@ private:
     BufferHandle buffer_;
     char *data_ = nullptr;
     uint64_t size_, quarter_, alignment_;
-    uint64_t head_ = 0;           // next free byte, inside quarter quarter_index_
+    uint64_t head_ = 0;  // next free byte, inside quarter quarter_index_
     uint64_t quarter_index_ = 0;  // explicit: head_ may sit exactly on the next quarter's start
     SyncHandle fences_[4];
     std::vector<Oversized> oversized_;

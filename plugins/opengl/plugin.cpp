@@ -96,7 +96,8 @@ struct OpenGlApi {
 
     static void list_features(const State &s, tf_feature_fn emit, void *user) {
         char value[64];
-        std::snprintf(value, sizeof value, "%zu (GLSL 4.30, embedded; compiled on first use)", tf_kernels::shader_count);
+        std::snprintf(value, sizeof value, "%zu (GLSL 4.30, embedded; compiled on first use)",
+                      tf_kernels::shader_count);
         emit(user, "kernels", value);
         emit(user, "threading", "one GL thread per device owns its context; calls wait for it");
         // The counters change on the GL thread: read them there.

@@ -17,11 +17,15 @@ namespace {
 
 std::string info_log(GLuint object, bool program) {
     GLint length = 0;
-    if (program) glGetProgramiv(object, GL_INFO_LOG_LENGTH, &length);
-    else glGetShaderiv(object, GL_INFO_LOG_LENGTH, &length);
+    if (program)
+        glGetProgramiv(object, GL_INFO_LOG_LENGTH, &length);
+    else
+        glGetShaderiv(object, GL_INFO_LOG_LENGTH, &length);
     std::string log(static_cast<size_t>(std::max(length, 1)), '\0');
-    if (program) glGetProgramInfoLog(object, length, nullptr, log.data());
-    else glGetShaderInfoLog(object, length, nullptr, log.data());
+    if (program)
+        glGetProgramInfoLog(object, length, nullptr, log.data());
+    else
+        glGetShaderInfoLog(object, length, nullptr, log.data());
     log.resize(std::strlen(log.c_str()));
     if (log.size() > 600) log.resize(600);
     return log;
@@ -42,9 +46,12 @@ GLuint Device::program_for(const PipelineKey &key) {
         if (s.id >= key.count) continue;  // the default from assemble.py applies
         const uint32_t v = key.spec[s.id];
         char line[128];
-        if (s.type == "bool") std::snprintf(line, sizeof line, "#define %s %s\n", s.name.c_str(), v ? "true" : "false");
-        else if (s.type == "int") std::snprintf(line, sizeof line, "#define %s %d\n", s.name.c_str(), static_cast<int32_t>(v));
-        else std::snprintf(line, sizeof line, "#define %s %uu\n", s.name.c_str(), v);
+        if (s.type == "bool")
+            std::snprintf(line, sizeof line, "#define %s %s\n", s.name.c_str(), v ? "true" : "false");
+        else if (s.type == "int")
+            std::snprintf(line, sizeof line, "#define %s %d\n", s.name.c_str(), static_cast<int32_t>(v));
+        else
+            std::snprintf(line, sizeof line, "#define %s %uu\n", s.name.c_str(), v);
         source += line;
     }
     source.append(text.substr(first_line));

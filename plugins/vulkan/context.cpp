@@ -17,26 +17,27 @@ namespace tf_vk {
 
 const char *result_name(VkResult result) noexcept {
     switch (result) {
-#define TF_VK_RESULT(name) case name: return #name;
-    TF_VK_RESULT(VK_SUCCESS)
-    TF_VK_RESULT(VK_NOT_READY)
-    TF_VK_RESULT(VK_TIMEOUT)
-    TF_VK_RESULT(VK_INCOMPLETE)
-    TF_VK_RESULT(VK_ERROR_OUT_OF_HOST_MEMORY)
-    TF_VK_RESULT(VK_ERROR_OUT_OF_DEVICE_MEMORY)
-    TF_VK_RESULT(VK_ERROR_INITIALIZATION_FAILED)
-    TF_VK_RESULT(VK_ERROR_DEVICE_LOST)
-    TF_VK_RESULT(VK_ERROR_MEMORY_MAP_FAILED)
-    TF_VK_RESULT(VK_ERROR_LAYER_NOT_PRESENT)
-    TF_VK_RESULT(VK_ERROR_EXTENSION_NOT_PRESENT)
-    TF_VK_RESULT(VK_ERROR_FEATURE_NOT_PRESENT)
-    TF_VK_RESULT(VK_ERROR_INCOMPATIBLE_DRIVER)
-    TF_VK_RESULT(VK_ERROR_TOO_MANY_OBJECTS)
-    TF_VK_RESULT(VK_ERROR_FORMAT_NOT_SUPPORTED)
-    TF_VK_RESULT(VK_ERROR_FRAGMENTED_POOL)
-    TF_VK_RESULT(VK_ERROR_OUT_OF_POOL_MEMORY)
-    TF_VK_RESULT(VK_ERROR_INVALID_EXTERNAL_HANDLE)
-    TF_VK_RESULT(VK_ERROR_FRAGMENTATION)
+#define TF_VK_RESULT(name)                                                                                             \
+    case name: return #name;
+        TF_VK_RESULT(VK_SUCCESS)
+        TF_VK_RESULT(VK_NOT_READY)
+        TF_VK_RESULT(VK_TIMEOUT)
+        TF_VK_RESULT(VK_INCOMPLETE)
+        TF_VK_RESULT(VK_ERROR_OUT_OF_HOST_MEMORY)
+        TF_VK_RESULT(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+        TF_VK_RESULT(VK_ERROR_INITIALIZATION_FAILED)
+        TF_VK_RESULT(VK_ERROR_DEVICE_LOST)
+        TF_VK_RESULT(VK_ERROR_MEMORY_MAP_FAILED)
+        TF_VK_RESULT(VK_ERROR_LAYER_NOT_PRESENT)
+        TF_VK_RESULT(VK_ERROR_EXTENSION_NOT_PRESENT)
+        TF_VK_RESULT(VK_ERROR_FEATURE_NOT_PRESENT)
+        TF_VK_RESULT(VK_ERROR_INCOMPATIBLE_DRIVER)
+        TF_VK_RESULT(VK_ERROR_TOO_MANY_OBJECTS)
+        TF_VK_RESULT(VK_ERROR_FORMAT_NOT_SUPPORTED)
+        TF_VK_RESULT(VK_ERROR_FRAGMENTED_POOL)
+        TF_VK_RESULT(VK_ERROR_OUT_OF_POOL_MEMORY)
+        TF_VK_RESULT(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+        TF_VK_RESULT(VK_ERROR_FRAGMENTATION)
 #undef TF_VK_RESULT
     default: return "VK_ERROR_UNKNOWN";
     }
@@ -49,12 +50,10 @@ tf_status status_of(VkResult result) noexcept {
     case VK_ERROR_OUT_OF_DEVICE_MEMORY:
     case VK_ERROR_OUT_OF_POOL_MEMORY:
     case VK_ERROR_FRAGMENTED_POOL:
-    case VK_ERROR_FRAGMENTATION:
-        return TF_STATUS_OUT_OF_MEMORY;
+    case VK_ERROR_FRAGMENTATION: return TF_STATUS_OUT_OF_MEMORY;
     case VK_ERROR_DEVICE_LOST: return TF_STATUS_DEVICE_LOST;
     case VK_ERROR_INCOMPATIBLE_DRIVER:
-    case VK_ERROR_INITIALIZATION_FAILED:
-        return TF_STATUS_UNAVAILABLE;
+    case VK_ERROR_INITIALIZATION_FAILED: return TF_STATUS_UNAVAILABLE;
     default: return TF_STATUS_INTERNAL;
     }
 }
@@ -75,8 +74,7 @@ bool LoaderLibrary::open(std::string &why) {
     const char *path = override_path && *override_path ? override_path : "libvulkan.so.1";
     // The default soname goes to the dynamic linker's own search, as a linked library would; a
     // path from the environment names code and passes the plugin trust rules (code_trust.hpp).
-    if (path == override_path && path[0] == '/' && !tf_common::starts_with_proc(path) &&
-        access(path, F_OK) != 0) {
+    if (path == override_path && path[0] == '/' && !tf_common::starts_with_proc(path) && access(path, F_OK) != 0) {
         why = std::string("no Vulkan loader (") + path + " not found)";
         return false;
     }
@@ -172,8 +170,9 @@ std::vector<ComputeDevice> find_compute_devices(VkInstance instance) {
         default: return 3;
         }
     };
-    std::stable_sort(found.begin(), found.end(),
-                     [&](const ComputeDevice &a, const ComputeDevice &b) { return rank(a.physical) < rank(b.physical); });
+    std::stable_sort(found.begin(), found.end(), [&](const ComputeDevice &a, const ComputeDevice &b) {
+        return rank(a.physical) < rank(b.physical);
+    });
     return found;
 }
 

@@ -30,7 +30,8 @@ const char *api_text(uint32_t version, char *buf, size_t size) {
 }
 
 bool has_extension(const std::vector<VkExtensionProperties> &list, const char *name) {
-    return std::any_of(list.begin(), list.end(), [&](const auto &e) { return std::strcmp(e.extensionName, name) == 0; });
+    return std::any_of(list.begin(), list.end(),
+                       [&](const auto &e) { return std::strcmp(e.extensionName, name) == 0; });
 }
 
 // The memory type for tensors: the largest device-local heap, host-visible and coherent when
@@ -47,7 +48,8 @@ uint32_t pick_device_type(const VkPhysicalDeviceMemoryProperties &m, bool *host_
         }
         const VkMemoryType &b = m.memoryTypes[best];
         const uint64_t size_t_ = m.memoryHeaps[t.heapIndex].size, size_b = m.memoryHeaps[b.heapIndex].size;
-        if (size_t_ > size_b || (size_t_ == size_b && (t.propertyFlags & host) == host && (b.propertyFlags & host) != host))
+        if (size_t_ > size_b ||
+            (size_t_ == size_b && (t.propertyFlags & host) == host && (b.propertyFlags & host) != host))
             best = static_cast<int>(i);
     }
     if (best < 0) best = 0;
@@ -154,8 +156,8 @@ std::unique_ptr<Device> Device::create(int index, const ComputeDevice &where, ui
     d->create_batches();
     char api[32];
     log_line(TF_LOG_DEBUG, "%s: Vulkan %s, queue family %u, %s memory, %" PRIu64 " MiB heap", d->label(),
-                api_text(d->props_.apiVersion, api, sizeof api), d->family_,
-                d->host_visible_ ? "host-visible" : "device-only", d->heap_size_ >> 20);
+             api_text(d->props_.apiVersion, api, sizeof api), d->family_,
+             d->host_visible_ ? "host-visible" : "device-only", d->heap_size_ >> 20);
     return d;
 }
 
@@ -186,17 +188,19 @@ void Device::create_pools(const VkPhysicalDeviceMemoryProperties &memory) {
         props2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
         props2.pNext = &m3;
         vkGetPhysicalDeviceProperties2(physical_, &props2);
-        if (m3.maxMemoryAllocationSize > 0) max_allocation = std::min<uint64_t>(max_allocation, m3.maxMemoryAllocationSize);
+        if (m3.maxMemoryAllocationSize > 0)
+            max_allocation = std::min<uint64_t>(max_allocation, m3.maxMemoryAllocationSize);
     }
     const uint64_t align = std::max<uint64_t>(caps_.bind_align, 256);
-    device_pool_ = std::make_unique<MemoryPool>(dev, MemoryPool::Options{
-        type, host_visible_, heap_size_, max_allocation, std::min(device_block, max_allocation), align, label_.c_str()});
+    device_pool_ = std::make_unique<MemoryPool>(
+        dev, MemoryPool::Options{type, host_visible_, heap_size_, max_allocation,
+                                 std::min(device_block, max_allocation), align, label_.c_str()});
     if (force_staging) host_visible_ = false;
     const uint32_t host_type = pick_host_type(memory);
     const uint64_t host_heap = memory.memoryHeaps[memory.memoryTypes[host_type].heapIndex].size;
-    host_pool_ = std::make_unique<MemoryPool>(dev, MemoryPool::Options{
-        host_type, true, host_heap, std::min(host_heap, max_allocation), std::min(host_block, max_allocation), align,
-        label_.c_str()});
+    host_pool_ = std::make_unique<MemoryPool>(
+        dev, MemoryPool::Options{host_type, true, host_heap, std::min(host_heap, max_allocation),
+                                 std::min(host_block, max_allocation), align, label_.c_str()});
     status_ = host_pool_->allocate(4);
     std::memset(status_.owner->mapped + status_.offset, 0, 4);
 }
@@ -470,7 +474,8 @@ void Device::dispatch(const DispatchArgs &args) {
     }
     for (uint32_t s = 0; s < tensor_slots; ++s) {
         if (s < args.count && args.tensors[s].buffer)
-            infos[2 + s] = {args.tensors[s].buffer->memory.owner->buffer.get(), args.tensors[s].offset, args.tensors[s].range};
+            infos[2 + s] = {args.tensors[s].buffer->memory.owner->buffer.get(), args.tensors[s].offset,
+                            args.tensors[s].range};
         else
             infos[2 + s] = infos[1];  // unused slots still need a valid descriptor
     }
@@ -572,7 +577,8 @@ void Device::wait_for(uint64_t serial) {
     for (;;) {
         Batch *oldest = nullptr;
         for (Batch &b : batches_)
-            if (b.state == Batch::State::submitted && b.serial <= serial && (!oldest || b.serial < oldest->serial)) oldest = &b;
+            if (b.state == Batch::State::submitted && b.serial <= serial && (!oldest || b.serial < oldest->serial))
+                oldest = &b;
         if (!oldest) break;
         VkFence fence = oldest->done.get();
         check_result(vkWaitForFences(device_.get(), 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
@@ -611,8 +617,7 @@ void Device::retire(Batch &b) {
 
 void Device::check_result(VkResult result, const char *what) {
     if (result == VK_ERROR_DEVICE_LOST) lost_ = true;
-    if (result != VK_SUCCESS)
-        raise(status_of(result), "%s on %s: %s", what, label(), result_name(result));
+    if (result != VK_SUCCESS) raise(status_of(result), "%s on %s: %s", what, label(), result_name(result));
 }
 
 void Device::throw_if_lost() const {

@@ -33,8 +33,8 @@ using tf_kernels::key_of;
 using tf_kernels::PipelineKey;
 using tf_kernels::Shader;
 using tf_kernels::shader_count;
-using tf_kernels::TensorBinding;
 using tf_kernels::tensor_slots;
+using tf_kernels::TensorBinding;
 
 class Device final : public tf_kernels::KernelDevice {
 public:
@@ -139,8 +139,8 @@ private:
     VkQueue queue_ = VK_NULL_HANDLE;
     uint32_t family_ = 0;
     std::unique_ptr<MemoryPool> device_pool_;  // tensors
-    std::unique_ptr<MemoryPool> host_pool_;    // staging, parameters, status: mapped
-    Allocation status_;                         // one word in host_pool_
+    std::unique_ptr<MemoryPool> host_pool_;  // staging, parameters, status: mapped
+    Allocation status_;  // one word in host_pool_
     SetLayoutHandle set_layout_;
     PipelineLayoutHandle pipeline_layout_;
     PipelineCacheHandle pipeline_cache_;

@@ -11,14 +11,15 @@ MemoryBlock &MemoryPool::new_block(uint64_t size) {
               static_cast<unsigned long long>(size), opts_.label, static_cast<unsigned long long>(opts_.heap_size));
     if (size > opts_.max_allocation)
         raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s: one allocation may have at most %llu bytes",
-              static_cast<unsigned long long>(size), opts_.label, static_cast<unsigned long long>(opts_.max_allocation));
+              static_cast<unsigned long long>(size), opts_.label,
+              static_cast<unsigned long long>(opts_.max_allocation));
 
     auto block = std::make_unique<MemoryBlock>();
     VkBufferCreateInfo buffer_info{};
     buffer_info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
     buffer_info.size = size;
-    buffer_info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                        VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    buffer_info.usage =
+        VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     buffer_info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     VkBuffer buffer = VK_NULL_HANDLE;
     check(vkCreateBuffer(device_, &buffer_info, nullptr, &buffer), "vkCreateBuffer");
@@ -35,7 +36,8 @@ MemoryBlock &MemoryPool::new_block(uint64_t size) {
     VkDeviceMemory memory = VK_NULL_HANDLE;
     VkResult result = vkAllocateMemory(device_, &alloc_info, nullptr, &memory);
     if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY)
-        raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s: vkAllocateMemory failed with %s (%llu bytes held in blocks)",
+        raise(TF_STATUS_OUT_OF_MEMORY,
+              "cannot allocate %llu bytes on %s: vkAllocateMemory failed with %s (%llu bytes held in blocks)",
               static_cast<unsigned long long>(needs.size), opts_.label, result_name(result),
               static_cast<unsigned long long>(reserved_));
     check(result, "vkAllocateMemory");
@@ -56,7 +58,8 @@ MemoryBlock &MemoryPool::new_block(uint64_t size) {
 Allocation MemoryPool::allocate(uint64_t size) {
     if (size == 0) size = 1;
     if (size > UINT64_MAX - opts_.alignment)
-        raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s", static_cast<unsigned long long>(size), opts_.label);
+        raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s", static_cast<unsigned long long>(size),
+              opts_.label);
     const uint64_t need = align_up(size, opts_.alignment);
     const auto [block, offset] = tf_kernels::place(blocks_, need, opts_.block_size / 2, opts_.block_size,
                                                    [&](uint64_t n) -> MemoryBlock & { return new_block(n); });

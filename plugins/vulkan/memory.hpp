@@ -20,7 +20,7 @@ struct MemoryBlock;
 struct Allocation {
     MemoryBlock *owner = nullptr;
     uint64_t offset = 0;  // bytes from the start of the block (and of its VkBuffer)
-    uint64_t size = 0;    // bytes reserved, a multiple of the pool's alignment
+    uint64_t size = 0;  // bytes reserved, a multiple of the pool's alignment
 };
 
 struct MemoryBlock {
@@ -44,8 +44,8 @@ public:
         uint64_t heap_size;
         uint64_t max_allocation;  // maxMemoryAllocationSize
         uint64_t block_size;
-        uint64_t alignment;       // of every range; >= minStorageBufferOffsetAlignment
-        const char *label;        // "vulkan:0 (llvmpipe)" for messages
+        uint64_t alignment;  // of every range; >= minStorageBufferOffsetAlignment
+        const char *label;  // "vulkan:0 (llvmpipe)" for messages
     };
 
     MemoryPool(VkDevice device, const Options &opts) : device_(device), opts_(opts) {}

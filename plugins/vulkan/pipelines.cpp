@@ -51,7 +51,8 @@ bool matches_device(const std::vector<char> &blob, const VkPhysicalDevicePropert
 void Device::load_pipeline_cache() {
     const std::string dir = cache_directory();
     if (!dir.empty())
-        cache_path_ = dir + (index_ == 0 ? "/vulkan-pipelines.bin" : "/vulkan-pipelines." + std::to_string(index_) + ".bin");
+        cache_path_ =
+            dir + (index_ == 0 ? "/vulkan-pipelines.bin" : "/vulkan-pipelines." + std::to_string(index_) + ".bin");
     std::vector<char> blob;
     std::string refused;
     if (!cache_path_.empty() && access(cache_path_.c_str(), F_OK) == 0 &&
@@ -75,7 +76,7 @@ void Device::load_pipeline_cache() {
     check(result, "vkCreatePipelineCache");
     pipeline_cache_ = PipelineCacheHandle(device_.get(), cache);
     log_line(TF_LOG_DEBUG, "%s: pipeline cache %s (%zu bytes loaded)", label(),
-                cache_path_.empty() ? "in memory only" : cache_path_.c_str(), blob.size());
+             cache_path_.empty() ? "in memory only" : cache_path_.c_str(), blob.size());
 }
 
 void Device::save_pipeline_cache() noexcept {
@@ -128,9 +129,10 @@ VkPipeline Device::pipeline_for(const PipelineKey &key) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     char spec_text[96] = "";
     for (uint32_t i = 0, at = 0; i < key.count && at < sizeof spec_text; ++i)
-        at += static_cast<uint32_t>(std::snprintf(spec_text + at, sizeof spec_text - at, "%s%u", i ? "," : "", key.spec[i]));
+        at += static_cast<uint32_t>(
+            std::snprintf(spec_text + at, sizeof spec_text - at, "%s%u", i ? "," : "", key.spec[i]));
     log_line(TF_LOG_DEBUG, "%s: pipeline %s(%s) created in %.1f ms (%zu pipelines)", label(), code.name, spec_text, ms,
-                pipelines_.size());
+             pipelines_.size());
     return pipeline;
 }
 

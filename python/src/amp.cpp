@@ -21,7 +21,10 @@ void bind_amp(py::module_ &top) {
              }),
              py::arg("dtype"), py::arg("enabled") = true)
         .def("__enter__", [](Scope &s) { s.guard = std::make_unique<AutocastGuard>(s.enabled, s.dtype); })
-        .def("__exit__", [](Scope &s, py::args) { s.guard.reset(); return false; });
+        .def("__exit__", [](Scope &s, py::args) {
+            s.guard.reset();
+            return false;
+        });
     m.def("autocast_dtype", [] { return autocast_dtype(); });
     m.def("autocast_policy", &autocast_policy, py::arg("op"));
 
@@ -41,12 +44,13 @@ void bind_amp(py::module_ &top) {
         .def("is_enabled", &Scaler::enabled)
         .def_property_readonly("growth_tracker", &Scaler::growth_tracker)
         .def_property_readonly("found_inf", &Scaler::found_inf)
-        .def("_state", [](const Scaler &s, const std::string &prefix) { return s.state_dict(prefix); },
-             py::arg("prefix") = "grad_scaler.")
-        .def("_load_state", [](Scaler &s, const nn::NamedTensors &dict, const std::string &prefix) {
-                 s.load_state_dict(dict, prefix);
-             },
-             py::arg("dict"), py::arg("prefix") = "grad_scaler.");
+        .def(
+            "_state", [](const Scaler &s, const std::string &prefix) { return s.state_dict(prefix); },
+            py::arg("prefix") = "grad_scaler.")
+        .def(
+            "_load_state",
+            [](Scaler &s, const nn::NamedTensors &dict, const std::string &prefix) { s.load_state_dict(dict, prefix); },
+            py::arg("dict"), py::arg("prefix") = "grad_scaler.");
 }
 
-} // namespace tinyfin::python
+}  // namespace tinyfin::python

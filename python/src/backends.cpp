@@ -4,14 +4,18 @@
 namespace tinyfin::python {
 
 void bind_backends(py::module_ &m) {
-    m.def("backend_set", [](const std::string &list) { return set_backend(list); }, py::arg("backends"),
-          "Selects backends like TINYFIN_BACKEND (\"auto\" or \"vulkan,blas\"); False when none is usable.");
-    m.def("select_backend_for_memory", [](uint64_t required_bytes, const std::string &preference) {
-        py::gil_scoped_release release;  // may load and initialise plugins
-        return select_backend_for_memory(required_bytes, preference);
-    }, py::arg("required_bytes"), py::arg("preference") = "",
-          "Selects the best backend (as backend_set(preference)) whose device has required_bytes free;\n"
-          "returns its name. Raises OutOfMemoryError naming every device when none fits.");
+    m.def(
+        "backend_set", [](const std::string &list) { return set_backend(list); }, py::arg("backends"),
+        "Selects backends like TINYFIN_BACKEND (\"auto\" or \"vulkan,blas\"); False when none is usable.");
+    m.def(
+        "select_backend_for_memory",
+        [](uint64_t required_bytes, const std::string &preference) {
+            py::gil_scoped_release release;  // may load and initialise plugins
+            return select_backend_for_memory(required_bytes, preference);
+        },
+        py::arg("required_bytes"), py::arg("preference") = "",
+        "Selects the best backend (as backend_set(preference)) whose device has required_bytes free;\n"
+        "returns its name. Raises OutOfMemoryError naming every device when none fits.");
     m.def("backend_name", &backend_name);
     m.def("default_device", &default_device);
     m.def("available_backends", &available_backends);
@@ -51,4 +55,4 @@ void bind_backends(py::module_ &m) {
     m.def("reset_stats", &reset_stats);
 }
 
-} // namespace tinyfin::python
+}  // namespace tinyfin::python

@@ -61,4 +61,4 @@ private:
 };
 
 // Thrown by binding code for bad Python input; translated to tinyfin's classes.
-} // namespace tinyfin::python
+}  // namespace tinyfin::python

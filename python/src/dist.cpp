@@ -25,7 +25,7 @@ using Release = py::gil_scoped_release;
 class ParameterSet : public nn::Module {
 public:
     explicit ParameterSet(const std::vector<std::pair<std::string, Tensor>> &named) {
-        tensors_.reserve(named.size()); // register_parameter keeps pointers: no reallocation after
+        tensors_.reserve(named.size());  // register_parameter keeps pointers: no reallocation after
         for (const auto &[name, t] : named) tensors_.push_back(t);
         for (std::size_t i = 0; i < named.size(); ++i) register_parameter(named[i].first, tensors_[i]);
     }
@@ -33,9 +33,7 @@ public:
         throw dist::DistError("DistError: the C++ side of tinyfin.dist.DistributedDataParallel has "
                               "no forward; call the Python wrapper, which runs the Python module");
     }
-    std::string describe() const override {
-        return "ParameterSet(" + std::to_string(tensors_.size()) + " tensors)";
-    }
+    std::string describe() const override { return "ParameterSet(" + std::to_string(tensors_.size()) + " tensors)"; }
 
 private:
     std::vector<Tensor> tensors_;
@@ -64,11 +62,10 @@ dist::ReduceOp reduce_op(const std::string &name) {
     if (name == "mean" || name == "avg") return dist::ReduceOp::mean;
     if (name == "max") return dist::ReduceOp::max;
     if (name == "min") return dist::ReduceOp::min;
-    throw tinyfin::ValueError("ValueError: reduce op must be 'sum', 'mean', 'max' or 'min', got '" +
-                              name + "'");
+    throw tinyfin::ValueError("ValueError: reduce op must be 'sum', 'mean', 'max' or 'min', got '" + name + "'");
 }
 
-} // namespace
+}  // namespace
 
 PYBIND11_MODULE(_dist, m) {
     m.doc() = "libtinyfin-dist for tinyfin.dist; import tinyfin.dist, not this module";
@@ -84,12 +81,13 @@ PYBIND11_MODULE(_dist, m) {
         m.add_object(name, py::handle(cls));
         return cls;
     };
-    static PyObject *dist_error = make("DistError", base, nullptr,
-        "An MPI failure or misuse of tinyfin.dist (also a tinyfin.Error).");
-    static PyObject *mismatch_error = make("MismatchError", dist_error, PyExc_ValueError,
-        "The ranks passed different shapes or dtypes (or model layouts) to one collective.");
+    static PyObject *dist_error =
+        make("DistError", base, nullptr, "An MPI failure or misuse of tinyfin.dist (also a tinyfin.Error).");
+    static PyObject *mismatch_error =
+        make("MismatchError", dist_error, PyExc_ValueError,
+             "The ranks passed different shapes or dtypes (or model layouts) to one collective.");
     static PyObject *timeout_error = make("TimeoutError", dist_error, PyExc_TimeoutError,
-        "A collective did not complete within TINYFIN_DIST_TIMEOUT seconds.");
+                                          "A collective did not complete within TINYFIN_DIST_TIMEOUT seconds.");
     py::register_exception_translator([](std::exception_ptr p) {
         auto set = [](PyObject *cls, const std::exception &e, const char *prefix) {
             const char *what = e.what();
@@ -99,10 +97,13 @@ PYBIND11_MODULE(_dist, m) {
         };
         try {
             if (p) std::rethrow_exception(p);
-        } catch (const dist::MismatchError &e) { set(mismatch_error, e, "MismatchError: ");
-        } catch (const dist::TimeoutError &e) { set(timeout_error, e, "TimeoutError: ");
-        } catch (const dist::DistError &e) { set(dist_error, e, "DistError: ");
-        } // anything else goes on to tinyfin._C's translator
+        } catch (const dist::MismatchError &e) {
+            set(mismatch_error, e, "MismatchError: ");
+        } catch (const dist::TimeoutError &e) {
+            set(timeout_error, e, "TimeoutError: ");
+        } catch (const dist::DistError &e) {
+            set(dist_error, e, "DistError: ");
+        }  // anything else goes on to tinyfin._C's translator
     });
 
     using C = dist::Context;
@@ -115,10 +116,11 @@ PYBIND11_MODULE(_dist, m) {
                  return Session{std::make_unique<C>(nullptr, nullptr, o)};
              }),
              py::arg("timeout") = 0.0, py::arg("check_shapes") = true)
-        .def("_finalize", [](Session &s) {
-            Release r;
-            s.context.reset();
-        })
+        .def("_finalize",
+             [](Session &s) {
+                 Release r;
+                 s.context.reset();
+             })
         .def_property_readonly("rank", [](const Session &s) { return s.get().rank(); })
         .def_property_readonly("world_size", [](const Session &s) { return s.get().world_size(); })
         .def_property_readonly("local_rank", [](const Session &s) { return s.get().local_rank(); })
@@ -126,43 +128,60 @@ PYBIND11_MODULE(_dist, m) {
         .def_property_readonly("launcher", [](const Session &s) { return s.get().launcher(); })
         .def_property_readonly("cuda_aware", [](const Session &s) { return s.get().cuda_aware(); })
         .def_property_readonly("timeout", [](const Session &s) { return s.get().options().timeout_seconds; })
-        .def_property("check_shapes", [](const Session &s) { return s.get().options().check_shapes; },
-                      [](Session &s, bool on) {
-                          dist::Options o = s.get().options();
-                          o.check_shapes = on;
-                          s.get().set_options(o);
-                      })
-        .def("all_reduce", [](Session &s, const Tensor &t, const std::string &op) {
-            dist::ReduceOp o = reduce_op(op);
-            C &c = s.get();
-            Release r;
-            c.all_reduce(t, o);
-        }, py::arg("tensor"), py::arg("op") = "sum")
-        .def("broadcast", [](Session &s, const Tensor &t, int src) {
-            C &c = s.get();
-            Release r;
-            c.broadcast(t, src);
-        }, py::arg("tensor"), py::arg("src") = 0)
-        .def("all_gather", [](Session &s, const Tensor &t) {
-            C &c = s.get();
-            Release r;
-            return c.all_gather(t);
-        }, py::arg("tensor"))
-        .def("reduce_scatter", [](Session &s, const Tensor &t, const std::string &op) {
-            dist::ReduceOp o = reduce_op(op);
-            C &c = s.get();
-            Release r;
-            return c.reduce_scatter(t, o);
-        }, py::arg("tensor"), py::arg("op") = "sum")
-        .def("barrier", [](Session &s) {
-            C &c = s.get();
-            Release r;
-            c.barrier();
-        })
-        .def("abort", [](Session &s, int code, const std::string &message) {
-            std::fflush(nullptr);
-            s.get().abort(code, message);
-        }, py::arg("code"), py::arg("message"));
+        .def_property(
+            "check_shapes", [](const Session &s) { return s.get().options().check_shapes; },
+            [](Session &s, bool on) {
+                dist::Options o = s.get().options();
+                o.check_shapes = on;
+                s.get().set_options(o);
+            })
+        .def(
+            "all_reduce",
+            [](Session &s, const Tensor &t, const std::string &op) {
+                dist::ReduceOp o = reduce_op(op);
+                C &c = s.get();
+                Release r;
+                c.all_reduce(t, o);
+            },
+            py::arg("tensor"), py::arg("op") = "sum")
+        .def(
+            "broadcast",
+            [](Session &s, const Tensor &t, int src) {
+                C &c = s.get();
+                Release r;
+                c.broadcast(t, src);
+            },
+            py::arg("tensor"), py::arg("src") = 0)
+        .def(
+            "all_gather",
+            [](Session &s, const Tensor &t) {
+                C &c = s.get();
+                Release r;
+                return c.all_gather(t);
+            },
+            py::arg("tensor"))
+        .def(
+            "reduce_scatter",
+            [](Session &s, const Tensor &t, const std::string &op) {
+                dist::ReduceOp o = reduce_op(op);
+                C &c = s.get();
+                Release r;
+                return c.reduce_scatter(t, o);
+            },
+            py::arg("tensor"), py::arg("op") = "sum")
+        .def("barrier",
+             [](Session &s) {
+                 C &c = s.get();
+                 Release r;
+                 c.barrier();
+             })
+        .def(
+            "abort",
+            [](Session &s, int code, const std::string &message) {
+                std::fflush(nullptr);
+                s.get().abort(code, message);
+            },
+            py::arg("code"), py::arg("message"));
 
     py::class_<dist::DistributedDataParallel>(m, "DistributedDataParallel")
         .def(py::init([](Session &session, const std::vector<std::pair<std::string, Tensor>> &named,
@@ -178,34 +197,38 @@ PYBIND11_MODULE(_dist, m) {
              py::arg("context"), py::arg("named_parameters"), py::arg("bucket_bytes"),
              py::arg("broadcast_parameters") = true, py::keep_alive<1, 2>())
         .def("set_batch_size", &dist::DistributedDataParallel::set_batch_size, py::arg("local_samples"))
-        .def("synchronize_gradients", &dist::DistributedDataParallel::synchronize_gradients,
-             py::call_guard<Release>())
+        .def("synchronize_gradients", &dist::DistributedDataParallel::synchronize_gradients, py::call_guard<Release>())
         .def("bucket_layout", &dist::DistributedDataParallel::bucket_layout)
         .def_property_readonly("buckets_started_in_backward",
                                &dist::DistributedDataParallel::buckets_started_in_backward)
         .def("describe", &dist::DistributedDataParallel::describe)
-        .def("_no_sync", [](dist::DistributedDataParallel &d) { return NoSyncScope{&d, nullptr}; },
-             py::keep_alive<0, 1>());
+        .def(
+            "_no_sync",
+            [](dist::DistributedDataParallel &d) {
+                return NoSyncScope{&d, nullptr};
+            },
+            py::keep_alive<0, 1>());
 
     py::class_<NoSyncScope>(m, "_NoSync")
-        .def("__enter__", [](NoSyncScope &s) {
-            s.guard = std::make_unique<dist::DistributedDataParallel::NoSync>(*s.ddp);
-        })
+        .def("__enter__",
+             [](NoSyncScope &s) { s.guard = std::make_unique<dist::DistributedDataParallel::NoSync>(*s.ddp); })
         .def("__exit__", [](NoSyncScope &s, py::args) {
             s.guard.reset();
             return false;
         });
 
     py::class_<dist::ShardedSampler>(m, "ShardedSampler")
-        .def(py::init<int64_t, int64_t, int, int, uint64_t, bool>(), py::arg("dataset_size"),
-             py::arg("global_batch"), py::arg("world_size"), py::arg("rank"), py::arg("seed"),
-             py::arg("shuffle") = true)
+        .def(py::init<int64_t, int64_t, int, int, uint64_t, bool>(), py::arg("dataset_size"), py::arg("global_batch"),
+             py::arg("world_size"), py::arg("rank"), py::arg("seed"), py::arg("shuffle") = true)
         .def("set_epoch", &dist::ShardedSampler::set_epoch, py::arg("epoch"))
         .def("steps", &dist::ShardedSampler::steps)
-        .def("batch", [](const dist::ShardedSampler &s, int64_t step) {
-            std::vector<int64_t> b = s.batch(step);
-            return py::array_t<int64_t>(static_cast<py::ssize_t>(b.size()), b.data());
-        }, py::arg("step"))
+        .def(
+            "batch",
+            [](const dist::ShardedSampler &s, int64_t step) {
+                std::vector<int64_t> b = s.batch(step);
+                return py::array_t<int64_t>(static_cast<py::ssize_t>(b.size()), b.data());
+            },
+            py::arg("step"))
         .def("global_batch_size", &dist::ShardedSampler::global_batch_size, py::arg("step"))
         .def("shard_size", &dist::ShardedSampler::shard_size);
 

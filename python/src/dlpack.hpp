@@ -27,7 +27,7 @@ struct Tensor {
     int32_t ndim;
     DataType dtype;
     int64_t *shape;
-    int64_t *strides; // in elements; NULL means compact row-major
+    int64_t *strides;  // in elements; NULL means compact row-major
     uint64_t byte_offset;
 };
 
@@ -37,4 +37,4 @@ struct ManagedTensor {
     void (*deleter)(ManagedTensor *self);
 };
 
-} // namespace tinyfin::python::dlpack
+}  // namespace tinyfin::python::dlpack

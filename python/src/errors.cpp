@@ -17,8 +17,7 @@ std::map<std::string, PyObject *> &classes() {
 
 PyObject *make_class(py::module_ &m, const char *name, PyObject *base1, PyObject *base2, const char *doc) {
     std::string qualified = std::string("tinyfin.") + name;
-    py::tuple bases = base2 ? py::make_tuple(py::handle(base1), py::handle(base2))
-                            : py::make_tuple(py::handle(base1));
+    py::tuple bases = base2 ? py::make_tuple(py::handle(base1), py::handle(base2)) : py::make_tuple(py::handle(base1));
     PyObject *cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
     if (!cls) throw py::error_already_set();
     m.add_object(name, py::handle(cls));
@@ -37,7 +36,7 @@ void set(const char *name, const std::exception &e) {
     PyErr_SetString(classes().at(name), without_prefix(e.what(), name));
 }
 
-} // namespace
+}  // namespace
 
 void raise_python(const char *kind, const std::string &message) {
     PyErr_SetString(classes().at(kind), message.c_str());
@@ -45,8 +44,8 @@ void raise_python(const char *kind, const std::string &message) {
 }
 
 void bind_errors(py::module_ &m) {
-    PyObject *base = make_class(m, "Error", PyExc_RuntimeError, nullptr,
-                                "Base of every tinyfin error (also a RuntimeError).");
+    PyObject *base =
+        make_class(m, "Error", PyExc_RuntimeError, nullptr, "Base of every tinyfin error (also a RuntimeError).");
     make_class(m, "ShapeError", base, PyExc_ValueError, "Shapes, ranks or axes that do not fit the op.");
     make_class(m, "DTypeError", base, PyExc_TypeError, "A dtype the op does not accept.");
     make_class(m, "ValueError", base, PyExc_ValueError, "An index, label or parameter value out of range.");
@@ -62,18 +61,28 @@ void bind_errors(py::module_ &m) {
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);
-        } catch (const ShapeError &e) { set("ShapeError", e);
-        } catch (const DTypeError &e) { set("DTypeError", e);
-        } catch (const tinyfin::ValueError &e) { set("ValueError", e);
-        } catch (const DeviceError &e) { set("DeviceError", e);
-        } catch (const BackendError &e) { set("BackendError", e);
-        } catch (const FallbackError &e) { set("FallbackError", e);
-        } catch (const OutOfMemoryError &e) { set("OutOfMemoryError", e);
-        } catch (const PluginError &e) { set("PluginError", e);
-        } catch (const AutogradError &e) { set("AutogradError", e);
-        } catch (const Error &e) { set("Error", e);
+        } catch (const ShapeError &e) {
+            set("ShapeError", e);
+        } catch (const DTypeError &e) {
+            set("DTypeError", e);
+        } catch (const tinyfin::ValueError &e) {
+            set("ValueError", e);
+        } catch (const DeviceError &e) {
+            set("DeviceError", e);
+        } catch (const BackendError &e) {
+            set("BackendError", e);
+        } catch (const FallbackError &e) {
+            set("FallbackError", e);
+        } catch (const OutOfMemoryError &e) {
+            set("OutOfMemoryError", e);
+        } catch (const PluginError &e) {
+            set("PluginError", e);
+        } catch (const AutogradError &e) {
+            set("AutogradError", e);
+        } catch (const Error &e) {
+            set("Error", e);
         }
     });
 }
 
-} // namespace tinyfin::python
+}  // namespace tinyfin::python

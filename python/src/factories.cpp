@@ -39,10 +39,13 @@ void bind_factories(py::module_ &m) {
         return randn(shape, seed, dev);
     });
     m.def("mix_seed", &nn::mix_seed);
-    m.def("permutation", [](int64_t n, uint64_t seed, int epoch) {
-        std::vector<int64_t> perm = nn::permutation(n, seed, epoch);
-        return py::array_t<int64_t>(static_cast<py::ssize_t>(perm.size()), perm.data());
-    }, py::arg("n"), py::arg("seed"), py::arg("epoch"));
+    m.def(
+        "permutation",
+        [](int64_t n, uint64_t seed, int epoch) {
+            std::vector<int64_t> perm = nn::permutation(n, seed, epoch);
+            return py::array_t<int64_t>(static_cast<py::ssize_t>(perm.size()), perm.data());
+        },
+        py::arg("n"), py::arg("seed"), py::arg("epoch"));
 }
 
-} // namespace tinyfin::python
+}  // namespace tinyfin::python

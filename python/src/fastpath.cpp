@@ -39,14 +39,14 @@ PyObject *raise_current() {
     } catch (...) {
         if (!py::detail::apply_exception_translators(
                 py::detail::get_local_internals().registered_exception_translators) &&
-            !py::detail::apply_exception_translators(
-                py::detail::get_internals().registered_exception_translators))
+            !py::detail::apply_exception_translators(py::detail::get_internals().registered_exception_translators))
             PyErr_SetString(PyExc_SystemError, "tinyfin: an exception escaped the translators");
     }
     return nullptr;
 }
 
-template <typename F> PyObject *guarded(int64_t numel, F &&run) {
+template <typename F>
+PyObject *guarded(int64_t numel, F &&run) {
     try {
         Tensor out;
         {
@@ -66,7 +66,7 @@ Tensor number_like(PyObject *obj, const Tensor &like) {
     if (PyLong_CheckExact(obj)) {
         double v = PyLong_AsDouble(obj);
         if (v == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear(); // too large: the bindings raise their own error
+            PyErr_Clear();  // too large: the bindings raise their own error
             return Tensor();
         }
         return scalar_like(like, v);
@@ -90,7 +90,7 @@ bool operands(PyObject *a, PyObject *b, const Tensor *&x, const Tensor *&y, Tens
             return true;
         }
     } catch (...) {
-        return false; // the bindings report it
+        return false;  // the bindings report it
     }
     return false;
 }
@@ -124,10 +124,9 @@ richcmpfunc original_richcompare;
 struct Names {
     const char *name, *rname;
 };
-constexpr Names add_names{"__add__", "__radd__"}, sub_names{"__sub__", "__rsub__"},
-    mul_names{"__mul__", "__rmul__"}, div_names{"__truediv__", "__rtruediv__"},
-    matmul_names{"__matmul__", "__rmatmul__"}, iadd_names{"__iadd__", nullptr},
-    isub_names{"__isub__", nullptr}, imul_names{"__imul__", nullptr},
+constexpr Names add_names{"__add__", "__radd__"}, sub_names{"__sub__", "__rsub__"}, mul_names{"__mul__", "__rmul__"},
+    div_names{"__truediv__", "__rtruediv__"}, matmul_names{"__matmul__", "__rmatmul__"},
+    iadd_names{"__iadd__", nullptr}, isub_names{"__isub__", nullptr}, imul_names{"__imul__", nullptr},
     idiv_names{"__itruediv__", nullptr};
 
 bool number_value(PyObject *obj, double &v) {
@@ -138,7 +137,7 @@ bool number_value(PyObject *obj, double &v) {
     if (!PyLong_CheckExact(obj)) return false;
     v = PyLong_AsDouble(obj);
     if (v == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear(); // too large: the bindings raise their own error
+        PyErr_Clear();  // too large: the bindings raise their own error
         return false;
     }
     return true;
@@ -166,7 +165,8 @@ PyObject *matmul_slot(PyObject *a, PyObject *b) {
     return guarded(release_threshold, [&] { return matmul(*x, *y); });
 }
 
-template <BinaryOut fn, const Names *names> PyObject *inplace_slot(PyObject *a, PyObject *b) {
+template <BinaryOut fn, const Names *names>
+PyObject *inplace_slot(PyObject *a, PyObject *b) {
     const Tensor *x, *y;
     Tensor number;
     if (!tensor_of(a) || !operands(a, b, x, y, number)) return fallback(a, b, names->name, nullptr);
@@ -208,7 +208,7 @@ PyObject *richcompare_slot(PyObject *a, PyObject *b, int op) {
 struct FastFunction {
     Binary fn;
     BinaryOut out_fn;
-    PyObject *fallback; // the pybind11 function it replaces
+    PyObject *fallback;  // the pybind11 function it replaces
     std::string doc;
     PyMethodDef def;
 };
@@ -217,8 +217,7 @@ PyObject *fast_function(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     auto &f = *static_cast<FastFunction *>(PyCapsule_GetPointer(self, nullptr));
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *out = nullptr;
-    if (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "out") == 0)
-        out = args[nargs];
+    if (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "out") == 0) out = args[nargs];
     const Tensor *x = nargs == 2 ? tensor_of(args[0]) : nullptr;
     const Tensor *y = nargs == 2 ? tensor_of(args[1]) : nullptr;
     const Tensor *o = out && out != Py_None ? tensor_of(out) : nullptr;
@@ -237,7 +236,7 @@ PyObject *fast_function(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     }
 }
 
-} // namespace
+}  // namespace
 
 void bind_fastpath(py::module_ &m) {
     py::object cls = m.attr("Tensor");
@@ -263,9 +262,9 @@ void bind_fastpath(py::module_ &m) {
     // The module functions: one FastFunction per op, alive as long as the process (capsules
     // without destructors point into this static table).
     static std::vector<std::unique_ptr<FastFunction>> table;
-#define TF_FAST(fn, SYM)                                                                          \
-    table.push_back(std::make_unique<FastFunction>(FastFunction{                                  \
-        static_cast<Binary>(&tinyfin::fn), static_cast<BinaryOut>(&tinyfin::fn), nullptr, {}, {}}));
+#define TF_FAST(fn, SYM)                                                                                               \
+    table.push_back(std::make_unique<FastFunction>(                                                                    \
+        FastFunction{static_cast<Binary>(&tinyfin::fn), static_cast<BinaryOut>(&tinyfin::fn), nullptr, {}, {}}));
     TINYFIN_BINARY_OUT_OPS(TF_FAST)
 #undef TF_FAST
     std::size_t k = 0;
@@ -288,4 +287,4 @@ void bind_fastpath(py::module_ &m) {
     }
 }
 
-} // namespace tinyfin::python
+}  // namespace tinyfin::python

@@ -57,8 +57,7 @@ void *host_pointer(const Tensor &t, const char *what) {
 }
 
 py::array to_numpy(const Tensor &t) {
-    if (t.requires_grad())
-        raise_python("AutogradError", "numpy(): the tensor requires grad; use t.detach().numpy()");
+    if (t.requires_grad()) raise_python("AutogradError", "numpy(): the tensor requires grad; use t.detach().numpy()");
     py::dtype dt = numpy_dtype(t.dtype());
     void *p = host_pointer(t, "numpy()");
     std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
@@ -139,8 +138,7 @@ dlpack::Device dlpack_device(const Tensor &t) {
 }
 
 py::capsule to_dlpack(const Tensor &t) {
-    if (t.requires_grad())
-        raise_python("AutogradError", "__dlpack__: the tensor requires grad; export t.detach()");
+    if (t.requires_grad()) raise_python("AutogradError", "__dlpack__: the tensor requires grad; export t.detach()");
     void *p = host_pointer(t, "__dlpack__");
     auto *e = new Exported{t, t.shape(), t.strides(), {}};
     e->managed.dl_tensor.data = p;
@@ -193,12 +191,18 @@ Tensor from_dlpack(py::object obj) {
     std::optional<DType> dt;
     auto code = dl.dtype.code;
     auto bits = dl.dtype.bits;
-    if (code == dlpack::kFloat && bits == 32) dt = DType::f32;
-    else if (code == dlpack::kFloat && bits == 16) dt = DType::f16;
-    else if (code == dlpack::kBfloat && bits == 16) dt = DType::bf16;
-    else if (code == dlpack::kInt && bits == 32) dt = DType::i32;
-    else if (code == dlpack::kInt && bits == 64) dt = DType::i64;
-    else if (code == dlpack::kBool && bits == 8) dt = DType::boolean;
+    if (code == dlpack::kFloat && bits == 32)
+        dt = DType::f32;
+    else if (code == dlpack::kFloat && bits == 16)
+        dt = DType::f16;
+    else if (code == dlpack::kBfloat && bits == 16)
+        dt = DType::bf16;
+    else if (code == dlpack::kInt && bits == 32)
+        dt = DType::i32;
+    else if (code == dlpack::kInt && bits == 64)
+        dt = DType::i64;
+    else if (code == dlpack::kBool && bits == 8)
+        dt = DType::boolean;
     if (!dt)
         fail("DLPack dtype code " + std::to_string(code) + " with " + std::to_string(bits) +
              " bits has no tinyfin dtype (float32, float16, bfloat16, int32, int64, bool)");
@@ -215,7 +219,8 @@ Tensor from_dlpack(py::object obj) {
         }
     }
     for (int64_t s : strides)
-        if (s < 0) raise_python("ValueError", "from_dlpack: negative strides; make the producer's tensor contiguous first");
+        if (s < 0)
+            raise_python("ValueError", "from_dlpack: negative strides; make the producer's tensor contiguous first");
     void *data = static_cast<char *>(dl.data) + dl.byte_offset;
     // From here the capsule is consumed: the deleter runs when the last tinyfin tensor goes.
     PyCapsule_SetName(cap.ptr(), "used_dltensor");
@@ -229,7 +234,7 @@ Tensor from_dlpack(py::object obj) {
     return from_blob(data, shape, strides, *dt, std::move(release));
 }
 
-} // namespace
+}  // namespace
 
 void bind_interop(py::module_ &m) {
     m.def("_to_numpy", &to_numpy, py::arg("tensor"));
@@ -242,9 +247,7 @@ void bind_interop(py::module_ &m) {
         auto d = dlpack_device(t);
         return py::make_tuple(d.device_type, d.device_id);
     });
-    m.def("_host_address", [](const Tensor &t) {
-        return reinterpret_cast<std::uintptr_t>(t.host_data());
-    });
+    m.def("_host_address", [](const Tensor &t) { return reinterpret_cast<std::uintptr_t>(t.host_data()); });
 }
 
-} // namespace tinyfin::python
+}  // namespace tinyfin::python

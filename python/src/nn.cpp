@@ -15,7 +15,7 @@ std::pair<int, int> int_pair(py::handle h, const char *what) {
     return {v[0], v[1]};
 }
 
-} // namespace
+}  // namespace
 
 void bind_nn(py::module_ &top) {
     py::module_ m = top.def_submodule("nn", "C++ modules of include/tinyfin/nn.hpp");
@@ -50,34 +50,46 @@ void bind_nn(py::module_ &top) {
     py::class_<nn::MaxPool2d, nn::Module, std::shared_ptr<nn::MaxPool2d>>(m, "MaxPool2d")
         .def(py::init<int, int, int>(), py::arg("kernel_size"), py::arg("stride") = 0, py::arg("padding") = 0);
     py::class_<nn::ReLU, nn::Module, std::shared_ptr<nn::ReLU>>(m, "ReLU").def(py::init<>());
-    py::class_<nn::GELU, nn::Module, std::shared_ptr<nn::GELU>>(m, "GELU")
-        .def(py::init<bool>(), py::arg("approximate") = false);
+    py::class_<nn::GELU, nn::Module, std::shared_ptr<nn::GELU>>(m, "GELU").def(py::init<bool>(),
+                                                                               py::arg("approximate") = false);
     py::class_<nn::Dropout, nn::Module, std::shared_ptr<nn::Dropout>>(m, "Dropout")
         .def(py::init<double, uint64_t>(), py::arg("p") = 0.5, py::arg("seed") = 0);
     py::class_<nn::Flatten, nn::Module, std::shared_ptr<nn::Flatten>>(m, "Flatten")
         .def(py::init<int, int>(), py::arg("start_dim") = 1, py::arg("end_dim") = -1);
 
-    m.def("save", [](const std::string &path, const nn::NamedTensors &tensors) {
-        Release r;
-        nn::save(path, tensors);
-    }, py::arg("path"), py::arg("tensors"));
-    m.def("load_into", [](const std::string &path, const nn::NamedTensors &tensors) {
-        Release r;
-        nn::load(path, tensors);
-    }, py::arg("path"), py::arg("tensors"));
-    m.def("load_all", [](const std::string &path, py::object device) {
-        auto d = device_arg(device);
-        Release r;
-        return nn::load_all(path, d);
-    }, py::arg("path"), py::arg("device") = py::none());
+    m.def(
+        "save",
+        [](const std::string &path, const nn::NamedTensors &tensors) {
+            Release r;
+            nn::save(path, tensors);
+        },
+        py::arg("path"), py::arg("tensors"));
+    m.def(
+        "load_into",
+        [](const std::string &path, const nn::NamedTensors &tensors) {
+            Release r;
+            nn::load(path, tensors);
+        },
+        py::arg("path"), py::arg("tensors"));
+    m.def(
+        "load_all",
+        [](const std::string &path, py::object device) {
+            auto d = device_arg(device);
+            Release r;
+            return nn::load_all(path, d);
+        },
+        py::arg("path"), py::arg("device") = py::none());
 
-    m.def("clip_grad_norm", [](const std::vector<Tensor> &params, double max_norm) {
-        Release r;
-        return nn::clip_grad_norm(params, max_norm);
-    }, py::arg("params"), py::arg("max_norm"));
+    m.def(
+        "clip_grad_norm",
+        [](const std::vector<Tensor> &params, double max_norm) {
+            Release r;
+            return nn::clip_grad_norm(params, max_norm);
+        },
+        py::arg("params"), py::arg("max_norm"));
     py::class_<nn::WarmupCosine>(m, "WarmupCosine")
-        .def(py::init<double, double, int64_t, int64_t>(), py::arg("max_lr"), py::arg("min_lr"),
-             py::arg("warmup"), py::arg("total"))
+        .def(py::init<double, double, int64_t, int64_t>(), py::arg("max_lr"), py::arg("min_lr"), py::arg("warmup"),
+             py::arg("total"))
         .def("__call__", &nn::WarmupCosine::operator(), py::arg("step"))
         .def_readonly("max_lr", &nn::WarmupCosine::max_lr)
         .def_readonly("min_lr", &nn::WarmupCosine::min_lr)
@@ -90,13 +102,13 @@ void bind_nn(py::module_ &top) {
         .def("zero_grad", &optim::Optimizer::zero_grad)
         .def_property("lr", &optim::Optimizer::lr, &optim::Optimizer::set_lr)
         .def_property_readonly("params", &optim::Optimizer::params);
-    py::class_<optim::SGD, optim::Optimizer>(o, "SGD")
-        .def(py::init<std::vector<Tensor>, double, double, double, bool>(), py::arg("params"), py::arg("lr"),
-             py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0, py::arg("nesterov") = false);
+    py::class_<optim::SGD, optim::Optimizer>(o, "SGD").def(
+        py::init<std::vector<Tensor>, double, double, double, bool>(), py::arg("params"), py::arg("lr"),
+        py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0, py::arg("nesterov") = false);
     py::class_<optim::AdamW, optim::Optimizer>(o, "AdamW")
         .def(py::init<std::vector<Tensor>, double, std::pair<double, double>, double, double>(), py::arg("params"),
              py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999), py::arg("eps") = 1e-8,
              py::arg("weight_decay") = 0.01);
 }
 
-} // namespace tinyfin::python
+}  // namespace tinyfin::python

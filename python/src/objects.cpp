@@ -33,9 +33,8 @@ py::detail::instance *instance_of(PyObject *obj) { return reinterpret_cast<py::d
 // its value owned, constructed and registered, nothing else attached.
 bool reusable(PyObject *obj) {
     const py::detail::instance *inst = instance_of(obj);
-    return Py_TYPE(obj) == tensor_type && inst->simple_layout && inst->owned &&
-           inst->simple_holder_constructed && inst->simple_instance_registered && !inst->weakrefs &&
-           !inst->has_patients;
+    return Py_TYPE(obj) == tensor_type && inst->simple_layout && inst->owned && inst->simple_holder_constructed &&
+           inst->simple_instance_registered && !inst->weakrefs && !inst->has_patients;
 }
 
 Tensor &value_of(PyObject *obj) { return *static_cast<Tensor *>(instance_of(obj)->simple_value_holder[0]); }
@@ -65,7 +64,7 @@ void drain() {
     while (free_count > 0) original_dealloc(free_objects[--free_count]);
 }
 
-} // namespace
+}  // namespace
 
 PyObject *new_tensor_object(Tensor &&t) {
     if (free_count > 0) {
@@ -78,8 +77,7 @@ PyObject *new_tensor_object(Tensor &&t) {
     auto move = [](const void *p) -> void * {
         return new Tensor(std::move(*const_cast<Tensor *>(static_cast<const Tensor *>(p))));
     };
-    return py::detail::type_caster_generic::cast(&t, py::return_value_policy::move, nullptr, info,
-                                                 nullptr, +move)
+    return py::detail::type_caster_generic::cast(&t, py::return_value_policy::move, nullptr, info, nullptr, +move)
         .ptr();
 }
 
@@ -96,4 +94,4 @@ void bind_objects(py::module_ &m) {
     py::module_::import("atexit").attr("register")(py::cpp_function(&drain));
 }
 
-} // namespace tinyfin::python
+}  // namespace tinyfin::python

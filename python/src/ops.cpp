@@ -28,30 +28,36 @@ std::pair<Tensor, Tensor> operands(py::handle a, py::handle b, const char *op) {
 }
 
 void def_binary(py::module_ &m, const char *name, Binary fn, BinaryOut out_fn, const char *doc) {
-    m.def(name, [fn, out_fn, name](py::handle a, py::handle b, py::object out) -> py::object {
-        auto [x, y] = operands(a, b, name);
-        if (!out.is_none()) {
-            Tensor o = out.cast<Tensor>();
-            {
-                ReleaseFor r(o.numel());
-                out_fn(x, y, o);
+    m.def(
+        name,
+        [fn, out_fn, name](py::handle a, py::handle b, py::object out) -> py::object {
+            auto [x, y] = operands(a, b, name);
+            if (!out.is_none()) {
+                Tensor o = out.cast<Tensor>();
+                {
+                    ReleaseFor r(o.numel());
+                    out_fn(x, y, o);
+                }
+                return out;
             }
-            return out;
-        }
-        Tensor result;
-        {
-            ReleaseFor r(std::max(x.numel(), y.numel()));
-            result = fn(x, y);
-        }
-        return py::cast(std::move(result));
-    }, py::arg("input"), py::arg("other"), py::kw_only(), py::arg("out") = py::none(), doc);
+            Tensor result;
+            {
+                ReleaseFor r(std::max(x.numel(), y.numel()));
+                result = fn(x, y);
+            }
+            return py::cast(std::move(result));
+        },
+        py::arg("input"), py::arg("other"), py::kw_only(), py::arg("out") = py::none(), doc);
 }
 
 void def_unary(py::module_ &m, const char *name, Unary fn) {
-    m.def(name, [fn](const Tensor &x) {
-        ReleaseFor r(x.numel());
-        return fn(x);
-    }, py::arg("input"));
+    m.def(
+        name,
+        [fn](const Tensor &x) {
+            ReleaseFor r(x.numel());
+            return fn(x);
+        },
+        py::arg("input"));
 }
 
 Pool2dOptions pool_options(py::handle kernel_size, py::handle stride, py::handle padding, const char *op) {
@@ -86,115 +92,160 @@ Reduction reduction_arg(const std::string &reduction) {
 
 Tensor optional_tensor(py::handle obj) { return obj.is_none() ? Tensor() : obj.cast<Tensor>(); }
 
-} // namespace
+}  // namespace
 
 void bind_ops(py::module_ &m) {
-#define TF_BINARY(fn, SYM) def_binary(m, #fn, &tinyfin::fn, &tinyfin::fn, "Elementwise " #fn " with broadcasting; out= writes into an existing tensor.");
+#define TF_BINARY(fn, SYM)                                                                                             \
+    def_binary(m, #fn, &tinyfin::fn, &tinyfin::fn,                                                                     \
+               "Elementwise " #fn " with broadcasting; out= writes into an existing tensor.");
     TINYFIN_BINARY_OUT_OPS(TF_BINARY)
 #undef TF_BINARY
 
-    for (auto [name, fn] : std::initializer_list<std::pair<const char *, Unary>>{
-             {"neg", &neg}, {"exp", &exp}, {"relu", &relu}, {"abs", &abs}, {"log", &log},
-             {"sqrt", &sqrt}, {"rsqrt", &rsqrt}, {"sin", &sin}, {"cos", &cos}, {"tanh", &tanh},
-             {"erf", &erf}, {"sigmoid", &sigmoid}, {"silu", &silu}, {"square", &square}})
+    for (auto [name, fn] : std::initializer_list<std::pair<const char *, Unary>>{{"neg", &neg},
+                                                                                 {"exp", &exp},
+                                                                                 {"relu", &relu},
+                                                                                 {"abs", &abs},
+                                                                                 {"log", &log},
+                                                                                 {"sqrt", &sqrt},
+                                                                                 {"rsqrt", &rsqrt},
+                                                                                 {"sin", &sin},
+                                                                                 {"cos", &cos},
+                                                                                 {"tanh", &tanh},
+                                                                                 {"erf", &erf},
+                                                                                 {"sigmoid", &sigmoid},
+                                                                                 {"silu", &silu},
+                                                                                 {"square", &square}})
         def_unary(m, name, fn);
 
-    m.def("gelu", [](const Tensor &x, const std::string &approximate) {
-        if (approximate != "none" && approximate != "tanh")
-            raise_python("ValueError", "gelu: approximate must be 'none' or 'tanh', got '" + approximate + "'");
-        Release r;
-        return gelu(x, approximate == "tanh");
-    }, py::arg("input"), py::arg("approximate") = "none");
-    m.def("clamp", [](const Tensor &x, std::optional<double> min, std::optional<double> max) {
-        Release r;
-        return clamp(x, min.value_or(-INFINITY), max.value_or(INFINITY));
-    }, py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none());
-    m.def("where", [](const Tensor &cond, py::handle a, py::handle b) {
-        auto [x, y] = operands(a, b, "where");
-        Release r;
-        return where(cond, x, y);
-    }, py::arg("condition"), py::arg("input"), py::arg("other"));
+    m.def(
+        "gelu",
+        [](const Tensor &x, const std::string &approximate) {
+            if (approximate != "none" && approximate != "tanh")
+                raise_python("ValueError", "gelu: approximate must be 'none' or 'tanh', got '" + approximate + "'");
+            Release r;
+            return gelu(x, approximate == "tanh");
+        },
+        py::arg("input"), py::arg("approximate") = "none");
+    m.def(
+        "clamp",
+        [](const Tensor &x, std::optional<double> min, std::optional<double> max) {
+            Release r;
+            return clamp(x, min.value_or(-INFINITY), max.value_or(INFINITY));
+        },
+        py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none());
+    m.def(
+        "where",
+        [](const Tensor &cond, py::handle a, py::handle b) {
+            auto [x, y] = operands(a, b, "where");
+            Release r;
+            return where(cond, x, y);
+        },
+        py::arg("condition"), py::arg("input"), py::arg("other"));
     m.def("matmul", &matmul, py::arg("input"), py::arg("other"), py::call_guard<Release>());
 
     using Reduce = Tensor (*)(const Tensor &, const Axes &, bool);
     for (auto [name, fn] : std::initializer_list<std::pair<const char *, Reduce>>{
              {"sum", &sum}, {"mean", &mean}, {"amax", &max}, {"amin", &min}})
-        m.def(name, [fn = fn](const Tensor &x, py::object dim, bool keepdim) {  // clang 14 cannot capture a binding
+        m.def(
+            name,
+            [fn = fn](const Tensor &x, py::object dim, bool keepdim) {  // clang 14 cannot capture a binding
+                std::vector<int> axes = axes_arg(dim);
+                Release r;
+                return fn(x, axes, keepdim);
+            },
+            py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+    m.def(
+        "var",
+        [](const Tensor &x, py::object dim, double correction, bool keepdim) {
             std::vector<int> axes = axes_arg(dim);
             Release r;
-            return fn(x, axes, keepdim);
-        }, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
-    m.def("var", [](const Tensor &x, py::object dim, double correction, bool keepdim) {
-        std::vector<int> axes = axes_arg(dim);
-        Release r;
-        return var(x, axes, Correction(correction), keepdim);
-    }, py::arg("input"), py::arg("dim") = py::none(), py::arg("correction") = 1.0, py::arg("keepdim") = false);
-    m.def("argmax", [](const Tensor &x, std::optional<int> dim, bool keepdim) {
-        Release r;
-        if (!dim) return argmax(x.reshape({-1}), 0, false);
-        return argmax(x, *dim, keepdim);
-    }, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
-    m.def("argmin", [](const Tensor &x, std::optional<int> dim, bool keepdim) {
-        Release r;
-        if (!dim) return argmin(x.reshape({-1}), 0, false);
-        return argmin(x, *dim, keepdim);
-    }, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+            return var(x, axes, Correction(correction), keepdim);
+        },
+        py::arg("input"), py::arg("dim") = py::none(), py::arg("correction") = 1.0, py::arg("keepdim") = false);
+    m.def(
+        "argmax",
+        [](const Tensor &x, std::optional<int> dim, bool keepdim) {
+            Release r;
+            if (!dim) return argmax(x.reshape({-1}), 0, false);
+            return argmax(x, *dim, keepdim);
+        },
+        py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+    m.def(
+        "argmin",
+        [](const Tensor &x, std::optional<int> dim, bool keepdim) {
+            Release r;
+            if (!dim) return argmin(x.reshape({-1}), 0, false);
+            return argmin(x, *dim, keepdim);
+        },
+        py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
     m.def("cast", &cast, py::arg("input"), py::arg("dtype"), py::call_guard<Release>());
 
     // nn ops (tinyfin.nn.functional).
-    m.def("conv2d", [](const Tensor &x, const Tensor &w, py::object bias, py::object stride, py::object padding,
-                       py::object dilation, int groups) {
-        Pool2dOptions s = pool_options(stride, stride, padding, "conv2d");
-        Pool2dOptions d = pool_options(dilation, dilation, py::int_(0), "conv2d");
-        Conv2dOptions o;
-        o.stride_h = s.kernel_h;
-        o.stride_w = s.kernel_w;
-        o.pad_h = s.pad_h;
-        o.pad_w = s.pad_w;
-        o.dilation_h = d.kernel_h;
-        o.dilation_w = d.kernel_w;
-        o.groups = groups;
-        Tensor b = optional_tensor(bias);
-        Release r;
-        return conv2d(x, w, b, o);
-    }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1,
-       py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1);
-    m.def("max_pool2d", [](const Tensor &x, py::object kernel_size, py::object stride, py::object padding) {
-        Pool2dOptions o = pool_options(kernel_size, stride, padding, "max_pool2d");
-        Release r;
-        return max_pool2d(x, o);
-    }, py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0);
-    m.def("avg_pool2d", [](const Tensor &x, py::object kernel_size, py::object stride, py::object padding,
-                           bool count_include_pad) {
-        Pool2dOptions o = pool_options(kernel_size, stride, padding, "avg_pool2d");
-        o.count_include_pad = count_include_pad;
-        Release r;
-        return avg_pool2d(x, o);
-    }, py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0,
-       py::arg("count_include_pad") = true);
+    m.def(
+        "conv2d",
+        [](const Tensor &x, const Tensor &w, py::object bias, py::object stride, py::object padding,
+           py::object dilation, int groups) {
+            Pool2dOptions s = pool_options(stride, stride, padding, "conv2d");
+            Pool2dOptions d = pool_options(dilation, dilation, py::int_(0), "conv2d");
+            Conv2dOptions o;
+            o.stride_h = s.kernel_h;
+            o.stride_w = s.kernel_w;
+            o.pad_h = s.pad_h;
+            o.pad_w = s.pad_w;
+            o.dilation_h = d.kernel_h;
+            o.dilation_w = d.kernel_w;
+            o.groups = groups;
+            Tensor b = optional_tensor(bias);
+            Release r;
+            return conv2d(x, w, b, o);
+        },
+        py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1,
+        py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1);
+    m.def(
+        "max_pool2d",
+        [](const Tensor &x, py::object kernel_size, py::object stride, py::object padding) {
+            Pool2dOptions o = pool_options(kernel_size, stride, padding, "max_pool2d");
+            Release r;
+            return max_pool2d(x, o);
+        },
+        py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0);
+    m.def(
+        "avg_pool2d",
+        [](const Tensor &x, py::object kernel_size, py::object stride, py::object padding, bool count_include_pad) {
+            Pool2dOptions o = pool_options(kernel_size, stride, padding, "avg_pool2d");
+            o.count_include_pad = count_include_pad;
+            Release r;
+            return avg_pool2d(x, o);
+        },
+        py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0,
+        py::arg("count_include_pad") = true);
     m.def("softmax", &softmax, py::arg("input"), py::arg("dim") = -1, py::call_guard<Release>());
     m.def("log_softmax", &log_softmax, py::arg("input"), py::arg("dim") = -1, py::call_guard<Release>());
-    m.def("layer_norm", [](const Tensor &x, std::vector<int64_t> normalized_shape, py::object weight,
-                           py::object bias, double eps) {
-        Tensor w = optional_tensor(weight), b = optional_tensor(bias);
-        int n = static_cast<int>(normalized_shape.size());
-        if (n > x.rank() || !std::equal(normalized_shape.begin(), normalized_shape.end(), x.shape().end() - n))
-            raise_python("ShapeError", "layer_norm: normalized_shape " + shape_str(normalized_shape) +
-                                           " is not the end of the input's shape " + shape_str(x.shape()));
-        Release r;
-        return layer_norm(x, n, w, b, eps);
-    }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
-       py::arg("eps") = 1e-5);
-    m.def("rms_norm", [](const Tensor &x, std::vector<int64_t> normalized_shape, py::object weight,
-                         std::optional<double> eps) {
-        Tensor w = optional_tensor(weight);
-        int n = static_cast<int>(normalized_shape.size());
-        if (n > x.rank() || !std::equal(normalized_shape.begin(), normalized_shape.end(), x.shape().end() - n))
-            raise_python("ShapeError", "rms_norm: normalized_shape " + shape_str(normalized_shape) +
-                                           " is not the end of the input's shape " + shape_str(x.shape()));
-        Release r;
-        return rms_norm(x, n, w, eps.value_or(1e-6));
-    }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("eps") = py::none());
+    m.def(
+        "layer_norm",
+        [](const Tensor &x, std::vector<int64_t> normalized_shape, py::object weight, py::object bias, double eps) {
+            Tensor w = optional_tensor(weight), b = optional_tensor(bias);
+            int n = static_cast<int>(normalized_shape.size());
+            if (n > x.rank() || !std::equal(normalized_shape.begin(), normalized_shape.end(), x.shape().end() - n))
+                raise_python("ShapeError", "layer_norm: normalized_shape " + shape_str(normalized_shape) +
+                                               " is not the end of the input's shape " + shape_str(x.shape()));
+            Release r;
+            return layer_norm(x, n, w, b, eps);
+        },
+        py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
+        py::arg("eps") = 1e-5);
+    m.def(
+        "rms_norm",
+        [](const Tensor &x, std::vector<int64_t> normalized_shape, py::object weight, std::optional<double> eps) {
+            Tensor w = optional_tensor(weight);
+            int n = static_cast<int>(normalized_shape.size());
+            if (n > x.rank() || !std::equal(normalized_shape.begin(), normalized_shape.end(), x.shape().end() - n))
+                raise_python("ShapeError", "rms_norm: normalized_shape " + shape_str(normalized_shape) +
+                                               " is not the end of the input's shape " + shape_str(x.shape()));
+            Release r;
+            return rms_norm(x, n, w, eps.value_or(1e-6));
+        },
+        py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("eps") = py::none());
     m.def("rope", py::overload_cast<const Tensor &, double, bool, int64_t, int64_t>(&rope), py::arg("input"),
           py::arg("theta") = 10000.0, py::arg("interleaved") = false, py::arg("position_offset") = 0,
           py::arg("seq_axis") = -2, py::call_guard<Release>());
@@ -202,43 +253,57 @@ void bind_ops(py::module_ &m) {
     m.def("rope", py::overload_cast<const Tensor &, const Tensor &, double, bool, int64_t>(&rope), py::arg("input"),
           py::arg("positions"), py::arg("theta") = 10000.0, py::arg("interleaved") = false, py::arg("seq_axis") = -2,
           py::call_guard<Release>());
-    m.def("scaled_dot_product_attention", [](const Tensor &q, const Tensor &k, const Tensor &v, py::object attn_mask,
-                                             double dropout_p, bool is_causal, std::optional<double> scale,
-                                             const std::string &causal_alignment) {
-        if (dropout_p != 0.0)
-            raise_python("ValueError", "scaled_dot_product_attention: dropout_p must be 0 (no attention dropout)");
-        if (causal_alignment != "top_left" && causal_alignment != "bottom_right")
-            raise_python("ValueError", "scaled_dot_product_attention: causal_alignment must be 'top_left' or "
-                                       "'bottom_right', got '" + causal_alignment + "'");
-        const CausalAlignment alignment =
-            causal_alignment == "top_left" ? CausalAlignment::top_left : CausalAlignment::bottom_right;
-        Tensor mask = optional_tensor(attn_mask);
-        Release r;
-        return scaled_dot_product_attention(q, k, v, mask, is_causal, scale.value_or(0.0), alignment);
-    }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(),
-       py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::arg("scale") = py::none(),
-       py::arg("causal_alignment") = "top_left");
+    m.def(
+        "scaled_dot_product_attention",
+        [](const Tensor &q, const Tensor &k, const Tensor &v, py::object attn_mask, double dropout_p, bool is_causal,
+           std::optional<double> scale, const std::string &causal_alignment) {
+            if (dropout_p != 0.0)
+                raise_python("ValueError", "scaled_dot_product_attention: dropout_p must be 0 (no attention dropout)");
+            if (causal_alignment != "top_left" && causal_alignment != "bottom_right")
+                raise_python("ValueError", "scaled_dot_product_attention: causal_alignment must be 'top_left' or "
+                                           "'bottom_right', got '" +
+                                               causal_alignment + "'");
+            const CausalAlignment alignment =
+                causal_alignment == "top_left" ? CausalAlignment::top_left : CausalAlignment::bottom_right;
+            Tensor mask = optional_tensor(attn_mask);
+            Release r;
+            return scaled_dot_product_attention(q, k, v, mask, is_causal, scale.value_or(0.0), alignment);
+        },
+        py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(),
+        py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::arg("scale") = py::none(),
+        py::arg("causal_alignment") = "top_left");
     // One node like the C++ op (and one row of autocast's table: the bias follows the product's dtype).
-    m.def("linear", [](const Tensor &x, const Tensor &w, py::object bias) {
-        Tensor b = bias.is_none() ? Tensor() : bias.cast<Tensor>();
-        Release r;
-        return linear(x, w, b);
-    }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
-    m.def("embedding", [](const Tensor &indices, const Tensor &weight) {
-        Release r;
-        return embedding(weight, indices);
-    }, py::arg("input"), py::arg("weight"));
-    m.def("cross_entropy", [](const Tensor &logits, const Tensor &labels, const std::string &reduction,
-                              int64_t ignore_index) {
-        Reduction red = reduction_arg(reduction);
-        Release r;
-        return cross_entropy(logits, labels, red, ignore_index);
-    }, py::arg("input"), py::arg("target"), py::arg("reduction") = "mean", py::arg("ignore_index") = -100);
-    m.def("one_hot", [](const Tensor &labels, int num_classes, py::object dtype) {
-        DType d = dtype_arg(dtype, DType::i64);
-        Release r;
-        return one_hot(labels, num_classes, d);
-    }, py::arg("input"), py::arg("num_classes"), py::arg("dtype") = py::none());
+    m.def(
+        "linear",
+        [](const Tensor &x, const Tensor &w, py::object bias) {
+            Tensor b = bias.is_none() ? Tensor() : bias.cast<Tensor>();
+            Release r;
+            return linear(x, w, b);
+        },
+        py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
+    m.def(
+        "embedding",
+        [](const Tensor &indices, const Tensor &weight) {
+            Release r;
+            return embedding(weight, indices);
+        },
+        py::arg("input"), py::arg("weight"));
+    m.def(
+        "cross_entropy",
+        [](const Tensor &logits, const Tensor &labels, const std::string &reduction, int64_t ignore_index) {
+            Reduction red = reduction_arg(reduction);
+            Release r;
+            return cross_entropy(logits, labels, red, ignore_index);
+        },
+        py::arg("input"), py::arg("target"), py::arg("reduction") = "mean", py::arg("ignore_index") = -100);
+    m.def(
+        "one_hot",
+        [](const Tensor &labels, int num_classes, py::object dtype) {
+            DType d = dtype_arg(dtype, DType::i64);
+            Release r;
+            return one_hot(labels, num_classes, d);
+        },
+        py::arg("input"), py::arg("num_classes"), py::arg("dtype") = py::none());
 
     // Layout.
     m.def("cat", &concat, py::arg("tensors"), py::arg("dim") = 0, py::call_guard<Release>());
@@ -249,4 +314,4 @@ void bind_ops(py::module_ &m) {
           py::call_guard<Release>());
 }
 
-} // namespace tinyfin::python
+}  // namespace tinyfin::python

@@ -34,8 +34,7 @@ int64_t normalise_axis(int64_t axis, int64_t rank, const char *op) {
 // Shape arguments given as t.reshape(2, 3) or t.reshape((2, 3)).
 Shape shape_args(const py::args &args, const char *op) {
     py::handle src = args;
-    if (args.size() == 1 && (py::isinstance<py::tuple>(args[0]) || py::isinstance<py::list>(args[0])))
-        src = args[0];
+    if (args.size() == 1 && (py::isinstance<py::tuple>(args[0]) || py::isinstance<py::list>(args[0]))) src = args[0];
     Shape shape;
     for (py::handle h : src) {
         if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr()))
@@ -58,17 +57,19 @@ Tensor index(const Tensor &t, py::handle key) {
     int64_t named = 0;
     int ellipses = 0;
     for (py::handle h : items) {
-        if (h.ptr() == Py_Ellipsis) ++ellipses;
-        else if (!h.is_none()) ++named;
+        if (h.ptr() == Py_Ellipsis)
+            ++ellipses;
+        else if (!h.is_none())
+            ++named;
     }
     if (ellipses > 1) raise_python("ValueError", "index: at most one ... (Ellipsis) is allowed");
     int64_t rank = t.rank();
     if (named > rank)
-        raise_python("ShapeError", "index: " + std::to_string(named) + " indices for a tensor of rank " +
-                                       std::to_string(rank));
+        raise_python("ShapeError",
+                     "index: " + std::to_string(named) + " indices for a tensor of rank " + std::to_string(rank));
     Tensor out = t;
     Shape final_shape;  // the result's shape after ints drop and None adds axes
-    int64_t axis = 0;   // the axis of `out` the next item applies to
+    int64_t axis = 0;  // the axis of `out` the next item applies to
     for (py::handle h : items) {
         if (h.ptr() == Py_Ellipsis) {
             int64_t skip = rank - named;
@@ -123,9 +124,7 @@ bool advanced(py::handle key) {
     return false;
 }
 
-py::object indexing(const char *name) {
-    return py::module_::import("tinyfin._indexing").attr(name);
-}
+py::object indexing(const char *name) { return py::module_::import("tinyfin._indexing").attr(name); }
 
 Tensor binary(const Tensor &a, py::handle b, Tensor (*fn)(const Tensor &, const Tensor &), const char *op) {
     Tensor rhs = operand(b, a, op);
@@ -140,15 +139,14 @@ Tensor rbinary(const Tensor &b, py::handle a, Tensor (*fn)(const Tensor &, const
 }
 
 // x op= y: writes into x's elements (out= form), so every view of x sees it.
-Tensor &inplace(Tensor &a, py::handle b, void (*fn)(const Tensor &, const Tensor &, const Tensor &),
-                const char *op) {
+Tensor &inplace(Tensor &a, py::handle b, void (*fn)(const Tensor &, const Tensor &, const Tensor &), const char *op) {
     Tensor rhs = operand(b, a, op);
     ReleaseFor release(std::max(a.numel(), rhs.numel()));
     fn(a, rhs, a);
     return a;
 }
 
-} // namespace
+}  // namespace
 
 std::optional<Device> device_arg(py::handle obj) {
     if (obj.is_none()) return std::nullopt;
@@ -212,248 +210,395 @@ void bind_tensor(py::module_ &m) {
 
     py::class_<Device>(m, "device", "A device of a loaded backend: tinyfin.device(\"vulkan:0\").")
         .def(py::init([](const std::string &text) { return Device::parse(text); }), py::arg("spec"))
-        .def(py::init([](const std::string &type, int index) {
-                 return Device::parse(type + ":" + std::to_string(index));
-             }),
+        .def(py::init(
+                 [](const std::string &type, int index) { return Device::parse(type + ":" + std::to_string(index)); }),
              py::arg("type"), py::arg("index"))
         .def_property_readonly("type", [](const Device &d) { return d.backend; })
         .def_property_readonly("index", [](const Device &d) { return d.index; })
         .def("__str__", &Device::str)
-        .def("__repr__", [](const Device &d) { return "device(type='" + d.backend + "', index=" + std::to_string(d.index) + ")"; })
-        .def("__eq__", [](const Device &a, py::handle b) {
-            if (py::isinstance<Device>(b)) return a == b.cast<Device>();
-            if (py::isinstance<py::str>(b)) {
-                std::string s = b.cast<std::string>();
-                return s == a.str() || (s == a.backend && a.index == 0);
-            }
-            return false;
-        })
+        .def("__repr__",
+             [](const Device &d) { return "device(type='" + d.backend + "', index=" + std::to_string(d.index) + ")"; })
+        .def("__eq__",
+             [](const Device &a, py::handle b) {
+                 if (py::isinstance<Device>(b)) return a == b.cast<Device>();
+                 if (py::isinstance<py::str>(b)) {
+                     std::string s = b.cast<std::string>();
+                     return s == a.str() || (s == a.backend && a.index == 0);
+                 }
+                 return false;
+             })
         .def("__hash__", [](const Device &d) { return py::hash(py::str(d.str())); });
 
     py::class_<Tensor> t(m, "Tensor", "A view of refcounted storage on one device (see docs/python.md).");
-    t.def_property_readonly("shape", [](const Tensor &x) {
-         const Shape &s = x.shape();
-         py::tuple out(s.size());
-         for (std::size_t i = 0; i < s.size(); ++i) out[i] = py::int_(s[i]);
-         return out;
-     })
-        .def("size", [](const Tensor &x, py::object dim) -> py::object {
-            if (dim.is_none()) {
-                py::tuple out(x.shape().size());
-                for (std::size_t i = 0; i < x.shape().size(); ++i) out[i] = py::int_(x.shape()[i]);
-                return out;
-            }
-            return py::int_(x.shape()[normalise_axis(dim.cast<int64_t>(), x.rank(), "size")]);
-        }, py::arg("dim") = py::none())
+    t.def_property_readonly("shape",
+                            [](const Tensor &x) {
+                                const Shape &s = x.shape();
+                                py::tuple out(s.size());
+                                for (std::size_t i = 0; i < s.size(); ++i) out[i] = py::int_(s[i]);
+                                return out;
+                            })
+        .def(
+            "size",
+            [](const Tensor &x, py::object dim) -> py::object {
+                if (dim.is_none()) {
+                    py::tuple out(x.shape().size());
+                    for (std::size_t i = 0; i < x.shape().size(); ++i) out[i] = py::int_(x.shape()[i]);
+                    return out;
+                }
+                return py::int_(x.shape()[normalise_axis(dim.cast<int64_t>(), x.rank(), "size")]);
+            },
+            py::arg("dim") = py::none())
         .def("stride", [](const Tensor &x) { return py::tuple(py::cast(x.strides())); })
         .def_property_readonly("dtype", &Tensor::dtype)
         .def_property_readonly("device", &Tensor::device)
         .def_property_readonly("ndim", &Tensor::rank)
         .def("dim", &Tensor::rank)
         .def("numel", &Tensor::numel)
-        .def("__len__", [](const Tensor &x) {
-            if (x.rank() == 0) raise_python("DTypeError", "len() of a rank-0 tensor");
-            return x.shape()[0];
-        })
+        .def("__len__",
+             [](const Tensor &x) {
+                 if (x.rank() == 0) raise_python("DTypeError", "len() of a rank-0 tensor");
+                 return x.shape()[0];
+             })
         .def_property_readonly("nbytes", &Tensor::nbytes)
         .def("element_size", [](const Tensor &x) { return dtype_size(x.dtype()); })
         .def("is_contiguous", &Tensor::is_contiguous)
         .def("is_floating_point", [](const Tensor &x) { return is_float(x.dtype()); })
         .def("shares_storage", &Tensor::shares_storage)
-        .def("item", [](const Tensor &x) -> py::object {
-            if (x.numel() != 1)
-                raise_python("ShapeError", "item: tensor of shape " + shape_str(x.shape()) + " has " +
-                                               std::to_string(x.numel()) + " elements, expected 1");
-            if (x.dtype() == DType::boolean) return py::bool_(x.item<bool>());
-            if (x.dtype() == DType::i32 || x.dtype() == DType::i64) return py::int_(x.item<int64_t>());
-            return py::float_(x.item<float>());
-        })
-        .def("__bool__", [](const Tensor &x) {
-            if (x.numel() != 1)
-                raise_python("ValueError", "the truth value of a tensor with " + std::to_string(x.numel()) +
-                                               " elements is ambiguous (use .any()/.all() or compare one element)");
-            return x.to(DType::f32).item<float>() != 0.0f;
-        })
+        .def("item",
+             [](const Tensor &x) -> py::object {
+                 if (x.numel() != 1)
+                     raise_python("ShapeError", "item: tensor of shape " + shape_str(x.shape()) + " has " +
+                                                    std::to_string(x.numel()) + " elements, expected 1");
+                 if (x.dtype() == DType::boolean) return py::bool_(x.item<bool>());
+                 if (x.dtype() == DType::i32 || x.dtype() == DType::i64) return py::int_(x.item<int64_t>());
+                 return py::float_(x.item<float>());
+             })
+        .def("__bool__",
+             [](const Tensor &x) {
+                 if (x.numel() != 1)
+                     raise_python("ValueError",
+                                  "the truth value of a tensor with " + std::to_string(x.numel()) +
+                                      " elements is ambiguous (use .any()/.all() or compare one element)");
+                 return x.to(DType::f32).item<float>() != 0.0f;
+             })
         .def("__float__", [](const Tensor &x) { return static_cast<double>(x.to(DType::f32).item<float>()); })
         .def("__int__", [](const Tensor &x) { return x.to(DType::i64).item<int64_t>(); })
-        .def("__index__", [](const Tensor &x) {
-            if (x.dtype() != DType::i32 && x.dtype() != DType::i64)
-                raise_python("DTypeError", "only integer tensors of one element can be used as an index");
-            return x.item<int64_t>();
-        })
+        .def("__index__",
+             [](const Tensor &x) {
+                 if (x.dtype() != DType::i32 && x.dtype() != DType::i64)
+                     raise_python("DTypeError", "only integer tensors of one element can be used as an index");
+                 return x.item<int64_t>();
+             })
         // Conversions.
-        .def("to", [](const Tensor &x, py::object target, py::object dtype) {
-            Tensor out = x;
-            if (!target.is_none()) {
-                if (py::isinstance<DType>(target)) {
-                    DType d = target.cast<DType>();
+        .def(
+            "to",
+            [](const Tensor &x, py::object target, py::object dtype) {
+                Tensor out = x;
+                if (!target.is_none()) {
+                    if (py::isinstance<DType>(target)) {
+                        DType d = target.cast<DType>();
+                        Release r;
+                        out = out.to(d);
+                    } else {
+                        Device dev = *device_arg(target);
+                        Release r;
+                        out = out.to(dev);
+                    }
+                }
+                if (!dtype.is_none()) {
+                    DType d = dtype_arg(dtype, out.dtype());
                     Release r;
                     out = out.to(d);
-                } else {
-                    Device dev = *device_arg(target);
-                    Release r;
-                    out = out.to(dev);
                 }
-            }
-            if (!dtype.is_none()) {
-                DType d = dtype_arg(dtype, out.dtype());
-                Release r;
-                out = out.to(d);
-            }
-            return out;
-        }, py::arg("device") = py::none(), py::arg("dtype") = py::none())
-        .def("cpu", [](const Tensor &x) { Release r; return x.to(Device{}); })
-        .def("float", [](const Tensor &x) { Release r; return x.to(DType::f32); })
-        .def("half", [](const Tensor &x) { Release r; return x.to(DType::f16); })
-        .def("bfloat16", [](const Tensor &x) { Release r; return x.to(DType::bf16); })
-        .def("int", [](const Tensor &x) { Release r; return x.to(DType::i32); })
-        .def("long", [](const Tensor &x) { Release r; return x.to(DType::i64); })
-        .def("bool", [](const Tensor &x) { Release r; return x.to(DType::boolean); })
-        .def("type", [](const Tensor &x, py::object dtype) { DType d = dtype_arg(dtype, x.dtype()); Release r; return x.to(d); })
+                return out;
+            },
+            py::arg("device") = py::none(), py::arg("dtype") = py::none())
+        .def("cpu",
+             [](const Tensor &x) {
+                 Release r;
+                 return x.to(Device{});
+             })
+        .def("float",
+             [](const Tensor &x) {
+                 Release r;
+                 return x.to(DType::f32);
+             })
+        .def("half",
+             [](const Tensor &x) {
+                 Release r;
+                 return x.to(DType::f16);
+             })
+        .def("bfloat16",
+             [](const Tensor &x) {
+                 Release r;
+                 return x.to(DType::bf16);
+             })
+        .def("int",
+             [](const Tensor &x) {
+                 Release r;
+                 return x.to(DType::i32);
+             })
+        .def("long",
+             [](const Tensor &x) {
+                 Release r;
+                 return x.to(DType::i64);
+             })
+        .def("bool",
+             [](const Tensor &x) {
+                 Release r;
+                 return x.to(DType::boolean);
+             })
+        .def("type",
+             [](const Tensor &x, py::object dtype) {
+                 DType d = dtype_arg(dtype, x.dtype());
+                 Release r;
+                 return x.to(d);
+             })
         .def("contiguous", &Tensor::contiguous, py::call_guard<Release>())
-        .def("clone", [](const Tensor &x) {
-            Release r;
-            Tensor out = empty(x.shape(), x.dtype(), x.device());
-            NoGradGuard g;
-            out.assign_(x);
-            return out;
-        })
+        .def("clone",
+             [](const Tensor &x) {
+                 Release r;
+                 Tensor out = empty(x.shape(), x.dtype(), x.device());
+                 NoGradGuard g;
+                 out.assign_(x);
+                 return out;
+             })
         // Views.
-        .def("reshape", [](const Tensor &x, py::args args) { Shape s = shape_args(args, "reshape"); Release r; return x.reshape(s); })
-        .def("view", [](const Tensor &x, py::args args) { Shape s = shape_args(args, "view"); Release r; return x.view(s); })
-        .def("expand", [](const Tensor &x, py::args args) { Shape s = shape_args(args, "expand"); Release r; return x.expand(s); })
-        .def("permute", [](const Tensor &x, py::args args) {
-            Shape s = shape_args(args, "permute");
-            std::vector<int> axes(s.begin(), s.end());
-            Release r;
-            return x.permute(axes);
-        })
+        .def("reshape",
+             [](const Tensor &x, py::args args) {
+                 Shape s = shape_args(args, "reshape");
+                 Release r;
+                 return x.reshape(s);
+             })
+        .def("view",
+             [](const Tensor &x, py::args args) {
+                 Shape s = shape_args(args, "view");
+                 Release r;
+                 return x.view(s);
+             })
+        .def("expand",
+             [](const Tensor &x, py::args args) {
+                 Shape s = shape_args(args, "expand");
+                 Release r;
+                 return x.expand(s);
+             })
+        .def("permute",
+             [](const Tensor &x, py::args args) {
+                 Shape s = shape_args(args, "permute");
+                 std::vector<int> axes(s.begin(), s.end());
+                 Release r;
+                 return x.permute(axes);
+             })
         .def("transpose", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"), py::call_guard<Release>())
-        .def_property_readonly("T", [](const Tensor &x) {
-            std::vector<int> axes;
-            for (int i = x.rank() - 1; i >= 0; --i) axes.push_back(i);
-            return x.permute(axes);
-        })
-        .def_property_readonly("mT", [](const Tensor &x) {
-            if (x.rank() < 2) raise_python("ShapeError", "mT needs a tensor of rank 2 or more");
-            return x.transpose(-2, -1);
-        })
-        .def("squeeze", [](const Tensor &x, py::object dim) {
-            Shape s;
-            std::vector<int> axes = axes_arg(dim);
-            std::vector<bool> drop(x.rank(), false);
-            if (axes.empty() && dim.is_none()) {
-                for (int i = 0; i < x.rank(); ++i) drop[i] = x.shape()[i] == 1;
-            } else {
-                for (int a : axes) {
-                    int64_t k = normalise_axis(a, x.rank(), "squeeze");
-                    drop[k] = x.shape()[k] == 1;
+        .def_property_readonly("T",
+                               [](const Tensor &x) {
+                                   std::vector<int> axes;
+                                   for (int i = x.rank() - 1; i >= 0; --i) axes.push_back(i);
+                                   return x.permute(axes);
+                               })
+        .def_property_readonly("mT",
+                               [](const Tensor &x) {
+                                   if (x.rank() < 2) raise_python("ShapeError", "mT needs a tensor of rank 2 or more");
+                                   return x.transpose(-2, -1);
+                               })
+        .def(
+            "squeeze",
+            [](const Tensor &x, py::object dim) {
+                Shape s;
+                std::vector<int> axes = axes_arg(dim);
+                std::vector<bool> drop(x.rank(), false);
+                if (axes.empty() && dim.is_none()) {
+                    for (int i = 0; i < x.rank(); ++i) drop[i] = x.shape()[i] == 1;
+                } else {
+                    for (int a : axes) {
+                        int64_t k = normalise_axis(a, x.rank(), "squeeze");
+                        drop[k] = x.shape()[k] == 1;
+                    }
                 }
-            }
-            for (int i = 0; i < x.rank(); ++i)
-                if (!drop[i]) s.push_back(x.shape()[i]);
-            return x.view(s);
-        }, py::arg("dim") = py::none())
-        .def("unsqueeze", [](const Tensor &x, int64_t dim) {
-            int64_t k = normalise_axis(dim, x.rank() + 1, "unsqueeze");
-            Shape s = x.shape();
-            s.insert(s.begin() + k, 1);
-            return x.view(s);
-        }, py::arg("dim"))
-        .def("flatten", [](const Tensor &x, int64_t start_dim, int64_t end_dim) {
-            if (x.rank() == 0) return x.reshape({1});
-            int64_t a = normalise_axis(start_dim, x.rank(), "flatten");
-            int64_t b = normalise_axis(end_dim, x.rank(), "flatten");
-            if (a > b) raise_python("ValueError", "flatten: start_dim comes after end_dim");
-            Shape s(x.shape().begin(), x.shape().begin() + a);
-            int64_t n = 1;
-            for (int64_t i = a; i <= b; ++i) n *= x.shape()[i];
-            s.push_back(n);
-            s.insert(s.end(), x.shape().begin() + b + 1, x.shape().end());
-            Release r;
-            return x.reshape(s);
-        }, py::arg("start_dim") = 0, py::arg("end_dim") = -1)
-        .def("narrow", [](const Tensor &x, int dim, int64_t start, int64_t length) {
-            Release r;
-            return narrow(x, dim, start, length);
-        }, py::arg("dim"), py::arg("start"), py::arg("length"))
-        .def("__getitem__", [](const Tensor &x, py::handle key) -> py::object {
-            if (advanced(key)) return indexing("_advanced_getitem")(x, key);
-            return py::cast(index(x, key));
-        })
-        .def("__setitem__", [](const Tensor &x, py::handle key, py::handle value) {
-            if (advanced(key)) {
-                indexing("_advanced_setitem")(x, key, value);
-                return;
-            }
-            Tensor view = index(x, key);
-            Tensor src = operand(value, view, "__setitem__");
-            Release r;
-            view.assign_(src);
-        })
+                for (int i = 0; i < x.rank(); ++i)
+                    if (!drop[i]) s.push_back(x.shape()[i]);
+                return x.view(s);
+            },
+            py::arg("dim") = py::none())
+        .def(
+            "unsqueeze",
+            [](const Tensor &x, int64_t dim) {
+                int64_t k = normalise_axis(dim, x.rank() + 1, "unsqueeze");
+                Shape s = x.shape();
+                s.insert(s.begin() + k, 1);
+                return x.view(s);
+            },
+            py::arg("dim"))
+        .def(
+            "flatten",
+            [](const Tensor &x, int64_t start_dim, int64_t end_dim) {
+                if (x.rank() == 0) return x.reshape({1});
+                int64_t a = normalise_axis(start_dim, x.rank(), "flatten");
+                int64_t b = normalise_axis(end_dim, x.rank(), "flatten");
+                if (a > b) raise_python("ValueError", "flatten: start_dim comes after end_dim");
+                Shape s(x.shape().begin(), x.shape().begin() + a);
+                int64_t n = 1;
+                for (int64_t i = a; i <= b; ++i) n *= x.shape()[i];
+                s.push_back(n);
+                s.insert(s.end(), x.shape().begin() + b + 1, x.shape().end());
+                Release r;
+                return x.reshape(s);
+            },
+            py::arg("start_dim") = 0, py::arg("end_dim") = -1)
+        .def(
+            "narrow",
+            [](const Tensor &x, int dim, int64_t start, int64_t length) {
+                Release r;
+                return narrow(x, dim, start, length);
+            },
+            py::arg("dim"), py::arg("start"), py::arg("length"))
+        .def("__getitem__",
+             [](const Tensor &x, py::handle key) -> py::object {
+                 if (advanced(key)) return indexing("_advanced_getitem")(x, key);
+                 return py::cast(index(x, key));
+             })
+        .def("__setitem__",
+             [](const Tensor &x, py::handle key, py::handle value) {
+                 if (advanced(key)) {
+                     indexing("_advanced_setitem")(x, key, value);
+                     return;
+                 }
+                 Tensor view = index(x, key);
+                 Tensor src = operand(value, view, "__setitem__");
+                 Release r;
+                 view.assign_(src);
+             })
         // Operators; numbers on either side take the tensor's dtype.
-        .def("__add__", [](const Tensor &a, py::handle b) { return binary(a, b, &add, "add"); }, py::is_operator())
-        .def("__radd__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &add, "add"); }, py::is_operator())
-        .def("__sub__", [](const Tensor &a, py::handle b) { return binary(a, b, &sub, "sub"); }, py::is_operator())
-        .def("__rsub__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &sub, "sub"); }, py::is_operator())
-        .def("__mul__", [](const Tensor &a, py::handle b) { return binary(a, b, &mul, "mul"); }, py::is_operator())
-        .def("__rmul__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &mul, "mul"); }, py::is_operator())
-        .def("__truediv__", [](const Tensor &a, py::handle b) { return binary(a, b, &div, "div"); }, py::is_operator())
-        .def("__rtruediv__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &div, "div"); }, py::is_operator())
-        .def("__pow__", [](const Tensor &a, py::handle b) { return binary(a, b, &pow, "pow"); }, py::is_operator())
-        .def("__rpow__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &pow, "pow"); }, py::is_operator())
-        .def("__matmul__", [](const Tensor &a, const Tensor &b) { Release r; return matmul(a, b); }, py::is_operator())
-        .def("__rmatmul__", [](const Tensor &a, const Tensor &b) { Release r; return matmul(b, a); }, py::is_operator())
-        .def("__neg__", [](const Tensor &a) { Release r; return neg(a); })
+        .def(
+            "__add__", [](const Tensor &a, py::handle b) { return binary(a, b, &add, "add"); }, py::is_operator())
+        .def(
+            "__radd__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &add, "add"); }, py::is_operator())
+        .def(
+            "__sub__", [](const Tensor &a, py::handle b) { return binary(a, b, &sub, "sub"); }, py::is_operator())
+        .def(
+            "__rsub__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &sub, "sub"); }, py::is_operator())
+        .def(
+            "__mul__", [](const Tensor &a, py::handle b) { return binary(a, b, &mul, "mul"); }, py::is_operator())
+        .def(
+            "__rmul__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &mul, "mul"); }, py::is_operator())
+        .def(
+            "__truediv__", [](const Tensor &a, py::handle b) { return binary(a, b, &div, "div"); }, py::is_operator())
+        .def(
+            "__rtruediv__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &div, "div"); }, py::is_operator())
+        .def(
+            "__pow__", [](const Tensor &a, py::handle b) { return binary(a, b, &pow, "pow"); }, py::is_operator())
+        .def(
+            "__rpow__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &pow, "pow"); }, py::is_operator())
+        .def(
+            "__matmul__",
+            [](const Tensor &a, const Tensor &b) {
+                Release r;
+                return matmul(a, b);
+            },
+            py::is_operator())
+        .def(
+            "__rmatmul__",
+            [](const Tensor &a, const Tensor &b) {
+                Release r;
+                return matmul(b, a);
+            },
+            py::is_operator())
+        .def("__neg__",
+             [](const Tensor &a) {
+                 Release r;
+                 return neg(a);
+             })
         .def("__pos__", [](const Tensor &a) { return a; })
-        .def("__abs__", [](const Tensor &a) { Release r; return abs(a); })
-        .def("__eq__", [](const Tensor &a, py::handle b) { return binary(a, b, &eq, "eq"); }, py::is_operator())
-        .def("__ne__", [](const Tensor &a, py::handle b) { return binary(a, b, &ne, "ne"); }, py::is_operator())
-        .def("__lt__", [](const Tensor &a, py::handle b) { return binary(a, b, &lt, "lt"); }, py::is_operator())
-        .def("__le__", [](const Tensor &a, py::handle b) { return binary(a, b, &le, "le"); }, py::is_operator())
-        .def("__gt__", [](const Tensor &a, py::handle b) { return binary(a, b, &gt, "gt"); }, py::is_operator())
-        .def("__ge__", [](const Tensor &a, py::handle b) { return binary(a, b, &ge, "ge"); }, py::is_operator())
-        .def("__iadd__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &add, "add_"); }, py::is_operator())
-        .def("__isub__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &sub, "sub_"); }, py::is_operator())
-        .def("__imul__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &mul, "mul_"); }, py::is_operator())
-        .def("__itruediv__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &div, "div_"); }, py::is_operator())
-        .def("__ipow__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &pow, "pow_"); }, py::is_operator())
+        .def("__abs__",
+             [](const Tensor &a) {
+                 Release r;
+                 return abs(a);
+             })
+        .def(
+            "__eq__", [](const Tensor &a, py::handle b) { return binary(a, b, &eq, "eq"); }, py::is_operator())
+        .def(
+            "__ne__", [](const Tensor &a, py::handle b) { return binary(a, b, &ne, "ne"); }, py::is_operator())
+        .def(
+            "__lt__", [](const Tensor &a, py::handle b) { return binary(a, b, &lt, "lt"); }, py::is_operator())
+        .def(
+            "__le__", [](const Tensor &a, py::handle b) { return binary(a, b, &le, "le"); }, py::is_operator())
+        .def(
+            "__gt__", [](const Tensor &a, py::handle b) { return binary(a, b, &gt, "gt"); }, py::is_operator())
+        .def(
+            "__ge__", [](const Tensor &a, py::handle b) { return binary(a, b, &ge, "ge"); }, py::is_operator())
+        .def(
+            "__iadd__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &add, "add_"); },
+            py::is_operator())
+        .def(
+            "__isub__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &sub, "sub_"); },
+            py::is_operator())
+        .def(
+            "__imul__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &mul, "mul_"); },
+            py::is_operator())
+        .def(
+            "__itruediv__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &div, "div_"); },
+            py::is_operator())
+        .def(
+            "__ipow__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &pow, "pow_"); },
+            py::is_operator())
         .def("add_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &add, "add_"); })
         .def("sub_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &sub, "sub_"); })
         .def("mul_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &mul, "mul_"); })
         .def("div_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &div, "div_"); })
         .def("pow_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &pow, "pow_"); })
-        .def("copy_", [](Tensor &a, py::handle b) -> Tensor & {
-            Tensor src = operand(b, a, "copy_");
-            Release r;
-            if (src.device() != a.device()) src = src.to(a.device());
-            a.assign_(src);
-            return a;
-        })
-        .def("fill_", [](Tensor &a, double v) -> Tensor & { Release r; a.assign_(scalar_like(a, v)); return a; })
-        .def("zero_", [](Tensor &a) -> Tensor & { Release r; a.assign_(scalar_like(a, 0)); return a; })
+        .def("copy_",
+             [](Tensor &a, py::handle b) -> Tensor & {
+                 Tensor src = operand(b, a, "copy_");
+                 Release r;
+                 if (src.device() != a.device()) src = src.to(a.device());
+                 a.assign_(src);
+                 return a;
+             })
+        .def("fill_",
+             [](Tensor &a, double v) -> Tensor & {
+                 Release r;
+                 a.assign_(scalar_like(a, v));
+                 return a;
+             })
+        .def("zero_",
+             [](Tensor &a) -> Tensor & {
+                 Release r;
+                 a.assign_(scalar_like(a, 0));
+                 return a;
+             })
         .def("__hash__", [](const Tensor &a) { return reinterpret_cast<std::intptr_t>(a.impl()); })
         // Autograd.
-        .def_property("requires_grad", &Tensor::requires_grad,
-                      [](Tensor &a, bool on) { a.requires_grad_(on); })
-        .def("requires_grad_", [](Tensor &a, bool on) -> Tensor & { return a.requires_grad_(on); },
-             py::arg("requires_grad") = true)
+        .def_property("requires_grad", &Tensor::requires_grad, [](Tensor &a, bool on) { a.requires_grad_(on); })
+        .def(
+            "requires_grad_", [](Tensor &a, bool on) -> Tensor & { return a.requires_grad_(on); },
+            py::arg("requires_grad") = true)
         .def_property_readonly("is_leaf", &Tensor::is_leaf)
-        .def_property("grad", [](const Tensor &a) -> py::object {
-            Tensor g = a.grad();
-            if (!g.defined()) return py::none();
-            return py::cast(g);
-        }, [](Tensor &a, py::object g) {
-            if (g.is_none()) a.zero_grad();
-            else a.set_grad(g.cast<Tensor>());
-        })
-        .def("backward", [](const Tensor &a, py::object gradient, bool retain_graph) {
-            Tensor g = gradient.is_none() ? Tensor() : operand(gradient, a, "backward");
-            Release r;
-            a.backward(g, retain_graph);
-        }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
+        .def_property(
+            "grad",
+            [](const Tensor &a) -> py::object {
+                Tensor g = a.grad();
+                if (!g.defined()) return py::none();
+                return py::cast(g);
+            },
+            [](Tensor &a, py::object g) {
+                if (g.is_none())
+                    a.zero_grad();
+                else
+                    a.set_grad(g.cast<Tensor>());
+            })
+        .def(
+            "backward",
+            [](const Tensor &a, py::object gradient, bool retain_graph) {
+                Tensor g = gradient.is_none() ? Tensor() : operand(gradient, a, "backward");
+                Release r;
+                a.backward(g, retain_graph);
+            },
+            py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
         .def("detach", &Tensor::detach)
-        .def("detach_", [](Tensor &a) -> Tensor & { a = a.detach(); return a; });
+        .def("detach_", [](Tensor &a) -> Tensor & {
+            a = a.detach();
+            return a;
+        });
 
     m.def("is_grad_enabled", &grad_enabled);
     // Context manager behind tinyfin.no_grad (thread-local like the C++ guard).
@@ -463,7 +608,10 @@ void bind_tensor(py::module_ &m) {
     py::class_<NoGrad>(m, "_NoGrad")
         .def(py::init<>())
         .def("__enter__", [](NoGrad &g) { g.guard = std::make_unique<NoGradGuard>(); })
-        .def("__exit__", [](NoGrad &g, py::args) { g.guard.reset(); return false; });
+        .def("__exit__", [](NoGrad &g, py::args) {
+            g.guard.reset();
+            return false;
+        });
 }
 
-} // namespace tinyfin::python
+}  // namespace tinyfin::python

@@ -37,7 +37,9 @@ static float *abi10_element(const tf_tensor_desc *t, int64_t index) {
     return (float *)at;
 }
 
-static int abi10_is_f32(const tf_tensor_desc *t) { return t->dtype == TF_DTYPE_F32 && t->rank >= 0 && t->rank <= TF_MAX_RANK; }
+static int abi10_is_f32(const tf_tensor_desc *t) {
+    return t->dtype == TF_DTYPE_F32 && t->rank >= 0 && t->rank <= TF_MAX_RANK;
+}
 
 /* The element at a multi-index of the tensor's rank. */
 static float *abi10_at(const tf_tensor_desc *t, const int64_t *index) {
@@ -83,7 +85,8 @@ static tf_status abi10_attention(const tf_op_desc *d, tf_error *err) {
     int64_t at[TF_MAX_RANK] = {0};
     double scores[ABI10_MAX_KEYS];
     int32_t a;
-    if (!m->data && tq * tk > 0) return abi10_fail(err, TF_STATUS_INVALID_ARGUMENT, "attention: the mask has no memory");
+    if (!m->data && tq * tk > 0)
+        return abi10_fail(err, TF_STATUS_INVALID_ARGUMENT, "attention: the mask has no memory");
     for (a = 0; a < r - 2; ++a) batches *= q->shape[a];
     for (b = 0; b < batches; ++b) {
         for (rest = b, a = r - 3; a >= 0; --a) {
@@ -130,10 +133,8 @@ static int32_t abi10_supports(int32_t device, const tf_op_desc *d) {
     case TF_OP_ADD:
         return d->n_inputs == 2 && d->n_outputs == 1 && abi10_is_f32(&d->inputs[0]) && abi10_is_f32(&d->inputs[1]) &&
                abi10_is_f32(&d->outputs[0]);
-    case TF_OP_ATTENTION:
-        return abi10_attention_fits(d);
-    default:
-        return 0;
+    case TF_OP_ATTENTION: return abi10_attention_fits(d);
+    default: return 0;
     }
 }
 
@@ -141,7 +142,8 @@ static tf_status abi10_run(int32_t device, const tf_op_desc *d, tf_error *err) {
     int64_t n = 1, i;
     int32_t k;
     if (d->op == TF_OP_ATTENTION && d->n_inputs == 4 && d->inputs[3].struct_size < sizeof(tf_tensor_desc))
-        return abi10_fail(err, TF_STATUS_INVALID_ARGUMENT, "attention: the mask descriptor is absent, which ABI 1.0 never sends");
+        return abi10_fail(err, TF_STATUS_INVALID_ARGUMENT,
+                          "attention: the mask descriptor is absent, which ABI 1.0 never sends");
     if (!abi10_supports(device, d)) return abi10_fail(err, TF_STATUS_UNSUPPORTED, "run: not supported");
     if (d->op == TF_OP_ATTENTION) return abi10_attention(d, err);
     for (k = 0; k < d->outputs[0].rank; ++k) n *= d->outputs[0].shape[k];
@@ -185,20 +187,23 @@ static void abi10_free(tf_buffer *b) {
 static void *abi10_host_ptr(tf_buffer *b) { return b->bytes; }
 
 static tf_status abi10_write(tf_buffer *b, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
-    if (offset > b->size || size > b->size - offset) return abi10_fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_write: out of range");
+    if (offset > b->size || size > b->size - offset)
+        return abi10_fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_write: out of range");
     memcpy(b->bytes + offset, src, size);
     return TF_STATUS_OK;
 }
 
 static tf_status abi10_read(tf_buffer *b, uint64_t offset, void *dst, uint64_t size, tf_error *err) {
-    if (offset > b->size || size > b->size - offset) return abi10_fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_read: out of range");
+    if (offset > b->size || size > b->size - offset)
+        return abi10_fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_read: out of range");
     memcpy(dst, b->bytes + offset, size);
     return TF_STATUS_OK;
 }
 
 static tf_status abi10_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size,
                             tf_error *err) {
-    if (dst_offset > dst->size || size > dst->size - dst_offset || src_offset > src->size || size > src->size - src_offset)
+    if (dst_offset > dst->size || size > dst->size - dst_offset || src_offset > src->size ||
+        size > src->size - src_offset)
         return abi10_fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_copy: out of range");
     memmove(dst->bytes + dst_offset, src->bytes + src_offset, size);
     return TF_STATUS_OK;
@@ -211,10 +216,26 @@ static tf_status abi10_synchronize(int32_t device, tf_error *err) {
 }
 
 static const tf_plugin abi10_table = {
-    sizeof(tf_plugin), TF_ABI_VERSION, "abi10", "1.0", 1, 0,
-    abi10_ok, abi10_ok, abi10_shutdown, abi10_device_count, abi10_device_info,
-    abi10_alloc, abi10_free, abi10_host_ptr, abi10_write, abi10_read, abi10_copy,
-    abi10_supports, abi10_run, abi10_synchronize,
+    sizeof(tf_plugin),
+    TF_ABI_VERSION,
+    "abi10",
+    "1.0",
+    1,
+    0,
+    abi10_ok,
+    abi10_ok,
+    abi10_shutdown,
+    abi10_device_count,
+    abi10_device_info,
+    abi10_alloc,
+    abi10_free,
+    abi10_host_ptr,
+    abi10_write,
+    abi10_read,
+    abi10_copy,
+    abi10_supports,
+    abi10_run,
+    abi10_synchronize,
     NULL, /* list_features */
     NULL, /* get_proc */
 };

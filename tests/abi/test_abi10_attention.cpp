@@ -24,7 +24,7 @@ void check_close(const std::vector<float> &got, const std::vector<float> &want) 
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("attention without a mask on an ABI 1.0 plugin: the core gives it one zero, not an absent input") {
     const Tensor q = randn({2, 3, 4}, 71), k = randn({2, 5, 4}, 72), v = randn({2, 5, 6}, 73);

@@ -19,18 +19,22 @@ std::string message_of(F f) {
     return "no DTypeError";
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("dtypes column: float-only, numeric-only ops refuse other dtypes before dispatch") {
     Tensor b = from_vector<bool>({true, false}, {2});
     Tensor i = from_vector<int32_t>({1, 2}, {2});
     CHECK(message_of([&] { exp(i); }) == "DTypeError: exp: input 0 is i32, but exp takes f32, f16, bf16 there");
     CHECK(message_of([&] { sqrt(i); }) == "DTypeError: sqrt: input 0 is i32, but sqrt takes f32, f16, bf16 there");
-    CHECK(message_of([&] { relu(b); }) == "DTypeError: relu: input 0 is bool, but relu takes f32, f16, bf16, i32, i64 there");
-    CHECK(message_of([&] { add(b, b); }) == "DTypeError: add: input 0 is bool, but add takes f32, f16, bf16, i32, i64 there");
-    CHECK(message_of([&] { sum(b); }) == "DTypeError: sum: input 0 is bool, but sum takes f32, f16, bf16, i32, i64 there");
-    CHECK(message_of([&] { matmul(i.reshape({1, 2}), i.reshape({2, 1})); }) ==
-          "DTypeError: matmul: input 0 is i32, but matmul takes f32, f16, bf16 there");
+    CHECK(message_of([&] { relu(b); }) ==
+          "DTypeError: relu: input 0 is bool, but relu takes f32, f16, bf16, i32, i64 there");
+    CHECK(message_of([&] { add(b, b); }) ==
+          "DTypeError: add: input 0 is bool, but add takes f32, f16, bf16, i32, i64 there");
+    CHECK(message_of([&] { sum(b); }) ==
+          "DTypeError: sum: input 0 is bool, but sum takes f32, f16, bf16, i32, i64 there");
+    CHECK(message_of([&] {
+              matmul(i.reshape({1, 2}), i.reshape({2, 1}));
+          }) == "DTypeError: matmul: input 0 is i32, but matmul takes f32, f16, bf16 there");
     // No fallback was counted: the op never reached a plugin.
     CHECK(stats().total_fallbacks == 0);
 }

@@ -71,7 +71,8 @@ TEST_CASE("gelu_backward: broadcasting, views and the half dtypes") {
     for (int i = 0; i < 6; ++i) CHECK(got[i] == doctest::Approx(reference(dyv[i], xv[i % 3])).epsilon(1e-6));
     // dy as a transposed view: the same values as from a contiguous copy.
     const Tensor dyt = from_vector(dyv, {3, 2}).transpose(0, 1);
-    const F viewed = gelu_backward(dyt, x).to_vector<float>(), copied = gelu_backward(dyt.contiguous(), x).to_vector<float>();
+    const F viewed = gelu_backward(dyt, x).to_vector<float>(),
+            copied = gelu_backward(dyt.contiguous(), x).to_vector<float>();
     CHECK(viewed == copied);
     for (DType dt : {DType::f16, DType::bf16}) {
         INFO(static_cast<int>(dt));
@@ -104,4 +105,3 @@ TEST_CASE("gelu_backward refuses integer and mixed dtypes with the op's name") {
     CHECK_THROWS_WITH_AS(gelu_backward(f, f.to(DType::f16)), doctest::Contains("gelu_backward"), DTypeError);
     CHECK_THROWS_AS(gelu_backward(f, from_vector(F{1, 2, 3}, {3})), ShapeError);
 }
-

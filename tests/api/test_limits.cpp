@@ -20,7 +20,8 @@ namespace {
 constexpr int64_t big = int64_t{1} << 62;
 constexpr int64_t max64 = std::numeric_limits<int64_t>::max();
 
-template <typename E, typename F> std::string message_of(F &&call) {
+template <typename E, typename F>
+std::string message_of(F &&call) {
     try {
         call();
     } catch (const E &e) {
@@ -30,11 +31,9 @@ template <typename E, typename F> std::string message_of(F &&call) {
     return {};
 }
 
-std::string temp_path(const char *name) {
-    return "/tmp/tinyfin-limits-" + std::to_string(::getpid()) + "-" + name;
-}
+std::string temp_path(const char *name) { return "/tmp/tinyfin-limits-" + std::to_string(::getpid()) + "-" + name; }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("split refuses sizes whose sum overflows") {
     Tensor a = arange(0, 5);
@@ -63,8 +62,7 @@ TEST_CASE("saving a huge broadcast view refuses with a typed error and keeps the
     CHECK(what.find("'w'") != std::string::npos);
     CHECK(what.find("2^48") != std::string::npos);
     // Within the format but beyond memory: 4 TiB.
-    what = message_of<OutOfMemoryError>(
-        [&] { nn::save(path, {{"w", ones({1}).expand({int64_t{1} << 40})}}); });
+    what = message_of<OutOfMemoryError>([&] { nn::save(path, {{"w", ones({1}).expand({int64_t{1} << 40})}}); });
     CHECK(what.find("host memory") != std::string::npos);
     // The earlier file is intact.
     nn::NamedTensors back = nn::load_all(path);

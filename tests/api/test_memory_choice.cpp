@@ -18,7 +18,7 @@ TEST_CASE("select_backend_for_memory: a small requirement keeps the preferred ba
 }
 
 TEST_CASE("select_backend_for_memory: nothing fits -> OutOfMemoryError naming every device") {
-    const uint64_t huge = uint64_t(1) << 60; // 1 EiB
+    const uint64_t huge = uint64_t(1) << 60;  // 1 EiB
     std::string message;
     try {
         select_backend_for_memory(huge, "auto");
@@ -27,9 +27,9 @@ TEST_CASE("select_backend_for_memory: nothing fits -> OutOfMemoryError naming ev
     }
     INFO(message);
     CHECK(message.find("OutOfMemoryError") == 0);
-    CHECK(message.find("1099511627776.0 MiB") != std::string::npos); // the requirement
-    CHECK(message.find("cpu:0 (") != std::string::npos);          // each device...
-    CHECK(message.find("MiB free") != std::string::npos);         // ...with its free memory
+    CHECK(message.find("1099511627776.0 MiB") != std::string::npos);  // the requirement
+    CHECK(message.find("cpu:0 (") != std::string::npos);  // each device...
+    CHECK(message.find("MiB free") != std::string::npos);  // ...with its free memory
     // A list is filtered the same way.
     CHECK_THROWS_AS(select_backend_for_memory(huge, "cpu"), OutOfMemoryError);
     // The selection notes say why a backend was skipped.
@@ -47,8 +47,8 @@ TEST_CASE("stats: bytes in use and the peak since reset_stats") {
     reset_stats();
     CHECK(stats().backend("cpu")->peak_bytes_in_use == base);
     {
-        Tensor a = zeros({1024});        // 4 KiB
-        Tensor b = zeros({2048});        // 8 KiB
+        Tensor a = zeros({1024});  // 4 KiB
+        Tensor b = zeros({2048});  // 8 KiB
         CHECK(stats().backend("cpu")->bytes_in_use == base + 12288);
     }
     Tensor c = zeros({256});

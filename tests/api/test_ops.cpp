@@ -40,12 +40,12 @@ TEST_CASE("binary ops broadcast rows, columns, scalars and leading axes") {
 
 TEST_CASE("binary ops on non-contiguous views") {
     Tensor a = t({1, 2, 3, 4, 5, 6}, {2, 3});
-    Tensor at = a.transpose(0, 1); // [[1,4],[2,5],[3,6]]
+    Tensor at = a.transpose(0, 1);  // [[1,4],[2,5],[3,6]]
     CHECK_FALSE(at.is_contiguous());
     CHECK((at + t({100, 200}, {2})).to_vector<float>() == F{101, 204, 102, 205, 103, 206});
-    Tensor every_other = arange(0.0, 10).slice(0, 1, 10, 2); // 1 3 5 7 9
+    Tensor every_other = arange(0.0, 10).slice(0, 1, 10, 2);  // 1 3 5 7 9
     CHECK((every_other * every_other).to_vector<float>() == F{1, 9, 25, 49, 81});
-    Tensor x = arange(0.0, 24).reshape({2, 3, 4}).permute({2, 0, 1}); // [4,2,3]
+    Tensor x = arange(0.0, 24).reshape({2, 3, 4}).permute({2, 0, 1});  // [4,2,3]
     Tensor y = x - x.contiguous();
     CHECK(y.to_vector<float>() == F(24, 0.f));
 }
@@ -84,7 +84,7 @@ TEST_CASE("integer division by zero is a ValueError, not a crash") {
     Tensor x = from_vector(std::vector<int32_t>{1, 2}, {2});
     Tensor y = from_vector(std::vector<int32_t>{1, 0}, {2});
     CHECK_THROWS_AS(x / y, ValueError);
-    CHECK((x / x).to_vector<int32_t>() == std::vector<int32_t>{1, 1}); // still working
+    CHECK((x / x).to_vector<int32_t>() == std::vector<int32_t>{1, 1});  // still working
 }
 
 TEST_CASE("neg, exp and relu") {
@@ -97,12 +97,11 @@ TEST_CASE("neg, exp and relu") {
     CHECK(exp(scalar(-1000)).item<float>() == 0);
     Tensor m = t({-1, 2, -3, 4}, {2, 2}).transpose(0, 1);
     CHECK(relu(m).to_vector<float>() == F{0, 0, 2, 4});
-    CHECK(relu(from_vector(std::vector<int32_t>{-3, 3}, {2})).to_vector<int32_t>() ==
-          std::vector<int32_t>{0, 3});
+    CHECK(relu(from_vector(std::vector<int32_t>{-3, 3}, {2})).to_vector<int32_t>() == std::vector<int32_t>{0, 3});
 }
 
 TEST_CASE("sum over axes with and without keepdim") {
-    Tensor a = arange(1.0, 7).reshape({2, 3}); // [[1,2,3],[4,5,6]]
+    Tensor a = arange(1.0, 7).reshape({2, 3});  // [[1,2,3],[4,5,6]]
     CHECK(sum(a).item<float>() == 21);
     CHECK(sum(a).rank() == 0);
     CHECK(sum(a, {0}).to_vector<float>() == F{5, 7, 9});
@@ -118,8 +117,8 @@ TEST_CASE("sum over axes with and without keepdim") {
 }
 
 TEST_CASE("matmul: 2-D, 1-D, batched with broadcast batch dims, transposed views") {
-    Tensor a = arange(1.0, 7).reshape({2, 3}); // [[1,2,3],[4,5,6]]
-    Tensor b = arange(1.0, 7).reshape({3, 2}); // [[1,2],[3,4],[5,6]]
+    Tensor a = arange(1.0, 7).reshape({2, 3});  // [[1,2,3],[4,5,6]]
+    Tensor b = arange(1.0, 7).reshape({3, 2});  // [[1,2],[3,4],[5,6]]
     CHECK(matmul(a, b).to_vector<float>() == F{22, 28, 49, 64});
     CHECK(matmul(a, b).shape() == Shape{2, 2});
     // a @ a^T through a transposed view, no copy needed by the caller
@@ -143,9 +142,9 @@ TEST_CASE("matmul: 2-D, 1-D, batched with broadcast batch dims, transposed views
 
 TEST_CASE("matmul checks inner dimensions") {
     CHECK_THROWS_AS(matmul(zeros({2, 3}), zeros({4, 5})), ShapeError);
-    CHECK_THROWS_WITH_AS(matmul(zeros({2, 3}), zeros({4, 5})),
-                         doctest::Contains("inner dimensions 3 and 4 differ"), ShapeError);
-    CHECK_THROWS_AS(matmul(zeros({2, 2, 3}), zeros({3, 3, 2})), ShapeError); // batch 2 vs 3
+    CHECK_THROWS_WITH_AS(matmul(zeros({2, 3}), zeros({4, 5})), doctest::Contains("inner dimensions 3 and 4 differ"),
+                         ShapeError);
+    CHECK_THROWS_AS(matmul(zeros({2, 2, 3}), zeros({3, 3, 2})), ShapeError);  // batch 2 vs 3
     CHECK_THROWS_AS(matmul(scalar(1), zeros({2})), ShapeError);
 }
 
@@ -154,8 +153,8 @@ TEST_CASE("contiguous copies strided views in row-major order") {
     Tensor c = a.transpose(0, 1).contiguous();
     CHECK(c.is_contiguous());
     CHECK(c.to_vector<float>() == F{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
-    CHECK(a.contiguous().impl() == a.impl()); // already contiguous: same tensor
-    Tensor s = a.slice(1, 1, 4, 2).contiguous(); // columns 1 and 3
+    CHECK(a.contiguous().impl() == a.impl());  // already contiguous: same tensor
+    Tensor s = a.slice(1, 1, 4, 2).contiguous();  // columns 1 and 3
     CHECK(s.to_vector<float>() == F{1, 3, 5, 7, 9, 11});
     Tensor e = t({1, 2}, {2, 1}).expand({2, 3}).contiguous();
     CHECK(e.to_vector<float>() == F{1, 1, 1, 2, 2, 2});
@@ -177,12 +176,10 @@ TEST_CASE("cast between all dtypes") {
     Tensor i = from_vector(std::vector<int32_t>{-1, 0, 7}, {3});
     CHECK(cast(i, DType::f32).to_vector<float>() == F{-1, 0, 7});
     CHECK(cast(i, DType::boolean).to_vector<bool>() == std::vector<bool>{true, false, true});
-    CHECK(cast(cast(i, DType::boolean), DType::i64).to_vector<int64_t>() ==
-          std::vector<int64_t>{1, 0, 1});
-    CHECK(cast(i, DType::i32).impl() == i.impl()); // same dtype: no copy
+    CHECK(cast(cast(i, DType::boolean), DType::i64).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1});
+    CHECK(cast(i, DType::i32).impl() == i.impl());  // same dtype: no copy
     // a strided source
-    CHECK(cast(arange(0.0, 6).slice(0, 0, 6, 3), DType::i32).to_vector<int32_t>() ==
-          std::vector<int32_t>{0, 3});
+    CHECK(cast(arange(0.0, 6).slice(0, 0, 6, 3), DType::i32).to_vector<int32_t>() == std::vector<int32_t>{0, 3});
 }
 
 TEST_CASE("factories: full, zeros, ones, arange, from_host, rand, randn") {
@@ -221,11 +218,11 @@ TEST_CASE("stats count ops per backend and allocations") {
     Stats s = stats();
     const Stats::Backend *cpu = s.backend("cpu");
     REQUIRE(cpu != nullptr);
-    CHECK(cpu->ops == 2);          // fill, add
+    CHECK(cpu->ops == 2);  // fill, add
     CHECK(cpu->allocations == 2);
     CHECK(cpu->bytes_allocated == 32);
     CHECK(s.total_fallbacks == 0);
-    CHECK(cpu->bytes_to_host == 0); // host memory: nothing moves
+    CHECK(cpu->bytes_to_host == 0);  // host memory: nothing moves
 }
 
 TEST_CASE("backend selection from C++") {
@@ -233,7 +230,7 @@ TEST_CASE("backend selection from C++") {
     CHECK(backend_name() == automatic);
     CHECK(default_device() == Device{automatic, 0});
     CHECK(available_backends().back() == "cpu");
-    CHECK_FALSE(set_backend("no-such-backend")); // nothing usable listed: cpu remains
+    CHECK_FALSE(set_backend("no-such-backend"));  // nothing usable listed: cpu remains
     CHECK(backend_name() == "cpu");
     CHECK(set_backend("cpu"));
     CHECK(backend_name() == "cpu");

@@ -17,7 +17,9 @@ namespace {
 // Mixed magnitudes and signs, zeros and a negative zero included.
 F values(int64_t n, double phase, double scale) {
     F out(static_cast<std::size_t>(n));
-    for (int64_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = static_cast<float>(std::sin(phase + 0.71 * static_cast<double>(i)) * scale * (1 + i % 7));
+    for (int64_t i = 0; i < n; ++i)
+        out[static_cast<std::size_t>(i)] =
+            static_cast<float>(std::sin(phase + 0.71 * static_cast<double>(i)) * scale * (1 + i % 7));
     if (n > 3) out[1] = 0.0f, out[2] = -0.0f;
     return out;
 }
@@ -82,7 +84,8 @@ struct SgdHand {
                 const float t = p[i] * wd;
                 d = d + t;
             }
-            if (first) buf[i] = d;
+            if (first)
+                buf[i] = d;
             else {
                 const float t = buf[i] * mom;
                 buf[i] = t + d;
@@ -98,7 +101,7 @@ struct SgdHand {
     }
 };
 
-} // namespace
+}  // namespace
 
 TEST_CASE("adamw_step_ on cpu: the one-pass kernel has the bits of the ops and of a hand-written f32 loop") {
     // 1000 elements reach the 16-wide and 4-wide loops and the tail; 3 only the tail.
@@ -186,7 +189,8 @@ TEST_CASE("sgd_step_ on cpu: every variant has the bits of a hand-written f32 lo
 TEST_CASE("sgd_step_: the first step's buffer is a copy, not the gradient itself (ordinary-ops path too)") {
     for (bool strided : {false, true}) {
         CAPTURE(strided);
-        Tensor g = strided ? from_vector(F{1, 2, 3, 4, 5, 6}, {3, 2}).transpose(0, 1) : from_vector(F{1, 3, 5, 2, 4, 6}, {2, 3});
+        Tensor g = strided ? from_vector(F{1, 2, 3, 4, 5, 6}, {3, 2}).transpose(0, 1)
+                           : from_vector(F{1, 3, 5, 2, 4, 6}, {2, 3});
         Tensor p = zeros({2, 3}), buf;
         sgd_step_(p, g, buf, {0.5, 0.9});
         sgd_step_(p, g, buf, {0.5, 0.9});

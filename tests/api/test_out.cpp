@@ -21,8 +21,8 @@ struct BinaryOp {
 };
 
 // Every op with an out= form, from the header's own list.
-#define TEST_OUT_OP(fn, SYM)                                                                  \
-    BinaryOp{#fn, static_cast<Tensor (*)(const Tensor &, const Tensor &)>(&tinyfin::fn),      \
+#define TEST_OUT_OP(fn, SYM)                                                                                           \
+    BinaryOp{#fn, static_cast<Tensor (*)(const Tensor &, const Tensor &)>(&tinyfin::fn),                               \
              static_cast<void (*)(const Tensor &, const Tensor &, const Tensor &)>(&tinyfin::fn)},
 const std::vector<BinaryOp> out_ops = {TINYFIN_BINARY_OUT_OPS(TEST_OUT_OP)};
 #undef TEST_OUT_OP
@@ -37,13 +37,13 @@ F values(const Tensor &t) { return t.to(DType::f32).to_vector<float>(); }
 
 Device cpu() { return Device::parse("cpu"); }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("the out= list covers the binary ops and comparisons") {
     std::vector<std::string> names;
     for (const BinaryOp &op : out_ops) names.push_back(op.name);
-    for (const char *expected : {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne",
-                                 "lt", "le", "gt", "ge", "relu_backward", "gelu_backward"})
+    for (const char *expected : {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
+                                 "ge", "relu_backward", "gelu_backward"})
         CHECK(std::find(names.begin(), names.end(), expected) != names.end());
     CHECK(names.size() == 15);
 }
@@ -53,10 +53,10 @@ TEST_CASE("out= gives the allocating form's values, broadcasting included") {
     Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
     const std::vector<std::pair<Tensor, Tensor>> pairs = {
         {a, from_vector<float>({6, 2, 4, 3, 5, 1}, {2, 3})},  // same shapes
-        {a, from_vector<float>({2, 2, 0.5f}, {3})},           // a row
-        {from_vector<float>({3, 1}, {2, 1}), a},              // a column on the left
+        {a, from_vector<float>({2, 2, 0.5f}, {3})},  // a row
+        {from_vector<float>({3, 1}, {2, 1}), a},  // a column on the left
         {from_vector<float>({1, 2}, {2, 1}), from_vector<float>({2, 1, 3}, {1, 3})},  // both
-        {a, scalar(3)},                                        // rank 0
+        {a, scalar(3)},  // rank 0
         {scalar(2), scalar(5)},
     };
     for (const BinaryOp &op : out_ops) {
@@ -133,16 +133,13 @@ TEST_CASE("out= refuses a wrong shape, dtype or device with typed errors") {
                          "DTypeError: add: out is i32 but the result of f32 operands is f32; pass an "
                          "out of dtype f32",
                          DTypeError);
-    CHECK_THROWS_WITH_AS(eq(a, b, zeros({2, 3})), doctest::Contains("pass an out of dtype bool"),
-                         DTypeError);
+    CHECK_THROWS_WITH_AS(eq(a, b, zeros({2, 3})), doctest::Contains("pass an out of dtype bool"), DTypeError);
     CHECK_THROWS_WITH_AS(add(a, zeros({3}, DType::i32), zeros({2, 3})),
                          doctest::Contains("add: dtypes f32 and i32 differ"), DTypeError);
 
-    CHECK_THROWS_WITH_AS(add(a, b, Tensor()), doctest::Contains("add: the tensor is undefined"),
-                         DeviceError);
+    CHECK_THROWS_WITH_AS(add(a, b, Tensor()), doctest::Contains("add: the tensor is undefined"), DeviceError);
     CHECK_THROWS_WITH_AS(add(a, b, zeros({1, 3}).expand({2, 3})),
-                         doctest::Contains("add: out (shape [2,3], strides [0,1]) repeats elements"),
-                         ValueError);
+                         doctest::Contains("add: out (shape [2,3], strides [0,1]) repeats elements"), ValueError);
 }
 
 TEST_CASE("out= on another device than its inputs is a DeviceError") {
@@ -158,8 +155,7 @@ TEST_CASE("out= on another device than its inputs is a DeviceError") {
     Tensor a = ones({3}, DType::f32, cpu()), b = ones({3}, DType::f32, cpu());
     const std::string expected =
         "add: out is on " + there.str() + ", a on cpu and b on cpu; the out= form runs on out's device";
-    CHECK_THROWS_WITH_AS(add(a, b, zeros({3}, DType::f32, there)), doctest::Contains(expected.c_str()),
-                         DeviceError);
+    CHECK_THROWS_WITH_AS(add(a, b, zeros({3}, DType::f32, there)), doctest::Contains(expected.c_str()), DeviceError);
     CHECK_THROWS_AS(add(a, ones({3}, DType::f32, there), zeros({3}, DType::f32, cpu())), DeviceError);
 }
 

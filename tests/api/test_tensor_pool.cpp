@@ -19,7 +19,7 @@ std::vector<float> iota_values(int n, float from) {
     return v;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("tensor pool: a reused tensor takes the new op's shape, strides, dtype and values") {
     set_backend("cpu");
@@ -79,7 +79,7 @@ TEST_CASE("tensor pool: stats count a reuse as an allocation and a pooled buffer
     set_backend("cpu");
     const Tensor x = from_vector(iota_values(16, 0), {16});
     synchronize();
-    { Tensor warm = add(x, x); } // one pooled [16] f32 at least
+    { Tensor warm = add(x, x); }  // one pooled [16] f32 at least
     const uint64_t in_use = stats().backend("cpu")->bytes_in_use;
     const uint64_t allocations = stats().backend("cpu")->allocations;
     const uint64_t allocated = stats().backend("cpu")->bytes_allocated;
@@ -101,7 +101,7 @@ TEST_CASE("tensor pool: autograd records keep their tensors; gradients stay righ
     for (int step = 0; step < 3; ++step) {
         w.zero_grad();
         Tensor y = mul(w, w);
-        Tensor z = add(y, y); // y is held by the record of z
+        Tensor z = add(y, y);  // y is held by the record of z
         sum(z).backward();
         auto g = w.grad().to_vector<float>();
         for (int i = 0; i < 16; ++i) CHECK(g[static_cast<std::size_t>(i)] == 4.0f * float(i + 1));

@@ -30,13 +30,19 @@ void check_close(const Tensor &got, const F &want, double tol = 1e-5) {
 // The calls the var overloads must accept or refuse, as concepts so a refusal is a false
 // rather than a compile error.
 template <typename T>
-concept VarTakesBoolAsCorrection = requires(T x, std::vector<int> axes) { var(x, axes, true, false); };
+concept VarTakesBoolAsCorrection = requires(T x, std::vector<int> axes) {
+    var(x, axes, true, false);
+};
 template <typename T>
-concept VarTakesNumberAsCorrection = requires(T x, std::vector<int> axes) { var(x, axes, 0, true); };
+concept VarTakesNumberAsCorrection = requires(T x, std::vector<int> axes) {
+    var(x, axes, 0, true);
+};
 template <typename T>
-concept VarTakesKeepdimAfterAxes = requires(T x, std::vector<int> axes) { var(x, axes, true); };
+concept VarTakesKeepdimAfterAxes = requires(T x, std::vector<int> axes) {
+    var(x, axes, true);
+};
 
-} // namespace
+}  // namespace
 
 TEST_CASE("var: a flag after the axes is keepdim, and a bool is never a correction") {
     static_assert(!VarTakesBoolAsCorrection<Tensor>, "var(x, axes, true, false) must not compile");
@@ -46,7 +52,7 @@ TEST_CASE("var: a flag after the axes is keepdim, and a bool is never a correcti
     // The old mistake: var(x, {-1}, true) meant correction 1, keepdim false. Now it keeps the axis.
     Tensor kept = var(x, {-1}, true);
     CHECK(kept.shape() == Shape{2, 1});
-    check_close(kept, {1, 4}); // unbiased: (1+0+1)/2, (4+0+4)/2
+    check_close(kept, {1, 4});  // unbiased: (1+0+1)/2, (4+0+4)/2
     check_close(var(x, {-1}, 0), {2.f / 3, 8.f / 3});
     CHECK(var(x, {-1}, Correction(0), true).shape() == Shape{2, 1});
     check_close(var(x), {(1 + 4 + 9 + 16 + 36 + 64 - 6 * 4 * 4) / 5.f});
@@ -54,7 +60,7 @@ TEST_CASE("var: a flag after the axes is keepdim, and a bool is never a correcti
 
 TEST_CASE("rope takes the sequence axis: [B, T, H, D] without permutes") {
     // D = 2: one pair (0, 1) rotated by angle t (theta^0 = 1) at position t.
-    Tensor x = ones({1, 3, 2, 2}); // [B, T, H, D]
+    Tensor x = ones({1, 3, 2, 2});  // [B, T, H, D]
     F want;
     for (int pos = 0; pos < 3; ++pos)
         for (int h = 0; h < 2; ++h) {
@@ -132,7 +138,8 @@ TEST_CASE("rope at a positions tensor: hand-computed values, finite differences,
         sum(mul(y, w)).backward();
         auto f = [&](const F &v) {
             NoGradGuard off;
-            return static_cast<double>(sum(mul(rope(t(v, {1, 2, 1, 4}), positions, 100.0, interleaved, 1), w)).item<float>());
+            return static_cast<double>(
+                sum(mul(rope(t(v, {1, 2, 1, 4}), positions, 100.0, interleaved, 1), w)).item<float>());
         };
         F fd(8);
         const float h = 1e-2f;
@@ -197,11 +204,10 @@ TEST_CASE("state_dict and load_state_dict by parameter name") {
     CHECK(r.unexpected_keys.empty());
     Tensor x = randn({5, 3}, 3);
     check_close((*b)(x), (*a)(x).to_vector<float>());
-    CHECK(b->parameters()[0].requires_grad()); // still a parameter, same handle
+    CHECK(b->parameters()[0].requires_grad());  // still a parameter, same handle
 
     // Strict: every problem in one message, nothing loaded.
-    nn::NamedTensors bad = {{"0.weight", zeros({4, 3})}, {"0.bias", zeros({5})},
-                            {"9.weight", zeros({1})}};
+    nn::NamedTensors bad = {{"0.weight", zeros({4, 3})}, {"0.bias", zeros({5})}, {"9.weight", zeros({1})}};
     auto c = make(9);
     F before = c->parameters()[0].to_vector<float>();
     try {
@@ -220,7 +226,7 @@ TEST_CASE("state_dict and load_state_dict by parameter name") {
     CHECK(r.missing_keys == std::vector<std::string>{"0.bias", "2.weight", "2.bias"});
     CHECK(r.unexpected_keys == std::vector<std::string>{"extra"});
     CHECK(c->parameters()[0].to_vector<float>() == F(12, 0.f));
-    CHECK_THROWS_AS(c->load_state_dict(bad, false), ValueError); // a shape mismatch still throws
+    CHECK_THROWS_AS(c->load_state_dict(bad, false), ValueError);  // a shape mismatch still throws
 }
 
 TEST_CASE("Sequential through make_shared, square options at once") {
@@ -229,13 +235,12 @@ TEST_CASE("Sequential through make_shared, square options at once") {
     nn::Sequential braced{std::make_shared<nn::ReLU>(), std::make_shared<nn::GELU>()};
     CHECK(braced.size() == 2);
     Conv2dOptions c = Conv2dOptions{}.stride(2).padding(1).dilation(3);
-    CHECK((c.stride_h == 2 && c.stride_w == 2 && c.pad_h == 1 && c.pad_w == 1 && c.dilation_h == 3 &&
-           c.dilation_w == 3));
+    CHECK(
+        (c.stride_h == 2 && c.stride_w == 2 && c.pad_h == 1 && c.pad_w == 1 && c.dilation_h == 3 && c.dilation_w == 3));
     Pool2dOptions p = Pool2dOptions{}.kernel(3).stride(2).padding(1);
-    CHECK((p.kernel_h == 3 && p.kernel_w == 3 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 1 &&
-           p.pad_w == 1));
-    CHECK(conv2d(ones({1, 1, 5, 5}), ones({1, 1, 3, 3}), Tensor(), Conv2dOptions{}.stride(2).padding(1))
-              .shape() == Shape{1, 1, 3, 3});
+    CHECK((p.kernel_h == 3 && p.kernel_w == 3 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 1 && p.pad_w == 1));
+    CHECK(conv2d(ones({1, 1, 5, 5}), ones({1, 1, 3, 3}), Tensor(), Conv2dOptions{}.stride(2).padding(1)).shape() ==
+          Shape{1, 1, 3, 3});
 }
 
 TEST_CASE("scalar overloads, bool vectors, converting reads, argmax over everything") {
@@ -263,7 +268,7 @@ TEST_CASE("scalar overloads, bool vectors, converting reads, argmax over everyth
     CHECK(gt(x, scalar(0)).to_vector<float>() == F{0, 0, 0, 1});
     Tensor m = t({3, 9, 1, 9, -4, 2}, {2, 3});
     CHECK(argmax(m).rank() == 0);
-    CHECK(argmax(m).item<int64_t>() == 1); // the first maximum in row-major order
+    CHECK(argmax(m).item<int64_t>() == 1);  // the first maximum in row-major order
     CHECK(argmin(m).item<int64_t>() == 4);
 }
 
@@ -294,7 +299,7 @@ Tensor causal_mask(int64_t tq, int64_t tk, int64_t offset) {
     return t(m, {tq, tk});
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("attention: both causal alignments when Tq != Tk") {
     Tensor q = randn({2, 2, 4}, 1), k = randn({2, 3, 4}, 2), v = randn({2, 3, 5}, 3);
@@ -395,25 +400,34 @@ TEST_CASE("cross_entropy with class weights and label smoothing (PyTorch 1.13 va
     struct Case {
         const char *name;
         CrossEntropyOptions options;
-        F loss, grad; // grad of loss.sum()
+        F loss, grad;  // grad of loss.sum()
     };
     std::vector<Case> cases = {
-        {"weight, smoothing 0.2, mean", options(Reduction::mean, w, 0.2), {1.6413042545318604f},
-         {0.07644876f, 0.19712830f, -0.27357706f, -0.09978940f, -0.03048931f, 0.13027871f, 0, 0, 0,
-          0.16301054f, -0.27829498f, 0.11528449f}},
-        {"weight, smoothing 0.2, sum", options(Reduction::sum, w, 0.2), {6.565217018127441f},
-         {0.30579504f, 0.78851318f, -1.09430826f, -0.39915761f, -0.12195722f, 0.52111483f, 0, 0, 0,
-          0.65204215f, -1.11317992f, 0.46113795f}},
-        {"weight, smoothing 0.2, none", options(Reduction::none, w, 0.2),
+        {"weight, smoothing 0.2, mean",
+         options(Reduction::mean, w, 0.2),
+         {1.6413042545318604f},
+         {0.07644876f, 0.19712830f, -0.27357706f, -0.09978940f, -0.03048931f, 0.13027871f, 0, 0, 0, 0.16301054f,
+          -0.27829498f, 0.11528449f}},
+        {"weight, smoothing 0.2, sum",
+         options(Reduction::sum, w, 0.2),
+         {6.565217018127441f},
+         {0.30579504f, 0.78851318f, -1.09430826f, -0.39915761f, -0.12195722f, 0.52111483f, 0, 0, 0, 0.65204215f,
+          -1.11317992f, 0.46113795f}},
+        {"weight, smoothing 0.2, none",
+         options(Reduction::none, w, 0.2),
          {2.664407730102539f, 1.837182879447937f, 0, 2.063626527786255f},
-         {0.30579504f, 0.78851318f, -1.09430826f, -0.39915761f, -0.12195722f, 0.52111483f, 0, 0, 0,
-          0.65204215f, -1.11317992f, 0.46113795f}},
-        {"smoothing 0.1 only", options(Reduction::mean, Tensor(), 0.1), {1.970139741897583f},
-         {0.06596351f, 0.19839944f, -0.26436296f, -0.29402322f, -0.00542305f, 0.29944628f, 0, 0, 0,
-          0.11127736f, -0.20036942f, 0.08909209f}},
-        {"weight only", options(Reduction::mean, w, 0), {1.658956527709961f},
-         {0.08670896f, 0.23569939f, -0.32240835f, -0.11859205f, 0.00213302f, 0.11645903f, 0, 0, 0,
-          0.18358272f, -0.33388749f, 0.15030481f}},
+         {0.30579504f, 0.78851318f, -1.09430826f, -0.39915761f, -0.12195722f, 0.52111483f, 0, 0, 0, 0.65204215f,
+          -1.11317992f, 0.46113795f}},
+        {"smoothing 0.1 only",
+         options(Reduction::mean, Tensor(), 0.1),
+         {1.970139741897583f},
+         {0.06596351f, 0.19839944f, -0.26436296f, -0.29402322f, -0.00542305f, 0.29944628f, 0, 0, 0, 0.11127736f,
+          -0.20036942f, 0.08909209f}},
+        {"weight only",
+         options(Reduction::mean, w, 0),
+         {1.658956527709961f},
+         {0.08670896f, 0.23569939f, -0.32240835f, -0.11859205f, 0.00213302f, 0.11645903f, 0, 0, 0, 0.18358272f,
+          -0.33388749f, 0.15030481f}},
     };
     for (const Case &c : cases) {
         INFO(c.name);
@@ -436,13 +450,13 @@ TEST_CASE("pooling ceil_mode and dilation (PyTorch 1.13 values)") {
     Tensor avg = avg_pool2d(leaf, two);
     check_close(avg, {4, 6, 7.5, 14, 16, 17.5, 21.5, 23.5, 25});
     sum(avg).backward();
-    check_close(leaf.grad(), {0.25, 0.25, 0.25, 0.25, 0.5, 0.25, 0.25, 0.25, 0.25, 0.5, 0.25, 0.25, 0.25,
-                              0.25, 0.5, 0.25, 0.25, 0.25, 0.25, 0.5, 0.5, 0.5, 0.5, 0.5, 1.0});
+    check_close(leaf.grad(), {0.25, 0.25, 0.25, 0.25, 0.5,  0.25, 0.25, 0.25, 0.25, 0.5, 0.25, 0.25, 0.25,
+                              0.25, 0.5,  0.25, 0.25, 0.25, 0.25, 0.5,  0.5,  0.5,  0.5, 0.5,  1.0});
     // F.avg_pool2d(a, 3, 2, padding=1, ceil_mode=True) with and without count_include_pad: the
     // overhang's shape is [3, 3] without ceil too, so this one takes the plugins' path.
     Pool2dOptions three = Pool2dOptions{}.kernel(3).stride(2).padding(1).ceil();
-    check_close(avg_pool2d(a, three), {1.7777778f, 3.6666667f, 3.1111112f, 7.6666665f, 13, 9.666667f,
-                                       8.444445f, 13.666667f, 9.777778f});
+    check_close(avg_pool2d(a, three),
+                {1.7777778f, 3.6666667f, 3.1111112f, 7.6666665f, 13, 9.666667f, 8.444445f, 13.666667f, 9.777778f});
     Pool2dOptions uncounted = three;
     uncounted.count_include_pad = false;
     check_close(avg_pool2d(a, uncounted), {4, 5.5, 7, 11.5, 13, 14.5, 19, 20.5, 22});

@@ -34,14 +34,14 @@ TEST_CASE("transpose and permute swap strides without copying") {
     CHECK(p.strides() == Shape{1, 12, 4});
     CHECK(same_storage(a, p));
     CHECK(a.transpose(-1, 0).shape() == Shape{4, 3, 2});
-    CHECK(p.contiguous().to_vector<float>()[1] == 4); // p[0,0,1] = a[0,1,0]
+    CHECK(p.contiguous().to_vector<float>()[1] == 4);  // p[0,0,1] = a[0,1,0]
     CHECK_THROWS_AS(a.permute({0, 0, 1}), ShapeError);
     CHECK_THROWS_AS(a.permute({0, 1}), ShapeError);
     CHECK_THROWS_AS(a.transpose(0, 3), ShapeError);
 }
 
 TEST_CASE("view of a transposed tensor is refused, reshape copies") {
-    Tensor t = arange(0.0, 6).reshape({2, 3}).transpose(0, 1); // [3,2]
+    Tensor t = arange(0.0, 6).reshape({2, 3}).transpose(0, 1);  // [3,2]
     CHECK_THROWS_WITH_AS(t.view({6}), doctest::Contains("without a copy"), ShapeError);
     Tensor r = t.reshape({6});
     CHECK_FALSE(same_storage(r, t));
@@ -56,10 +56,10 @@ TEST_CASE("slice with start, end, step and negative bounds") {
     CHECK(a.slice(0, 2, 5).to_vector<float>() == F{2, 3, 4});
     CHECK(a.slice(0, -3, 10).to_vector<float>() == F{7, 8, 9});
     CHECK(a.slice(0, 1, -1, 3).to_vector<float>() == F{1, 4, 7});
-    CHECK(a.slice(0, 8, 2).numel() == 0); // empty, not an error
+    CHECK(a.slice(0, 8, 2).numel() == 0);  // empty, not an error
     CHECK(a.slice(0, 0, 100).numel() == 10);
     CHECK(same_storage(a, a.slice(0, 2, 5)));
-    Tensor m = arange(0.0, 12).reshape({3, 4}).slice(1, 1, 3); // columns 1,2
+    Tensor m = arange(0.0, 12).reshape({3, 4}).slice(1, 1, 3);  // columns 1,2
     CHECK(m.shape() == Shape{3, 2});
     CHECK(m.offset() == 1);
     CHECK(m.contiguous().to_vector<float>() == F{1, 2, 5, 6, 9, 10});

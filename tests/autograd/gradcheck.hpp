@@ -44,8 +44,8 @@ struct Tolerance {
 // How an input leaf is laid out in memory; the values are always given row-major.
 enum class Layout {
     contiguous,
-    transposed, // last two axes stored swapped: strides of a transpose
-    strided,    // every other element of a twice-as-wide last axis
+    transposed,  // last two axes stored swapped: strides of a transpose
+    strided,  // every other element of a twice-as-wide last axis
 };
 
 struct Input {
@@ -92,8 +92,7 @@ inline Input random(const Shape &shape, uint64_t seed, double lo = -1, double hi
     return {uniform(numel(shape), seed, lo, hi), shape, layout};
 }
 
-inline Input spaced(const Shape &shape, uint64_t seed, double spacing = 0.05,
-                    Layout layout = Layout::contiguous) {
+inline Input spaced(const Shape &shape, uint64_t seed, double spacing = 0.05, Layout layout = Layout::contiguous) {
     return {distinct(numel(shape), seed, spacing), shape, layout};
 }
 
@@ -120,7 +119,7 @@ inline Tensor make(const F &values, const Input &in) {
     }
     Shape stored = shape;
     stored[r - 1] *= 2;
-    F data(values.size() * 2, 1000.0f); // the skipped elements: must never contribute
+    F data(values.size() * 2, 1000.0f);  // the skipped elements: must never contribute
     for (std::size_t i = 0; i < values.size(); ++i) data[2 * i] = values[i];
     return tinyfin::from_vector(data, stored).slice(-1, 0, stored[r - 1], 2).detach();
 }
@@ -137,12 +136,10 @@ inline double host_loss(const Tensor &out, const F &weights) {
 
 // Checks the gradient of every input against central differences (see the top of the file).
 // Inputs listed in `constant` are fed in but not checked and do not require grad.
-inline void check(const std::string &name, const Function &f, const std::vector<Input> &inputs,
-                  Tolerance tol = {}, std::vector<std::size_t> constant = {}) {
+inline void check(const std::string &name, const Function &f, const std::vector<Input> &inputs, Tolerance tol = {},
+                  std::vector<std::size_t> constant = {}) {
     INFO("gradcheck " << name);
-    auto is_constant = [&](std::size_t i) {
-        return std::find(constant.begin(), constant.end(), i) != constant.end();
-    };
+    auto is_constant = [&](std::size_t i) { return std::find(constant.begin(), constant.end(), i) != constant.end(); };
     std::vector<Tensor> leaves;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         REQUIRE(numel(inputs[i].shape) == static_cast<int64_t>(inputs[i].values.size()));
@@ -185,16 +182,15 @@ inline void check(const std::string &name, const Function &f, const std::vector<
             };
             float x = inputs[i].values[j];
             float plus = static_cast<float>(x + tol.h), minus = static_cast<float>(x - tol.h);
-            double numeric = (evaluate(plus) - evaluate(minus)) /
-                             (static_cast<double>(plus) - static_cast<double>(minus));
+            double numeric =
+                (evaluate(plus) - evaluate(minus)) / (static_cast<double>(plus) - static_cast<double>(minus));
             double a = analytic[j];
             if (std::abs(a - numeric) <= tol.atol + tol.rtol * std::abs(numeric)) continue;
-            if (bad++ < 5)
-                mismatches << " [" << j << "] analytic " << a << " numeric " << numeric << ";";
+            if (bad++ < 5) mismatches << " [" << j << "] analytic " << a << " numeric " << numeric << ";";
         }
         INFO(bad << " of " << analytic.size() << " elements differ:" << mismatches.str());
         CHECK(bad == 0);
     }
 }
 
-} // namespace gradcheck
+}  // namespace gradcheck

@@ -20,7 +20,7 @@ TEST_CASE("requires_grad_, leaves and non-leaves") {
     CHECK_FALSE(x.requires_grad());
     CHECK(x.is_leaf());
     CHECK_FALSE(x.grad().defined());
-    CHECK(&x.requires_grad_() == &x); // chains
+    CHECK(&x.requires_grad_() == &x);  // chains
     CHECK(x.requires_grad());
     CHECK(x.is_leaf());
     Tensor y = x * 2.0;
@@ -47,7 +47,7 @@ TEST_CASE("backward fills leaf gradients; non-leaves and constants get none") {
     REQUIRE(x.grad().defined());
     CHECK(x.grad().to_vector<float>() == F{4, 5, 6});
     CHECK(x.grad().shape() == x.shape());
-    CHECK_FALSE(x.grad().requires_grad()); // a gradient is plain data
+    CHECK_FALSE(x.grad().requires_grad());  // a gradient is plain data
     CHECK_FALSE(c.grad().defined());
     CHECK_FALSE(h.grad().defined());
 }
@@ -70,15 +70,15 @@ TEST_CASE("gradients accumulate over two backward calls until zero_grad") {
 
 TEST_CASE("backward with an explicit gradient for a non-scalar output") {
     Tensor x = t({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
-    Tensor y = x * x; // dy/dx = 2x
+    Tensor y = x * x;  // dy/dx = 2x
     y.backward(t({1, 0, -1, 2, 0.5f, 0}, {2, 3}));
     CHECK(x.grad().to_vector<float>() == F{2, 0, -6, 16, 5, 0});
-    Tensor z = sum(x, {1}); // [2]
+    Tensor z = sum(x, {1});  // [2]
     x.zero_grad();
     z.backward(t({3, -1}, {2}));
     CHECK(x.grad().to_vector<float>() == F{3, 3, 3, -1, -1, -1});
-    CHECK_THROWS_WITH_AS((x * 2.0).backward(zeros({3, 2})), Contains("gradient shape [3,2] differs from the output's [2,3]"),
-                         ShapeError);
+    CHECK_THROWS_WITH_AS((x * 2.0).backward(zeros({3, 2})),
+                         Contains("gradient shape [3,2] differs from the output's [2,3]"), ShapeError);
     // the gradient must have the output's dtype, for a leaf root too
     CHECK_THROWS_WITH_AS((x * 2.0).backward(ones({2, 3}, DType::i32)),
                          Contains("backward: gradient dtype i32 differs from the output's f32"), DTypeError);
@@ -124,7 +124,7 @@ TEST_CASE("NoGradGuard records no history and restores the mode") {
             CHECK_FALSE(grad_enabled());
         }
         CHECK_FALSE(grad_enabled());
-        CHECK(x.requires_grad()); // the leaf keeps its flag
+        CHECK(x.requires_grad());  // the leaf keeps its flag
     }
     CHECK(grad_enabled());
     CHECK_FALSE(y.requires_grad());
@@ -148,7 +148,7 @@ TEST_CASE("the graph is freed after backward unless retain_graph") {
     kept.backward(Tensor(), true);
     F twice = y.grad().to_vector<float>();
     for (int i = 0; i < 2; ++i) CHECK(twice[i] == doctest::Approx(2 * first[i]));
-    kept.backward(); // third run frees the graph
+    kept.backward();  // third run frees the graph
     CHECK_THROWS_AS(kept.backward(), AutogradError);
     // a new graph over the same leaf works
     sum(y).backward();
@@ -156,18 +156,18 @@ TEST_CASE("the graph is freed after backward unless retain_graph") {
 
 TEST_CASE("a tensor used twice gets the summed gradient") {
     Tensor x = t({1, 2, 3}, {3}).requires_grad_();
-    sum(x * x).backward(); // one op, the same tensor on both sides
+    sum(x * x).backward();  // one op, the same tensor on both sides
     CHECK(x.grad().to_vector<float>() == F{2, 4, 6});
     x.zero_grad();
     // diamond: a = 3x feeds b = a^2 and c = 2a; loss = sum(b + c)
     Tensor a = x * 3.0;
     Tensor loss = sum(square(a) + a * 2.0);
-    loss.backward(); // d/dx = (2a + 2) * 3 = 18x + 6
+    loss.backward();  // d/dx = (2a + 2) * 3 = 18x + 6
     CHECK(x.grad().to_vector<float>() == F{24, 42, 60});
     x.zero_grad();
     // a leaf reached by two different paths through views
     Tensor m = t({1, 2, 3, 4}, {2, 2}).requires_grad_();
-    sum(m.transpose(0, 1) * m).backward(); // d/dm[i][j] = 2 m[j][i]
+    sum(m.transpose(0, 1) * m).backward();  // d/dm[i][j] = 2 m[j][i]
     CHECK(m.grad().to_vector<float>() == F{2, 6, 4, 8});
 }
 
@@ -201,11 +201,11 @@ TEST_CASE("assign_ refuses a requires-grad leaf under grad mode, allows it under
     Tensor w = t({1, 2}, {2}).requires_grad_();
     CHECK_THROWS_WITH_AS(w.assign_(zeros({2})), Contains("assign_: cannot overwrite a tensor that requires grad"),
                          AutogradError);
-    CHECK(w.to_vector<float>() == F{1, 2}); // untouched
+    CHECK(w.to_vector<float>() == F{1, 2});  // untouched
     sum(w * w).backward();
     {
         NoGradGuard guard;
-        w.assign_(w - w.grad() * 0.25); // an SGD step
+        w.assign_(w - w.grad() * 0.25);  // an SGD step
     }
     CHECK(w.to_vector<float>() == F{0.5f, 1});
     CHECK(w.requires_grad());
@@ -215,11 +215,11 @@ TEST_CASE("assign_ refuses a requires-grad leaf under grad mode, allows it under
 TEST_CASE("a long chain of ops runs backward and is freed without deep recursion") {
     Tensor x = scalar(1).requires_grad_();
     Tensor y = x;
-    const int depth = 300000; // recursive destruction overflowed an 8 MiB stack near 10^5 nodes
+    const int depth = 300000;  // recursive destruction overflowed an 8 MiB stack near 10^5 nodes
     for (int i = 0; i < depth; ++i) y = y + 1.0;
     y.backward();
     CHECK(x.grad().item<float>() == 1);
-    y = Tensor(); // drops the whole chain
+    y = Tensor();  // drops the whole chain
     CHECK(x.grad().item<float>() == 1);
 }
 
@@ -229,7 +229,7 @@ TEST_CASE("gradients at kinks follow the documented conventions") {
     max(x).backward();
     CHECK(x.grad().to_vector<float>() == F{0, 0.5f, 0.5f, 0});
     x.zero_grad();
-    min(t({-2, 5}, {2}) * 1.0 + x.slice(0, 2, 4)).backward(); // [1, 3]: no tie
+    min(t({-2, 5}, {2}) * 1.0 + x.slice(0, 2, 4)).backward();  // [1, 3]: no tie
     CHECK(x.grad().to_vector<float>() == F{0, 0, 1, 0});
     // maximum/minimum give half to each side of a tie
     Tensor a = t({1, 2}, {2}).requires_grad_(), b = t({1, 5}, {2}).requires_grad_();
@@ -292,7 +292,7 @@ TEST_CASE("each leaf owns a contiguous gradient: no aliasing between leaves, see
     CHECK_FALSE(a.grad().shares_storage(b.grad()));
     {
         NoGradGuard guard;
-        a.grad().assign_(t({5, 6}, {2})); // an in-place update of one gradient, e.g. clipping
+        a.grad().assign_(t({5, 6}, {2}));  // an in-place update of one gradient, e.g. clipping
     }
     CHECK(a.grad().to_vector<float>() == F{5, 6});
     CHECK(b.grad().to_vector<float>() == F{1, 1});
@@ -326,7 +326,7 @@ TEST_CASE("post-accumulate grad hooks run once per backward with the final gradi
     REQUIRE(seen.size() == 2);
     CHECK(seen[1] == std::vector<float>{6, 8});
     remove_post_accumulate_grad_hook(w, id);
-    remove_post_accumulate_grad_hook(w, id + 1000); // unknown ids are ignored
+    remove_post_accumulate_grad_hook(w, id + 1000);  // unknown ids are ignored
     sum(w).backward();
     CHECK(seen.size() == 2);
 
@@ -340,7 +340,7 @@ TEST_CASE("post-accumulate grad hooks run once per backward with the final gradi
 
 TEST_CASE("host_data and copy_from_host") {
     Tensor t = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
-    auto *p = static_cast<float *>(t.host_data()); // cpu: host-addressable
+    auto *p = static_cast<float *>(t.host_data());  // cpu: host-addressable
     REQUIRE(p != nullptr);
     CHECK(p[4] == 5);
     CHECK(static_cast<float *>(t.slice(0, 1, 2).host_data()) == p + 3);

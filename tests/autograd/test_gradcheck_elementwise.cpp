@@ -19,7 +19,7 @@ std::pair<Input, Input> untied(const Shape &sa, const Shape &sb, uint64_t seed) 
 
 Tensor bool_tensor(std::vector<uint8_t> v, const Shape &shape) { return from_host(v.data(), shape, DType::boolean); }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("gradcheck add, sub, mul, div with broadcasting") {
     gradcheck::check("add [2,3] + [3]", [](const V &x) { return add(x[0], x[1]); },
@@ -39,7 +39,8 @@ TEST_CASE("gradcheck add, sub, mul, div with broadcasting") {
                      {gradcheck::random({2, 3}, 13), gradcheck::random({3}, 14, 0.5, 2)});
     gradcheck::check("div [3] / [2,1] (negative divisors)", [](const V &x) { return div(x[0], x[1]); },
                      {gradcheck::random({3}, 15), gradcheck::random({2, 1}, 16, -2, -0.5)});
-    gradcheck::check("scalar operators", [](const V &x) { return (x[0] * 2.0 + 1.0) / (3.0 - x[0] * 0.5) - 1.0 / x[1]; },
+    gradcheck::check("scalar operators",
+                     [](const V &x) { return (x[0] * 2.0 + 1.0) / (3.0 - x[0] * 0.5) - 1.0 / x[1]; },
                      {gradcheck::random({2, 3}, 17), gradcheck::random({2, 3}, 18, 0.5, 2)});
 }
 
@@ -76,7 +77,8 @@ TEST_CASE("gradcheck pow, maximum, minimum, where") {
 TEST_CASE("gradcheck gelu_backward: dy and x, broadcast and non-contiguous") {
     gradcheck::check("gelu_backward dy [2,3], transposed x", [](const V &x) { return gelu_backward(x[0], x[1]); },
                      {gradcheck::random({2, 3}, 35), gradcheck::random({2, 3}, 36, -3, 3, Layout::transposed)});
-    gradcheck::check("gelu_backward broadcast dy [3], strided x [2,3]", [](const V &x) { return gelu_backward(x[0], x[1]); },
+    gradcheck::check("gelu_backward broadcast dy [3], strided x [2,3]",
+                     [](const V &x) { return gelu_backward(x[0], x[1]); },
                      {gradcheck::random({3}, 37), gradcheck::random({2, 3}, 38, -3, 3, Layout::strided)});
     gradcheck::check("gelu_backward dy [2,3], broadcast x [2,1]", [](const V &x) { return gelu_backward(x[0], x[1]); },
                      {gradcheck::random({2, 3}, 39), gradcheck::random({2, 1}, 40, -2, 2)});
@@ -87,7 +89,7 @@ TEST_CASE("gradcheck every unary op, contiguous and non-contiguous") {
         const char *name;
         std::function<Tensor(const Tensor &)> op;
         double lo, hi;
-        bool kink; // needs inputs away from 0 and from each other
+        bool kink;  // needs inputs away from 0 and from each other
     };
     std::vector<Case> cases{
         {"neg", [](const Tensor &x) { return neg(x); }, -2, 2, false},
@@ -125,25 +127,41 @@ TEST_CASE("gradcheck every unary op, contiguous and non-contiguous") {
 }
 
 TEST_CASE("gradcheck cast f32 -> f32 and the view ops") {
-    gradcheck::check("cast f32 -> f32", [](const V &x) { return cast(x[0], DType::f32); }, {gradcheck::random({2, 3}, 200)});
+    gradcheck::check("cast f32 -> f32", [](const V &x) { return cast(x[0], DType::f32); },
+                     {gradcheck::random({2, 3}, 200)});
     gradcheck::check("to(f32)", [](const V &x) { return x[0].to(DType::f32) * x[0]; }, {gradcheck::random({5}, 201)});
-    gradcheck::check("reshape", [](const V &x) { return x[0].reshape({2, 6}) * 3.0; }, {gradcheck::random({3, 4}, 202)});
+    gradcheck::check("reshape",
+                     [](const V &x) {
+                         return x[0].reshape({2, 6}) * 3.0;
+                     },
+                     {gradcheck::random({3, 4}, 202)});
     gradcheck::check("reshape that copies", [](const V &x) { return x[0].transpose(0, 1).reshape({-1}); },
                      {gradcheck::random({3, 4}, 203)});
-    gradcheck::check("reshape of a strided leaf", [](const V &x) { return x[0].reshape({4, 3}); },
+    gradcheck::check("reshape of a strided leaf",
+                     [](const V &x) {
+                         return x[0].reshape({4, 3});
+                     },
                      {gradcheck::random({3, 4}, 204, -1, 1, Layout::strided)});
     gradcheck::check("view", [](const V &x) { return x[0].view({4, 3}); }, {gradcheck::random({2, 6}, 205)});
     gradcheck::check("view to rank 0", [](const V &x) { return x[0].view({}); }, {gradcheck::random({1, 1}, 206)});
-    gradcheck::check("permute", [](const V &x) { return x[0].permute({2, 0, 1}) * x[1]; },
+    gradcheck::check("permute",
+                     [](const V &x) {
+                         return x[0].permute({2, 0, 1}) * x[1];
+                     },
                      {gradcheck::random({2, 3, 4}, 207), gradcheck::random({4, 1, 3}, 208)});
-    gradcheck::check("permute with negative axes", [](const V &x) { return x[0].permute({-1, 0, -2}); },
+    gradcheck::check("permute with negative axes",
+                     [](const V &x) {
+                         return x[0].permute({-1, 0, -2});
+                     },
                      {gradcheck::random({2, 3, 4}, 222)});
     gradcheck::check("transpose with negative axes", [](const V &x) { return x[0].transpose(-1, 0) * x[1]; },
                      {gradcheck::random({2, 3, 4}, 223), gradcheck::random({3, 1}, 224)});
     gradcheck::check("transpose", [](const V &x) { return matmul(x[0].transpose(0, 1), x[1]); },
                      {gradcheck::random({3, 2}, 209), gradcheck::random({3, 4}, 210)});
-    gradcheck::check("slice with step", [](const V &x) { return x[0].slice(1, 1, 6, 2); }, {gradcheck::random({4, 6}, 211)});
-    gradcheck::check("slice with negative bounds and step 3", [](const V &x) { return x[0].slice(0, -7, -1, 3) * x[0].slice(0, 0, 2); },
+    gradcheck::check("slice with step", [](const V &x) { return x[0].slice(1, 1, 6, 2); },
+                     {gradcheck::random({4, 6}, 211)});
+    gradcheck::check("slice with negative bounds and step 3",
+                     [](const V &x) { return x[0].slice(0, -7, -1, 3) * x[0].slice(0, 0, 2); },
                      {gradcheck::random({8}, 212)});
     gradcheck::check("expand", [](const V &x) { return x[0].expand({2, 3, 4}); }, {gradcheck::random({3, 1}, 213)});
     gradcheck::check("expand of a rank-0 leaf", [](const V &x) { return x[0].expand({3}) * x[1]; },
@@ -152,6 +170,9 @@ TEST_CASE("gradcheck cast f32 -> f32 and the view ops") {
                      {gradcheck::random({3, 4}, 216)});
     gradcheck::check("contiguous of a transposed leaf", [](const V &x) { return x[0].contiguous(); },
                      {gradcheck::random({3, 4}, 217, -1, 1, Layout::transposed)});
-    gradcheck::check("a chain of views", [](const V &x) { return x[0].transpose(0, 1).slice(0, 0, 4, 2).reshape({-1}).expand({2, 6}); },
+    gradcheck::check("a chain of views",
+                     [](const V &x) {
+                         return x[0].transpose(0, 1).slice(0, 0, 4, 2).reshape({-1}).expand({2, 6});
+                     },
                      {gradcheck::random({3, 4}, 218)});
 }

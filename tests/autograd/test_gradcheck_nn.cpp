@@ -31,8 +31,12 @@ TEST_CASE("gradcheck conv2d: x, weight and bias under every option") {
                          {x, w, b});
     }
     // non-contiguous input (NHWC permuted) and weight without bias
-    gradcheck::check("conv2d of a permuted input", [](const V &v) { return conv2d(v[0].permute({0, 3, 1, 2}), v[1]); },
-                     {gradcheck::random({1, 4, 4, 2}, 650), gradcheck::random({2, 2, 2, 2}, 651, -1, 1, Layout::transposed)});
+    gradcheck::check(
+        "conv2d of a permuted input",
+        [](const V &v) {
+            return conv2d(v[0].permute({0, 3, 1, 2}), v[1]);
+        },
+        {gradcheck::random({1, 4, 4, 2}, 650), gradcheck::random({2, 2, 2, 2}, 651, -1, 1, Layout::transposed)});
 }
 
 TEST_CASE("gradcheck max_pool2d and avg_pool2d") {
@@ -56,15 +60,20 @@ TEST_CASE("gradcheck max_pool2d and avg_pool2d") {
     }
     gradcheck::check("max_pool2d of a transposed leaf", [](const V &v) { return max_pool2d(v[0]); },
                      {gradcheck::spaced({1, 2, 4, 4}, 720, 0.05, Layout::transposed)});
-    gradcheck::check("avg_pool2d of a strided leaf", [](const V &v) { return avg_pool2d(v[0], {2, 2, 1, 1}); },
+    gradcheck::check("avg_pool2d of a strided leaf",
+                     [](const V &v) {
+                         return avg_pool2d(v[0], {2, 2, 1, 1});
+                     },
                      {gradcheck::random({1, 2, 3, 4}, 721, -1, 1, Layout::strided)});
 }
 
 TEST_CASE("gradcheck softmax and log_softmax") {
     for (int axis : {0, 1, -1}) {
         Input in = gradcheck::random({3, 4, 2}, 800 + axis, -2, 2);
-        gradcheck::check("softmax axis " + std::to_string(axis), [axis](const V &v) { return softmax(v[0], axis); }, {in});
-        gradcheck::check("log_softmax axis " + std::to_string(axis), [axis](const V &v) { return log_softmax(v[0], axis); }, {in});
+        gradcheck::check("softmax axis " + std::to_string(axis), [axis](const V &v) { return softmax(v[0], axis); },
+                         {in});
+        gradcheck::check("log_softmax axis " + std::to_string(axis),
+                         [axis](const V &v) { return log_softmax(v[0], axis); }, {in});
     }
     gradcheck::check("softmax of a transposed leaf", [](const V &v) { return softmax(v[0]); },
                      {gradcheck::random({3, 4}, 810, -2, 2, Layout::transposed)});
@@ -73,9 +82,9 @@ TEST_CASE("gradcheck softmax and log_softmax") {
 }
 
 TEST_CASE("gradcheck layer_norm and rms_norm: x, weight, bias") {
-    gradcheck::check("layer_norm x, weight, bias", [](const V &v) { return layer_norm(v[0], 1, v[1], v[2]); },
-                     {gradcheck::random({3, 5}, 900, -2, 2), gradcheck::random({5}, 901, 0.5, 1.5),
-                      gradcheck::random({5}, 902)});
+    gradcheck::check(
+        "layer_norm x, weight, bias", [](const V &v) { return layer_norm(v[0], 1, v[1], v[2]); },
+        {gradcheck::random({3, 5}, 900, -2, 2), gradcheck::random({5}, 901, 0.5, 1.5), gradcheck::random({5}, 902)});
     gradcheck::check("layer_norm over two axes", [](const V &v) { return layer_norm(v[0], 2, v[1], v[2]); },
                      {gradcheck::random({2, 3, 4}, 903, -2, 2), gradcheck::random({3, 4}, 904, 0.5, 1.5),
                       gradcheck::random({3, 4}, 905)});
@@ -115,10 +124,10 @@ TEST_CASE("gradcheck scaled_dot_product_attention: q, k, v, mask; causal") {
     gradcheck::check("attention causal with mask",
                      [](const V &x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3], true); },
                      {q, k, v, mask});
-    gradcheck::check("attention with a per-batch mask and transposed q",
-                     [](const V &x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); },
-                     {gradcheck::random({2, 3, 4}, 1104, -1, 1, Layout::transposed), k, v,
-                      gradcheck::random({2, 1, 4}, 1105)});
+    gradcheck::check(
+        "attention with a per-batch mask and transposed q",
+        [](const V &x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); },
+        {gradcheck::random({2, 3, 4}, 1104, -1, 1, Layout::transposed), k, v, gradcheck::random({2, 1, 4}, 1105)});
     gradcheck::check("attention with k, v shared across the batch",
                      [](const V &x) { return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), true); },
                      {gradcheck::random({2, 3, 3, 2}, 1106), gradcheck::random({1, 3, 3, 2}, 1107),
@@ -139,13 +148,12 @@ TEST_CASE("gradcheck embedding (weight) and cross_entropy (logits)") {
         std::string name = " reduction " + std::to_string(static_cast<int>(r));
         Input logits = gradcheck::random({4, 5}, 1210 + static_cast<int>(r), -2, 2);
         gradcheck::check("cross_entropy" + name, [&](const V &v) { return cross_entropy(v[0], labels, r); }, {logits});
-        gradcheck::check("cross_entropy ignore -100" + name, [&](const V &v) { return cross_entropy(v[0], ignored, r); },
-                         {logits});
+        gradcheck::check("cross_entropy ignore -100" + name,
+                         [&](const V &v) { return cross_entropy(v[0], ignored, r); }, {logits});
         gradcheck::check("cross_entropy ignore 3, i32" + name,
                          [&](const V &v) { return cross_entropy(v[0], custom, r, 3); }, {logits});
     }
-    gradcheck::check("cross_entropy of transposed logits",
-                     [&](const V &v) { return cross_entropy(v[0], labels); },
+    gradcheck::check("cross_entropy of transposed logits", [&](const V &v) { return cross_entropy(v[0], labels); },
                      {gradcheck::random({4, 5}, 1220, -2, 2, Layout::transposed)});
 }
 
@@ -157,7 +165,8 @@ TEST_CASE("conv2d gradients at a size that crosses the GEMM blocking, against a 
     o.stride_h = 2;
     o.pad_h = o.pad_w = 1;
     o.groups = 2;
-    gradcheck::F xv = gradcheck::uniform(gradcheck::numel(sx), 1300), wv = gradcheck::uniform(gradcheck::numel(sw), 1301);
+    gradcheck::F xv = gradcheck::uniform(gradcheck::numel(sx), 1300),
+                 wv = gradcheck::uniform(gradcheck::numel(sw), 1301);
     Tensor x = from_vector(xv, sx).requires_grad_(), w = from_vector(wv, sw).requires_grad_();
     Tensor y = conv2d(x, w, Tensor(), o);
     int64_t oh = 3, ow = 6;
@@ -205,27 +214,45 @@ TEST_CASE("gradcheck nn ops fed broadcast and transposed upstream gradients") {
         std::vector<Input> inputs;
     };
     std::vector<Case> cases{
-        {"conv2d", [](const V &v) { return conv2d(v[0], v[1], Tensor(), {1, 1, 1, 0, 1, 1, 1}); },
+        {"conv2d",
+         [](const V &v) {
+             return conv2d(v[0], v[1], Tensor(), {1, 1, 1, 0, 1, 1, 1});
+         },
          {gradcheck::random({1, 2, 3, 4}, 1400), gradcheck::random({3, 2, 2, 2}, 1401)}},
-        {"max_pool2d", [](const V &v) { return max_pool2d(v[0], {2, 2, 1, 1}); }, {gradcheck::spaced({1, 2, 3, 4}, 1402)}},
-        {"avg_pool2d", [](const V &v) { return avg_pool2d(v[0], {2, 3, 1, 1, 1, 1, false}); }, {gradcheck::random({1, 2, 3, 4}, 1403)}},
+        {"max_pool2d",
+         [](const V &v) {
+             return max_pool2d(v[0], {2, 2, 1, 1});
+         },
+         {gradcheck::spaced({1, 2, 3, 4}, 1402)}},
+        {"avg_pool2d",
+         [](const V &v) {
+             return avg_pool2d(v[0], {2, 3, 1, 1, 1, 1, false});
+         },
+         {gradcheck::random({1, 2, 3, 4}, 1403)}},
         {"embedding", [&](const V &v) { return embedding(v[0], idx); }, {gradcheck::random({4, 3}, 1404)}},
         {"rope", [](const V &v) { return rope(v[0], 100.0, true, 2); }, {gradcheck::random({3, 4}, 1405)}},
         {"softmax", [](const V &v) { return softmax(v[0], 0); }, {gradcheck::random({3, 4}, 1406)}},
         {"log_softmax", [](const V &v) { return log_softmax(v[0]); }, {gradcheck::random({3, 4}, 1407)}},
-        {"layer_norm", [](const V &v) { return layer_norm(v[0], 1, v[1], v[2]); },
+        {"layer_norm",
+         [](const V &v) { return layer_norm(v[0], 1, v[1], v[2]); },
          {gradcheck::random({3, 4}, 1408), gradcheck::random({4}, 1409), gradcheck::random({4}, 1410)}},
-        {"rms_norm", [](const V &v) { return rms_norm(v[0], 1, v[1]); },
+        {"rms_norm",
+         [](const V &v) { return rms_norm(v[0], 1, v[1]); },
          {gradcheck::random({3, 4}, 1411), gradcheck::random({4}, 1412)}},
-        {"attention", [](const V &v) { return scaled_dot_product_attention(v[0], v[1], v[2], v[3], true); },
+        {"attention",
+         [](const V &v) { return scaled_dot_product_attention(v[0], v[1], v[2], v[3], true); },
          {gradcheck::random({3, 2}, 1413), gradcheck::random({4, 2}, 1414), gradcheck::random({4, 3}, 1415),
           gradcheck::random({3, 4}, 1416)}},
-        {"cross_entropy none", [&](const V &v) { return cross_entropy(v[0], labels, Reduction::none).reshape({3, 1}); },
+        {"cross_entropy none",
+         [&](const V &v) {
+             return cross_entropy(v[0], labels, Reduction::none).reshape({3, 1});
+         },
          {gradcheck::random({3, 4}, 1417)}},
     };
     for (const Case &c : cases) {
-        gradcheck::check(std::string(c.name) + " under sum", [&](const V &v) { return sum(c.op(v)); }, c.inputs);
-        gradcheck::check(std::string(c.name) + " under transpose", [&](const V &v) { return c.op(v).transpose(-1, -2); },
-                         c.inputs);
+        gradcheck::check(
+            std::string(c.name) + " under sum", [&](const V &v) { return sum(c.op(v)); }, c.inputs);
+        gradcheck::check(
+            std::string(c.name) + " under transpose", [&](const V &v) { return c.op(v).transpose(-1, -2); }, c.inputs);
     }
 }

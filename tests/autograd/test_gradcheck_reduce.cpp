@@ -14,7 +14,7 @@ const std::vector<std::vector<int>> axis_sets{{}, {0}, {2}, {-2}, {0, 2}, {0, 1,
 
 std::string axes_str(const std::vector<int> &axes) { return shape_str(Shape(axes.begin(), axes.end())); }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("gradcheck sum, mean and var over axes, keepdim or not") {
     uint64_t seed = 300;
@@ -66,8 +66,11 @@ TEST_CASE("gradcheck matmul: 1-D, 2-D, batched broadcast, non-contiguous") {
     gradcheck::check("matmul transposed x strided", mm,
                      {gradcheck::random({3, 4}, 516, -1, 1, Layout::transposed),
                       gradcheck::random({4, 3}, 517, -1, 1, Layout::strided)});
-    gradcheck::check("matmul of permuted batches", [](const V &x) { return matmul(x[0].permute({1, 0, 2}), x[1]); },
+    gradcheck::check("matmul of permuted batches",
+                     [](const V &x) {
+                         return matmul(x[0].permute({1, 0, 2}), x[1]);
+                     },
                      {gradcheck::random({3, 2, 4}, 518), gradcheck::random({2, 4, 3}, 519)});
-    gradcheck::check("matmul x x^T (one leaf on both sides)", [](const V &x) { return matmul(x[0], x[0].transpose(0, 1)); },
-                     {gradcheck::random({3, 4}, 520)});
+    gradcheck::check("matmul x x^T (one leaf on both sides)",
+                     [](const V &x) { return matmul(x[0], x[0].transpose(0, 1)); }, {gradcheck::random({3, 4}, 520)});
 }

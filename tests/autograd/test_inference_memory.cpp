@@ -21,7 +21,8 @@ struct Counted {
 
 // The forward on a fresh thread (empty per-thread constant caches), counted from zero on the
 // backend it runs on.
-template <typename F> Counted count(const std::string &backend, F forward) {
+template <typename F>
+Counted count(const std::string &backend, F forward) {
     Counted c;
     std::thread([&] {
         reset_stats();
@@ -34,13 +35,14 @@ template <typename F> Counted count(const std::string &backend, F forward) {
     return c;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("an inference forward allocates its outputs and nothing else") {
     // [4, 8] -> Linear(8, 16) -> ReLU -> LayerNorm(16) -> Linear(16, 3): linear is a matmul and a
     // bias add, so 6 ops: four [4, 16] f32 outputs (256 bytes each) and two [4, 3] (48 bytes each).
-    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(8, 16), std::make_shared<nn::ReLU>(),
-                                                  std::make_shared<nn::LayerNorm>(16), std::make_shared<nn::Linear>(16, 3));
+    auto model =
+        std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(8, 16), std::make_shared<nn::ReLU>(),
+                                         std::make_shared<nn::LayerNorm>(16), std::make_shared<nn::Linear>(16, 3));
     REQUIRE(model->parameters().size() == 6);
     for (const Tensor &p : model->parameters()) REQUIRE(p.requires_grad());
     Tensor x = randn({4, 8}, 41);

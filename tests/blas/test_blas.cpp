@@ -79,19 +79,22 @@ void check_close(const std::vector<float> &got, const Reference &want, int64_t k
     for (size_t i = 0; i < got.size(); ++i) {
         const double bound = 2.0 * (k + 2) * eps * want.magnitude[i] + 1e-30;
         if (!(std::abs(got[i] - want.value[i]) <= bound) && bad++ < 3)
-            FAIL_CHECK(what << ": element " << i << " is " << got[i] << ", expected " << want.value[i] << " +- " << bound);
+            FAIL_CHECK(what << ": element " << i << " is " << got[i] << ", expected " << want.value[i] << " +- "
+                            << bound);
     }
     CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements out of bounds");
 }
 
-void check_same(const std::vector<float> &got, const std::vector<float> &want, double tolerance, const std::string &what) {
+void check_same(const std::vector<float> &got, const std::vector<float> &want, double tolerance,
+                const std::string &what) {
     REQUIRE(got.size() == want.size());
     double worst = 0, scale = 0;
     for (size_t i = 0; i < got.size(); ++i) {
         worst = std::max(worst, double(std::abs(got[i] - want[i])));
         scale = std::max(scale, double(std::abs(want[i])));
     }
-    CHECK_MESSAGE(worst <= tolerance * std::max(scale, 1.0), what << ": max difference " << worst << " at scale " << scale);
+    CHECK_MESSAGE(worst <= tolerance * std::max(scale, 1.0),
+                  what << ": max difference " << worst << " at scale " << scale);
 }
 
 std::string dims(int64_t m, int64_t k, int64_t n) {
@@ -116,8 +119,8 @@ struct ConvDims {
 
 ConvDims dims_of(const ConvCase &cc) {
     const Conv2dOptions &o = cc.options;
-    return {conv_out(cc.h, cc.kh, o.stride_h, o.pad_h, o.dilation_h), conv_out(cc.w, cc.kw, o.stride_w, o.pad_w, o.dilation_w),
-            cc.c / o.groups, cc.o / o.groups};
+    return {conv_out(cc.h, cc.kh, o.stride_h, o.pad_h, o.dilation_h),
+            conv_out(cc.w, cc.kw, o.stride_w, o.pad_w, o.dilation_w), cc.c / o.groups, cc.o / o.groups};
 }
 
 // Calls f(n, o, oy, ox, c, ky, kx, x_index, w_index, y_index) for every valid product of the conv.
@@ -150,7 +153,7 @@ struct ConvReference {
 };
 
 ConvReference conv_reference_of(const ConvCase &cc, const std::vector<float> &x, const std::vector<float> &w,
-                                 const std::vector<float> &dy) {
+                                const std::vector<float> &dy) {
     const ConvDims d = dims_of(cc);
     ConvReference r;
     auto sized = [](Reference &ref, size_t n) {
@@ -315,9 +318,10 @@ TEST_CASE("batched matmul with broadcast batch axes") {
         CHECK_MESSAGE(stats().total_fallbacks == 0u, bc.name);
         check_nothing_moved();
         REQUIRE(c.shape() == Shape{bc.batch, m, n});
-        check_close(c.to_vector<float>(),
-                    matmul_reference(a.to_vector<float>(), b.to_vector<float>(), bc.batch, bc.a_batched, bc.b_batched, m, k, n), k,
-                    bc.name);
+        check_close(
+            c.to_vector<float>(),
+            matmul_reference(a.to_vector<float>(), b.to_vector<float>(), bc.batch, bc.a_batched, bc.b_batched, m, k, n),
+            k, bc.name);
     }
 
     // [2,1,M,K] @ [1,3,K,N] -> [2,3,M,N], each output batch against the cpu plugin.
@@ -327,7 +331,8 @@ TEST_CASE("batched matmul with broadcast batch axes") {
     CHECK(ops_on("blas") == 1u);
     check_nothing_moved();
     REQUIRE(c.shape() == Shape{2, 3, 40, 30});
-    check_same(c.to_vector<float>(), matmul(a.to(k_cpu), b.to(k_cpu)).to_vector<float>(), 1e-5, "[2,1] x [1,3] batches");
+    check_same(c.to_vector<float>(), matmul(a.to(k_cpu), b.to(k_cpu)).to_vector<float>(), 1e-5,
+               "[2,1] x [1,3] batches");
 
     // A 1-D left operand arrives as [1, K]: one row, any row stride.
     Tensor v = randn({64}, 9), w = randn({64, 300}, 10);
@@ -349,7 +354,8 @@ TEST_CASE("conv2d forward and gradients match the reference and the cpu plugin")
         Tensor x = randn({cc.n, cc.c, cc.h, cc.w}, seed++).requires_grad_();
         Tensor w = randn({cc.o, d.cg, cc.kh, cc.kw}, seed++).requires_grad_();
         Tensor dy = randn({cc.n, cc.o, d.oh, d.ow}, seed++);
-        const ConvReference want = conv_reference_of(cc, x.to_vector<float>(), w.to_vector<float>(), dy.to_vector<float>());
+        const ConvReference want =
+            conv_reference_of(cc, x.to_vector<float>(), w.to_vector<float>(), dy.to_vector<float>());
         const bool claimed = conv_claimed(cc);
         if (!claimed && !compare_cpu) {
             MESSAGE("skipped: too small for blas, and cpu has no conv2d kernel");
@@ -373,12 +379,14 @@ TEST_CASE("conv2d forward and gradients match the reference and the cpu plugin")
         check_nothing_moved();
         REQUIRE(x.grad().defined());
         REQUIRE(w.grad().defined());
-        check_close(x.grad().to_vector<float>(), want.dx, cc.o / cc.options.groups * cc.kh * cc.kw, std::string(cc.name) + " dx");
+        check_close(x.grad().to_vector<float>(), want.dx, cc.o / cc.options.groups * cc.kh * cc.kw,
+                    std::string(cc.name) + " dx");
         check_close(w.grad().to_vector<float>(), want.dw, cc.n * d.oh * d.ow, std::string(cc.name) + " dw");
 
         if (compare_cpu) {
             NoGradGuard no_grad;
-            const std::vector<float> cpu = conv2d(x.detach().to(k_cpu), w.detach().to(k_cpu), Tensor(), cc.options).to_vector<float>();
+            const std::vector<float> cpu =
+                conv2d(x.detach().to(k_cpu), w.detach().to(k_cpu), Tensor(), cc.options).to_vector<float>();
             check_same(y.to_vector<float>(), cpu, 1e-5, std::string(cc.name) + " vs cpu");
         }
     }

@@ -170,16 +170,17 @@ TEST_CASE("supports says no to what sgemm cannot do or would lose") {
     };
     const tf_tensor_desc a_ok = tensor(a, {64, 64}, {64, 1}), b_ok = tensor(b, {64, 64}, {64, 1});
     CHECK(claims(a_ok, b_ok, out));
-    CHECK_FALSE(claims(tensor(a, {64, 64}, {0, 1}), b_ok, out));   // broadcast rows
-    CHECK_FALSE(claims(tensor(a, {64, 64}, {128, 2}), b_ok, out)); // no unit stride
+    CHECK_FALSE(claims(tensor(a, {64, 64}, {0, 1}), b_ok, out));  // broadcast rows
+    CHECK_FALSE(claims(tensor(a, {64, 64}, {128, 2}), b_ok, out));  // no unit stride
     CHECK_FALSE(claims(tensor(a, {64, 64}, {32, 1}), b_ok, out));  // overlapping rows: lda < K
     CHECK_FALSE(claims(tensor(a, {64, 64}, {64, 1}, 0, TF_DTYPE_F16), b_ok, out));
     CHECK_FALSE(claims(tensor(a, {8, 8}, {8, 1}), tensor(b, {8, 8}, {8, 1}), tensor(c, {8, 8}, {8, 1})));  // too small
     CHECK_FALSE(claims(a_ok, tensor(b, {63, 64}, {64, 1}), out));  // K mismatch
-    CHECK_FALSE(claims(tensor(a, {64, 0}, {1, 1}), tensor(b, {0, 64}, {64, 1}), out)); // K = 0
+    CHECK_FALSE(claims(tensor(a, {64, 0}, {1, 1}), tensor(b, {0, 64}, {64, 1}), out));  // K = 0
 
     const tf_tensor_desc in[] = {a_ok, b_ok};
-    for (uint32_t op : {uint32_t(TF_OP_ADD), uint32_t(TF_OP_EXP), uint32_t(TF_OP_SOFTMAX), uint32_t(TF_OP_COUNT_), 9999u}) {
+    for (uint32_t op :
+         {uint32_t(TF_OP_ADD), uint32_t(TF_OP_EXP), uint32_t(TF_OP_SOFTMAX), uint32_t(TF_OP_COUNT_), 9999u}) {
         const tf_op_desc d = op_desc(static_cast<tf_op>(op), in, 2, &out);
         CHECK_FALSE(plugin().supports(0, &d));
     }
@@ -217,90 +218,92 @@ double conv_at(const ConvShape &s, const tf_params_conv2d &p, X x, W w, int64_t 
 }  // namespace
 
 TEST_CASE("conv2d with a permuted weight, a channels-last input and a strided output") {
-  // One image: one sgemm call per group; two: both images in one call.
-  for (const int64_t images : {1, 2}) {
-    CAPTURE(images);
-    const ConvShape s{images, 8, 12, 12, 16, 3, 3, 6, 6};
-    const tf_params_conv2d p{sizeof(tf_params_conv2d), {2, 2}, {1, 1}, {1, 1}, 1};
-    // x stored NHWC, viewed as NCHW; w stored [KH, KW, C, O], viewed as [O, C, KH, KW];
-    // y written into every other float of a twice-as-large buffer.
-    std::vector<float> x = values(s.n * s.h * s.w * s.c, 8), w = values(s.kh * s.kw * s.c * s.o, 9);
-    std::vector<float> y(2 * s.n * s.o * s.oh * s.ow, 7.0f);
-    const tf_tensor_desc in[] = {
-        tensor(x, {s.n, s.c, s.h, s.w}, {s.h * s.w * s.c, 1, s.w * s.c, s.c}),
-        tensor(w, {s.o, s.c, s.kh, s.kw}, {1, s.o, s.kw * s.c * s.o, s.c * s.o}),
-    };
-    const tf_tensor_desc out = tensor(y, {s.n, s.o, s.oh, s.ow}, {2 * s.o * s.oh * s.ow, 2 * s.oh * s.ow, 2 * s.ow, 2});
-    run(op_desc(TF_OP_CONV2D, in, 2, &out, &p));
-    auto xv = [&](int64_t n, int64_t c, int64_t i, int64_t j) { return x[((n * s.h + i) * s.w + j) * s.c + c]; };
-    auto wv = [&](int64_t o, int64_t c, int64_t i, int64_t j) { return w[((i * s.kw + j) * s.c + c) * s.o + o]; };
-    const double eps = std::numeric_limits<float>::epsilon();
-    int bad = 0;
-    for (int64_t n = 0; n < s.n; ++n)
-        for (int64_t o = 0; o < s.o; ++o)
-            for (int64_t i = 0; i < s.oh; ++i)
-                for (int64_t j = 0; j < s.ow; ++j) {
-                    double mag = 0;
-                    const double want = conv_at(s, p, xv, wv, n, o, i, j, &mag);
-                    const size_t at = 2 * (((n * s.o + o) * s.oh + i) * s.ow + j);
-                    if (std::abs(y[at] - want) > 2.0 * (s.c * 9 + 2) * eps * mag) ++bad;
-                    if (y[at + 1] != 7.0f) ++bad;  // the gaps are untouched
-                }
-    CHECK(bad == 0);
-  }
+    // One image: one sgemm call per group; two: both images in one call.
+    for (const int64_t images : {1, 2}) {
+        CAPTURE(images);
+        const ConvShape s{images, 8, 12, 12, 16, 3, 3, 6, 6};
+        const tf_params_conv2d p{sizeof(tf_params_conv2d), {2, 2}, {1, 1}, {1, 1}, 1};
+        // x stored NHWC, viewed as NCHW; w stored [KH, KW, C, O], viewed as [O, C, KH, KW];
+        // y written into every other float of a twice-as-large buffer.
+        std::vector<float> x = values(s.n * s.h * s.w * s.c, 8), w = values(s.kh * s.kw * s.c * s.o, 9);
+        std::vector<float> y(2 * s.n * s.o * s.oh * s.ow, 7.0f);
+        const tf_tensor_desc in[] = {
+            tensor(x, {s.n, s.c, s.h, s.w}, {s.h * s.w * s.c, 1, s.w * s.c, s.c}),
+            tensor(w, {s.o, s.c, s.kh, s.kw}, {1, s.o, s.kw * s.c * s.o, s.c * s.o}),
+        };
+        const tf_tensor_desc out =
+            tensor(y, {s.n, s.o, s.oh, s.ow}, {2 * s.o * s.oh * s.ow, 2 * s.oh * s.ow, 2 * s.ow, 2});
+        run(op_desc(TF_OP_CONV2D, in, 2, &out, &p));
+        auto xv = [&](int64_t n, int64_t c, int64_t i, int64_t j) { return x[((n * s.h + i) * s.w + j) * s.c + c]; };
+        auto wv = [&](int64_t o, int64_t c, int64_t i, int64_t j) { return w[((i * s.kw + j) * s.c + c) * s.o + o]; };
+        const double eps = std::numeric_limits<float>::epsilon();
+        int bad = 0;
+        for (int64_t n = 0; n < s.n; ++n)
+            for (int64_t o = 0; o < s.o; ++o)
+                for (int64_t i = 0; i < s.oh; ++i)
+                    for (int64_t j = 0; j < s.ow; ++j) {
+                        double mag = 0;
+                        const double want = conv_at(s, p, xv, wv, n, o, i, j, &mag);
+                        const size_t at = 2 * (((n * s.o + o) * s.oh + i) * s.ow + j);
+                        if (std::abs(y[at] - want) > 2.0 * (s.c * 9 + 2) * eps * mag) ++bad;
+                        if (y[at + 1] != 7.0f) ++bad;  // the gaps are untouched
+                    }
+        CHECK(bad == 0);
+    }
 }
 
 TEST_CASE("conv2d gradients into strided outputs") {
-  for (const int64_t images : {1, 2}) {
-    CAPTURE(images);
-    const ConvShape s{images, 6, 12, 12, 12, 3, 3, 12, 12};
-    const tf_params_conv2d p{sizeof(tf_params_conv2d), {1, 1}, {1, 1}, {1, 1}, 2};
-    const int64_t cg = s.c / p.groups;
-    std::vector<float> dy = values(s.n * s.o * s.oh * s.ow, 10), w = values(s.o * cg * s.kh * s.kw, 11);
-    std::vector<float> x = values(s.n * s.c * s.h * s.w, 12);
-    // dx and dw each written with every element doubled in stride: gaps must stay 7.
-    std::vector<float> dx(2 * x.size(), 7.0f), dw(2 * w.size(), 7.0f);
-    const tf_tensor_desc dy_d = tensor(dy, {s.n, s.o, s.oh, s.ow}, {s.o * s.oh * s.ow, s.oh * s.ow, s.ow, 1});
-    const tf_tensor_desc w_d = tensor(w, {s.o, cg, s.kh, s.kw}, {cg * s.kh * s.kw, s.kh * s.kw, s.kw, 1});
-    const tf_tensor_desc x_d = tensor(x, {s.n, s.c, s.h, s.w}, {s.c * s.h * s.w, s.h * s.w, s.w, 1});
-    const tf_tensor_desc dx_d = tensor(dx, {s.n, s.c, s.h, s.w}, {2 * s.c * s.h * s.w, 2 * s.h * s.w, 2 * s.w, 2});
-    const tf_tensor_desc dw_d = tensor(dw, {s.o, cg, s.kh, s.kw}, {2 * cg * s.kh * s.kw, 2 * s.kh * s.kw, 2 * s.kw, 2});
-    const tf_tensor_desc gi_in[] = {dy_d, w_d}, gw_in[] = {dy_d, x_d};
-    run(op_desc(TF_OP_CONV2D_GRAD_INPUT, gi_in, 2, &dx_d, &p));
-    run(op_desc(TF_OP_CONV2D_GRAD_WEIGHT, gw_in, 2, &dw_d, &p));
+    for (const int64_t images : {1, 2}) {
+        CAPTURE(images);
+        const ConvShape s{images, 6, 12, 12, 12, 3, 3, 12, 12};
+        const tf_params_conv2d p{sizeof(tf_params_conv2d), {1, 1}, {1, 1}, {1, 1}, 2};
+        const int64_t cg = s.c / p.groups;
+        std::vector<float> dy = values(s.n * s.o * s.oh * s.ow, 10), w = values(s.o * cg * s.kh * s.kw, 11);
+        std::vector<float> x = values(s.n * s.c * s.h * s.w, 12);
+        // dx and dw each written with every element doubled in stride: gaps must stay 7.
+        std::vector<float> dx(2 * x.size(), 7.0f), dw(2 * w.size(), 7.0f);
+        const tf_tensor_desc dy_d = tensor(dy, {s.n, s.o, s.oh, s.ow}, {s.o * s.oh * s.ow, s.oh * s.ow, s.ow, 1});
+        const tf_tensor_desc w_d = tensor(w, {s.o, cg, s.kh, s.kw}, {cg * s.kh * s.kw, s.kh * s.kw, s.kw, 1});
+        const tf_tensor_desc x_d = tensor(x, {s.n, s.c, s.h, s.w}, {s.c * s.h * s.w, s.h * s.w, s.w, 1});
+        const tf_tensor_desc dx_d = tensor(dx, {s.n, s.c, s.h, s.w}, {2 * s.c * s.h * s.w, 2 * s.h * s.w, 2 * s.w, 2});
+        const tf_tensor_desc dw_d =
+            tensor(dw, {s.o, cg, s.kh, s.kw}, {2 * cg * s.kh * s.kw, 2 * s.kh * s.kw, 2 * s.kw, 2});
+        const tf_tensor_desc gi_in[] = {dy_d, w_d}, gw_in[] = {dy_d, x_d};
+        run(op_desc(TF_OP_CONV2D_GRAD_INPUT, gi_in, 2, &dx_d, &p));
+        run(op_desc(TF_OP_CONV2D_GRAD_WEIGHT, gw_in, 2, &dw_d, &p));
 
-    // The references: sum over every tap of dy * w into dx, and dy * x into dw.
-    std::vector<double> want_dx(x.size()), mag_dx(x.size()), want_dw(w.size()), mag_dw(w.size());
-    const int64_t og = s.o / p.groups;
-    for (int64_t n = 0; n < s.n; ++n)
-        for (int64_t o = 0; o < s.o; ++o)
-            for (int64_t oy = 0; oy < s.oh; ++oy)
-                for (int64_t ox = 0; ox < s.ow; ++ox)
-                    for (int64_t c = 0; c < cg; ++c)
-                        for (int64_t i = 0; i < s.kh; ++i)
-                            for (int64_t j = 0; j < s.kw; ++j) {
-                                const int64_t iy = oy - 1 + i, ix = ox - 1 + j;
-                                if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
-                                const size_t xi = ((n * s.c + (o / og) * cg + c) * s.h + iy) * s.w + ix;
-                                const size_t wi = ((o * cg + c) * s.kh + i) * s.kw + j;
-                                const double g = dy[((n * s.o + o) * s.oh + oy) * s.ow + ox];
-                                want_dx[xi] += g * w[wi];
-                                mag_dx[xi] += std::abs(g * w[wi]);
-                                want_dw[wi] += g * x[xi];
-                                mag_dw[wi] += std::abs(g * x[xi]);
-                            }
-    const double eps = std::numeric_limits<float>::epsilon();
-    int bad = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-        if (std::abs(dx[2 * i] - want_dx[i]) > 2.0 * (og * 9 + 2) * eps * mag_dx[i] + 1e-30) ++bad;
-        if (dx[2 * i + 1] != 7.0f) ++bad;
+        // The references: sum over every tap of dy * w into dx, and dy * x into dw.
+        std::vector<double> want_dx(x.size()), mag_dx(x.size()), want_dw(w.size()), mag_dw(w.size());
+        const int64_t og = s.o / p.groups;
+        for (int64_t n = 0; n < s.n; ++n)
+            for (int64_t o = 0; o < s.o; ++o)
+                for (int64_t oy = 0; oy < s.oh; ++oy)
+                    for (int64_t ox = 0; ox < s.ow; ++ox)
+                        for (int64_t c = 0; c < cg; ++c)
+                            for (int64_t i = 0; i < s.kh; ++i)
+                                for (int64_t j = 0; j < s.kw; ++j) {
+                                    const int64_t iy = oy - 1 + i, ix = ox - 1 + j;
+                                    if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
+                                    const size_t xi = ((n * s.c + (o / og) * cg + c) * s.h + iy) * s.w + ix;
+                                    const size_t wi = ((o * cg + c) * s.kh + i) * s.kw + j;
+                                    const double g = dy[((n * s.o + o) * s.oh + oy) * s.ow + ox];
+                                    want_dx[xi] += g * w[wi];
+                                    mag_dx[xi] += std::abs(g * w[wi]);
+                                    want_dw[wi] += g * x[xi];
+                                    mag_dw[wi] += std::abs(g * x[xi]);
+                                }
+        const double eps = std::numeric_limits<float>::epsilon();
+        int bad = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+            if (std::abs(dx[2 * i] - want_dx[i]) > 2.0 * (og * 9 + 2) * eps * mag_dx[i] + 1e-30) ++bad;
+            if (dx[2 * i + 1] != 7.0f) ++bad;
+        }
+        for (size_t i = 0; i < w.size(); ++i) {
+            if (std::abs(dw[2 * i] - want_dw[i]) > 2.0 * (s.n * s.oh * s.ow + 2) * eps * mag_dw[i] + 1e-30) ++bad;
+            if (dw[2 * i + 1] != 7.0f) ++bad;
+        }
+        CHECK(bad == 0);
     }
-    for (size_t i = 0; i < w.size(); ++i) {
-        if (std::abs(dw[2 * i] - want_dw[i]) > 2.0 * (s.n * s.oh * s.ow + 2) * eps * mag_dw[i] + 1e-30) ++bad;
-        if (dw[2 * i + 1] != 7.0f) ++bad;
-    }
-    CHECK(bad == 0);
-  }
 }
 
 TEST_CASE("conv2d supports checks params and shapes") {
@@ -313,7 +316,8 @@ TEST_CASE("conv2d supports checks params and shapes") {
     CHECK(plugin().supports(0, &ok));
     // 8 channels: 72 taps at stride 1 are cpu's (its shifted kernels are faster); at stride 2,
     // blas's again.
-    const tf_tensor_desc in8[] = {tensor(m, {2, 8, 16, 16}, {2048, 256, 16, 1}), tensor(m, {16, 8, 3, 3}, {72, 9, 3, 1})};
+    const tf_tensor_desc in8[] = {tensor(m, {2, 8, 16, 16}, {2048, 256, 16, 1}),
+                                  tensor(m, {16, 8, 3, 3}, {72, 9, 3, 1})};
     tf_op_desc d = op_desc(TF_OP_CONV2D, in8, 2, &out, &p);
     CHECK_FALSE(plugin().supports(0, &d));
     const tf_tensor_desc out8 = tensor(m, {2, 16, 8, 8}, {1024, 64, 8, 1});

@@ -23,29 +23,29 @@ using namespace tinyfin;
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                            \
-    do {                                                                                         \
-        cudaError_t e_ = (x);                                                                    \
-        if (e_ != cudaSuccess) {                                                                 \
-            std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                        \
-            std::exit(1);                                                                        \
-        }                                                                                        \
+#define CHECK_CUDA(x)                                                                                                  \
+    do {                                                                                                               \
+        cudaError_t e_ = (x);                                                                                          \
+        if (e_ != cudaSuccess) {                                                                                       \
+            std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                                              \
+            std::exit(1);                                                                                              \
+        }                                                                                                              \
     } while (0)
-#define CHECK_BLAS(x)                                                                            \
-    do {                                                                                         \
-        cublasStatus_t s_ = (x);                                                                 \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                       \
-            std::fprintf(stderr, "%s: %s\n", #x, cublasGetStatusString(s_));                     \
-            std::exit(1);                                                                        \
-        }                                                                                        \
+#define CHECK_BLAS(x)                                                                                                  \
+    do {                                                                                                               \
+        cublasStatus_t s_ = (x);                                                                                       \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                             \
+            std::fprintf(stderr, "%s: %s\n", #x, cublasGetStatusString(s_));                                           \
+            std::exit(1);                                                                                              \
+        }                                                                                                              \
     } while (0)
-#define CHECK_DNN(x)                                                                             \
-    do {                                                                                         \
-        cudnnStatus_t s_ = (x);                                                                  \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                        \
-            std::fprintf(stderr, "%s: %s\n", #x, cudnnGetErrorString(s_));                       \
-            std::exit(1);                                                                        \
-        }                                                                                        \
+#define CHECK_DNN(x)                                                                                                   \
+    do {                                                                                                               \
+        cudnnStatus_t s_ = (x);                                                                                        \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                              \
+            std::fprintf(stderr, "%s: %s\n", #x, cudnnGetErrorString(s_));                                             \
+            std::exit(1);                                                                                              \
+        }                                                                                                              \
     } while (0)
 
 // Median seconds per call of fn over reps calls (after warm-up), each batch of calls timed with
@@ -137,7 +137,8 @@ void bench_conv(const ConvShape &s, int reps) {
     CHECK_DNN(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int count = 0;
-    CHECK_DNN(cudnnGetConvolutionForwardAlgorithm_v7(handle, xd, wd, cd, yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
+    CHECK_DNN(
+        cudnnGetConvolutionForwardAlgorithm_v7(handle, xd, wd, cd, yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
     int pick = 0;
     while (pick < count && perf[pick].status != CUDNN_STATUS_SUCCESS) ++pick;
     size_t ws = 0;

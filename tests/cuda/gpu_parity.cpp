@@ -142,8 +142,9 @@ std::vector<Tensor> with_grads(const Tensor &y, std::vector<Tensor> leaves, uint
 void elementwise_cases() {
     const DType floats[] = {DType::f32, DType::f16, DType::bf16};
     using Binary = Tensor (*)(const Tensor &, const Tensor &);
-    const std::pair<const char *, Binary> binary[] = {{"add", add}, {"sub", sub}, {"mul", mul}, {"div", div},
-                                                      {"pow", pow}, {"maximum", maximum}, {"minimum", minimum}};
+    const std::pair<const char *, Binary> binary[] = {{"add", add},        {"sub", sub}, {"mul", mul},
+                                                      {"div", div},        {"pow", pow}, {"maximum", maximum},
+                                                      {"minimum", minimum}};
     for (DType dt : floats)
         for (auto [name, fn] : binary) {
             const bool positive = std::string(name) == "pow";
@@ -167,9 +168,9 @@ void elementwise_cases() {
 
     using Unary = Tensor (*)(const Tensor &);
     const std::pair<const char *, Unary> unary[] = {
-        {"neg", neg},   {"exp", exp},   {"relu", relu},     {"abs", abs},         {"log", log},
-        {"sqrt", sqrt}, {"rsqrt", rsqrt}, {"sin", sin},     {"cos", cos},         {"tanh", tanh},
-        {"sigmoid", sigmoid}, {"silu", silu}, {"square", square}, {"erf", erf}};
+        {"neg", neg},         {"exp", exp},     {"relu", relu},     {"abs", abs}, {"log", log},
+        {"sqrt", sqrt},       {"rsqrt", rsqrt}, {"sin", sin},       {"cos", cos}, {"tanh", tanh},
+        {"sigmoid", sigmoid}, {"silu", silu},   {"square", square}, {"erf", erf}};
     for (DType dt : floats) {
         for (auto [name, fn] : unary) {
             const std::string n = name;
@@ -202,7 +203,8 @@ void elementwise_cases() {
             Tensor a = input(d, {5, 6}, 10, dt, -3, 3);
             Tensor b = input(d, {6}, 11, dt, -3, 3);
             Tensor c = gt(a, b);
-            return {eq(a, b), ne(a, b), lt(a, b), le(a, b), c, ge(a, b), where(c, a, b), where(c.transpose(0, 1), a.transpose(0, 1), b.view({6, 1}))};
+            return {eq(a, b), ne(a, b), lt(a, b),       le(a, b),
+                    c,        ge(a, b), where(c, a, b), where(c.transpose(0, 1), a.transpose(0, 1), b.view({6, 1}))};
         });
     add_case("compare f32 with NaN", 0, [](const Device &d) -> std::vector<Tensor> {
         Tensor a = from_vector(std::vector<float>{1, NAN, 3, -0.0f, INFINITY}, {5}, cpu_device).to(d);
@@ -271,12 +273,13 @@ void reduce_cases() {
 void matmul_cases() {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
         const double tol = dt == DType::f32 ? 1e-10 : tol_for(dt) * 10;
-        add_case(std::string("matmul ") + short_name(dt) + " plain and transposed", tol,
-                 [=](const Device &d) -> std::vector<Tensor> {
-                     Tensor a = input(d, {37, 50}, 20, dt), b = input(d, {50, 29}, 21, dt);
-                     Tensor at = input(d, {50, 37}, 22, dt).transpose(0, 1), bt = input(d, {29, 50}, 23, dt).transpose(0, 1);
-                     return {matmul(a, b), matmul(at, b), matmul(a, bt), matmul(at, bt)};
-                 });
+        add_case(
+            std::string("matmul ") + short_name(dt) + " plain and transposed", tol,
+            [=](const Device &d) -> std::vector<Tensor> {
+                Tensor a = input(d, {37, 50}, 20, dt), b = input(d, {50, 29}, 21, dt);
+                Tensor at = input(d, {50, 37}, 22, dt).transpose(0, 1), bt = input(d, {29, 50}, 23, dt).transpose(0, 1);
+                return {matmul(a, b), matmul(at, b), matmul(a, bt), matmul(at, bt)};
+            });
         add_case(std::string("matmul ") + short_name(dt) + " batched and broadcast", tol,
                  [=](const Device &d) -> std::vector<Tensor> {
                      Tensor a = input(d, {2, 3, 16, 8}, 24, dt), b = input(d, {2, 3, 8, 12}, 25, dt);
@@ -287,8 +290,8 @@ void matmul_cases() {
     }
     add_case("matmul f32 vectors and empty", 1e-10, [](const Device &d) -> std::vector<Tensor> {
         Tensor v = input(d, {40}, 28), m = input(d, {40, 7}, 29);
-        return {matmul(v, m), matmul(m.transpose(0, 1), v), matmul(v, v), matmul(input(d, {3, 0}, 30), input(d, {0, 4}, 31)),
-                matmul(input(d, {0, 5}, 32), input(d, {5, 2}, 33))};
+        return {matmul(v, m), matmul(m.transpose(0, 1), v), matmul(v, v),
+                matmul(input(d, {3, 0}, 30), input(d, {0, 4}, 31)), matmul(input(d, {0, 5}, 32), input(d, {5, 2}, 33))};
     });
     add_case("matmul f32 with grads (the Linear layer)", 1e-10, [](const Device &d) -> std::vector<Tensor> {
         Tensor x = input(d, {64, 300}, 34), w = input(d, {128, 300}, 35, DType::f32, -0.1, 0.1);
@@ -316,10 +319,8 @@ void nn_cases() {
     grouped.groups = 4;
     grouped.pad_h = grouped.pad_w = 1;
     const ConvConfig configs[] = {
-        {"fmnist conv1", {8, 1, 28, 28}, {32, 1, 3, 3}, p1},
-        {"fmnist conv2", {8, 32, 14, 14}, {64, 32, 3, 3}, p1},
-        {"stride 2", {2, 6, 11, 9}, {5, 6, 3, 2}, s2},
-        {"dilation 2", {2, 3, 12, 12}, {4, 3, 3, 3}, dil},
+        {"fmnist conv1", {8, 1, 28, 28}, {32, 1, 3, 3}, p1}, {"fmnist conv2", {8, 32, 14, 14}, {64, 32, 3, 3}, p1},
+        {"stride 2", {2, 6, 11, 9}, {5, 6, 3, 2}, s2},       {"dilation 2", {2, 3, 12, 12}, {4, 3, 3, 3}, dil},
         {"groups 4", {2, 8, 7, 7}, {12, 2, 3, 3}, grouped},
     };
     // bf16 convolutions need sm_80 (cuDNN); gpu-check runs on such GPUs.
@@ -350,7 +351,8 @@ void nn_cases() {
         padded.count_include_pad = false;
         overlapping.kernel_h = overlapping.kernel_w = 3;
         overlapping.stride_h = overlapping.stride_w = 1;
-        for (auto [name, o] : {std::pair{"2x2", plain}, std::pair{"3x3 s2 p1", padded}, std::pair{"3x3 s1", overlapping}}) {
+        for (auto [name, o] :
+             {std::pair{"2x2", plain}, std::pair{"3x3 s2 p1", padded}, std::pair{"3x3 s1", overlapping}}) {
             add_case(std::string("pooling ") + short_name(dt) + " " + name, tol_for(dt),
                      [=](const Device &d) -> std::vector<Tensor> {
                          Tensor x = input(d, {2, 3, 9, 8}, 46, dt, -4, 4);
@@ -360,17 +362,19 @@ void nn_cases() {
                          std::vector<Tensor> out = with_grads(max_pool2d(x, o), {x}, 48);
                          Pool2dOptions a = o;
                          a.count_include_pad = !o.count_include_pad;
-                         for (Tensor &t : with_grads(add(avg_pool2d(q, o), avg_pool2d(q, a)), {q}, 49)) out.push_back(t);
+                         for (Tensor &t : with_grads(add(avg_pool2d(q, o), avg_pool2d(q, a)), {q}, 49))
+                             out.push_back(t);
                          return out;
                      });
         }
-        add_case(std::string("softmax ") + short_name(dt), tol_for(dt) * 10, [=](const Device &d) -> std::vector<Tensor> {
-            Tensor x = input(d, {4, 37, 5}, 50, dt, -6, 6);
-            x.requires_grad_();
-            std::vector<Tensor> out = with_grads(add(softmax(x, 1), log_softmax(x, -1)), {x}, 51);
-            out.push_back(softmax(x.detach().transpose(0, 2), 0));
-            return out;
-        });
+        add_case(std::string("softmax ") + short_name(dt), tol_for(dt) * 10,
+                 [=](const Device &d) -> std::vector<Tensor> {
+                     Tensor x = input(d, {4, 37, 5}, 50, dt, -6, 6);
+                     x.requires_grad_();
+                     std::vector<Tensor> out = with_grads(add(softmax(x, 1), log_softmax(x, -1)), {x}, 51);
+                     out.push_back(softmax(x.detach().transpose(0, 2), 0));
+                     return out;
+                 });
         add_case(std::string("layer_norm rms_norm ") + short_name(dt), tol_for(dt) * 10,
                  [=](const Device &d) -> std::vector<Tensor> {
                      Tensor x = input(d, {6, 4, 33}, 52, dt);
@@ -378,7 +382,8 @@ void nn_cases() {
                      x.requires_grad_();
                      w.requires_grad_();
                      b.requires_grad_();
-                     return with_grads(add(layer_norm(x, 2, w, b), rms_norm(x, 1, w.slice(0, 0, 1).view({33}))), {x, w, b}, 55);
+                     return with_grads(add(layer_norm(x, 2, w, b), rms_norm(x, 1, w.slice(0, 0, 1).view({33}))),
+                                       {x, w, b}, 55);
                  });
         add_case(std::string("rope ") + short_name(dt), tol_for(dt) * 10, [=](const Device &d) -> std::vector<Tensor> {
             Tensor x = input(d, {2, 3, 17, 8}, 56, dt);
@@ -401,26 +406,30 @@ void nn_cases() {
                      Tensor y_ignored = where(lt(y, scalar_like(y, 2)), full({64}, -100, DType::i64, d), y);
                      std::vector<Tensor> out = with_grads(
                          add(cross_entropy(logits, y), cross_entropy(logits, y_ignored, Reduction::sum)), {logits}, 64);
-                     out.push_back(cross_entropy(logits.detach(), labels(d, {64}, 10, 65, DType::i32), Reduction::none));
+                     out.push_back(
+                         cross_entropy(logits.detach(), labels(d, {64}, 10, 65, DType::i32), Reduction::none));
                      return out;
                  });
     }
     for (DType dt : {DType::f32, DType::f16, DType::bf16})
-        add_case(std::string("attention ") + short_name(dt), tol_for(dt) * 10, [=](const Device &d) -> std::vector<Tensor> {
-            Tensor q = input(d, {2, 3, 5, 8}, 70, dt), k = input(d, {2, 3, 7, 8}, 71, dt);
-            Tensor v = input(d, {2, 1, 7, 6}, 72, dt), mask = input(d, {5, 7}, 73, dt, -1, 0);
-            q.requires_grad_();
-            k.requires_grad_();
-            v.requires_grad_();
-            Tensor y = add(scaled_dot_product_attention(q, k, v, mask),
-                           scaled_dot_product_attention(q, k.slice(2, 0, 5), v.slice(2, 0, 5), Tensor(), true, 0.5));
-            if (dt != DType::f32) return {y};
-            return with_grads(y, {q, k, v}, 74);
-        });
+        add_case(std::string("attention ") + short_name(dt), tol_for(dt) * 10,
+                 [=](const Device &d) -> std::vector<Tensor> {
+                     Tensor q = input(d, {2, 3, 5, 8}, 70, dt), k = input(d, {2, 3, 7, 8}, 71, dt);
+                     Tensor v = input(d, {2, 1, 7, 6}, 72, dt), mask = input(d, {5, 7}, 73, dt, -1, 0);
+                     q.requires_grad_();
+                     k.requires_grad_();
+                     v.requires_grad_();
+                     Tensor y =
+                         add(scaled_dot_product_attention(q, k, v, mask),
+                             scaled_dot_product_attention(q, k.slice(2, 0, 5), v.slice(2, 0, 5), Tensor(), true, 0.5));
+                     if (dt != DType::f32) return {y};
+                     return with_grads(y, {q, k, v}, 74);
+                 });
     for (DType dt : {DType::i32, DType::i64, DType::boolean})
-        add_case(std::string("embedding of ") + short_name(dt) + " rows", 0, [=](const Device &d) -> std::vector<Tensor> {
-            return {embedding(input(d, {6, 3}, 75, dt, -50, 50), labels(d, {2, 4}, 6, 76))};
-        });
+        add_case(std::string("embedding of ") + short_name(dt) + " rows", 0,
+                 [=](const Device &d) -> std::vector<Tensor> {
+                     return {embedding(input(d, {6, 3}, 75, dt, -50, 50), labels(d, {2, 4}, 6, 76))};
+                 });
     for (DType dt : {DType::f32, DType::i64, DType::boolean})
         add_case(std::string("one_hot -> ") + short_name(dt), 0, [=](const Device &d) -> std::vector<Tensor> {
             return {one_hot(labels(d, {3, 5}, 7, 66), 7, dt), one_hot(labels(d, {4}, 3, 67, DType::i32), 3, dt)};
@@ -577,7 +586,8 @@ int check_training(const Device &device, const Options &o) {
     std::printf("training: %d steps in %.3f s on %s (%.3f s on cpu); %llu ops there, %llu on cpu, %llu fallbacks, "
                 "%llu bytes to host, %llu to device\n",
                 steps, dev_seconds, device.str().c_str(), cpu_seconds,
-                static_cast<unsigned long long>(dev ? dev->ops : 0), static_cast<unsigned long long>(host ? host->ops : 0),
+                static_cast<unsigned long long>(dev ? dev->ops : 0),
+                static_cast<unsigned long long>(host ? host->ops : 0),
                 static_cast<unsigned long long>(dev_stats.total_fallbacks),
                 static_cast<unsigned long long>(dev ? dev->bytes_to_host : 0),
                 static_cast<unsigned long long>(dev ? dev->bytes_to_device : 0));
@@ -587,9 +597,12 @@ int check_training(const Device &device, const Options &o) {
         if (!dev || dev->bytes_to_host != 0 || dev->bytes_to_device != 0) ++failed;
         if (host && host->ops != 0) ++failed;
     }
-    if (failed) std::printf("FAIL  training on %s\n", device.str().c_str());
-    else if (o.allow_fallback) std::printf("ok    training on %s (fallbacks allowed)\n", device.str().c_str());
-    else std::printf("ok    training on %s: zero fallbacks, no host round trips\n", device.str().c_str());
+    if (failed)
+        std::printf("FAIL  training on %s\n", device.str().c_str());
+    else if (o.allow_fallback)
+        std::printf("ok    training on %s (fallbacks allowed)\n", device.str().c_str());
+    else
+        std::printf("ok    training on %s: zero fallbacks, no host round trips\n", device.str().c_str());
     return failed;
 }
 
@@ -597,13 +610,19 @@ Options parse(int argc, char **argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--device" && i + 1 < argc) o.device = argv[++i];
-        else if (a == "--allow-fallback") o.allow_fallback = true;
-        else if (a == "--skip-training") o.skip_training = true;
-        else if (a == "--list") o.list = true;
-        else if (a == "--filter" && i + 1 < argc) o.filter = argv[++i];
+        if (a == "--device" && i + 1 < argc)
+            o.device = argv[++i];
+        else if (a == "--allow-fallback")
+            o.allow_fallback = true;
+        else if (a == "--skip-training")
+            o.skip_training = true;
+        else if (a == "--list")
+            o.list = true;
+        else if (a == "--filter" && i + 1 < argc)
+            o.filter = argv[++i];
         else {
-            std::fprintf(stderr, "usage: %s [--device NAME] [--allow-fallback] [--filter TEXT] [--skip-training] [--list]\n",
+            std::fprintf(stderr,
+                         "usage: %s [--device NAME] [--allow-fallback] [--filter TEXT] [--skip-training] [--list]\n",
                          argv[0]);
             std::exit(2);
         }

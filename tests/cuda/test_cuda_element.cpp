@@ -48,8 +48,10 @@ const tf_plugin &cpu() {
 
 size_t size_of(int32_t dtype) {
     switch (dtype) {
-    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
-    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
+    case TF_DTYPE_F32:
+    case TF_DTYPE_I32: return 4;
+    case TF_DTYPE_F16:
+    case TF_DTYPE_BF16: return 2;
     case TF_DTYPE_I64: return 8;
     default: return 1;
     }
@@ -90,10 +92,14 @@ void run_cpu(uint32_t op, std::vector<Array *> inputs, Array &out, const void *p
 
 // The values every test walks: edges of every dtype, plus random ones unless edges_only.
 std::vector<double> edge_values(bool edges_only = false) {
-    std::vector<double> v = {0.0, -0.0, 1, -1, 0.5, -0.5, 1.5, -2.5, 2, 3.7, -3.7, 10, -10, 20, -20, 88, -88, 100,
-                             -100, 1e-30, -1e-30, 1e-8, 65504, 65520, -65520, 3e9, -3e9, 2147483647.0, 2147483648.0,
-                             -2147483648.0, -2147483649.0, 9.3e18, -9.3e18, 1e20, -1e20, 1e30, -1e30, 16777217.0,
-                             INFINITY, -INFINITY, NAN, 0.1, -0.7, 5.5, 255, 256, -129};
+    std::vector<double> v = {0.0,           -0.0,       1,        -1,           0.5,          -0.5,
+                             1.5,           -2.5,       2,        3.7,          -3.7,         10,
+                             -10,           20,         -20,      88,           -88,          100,
+                             -100,          1e-30,      -1e-30,   1e-8,         65504,        65520,
+                             -65520,        3e9,        -3e9,     2147483647.0, 2147483648.0, -2147483648.0,
+                             -2147483649.0, 9.3e18,     -9.3e18,  1e20,         -1e20,        1e30,
+                             -1e30,         16777217.0, INFINITY, -INFINITY,    NAN,          0.1,
+                             -0.7,          5.5,        255,      256,          -129};
     if (edges_only) return v;
     std::mt19937 rng(5);
     std::uniform_real_distribution<double> u(-12, 12);
@@ -177,8 +183,10 @@ void check_floats(const Array &got, const Array &want, int64_t max_ulps, const s
 // Casts and fills: bit for bit, except that any NaN matches any NaN.
 void check_converted(const Array &got, const Array &want, const std::string &what) {
     const bool is_float = want.dtype == TF_DTYPE_F32 || want.dtype == TF_DTYPE_F16 || want.dtype == TF_DTYPE_BF16;
-    if (is_float) check_floats(got, want, 0, what);
-    else check_bytes(got, want, what);
+    if (is_float)
+        check_floats(got, want, 0, what);
+    else
+        check_bytes(got, want, what);
 }
 
 // Runs the device function on the host over every element: out[i] = f(a[i]) or f(a[i], b[i]).
@@ -190,8 +198,8 @@ void map1(const Array &a, Array &out, F f) {
     }
 }
 
-const uint32_t float_unary[] = {TF_OP_NEG,  TF_OP_EXP,     TF_OP_RELU, TF_OP_ABS,       TF_OP_LOG,  TF_OP_SQRT,
-                                TF_OP_RSQRT, TF_OP_SIN,    TF_OP_COS,  TF_OP_TANH,      TF_OP_SIGMOID, TF_OP_GELU,
+const uint32_t float_unary[] = {TF_OP_NEG,       TF_OP_EXP,  TF_OP_RELU,   TF_OP_ABS,  TF_OP_LOG,     TF_OP_SQRT,
+                                TF_OP_RSQRT,     TF_OP_SIN,  TF_OP_COS,    TF_OP_TANH, TF_OP_SIGMOID, TF_OP_GELU,
                                 TF_OP_GELU_TANH, TF_OP_SILU, TF_OP_SQUARE, TF_OP_ERF};
 
 bool exact_float_op(uint32_t op) {
@@ -273,7 +281,8 @@ void binary_dtype(int32_t dtype, bool is_float) {
     Array a(dtype, n), b(dtype, n);
     pairs_of<T>(v, a, b);
     std::vector<uint32_t> ops;
-    if (dtype != TF_DTYPE_BOOL) ops = {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL, TF_OP_MAXIMUM, TF_OP_MINIMUM, TF_OP_RELU_BACKWARD};
+    if (dtype != TF_DTYPE_BOOL)
+        ops = {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL, TF_OP_MAXIMUM, TF_OP_MINIMUM, TF_OP_RELU_BACKWARD};
     if (is_float) {
         ops.push_back(TF_OP_DIV);
         ops.push_back(TF_OP_POW);
@@ -282,11 +291,14 @@ void binary_dtype(int32_t dtype, bool is_float) {
         Array want(dtype, n), got(dtype, n);
         run_cpu(op, {&a, &b}, want);
         for (size_t i = 0; i < n; ++i) {
-            const T r = Num<T>::store(binary_op(op, Num<T>::load(load_as<T>(a.at(i))), Num<T>::load(load_as<T>(b.at(i)))));
+            const T r =
+                Num<T>::store(binary_op(op, Num<T>::load(load_as<T>(a.at(i))), Num<T>::load(load_as<T>(b.at(i)))));
             std::memcpy(got.at(i), &r, sizeof r);
         }
-        if (is_float) check_floats(got, want, exact_float_op(op) ? 0 : 4, "binary op " + std::to_string(op));
-        else check_bytes(got, want, "int binary op " + std::to_string(op));
+        if (is_float)
+            check_floats(got, want, exact_float_op(op) ? 0 : 4, "binary op " + std::to_string(op));
+        else
+            check_bytes(got, want, "int binary op " + std::to_string(op));
     }
     for (uint32_t op : {TF_OP_EQ, TF_OP_NE, TF_OP_LT, TF_OP_LE, TF_OP_GT, TF_OP_GE}) {
         Array want(TF_DTYPE_BOOL, n), got(TF_DTYPE_BOOL, n);

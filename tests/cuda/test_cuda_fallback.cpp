@@ -88,6 +88,7 @@ TEST_CASE("cuda: a training step runs on whatever is available and agrees with c
     const auto [cuda_loss, cuda_grad] = step_on(Device{"cuda", 0});
     CHECK(cuda_loss == doctest::Approx(cpu_loss).epsilon(1e-4));
     REQUIRE(cuda_grad.size() == cpu_grad.size());
-    for (size_t i = 0; i < cpu_grad.size(); ++i) CHECK(cuda_grad[i] == doctest::Approx(cpu_grad[i]).epsilon(1e-3).scale(1e-3));
+    for (size_t i = 0; i < cpu_grad.size(); ++i)
+        CHECK(cuda_grad[i] == doctest::Approx(cpu_grad[i]).epsilon(1e-3).scale(1e-3));
     CHECK(stats().total_fallbacks == 0);
 }

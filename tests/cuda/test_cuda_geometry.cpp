@@ -88,12 +88,12 @@ TEST_CASE("geometry: empty shapes have no elements") {
 }
 
 TEST_CASE("geometry: transposes, broadcasts and slices") {
-    check_walk({4, 3}, {1, 4}, {3, 1});                   // transposed input
-    check_walk({2, 3, 4}, {12, 4, 1}, {0, 1, 0});         // bias broadcast over batch and width
-    check_walk({2, 3, 4}, {12, 4, 1}, {24, 8, 2});        // every other element
-    check_walk({5, 1, 7}, {7, 7, 1}, {0, 0, 0});          // scalar broadcast
+    check_walk({4, 3}, {1, 4}, {3, 1});  // transposed input
+    check_walk({2, 3, 4}, {12, 4, 1}, {0, 1, 0});  // bias broadcast over batch and width
+    check_walk({2, 3, 4}, {12, 4, 1}, {24, 8, 2});  // every other element
+    check_walk({5, 1, 7}, {7, 7, 1}, {0, 0, 0});  // scalar broadcast
     check_walk({2, 2, 2, 2, 2, 2, 2, 2}, dense_strides({2, 2, 2, 2, 2, 2, 2, 2}),
-               {1, 2, 4, 8, 16, 32, 64, 128});           // rank 8, fully reversed strides
+               {1, 2, 4, 8, 16, 32, 64, 128});  // rank 8, fully reversed strides
 }
 
 TEST_CASE("geometry: random layouts") {

@@ -177,7 +177,8 @@ TEST_CASE("matmul plan: batches, broadcast batches and size-1 matrices") {
         const int64_t m = 1 + rng() % 4, k = 1 + rng() % 4, n = 1 + rng() % 4;
         // Broadcast a or b along all batch axes (a constant stride of 0) or none.
         const int which = static_cast<int>(rng() % 3);  // 0 none, 1 a, 2 b
-        std::vector<bool> bc_a(static_cast<size_t>(batch_rank), which == 1), bc_b(static_cast<size_t>(batch_rank), which == 2);
+        std::vector<bool> bc_a(static_cast<size_t>(batch_rank), which == 1),
+            bc_b(static_cast<size_t>(batch_rank), which == 2);
         auto shape_of = [&](int64_t rows, int64_t cols) {
             std::vector<int64_t> s = batch;
             s.push_back(rows);
@@ -228,7 +229,7 @@ TEST_CASE("matmul plan: batch axes that do not collapse become an outer loop") {
     tf_op_desc op{sizeof(tf_op_desc), TF_OP_MATMUL, 2, 1, inputs, &o4.desc, nullptr};
     GemmCall call;
     REQUIRE(plan_gemm(op, &call));
-    CHECK(call.batch == 3);        // the innermost batch axis, a's stride 0 there
+    CHECK(call.batch == 3);  // the innermost batch axis, a's stride 0 there
     CHECK(call.outer_count == 4);  // the two outer axes: a's stride 12 is not 0 x 3
     // Random batch broadcasts on each axis independently.
     for (int trial = 0; trial < 300; ++trial) {

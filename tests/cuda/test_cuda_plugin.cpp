@@ -109,8 +109,8 @@ TEST_CASE("cuda plugin: probe refuses cleanly or the device works") {
         CHECK(status == TF_STATUS_UNAVAILABLE);
         // No driver or device: the CUDA error by name, number and text. Libraries missing: the
         // loader's reason.
-        const bool driver = starts_with(message, "CUDA driver not usable: cudaError") ||
-                            starts_with(message, "no CUDA device");
+        const bool driver =
+            starts_with(message, "CUDA driver not usable: cudaError") || starts_with(message, "no CUDA device");
         const bool library = starts_with(message, "cuBLAS not found: ") || starts_with(message, "cuDNN not found: ");
         CHECK_MESSAGE((driver || library), message);
         if (starts_with(message, "CUDA driver not usable")) CHECK(message.find(" (") != std::string::npos);

@@ -61,7 +61,9 @@ Config random_config(std::mt19937 &rng) {
     return cfg;
 }
 
-bool same(float a, float b) { return (std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= 1e-5f * (1 + std::fabs(b)); }
+bool same(float a, float b) {
+    return (std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= 1e-5f * (1 + std::fabs(b));
+}
 
 }  // namespace
 

@@ -32,7 +32,7 @@ void train(dist::Context &ctx, const std::string &mode) {
     }
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char **argv) {
     std::string mode = argc > 1 ? argv[1] : "throw";

@@ -11,7 +11,7 @@
 namespace dist_test {
 inline tinyfin::dist::Context *context = nullptr;
 inline tinyfin::dist::Context &ctx() { return *context; }
-} // namespace dist_test
+}  // namespace dist_test
 
 int main(int argc, char **argv) {
     tinyfin::dist::Context context(&argc, &argv);

@@ -40,7 +40,7 @@ void check_values(const Tensor &t, const std::vector<float> &expected) {
     for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(expected[i]).epsilon(1e-6));
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("the launcher's environment gives rank, world size and local rank") {
     int w = ctx().world_size();
@@ -50,7 +50,7 @@ TEST_CASE("the launcher's environment gives rank, world size and local rank") {
     CHECK(ctx().local_rank() == ctx().rank());
     CHECK(ctx().local_size() == w);
     CHECK(ctx().launcher() == "mpirun");
-    CHECK_FALSE(ctx().cuda_aware()); // Debian's Open MPI is built without CUDA
+    CHECK_FALSE(ctx().cuda_aware());  // Debian's Open MPI is built without CUDA
     // NCCL's version exactly when meson found it (never on Debian, which does not package it).
     CHECK((dist::nccl_version() > 0) == (TINYFIN_TEST_HAVE_NCCL != 0));
     CHECK(default_device().backend == std::string(std::getenv("TINYFIN_BACKEND")));
@@ -66,7 +66,7 @@ TEST_CASE("all_reduce sum, mean, max, min against the closed form") {
         for (int64_t i = 0; i < 15; ++i) {
             double sum = 0;
             for (int r = 0; r < w; ++r) sum += r * 10 + i + 0.5;
-            double value = op == ReduceOp::sum ? sum
+            double value = op == ReduceOp::sum    ? sum
                            : op == ReduceOp::mean ? sum / w
                            : op == ReduceOp::max  ? (w - 1) * 10 + i + 0.5
                                                   : i + 0.5;
@@ -158,8 +158,10 @@ TEST_CASE("ranks that pass different shapes or dtypes all get a MismatchError na
     CHECK_THROWS_AS(ctx().all_gather(d), dist::MismatchError);
     // Different collectives at the same point are a mismatch too.
     Tensor b = rank_tensor(0, {2});
-    if (ctx().rank() == last) CHECK_THROWS_AS(ctx().broadcast(b, 0), dist::MismatchError);
-    else CHECK_THROWS_AS(ctx().all_reduce(b), dist::MismatchError);
+    if (ctx().rank() == last)
+        CHECK_THROWS_AS(ctx().broadcast(b, 0), dist::MismatchError);
+    else
+        CHECK_THROWS_AS(ctx().all_reduce(b), dist::MismatchError);
     // The communicator is still usable afterwards.
     Tensor ok = rank_tensor(ctx().rank(), {2});
     ctx().all_reduce(ok, ReduceOp::max);
@@ -169,8 +171,7 @@ TEST_CASE("ranks that pass different shapes or dtypes all get a MismatchError na
 TEST_CASE("reductions MPI cannot do are DTypeErrors before any exchange") {
     CHECK_THROWS_AS(ctx().all_reduce(ones({2}, DType::boolean)), DTypeError);
     CHECK_THROWS_AS(ctx().all_reduce(ones({2}, DType::i32), ReduceOp::mean), DTypeError);
-    CHECK_THROWS_AS(ctx().reduce_scatter(ones({2 * ctx().world_size()}, DType::i64), ReduceOp::mean),
-                    DTypeError);
+    CHECK_THROWS_AS(ctx().reduce_scatter(ones({2 * ctx().world_size()}, DType::i64), ReduceOp::mean), DTypeError);
 }
 
 namespace {
@@ -191,7 +192,7 @@ std::vector<float> rounded(const std::vector<float> &values, DType dtype) {
     return from_vector(values, {n}, Device{"cpu", 0}).to(dtype).to(DType::f32).to_vector<float>();
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("f16 and bf16 reduce in f32 and round once; broadcast and gather move their bits") {
     int w = ctx().world_size();
@@ -216,8 +217,10 @@ TEST_CASE("f16 and bf16 reduce in f32 and round once; broadcast and gather move 
             ctx().all_reduce(t, op);
             CHECK(t.dtype() == dtype);
             CHECK(t.device() == default_device());
-            const std::vector<float> &exact = op == ReduceOp::sum ? sum : op == ReduceOp::mean ? mean
-                                              : op == ReduceOp::max ? hi : lo;
+            const std::vector<float> &exact = op == ReduceOp::sum    ? sum
+                                              : op == ReduceOp::mean ? mean
+                                              : op == ReduceOp::max  ? hi
+                                                                     : lo;
             CHECK(widen(t) == rounded(exact, dtype));
         }
         // A strided view of a half tensor: only its elements change.
@@ -282,7 +285,7 @@ TEST_CASE("the shape check carries small reductions and still catches every mism
             ctx().all_reduce(m, ReduceOp::max);
             check_values(m, values_of(last, n));
         }
-        if (w > 1) { // a mismatch on the fused path, blocking and not
+        if (w > 1) {  // a mismatch on the fused path, blocking and not
             Tensor a = rank_tensor(ctx().rank(), {3});
             ctx().all_reduce(a);
             Tensor b = rank_tensor(ctx().rank(), {ctx().rank() == last ? 2 : 3});
@@ -294,14 +297,14 @@ TEST_CASE("the shape check carries small reductions and still catches every mism
     ctx().set_options(small);
     Tensor ints = from_vector<int64_t>({ctx().rank() + 1, 5}, {2});
     ctx().all_reduce(ints);
-    ctx().all_reduce(ints); // integers never ride in the f32 record
+    ctx().all_reduce(ints);  // integers never ride in the f32 record
     CHECK(ints.to_vector<int64_t>() == std::vector<int64_t>{w * (w * (w + 1) / 2), 5 * w * w});
     Tensor pieces = rank_tensor(ctx().rank(), {2 * w});
     for (int i = 0; i < 2; ++i) {
         Tensor piece = ctx().reduce_scatter(pieces);
         std::vector<float> whole = sum_of(2 * w);
         check_values(piece, {whole[2 * ctx().rank()], whole[2 * ctx().rank() + 1]});
-        check_values(pieces, values_of(ctx().rank(), 2 * w)); // the input stays as it was
+        check_values(pieces, values_of(ctx().rank(), 2 * w));  // the input stays as it was
     }
 
     if (w > 1) {
@@ -326,7 +329,7 @@ TEST_CASE("the shape check carries small reductions and still catches every mism
         prime();
         Tensor t = rank_tensor(ctx().rank(), ctx().rank() == last ? Shape{2, 8} : Shape{4, 4});
         expect_mismatch(t, "all_reduce of [2,8] f32");
-        check_values(t, values_of(ctx().rank(), 16)); // untouched
+        check_values(t, values_of(ctx().rank(), 16));  // untouched
         // The same bytes in another dtype.
         prime();
         Tensor d = ctx().rank() == last ? zeros({4, 4}, DType::i32) : rank_tensor(ctx().rank(), {4, 4});
@@ -343,13 +346,17 @@ TEST_CASE("the shape check carries small reductions and still catches every mism
         // Another collective at the same point.
         prime();
         Tensor b = rank_tensor(ctx().rank(), {4, 4});
-        if (ctx().rank() == last) CHECK_THROWS_AS(ctx().broadcast(b, 0), dist::MismatchError);
-        else expect_mismatch(b, "broadcast(root 0) of [4,4] f32");
+        if (ctx().rank() == last)
+            CHECK_THROWS_AS(ctx().broadcast(b, 0), dist::MismatchError);
+        else
+            expect_mismatch(b, "broadcast(root 0) of [4,4] f32");
         // Another op.
         prime();
         Tensor o = rank_tensor(ctx().rank(), {4, 4});
-        if (ctx().rank() == last) CHECK_THROWS_AS(ctx().all_reduce(o, ReduceOp::max), dist::MismatchError);
-        else expect_mismatch(o, "all_reduce(max) of [4,4] f32");
+        if (ctx().rank() == last)
+            CHECK_THROWS_AS(ctx().all_reduce(o, ReduceOp::max), dist::MismatchError);
+        else
+            expect_mismatch(o, "all_reduce(max) of [4,4] f32");
         prime();
     }
     // Without fusion (fuse_bytes 0) every call checks first and then moves its data.
@@ -374,7 +381,7 @@ void check_all(const Tensor &t, const std::vector<float> &expected) {
         if (std::fabs(got[i] - expected[i]) > 1e-6f * std::fabs(expected[i]) + 1e-6f) ++wrong;
     CHECK(wrong == 0);
 }
-} // namespace
+}  // namespace
 
 // In a world of 2, 4, 8... ranks the check is a pairwise exchange whose messages carry at most
 // 4000 bytes (dist/check.cpp): a fused sum of more goes as a chain of messages, and chains of
@@ -405,12 +412,16 @@ TEST_CASE("fused sums in chains of messages, and chains of different lengths") {
         Tensor pieces = rank_tensor(ctx().rank(), {1500 * w});
         Tensor piece = ctx().reduce_scatter(pieces);
         std::vector<float> whole = sum_of(1500 * w);
-        check_all(piece, std::vector<float>(whole.begin() + 1500 * ctx().rank(),
-                                               whole.begin() + 1500 * (ctx().rank() + 1)));
+        check_all(piece,
+                  std::vector<float>(whole.begin() + 1500 * ctx().rank(), whole.begin() + 1500 * (ctx().rank() + 1)));
         if (w < 2) continue;
         // The last rank's chain is longer, shorter, or its call does not carry data at all.
-        for (auto [mine, theirs] : {std::pair<int64_t, int64_t>{1000, 1001}, {2500, 1000},
-                                    {1001, 3}, {3, 2500}, {1000, 5000}, {5000, 1000}}) {
+        for (auto [mine, theirs] : {std::pair<int64_t, int64_t>{1000, 1001},
+                                    {2500, 1000},
+                                    {1001, 3},
+                                    {3, 2500},
+                                    {1000, 5000},
+                                    {5000, 1000}}) {
             INFO("others " << mine << ", last rank " << theirs << ", timeout " << timeout);
             Tensor t = rank_tensor(ctx().rank(), {ctx().rank() == last ? theirs : mine});
             try {
@@ -418,11 +429,10 @@ TEST_CASE("fused sums in chains of messages, and chains of different lengths") {
                 FAIL("no MismatchError");
             } catch (const dist::MismatchError &e) {
                 std::string what = e.what();
-                CHECK(what.find("rank 0 calls all_reduce of [" + std::to_string(mine) + "] f32") !=
-                      std::string::npos);
+                CHECK(what.find("rank 0 calls all_reduce of [" + std::to_string(mine) + "] f32") != std::string::npos);
                 CHECK(what.find("all_reduce of [" + std::to_string(theirs) + "] f32") != std::string::npos);
             }
-            check_all(t, values_of(ctx().rank(), t.numel())); // untouched
+            check_all(t, values_of(ctx().rank(), t.numel()));  // untouched
             // Nothing is left over: the next call matches on every rank.
             Tensor next = rank_tensor(ctx().rank(), {1001});
             ctx().all_reduce(next);

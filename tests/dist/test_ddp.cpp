@@ -86,8 +86,8 @@ void check_identical_across_ranks(const std::vector<Tensor> &params) {
 }
 
 // steps of SGD through DDP on this rank's slices, and of the reference on whole global batches.
-void train_and_compare(std::shared_ptr<nn::Sequential> (*make)(uint64_t), const Data &data,
-                       int64_t global_batch, int epochs, dist::DDPOptions options = {}) {
+void train_and_compare(std::shared_ptr<nn::Sequential> (*make)(uint64_t), const Data &data, int64_t global_batch,
+                       int epochs, dist::DDPOptions options = {}) {
     // Rank-dependent seeds: the broadcast from rank 0 must make them equal.
     auto model = make(1000 + static_cast<uint64_t>(ctx().rank()));
     auto reference = make(1000);
@@ -169,7 +169,7 @@ void check_close_to_scale(const std::vector<Tensor> &a, const std::vector<Tensor
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("f16 and bf16 models: one DDP step equals the single-process step") {
     int w = ctx().world_size();
@@ -256,7 +256,7 @@ TEST_CASE("uneven batches: uneven slices, a short last batch, ranks with no samp
 TEST_CASE("CNN, several small buckets: the same training, buckets start inside backward") {
     Data data = make_data(10, {1, 6, 6});
     dist::DDPOptions options;
-    options.bucket_bytes = 1; // one bucket per parameter
+    options.bucket_bytes = 1;  // one bucket per parameter
     train_and_compare(make_cnn, data, 4, 2, options);
 
     auto model = make_cnn(5);
@@ -283,7 +283,7 @@ TEST_CASE("no_sync accumulates locally; the next synchronised backward averages 
         auto guard = ddp.no_sync();
         auto [x, y] = data.batch({2 * r, 2 * r + 1});
         cross_entropy(ddp(x), y, Reduction::sum).backward();
-        ddp.synchronize_gradients(); // a no-op inside no_sync
+        ddp.synchronize_gradients();  // a no-op inside no_sync
     }
     // Local only so far: differs between ranks (checked against a local reference).
     auto [x1, y1] = data.batch({2 * r, 2 * r + 1});
@@ -319,7 +319,9 @@ TEST_CASE("a second backward before synchronize_gradients is an error, not a wro
 TEST_CASE("models of different layouts on different ranks are a MismatchError on every rank") {
     if (ctx().world_size() < 2) return;
     std::shared_ptr<nn::Module> model;
-    if (ctx().rank() == 0) model = make_mlp(1);
-    else model = std::make_shared<nn::Linear>(features, classes, true, 1);
+    if (ctx().rank() == 0)
+        model = make_mlp(1);
+    else
+        model = std::make_shared<nn::Linear>(features, classes, true, 1);
     CHECK_THROWS_AS(dist::DistributedDataParallel(ctx(), model), dist::MismatchError);
 }

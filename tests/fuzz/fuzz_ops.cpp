@@ -81,8 +81,7 @@ void expect_equal(const std::vector<double> &got, const std::vector<double> &wan
     if (got.size() != want.size()) finding(op);
     for (size_t i = 0; i < got.size(); ++i)
         if (got[i] != want[i]) {
-            std::fprintf(stderr, "fuzz-ops: %s: element %zu is %g, reference %g\n", op, i, got[i],
-                         want[i]);
+            std::fprintf(stderr, "fuzz-ops: %s: element %zu is %g, reference %g\n", op, i, got[i], want[i]);
             std::abort();
         }
 }
@@ -162,7 +161,7 @@ void run_one(Bytes &in) {
     DType dtype = in.u8() % 4 == 0 ? DType::i32 : DType::f32;
     Shape shape = random_shape(in);
     if (too_big(shape)) return;
-    Tensor base = zeros(shape, dtype); // rejects bad shapes before any host vector is sized
+    Tensor base = zeros(shape, dtype);  // rejects bad shapes before any host vector is sized
     std::vector<double> host(static_cast<size_t>(base.numel()));
     for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<double>(i % 7) - 3;
     if (dtype == DType::f32) {
@@ -198,7 +197,7 @@ void run_one(Bytes &in) {
     }
     case 1: {
         if (dtype != DType::f32) {
-            relu(view); // integers: rejected or run, both fine
+            relu(view);  // integers: rejected or run, both fine
             break;
         }
         std::vector<double> want;
@@ -233,7 +232,7 @@ void run_one(Bytes &in) {
         std::vector<int> axes;
         for (int k = in.u8() % 3; k > 0; --k) axes.push_back(static_cast<int>(in.arg()));
         const bool keepdim = in.u8() % 2;
-        if (!huge(view.shape())) sum(view, axes, keepdim); // shape checked by the core; values by the full sum above
+        if (!huge(view.shape())) sum(view, axes, keepdim);  // shape checked by the core; values by the full sum above
         break;
     }
     case 5: {
@@ -273,8 +272,9 @@ void run_one(Bytes &in) {
         options.stride_h = static_cast<int>(in.arg());
         options.pad_h = static_cast<int>(in.arg());
         const bool max = in.u8() % 2;
-        if (view.rank() == 4 && huge({view.size(0), view.size(1), window_extent(view.size(2), options.pad_h, options.stride_h),
-                                      window_extent(view.size(3), options.pad_w, options.stride_w)}))
+        if (view.rank() == 4 &&
+            huge({view.size(0), view.size(1), window_extent(view.size(2), options.pad_h, options.stride_h),
+                  window_extent(view.size(3), options.pad_w, options.stride_w)}))
             break;
         Tensor out = max ? max_pool2d(view, options) : avg_pool2d(view, options);
         if (out.rank() != 4) finding("pool result is not 4-D");
@@ -283,7 +283,7 @@ void run_one(Bytes &in) {
     }
 }
 
-} // namespace
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Bytes in(data, size);

@@ -21,8 +21,7 @@ int main(int argc, char **argv) {
         }
         for (const auto &path : paths) {
             std::ifstream file(path, std::ios::binary);
-            std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
-                                       std::istreambuf_iterator<char>());
+            std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
             LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
             ++files;
         }

@@ -53,8 +53,14 @@ const tf_plugin &P() {
 // Restarts the plugin with these variables (nullptr: unset).
 void restart(const char *isa, const char *threads) {
     P().shutdown();
-    if (isa) setenv("TINYFIN_CPU_ISA", isa, 1); else unsetenv("TINYFIN_CPU_ISA");
-    if (threads) setenv("TINYFIN_THREADS", threads, 1); else unsetenv("TINYFIN_THREADS");
+    if (isa)
+        setenv("TINYFIN_CPU_ISA", isa, 1);
+    else
+        unsetenv("TINYFIN_CPU_ISA");
+    if (threads)
+        setenv("TINYFIN_THREADS", threads, 1);
+    else
+        unsetenv("TINYFIN_THREADS");
     tf_error err{};
     err.struct_size = sizeof err;
     REQUIRE(P().init(&err) == TF_STATUS_OK);
@@ -133,7 +139,9 @@ int64_t count_of(const Dims &shape) {
     return n;
 }
 
-TensorDesc dense(const Dims &shape) { return view(std::make_shared<Block>(count_of(shape)), shape, dense_strides(shape)); }
+TensorDesc dense(const Dims &shape) {
+    return view(std::make_shared<Block>(count_of(shape)), shape, dense_strides(shape));
+}
 
 void fill_random(const TensorDesc &t, uint32_t seed) {
     std::mt19937 rng(seed);
@@ -179,7 +187,8 @@ void check_matmul(const TensorDesc &a, const TensorDesc &b, const TensorDesc &ou
             oo += idx * out.d.strides[i];
         }
         const float *pa = a.mem->data + oa, *pb = b.mem->data + ob, *po = out.mem->data + oo;
-        const int64_t ar = a.d.strides[r - 2], ac = a.d.strides[r - 1], br = b.d.strides[r - 2], bc = b.d.strides[r - 1];
+        const int64_t ar = a.d.strides[r - 2], ac = a.d.strides[r - 1], br = b.d.strides[r - 2],
+                      bc = b.d.strides[r - 1];
         for (int64_t i = 0; i < m; ++i) {
             for (int64_t p = 0; p < k; ++p) arow[static_cast<size_t>(p)] = pa[i * ar + p * ac];
             for (int64_t j = 0; j < n; ++j) {
@@ -205,7 +214,8 @@ void matmul_case(const Dims &as, const Dims &ast, const Dims &bs, const Dims &bs
         for (size_t i = 0; i < shape.size(); ++i) last += (shape[i] - 1) * strides[i];
         return std::make_shared<Block>(last + 1);
     };
-    TensorDesc a = view(storage(as, ast), as, ast), b = view(storage(bs, bst), bs, bst), o = view(storage(os, ost), os, ost);
+    TensorDesc a = view(storage(as, ast), as, ast), b = view(storage(bs, bst), bs, bst),
+               o = view(storage(os, ost), os, ost);
     fill_random(a, seed);
     fill_random(b, seed + 1);
     run_ok(TF_OP_MATMUL, {a.d, b.d}, o.d);
@@ -266,7 +276,7 @@ struct ConvShape {
 void check_conv_forward(const ConvShape &s) {
     const tf_params_conv2d p = s.params();
     TensorDesc x = dense({s.n, s.c, s.h, s.w}), w = dense({s.o, s.c / s.groups, s.kh, s.kw}),
-           y = dense({s.n, s.o, s.oh(), s.ow()});
+               y = dense({s.n, s.o, s.oh(), s.ow()});
     fill_random(x, 7);
     fill_random(w, 8);
     run_ok(TF_OP_CONV2D, {x.d, w.d}, y.d, &p);
@@ -281,9 +291,11 @@ void check_conv_forward(const ConvShape &s) {
                     for (int64_t c = 0; c < cg; ++c)
                         for (int64_t a = 0; a < s.kh; ++a)
                             for (int64_t b = 0; b < s.kw; ++b) {
-                                const int64_t iy = i * s.stride - s.pad + a * s.dil, ix = j * s.stride - s.pad + b * s.dil;
+                                const int64_t iy = i * s.stride - s.pad + a * s.dil,
+                                              ix = j * s.stride - s.pad + b * s.dil;
                                 if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
-                                const double prod = static_cast<double>(x.at({n, g * cg + c, iy, ix})) * w.at({o, c, a, b});
+                                const double prod =
+                                    static_cast<double>(x.at({n, g * cg + c, iy, ix})) * w.at({o, c, a, b});
                                 sum += prod;
                                 mag += std::fabs(prod);
                             }
@@ -307,8 +319,8 @@ TEST_CASE("matmul through the packed GEMM: odd sizes, views, batches, on the por
 
 TEST_CASE("conv2d through the packed GEMM on the portable and the native path") {
     const ConvShape shapes[] = {
-        {3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1},  {2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1}, {2, 6, 13, 7, 9, 3, 2, 2, 1, 2, 3},
-        {1, 65, 7, 7, 13, 1, 1, 1, 0, 1, 1},   {17, 3, 9, 9, 7, 3, 3, 1, 1, 1, 1},
+        {3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1}, {2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1}, {2, 6, 13, 7, 9, 3, 2, 2, 1, 2, 3},
+        {1, 65, 7, 7, 13, 1, 1, 1, 0, 1, 1},  {17, 3, 9, 9, 7, 3, 3, 1, 1, 1, 1},
     };
     for (const char *isa : {"generic", "native"}) {
         CAPTURE(isa);
@@ -344,12 +356,14 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     // conv2d and both gradients at the example's second layer (batch 20: 3 chunks of images).
     const ConvShape s{20, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1};
     const tf_params_conv2d p = s.params();
-    TensorDesc x = dense({s.n, s.c, s.h, s.w}), w = dense({s.o, s.c, s.kh, s.kw}), y = dense({s.n, s.o, s.oh(), s.ow()});
+    TensorDesc x = dense({s.n, s.c, s.h, s.w}), w = dense({s.o, s.c, s.kh, s.kw}),
+               y = dense({s.n, s.o, s.oh(), s.ow()});
     fill_random(x, 5);
     fill_random(w, 6);
     run_ok(TF_OP_CONV2D, {x.d, w.d}, y.d, &p);
     keep(y);
-    TensorDesc dy = dense({s.n, s.o, s.oh(), s.ow()}), dx = dense({s.n, s.c, s.h, s.w}), dw = dense({s.o, s.c, s.kh, s.kw});
+    TensorDesc dy = dense({s.n, s.o, s.oh(), s.ow()}), dx = dense({s.n, s.c, s.h, s.w}),
+               dw = dense({s.o, s.c, s.kh, s.kw});
     fill_random(dy, 7);
     run_ok(TF_OP_CONV2D_GRAD_INPUT, {dy.d, w.d}, dx.d, &p);
     keep(dx);
@@ -394,7 +408,8 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     TensorDesc m = view(mask, {1024, 1024}, {1024, 1});
     m.d.dtype = TF_DTYPE_BOOL;
     run_ok(TF_OP_GT, {big.d, other.d}, m.d);
-    results.emplace_back(reinterpret_cast<float *>(mask->data), reinterpret_cast<float *>(mask->data) + 1024 * 1024 / 4);
+    results.emplace_back(reinterpret_cast<float *>(mask->data),
+                         reinterpret_cast<float *>(mask->data) + 1024 * 1024 / 4);
     run_ok(TF_OP_WHERE, {m.d, big.d, other.d}, e1.d);
     keep(e1);
     tf_params_axis axis{sizeof(tf_params_axis), 1};
@@ -538,7 +553,8 @@ TEST_CASE("conv2d computed as y^T = col^T w^T has the bits of w times the column
                                 for (int64_t ox = 0; ox < w; ++ox) {
                                     const int64_t iy = oy + i - 1, ix = ox + j - 1;
                                     const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
-                                    col.at({(ci * 3 + i) * 3 + j, oy * w + ox}) = inside ? x.at({img, ci, iy, ix}) : 0.0f;
+                                    col.at({(ci * 3 + i) * 3 + j, oy * w + ox}) =
+                                        inside ? x.at({img, ci, iy, ix}) : 0.0f;
                                 }
                 run_ok(TF_OP_MATMUL, {wm.d, col.d}, prod.d);
                 int bad = 0;

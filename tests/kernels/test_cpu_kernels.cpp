@@ -80,8 +80,10 @@ tf_error make_error() {
 
 size_t size_of(int32_t dtype) {
     switch (dtype) {
-    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
-    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
+    case TF_DTYPE_F32:
+    case TF_DTYPE_I32: return 4;
+    case TF_DTYPE_F16:
+    case TF_DTYPE_BF16: return 2;
     case TF_DTYPE_I64: return 8;
     default: return 1;
     }
@@ -127,8 +129,16 @@ void put(char *p, int32_t dtype, double v) {
         std::memcpy(p, &f, 4);
         return;
     }
-    case TF_DTYPE_F16: { const uint16_t b = half_bits(v); std::memcpy(p, &b, 2); return; }
-    case TF_DTYPE_BF16: { const uint16_t b = bf16_bits(v); std::memcpy(p, &b, 2); return; }
+    case TF_DTYPE_F16: {
+        const uint16_t b = half_bits(v);
+        std::memcpy(p, &b, 2);
+        return;
+    }
+    case TF_DTYPE_BF16: {
+        const uint16_t b = bf16_bits(v);
+        std::memcpy(p, &b, 2);
+        return;
+    }
     case TF_DTYPE_I32: {
         const auto i = static_cast<int32_t>(v);
         REQUIRE(static_cast<double>(i) == v);
@@ -147,11 +157,31 @@ void put(char *p, int32_t dtype, double v) {
 
 double take(const char *p, int32_t dtype) {
     switch (dtype) {
-    case TF_DTYPE_F32: { float f; std::memcpy(&f, p, 4); return f; }
-    case TF_DTYPE_F16: { uint16_t b; std::memcpy(&b, p, 2); return half_value(b); }
-    case TF_DTYPE_BF16: { uint16_t b; std::memcpy(&b, p, 2); return bf16_value(b); }
-    case TF_DTYPE_I32: { int32_t i; std::memcpy(&i, p, 4); return i; }
-    case TF_DTYPE_I64: { int64_t i; std::memcpy(&i, p, 8); return static_cast<double>(i); }
+    case TF_DTYPE_F32: {
+        float f;
+        std::memcpy(&f, p, 4);
+        return f;
+    }
+    case TF_DTYPE_F16: {
+        uint16_t b;
+        std::memcpy(&b, p, 2);
+        return half_value(b);
+    }
+    case TF_DTYPE_BF16: {
+        uint16_t b;
+        std::memcpy(&b, p, 2);
+        return bf16_value(b);
+    }
+    case TF_DTYPE_I32: {
+        int32_t i;
+        std::memcpy(&i, p, 4);
+        return i;
+    }
+    case TF_DTYPE_I64: {
+        int64_t i;
+        std::memcpy(&i, p, 8);
+        return static_cast<double>(i);
+    }
     default: return *reinterpret_cast<const unsigned char *>(p);
     }
 }
@@ -338,7 +368,8 @@ struct Call {
     std::vector<tf_tensor_desc> inputs;
     tf_tensor_desc output{};
 
-    Call(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params = nullptr) {
+    Call(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out,
+         const void *params = nullptr) {
         for (const TensorDesc *t : ins) inputs.push_back(t->d);
         output = out.d;
         op.struct_size = sizeof op;
@@ -360,7 +391,8 @@ struct Call {
     }
 };
 
-void run_ok(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params = nullptr) {
+void run_ok(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out,
+            const void *params = nullptr) {
     const Call c(id, ins, out, params);
     INFO("op ", id, " dtype ", name_of(out.d.dtype));
     REQUIRE(c.supports() == 1);
@@ -508,7 +540,10 @@ TEST_CASE("buffers: aligned, bounds-checked, and a huge request fails cleanly") 
 // ---- f16 / bf16 conversions -----------------------------------------------------------------
 
 TEST_CASE("f32 -> f16 rounds to nearest even on known bit patterns") {
-    struct Row { uint32_t f32; uint16_t f16; };
+    struct Row {
+        uint32_t f32;
+        uint16_t f16;
+    };
     const Row rows[] = {
         {0x3f800000, 0x3c00},  // 1
         {0xc0000000, 0xc000},  // -2
@@ -548,18 +583,19 @@ TEST_CASE("f32 -> f16 rounds to nearest even on known bit patterns") {
 }
 
 TEST_CASE("f32 -> bf16 rounds to nearest even on known bit patterns") {
-    struct Row { uint32_t f32; uint16_t bf16; };
+    struct Row {
+        uint32_t f32;
+        uint16_t bf16;
+    };
     const Row rows[] = {
         {0x3f800000, 0x3f80},  // 1
         {0x3f808000, 0x3f80},  // 1 + 2^-8: tie, to even (down)
         {0x3f818000, 0x3f82},  // tie, to even (up)
         {0x3f808001, 0x3f81},  // just above the tie
         {0x7f7fffff, 0x7f80},  // FLT_MAX rounds up to infinity
-        {0x7f7f7fff, 0x7f7f},
-        {0x00000001, 0x0000},  // smallest f32 subnormal
+        {0x7f7f7fff, 0x7f7f}, {0x00000001, 0x0000},  // smallest f32 subnormal
         {0x00008000, 0x0000},  // tie, to even
-        {0x00018000, 0x0002},
-        {0x80000000, 0x8000},  // -0
+        {0x00018000, 0x0002}, {0x80000000, 0x8000},  // -0
         {0x7f800000, 0x7f80},  // inf
         {0x7fc00000, 0x7fc0},  // quiet NaN
         {0xffc00001, 0xffc0},  // negative NaN
@@ -595,14 +631,17 @@ TEST_CASE("every f16 and bf16 pattern widens to f32 exactly and comes back uncha
         const uint16_t quiet = dtype == TF_DTYPE_F16 ? 0x0200 : 0x0040;
         int wrong = 0;
         for (uint32_t b = 0; b < 0x10000; ++b) {
-            const double expected = dtype == TF_DTYPE_F16 ? half_value(static_cast<uint16_t>(b)) : bf16_value(static_cast<uint16_t>(b));
+            const double expected =
+                dtype == TF_DTYPE_F16 ? half_value(static_cast<uint16_t>(b)) : bf16_value(static_cast<uint16_t>(b));
             const float got = bits_f32(widened[b]);
             bool ok;
             if (std::isnan(expected))
                 ok = std::isnan(got) && std::signbit(got) == std::signbit(expected) && returned[b] == (b | quiet);
             else
-                ok = static_cast<double>(got) == expected && std::signbit(got) == std::signbit(expected) && returned[b] == b;
-            if (!ok && ++wrong <= 5) FAIL_CHECK("pattern ", hex(b), " -> f32 ", hex(widened[b]), " -> ", hex(returned[b]));
+                ok = static_cast<double>(got) == expected && std::signbit(got) == std::signbit(expected) &&
+                     returned[b] == b;
+            if (!ok && ++wrong <= 5)
+                FAIL_CHECK("pattern ", hex(b), " -> f32 ", hex(widened[b]), " -> ", hex(returned[b]));
         }
         CHECK(wrong == 0);
     }
@@ -688,8 +727,8 @@ TEST_CASE("cast: every pair of dtypes") {
 
 TEST_CASE("cast: float -> int truncates toward zero and saturates") {
     TensorDesc f = make(TF_DTYPE_F32, {12});
-    set_raw<float>(f, {3.7f, -3.7f, 1e10f, -1e10f, NAN, INFINITY, -INFINITY, 2147483520.0f, 2147483648.0f, -2147483648.0f,
-                       0.99f, -0.0f});
+    set_raw<float>(f, {3.7f, -3.7f, 1e10f, -1e10f, NAN, INFINITY, -INFINITY, 2147483520.0f, 2147483648.0f,
+                       -2147483648.0f, 0.99f, -0.0f});
     TensorDesc i = make(TF_DTYPE_I32, {12});
     run_ok(TF_OP_CAST, {&f}, i);
     CHECK(get_raw<int32_t>(i) == std::vector<int32_t>{3, -3, INT32_MAX, INT32_MIN, 0, INT32_MAX, INT32_MIN, 2147483520,
@@ -699,7 +738,8 @@ TEST_CASE("cast: float -> int truncates toward zero and saturates") {
     set_raw<float>(f5, {1e30f, -1e30f, -9223372036854775808.0f, 9223372036854775808.0f, 9223371487098961920.0f, NAN});
     TensorDesc l = make(TF_DTYPE_I64, {6});
     run_ok(TF_OP_CAST, {&f5}, l);
-    CHECK(get_raw<int64_t>(l) == std::vector<int64_t>{INT64_MAX, INT64_MIN, INT64_MIN, INT64_MAX, 9223371487098961920LL, 0});
+    CHECK(get_raw<int64_t>(l) ==
+          std::vector<int64_t>{INT64_MAX, INT64_MIN, INT64_MIN, INT64_MAX, 9223371487098961920LL, 0});
 
     TensorDesc h = make(TF_DTYPE_F16, {4});
     set_raw<uint16_t>(h, {0xfbff, 0x7c00, 0x7e00, 0x3e00});  // -65504, inf, NaN, 1.5
@@ -1134,8 +1174,8 @@ TEST_CASE("sum and mean with many outputs (lockstep lanes) match each output's r
         std::vector<int64_t> shape, out_shape;
         uint32_t mask;
     };
-    const ReduceCase cases[] = {{{5, 13, 6, 7}, {1, 13, 1, 1}, 0b1101}, {{37, 131}, {1, 131}, 0b01},
-                                 {{3, 9, 4}, {3, 1, 4}, 0b010}};
+    const ReduceCase cases[] = {
+        {{5, 13, 6, 7}, {1, 13, 1, 1}, 0b1101}, {{37, 131}, {1, 131}, 0b01}, {{3, 9, 4}, {3, 1, 4}, 0b010}};
     uint32_t state = 777;
     for (const ReduceCase &c : cases) {
         int64_t count = 1;
@@ -1143,7 +1183,8 @@ TEST_CASE("sum and mean with many outputs (lockstep lanes) match each output's r
         std::vector<float> v(static_cast<size_t>(count));
         for (float &f : v) {
             state = state * 1664525u + 1013904223u;
-            f = std::ldexp(static_cast<float>(static_cast<int32_t>(state >> 8) - (1 << 23)), static_cast<int>(state % 40) - 30);
+            f = std::ldexp(static_cast<float>(static_cast<int32_t>(state >> 8) - (1 << 23)),
+                           static_cast<int>(state % 40) - 30);
         }
         // The expected sums: row-major over each output's inputs.
         const int rank = static_cast<int>(c.shape.size());
@@ -1281,7 +1322,8 @@ TEST_CASE("contiguous copies any layout, every dtype") {
         run_ok(TF_OP_CONTIGUOUS, {&t}, out);
         check_values(out, {v[0], v[2], v[4], v[1], v[3], v[5]});
 
-        TensorDesc line = make(dt, {8}, b ? std::vector<double>{0, 1, 0, 0, 0, 1, 0, 1} : std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7});
+        TensorDesc line = make(
+            dt, {8}, b ? std::vector<double>{0, 1, 0, 0, 0, 1, 0, 1} : std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7});
         TensorDesc sliced = view(line, {2, 2}, {4, 2}, 1);
         TensorDesc out2 = make(dt, {2, 2});
         run_ok(TF_OP_CONTIGUOUS, {&sliced}, out2);
@@ -1309,7 +1351,11 @@ TEST_CASE("contiguous copies any layout, every dtype") {
 TEST_CASE("fill converts its double to every dtype") {
     // Per row: f32, f16, bf16, i32, bool, then i64 exactly. 1e20 in bf16 is 0x60ad by hand
     // (1e20 / 2^66 = 1.3553, nearest 1 + 45/128).
-    struct Row { double value; std::vector<double> expected; int64_t i64; };
+    struct Row {
+        double value;
+        std::vector<double> expected;
+        int64_t i64;
+    };
     const Row rows[] = {
         {2.5, {2.5, 2.5, 2.5, 2, 1}, 2},
         {-2.75, {-2.75, -2.75, -2.75, -2, 1}, -2},
@@ -1442,8 +1488,7 @@ TEST_CASE("supports answers descriptors without memory") {
     const tf_params_fill fp = fill_params(0);
     auto bare = [](const Dims &shape) { return no_data(TF_DTYPE_F32, shape); };
     const TensorDesc x = bare({2, 3}), sum_out = bare({1, 3}), b = bare({3, 4}), mm_out = bare({2, 4});
-    for (uint32_t op : {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL, TF_OP_DIV})
-        CHECK(Call(op, {&x, &x}, x).supports() == 1);
+    for (uint32_t op : {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL, TF_OP_DIV}) CHECK(Call(op, {&x, &x}, x).supports() == 1);
     for (uint32_t op : {TF_OP_NEG, TF_OP_EXP, TF_OP_RELU, TF_OP_CONTIGUOUS, TF_OP_CAST})
         CHECK(Call(op, {&x}, x).supports() == 1);
     CHECK(Call(TF_OP_SUM, {&x}, sum_out, &rp).supports() == 1);
@@ -1539,7 +1584,7 @@ TEST_CASE("supports says no to wrong dtypes, arity, params and layouts") {
         CHECK(c.supports() == 0);
         c.inputs[0] = f.d;
         c.inputs[0].data = nullptr;  // elements but no host address: a question supports() answers
-        CHECK(c.supports() == 1);    // (the core asks before data is on the host), run() refuses
+        CHECK(c.supports() == 1);  // (the core asks before data is on the host), run() refuses
         std::string message;
         CHECK(c.run(&message) == TF_STATUS_INVALID_ARGUMENT);
         CHECK(message.find("no host address") != std::string::npos);
@@ -1554,9 +1599,9 @@ TEST_CASE("supports says no to wrong dtypes, arity, params and layouts") {
         CHECK(Call(TF_OP_NEG, {&wrong_shape}, f).supports() == 0);
         TensorDesc r1 = make(TF_DTYPE_F32, {4});
         CHECK(Call(TF_OP_ADD, {&f, &r1}, f).supports() == 0);  // not broadcast to the output rank
-        CHECK(Call(TF_OP_MATMUL, {&f, &wrong_shape}, f).supports() == 0);   // [2,2] x [2,3] -> [2,2]
-        CHECK(Call(TF_OP_MATMUL, {&wrong_shape, &f}, f).supports() == 0);   // K mismatch
-        CHECK(Call(TF_OP_MATMUL, {&r1, &r1}, r1).supports() == 0);          // rank 1
+        CHECK(Call(TF_OP_MATMUL, {&f, &wrong_shape}, f).supports() == 0);  // [2,2] x [2,3] -> [2,2]
+        CHECK(Call(TF_OP_MATMUL, {&wrong_shape, &f}, f).supports() == 0);  // K mismatch
+        CHECK(Call(TF_OP_MATMUL, {&r1, &r1}, r1).supports() == 0);  // rank 1
         // Any stride on a size-1 axis, even one that would overflow as a byte count.
         TensorDesc row = make(TF_DTYPE_F32, {1, 3}, {1, 2, 3});
         TensorDesc odd_row = view(row, {1, 3}, {INT64_MAX, 1});

@@ -63,8 +63,10 @@ constexpr unsigned char k_sentinel = 0xab;
 
 size_t size_of(int32_t dtype) {
     switch (dtype) {
-    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
-    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
+    case TF_DTYPE_F32:
+    case TF_DTYPE_I32: return 4;
+    case TF_DTYPE_F16:
+    case TF_DTYPE_BF16: return 2;
     case TF_DTYPE_I64: return 8;
     default: return 1;
     }
@@ -88,8 +90,16 @@ double f16_value(uint16_t h) {
 
 void put(char *p, int32_t dtype, double v) {
     switch (dtype) {
-    case TF_DTYPE_F32: { const auto f = static_cast<float>(v); std::memcpy(p, &f, 4); return; }
-    case TF_DTYPE_F16: { const uint16_t b = f16_bits(v); std::memcpy(p, &b, 2); return; }
+    case TF_DTYPE_F32: {
+        const auto f = static_cast<float>(v);
+        std::memcpy(p, &f, 4);
+        return;
+    }
+    case TF_DTYPE_F16: {
+        const uint16_t b = f16_bits(v);
+        std::memcpy(p, &b, 2);
+        return;
+    }
     case TF_DTYPE_BF16: {
         const uint32_t b = std::bit_cast<uint32_t>(static_cast<float>(v));
         REQUIRE_MESSAGE(((b & 0xffff) == 0 && static_cast<float>(v) == v), "test bug: ", v, " is not a bf16");
@@ -97,19 +107,47 @@ void put(char *p, int32_t dtype, double v) {
         std::memcpy(p, &h, 2);
         return;
     }
-    case TF_DTYPE_I32: { const auto i = static_cast<int32_t>(v); std::memcpy(p, &i, 4); return; }
-    case TF_DTYPE_I64: { const auto i = static_cast<int64_t>(v); std::memcpy(p, &i, 8); return; }
+    case TF_DTYPE_I32: {
+        const auto i = static_cast<int32_t>(v);
+        std::memcpy(p, &i, 4);
+        return;
+    }
+    case TF_DTYPE_I64: {
+        const auto i = static_cast<int64_t>(v);
+        std::memcpy(p, &i, 8);
+        return;
+    }
     default: *reinterpret_cast<unsigned char *>(p) = v != 0; return;
     }
 }
 
 double take(const char *p, int32_t dtype) {
     switch (dtype) {
-    case TF_DTYPE_F32: { float f; std::memcpy(&f, p, 4); return f; }
-    case TF_DTYPE_F16: { uint16_t b; std::memcpy(&b, p, 2); return f16_value(b); }
-    case TF_DTYPE_BF16: { uint16_t b; std::memcpy(&b, p, 2); return std::bit_cast<float>(uint32_t{b} << 16); }
-    case TF_DTYPE_I32: { int32_t i; std::memcpy(&i, p, 4); return i; }
-    case TF_DTYPE_I64: { int64_t i; std::memcpy(&i, p, 8); return static_cast<double>(i); }
+    case TF_DTYPE_F32: {
+        float f;
+        std::memcpy(&f, p, 4);
+        return f;
+    }
+    case TF_DTYPE_F16: {
+        uint16_t b;
+        std::memcpy(&b, p, 2);
+        return f16_value(b);
+    }
+    case TF_DTYPE_BF16: {
+        uint16_t b;
+        std::memcpy(&b, p, 2);
+        return std::bit_cast<float>(uint32_t{b} << 16);
+    }
+    case TF_DTYPE_I32: {
+        int32_t i;
+        std::memcpy(&i, p, 4);
+        return i;
+    }
+    case TF_DTYPE_I64: {
+        int64_t i;
+        std::memcpy(&i, p, 8);
+        return static_cast<double>(i);
+    }
     default: return *reinterpret_cast<const unsigned char *>(p);
     }
 }
@@ -181,7 +219,9 @@ TensorDesc make(int32_t dtype, const Dims &shape) {
 }
 
 // A descriptor without memory, as supports() may see it.
-tf_tensor_desc no_data(int32_t dtype, const Dims &shape) { return describe(dtype, shape, contiguous_strides(shape), 0); }
+tf_tensor_desc no_data(int32_t dtype, const Dims &shape) {
+    return describe(dtype, shape, contiguous_strides(shape), 0);
+}
 
 std::vector<size_t> element_offsets(const tf_tensor_desc &d) {
     std::vector<size_t> offsets;
@@ -306,7 +346,8 @@ struct Call {
     }
 };
 
-void run_ok(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params = nullptr) {
+void run_ok(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out,
+            const void *params = nullptr) {
     const Call c(id, ins, out, params);
     INFO("op ", id);
     REQUIRE(c.supports() == 1);
@@ -317,8 +358,8 @@ void run_ok(uint32_t id, std::initializer_list<const TensorDesc *> ins, const Te
 }
 
 // Runs a call that must fail; returns its message.
-std::string run_fails(tf_status expected, uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out,
-                      const void *params = nullptr) {
+std::string run_fails(tf_status expected, uint32_t id, std::initializer_list<const TensorDesc *> ins,
+                      const TensorDesc &out, const void *params = nullptr) {
     const Call c(id, ins, out, params);
     std::string message;
     CHECK(c.run(&message) == expected);
@@ -392,7 +433,7 @@ void check_conv_case(const ConvCase &k, uint32_t seed) {
 
     const TensorDesc x = f32(k.x_shape(), xv), w = f32(k.w_shape(), wv), dy = f32(k.y_shape(), dyv);
     const TensorDesc y = make(TF_DTYPE_F32, k.y_shape()), dx = make(TF_DTYPE_F32, k.x_shape()),
-                 dw = make(TF_DTYPE_F32, k.w_shape());
+                     dw = make(TF_DTYPE_F32, k.w_shape());
     run_ok(TF_OP_CONV2D, {&x, &w}, y, &k.p);
     run_ok(TF_OP_CONV2D_GRAD_INPUT, {&dy, &w}, dx, &k.p);
     run_ok(TF_OP_CONV2D_GRAD_WEIGHT, {&dy, &x}, dw, &k.p);
@@ -421,16 +462,16 @@ tf_params_pool2d pool_params(int kh, int kw, int sh, int sw, int ph, int pw, boo
 TEST_CASE("conv2d and its gradients match a direct convolution") {
     const ConvCase cases[] = {
         {2, 3, 7, 6, 4, 3, 2, conv_params(1, 1, 0, 0, 1, 1, 1)},
-        {2, 3, 8, 9, 5, 3, 3, conv_params(2, 2, 1, 1, 1, 1, 1)},    // stride 2, padding
-        {1, 2, 9, 8, 3, 3, 3, conv_params(1, 1, 2, 1, 2, 2, 1)},    // dilation 2
-        {2, 4, 6, 7, 6, 3, 2, conv_params(1, 2, 1, 0, 1, 1, 2)},    // groups 2
-        {3, 2, 5, 9, 4, 5, 3, conv_params(3, 2, 2, 1, 1, 2, 1)},    // odd sizes everywhere
-        {2, 5, 4, 6, 3, 1, 1, conv_params(1, 1, 0, 0, 1, 1, 1)},    // 1x1: no column matrix
-        {2, 4, 5, 5, 8, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 4)},    // depthwise
+        {2, 3, 8, 9, 5, 3, 3, conv_params(2, 2, 1, 1, 1, 1, 1)},  // stride 2, padding
+        {1, 2, 9, 8, 3, 3, 3, conv_params(1, 1, 2, 1, 2, 2, 1)},  // dilation 2
+        {2, 4, 6, 7, 6, 3, 2, conv_params(1, 2, 1, 0, 1, 1, 2)},  // groups 2
+        {3, 2, 5, 9, 4, 5, 3, conv_params(3, 2, 2, 1, 1, 2, 1)},  // odd sizes everywhere
+        {2, 5, 4, 6, 3, 1, 1, conv_params(1, 1, 0, 0, 1, 1, 1)},  // 1x1: no column matrix
+        {2, 4, 5, 5, 8, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 4)},  // depthwise
         {2, 6, 9, 10, 4, 3, 2, conv_params(2, 1, 2, 1, 2, 3, 2)},  // groups, dilation and stride at once
         {2, 32, 9, 9, 20, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},  // Kg = 288: several GEMM blocks
-        {1, 2, 3, 3, 2, 3, 3, conv_params(1, 1, 0, 0, 1, 1, 1)},    // 1x1 output
-        {1, 1, 28, 28, 32, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)}, // the Fashion-MNIST first layer
+        {1, 2, 3, 3, 2, 3, 3, conv_params(1, 1, 0, 0, 1, 1, 1)},  // 1x1 output
+        {1, 1, 28, 28, 32, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},  // the Fashion-MNIST first layer
         // Kg = 64 * 9 * 9 = 5184 taps by OW = 61: the column matrix goes in bands of 13 output
         // rows (16 MiB), the last one short; stride 2 in W, 2 images for the gradient's sum.
         {2, 64, 61, 121, 3, 9, 9, conv_params(1, 2, 4, 4, 1, 1, 1)},
@@ -480,7 +521,8 @@ TEST_CASE("conv2d reads strided inputs, writes a strided output and is determini
     naive_conv(k, xv, wv, dyv, y_ref, dx_ref, dw_ref);
 
     // x stored NHWC, viewed as NCHW; w at an offset with a gap between output channels.
-    const TensorDesc x = strided(TF_DTYPE_F32, k.x_shape(), {k.h * k.w * k.c, 1, k.w * k.c, k.c}, 0, count_of(k.x_shape()));
+    const TensorDesc x =
+        strided(TF_DTYPE_F32, k.x_shape(), {k.h * k.w * k.c, 1, k.w * k.c, k.c}, 0, count_of(k.x_shape()));
     set(x, xv);
     const int64_t per_o = 3 * 3 * 3;
     const TensorDesc w = strided(TF_DTYPE_F32, k.w_shape(), {per_o + 2, 9, 3, 1}, 5, 5 + 4 * (per_o + 2));
@@ -488,7 +530,7 @@ TEST_CASE("conv2d reads strided inputs, writes a strided output and is determini
     // y: every other column of a wider buffer.
     const Dims ys = k.y_shape();
     const TensorDesc y = strided(TF_DTYPE_F32, ys, {ys[1] * ys[2] * ys[3] * 2, ys[2] * ys[3] * 2, ys[3] * 2, 2}, 1,
-                             count_of(ys) * 2 + 1);
+                                 count_of(ys) * 2 + 1);
     run_ok(TF_OP_CONV2D, {&x, &w}, y, &k.p);
     check_close(get(y), y_ref, 1e-5);
     CHECK(only_elements_written(y));
@@ -498,7 +540,7 @@ TEST_CASE("conv2d reads strided inputs, writes a strided output and is determini
     const Values first = get(y2);
     run_ok(TF_OP_CONV2D, {&x, &w}, y2, &k.p);
     CHECK(get(y2) == first);  // bit for bit
-    CHECK(get(y) == first);   // the layouts do not change the arithmetic
+    CHECK(get(y) == first);  // the layouts do not change the arithmetic
 }
 
 TEST_CASE("conv2d in f16 and bf16 computes in f32 and rounds once") {
@@ -514,7 +556,7 @@ TEST_CASE("conv2d in f16 and bf16 computes in f32 and rounds once") {
         // result once to the narrow type is the only error.
         const double tol = dtype == TF_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
         const TensorDesc x = make(dtype, k.x_shape(), xv), w = make(dtype, k.w_shape(), wv),
-                     dy = make(dtype, k.y_shape(), dyv);
+                         dy = make(dtype, k.y_shape(), dyv);
         const TensorDesc y = make(dtype, k.y_shape()), dx = make(dtype, k.x_shape()), dw = make(dtype, k.w_shape());
         run_ok(TF_OP_CONV2D, {&x, &w}, y, &k.p);
         run_ok(TF_OP_CONV2D_GRAD_INPUT, {&dy, &w}, dx, &k.p);
@@ -542,7 +584,7 @@ TEST_CASE("conv2d supports() checks shapes, params and dtypes without data") {
     CHECK(supports(TF_OP_CONV2D, {x, w}, no_data(TF_DTYPE_F32, {1, 3, 4, 3}), &p) == 0);  // wrong OH
     CHECK(supports(TF_OP_CONV2D, {x, w}, no_data(TF_DTYPE_F32, {2, 3, 3, 3}), &p) == 0);  // wrong N
     CHECK(supports(TF_OP_CONV2D, {x, no_data(TF_DTYPE_F32, {3, 1, 3, 3})}, y, &p) == 0);  // C != weight[1]
-    CHECK(supports(TF_OP_CONV2D, {x, no_data(TF_DTYPE_F32, {3, 2, 3})}, y, &p) == 0);     // rank 3
+    CHECK(supports(TF_OP_CONV2D, {x, no_data(TF_DTYPE_F32, {3, 2, 3})}, y, &p) == 0);  // rank 3
     CHECK(supports(TF_OP_CONV2D, {no_data(TF_DTYPE_I32, {1, 2, 5, 5}), no_data(TF_DTYPE_I32, {3, 2, 3, 3})},
                    no_data(TF_DTYPE_I32, {1, 3, 3, 3}), &p) == 0);
     CHECK(supports(TF_OP_CONV2D, {x, no_data(TF_DTYPE_F16, {3, 2, 3, 3})}, y, &p) == 0);  // mixed dtypes
@@ -558,16 +600,21 @@ TEST_CASE("conv2d supports() checks shapes, params and dtypes without data") {
     // Groups: C = 4 = weight[1] * 2 and O = 6 divisible by 2; O = 5 is not.
     const tf_params_conv2d g2 = conv_params(1, 1, 1, 1, 1, 1, 2);
     const auto x4 = no_data(TF_DTYPE_F32, {1, 4, 5, 5});
-    CHECK(supports(TF_OP_CONV2D, {x4, no_data(TF_DTYPE_F32, {6, 2, 3, 3})}, no_data(TF_DTYPE_F32, {1, 6, 5, 5}), &g2) == 1);
-    CHECK(supports(TF_OP_CONV2D, {x4, no_data(TF_DTYPE_F32, {5, 2, 3, 3})}, no_data(TF_DTYPE_F32, {1, 5, 5, 5}), &g2) == 0);
-    CHECK(supports(TF_OP_CONV2D, {x4, no_data(TF_DTYPE_F32, {6, 4, 3, 3})}, no_data(TF_DTYPE_F32, {1, 6, 5, 5}), &g2) == 0);
+    CHECK(supports(TF_OP_CONV2D, {x4, no_data(TF_DTYPE_F32, {6, 2, 3, 3})}, no_data(TF_DTYPE_F32, {1, 6, 5, 5}), &g2) ==
+          1);
+    CHECK(supports(TF_OP_CONV2D, {x4, no_data(TF_DTYPE_F32, {5, 2, 3, 3})}, no_data(TF_DTYPE_F32, {1, 5, 5, 5}), &g2) ==
+          0);
+    CHECK(supports(TF_OP_CONV2D, {x4, no_data(TF_DTYPE_F32, {6, 4, 3, 3})}, no_data(TF_DTYPE_F32, {1, 6, 5, 5}), &g2) ==
+          0);
     // Stride 2 on H = 6 gives OH = 3 from several H: grad_input takes H from its output.
     const tf_params_conv2d s2 = conv_params(2, 2, 0, 0, 1, 1, 1);
-    CHECK(supports(TF_OP_CONV2D_GRAD_INPUT, {no_data(TF_DTYPE_F32, {1, 3, 2, 2}), w}, no_data(TF_DTYPE_F32, {1, 2, 6, 6}), &s2) == 1);
-    CHECK(supports(TF_OP_CONV2D_GRAD_INPUT, {no_data(TF_DTYPE_F32, {1, 3, 2, 2}), w}, no_data(TF_DTYPE_F32, {1, 2, 7, 7}), &s2) == 0);
+    CHECK(supports(TF_OP_CONV2D_GRAD_INPUT, {no_data(TF_DTYPE_F32, {1, 3, 2, 2}), w},
+                   no_data(TF_DTYPE_F32, {1, 2, 6, 6}), &s2) == 1);
+    CHECK(supports(TF_OP_CONV2D_GRAD_INPUT, {no_data(TF_DTYPE_F32, {1, 3, 2, 2}), w},
+                   no_data(TF_DTYPE_F32, {1, 2, 7, 7}), &s2) == 0);
 
     const TensorDesc xt = make(TF_DTYPE_F32, {1, 2, 5, 5}), wt = make(TF_DTYPE_F32, {3, 2, 3, 3}),
-                 yt = make(TF_DTYPE_F32, {1, 3, 4, 3});
+                     yt = make(TF_DTYPE_F32, {1, 3, 4, 3});
     const std::string message = run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_CONV2D, {&xt, &wt}, yt, &p);
     CHECK(contains(message, "conv2d"));
     CHECK(contains(message, "[1, 3, 4, 3]"));
@@ -589,7 +636,8 @@ std::pair<double, double> best_time(int runs, const std::function<void()> &fn) {
         fn();
         wall = std::min(wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count());
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-        cpu = std::min(cpu, static_cast<double>(c1.tv_sec - c0.tv_sec) + static_cast<double>(c1.tv_nsec - c0.tv_nsec) * 1e-9);
+        cpu = std::min(cpu, static_cast<double>(c1.tv_sec - c0.tv_sec) +
+                                static_cast<double>(c1.tv_nsec - c0.tv_nsec) * 1e-9);
     }
     return {wall, cpu};
 }
@@ -601,7 +649,7 @@ TEST_CASE("speed of the Fashion-MNIST CNN's conv and pool shapes" * doctest::ski
     const TensorDesc x = f32(k.x_shape(), random_f32(static_cast<size_t>(count_of(k.x_shape())), 1));
     const TensorDesc w = f32(k.w_shape(), random_f32(static_cast<size_t>(count_of(k.w_shape())), 2));
     const TensorDesc y = make(TF_DTYPE_F32, k.y_shape()), dx = make(TF_DTYPE_F32, k.x_shape()),
-                 dw = make(TF_DTYPE_F32, k.w_shape());
+                     dw = make(TF_DTYPE_F32, k.w_shape());
     const double flops = 2.0 * 64 * 64 * 14 * 14 * 32 * 9;
     struct {
         const char *name;
@@ -612,8 +660,8 @@ TEST_CASE("speed of the Fashion-MNIST CNN's conv and pool shapes" * doctest::ski
                        {"conv2d_grad_weight", TF_OP_CONV2D_GRAD_WEIGHT, &y, &x, &dw}};
     for (const auto &c : convs) {
         const auto [wall, cpu] = best_time(10, [&] { run_ok(c.op, {c.a, c.b}, *c.out, &k.p); });
-        MESSAGE(std::string(c.name), " [64,32,14,14] x [64,32,3,3] pad 1: ", wall * 1e3, " ms wall (", flops / wall / 1e9,
-                " GFLOP/s), ", cpu * 1e3, " ms cpu (", flops / cpu / 1e9, " GFLOP/s)");
+        MESSAGE(std::string(c.name), " [64,32,14,14] x [64,32,3,3] pad 1: ", wall * 1e3, " ms wall (",
+                flops / wall / 1e9, " GFLOP/s), ", cpu * 1e3, " ms cpu (", flops / cpu / 1e9, " GFLOP/s)");
     }
 
     // The first layer's 2x2 max pool, [64, 32, 28, 28] -> [64, 32, 14, 14].
@@ -630,10 +678,7 @@ TEST_CASE("speed of the Fashion-MNIST CNN's conv and pool shapes" * doctest::ski
 
 TEST_CASE("max_pool2d: windows, ties, padding as -inf, gradient to the first maximum") {
     // 4x4, 2x2 windows, stride 2. The top-left window ties (5 twice): the first one wins.
-    const TensorDesc x = f32({1, 1, 4, 4}, {5, 1, 2, 3,
-                                        0, 5, 9, 4,
-                                        -1, -2, 7, 7,
-                                        -3, -4, 7, 6});
+    const TensorDesc x = f32({1, 1, 4, 4}, {5, 1, 2, 3, 0, 5, 9, 4, -1, -2, 7, 7, -3, -4, 7, 6});
     const tf_params_pool2d p = pool_params(2, 2, 2, 2, 0, 0);
     const TensorDesc y = make(TF_DTYPE_F32, {1, 1, 2, 2});
     run_ok(TF_OP_MAX_POOL2D, {&x}, y, &p);
@@ -641,15 +686,10 @@ TEST_CASE("max_pool2d: windows, ties, padding as -inf, gradient to the first max
     const TensorDesc dy = f32({1, 1, 2, 2}, {1, 2, 3, 4});
     const TensorDesc dx = make(TF_DTYPE_F32, {1, 1, 4, 4});
     run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dy, &x}, dx, &p);
-    CHECK(get(dx) == Values{1, 0, 0, 0,
-                            0, 0, 2, 0,
-                            3, 0, 4, 0,
-                            0, 0, 0, 0});
+    CHECK(get(dx) == Values{1, 0, 0, 0, 0, 0, 2, 0, 3, 0, 4, 0, 0, 0, 0, 0});
 
     // Negative inputs with padding 1: padding must never win. 3x3 windows, stride 2, on 3x3.
-    const TensorDesc xn = f32({1, 1, 3, 3}, {-5, -4, -3,
-                                         -6, -9, -2,
-                                         -7, -8, -1});
+    const TensorDesc xn = f32({1, 1, 3, 3}, {-5, -4, -3, -6, -9, -2, -7, -8, -1});
     const tf_params_pool2d pp = pool_params(3, 3, 2, 2, 1, 1);
     const TensorDesc yn = make(TF_DTYPE_F32, {1, 1, 2, 2});
     run_ok(TF_OP_MAX_POOL2D, {&xn}, yn, &pp);
@@ -657,9 +697,7 @@ TEST_CASE("max_pool2d: windows, ties, padding as -inf, gradient to the first max
     const TensorDesc dyn = f32({1, 1, 2, 2}, {1, 1, 1, 1});
     const TensorDesc dxn = make(TF_DTYPE_F32, {1, 1, 3, 3});
     run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dyn, &xn}, dxn, &pp);
-    CHECK(get(dxn) == Values{0, 1, 0,
-                             1, 0, 1,
-                             0, 0, 1});
+    CHECK(get(dxn) == Values{0, 1, 0, 1, 0, 1, 0, 0, 1});
 
     // Overlapping windows (stride 1) add their gradients; NaN is the maximum.
     const TensorDesc xo = f32({1, 1, 1, 4}, {1, 3, NAN, 2});
@@ -686,7 +724,8 @@ void check_same_floats(const Values &got, const Values &expected) {
     }
 }
 
-TEST_CASE("max_pool2d 2x2 stride 2 (the vector path): odd sizes, ties, NaN and signed zeros against a naive reference") {
+TEST_CASE(
+    "max_pool2d 2x2 stride 2 (the vector path): odd sizes, ties, NaN and signed zeros against a naive reference") {
     // Widths below, at and past the four windows per step (a last group overlapping the one
     // before), odd heights and widths (a last row and column no window reads), odd numbers of
     // output rows, the example CNN's 14- and 7-wide outputs; values from a small set so that
@@ -732,9 +771,7 @@ TEST_CASE("max_pool2d 2x2 stride 2 (the vector path): odd sizes, ties, NaN and s
 }
 
 TEST_CASE("avg_pool2d with and without count_include_pad, and its backward") {
-    const TensorDesc x = f32({1, 1, 3, 3}, {1, 2, 3,
-                                        4, 5, 6,
-                                        7, 8, 9});
+    const TensorDesc x = f32({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
     const TensorDesc y = make(TF_DTYPE_F32, {1, 1, 2, 2});
     // 2x2 windows, stride 2, padding 1: windows {1}, {2,3}, {4,7}, {5,6,8,9}.
     const tf_params_pool2d ex = pool_params(2, 2, 2, 2, 1, 1, false);
@@ -747,13 +784,9 @@ TEST_CASE("avg_pool2d with and without count_include_pad, and its backward") {
     const TensorDesc dy = f32({1, 1, 2, 2}, {4, 8, 12, 16});
     const TensorDesc dx = make(TF_DTYPE_F32, {1, 1, 3, 3});
     run_ok(TF_OP_AVG_POOL2D_BACKWARD, {&dy}, dx, &ex);
-    CHECK(get(dx) == Values{4, 4, 4,
-                            6, 4, 4,
-                            6, 4, 4});
+    CHECK(get(dx) == Values{4, 4, 4, 6, 4, 4, 6, 4, 4});
     run_ok(TF_OP_AVG_POOL2D_BACKWARD, {&dy}, dx, &in);
-    CHECK(get(dx) == Values{1, 2, 2,
-                            3, 4, 4,
-                            3, 4, 4});
+    CHECK(get(dx) == Values{1, 2, 2, 3, 4, 4, 3, 4, 4});
 
     // Overlapping 3x3 windows, stride 1, padding 1: the backward is the forward's adjoint.
     const Values xv = random_f32(2 * 3 * 5 * 4, 5), dyv = random_f32(2 * 3 * 5 * 4, 6);
@@ -790,7 +823,8 @@ TEST_CASE("pooling on strided f16 input, and supports() on pooling descriptors")
     CHECK(supports(TF_OP_MAX_POOL2D, {xd}, no_data(TF_DTYPE_F32, {1, 3, 2, 2}), &p) == 0);
     CHECK(supports(TF_OP_MAX_POOL2D_BACKWARD, {yd, xd}, no_data(TF_DTYPE_F32, {1, 2, 5, 4}), &p) == 0);
     CHECK(supports(TF_OP_MAX_POOL2D_BACKWARD, {yd, no_data(TF_DTYPE_F32, {1, 2, 5, 4})}, xd, &p) == 0);
-    CHECK(supports(TF_OP_MAX_POOL2D, {no_data(TF_DTYPE_I64, {1, 2, 4, 4})}, no_data(TF_DTYPE_I64, {1, 2, 2, 2}), &p) == 0);
+    CHECK(supports(TF_OP_MAX_POOL2D, {no_data(TF_DTYPE_I64, {1, 2, 4, 4})}, no_data(TF_DTYPE_I64, {1, 2, 2, 2}), &p) ==
+          0);
     const tf_params_pool2d too_much_pad = pool_params(2, 2, 2, 2, 2, 0);
     CHECK(supports(TF_OP_MAX_POOL2D, {xd}, no_data(TF_DTYPE_F32, {1, 2, 4, 2}), &too_much_pad) == 0);
     const tf_params_pool2d zero_stride = pool_params(2, 2, 0, 2, 0, 0);
@@ -807,7 +841,8 @@ TEST_CASE("softmax and log_softmax: hand values, huge logits, rows sum to 1, any
     run_ok(TF_OP_SOFTMAX, {&x}, y, &last);
     check_close(get(y), {0.125, 0.25, 0.625, 0.5, 0.5, 0}, 1e-6);
     run_ok(TF_OP_LOG_SOFTMAX, {&x}, y, &last);
-    check_close(get(y), {std::log(0.125), std::log(0.25), std::log(0.625), std::log(0.5), std::log(0.5), -INFINITY}, 1e-6);
+    check_close(get(y), {std::log(0.125), std::log(0.25), std::log(0.625), std::log(0.5), std::log(0.5), -INFINITY},
+                1e-6);
 
     // A row of -inf has no maximum to shift by: NaN, as in torch.
     const TensorDesc all_inf = f32({1, 2}, {-INFINITY, -INFINITY});
@@ -840,9 +875,12 @@ TEST_CASE("softmax and log_softmax: hand values, huge logits, rows sum to 1, any
         }
 
     const tf_params_axis bad{sizeof(tf_params_axis), 3};
-    CHECK(Call(TF_OP_SOFTMAX, {no_data(TF_DTYPE_F32, {3, 4, 5})}, no_data(TF_DTYPE_F32, {3, 4, 5}), &bad).supports() == 0);
-    CHECK(Call(TF_OP_SOFTMAX, {no_data(TF_DTYPE_F32, {3, 4, 5})}, no_data(TF_DTYPE_F32, {3, 4, 5}), &mid).supports() == 1);
-    CHECK(Call(TF_OP_SOFTMAX, {no_data(TF_DTYPE_F32, {3, 4, 5})}, no_data(TF_DTYPE_F32, {3, 5, 4}), &mid).supports() == 0);
+    CHECK(Call(TF_OP_SOFTMAX, {no_data(TF_DTYPE_F32, {3, 4, 5})}, no_data(TF_DTYPE_F32, {3, 4, 5}), &bad).supports() ==
+          0);
+    CHECK(Call(TF_OP_SOFTMAX, {no_data(TF_DTYPE_F32, {3, 4, 5})}, no_data(TF_DTYPE_F32, {3, 4, 5}), &mid).supports() ==
+          1);
+    CHECK(Call(TF_OP_SOFTMAX, {no_data(TF_DTYPE_F32, {3, 4, 5})}, no_data(TF_DTYPE_F32, {3, 5, 4}), &mid).supports() ==
+          0);
     CHECK(Call(TF_OP_LOG_SOFTMAX, {no_data(TF_DTYPE_I32, {3})}, no_data(TF_DTYPE_I32, {3}), &last).supports() == 0);
 }
 
@@ -857,10 +895,10 @@ TEST_CASE("softmax and log_softmax along the last axis (vectorized rows) match d
         const int64_t rows = 7;
         Values v(static_cast<size_t>(rows * len));
         for (double &e : v) e = pick(rng);
-        v[static_cast<size_t>(len)] = -INFINITY;                                   // row 1: one -inf
+        v[static_cast<size_t>(len)] = -INFINITY;  // row 1: one -inf
         for (int64_t i = 0; i < len; ++i) v[static_cast<size_t>(2 * len + i)] = -INFINITY;  // row 2: all -inf
-        v[static_cast<size_t>(3 * len + len / 2)] = NAN;                           // row 3: a NaN
-        v[static_cast<size_t>(4 * len)] = INFINITY;                                // row 4: +inf
+        v[static_cast<size_t>(3 * len + len / 2)] = NAN;  // row 3: a NaN
+        v[static_cast<size_t>(4 * len)] = INFINITY;  // row 4: +inf
         const TensorDesc x = f32({rows, len}, v);
         const TensorDesc y = make(TF_DTYPE_F32, {rows, len}), l = make(TF_DTYPE_F32, {rows, len});
         run_ok(TF_OP_SOFTMAX, {&x}, y, &last);
@@ -893,8 +931,10 @@ TEST_CASE("softmax and log_softmax along the last axis (vectorized rows) match d
                 // x - max rounded to f32 (relative error 2^-24 |x - max| in the exponential), exp
                 // within 2 ulp, one scaling; results below FLT_MIN may flush to 0.
                 CHECK(std::fabs(sv[k] - p) <= (4e-7 + 0x1p-24 * std::fabs(row[i] - max)) * p + 0x1p-126);
-                if (std::isinf(lp)) CHECK(lv[k] == lp);
-                else CHECK(std::fabs(lv[k] - lp) <= 2e-7 * std::fabs(lp) + 1e-6);
+                if (std::isinf(lp))
+                    CHECK(lv[k] == lp);
+                else
+                    CHECK(std::fabs(lv[k] - lp) <= 2e-7 * std::fabs(lp) + 1e-6);
             }
         }
     }
@@ -928,7 +968,8 @@ TEST_CASE("layer_norm and rms_norm match their formulas over 1 and 2 axes") {
             }
             for (int64_t i = 0; i < len; ++i) {
                 const double v = xv[static_cast<size_t>(row * len + i)];
-                y_ref.push_back((v - mean) / std::sqrt(var + 1e-5) * wv[static_cast<size_t>(i)] + bv[static_cast<size_t>(i)]);
+                y_ref.push_back((v - mean) / std::sqrt(var + 1e-5) * wv[static_cast<size_t>(i)] +
+                                bv[static_cast<size_t>(i)]);
                 r_ref.push_back(v / std::sqrt(sq + 1e-5) * wv[static_cast<size_t>(i)]);
             }
         }
@@ -965,7 +1006,8 @@ TEST_CASE("rope in both layouts matches the formula, and inverse undoes it") {
         for (int64_t bb = 0; bb < b; ++bb)
             for (int64_t tt = 0; tt < t; ++tt)
                 for (int64_t i = 0; i < d / 2; ++i) {
-                    const double angle = static_cast<double>(5 + tt) * std::pow(100.0, -2.0 * static_cast<double>(i) / d);
+                    const double angle =
+                        static_cast<double>(5 + tt) * std::pow(100.0, -2.0 * static_cast<double>(i) / d);
                     const int64_t j0 = interleaved ? 2 * i : i, j1 = interleaved ? 2 * i + 1 : i + d / 2;
                     const size_t base = static_cast<size_t>((bb * t + tt) * d);
                     const double x0 = xv[base + static_cast<size_t>(j0)], x1 = xv[base + static_cast<size_t>(j1)];
@@ -980,7 +1022,8 @@ TEST_CASE("rope in both layouts matches the formula, and inverse undoes it") {
     CHECK(Call(TF_OP_ROPE, {no_data(TF_DTYPE_F32, {2, 5})}, no_data(TF_DTYPE_F32, {2, 5}), &p).supports() == 0);
     CHECK(Call(TF_OP_ROPE, {no_data(TF_DTYPE_F32, {4})}, no_data(TF_DTYPE_F32, {4}), &p).supports() == 0);
     const tf_params_rope zero_theta{sizeof(tf_params_rope), 0, 0, 0.0, 0};
-    CHECK(Call(TF_OP_ROPE, {no_data(TF_DTYPE_F32, {2, 4})}, no_data(TF_DTYPE_F32, {2, 4}), &zero_theta).supports() == 0);
+    CHECK(Call(TF_OP_ROPE, {no_data(TF_DTYPE_F32, {2, 4})}, no_data(TF_DTYPE_F32, {2, 4}), &zero_theta).supports() ==
+          0);
 }
 
 // ---- attention ------------------------------------------------------------------------------
@@ -988,8 +1031,8 @@ TEST_CASE("rope in both layouts matches the formula, and inverse undoes it") {
 namespace {
 
 // softmax(q k^T * scale + mask [+ causal]) v for one [..., T, D] batch laid out densely.
-Values naive_attention(int64_t batches, int64_t tq, int64_t tk, int64_t d, int64_t dv, const Values &q,
-                       const Values &k, const Values &v, const Values &mask, bool causal, double scale) {
+Values naive_attention(int64_t batches, int64_t tq, int64_t tk, int64_t d, int64_t dv, const Values &q, const Values &k,
+                       const Values &v, const Values &mask, bool causal, double scale) {
     Values out(static_cast<size_t>(batches * tq * dv));
     for (int64_t b = 0; b < batches; ++b)
         for (int64_t i = 0; i < tq; ++i) {
@@ -1024,8 +1067,10 @@ TEST_CASE("attention matches softmax(q k^T) v, with causal and a broadcast mask"
         for (int causal : {0, 1}) {
             INFO("Tq ", tq, " Tk ", tk, " causal ", causal);
             const int64_t nb = heads * batch;
-            const Values qv = random_f32(static_cast<size_t>(nb * tq * d), 41), kv = random_f32(static_cast<size_t>(nb * tk * d), 42),
-                         vv = random_f32(static_cast<size_t>(nb * tk * dv), 43), mrow = random_f32(static_cast<size_t>(tk), 44);
+            const Values qv = random_f32(static_cast<size_t>(nb * tq * d), 41),
+                         kv = random_f32(static_cast<size_t>(nb * tk * d), 42),
+                         vv = random_f32(static_cast<size_t>(nb * tk * dv), 43),
+                         mrow = random_f32(static_cast<size_t>(tk), 44);
             // The mask is one row [Tk] broadcast to [batch, heads, Tq, Tk] with stride 0.
             const TensorDesc mask_row = f32({tk}, mrow);
             TensorDesc mask = mask_row;
@@ -1036,7 +1081,8 @@ TEST_CASE("attention matches softmax(q k^T) v, with causal and a broadcast mask"
             for (int64_t r = 0; r < nb * tq; ++r) mv.insert(mv.end(), mrow.begin(), mrow.end());
             // k as a transposed view: stored [batch, heads, D, Tk].
             const TensorDesc q = f32({batch, heads, tq, d}, qv);
-            const TensorDesc k = strided(TF_DTYPE_F32, {batch, heads, tk, d}, {heads * d * tk, d * tk, 1, tk}, 0, nb * tk * d);
+            const TensorDesc k =
+                strided(TF_DTYPE_F32, {batch, heads, tk, d}, {heads * d * tk, d * tk, 1, tk}, 0, nb * tk * d);
             set(k, kv);
             const TensorDesc v = f32({batch, heads, tk, dv}, vv);
             const TensorDesc out = make(TF_DTYPE_F32, {batch, heads, tq, dv});
@@ -1103,23 +1149,26 @@ TEST_CASE("attention matches softmax(q k^T) v, with causal and a broadcast mask"
     run_ok(TF_OP_ATTENTION, {&q, &k, &v, &zeros}, out, &causal);
     Values got = get(out);
     CHECK(std::isnan(got[0]));
-    CHECK(got[1] == doctest::Approx(10.0));                                               // sees key 0 only
-    CHECK(got[2] == doctest::Approx(15.0));                                               // equal scores
+    CHECK(got[1] == doctest::Approx(10.0));  // sees key 0 only
+    CHECK(got[2] == doctest::Approx(15.0));  // equal scores
     const tf_params_attention plain{sizeof(tf_params_attention), 0, 0, 1.0};
     run_ok(TF_OP_ATTENTION, {&q, &k, &v, &mask}, out, &plain);
     got = get(out);
     CHECK(got[0] == doctest::Approx((10 * std::exp(1.0) + 20) / (std::exp(1.0) + 1)));
     CHECK(std::isnan(got[1]));
 
-    const auto qd = no_data(TF_DTYPE_F32, {2, 4}), kd = no_data(TF_DTYPE_F32, {3, 4}), vd = no_data(TF_DTYPE_F32, {3, 5}),
-               md = no_data(TF_DTYPE_F32, {2, 3}), od = no_data(TF_DTYPE_F32, {2, 5});
+    const auto qd = no_data(TF_DTYPE_F32, {2, 4}), kd = no_data(TF_DTYPE_F32, {3, 4}),
+               vd = no_data(TF_DTYPE_F32, {3, 5}), md = no_data(TF_DTYPE_F32, {2, 3}),
+               od = no_data(TF_DTYPE_F32, {2, 5});
     CHECK(Call(TF_OP_ATTENTION, {qd, kd, vd, md}, od, &plain).supports() == 1);
     CHECK(Call(TF_OP_ATTENTION, {qd, kd, vd, no_data(TF_DTYPE_F32, {2, 4})}, od, &plain).supports() == 0);
     CHECK(Call(TF_OP_ATTENTION, {qd, no_data(TF_DTYPE_F32, {3, 3}), vd, md}, od, &plain).supports() == 0);
     CHECK(Call(TF_OP_ATTENTION, {qd, kd, vd, md}, no_data(TF_DTYPE_F32, {2, 4}), &plain).supports() == 0);
-    CHECK(Call(TF_OP_ATTENTION, {no_data(TF_DTYPE_F32, {2, 2, 4}), no_data(TF_DTYPE_F32, {1, 3, 4}),
-                                 no_data(TF_DTYPE_F32, {2, 3, 5}), no_data(TF_DTYPE_F32, {2, 2, 3})},
-               no_data(TF_DTYPE_F32, {2, 2, 5}), &plain).supports() == 0);  // batch dims not expanded
+    CHECK(Call(TF_OP_ATTENTION,
+               {no_data(TF_DTYPE_F32, {2, 2, 4}), no_data(TF_DTYPE_F32, {1, 3, 4}), no_data(TF_DTYPE_F32, {2, 3, 5}),
+                no_data(TF_DTYPE_F32, {2, 2, 3})},
+               no_data(TF_DTYPE_F32, {2, 2, 5}), &plain)
+              .supports() == 0);  // batch dims not expanded
     CHECK(Call(TF_OP_ATTENTION, {qd, kd, vd, no_data(TF_DTYPE_F16, {2, 3})}, od, &plain).supports() == 0);
 }
 
@@ -1177,11 +1226,21 @@ TEST_CASE("embedding gathers rows, and its backward adds repeated indices") {
           "embedding_backward: index 12 is out of range [0, 10)");
     CHECK(untouched(dw));
 
-    CHECK(Call(TF_OP_EMBEDDING, {no_data(TF_DTYPE_F32, {5, 3}), no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {2, 3}), nullptr).supports() == 1);
-    CHECK(Call(TF_OP_EMBEDDING, {no_data(TF_DTYPE_F32, {5, 3}), no_data(TF_DTYPE_F32, {2})}, no_data(TF_DTYPE_F32, {2, 3}), nullptr).supports() == 0);
-    CHECK(Call(TF_OP_EMBEDDING, {no_data(TF_DTYPE_F32, {5, 3}), no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {2, 4}), nullptr).supports() == 0);
-    CHECK(Call(TF_OP_EMBEDDING_BACKWARD, {no_data(TF_DTYPE_F32, {2, 3}), no_data(TF_DTYPE_I64, {2})}, no_data(TF_DTYPE_F32, {5, 3}), nullptr).supports() == 1);
-    CHECK(Call(TF_OP_EMBEDDING_BACKWARD, {no_data(TF_DTYPE_F32, {2, 3}), no_data(TF_DTYPE_I64, {3})}, no_data(TF_DTYPE_F32, {5, 3}), nullptr).supports() == 0);
+    CHECK(Call(TF_OP_EMBEDDING, {no_data(TF_DTYPE_F32, {5, 3}), no_data(TF_DTYPE_I64, {2})},
+               no_data(TF_DTYPE_F32, {2, 3}), nullptr)
+              .supports() == 1);
+    CHECK(Call(TF_OP_EMBEDDING, {no_data(TF_DTYPE_F32, {5, 3}), no_data(TF_DTYPE_F32, {2})},
+               no_data(TF_DTYPE_F32, {2, 3}), nullptr)
+              .supports() == 0);
+    CHECK(Call(TF_OP_EMBEDDING, {no_data(TF_DTYPE_F32, {5, 3}), no_data(TF_DTYPE_I64, {2})},
+               no_data(TF_DTYPE_F32, {2, 4}), nullptr)
+              .supports() == 0);
+    CHECK(Call(TF_OP_EMBEDDING_BACKWARD, {no_data(TF_DTYPE_F32, {2, 3}), no_data(TF_DTYPE_I64, {2})},
+               no_data(TF_DTYPE_F32, {5, 3}), nullptr)
+              .supports() == 1);
+    CHECK(Call(TF_OP_EMBEDDING_BACKWARD, {no_data(TF_DTYPE_F32, {2, 3}), no_data(TF_DTYPE_I64, {3})},
+               no_data(TF_DTYPE_F32, {5, 3}), nullptr)
+              .supports() == 0);
 }
 
 // ---- cross_entropy --------------------------------------------------------------------------
@@ -1224,21 +1283,25 @@ TEST_CASE("cross_entropy: each reduction, ignore_index, huge logits, bad labels"
     // Labels outside [0, C) that are not ignore_index: nothing written.
     const TensorDesc bad = make(TF_DTYPE_I64, {4}, {0, 3, 1, 1});
     const TensorDesc fresh = make(TF_DTYPE_F32, {});
-    const std::string message = run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_CROSS_ENTROPY, {&logits, &bad}, fresh, &mean);
+    const std::string message =
+        run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_CROSS_ENTROPY, {&logits, &bad}, fresh, &mean);
     CHECK(contains(message, "cross_entropy"));
     CHECK(contains(message, "label 3"));
     CHECK(contains(message, "[0, 3)"));
     CHECK(untouched(fresh));
     const TensorDesc negative = make(TF_DTYPE_I64, {4}, {0, -1, 1, 1});
-    CHECK(contains(run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_CROSS_ENTROPY, {&logits, &negative}, fresh, &mean), "label -1"));
+    CHECK(contains(run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_CROSS_ENTROPY, {&logits, &negative}, fresh, &mean),
+                   "label -1"));
 
     const auto ld = no_data(TF_DTYPE_F32, {2, 3}), yd = no_data(TF_DTYPE_I64, {2});
     CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {}), &mean).supports() == 1);
     CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {2}), &none).supports() == 1);
     CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {2}), &mean).supports() == 0);
     CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {}), &none).supports() == 0);
-    CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, no_data(TF_DTYPE_I64, {3})}, no_data(TF_DTYPE_F32, {}), &mean).supports() == 0);
-    CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, no_data(TF_DTYPE_F32, {2})}, no_data(TF_DTYPE_F32, {}), &mean).supports() == 0);
+    CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, no_data(TF_DTYPE_I64, {3})}, no_data(TF_DTYPE_F32, {}), &mean).supports() ==
+          0);
+    CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, no_data(TF_DTYPE_F32, {2})}, no_data(TF_DTYPE_F32, {}), &mean).supports() ==
+          0);
     const tf_params_cross_entropy bad_reduction{sizeof(tf_params_cross_entropy), 3, -100};
     CHECK(Call(TF_OP_CROSS_ENTROPY, {ld, yd}, no_data(TF_DTYPE_F32, {}), &bad_reduction).supports() == 0);
 }
@@ -1305,7 +1368,7 @@ TEST_CASE("f16 and bf16 inputs give the f32 results rounded once") {
         run_ok(TF_OP_ROPE, {&xt}, out, &rope);
         append(out);
         const TensorDesc qt = make(dtype, {2, 3, 4}, q), kt = make(dtype, {2, 5, 4}, k), vt = make(dtype, {2, 5, 2}, v),
-                     mt = make(dtype, {2, 3, 5}, mask), ot = make(dtype, {2, 3, 2});
+                         mt = make(dtype, {2, 3, 5}, mask), ot = make(dtype, {2, 3, 2});
         run_ok(TF_OP_ATTENTION, {&qt, &kt, &vt, &mt}, ot, &att);
         append(ot);
         const TensorDesc loss = make(dtype, {4});

@@ -82,8 +82,10 @@ tf_error make_error() {
 
 size_t size_of(int32_t dtype) {
     switch (dtype) {
-    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
-    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
+    case TF_DTYPE_F32:
+    case TF_DTYPE_I32: return 4;
+    case TF_DTYPE_F16:
+    case TF_DTYPE_BF16: return 2;
     case TF_DTYPE_I64: return 8;
     default: return 1;
     }
@@ -129,8 +131,16 @@ void put(char *p, int32_t dtype, double v) {
         std::memcpy(p, &f, 4);
         return;
     }
-    case TF_DTYPE_F16: { const uint16_t b = half_bits(v); std::memcpy(p, &b, 2); return; }
-    case TF_DTYPE_BF16: { const uint16_t b = bf16_bits(v); std::memcpy(p, &b, 2); return; }
+    case TF_DTYPE_F16: {
+        const uint16_t b = half_bits(v);
+        std::memcpy(p, &b, 2);
+        return;
+    }
+    case TF_DTYPE_BF16: {
+        const uint16_t b = bf16_bits(v);
+        std::memcpy(p, &b, 2);
+        return;
+    }
     case TF_DTYPE_I32: {
         const auto i = static_cast<int32_t>(v);
         REQUIRE(static_cast<double>(i) == v);
@@ -149,11 +159,31 @@ void put(char *p, int32_t dtype, double v) {
 
 double take(const char *p, int32_t dtype) {
     switch (dtype) {
-    case TF_DTYPE_F32: { float f; std::memcpy(&f, p, 4); return f; }
-    case TF_DTYPE_F16: { uint16_t b; std::memcpy(&b, p, 2); return half_value(b); }
-    case TF_DTYPE_BF16: { uint16_t b; std::memcpy(&b, p, 2); return bf16_value(b); }
-    case TF_DTYPE_I32: { int32_t i; std::memcpy(&i, p, 4); return i; }
-    case TF_DTYPE_I64: { int64_t i; std::memcpy(&i, p, 8); return static_cast<double>(i); }
+    case TF_DTYPE_F32: {
+        float f;
+        std::memcpy(&f, p, 4);
+        return f;
+    }
+    case TF_DTYPE_F16: {
+        uint16_t b;
+        std::memcpy(&b, p, 2);
+        return half_value(b);
+    }
+    case TF_DTYPE_BF16: {
+        uint16_t b;
+        std::memcpy(&b, p, 2);
+        return bf16_value(b);
+    }
+    case TF_DTYPE_I32: {
+        int32_t i;
+        std::memcpy(&i, p, 4);
+        return i;
+    }
+    case TF_DTYPE_I64: {
+        int64_t i;
+        std::memcpy(&i, p, 8);
+        return static_cast<double>(i);
+    }
     default: return *reinterpret_cast<const unsigned char *>(p);
     }
 }
@@ -340,7 +370,8 @@ struct Call {
     std::vector<tf_tensor_desc> inputs;
     tf_tensor_desc output{};
 
-    Call(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params = nullptr) {
+    Call(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out,
+         const void *params = nullptr) {
         for (const TensorDesc *t : ins) inputs.push_back(t->d);
         output = out.d;
         op.struct_size = sizeof op;
@@ -362,7 +393,8 @@ struct Call {
     }
 };
 
-void run_ok(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params = nullptr) {
+void run_ok(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out,
+            const void *params = nullptr) {
     const Call c(id, ins, out, params);
     INFO("op ", id, " dtype ", name_of(out.d.dtype));
     REQUIRE(c.supports() == 1);
@@ -381,7 +413,6 @@ constexpr int32_t k_all[] = {TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16, TF_DTYPE
 bool is_float(int32_t dtype) { return dtype <= TF_DTYPE_BF16; }
 
 uint32_t f32_bits(float f) { return std::bit_cast<uint32_t>(f); }
-
 
 // ---- Helpers for these ops -------------------------------------------------------------------
 
@@ -414,8 +445,8 @@ void check_close(const TensorDesc &t, const std::vector<double> &expected) {
 }
 
 // run() for a call that must fail; returns the status, the message in *message.
-tf_status run_fail(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out, const void *params,
-                   std::string *message) {
+tf_status run_fail(uint32_t id, std::initializer_list<const TensorDesc *> ins, const TensorDesc &out,
+                   const void *params, std::string *message) {
     const Call c(id, ins, out, params);
     return c.run(message);
 }
@@ -750,8 +781,10 @@ TEST_CASE("comparisons: six ops, every dtype, bool output") {
     for (int32_t dt : k_all) {
         INFO("dtype ", name_of(dt));
         const bool boolean = dt == TF_DTYPE_BOOL;
-        const std::vector<double> av = boolean ? std::vector<double>{0, 0, 1, 1} : std::vector<double>{-1, 2, 2, 5, 0, 3};
-        const std::vector<double> bv = boolean ? std::vector<double>{0, 1, 0, 1} : std::vector<double>{2, 2, -1, 5, 0, -4};
+        const std::vector<double> av =
+            boolean ? std::vector<double>{0, 0, 1, 1} : std::vector<double>{-1, 2, 2, 5, 0, 3};
+        const std::vector<double> bv =
+            boolean ? std::vector<double>{0, 1, 0, 1} : std::vector<double>{2, 2, -1, 5, 0, -4};
         const auto n = static_cast<int64_t>(av.size());
         TensorDesc a = make(dt, {n}, av);
         TensorDesc b = make(dt, {n}, bv);
@@ -837,7 +870,8 @@ TEST_CASE("comparisons and where on dense rows against one broadcast value (the 
     TensorDesc s = view(nan, {5}, {0});
     TensorDesc fo = make(TF_DTYPE_F32, {5});
     run_ok(TF_OP_WHERE, {&cond, &f, &s}, fo);
-    CHECK(get_raw<uint32_t>(fo) == std::vector<uint32_t>{0x7fc00123u, 0xffc00042u, 0x80000000u, 0xffc00042u, 0x00000001u});
+    CHECK(get_raw<uint32_t>(fo) ==
+          std::vector<uint32_t>{0x7fc00123u, 0xffc00042u, 0x80000000u, 0xffc00042u, 0x00000001u});
 }
 
 TEST_CASE("comparisons: NaN is unordered, -0 == +0, i64 exact, stray bool bytes") {
@@ -881,7 +915,8 @@ TEST_CASE("where: every dtype, broadcast condition and operand, transposed outpu
         const bool boolean = dt == TF_DTYPE_BOOL;
         TensorDesc cond_row = make(TF_DTYPE_BOOL, {3}, {1, 0, 1});
         TensorDesc cond = view(cond_row, {2, 3}, {0, 1});
-        const std::vector<double> av = boolean ? std::vector<double>{1, 1, 0, 1, 1, 0} : std::vector<double>{1, 2, 3, 4, 5, 6};
+        const std::vector<double> av =
+            boolean ? std::vector<double>{1, 1, 0, 1, 1, 0} : std::vector<double>{1, 2, 3, 4, 5, 6};
         const double bv = boolean ? 0 : -1;
         TensorDesc a = make(dt, {2, 3}, av);
         TensorDesc scalar = make(dt, {}, {bv});
@@ -978,12 +1013,10 @@ TEST_CASE("float unary math keeps NaN and handles infinities") {
         TensorDesc x = make(dt, {3}, {NAN, INFINITY, -INFINITY});
         TensorDesc out = make(dt, {3});
         const std::map<uint32_t, std::vector<double>> expected = {
-            {TF_OP_EXP, {NAN, INFINITY, 0}},      {TF_OP_LOG, {NAN, INFINITY, NAN}},
-            {TF_OP_SQRT, {NAN, INFINITY, NAN}},   {TF_OP_RSQRT, {NAN, 0, NAN}},
-            {TF_OP_SIN, {NAN, NAN, NAN}},         {TF_OP_COS, {NAN, NAN, NAN}},
-            {TF_OP_TANH, {NAN, 1, -1}},           {TF_OP_ERF, {NAN, 1, -1}},
-            {TF_OP_SIGMOID, {NAN, 1, 0}},         {TF_OP_SILU, {NAN, INFINITY, 0}},
-            {TF_OP_GELU, {NAN, INFINITY, 0}},     {TF_OP_GELU_TANH, {NAN, INFINITY, 0}},
+            {TF_OP_EXP, {NAN, INFINITY, 0}},  {TF_OP_LOG, {NAN, INFINITY, NAN}}, {TF_OP_SQRT, {NAN, INFINITY, NAN}},
+            {TF_OP_RSQRT, {NAN, 0, NAN}},     {TF_OP_SIN, {NAN, NAN, NAN}},      {TF_OP_COS, {NAN, NAN, NAN}},
+            {TF_OP_TANH, {NAN, 1, -1}},       {TF_OP_ERF, {NAN, 1, -1}},         {TF_OP_SIGMOID, {NAN, 1, 0}},
+            {TF_OP_SILU, {NAN, INFINITY, 0}}, {TF_OP_GELU, {NAN, INFINITY, 0}},  {TF_OP_GELU_TANH, {NAN, INFINITY, 0}},
         };
         for (const auto &entry : expected) {
             const auto &[op, values] = entry;
@@ -1302,7 +1335,8 @@ TEST_CASE("var: corrections 0 and 1, fractional, and n - correction <= 0") {
         for (double v : xs) mean += v;
         mean /= static_cast<long double>(xs.size());
         for (double v : xs) squares += (v - mean) * (v - mean);
-        return static_cast<double>(squares / static_cast<long double>(std::max(static_cast<double>(xs.size()) - correction, 0.0)));
+        return static_cast<double>(
+            squares / static_cast<long double>(std::max(static_cast<double>(xs.size()) - correction, 0.0)));
     };
     for (int32_t dt : k_float) {
         for (double correction : {0.0, 1.0, 0.5}) {
@@ -1320,7 +1354,8 @@ TEST_CASE("var: corrections 0 and 1, fractional, and n - correction <= 0") {
             TensorDesc cols = make(dt, {1, 3});
             const tf_params_var pc = var_params(0b01, correction);
             run_ok(TF_OP_VAR, {&x}, cols, &pc);
-            check_close(cols, {host_var({1, 4}, correction), host_var({2, 5}, correction), host_var({3, 7}, correction)});
+            check_close(cols,
+                        {host_var({1, 4}, correction), host_var({2, 5}, correction), host_var({3, 7}, correction)});
 
             TensorDesc all = make(dt, {1, 1});
             const tf_params_var pa = var_params(0b11, correction);
@@ -1406,8 +1441,14 @@ TEST_CASE("argmax and argmin: rank 3 on a permuted input, strided output, every 
                 for (int64_t j = 0; j < shape[static_cast<size_t>(axis)]; ++j) {
                     idx[static_cast<size_t>(axis)] = j;
                     const double v = cube_value(idx[0], idx[1], idx[2]);
-                    if (v > vmax) { vmax = v; imax = j; }
-                    if (v < vmin) { vmin = v; imin = j; }
+                    if (v > vmax) {
+                        vmax = v;
+                        imax = j;
+                    }
+                    if (v < vmin) {
+                        vmin = v;
+                        imin = j;
+                    }
                 }
                 best_max.push_back(static_cast<double>(imax));
                 best_min.push_back(static_cast<double>(imin));
@@ -1425,8 +1466,9 @@ TEST_CASE("argmax and argmin: rank 3 on a permuted input, strided output, every 
 TEST_CASE("argmax and argmin: the first NaN wins, -0 ties +0, i64 exact, broadcast input") {
     for (int32_t dt : k_float) {
         INFO("dtype ", name_of(dt));
-        TensorDesc x = make(dt, {4, 4}, {5, NAN, 7, NAN, 1, 2, 3, NAN, NAN, -INFINITY, 0, 1, -INFINITY, -INFINITY, -INFINITY,
-                                     -INFINITY});
+        TensorDesc x =
+            make(dt, {4, 4},
+                 {5, NAN, 7, NAN, 1, 2, 3, NAN, NAN, -INFINITY, 0, 1, -INFINITY, -INFINITY, -INFINITY, -INFINITY});
         TensorDesc out = make(TF_DTYPE_I64, {4, 1});
         const tf_params_axis p = axis_params(1);
         run_ok(TF_OP_ARGMAX, {&x}, out, &p);

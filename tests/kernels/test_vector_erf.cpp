@@ -15,7 +15,8 @@ namespace {
 double ulps(float got, double exact) {
     const float nearest = static_cast<float>(exact);
     const float next = std::nextafter(nearest, nearest < 0 ? -INFINITY : INFINITY);
-    return std::fabs(static_cast<double>(got) - exact) / std::fabs(static_cast<double>(next) - static_cast<double>(nearest));
+    return std::fabs(static_cast<double>(got) - exact) /
+           std::fabs(static_cast<double>(next) - static_cast<double>(nearest));
 }
 
 double erf_reference(double x) { return std::erf(x); }
@@ -54,7 +55,8 @@ Sweep sweep(Fn fn, Ref ref, float limit) {
 
 TEST_CASE("vec::erf is within 0.501 ulp of libm's double erf") {
     const Sweep s = sweep([](float x) { return tf_cpu::vec::erf(x); }, erf_reference, 10.0f);
-    INFO("worst ", s.worst, " ulp at x = ", s.worst_x, "; ", s.differ, " of ", s.checked, " differ from the double path");
+    INFO("worst ", s.worst, " ulp at x = ", s.worst_x, "; ", s.differ, " of ", s.checked,
+         " differ from the double path");
     CHECK(s.checked > 1'000'000);
     CHECK(s.worst <= 0.5 + 1e-3);
     CHECK(s.differ * 10000 <= s.checked);  // at most 0.01% rounded the other way
@@ -62,7 +64,8 @@ TEST_CASE("vec::erf is within 0.501 ulp of libm's double erf") {
 
 TEST_CASE("vec::gelu is within 0.501 ulp of x Phi(x) with libm's double erfc") {
     const Sweep s = sweep([](float x) { return tf_cpu::vec::gelu(x); }, gelu_reference, 40.0f);
-    INFO("worst ", s.worst, " ulp at x = ", s.worst_x, "; ", s.differ, " of ", s.checked, " differ from the double path");
+    INFO("worst ", s.worst, " ulp at x = ", s.worst_x, "; ", s.differ, " of ", s.checked,
+         " differ from the double path");
     CHECK(s.checked > 1'000'000);
     CHECK(s.worst <= 0.5 + 1e-3);
     CHECK(s.differ * 10000 <= s.checked);
@@ -72,9 +75,10 @@ TEST_CASE("vec::exp_rounded is within 0.501 ulp of libm's double exp") {
     // Every 997th pattern with |x| <= 104 covers results from the subnormals (below -87.3) to
     // FLT_MAX (88.7) and the overflow to inf above it; ulps() measures against the double
     // rounded to f32, so an inf result of a finite exact value is an infinite distance.
-    const Sweep s = sweep([](float x) { return tf_cpu::vec::exp_rounded(x); },
-                          [](double x) { return std::exp(x); }, 88.7f);
-    INFO("worst ", s.worst, " ulp at x = ", s.worst_x, "; ", s.differ, " of ", s.checked, " differ from the double path");
+    const Sweep s =
+        sweep([](float x) { return tf_cpu::vec::exp_rounded(x); }, [](double x) { return std::exp(x); }, 88.7f);
+    INFO("worst ", s.worst, " ulp at x = ", s.worst_x, "; ", s.differ, " of ", s.checked,
+         " differ from the double path");
     CHECK(s.checked > 1'000'000);
     CHECK(s.worst <= 0.5 + 1e-3);
     CHECK(s.differ * 10000 <= s.checked);

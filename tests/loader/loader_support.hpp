@@ -31,20 +31,16 @@ inline std::string canonical(const std::string &path) {
 }
 
 // The record of the candidate file `file`, matched on the resolved path.
-inline const tinyfin::PluginReport *find_plugin(const tinyfin::Report &report,
-                                                const std::string &file) {
+inline const tinyfin::PluginReport *find_plugin(const tinyfin::Report &report, const std::string &file) {
     const std::string wanted = canonical(file);
     for (const auto &plugin : report.plugins) {
-        const std::string &resolved = plugin.resolved_path.empty() ? plugin.path
-                                                                    : plugin.resolved_path;
+        const std::string &resolved = plugin.resolved_path.empty() ? plugin.path : plugin.resolved_path;
         if (canonical(resolved) == wanted) return &plugin;
     }
     return nullptr;
 }
 
-inline bool contains(const std::string &text, const std::string &part) {
-    return text.find(part) != std::string::npos;
-}
+inline bool contains(const std::string &text, const std::string &part) { return text.find(part) != std::string::npos; }
 
 // Redirects file descriptor 2 into a temporary file for its lifetime.
 class StderrCapture {
@@ -95,4 +91,4 @@ inline std::string notes_text(const tinyfin::Report &report) {
     return out.str();
 }
 
-} // namespace loader_test
+}  // namespace loader_test

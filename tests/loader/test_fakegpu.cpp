@@ -24,7 +24,7 @@ using AddCountFn = uint64_t (*)(void);
 // One of fakegpu's own counters, read through its get_proc hatch from the very copy of
 // fakegpu.so the core loaded (RTLD_NOLOAD: no second copy).
 AddCountFn fakegpu_counter(const char *name) {
-    (void)tinyfin::backend_name(); // the core has loaded its plugins
+    (void)tinyfin::backend_name();  // the core has loaded its plugins
     const std::string path = required_env("LOADER_FAKEGPU");
     void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     REQUIRE_MESSAGE(handle != nullptr, "the core has not loaded " << path);
@@ -66,7 +66,7 @@ Counters counters_of(const std::string &backend) {
     return {b->ops, b->bytes_to_device, b->bytes_to_host};
 }
 
-} // namespace
+}  // namespace
 
 // ---- fakegpu: TINYFIN_BACKEND=fakegpu ----------------------------------------------------
 
@@ -81,8 +81,7 @@ TEST_CASE("fakegpu: is selected and described") {
 
     const tinyfin::Report report = tinyfin::report();
     CHECK(report.selected == "fakegpu");
-    const tinyfin::PluginReport *plugin =
-        loader_test::find_plugin(report, required_env("LOADER_FAKEGPU"));
+    const tinyfin::PluginReport *plugin = loader_test::find_plugin(report, required_env("LOADER_FAKEGPU"));
     REQUIRE(plugin != nullptr);
     CHECK(plugin->outcome == "loaded");
     CHECK(plugin->name == "fakegpu");
@@ -96,8 +95,7 @@ TEST_CASE("fakegpu: is selected and described") {
     CHECK(plugin->supported_ops == std::vector<std::string>{"add"});
     CHECK(std::find(plugin->features.begin(), plugin->features.end(),
                     std::pair<std::string, std::string>{
-                        "fakegpu.purpose", "test stand-in for a device-resident backend"}) !=
-          plugin->features.end());
+                        "fakegpu.purpose", "test stand-in for a device-resident backend"}) != plugin->features.end());
 }
 
 TEST_CASE("fakegpu: factories place tensors on fakegpu:0") {
@@ -156,14 +154,14 @@ TEST_CASE("fakegpu: broadcasting and strided adds run on the device") {
         CHECK(values_of(c) == std::vector<float>{110, 120, 130, 210, 220, 230});
     }
     SUBCASE("transposed view + contiguous") {
-        auto t = a.transpose(0, 1); // [3,2], strides [1,3]
+        auto t = a.transpose(0, 1);  // [3,2], strides [1,3]
         auto b = tinyfin::from_vector<float>({0, 0, 0, 0, 0, 100}, {3, 2});
         auto c = tinyfin::add(t, b);
         CHECK(fakegpu_add_count() == adds + 1);
         CHECK(values_of(c) == std::vector<float>{1, 4, 2, 5, 3, 106});
     }
     SUBCASE("sliced view with an offset") {
-        auto s = a.slice(1, 1, 3); // [[2,3],[5,6]]
+        auto s = a.slice(1, 1, 3);  // [[2,3],[5,6]]
         auto c = tinyfin::add(s, s);
         CHECK(fakegpu_add_count() == adds + 1);
         CHECK(values_of(c) == std::vector<float>{4, 6, 10, 12});
@@ -186,13 +184,13 @@ TEST_CASE("fakegpu: mul falls back to cpu and the result comes back to fakegpu:0
     const Counters gpu = counters_of("fakegpu");
     CHECK(gpu.ops == 0);
     CHECK(gpu.to_host == 2 * bytes);  // both inputs down
-    CHECK(gpu.to_device == bytes);    // the result up
+    CHECK(gpu.to_device == bytes);  // the result up
     CHECK(counters_of("cpu").ops == 1);
     CHECK(fakegpu_add_count() == adds);
     CHECK(c.device() == fakegpu0);
 
     CHECK(values_of(c) == std::vector<float>{2, 6, 12, 20, 30, 42});
-    CHECK(counters_of("fakegpu").to_host == 3 * bytes); // reading the result is counted too
+    CHECK(counters_of("fakegpu").to_host == 3 * bytes);  // reading the result is counted too
     CHECK(tinyfin::stats().fallbacks_of("mul") == 1);
 }
 
@@ -210,7 +208,7 @@ TEST_CASE("fakegpu: to(cpu) copies back, to(fakegpu) copies up") {
     CHECK(back.device() == fakegpu0);
     CHECK(counters_of("fakegpu").to_device == 4 * sizeof(float));
     CHECK(values_of(back) == std::vector<float>{1.5f, -2.0f, 3.25f, 0.0f});
-    CHECK(a.to(fakegpu0).impl() == a.impl()); // already there: the same tensor
+    CHECK(a.to(fakegpu0).impl() == a.impl());  // already there: the same tensor
     CHECK(tinyfin::stats().total_fallbacks == 0);
 }
 
@@ -262,7 +260,7 @@ TEST_CASE("report-one: backend_report initialises only the backend it describes"
     CHECK(cpu.initialised);
     REQUIRE_FALSE(cpu.devices.empty());
     CHECK(cpu.devices[0].host_addressable);
-    CHECK(fakegpu_init_count() == 0); // report() would have initialised fakegpu too
+    CHECK(fakegpu_init_count() == 0);  // report() would have initialised fakegpu too
 
     const tinyfin::PluginReport fake = tinyfin::backend_report("fakegpu");
     CHECK(fakegpu_init_count() == 1);
@@ -270,10 +268,9 @@ TEST_CASE("report-one: backend_report initialises only the backend it describes"
     CHECK(fake.supported_ops == std::vector<std::string>{"add"});
     CHECK(std::find(fake.features.begin(), fake.features.end(),
                     std::pair<std::string, std::string>{
-                        "fakegpu.purpose", "test stand-in for a device-resident backend"}) !=
-          fake.features.end());
+                        "fakegpu.purpose", "test stand-in for a device-resident backend"}) != fake.features.end());
     (void)tinyfin::backend_report("fakegpu");
-    CHECK(fakegpu_init_count() == 1); // init runs once
+    CHECK(fakegpu_init_count() == 1);  // init runs once
 
     std::string what;
     try {

@@ -34,9 +34,9 @@ namespace {
 
 // Copies of the fakegpu plugin in directories of chosen modes, removed afterwards.
 struct Scratch {
-    fs::path root;        // private directory in the build tree
-    fs::path private_tmp; // private directory in /tmp
-    fs::path in_tmp;      // a plugin file directly in /tmp (a sticky directory)
+    fs::path root;  // private directory in the build tree
+    fs::path private_tmp;  // private directory in /tmp
+    fs::path in_tmp;  // a plugin file directly in /tmp (a sticky directory)
     fs::path secure, group_file, other_file, group_dir, link, tmp_file, foreign;
 
     Scratch() {
@@ -74,8 +74,8 @@ struct Scratch {
         fs::remove(in_tmp, ec);
     }
 
-    static fs::path place(const fs::path &dir, const char *name, unsigned dir_mode,
-                          unsigned file_mode, const fs::path &plugin) {
+    static fs::path place(const fs::path &dir, const char *name, unsigned dir_mode, unsigned file_mode,
+                          const fs::path &plugin) {
         fs::create_directories(dir);
         fs::path file = dir / name;
         fs::copy_file(plugin, file, fs::copy_options::overwrite_existing);
@@ -86,9 +86,9 @@ struct Scratch {
 
     // The symlink first, so it is the one that loads; the others would be shadowed by it.
     std::string search_path() const {
-        std::string path = link.string() + ":" + group_file.string() + ":" + other_file.string() +
-                           ":" + group_dir.parent_path().string() + ":" +
-                           tmp_file.string() + ":" + in_tmp.string() + ":" + secure.string();
+        std::string path = link.string() + ":" + group_file.string() + ":" + other_file.string() + ":" +
+                           group_dir.parent_path().string() + ":" + tmp_file.string() + ":" + in_tmp.string() + ":" +
+                           secure.string();
         if (!foreign.empty()) path += ":" + foreign.string();
         return path;
     }
@@ -101,7 +101,7 @@ const tinyfin::PluginReport &record_of(const tinyfin::Report &report, const fs::
     throw std::logic_error("unreachable");
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("trust: files and directories others can write are refused with the reason") {
     Scratch scratch;
@@ -114,8 +114,8 @@ TEST_CASE("trust: files and directories others can write are refused with the re
 
     const auto &group_file = record_of(report, scratch.group_file);
     CHECK(group_file.outcome == "insecure");
-    CHECK(contains(group_file.message, "plugin file " + scratch.group_file.string() +
-                                           " is writable by its group (mode 0664)"));
+    CHECK(contains(group_file.message,
+                   "plugin file " + scratch.group_file.string() + " is writable by its group (mode 0664)"));
     CHECK(contains(group_file.message, "TINYFIN_ALLOW_INSECURE_PLUGINS=1"));
 
     const auto &other_file = record_of(report, scratch.other_file);
@@ -124,8 +124,8 @@ TEST_CASE("trust: files and directories others can write are refused with the re
 
     const auto &group_dir = record_of(report, scratch.group_dir);
     CHECK(group_dir.outcome == "insecure");
-    CHECK(contains(group_dir.message, "directory " + scratch.group_dir.parent_path().string() +
-                                          " is writable by its group (mode 0775)"));
+    CHECK(contains(group_dir.message,
+                   "directory " + scratch.group_dir.parent_path().string() + " is writable by its group (mode 0775)"));
 
     // Private and sticky temporary directories are fine: shadowed by the symlink's plugin.
     CHECK(record_of(report, scratch.tmp_file).outcome == "shadowed");
@@ -167,8 +167,8 @@ TEST_CASE("trust-typo: a TINYFIN_ALLOW_INSECURE_PLUGINS that is not 0 or 1 warns
 }
 
 TEST_CASE("garbage: impossible devices and silent failures are caught") {
-    std::string path = required_env("LOADER_BADCOUNT") + ":" + required_env("LOADER_BADKIND") +
-                       ":" + required_env("LOADER_SILENTFAIL");
+    std::string path = required_env("LOADER_BADCOUNT") + ":" + required_env("LOADER_BADKIND") + ":" +
+                       required_env("LOADER_SILENTFAIL");
     REQUIRE(setenv("TINYFIN_PLUGIN_PATH", path.c_str(), 1) == 0);
     tinyfin::Report report = tinyfin::report();
 
@@ -221,8 +221,8 @@ TEST_CASE("not-a-file: FIFOs and devices on the plugin path are refused without 
 // ---- C++ plugins that throw, call back, or leave a thread behind ----------------------------
 
 TEST_CASE("abi-boundary: C++ exceptions from entry, probe and run are contained") {
-    std::string path = required_env("LOADER_THROW_ENTRY") + ":" + required_env("LOADER_THROW_PROBE") +
-                       ":" + required_env("LOADER_THROW_RUN");
+    std::string path = required_env("LOADER_THROW_ENTRY") + ":" + required_env("LOADER_THROW_PROBE") + ":" +
+                       required_env("LOADER_THROW_RUN");
     REQUIRE(setenv("TINYFIN_PLUGIN_PATH", path.c_str(), 1) == 0);
     tinyfin::Report report = tinyfin::report();
     const auto &entry = record_of(report, required_env("LOADER_THROW_ENTRY"));

@@ -24,23 +24,18 @@ using loader_test::required_env;
 namespace {
 
 struct Expected {
-    const char *env;        // variable holding the candidate's path
-    const char *file;       // appended to a directory's path ("" for files)
+    const char *env;  // variable holding the candidate's path
+    const char *file;  // appended to a directory's path ("" for files)
     const char *outcome;
-    const char *name;       // expected backend name, "" when the loader never learns it
+    const char *name;  // expected backend name, "" when the loader never learns it
 };
 
 const Expected expected_matrix[] = {
-    {"LOADER_NOT_A_PLUGIN", "", "dlopen-failed", ""},
-    {"LOADER_NO_ENTRY", "", "no-entry-symbol", ""},
-    {"LOADER_ABI_MAJOR", "", "abi-mismatch", "abimajor"},
-    {"LOADER_ENTRY_NULL", "", "entry-refused", ""},
-    {"LOADER_BAD_TABLE", "", "invalid-table", ""},
-    {"LOADER_PROBE_REFUSES", "", "probe-refused", "refuser"},
-    {"LOADER_INIT_FAILS", "", "init-failed", "initfail"},
-    {"LOADER_DUP_A", "/fakecpu.so", "loaded", "dupe"},
-    {"LOADER_DUP_B", "/fakecpu.so", "shadowed", "dupe"},
-    {"LOADER_SORTED", "/a-first.so", "loaded", "sorted"},
+    {"LOADER_NOT_A_PLUGIN", "", "dlopen-failed", ""},        {"LOADER_NO_ENTRY", "", "no-entry-symbol", ""},
+    {"LOADER_ABI_MAJOR", "", "abi-mismatch", "abimajor"},    {"LOADER_ENTRY_NULL", "", "entry-refused", ""},
+    {"LOADER_BAD_TABLE", "", "invalid-table", ""},           {"LOADER_PROBE_REFUSES", "", "probe-refused", "refuser"},
+    {"LOADER_INIT_FAILS", "", "init-failed", "initfail"},    {"LOADER_DUP_A", "/fakecpu.so", "loaded", "dupe"},
+    {"LOADER_DUP_B", "/fakecpu.so", "shadowed", "dupe"},     {"LOADER_SORTED", "/a-first.so", "loaded", "sorted"},
     {"LOADER_SORTED", "/b-second.so", "shadowed", "sorted"},
 };
 
@@ -54,18 +49,17 @@ const tinyfin::PluginReport &record_of(const tinyfin::Report &report, const Expe
 
 std::vector<float> values_of(const tinyfin::Tensor &t) { return t.to_vector<float>(); }
 
-} // namespace
+}  // namespace
 
 // ---- matrix: every bad plugin on TINYFIN_PLUGIN_PATH, TINYFIN_BACKEND=auto ---------
 
 TEST_CASE("matrix: search path starts with TINYFIN_PLUGIN_PATH entries in order") {
     const tinyfin::Report report = tinyfin::report();
     const std::vector<std::string> user = {
-        required_env("LOADER_NOT_A_PLUGIN"), required_env("LOADER_NO_ENTRY"),
-        required_env("LOADER_ABI_MAJOR"),    required_env("LOADER_ENTRY_NULL"),
-        required_env("LOADER_BAD_TABLE"),    required_env("LOADER_PROBE_REFUSES"),
-        required_env("LOADER_INIT_FAILS"),   required_env("LOADER_DUP_A"),
-        required_env("LOADER_DUP_B"),        required_env("LOADER_SORTED"),
+        required_env("LOADER_NOT_A_PLUGIN"), required_env("LOADER_NO_ENTRY"),  required_env("LOADER_ABI_MAJOR"),
+        required_env("LOADER_ENTRY_NULL"),   required_env("LOADER_BAD_TABLE"), required_env("LOADER_PROBE_REFUSES"),
+        required_env("LOADER_INIT_FAILS"),   required_env("LOADER_DUP_A"),     required_env("LOADER_DUP_B"),
+        required_env("LOADER_SORTED"),
     };
     REQUIRE(report.search_path.size() > user.size());
     for (std::size_t i = 0; i < user.size(); ++i) {
@@ -140,8 +134,7 @@ TEST_CASE("matrix: every candidate gets its outcome and a useful message") {
         std::vector<std::string> from_dir;
         for (const auto &plugin : report.plugins)
             if (plugin.path.rfind(dir, 0) == 0) from_dir.push_back(plugin.path);
-        CHECK(from_dir == std::vector<std::string>{path_of(expected_matrix[9]),
-                                                   path_of(expected_matrix[10])});
+        CHECK(from_dir == std::vector<std::string>{path_of(expected_matrix[9]), path_of(expected_matrix[10])});
     }
 }
 
@@ -155,8 +148,7 @@ TEST_CASE("matrix: the real cpu plugin loads from the build tree and runs ops") 
     REQUIRE_FALSE(cpu->devices.empty());
     CHECK(cpu->devices[0].kind == "cpu");
     CHECK(cpu->devices[0].host_addressable);
-    CHECK(std::find(cpu->supported_ops.begin(), cpu->supported_ops.end(), "add") !=
-          cpu->supported_ops.end());
+    CHECK(std::find(cpu->supported_ops.begin(), cpu->supported_ops.end(), "add") != cpu->supported_ops.end());
 
     const tinyfin::Device host{"cpu", 0};
     auto a = tinyfin::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}, host);

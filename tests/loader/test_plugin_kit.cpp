@@ -86,7 +86,8 @@ std::vector<Plugin> &plugins() {
             tf_error err{};
             err.struct_size = sizeof err;
             p.ready = p.table->probe(&err) == TF_STATUS_OK && p.table->init(&err) == TF_STATUS_OK;
-            const std::string line = std::string(p.table->name) + (p.ready ? ": initialised" : std::string(": refused here: ") + err.message);
+            const std::string line = std::string(p.table->name) +
+                                     (p.ready ? ": initialised" : std::string(": refused here: ") + err.message);
             MESSAGE(line);
             out.push_back(p);
         }
@@ -95,7 +96,8 @@ std::vector<Plugin> &plugins() {
     return loaded.all;
 }
 
-tf_tensor_desc tensor(int32_t dtype, std::vector<int64_t> shape, std::vector<int64_t> strides = {}, uint64_t offset = 0) {
+tf_tensor_desc tensor(int32_t dtype, std::vector<int64_t> shape, std::vector<int64_t> strides = {},
+                      uint64_t offset = 0) {
     tf_tensor_desc t{};
     t.struct_size = sizeof t;
     t.dtype = dtype;
@@ -192,7 +194,8 @@ TEST_CASE("kit: extent_of and check_tensor apply one bound, max_extent = INT64_M
     CHECK(tf_kit::extent_of(beyond).overflow);
     CHECK(tf_kit::check_tensor("t", "input", 0, beyond, false, nullptr) == TF_STATUS_INVALID_ARGUMENT);
     // An empty tensor addresses nothing whatever its strides, but its sizes' product must fit.
-    CHECK(tf_kit::check_tensor("t", "input", 0, tensor(TF_DTYPE_F32, {0, 3}, {INT64_MAX, INT64_MAX}), false, nullptr) == TF_STATUS_OK);
+    CHECK(tf_kit::check_tensor("t", "input", 0, tensor(TF_DTYPE_F32, {0, 3}, {INT64_MAX, INT64_MAX}), false, nullptr) ==
+          TF_STATUS_OK);
     CHECK(tf_kit::check_tensor("t", "input", 0, tensor(TF_DTYPE_F32, {0, INT64_MAX, 4}, {1, 1, 1}), false, nullptr) ==
           TF_STATUS_INVALID_ARGUMENT);
 }
@@ -359,7 +362,8 @@ TEST_CASE("every plugin: supports() stays inside ops.def's dtypes column, cpu ta
         tf_kit::OpRule rule{};
         REQUIRE(tf_kit::find_op_rule(id, &rule));
         if (rule.kind == tf_kit::OpKind::OWN) continue;
-        const std::vector<int64_t> shape = rule.kind == tf_kit::OpKind::MATMUL ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{4};
+        const std::vector<int64_t> shape =
+            rule.kind == tf_kit::OpKind::MATMUL ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{4};
         for (int32_t d : dtypes)
             for (int32_t to : dtypes) {
                 if (id != TF_OP_CAST && to != d) continue;
@@ -371,13 +375,18 @@ TEST_CASE("every plugin: supports() stays inside ops.def's dtypes column, cpu ta
                 if (rule.kind == tf_kit::OpKind::COMPARE) out_dtype = TF_DTYPE_BOOL;
                 if (rule.kind == tf_kit::OpKind::ARG) out_dtype = TF_DTYPE_I64, out_shape = {1};
                 tf_tensor_desc out = tensor(out_dtype, out_shape);
-                tf_op_desc op{sizeof op, id, rule.n_inputs, 1, rule.n_inputs ? in : nullptr, &out,
+                tf_op_desc op{sizeof op,
+                              id,
+                              rule.n_inputs,
+                              1,
+                              rule.n_inputs ? in : nullptr,
+                              &out,
                               rule.params_size ? params : nullptr};
                 const bool defined = tf_kit::dtypes_defined(op, rule.kind);
                 for (const Plugin &p : plugins()) {
                     const bool claims = p.table->supports(0, &op) != 0;
-                    INFO(p.table->name, ": ", rule.name, " ", tf_kit::dtype_name(d), " -> ", tf_kit::dtype_name(out_dtype),
-                         " (column ", tf_kit::op_dtypes(id), ")");
+                    INFO(p.table->name, ": ", rule.name, " ", tf_kit::dtype_name(d), " -> ",
+                         tf_kit::dtype_name(out_dtype), " (column ", tf_kit::op_dtypes(id), ")");
                     if (!defined) CHECK_FALSE(claims);
                     if (std::string(p.table->name) == "cpu") CHECK(claims == defined);
                 }

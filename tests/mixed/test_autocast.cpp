@@ -31,7 +31,7 @@ double rel_error(const Tensor &got, const Tensor &want) {
     return std::sqrt(num / std::max(den, 1e-30));
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("the autocast table: each listed op's output dtype inside a bf16 and an f16 scope") {
     set_backend("cpu");

@@ -34,7 +34,7 @@ std::string temp_path(const char *name) {
     return std::string("/tmp/tinyfin-grad-scaler-") + std::to_string(getpid()) + "-" + name;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("scale, unscaled gradients and a step with finite gradients") {
     Fixture f;
@@ -54,8 +54,8 @@ TEST_CASE("scale, unscaled gradients and a step with finite gradients") {
 
 TEST_CASE("inf and NaN gradients skip the step and back off; growth after growth_interval clean steps") {
     Fixture f;
-    nn::GradScaler scaler(nn::GradScaler::Options{.init_scale = 1024.0, .growth_factor = 2.0, .backoff_factor = 0.25,
-                                                  .growth_interval = 2});
+    nn::GradScaler scaler(nn::GradScaler::Options{
+        .init_scale = 1024.0, .growth_factor = 2.0, .backoff_factor = 0.25, .growth_interval = 2});
     for (float bad : {INFINITY, -INFINITY, NAN}) {
         CAPTURE(bad);
         const std::vector<float> before = f.value();

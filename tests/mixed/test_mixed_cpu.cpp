@@ -84,7 +84,7 @@ void check_cast_from_f32(DType dtype, double (*round)(double)) {
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("cast f32 -> bf16 and f32 -> f16 round to nearest even once, dense and strided") {
     check_cast_from_f32(DType::bf16, to_bf16);
@@ -114,7 +114,8 @@ TEST_CASE("cast bf16/f16 -> f32 is exact for all 65536 patterns; NaN stays NaN b
                 CHECK(std::isnan(got[i]));
                 continue;
             }
-            if (static_cast<double>(got[i]) != want) FAIL_CHECK("pattern " << b << ": got " << got[i] << ", want " << want);
+            if (static_cast<double>(got[i]) != want)
+                FAIL_CHECK("pattern " << b << ": got " << got[i] << ", want " << want);
         }
         // And back: every non-NaN pattern survives the round trip bit for bit.
         std::vector<uint16_t> back(65536);
@@ -138,8 +139,8 @@ TEST_CASE("f16/bf16 matmul: the f32 product of the converted operands, rounded o
         Shape a, b;
         bool transpose_a;
     };
-    for (const Case &c : {Case{{7, 13}, {13, 5}, false}, Case{{65, 130}, {130, 67}, false}, Case{{3, 40, 33}, {33, 17}, false},
-                          Case{{2, 64, 257}, {2, 257, 31}, true}}) {
+    for (const Case &c : {Case{{7, 13}, {13, 5}, false}, Case{{65, 130}, {130, 67}, false},
+                          Case{{3, 40, 33}, {33, 17}, false}, Case{{2, 64, 257}, {2, 257, 31}, true}}) {
         for (DType dtype : {DType::bf16, DType::f16}) {
             CAPTURE(dtype_name(dtype));
             CAPTURE(shape_str(c.a));
@@ -151,7 +152,8 @@ TEST_CASE("f16/bf16 matmul: the f32 product of the converted operands, rounded o
             CHECK(got.dtype() == dtype);
             std::vector<float> g = got.to(DType::f32).to_vector<float>();
             // Exact expectation of the portable path.
-            std::vector<float> want = matmul(a.to(DType::f32), b.to(DType::f32)).to(dtype).to(DType::f32).to_vector<float>();
+            std::vector<float> want =
+                matmul(a.to(DType::f32), b.to(DType::f32)).to(dtype).to(DType::f32).to_vector<float>();
             // Double reference with |a||b| bound: k products each exact in f32, the f32 sums' error
             // and one final rounding of the format.
             std::vector<float> af = a.to(DType::f32).contiguous().to_vector<float>();
@@ -173,7 +175,8 @@ TEST_CASE("f16/bf16 matmul: the f32 product of the converted operands, rounded o
                         const double bound = unit * std::fabs(exact) + k * 0x1p-23 * mag + 1e-30;
                         if (std::fabs(g[o] - exact) > bound)
                             FAIL_CHECK("out[" << o << "] = " << g[o] << ", exact " << exact << ", bound " << bound);
-                        if (!dot && g[o] != want[o]) FAIL_CHECK("out[" << o << "] = " << g[o] << " differs from the f32 path's " << want[o]);
+                        if (!dot && g[o] != want[o])
+                            FAIL_CHECK("out[" << o << "] = " << g[o] << " differs from the f32 path's " << want[o]);
                     }
         }
     }
@@ -201,7 +204,11 @@ TEST_CASE("f16/bf16 op families against the f32 op on the same inputs") {
     const std::vector<Family> families = {
         {"exp", {x32}, [](auto &in) { return exp(in[0]); }},
         {"gelu", {x32}, [](auto &in) { return gelu(in[0]); }},
-        {"sum", {x32}, [](auto &in) { return sum(in[0], {1, 2}); }},
+        {"sum",
+         {x32},
+         [](auto &in) {
+             return sum(in[0], {1, 2});
+         }},
         {"mean", {x32}, [](auto &in) { return mean(in[0], {-1}); }},
         {"var", {x32}, [](auto &in) { return var(in[0], {-1}); }},
         {"softmax", {x32}, [](auto &in) { return softmax(in[0], -1); }},
@@ -210,7 +217,9 @@ TEST_CASE("f16/bf16 op families against the f32 op on the same inputs") {
         {"rms_norm", {x32, g32}, [](auto &in) { return rms_norm(in[0], 1, in[1]); }},
         {"conv2d", {x32, w32}, [](auto &in) { return conv2d(in[0], in[1], Tensor(), Conv2dOptions{}.padding(1)); }},
         {"max_pool2d", {x32}, [](auto &in) { return max_pool2d(in[0]); }},
-        {"attention", {q32}, [](auto &in) { return scaled_dot_product_attention(in[0], in[0], in[0], Tensor(), true); }},
+        {"attention",
+         {q32},
+         [](auto &in) { return scaled_dot_product_attention(in[0], in[0], in[0], Tensor(), true); }},
         {"embedding", {e32}, [idx](auto &in) { return embedding(in[0], idx); }},
         {"cross_entropy", {logits32}, [labels](auto &in) { return cross_entropy(in[0], labels); }},
     };

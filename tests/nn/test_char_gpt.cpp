@@ -21,8 +21,8 @@ namespace {
 struct TempDir {
     fs::path path;
     TempDir() {
-        path = fs::temp_directory_path() / ("tinyfin-chargpt-" + std::to_string(getpid()) + "-" +
-                                            std::to_string(counter()++));
+        path = fs::temp_directory_path() /
+               ("tinyfin-chargpt-" + std::to_string(getpid()) + "-" + std::to_string(counter()++));
         fs::create_directories(path);
     }
     ~TempDir() {
@@ -48,11 +48,9 @@ chargpt::Config micro_config() {
     return c;
 }
 
-Tensor tokens(const std::vector<int32_t> &values, int64_t b, int64_t t) {
-    return from_vector(values, {b, t});
-}
+Tensor tokens(const std::vector<int32_t> &values, int64_t b, int64_t t) { return from_vector(values, {b, t}); }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("corpus: text files only, byte vocabulary, 90/10 split") {
     TempDir d;
@@ -69,7 +67,7 @@ TEST_CASE("corpus: text files only, byte vocabulary, 90/10 split") {
     std::string sorted = c.vocab;
     std::sort(sorted.begin(), sorted.end());
     CHECK(c.vocab == sorted);
-    CHECK(c.train.size() == 16); // floor(0.9 * 18)
+    CHECK(c.train.size() == 16);  // floor(0.9 * 18)
     CHECK(c.val.size() == 2);
     std::vector<int32_t> all = c.train;
     all.insert(all.end(), c.val.begin(), c.val.end());
@@ -151,7 +149,7 @@ TEST_CASE("char_gpt: loss falls on a fixed batch") {
         (step == 0 ? first : last) = loss.item<float>();
     }
     INFO("first " << first << ", last " << last);
-    CHECK(first > 1.5);      // about log(7) = 1.95 at the start
+    CHECK(first > 1.5);  // about log(7) = 1.95 at the start
     CHECK(last < 0.5 * first);
 }
 
@@ -161,7 +159,7 @@ TEST_CASE("char_gpt: KV-cached decoding gives the logits of recomputing the pref
     model.eval();
     std::vector<int32_t> seq{3, 1, 4, 1, 5};
     NoGradGuard no_grad;
-    std::vector<float> full = model(tokens(seq, 1, 5)).to_vector<float>(); // [5, V]
+    std::vector<float> full = model(tokens(seq, 1, 5)).to_vector<float>();  // [5, V]
     SUBCASE("one token at a time") {
         chargpt::KVCache cache = model.make_cache(1);
         for (std::size_t t = 0; t < seq.size(); ++t) {
@@ -182,15 +180,14 @@ TEST_CASE("char_gpt: KV-cached decoding gives the logits of recomputing the pref
         pre.insert(pre.end(), a.begin(), a.end());
         pre.insert(pre.end(), b.begin(), b.end());
         REQUIRE(pre.size() == full.size());
-        for (std::size_t i = 0; i < full.size(); ++i)
-            CHECK(pre[i] == doctest::Approx(full[i]).epsilon(1e-5).scale(1));
+        for (std::size_t i = 0; i < full.size(); ++i) CHECK(pre[i] == doctest::Approx(full[i]).epsilon(1e-5).scale(1));
     }
 }
 
 TEST_CASE("char_gpt: sampling is deterministic under a seed") {
     chargpt::GPT model(micro_config(), 2);
     chargpt::SampleOptions o;
-    o.tokens = 12; // longer than the context of 5: the cache is refilled
+    o.tokens = 12;  // longer than the context of 5: the cache is refilled
     o.temperature = 1.0;
     o.seed = 42;
     auto a = chargpt::sample(model, {1, 2}, o).tokens;
@@ -205,7 +202,7 @@ TEST_CASE("char_gpt: sampling is deterministic under a seed") {
         differs = chargpt::sample(model, {1, 2}, o).tokens != a;
     }
     CHECK(differs);
-    CHECK(model.is_training()); // sample() restores the mode
+    CHECK(model.is_training());  // sample() restores the mode
     // Greedy and top-k 1 pick the argmax.
     std::vector<float> logits{0.1f, 2.0f, -1.0f, 1.9f};
     CHECK(chargpt::pick_token(logits, 0, 0, 0.7) == 1);

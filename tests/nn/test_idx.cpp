@@ -72,7 +72,7 @@ void check_error(const std::string &path, int rank, const std::string &fragment)
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("read_idx parses gzip and plain IDX files") {
     Removed cleanup;
@@ -99,7 +99,7 @@ TEST_CASE("read_idx errors: missing, bad magic, wrong rank, truncated, trailing,
     check_error(temp_path("missing.gz"), 1, "dataset-fashion-mnist");
 
     Bytes b = idx_bytes({24}, data);
-    b[2] = 0x0D; // float data, not unsigned bytes
+    b[2] = 0x0D;  // float data, not unsigned bytes
     write_gz(path, b);
     check_error(path, 1, "bad magic");
 
@@ -141,11 +141,9 @@ TEST_CASE("read_split checks counts and labels") {
     CHECK(s.labels == Bytes{0, 9, 4});
 
     write_gz(labels, idx_bytes({3}, {0, 10, 4}));
-    CHECK_THROWS_WITH_AS(fmnist::read_split(dir, "x"), doctest::Contains("label 10 at index 1"),
-                         fmnist::DataError);
+    CHECK_THROWS_WITH_AS(fmnist::read_split(dir, "x"), doctest::Contains("label 10 at index 1"), fmnist::DataError);
     write_gz(labels, idx_bytes({2}, {0, 1}));
-    CHECK_THROWS_WITH_AS(fmnist::read_split(dir, "x"), doctest::Contains("3 images but"),
-                         fmnist::DataError);
+    CHECK_THROWS_WITH_AS(fmnist::read_split(dir, "x"), doctest::Contains("3 images but"), fmnist::DataError);
     std::remove(images.c_str());
     std::remove(labels.c_str());
     rmdir(dir.c_str());

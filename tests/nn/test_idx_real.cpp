@@ -19,7 +19,7 @@ bool dataset_installed() {
     return ::stat((dir + "/train-images-idx3-ubyte.gz").c_str(), &st) == 0;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("the real training split: 60000 images of 28x28, labels in 0..9, train[0] is 9") {
     fmnist::Split train = fmnist::read_split(dir, "train");
@@ -28,13 +28,13 @@ TEST_CASE("the real training split: 60000 images of 28x28, labels in 0..9, train
     CHECK(train.cols == 28);
     CHECK(train.images.size() == 60000u * 28 * 28);
     REQUIRE(train.labels.size() == 60000u);
-    CHECK(train.labels[0] == 9); // an ankle boot
+    CHECK(train.labels[0] == 9);  // an ankle boot
     int per_class[10] = {};
     for (uint8_t l : train.labels) {
         REQUIRE(l <= 9);
         ++per_class[l];
     }
-    for (int c = 0; c < 10; ++c) CHECK(per_class[c] == 6000); // Fashion-MNIST is balanced
+    for (int c = 0; c < 10; ++c) CHECK(per_class[c] == 6000);  // Fashion-MNIST is balanced
     // Mean pixel / 255 is the 0.2860 the normalisation uses.
     double total = 0;
     for (uint8_t p : train.images) total += p;
@@ -53,7 +53,8 @@ TEST_CASE("the real test split: 10000 images and labels in 0..9") {
 int main(int argc, char **argv) {
     if (!dataset_installed()) {
         std::printf("SKIP: %s/train-images-idx3-ubyte.gz not found; install Debian's "
-                    "dataset-fashion-mnist package to run the real-data tests\n", dir.c_str());
+                    "dataset-fashion-mnist package to run the real-data tests\n",
+                    dir.c_str());
         return 77;
     }
     doctest::Context context(argc, argv);

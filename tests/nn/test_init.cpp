@@ -49,11 +49,11 @@ void check_normal(const Tensor &t, double mean, double std) {
     double n = static_cast<double>(t.numel());
     CHECK(std::abs(m.mean - mean) < 5 * std / std::sqrt(n));
     CHECK(std::sqrt(m.var) == doctest::Approx(std).epsilon(0.02));
-    CHECK(m.max > mean + 3 * std); // tails exist at n >= 10^4
+    CHECK(m.max > mean + 3 * std);  // tails exist at n >= 10^4
     CHECK(m.min < mean - 3 * std);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("fans and gains follow torch.nn.init") {
     CHECK(init::fans({128, 784}) == std::pair<int64_t, int64_t>{784, 128});
@@ -62,8 +62,7 @@ TEST_CASE("fans and gains follow torch.nn.init") {
     CHECK(init::calculate_gain(init::Nonlinearity::linear) == 1.0);
     CHECK(init::calculate_gain(init::Nonlinearity::relu) == doctest::Approx(std::sqrt(2.0)));
     CHECK(init::calculate_gain(init::Nonlinearity::tanh) == doctest::Approx(5.0 / 3));
-    CHECK(init::calculate_gain(init::Nonlinearity::leaky_relu, std::sqrt(5.0)) ==
-          doctest::Approx(std::sqrt(1.0 / 3)));
+    CHECK(init::calculate_gain(init::Nonlinearity::leaky_relu, std::sqrt(5.0)) == doctest::Approx(std::sqrt(1.0 / 3)));
 }
 
 TEST_CASE("uniform_ and normal_: bounds and moments") {
@@ -92,12 +91,12 @@ TEST_CASE("constant_, zeros_, ones_ write in place, also into parameters") {
     init::constant_(p, -2.5);
     CHECK(alias.to_vector<float>() == F(6, -2.5f));
     CHECK(p.requires_grad());
-    CHECK(grad_enabled()); // the guard inside restored grad mode
+    CHECK(grad_enabled());  // the guard inside restored grad mode
 }
 
 TEST_CASE("kaiming_uniform_ and kaiming_normal_") {
     Tensor w = empty({256, 400});
-    init::kaiming_uniform_(w, 3); // leaky_relu a = 0: gain sqrt(2), bound sqrt(6 / fan_in)
+    init::kaiming_uniform_(w, 3);  // leaky_relu a = 0: gain sqrt(2), bound sqrt(6 / fan_in)
     check_symmetric_uniform(w, std::sqrt(6.0 / 400));
     init::kaiming_uniform_(w, 3, 0, init::FanMode::fan_out, init::Nonlinearity::relu);
     check_symmetric_uniform(w, std::sqrt(6.0 / 256));

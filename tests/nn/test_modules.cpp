@@ -35,7 +35,7 @@ std::shared_ptr<nn::Sequential> fmnist_cnn() {
     return model;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("Linear: shapes, names, count and x W^T + b") {
     nn::Linear fc(4, 3, true, 7);
@@ -86,8 +86,8 @@ TEST_CASE("Linear: its own backward matches transpose + matmul, weight gradient 
     // Rank-2 inputs take Linear's single node (dW = g^T x); the same gradients as differentiating
     // x W^T through transpose and matmul, and the weight's gradient is a dense tensor of its own.
     nn::Linear fc(5, 3, true, 2);
-    Tensor x = from_vector<float>({0.5f, -1, 2, 0.25f, 3, -2, 1, 0, 1.5f, -0.5f, 4, -3, 2, 1, 0.75f}, {3, 5})
-                   .requires_grad_();
+    Tensor x =
+        from_vector<float>({0.5f, -1, 2, 0.25f, 3, -2, 1, 0, 1.5f, -0.5f, 4, -3, 2, 1, 0.75f}, {3, 5}).requires_grad_();
     Tensor y = fc(x);
     Tensor seed = from_vector<float>({1, -2, 0.5f, 3, 0.25f, -1, 2, 1, -0.5f}, {3, 3});
     y.backward(seed);
@@ -133,8 +133,8 @@ TEST_CASE("Conv2d with a 1x1 kernel and bias computes the channel mix") {
 TEST_CASE("the Fashion-MNIST CNN has torch_fmnist.py's 421,642 parameters and stable names") {
     auto model = fmnist_cnn();
     CHECK(model->parameter_count() == 421642);
-    CHECK(names_of(*model) == std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias",
-                                                       "7.weight", "7.bias", "9.weight", "9.bias"});
+    CHECK(names_of(*model) == std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias", "7.weight", "7.bias",
+                                                       "9.weight", "9.bias"});
     CHECK(model->size() == 10);
     CHECK((*model)[7].describe() == "Linear(3136, 128, bias=true)");
     Tensor logits = (*model)(randn({3, 1, 28, 28}, 11));
@@ -149,12 +149,11 @@ TEST_CASE("the Fashion-MNIST CNN has torch_fmnist.py's 421,642 parameters and st
 }
 
 TEST_CASE("Sequential: nested names, initializer list, index errors") {
-    auto inner = std::make_shared<nn::Sequential>(
-        std::initializer_list<std::shared_ptr<nn::Module>>{std::make_shared<nn::Linear>(2, 2),
-                                                           std::make_shared<nn::ReLU>()});
+    auto inner = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(2, 2), std::make_shared<nn::ReLU>()});
     nn::Sequential outer{std::make_shared<nn::Linear>(3, 2), inner, std::make_shared<nn::Linear>(2, 1)};
-    CHECK(names_of(outer) == std::vector<std::string>{"0.weight", "0.bias", "1.0.weight", "1.0.bias",
-                                                      "2.weight", "2.bias"});
+    CHECK(names_of(outer) ==
+          std::vector<std::string>{"0.weight", "0.bias", "1.0.weight", "1.0.bias", "2.weight", "2.bias"});
     CHECK(outer.parameters().size() == 6);
     CHECK(outer(zeros({4, 3})).shape() == Shape{4, 1});
     CHECK_THROWS_AS(outer[3], ValueError);
@@ -195,7 +194,7 @@ TEST_CASE("Dropout: identity in eval, scaled mask in train, deterministic per se
     }
     CHECK(zeros_a > 2250);
     CHECK(zeros_a < 2750);
-    CHECK(a != b); // a new mask each call
+    CHECK(a != b);  // a new mask each call
 
     nn::Dropout again(0.25, 42);
     CHECK(again(x).to_vector<float>() == a);

@@ -12,9 +12,7 @@ using F = std::vector<float>;
 
 namespace {
 
-Tensor param(const F &values) {
-    return from_vector(values, {static_cast<int64_t>(values.size())}).requires_grad_();
-}
+Tensor param(const F &values) { return from_vector(values, {static_cast<int64_t>(values.size())}).requires_grad_(); }
 
 void check_close(const F &got, const std::vector<double> &expect, double eps = 1e-6) {
     REQUIRE(got.size() == expect.size());
@@ -73,7 +71,7 @@ std::vector<double> grad_at(int step, std::size_t n) {
 
 F as_float(const std::vector<double> &v) { return F(v.begin(), v.end()); }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("SGD: plain, momentum and nesterov steps by hand") {
     // p = 1, constant gradient 2, lr 0.1.
@@ -120,8 +118,8 @@ TEST_CASE("SGD: several steps on vectors match torch's rule with every option") 
         double momentum, wd;
         bool nesterov;
     };
-    for (Case c : {Case{0, 0, false}, Case{0.9, 0, false}, Case{0.9, 0.01, false},
-                   Case{0.8, 0.1, true}, Case{0, 0.2, false}}) {
+    for (Case c :
+         {Case{0, 0, false}, Case{0.9, 0, false}, Case{0.9, 0.01, false}, Case{0.8, 0.1, true}, Case{0, 0.2, false}}) {
         CAPTURE(c.momentum);
         CAPTURE(c.wd);
         CAPTURE(c.nesterov);
@@ -153,8 +151,8 @@ TEST_CASE("AdamW: several steps on vectors match torch's rule (defaults and vari
     struct Case {
         double lr, b1, b2, eps, wd;
     };
-    for (Case c : {Case{1e-3, 0.9, 0.999, 1e-8, 0.01}, Case{0.05, 0.8, 0.99, 1e-6, 0.1},
-                   Case{0.01, 0.9, 0.999, 1e-8, 0}}) {
+    for (Case c :
+         {Case{1e-3, 0.9, 0.999, 1e-8, 0.01}, Case{0.05, 0.8, 0.99, 1e-6, 0.1}, Case{0.01, 0.9, 0.999, 1e-8, 0}}) {
         CAPTURE(c.lr);
         CAPTURE(c.wd);
         std::vector<double> ref = {0.5, -1.0, 2.0, 0.0};
@@ -222,9 +220,9 @@ TEST_CASE("AdamW defaults are torch's: lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd
 
 TEST_CASE("optimizers: zero_grad, skipped parameters, in-place updates, real backward") {
     Tensor a = param({1, 2}), b = param({3});
-    Tensor alias = a; // another handle (like a module's member) sees the update
+    Tensor alias = a;  // another handle (like a module's member) sees the update
     optim::SGD opt({a, b}, 0.5);
-    sum(mul(a, a)).backward(); // grad 2a; b gets none
+    sum(mul(a, a)).backward();  // grad 2a; b gets none
     REQUIRE(a.grad().defined());
     CHECK_FALSE(b.grad().defined());
     opt.step();

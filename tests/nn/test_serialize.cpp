@@ -33,8 +33,7 @@ struct TempFile {
     std::string path;
     explicit TempFile(const std::string &name) {
         const char *dir = std::getenv("TMPDIR");
-        path = std::string(dir && *dir ? dir : "/tmp") + "/tinyfin-nn-" + std::to_string(::getpid()) +
-               "-" + name;
+        path = std::string(dir && *dir ? dir : "/tmp") + "/tinyfin-nn-" + std::to_string(::getpid()) + "-" + name;
     }
     ~TempFile() { std::remove(path.c_str()); }
 };
@@ -76,7 +75,7 @@ std::shared_ptr<nn::Sequential> small_model(uint64_t seed) {
         std::make_shared<nn::Linear>(4, 3, false, seed + 1)});
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("save/load round-trips a model bitwise") {
     TempFile file("model.tfnn");
@@ -128,9 +127,9 @@ TEST_CASE("save/load keeps every dtype, rank 0, non-contiguous views and special
     CHECK(all[5].second.to_vector<float>() == F{1, 4, 2, 5, 3, 6});
 
     // load into existing tensors matches by name, whatever the order.
-    nn::NamedTensors into = {{"scalar", scalar(0)}, {"view", zeros({3, 2})},
-                             {"flags", zeros({3}, DType::boolean)}, {"i32", zeros({2}, DType::i32)},
-                             {"i64", zeros({3}, DType::i64)}, {"specials", zeros({8})}};
+    nn::NamedTensors into = {
+        {"scalar", scalar(0)},           {"view", zeros({3, 2})},         {"flags", zeros({3}, DType::boolean)},
+        {"i32", zeros({2}, DType::i32)}, {"i64", zeros({3}, DType::i64)}, {"specials", zeros({8})}};
     nn::load(file.path, into);
     CHECK(into[0].second.item<float>() == 2.5f);
     CHECK(into[1].second.to_vector<float>() == F{1, 4, 2, 5, 3, 6});
@@ -143,16 +142,16 @@ TEST_CASE("the byte layout is the documented one") {
     // header 24 + name len 4 + "w" 1 + dtype 4 + rank 4 + shape 16 + nbytes 8 + data 8 + crc 4.
     REQUIRE(b.size() == 73);
     CHECK(std::memcmp(b.data(), "TFNN", 4) == 0);
-    CHECK(b[4] == 1); // version 1, little-endian u32
-    CHECK(b[8] == 1); // count
-    CHECK(b[16] == 73); // file size
-    CHECK(b[24] == 1); // name length
+    CHECK(b[4] == 1);  // version 1, little-endian u32
+    CHECK(b[8] == 1);  // count
+    CHECK(b[16] == 73);  // file size
+    CHECK(b[24] == 1);  // name length
     CHECK(b[28] == 'w');
-    CHECK(b[29] == 0); // dtype f32
-    CHECK(b[33] == 2); // rank
-    CHECK(b[37] == 1); // shape[0]
-    CHECK(b[45] == 2); // shape[1]
-    CHECK(b[53] == 8); // data bytes
+    CHECK(b[29] == 0);  // dtype f32
+    CHECK(b[33] == 2);  // rank
+    CHECK(b[37] == 1);  // shape[0]
+    CHECK(b[45] == 2);  // shape[1]
+    CHECK(b[53] == 8);  // data bytes
     float v[2];
     std::memcpy(v, &b[61], 8);
     CHECK(v[0] == 1.0f);
@@ -218,25 +217,24 @@ TEST_CASE("load errors name the file and the problem") {
     }
     SUBCASE("a malformed entry with a valid CRC") {
         Bytes b = good;
-        b[24] = 0xff; // first name length far past the end
+        b[24] = 0xff;  // first name length far past the end
         b[25] = 0xff;
         fix_crc(b);
         write_bytes(bad.path, b);
         check_load_error(bad.path, into, {bad.path, "malformed", "entry 0"});
     }
     SUBCASE("shape mismatch") {
-        nn::NamedTensors other = {{"0.weight", zeros({4, 6})}, {"0.bias", zeros({4})},
-                                  {"2.weight", zeros({3, 4})}};
+        nn::NamedTensors other = {{"0.weight", zeros({4, 6})}, {"0.bias", zeros({4})}, {"2.weight", zeros({3, 4})}};
         check_load_error(file.path, other, {file.path, "'0.weight'", "[4,5]", "[4,6]"});
     }
     SUBCASE("dtype mismatch") {
-        nn::NamedTensors other = {{"0.weight", zeros({4, 5}, DType::i32)}, {"0.bias", zeros({4})},
-                                  {"2.weight", zeros({3, 4})}};
+        nn::NamedTensors other = {
+            {"0.weight", zeros({4, 5}, DType::i32)}, {"0.bias", zeros({4})}, {"2.weight", zeros({3, 4})}};
         check_load_error(file.path, other, {file.path, "'0.weight'", "f32", "i32"});
     }
     SUBCASE("a name the file does not have") {
-        nn::NamedTensors other = {{"0.weight", zeros({4, 5})}, {"0.bias", zeros({4})},
-                                  {"2.weight", zeros({3, 4})}, {"2.bias", zeros({3})}};
+        nn::NamedTensors other = {
+            {"0.weight", zeros({4, 5})}, {"0.bias", zeros({4})}, {"2.weight", zeros({3, 4})}, {"2.bias", zeros({3})}};
         check_load_error(file.path, other, {file.path, "no tensor '2.bias'", "0.weight, 0.bias, 2.weight"});
     }
     SUBCASE("a name the destination does not have") {
@@ -291,7 +289,7 @@ pid_t dead_pid() {
     return pid;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("save: threads saving one path never leave a damaged file") {
     TempDir dir;
@@ -367,8 +365,7 @@ TEST_CASE("save: a failed write removes its temp file and keeps the old file") {
     small.rlim_cur = 4096;
     auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
     REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
-    CHECK_THROWS_WITH_AS(nn::save(path, {{"w", ones({1 << 16})}}), doctest::Contains(dir.path.c_str()),
-                         ValueError);
+    CHECK_THROWS_WITH_AS(nn::save(path, {{"w", ones({1 << 16})}}), doctest::Contains(dir.path.c_str()), ValueError);
     REQUIRE(setrlimit(RLIMIT_FSIZE, &old_limit) == 0);
     std::signal(SIGXFSZ, old_handler);
     CHECK(read_bytes(path) == before);
@@ -385,7 +382,7 @@ TEST_CASE("load: devices, FIFOs, directories and /proc files are refused with a 
     check_load_error(dir.path, into, {dir.path, "a directory"});
     const std::string fifo = dir.path + "/fifo.tfnn";
     REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
-    check_load_error(fifo, into, {fifo, "a FIFO"}); // no writer: must not block
+    check_load_error(fifo, into, {fifo, "a FIFO"});  // no writer: must not block
     check_load_error("/proc/self/mem", into, {"/proc/self/mem"});
     CHECK_THROWS_WITH_AS(nn::load_all("/dev/zero"), doctest::Contains("/dev/zero"), ValueError);
     CHECK_THROWS_WITH_AS(nn::load_all(fifo), doctest::Contains("a FIFO"), ValueError);
@@ -435,14 +432,14 @@ TEST_CASE("load_all: crafted files with a valid CRC are refused") {
     }
     SUBCASE("a name with a control character") {
         Bytes b = good;
-        b[29] = 0x1b; // ESC: would reach terminals through error messages
+        b[29] = 0x1b;  // ESC: would reach terminals through error messages
         fix_crc(b);
         write_bytes(path, b);
         CHECK_THROWS_WITH_AS(nn::load_all(path), doctest::Contains("not UTF-8 text"), ValueError);
     }
     SUBCASE("a name that is not UTF-8") {
         Bytes b = good;
-        b[29] = 0xc0; // an overlong lead byte
+        b[29] = 0xc0;  // an overlong lead byte
         fix_crc(b);
         write_bytes(path, b);
         CHECK_THROWS_WITH_AS(nn::load_all(path), doctest::Contains("not UTF-8 text"), ValueError);

@@ -13,7 +13,7 @@ namespace {
 
 Tensor param(const F &values, const Shape &shape) { return from_vector(values, shape).requires_grad_(); }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("clip_grad_norm: the global norm over all gradients, scaled when above max_norm") {
     Tensor a = param({1, 2}, {2}), b = param({0, 0, 0, 0}, {2, 2}), c = param({5}, {1});
@@ -44,8 +44,8 @@ TEST_CASE("WarmupCosine: linear warmup, half a cosine, then the floor") {
     nn::WarmupCosine s(1.0, 0.1, 4, 14);
     CHECK(s(0) == doctest::Approx(0.25));
     CHECK(s(3) == doctest::Approx(1.0));
-    CHECK(s(4) == doctest::Approx(1.0));            // r = 0
-    CHECK(s(9) == doctest::Approx(0.55));           // r = 1/2: 0.1 + 0.9 * 0.5
+    CHECK(s(4) == doctest::Approx(1.0));  // r = 0
+    CHECK(s(9) == doctest::Approx(0.55));  // r = 1/2: 0.1 + 0.9 * 0.5
     CHECK(s(6) == doctest::Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 0.2))));
     CHECK(s(14) == doctest::Approx(0.1));
     CHECK(s(100) == doctest::Approx(0.1));

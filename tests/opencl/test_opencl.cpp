@@ -121,8 +121,9 @@ TEST_CASE("opencl: built programs land in the binary cache as regular files") {
 TEST_CASE("opencl: matmul runs on CLBlast unless it is hidden") {
     Tensor a = tf::from_vector(values(6 * 5, 1), {6, 5}, gpu_device);
     Tensor b = tf::from_vector(values(5 * 4, 2), {5, 4}, gpu_device);
-    check(tf::matmul(a, b), tf::matmul(tf::from_vector(values(6 * 5, 1), {6, 5}, cpu_device),
-                                       tf::from_vector(values(5 * 4, 2), {5, 4}, cpu_device)),
+    check(tf::matmul(a, b),
+          tf::matmul(tf::from_vector(values(6 * 5, 1), {6, 5}, cpu_device),
+                     tf::from_vector(values(5 * 4, 2), {5, 4}, cpu_device)),
           1e-5, 1e-4, "matmul");
     const auto f = features();
     const std::string work = f.at("device0.work");

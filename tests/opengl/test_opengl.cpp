@@ -38,8 +38,10 @@ TEST_CASE("opengl: tinyfin-info shows the GL version, renderer, limits and kind"
     if (f.at("device0.gl_renderer").find("llvmpipe") != std::string::npos)
         CHECK(f.at("device0.kind").rfind("software", 0) == 0);
     const char *egl = std::getenv("TINYFIN_OPENGL_EGL");
-    if (egl && std::string(egl) == "surfaceless") CHECK(f.at("device0.egl") == "surfaceless platform");
-    else CHECK(f.at("device0.egl").rfind("EGL device", 0) == 0);
+    if (egl && std::string(egl) == "surfaceless")
+        CHECK(f.at("device0.egl") == "surfaceless platform");
+    else
+        CHECK(f.at("device0.egl").rfind("EGL device", 0) == 0);
 }
 
 TEST_CASE("opengl: calls from two threads at once give the cpu's results") {
@@ -59,10 +61,12 @@ TEST_CASE("opengl: host copies lap the stream ring and exceed a quarter of it") 
     // 6 MiB uploads and reads take a mapped buffer of their own.
     std::vector<Tensor> tensors;
     for (int i = 0; i < 40; ++i)
-        tensors.push_back(tf::from_vector(values(256 * 1024, 1000 + static_cast<uint64_t>(i)), {256 * 1024}, gpu_device));
+        tensors.push_back(
+            tf::from_vector(values(256 * 1024, 1000 + static_cast<uint64_t>(i)), {256 * 1024}, gpu_device));
     for (int i = 0; i < 40; ++i) {
         INFO("tensor " << i);
-        CHECK(tensors[static_cast<std::size_t>(i)].to_vector<float>() == values(256 * 1024, 1000 + static_cast<uint64_t>(i)));
+        CHECK(tensors[static_cast<std::size_t>(i)].to_vector<float>() ==
+              values(256 * 1024, 1000 + static_cast<uint64_t>(i)));
     }
     const std::vector<float> big = values(6 * 256 * 1024, 77);
     Tensor b = tf::from_vector(big, {6 * 256 * 1024}, gpu_device);

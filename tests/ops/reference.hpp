@@ -42,8 +42,7 @@ inline std::vector<int64_t> unravel(int64_t flat, const Shape &shape) {
 inline int64_t broadcast_index(const std::vector<int64_t> &coord, const Shape &from) {
     std::size_t lead = coord.size() - from.size();
     int64_t flat = 0;
-    for (std::size_t i = 0; i < from.size(); ++i)
-        flat = flat * from[i] + (from[i] == 1 ? 0 : coord[lead + i]);
+    for (std::size_t i = 0; i < from.size(); ++i) flat = flat * from[i] + (from[i] == 1 ? 0 : coord[lead + i]);
     return flat;
 }
 
@@ -75,23 +74,19 @@ inline bool close(double got, double want, double atol, double rtol) {
 }
 
 // Checks shape and every element; reports the first mismatch with its index.
-inline void check_close(const Tensor &got, const D &want, const Shape &shape, double atol = 1e-5,
-                        double rtol = 1e-5) {
+inline void check_close(const Tensor &got, const D &want, const Shape &shape, double atol = 1e-5, double rtol = 1e-5) {
     REQUIRE(got.shape() == shape);
     REQUIRE(static_cast<int64_t>(want.size()) == numel(shape));
-    D g = got.dtype() == tinyfin::DType::f32 ? host(got)
-                                             : host(tinyfin::cast(got, tinyfin::DType::f32));
+    D g = got.dtype() == tinyfin::DType::f32 ? host(got) : host(tinyfin::cast(got, tinyfin::DType::f32));
     for (std::size_t i = 0; i < want.size(); ++i) {
         if (close(g[i], want[i], atol, rtol)) continue;
-        INFO("element " << i << " of shape " << tinyfin::shape_str(shape) << ": got " << g[i]
-                        << ", want " << want[i]);
+        INFO("element " << i << " of shape " << tinyfin::shape_str(shape) << ": got " << g[i] << ", want " << want[i]);
         CHECK(close(g[i], want[i], atol, rtol));
         return;
     }
 }
 
-inline void check_close(const Tensor &got, const F &want, const Shape &shape, double atol = 1e-5,
-                        double rtol = 1e-5) {
+inline void check_close(const Tensor &got, const F &want, const Shape &shape, double atol = 1e-5, double rtol = 1e-5) {
     check_close(got, to_double(want), shape, atol, rtol);
 }
 
@@ -148,4 +143,4 @@ inline double gelu_tanh(double x) {
 }
 inline double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
-} // namespace ref
+}  // namespace ref

@@ -32,8 +32,8 @@ inline D matmul_ref(const D &a, const Shape &sa, const D &b, const Shape &sb, Sh
     return out;
 }
 
-inline D conv2d_ref(const D &x, const Shape &sx, const D &w, const Shape &sw, const D *bias,
-                    const Conv2dOptions &o, Shape &so) {
+inline D conv2d_ref(const D &x, const Shape &sx, const D &w, const Shape &sw, const D *bias, const Conv2dOptions &o,
+                    Shape &so) {
     int64_t n = sx[0], c = sx[1], h = sx[2], wd = sx[3];
     int64_t oc = sw[0], icg = sw[1], kh = sw[2], kw = sw[3];
     int64_t oh = (h + 2 * o.pad_h - o.dilation_h * (kh - 1) - 1) / o.stride_h + 1;
@@ -148,8 +148,8 @@ inline D rope_ref(const D &x, const Shape &shape, double theta, bool interleaved
 }
 
 // q [B, Tq, D], k [B, Tk, D], v [B, Tk, Dv], mask [Tq, Tk] or empty.
-inline D attention_ref(const D &q, const D &k, const D &v, const D &mask, int64_t b, int64_t tq, int64_t tk,
-                       int64_t d, int64_t dv, bool causal, double scale) {
+inline D attention_ref(const D &q, const D &k, const D &v, const D &mask, int64_t b, int64_t tq, int64_t tk, int64_t d,
+                       int64_t dv, bool causal, double scale) {
     D out(static_cast<std::size_t>(b * tq * dv), 0.0);
     for (int64_t n = 0; n < b; ++n)
         for (int64_t i = 0; i < tq; ++i) {
@@ -165,8 +165,7 @@ inline D attention_ref(const D &q, const D &k, const D &v, const D &mask, int64_
             double total = 0;
             for (double &e : s) total += (e = std::exp(e - m));
             for (int64_t j = 0; j < tk; ++j)
-                for (int64_t c = 0; c < dv; ++c)
-                    out[(n * tq + i) * dv + c] += s[j] / total * v[(n * tk + j) * dv + c];
+                for (int64_t c = 0; c < dv; ++c) out[(n * tq + i) * dv + c] += s[j] / total * v[(n * tk + j) * dv + c];
         }
     return out;
 }
@@ -187,4 +186,4 @@ inline D permute_ref(const D &a, const Shape &shape, const std::vector<int> &axe
     return out;
 }
 
-} // namespace ref
+}  // namespace ref

@@ -28,7 +28,7 @@ struct UnaryCase {
     const char *name;
     std::function<Tensor(const Tensor &)> op;
     std::function<double(double)> reference;
-    double lo, hi; // input domain
+    double lo, hi;  // input domain
 };
 
 std::vector<UnaryCase> unary_cases() {
@@ -54,7 +54,7 @@ std::vector<UnaryCase> unary_cases() {
     };
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("pow broadcasts and matches std::pow") {
     F a = ref::values(6, 1, 0.5, 2), b = ref::values(3, 2, -2, 2);
@@ -157,7 +157,7 @@ TEST_CASE("where broadcasts condition and both branches") {
     }
     ref::check_close(r, want, so, 0, 0);
     // a transposed condition
-    Tensor ct = cc.reshape({2, 3}).transpose(0, 1); // [3,2]: rows (1,0), (0,0), (1,1)
+    Tensor ct = cc.reshape({2, 3}).transpose(0, 1);  // [3,2]: rows (1,0), (0,0), (1,1)
     ref::check_close(where(ct, ones({3, 2}), zeros({3, 2})), D{1, 0, 0, 0, 1, 1}, {3, 2}, 0, 0);
     CHECK(where(gt(scalar(1), scalar(0)), scalar(4), scalar(5)).item<float>() == 4);
 }
@@ -180,8 +180,8 @@ TEST_CASE("every unary op matches its reference on contiguous and strided inputs
         ref::check_close(u.op(xs), ref::unary(sliced, u.reference), {4, 2}, 1e-6, 1e-5);
         // an expanded (stride-0) input
         Tensor xe = ref::tensor({v[0], v[1]}, {2, 1}).expand({2, 3});
-        ref::check_close(u.op(xe), ref::unary(D{dv[0], dv[0], dv[0], dv[1], dv[1], dv[1]}, u.reference),
-                         {2, 3}, 1e-6, 1e-5);
+        ref::check_close(u.op(xe), ref::unary(D{dv[0], dv[0], dv[0], dv[1], dv[1], dv[1]}, u.reference), {2, 3}, 1e-6,
+                         1e-5);
         // rank 0 and zero-size
         Tensor s = u.op(scalar(v[5]));
         CHECK(s.rank() == 0);
@@ -240,31 +240,32 @@ TEST_CASE("binary ops and where broadcast at the maximum rank (8)") {
     Shape so = broadcast_shapes(sa, sb);
     REQUIRE(so.size() == 8);
     ref::check_close(pow(ta, tb), ref::binary(da, sa, db, sb, [](double x, double y) { return std::pow(x, y); }), so);
-    ref::check_close(minimum(ta, tb), ref::binary(da, sa, db, sb, [](double x, double y) { return std::min(x, y); }), so, 0, 0);
-    std::vector<bool> want;
-    for (double c : ref::binary(da, sa, db, sb, [](double x, double y) { return x > y ? 1.0 : 0.0; })) want.push_back(c != 0);
-    CHECK(bools(gt(ta, tb)) == want);
-    ref::check_close(where(gt(ta, tb), ta, tb), ref::binary(da, sa, db, sb, [](double x, double y) { return x > y ? x : y; }),
+    ref::check_close(minimum(ta, tb), ref::binary(da, sa, db, sb, [](double x, double y) { return std::min(x, y); }),
                      so, 0, 0);
+    std::vector<bool> want;
+    for (double c : ref::binary(da, sa, db, sb, [](double x, double y) { return x > y ? 1.0 : 0.0; }))
+        want.push_back(c != 0);
+    CHECK(bools(gt(ta, tb)) == want);
+    ref::check_close(where(gt(ta, tb), ta, tb),
+                     ref::binary(da, sa, db, sb, [](double x, double y) { return x > y ? x : y; }), so, 0, 0);
 }
 
 TEST_CASE("binary ops with non-contiguous operands and zero-size shapes") {
     F v = ref::values(12, 21, 0.5, 2);
     D dv = ref::to_double(v);
     Tensor m = ref::tensor(v, {3, 4});
-    Tensor mt = m.transpose(0, 1);        // [4,3]
-    Tensor ms = m.slice(1, 0, 4, 2);      // [3,2]: columns 0, 2
+    Tensor mt = m.transpose(0, 1);  // [4,3]
+    Tensor ms = m.slice(1, 0, 4, 2);  // [3,2]: columns 0, 2
     D dt = ref::transpose2(dv, 3, 4);
     D ds{dv[0], dv[2], dv[4], dv[6], dv[8], dv[10]};
     Tensor e = ref::tensor({2, 0.5f, 3}, {3});
-    ref::check_close(pow(mt, e), ref::binary(dt, {4, 3}, D{2, 0.5, 3}, {3},
-                                             [](double x, double y) { return std::pow(x, y); }),
+    ref::check_close(pow(mt, e),
+                     ref::binary(dt, {4, 3}, D{2, 0.5, 3}, {3}, [](double x, double y) { return std::pow(x, y); }),
                      {4, 3});
-    ref::check_close(maximum(mt, ref::tensor({1}, {1})),
-                     ref::unary(dt, [](double x) { return std::max(x, 1.0); }), {4, 3}, 0, 0);
+    ref::check_close(maximum(mt, ref::tensor({1}, {1})), ref::unary(dt, [](double x) { return std::max(x, 1.0); }),
+                     {4, 3}, 0, 0);
     ref::check_close(minimum(ms, ms.transpose(0, 1).transpose(0, 1)), ds, {3, 2}, 0, 0);
-    CHECK(bools(gt(ms, scalar(1))) ==
-          compare_ref(ds, {3, 2}, D{1}, {}, [](double x, double y) { return x > y; }));
+    CHECK(bools(gt(ms, scalar(1))) == compare_ref(ds, {3, 2}, D{1}, {}, [](double x, double y) { return x > y; }));
     // zero-size
     CHECK(pow(zeros({0, 3}), ones({3})).shape() == Shape{0, 3});
     CHECK(maximum(zeros({2, 0}), zeros({1, 0})).shape() == Shape{2, 0});
@@ -283,12 +284,14 @@ TEST_CASE("unary and binary ops on f16 and bf16 inputs") {
         }
         auto [a, da] = ref::half_input(ref::values(6, 13, 0.5, 2), {2, 3}, half.dtype);
         auto [b, db] = ref::half_input(ref::values(3, 14, -2, 2), {3}, half.dtype);
-        ref::check_half(pow(a, b), half, ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return std::pow(x, y); }),
-                        {2, 3});
+        ref::check_half(pow(a, b), half,
+                        ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return std::pow(x, y); }), {2, 3});
         ref::check_half(maximum(a, b), half,
                         ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return std::max(x, y); }), {2, 3});
-        ref::check_half(a * b, half, ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return x * y; }), {2, 3});
-        ref::check_half(a / b, half, ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return x / y; }), {2, 3});
+        ref::check_half(a * b, half, ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return x * y; }),
+                        {2, 3});
+        ref::check_half(a / b, half, ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return x / y; }),
+                        {2, 3});
         CHECK(bools(lt(a, b)) == compare_ref(da, {2, 3}, db, {3}, [](double x, double y) { return x < y; }));
         ref::check_half(where(lt(a, b), a, b), half,
                         ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return x < y ? x : y; }), {2, 3});

@@ -27,7 +27,7 @@ void check_out_of_range(const std::function<Tensor()> &op, const std::string &na
     if (default_device().backend == "cpu") CHECK(what.find(" " + value + " ") != std::string::npos);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("out-of-range embedding indices") {
     Tensor w = ones({5, 3});
@@ -41,11 +41,22 @@ TEST_CASE("out-of-range embedding indices") {
 TEST_CASE("out-of-range labels in cross_entropy and one_hot") {
     Tensor logits = zeros({3, 4});
     check_out_of_range([&] { return cross_entropy(logits, i64({0, 4, 1}, {3})); }, "cross_entropy", "4");
-    check_out_of_range([&] { return cross_entropy(logits, i64({0, -3, 1}, {3}), Reduction::sum); }, "cross_entropy", "-3");
-    check_out_of_range([&] { return cross_entropy(logits, i64({0, 1, 9}, {3}), Reduction::none); }, "cross_entropy", "9");
+    check_out_of_range(
+        [&] {
+            return cross_entropy(logits, i64({0, -3, 1}, {3}), Reduction::sum);
+        },
+        "cross_entropy", "-3");
+    check_out_of_range(
+        [&] {
+            return cross_entropy(logits, i64({0, 1, 9}, {3}), Reduction::none);
+        },
+        "cross_entropy", "9");
     // -100 is only ignored while it is the ignore_index
-    check_out_of_range([&] { return cross_entropy(logits, i64({0, -100, 1}, {3}), Reduction::mean, 2); },
-                       "cross_entropy", "-100");
+    check_out_of_range(
+        [&] {
+            return cross_entropy(logits, i64({0, -100, 1}, {3}), Reduction::mean, 2);
+        },
+        "cross_entropy", "-100");
     check_out_of_range([&] { return one_hot(i64({1, 3}, {2}), 3); }, "one_hot", "3");
     check_out_of_range([&] { return one_hot(from_vector(std::vector<int32_t>{-1}, {1}), 3); }, "one_hot", "-1");
     CHECK_THROWS_WITH_AS(one_hot(i64({0}, {1}), 0), Contains("num_classes must be >= 1, got 0"), ValueError);
@@ -67,7 +78,7 @@ TEST_CASE("bad conv2d parameters, groups and shapes") {
     o = {};
     o.groups = 0;
     CHECK_THROWS_WITH_AS(conv2d(x, w, Tensor(), o), Contains("groups 0"), ValueError);
-    o.groups = 2; // C = 3 is not divisible by 2
+    o.groups = 2;  // C = 3 is not divisible by 2
     CHECK_THROWS_WITH_AS(conv2d(ones({1, 3, 5, 5}), ones({2, 1, 3, 3}), Tensor(), o), Contains("groups=2"), ShapeError);
     // O = 3 not divisible by groups 2
     CHECK_THROWS_AS(conv2d(ones({1, 4, 5, 5}), ones({3, 2, 3, 3}), Tensor(), o), ShapeError);
@@ -76,7 +87,7 @@ TEST_CASE("bad conv2d parameters, groups and shapes") {
     // a kernel larger than the padded input
     CHECK_THROWS_WITH_AS(conv2d(ones({1, 3, 2, 2}), w), Contains("smaller than the dilated kernel"), ShapeError);
     o = {};
-    o.dilation_h = 3; // span 7 > 5
+    o.dilation_h = 3;  // span 7 > 5
     CHECK_THROWS_AS(conv2d(x, w, Tensor(), o), ShapeError);
     CHECK_THROWS_WITH_AS(conv2d(ones({3, 5, 5}), w), Contains("conv2d: input must have rank 4"), ShapeError);
     CHECK_THROWS_WITH_AS(conv2d(x, ones({2, 3, 3})), Contains("weight must have rank 4"), ShapeError);
@@ -92,7 +103,9 @@ TEST_CASE("bad pooling parameters") {
     CHECK_THROWS_WITH_AS(max_pool2d(x, {0, 2}), Contains("max_pool2d: invalid kernel 0x2"), ValueError);
     CHECK_THROWS_WITH_AS(avg_pool2d(x, {2, 2, 0, 0, 2, 0}), Contains("padding 2x0"), ValueError);
     CHECK_THROWS_AS(avg_pool2d(x, {2, 2, -1, 1}), ValueError);
-    CHECK_THROWS_WITH_AS(max_pool2d(ones({1, 1, 2, 2}), {3, 3}), Contains("input [1,1,2,2] with padding 0 is smaller than the window of 3 positions"), ShapeError);
+    CHECK_THROWS_WITH_AS(max_pool2d(ones({1, 1, 2, 2}), {3, 3}),
+                         Contains("input [1,1,2,2] with padding 0 is smaller than the window of 3 positions"),
+                         ShapeError);
     CHECK_THROWS_WITH_AS(avg_pool2d(ones({1, 1, 2, 2}), {3, 3}), Contains("smaller than the"), ShapeError);
     CHECK_THROWS_WITH_AS(max_pool2d(ones({4, 4})), Contains("max_pool2d: input must have rank 4"), ShapeError);
     still_working();
@@ -104,8 +117,8 @@ TEST_CASE("mismatched shapes name the op and the shapes") {
     CHECK_THROWS_WITH_AS(lt(ones({4}), ones({3})), Contains("lt: shapes"), ShapeError);
     Tensor yes = ones({2}, DType::boolean);
     CHECK_THROWS_WITH_AS(where(yes, ones({3}), ones({1})), Contains("where: shapes"), ShapeError);
-    CHECK_THROWS_WITH_AS(layer_norm(ones({2, 3}), 1, ones({4})), Contains("layer_norm: weight must have shape [3], got [4]"),
-                         ShapeError);
+    CHECK_THROWS_WITH_AS(layer_norm(ones({2, 3}), 1, ones({4})),
+                         Contains("layer_norm: weight must have shape [3], got [4]"), ShapeError);
     CHECK_THROWS_WITH_AS(layer_norm(ones({2, 3}), 3), Contains("last 3 axes of shape [2,3]"), ShapeError);
     CHECK_THROWS_WITH_AS(rms_norm(ones({2, 3}), 1, ones({2})), Contains("rms_norm: weight"), ShapeError);
     CHECK_THROWS_WITH_AS(rope(ones({2, 3}), 100), Contains("rope: input must be [..., T, D] with D even, got [2,3]"),
@@ -116,10 +129,12 @@ TEST_CASE("mismatched shapes name the op and the shapes") {
     CHECK_THROWS_AS(scaled_dot_product_attention(ones({2, 3, 4}), ones({2, 5, 4}), ones({2, 4, 4})), ShapeError);
     CHECK_THROWS_AS(scaled_dot_product_attention(ones({2, 3, 4}), ones({3, 5, 4}), ones({3, 5, 4})), ShapeError);
     CHECK_THROWS_AS(scaled_dot_product_attention(ones({3, 4}), ones({3, 4}), ones({3, 4}), ones({2, 3})), ShapeError);
-    CHECK_THROWS_WITH_AS(cross_entropy(ones({3, 4}), i64({0, 1}, {2})), Contains("labels must have shape [3]"), ShapeError);
+    CHECK_THROWS_WITH_AS(cross_entropy(ones({3, 4}), i64({0, 1}, {2})), Contains("labels must have shape [3]"),
+                         ShapeError);
     CHECK_THROWS_WITH_AS(cross_entropy(ones({4}), i64({0}, {1})), Contains("cross_entropy: logits must have rank 2"),
                          ShapeError);
-    CHECK_THROWS_WITH_AS(embedding(ones({5}), i64({0}, {1})), Contains("embedding: weight must have rank 2"), ShapeError);
+    CHECK_THROWS_WITH_AS(embedding(ones({5}), i64({0}, {1})), Contains("embedding: weight must have rank 2"),
+                         ShapeError);
     CHECK_THROWS_WITH_AS(concat({ones({2, 3}), ones({2, 4})}, 0), Contains("concat: f32[2,4] does not match f32[2,3]"),
                          ShapeError);
     CHECK_THROWS_AS(concat({ones({2, 3}), ones({2, 3, 1})}, 0), ShapeError);
@@ -131,7 +146,8 @@ TEST_CASE("mismatched shapes name the op and the shapes") {
                          ShapeError);
     CHECK_THROWS_AS(pad(ones({2}), {1}), ShapeError);
     CHECK_THROWS_WITH_AS(pad(ones({2}), {-1, 0}), Contains("negative padding on axis 0"), ShapeError);
-    CHECK_THROWS_WITH_AS(narrow(ones({4}), 0, 2, 3), Contains("narrow: [2, 5) is outside axis 0 of shape [4]"), ShapeError);
+    CHECK_THROWS_WITH_AS(narrow(ones({4}), 0, 2, 3), Contains("narrow: [2, 5) is outside axis 0 of shape [4]"),
+                         ShapeError);
     CHECK_THROWS_AS(narrow(ones({4}), 1, 0, 1), ShapeError);
     still_working();
 }
@@ -144,7 +160,8 @@ TEST_CASE("axes out of range and empty reductions") {
     CHECK_THROWS_AS(argmax(scalar(1), 0), ShapeError);
     CHECK_THROWS_WITH_AS(mean(ones({2, 3}), {5}), Contains("mean: axis 5 is out of range for shape [2,3]"), ShapeError);
     CHECK_THROWS_WITH_AS(var(ones({2, 3}), {1, -1}), Contains("var: axis -1 repeated"), ShapeError);
-    CHECK_THROWS_WITH_AS(max(zeros({0, 3})), Contains("max: cannot reduce an empty tensor of shape [0,3] over axis 0"), ShapeError);
+    CHECK_THROWS_WITH_AS(max(zeros({0, 3})), Contains("max: cannot reduce an empty tensor of shape [0,3] over axis 0"),
+                         ShapeError);
     CHECK_THROWS_AS(min(zeros({0, 3}), {0}), ShapeError);
     still_working();
 }
@@ -163,15 +180,19 @@ TEST_CASE("wrong dtypes") {
     CHECK_THROWS_WITH_AS(cross_entropy(ones({2, 3}, DType::i32), i64({0, 1}, {2})),
                          Contains("cross_entropy: needs a float tensor, got i32"), DTypeError);
     CHECK_THROWS_WITH_AS(one_hot(ones({2}), 3), Contains("one_hot: labels must be i32 or i64, got f32"), DTypeError);
-    CHECK_THROWS_WITH_AS(softmax(ones({3}, DType::i32)), Contains("softmax: needs a float tensor, got i32"), DTypeError);
+    CHECK_THROWS_WITH_AS(softmax(ones({3}, DType::i32)), Contains("softmax: needs a float tensor, got i32"),
+                         DTypeError);
     CHECK_THROWS_AS(layer_norm(ones({3}, DType::i64), 1), DTypeError);
     CHECK_THROWS_AS(rms_norm(ones({3}, DType::boolean), 1), DTypeError);
     CHECK_THROWS_AS(rope(ones({2, 4}, DType::i32)), DTypeError);
-    CHECK_THROWS_WITH_AS(layer_norm(ones({2, 3}), 1, ones({3}, DType::i32)), Contains("layer_norm: dtypes"), DTypeError);
-    CHECK_THROWS_WITH_AS(scaled_dot_product_attention(ones({2, 3}), ones({2, 3}), ones({2, 3}), ones({2, 2}, DType::i32)),
-                         Contains("mask dtype i32 differs from q's f32"), DTypeError);
+    CHECK_THROWS_WITH_AS(layer_norm(ones({2, 3}), 1, ones({3}, DType::i32)), Contains("layer_norm: dtypes"),
+                         DTypeError);
+    CHECK_THROWS_WITH_AS(
+        scaled_dot_product_attention(ones({2, 3}), ones({2, 3}), ones({2, 3}), ones({2, 2}, DType::i32)),
+        Contains("mask dtype i32 differs from q's f32"), DTypeError);
     CHECK_THROWS_AS(scaled_dot_product_attention(ones({2, 3}), ones({2, 3}, DType::i32), ones({2, 3})), DTypeError);
-    CHECK_THROWS_WITH_AS(matmul(ones({2, 2}), ones({2, 2}, DType::i32)), Contains("matmul: dtypes f32 and i32"), DTypeError);
+    CHECK_THROWS_WITH_AS(matmul(ones({2, 2}), ones({2, 2}, DType::i32)), Contains("matmul: dtypes f32 and i32"),
+                         DTypeError);
     CHECK_THROWS_WITH_AS(concat({ones({2}), ones({2}, DType::i32)}), Contains("concat: i32[2] does not match f32[2]"),
                          ShapeError);
     still_working();

@@ -21,7 +21,7 @@ int64_t flat(const std::vector<int64_t> &c, const Shape &shape) {
     return f;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("concat along each axis, of different sizes, with zero-size pieces") {
     F a = ref::values(2 * 3 * 4, 1), b = ref::values(2 * 1 * 4, 2), c = ref::values(2 * 2 * 4, 3);
@@ -43,9 +43,11 @@ TEST_CASE("concat along each axis, of different sizes, with zero-size pieces") {
     twice.insert(twice.end(), a.begin(), a.end());
     ref::check_close(r0, twice, {4, 3, 4}, 0, 0);
     Tensor r2 = concat({ta, ta.slice(2, 0, 1)}, -1);
-    ref::check_close(r2, gather({2, 3, 5}, [&](const std::vector<int64_t> &k) {
-                         return (double)a[flat({k[0], k[1], k[2] < 4 ? k[2] : 0}, {2, 3, 4})];
-                     }),
+    ref::check_close(r2,
+                     gather({2, 3, 5},
+                            [&](const std::vector<int64_t> &k) {
+                                return (double)a[flat({k[0], k[1], k[2] < 4 ? k[2] : 0}, {2, 3, 4})];
+                            }),
                      {2, 3, 5}, 0, 0);
     // one tensor: a copy with the same values
     ref::check_close(concat({ta}, 2), ref::to_double(a), {2, 3, 4}, 0, 0);
@@ -57,8 +59,8 @@ TEST_CASE("concat along each axis, of different sizes, with zero-size pieces") {
 
 TEST_CASE("concat of transposed and step-sliced inputs") {
     F a = ref::values(6, 10), b = ref::values(12, 11);
-    Tensor at = ref::tensor(a, {3, 2}).transpose(0, 1);   // [2,3]
-    Tensor bs = ref::tensor(b, {2, 6}).slice(1, 1, 6, 2); // [2,3]: columns 1, 3, 5
+    Tensor at = ref::tensor(a, {3, 2}).transpose(0, 1);  // [2,3]
+    Tensor bs = ref::tensor(b, {2, 6}).slice(1, 1, 6, 2);  // [2,3]: columns 1, 3, 5
     Tensor out = concat({at, bs}, 0);
     D want;
     for (int r = 0; r < 2; ++r)
@@ -114,7 +116,7 @@ TEST_CASE("split into views of the given sizes, zero-size pieces included") {
     std::vector<Tensor> rows = split(x, {3, 1});
     CHECK(rows[1].to_vector<float>() == F{18, 19, 20, 21, 22, 23});
     // a transposed input split along its last axis
-    std::vector<Tensor> cols = split(x.transpose(0, 1), {2, 2}, -1); // [6,4] -> 2 x [6,2]
+    std::vector<Tensor> cols = split(x.transpose(0, 1), {2, 2}, -1);  // [6,4] -> 2 x [6,2]
     CHECK(cols[1].to_vector<float>() == F{12, 18, 13, 19, 14, 20, 15, 21, 16, 22, 17, 23});
     CHECK(split(zeros({0, 2}), {0}).at(0).shape() == Shape{0, 2});
 }
@@ -130,21 +132,23 @@ TEST_CASE("pad with a value on leading axes, strided inputs and integers") {
     });
     ref::check_close(p, want, so, 0, 0);
     // only the first axis
-    ref::check_close(pad(x, {0, 2}), gather({4, 3}, [&](const std::vector<int64_t> &k) {
-                         return k[0] < 2 ? (double)v[k[0] * 3 + k[1]] : 0.0;
-                     }),
-                     {4, 3}, 0, 0);
+    ref::check_close(
+        pad(x, {0, 2}),
+        gather({4, 3}, [&](const std::vector<int64_t> &k) { return k[0] < 2 ? (double)v[k[0] * 3 + k[1]] : 0.0; }),
+        {4, 3}, 0, 0);
     // no padding at all is a copy
     ref::check_close(pad(x, {}), ref::to_double(v), {2, 3}, 0, 0);
     // transposed input
-    Tensor pt = pad(x.transpose(0, 1), {0, 1, 1, 0}, 0.5); // [3,2] -> [4,3]
-    ref::check_close(pt, gather({4, 3}, [&](const std::vector<int64_t> &k) {
-                         int64_t r = k[0], c = k[1] - 1;
-                         return r < 3 && c >= 0 ? (double)v[c * 3 + r] : 0.5;
-                     }),
+    Tensor pt = pad(x.transpose(0, 1), {0, 1, 1, 0}, 0.5);  // [3,2] -> [4,3]
+    ref::check_close(pt,
+                     gather({4, 3},
+                            [&](const std::vector<int64_t> &k) {
+                                int64_t r = k[0], c = k[1] - 1;
+                                return r < 3 && c >= 0 ? (double)v[c * 3 + r] : 0.5;
+                            }),
                      {4, 3}, 0, 0);
     // step-sliced input
-    Tensor ps = pad(arange(0.0, 6).slice(0, 1, 6, 2), {2, 1}); // 1 3 5
+    Tensor ps = pad(arange(0.0, 6).slice(0, 1, 6, 2), {2, 1});  // 1 3 5
     CHECK(ps.to_vector<float>() == F{0, 0, 1, 3, 5, 0});
     Tensor pi = pad(from_vector(std::vector<int32_t>{4, 5}, {2}), {1, 1}, 9);
     CHECK(pi.to_vector<int32_t>() == std::vector<int32_t>{9, 4, 5, 9});

@@ -8,10 +8,10 @@
 #include "reference_nn.hpp"
 
 using namespace tinyfin;
-using ref::D;
-using ref::F;
 using ref::attention_ref;
 using ref::conv2d_ref;
+using ref::D;
+using ref::F;
 using ref::norm_ref;
 using ref::permute_ref;
 using ref::pool_ref;
@@ -29,25 +29,26 @@ TEST_CASE("conv2d against a naive loop: stride, padding, dilation, groups, bias"
     std::vector<Case> cases{
         {{2, 3, 5, 5}, {4, 3, 3, 3}, {}, false},
         {{2, 3, 5, 5}, {4, 3, 3, 3}, {}, true},
-        {{1, 2, 7, 6}, {3, 2, 3, 3}, {2, 2, 1, 1, 1, 1, 1}, true},         // stride 2, padding 1
-        {{1, 2, 7, 8}, {2, 2, 3, 2}, {1, 2, 2, 1, 2, 3, 1}, false},        // asymmetric, dilation
-        {{2, 4, 5, 5}, {6, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 2}, true},         // groups 2
-        {{1, 3, 4, 4}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 3}, true},         // depthwise
-        {{1, 4, 6, 6}, {4, 2, 2, 3}, {2, 1, 0, 2, 2, 1, 2}, false},        // everything at once
-        {{1, 2, 3, 3}, {5, 2, 1, 1}, {}, true},                            // 1x1
-        {{1, 1, 2, 2}, {1, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1}, false},        // kernel larger than input
+        {{1, 2, 7, 6}, {3, 2, 3, 3}, {2, 2, 1, 1, 1, 1, 1}, true},  // stride 2, padding 1
+        {{1, 2, 7, 8}, {2, 2, 3, 2}, {1, 2, 2, 1, 2, 3, 1}, false},  // asymmetric, dilation
+        {{2, 4, 5, 5}, {6, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 2}, true},  // groups 2
+        {{1, 3, 4, 4}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 3}, true},  // depthwise
+        {{1, 4, 6, 6}, {4, 2, 2, 3}, {2, 1, 0, 2, 2, 1, 2}, false},  // everything at once
+        {{1, 2, 3, 3}, {5, 2, 1, 1}, {}, true},  // 1x1
+        {{1, 1, 2, 2}, {1, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1}, false},  // kernel larger than input
     };
     uint64_t seed = 100;
     for (const Case &c : cases) {
-        INFO("x " << shape_str(c.sx) << " w " << shape_str(c.sw) << " stride " << c.o.stride_h << "x"
-                  << c.o.stride_w << " pad " << c.o.pad_h << "x" << c.o.pad_w << " dilation "
-                  << c.o.dilation_h << "x" << c.o.dilation_w << " groups " << c.o.groups);
+        INFO("x " << shape_str(c.sx) << " w " << shape_str(c.sw) << " stride " << c.o.stride_h << "x" << c.o.stride_w
+                  << " pad " << c.o.pad_h << "x" << c.o.pad_w << " dilation " << c.o.dilation_h << "x" << c.o.dilation_w
+                  << " groups " << c.o.groups);
         F x = ref::values(ref::numel(c.sx), seed++), w = ref::values(ref::numel(c.sw), seed++);
         F b = ref::values(c.sw[0], seed++);
         D db = ref::to_double(b);
         Shape so;
         D want = conv2d_ref(ref::to_double(x), c.sx, ref::to_double(w), c.sw, c.bias ? &db : nullptr, c.o, so);
-        Tensor y = conv2d(ref::tensor(x, c.sx), ref::tensor(w, c.sw), c.bias ? ref::tensor(b, {c.sw[0]}) : Tensor(), c.o);
+        Tensor y =
+            conv2d(ref::tensor(x, c.sx), ref::tensor(w, c.sw), c.bias ? ref::tensor(b, {c.sw[0]}) : Tensor(), c.o);
         ref::check_close(y, want, so, 1e-5, 1e-5);
     }
 }
@@ -68,7 +69,7 @@ TEST_CASE("conv2d of non-contiguous input and weight") {
     D want = conv2d_ref(dx, sx, dw, sw, nullptr, o, so);
     ref::check_close(conv2d(x, w, Tensor(), o), want, so, 1e-5, 1e-5);
     // every other input row (stride 2 along H)
-    Tensor xs = ref::tensor(xv, {2, 3, 10, 2}).slice(2, 0, 10, 2); // [2,3,5,2]
+    Tensor xs = ref::tensor(xv, {2, 3, 10, 2}).slice(2, 0, 10, 2);  // [2,3,5,2]
     D ds;
     for (int64_t i = 0; i < 2 * 3 * 10 * 2; ++i) {
         auto c = ref::unravel(i, {2, 3, 10, 2});
@@ -100,18 +101,18 @@ TEST_CASE("max_pool2d and avg_pool2d against a naive loop") {
         Pool2dOptions o;
     };
     std::vector<Case> cases{
-        {{2, 3, 4, 4}, {}},                                   // 2x2, stride 2
-        {{1, 2, 5, 5}, {3, 3, 2, 2, 1, 1, true}},              // 3x3, stride 2, padding 1
-        {{1, 2, 5, 5}, {3, 3, 2, 2, 1, 1, false}},             // padding not counted
-        {{1, 1, 6, 7}, {2, 3, 1, 2, 0, 1, true}},              // rectangular
+        {{2, 3, 4, 4}, {}},  // 2x2, stride 2
+        {{1, 2, 5, 5}, {3, 3, 2, 2, 1, 1, true}},  // 3x3, stride 2, padding 1
+        {{1, 2, 5, 5}, {3, 3, 2, 2, 1, 1, false}},  // padding not counted
+        {{1, 1, 6, 7}, {2, 3, 1, 2, 0, 1, true}},  // rectangular
         {{2, 1, 5, 4}, {2, 2, 3, 1, 1, 0, false}},
-        {{1, 1, 3, 3}, {3, 3, 1, 1, 0, 0, true}},              // one window
+        {{1, 1, 3, 3}, {3, 3, 1, 1, 0, 0, true}},  // one window
     };
     uint64_t seed = 200;
     for (const Case &c : cases) {
-        INFO("x " << shape_str(c.sx) << " kernel " << c.o.kernel_h << "x" << c.o.kernel_w << " stride "
-                  << c.o.stride_h << "x" << c.o.stride_w << " pad " << c.o.pad_h << "x" << c.o.pad_w
-                  << " include_pad " << c.o.count_include_pad);
+        INFO("x " << shape_str(c.sx) << " kernel " << c.o.kernel_h << "x" << c.o.kernel_w << " stride " << c.o.stride_h
+                  << "x" << c.o.stride_w << " pad " << c.o.pad_h << "x" << c.o.pad_w << " include_pad "
+                  << c.o.count_include_pad);
         F x = ref::values(ref::numel(c.sx), seed++, -2, 2);
         Shape so;
         D want = pool_ref(ref::to_double(x), c.sx, c.o, true, so);
@@ -126,7 +127,7 @@ TEST_CASE("max_pool2d and avg_pool2d against a naive loop") {
 
 TEST_CASE("pooling of a transposed input") {
     F v = ref::values(2 * 6 * 4, 210, -2, 2);
-    Tensor x = ref::tensor(v, {1, 2, 6, 4}).transpose(2, 3); // [1,2,4,6]
+    Tensor x = ref::tensor(v, {1, 2, 6, 4}).transpose(2, 3);  // [1,2,4,6]
     Shape sx;
     D dx = permute_ref(ref::to_double(v), {1, 2, 6, 4}, {0, 1, 3, 2}, sx);
     Pool2dOptions o{2, 3, 0, 0, 0, 1, true};
@@ -192,8 +193,10 @@ TEST_CASE("layer_norm and rms_norm over one and two axes, with and without affin
     // transposed input: [4,2,3] normalised over the last axis
     Shape st;
     D dt = permute_ref(dv, shape, {2, 1, 0}, st);
-    ref::check_close(layer_norm(x.permute({2, 1, 0}), 1), norm_ref(dt, 3, D(3, 1.0), D(3, 0.0), 1e-5, false), st, 1e-5, 1e-4);
-    ref::check_close(rms_norm(x.permute({2, 1, 0}), 1), norm_ref(dt, 3, D(3, 1.0), D(3, 0.0), 1e-6, true), st, 1e-5, 1e-4);
+    ref::check_close(layer_norm(x.permute({2, 1, 0}), 1), norm_ref(dt, 3, D(3, 1.0), D(3, 0.0), 1e-5, false), st, 1e-5,
+                     1e-4);
+    ref::check_close(rms_norm(x.permute({2, 1, 0}), 1), norm_ref(dt, 3, D(3, 1.0), D(3, 0.0), 1e-6, true), st, 1e-5,
+                     1e-4);
     // a constant row normalises to the bias (layer_norm) without NaN
     ref::check_close(layer_norm(full({2, 3}, 7), 1, ones({3}), full({3}, 0.25)), D(6, 0.25), {2, 3}, 1e-5, 0);
     // a large offset needs a centred variance
@@ -205,7 +208,7 @@ TEST_CASE("layer_norm and rms_norm over one and two axes, with and without affin
 // ---- rope -------------------------------------------------------------------------------
 
 TEST_CASE("rope in both layouts, with a position offset, theta, and strided input") {
-    Shape shape{2, 3, 5, 6}; // [B, H, T, D]
+    Shape shape{2, 3, 5, 6};  // [B, H, T, D]
     F v = ref::values(ref::numel(shape), 500);
     D dv = ref::to_double(v);
     Tensor x = ref::tensor(v, shape);
@@ -214,8 +217,8 @@ TEST_CASE("rope in both layouts, with a position offset, theta, and strided inpu
             INFO("interleaved " << interleaved << " offset " << offset);
             ref::check_close(rope(x, 10000.0, interleaved, offset), rope_ref(dv, shape, 10000.0, interleaved, offset),
                              shape, 1e-5, 1e-5);
-            ref::check_close(rope(x, 50.0, interleaved, offset), rope_ref(dv, shape, 50.0, interleaved, offset),
-                             shape, 1e-5, 1e-5);
+            ref::check_close(rope(x, 50.0, interleaved, offset), rope_ref(dv, shape, 50.0, interleaved, offset), shape,
+                             1e-5, 1e-5);
         }
     // the two layouts differ
     CHECK(rope(x, 100, false).to_vector<float>() != rope(x, 100, true).to_vector<float>());
@@ -232,7 +235,8 @@ TEST_CASE("rope in both layouts, with a position offset, theta, and strided inpu
         ref::check_close(rope(xt, 1000.0, interleaved, 3), rope_ref(dt, st, 1000.0, interleaved, 3), st, 1e-5, 1e-5);
     // rank 2: [T, D]
     F r = ref::values(8, 502);
-    ref::check_close(rope(ref::tensor(r, {4, 2}), 10.0), rope_ref(ref::to_double(r), {4, 2}, 10.0, false, 0), {4, 2}, 1e-5, 1e-5);
+    ref::check_close(rope(ref::tensor(r, {4, 2}), 10.0), rope_ref(ref::to_double(r), {4, 2}, 10.0, false, 0), {4, 2},
+                     1e-5, 1e-5);
 }
 
 // ---- attention --------------------------------------------------------------------------
@@ -244,18 +248,17 @@ TEST_CASE("scaled_dot_product_attention: plain, scale, mask, causal, Tq != Tk") 
         double scale;
     };
     std::vector<Case> cases{
-        {2, 3, 3, 4, 4, false, false, 0},   {2, 3, 5, 4, 2, false, false, 0.7},
-        {1, 4, 4, 3, 3, true, false, 0},    {2, 4, 4, 4, 3, false, true, 0},
-        {1, 2, 5, 4, 4, false, true, 0},    {2, 3, 6, 2, 5, true, true, 0.25},
+        {2, 3, 3, 4, 4, false, false, 0}, {2, 3, 5, 4, 2, false, false, 0.7}, {1, 4, 4, 3, 3, true, false, 0},
+        {2, 4, 4, 4, 3, false, true, 0},  {1, 2, 5, 4, 4, false, true, 0},    {2, 3, 6, 2, 5, true, true, 0.25},
     };
     uint64_t seed = 600;
     for (const Case &c : cases) {
-        INFO("b " << c.b << " tq " << c.tq << " tk " << c.tk << " d " << c.d << " dv " << c.dv << " mask "
-                  << c.mask << " causal " << c.causal << " scale " << c.scale);
+        INFO("b " << c.b << " tq " << c.tq << " tk " << c.tk << " d " << c.d << " dv " << c.dv << " mask " << c.mask
+                  << " causal " << c.causal << " scale " << c.scale);
         F q = ref::values(c.b * c.tq * c.d, seed++), k = ref::values(c.b * c.tk * c.d, seed++);
         F v = ref::values(c.b * c.tk * c.dv, seed++);
         F m = ref::values(c.tq * c.tk, seed++, -2, 1);
-        if (c.mask) m[1] = -INFINITY; // a hidden position (row 0 keeps others)
+        if (c.mask) m[1] = -INFINITY;  // a hidden position (row 0 keeps others)
         double s = c.scale > 0 ? c.scale : 1 / std::sqrt(static_cast<double>(c.d));
         D want = attention_ref(ref::to_double(q), ref::to_double(k), ref::to_double(v),
                                c.mask ? ref::to_double(m) : D{}, c.b, c.tq, c.tk, c.d, c.dv, c.causal, s);
@@ -315,12 +318,12 @@ TEST_CASE("embedding picks rows for i32 and i64 indices of any shape") {
     ref::check_close(out, want, {2, 3, 3}, 0, 0);
     ref::check_close(embedding(weight, from_vector(std::vector<int32_t>{4, 0, 2, 2, 1, 4}, {6})), want, {6, 3}, 0, 0);
     // rank-0 index, empty index list
-    ref::check_close(embedding(weight, from_vector(std::vector<int32_t>{3}, {})), D(w.begin() + 9, w.begin() + 12),
-                     {3}, 0, 0);
+    ref::check_close(embedding(weight, from_vector(std::vector<int32_t>{3}, {})), D(w.begin() + 9, w.begin() + 12), {3},
+                     0, 0);
     CHECK(embedding(weight, zeros({0}, DType::i64)).shape() == Shape{0, 3});
     // transposed weight [3,5]^T and step-sliced indices
-    Tensor wt = ref::tensor(w, {3, 5}).transpose(0, 1); // [5,3]: row r is column r of [3,5]
-    Tensor sliced = from_vector(std::vector<int64_t>{1, 9, 3, 9, 0}, {5}).slice(0, 0, 5, 2); // 1, 3, 0
+    Tensor wt = ref::tensor(w, {3, 5}).transpose(0, 1);  // [5,3]: row r is column r of [3,5]
+    Tensor sliced = from_vector(std::vector<int64_t>{1, 9, 3, 9, 0}, {5}).slice(0, 0, 5, 2);  // 1, 3, 0
     D want_t;
     for (int64_t r : {1, 3, 0})
         for (int c = 0; c < 3; ++c) want_t.push_back(w[c * 5 + r]);
@@ -372,8 +375,8 @@ TEST_CASE("cross_entropy: every reduction, ignore_index, i32 and i64 labels, str
     ref::check_close(cross_entropy(xt, y, Reduction::none), per, {n}, 1e-5, 1e-5);
     // large logits stay finite
     Tensor big = ref::tensor({1000, 0, -1000, 1000}, {2, 2});
-    ref::check_close(cross_entropy(big, from_vector(std::vector<int64_t>{0, 0}, {2}), Reduction::none), D{0, 2000},
-                     {2}, 1e-3, 1e-5);
+    ref::check_close(cross_entropy(big, from_vector(std::vector<int64_t>{0, 0}, {2}), Reduction::none), D{0, 2000}, {2},
+                     1e-3, 1e-5);
 }
 
 TEST_CASE("one_hot for i32 and i64 labels into several dtypes") {
@@ -425,15 +428,15 @@ TEST_CASE("nn ops on broadcast (stride-0) inputs") {
     ref::check_close(softmax(col), D(12, 0.25), {3, 4}, 1e-6, 1e-5);
     Shape sx{2, 2, 3, 4};
     D x4 = twice;
-    x4.insert(x4.end(), twice.begin(), twice.end()); // [2,2,3,4] from [1,1,3,4]
+    x4.insert(x4.end(), twice.begin(), twice.end());  // [2,2,3,4] from [1,1,3,4]
     Tensor e4 = ref::tensor(v, {1, 1, 3, 4}).expand(sx);
     F w = ref::values(3 * 2 * 2 * 2, 901);
     Shape so;
-    ref::check_close(conv2d(e4, ref::tensor(w, {3, 2, 2, 2})), conv2d_ref(x4, sx, ref::to_double(w), {3, 2, 2, 2}, nullptr, {}, so),
-                     so, 1e-5, 1e-5);
+    ref::check_close(conv2d(e4, ref::tensor(w, {3, 2, 2, 2})),
+                     conv2d_ref(x4, sx, ref::to_double(w), {3, 2, 2, 2}, nullptr, {}, so), so, 1e-5, 1e-5);
     ref::check_close(max_pool2d(e4, {2, 2, 1, 2}), pool_ref(x4, sx, {2, 2, 1, 2}, true, so), so, 0, 0);
-    ref::check_close(avg_pool2d(e4, {3, 2, 1, 1, 1, 0, false}), pool_ref(x4, sx, {3, 2, 1, 1, 1, 0, false}, false, so), so,
-                     1e-6, 1e-5);
+    ref::check_close(avg_pool2d(e4, {3, 2, 1, 1, 1, 0, false}), pool_ref(x4, sx, {3, 2, 1, 1, 1, 0, false}, false, so),
+                     so, 1e-6, 1e-5);
     // attention with one key/value set expanded over the batch and a stride-0 mask
     F k = ref::values(12, 902), q = ref::values(2 * 2 * 4, 903);
     Tensor kk = ref::tensor(k, {1, 3, 4}).expand({2, 3, 4});
@@ -449,8 +452,8 @@ TEST_CASE("nn ops on broadcast (stride-0) inputs") {
     ref::check_close(cross_entropy(rows, from_vector(std::vector<int64_t>{0, 1, 2, 1}, {4}), Reduction::none),
                      D{-lsm[0], -lsm[1], -lsm[2], -lsm[1]}, {4}, 1e-5, 1e-5);
     Tensor idx = from_vector(std::vector<int64_t>{2}, {1}).expand({3});
-    ref::check_close(embedding(ref::tensor(v, {4, 3}), idx), D{dv[6], dv[7], dv[8], dv[6], dv[7], dv[8], dv[6], dv[7], dv[8]},
-                     {3, 3}, 0, 0);
+    ref::check_close(embedding(ref::tensor(v, {4, 3}), idx),
+                     D{dv[6], dv[7], dv[8], dv[6], dv[7], dv[8], dv[6], dv[7], dv[8]}, {3, 3}, 0, 0);
 }
 
 TEST_CASE("nn ops on f16 and bf16 inputs") {

@@ -16,8 +16,7 @@ namespace {
 
 // Reduces `axes` (all when empty) of a row-major host tensor: f gets each group's values in
 // row-major order. Returns the keepdim-shaped result.
-D reduce_ref(const D &a, const Shape &shape, std::vector<int> axes,
-             const std::function<double(const D &)> &f) {
+D reduce_ref(const D &a, const Shape &shape, std::vector<int> axes, const std::function<double(const D &)> &f) {
     int rank = static_cast<int>(shape.size());
     std::set<int> reduced;
     if (axes.empty())
@@ -45,8 +44,10 @@ Shape reduced_shape(const Shape &shape, std::vector<int> axes, bool keepdim) {
     for (int ax : axes) reduced.insert(ax < 0 ? ax + rank : ax);
     Shape out;
     for (int d = 0; d < rank; ++d) {
-        if (!reduced.count(d)) out.push_back(shape[d]);
-        else if (keepdim) out.push_back(1);
+        if (!reduced.count(d))
+            out.push_back(shape[d]);
+        else if (keepdim)
+            out.push_back(1);
     }
     return out;
 }
@@ -86,7 +87,7 @@ std::vector<int64_t> i64s(const Tensor &t) {
     return t.to_vector<int64_t>();
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("mean, max, min and var over every axis set, with and without keepdim") {
     Shape shape{2, 3, 4};
@@ -96,7 +97,8 @@ TEST_CASE("mean, max, min and var over every axis set, with and without keepdim"
     for (const ReduceCase &r : reduce_cases())
         for (const auto &axes : axis_sets)
             for (bool keepdim : {false, true}) {
-                INFO(std::string(r.name) << " axes " << shape_str(Shape(axes.begin(), axes.end())) << " keepdim " << keepdim);
+                INFO(std::string(r.name) << " axes " << shape_str(Shape(axes.begin(), axes.end())) << " keepdim "
+                                         << keepdim);
                 ref::check_close(r.op(x, axes, keepdim), reduce_ref(dv, shape, axes, r.reference),
                                  reduced_shape(shape, axes, keepdim), 1e-6, 1e-5);
             }
@@ -106,8 +108,8 @@ TEST_CASE("reductions of transposed and step-sliced inputs") {
     F v = ref::values(24, 32, -2, 2);
     D dv = ref::to_double(v);
     Tensor x = ref::tensor(v, {4, 6});
-    Tensor xt = x.transpose(0, 1);        // [6,4]
-    Tensor xs = x.slice(1, 0, 6, 2);      // [4,3]: columns 0, 2, 4
+    Tensor xt = x.transpose(0, 1);  // [6,4]
+    Tensor xs = x.slice(1, 0, 6, 2);  // [4,3]: columns 0, 2, 4
     D dt = ref::transpose2(dv, 4, 6), ds;
     for (int r = 0; r < 4; ++r) ds.insert(ds.end(), {dv[r * 6], dv[r * 6 + 2], dv[r * 6 + 4]});
     for (const ReduceCase &r : reduce_cases())
@@ -128,8 +130,8 @@ TEST_CASE("reductions and matmul at the maximum rank (8)") {
     for (const ReduceCase &r : reduce_cases())
         for (const std::vector<int> &axes : std::vector<std::vector<int>>{{0, 2, 4, 6}, {7}, {-1, 0}, {}}) {
             INFO(std::string(r.name) << " axes " << shape_str(Shape(axes.begin(), axes.end())));
-            ref::check_close(r.op(x, axes, true), reduce_ref(dv, shape, axes, r.reference), reduced_shape(shape, axes, true),
-                             1e-6, 1e-5);
+            ref::check_close(r.op(x, axes, true), reduce_ref(dv, shape, axes, r.reference),
+                             reduced_shape(shape, axes, true), 1e-6, 1e-5);
         }
     Shape so;
     F w = ref::values(3 * 2, 36);
@@ -162,7 +164,7 @@ TEST_CASE("sums, means and variances of a million elements stay accurate") {
 TEST_CASE("var: both corrections, a divisor of zero, and a large mean") {
     Tensor x = ref::tensor({1, 2, 3, 4}, {4});
     CHECK(var(x, {}, 0).item<float>() == doctest::Approx(1.25));
-    CHECK(var(x).item<float>() == doctest::Approx(5.0 / 3)); // correction 1 by default
+    CHECK(var(x).item<float>() == doctest::Approx(5.0 / 3));  // correction 1 by default
     CHECK(var(x, {}, 2).item<float>() == doctest::Approx(2.5));
     // one element, correction 1: 0 / 0
     CHECK(std::isnan(var(ref::tensor({7}, {1})).item<float>()));
@@ -170,8 +172,7 @@ TEST_CASE("var: both corrections, a divisor of zero, and a large mean") {
     F v = ref::values(50, 33, 999, 1001);
     D dv = ref::to_double(v);
     ref::check_close(var(ref::tensor(v, {50})), D{var_of(1)(dv)}, {}, 0, 1e-3);
-    ref::check_close(var(ref::tensor(v, {5, 10}), {1}, 0),
-                     reduce_ref(dv, {5, 10}, {1}, var_of(0)), {5}, 0, 1e-3);
+    ref::check_close(var(ref::tensor(v, {5, 10}), {1}, 0), reduce_ref(dv, {5, 10}, {1}, var_of(0)), {5}, 0, 1e-3);
 }
 
 TEST_CASE("max and min of integers, and of values with infinities") {
@@ -215,7 +216,7 @@ TEST_CASE("argmax and argmin: axes, keepdim, first of ties, NaN, strided inputs"
             CHECK(got.shape() == reduced_shape(shape, {axis}, false));
             CHECK(D(g.begin(), g.end()) == want);
         }
-    Tensor t = r.permute({2, 0, 1}); // [5,3,4]
+    Tensor t = r.permute({2, 0, 1});  // [5,3,4]
     D dt(60);
     for (int64_t i = 0; i < 60; ++i) {
         auto c = ref::unravel(i, {5, 3, 4});
@@ -269,18 +270,18 @@ TEST_CASE("matmul: 1-D operands against batches, transposed and sliced operands,
     D da = ref::transpose2(ref::to_double(a), 4, 3), db;
     for (int r = 0; r < 8; r += 2) db.insert(db.end(), {b[r * 2], b[r * 2 + 1]});
     want = matmul_ref(da, {3, 4}, db, {4, 2}, so);
-    ref::check_close(matmul(ref::tensor(a, {4, 3}).transpose(0, 1), ref::tensor(b, {8, 2}).slice(0, 0, 8, 2)),
-                     want, {3, 2}, 1e-5, 1e-5);
+    ref::check_close(matmul(ref::tensor(a, {4, 3}).transpose(0, 1), ref::tensor(b, {8, 2}).slice(0, 0, 8, 2)), want,
+                     {3, 2}, 1e-5, 1e-5);
     // batched with a permuted operand: [2,3,4] from permuting [4,2,3]
     F p = ref::values(24, 54);
     D dp(24);
     for (int64_t i = 0; i < 24; ++i) {
-        auto c = ref::unravel(i, {2, 3, 4}); // element [b, i, k] of the view is p[k, b, i]
+        auto c = ref::unravel(i, {2, 3, 4});  // element [b, i, k] of the view is p[k, b, i]
         dp[i] = p[(c[2] * 2 + c[0]) * 3 + c[1]];
     }
     want = matmul_ref(dp, {2, 3, 4}, dm, {2, 4, 3}, so);
-    ref::check_close(matmul(ref::tensor(p, {4, 2, 3}).permute({1, 2, 0}), ref::tensor(m, {2, 4, 3})), want,
-                     {2, 3, 3}, 1e-5, 1e-5);
+    ref::check_close(matmul(ref::tensor(p, {4, 2, 3}).permute({1, 2, 0}), ref::tensor(m, {2, 4, 3})), want, {2, 3, 3},
+                     1e-5, 1e-5);
     // K = 0 gives zeros; an empty batch gives an empty result
     ref::check_close(matmul(zeros({2, 3, 0}), zeros({0, 2})), D(12, 0.0), {2, 3, 2});
     CHECK(matmul(zeros({0, 3, 4}), zeros({4, 2})).shape() == Shape{0, 3, 2});
@@ -290,7 +291,7 @@ TEST_CASE("matmul large enough to cross the cpu kernel's blocking, with strided 
     // M = 130 and K = 300 exceed one packed block of A (mc <= 128, kc = 256) on every code path.
     int64_t m = 130, k = 300, n = 37;
     F a = ref::values(2 * m * k, 60), b = ref::values(n * k, 61);
-    D da = ref::to_double(a), db = ref::transpose2(ref::to_double(b), n, k); // b is stored [n, k]
+    D da = ref::to_double(a), db = ref::transpose2(ref::to_double(b), n, k);  // b is stored [n, k]
     Shape so;
     D want = matmul_ref(da, {2, m, k}, db, {k, n}, so);
     ref::check_close(matmul(ref::tensor(a, {2, m, k}), ref::tensor(b, {n, k}).transpose(0, 1)), want, so, 1e-4, 1e-4);

@@ -15,7 +15,7 @@ int main(int argc, char **argv) {
     try {
         using namespace tinyfin;
         if (std::strcmp(argv[1], "write") == 0) {
-            Tensor w = arange(0.0, 6.0).reshape({2, 3}); // f32: double bounds
+            Tensor w = arange(0.0, 6.0).reshape({2, 3});  // f32: double bounds
             Tensor b = from_vector<int64_t>({7, -8, 9, 10}, {4});
             Tensor h = full({2}, 0.5, DType::f16);
             nn::save(argv[2], {{"layer.weight", w}, {"layer.index", b}, {"half", h}});

@@ -26,7 +26,7 @@ int main() {
     tf::Tensor b = tf::from_vector<float>({10, 20, 30}, {3});
     expect(a.device().backend == "example", "tensors are created on the example device");
     tf::reset_stats();
-    std::vector<float> sum = tf::add(a, b).to_vector<float>();          // broadcast add
+    std::vector<float> sum = tf::add(a, b).to_vector<float>();  // broadcast add
     std::vector<float> prod = tf::mul(a.transpose(0, 1), a.transpose(0, 1)).to_vector<float>();
     std::vector<float> rectified = tf::relu(a).to_vector<float>();
     expect(sum == std::vector<float>({11, 18, 33, 6, 25, 24}), "add(a, b) is right");
@@ -37,7 +37,7 @@ int main() {
     expect(example && example->ops == 3, "the three ops ran on the example plugin");
     expect(s.total_fallbacks == 0, "no fallback so far");
 
-    float e = tf::exp(tf::scalar(1.0)).item<float>();                    // not an op of the plugin
+    float e = tf::exp(tf::scalar(1.0)).item<float>();  // not an op of the plugin
     expect(std::abs(e - std::exp(1.0f)) < 1e-6f, "exp falls back to cpu and is right");
     s = tf::stats();
     expect(s.fallbacks_of("exp") == 1, "exp was counted as one fallback");

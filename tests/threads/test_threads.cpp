@@ -70,8 +70,7 @@ bool close(const std::vector<float> &got, const std::vector<float> &want) {
 // computed on this thread first.
 void run_concurrently(const std::vector<Device> &devices) {
     std::vector<Result> expected;
-    for (int t = 0; t < thread_count; ++t)
-        expected.push_back(work(devices[t % devices.size()], 100 + t));
+    for (int t = 0; t < thread_count; ++t) expected.push_back(work(devices[t % devices.size()], 100 + t));
     for (int round = 0; round < rounds; ++round) {
         std::vector<Result> got(thread_count);
         std::vector<std::string> errors(thread_count);
@@ -87,18 +86,17 @@ void run_concurrently(const std::vector<Device> &devices) {
         }
         for (std::thread &thread : threads) thread.join();
         for (int t = 0; t < thread_count; ++t) {
-            INFO("round " << round << ", thread " << t << " on "
-                          << devices[t % devices.size()].str());
+            INFO("round " << round << ", thread " << t << " on " << devices[t % devices.size()].str());
             REQUIRE(errors[t] == "");
             CHECK(close(got[t].ops, expected[t].ops));
             CHECK(close(got[t].weights, expected[t].weights));
             CHECK(got[t].last_loss == doctest::Approx(expected[t].last_loss).epsilon(1e-4));
-            CHECK(got[t].last_loss < 0.05f); // the model learnt
+            CHECK(got[t].last_loss < 0.05f);  // the model learnt
         }
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("8 threads on each loaded backend") {
     for (const std::string &name : available_backends()) {
@@ -245,7 +243,8 @@ TEST_CASE("a bad label is reported to the thread that passed it, not to another"
         CHECK(passer_problems.empty());
         for (std::size_t i = 0; i < passer_problems.size() && i < 5; ++i) MESSAGE("passer: " << passer_problems[i]);
         CHECK(bystander_problems.empty());
-        for (std::size_t i = 0; i < bystander_problems.size() && i < 5; ++i) MESSAGE("bystander: " << bystander_problems[i]);
+        for (std::size_t i = 0; i < bystander_problems.size() && i < 5; ++i)
+            MESSAGE("bystander: " << bystander_problems[i]);
         CHECK_NOTHROW(synchronize());
     }
 }
@@ -279,12 +278,12 @@ float scratch_work(uint64_t seed) {
     return sum(conv2d(x, k)).item<float>() + sum(matmul(a, a)).item<float>();
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("short-lived threads give their cpu scratch arena back when they end") {
     const float want = scratch_work(7);
     CpuScratch before = cpu_scratch();
-    REQUIRE(before.arenas >= 1); // this thread's: the ops above did take scratch
+    REQUIRE(before.arenas >= 1);  // this thread's: the ops above did take scratch
     REQUIRE(before.threads >= 1);
     // More threads than the pool and this thread together could account for, one after another:
     // each leaves an arena behind unless its end frees it.
@@ -295,8 +294,8 @@ TEST_CASE("short-lived threads give their cpu scratch arena back when they end")
         REQUIRE(got == want);
     }
     CpuScratch after = cpu_scratch();
-    INFO("arenas before " << before.arenas << ", after " << after.arenas << ", pool threads "
-                          << after.threads << ", short-lived threads " << short_lived);
+    INFO("arenas before " << before.arenas << ", after " << after.arenas << ", pool threads " << after.threads
+                          << ", short-lived threads " << short_lived);
     // This thread's arena and at most one per pool worker (a worker may first take scratch now).
     CHECK(after.arenas <= before.threads + 1);
     CHECK(after.arenas >= 1);

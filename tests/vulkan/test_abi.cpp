@@ -147,8 +147,10 @@ struct ScopedEnv {
         setenv(n, value, 1);
     }
     ~ScopedEnv() {
-        if (had) setenv(name.c_str(), old.c_str(), 1);
-        else unsetenv(name.c_str());
+        if (had)
+            setenv(name.c_str(), old.c_str(), 1);
+        else
+            unsetenv(name.c_str());
     }
 };
 
@@ -309,7 +311,8 @@ TEST_CASE("abi: the pipeline cache is written at shutdown and read at the next i
         ready();
         bool loaded = false;
         for (const std::string &line : g_log)
-            if (line.find("pipeline cache " + file) != std::string::npos && line.find(" 0 bytes loaded") == std::string::npos)
+            if (line.find("pipeline cache " + file) != std::string::npos &&
+                line.find(" 0 bytes loaded") == std::string::npos)
                 loaded = true;
         CHECK_MESSAGE(loaded, "no log line says the cache file was loaded");
         shutdown();
@@ -355,7 +358,7 @@ bool is_regular(const std::string &path) {
     return lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("abi: the pipeline cache reads only bounded regular files and writes through no link") {
     char dir[] = "/tmp/tinyfin-vk-cache-XXXXXX";
@@ -376,7 +379,12 @@ TEST_CASE("abi: the pipeline cache reads only bounded regular files and writes t
 
     // A link to /dev/zero: would read without end. And a link at the old fixed temp name.
     const std::string victim = std::string(dir) + "/victim";
-    { FILE *f = std::fopen(victim.c_str(), "w"); REQUIRE(f); std::fputs("keep", f); std::fclose(f); }
+    {
+        FILE *f = std::fopen(victim.c_str(), "w");
+        REQUIRE(f);
+        std::fputs("keep", f);
+        std::fclose(f);
+    }
     REQUIRE(std::remove(file.c_str()) == 0);
     REQUIRE(symlink("/dev/zero", file.c_str()) == 0);
     const std::string old_temp = file + ".tmp." + std::to_string(getpid());
@@ -427,10 +435,9 @@ TEST_CASE("abi: TINYFIN_VULKAN_LOADER follows the plugin trust rules") {
     struct Expectation {
         std::string value, fragment;
     };
-    for (const Expectation &e : {Expectation{"./libvulkan.so.1", "is not an absolute path"},
-                                 Expectation{link, "writable by others"},
-                                 Expectation{fifo, "a FIFO"},
-                                 Expectation{"/proc/self/cwd/libvulkan.so.1", "under /proc"}}) {
+    for (const Expectation &e :
+         {Expectation{"./libvulkan.so.1", "is not an absolute path"}, Expectation{link, "writable by others"},
+          Expectation{fifo, "a FIFO"}, Expectation{"/proc/self/cwd/libvulkan.so.1", "under /proc"}}) {
         ScopedEnv loader("TINYFIN_VULKAN_LOADER", e.value.c_str());
         tf_error err = make_error();
         CHECK(vk().t->probe(&err) == TF_STATUS_UNAVAILABLE);

@@ -26,7 +26,7 @@ const tf::DeviceReport &vulkan_device_report() {
 TEST_CASE("memory: the device as tinyfin-info reports it") {
     const tf::DeviceReport &d = vulkan_device_report();
     MESSAGE(TF_TEST_BACKEND ":0 = " << d.name << " [" << d.kind << "], " << (d.memory_total >> 20) << " MiB total, "
-                          << (d.memory_free >> 20) << " MiB free, uuid " << d.uuid);
+                                    << (d.memory_free >> 20) << " MiB free, uuid " << d.uuid);
     CHECK(!d.name.empty());
     CHECK(d.memory_total > 0);
     CHECK(d.memory_free <= d.memory_total);
@@ -95,7 +95,8 @@ TEST_CASE("memory: buffers freed while the device still uses them") {
     std::vector<Tensor> results;
     std::vector<std::vector<float>> expected;
     for (int i = 0; i < 50; ++i) {
-        std::vector<float> a = values(4099, 500 + static_cast<uint64_t>(i)), b = values(4099, 600 + static_cast<uint64_t>(i));
+        std::vector<float> a = values(4099, 500 + static_cast<uint64_t>(i)),
+                           b = values(4099, 600 + static_cast<uint64_t>(i));
         Tensor sum;
         {
             Tensor ta = tf::from_vector(a, {4099}, gpu_device), tb = tf::from_vector(b, {4099}, gpu_device);

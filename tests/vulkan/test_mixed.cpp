@@ -40,8 +40,9 @@ void check_bits(const Tensor &got, const Tensor &want, const std::string &what) 
         std::memcpy(&gv, &g[first * size], size);
         std::memcpy(&wv, &w[first * size], size);
         char text[160];
-        std::snprintf(text, sizeof text, "%zu of %lld elements differ; first at %zu: " TF_TEST_BACKEND " 0x%llx, cpu 0x%llx",
-                      bad, static_cast<long long>(got.numel()), first, static_cast<unsigned long long>(gv),
+        std::snprintf(text, sizeof text,
+                      "%zu of %lld elements differ; first at %zu: " TF_TEST_BACKEND " 0x%llx, cpu 0x%llx", bad,
+                      static_cast<long long>(got.numel()), first, static_cast<unsigned long long>(gv),
                       static_cast<unsigned long long>(wv));
         FAIL_CHECK(text);
     }
@@ -77,11 +78,16 @@ void check_half(const Tensor &got, const Tensor &want, HalfTol tol, const std::s
     for (std::size_t i = 0; i < g.size(); ++i) {
         const double gv = half_value(g[i], d), wv = half_value(w[i], d);
         bool ok;
-        if (std::isnan(wv)) ok = std::isnan(gv);
-        else if (std::isinf(wv)) ok = gv == wv;
-        else if (std::isnan(gv) || std::isinf(gv)) ok = false;
-        else ok = std::llabs(ordinal(g[i]) - ordinal(w[i])) <= tol.ulps || std::abs(gv - wv) <= tol.atol;
-        if (!std::isnan(wv) && !std::isnan(gv)) worst = std::max<int64_t>(worst, std::llabs(ordinal(g[i]) - ordinal(w[i])));
+        if (std::isnan(wv))
+            ok = std::isnan(gv);
+        else if (std::isinf(wv))
+            ok = gv == wv;
+        else if (std::isnan(gv) || std::isinf(gv))
+            ok = false;
+        else
+            ok = std::llabs(ordinal(g[i]) - ordinal(w[i])) <= tol.ulps || std::abs(gv - wv) <= tol.atol;
+        if (!std::isnan(wv) && !std::isnan(gv))
+            worst = std::max<int64_t>(worst, std::llabs(ordinal(g[i]) - ordinal(w[i])));
         if (ok) continue;
         if (first < 0) first = static_cast<int64_t>(i);
         ++bad;
@@ -111,17 +117,19 @@ void half_parity(const std::string &what, DType d, const std::vector<Pair> &oper
 }
 
 std::vector<float> f32_edges() {
-    std::vector<float> v = {0.0f, -0.0f, INFINITY, -INFINITY, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f,
-                            65536.0f, 1e-30f, -1e-30f, 6.1035156e-05f, 6.0975552e-05f, 5.9604645e-08f, 2.9802322e-08f,
-                            2.9802326e-08f, 8.9406967e-08f, 1e-40f, -1e-45f, 3.4028235e38f, -3.4028235e38f,
-                            3.3961775e38f, 1.0009766f, 1.0004883f, 1.0014648f, 1.00390625f, 1.01171875f, 0.1f, 3.14159f,
-                            1.17549435e-38f, 1.1754942e-38f, 1e-39f};
+    std::vector<float> v = {
+        0.0f,           -0.0f,          INFINITY,       -INFINITY,       1.0f,           -1.0f,      65504.0f,
+        65519.99f,      65520.0f,       -65520.0f,      65536.0f,        1e-30f,         -1e-30f,    6.1035156e-05f,
+        6.0975552e-05f, 5.9604645e-08f, 2.9802322e-08f, 2.9802326e-08f,  8.9406967e-08f, 1e-40f,     -1e-45f,
+        3.4028235e38f,  -3.4028235e38f, 3.3961775e38f,  1.0009766f,      1.0004883f,     1.0014648f, 1.00390625f,
+        1.01171875f,    0.1f,           3.14159f,       1.17549435e-38f, 1.1754942e-38f, 1e-39f};
     // NaNs with payloads, quiet and signalling, both signs.
     for (uint32_t b : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fa5a5a5u, 0xff812345u, 0x7fffffffu})
         v.push_back(std::bit_cast<float>(b));
     // Every f16 and bf16 rounding boundary neighbourhood in a range of binades: ties and off-ties.
     for (int e = -26; e <= 17; ++e)
-        for (uint32_t m : {0x1000u, 0x0fffu, 0x1001u, 0x3000u, 0x8000u, 0x7fffu, 0x8001u, 0x18000u, 0x7ff000u, 0x7fffffu})
+        for (uint32_t m :
+             {0x1000u, 0x0fffu, 0x1001u, 0x3000u, 0x8000u, 0x7fffu, 0x8001u, 0x18000u, 0x7ff000u, 0x7fffffu})
             for (float s : {1.0f, -1.0f}) v.push_back(s * std::ldexp(std::bit_cast<float>(0x3f800000u | m), e));
     return v;
 }
@@ -134,11 +142,22 @@ TEST_CASE("mixed: conversions to and from f16 and bf16 are the cpu plugin's, bit
     // Every 16-bit pattern.
     std::vector<uint16_t> all(65536);
     for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
-    std::vector<int32_t> i32 = {0, 1, -1, 2047, 2049, 4097, 65504, 65519, 65520, -65520, 16777217, 33554435,
-                                2147483647, -2147483647 - 1, 0x01018000, 0x01008000, 0x01028000, -0x01018001, 123456789};
-    std::vector<int64_t> i64 = {0, 1, -1, 65519, 65520, INT64_MAX, INT64_MIN, (int64_t{1} << 40) + (int64_t{1} << 32),
-                                (int64_t{1} << 40) + (int64_t{1} << 32) + 1, (int64_t{1} << 62) + (int64_t{3} << 54),
-                                -(int64_t{1} << 62) - (int64_t{1} << 54), 0x0101800000000000ll, 0x0100800000000001ll};
+    std::vector<int32_t> i32 = {0,          1,          -1,         2047,        2049,     4097,       65504,
+                                65519,      65520,      -65520,     16777217,    33554435, 2147483647, -2147483647 - 1,
+                                0x01018000, 0x01008000, 0x01028000, -0x01018001, 123456789};
+    std::vector<int64_t> i64 = {0,
+                                1,
+                                -1,
+                                65519,
+                                65520,
+                                INT64_MAX,
+                                INT64_MIN,
+                                (int64_t{1} << 40) + (int64_t{1} << 32),
+                                (int64_t{1} << 40) + (int64_t{1} << 32) + 1,
+                                (int64_t{1} << 62) + (int64_t{3} << 54),
+                                -(int64_t{1} << 62) - (int64_t{1} << 54),
+                                0x0101800000000000ll,
+                                0x0100800000000001ll};
     const Pair ints32 = both(i32, {static_cast<int64_t>(i32.size())});
     const Pair ints64 = both(i64, {static_cast<int64_t>(i64.size())});
     const Pair flags = booleans({13}, 3);
@@ -148,14 +167,17 @@ TEST_CASE("mixed: conversions to and from f16 and bf16 are the cpu plugin's, bit
         const Tensor every_c = tf::from_host(all.data(), {65536}, d, cpu_device);
         const Tensor every_g = every_c.to(gpu_device);
         for (DType to : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::boolean})
-            check_bits(tf::cast(every_g, to), tf::cast(every_c, to), n + " -> " + tf::dtype_name(to) + ", every pattern");
+            check_bits(tf::cast(every_g, to), tf::cast(every_c, to),
+                       n + " -> " + tf::dtype_name(to) + ", every pattern");
         check_bits(tf::cast(ints32.vk, d), tf::cast(ints32.cpu, d), "i32 -> " + n);
         check_bits(tf::cast(ints64.vk, d), tf::cast(ints64.cpu, d), "i64 -> " + n);
         check_bits(tf::cast(flags.vk, d), tf::cast(flags.cpu, d), "bool -> " + n);
         // Fills round from the double once.
-        for (double v : {0.1, -1e-7, 65519.0, 65520.0, 1e300, -1e-300, 3.0000001, 1.00048828125, 1.0009765625 + 1e-12,
-                         std::numeric_limits<double>::quiet_NaN(), -double(INFINITY), 3.3961775e38, 5.9604644775390625e-08 * 1.5})
-            check_bits(tf::full({3}, v, d, gpu_device), tf::full({3}, v, d, cpu_device), n + " fill " + std::to_string(v));
+        for (double v :
+             {0.1, -1e-7, 65519.0, 65520.0, 1e300, -1e-300, 3.0000001, 1.00048828125, 1.0009765625 + 1e-12,
+              std::numeric_limits<double>::quiet_NaN(), -double(INFINITY), 3.3961775e38, 5.9604644775390625e-08 * 1.5})
+            check_bits(tf::full({3}, v, d, gpu_device), tf::full({3}, v, d, cpu_device),
+                       n + " fill " + std::to_string(v));
     }
 }
 
@@ -211,10 +233,20 @@ TEST_CASE("mixed: elementwise, compare and where in f16 and bf16") {
         double lo, hi;
     };
     const Op unary[] = {
-        {"neg", tf::neg, -3, 3}, {"exp", tf::exp, -8, 8}, {"relu", tf::relu, -3, 3}, {"abs", tf::abs, -3, 3},
-        {"log", tf::log, 1e-3, 50}, {"sqrt", tf::sqrt, 0, 50}, {"rsqrt", tf::rsqrt, 1e-3, 50},
-        {"sin", tf::sin, -6, 6}, {"cos", tf::cos, -6, 6}, {"tanh", tf::tanh, -6, 6}, {"sigmoid", tf::sigmoid, -20, 20},
-        {"silu", tf::silu, -20, 20}, {"square", tf::square, -30, 30}, {"erf", tf::erf, -4, 4},
+        {"neg", tf::neg, -3, 3},
+        {"exp", tf::exp, -8, 8},
+        {"relu", tf::relu, -3, 3},
+        {"abs", tf::abs, -3, 3},
+        {"log", tf::log, 1e-3, 50},
+        {"sqrt", tf::sqrt, 0, 50},
+        {"rsqrt", tf::rsqrt, 1e-3, 50},
+        {"sin", tf::sin, -6, 6},
+        {"cos", tf::cos, -6, 6},
+        {"tanh", tf::tanh, -6, 6},
+        {"sigmoid", tf::sigmoid, -20, 20},
+        {"silu", tf::silu, -20, 20},
+        {"square", tf::square, -30, 30},
+        {"erf", tf::erf, -4, 4},
         {"gelu", [](const Tensor &x) { return tf::gelu(x, false); }, -8, 8},
         {"gelu_tanh", [](const Tensor &x) { return tf::gelu(x, true); }, -8, 8},
     };
@@ -227,14 +259,21 @@ TEST_CASE("mixed: elementwise, compare and where in f16 and bf16") {
             const Pair x = random({13, 29}, 11, o.lo, o.hi);
             // sin and cos near their zeros: 1 ulp of a tiny result is below the f32 difference.
             const HalfTol tol{1, 2e-6};
-            half_parity(std::string(o.name), d, {x}, [&](auto &t) { return o.fn(t[0].transpose(0, 1)); }, tol);
-            half_parity(std::string(o.name) + " special values", d, {special}, [&](auto &t) { return o.fn(t[0]); }, tol);
+            half_parity(
+                std::string(o.name), d, {x}, [&](auto &t) { return o.fn(t[0].transpose(0, 1)); }, tol);
+            half_parity(
+                std::string(o.name) + " special values", d, {special}, [&](auto &t) { return o.fn(t[0]); }, tol);
         }
         half_parity("clamp", d, {special}, [](auto &t) { return tf::clamp(t[0], -0.75, 2.1); });
         using BinaryFn = Tensor (*)(const Tensor &, const Tensor &);
         const std::pair<const char *, BinaryFn> binary[] = {
-            {"add", tf::add}, {"sub", tf::sub}, {"mul", tf::mul}, {"div", tf::div}, {"maximum", tf::maximum},
-            {"minimum", tf::minimum}, {"relu_backward", tf::relu_backward},
+            {"add", tf::add},
+            {"sub", tf::sub},
+            {"mul", tf::mul},
+            {"div", tf::div},
+            {"maximum", tf::maximum},
+            {"minimum", tf::minimum},
+            {"relu_backward", tf::relu_backward},
             {"gelu_backward", tf::gelu_backward},
         };
         const Pair a = random({5, 1, 7}, 21, -3, 3), b = random({3, 1}, 22, -3, 3);
@@ -247,7 +286,7 @@ TEST_CASE("mixed: elementwise, compare and where in f16 and bf16") {
                     [](auto &t) { return tf::pow(t[0], t[1]); }, {2, 0});
         using CmpFn = Tensor (*)(const Tensor &, const Tensor &);
         const std::pair<const char *, CmpFn> cmps[] = {{"eq", tf::eq}, {"ne", tf::ne}, {"lt", tf::lt},
-                                                        {"le", tf::le}, {"gt", tf::gt}, {"ge", tf::ge}};
+                                                       {"le", tf::le}, {"gt", tf::gt}, {"ge", tf::ge}};
         const Pair p = random({9, 11}, 41, -2, 2), q = random({11}, 42, -2, 2);
         for (auto [name, fn] : cmps) {
             half_parity(name, d, {special, special}, [&](auto &t) { return fn(t[0], tf::mul(t[1], 1.0)); });
@@ -257,7 +296,8 @@ TEST_CASE("mixed: elementwise, compare and where in f16 and bf16") {
         }
         half_parity("where", d, {p, q}, [&](auto &t) { return tf::where(tf::gt(t[0], t[1]), t[0], t[1]); }, {0, 0});
         half_parity("contiguous", d, {p}, [](auto &t) { return t[0].transpose(0, 1).contiguous(); }, {0, 0});
-        half_parity("one_hot", d, {integers<int64_t>({17}, 3, 0, 5)}, [&](auto &t) { return tf::one_hot(t[0], 5, d); }, {0, 0});
+        half_parity("one_hot", d, {integers<int64_t>({17}, 3, 0, 5)}, [&](auto &t) { return tf::one_hot(t[0], 5, d); },
+                    {0, 0});
     }
 }
 
@@ -277,7 +317,8 @@ void half_grad_parity(const std::string &what, DType d, const std::vector<Pair> 
             leaves.push_back(leaf);
         }
         Tensor out = f(leaves);
-        Tensor weights = tf::cast(tf::from_vector(values(out.numel(), 977, -1, 1), out.shape(), cpu_device), d).to(device);
+        Tensor weights =
+            tf::cast(tf::from_vector(values(out.numel(), 977, -1, 1), out.shape(), cpu_device), d).to(device);
         tf::sum(tf::mul(out, weights)).backward();
         results[side].push_back(out.detach());
         for (const Tensor &leaf : leaves)
@@ -298,17 +339,21 @@ void half_grad_parity(const std::string &what, DType d, const std::vector<Pair> 
 TEST_CASE("mixed: matmul and conv2d with both gradients in f16 and bf16") {
     for (DType d : halves) {
         const HalfTol tol{2, d == DType::f16 ? 2e-3 : 1.6e-2};
-        half_parity("matmul 67x45 @ 45x93", d, {random({67, 45}, 111), random({45, 93}, 112)},
-                    [](auto &t) { return tf::matmul(t[0], t[1]); }, tol);
-        half_parity("matmul of transposed views", d, {random({45, 67}, 113), random({93, 45}, 114)},
-                    [](auto &t) { return tf::matmul(t[0].transpose(0, 1), t[1].transpose(0, 1)); }, tol);
-        half_parity("batched, broadcast batch", d, {random({3, 1, 19, 23}, 121), random({4, 23, 7}, 122)},
-                    [](auto &t) { return tf::matmul(t[0], t[1]); }, tol);
+        half_parity(
+            "matmul 67x45 @ 45x93", d, {random({67, 45}, 111), random({45, 93}, 112)},
+            [](auto &t) { return tf::matmul(t[0], t[1]); }, tol);
+        half_parity(
+            "matmul of transposed views", d, {random({45, 67}, 113), random({93, 45}, 114)},
+            [](auto &t) { return tf::matmul(t[0].transpose(0, 1), t[1].transpose(0, 1)); }, tol);
+        half_parity(
+            "batched, broadcast batch", d, {random({3, 1, 19, 23}, 121), random({4, 23, 7}, 122)},
+            [](auto &t) { return tf::matmul(t[0], t[1]); }, tol);
         // K split over workgroups: f32 partial sums, one rounding at the end.
         half_parity("long inner dimension (split K)", d, {random({9, 1500}, 127), random({1500, 11}, 128)},
                     [](auto &t) { return tf::matmul(t[0], t[1]); }, {2, d == DType::f16 ? 2e-2 : 1.2e-1});
-        half_grad_parity("matmul gradients", d, {random({6, 9}, 129), random({9, 5}, 130)},
-                         [](auto &t) { return tf::matmul(t[0], t[1]); }, tol);
+        half_grad_parity(
+            "matmul gradients", d, {random({6, 9}, 129), random({9, 5}, 130)},
+            [](auto &t) { return tf::matmul(t[0], t[1]); }, tol);
         struct ConvCase {
             const char *name;
             Shape x, w;
@@ -321,10 +366,15 @@ TEST_CASE("mixed: matmul and conv2d with both gradients in f16 and bf16") {
             {"one input channel", {3, 1, 9, 9}, {7, 1, 3, 3}, {}},
         };
         for (const ConvCase &c : cases)
-            half_grad_parity(std::string("conv2d ") + c.name, d, {random(c.x, 141), random(c.w, 142)},
-                             [&](auto &t) { return tf::conv2d(t[0], t[1], Tensor(), c.o); }, tol);
-        half_grad_parity("conv2d with bias", d, {random({2, 3, 9, 9}, 143), random({4, 3, 3, 3}, 144), random({4}, 145)},
-                         [](auto &t) { return tf::conv2d(t[0].permute({0, 1, 3, 2}), t[1], t[2]); }, tol);
+            half_grad_parity(
+                std::string("conv2d ") + c.name, d, {random(c.x, 141), random(c.w, 142)},
+                [&](auto &t) { return tf::conv2d(t[0], t[1], Tensor(), c.o); }, tol);
+        half_grad_parity(
+            "conv2d with bias", d, {random({2, 3, 9, 9}, 143), random({4, 3, 3, 3}, 144), random({4}, 145)},
+            [](auto &t) {
+                return tf::conv2d(t[0].permute({0, 1, 3, 2}), t[1], t[2]);
+            },
+            tol);
     }
 }
 
@@ -333,17 +383,36 @@ TEST_CASE("mixed: reductions in f16 and bf16 accumulate in f32") {
         const HalfTol tol{1, d == DType::f16 ? 1e-3 : 8e-3};
         const Pair x = random({3, 5, 7, 2}, 91, -2, 2), longer = random({4, 1000}, 92, -2, 2);
         using ReduceFn = Tensor (*)(const Tensor &, const tf::Axes &, bool);
-        const std::pair<const char *, ReduceFn> ops[] = {{"sum", tf::sum}, {"mean", tf::mean}, {"max", tf::max}, {"min", tf::min}};
+        const std::pair<const char *, ReduceFn> ops[] = {
+            {"sum", tf::sum}, {"mean", tf::mean}, {"max", tf::max}, {"min", tf::min}};
         for (auto [name, fn] : ops) {
-            half_parity(std::string(name) + " axes 1, 3", d, {x}, [&](auto &t) { return fn(t[0], {1, 3}, false); }, tol);
-            half_parity(std::string(name) + " all", d, {x}, [&](auto &t) { return fn(t[0], {0, 1, 2, 3}, true); }, tol);
-            half_parity(std::string(name) + " long rows", d, {longer}, [&](auto &t) { return fn(t[0], {1}, false); }, tol);
+            half_parity(
+                std::string(name) + " axes 1, 3", d, {x},
+                [&](auto &t) {
+                    return fn(t[0], {1, 3}, false);
+                },
+                tol);
+            half_parity(
+                std::string(name) + " all", d, {x},
+                [&](auto &t) {
+                    return fn(t[0], {0, 1, 2, 3}, true);
+                },
+                tol);
+            half_parity(
+                std::string(name) + " long rows", d, {longer}, [&](auto &t) { return fn(t[0], {1}, false); }, tol);
         }
-        half_parity("var", d, {x}, [](auto &t) { return tf::var(t[0], {0, 2}, 1, false); }, tol);
-        half_parity("var long rows", d, {longer}, [](auto &t) { return tf::var(t[0], {1}, 0, true); }, tol);
+        half_parity(
+            "var", d, {x},
+            [](auto &t) {
+                return tf::var(t[0], {0, 2}, 1, false);
+            },
+            tol);
+        half_parity(
+            "var long rows", d, {longer}, [](auto &t) { return tf::var(t[0], {1}, 0, true); }, tol);
         half_parity("argmax", d, {x}, [](auto &t) { return tf::argmax(t[0], 2); });
         half_parity("argmin long rows", d, {longer}, [](auto &t) { return tf::argmin(t[0], 1); });
-        half_grad_parity("sum gradient", d, {x}, [](auto &t) { return tf::sum(t[0], {1}); }, tol);
+        half_grad_parity(
+            "sum gradient", d, {x}, [](auto &t) { return tf::sum(t[0], {1}); }, tol);
     }
 }
 
@@ -351,37 +420,58 @@ TEST_CASE("mixed: pooling, softmax, norms, cross_entropy, embedding, rope, atten
     for (DType d : halves) {
         const HalfTol tol{1, d == DType::f16 ? 1e-3 : 8e-3};
         const HalfTol loose{2, d == DType::f16 ? 4e-3 : 3e-2};  // several f32 steps, then a gradient chain
-        half_grad_parity("max_pool2d 3x3 stride 2 padding 1", d, {random({1, 2, 9, 12}, 151)},
-                         [](auto &t) { return tf::max_pool2d(t[0], {3, 3, 2, 2, 1, 1, true}); }, tol);
-        half_grad_parity("avg_pool2d 2x2", d, {random({2, 3, 10, 11}, 152)}, [](auto &t) { return tf::avg_pool2d(t[0]); }, tol);
+        half_grad_parity(
+            "max_pool2d 3x3 stride 2 padding 1", d, {random({1, 2, 9, 12}, 151)},
+            [](auto &t) {
+                return tf::max_pool2d(t[0], {3, 3, 2, 2, 1, 1, true});
+            },
+            tol);
+        half_grad_parity(
+            "avg_pool2d 2x2", d, {random({2, 3, 10, 11}, 152)}, [](auto &t) { return tf::avg_pool2d(t[0]); }, tol);
         const Pair x = random({4, 7, 10}, 161, -5, 5);
         for (int axis : {0, 2}) {
-            half_grad_parity("softmax axis " + std::to_string(axis), d, {x}, [&](auto &t) { return tf::softmax(t[0], axis); }, loose);
-            half_grad_parity("log_softmax axis " + std::to_string(axis), d, {x},
-                             [&](auto &t) { return tf::log_softmax(t[0], axis); }, loose);
+            half_grad_parity(
+                "softmax axis " + std::to_string(axis), d, {x}, [&](auto &t) { return tf::softmax(t[0], axis); },
+                loose);
+            half_grad_parity(
+                "log_softmax axis " + std::to_string(axis), d, {x},
+                [&](auto &t) { return tf::log_softmax(t[0], axis); }, loose);
         }
         const Pair w = random({7, 10}, 162), b = random({7, 10}, 163), w1 = random({10}, 164);
-        half_grad_parity("layer_norm over 2 axes", d, {x, w, b}, [](auto &t) { return tf::layer_norm(t[0], 2, t[1], t[2]); }, loose);
-        half_grad_parity("rms_norm", d, {x, w1}, [](auto &t) { return tf::rms_norm(t[0], 1, t[1]); }, loose);
-        half_parity("layer_norm of a view", d, {x, w1}, [](auto &t) { return tf::layer_norm(t[0].transpose(0, 1), 1, t[1]); }, tol);
+        half_grad_parity(
+            "layer_norm over 2 axes", d, {x, w, b}, [](auto &t) { return tf::layer_norm(t[0], 2, t[1], t[2]); }, loose);
+        half_grad_parity(
+            "rms_norm", d, {x, w1}, [](auto &t) { return tf::rms_norm(t[0], 1, t[1]); }, loose);
+        half_parity(
+            "layer_norm of a view", d, {x, w1}, [](auto &t) { return tf::layer_norm(t[0].transpose(0, 1), 1, t[1]); },
+            tol);
         const Pair logits = random({13, 7}, 171, -4, 4);
         const Pair labels = integers<int64_t>({13}, 172, 0, 7);
-        half_grad_parity("cross_entropy mean", d, {logits, labels}, [](auto &t) { return tf::cross_entropy(t[0], t[1]); }, loose);
-        half_parity("cross_entropy none", d, {logits, labels},
-                    [](auto &t) { return tf::cross_entropy(t[0], t[1], tf::Reduction::none); }, tol);
-        half_parity("cross_entropy sum", d, {logits, labels},
-                    [](auto &t) { return tf::cross_entropy(t[0], t[1], tf::Reduction::sum); }, tol);
+        half_grad_parity(
+            "cross_entropy mean", d, {logits, labels}, [](auto &t) { return tf::cross_entropy(t[0], t[1]); }, loose);
+        half_parity(
+            "cross_entropy none", d, {logits, labels},
+            [](auto &t) { return tf::cross_entropy(t[0], t[1], tf::Reduction::none); }, tol);
+        half_parity(
+            "cross_entropy sum", d, {logits, labels},
+            [](auto &t) { return tf::cross_entropy(t[0], t[1], tf::Reduction::sum); }, tol);
         // Repeated indices: their rows' gradients add up in f32 and round once.
         const Pair table = random({11, 5}, 181), idx = integers<int64_t>({3, 7}, 182, 0, 11);
-        half_grad_parity("embedding", d, {table, idx}, [](auto &t) { return tf::embedding(t[0], t[1]); }, tol);
-        half_grad_parity("rope", d, {random({2, 3, 6, 8}, 191)}, [](auto &t) { return tf::rope(t[0], 10000.0, false, 3); }, tol);
-        half_parity("rope interleaved, far position", d, {random({5, 8}, 192)},
-                    [](auto &t) { return tf::rope(t[0], 10000.0, true, 1000000); }, tol);
-        const Pair q = random({2, 5, 8}, 201), k = random({2, 7, 8}, 202), v = random({2, 7, 6}, 203), m = random({5, 7}, 204);
-        half_parity("attention with a mask", d, {q, k, v, m},
-                    [](auto &t) { return tf::scaled_dot_product_attention(t[0], t[1], t[2], t[3]); }, loose);
-        half_grad_parity("attention causal", d, {q, k, v},
-                         [](auto &t) { return tf::scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), true); }, loose);
+        half_grad_parity(
+            "embedding", d, {table, idx}, [](auto &t) { return tf::embedding(t[0], t[1]); }, tol);
+        half_grad_parity(
+            "rope", d, {random({2, 3, 6, 8}, 191)}, [](auto &t) { return tf::rope(t[0], 10000.0, false, 3); }, tol);
+        half_parity(
+            "rope interleaved, far position", d, {random({5, 8}, 192)},
+            [](auto &t) { return tf::rope(t[0], 10000.0, true, 1000000); }, tol);
+        const Pair q = random({2, 5, 8}, 201), k = random({2, 7, 8}, 202), v = random({2, 7, 6}, 203),
+                   m = random({5, 7}, 204);
+        half_parity(
+            "attention with a mask", d, {q, k, v, m},
+            [](auto &t) { return tf::scaled_dot_product_attention(t[0], t[1], t[2], t[3]); }, loose);
+        half_grad_parity(
+            "attention causal", d, {q, k, v},
+            [](auto &t) { return tf::scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), true); }, loose);
     }
 }
 
@@ -398,12 +488,15 @@ BF16Run train_bf16(const Device &device) {
     const Shape shapes[] = {{4, 1, 3, 3}, {4}, {10, 64}, {10}};
     std::vector<Tensor> params;
     for (int i = 0; i < 4; ++i) {
-        Tensor p = tf::cast(tf::from_vector(values(numel(shapes[i]), 500 + static_cast<uint64_t>(i), -0.4, 0.4), shapes[i],
-                                            cpu_device), DType::bf16).to(device);
+        Tensor p = tf::cast(tf::from_vector(values(numel(shapes[i]), 500 + static_cast<uint64_t>(i), -0.4, 0.4),
+                                            shapes[i], cpu_device),
+                            DType::bf16)
+                       .to(device);
         p.requires_grad_();
         params.push_back(p);
     }
-    const Tensor x = tf::cast(tf::from_vector(values(8 * 64, 510, -1, 1), {8, 1, 8, 8}, cpu_device), DType::bf16).to(device);
+    const Tensor x =
+        tf::cast(tf::from_vector(values(8 * 64, 510, -1, 1), {8, 1, 8, 8}, cpu_device), DType::bf16).to(device);
     std::vector<int64_t> labels(8);
     for (int i = 0; i < 8; ++i) labels[static_cast<std::size_t>(i)] = (i * 3 + 1) % 10;
     const Tensor y = tf::from_vector(labels, {8}, device);

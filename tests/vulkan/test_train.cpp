@@ -18,7 +18,7 @@ constexpr int steps = 3;
 
 struct Model {
     std::vector<Tensor> params;  // conv1 w, b, conv2 w, b, fc1 w, b, fc2 w, b
-    std::vector<Tensor> m, v;    // AdamW state
+    std::vector<Tensor> m, v;  // AdamW state
     int step = 0;
 };
 
@@ -29,7 +29,8 @@ Model make_model(const Device &device) {
     Model m;
     for (int i = 0; i < 8; ++i) {
         const double bound = 1.0 / std::sqrt(fan_in[i]);
-        Tensor p = tf::from_vector(values(numel(shapes[i]), 300 + static_cast<uint64_t>(i), -bound, bound), shapes[i], device);
+        Tensor p =
+            tf::from_vector(values(numel(shapes[i]), 300 + static_cast<uint64_t>(i), -bound, bound), shapes[i], device);
         p.requires_grad_();
         m.params.push_back(p);
         m.m.push_back(tf::zeros(shapes[i], DType::f32, device));
@@ -113,9 +114,9 @@ TEST_CASE("train: CNN steps on the backend run there, read back only the losses,
     // Training on one batch: the loss goes down.
     CHECK(got.back() < got.front());
     // The first step creates the pipelines (lavapipe compiles each on first use).
-    MESSAGE("CNN, batch " << batch << ": " TF_TEST_BACKEND " step 1 " << vk_seconds[0] << " s, later steps " << vk_seconds.back()
-                          << " s (" << vk->ops / steps << " ops a step); cpu " << cpu_seconds.back()
-                          << " s a step; losses " << got[0] << " .. " << got.back());
+    MESSAGE("CNN, batch " << batch << ": " TF_TEST_BACKEND " step 1 " << vk_seconds[0] << " s, later steps "
+                          << vk_seconds.back() << " s (" << vk->ops / steps << " ops a step); cpu "
+                          << cpu_seconds.back() << " s a step; losses " << got[0] << " .. " << got.back());
 }
 
 TEST_CASE("train: adamw_step_ and sgd_step_ are one dispatch each on the backend, close to cpu") {
@@ -155,6 +156,7 @@ TEST_CASE("train: adamw_step_ and sgd_step_ are one dispatch each on the backend
             CHECK(got_a[i] == doctest::Approx(want_a[i]).epsilon(1e-5).scale(1.0));
             differ += got[i] != want[i] || got_a[i] != want_a[i];
         }
-        MESSAGE("update " << which << ": " << differ << " of " << want.size() << " elements differ from cpu in their bits");
+        MESSAGE("update " << which << ": " << differ << " of " << want.size()
+                          << " elements differ from cpu in their bits");
     }
 }

@@ -45,7 +45,8 @@ int main(int argc, char **argv) {
         const bool skip = allow && std::strcmp(allow, "1") == 0;
         std::fprintf(stderr, TF_TEST_BACKEND " backend unavailable: %s\n%s\n", why.c_str(),
                      skip ? TF_TEST_ALLOW "=1: skipping"
-                          : "the " TF_TEST_BACKEND " suite must run (set " TF_TEST_ALLOW "=1 to skip on machines without it)");
+                          : "the " TF_TEST_BACKEND " suite must run (set " TF_TEST_ALLOW
+                            "=1 to skip on machines without it)");
         return skip ? 77 : 1;
     }
     doctest::Context context(argc, argv);

@@ -70,7 +70,8 @@ template <class T>
 Pair integers(const Shape &shape, uint64_t seed, int64_t lo, int64_t hi) {
     std::vector<float> f = values(numel(shape), seed, 0, 1);
     std::vector<T> v(f.size());
-    for (std::size_t i = 0; i < f.size(); ++i) v[i] = static_cast<T>(lo + static_cast<int64_t>(f[i] * static_cast<float>(hi - lo)));
+    for (std::size_t i = 0; i < f.size(); ++i)
+        v[i] = static_cast<T>(lo + static_cast<int64_t>(f[i] * static_cast<float>(hi - lo)));
     return both(v, shape);
 }
 
@@ -85,10 +86,22 @@ inline Pair booleans(const Shape &shape, uint64_t seed) {
 // Row-major elements of any dtype as doubles.
 inline std::vector<double> host(const Tensor &t) {
     switch (t.dtype()) {
-    case DType::f32: { auto v = t.to_vector<float>(); return {v.begin(), v.end()}; }
-    case DType::i32: { auto v = t.to_vector<int32_t>(); return {v.begin(), v.end()}; }
-    case DType::i64: { auto v = t.to_vector<int64_t>(); return {v.begin(), v.end()}; }
-    case DType::boolean: { auto v = t.to_vector<bool>(); return {v.begin(), v.end()}; }
+    case DType::f32: {
+        auto v = t.to_vector<float>();
+        return {v.begin(), v.end()};
+    }
+    case DType::i32: {
+        auto v = t.to_vector<int32_t>();
+        return {v.begin(), v.end()};
+    }
+    case DType::i64: {
+        auto v = t.to_vector<int64_t>();
+        return {v.begin(), v.end()};
+    }
+    case DType::boolean: {
+        auto v = t.to_vector<bool>();
+        return {v.begin(), v.end()};
+    }
     default: FAIL("unexpected dtype " << tinyfin::dtype_name(t.dtype())); return {};
     }
 }
@@ -116,7 +129,8 @@ inline void check(const Tensor &got, const Tensor &want, double atol, double rto
     }
     if (bad > 0) {
         char text[256];
-        std::snprintf(text, sizeof text, "%lld of %zu elements differ; first at %lld: " TF_TEST_BACKEND " %.9g, cpu %.9g",
+        std::snprintf(text, sizeof text,
+                      "%lld of %zu elements differ; first at %lld: " TF_TEST_BACKEND " %.9g, cpu %.9g",
                       static_cast<long long>(bad), g.size(), static_cast<long long>(first), g[first], w[first]);
         FAIL_CHECK(text);
     }

@@ -13,8 +13,8 @@ namespace conform {
 
 namespace {
 
-constexpr int32_t F32 = TF_DTYPE_F32, F16 = TF_DTYPE_F16, BF16 = TF_DTYPE_BF16, I32 = TF_DTYPE_I32,
-                  I64 = TF_DTYPE_I64, BOOL = TF_DTYPE_BOOL;
+constexpr int32_t F32 = TF_DTYPE_F32, F16 = TF_DTYPE_F16, BF16 = TF_DTYPE_BF16, I32 = TF_DTYPE_I32, I64 = TF_DTYPE_I64,
+                  BOOL = TF_DTYPE_BOOL;
 const std::vector<int32_t> k_floats = {F32, F16, BF16};
 constexpr double inf = std::numeric_limits<double>::infinity();
 
@@ -57,7 +57,8 @@ TensorSpec spec(const Shape &shape, const Shape &strides, int64_t offset, int32_
     return t;
 }
 
-template <typename P> P sized() {
+template <typename P>
+P sized() {
     P p;
     std::memset(&p, 0, sizeof p);
     p.struct_size = sizeof p;
@@ -101,7 +102,8 @@ public:
         std::string shapes;
         for (std::size_t i = 0; i < inputs.size(); ++i) shapes += (i ? " x " : "") + shape_text(inputs[i].shape);
         if (inputs.empty()) shapes = shape_text(outputs[0].shape);
-        c.name = label + " " + shapes + layout_suffix(inputs, outputs) + (params_label.empty() ? "" : " " + params_label);
+        c.name =
+            label + " " + shapes + layout_suffix(inputs, outputs) + (params_label.empty() ? "" : " " + params_label);
         c.inputs = std::move(inputs);
         c.outputs = std::move(outputs);
         std::memset(&c.params, 0, sizeof c.params);
@@ -127,7 +129,8 @@ struct ParamsVariant {
     std::string label;
 };
 
-template <typename P> ParamsVariant variant(const P &p, std::string label) {
+template <typename P>
+ParamsVariant variant(const P &p, std::string label) {
     ParamsVariant v;
     std::memset(&v.params, 0, sizeof v.params);
     std::memcpy(&v.params, &p, sizeof p);
@@ -165,14 +168,15 @@ void gen_unary(Generator &g) {
     const Domain dom = input_domain(op, 0, Kind::UNARY);
     for (int32_t dt : all_dtypes()) {
         const std::string d = dtype_name(dt);
-        for (const Shape &s : k_unary_shapes)
-            g.add(d, {contiguous(s, dt, dom)}, {contiguous(s, dt)}, primary, plabel);
+        for (const Shape &s : k_unary_shapes) g.add(d, {contiguous(s, dt, dom)}, {contiguous(s, dt)}, primary, plabel);
         g.add(d, {transposed({13, 17}, dt, dom)}, {contiguous({13, 17}, dt)}, primary, plabel);
         g.add(d, {permuted({2, 3, 5, 7}, dt, dom)}, {contiguous({2, 3, 5, 7}, dt)}, primary, plabel);
         g.add(d, {sliced({13, 17}, dt, dom)}, {contiguous({13, 17}, dt)}, primary, plabel);
         g.add(d, {expanded({1, 17}, {13, 17}, dt, dom)}, {contiguous({13, 17}, dt)}, primary, plabel);
         g.add(d, {contiguous({13, 17}, dt, dom)}, {sliced({13, 17}, dt)}, primary, plabel);
-        if (is_float(dt)) g.add(d, {contiguous({3, 5}, dt, Domain::specials)}, {contiguous({3, 5}, dt)}, primary, plabel + " specials");
+        if (is_float(dt))
+            g.add(d, {contiguous({3, 5}, dt, Domain::specials)}, {contiguous({3, 5}, dt)}, primary,
+                  plabel + " specials");
         for (std::size_t i = 1; i < params.size(); ++i)
             g.add(d, {contiguous({3, 5}, dt, dom)}, {contiguous({3, 5}, dt)}, &params[i].params, params[i].label);
     }
@@ -200,10 +204,17 @@ void gen_broadcasting(Generator &g, Kind kind) {
     const tf_op op = g.row().op;
     const int n = g.row().n_inputs;
     const std::vector<std::vector<Shape>> families = {
-        {{}, {}, {}}, {{7}, {7}, {7}}, {{0}, {0}, {0}}, {{3, 5}, {3, 5}, {3, 5}},
-        {{3, 5}, {1, 5}, {3, 1}}, {{3, 1}, {1, 5}, {}}, {{}, {2, 3}, {2, 3}},
-        {{4, 1, 3}, {5, 1}, {3}}, {{2, 0, 3}, {1, 3}, {2, 1, 1}},
-        {{2, 3, 5, 7}, {2, 3, 5, 7}, {5, 7}}, {{1, 1, 1, 1}, {1, 1, 1, 1}, {1}},
+        {{}, {}, {}},
+        {{7}, {7}, {7}},
+        {{0}, {0}, {0}},
+        {{3, 5}, {3, 5}, {3, 5}},
+        {{3, 5}, {1, 5}, {3, 1}},
+        {{3, 1}, {1, 5}, {}},
+        {{}, {2, 3}, {2, 3}},
+        {{4, 1, 3}, {5, 1}, {3}},
+        {{2, 0, 3}, {1, 3}, {2, 1, 1}},
+        {{2, 3, 5, 7}, {2, 3, 5, 7}, {5, 7}},
+        {{1, 1, 1, 1}, {1, 1, 1, 1}, {1}},
     };
     auto out_dtype = [&](int32_t dt) { return kind == Kind::COMPARE ? BOOL : dt; };
     auto in_dtype = [&](int i, int32_t dt) { return kind == Kind::WHERE && i == 0 ? BOOL : dt; };
@@ -213,7 +224,8 @@ void gen_broadcasting(Generator &g, Kind kind) {
             Shape out;
             for (int i = 0; i < n; ++i) out = broadcast(out, family[i]);
             std::vector<TensorSpec> in;
-            for (int i = 0; i < n; ++i) in.push_back(operand(family[i], out, in_dtype(i, dt), input_domain(op, i, kind)));
+            for (int i = 0; i < n; ++i)
+                in.push_back(operand(family[i], out, in_dtype(i, dt), input_domain(op, i, kind)));
             g.add(d, in, {contiguous(out, out_dtype(dt))});
         }
         // Non-contiguous operands, a strided output, special values.
@@ -224,7 +236,8 @@ void gen_broadcasting(Generator &g, Kind kind) {
             a.push_back(i % 2 == 0 ? transposed(m, in_dtype(i, dt), dom) : sliced(m, in_dtype(i, dt), dom));
             b.push_back(i == 0 ? permuted(p, in_dtype(i, dt), dom) : contiguous(p, in_dtype(i, dt), dom));
             c.push_back(contiguous(m, in_dtype(i, dt), dom));
-            s.push_back(contiguous({3, 5}, in_dtype(i, dt), in_dtype(i, dt) == BOOL || dom == Domain::nonzero ? dom : Domain::specials));
+            s.push_back(contiguous({3, 5}, in_dtype(i, dt),
+                                   in_dtype(i, dt) == BOOL || dom == Domain::nonzero ? dom : Domain::specials));
         }
         g.add(d, a, {contiguous(m, out_dtype(dt))});
         g.add(d, b, {contiguous(p, out_dtype(dt))});
@@ -234,7 +247,8 @@ void gen_broadcasting(Generator &g, Kind kind) {
     std::vector<TensorSpec> big, wide;
     for (int i = 0; i < n; ++i) {
         big.push_back(contiguous({4099}, in_dtype(i, F32), input_domain(op, i, kind)));
-        wide.push_back(operand(i == 1 ? Shape{1, 257} : Shape{65, 257}, {65, 257}, in_dtype(i, F32), input_domain(op, i, kind)));
+        wide.push_back(
+            operand(i == 1 ? Shape{1, 257} : Shape{65, 257}, {65, 257}, in_dtype(i, F32), input_domain(op, i, kind)));
     }
     g.add("f32", big, {contiguous({4099}, out_dtype(F32))});
     g.add("f32", wide, {contiguous({65, 257}, out_dtype(F32))});
@@ -265,9 +279,11 @@ void gen_reduce(Generator &g) {
         return p;
     };
     auto label = [&](uint32_t mask, double correction) {
-        return "mask=" + std::to_string(mask) + (is_var ? " correction=" + std::to_string(static_cast<int>(correction)) : "");
+        return "mask=" + std::to_string(mask) +
+               (is_var ? " correction=" + std::to_string(static_cast<int>(correction)) : "");
     };
-    auto add = [&](const std::string &d, TensorSpec in, uint32_t mask, double correction = 1, const std::string &extra = "") {
+    auto add = [&](const std::string &d, TensorSpec in, uint32_t mask, double correction = 1,
+                   const std::string &extra = "") {
         Params p = make_params(mask, correction);
         Shape out = reduced(in.shape, mask);
         int32_t dt = in.dtype;
@@ -275,8 +291,14 @@ void gen_reduce(Generator &g) {
     };
     const Domain dom = input_domain(op, 0, Kind::REDUCE);
     const std::vector<std::pair<Shape, std::vector<uint32_t>>> family = {
-        {{}, {0}}, {{7}, {1}}, {{0}, {1}}, {{1}, {1}}, {{3, 5}, {0, 1, 2, 3}}, {{2, 0, 3}, {1, 2, 5}},
-        {{2, 3, 5, 7}, {1, 2, 4, 8, 5, 10, 15}}, {{1, 1, 1, 1}, {15}},
+        {{}, {0}},
+        {{7}, {1}},
+        {{0}, {1}},
+        {{1}, {1}},
+        {{3, 5}, {0, 1, 2, 3}},
+        {{2, 0, 3}, {1, 2, 5}},
+        {{2, 3, 5, 7}, {1, 2, 4, 8, 5, 10, 15}},
+        {{1, 1, 1, 1}, {15}},
     };
     for (int32_t dt : all_dtypes()) {
         const std::string d = dtype_name(dt);
@@ -357,16 +379,28 @@ void gen_matmul(Generator &g) {
               {contiguous(so, dt)});
     };
     const std::vector<Mm> family = {
-        {{}, {}, 1, 1, 1}, {{}, {}, 3, 5, 7}, {{}, {}, 1, 17, 1}, {{}, {}, 17, 1, 13}, {{}, {}, 1, 17, 13},
-        {{}, {}, 0, 3, 4}, {{}, {}, 3, 0, 4}, {{}, {}, 3, 4, 0}, {{2}, {2}, 4, 3, 5}, {{2, 3}, {3}, 4, 5, 6},
-        {{2, 1}, {1, 3}, 4, 5, 6}, {{2}, {}, 4, 5, 6}, {{}, {}, 7, 9, 11, 't', 'c'},
-        {{}, {}, 7, 9, 11, 'c', 't'}, {{}, {}, 7, 9, 11, 't', 't'}, {{}, {}, 7, 9, 11, 's', 's'},
+        {{}, {}, 1, 1, 1},
+        {{}, {}, 3, 5, 7},
+        {{}, {}, 1, 17, 1},
+        {{}, {}, 17, 1, 13},
+        {{}, {}, 1, 17, 13},
+        {{}, {}, 0, 3, 4},
+        {{}, {}, 3, 0, 4},
+        {{}, {}, 3, 4, 0},
+        {{2}, {2}, 4, 3, 5},
+        {{2, 3}, {3}, 4, 5, 6},
+        {{2, 1}, {1, 3}, 4, 5, 6},
+        {{2}, {}, 4, 5, 6},
+        {{}, {}, 7, 9, 11, 't', 'c'},
+        {{}, {}, 7, 9, 11, 'c', 't'},
+        {{}, {}, 7, 9, 11, 't', 't'},
+        {{}, {}, 7, 9, 11, 's', 's'},
         {{2}, {2}, 5, 6, 7, 't', 't'},
     };
     for (int32_t dt : all_dtypes())
         for (const Mm &mm : family) build(dtype_name(dt), dt, mm);
-    for (const Mm &mm : std::vector<Mm>{{{}, {}, 65, 33, 67}, {{}, {}, 130, 257, 129}, {{3}, {3}, 65, 129, 63},
-                                        {{}, {}, 129, 65, 67, 't', 't'}})
+    for (const Mm &mm : std::vector<Mm>{
+             {{}, {}, 65, 33, 67}, {{}, {}, 130, 257, 129}, {{3}, {3}, 65, 129, 63}, {{}, {}, 129, 65, 67, 't', 't'}})
         build("f32", F32, mm);
 }
 
@@ -385,7 +419,8 @@ void gen_copy(Generator &g) {
                 g.add(d, {transposed({13, 17}, from, dom)}, {contiguous({13, 17}, to)});
                 g.add(d, {contiguous({13, 17}, from, dom)}, {sliced({13, 17}, to)});
                 if (is_float(from) && is_float(to))
-                    g.add(d, {contiguous({3, 5}, from, Domain::specials)}, {contiguous({3, 5}, to)}, nullptr, "specials");
+                    g.add(d, {contiguous({3, 5}, from, Domain::specials)}, {contiguous({3, 5}, to)}, nullptr,
+                          "specials");
             }
         g.add("f32->f16", {contiguous({4099}, F32, Domain::wide)}, {contiguous({4099}, F16)});
         g.add("f16->f32", {contiguous({4099}, F16, Domain::wide)}, {contiguous({4099}, F32)});
@@ -480,8 +515,12 @@ void gen_conv(Generator &g) {
                 if (nhwc && (c.large || dt != F32)) continue;
                 auto act = [&](const Shape &s) { return nhwc ? channels_last(s, dt) : contiguous(s, dt); };
                 switch (op) {
-                case TF_OP_CONV2D: g.add(d, {act(c.x), contiguous(c.w, dt)}, {contiguous(y, dt)}, &params, c.name); break;
-                case TF_OP_CONV2D_GRAD_INPUT: g.add(d, {act(y), contiguous(c.w, dt)}, {contiguous(c.x, dt)}, &params, c.name); break;
+                case TF_OP_CONV2D:
+                    g.add(d, {act(c.x), contiguous(c.w, dt)}, {contiguous(y, dt)}, &params, c.name);
+                    break;
+                case TF_OP_CONV2D_GRAD_INPUT:
+                    g.add(d, {act(y), contiguous(c.w, dt)}, {contiguous(c.x, dt)}, &params, c.name);
+                    break;
                 default: g.add(d, {act(y), act(c.x)}, {contiguous(c.w, dt)}, &params, c.name); break;
                 }
             }
@@ -525,10 +564,15 @@ void gen_pool(Generator &g) {
                     // variant 1: channels-last input; variant 2: ties in the windows (max: first wins).
                     Domain dom = variant == 2 ? Domain::ties : Domain::uniform;
                     if (variant == 2 && avg) continue;
-                    auto act = [&](const Shape &s) { return variant == 1 ? channels_last(s, dt, dom) : contiguous(s, dt, dom); };
-                    if (!backward) g.add(d, {act(c.x)}, {contiguous(y, dt)}, &params, label);
-                    else if (avg) g.add(d, {act(y)}, {contiguous(c.x, dt)}, &params, label);
-                    else g.add(d, {act(y), act(c.x)}, {contiguous(c.x, dt)}, &params, label);
+                    auto act = [&](const Shape &s) {
+                        return variant == 1 ? channels_last(s, dt, dom) : contiguous(s, dt, dom);
+                    };
+                    if (!backward)
+                        g.add(d, {act(c.x)}, {contiguous(y, dt)}, &params, label);
+                    else if (avg)
+                        g.add(d, {act(y)}, {contiguous(c.x, dt)}, &params, label);
+                    else
+                        g.add(d, {act(y), act(c.x)}, {contiguous(c.x, dt)}, &params, label);
                 }
             }
         }
@@ -630,9 +674,10 @@ void gen_attention(Generator &g) {
         bool large = false;
     };
     const std::vector<A> family = {
-        {{2}, {2}, 3, 5, 4, 6, 0, false}, {{2}, {2}, 3, 5, 4, 6, 0, true},  {{2}, {2}, 3, 5, 4, 6, 1, false},
-        {{2, 2}, {2, 2}, 4, 4, 8, 8, 1, true}, {{1}, {1}, 1, 9, 8, 8, 1, false}, {{2}, {1}, 3, 5, 4, 6, 0, false},
-        {{}, {}, 5, 3, 4, 2, 1, false}, {{1}, {1}, 64, 67, 32, 16, 1, true, true},
+        {{2}, {2}, 3, 5, 4, 6, 0, false}, {{2}, {2}, 3, 5, 4, 6, 0, true},
+        {{2}, {2}, 3, 5, 4, 6, 1, false}, {{2, 2}, {2, 2}, 4, 4, 8, 8, 1, true},
+        {{1}, {1}, 1, 9, 8, 8, 1, false}, {{2}, {1}, 3, 5, 4, 6, 0, false},
+        {{}, {}, 5, 3, 4, 2, 1, false},   {{1}, {1}, 64, 67, 32, 16, 1, true, true},
     };
     for (const A &a : family)
         for (int32_t dt : a.large ? std::vector<int32_t>{F32} : all_dtypes()) {
@@ -655,11 +700,15 @@ void gen_attention(Generator &g) {
             // Without a mask the core leaves the optional mask out (absent); one case per dtype
             // passes the explicit zero mask an ABI 1.0 plugin gets instead.
             const bool zero_mask = &a == &family.front();
-            TensorSpec mask = a.mask ? expanded({a.tq, a.tk}, full(a.tq, a.tk), dt) : absent_input(full(a.tq, a.tk), dt);
+            TensorSpec mask =
+                a.mask ? expanded({a.tq, a.tk}, full(a.tq, a.tk), dt) : absent_input(full(a.tq, a.tk), dt);
             if (zero_mask) mask.absent = false;
-            g.add(dtype_name(dt), {side(a.batch_q, a.tq, a.d), side(a.batch_kv, a.tk, a.d), side(a.batch_kv, a.tk, a.dv), mask},
+            g.add(dtype_name(dt),
+                  {side(a.batch_q, a.tq, a.d), side(a.batch_kv, a.tk, a.d), side(a.batch_kv, a.tk, a.dv), mask},
                   {contiguous(full(a.tq, a.dv), dt)}, &params,
-                  std::string(a.causal ? "causal" : "") + (a.mask ? " mask" : zero_mask ? " zero mask" : " no mask"));
+                  std::string(a.causal ? "causal" : "") + (a.mask      ? " mask"
+                                                           : zero_mask ? " zero mask"
+                                                                       : " no mask"));
         }
 }
 
@@ -671,8 +720,10 @@ void gen_embedding(Generator &g) {
         Shape rows = idx.shape;
         rows.push_back(dim);
         int32_t dt = table.dtype;
-        if (backward) g.add(d, {contiguous(rows, dt), std::move(idx)}, {contiguous(table.shape, dt)}, nullptr, extra);
-        else g.add(d, {std::move(table), std::move(idx)}, {contiguous(rows, dt)}, nullptr, extra);
+        if (backward)
+            g.add(d, {contiguous(rows, dt), std::move(idx)}, {contiguous(table.shape, dt)}, nullptr, extra);
+        else
+            g.add(d, {std::move(table), std::move(idx)}, {contiguous(rows, dt)}, nullptr, extra);
     };
     for (int32_t dt : all_dtypes()) {
         const std::string d = dtype_name(dt);
@@ -708,7 +759,8 @@ void gen_cross_entropy(Generator &g) {
     for (int32_t dt : all_dtypes()) {
         const std::string d = dtype_name(dt);
         for (int r : {TF_REDUCTION_NONE, TF_REDUCTION_MEAN, TF_REDUCTION_SUM})
-            for (int32_t it : {I64, I32}) add(d + " labels:" + dtype_name(it), contiguous({4, 5}, dt), contiguous({4}, it), r, -100, 5);
+            for (int32_t it : {I64, I32})
+                add(d + " labels:" + dtype_name(it), contiguous({4, 5}, dt), contiguous({4}, it), r, -100, 5);
         add(d + " labels:i64", contiguous({4, 5}, dt), contiguous({4}, I64), TF_REDUCTION_MEAN, 2, 5);
         add(d + " labels:i64", contiguous({4, 5}, dt), contiguous({4}, I64), TF_REDUCTION_MEAN, -100, 0);
         add(d + " labels:i64", contiguous({0, 5}, dt), contiguous({0}, I64), TF_REDUCTION_SUM, -100, 5);
@@ -765,7 +817,8 @@ void gen_optim(Generator &g) {
                 // Step 3: sqrt(1 - 0.999^3), lr 1e-3 / (1 - 0.9^3).
                 p.root_bias_correction2 = std::sqrt(1 - std::pow(0.999, 3)), p.eps = 1e-8;
                 p.step_size = 1e-3 / (1 - std::pow(0.9, 3));
-                variants.push_back(variant(p, "has_state=" + std::to_string(has_state) + " decays=" + std::to_string(decays)));
+                variants.push_back(
+                    variant(p, "has_state=" + std::to_string(has_state) + " decays=" + std::to_string(decays)));
             }
     } else {
         for (int has_state : {0, 1})
@@ -774,8 +827,9 @@ void gen_optim(Generator &g) {
                     auto p = sized<tf_params_sgd_step>();
                     p.has_state = has_state, p.decays = decays, p.nesterov = nesterov;
                     p.lr = 0.05, p.momentum = 0.9, p.weight_decay = decays ? 0.01 : 0;
-                    variants.push_back(variant(p, "has_state=" + std::to_string(has_state) + " decays=" +
-                                                      std::to_string(decays) + " nesterov=" + std::to_string(nesterov)));
+                    variants.push_back(variant(p, "has_state=" + std::to_string(has_state) +
+                                                      " decays=" + std::to_string(decays) +
+                                                      " nesterov=" + std::to_string(nesterov)));
                 }
     }
     for (int32_t dt : all_dtypes()) {
@@ -813,7 +867,7 @@ void gen_own(Generator &g) {
     }
 }
 
-} // namespace
+}  // namespace
 
 const std::vector<OpRow> &op_rows() {
     static const std::vector<OpRow> rows = {
@@ -906,8 +960,10 @@ const char *dtype_name(int32_t dtype) {
 
 std::size_t dtype_size(int32_t dtype) {
     switch (dtype) {
-    case F32: case I32: return 4;
-    case F16: case BF16: return 2;
+    case F32:
+    case I32: return 4;
+    case F16:
+    case BF16: return 2;
     case I64: return 8;
     case BOOL: return 1;
     default: return 0;
@@ -1024,4 +1080,4 @@ std::vector<Case> all_cases() {
     return cases;
 }
 
-} // namespace conform
+}  // namespace conform

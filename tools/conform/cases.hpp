@@ -43,16 +43,16 @@ std::string dtypes_text(const OpRow &row);
 
 // Which values fill an input.
 enum class Domain {
-    uniform,   // [-2, 2)
+    uniform,  // [-2, 2)
     positive,  // [0.1, 4): log, sqrt, rsqrt, pow's base
     exponent,  // [-2, 2) for floats, [0, 4) for integers: pow's exponent
-    nonzero,   // |x| in [0.5, 3), random sign: divisors
-    ties,      // small integers: comparisons and arg ops see equal values
+    nonzero,  // |x| in [0.5, 3), random sign: divisors
+    ties,  // small integers: comparisons and arg ops see equal values
     specials,  // NaN, +-inf, +-0 and ordinary values mixed
-    wide,      // [-60, 60): casts to integers
-    boolean,   // 0 or 1
-    index,     // integers in [0, limit)
-    labels,    // integers in [0, limit), some equal to ignore (cross-entropy)
+    wide,  // [-60, 60): casts to integers
+    boolean,  // 0 or 1
+    index,  // integers in [0, limit)
+    labels,  // integers in [0, limit), some equal to ignore (cross-entropy)
 };
 
 // A tensor in memory: logical shape and element strides over a storage of storage_elems
@@ -64,7 +64,7 @@ struct TensorSpec {
     int64_t offset = 0;
     int64_t storage_elems = 0;
     Domain domain = Domain::uniform;
-    int64_t limit = 0;   // index / labels: values in [0, limit)
+    int64_t limit = 0;  // index / labels: values in [0, limit)
     int64_t ignore = 0;  // labels: the ignore_index value sprinkled in
     std::string layout = "contiguous";
     // An in-out output (the optimizer ops' param and state): the op reads it, so it starts
@@ -135,4 +135,4 @@ std::vector<Case> all_cases();
 
 std::string shape_text(const Shape &shape);
 
-} // namespace conform
+}  // namespace conform

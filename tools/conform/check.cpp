@@ -36,7 +36,7 @@ std::string element_text(std::size_t i, double got, double want) {
     return buf;
 }
 
-} // namespace
+}  // namespace
 
 // The tolerances, the one place they are written (docs/numerics.md quotes this table): the
 // largest normalised mean squared error per output dtype and op family. Elementwise ops round
@@ -45,12 +45,12 @@ std::string element_text(std::size_t i, double got, double want) {
 // which grows with the reduction length: ten times that.
 struct Tolerance {
     int32_t dtype;
-    double elementwise;   // NMSE; relative RMS error is its square root
+    double elementwise;  // NMSE; relative RMS error is its square root
     double accumulating;
 };
 constexpr Tolerance k_tolerances[] = {
-    {TF_DTYPE_F32, 1e-7, 1e-6},   // relative RMS error ~3e-4 / 1e-3
-    {TF_DTYPE_F16, 1e-5, 1e-4},   // a few units of f16's 2^-11 = 4.9e-4
+    {TF_DTYPE_F32, 1e-7, 1e-6},  // relative RMS error ~3e-4 / 1e-3
+    {TF_DTYPE_F16, 1e-5, 1e-4},  // a few units of f16's 2^-11 = 4.9e-4
     {TF_DTYPE_BF16, 2e-4, 2e-3},  // a few units of bf16's 2^-8 = 3.9e-3
 };
 
@@ -73,9 +73,12 @@ Verdict compare(const Case &c, std::size_t output, const std::vector<double> &go
     for (std::size_t i = 0; i < got.size(); ++i) {
         const double g = got[i], w = want[i];
         bool bad = false;
-        if (v.tolerance == 0) bad = g != w;
-        else if (std::isnan(w) || std::isnan(g)) bad = std::isnan(w) != std::isnan(g);
-        else if (std::isinf(w) || std::isinf(g)) bad = g != w;
+        if (v.tolerance == 0)
+            bad = g != w;
+        else if (std::isnan(w) || std::isnan(g))
+            bad = std::isnan(w) != std::isnan(g);
+        else if (std::isinf(w) || std::isinf(g))
+            bad = g != w;
         else {
             err += (g - w) * (g - w);
             norm += w * w;
@@ -100,4 +103,4 @@ Verdict compare(const Case &c, std::size_t output, const std::vector<double> &go
     return v;
 }
 
-} // namespace conform
+}  // namespace conform

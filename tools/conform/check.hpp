@@ -23,4 +23,4 @@ struct Verdict {
 // NaN must meet NaN and an infinity the same infinity; the rest is held to the tolerance.
 Verdict compare(const Case &c, std::size_t output, const std::vector<double> &got, const std::vector<double> &want);
 
-} // namespace conform
+}  // namespace conform

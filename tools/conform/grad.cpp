@@ -29,7 +29,7 @@ struct GradInput {
     Values values = Values::uniform;
     bool constant = false;  // fed in, not differentiated (labels, indices)
     tf::DType dtype = tf::DType::f32;
-    int64_t limit = 0;      // integer inputs: values in [0, limit)
+    int64_t limit = 0;  // integer inputs: values in [0, limit)
 };
 
 struct GradCase {
@@ -124,8 +124,15 @@ tf::Tensor reduce_fn(tf_op op, const tf::Tensor &x, const std::vector<int> &axes
 
 bool has_kink(tf_op op) {
     switch (op) {
-    case TF_OP_RELU: case TF_OP_ABS: case TF_OP_CLAMP: case TF_OP_MAXIMUM: case TF_OP_MINIMUM:
-    case TF_OP_RELU_BACKWARD: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_MAX_POOL2D: return true;
+    case TF_OP_RELU:
+    case TF_OP_ABS:
+    case TF_OP_CLAMP:
+    case TF_OP_MAXIMUM:
+    case TF_OP_MINIMUM:
+    case TF_OP_RELU_BACKWARD:
+    case TF_OP_MAX:
+    case TF_OP_MIN:
+    case TF_OP_MAX_POOL2D: return true;
     default: return false;
     }
 }
@@ -135,10 +142,12 @@ std::vector<GradCase> grad_cases() {
     std::vector<GradCase> out;
     for (const OpRow &row : op_rows()) {
         const tf_op op = row.op;
-        const Values v = has_kink(op) ? Values::spaced
+        const Values v = has_kink(op)                                                 ? Values::spaced
                          : (op == TF_OP_LOG || op == TF_OP_SQRT || op == TF_OP_RSQRT) ? Values::positive
-                                                                                       : Values::uniform;
-        auto add = [&](std::string name, std::vector<GradInput> in, Fn f) { out.push_back({row.name, std::move(name), std::move(in), std::move(f)}); };
+                                                                                      : Values::uniform;
+        auto add = [&](std::string name, std::vector<GradInput> in, Fn f) {
+            out.push_back({row.name, std::move(name), std::move(in), std::move(f)});
+        };
         switch (row.kind) {
         case Kind::UNARY:
             if (Unary f = unary_fn(op)) {
@@ -165,12 +174,12 @@ std::vector<GradCase> grad_cases() {
             break;
         case Kind::COPY:
             if (op == TF_OP_CONTIGUOUS)
-                add("f32 [3,4] transposed", {{{3, 4}}}, [](const auto &x) { return x[0].transpose(0, 1).contiguous(); });
+                add("f32 [3,4] transposed", {{{3, 4}}},
+                    [](const auto &x) { return x[0].transpose(0, 1).contiguous(); });
             break;
         case Kind::WHERE:
-            add("f32 [3,4]", {{{3, 4}}, {{3, 4}}}, [](const auto &x) {
-                return tf::where(tf::gt(x[0], tf::scalar_like(x[0], 0.0)).detach(), x[0], x[1]);
-            });
+            add("f32 [3,4]", {{{3, 4}}, {{3, 4}}},
+                [](const auto &x) { return tf::where(tf::gt(x[0], tf::scalar_like(x[0], 0.0)).detach(), x[0], x[1]); });
             break;
         case Kind::OWN:
             switch (op) {
@@ -212,7 +221,9 @@ std::vector<GradCase> grad_cases() {
                 break;
             case TF_OP_ATTENTION:
                 add("f32 q[1,3,4] k[1,4,4] v[1,4,2] causal", {{{1, 3, 4}}, {{1, 4, 4}}, {{1, 4, 2}}},
-                    [](const auto &x) { return tf::scaled_dot_product_attention(x[0], x[1], x[2], tf::Tensor(), true); });
+                    [](const auto &x) {
+                        return tf::scaled_dot_product_attention(x[0], x[1], x[2], tf::Tensor(), true);
+                    });
                 break;
             case TF_OP_EMBEDDING:
                 add("f32 w[5,3] idx[4]", {{{5, 3}}, {{4}, Values::uniform, true, tf::DType::i64, 5}},
@@ -303,7 +314,7 @@ std::string check_case(const GradCase &c, const tf::Device &device) {
     return std::to_string(mismatches) + " gradient element(s) differ:" + bad.str();
 }
 
-} // namespace
+}  // namespace
 
 void run_grad(const Options &o, const std::vector<Backend> &backends, Results &results) {
     for (const GradCase &c : grad_cases()) {
@@ -340,4 +351,4 @@ void run_grad(const Options &o, const std::vector<Backend> &backends, Results &r
     }
 }
 
-} // namespace conform
+}  // namespace conform

@@ -9,4 +9,4 @@ namespace conform {
 
 void run_grad(const Options &o, const std::vector<Backend> &backends, Results &results);
 
-} // namespace conform
+}  // namespace conform

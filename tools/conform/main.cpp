@@ -90,23 +90,40 @@ Options parse(int argc, char **argv) {
             if (v.empty() || *end || n < 0) throw Usage(arg + ": '" + v + "' is not a non-negative integer");
             return n;
         };
-        if (arg == "--backend") o.backends = split_list(value());
-        else if (arg == "--op") o.ops = split_list(value());
-        else if (arg == "--dtype") o.dtypes = split_list(value());
-        else if (arg == "--case") o.case_filters.push_back(value());
-        else if (arg == "--plugin") o.plugin = value();
-        else if (arg == "--max-elements") o.max_elements = number();
-        else if (arg == "--software-max-elements") o.software_max_elements = number();
-        else if (arg == "--json") o.json = value();
-        else if (arg == "--known-failures") o.known_failures = value();
-        else if (arg == "--list") o.list = true;
-        else if (arg == "--verbose" || arg == "-v") o.verbose = true;
-        else if (arg == "--repeat") o.repeat = static_cast<int>(number());
-        else if (arg == "--markdown") o.markdown = true;
-        else if (arg == "--update") o.update = value();
-        else if (arg == "--check") o.check = value();
-        else if (arg == "--help" || arg == "-h") throw Usage("");
-        else throw Usage("unknown option '" + arg + "'");
+        if (arg == "--backend")
+            o.backends = split_list(value());
+        else if (arg == "--op")
+            o.ops = split_list(value());
+        else if (arg == "--dtype")
+            o.dtypes = split_list(value());
+        else if (arg == "--case")
+            o.case_filters.push_back(value());
+        else if (arg == "--plugin")
+            o.plugin = value();
+        else if (arg == "--max-elements")
+            o.max_elements = number();
+        else if (arg == "--software-max-elements")
+            o.software_max_elements = number();
+        else if (arg == "--json")
+            o.json = value();
+        else if (arg == "--known-failures")
+            o.known_failures = value();
+        else if (arg == "--list")
+            o.list = true;
+        else if (arg == "--verbose" || arg == "-v")
+            o.verbose = true;
+        else if (arg == "--repeat")
+            o.repeat = static_cast<int>(number());
+        else if (arg == "--markdown")
+            o.markdown = true;
+        else if (arg == "--update")
+            o.update = value();
+        else if (arg == "--check")
+            o.check = value();
+        else if (arg == "--help" || arg == "-h")
+            throw Usage("");
+        else
+            throw Usage("unknown option '" + arg + "'");
     }
     for (const std::string &op : o.ops) {
         bool known = false;
@@ -209,7 +226,8 @@ bool capped(const Options &o, const Backend &b, const Case &c) {
 
 int run_test(const Options &o, const std::vector<Case> &cases, const Backend &cpu, const std::vector<Backend> &backends,
              Results &results) {
-    std::vector<KnownFailure> known = o.known_failures.empty() ? std::vector<KnownFailure>{} : read_known_failures(o.known_failures);
+    std::vector<KnownFailure> known =
+        o.known_failures.empty() ? std::vector<KnownFailure>{} : read_known_failures(o.known_failures);
     int refused_outside = 0, unreferenced = 0;
     for (const Case &c : cases) {
         if (!c.in_column()) {
@@ -247,7 +265,8 @@ int run_test(const Options &o, const std::vector<Case> &cases, const Backend &cp
             } else if (!ref.ok) {
                 // The reference refused the case (an error the op is meant to raise) or broke a
                 // rule itself: only the cpu backend is judged on it.
-                const bool cpu_rule = ref.error.find("written") != std::string::npos || ref.error.find("outside") != std::string::npos;
+                const bool cpu_rule =
+                    ref.error.find("written") != std::string::npos || ref.error.find("outside") != std::string::npos;
                 r.status = b.target.name == "cpu" && cpu_rule ? Status::fail : Status::skipped;
                 r.detail = "reference: " + ref.error;
             } else {
@@ -279,7 +298,8 @@ int run_test(const Options &o, const std::vector<Case> &cases, const Backend &cp
     }
     if (o.verbose)
         std::printf("%d case(s) outside ops.def's dtypes column (refused by every backend unless a FAIL above says "
-                    "otherwise), %d without a cpu reference (not run)\n", refused_outside, unreferenced);
+                    "otherwise), %d without a cpu reference (not run)\n",
+                    refused_outside, unreferenced);
     int stale = 0;
     for (const KnownFailure &k : known)
         if (k.failed == 0 && k.passed > 0) {
@@ -306,7 +326,8 @@ int run_perf(const Options &o, const std::vector<Case> &cases, const Backend &cp
             } else {
                 RunResult warm = run_case(b.target, c, images);  // pipelines, caches, first-touch
                 int repeat = o.repeat;
-                if (repeat <= 0) repeat = warm.seconds > 0 ? static_cast<int>(std::clamp(0.02 / warm.seconds, 1.0, 100.0)) : 100;
+                if (repeat <= 0)
+                    repeat = warm.seconds > 0 ? static_cast<int>(std::clamp(0.02 / warm.seconds, 1.0, 100.0)) : 100;
                 RunResult timed = warm.ok ? run_case(b.target, c, images, repeat) : warm;
                 r.status = timed.ok ? Status::pass : Status::skipped;
                 r.detail = timed.error;
@@ -337,16 +358,19 @@ int main_checked(int argc, char **argv) {
     Results results;
     const auto t0 = std::chrono::steady_clock::now();
     int extra_failures = 0;
-    if (o.mode == "grad") run_grad(o, backends, results);
-    else if (o.mode == "perf") run_perf(o, cases, cpu, backends, results);
-    else extra_failures = run_test(o, cases, cpu, backends, results);
+    if (o.mode == "grad")
+        run_grad(o, backends, results);
+    else if (o.mode == "perf")
+        run_perf(o, cases, cpu, backends, results);
+    else
+        extra_failures = run_test(o, cases, cpu, backends, results);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int status = finish(o, backends, results, seconds);
     return status ? status : (extra_failures ? 1 : 0);
 }
 
-} // namespace
-} // namespace conform
+}  // namespace
+}  // namespace conform
 
 int main(int argc, char **argv) {
     try {

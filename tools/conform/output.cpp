@@ -50,13 +50,16 @@ void report_result(const Options &o, const Result &r) {
 std::string json_string(const std::string &text) {
     std::string out = "\"";
     for (unsigned char c : text) {
-        if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
-        else if (c == '\n') out += "\\n";
+        if (c == '"' || c == '\\')
+            out += '\\', out += static_cast<char>(c);
+        else if (c == '\n')
+            out += "\\n";
         else if (c < 0x20) {
             char buf[8];
             std::snprintf(buf, sizeof buf, "\\u%04x", c);
             out += buf;
-        } else out += static_cast<char>(c);
+        } else
+            out += static_cast<char>(c);
     }
     return out + "\"";
 }
@@ -74,8 +77,11 @@ struct Tally {
     int pass = 0, fail = 0, unsupported = 0, skipped = 0, known = 0;
     double seconds = 0, wall = 0;
     void add(const Result &r) {
-        (r.status == Status::pass ? pass : r.status == Status::fail ? fail : r.status == Status::unsupported ? unsupported
-                                                                      : r.status == Status::known ? known : skipped)++;
+        (r.status == Status::pass          ? pass
+         : r.status == Status::fail        ? fail
+         : r.status == Status::unsupported ? unsupported
+         : r.status == Status::known       ? known
+                                           : skipped)++;
         seconds += r.seconds;
         wall += r.wall;
     }
@@ -85,9 +91,10 @@ void write_json(const Options &o, const std::vector<Backend> &backends, const Re
     std::ostringstream j;
     j << "{\n  \"mode\": " << json_string(o.mode) << ",\n  \"seconds\": " << number(seconds) << ",\n  \"backends\": [";
     for (std::size_t i = 0; i < backends.size(); ++i)
-        j << (i ? ", " : "") << "{\"name\": " << json_string(backends[i].target.name) << ", \"version\": "
-          << json_string(backends[i].version) << ", \"device\": " << json_string(backends[i].device)
-          << ", \"path\": " << json_string(backends[i].path) << "}";
+        j << (i ? ", " : "") << "{\"name\": " << json_string(backends[i].target.name)
+          << ", \"version\": " << json_string(backends[i].version)
+          << ", \"device\": " << json_string(backends[i].device) << ", \"path\": " << json_string(backends[i].path)
+          << "}";
     j << "],\n  \"results\": [\n";
     for (std::size_t i = 0; i < results.size(); ++i) {
         const Result &r = results[i];
@@ -107,7 +114,8 @@ void write_json(const Options &o, const std::vector<Backend> &backends, const Re
     bool first = true;
     for (const auto &[name, t] : per_backend) {
         j << (first ? "" : ", ") << json_string(name) << ": {\"pass\": " << t.pass << ", \"fail\": " << t.fail
-          << ", \"unsupported\": " << t.unsupported << ", \"skipped\": " << t.skipped << ", \"known_failures\": " << t.known << "}";
+          << ", \"unsupported\": " << t.unsupported << ", \"skipped\": " << t.skipped
+          << ", \"known_failures\": " << t.known << "}";
         first = false;
     }
     j << "}\n}\n";
@@ -120,7 +128,7 @@ void write_json(const Options &o, const std::vector<Backend> &backends, const Re
     if (!file) throw std::runtime_error("cannot write " + o.json);
 }
 
-} // namespace
+}  // namespace
 
 std::vector<KnownFailure> read_known_failures(const std::string &path) {
     std::ifstream in(path);
@@ -133,7 +141,8 @@ std::vector<KnownFailure> read_known_failures(const std::string &path) {
         if (a == std::string::npos) continue;
         body = body.substr(a, b - a + 1);
         std::size_t space = body.find_first_of(" \t");
-        if (space == std::string::npos) throw std::runtime_error(path + ": '" + line + "' is not '<backend> <case text>'");
+        if (space == std::string::npos)
+            throw std::runtime_error(path + ": '" + line + "' is not '<backend> <case text>'");
         KnownFailure k;
         k.backend = body.substr(0, space);
         k.text = body.substr(body.find_first_not_of(" \t", space));
@@ -172,10 +181,14 @@ int finish(const Options &o, const std::vector<Backend> &backends, const Results
         for (const Backend &b : backends) {
             const Tally &t = table[op][b.target.name];
             char cell[64];
-            if (o.mode == "perf") std::snprintf(cell, sizeof cell, "%.1f", t.seconds * 1e6);
-            else if (t.fail) std::snprintf(cell, sizeof cell, "%d/%d %dF", t.pass, t.pass + t.fail, t.fail);
-            else if (t.pass + t.fail == 0) std::snprintf(cell, sizeof cell, "-");
-            else std::snprintf(cell, sizeof cell, "%d/%d", t.pass, t.pass + t.fail);
+            if (o.mode == "perf")
+                std::snprintf(cell, sizeof cell, "%.1f", t.seconds * 1e6);
+            else if (t.fail)
+                std::snprintf(cell, sizeof cell, "%d/%d %dF", t.pass, t.pass + t.fail, t.fail);
+            else if (t.pass + t.fail == 0)
+                std::snprintf(cell, sizeof cell, "-");
+            else
+                std::snprintf(cell, sizeof cell, "%d/%d", t.pass, t.pass + t.fail);
             std::fprintf(out, " %16s", cell);
         }
         std::fprintf(out, "\n");
@@ -187,9 +200,10 @@ int finish(const Options &o, const std::vector<Backend> &backends, const Results
         for (const Result &r : results)
             if (r.backend == b.target.name) t.add(r);
         failures += t.fail;
-        std::fprintf(out, "%s (%s): %d cases: %d passed, %d failed, %d known failures, %d unsupported, %d skipped; %.1f s\n",
-                     b.target.name.c_str(), b.device.c_str(), t.pass + t.fail + t.unsupported + t.skipped + t.known, t.pass,
-                     t.fail, t.known, t.unsupported, t.skipped, t.wall);
+        std::fprintf(out,
+                     "%s (%s): %d cases: %d passed, %d failed, %d known failures, %d unsupported, %d skipped; %.1f s\n",
+                     b.target.name.c_str(), b.device.c_str(), t.pass + t.fail + t.unsupported + t.skipped + t.known,
+                     t.pass, t.fail, t.known, t.unsupported, t.skipped, t.wall);
     }
     if (!o.plugin.empty() && o.mode != "support") {
         int passed = 0;
@@ -204,4 +218,4 @@ int finish(const Options &o, const std::vector<Backend> &backends, const Results
     return failures ? 1 : 0;
 }
 
-} // namespace conform
+}  // namespace conform

@@ -35,7 +35,7 @@ struct Result {
     Status status = Status::skipped;
     double nmse = 0, tolerance = 0;
     double seconds = 0;  // the op call (perf: per run)
-    double wall = 0;     // the whole case, transfers included
+    double wall = 0;  // the whole case, transfers included
     std::string detail;
 };
 using Results = std::vector<Result>;
@@ -58,4 +58,4 @@ std::vector<KnownFailure> read_known_failures(const std::string &path);
 // Applies the list to r (fail -> known) and counts what each entry matched.
 void apply_known_failures(std::vector<KnownFailure> &known, Result &r);
 
-} // namespace conform
+}  // namespace conform

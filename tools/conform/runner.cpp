@@ -62,11 +62,31 @@ double from_bf16(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16)
 
 void encode(double v, int32_t dtype, uint8_t *dst) {
     switch (dtype) {
-    case TF_DTYPE_F32: { float f = static_cast<float>(v); std::memcpy(dst, &f, 4); return; }
-    case TF_DTYPE_F16: { uint16_t h = to_f16(v); std::memcpy(dst, &h, 2); return; }
-    case TF_DTYPE_BF16: { uint16_t h = to_bf16(v); std::memcpy(dst, &h, 2); return; }
-    case TF_DTYPE_I32: { int32_t i = static_cast<int32_t>(v); std::memcpy(dst, &i, 4); return; }
-    case TF_DTYPE_I64: { int64_t i = static_cast<int64_t>(v); std::memcpy(dst, &i, 8); return; }
+    case TF_DTYPE_F32: {
+        float f = static_cast<float>(v);
+        std::memcpy(dst, &f, 4);
+        return;
+    }
+    case TF_DTYPE_F16: {
+        uint16_t h = to_f16(v);
+        std::memcpy(dst, &h, 2);
+        return;
+    }
+    case TF_DTYPE_BF16: {
+        uint16_t h = to_bf16(v);
+        std::memcpy(dst, &h, 2);
+        return;
+    }
+    case TF_DTYPE_I32: {
+        int32_t i = static_cast<int32_t>(v);
+        std::memcpy(dst, &i, 4);
+        return;
+    }
+    case TF_DTYPE_I64: {
+        int64_t i = static_cast<int64_t>(v);
+        std::memcpy(dst, &i, 8);
+        return;
+    }
     case TF_DTYPE_BOOL: *dst = v != 0 ? 1 : 0; return;
     default: throw std::logic_error("encode: unknown dtype");
     }
@@ -74,11 +94,31 @@ void encode(double v, int32_t dtype, uint8_t *dst) {
 
 double decode(int32_t dtype, const uint8_t *src) {
     switch (dtype) {
-    case TF_DTYPE_F32: { float f; std::memcpy(&f, src, 4); return f; }
-    case TF_DTYPE_F16: { uint16_t h; std::memcpy(&h, src, 2); return from_f16(h); }
-    case TF_DTYPE_BF16: { uint16_t h; std::memcpy(&h, src, 2); return from_bf16(h); }
-    case TF_DTYPE_I32: { int32_t i; std::memcpy(&i, src, 4); return i; }
-    case TF_DTYPE_I64: { int64_t i; std::memcpy(&i, src, 8); return static_cast<double>(i); }
+    case TF_DTYPE_F32: {
+        float f;
+        std::memcpy(&f, src, 4);
+        return f;
+    }
+    case TF_DTYPE_F16: {
+        uint16_t h;
+        std::memcpy(&h, src, 2);
+        return from_f16(h);
+    }
+    case TF_DTYPE_BF16: {
+        uint16_t h;
+        std::memcpy(&h, src, 2);
+        return from_bf16(h);
+    }
+    case TF_DTYPE_I32: {
+        int32_t i;
+        std::memcpy(&i, src, 4);
+        return i;
+    }
+    case TF_DTYPE_I64: {
+        int64_t i;
+        std::memcpy(&i, src, 8);
+        return static_cast<double>(i);
+    }
     case TF_DTYPE_BOOL: return *src;
     default: throw std::logic_error("decode: unknown dtype");
     }
@@ -95,7 +135,9 @@ public:
         return z ^ (z >> 31);
     }
     double uniform(double lo, double hi) { return lo + (hi - lo) * static_cast<double>(next() >> 11) * 0x1.0p-53; }
-    int64_t integer(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo)); }
+    int64_t integer(int64_t lo, int64_t hi) {
+        return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo));
+    }
 
 private:
     uint64_t state_;
@@ -130,7 +172,8 @@ double draw(Random &rng, const TensorSpec &t) {
 }
 
 // Calls f(storage element index) for every logical element in row-major order.
-template <typename F> void for_each_element(const TensorSpec &t, F f) {
+template <typename F>
+void for_each_element(const TensorSpec &t, F f) {
     const int64_t n = t.numel();
     if (n == 0) return;
     std::vector<int64_t> coord(t.shape.size(), 0);
@@ -222,7 +265,7 @@ int64_t first_stray_write(const TensorSpec &t, const std::vector<uint8_t> &image
     return -1;
 }
 
-} // namespace
+}  // namespace
 
 Images make_images(const Case &c) {
     Images images;
@@ -231,8 +274,10 @@ Images make_images(const Case &c) {
         std::vector<uint8_t> image(image_size(t), k_input_sentinel);
         const std::size_t es = dtype_size(t.dtype);
         // Storage the view never reaches holds poison: a plugin that reads it shows.
-        const double poison = is_float(t.dtype) ? std::numeric_limits<double>::quiet_NaN() : (t.dtype == TF_DTYPE_BOOL ? 1 : 77777);
-        for (int64_t i = 0; i < t.storage_elems; ++i) encode(poison, t.dtype, &image[k_pad + static_cast<std::size_t>(i) * es]);
+        const double poison =
+            is_float(t.dtype) ? std::numeric_limits<double>::quiet_NaN() : (t.dtype == TF_DTYPE_BOOL ? 1 : 77777);
+        for (int64_t i = 0; i < t.storage_elems; ++i)
+            encode(poison, t.dtype, &image[k_pad + static_cast<std::size_t>(i) * es]);
         std::vector<bool> set(static_cast<std::size_t>(t.storage_elems), false);
         for_each_element(t, [&](int64_t at) {
             if (set[static_cast<std::size_t>(at)]) return;  // a broadcast element already written
@@ -245,7 +290,9 @@ Images make_images(const Case &c) {
         std::vector<uint8_t> image(image_size(t), k_output_sentinel);
         if (t.in_out) {
             const std::size_t es = dtype_size(t.dtype);
-            for_each_element(t, [&](int64_t at) { encode(draw(rng, t), t.dtype, &image[k_pad + static_cast<std::size_t>(at) * es]); });
+            for_each_element(t, [&](int64_t at) {
+                encode(draw(rng, t), t.dtype, &image[k_pad + static_cast<std::size_t>(at) * es]);
+            });
         }
         images.outputs.push_back(std::move(image));
     }
@@ -283,7 +330,8 @@ RunResult run_case(const Target &target, const Case &c, const Images &before, in
         }
         tf_op_desc d = op_desc(c, in, out);
         if (!p.supports(target.device, &d)) {
-            result.error = "supports() says no once the descriptor has memory (it must decide from the descriptor alone)";
+            result.error =
+                "supports() says no once the descriptor has memory (it must decide from the descriptor alone)";
             return result;
         }
         if (p.synchronize(target.device, &err) != TF_STATUS_OK)
@@ -293,7 +341,8 @@ RunResult run_case(const Target &target, const Case &c, const Images &before, in
             tf_error run_err{sizeof(tf_error), {}};
             tf_status s = p.run(target.device, &d, &run_err);
             if (s != TF_STATUS_OK)
-                throw std::runtime_error("run failed with status " + std::to_string(s) + ": " + Buffer::message(run_err));
+                throw std::runtime_error("run failed with status " + std::to_string(s) + ": " +
+                                         Buffer::message(run_err));
         }
         if (p.synchronize(target.device, &err) != TF_STATUS_OK)
             throw std::runtime_error("synchronize failed: " + Buffer::message(err));
@@ -304,8 +353,10 @@ RunResult run_case(const Target &target, const Case &c, const Images &before, in
                 throw std::runtime_error("buffer_read failed: " + Buffer::message(err));
             return image;
         };
-        for (std::size_t i = 0; i < c.inputs.size(); ++i) result.after.inputs.push_back(read(*in_buffers[i], before.inputs[i].size()));
-        for (std::size_t i = 0; i < c.outputs.size(); ++i) result.after.outputs.push_back(read(*out_buffers[i], before.outputs[i].size()));
+        for (std::size_t i = 0; i < c.inputs.size(); ++i)
+            result.after.inputs.push_back(read(*in_buffers[i], before.inputs[i].size()));
+        for (std::size_t i = 0; i < c.outputs.size(); ++i)
+            result.after.outputs.push_back(read(*out_buffers[i], before.outputs[i].size()));
     } catch (const std::exception &e) {
         result.error = e.what();
         return result;
@@ -314,7 +365,8 @@ RunResult run_case(const Target &target, const Case &c, const Images &before, in
         if (result.after.inputs[i] != before.inputs[i]) {
             std::size_t at = 0;
             while (result.after.inputs[i][at] == before.inputs[i][at]) ++at;
-            result.error = "input " + std::to_string(i) + " was written (byte " + std::to_string(at) + " of its buffer)";
+            result.error =
+                "input " + std::to_string(i) + " was written (byte " + std::to_string(at) + " of its buffer)";
             return result;
         }
     for (std::size_t i = 0; i < c.outputs.size(); ++i) {
@@ -334,8 +386,9 @@ std::vector<double> output_values(const Case &c, std::size_t index, const std::v
     std::vector<double> values;
     values.reserve(static_cast<std::size_t>(t.numel()));
     const std::size_t es = dtype_size(t.dtype);
-    for_each_element(t, [&](int64_t at) { values.push_back(decode(t.dtype, &image[k_pad + static_cast<std::size_t>(at) * es])); });
+    for_each_element(
+        t, [&](int64_t at) { values.push_back(decode(t.dtype, &image[k_pad + static_cast<std::size_t>(at) * es])); });
     return values;
 }
 
-} // namespace conform
+}  // namespace conform

@@ -32,8 +32,8 @@ bool claims(const Target &target, const Case &c);
 
 struct RunResult {
     bool ok = false;
-    std::string error;   // a failed call or a broken rule, when !ok
-    Images after;        // buffers read back after the run
+    std::string error;  // a failed call or a broken rule, when !ok
+    Images after;  // buffers read back after the run
     double seconds = 0;  // wall time of the last run + synchronize
 };
 
@@ -49,4 +49,4 @@ inline constexpr std::size_t k_pad = 64;
 inline constexpr uint8_t k_output_sentinel = 0xC3;
 inline constexpr uint8_t k_input_sentinel = 0x5A;
 
-} // namespace conform
+}  // namespace conform

@@ -75,7 +75,8 @@ Table parse(const std::string &block) {
         std::vector<std::string> cells = cells_of(line);
         if (row++ == 0) {
             // The generated columns before the backends' (an older table lacks "dtypes").
-            while (first < cells.size() && (cells[first] == "op" || cells[first] == "kind" || cells[first] == "dtypes")) ++first;
+            while (first < cells.size() && (cells[first] == "op" || cells[first] == "kind" || cells[first] == "dtypes"))
+                ++first;
             for (std::size_t i = first; i < cells.size(); ++i) t.backends.push_back(cells[i]);
             continue;
         }
@@ -113,7 +114,7 @@ std::string read_file(const std::string &path) {
     return s.str();
 }
 
-} // namespace
+}  // namespace
 
 int run_support(const Options &o, const std::vector<Case> &selected_cases, const Backend &cpu,
                 const std::vector<Backend> &backends) {
@@ -137,7 +138,8 @@ int run_support(const Options &o, const std::vector<Case> &selected_cases, const
             for (const Backend &b : backends) std::printf(" %-24s", fresh.columns[b.target.name][row.name].c_str());
             std::printf("\n");
         }
-        std::printf("\n'*': some cases of that dtype are not claimed (shapes, layouts or params left to the fallback)\n");
+        std::printf(
+            "\n'*': some cases of that dtype are not claimed (shapes, layouts or params left to the fallback)\n");
         return 0;
     }
     if (o.markdown && o.update.empty() && o.check.empty()) {
@@ -181,7 +183,9 @@ int run_support(const Options &o, const std::vector<Case> &selected_cases, const
         for (const OpRow &row : op_rows()) {
             std::string was = old.columns[name].count(row.name) ? old.columns[name][row.name] : "(no row)";
             const std::string &now = merged.columns[name][row.name];
-            if (was != now) std::printf("  %s on %s: documented '%s', claims now '%s'\n", row.name, name.c_str(), was.c_str(), now.c_str());
+            if (was != now)
+                std::printf("  %s on %s: documented '%s', claims now '%s'\n", row.name, name.c_str(), was.c_str(),
+                            now.c_str());
         }
     }
     if (new_block.size() && old_block.size() && new_block != old_block)
@@ -189,4 +193,4 @@ int run_support(const Options &o, const std::vector<Case> &selected_cases, const
     return 1;
 }
 
-} // namespace conform
+}  // namespace conform

@@ -10,6 +10,7 @@ namespace conform {
 
 // The cases counted are those inside each op's dtypes column of ops.def that the cpu reference
 // takes (the others are invalid descriptors).
-int run_support(const Options &o, const std::vector<Case> &cases, const Backend &cpu, const std::vector<Backend> &backends);
+int run_support(const Options &o, const std::vector<Case> &cases, const Backend &cpu,
+                const std::vector<Backend> &backends);
 
-} // namespace conform
+}  // namespace conform

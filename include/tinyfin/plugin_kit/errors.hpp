@@ -41,9 +41,8 @@ inline const char *g_plugin_name = "plugin";
 inline const char *plugin_name() noexcept { return detail::g_plugin_name; }
 
 // Whether the host table has member `member` (ends within its struct_size) and it is set.
-#define TF_KIT_HOST_HAS(host, member)                                                              \
-    ((host) && (host)->struct_size >= offsetof(tf_host_api, member) + sizeof((host)->member) && \
-     (host)->member)
+#define TF_KIT_HOST_HAS(host, member)                                                                                  \
+    ((host) && (host)->struct_size >= offsetof(tf_host_api, member) + sizeof((host)->member) && (host)->member)
 
 // The entry point's whole job: refuse a core of another ABI major (its structs are laid out
 // differently), remember the host table, return the plugin's table.
@@ -58,10 +57,10 @@ inline const tf_plugin *enter(const tf_host_api *host, const tf_plugin &table) n
 
 // Defines the plugin's one exported symbol (R1), tf_plugin_entry, as enter(host, table): use once,
 // at global scope, in the file that defines the table.
-#define TF_KIT_PLUGIN_ENTRY(table)                                                             \
-    extern "C" TF_PLUGIN_EXPORT const tf_plugin *tf_plugin_entry(const tf_host_api *host) {    \
-        return tf_kit::enter(host, table);                                                     \
-    }                                                                                          \
+#define TF_KIT_PLUGIN_ENTRY(table)                                                                                     \
+    extern "C" TF_PLUGIN_EXPORT const tf_plugin *tf_plugin_entry(const tf_host_api *host) {                            \
+        return tf_kit::enter(host, table);                                                                             \
+    }                                                                                                                  \
     static_assert(std::is_same_v<decltype(&tf_plugin_entry), tf_plugin_entry_fn>)
 
 // The core's environment lookup (secure_getenv behind TINYFIN_* rules); secure_getenv before
@@ -143,8 +142,10 @@ private:
 template <class What, class F>
 tf_status guarded(tf_error *err, What &&what, F &&f) noexcept {
     auto name = [&]() noexcept -> const char * {
-        if constexpr (std::is_invocable_v<What>) return what();
-        else return what;
+        if constexpr (std::is_invocable_v<What>)
+            return what();
+        else
+            return what;
     };
     try {
         return f();
@@ -204,7 +205,8 @@ inline void report_bad_setting(const char *name, const char *text, const char *e
     tf_env_describe_bad(message, sizeof message, name, text, expected, instead);
     log_message(TF_LOG_WARN, message);
     std::lock_guard<std::mutex> lock(detail::g_settings_mutex);
-    if (!detail::g_settings_problem[0]) std::snprintf(detail::g_settings_problem, sizeof detail::g_settings_problem, "%s", message);
+    if (!detail::g_settings_problem[0])
+        std::snprintf(detail::g_settings_problem, sizeof detail::g_settings_problem, "%s", message);
 }
 
 // An integer variable in [min, max]; fallback (described by why) when unset or bad.
@@ -237,6 +239,6 @@ inline void settings_reset() {
     detail::g_settings_problem[0] = '\0';
 }
 
-}  // namespace tf_kit
+}  // namespace TF_KIT_HIDDEN
 
 #endif  // TINYFIN_PLUGIN_KIT_ERRORS_HPP

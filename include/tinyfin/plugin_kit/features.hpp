@@ -18,8 +18,10 @@ public:
 
     void put(const char *name, const char *text) const noexcept {
         char key[64];
-        if (device_ >= 0) std::snprintf(key, sizeof key, "device%d.%s", device_, name);
-        else std::snprintf(key, sizeof key, "%s", name);
+        if (device_ >= 0)
+            std::snprintf(key, sizeof key, "device%d.%s", device_, name);
+        else
+            std::snprintf(key, sizeof key, "%s", name);
         emit_(user_, key, text);
     }
 

@@ -107,6 +107,6 @@ inline bool pool_shapes_fit(const tf_op_desc &op, const tf_params_pool2d &p) noe
     return oh >= 0 && ow >= 0 && shape_is(*t.y, {t.x->shape[0], t.x->shape[1], oh, ow});
 }
 
-}  // namespace tf_kit
+}  // namespace TF_KIT_HIDDEN
 
 #endif  // TINYFIN_PLUGIN_KIT_GEOMETRY_HPP

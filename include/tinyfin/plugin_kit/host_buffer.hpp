@@ -102,7 +102,9 @@ inline tf_status check_host_range(const char *what, const tf_buffer *buffer, uin
     if (!buffer) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: buffer is NULL", what);
     return check_range(what, buffer->size, offset, size, err);
 }
-inline char *bytes_of(tf_buffer *buffer, uint64_t offset) noexcept { return static_cast<char *>(buffer->data) + offset; }
+inline char *bytes_of(tf_buffer *buffer, uint64_t offset) noexcept {
+    return static_cast<char *>(buffer->data) + offset;
+}
 }  // namespace detail
 
 inline tf_status host_buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
@@ -132,8 +134,10 @@ inline tf_status host_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer
 }
 
 // Kernels run synchronously inside run(): nothing is ever pending.
-inline tf_status host_synchronize(int32_t device, tf_error *err) { return check_host_device("synchronize", device, err); }
+inline tf_status host_synchronize(int32_t device, tf_error *err) {
+    return check_host_device("synchronize", device, err);
+}
 
-}  // namespace tf_kit
+}  // namespace TF_KIT_HIDDEN
 
 #endif  // TINYFIN_PLUGIN_KIT_HOST_BUFFER_HPP

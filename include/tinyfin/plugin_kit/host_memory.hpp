@@ -143,6 +143,6 @@ inline void host_cache_release() noexcept {
     delete detail::g_host_cache.exchange(nullptr);
 }
 
-}  // namespace tf_kit
+}  // namespace TF_KIT_HIDDEN
 
 #endif  // TINYFIN_PLUGIN_KIT_HOST_MEMORY_HPP

@@ -30,8 +30,10 @@ constexpr const char *dtype_name(int32_t dtype) noexcept {
 // Bytes per element; 0 for an unknown dtype.
 constexpr size_t dtype_size(int32_t dtype) noexcept {
     switch (dtype) {
-    case TF_DTYPE_F32: case TF_DTYPE_I32: return 4;
-    case TF_DTYPE_F16: case TF_DTYPE_BF16: return 2;
+    case TF_DTYPE_F32:
+    case TF_DTYPE_I32: return 4;
+    case TF_DTYPE_F16:
+    case TF_DTYPE_BF16: return 2;
     case TF_DTYPE_I64: return 8;
     case TF_DTYPE_BOOL: return 1;
     default: return 0;
@@ -74,14 +76,13 @@ struct OpRule {
 // The op's row; false for an id the table does not have (an op newer than the plugin).
 constexpr bool find_op_rule(uint32_t op, OpRule *rule) noexcept {
     switch (op) {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params, ...)                                              \
-    case id:                                                                                              \
-        *rule = {name, kind_named(#kind), n_in, n_out, std::is_same_v<params, tf_params_none> ? 0 : sizeof(params)}; \
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, ...)                                                           \
+    case id:                                                                                                           \
+        *rule = {name, kind_named(#kind), n_in, n_out, std::is_same_v<params, tf_params_none> ? 0 : sizeof(params)};   \
         return true;
 #include <tinyfin/ops.def>
 #undef TF_OP
-    default:
-        return false;
+    default: return false;
     }
 }
 
@@ -100,7 +101,8 @@ inline tf_status check_call(const tf_op_desc *op, OpRule *rule, tf_error *err) n
     if (!op || op->struct_size < sizeof(tf_op_desc))
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: op descriptor missing or smaller than %zu bytes",
                     plugin_name(), sizeof(tf_op_desc));
-    if (!find_op_rule(op->op, rule)) return fail(err, TF_STATUS_UNSUPPORTED, "%s: unknown op id %u", plugin_name(), op->op);
+    if (!find_op_rule(op->op, rule))
+        return fail(err, TF_STATUS_UNSUPPORTED, "%s: unknown op id %u", plugin_name(), op->op);
     const char *name = rule->name;
     if (op->n_inputs != rule->n_inputs || op->n_outputs != rule->n_outputs)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: takes %u inputs and %u outputs, got %u and %u", name,
@@ -108,11 +110,12 @@ inline tf_status check_call(const tf_op_desc *op, OpRule *rule, tf_error *err) n
     if ((op->n_inputs > 0 && !op->inputs) || !op->outputs)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: tensor array is NULL", name);
     if (rule->params_size > 0 && (!op->params || *static_cast<const uint32_t *>(op->params) < rule->params_size))
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name, rule->params_size);
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name,
+                    rule->params_size);
     for (uint32_t i = 0; i < op->n_inputs; ++i)
         if (TF_TENSOR_ABSENT(&op->inputs[i]) && !input_optional(op->op, i))
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input %u is absent, but ops.def does not mark it optional",
-                        name, i);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                        "%s: input %u is absent, but ops.def does not mark it optional", name, i);
     return TF_STATUS_OK;
 }
 
@@ -135,12 +138,12 @@ constexpr bool class_admits(char letter, int32_t dtype) noexcept {
 // after); "" for an id the table does not have.
 constexpr const char *op_dtypes(uint32_t op) noexcept {
     switch (op) {
-#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes) \
-    case id: return dtypes;
+#define TF_OP(id, sym, name, kind, n_in, n_out, params, dtypes)                                                        \
+    case id:                                                                                                           \
+        return dtypes;
 #include <tinyfin/ops.def>
 #undef TF_OP
-    default:
-        return "";
+    default: return "";
     }
 }
 
@@ -222,6 +225,6 @@ inline uint32_t reduce_axes_mask(const tf_op_desc &op) noexcept {
     return params_of<tf_params_reduce>(op).axes_mask;
 }
 
-}  // namespace tf_kit
+}  // namespace TF_KIT_HIDDEN
 
 #endif  // TINYFIN_PLUGIN_KIT_OPS_HPP

@@ -45,7 +45,8 @@ inline Extent extent_of(const tf_tensor_desc &t) noexcept {
         }
         uint64_t reach = 0;
         sizes_overflow |= __builtin_mul_overflow(t.shape[i], count, &count);
-        reach_overflow |= __builtin_mul_overflow(static_cast<uint64_t>(t.shape[i] - 1), static_cast<uint64_t>(t.strides[i]), &reach);
+        reach_overflow |=
+            __builtin_mul_overflow(static_cast<uint64_t>(t.shape[i] - 1), static_cast<uint64_t>(t.strides[i]), &reach);
         reach_overflow |= __builtin_mul_overflow(reach, size, &reach);
         reach_overflow |= __builtin_add_overflow(last, reach, &last);
     }
@@ -74,12 +75,13 @@ inline tf_status check_tensor(const char *op, const char *role, uint32_t index, 
                         index, i, static_cast<long long>(t.shape[i]), static_cast<long long>(t.strides[i]));
     const Extent e = extent_of(t);
     if (e.overflow)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT,
-                    "%s: %s %u is too large to address (its last byte lies beyond %llu or its sizes' product overflows)",
-                    op, role, index, static_cast<unsigned long long>(max_extent));
+        return fail(
+            err, TF_STATUS_INVALID_ARGUMENT,
+            "%s: %s %u is too large to address (its last byte lies beyond %llu or its sizes' product overflows)", op,
+            role, index, static_cast<unsigned long long>(max_extent));
     if (need_data && e.count > 0 && !t.data)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u has %lld elements but no host address", op, role,
-                    index, static_cast<long long>(e.count));
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u has %lld elements but no host address", op, role, index,
+                    static_cast<long long>(e.count));
     return TF_STATUS_OK;
 }
 
@@ -91,7 +93,8 @@ inline tf_status check_tensors(const char *op_name, const tf_op_desc &op, bool n
         if (tf_status s = check_tensor(op_name, "input", i, op.inputs[i], need_data, err); s != TF_STATUS_OK) return s;
     }
     for (uint32_t i = 0; i < op.n_outputs; ++i)
-        if (tf_status s = check_tensor(op_name, "output", i, op.outputs[i], need_data, err); s != TF_STATUS_OK) return s;
+        if (tf_status s = check_tensor(op_name, "output", i, op.outputs[i], need_data, err); s != TF_STATUS_OK)
+            return s;
     return TF_STATUS_OK;
 }
 
@@ -170,6 +173,6 @@ inline ShapeText shape_of(const tf_tensor_desc &t) noexcept {
     return s;
 }
 
-}  // namespace tf_kit
+}  // namespace TF_KIT_HIDDEN
 
 #endif  // TINYFIN_PLUGIN_KIT_TENSORS_HPP

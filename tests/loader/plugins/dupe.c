@@ -26,9 +26,7 @@ static tf_status dupe_init(tf_error *err) {
     return TF_STATUS_OK;
 }
 
-static void dupe_list_features(tf_feature_fn emit, void *user) {
-    emit(user, "dupe.copy", DUPE_COPY);
-}
+static void dupe_list_features(tf_feature_fn emit, void *user) { emit(user, "dupe.copy", DUPE_COPY); }
 
 static const tf_plugin dupe_plugin = {
     .struct_size = sizeof(tf_plugin),

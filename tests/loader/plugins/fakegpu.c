@@ -46,8 +46,7 @@ static int fakegpu_in_bounds(const tf_tensor_desc *t) {
         if (t->shape[i] == 0) return 1; /* no elements */
         last += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i];
     }
-    return t->offset <= t->buffer->size &&
-           (last + 1) * sizeof(float) <= t->buffer->size - t->offset;
+    return t->offset <= t->buffer->size && (last + 1) * sizeof(float) <= t->buffer->size - t->offset;
 }
 
 static float *fakegpu_element(const tf_tensor_desc *t, const int64_t *index, int32_t rank) {
@@ -58,8 +57,7 @@ static float *fakegpu_element(const tf_tensor_desc *t, const int64_t *index, int
 }
 
 /* out = a + b over out's shape; a and b arrive broadcast to it (stride 0). */
-static void fakegpu_add_f32(const tf_tensor_desc *a, const tf_tensor_desc *b,
-                            const tf_tensor_desc *out) {
+static void fakegpu_add_f32(const tf_tensor_desc *a, const tf_tensor_desc *b, const tf_tensor_desc *out) {
     int64_t index[TF_MAX_RANK] = {0};
     int32_t rank = out->rank;
     int32_t axis;
@@ -99,11 +97,9 @@ static int32_t fakegpu_supports(int32_t device, const tf_op_desc *op) {
     case TF_OP_ADD:
         if (op->n_inputs != 2 || op->n_outputs != 1) return 0;
         for (i = 0; i < 2; ++i)
-            if (!fakegpu_is_f32_tensor(&op->inputs[i]) || op->inputs[i].rank != op->outputs[0].rank)
-                return 0;
+            if (!fakegpu_is_f32_tensor(&op->inputs[i]) || op->inputs[i].rank != op->outputs[0].rank) return 0;
         return fakegpu_is_f32_tensor(&op->outputs[0]);
-    default:
-        return 0;
+    default: return 0;
     }
 }
 
@@ -151,8 +147,7 @@ static int fakegpu_has_software_device_1(void) {
 static int32_t fakegpu_device_count(void) { return fakegpu_has_software_device_1() ? 2 : 1; }
 
 static tf_status fakegpu_device_info(int32_t device, tf_device_info *info, tf_error *err) {
-    if (device < 0 || device >= fakegpu_device_count() || !info ||
-        info->struct_size < sizeof(tf_device_info)) {
+    if (device < 0 || device >= fakegpu_device_count() || !info || info->struct_size < sizeof(tf_device_info)) {
         fakegpu_set_error(err, "device_info: no such device or info struct too small");
         return TF_STATUS_INVALID_ARGUMENT;
     }
@@ -178,8 +173,7 @@ static int fakegpu_range_ok(const tf_buffer *buffer, uint64_t offset, uint64_t s
     return buffer && offset <= buffer->size && size <= buffer->size - offset;
 }
 
-static tf_status fakegpu_buffer_alloc(int32_t device, uint64_t size, tf_buffer **out,
-                                      tf_error *err) {
+static tf_status fakegpu_buffer_alloc(int32_t device, uint64_t size, tf_buffer **out, tf_error *err) {
     tf_buffer *buffer;
     if (device != 0 || size == 0 || !out) {
         fakegpu_set_error(err, "buffer_alloc: bad device or zero size");
@@ -203,8 +197,8 @@ static void fakegpu_buffer_free(tf_buffer *buffer) {
     free(buffer);
 }
 
-static tf_status fakegpu_buffer_write(tf_buffer *buffer, uint64_t offset, const void *src,
-                                      uint64_t size, tf_error *err) {
+static tf_status fakegpu_buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size,
+                                      tf_error *err) {
     if (!fakegpu_range_ok(buffer, offset, size) || (size && !src)) {
         fakegpu_set_error(err, "buffer_write: range outside the buffer");
         return TF_STATUS_INVALID_ARGUMENT;
@@ -213,8 +207,7 @@ static tf_status fakegpu_buffer_write(tf_buffer *buffer, uint64_t offset, const 
     return TF_STATUS_OK;
 }
 
-static tf_status fakegpu_buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size,
-                                     tf_error *err) {
+static tf_status fakegpu_buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size, tf_error *err) {
     if (!fakegpu_range_ok(buffer, offset, size) || (size && !dst)) {
         fakegpu_set_error(err, "buffer_read: range outside the buffer");
         return TF_STATUS_INVALID_ARGUMENT;
@@ -223,8 +216,8 @@ static tf_status fakegpu_buffer_read(tf_buffer *buffer, uint64_t offset, void *d
     return TF_STATUS_OK;
 }
 
-static tf_status fakegpu_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src,
-                                     uint64_t src_offset, uint64_t size, tf_error *err) {
+static tf_status fakegpu_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset,
+                                     uint64_t size, tf_error *err) {
     if (!fakegpu_range_ok(dst, dst_offset, size) || !fakegpu_range_ok(src, src_offset, size)) {
         fakegpu_set_error(err, "buffer_copy: range outside a buffer");
         return TF_STATUS_INVALID_ARGUMENT;
@@ -249,9 +242,12 @@ static void *fakegpu_get_proc(const char *name) {
         void *object;
     } proc;
     if (!name) return NULL;
-    if (strcmp(name, "fakegpu_add_count") == 0) proc.function = fakegpu_add_count;
-    else if (strcmp(name, "fakegpu_init_count") == 0) proc.function = fakegpu_init_count;
-    else return NULL;
+    if (strcmp(name, "fakegpu_add_count") == 0)
+        proc.function = fakegpu_add_count;
+    else if (strcmp(name, "fakegpu_init_count") == 0)
+        proc.function = fakegpu_init_count;
+    else
+        return NULL;
     return proc.object;
 }
 

@@ -22,8 +22,7 @@ struct tf_buffer {
 };
 
 static inline void stub_set_error(tf_error *err, const char *message) {
-    if (err && err->struct_size >= sizeof(tf_error))
-        snprintf(err->message, sizeof err->message, "%s", message);
+    if (err && err->struct_size >= sizeof(tf_error)) snprintf(err->message, sizeof err->message, "%s", message);
 }
 
 static inline void stub_shutdown(void) {}
@@ -74,8 +73,8 @@ static inline int stub_in_bounds(const tf_buffer *buffer, uint64_t offset, uint6
     return buffer && offset <= buffer->size && size <= buffer->size - offset;
 }
 
-static inline tf_status stub_buffer_write(tf_buffer *buffer, uint64_t offset, const void *src,
-                                   uint64_t size, tf_error *err) {
+static inline tf_status stub_buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size,
+                                          tf_error *err) {
     if (!stub_in_bounds(buffer, offset, size)) {
         stub_set_error(err, STUB_NAME ": buffer_write: out of bounds");
         return TF_STATUS_INVALID_ARGUMENT;
@@ -84,8 +83,7 @@ static inline tf_status stub_buffer_write(tf_buffer *buffer, uint64_t offset, co
     return TF_STATUS_OK;
 }
 
-static inline tf_status stub_buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size,
-                                  tf_error *err) {
+static inline tf_status stub_buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size, tf_error *err) {
     if (!stub_in_bounds(buffer, offset, size)) {
         stub_set_error(err, STUB_NAME ": buffer_read: out of bounds");
         return TF_STATUS_INVALID_ARGUMENT;
@@ -94,8 +92,8 @@ static inline tf_status stub_buffer_read(tf_buffer *buffer, uint64_t offset, voi
     return TF_STATUS_OK;
 }
 
-static inline tf_status stub_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src,
-                                  uint64_t src_offset, uint64_t size, tf_error *err) {
+static inline tf_status stub_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset,
+                                         uint64_t size, tf_error *err) {
     if (!stub_in_bounds(dst, dst_offset, size) || !stub_in_bounds(src, src_offset, size)) {
         stub_set_error(err, STUB_NAME ": buffer_copy: out of bounds");
         return TF_STATUS_INVALID_ARGUMENT;

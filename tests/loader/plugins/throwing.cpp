@@ -120,7 +120,7 @@ const tf_plugin throwing_plugin = {
     .get_proc = nullptr,
 };
 
-} // namespace
+}  // namespace
 
 extern "C" TF_PLUGIN_EXPORT const tf_plugin *tf_plugin_entry(const tf_host_api *host);
 extern "C" const tf_plugin *tf_plugin_entry(const tf_host_api *host) {
