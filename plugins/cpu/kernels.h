@@ -402,10 +402,12 @@ void walk(int rank, const int64_t *shape, const std::array<View, N> &views, Row 
 tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
                      tf_error *err);
 tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
-// kernels_erf.cpp: gelu, erf and exp when in and out are dense f32; false (nothing done) otherwise.
-bool run_f32_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out);
-// kernels_erf.cpp: gelu_backward when dy, x and out are dense f32; false (nothing done) otherwise.
-bool run_f32_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_tensor_desc &out);
+// kernels_erf.cpp: gelu, erf and exp when in and out are dense f32, or dense f16/bf16 of one
+// dtype (computed in f32, rounded once); false (nothing done) otherwise.
+bool run_vector_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out);
+// kernels_erf.cpp: gelu_backward when dy, x and out are dense and all f32, f16 or bf16 (as
+// run_vector_erf); false (nothing done) otherwise.
+bool run_vector_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_tensor_desc &out);
 tf_status run_clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, double max, tf_error *err);
 // kernels_compare.cpp: eq, ne, lt, le, gt, ge (bool output) and where.
 tf_status run_compare(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,

@@ -45,8 +45,11 @@ void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t 
     }
     with_float_dtype(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
-        for (int64_t i = 0; i < rows; ++i)
+        for (int64_t i = 0; i < rows; ++i) {
+            // f16/bf16 rows (autocast's q, k, v): the vectorised conversions, the same values.
+            if (load_f32_run(d.dtype, base + i * rs, cs, dst + i * cols, cols)) continue;
             for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = Tr::load(base + i * rs + j * cs);
+        }
     });
 }
 
@@ -56,8 +59,10 @@ void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t
     const int64_t rs = v.strides[d.rank - 2], cs = v.strides[d.rank - 1];
     with_float_dtype(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
-        for (int64_t i = 0; i < rows; ++i)
+        for (int64_t i = 0; i < rows; ++i) {
+            if (store_f32_run(d.dtype, src + i * cols, base + i * rs, cs, cols)) continue;
             for (int64_t j = 0; j < cols; ++j) Tr::store(base + i * rs + j * cs, src[i * cols + j]);
+        }
     });
 }
 

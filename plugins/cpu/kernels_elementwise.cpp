@@ -518,7 +518,7 @@ tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc 
             if constexpr (std::is_integral_v<T>) {
                 status =
                     fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
-            } else if (!std::is_same_v<T, float> || !run_f32_gelu_backward(a, b, out)) {
+            } else if (!run_vector_gelu_backward(a, b, out)) {
                 binary<T>(a, b, out, GeluBackwardFn{});
             }
             break;
@@ -531,7 +531,7 @@ tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc 
 }
 
 tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err) {
-    if (run_f32_erf(op, in, out)) return TF_STATUS_OK;
+    if (run_vector_erf(op, in, out)) return TF_STATUS_OK;
     tf_status status = TF_STATUS_OK;
     const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
         using T = decltype(tag);

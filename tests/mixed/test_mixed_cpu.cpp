@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
@@ -135,19 +136,26 @@ TEST_CASE("f16/bf16 matmul: the f32 product of the converted operands, rounded o
             if (k == "bf16_matmul") return v == "avx512bf16";
         return false;
     }();
+    // Transposed operands are the layouts of a linear layer (x W^T) and its gradients (g W,
+    // g^T x): their conversion follows the operand's memory order (kernels_matmul.cpp).
     struct Case {
         Shape a, b;
-        bool transpose_a;
+        bool transpose_a, transpose_b = false;
     };
-    for (const Case &c : {Case{{7, 13}, {13, 5}, false}, Case{{65, 130}, {130, 67}, false},
-                          Case{{3, 40, 33}, {33, 17}, false}, Case{{2, 64, 257}, {2, 257, 31}, true}}) {
+    for (const Case &c :
+         {Case{{7, 13}, {13, 5}, false}, Case{{65, 130}, {130, 67}, false}, Case{{3, 40, 33}, {33, 17}, false},
+          Case{{2, 64, 257}, {2, 257, 31}, true}, Case{{37, 70}, {70, 45}, false, true},
+          Case{{70, 37}, {37, 45}, true, true}, Case{{3, 21, 19}, {19, 26}, true, true}}) {
         for (DType dtype : {DType::bf16, DType::f16}) {
             CAPTURE(dtype_name(dtype));
             CAPTURE(shape_str(c.a));
+            CAPTURE(c.transpose_a);
+            CAPTURE(c.transpose_b);
             Tensor a32 = from_vector(ref::values(ref::numel(c.a), 1), c.a, cpu);
             Tensor b32 = from_vector(ref::values(ref::numel(c.b), 2), c.b, cpu);
             Tensor a = a32.to(dtype), b = b32.to(dtype);
             if (c.transpose_a) a = a.transpose(-1, -2).contiguous().transpose(-1, -2);
+            if (c.transpose_b) b = b.transpose(-1, -2).contiguous().transpose(-1, -2);
             Tensor got = matmul(a, b);
             CHECK(got.dtype() == dtype);
             std::vector<float> g = got.to(DType::f32).to_vector<float>();
@@ -178,6 +186,54 @@ TEST_CASE("f16/bf16 matmul: the f32 product of the converted operands, rounded o
                         if (!dot && g[o] != want[o])
                             FAIL_CHECK("out[" << o << "] = " << g[o] << " differs from the f32 path's " << want[o]);
                     }
+        }
+    }
+}
+
+TEST_CASE("f16/bf16 gelu, erf, exp and gelu_backward: the f32 op on the same inputs, rounded once") {
+    // Dense operands take the f32 rows on converted chunks (kernels_erf.cpp): bit for bit the f32
+    // op's result rounded to the format. 1500 elements: whole chunks, a partial one, and pieces
+    // for several tasks when threads split the rows. Strided operands take the element loops
+    // (double, rounded once): within one unit of the format (or its smallest subnormal) of the same.
+    std::vector<float> xs = ref::values(1501, 11, -7, 7);
+    for (float s : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f, 30.0f, -30.0f, 0.5f, -0.5f})
+        xs.push_back(s);
+    const auto n = static_cast<int64_t>(xs.size());
+    const std::vector<float> dys = ref::values(static_cast<size_t>(n), 12, -3, 3);
+    using Fn = std::function<Tensor(const Tensor &, const Tensor &)>;
+    const std::pair<const char *, Fn> ops[] = {
+        {"gelu", [](const Tensor &x, const Tensor &) { return gelu(x); }},
+        {"erf", [](const Tensor &x, const Tensor &) { return erf(x); }},
+        {"exp", [](const Tensor &x, const Tensor &) { return exp(x); }},
+        {"gelu_backward", [](const Tensor &x, const Tensor &dy) { return gelu_backward(dy, x); }},
+    };
+    for (DType dtype : {DType::bf16, DType::f16}) {
+        for (const auto &[name, fn] : ops) {
+            CAPTURE(dtype_name(dtype));
+            CAPTURE(name);
+            Tensor x = from_vector(xs, {n / 3, 3}, cpu).to(dtype), dy = from_vector(dys, {n / 3, 3}, cpu).to(dtype);
+            std::vector<float> want =
+                fn(x.to(DType::f32), dy.to(DType::f32)).to(dtype).to(DType::f32).to_vector<float>();
+            std::vector<float> dense = fn(x, dy).to(DType::f32).to_vector<float>();
+            // The same values through column views: not dense, so the element loops.
+            Tensor xt = x.transpose(0, 1).contiguous().transpose(0, 1),
+                   dyt = dy.transpose(0, 1).contiguous().transpose(0, 1);
+            std::vector<float> strided = fn(xt, dyt).to(DType::f32).to_vector<float>();
+            const double unit = dtype == DType::bf16 ? 0x1p-8 : 0x1p-11;
+            const double tiny = dtype == DType::bf16 ? 0x1p-133 : 0x1p-24;
+            REQUIRE(dense.size() == want.size());
+            for (size_t i = 0; i < want.size(); ++i) {
+                if (std::isnan(want[i])) {
+                    CHECK(std::isnan(dense[i]));
+                    CHECK(std::isnan(strided[i]));
+                    continue;
+                }
+                if (std::memcmp(&dense[i], &want[i], sizeof(float)) != 0)
+                    FAIL_CHECK("element " << i << " (x = " << xs[i] << "): dense " << dense[i] << ", want " << want[i]);
+                if (!(std::fabs(strided[i] - want[i]) <= unit * std::fabs(want[i]) + tiny) && strided[i] != want[i])
+                    FAIL_CHECK("element " << i << " (x = " << xs[i] << "): strided " << strided[i] << ", want "
+                                          << want[i]);
+            }
         }
     }
 }
