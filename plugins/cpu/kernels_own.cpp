@@ -4,6 +4,7 @@
 // message naming the op and the values involved.
 #include "kernels_nn.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace tf_cpu {
@@ -285,14 +286,38 @@ bool dense_f32(const tf_tensor_desc &d) {
     return (reinterpret_cast<uintptr_t>(d.data) + d.offset) % alignof(float) == 0;
 }
 
+namespace {
+// The staging slots this thread holds, one bit each.
+thread_local unsigned t_staging_taken = 0;
+constexpr int k_staging_slots = k_slot_count - k_slot_stage0;
+}  // namespace
+
+StagingSlot::~StagingSlot() {
+    if (slot_ >= 0) t_staging_taken &= ~(1u << slot_);
+}
+
+float *StagingSlot::floats(size_t floats) {
+    for (int i = 0; slot_ < 0 && i < k_staging_slots; ++i)
+        if (!(t_staging_taken >> i & 1u)) {
+            t_staging_taken |= 1u << i;
+            slot_ = i;
+        }
+    return slot_ < 0 ? nullptr : scratch_floats(static_cast<ScratchSlot>(k_slot_stage0 + slot_), floats);
+}
+
 F32Input::F32Input(const tf_tensor_desc &d) : data_(nullptr) {
     if (numel(d) == 0) return;
     if (dense_f32(d)) {
         data_ = reinterpret_cast<const float *>(static_cast<const char *>(d.data) + d.offset);
         return;
     }
-    copy_.resize(static_cast<size_t>(numel(d)));
-    const View dst = dense_view(d, copy_.data());
+    const auto count = static_cast<size_t>(numel(d));
+    float *copy = slot_.floats(count);
+    if (!copy) {
+        copy_.resize(count);
+        copy = copy_.data();
+    }
+    const View dst = dense_view(d, copy);
     with_float_dtype(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         walk<2>(d.rank, d.shape, {dst, view_of(d)}, [&](char *const *p, int64_t n, const int64_t *step) {
@@ -301,7 +326,7 @@ F32Input::F32Input(const tf_tensor_desc &d) : data_(nullptr) {
             for (int64_t i = 0; i < n; ++i) Traits<float>::store(p[0] + i * step[0], Tr::load(p[1] + i * step[1]));
         });
     });
-    data_ = copy_.data();
+    data_ = copy;
 }
 
 F32Output::F32Output(const tf_tensor_desc &d) : desc_(d), data_(nullptr) {
@@ -310,13 +335,20 @@ F32Output::F32Output(const tf_tensor_desc &d) : desc_(d), data_(nullptr) {
         data_ = reinterpret_cast<float *>(static_cast<char *>(d.data) + d.offset);
         return;
     }
-    scratch_.resize(static_cast<size_t>(numel(d)));
-    data_ = scratch_.data();
+    const auto count = static_cast<size_t>(numel(d));
+    staged_ = true;
+    data_ = slot_.floats(count);
+    if (!data_) {
+        scratch_.resize(count);
+        data_ = scratch_.data();
+        return;
+    }
+    std::fill(data_, data_ + count, 0.0f);
 }
 
 void F32Output::finish() {
-    if (scratch_.empty()) return;
-    const View src = dense_view(desc_, scratch_.data());
+    if (!staged_) return;
+    const View src = dense_view(desc_, data_);
     with_float_dtype(desc_.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         walk<2>(desc_.rank, desc_.shape, {view_of(desc_), src}, [&](char *const *p, int64_t n, const int64_t *step) {
