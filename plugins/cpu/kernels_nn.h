@@ -60,15 +60,15 @@ private:
 };
 
 // A float output written as dense row-major f32: straight into the tensor when it is laid out
-// that way, else into zeroed scratch that finish() rounds and writes through its strides.
+// that way, else into scratch that finish() rounds and writes through its strides. Either way
+// data() starts with arbitrary contents: kernels write every element (zeroing first where they
+// accumulate), so the staged copy needs no zero fill.
 class F32Output {
 public:
     explicit F32Output(const tf_tensor_desc &d);
     F32Output(const F32Output &) = delete;
     F32Output &operator=(const F32Output &) = delete;
     float *data() { return data_; }
-    // True when data() is the tensor's memory (its previous contents, not zeros).
-    bool direct() const { return !staged_; }
     void finish();
 
 private:

@@ -341,9 +341,7 @@ F32Output::F32Output(const tf_tensor_desc &d) : desc_(d), data_(nullptr) {
     if (!data_) {
         scratch_.resize(count);
         data_ = scratch_.data();
-        return;
     }
-    std::fill(data_, data_ + count, 0.0f);
 }
 
 void F32Output::finish() {
