@@ -238,6 +238,44 @@ TEST_CASE("f16/bf16 gelu, erf, exp and gelu_backward: the f32 op on the same inp
     }
 }
 
+TEST_CASE("f16/bf16 convolution, pooling and norms: the f32 kernel on the staged operands, rounded once") {
+    // These kernels stage f16/bf16 operands as f32 in the scratch arena's staging slots
+    // (kernels_own.cpp) and run the f32 kernel, so each result is bit for bit the f32 op's on the
+    // converted inputs, rounded once. Sizes go big, small, big and a transposed input view is
+    // mixed in, so a slot reused with stale contents from an earlier call would show.
+    for (DType dtype : {DType::bf16, DType::f16}) {
+        for (int64_t hw : {12, 5, 9}) {
+            for (bool transposed : {false, true}) {
+                CAPTURE(dtype_name(dtype));
+                CAPTURE(hw);
+                CAPTURE(transposed);
+                Tensor x = from_vector(ref::values(2 * 3 * hw * hw, 21 + hw, -2, 2), {2, 3, hw, hw}, cpu).to(dtype);
+                if (transposed) x = x.transpose(2, 3).contiguous().transpose(2, 3);
+                Tensor w = from_vector(ref::values(4 * 3 * 3 * 3, 22), {4, 3, 3, 3}, cpu).to(dtype);
+                Tensor g = from_vector(ref::values(hw, 23, 0.5, 1.5), {hw}, cpu).to(dtype);
+                Tensor h = from_vector(ref::values(hw, 24), {hw}, cpu).to(dtype);
+                const auto check = [&](const char *name, const Tensor &got, const Tensor &f32_result) {
+                    CAPTURE(name);
+                    CHECK(got.dtype() == dtype);
+                    std::vector<float> a = got.to(DType::f32).to_vector<float>();
+                    std::vector<float> b = f32_result.to(dtype).to(DType::f32).to_vector<float>();
+                    REQUIRE(a.size() == b.size());
+                    int bad = 0;
+                    for (size_t i = 0; i < a.size(); ++i)
+                        if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && ++bad <= 3)
+                            FAIL_CHECK("element " << i << ": got " << a[i] << ", f32 op rounded " << b[i]);
+                };
+                const Tensor xf = x.to(DType::f32), wf = w.to(DType::f32), gf = g.to(DType::f32), hf = h.to(DType::f32);
+                const auto opts = Conv2dOptions{}.padding(1);
+                check("conv2d", conv2d(x, w, Tensor(), opts), conv2d(xf, wf, Tensor(), opts));
+                check("max_pool2d", max_pool2d(x), max_pool2d(xf));
+                check("layer_norm", layer_norm(x, 1, g, h), layer_norm(xf, 1, gf, hf));
+                check("rms_norm", rms_norm(x, 1, g), rms_norm(xf, 1, gf));
+            }
+        }
+    }
+}
+
 TEST_CASE("f16/bf16 op families against the f32 op on the same inputs") {
     // The kernels compute in f32 from the converted inputs and round the result once: the
     // difference to the f32 op is the output's rounding (half a unit of the format) plus, for
