@@ -8,6 +8,7 @@
 //     within the tolerances of docs/numerics.md.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -271,6 +272,64 @@ TEST_CASE("f16/bf16 convolution, pooling and norms: the f32 kernel on the staged
                 check("max_pool2d", max_pool2d(x), max_pool2d(xf));
                 check("layer_norm", layer_norm(x, 1, g, h), layer_norm(xf, 1, gf, hf));
                 check("rms_norm", rms_norm(x, 1, g), rms_norm(xf, 1, gf));
+            }
+        }
+    }
+}
+
+TEST_CASE("f16/bf16 sum and mean: the exact sum of the converted inputs, rounded once") {
+    // Dense operands take the f32 blocked sums on the staged input (kernels_reduce.cpp), strided
+    // ones the element loops; both accumulate in double and round once, so each result is within
+    // half a unit of the format (plus the double sums' negligible error) of the exact value.
+    struct Case {
+        Shape shape;
+        Axes axes;
+    };
+    for (DType dtype : {DType::bf16, DType::f16}) {
+        for (const Case &c :
+             {Case{{300, 7}, {0}}, Case{{5, 6, 9, 11}, {0, 2, 3}}, Case{{4, 50}, {1}}, Case{{2, 3, 40}, {0, 1, 2}}}) {
+            for (bool transposed : {false, true}) {
+                CAPTURE(dtype_name(dtype));
+                CAPTURE(shape_str(c.shape));
+                CAPTURE(transposed);
+                const int64_t n = ref::numel(c.shape);
+                Tensor x = from_vector(ref::values(n, 31, -1, 3), c.shape, cpu).to(dtype);
+                if (transposed) x = x.transpose(0, 1).contiguous().transpose(0, 1);
+                std::vector<float> xs = x.to(DType::f32).contiguous().to_vector<float>();
+                for (bool is_mean : {false, true}) {
+                    CAPTURE(is_mean);
+                    Tensor got = is_mean ? mean(x, c.axes) : sum(x, c.axes);
+                    CHECK(got.dtype() == dtype);
+                    // The exact sums in double (the inputs are few and small: no rounding here).
+                    uint32_t mask = 0;
+                    for (int64_t a : c.axes) mask |= 1u << a;
+                    std::vector<double> want(static_cast<size_t>(got.numel()), 0.0);
+                    std::vector<int64_t> idx(c.shape.size(), 0);
+                    int64_t reduced = 1;
+                    for (size_t a = 0; a < c.shape.size(); ++a)
+                        if (mask >> a & 1) reduced *= c.shape[a];
+                    for (int64_t e = 0; e < n; ++e) {
+                        int64_t o = 0;
+                        for (size_t a = 0; a < c.shape.size(); ++a)
+                            if (!(mask >> a & 1)) o = o * c.shape[a] + idx[a];
+                        want[static_cast<size_t>(o)] += xs[static_cast<size_t>(e)];
+                        for (int a = static_cast<int>(c.shape.size()) - 1; a >= 0; --a) {
+                            if (++idx[a] < c.shape[a]) break;
+                            idx[a] = 0;
+                        }
+                    }
+                    std::vector<float> g = got.to(DType::f32).to_vector<float>();
+                    const int bits = dtype == DType::bf16 ? 8 : 11;
+                    for (size_t i = 0; i < g.size(); ++i) {
+                        const double w = is_mean ? want[i] / static_cast<double>(reduced) : want[i];
+                        int e = 0;
+                        std::frexp(w, &e);
+                        const double half_ulp =
+                            std::max(std::ldexp(1.0, e - bits - 1), dtype == DType::bf16 ? 0x1p-134 : 0x1p-25);
+                        if (!(std::fabs(g[i] - w) <= half_ulp * (1 + 1e-9)))
+                            FAIL_CHECK("out[" << i << "] = " << g[i] << ", exact " << w);
+                    }
+                }
             }
         }
     }
