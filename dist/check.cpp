@@ -207,14 +207,15 @@ void wait_for(Context &ctx, MPI_Request &request, MPI_Status &status) {
 // message is left to be matched by a later call (the partner, which sees the same difference,
 // sends nothing more to this rank before the mismatch's collective exchange).
 //
-// Without a timeout the sends are blocking MPI_Send: Open MPI then sends a small message inline,
-// with no request to set up and wait for (docs/performance.md). It cannot deadlock: each rank
-// posts all the receives of its own chain before sending, and a rank whose partner sends a
-// longer chain receives the rest after its own sends, needing nothing more from the partner.
+// A chain of one message without a timeout is sent by a blocking MPI_Send: one call instead of
+// MPI_Isend and a wait (it cannot deadlock: each rank posts its receive before sending). A longer
+// chain is sent nonblocking, so that its messages travel together: Open MPI's shared-memory
+// transport completes a send when the partner has taken it, and blocking sends made a 16 KB
+// chain wait for each message in turn (docs/performance.md).
 bool exchange(Context &ctx, Context::State &state, int partner, int tag, const unsigned char *send, std::size_t bytes,
               unsigned char *receive, bool &seen) {
     std::size_t count = messages_of(bytes);
-    bool blocking = ctx.options().timeout_seconds <= 0;
+    bool blocking = count == 1 && ctx.options().timeout_seconds <= 0;
     if (state.requests.size() < 2 * count) state.requests.resize(2 * count);
     MPI_Request *reqs = state.requests.data();
     const char *what = "shape check";
