@@ -209,6 +209,14 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
             return 2;
         }
     }
+    if (o.autocast && o.train_steps == 0 && o.gpt_steps == 0) {
+        std::fprintf(stderr, "tinyfin-bench: --autocast compares training steps; add --train N or --train-gpt N\n");
+        return 2;
+    }
+    if (o.autocast && !o.peers.empty()) {
+        std::fprintf(stderr, "tinyfin-bench: --autocast and --compare do not combine; run them separately\n");
+        return 2;
+    }
     for (const std::string &peer : o.peers)
         if (peer != "numpy" && peer != "torch") {
             std::fprintf(stderr, "tinyfin-bench: --compare knows numpy and torch, not '%s'\n", peer.c_str());
