@@ -43,7 +43,7 @@ void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t 
             return;
         }
     }
-    with_float_dtype(d.dtype, [&](auto tag) {
+    Dtypes::with_float(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         for (int64_t i = 0; i < rows; ++i)
             for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = Tr::load(base + i * rs + j * cs);
@@ -54,7 +54,7 @@ void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t
     const View v = view_of(d);
     auto *base = reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset + offset);
     const int64_t rs = v.strides[d.rank - 2], cs = v.strides[d.rank - 1];
-    with_float_dtype(d.dtype, [&](auto tag) {
+    Dtypes::with_float(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         for (int64_t i = 0; i < rows; ++i)
             for (int64_t j = 0; j < cols; ++j) Tr::store(base + i * rs + j * cs, src[i * cols + j]);

@@ -310,9 +310,8 @@ tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t 
         sum_blocks(in, out, s, 1.0);
         return TF_STATUS_OK;
     }
-    const bool known = with_numeric_dtype(out.dtype, [&](auto tag) { sum<decltype(tag)>(in, out, axes_mask); });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "sum: dtype %s not supported", dtype_name(out.dtype));
-    return TF_STATUS_OK;
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) { sum<decltype(tag)>(in, out, axes_mask); });
+    return dtype_status(known, "sum", out.dtype, err);
 }
 
 tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
@@ -320,32 +319,28 @@ tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t
         sum_blocks(in, out, s, static_cast<double>(reduced_count(in, axes_mask)));
         return TF_STATUS_OK;
     }
-    const bool known = with_float_dtype(out.dtype, [&](auto tag) { mean<decltype(tag)>(in, out, axes_mask); });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "mean: dtype %s not supported", dtype_name(out.dtype));
-    return TF_STATUS_OK;
+    const bool known = Dtypes::with_float(out.dtype, [&](auto tag) { mean<decltype(tag)>(in, out, axes_mask); });
+    return dtype_status(known, "mean", out.dtype, err);
 }
 
 tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double correction,
                   tf_error *err) {
     const bool known =
-        with_float_dtype(out.dtype, [&](auto tag) { var<decltype(tag)>(in, out, axes_mask, correction); });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "var: dtype %s not supported", dtype_name(out.dtype));
-    return TF_STATUS_OK;
+        Dtypes::with_float(out.dtype, [&](auto tag) { var<decltype(tag)>(in, out, axes_mask, correction); });
+    return dtype_status(known, "var", out.dtype, err);
 }
 
 tf_status run_extreme(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
                       tf_error *err) {
     if (op != TF_OP_MAX && op != TF_OP_MIN) return fail(err, TF_STATUS_UNSUPPORTED, "%s: not max or min", op_name(op));
-    const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) {
         using T = decltype(tag);
         if (op == TF_OP_MAX)
             extreme<T, true>(in, out, axes_mask);
         else
             extreme<T, false>(in, out, axes_mask);
     });
-    if (!known)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
-    return TF_STATUS_OK;
+    return dtype_status(known, op_name(op), out.dtype, err);
 }
 
 tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis, tf_error *err) {
@@ -354,16 +349,14 @@ tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &o
     // validate() checks these; an empty axis has no first extreme to point at.
     if (axis < 0 || axis >= in.rank || in.shape[axis] == 0)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is out of range or empty", op_name(op), axis);
-    const bool known = with_numeric_dtype(in.dtype, [&](auto tag) {
+    const bool known = Dtypes::with_numeric(in.dtype, [&](auto tag) {
         using T = decltype(tag);
         if (op == TF_OP_ARGMAX)
             arg<T, true>(in, out, axis);
         else
             arg<T, false>(in, out, axis);
     });
-    if (!known)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(in.dtype));
-    return TF_STATUS_OK;
+    return dtype_status(known, op_name(op), in.dtype, err);
 }
 
 }  // namespace tf_cpu
