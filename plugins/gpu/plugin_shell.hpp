@@ -113,24 +113,27 @@ struct GpuPlugin {
         }
     }
 
-    static tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
-        if (tf_status s = tf_kit::check_buffer_range("buffer_write", buffer, offset, size, src, err); s != TF_STATUS_OK)
+    // buffer_write and buffer_read: the range check, then the device's copy (f) under call().
+    template <class F>
+    static tf_status transfer(const char *what, tf_buffer *buffer, uint64_t offset, uint64_t size, const void *host,
+                              tf_error *err, F &&f) {
+        if (tf_status s = tf_kit::check_buffer_range(what, buffer, offset, size, host, err); s != TF_STATUS_OK)
             return s;
         if (size == 0) return TF_STATUS_OK;
-        return guarded(err, "buffer_write", [&]() -> tf_status {
-            Api::call(*buffer->owner, [&] { buffer->owner->write(buffer, offset, src, size); });
+        return guarded(err, what, [&]() -> tf_status {
+            Api::call(*buffer->owner, f);
             return TF_STATUS_OK;
         });
     }
 
+    static tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
+        return transfer("buffer_write", buffer, offset, size, src, err,
+                        [&] { buffer->owner->write(buffer, offset, src, size); });
+    }
+
     static tf_status buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size, tf_error *err) {
-        if (tf_status s = tf_kit::check_buffer_range("buffer_read", buffer, offset, size, dst, err); s != TF_STATUS_OK)
-            return s;
-        if (size == 0) return TF_STATUS_OK;
-        return guarded(err, "buffer_read", [&]() -> tf_status {
-            Api::call(*buffer->owner, [&] { buffer->owner->read(buffer, offset, dst, size); });
-            return TF_STATUS_OK;
-        });
+        return transfer("buffer_read", buffer, offset, size, dst, err,
+                        [&] { buffer->owner->read(buffer, offset, dst, size); });
     }
 
     static tf_status buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset,
