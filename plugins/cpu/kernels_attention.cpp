@@ -43,7 +43,7 @@ void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t 
             return;
         }
     }
-    with_float_dtype(d.dtype, [&](auto tag) {
+    Dtypes::with_float(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         for (int64_t i = 0; i < rows; ++i) {
             // f16/bf16 rows (autocast's q, k, v): the vectorised conversions, the same values.
@@ -57,7 +57,7 @@ void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t
     const View v = view_of(d);
     auto *base = reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset + offset);
     const int64_t rs = v.strides[d.rank - 2], cs = v.strides[d.rank - 1];
-    with_float_dtype(d.dtype, [&](auto tag) {
+    Dtypes::with_float(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         for (int64_t i = 0; i < rows; ++i) {
             if (store_f32_run(d.dtype, src + i * cols, base + i * rs, cs, cols)) continue;

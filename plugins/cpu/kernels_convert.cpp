@@ -85,32 +85,24 @@ void bf16_run_to_f32(const uint16_t *src, float *dst, int64_t n) { bf16_to_f32_r
 
 void f32_run_to_bf16(const float *src, uint16_t *dst, int64_t n) { f32_to_bf16_row(src, dst, n); }
 
+// The 16-bit float dtypes' run converters, by direction: f16's, else bf16's; nullptr for others.
+template <class Run>
+Run run_of(int32_t dtype, Run f16, Run bf16) {
+    return dtype == TF_DTYPE_F16 ? f16 : dtype == TF_DTYPE_BF16 ? bf16 : nullptr;
+}
+
 bool load_f32_run(int32_t dtype, const char *src, int64_t step, float *dst, int64_t n) {
-    if (step != 2 || (reinterpret_cast<uintptr_t>(src) & 1) != 0) return false;
-    const auto *s = reinterpret_cast<const uint16_t *>(src);
-    if (dtype == TF_DTYPE_F16) {
-        f16_run_to_f32(s, dst, n);
-        return true;
-    }
-    if (dtype == TF_DTYPE_BF16) {
-        bf16_run_to_f32(s, dst, n);
-        return true;
-    }
-    return false;
+    const auto run = run_of(dtype, f16_run_to_f32, bf16_run_to_f32);
+    if (!run || step != 2 || (reinterpret_cast<uintptr_t>(src) & 1) != 0) return false;
+    run(reinterpret_cast<const uint16_t *>(src), dst, n);
+    return true;
 }
 
 bool store_f32_run(int32_t dtype, const float *src, char *dst, int64_t step, int64_t n) {
-    if (step != 2 || (reinterpret_cast<uintptr_t>(dst) & 1) != 0) return false;
-    auto *d = reinterpret_cast<uint16_t *>(dst);
-    if (dtype == TF_DTYPE_F16) {
-        f32_run_to_f16(src, d, n);
-        return true;
-    }
-    if (dtype == TF_DTYPE_BF16) {
-        f32_run_to_bf16(src, d, n);
-        return true;
-    }
-    return false;
+    const auto run = run_of(dtype, f32_run_to_f16, f32_run_to_bf16);
+    if (!run || step != 2 || (reinterpret_cast<uintptr_t>(dst) & 1) != 0) return false;
+    run(src, reinterpret_cast<uint16_t *>(dst), n);
+    return true;
 }
 
 }  // namespace tf_cpu

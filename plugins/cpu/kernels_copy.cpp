@@ -56,8 +56,8 @@ tf_status run_contiguous(const tf_tensor_desc &in, const tf_tensor_desc &out, tf
 
 tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err) {
     bool known_out = false;
-    const bool known_in = with_any_dtype(in.dtype, [&](auto src) {
-        known_out = with_any_dtype(out.dtype, [&](auto dst) { cast<decltype(src), decltype(dst)>(in, out); });
+    const bool known_in = Dtypes::with_any(in.dtype, [&](auto src) {
+        known_out = Dtypes::with_any(out.dtype, [&](auto dst) { cast<decltype(src), decltype(dst)>(in, out); });
     });
     if (!known_in || !known_out)
         return fail(err, TF_STATUS_UNSUPPORTED, "cast: %s to %s not supported", dtype_name(in.dtype),
@@ -66,7 +66,7 @@ tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error
 }
 
 tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err) {
-    const bool known = with_any_dtype(out.dtype, [&](auto tag) {
+    const bool known = Dtypes::with_any(out.dtype, [&](auto tag) {
         using T = decltype(tag);
         // Encode once, then copy the bytes into every element.
         char bytes[sizeof(T)];
@@ -75,8 +75,7 @@ tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err) {
             for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * step[0], bytes, sizeof(T));
         });
     });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "fill: dtype %s not supported", dtype_name(out.dtype));
-    return TF_STATUS_OK;
+    return dtype_status(known, "fill", out.dtype, err);
 }
 
 }  // namespace tf_cpu

@@ -117,7 +117,7 @@ tf_tensor_desc to_f32(const tf_tensor_desc &d, ScratchSlot slot) {
         from.strides[j] = src.strides[order[j]];
         dst.strides[j] = f.strides[order[j]] * int64_t{sizeof(float)};
     }
-    with_float_dtype(d.dtype, [&](auto tag) {
+    Dtypes::with_float(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         walk<2>(axes, walk_shape, {dst, from}, [&](char *const *p, int64_t n, const int64_t *step) {
             if (step[0] == sizeof(float) && load_f32_run(d.dtype, p[1], step[1], reinterpret_cast<float *>(p[0]), n))
@@ -129,25 +129,6 @@ tf_tensor_desc to_f32(const tf_tensor_desc &d, ScratchSlot slot) {
     f.data = data;
     f.offset = 0;
     return f;
-}
-
-// Rounds dense f32 `src` (out's shape, row-major) once into out, through out's strides.
-void store_rounded(const tf_tensor_desc &out, const float *src) {
-    View from{reinterpret_cast<char *>(const_cast<float *>(src)), {}};
-    int64_t stride = sizeof(float);
-    for (int i = out.rank - 1; i >= 0; --i) {
-        from.strides[i] = out.shape[i] > 1 ? stride : 0;
-        stride *= out.shape[i];
-    }
-    with_float_dtype(out.dtype, [&](auto tag) {
-        using Tr = Traits<decltype(tag)>;
-        walk<2>(out.rank, out.shape, {view_of(out), from}, [&](char *const *p, int64_t n, const int64_t *step) {
-            if (step[1] == sizeof(float) &&
-                store_f32_run(out.dtype, reinterpret_cast<const float *>(p[1]), p[0], step[0], n))
-                return;
-            for (int64_t i = 0; i < n; ++i) Tr::store(p[0] + i * step[0], Traits<float>::load(p[1] + i * step[1]));
-        });
-    });
 }
 
 // bf16 x bf16 with vdpbf16ps, one product per batch element, into dense f32 c.

@@ -217,23 +217,13 @@ bool sum_f32(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_
     return true;
 }
 
-// Row-major with no gaps.
-bool dense(const tf_tensor_desc &d) {
-    int64_t expect = 1;
-    for (int i = d.rank - 1; i >= 0; --i) {
-        if (d.shape[i] != 1 && d.strides[i] != expect) return false;
-        expect *= d.shape[i];
-    }
-    return true;
-}
-
 // f16/bf16 in and out, both dense (a bias gradient under autocast): the input staged as f32, the
 // blocks summed as for f32 (the same order, so the same double sums as the f32 op on the
 // converted input) and each sum rounded once from double to the format. The element loops
 // below read one 16-bit value at a time.
 bool sum_half(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double divisor) {
-    if ((in.dtype != TF_DTYPE_F16 && in.dtype != TF_DTYPE_BF16) || out.dtype != in.dtype || !dense(in) || !dense(out) ||
-        numel(in) == 0)
+    if ((in.dtype != TF_DTYPE_F16 && in.dtype != TF_DTYPE_BF16) || out.dtype != in.dtype || !is_contiguous(in) ||
+        !is_contiguous(out) || numel(in) == 0)
         return false;
     tf_tensor_desc fin = in, fout = out;
     fin.dtype = fout.dtype = TF_DTYPE_F32;
@@ -243,7 +233,7 @@ bool sum_half(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes
     if (!as_blocks(fin, fout, axes_mask, s)) return false;
     const F32Input x(in);
     char *y = static_cast<char *>(out.data) + out.offset;
-    with_float_dtype(out.dtype, [&](auto tag) {
+    Dtypes::with_float(out.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         sum_blocks(x.data(), s, divisor, [y](int64_t c, double v) { Tr::store_wide(y + c * 2, v); });
     });
@@ -352,40 +342,35 @@ void arg(const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis) {
 
 tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
     if (sum_f32(in, out, axes_mask, 1.0) || sum_half(in, out, axes_mask, 1.0)) return TF_STATUS_OK;
-    const bool known = with_numeric_dtype(out.dtype, [&](auto tag) { sum<decltype(tag)>(in, out, axes_mask); });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "sum: dtype %s not supported", dtype_name(out.dtype));
-    return TF_STATUS_OK;
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) { sum<decltype(tag)>(in, out, axes_mask); });
+    return dtype_status(known, "sum", out.dtype, err);
 }
 
 tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
     const auto n = static_cast<double>(reduced_count(in, axes_mask));
     if (sum_f32(in, out, axes_mask, n) || sum_half(in, out, axes_mask, n)) return TF_STATUS_OK;
-    const bool known = with_float_dtype(out.dtype, [&](auto tag) { mean<decltype(tag)>(in, out, axes_mask); });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "mean: dtype %s not supported", dtype_name(out.dtype));
-    return TF_STATUS_OK;
+    const bool known = Dtypes::with_float(out.dtype, [&](auto tag) { mean<decltype(tag)>(in, out, axes_mask); });
+    return dtype_status(known, "mean", out.dtype, err);
 }
 
 tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double correction,
                   tf_error *err) {
     const bool known =
-        with_float_dtype(out.dtype, [&](auto tag) { var<decltype(tag)>(in, out, axes_mask, correction); });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "var: dtype %s not supported", dtype_name(out.dtype));
-    return TF_STATUS_OK;
+        Dtypes::with_float(out.dtype, [&](auto tag) { var<decltype(tag)>(in, out, axes_mask, correction); });
+    return dtype_status(known, "var", out.dtype, err);
 }
 
 tf_status run_extreme(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
                       tf_error *err) {
     if (op != TF_OP_MAX && op != TF_OP_MIN) return fail(err, TF_STATUS_UNSUPPORTED, "%s: not max or min", op_name(op));
-    const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) {
         using T = decltype(tag);
         if (op == TF_OP_MAX)
             extreme<T, true>(in, out, axes_mask);
         else
             extreme<T, false>(in, out, axes_mask);
     });
-    if (!known)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
-    return TF_STATUS_OK;
+    return dtype_status(known, op_name(op), out.dtype, err);
 }
 
 tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis, tf_error *err) {
@@ -394,16 +379,14 @@ tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &o
     // validate() checks these; an empty axis has no first extreme to point at.
     if (axis < 0 || axis >= in.rank || in.shape[axis] == 0)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is out of range or empty", op_name(op), axis);
-    const bool known = with_numeric_dtype(in.dtype, [&](auto tag) {
+    const bool known = Dtypes::with_numeric(in.dtype, [&](auto tag) {
         using T = decltype(tag);
         if (op == TF_OP_ARGMAX)
             arg<T, true>(in, out, axis);
         else
             arg<T, false>(in, out, axis);
     });
-    if (!known)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(in.dtype));
-    return TF_STATUS_OK;
+    return dtype_status(known, op_name(op), in.dtype, err);
 }
 
 }  // namespace tf_cpu
