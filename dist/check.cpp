@@ -98,6 +98,18 @@ uint64_t fingerprint_of(const Signature &s) {
     return h;
 }
 
+// fingerprint_of(s), remembered for the last signature: a loop repeats its calls, and the hash is
+// a chain of multiplies that costs more than comparing the signature.
+uint64_t fingerprint(Context::State &state, const Signature &s) {
+    static_assert(std::tuple_size_v<decltype(state.fingerprinted)> == signature_words);
+    if (!state.has_fingerprint || state.fingerprinted != s) {
+        state.fingerprinted = s;
+        state.fingerprint = fingerprint_of(s);
+        state.has_fingerprint = true;
+    }
+    return state.fingerprint;
+}
+
 // The header's chunking for a world of W ranks: the widest chunks (8, 4, 2 or 1 bits) whose
 // sums of squares over W ranks stay below 2^24, so that f32 holds them exactly.
 int chunk_bits(int world) {
@@ -138,17 +150,16 @@ bool all_equal(const float *sum, int world) {
 // first rank that differs.
 [[noreturn]] void throw_mismatch(Context &ctx, MPI_Comm comm, const Signature &mine) {
     std::vector<int64_t> all(static_cast<std::size_t>(signature_words) * ctx.world_size());
-    std::string what = "shape check";
+    const char *what = "shape check";
     if (ctx.options().timeout_seconds > 0) {
         MPI_Request req;
-        ctx.check(MPI_Iallgather(mine.data(), signature_words, MPI_INT64_T, all.data(), signature_words, MPI_INT64_T,
-                                 comm, &req),
-                  what);
+        ok(MPI_Iallgather(mine.data(), signature_words, MPI_INT64_T, all.data(), signature_words, MPI_INT64_T, comm,
+                          &req),
+           what);
         ctx.wait_all(&req, 1, what);
     } else {
-        ctx.check(
-            MPI_Allgather(mine.data(), signature_words, MPI_INT64_T, all.data(), signature_words, MPI_INT64_T, comm),
-            what);
+        ok(MPI_Allgather(mine.data(), signature_words, MPI_INT64_T, all.data(), signature_words, MPI_INT64_T, comm),
+           what);
     }
     const int64_t *first = all.data();
     for (int r = 1; r < ctx.world_size(); ++r) {
@@ -185,7 +196,7 @@ void wait_for(Context &ctx, MPI_Request &request, MPI_Status &status) {
     if (ctx.options().timeout_seconds > 0)
         ctx.wait_all(&request, 1, "shape check", &status);
     else
-        ctx.check(MPI_Wait(&request, &status), "shape check");
+        ok(MPI_Wait(&request, &status), "shape check");
 }
 
 // One round: sends bytes from send to partner as a chain of messages tagged tag (plus the more
@@ -195,21 +206,32 @@ void wait_for(Context &ctx, MPI_Request &request, MPI_Status &status) {
 // another length is received whole or its missing messages' receives are cancelled, so that no
 // message is left to be matched by a later call (the partner, which sees the same difference,
 // sends nothing more to this rank before the mismatch's collective exchange).
+//
+// A chain of one message without a timeout is sent by a blocking MPI_Send: one call instead of
+// MPI_Isend and a wait (it cannot deadlock: each rank posts its receive before sending). A longer
+// chain is sent nonblocking, so that its messages travel together: Open MPI's shared-memory
+// transport completes a send when the partner has taken it, and blocking sends made a 16 KB
+// chain wait for each message in turn (docs/performance.md).
 bool exchange(Context &ctx, Context::State &state, int partner, int tag, const unsigned char *send, std::size_t bytes,
               unsigned char *receive, bool &seen) {
     std::size_t count = messages_of(bytes);
+    bool blocking = count == 1 && ctx.options().timeout_seconds <= 0;
     if (state.requests.size() < 2 * count) state.requests.resize(2 * count);
     MPI_Request *reqs = state.requests.data();
     const char *what = "shape check";
     for (std::size_t i = 0; i < count; ++i)
-        ctx.check(MPI_Irecv(receive + i * message_bytes, static_cast<int>(message_bytes), MPI_BYTE, partner,
-                            MPI_ANY_TAG, state.comm, &reqs[i]),
-                  what);
+        ok(MPI_Irecv(receive + i * message_bytes, static_cast<int>(message_bytes), MPI_BYTE, partner, MPI_ANY_TAG,
+                     state.comm, &reqs[i]),
+           what);
     for (std::size_t i = 0; i < count; ++i) {
         std::size_t at = i * message_bytes, size = std::min(message_bytes, bytes - at);
-        ctx.check(MPI_Isend(send + at, static_cast<int>(size), MPI_BYTE, partner, tag | (i + 1 < count ? more_bit : 0),
-                            state.comm, &reqs[count + i]),
-                  what);
+        int message_tag = tag | (i + 1 < count ? more_bit : 0);
+        if (blocking)
+            ok(MPI_Send(send + at, static_cast<int>(size), MPI_BYTE, partner, message_tag, state.comm), what);
+        else
+            ok(MPI_Isend(send + at, static_cast<int>(size), MPI_BYTE, partner, message_tag, state.comm,
+                         &reqs[count + i]),
+               what);
     }
     bool same = true;
     std::size_t received = 0;
@@ -229,9 +251,8 @@ bool exchange(Context &ctx, Context::State &state, int partner, int tag, const u
     // The partner's chain is longer: take the rest (into receive; the result is not used).
     while (more) {
         same = false;
-        ctx.check(
-            MPI_Irecv(receive, static_cast<int>(message_bytes), MPI_BYTE, partner, MPI_ANY_TAG, state.comm, &reqs[0]),
-            what);
+        ok(MPI_Irecv(receive, static_cast<int>(message_bytes), MPI_BYTE, partner, MPI_ANY_TAG, state.comm, &reqs[0]),
+           what);
         wait_for(ctx, reqs[0], status);
         seen = seen || (status.MPI_TAG & seen_bit) != 0;
         more = (status.MPI_TAG & more_bit) != 0;
@@ -240,16 +261,18 @@ bool exchange(Context &ctx, Context::State &state, int partner, int tag, const u
     for (std::size_t i = received; i < count; ++i) {
         same = false;
         MPI_Cancel(&reqs[i]);
-        ctx.check(MPI_Wait(&reqs[i], MPI_STATUS_IGNORE), what);
+        ok(MPI_Wait(&reqs[i], MPI_STATUS_IGNORE), what);
     }
     // The partner takes every message of this chain, whatever its own.
-    if (ctx.options().timeout_seconds > 0)
-        ctx.wait_all(reqs + count, static_cast<int>(count), what);
-    else
-        ctx.check(MPI_Waitall(static_cast<int>(count), reqs + count, MPI_STATUSES_IGNORE), what);
+    if (!blocking) ctx.wait_all(reqs + count, static_cast<int>(count), what);
     return same;
 }
 
+// x86-64's baseline is SSE2; the add is a visible part of a fused 1 KB sum, so the loader picks an
+// AVX2 clone on CPUs that have it.
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target_clones("avx2", "default")]]
+#endif
 void add(float *out, const float *a, const float *b, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
@@ -261,7 +284,7 @@ void add(float *out, const float *a, const float *b, std::size_t n) {
 // A rank writes its result only then, and only when all agree: a mismatch changes no tensor.
 bool pairwise_check(Context &ctx, Context::State &state, const Signature &signature, Payload *payload, bool fused) {
     int world = ctx.world_size(), rank = ctx.rank();
-    int tag = static_cast<int>((fingerprint_of(signature) >> 35) << 2);
+    int tag = static_cast<int>((fingerprint(state, signature) >> 35) << 2);
     const auto *from = fused ? static_cast<const unsigned char *>(payload->data)
                              : reinterpret_cast<const unsigned char *>(signature.data());
     std::size_t bytes = fused ? payload->bytes : sizeof(Signature);
@@ -315,18 +338,17 @@ bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op
     std::size_t count = head + slot;
     if (state.record.size() < count) state.record.resize(count);
     float *record = state.record.data();
-    encode(record, fingerprint_of(signature), static_cast<uint64_t>(numel), world);
+    encode(record, fingerprint(state, signature), static_cast<uint64_t>(numel), world);
     if (fused) std::memcpy(record + head, payload->data, payload->bytes);
     std::memset(record + head + (fused ? floats : 0), 0, (slot - (fused ? floats : 0)) * sizeof(float));
 
     const char *what = "shape check";
     if (ctx.options().timeout_seconds > 0) {
         MPI_Request req;
-        ctx.check(MPI_Iallreduce(MPI_IN_PLACE, record, static_cast<int>(count), MPI_FLOAT, MPI_SUM, state.comm, &req),
-                  what);
+        ok(MPI_Iallreduce(MPI_IN_PLACE, record, static_cast<int>(count), MPI_FLOAT, MPI_SUM, state.comm, &req), what);
         ctx.wait_all(&req, 1, std::string(kind_name(kind)) + " shape check of " + shape_str(shape));
     } else {
-        ctx.check(MPI_Allreduce(MPI_IN_PLACE, record, static_cast<int>(count), MPI_FLOAT, MPI_SUM, state.comm), what);
+        ok(MPI_Allreduce(MPI_IN_PLACE, record, static_cast<int>(count), MPI_FLOAT, MPI_SUM, state.comm), what);
     }
 
     if (!all_equal(record, world)) {

@@ -22,18 +22,23 @@ struct Host {
     bool in_place = false;
 };
 
-Host acquire(const Tensor &t, std::vector<unsigned char> &staging, bool read) {
+Host acquire(const Tensor &t, std::size_t bytes, std::vector<unsigned char> &staging, bool read) {
     if (t.is_contiguous()) {
         if (void *p = t.host_data()) return {p, true};  // after the device's queued work
     }
-    Host h{reserve(staging, t.nbytes()), false};
-    if (read) t.copy_to_host(h.data, t.nbytes());
+    Host h{reserve(staging, bytes), false};
+    if (read) t.copy_to_host(h.data, bytes);
     return h;
+}
+
+Host acquire(const Tensor &t, std::vector<unsigned char> &staging, bool read) {
+    return acquire(t, t.nbytes(), staging, read);
 }
 
 // Writes staged results back into the tensor on its device.
 void release(const Tensor &t, const Host &h) {
-    if (h.in_place || t.nbytes() == 0) return;
+    if (h.in_place) return;
+    if (t.nbytes() == 0) return;
     NoGradGuard no_grad;  // a parameter may be broadcast: the write is not part of any graph
     if (t.is_contiguous()) {
         copy_from_host(t, h.data, t.nbytes());
@@ -54,13 +59,13 @@ MPI_Op mpi_op(ReduceOp op) {
 
 bool is_half(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
 
-void check_reducible(const Tensor &t, ReduceOp op, const char *what) {
-    if (op == ReduceOp::mean && t.dtype() != DType::f32 && !is_half(t.dtype()))
+void check_reducible(DType dtype, ReduceOp op, const char *what) {
+    if (op == ReduceOp::mean && dtype != DType::f32 && !is_half(dtype))
         throw DTypeError(std::string("DTypeError: ") + what +
                          " with mean needs a float tensor (f32, "
                          "f16, bf16), got " +
-                         dtype_name(t.dtype()) + "; use sum, or cast first");
-    if (!is_half(t.dtype())) reduce_type(t.dtype(), what);
+                         dtype_name(dtype) + "; use sum, or cast first");
+    if (!is_half(dtype)) reduce_type(dtype, what);
 }
 
 void scale(void *data, int64_t n, float factor) {
@@ -109,21 +114,36 @@ void narrow_into(const Tensor &t, const Tensor &wide) {
     const_cast<Tensor &>(t).assign_(wide);
 }
 
-void all_reduce_as(Context &ctx, Context::State &state, const Tensor &t, DType declared, ReduceOp op) {
-    int count = count_of(t.numel(), "all_reduce");
-    Host h = count ? acquire(t, state.staging, true) : Host{};
-    Payload payload{h.data, t.nbytes(), op, t.dtype()};
-    bool done = check_collective(ctx, state, Kind::all_reduce, static_cast<int64_t>(op), t.shape(), declared,
+// The element count of a shape, from the shape the caller already holds (0 with a zero axis).
+int64_t numel_of(const Shape &shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+        if (d == 0) return 0;
+        n *= d;
+    }
+    return n;
+}
+
+// dtype is t's (f32, i32 or i64), declared the one the shape check compares. The tensor is asked
+// for its shape, contiguity and memory once each: at 1 KB tinyfin's own steps are a visible part
+// of the call's time (docs/performance.md).
+void all_reduce_as(Context &ctx, Context::State &state, const Tensor &t, DType dtype, DType declared, ReduceOp op) {
+    const Shape &shape = t.shape();
+    int count = count_of(numel_of(shape), "all_reduce");
+    std::size_t bytes = static_cast<std::size_t>(count) * dtype_size(dtype);
+    Host h = count ? acquire(t, bytes, state.staging, true) : Host{};
+    Payload payload{h.data, bytes, op, dtype};
+    bool done = check_collective(ctx, state, Kind::all_reduce, static_cast<int64_t>(op), shape, declared,
                                  count ? &payload : nullptr);
     if (count == 0) return;
     if (!done) {
-        MPI_Datatype type = reduce_type(t.dtype(), "all_reduce");
+        MPI_Datatype type = reduce_type(dtype, "all_reduce");
         if (ctx.options().timeout_seconds > 0) {
             MPI_Request req;
-            ctx.check(MPI_Iallreduce(MPI_IN_PLACE, h.data, count, type, mpi_op(op), state.comm, &req), "all_reduce");
-            ctx.wait_all(&req, 1, "all_reduce of " + shape_str(t.shape()));
+            ok(MPI_Iallreduce(MPI_IN_PLACE, h.data, count, type, mpi_op(op), state.comm, &req), "all_reduce");
+            ctx.wait_all(&req, 1, "all_reduce of " + shape_str(shape));
         } else {
-            ctx.check(MPI_Allreduce(MPI_IN_PLACE, h.data, count, type, mpi_op(op), state.comm), "all_reduce");
+            ok(MPI_Allreduce(MPI_IN_PLACE, h.data, count, type, mpi_op(op), state.comm), "all_reduce");
         }
     }
     if (op == ReduceOp::mean) scale(h.data, count, 1.0f / static_cast<float>(ctx.world_size()));
@@ -149,12 +169,11 @@ Tensor reduce_scatter_as(Context &ctx, Context::State &state, const Tensor &t, D
         MPI_Datatype type = reduce_type(t.dtype(), "reduce_scatter");
         if (ctx.options().timeout_seconds > 0) {
             MPI_Request req;
-            ctx.check(MPI_Ireduce_scatter_block(in.data, result.data, count, type, mpi_op(op), state.comm, &req),
-                      "reduce_scatter");
+            ok(MPI_Ireduce_scatter_block(in.data, result.data, count, type, mpi_op(op), state.comm, &req),
+               "reduce_scatter");
             ctx.wait_all(&req, 1, "reduce_scatter of " + shape_str(t.shape()));
         } else {
-            ctx.check(MPI_Reduce_scatter_block(in.data, result.data, count, type, mpi_op(op), state.comm),
-                      "reduce_scatter");
+            ok(MPI_Reduce_scatter_block(in.data, result.data, count, type, mpi_op(op), state.comm), "reduce_scatter");
         }
     }
     if (op == ReduceOp::mean) scale(result.data, count, 1.0f / static_cast<float>(world));
@@ -166,10 +185,11 @@ Tensor reduce_scatter_as(Context &ctx, Context::State &state, const Tensor &t, D
 
 void Context::all_reduce(const Tensor &tensor, ReduceOp op) {
     require_defined(tensor, "all_reduce");
-    check_reducible(tensor, op, "all_reduce");
-    if (!is_half(tensor.dtype())) return all_reduce_as(*this, *state_, tensor, tensor.dtype(), op);
+    DType dtype = tensor.dtype();
+    check_reducible(dtype, op, "all_reduce");
+    if (!is_half(dtype)) return all_reduce_as(*this, *state_, tensor, dtype, dtype, op);
     Tensor wide = widened(tensor);
-    all_reduce_as(*this, *state_, wide, tensor.dtype(), op);
+    all_reduce_as(*this, *state_, wide, DType::f32, dtype, op);
     narrow_into(tensor, wide);
 }
 
@@ -184,10 +204,10 @@ void Context::broadcast(const Tensor &tensor, int root) {
     Host h = acquire(tensor, state_->staging, rank_ == root);
     if (options_.timeout_seconds > 0) {
         MPI_Request req;
-        check(MPI_Ibcast(h.data, bytes, MPI_BYTE, root, state_->comm, &req), "broadcast");
+        ok(MPI_Ibcast(h.data, bytes, MPI_BYTE, root, state_->comm, &req), "broadcast");
         wait_all(&req, 1, "broadcast of " + shape_str(tensor.shape()));
     } else {
-        check(MPI_Bcast(h.data, bytes, MPI_BYTE, root, state_->comm), "broadcast");
+        ok(MPI_Bcast(h.data, bytes, MPI_BYTE, root, state_->comm), "broadcast");
     }
     if (rank_ != root) release(tensor, h);
 }
@@ -205,10 +225,10 @@ Tensor Context::all_gather(const Tensor &tensor) {
     Host result = acquire(out, state_->receive, false);
     if (options_.timeout_seconds > 0) {
         MPI_Request req;
-        check(MPI_Iallgather(in.data, bytes, MPI_BYTE, result.data, bytes, MPI_BYTE, state_->comm, &req), "all_gather");
+        ok(MPI_Iallgather(in.data, bytes, MPI_BYTE, result.data, bytes, MPI_BYTE, state_->comm, &req), "all_gather");
         wait_all(&req, 1, "all_gather of " + shape_str(tensor.shape()));
     } else {
-        check(MPI_Allgather(in.data, bytes, MPI_BYTE, result.data, bytes, MPI_BYTE, state_->comm), "all_gather");
+        ok(MPI_Allgather(in.data, bytes, MPI_BYTE, result.data, bytes, MPI_BYTE, state_->comm), "all_gather");
     }
     release(out, result);
     return out;
@@ -216,7 +236,7 @@ Tensor Context::all_gather(const Tensor &tensor) {
 
 Tensor Context::reduce_scatter(const Tensor &tensor, ReduceOp op) {
     require_defined(tensor, "reduce_scatter");
-    check_reducible(tensor, op, "reduce_scatter");
+    check_reducible(tensor.dtype(), op, "reduce_scatter");
     if (tensor.rank() == 0 || tensor.shape()[0] % world_size_ != 0)
         throw ShapeError("ShapeError: reduce_scatter: axis 0 of " + shape_str(tensor.shape()) + " must divide into " +
                          std::to_string(world_size_) + " equal pieces");
@@ -229,11 +249,11 @@ Tensor Context::reduce_scatter(const Tensor &tensor, ReduceOp op) {
 void Context::barrier() {
     if (options_.timeout_seconds > 0) {
         MPI_Request req;
-        check(MPI_Ibarrier(state_->comm, &req), "barrier");
+        ok(MPI_Ibarrier(state_->comm, &req), "barrier");
         wait_all(&req, 1, "barrier");
         return;
     }
-    check(MPI_Barrier(state_->comm), "barrier");
+    ok(MPI_Barrier(state_->comm), "barrier");
 }
 
 }  // namespace tinyfin::dist

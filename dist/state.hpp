@@ -4,6 +4,8 @@
 
 #include <mpi.h>
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,11 @@ struct Context::State {
     // The pairwise check (check.cpp) instead of the record, in a world of a power of two ranks
     // whose MPI has 31-bit tags: set once by the Context, the same on every rank.
     bool pairwise = false;
+    // The last signature the check hashed and its fingerprint (check.cpp).
+    std::array<int64_t, 10> fingerprinted{};
+    uint64_t fingerprint = 0;
+    bool has_fingerprint = false;
+
     // Its reusable requests, statuses, incoming messages and partial sums (ranks beyond two).
     std::vector<MPI_Request> requests;
     std::vector<MPI_Status> statuses;
@@ -66,5 +73,12 @@ bool check_collective(Context &ctx, Context::State &state, Kind kind, int64_t op
                       DType declared, Payload *payload);
 
 [[noreturn]] void throw_mpi(int code, const std::string &what);
+
+// Throws DistError naming what when an MPI call failed; unlike Context::check it builds no
+// string when the call succeeded (a small collective's path makes several such calls).
+inline void ok(int code, const char *what) {
+    if (code != MPI_SUCCESS) [[unlikely]]
+        throw_mpi(code, what);
+}
 
 }  // namespace tinyfin::dist

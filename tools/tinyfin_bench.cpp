@@ -4,7 +4,7 @@
 //   tinyfin-bench [--op LIST] [--backend LIST] [--size LIST] [--repeat N] [--warmup N]
 //                 [--budget SECONDS] [--settle SECONDS] [--stat median|min] [--clock wall|cpu]
 //                 [--threads N] [--compare numpy,torch] [--python PATH] [--json | --csv] [--list]
-//   tinyfin-bench --train N | --train-gpt N [--compare torch] [--threads N]
+//   tinyfin-bench --train N | --train-gpt N [--compare torch | --autocast bf16|f16] [--threads N]
 //
 // Each case runs warm-up calls, then --repeat samples, the backends' samples interleaved; a
 // sample times enough back-to-back calls to last about 10 ms, on the wall clock or (--clock cpu)
@@ -40,6 +40,7 @@
 #ifdef TF_BENCH_HAVE_CLBLAST
 #include "bench_clblast.hpp"
 #endif
+#include "bench_autocast.hpp"
 #include "bench_gpt.hpp"
 #include "bench_train.hpp"
 #include "tinyfin/tinyfin.hpp"
@@ -70,6 +71,8 @@ struct Options {
     int threads = 0;  // 0: TINYFIN_THREADS, else the usable cores
     int train_steps = 0;  // --train: training steps instead of the op cases
     int gpt_steps = 0;  // --train-gpt: char_gpt training steps and sampling instead
+    // --autocast: with --train or --train-gpt, the f32 step against the step under autocast.
+    std::optional<tinyfin::DType> autocast;
     std::string python = "/usr/bin/python3";
     // The statistic rates and ratios use: the median, or the best sample (steadier on a shared machine).
     bool use_min = false;
@@ -114,7 +117,9 @@ void usage(FILE *out) {
                  "              also PyTorch's step, as shipped and hand-tuned (bench_train_torch.py)\n"
                  "  --train-gpt N  time N steps of examples/char_gpt's default config on the fortunes corpus\n"
                  "              and 200 KV-cached sampled tokens; with --compare torch also PyTorch's, as\n"
-                 "              shipped and hand-tuned (bench_gpt_torch.py)\n");
+                 "              shipped and hand-tuned (bench_gpt_torch.py)\n"
+                 "  --autocast D  with --train or --train-gpt: N steps in f32 and N under autocast D (bf16\n"
+                 "              or f16) on twin models, alternating; median cpu time per step and the ratio\n");
 }
 
 bool parse_int(const char *text, int lo, int hi, int *out) {
@@ -188,6 +193,13 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
                 return 2;
             }
             o.cpu_clock = std::strcmp(v, "cpu") == 0;
+        } else if (arg == "--autocast") {
+            if (!(v = value("--autocast"))) return 2;
+            if (std::strcmp(v, "bf16") != 0 && std::strcmp(v, "f16") != 0) {
+                std::fprintf(stderr, "tinyfin-bench: --autocast wants bf16 or f16, got '%s'\n", v);
+                return 2;
+            }
+            o.autocast = std::strcmp(v, "bf16") == 0 ? tinyfin::DType::bf16 : tinyfin::DType::f16;
         } else if (arg == "--python") {
             if (!(v = value("--python"))) return 2;
             o.python = v;
@@ -196,6 +208,14 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
             usage(stderr);
             return 2;
         }
+    }
+    if (o.autocast && o.train_steps == 0 && o.gpt_steps == 0) {
+        std::fprintf(stderr, "tinyfin-bench: --autocast compares training steps; add --train N or --train-gpt N\n");
+        return 2;
+    }
+    if (o.autocast && !o.peers.empty()) {
+        std::fprintf(stderr, "tinyfin-bench: --autocast and --compare do not combine; run them separately\n");
+        return 2;
     }
     for (const std::string &peer : o.peers)
         if (peer != "numpy" && peer != "torch") {
@@ -1136,6 +1156,16 @@ int main(int argc, char **argv) {
 #ifdef TF_BENCH_HAVE_OPENBLAS
     openblas_set_num_threads(m.threads);
 #endif
+    if (o.autocast && (o.gpt_steps > 0 || o.train_steps > 0)) {
+        try {
+            if (o.gpt_steps > 0) tfbench::run_autocast_compare(tfbench::Workload::gpt, o.gpt_steps, *o.autocast);
+            if (o.train_steps > 0) tfbench::run_autocast_compare(tfbench::Workload::cnn, o.train_steps, *o.autocast);
+            return 0;
+        } catch (const std::exception &e) {
+            std::fprintf(stderr, "tinyfin-bench: %s\n", e.what());
+            return 1;
+        }
+    }
     if (o.gpt_steps > 0) {
         try {
             const tfbench::GptRates ours = tfbench::run_train_gpt(o.gpt_steps);

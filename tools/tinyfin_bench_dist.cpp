@@ -56,7 +56,9 @@ int bench_allreduce(dist::Context &ctx, int reps, int64_t max_bytes) {
         void *data = t.host_data();
         int count = static_cast<int>(bytes / 4);
         std::vector<double> raw, tf, tfs, tfu;
-        int r = bytes >= (16 << 20) ? std::min(5, reps) : reps;
+        // From 16 MB a call takes tens of milliseconds: 20 repetitions (5 left those rows to the
+        // load of a shared machine, docs/performance.md).
+        int r = bytes >= (16 << 20) ? std::min(20, reps) : reps;
         auto timed = [&](std::vector<double> &into, auto &&call) {
             MPI_Barrier(comm);
             auto t0 = Clock::now();

@@ -8,6 +8,8 @@
 //   plugin_kit/geometry.hpp     conv/pool output sizes and parameter checks, overflow-safe
 //   plugin_kit/host_memory.hpp  the host caching allocator (TINYFIN_HOST_CACHE_BYTES)
 //   plugin_kit/features.hpp     FeatureList: list_features() keys and printf-style values
+//   plugin_kit/table.hpp        plugin_table<Impl>(): the tf_plugin table from a struct's static members
+//   plugin_kit/dtypes.hpp       with_float_dtype<...>() and kin: a dtype switch over the plugin's storage types
 //
 // Opt-in (defines struct tf_buffer): plugin_kit/host_buffer.hpp, the buffer members of a plugin
 // whose device is the host.
@@ -17,11 +19,13 @@
 #ifndef TINYFIN_PLUGIN_KIT_HPP
 #define TINYFIN_PLUGIN_KIT_HPP
 
+#include <tinyfin/plugin_kit/dtypes.hpp>
 #include <tinyfin/plugin_kit/errors.hpp>
 #include <tinyfin/plugin_kit/features.hpp>
 #include <tinyfin/plugin_kit/geometry.hpp>
 #include <tinyfin/plugin_kit/host_memory.hpp>
 #include <tinyfin/plugin_kit/ops.hpp>
+#include <tinyfin/plugin_kit/table.hpp>
 #include <tinyfin/plugin_kit/tensors.hpp>
 
 #endif  // TINYFIN_PLUGIN_KIT_HPP

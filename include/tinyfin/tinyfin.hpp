@@ -313,10 +313,12 @@ Tensor minimum(double a, const Tensor &b);
 // - No autograd history is recorded: while grad mode is on, an a, b or out that requires grad is
 //   an AutogradError. Under NoGradGuard it runs, and overwrites out's elements like assign_.
 // The list is checked against ops.def when the library is built: every BINARY and COMPARE op.
-#define TINYFIN_BINARY_OUT_OPS(X)                                                                                      \
-    X(add, ADD)                                                                                                        \
-    X(sub, SUB) X(mul, MUL) X(div, DIV) X(pow, POW) X(maximum, MAXIMUM) X(minimum, MINIMUM) X(eq, EQ) X(ne, NE)        \
-        X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE) X(relu_backward, RELU_BACKWARD) X(gelu_backward, GELU_BACKWARD)
+// clang-format off
+#define TINYFIN_BINARY_OUT_OPS(X) \
+    X(add, ADD) X(sub, SUB) X(mul, MUL) X(div, DIV) X(pow, POW) X(maximum, MAXIMUM)            \
+    X(minimum, MINIMUM) X(eq, EQ) X(ne, NE) X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE)           \
+    X(relu_backward, RELU_BACKWARD) X(gelu_backward, GELU_BACKWARD)
+// clang-format on
 #define TINYFIN_DECLARE_OUT(fn, SYM) void fn(const Tensor &a, const Tensor &b, const Tensor &out);
 TINYFIN_BINARY_OUT_OPS(TINYFIN_DECLARE_OUT)
 #undef TINYFIN_DECLARE_OUT

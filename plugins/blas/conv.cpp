@@ -315,9 +315,7 @@ bool conv2d_supported(const tf_op_desc &op) noexcept {
 
 tf_status conv2d_run(const tf_op_desc &op, tf_error *err) {
     ConvGeom g;
-    const char *name = op.op == TF_OP_CONV2D              ? "conv2d"
-                       : op.op == TF_OP_CONV2D_GRAD_INPUT ? "conv2d_grad_input"
-                                                          : "conv2d_grad_weight";
+    const char *name = op_name(op.op);
     if (!conv_geometry(op, &g))
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas does not support this descriptor", name);
     if (!op.inputs[0].data || !op.inputs[1].data || !op.outputs[0].data)

@@ -40,123 +40,101 @@ using namespace tf_blas;
 
 namespace {
 
-// ---- Backend ---------------------------------------------------------------------------------
-
-// Nothing to check cheaply: whether OpenBLAS loads is init's answer.
-tf_status blas_probe(tf_error *) { return TF_STATUS_OK; }
-
-tf_status blas_init(tf_error *err) {
-    return guarded(err, "init", [&]() -> tf_status {
-        if (tf_status s = openblas_load(err); s != TF_STATUS_OK) return s;
-        log_line(TF_LOG_DEBUG, "%s, core %s, %d threads (%s)", openblas_path(), openblas().get_corename(),
-                 openblas().get_num_threads(), openblas_threads_source());
-        return TF_STATUS_OK;
-    });
-}
-
-// Buffers still allocated belong to tensors the core no longer frees (see R14): they are plain
-// host memory that process exit returns. Cached blocks and scratch memory are freed here.
-void blas_shutdown(void) {
-    std::lock_guard<std::mutex> lock(g_lock);
-    scratch_release();
-    host_cache_release();
-    openblas_unload();
-}
-
-// ---- Device ----------------------------------------------------------------------------------
-
-int32_t blas_device_count(void) { return 1; }
-
-tf_status blas_device_info(int32_t device, tf_device_info *info, tf_error *err) {
-    if (tf_status s = check_host_device("device_info", device, err); s != TF_STATUS_OK) return s;
-    if (!info) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: info is NULL");
-    tf_device_info full = host_device_info();
-    std::snprintf(full.name, sizeof full.name, "OpenBLAS %s, %d threads", openblas().get_corename(),
-                  openblas().get_num_threads());
-    copy_device_info(full, info);
-    return TF_STATUS_OK;
-}
-
-// ---- Buffers ---------------------------------------------------------------------------------
-
+// The plugin's members (the table's, by name: tf_kit::plugin_table). Buffers and synchronize are
 // cpu's buffer layer, from the plugin kit (tinyfin/plugin_kit/host_buffer.hpp): the same blocks,
 // the same cache (TINYFIN_HOST_CACHE_BYTES), so cpu runs ops on blas buffers in place.
+struct BlasPlugin : HostBuffers {
+    // ---- Backend ---------------------------------------------------------------------------------
 
-// ---- Ops -------------------------------------------------------------------------------------
+    // Nothing to check cheaply: whether OpenBLAS loads is init's answer.
+    static tf_status probe(tf_error *) { return TF_STATUS_OK; }
 
-int32_t blas_supports(int32_t device, const tf_op_desc *op) {
-    if (device != 0 || !op || op->struct_size < sizeof(tf_op_desc)) return 0;
-    switch (op->op) {
-    case TF_OP_MATMUL: return matmul_supported(*op);
-    case TF_OP_CONV2D:
-    case TF_OP_CONV2D_GRAD_INPUT:
-    case TF_OP_CONV2D_GRAD_WEIGHT: return conv2d_supported(*op);
-    default: return 0;
-    }
-}
-
-tf_status blas_run(int32_t device, const tf_op_desc *op, tf_error *err) {
-    return guarded(
-        err, [op] { return op && op->struct_size >= sizeof(tf_op_desc) ? op_name(op->op) : "run"; },
-        [&]() -> tf_status {
-            if (tf_status s = check_host_device("run", device, err); s != TF_STATUS_OK) return s;
-            if (!op || op->struct_size < sizeof(tf_op_desc))
-                return fail(err, TF_STATUS_INVALID_ARGUMENT, "run: op descriptor missing or smaller than %zu bytes",
-                            sizeof(tf_op_desc));
-            std::lock_guard<std::mutex> lock(g_lock);
-            switch (op->op) {
-            case TF_OP_MATMUL: return matmul_run(*op, err);
-            case TF_OP_CONV2D:
-            case TF_OP_CONV2D_GRAD_INPUT:
-            case TF_OP_CONV2D_GRAD_WEIGHT: return conv2d_run(*op, err);
-            default:
-                return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas has no kernel for op %u", op_name(op->op), op->op);
-            }
+    static tf_status init(tf_error *err) {
+        return guarded(err, "init", [&]() -> tf_status {
+            if (tf_status s = openblas_load(err); s != TF_STATUS_OK) return s;
+            log_line(TF_LOG_DEBUG, "%s, core %s, %d threads (%s)", openblas_path(), openblas().get_corename(),
+                     openblas().get_num_threads(), openblas_threads_source());
+            return TF_STATUS_OK;
         });
-}
+    }
 
-// ---- Features --------------------------------------------------------------------------------
+    // Buffers still allocated belong to tensors the core no longer frees (see R14): they are plain
+    // host memory that process exit returns. Cached blocks and scratch memory are freed here.
+    static void shutdown() {
+        std::lock_guard<std::mutex> lock(g_lock);
+        scratch_release();
+        host_cache_release();
+        openblas_unload();
+    }
 
-void blas_list_features(tf_feature_fn emit, void *user) {
-    if (!emit) return;
-    char threads[16];
-    std::snprintf(threads, sizeof threads, "%d", openblas().get_num_threads());
-    emit(user, "openblas.core", openblas().get_corename());
-    emit(user, "openblas.threads", threads);
-    emit(user, "openblas.threads.source", openblas_threads_source());
-    emit(user, "openblas.config", openblas().get_config());
-    emit(user, "openblas.library", openblas_path());
-}
+    // ---- Device ----------------------------------------------------------------------------------
+
+    static int32_t device_count() { return 1; }
+
+    static tf_status device_info(int32_t device, tf_device_info *info, tf_error *err) {
+        if (tf_status s = check_host_device("device_info", device, err); s != TF_STATUS_OK) return s;
+        if (!info) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: info is NULL");
+        tf_device_info full = host_device_info();
+        std::snprintf(full.name, sizeof full.name, "OpenBLAS %s, %d threads", openblas().get_corename(),
+                      openblas().get_num_threads());
+        copy_device_info(full, info);
+        return TF_STATUS_OK;
+    }
+
+    // ---- Ops -------------------------------------------------------------------------------------
+
+    static int32_t supports(int32_t device, const tf_op_desc *op) {
+        if (device != 0 || !op || op->struct_size < sizeof(tf_op_desc)) return 0;
+        switch (op->op) {
+        case TF_OP_MATMUL: return matmul_supported(*op);
+        case TF_OP_CONV2D:
+        case TF_OP_CONV2D_GRAD_INPUT:
+        case TF_OP_CONV2D_GRAD_WEIGHT: return conv2d_supported(*op);
+        default: return 0;
+        }
+    }
+
+    static tf_status run(int32_t device, const tf_op_desc *op, tf_error *err) {
+        return guarded(
+            err, [op] { return op && op->struct_size >= sizeof(tf_op_desc) ? op_name(op->op) : "run"; },
+            [&]() -> tf_status {
+                if (tf_status s = check_host_device("run", device, err); s != TF_STATUS_OK) return s;
+                if (!op || op->struct_size < sizeof(tf_op_desc))
+                    return fail(err, TF_STATUS_INVALID_ARGUMENT, "run: op descriptor missing or smaller than %zu bytes",
+                                sizeof(tf_op_desc));
+                std::lock_guard<std::mutex> lock(g_lock);
+                switch (op->op) {
+                case TF_OP_MATMUL: return matmul_run(*op, err);
+                case TF_OP_CONV2D:
+                case TF_OP_CONV2D_GRAD_INPUT:
+                case TF_OP_CONV2D_GRAD_WEIGHT: return conv2d_run(*op, err);
+                default:
+                    return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas has no kernel for op %u", op_name(op->op),
+                                op->op);
+                }
+            });
+    }
+
+    // ---- Features --------------------------------------------------------------------------------
+
+    static void list_features(tf_feature_fn emit, void *user) {
+        if (!emit) return;
+        char threads[16];
+        std::snprintf(threads, sizeof threads, "%d", openblas().get_num_threads());
+        emit(user, "openblas.core", openblas().get_corename());
+        emit(user, "openblas.threads", threads);
+        emit(user, "openblas.threads.source", openblas_threads_source());
+        emit(user, "openblas.config", openblas().get_config());
+        emit(user, "openblas.library", openblas_path());
+    }
+};
 
 // ---- Plugin table ----------------------------------------------------------------------------
 
-constexpr tf_plugin k_plugin = {
-    .struct_size = sizeof(tf_plugin),
-    .abi_version = TF_ABI_VERSION,
-    .name = "blas",
-    .version = TF_BLAS_VERSION,
-    // 0: not picked by TINYFIN_BACKEND=auto. On the machines measured (docs/performance.md) cpu
-    // matches OpenBLAS's sgemm and beats this plugin's conv, and OpenBLAS's spinning threads
-    // slow cpu's pool down when both run ops of one program.
-    .priority = 0,
-    .reserved_ = 0,
-    .probe = blas_probe,
-    .init = blas_init,
-    .shutdown = blas_shutdown,
-    .device_count = blas_device_count,
-    .device_info = blas_device_info,
-    .buffer_alloc = host_buffer_alloc,
-    .buffer_free = host_buffer_free,
-    .buffer_host_ptr = host_buffer_host_ptr,
-    .buffer_write = host_buffer_write,
-    .buffer_read = host_buffer_read,
-    .buffer_copy = host_buffer_copy,
-    .supports = blas_supports,
-    .run = blas_run,
-    .synchronize = host_synchronize,
-    .list_features = blas_list_features,
-    .get_proc = nullptr,  // no extensions
-};
+// 0: not picked by TINYFIN_BACKEND=auto. On the machines measured (docs/performance.md) cpu
+// matches OpenBLAS's sgemm and beats this plugin's conv, and OpenBLAS's spinning threads
+// slow cpu's pool down when both run ops of one program.
+constexpr tf_plugin k_plugin = plugin_table<BlasPlugin>("blas", TF_BLAS_VERSION, 0);
 
 }  // namespace
 

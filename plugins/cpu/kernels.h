@@ -153,6 +153,9 @@ void f32_run_to_bf16(const float *src, uint16_t *dst, int64_t n);
 // caller's element loop to take over.
 bool load_f32_run(int32_t dtype, const char *src, int64_t step, float *dst, int64_t n);
 bool store_f32_run(int32_t dtype, const float *src, char *dst, int64_t step, int64_t n);
+// Rounds dense f32 `src` (out's shape, row-major) once into float tensor out, through out's
+// strides (kernels_own.cpp).
+void store_rounded(const tf_tensor_desc &out, const float *src);
 
 // Float to integer like C: truncates toward zero. Where C is undefined this saturates:
 // NaN gives 0, beyond the range gives the nearest limit (infinities included).
@@ -175,62 +178,44 @@ inline I saturate_cast(double x) {
 template <class T>
 struct Traits;
 
-template <>
-struct Traits<float> {
-    using Compute = float;
-    using Wide = double;
-    static float load(const char *p) {
-        float v;
+// Types stored as themselves (float and the integers): load and store copy the bytes.
+template <class T, class W>
+struct PlainTraits {
+    using Compute = T;
+    using Wide = W;
+    static T load(const char *p) {
+        T v;
         std::memcpy(&v, p, sizeof v);
         return v;
     }
-    static void store(char *p, float v) { std::memcpy(p, &v, sizeof v); }
+    static void store(char *p, T v) { std::memcpy(p, &v, sizeof v); }
+};
+
+template <>
+struct Traits<float> : PlainTraits<float, double> {
     static void store_wide(char *p, double v) { store(p, static_cast<float>(v)); }
     static void store_wide(char *p, int64_t v) { store(p, static_cast<float>(v)); }  // one rounding
 };
 
-template <>
-struct Traits<Half> {
+// The 16-bit floats: their bits in memory, float to compute in; E exponent and M mantissa bits.
+template <int E, int M, float (*ToF32)(uint16_t), uint16_t (*FromF32)(float)>
+struct Float16Traits {
     using Compute = float;
     using Wide = double;
-    static uint16_t bits(const char *p) {
-        uint16_t v;
-        std::memcpy(&v, p, sizeof v);
-        return v;
-    }
-    static void put(char *p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
-    static float load(const char *p) { return f16_to_f32(bits(p)); }
-    static void store(char *p, float v) { put(p, f32_to_f16(v)); }
-    static void store_wide(char *p, double v) { put(p, f64_to_format<5, 10>(v)); }
-    static void store_wide(char *p, int64_t v) { put(p, i64_to_format<5, 10>(v)); }
+    using Bits = PlainTraits<uint16_t, int64_t>;
+    static float load(const char *p) { return ToF32(Bits::load(p)); }
+    static void store(char *p, float v) { Bits::store(p, FromF32(v)); }
+    static void store_wide(char *p, double v) { Bits::store(p, f64_to_format<E, M>(v)); }
+    static void store_wide(char *p, int64_t v) { Bits::store(p, i64_to_format<E, M>(v)); }
 };
-
 template <>
-struct Traits<BFloat16> {
-    using Compute = float;
-    using Wide = double;
-    static uint16_t bits(const char *p) {
-        uint16_t v;
-        std::memcpy(&v, p, sizeof v);
-        return v;
-    }
-    static void put(char *p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
-    static float load(const char *p) { return bf16_to_f32(bits(p)); }
-    static void store(char *p, float v) { put(p, f32_to_bf16(v)); }
-    static void store_wide(char *p, double v) { put(p, f64_to_format<8, 7>(v)); }
-    static void store_wide(char *p, int64_t v) { put(p, i64_to_format<8, 7>(v)); }
-};
+struct Traits<Half> : Float16Traits<5, 10, f16_to_f32, f32_to_f16> {};
+template <>
+struct Traits<BFloat16> : Float16Traits<8, 7, bf16_to_f32, f32_to_bf16> {};
 
 template <class I>
-struct IntTraits {
-    using Compute = I;
-    using Wide = int64_t;
-    static I load(const char *p) {
-        I v;
-        std::memcpy(&v, p, sizeof v);
-        return v;
-    }
-    static void store(char *p, I v) { std::memcpy(p, &v, sizeof v); }
+struct IntTraits : PlainTraits<I, int64_t> {
+    using PlainTraits<I, int64_t>::store;
     static void store_wide(char *p, double v) { store(p, saturate_cast<I>(v)); }
     // Integer narrowing wraps (two's complement, as C++20 defines it), like numpy and torch.
     static void store_wide(char *p, int64_t v) { store(p, static_cast<I>(v)); }
@@ -256,58 +241,15 @@ inline typename Traits<T>::Wide load_wide(const char *p) {
     return static_cast<typename Traits<T>::Wide>(Traits<T>::load(p));
 }
 
-// Calls fn(T{}) with T the storage type of dtype; false (fn not called) when dtype is not in the set.
-template <class Fn>
-bool with_float_dtype(int32_t dtype, Fn &&fn) {
-    switch (dtype) {
-    case TF_DTYPE_F32: fn(float{}); return true;
-    case TF_DTYPE_F16: fn(Half{}); return true;
-    case TF_DTYPE_BF16: fn(BFloat16{}); return true;
-    default: return false;
-    }
-}
+// The dtype switch over cpu's storage types (tinyfin/plugin_kit/dtypes.hpp): Dtypes::with_float,
+// with_index, with_numeric, with_any, with_bits.
+using Dtypes = DtypeSwitch<Half, BFloat16, Boolean>;
 
-template <class Fn>
-bool with_numeric_dtype(int32_t dtype, Fn &&fn) {
-    switch (dtype) {
-    case TF_DTYPE_I32: fn(int32_t{}); return true;
-    case TF_DTYPE_I64: fn(int64_t{}); return true;
-    default: return with_float_dtype(dtype, fn);
-    }
-}
-
-template <class Fn>
-bool with_any_dtype(int32_t dtype, Fn &&fn) {
-    if (dtype == TF_DTYPE_BOOL) {
-        fn(Boolean{});
-        return true;
-    }
-    return with_numeric_dtype(dtype, fn);
-}
-
-// ---- Maximum and minimum ----------------------------------------------------------------------
-
-// IEEE 754-2019 maximum / minimum: a NaN operand wins (a's when both are NaN) and -0 < +0, so
-// apart from which NaN comes out the result does not depend on the operands' order. The
-// maximum/minimum ops and the max/min reductions (a fold of these) share them.
-template <class C>
-C maximum_of(C a, C b) {
-    if constexpr (std::is_floating_point_v<C>) {
-        if (a != a) return a;
-        if (b != b) return b;
-        if (a == b) return std::signbit(a) ? b : a;
-    }
-    return a < b ? b : a;
-}
-
-template <class C>
-C minimum_of(C a, C b) {
-    if constexpr (std::is_floating_point_v<C>) {
-        if (a != a) return a;
-        if (b != b) return b;
-        if (a == b) return std::signbit(a) ? a : b;
-    }
-    return b < a ? b : a;
+// The status of a dtype switch (Dtypes above): OK when it ran the kernel (known), else
+// UNSUPPORTED naming what and the dtype.
+inline tf_status dtype_status(bool known, const char *what, int32_t dtype, tf_error *err) {
+    if (known) return TF_STATUS_OK;
+    return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", what, dtype_name(dtype));
 }
 
 // ---- Strided walks ----------------------------------------------------------------------------
@@ -402,10 +344,12 @@ void walk(int rank, const int64_t *shape, const std::array<View, N> &views, Row 
 tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
                      tf_error *err);
 tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
-// kernels_erf.cpp: gelu, erf and exp when in and out are dense f32; false (nothing done) otherwise.
-bool run_f32_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out);
-// kernels_erf.cpp: gelu_backward when dy, x and out are dense f32; false (nothing done) otherwise.
-bool run_f32_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_tensor_desc &out);
+// kernels_erf.cpp: gelu, erf and exp when in and out are dense f32, or dense f16/bf16 of one
+// dtype (computed in f32, rounded once); false (nothing done) otherwise.
+bool run_vector_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out);
+// kernels_erf.cpp: gelu_backward when dy, x and out are dense and all f32, f16 or bf16 (as
+// run_vector_erf); false (nothing done) otherwise.
+bool run_vector_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_tensor_desc &out);
 tf_status run_clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, double max, tf_error *err);
 // kernels_compare.cpp: eq, ne, lt, le, gt, ge (bool output) and where.
 tf_status run_compare(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,

@@ -40,10 +40,13 @@ void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t 
             return;
         }
     }
-    with_float_dtype(d.dtype, [&](auto tag) {
+    Dtypes::with_float(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
-        for (int64_t i = 0; i < rows; ++i)
+        for (int64_t i = 0; i < rows; ++i) {
+            // f16/bf16 rows (autocast's q, k, v): the vectorised conversions, the same values.
+            if (load_f32_run(d.dtype, base + i * rs, cs, dst + i * cols, cols)) continue;
             for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = Tr::load(base + i * rs + j * cs);
+        }
     });
 }
 
@@ -56,10 +59,12 @@ void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t
             std::memcpy(base + i * rs, src + i * cols, static_cast<size_t>(cols) * sizeof(float));
         return;
     }
-    with_float_dtype(d.dtype, [&](auto tag) {
+    Dtypes::with_float(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
-        for (int64_t i = 0; i < rows; ++i)
+        for (int64_t i = 0; i < rows; ++i) {
+            if (store_f32_run(d.dtype, src + i * cols, base + i * rs, cs, cols)) continue;
             for (int64_t j = 0; j < cols; ++j) Tr::store(base + i * rs + j * cs, src[i * cols + j]);
+        }
     });
 }
 

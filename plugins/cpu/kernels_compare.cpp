@@ -42,24 +42,9 @@ void compare(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_d
     parallel_elementwise<3>({&out, &a, &b}, [&](const auto &d) { compare_rows<T>(*d[1], *d[2], *d[0], cmp); });
 }
 
-template <int64_t Size>
-struct BitsOf;
-template <>
-struct BitsOf<2> {
-    using type = uint16_t;
-};
-template <>
-struct BitsOf<4> {
-    using type = uint32_t;
-};
-template <>
-struct BitsOf<8> {
-    using type = uint64_t;
-};
-
 template <int64_t Size, bool ADense, bool BDense>
 void select_dense_as(char *const *p, int64_t n) {
-    using U = typename BitsOf<Size>::type;
+    using U = UnsignedOf<Size>;
     const auto *cond = reinterpret_cast<const unsigned char *>(p[1]);
     for (int64_t i = 0; i < n; ++i) {
         // memcpy: the elements are floats (or anything of this size), read as bits.
@@ -130,7 +115,7 @@ void select_bool(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_t
 tf_status run_compare(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
                       tf_error *err) {
     tf_status status = TF_STATUS_OK;
-    const bool known = with_any_dtype(a.dtype, [&](auto tag) {
+    const bool known = Dtypes::with_any(a.dtype, [&](auto tag) {
         using T = decltype(tag);
         switch (op) {
         case TF_OP_EQ: compare<T>(a, b, out, std::equal_to<>{}); break;
@@ -142,8 +127,7 @@ tf_status run_compare(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc
         default: status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a comparison", op_name(op));
         }
     });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(a.dtype));
-    return status;
+    return known ? status : dtype_status(known, op_name(op), a.dtype, err);
 }
 
 tf_status run_where(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b,

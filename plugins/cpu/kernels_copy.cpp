@@ -63,8 +63,8 @@ tf_status run_contiguous(const tf_tensor_desc &in, const tf_tensor_desc &out, tf
 
 tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err) {
     bool known_out = false;
-    const bool known_in = with_any_dtype(in.dtype, [&](auto src) {
-        known_out = with_any_dtype(out.dtype, [&](auto dst) {
+    const bool known_in = Dtypes::with_any(in.dtype, [&](auto src) {
+        known_out = Dtypes::with_any(out.dtype, [&](auto dst) {
             parallel_elementwise<2>({&out, &in},
                                     [](const auto &d) { cast<decltype(src), decltype(dst)>(*d[1], *d[0]); });
         });
@@ -76,7 +76,7 @@ tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error
 }
 
 tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err) {
-    const bool known = with_any_dtype(out.dtype, [&](auto tag) {
+    const bool known = Dtypes::with_any(out.dtype, [&](auto tag) {
         using T = decltype(tag);
         // Encode once, then copy the bytes into every element.
         char bytes[sizeof(T)];
@@ -93,8 +93,7 @@ tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err) {
             });
         });
     });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "fill: dtype %s not supported", dtype_name(out.dtype));
-    return TF_STATUS_OK;
+    return dtype_status(known, "fill", out.dtype, err);
 }
 
 }  // namespace tf_cpu

@@ -61,7 +61,7 @@ struct MulFn {
             return a * b;
     }
 };
-// Integer operands were checked by check_int_div before any element is computed.
+// Integer operands were checked by check_int_operands before any element is computed.
 struct DivFn {
     template <class C>
     C operator()(C a, C b) const {
@@ -121,7 +121,7 @@ struct MinimumFn {
         return minimum_of(a, b);
     }
 };
-// Integer exponents were checked non-negative by check_int_pow. 0^0 is 1.
+// Integer exponents were checked non-negative by check_int_operands. 0^0 is 1.
 struct PowFn {
     template <class C>
     auto operator()(C a, C b) const {
@@ -421,53 +421,55 @@ void relu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_t
     binary<T>(dy, x, out, ReluBackwardFn{});
 }
 
-// Integer division by zero and MIN / -1 trap (SIGFPE) on x86. Scanning every pair first keeps
-// the output untouched when the call fails.
-template <class I>
-tf_status check_int_div(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, tf_error *err) {
+// The first pair (x, y) of a and b's elements, in walk order, for which bad(x, y) holds; false
+// when there is none. The integer ops scan with it before they write, so the output stays
+// untouched when the call fails.
+template <class I, class Bad>
+bool find_bad_pair(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, Bad bad, I &bad_a,
+                   I &bad_b) {
     using Tr = Traits<I>;
-    tf_status status = TF_STATUS_OK;
-    I bad_a = 0, bad_b = 0;
+    bool found = false;
     walk<2>(out.rank, out.shape, {view_of(a), view_of(b)}, [&](char *const *p, int64_t n, const int64_t *step) {
         for (int64_t i = 0; i < n; ++i) {
             const I x = Tr::load(p[0] + i * step[0]), y = Tr::load(p[1] + i * step[1]);
-            if (y == 0 || (y == -1 && x == std::numeric_limits<I>::min())) {
+            if (bad(x, y)) {
                 bad_a = x;
                 bad_b = y;
-                status = TF_STATUS_INVALID_ARGUMENT;
+                found = true;
                 return false;
             }
         }
         return true;
     });
-    if (status == TF_STATUS_OK) return status;
-    const auto x = static_cast<long long>(bad_a), y = static_cast<long long>(bad_b);
-    if (y == 0) return fail(err, status, "div: integer division by zero (%lld / 0, %s)", x, dtype_name(out.dtype));
-    return fail(err, status, "div: integer overflow (%lld / %lld does not fit %s)", x, y, dtype_name(out.dtype));
+    return found;
 }
 
-// An integer has no negative powers (torch refuses them too); scanned first like division.
-template <class I>
-tf_status check_int_pow(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, tf_error *err) {
-    using Tr = Traits<I>;
-    bool bad = false;
-    I bad_a = 0, bad_b = 0;
-    walk<2>(out.rank, out.shape, {view_of(a), view_of(b)}, [&](char *const *p, int64_t n, const int64_t *step) {
-        for (int64_t i = 0; i < n; ++i) {
-            const I y = Tr::load(p[1] + i * step[1]);
-            if (y < 0) {
-                bad_a = Tr::load(p[0] + i * step[0]);
-                bad_b = y;
-                bad = true;
-                return false;
-            }
+// The integer operands of div and pow: division by zero and MIN / -1 trap (SIGFPE) on x86, and
+// an integer has no negative powers (torch refuses them too). Scanned before anything is
+// written, so the output stays untouched when the call fails. OK at once for floats.
+template <class T>
+tf_status check_int_operands(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
+                             tf_error *err) {
+    if constexpr (std::is_integral_v<T>) {
+        T x = 0, y = 0;
+        const char *dtype = dtype_name(out.dtype);
+        if (op == TF_OP_DIV) {
+            const auto traps = [](T p, T q) { return q == 0 || (q == -1 && p == std::numeric_limits<T>::min()); };
+            if (!find_bad_pair<T>(a, b, out, traps, x, y)) return TF_STATUS_OK;
+            if (y == 0)
+                return fail(err, TF_STATUS_INVALID_ARGUMENT, "div: integer division by zero (%lld / 0, %s)",
+                            static_cast<long long>(x), dtype);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "div: integer overflow (%lld / %lld does not fit %s)",
+                        static_cast<long long>(x), static_cast<long long>(y), dtype);
         }
-        return true;
-    });
-    if (!bad) return TF_STATUS_OK;
-    return fail(err, TF_STATUS_INVALID_ARGUMENT,
-                "pow: negative exponent for an integer dtype (%lld ^ %lld, %s); cast to a float dtype first",
-                static_cast<long long>(bad_a), static_cast<long long>(bad_b), dtype_name(out.dtype));
+        if (!find_bad_pair<T>(
+                a, b, out, [](T, T q) { return q < 0; }, x, y))
+            return TF_STATUS_OK;
+        return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                    "pow: negative exponent for an integer dtype (%lld ^ %lld, %s); cast to a float dtype first",
+                    static_cast<long long>(x), static_cast<long long>(y), dtype);
+    }
+    return TF_STATUS_OK;
 }
 
 template <class T>
@@ -491,25 +493,17 @@ void clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, doub
 tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
                      tf_error *err) {
     tf_status status = TF_STATUS_OK;
-    const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) {
         using T = decltype(tag);
         switch (op) {
         case TF_OP_ADD: binary<T>(a, b, out, AddFn{}); break;
         case TF_OP_SUB: binary<T>(a, b, out, SubFn{}); break;
         case TF_OP_MUL: binary<T>(a, b, out, MulFn{}); break;
         case TF_OP_DIV:
-            if constexpr (std::is_integral_v<T>) {
-                status = check_int_div<T>(a, b, out, err);
-                if (status != TF_STATUS_OK) return;
-            }
-            binary<T>(a, b, out, DivFn{});
+            if ((status = check_int_operands<T>(op, a, b, out, err)) == TF_STATUS_OK) binary<T>(a, b, out, DivFn{});
             break;
         case TF_OP_POW:
-            if constexpr (std::is_integral_v<T>) {
-                status = check_int_pow<T>(a, b, out, err);
-                if (status != TF_STATUS_OK) return;
-            }
-            binary<T>(a, b, out, PowFn{});
+            if ((status = check_int_operands<T>(op, a, b, out, err)) == TF_STATUS_OK) binary<T>(a, b, out, PowFn{});
             break;
         case TF_OP_MAXIMUM: binary<T>(a, b, out, MaximumFn{}); break;
         case TF_OP_MINIMUM: binary<T>(a, b, out, MinimumFn{}); break;
@@ -518,22 +512,20 @@ tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc 
             if constexpr (std::is_integral_v<T>) {
                 status =
                     fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
-            } else if (!std::is_same_v<T, float> || !run_f32_gelu_backward(a, b, out)) {
+            } else if (!run_vector_gelu_backward(a, b, out)) {
                 binary<T>(a, b, out, GeluBackwardFn{});
             }
             break;
         default: status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a binary op", op_name(op));
         }
     });
-    if (!known)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
-    return status;
+    return known ? status : dtype_status(known, op_name(op), out.dtype, err);
 }
 
 tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err) {
-    if (run_f32_erf(op, in, out)) return TF_STATUS_OK;
+    if (run_vector_erf(op, in, out)) return TF_STATUS_OK;
     tf_status status = TF_STATUS_OK;
-    const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) {
         using T = decltype(tag);
         switch (op) {
         case TF_OP_NEG: unary<T>(in, out, NegFn{}); return;
@@ -563,15 +555,12 @@ tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc 
             }
         }
     });
-    if (!known)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
-    return status;
+    return known ? status : dtype_status(known, op_name(op), out.dtype, err);
 }
 
 tf_status run_clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, double max, tf_error *err) {
-    const bool known = with_numeric_dtype(out.dtype, [&](auto tag) { clamp<decltype(tag)>(in, out, min, max); });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "clamp: dtype %s not supported", dtype_name(out.dtype));
-    return TF_STATUS_OK;
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) { clamp<decltype(tag)>(in, out, min, max); });
+    return dtype_status(known, "clamp", out.dtype, err);
 }
 
 }  // namespace tf_cpu

@@ -1,10 +1,17 @@
 // erf, the exact gelu, its gradient (gelu_backward) and exp on dense f32 tensors, the
 // transformer MLP's case: vector_erf.h's call-free forms, compiled per instruction
 // set, in place of libm's erf/erfc/expf per element.
+// Dense f16 and bf16 tensors (an MLP under autocast) take the same rows on chunks converted to
+// f32, the f32 results rounded once to the format: the f32 op on the same inputs, rounded once
+// (docs/numerics.md), where libm's double functions per element made bf16 gelu and its gradient
+// the largest cost of char_gpt's bf16 step (docs/performance.md).
 // Other dtypes and layouts take the elementwise kernels' double path (kernels_elementwise.cpp).
 #include "kernels.h"
 #include "vector_math.h"
 #include "vector_erf.h"
+
+#include <algorithm>
+#include <array>
 
 namespace tf_cpu {
 namespace {
@@ -25,10 +32,61 @@ TF_CPU_ISA_DISPATCH(f32_erf_row, (uint32_t op, float *o, const float *x, int64_t
 }
 TF_CPU_ISA_DISPATCH(f32_gelu_backward_row, (float *o, const float *dy, const float *x, int64_t n), (o, dy, x, n))
 
+// A dense, even-aligned f16/bf16 tensor's first element; null for anything else.
+const uint16_t *dense_half(const tf_tensor_desc &d, int32_t dtype) {
+    if (d.dtype != dtype || (dtype != TF_DTYPE_F16 && dtype != TF_DTYPE_BF16)) return nullptr;
+    int64_t expect = 1;
+    for (int i = d.rank - 1; i >= 0; --i) {
+        if (d.shape[i] != 1 && d.strides[i] != expect) return nullptr;
+        expect *= d.shape[i];
+    }
+    const uintptr_t at = reinterpret_cast<uintptr_t>(d.data) + d.offset;
+    return at % 2 == 0 ? reinterpret_cast<const uint16_t *>(at) : nullptr;
+}
+
+// Chunks of f16/bf16 elements staged through f32 on the stack (L1-sized), so that each element
+// is converted, computed and rounded while it is in cache.
+constexpr int64_t k_chunk = 512;
+
+// row(o, inputs, m) on chunks of n elements of the operands (dtype, dense), results stored to out.
+template <size_t N, class Row>
+void half_chunks(int32_t dtype, uint16_t *out, const std::array<const uint16_t *, N> &in, int64_t n, Row row) {
+    float x[N][k_chunk], r[k_chunk];
+    for (int64_t i0 = 0; i0 < n; i0 += k_chunk) {
+        const int64_t m = std::min(k_chunk, n - i0);
+        for (size_t j = 0; j < N; ++j) load_f32_run(dtype, reinterpret_cast<const char *>(in[j] + i0), 2, x[j], m);
+        row(r, x, m);
+        store_f32_run(dtype, r, reinterpret_cast<char *>(out + i0), 2, m);
+    }
+}
+
+bool run_half_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out) {
+    if (!dense_half(out, out.dtype) || !dense_half(in, out.dtype)) return false;
+    parallel_elementwise<2>({&out, &in}, [op](const auto &d) {
+        const int32_t dtype = d[0]->dtype;
+        half_chunks<1>(dtype, const_cast<uint16_t *>(dense_half(*d[0], dtype)), {dense_half(*d[1], dtype)},
+                       numel(*d[0]), [op](float *r, float(*x)[k_chunk], int64_t m) { f32_erf_row(op, r, x[0], m); });
+    });
+    return true;
+}
+
+bool run_half_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_tensor_desc &out) {
+    if (!dense_half(out, out.dtype) || !dense_half(dy, out.dtype) || !dense_half(x, out.dtype)) return false;
+    parallel_elementwise<3>({&out, &dy, &x}, [](const auto &d) {
+        const int32_t dtype = d[0]->dtype;
+        half_chunks<2>(dtype, const_cast<uint16_t *>(dense_half(*d[0], dtype)),
+                       {dense_half(*d[1], dtype), dense_half(*d[2], dtype)}, numel(*d[0]),
+                       [](float *r, float(*x)[k_chunk], int64_t m) { f32_gelu_backward_row(r, x[0], x[1], m); });
+    });
+    return true;
+}
+
 }  // namespace
 
-bool run_f32_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out) {
-    if ((op != TF_OP_GELU && op != TF_OP_ERF && op != TF_OP_EXP) || !dense_f32(out) || !dense_f32(in)) return false;
+bool run_vector_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out) {
+    if (op != TF_OP_GELU && op != TF_OP_ERF && op != TF_OP_EXP) return false;
+    if (run_half_erf(op, in, out)) return true;
+    if (!dense_f32(out) || !dense_f32(in)) return false;
     parallel_elementwise<2>({&out, &in}, [op](const auto &d) {
         const auto at = [](const tf_tensor_desc &t) {
             return reinterpret_cast<float *>(static_cast<char *>(t.data) + t.offset);
@@ -38,7 +96,8 @@ bool run_f32_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &ou
     return true;
 }
 
-bool run_f32_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_tensor_desc &out) {
+bool run_vector_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_tensor_desc &out) {
+    if (run_half_gelu_backward(dy, x, out)) return true;
     if (!dense_f32(out) || !dense_f32(dy) || !dense_f32(x)) return false;
     parallel_elementwise<3>({&out, &dy, &x}, [](const auto &d) {
         const auto at = [](const tf_tensor_desc &t) {

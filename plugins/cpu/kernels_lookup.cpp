@@ -77,7 +77,7 @@ tf_status run_one_hot(const tf_op_desc &op, tf_error *err) {
     const int64_t col = view_of(out).strides[out.rank - 1];
     const std::vector<int64_t> rows = leading_offsets(out, out.rank - 1);
     char *base = base_of(out);
-    with_any_dtype(out.dtype, [&](auto tag) {
+    Dtypes::with_any(out.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         for (size_t e = 0; e < labels.size(); ++e)
             for (int64_t c = 0; c < classes; ++c) Tr::store_wide(base + rows[e] + c * col, int64_t{c == labels[e]});

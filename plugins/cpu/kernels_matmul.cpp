@@ -8,6 +8,7 @@
 #include "kernels_gemm.h"
 #include "runtime.h"
 
+#include <algorithm>
 #include <new>
 #include <vector>
 
@@ -83,24 +84,42 @@ void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tenso
 
 // An f16 or bf16 operand as f32: the elements it addresses, converted once into dense scratch
 // memory of `slot` (an axis broadcast with stride 0 stays stride 0, so a broadcast B is converted
-// once, not per batch element), described with d's shape. Scratch rather than a fresh vector:
-// the arena keeps its pages between calls, where a new 4 MiB vector page-faults every time.
+// once, not per batch element), described with d's shape. The copy keeps the operand's order in
+// memory (axes laid out by d's strides, largest first), so a transposed view (a weight seen as
+// W^T, a gradient as g^T) is converted in one sequential pass and stays a transposed view for the
+// GEMM's packing, which absorbs it as it does for f32; element by element in logical order it was
+// a strided gather. Scratch rather than a fresh vector: the arena keeps its pages between calls,
+// where a new 4 MiB vector page-faults every time.
 tf_tensor_desc to_f32(const tf_tensor_desc &d, ScratchSlot slot) {
     tf_tensor_desc f = d;
     int64_t shape[TF_MAX_RANK];
-    int64_t count = 1;
-    for (int i = d.rank - 1; i >= 0; --i) {
+    int order[TF_MAX_RANK];
+    int axes = 0;
+    for (int i = 0; i < d.rank; ++i) {
         const bool broadcast = d.shape[i] > 1 && d.strides[i] == 0;
         shape[i] = broadcast ? 1 : d.shape[i];
-        f.strides[i] = broadcast ? 0 : count;
-        count *= shape[i];
+        f.strides[i] = 0;
+        if (shape[i] != 1) order[axes++] = i;  // 0 included: the walk then visits nothing
+    }
+    std::stable_sort(order, order + axes, [&](int x, int y) { return d.strides[x] > d.strides[y]; });
+    int64_t count = 1;
+    for (int j = axes - 1; j >= 0; --j) {
+        f.strides[order[j]] = count;
+        count *= shape[order[j]];
     }
     float *data = scratch_floats(slot, static_cast<size_t>(count));
-    View dst{reinterpret_cast<char *>(data), {}};
-    for (int i = 0; i < d.rank; ++i) dst.strides[i] = shape[i] > 1 ? f.strides[i] * int64_t{sizeof(float)} : 0;
-    with_float_dtype(d.dtype, [&](auto tag) {
+    // The walk visits the axes in memory order: the source's innermost run is the row.
+    const View src = view_of(d);
+    View from{src.base, {}}, dst{reinterpret_cast<char *>(data), {}};
+    int64_t walk_shape[TF_MAX_RANK];
+    for (int j = 0; j < axes; ++j) {
+        walk_shape[j] = shape[order[j]];
+        from.strides[j] = src.strides[order[j]];
+        dst.strides[j] = f.strides[order[j]] * int64_t{sizeof(float)};
+    }
+    Dtypes::with_float(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
-        walk<2>(d.rank, shape, {dst, view_of(d)}, [&](char *const *p, int64_t n, const int64_t *step) {
+        walk<2>(axes, walk_shape, {dst, from}, [&](char *const *p, int64_t n, const int64_t *step) {
             if (step[0] == sizeof(float) && load_f32_run(d.dtype, p[1], step[1], reinterpret_cast<float *>(p[0]), n))
                 return;
             for (int64_t i = 0; i < n; ++i) Traits<float>::store(p[0] + i * step[0], Tr::load(p[1] + i * step[1]));
@@ -110,25 +129,6 @@ tf_tensor_desc to_f32(const tf_tensor_desc &d, ScratchSlot slot) {
     f.data = data;
     f.offset = 0;
     return f;
-}
-
-// Rounds dense f32 `src` (out's shape, row-major) once into out, through out's strides.
-void store_rounded(const tf_tensor_desc &out, const float *src) {
-    View from{reinterpret_cast<char *>(const_cast<float *>(src)), {}};
-    int64_t stride = sizeof(float);
-    for (int i = out.rank - 1; i >= 0; --i) {
-        from.strides[i] = out.shape[i] > 1 ? stride : 0;
-        stride *= out.shape[i];
-    }
-    with_float_dtype(out.dtype, [&](auto tag) {
-        using Tr = Traits<decltype(tag)>;
-        walk<2>(out.rank, out.shape, {view_of(out), from}, [&](char *const *p, int64_t n, const int64_t *step) {
-            if (step[1] == sizeof(float) &&
-                store_f32_run(out.dtype, reinterpret_cast<const float *>(p[1]), p[0], step[0], n))
-                return;
-            for (int64_t i = 0; i < n; ++i) Tr::store(p[0] + i * step[0], Traits<float>::load(p[1] + i * step[1]));
-        });
-    });
 }
 
 // bf16 x bf16 with vdpbf16ps, one product per batch element, into dense f32 c.

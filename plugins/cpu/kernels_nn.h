@@ -27,32 +27,57 @@ tf_status run_own(const tf_op_desc &op, tf_error *err);
 
 // ---- f32 staging (kernels_own.cpp) -------------------------------------------------------------
 
+// One of the scratch arena's staging slots (runtime.h) of this thread, taken by the first
+// floats() call and held until destruction, or none (all four in use: floats() gives nullptr and
+// the caller allocates). Staged copies used to be fresh vectors: for the
+// f16/bf16 operands of a convolution or pooling, zero-filled and page-faulted on every call
+// (docs/performance.md); the arena keeps its pages between calls.
+class StagingSlot {
+public:
+    StagingSlot() = default;
+    ~StagingSlot();
+    StagingSlot(const StagingSlot &) = delete;
+    StagingSlot &operator=(const StagingSlot &) = delete;
+    // `floats` floats of the slot, valid until the next call or the slot's end; nullptr without one.
+    float *floats(size_t floats);
+
+private:
+    int slot_ = -1;
+};
+
 // A float tensor's elements as dense row-major f32: the tensor's own memory when it is already
 // laid out that way, else a converted copy.
 class F32Input {
 public:
     explicit F32Input(const tf_tensor_desc &d);
+    F32Input(const F32Input &) = delete;
+    F32Input &operator=(const F32Input &) = delete;
     const float *data() const { return data_; }
 
 private:
-    std::vector<float> copy_;
+    StagingSlot slot_;
+    std::vector<float> copy_;  // when no staging slot was free
     const float *data_;
 };
 
 // A float output written as dense row-major f32: straight into the tensor when it is laid out
-// that way, else into zeroed scratch that finish() rounds and writes through its strides.
+// that way, else into scratch that finish() rounds and writes through its strides. Either way
+// data() starts with arbitrary contents: kernels write every element (zeroing first where they
+// accumulate), so the staged copy needs no zero fill.
 class F32Output {
 public:
     explicit F32Output(const tf_tensor_desc &d);
+    F32Output(const F32Output &) = delete;
+    F32Output &operator=(const F32Output &) = delete;
     float *data() { return data_; }
-    // True when data() is the tensor's memory (its previous contents, not zeros).
-    bool direct() const { return scratch_.empty(); }
     void finish();
 
 private:
     const tf_tensor_desc &desc_;
-    std::vector<float> scratch_;
+    StagingSlot slot_;
+    std::vector<float> scratch_;  // when no staging slot was free
     float *data_;
+    bool staged_ = false;
 };
 
 // An i32 or i64 tensor's elements in row-major order.

@@ -16,9 +16,7 @@ namespace tf_cpu {
 namespace {
 
 // The f32 constants of one AdamW step, each rounded once from the params' double.
-struct AdamwConstants {
-    float keep, b1, one_minus_b1, b2, one_minus_b2, root_bc2, eps, step_size;
-};
+using AdamwConstants = AdamwF32;
 
 #if defined(__x86_64__)
 // Sixteen elements at a time where the instruction set allows AVX-512 (the divisions and the
@@ -27,9 +25,10 @@ struct AdamwConstants {
 template <bool HasState, bool Decays>
 [[gnu::target("avx512f")]] int64_t adamw_avx512(int64_t n, const AdamwConstants &c, float *__restrict p,
                                                 const float *__restrict g, float *__restrict m, float *__restrict v) {
-    const __m512 keep = _mm512_set1_ps(c.keep), b1 = _mm512_set1_ps(c.b1), omb1 = _mm512_set1_ps(c.one_minus_b1),
-                 b2 = _mm512_set1_ps(c.b2), omb2 = _mm512_set1_ps(c.one_minus_b2), root = _mm512_set1_ps(c.root_bc2),
-                 eps = _mm512_set1_ps(c.eps), step = _mm512_set1_ps(c.step_size);
+    const __m512 keep = _mm512_set1_ps(c.decay), b1 = _mm512_set1_ps(c.beta1), omb1 = _mm512_set1_ps(c.one_minus_beta1),
+                 b2 = _mm512_set1_ps(c.beta2), omb2 = _mm512_set1_ps(c.one_minus_beta2),
+                 root = _mm512_set1_ps(c.root_bias_correction2), eps = _mm512_set1_ps(c.eps),
+                 step = _mm512_set1_ps(c.step_size);
     int64_t e = 0;
     for (; e + 16 <= n; e += 16) {
         const __m512 pv = _mm512_loadu_ps(p + e), gv = _mm512_loadu_ps(g + e);
@@ -51,9 +50,9 @@ template <bool HasState, bool Decays>
 template <bool HasState, bool Decays>
 int64_t adamw_sse(int64_t e, int64_t n, const AdamwConstants &c, float *__restrict p, const float *__restrict g,
                   float *__restrict m, float *__restrict v) {
-    const __m128 keep = _mm_set1_ps(c.keep), b1 = _mm_set1_ps(c.b1), omb1 = _mm_set1_ps(c.one_minus_b1),
-                 b2 = _mm_set1_ps(c.b2), omb2 = _mm_set1_ps(c.one_minus_b2), root = _mm_set1_ps(c.root_bc2),
-                 eps = _mm_set1_ps(c.eps), step = _mm_set1_ps(c.step_size);
+    const __m128 keep = _mm_set1_ps(c.decay), b1 = _mm_set1_ps(c.beta1), omb1 = _mm_set1_ps(c.one_minus_beta1),
+                 b2 = _mm_set1_ps(c.beta2), omb2 = _mm_set1_ps(c.one_minus_beta2),
+                 root = _mm_set1_ps(c.root_bias_correction2), eps = _mm_set1_ps(c.eps), step = _mm_set1_ps(c.step_size);
     for (; e + 4 <= n; e += 4) {
         const __m128 pv = _mm_loadu_ps(p + e), gv = _mm_loadu_ps(g + e);
         const __m128 m0 = HasState ? _mm_loadu_ps(m + e) : _mm_setzero_ps();
@@ -86,11 +85,11 @@ void adamw(int64_t n, const AdamwConstants &c, float *__restrict p, const float 
         float m0 = 0.0f, v0 = 0.0f;
         if constexpr (HasState) m0 = m[e], v0 = v[e];
         float decayed = pv;
-        if constexpr (Decays) decayed = pv * c.keep;
-        const float mv = m0 * c.b1 + gv * c.one_minus_b1;
+        if constexpr (Decays) decayed = pv * c.decay;
+        const float mv = m0 * c.beta1 + gv * c.one_minus_beta1;
         const float square = gv * gv;
-        const float vv = v0 * c.b2 + square * c.one_minus_b2;
-        const float denom = std::sqrt(vv) / c.root_bc2 + c.eps;
+        const float vv = v0 * c.beta2 + square * c.one_minus_beta2;
+        const float denom = std::sqrt(vv) / c.root_bias_correction2 + c.eps;
         m[e] = mv;
         v[e] = vv;
         p[e] = decayed - (mv / denom) * c.step_size;
@@ -192,14 +191,7 @@ tf_status run_optim(const tf_op_desc &op, tf_error *err) {
     float *p = f32_at(op.outputs[0]);
     if (op.op == TF_OP_ADAMW_STEP) {
         const auto &k = *static_cast<const tf_params_adamw_step *>(op.params);
-        const AdamwConstants c{static_cast<float>(k.decay),
-                               static_cast<float>(k.beta1),
-                               static_cast<float>(k.one_minus_beta1),
-                               static_cast<float>(k.beta2),
-                               static_cast<float>(k.one_minus_beta2),
-                               static_cast<float>(k.root_bias_correction2),
-                               static_cast<float>(k.eps),
-                               static_cast<float>(k.step_size)};
+        const AdamwConstants c = adamw_f32(k);
         float *m = f32_at(op.outputs[1]), *v = f32_at(op.outputs[2]);
         if (k.has_state && k.decays)
             adamw<true, true>(n, c, p, g, m, v);

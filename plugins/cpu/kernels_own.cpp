@@ -4,6 +4,7 @@
 // message naming the op and the values involved.
 #include "kernels_nn.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace tf_cpu {
@@ -187,15 +188,7 @@ tf_status check_attention(const tf_op_desc &op, tf_error *err) {
     const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
     const tf_tensor_desc &out = op.outputs[0];
     const bool masked = !is_absent(m);
-    const int r = q.rank;
-    bool ok = r >= 2 && k.rank == r && v.rank == r && (!masked || m.rank == r) && out.rank == r;
-    for (int i = 0; ok && i < r - 2; ++i)
-        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && (!masked || m.shape[i] == q.shape[i]) &&
-             out.shape[i] == q.shape[i];
-    ok = ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] &&
-         (!masked || (m.shape[r - 2] == q.shape[r - 2] && m.shape[r - 1] == k.shape[r - 2])) &&
-         out.shape[r - 2] == q.shape[r - 2] && out.shape[r - 1] == v.shape[r - 1];
-    if (!ok)
+    if (!attention_shapes_fit(op))
         return fail(err, TF_STATUS_INVALID_ARGUMENT,
                     "%s: q %s, k %s, v %s, mask %s and output %s do not form [..., Tq, D], [..., Tk, D], "
                     "[..., Tk, Dv], [..., Tq, Tk] -> [..., Tq, Dv]",
@@ -323,15 +316,39 @@ bool dense_f32(const tf_tensor_desc &d) {
     return (reinterpret_cast<uintptr_t>(d.data) + d.offset) % alignof(float) == 0;
 }
 
+namespace {
+// The staging slots this thread holds, one bit each.
+thread_local unsigned t_staging_taken = 0;
+constexpr int k_staging_slots = k_slot_count - k_slot_stage0;
+}  // namespace
+
+StagingSlot::~StagingSlot() {
+    if (slot_ >= 0) t_staging_taken &= ~(1u << slot_);
+}
+
+float *StagingSlot::floats(size_t floats) {
+    for (int i = 0; slot_ < 0 && i < k_staging_slots; ++i)
+        if (!(t_staging_taken >> i & 1u)) {
+            t_staging_taken |= 1u << i;
+            slot_ = i;
+        }
+    return slot_ < 0 ? nullptr : scratch_floats(static_cast<ScratchSlot>(k_slot_stage0 + slot_), floats);
+}
+
 F32Input::F32Input(const tf_tensor_desc &d) : data_(nullptr) {
     if (numel(d) == 0) return;
     if (dense_f32(d)) {
         data_ = reinterpret_cast<const float *>(static_cast<const char *>(d.data) + d.offset);
         return;
     }
-    copy_.resize(static_cast<size_t>(numel(d)));
-    const View dst = dense_view(d, copy_.data());
-    with_float_dtype(d.dtype, [&](auto tag) {
+    const auto count = static_cast<size_t>(numel(d));
+    float *copy = slot_.floats(count);
+    if (!copy) {
+        copy_.resize(count);
+        copy = copy_.data();
+    }
+    const View dst = dense_view(d, copy);
+    Dtypes::with_float(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         walk<2>(d.rank, d.shape, {dst, view_of(d)}, [&](char *const *p, int64_t n, const int64_t *step) {
             if (step[0] == sizeof(float) && load_f32_run(d.dtype, p[1], step[1], reinterpret_cast<float *>(p[0]), n))
@@ -339,7 +356,7 @@ F32Input::F32Input(const tf_tensor_desc &d) : data_(nullptr) {
             for (int64_t i = 0; i < n; ++i) Traits<float>::store(p[0] + i * step[0], Tr::load(p[1] + i * step[1]));
         });
     });
-    data_ = copy_.data();
+    data_ = copy;
 }
 
 F32Output::F32Output(const tf_tensor_desc &d) : desc_(d), data_(nullptr) {
@@ -348,18 +365,26 @@ F32Output::F32Output(const tf_tensor_desc &d) : desc_(d), data_(nullptr) {
         data_ = reinterpret_cast<float *>(static_cast<char *>(d.data) + d.offset);
         return;
     }
-    scratch_.resize(static_cast<size_t>(numel(d)));
-    data_ = scratch_.data();
+    const auto count = static_cast<size_t>(numel(d));
+    staged_ = true;
+    data_ = slot_.floats(count);
+    if (!data_) {
+        scratch_.resize(count);
+        data_ = scratch_.data();
+    }
 }
 
 void F32Output::finish() {
-    if (scratch_.empty()) return;
-    const View src = dense_view(desc_, scratch_.data());
-    with_float_dtype(desc_.dtype, [&](auto tag) {
+    if (staged_) store_rounded(desc_, data_);
+}
+
+void store_rounded(const tf_tensor_desc &out, const float *src) {
+    const View from = dense_view(out, const_cast<float *>(src));
+    Dtypes::with_float(out.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
-        walk<2>(desc_.rank, desc_.shape, {view_of(desc_), src}, [&](char *const *p, int64_t n, const int64_t *step) {
+        walk<2>(out.rank, out.shape, {view_of(out), from}, [&](char *const *p, int64_t n, const int64_t *step) {
             if (step[1] == sizeof(float) &&
-                store_f32_run(desc_.dtype, reinterpret_cast<const float *>(p[1]), p[0], step[0], n))
+                store_f32_run(out.dtype, reinterpret_cast<const float *>(p[1]), p[0], step[0], n))
                 return;
             for (int64_t i = 0; i < n; ++i) Tr::store(p[0] + i * step[0], Traits<float>::load(p[1] + i * step[1]));
         });

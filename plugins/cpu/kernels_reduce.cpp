@@ -10,6 +10,8 @@
 //    in the fixed double lanes of vector_math.h, and the chunk and A sums are added in order. The
 //    association depends on the shape only, so results stay the same for every thread count and
 //    instruction set; outputs (or the chunks of one long run) are split over the thread pool.
+//  - f16 and bf16 sum and mean over dense operands of that shape take the same path on the input
+//    staged as f32, each sum rounded once from double to the format.
 //  - mean over no elements is 0/0 = NaN, as in torch.
 //  - var is two-pass (the mean first, then the squared deviations from it) and divides by
 //    max(n - correction, 0): a zero divisor gives inf, or NaN when the deviations are 0 too.
@@ -17,6 +19,7 @@
 //  - argmax and argmin give the first index of the extreme (ties: the lowest index); a NaN is the
 //    extreme, so the first NaN wins.
 #include "kernels.h"
+#include "kernels_nn.h"
 #include "vector_math.h"
 
 #include <algorithm>
@@ -179,10 +182,9 @@ TF_CPU_ISA_DISPATCH(chunk_sums, (const float *x, int64_t n, int64_t first, int64
 }
 TF_CPU_ISA_DISPATCH(block_sums, (const float *x, Blocks s, int64_t lo, int64_t hi, double *acc), (x, s, lo, hi, acc))
 
-// out[c] = (sum of run c) / divisor, rounded once to f32.
-void sum_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, Blocks s, double divisor) {
-    const float *x = reinterpret_cast<const float *>(static_cast<const char *>(in.data) + in.offset);
-    float *y = reinterpret_cast<float *>(static_cast<char *>(out.data) + out.offset);
+// store(c, (sum of run c) / divisor) for every kept index c of x's blocks, each c once.
+template <class Store>
+void sum_blocks(const float *x, Blocks s, double divisor, Store store) {
     const int64_t work = s.a * s.b * s.c;
     if (s.c == 1) {
         const int64_t chunks = (s.b + k_chunk - 1) / k_chunk;
@@ -193,7 +195,7 @@ void sum_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, Blocks s, d
         });
         double total = 0;
         for (double p : partial) total += p;
-        y[0] = static_cast<float>(total / divisor);
+        store(0, total / divisor);
         return;
     }
     const int64_t tasks = std::min(s.c, split_count(work, int64_t{1} << 16));
@@ -201,7 +203,7 @@ void sum_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, Blocks s, d
         const int64_t lo = s.c * t / tasks, hi = s.c * (t + 1) / tasks;
         std::vector<double> acc(static_cast<size_t>(hi - lo));
         block_sums(x, s, lo, hi, acc.data());
-        for (int64_t c = lo; c < hi; ++c) y[c] = static_cast<float>(acc[static_cast<size_t>(c - lo)] / divisor);
+        for (int64_t c = lo; c < hi; ++c) store(c, acc[static_cast<size_t>(c - lo)] / divisor);
     });
 }
 
@@ -222,6 +224,39 @@ void sum_blocks(const tf_tensor_desc &in, const tf_tensor_desc &out, Blocks s, d
 }
 TF_CPU_ISA_DISPATCH(var_rows, (const float *x, int64_t len, int64_t lo, int64_t hi, double divisor, float *y),
                     (x, len, lo, hi, divisor, y))
+
+// f32 in and out as [A, C, B] blocks (as_blocks): out[c] = (sum of run c) / divisor, rounded once.
+bool sum_f32(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double divisor) {
+    Blocks s;
+    if (!as_blocks(in, out, axes_mask, s)) return false;
+    float *y = reinterpret_cast<float *>(static_cast<char *>(out.data) + out.offset);
+    sum_blocks(reinterpret_cast<const float *>(static_cast<const char *>(in.data) + in.offset), s, divisor,
+               [y](int64_t c, double v) { y[c] = static_cast<float>(v); });
+    return true;
+}
+
+// f16/bf16 in and out, both dense (a bias gradient under autocast): the input staged as f32, the
+// blocks summed as for f32 (the same order, so the same double sums as the f32 op on the
+// converted input) and each sum rounded once from double to the format. The element loops
+// below read one 16-bit value at a time.
+bool sum_half(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double divisor) {
+    if ((in.dtype != TF_DTYPE_F16 && in.dtype != TF_DTYPE_BF16) || out.dtype != in.dtype || !is_contiguous(in) ||
+        !is_contiguous(out) || numel(in) == 0)
+        return false;
+    tf_tensor_desc fin = in, fout = out;
+    fin.dtype = fout.dtype = TF_DTYPE_F32;
+    fin.data = fout.data = nullptr;
+    fin.offset = fout.offset = 0;
+    Blocks s;
+    if (!as_blocks(fin, fout, axes_mask, s)) return false;
+    const F32Input x(in);
+    char *y = static_cast<char *>(out.data) + out.offset;
+    Dtypes::with_float(out.dtype, [&](auto tag) {
+        using Tr = Traits<decltype(tag)>;
+        sum_blocks(x.data(), s, divisor, [y](int64_t c, double v) { Tr::store_wide(y + c * 2, v); });
+    });
+    return true;
+}
 
 // ---- Reference path -----------------------------------------------------------------------------
 
@@ -324,23 +359,16 @@ void arg(const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis) {
 }  // namespace
 
 tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
-    if (Blocks s; as_blocks(in, out, axes_mask, s)) {
-        sum_blocks(in, out, s, 1.0);
-        return TF_STATUS_OK;
-    }
-    const bool known = with_numeric_dtype(out.dtype, [&](auto tag) { sum<decltype(tag)>(in, out, axes_mask); });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "sum: dtype %s not supported", dtype_name(out.dtype));
-    return TF_STATUS_OK;
+    if (sum_f32(in, out, axes_mask, 1.0) || sum_half(in, out, axes_mask, 1.0)) return TF_STATUS_OK;
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) { sum<decltype(tag)>(in, out, axes_mask); });
+    return dtype_status(known, "sum", out.dtype, err);
 }
 
 tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
-    if (Blocks s; as_blocks(in, out, axes_mask, s)) {
-        sum_blocks(in, out, s, static_cast<double>(reduced_count(in, axes_mask)));
-        return TF_STATUS_OK;
-    }
-    const bool known = with_float_dtype(out.dtype, [&](auto tag) { mean<decltype(tag)>(in, out, axes_mask); });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "mean: dtype %s not supported", dtype_name(out.dtype));
-    return TF_STATUS_OK;
+    const auto n = static_cast<double>(reduced_count(in, axes_mask));
+    if (sum_f32(in, out, axes_mask, n) || sum_half(in, out, axes_mask, n)) return TF_STATUS_OK;
+    const bool known = Dtypes::with_float(out.dtype, [&](auto tag) { mean<decltype(tag)>(in, out, axes_mask); });
+    return dtype_status(known, "mean", out.dtype, err);
 }
 
 tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double correction,
@@ -354,24 +382,21 @@ tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t 
         return TF_STATUS_OK;
     }
     const bool known =
-        with_float_dtype(out.dtype, [&](auto tag) { var<decltype(tag)>(in, out, axes_mask, correction); });
-    if (!known) return fail(err, TF_STATUS_UNSUPPORTED, "var: dtype %s not supported", dtype_name(out.dtype));
-    return TF_STATUS_OK;
+        Dtypes::with_float(out.dtype, [&](auto tag) { var<decltype(tag)>(in, out, axes_mask, correction); });
+    return dtype_status(known, "var", out.dtype, err);
 }
 
 tf_status run_extreme(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
                       tf_error *err) {
     if (op != TF_OP_MAX && op != TF_OP_MIN) return fail(err, TF_STATUS_UNSUPPORTED, "%s: not max or min", op_name(op));
-    const bool known = with_numeric_dtype(out.dtype, [&](auto tag) {
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) {
         using T = decltype(tag);
         if (op == TF_OP_MAX)
             extreme<T, true>(in, out, axes_mask);
         else
             extreme<T, false>(in, out, axes_mask);
     });
-    if (!known)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
-    return TF_STATUS_OK;
+    return dtype_status(known, op_name(op), out.dtype, err);
 }
 
 tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis, tf_error *err) {
@@ -380,16 +405,14 @@ tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &o
     // validate() checks these; an empty axis has no first extreme to point at.
     if (axis < 0 || axis >= in.rank || in.shape[axis] == 0)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is out of range or empty", op_name(op), axis);
-    const bool known = with_numeric_dtype(in.dtype, [&](auto tag) {
+    const bool known = Dtypes::with_numeric(in.dtype, [&](auto tag) {
         using T = decltype(tag);
         if (op == TF_OP_ARGMAX)
             arg<T, true>(in, out, axis);
         else
             arg<T, false>(in, out, axis);
     });
-    if (!known)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(in.dtype));
-    return TF_STATUS_OK;
+    return dtype_status(known, op_name(op), in.dtype, err);
 }
 
 }  // namespace tf_cpu

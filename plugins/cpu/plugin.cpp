@@ -130,27 +130,7 @@ tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_erro
     return TF_STATUS_OK;
 }
 
-// ---- Backend ---------------------------------------------------------------------------------
-
-tf_status cpu_probe(tf_error *) { return TF_STATUS_OK; }
-
-tf_status cpu_init(tf_error *err) {
-    // Every variable is read (and a bad one reported) now, not at some later op.
-    return guarded(err, "init", [&]() -> tf_status {
-        read_settings();
-        if (tf_status s = settings_status(err); s != TF_STATUS_OK) return s;
-        log_line(TF_LOG_DEBUG, "1 device, %s kernels, %d threads", isa_name(isa_level()), thread_count());
-        return TF_STATUS_OK;
-    });
-}
-
-// Stops the thread pool and frees the scratch arenas and the cached free blocks; buffers still
-// held by the core stay valid.
-void cpu_shutdown(void) { runtime_shutdown(); }
-
-// ---- Device ----------------------------------------------------------------------------------
-
-int32_t cpu_device_count(void) { return 1; }
+// ---- Helpers of the members ----------------------------------------------------------------
 
 // "model name" from /proc/cpuinfo (x86 and most others); "cpu" where there is none.
 void read_cpu_name(char *dst, size_t size) {
@@ -169,72 +149,6 @@ void read_cpu_name(char *dst, size_t size) {
         return;
     }
 }
-
-tf_status cpu_device_info(int32_t device, tf_device_info *info, tf_error *err) {
-    if (tf_status s = check_host_device("device_info", device, err); s != TF_STATUS_OK) return s;
-    if (!info) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: info is NULL");
-    tf_device_info full = host_device_info();
-    read_cpu_name(full.name, sizeof full.name);
-    copy_device_info(full, info);
-    return TF_STATUS_OK;
-}
-
-// ---- Buffers ---------------------------------------------------------------------------------
-
-// The kit's host buffer layer (tinyfin/plugin_kit/host_buffer.hpp), shared with blas.
-void *cpu_get_proc(const char *name) {
-    if (name && std::strcmp(name, "buffer_wrap") == 0) return reinterpret_cast<void *>(&host_buffer_wrap);
-    return nullptr;
-}
-
-// ---- Ops -------------------------------------------------------------------------------------
-
-int32_t cpu_supports(int32_t device, const tf_op_desc *op) {
-    return guarded_answer([&] { return validate(device, op, false, nullptr) == TF_STATUS_OK; });
-}
-
-tf_status cpu_run(int32_t device, const tf_op_desc *op, tf_error *err) {
-    return guarded(
-        err, [op] { return op ? op_name(op->op) : "run"; },
-        [&]() -> tf_status {
-            // run() only gets what supports() accepted, but a bad descriptor must never crash.
-            if (tf_status s = validate(device, op, true, err); s != TF_STATUS_OK) return s;
-            const tf_tensor_desc *in = op->inputs;
-            const tf_tensor_desc &out = op->outputs[0];
-            OpRule rule{};
-            find_op_rule(op->op, &rule);
-            // By kind (ops.def): each kind's kernel file switches on the op itself.
-            switch (rule.kind) {
-            case OpKind::BINARY: return run_binary(op->op, in[0], in[1], out, err);
-            case OpKind::COMPARE: return run_compare(op->op, in[0], in[1], out, err);
-            case OpKind::WHERE: return run_where(in[0], in[1], in[2], out, err);
-            case OpKind::UNARY:
-                if (op->op == TF_OP_CLAMP) {
-                    const auto &p = params_of<tf_params_clamp>(*op);
-                    return run_clamp(in[0], out, p.min, p.max, err);
-                }
-                return run_unary(op->op, in[0], out, err);
-            case OpKind::REDUCE:
-                switch (op->op) {
-                case TF_OP_SUM: return run_sum(in[0], out, reduce_axes_mask(*op), err);
-                case TF_OP_MEAN: return run_mean(in[0], out, reduce_axes_mask(*op), err);
-                case TF_OP_VAR:
-                    return run_var(in[0], out, reduce_axes_mask(*op), params_of<tf_params_var>(*op).correction, err);
-                default: return run_extreme(op->op, in[0], out, reduce_axes_mask(*op), err);  // max, min
-                }
-            case OpKind::ARG: return run_arg(op->op, in[0], out, params_of<tf_params_axis>(*op).axis, err);
-            case OpKind::MATMUL: return run_matmul(in[0], in[1], out, err);
-            case OpKind::COPY:
-                if (op->op == TF_OP_CAST) return run_cast(in[0], out, err);
-                return run_contiguous(in[0], out, err);
-            case OpKind::FILL: return run_fill(out, params_of<tf_params_fill>(*op).value, err);
-            case OpKind::OWN: return run_own(*op, err);
-            }
-            return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", rule.name);
-        });
-}
-
-// ---- Features --------------------------------------------------------------------------------
 
 // cpuid by hand: __builtin_cpu_supports links libgcc's __cpu_indicator_init, a static
 // constructor that would run at dlopen.
@@ -256,51 +170,121 @@ const char *simd_level() {
 #endif
 }
 
-void cpu_list_features(tf_feature_fn emit, void *user) {
-    if (!emit) return;
-    emit(user, "simd", simd_level());
-    char threads[16];
-    std::snprintf(threads, sizeof threads, "%d", thread_count());
-    emit(user, "threads", threads);
-    emit(user, "kernels", isa_name(isa_level()));
-    // bf16 x bf16 matmul: "avx512bf16" (vdpbf16ps) or "f32" (converted, the f32 GEMM).
-    emit(user, "bf16_matmul", bf16_dot_level() > 0 ? "avx512bf16" : "f32");
-    // For tests and tinyfin-info: scratch arenas alive and the bytes they hold.
-    uint64_t arenas = 0, bytes = 0;
-    scratch_stats(&arenas, &bytes);
-    char text[32];
-    std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(arenas));
-    emit(user, "scratch_arenas", text);
-    std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(bytes));
-    emit(user, "scratch_bytes", text);
-}
+// The plugin's members (the table's, by name: tf_kit::plugin_table); buffers and synchronize
+// are the kit's host buffer layer (tinyfin/plugin_kit/host_buffer.hpp), shared with blas.
+struct CpuPlugin : HostBuffers {
+    // ---- Backend ---------------------------------------------------------------------------------
+
+    static tf_status probe(tf_error *) { return TF_STATUS_OK; }
+
+    static tf_status init(tf_error *err) {
+        // Every variable is read (and a bad one reported) now, not at some later op.
+        return guarded(err, "init", [&]() -> tf_status {
+            read_settings();
+            if (tf_status s = settings_status(err); s != TF_STATUS_OK) return s;
+            log_line(TF_LOG_DEBUG, "1 device, %s kernels, %d threads", isa_name(isa_level()), thread_count());
+            return TF_STATUS_OK;
+        });
+    }
+
+    // Stops the thread pool and frees the scratch arenas and the cached free blocks; buffers still
+    // held by the core stay valid.
+    static void shutdown() { runtime_shutdown(); }
+
+    // ---- Device ----------------------------------------------------------------------------------
+
+    static int32_t device_count() { return 1; }
+
+    static tf_status device_info(int32_t device, tf_device_info *info, tf_error *err) {
+        if (tf_status s = check_host_device("device_info", device, err); s != TF_STATUS_OK) return s;
+        if (!info) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: info is NULL");
+        tf_device_info full = host_device_info();
+        read_cpu_name(full.name, sizeof full.name);
+        copy_device_info(full, info);
+        return TF_STATUS_OK;
+    }
+
+    // ---- Extensions --------------------------------------------------------------------------
+
+    // buffer_wrap: host memory lent by numpy or DLPack as a buffer (core/interop.cpp).
+    static void *get_proc(const char *name) {
+        if (name && std::strcmp(name, "buffer_wrap") == 0) return reinterpret_cast<void *>(&host_buffer_wrap);
+        return nullptr;
+    }
+
+    // ---- Ops -------------------------------------------------------------------------------------
+
+    static int32_t supports(int32_t device, const tf_op_desc *op) {
+        return guarded_answer([&] { return validate(device, op, false, nullptr) == TF_STATUS_OK; });
+    }
+
+    static tf_status run(int32_t device, const tf_op_desc *op, tf_error *err) {
+        return guarded(
+            err, [op] { return op ? op_name(op->op) : "run"; },
+            [&]() -> tf_status {
+                // run() only gets what supports() accepted, but a bad descriptor must never crash.
+                if (tf_status s = validate(device, op, true, err); s != TF_STATUS_OK) return s;
+                const tf_tensor_desc *in = op->inputs;
+                const tf_tensor_desc &out = op->outputs[0];
+                OpRule rule{};
+                find_op_rule(op->op, &rule);
+                // By kind (ops.def): each kind's kernel file switches on the op itself.
+                switch (rule.kind) {
+                case OpKind::BINARY: return run_binary(op->op, in[0], in[1], out, err);
+                case OpKind::COMPARE: return run_compare(op->op, in[0], in[1], out, err);
+                case OpKind::WHERE: return run_where(in[0], in[1], in[2], out, err);
+                case OpKind::UNARY:
+                    if (op->op == TF_OP_CLAMP) {
+                        const auto &p = params_of<tf_params_clamp>(*op);
+                        return run_clamp(in[0], out, p.min, p.max, err);
+                    }
+                    return run_unary(op->op, in[0], out, err);
+                case OpKind::REDUCE:
+                    switch (op->op) {
+                    case TF_OP_SUM: return run_sum(in[0], out, reduce_axes_mask(*op), err);
+                    case TF_OP_MEAN: return run_mean(in[0], out, reduce_axes_mask(*op), err);
+                    case TF_OP_VAR:
+                        return run_var(in[0], out, reduce_axes_mask(*op), params_of<tf_params_var>(*op).correction,
+                                       err);
+                    default: return run_extreme(op->op, in[0], out, reduce_axes_mask(*op), err);  // max, min
+                    }
+                case OpKind::ARG: return run_arg(op->op, in[0], out, params_of<tf_params_axis>(*op).axis, err);
+                case OpKind::MATMUL: return run_matmul(in[0], in[1], out, err);
+                case OpKind::COPY:
+                    if (op->op == TF_OP_CAST) return run_cast(in[0], out, err);
+                    return run_contiguous(in[0], out, err);
+                case OpKind::FILL: return run_fill(out, params_of<tf_params_fill>(*op).value, err);
+                case OpKind::OWN: return run_own(*op, err);
+                }
+                return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", rule.name);
+            });
+    }
+
+    // ---- Features --------------------------------------------------------------------------------
+
+    static void list_features(tf_feature_fn emit, void *user) {
+        if (!emit) return;
+        emit(user, "simd", simd_level());
+        char threads[16];
+        std::snprintf(threads, sizeof threads, "%d", thread_count());
+        emit(user, "threads", threads);
+        emit(user, "kernels", isa_name(isa_level()));
+        // bf16 x bf16 matmul: "avx512bf16" (vdpbf16ps) or "f32" (converted, the f32 GEMM).
+        emit(user, "bf16_matmul", bf16_dot_level() > 0 ? "avx512bf16" : "f32");
+        // For tests and tinyfin-info: scratch arenas alive and the bytes they hold.
+        uint64_t arenas = 0, bytes = 0;
+        scratch_stats(&arenas, &bytes);
+        char text[32];
+        std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(arenas));
+        emit(user, "scratch_arenas", text);
+        std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(bytes));
+        emit(user, "scratch_bytes", text);
+    }
+};
 
 // ---- Plugin table ----------------------------------------------------------------------------
 
-constexpr tf_plugin k_plugin = {
-    .struct_size = sizeof(tf_plugin),
-    .abi_version = TF_ABI_VERSION,
-    .name = "cpu",
-    .version = TF_CPU_VERSION,
-    .priority = 0,
-    .reserved_ = 0,
-    .probe = cpu_probe,
-    .init = cpu_init,
-    .shutdown = cpu_shutdown,
-    .device_count = cpu_device_count,
-    .device_info = cpu_device_info,
-    .buffer_alloc = host_buffer_alloc,
-    .buffer_free = host_buffer_free,
-    .buffer_host_ptr = host_buffer_host_ptr,
-    .buffer_write = host_buffer_write,
-    .buffer_read = host_buffer_read,
-    .buffer_copy = host_buffer_copy,
-    .supports = cpu_supports,
-    .run = cpu_run,
-    .synchronize = host_synchronize,
-    .list_features = cpu_list_features,
-    .get_proc = cpu_get_proc,
-};
+constexpr tf_plugin k_plugin = plugin_table<CpuPlugin>("cpu", TF_CPU_VERSION, 0);
 
 }  // namespace
 

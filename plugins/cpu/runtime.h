@@ -70,7 +70,20 @@ void runtime_shutdown();
 // Arenas alive (one per thread that asked for scratch and has not ended) and the bytes they hold.
 void scratch_stats(uint64_t *arenas, uint64_t *bytes);
 
-enum ScratchSlot : int { k_slot_pack_a, k_slot_pack_b, k_slot_col, k_slot_temp, k_slot_temp2, k_slot_count };
+// k_slot_stage0..3: the f32 staging of f16/bf16 operands (F32Input, F32Output), taken and given
+// back through StagingSlot (kernels_nn.h) so that a kernel's staged operands never share one.
+enum ScratchSlot : int {
+    k_slot_pack_a,
+    k_slot_pack_b,
+    k_slot_col,
+    k_slot_temp,
+    k_slot_temp2,
+    k_slot_stage0,
+    k_slot_stage1,
+    k_slot_stage2,
+    k_slot_stage3,
+    k_slot_count
+};
 float *scratch_floats(ScratchSlot slot, size_t floats);
 
 // Host buffers come from the plugin kit's caching allocator (plugin_kit/host_memory.hpp), which

@@ -20,6 +20,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "exp_taylor.h"
+
 namespace tf_cpu::vec {
 
 // e^y for -1020 <= y <= 709 (a normal double result): y = n ln2 + r with |r| <= ln2 / 2.
@@ -31,18 +33,7 @@ namespace tf_cpu::vec {
     const double k = y * log2e + round_magic;
     const double n = k - round_magic;
     const double r = (y - n * ln2_hi) - n * ln2_lo;
-    double p = 1.0 / 39916800;  // 1/11!
-    p = p * r + 1.0 / 3628800;
-    p = p * r + 1.0 / 362880;
-    p = p * r + 1.0 / 40320;
-    p = p * r + 1.0 / 5040;
-    p = p * r + 1.0 / 720;
-    p = p * r + 1.0 / 120;
-    p = p * r + 1.0 / 24;
-    p = p * r + 1.0 / 6;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
+    const double p = exp_taylor<11>(r);
     // k's low mantissa bits hold n (two's complement after the subtraction): 2^n in the exponent.
     const uint64_t biased = std::bit_cast<uint64_t>(k) - std::bit_cast<uint64_t>(round_magic) + 1023u;
     return p * std::bit_cast<double>(biased << 52);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "exp_taylor.h"
 #include "runtime.h"
 
 namespace tf_cpu::vec {
@@ -42,14 +43,7 @@ constexpr int k_lanes = 16;
     float n = k - round_magic;
     n = select(n > 127.0f, 127.0f, n);  // hi rounds to 128: keep 2^n finite, r grows to 0.35 at most
     const float r = (c - n * ln2_hi) - n * ln2_lo;
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    const float p = exp_taylor<7>(r);
     // n + round_magic holds n in its low mantissa bits; reading them there, instead of converting
     // a float to int, keeps a NaN input defined behaviour (its scale is garbage, p is NaN).
     const uint32_t biased = std::bit_cast<uint32_t>(n + round_magic) - std::bit_cast<uint32_t>(round_magic) + 127u;

@@ -203,21 +203,32 @@ struct tf_buffer {
 
 namespace tf_cuda {
 
-// memory.cpp: the ABI's buffer members.
-tf_status buffer_alloc(int32_t device, uint64_t size, tf_buffer **out, tf_error *err);
-void buffer_free(tf_buffer *buffer);
-tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err);
-tf_status buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size, tf_error *err);
-tf_status buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size,
-                      tf_error *err);
+// The plugin's members, by their tf_plugin names (tf_kit::plugin_table builds the table in
+// plugin.cpp): device.cpp the backend, devices and features; memory.cpp the buffers; ops.cpp
+// supports and run; plugin.cpp synchronize.
+struct CudaPlugin {
+    static tf_status probe(tf_error *err);
+    static tf_status init(tf_error *err);
+    static void shutdown();
+    static int32_t device_count();
+    static tf_status device_info(int32_t device, tf_device_info *info, tf_error *err);
+    static tf_status buffer_alloc(int32_t device, uint64_t size, tf_buffer **out, tf_error *err);
+    static void buffer_free(tf_buffer *buffer);
+    static tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err);
+    static tf_status buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size, tf_error *err);
+    static tf_status buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset,
+                                 uint64_t size, tf_error *err);
+    static int32_t supports(int32_t device, const tf_op_desc *op);
+    static tf_status run(int32_t device, const tf_op_desc *op, tf_error *err);
+    // Waits for the device's queue, then reports a bad index a kernel found since the last wait.
+    static tf_status synchronize(int32_t device, tf_error *err);
+    static void list_features(tf_feature_fn emit, void *user);
+};
+
 // Creates the staging slots of a device (init).
 cudaError_t create_staging(Device &device);
 
 // ---- Ops --------------------------------------------------------------------------------------------
-
-// ops.cpp
-int32_t supports(int32_t device, const tf_op_desc *op);
-tf_status run(int32_t device, const tf_op_desc *op, tf_error *err);
 
 // A tensor's device address: its buffer's block plus the byte offset.
 inline void *address_of(const tf_tensor_desc &t) {

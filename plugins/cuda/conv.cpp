@@ -80,16 +80,16 @@ tf_status create_plan(const Cudnn &api, const tf_op_desc &op, const ConvOperands
     cudnnConvolutionDescriptor_t conv = nullptr;
     cudnnStatus_t s = api.cudnnCreateTensorDescriptor(&x);
     if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(err, "conv2d", "cudnnCreateTensorDescriptor", s);
-    plan->x = TensorDescriptorPtr(x, TensorDescriptorDestroy{api.cudnnDestroyTensorDescriptor});
+    plan->x = TensorDescriptorPtr(x, {api.cudnnDestroyTensorDescriptor});
     if ((s = api.cudnnCreateTensorDescriptor(&y)) != CUDNN_STATUS_SUCCESS)
         return dnn_fail(err, "conv2d", "cudnnCreateTensorDescriptor", s);
-    plan->y = TensorDescriptorPtr(y, TensorDescriptorDestroy{api.cudnnDestroyTensorDescriptor});
+    plan->y = TensorDescriptorPtr(y, {api.cudnnDestroyTensorDescriptor});
     if ((s = api.cudnnCreateFilterDescriptor(&w)) != CUDNN_STATUS_SUCCESS)
         return dnn_fail(err, "conv2d", "cudnnCreateFilterDescriptor", s);
-    plan->w = FilterDescriptorPtr(w, FilterDescriptorDestroy{api.cudnnDestroyFilterDescriptor});
+    plan->w = FilterDescriptorPtr(w, {api.cudnnDestroyFilterDescriptor});
     if ((s = api.cudnnCreateConvolutionDescriptor(&conv)) != CUDNN_STATUS_SUCCESS)
         return dnn_fail(err, "conv2d", "cudnnCreateConvolutionDescriptor", s);
-    plan->conv = ConvolutionDescriptorPtr(conv, ConvolutionDescriptorDestroy{api.cudnnDestroyConvolutionDescriptor});
+    plan->conv = ConvolutionDescriptorPtr(conv, {api.cudnnDestroyConvolutionDescriptor});
 
     if (tf_status st = set_tensor(api, x, *t.x, err); st != TF_STATUS_OK) return st;
     if (tf_status st = set_tensor(api, y, *t.y, err); st != TF_STATUS_OK) return st;

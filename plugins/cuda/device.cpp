@@ -59,7 +59,7 @@ tf_status open_device(Context &context, Device &device, tf_error *err) {
     if (cublasStatus_t s = blas.cublasCreate_v2(&blas_handle); s != CUBLAS_STATUS_SUCCESS)
         return fail(err, TF_STATUS_UNAVAILABLE, "init: device %d (%s): cublasCreate failed: %s", device.index,
                     device.prop.name, cublas_status_name(blas, s));
-    device.blas = CublasPtr(blas_handle, CublasDestroy{blas.cublasDestroy_v2});
+    device.blas = CublasPtr(blas_handle, {blas.cublasDestroy_v2});
     if (cublasStatus_t s = blas.cublasSetStream_v2(blas_handle, stream); s != CUBLAS_STATUS_SUCCESS)
         return fail(err, TF_STATUS_INTERNAL, "init: cublasSetStream failed: %s", cublas_status_name(blas, s));
     // Default math is exact f32; TF32 tensor cores only when the user asked for them.
@@ -70,7 +70,7 @@ tf_status open_device(Context &context, Device &device, tf_error *err) {
     if (cudnnStatus_t s = dnn.cudnnCreate(&dnn_handle); s != CUDNN_STATUS_SUCCESS)
         return fail(err, TF_STATUS_UNAVAILABLE, "init: device %d (%s): cudnnCreate failed: %s", device.index,
                     device.prop.name, dnn.cudnnGetErrorString(s));
-    device.dnn = CudnnPtr(dnn_handle, CudnnDestroy{dnn.cudnnDestroy});
+    device.dnn = CudnnPtr(dnn_handle, {dnn.cudnnDestroy});
     if (cudnnStatus_t s = dnn.cudnnSetStream(dnn_handle, stream); s != CUDNN_STATUS_SUCCESS)
         return fail(err, TF_STATUS_INTERNAL, "init: cudnnSetStream failed: %s", dnn.cudnnGetErrorString(s));
 
@@ -132,7 +132,7 @@ Device::~Device() {
 
 // ---- Backend ----------------------------------------------------------------------------------------
 
-tf_status probe(tf_error *err) {
+tf_status CudaPlugin::probe(tf_error *err) {
     return guarded(err, "probe", [&]() -> tf_status {
         int count = 0;
         // Loads libcuda.so.1 and initialises the driver; creates no context.
@@ -152,7 +152,7 @@ tf_status probe(tf_error *err) {
     });
 }
 
-tf_status init(tf_error *err) {
+tf_status CudaPlugin::init(tf_error *err) {
     return guarded(err, "init", [&]() -> tf_status {
         auto context = std::make_unique<Context>();
         if (g_probed_libraries) {
@@ -194,7 +194,7 @@ tf_status init(tf_error *err) {
     });
 }
 
-void shutdown() {
+void CudaPlugin::shutdown() {
     Context *context = g_context;
     g_context = nullptr;
     // Devices first (their handles need the libraries), then the libraries.
@@ -204,9 +204,9 @@ void shutdown() {
 
 // ---- Devices ----------------------------------------------------------------------------------------
 
-int32_t device_count() { return g_context ? static_cast<int32_t>(g_context->devices.size()) : 0; }
+int32_t CudaPlugin::device_count() { return g_context ? static_cast<int32_t>(g_context->devices.size()) : 0; }
 
-tf_status device_info(int32_t index, tf_device_info *info, tf_error *err) {
+tf_status CudaPlugin::device_info(int32_t index, tf_device_info *info, tf_error *err) {
     Device *device = device_at(index, err);
     if (!device) return TF_STATUS_INVALID_ARGUMENT;
     if (!info) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: info is NULL");
@@ -230,7 +230,7 @@ tf_status device_info(int32_t index, tf_device_info *info, tf_error *err) {
     return TF_STATUS_OK;
 }
 
-void list_features(tf_feature_fn emit, void *user) {
+void CudaPlugin::list_features(tf_feature_fn emit, void *user) {
     Context *context = g_context;
     if (!emit || !context) return;
     int runtime = 0, driver = 0;

@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <tinyfin/plugin_kit/dtypes.hpp>
+
 #include <cstdint>
 #include <type_traits>
 
@@ -42,73 +44,9 @@ __device__ __forceinline__ int64_t global_stride() { return static_cast<int64_t>
 
 // ---- dtypes -------------------------------------------------------------------------------------
 
-// Unsigned integers of each element size: raw copies (contiguous, where, fill) move bits only.
-template <int Size>
-struct BitsOf;
-template <>
-struct BitsOf<1> {
-    using type = uint8_t;
-};
-template <>
-struct BitsOf<2> {
-    using type = uint16_t;
-};
-template <>
-struct BitsOf<4> {
-    using type = uint32_t;
-};
-template <>
-struct BitsOf<8> {
-    using type = uint64_t;
-};
-
-// Calls fn(T{}) with T the storage type of dtype; returns false for dtypes outside the set.
-template <class Fn>
-bool with_float(int32_t dtype, Fn &&fn) {
-    switch (dtype) {
-    case TF_DTYPE_F32: fn(float{}); return true;
-    case TF_DTYPE_F16: fn(__half{}); return true;
-    case TF_DTYPE_BF16: fn(__nv_bfloat16{}); return true;
-    default: return false;
-    }
-}
-template <class Fn>
-bool with_numeric(int32_t dtype, Fn &&fn) {
-    switch (dtype) {
-    case TF_DTYPE_I32: fn(int32_t{}); return true;
-    case TF_DTYPE_I64: fn(int64_t{}); return true;
-    default: return with_float(dtype, fn);
-    }
-}
-template <class Fn>
-bool with_any(int32_t dtype, Fn &&fn) {
-    if (dtype == TF_DTYPE_BOOL) {
-        fn(Boolean{});
-        return true;
-    }
-    return with_numeric(dtype, fn);
-}
-template <class Fn>
-bool with_index(int32_t dtype, Fn &&fn) {
-    switch (dtype) {
-    case TF_DTYPE_I32: fn(int32_t{}); return true;
-    case TF_DTYPE_I64: fn(int64_t{}); return true;
-    default: return false;
-    }
-}
-// Calls fn(U{}) with U the unsigned type of dtype's element size.
-template <class Fn>
-bool with_bits(int32_t dtype, Fn &&fn) {
-    switch (dtype) {
-    case TF_DTYPE_BOOL: fn(uint8_t{}); return true;
-    case TF_DTYPE_F16:
-    case TF_DTYPE_BF16: fn(uint16_t{}); return true;
-    case TF_DTYPE_F32:
-    case TF_DTYPE_I32: fn(uint32_t{}); return true;
-    case TF_DTYPE_I64: fn(uint64_t{}); return true;
-    default: return false;
-    }
-}
+// The dtype switch over cuda's storage types (tinyfin/plugin_kit/dtypes.hpp): Dtypes::with_float,
+// with_index, with_numeric, with_any and with_bits (raw copies: contiguous, where, fill move bits).
+using Dtypes = tf_kit::DtypeSwitch<__half, __nv_bfloat16, Boolean>;
 
 // The status a launcher returns for a dtype its caller should never have sent.
 inline cudaError_t bad_dtype() { return cudaErrorInvalidValue; }

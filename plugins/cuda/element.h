@@ -14,6 +14,7 @@
 #define TINYFIN_CUDA_ELEMENT_H
 
 #include <tinyfin/plugin.h>
+#include <tinyfin/plugin_kit/dtypes.hpp>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -34,14 +35,13 @@ struct Boolean {
     uint8_t value;
 };
 
-// Storage type -> compute type (float for the 16-bit floats), with load and store.
+// Storage type -> compute type (float for the 16-bit floats), with load and store; float and the
+// integers are their own compute type.
 template <class T>
-struct Num;
-template <>
-struct Num<float> {
-    using Compute = float;
-    TF_CUDA_HD static float load(float v) { return v; }
-    TF_CUDA_HD static float store(float v) { return v; }
+struct Num {
+    using Compute = T;
+    TF_CUDA_HD static T load(T v) { return v; }
+    TF_CUDA_HD static T store(T v) { return v; }
 };
 template <>
 struct Num<__half> {
@@ -56,18 +56,6 @@ struct Num<__nv_bfloat16> {
     TF_CUDA_HD static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
 };
 template <>
-struct Num<int32_t> {
-    using Compute = int32_t;
-    TF_CUDA_HD static int32_t load(int32_t v) { return v; }
-    TF_CUDA_HD static int32_t store(int32_t v) { return v; }
-};
-template <>
-struct Num<int64_t> {
-    using Compute = int64_t;
-    TF_CUDA_HD static int64_t load(int64_t v) { return v; }
-    TF_CUDA_HD static int64_t store(int64_t v) { return v; }
-};
-template <>
 struct Num<Boolean> {
     using Compute = int32_t;
     TF_CUDA_HD static int32_t load(Boolean v) { return v.value != 0; }
@@ -76,32 +64,9 @@ struct Num<Boolean> {
 
 // ---- Maximum and minimum ------------------------------------------------------------------------
 
-TF_CUDA_HD bool sign_bit(float x) {
-    uint32_t bits;
-    std::memcpy(&bits, &x, sizeof bits);
-    return bits >> 31;
-}
-
-// IEEE 754-2019 maximum and minimum: a NaN operand wins (the first when both are) and -0 < +0, so
-// the result never depends on the order of the operands (block reductions rely on that).
-template <class C>
-TF_CUDA_HD C maximum_of(C a, C b) {
-    if constexpr (std::is_floating_point<C>::value) {
-        if (a != a) return a;
-        if (b != b) return b;
-        if (a == b) return sign_bit(a) ? b : a;
-    }
-    return a < b ? b : a;
-}
-template <class C>
-TF_CUDA_HD C minimum_of(C a, C b) {
-    if constexpr (std::is_floating_point<C>::value) {
-        if (a != a) return a;
-        if (b != b) return b;
-        if (a == b) return sign_bit(a) ? a : b;
-    }
-    return b < a ? b : a;
-}
+// IEEE 754-2019 maximum_of and minimum_of: tf_kit's (tinyfin/plugin_kit/dtypes.hpp), host and device.
+using tf_kit::maximum_of;
+using tf_kit::minimum_of;
 
 // ---- Unary ops ------------------------------------------------------------------------------------
 

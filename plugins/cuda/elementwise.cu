@@ -95,7 +95,7 @@ cudaError_t probe_kernels() {
 cudaError_t launch_unary(cudaStream_t stream, uint32_t op, int32_t dtype, const Strided<2> &g, void *out,
                          const void *in, const ClampBounds &bounds) {
     if (g.count == 0) return cudaSuccess;
-    const bool known = with_numeric(dtype, [&](auto t) {
+    const bool known = Dtypes::with_numeric(dtype, [&](auto t) {
         using T = decltype(t);
         unary_kernel<T><<<blocks_for(g.count), block_size, 0, stream>>>(g, op, static_cast<T *>(out),
                                                                         static_cast<const T *>(in), bounds);
@@ -106,7 +106,7 @@ cudaError_t launch_unary(cudaStream_t stream, uint32_t op, int32_t dtype, const 
 cudaError_t launch_binary(cudaStream_t stream, uint32_t op, int32_t dtype, const Strided<3> &g, void *out,
                           const void *a, const void *b) {
     if (g.count == 0) return cudaSuccess;
-    const bool known = with_numeric(dtype, [&](auto t) {
+    const bool known = Dtypes::with_numeric(dtype, [&](auto t) {
         using T = decltype(t);
         binary_kernel<T><<<blocks_for(g.count), block_size, 0, stream>>>(
             g, op, static_cast<T *>(out), static_cast<const T *>(a), static_cast<const T *>(b));
@@ -117,7 +117,7 @@ cudaError_t launch_binary(cudaStream_t stream, uint32_t op, int32_t dtype, const
 cudaError_t launch_compare(cudaStream_t stream, uint32_t op, int32_t dtype, const Strided<3> &g, void *out,
                            const void *a, const void *b) {
     if (g.count == 0) return cudaSuccess;
-    const bool known = with_any(dtype, [&](auto t) {
+    const bool known = Dtypes::with_any(dtype, [&](auto t) {
         using T = decltype(t);
         compare_kernel<T><<<blocks_for(g.count), block_size, 0, stream>>>(
             g, op, static_cast<uint8_t *>(out), static_cast<const T *>(a), static_cast<const T *>(b));
@@ -128,7 +128,7 @@ cudaError_t launch_compare(cudaStream_t stream, uint32_t op, int32_t dtype, cons
 cudaError_t launch_where(cudaStream_t stream, int32_t dtype, const Strided<4> &g, void *out, const void *cond,
                          const void *a, const void *b) {
     if (g.count == 0) return cudaSuccess;
-    const bool known = with_bits(dtype, [&](auto u) {
+    const bool known = Dtypes::with_bits(dtype, [&](auto u) {
         using U = decltype(u);
         where_kernel<U><<<blocks_for(g.count), block_size, 0, stream>>>(
             g, static_cast<U *>(out), static_cast<const uint8_t *>(cond), static_cast<const U *>(a),
@@ -139,7 +139,7 @@ cudaError_t launch_where(cudaStream_t stream, int32_t dtype, const Strided<4> &g
 
 cudaError_t launch_fill(cudaStream_t stream, int32_t dtype, const Strided<1> &g, void *out, uint64_t bits) {
     if (g.count == 0) return cudaSuccess;
-    const bool known = with_bits(dtype, [&](auto u) {
+    const bool known = Dtypes::with_bits(dtype, [&](auto u) {
         using U = decltype(u);
         fill_kernel<U><<<blocks_for(g.count), block_size, 0, stream>>>(g, static_cast<U *>(out), static_cast<U>(bits));
     });
@@ -151,13 +151,13 @@ cudaError_t launch_copy(cudaStream_t stream, int32_t out_dtype, int32_t in_dtype
     if (g.count == 0) return cudaSuccess;
     bool known = false;
     if (out_dtype == in_dtype) {
-        known = with_bits(in_dtype, [&](auto u) {
+        known = Dtypes::with_bits(in_dtype, [&](auto u) {
             using U = decltype(u);
             copy_kernel<U>
                 <<<blocks_for(g.count), block_size, 0, stream>>>(g, static_cast<U *>(out), static_cast<const U *>(in));
         });
     } else {
-        known = with_any(in_dtype, [&](auto t) {
+        known = Dtypes::with_any(in_dtype, [&](auto t) {
             using T = decltype(t);
             cast_kernel<T><<<blocks_for(g.count), block_size, 0, stream>>>(
                 g, out_dtype, static_cast<int32_t>(tf_kit::dtype_size(out_dtype)), static_cast<char *>(out),

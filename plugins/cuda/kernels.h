@@ -8,6 +8,7 @@
 #define TINYFIN_CUDA_KERNELS_H
 
 #include <tinyfin/plugin.h>
+#include <tinyfin/plugin_kit/ops.hpp>
 
 #include <cuda_runtime.h>
 
@@ -148,8 +149,8 @@ cudaError_t launch_rope(cudaStream_t stream, int32_t dtype, const Strided<2> &le
 
 // adamw_step's constants, each rounded once to f32 from tf_params_adamw_step.
 struct AdamWArgs {
+    tf_kit::AdamwF32 c;
     int32_t has_state, decays;
-    float keep, beta1, one_minus_beta1, beta2, one_minus_beta2, root_bias_correction2, eps, step_size;
 };
 // sgd_step's.
 struct SgdArgs {

@@ -95,45 +95,24 @@ const char *cublas_status_name(const Cublas &api, cublasStatus_t status);
 
 // ---- Owners ---------------------------------------------------------------------------------------
 
-struct CublasDestroy {
-    decltype(&::cublasDestroy_v2) destroy = nullptr;
-    void operator()(cublasHandle_t handle) const noexcept {
+// A deleter calling Destroy, the library function loaded by load_libraries (not called when it
+// was not loaded): HandlePtr<cudnnTensorStruct, cudnnDestroyTensorDescriptor>(d, {api.cudnnDestroyTensorDescriptor}).
+template <auto &Destroy>
+struct LoadedDestroy {
+    decltype(&Destroy) destroy = nullptr;
+    template <class Handle>
+    void operator()(Handle handle) const noexcept {
         if (destroy) destroy(handle);
     }
 };
-using CublasPtr = std::unique_ptr<cublasContext, CublasDestroy>;
+template <class Struct, auto &Destroy>
+using HandlePtr = std::unique_ptr<Struct, LoadedDestroy<Destroy>>;
 
-struct CudnnDestroy {
-    decltype(&::cudnnDestroy) destroy = nullptr;
-    void operator()(cudnnHandle_t handle) const noexcept {
-        if (destroy) destroy(handle);
-    }
-};
-using CudnnPtr = std::unique_ptr<cudnnContext, CudnnDestroy>;
-
-struct TensorDescriptorDestroy {
-    decltype(&::cudnnDestroyTensorDescriptor) destroy = nullptr;
-    void operator()(cudnnTensorDescriptor_t d) const noexcept {
-        if (destroy) destroy(d);
-    }
-};
-using TensorDescriptorPtr = std::unique_ptr<cudnnTensorStruct, TensorDescriptorDestroy>;
-
-struct FilterDescriptorDestroy {
-    decltype(&::cudnnDestroyFilterDescriptor) destroy = nullptr;
-    void operator()(cudnnFilterDescriptor_t d) const noexcept {
-        if (destroy) destroy(d);
-    }
-};
-using FilterDescriptorPtr = std::unique_ptr<cudnnFilterStruct, FilterDescriptorDestroy>;
-
-struct ConvolutionDescriptorDestroy {
-    decltype(&::cudnnDestroyConvolutionDescriptor) destroy = nullptr;
-    void operator()(cudnnConvolutionDescriptor_t d) const noexcept {
-        if (destroy) destroy(d);
-    }
-};
-using ConvolutionDescriptorPtr = std::unique_ptr<cudnnConvolutionStruct, ConvolutionDescriptorDestroy>;
+using CublasPtr = HandlePtr<cublasContext, ::cublasDestroy_v2>;
+using CudnnPtr = HandlePtr<cudnnContext, ::cudnnDestroy>;
+using TensorDescriptorPtr = HandlePtr<cudnnTensorStruct, ::cudnnDestroyTensorDescriptor>;
+using FilterDescriptorPtr = HandlePtr<cudnnFilterStruct, ::cudnnDestroyFilterDescriptor>;
+using ConvolutionDescriptorPtr = HandlePtr<cudnnConvolutionStruct, ::cudnnDestroyConvolutionDescriptor>;
 
 }  // namespace tf_cuda
 

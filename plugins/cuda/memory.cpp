@@ -18,15 +18,6 @@ constexpr uint64_t max_buffer = uint64_t{1} << 48;  // larger requests cannot be
 constexpr size_t staging_slots = 4;
 constexpr uint64_t staging_bytes = uint64_t{4} << 20;  // per slot
 
-tf_status check_range(const char *what, const tf_buffer *buffer, uint64_t offset, uint64_t size, tf_error *err) {
-    if (!buffer) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: buffer is NULL", what);
-    if (offset > buffer->size || size > buffer->size - offset)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %llu bytes at offset %llu do not fit a buffer of %llu bytes",
-                    what, static_cast<unsigned long long>(size), static_cast<unsigned long long>(offset),
-                    static_cast<unsigned long long>(buffer->size));
-    return TF_STATUS_OK;
-}
-
 char *bytes_of(const tf_buffer *buffer, uint64_t offset) { return static_cast<char *>(buffer->ptr) + offset; }
 
 }  // namespace
@@ -113,7 +104,7 @@ cudaError_t create_staging(Device &device) {
 
 // ---- Buffers ------------------------------------------------------------------------------------------
 
-tf_status buffer_alloc(int32_t index, uint64_t size, tf_buffer **out, tf_error *err) {
+tf_status CudaPlugin::buffer_alloc(int32_t index, uint64_t size, tf_buffer **out, tf_error *err) {
     return guarded(err, "buffer_alloc", [&]() -> tf_status {
         if (!out) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
         *out = nullptr;
@@ -141,7 +132,7 @@ tf_status buffer_alloc(int32_t index, uint64_t size, tf_buffer **out, tf_error *
     });
 }
 
-void buffer_free(tf_buffer *buffer) {
+void CudaPlugin::buffer_free(tf_buffer *buffer) {
     if (!buffer) return;
     Device *device = buffer->device;
     {
@@ -154,10 +145,9 @@ void buffer_free(tf_buffer *buffer) {
     delete buffer;
 }
 
-tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
-    if (tf_status s = check_range("buffer_write", buffer, offset, size, err); s != TF_STATUS_OK) return s;
+tf_status CudaPlugin::buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
+    if (tf_status s = check_buffer_range("buffer_write", buffer, offset, size, src, err); s != TF_STATUS_OK) return s;
     if (size == 0) return TF_STATUS_OK;
-    if (!src) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_write: src is NULL");
     Device &device = *buffer->device;
     std::lock_guard lock(device.mutex);
     if (cudaError_t e = make_current(device); e != cudaSuccess) return cuda_fail(err, "buffer_write: cudaSetDevice", e);
@@ -181,10 +171,9 @@ tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint
     return TF_STATUS_OK;
 }
 
-tf_status buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size, tf_error *err) {
-    if (tf_status s = check_range("buffer_read", buffer, offset, size, err); s != TF_STATUS_OK) return s;
+tf_status CudaPlugin::buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size, tf_error *err) {
+    if (tf_status s = check_buffer_range("buffer_read", buffer, offset, size, dst, err); s != TF_STATUS_OK) return s;
     if (size == 0) return TF_STATUS_OK;
-    if (!dst) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_read: dst is NULL");
     Device &device = *buffer->device;
     std::lock_guard lock(device.mutex);
     if (cudaError_t e = make_current(device); e != cudaSuccess) return cuda_fail(err, "buffer_read: cudaSetDevice", e);
@@ -219,10 +208,11 @@ tf_status buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t si
     return TF_STATUS_OK;
 }
 
-tf_status buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size,
-                      tf_error *err) {
-    if (tf_status s = check_range("buffer_copy", dst, dst_offset, size, err); s != TF_STATUS_OK) return s;
-    if (tf_status s = check_range("buffer_copy", src, src_offset, size, err); s != TF_STATUS_OK) return s;
+tf_status CudaPlugin::buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset,
+                                  uint64_t size, tf_error *err) {
+    const char *any = "";  // no host memory in a copy
+    if (tf_status s = check_buffer_range("buffer_copy", dst, dst_offset, size, any, err); s != TF_STATUS_OK) return s;
+    if (tf_status s = check_buffer_range("buffer_copy", src, src_offset, size, any, err); s != TF_STATUS_OK) return s;
     if (size == 0) return TF_STATUS_OK;
     if (dst->device != src->device)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_copy: buffers on cuda:%d and cuda:%d", dst->device->index,

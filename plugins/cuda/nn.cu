@@ -208,7 +208,7 @@ __global__ void rope_kernel(Strided<2> lead, RopeArgs a, T *out, const T *x) {
 template <class Launch>
 cudaError_t launch_float(int32_t dtype, int64_t count, Launch &&launch) {
     if (count == 0) return cudaSuccess;
-    return with_float(dtype, launch) ? cudaGetLastError() : bad_dtype();
+    return Dtypes::with_float(dtype, launch) ? cudaGetLastError() : bad_dtype();
 }
 
 // The element types an indexed kernel is instantiated for: the bits of any dtype (a copy) or the
@@ -216,13 +216,13 @@ cudaError_t launch_float(int32_t dtype, int64_t count, Launch &&launch) {
 struct AnyBits {
     template <class Fn>
     bool operator()(int32_t dtype, Fn &&fn) const {
-        return with_bits(dtype, fn);
+        return Dtypes::with_bits(dtype, fn);
     }
 };
 struct Floats {
     template <class Fn>
     bool operator()(int32_t dtype, Fn &&fn) const {
-        return with_float(dtype, fn);
+        return Dtypes::with_float(dtype, fn);
     }
 };
 
@@ -232,7 +232,7 @@ template <class Pick, class Launch>
 cudaError_t launch_indexed(Pick pick, int32_t dtype, int32_t index_dtype, int64_t count, Launch &&launch) {
     if (count == 0) return cudaSuccess;
     bool known = false;
-    pick(dtype, [&](auto e) { known = with_index(index_dtype, [&](auto l) { launch(e, l); }); });
+    pick(dtype, [&](auto e) { known = Dtypes::with_index(index_dtype, [&](auto l) { launch(e, l); }); });
     return known ? cudaGetLastError() : bad_dtype();
 }
 

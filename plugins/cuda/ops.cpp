@@ -101,20 +101,11 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, OpKind kind) {
 // attention: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask [..., Tq, Tk] or absent ->
 // [..., Tq, Dv], batch axes already expanded to one shape by the core.
 tf_status check_attention(const tf_op_desc &op, const char *name, tf_error *err) {
-    const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
-    const tf_tensor_desc &out = op.outputs[0];
-    const bool masked = !is_absent(m);
-    const int r = q.rank;
-    bool ok = r >= 2 && k.rank == r && v.rank == r && (!masked || m.rank == r) && out.rank == r;
-    for (int i = 0; ok && i < r - 2; ++i)
-        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && (!masked || m.shape[i] == q.shape[i]) &&
-             out.shape[i] == q.shape[i];
-    ok = ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] &&
-         (!masked || (m.shape[r - 2] == q.shape[r - 2] && m.shape[r - 1] == k.shape[r - 2])) &&
-         out.shape[r - 2] == q.shape[r - 2] && out.shape[r - 1] == v.shape[r - 1];
-    if (!ok)
+    if (!attention_shapes_fit(op))
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: shapes do not form q, k, v, mask -> out (got %s)", name,
                     operands_of(op).text);
+    const tf_tensor_desc &k = op.inputs[1];
+    const int r = k.rank;
     if (k.shape[r - 2] > attention_max_keys)
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: %lld keys, the cuda kernel takes at most %lld", name,
                     static_cast<long long>(k.shape[r - 2]), static_cast<long long>(attention_max_keys));
@@ -143,34 +134,11 @@ tf_status check_own(const tf_op_desc &op, const char *name, tf_error *err) {
         return TF_STATUS_OK;
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
-    case TF_OP_CONV2D_GRAD_WEIGHT: {
-        const auto &p = params_of<tf_params_conv2d>(op);
-        if (tf_status s = check_conv_params(name, p, err); s != TF_STATUS_OK) return s;
-        if (!conv_shapes_fit(op, p)) {
-            const ConvOperands t = conv_operands_of(op);
-            return fail(err, TF_STATUS_INVALID_ARGUMENT,
-                        "%s: x %s, w %s and y %s do not form a convolution with stride %dx%d, padding %dx%d, "
-                        "dilation %dx%d, groups %d",
-                        name, shape_of(*t.x).text, shape_of(*t.w).text, shape_of(*t.y).text, p.stride[0], p.stride[1],
-                        p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups);
-        }
-        return TF_STATUS_OK;
-    }
+    case TF_OP_CONV2D_GRAD_WEIGHT: return check_conv_call(name, op, err);
     case TF_OP_MAX_POOL2D:
     case TF_OP_MAX_POOL2D_BACKWARD:
     case TF_OP_AVG_POOL2D:
-    case TF_OP_AVG_POOL2D_BACKWARD: {
-        const auto &p = params_of<tf_params_pool2d>(op);
-        if (tf_status s = check_pool_params(name, p, err); s != TF_STATUS_OK) return s;
-        if (!pool_shapes_fit(op, p)) {
-            const PoolOperands t = pool_operands_of(op);
-            return fail(err, TF_STATUS_INVALID_ARGUMENT,
-                        "%s: x %s and y %s do not fit kernel %dx%d, stride %dx%d, padding %dx%d", name,
-                        shape_of(*t.x).text, shape_of(*t.y).text, p.kernel[0], p.kernel[1], p.stride[0], p.stride[1],
-                        p.padding[0], p.padding[1]);
-        }
-        return TF_STATUS_OK;
-    }
+    case TF_OP_AVG_POOL2D_BACKWARD: return check_pool_call(name, op, err);
     case TF_OP_SOFTMAX:
     case TF_OP_LOG_SOFTMAX: {
         const int32_t axis = params_of<tf_params_axis>(op).axis;
@@ -571,16 +539,7 @@ tf_status run_checked(Device &device, const tf_op_desc &op, tf_error *err) {
     }
     case TF_OP_ADAMW_STEP: {
         const auto &p = params_of<tf_params_adamw_step>(op);
-        const AdamWArgs a{p.has_state,
-                          p.decays,
-                          static_cast<float>(p.decay),
-                          static_cast<float>(p.beta1),
-                          static_cast<float>(p.one_minus_beta1),
-                          static_cast<float>(p.beta2),
-                          static_cast<float>(p.one_minus_beta2),
-                          static_cast<float>(p.root_bias_correction2),
-                          static_cast<float>(p.eps),
-                          static_cast<float>(p.step_size)};
+        const AdamWArgs a{tf_kit::adamw_f32(p), p.has_state, p.decays};
         return launched(err, name,
                         launch_adamw(stream, numel(out), a, static_cast<float *>(y),
                                      static_cast<const float *>(address_of(in[0])),
@@ -610,7 +569,7 @@ tf_status zero_fill(Device &device, const tf_tensor_desc &t, tf_error *err) {
     return launched(err, "zero fill", launch_fill(device.stream.get(), t.dtype, strided<1>(t, {&t}), address_of(t), 0));
 }
 
-int32_t supports(int32_t index, const tf_op_desc *op) {
+int32_t CudaPlugin::supports(int32_t index, const tf_op_desc *op) {
     return guarded_answer([&] {
         Context *context = g_context;
         if (!context || index < 0 || static_cast<size_t>(index) >= context->devices.size()) return false;
@@ -618,7 +577,7 @@ int32_t supports(int32_t index, const tf_op_desc *op) {
     });
 }
 
-tf_status run(int32_t index, const tf_op_desc *op, tf_error *err) {
+tf_status CudaPlugin::run(int32_t index, const tf_op_desc *op, tf_error *err) {
     return guarded(err, op ? op_name(op->op) : "run", [&]() -> tf_status {
         Device *device = device_at(index, err);
         if (!device) return TF_STATUS_INVALID_ARGUMENT;

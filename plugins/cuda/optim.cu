@@ -11,13 +11,13 @@ __global__ void adamw_kernel(int64_t n, AdamWArgs a, float *p, const float *g, f
     for (int64_t i = global_index(); i < n; i += global_stride()) {
         const float pv = p[i], gv = g[i];
         const float m0 = a.has_state ? m[i] : 0.0f, v0 = a.has_state ? v[i] : 0.0f;
-        const float decayed = a.decays ? __fmul_rn(pv, a.keep) : pv;
-        const float mv = __fadd_rn(__fmul_rn(m0, a.beta1), __fmul_rn(gv, a.one_minus_beta1));
-        const float vv = __fadd_rn(__fmul_rn(v0, a.beta2), __fmul_rn(__fmul_rn(gv, gv), a.one_minus_beta2));
-        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vv), a.root_bias_correction2), a.eps);
+        const float decayed = a.decays ? __fmul_rn(pv, a.c.decay) : pv;
+        const float mv = __fadd_rn(__fmul_rn(m0, a.c.beta1), __fmul_rn(gv, a.c.one_minus_beta1));
+        const float vv = __fadd_rn(__fmul_rn(v0, a.c.beta2), __fmul_rn(__fmul_rn(gv, gv), a.c.one_minus_beta2));
+        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vv), a.c.root_bias_correction2), a.c.eps);
         m[i] = mv;
         v[i] = vv;
-        p[i] = __fsub_rn(decayed, __fmul_rn(__fdiv_rn(mv, denom), a.step_size));
+        p[i] = __fsub_rn(decayed, __fmul_rn(__fdiv_rn(mv, denom), a.c.step_size));
     }
 }
 

@@ -48,18 +48,7 @@ tf_status cuda_fail(tf_error *err, const char *what, cudaError_t error) noexcept
                 cudaGetErrorString(error));
 }
 
-// device.cpp
-tf_status probe(tf_error *err);
-tf_status init(tf_error *err);
-void shutdown();
-int32_t device_count();
-tf_status device_info(int32_t device, tf_device_info *info, tf_error *err);
-void list_features(tf_feature_fn emit, void *user);
-
-namespace {
-
-// Waits for the device's queue, then reports a bad index a kernel found since the last wait.
-tf_status synchronize(int32_t index, tf_error *err) {
+tf_status CudaPlugin::synchronize(int32_t index, tf_error *err) {
     Device *device = device_at(index, err);
     if (!device) return TF_STATUS_INVALID_ARGUMENT;
     std::lock_guard lock(device->mutex);
@@ -69,34 +58,13 @@ tf_status synchronize(int32_t index, tf_error *err) {
     return take_data_error(*device, err);
 }
 
+namespace {
+
 // ---- Plugin table -----------------------------------------------------------------------------------------
 
 // Above blas (10) and the GPU APIs that also reach NVIDIA hardware: on an NVIDIA GPU this is the
 // backend to use.
-constexpr tf_plugin k_plugin = {
-    .struct_size = sizeof(tf_plugin),
-    .abi_version = TF_ABI_VERSION,
-    .name = "cuda",
-    .version = TF_CUDA_VERSION,
-    .priority = 100,
-    .reserved_ = 0,
-    .probe = probe,
-    .init = init,
-    .shutdown = shutdown,
-    .device_count = device_count,
-    .device_info = device_info,
-    .buffer_alloc = buffer_alloc,
-    .buffer_free = buffer_free,
-    .buffer_host_ptr = nullptr,  // device memory is never host-addressable
-    .buffer_write = buffer_write,
-    .buffer_read = buffer_read,
-    .buffer_copy = buffer_copy,
-    .supports = supports,
-    .run = run,
-    .synchronize = synchronize,
-    .list_features = list_features,
-    .get_proc = nullptr,  // no extensions
-};
+constexpr tf_plugin k_plugin = tf_kit::plugin_table<CudaPlugin>("cuda", TF_CUDA_VERSION, 100);
 
 }  // namespace
 }  // namespace tf_cuda

@@ -251,7 +251,7 @@ __global__ void cross_entropy_total(CrossEntropyArgs a, T *out, const double *sc
 cudaError_t launch_reduce(cudaStream_t stream, uint32_t op, int32_t dtype, const RowGeom<2> &g, void *out,
                           const void *in, double correction) {
     if (g.rows.count == 0) return cudaSuccess;
-    const bool known = with_numeric(dtype, [&](auto t) {
+    const bool known = Dtypes::with_numeric(dtype, [&](auto t) {
         using T = decltype(t);
         reduce_kernel<T><<<row_blocks(g.rows.count), row_threads(g.cols.count), 0, stream>>>(
             g, op, static_cast<T *>(out), static_cast<const T *>(in), correction);
@@ -262,7 +262,7 @@ cudaError_t launch_reduce(cudaStream_t stream, uint32_t op, int32_t dtype, const
 cudaError_t launch_arg(cudaStream_t stream, uint32_t op, int32_t dtype, const RowGeom<2> &g, void *out,
                        const void *in) {
     if (g.rows.count == 0) return cudaSuccess;
-    const bool known = with_numeric(dtype, [&](auto t) {
+    const bool known = Dtypes::with_numeric(dtype, [&](auto t) {
         using T = decltype(t);
         const unsigned blocks = row_blocks(g.rows.count);
         const int threads = row_threads(g.cols.count);
@@ -279,7 +279,7 @@ cudaError_t launch_arg(cudaStream_t stream, uint32_t op, int32_t dtype, const Ro
 cudaError_t launch_softmax(cudaStream_t stream, bool log, int32_t dtype, const RowGeom<2> &g, void *out,
                            const void *in) {
     if (g.rows.count == 0 || g.cols.count == 0) return cudaSuccess;
-    const bool known = with_float(dtype, [&](auto t) {
+    const bool known = Dtypes::with_float(dtype, [&](auto t) {
         using T = decltype(t);
         softmax_kernel<T><<<row_blocks(g.rows.count), row_threads(g.cols.count), 0, stream>>>(
             g, log, static_cast<T *>(out), static_cast<const T *>(in));
@@ -290,7 +290,7 @@ cudaError_t launch_softmax(cudaStream_t stream, bool log, int32_t dtype, const R
 cudaError_t launch_norm(cudaStream_t stream, int32_t dtype, const RowGeom<4> &g, void *out, const void *x,
                         const void *weight, const void *bias, double eps) {
     if (g.rows.count == 0 || g.cols.count == 0) return cudaSuccess;
-    const bool known = with_float(dtype, [&](auto t) {
+    const bool known = Dtypes::with_float(dtype, [&](auto t) {
         using T = decltype(t);
         norm_kernel<T><<<row_blocks(g.rows.count), row_threads(g.cols.count), 0, stream>>>(
             g, static_cast<T *>(out), static_cast<const T *>(x), static_cast<const T *>(weight),
@@ -304,20 +304,21 @@ cudaError_t launch_cross_entropy(cudaStream_t stream, int32_t dtype, int32_t lab
     bool known = true;
     const bool none = args.reduction == TF_REDUCTION_NONE;
     if (args.n > 0) {
-        known = with_float(dtype,
-                           [&](auto t) {
-                               using T = decltype(t);
-                               known = with_index(label_dtype, [&](auto l) {
-                                   using L = decltype(l);
-                                   cross_entropy_rows<T, L><<<row_blocks(args.n), row_threads(args.c), 0, stream>>>(
-                                       args, static_cast<T *>(out), static_cast<const T *>(logits),
-                                       static_cast<const L *>(labels), scratch, error);
-                               });
-                           }) &&
-                known;
+        known =
+            Dtypes::with_float(dtype,
+                               [&](auto t) {
+                                   using T = decltype(t);
+                                   known = Dtypes::with_index(label_dtype, [&](auto l) {
+                                       using L = decltype(l);
+                                       cross_entropy_rows<T, L><<<row_blocks(args.n), row_threads(args.c), 0, stream>>>(
+                                           args, static_cast<T *>(out), static_cast<const T *>(logits),
+                                           static_cast<const L *>(labels), scratch, error);
+                                   });
+                               }) &&
+            known;
     }
     if (known && !none) {
-        known = with_float(dtype, [&](auto t) {
+        known = Dtypes::with_float(dtype, [&](auto t) {
             using T = decltype(t);
             cross_entropy_total<T><<<1, block_size, 0, stream>>>(args, static_cast<T *>(out), scratch);
         });

@@ -1,5 +1,5 @@
-// The free byte ranges of one memory block, first fit, coalesced when a range comes back: how
-// the vulkan and opengl memory pools carve their large blocks into tensors.
+// The free byte ranges of one memory block, first fit, coalesced when a range comes back, and the
+// set of blocks a pool carves into tensors: the vulkan and opengl memory pools.
 #ifndef TINYFIN_GPU_FREE_LIST_HPP
 #define TINYFIN_GPU_FREE_LIST_HPP
 
@@ -60,44 +60,69 @@ private:
     uint64_t used_ = 0;
 };
 
-// Where a pool puts need bytes among its blocks (each with `bool dedicated` and a FreeList
-// `ranges`): a request above dedicated_above gets a block of its own (dedicated, freed when
-// released), so large and small tensors do not fragment each other; others take the first shared
-// block with room, else a new block of block_size. new_block(size) adds a block to blocks and
-// returns it. Returns the block and the offset of the range.
-template <class Block, class NewBlock>
-std::pair<Block *, uint64_t> place(const std::vector<std::unique_ptr<Block>> &blocks, uint64_t need,
-                                   uint64_t dedicated_above, uint64_t block_size, NewBlock &&new_block) {
-    uint64_t offset = 0;
-    if (need > dedicated_above) {
-        Block &block = new_block(need);
-        block.dedicated = true;
-        block.ranges.take(need, &offset);
-        return {&block, offset};
-    }
-    for (const auto &block : blocks)
-        if (!block->dedicated && block->ranges.take(need, &offset)) return {block.get(), offset};
-    Block &block = new_block(block_size);
-    block.ranges.take(need, &offset);
-    return {&block, offset};
-}
-
-// Returns [offset, offset + size) to block, one of blocks (each with `uint64_t size` besides the
-// above). The block, if now empty, leaves blocks (destroyed: its memory goes back to the driver)
-// when it is dedicated or another empty shared block is already kept as the spare. Returns the
-// bytes that left (block.size), or 0.
+// A range of one block of a BlockSet; empty (owner == nullptr) when nothing is held.
 template <class Block>
-uint64_t give_back(std::vector<std::unique_ptr<Block>> &blocks, Block &block, uint64_t offset, uint64_t size) noexcept {
-    block.ranges.give(offset, size);
-    if (block.ranges.used() != 0) return 0;
-    const bool spare_exists = std::any_of(blocks.begin(), blocks.end(), [&](const auto &b) {
-        return b.get() != &block && !b->dedicated && b->ranges.used() == 0;
-    });
-    if (!block.dedicated && !spare_exists) return 0;
-    const uint64_t freed = block.size;
-    blocks.erase(std::find_if(blocks.begin(), blocks.end(), [&](const auto &b) { return b.get() == &block; }));
-    return freed;
-}
+struct BlockRange {
+    Block *owner = nullptr;
+    uint64_t offset = 0;  // bytes from the start of the block
+    uint64_t size = 0;  // bytes reserved
+};
+
+// The blocks of a memory pool (each a Block with `uint64_t size`, `bool dedicated` and a FreeList
+// `ranges`) and the bytes they hold: the part of the vulkan and opengl pools that does not
+// depend on the API.
+template <class Block>
+class BlockSet {
+public:
+    // Where need bytes go: a request above dedicated_above gets a block of its own (dedicated,
+    // freed when released), so large and small tensors do not fragment each other; others take
+    // the first shared block with room, else a new block of block_size. new_block(size) makes the
+    // API's block of size bytes (a std::unique_ptr<Block>); it may throw.
+    template <class NewBlock>
+    BlockRange<Block> take(uint64_t need, uint64_t dedicated_above, uint64_t block_size, NewBlock &&new_block) {
+        uint64_t offset = 0;
+        if (need <= dedicated_above)
+            for (const auto &block : blocks_)
+                if (!block->dedicated && block->ranges.take(need, &offset)) return {block.get(), offset, need};
+        Block &block = add(new_block(need > dedicated_above ? need : block_size));
+        block.dedicated = need > dedicated_above;
+        block.ranges.take(need, &offset);
+        return {&block, offset, need};
+    }
+
+    // Returns a range take() gave. The block, if now empty, is destroyed (its memory goes back to
+    // the driver) when it is dedicated or another empty shared block is already kept as the spare.
+    void give(BlockRange<Block> &range) noexcept {
+        if (!range.owner) return;
+        Block &block = *range.owner;
+        range.owner = nullptr;
+        block.ranges.give(range.offset, range.size);
+        if (block.ranges.used() != 0) return;
+        const bool spare_exists = std::any_of(blocks_.begin(), blocks_.end(), [&](const auto &b) {
+            return b.get() != &block && !b->dedicated && b->ranges.used() == 0;
+        });
+        if (!block.dedicated && !spare_exists) return;
+        reserved_ -= block.size;
+        blocks_.erase(std::find_if(blocks_.begin(), blocks_.end(), [&](const auto &b) { return b.get() == &block; }));
+    }
+
+    // Bytes held in blocks (used or not), and the blocks made so far.
+    uint64_t reserved() const noexcept { return reserved_; }
+    uint64_t created() const noexcept { return created_; }
+
+private:
+    Block &add(std::unique_ptr<Block> block) {
+        block->ranges = FreeList(block->size);
+        reserved_ += block->size;
+        ++created_;
+        blocks_.push_back(std::move(block));
+        return *blocks_.back();
+    }
+
+    std::vector<std::unique_ptr<Block>> blocks_;
+    uint64_t reserved_ = 0;
+    uint64_t created_ = 0;
+};
 
 }  // namespace tf_kernels
 

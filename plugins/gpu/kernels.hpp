@@ -131,6 +131,36 @@ TensorBinding bind_pooled(const DeviceCaps &caps, const void *owner, const char 
     return bind_view(caps, t, buffer, buffer->memory.offset, buffer->size, op, role, index);
 }
 
+// A buffer for an op's intermediate result (a split-K product, f32 sums, rope's table), freed
+// when it goes out of scope, also on failure: free() may come before the work using it has run.
+class ScratchBuffer {
+public:
+    ScratchBuffer(KernelDevice &dev, uint64_t size) : dev_(dev), buffer_(dev.allocate(size)) {}
+    ScratchBuffer(const ScratchBuffer &) = delete;
+    ScratchBuffer &operator=(const ScratchBuffer &) = delete;
+    ~ScratchBuffer() { dev_.free(buffer_); }
+    tf_buffer *get() const noexcept { return buffer_; }
+
+private:
+    KernelDevice &dev_;
+    tf_buffer *const buffer_;
+};
+
+// The descriptor of op (a step inside another op: a sum, a cast, a fill) with one input, in (none
+// when in is nullptr), and one output.
+inline tf_op_desc step_desc(uint32_t op, const tf_tensor_desc *in, const tf_tensor_desc &out,
+                            const void *params = nullptr) {
+    tf_op_desc d{};
+    d.struct_size = sizeof d;
+    d.op = op;
+    d.n_inputs = in ? 1 : 0;
+    d.n_outputs = 1;
+    d.inputs = in ? in : &out;
+    d.outputs = &out;
+    d.params = params;
+    return d;
+}
+
 inline uint64_t align_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
 inline uint64_t align_down(uint64_t value, uint64_t alignment) { return value / alignment * alignment; }
 

@@ -198,15 +198,8 @@ void elementwise_run(KernelDevice &dev, const tf_op_desc &op) {
 }
 
 void elementwise_fill(KernelDevice &dev, const tf_tensor_desc &out, uint32_t lo, uint32_t hi, const char *) {
-    tf_op_desc fill{};
-    fill.struct_size = sizeof fill;
-    fill.op = TF_OP_FILL;
-    fill.n_inputs = 0;
-    fill.n_outputs = 1;
-    fill.inputs = &out;
-    fill.outputs = &out;
     const uint32_t arg[4] = {lo, hi, 0, 0};
-    record(dev, fill, EW_FILL, arg);
+    record(dev, step_desc(TF_OP_FILL, nullptr, out), EW_FILL, arg);
 }
 
 }  // namespace tf_kernels

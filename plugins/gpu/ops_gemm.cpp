@@ -105,29 +105,17 @@ void record_gemm(KernelDevice &dev, GemmParams &p, uint32_t mode, TensorBinding 
         stride *= view.shape[d];
     }
     scratch.strides[0] = stride;
-    scratch.buffer = dev.allocate(static_cast<uint64_t>(splits) * static_cast<uint64_t>(stride) * 4);
-    try {
-        b[0] = dev.bind(scratch, op_name(TF_OP_MATMUL), "scratch", 0);
-        p.c_base = b[0].base;
-        p.splits = splits;
-        p.k_chunk = chunk;
-        p.z_count = z_count;
-        dev.dispatch(
-            {key_of(Shader::gemm, mode, rows, 1, cols, out.dtype), &p, sizeof p, b, 3, {gx, gy, z_count * splits}});
-        const tf_params_reduce axes{sizeof(tf_params_reduce), 1u};
-        tf_op_desc sum{};
-        sum.struct_size = sizeof sum;
-        sum.op = TF_OP_SUM;
-        sum.n_inputs = sum.n_outputs = 1;
-        sum.inputs = &scratch;
-        sum.outputs = &target;
-        sum.params = &axes;
-        reduce_run(dev, sum);
-    } catch (...) {
-        dev.free(scratch.buffer);
-        throw;
-    }
-    dev.free(scratch.buffer);  // released once the sum has run
+    const ScratchBuffer held(dev, static_cast<uint64_t>(splits) * static_cast<uint64_t>(stride) * 4);
+    scratch.buffer = held.get();
+    b[0] = dev.bind(scratch, op_name(TF_OP_MATMUL), "scratch", 0);
+    p.c_base = b[0].base;
+    p.splits = splits;
+    p.k_chunk = chunk;
+    p.z_count = z_count;
+    dev.dispatch(
+        {key_of(Shader::gemm, mode, rows, 1, cols, out.dtype), &p, sizeof p, b, 3, {gx, gy, z_count * splits}});
+    const tf_params_reduce axes{sizeof(tf_params_reduce), 1u};
+    reduce_run(dev, step_desc(TF_OP_SUM, &scratch, target, &axes));
 }
 
 bool conv_supports(const DeviceCaps &caps, const tf_op_desc &op) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <optional>
 #include <vector>
 
 namespace tf_kernels {
@@ -286,23 +287,12 @@ void embedding_backward_16(KernelDevice &dev, const tf_op_desc &op) {
     scratch.strides[0] = out.shape[1];
     scratch.strides[1] = 1;
     const uint64_t bytes = static_cast<uint64_t>(std::max<int64_t>(numel(out), 1)) * 4;
-    scratch.buffer = dev.allocate(bytes);
-    try {
-        tf_op_desc sum = op;
-        sum.outputs = &scratch;
-        index_run(dev, sum);
-        tf_op_desc cast{};
-        cast.struct_size = sizeof cast;
-        cast.op = TF_OP_CAST;
-        cast.n_inputs = cast.n_outputs = 1;
-        cast.inputs = &scratch;
-        cast.outputs = &out;
-        elementwise_run(dev, cast);
-    } catch (...) {
-        dev.free(scratch.buffer);
-        throw;
-    }
-    dev.free(scratch.buffer);  // released once the cast has run
+    const ScratchBuffer held(dev, bytes);
+    scratch.buffer = held.get();
+    tf_op_desc sum = op;
+    sum.outputs = &scratch;
+    index_run(dev, sum);
+    elementwise_run(dev, step_desc(TF_OP_CAST, &scratch, out));
 }
 
 void index_run(KernelDevice &dev, const tf_op_desc &op) {
@@ -333,13 +323,7 @@ void index_run(KernelDevice &dev, const tf_op_desc &op) {
     const char *reporting = name;
     uint32_t mode = 0, idx_dtype = TF_DTYPE_I32;
     // rope's frequency table, released once the dispatch is recorded (free() may come first).
-    struct ScratchBuffer {
-        KernelDevice &dev;
-        tf_buffer *buffer = nullptr;
-        ~ScratchBuffer() {
-            if (buffer) dev.free(buffer);
-        }
-    } scratch{dev};
+    std::optional<ScratchBuffer> scratch;
     switch (op.op) {
     case TF_OP_ONE_HOT: {
         const tf_tensor_desc &labels = op.inputs[0];
@@ -406,7 +390,7 @@ void index_run(KernelDevice &dev, const tf_op_desc &op) {
         table.shape[0] = 5 * half;
         table.strides[0] = 1;
         const uint64_t bytes = turns.size() * sizeof(float);
-        table.buffer = scratch.buffer = dev.allocate(bytes);
+        table.buffer = scratch.emplace(dev, bytes).get();
         dev.write(table.buffer, 0, turns.data(), bytes);
         b[2] = dev.bind(table, name, "frequencies", 0);
         p.idx_base = b[2].base;
@@ -433,21 +417,11 @@ void index_run(KernelDevice &dev, const tf_op_desc &op) {
 bool attention_supports(const DeviceCaps &caps, const tf_op_desc &op) {
     const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
     const tf_tensor_desc &out = op.outputs[0];
-    const bool masked = !tf_kit::is_absent(m);
-    const int r = q.rank;
-    if (r < 2) return false;
-    const tf_tensor_desc *all[5] = {&out, &q, &k, &v, masked ? &m : &q};
-    for (const tf_tensor_desc *t : all)
-        if (t->dtype != out.dtype || t->rank != r) return false;
-    for (int d = 0; d < r - 2; ++d)
-        for (const tf_tensor_desc *t : all)
-            if (t->shape[d] != q.shape[d]) return false;
-    const int64_t tq = q.shape[r - 2], d = q.shape[r - 1], tk = k.shape[r - 2], dv = v.shape[r - 1];
-    if (k.shape[r - 1] != d || v.shape[r - 2] != tk || (masked && (m.shape[r - 2] != tq || m.shape[r - 1] != tk)) ||
-        out.shape[r - 2] != tq || out.shape[r - 1] != dv)
-        return false;
+    if (!tf_kit::attention_shapes_fit(op)) return false;
+    for (const tf_tensor_desc *t : {&q, &k, &v, &m})
+        if (!tf_kit::is_absent(*t) && t->dtype != out.dtype) return false;
     (void)caps;
-    return tk <= attention_max_keys;
+    return k.shape[k.rank - 2] <= attention_max_keys;
 }
 
 void attention_run(KernelDevice &dev, const tf_op_desc &op) {

@@ -2,6 +2,8 @@
 // dispatch; anything else is left to the core, which then runs the update as ordinary ops.
 #include "kernels.hpp"
 
+#include <cstring>
+
 namespace tf_kernels {
 
 namespace {
@@ -44,10 +46,9 @@ void optim_run(KernelDevice &dev, const tf_op_desc &op) {
     uint32_t mode = 0, has_state = 0, decays = 0, nesterov = 0;
     if (op.op == TF_OP_ADAMW_STEP) {
         const auto &k = *static_cast<const tf_params_adamw_step *>(op.params);
-        const double values[8] = {k.decay, k.beta1,           k.one_minus_beta1,
-                                  k.beta2, k.one_minus_beta2, k.root_bias_correction2,
-                                  k.eps,   k.step_size};
-        for (int i = 0; i < 8; ++i) p.k[i] = static_cast<float>(values[i]);
+        const tf_kit::AdamwF32 c = tf_kit::adamw_f32(k);
+        static_assert(sizeof c == sizeof p.k);
+        std::memcpy(p.k, &c, sizeof c);
         has_state = k.has_state ? 1 : 0;
         decays = k.decays ? 1 : 0;
     } else {

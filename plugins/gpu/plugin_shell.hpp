@@ -14,6 +14,10 @@
 //       template <class F> static void call(Device &d, F &&f);  // runs f with the device's lock
 //                                                           // held (or on its thread)
 //       static void list_features(const State &s, tf_feature_fn emit, void *user);
+//       // Optional: whether this plugin has op's kernel (default: every kernel of kernels.hpp).
+//       static bool has_kernel(const tf_op_desc &op);
+//       // Optional: how an op runs, under call() (default: tf_kernels::run).
+//       static void run(Device &d, const tf_op_desc &op);
 //   };
 //
 // and its table is GpuPlugin<Api>::table(name, version, priority). Every member turns exceptions into a
@@ -85,15 +89,6 @@ struct GpuPlugin {
 
     // ---- Buffers ----
 
-    // offset + size within the buffer; a host pointer wherever bytes move to or from the host.
-    static tf_status check_range(const char *what, const tf_buffer *buffer, uint64_t offset, uint64_t size,
-                                 const void *host, tf_error *err) {
-        if (!buffer) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: buffer is NULL", what);
-        if (tf_status s = tf_kit::check_range(what, buffer->size, offset, size, err); s != TF_STATUS_OK) return s;
-        if (size > 0 && !host) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: host pointer is NULL", what);
-        return TF_STATUS_OK;
-    }
-
     static tf_status buffer_alloc(int32_t index, uint64_t size, tf_buffer **out, tf_error *err) {
         return guarded(err, "buffer_alloc", [&]() -> tf_status {
             if (!out) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_alloc: out is NULL");
@@ -118,29 +113,36 @@ struct GpuPlugin {
         }
     }
 
-    static tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
-        if (tf_status s = check_range("buffer_write", buffer, offset, size, src, err); s != TF_STATUS_OK) return s;
+    // buffer_write and buffer_read: the range check, then the device's copy (f) under call().
+    template <class F>
+    static tf_status transfer(const char *what, tf_buffer *buffer, uint64_t offset, uint64_t size, const void *host,
+                              tf_error *err, F &&f) {
+        if (tf_status s = tf_kit::check_buffer_range(what, buffer, offset, size, host, err); s != TF_STATUS_OK)
+            return s;
         if (size == 0) return TF_STATUS_OK;
-        return guarded(err, "buffer_write", [&]() -> tf_status {
-            Api::call(*buffer->owner, [&] { buffer->owner->write(buffer, offset, src, size); });
+        return guarded(err, what, [&]() -> tf_status {
+            Api::call(*buffer->owner, f);
             return TF_STATUS_OK;
         });
     }
 
+    static tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
+        return transfer("buffer_write", buffer, offset, size, src, err,
+                        [&] { buffer->owner->write(buffer, offset, src, size); });
+    }
+
     static tf_status buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size, tf_error *err) {
-        if (tf_status s = check_range("buffer_read", buffer, offset, size, dst, err); s != TF_STATUS_OK) return s;
-        if (size == 0) return TF_STATUS_OK;
-        return guarded(err, "buffer_read", [&]() -> tf_status {
-            Api::call(*buffer->owner, [&] { buffer->owner->read(buffer, offset, dst, size); });
-            return TF_STATUS_OK;
-        });
+        return transfer("buffer_read", buffer, offset, size, dst, err,
+                        [&] { buffer->owner->read(buffer, offset, dst, size); });
     }
 
     static tf_status buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset,
                                  uint64_t size, tf_error *err) {
-        const char *any = "";  // the range checks need a non-NULL host pointer only for host copies
-        if (tf_status s = check_range("buffer_copy", dst, dst_offset, size, any, err); s != TF_STATUS_OK) return s;
-        if (tf_status s = check_range("buffer_copy", src, src_offset, size, any, err); s != TF_STATUS_OK) return s;
+        const char *any = "";  // no host memory in a copy
+        if (tf_status s = tf_kit::check_buffer_range("buffer_copy", dst, dst_offset, size, any, err); s != TF_STATUS_OK)
+            return s;
+        if (tf_status s = tf_kit::check_buffer_range("buffer_copy", src, src_offset, size, any, err); s != TF_STATUS_OK)
+            return s;
         if (dst->owner != src->owner)
             return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_copy: the buffers are on different devices (%s, %s)",
                         dst->owner->label(), src->owner->label());
@@ -157,7 +159,10 @@ struct GpuPlugin {
     // from the device's immutable limits, on the caller's thread, without the device's lock.
     static bool supported(int32_t index, const tf_op_desc *op) {
         Device *dev = device_at(index);
-        return dev && op && tf_kernels::supports(dev->caps(), *op);
+        if (!dev || !op) return false;
+        if constexpr (requires { Api::has_kernel(*op); })
+            if (!Api::has_kernel(*op)) return false;
+        return tf_kernels::supports(dev->caps(), *op);
     }
 
     static int32_t supports(int32_t index, const tf_op_desc *op) {
@@ -172,7 +177,12 @@ struct GpuPlugin {
                 return fail(err, TF_STATUS_UNSUPPORTED, "%s: the %s plugin does not support this descriptor", name,
                             Api::name);
             Device &dev = *device_at(index);
-            Api::call(dev, [&] { tf_kernels::run(dev, *op); });
+            Api::call(dev, [&] {
+                if constexpr (requires { Api::run(dev, *op); })
+                    Api::run(dev, *op);
+                else
+                    tf_kernels::run(dev, *op);
+            });
             return TF_STATUS_OK;
         });
     }
@@ -188,33 +198,11 @@ struct GpuPlugin {
 
     // ---- The table ----
 
-    // The plugin's table: every member is the shell's. GPU memory is device-resident (no
-    // buffer_host_ptr, even where it is host-visible), and no extensions (get_proc).
+    // The plugin's table: every member is the shell's (tf_kit::plugin_table). GPU memory is
+    // device-resident (no buffer_host_ptr, even where it is host-visible), and no extensions
+    // (get_proc).
     static constexpr tf_plugin table(const char *name, const char *version, int32_t priority) {
-        return tf_plugin{
-            .struct_size = sizeof(tf_plugin),
-            .abi_version = TF_ABI_VERSION,
-            .name = name,
-            .version = version,
-            .priority = priority,
-            .reserved_ = 0,
-            .probe = probe,
-            .init = init,
-            .shutdown = shutdown,
-            .device_count = device_count,
-            .device_info = device_info,
-            .buffer_alloc = buffer_alloc,
-            .buffer_free = buffer_free,
-            .buffer_host_ptr = nullptr,
-            .buffer_write = buffer_write,
-            .buffer_read = buffer_read,
-            .buffer_copy = buffer_copy,
-            .supports = supports,
-            .run = run,
-            .synchronize = synchronize,
-            .list_features = list_features,
-            .get_proc = nullptr,
-        };
+        return tf_kit::plugin_table<GpuPlugin>(name, version, priority);
     }
 
     // ---- Features ----

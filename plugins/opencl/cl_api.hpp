@@ -12,14 +12,16 @@
 
 namespace tf_cl {
 
-#define TF_CL_FUNCTIONS(X)                                                                                             \
-    X(clGetPlatformIDs)                                                                                                \
-    X(clGetPlatformInfo) X(clGetDeviceIDs) X(clGetDeviceInfo) X(clCreateContext) X(clReleaseContext)                   \
-        X(clCreateCommandQueue) X(clReleaseCommandQueue) X(clCreateBuffer) X(clReleaseMemObject)                       \
-            X(clCreateProgramWithSource) X(clCreateProgramWithBinary) X(clBuildProgram) X(clGetProgramBuildInfo)       \
-                X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg)         \
-                    X(clEnqueueNDRangeKernel) X(clEnqueueReadBuffer) X(clEnqueueWriteBuffer) X(clEnqueueCopyBuffer)    \
-                        X(clEnqueueFillBuffer) X(clFlush) X(clFinish)
+// clang-format off
+#define TF_CL_FUNCTIONS(X)                                                                            \
+    X(clGetPlatformIDs) X(clGetPlatformInfo) X(clGetDeviceIDs) X(clGetDeviceInfo) X(clCreateContext)  \
+    X(clReleaseContext) X(clCreateCommandQueue) X(clReleaseCommandQueue) X(clCreateBuffer)           \
+    X(clReleaseMemObject) X(clCreateProgramWithSource) X(clCreateProgramWithBinary)                  \
+    X(clBuildProgram) X(clGetProgramBuildInfo) X(clGetProgramInfo) X(clReleaseProgram)               \
+    X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg) X(clEnqueueNDRangeKernel)                 \
+    X(clEnqueueReadBuffer) X(clEnqueueWriteBuffer) X(clEnqueueCopyBuffer) X(clEnqueueFillBuffer)     \
+    X(clFlush) X(clFinish)
+// clang-format on
 
 // The loaded entry points; the library stays loaded while the table lives.
 struct ClApi {

@@ -113,8 +113,8 @@ bool Device::run_matmul_library(const tf_op_desc &op) {
 }
 
 void Device::run(const tf_op_desc &op) {
-    if (op.op == TF_OP_MATMUL && blas_ && run_matmul_library(op)) return;
-    tf_kernels::run(*this, op);
+    if (!(op.op == TF_OP_MATMUL && blas_ && run_matmul_library(op))) tf_kernels::run(*this, op);
+    flush();
 }
 
 }  // namespace tf_cl

@@ -24,22 +24,24 @@ T device_value(const ClApi &api, cl_device_id id, cl_device_info what) {
     return value;
 }
 
-std::string device_text(const ClApi &api, cl_device_id id, cl_device_info what) {
+// A text property through a clGet*Info call query(size, value, &size_ret): the size, then the text;
+// "" when there is none.
+template <class Query>
+std::string info_text(Query query) {
     size_t size = 0;
-    if (api.clGetDeviceInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+    if (query(0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
     std::string text(size, '\0');
-    api.clGetDeviceInfo(id, what, size, text.data(), nullptr);
+    query(size, text.data(), nullptr);
     text.resize(std::strlen(text.c_str()));
     return text;
 }
 
+std::string device_text(const ClApi &api, cl_device_id id, cl_device_info what) {
+    return info_text([&](size_t n, void *v, size_t *got) { return api.clGetDeviceInfo(id, what, n, v, got); });
+}
+
 std::string platform_text(const ClApi &api, cl_platform_id id, cl_platform_info what) {
-    size_t size = 0;
-    if (api.clGetPlatformInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
-    std::string text(size, '\0');
-    api.clGetPlatformInfo(id, what, size, text.data(), nullptr);
-    text.resize(std::strlen(text.c_str()));
-    return text;
+    return info_text([&](size_t n, void *v, size_t *got) { return api.clGetPlatformInfo(id, what, n, v, got); });
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -131,13 +133,12 @@ void Device::start(const DeviceTarget &target) {
     cl_int code = CL_SUCCESS;
     const cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
                                            reinterpret_cast<cl_context_properties>(target.platform), 0};
-    context_ = ContextHandle(api_.clCreateContext(props, 1, &id, nullptr, nullptr, &code), ContextRelease{&api_});
+    context_ = ContextHandle(api_.clCreateContext(props, 1, &id, nullptr, nullptr, &code), {&api_});
     check(code, "clCreateContext", label());
-    queue_ = QueueHandle(api_.clCreateCommandQueue(context_.get(), id, 0, &code), QueueRelease{&api_});
+    queue_ = QueueHandle(api_.clCreateCommandQueue(context_.get(), id, 0, &code), {&api_});
     check(code, "clCreateCommandQueue", label());
     const uint64_t status_bytes = (report_slots + 1) * 4;
-    status_ = MemHandle(api_.clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, status_bytes, nullptr, &code),
-                        MemRelease{&api_});
+    status_ = MemHandle(api_.clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, status_bytes, nullptr, &code), {&api_});
     check(code, "clCreateBuffer (status words)", label());
     const cl_uint zero = 0;
     check(
@@ -286,17 +287,18 @@ void Device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t 
     if (dst == src && src_offset < dst_offset + size && dst_offset < src_offset + size) {
         // clEnqueueCopyBuffer refuses overlapping ranges of one buffer: through a temporary one.
         cl_int code = CL_SUCCESS;
-        MemHandle mid(api_.clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, size, nullptr, &code), MemRelease{&api_});
+        MemHandle mid(api_.clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, size, nullptr, &code), {&api_});
         check(code, "clCreateBuffer", label());
         check(api_.clEnqueueCopyBuffer(queue_.get(), src->memory, mid.get(), src_offset, 0, size, 0, nullptr, nullptr),
               "clEnqueueCopyBuffer", label());
         check(api_.clEnqueueCopyBuffer(queue_.get(), mid.get(), dst->memory, 0, dst_offset, size, 0, nullptr, nullptr),
               "clEnqueueCopyBuffer", label());
-        return;
+    } else {
+        check(api_.clEnqueueCopyBuffer(queue_.get(), src->memory, dst->memory, src_offset, dst_offset, size, 0, nullptr,
+                                       nullptr),
+              "clEnqueueCopyBuffer", label());
     }
-    check(api_.clEnqueueCopyBuffer(queue_.get(), src->memory, dst->memory, src_offset, dst_offset, size, 0, nullptr,
-                                   nullptr),
-          "clEnqueueCopyBuffer", label());
+    flush();
 }
 
 void Device::synchronize() {

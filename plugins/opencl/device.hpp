@@ -42,32 +42,23 @@ const char *environment(const char *name);
 // TF_STATUS_OUT_OF_MEMORY.
 void check(cl_int code, const char *what, const char *label);
 
-// One owner per OpenCL object.
-struct MemRelease {
+// One owner per OpenCL object: Release is the ClApi member that releases it (clReleaseMemObject,
+// ...), called through the api the handle was made with: MemHandle(memory, {&api}).
+template <auto Release>
+struct ClRelease {
     const ClApi *api;
-    void operator()(cl_mem m) const noexcept { api->clReleaseMemObject(m); }
+    template <class Object>
+    void operator()(Object object) const noexcept {
+        (api->*Release)(object);
+    }
 };
-using MemHandle = std::unique_ptr<std::remove_pointer_t<cl_mem>, MemRelease>;
-struct ProgramRelease {
-    const ClApi *api;
-    void operator()(cl_program p) const noexcept { api->clReleaseProgram(p); }
-};
-using ProgramHandle = std::unique_ptr<std::remove_pointer_t<cl_program>, ProgramRelease>;
-struct KernelRelease {
-    const ClApi *api;
-    void operator()(cl_kernel k) const noexcept { api->clReleaseKernel(k); }
-};
-using KernelHandle = std::unique_ptr<std::remove_pointer_t<cl_kernel>, KernelRelease>;
-struct QueueRelease {
-    const ClApi *api;
-    void operator()(cl_command_queue q) const noexcept { api->clReleaseCommandQueue(q); }
-};
-using QueueHandle = std::unique_ptr<std::remove_pointer_t<cl_command_queue>, QueueRelease>;
-struct ContextRelease {
-    const ClApi *api;
-    void operator()(cl_context c) const noexcept { api->clReleaseContext(c); }
-};
-using ContextHandle = std::unique_ptr<std::remove_pointer_t<cl_context>, ContextRelease>;
+template <class Object, auto Release>
+using ClHandle = std::unique_ptr<std::remove_pointer_t<Object>, ClRelease<Release>>;
+using MemHandle = ClHandle<cl_mem, &ClApi::clReleaseMemObject>;
+using ProgramHandle = ClHandle<cl_program, &ClApi::clReleaseProgram>;
+using KernelHandle = ClHandle<cl_kernel, &ClApi::clReleaseKernel>;
+using QueueHandle = ClHandle<cl_command_queue, &ClApi::clReleaseCommandQueue>;
+using ContextHandle = ClHandle<cl_context, &ClApi::clReleaseContext>;
 
 // A device found by enumeration.
 struct DeviceTarget {
@@ -120,18 +111,20 @@ public:
     void free(tf_buffer *buffer) noexcept override;
     void write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size) override;
     void read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size);
+    // Enqueues the copy and flushes the queue.
     void copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size);
     void synchronize();
 
     // ---- Kernels (tf_kernels::KernelDevice, under enter()) ----
     TensorBinding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
     void dispatch(const tf_kernels::DispatchArgs &args) override;
-    // Runs op (supports() accepted it): matmul through CLBlast where it can, else the kernels.
+    // Runs op (supports() accepted it): matmul through CLBlast where it can, else the kernels;
+    // then flushes the queue.
     void run(const tf_op_desc &op);
-    // Submits what was enqueued (end of an ABI call that enqueued work).
-    void flush();
 
 private:
+    // Submits what was enqueued (end of an ABI call that enqueued work).
+    void flush();
     Device(const ClApi &api) : api_(api) {}
     void start(const DeviceTarget &target);
     cl_kernel kernel_for(const PipelineKey &key);

@@ -11,6 +11,8 @@
 #include "regular_file.hpp"
 #include "selectors.hpp"
 
+#include "cache_directory.hpp"
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,19 +32,6 @@ constexpr uint64_t max_cache_bytes = 256ull << 20;
 uint64_t fnv1a(uint64_t hash, std::string_view text) {
     for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
     return hash;
-}
-
-std::string cache_directory() {
-    std::string base;
-    const char *xdg = environment("XDG_CACHE_HOME");
-    if (xdg && xdg[0] == '/') {
-        base = xdg;
-    } else {
-        const char *home = environment("HOME");
-        if (!home || home[0] != '/') return "";
-        base = std::string(home) + "/.cache";
-    }
-    return base + "/tinyfin/opencl";
 }
 
 // Bytes in the regular files of dir.
@@ -89,7 +78,7 @@ cl_kernel Device::kernel_for(const PipelineKey &key) {
             std::snprintf(define, sizeof define, " -D%s=%s", s.name.c_str(), s.value.c_str());
         options += define;
     }
-    if (cache_dir_.empty() && !environment("TINYFIN_OPENCL_NO_CACHE")) cache_dir_ = cache_directory();
+    if (cache_dir_.empty() && !environment("TINYFIN_OPENCL_NO_CACHE")) cache_dir_ = tf_gpu::cache_directory("opencl");
     uint64_t hash = 0xcbf29ce484222325ull;
     for (const std::string *part : {&platform_, &name_, &driver_, &version_, &options})
         hash = fnv1a(fnv1a(hash, *part), "\n");
@@ -99,7 +88,7 @@ cl_kernel Device::kernel_for(const PipelineKey &key) {
     const std::string path = cache_dir_.empty() ? "" : cache_dir_ + file;
 
     cl_int result = CL_SUCCESS;
-    ProgramHandle program(nullptr, ProgramRelease{&api_});
+    ProgramHandle program(nullptr, {&api_});
     const cl_device_id id = target_id_;
     // A cached binary of this exact program, when there is one the driver accepts.
     std::vector<unsigned char> binary;
@@ -130,7 +119,7 @@ cl_kernel Device::kernel_for(const PipelineKey &key) {
         if (!path.empty()) save_binary(program.get(), path);
     }
     const std::string entry = std::string("tf_") + code.name;
-    KernelHandle kernel(api_.clCreateKernel(program.get(), entry.c_str(), &result), KernelRelease{&api_});
+    KernelHandle kernel(api_.clCreateKernel(program.get(), entry.c_str(), &result), {&api_});
     check(result, "clCreateKernel", label());
     const cl_kernel out = kernel.get();
     kernels_.emplace(key, std::make_pair(std::move(program), std::move(kernel)));

@@ -10,100 +10,25 @@
 
 #include <utility>
 
+#include "unique_handle.hpp"
+
 namespace tf_gl {
 
-// A GLuint name with its delete function.
-template <void (*Delete)(GLuint)>
-class GlName {
-public:
-    GlName() = default;
-    explicit GlName(GLuint name) : name_(name) {}
-    GlName(GlName &&other) noexcept : name_(std::exchange(other.name_, 0)) {}
-    GlName &operator=(GlName &&other) noexcept {
-        if (this != &other) {
-            reset();
-            name_ = std::exchange(other.name_, 0);
-        }
-        return *this;
-    }
-    GlName(const GlName &) = delete;
-    GlName &operator=(const GlName &) = delete;
-    ~GlName() { reset(); }
-
-    GLuint get() const noexcept { return name_; }
-    explicit operator bool() const noexcept { return name_ != 0; }
-    void reset() noexcept {
-        if (name_ != 0) Delete(name_);
-        name_ = 0;
-    }
-
-private:
-    GLuint name_ = 0;
-};
-
-// GLEW's entry points are pointers, not functions: wrap them for the template above.
+// GLEW's entry points are pointers, not functions: wrapped for tf_gpu::UniqueHandle.
 inline void delete_buffer(GLuint name) { glDeleteBuffers(1, &name); }
 inline void delete_program(GLuint name) { glDeleteProgram(name); }
 inline void delete_shader(GLuint name) { glDeleteShader(name); }
 
-using BufferHandle = GlName<delete_buffer>;
-using ProgramHandle = GlName<delete_program>;
-using ShaderHandle = GlName<delete_shader>;
-
-// A fence (GLsync).
-class SyncHandle {
-public:
-    SyncHandle() = default;
-    explicit SyncHandle(GLsync sync) : sync_(sync) {}
-    SyncHandle(SyncHandle &&other) noexcept : sync_(std::exchange(other.sync_, nullptr)) {}
-    SyncHandle &operator=(SyncHandle &&other) noexcept {
-        if (this != &other) {
-            reset();
-            sync_ = std::exchange(other.sync_, nullptr);
-        }
-        return *this;
-    }
-    SyncHandle(const SyncHandle &) = delete;
-    SyncHandle &operator=(const SyncHandle &) = delete;
-    ~SyncHandle() { reset(); }
-
-    GLsync get() const noexcept { return sync_; }
-    explicit operator bool() const noexcept { return sync_ != nullptr; }
-    void reset() noexcept {
-        if (sync_) glDeleteSync(sync_);
-        sync_ = nullptr;
-    }
-
-private:
-    GLsync sync_ = nullptr;
-};
-
+inline void delete_sync(GLsync sync) { glDeleteSync(sync); }
 // An initialised EGL display: eglTerminate on destruction.
-class DisplayHandle {
-public:
-    DisplayHandle() = default;
-    explicit DisplayHandle(EGLDisplay display) : display_(display) {}
-    DisplayHandle(DisplayHandle &&other) noexcept : display_(std::exchange(other.display_, EGL_NO_DISPLAY)) {}
-    DisplayHandle &operator=(DisplayHandle &&other) noexcept {
-        if (this != &other) {
-            reset();
-            display_ = std::exchange(other.display_, EGL_NO_DISPLAY);
-        }
-        return *this;
-    }
-    DisplayHandle(const DisplayHandle &) = delete;
-    DisplayHandle &operator=(const DisplayHandle &) = delete;
-    ~DisplayHandle() { reset(); }
+inline void terminate_display(EGLDisplay display) { eglTerminate(display); }
 
-    EGLDisplay get() const noexcept { return display_; }
-    void reset() noexcept {
-        if (display_ != EGL_NO_DISPLAY) eglTerminate(display_);
-        display_ = EGL_NO_DISPLAY;
-    }
-
-private:
-    EGLDisplay display_ = EGL_NO_DISPLAY;
-};
+using BufferHandle = tf_gpu::UniqueHandle<GLuint, delete_buffer>;
+using ProgramHandle = tf_gpu::UniqueHandle<GLuint, delete_program>;
+using ShaderHandle = tf_gpu::UniqueHandle<GLuint, delete_shader>;
+// A fence (GLsync).
+using SyncHandle = tf_gpu::UniqueHandle<GLsync, delete_sync>;
+using DisplayHandle = tf_gpu::UniqueHandle<EGLDisplay, terminate_display>;
 
 // An EGL context, current on the thread that made it so until destroyed: destruction releases
 // it from that thread (it must run there) and destroys it.

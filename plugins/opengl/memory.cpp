@@ -38,7 +38,7 @@ BufferHandle mapped_buffer(uint64_t size, char **data) {
 
 // ---- MemoryPool ------------------------------------------------------------------------------------
 
-MemoryBlock &MemoryPool::new_block(uint64_t size) {
+std::unique_ptr<MemoryBlock> MemoryPool::new_block(uint64_t size) {
     GLuint name = 0;
     glGenBuffers(1, &name);
     BufferHandle buffer(name);
@@ -49,25 +49,15 @@ MemoryBlock &MemoryPool::new_block(uint64_t size) {
     auto block = std::make_unique<MemoryBlock>();
     block->buffer = std::move(buffer);
     block->size = size;
-    block->ranges = tf_kernels::FreeList(size);
-    reserved_ += size;
-    ++blocks_created_;
-    blocks_.push_back(std::move(block));
-    return *blocks_.back();
+    return block;
 }
 
 Allocation MemoryPool::allocate(uint64_t size) {
     const uint64_t need = align_up(std::max<uint64_t>(size, 1), alignment_);
-    const auto [block, offset] = tf_kernels::place(blocks_, need, block_size_, block_size_,
-                                                   [&](uint64_t n) -> MemoryBlock & { return new_block(n); });
-    return Allocation{block, offset, need};
+    return blocks_.take(need, block_size_, block_size_, [&](uint64_t n) { return new_block(n); });
 }
 
-void MemoryPool::release(Allocation &range) noexcept {
-    if (!range.owner) return;
-    reserved_ -= tf_kernels::give_back(blocks_, *range.owner, range.offset, range.size);
-    range.owner = nullptr;
-}
+void MemoryPool::release(Allocation &range) noexcept { blocks_.give(range); }
 
 // ---- StreamRing --------------------------------------------------------------------------------------
 

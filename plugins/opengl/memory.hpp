@@ -26,11 +26,7 @@ struct MemoryBlock {
 };
 
 // A range of one block; empty (owner == nullptr) when nothing is held.
-struct Allocation {
-    MemoryBlock *owner = nullptr;
-    uint64_t offset = 0;
-    uint64_t size = 0;
-};
+using Allocation = tf_kernels::BlockRange<MemoryBlock>;
 
 // Device-local buffers (glBufferStorage without client access) carved into ranges.
 class MemoryPool {
@@ -45,17 +41,15 @@ public:
     // Returns the range (GL orders later commands after earlier ones, so it may be reused at once);
     // deletes a dedicated block, and empty blocks beyond one spare.
     void release(Allocation &range) noexcept;
-    uint64_t reserved() const noexcept { return reserved_; }
-    uint64_t blocks_created() const noexcept { return blocks_created_; }
+    uint64_t reserved() const noexcept { return blocks_.reserved(); }
+    uint64_t blocks_created() const noexcept { return blocks_.created(); }
 
 private:
-    MemoryBlock &new_block(uint64_t size);
+    std::unique_ptr<MemoryBlock> new_block(uint64_t size);
 
     uint64_t block_size_, alignment_;
     const char *label_;
-    std::vector<std::unique_ptr<MemoryBlock>> blocks_;
-    uint64_t reserved_ = 0;
-    uint64_t blocks_created_ = 0;
+    tf_kernels::BlockSet<MemoryBlock> blocks_;
 };
 
 // A host-visible buffer mapped persistently and coherently, used as a ring: parameters, upload

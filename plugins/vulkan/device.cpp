@@ -360,18 +360,11 @@ void Device::write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t
     // Through a staging range, in queue order: no wait, even when the buffer is busy.
     Allocation staging = host_pool_->allocate(size);
     std::memcpy(staging.owner->mapped + staging.offset, src, size);
-    Batch *b = nullptr;
-    try {
-        b = &recording(0);
-    } catch (...) {
-        host_pool_->release(staging);
-        throw;
-    }
-    b->temporaries.emplace_back(host_pool_.get(), staging);
+    Batch &b = recording_with(*host_pool_, staging);
     VkBufferCopy region{staging.offset, buffer->memory.offset + offset, size};
-    vkCmdCopyBuffer(b->commands, staging.owner->buffer.get(), buffer->memory.owner->buffer.get(), 1, &region);
-    barrier(*b);
-    buffer->last_use = b->serial;
+    vkCmdCopyBuffer(b.commands, staging.owner->buffer.get(), buffer->memory.owner->buffer.get(), 1, &region);
+    barrier(b);
+    buffer->last_use = b.serial;
 }
 
 void Device::read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size) {
@@ -414,21 +407,14 @@ void Device::copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t 
     }
     // vkCmdCopyBuffer forbids overlapping regions: go through a temporary range (memmove).
     Allocation temp = device_pool_->allocate(size);
-    Batch *bt = nullptr;
-    try {
-        bt = &recording(0);
-    } catch (...) {
-        device_pool_->release(temp);
-        throw;
-    }
-    bt->temporaries.emplace_back(device_pool_.get(), temp);
+    Batch &bt = recording_with(*device_pool_, temp);
     VkBuffer mid = temp.owner->buffer.get();
     VkBufferCopy first{a, temp.offset, size}, second{temp.offset, b, size};
-    vkCmdCopyBuffer(bt->commands, from, mid, 1, &first);
-    barrier(*bt);
-    vkCmdCopyBuffer(bt->commands, mid, to, 1, &second);
-    barrier(*bt);
-    src->last_use = dst->last_use = bt->serial;
+    vkCmdCopyBuffer(bt.commands, from, mid, 1, &first);
+    barrier(bt);
+    vkCmdCopyBuffer(bt.commands, mid, to, 1, &second);
+    barrier(bt);
+    src->last_use = dst->last_use = bt.serial;
 }
 
 void Device::synchronize() {
@@ -516,6 +502,17 @@ void Device::barrier(Batch &b) {
 }
 
 // ---- Batches -------------------------------------------------------------------------------------
+
+Device::Batch &Device::recording_with(MemoryPool &pool, Allocation range) {
+    try {
+        Batch &b = recording(0);
+        b.temporaries.emplace_back(&pool, range);
+        return b;
+    } catch (...) {
+        pool.release(range);
+        throw;
+    }
+}
 
 Device::Batch &Device::recording(size_t params_size) {
     Batch &b = batches_[current_];

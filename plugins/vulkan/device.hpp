@@ -108,6 +108,9 @@ private:
     // The batch recording now, begun if needed; submitted and replaced first when it has no room
     // for params_size more bytes of parameters and one more descriptor set.
     Batch &recording(size_t params_size);
+    // The recording batch, which releases range (a staging copy, a temporary) once it has
+    // finished; when there is none to be had, range is released at once and the failure thrown.
+    Batch &recording_with(MemoryPool &pool, Allocation range);
     void begin(Batch &b);
     void submit(Batch &b);
     void barrier(Batch &b);

@@ -5,7 +5,7 @@
 
 namespace tf_vk {
 
-MemoryBlock &MemoryPool::new_block(uint64_t size) {
+std::unique_ptr<MemoryBlock> MemoryPool::new_block(uint64_t size) {
     if (size > opts_.heap_size)
         raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s: the device heap has %llu bytes",
               static_cast<unsigned long long>(size), opts_.label, static_cast<unsigned long long>(opts_.heap_size));
@@ -39,7 +39,7 @@ MemoryBlock &MemoryPool::new_block(uint64_t size) {
         raise(TF_STATUS_OUT_OF_MEMORY,
               "cannot allocate %llu bytes on %s: vkAllocateMemory failed with %s (%llu bytes held in blocks)",
               static_cast<unsigned long long>(needs.size), opts_.label, result_name(result),
-              static_cast<unsigned long long>(reserved_));
+              static_cast<unsigned long long>(blocks_.reserved()));
     check(result, "vkAllocateMemory");
     block->memory = MemoryHandle(device_, memory);
     check(vkBindBufferMemory(device_, buffer, memory, 0), "vkBindBufferMemory");
@@ -49,10 +49,7 @@ MemoryBlock &MemoryPool::new_block(uint64_t size) {
         block->mapped = static_cast<char *>(host);  // unmapped by vkFreeMemory
     }
     block->size = size;
-    block->ranges = tf_kernels::FreeList(size);
-    reserved_ += size;
-    blocks_.push_back(std::move(block));
-    return *blocks_.back();
+    return block;
 }
 
 Allocation MemoryPool::allocate(uint64_t size) {
@@ -61,15 +58,9 @@ Allocation MemoryPool::allocate(uint64_t size) {
         raise(TF_STATUS_OUT_OF_MEMORY, "cannot allocate %llu bytes on %s", static_cast<unsigned long long>(size),
               opts_.label);
     const uint64_t need = align_up(size, opts_.alignment);
-    const auto [block, offset] = tf_kernels::place(blocks_, need, opts_.block_size / 2, opts_.block_size,
-                                                   [&](uint64_t n) -> MemoryBlock & { return new_block(n); });
-    return Allocation{block, offset, need};
+    return blocks_.take(need, opts_.block_size / 2, opts_.block_size, [&](uint64_t n) { return new_block(n); });
 }
 
-void MemoryPool::release(Allocation &range) noexcept {
-    if (!range.owner) return;
-    reserved_ -= tf_kernels::give_back(blocks_, *range.owner, range.offset, range.size);
-    range.owner = nullptr;
-}
+void MemoryPool::release(Allocation &range) noexcept { blocks_.give(range); }
 
 }  // namespace tf_vk

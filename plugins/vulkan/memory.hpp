@@ -16,12 +16,9 @@ namespace tf_vk {
 class Device;
 struct MemoryBlock;
 
-// A range of one block. Empty (owner == nullptr) when nothing is held.
-struct Allocation {
-    MemoryBlock *owner = nullptr;
-    uint64_t offset = 0;  // bytes from the start of the block (and of its VkBuffer)
-    uint64_t size = 0;  // bytes reserved, a multiple of the pool's alignment
-};
+// A range of one block (offset: also in its VkBuffer; size: a multiple of the pool's alignment).
+// Empty (owner == nullptr) when nothing is held.
+using Allocation = tf_kernels::BlockRange<MemoryBlock>;
 
 struct MemoryBlock {
     MemoryHandle memory;
@@ -59,15 +56,14 @@ public:
 
     bool mapped() const noexcept { return opts_.map; }
     // Bytes held in blocks (used or not).
-    uint64_t reserved() const noexcept { return reserved_; }
+    uint64_t reserved() const noexcept { return blocks_.reserved(); }
 
 private:
-    MemoryBlock &new_block(uint64_t size);
+    std::unique_ptr<MemoryBlock> new_block(uint64_t size);
 
     VkDevice device_;
     Options opts_;
-    std::vector<std::unique_ptr<MemoryBlock>> blocks_;
-    uint64_t reserved_ = 0;
+    tf_kernels::BlockSet<MemoryBlock> blocks_;
 };
 
 using tf_kernels::align_down;

@@ -7,6 +7,8 @@
 #include "atomic_file.hpp"
 #include "regular_file.hpp"
 
+#include "cache_directory.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,20 +25,6 @@ namespace {
 // with its size of 0, which read_regular_file refuses as no regular file) is not read.
 constexpr std::size_t max_cache_bytes = 64u << 20;
 
-// Directory of the cache file, created if needed; "" when there is no home to put it in.
-std::string cache_directory() {
-    std::string base;
-    const char *xdg = get_env("XDG_CACHE_HOME");
-    if (xdg && xdg[0] == '/') {
-        base = xdg;
-    } else {
-        const char *home = get_env("HOME");
-        if (!home || home[0] != '/') return "";
-        base = std::string(home) + "/.cache";
-    }
-    return base + "/tinyfin";
-}
-
 // The header every VkPipelineCache blob starts with (VkPipelineCacheHeaderVersionOne).
 bool matches_device(const std::vector<char> &blob, const VkPhysicalDeviceProperties &props) {
     if (blob.size() < 16 + VK_UUID_SIZE) return false;
@@ -49,7 +37,7 @@ bool matches_device(const std::vector<char> &blob, const VkPhysicalDevicePropert
 }  // namespace
 
 void Device::load_pipeline_cache() {
-    const std::string dir = cache_directory();
+    const std::string dir = tf_gpu::cache_directory("");
     if (!dir.empty())
         cache_path_ =
             dir + (index_ == 0 ? "/vulkan-pipelines.bin" : "/vulkan-pipelines." + std::to_string(index_) + ".bin");

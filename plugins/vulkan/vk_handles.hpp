@@ -8,6 +8,8 @@
 
 #include <utility>
 
+#include "unique_handle.hpp"
+
 namespace tf_vk {
 
 template <class Handle, void (*Destroy)(VkDevice, Handle)>
@@ -65,60 +67,15 @@ using CommandPoolHandle = DeviceObject<VkCommandPool, destroy::command_pool>;
 using DescriptorPoolHandle = DeviceObject<VkDescriptorPool, destroy::descriptor_pool>;
 using FenceHandle = DeviceObject<VkFence, destroy::fence>;
 
-// The VkDevice itself; waits for the device to go idle before destroying it.
-class DeviceHandle {
-public:
-    DeviceHandle() noexcept = default;
-    explicit DeviceHandle(VkDevice device) noexcept : device_(device) {}
-    DeviceHandle(DeviceHandle &&other) noexcept : device_(std::exchange(other.device_, VK_NULL_HANDLE)) {}
-    DeviceHandle &operator=(DeviceHandle &&other) noexcept {
-        if (this != &other) {
-            reset();
-            device_ = std::exchange(other.device_, VK_NULL_HANDLE);
-        }
-        return *this;
-    }
-    DeviceHandle(const DeviceHandle &) = delete;
-    DeviceHandle &operator=(const DeviceHandle &) = delete;
-    ~DeviceHandle() { reset(); }
+// The VkDevice itself: waits for the device to go idle before destroying it.
+inline void destroy_device(VkDevice device) {
+    vkDeviceWaitIdle(device);
+    vkDestroyDevice(device, nullptr);
+}
+inline void destroy_instance(VkInstance instance) { vkDestroyInstance(instance, nullptr); }
 
-    void reset() noexcept {
-        if (device_ == VK_NULL_HANDLE) return;
-        vkDeviceWaitIdle(device_);
-        vkDestroyDevice(device_, nullptr);
-        device_ = VK_NULL_HANDLE;
-    }
-    VkDevice get() const noexcept { return device_; }
-
-private:
-    VkDevice device_ = VK_NULL_HANDLE;
-};
-
-class InstanceHandle {
-public:
-    InstanceHandle() noexcept = default;
-    explicit InstanceHandle(VkInstance instance) noexcept : instance_(instance) {}
-    InstanceHandle(InstanceHandle &&other) noexcept : instance_(std::exchange(other.instance_, VK_NULL_HANDLE)) {}
-    InstanceHandle &operator=(InstanceHandle &&other) noexcept {
-        if (this != &other) {
-            reset();
-            instance_ = std::exchange(other.instance_, VK_NULL_HANDLE);
-        }
-        return *this;
-    }
-    InstanceHandle(const InstanceHandle &) = delete;
-    InstanceHandle &operator=(const InstanceHandle &) = delete;
-    ~InstanceHandle() { reset(); }
-
-    void reset() noexcept {
-        if (instance_ != VK_NULL_HANDLE) vkDestroyInstance(instance_, nullptr);
-        instance_ = VK_NULL_HANDLE;
-    }
-    VkInstance get() const noexcept { return instance_; }
-
-private:
-    VkInstance instance_ = VK_NULL_HANDLE;
-};
+using DeviceHandle = tf_gpu::UniqueHandle<VkDevice, destroy_device>;
+using InstanceHandle = tf_gpu::UniqueHandle<VkInstance, destroy_instance>;
 
 }  // namespace tf_vk
 

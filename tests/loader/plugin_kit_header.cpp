@@ -7,6 +7,8 @@
 #include <tinyfin/plugin_kit/tensors.hpp>
 #include <tinyfin/plugin_kit/geometry.hpp>
 #include <tinyfin/plugin_kit/host_memory.hpp>
+#include <tinyfin/plugin_kit/table.hpp>
+#include <tinyfin/plugin_kit/dtypes.hpp>
 #include <tinyfin/plugin_kit.hpp>
 
 static_assert(tf_kit::op_name(TF_OP_ADD)[0] == 'a');

@@ -7,7 +7,10 @@
 //   - the one extent bound (tf_kit::max_extent): a tensor whose last byte lies beyond it is
 //     refused by every plugin, one just inside it is accepted by cpu (blas takes the same
 //     descriptor frame; the GPU plugins refuse it for their own binding limit);
-//   - the kit's geometry and extent arithmetic against hand-computed values.
+//   - the kit's geometry and extent arithmetic against hand-computed values;
+//   - the pieces the plugins share through the kit: the tf_plugin table (plugin_table), the dtype
+//     switch, IEEE maximum/minimum, the attention shape rule, adamw's f32 constants, the buffer
+//     range check.
 // Plugin paths come from meson (TF_KIT_PLUGINS, ':'-separated); a plugin whose probe or init
 // refuses on this machine (cuda without a GPU) still has supports() called before and after.
 #include <doctest/doctest.h>
@@ -17,11 +20,13 @@
 #include <dlfcn.h>
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -394,4 +399,176 @@ TEST_CASE("every plugin: supports() stays inside ops.def's dtypes column, cpu ta
             }
     }
     CHECK(checked > 200);
+}
+
+// ---- The pieces every plugin took from the kit in the second pass (issue 19) -------------------
+
+namespace table_check {
+struct Bare {
+    static tf_status probe(tf_error *) { return TF_STATUS_OK; }
+    static tf_status init(tf_error *) { return TF_STATUS_OK; }
+    static void shutdown() {}
+    static int32_t device_count() { return 1; }
+    static tf_status device_info(int32_t, tf_device_info *, tf_error *) { return TF_STATUS_OK; }
+    static tf_status buffer_alloc(int32_t, uint64_t, tf_buffer **, tf_error *) { return TF_STATUS_OK; }
+    static void buffer_free(tf_buffer *) {}
+    static tf_status buffer_write(tf_buffer *, uint64_t, const void *, uint64_t, tf_error *) { return TF_STATUS_OK; }
+    static tf_status buffer_read(tf_buffer *, uint64_t, void *, uint64_t, tf_error *) { return TF_STATUS_OK; }
+    static tf_status buffer_copy(tf_buffer *, uint64_t, tf_buffer *, uint64_t, uint64_t, tf_error *) {
+        return TF_STATUS_OK;
+    }
+    static int32_t supports(int32_t, const tf_op_desc *) { return 1; }
+    static tf_status run(int32_t, const tf_op_desc *, tf_error *) { return TF_STATUS_OK; }
+    static tf_status synchronize(int32_t, tf_error *) { return TF_STATUS_OK; }
+    static void list_features(tf_feature_fn, void *) {}
+};
+struct WithExtensions : Bare {
+    static void *buffer_host_ptr(tf_buffer *) { return nullptr; }
+    static void *get_proc(const char *) { return nullptr; }
+};
+constexpr tf_plugin bare = tf_kit::plugin_table<Bare>("bare", "1.2.3", 7);
+constexpr tf_plugin full = tf_kit::plugin_table<WithExtensions>("full", "0", 0);
+}  // namespace table_check
+
+TEST_CASE("kit: plugin_table fills the frame and every member, the optional ones only where present") {
+    using namespace table_check;
+    CHECK((bare.struct_size == sizeof(tf_plugin)));
+    CHECK((bare.abi_version == TF_ABI_VERSION));
+    CHECK(std::string(bare.name) == "bare");
+    CHECK(std::string(bare.version) == "1.2.3");
+    CHECK((bare.priority == 7));
+    CHECK((bare.reserved_ == 0));
+    CHECK((bare.probe == &Bare::probe));
+    CHECK((bare.device_info == &Bare::device_info));
+    CHECK((bare.buffer_copy == &Bare::buffer_copy));
+    CHECK((bare.run == &Bare::run));
+    CHECK((bare.list_features == &Bare::list_features));
+    CHECK((bare.buffer_host_ptr == nullptr));
+    CHECK((bare.get_proc == nullptr));
+    CHECK((full.buffer_host_ptr == &WithExtensions::buffer_host_ptr));
+    CHECK((full.get_proc == &WithExtensions::get_proc));
+    // Every real plugin's table comes from it: the frame and the members the ABI requires.
+    for (const Plugin &p : plugins()) {
+        INFO(p.table->name);
+        CHECK(p.table->struct_size == sizeof(tf_plugin));
+        CHECK(p.table->reserved_ == 0);
+        CHECK((p.table->probe && p.table->init && p.table->shutdown && p.table->device_count && p.table->device_info &&
+               p.table->buffer_alloc && p.table->buffer_free && p.table->buffer_write && p.table->buffer_read &&
+               p.table->buffer_copy && p.table->supports && p.table->run && p.table->synchronize &&
+               p.table->list_features));
+        const std::string name = p.table->name;
+        CHECK(((p.table->buffer_host_ptr != nullptr) == (name == "cpu" || name == "blas")));
+        CHECK(((p.table->get_proc != nullptr) == (name == "cpu")));
+    }
+}
+
+TEST_CASE("kit: the dtype switch passes each dtype's storage type, and refuses the rest") {
+    struct F16 {};
+    struct BF16 {};
+    struct Bool {};
+    using Switch = tf_kit::DtypeSwitch<F16, BF16, Bool>;
+    auto size_of = [](auto switch_fn, int32_t dtype) {
+        size_t size = 0;
+        const bool known = switch_fn(dtype, [&](auto tag) {
+            using T = decltype(tag);
+            size = std::is_empty_v<T> ? 100 : sizeof(T);  // the plugin's tag types are empty here
+        });
+        return known ? size : 0;
+    };
+    auto floats = [](int32_t d, auto &&fn) { return Switch::with_float(d, fn); };
+    auto numeric = [](int32_t d, auto &&fn) { return Switch::with_numeric(d, fn); };
+    auto any = [](int32_t d, auto &&fn) { return Switch::with_any(d, fn); };
+    auto index = [](int32_t d, auto &&fn) { return Switch::with_index(d, fn); };
+    auto bits = [](int32_t d, auto &&fn) { return Switch::with_bits(d, fn); };
+    CHECK(size_of(floats, TF_DTYPE_F32) == 4);
+    CHECK(size_of(floats, TF_DTYPE_F16) == 100);
+    CHECK(size_of(floats, TF_DTYPE_BF16) == 100);
+    CHECK(size_of(floats, TF_DTYPE_I32) == 0);
+    CHECK(size_of(index, TF_DTYPE_I64) == 8);
+    CHECK(size_of(index, TF_DTYPE_F32) == 0);
+    CHECK(size_of(numeric, TF_DTYPE_I32) == 4);
+    CHECK(size_of(numeric, TF_DTYPE_BF16) == 100);
+    CHECK(size_of(numeric, TF_DTYPE_BOOL) == 0);
+    CHECK(size_of(any, TF_DTYPE_BOOL) == 100);
+    CHECK(size_of(any, TF_DTYPE_I64) == 8);
+    CHECK(size_of(any, 99) == 0);
+    for (int32_t d : {TF_DTYPE_F32, TF_DTYPE_F16, TF_DTYPE_BF16, TF_DTYPE_I32, TF_DTYPE_I64, TF_DTYPE_BOOL}) {
+        INFO(tf_kit::dtype_name(d));
+        CHECK(size_of(bits, d) == static_cast<size_t>(tf_kit::dtype_size(d)));
+    }
+    CHECK(size_of(bits, -1) == 0);
+}
+
+TEST_CASE("kit: maximum_of and minimum_of are IEEE 754-2019's: NaN wins, -0 < +0, any order") {
+    const float nan = std::nanf(""), inf = INFINITY;
+    CHECK(tf_kit::maximum_of(1.0f, 2.0f) == 2.0f);
+    CHECK(tf_kit::minimum_of(1.0f, 2.0f) == 1.0f);
+    CHECK(std::isnan(tf_kit::maximum_of(nan, 1.0f)));
+    CHECK(std::isnan(tf_kit::maximum_of(1.0f, nan)));
+    CHECK(std::isnan(tf_kit::minimum_of(-inf, nan)));
+    CHECK_FALSE(std::signbit(tf_kit::maximum_of(-0.0f, 0.0f)));
+    CHECK_FALSE(std::signbit(tf_kit::maximum_of(0.0f, -0.0f)));
+    CHECK(std::signbit(tf_kit::minimum_of(-0.0f, 0.0f)));
+    CHECK(std::signbit(tf_kit::minimum_of(0.0f, -0.0f)));
+    CHECK(tf_kit::sign_bit(-0.0) == true);
+    CHECK(tf_kit::sign_bit(0.0) == false);
+    CHECK(tf_kit::maximum_of<int64_t>(INT64_MIN, -1) == -1);
+    CHECK(tf_kit::minimum_of<int32_t>(INT32_MAX, -5) == -5);
+}
+
+TEST_CASE("kit: attention_shapes_fit, with and without the mask") {
+    tf_tensor_desc in[4] = {tensor(TF_DTYPE_F32, {2, 3, 4}), tensor(TF_DTYPE_F32, {2, 5, 4}),
+                            tensor(TF_DTYPE_F32, {2, 5, 6}), tensor(TF_DTYPE_F32, {2, 3, 5})};
+    tf_tensor_desc out = tensor(TF_DTYPE_F32, {2, 3, 6});
+    const tf_params_attention params{};
+    const tf_op_desc op{sizeof(tf_op_desc), TF_OP_ATTENTION, 4, 1, in, &out, &params};
+    CHECK(tf_kit::attention_shapes_fit(op));
+    in[3] = tf_tensor_desc{};  // absent: TF_TENSOR_ABSENT (struct_size 0)
+    CHECK(tf_kit::attention_shapes_fit(op));
+    in[3] = tensor(TF_DTYPE_F32, {2, 3, 4});  // mask [Tq, D] instead of [Tq, Tk]
+    CHECK_FALSE(tf_kit::attention_shapes_fit(op));
+    in[3] = tensor(TF_DTYPE_F32, {2, 3, 5});
+    out = tensor(TF_DTYPE_F32, {1, 3, 6});  // another batch
+    CHECK_FALSE(tf_kit::attention_shapes_fit(op));
+    out = tensor(TF_DTYPE_F32, {2, 3, 6});
+    in[2] = tensor(TF_DTYPE_F32, {2, 4, 6});  // v's Tk differs from k's
+    CHECK_FALSE(tf_kit::attention_shapes_fit(op));
+    in[0] = tensor(TF_DTYPE_F32, {3});  // rank 1
+    CHECK_FALSE(tf_kit::attention_shapes_fit(op));
+}
+
+TEST_CASE("kit: adamw_f32 rounds each constant once, in the params' order") {
+    tf_params_adamw_step p{};
+    p.decay = 1 - 1e-9;  // rounds to 1.0f
+    p.beta1 = 0.9;
+    p.one_minus_beta1 = 0.1;
+    p.beta2 = 0.999;
+    p.one_minus_beta2 = 1e-3;
+    p.root_bias_correction2 = 0.5;
+    p.eps = 1e-8;
+    p.step_size = 3e-4;
+    const tf_kit::AdamwF32 c = tf_kit::adamw_f32(p);
+    const float *k = &c.decay;
+    const double want[8] = {p.decay, p.beta1,    p.one_minus_beta1, p.beta2, p.one_minus_beta2, p.root_bias_correction2,
+                            p.eps,   p.step_size};
+    static_assert(sizeof c == 8 * sizeof(float));
+    for (int i = 0; i < 8; ++i) CHECK(k[i] == static_cast<float>(want[i]));
+}
+
+TEST_CASE("kit: check_buffer_range, for any plugin's tf_buffer") {
+    struct Buffer {
+        uint64_t size;
+    };
+    const Buffer b{16};
+    tf_error err{};
+    err.struct_size = sizeof err;
+    const char *host = "";
+    CHECK(tf_kit::check_buffer_range("w", &b, 8, 8, host, &err) == TF_STATUS_OK);
+    CHECK(tf_kit::check_buffer_range("w", &b, 0, 0, nullptr, &err) == TF_STATUS_OK);  // nothing moves
+    CHECK(tf_kit::check_buffer_range("w", &b, 9, 8, host, &err) == TF_STATUS_INVALID_ARGUMENT);
+    CHECK(std::string(err.message).find("8 bytes at offset 9") != std::string::npos);
+    CHECK(tf_kit::check_buffer_range("w", &b, UINT64_MAX, 2, host, &err) == TF_STATUS_INVALID_ARGUMENT);
+    CHECK(tf_kit::check_buffer_range("w", &b, 0, 1, nullptr, &err) == TF_STATUS_INVALID_ARGUMENT);
+    CHECK(std::string(err.message) == "w: host pointer is NULL");
+    CHECK(tf_kit::check_buffer_range<Buffer>("w", nullptr, 0, 0, host, &err) == TF_STATUS_INVALID_ARGUMENT);
 }

@@ -8,8 +8,10 @@
 //     within the tolerances of docs/numerics.md.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
@@ -135,19 +137,26 @@ TEST_CASE("f16/bf16 matmul: the f32 product of the converted operands, rounded o
             if (k == "bf16_matmul") return v == "avx512bf16";
         return false;
     }();
+    // Transposed operands are the layouts of a linear layer (x W^T) and its gradients (g W,
+    // g^T x): their conversion follows the operand's memory order (kernels_matmul.cpp).
     struct Case {
         Shape a, b;
-        bool transpose_a;
+        bool transpose_a, transpose_b = false;
     };
-    for (const Case &c : {Case{{7, 13}, {13, 5}, false}, Case{{65, 130}, {130, 67}, false},
-                          Case{{3, 40, 33}, {33, 17}, false}, Case{{2, 64, 257}, {2, 257, 31}, true}}) {
+    for (const Case &c :
+         {Case{{7, 13}, {13, 5}, false}, Case{{65, 130}, {130, 67}, false}, Case{{3, 40, 33}, {33, 17}, false},
+          Case{{2, 64, 257}, {2, 257, 31}, true}, Case{{37, 70}, {70, 45}, false, true},
+          Case{{70, 37}, {37, 45}, true, true}, Case{{3, 21, 19}, {19, 26}, true, true}}) {
         for (DType dtype : {DType::bf16, DType::f16}) {
             CAPTURE(dtype_name(dtype));
             CAPTURE(shape_str(c.a));
+            CAPTURE(c.transpose_a);
+            CAPTURE(c.transpose_b);
             Tensor a32 = from_vector(ref::values(ref::numel(c.a), 1), c.a, cpu);
             Tensor b32 = from_vector(ref::values(ref::numel(c.b), 2), c.b, cpu);
             Tensor a = a32.to(dtype), b = b32.to(dtype);
             if (c.transpose_a) a = a.transpose(-1, -2).contiguous().transpose(-1, -2);
+            if (c.transpose_b) b = b.transpose(-1, -2).contiguous().transpose(-1, -2);
             Tensor got = matmul(a, b);
             CHECK(got.dtype() == dtype);
             std::vector<float> g = got.to(DType::f32).to_vector<float>();
@@ -178,6 +187,150 @@ TEST_CASE("f16/bf16 matmul: the f32 product of the converted operands, rounded o
                         if (!dot && g[o] != want[o])
                             FAIL_CHECK("out[" << o << "] = " << g[o] << " differs from the f32 path's " << want[o]);
                     }
+        }
+    }
+}
+
+TEST_CASE("f16/bf16 gelu, erf, exp and gelu_backward: the f32 op on the same inputs, rounded once") {
+    // Dense operands take the f32 rows on converted chunks (kernels_erf.cpp): bit for bit the f32
+    // op's result rounded to the format. 1500 elements: whole chunks, a partial one, and pieces
+    // for several tasks when threads split the rows. Strided operands take the element loops
+    // (double, rounded once): within one unit of the format (or its smallest subnormal) of the same.
+    std::vector<float> xs = ref::values(1501, 11, -7, 7);
+    for (float s : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f, 30.0f, -30.0f, 0.5f, -0.5f})
+        xs.push_back(s);
+    const auto n = static_cast<int64_t>(xs.size());
+    const std::vector<float> dys = ref::values(static_cast<size_t>(n), 12, -3, 3);
+    using Fn = std::function<Tensor(const Tensor &, const Tensor &)>;
+    const std::pair<const char *, Fn> ops[] = {
+        {"gelu", [](const Tensor &x, const Tensor &) { return gelu(x); }},
+        {"erf", [](const Tensor &x, const Tensor &) { return erf(x); }},
+        {"exp", [](const Tensor &x, const Tensor &) { return exp(x); }},
+        {"gelu_backward", [](const Tensor &x, const Tensor &dy) { return gelu_backward(dy, x); }},
+    };
+    for (DType dtype : {DType::bf16, DType::f16}) {
+        for (const auto &[name, fn] : ops) {
+            CAPTURE(dtype_name(dtype));
+            CAPTURE(name);
+            Tensor x = from_vector(xs, {n / 3, 3}, cpu).to(dtype), dy = from_vector(dys, {n / 3, 3}, cpu).to(dtype);
+            std::vector<float> want =
+                fn(x.to(DType::f32), dy.to(DType::f32)).to(dtype).to(DType::f32).to_vector<float>();
+            std::vector<float> dense = fn(x, dy).to(DType::f32).to_vector<float>();
+            // The same values through column views: not dense, so the element loops.
+            Tensor xt = x.transpose(0, 1).contiguous().transpose(0, 1),
+                   dyt = dy.transpose(0, 1).contiguous().transpose(0, 1);
+            std::vector<float> strided = fn(xt, dyt).to(DType::f32).to_vector<float>();
+            const double unit = dtype == DType::bf16 ? 0x1p-8 : 0x1p-11;
+            const double tiny = dtype == DType::bf16 ? 0x1p-133 : 0x1p-24;
+            REQUIRE(dense.size() == want.size());
+            for (size_t i = 0; i < want.size(); ++i) {
+                if (std::isnan(want[i])) {
+                    CHECK(std::isnan(dense[i]));
+                    CHECK(std::isnan(strided[i]));
+                    continue;
+                }
+                if (std::memcmp(&dense[i], &want[i], sizeof(float)) != 0)
+                    FAIL_CHECK("element " << i << " (x = " << xs[i] << "): dense " << dense[i] << ", want " << want[i]);
+                if (!(std::fabs(strided[i] - want[i]) <= unit * std::fabs(want[i]) + tiny) && strided[i] != want[i])
+                    FAIL_CHECK("element " << i << " (x = " << xs[i] << "): strided " << strided[i] << ", want "
+                                          << want[i]);
+            }
+        }
+    }
+}
+
+TEST_CASE("f16/bf16 convolution, pooling and norms: the f32 kernel on the staged operands, rounded once") {
+    // These kernels stage f16/bf16 operands as f32 in the scratch arena's staging slots
+    // (kernels_own.cpp) and run the f32 kernel, so each result is bit for bit the f32 op's on the
+    // converted inputs, rounded once. Sizes go big, small, big and a transposed input view is
+    // mixed in, so a slot reused with stale contents from an earlier call would show.
+    for (DType dtype : {DType::bf16, DType::f16}) {
+        for (int64_t hw : {12, 5, 9}) {
+            for (bool transposed : {false, true}) {
+                CAPTURE(dtype_name(dtype));
+                CAPTURE(hw);
+                CAPTURE(transposed);
+                Tensor x = from_vector(ref::values(2 * 3 * hw * hw, 21 + hw, -2, 2), {2, 3, hw, hw}, cpu).to(dtype);
+                if (transposed) x = x.transpose(2, 3).contiguous().transpose(2, 3);
+                Tensor w = from_vector(ref::values(4 * 3 * 3 * 3, 22), {4, 3, 3, 3}, cpu).to(dtype);
+                Tensor g = from_vector(ref::values(hw, 23, 0.5, 1.5), {hw}, cpu).to(dtype);
+                Tensor h = from_vector(ref::values(hw, 24), {hw}, cpu).to(dtype);
+                const auto check = [&](const char *name, const Tensor &got, const Tensor &f32_result) {
+                    CAPTURE(name);
+                    CHECK(got.dtype() == dtype);
+                    std::vector<float> a = got.to(DType::f32).to_vector<float>();
+                    std::vector<float> b = f32_result.to(dtype).to(DType::f32).to_vector<float>();
+                    REQUIRE(a.size() == b.size());
+                    int bad = 0;
+                    for (size_t i = 0; i < a.size(); ++i)
+                        if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && ++bad <= 3)
+                            FAIL_CHECK("element " << i << ": got " << a[i] << ", f32 op rounded " << b[i]);
+                };
+                const Tensor xf = x.to(DType::f32), wf = w.to(DType::f32), gf = g.to(DType::f32), hf = h.to(DType::f32);
+                const auto opts = Conv2dOptions{}.padding(1);
+                check("conv2d", conv2d(x, w, Tensor(), opts), conv2d(xf, wf, Tensor(), opts));
+                check("max_pool2d", max_pool2d(x), max_pool2d(xf));
+                check("layer_norm", layer_norm(x, 1, g, h), layer_norm(xf, 1, gf, hf));
+                check("rms_norm", rms_norm(x, 1, g), rms_norm(xf, 1, gf));
+            }
+        }
+    }
+}
+
+TEST_CASE("f16/bf16 sum and mean: the exact sum of the converted inputs, rounded once") {
+    // Dense operands take the f32 blocked sums on the staged input (kernels_reduce.cpp), strided
+    // ones the element loops; both accumulate in double and round once, so each result is within
+    // half a unit of the format (plus the double sums' negligible error) of the exact value.
+    struct Case {
+        Shape shape;
+        Axes axes;
+    };
+    for (DType dtype : {DType::bf16, DType::f16}) {
+        for (const Case &c :
+             {Case{{300, 7}, {0}}, Case{{5, 6, 9, 11}, {0, 2, 3}}, Case{{4, 50}, {1}}, Case{{2, 3, 40}, {0, 1, 2}}}) {
+            for (bool transposed : {false, true}) {
+                CAPTURE(dtype_name(dtype));
+                CAPTURE(shape_str(c.shape));
+                CAPTURE(transposed);
+                const int64_t n = ref::numel(c.shape);
+                Tensor x = from_vector(ref::values(n, 31, -1, 3), c.shape, cpu).to(dtype);
+                if (transposed) x = x.transpose(0, 1).contiguous().transpose(0, 1);
+                std::vector<float> xs = x.to(DType::f32).contiguous().to_vector<float>();
+                for (bool is_mean : {false, true}) {
+                    CAPTURE(is_mean);
+                    Tensor got = is_mean ? mean(x, c.axes) : sum(x, c.axes);
+                    CHECK(got.dtype() == dtype);
+                    // The exact sums in double (the inputs are few and small: no rounding here).
+                    uint32_t mask = 0;
+                    for (int64_t a : c.axes) mask |= 1u << a;
+                    std::vector<double> want(static_cast<size_t>(got.numel()), 0.0);
+                    std::vector<int64_t> idx(c.shape.size(), 0);
+                    int64_t reduced = 1;
+                    for (size_t a = 0; a < c.shape.size(); ++a)
+                        if (mask >> a & 1) reduced *= c.shape[a];
+                    for (int64_t e = 0; e < n; ++e) {
+                        int64_t o = 0;
+                        for (size_t a = 0; a < c.shape.size(); ++a)
+                            if (!(mask >> a & 1)) o = o * c.shape[a] + idx[a];
+                        want[static_cast<size_t>(o)] += xs[static_cast<size_t>(e)];
+                        for (int a = static_cast<int>(c.shape.size()) - 1; a >= 0; --a) {
+                            if (++idx[a] < c.shape[a]) break;
+                            idx[a] = 0;
+                        }
+                    }
+                    std::vector<float> g = got.to(DType::f32).to_vector<float>();
+                    const int bits = dtype == DType::bf16 ? 8 : 11;
+                    for (size_t i = 0; i < g.size(); ++i) {
+                        const double w = is_mean ? want[i] / static_cast<double>(reduced) : want[i];
+                        int e = 0;
+                        std::frexp(w, &e);
+                        const double half_ulp =
+                            std::max(std::ldexp(1.0, e - bits - 1), dtype == DType::bf16 ? 0x1p-134 : 0x1p-25);
+                        if (!(std::fabs(g[i] - w) <= half_ulp * (1 + 1e-9)))
+                            FAIL_CHECK("out[" << i << "] = " << g[i] << ", exact " << w);
+                    }
+                }
+            }
         }
     }
 }

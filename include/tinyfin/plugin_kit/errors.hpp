@@ -190,6 +190,18 @@ inline tf_status check_range(const char *what, uint64_t buffer_size, uint64_t of
     return TF_STATUS_OK;
 }
 
+// A buffer member's arguments, for any plugin's tf_buffer with a `size` in bytes: the buffer
+// exists, [offset, offset + size) lies inside it, and host (the host side of a write or read;
+// any non-NULL pointer where there is none) is there when bytes move.
+template <class Buffer>
+tf_status check_buffer_range(const char *what, const Buffer *buffer, uint64_t offset, uint64_t size, const void *host,
+                             tf_error *err) noexcept {
+    if (!buffer) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: buffer is NULL", what);
+    if (tf_status s = check_range(what, buffer->size, offset, size, err); s != TF_STATUS_OK) return s;
+    if (size > 0 && !host) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: host pointer is NULL", what);
+    return TF_STATUS_OK;
+}
+
 // ---- Settings from the environment -----------------------------------------------------------------
 
 namespace detail {

@@ -4,6 +4,7 @@
 #ifndef TINYFIN_PLUGIN_KIT_GEOMETRY_HPP
 #define TINYFIN_PLUGIN_KIT_GEOMETRY_HPP
 
+#include <tinyfin/plugin_kit/ops.hpp>
 #include <tinyfin/plugin_kit/tensors.hpp>
 
 #include <cstdint>
@@ -105,6 +106,46 @@ inline bool pool_shapes_fit(const tf_op_desc &op, const tf_params_pool2d &p) noe
     const int64_t oh = window_count(t.x->shape[2], p.kernel[0], p.stride[0], p.padding[0], 1);
     const int64_t ow = window_count(t.x->shape[3], p.kernel[1], p.stride[1], p.padding[1], 1);
     return oh >= 0 && ow >= 0 && shape_is(*t.y, {t.x->shape[0], t.x->shape[1], oh, ow});
+}
+
+// A convolution or pooling descriptor as a whole: its parameters (check_*_params), then its
+// shapes against them (*_shapes_fit), the message naming the shapes and parameters (R11).
+inline tf_status check_conv_call(const char *name, const tf_op_desc &op, tf_error *err) noexcept {
+    const auto &p = params_of<tf_params_conv2d>(op);
+    if (tf_status s = check_conv_params(name, p, err); s != TF_STATUS_OK) return s;
+    if (conv_shapes_fit(op, p)) return TF_STATUS_OK;
+    const ConvOperands t = conv_operands_of(op);
+    return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                "%s: x %s, w %s and y %s do not form a convolution with stride %dx%d, padding %dx%d, dilation %dx%d, "
+                "groups %d",
+                name, shape_of(*t.x).text, shape_of(*t.w).text, shape_of(*t.y).text, p.stride[0], p.stride[1],
+                p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups);
+}
+inline tf_status check_pool_call(const char *name, const tf_op_desc &op, tf_error *err) noexcept {
+    const auto &p = params_of<tf_params_pool2d>(op);
+    if (tf_status s = check_pool_params(name, p, err); s != TF_STATUS_OK) return s;
+    if (pool_shapes_fit(op, p)) return TF_STATUS_OK;
+    const PoolOperands t = pool_operands_of(op);
+    return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                "%s: x %s and y %s do not fit kernel %dx%d, stride %dx%d, padding %dx%d", name, shape_of(*t.x).text,
+                shape_of(*t.y).text, p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.padding[0], p.padding[1]);
+}
+
+// Whether attention's operands form q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv], mask
+// [..., Tq, Tk] or absent (input 3 TF_TENSOR_ABSENT) -> out [..., Tq, Dv], with one batch shape
+// for all of them (the core expands the batch axes to it). Dtypes are the caller's to check.
+inline bool attention_shapes_fit(const tf_op_desc &op) noexcept {
+    const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3];
+    const tf_tensor_desc &out = op.outputs[0];
+    const bool masked = !is_absent(m);
+    const int r = q.rank;
+    bool ok = r >= 2 && k.rank == r && v.rank == r && (!masked || m.rank == r) && out.rank == r;
+    for (int i = 0; ok && i < r - 2; ++i)
+        ok = k.shape[i] == q.shape[i] && v.shape[i] == q.shape[i] && (!masked || m.shape[i] == q.shape[i]) &&
+             out.shape[i] == q.shape[i];
+    return ok && k.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == k.shape[r - 2] &&
+           (!masked || (m.shape[r - 2] == q.shape[r - 2] && m.shape[r - 1] == k.shape[r - 2])) &&
+           out.shape[r - 2] == q.shape[r - 2] && out.shape[r - 1] == v.shape[r - 1];
 }
 
 }  // namespace TF_KIT_HIDDEN

@@ -97,39 +97,30 @@ inline void host_buffer_free(tf_buffer *buffer) { delete buffer; }
 inline void *host_buffer_host_ptr(tf_buffer *buffer) { return buffer ? buffer->data : nullptr; }
 
 namespace detail {
-inline tf_status check_host_range(const char *what, const tf_buffer *buffer, uint64_t offset, uint64_t size,
-                                  tf_error *err) noexcept {
-    if (!buffer) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: buffer is NULL", what);
-    return check_range(what, buffer->size, offset, size, err);
-}
 inline char *bytes_of(tf_buffer *buffer, uint64_t offset) noexcept {
     return static_cast<char *>(buffer->data) + offset;
 }
 }  // namespace detail
 
 inline tf_status host_buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
-    if (tf_status s = detail::check_host_range("buffer_write", buffer, offset, size, err); s != TF_STATUS_OK) return s;
-    if (size == 0) return TF_STATUS_OK;
-    if (!src) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_write: src is NULL");
-    std::memcpy(detail::bytes_of(buffer, offset), src, size);
+    if (tf_status s = check_buffer_range("buffer_write", buffer, offset, size, src, err); s != TF_STATUS_OK) return s;
+    if (size > 0) std::memcpy(detail::bytes_of(buffer, offset), src, size);
     return TF_STATUS_OK;
 }
 
 inline tf_status host_buffer_read(tf_buffer *buffer, uint64_t offset, void *dst, uint64_t size, tf_error *err) {
-    if (tf_status s = detail::check_host_range("buffer_read", buffer, offset, size, err); s != TF_STATUS_OK) return s;
-    if (size == 0) return TF_STATUS_OK;
-    if (!dst) return fail(err, TF_STATUS_INVALID_ARGUMENT, "buffer_read: dst is NULL");
-    std::memcpy(dst, detail::bytes_of(buffer, offset), size);
+    if (tf_status s = check_buffer_range("buffer_read", buffer, offset, size, dst, err); s != TF_STATUS_OK) return s;
+    if (size > 0) std::memcpy(dst, detail::bytes_of(buffer, offset), size);
     return TF_STATUS_OK;
 }
 
 inline tf_status host_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset,
                                   uint64_t size, tf_error *err) {
-    if (tf_status s = detail::check_host_range("buffer_copy", dst, dst_offset, size, err); s != TF_STATUS_OK) return s;
-    if (tf_status s = detail::check_host_range("buffer_copy", src, src_offset, size, err); s != TF_STATUS_OK) return s;
-    if (size == 0) return TF_STATUS_OK;
+    const char *any = "";  // no host memory in a copy
+    if (tf_status s = check_buffer_range("buffer_copy", dst, dst_offset, size, any, err); s != TF_STATUS_OK) return s;
+    if (tf_status s = check_buffer_range("buffer_copy", src, src_offset, size, any, err); s != TF_STATUS_OK) return s;
     // memmove: the ABI does not forbid overlapping ranges of one buffer.
-    std::memmove(detail::bytes_of(dst, dst_offset), detail::bytes_of(src, src_offset), size);
+    if (size > 0) std::memmove(detail::bytes_of(dst, dst_offset), detail::bytes_of(src, src_offset), size);
     return TF_STATUS_OK;
 }
 
@@ -137,6 +128,19 @@ inline tf_status host_buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer
 inline tf_status host_synchronize(int32_t device, tf_error *err) {
     return check_host_device("synchronize", device, err);
 }
+
+// The members above under their tf_plugin names, for plugin_table() (table.hpp): a host plugin's
+// struct derives from this one and adds probe, init, shutdown, device_count, device_info,
+// supports, run, list_features (and get_proc for buffer_wrap).
+struct HostBuffers {
+    static constexpr auto buffer_alloc = host_buffer_alloc;
+    static constexpr auto buffer_free = host_buffer_free;
+    static constexpr auto buffer_host_ptr = host_buffer_host_ptr;
+    static constexpr auto buffer_write = host_buffer_write;
+    static constexpr auto buffer_read = host_buffer_read;
+    static constexpr auto buffer_copy = host_buffer_copy;
+    static constexpr auto synchronize = host_synchronize;
+};
 
 }  // namespace TF_KIT_HIDDEN
 

@@ -225,6 +225,18 @@ inline uint32_t reduce_axes_mask(const tf_op_desc &op) noexcept {
     return params_of<tf_params_reduce>(op).axes_mask;
 }
 
+// adamw_step's constants as every f32 kernel computes with them: each rounded once from the
+// params' double, in the params' order (a float[8] of a shader's parameters takes them so).
+struct AdamwF32 {
+    float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, root_bias_correction2, eps, step_size;
+};
+inline AdamwF32 adamw_f32(const tf_params_adamw_step &k) noexcept {
+    return {
+        static_cast<float>(k.decay), static_cast<float>(k.beta1),           static_cast<float>(k.one_minus_beta1),
+        static_cast<float>(k.beta2), static_cast<float>(k.one_minus_beta2), static_cast<float>(k.root_bias_correction2),
+        static_cast<float>(k.eps),   static_cast<float>(k.step_size)};
+}
+
 }  // namespace TF_KIT_HIDDEN
 
 #endif  // TINYFIN_PLUGIN_KIT_OPS_HPP
