@@ -70,6 +70,13 @@ Tensor owned_gradient(const Tensor &grad) {
     return copy;
 }
 
+// Whether nothing but this handle reaches grad's memory: an engine-made sum of gradients that
+// may be updated in place.
+bool unshared(const Tensor &grad) {
+    const TensorImpl &impl = *grad.impl();
+    return impl.weak_from_this().use_count() == 1 && impl.storage.use_count() == 1;
+}
+
 // Adds each incoming gradient into a leaf's grad. Backward passes on several threads may reach
 // one leaf at once: the read, the add and the store are one step under the leaf's mutex, so no
 // pass's contribution is lost and no thread reads a grad another is replacing. The add runs
@@ -145,6 +152,16 @@ Tensor record_function(const Tensor &out, const std::vector<const Tensor *> &inp
     auto node = std::make_shared<FunctionNode>();
     node->name = name;
     node->backward = std::move(backward);
+    for (const Tensor *t : inputs) node->next.push_back(needs_grad(*t) ? gradient_edge(*t) : nullptr);
+    AutogradMeta &meta = meta_of(*out.impl());
+    meta.requires_grad = true;
+    meta.grad_fn = std::move(node);
+    return out;
+}
+
+Tensor attach_node(const Tensor &out, std::initializer_list<const Tensor *> inputs, const char *name,
+                   std::shared_ptr<Node> node) {
+    node->name = name;
     for (const Tensor *t : inputs) node->next.push_back(needs_grad(*t) ? gradient_edge(*t) : nullptr);
     AutogradMeta &meta = meta_of(*out.impl());
     meta.requires_grad = true;
@@ -308,6 +325,13 @@ void Tensor::backward(const Tensor &gradient, bool retain_graph) const {
         if (found == pending.end()) continue;
         Tensor grad = std::move(found->second);
         pending.erase(found);
+        // A slice's gradient goes into the slice of its input's gradient so far, in place, when
+        // nothing else sees that tensor: split's pieces (char_gpt's q, k and v) then fill one
+        // buffer instead of each making zeros of the whole input and adding them.
+        if (node->next.size() == 1 && node->next[0]) {
+            auto slot = pending.find(node->next[0].get());
+            if (slot != pending.end() && unshared(slot->second) && node->accumulate_into(grad, slot->second)) continue;
+        }
         std::vector<Tensor> grads = node->apply(grad);
         for (std::size_t i = 0; i < node->next.size() && i < grads.size(); ++i) {
             Node *child = node->next[i].get();

@@ -45,6 +45,15 @@ struct Node {
     std::vector<std::shared_ptr<Node>> next;
     virtual ~Node() = default;
     virtual std::vector<Tensor> apply(const Tensor &grad_output) = 0;
+    // (optional) For a node with one input whose gradient is grad_output placed into zeros (a
+    // slice's): adds grad_output into `into`, the gradient summed so far for that input, which
+    // nothing else references, and returns true. false (the default): the engine calls apply()
+    // and adds its result to `into`.
+    virtual bool accumulate_into(const Tensor &grad_output, Tensor &into) {
+        (void)grad_output;
+        (void)into;
+        return false;
+    }
     // Drops saved tensors once backward is done (unless the graph is retained).
     virtual void release() {}
 };
@@ -79,6 +88,18 @@ requires std::is_invocable_v<Factory &> Tensor record_many(const Tensor &out, co
     for (const Tensor *t : inputs) any = any || needs_grad(*t);
     if (!any || !grad_enabled()) return out;
     return record_function(out, inputs, name, BackwardFn(make_backward()));
+}
+
+// The same with a node of the caller's own type (a Node subclass overriding apply and, for
+// example, accumulate_into), made by make_node only when history is recorded.
+Tensor attach_node(const Tensor &out, std::initializer_list<const Tensor *> inputs, const char *name,
+                   std::shared_ptr<Node> node);
+template <typename Factory>
+requires std::is_invocable_v<Factory &> Tensor record_node(const Tensor &out,
+                                                           std::initializer_list<const Tensor *> inputs,
+                                                           const char *name, Factory &&make_node) {
+    if (!any_needs_grad(inputs)) return out;
+    return attach_node(out, inputs, name, make_node());
 }
 
 // Sums grad over broadcast axes so it has shape (the inverse of broadcasting to grad's shape).

@@ -193,6 +193,14 @@ OpSample make_sample(tf_op op) {
         with(p);
         break;
     }
+    case TF_OP_ATTENTION_BACKWARD: {
+        s.inputs = {desc({2, 4}), desc({3, 4}), desc({3, 5}), desc({2, 3}), desc({2, 5})};
+        s.outputs = {desc({2, 4}), desc({3, 4}), desc({3, 5})};
+        auto p = sized<tf_params_attention>();
+        p.scale = 0.5;
+        with(p);
+        break;
+    }
     case TF_OP_EMBEDDING:
         s.inputs = {desc({5, 3}), desc({2}, TF_DTYPE_I64)};
         s.outputs = {desc({2, 3})};

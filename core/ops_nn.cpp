@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autocast.hpp"
+#include "attention_backward.hpp"
 #include "ops_common.hpp"
 
 namespace tinyfin {
@@ -533,6 +534,13 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
     return record(out, {&q, &k, &v, &mm}, "attention", [&] {
         return [q = qq.detach(), k = kk.detach(), v = vv.detach(), m = mm.defined() ? mm.detach() : Tensor(), causal, s,
                 tq, tk](const Tensor &g) -> std::vector<Tensor> {
+            // One op where the plugin has a kernel for it and the mask needs no gradient.
+            if (!input_needs_grad(3))
+                if (auto fused = attention_backward_fused(q, k, v, m, g, causal, s)) {
+                    std::vector<Tensor> &grads = *fused;
+                    return {input_needs_grad(0) ? grads[0] : Tensor(), input_needs_grad(1) ? grads[1] : Tensor(),
+                            input_needs_grad(2) ? grads[2] : Tensor(), Tensor()};
+                }
             // Recompute the probabilities with primitive ops, then differentiate through them.
             Tensor scores = mul(matmul(q, k.transpose(-1, -2)), constant_like(q, s));
             if (m.defined()) scores = add(scores, m);

@@ -400,15 +400,50 @@ Tensor detail::raw_permute(const Tensor &t, const Axes &axes) {
     return make_view(*self, shape, strides, impl.offset);
 }
 
+namespace {
+
+// slice's history. The gradient is zero outside the slice: apply scatters g into the same view
+// of zeros; accumulate_into adds g into that view of the input's gradient summed so far.
+struct SliceNode final : Node {
+    Shape shape;
+    DType dtype;
+    int64_t axis, start, end, step;
+    bool freed = false;
+
+    void check_alive() const {
+        if (freed)
+            raise<AutogradError>("backward through slice whose graph was already freed; call backward(gradient, "
+                                 "/*retain_graph=*/true) the first time to run it twice");
+    }
+    std::vector<Tensor> apply(const Tensor &g) override {
+        check_alive();
+        Tensor full_grad = zeros(shape, dtype, g.device());
+        raw_slice(full_grad, axis, start, end, step).assign_(g);
+        return {full_grad};
+    }
+    bool accumulate_into(const Tensor &g, Tensor &into) override {
+        check_alive();
+        if (into.dtype() != g.dtype() || into.shape() != shape) return false;
+        const Tensor part = raw_slice(into, axis, start, end, step);
+        add(part, g, part);
+        return true;
+    }
+    void release() override { freed = true; }
+};
+
+}  // namespace
+
 Tensor Tensor::slice(int64_t axis, int64_t start, int64_t end, int64_t step) const {
     Tensor out = raw_slice(*this, axis, start, end, step);
-    // The gradient is zero outside the slice: scatter g into the same view of zeros.
-    return record(out, {this}, "slice", [&] {
-        return [shape = shape(), dtype = dtype(), axis, start, end, step](const Tensor &g) -> std::vector<Tensor> {
-            Tensor full_grad = zeros(shape, dtype, g.device());
-            raw_slice(full_grad, axis, start, end, step).assign_(g);
-            return {full_grad};
-        };
+    return record_node(out, {this}, "slice", [&] {
+        auto node = std::make_shared<SliceNode>();
+        node->shape = shape();
+        node->dtype = dtype();
+        node->axis = axis;
+        node->start = start;
+        node->end = end;
+        node->step = step;
+        return node;
     });
 }
 

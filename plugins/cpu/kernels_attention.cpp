@@ -19,10 +19,7 @@
 #include <cstring>
 
 namespace tf_cpu {
-namespace {
 
-// The matrix [rows, cols] of the last two axes of d, starting `offset` bytes past element [0...],
-// as dense f32.
 void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols, float *dst) {
     const View v = view_of(d);
     const auto *base = reinterpret_cast<const char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset + offset);
@@ -57,6 +54,11 @@ void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t
     const View v = view_of(d);
     auto *base = reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset + offset);
     const int64_t rs = v.strides[d.rank - 2], cs = v.strides[d.rank - 1];
+    if (d.dtype == TF_DTYPE_F32 && cs == static_cast<int64_t>(sizeof(float))) {
+        for (int64_t i = 0; i < rows; ++i)
+            std::memcpy(base + i * rs, src + i * cols, static_cast<size_t>(cols) * sizeof(float));
+        return;
+    }
     Dtypes::with_float(d.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         for (int64_t i = 0; i < rows; ++i) {
@@ -66,9 +68,47 @@ void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t
     });
 }
 
+namespace {
+
+[[gnu::always_inline]] inline void probabilities_body(float *scores, const float *mask, int64_t tq, int64_t tk,
+                                                      bool causal, float scale, char *blind) {
+    for (int64_t i = 0; i < tq; ++i) {
+        float *row = scores + i * tk;
+        // Keys [0, seen) are visible to query i; causal hides the rest (exp gives 0 there).
+        const int64_t seen = causal ? std::clamp<int64_t>(i + tk - tq + 1, 0, tk) : tk;
+        if (mask) {
+            const float *mrow = mask + i * tk;
+            for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale + mrow[j];
+        } else {
+            for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale;
+        }
+        const float max = vec::max(row, seen);
+        blind[i] = max == -INFINITY;
+        if (blind[i]) {
+            std::fill(row, row + tk, NAN);  // softmax over no finite score
+            continue;
+        }
+        // vector_math.h's exp (within 2 ulp, no call per element) and lane sums in double.
+        for (int64_t j = 0; j < seen; ++j) row[j] = vec::exp(row[j] - max);
+        std::fill(row + seen, row + tk, 0.0f);
+        const double sum = vec::sum(row, seen);
+        for (int64_t j = 0; j < seen; ++j) row[j] = static_cast<float>(row[j] / sum);
+    }
+}
+
+// Compiled per instruction set (vector_math.h), so the row loops use the widest registers.
+TF_CPU_ISA_DISPATCH(probabilities,
+                    (float *scores, const float *mask, int64_t tq, int64_t tk, bool causal, float scale, char *blind),
+                    (scores, mask, tq, tk, causal, scale, blind))
+
 size_t floats(int64_t rows, int64_t cols) { return static_cast<size_t>(rows) * static_cast<size_t>(cols); }
 
 }  // namespace
+
+void attention_probabilities(float *scores, const float *mask, int64_t tq, int64_t tk, bool causal, float scale,
+                             char *blind) {
+    probabilities(scores, mask, tq, tk, causal, scale, blind);
+}
 
 tf_status run_attention(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &qd = op.inputs[0], &kd = op.inputs[1], &vd = op.inputs[2], &md = op.inputs[3];
@@ -95,24 +135,8 @@ tf_status run_attention(const tf_op_desc &op, tf_error *) {
         load_matrix(vd, at_v[b], tk, dv, v.data());
         if (masked) load_matrix(md, at_m[b], tq, tk, mask.data());
         gemm_f32(tq, tk, d, {q.data(), d, 1}, {k.data(), 1, d}, scores.data(), tk, false);  // q k^T
-        for (int64_t i = 0; i < tq; ++i) {
-            float *row = scores.data() + i * tk;
-            // Keys [0, seen) are visible to query i; causal hides the rest (exp gives 0 there).
-            const int64_t seen = p.causal ? std::clamp<int64_t>(i + tk - tq + 1, 0, tk) : tk;
-            if (masked) {
-                const float *mrow = mask.data() + i * tk;
-                for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale + mrow[j];
-            } else {
-                for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale;
-            }
-            const float max = vec::max(row, seen);
-            blind[static_cast<size_t>(i)] = max == -INFINITY;
-            // vector_math.h's exp (within 2 ulp, no call per element) and lane sums in double.
-            for (int64_t j = 0; j < seen; ++j) row[j] = vec::exp(row[j] - max);
-            std::fill(row + seen, row + tk, 0.0f);
-            const double sum = vec::sum(row, seen);
-            for (int64_t j = 0; j < seen; ++j) row[j] = static_cast<float>(row[j] / sum);
-        }
+        attention_probabilities(scores.data(), masked ? mask.data() : nullptr, tq, tk, p.causal != 0, scale,
+                                blind.data());
         gemm_f32(tq, dv, tk, {scores.data(), tk, 1}, {v.data(), dv, 1}, out.data(), dv, false);
         for (int64_t i = 0; i < tq; ++i)
             if (blind[static_cast<size_t>(i)]) std::fill(out.data() + i * dv, out.data() + (i + 1) * dv, NAN);

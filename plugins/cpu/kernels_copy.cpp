@@ -8,6 +8,10 @@
 //  - integer -> float: rounds to nearest even (f16 overflows to infinity past 65519).
 //  - integer -> narrower integer: wraps (two's complement), like C++20, numpy and torch.
 //  - anything -> bool: x != 0 (NaN is true); bool -> anything: 0 or 1.
+//
+// Large tensors are split along their first axis over the thread pool (parallel_elementwise):
+// every element is written once either way, so the result does not depend on the threads. The
+// training step's gradient zeros and layout copies ran on one thread while the other waited.
 #include "kernels.h"
 
 namespace tf_cpu {
@@ -45,19 +49,25 @@ void cast(const tf_tensor_desc &in, const tf_tensor_desc &out) {
 }  // namespace
 
 tf_status run_contiguous(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err) {
+    void (*copy)(const tf_tensor_desc &, const tf_tensor_desc &) = nullptr;
     switch (dtype_size(out.dtype)) {
-    case 1: copy_elements<1>(in, out); return TF_STATUS_OK;
-    case 2: copy_elements<2>(in, out); return TF_STATUS_OK;
-    case 4: copy_elements<4>(in, out); return TF_STATUS_OK;
-    case 8: copy_elements<8>(in, out); return TF_STATUS_OK;
+    case 1: copy = copy_elements<1>; break;
+    case 2: copy = copy_elements<2>; break;
+    case 4: copy = copy_elements<4>; break;
+    case 8: copy = copy_elements<8>; break;
     default: return fail(err, TF_STATUS_UNSUPPORTED, "contiguous: dtype %s not supported", dtype_name(out.dtype));
     }
+    parallel_elementwise<2>({&out, &in}, [copy](const auto &d) { copy(*d[1], *d[0]); });
+    return TF_STATUS_OK;
 }
 
 tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err) {
     bool known_out = false;
     const bool known_in = Dtypes::with_any(in.dtype, [&](auto src) {
-        known_out = Dtypes::with_any(out.dtype, [&](auto dst) { cast<decltype(src), decltype(dst)>(in, out); });
+        known_out = Dtypes::with_any(out.dtype, [&](auto dst) {
+            parallel_elementwise<2>({&out, &in},
+                                    [](const auto &d) { cast<decltype(src), decltype(dst)>(*d[1], *d[0]); });
+        });
     });
     if (!known_in || !known_out)
         return fail(err, TF_STATUS_UNSUPPORTED, "cast: %s to %s not supported", dtype_name(in.dtype),
@@ -71,8 +81,16 @@ tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err) {
         // Encode once, then copy the bytes into every element.
         char bytes[sizeof(T)];
         Traits<T>::store_wide(bytes, value);
-        walk<1>(out.rank, out.shape, {view_of(out)}, [&](char *const *p, int64_t n, const int64_t *step) {
-            for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * step[0], bytes, sizeof(T));
+        bool zero = true;
+        for (char b : bytes) zero = zero && b == 0;
+        parallel_elementwise<1>({&out}, [&](const auto &d) {
+            walk<1>(d[0]->rank, d[0]->shape, {view_of(*d[0])}, [&](char *const *p, int64_t n, const int64_t *step) {
+                if (zero && step[0] == static_cast<int64_t>(sizeof(T))) {
+                    std::memset(p[0], 0, static_cast<size_t>(n) * sizeof(T));  // gradients' zeros
+                    return;
+                }
+                for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * step[0], bytes, sizeof(T));
+            });
         });
     });
     return dtype_status(known, "fill", out.dtype, err);

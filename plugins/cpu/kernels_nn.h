@@ -1,5 +1,6 @@
 // The cpu plugin's kernels for the ops with their own shape rule (kind OWN in ops.def):
-// convolution, pooling, softmax, norms, rope, attention, embedding, cross-entropy, one-hot.
+// convolution, pooling, softmax, norms, rope, attention and its backward, embedding,
+// cross-entropy, one-hot.
 // plugin.cpp hands every op of a kind it does not check itself to validate_own and run_own.
 //
 // Float ops accept f32, f16 and bf16 (all operands of one dtype) and compute in f32: inputs
@@ -115,6 +116,18 @@ tf_status run_rms_norm(const tf_op_desc &op, tf_error *err);
 tf_status run_rope(const tf_op_desc &op, tf_error *err);
 // kernels_attention.cpp
 tf_status run_attention(const tf_op_desc &op, tf_error *err);
+// The matrix [rows, cols] of d's last two axes, starting `offset` bytes past element [0, ...]:
+// loaded as dense f32 into dst, or stored from dense f32 src (rounded to d's dtype).
+void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols, float *dst);
+void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols, const float *src);
+// attention's probabilities in place, as attention and attention_backward both compute them: on
+// entry scores [tq, tk] holds q k^T, on return softmax(scores * scale + mask [+ causal]) by rows,
+// 0 for hidden keys, NaN across a row that sees no key (blind[i] = 1 then). mask: dense [tq, tk],
+// or null for none.
+void attention_probabilities(float *scores, const float *mask, int64_t tq, int64_t tk, bool causal, float scale,
+                             char *blind);
+// kernels_attention_backward.cpp
+tf_status run_attention_backward(const tf_op_desc &op, tf_error *err);
 // kernels_lookup.cpp: embedding, embedding_backward, one_hot
 tf_status run_embedding(const tf_op_desc &op, tf_error *err);
 tf_status run_embedding_backward(const tf_op_desc &op, tf_error *err);

@@ -198,6 +198,44 @@ tf_status check_attention(const tf_op_desc &op, tf_error *err) {
     return check_same_dtype(name, {&q, &k, &v, &m, &out}, err);
 }
 
+// attention_backward: attention's operands and dy [..., Tq, Dv] -> dq, dk, dv of q's, k's and
+// v's shapes (batch axes equal: the core hands over broadcast views), one dtype; the mask may be
+// absent.
+tf_status check_attention_backward(const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    if (op.n_inputs != 5 || op.n_outputs != 3 || !op.inputs || !op.outputs)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: takes 5 inputs and 3 outputs, got %u and %u", name,
+                    op.n_inputs, op.n_outputs);
+    if (!op.params || *static_cast<const uint32_t *>(op.params) < sizeof(tf_params_attention))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name,
+                    sizeof(tf_params_attention));
+    const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3], &dy = op.inputs[4];
+    const tf_tensor_desc &dq = op.outputs[0], &dk = op.outputs[1], &dv = op.outputs[2];
+    const bool masked = !is_absent(m);
+    const int r = q.rank;
+    bool ok = r >= 2 && (!masked || m.rank == r);
+    for (const tf_tensor_desc *t : {&k, &v, &dy, &dq, &dk, &dv}) ok = ok && t->rank == r;
+    for (int i = 0; ok && i < r - 2; ++i) {
+        for (const tf_tensor_desc *t : {&k, &v, &dy, &dq, &dk, &dv}) ok = ok && t->shape[i] == q.shape[i];
+        ok = ok && (!masked || m.shape[i] == q.shape[i]);
+    }
+    if (ok) {
+        const int64_t tq = q.shape[r - 2], d = q.shape[r - 1], tk = k.shape[r - 2], dvn = v.shape[r - 1];
+        ok = k.shape[r - 1] == d && v.shape[r - 2] == tk &&
+             (!masked || (m.shape[r - 2] == tq && m.shape[r - 1] == tk)) && dy.shape[r - 2] == tq &&
+             dy.shape[r - 1] == dvn && dq.shape[r - 2] == tq && dq.shape[r - 1] == d && dk.shape[r - 2] == tk &&
+             dk.shape[r - 1] == d && dv.shape[r - 2] == tk && dv.shape[r - 1] == dvn;
+    }
+    if (!ok)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                    "%s: q %s, k %s, v %s, mask %s, dy %s -> dq %s, dk %s, dv %s do not form [..., Tq, D], "
+                    "[..., Tk, D], [..., Tk, Dv], [..., Tq, Tk], [..., Tq, Dv] -> q's, k's and v's shapes",
+                    name, shape_of(q).text, shape_of(k).text, shape_of(v).text, masked ? shape_of(m).text : "absent",
+                    shape_of(dy).text, shape_of(dq).text, shape_of(dk).text, shape_of(dv).text);
+    if (!masked) return check_same_dtype(name, {&q, &k, &v, &dy, &dq, &dk, &dv}, err);
+    return check_same_dtype(name, {&q, &k, &v, &m, &dy, &dq, &dk, &dv}, err);
+}
+
 // embedding: weight [V, D], indices [...] -> [..., D] (any dtype, the weight's).
 // embedding_backward: dy [..., D], indices [...] -> dweight [V, D] (float).
 tf_status check_embedding(const tf_op_desc &op, tf_error *err) {
@@ -403,6 +441,7 @@ tf_status validate_own(const tf_op_desc &op, tf_error *err) {
     case TF_OP_RMS_NORM: return check_norm(op, err);
     case TF_OP_ROPE: return check_rope(op, err);
     case TF_OP_ATTENTION: return check_attention(op, err);
+    case TF_OP_ATTENTION_BACKWARD: return check_attention_backward(op, err);
     case TF_OP_EMBEDDING:
     case TF_OP_EMBEDDING_BACKWARD: return check_embedding(op, err);
     case TF_OP_CROSS_ENTROPY: return check_cross_entropy(op, err);
@@ -428,6 +467,7 @@ tf_status run_own(const tf_op_desc &op, tf_error *err) {
     case TF_OP_RMS_NORM: return run_rms_norm(op, err);
     case TF_OP_ROPE: return run_rope(op, err);
     case TF_OP_ATTENTION: return run_attention(op, err);
+    case TF_OP_ATTENTION_BACKWARD: return run_attention_backward(op, err);
     case TF_OP_EMBEDDING: return run_embedding(op, err);
     case TF_OP_EMBEDDING_BACKWARD: return run_embedding_backward(op, err);
     case TF_OP_CROSS_ENTROPY: return run_cross_entropy(op, err);

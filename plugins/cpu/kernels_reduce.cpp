@@ -208,6 +208,24 @@ void sum_blocks(const float *x, Blocks s, double divisor, Store store) {
     });
 }
 
+// var over each row of a dense f32 [C, B] (layer_norm's backward: every token's features): the
+// mean, then the squared deviations, each a lane sum in double; out[c] = squares / divisor
+// rounded once. Rows are split over the threads.
+[[gnu::always_inline]] inline void var_rows_body(const float *x, int64_t len, int64_t lo, int64_t hi, double divisor,
+                                                 float *y) {
+    for (int64_t c = lo; c < hi; ++c) {
+        const float *run = x + c * len;
+        const double mean = vec::sum(run, len) / static_cast<double>(len);
+        const double squares = vec::lane_sum(len, [&](int64_t i) {
+            const double d = static_cast<double>(run[i]) - mean;
+            return d * d;
+        });
+        y[c] = static_cast<float>(squares / divisor);
+    }
+}
+TF_CPU_ISA_DISPATCH(var_rows, (const float *x, int64_t len, int64_t lo, int64_t hi, double divisor, float *y),
+                    (x, len, lo, hi, divisor, y))
+
 // f32 in and out as [A, C, B] blocks (as_blocks): out[c] = (sum of run c) / divisor, rounded once.
 bool sum_f32(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double divisor) {
     Blocks s;
@@ -366,6 +384,14 @@ tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t
 
 tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double correction,
                   tf_error *err) {
+    if (Blocks s; as_blocks(in, out, axes_mask, s) && s.a == 1 && s.b > 1) {
+        const float *x = reinterpret_cast<const float *>(static_cast<const char *>(in.data) + in.offset);
+        float *y = reinterpret_cast<float *>(static_cast<char *>(out.data) + out.offset);
+        const double divisor = std::max(static_cast<double>(s.b) - correction, 0.0);
+        const int64_t tasks = std::min(s.c, split_count(s.c * s.b, int64_t{1} << 15));
+        parallel_for(tasks, [&](int64_t t) { var_rows(x, s.b, s.c * t / tasks, s.c * (t + 1) / tasks, divisor, y); });
+        return TF_STATUS_OK;
+    }
     const bool known =
         Dtypes::with_float(out.dtype, [&](auto tag) { var<decltype(tag)>(in, out, axes_mask, correction); });
     return dtype_status(known, "var", out.dtype, err);

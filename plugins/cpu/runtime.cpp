@@ -88,6 +88,14 @@ int threads_from_env() {
     return static_cast<int>(env_integer("TINYFIN_THREADS", 1, 1024, usable_cores(), "the cores this process may use"));
 }
 
+// One spin-wait step: tells the core that this thread is spinning (on x86-64 the other threads
+// of the core get its resources).
+inline void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 class ThreadPool {
 public:
     explicit ThreadPool(int threads) : threads_(threads) {
@@ -127,9 +135,16 @@ public:
         // tasks. A worker the scheduler has not run yet (another process has the core) no longer
         // holds the job up by a time slice; it finds the job closed when it wakes and skips it.
         {
-            std::unique_lock<std::mutex> l(m_);
+            std::lock_guard<std::mutex> l(m_);
             open_ = false;
-            done_.wait(l, [this] { return joined_ == 0; });
+        }
+        // Spin briefly before sleeping: the joined workers are running the job's last tasks, and
+        // a futex sleep and wake-up cost the poster tens of microseconds on a virtual machine,
+        // several times a short op's imbalance (hundreds of jobs a training step).
+        for (int spin = 0; spin < 4000 && joined_.load(std::memory_order_acquire) != 0; ++spin) pause();
+        {
+            std::unique_lock<std::mutex> l(m_);
+            done_.wait(l, [this] { return joined_.load(std::memory_order_acquire) == 0; });
         }
         if (error_) std::rethrow_exception(error_);
         return true;
@@ -155,11 +170,7 @@ private:
         for (;;) {
             // Spin briefly: ops come back to back in a training step, and a futex wake-up costs
             // several microseconds. Then sleep, so an idle pool uses no CPU.
-            for (int spin = 0; spin < 2000 && generation_.load(std::memory_order_acquire) == seen; ++spin) {
-#if defined(__x86_64__) || defined(__i386__)
-                __builtin_ia32_pause();
-#endif
-            }
+            for (int spin = 0; spin < 2000 && generation_.load(std::memory_order_acquire) == seen; ++spin) pause();
             {
                 std::unique_lock<std::mutex> l(m_);
                 wake_.wait(l, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
@@ -168,11 +179,12 @@ private:
                 // The job of this generation is still open: join it (the poster waits for us and
                 // keeps its fn_, ctx_ and tasks_ until we leave). Closed: it was done without us.
                 if (!open_) continue;
-                ++joined_;
+                joined_.fetch_add(1, std::memory_order_relaxed);
             }
             drain();
             std::lock_guard<std::mutex> l(m_);
-            if (--joined_ == 0) done_.notify_one();
+            // Release: the poster that reads 0 without the lock sees this worker's results.
+            if (joined_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_one();
         }
     }
 
@@ -184,7 +196,7 @@ private:
     std::atomic<uint64_t> generation_{0};
     bool stop_ = false;
     bool open_ = false;  // the posted job still takes workers (under m_)
-    int joined_ = 0;  // workers inside the posted job's drain() (under m_)
+    std::atomic<int> joined_{0};  // workers inside the posted job's drain() (changed under m_)
     TaskFn fn_ = nullptr;
     void *ctx_ = nullptr;
     int64_t tasks_ = 0;

@@ -19,6 +19,14 @@ namespace tf_cpu::vec {
 
 constexpr int k_lanes = 16;
 
+// cond ? a : b on the bits. With a plain `?:` GCC keeps a branch around the side it can skip, and
+// under -ftrapping-math (its default) cannot turn it back into a select: the loops calling exp
+// ran scalar.
+[[gnu::always_inline]] inline float select(bool cond, float a, float b) {
+    const uint32_t m = 0u - static_cast<uint32_t>(cond);
+    return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
+}
+
 // exp(x) in f32 without branches or calls, within 2 ulp of the correctly rounded value for
 // normal results: x = n ln2 + r with |r| <= ln2/2, exp(r) by its degree-7 Taylor polynomial
 // (truncation error below 6e-9 relative), times 2^n built in the exponent bits. Results below
@@ -29,11 +37,11 @@ constexpr int k_lanes = 16;
     constexpr float ln2_lo = 1.42860682030941723e-6f;
     constexpr float round_magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
     constexpr float lo = -87.3365447505531f, hi = 88.3762626647949f;  // ln FLT_MIN, ln FLT_MAX
-    float c = x < lo ? lo : x;  // NaN passes both selects
-    c = c > hi ? hi : c;
+    float c = select(x < lo, lo, x);  // NaN passes both selects
+    c = select(c > hi, hi, c);
     float k = c * log2e + round_magic;
     float n = k - round_magic;
-    n = n > 127.0f ? 127.0f : n;  // hi rounds to 128: keep 2^n finite, r grows to 0.35 at most
+    n = select(n > 127.0f, 127.0f, n);  // hi rounds to 128: keep 2^n finite, r grows to 0.35 at most
     const float r = (c - n * ln2_hi) - n * ln2_lo;
     const float p = exp_taylor<7>(r);
     // n + round_magic holds n in its low mantissa bits; reading them there, instead of converting
@@ -41,7 +49,7 @@ constexpr int k_lanes = 16;
     const uint32_t biased = std::bit_cast<uint32_t>(n + round_magic) - std::bit_cast<uint32_t>(round_magic) + 127u;
     const float scale = std::bit_cast<float>(biased << 23);
     const float y = p * scale;
-    return x < lo ? 0.0f : x > hi ? INFINITY : y;
+    return select(x < lo, 0.0f, select(x > hi, INFINITY, y));
 }
 
 // The sum over i < n of term(i) (a double), lane i % k_lanes, lanes folded pairwise in a fixed

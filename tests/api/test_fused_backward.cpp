@@ -1,6 +1,7 @@
 // The fused backward ops. gelu_backward, the exact gelu's gradient: its values against a long
 // double reference and against the composition of ordinary ops it replaces, in every float
-// dtype; gelu's backward runs it as one op on cpu; argument errors.
+// dtype; gelu's backward runs it as one op on cpu; argument errors. attention_backward: the
+// gradients of scaled_dot_product_attention against autograd through matmul and softmax.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -104,4 +105,163 @@ TEST_CASE("gelu_backward refuses integer and mixed dtypes with the op's name") {
     CHECK_THROWS_AS(gelu_backward(i, i), DTypeError);
     CHECK_THROWS_WITH_AS(gelu_backward(f, f.to(DType::f16)), doctest::Contains("gelu_backward"), DTypeError);
     CHECK_THROWS_AS(gelu_backward(f, from_vector(F{1, 2, 3}, {3})), ShapeError);
+}
+
+// ---- attention_backward ---------------------------------------------------------------------
+
+namespace {
+
+struct AttentionCase {
+    const char *name;
+    Shape sq, sk, sv;
+    bool causal;
+    bool mask;
+};
+
+// softmax(q k^T * scale + mask [+ causal]) v written with matmul and softmax, so autograd
+// differentiates it op by op: the reference for the fused backward.
+Tensor attention_by_ops(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &mask, bool causal) {
+    const int64_t tq = q.size(-2), tk = k.size(-2);
+    Tensor scores = mul(matmul(q, k.transpose(-1, -2)), 1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+    if (mask.defined()) scores = add(scores, mask);
+    if (causal) {
+        F hidden(static_cast<std::size_t>(tq * tk));
+        for (int64_t i = 0; i < tq; ++i)
+            for (int64_t j = 0; j < tk; ++j)
+                hidden[static_cast<std::size_t>(i * tk + j)] = j > i + (tk - tq) ? -INFINITY : 0.0f;
+        scores = add(scores, from_vector(hidden, {tq, tk}));
+    }
+    return matmul(softmax(scores, -1), v);
+}
+
+F grad_of(const Tensor &t) { return t.grad().to_vector<float>(); }
+
+void check_close(const F &got, const F &want, const char *what) {
+    INFO(what);
+    REQUIRE(got.size() == want.size());
+    int bad = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+        bad += !(std::fabs(got[i] - want[i]) <= 2e-5 + 1e-4 * std::fabs(want[i]));
+    CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("attention's gradients on cpu (one attention_backward op) match autograd through matmul and softmax") {
+    const AttentionCase cases[] = {
+        {"causal, self", {2, 3, 6, 4}, {2, 3, 6, 4}, {2, 3, 6, 5}, true, false},
+        {"causal, fewer queries (bottom-right)", {2, 4, 3, 8}, {2, 4, 7, 8}, {2, 4, 7, 8}, true, false},
+        {"additive mask", {3, 5, 4}, {3, 6, 4}, {3, 6, 2}, false, true},
+        {"k and v broadcast over the batch", {3, 5, 4}, {1, 5, 4}, {1, 5, 3}, true, false},
+    };
+    uint64_t seed = 1;
+    for (const AttentionCase &c : cases) {
+        INFO(c.name);
+        Tensor q = randn(c.sq, seed++), k = randn(c.sk, seed++), v = randn(c.sv, seed++);
+        const Shape out_shape = [&] {
+            Shape s = c.sq;
+            s.back() = c.sv.back();
+            return s;
+        }();
+        const Tensor w = randn(out_shape, seed++);
+        const Tensor mask = c.mask ? mul(randn({c.sq[c.sq.size() - 2], c.sk[c.sk.size() - 2]}, seed++), 0.5) : Tensor();
+        for (Tensor *t : {&q, &k, &v}) t->requires_grad_();
+
+        Tensor out = scaled_dot_product_attention(q, k, v, mask, c.causal);
+        Tensor loss = sum(mul(out, w));
+        const uint64_t before = cpu_ops();
+        loss.backward();
+        const uint64_t backward_ops = cpu_ops() - before;
+        const F gq = grad_of(q), gk = grad_of(k), gv = grad_of(v);
+        const F out_values = out.to_vector<float>();
+        for (Tensor *t : {&q, &k, &v}) t->zero_grad();
+
+        Tensor ref = attention_by_ops(q, k, v, mask, c.causal);
+        sum(mul(ref, w)).backward();
+        check_close(out_values, ref.to_vector<float>(), "forward");
+        check_close(gq, grad_of(q), "dq");
+        check_close(gk, grad_of(k), "dk");
+        check_close(gv, grad_of(v), "dv");
+        // sum and mul's gradients, the fused op, and the batch reductions of a broadcast k, v:
+        // the composition took about twenty ops.
+        CHECK(backward_ops <= 8);
+    }
+}
+
+TEST_CASE(
+    "attention's gradients: a mask that needs a gradient takes the composition, with the same q, k, v gradients") {
+    Tensor q = randn({2, 4, 4}, 41), k = randn({2, 5, 4}, 42), v = randn({2, 5, 3}, 43);
+    Tensor mask = mul(randn({4, 5}, 44), 0.5);
+    const Tensor w = randn({2, 4, 3}, 45);
+    for (Tensor *t : {&q, &k, &v}) t->requires_grad_();
+    sum(mul(scaled_dot_product_attention(q, k, v, mask, true), w)).backward();
+    const F fused_q = grad_of(q), fused_k = grad_of(k), fused_v = grad_of(v);
+    for (Tensor *t : {&q, &k, &v}) t->zero_grad();
+    mask.requires_grad_();
+    sum(mul(scaled_dot_product_attention(q, k, v, mask, true), w)).backward();
+    check_close(fused_q, grad_of(q), "dq");
+    check_close(fused_k, grad_of(k), "dk");
+    check_close(fused_v, grad_of(v), "dv");
+    CHECK(mask.grad().defined());
+}
+
+TEST_CASE("attention's gradients: a query row that sees no key gives NaN, as the forward does") {
+    // Tq > Tk with bottom-right causal alignment: query 0 sees no key.
+    Tensor q = randn({1, 3, 2}, 51), k = randn({1, 2, 2}, 52), v = randn({1, 2, 2}, 53);
+    for (Tensor *t : {&q, &k, &v}) t->requires_grad_();
+    Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), true);
+    const F values = out.to_vector<float>();
+    CHECK(std::isnan(values[0]));
+    CHECK(!std::isnan(values[4]));
+    sum(out).backward();
+    const F gq = grad_of(q);
+    CHECK(std::isnan(gq[0]));
+}
+
+TEST_CASE("attention's gradients: q, k, v as head views of one projection (char_gpt's layout), in place") {
+    // [B, T, 3 E] -> three [B, H, T, D] views with strides, as examples/char_gpt does: the
+    // kernel reads them through their strides; their gradients land in the projection's.
+    const int64_t b = 2, t = 5, h = 2, d = 4, e = h * d;
+    Tensor qkv = randn({b * t, 3 * e}, 61);
+    qkv.requires_grad_();
+    const Tensor w = randn({b, h, t, d}, 62);
+    auto heads = [&](const Tensor &x) { return x.view({b, t, h, d}).transpose(1, 2); };
+    auto loss_of = [&](bool fused) {
+        std::vector<Tensor> parts = split(qkv, {e, e, e}, 1);
+        const Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
+        const Tensor out =
+            fused ? scaled_dot_product_attention(q, k, v, Tensor(), true) : attention_by_ops(q, k, v, Tensor(), true);
+        return sum(mul(out, w));
+    };
+    loss_of(true).backward();
+    const F fused = grad_of(qkv);
+    qkv.zero_grad();
+    loss_of(false).backward();
+    check_close(fused, grad_of(qkv), "dqkv");
+}
+
+TEST_CASE("attention's gradients in f16 and bf16 match the f32 ones within the format's rounding") {
+    const Tensor q32 = randn({2, 6, 8}, 71), k32 = randn({2, 6, 8}, 72), v32 = randn({2, 6, 4}, 73);
+    const Tensor w32 = randn({2, 6, 4}, 74);
+    for (DType dt : {DType::f16, DType::bf16}) {
+        INFO(dtype_name(dt));
+        // The same values in both runs: the f32 reference starts from the rounded operands.
+        Tensor q = q32.to(dt), k = k32.to(dt), v = v32.to(dt);
+        const Tensor w = w32.to(dt);
+        Tensor rq = q.to(DType::f32), rk = k.to(DType::f32), rv = v.to(DType::f32);
+        for (Tensor *x : {&q, &k, &v, &rq, &rk, &rv}) x->requires_grad_();
+        sum(mul(scaled_dot_product_attention(q, k, v, Tensor(), true), w)).backward();
+        sum(mul(scaled_dot_product_attention(rq, rk, rv, Tensor(), true), w.to(DType::f32))).backward();
+        const double eps = dt == DType::f16 ? 1.0 / 1024 : 1.0 / 128;
+        for (auto [got, want] : {std::pair{&q, &rq}, {&k, &rk}, {&v, &rv}}) {
+            const F g = got->grad().to(DType::f32).to_vector<float>(), r = want->grad().to_vector<float>();
+            REQUIRE(g.size() == r.size());
+            double err = 0, norm = 0;
+            for (std::size_t i = 0; i < g.size(); ++i) {
+                err += (g[i] - r[i]) * (g[i] - r[i]);
+                norm += r[i] * r[i];
+            }
+            CHECK(std::sqrt(err / norm) < 8 * eps);
+        }
+    }
 }

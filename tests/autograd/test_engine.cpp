@@ -171,6 +171,47 @@ TEST_CASE("a tensor used twice gets the summed gradient") {
     CHECK(m.grad().to_vector<float>() == F{2, 6, 4, 8});
 }
 
+TEST_CASE("split's pieces add into one gradient; a gradient another node also holds is left alone") {
+    // The engine adds a slice's gradient into its input's gradient so far, in place, when nothing
+    // else references that tensor (autograd.cpp).
+    F values(24);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.25f - 2;
+    Tensor x = t(values, {4, 6}).requires_grad_();
+    Tensor h = x * 1.0;  // not a leaf: the pieces' gradients meet at h's node
+    std::vector<Tensor> p = split(h, {2, 1, 3}, 1);
+    (sum(p[0] * 2.0) + sum(p[1] * 3.0) + sum(square(p[2]))).backward();
+    F want(24);
+    for (int64_t r = 0; r < 4; ++r)
+        for (int64_t c = 0; c < 6; ++c) {
+            const auto i = static_cast<std::size_t>(r * 6 + c);
+            want[i] = c < 2 ? 2.0f : c < 3 ? 3.0f : 2 * values[i];
+        }
+    CHECK(x.grad().to_vector<float>() == want);
+    x.zero_grad();
+
+    // add hands one tensor to both of its inputs: u's and w's pending gradients are the same
+    // tensor, so the slice of u must not add into it in place (w's would change too).
+    Tensor u = x * 1.0, w = x * 3.0;
+    Tensor z = u + w;
+    // The slice's term first: the engine then reaches the slice after add (reverse post-order).
+    (sum(split(u, {2, 4}, 1)[1] * 7.0) + sum(z)).backward();
+    for (int64_t r = 0; r < 4; ++r)
+        for (int64_t c = 0; c < 6; ++c) want[static_cast<std::size_t>(r * 6 + c)] = c < 2 ? 4.0f : 11.0f;
+    CHECK(x.grad().to_vector<float>() == want);
+    x.zero_grad();
+
+    // retain_graph: the same pieces twice accumulate twice.
+    Tensor y = x * 1.0;
+    std::vector<Tensor> q = split(y, {3, 3}, 1);
+    Tensor loss = sum(q[0] * 2.0) + sum(q[1] * 5.0);
+    loss.backward({}, true);
+    loss.backward();
+    for (int64_t r = 0; r < 4; ++r)
+        for (int64_t c = 0; c < 6; ++c) want[static_cast<std::size_t>(r * 6 + c)] = c < 3 ? 4.0f : 10.0f;
+    CHECK(x.grad().to_vector<float>() == want);
+    CHECK_THROWS_WITH_AS(loss.backward(), Contains("already freed"), AutogradError);
+}
+
 TEST_CASE("gradients reduce over broadcast axes to the leaf's shape") {
     Tensor a = t({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
     Tensor b = t({10, 20, 30}, {3}).requires_grad_();

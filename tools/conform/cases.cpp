@@ -712,6 +712,54 @@ void gen_attention(Generator &g) {
         }
 }
 
+// attention_backward: attention's cases (batch broadcast, causal, a mask or the core's zero
+// scalar) with dy, each gradient of the broadcast batch shape.
+void gen_attention_backward(Generator &g) {
+    struct A {
+        Shape batch_q, batch_kv;
+        int64_t tq, tk, d, dv;
+        int causal;
+        bool mask;
+    };
+    const std::vector<A> family = {
+        {{2}, {2}, 3, 5, 4, 6, 0, false}, {{2}, {2}, 3, 5, 4, 6, 1, true}, {{2, 2}, {2, 2}, 4, 4, 8, 8, 1, false},
+        {{2}, {1}, 3, 5, 4, 6, 0, true},  {{}, {}, 5, 3, 4, 2, 1, false},  {{1}, {1}, 64, 64, 32, 32, 1, false},
+    };
+    for (const A &a : family)
+        for (int32_t dt : all_dtypes()) {
+            Shape batch = broadcast(a.batch_q, a.batch_kv);
+            auto full = [&](int64_t r, int64_t c) {
+                Shape s = batch;
+                s.insert(s.end(), {r, c});
+                return s;
+            };
+            auto side = [&](const Shape &own_batch, int64_t r, int64_t c) {
+                Shape own = own_batch;
+                own.insert(own.end(), {r, c});
+                return operand(own, full(r, c), dt, Domain::uniform);
+            };
+            Params params;
+            std::memset(&params, 0, sizeof params);
+            params.attention = sized<tf_params_attention>();
+            params.attention.causal = a.causal;
+            params.attention.scale = 1.0 / std::sqrt(static_cast<double>(a.d));
+            // As attention's: no mask is an absent operand, and one case per dtype passes the
+            // explicit zero mask an ABI 1.0 plugin gets instead.
+            const bool zero_mask = &a == &family.front();
+            TensorSpec mask =
+                a.mask ? expanded({a.tq, a.tk}, full(a.tq, a.tk), dt) : absent_input(full(a.tq, a.tk), dt);
+            if (zero_mask) mask.absent = false;
+            g.add(dtype_name(dt),
+                  {side(a.batch_q, a.tq, a.d), side(a.batch_kv, a.tk, a.d), side(a.batch_kv, a.tk, a.dv), mask,
+                   contiguous(full(a.tq, a.dv), dt)},
+                  {contiguous(full(a.tq, a.d), dt), contiguous(full(a.tk, a.d), dt), contiguous(full(a.tk, a.dv), dt)},
+                  &params,
+                  std::string(a.causal ? "causal" : "") + (a.mask      ? " mask"
+                                                           : zero_mask ? " zero mask"
+                                                                       : " no mask"));
+        }
+}
+
 void gen_embedding(Generator &g) {
     const bool backward = g.row().op == TF_OP_EMBEDDING_BACKWARD;
     auto add = [&](const std::string &d, TensorSpec table, TensorSpec idx, const std::string &extra = "") {
@@ -857,6 +905,7 @@ void gen_own(Generator &g) {
     case TF_OP_RMS_NORM: gen_norm(g); return;
     case TF_OP_ROPE: gen_rope(g); return;
     case TF_OP_ATTENTION: gen_attention(g); return;
+    case TF_OP_ATTENTION_BACKWARD: gen_attention_backward(g); return;
     case TF_OP_EMBEDDING:
     case TF_OP_EMBEDDING_BACKWARD: gen_embedding(g); return;
     case TF_OP_CROSS_ENTROPY: gen_cross_entropy(g); return;

@@ -24,6 +24,7 @@ bool accumulates(tf_op op) {
     case TF_OP_LAYER_NORM:
     case TF_OP_RMS_NORM:
     case TF_OP_ATTENTION:
+    case TF_OP_ATTENTION_BACKWARD:
     case TF_OP_EMBEDDING_BACKWARD:
     case TF_OP_CROSS_ENTROPY: return true;
     default: return false;
