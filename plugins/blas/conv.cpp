@@ -216,6 +216,9 @@ struct WeightMatrix {
     float *data;
     int64_t ld;
     bool packed;
+
+    // The og rows of group grp.
+    float *group(int64_t grp, const ConvGeom &g) const { return data + grp * g.og * ld; }
 };
 
 WeightMatrix weight_of(const tf_tensor_desc &desc, const ConvGeom &g, bool read) {
@@ -226,84 +229,98 @@ WeightMatrix weight_of(const tf_tensor_desc &desc, const ConvGeom &g, bool read)
     return {packed, g.kdim(), true};
 }
 
-tf_status conv2d_forward(const tf_op_desc &op, const ConvGeom &g) {
-    const Tensor4 x = view4(op.inputs[0]), y = view4(op.outputs[0]);
-    const WeightMatrix w = weight_of(op.inputs[1], g, true);
-    const int64_t plane = g.plane(), kdim = g.kdim();
-    const int64_t x_ld = g.pointwise() ? direct_ld(op.inputs[0], 2, g.cg) : 0;
-    const int64_t y_ld = direct_ld(op.outputs[0], 2, g.og);
-    float *col = x_ld ? nullptr : scratch(static_cast<size_t>(kdim * plane), k_slot_col);
-    float *y_block = y_ld ? nullptr : scratch(static_cast<size_t>(g.og * plane), k_slot_plane);
-    const OpenBlasApi &blas = openblas();
-    for (int64_t n = 0; n < g.n; ++n) {
-        for (int64_t grp = 0; grp < g.groups; ++grp) {
-            if (!x_ld) im2col(x, g, n, grp * g.cg, col, plane);
-            const float *b = x_ld ? x.at(n, grp * g.cg) : col;
-            float *c = y_ld ? y.at(n, grp * g.og) : y_block;
-            blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(g.og), as_int(plane), as_int(kdim), 1.0f,
-                       w.data + grp * g.og * w.ld, as_int(w.ld), b, as_int(x_ld ? x_ld : plane), 0.0f, c,
-                       as_int(y_ld ? y_ld : plane));
-            if (!y_ld) scatter_planes(y_block, y, n, grp * g.og, g.og);
-        }
+// The per-(image, group) blocks of one tensor as sgemm operands: x or dx as the kdim x P columns
+// (the tensor itself only for a pointwise conv), y or dy as og x P planes. A block sgemm can use
+// in place is the tensor's own memory (direct_ld > 0); any other goes through scratch, filled
+// before the call by read() (im2col, gather) or written back after it by store() (col2im, scatter).
+class Blocks {
+public:
+    enum Side { columns, planes };
+
+    Blocks(const tf_tensor_desc &desc, const ConvGeom &g, Side side)
+        : t_(view4(desc)), g_(g), side_(side), rows_(side == columns ? g.cg : g.og),
+          direct_ld_(side == columns && !g.pointwise() ? 0 : direct_ld(desc, 2, rows_)),
+          scratch_(direct_ld_ ? nullptr
+                              : scratch(static_cast<size_t>(height() * g.plane()),
+                                        side == columns ? k_slot_col : k_slot_plane)) {}
+
+    // Rows of one block: kdim columns or og planes; each row is P floats.
+    int64_t height() const { return side_ == columns ? g_.kdim() : g_.og; }
+    int64_t ld() const { return direct_ld_ ? direct_ld_ : g_.plane(); }
+
+    // Block (n, grp) with the tensor's values, for an operand sgemm reads.
+    const float *read(int64_t n, int64_t grp) const {
+        if (direct_ld_) return at(n, grp);
+        if (side_ == columns)
+            im2col(t_, g_, n, grp * rows_, scratch_, g_.plane());
+        else
+            gather_planes(t_, n, grp * rows_, rows_, scratch_);
+        return scratch_;
     }
-    return TF_STATUS_OK;
+
+    // Where sgemm writes block (n, grp); store() then moves it into the tensor.
+    float *target(int64_t n, int64_t grp) const { return direct_ld_ ? at(n, grp) : scratch_; }
+
+    void store(int64_t n, int64_t grp) const {
+        if (direct_ld_) return;
+        if (side_ == columns)
+            col2im_add(scratch_, g_.plane(), g_, t_, n, grp * rows_);
+        else
+            scatter_planes(scratch_, t_, n, grp * rows_, rows_);
+    }
+
+    // Zeroes image n where store() adds into it (col2im: windows overlap); a no-op elsewhere.
+    void clear(int64_t n) const {
+        if (direct_ld_ || side_ != columns) return;
+        for (int64_t c = 0; c < g_.c; ++c)
+            for (int64_t i = 0; i < g_.h; ++i)
+                for (int64_t j = 0; j < g_.w; ++j) t_.at(n, c)[i * t_.s[2] + j * t_.s[3]] = 0.0f;
+    }
+
+private:
+    float *at(int64_t n, int64_t grp) const { return t_.at(n, grp * rows_); }
+
+    Tensor4 t_;
+    const ConvGeom &g_;
+    Side side_;
+    int64_t rows_;  // channels per group
+    int64_t direct_ld_;
+    float *scratch_;
+};
+
+// c = op(a) . op(b) + beta c for row-major blocks of one image and group.
+void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+           const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    openblas().sgemm(CblasRowMajor, ta, tb, as_int(m), as_int(n), as_int(k), 1.0f, a, as_int(lda), b, as_int(ldb), beta,
+                     c, as_int(ldc));
 }
 
-// dy rows of image n, group grp, as an og x P operand: in place when its layout allows, else
-// gathered into block.
-const float *dy_rows(const Tensor4 &dy, int64_t ld, const ConvGeom &g, int64_t n, int64_t grp, float *block) {
-    if (ld) return dy.at(n, grp * g.og);
-    gather_planes(dy, n, grp * g.og, g.og, block);
-    return block;
-}
-
-tf_status conv2d_grad_input(const tf_op_desc &op, const ConvGeom &g) {
-    const Tensor4 dy = view4(op.inputs[0]), dx = view4(op.outputs[0]);
+// forward    y = W . columns(x), one og x P block per image and group;
+// grad_input columns(dx) = W^T . dy, added into dx by col2im.
+tf_status weight_times(const tf_op_desc &op, const ConvGeom &g) {
+    const bool forward = op.op == TF_OP_CONV2D;
     const WeightMatrix w = weight_of(op.inputs[1], g, true);
-    const int64_t plane = g.plane(), kdim = g.kdim();
-    const int64_t dy_ld = direct_ld(op.inputs[0], 2, g.og);
-    // A pointwise conv's col2im is the identity: sgemm writes dx itself.
-    const int64_t dx_ld = g.pointwise() ? direct_ld(op.outputs[0], 2, g.cg) : 0;
-    float *dcol = dx_ld ? nullptr : scratch(static_cast<size_t>(kdim * plane), k_slot_col);
-    float *dy_block = dy_ld ? nullptr : scratch(static_cast<size_t>(g.og * plane), k_slot_plane);
-    const OpenBlasApi &blas = openblas();
+    const Blocks in(op.inputs[0], g, forward ? Blocks::columns : Blocks::planes);
+    const Blocks out(op.outputs[0], g, forward ? Blocks::planes : Blocks::columns);
     for (int64_t n = 0; n < g.n; ++n) {
-        if (!dx_ld)
-            for (int64_t c = 0; c < g.c; ++c)
-                for (int64_t i = 0; i < g.h; ++i)
-                    for (int64_t j = 0; j < g.w; ++j) dx.at(n, c)[i * dx.s[2] + j * dx.s[3]] = 0.0f;
+        out.clear(n);
         for (int64_t grp = 0; grp < g.groups; ++grp) {
-            const float *b = dy_rows(dy, dy_ld, g, n, grp, dy_block);
-            float *c = dx_ld ? dx.at(n, grp * g.cg) : dcol;
-            blas.sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_int(kdim), as_int(plane), as_int(g.og), 1.0f,
-                       w.data + grp * g.og * w.ld, as_int(w.ld), b, as_int(dy_ld ? dy_ld : plane), 0.0f, c,
-                       as_int(dx_ld ? dx_ld : plane));
-            if (!dx_ld) col2im_add(dcol, plane, g, dx, n, grp * g.cg);
+            sgemm(forward ? CblasNoTrans : CblasTrans, CblasNoTrans, out.height(), g.plane(), in.height(),
+                  w.group(grp, g), w.ld, in.read(n, grp), in.ld(), 0.0f, out.target(n, grp), out.ld());
+            out.store(n, grp);
         }
     }
     return TF_STATUS_OK;
 }
 
 tf_status conv2d_grad_weight(const tf_op_desc &op, const ConvGeom &g) {
-    const Tensor4 dy = view4(op.inputs[0]), x = view4(op.inputs[1]), dw = view4(op.outputs[0]);
     const WeightMatrix w = weight_of(op.outputs[0], g, false);
-    const int64_t plane = g.plane(), kdim = g.kdim();
-    const int64_t dy_ld = direct_ld(op.inputs[0], 2, g.og);
-    const int64_t x_ld = g.pointwise() ? direct_ld(op.inputs[1], 2, g.cg) : 0;
-    float *col = x_ld ? nullptr : scratch(static_cast<size_t>(kdim * plane), k_slot_col);
-    float *dy_block = dy_ld ? nullptr : scratch(static_cast<size_t>(g.og * plane), k_slot_plane);
-    const OpenBlasApi &blas = openblas();
-    for (int64_t n = 0; n < g.n; ++n) {
-        for (int64_t grp = 0; grp < g.groups; ++grp) {
-            if (!x_ld) im2col(x, g, n, grp * g.cg, col, plane);
-            const float *b = x_ld ? x.at(n, grp * g.cg) : col;
-            const float *a = dy_rows(dy, dy_ld, g, n, grp, dy_block);
-            blas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(g.og), as_int(kdim), as_int(plane), 1.0f, a,
-                       as_int(dy_ld ? dy_ld : plane), b, as_int(x_ld ? x_ld : plane), n == 0 ? 0.0f : 1.0f,
-                       w.data + grp * g.og * w.ld, as_int(w.ld));
-        }
-    }
-    if (w.packed) unpack_weight(w.data, dw, g);
+    const Blocks dy(op.inputs[0], g, Blocks::planes), x(op.inputs[1], g, Blocks::columns);
+    for (int64_t n = 0; n < g.n; ++n)
+        for (int64_t grp = 0; grp < g.groups; ++grp)
+            sgemm(CblasNoTrans, CblasTrans, g.og, g.kdim(), g.plane(), dy.read(n, grp), dy.ld(), x.read(n, grp), x.ld(),
+                  n == 0 ? 0.0f : 1.0f, w.group(grp, g), w.ld);
+    if (w.packed) unpack_weight(w.data, view4(op.outputs[0]), g);
     return TF_STATUS_OK;
 }
 
@@ -318,8 +335,8 @@ tf_status conv2d_run(const tf_op_desc &op, tf_error *err) {
     if (!op.inputs[0].data || !op.inputs[1].data || !op.outputs[0].data)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: a tensor has no host address", name);
     switch (op.op) {
-    case TF_OP_CONV2D: return conv2d_forward(op, *g);
-    case TF_OP_CONV2D_GRAD_INPUT: return conv2d_grad_input(op, *g);
+    case TF_OP_CONV2D:
+    case TF_OP_CONV2D_GRAD_INPUT: return weight_times(op, *g);
     case TF_OP_CONV2D_GRAD_WEIGHT: return conv2d_grad_weight(op, *g);
     default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: not a conv op", name);
     }
