@@ -12,6 +12,7 @@
 #include "runtime.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -27,7 +28,12 @@ struct PoolGeometry {
     bool count_include_pad;
 };
 
-PoolGeometry geometry(const tf_tensor_desc &x, const tf_tensor_desc &y, const tf_params_pool2d &p) {
+// The geometry of a pool op: x is the forward's input (the backward ops' output dx has its
+// shape), y the forward's output (the backward ops' first input dy).
+PoolGeometry geometry(const tf_op_desc &op) {
+    const bool forward = op.op == TF_OP_MAX_POOL2D || op.op == TF_OP_AVG_POOL2D;
+    const tf_tensor_desc &x = forward ? op.inputs[0] : op.outputs[0], &y = forward ? op.outputs[0] : op.inputs[0];
+    const auto &p = *static_cast<const tf_params_pool2d *>(op.params);
     return {x.shape[0] * x.shape[1],
             x.shape[2],
             x.shape[3],
@@ -320,71 +326,81 @@ double divisor_of(const PoolGeometry &g, const Window &win) {
     return static_cast<double>((win.y1 - win.y0) * (win.x1 - win.x0));
 }
 
-const tf_params_pool2d &params_of(const tf_op_desc &op) { return *static_cast<const tf_params_pool2d *>(op.params); }
-
-}  // namespace
-
-tf_status run_max_pool2d(const tf_op_desc &op, tf_error *) {
-    const tf_tensor_desc &xd = op.inputs[0], &yd = op.outputs[0];
-    if (numel(yd) == 0) return TF_STATUS_OK;
-    const PoolGeometry g = geometry(xd, yd, params_of(op));
-    const F32Input x(xd);
-    F32Output y(yd);
+// Runs planes(first, last) on the pool's threads for consecutive ranges of planes.
+template <class Planes>
+void parallel_planes(const PoolGeometry &g, Planes &&planes) {
     const int64_t tasks = plane_tasks(g), per = (g.planes + tasks - 1) / tasks;
-    const bool fast = is_2x2(g), pairs = fast && row_pairs(g);
-    parallel_for((g.planes + per - 1) / per, [&](int64_t t) {
-        std::vector<int64_t> best_at(fast ? 0 : static_cast<size_t>(g.ow));
-        for (int64_t pl = t * per; pl < std::min(g.planes, (t + 1) * per); ++pl) {
-            const float *plane = x.data() + pl * g.h * g.w;
-            float *out = y.data() + pl * g.oh * g.ow;
-            for (int64_t oy = 0; oy < g.oh; ++oy) {
-                if (pairs && oy + 1 < g.oh) {
-                    row_pair_max_2x2(g, plane, oy, out + oy * g.ow);
-                    ++oy;
-                } else if (fast)
-                    row_max_2x2(g, plane, oy, out + oy * g.ow);
-                else
-                    row_argmax(g, plane, oy, out + oy * g.ow, best_at.data());
-            }
-        }
-    });
-    y.finish();
-    return TF_STATUS_OK;
+    parallel_for((g.planes + per - 1) / per, [&](int64_t t) { planes(t * per, std::min(g.planes, (t + 1) * per)); });
 }
 
-tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *) {
-    const tf_tensor_desc &dyd = op.inputs[0], &xd = op.inputs[1], &dxd = op.outputs[0];
-    if (numel(dxd) == 0) return TF_STATUS_OK;
-    const PoolGeometry g = geometry(xd, dyd, params_of(op));
-    const F32Input dy(dyd), x(xd);
-    F32Output dx(dxd);
-    const int64_t tasks = plane_tasks(g), per = (g.planes + tasks - 1) / tasks;
+// Runs pair(oy) for output rows oy and oy + 1 together where pairs allows, single(oy) for the rest.
+template <class Pair, class Single>
+void each_output_row(const PoolGeometry &g, bool pairs, Pair &&pair, Single &&single) {
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+        if (pairs && oy + 1 < g.oh)
+            pair(oy++);
+        else
+            single(oy);
+    }
+}
+
+// Runs window(in, out, win) for every window in plane order: in is the plane's offset in x (and
+// dx), out the window's index in y (and dy), win its part inside the input.
+template <class Fn>
+void each_window(const PoolGeometry &g, Fn &&window) {
+    for (int64_t pl = 0; pl < g.planes; ++pl)
+        for (int64_t oy = 0; oy < g.oh; ++oy)
+            for (int64_t ox = 0; ox < g.ow; ++ox)
+                window(pl * g.h * g.w, (pl * g.oh + oy) * g.ow + ox, window_at(g, oy, ox));
+}
+
+// Runs tap(element) for the input elements of win in plane, in window order.
+template <class T, class Fn>
+void each_tap(const PoolGeometry &g, const Window &win, T *plane, Fn &&tap) {
+    for (int64_t iy = win.y0; iy < win.y1; ++iy)
+        for (int64_t ix = win.x0; ix < win.x1; ++ix) tap(plane[iy * g.w + ix]);
+}
+
+void max_pool(const PoolGeometry &g, const float *x, const float *, float *y) {
     const bool fast = is_2x2(g), pairs = fast && row_pairs(g);
-    parallel_for((g.planes + per - 1) / per, [&](int64_t t) {
-        const int64_t first = t * per, last = std::min(g.planes, (t + 1) * per);
+    parallel_planes(g, [&](int64_t first, int64_t last) {
+        std::vector<int64_t> best_at(fast ? 0 : static_cast<size_t>(g.ow));
+        for (int64_t pl = first; pl < last; ++pl) {
+            const float *plane = x + pl * g.h * g.w;
+            float *out = y + pl * g.oh * g.ow;
+            each_output_row(
+                g, pairs, [&](int64_t oy) { row_pair_max_2x2(g, plane, oy, out + oy * g.ow); },
+                [&](int64_t oy) {
+                    if (fast)
+                        row_max_2x2(g, plane, oy, out + oy * g.ow);
+                    else
+                        row_argmax(g, plane, oy, out + oy * g.ow, best_at.data());
+                });
+        }
+    });
+}
+
+void max_pool_backward(const PoolGeometry &g, const float *dy, const float *x, float *dx) {
+    const bool fast = is_2x2(g), pairs = fast && row_pairs(g);
+    parallel_planes(g, [&](int64_t first, int64_t last) {
         if (fast) {
             for (int64_t pl = first; pl < last; ++pl) {
-                float *out = dx.data() + pl * g.h * g.w;
-                const float *plane = x.data() + pl * g.h * g.w, *grad = dy.data() + pl * g.oh * g.ow;
-                for (int64_t oy = 0; oy < g.oh; ++oy) {
-                    if (pairs && oy + 1 < g.oh) {
-                        rows_pair_backward_2x2(g, plane, grad + oy * g.ow, oy, out);
-                        ++oy;
-                    } else {
-                        rows_backward_2x2(g, plane, grad + oy * g.ow, oy, out);
-                    }
-                }
+                float *out = dx + pl * g.h * g.w;
+                const float *plane = x + pl * g.h * g.w, *grad = dy + pl * g.oh * g.ow;
+                each_output_row(
+                    g, pairs, [&](int64_t oy) { rows_pair_backward_2x2(g, plane, grad + oy * g.ow, oy, out); },
+                    [&](int64_t oy) { rows_backward_2x2(g, plane, grad + oy * g.ow, oy, out); });
                 std::fill(out + 2 * g.oh * g.w, out + g.h * g.w, 0.0f);  // a last row no window reads
             }
             return;
         }
         std::vector<float> best(static_cast<size_t>(g.ow));
         std::vector<int64_t> best_at(static_cast<size_t>(g.ow));
-        std::fill(dx.data() + first * g.h * g.w, dx.data() + last * g.h * g.w, 0.0f);
+        std::fill(dx + first * g.h * g.w, dx + last * g.h * g.w, 0.0f);
         for (int64_t pl = first; pl < last; ++pl) {
-            const float *plane = x.data() + pl * g.h * g.w;
-            const float *grad = dy.data() + pl * g.oh * g.ow;
-            float *out = dx.data() + pl * g.h * g.w;
+            const float *plane = x + pl * g.h * g.w;
+            const float *grad = dy + pl * g.oh * g.ow;
+            float *out = dx + pl * g.h * g.w;
             for (int64_t oy = 0; oy < g.oh; ++oy) {
                 row_argmax(g, plane, oy, best.data(), best_at.data());
                 for (int64_t ox = 0; ox < g.ow; ++ox)
@@ -392,52 +408,44 @@ tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *) {
             }
         }
     });
-    dx.finish();
+}
+
+void avg_pool(const PoolGeometry &g, const float *x, const float *, float *y) {
+    each_window(g, [&](int64_t in, int64_t out, const Window &win) {
+        double sum = 0;
+        each_tap(g, win, x + in, [&](float v) { sum += v; });
+        y[out] = static_cast<float>(sum / divisor_of(g, win));
+    });
+}
+
+void avg_pool_backward(const PoolGeometry &g, const float *dy, const float *, float *dx) {
+    std::fill(dx, dx + g.planes * g.h * g.w, 0.0f);
+    each_window(g, [&](int64_t in, int64_t out, const Window &win) {
+        const auto share = static_cast<float>(dy[out] / divisor_of(g, win));
+        each_tap(g, win, dx + in, [&](float &v) { v += share; });
+    });
+}
+
+// The frame of every pool op: nothing to do for an empty output, else kernel(g, first input,
+// second input or null, output) on dense f32 copies or views, and the output written back.
+using PoolKernel = void (*)(const PoolGeometry &, const float *, const float *, float *);
+
+tf_status run_pool(const tf_op_desc &op, PoolKernel kernel) {
+    if (numel(op.outputs[0]) == 0) return TF_STATUS_OK;
+    const F32Input a(op.inputs[0]);
+    std::optional<F32Input> b;
+    if (op.n_inputs > 1) b.emplace(op.inputs[1]);
+    F32Output out(op.outputs[0]);
+    kernel(geometry(op), a.data(), b ? b->data() : nullptr, out.data());
+    out.finish();
     return TF_STATUS_OK;
 }
 
-tf_status run_avg_pool2d(const tf_op_desc &op, tf_error *) {
-    const tf_tensor_desc &xd = op.inputs[0], &yd = op.outputs[0];
-    if (numel(yd) == 0) return TF_STATUS_OK;
-    const PoolGeometry g = geometry(xd, yd, params_of(op));
-    const F32Input x(xd);
-    F32Output y(yd);
-    for (int64_t pl = 0; pl < g.planes; ++pl) {
-        const float *plane = x.data() + pl * g.h * g.w;
-        float *out = y.data() + pl * g.oh * g.ow;
-        for (int64_t oy = 0; oy < g.oh; ++oy)
-            for (int64_t ox = 0; ox < g.ow; ++ox) {
-                const Window win = window_at(g, oy, ox);
-                double sum = 0;
-                for (int64_t iy = win.y0; iy < win.y1; ++iy)
-                    for (int64_t ix = win.x0; ix < win.x1; ++ix) sum += plane[iy * g.w + ix];
-                out[oy * g.ow + ox] = static_cast<float>(sum / divisor_of(g, win));
-            }
-    }
-    y.finish();
-    return TF_STATUS_OK;
-}
+}  // namespace
 
-tf_status run_avg_pool2d_backward(const tf_op_desc &op, tf_error *) {
-    const tf_tensor_desc &dyd = op.inputs[0], &dxd = op.outputs[0];
-    if (numel(dxd) == 0) return TF_STATUS_OK;
-    const PoolGeometry g = geometry(dxd, dyd, params_of(op));
-    const F32Input dy(dyd);
-    F32Output dx(dxd);
-    std::fill(dx.data(), dx.data() + numel(dxd), 0.0f);
-    for (int64_t pl = 0; pl < g.planes; ++pl) {
-        const float *grad = dy.data() + pl * g.oh * g.ow;
-        float *out = dx.data() + pl * g.h * g.w;
-        for (int64_t oy = 0; oy < g.oh; ++oy)
-            for (int64_t ox = 0; ox < g.ow; ++ox) {
-                const Window win = window_at(g, oy, ox);
-                const auto share = static_cast<float>(grad[oy * g.ow + ox] / divisor_of(g, win));
-                for (int64_t iy = win.y0; iy < win.y1; ++iy)
-                    for (int64_t ix = win.x0; ix < win.x1; ++ix) out[iy * g.w + ix] += share;
-            }
-    }
-    dx.finish();
-    return TF_STATUS_OK;
-}
+tf_status run_max_pool2d(const tf_op_desc &op, tf_error *) { return run_pool(op, max_pool); }
+tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *) { return run_pool(op, max_pool_backward); }
+tf_status run_avg_pool2d(const tf_op_desc &op, tf_error *) { return run_pool(op, avg_pool); }
+tf_status run_avg_pool2d_backward(const tf_op_desc &op, tf_error *) { return run_pool(op, avg_pool_backward); }
 
 }  // namespace tf_cpu
