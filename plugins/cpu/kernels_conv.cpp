@@ -48,8 +48,13 @@ struct ConvGeometry {
     bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
 };
 
-ConvGeometry geometry(const tf_tensor_desc &x, const tf_tensor_desc &w, const tf_tensor_desc &y,
-                      const tf_params_conv2d &p) {
+// The geometry of a conv op: x is the forward's input (grad_input's output dx has its shape), w
+// the weight (grad_weight's output dw), y the forward's output (the gradients' first input dy).
+ConvGeometry geometry(const tf_op_desc &op) {
+    const bool forward = op.op == TF_OP_CONV2D, grad_weight = op.op == TF_OP_CONV2D_GRAD_WEIGHT;
+    const tf_tensor_desc &x = forward ? op.inputs[0] : grad_weight ? op.inputs[1] : op.outputs[0];
+    const tf_tensor_desc &w = grad_weight ? op.outputs[0] : op.inputs[1], &y = forward ? op.outputs[0] : op.inputs[0];
+    const auto &p = *static_cast<const tf_params_conv2d *>(op.params);
     return {x.shape[0], x.shape[1],  x.shape[2],  x.shape[3],   w.shape[0],   w.shape[2],    w.shape[3],    y.shape[2],
             y.shape[3], p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups};
 }
@@ -326,43 +331,44 @@ void shifted_conv(const ConvGeometry &g, const ShiftedInput &in, int64_t out_h, 
     });
 }
 
-const tf_params_conv2d &params_of(const tf_op_desc &op) { return *static_cast<const tf_params_conv2d *>(op.params); }
+// Each group's m x k matrix matrix(gi), packed for the shifted GEMM one group after another.
+template <class Matrix>
+std::vector<float> packed_groups(const ConvGeometry &g, int64_t m, int64_t k, Matrix &&matrix) {
+    const int64_t a_floats = gemm_f32_packed_a_floats(m, k);
+    std::vector<float> packed(static_cast<size_t>(g.groups * a_floats));
+    for (int64_t gi = 0; gi < g.groups; ++gi) gemm_f32_pack_a(m, k, matrix(gi), packed.data() + gi * a_floats);
+    return packed;
+}
 
-}  // namespace
+// Runs image(n, col) for every image, one per task of the pool's threads, with the task's own
+// column buffer (null for a pointwise conv, which needs none); one image: threads inside the GEMM.
+template <class Image>
+void parallel_images(const ConvGeometry &g, Image &&image) {
+    const size_t col_floats = column_floats(g);
+    parallel_for(g.n, [&](int64_t n) { image(n, col_floats ? scratch_floats(k_slot_col, col_floats) : nullptr); });
+}
 
-tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
-    const tf_tensor_desc &xd = op.inputs[0], &wd = op.inputs[1], &yd = op.outputs[0];
-    if (numel(yd) == 0) return TF_STATUS_OK;
-    const ConvGeometry g = geometry(xd, wd, yd, params_of(op));
+void conv_forward(const ConvGeometry &g, const float *x, const float *w, float *y) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
-    const F32Input x(xd), w(wd);
-    F32Output y(yd);
     const ShiftedInput in{cg, g.h, g.w, g.ph, g.pw};
     if (kg >= k_shifted_min_taps && shifted_fits(g, make_plan(g, in, g.oh), og)) {
-        const int64_t a_floats = gemm_f32_packed_a_floats(og, kg);
-        std::vector<float> packed(static_cast<size_t>(g.groups * a_floats));
-        for (int64_t gi = 0; gi < g.groups; ++gi)
-            gemm_f32_pack_a(og, kg, {w.data() + gi * og * kg, kg, 1}, packed.data() + gi * a_floats);
-        shifted_conv(g, in, g.oh, x.data(), g.c, packed, og, y.data(), g.o);
-        y.finish();
-        return TF_STATUS_OK;
+        const auto weight = [&](int64_t gi) { return F32Matrix{w + gi * og * kg, kg, 1}; };
+        shifted_conv(g, in, g.oh, x, g.c, packed_groups(g, og, kg, weight), og, y, g.o);
+        return;
     }
-    const size_t col_floats = column_floats(g);
     const int64_t rows = band_rows(g);
-    // One image per task (its own column buffer and output); one image: threads inside the GEMM.
-    parallel_for(g.n, [&](int64_t n) {
-        float *col = col_floats ? scratch_floats(k_slot_col, col_floats) : nullptr;
+    parallel_images(g, [&](int64_t n, float *col) {
         for (int64_t gi = 0; gi < g.groups; ++gi) {
-            const float *xg = x.data() + (n * g.c + gi * cg) * g.h * g.w;
-            float *yg = y.data() + (n * g.o + gi * og) * positions;
+            const float *xg = x + (n * g.c + gi * cg) * g.h * g.w;
+            float *yg = y + (n * g.o + gi * og) * positions;
             if (g.pointwise()) {
-                gemm_f32(og, positions, kg, {w.data() + gi * og * kg, kg, 1}, {xg, positions, 1}, yg, positions, false);
+                gemm_f32(og, positions, kg, {w + gi * og * kg, kg, 1}, {xg, positions, 1}, yg, positions, false);
                 continue;
             }
             for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
                 const int64_t oy1 = std::min(g.oh, oy0 + rows), band = (oy1 - oy0) * g.ow;
                 im2col(g, xg, col, oy0, oy1);
-                const F32Matrix wm{w.data() + gi * og * kg, kg, 1};
+                const F32Matrix wm{w + gi * og * kg, kg, 1};
                 if (kg < 64 || gemm_f32_tile_fill(band, og) < 1.08 * gemm_f32_tile_fill(og, band)) {
                     gemm_f32(og, band, kg, wm, {col, band, 1}, yg + oy0 * g.ow, positions, false);
                     continue;
@@ -378,51 +384,39 @@ tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
             }
         }
     });
-    y.finish();
-    return TF_STATUS_OK;
 }
 
-tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
-    const tf_tensor_desc &dyd = op.inputs[0], &wd = op.inputs[1], &dxd = op.outputs[0];
-    if (numel(dxd) == 0) return TF_STATUS_OK;
-    const ConvGeometry g = geometry(dxd, wd, dyd, params_of(op));
+void conv_grad_input(const ConvGeometry &g, const float *dy, const float *w, float *dx) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
-    const F32Input dy(dyd), w(wd);
-    F32Output dx(dxd);
     // The flipped convolution needs padding (K - 1) d - p >= 0, and finite weights (it
     // multiplies them by the zeros around dy, where an infinite weight would make a NaN).
     if (g.ph <= (g.kh - 1) * g.dh && g.pw <= (g.kw - 1) * g.dw) {
         const ShiftedInput in{og, g.oh, g.ow, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw};
         const int64_t taps = og * g.kh * g.kw;
         if (taps >= k_shifted_min_taps && cg >= k_shifted_min_rows && shifted_fits(g, make_plan(g, in, g.h), cg) &&
-            all_finite(w.data(), numel(wd))) {
+            all_finite(w, g.o * kg)) {
             // w'[c][o][i][j] = w[o][c][KH - 1 - i][KW - 1 - j] per group, packed.
-            const int64_t a_floats = gemm_f32_packed_a_floats(cg, taps);
-            std::vector<float> flipped(static_cast<size_t>(cg * taps)),
-                packed(static_cast<size_t>(g.groups * a_floats));
-            for (int64_t gi = 0; gi < g.groups; ++gi) {
+            std::vector<float> flipped(static_cast<size_t>(cg * taps));
+            const auto flip = [&](int64_t gi) {
                 for (int64_t c = 0; c < cg; ++c)
                     for (int64_t o = 0; o < og; ++o)
                         for (int64_t i = 0; i < g.kh; ++i)
                             for (int64_t j = 0; j < g.kw; ++j)
                                 flipped[static_cast<size_t>(c * taps + (o * g.kh + i) * g.kw + j)] =
-                                    w.data()[(((gi * og + o) * cg + c) * g.kh + g.kh - 1 - i) * g.kw + g.kw - 1 - j];
-                gemm_f32_pack_a(cg, taps, {flipped.data(), taps, 1}, packed.data() + gi * a_floats);
-            }
-            shifted_conv(g, in, g.h, dy.data(), g.o, packed, cg, dx.data(), g.c);
-            dx.finish();
-            return TF_STATUS_OK;
+                                    w[(((gi * og + o) * cg + c) * g.kh + g.kh - 1 - i) * g.kw + g.kw - 1 - j];
+                return F32Matrix{flipped.data(), taps, 1};
+            };
+            shifted_conv(g, in, g.h, dy, g.o, packed_groups(g, cg, taps, flip), cg, dx, g.c);
+            return;
         }
     }
-    const size_t col_floats = column_floats(g);
     const int64_t rows = band_rows(g);
-    parallel_for(g.n, [&](int64_t n) {
-        float *col = col_floats ? scratch_floats(k_slot_col, col_floats) : nullptr;
-        if (!g.pointwise()) std::fill(dx.data() + n * g.c * g.h * g.w, dx.data() + (n + 1) * g.c * g.h * g.w, 0.0f);
+    parallel_images(g, [&](int64_t n, float *col) {
+        if (!g.pointwise()) std::fill(dx + n * g.c * g.h * g.w, dx + (n + 1) * g.c * g.h * g.w, 0.0f);
         for (int64_t gi = 0; gi < g.groups; ++gi) {
-            const F32Matrix wt = {w.data() + gi * og * kg, 1, kg};  // w[g]^T: [Kg x Og]
-            const F32Matrix dyg = {dy.data() + (n * g.o + gi * og) * positions, positions, 1};
-            float *dxg = dx.data() + (n * g.c + gi * cg) * g.h * g.w;
+            const F32Matrix wt = {w + gi * og * kg, 1, kg};  // w[g]^T: [Kg x Og]
+            const F32Matrix dyg = {dy + (n * g.o + gi * og) * positions, positions, 1};
+            float *dxg = dx + (n * g.c + gi * cg) * g.h * g.w;
             if (g.pointwise()) {
                 gemm_f32(kg, positions, og, wt, dyg, dxg, positions, false);
                 continue;
@@ -434,11 +428,7 @@ tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
             }
         }
     });
-    dx.finish();
-    return TF_STATUS_OK;
 }
-
-namespace {
 
 // Images are summed in chunks: each chunk accumulates its images in order into its own partial
 // gradient, then the partials are added in chunk order. A chunk is k_weight_chunk images (N / 4,
@@ -508,27 +498,19 @@ void shifted_grad_weight(const ConvGeometry &g, const ShiftedInput &in, const fl
     add_transposed_partials(g, partial.data(), chunks, part, rows_c * ldc, ldc, dw);
 }
 
-}  // namespace
-
-tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
-    const tf_tensor_desc &dyd = op.inputs[0], &xd = op.inputs[1], &dwd = op.outputs[0];
-    if (numel(dwd) == 0) return TF_STATUS_OK;
-    const ConvGeometry g = geometry(xd, dwd, dyd, params_of(op));
+void conv_grad_weight(const ConvGeometry &g, const float *dy, const float *x, float *dw) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
-    const F32Input dy(dyd), x(xd);
-    F32Output dw(dwd);
     const size_t col_floats = column_floats(g);
     const int64_t rows = band_rows(g);
-    const int64_t dw_floats = numel(dwd);
+    const int64_t dw_floats = g.o * kg;
     const int64_t chunks = std::max<int64_t>(1, (g.n + k_weight_chunk - 1) / k_weight_chunk);  // 1: zeros for N = 0
     // The shifted path sums images in chunks of N / 4 (at most k_weight_chunk): at least 4 tasks,
     // by a rule that looks at the shape only.
     const ShiftedInput in{cg, g.h, g.w, g.ph, g.pw};
     const int64_t images = std::min(k_weight_chunk, g.n / 4);
     if (images >= 1 && og >= k_shifted_min_rows && shifted_fits(g, make_plan(g, in, g.oh), og)) {
-        shifted_grad_weight(g, in, dy.data(), x.data(), images, dw.data());
-        dw.finish();
-        return TF_STATUS_OK;
+        shifted_grad_weight(g, in, dy, x, images, dw);
+        return;
     }
     // Each chunk's gradient as dw^T [Kg x Og] per group (= col dy^T) when that fills the GEMM's
     // tiles clearly better (288 x 64 for the example's second conv, against 64 x 288 in 89% of
@@ -539,14 +521,14 @@ tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
     std::vector<float> partial(static_cast<size_t>(own * dw_floats));
     parallel_for(chunks, [&](int64_t chunk) {
         float *acc = transposed   ? partial.data() + chunk * dw_floats
-                     : chunk == 0 ? dw.data()
+                     : chunk == 0 ? dw
                                   : partial.data() + (chunk - 1) * dw_floats;
         std::fill(acc, acc + dw_floats, 0.0f);
         float *col = col_floats ? scratch_floats(k_slot_col, col_floats) : nullptr;
         for (int64_t n = chunk * k_weight_chunk; n < std::min(g.n, (chunk + 1) * k_weight_chunk); ++n) {
             for (int64_t gi = 0; gi < g.groups; ++gi) {
-                const float *xg = x.data() + (n * g.c + gi * cg) * g.h * g.w;
-                const float *dyg = dy.data() + (n * g.o + gi * og) * positions;
+                const float *xg = x + (n * g.c + gi * cg) * g.h * g.w;
+                const float *dyg = dy + (n * g.o + gi * og) * positions;
                 if (g.pointwise()) {  // x^T: [P x Kg]
                     gemm_f32(og, kg, positions, {dyg, positions, 1}, {xg, 1, positions}, acc + gi * og * kg, kg, true);
                     continue;
@@ -566,18 +548,24 @@ tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
             }
         }
     });
-    float *out = dw.data();
     if (transposed) {
-        add_transposed_partials(g, partial.data(), chunks, dw_floats, og * kg, og, out);
-        dw.finish();
-        return TF_STATUS_OK;
+        add_transposed_partials(g, partial.data(), chunks, dw_floats, og * kg, og, dw);
+        return;
     }
     for (int64_t c = 1; c < chunks; ++c) {
         const float *src = partial.data() + (c - 1) * dw_floats;
-        for (int64_t i = 0; i < dw_floats; ++i) out[i] += src[i];
+        for (int64_t i = 0; i < dw_floats; ++i) dw[i] += src[i];
     }
-    dw.finish();
-    return TF_STATUS_OK;
+}
+
+}  // namespace
+
+tf_status run_conv2d(const tf_op_desc &op, tf_error *) { return run_dense_f32(op, geometry, conv_forward); }
+tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
+    return run_dense_f32(op, geometry, conv_grad_input);
+}
+tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
+    return run_dense_f32(op, geometry, conv_grad_weight);
 }
 
 }  // namespace tf_cpu

@@ -12,6 +12,7 @@
 
 #include "kernels.h"
 
+#include <optional>
 #include <vector>
 
 namespace tf_cpu {
@@ -79,6 +80,22 @@ private:
     float *data_;
     bool staged_ = false;
 };
+
+// The frame of a window op (convolution, pooling) with one output: nothing to do when it is empty,
+// else kernel(geometry(op), the first input, the second or null, the output) on dense f32 copies
+// or views, and the output written back.
+template <class Geometry>
+tf_status run_dense_f32(const tf_op_desc &op, Geometry (*geometry)(const tf_op_desc &),
+                        void (*kernel)(const Geometry &, const float *, const float *, float *)) {
+    if (numel(op.outputs[0]) == 0) return TF_STATUS_OK;
+    const F32Input a(op.inputs[0]);
+    std::optional<F32Input> b;
+    if (op.n_inputs > 1) b.emplace(op.inputs[1]);
+    F32Output out(op.outputs[0]);
+    kernel(geometry(op), a.data(), b ? b->data() : nullptr, out.data());
+    out.finish();
+    return TF_STATUS_OK;
+}
 
 // An i32 or i64 tensor's elements in row-major order.
 std::vector<int64_t> load_indices(const tf_tensor_desc &d);

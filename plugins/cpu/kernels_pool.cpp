@@ -12,7 +12,6 @@
 #include "runtime.h"
 
 #include <algorithm>
-#include <optional>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -426,26 +425,15 @@ void avg_pool_backward(const PoolGeometry &g, const float *dy, const float *, fl
     });
 }
 
-// The frame of every pool op: nothing to do for an empty output, else kernel(g, first input,
-// second input or null, output) on dense f32 copies or views, and the output written back.
-using PoolKernel = void (*)(const PoolGeometry &, const float *, const float *, float *);
-
-tf_status run_pool(const tf_op_desc &op, PoolKernel kernel) {
-    if (numel(op.outputs[0]) == 0) return TF_STATUS_OK;
-    const F32Input a(op.inputs[0]);
-    std::optional<F32Input> b;
-    if (op.n_inputs > 1) b.emplace(op.inputs[1]);
-    F32Output out(op.outputs[0]);
-    kernel(geometry(op), a.data(), b ? b->data() : nullptr, out.data());
-    out.finish();
-    return TF_STATUS_OK;
-}
-
 }  // namespace
 
-tf_status run_max_pool2d(const tf_op_desc &op, tf_error *) { return run_pool(op, max_pool); }
-tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *) { return run_pool(op, max_pool_backward); }
-tf_status run_avg_pool2d(const tf_op_desc &op, tf_error *) { return run_pool(op, avg_pool); }
-tf_status run_avg_pool2d_backward(const tf_op_desc &op, tf_error *) { return run_pool(op, avg_pool_backward); }
+tf_status run_max_pool2d(const tf_op_desc &op, tf_error *) { return run_dense_f32(op, geometry, max_pool); }
+tf_status run_max_pool2d_backward(const tf_op_desc &op, tf_error *) {
+    return run_dense_f32(op, geometry, max_pool_backward);
+}
+tf_status run_avg_pool2d(const tf_op_desc &op, tf_error *) { return run_dense_f32(op, geometry, avg_pool); }
+tf_status run_avg_pool2d_backward(const tf_op_desc &op, tf_error *) {
+    return run_dense_f32(op, geometry, avg_pool_backward);
+}
 
 }  // namespace tf_cpu
