@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 
 #include "tinyfin/tinyfin.hpp"
 
@@ -187,6 +188,54 @@ TEST_CASE("attention's gradients on cpu (one attention_backward op) match autogr
         // sum and mul's gradients, the fused op, and the batch reductions of a broadcast k, v:
         // the composition took about twenty ops.
         CHECK(backward_ops <= 8);
+    }
+}
+
+TEST_CASE("causal attention over several row blocks (the hidden triangle skipped) matches the ops, NaN rows too") {
+    // Longer than the cpu kernels' ~16-row causal blocks, with the last block partial, Tq < Tk,
+    // and Tq > Tk (the first Tq - Tk queries see no key: NaN there, and in every gradient).
+    struct C {
+        const char *name;
+        int64_t tq, tk;
+        bool mask;
+    };
+    const C cases[] = {
+        {"self, 45 tokens", 45, 45, false},
+        {"37 queries, 50 keys", 37, 50, false},
+        {"50 queries, 37 keys (13 blind rows)", 50, 37, false},
+        {"self with an additive mask", 40, 40, true},
+    };
+    uint64_t seed = 81;
+    for (const C &c : cases) {
+        INFO(c.name);
+        Tensor q = randn({2, 2, c.tq, 8}, seed++), k = randn({2, 2, c.tk, 8}, seed++),
+               v = randn({2, 2, c.tk, 6}, seed++);
+        const Tensor w = randn({2, 2, c.tq, 6}, seed++);
+        const Tensor mask = c.mask ? mul(randn({c.tq, c.tk}, seed++), 0.5) : Tensor();
+        for (Tensor *t : {&q, &k, &v}) t->requires_grad_();
+        Tensor out = scaled_dot_product_attention(q, k, v, mask, true);
+        sum(mul(out, w)).backward();
+        const F values = out.to_vector<float>(), gq = grad_of(q), gk = grad_of(k), gv = grad_of(v);
+        for (Tensor *t : {&q, &k, &v}) t->zero_grad();
+        Tensor ref = attention_by_ops(q, k, v, mask, true);
+        sum(mul(ref, w)).backward();
+        const F ref_values = ref.to_vector<float>();
+        for (auto [got, want, what] : {std::tuple{&values, &ref_values, "forward"},
+                                       {&gq, nullptr, "dq"},
+                                       {&gk, nullptr, "dk"},
+                                       {&gv, nullptr, "dv"}}) {
+            INFO(what);
+            const F wanted = want ? *want : grad_of(what[1] == 'q' ? q : what[1] == 'k' ? k : v);
+            REQUIRE(got->size() == wanted.size());
+            int bad = 0, nans = 0;
+            for (std::size_t i = 0; i < wanted.size(); ++i) {
+                const float a = (*got)[i], b = wanted[i];
+                nans += std::isnan(b);
+                bad += std::isnan(b) ? !std::isnan(a) : !(std::fabs(a - b) <= 2e-5 + 1e-4 * std::fabs(b));
+            }
+            CHECK(bad == 0);
+            CHECK((nans > 0) == (c.tq > c.tk));
+        }
     }
 }
 
