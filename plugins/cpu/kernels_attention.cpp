@@ -6,10 +6,6 @@
 //    j > i + (Tk - Tq) (score -inf).
 //  - the softmax is max-shifted, exp in f32 (vector_math.h's), sums in double (its lanes).
 //  - batch elements run as tasks on the thread pool.
-//  - causal: query rows go in blocks (CausalBlocks, kernels_nn.h), and each block's products stop
-//    at the last key its last row sees, so about half the hidden upper triangle of q k^T and of
-//    P v is never computed (for T = 64, 0.6 of the full products). The skipped terms are
-//    products with probability 0, so the visible values are those of the full products.
 //  - a query row that sees no key (every score -inf: all hidden by causal or the mask, or Tk = 0)
 //    gives NaN, as torch's math attention and softmax over all -inf do; the core's backward rule,
 //    which goes through softmax, agrees.
@@ -109,31 +105,6 @@ size_t floats(int64_t rows, int64_t cols) { return static_cast<size_t>(rows) * s
 
 }  // namespace
 
-void attention_product(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc) {
-    if (m == 0 || n == 0) return;
-    if (k == 0) {
-        for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-        return;
-    }
-    gemm_f32(m, n, k, a, b, c, ldc, false);
-}
-
-CausalBlocks causal_blocks(int64_t tq, int64_t tk, bool causal) {
-    // Blocks of whole register tiles, about 16 rows: four or so for the transformer's T = 64
-    // (smaller blocks skip more but pack the other operand once per block).
-    const int64_t mr = gemm_f32_tile().mr;
-    const int64_t rows = causal ? mr * std::max<int64_t>(1, (16 + mr - 1) / mr) : std::max<int64_t>({tq, tk, 1});
-    return {tq, tk, causal, rows};
-}
-
-void attention_scores(const CausalBlocks &b, int64_t d, F32Matrix q, F32Matrix kt, float *scores) {
-    for (int64_t i0 = 0; i0 < b.tq; i0 += b.rows) {
-        const int64_t i1 = std::min(b.tq, i0 + b.rows);
-        const F32Matrix qi{q.data + i0 * q.row_stride, q.row_stride, q.col_stride};
-        attention_product(i1 - i0, b.keys_seen(i1), d, qi, kt, scores + i0 * b.tk, b.tk);
-    }
-}
-
 void attention_probabilities(float *scores, const float *mask, int64_t tq, int64_t tk, bool causal, float scale,
                              char *blind) {
     probabilities(scores, mask, tq, tk, causal, scale, blind);
@@ -163,15 +134,10 @@ tf_status run_attention(const tf_op_desc &op, tf_error *) {
         load_matrix(kd, at_k[b], tk, d, k.data());
         load_matrix(vd, at_v[b], tk, dv, v.data());
         if (masked) load_matrix(md, at_m[b], tq, tk, mask.data());
-        const CausalBlocks blocks = causal_blocks(tq, tk, p.causal != 0);
-        attention_scores(blocks, d, {q.data(), d, 1}, {k.data(), 1, d}, scores.data());  // q k^T
+        gemm_f32(tq, tk, d, {q.data(), d, 1}, {k.data(), 1, d}, scores.data(), tk, false);  // q k^T
         attention_probabilities(scores.data(), masked ? mask.data() : nullptr, tq, tk, p.causal != 0, scale,
                                 blind.data());
-        for (int64_t i0 = 0; i0 < tq; i0 += blocks.rows) {  // P v, each block over the keys it sees
-            const int64_t i1 = std::min(tq, i0 + blocks.rows);
-            attention_product(i1 - i0, dv, blocks.keys_seen(i1), {scores.data() + i0 * tk, tk, 1}, {v.data(), dv, 1},
-                              out.data() + i0 * dv, dv);
-        }
+        gemm_f32(tq, dv, tk, {scores.data(), tk, 1}, {v.data(), dv, 1}, out.data(), dv, false);
         for (int64_t i = 0; i < tq; ++i)
             if (blind[static_cast<size_t>(i)]) std::fill(out.data() + i * dv, out.data() + (i + 1) * dv, NAN);
         store_matrix(od, at_o[b], tq, dv, out.data());

@@ -10,9 +10,6 @@
 // tensor. Row sums are in double, as the forward's are. A query row that sees no key has NaN
 // probabilities, so the gradients it reaches are NaN, as through the composition.
 //
-// Causal: the products go in blocks of query rows (dP, dq) and of key rows (dv, dk), each over
-// the keys or queries that see it only (CausalBlocks, kernels_nn.h), as the forward's do.
-//
 // f32 operands are read in place through their strides (the transformer's q, k and v are a head's
 // columns of one projection) and f32 outputs with rows of unit stride are written in place; other
 // dtypes go through dense f32 blocks (load_matrix, store_matrix). An absent mask adds nothing.
@@ -28,30 +25,31 @@ namespace {
 
 size_t floats(int64_t rows, int64_t cols) { return static_cast<size_t>(rows) * static_cast<size_t>(cols); }
 
+// C = A B for any sizes: zeros when the inner size k is 0, nothing when C has no elements.
+void product(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+        return;
+    }
+    gemm_f32(m, n, k, a, b, c, ldc, false);
+}
+
 // dS = P (dP - rowsum(dP P)) * scale over [rows, len] blocks, dP in place; the row sums in
-// double lanes (vector_math.h), as the forward's softmax sums are. Row i's keys from seen(i) on
-// are hidden (probability 0): dS is 0 there, and dP is not read (the blocked products leave it
-// unwritten).
+// double lanes (vector_math.h), as the forward's softmax sums are.
 [[gnu::always_inline]] inline void score_gradients_body(const float *probs, float *dprobs, int64_t rows, int64_t len,
-                                                        float scale, int64_t seen_shift, bool causal) {
+                                                        float scale) {
     for (int64_t i = 0; i < rows; ++i) {
         const float *p = probs + i * len;
         float *g = dprobs + i * len;
-        const int64_t seen = causal ? std::clamp<int64_t>(i + seen_shift, 0, len) : len;
         const auto s = static_cast<float>(
-            vec::lane_sum(seen, [&](int64_t j) { return static_cast<double>(g[j]) * static_cast<double>(p[j]); }));
-        for (int64_t j = 0; j < seen; ++j) g[j] = p[j] * (g[j] - s) * scale;
-        std::fill(g + seen, g + len, 0.0f);
+            vec::lane_sum(len, [&](int64_t j) { return static_cast<double>(g[j]) * static_cast<double>(p[j]); }));
+        for (int64_t j = 0; j < len; ++j) g[j] = p[j] * (g[j] - s) * scale;
     }
 }
 
-TF_CPU_ISA_DISPATCH(score_gradients,
-                    (const float *probs, float *dprobs, int64_t rows, int64_t len, float scale, int64_t seen_shift,
-                     bool causal),
-                    (probs, dprobs, rows, len, scale, seen_shift, causal))
-
-// A's rows from `row` on.
-F32Matrix rows_from(F32Matrix a, int64_t row) { return {a.data + row * a.row_stride, a.row_stride, a.col_stride}; }
+TF_CPU_ISA_DISPATCH(score_gradients, (const float *probs, float *dprobs, int64_t rows, int64_t len, float scale),
+                    (probs, dprobs, rows, len, scale))
 
 // Batch element `offset` (bytes) of an input as an f32 matrix: in place for f32, else loaded
 // into `scratch` as a dense block.
@@ -130,32 +128,14 @@ tf_status run_attention_backward(const tf_op_desc &op, tf_error *) {
         const OutputBlock dq(dqd, at_dq[b], tq, d, sdq), dk(dkd, at_dk[b], tk, d, sdk), dv(dvd, at_dv[b], tk, dvn, sdv);
         if (masked) load_matrix(md, at_m[b], tq, tk, mask.data());
         const F32Matrix kt{k.data, k.col_stride, k.row_stride}, vt{v.data, v.col_stride, v.row_stride};
-        const bool causal = p.causal != 0;
-        CausalBlocks blocks = causal_blocks(tq, tk, causal);
-        attention_scores(blocks, d, q, kt, probs.data());  // q k^T
-        attention_probabilities(probs.data(), masked ? mask.data() : nullptr, tq, tk, causal, scale, blind.data());
-        // A row that sees no key has NaN probabilities over all keys: every gradient it reaches
-        // is NaN, as through the composition, so nothing is skipped then.
-        if (causal && std::find(blind.begin(), blind.end(), 1) != blind.end()) blocks = causal_blocks(tq, tk, false);
-        // Query-row blocks: dP = dy v^T over the keys each block sees, dS, then dq = dS k.
-        for (int64_t i0 = 0; i0 < tq; i0 += blocks.rows) {
-            const int64_t i1 = std::min(tq, i0 + blocks.rows);
-            attention_product(i1 - i0, blocks.keys_seen(i1), dvn, rows_from(g, i0), vt, dprobs.data() + i0 * tk, tk);
-        }
-        score_gradients(probs.data(), dprobs.data(), tq, tk, scale, tk - tq + 1, blocks.causal);  // dS, in dprobs
-        for (int64_t i0 = 0; i0 < tq; i0 += blocks.rows) {
-            const int64_t i1 = std::min(tq, i0 + blocks.rows);
-            attention_product(i1 - i0, d, blocks.keys_seen(i1), {dprobs.data() + i0 * tk, tk, 1}, k,
-                              dq.data() + i0 * dq.ld(), dq.ld());
-        }
-        // Key-row blocks: dv = P^T dy and dk = dS^T q over the queries that see each block.
-        for (int64_t j0 = 0; j0 < tk; j0 += blocks.rows) {
-            const int64_t j1 = std::min(tk, j0 + blocks.rows), from = blocks.queries_seeing(j0);
-            attention_product(j1 - j0, dvn, tq - from, {probs.data() + from * tk + j0, 1, tk}, rows_from(g, from),
-                              dv.data() + j0 * dv.ld(), dv.ld());
-            attention_product(j1 - j0, d, tq - from, {dprobs.data() + from * tk + j0, 1, tk}, rows_from(q, from),
-                              dk.data() + j0 * dk.ld(), dk.ld());
-        }
+        product(tq, tk, d, q, kt, probs.data(), tk);  // q k^T
+        attention_probabilities(probs.data(), masked ? mask.data() : nullptr, tq, tk, p.causal != 0, scale,
+                                blind.data());
+        product(tk, dvn, tq, {probs.data(), 1, tk}, g, dv.data(), dv.ld());  // P^T dy
+        product(tq, tk, dvn, g, vt, dprobs.data(), tk);  // dy v^T
+        score_gradients(probs.data(), dprobs.data(), tq, tk, scale);  // dS, in dprobs
+        product(tq, d, tk, {dprobs.data(), tk, 1}, k, dq.data(), dq.ld());  // dS k
+        product(tk, d, tq, {dprobs.data(), 1, tk}, q, dk.data(), dk.ld());  // dS^T q
         dq.finish();
         dk.finish();
         dv.finish();

@@ -12,9 +12,7 @@
 #define TINYFIN_CPU_KERNELS_NN_H
 
 #include "kernels.h"
-#include "kernels_gemm.h"
 
-#include <algorithm>
 #include <vector>
 
 namespace tf_cpu {
@@ -130,22 +128,6 @@ void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t
 // or null for none.
 void attention_probabilities(float *scores, const float *mask, int64_t tq, int64_t tk, bool causal, float scale,
                              char *blind);
-// C = A B (gemm_f32) for any sizes: zeros when the inner size k is 0, nothing when C is empty.
-void attention_product(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc);
-// Causal attention's blocks: query rows [i0, i1) see keys [0, keys_seen(i1)) at most, and key rows
-// [j0, j1) are seen by queries [queries_seeing(j0), tq) only, so the products skip the hidden
-// upper triangle block by block. Without causal (or with a row that sees no key, whose NaN must
-// reach every gradient) one block covers everything.
-struct CausalBlocks {
-    int64_t tq, tk;
-    bool causal;
-    int64_t rows;  // block height
-    int64_t keys_seen(int64_t i1) const { return causal ? std::clamp<int64_t>(i1 + tk - tq, 0, tk) : tk; }
-    int64_t queries_seeing(int64_t j0) const { return causal ? std::clamp<int64_t>(j0 - (tk - tq), 0, tq) : 0; }
-};
-CausalBlocks causal_blocks(int64_t tq, int64_t tk, bool causal);
-// scores [tq, tk] = q k^T over the blocks of b: entries no query of its row block sees are not written.
-void attention_scores(const CausalBlocks &b, int64_t d, F32Matrix q, F32Matrix kt, float *scores);
 // kernels_attention_backward.cpp
 tf_status run_attention_backward(const tf_op_desc &op, tf_error *err);
 // kernels_lookup.cpp: embedding, embedding_backward, one_hot
