@@ -24,6 +24,7 @@
 #include <tinyfin/plugin_kit/features.hpp>
 #include <tinyfin/plugin_kit/geometry.hpp>
 #include <tinyfin/plugin_kit/host_memory.hpp>
+#include <tinyfin/plugin_kit/library.hpp>
 #include <tinyfin/plugin_kit/ops.hpp>
 #include <tinyfin/plugin_kit/table.hpp>
 #include <tinyfin/plugin_kit/tensors.hpp>

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <optional>
 
 namespace tf_blas {
 namespace {
@@ -75,16 +76,17 @@ int64_t direct_ld(const tf_tensor_desc &t, int first, int64_t rows) {
     return ld >= block && fits_int(ld) ? ld : 0;
 }
 
-// The geometry of a conv op from its descriptors; false when the operands do not fit one another
+// The geometry of a conv op from its descriptors; none when the operands do not fit one another
 // or the params, a size does not fit BLAS's int, or the work is too small to win.
-bool conv_geometry(const tf_op_desc &op, ConvGeom *g) {
-    if (op.n_inputs != 2 || op.n_outputs != 1 || !op.inputs || !op.outputs || !op.params) return false;
+std::optional<ConvGeom> conv_geometry(const tf_op_desc &op) {
+    if (op.n_inputs != 2 || op.n_outputs != 1 || !op.inputs || !op.outputs || !op.params) return std::nullopt;
     const auto *p = static_cast<const tf_params_conv2d *>(op.params);
-    if (p->struct_size < sizeof(tf_params_conv2d)) return false;
-    if (op.op != TF_OP_CONV2D && op.op != TF_OP_CONV2D_GRAD_INPUT && op.op != TF_OP_CONV2D_GRAD_WEIGHT) return false;
+    if (p->struct_size < sizeof(tf_params_conv2d)) return std::nullopt;
+    if (op.op != TF_OP_CONV2D && op.op != TF_OP_CONV2D_GRAD_INPUT && op.op != TF_OP_CONV2D_GRAD_WEIGHT)
+        return std::nullopt;
     const auto [x, w, y] = conv_operands_of(op);
-    if (!is_plain_f32(*x, 4) || !is_plain_f32(*w, 4) || !is_plain_f32(*y, 4)) return false;
-    if (!conv_params_valid(*p) || !conv_shapes_fit(op, *p)) return false;
+    if (!is_plain_f32(*x, 4) || !is_plain_f32(*w, 4) || !is_plain_f32(*y, 4)) return std::nullopt;
+    if (!conv_params_valid(*p) || !conv_shapes_fit(op, *p)) return std::nullopt;
     ConvGeom c{};
     c.n = x->shape[0], c.c = x->shape[1], c.h = x->shape[2], c.w = x->shape[3];
     c.o = w->shape[0], c.kh = w->shape[2], c.kw = w->shape[3];
@@ -95,17 +97,16 @@ bool conv_geometry(const tf_op_desc &op, ConvGeom *g) {
     c.oh = y->shape[2], c.ow = y->shape[3];
     // Empty tensors are cpu's; every count below is then positive.
     for (int64_t v : {c.n, c.cg, c.h, c.w, c.og, c.kh, c.kw, c.oh, c.ow})
-        if (v <= 0) return false;
+        if (v <= 0) return std::nullopt;
     int64_t plane = 0, kdim = 0, work = 0;
     if (__builtin_mul_overflow(c.oh, c.ow, &plane) || __builtin_mul_overflow(c.cg, c.kh, &kdim) ||
         __builtin_mul_overflow(kdim, c.kw, &kdim) || !fits_int(plane) || !fits_int(kdim) || !fits_int(c.og) ||
         __builtin_mul_overflow(c.n, c.o, &work) || __builtin_mul_overflow(work, plane, &work) ||
         __builtin_mul_overflow(work, kdim, &work) || work < k_min_work)
-        return false;
+        return std::nullopt;
     const bool pointwise = c.kh == 1 && c.kw == 1 && c.ph == 0 && c.pw == 0;
-    if (c.sh == 1 && c.sw == 1 && !pointwise && kdim >= k_cpu_shifted_taps) return false;
-    *g = c;
-    return true;
+    if (c.sh == 1 && c.sw == 1 && !pointwise && kdim >= k_cpu_shifted_taps) return std::nullopt;
+    return c;
 }
 
 // Valid output columns [lo, hi) of one kernel column: those whose input column ow*sw + off lies
@@ -308,22 +309,18 @@ tf_status conv2d_grad_weight(const tf_op_desc &op, const ConvGeom &g) {
 
 }  // namespace
 
-bool conv2d_supported(const tf_op_desc &op) noexcept {
-    ConvGeom g;
-    return conv_geometry(op, &g);
-}
+bool conv2d_supported(const tf_op_desc &op) noexcept { return conv_geometry(op).has_value(); }
 
 tf_status conv2d_run(const tf_op_desc &op, tf_error *err) {
-    ConvGeom g;
+    const std::optional<ConvGeom> g = conv_geometry(op);
     const char *name = op_name(op.op);
-    if (!conv_geometry(op, &g))
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas does not support this descriptor", name);
+    if (!g) return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas does not support this descriptor", name);
     if (!op.inputs[0].data || !op.inputs[1].data || !op.outputs[0].data)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: a tensor has no host address", name);
     switch (op.op) {
-    case TF_OP_CONV2D: return conv2d_forward(op, g);
-    case TF_OP_CONV2D_GRAD_INPUT: return conv2d_grad_input(op, g);
-    case TF_OP_CONV2D_GRAD_WEIGHT: return conv2d_grad_weight(op, g);
+    case TF_OP_CONV2D: return conv2d_forward(op, *g);
+    case TF_OP_CONV2D_GRAD_INPUT: return conv2d_grad_input(op, *g);
+    case TF_OP_CONV2D_GRAD_WEIGHT: return conv2d_grad_weight(op, *g);
     default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: not a conv op", name);
     }
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 
 namespace tf_blas {
 namespace {
@@ -93,18 +94,18 @@ void fold_batch_into_rows(GemmPlan &p) {
     }
 }
 
-// Everything supports() checks, leading to a plan run() executes; false where sgemm cannot
+// Everything supports() checks, leading to a plan run() executes; none where sgemm cannot
 // run this descriptor or would lose to cpu.
-bool plan_matmul(const tf_op_desc &op, GemmPlan *plan) {
-    if (op.n_inputs != 2 || op.n_outputs != 1 || !op.inputs || !op.outputs) return false;
+std::optional<GemmPlan> plan_matmul(const tf_op_desc &op) {
+    if (op.n_inputs != 2 || op.n_outputs != 1 || !op.inputs || !op.outputs) return std::nullopt;
     const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &c = op.outputs[0];
     const int r = c.rank;
-    if (r < 2 || !is_plain_f32(a, r) || !is_plain_f32(b, r) || !is_plain_f32(c, r)) return false;
+    if (r < 2 || !is_plain_f32(a, r) || !is_plain_f32(b, r) || !is_plain_f32(c, r)) return std::nullopt;
     for (int i = 0; i < r - 2; ++i)
-        if (a.shape[i] != c.shape[i] || b.shape[i] != c.shape[i]) return false;
+        if (a.shape[i] != c.shape[i] || b.shape[i] != c.shape[i]) return std::nullopt;
     const int64_t m = c.shape[r - 2], n = c.shape[r - 1], k = a.shape[r - 1];
-    if (a.shape[r - 2] != m || b.shape[r - 2] != k || b.shape[r - 1] != n) return false;
-    if (m == 0 || n == 0 || k == 0) return false;  // nothing for sgemm to do: cpu's
+    if (a.shape[r - 2] != m || b.shape[r - 2] != k || b.shape[r - 1] != n) return std::nullopt;
+    if (m == 0 || n == 0 || k == 0) return std::nullopt;  // nothing for sgemm to do: cpu's
 
     GemmPlan p{};
     p.a = {m, k, a.strides[r - 2], a.strides[r - 1]};
@@ -128,26 +129,23 @@ bool plan_matmul(const tf_op_desc &op, GemmPlan *plan) {
         std::copy(p.a_step, p.a_step + p.batch_rank, t.b_step);
         p = t;
     }
-    if (!layouts_fit(p)) return false;
+    if (!layouts_fit(p)) return std::nullopt;
     fold_batch_into_rows(p);
     int64_t work = 0;
     if (__builtin_mul_overflow(p.a.rows, p.b.cols, &work) || __builtin_mul_overflow(work, p.a.cols, &work) ||
         work < k_min_work)
-        return false;
-    *plan = p;
-    return true;
+        return std::nullopt;
+    return p;
 }
 
 }  // namespace
 
-bool matmul_supported(const tf_op_desc &op) noexcept {
-    GemmPlan plan;
-    return plan_matmul(op, &plan);
-}
+bool matmul_supported(const tf_op_desc &op) noexcept { return plan_matmul(op).has_value(); }
 
 tf_status matmul_run(const tf_op_desc &op, tf_error *err) {
-    GemmPlan p;
-    if (!plan_matmul(op, &p)) return fail(err, TF_STATUS_UNSUPPORTED, "matmul: blas does not support this descriptor");
+    const std::optional<GemmPlan> plan = plan_matmul(op);
+    if (!plan) return fail(err, TF_STATUS_UNSUPPORTED, "matmul: blas does not support this descriptor");
+    const GemmPlan &p = *plan;
     const tf_tensor_desc &a = op.inputs[p.swapped ? 1 : 0], &b = op.inputs[p.swapped ? 0 : 1], &c = op.outputs[0];
     if (!a.data || !b.data || !c.data)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "matmul: a tensor has no host address");

@@ -4,6 +4,7 @@
 #include "blas.h"
 
 #include <tinyfin/env.h>
+#include <tinyfin/plugin_kit/library.hpp>
 
 #include <cerrno>
 #include <cstdio>
@@ -26,13 +27,8 @@
 namespace tf_blas {
 namespace {
 
-struct DlCloser {
-    void operator()(void *handle) const noexcept { dlclose(handle); }
-};
-
 struct LibraryState {
-    // The one owner of the dlopen handle.
-    std::unique_ptr<void, DlCloser> handle;
+    tf_kit::LibraryHandle handle;
     OpenBlasApi api{};
     const char *threads_source = "cores";
     const char *path = "";

@@ -110,24 +110,30 @@ void select_bool(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_t
             });
 }
 
+// Calls f with the function object of comparison op; false when op is not a comparison.
+template <class F>
+bool with_comparison(uint32_t op, F &&f) {
+    switch (op) {
+    case TF_OP_EQ: f(std::equal_to<>{}); return true;
+    case TF_OP_NE: f(std::not_equal_to<>{}); return true;
+    case TF_OP_LT: f(std::less<>{}); return true;
+    case TF_OP_LE: f(std::less_equal<>{}); return true;
+    case TF_OP_GT: f(std::greater<>{}); return true;
+    case TF_OP_GE: f(std::greater_equal<>{}); return true;
+    default: return false;
+    }
+}
+
 }  // namespace
 
 tf_status run_compare(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
                       tf_error *err) {
-    tf_status status = TF_STATUS_OK;
-    const bool known = Dtypes::with_any(a.dtype, [&](auto tag) {
-        using T = decltype(tag);
-        switch (op) {
-        case TF_OP_EQ: compare<T>(a, b, out, std::equal_to<>{}); break;
-        case TF_OP_NE: compare<T>(a, b, out, std::not_equal_to<>{}); break;
-        case TF_OP_LT: compare<T>(a, b, out, std::less<>{}); break;
-        case TF_OP_LE: compare<T>(a, b, out, std::less_equal<>{}); break;
-        case TF_OP_GT: compare<T>(a, b, out, std::greater<>{}); break;
-        case TF_OP_GE: compare<T>(a, b, out, std::greater_equal<>{}); break;
-        default: status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a comparison", op_name(op));
-        }
+    bool known = false;
+    const bool comparison = with_comparison(op, [&](auto cmp) {
+        known = Dtypes::with_any(a.dtype, [&](auto tag) { compare<decltype(tag)>(a, b, out, cmp); });
     });
-    return known ? status : dtype_status(known, op_name(op), a.dtype, err);
+    if (!comparison) return fail(err, TF_STATUS_UNSUPPORTED, "%s: not a comparison", op_name(op));
+    return dtype_status(known, op_name(op), a.dtype, err);
 }
 
 tf_status run_where(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b,

@@ -23,6 +23,7 @@
 #include "vector_math.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 namespace tf_cpu {
@@ -356,6 +357,16 @@ void arg(const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis) {
     });
 }
 
+// Calls f with std::true_type for the maximum, std::false_type for the minimum: the direction of
+// max/min and argmax/argmin as a template argument.
+template <class F>
+void with_direction(bool max, F &&f) {
+    if (max)
+        f(std::true_type{});
+    else
+        f(std::false_type{});
+}
+
 }  // namespace
 
 tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
@@ -390,11 +401,8 @@ tf_status run_extreme(uint32_t op, const tf_tensor_desc &in, const tf_tensor_des
                       tf_error *err) {
     if (op != TF_OP_MAX && op != TF_OP_MIN) return fail(err, TF_STATUS_UNSUPPORTED, "%s: not max or min", op_name(op));
     const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) {
-        using T = decltype(tag);
-        if (op == TF_OP_MAX)
-            extreme<T, true>(in, out, axes_mask);
-        else
-            extreme<T, false>(in, out, axes_mask);
+        with_direction(op == TF_OP_MAX,
+                       [&](auto max) { extreme<decltype(tag), decltype(max)::value>(in, out, axes_mask); });
     });
     return dtype_status(known, op_name(op), out.dtype, err);
 }
@@ -406,11 +414,7 @@ tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &o
     if (axis < 0 || axis >= in.rank || in.shape[axis] == 0)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is out of range or empty", op_name(op), axis);
     const bool known = Dtypes::with_numeric(in.dtype, [&](auto tag) {
-        using T = decltype(tag);
-        if (op == TF_OP_ARGMAX)
-            arg<T, true>(in, out, axis);
-        else
-            arg<T, false>(in, out, axis);
+        with_direction(op == TF_OP_ARGMAX, [&](auto max) { arg<decltype(tag), decltype(max)::value>(in, out, axis); });
     });
     return dtype_status(known, op_name(op), in.dtype, err);
 }

@@ -107,22 +107,23 @@ struct StagingSlot {
 
 struct Device;
 
+// Gives a block back to the allocator it came from.
+struct AllocatorRelease {
+    Allocator *allocator = nullptr;
+    uint64_t size = 0;
+    void operator()(void *block) const noexcept { allocator->release(block, size); }
+};
+
 // Device memory for the length of one op (cuDNN workspace, dense copies): back to the cache when
 // it goes out of scope, which is safe while kernels still use it (see Allocator).
 class Scratch {
 public:
-    Scratch() = default;
-    Scratch(const Scratch &) = delete;
-    Scratch &operator=(const Scratch &) = delete;
-    ~Scratch();
     // Size 0 gives a null pointer and OK.
     cudaError_t allocate(Device &device, uint64_t size);
-    void *get() const { return ptr_; }
+    void *get() const { return block_.get(); }
 
 private:
-    Device *device_ = nullptr;
-    void *ptr_ = nullptr;
-    uint64_t size_ = 0;
+    std::unique_ptr<void, AllocatorRelease> block_;
 };
 
 // ---- Devices ----------------------------------------------------------------------------------------

@@ -211,22 +211,15 @@ tf_status CudaPlugin::device_info(int32_t index, tf_device_info *info, tf_error 
     if (!device) return TF_STATUS_INVALID_ARGUMENT;
     if (!info) return fail(err, TF_STATUS_INVALID_ARGUMENT, "device_info: info is NULL");
     std::lock_guard lock(device->mutex);
-    tf_device_info full{};
-    full.kind = device->prop.integrated ? TF_DEVICE_KIND_GPU_INTEGRATED : TF_DEVICE_KIND_GPU_DISCRETE;
     size_t free_bytes = 0, total_bytes = 0;
-    if (make_current(*device) == cudaSuccess && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
-        full.memory_total = total_bytes;
-        full.memory_free = free_bytes;
-    } else {
-        full.memory_total = device->prop.totalGlobalMem;
+    if (make_current(*device) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+        free_bytes = 0;
+        total_bytes = device->prop.totalGlobalMem;
     }
-    full.host_addressable = 0;
-    std::snprintf(full.name, sizeof full.name, "%s", device->prop.name);
-    format_uuid(device->prop.uuid, full.uuid, sizeof full.uuid);
-    // A caller built against an older, shorter struct gets the members it knows.
-    const size_t n = std::min<size_t>(info->struct_size, sizeof full);
-    full.struct_size = static_cast<uint32_t>(n);
-    std::memcpy(info, &full, n);
+    char uuid[TF_TEXT_SIZE] = "";
+    format_uuid(device->prop.uuid, uuid, sizeof uuid);
+    const int32_t kind = device->prop.integrated ? TF_DEVICE_KIND_GPU_INTEGRATED : TF_DEVICE_KIND_GPU_DISCRETE;
+    tf_kit::copy_device_info(tf_kit::device_info_of(kind, total_bytes, free_bytes, device->prop.name, uuid), info);
     return TF_STATUS_OK;
 }
 

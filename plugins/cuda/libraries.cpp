@@ -7,10 +7,6 @@
 
 namespace tf_cuda {
 
-void DlClose::operator()(void *handle) const noexcept {
-    if (handle) dlclose(handle);
-}
-
 namespace {
 
 // RTLD_LOCAL: the libraries' symbols stay out of the process's global namespace, like the

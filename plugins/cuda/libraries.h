@@ -6,6 +6,7 @@
 
 #include <cublas_v2.h>
 #include <cudnn.h>
+#include <tinyfin/plugin_kit/library.hpp>
 
 #include <cstddef>
 #include <memory>
@@ -16,10 +17,7 @@ namespace tf_cuda {
 inline constexpr const char *cublas_soname = "libcublas.so.13";
 inline constexpr const char *cudnn_soname = "libcudnn.so.9";
 
-struct DlClose {
-    void operator()(void *handle) const noexcept;
-};
-using LibraryPtr = std::unique_ptr<void, DlClose>;
+using LibraryPtr = tf_kit::LibraryHandle;
 
 // Each member is the library function of the same name (cublas_v2.h maps cublasCreate to
 // cublasCreate_v2 and so on), resolved by load_libraries.

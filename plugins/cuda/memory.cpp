@@ -77,15 +77,12 @@ void Allocator::release_cache() {
 
 // ---- Scratch ---------------------------------------------------------------------------------------------
 
-Scratch::~Scratch() {
-    if (device_ && ptr_) device_->allocator.release(ptr_, size_);
-}
-
 cudaError_t Scratch::allocate(Device &device, uint64_t size) {
     if (size == 0) return cudaSuccess;
-    device_ = &device;
-    size_ = size;
-    return device.allocator.allocate(size, &ptr_);
+    void *block = nullptr;
+    const cudaError_t e = device.allocator.allocate(size, &block);
+    block_ = std::unique_ptr<void, AllocatorRelease>(block, AllocatorRelease{&device.allocator, size});
+    return e;
 }
 
 cudaError_t create_staging(Device &device) {

@@ -253,8 +253,8 @@ struct GemmParams {
     uint32_t n, c, h, w;
     uint32_t o, kh, kw, groups;
     uint32_t oh, ow, splits, k_chunk;
-    int32_t stride_h, stride_w, pad_h, pad_w;
-    int32_t dil_h, dil_w;
+    int32_t stride[2], pad[2];  // h, w: gemm.comp's stride_h, stride_w, pad_h, pad_w
+    int32_t dilation[2];  // dil_h, dil_w
     uint32_t z_count, pad3_;
     uint32_t x_base, w_base, y_base, pad4_;
     uint32_t x_st[4], w_st[4], y_st[4];
@@ -269,8 +269,8 @@ static_assert(sizeof(GemmParams) == 94 * 4);
 struct PoolParams {
     uint32_t pad0_, count, n, c;
     uint32_t h, w, oh, ow;
-    int32_t kh, kw, sh, sw;
-    int32_t ph, pw;
+    int32_t kernel[2], stride[2];  // h, w: pool2d.comp's kh, kw, sh, sw
+    int32_t pad[2];  // ph, pw
     uint32_t include_pad, pad_;
     uint32_t x_base, y_base, dy_base, out_base;
     uint32_t x_st[4], y_st[4], out_st[4];

@@ -152,32 +152,21 @@ void conv_run(KernelDevice &dev, const tf_op_desc &op) {
     GemmParams p{};
     const uint32_t g = static_cast<uint32_t>(cp.groups);
     const int64_t og = s.o / g;
-    uint32_t mode = 0;
-    // Which slot holds x, w and y (see gemm.comp's x_slot, w_slot, y_slot).
-    uint32_t xs, ws, ys;
-    switch (op.op) {
-    case TF_OP_CONV2D:
-        mode = 1;
-        p.M = static_cast<uint32_t>(og);
-        p.N = static_cast<uint32_t>(s.n * s.oh * s.ow);
-        p.K = static_cast<uint32_t>(s.cg * s.kh * s.kw);
-        xs = 1, ws = 2, ys = 0;
-        break;
-    case TF_OP_CONV2D_GRAD_INPUT:
-        mode = 2;
-        p.M = static_cast<uint32_t>(s.cg);
-        p.N = static_cast<uint32_t>(s.n * s.h * s.wd);
-        p.K = static_cast<uint32_t>(og * s.kh * s.kw);
-        xs = 0, ws = 2, ys = 1;
-        break;
-    default:
-        mode = 3;
-        p.M = static_cast<uint32_t>(og);
-        p.N = static_cast<uint32_t>(s.cg * s.kh * s.kw);
-        p.K = static_cast<uint32_t>(s.n * s.oh * s.ow);
-        xs = 2, ws = 0, ys = 1;
-        break;
-    }
+    // Each direction as a GEMM per group: gemm.comp's mode, M, N, K, and which slot holds x, w
+    // and y (its x_slot, w_slot, y_slot).
+    struct Direction {
+        uint32_t mode;
+        int64_t M, N, K;
+        uint32_t xs, ws, ys;
+    };
+    const int64_t out_pixels = s.n * s.oh * s.ow, patch = s.cg * s.kh * s.kw;
+    const Direction d = op.op == TF_OP_CONV2D ? Direction{1, og, out_pixels, patch, 1, 2, 0}
+                        : op.op == TF_OP_CONV2D_GRAD_INPUT
+                            ? Direction{2, s.cg, s.n * s.h * s.wd, og * s.kh * s.kw, 0, 2, 1}
+                            : Direction{3, og, patch, out_pixels, 2, 0, 1};
+    p.M = static_cast<uint32_t>(d.M);
+    p.N = static_cast<uint32_t>(d.N);
+    p.K = static_cast<uint32_t>(d.K);
     p.n = static_cast<uint32_t>(s.n);
     p.c = static_cast<uint32_t>(s.c);
     p.h = static_cast<uint32_t>(s.h);
@@ -188,15 +177,12 @@ void conv_run(KernelDevice &dev, const tf_op_desc &op) {
     p.groups = g;
     p.oh = static_cast<uint32_t>(s.oh);
     p.ow = static_cast<uint32_t>(s.ow);
-    p.stride_h = cp.stride[0];
-    p.stride_w = cp.stride[1];
-    p.pad_h = cp.padding[0];
-    p.pad_w = cp.padding[1];
-    p.dil_h = cp.dilation[0];
-    p.dil_w = cp.dilation[1];
-    p.x_base = b[xs].base;
-    p.w_base = b[ws].base;
-    p.y_base = b[ys].base;
+    std::ranges::copy(cp.stride, p.stride);
+    std::ranges::copy(cp.padding, p.pad);
+    std::ranges::copy(cp.dilation, p.dilation);
+    p.x_base = b[d.xs].base;
+    p.w_base = b[d.ws].base;
+    p.y_base = b[d.ys].base;
     for (int i = 0; i < 4; ++i) {
         p.x_st[i] = static_cast<uint32_t>(s.x->strides[i]);
         p.w_st[i] = static_cast<uint32_t>(s.w->strides[i]);
@@ -221,7 +207,7 @@ void conv_run(KernelDevice &dev, const tf_op_desc &op) {
     // in channel, kernel row, kernel column).
     CView view;
     const tf_tensor_desc &c = out;
-    switch (mode) {
+    switch (d.mode) {
     case 1:
         view.add(g, og * c.strides[1]), view.add(og, c.strides[1]), view.add(s.n, c.strides[0]);
         view.add(s.oh, c.strides[2]), view.add(s.ow, c.strides[3]);
@@ -235,7 +221,7 @@ void conv_run(KernelDevice &dev, const tf_op_desc &op) {
         view.add(s.kh, c.strides[2]), view.add(s.kw, c.strides[3]);
         break;
     }
-    record_gemm(dev, p, mode, b, g, out, view);
+    record_gemm(dev, p, d.mode, b, g, out, view);
 }
 
 bool matmul_supports(const DeviceCaps &caps, const tf_op_desc &op) {

@@ -39,12 +39,9 @@ void pool_run(KernelDevice &dev, const tf_op_desc &op) {
     for (uint32_t i = 0; i < op.n_inputs; ++i) b[1 + i] = dev.bind(op.inputs[i], name, "input", i);
     PoolParams p{};
     p.count = u32(count);
-    p.kh = pp.kernel[0];
-    p.kw = pp.kernel[1];
-    p.sh = pp.stride[0];
-    p.sw = pp.stride[1];
-    p.ph = pp.padding[0];
-    p.pw = pp.padding[1];
+    std::ranges::copy(pp.kernel, p.kernel);
+    std::ranges::copy(pp.stride, p.stride);
+    std::ranges::copy(pp.padding, p.pad);
     p.include_pad = pp.count_include_pad ? 1 : 0;
     p.out_base = b[0].base;
     const tf_tensor_desc *x = nullptr, *dy = nullptr, *big = nullptr, *small = nullptr;

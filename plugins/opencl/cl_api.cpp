@@ -15,7 +15,7 @@ std::unique_ptr<ClApi> load_cl_api(const char *loader_override, std::string &why
               " (install ocl-icd-libopencl1 and a driver such as pocl-opencl-icd)";
         return nullptr;
     }
-    api->library = std::unique_ptr<void, int (*)(void *)>(handle, dlclose);
+    api->library.reset(handle);
 #define TF_CL_LOAD(name)                                                                                               \
     api->name = reinterpret_cast<decltype(&::name)>(dlsym(handle, #name));                                             \
     if (!api->name) {                                                                                                  \

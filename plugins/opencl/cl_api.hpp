@@ -6,6 +6,7 @@
 
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
+#include <tinyfin/plugin_kit/library.hpp>
 
 #include <memory>
 #include <string>
@@ -29,7 +30,7 @@ struct ClApi {
     TF_CL_FUNCTIONS(TF_CL_MEMBER)
 #undef TF_CL_MEMBER
     std::string path;  // the file loaded
-    std::unique_ptr<void, int (*)(void *)> library{nullptr, nullptr};
+    tf_kit::LibraryHandle library;
 };
 
 // Loads the ICD loader named by $TINYFIN_OPENCL_LOADER (read through environment()) or

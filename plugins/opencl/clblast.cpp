@@ -24,7 +24,7 @@ std::unique_ptr<ClBlastLibrary> ClBlastLibrary::load(const char *setting, std::s
         why = std::string(error ? error : lib->path.c_str()) + " (install libclblast1)";
         return nullptr;
     }
-    lib->library_ = std::unique_ptr<void, int (*)(void *)>(handle, dlclose);
+    lib->library_.reset(handle);
     lib->sgemm = reinterpret_cast<decltype(&::CLBlastSgemm)>(dlsym(handle, "CLBlastSgemm"));
     lib->sgemm_strided_batched =
         reinterpret_cast<decltype(&::CLBlastSgemmStridedBatched)>(dlsym(handle, "CLBlastSgemmStridedBatched"));

@@ -24,7 +24,7 @@ public:
     std::string path;
 
 private:
-    std::unique_ptr<void, int (*)(void *)> library_{nullptr, nullptr};
+    tf_kit::LibraryHandle library_;
 };
 
 // "CLBlastInvalidLeadDimA" and the like, for messages.

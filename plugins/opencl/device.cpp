@@ -167,22 +167,15 @@ Device::~Device() {
 // ---- Information -----------------------------------------------------------------------------------------
 
 void Device::info(tf_device_info &out) const {
-    out.kind = software_ ? TF_DEVICE_KIND_GPU_SOFTWARE : TF_DEVICE_KIND_OTHER;
-    out.memory_total = memory_total_;
-    out.memory_free = 0;  // OpenCL has no portable query
-    out.host_addressable = 0;
-    std::snprintf(out.name, sizeof out.name, "%s", name_.c_str());
-    out.uuid[0] = '\0';
+    const uint64_t memory_free = 0;  // OpenCL has no portable query
+    out = tf_kit::device_info_of(software_ ? TF_DEVICE_KIND_GPU_SOFTWARE : TF_DEVICE_KIND_OTHER, memory_total_,
+                                 memory_free, name_.c_str(), "");
 }
 
 void Device::list_features(tf_feature_fn emit, void *user) const {
     const tf_kit::FeatureList features(emit, user, index_);
-    features.put("platform", platform_.c_str());
-    features.put("name", name_.c_str());
-    features.put("vendor", vendor_.c_str());
-    features.put("driver", driver_.c_str());
-    features.put("version", version_.c_str());
-    features.put("opencl_c", c_version_.c_str());
+    features.put_all("platform", platform_, "name", name_, "vendor", vendor_, "driver", driver_, "version", version_,
+                     "opencl_c", c_version_);
     features.put("kind", software_ ? "software (CPU device; used under auto only when named)" : "hardware");
     features.putf("compute_units", "%u", compute_units_);
     features.putf("global_memory", "%llu bytes (largest allocation %llu)",

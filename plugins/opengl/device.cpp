@@ -136,21 +136,15 @@ Device::~Device() {
 // ---- Information (immutable after start) ---------------------------------------------------------------
 
 void Device::info(tf_device_info &out) const {
-    out.kind = software_ ? TF_DEVICE_KIND_GPU_SOFTWARE : TF_DEVICE_KIND_OTHER;
-    out.memory_total = memory_total_;
-    out.memory_free = 0;  // GL has no portable query
-    out.host_addressable = 0;
-    std::snprintf(out.name, sizeof out.name, "%s", renderer_.c_str());
-    std::snprintf(out.uuid, sizeof out.uuid, "%s", uuid_.c_str());
+    const uint64_t memory_free = 0;  // GL has no portable query
+    out = tf_kit::device_info_of(software_ ? TF_DEVICE_KIND_GPU_SOFTWARE : TF_DEVICE_KIND_OTHER, memory_total_,
+                                 memory_free, renderer_.c_str(), uuid_.c_str());
 }
 
 void Device::list_features(tf_feature_fn emit, void *user) const {
     const tf_kit::FeatureList features(emit, user, index_);
-    features.put("gl_version", version_.c_str());
-    features.put("gl_renderer", renderer_.c_str());
-    features.put("gl_vendor", vendor_.c_str());
-    features.put("glsl_version", glsl_.c_str());
-    features.put("egl", source_.c_str());
+    features.put_all("gl_version", version_, "gl_renderer", renderer_, "gl_vendor", vendor_, "glsl_version", glsl_,
+                     "egl", source_);
     features.put("kind", software_ ? "software (runs on the CPU)" : "hardware");
     features.putf("max_work_group_size", "%d x %d x %d (%d invocations)", max_group_size_[0], max_group_size_[1],
                   max_group_size_[2], max_invocations_);

@@ -64,10 +64,6 @@ void check(VkResult result, const char *what) {
 
 // ---- Loader ------------------------------------------------------------------------------------
 
-LoaderLibrary::~LoaderLibrary() {
-    if (handle_) dlclose(handle_);
-}
-
 bool LoaderLibrary::open(std::string &why) {
     if (handle_) return true;
     const char *override_path = get_env("TINYFIN_VULKAN_LOADER");
@@ -95,18 +91,17 @@ bool LoaderLibrary::open(std::string &why) {
         if (verdict == tf_common::CodeVerdict::untrusted)
             log_line(TF_LOG_WARN, "loading despite: %s (TINYFIN_ALLOW_INSECURE_PLUGINS)", problem.c_str());
     }
-    handle_ = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    handle_.reset(dlopen(path, RTLD_NOW | RTLD_LOCAL));
     if (!handle_) {
         const char *text = dlerror();
         why = std::string("no Vulkan loader (") + path + " not found)";
         if (text) log_line(TF_LOG_DEBUG, "dlopen: %s", text);
         return false;
     }
-    auto get_proc = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(handle_, "vkGetInstanceProcAddr"));
+    auto get_proc = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(handle_.get(), "vkGetInstanceProcAddr"));
     if (!get_proc) {
         why = std::string("no Vulkan loader (") + path + " has no vkGetInstanceProcAddr)";
-        dlclose(handle_);
-        handle_ = nullptr;
+        handle_.reset();
         return false;
     }
     // What volkInitialize() does, with the handle owned here so it can be closed again.

@@ -5,6 +5,7 @@
 #define TINYFIN_VULKAN_CONTEXT_HPP
 
 #include <tinyfin/plugin.h>
+#include <tinyfin/plugin_kit/library.hpp>
 
 #include "kernels.hpp"
 #include "vk_handles.hpp"
@@ -40,16 +41,11 @@ using tf_kit::log_line;
 // pointers point into it while it is open.
 class LoaderLibrary {
 public:
-    LoaderLibrary() = default;
-    LoaderLibrary(const LoaderLibrary &) = delete;
-    LoaderLibrary &operator=(const LoaderLibrary &) = delete;
-    ~LoaderLibrary();
-
     // Opens the library and initialises volk; false, with why, when there is no loader.
     bool open(std::string &why);
 
 private:
-    void *handle_ = nullptr;
+    tf_kit::LibraryHandle handle_;
 };
 
 struct ComputeDevice {

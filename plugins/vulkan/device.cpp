@@ -29,6 +29,28 @@ const char *api_text(uint32_t version, char *buf, size_t size) {
     return buf;
 }
 
+// One extension struct (of structure type type) of what query fills for a physical device, read
+// through query's outer struct (of outer_type): vkGetPhysicalDeviceProperties2 and its
+// VkPhysicalDeviceProperties2, vkGetPhysicalDeviceMemoryProperties2 and its
+// VkPhysicalDeviceMemoryProperties2 (Vulkan 1.1).
+template <class Extension, class Outer>
+Extension chained_query(VkPhysicalDevice physical, VkStructureType type, void (*query)(VkPhysicalDevice, Outer *),
+                        VkStructureType outer_type) {
+    Extension extension{};
+    extension.sType = type;
+    Outer outer{};
+    outer.sType = outer_type;
+    outer.pNext = &extension;
+    query(physical, &outer);
+    return extension;
+}
+
+template <class Extension>
+Extension properties_of(VkPhysicalDevice physical, VkStructureType type) {
+    return chained_query<Extension>(physical, type, vkGetPhysicalDeviceProperties2,
+                                    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
+}
+
 bool has_extension(const std::vector<VkExtensionProperties> &list, const char *name) {
     return std::any_of(list.begin(), list.end(),
                        [&](const auto &e) { return std::strcmp(e.extensionName, name) == 0; });
@@ -96,12 +118,8 @@ std::unique_ptr<Device> Device::create(int index, const ComputeDevice &where, ui
     const bool core_1_1 = instance_api >= VK_API_VERSION_1_1 && d->props_.apiVersion >= VK_API_VERSION_1_1;
     d->has_budget_ = core_1_1 && has_extension(extensions, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     if (core_1_1) {
-        VkPhysicalDeviceIDProperties id{};
-        id.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
-        VkPhysicalDeviceProperties2 props2{};
-        props2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-        props2.pNext = &id;
-        vkGetPhysicalDeviceProperties2(where.physical, &props2);
+        const auto id = properties_of<VkPhysicalDeviceIDProperties>(where.physical,
+                                                                    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES);
         char hex[2 * VK_UUID_SIZE + 1];
         for (uint32_t i = 0; i < VK_UUID_SIZE; ++i) std::snprintf(hex + 2 * i, 3, "%02x", id.deviceUUID[i]);
         d->uuid_ = hex;
@@ -112,12 +130,8 @@ std::unique_ptr<Device> Device::create(int index, const ComputeDevice &where, ui
     std::snprintf(raw, sizeof raw, "driver version 0x%08x", d->props_.driverVersion);
     d->driver_ = raw;
     if (core_1_1 && d->props_.apiVersion >= VK_API_VERSION_1_2) {
-        VkPhysicalDeviceDriverProperties driver{};
-        driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
-        VkPhysicalDeviceProperties2 props2{};
-        props2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-        props2.pNext = &driver;
-        vkGetPhysicalDeviceProperties2(where.physical, &props2);
+        const auto driver = properties_of<VkPhysicalDeviceDriverProperties>(
+            where.physical, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
         d->driver_ = std::string(driver.driverName) + ": " + driver.driverInfo;
     }
 
@@ -182,12 +196,8 @@ void Device::create_pools(const VkPhysicalDeviceMemoryProperties &memory) {
     heap_size_ = memory.memoryHeaps[heap_index_].size;
     uint64_t max_allocation = heap_size_;
     if (instance_api_ >= VK_API_VERSION_1_1 && props_.apiVersion >= VK_API_VERSION_1_1) {
-        VkPhysicalDeviceMaintenance3Properties m3{};
-        m3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
-        VkPhysicalDeviceProperties2 props2{};
-        props2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-        props2.pNext = &m3;
-        vkGetPhysicalDeviceProperties2(physical_, &props2);
+        const auto m3 = properties_of<VkPhysicalDeviceMaintenance3Properties>(
+            physical_, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES);
         if (m3.maxMemoryAllocationSize > 0)
             max_allocation = std::min<uint64_t>(max_allocation, m3.maxMemoryAllocationSize);
     }
@@ -293,27 +303,22 @@ Device::~Device() {
 // ---- Information ---------------------------------------------------------------------------------
 
 void Device::info(tf_device_info &out) const {
+    int32_t kind = TF_DEVICE_KIND_OTHER;
     switch (props_.deviceType) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: out.kind = TF_DEVICE_KIND_GPU_DISCRETE; break;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: out.kind = TF_DEVICE_KIND_GPU_INTEGRATED; break;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: out.kind = TF_DEVICE_KIND_GPU_SOFTWARE; break;
-    default: out.kind = TF_DEVICE_KIND_OTHER; break;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: kind = TF_DEVICE_KIND_GPU_DISCRETE; break;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: kind = TF_DEVICE_KIND_GPU_INTEGRATED; break;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: kind = TF_DEVICE_KIND_GPU_SOFTWARE; break;
+    default: break;
     }
-    out.memory_total = heap_size_;
-    out.memory_free = heap_size_ > device_pool_->reserved() ? heap_size_ - device_pool_->reserved() : 0;
+    uint64_t memory_free = heap_size_ > device_pool_->reserved() ? heap_size_ - device_pool_->reserved() : 0;
     if (has_budget_) {
-        VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
-        budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
-        VkPhysicalDeviceMemoryProperties2 props{};
-        props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
-        props.pNext = &budget;
-        vkGetPhysicalDeviceMemoryProperties2(physical_, &props);
+        const auto budget = chained_query<VkPhysicalDeviceMemoryBudgetPropertiesEXT>(
+            physical_, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT,
+            vkGetPhysicalDeviceMemoryProperties2, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2);
         const uint64_t b = budget.heapBudget[heap_index_], u = budget.heapUsage[heap_index_];
-        if (b > 0) out.memory_free = b > u ? b - u : 0;
+        if (b > 0) memory_free = b > u ? b - u : 0;
     }
-    out.host_addressable = 0;
-    std::snprintf(out.name, sizeof out.name, "%s", props_.deviceName);
-    std::snprintf(out.uuid, sizeof out.uuid, "%s", uuid_.c_str());
+    out = tf_kit::device_info_of(kind, heap_size_, memory_free, props_.deviceName, uuid_.c_str());
 }
 
 void Device::list_features(tf_feature_fn emit, void *user) const {

@@ -9,6 +9,7 @@
 #include <tinyfin/plugin_kit/host_memory.hpp>
 #include <tinyfin/plugin_kit/table.hpp>
 #include <tinyfin/plugin_kit/dtypes.hpp>
+#include <tinyfin/plugin_kit/library.hpp>
 #include <tinyfin/plugin_kit.hpp>
 
 static_assert(tf_kit::op_name(TF_OP_ADD)[0] == 'a');

@@ -174,6 +174,21 @@ int32_t guarded_answer(F &&f) noexcept {
 
 // Copies the plugin's full device info into the caller's struct, which may be an older, shorter
 // one (its struct_size says how much it has).
+// device_info's answer for a device of kind (a tf_device_kind) with memory_total and memory_free
+// bytes (0 when unknown), named name, with uuid ("" when none; both cut to fit), whose buffers
+// have host addresses when host_addressable.
+inline tf_device_info device_info_of(int32_t kind, uint64_t memory_total, uint64_t memory_free, const char *name,
+                                     const char *uuid, bool host_addressable = false) noexcept {
+    tf_device_info info{};
+    info.kind = kind;
+    info.memory_total = memory_total;
+    info.memory_free = memory_free;
+    info.host_addressable = host_addressable ? 1 : 0;
+    std::snprintf(info.name, sizeof info.name, "%s", name);
+    std::snprintf(info.uuid, sizeof info.uuid, "%s", uuid);
+    return info;
+}
+
 inline void copy_device_info(tf_device_info full, tf_device_info *info) noexcept {
     const size_t n = std::min<size_t>(info->struct_size, sizeof full);
     full.struct_size = static_cast<uint32_t>(n);

@@ -7,6 +7,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <string>
 
 namespace tf_kit {
 
@@ -23,6 +24,14 @@ public:
         else
             std::snprintf(key, sizeof key, "%s", name);
         emit_(user_, key, text);
+    }
+
+    // put(name, text) for each name, text pair of arguments: the strings a device read once, at
+    // start-up.
+    template <class... More>
+    void put_all(const char *name, const std::string &text, const More &...more) const noexcept {
+        put(name, text.c_str());
+        if constexpr (sizeof...(more) > 0) put_all(more...);
     }
 
     [[gnu::format(printf, 3, 4)]] void putf(const char *name, const char *format, ...) const noexcept {
