@@ -177,6 +177,15 @@ OpSample make_sample(tf_op op) {
         with(p);
         break;
     }
+    case TF_OP_LAYER_NORM_BACKWARD: {
+        s.inputs = {desc({2, 3}), desc({3}), desc({2, 3})};
+        s.outputs = {desc({2, 3}), desc({3}), desc({3})};
+        auto p = sized<tf_params_norm>();
+        p.n_axes = 1;
+        p.eps = 1e-5;
+        with(p);
+        break;
+    }
     case TF_OP_ROPE: {
         s.inputs = {desc({2, 4})};
         s.outputs = {desc({2, 4})};

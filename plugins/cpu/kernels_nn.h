@@ -1,5 +1,6 @@
 // The cpu plugin's kernels for the ops with their own shape rule (kind OWN in ops.def):
-// convolution, pooling, softmax, norms, rope, attention and its backward, embedding,
+// convolution, pooling, softmax, norms and layer_norm's backward, rope, attention and its
+// backward, embedding,
 // cross-entropy, one-hot.
 // plugin.cpp hands every op of a kind it does not check itself to validate_own and run_own.
 //
@@ -127,8 +128,9 @@ tf_status run_avg_pool2d_backward(const tf_op_desc &op, tf_error *err);
 // kernels_softmax.cpp: softmax, log_softmax, cross_entropy
 tf_status run_softmax(const tf_op_desc &op, tf_error *err);
 tf_status run_cross_entropy(const tf_op_desc &op, tf_error *err);
-// kernels_norm.cpp: layer_norm, rms_norm, rope
+// kernels_norm.cpp: layer_norm and its backward, rms_norm, rope
 tf_status run_layer_norm(const tf_op_desc &op, tf_error *err);
+tf_status run_layer_norm_backward(const tf_op_desc &op, tf_error *err);
 tf_status run_rms_norm(const tf_op_desc &op, tf_error *err);
 tf_status run_rope(const tf_op_desc &op, tf_error *err);
 // kernels_attention.cpp

@@ -1,7 +1,14 @@
-// layer_norm, rms_norm and rope: ops that work row by row on the last axes.
+// layer_norm, its backward, rms_norm and rope: ops that work row by row on the last axes.
 //
 //  - layer_norm: y = (x - mean) / sqrt(var + eps) * weight + bias over each row of the last
 //    n_axes axes, var biased (divided by the row length), two-pass; statistics in double.
+//  - layer_norm_backward: x, weight, dy -> dx, dweight, dbias, the row statistics recomputed by
+//    layer_norm's code; with xhat = (x - mean) rstd and g = dy weight,
+//    dx = rstd (g - mean(g) - xhat mean(g xhat)), all in double, rounded once. dweight and dbias
+//    sum dy xhat and dy over the rows: each block of rows (a fixed split of the rows, not of the
+//    threads) sums its own in double, and the blocks are added in order, so the result does not
+//    depend on the thread count. One pass over the rows instead of the ~14 ops the core composes
+//    it from elsewhere.
 //  - rms_norm: y = x / sqrt(mean(x^2) + eps) * weight; statistics in double.
 //    Both sum in the fixed double lanes of vector_math.h, compute each output in double and
 //    split rows over the thread pool (each row by the same code: thread-count invariant).
@@ -74,7 +81,78 @@ tf_status run_norm(const tf_op_desc &op, bool centre) {
     return TF_STATUS_OK;
 }
 
+// Rows [0, rows) of layer_norm's backward: dx written, dy xhat and dy added into dw and db.
+[[gnu::always_inline]] inline void norm_backward_rows_body(const float *x, const float *w, const float *dy, float *dx,
+                                                           double *dw, double *db, int64_t len, int64_t rows,
+                                                           double eps) {
+    const auto n = static_cast<double>(len);
+    for (int64_t r = 0; r < rows; ++r, x += len, dy += len, dx += len) {
+        const double mean = vec::sum(x, len) / n;
+        const double var = vec::lane_sum(len,
+                                         [&](int64_t i) {
+                                             const double d = static_cast<double>(x[i]) - mean;
+                                             return d * d;
+                                         }) /
+                           n;
+        const double rstd = 1.0 / std::sqrt(var + eps);
+        const double g_mean =
+            vec::lane_sum(len, [&](int64_t i) { return static_cast<double>(dy[i]) * static_cast<double>(w[i]); }) / n;
+        const double gx_mean = vec::lane_sum(len,
+                                             [&](int64_t i) {
+                                                 return static_cast<double>(dy[i]) * static_cast<double>(w[i]) *
+                                                        ((static_cast<double>(x[i]) - mean) * rstd);
+                                             }) /
+                               n;
+        for (int64_t i = 0; i < len; ++i) {
+            const double xhat = (static_cast<double>(x[i]) - mean) * rstd;
+            const double d = static_cast<double>(dy[i]);
+            dx[i] = static_cast<float>(rstd * (d * static_cast<double>(w[i]) - g_mean - xhat * gx_mean));
+            dw[i] += d * xhat;
+            db[i] += d;
+        }
+    }
+}
+TF_CPU_ISA_DISPATCH(norm_backward_rows,
+                    (const float *x, const float *w, const float *dy, float *dx, double *dw, double *db, int64_t len,
+                     int64_t rows, double eps),
+                    (x, w, dy, dx, dw, db, len, rows, eps))
+
 }  // namespace
+
+tf_status run_layer_norm_backward(const tf_op_desc &op, tf_error *) {
+    const tf_tensor_desc &xd = op.inputs[0];
+    const auto &p = *static_cast<const tf_params_norm *>(op.params);
+    int64_t rows = 0, len = 0;
+    rows_of(xd, p.n_axes, &rows, &len);
+    F32Output dx(op.outputs[0]), dw(op.outputs[1]), db(op.outputs[2]);
+    if (len == 0) return TF_STATUS_OK;
+    // Blocks of at least 2^14 elements, at most 64 of them (the partial sums' memory), fixed by
+    // the shape alone.
+    const int64_t block = std::max<int64_t>({1, ((int64_t{1} << 14) + len - 1) / len, (rows + 63) / 64});
+    const int64_t blocks = (rows + block - 1) / block;
+    std::vector<double> partial(static_cast<size_t>(std::max<int64_t>(blocks, 1) * 2 * len), 0.0);
+    if (rows > 0) {
+        const F32Input x(xd), weight(op.inputs[1]), dy(op.inputs[2]);
+        parallel_for(blocks, [&](int64_t t) {
+            const int64_t lo = t * block, hi = std::min(rows, lo + block);
+            double *sums = partial.data() + t * 2 * len;
+            norm_backward_rows(x.data() + lo * len, weight.data(), dy.data() + lo * len, dx.data() + lo * len, sums,
+                               sums + len, len, hi - lo, p.eps);
+        });
+    }
+    for (int64_t t = 1; t < blocks; ++t) {
+        const double *sums = partial.data() + t * 2 * len;
+        for (int64_t i = 0; i < 2 * len; ++i) partial[static_cast<size_t>(i)] += sums[i];
+    }
+    for (int64_t i = 0; i < len; ++i) {
+        dw.data()[i] = static_cast<float>(partial[static_cast<size_t>(i)]);
+        db.data()[i] = static_cast<float>(partial[static_cast<size_t>(len + i)]);
+    }
+    dx.finish();
+    dw.finish();
+    db.finish();
+    return TF_STATUS_OK;
+}
 
 tf_status run_layer_norm(const tf_op_desc &op, tf_error *) { return run_norm(op, true); }
 

@@ -164,6 +164,37 @@ tf_status check_norm(const tf_op_desc &op, tf_error *err) {
     return check_same_dtype(name, {&x, &op.inputs[1], &y}, err);
 }
 
+// layer_norm_backward: x [..., *S], weight [*S], dy of x's shape -> dx of x's shape, dweight and
+// dbias [*S], one dtype.
+tf_status check_layer_norm_backward(const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    if (op.n_inputs != 3 || op.n_outputs != 3 || !op.inputs || !op.outputs)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: takes 3 inputs and 3 outputs, got %u and %u", name,
+                    op.n_inputs, op.n_outputs);
+    if (!op.params || *static_cast<const uint32_t *>(op.params) < sizeof(tf_params_norm))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name,
+                    sizeof(tf_params_norm));
+    const tf_tensor_desc &x = op.inputs[0], &w = op.inputs[1], &dy = op.inputs[2];
+    const tf_tensor_desc &dx = op.outputs[0], &dw = op.outputs[1], &db = op.outputs[2];
+    const int32_t n_axes = static_cast<const tf_params_norm *>(op.params)->n_axes;
+    if (n_axes < 1 || n_axes > x.rank)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: cannot normalise the last %d axes of shape %s", name, n_axes,
+                    shape_of(x).text);
+    if (!same_shape(x, dy) || !same_shape(x, dx))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: dy %s and dx %s must have x's shape %s", name,
+                    shape_of(dy).text, shape_of(dx).text, shape_of(x).text);
+    for (const tf_tensor_desc *t : {&w, &dw, &db}) {
+        bool ok = t->rank == n_axes;
+        for (int a = 0; ok && a < n_axes; ++a) ok = t->shape[a] == x.shape[x.rank - n_axes + a];
+        if (!ok)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                        "%s: weight %s, dweight %s and dbias %s must be the last %d "
+                        "axes of x %s",
+                        name, shape_of(w).text, shape_of(dw).text, shape_of(db).text, n_axes, shape_of(x).text);
+    }
+    return check_same_dtype(name, {&x, &w, &dy, &dx, &dw, &db}, err);
+}
+
 // rope: x [..., T, D] (D even) -> y of x's shape; theta > 0.
 tf_status check_rope(const tf_op_desc &op, tf_error *err) {
     const char *name = op_name(op.op);
@@ -439,6 +470,7 @@ tf_status validate_own(const tf_op_desc &op, tf_error *err) {
     case TF_OP_LOG_SOFTMAX: return check_softmax(op, err);
     case TF_OP_LAYER_NORM:
     case TF_OP_RMS_NORM: return check_norm(op, err);
+    case TF_OP_LAYER_NORM_BACKWARD: return check_layer_norm_backward(op, err);
     case TF_OP_ROPE: return check_rope(op, err);
     case TF_OP_ATTENTION: return check_attention(op, err);
     case TF_OP_ATTENTION_BACKWARD: return check_attention_backward(op, err);
@@ -465,6 +497,7 @@ tf_status run_own(const tf_op_desc &op, tf_error *err) {
     case TF_OP_LOG_SOFTMAX: return run_softmax(op, err);
     case TF_OP_LAYER_NORM: return run_layer_norm(op, err);
     case TF_OP_RMS_NORM: return run_rms_norm(op, err);
+    case TF_OP_LAYER_NORM_BACKWARD: return run_layer_norm_backward(op, err);
     case TF_OP_ROPE: return run_rope(op, err);
     case TF_OP_ATTENTION: return run_attention(op, err);
     case TF_OP_ATTENTION_BACKWARD: return run_attention_backward(op, err);

@@ -634,6 +634,36 @@ void gen_norm(Generator &g) {
     add("f32", contiguous({4, 1031}, F32), 1, 1e-5);
 }
 
+// layer_norm_backward: layer_norm's shapes and layouts, with dy of x's shape (a broadcast one too).
+void gen_layer_norm_backward(Generator &g) {
+    auto add = [&](const std::string &d, TensorSpec x, TensorSpec dy, int n_axes, double eps) {
+        Params params;
+        std::memset(&params, 0, sizeof params);
+        params.norm = sized<tf_params_norm>();
+        params.norm.n_axes = n_axes;
+        params.norm.eps = eps;
+        Shape ws(x.shape.end() - n_axes, x.shape.end()), s = x.shape;
+        int32_t dt = x.dtype;
+        char label[64];
+        std::snprintf(label, sizeof label, "n_axes=%d eps=%g", n_axes, eps);
+        g.add(d, {std::move(x), contiguous(ws, dt), std::move(dy)},
+              {contiguous(s, dt), contiguous(ws, dt), contiguous(ws, dt)}, &params, label);
+    };
+    for (int32_t dt : all_dtypes()) {
+        const std::string d = dtype_name(dt);
+        add(d, contiguous({3, 5}, dt), contiguous({3, 5}, dt), 1, 1e-5);
+        add(d, contiguous({7}, dt), contiguous({7}, dt), 1, 1e-5);
+        add(d, contiguous({2, 3, 4}, dt), contiguous({2, 3, 4}, dt), 2, 1e-5);
+        add(d, contiguous({2, 0, 5}, dt), contiguous({2, 0, 5}, dt), 1, 1e-5);
+        add(d, contiguous({1, 1}, dt), contiguous({1, 1}, dt), 1, 1e-3);
+        add(d, transposed({13, 17}, dt), contiguous({13, 17}, dt), 1, 1e-5);
+        add(d, permuted({2, 3, 5, 7}, dt), transposed({2, 3, 5, 7}, dt), 2, 1e-6);
+        add(d, contiguous({6, 9}, dt), expanded({9}, {6, 9}, dt), 1, 1e-5);
+    }
+    add("f32", contiguous({300, 64}, F32), contiguous({300, 64}, F32), 1, 1e-5);
+    add("f32", contiguous({4, 1031}, F32), contiguous({4, 1031}, F32), 1, 1e-5);
+}
+
 void gen_rope(Generator &g) {
     struct R {
         int interleaved, inverse;
@@ -903,6 +933,7 @@ void gen_own(Generator &g) {
     case TF_OP_LOG_SOFTMAX: gen_softmax(g); return;
     case TF_OP_LAYER_NORM:
     case TF_OP_RMS_NORM: gen_norm(g); return;
+    case TF_OP_LAYER_NORM_BACKWARD: gen_layer_norm_backward(g); return;
     case TF_OP_ROPE: gen_rope(g); return;
     case TF_OP_ATTENTION: gen_attention(g); return;
     case TF_OP_ATTENTION_BACKWARD: gen_attention_backward(g); return;

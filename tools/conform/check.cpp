@@ -22,6 +22,7 @@ bool accumulates(tf_op op) {
     case TF_OP_SOFTMAX:
     case TF_OP_LOG_SOFTMAX:
     case TF_OP_LAYER_NORM:
+    case TF_OP_LAYER_NORM_BACKWARD:
     case TF_OP_RMS_NORM:
     case TF_OP_ATTENTION:
     case TF_OP_ATTENTION_BACKWARD:
