@@ -110,19 +110,33 @@ void attention_probabilities(float *scores, const float *mask, int64_t tq, int64
     probabilities(scores, mask, tq, tk, causal, scale, blind);
 }
 
+AttentionOperands attention_operands(const tf_op_desc &op) {
+    const tf_tensor_desc &qd = op.inputs[0], &kd = op.inputs[1], &vd = op.inputs[2], &md = op.inputs[3];
+    const auto &p = *static_cast<const tf_params_attention *>(op.params);
+    const int r = qd.rank;
+    const bool masked = !is_absent(md);
+    return {qd.shape[r - 2],
+            qd.shape[r - 1],
+            kd.shape[r - 2],
+            vd.shape[r - 1],
+            static_cast<float>(p.scale),
+            p.causal != 0,
+            masked,
+            leading_offsets(qd, r - 2),
+            leading_offsets(kd, r - 2),
+            leading_offsets(vd, r - 2),
+            masked ? leading_offsets(md, r - 2) : std::vector<int64_t>()};
+}
+
 tf_status run_attention(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &qd = op.inputs[0], &kd = op.inputs[1], &vd = op.inputs[2], &md = op.inputs[3];
     const tf_tensor_desc &od = op.outputs[0];
     if (numel(od) == 0) return TF_STATUS_OK;
-    const auto &p = *static_cast<const tf_params_attention *>(op.params);
-    const int r = qd.rank;
-    const int64_t tq = qd.shape[r - 2], d = qd.shape[r - 1], tk = kd.shape[r - 2], dv = vd.shape[r - 1];
-    const auto scale = static_cast<float>(p.scale);
-    const bool masked = !is_absent(md);
-    const std::vector<int64_t> at_q = leading_offsets(qd, r - 2), at_k = leading_offsets(kd, r - 2),
-                               at_v = leading_offsets(vd, r - 2),
-                               at_m = masked ? leading_offsets(md, r - 2) : std::vector<int64_t>(),
-                               at_o = leading_offsets(od, r - 2);
+    const AttentionOperands a = attention_operands(op);
+    const int64_t tq = a.tq, d = a.d, tk = a.tk, dv = a.dv;
+    const float scale = a.scale;
+    const bool masked = a.masked;
+    const std::vector<int64_t> at_o = leading_offsets(od, qd.rank - 2);
     // One task per batch element (batch x heads of them in a transformer): each has its own
     // scratch and writes its own output block, so the result does not depend on the threads.
     parallel_for(static_cast<int64_t>(at_o.size()), [&](int64_t task) {
@@ -130,13 +144,12 @@ tf_status run_attention(const tf_op_desc &op, tf_error *) {
         std::vector<float> q(floats(tq, d)), k(floats(tk, d)), v(floats(tk, dv)), scores(floats(tq, tk)),
             mask(masked ? floats(tq, tk) : 0), out(floats(tq, dv));
         std::vector<char> blind(static_cast<size_t>(tq));  // rows that see no key
-        load_matrix(qd, at_q[b], tq, d, q.data());
-        load_matrix(kd, at_k[b], tk, d, k.data());
-        load_matrix(vd, at_v[b], tk, dv, v.data());
-        if (masked) load_matrix(md, at_m[b], tq, tk, mask.data());
+        load_matrix(qd, a.at_q[b], tq, d, q.data());
+        load_matrix(kd, a.at_k[b], tk, d, k.data());
+        load_matrix(vd, a.at_v[b], tk, dv, v.data());
+        if (masked) load_matrix(md, a.at_m[b], tq, tk, mask.data());
         gemm_f32(tq, tk, d, {q.data(), d, 1}, {k.data(), 1, d}, scores.data(), tk, false);  // q k^T
-        attention_probabilities(scores.data(), masked ? mask.data() : nullptr, tq, tk, p.causal != 0, scale,
-                                blind.data());
+        attention_probabilities(scores.data(), masked ? mask.data() : nullptr, tq, tk, a.causal, scale, blind.data());
         gemm_f32(tq, dv, tk, {scores.data(), tk, 1}, {v.data(), dv, 1}, out.data(), dv, false);
         for (int64_t i = 0; i < tq; ++i)
             if (blind[static_cast<size_t>(i)]) std::fill(out.data() + i * dv, out.data() + (i + 1) * dv, NAN);

@@ -106,31 +106,27 @@ tf_status run_attention_backward(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &qd = op.inputs[0], &kd = op.inputs[1], &vd = op.inputs[2], &md = op.inputs[3],
                          &gd = op.inputs[4];
     const tf_tensor_desc &dqd = op.outputs[0], &dkd = op.outputs[1], &dvd = op.outputs[2];
-    const auto &p = *static_cast<const tf_params_attention *>(op.params);
+    const AttentionOperands a = attention_operands(op);
+    const int64_t tq = a.tq, d = a.d, tk = a.tk, dvn = a.dv;
+    const float scale = a.scale;
+    const bool masked = a.masked;
     const int r = qd.rank;
-    const int64_t tq = qd.shape[r - 2], d = qd.shape[r - 1], tk = kd.shape[r - 2], dvn = vd.shape[r - 1];
-    const auto scale = static_cast<float>(p.scale);
-    const bool masked = !is_absent(md);
-    const std::vector<int64_t> at_q = leading_offsets(qd, r - 2), at_k = leading_offsets(kd, r - 2),
-                               at_v = leading_offsets(vd, r - 2),
-                               at_m = masked ? leading_offsets(md, r - 2) : std::vector<int64_t>(),
-                               at_g = leading_offsets(gd, r - 2), at_dq = leading_offsets(dqd, r - 2),
+    const std::vector<int64_t> at_g = leading_offsets(gd, r - 2), at_dq = leading_offsets(dqd, r - 2),
                                at_dk = leading_offsets(dkd, r - 2), at_dv = leading_offsets(dvd, r - 2);
     // One task per batch element: each has its own scratch and writes its own blocks, so the
     // result does not depend on the threads.
-    parallel_for(static_cast<int64_t>(at_q.size()), [&](int64_t task) {
+    parallel_for(static_cast<int64_t>(a.at_q.size()), [&](int64_t task) {
         const auto b = static_cast<size_t>(task);
         std::vector<float> sq, sk, sv, sg, sdq, sdk, sdv, mask(masked ? floats(tq, tk) : 0);
         std::vector<float> probs(floats(tq, tk)), dprobs(floats(tq, tk));
         std::vector<char> blind(static_cast<size_t>(tq));
-        const F32Matrix q = input_matrix(qd, at_q[b], tq, d, sq), k = input_matrix(kd, at_k[b], tk, d, sk),
-                        v = input_matrix(vd, at_v[b], tk, dvn, sv), g = input_matrix(gd, at_g[b], tq, dvn, sg);
+        const F32Matrix q = input_matrix(qd, a.at_q[b], tq, d, sq), k = input_matrix(kd, a.at_k[b], tk, d, sk),
+                        v = input_matrix(vd, a.at_v[b], tk, dvn, sv), g = input_matrix(gd, at_g[b], tq, dvn, sg);
         const OutputBlock dq(dqd, at_dq[b], tq, d, sdq), dk(dkd, at_dk[b], tk, d, sdk), dv(dvd, at_dv[b], tk, dvn, sdv);
-        if (masked) load_matrix(md, at_m[b], tq, tk, mask.data());
+        if (masked) load_matrix(md, a.at_m[b], tq, tk, mask.data());
         const F32Matrix kt{k.data, k.col_stride, k.row_stride}, vt{v.data, v.col_stride, v.row_stride};
         product(tq, tk, d, q, kt, probs.data(), tk);  // q k^T
-        attention_probabilities(probs.data(), masked ? mask.data() : nullptr, tq, tk, p.causal != 0, scale,
-                                blind.data());
+        attention_probabilities(probs.data(), masked ? mask.data() : nullptr, tq, tk, a.causal, scale, blind.data());
         product(tk, dvn, tq, {probs.data(), 1, tk}, g, dv.data(), dv.ld());  // P^T dy
         product(tq, tk, dvn, g, vt, dprobs.data(), tk);  // dy v^T
         score_gradients(probs.data(), dprobs.data(), tq, tk, scale);  // dS, in dprobs

@@ -145,6 +145,15 @@ void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t
 // or null for none.
 void attention_probabilities(float *scores, const float *mask, int64_t tq, int64_t tk, bool causal, float scale,
                              char *blind);
+// attention's and attention_backward's common operands: q [..., Tq, D], k [..., Tk, D], v [..., Tk,
+// Dv], the optional mask [..., Tq, Tk], and each batch element's offset into them.
+struct AttentionOperands {
+    int64_t tq, d, tk, dv;
+    float scale;
+    bool causal, masked;
+    std::vector<int64_t> at_q, at_k, at_v, at_m;
+};
+AttentionOperands attention_operands(const tf_op_desc &op);
 // kernels_attention_backward.cpp
 tf_status run_attention_backward(const tf_op_desc &op, tf_error *err);
 // kernels_lookup.cpp: embedding, embedding_backward, one_hot

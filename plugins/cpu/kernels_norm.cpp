@@ -32,20 +32,30 @@ void rows_of(const tf_tensor_desc &x, int n_axes, int64_t *rows, int64_t *len) {
     for (int i = 0; i < x.rank; ++i) (i < x.rank - n_axes ? *rows : *len) *= x.shape[i];
 }
 
+// A row's mean and 1 / sqrt(variance + eps), in double: layer_norm's forward and its backward
+// (which recomputes them) must agree to the bit.
+struct RowStats {
+    double mean, rstd;
+};
+[[gnu::always_inline]] inline RowStats row_stats(const float *x, int64_t len, double eps) {
+    const auto n = static_cast<double>(len);
+    const double mean = vec::sum(x, len) / n;
+    const double var = vec::lane_sum(len,
+                                     [&](int64_t i) {
+                                         const double d = static_cast<double>(x[i]) - mean;
+                                         return d * d;
+                                     }) /
+                       n;
+    return {mean, 1.0 / std::sqrt(var + eps)};
+}
+
 // b == nullptr: rms_norm (no centring, no bias); else layer_norm.
 [[gnu::always_inline]] inline void norm_rows_body(const float *x, const float *w, const float *b, float *y, int64_t len,
                                                   int64_t rows, double eps) {
     const auto n = static_cast<double>(len);
     for (int64_t r = 0; r < rows; ++r, x += len, y += len) {
         if (b) {
-            const double mean = vec::sum(x, len) / n;
-            const double var = vec::lane_sum(len,
-                                             [&](int64_t i) {
-                                                 const double d = static_cast<double>(x[i]) - mean;
-                                                 return d * d;
-                                             }) /
-                               n;
-            const double rstd = 1.0 / std::sqrt(var + eps);
+            const auto [mean, rstd] = row_stats(x, len, eps);
             for (int64_t i = 0; i < len; ++i)
                 y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * rstd * static_cast<double>(w[i]) +
                                           static_cast<double>(b[i]));
@@ -87,14 +97,7 @@ tf_status run_norm(const tf_op_desc &op, bool centre) {
                                                            double eps) {
     const auto n = static_cast<double>(len);
     for (int64_t r = 0; r < rows; ++r, x += len, dy += len, dx += len) {
-        const double mean = vec::sum(x, len) / n;
-        const double var = vec::lane_sum(len,
-                                         [&](int64_t i) {
-                                             const double d = static_cast<double>(x[i]) - mean;
-                                             return d * d;
-                                         }) /
-                           n;
-        const double rstd = 1.0 / std::sqrt(var + eps);
+        const auto [mean, rstd] = row_stats(x, len, eps);
         const double g_mean =
             vec::lane_sum(len, [&](int64_t i) { return static_cast<double>(dy[i]) * static_cast<double>(w[i]); }) / n;
         const double gx_mean = vec::lane_sum(len,

@@ -14,11 +14,12 @@ namespace {
 
 // Arity and params: plugin.cpp checks both from ops.def already; checked again so these rules
 // stand on their own.
-tf_status check_call(const tf_op_desc &op, uint32_t n_inputs, size_t params_size, tf_error *err) {
+tf_status check_call(const tf_op_desc &op, uint32_t n_inputs, size_t params_size, tf_error *err,
+                     uint32_t n_outputs = 1) {
     const char *name = op_name(op.op);
-    if (op.n_inputs != n_inputs || op.n_outputs != 1 || (n_inputs > 0 && !op.inputs) || !op.outputs)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: takes %u inputs and 1 output, got %u and %u", name, n_inputs,
-                    op.n_inputs, op.n_outputs);
+    if (op.n_inputs != n_inputs || op.n_outputs != n_outputs || (n_inputs > 0 && !op.inputs) || !op.outputs)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: takes %u inputs and %u outputs, got %u and %u", name,
+                    n_inputs, n_outputs, op.n_inputs, op.n_outputs);
     if (params_size > 0 && (!op.params || *static_cast<const uint32_t *>(op.params) < params_size))
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name, params_size);
     return TF_STATUS_OK;
@@ -168,12 +169,7 @@ tf_status check_norm(const tf_op_desc &op, tf_error *err) {
 // dbias [*S], one dtype.
 tf_status check_layer_norm_backward(const tf_op_desc &op, tf_error *err) {
     const char *name = op_name(op.op);
-    if (op.n_inputs != 3 || op.n_outputs != 3 || !op.inputs || !op.outputs)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: takes 3 inputs and 3 outputs, got %u and %u", name,
-                    op.n_inputs, op.n_outputs);
-    if (!op.params || *static_cast<const uint32_t *>(op.params) < sizeof(tf_params_norm))
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name,
-                    sizeof(tf_params_norm));
+    if (tf_status s = check_call(op, 3, sizeof(tf_params_norm), err, 3); s != TF_STATUS_OK) return s;
     const tf_tensor_desc &x = op.inputs[0], &w = op.inputs[1], &dy = op.inputs[2];
     const tf_tensor_desc &dx = op.outputs[0], &dw = op.outputs[1], &db = op.outputs[2];
     const int32_t n_axes = static_cast<const tf_params_norm *>(op.params)->n_axes;
@@ -234,12 +230,7 @@ tf_status check_attention(const tf_op_desc &op, tf_error *err) {
 // absent.
 tf_status check_attention_backward(const tf_op_desc &op, tf_error *err) {
     const char *name = op_name(op.op);
-    if (op.n_inputs != 5 || op.n_outputs != 3 || !op.inputs || !op.outputs)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: takes 5 inputs and 3 outputs, got %u and %u", name,
-                    op.n_inputs, op.n_outputs);
-    if (!op.params || *static_cast<const uint32_t *>(op.params) < sizeof(tf_params_attention))
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name,
-                    sizeof(tf_params_attention));
+    if (tf_status s = check_call(op, 5, sizeof(tf_params_attention), err, 3); s != TF_STATUS_OK) return s;
     const tf_tensor_desc &q = op.inputs[0], &k = op.inputs[1], &v = op.inputs[2], &m = op.inputs[3], &dy = op.inputs[4];
     const tf_tensor_desc &dq = op.outputs[0], &dk = op.outputs[1], &dv = op.outputs[2];
     const bool masked = !is_absent(m);
