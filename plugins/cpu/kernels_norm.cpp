@@ -55,7 +55,8 @@ struct RowStats {
     const auto n = static_cast<double>(len);
     for (int64_t r = 0; r < rows; ++r, x += len, y += len) {
         if (b) {
-            const auto [mean, rstd] = row_stats(x, len, eps);
+            const RowStats stats = row_stats(x, len, eps);
+            const double mean = stats.mean, rstd = stats.rstd;
             for (int64_t i = 0; i < len; ++i)
                 y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * rstd * static_cast<double>(w[i]) +
                                           static_cast<double>(b[i]));
@@ -97,7 +98,8 @@ tf_status run_norm(const tf_op_desc &op, bool centre) {
                                                            double eps) {
     const auto n = static_cast<double>(len);
     for (int64_t r = 0; r < rows; ++r, x += len, dy += len, dx += len) {
-        const auto [mean, rstd] = row_stats(x, len, eps);
+        const RowStats stats = row_stats(x, len, eps);
+        const double mean = stats.mean, rstd = stats.rstd;
         const double g_mean =
             vec::lane_sum(len, [&](int64_t i) { return static_cast<double>(dy[i]) * static_cast<double>(w[i]); }) / n;
         const double gx_mean = vec::lane_sum(len,
