@@ -19,78 +19,53 @@ namespace {
 using AdamwConstants = AdamwF32;
 
 #if defined(__x86_64__)
-// The vector operations of adamw_lanes for AVX-512 (sixteen lanes) and SSE (four, x86-64's
-// baseline). Each carries its instruction set's target attribute; GCC inlines them into
-// adamw_lanes once that is inlined into a function of the same target.
-struct Avx512Lanes {
-    using Vec = __m512;
-    static constexpr int64_t width = 16;
-    [[gnu::target("avx512f")]] static Vec broadcast(float f) { return _mm512_set1_ps(f); }
-    [[gnu::target("avx512f")]] static Vec load(const float *p) { return _mm512_loadu_ps(p); }
-    [[gnu::target("avx512f")]] static void store(float *p, Vec v) { _mm512_storeu_ps(p, v); }
-    [[gnu::target("avx512f")]] static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
-    [[gnu::target("avx512f")]] static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
-    [[gnu::target("avx512f")]] static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
-    [[gnu::target("avx512f")]] static Vec div(Vec a, Vec b) { return _mm512_div_ps(a, b); }
-    // maskz: _mm512_sqrt_ps's undefined pass-through trips GCC 12's -Wmaybe-uninitialized.
-    [[gnu::target("avx512f")]] static Vec sqrt(Vec v) { return _mm512_maskz_sqrt_ps(0xffff, v); }
-};
-
-struct SseLanes {
-    using Vec = __m128;
-    static constexpr int64_t width = 4;
-    static Vec broadcast(float f) { return _mm_set1_ps(f); }
-    static Vec load(const float *p) { return _mm_loadu_ps(p); }
-    static void store(float *p, Vec v) { _mm_storeu_ps(p, v); }
-    static Vec add(Vec a, Vec b) { return _mm_add_ps(a, b); }
-    static Vec sub(Vec a, Vec b) { return _mm_sub_ps(a, b); }
-    static Vec mul(Vec a, Vec b) { return _mm_mul_ps(a, b); }
-    static Vec div(Vec a, Vec b) { return _mm_div_ps(a, b); }
-    static Vec sqrt(Vec v) { return _mm_sqrt_ps(v); }
-};
-
-// Elements e, e + 1, ... of the step, L::width at a time while whole vectors fit: the scalar
-// loop's operations lane by lane (where L is Avx512Lanes, GCC fuses the multiply-adds: C++ builds
-// default to -ffp-contract=fast). Returns where it stopped.
-// GCC notes that an AVX-512 vector returned without AVX-512 enabled changes the ABI: adamw_lanes
-// is always inlined into a function of its vectors' target, so no such call is ever made.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"
-template <class L, bool HasState, bool Decays>
-[[gnu::always_inline]] inline int64_t adamw_lanes(int64_t e, int64_t n, const AdamwConstants &c, float *__restrict p,
-                                                  const float *__restrict g, float *__restrict m, float *__restrict v) {
-    using Vec = typename L::Vec;
-    const Vec keep = L::broadcast(c.decay), b1 = L::broadcast(c.beta1), omb1 = L::broadcast(c.one_minus_beta1),
-              b2 = L::broadcast(c.beta2), omb2 = L::broadcast(c.one_minus_beta2),
-              root = L::broadcast(c.root_bias_correction2), eps = L::broadcast(c.eps), step = L::broadcast(c.step_size);
-    for (; e + L::width <= n; e += L::width) {
-        const Vec pv = L::load(p + e), gv = L::load(g + e);
-        const Vec m0 = HasState ? L::load(m + e) : Vec{}, v0 = HasState ? L::load(v + e) : Vec{};
-        const Vec decayed = Decays ? L::mul(pv, keep) : pv;
-        const Vec mv = L::add(L::mul(m0, b1), L::mul(gv, omb1));
-        const Vec vv = L::add(L::mul(v0, b2), L::mul(L::mul(gv, gv), omb2));
-        const Vec denom = L::add(L::div(L::sqrt(vv), root), eps);
-        L::store(m + e, mv);
-        L::store(v + e, vv);
-        L::store(p + e, L::sub(decayed, L::mul(L::div(mv, denom), step)));
-    }
-    return e;
-}
-#pragma GCC diagnostic pop
-
-// Sixteen at a time where the instruction set allows AVX-512 (the divisions and the root are
-// most of the time).
+// Sixteen elements at a time where the instruction set allows AVX-512 (the divisions and the
+// root are most of the time): the same IEEE single operations lane by lane, so the same bits.
+// Returns how many elements it did.
 template <bool HasState, bool Decays>
 [[gnu::target("avx512f")]] int64_t adamw_avx512(int64_t n, const AdamwConstants &c, float *__restrict p,
                                                 const float *__restrict g, float *__restrict m, float *__restrict v) {
-    return adamw_lanes<Avx512Lanes, HasState, Decays>(0, n, c, p, g, m, v);
+    const __m512 keep = _mm512_set1_ps(c.decay), b1 = _mm512_set1_ps(c.beta1), omb1 = _mm512_set1_ps(c.one_minus_beta1),
+                 b2 = _mm512_set1_ps(c.beta2), omb2 = _mm512_set1_ps(c.one_minus_beta2),
+                 root = _mm512_set1_ps(c.root_bias_correction2), eps = _mm512_set1_ps(c.eps),
+                 step = _mm512_set1_ps(c.step_size);
+    int64_t e = 0;
+    for (; e + 16 <= n; e += 16) {
+        const __m512 pv = _mm512_loadu_ps(p + e), gv = _mm512_loadu_ps(g + e);
+        const __m512 m0 = HasState ? _mm512_loadu_ps(m + e) : _mm512_setzero_ps();
+        const __m512 v0 = HasState ? _mm512_loadu_ps(v + e) : _mm512_setzero_ps();
+        const __m512 decayed = Decays ? _mm512_mul_ps(pv, keep) : pv;
+        const __m512 mv = _mm512_add_ps(_mm512_mul_ps(m0, b1), _mm512_mul_ps(gv, omb1));
+        const __m512 vv = _mm512_add_ps(_mm512_mul_ps(v0, b2), _mm512_mul_ps(_mm512_mul_ps(gv, gv), omb2));
+        // maskz: _mm512_sqrt_ps's undefined pass-through trips GCC 12's -Wmaybe-uninitialized.
+        const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_maskz_sqrt_ps(0xffff, vv), root), eps);
+        _mm512_storeu_ps(m + e, mv);
+        _mm512_storeu_ps(v + e, vv);
+        _mm512_storeu_ps(p + e, _mm512_sub_ps(decayed, _mm512_mul_ps(_mm512_div_ps(mv, denom), step)));
+    }
+    return e;
 }
 
-// Four at a time with SSE: GCC does not vectorise a sqrt that may set errno.
+// Four at a time with SSE (x86-64's baseline): GCC does not vectorise a sqrt that may set errno.
 template <bool HasState, bool Decays>
 int64_t adamw_sse(int64_t e, int64_t n, const AdamwConstants &c, float *__restrict p, const float *__restrict g,
                   float *__restrict m, float *__restrict v) {
-    return adamw_lanes<SseLanes, HasState, Decays>(e, n, c, p, g, m, v);
+    const __m128 keep = _mm_set1_ps(c.decay), b1 = _mm_set1_ps(c.beta1), omb1 = _mm_set1_ps(c.one_minus_beta1),
+                 b2 = _mm_set1_ps(c.beta2), omb2 = _mm_set1_ps(c.one_minus_beta2),
+                 root = _mm_set1_ps(c.root_bias_correction2), eps = _mm_set1_ps(c.eps), step = _mm_set1_ps(c.step_size);
+    for (; e + 4 <= n; e += 4) {
+        const __m128 pv = _mm_loadu_ps(p + e), gv = _mm_loadu_ps(g + e);
+        const __m128 m0 = HasState ? _mm_loadu_ps(m + e) : _mm_setzero_ps();
+        const __m128 v0 = HasState ? _mm_loadu_ps(v + e) : _mm_setzero_ps();
+        const __m128 decayed = Decays ? _mm_mul_ps(pv, keep) : pv;
+        const __m128 mv = _mm_add_ps(_mm_mul_ps(m0, b1), _mm_mul_ps(gv, omb1));
+        const __m128 vv = _mm_add_ps(_mm_mul_ps(v0, b2), _mm_mul_ps(_mm_mul_ps(gv, gv), omb2));
+        const __m128 denom = _mm_add_ps(_mm_div_ps(_mm_sqrt_ps(vv), root), eps);
+        _mm_storeu_ps(m + e, mv);
+        _mm_storeu_ps(v + e, vv);
+        _mm_storeu_ps(p + e, _mm_sub_ps(decayed, _mm_mul_ps(_mm_div_ps(mv, denom), step)));
+    }
+    return e;
 }
 #endif
 
