@@ -291,6 +291,16 @@ void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t cs, int6
     for (dst += c0 / nr * sliver_stride; c0 < c1; c0 += nr, dst += sliver_stride) {
         const int64_t cols = std::min(nr, nc - c0);
         if (cs == 1) {
+            // A full sliver as fixed-width copies (vector moves): a memcpy call per 64-byte run
+            // was a visible share of a weight gradient's product (docs/performance.md).
+            if (cols == 16 && nr == 16) {
+                copy_runs<16>(b + c0, rs, kc, dst);
+                continue;
+            }
+            if (cols == 32 && nr == 32) {
+                copy_runs<32>(b + c0, rs, kc, dst);
+                continue;
+            }
             for (int64_t p = 0; p < kc; ++p) {
                 std::memcpy(dst + p * nr, b + p * rs + c0, static_cast<size_t>(cols) * sizeof(float));
                 std::fill(dst + p * nr + cols, dst + (p + 1) * nr, 0.0f);
