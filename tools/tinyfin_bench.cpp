@@ -4,7 +4,8 @@
 //   tinyfin-bench [--op LIST] [--backend LIST] [--size LIST] [--repeat N] [--warmup N]
 //                 [--budget SECONDS] [--settle SECONDS] [--stat median|min] [--clock wall|cpu]
 //                 [--threads N] [--compare numpy,torch] [--python PATH] [--json | --csv] [--list]
-//   tinyfin-bench --train N | --train-gpt N [--compare torch | --autocast bf16|f16] [--threads N]
+//   tinyfin-bench --train N | --train-gpt N [--compare torch [--rounds R] | --autocast bf16|f16]
+//                 [--threads N]
 //
 // Each case runs warm-up calls, then --repeat samples, the backends' samples interleaved; a
 // sample times enough back-to-back calls to last about 10 ms, on the wall clock or (--clock cpu)
@@ -71,6 +72,9 @@ struct Options {
     int threads = 0;  // 0: TINYFIN_THREADS, else the usable cores
     int train_steps = 0;  // --train: training steps instead of the op cases
     int gpt_steps = 0;  // --train-gpt: char_gpt training steps and sampling instead
+    // --rounds: with --train/--train-gpt and --compare torch, tinyfin and tuned PyTorch this many
+    // times in turn, the ratio per round and their median (a shared host's speed drifts).
+    int rounds = 1;
     // --autocast: with --train or --train-gpt, the f32 step against the step under autocast.
     std::optional<tinyfin::DType> autocast;
     std::string python = "/usr/bin/python3";
@@ -118,6 +122,8 @@ void usage(FILE *out) {
                  "  --train-gpt N  time N steps of examples/char_gpt's default config on the fortunes corpus\n"
                  "              and 200 KV-cached sampled tokens; with --compare torch also PyTorch's, as\n"
                  "              shipped and hand-tuned (bench_gpt_torch.py)\n"
+                 "  --rounds R  with --train or --train-gpt and --compare torch: R rounds of tinyfin then\n"
+                 "              tuned PyTorch, a ratio per round and their median (default 1)\n"
                  "  --autocast D  with --train or --train-gpt: N steps in f32 and N under autocast D (bf16\n"
                  "              or f16) on twin models, alternating; median cpu time per step and the ratio\n");
 }
@@ -158,12 +164,13 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
              : arg == "--size"    ? o.sizes
                                   : o.peers) = split_list(v);
         } else if (arg == "--repeat" || arg == "--warmup" || arg == "--threads" || arg == "--train" ||
-                   arg == "--train-gpt") {
+                   arg == "--train-gpt" || arg == "--rounds") {
             if (!(v = value(arg.c_str()))) return 2;
             int *target = arg == "--repeat"      ? &o.repeat
                           : arg == "--warmup"    ? &o.warmup
                           : arg == "--train"     ? &o.train_steps
                           : arg == "--train-gpt" ? &o.gpt_steps
+                          : arg == "--rounds"    ? &o.rounds
                                                  : &o.threads;
             if (!parse_int(v, arg == "--warmup" ? 0 : 1, 100000, target)) {
                 std::fprintf(stderr, "tinyfin-bench: %s wants a positive integer, got '%s'\n", arg.c_str(), v);
@@ -211,6 +218,11 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
     }
     if (o.autocast && o.train_steps == 0 && o.gpt_steps == 0) {
         std::fprintf(stderr, "tinyfin-bench: --autocast compares training steps; add --train N or --train-gpt N\n");
+        return 2;
+    }
+    if (o.rounds > 1 && (!o.peers.count("torch") || (o.train_steps == 0 && o.gpt_steps == 0))) {
+        std::fprintf(stderr, "tinyfin-bench: --rounds repeats a training comparison; add --train N or --train-gpt N "
+                             "and --compare torch\n");
         return 2;
     }
     if (o.autocast && !o.peers.empty()) {
@@ -787,6 +799,26 @@ double run_torch_train(const Options &o, int threads, int steps, bool tuned) {
 // PyTorch's char_gpt (bench_gpt_torch.py): training tokens/s of `steps` timed steps and its
 // KV-cached sampling under no_grad, as shipped or hand-tuned (OpenBLAS on 1 thread, malloc
 // tunables). Returns {train tokens/s, sample tokens/s}, NaN when it did not run.
+// The per-round ratios of --rounds and their median: "<what>: median 1.52 over 5 rounds (1.31 ...
+// 1.88)"; rounds whose peer gave no result (NaN) are left out and counted.
+void print_rounds(const char *what, const std::vector<double> &all) {
+    std::vector<double> ratios;
+    for (double r : all)
+        if (!std::isnan(r)) ratios.push_back(r);
+    const size_t n = ratios.size(), missing = all.size() - n;
+    if (n == 0) {
+        std::printf("%s: no result in %zu rounds\n", what, all.size());
+        return;
+    }
+    std::sort(ratios.begin(), ratios.end());
+    const double median = n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+    std::printf("%s: median %.2f over %zu rounds (", what, median, n);
+    for (size_t i = 0; i < n; ++i) std::printf("%s%.2f", i ? " " : "", ratios[i]);
+    std::printf(")");
+    if (missing) std::printf(", %zu more without a result", missing);
+    std::printf("\n");
+}
+
 std::pair<double, double> run_torch_gpt(const Options &o, int threads, int steps, bool tuned) {
     const char *config = tuned ? "tuned" : "default";
     std::vector<std::string> args = {helper_script("bench_gpt_torch.py"),
@@ -1168,14 +1200,29 @@ int main(int argc, char **argv) {
     }
     if (o.gpt_steps > 0) {
         try {
-            const tfbench::GptRates ours = tfbench::run_train_gpt(o.gpt_steps);
+            tfbench::GptRates ours = tfbench::run_train_gpt(o.gpt_steps);
             if (o.peers.count("torch")) {
                 const auto shipped = run_torch_gpt(o, m.threads, o.gpt_steps, false);
-                const auto tuned = run_torch_gpt(o, m.threads, o.gpt_steps, true);
+                auto tuned = run_torch_gpt(o, m.threads, o.gpt_steps, true);
                 std::printf("tokens/s ratio tinyfin / torch (above 1: tinyfin faster): training %.2f vs as shipped, "
                             "%.2f vs tuned; KV-cached sampling %.2f vs as shipped, %.2f vs tuned\n",
                             ours.train_tokens_per_s / shipped.first, ours.train_tokens_per_s / tuned.first,
                             ours.sample_tokens_per_s / shipped.second, ours.sample_tokens_per_s / tuned.second);
+                std::vector<double> train{ours.train_tokens_per_s / tuned.first},
+                    sample{ours.sample_tokens_per_s / tuned.second};
+                for (int r = 2; r <= o.rounds; ++r) {
+                    ours = tfbench::run_train_gpt(o.gpt_steps);
+                    tuned = run_torch_gpt(o, m.threads, o.gpt_steps, true);
+                    train.push_back(ours.train_tokens_per_s / tuned.first);
+                    sample.push_back(ours.sample_tokens_per_s / tuned.second);
+                    std::printf("round %d: tokens/s ratio tinyfin / torch tuned: training %.2f; KV-cached sampling "
+                                "%.2f\n",
+                                r, train.back(), sample.back());
+                }
+                if (o.rounds > 1) {
+                    print_rounds("training tokens/s ratio vs torch tuned", train);
+                    print_rounds("KV-cached sampling tokens/s ratio vs torch tuned", sample);
+                }
             }
             return 0;
         } catch (const std::exception &e) {
@@ -1185,13 +1232,21 @@ int main(int argc, char **argv) {
     }
     if (o.train_steps > 0) {
         try {
-            const double ours = tfbench::run_train(o.train_steps, 64);
+            double ours = tfbench::run_train(o.train_steps, 64);
             if (o.peers.count("torch")) {
                 const double shipped = run_torch_train(o, m.threads, o.train_steps, false);
-                const double tuned = run_torch_train(o, m.threads, o.train_steps, true);
+                double tuned = run_torch_train(o, m.threads, o.train_steps, true);
                 std::printf(
                     "images/s ratio tinyfin / torch (above 1: tinyfin faster): %.2f vs as shipped, %.2f vs tuned\n",
                     ours / shipped, ours / tuned);
+                std::vector<double> ratios{ours / tuned};
+                for (int r = 2; r <= o.rounds; ++r) {
+                    ours = tfbench::run_train(o.train_steps, 64);
+                    tuned = run_torch_train(o, m.threads, o.train_steps, true);
+                    ratios.push_back(ours / tuned);
+                    std::printf("round %d: images/s ratio tinyfin / torch tuned: %.2f\n", r, ratios.back());
+                }
+                if (o.rounds > 1) print_rounds("images/s ratio vs torch tuned", ratios);
             }
             return 0;
         } catch (const std::exception &e) {

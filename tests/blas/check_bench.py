@@ -41,7 +41,8 @@ assert doc["statistic"] == "min" and doc["clock"] == "cpu", doc
 assert all(r["min_ns"] > 0 for r in doc["results"]), doc["results"]
 
 for bad in (["--repeat", "0"], ["--bogus"], ["--compare", "matlab"], ["--op"], ["--clock", "sundial"],
-            ["--stat", "mean"], ["--budget", "0"], ["--settle", "-1"]):
+            ["--stat", "mean"], ["--budget", "0"], ["--settle", "-1"], ["--rounds", "0"], ["--rounds", "2"],
+            ["--train-gpt", "1", "--rounds", "2"]):
     run(*bad, code=2)
 
 # A torch that cannot be imported: the peers say how to install it, numpy still runs.
@@ -55,4 +56,9 @@ with tempfile.TemporaryDirectory() as fake:
     backends = {r["backend"] for r in doc["results"]}
     assert ("numpy" in backends) == have_numpy, (backends, doc["notes"])
     assert "torch" not in backends, backends
+    # --rounds: tinyfin and the (here missing) tuned peer in turn, a line per round and the medians.
+    if os.path.isdir("/usr/share/games/fortunes"):
+        out = run("--train-gpt", "1", "--compare", "torch", "--rounds", "2", "--threads", "1", env=env)
+        assert "round 2: tokens/s ratio tinyfin / torch tuned" in out, out
+        assert "training tokens/s ratio vs torch tuned: no result in 2 rounds" in out, out
 print("tinyfin-bench ok")
