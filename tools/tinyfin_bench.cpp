@@ -796,9 +796,6 @@ double run_torch_train(const Options &o, int threads, int steps, bool tuned) {
     return rate;
 }
 
-// PyTorch's char_gpt (bench_gpt_torch.py): training tokens/s of `steps` timed steps and its
-// KV-cached sampling under no_grad, as shipped or hand-tuned (OpenBLAS on 1 thread, malloc
-// tunables). Returns {train tokens/s, sample tokens/s}, NaN when it did not run.
 // The per-round ratios of --rounds and their median: "<what>: median 1.52 over 5 rounds (1.31 ...
 // 1.88)"; rounds whose peer gave no result (NaN) are left out and counted.
 void print_rounds(const char *what, const std::vector<double> &all) {
@@ -819,6 +816,9 @@ void print_rounds(const char *what, const std::vector<double> &all) {
     std::printf("\n");
 }
 
+// PyTorch's char_gpt (bench_gpt_torch.py): training tokens/s of `steps` timed steps and its
+// KV-cached sampling under no_grad, as shipped or hand-tuned (OpenBLAS on 1 thread, malloc
+// tunables). Returns {train tokens/s, sample tokens/s}, NaN when it did not run.
 std::pair<double, double> run_torch_gpt(const Options &o, int threads, int steps, bool tuned) {
     const char *config = tuned ? "tuned" : "default";
     std::vector<std::string> args = {helper_script("bench_gpt_torch.py"),
