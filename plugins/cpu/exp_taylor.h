@@ -1,5 +1,5 @@
 // e^r near 0 by its Taylor polynomial, the core of the branch-free exp functions of vector_math.h
-// (f32, degree 7) and vector_erf.h (double, degree 11). Private to the cpu plugin.
+// (f32, degree 7) and vector_erf.h (double, degree 11; f32, degree 8). Private to the cpu plugin.
 #ifndef TINYFIN_CPU_EXP_TAYLOR_H
 #define TINYFIN_CPU_EXP_TAYLOR_H
 

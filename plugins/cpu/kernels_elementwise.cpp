@@ -10,11 +10,12 @@
 //  - maximum / minimum: a NaN operand gives NaN; -0 < +0 (IEEE 754-2019 maximum, minimum).
 //  - relu_backward(dy, x): x <= 0 ? 0 : dy, so a NaN x passes dy (torch's threshold_backward).
 //  - gelu_backward(dy, x): dy (Phi(x) + x phi(x)) in double, rounded once (dense f32: the
-//    vector_erf.h form, one exp per element).
+//    vector_erf.h form in f32 lanes, one exp per element, within 2^-21 of the terms' size).
 //  - Float math other than + - * / (pow, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu,
 //    gelu_tanh, silu, square, erf) is computed in double from the exact input and rounded once
-//    to the output dtype (dense f32 gelu and erf: kernels_erf.cpp's polynomial forms, within
-//    half an ulp plus 3e-11 relative of that). sigmoid, silu, gelu and gelu_tanh use forms without cancellation or
+//    to the output dtype (dense f32 erf: kernels_erf.cpp's polynomial form, within half an ulp
+//    plus 3e-11 relative of that; dense f32 gelu: the same form in f32 lanes, within 8 ulp).
+//    sigmoid, silu, gelu and gelu_tanh use forms without cancellation or
 //    overflow for large |x|; at -inf silu, gelu and gelu_tanh give their limit -0 where the
 //    formulas give -inf * 0 = NaN.
 //  - clamp is min(max(x, min), max): NaN stays NaN, an infinite (or NaN) bound is open, min > max

@@ -2,17 +2,24 @@
 // over a row vectorize.
 // Private to the cpu plugin; tests/kernels/test_vector_erf.cpp compiles it too.
 //
-// Both are evaluated in double from the f32 input and rounded once to f32, as the plugin's other
-// transcendental functions are, so their results differ from the correctly rounded value by at
-// most one ulp (and rarely at all): erfc(z) for 0 <= z <= 12 is t P(s) e^(-z^2) with
-// t = 1 / (1 + z/2), s = (7t - 4) / 3 and P of degree 13 (tools/fit_erfc.py derives P; relative
-// error below 3e-11 on [0, 12]); e^y by its degree-11 Taylor polynomial around the nearest
-// multiple of ln 2 (relative error below 1e-14). Beyond z = 12 erfc is below 1.4e-64, far
-// under f32's smallest subnormal even after gelu's factor x, so it is taken as 0 there.
+// erf and exp (the erf and exp ops) are evaluated in double from the f32 input and rounded once
+// to f32, as the plugin's other transcendental functions are, so their results differ from the
+// correctly rounded value by at most one ulp (and rarely at all): erfc(z) for 0 <= z <= 12 is
+// t P(s) e^(-z^2) with t = 1 / (1 + z/2), s = (7t - 4) / 3 and P of degree 13 (tools/fit_erfc.py
+// derives P; relative error below 3e-11 on [0, 12]); e^y by its degree-11 Taylor polynomial
+// around the nearest multiple of ln 2 (relative error below 1e-14). Beyond z = 12 erfc is below
+// 1.4e-64, far under f32's smallest subnormal, so it is taken as 0 there.
 // erf(z) is its Taylor series below |z| = 0.5 (where 1 - erfc(z) would lose relative accuracy)
-// and 1 - erfc(|z|) with z's sign above. gelu(x) = x Phi(x) with Phi(x) = erfc(-x/sqrt 2) / 2
-// written as x Q(|x|) for x < 0 and x (1 - Q(x)) above, Q(z) = erfc(z / sqrt 2) / 2: no
-// cancellation for large negative x. NaN stays NaN; erf(+-inf) = +-1; gelu(-inf) = -0.
+// and 1 - erfc(|z|) with z's sign above. NaN stays NaN; erf(+-inf) = +-1.
+//
+// gelu and gelu_backward, the transformer MLP's hot pair, run in f32 lanes (twice the lanes of
+// double, a polynomial of degree 10 instead of 13; docs/performance.md): the same erfc form on
+// [0, 10.5] with its own degree-10 fit (tools/fit_erfc.py --f32, relative error 2e-8), and
+// e^(-x^2/2) with x^2 split exactly into two floats and the power of two applied in two halves,
+// so that no intermediate underflows before the result does. Within 8 ulp of x Phi(x) over the
+// f32 range (tests/kernels/test_vector_erf.cpp measures the worst case), relative accuracy kept
+// for large negative x where 0.5 x (1 + erf(x / sqrt 2)) would cancel. gelu(x) = x Phi(x) with
+// Phi(x) = Q(|x|) for x < 0 and 1 - Q(x) above, Q(a) = erfc(a / sqrt 2) / 2; gelu(-inf) = -0.
 #ifndef TINYFIN_CPU_VECTOR_ERF_H
 #define TINYFIN_CPU_VECTOR_ERF_H
 
@@ -21,6 +28,7 @@
 #include <cstdint>
 
 #include "exp_taylor.h"
+#include "vector_math.h"  // select for f32 lanes
 
 namespace tf_cpu::vec {
 
@@ -104,33 +112,76 @@ namespace tf_cpu::vec {
     return static_cast<float>(select(a < 0.5, small, large));
 }
 
-[[gnu::always_inline]] inline float gelu(float x) {
-    constexpr double inv_sqrt2 = 0.70710678118654752;
-    const double xd = x;
-    const double z = std::fabs(xd) * inv_sqrt2;
-    const double e = erfc_bounded(z);
-    const double q = select(z > 12, 0.0, 0.5 * e);  // NaN passes
-    const double p = 1 - q;
-    const double y = xd * select(xd < 0, q, p);
-    // Below x = -16.9 the value is below 1e-63: -0 (also for -inf, where y is -inf * q).
-    return static_cast<float>(select((xd < 0) & (z > 12), -0.0, y));
+// erfc(w) e^(w^2) for 0 <= w <= 10.5 in f32 (NaN gives NaN).
+[[gnu::always_inline]] inline float erfc_scaled_f32(float w) {
+    // tools/fit_erfc.py --f32, constant term first.
+    constexpr float c[] = {
+        0.569408715f,    0.327187896f,    0.103520989f,    0.00630842429f,  -0.00632728171f, -0.000674869108f,
+        0.000624954992f, 9.80038294e-06f, -7.0867638e-05f, 6.55303074e-06f, 5.67081133e-06f,
+    };
+    constexpr float t0 = 1 / (1 + 10.5f / 2);
+    const float t = 1 / (1 + 0.5f * w);
+    const float s = t * (2 / (1 - t0)) - (1 + t0) / (1 - t0);
+    float p = c[10];
+    for (int i = 9; i >= 0; --i) p = p * s + c[i];
+    return t * p;
 }
 
-// gelu's gradient dy (Phi(x) + x phi(x)) in double, rounded once: Phi as in gelu above and
-// phi(x) = e^(-x^2/2) / sqrt(2 pi) from the same exponential as erfc's (one exp per element).
-// Beyond |x| = 16.9 phi is below 1e-62 and taken as 0, so Phi + x phi is 0 or 1 there and NaN
-// at +-inf (inf * 0), the formula's value; NaN stays NaN.
+// e^(-x^2/2) for 0 <= x <= 14.85 as m 2^n1 2^n2: m in [0.7, 1.5], n1 and n2 >= -80, so that
+// the caller applies the powers of two last and only its final product can underflow.
+struct HalfGaussian {
+    float m, scale1, scale2;
+};
+[[gnu::always_inline]] inline HalfGaussian exp_neg_half_square(float x) {
+    // x^2 = hi + lo exactly enough: hi from x's top 12 bits squares exactly, lo = x^2 - hi to a
+    // rounding of lo's own size (x^2/2 is up to 110, so rounding x^2 itself would cost ~1e-5).
+    const float xh = std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0xfffff000u);
+    const float xl = x - xh;
+    const float hi = xh * xh, lo = (2 * xh + xl) * xl;
+    const float y = -0.5f * hi;
+    constexpr float log2e = 1.44269504f, round_magic = 0x1.8p23f;  // adding it rounds to an integer
+    constexpr float ln2_hi = 0x1.62e4p-1f;  // 16 bits: n * ln2_hi is exact
+    constexpr float ln2_lo = 1.42860682e-06f;  // ln 2 - ln2_hi
+    const float k = y * log2e + round_magic;
+    const float n = k - round_magic;
+    const float r = ((y - n * ln2_hi) - n * ln2_lo) - 0.5f * lo;  // |r| <= ln2 / 2 + 0.05
+    const float m = exp_taylor<8>(r);
+    // k's low mantissa bits hold n (two's complement after the subtraction).
+    const int32_t ni = std::bit_cast<int32_t>(k) - std::bit_cast<int32_t>(round_magic);
+    const int32_t n1 = ni >> 1, n2 = ni - n1;
+    return {m, std::bit_cast<float>((n1 + 127) << 23), std::bit_cast<float>((n2 + 127) << 23)};
+}
+
+// Beyond |x| = 14.85 gelu(x) is -0 or x in f32 and Phi + x phi is 0 or 1 (below 1e-46).
+constexpr float k_gelu_far = 14.85f;
+
+[[gnu::always_inline]] inline float gelu(float x) {
+    constexpr float inv_sqrt2 = 0.707106781f;
+    const float a0 = std::fabs(x);
+    const bool far = a0 > k_gelu_far;  // false for NaN, which passes through
+    const float a = select(far, k_gelu_far, a0);
+    const HalfGaussian e = exp_neg_half_square(a);
+    const float q = ((x * (0.5f * erfc_scaled_f32(a * inv_sqrt2) * e.m)) * e.scale1) * e.scale2;  // x Q(|x|)
+    const float y = select(x < 0, q, x - q);
+    return select(far, select(x < 0, -0.0f, x), y);
+}
+
+// gelu's gradient dy (Phi(x) + x phi(x)) with phi(x) = e^(-x^2/2) / sqrt(2 pi) from the same
+// exponential as Q's. Within a few 1e-7 of |dy| (1 + |x| phi(x)), the terms' size: relative
+// accuracy is lost only near x = -0.75, where Phi + x phi crosses 0. +-inf give NaN (inf * 0, the
+// formula's value); NaN stays NaN.
 [[gnu::always_inline]] inline float gelu_backward(float dy, float x) {
-    constexpr double inv_sqrt2 = 0.70710678118654752;
-    constexpr double inv_sqrt_2pi = 0.39894228040143268;
-    const double xd = x;
-    const double z = std::fabs(xd) * inv_sqrt2;
-    const double e = exp_bounded(-z * z);
-    const bool far = z > 12;
-    const double q = select(far, 0.0, 0.5 * (erfc_scaled_bounded(z) * e));  // NaN passes
-    const double pdf = select(far, 0.0, inv_sqrt_2pi * e);
-    const double cdf = select(xd < 0, q, 1 - q);
-    return static_cast<float>(static_cast<double>(dy) * (cdf + xd * pdf));
+    constexpr float inv_sqrt2 = 0.707106781f, inv_sqrt_2pi = 0.398942280f;
+    const float a0 = std::fabs(x);
+    const bool far = a0 > k_gelu_far;
+    const float a = select(far, k_gelu_far, a0);
+    const HalfGaussian e = exp_neg_half_square(a);
+    const float qm = 0.5f * erfc_scaled_f32(a * inv_sqrt2) * e.m;
+    const float v = x * (inv_sqrt_2pi * e.m) + select(x < 0, qm, -qm);  // (Phi + x phi) / 2^n, or that minus 1
+    const float below = ((dy * v) * e.scale1) * e.scale2;
+    const float above = dy * (1 + (v * e.scale1) * e.scale2);  // not dy + dy (...): inf - inf
+    const float far_value = dy * (select(x < 0, 0.0f, 1.0f) + x * 0.0f);  // x * 0: NaN at +-inf
+    return select(far, far_value, select(x < 0, below, above));
 }
 
 }  // namespace tf_cpu::vec

@@ -48,7 +48,7 @@ uint64_t cpu_ops() {
 
 }  // namespace
 
-TEST_CASE("gelu_backward: f32 within an ulp of long double, close to the composed ops") {
+TEST_CASE("gelu_backward: f32 within an ulp or 2^-21 of the terms' size of long double, close to the composed ops") {
     const int64_t n = 4099;
     const F dyv = spread(n, -2, 2, 0.3), xv = spread(n, -9, 9, 1.1);
     const Tensor dy = from_vector(dyv, {n}), x = from_vector(xv, {n});
@@ -57,9 +57,10 @@ TEST_CASE("gelu_backward: f32 within an ulp of long double, close to the compose
     int far_from_reference = 0, far_from_composed = 0;
     for (std::size_t i = 0; i < got.size(); ++i) {
         const double want = reference(dyv[i], xv[i]);
-        // The terms' size: where Phi and x phi cancel (x near -0.75) the error is relative to it.
+        // The terms' size: the cpu kernel's f32 lanes are accurate relative to it, and where Phi
+        // and x phi cancel (x near -0.75) only relative to it.
         const double size = std::fabs(dyv[i]) * (1 + std::fabs(xv[i]));
-        far_from_reference += std::fabs(got[i] - want) > std::max(std::ldexp(std::fabs(want), -23), size * 1e-10);
+        far_from_reference += std::fabs(got[i] - want) > std::max(std::ldexp(std::fabs(want), -23), size * 0x1p-21);
         // The composition rounds to f32 after every op: a few ulp of the terms' size.
         far_from_composed += std::fabs(got[i] - old[i]) > 1e-6 * size;
     }

@@ -714,9 +714,16 @@ TEST_CASE("gelu_backward: float dtypes against <cmath>, strided and broadcast op
         TensorDesc dy = make(dt, {n}, dys), x = make(dt, {n}, xs), out = make(dt, {n});
         run_ok(TF_OP_GELU_BACKWARD, {&dy, &x}, out);
         const std::vector<double> dyq = get(dy), xq = get(x);  // the inputs as the dtype holds them
-        std::vector<double> want;
-        for (int64_t i = 0; i < n; ++i) want.push_back(gelu_grad_reference(dyq[i], xq[i]));
-        check_close(out, want);
+        // Within the dtype's tolerance, or 2^-21 of the terms' size |dy| (1 + |x| phi(x)) (the f32
+        // lanes' accuracy; near x = -0.75 Phi and x phi cancel).
+        const std::vector<double> got = get(out);
+        for (int64_t i = 0; i < n; ++i) {
+            INFO("x = ", xq[i]);
+            const double want = gelu_grad_reference(dyq[i], xq[i]);
+            const double terms =
+                std::fabs(dyq[i]) * (1 + std::fabs(xq[i]) * std::exp(-0.5 * xq[i] * xq[i]) / std::sqrt(2 * M_PI));
+            CHECK(std::fabs(got[i] - want) <= std::max(tolerance(dt, want), terms * 0x1p-21));
+        }
 
         // dy transposed ([[1, 2, 3], [4, 5, 6]]), x one row broadcast over both, output transposed.
         const TensorDesc dy_storage = make(dt, {3, 2}, {1, 4, 2, 5, 3, 6}), x_row = make(dt, {3}, {-1, 0.5, 2});
@@ -747,7 +754,7 @@ TEST_CASE("gelu_backward: NaN stays NaN, +-inf give NaN (inf * 0), the tails giv
     }
 }
 
-TEST_CASE("gelu_backward: dense f32 (the vector rows, threaded when large) within an ulp of <cmath>") {
+TEST_CASE("gelu_backward: dense f32 (the vector rows, threaded when large) within 2^-21 of the terms' size") {
     std::mt19937 rng(11);
     std::uniform_real_distribution<float> u(-1, 1), wide(-20, 20);
     for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{1000}, int64_t{3} << 16}) {
@@ -766,9 +773,10 @@ TEST_CASE("gelu_backward: dense f32 (the vector rows, threaded when large) withi
         int64_t bad = 0;
         for (int64_t i = 0; i < n; ++i) {
             const double want = gelu_grad_reference(dyv[i], xv[i]);
-            // One ulp of the result, or erfc's 3e-11 of the terms where they cancel (near x = -0.75).
+            // The f32 lanes' accuracy (vector_erf.h) measured against the size of the terms,
+            // |dy| (1 + |x| phi(x)): they cancel near x = -0.75.
             const double pdf = std::exp(-0.5 * xv[i] * xv[i]) / std::sqrt(2 * M_PI);
-            const double scale = std::fabs(dyv[i]) * (1 + std::fabs(xv[i]) * pdf) * 0x1p-33;
+            const double scale = std::fabs(dyv[i]) * (1 + std::fabs(xv[i]) * pdf) * 0x1p-21;
             bad += std::fabs(got[i] - want) > std::max(tolerance(TF_DTYPE_F32, want), scale);
         }
         CHECK(bad == 0);
