@@ -216,7 +216,7 @@ def memory_estimate(vocab, config, batch, training):
     params = parameter_count(vocab, context, dim, layers)
     if training:
         n = batch * context
-        activations = n * dim * (20 * layers + 4) + 2 * n * vocab + 4 * batch * heads * context * context
+        activations = n * dim * (17 * layers + 4) + 2 * n * vocab + 4 * batch * heads * context * context
         return 4 * (4 * params + activations)
     return 4 * (params + 2 * layers * context * dim + (8 * dim + 2 * vocab))
 

@@ -246,11 +246,13 @@ uint64_t training_bytes(const Config &c, int64_t batch) {
     const auto n = static_cast<uint64_t>(batch * c.context), e = static_cast<uint64_t>(c.dim);
     const auto t = static_cast<uint64_t>(c.context), h = static_cast<uint64_t>(c.heads);
     // What autograd keeps per block, in [N, E] units: the input, ln1's output, qkv (3), the
-    // attention output and its row-major copy, the projection, the residual, ln2's output, fc
-    // (4) and gelu (4) outputs, fc2's output and the second residual: 20. Embeddings: token,
-    // sum; final norm input/output: 4. Logits, their log-softmax: 2 N V. The attention backward
-    // holds a few [B, H, T, T] score tensors of one block at a time: 4.
-    uint64_t activations = n * e * (20 * static_cast<uint64_t>(c.layers) + 4) + 2 * n * static_cast<uint64_t>(c.vocab) +
+    // attention output and its row-major copy, the residual, ln2's output, fc (4) and gelu (4)
+    // outputs: 17 (the projection, fc2's output and the second residual are not kept).
+    // Embeddings: token, sum; final norm input/output: 4. Logits, their log-softmax: 2 N V. The
+    // attention backward of one block at a time composed of ordinary ops (the GPU backends)
+    // holds a few [B, H, T, T] score tensors: 4 (the cpu plugin's fused kernel tiles them, so
+    // there the estimate is high by as much).
+    uint64_t activations = n * e * (17 * static_cast<uint64_t>(c.layers) + 4) + 2 * n * static_cast<uint64_t>(c.vocab) +
                            4 * static_cast<uint64_t>(batch) * h * t * t;
     // Parameters, gradients, AdamW's exp_avg and exp_avg_sq.
     return 4 * (4 * params + activations);
