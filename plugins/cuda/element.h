@@ -134,6 +134,19 @@ TF_CUDA_HD I unary_int(uint32_t op, I x, int64_t lo, int64_t hi) {
 
 // ---- Binary ops and comparisons -----------------------------------------------------------------
 
+// gelu's gradient dy (Phi(x) + x phi(x)) in f32: Phi through erfc (no cancellation for large
+// negative x) and e^(-x^2/2) with x^2's rounding error folded back in (rounding it alone would
+// cost up to 1e-5 relative in the tail), |x| capped at 16 (phi is 0 in f32 beyond 14.2) so x^2
+// cannot overflow. x = +-inf gives NaN (inf * 0), the formula's value; NaN stays NaN.
+TF_CUDA_HD float gelu_backward_of(float dy, float x) {
+    const float a = fminf(fabsf(x), 16.f);  // fminf(NaN, 16) is 16: NaN passes through x below
+    const float hi = a * a, lo = fmaf(a, a, -hi);  // a^2 = hi + lo exactly
+    const float e = expf(-0.5f * hi);
+    const float pdf = 0.398942280f * (e - e * (0.5f * lo));
+    const float cdf = 0.5f * erfcf(-x * 0.70710678118654752f);
+    return dy * (cdf + x * pdf);
+}
+
 // Integer div and pow are never sent (their bad operands are errors only the cpu plugin reports).
 template <class C>
 TF_CUDA_HD C binary_op(uint32_t op, C a, C b) {
@@ -158,8 +171,44 @@ TF_CUDA_HD C binary_op(uint32_t op, C a, C b) {
         case TF_OP_MAXIMUM: return maximum_of(a, b);
         case TF_OP_MINIMUM: return minimum_of(a, b);
         case TF_OP_RELU_BACKWARD: return b <= C(0) ? C(0) : a;  // a = dy, b = x; NaN x passes dy
+        case TF_OP_GELU_BACKWARD: return static_cast<C>(gelu_backward_of(static_cast<float>(a), static_cast<float>(b)));
         default: return a;
         }
+    }
+}
+
+// The UNARY and BINARY ops unary_float, unary_int and binary_op compute; ops.cpp claims no other
+// op of those kinds, so an op added to ops.def is left to the core's fallback until it is added
+// here (their `default:` cases would otherwise return an operand unchanged).
+TF_CUDA_HD constexpr bool implements_elementwise(uint32_t op) {
+    switch (op) {
+    case TF_OP_NEG:
+    case TF_OP_EXP:
+    case TF_OP_RELU:
+    case TF_OP_ABS:
+    case TF_OP_LOG:
+    case TF_OP_SQRT:
+    case TF_OP_RSQRT:
+    case TF_OP_SIN:
+    case TF_OP_COS:
+    case TF_OP_TANH:
+    case TF_OP_SIGMOID:
+    case TF_OP_GELU:
+    case TF_OP_GELU_TANH:
+    case TF_OP_SILU:
+    case TF_OP_SQUARE:
+    case TF_OP_ERF:
+    case TF_OP_CLAMP:
+    case TF_OP_ADD:
+    case TF_OP_SUB:
+    case TF_OP_MUL:
+    case TF_OP_DIV:
+    case TF_OP_POW:
+    case TF_OP_MAXIMUM:
+    case TF_OP_MINIMUM:
+    case TF_OP_RELU_BACKWARD:
+    case TF_OP_GELU_BACKWARD: return true;
+    default: return false;
     }
 }
 

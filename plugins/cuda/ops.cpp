@@ -92,9 +92,9 @@ bool dtypes_supported(const Device &device, const tf_op_desc &op, OpKind kind) {
     case TF_OP_LAYER_NORM: return all_share(3);
     case TF_OP_ATTENTION: return all_share(is_absent(in[3]) ? 3 : 4);  // the mask may be absent
     default:
-        // The other kinds (the kind's rule above) and one_hot; the optimizer ops: check_own
-        // (dense f32 operands only).
-        return true;
+        // UNARY and BINARY: the ops element.h computes. The other kinds (the kind's rule above)
+        // and one_hot; the optimizer ops: check_own (dense f32 operands only).
+        return (kind != OpKind::UNARY && kind != OpKind::BINARY) || implements_elementwise(op.op);
     }
 }
 

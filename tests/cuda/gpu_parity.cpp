@@ -185,7 +185,13 @@ void elementwise_cases() {
         }
         add_case(std::string("gelu ") + short_name(dt), tol_for(dt) * 100, [=](const Device &d) -> std::vector<Tensor> {
             Tensor x = input(d, {200}, 7, dt, -8, 8);
-            return {gelu(x), gelu(x, true)};
+            x.requires_grad_();
+            // gelu_backward is the gradient's op (the MLP's backward) and a public op of its own.
+            std::vector<Tensor> out = {gelu(x), gelu(x, true),
+                                       gelu_backward(input(d, {200}, 77, dt, -2, 2), x.detach())};
+            if (dt != DType::f32) return out;
+            for (const Tensor &g : with_grads(gelu(x), {x}, 78)) out.push_back(g);
+            return out;
         });
         add_case(std::string("clamp ") + short_name(dt), tol_for(dt), [=](const Device &d) -> std::vector<Tensor> {
             Tensor x = input(d, {50}, 8, dt, -3, 3);
@@ -412,19 +418,25 @@ void nn_cases() {
                  });
     }
     for (DType dt : {DType::f32, DType::f16, DType::bf16})
-        add_case(std::string("attention ") + short_name(dt), tol_for(dt) * 10,
-                 [=](const Device &d) -> std::vector<Tensor> {
-                     Tensor q = input(d, {2, 3, 5, 8}, 70, dt), k = input(d, {2, 3, 7, 8}, 71, dt);
-                     Tensor v = input(d, {2, 1, 7, 6}, 72, dt), mask = input(d, {5, 7}, 73, dt, -1, 0);
-                     q.requires_grad_();
-                     k.requires_grad_();
-                     v.requires_grad_();
-                     Tensor y =
-                         add(scaled_dot_product_attention(q, k, v, mask),
-                             scaled_dot_product_attention(q, k.slice(2, 0, 5), v.slice(2, 0, 5), Tensor(), true, 0.5));
-                     if (dt != DType::f32) return {y};
-                     return with_grads(y, {q, k, v}, 74);
-                 });
+        add_case(
+            std::string("attention ") + short_name(dt), tol_for(dt) * 10, [=](const Device &d) -> std::vector<Tensor> {
+                Tensor q = input(d, {2, 3, 5, 8}, 70, dt), k = input(d, {2, 3, 7, 8}, 71, dt);
+                Tensor v = input(d, {2, 1, 7, 6}, 72, dt), mask = input(d, {5, 7}, 73, dt, -1, 0);
+                q.requires_grad_();
+                k.requires_grad_();
+                v.requires_grad_();
+                Tensor y =
+                    add(scaled_dot_product_attention(q, k, v, mask),
+                        scaled_dot_product_attention(q, k.slice(2, 0, 5), v.slice(2, 0, 5), Tensor(), true, 0.5));
+                // KV-cached decoding: fewer queries than keys, the causal mask aligned
+                // bottom-right (one new token, then three).
+                const std::vector<Tensor> cached = {
+                    scaled_dot_product_attention(q.detach().slice(2, 4, 5), k.detach(), v.detach(), Tensor(), true),
+                    scaled_dot_product_attention(q.detach().slice(2, 2, 5), k.detach(), v.detach(), Tensor(), true)};
+                std::vector<Tensor> out = dt != DType::f32 ? std::vector<Tensor>{y} : with_grads(y, {q, k, v}, 74);
+                out.insert(out.end(), cached.begin(), cached.end());
+                return out;
+            });
     for (DType dt : {DType::i32, DType::i64, DType::boolean})
         add_case(std::string("embedding of ") + short_name(dt) + " rows", 0,
                  [=](const Device &d) -> std::vector<Tensor> {

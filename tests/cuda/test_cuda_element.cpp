@@ -6,6 +6,7 @@
 // TF_CPU_PLUGIN names the cpu plugin's file.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include <dlfcn.h>
+
+#include <tinyfin/plugin_kit/ops.hpp>
 
 #include "element.h"
 
@@ -202,6 +205,25 @@ const uint32_t float_unary[] = {TF_OP_NEG,       TF_OP_EXP,  TF_OP_RELU,   TF_OP
                                 TF_OP_RSQRT,     TF_OP_SIN,  TF_OP_COS,    TF_OP_TANH, TF_OP_SIGMOID, TF_OP_GELU,
                                 TF_OP_GELU_TANH, TF_OP_SILU, TF_OP_SQUARE, TF_OP_ERF};
 
+const uint32_t float_binary[] = {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL,           TF_OP_MAXIMUM,      TF_OP_MINIMUM,
+                                 TF_OP_DIV, TF_OP_POW, TF_OP_RELU_BACKWARD, TF_OP_GELU_BACKWARD};
+
+// gelu_backward(dy, x) against cpu's: both are f32 evaluations, accurate to the size of the
+// terms |dy| (1 + |x| phi(x)), not to the result, which crosses 0 near x = -0.75 (docs/numerics.md).
+void check_gelu_backward(const Array &got, const Array &want, const Array &dy, const Array &x) {
+    const double unit = got.dtype == TF_DTYPE_F32 ? 0x1p-20 : got.dtype == TF_DTYPE_F16 ? 0x1p-10 : 0x1p-7;
+    for (size_t i = 0; i < want.n; ++i) {
+        const double g = as_double(got, i), w = as_double(want, i), d = as_double(dy, i), v = as_double(x, i);
+        INFO("gelu_backward dtype ", got.dtype, " element ", i, ": dy ", d, ", x ", v, ": ", g, " vs ", w);
+        if (std::isnan(w) || std::isnan(g) || std::isinf(w) || std::isinf(g)) {
+            CHECK((std::isnan(g) == std::isnan(w) && (std::isnan(w) || g == w)));
+            continue;
+        }
+        const double terms = std::fabs(d) * (1 + std::fabs(v) * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI));
+        CHECK(std::fabs(g - w) <= unit * terms + 1e-40);
+    }
+}
+
 bool exact_float_op(uint32_t op) {
     return op == TF_OP_NEG || op == TF_OP_RELU || op == TF_OP_ABS || op == TF_OP_SQUARE || op == TF_OP_CLAMP ||
            op == TF_OP_ADD || op == TF_OP_SUB || op == TF_OP_MUL || op == TF_OP_DIV || op == TF_OP_MAXIMUM ||
@@ -281,12 +303,10 @@ void binary_dtype(int32_t dtype, bool is_float) {
     Array a(dtype, n), b(dtype, n);
     pairs_of<T>(v, a, b);
     std::vector<uint32_t> ops;
-    if (dtype != TF_DTYPE_BOOL)
+    if (is_float)
+        ops.assign(std::begin(float_binary), std::end(float_binary));
+    else if (dtype != TF_DTYPE_BOOL)
         ops = {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL, TF_OP_MAXIMUM, TF_OP_MINIMUM, TF_OP_RELU_BACKWARD};
-    if (is_float) {
-        ops.push_back(TF_OP_DIV);
-        ops.push_back(TF_OP_POW);
-    }
     for (uint32_t op : ops) {
         Array want(dtype, n), got(dtype, n);
         run_cpu(op, {&a, &b}, want);
@@ -295,7 +315,9 @@ void binary_dtype(int32_t dtype, bool is_float) {
                 Num<T>::store(binary_op(op, Num<T>::load(load_as<T>(a.at(i))), Num<T>::load(load_as<T>(b.at(i)))));
             std::memcpy(got.at(i), &r, sizeof r);
         }
-        if (is_float)
+        if (op == TF_OP_GELU_BACKWARD)
+            check_gelu_backward(got, want, a, b);
+        else if (is_float)
             check_floats(got, want, exact_float_op(op) ? 0 : 4, "binary op " + std::to_string(op));
         else
             check_bytes(got, want, "int binary op " + std::to_string(op));
@@ -362,4 +384,26 @@ TEST_CASE("element: fill values against cpu") {
             std::memcpy(got.at(0), &bits, size_of(dtype));
             check_converted(got, want, "fill " + std::to_string(value) + " dtype " + std::to_string(dtype));
         }
+}
+
+TEST_CASE("element: the UNARY and BINARY ops element.h claims are the ones checked here") {
+    // ops.cpp claims a UNARY or BINARY op only where implements_elementwise says element.h
+    // computes it; each of those must be among the ops this file compares with cpu.
+    std::vector<uint32_t> checked(std::begin(float_unary), std::end(float_unary));
+    checked.insert(checked.end(), std::begin(float_binary), std::end(float_binary));
+    checked.push_back(TF_OP_CLAMP);
+    int claimed = 0;
+    for (uint32_t op = 0; op < 1024; ++op) {
+        tf_kit::OpRule rule{};
+        if (!tf_kit::find_op_rule(op, &rule) ||
+            (rule.kind != tf_kit::OpKind::UNARY && rule.kind != tf_kit::OpKind::BINARY))
+            continue;
+        INFO("op ", rule.name);
+        if (!implements_elementwise(op)) continue;
+        ++claimed;
+        CHECK(std::find(checked.begin(), checked.end(), op) != checked.end());
+    }
+    CHECK(claimed == static_cast<int>(checked.size()));
+    CHECK(implements_elementwise(TF_OP_GELU_BACKWARD));
+    CHECK_FALSE(implements_elementwise(TF_OP_MATMUL));
 }
