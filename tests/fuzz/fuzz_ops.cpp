@@ -144,9 +144,12 @@ bool huge(const Sizes &sizes) {
 bool huge(std::initializer_list<int64_t> sizes) { return huge<std::initializer_list<int64_t>>(sizes); }
 
 // Output rows or columns of a window op, bounded from the raw parameters before the core checks
-// them.
+// them; INT64_MAX (huge) where the bound itself overflows (a view of size 2^63 - 1).
 int64_t window_extent(int64_t in, int pad, int stride) {
-    return (in + 2 * std::abs(static_cast<int64_t>(pad))) / std::max(stride, 1) + 1;
+    int64_t padded = 0;
+    if (__builtin_add_overflow(in, 2 * std::abs(static_cast<int64_t>(pad)), &padded)) return INT64_MAX;
+    const int64_t q = padded / std::max(stride, 1);
+    return q == INT64_MAX ? q : q + 1;
 }
 
 // A convolution of more than 2^24 multiply-adds (output elements times taps): a padding of 2^26
