@@ -262,10 +262,11 @@ struct View {
 
 // A size-1 axis gets stride 0: its element stride can be any value (validation bounds only the
 // strides of longer axes), and scaling a huge one to bytes would overflow. A tensor with no
-// elements may carry any strides at all (validation skips them) and is never walked, so its
-// byte strides wrap instead of overflowing.
+// elements may carry any strides and offset at all (validation skips them; a view of a
+// zero-length axis can point before its buffer) and is never walked, so its base address and
+// byte strides wrap as integers instead of overflowing as pointers.
 inline View view_of(const tf_tensor_desc &d) {
-    View v{d.data ? static_cast<char *>(d.data) + d.offset : nullptr, {}};
+    View v{d.data ? reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset) : nullptr, {}};
     const auto size = static_cast<uint64_t>(dtype_size(d.dtype));
     for (int i = 0; i < d.rank; ++i)
         v.strides[i] = d.shape[i] > 1 ? static_cast<int64_t>(static_cast<uint64_t>(d.strides[i]) * size) : 0;
