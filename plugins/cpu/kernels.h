@@ -254,6 +254,13 @@ inline tf_status dtype_status(bool known, const char *what, int32_t dtype, tf_er
 
 // ---- Strided walks ----------------------------------------------------------------------------
 
+// The address of element [0, ...] of d, by integer arithmetic: an empty tensor may carry a NULL
+// data pointer or any offset (it is never dereferenced), where the pointer addition would be
+// undefined behaviour.
+inline char *base_of(const tf_tensor_desc &d) {
+    return reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset);
+}
+
 // A tensor as a walk sees it: the address of element [0,...,0] and per-axis strides in bytes.
 struct View {
     char *base;
@@ -266,7 +273,7 @@ struct View {
 // zero-length axis can point before its buffer) and is never walked, so its base address and
 // byte strides wrap as integers instead of overflowing as pointers.
 inline View view_of(const tf_tensor_desc &d) {
-    View v{d.data ? reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset) : nullptr, {}};
+    View v{d.data ? base_of(d) : nullptr, {}};
     const auto size = static_cast<uint64_t>(dtype_size(d.dtype));
     for (int i = 0; i < d.rank; ++i)
         v.strides[i] = d.shape[i] > 1 ? static_cast<int64_t>(static_cast<uint64_t>(d.strides[i]) * size) : 0;

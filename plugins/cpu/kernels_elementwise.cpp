@@ -344,9 +344,8 @@ void binary(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_de
         const int64_t n = numel(out);
         if (n > 0 && (n < 2 * k_elementwise_grain || split_count(n, k_elementwise_grain) == 1) &&
             one_dense_row(out, a, b)) {
-            char *o = static_cast<char *>(out.data) + out.offset;
-            const char *x = static_cast<const char *>(a.data) + a.offset,
-                       *y = static_cast<const char *>(b.data) + b.offset;
+            char *o = base_of(out);
+            const char *x = base_of(a), *y = base_of(b);
             if ((reinterpret_cast<uintptr_t>(o) | reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) %
                     alignof(float) ==
                 0) {
@@ -411,9 +410,7 @@ void relu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_t
     if constexpr (std::is_same_v<T, float>) {
         if (dense_f32(out) && dense_f32(dy) && dense_f32(x)) {
             parallel_elementwise<3>({&out, &dy, &x}, [](const auto &d) {
-                const auto at = [](const tf_tensor_desc &t) {
-                    return reinterpret_cast<float *>(static_cast<char *>(t.data) + t.offset);
-                };
+                const auto at = [](const tf_tensor_desc &t) { return reinterpret_cast<float *>(base_of(t)); };
                 f32_relu_backward_row(at(*d[0]), at(*d[1]), at(*d[2]), numel(*d[0]));
             });
             return;

@@ -88,9 +88,7 @@ bool run_vector_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc 
     if (run_half_erf(op, in, out)) return true;
     if (!dense_f32(out) || !dense_f32(in)) return false;
     parallel_elementwise<2>({&out, &in}, [op](const auto &d) {
-        const auto at = [](const tf_tensor_desc &t) {
-            return reinterpret_cast<float *>(static_cast<char *>(t.data) + t.offset);
-        };
+        const auto at = [](const tf_tensor_desc &t) { return reinterpret_cast<float *>(base_of(t)); };
         f32_erf_row(op, at(*d[0]), at(*d[1]), numel(*d[0]));
     });
     return true;
@@ -100,9 +98,7 @@ bool run_vector_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x,
     if (run_half_gelu_backward(dy, x, out)) return true;
     if (!dense_f32(out) || !dense_f32(dy) || !dense_f32(x)) return false;
     parallel_elementwise<3>({&out, &dy, &x}, [](const auto &d) {
-        const auto at = [](const tf_tensor_desc &t) {
-            return reinterpret_cast<float *>(static_cast<char *>(t.data) + t.offset);
-        };
+        const auto at = [](const tf_tensor_desc &t) { return reinterpret_cast<float *>(base_of(t)); };
         f32_gelu_backward_row(at(*d[0]), at(*d[1]), at(*d[2]), numel(*d[0]));
     });
     return true;

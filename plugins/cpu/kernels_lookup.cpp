@@ -22,11 +22,6 @@ tf_status check_range(const char *name, const char *what, const std::vector<int6
     return TF_STATUS_OK;
 }
 
-// Address of element [0, ...] of d; plain integer arithmetic, so an empty tensor's NULL is fine.
-char *base_of(const tf_tensor_desc &d) {
-    return reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(d.data) + d.offset);
-}
-
 }  // namespace
 
 tf_status run_embedding(const tf_op_desc &op, tf_error *err) {

@@ -147,7 +147,7 @@ void sgd(int64_t n, const SgdConstants &c, float *p, const float *g, float *buf)
 #endif
 }
 
-float *f32_at(const tf_tensor_desc &d) { return reinterpret_cast<float *>(static_cast<char *>(d.data) + d.offset); }
+float *f32_at(const tf_tensor_desc &d) { return reinterpret_cast<float *>(base_of(d)); }
 
 }  // namespace
 

@@ -360,7 +360,7 @@ float *StagingSlot::floats(size_t floats) {
 F32Input::F32Input(const tf_tensor_desc &d) : data_(nullptr) {
     if (numel(d) == 0) return;
     if (dense_f32(d)) {
-        data_ = reinterpret_cast<const float *>(static_cast<const char *>(d.data) + d.offset);
+        data_ = reinterpret_cast<const float *>(base_of(d));
         return;
     }
     const auto count = static_cast<size_t>(numel(d));
@@ -384,7 +384,7 @@ F32Input::F32Input(const tf_tensor_desc &d) : data_(nullptr) {
 F32Output::F32Output(const tf_tensor_desc &d) : desc_(d), data_(nullptr) {
     if (numel(d) == 0) return;
     if (dense_f32(d)) {
-        data_ = reinterpret_cast<float *>(static_cast<char *>(d.data) + d.offset);
+        data_ = reinterpret_cast<float *>(base_of(d));
         return;
     }
     const auto count = static_cast<size_t>(numel(d));

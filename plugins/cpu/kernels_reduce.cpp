@@ -230,8 +230,8 @@ TF_CPU_ISA_DISPATCH(var_rows, (const float *x, int64_t len, int64_t lo, int64_t 
 bool sum_f32(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double divisor) {
     Blocks s;
     if (!as_blocks(in, out, axes_mask, s)) return false;
-    float *y = reinterpret_cast<float *>(static_cast<char *>(out.data) + out.offset);
-    sum_blocks(reinterpret_cast<const float *>(static_cast<const char *>(in.data) + in.offset), s, divisor,
+    float *y = reinterpret_cast<float *>(base_of(out));
+    sum_blocks(reinterpret_cast<const float *>(base_of(in)), s, divisor,
                [y](int64_t c, double v) { y[c] = static_cast<float>(v); });
     return true;
 }
@@ -251,7 +251,7 @@ bool sum_half(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes
     Blocks s;
     if (!as_blocks(fin, fout, axes_mask, s)) return false;
     const F32Input x(in);
-    char *y = static_cast<char *>(out.data) + out.offset;
+    char *y = base_of(out);
     Dtypes::with_float(out.dtype, [&](auto tag) {
         using Tr = Traits<decltype(tag)>;
         sum_blocks(x.data(), s, divisor, [y](int64_t c, double v) { Tr::store_wide(y + c * 2, v); });
@@ -385,8 +385,8 @@ tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t
 tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double correction,
                   tf_error *err) {
     if (Blocks s; as_blocks(in, out, axes_mask, s) && s.a == 1 && s.b > 1) {
-        const float *x = reinterpret_cast<const float *>(static_cast<const char *>(in.data) + in.offset);
-        float *y = reinterpret_cast<float *>(static_cast<char *>(out.data) + out.offset);
+        const float *x = reinterpret_cast<const float *>(base_of(in));
+        float *y = reinterpret_cast<float *>(base_of(out));
         const double divisor = std::max(static_cast<double>(s.b) - correction, 0.0);
         const int64_t tasks = std::min(s.c, split_count(s.c * s.b, int64_t{1} << 15));
         parallel_for(tasks, [&](int64_t t) { var_rows(x, s.b, s.c * t / tasks, s.c * (t + 1) / tasks, divisor, y); });
