@@ -136,8 +136,8 @@ TF_CUDA_HD I unary_int(uint32_t op, I x, int64_t lo, int64_t hi) {
 
 // gelu's gradient dy (Phi(x) + x phi(x)) in f32: Phi through erfc (no cancellation for large
 // negative x) and e^(-x^2/2) with x^2's rounding error folded back in (rounding it alone would
-// cost up to 1e-5 relative in the tail), |x| capped at 16 (phi is 0 in f32 beyond 14.2) so x^2
-// cannot overflow. x = +-inf gives NaN (inf * 0), the formula's value; NaN stays NaN.
+// cost up to 1e-5 relative in the tail), |x| capped at 16 (x phi(x) is below f32's smallest
+// subnormal beyond 14.7) so x^2 cannot overflow. x = +-inf gives NaN (inf * 0), the formula's value; NaN stays NaN.
 TF_CUDA_HD float gelu_backward_of(float dy, float x) {
     const float a = fminf(fabsf(x), 16.f);  // fminf(NaN, 16) is 16: NaN passes through x below
     const float hi = a * a, lo = fmaf(a, a, -hi);  // a^2 = hi + lo exactly
