@@ -808,8 +808,7 @@ void print_rounds(const char *what, const std::vector<double> &all) {
         return;
     }
     std::sort(ratios.begin(), ratios.end());
-    const double median = n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
-    std::printf("%s: median %.2f over %zu rounds (", what, median, n);
+    std::printf("%s: median %.2f over %zu rounds (", what, quantile(ratios, 0.5), n);
     for (size_t i = 0; i < n; ++i) std::printf("%s%.2f", i ? " " : "", ratios[i]);
     std::printf(")");
     if (missing) std::printf(", %zu more without a result", missing);
