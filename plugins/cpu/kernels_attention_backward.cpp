@@ -58,7 +58,7 @@ F32Matrix input_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, in
     if (rows == 0 || cols == 0) return {nullptr, cols, 1};
     if (d.dtype == TF_DTYPE_F32) {
         const View v = view_of(d);
-        const auto *base = reinterpret_cast<const float *>(static_cast<const char *>(d.data) + d.offset + offset);
+        const auto *base = reinterpret_cast<const float *>(v.base + offset);
         const auto size = static_cast<int64_t>(sizeof(float));
         return {base, v.strides[d.rank - 2] / size, v.strides[d.rank - 1] / size};
     }
@@ -77,7 +77,7 @@ public:
         const View v = view_of(d);
         const auto size = static_cast<int64_t>(sizeof(float));
         if (d.dtype == TF_DTYPE_F32 && (cols <= 1 || v.strides[d.rank - 1] == size)) {
-            data_ = reinterpret_cast<float *>(static_cast<char *>(d.data) + d.offset + offset);
+            data_ = reinterpret_cast<float *>(v.base + offset);
             ld_ = rows > 1 ? v.strides[d.rank - 2] / size : cols;
             return;
         }
