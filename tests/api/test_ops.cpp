@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "tinyfin/tinyfin.hpp"
 
@@ -265,7 +266,8 @@ TEST_CASE("comparisons with a scalar, both orders, against the comparison in dou
     // x OP s (tensor first) and s OP x (scalar first) for every element of x.
     auto check = [&](const Tensor &x, const std::vector<double> &values, double s, double s_in_dtype) {
         for (const Form &f : forms) {
-            CAPTURE(f.name);
+            const std::string name = f.name;
+            CAPTURE(name);
             CAPTURE(s);
             std::vector<bool> want, want_mirrored;
             for (double v : values) {
@@ -280,8 +282,9 @@ TEST_CASE("comparisons with a scalar, both orders, against the comparison in dou
         }
     };
     SUBCASE("f32: the scalar rounded to f32") {
-        const std::vector<double> v{-1, 0, 0.5, 0.25, 2, -0.0, 1e30};
-        Tensor x = from_vector(F(v.begin(), v.end()), {7});
+        const F vf{-1, 0, 0.5, 0.25, 2, -0.0f, 1e30f};
+        const std::vector<double> v(vf.begin(), vf.end());
+        Tensor x = from_vector(vf, {7});
         for (double s : {0.5, 0.0, -1.0, 2.0, 0.1, 1e30})
             check(x, v, s, static_cast<double>(static_cast<float>(s)));
         check(x, v, NAN, NAN);

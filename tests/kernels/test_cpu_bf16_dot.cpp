@@ -120,8 +120,8 @@ float matmul_bf16(const std::vector<uint16_t> &a, const std::vector<uint16_t> &b
 const float k_2m12 = 0x1p-12f, k_2m24 = 0x1p-24f;
 
 // The probe: a = [2^-12, 1, -1, 2^-12, 0, 0], b = [2^-12, 1, 1, 2^-12, 0, 0]; exact dot 2^-23.
-const std::vector<uint16_t> k_probe_a = {bf16(k_2m12), bf16(1.0f), bf16(-1.0f), bf16(k_2m12), 0, 0};
-const std::vector<uint16_t> k_probe_b = {bf16(k_2m12), bf16(1.0f), bf16(1.0f), bf16(k_2m12), 0, 0};
+std::vector<uint16_t> probe_a() { return {bf16(k_2m12), bf16(1.0f), bf16(-1.0f), bf16(k_2m12), 0, 0}; }
+std::vector<uint16_t> probe_b() { return {bf16(k_2m12), bf16(1.0f), bf16(1.0f), bf16(k_2m12), 0, 0}; }
 
 #if defined(__x86_64__)
 // Lane 0 of vdpbf16ps applied pair after pair to acc: a[2q] and a[2q + 1] in one 32-bit word.
@@ -144,7 +144,7 @@ TEST_CASE("bf16 matmul, k = 6 probe: the f32 GEMM path gives 2^-24 (exact 2^-23)
     for (const char *isa : {"generic", "avx512"}) {
         CAPTURE(isa);
         REQUIRE(restart(isa) == "f32");
-        CHECK(matmul_bf16(k_probe_a, k_probe_b) == k_2m24);
+        CHECK(matmul_bf16(probe_a(), probe_b()) == k_2m24);
         // A subnormal product stays: 2^-65 * 2^-65 = 2^-130 (bf16 holds it).
         CHECK(matmul_bf16({bf16(0x1p-65f), 0}, {bf16(0x1p-65f), 0}) == 0x1p-130f);
         // So does a subnormal input: 2^-133 (bf16 bits 0x0001) * 2^10 = 2^-123.
@@ -163,13 +163,13 @@ TEST_CASE("vdpbf16ps: two rounded multiply-adds per pair, odd element first, sub
 #if defined(__x86_64__)
     // The instruction itself: 0 only with two roundings per pair, odd element first (even first,
     // or the pair summed before the accumulator, gives 2^-24; see the top).
-    CHECK(vdpbf16ps_lane(0.0f, k_probe_a, k_probe_b) == 0.0f);
+    CHECK(vdpbf16ps_lane(0.0f, probe_a(), probe_b()) == 0.0f);
     CHECK(vdpbf16ps_lane(0.0f, {bf16(0x1p-65f), 0}, {bf16(0x1p-65f), 0}) == 0.0f);  // subnormal product
     CHECK(vdpbf16ps_lane(0.0f, {0x0001, 0}, {bf16(0x1p10f), 0}) == 0.0f);           // subnormal input
     // A subnormal sum: 1.5 * 2^-126 - 2^-126 = 2^-127.
     CHECK(vdpbf16ps_lane(0x1.8p-126f, {bf16(-0x1p-126f), 0}, {bf16(1.0f), 0}) == 0.0f);
     // The plugin's matmul on this path gives the instruction's values.
-    CHECK(matmul_bf16(k_probe_a, k_probe_b) == 0.0f);
+    CHECK(matmul_bf16(probe_a(), probe_b()) == 0.0f);
     CHECK(matmul_bf16({bf16(0x1p-65f), 0}, {bf16(0x1p-65f), 0}) == 0.0f);
     CHECK(matmul_bf16({0x0001, 0}, {bf16(0x1p10f), 0}) == 0.0f);
     MESSAGE("vdpbf16ps probe ran on this CPU: k = 6 probe 0 (exact 2^-23), subnormals flushed");

@@ -80,8 +80,9 @@ bool run_at(const char *level) {
     REQUIRE(P().init(&err) == TF_STATUS_OK);
     const std::string runs = feature("kernels");
     if (runs == level) return true;
-    MESSAGE("TINYFIN_CPU_ISA=" << level << ": this CPU does not have " << level << " (the plugin runs " << runs
-                               << "), so the " << level << " lanes cannot run here; the lower levels were checked");
+    const std::string want = level;
+    MESSAGE("TINYFIN_CPU_ISA=" << want << ": this CPU does not have " << want << " (the plugin runs " << runs
+                               << "), so the " << want << " lanes cannot run here; the lower levels were checked");
     return false;
 }
 
