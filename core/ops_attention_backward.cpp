@@ -19,6 +19,21 @@ std::optional<std::vector<Tensor>> attention_backward_fused(const Tensor &q, con
     };
     const Shape sq = with_batch(tq, d), sk = with_batch(tk, d), sv = with_batch(tk, dv), sm = with_batch(tq, tk);
     NoGradGuard no_grad;
+    // q, k or v broadcast over batch axes in f16/bf16: the op's per-batch gradients would be
+    // rounded before sum_to adds them (rounded twice, issue 31); in f32 they are summed, then
+    // rounded once.
+    auto count = [](const Shape &s) {
+        int64_t n = 1;
+        for (int64_t d : s) n *= d;
+        return n;
+    };
+    if (dy.dtype() != DType::f32 && (q.numel() != count(sq) || k.numel() != count(sk) || v.numel() != count(sv))) {
+        auto f32 = [](const Tensor &t) { return t.defined() ? cast(t, DType::f32) : t; };
+        auto grads = attention_backward_fused(f32(q), f32(k), f32(v), f32(mask), f32(dy), causal, scale);
+        if (!grads) return std::nullopt;
+        return std::vector<Tensor>{cast((*grads)[0], q.dtype()), cast((*grads)[1], k.dtype()),
+                                   cast((*grads)[2], v.dtype())};
+    }
     const Tensor eq = raw_expand(q, sq), ek = raw_expand(k, sk), ev = raw_expand(v, sv);
     // No mask: the operand is absent (ops.def marks it optional), as in the forward's call.
     const Tensor em = mask.defined() ? raw_expand(mask, sm) : Tensor();

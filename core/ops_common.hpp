@@ -36,4 +36,8 @@ Shape drop_shape(const Shape &shape, uint32_t mask);
 // Brings defined operands to their common device (see common_device()).
 void place_together(std::initializer_list<Tensor *> operands);
 
+// sum_to(matmul(a, b), shape) for a [..., M, K] and b [..., K, N] (rank >= 2, batch axes
+// broadcast) with the summed batch axes folded into K: one product, rounded once (ops_reduce.cpp).
+Tensor matmul_sum_to(const Tensor &a, const Tensor &b, const Shape &shape);
+
 }  // namespace tinyfin::detail

@@ -1,6 +1,7 @@
 // Elementwise ops: binary with broadcasting, comparisons, where, unary, scalars.
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "autocast.hpp"
 #include "ops_common.hpp"
@@ -602,5 +603,75 @@ Tensor maximum(double a, const Tensor &b) { return maximum(constant_like(b, a), 
 Tensor minimum(double a, const Tensor &b) { return minimum(constant_like(b, a), b); }
 Tensor where(const Tensor &cond, const Tensor &a, double b) { return where(cond, a, constant_like(a, b)); }
 Tensor where(const Tensor &cond, double a, const Tensor &b) { return where(cond, constant_like(b, a), b); }
+
+namespace {
+
+// The smallest and largest value of an integer or bool dtype, as doubles (i64's largest rounds
+// up to 2^63, which no i64 reaches: the comparisons below stay right).
+std::pair<double, double> integer_range(DType dtype) {
+    switch (dtype) {
+    case DType::boolean: return {0.0, 1.0};
+    case DType::i32: return {-2147483648.0, 2147483647.0};
+    default: return {-9223372036854775808.0, 9223372036854775807.0};
+    }
+}
+
+// a OP s for a scalar s, exactly. A float tensor compares with s rounded to its dtype, as the
+// arithmetic forms and torch do. An integer or bool tensor compares with s itself: when s is not
+// one of the dtype's values (a fraction, out of range, NaN), the comparison is rewritten to an
+// equal one on a value the dtype holds, or to its constant answer (converting s to the dtype
+// would truncate: lt(i, 0.5) would become i < 0).
+Tensor compare_scalar(tf_op op, const Tensor &a, double s) {
+    const DType dtype = a.dtype();
+    if (is_float(dtype)) return compare(op, a, constant_like(a, s));
+    const auto [lo, hi] = integer_range(dtype);
+    if (s == std::floor(s) && s >= lo && s < 9223372036854775808.0 && s <= hi)
+        return compare(op, a, constant_like(a, s));
+    const Tensor always = eq(a, a), never = ne(a, a);  // an integer equals itself
+    if (std::isnan(s)) return op == TF_OP_NE ? always : never;
+    switch (op) {
+    case TF_OP_EQ: return never;
+    case TF_OP_NE: return always;
+    case TF_OP_LT:
+    case TF_OP_LE: {  // a < s and a <= s: a <= floor(s)
+        const double t = std::floor(s);
+        if (t >= hi) return always;
+        if (t < lo) return never;
+        return le(a, constant_like(a, t));
+    }
+    default: {  // a > s and a >= s: a >= ceil(s)
+        const double t = std::ceil(s);
+        if (t <= lo) return always;
+        if (t > hi) return never;
+        return ge(a, constant_like(a, t));
+    }
+    }
+}
+
+// s OP a as a OP' s.
+tf_op mirrored(tf_op op) {
+    switch (op) {
+    case TF_OP_LT: return TF_OP_GT;
+    case TF_OP_LE: return TF_OP_GE;
+    case TF_OP_GT: return TF_OP_LT;
+    case TF_OP_GE: return TF_OP_LE;
+    default: return op;  // eq, ne
+    }
+}
+
+}  // namespace
+
+Tensor eq(const Tensor &a, double b) { return compare_scalar(TF_OP_EQ, a, b); }
+Tensor ne(const Tensor &a, double b) { return compare_scalar(TF_OP_NE, a, b); }
+Tensor lt(const Tensor &a, double b) { return compare_scalar(TF_OP_LT, a, b); }
+Tensor le(const Tensor &a, double b) { return compare_scalar(TF_OP_LE, a, b); }
+Tensor gt(const Tensor &a, double b) { return compare_scalar(TF_OP_GT, a, b); }
+Tensor ge(const Tensor &a, double b) { return compare_scalar(TF_OP_GE, a, b); }
+Tensor eq(double a, const Tensor &b) { return compare_scalar(mirrored(TF_OP_EQ), b, a); }
+Tensor ne(double a, const Tensor &b) { return compare_scalar(mirrored(TF_OP_NE), b, a); }
+Tensor lt(double a, const Tensor &b) { return compare_scalar(mirrored(TF_OP_LT), b, a); }
+Tensor le(double a, const Tensor &b) { return compare_scalar(mirrored(TF_OP_LE), b, a); }
+Tensor gt(double a, const Tensor &b) { return compare_scalar(mirrored(TF_OP_GT), b, a); }
+Tensor ge(double a, const Tensor &b) { return compare_scalar(mirrored(TF_OP_GE), b, a); }
 
 }  // namespace tinyfin

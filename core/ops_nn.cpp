@@ -1,5 +1,6 @@
 // Neural-network ops: convolution, pooling, softmax, norms, rope, attention,
 // embedding, cross-entropy, one-hot.
+#include <array>
 #include <cmath>
 
 #include "autocast.hpp"
@@ -143,6 +144,25 @@ Tensor avg_pool2d_composed(const Tensor &x, const Pool2dOptions &o, int sh, int 
 
 }  // namespace
 
+namespace {
+
+// conv2d without its bias, recorded for autograd: y [out_shape] of x's dtype.
+Tensor conv2d_product(const Tensor &x, const Tensor &weight, const Shape &out_shape, const tf_params_conv2d &p) {
+    Tensor xx = x, ww = weight;
+    place_together({&xx, &ww});
+    Tensor y = empty_like_device(xx, out_shape, x.dtype());
+    dispatch(TF_OP_CONV2D, {xx, ww}, {y}, &p);
+    return record(y, {&x, &weight}, op_info(TF_OP_CONV2D).name, [&] {
+        return [x = xx.detach(), w = ww.detach(), p](const Tensor &g) -> std::vector<Tensor> {
+            // The first layer's input is data: no grad_input for it.
+            return {input_needs_grad(0) ? conv2d_grad_input(g, w, x.shape(), p) : Tensor(),
+                    input_needs_grad(1) ? conv2d_grad_weight(g, x, w.shape(), p) : Tensor()};
+        };
+    });
+}
+
+}  // namespace
+
 Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const Conv2dOptions &o) {
     if (Autocast cast{"conv2d", {&x, &weight, &bias}}) return conv2d(cast[0], cast[1], cast[2], o);
     const char *op = op_info(TF_OP_CONV2D).name;
@@ -176,24 +196,22 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const C
         raise<ShapeError>(std::string(op) + ": input " + shape_str(x.shape()) + " with padding " +
                           std::to_string(o.pad_h) + "x" + std::to_string(o.pad_w) +
                           " is smaller than the dilated kernel of weight " + shape_str(weight.shape()));
+    if (bias.defined()) {
+        if (bias.rank() != 1 || bias.size(0) != oc)
+            raise<ShapeError>(std::string(op) + ": bias must have shape [" + std::to_string(oc) + "], got " +
+                              shape_str(bias.shape()));
+        require_same_dtype(x, bias, op);
+    }
     tf_params_conv2d p{
         sizeof(tf_params_conv2d), {o.stride_h, o.stride_w}, {o.pad_h, o.pad_w}, {o.dilation_h, o.dilation_w}, o.groups};
-    Tensor xx = x, ww = weight;
-    place_together({&xx, &ww});
-    Tensor y = empty_like_device(xx, {n, oc, oh, ow}, x.dtype());
-    dispatch(TF_OP_CONV2D, {xx, ww}, {y}, &p);
-    y = record(y, {&x, &weight}, op, [&] {
-        return [x = xx.detach(), w = ww.detach(), p](const Tensor &g) -> std::vector<Tensor> {
-            // The first layer's input is data: no grad_input for it.
-            return {input_needs_grad(0) ? conv2d_grad_input(g, w, x.shape(), p) : Tensor(),
-                    input_needs_grad(1) ? conv2d_grad_weight(g, x, w.shape(), p) : Tensor()};
-        };
-    });
-    if (!bias.defined()) return y;
-    if (bias.rank() != 1 || bias.size(0) != oc)
-        raise<ShapeError>(std::string(op) + ": bias must have shape [" + std::to_string(oc) + "], got " +
-                          shape_str(bias.shape()));
-    return add(y, bias.view({1, oc, 1, 1}));
+    if (!bias.defined()) return conv2d_product(x, weight, {n, oc, oh, ow}, p);
+    if (x.dtype() == DType::f32) return add(conv2d_product(x, weight, {n, oc, oh, ow}, p), bias.view({1, oc, 1, 1}));
+    // f16/bf16 with a bias: the convolution in f32 on the converted operands (what every backend
+    // computes inside anyway), the bias added in f32 and the sum rounded once. A bf16 convolution
+    // followed by a bf16 add rounds twice (issue 31). The gradients come back through the casts,
+    // so they too are f32 sums rounded once.
+    Tensor y = conv2d_product(cast(x, DType::f32), cast(weight, DType::f32), {n, oc, oh, ow}, p);
+    return cast(add(y, cast(bias, DType::f32).view({1, oc, 1, 1})), x.dtype());
 }
 
 Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
@@ -208,6 +226,17 @@ Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
     if (bias.defined() && (bias.rank() != 1 || bias.size(0) != out_features))
         raise<ShapeError>("linear: bias must have shape [" + std::to_string(out_features) + "], got " +
                           shape_str(bias.shape()));
+    if (bias.defined() && x.dtype() != DType::f32 && is_float(x.dtype())) {
+        // f16/bf16: the bias as one more term of each dot product, [x, 1] [W, b]^T, so it is
+        // summed in f32 with the products and the result rounded once (a product rounded to bf16
+        // and then added to the bias rounds twice, issue 31); its gradient, the sum of the
+        // output's gradient over the rows, is likewise one product rounded once.
+        require_same_dtype(x, bias, "linear");
+        Shape ones_shape = x.shape();
+        ones_shape.back() = 1;
+        Tensor with_one = concat({x, ones(ones_shape, x.dtype(), x.device())}, -1);
+        return linear(with_one, concat({weight, bias.view({out_features, 1})}, 1), Tensor());
+    }
     Tensor y;
     if (x.rank() != 2) {
         y = matmul(x, weight.transpose(0, 1));
@@ -336,6 +365,22 @@ Tensor affine_or_ones(const Tensor &t, const Tensor &x, const Shape &shape, doub
 
 }  // namespace
 
+namespace {
+
+// A composed backward of f16/bf16 operands (x, w, g) evaluated in f32, each gradient rounded once
+// to its operand's dtype at the end: in the operands' dtype every product of the weight's
+// gradient (g xhat) would be rounded before the sum over rows, and every intermediate of dx too.
+template <class F>
+std::vector<Tensor> in_f32(const std::array<Tensor, 3> &xwg, F formula) {
+    const auto &[x, w, g] = xwg;
+    if (x.dtype() == DType::f32) return formula(x, w, g);
+    std::vector<Tensor> grads = formula(cast(x, DType::f32), cast(w, DType::f32), cast(g, DType::f32));
+    for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = cast(grads[i], i == 0 ? x.dtype() : w.dtype());
+    return grads;
+}
+
+}  // namespace
+
 Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tensor &bias, double eps) {
     if (Autocast cast{"layer_norm", {&x, &weight, &bias}}) return layer_norm(cast[0], n_axes, cast[1], cast[2], eps);
     const char *op = op_info(TF_OP_LAYER_NORM).name;
@@ -351,14 +396,16 @@ Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tenso
         return [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
             // One op where the plugin has a kernel for it (about 14 ops over x's shape otherwise).
             if (auto fused = layer_norm_backward_fused(x, w, g, n_axes, eps)) return std::move(*fused);
-            std::vector<int> axes = last_axes(x.rank(), n_axes);
-            Tensor mu = mean(x, axes, true);
-            Tensor rstd = rsqrt(add(var(x, axes, 0, true), constant_like(x, eps)));
-            Tensor xhat = mul(sub(x, mu), rstd);
-            Tensor gxhat = mul(g, w);
-            Tensor gx =
-                mul(rstd, sub(sub(gxhat, mean(gxhat, axes, true)), mul(xhat, mean(mul(gxhat, xhat), axes, true))));
-            return {gx, sum_to(mul(g, xhat), w.shape()), sum_to(g, w.shape())};
+            return in_f32({x, w, g}, [&](const Tensor &x, const Tensor &w, const Tensor &g) -> std::vector<Tensor> {
+                std::vector<int> axes = last_axes(x.rank(), n_axes);
+                Tensor mu = mean(x, axes, true);
+                Tensor rstd = rsqrt(add(var(x, axes, 0, true), constant_like(x, eps)));
+                Tensor xhat = mul(sub(x, mu), rstd);
+                Tensor gxhat = mul(g, w);
+                Tensor gx = mul(rstd,
+                                sub(sub(gxhat, mean(gxhat, axes, true)), mul(xhat, mean(mul(gxhat, xhat), axes, true))));
+                return {gx, sum_to(mul(g, xhat), w.shape()), sum_to(g, w.shape())};
+            });
         };
     });
 }
@@ -375,11 +422,13 @@ Tensor rms_norm(const Tensor &x, int n_axes, const Tensor &weight, double eps) {
     dispatch(TF_OP_RMS_NORM, {x, w.detach()}, {y}, &p);
     return record(y, {&x, &weight}, op, [&] {
         return [x = x.detach(), w = w.detach(), n_axes, eps](const Tensor &g) -> std::vector<Tensor> {
-            std::vector<int> axes = last_axes(x.rank(), n_axes);
-            Tensor r = rsqrt(add(mean(square(x), axes, true), constant_like(x, eps)));
-            Tensor gxhat = mul(g, w);
-            Tensor gx = mul(r, sub(gxhat, mul(mul(x, square(r)), mean(mul(gxhat, x), axes, true))));
-            return {gx, sum_to(mul(g, mul(x, r)), w.shape())};
+            return in_f32({x, w, g}, [&](const Tensor &x, const Tensor &w, const Tensor &g) -> std::vector<Tensor> {
+                std::vector<int> axes = last_axes(x.rank(), n_axes);
+                Tensor r = rsqrt(add(mean(square(x), axes, true), constant_like(x, eps)));
+                Tensor gxhat = mul(g, w);
+                Tensor gx = mul(r, sub(gxhat, mul(mul(x, square(r)), mean(mul(gxhat, x), axes, true))));
+                return {gx, sum_to(mul(g, mul(x, r)), w.shape())};
+            });
         };
     });
 }
@@ -557,15 +606,14 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
             Tensor probs = softmax(scores, -1);
             // Only the gradients an input needs: the mask is usually a constant (no gradient), and
             // reducing the [.., Tq, Tk] score gradient to its shape is a pass over the largest tensor.
-            Tensor gv = input_needs_grad(2) ? sum_to(matmul(probs.transpose(-1, -2), g), v.shape()) : Tensor();
+            Tensor gv = input_needs_grad(2) ? matmul_sum_to(probs.transpose(-1, -2), g, v.shape()) : Tensor();
             if (!input_needs_grad(0) && !input_needs_grad(1) && !input_needs_grad(3))
                 return {Tensor(), Tensor(), gv, Tensor()};
             Tensor gp = matmul(g, v.transpose(-1, -2));
             Tensor gs = mul(probs, sub(gp, sum(mul(gp, probs), {-1}, true)));
-            Tensor gq = input_needs_grad(0) ? sum_to(mul(matmul(gs, k), constant_like(q, s)), q.shape()) : Tensor();
-            Tensor gk = input_needs_grad(1)
-                            ? sum_to(mul(matmul(gs.transpose(-1, -2), q), constant_like(q, s)), k.shape())
-                            : Tensor();
+            Tensor gq = input_needs_grad(0) ? mul(matmul_sum_to(gs, k, q.shape()), constant_like(q, s)) : Tensor();
+            Tensor gk =
+                input_needs_grad(1) ? mul(matmul_sum_to(gs.transpose(-1, -2), q, k.shape()), constant_like(q, s)) : Tensor();
             return {gq, gk, gv, input_needs_grad(3) ? sum_to(gs, m.shape()) : Tensor()};
         };
     });

@@ -158,6 +158,72 @@ Tensor argmin(const Tensor &a) {
 
 // ---- matmul ---------------------------------------------------------------------------
 
+static Tensor matmul_nd(const Tensor &a, const Tensor &b);
+
+namespace {
+
+// The batch axes of an operand of batch shape `own` broadcast to `batch` (own padded on the left
+// with 1s): kept where own has the batch's size, reduced where own has 1 and the batch more.
+struct BatchAxes {
+    std::vector<int64_t> kept, reduced;
+    Shape kept_sizes;
+    int64_t reduced_count = 1;
+};
+
+BatchAxes batch_axes(const Shape &batch, const Shape &operand) {
+    BatchAxes r;
+    const size_t own_rank = operand.size() - 2, lead = batch.size() - own_rank;
+    for (size_t i = 0; i < batch.size(); ++i) {
+        const int64_t own = i < lead ? 1 : operand[i - lead];
+        if (own == 1 && batch[i] != 1) {
+            r.reduced.push_back(static_cast<int64_t>(i));
+            r.reduced_count *= batch[i];
+        } else {
+            r.kept.push_back(static_cast<int64_t>(i));
+            r.kept_sizes.push_back(batch[i]);
+        }
+    }
+    return r;
+}
+
+// x [batch..., p, q] as [kept..., rows, cols] with the reduced batch axes folded into its rows
+// ([kept..., reduced..., p, q]) or into its columns ([kept..., p, reduced..., q]).
+Tensor fold_reduced(const Tensor &x, const BatchAxes &axes, bool into_rows) {
+    const int64_t nb = x.rank() - 2, p = x.size(-2), q = x.size(-1);
+    std::vector<int64_t> perm = axes.kept;
+    if (into_rows) {
+        perm.insert(perm.end(), axes.reduced.begin(), axes.reduced.end());
+        perm.insert(perm.end(), {nb, nb + 1});
+    } else {
+        perm.push_back(nb);
+        perm.insert(perm.end(), axes.reduced.begin(), axes.reduced.end());
+        perm.push_back(nb + 1);
+    }
+    Shape shape = axes.kept_sizes;
+    if (into_rows)
+        shape.insert(shape.end(), {axes.reduced_count * p, q});
+    else
+        shape.insert(shape.end(), {p, axes.reduced_count * q});
+    return x.permute(Axes(perm)).reshape(shape);
+}
+
+}  // namespace
+
+// Sums over broadcast batch axes of per-batch products (a matmul operand's gradient, attention's)
+// summed by sum_to after the product round an f16/bf16 result twice. Folding the summed axes into
+// the product's inner dimension makes the sum one product, accumulated in f32 like any other and
+// rounded once (issue 31), and one GEMM instead of many.
+Tensor detail::matmul_sum_to(const Tensor &a, const Tensor &b, const Shape &shape) {
+    const Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                                         Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+    const BatchAxes axes = batch_axes(batch, shape);
+    if (axes.reduced.empty()) return sum_to(matmul_nd(a, b), shape);
+    Shape sa = batch, sb = batch;
+    sa.insert(sa.end(), {a.size(-2), a.size(-1)});
+    sb.insert(sb.end(), {b.size(-2), b.size(-1)});
+    return matmul_nd(fold_reduced(a.expand(sa), axes, false), fold_reduced(b.expand(sb), axes, true)).reshape(shape);
+}
+
 // Both operands have rank >= 2; batch dims broadcast.
 static Tensor matmul_nd(const Tensor &a, const Tensor &b) {
     int64_t m = a.size(-2), k = a.size(-1), k2 = b.size(-2), n = b.size(-1);
@@ -180,8 +246,8 @@ static Tensor matmul_nd(const Tensor &a, const Tensor &b) {
     dispatch(TF_OP_MATMUL, {xs, ys}, {out});
     return record(out, {&a, &b}, "matmul", [&] {
         return [a = a.detach(), b = b.detach()](const Tensor &g) -> std::vector<Tensor> {
-            return {input_needs_grad(0) ? sum_to(matmul_nd(g, b.transpose(-1, -2)), a.shape()) : Tensor(),
-                    input_needs_grad(1) ? sum_to(matmul_nd(a.transpose(-1, -2), g), b.shape()) : Tensor()};
+            return {input_needs_grad(0) ? matmul_sum_to(g, b.transpose(-1, -2), a.shape()) : Tensor(),
+                    input_needs_grad(1) ? matmul_sum_to(a.transpose(-1, -2), g, b.shape()) : Tensor()};
         };
     });
 }

@@ -301,6 +301,21 @@ Tensor div(double a, const Tensor &b);
 Tensor pow(double base, const Tensor &exponent);
 Tensor maximum(double a, const Tensor &b);
 Tensor minimum(double a, const Tensor &b);
+// Comparisons with a scalar, both orders (gt(x, 0.5), lt(0.5, x)). A float tensor compares with
+// the scalar rounded to its dtype (as above, and as torch does); an integer or bool tensor with
+// the scalar's exact value: lt(i, 0.5) is i <= 0, eq(i, 0.5) all false.
+Tensor eq(const Tensor &a, double b);
+Tensor ne(const Tensor &a, double b);
+Tensor lt(const Tensor &a, double b);
+Tensor le(const Tensor &a, double b);
+Tensor gt(const Tensor &a, double b);
+Tensor ge(const Tensor &a, double b);
+Tensor eq(double a, const Tensor &b);
+Tensor ne(double a, const Tensor &b);
+Tensor lt(double a, const Tensor &b);
+Tensor le(double a, const Tensor &b);
+Tensor gt(double a, const Tensor &b);
+Tensor ge(double a, const Tensor &b);
 
 // Preallocated outputs ("out="): add(a, b, out), and the same for every op in
 // TINYFIN_BINARY_OUT_OPS, writes the result into out's elements instead of allocating a tensor.

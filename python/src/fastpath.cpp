@@ -188,10 +188,35 @@ PyObject *negative_slot(PyObject *a) {
     return guarded(x->numel(), [&] { return neg(*x); });
 }
 
+// x OP v for a number v and an integer or bool tensor: the C++ scalar forms, which compare with
+// v's exact value (x < 0.5 is x <= 0), where v converted to x's dtype would be truncated.
+PyObject *compare_number(const Tensor &x, double v, int op) {
+    return guarded(x.numel(), [&] {
+        switch (op) {
+        case Py_LT: return lt(x, v);
+        case Py_LE: return le(x, v);
+        case Py_EQ: return eq(x, v);
+        case Py_NE: return ne(x, v);
+        case Py_GT: return gt(x, v);
+        default: return ge(x, v);
+        }
+    });
+}
+
 PyObject *richcompare_slot(PyObject *a, PyObject *b, int op) {
     const Tensor *x, *y;
     Tensor number;
     if (!operands(a, b, x, y, number)) return original_richcompare(a, b, op);
+    if (number.defined()) {
+        const bool number_first = x == &number;
+        const Tensor &t = number_first ? *y : *x;
+        PyObject *v = number_first ? a : b;
+        if (t.dtype() != DType::f32 && t.dtype() != DType::f16 && t.dtype() != DType::bf16) {
+            static const int mirrored[] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};  // Py_LT = 0 ... Py_GE = 5
+            return compare_number(t, PyFloat_CheckExact(v) ? PyFloat_AS_DOUBLE(v) : PyLong_AsDouble(v),
+                                  number_first ? mirrored[op] : op);
+        }
+    }
     return guarded(larger(*x, *y), [&] {
         switch (op) {
         case Py_LT: return lt(*x, *y);

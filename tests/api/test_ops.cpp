@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "tinyfin/tinyfin.hpp"
 
@@ -243,4 +244,76 @@ TEST_CASE("backend selection from C++") {
     CHECK(a.to("cpu").impl() == a.impl());
     CHECK(set_backend("auto"));
     CHECK(backend_name() == automatic);
+}
+
+TEST_CASE("comparisons with a scalar, both orders, against the comparison in double") {
+    using Cmp = Tensor (*)(const Tensor &, double);
+    using Rcmp = Tensor (*)(double, const Tensor &);
+    struct Form {
+        const char *name;
+        Cmp tensor_first;
+        Rcmp scalar_first;
+        bool (*holds)(double, double);
+    };
+    const Form forms[] = {
+        {"eq", eq, eq, [](double x, double s) { return x == s; }},
+        {"ne", ne, ne, [](double x, double s) { return x != s; }},
+        {"lt", lt, lt, [](double x, double s) { return x < s; }},
+        {"le", le, le, [](double x, double s) { return x <= s; }},
+        {"gt", gt, gt, [](double x, double s) { return x > s; }},
+        {"ge", ge, ge, [](double x, double s) { return x >= s; }},
+    };
+    // x OP s (tensor first) and s OP x (scalar first) for every element of x.
+    auto check = [&](const Tensor &x, const std::vector<double> &values, double s, double s_in_dtype) {
+        for (const Form &f : forms) {
+            const std::string name = f.name;
+            CAPTURE(name);
+            CAPTURE(s);
+            std::vector<bool> want, want_mirrored;
+            for (double v : values) {
+                want.push_back(f.holds(v, s_in_dtype));
+                want_mirrored.push_back(f.holds(s_in_dtype, v));
+            }
+            Tensor got = f.tensor_first(x, s);
+            CHECK(got.dtype() == DType::boolean);
+            CHECK(got.shape() == x.shape());
+            CHECK(got.to_vector<bool>() == want);
+            CHECK(f.scalar_first(s, x).to_vector<bool>() == want_mirrored);
+        }
+    };
+    SUBCASE("f32: the scalar rounded to f32") {
+        const F vf{-1, 0, 0.5, 0.25, 2, -0.0f, 1e30f};
+        const std::vector<double> v(vf.begin(), vf.end());
+        Tensor x = from_vector(vf, {7});
+        for (double s : {0.5, 0.0, -1.0, 2.0, 0.1, 1e30})
+            check(x, v, s, static_cast<double>(static_cast<float>(s)));
+        check(x, v, NAN, NAN);
+    }
+    SUBCASE("bf16: the scalar rounded to bf16 (0.1 is 0.10009765625 there)") {
+        const std::vector<double> v{0.1000976562500, 0.099609375, -3, 0.5};
+        Tensor x = cast(from_vector(F(v.begin(), v.end()), {4}), DType::bf16);
+        check(x, v, 0.1, 0.10009765625);
+        check(x, v, 0.5, 0.5);
+    }
+    SUBCASE("i32 and i64: the scalar's exact value, fractions and out-of-range values included") {
+        const std::vector<double> v{-3, -1, 0, 1, 2, 2147483647, -2147483648.0};
+        Tensor x32 = from_vector(std::vector<int32_t>{-3, -1, 0, 1, 2, 2147483647, INT32_MIN}, {7});
+        Tensor x64 = from_vector(std::vector<int64_t>{-3, -1, 0, 1, 2, 2147483647, INT32_MIN}, {7});
+        for (double s : {0.5, -0.5, 1.0, 2.0, -3.0, 1.5, 3e9, -3e9, 2147483647.0, 2147483647.5, -2147483648.5}) {
+            check(x32, v, s, s);
+            check(x64, v, s, s);
+        }
+        check(x32, v, NAN, NAN);
+        const std::vector<double> big{-9223372036854775808.0, 0, 4611686018427387904.0};
+        Tensor xbig = from_vector(std::vector<int64_t>{INT64_MIN, 0, int64_t(1) << 62}, {3});
+        for (double s : {9223372036854775808.0, -9223372036854775808.0, 4611686018427387904.0, 1e19, -1e19})
+            check(xbig, big, s, s);
+    }
+    SUBCASE("bool: false and true against 0.5, 1, 2") {
+        Tensor b = cast(from_vector(F{0, 1}, {2}), DType::boolean);
+        for (double s : {0.5, 1.0, 0.0, 2.0, -1.0}) check(b, {0, 1}, s, s);
+    }
+    // The form from the issue compiles and selects elements.
+    Tensor x = t({0.25f, 0.75f, 0.5f}, {3});
+    CHECK(where(gt(x, 0.5), x, 0.0).to_vector<float>() == F{0, 0.75f, 0});
 }

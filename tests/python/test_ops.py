@@ -293,3 +293,15 @@ def test_functional_extras():
     assert set(np.unique(d)) <= {0.0, 2.0} and 300 < (d == 0).sum() < 700
     assert F.dropout(x, 0.5, training=False) is x
     np.testing.assert_allclose(F.mse_loss(x, tf.zeros(3, 5)).item(), (X ** 2).mean(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,np_dtype", [(tf.int32, np.int32), (tf.int64, np.int64)])
+def test_integer_tensor_compares_with_a_number_exactly(dtype, np_dtype):
+    # numpy compares the integers with the number's exact value; so does tinyfin (x < 0.5 is x <= 0,
+    # not x < 0 with 0.5 truncated to the tensor's dtype).
+    X = np.array([-2, -1, 0, 1, 2, 2147483647], dtype=np_dtype)
+    x = tf.tensor(X)
+    for v in [0.5, -0.5, 1.0, 1.5, 3e9, -3e9, 2147483647.5]:
+        for got, want in [(x < v, X < v), (x <= v, X <= v), (x > v, X > v), (x >= v, X >= v),
+                          (x == v, X == v), (x != v, X != v), (v < x, v < X), (v >= x, v >= X)]:
+            np.testing.assert_array_equal(got.numpy(), want, err_msg=f"{v}")
