@@ -155,12 +155,13 @@ Verdict compare_reference(int32_t dtype, const std::vector<double> &got, const R
     if (!bad) return v;
     v.pass = false;
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%zu of %zu element(s) off the float64 reference; first: element %zu: got %.9g, exact %.9g",
-                  bad, got.size(), first, got[first], want.value[first]);
+    std::snprintf(buf, sizeof buf,
+                  "%zu of %zu element(s) off the float64 reference; first: element %zu: got %.9g, exact %.9g", bad,
+                  got.size(), first, got[first], want.value[first]);
     v.detail = buf;
     if (first_bound > 0) {
-        std::snprintf(buf, sizeof buf, ", error %.3g > bound %.3g (scale %.3g, k %g)", std::abs(got[first] - want.value[first]),
-                      first_bound, want.scale[first], want.k);
+        std::snprintf(buf, sizeof buf, ", error %.3g > bound %.3g (scale %.3g, k %g)",
+                      std::abs(got[first] - want.value[first]), first_bound, want.scale[first], want.k);
         v.detail += buf;
     }
     return v;

@@ -238,7 +238,8 @@ Host ref_conv_bias(const std::vector<Host> &x, const tf_params_conv2d &p) {
 }
 
 std::vector<Host> ref_conv_grad(const std::vector<Host> &x, const Host &g, const tf_params_conv2d &p) {
-    std::vector<Host> out = {ref::conv2d_grad_input(g, x[1], p, x[0].shape), ref::conv2d_grad_weight(g, x[0], p, x[1].shape)};
+    std::vector<Host> out = {ref::conv2d_grad_input(g, x[1], p, x[0].shape),
+                             ref::conv2d_grad_weight(g, x[0], p, x[1].shape)};
     if (x.size() > 2) {
         Host db(x[2].shape);
         const int64_t plane = g.shape[2] * g.shape[3];
@@ -268,9 +269,11 @@ std::vector<GradCase> grad_cases() {
         case Kind::UNARY:
             if (Unary f = unary_fn(op)) {
                 const Params p = clamp_params(-0.3, 0.4);
-                add("[3,4]", {{{3, 4}, v}}, [f](const auto &x) { return f(x[0]); },
+                add(
+                    "[3,4]", {{{3, 4}, v}}, [f](const auto &x) { return f(x[0]); },
                     [op, p](const auto &x) { return ref::unary(op, x[0], p); });
-                add("[4,3] transposed", {{{3, 4}, v}}, [f](const auto &x) { return f(x[0].transpose(0, 1)); },
+                add(
+                    "[4,3] transposed", {{{3, 4}, v}}, [f](const auto &x) { return f(x[0].transpose(0, 1)); },
                     [op, p](const auto &x) { return ref::unary(op, ref::transpose_last(x[0]), p); });
             }
             break;
@@ -279,16 +282,20 @@ std::vector<GradCase> grad_cases() {
             if (!f) break;
             Values second = op == TF_OP_DIV ? Values::positive : v;
             auto r = [op](const auto &x) { return ref::binary(op, x[0], x[1]); };
-            add("[3,4] x [4]", {{{3, 4}, op == TF_OP_POW ? Values::positive : v}, {{4}, second}},
+            add(
+                "[3,4] x [4]", {{{3, 4}, op == TF_OP_POW ? Values::positive : v}, {{4}, second}},
                 [f](const auto &x) { return f(x[0], x[1]); }, r);
-            add("[2,3] x [2,3]", {{{2, 3}, op == TF_OP_POW ? Values::positive : v}, {{2, 3}, second}},
+            add(
+                "[2,3] x [2,3]", {{{2, 3}, op == TF_OP_POW ? Values::positive : v}, {{2, 3}, second}},
                 [f](const auto &x) { return f(x[0], x[1]); }, r);
             break;
         }
         case Kind::REDUCE:
-            add("[3,4] axes=1", {{{3, 4}, v}}, [op](const auto &x) { return reduce_fn(op, x[0], {1}); },
+            add(
+                "[3,4] axes=1", {{{3, 4}, v}}, [op](const auto &x) { return reduce_fn(op, x[0], {1}); },
                 [op](const auto &x) { return ref::reduce(op, x[0], 2u); }, 4 * 4 + 16);
-            add("[2,3,4] axes=all", {{{2, 3, 4}, v}}, [op](const auto &x) { return reduce_fn(op, x[0], {}); },
+            add(
+                "[2,3,4] axes=all", {{{2, 3, 4}, v}}, [op](const auto &x) { return reduce_fn(op, x[0], {}); },
                 [op](const auto &x) {
                     Host y = ref::reduce(op, x[0], 7u);
                     y.shape = {};
@@ -297,24 +304,29 @@ std::vector<GradCase> grad_cases() {
                 4 * 24 + 16);
             break;
         case Kind::MATMUL: {
-            GradCase *c = add("[2,3,4] x [4,5]", {{{2, 3, 4}}, {{4, 5}}}, [](const auto &x) { return tf::matmul(x[0], x[1]); },
-                              [](const auto &x) { return ref::matmul(x[0], x[1]); }, 2 * 4 + 16);
+            GradCase *c = add(
+                "[2,3,4] x [4,5]", {{{2, 3, 4}}, {{4, 5}}}, [](const auto &x) { return tf::matmul(x[0], x[1]); },
+                [](const auto &x) { return ref::matmul(x[0], x[1]); }, 2 * 4 + 16);
             c->ref_grad = [](const auto &x, const Host &g) { return ref_matmul_grad(x[0], x[1], g); };
             // Batched x unbatched in bf16: the gradient of b sums the batch (issue 31: rounded
             // once per batch, then summed, today; the bound is one rounding).
-            c = add("[3,33,65] x [65,17]", {{{3, 33, 65}}, {{65, 17}}}, [](const auto &x) { return tf::matmul(x[0], x[1]); },
-                    [](const auto &x) { return ref::matmul(x[0], x[1]); }, 2 * 99 + 16);
+            c = add(
+                "[3,33,65] x [65,17]", {{{3, 33, 65}}, {{65, 17}}},
+                [](const auto &x) { return tf::matmul(x[0], x[1]); },
+                [](const auto &x) { return ref::matmul(x[0], x[1]); }, 2 * 99 + 16);
             c->ref_grad = [](const auto &x, const Host &g) { return ref_matmul_grad(x[0], x[1], g); };
             c->dtypes = {tf::DType::f32, tf::DType::bf16};
             break;
         }
         case Kind::COPY:
             if (op == TF_OP_CONTIGUOUS)
-                add("[3,4] transposed", {{{3, 4}}}, [](const auto &x) { return x[0].transpose(0, 1).contiguous(); },
+                add(
+                    "[3,4] transposed", {{{3, 4}}}, [](const auto &x) { return x[0].transpose(0, 1).contiguous(); },
                     [](const auto &x) { return ref::transpose_last(x[0]); });
             break;
         case Kind::WHERE:
-            add("[3,4]", {{{3, 4}}, {{3, 4}}},
+            add(
+                "[3,4]", {{{3, 4}}, {{3, 4}}},
                 [](const auto &x) { return tf::where(tf::gt(x[0], tf::scalar_like(x[0], 0.0)).detach(), x[0], x[1]); },
                 [](const auto &x) {
                     Host y = x[0];
@@ -328,24 +340,27 @@ std::vector<GradCase> grad_cases() {
                 tf::Conv2dOptions o;
                 o.stride_h = 2, o.pad_h = o.pad_w = 1;
                 const tf_params_conv2d po = conv_params(o);
-                GradCase *c = add("x[1,2,5,5] w[3,2,3,3] stride=2,1 pad=1", {{{1, 2, 5, 5}}, {{3, 2, 3, 3}}},
-                                  [o](const auto &x) { return tf::conv2d(x[0], x[1], tf::Tensor(), o); },
-                                  [po](const auto &x) { return ref_conv_bias(x, po); }, 2 * 18 + 16);
+                GradCase *c = add(
+                    "x[1,2,5,5] w[3,2,3,3] stride=2,1 pad=1", {{{1, 2, 5, 5}}, {{3, 2, 3, 3}}},
+                    [o](const auto &x) { return tf::conv2d(x[0], x[1], tf::Tensor(), o); },
+                    [po](const auto &x) { return ref_conv_bias(x, po); }, 2 * 18 + 16);
                 c->ref_grad = [po](const auto &x, const Host &g) { return ref_conv_grad(x, g, po); };
                 tf::Conv2dOptions g;
                 g.groups = 2;
                 const tf_params_conv2d pg = conv_params(g);
-                c = add("x[1,4,4,4] w[2,2,2,2] groups=2", {{{1, 4, 4, 4}}, {{2, 2, 2, 2}}},
-                        [g](const auto &x) { return tf::conv2d(x[0], x[1], tf::Tensor(), g); },
-                        [pg](const auto &x) { return ref_conv_bias(x, pg); }, 2 * 9 + 16);
+                c = add(
+                    "x[1,4,4,4] w[2,2,2,2] groups=2", {{{1, 4, 4, 4}}, {{2, 2, 2, 2}}},
+                    [g](const auto &x) { return tf::conv2d(x[0], x[1], tf::Tensor(), g); },
+                    [pg](const auto &x) { return ref_conv_bias(x, pg); }, 2 * 9 + 16);
                 c->ref_grad = [pg](const auto &x, const Host &g2) { return ref_conv_grad(x, g2, pg); };
                 // With a bias, the issue 31 case: the bias is part of the one rounding.
                 tf::Conv2dOptions b;
                 b.pad_h = b.pad_w = 1;
                 const tf_params_conv2d pb = conv_params(b);
-                c = add("x[2,3,17,19] w[8,3,3,3] bias pad=1", {{{2, 3, 17, 19}}, {{8, 3, 3, 3}}, {{8}}},
-                        [b](const auto &x) { return tf::conv2d(x[0], x[1], x[2], b); },
-                        [pb](const auto &x) { return ref_conv_bias(x, pb); }, 2 * 2 * 17 * 19 + 16);
+                c = add(
+                    "x[2,3,17,19] w[8,3,3,3] bias pad=1", {{{2, 3, 17, 19}}, {{8, 3, 3, 3}}, {{8}}},
+                    [b](const auto &x) { return tf::conv2d(x[0], x[1], x[2], b); },
+                    [pb](const auto &x) { return ref_conv_bias(x, pb); }, 2 * 2 * 17 * 19 + 16);
                 c->ref_grad = [pb](const auto &x, const Host &g2) { return ref_conv_grad(x, g2, pb); };
                 c->dtypes = {tf::DType::f32, tf::DType::bf16};
                 break;
@@ -359,34 +374,40 @@ std::vector<GradCase> grad_cases() {
                 p.kernel[0] = p.kernel[1] = 3, p.stride[0] = p.stride[1] = 2, p.padding[0] = p.padding[1] = 1;
                 p.count_include_pad = o.count_include_pad;
                 const bool is_max = op == TF_OP_MAX_POOL2D;
-                add("[1,2,5,5] k=3 s=2 pad=1", {{{1, 2, 5, 5}, v}},
+                add(
+                    "[1,2,5,5] k=3 s=2 pad=1", {{{1, 2, 5, 5}, v}},
                     [o, is_max](const auto &x) { return is_max ? tf::max_pool2d(x[0], o) : tf::avg_pool2d(x[0], o); },
                     [p, is_max](const auto &x) { return is_max ? ref::max_pool2d(x[0], p) : ref::avg_pool2d(x[0], p); },
                     2 * 9 + 16);
                 break;
             }
             case TF_OP_SOFTMAX:
-                add("[3,4] axis=1", {{{3, 4}}}, [](const auto &x) { return tf::softmax(x[0], 1); },
+                add(
+                    "[3,4] axis=1", {{{3, 4}}}, [](const auto &x) { return tf::softmax(x[0], 1); },
                     [](const auto &x) { return ref::softmax(x[0], 1, false); }, 4 * 4 + 32);
                 break;
             case TF_OP_LOG_SOFTMAX:
-                add("[3,4] axis=0", {{{3, 4}}}, [](const auto &x) { return tf::log_softmax(x[0], 0); },
+                add(
+                    "[3,4] axis=0", {{{3, 4}}}, [](const auto &x) { return tf::log_softmax(x[0], 0); },
                     [](const auto &x) { return ref::softmax(x[0], 0, true); }, 4 * 3 + 32);
                 break;
             case TF_OP_LAYER_NORM:
-                add("[3,4] n_axes=1", {{{3, 4}}, {{4}}, {{4}}},
+                add(
+                    "[3,4] n_axes=1", {{{3, 4}}, {{4}}, {{4}}},
                     [](const auto &x) { return tf::layer_norm(x[0], 1, x[1], x[2]); },
                     [](const auto &x) { return ref::layer_norm(x[0], x[1], x[2], 1, 1e-5); }, 4 * 4 + 32);
                 break;
             case TF_OP_RMS_NORM:
-                add("[3,4] n_axes=1", {{{3, 4}}, {{4}}}, [](const auto &x) { return tf::rms_norm(x[0], 1, x[1]); },
+                add(
+                    "[3,4] n_axes=1", {{{3, 4}}, {{4}}}, [](const auto &x) { return tf::rms_norm(x[0], 1, x[1]); },
                     [](const auto &x) { return ref::rms_norm(x[0], x[1], 1, 1e-6); }, 4 * 4 + 32);
                 break;
             case TF_OP_ROPE: {
                 tf_params_rope p;
                 std::memset(&p, 0, sizeof p);
                 p.theta = 100.0, p.position_offset = 1;
-                add("[2,3,4]", {{{2, 3, 4}}}, [](const auto &x) { return tf::rope(x[0], 100.0, false, 1); },
+                add(
+                    "[2,3,4]", {{{2, 3, 4}}}, [](const auto &x) { return tf::rope(x[0], 100.0, false, 1); },
                     [p](const auto &x) { return ref::rope(x[0], p); }, 64);
                 break;
             }
@@ -394,13 +415,18 @@ std::vector<GradCase> grad_cases() {
                 tf_params_attention p;
                 std::memset(&p, 0, sizeof p);
                 p.causal = 1, p.scale = 0.5;
-                add("q[1,3,4] k[1,4,4] v[1,4,2] causal", {{{1, 3, 4}}, {{1, 4, 4}}, {{1, 4, 2}}},
-                    [](const auto &x) { return tf::scaled_dot_product_attention(x[0], x[1], x[2], tf::Tensor(), true); },
-                    [p](const auto &x) { return ref::attention(x[0], x[1], x[2], nullptr, p); }, 4 * (4 + 4 + 2 + 3) + 32);
+                add(
+                    "q[1,3,4] k[1,4,4] v[1,4,2] causal", {{{1, 3, 4}}, {{1, 4, 4}}, {{1, 4, 2}}},
+                    [](const auto &x) {
+                        return tf::scaled_dot_product_attention(x[0], x[1], x[2], tf::Tensor(), true);
+                    },
+                    [p](const auto &x) { return ref::attention(x[0], x[1], x[2], nullptr, p); },
+                    4 * (4 + 4 + 2 + 3) + 32);
                 break;
             }
             case TF_OP_EMBEDDING:
-                add("w[5,3] idx[4]", {{{5, 3}}, {{4}, Values::uniform, true, tf::DType::i64, 5}},
+                add(
+                    "w[5,3] idx[4]", {{{5, 3}}, {{4}, Values::uniform, true, tf::DType::i64, 5}},
                     [](const auto &x) { return tf::embedding(x[0], x[1]); },
                     [](const auto &x) { return ref::embedding(x[0], x[1]); });
                 break;
@@ -408,7 +434,8 @@ std::vector<GradCase> grad_cases() {
                 tf_params_cross_entropy p;
                 std::memset(&p, 0, sizeof p);
                 p.reduction = TF_REDUCTION_MEAN, p.ignore_index = -100;
-                add("[4,5] mean", {{{4, 5}}, {{4}, Values::uniform, true, tf::DType::i64, 5}},
+                add(
+                    "[4,5] mean", {{{4, 5}}, {{4}, Values::uniform, true, tf::DType::i64, 5}},
                     [](const auto &x) { return tf::cross_entropy(x[0], x[1]); },
                     [p](const auto &x) { return ref::cross_entropy(x[0], x[1], p); }, 4 * 9 + 32);
                 break;
@@ -459,7 +486,8 @@ std::vector<float> input_values(const GradInput &in, uint64_t seed, tf::DType dt
     return v;
 }
 
-tf::Tensor make_input(const GradInput &in, const std::vector<float> &values, const tf::Device &device, tf::DType dtype) {
+tf::Tensor make_input(const GradInput &in, const std::vector<float> &values, const tf::Device &device,
+                      tf::DType dtype) {
     if (in.dtype == tf::DType::i64) {
         std::vector<int64_t> ints(values.size());
         for (std::size_t i = 0; i < values.size(); ++i) ints[i] = static_cast<int64_t>(values[i]);
@@ -534,10 +562,12 @@ Expected expect(const GradCase &c, tf::DType dtype, int64_t out_numel) {
 // the dtype (8 roundings of the terms' size allowed besides the bound).
 std::string off_reference(const std::string &what, int32_t dtype, const std::vector<float> &got, const Host &want,
                           const Host &scale, double k, bool composite) {
-    if (got.size() != want.v.size()) return what + ": " + std::to_string(got.size()) + " elements, want " + std::to_string(want.v.size());
+    if (got.size() != want.v.size())
+        return what + ": " + std::to_string(got.size()) + " elements, want " + std::to_string(want.v.size());
     std::size_t bad = 0, first = 0;
     double first_bound = 0, largest = 0;
-    for (std::size_t i = 0; i < got.size(); ++i) largest = std::max({largest, std::abs(want.v[i]), std::abs(scale.v[i])});
+    for (std::size_t i = 0; i < got.size(); ++i)
+        largest = std::max({largest, std::abs(want.v[i]), std::abs(scale.v[i])});
     for (std::size_t i = 0; i < got.size(); ++i) {
         const double s = std::max(std::abs(scale.v[i]), std::abs(want.v[i]));
         double bound = element_bound(dtype, want.v[i], s, k);
@@ -549,8 +579,10 @@ std::string off_reference(const std::string &what, int32_t dtype, const std::vec
     }
     if (!bad) return "";
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s: %zu of %zu element(s) off the float64 reference; first: element %zu: got %.8g, exact %.8g, bound %.3g; ",
-                  what.c_str(), bad, got.size(), first, static_cast<double>(got[first]), want.v[first], first_bound);
+    std::snprintf(
+        buf, sizeof buf,
+        "%s: %zu of %zu element(s) off the float64 reference; first: element %zu: got %.8g, exact %.8g, bound %.3g; ",
+        what.c_str(), bad, got.size(), first, static_cast<double>(got[first]), want.v[first], first_bound);
     return buf;
 }
 

@@ -151,7 +151,8 @@ double binary_value(tf_op op, double a, double b) {
 Host binary(tf_op op, const Host &a, const Host &b) {
     Host out(broadcast_shape(a.shape, b.shape));
     for (int64_t i = 0; i < out.numel(); ++i)
-        out.v[i] = binary_value(op, a.v[broadcast_index(a.shape, out.shape, i)], b.v[broadcast_index(b.shape, out.shape, i)]);
+        out.v[i] =
+            binary_value(op, a.v[broadcast_index(a.shape, out.shape, i)], b.v[broadcast_index(b.shape, out.shape, i)]);
     return out;
 }
 
@@ -197,9 +198,12 @@ Host reduce(tf_op op, const Host &x, uint32_t mask, double correction) {
         for_reduction(x.shape, mask, [&](int64_t o, int64_t i) {
             const double v = x.v[i];
             double &r = out.v[o];
-            if (!seen[o]) r = v, seen[o] = true;
-            else if (std::isnan(v) || std::isnan(r)) r = nan_v;
-            else r = op == TF_OP_MAX ? std::max(r, v) : std::min(r, v);
+            if (!seen[o])
+                r = v, seen[o] = true;
+            else if (std::isnan(v) || std::isnan(r))
+                r = nan_v;
+            else
+                r = op == TF_OP_MAX ? std::max(r, v) : std::min(r, v);
         });
         return out;
     }
@@ -213,7 +217,8 @@ Host reduce(tf_op op, const Host &x, uint32_t mask, double correction) {
     Host mean = out;
     for (double &v : mean.v) v /= static_cast<double>(count);
     std::fill(out.v.begin(), out.v.end(), 0.0);
-    for_reduction(x.shape, mask, [&](int64_t o, int64_t i) { out.v[o] += (x.v[i] - mean.v[o]) * (x.v[i] - mean.v[o]); });
+    for_reduction(x.shape, mask,
+                  [&](int64_t o, int64_t i) { out.v[o] += (x.v[i] - mean.v[o]) * (x.v[i] - mean.v[o]); });
     for (double &v : out.v) v /= std::max(static_cast<double>(count) - correction, 0.0);  // as torch
     return out;
 }
@@ -322,7 +327,8 @@ void for_pool_terms(const Shape &xs, const tf_params_pool2d &p, F f) {
             for (int64_t ox = 0; ox < ys[3]; ++ox)
                 for (int64_t ky = 0; ky < p.kernel[0]; ++ky)
                     for (int64_t kx = 0; kx < p.kernel[1]; ++kx) {
-                        const int64_t iy = oy * p.stride[0] - p.padding[0] + ky, ix = ox * p.stride[1] - p.padding[1] + kx;
+                        const int64_t iy = oy * p.stride[0] - p.padding[0] + ky,
+                                      ix = ox * p.stride[1] - p.padding[1] + kx;
                         const bool inside = iy >= 0 && iy < H && ix >= 0 && ix < W;
                         f(pl, oy * ys[3] + ox, inside ? iy * W + ix : -1);
                     }
@@ -513,8 +519,9 @@ Host attention(const Host &q, const Host &k, const Host &v, const Host *mask, co
     Host out(os);
     const int64_t batch = product(q.shape, 0, r - 2);
     for (int64_t b = 0; b < batch; ++b) {
-        const std::vector<double> P = attention_probabilities(q.v.data() + b * tq * d, k.v.data() + b * tk * d,
-                                                              mask ? mask->v.data() + b * tq * tk : nullptr, tq, tk, d, p);
+        const std::vector<double> P =
+            attention_probabilities(q.v.data() + b * tq * d, k.v.data() + b * tk * d,
+                                    mask ? mask->v.data() + b * tq * tk : nullptr, tq, tk, d, p);
         for (int64_t i = 0; i < tq; ++i)
             for (int64_t c = 0; c < dv; ++c) {
                 double s = 0;
@@ -757,9 +764,9 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
     case TF_OP_MAX_POOL2D: return std::vector<RefOutput>{exact(max_pool2d(in[0], c.params.pool2d))};
     case TF_OP_MAX_POOL2D_BACKWARD: {
         const tf_params_pool2d &p = c.params.pool2d;
-        return std::vector<RefOutput>{
-            with(max_pool2d_backward(in[0], in[1], p), max_pool2d_backward(abs_of(in[0]), in[1], p),
-                 static_cast<double>(p.kernel[0] * p.kernel[1]))};
+        return std::vector<RefOutput>{with(max_pool2d_backward(in[0], in[1], p),
+                                           max_pool2d_backward(abs_of(in[0]), in[1], p),
+                                           static_cast<double>(p.kernel[0] * p.kernel[1]))};
     }
     case TF_OP_AVG_POOL2D: {
         const tf_params_pool2d &p = c.params.pool2d;
@@ -826,9 +833,9 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         const int64_t batch = product(q.shape, 0, r - 2);
         Host dq(q.shape), dk(k.shape), dvv(v.shape), dqa(q.shape), dka(k.shape), dva(v.shape);
         for (int64_t b = 0; b < batch; ++b) {
-            const std::vector<double> P = attention_probabilities(
-                q.v.data() + b * tq * d, k.v.data() + b * tk * d, has_mask ? in[3].v.data() + b * tq * tk : nullptr,
-                tq, tk, d, p);
+            const std::vector<double> P =
+                attention_probabilities(q.v.data() + b * tq * d, k.v.data() + b * tk * d,
+                                        has_mask ? in[3].v.data() + b * tq * tk : nullptr, tq, tk, d, p);
             const double *Q = q.v.data() + b * tq * d, *K = k.v.data() + b * tk * d, *V = v.v.data() + b * tk * dv,
                          *G = dy.v.data() + b * tq * dv;
             std::vector<double> dS(P.size()), dSa(P.size());
@@ -953,7 +960,8 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
             v.v[i] = v0 * p.beta2 + g.v[i] * g.v[i] * p.one_minus_beta2;
             sv.v[i] = std::abs(v0 * p.beta2) + g.v[i] * g.v[i] * p.one_minus_beta2;
             const double denom = std::sqrt(v.v[i]) / p.root_bias_correction2 + p.eps;
-            const double step = m.v[i] / denom * p.step_size, decayed = p.decays ? before[0].v[i] * p.decay : before[0].v[i];
+            const double step = m.v[i] / denom * p.step_size,
+                         decayed = p.decays ? before[0].v[i] * p.decay : before[0].v[i];
             param.v[i] = decayed - step;
             sp.v[i] = std::abs(decayed) + (std::abs(step) + sm.v[i] / denom * p.step_size);
         }
