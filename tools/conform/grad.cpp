@@ -637,6 +637,8 @@ int run_grad(const Options &o, const std::vector<Backend> &backends, Results &re
                 out_numel = c.ref(zeros).numel();
             }
             const Expected e = expect(c, dtype, out_numel);
+            int64_t elements = out_numel;
+            for (const GradInput &in : c.inputs) elements += count(in.shape);
             for (const Backend &b : backends) {
                 Result r;
                 r.backend = b.target.name;
@@ -644,6 +646,13 @@ int run_grad(const Options &o, const std::vector<Backend> &backends, Results &re
                 r.case_id = id;
                 r.dtype = abi_dtype(dtype);
                 const auto t0 = std::chrono::steady_clock::now();
+                if (b.software && o.software_max_elements >= 0 && elements > o.software_max_elements) {
+                    r.status = Status::skipped;
+                    r.detail = "over --software-max-elements";
+                    report_result(o, r);
+                    results.push_back(std::move(r));
+                    continue;
+                }
                 try {
                     std::string why = check_case(c, dtype, e, tf::Device{b.target.name, 0});
                     r.status = why.empty() ? Status::pass : Status::fail;
