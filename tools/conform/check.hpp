@@ -1,4 +1,5 @@
-// Comparing a backend's outputs with the cpu reference's.
+// Comparing a backend's outputs with the float64 reference (compare_reference), or with the cpu
+// plugin's for an op without one (compare).
 #pragma once
 
 #include <string>

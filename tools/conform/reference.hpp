@@ -52,7 +52,7 @@ Host softmax(const Host &x, int axis, bool log);
 Host layer_norm(const Host &x, const Host &w, const Host &b, int n_axes, double eps);
 Host rms_norm(const Host &x, const Host &w, int n_axes, double eps);
 Host rope(const Host &x, const tf_params_rope &p);
-// mask: empty (numel 0 with empty shape) for none.
+// mask: nullptr for none.
 Host attention(const Host &q, const Host &k, const Host &v, const Host *mask, const tf_params_attention &p);
 Host embedding(const Host &w, const Host &idx);
 Host cross_entropy(const Host &logits, const Host &labels, const tf_params_cross_entropy &p);
