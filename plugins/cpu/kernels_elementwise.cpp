@@ -475,7 +475,10 @@ void clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, doub
     if constexpr (std::is_integral_v<T>) {
         const T lo = std::isnan(min) ? std::numeric_limits<T>::min() : saturate_cast<T>(std::ceil(min));
         const T hi = std::isnan(max) ? std::numeric_limits<T>::max() : saturate_cast<T>(std::floor(max));
-        unary<T>(in, out, [lo, hi](T x) { return x < lo ? lo : x > hi ? hi : x; });
+        unary<T>(in, out, [lo, hi](T x) {
+            const T v = x < lo ? lo : x;
+            return v > hi ? hi : v;  // after the lower bound: min > max gives max, as for floats
+        });
     } else {
         unary<T>(in, out, [min, max](float x) {
             double v = x;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "runner.hpp"
+
 namespace conform {
 
 namespace {
@@ -102,6 +104,66 @@ Verdict compare(const Case &c, std::size_t output, const std::vector<double> &go
     char buf[64];
     std::snprintf(buf, sizeof buf, "nmse %.3g > %.3g; worst ", v.nmse, v.tolerance);
     v.detail = buf + element_text(first, got[first], want[first]);
+    return v;
+}
+
+double unit_roundoff(int32_t dtype) {
+    switch (dtype) {
+    case TF_DTYPE_F32: return 0x1p-24;
+    case TF_DTYPE_F16: return 0x1p-11;
+    case TF_DTYPE_BF16: return 0x1p-8;
+    default: return 0;
+    }
+}
+
+double element_bound(int32_t dtype, double exact, double scale, double k) {
+    // Below the smallest normal a backend may flush to zero (GPU f32, vdpbf16ps); f16 keeps its
+    // subnormals (half its smallest one is the rounding there).
+    const double floor = dtype == TF_DTYPE_F16 ? 0x1p-25 : 0x1p-126;
+    return unit_roundoff(dtype) * std::abs(exact) + 0x1p-24 * k * std::abs(scale) + floor;
+}
+
+Verdict compare_reference(int32_t dtype, const std::vector<double> &got, const RefOutput &want) {
+    Verdict v;
+    v.tolerance = 1;
+    if (got.size() != want.value.size()) {
+        v.pass = false;
+        v.detail = "element counts differ";
+        return v;
+    }
+    const bool is_exact = unit_roundoff(dtype) == 0;
+    std::size_t bad = 0, first = 0;
+    double first_bound = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        const double g = got[i], w = want.value[i], rounded = round_to(w, dtype);
+        bool ok;
+        double bound = 0;
+        if (is_exact)
+            ok = g == rounded;
+        else if (std::isnan(w) || std::isnan(g))
+            ok = std::isnan(w) && std::isnan(g);
+        else if (std::isinf(rounded) || std::isinf(g))
+            ok = g == rounded;
+        else {
+            bound = element_bound(dtype, w, want.scale[i], want.k);
+            const double ratio = std::abs(g - w) / bound;
+            ok = ratio <= 1;
+            v.nmse = std::max(v.nmse, ratio);
+        }
+        if (!ok && bad++ == 0) first = i, first_bound = bound;
+    }
+    if (!bad) return v;
+    v.pass = false;
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "%zu of %zu element(s) off the float64 reference; first: element %zu: got %.9g, exact %.9g", bad,
+                  got.size(), first, got[first], want.value[first]);
+    v.detail = buf;
+    if (first_bound > 0) {
+        std::snprintf(buf, sizeof buf, ", error %.3g > bound %.3g (scale %.3g, k %g)",
+                      std::abs(got[first] - want.value[first]), first_bound, want.scale[first], want.k);
+        v.detail += buf;
+    }
     return v;
 }
 

@@ -7,6 +7,7 @@
 
 namespace conform {
 
-void run_grad(const Options &o, const std::vector<Backend> &backends, Results &results);
+// Returns the number of stale --known-failures entries.
+int run_grad(const Options &o, const std::vector<Backend> &backends, Results &results);
 
 }  // namespace conform

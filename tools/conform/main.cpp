@@ -1,12 +1,14 @@
-// tinyfin-conform: every op of ops.def on every loaded backend, against the cpu plugin.
+// tinyfin-conform: every op of ops.def on every loaded backend, against a float64 reference.
 //
 //   tinyfin-conform [test|grad|perf|support] [options]
 //
-// test     runs each case on each backend through plugin.h and compares the outputs with the cpu
-//          plugin's (NMSE per op and dtype, NaN/Inf must match), checks that nothing outside the
+// test     runs each case on each backend through plugin.h (cpu included) and compares the outputs
+//          with a float64 evaluation of the op from its definition (reference.cpp; every element
+//          within its bound, check.hpp; NaN/Inf must match), checks that nothing outside the
 //          outputs' elements was written (sentinel bytes) and that the inputs are unchanged;
 //          a case outside the op's dtypes column of ops.def must be refused by every backend
-// grad     backward through autograd on each backend against central differences
+// grad     forward and backward through the C++ API (autograd) on each backend, in f32, f16 and
+//          bf16, against the float64 reference and its central differences
 // perf     time per case and backend
 // support  which cases each backend claims (supports()), per op and dtype; --markdown,
 //          --update FILE and --check FILE maintain docs/ops.md
@@ -32,6 +34,7 @@
 #include "check.hpp"
 #include "grad.hpp"
 #include "output.hpp"
+#include "reference.hpp"
 #include "runner.hpp"
 #include "support.hpp"
 #include "tinyfin/plugin.h"
@@ -194,7 +197,7 @@ std::vector<Backend> resolve(Options &o, Backend &cpu) {
             usable.push_back(p.name);
             if (p.name == "cpu") cpu = make(p);
         }
-    if (!cpu.target.table) throw std::runtime_error("the cpu plugin (the reference) is not usable: see tinyfin-info");
+    if (!cpu.target.table) throw std::runtime_error("the cpu plugin (which decides which cases are valid) is not usable: see tinyfin-info");
     for (const std::string &name : o.backends)
         if (std::find(usable.begin(), usable.end(), name) == usable.end()) {
             std::string why = "not loaded";
@@ -218,6 +221,23 @@ std::vector<Backend> resolve(Options &o, Backend &cpu) {
     return out;
 }
 
+// The float64 reference of a case from its input images (and the in-out outputs' first values).
+std::optional<std::vector<RefOutput>> reference_of(const Case &c, const Images &images) {
+    std::vector<Host> inputs, before;
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+        Host h;
+        h.shape = c.inputs[i].shape;
+        h.v = tensor_values(c.inputs[i], images.inputs[i]);
+        inputs.push_back(std::move(h));
+    }
+    for (std::size_t i = 0; i < c.outputs.size(); ++i) {
+        Host h(c.outputs[i].shape);
+        if (c.outputs[i].in_out) h.v = tensor_values(c.outputs[i], images.outputs[i]);
+        before.push_back(std::move(h));
+    }
+    return reference(c, inputs, before);
+}
+
 bool capped(const Options &o, const Backend &b, const Case &c) {
     return b.software && o.software_max_elements >= 0 && c.elements() > o.software_max_elements;
 }
@@ -228,7 +248,7 @@ int run_test(const Options &o, const std::vector<Case> &cases, const Backend &cp
              Results &results) {
     std::vector<KnownFailure> known =
         o.known_failures.empty() ? std::vector<KnownFailure>{} : read_known_failures(o.known_failures);
-    int refused_outside = 0, unreferenced = 0;
+    int refused_outside = 0, unclaimed = 0, unreferenced = 0;
     for (const Case &c : cases) {
         if (!c.in_column()) {
             // Not a case of this op (ops.def's dtypes column excludes an operand's dtype): the core
@@ -247,12 +267,14 @@ int run_test(const Options &o, const std::vector<Case> &cases, const Backend &cp
             continue;
         }
         if (!claims(cpu.target, c)) {
-            // No reference: a case the op takes that the cpu plugin leaves to the core's own path
-            // (the optimizer ops in f16/bf16 or on strided tensors) or refuses as invalid.
-            ++unreferenced;
+            // A case the op takes that the cpu plugin leaves to the core's own path (the optimizer
+            // ops in f16/bf16 or on strided tensors) or refuses as invalid: not run.
+            ++unclaimed;
             continue;
         }
         const Images images = make_images(c);
+        const std::optional<std::vector<RefOutput>> exact = reference_of(c, images);
+        if (!exact) ++unreferenced;
         const RunResult ref = run_case(cpu.target, c, images);
         for (const Backend &b : backends) {
             Result r = start_result(b, c);
@@ -278,8 +300,10 @@ int run_test(const Options &o, const std::vector<Case> &cases, const Backend &cp
                 } else {
                     r.status = Status::pass;
                     for (std::size_t i = 0; i < c.outputs.size(); ++i) {
-                        Verdict v = compare(c, i, output_values(c, i, got.after.outputs[i]),
-                                            output_values(c, i, ref.after.outputs[i]));
+                        // The float64 reference where the op has one, else the cpu plugin's result.
+                        const std::vector<double> values = output_values(c, i, got.after.outputs[i]);
+                        Verdict v = exact ? compare_reference(c.outputs[i].dtype, values, (*exact)[i])
+                                          : compare(c, i, values, output_values(c, i, ref.after.outputs[i]));
                         r.nmse = std::max(r.nmse, v.nmse);
                         r.tolerance = v.tolerance;
                         if (!v.pass) {
@@ -298,8 +322,9 @@ int run_test(const Options &o, const std::vector<Case> &cases, const Backend &cp
     }
     if (o.verbose)
         std::printf("%d case(s) outside ops.def's dtypes column (refused by every backend unless a FAIL above says "
-                    "otherwise), %d without a cpu reference (not run)\n",
-                    refused_outside, unreferenced);
+                    "otherwise), %d the cpu plugin does not claim (not run), %d without a float64 reference "
+                    "(compared with the cpu plugin)\n",
+                    refused_outside, unclaimed, unreferenced);
     int stale = 0;
     for (const KnownFailure &k : known)
         if (k.failed == 0 && k.passed > 0) {
@@ -359,7 +384,7 @@ int main_checked(int argc, char **argv) {
     const auto t0 = std::chrono::steady_clock::now();
     int extra_failures = 0;
     if (o.mode == "grad")
-        run_grad(o, backends, results);
+        extra_failures = run_grad(o, backends, results);
     else if (o.mode == "perf")
         run_perf(o, cases, cpu, backends, results);
     else

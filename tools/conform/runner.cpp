@@ -382,7 +382,16 @@ RunResult run_case(const Target &target, const Case &c, const Images &before, in
 }
 
 std::vector<double> output_values(const Case &c, std::size_t index, const std::vector<uint8_t> &image) {
-    const TensorSpec &t = c.outputs[index];
+    return tensor_values(c.outputs[index], image);
+}
+
+double round_to(double v, int32_t dtype) {
+    uint8_t bytes[8];
+    encode(v, dtype, bytes);
+    return decode(dtype, bytes);
+}
+
+std::vector<double> tensor_values(const TensorSpec &t, const std::vector<uint8_t> &image) {
     std::vector<double> values;
     values.reserve(static_cast<std::size_t>(t.numel()));
     const std::size_t es = dtype_size(t.dtype);

@@ -44,6 +44,12 @@ RunResult run_case(const Target &target, const Case &c, const Images &before, in
 // Row-major values of output `index` decoded to double.
 std::vector<double> output_values(const Case &c, std::size_t index, const std::vector<uint8_t> &image);
 
+// Row-major values of any tensor of the case (input or output image) decoded to double.
+std::vector<double> tensor_values(const TensorSpec &t, const std::vector<uint8_t> &image);
+
+// v rounded to dtype (round to nearest even for floats; integers and bool as encode stores them).
+double round_to(double v, int32_t dtype);
+
 // Bytes of padding before and after every tensor's storage.
 inline constexpr std::size_t k_pad = 64;
 inline constexpr uint8_t k_output_sentinel = 0xC3;
