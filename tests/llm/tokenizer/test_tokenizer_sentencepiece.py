@@ -1,8 +1,10 @@
 """SentencePiece tokenizers against libsentencepiece's Python encoder (Debian's
 python3-sentencepiece): a BPE model with byte fallback trained here on the fortunes text, then the
-same ids from Tokenizer::from_sentencepiece (the .model through libsentencepiece's C++ library)
-and from Tokenizer::from_vocabulary (tinyfin's own SentencePiece-style merging of the GGUF-style
-tokens, scores and types extracted from the model)."""
+same ids from Tokenizer::from_sentencepiece (the .model through libsentencepiece's C++ library),
+from Tokenizer::from_vocabulary (tinyfin's own SentencePiece-style merging of the GGUF-style
+tokens, scores and types extracted from the model) and from Tokenizer::from_tokenizer_json (the
+model converted to a Llama-2-style tokenizer.json, as Hugging Face's converter does: merges ranked
+by the merged piece's score, byte fallback, Prepend/Replace normalizer)."""
 
 import json
 
@@ -14,6 +16,7 @@ import tokenizer_tool as tool
 
 TRAIN = ["fortunes", "computers", "literature", "wisdom", "science", "linux"]
 HELD_OUT = ["people", "work", "pets", "food", "politics", "love"]
+KINDS = ["--model", "--vocabulary", "--json"]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +49,41 @@ def model(tmp_path_factory):
     }
     vocabulary_path = work / "vocabulary.json"
     vocabulary_path.write_text(json.dumps(vocabulary), encoding="utf-8")
-    return sp, str(prefix) + ".model", vocabulary_path
+    json_dir = work / "hf"
+    json_dir.mkdir()
+    (json_dir / "tokenizer.json").write_text(json.dumps(llama2_tokenizer_json(sp, vocabulary)), encoding="utf-8")
+    (json_dir / "tokenizer_config.json").write_text(json.dumps(
+        {"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>"}), encoding="utf-8")
+    return sp, {"--model": str(prefix) + ".model", "--vocabulary": vocabulary_path,
+                "--json": json_dir / "tokenizer.json"}
+
+
+def llama2_tokenizer_json(sp, vocabulary):
+    """The layout of Llama 2's tokenizer.json: merges are every split of a normal piece into two
+    normal pieces, ranked by the merged piece's id (SentencePiece numbers pieces by score)."""
+    tokens, types = vocabulary["tokens"], vocabulary["token_types"]
+    normal = {t: i for i, t in enumerate(tokens) if types[i] == 1}
+    merges = []
+    for piece, i in sorted(normal.items(), key=lambda item: item[1]):
+        splits = [(piece[:k], piece[k:]) for k in range(1, len(piece)) if piece[:k] in normal and piece[k:] in normal]
+        merges.extend(sorted(splits, key=lambda lr: (normal[lr[0]], normal[lr[1]])))
+    specials = [i for i, k in enumerate(types) if k in (2, 3)]
+    return {
+        "version": "1.0",
+        "added_tokens": [{"id": i, "content": tokens[i], "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True} for i in specials],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        "pre_tokenizer": None,
+        "post_processor": None,
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True,
+                  "vocab": {t: i for i, t in enumerate(tokens)}, "merges": [f"{a} {b}" for a, b in merges]},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +93,10 @@ def texts():
     return corpus.EDGE_CASES + held_out[:1500]
 
 
-@pytest.mark.parametrize("kind", ["--model", "--vocabulary"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_ids_equal_libsentencepiece(model, texts, kind):
-    sp, model_path, vocabulary_path = model
-    path = model_path if kind == "--model" else vocabulary_path
+    sp, paths = model
+    path = paths[kind]
     expected = [sp.encode(t) for t in texts]
     got = tool.encode(kind, path, texts, "--no-bos")
     mismatches = [(t, e, g) for t, e, g in zip(texts, expected, got) if e != g]
@@ -70,10 +107,10 @@ def test_ids_equal_libsentencepiece(model, texts, kind):
     assert sum(len(sp.id_to_piece(i)) > 3 for i in flat) > 1000
 
 
-@pytest.mark.parametrize("kind", ["--model", "--vocabulary"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_bos_and_special_tokens(model, kind):
-    sp, model_path, vocabulary_path = model
-    path = model_path if kind == "--model" else vocabulary_path
+    sp, paths = model
+    path = paths[kind]
     eot = sp.piece_to_id("<|eot|>")
     assert sp.is_control(eot)
     text = "Hello<|eot|> world"
@@ -88,10 +125,10 @@ def test_bos_and_special_tokens(model, kind):
     assert tool.encode(kind, path, ["<s>Hi"], "--parse-special")[0] == [sp.bos_id()] + sp.encode("Hi")
 
 
-@pytest.mark.parametrize("kind", ["--model", "--vocabulary"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_decode_round_trip(model, texts, kind):
-    sp, model_path, vocabulary_path = model
-    path = model_path if kind == "--model" else vocabulary_path
+    sp, paths = model
+    path = paths[kind]
     ids = [[sp.bos_id()] + sp.encode(t) + [sp.eos_id()] for t in texts]
     decoded = tool.decode(kind, path, ids)
     for text, got, i in zip(texts, decoded, ids):
@@ -101,17 +138,17 @@ def test_decode_round_trip(model, texts, kind):
     assert kept == b"<s>Hi"
 
 
-@pytest.mark.parametrize("kind", ["--model", "--vocabulary"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_decode_refuses_out_of_range_ids(model, kind):
-    sp, model_path, vocabulary_path = model
-    path = model_path if kind == "--model" else vocabulary_path
+    sp, paths = model
+    path = paths[kind]
     message = tool.error("decode", kind, path, [[5, sp.get_piece_size()]])
     assert "out of range" in message and str(sp.get_piece_size()) in message
     assert "out of range" in tool.error("decode", kind, path, [[-1]])
 
 
 def test_vocabulary_with_inconsistent_arrays_is_refused(model, tmp_path):
-    _, _, vocabulary_path = model
+    vocabulary_path = model[1]["--vocabulary"]
     vocabulary = json.loads(vocabulary_path.read_text(encoding="utf-8"))
     cases = {
         "scores": dict(vocabulary, scores=vocabulary["scores"][:-1]),
