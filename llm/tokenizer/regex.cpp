@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include "tinyfin/llm/tokenizer.hpp"
+#include "utf8.hpp"
 
 namespace tinyfin::llm::detail {
 
@@ -55,12 +56,15 @@ std::vector<std::pair<std::size_t, std::size_t>> Regex::find_all(std::string_vie
     std::unique_ptr<pcre2_match_data, MatchDataDeleter> match(
         pcre2_match_data_create_from_pattern(impl_->code.get(), nullptr));
     if (!match) throw std::bad_alloc();
+    // PCRE2 would check the whole subject's UTF-8 on every call (quadratic in a long text): check
+    // it once here and match with PCRE2_NO_UTF_CHECK.
+    if (!is_valid_utf8(text)) throw TokenizerError("pre-tokenizer: the text is not valid UTF-8");
     std::vector<std::pair<std::size_t, std::size_t>> out;
     const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     std::size_t start = 0;
     uint32_t options = 0;
     while (start <= text.size()) {
-        const int rc = pcre2_match(impl_->code.get(), subject, text.size(), start, options, match.get(),
+        const int rc = pcre2_match(impl_->code.get(), subject, text.size(), start, options | PCRE2_NO_UTF_CHECK, match.get(),
                                    impl_->context.get());
         if (rc == PCRE2_ERROR_NOMATCH) {
             if (options == 0) break;
