@@ -302,8 +302,8 @@ private:
                         next.push_back(std::move(p));
                         continue;
                     }
-                    std::size_t start = 0;
-                    for (std::size_t i = r.size(); i <= p.size(); ++i) {
+                    std::size_t start = 0;  // a piece starts at each replacement (a whole character)
+                    for (std::size_t i = 1; i <= p.size(); ++i) {
                         if (i == p.size() || p.compare(i, r.size(), r) == 0) {
                             if (i > start) next.push_back(p.substr(start, i - start));
                             start = i;

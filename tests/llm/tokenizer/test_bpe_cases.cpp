@@ -259,3 +259,34 @@ TEST_CASE("GGUF gpt2 vocabulary: the same ids as tokenizer.json, pre-tokenizer b
         CHECK(std::string(e.what()).find("llama-bpe") != std::string::npos);
     }
 }
+
+TEST_CASE("BPE: a long text is encoded (linear splitting and merging)") {
+    TempDir dir;
+    const auto t = load(dir, llama3_json());
+    const std::vector<int32_t> ids = t->encode(std::string(300000, '1') + std::string(300000, ' ') + "Hello");
+    // BOS; 300000 ones (no merge); 299999 spaces as 149999 pairs and one; " Hello" as " " and Hello.
+    CHECK(ids.size() == 1 + 300000 + 150000 + 2);
+}
+
+TEST_CASE("BPE: Metaspace pre-tokenizer and decoder (SentencePiece-style tokenizer.json)") {
+    TempDir dir;
+    const std::string m = "\xE2\x96\x81";  // U+2581
+    json j = {{"added_tokens", json::array({json{{"id", 5}, {"content", "<sep>"}, {"special", true}}})},
+              {"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "first"}, {"split", true}}},
+              {"decoder", {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "first"}}},
+              {"model",
+               {{"type", "BPE"}, {"unk_token", "?"}, {"fuse_unk", true},
+                {"vocab", {{"?", 0}, {m, 1}, {"x", 2}, {m + "x", 3}, {"y", 4}}}, {"merges", json::array({m + " x"})}}}};
+    const auto t = load(dir, j);
+    CHECK(t->encode("x") == Ids{3});
+    CHECK(t->encode("x x") == Ids{3, 3});
+    CHECK(t->encode("y") == Ids{1, 4});
+    CHECK(t->encode("zzz") == Ids{1, 0});  // the unknown characters fuse into one unknown token
+    CHECK(t->encode("x<sep>x", {.parse_special = true}) == Ids{3, 5, 2});  // "first": no prefix after <sep>
+    CHECK(t->decode(Ids{3, 3}) == "x x");
+    CHECK(t->token_to_piece(3) == " x");
+    j["pre_tokenizer"]["prepend_scheme"] = "never";
+    const auto never = load(dir, j);
+    CHECK(never->encode("y") == Ids{4});
+    CHECK(never->encode("y x") == Ids{4, 3});
+}
