@@ -13,8 +13,8 @@ struct AddedToken {
     int32_t id = -1;
     std::string content;
     bool special = false;  // matched only when EncodeOptions::parse_special; dropped by decode(skip_special)
-    bool lstrip = false;   // absorbs the whitespace before it
-    bool rstrip = false;   // absorbs the whitespace after it
+    bool lstrip = false;  // absorbs the whitespace before it
+    bool rstrip = false;  // absorbs the whitespace after it
 };
 
 // A run of the prompt: ordinary text (id < 0) or one matched added token.
@@ -32,7 +32,7 @@ public:
     const std::vector<AddedToken> &tokens() const { return tokens_; }
 
 private:
-    std::vector<AddedToken> tokens_;            // longest content first
+    std::vector<AddedToken> tokens_;  // longest content first
     std::vector<std::vector<uint32_t>> by_first_byte_;  // indices into tokens_, per first byte
 };
 

@@ -36,8 +36,10 @@ std::string nfc(std::string_view s) {
         return std::string(s);
     UErrorCode status = U_ZERO_ERROR;
     const icu::Normalizer2 *normalizer = icu::Normalizer2::getNFCInstance(status);
-    if (U_FAILURE(status)) throw TokenizerError(std::string("NFC normalizer unavailable (ICU): ") + u_errorName(status));
-    const icu::UnicodeString in = icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
+    if (U_FAILURE(status))
+        throw TokenizerError(std::string("NFC normalizer unavailable (ICU): ") + u_errorName(status));
+    const icu::UnicodeString in =
+        icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
     const icu::UnicodeString normalized = normalizer->normalize(in, status);
     if (U_FAILURE(status)) throw TokenizerError(std::string("NFC normalization failed (ICU): ") + u_errorName(status));
     std::string out;
@@ -56,8 +58,7 @@ struct CompiledPreTokenizer {
 };
 
 // GPT-2's pre-tokenizer pattern, which ByteLevel applies when it splits (use_regex).
-constexpr const char *gpt2_pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char *gpt2_pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 class BpeTokenizer final : public Tokenizer {
 public:
@@ -70,7 +71,8 @@ public:
         for (const Fragment &f : added_.split(text, options.parse_special)) {
             if (f.id >= 0) {
                 // The prompt already spells BOS (a chat template's text): no second one.
-                if (!(f.id == config_.bos_id && ids.size() == 1 && ids[0] == config_.bos_id && first)) ids.push_back(f.id);
+                if (!(f.id == config_.bos_id && ids.size() == 1 && ids[0] == config_.bos_id && first))
+                    ids.push_back(f.id);
             } else {
                 encode_text(f.text, first, ids);
             }
@@ -261,9 +263,7 @@ private:
             case PreTokenizerStep::Removed:
                 if (!gap.empty()) out.push_back(std::move(gap));
                 break;
-            case PreTokenizerStep::MergedWithPrevious:
-                out.push_back(gap + match);
-                break;
+            case PreTokenizerStep::MergedWithPrevious: out.push_back(gap + match); break;
             case PreTokenizerStep::MergedWithNext:
                 if (!pending.empty() || !gap.empty()) out.push_back(pending + gap);
                 pending = std::move(match);
@@ -396,8 +396,8 @@ private:
         for (std::size_t i = 0; i < text.size();) {
             const std::size_t n = utf8_sequence_length(text, i);
             if (n == 0)
-                throw TokenizerError("the text to encode is not valid UTF-8 at byte " + std::to_string(i) +
-                                     " (" + config_.source + " tokenizes Unicode text)");
+                throw TokenizerError("the text to encode is not valid UTF-8 at byte " + std::to_string(i) + " (" +
+                                     config_.source + " tokenizes Unicode text)");
             i += n;
         }
         for (const std::string &piece : pre_tokenize(normalize(text), first_fragment)) bpe(piece, ids);
@@ -434,7 +434,8 @@ private:
                     int k = 0;
                     while (k < d.start && t.compare(0, d.a.size(), d.a) == 0 && !t.empty()) t.erase(0, d.a.size()), ++k;
                     k = 0;
-                    while (k < d.stop && t.size() >= d.a.size() && t.compare(t.size() - d.a.size(), d.a.size(), d.a) == 0)
+                    while (k < d.stop && t.size() >= d.a.size() &&
+                           t.compare(t.size() - d.a.size(), d.a.size(), d.a) == 0)
                         t.erase(t.size() - d.a.size()), ++k;
                 }
                 break;

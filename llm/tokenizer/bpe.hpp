@@ -41,8 +41,8 @@ struct DecoderStep {
 };
 
 struct BpeConfig {
-    std::string source;                                     // the file or "GGUF vocabulary", for messages
-    std::vector<std::string> tokens;                        // id -> vocabulary spelling; "" for an unused id
+    std::string source;  // the file or "GGUF vocabulary", for messages
+    std::vector<std::string> tokens;  // id -> vocabulary spelling; "" for an unused id
     std::vector<std::pair<std::string, std::string>> merges;  // in rank order
     std::vector<AddedToken> added;
     std::vector<NormalizerStep> normalizer;
@@ -65,7 +65,7 @@ std::string gpt2_pre_tokenizer_pattern();
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeConfig config);
 
 // Well-known end-of-turn tokens of chat models, added to eos_ids() when the vocabulary has them.
-inline constexpr const char *end_of_turn_tokens[] = {"<|eot_id|>", "<|im_end|>", "<|end_of_text|>", "<|eom_id|>",
-                                                     "<|endoftext|>", "<end_of_turn>", "</s>"};
+inline constexpr const char *end_of_turn_tokens[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end_of_text|>", "<|eom_id|>", "<|endoftext|>", "<end_of_turn>", "</s>"};
 
 }  // namespace tinyfin::llm::detail

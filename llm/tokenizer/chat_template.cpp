@@ -22,8 +22,8 @@ void check_roles(const std::vector<ChatMessage> &messages, std::string_view fami
         const std::string &role = messages[i].role;
         if (role == "system" && i == 0) continue;
         if (role == "system")
-            throw TokenizerError("chat template " + std::string(family) + ": a system message must come first (message " +
-                                 std::to_string(i) + ")");
+            throw TokenizerError("chat template " + std::string(family) +
+                                 ": a system message must come first (message " + std::to_string(i) + ")");
         if (role != "user" && role != "assistant")
             throw TokenizerError("chat template " + std::string(family) + ": message " + std::to_string(i) +
                                  " has role " + detail::quote_for_message(role) + "; use system, user or assistant");

@@ -37,7 +37,8 @@ std::unique_ptr<Tokenizer> from_gpt2_vocabulary(const Vocabulary &v) {
         if (p.name == pre) named = &p;
     if (!named) {
         std::string known;
-        for (const NamedPreTokenizer &p : named_pre_tokenizers) known += (known.empty() ? "" : ", ") + std::string(p.name);
+        for (const NamedPreTokenizer &p : named_pre_tokenizers)
+            known += (known.empty() ? "" : ", ") + std::string(p.name);
         throw TokenizerError(where + ": tokenizer.ggml.pre is " + detail::quote_for_message(pre) +
                              ", a pre-tokenizer tinyfin does not know (it knows " + known + ")");
     }
@@ -61,7 +62,8 @@ std::unique_ptr<Tokenizer> from_gpt2_vocabulary(const Vocabulary &v) {
     // Control (3) tokens are parsed only when asked; user-defined (4) ones always.
     for (std::size_t id = 0; id < v.token_types.size(); ++id) {
         const int32_t type = v.token_types[id];
-        if (type == 3 || type == 4) c.added.push_back({static_cast<int32_t>(id), v.tokens[id], type == 3, false, false});
+        if (type == 3 || type == 4)
+            c.added.push_back({static_cast<int32_t>(id), v.tokens[id], type == 3, false, false});
     }
     detail::PreTokenizerStep split{};
     split.kind = detail::PreTokenizerStep::Split;

@@ -36,8 +36,8 @@ Regex::Regex(std::string_view pattern, std::string_view what) : impl_(std::make_
     int error = 0;
     PCRE2_SIZE offset = 0;
     // PCRE2_UCP: \s, \d, \w and [[:classes:]] follow Unicode, as Oniguruma's do in Hugging Face tokenizers.
-    impl_->code.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                    PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr));
+    impl_->code.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
+                                    &error, &offset, nullptr));
     if (!impl_->code)
         throw TokenizerError(std::string(what) + ": the regular expression does not compile at offset " +
                              std::to_string(offset) + ": " + pcre2_message(error));
@@ -64,8 +64,8 @@ std::vector<std::pair<std::size_t, std::size_t>> Regex::find_all(std::string_vie
     std::size_t start = 0;
     uint32_t options = 0;
     while (start <= text.size()) {
-        const int rc = pcre2_match(impl_->code.get(), subject, text.size(), start, options | PCRE2_NO_UTF_CHECK, match.get(),
-                                   impl_->context.get());
+        const int rc = pcre2_match(impl_->code.get(), subject, text.size(), start, options | PCRE2_NO_UTF_CHECK,
+                                   match.get(), impl_->context.get());
         if (rc == PCRE2_ERROR_NOMATCH) {
             if (options == 0) break;
             // After an empty match: advance one code point and retry without the empty-match flags.

@@ -24,8 +24,8 @@ public:
         : source_(source) {
         const auto status = sp_.LoadFromSerializedProto(model_bytes);
         if (!status.ok())
-            throw TokenizerError(source + ": not a SentencePiece model libsentencepiece can load (" + status.ToString() +
-                                 ")");
+            throw TokenizerError(source + ": not a SentencePiece model libsentencepiece can load (" +
+                                 status.ToString() + ")");
         const int n = sp_.GetPieceSize();
         if (n <= 0) throw TokenizerError(source + ": the SentencePiece model has no pieces");
         // Whether the model's normalizer adds the dummy "▁" before the text (decode removes it).
@@ -67,7 +67,8 @@ public:
             } else {
                 std::vector<int> part;
                 const auto status = sp_.Encode(f.text, &part);
-                if (!status.ok()) throw TokenizerError(source_ + ": libsentencepiece could not encode: " + status.ToString());
+                if (!status.ok())
+                    throw TokenizerError(source_ + ": libsentencepiece could not encode: " + status.ToString());
                 ids.insert(ids.end(), part.begin(), part.end());
             }
             first = false;

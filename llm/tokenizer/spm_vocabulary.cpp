@@ -129,8 +129,11 @@ private:
         if (!v_.token_types.empty() && v_.token_types.size() != n)
             fail("tokenizer.ggml.token_type has " + std::to_string(v_.token_types.size()) + " entries for " +
                  std::to_string(n) + " tokens");
-        for (const auto &[id, name] : {std::pair{v_.bos_id, "bos"}, {v_.eos_id, "eos"}, {v_.pad_id, "padding"},
-                                      {v_.unk_id, "unknown"}, {v_.eot_id, "eot"}})
+        for (const auto &[id, name] : {std::pair{v_.bos_id, "bos"},
+                                       {v_.eos_id, "eos"},
+                                       {v_.pad_id, "padding"},
+                                       {v_.unk_id, "unknown"},
+                                       {v_.eot_id, "eot"}})
             if (id < -1 || id >= static_cast<int32_t>(n))
                 fail(std::string("tokenizer.ggml.") + name + "_token_id is " + std::to_string(id) +
                      ", outside the vocabulary of " + std::to_string(n) + " tokens");
@@ -166,8 +169,10 @@ private:
         s.reserve(text.size() + 3);
         if (space_prefix) s += space_marker;
         for (const char c : text) {
-            if (c == ' ') s += space_marker;
-            else s += c;
+            if (c == ' ')
+                s += space_marker;
+            else
+                s += c;
         }
         struct Symbol {
             std::size_t begin, size;
@@ -245,7 +250,7 @@ private:
     }
 
     Vocabulary v_;
-    std::unordered_map<std::string, int32_t> ids_;     // every token's spelling
+    std::unordered_map<std::string, int32_t> ids_;  // every token's spelling
     std::unordered_map<std::string, int32_t> pieces_;  // the pieces merges may produce
     int32_t byte_ids_[256];
     AddedTokenMatcher added_;

@@ -50,11 +50,13 @@ std::unique_ptr<Tokenizer> Tokenizer::from_directory(const std::string &dir) {
     if (!std::filesystem::is_directory(dir, ec))
         throw TokenizerError("tokenizer directory " + dir + " is not a directory");
     const std::filesystem::path base(dir);
-    if (std::filesystem::exists(base / "tokenizer.json", ec)) return from_tokenizer_json((base / "tokenizer.json").string());
+    if (std::filesystem::exists(base / "tokenizer.json", ec))
+        return from_tokenizer_json((base / "tokenizer.json").string());
     if (std::filesystem::exists(base / "tokenizer.model", ec))
         return from_sentencepiece((base / "tokenizer.model").string());
-    throw TokenizerError("no tokenizer in " + dir + ": expected tokenizer.json or tokenizer.model (a GGUF file carries "
-                                                    "its own vocabulary: use Tokenizer::from_vocabulary)");
+    throw TokenizerError("no tokenizer in " + dir +
+                         ": expected tokenizer.json or tokenizer.model (a GGUF file carries "
+                         "its own vocabulary: use Tokenizer::from_vocabulary)");
 }
 
 }  // namespace tinyfin::llm

@@ -125,8 +125,9 @@ void read_normalizer(const Reader &r, const Json &n, const std::string &field, s
         const std::string content = r.string_or(n, "content", field, "");
         out.push_back({is_regex ? NormalizerStep::ReplaceRegex : NormalizerStep::Replace, std::move(pattern), content});
     } else {
-        r.fail(field, "has type \"" + type +
-                          "\", a normalizer tinyfin does not implement (it implements NFC, Prepend, Replace, Sequence)");
+        r.fail(field,
+               "has type \"" + type +
+                   "\", a normalizer tinyfin does not implement (it implements NFC, Prepend, Replace, Sequence)");
     }
 }
 
@@ -150,11 +151,16 @@ void read_pre_tokenizer(const Reader &r, const Json &p, const std::string &field
         if (!is_regex) step.pattern = escape_regex(step.pattern);
         if (r.boolean_or(p, "invert", field, false)) r.fail(field + ".invert", "true is not implemented");
         const std::string behavior = r.string_or(p, "behavior", field, "Isolated");
-        if (behavior == "Isolated") step.behavior = PreTokenizerStep::Isolated;
-        else if (behavior == "Removed") step.behavior = PreTokenizerStep::Removed;
-        else if (behavior == "MergedWithPrevious") step.behavior = PreTokenizerStep::MergedWithPrevious;
-        else if (behavior == "MergedWithNext") step.behavior = PreTokenizerStep::MergedWithNext;
-        else r.fail(field + ".behavior", "\"" + behavior + "\" is not implemented");
+        if (behavior == "Isolated")
+            step.behavior = PreTokenizerStep::Isolated;
+        else if (behavior == "Removed")
+            step.behavior = PreTokenizerStep::Removed;
+        else if (behavior == "MergedWithPrevious")
+            step.behavior = PreTokenizerStep::MergedWithPrevious;
+        else if (behavior == "MergedWithNext")
+            step.behavior = PreTokenizerStep::MergedWithNext;
+        else
+            r.fail(field + ".behavior", "\"" + behavior + "\" is not implemented");
     } else if (type == "ByteLevel") {
         step.kind = PreTokenizerStep::ByteLevel;
         step.add_prefix_space = r.boolean_or(p, "add_prefix_space", field, true);
@@ -267,16 +273,20 @@ void check_json_depth(std::string_view text, int limit, const std::string &sourc
     for (std::size_t i = 0; i < text.size(); ++i) {
         const char c = text[i];
         if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
             continue;
         }
-        if (c == '"') in_string = true;
+        if (c == '"')
+            in_string = true;
         else if (c == '[' || c == '{') {
             if (++depth > limit)
                 throw TokenizerError(source + ": JSON nested deeper than " + std::to_string(limit) +
                                      " levels; not a tokenizer file");
-        } else if (c == ']' || c == '}') --depth;
+        } else if (c == ']' || c == '}')
+            --depth;
     }
 }
 
@@ -288,8 +298,10 @@ TokenizerConfig parse_tokenizer_config(std::string_view config_json, std::string
         const Reader r(name);
         const Json config = parse(config_json, name);
         r.object(config, "the top level");
-        if (const Json *v = r.find(config, "add_bos_token")) out.add_bos = r.boolean_or(config, "add_bos_token", "", false), (void)v;
-        if (const Json *v = r.find(config, "add_eos_token")) out.add_eos = r.boolean_or(config, "add_eos_token", "", false), (void)v;
+        if (const Json *v = r.find(config, "add_bos_token"))
+            out.add_bos = r.boolean_or(config, "add_bos_token", "", false), (void)v;
+        if (const Json *v = r.find(config, "add_eos_token"))
+            out.add_eos = r.boolean_or(config, "add_eos_token", "", false), (void)v;
         out.bos_token = token_name(r, config, "bos_token");
         out.eos_token = token_name(r, config, "eos_token");
         if (const Json *t = r.find(config, "chat_template")) {
@@ -339,8 +351,9 @@ std::unique_ptr<Tokenizer> tokenizer_from_json_text(std::string_view tokenizer_j
         r.object(*model, "model");
         const std::string type = r.string_or(*model, "type", "model", "BPE");
         if (type != "BPE")
-            r.fail("model.type", "is \"" + type + "\": tinyfin reads BPE tokenizer.json models (for SentencePiece "
-                                                  "Unigram models use tokenizer.model)");
+            r.fail("model.type", "is \"" + type +
+                                     "\": tinyfin reads BPE tokenizer.json models (for SentencePiece "
+                                     "Unigram models use tokenizer.model)");
         if (!r.string_or(*model, "continuing_subword_prefix", "model", "").empty() ||
             !r.string_or(*model, "end_of_word_suffix", "model", "").empty())
             r.fail("model", "uses continuing_subword_prefix or end_of_word_suffix, which tinyfin does not implement");
@@ -358,8 +371,8 @@ std::unique_ptr<Tokenizer> tokenizer_from_json_text(std::string_view tokenizer_j
         entries.reserve(vocab->size());
         int64_t max_id = -1;
         for (const auto &[token, id_json] : vocab->items()) {
-            const int64_t id = r.integer(id_json, "model.vocab[" + quote_for_message(token) + "]", 0,
-                                         static_cast<int64_t>(limit) - 1);
+            const int64_t id =
+                r.integer(id_json, "model.vocab[" + quote_for_message(token) + "]", 0, static_cast<int64_t>(limit) - 1);
             entries.emplace_back(token, static_cast<int32_t>(id));
             max_id = std::max(max_id, id);
         }
@@ -430,7 +443,8 @@ std::unique_ptr<Tokenizer> tokenizer_from_json_text(std::string_view tokenizer_j
         }
 
         if (const Json *n = r.find(root, "normalizer")) read_normalizer(r, *n, "normalizer", c.normalizer, 0);
-        if (const Json *p = r.find(root, "pre_tokenizer")) read_pre_tokenizer(r, *p, "pre_tokenizer", c.pre_tokenizer, 0);
+        if (const Json *p = r.find(root, "pre_tokenizer"))
+            read_pre_tokenizer(r, *p, "pre_tokenizer", c.pre_tokenizer, 0);
         if (const Json *d = r.find(root, "decoder")) read_decoder(r, *d, "decoder", c.decoder, 0);
 
         // BOS/EOS: tokenizer_config.json when present, else what the post-processor prepends.

@@ -17,15 +17,24 @@ inline std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
     if (c < 0x80) return 1;
     std::size_t n = 0;
     unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) n = 2;
-    else if (c == 0xE0) n = 3, lo = 0xA0;
-    else if (c >= 0xE1 && c <= 0xEC) n = 3;
-    else if (c == 0xED) n = 3, hi = 0x9F;
-    else if (c >= 0xEE && c <= 0xEF) n = 3;
-    else if (c == 0xF0) n = 4, lo = 0x90;
-    else if (c >= 0xF1 && c <= 0xF3) n = 4;
-    else if (c == 0xF4) n = 4, hi = 0x8F;
-    else return 0;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c == 0xE0)
+        n = 3, lo = 0xA0;
+    else if (c >= 0xE1 && c <= 0xEC)
+        n = 3;
+    else if (c == 0xED)
+        n = 3, hi = 0x9F;
+    else if (c >= 0xEE && c <= 0xEF)
+        n = 3;
+    else if (c == 0xF0)
+        n = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3)
+        n = 4;
+    else if (c == 0xF4)
+        n = 4, hi = 0x8F;
+    else
+        return 0;
     if (i + n > s.size()) return 0;
     if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
     for (std::size_t k = 2; k < n; ++k)
@@ -106,10 +115,14 @@ inline int parse_byte_token(std::string_view t) {
     for (std::size_t k = 3; k < 5; ++k) {
         const char c = t[k];
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= c - '0';
-        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-        else return -1;
+        if (c >= '0' && c <= '9')
+            v |= c - '0';
+        else if (c >= 'A' && c <= 'F')
+            v |= c - 'A' + 10;
+        else if (c >= 'a' && c <= 'f')
+            v |= c - 'a' + 10;
+        else
+            return -1;
     }
     return v;
 }

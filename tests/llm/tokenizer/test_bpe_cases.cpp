@@ -23,22 +23,22 @@ const char *qwen2_pattern =
 
 // Merges (in rank order) as raw byte strings; each makes the next id from 256 on.
 const std::vector<std::pair<std::string, std::string>> merges = {
-    {"H", "e"},          // 256 He
-    {"l", "l"},          // 257 ll
-    {"He", "ll"},        // 258 Hell
-    {"Hell", "o"},       // 259 Hello
-    {" ", "w"},          // 260 " w"
-    {"o", "r"},          // 261 or
-    {" w", "or"},        // 262 " wor"
-    {"l", "d"},          // 263 ld
-    {" wor", "ld"},      // 264 " world"
-    {"1", "2"},          // 265 12
-    {"12", "3"},         // 266 123
-    {" ", " "},          // 267 two spaces
-    {"\n", "\n"},        // 268 two newlines
-    {"\xF0", "\x9F"},    // 269 the first two bytes of U+1F642 and other emoji
-    {"3", "4"},          // 270 34: only where "0034" is one pre-token (GPT-2), not 003|4 (Llama 3)
-    {"'", "T"},          // 271 'T: only where 'T is one pre-token (Llama 3's case-insensitive contractions)
+    {"H", "e"},  // 256 He
+    {"l", "l"},  // 257 ll
+    {"He", "ll"},  // 258 Hell
+    {"Hell", "o"},  // 259 Hello
+    {" ", "w"},  // 260 " w"
+    {"o", "r"},  // 261 or
+    {" w", "or"},  // 262 " wor"
+    {"l", "d"},  // 263 ld
+    {" wor", "ld"},  // 264 " world"
+    {"1", "2"},  // 265 12
+    {"12", "3"},  // 266 123
+    {" ", " "},  // 267 two spaces
+    {"\n", "\n"},  // 268 two newlines
+    {"\xF0", "\x9F"},  // 269 the first two bytes of U+1F642 and other emoji
+    {"3", "4"},  // 270 34: only where "0034" is one pre-token (GPT-2), not 003|4 (Llama 3)
+    {"'", "T"},  // 271 'T: only where 'T is one pre-token (Llama 3's case-insensitive contractions)
 };
 constexpr int32_t ab = 272;  // "ab": a vocabulary entry no merge makes (ignore_merges)
 constexpr int32_t bos = 273, eot = 274, user_token = 275;
@@ -60,18 +60,20 @@ json merges_json() {
 
 json added_json() {
     const auto added = [](int32_t id, const char *content, bool special) {
-        return json{{"id", id},          {"content", content}, {"single_word", false}, {"lstrip", false},
-                    {"rstrip", false},   {"normalized", false}, {"special", special}};
+        return json{{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+                    {"rstrip", false}, {"normalized", false}, {"special", special}};
     };
     return json::array({added(bos, "<|begin_of_text|>", true), added(eot, "<|eot_id|>", true),
                         added(user_token, "<|user_tok|>", false)});
 }
 
 json split_pre_tokenizer(const char *pattern) {
-    return {{"type", "Sequence"},
-            {"pretokenizers",
-             json::array({json{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
-                          json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+    return {
+        {"type", "Sequence"},
+        {"pretokenizers",
+         json::array(
+             {json{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+              json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
 }
 
 // A Llama 3 style tokenizer.json: Split + ByteLevel, ignore_merges, BOS from the post-processor.
@@ -85,8 +87,7 @@ json llama3_json() {
               {"single", json::array({json{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
                                       json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}}},
             {"decoder", {{"type", "ByteLevel"}}},
-            {"model",
-             {{"type", "BPE"}, {"ignore_merges", true}, {"vocab", vocab_json()}, {"merges", merges_json()}}}};
+            {"model", {{"type", "BPE"}, {"ignore_merges", true}, {"vocab", vocab_json()}, {"merges", merges_json()}}}};
 }
 
 std::unique_ptr<Tokenizer> load(const TempDir &dir, const json &j) {
@@ -133,8 +134,8 @@ TEST_CASE("byte-level BPE: Llama 3 pre-tokenizer, hand-computed ids") {
     CHECK(t->encode("a\n\nb", raw) == Ids{'a', 268, 'b'});
     CHECK(t->encode("   ", raw) == Ids{267, ' '});
     // Multi-byte UTF-8: each byte its own id unless merged; the emoji's first two bytes merge.
-    CHECK(t->encode("\xC3\xA9", raw) == Ids{0xC3, 0xA9});                // é
-    CHECK(t->encode("\xF0\x9F\x99\x82", raw) == Ids{269, 0x99, 0x82});   // U+1F642
+    CHECK(t->encode("\xC3\xA9", raw) == Ids{0xC3, 0xA9});  // é
+    CHECK(t->encode("\xF0\x9F\x99\x82", raw) == Ids{269, 0x99, 0x82});  // U+1F642
     CHECK(t->encode("\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD", raw) == Ids{269, 0x91, 0x8D, 269, 0x8F, 0xBD});  // 👍🏽
     // ignore_merges: a pre-token that is a vocabulary entry is taken whole.
     CHECK(t->encode("ab", raw) == Ids{ab});
@@ -168,8 +169,9 @@ TEST_CASE("byte-level BPE: special tokens only with parse_special, added tokens 
 TEST_CASE("byte-level BPE: decode and token_to_piece give the bytes back") {
     TempDir dir;
     const auto t = load(dir, llama3_json());
-    for (const std::string text : {"Hello world", "a   b\n\n\tc", "12345 DON'T I'm", "\xC3\xA9t\xC3\xA9 \xF0\x9F\x99\x82",
-                                   "  leading and trailing  ", "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E", "\r\n\r\n"}) {
+    for (const std::string text :
+         {"Hello world", "a   b\n\n\tc", "12345 DON'T I'm", "\xC3\xA9t\xC3\xA9 \xF0\x9F\x99\x82",
+          "  leading and trailing  ", "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E", "\r\n\r\n"}) {
         CAPTURE(text);
         CHECK(t->decode(t->encode(text)) == text);
         CHECK(t->decode(t->encode(text, {.parse_special = true})) == text);
@@ -218,12 +220,11 @@ TEST_CASE("byte-level BPE: Qwen2's single digits and NFC normalizer") {
 
 TEST_CASE("byte-level BPE: tokenizer_config.json and generation_config.json beside tokenizer.json") {
     TempDir dir;
-    dir.write("tokenizer_config.json",
-              json{{"add_bos_token", false},
-                   {"bos_token", {{"content", "<|begin_of_text|>"}}},
-                   {"eos_token", "<|eot_id|>"},
-                   {"chat_template", "{% for m in messages %}<|start_header_id|>{% endfor %}"}}
-                  .dump());
+    dir.write("tokenizer_config.json", json{{"add_bos_token", false},
+                                            {"bos_token", {{"content", "<|begin_of_text|>"}}},
+                                            {"eos_token", "<|eot_id|>"},
+                                            {"chat_template", "{% for m in messages %}<|start_header_id|>{% endfor %}"}}
+                                           .dump());
     dir.write("generation_config.json", json{{"eos_token_id", json::array({eot, 263})}}.dump());
     const auto t = load(dir, llama3_json());
     CHECK(t->encode("Hello") == Ids{259});  // add_bos_token false wins over the post-processor
@@ -271,12 +272,16 @@ TEST_CASE("BPE: a long text is encoded (linear splitting and merging)") {
 TEST_CASE("BPE: Metaspace pre-tokenizer and decoder (SentencePiece-style tokenizer.json)") {
     TempDir dir;
     const std::string m = "\xE2\x96\x81";  // U+2581
-    json j = {{"added_tokens", json::array({json{{"id", 5}, {"content", "<sep>"}, {"special", true}}})},
-              {"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "first"}, {"split", true}}},
-              {"decoder", {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "first"}}},
-              {"model",
-               {{"type", "BPE"}, {"unk_token", "?"}, {"fuse_unk", true},
-                {"vocab", {{"?", 0}, {m, 1}, {"x", 2}, {m + "x", 3}, {"y", 4}}}, {"merges", json::array({m + " x"})}}}};
+    json j = {
+        {"added_tokens", json::array({json{{"id", 5}, {"content", "<sep>"}, {"special", true}}})},
+        {"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "first"}, {"split", true}}},
+        {"decoder", {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "first"}}},
+        {"model",
+         {{"type", "BPE"},
+          {"unk_token", "?"},
+          {"fuse_unk", true},
+          {"vocab", {{"?", 0}, {m, 1}, {"x", 2}, {m + "x", 3}, {"y", 4}}},
+          {"merges", json::array({m + " x"})}}}};
     const auto t = load(dir, j);
     CHECK(t->encode("x") == Ids{3});
     CHECK(t->encode("x x") == Ids{3, 3});

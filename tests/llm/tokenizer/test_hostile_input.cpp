@@ -79,7 +79,8 @@ TEST_CASE("tokenizer.json: ids out of range and inconsistent vocabularies") {
     // An id far beyond the entries present would make the table larger than the file.
     refused(with(valid(), "/model/vocab/a"_json_pointer, 2000000000).dump(), {"model.vocab", "outside"});
     refused(with(valid(), "/model/vocab/a"_json_pointer, -1).dump(), {"outside"});
-    refused(with(valid(), "/model/vocab/a"_json_pointer, 18446744073709551615ull).dump(), {"18446744073709551615, outside"});
+    refused(with(valid(), "/model/vocab/a"_json_pointer, 18446744073709551615ull).dump(),
+            {"18446744073709551615, outside"});
     refused(with(valid(), "/added_tokens/0/id"_json_pointer, 1 << 30).dump(), {"added_tokens[0].id", "outside"});
     refused(with(valid(), "/model/vocab/b"_json_pointer, 0).dump(), {"gives id 0 to both"});
     refused(with(valid(), "/model/merges/0"_json_pointer, "a zzz").dump(), {"merge 0", "not in the vocabulary"});
@@ -92,15 +93,23 @@ TEST_CASE("tokenizer.json: unsupported parts are named") {
     refused(with(valid(), "/model/type"_json_pointer, "Unigram").dump(), {"Unigram", "tokenizer.model"});
     refused(with(valid(), "/model/type"_json_pointer, "WordPiece").dump(), {"WordPiece"});
     refused(with(valid(), "/normalizer"_json_pointer, {{"type", "NFKD"}}).dump(), {"NFKD", "normalizer"});
-    refused(with(valid(), "/normalizer"_json_pointer, {{"type", "Sequence"}, {"normalizers", json::array({json{{"type", "Lowercase"}}})}}).dump(),
+    refused(with(valid(), "/normalizer"_json_pointer,
+                 {{"type", "Sequence"}, {"normalizers", json::array({json{{"type", "Lowercase"}}})}})
+                .dump(),
             {"normalizer.normalizers[0]", "Lowercase"});
-    refused(with(valid(), "/pre_tokenizer"_json_pointer, {{"type", "Whitespace"}}).dump(), {"Whitespace", "pre-tokenizer"});
+    refused(with(valid(), "/pre_tokenizer"_json_pointer, {{"type", "Whitespace"}}).dump(),
+            {"Whitespace", "pre-tokenizer"});
     refused(with(valid(), "/decoder"_json_pointer, {{"type", "WordPiece"}}).dump(), {"WordPiece", "decoder"});
-    refused(with(valid(), "/pre_tokenizer"_json_pointer, {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}}).dump(),
-            {"does not compile"});
-    refused(with(valid(), "/pre_tokenizer"_json_pointer, {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"invert", true}}).dump(),
+    refused(
+        with(valid(), "/pre_tokenizer"_json_pointer, {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}}).dump(),
+        {"does not compile"});
+    refused(with(valid(), "/pre_tokenizer"_json_pointer,
+                 {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"invert", true}})
+                .dump(),
             {"invert"});
-    refused(with(valid(), "/pre_tokenizer"_json_pointer, {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Contiguous"}}).dump(),
+    refused(with(valid(), "/pre_tokenizer"_json_pointer,
+                 {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Contiguous"}})
+                .dump(),
             {"Contiguous"});
     refused(with(valid(), "/model/continuing_subword_prefix"_json_pointer, "##").dump(), {"continuing_subword_prefix"});
     json deep = {{"type", "NFC"}};
@@ -111,12 +120,12 @@ TEST_CASE("tokenizer.json: unsupported parts are named") {
 TEST_CASE("tokenizer_config.json beside a tokenizer: malformed is refused") {
     TempDir dir;
     const std::string path = dir.write("tokenizer.json", valid().dump());
-    for (const auto &[config, word] : std::vector<std::pair<std::string, std::string>>{
-             {"{", "tokenizer_config.json"},
-             {R"({"add_bos_token": "yes"})", "add_bos_token"},
-             {R"({"bos_token": 3})", "bos_token"},
-             {R"({"eos_token": "<missing>"})", "eos_token"},
-             {R"({"chat_template": 7})", "chat_template"}}) {
+    for (const auto &[config, word] :
+         std::vector<std::pair<std::string, std::string>>{{"{", "tokenizer_config.json"},
+                                                          {R"({"add_bos_token": "yes"})", "add_bos_token"},
+                                                          {R"({"bos_token": 3})", "bos_token"},
+                                                          {R"({"eos_token": "<missing>"})", "eos_token"},
+                                                          {R"({"chat_template": 7})", "chat_template"}}) {
         dir.write("tokenizer_config.json", config);
         CAPTURE(config);
         CHECK_THROWS_WITH_AS(Tokenizer::from_tokenizer_json(path), doctest::Contains(word.c_str()), TokenizerError);
@@ -125,17 +134,21 @@ TEST_CASE("tokenizer_config.json beside a tokenizer: malformed is refused") {
 
 TEST_CASE("tokenizer files: paths that are not regular files") {
     TempDir dir;
-    CHECK_THROWS_WITH_AS(Tokenizer::from_tokenizer_json(dir.path.string()), doctest::Contains("directory"), TokenizerError);
-    CHECK_THROWS_WITH_AS(Tokenizer::from_sentencepiece(dir.path.string()), doctest::Contains("directory"), TokenizerError);
+    CHECK_THROWS_WITH_AS(Tokenizer::from_tokenizer_json(dir.path.string()), doctest::Contains("directory"),
+                         TokenizerError);
+    CHECK_THROWS_WITH_AS(Tokenizer::from_sentencepiece(dir.path.string()), doctest::Contains("directory"),
+                         TokenizerError);
     CHECK_THROWS_WITH_AS(Tokenizer::from_tokenizer_json((dir.path / "missing.json").string()),
                          doctest::Contains("missing.json"), TokenizerError);
     const std::string fifo = (dir.path / "fifo").string();
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     CHECK_THROWS_WITH_AS(Tokenizer::from_tokenizer_json(fifo), doctest::Contains("FIFO"), TokenizerError);
-    CHECK_THROWS_WITH_AS(Tokenizer::from_directory(dir.path.string()), doctest::Contains("no tokenizer"), TokenizerError);
+    CHECK_THROWS_WITH_AS(Tokenizer::from_directory(dir.path.string()), doctest::Contains("no tokenizer"),
+                         TokenizerError);
     CHECK_THROWS_WITH_AS(Tokenizer::from_directory(fifo), doctest::Contains("not a directory"), TokenizerError);
     dir.write("tokenizer.model", "\x0a\xff\xff\xff\xff\x0f garbage");
-    CHECK_THROWS_WITH_AS(Tokenizer::from_directory(dir.path.string()), doctest::Contains("SentencePiece"), TokenizerError);
+    CHECK_THROWS_WITH_AS(Tokenizer::from_directory(dir.path.string()), doctest::Contains("SentencePiece"),
+                         TokenizerError);
 }
 
 TEST_CASE("encode and decode refuse what they cannot handle") {

@@ -12,14 +12,19 @@ namespace {
 
 // <unk> <s> </s> <0x00>..<0xFF> then the pieces below (ids from 259 on).
 const std::vector<std::pair<std::string, float>> pieces = {
-    {"\xE2\x96\x81", -100}, {"h", -100}, {"e", -100}, {"l", -100}, {"o", -100}, {"w", -100},  // 259..264
-    {"\xE2\x96\x81h", -1},                                                                  // 265 ▁h
-    {"ll", -2},                                                                             // 266
-    {"\xE2\x96\x81he", -3},                                                                 // 267 ▁he
-    {"\xE2\x96\x81hell", -4},                                                               // 268 ▁hell
-    {"\xE2\x96\x81hello", -5},                                                              // 269 ▁hello
-    {"el", -0.5f},                                                                          // 270 el: scores above ▁h
-    {"<|eot|>", 0},                                                                         // 271 control
+    {"\xE2\x96\x81", -100},
+    {"h", -100},
+    {"e", -100},
+    {"l", -100},
+    {"o", -100},
+    {"w", -100},  // 259..264
+    {"\xE2\x96\x81h", -1},  // 265 ▁h
+    {"ll", -2},  // 266
+    {"\xE2\x96\x81he", -3},  // 267 ▁he
+    {"\xE2\x96\x81hell", -4},  // 268 ▁hell
+    {"\xE2\x96\x81hello", -5},  // 269 ▁hello
+    {"el", -0.5f},  // 270 el: scores above ▁h
+    {"<|eot|>", 0},  // 271 control
 };
 
 Vocabulary vocabulary() {

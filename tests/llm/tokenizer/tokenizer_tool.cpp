@@ -42,19 +42,28 @@ int main(int argc, char **argv) try {
     }
     const std::string mode = argv[1], kind = argv[2], path = argv[3];
     std::unique_ptr<Tokenizer> tokenizer;
-    if (kind == "--model") tokenizer = Tokenizer::from_sentencepiece(path);
-    else if (kind == "--json") tokenizer = Tokenizer::from_tokenizer_json(path);
-    else if (kind == "--vocabulary") tokenizer = Tokenizer::from_vocabulary(read_vocabulary(path));
-    else if (kind == "--directory") tokenizer = Tokenizer::from_directory(path);
-    else throw std::runtime_error("unknown tokenizer kind " + kind);
+    if (kind == "--model")
+        tokenizer = Tokenizer::from_sentencepiece(path);
+    else if (kind == "--json")
+        tokenizer = Tokenizer::from_tokenizer_json(path);
+    else if (kind == "--vocabulary")
+        tokenizer = Tokenizer::from_vocabulary(read_vocabulary(path));
+    else if (kind == "--directory")
+        tokenizer = Tokenizer::from_directory(path);
+    else
+        throw std::runtime_error("unknown tokenizer kind " + kind);
     tinyfin::llm::EncodeOptions options;
     bool skip_special = true;
     for (int i = 4; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--parse-special") options.parse_special = true;
-        else if (a == "--no-bos") options.add_bos = false;
-        else if (a == "--keep-special") skip_special = false;
-        else throw std::runtime_error("unknown option " + a);
+        if (a == "--parse-special")
+            options.parse_special = true;
+        else if (a == "--no-bos")
+            options.add_bos = false;
+        else if (a == "--keep-special")
+            skip_special = false;
+        else
+            throw std::runtime_error("unknown option " + a);
     }
     const json input = json::parse(std::string(std::istreambuf_iterator<char>(std::cin), {}));
     json output = json::array();
