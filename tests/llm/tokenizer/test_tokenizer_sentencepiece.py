@@ -171,3 +171,14 @@ def test_malformed_model_file_is_refused(tmp_path):
         assert "SentencePiece" in tool.error("encode", "--model", path, ["x"]) or "no pieces" in tool.error(
             "encode", "--model", path, ["x"])
     assert "directory" in tool.error("encode", "--model", tmp_path, ["x"])
+
+
+def test_directory_with_tokenizer_model_and_config(model, tmp_path):
+    sp, paths = model
+    (tmp_path / "tokenizer.model").write_bytes(open(paths["--model"], "rb").read())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": False, "add_eos_token": True}))
+    # tokenizer_config.json's policy: no BOS, EOS appended.
+    assert tool.encode("--directory", tmp_path, ["Hello"])[0] == sp.encode("Hello") + [sp.eos_id()]
+    (tmp_path / "tokenizer.json").write_bytes(open(paths["--json"], "rb").read())
+    # tokenizer.json wins over tokenizer.model, with the same policy from the same config.
+    assert tool.encode("--directory", tmp_path, ["Hello"])[0] == sp.encode("Hello") + [sp.eos_id()]
