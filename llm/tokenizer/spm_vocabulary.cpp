@@ -116,7 +116,7 @@ private:
             throw TokenizerError("token id " + std::to_string(id) + " is out of range: the vocabulary has " +
                                  std::to_string(vocab_size()) + " tokens");
     }
-    int32_t type_of(int32_t id) const { return v_.token_types.empty() ? Normal : v_.token_types[id]; }
+    int32_t type_of(int32_t id) const { return v_.token_types[id]; }
 
     void build() {
         std::fill(std::begin(byte_ids_), std::end(byte_ids_), -1);
@@ -137,6 +137,15 @@ private:
             if (id < -1 || id >= static_cast<int32_t>(n))
                 fail(std::string("tokenizer.ggml.") + name + "_token_id is " + std::to_string(id) +
                      ", outside the vocabulary of " + std::to_string(n) + " tokens");
+        if (v_.token_types.empty()) {
+            // No tokenizer.ggml.token_type: infer what the types would say (bytes, BOS/EOS, unknown).
+            v_.token_types.assign(n, Normal);
+            for (std::size_t i = 0; i < n; ++i)
+                if (parse_byte_token(v_.tokens[i]) >= 0) v_.token_types[i] = Byte;
+            for (const int32_t id : {v_.bos_id, v_.eos_id, v_.eot_id})
+                if (id >= 0) v_.token_types[id] = Control;
+            if (v_.unk_id >= 0) v_.token_types[v_.unk_id] = Unknown;
+        }
         std::vector<AddedToken> added;
         ids_.reserve(n);
         for (std::size_t i = 0; i < n; ++i) {

@@ -77,4 +77,10 @@ TEST_CASE("SentencePiece-style vocabulary: merges by score, byte fallback, space
     CHECK(spelled == Ids{259, 3 + '<', 3 + '|', 261, 263, 3 + 't', 3 + '|', 3 + '>'});
     v.add_space_prefix = false;
     CHECK(Tokenizer::from_vocabulary(v)->encode("hello", raw) == Ids{260, 261, 266, 263});
+    // Without token types, <0xXX> tokens still serve as byte fallback and <s> </s> as control.
+    v.token_types.clear();
+    v.tokens[271] = "zzz";
+    const auto untyped = Tokenizer::from_vocabulary(v);
+    CHECK(untyped->encode("hello w\xC3\xA9", raw) == Ids{260, 261, 266, 263, 259, 264, 3 + 0xC3, 3 + 0xA9});
+    CHECK(untyped->encode("<s>x", {.parse_special = true}) == Ids{1, 3 + 'x'});
 }
