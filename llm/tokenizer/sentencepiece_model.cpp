@@ -38,8 +38,15 @@ public:
             const int id = sp_.PieceToId(piece);
             return id >= 0 && sp_.IdToPiece(id) == piece ? id : -1;
         };
-        if (config.bos_token) bos_id_ = id_of(*config.bos_token);
-        if (config.eos_token) eos_id_ = id_of(*config.eos_token);
+        const auto named = [&](const std::string &piece, const char *field) {
+            const int id = id_of(piece);
+            if (id < 0)
+                throw TokenizerError(source + ": tokenizer_config.json's " + field + " " + quote_for_message(piece) +
+                                     " is not a piece of the SentencePiece model");
+            return id;
+        };
+        if (config.bos_token) bos_id_ = named(*config.bos_token, "bos_token");
+        if (config.eos_token) eos_id_ = named(*config.eos_token, "eos_token");
         add_bos_ = config.add_bos.value_or(true);  // every SentencePiece LLM tokenizer starts with <s>
         add_eos_ = config.add_eos.value_or(false);
         chat_template_ = config.chat_template;

@@ -182,3 +182,6 @@ def test_directory_with_tokenizer_model_and_config(model, tmp_path):
     (tmp_path / "tokenizer.json").write_bytes(open(paths["--json"], "rb").read())
     # tokenizer.json wins over tokenizer.model, with the same policy from the same config.
     assert tool.encode("--directory", tmp_path, ["Hello"])[0] == sp.encode("Hello") + [sp.eos_id()]
+    (tmp_path / "tokenizer.json").unlink()
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|nothing|>"}))
+    assert "<|nothing|>" in tool.error("encode", "--directory", tmp_path, ["Hello"])
