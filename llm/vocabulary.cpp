@@ -68,11 +68,6 @@ std::optional<Vocabulary> read_gguf_vocabulary(const GgufFile &f) {
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string &path, const GgufFile *gguf) {
-#ifdef TINYFIN_LLM_NO_TOKENIZER
-    (void)path;
-    (void)gguf;
-    return nullptr;
-#else
     if (gguf) {
         auto v = read_gguf_vocabulary(*gguf);
         return v ? Tokenizer::from_vocabulary(*v) : nullptr;
@@ -82,7 +77,6 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string &path, const GgufFil
     if (!fs::exists(fs::path(path) / "tokenizer.json", ec) && !fs::exists(fs::path(path) / "tokenizer.model", ec))
         return nullptr;
     return Tokenizer::from_directory(path);
-#endif
 }
 
 }  // namespace tinyfin::llm
