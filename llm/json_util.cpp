@@ -20,7 +20,11 @@ nlohmann::json parse_json(std::string_view text, const std::string &what) {
         if (too_deep) throw FormatError("FormatError: " + what + " nests deeper than 64 levels");
         return j;
     } catch (const nlohmann::json::exception &e) {
-        throw FormatError("FormatError: " + what + " is not valid JSON: " + e.what());
+        // nlohmann quotes the bytes it read, which may be anything: only printable ASCII passes.
+        std::string detail = e.what();
+        for (char &ch : detail)
+            if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) > 0x7e) ch = '?';
+        throw FormatError("FormatError: " + what + " is not valid JSON: " + detail);
     }
 }
 

@@ -10,6 +10,7 @@
 #include <tinyfin/llm/safetensors.hpp>
 
 #include "json_util.hpp"
+#include "utf8.hpp"
 
 namespace tinyfin::llm {
 
@@ -60,6 +61,7 @@ void SafetensorsFile::parse(std::span<const std::byte> bytes) {
     for (auto it = header.begin(); it != header.end(); ++it) {
         const std::string &key = it.key();
         const nlohmann::json &entry = it.value();
+        if (!is_valid_utf8(key)) fail(name_, "a tensor name is not valid UTF-8");
         if (key == "__metadata__") {
             if (!entry.is_object()) fail(name_, "__metadata__ is not an object");
             for (auto m = entry.begin(); m != entry.end(); ++m) {

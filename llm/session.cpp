@@ -62,13 +62,16 @@ Tensor run(const Model::Impl &m, Session::State &s, const std::vector<int64_t> &
     Tensor mask;
     if (padded || windowed) {
         // Query slot q sees key slot k when pad <= k <= q and, with a sliding window, q - k < window.
+        // A padding slot sees itself, so that its (unused) values stay finite: a NaN value in
+        // the cache would poison every query, as 0 * NaN is NaN.
         std::vector<float> mv(static_cast<std::size_t>(b * t * total));
         for (int64_t i = 0; i < b; ++i)
             for (int64_t j = 0; j < t; ++j) {
                 const int64_t q = start + j;
                 for (int64_t k = 0; k < total; ++k) {
                     const bool visible = k <= q && k >= s.pad[static_cast<std::size_t>(i)] && (window == 0 || q - k < window);
-                    mv[static_cast<std::size_t>((i * t + j) * total + k)] = visible ? 0.0f : -INFINITY;
+                    const bool own_pad = q < s.pad[static_cast<std::size_t>(i)] && k == q;
+                    mv[static_cast<std::size_t>((i * t + j) * total + k)] = visible || own_pad ? 0.0f : -INFINITY;
                 }
             }
         mask = from_vector(mv, {b, 1, 1, t, total}, m.device);
