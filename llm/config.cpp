@@ -17,9 +17,9 @@ using nlohmann::json;
 
 const char *architecture_name(Architecture arch) {
     switch (arch) {
-        case Architecture::llama: return "llama";
-        case Architecture::mistral: return "mistral";
-        case Architecture::qwen2: return "qwen2";
+    case Architecture::llama: return "llama";
+    case Architecture::mistral: return "mistral";
+    case Architecture::qwen2: return "qwen2";
     }
     return "unknown";
 }
@@ -31,11 +31,12 @@ void ModelConfig::validate() const {
     need(vocab_size > 0, "vocab_size must be positive, got " + std::to_string(vocab_size));
     need(hidden_size > 0, "hidden_size must be positive, got " + std::to_string(hidden_size));
     need(intermediate_size > 0, "intermediate_size must be positive, got " + std::to_string(intermediate_size));
-    need(num_layers > 0 && num_layers <= 4096, "num_hidden_layers must be in [1, 4096], got " + std::to_string(num_layers));
+    need(num_layers > 0 && num_layers <= 4096,
+         "num_hidden_layers must be in [1, 4096], got " + std::to_string(num_layers));
     need(num_heads > 0, "num_attention_heads must be positive, got " + std::to_string(num_heads));
-    need(num_kv_heads > 0 && num_heads % num_kv_heads == 0,
-         "num_key_value_heads " + std::to_string(num_kv_heads) + " must divide num_attention_heads " +
-             std::to_string(num_heads));
+    need(num_kv_heads > 0 && num_heads % num_kv_heads == 0, "num_key_value_heads " + std::to_string(num_kv_heads) +
+                                                                " must divide num_attention_heads " +
+                                                                std::to_string(num_heads));
     need(head_dim > 0 && head_dim % 2 == 0, "head_dim must be positive and even, got " + std::to_string(head_dim));
     need(max_position > 0, "max_position_embeddings must be positive, got " + std::to_string(max_position));
     need(rms_norm_eps > 0, "rms_norm_eps must be positive");
@@ -45,7 +46,8 @@ void ModelConfig::validate() const {
     if (rope_scaling.kind == RopeScaling::Kind::llama3)
         need(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor && rope_scaling.low_freq_factor > 0 &&
                  rope_scaling.original_max_position > 0,
-             "rope_scaling llama3 needs high_freq_factor > low_freq_factor > 0 and original_max_position_embeddings > 0");
+             "rope_scaling llama3 needs high_freq_factor > low_freq_factor > 0 and original_max_position_embeddings > "
+             "0");
 }
 
 namespace {
@@ -89,18 +91,72 @@ bool get_bool(const json &j, const std::string &name, const char *key, bool fall
 
 // Fields that do not change inference output: training, bookkeeping, generation defaults.
 const std::set<std::string> kIgnored = {
-    "architectures", "model_type", "_name_or_path", "transformers_version", "torch_dtype", "use_cache",
-    "initializer_range", "attention_dropout", "pretraining_tp", "pad_token_id", "bos_token_id", "eos_token_id",
-    "max_position_embeddings", "output_attentions", "output_hidden_states", "return_dict", "tie_word_embeddings",
-    "max_window_layers", "dropout", "hidden_dropout", "embd_pdrop", "resid_pdrop", "torchscript", "id2label",
-    "label2id", "problem_type", "tokenizer_class", "task_specific_params", "is_decoder", "bad_words_ids",
-    "do_sample", "num_beams", "temperature", "top_k", "top_p", "repetition_penalty", "max_length", "min_length",
-    "chunk_size_feed_forward", "cross_attention_hidden_size", "add_cross_attention", "tf_legacy_loss",
-    "use_bfloat16", "prefix", "sep_token_id", "decoder_start_token_id", "finetuning_task", "early_stopping",
-    "no_repeat_ngram_size", "num_return_sequences", "length_penalty", "diversity_penalty", "num_beam_groups",
-    "output_scores", "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
-    "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens",
-    "typical_p", "encoder_no_repeat_ngram_size", "pruned_heads", "is_encoder_decoder", "cache_implementation",
+    "architectures",
+    "model_type",
+    "_name_or_path",
+    "transformers_version",
+    "torch_dtype",
+    "use_cache",
+    "initializer_range",
+    "attention_dropout",
+    "pretraining_tp",
+    "pad_token_id",
+    "bos_token_id",
+    "eos_token_id",
+    "max_position_embeddings",
+    "output_attentions",
+    "output_hidden_states",
+    "return_dict",
+    "tie_word_embeddings",
+    "max_window_layers",
+    "dropout",
+    "hidden_dropout",
+    "embd_pdrop",
+    "resid_pdrop",
+    "torchscript",
+    "id2label",
+    "label2id",
+    "problem_type",
+    "tokenizer_class",
+    "task_specific_params",
+    "is_decoder",
+    "bad_words_ids",
+    "do_sample",
+    "num_beams",
+    "temperature",
+    "top_k",
+    "top_p",
+    "repetition_penalty",
+    "max_length",
+    "min_length",
+    "chunk_size_feed_forward",
+    "cross_attention_hidden_size",
+    "add_cross_attention",
+    "tf_legacy_loss",
+    "use_bfloat16",
+    "prefix",
+    "sep_token_id",
+    "decoder_start_token_id",
+    "finetuning_task",
+    "early_stopping",
+    "no_repeat_ngram_size",
+    "num_return_sequences",
+    "length_penalty",
+    "diversity_penalty",
+    "num_beam_groups",
+    "output_scores",
+    "return_dict_in_generate",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "remove_invalid_values",
+    "exponential_decay_length_penalty",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+    "typical_p",
+    "encoder_no_repeat_ngram_size",
+    "pruned_heads",
+    "is_encoder_decoder",
+    "cache_implementation",
 };
 
 std::vector<int32_t> eos_ids(const json &j) {
@@ -125,17 +181,21 @@ ModelConfig parse_hf_config(std::string_view text, const std::string &name) {
     const json j = parse_json(text, name);
     if (!j.is_object()) throw ConfigError("ConfigError: " + name + " is not a JSON object");
     ModelConfig c;
-    const std::string model_type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
-    if (model_type == "llama") c.architecture = Architecture::llama;
-    else if (model_type == "mistral") c.architecture = Architecture::mistral;
-    else if (model_type == "qwen2") c.architecture = Architecture::qwen2;
+    const std::string model_type =
+        j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+    if (model_type == "llama")
+        c.architecture = Architecture::llama;
+    else if (model_type == "mistral")
+        c.architecture = Architecture::mistral;
+    else if (model_type == "qwen2")
+        c.architecture = Architecture::qwen2;
     else
         throw ConfigError("ConfigError: " + name + ": model_type '" + model_type +
                           "' is not supported (tinyfin runs llama, mistral and qwen2)");
-    std::set<std::string> handled = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                                     "num_attention_heads", "num_key_value_heads", "head_dim", "rms_norm_eps",
-                                     "rope_theta", "rope_scaling", "hidden_act", "attention_bias", "mlp_bias",
-                                     "sliding_window", "use_sliding_window"};
+    std::set<std::string> handled = {
+        "vocab_size",          "hidden_size",    "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "head_dim",       "rms_norm_eps",      "rope_theta",        "rope_scaling",
+        "hidden_act",          "attention_bias", "mlp_bias",          "sliding_window",    "use_sliding_window"};
     c.vocab_size = get_int(j, name, "vocab_size");
     c.hidden_size = get_int(j, name, "hidden_size");
     c.intermediate_size = get_int(j, name, "intermediate_size");
@@ -168,7 +228,9 @@ ModelConfig parse_hf_config(std::string_view text, const std::string &name) {
     if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null()) {
         if (!it->is_object()) unsupported(name, "rope_scaling", *it);
         const json &rs = *it;
-        std::string type = rs.contains("rope_type") ? rs["rope_type"].dump() : rs.contains("type") ? rs["type"].dump() : "null";
+        std::string type = rs.contains("rope_type") ? rs["rope_type"].dump()
+                           : rs.contains("type")    ? rs["type"].dump()
+                                                    : "null";
         if (type == "\"linear\"") {
             c.rope_scaling.kind = RopeScaling::Kind::linear;
             c.rope_scaling.factor = get_double(rs, name, "factor", 1);
@@ -180,11 +242,18 @@ ModelConfig parse_hf_config(std::string_view text, const std::string &name) {
             c.rope_scaling.original_max_position = get_int(rs, name, "original_max_position_embeddings", 8192);
         } else if (type == "\"default\"") {
         } else {
-            unsupported(name, "rope_scaling.type", rs.contains("rope_type") ? rs["rope_type"] : rs.contains("type") ? rs["type"] : json());
+            unsupported(name, "rope_scaling.type",
+                        rs.contains("rope_type") ? rs["rope_type"]
+                        : rs.contains("type")    ? rs["type"]
+                                                 : json());
         }
         for (auto f = rs.begin(); f != rs.end(); ++f) {
-            static const std::set<std::string> known = {"type", "rope_type", "factor", "low_freq_factor",
-                                                        "high_freq_factor", "original_max_position_embeddings"};
+            static const std::set<std::string> known = {"type",
+                                                        "rope_type",
+                                                        "factor",
+                                                        "low_freq_factor",
+                                                        "high_freq_factor",
+                                                        "original_max_position_embeddings"};
             if (!known.count(f.key())) unsupported(name, "rope_scaling." + f.key(), f.value());
         }
     }
@@ -210,9 +279,12 @@ ModelConfig read_gguf_config(const GgufFile &file) {
     if (!arch_value) throw ConfigError("ConfigError: GGUF '" + file.name() + "' has no general.architecture");
     const std::string arch = arch_value->to_string("general.architecture");
     ModelConfig c;
-    if (arch == "llama") c.architecture = Architecture::llama;
-    else if (arch == "mistral") c.architecture = Architecture::mistral;
-    else if (arch == "qwen2") c.architecture = Architecture::qwen2;
+    if (arch == "llama")
+        c.architecture = Architecture::llama;
+    else if (arch == "mistral")
+        c.architecture = Architecture::mistral;
+    else if (arch == "qwen2")
+        c.architecture = Architecture::qwen2;
     else
         throw ConfigError("ConfigError: GGUF '" + file.name() + "': general.architecture '" + arch +
                           "' is not supported (tinyfin runs llama, mistral and qwen2)");
@@ -225,7 +297,8 @@ ModelConfig read_gguf_config(const GgufFile &file) {
             throw ConfigError("ConfigError: GGUF '" + file.name() + "' has no " + k);
         }
         const int64_t x = v->to_int(k);
-        if (x < 0 || x > (int64_t{1} << 40)) throw ConfigError("ConfigError: GGUF " + k + " = " + std::to_string(x) + " is out of range");
+        if (x < 0 || x > (int64_t{1} << 40))
+            throw ConfigError("ConfigError: GGUF " + k + " = " + std::to_string(x) + " is out of range");
         return x;
     };
     auto get_double = [&](const char *suffix, double fallback) {
@@ -242,7 +315,8 @@ ModelConfig read_gguf_config(const GgufFile &file) {
     c.head_dim = get_int("attention.key_length", c.hidden_size / c.num_heads);
     if (get_int("attention.value_length", c.head_dim) != c.head_dim)
         throw ConfigError("ConfigError: GGUF " + key("attention.value_length") + " differs from the key length");
-    if (const GgufValue *rd = file.find_value(key("rope.dimension_count")); rd && rd->to_int(key("rope.dimension_count")) != c.head_dim)
+    if (const GgufValue *rd = file.find_value(key("rope.dimension_count"));
+        rd && rd->to_int(key("rope.dimension_count")) != c.head_dim)
         throw ConfigError("ConfigError: GGUF " + key("rope.dimension_count") + " = " +
                           std::to_string(rd->to_int(key("rope.dimension_count"))) +
                           ": partial rotary embeddings are not supported");
@@ -266,7 +340,8 @@ ModelConfig read_gguf_config(const GgufFile &file) {
     // The converter permutes Q/K for llama-style architectures; Qwen2 keeps the Hugging Face layout.
     c.rope_interleaved = c.architecture != Architecture::qwen2;
     const TensorData *embd = file.find("token_embd.weight");
-    if (!embd || embd->shape.size() != 2) throw ConfigError("ConfigError: GGUF '" + file.name() + "' has no 2-D token_embd.weight");
+    if (!embd || embd->shape.size() != 2)
+        throw ConfigError("ConfigError: GGUF '" + file.name() + "' has no 2-D token_embd.weight");
     c.vocab_size = get_int("vocab_size", embd->shape[0]);
     c.tie_word_embeddings = file.find("output.weight") == nullptr;
     if (const GgufValue *eos = file.find_value("tokenizer.ggml.eos_token_id"))

@@ -26,19 +26,19 @@ constexpr uint64_t kMaxStringBytes = uint64_t{1} << 30;
 // bytes left): a string is at least its 8-byte length, an array its type and count.
 uint64_t min_value_bytes(GgufType type) {
     switch (type) {
-        case GgufType::u8:
-        case GgufType::i8:
-        case GgufType::boolean: return 1;
-        case GgufType::u16:
-        case GgufType::i16: return 2;
-        case GgufType::u32:
-        case GgufType::i32:
-        case GgufType::f32: return 4;
-        case GgufType::u64:
-        case GgufType::i64:
-        case GgufType::f64:
-        case GgufType::string: return 8;
-        case GgufType::array: return 12;
+    case GgufType::u8:
+    case GgufType::i8:
+    case GgufType::boolean: return 1;
+    case GgufType::u16:
+    case GgufType::i16: return 2;
+    case GgufType::u32:
+    case GgufType::i32:
+    case GgufType::f32: return 4;
+    case GgufType::u64:
+    case GgufType::i64:
+    case GgufType::f64:
+    case GgufType::string: return 8;
+    case GgufType::array: return 12;
     }
     return 1;
 }
@@ -61,7 +61,8 @@ public:
 
     std::string string(const char *what) {
         const uint64_t len = read<uint64_t>(what);
-        if (len > kMaxStringBytes) fail(file_, std::string(what) + ": string length " + std::to_string(len) + " is absurd");
+        if (len > kMaxStringBytes)
+            fail(file_, std::string(what) + ": string length " + std::to_string(len) + " is absurd");
         need(len, what);
         std::string s(reinterpret_cast<const char *>(bytes_.data() + pos_), len);
         pos_ += len;
@@ -90,7 +91,8 @@ private:
 
 GgufType read_type(Reader &r, const std::string &file, const char *what) {
     const uint32_t t = r.read<uint32_t>(what);
-    if (t > static_cast<uint32_t>(GgufType::f64)) fail(file, std::string(what) + ": unknown value type " + std::to_string(t));
+    if (t > static_cast<uint32_t>(GgufType::f64))
+        fail(file, std::string(what) + ": unknown value type " + std::to_string(t));
     return static_cast<GgufType>(t);
 }
 
@@ -98,32 +100,32 @@ GgufValue read_value(Reader &r, GgufType type, const std::string &file, bool in_
     GgufValue v;
     v.type = type;
     switch (type) {
-        case GgufType::u8: v.u = r.read<uint8_t>("u8 value"); break;
-        case GgufType::i8: v.i = r.read<int8_t>("i8 value"); break;
-        case GgufType::u16: v.u = r.read<uint16_t>("u16 value"); break;
-        case GgufType::i16: v.i = r.read<int16_t>("i16 value"); break;
-        case GgufType::u32: v.u = r.read<uint32_t>("u32 value"); break;
-        case GgufType::i32: v.i = r.read<int32_t>("i32 value"); break;
-        case GgufType::u64: v.u = r.read<uint64_t>("u64 value"); break;
-        case GgufType::i64: v.i = r.read<int64_t>("i64 value"); break;
-        case GgufType::f32: v.f = r.read<float>("f32 value"); break;
-        case GgufType::f64: v.f = r.read<double>("f64 value"); break;
-        case GgufType::boolean: {
-            const uint8_t b = r.read<uint8_t>("bool value");
-            if (b > 1) fail(file, "bool value " + std::to_string(b) + " is neither 0 nor 1");
-            v.u = b;
-            break;
-        }
-        case GgufType::string: v.s = r.string("string value"); break;
-        case GgufType::array: {
-            if (in_array) fail(file, "an array nested in an array");
-            v.element_type = read_type(r, file, "array element type");
-            if (v.element_type == GgufType::array) fail(file, "an array nested in an array");
-            const uint64_t n = r.count("array length", min_value_bytes(v.element_type));
-            v.array.reserve(n);
-            for (uint64_t i = 0; i < n; ++i) v.array.push_back(read_value(r, v.element_type, file, true));
-            break;
-        }
+    case GgufType::u8: v.u = r.read<uint8_t>("u8 value"); break;
+    case GgufType::i8: v.i = r.read<int8_t>("i8 value"); break;
+    case GgufType::u16: v.u = r.read<uint16_t>("u16 value"); break;
+    case GgufType::i16: v.i = r.read<int16_t>("i16 value"); break;
+    case GgufType::u32: v.u = r.read<uint32_t>("u32 value"); break;
+    case GgufType::i32: v.i = r.read<int32_t>("i32 value"); break;
+    case GgufType::u64: v.u = r.read<uint64_t>("u64 value"); break;
+    case GgufType::i64: v.i = r.read<int64_t>("i64 value"); break;
+    case GgufType::f32: v.f = r.read<float>("f32 value"); break;
+    case GgufType::f64: v.f = r.read<double>("f64 value"); break;
+    case GgufType::boolean: {
+        const uint8_t b = r.read<uint8_t>("bool value");
+        if (b > 1) fail(file, "bool value " + std::to_string(b) + " is neither 0 nor 1");
+        v.u = b;
+        break;
+    }
+    case GgufType::string: v.s = r.string("string value"); break;
+    case GgufType::array: {
+        if (in_array) fail(file, "an array nested in an array");
+        v.element_type = read_type(r, file, "array element type");
+        if (v.element_type == GgufType::array) fail(file, "an array nested in an array");
+        const uint64_t n = r.count("array length", min_value_bytes(v.element_type));
+        v.array.reserve(n);
+        for (uint64_t i = 0; i < n; ++i) v.array.push_back(read_value(r, v.element_type, file, true));
+        break;
+    }
     }
     return v;
 }
@@ -131,7 +133,7 @@ GgufValue read_value(Reader &r, GgufType type, const std::string &file, bool in_
 }  // namespace
 
 const char *gguf_type_name(GgufType type) {
-    static constexpr const char *names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",
+    static constexpr const char *names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                             "bool", "string", "array", "u64", "i64", "f64"};
     const auto i = static_cast<uint32_t>(type);
     return i < std::size(names) ? names[i] : "unknown";
@@ -139,15 +141,15 @@ const char *gguf_type_name(GgufType type) {
 
 bool GgufValue::is_integer() const {
     switch (type) {
-        case GgufType::u8:
-        case GgufType::i8:
-        case GgufType::u16:
-        case GgufType::i16:
-        case GgufType::u32:
-        case GgufType::i32:
-        case GgufType::u64:
-        case GgufType::i64: return true;
-        default: return false;
+    case GgufType::u8:
+    case GgufType::i8:
+    case GgufType::u16:
+    case GgufType::i16:
+    case GgufType::u32:
+    case GgufType::i32:
+    case GgufType::u64:
+    case GgufType::i64: return true;
+    default: return false;
     }
 }
 
@@ -161,7 +163,8 @@ int64_t GgufValue::to_int(std::string_view key) const {
                           ", expected an integer");
     if (is_signed(type)) return i;
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        throw ConfigError("ConfigError: GGUF key '" + std::string(key) + "' = " + std::to_string(u) + " is out of range");
+        throw ConfigError("ConfigError: GGUF key '" + std::string(key) + "' = " + std::to_string(u) +
+                          " is out of range");
     return static_cast<int64_t>(u);
 }
 
@@ -256,8 +259,8 @@ void GgufFile::parse(std::span<const std::byte> bytes) {
         info.nbytes = checked_byte_size(info.type, elements, what);
         info.offset = r.read<uint64_t>("tensor offset");
         if (info.offset % alignment_ != 0)
-            fail(name_, "tensor '" + info.name + "' offset " + std::to_string(info.offset) + " is not a multiple of the alignment " +
-                            std::to_string(alignment_));
+            fail(name_, "tensor '" + info.name + "' offset " + std::to_string(info.offset) +
+                            " is not a multiple of the alignment " + std::to_string(alignment_));
         if (by_name_.count(info.name)) fail(name_, "tensor name '" + info.name + "' appears twice");
         by_name_.emplace(info.name, infos.size());
         infos.push_back(std::move(info));
@@ -277,7 +280,8 @@ void GgufFile::parse(std::span<const std::byte> bytes) {
             fail(name_, "tensor '" + info.name + "' bytes [" + std::to_string(info.offset) + ", +" +
                             std::to_string(info.nbytes) + ") run past the end of the " + std::to_string(data_size) +
                             " data bytes");
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return infos[a].offset < infos[b].offset; });
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return infos[a].offset < infos[b].offset; });
     for (std::size_t k = 1; k < order.size(); ++k) {
         const Info &prev = infos[order[k - 1]], &cur = infos[order[k]];
         if (cur.offset < prev.offset + prev.nbytes && cur.nbytes > 0)

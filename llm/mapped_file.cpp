@@ -24,8 +24,7 @@ MappedFile::MappedFile(const std::string &path) : path_(path) {
         void *p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
         const int err = errno;
         ::close(fd);
-        if (p == MAP_FAILED)
-            throw FileError("FileError: cannot map model file '" + path + "': " + std::strerror(err));
+        if (p == MAP_FAILED) throw FileError("FileError: cannot map model file '" + path + "': " + std::strerror(err));
         data_ = static_cast<const std::byte *>(p);
     } else {
         ::close(fd);

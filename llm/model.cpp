@@ -38,8 +38,9 @@ Kind classify(const std::string &path) {
         throw FileError("FileError: model path '" + path + "' does not exist");
     if (st.type() == fs::file_type::directory) {
         if (!fs::exists(fs::path(path) / "config.json", ec))
-            throw FileError("FileError: '" + path +
-                            "' is a directory without config.json (expected a Hugging Face model directory or a .gguf file)");
+            throw FileError(
+                "FileError: '" + path +
+                "' is a directory without config.json (expected a Hugging Face model directory or a .gguf file)");
         return Kind::directory;
     }
     // Anything else is opened as a GGUF file; MappedFile refuses FIFOs, devices and sockets.
@@ -156,7 +157,8 @@ std::vector<double> rotary_frequencies(const ModelConfig &c, const Opened &o) {
     const int64_t half = c.head_dim / 2;
     std::vector<double> f(static_cast<std::size_t>(half));
     for (int64_t i = 0; i < half; ++i)
-        f[static_cast<std::size_t>(i)] = std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim));
+        f[static_cast<std::size_t>(i)] =
+            std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim));
     const RopeScaling &rs = c.rope_scaling;
     if (rs.kind == RopeScaling::Kind::linear)
         for (double &x : f) x /= rs.factor;
@@ -173,7 +175,7 @@ std::vector<double> rotary_frequencies(const ModelConfig &c, const Opened &o) {
                 continue;
             }
             const double smooth = (static_cast<double>(rs.original_max_position) / wavelen - rs.low_freq_factor) /
-                                   (rs.high_freq_factor - rs.low_freq_factor);
+                                  (rs.high_freq_factor - rs.low_freq_factor);
             x = (1 - smooth) * x / rs.factor + smooth * x;
         }
     }
@@ -185,7 +187,8 @@ std::vector<double> rotary_frequencies(const ModelConfig &c, const Opened &o) {
             for (int64_t i = 0; i < half; ++i) {
                 float d;
                 std::memcpy(&d, rf->bytes.data() + i * 4, 4);
-                if (!(d > 0) || !std::isfinite(d)) throw ConfigError("ConfigError: GGUF rope_freqs.weight has a non-positive factor");
+                if (!(d > 0) || !std::isfinite(d))
+                    throw ConfigError("ConfigError: GGUF rope_freqs.weight has a non-positive factor");
                 f[static_cast<std::size_t>(i)] /= d;
             }
         }
@@ -194,9 +197,12 @@ std::vector<double> rotary_frequencies(const ModelConfig &c, const Opened &o) {
 
 std::string human_bytes(uint64_t b) {
     char buf[64];
-    if (b >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1ull << 30));
-    else if (b >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1ull << 20));
-    else std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024.0);
+    if (b >= (1ull << 30))
+        std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1ull << 30));
+    else if (b >= (1ull << 20))
+        std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1ull << 20));
+    else
+        std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024.0);
     return buf;
 }
 
@@ -205,13 +211,17 @@ std::string human_bytes(uint64_t b) {
 MemoryEstimate estimate_memory(const ModelConfig &c, uint64_t weights, const LoadOptions &o) {
     MemoryEstimate e;
     e.weights = weights;
-    const auto ctx = static_cast<uint64_t>(default_context(c, o)), batch = static_cast<uint64_t>(std::max<int64_t>(1, o.batch));
-    e.kv_cache = 2 * static_cast<uint64_t>(c.num_layers) * batch * ctx * static_cast<uint64_t>(c.num_kv_heads * c.head_dim) * 4;
+    const auto ctx = static_cast<uint64_t>(default_context(c, o)),
+               batch = static_cast<uint64_t>(std::max<int64_t>(1, o.batch));
+    e.kv_cache =
+        2 * static_cast<uint64_t>(c.num_layers) * batch * ctx * static_cast<uint64_t>(c.num_kv_heads * c.head_dim) * 4;
     const auto chunk = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(1, o.prefill_chunk)), ctx);
     // One layer's live activations for a chunk (residual, norm, q/k/v, rotated copies, attention
     // output, three MLP intermediates, scores), plus the logits of the last tokens and the rope tables.
-    const uint64_t per_token = static_cast<uint64_t>(4 * c.hidden_size + 3 * (c.num_heads + 2 * c.num_kv_heads) * c.head_dim +
-                                                     3 * c.intermediate_size) * 4;
+    const uint64_t per_token =
+        static_cast<uint64_t>(4 * c.hidden_size + 3 * (c.num_heads + 2 * c.num_kv_heads) * c.head_dim +
+                              3 * c.intermediate_size) *
+        4;
     const uint64_t scores = static_cast<uint64_t>(c.num_heads) * chunk * ctx * 4 * 2;
     e.activations = batch * (chunk * per_token + scores) + batch * static_cast<uint64_t>(c.vocab_size) * 4 +
                     ctx * static_cast<uint64_t>(c.head_dim) * 4;
@@ -246,7 +256,9 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
     const ModelConfig &c = impl->config;
     impl->estimate = estimate_memory(c, weight_bytes(o, options), options);
     if (options.verbose)
-        std::fprintf(stderr, "tinyfin-llm: %s %s, %lld layers, memory estimate %s (weights %s, KV cache %s for %lld tokens, activations %s)\n",
+        std::fprintf(stderr,
+                     "tinyfin-llm: %s %s, %lld layers, memory estimate %s (weights %s, KV cache %s for %lld tokens, "
+                     "activations %s)\n",
                      architecture_name(c.architecture), path.c_str(), static_cast<long long>(c.num_layers),
                      human_bytes(impl->estimate.total()).c_str(), human_bytes(impl->estimate.weights).c_str(),
                      human_bytes(impl->estimate.kv_cache).c_str(), static_cast<long long>(default_context(c, options)),
@@ -273,8 +285,8 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
                               "; tinyfin loads F32, F16 and BF16 weights (block-quantized types: issue 34)");
         const Shape want = expected_shape(c, what);
         if (t->shape != want)
-            throw ConfigError("ConfigError: tensor '" + name + "' has shape " + shape_str(t->shape) + ", the config needs " +
-                              shape_str(want));
+            throw ConfigError("ConfigError: tensor '" + name + "' has shape " + shape_str(t->shape) +
+                              ", the config needs " + shape_str(want));
         const DType dtype = *info.dtype;
         Shape strides(t->shape.size(), 1);
         for (std::size_t i = strides.size(); i-- > 1;) strides[i - 1] = strides[i] * t->shape[i];
@@ -341,7 +353,8 @@ Tensor Model::logits(const std::vector<int32_t> &tokens) const {
     std::vector<int64_t> ids(tokens.begin(), tokens.end()), pos(tokens.size());
     for (std::size_t i = 0; i < pos.size(); ++i) {
         if (tokens[i] < 0 || tokens[i] >= impl_->config.vocab_size)
-            throw ValueError("ValueError: logits: token id " + std::to_string(tokens[i]) + " is outside the vocabulary");
+            throw ValueError("ValueError: logits: token id " + std::to_string(tokens[i]) +
+                             " is outside the vocabulary");
         pos[i] = static_cast<int64_t>(i);
     }
     KVCache cache;
@@ -359,8 +372,8 @@ Tensor Model::logits(const std::vector<int32_t> &tokens) const {
                 mv[static_cast<std::size_t>(q * t + k)] = k <= q && q - k < c.sliding_window ? 0.0f : -INFINITY;
         mask = from_vector(mv, {1, 1, 1, t, t}, impl_->device);
     }
-    const Tensor hidden = impl_->forward(from_vector(ids, {1, t}, impl_->device), from_vector(pos, {1, t}, impl_->device),
-                                         mask, cache, 0, cs, sn);
+    const Tensor hidden = impl_->forward(from_vector(ids, {1, t}, impl_->device),
+                                         from_vector(pos, {1, t}, impl_->device), mask, cache, 0, cs, sn);
     return impl_->head(hidden).reshape({t, c.vocab_size});
 }
 
@@ -371,7 +384,8 @@ GenerationResult Model::generate(const std::vector<std::vector<int32_t>> &prompt
     const auto b = static_cast<int64_t>(prompts.size());
     int64_t longest = 0;
     for (const auto &p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
-    const int64_t ctx = context > 0 ? context : std::min(default_context(config(), impl_->options), longest + options.max_new_tokens);
+    const int64_t ctx =
+        context > 0 ? context : std::min(default_context(config(), impl_->options), longest + options.max_new_tokens);
     GenerationResult r;
     r.tokens.resize(prompts.size());
     r.finish_reason.assign(prompts.size(), "");
@@ -401,8 +415,10 @@ GenerationResult Model::generate(const std::vector<std::vector<int32_t>> &prompt
             history[i].push_back(tok);
             r.tokens[i].push_back(tok);
             ++r.generated_tokens;
-            if (options.on_token && !options.on_token(i, tok)) r.finish_reason[i] = "callback";
-            else if (!options.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end()) r.finish_reason[i] = "eos";
+            if (options.on_token && !options.on_token(i, tok))
+                r.finish_reason[i] = "callback";
+            else if (!options.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end())
+                r.finish_reason[i] = "eos";
             else if (!options.stop.empty()) {
                 const std::string text = impl_->tokenizer->decode(r.tokens[i], true);
                 for (const auto &s : options.stop)

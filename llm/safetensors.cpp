@@ -31,8 +31,7 @@ std::optional<TensorType> parse_dtype(const std::string &dtype) {
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string &path)
-    : file_(std::make_shared<MappedFile>(path)), name_(path) {
+SafetensorsFile::SafetensorsFile(const std::string &path) : file_(std::make_shared<MappedFile>(path)), name_(path) {
     parse(file_->bytes());
 }
 
@@ -41,15 +40,18 @@ SafetensorsFile::SafetensorsFile(std::span<const std::byte> bytes, std::string n
 }
 
 void SafetensorsFile::parse(std::span<const std::byte> bytes) {
-    if (bytes.size() < 8) fail(name_, "the file has " + std::to_string(bytes.size()) + " bytes, fewer than the 8 of the header length");
+    if (bytes.size() < 8)
+        fail(name_, "the file has " + std::to_string(bytes.size()) + " bytes, fewer than the 8 of the header length");
     uint64_t header_len = 0;
-    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | std::to_integer<uint64_t>(bytes[static_cast<std::size_t>(i)]);
+    for (int i = 7; i >= 0; --i)
+        header_len = (header_len << 8) | std::to_integer<uint64_t>(bytes[static_cast<std::size_t>(i)]);
     if (header_len > bytes.size() - 8)
         fail(name_, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
                         std::to_string(bytes.size()) + " bytes)");
     if (header_len > kMaxHeaderBytes) fail(name_, "header length " + std::to_string(header_len) + " exceeds 100 MB");
     const auto *header_begin = reinterpret_cast<const char *>(bytes.data() + 8);
-    nlohmann::json header = parse_json(std::string_view(header_begin, header_len), "safetensors '" + name_ + "' header");
+    nlohmann::json header =
+        parse_json(std::string_view(header_begin, header_len), "safetensors '" + name_ + "' header");
     if (!header.is_object()) fail(name_, "the header is not a JSON object");
     const std::span<const std::byte> data = bytes.subspan(8 + header_len);
 

@@ -13,9 +13,11 @@ struct Session::State {
     Tensor cos, sin;
 };
 
-Session::Session(const Model &model, int64_t batch, int64_t context) : model_(&model), state_(std::make_unique<State>()) {
+Session::Session(const Model &model, int64_t batch, int64_t context)
+    : model_(&model), state_(std::make_unique<State>()) {
     const Model::Impl &m = model.impl();
-    if (batch < 1 || batch > 4096) throw ValueError("ValueError: Session: batch " + std::to_string(batch) + " must be in [1, 4096]");
+    if (batch < 1 || batch > 4096)
+        throw ValueError("ValueError: Session: batch " + std::to_string(batch) + " must be in [1, 4096]");
     if (context < 1 || context > (int64_t{1} << 24))
         throw ValueError("ValueError: Session: context " + std::to_string(context) + " must be in [1, 2^24]");
     state_->batch = batch;
@@ -49,13 +51,15 @@ Tensor run(const Model::Impl &m, Session::State &s, const std::vector<int64_t> &
     const int64_t b = s.batch, start = s.length, total = start + t;
     if (total > s.context)
         throw ValueError("ValueError: the session's context of " + std::to_string(s.context) + " tokens is full (" +
-                         std::to_string(start) + " used, " + std::to_string(t) + " more asked); load with a larger context");
+                         std::to_string(start) + " used, " + std::to_string(t) +
+                         " more asked); load with a larger context");
     std::vector<int64_t> rope_index(static_cast<std::size_t>(b * t));
     bool padded = false;
     for (int64_t i = 0; i < b; ++i) {
         padded = padded || s.pad[static_cast<std::size_t>(i)] > 0;
         for (int64_t j = 0; j < t; ++j)
-            rope_index[static_cast<std::size_t>(i * t + j)] = std::max<int64_t>(0, start + j - s.pad[static_cast<std::size_t>(i)]);
+            rope_index[static_cast<std::size_t>(i * t + j)] =
+                std::max<int64_t>(0, start + j - s.pad[static_cast<std::size_t>(i)]);
     }
     const int64_t window = m.config.sliding_window;
     const bool windowed = window > 0 && total > window;
@@ -69,7 +73,8 @@ Tensor run(const Model::Impl &m, Session::State &s, const std::vector<int64_t> &
             for (int64_t j = 0; j < t; ++j) {
                 const int64_t q = start + j;
                 for (int64_t k = 0; k < total; ++k) {
-                    const bool visible = k <= q && k >= s.pad[static_cast<std::size_t>(i)] && (window == 0 || q - k < window);
+                    const bool visible =
+                        k <= q && k >= s.pad[static_cast<std::size_t>(i)] && (window == 0 || q - k < window);
                     const bool own_pad = q < s.pad[static_cast<std::size_t>(i)] && k == q;
                     mv[static_cast<std::size_t>((i * t + j) * total + k)] = visible || own_pad ? 0.0f : -INFINITY;
                 }
@@ -95,19 +100,22 @@ Tensor Session::prefill(const std::vector<std::vector<int32_t>> &prompts) {
     for (const auto &p : prompts) longest = std::max(longest, p.size());
     if (longest == 0) throw ValueError("ValueError: prefill: every prompt is empty");
     for (const auto &p : prompts) {
-        if (p.empty()) throw ValueError("ValueError: prefill: a prompt is empty (each sequence needs at least one token)");
+        if (p.empty())
+            throw ValueError("ValueError: prefill: a prompt is empty (each sequence needs at least one token)");
         if (s.length > 0 && p.size() != longest)
-            throw ValueError("ValueError: prefill: after the first prefill, every sequence must append the same number of tokens");
+            throw ValueError(
+                "ValueError: prefill: after the first prefill, every sequence must append the same number of tokens");
         for (int32_t id : p)
             if (id < 0 || id >= m.config.vocab_size)
-                throw ValueError("ValueError: prefill: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                 std::to_string(m.config.vocab_size) + ")");
+                throw ValueError("ValueError: prefill: token id " + std::to_string(id) +
+                                 " is outside the vocabulary [0, " + std::to_string(m.config.vocab_size) + ")");
     }
     if (s.length == 0)
         for (std::size_t i = 0; i < prompts.size(); ++i) s.pad[i] = static_cast<int64_t>(longest - prompts[i].size());
     if (s.length + static_cast<int64_t>(longest) > s.context)
-        throw ValueError("ValueError: prefill: " + std::to_string(longest) + " prompt tokens do not fit the context of " +
-                         std::to_string(s.context) + " (" + std::to_string(s.length) + " used)");
+        throw ValueError("ValueError: prefill: " + std::to_string(longest) +
+                         " prompt tokens do not fit the context of " + std::to_string(s.context) + " (" +
+                         std::to_string(s.length) + " used)");
     const auto chunk = static_cast<std::size_t>(std::max<int64_t>(1, m.options.prefill_chunk));
     Tensor last;
     for (std::size_t c0 = 0; c0 < longest; c0 += chunk) {
@@ -135,7 +143,8 @@ Tensor Session::decode(const std::vector<int32_t> &tokens) {
     std::vector<int64_t> ids(tokens.size());
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         if (tokens[i] < 0 || tokens[i] >= m.config.vocab_size)
-            throw ValueError("ValueError: decode: token id " + std::to_string(tokens[i]) + " is outside the vocabulary");
+            throw ValueError("ValueError: decode: token id " + std::to_string(tokens[i]) +
+                             " is outside the vocabulary");
         ids[i] = tokens[i];
     }
     return m.head(run(m, s, ids, 1)).reshape({s.batch, m.config.vocab_size});

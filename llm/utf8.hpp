@@ -16,10 +16,14 @@ inline bool is_valid_utf8(std::string_view s) {
             ++i;
             continue;
         }
-        if ((c & 0xE0) == 0xC0) n = 1, cp = c & 0x1F;
-        else if ((c & 0xF0) == 0xE0) n = 2, cp = c & 0x0F;
-        else if ((c & 0xF8) == 0xF0) n = 3, cp = c & 0x07;
-        else return false;
+        if ((c & 0xE0) == 0xC0)
+            n = 1, cp = c & 0x1F;
+        else if ((c & 0xF0) == 0xE0)
+            n = 2, cp = c & 0x0F;
+        else if ((c & 0xF8) == 0xF0)
+            n = 3, cp = c & 0x07;
+        else
+            return false;
         if (s.size() - i <= n) return false;
         for (std::size_t k = 1; k <= n; ++k) {
             const auto cc = static_cast<unsigned char>(s[i + k]);

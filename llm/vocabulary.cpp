@@ -37,7 +37,8 @@ std::optional<Vocabulary> read_gguf_vocabulary(const GgufFile &f) {
     v.model = model->to_string("tokenizer.ggml.model");
     if (const GgufValue *pre = f.find_value("tokenizer.ggml.pre")) v.pre = pre->to_string("tokenizer.ggml.pre");
     const GgufValue *tokens = array_of(f, "tokenizer.ggml.tokens", GgufType::string);
-    if (!tokens) throw FormatError("FormatError: GGUF '" + f.name() + "' has tokenizer.ggml.model but no tokenizer.ggml.tokens");
+    if (!tokens)
+        throw FormatError("FormatError: GGUF '" + f.name() + "' has tokenizer.ggml.model but no tokenizer.ggml.tokens");
     for (const auto &t : tokens->array) v.tokens.push_back(t.s);
     const std::size_t n = v.tokens.size();
     if (const GgufValue *scores = array_of(f, "tokenizer.ggml.scores", GgufType::f32)) {
@@ -59,11 +60,14 @@ std::optional<Vocabulary> read_gguf_vocabulary(const GgufFile &f) {
     v.pad_id = token_id(f, "tokenizer.ggml.padding_token_id", n);
     v.unk_id = token_id(f, "tokenizer.ggml.unknown_token_id", n);
     v.eot_id = token_id(f, "tokenizer.ggml.eot_token_id", n);
-    if (const GgufValue *b = f.find_value("tokenizer.ggml.add_bos_token")) v.add_bos = b->to_bool("tokenizer.ggml.add_bos_token");
-    if (const GgufValue *b = f.find_value("tokenizer.ggml.add_eos_token")) v.add_eos = b->to_bool("tokenizer.ggml.add_eos_token");
+    if (const GgufValue *b = f.find_value("tokenizer.ggml.add_bos_token"))
+        v.add_bos = b->to_bool("tokenizer.ggml.add_bos_token");
+    if (const GgufValue *b = f.find_value("tokenizer.ggml.add_eos_token"))
+        v.add_eos = b->to_bool("tokenizer.ggml.add_eos_token");
     if (const GgufValue *b = f.find_value("tokenizer.ggml.add_space_prefix"))
         v.add_space_prefix = b->to_bool("tokenizer.ggml.add_space_prefix");
-    if (const GgufValue *t = f.find_value("tokenizer.chat_template")) v.chat_template = t->to_string("tokenizer.chat_template");
+    if (const GgufValue *t = f.find_value("tokenizer.chat_template"))
+        v.chat_template = t->to_string("tokenizer.chat_template");
     return v;
 }
 

@@ -62,22 +62,38 @@ int main(int argc, char **argv) {
             }
             return argv[++i];
         };
-        if (a == "-m" || a == "--model") path = value();
-        else if (a == "-p" || a == "--prompt") prompt = value(), have_prompt = true;
-        else if (a == "--ids") ids_text = value();
-        else if (a == "-n") gen.max_new_tokens = static_cast<int64_t>(number("-n", value()));
-        else if (a == "--chat") chat = true;
-        else if (a == "--temp") gen.sampling.temperature = number("--temp", value());
-        else if (a == "--top-k") gen.sampling.top_k = static_cast<int64_t>(number("--top-k", value()));
-        else if (a == "--top-p") gen.sampling.top_p = number("--top-p", value());
-        else if (a == "--min-p") gen.sampling.min_p = number("--min-p", value());
-        else if (a == "--repeat-penalty") gen.sampling.repetition_penalty = number("--repeat-penalty", value());
-        else if (a == "--seed") gen.sampling.seed = static_cast<uint64_t>(number("--seed", value()));
-        else if (a == "--ctx") ctx = static_cast<int64_t>(number("--ctx", value()));
-        else if (a == "--backend") load.backend = value();
-        else if (a == "--stop") gen.stop.push_back(value());
-        else if (a == "--f32") load.weights_f32 = true;
-        else if (a == "--ignore-eos") gen.ignore_eos = true;
+        if (a == "-m" || a == "--model")
+            path = value();
+        else if (a == "-p" || a == "--prompt")
+            prompt = value(), have_prompt = true;
+        else if (a == "--ids")
+            ids_text = value();
+        else if (a == "-n")
+            gen.max_new_tokens = static_cast<int64_t>(number("-n", value()));
+        else if (a == "--chat")
+            chat = true;
+        else if (a == "--temp")
+            gen.sampling.temperature = number("--temp", value());
+        else if (a == "--top-k")
+            gen.sampling.top_k = static_cast<int64_t>(number("--top-k", value()));
+        else if (a == "--top-p")
+            gen.sampling.top_p = number("--top-p", value());
+        else if (a == "--min-p")
+            gen.sampling.min_p = number("--min-p", value());
+        else if (a == "--repeat-penalty")
+            gen.sampling.repetition_penalty = number("--repeat-penalty", value());
+        else if (a == "--seed")
+            gen.sampling.seed = static_cast<uint64_t>(number("--seed", value()));
+        else if (a == "--ctx")
+            ctx = static_cast<int64_t>(number("--ctx", value()));
+        else if (a == "--backend")
+            load.backend = value();
+        else if (a == "--stop")
+            gen.stop.push_back(value());
+        else if (a == "--f32")
+            load.weights_f32 = true;
+        else if (a == "--ignore-eos")
+            gen.ignore_eos = true;
         else if (a == "-h" || a == "--help") {
             usage();
             return 0;
@@ -113,8 +129,10 @@ int main(int argc, char **argv) {
         }
         // Stream: pieces of the tokens as they come (bytes; the terminal joins UTF-8 sequences).
         gen.on_token = [&](std::size_t, int32_t id) {
-            if (tok) std::fputs(tok->token_to_piece(id).c_str(), stdout);
-            else std::printf(" %d", id);
+            if (tok)
+                std::fputs(tok->token_to_piece(id).c_str(), stdout);
+            else
+                std::printf(" %d", id);
             std::fflush(stdout);
             return true;
         };
@@ -132,8 +150,8 @@ int main(int argc, char **argv) {
                      r.prompt_seconds > 0 ? static_cast<double>(r.prompt_tokens) / r.prompt_seconds : 0.0,
                      static_cast<long long>(r.generated_tokens), r.generate_seconds,
                      r.generate_seconds > 0 ? static_cast<double>(r.generated_tokens) / r.generate_seconds : 0.0,
-                     r.finish_reason[0].c_str(), model.device().str().c_str(), static_cast<double>(ru.ru_maxrss) / 1024.0,
-                     static_cast<double>(device_peak) / (1 << 20));
+                     r.finish_reason[0].c_str(), model.device().str().c_str(),
+                     static_cast<double>(ru.ru_maxrss) / 1024.0, static_cast<double>(device_peak) / (1 << 20));
     } catch (const std::exception &e) {
         std::fprintf(stderr, "tinyfin-generate: %s\n", e.what());
         return 1;

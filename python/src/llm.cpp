@@ -85,8 +85,8 @@ PYBIND11_MODULE(_llm, m) {
     py::class_<Model>(m, "Model")
         .def_static(
             "load",
-            [](const std::string &path, const std::string &backend, int64_t context, int64_t batch, int64_t prefill_chunk,
-               bool weights_f32, bool verbose) {
+            [](const std::string &path, const std::string &backend, int64_t context, int64_t batch,
+               int64_t prefill_chunk, bool weights_f32, bool verbose) {
                 LoadOptions o;
                 o.backend = backend;
                 o.context = context;
@@ -127,8 +127,8 @@ PYBIND11_MODULE(_llm, m) {
              })
         .def(
             "generate_ids",
-            [](const Model &m, const std::vector<std::vector<int32_t>> &prompts, int64_t max_new_tokens, double temperature,
-               int64_t top_k, double top_p, double min_p, double repetition_penalty, uint64_t seed,
+            [](const Model &m, const std::vector<std::vector<int32_t>> &prompts, int64_t max_new_tokens,
+               double temperature, int64_t top_k, double top_p, double min_p, double repetition_penalty, uint64_t seed,
                const std::vector<std::string> &stop, bool ignore_eos, int64_t context,
                std::function<bool(std::size_t, int32_t)> on_token) {
                 GenerationOptions o;
@@ -147,8 +147,8 @@ PYBIND11_MODULE(_llm, m) {
         .def("session_logits",
              // Prefill then decode one token at a time in a Session: the logits of every step,
              // [batch, steps, vocab] (for tests of the KV cache against logits()).
-             [](const Model &m, const std::vector<std::vector<int32_t>> &prompts, const std::vector<std::vector<int32_t>> &steps,
-                int64_t context) {
+             [](const Model &m, const std::vector<std::vector<int32_t>> &prompts,
+                const std::vector<std::vector<int32_t>> &steps, int64_t context) {
                  Session s(m, static_cast<int64_t>(prompts.size()), context);
                  std::vector<Tensor> out = {s.prefill(prompts)};
                  for (const auto &tokens : steps) out.push_back(s.decode(tokens));
@@ -166,11 +166,16 @@ PYBIND11_MODULE(_llm, m) {
         GgufFile f(path);
         py::dict meta, tensors;
         for (const auto &[k, v] : f.metadata()) {
-            if (v.type == GgufType::array) meta[py::str(k)] = py::int_(v.array.size());
-            else if (v.type == GgufType::string) meta[py::str(k)] = py::bytes(v.s);
-            else if (v.is_float()) meta[py::str(k)] = v.f;
-            else if (v.type == GgufType::boolean) meta[py::str(k)] = v.u != 0;
-            else meta[py::str(k)] = v.to_int(k);
+            if (v.type == GgufType::array)
+                meta[py::str(k)] = py::int_(v.array.size());
+            else if (v.type == GgufType::string)
+                meta[py::str(k)] = py::bytes(v.s);
+            else if (v.is_float())
+                meta[py::str(k)] = v.f;
+            else if (v.type == GgufType::boolean)
+                meta[py::str(k)] = v.u != 0;
+            else
+                meta[py::str(k)] = v.to_int(k);
         }
         for (const auto &t : f.tensors())
             tensors[py::str(t.name)] = py::make_tuple(tensor_type_info(t.type).name, t.shape, t.bytes.size());

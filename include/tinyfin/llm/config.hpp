@@ -38,7 +38,7 @@ struct ModelConfig {
     RopeScaling rope_scaling;
     bool tie_word_embeddings = false;
     bool attention_bias = false;  // q/k/v projections have biases (Qwen2)
-    int64_t sliding_window = 0;   // 0: every earlier key is visible (Mistral: the window size)
+    int64_t sliding_window = 0;  // 0: every earlier key is visible (Mistral: the window size)
     std::vector<int32_t> eos_token_ids;
     int32_t bos_token_id = -1;
     // GGUF's llama files store the Q and K projections with each head's rows permuted so that

@@ -42,9 +42,9 @@ struct MemoryEstimate {
 
 struct SamplingOptions {
     double temperature = 0;  // 0: greedy (argmax)
-    int64_t top_k = 0;       // 0: off
-    double top_p = 1;        // 1: off
-    double min_p = 0;        // 0: off
+    int64_t top_k = 0;  // 0: off
+    double top_p = 1;  // 1: off
+    double min_p = 0;  // 0: off
     double repetition_penalty = 1;  // 1: off (the CTRL rule, over prompt and generated tokens)
     uint64_t seed = 0;
 };
@@ -64,7 +64,7 @@ struct GenerationOptions {
 
 struct GenerationResult {
     std::vector<std::vector<int32_t>> tokens;  // new tokens per sequence
-    std::vector<std::string> finish_reason;    // "eos", "stop", "length", "callback"
+    std::vector<std::string> finish_reason;  // "eos", "stop", "length", "callback"
     int64_t prompt_tokens = 0;
     int64_t generated_tokens = 0;
     double prompt_seconds = 0, generate_seconds = 0;

@@ -41,10 +41,10 @@ enum class TensorType : uint32_t {
 
 struct TensorTypeInfo {
     TensorType type;
-    const char *name;           // GGUF's spelling ("F32", "BF16", "Q4_K")
-    uint32_t block_elements;    // elements per block (1 for plain types)
-    uint32_t block_bytes;       // bytes per block
-    std::optional<DType> dtype; // the tinyfin dtype it loads as, when it loads without conversion
+    const char *name;  // GGUF's spelling ("F32", "BF16", "Q4_K")
+    uint32_t block_elements;  // elements per block (1 for plain types)
+    uint32_t block_bytes;  // bytes per block
+    std::optional<DType> dtype;  // the tinyfin dtype it loads as, when it loads without conversion
 };
 
 // The row of a type, or nullptr for an id no table row has.
