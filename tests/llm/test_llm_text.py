@@ -117,3 +117,20 @@ def test_tinyfin_generate_streams_and_reports(text_model):
     assert "peak resident memory" in r.stderr
     bad = subprocess.run([tool(), "-m", os.path.dirname(path), "-p", "x"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "FileError" in bad.stderr
+
+
+@pytest.mark.parametrize("change, match", [
+    (("tokenizer.ggml.tokens", GGUF_ARRAY, (GGUF_U32, [1, 2, 3])), "tokenizer.ggml.tokens must be an array of string"),
+    (("tokenizer.ggml.token_type", GGUF_ARRAY, (GGUF_I32, [1, 1])), "token_type has 2 entries"),
+    (("tokenizer.ggml.scores", GGUF_ARRAY, (GGUF_STRING, ["x"])), "scores must be an array of f32"),
+    (("eos", None, 100000), "outside the vocabulary"),
+    (("tokenizer.ggml.model", GGUF_U32, 7), "expected a string"),
+])
+def test_hostile_gguf_vocabulary(tmp_path, change, match):
+    tokens, vocab = gpt2_vocab()
+    vocab = [kv for kv in vocab if kv[0] != change[0]] + ([change] if change[1] is not None else [])
+    cfg = dict(lm.ARCHS["llama"], vocab_size=len(tokens), bos_token_id=0,
+               eos_token_id=change[2] if change[0] == "eos" else 1)
+    path = lm.write_gguf(str(tmp_path / "v.gguf"), cfg, lm.random_weights(cfg), vocab=vocab)
+    with pytest.raises((llm.FormatError, llm.ConfigError), match=match):
+        llm.load(path)
