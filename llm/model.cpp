@@ -222,8 +222,8 @@ MemoryEstimate estimate_memory(const ModelConfig &c, uint64_t weights, const Loa
         static_cast<uint64_t>(4 * c.hidden_size + 3 * (c.num_heads + 2 * c.num_kv_heads) * c.head_dim +
                               3 * c.intermediate_size) *
         4;
-    const uint64_t scores = static_cast<uint64_t>(c.num_heads) * chunk * ctx * 4 * 2;
-    e.activations = batch * (chunk * per_token + scores) + batch * static_cast<uint64_t>(c.vocab_size) * 4 +
+    e.attention_scores = batch * static_cast<uint64_t>(c.num_heads) * chunk * ctx * 4;
+    e.activations = batch * chunk * per_token + e.attention_scores + batch * static_cast<uint64_t>(c.vocab_size) * 4 +
                     ctx * static_cast<uint64_t>(c.head_dim) * 4;
     return e;
 }

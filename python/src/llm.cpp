@@ -108,7 +108,8 @@ PYBIND11_MODULE(_llm, m) {
                 o.prefill_chunk = prefill_chunk;
                 const MemoryEstimate e = Model::estimate(path, o);
                 return py::dict(py::arg("weights") = e.weights, py::arg("kv_cache") = e.kv_cache,
-                                py::arg("activations") = e.activations, py::arg("total") = e.total());
+                                py::arg("activations") = e.activations, py::arg("attention_scores") = e.attention_scores,
+                                py::arg("total") = e.total());
             },
             py::arg("path"), py::arg("context") = 0, py::arg("batch") = 1, py::arg("prefill_chunk") = 512)
         .def_property_readonly("config", &Model::config, py::return_value_policy::reference_internal)

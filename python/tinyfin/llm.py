@@ -55,7 +55,9 @@ class Model:
         list of such lists. Returns the new text (strings in) or token ids (ids in), a list
         when a list of prompts was given. stream(index, token_id) is called for each new token;
         returning False stops that sequence."""
-        batch = isinstance(prompt, (list, tuple)) and len(prompt) > 0 and not isinstance(prompt[0], int)
+        # A batch: a sequence of texts or of id sequences (not of ids: numpy integers included).
+        batch = not isinstance(prompt, str) and len(prompt) > 0 and (
+            isinstance(prompt[0], str) or hasattr(prompt[0], "__len__"))
         prompts = list(prompt) if batch else [prompt]
         text = isinstance(prompts[0], str)
         if text:

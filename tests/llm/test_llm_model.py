@@ -184,3 +184,46 @@ def test_logits_on_every_backend(tmp_path, backend):
     # only GEMM kernels, hands the rest to cpu by design).
     if backend in ("vulkan", "opengl", "opencl"):
         assert fallbacks == {}
+
+
+MEASURE = """
+import sys, numpy as np, tinyfin as tf, tinyfin.llm as llm
+path, ctx, chunk, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+m = llm.load(path, backend="cpu", ctx=ctx, prefill_chunk=chunk, batch=batch)
+prompts = [list(range(1, ctx - 8))] * batch
+m.generate(prompts, max_new_tokens=4, ctx=ctx, ignore_eos=True)
+print(tf.stats()["backends"]["cpu"]["peak_bytes_in_use"])
+"""
+
+
+@pytest.mark.parametrize("ctx, chunk, batch", [(256, 64, 1), (128, 128, 2), (512, 32, 1)])
+def test_memory_estimate_against_the_measured_peak(tmp_path, ctx, chunk, batch):
+    """The KV cache and activations estimated against the peak of tensor memory that
+    tinyfin.stats() measures on cpu (weights are mapped in place, not tensor allocations; the
+    attention kernel's scratch is not a tensor there), within 15%."""
+    import subprocess
+    import sys
+    cfg = dict(lm.ARCHS["llama"], hidden_size=256, intermediate_size=688, num_attention_heads=8,
+               num_key_value_heads=4, vocab_size=1000, num_hidden_layers=4, max_position_embeddings=512)
+    path = lm.write_hf_dir(str(tmp_path / "m"), cfg, lm.random_weights(cfg))
+    e = llm.estimate(path, ctx=ctx, prefill_chunk=chunk, batch=batch)
+    r = subprocess.run([sys.executable, "-c", MEASURE, path, str(ctx), str(chunk), str(batch)],
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ, TINYFIN_BACKEND="cpu"))
+    assert r.returncode == 0, r.stderr
+    measured = int(r.stdout.split()[-1])
+    expected = e["kv_cache"] + e["activations"] - e["attention_scores"]
+    print(f"ctx {ctx} chunk {chunk} batch {batch}: estimated {expected}, measured {measured}")
+    assert abs(expected - measured) <= 0.15 * measured
+
+
+def test_auto_backend_places_the_model_where_it_fits(tmp_path):
+    cfg, w, path = make(tmp_path, "llama", "hf")
+    e = llm.estimate(path, ctx=32)
+    chosen = tf.select_backend_for_memory(e["total"], "auto")
+    tf.backend_set("cpu")
+    model = llm.load(path, backend="auto", ctx=32)
+    assert model.device.split(":")[0] == chosen
+    np.testing.assert_allclose(model.logits(PROMPT), lm.reference_logits(cfg, w, PROMPT), rtol=2e-3, atol=2e-3)
+    # Hundreds of terabytes of KV cache fit no device: one error naming the devices.
+    with pytest.raises(tf.OutOfMemoryError, match="cpu:0"):
+        llm.load(path, backend="auto", ctx=1 << 24, batch=4096)

@@ -37,6 +37,9 @@ struct MemoryEstimate {
     uint64_t weights = 0;
     uint64_t kv_cache = 0;
     uint64_t activations = 0;  // one prefill chunk's
+    // The part of activations that is one chunk's attention scores (the cpu kernel's scratch,
+    // which tinyfin::stats() does not count; a tensor on backends that materialise them).
+    uint64_t attention_scores = 0;
     uint64_t total() const { return weights + kv_cache + activations; }
 };
 
