@@ -97,7 +97,7 @@ public:
                 if (t.special && skip_special) continue;
                 flush();
                 out += t.content;
-                first_group = false;
+                if (!t.special) first_group = false;  // the text after a leading BOS is still the start
                 continue;
             }
             group.push_back(config_.tokens[id]);
@@ -179,7 +179,7 @@ private:
 
         merges_.reserve(config_.merges.size());
         for (std::size_t rank = 0; rank < config_.merges.size(); ++rank) {
-            const auto &[a, b] = config_.merges[rank];
+            const std::string &a = config_.merges[rank].first, &b = config_.merges[rank].second;
             const auto ia = token_ids_.find(a), ib = token_ids_.find(b), iab = token_ids_.find(a + b);
             const auto where = [&] {
                 return "merge " + std::to_string(rank) + " (" + quote_for_message(a) + " " + quote_for_message(b) + ")";

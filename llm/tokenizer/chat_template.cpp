@@ -31,18 +31,19 @@ void check_roles(const std::vector<ChatMessage> &messages, std::string_view fami
 }
 
 // <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] {user} [/INST]
+// (the system block joins the first user message, and the template strips the joined text).
 std::string llama2(const std::vector<ChatMessage> &messages) {
     check_roles(messages, "llama2");
     std::string out, system;
     std::size_t start = 0;
-    if (!messages.empty() && messages[0].role == "system") system = std::string(trim(messages[0].content)), start = 1;
+    if (!messages.empty() && messages[0].role == "system") system = messages[0].content, start = 1;
     bool first_user = true;
     for (std::size_t i = start; i < messages.size(); ++i) {
         const ChatMessage &m = messages[i];
         if (m.role == "user") {
-            out += "<s>[INST] ";
-            if (first_user && !system.empty()) out += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
-            out += std::string(trim(m.content)) + " [/INST]";
+            const std::string content =
+                first_user && start == 1 ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + m.content : m.content;
+            out += "<s>[INST] " + std::string(trim(content)) + " [/INST]";
             first_user = false;
         } else {
             out += " " + std::string(trim(m.content)) + " </s>";

@@ -43,7 +43,9 @@ public:
     int64_t integer(const Json &value, const std::string &field, int64_t lo, int64_t hi) const {
         if (!value.is_number_integer()) fail(field, std::string("must be an integer, not ") + value.type_name());
         const bool is_unsigned = value.is_number_unsigned();
-        if (is_unsigned && value.get<uint64_t>() > static_cast<uint64_t>(hi)) fail(field, "is out of range");
+        if (is_unsigned && value.get<uint64_t>() > static_cast<uint64_t>(hi))
+            fail(field, "is " + std::to_string(value.get<uint64_t>()) + ", outside " + std::to_string(lo) + ".." +
+                            std::to_string(hi));
         const int64_t v = is_unsigned ? static_cast<int64_t>(value.get<uint64_t>()) : value.get<int64_t>();
         if (v < lo || v > hi)
             fail(field, "is " + std::to_string(v) + ", outside " + std::to_string(lo) + ".." + std::to_string(hi));
