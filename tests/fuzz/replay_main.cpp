@@ -26,6 +26,6 @@ int main(int argc, char **argv) {
             ++files;
         }
     }
-    std::printf("fuzz-ops replay: %d inputs, no finding\n", files);
+    std::printf("fuzz replay: %d inputs, no finding\n", files);
     return files > 0 ? 0 : 1;
 }

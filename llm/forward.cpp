@@ -1,0 +1,87 @@
+// The decoder's forward pass on tinyfin ops (model_impl.hpp).
+#include <cmath>
+
+#include "model_impl.hpp"
+
+namespace tinyfin::llm {
+
+namespace {
+
+// x [..., in] by a weight of any float dtype: a weight stored in f16/bf16 is used as it is, the
+// activations cast to its dtype for the product and the result back to x's dtype.
+Tensor project(const Tensor &x, const Tensor &w, const Tensor &bias = Tensor()) {
+    Tensor y = w.dtype() == x.dtype() ? linear(x, w) : linear(x.to(w.dtype()), w).to(x.dtype());
+    return bias.defined() ? add(y, bias) : y;
+}
+
+// Rotary embedding of x [B, T, H, D] with per-token tables cos/sin [B, T, 1, D/2]: rotate_half
+// pairs (i, i + D/2) as Hugging Face does, or adjacent pairs (2i, 2i+1) for GGUF's permuted
+// projections.
+Tensor rotate(const Tensor &x, const Tensor &c, const Tensor &s, bool interleaved) {
+    const int64_t half = x.size(-1) / 2;
+    if (interleaved) {
+        Shape pairs = x.shape();
+        pairs.back() = half;
+        pairs.push_back(2);
+        const Tensor xp = x.reshape(pairs);
+        const Tensor c2 = c.view({c.size(0), c.size(1), 1, half, 1}), s2 = s.view({s.size(0), s.size(1), 1, half, 1});
+        const Tensor x1 = narrow(xp, -1, 0, 1), x2 = narrow(xp, -1, 1, 1);
+        return concat({sub(mul(x1, c2), mul(x2, s2)), add(mul(x1, s2), mul(x2, c2))}, -1).reshape(x.shape());
+    }
+    const Tensor x1 = narrow(x, -1, 0, half), x2 = narrow(x, -1, half, half);
+    return concat({sub(mul(x1, c), mul(x2, s)), add(mul(x2, c), mul(x1, s))}, -1);
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> Model::Impl::rope_tables(int64_t n) const {
+    const auto half = static_cast<int64_t>(inv_freq.size());
+    std::vector<float> c(static_cast<std::size_t>(n * half)), s(c.size());
+    for (int64_t p = 0; p < n; ++p)
+        for (int64_t i = 0; i < half; ++i) {
+            const double angle = static_cast<double>(p) * inv_freq[static_cast<std::size_t>(i)];
+            c[static_cast<std::size_t>(p * half + i)] = static_cast<float>(std::cos(angle));
+            s[static_cast<std::size_t>(p * half + i)] = static_cast<float>(std::sin(angle));
+        }
+    return {from_vector(c, {n, half}, device), from_vector(s, {n, half}, device)};
+}
+
+Tensor Model::Impl::forward(const Tensor &ids, const Tensor &rope_index, const Tensor &mask, KVCache &cache,
+                            int64_t start, const Tensor &cos_table, const Tensor &sin_table) const {
+    NoGradGuard no_grad;
+    const ModelConfig &c = config;
+    const int64_t b = ids.size(0), t = ids.size(1), hd = c.head_dim, hkv = c.num_kv_heads;
+    const int64_t group = c.num_heads / hkv, total = start + t;
+    Tensor x = embedding(embed, ids);
+    if (x.dtype() != DType::f32) x = x.to(DType::f32);
+    const Tensor cs = embedding(cos_table, rope_index).view({b, t, 1, hd / 2});
+    const Tensor sn = embedding(sin_table, rope_index).view({b, t, 1, hd / 2});
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+        const LayerWeights &w = layers[l];
+        const Tensor h = rms_norm(x, 1, w.attn_norm, c.rms_norm_eps);
+        const Tensor q = rotate(project(h, w.wq, w.bq).view({b, t, c.num_heads, hd}), cs, sn, c.rope_interleaved);
+        const Tensor k = rotate(project(h, w.wk, w.bk).view({b, t, hkv, hd}), cs, sn, c.rope_interleaved);
+        const Tensor v = project(h, w.wv, w.bv).view({b, t, hkv, hd});
+        narrow(cache.k[l], 2, start, t).assign_(k.permute({0, 2, 1, 3}));
+        narrow(cache.v[l], 2, start, t).assign_(v.permute({0, 2, 1, 3}));
+        // The query heads of a group share one K/V head: K/V [B, Hkv, 1, L, D] broadcast over the
+        // group axis of Q [B, Hkv, G, T, D] (no copy per query head).
+        const Tensor keys = narrow(cache.k[l], 2, 0, total).reshape({b, hkv, 1, total, hd});
+        const Tensor values = narrow(cache.v[l], 2, 0, total).reshape({b, hkv, 1, total, hd});
+        const Tensor qh = q.view({b, t, hkv, group, hd}).permute({0, 2, 3, 1, 4});
+        const Tensor a = scaled_dot_product_attention(qh, keys, values, mask, !mask.defined());
+        const Tensor merged = a.permute({0, 3, 1, 2, 4}).reshape({b, t, c.num_heads * hd});
+        x = add(x, project(merged, w.wo));
+        const Tensor h2 = rms_norm(x, 1, w.ffn_norm, c.rms_norm_eps);
+        x = add(x, project(mul(silu(project(h2, w.w_gate)), project(h2, w.w_up)), w.w_down));
+    }
+    return rms_norm(x, 1, norm, c.rms_norm_eps);
+}
+
+Tensor Model::Impl::head(const Tensor &hidden) const {
+    NoGradGuard no_grad;
+    Tensor y = project(hidden, lm_head);
+    return y.dtype() == DType::f32 ? y : y.to(DType::f32);
+}
+
+}  // namespace tinyfin::llm
