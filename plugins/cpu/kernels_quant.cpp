@@ -37,6 +37,17 @@ std::vector<int64_t> block_row_offsets(const tf_tensor_desc &d) {
 
 int64_t last_axis(const tf_tensor_desc &d) { return d.rank > 0 ? d.shape[d.rank - 1] : 1; }
 
+// row(r) for every r in [0, rows), a task per row when the work is worth splitting (every row
+// writes its own outputs), else all on the calling thread.
+template <class Row>
+void for_rows(int64_t rows, int64_t work_per_row, int64_t grain, Row &&row) {
+    if (rows < 2 || split_count(rows * work_per_row, grain) < 2) {
+        for (int64_t r = 0; r < rows; ++r) row(r);
+        return;
+    }
+    parallel_for(rows, [&row](int64_t r) { row(r); });
+}
+
 }  // namespace
 
 tf_status check_quant(const tf_op_desc &op, tf_error *err) {
@@ -84,11 +95,8 @@ tf_status run_quantize(const tf_op_desc &op, tf_error *) {
     const std::vector<int64_t> rows = block_row_offsets(out);
     char *base = base_of(out);
     const auto n_rows = static_cast<int64_t>(rows.size());
-    parallel_for(split_count(n_rows * k, 1 << 14) > 1 ? n_rows : 1, [&](int64_t task) {
-        const int64_t first = n_rows > 1 ? task : 0, last = n_rows > 1 ? task + 1 : n_rows;
-        for (int64_t r = first; r < last; ++r)
-            codec.encode(x.data() + r * k, base + rows[static_cast<size_t>(r)], k);
-    });
+    for_rows(n_rows, k, 1 << 14,
+             [&](int64_t r) { codec.encode(x.data() + r * k, base + rows[static_cast<size_t>(r)], k); });
     return TF_STATUS_OK;
 }
 
@@ -102,10 +110,8 @@ tf_status run_dequantize(const tf_op_desc &op, tf_error *) {
     const char *base = base_of(in);
     const auto n_rows = static_cast<int64_t>(rows.size());
     float *dst = y.data();
-    parallel_for(split_count(n_rows * k, 1 << 15) > 1 ? n_rows : 1, [&](int64_t task) {
-        const int64_t first = n_rows > 1 ? task : 0, last = n_rows > 1 ? task + 1 : n_rows;
-        for (int64_t r = first; r < last; ++r) codec.decode(base + rows[static_cast<size_t>(r)], dst + r * k, k);
-    });
+    for_rows(n_rows, k, 1 << 15,
+             [&](int64_t r) { codec.decode(base + rows[static_cast<size_t>(r)], dst + r * k, k); });
     y.finish();
     return TF_STATUS_OK;
 }
@@ -143,10 +149,8 @@ tf_status run_matmul_q(const tf_op_desc &op, tf_error *) {
     const quant::ActKind kind = quant::act_kind_of(w.dtype);
     const auto act_row = static_cast<int64_t>(quant::act_bytes(kind, k));
     std::vector<char> act(static_cast<size_t>(m * act_row));
-    parallel_for(m > 1 && split_count(m * k, 1 << 14) > 1 ? m : 1, [&](int64_t task) {
-        const int64_t first = m > 1 ? task : 0, last = m > 1 ? task + 1 : m;
-        for (int64_t r = first; r < last; ++r) quant::quantize_act(kind, x.data() + r * k, act.data() + r * act_row, k);
-    });
+    for_rows(m, k, 1 << 14,
+             [&](int64_t r) { quant::quantize_act(kind, x.data() + r * k, act.data() + r * act_row, k); });
     const quant::DotFn dot = quant::dot_of(w.dtype, isa_level());
     const int64_t row_bytes = (n > 1 ? w.strides[0] : k) / dtype_block_length(w.dtype) *
                               static_cast<int64_t>(dtype_block_bytes(w.dtype));

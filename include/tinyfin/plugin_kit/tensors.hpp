@@ -58,8 +58,9 @@ inline Extent extent_of(const tf_tensor_desc &t) noexcept {
         // last - offset is the last element's index; its block ends block_bytes - 1 further on.
         const uint64_t block = static_cast<uint64_t>(dtype_block_length(t.dtype));
         const uint64_t last_block = (last - t.offset) / block;
-        reach_overflow |= __builtin_mul_overflow(last_block + 1, dtype_block_bytes(t.dtype), &last);
-        reach_overflow |= __builtin_add_overflow(last, t.offset - 1, &last);
+        uint64_t span = 0;
+        reach_overflow |= __builtin_mul_overflow(last_block + 1, dtype_block_bytes(t.dtype), &span);
+        reach_overflow |= __builtin_add_overflow(t.offset, span - 1, &last);
     }
     e.last_byte = last;
     // An empty tensor addresses nothing: only its sizes' product matters.
