@@ -60,6 +60,8 @@ public:
     // Whether the plugin was built against ABI 1.1 or later and so takes absent optional inputs
     // (TF_TENSOR_ABSENT in plugin.h); an older plugin gets zeros in their place (dispatch.cpp).
     bool takes_absent_inputs() const { return TF_ABI_MINOR(table_->abi_version) >= 1; }
+    // Whether the plugin knows the block-quantized dtypes (ABI 1.2); older ones never see them.
+    bool takes_quantized() const { return TF_ABI_MINOR(table_->abi_version) >= 2; }
 
     // Optional members: present when the plugin's table reaches them and they are set.
     void *buffer_host_ptr(tf_buffer *buffer) const;

@@ -32,7 +32,7 @@ constexpr std::size_t max_operands = 8;
         desc.shape[i] = i < rank ? t.shape[i] : 0;
         desc.strides[i] = i < rank ? t.strides[i] : 0;
     }
-    desc.offset = static_cast<uint64_t>(t.offset) * element_size(t.dtype);
+    desc.offset = byte_offset(t.dtype, t.offset);
     desc.buffer = t.storage->buffer;
     desc.data = t.storage->host;
 }
@@ -106,10 +106,10 @@ struct Staged {
 Staged stage_to_host(Registry &registry, const TensorImpl &t, bool read_contents) {
     Staged staged;
     staged.original = &t;
-    staged.span_bytes = static_cast<uint64_t>(extent(t)) * dtype_size(t.dtype);
+    staged.span_bytes = byte_offset(t.dtype, extent(t));
     staged.host = allocate_storage(registry.cpu(), 0, staged.span_bytes);
     if (read_contents && staged.span_bytes > 0)
-        copy_bytes(*staged.host, 0, *t.storage, static_cast<uint64_t>(t.offset) * dtype_size(t.dtype),
+        copy_bytes(*staged.host, 0, *t.storage, byte_offset(t.dtype, t.offset),
                    staged.span_bytes);
     return staged;
 }
@@ -209,7 +209,18 @@ private:
 // Zero-initialised (no backend matches a null entry), so reaching it needs no first-use guard.
 constinit thread_local SupportsCache supports_cache{};
 
+// Whether a descriptor has a block-quantized operand (ABI 1.2), which older plugins never see.
+[[gnu::cold]] bool has_quantized_operand(const tf_op_desc &desc) {
+    for (uint32_t i = 0; i < desc.n_inputs; ++i)
+        if (desc.inputs[i].struct_size && desc.inputs[i].dtype >= TF_DTYPE_Q8_0) return true;
+    for (uint32_t i = 0; i < desc.n_outputs; ++i)
+        if (desc.outputs[i].dtype >= TF_DTYPE_Q8_0) return true;
+    return false;
+}
+
 bool supports(Backend &backend, int device, const tf_op_desc &desc) {
+    if (!backend.takes_quantized() && has_quantized_operand(desc)) [[unlikely]]
+        return false;
     // An opaque copy of the address: GCC otherwise recomputes it (a TLS descriptor call) at
     // every use, once per compared operand.
     SupportsCache *address = &supports_cache;
@@ -242,7 +253,7 @@ void sync_or_throw(Backend &backend, int device) {
 
 // The dtypes column of ops.def: every operand within its class, before any plugin is asked.
 [[gnu::noinline, gnu::cold]] void refuse_dtype(const OpInfo &info, std::size_t operand, bool input, DType dtype) {
-    const uint8_t mask = info.dtypes[operand];
+    const uint16_t mask = info.dtypes[operand];
     std::string allowed;
     for (int d = 0; d < TF_DTYPE_COUNT_; ++d)
         if (mask >> d & 1) allowed += std::string(allowed.empty() ? "" : ", ") + dtype_name(static_cast<DType>(d));
@@ -523,7 +534,7 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs, std::span<con
     for (Staged &staged : staged_outputs) {
         if (!staged.original) continue;
         const TensorImpl &impl = *staged.original;
-        copy_bytes(*impl.storage, static_cast<uint64_t>(impl.offset) * dtype_size(impl.dtype), *staged.host, 0,
+        copy_bytes(*impl.storage, byte_offset(impl.dtype, impl.offset), *staged.host, 0,
                    staged.span_bytes);
     }
 }

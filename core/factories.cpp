@@ -25,7 +25,7 @@ Tensor empty_on(const Device &device, const Shape &shape, DType dtype) {
 Device default_device() { return Device{Registry::checked().selected().name(), 0}; }
 
 Tensor empty(const Shape &shape, DType dtype, std::optional<Device> device) {
-    dtype_size(dtype);
+    dtype_block_length(dtype);  // rejects values outside the enum
     return empty_on(device ? *device : default_device(), shape, dtype);
 }
 

@@ -21,7 +21,7 @@ void *Tensor::host_data() const {
             raise_status(status, "host_data on " + device().str() + ": " +
                                      error_text(err, "synchronize failed without a message"));
     }
-    return static_cast<char *>(storage.host) + static_cast<std::size_t>(t.offset) * element_size(t.dtype);
+    return static_cast<char *>(storage.host) + byte_offset(t.dtype, t.offset);
 }
 
 Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dtype, std::function<void()> release) {
@@ -35,7 +35,7 @@ Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dty
     if (shape.size() != strides.size())
         raise<ValueError>("from_blob: shape " + shape_str(shape) + " and strides " + shape_str(strides) +
                           " have different ranks");
-    std::size_t esize = dtype_size(dtype);
+    dtype_block_length(dtype);  // rejects values outside the enum
     int64_t numel = checked_numel(shape, "from_blob");
     int64_t end = numel == 0 ? 0 : 1;
     for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -45,13 +45,14 @@ Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dty
         if (numel) end += (shape[i] - 1) * strides[i];
     }
     if (!data && numel > 0) raise<ValueError>("from_blob: data is NULL for shape " + shape_str(shape));
+    if (is_quantized(dtype)) check_quantized_layout(dtype, shape, strides, 0, "from_blob");
     Backend &cpu = Registry::checked().cpu();
     auto wrap = reinterpret_cast<tf_buffer_wrap_fn>(cpu.get_proc("buffer_wrap"));
     if (!wrap) raise<BackendError>("from_blob: the cpu plugin cannot wrap host memory (no buffer_wrap)");
     auto storage = std::make_shared<Storage>();
     storage->backend = &cpu;
     storage->device = 0;
-    storage->nbytes = static_cast<uint64_t>(end) * esize;
+    storage->nbytes = byte_offset(dtype, end);
     ScratchError err;
     tf_status status = wrap(0, data, storage->nbytes, &storage->buffer, &err.get());
     if (status != TF_STATUS_OK || !storage->buffer) {

@@ -261,6 +261,23 @@ OpSample make_sample(tf_op op) {
         with(p);
         break;
     }
+    // The quantized ops: q8_0 with one block per row.
+    case TF_OP_QUANTIZE:
+        s.inputs = {desc({2, 32})};
+        s.outputs = {desc({2, 32}, TF_DTYPE_Q8_0)};
+        break;
+    case TF_OP_DEQUANTIZE:
+        s.inputs = {desc({2, 32}, TF_DTYPE_Q8_0)};
+        s.outputs = {desc({2, 32})};
+        break;
+    case TF_OP_MATMUL_Q:
+        s.inputs = {desc({2, 32}), desc({3, 32}, TF_DTYPE_Q8_0)};
+        s.outputs = {desc({2, 3})};
+        break;
+    case TF_OP_EMBEDDING_Q:
+        s.inputs = {desc({5, 32}, TF_DTYPE_Q8_0), desc({2}, TF_DTYPE_I64)};
+        s.outputs = {desc({2, 32})};
+        break;
     default:
         // An OWN op without a sample: tinyfin-info reports it unsupported everywhere.
         break;

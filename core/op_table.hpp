@@ -24,7 +24,7 @@ struct OpInfo {
     // sizeof the params struct, 0 for tf_params_none (params pointer is NULL).
     std::size_t params_size;
     // The dtypes column: per operand (inputs, then outputs), bit d set when tf_dtype d is allowed.
-    std::array<uint8_t, max_op_operands> dtypes;
+    std::array<uint16_t, max_op_operands> dtypes;
     // The column's text, for messages ("FI>F").
     const char *dtype_classes;
     // Bit i set: input i is optional ('?' after its letter), so the op layer may leave it out.
@@ -32,23 +32,33 @@ struct OpInfo {
 };
 
 // Bits of the tf_dtypes a class letter of the dtypes column allows; 0 for an unknown letter.
-constexpr uint8_t dtype_class_mask(char letter) {
-    constexpr uint8_t f = 1u << TF_DTYPE_F32 | 1u << TF_DTYPE_F16 | 1u << TF_DTYPE_BF16;
-    constexpr uint8_t i = 1u << TF_DTYPE_I32 | 1u << TF_DTYPE_I64;
+constexpr uint16_t dtype_class_mask(char letter) {
+    static_assert(TF_DTYPE_COUNT_ <= 16, "dtype masks are 16 bits wide");
+    constexpr uint16_t f = 1u << TF_DTYPE_F32 | 1u << TF_DTYPE_F16 | 1u << TF_DTYPE_BF16;
+    constexpr uint16_t i = 1u << TF_DTYPE_I32 | 1u << TF_DTYPE_I64;
+    constexpr uint16_t q = [] {
+        uint16_t bits = 0;
+#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
+    if (block_length > 1) bits |= 1u << id;
+#include "tinyfin/dtypes.def"
+#undef TF_DTYPE
+        return bits;
+    }();
     switch (letter) {
     case 'A': return f | i | 1u << TF_DTYPE_BOOL;
     case 'N': return f | i;
     case 'F': return f;
     case 'I': return i;
     case 'B': return 1u << TF_DTYPE_BOOL;
+    case 'Q': return q;
     default: return 0;
     }
 }
 
 // The masks of a dtypes column; a malformed column (an unknown letter, no '>', a count that
 // differs from the arity) leaves a zero mask that op_table_dense below rejects at compile time.
-constexpr std::array<uint8_t, max_op_operands> parse_dtype_classes(const char *text, int n_in, int n_out) {
-    std::array<uint8_t, max_op_operands> masks{};
+constexpr std::array<uint16_t, max_op_operands> parse_dtype_classes(const char *text, int n_in, int n_out) {
+    std::array<uint16_t, max_op_operands> masks{};
     int operand = 0, inputs = -1;
     for (const char *c = text; *c; ++c) {
         if (*c == '>') {

@@ -622,6 +622,7 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
 Tensor embedding(const Tensor &weight, const Tensor &indices) {
     const char *op = op_info(TF_OP_EMBEDDING).name;
     impl_of(weight, op);
+    if (is_quantized(weight.dtype())) return embedding_q(weight, indices);
     impl_of(indices, op);
     require_rank(weight, 2, op, "weight");
     require_integer(indices, op, "indices");

@@ -16,30 +16,6 @@ using namespace detail;
 
 // ---- dtypes, devices, shapes --------------------------------------------------
 
-const char *dtype_name(DType dtype) {
-    switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::boolean: return "bool";
-    }
-    return "invalid-dtype";
-}
-
-std::size_t dtype_size(DType dtype) {
-    switch (dtype) {
-    case DType::f32: return 4;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-    case DType::boolean: return 1;
-    }
-    raise<DTypeError>("invalid dtype value " + std::to_string(static_cast<int>(dtype)));
-}
-
 std::string shape_str(const Shape &shape) {
     std::string text = "[";
     for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -146,8 +122,8 @@ bool overlaps(const TensorImpl &a, const TensorImpl &b) {
     if (a.storage != b.storage) return false;
     const int64_t na = extent(a), nb = extent(b);
     if (na == 0 || nb == 0) return false;
-    const auto size = static_cast<int64_t>(element_size(a.dtype)), other = static_cast<int64_t>(element_size(b.dtype));
-    return a.offset * size < (b.offset + nb) * other && b.offset * other < (a.offset + na) * size;
+    return byte_offset(a.dtype, a.offset) < byte_offset(b.dtype, b.offset + nb) &&
+           byte_offset(b.dtype, b.offset) < byte_offset(a.dtype, a.offset + na);
 }
 
 int64_t checked_numel(const Shape &shape, std::string_view op) {
@@ -187,13 +163,12 @@ void contiguous_strides(const Shape &shape, Shape &strides) {
 
 Tensor make_tensor(Backend &backend, int device, const Shape &shape, DType dtype) {
     int64_t numel = checked_numel(shape, "empty");
-    uint64_t nbytes;
-    if (__builtin_mul_overflow(static_cast<uint64_t>(numel), dtype_size(dtype), &nbytes))
-        raise<ShapeError>("empty: " + shape_str(shape) + " of " + dtype_name(dtype) + " needs more than 2^64 bytes");
-    return Tensor(fresh_tensor_impl(backend, device, shape, dtype, nbytes));
+    (void)numel;
+    return Tensor(fresh_tensor_impl(backend, device, shape, dtype, dtype_bytes(dtype, shape)));
 }
 
 Tensor make_view(const Tensor &base, Shape shape, Shape strides, int64_t offset) {
+    if (is_quantized(base.dtype())) check_quantized_layout(base.dtype(), shape, strides, offset, "view");
     auto impl = std::make_shared<TensorImpl>();
     impl->dtype = base.dtype();
     impl->shape = std::move(shape);
@@ -247,6 +222,11 @@ int64_t Tensor::numel() const {
 std::size_t Tensor::nbytes() const {
     // A broadcast view (expand) may have more elements than bytes fit in 64 bits.
     std::size_t bytes;
+    if (is_quantized(dtype())) {
+        // Quantized views are whole blocks (check_quantized_layout), never broadcast to more.
+        if (numel() == 0) return 0;
+        return dtype_bytes(dtype(), shape());
+    }
     if (__builtin_mul_overflow(static_cast<std::size_t>(numel()), dtype_size(dtype()), &bytes))
         raise<ShapeError>("nbytes: " + shape_str(shape()) + " of " + dtype_name(dtype()) +
                           " is more than 2^64 bytes (a broadcast view this large has no dense form)");
@@ -544,7 +524,7 @@ Tensor Tensor::to(const Device &device) const {
     Tensor src = contiguous();
     Tensor out = make_tensor(*backend, device.index, impl.shape, impl.dtype);
     const TensorImpl &s = *src.impl();
-    copy_bytes(*out.impl()->storage, 0, *s.storage, static_cast<uint64_t>(s.offset) * dtype_size(s.dtype), nbytes());
+    copy_bytes(*out.impl()->storage, 0, *s.storage, byte_offset(s.dtype, s.offset), nbytes());
     return record(out, {this}, "to", [&] {
         return [from = this->device()](const Tensor &g) -> std::vector<Tensor> { return {g.to(from)}; };
     });
@@ -567,7 +547,7 @@ void Tensor::copy_to_host(void *dst, std::size_t bytes) const {
     tf_error err = make_error();
     tf_status status = guarded(err, "buffer_read", [&] {
         return storage.backend->table().buffer_read(
-            storage.buffer, static_cast<uint64_t>(s.offset) * dtype_size(s.dtype), dst, bytes, &err);
+            storage.buffer, byte_offset(s.dtype, s.offset), dst, bytes, &err);
     });
     if (!storage.host) Registry::instance().counters().backends[storage.backend->slot()].bytes_to_host += bytes;
     if (status != TF_STATUS_OK)
@@ -596,7 +576,7 @@ void copy_from_host(const Tensor &tensor, const void *src, std::size_t bytes) {
         raise_status(status, "copy_from_host to " + tensor.device().str() + ": " +
                                  error_text(err, "synchronize failed without a message"));
     status = storage.backend->table().buffer_write(
-        storage.buffer, static_cast<uint64_t>(impl.offset) * dtype_size(impl.dtype), src, bytes, &err);
+        storage.buffer, byte_offset(impl.dtype, impl.offset), src, bytes, &err);
     if (!storage.host) Registry::instance().counters().backends[storage.backend->slot()].bytes_to_device += bytes;
     if (status != TF_STATUS_OK)
         raise_status(status,

@@ -56,7 +56,7 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
 
 namespace tinyfin::detail {
 
-// dtype_size() of a dtype the core holds (always one of the six): inline, without its error path.
+// dtype_size() of a plain dtype the core holds: inline, without its error path.
 inline std::size_t element_size(DType dtype) {
     switch (dtype) {
     case DType::f32:
@@ -65,9 +65,24 @@ inline std::size_t element_size(DType dtype) {
     case DType::bf16: return 2;
     case DType::i64: return 8;
     case DType::boolean: return 1;
+    default: break;
     }
     return dtype_size(dtype);
 }
+
+// The byte at which element `elements` of a buffer of dtype starts: elements * size, or for a
+// block-quantized dtype (whose views start at block boundaries) whole blocks of block_bytes.
+inline uint64_t byte_offset(DType dtype, int64_t elements) {
+    if (static_cast<int32_t>(dtype) < TF_DTYPE_Q8_0) [[likely]]
+        return static_cast<uint64_t>(elements) * element_size(dtype);
+    return static_cast<uint64_t>(elements / dtype_block_length(dtype)) * dtype_block_bytes(dtype);
+}
+
+// A quantized tensor's layout must address whole blocks: rank >= 1, the last axis a multiple of the
+// block length with stride 1, the other strides and the offset multiples of it. ShapeError naming
+// `op` otherwise.
+void check_quantized_layout(DType dtype, const Shape &shape, const Shape &strides, int64_t offset,
+                            std::string_view op);
 
 // a == b for shapes (or strides), inline: std::vector's == calls memcmp, a visible cost for the
 // two or three short shapes every small op compares.

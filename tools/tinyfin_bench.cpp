@@ -29,6 +29,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cerrno>
@@ -427,6 +428,89 @@ Case sum_case(int64_t n) {
     return c;
 }
 
+// The machine's memory read bandwidth in the same run: a plain read of a buffer far larger than
+// the caches by as many threads as the cpu plugin uses (TINYFIN_THREADS, else the cores), no
+// tinyfin op involved: the ceiling the memory-bound cases below are read against.
+Case memory_read_case(int64_t bytes) {
+    Case c;
+    c.op = "mem_read";
+    c.size = count_label(bytes / 4);
+    c.unit = Unit::gbps;
+    c.work = static_cast<double>(bytes);
+    c.description = "plain read of a host buffer (N floats' bytes) by the cpu plugin's thread count: the bandwidth ceiling";
+    c.spec = "{\"op\":\"mem_read\",\"bytes\":" + std::to_string(bytes) + "}";
+    c.prepare = [bytes](const Device &) -> Call {
+        const auto words = static_cast<size_t>(bytes / 8);
+        auto data = std::make_shared<std::vector<uint64_t>>(words);
+        for (size_t i = 0; i < words; ++i) (*data)[i] = i * 0x9e3779b97f4a7c15ull;
+        const char *env = std::getenv("TINYFIN_THREADS");
+        const int threads = std::max(1, env && std::atoi(env) > 0 ? std::atoi(env) : int(std::thread::hardware_concurrency()));
+        return [data, threads] {
+            std::vector<uint64_t> partial(static_cast<size_t>(threads) * 8);
+            std::vector<std::thread> pool;
+            const size_t n = data->size(), per = n / static_cast<size_t>(threads);
+            for (int t = 0; t < threads; ++t)
+                pool.emplace_back([&, t] {
+                    const uint64_t *p = data->data() + static_cast<size_t>(t) * per;
+                    const size_t len = t + 1 == threads ? n - static_cast<size_t>(t) * per : per;
+                    uint64_t a = 0, b = 0, c = 0, d = 0;
+                    size_t i = 0;
+                    for (; i + 4 <= len; i += 4) a += p[i], b ^= p[i + 1], c += p[i + 2], d ^= p[i + 3];
+                    for (; i < len; ++i) a += p[i];
+                    partial[static_cast<size_t>(t) * 8] = a + b + c + d;
+                });
+            for (std::thread &th : pool) th.join();
+            uint64_t total = 0;
+            for (uint64_t v : partial) total += v;
+            asm volatile("" : : "r"(total));
+        };
+    };
+    return c;
+}
+
+// A quantized weight [N, K] times one activation row (generation's matrix-vector product):
+// GB/s of weight bytes read, comparable with mem_read. matvec_f32 is the same product with an f32
+// weight through matmul.
+Case matvec_case(DType dtype, int64_t n, int64_t k) {
+    Case c;
+    c.op = std::string("matvec_") + tinyfin::dtype_name(dtype);
+    c.size = label({n, k});
+    c.unit = Unit::gbps;
+    c.work = static_cast<double>(tinyfin::dtype_bytes(dtype, {n, k}));
+    c.description = "x [1, K] times the transpose of a " + std::string(tinyfin::dtype_name(dtype)) +
+                    " weight [N, K] (matmul_q), labelled NxK; GB/s of weight read";
+    c.spec = "{\"op\":\"matmul_q\",\"w\":" + shape_json({n, k}) + ",\"dtype\":\"" + tinyfin::dtype_name(dtype) + "\"}";
+    c.prepare = [dtype, n, k](const Device &d) -> Call {
+        Tensor x = tinyfin::randn({1, k}, 14, d);
+        Tensor w32 = tinyfin::randn({n, k}, 15, d);
+        if (dtype == DType::f32) {
+            Tensor wt = w32.transpose(0, 1);
+            return [x, wt] { (void)tinyfin::matmul(x, wt); };
+        }
+        Tensor w = tinyfin::quantize(w32, dtype);
+        return [x, w] { (void)tinyfin::matmul_q(x, w); };
+    };
+    return c;
+}
+
+// The same with M activation rows (prompt processing), in GFLOP/s.
+Case matmul_q_case(DType dtype, int64_t m, int64_t n, int64_t k) {
+    Case c;
+    c.op = std::string("matmul_") + tinyfin::dtype_name(dtype);
+    c.size = label({m, n, k});
+    c.unit = Unit::gflops;
+    c.work = 2.0 * m * n * k;
+    c.description = "x [M, K] times the transpose of a " + std::string(tinyfin::dtype_name(dtype)) +
+                    " weight [N, K] (matmul_q), labelled MxNxK";
+    c.spec = "{\"op\":\"matmul_q\",\"x\":" + shape_json({m, k}) + ",\"w\":" + shape_json({n, k}) + "}";
+    c.prepare = [dtype, m, n, k](const Device &d) -> Call {
+        Tensor x = tinyfin::randn({m, k}, 16, d);
+        Tensor w = tinyfin::quantize(tinyfin::randn({n, k}, 17, d), dtype);
+        return [x, w] { (void)tinyfin::matmul_q(x, w); };
+    };
+    return c;
+}
+
 // The whole cost of one small op through the C++ API: shape checks, output allocation,
 // dispatch, the plugin call and the 16 additions; with out, into a preallocated tensor (the
 // peers then call np.add(a, b, out=c) and torch.add(a, b, out=c)).
@@ -506,6 +590,12 @@ std::vector<Case> all_cases() {
         cases.push_back(rows_case(op, 4096, 1024));
     }
     for (int64_t n : {int64_t(1) << 10, int64_t(1) << 20, int64_t(1) << 24}) cases.push_back(sum_case(n));
+    cases.push_back(memory_read_case(int64_t(256) << 20));
+    cases.push_back(matvec_case(DType::f32, 4096, 4096));
+    for (DType q : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k,
+                    DType::q6_k, DType::q8_k})
+        cases.push_back(matvec_case(q, 8192, 8192));
+    for (DType q : {DType::q8_0, DType::q4_0, DType::q4_k}) cases.push_back(matmul_q_case(q, 64, 4096, 4096));
     return cases;
 }
 

@@ -84,6 +84,15 @@ void print_human(const tinyfin::Report &r) {
         "\nDistributed: libtinyfin-dist %s; NCCL %s\n", TF_INFO_DIST ? "built (MPI)" : "not built (no MPI found)",
         TF_INFO_NCCL ? "found at build (libnccl, nccl.h), not used by any collective yet" : "not found at build");
 
+    // The dtype table (dtypes.def): the quantized dtypes' blocks and ggml type numbers.
+    std::printf("\nDtypes (block length, bytes per block, ggml type):\n");
+    for (int d = 0; d < TF_DTYPE_COUNT_; ++d) {
+        const auto dtype = static_cast<tinyfin::DType>(d);
+        std::printf("  %-5s %4lld %4zu %3d%s\n", tinyfin::dtype_name(dtype),
+                    static_cast<long long>(tinyfin::dtype_block_length(dtype)), tinyfin::dtype_block_bytes(dtype),
+                    tinyfin::ggml_type_of(dtype), tinyfin::is_quantized(dtype) ? "  block-quantized" : "");
+    }
+
     // The op matrix: one row per op of ops.def, one column per usable backend.
     std::vector<const tinyfin::PluginReport *> usable;
     for (const auto &p : r.plugins)

@@ -16,7 +16,8 @@
  *  - The core calls a member added in a later minor version only after
  *    checking both the plugin's struct_size and that the pointer is not NULL.
  *  - The core sends a plugin no descriptor form newer than the plugin's minor:
- *    absent optional inputs (TF_TENSOR_ABSENT, 1.1) reach 1.1 plugins only.
+ *    absent optional inputs (TF_TENSOR_ABSENT, 1.1) reach 1.1 plugins only;
+ *    block-quantized dtypes (TF_DTYPE_Q8_0 ..., 1.2) reach 1.2 plugins only.
  */
 #ifndef TINYFIN_PLUGIN_H
 #define TINYFIN_PLUGIN_H
@@ -29,7 +30,7 @@ extern "C" {
 #endif
 
 #define TF_ABI_VERSION_MAJOR 1
-#define TF_ABI_VERSION_MINOR 1
+#define TF_ABI_VERSION_MINOR 2
 /* Packed as (major << 16) | minor. */
 #define TF_ABI_VERSION ((uint32_t)((TF_ABI_VERSION_MAJOR << 16) | TF_ABI_VERSION_MINOR))
 #define TF_ABI_MAJOR(v) ((uint32_t)(v) >> 16)
@@ -75,14 +76,12 @@ typedef struct tf_error {
 /* ---- Data types ------------------------------------------------------------ */
 
 typedef enum tf_dtype {
-    TF_DTYPE_F32 = 0,
-    TF_DTYPE_F16 = 1,
-    TF_DTYPE_BF16 = 2,
-    TF_DTYPE_I32 = 3,
-    TF_DTYPE_I64 = 4,
-    /* One byte per element, 0 or 1. */
-    TF_DTYPE_BOOL = 5,
-    TF_DTYPE_COUNT_ = 6
+/* Stable numeric ids from dtypes.def (block length, bytes per block, ggml type beside each);
+ * append-only. F32 .. BOOL: ABI 1.0. Q8_0 .. Q8_K, the block-quantized dtypes: ABI 1.2. */
+#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type) TF_DTYPE_##sym = id,
+#include "dtypes.def"
+#undef TF_DTYPE
+    TF_DTYPE_COUNT_
 } tf_dtype;
 
 /* ---- Op ids ------------------------------------------------------------------ */
@@ -246,7 +245,10 @@ typedef struct tf_tensor_desc {
     int32_t reserved_;
     /* Sizes; shape[i] >= 0. A tensor with a zero size has no elements. */
     int64_t shape[TF_MAX_RANK];
-    /* Strides in elements, never negative; 0 marks a broadcast axis. */
+    /* Strides in elements, never negative; 0 marks a broadcast axis. A block-quantized dtype
+     * (1.2) is addressed in whole rows of blocks: the last axis is a multiple of the block length
+     * with stride 1, every other stride a multiple of the block length; element e of the buffer
+     * starts at byte (e / block_length) * block_bytes (dtypes.def). */
     int64_t strides[TF_MAX_RANK];
     /* Byte offset of element [0,...,0] in buffer. */
     uint64_t offset;

@@ -79,11 +79,46 @@ public:
 
 // ---- Data types and devices ---------------------------------------------------
 
-// Same values as tf_dtype in plugin.h.
-enum class DType : int32_t { f32 = 0, f16 = 1, bf16 = 2, i32 = 3, i64 = 4, boolean = 5 };
+// Same values as tf_dtype in plugin.h (include/tinyfin/dtypes.def). q8_0 .. q8_k are ggml's
+// block-quantized formats, bit for bit as GGUF stores them (docs/quantization.md): a tensor of
+// one has its shape in elements, its last axis a multiple of the block length, and
+// (elements / block length) * block bytes of storage. Only the quantized ops (quantize,
+// dequantize, matmul_q, embedding_q, embedding) take them; every other op raises DTypeError.
+enum class DType : int32_t {
+    f32 = 0,
+    f16 = 1,
+    bf16 = 2,
+    i32 = 3,
+    i64 = 4,
+    boolean = 5,
+    q8_0 = 6,
+    q4_0 = 7,
+    q4_1 = 8,
+    q5_0 = 9,
+    q5_1 = 10,
+    q4_k = 11,
+    q5_k = 12,
+    q6_k = 13,
+    q8_k = 14,
+};
 
+// "f32", "q4_k", ...
 const char *dtype_name(DType dtype);
+// The dtype named so ("f32", "q4_k"); nullopt for an unknown name.
+std::optional<DType> dtype_named(std::string_view name);
+// Bytes per element of a plain dtype; DTypeError for a quantized one (it has none: use
+// dtype_bytes) or a value outside the enum.
 std::size_t dtype_size(DType dtype);
+// Whether dtype is block-quantized (q8_0 .. q8_k).
+bool is_quantized(DType dtype);
+// Elements per block: 32 or 256 for the quantized dtypes, 1 for the plain ones.
+int64_t dtype_block_length(DType dtype);
+// Bytes per block (a plain dtype's element size).
+std::size_t dtype_block_bytes(DType dtype);
+// The dtype's number in ggml's enum ggml_type (a GGUF tensor's type), -1 for bool.
+int ggml_type_of(DType dtype);
+// The dtype of a ggml type number; nullopt for types tinyfin does not have.
+std::optional<DType> dtype_from_ggml_type(int ggml_type);
 
 template <typename T>
 constexpr DType dtype_of();
@@ -117,6 +152,10 @@ struct Device {
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape &shape);
+
+// The bytes of a dense tensor of shape and dtype, overflow-checked. ShapeError for a quantized
+// dtype whose shape is rank 0 or whose last axis is not a multiple of the block length.
+uint64_t dtype_bytes(DType dtype, const Shape &shape);
 
 // Axes, like sizes, are int64_t throughout (negative axes count from the end). A list of axes
 // is built from a brace list ({0, -1}) or a vector of int64_t or int, so older code that keeps
@@ -501,6 +540,21 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
 // opengl found by the kernel and raised by this thread's next read or synchronize on that
 // device, the rows it picks reading 0 and the loss NaN.
 Tensor embedding(const Tensor &weight, const Tensor &indices);
+
+// ---- Block-quantized tensors (docs/quantization.md) ----
+// Inference ops, not recorded by autograd. A quantized tensor comes from quantize(), from
+// from_host() / from_blob() over GGUF's block bytes (shape in elements), or from a loader.
+// x [..., K] (f32, f16, bf16; K a multiple of the block length) encoded as dtype (q8_0 .. q8_k)
+// block by block, as ggml's quantize_row_*_ref encodes it.
+Tensor quantize(const Tensor &x, DType dtype);
+// q [..., K] quantized -> the same shape in dtype (f32, f16, bf16).
+Tensor dequantize(const Tensor &q, DType dtype = DType::f32);
+// x [..., K] (f32, f16, bf16) times the transpose of w [N, K] (quantized; ggml's and
+// torch.nn.Linear's weight layout) -> [..., N] of out_dtype: f32 or x's dtype (the default).
+Tensor matmul_q(const Tensor &x, const Tensor &w, std::optional<DType> out_dtype = {});
+// weight [V, D] quantized, indices (i32/i64) [...] -> [..., D] of dtype (f32, f16, bf16).
+// embedding(weight, indices) with a quantized weight is this with f32.
+Tensor embedding_q(const Tensor &weight, const Tensor &indices, DType dtype = DType::f32);
 
 enum class Reduction { none = 0, mean = 1, sum = 2 };
 // logits [N, C], integer labels [N]. Labels equal to ignore_index are skipped.

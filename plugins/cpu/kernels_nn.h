@@ -160,6 +160,12 @@ tf_status run_attention_backward(const tf_op_desc &op, tf_error *err);
 tf_status run_embedding(const tf_op_desc &op, tf_error *err);
 tf_status run_embedding_backward(const tf_op_desc &op, tf_error *err);
 tf_status run_one_hot(const tf_op_desc &op, tf_error *err);
+// kernels_quant.cpp: quantize, dequantize, matmul_q, embedding_q (block-quantized operands)
+tf_status check_quant(const tf_op_desc &op, tf_error *err);
+tf_status run_quantize(const tf_op_desc &op, tf_error *err);
+tf_status run_dequantize(const tf_op_desc &op, tf_error *err);
+tf_status run_matmul_q(const tf_op_desc &op, tf_error *err);
+tf_status run_embedding_q(const tf_op_desc &op, tf_error *err);
 // kernels_optim.cpp: adamw_step, sgd_step (in-out outputs; checked there, not by check_call)
 tf_status check_optim(const tf_op_desc &op, tf_error *err);
 tf_status run_optim(const tf_op_desc &op, tf_error *err);

@@ -471,6 +471,10 @@ tf_status validate_own(const tf_op_desc &op, tf_error *err) {
     case TF_OP_ONE_HOT: return check_one_hot(op, err);
     case TF_OP_ADAMW_STEP:
     case TF_OP_SGD_STEP: return check_optim(op, err);
+    case TF_OP_QUANTIZE:
+    case TF_OP_DEQUANTIZE:
+    case TF_OP_MATMUL_Q:
+    case TF_OP_EMBEDDING_Q: return check_quant(op, err);
     default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", op_name(op.op));
     }
 }
@@ -498,6 +502,10 @@ tf_status run_own(const tf_op_desc &op, tf_error *err) {
     case TF_OP_ONE_HOT: return run_one_hot(op, err);
     case TF_OP_ADAMW_STEP:
     case TF_OP_SGD_STEP: return run_optim(op, err);
+    case TF_OP_QUANTIZE: return run_quantize(op, err);
+    case TF_OP_DEQUANTIZE: return run_dequantize(op, err);
+    case TF_OP_MATMUL_Q: return run_matmul_q(op, err);
+    case TF_OP_EMBEDDING_Q: return run_embedding_q(op, err);
     default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", op_name(op.op));
     }
 }

@@ -21,9 +21,10 @@ py::dtype numpy_dtype(DType d) {
     case DType::i32: return py::dtype("int32");
     case DType::i64: return py::dtype("int64");
     case DType::boolean: return py::dtype("bool");
-    case DType::bf16: break;
+    case DType::bf16: raise_python("DTypeError", "numpy has no bfloat16: convert with .to(tinyfin.float32) first");
+    default: break;
     }
-    raise_python("DTypeError", "numpy has no bfloat16: convert with .to(tinyfin.float32) first");
+    raise_python("DTypeError", std::string("numpy has no ") + dtype_name(d) + ": dequantize it first");
 }
 
 // numpy dtype -> tinyfin dtype, or nullopt for one tinyfin does not have.
@@ -125,6 +126,7 @@ dlpack::DataType dlpack_dtype(DType d) {
     case DType::i32: return {dlpack::kInt, 32, 1};
     case DType::i64: return {dlpack::kInt, 64, 1};
     case DType::boolean: return {dlpack::kBool, 8, 1};
+    default: break;
     }
     return {};
 }

@@ -142,6 +142,28 @@ void bind_ops(py::module_ &m) {
         },
         py::arg("condition"), py::arg("input"), py::arg("other"));
     m.def("matmul", &matmul, py::arg("input"), py::arg("other"), py::call_guard<Release>());
+    // Block-quantized weights (docs/quantization.md).
+    m.def(
+        "quantize", [](const Tensor &x, py::handle dtype) { return quantize(x, dtype_arg(dtype, DType::q8_0)); },
+        py::arg("input"), py::arg("dtype"));
+    m.def(
+        "dequantize", [](const Tensor &q, py::handle dtype) { return dequantize(q, dtype_arg(dtype, DType::f32)); },
+        py::arg("input"), py::arg("dtype") = py::none());
+    m.def(
+        "matmul_q",
+        [](const Tensor &x, const Tensor &w, py::handle dtype) {
+            std::optional<DType> out;
+            if (!dtype.is_none()) out = dtype_arg(dtype, DType::f32);
+            Release r;
+            return matmul_q(x, w, out);
+        },
+        py::arg("input"), py::arg("weight"), py::arg("dtype") = py::none());
+    m.def(
+        "embedding_q",
+        [](const Tensor &w, const Tensor &idx, py::handle dtype) {
+            return embedding_q(w, idx, dtype_arg(dtype, DType::f32));
+        },
+        py::arg("weight"), py::arg("indices"), py::arg("dtype") = py::none());
 
     using Reduce = Tensor (*)(const Tensor &, const Axes &, bool);
     for (auto [name, fn] : std::initializer_list<std::pair<const char *, Reduce>>{

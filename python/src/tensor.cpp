@@ -18,8 +18,9 @@ const char *python_dtype_name(DType d) {
     case DType::i32: return "int32";
     case DType::i64: return "int64";
     case DType::boolean: return "bool";
+    default: break;
     }
-    return "?";
+    return dtype_name(d);  // the block-quantized dtypes have no torch name
 }
 
 bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
@@ -163,7 +164,8 @@ DType dtype_arg(py::handle obj, DType fallback) {
         std::string name = obj.cast<std::string>();
         for (DType d : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::boolean})
             if (name == python_dtype_name(d) || name == dtype_name(d)) return d;
-        raise_python("DTypeError", "unknown dtype \"" + name + "\" (float32, float16, bfloat16, int32, int64, bool)");
+        if (std::optional<DType> q = dtype_named(name)) return *q;
+        raise_python("DTypeError", "unknown dtype \"" + name + "\" (float32, float16, bfloat16, int32, int64, bool, q8_0 .. q8_k)");
     }
     raise_python("DTypeError", "dtype must be a tinyfin dtype such as tinyfin.float32, got " +
                                    std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
@@ -203,6 +205,16 @@ void bind_tensor(py::module_ &m) {
         .value("int32", DType::i32)
         .value("int64", DType::i64)
         .value("bool", DType::boolean)
+        // ggml's block-quantized formats (docs/quantization.md): weights for matmul_q and embedding_q.
+        .value("q8_0", DType::q8_0)
+        .value("q4_0", DType::q4_0)
+        .value("q4_1", DType::q4_1)
+        .value("q5_0", DType::q5_0)
+        .value("q5_1", DType::q5_1)
+        .value("q4_k", DType::q4_k)
+        .value("q5_k", DType::q5_k)
+        .value("q6_k", DType::q6_k)
+        .value("q8_k", DType::q8_k)
         .def("__repr__", [](DType d) { return std::string("tinyfin.") + python_dtype_name(d); })
         .def("__str__", [](DType d) { return std::string("tinyfin.") + python_dtype_name(d); })
         .def_property_readonly("is_floating_point", [](DType d) { return is_float(d); })

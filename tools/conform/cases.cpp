@@ -988,6 +988,7 @@ std::string dtypes_text(const OpRow &row) {
         case 'F': return "float";
         case 'I': return "index";
         case 'B': return "bool";
+        case 'Q': return "quantized";
         default: return "?";
         }
     };

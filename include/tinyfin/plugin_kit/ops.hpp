@@ -14,30 +14,47 @@ namespace tf_kit TF_KIT_HIDDEN {
 
 // ---- Dtypes -------------------------------------------------------------------------------------------
 
-// "f32", "bf16", ...; "dtype?" for an unknown value.
+// "f32", "q4_k", ... from dtypes.def; "dtype?" for an unknown value.
 constexpr const char *dtype_name(int32_t dtype) noexcept {
     switch (dtype) {
-    case TF_DTYPE_F32: return "f32";
-    case TF_DTYPE_F16: return "f16";
-    case TF_DTYPE_BF16: return "bf16";
-    case TF_DTYPE_I32: return "i32";
-    case TF_DTYPE_I64: return "i64";
-    case TF_DTYPE_BOOL: return "bool";
+#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
+    case id: return name;
+#include <tinyfin/dtypes.def>
+#undef TF_DTYPE
     default: return "dtype?";
     }
 }
 
-// Bytes per element; 0 for an unknown dtype.
-constexpr size_t dtype_size(int32_t dtype) noexcept {
+// Elements per block (dtypes.def): 1 for a plain dtype, 32 or 256 for a block-quantized one; 0 for
+// an unknown dtype.
+constexpr int64_t dtype_block_length(int32_t dtype) noexcept {
     switch (dtype) {
-    case TF_DTYPE_F32:
-    case TF_DTYPE_I32: return 4;
-    case TF_DTYPE_F16:
-    case TF_DTYPE_BF16: return 2;
-    case TF_DTYPE_I64: return 8;
-    case TF_DTYPE_BOOL: return 1;
+#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
+    case id: return block_length;
+#include <tinyfin/dtypes.def>
+#undef TF_DTYPE
     default: return 0;
     }
+}
+
+// Bytes per block (a plain dtype's element size); 0 for an unknown dtype.
+constexpr size_t dtype_block_bytes(int32_t dtype) noexcept {
+    switch (dtype) {
+#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
+    case id: return block_bytes;
+#include <tinyfin/dtypes.def>
+#undef TF_DTYPE
+    default: return 0;
+    }
+}
+
+// Whether the dtype is block-quantized (ABI 1.2): addressed in whole blocks, never per element.
+constexpr bool is_quantized(int32_t dtype) noexcept { return dtype_block_length(dtype) > 1; }
+
+// Bytes per element of a plain dtype; 0 for a quantized or unknown one (which no per-element
+// kernel may take: the 'A' class admits only dtypes with a size).
+constexpr size_t dtype_size(int32_t dtype) noexcept {
+    return dtype_block_length(dtype) == 1 ? dtype_block_bytes(dtype) : 0;
 }
 
 constexpr bool is_float(int32_t d) noexcept { return d == TF_DTYPE_F32 || d == TF_DTYPE_F16 || d == TF_DTYPE_BF16; }
@@ -121,8 +138,8 @@ inline tf_status check_call(const tf_op_desc *op, OpRule *rule, tf_error *err) n
 
 // ---- Dtype classes: the dtypes column of ops.def -------------------------------------------------
 
-// Whether a class letter of the dtypes column admits the dtype: A any, N numeric (float or index),
-// F float, I index, B bool. An unknown letter admits nothing.
+// Whether a class letter of the dtypes column admits the dtype: A any plain, N numeric (float or
+// index), F float, I index, B bool, Q block-quantized. An unknown letter admits nothing.
 constexpr bool class_admits(char letter, int32_t dtype) noexcept {
     switch (letter) {
     case 'A': return dtype_size(dtype) != 0;
@@ -130,6 +147,7 @@ constexpr bool class_admits(char letter, int32_t dtype) noexcept {
     case 'F': return is_float(dtype);
     case 'I': return is_index(dtype);
     case 'B': return dtype == TF_DTYPE_BOOL;
+    case 'Q': return is_quantized(dtype);
     default: return false;
     }
 }

@@ -34,7 +34,10 @@ struct Extent {
 // in axis order, and must not overflow before reaching the zero.
 inline Extent extent_of(const tf_tensor_desc &t) noexcept {
     Extent e;
-    const auto size = static_cast<uint64_t>(dtype_size(t.dtype));
+    // A quantized tensor's reach counts elements, then whole blocks (check_tensor has checked
+    // that it addresses whole blocks).
+    const bool blocks = is_quantized(t.dtype);
+    const auto size = static_cast<uint64_t>(blocks ? 1 : dtype_size(t.dtype));
     int64_t count = 1;
     uint64_t last = t.offset;
     bool sizes_overflow = false, reach_overflow = false;
@@ -51,10 +54,30 @@ inline Extent extent_of(const tf_tensor_desc &t) noexcept {
         reach_overflow |= __builtin_add_overflow(last, reach, &last);
     }
     e.count = e.empty ? 0 : count;
+    if (blocks) {
+        // last - offset is the last element's index; its block ends block_bytes - 1 further on.
+        const uint64_t block = static_cast<uint64_t>(dtype_block_length(t.dtype));
+        const uint64_t last_block = (last - t.offset) / block;
+        uint64_t span = 0;
+        reach_overflow |= __builtin_mul_overflow(last_block + 1, dtype_block_bytes(t.dtype), &span);
+        reach_overflow |= __builtin_add_overflow(t.offset, span - 1, &last);
+    }
     e.last_byte = last;
     // An empty tensor addresses nothing: only its sizes' product matters.
     e.overflow = sizes_overflow || (!e.empty && (reach_overflow || last > max_extent));
     return e;
+}
+
+// A quantized tensor's layout addresses whole blocks (tf_tensor_desc in plugin.h): rank >= 1, the
+// last axis a multiple of the block length with stride 1, other strides multiples of it, the byte
+// offset a multiple of the block's bytes.
+inline bool whole_blocks(const tf_tensor_desc &t) noexcept {
+    const int64_t block = dtype_block_length(t.dtype);
+    if (t.rank < 1 || t.shape[t.rank - 1] % block != 0) return false;
+    if (t.shape[t.rank - 1] > 1 && t.strides[t.rank - 1] != 1) return false;
+    for (int i = 0; i + 1 < t.rank; ++i)
+        if (t.shape[i] > 1 && t.strides[i] % block != 0) return false;
+    return t.offset % dtype_block_bytes(t.dtype) == 0;
 }
 
 // One tensor on its own: a struct as large as this header's, a known dtype, a rank within
@@ -65,8 +88,13 @@ inline tf_status check_tensor(const char *op, const char *role, uint32_t index, 
     if (t.struct_size < sizeof(tf_tensor_desc))
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u descriptor has struct_size %u, need %zu", op, role,
                     index, t.struct_size, sizeof(tf_tensor_desc));
-    if (dtype_size(t.dtype) == 0)
+    if (dtype_block_length(t.dtype) == 0)
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: %s %u has unknown dtype %d", op, role, index, t.dtype);
+    if (is_quantized(t.dtype) && !whole_blocks(t))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                    "%s: %s %u is %s but does not address whole blocks (last axis a multiple of %lld with "
+                    "stride 1, other strides and the offset at block boundaries)",
+                    op, role, index, dtype_name(t.dtype), static_cast<long long>(dtype_block_length(t.dtype)));
     if (t.rank < 0 || t.rank > TF_MAX_RANK)
         return fail(err, TF_STATUS_UNSUPPORTED, "%s: %s %u has rank %d (max %d)", op, role, index, t.rank, TF_MAX_RANK);
     for (int i = 0; i < t.rank; ++i)

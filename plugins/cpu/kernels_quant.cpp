@@ -1,0 +1,173 @@
+// The ops on block-quantized tensors (ops.def 65-68, docs/quantization.md): quantize and
+// dequantize with the reference codecs (quant_reference.cpp), embedding_q (rows decoded), and
+// matmul_q: x's rows encoded to 8-bit activation blocks once, then every (x row, weight row) pair
+// as an integer dot (quant_dot*.cpp, AVX2 where isa_level() allows), split over the thread pool
+// by blocks of weight rows so each task writes its own outputs.
+#include "kernels_nn.h"
+#include "quant_blocks.h"
+#include "runtime.h"
+
+#include <cinttypes>
+
+namespace tf_cpu {
+namespace {
+
+using quant::Codec;
+
+// The byte offset (from element [0, ...]) of each row of a quantized tensor: its leading axes'
+// indices times their strides, in whole blocks (the kit's check_tensor ensured whole blocks).
+std::vector<int64_t> block_row_offsets(const tf_tensor_desc &d) {
+    const int64_t block = dtype_block_length(d.dtype);
+    const auto bytes = static_cast<int64_t>(dtype_block_bytes(d.dtype));
+    int64_t rows = 1;
+    for (int i = 0; i + 1 < d.rank; ++i) rows *= d.shape[i];
+    std::vector<int64_t> offsets(static_cast<size_t>(rows));
+    int64_t idx[TF_MAX_RANK] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t elements = 0;
+        for (int i = 0; i + 1 < d.rank; ++i) elements += idx[i] * (d.shape[i] > 1 ? d.strides[i] : 0);
+        offsets[static_cast<size_t>(r)] = elements / block * bytes;
+        for (int i = d.rank - 2; i >= 0; --i) {
+            if (++idx[i] < d.shape[i]) break;
+            idx[i] = 0;
+        }
+    }
+    return offsets;
+}
+
+int64_t last_axis(const tf_tensor_desc &d) { return d.rank > 0 ? d.shape[d.rank - 1] : 1; }
+
+// row(r) for every r in [0, rows), a task per row when the work is worth splitting (every row
+// writes its own outputs), else all on the calling thread.
+template <class Row>
+void for_rows(int64_t rows, int64_t work_per_row, int64_t grain, Row &&row) {
+    if (rows < 2 || split_count(rows * work_per_row, grain) < 2) {
+        for (int64_t r = 0; r < rows; ++r) row(r);
+        return;
+    }
+    parallel_for(rows, [&row](int64_t r) { row(r); });
+}
+
+}  // namespace
+
+tf_status check_quant(const tf_op_desc &op, tf_error *err) {
+    const char *name = op_name(op.op);
+    const tf_tensor_desc &out = op.outputs[0];
+    switch (op.op) {
+    case TF_OP_QUANTIZE:
+    case TF_OP_DEQUANTIZE:
+        if (!same_shape(op.inputs[0], out) || out.rank < 1)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input %s and output %s must have one shape of rank >= 1",
+                        name, shape_of(op.inputs[0]).text, shape_of(out).text);
+        return TF_STATUS_OK;
+    case TF_OP_MATMUL_Q: {
+        const tf_tensor_desc &x = op.inputs[0], &w = op.inputs[1];
+        bool ok = w.rank == 2 && x.rank >= 1 && out.rank == x.rank && x.shape[x.rank - 1] == w.shape[1] &&
+                  out.shape[out.rank - 1] == w.shape[0];
+        for (int i = 0; ok && i + 1 < x.rank; ++i) ok = x.shape[i] == out.shape[i];
+        if (!ok)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: x %s, w %s and out %s do not form [..., K] x [N, K] -> [..., N]",
+                        name, shape_of(x).text, shape_of(w).text, shape_of(out).text);
+        if (out.dtype != TF_DTYPE_F32 && out.dtype != x.dtype)
+            return fail(err, TF_STATUS_UNSUPPORTED, "%s: output %s must be f32 or x's dtype %s", name,
+                        dtype_name(out.dtype), dtype_name(x.dtype));
+        return TF_STATUS_OK;
+    }
+    case TF_OP_EMBEDDING_Q: {
+        const tf_tensor_desc &w = op.inputs[0], &idx = op.inputs[1];
+        bool ok = w.rank == 2 && out.rank == idx.rank + 1 && out.shape[out.rank - 1] == w.shape[1];
+        for (int i = 0; ok && i < idx.rank; ++i) ok = idx.shape[i] == out.shape[i];
+        if (!ok)
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: weight %s, indices %s and out %s do not form [V, D], [...] -> [..., D]",
+                        name, shape_of(w).text, shape_of(idx).text, shape_of(out).text);
+        return TF_STATUS_OK;
+    }
+    default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: not a quantized op", name);
+    }
+}
+
+tf_status run_quantize(const tf_op_desc &op, tf_error *) {
+    const tf_tensor_desc &out = op.outputs[0];
+    if (numel(out) == 0) return TF_STATUS_OK;
+    const Codec &codec = *quant::codec_of(out.dtype);
+    const F32Input x(op.inputs[0]);
+    const int64_t k = last_axis(out);
+    const std::vector<int64_t> rows = block_row_offsets(out);
+    char *base = base_of(out);
+    const auto n_rows = static_cast<int64_t>(rows.size());
+    for_rows(n_rows, k, 1 << 14,
+             [&](int64_t r) { codec.encode(x.data() + r * k, base + rows[static_cast<size_t>(r)], k); });
+    return TF_STATUS_OK;
+}
+
+tf_status run_dequantize(const tf_op_desc &op, tf_error *) {
+    const tf_tensor_desc &in = op.inputs[0];
+    if (numel(in) == 0) return TF_STATUS_OK;
+    const Codec &codec = *quant::codec_of(in.dtype);
+    F32Output y(op.outputs[0]);
+    const int64_t k = last_axis(in);
+    const std::vector<int64_t> rows = block_row_offsets(in);
+    const char *base = base_of(in);
+    const auto n_rows = static_cast<int64_t>(rows.size());
+    float *dst = y.data();
+    for_rows(n_rows, k, 1 << 15,
+             [&](int64_t r) { codec.decode(base + rows[static_cast<size_t>(r)], dst + r * k, k); });
+    y.finish();
+    return TF_STATUS_OK;
+}
+
+tf_status run_embedding_q(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &w = op.inputs[0];
+    const std::vector<int64_t> indices = load_indices(op.inputs[1]);
+    for (int64_t index : indices)
+        if (index < 0 || index >= w.shape[0])
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "embedding_q: index %" PRId64 " is out of range [0, %" PRId64 ")",
+                        index, w.shape[0]);
+    if (numel(op.outputs[0]) == 0) return TF_STATUS_OK;
+    const Codec &codec = *quant::codec_of(w.dtype);
+    const int64_t dim = w.shape[1];
+    const int64_t row_bytes = (w.shape[0] > 1 ? w.strides[0] : dim) / codec.block * static_cast<int64_t>(codec.block_bytes);
+    F32Output y(op.outputs[0]);
+    const char *table = base_of(w);
+    for (size_t e = 0; e < indices.size(); ++e)
+        codec.decode(table + indices[e] * row_bytes, y.data() + static_cast<int64_t>(e) * dim, dim);
+    y.finish();
+    return TF_STATUS_OK;
+}
+
+tf_status run_matmul_q(const tf_op_desc &op, tf_error *) {
+    const tf_tensor_desc &xd = op.inputs[0], &w = op.inputs[1], &out = op.outputs[0];
+    if (numel(out) == 0) return TF_STATUS_OK;
+    const int64_t k = w.shape[1], n = w.shape[0], m = numel(out) / n;
+    F32Output y(out);
+    if (k == 0) {
+        std::fill(y.data(), y.data() + m * n, 0.0f);
+        y.finish();
+        return TF_STATUS_OK;
+    }
+    const F32Input x(xd);
+    const quant::ActKind kind = quant::act_kind_of(w.dtype);
+    const auto act_row = static_cast<int64_t>(quant::act_bytes(kind, k));
+    std::vector<char> act(static_cast<size_t>(m * act_row));
+    for_rows(m, k, 1 << 14,
+             [&](int64_t r) { quant::quantize_act(kind, x.data() + r * k, act.data() + r * act_row, k); });
+    const quant::DotFn dot = quant::dot_of(w.dtype, isa_level());
+    const int64_t row_bytes = (n > 1 ? w.strides[0] : k) / dtype_block_length(w.dtype) *
+                              static_cast<int64_t>(dtype_block_bytes(w.dtype));
+    const char *weights = base_of(w);
+    float *dst = y.data();
+    // Blocks of weight rows: each task reads its rows once and keeps them in cache over x's rows.
+    constexpr int64_t rows_per_task = 16;
+    const int64_t tasks = (n + rows_per_task - 1) / rows_per_task;
+    parallel_for(tasks, [&](int64_t task) {
+        const int64_t first = task * rows_per_task, last = std::min(n, first + rows_per_task);
+        for (int64_t r = 0; r < m; ++r) {
+            const char *a = act.data() + r * act_row;
+            for (int64_t j = first; j < last; ++j) dst[r * n + j] = dot(weights + j * row_bytes, a, k);
+        }
+    });
+    y.finish();
+    return TF_STATUS_OK;
+}
+
+}  // namespace tf_cpu

@@ -1,0 +1,204 @@
+// AVX2 dot products of quantized weight rows with 8-bit activation rows (quant_blocks.h): each
+// block's levels unpacked to bytes, multiplied with the activations by vpmaddubsw (unsigned levels
+// times signed activations) and vpmaddwd, scaled per block in f32. The same sums as the portable
+// dots (quant_dot.cpp) up to the order of f32 additions. Compiled for AVX2 + FMA per function and
+// chosen at run time (runtime.h's isa_level()).
+#include "quant_blocks.h"
+
+#include "kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#define TF_AVX2 [[gnu::target("avx2,fma")]]
+
+namespace tf_cpu::quant {
+namespace {
+
+TF_AVX2 inline float hsum(__m256 v) {
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+// Unsigned levels (< 128) times signed activations, summed in pairs twice: 8 int32.
+TF_AVX2 inline __m256i dot_u8_i8(__m256i levels, __m256i act) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(levels, act), _mm256_set1_epi16(1));
+}
+
+// Signed times signed: the weight's sign moved onto the activation.
+TF_AVX2 inline __m256i dot_i8_i8(__m256i w, __m256i act) {
+    return dot_u8_i8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(act, w));
+}
+
+// A 32-block's 16 bytes of nibbles as 32 levels: element j (low nibble of byte j) in byte j,
+// element j + 16 (its high nibble) in byte j + 16.
+TF_AVX2 inline __m256i nibbles32(const uint8_t *qs) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i *>(qs));
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0xF));
+}
+
+// Bit k of the 32-bit word at qh as 0x10 in byte k (the 5th bit of a q5 level), else 0.
+TF_AVX2 inline __m256i fifth_bits(const uint8_t *qh) {
+    uint32_t word;
+    std::memcpy(&word, qh, sizeof word);
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int32_t>(word)),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+TF_AVX2 inline __m256i load(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
+
+TF_AVX2 float dot_q8_0(const void *w, const void *act, int64_t n) {
+    const auto *b = static_cast<const BlockQ8_0 *>(w);
+    const auto *a = static_cast<const ActQ8 *>(act);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / k_qk; ++i) {
+        const __m256i p = dot_i8_i8(load(b[i].qs), load(a[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_to_f32(b[i].d) * a[i].d), _mm256_cvtepi32_ps(p), acc);
+    }
+    return hsum(acc);
+}
+
+// The 32-formats with unsigned levels: sum of d da (dot(levels, a) - offset sum(a)) [+ m da sum(a)].
+template <class Block, int Offset, bool Fifth, bool Min>
+TF_AVX2 float dot_levels(const void *w, const void *act, int64_t n) {
+    const auto *b = static_cast<const Block *>(w);
+    const auto *a = static_cast<const ActQ8 *>(act);
+    __m256 acc = _mm256_setzero_ps();
+    float extra = 0;
+    for (int64_t i = 0; i < n / k_qk; ++i) {
+        __m256i levels = nibbles32(b[i].qs);
+        if constexpr (Fifth) levels = _mm256_or_si256(levels, fifth_bits(b[i].qh));
+        const float scale = f16_to_f32(b[i].d) * a[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(dot_u8_i8(levels, load(a[i].qs))), acc);
+        if constexpr (Min)
+            extra += f16_to_f32(b[i].m) * a[i].d * static_cast<float>(a[i].sum);
+        else
+            extra -= scale * static_cast<float>(Offset * a[i].sum);
+    }
+    return hsum(acc) + extra;
+}
+
+// q4_k and q5_k: per 64 elements, low nibbles (sub-block 2j) and high nibbles (2j + 1), each
+// product scaled by its 6-bit scale in vpmaddwd.
+template <bool Five, class Block>
+TF_AVX2 float dot_k45(const void *w, const void *act, int64_t n) {
+    const auto *b = static_cast<const Block *>(w);
+    const auto *a = static_cast<const BlockQ8_K *>(act);
+    const __m256i low4 = _mm256_set1_epi8(0xF);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    for (int64_t i = 0; i < n / k_qk_k; ++i) {
+        uint8_t sc[8], m[8];
+        for (int j = 0; j < 8; ++j) scale_min_k4(j, b[i].scales, &sc[j], &m[j]);
+        int32_t summ = 0;
+        for (int j = 0; j < 8; ++j) summ += m[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+        __m256i sumi = _mm256_setzero_si256();
+        [[maybe_unused]] __m256i qh;
+        if constexpr (Five) qh = load(b[i].qh);
+        for (int j = 0; j < 4; ++j) {
+            const __m256i q = load(b[i].qs + 32 * j);
+            __m256i lo = _mm256_and_si256(q, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            if constexpr (Five) {
+                const __m256i one = _mm256_set1_epi8(1);
+                const __m256i blo = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j)), one);
+                const __m256i bhi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j + 1)), one);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(blo, 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(bhi, 4));
+            }
+            const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(a[i].qs + 64 * j)),
+                                                  _mm256_set1_epi16(sc[2 * j]));
+            const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(a[i].qs + 64 * j + 32)),
+                                                  _mm256_set1_epi16(sc[2 * j + 1]));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_to_f32(b[i].d) * a[i].d), _mm256_cvtepi32_ps(sumi), acc);
+        mins += f16_to_f32(b[i].dmin) * a[i].d * static_cast<float>(summ);
+    }
+    return hsum(acc) - mins;
+}
+
+TF_AVX2 float dot_q6_k(const void *w, const void *act, int64_t n) {
+    const auto *b = static_cast<const BlockQ6_K *>(w);
+    const auto *a = static_cast<const BlockQ8_K *>(act);
+    const __m256i low4 = _mm256_set1_epi8(0xF), low2 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / k_qk_k; ++i) {
+        int32_t offset = 0;
+        for (int j = 0; j < 16; ++j) offset += b[i].scales[j] * a[i].bsums[j];
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i ql0 = load(b[i].ql + 64 * h), ql1 = load(b[i].ql + 64 * h + 32);
+            const __m256i qh = load(b[i].qh + 32 * h);
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4)),
+                _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4)),
+            };
+            for (int k = 0; k < 4; ++k) {
+                const int g = 4 * h + k;  // 32 elements at 32 g: sub-blocks 2 g and 2 g + 1
+                const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(b[i].scales[2 * g + 1]),
+                                                        _mm_set1_epi16(b[i].scales[2 * g]));
+                const __m256i p = _mm256_maddubs_epi16(q[k], load(a[i].qs + 32 * g));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
+            }
+        }
+        const float scale = f16_to_f32(b[i].d) * a[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_sub_ps(acc, _mm256_setr_ps(scale * static_cast<float>(32 * offset), 0, 0, 0, 0, 0, 0, 0));
+    }
+    return hsum(acc);
+}
+
+TF_AVX2 float dot_q8_k(const void *w, const void *act, int64_t n) {
+    const auto *b = static_cast<const BlockQ8_K *>(w);
+    const auto *a = static_cast<const BlockQ8_K *>(act);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / k_qk_k; ++i) {
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < k_qk_k; j += 32)
+            sumi = _mm256_add_epi32(sumi, dot_i8_i8(load(b[i].qs + j), load(a[i].qs + j)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * a[i].d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum(acc);
+}
+
+}  // namespace
+
+DotFn avx2_dot(int32_t dtype) {
+    switch (dtype) {
+    case TF_DTYPE_Q8_0: return dot_q8_0;
+    case TF_DTYPE_Q4_0: return dot_levels<BlockQ4_0, 8, false, false>;
+    case TF_DTYPE_Q4_1: return dot_levels<BlockQ4_1, 0, false, true>;
+    case TF_DTYPE_Q5_0: return dot_levels<BlockQ5_0, 16, true, false>;
+    case TF_DTYPE_Q5_1: return dot_levels<BlockQ5_1, 0, true, true>;
+    case TF_DTYPE_Q4_K: return dot_k45<false, BlockQ4_K>;
+    case TF_DTYPE_Q5_K: return dot_k45<true, BlockQ5_K>;
+    case TF_DTYPE_Q6_K: return dot_q6_k;
+    case TF_DTYPE_Q8_K: return dot_q8_k;
+    default: return nullptr;
+    }
+}
+
+}  // namespace tf_cpu::quant
+
+#else
+
+namespace tf_cpu::quant {
+DotFn avx2_dot(int32_t) { return nullptr; }
+}  // namespace tf_cpu::quant
+
+#endif
