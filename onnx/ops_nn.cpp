@@ -1,0 +1,274 @@
+// Neural-network ONNX ops: MatMul, Gemm, Conv, pools, Softmax family, normalizations.
+#include <cmath>
+#include <limits>
+
+#include "internal.hpp"
+
+namespace tinyfin::onnx::detail {
+namespace {
+
+using Ctx = NodeContext;
+
+void require_float(const Ctx &ctx, std::size_t i) {
+    if (!is_float(ctx.input(i).type))
+        ctx.unsupported("input " + std::to_string(i) + " of element type " + element_type_name(ctx.input(i).type) +
+                        " (this op takes float32, float16, bfloat16, float64)");
+}
+
+std::vector<Value> matmul_op(Ctx &ctx) {
+    require_float(ctx, 0);
+    return {make(matmul(ctx.tensor(0), ctx.tensor(1)), ctx.input(0).type)};
+}
+
+std::vector<Value> gemm(Ctx &ctx) {
+    require_float(ctx, 0);
+    Tensor a = ctx.tensor(0), b = ctx.tensor(1);
+    if (a.rank() != 2 || b.rank() != 2) ctx.invalid("A and B must be matrices");
+    if (ctx.attr_int("transA", 0)) a = a.transpose(0, 1);
+    if (ctx.attr_int("transB", 0)) b = b.transpose(0, 1);
+    Tensor y = matmul(a, b);
+    const double alpha = ctx.attr_float("alpha", 1.0), beta = ctx.attr_float("beta", 1.0);
+    if (alpha != 1.0) y = mul(y, alpha);
+    if (ctx.has_input(2) && beta != 0.0) y = add(y, beta == 1.0 ? ctx.tensor(2) : mul(ctx.tensor(2), beta));
+    return {make(y, ctx.input(0).type)};
+}
+
+// Spatial geometry of Conv and the pools: kernel, strides, dilations and begin/end pads per axis.
+struct Window {
+    std::vector<int64_t> kernel, strides, dilations, begin, end;
+};
+
+Window window(const Ctx &ctx, const Shape &x, std::vector<int64_t> kernel, bool ceil_mode = false) {
+    const std::size_t n = kernel.size();
+    Window w{kernel, ctx.attr_ints("strides"), ctx.attr_ints("dilations"), {}, {}};
+    if (w.strides.empty()) w.strides.assign(n, 1);
+    if (w.dilations.empty()) w.dilations.assign(n, 1);
+    if (w.strides.size() != n || w.dilations.size() != n) ctx.invalid("strides or dilations do not match the kernel");
+    for (std::size_t i = 0; i < n; ++i)
+        if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0)
+            ctx.invalid("kernel, strides and dilations must be positive");
+    const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
+    std::vector<int64_t> pads = ctx.attr_ints("pads");
+    w.begin.assign(n, 0);
+    w.end.assign(n, 0);
+    if (auto_pad == "NOTSET") {
+        if (!pads.empty() && pads.size() != 2 * n) ctx.invalid("pads must have 2 values per spatial axis");
+        for (std::size_t i = 0; i < n && !pads.empty(); ++i) {
+            w.begin[i] = pads[i];
+            w.end[i] = pads[i + n];
+            if (w.begin[i] < 0 || w.end[i] < 0) ctx.invalid("negative pads");
+        }
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        for (std::size_t i = 0; i < n; ++i) {
+            const int64_t in = x[2 + i], eff = (w.kernel[i] - 1) * w.dilations[i] + 1;
+            const int64_t out = (in + w.strides[i] - 1) / w.strides[i];
+            const int64_t total = std::max<int64_t>((out - 1) * w.strides[i] + eff - in, 0);
+            const int64_t small = total / 2, large = total - small;
+            w.begin[i] = auto_pad == "SAME_UPPER" ? small : large;
+            w.end[i] = auto_pad == "SAME_UPPER" ? large : small;
+        }
+    } else if (auto_pad != "VALID") {
+        ctx.invalid("auto_pad '" + auto_pad + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+    }
+    (void)ceil_mode;
+    return w;
+}
+
+// A 1-D op as 2-D: [N, C, L] -> [N, C, 1, L] and the window with a unit first axis.
+bool lift_1d(const Ctx &ctx, Tensor &x, Window &w) {
+    const std::size_t n = w.kernel.size();
+    if (n == 2) return false;
+    if (n != 1) ctx.unsupported(std::to_string(n) + "-D windows (1-D and 2-D are implemented)");
+    x = x.reshape({x.size(0), x.size(1), 1, x.size(2)});
+    for (auto *v : {&w.kernel, &w.strides, &w.dilations}) v->insert(v->begin(), 1);
+    w.begin.insert(w.begin.begin(), 0);
+    w.end.insert(w.end.begin(), 0);
+    return true;
+}
+
+bool symmetric(const Window &w) { return w.begin[0] == w.end[0] && w.begin[1] == w.end[1]; }
+
+Tensor pad_spatial(const Tensor &x, const Window &w, double value) {
+    return pad(x, {0, 0, 0, 0, w.begin[0], w.end[0], w.begin[1], w.end[1]}, value);
+}
+
+std::vector<Value> conv(Ctx &ctx) {
+    require_float(ctx, 0);
+    Tensor x = ctx.tensor(0), weight = ctx.tensor(1);
+    if (x.rank() < 3 || weight.rank() != x.rank()) ctx.invalid("X and W must have the same rank, at least 3");
+    std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
+    if (kernel.empty()) kernel.assign(weight.shape().begin() + 2, weight.shape().end());
+    Window w = window(ctx, x.shape(), kernel);
+    const bool lifted = lift_1d(ctx, x, w);
+    if (lifted) weight = weight.reshape({weight.size(0), weight.size(1), 1, weight.size(2)});
+    Conv2dOptions options;
+    options.stride_h = static_cast<int>(w.strides[0]);
+    options.stride_w = static_cast<int>(w.strides[1]);
+    options.dilation_h = static_cast<int>(w.dilations[0]);
+    options.dilation_w = static_cast<int>(w.dilations[1]);
+    options.groups = static_cast<int>(ctx.attr_int("group", 1));
+    if (symmetric(w)) {
+        options.pad_h = static_cast<int>(w.begin[0]);
+        options.pad_w = static_cast<int>(w.begin[1]);
+    } else {
+        x = pad_spatial(x, w, 0);
+    }
+    Tensor y = conv2d(x, weight, ctx.has_input(2) ? ctx.tensor(2) : Tensor(), options);
+    if (lifted) y = y.reshape({y.size(0), y.size(1), y.size(3)});
+    return {make(y, ctx.input(0).type)};
+}
+
+template <bool Max>
+std::vector<Value> pool(Ctx &ctx) {
+    if (ctx.n_outputs > 1) ctx.unsupported("the Indices output");
+    Tensor x = ctx.tensor(0);
+    const DType dtype = x.dtype();
+    if (!is_float(ctx.input(0).type)) x = x.to(DType::f32);  // int8/uint8 pools: exact in f32
+    if (x.rank() < 3) ctx.invalid("X must have rank 3 or more");
+    Window w = window(ctx, x.shape(), ctx.attr_ints("kernel_shape"));
+    if (w.kernel.size() + 2 != static_cast<std::size_t>(x.rank())) ctx.invalid("kernel_shape does not match X");
+    const bool lifted = lift_1d(ctx, x, w);
+    if (ctx.attr_int("storage_order", 0) != 0) ctx.unsupported("storage_order = 1");
+    Pool2dOptions options;
+    options.kernel_h = static_cast<int>(w.kernel[0]);
+    options.kernel_w = static_cast<int>(w.kernel[1]);
+    options.stride_h = static_cast<int>(w.strides[0]);
+    options.stride_w = static_cast<int>(w.strides[1]);
+    options.ceil_mode = ctx.attr_int("ceil_mode", 0) != 0;
+    const bool include_pad = ctx.attr_int("count_include_pad", 0) != 0;
+    if (Max) {
+        options.dilation_h = static_cast<int>(w.dilations[0]);
+        options.dilation_w = static_cast<int>(w.dilations[1]);
+    } else if (w.dilations[0] != 1 || w.dilations[1] != 1) {
+        ctx.unsupported("dilations in AveragePool");
+    }
+    const bool direct = symmetric(w) && w.begin[0] <= w.kernel[0] / 2 && w.begin[1] <= w.kernel[1] / 2;
+    Tensor y;
+    if (direct) {
+        options.pad_h = static_cast<int>(w.begin[0]);
+        options.pad_w = static_cast<int>(w.begin[1]);
+        options.count_include_pad = include_pad;
+        y = Max ? max_pool2d(x, options) : avg_pool2d(x, options);
+    } else if (Max) {
+        y = max_pool2d(pad_spatial(x, w, -std::numeric_limits<double>::infinity()), options);
+    } else {
+        options.count_include_pad = true;
+        y = avg_pool2d(pad_spatial(x, w, 0), options);
+        if (!include_pad) {
+            // The mean over the window's real elements: the same pool over a mask of ones.
+            const Tensor ones_mask = pad_spatial(ones({1, 1, x.size(2), x.size(3)}, x.dtype(), ctx.device), w, 0);
+            y = div(y, avg_pool2d(ones_mask, options));
+        }
+    }
+    if (lifted) y = y.reshape({y.size(0), y.size(1), y.size(3)});
+    if (y.dtype() != dtype) y = y.to(dtype);
+    return {make(y, ctx.input(0).type)};
+}
+
+template <bool Max>
+std::vector<Value> global_pool(Ctx &ctx) {
+    const Tensor &x = ctx.tensor(0);
+    std::vector<int64_t> axes;
+    for (int64_t i = 2; i < x.rank(); ++i) axes.push_back(i);
+    return {make(Max ? max(x, axes, true) : mean(x, axes, true), ctx.input(0).type)};
+}
+
+// Softmax-like ops: before opset 13 the input is coerced to 2-D at axis and normalised along
+// the second axis; from 13 along axis alone.
+template <Tensor (*Op)(const Tensor &, int64_t)>
+std::vector<Value> softmax_family(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    if (ctx.version >= 13) {
+        const int64_t axis = normalize_axis(ctx.attr_int("axis", -1), x.rank(), ctx);
+        return {make(Op(x, axis), ctx.input(0).type)};
+    }
+    const int64_t axis = normalize_axis(ctx.attr_int("axis", 1), x.rank(), ctx);
+    int64_t rows = 1;
+    for (int64_t i = 0; i < axis; ++i) rows *= x.size(i);
+    const Tensor flat = x.reshape({rows, -1});
+    return {make(Op(flat, 1).reshape(x.shape()), ctx.input(0).type)};
+}
+
+Tensor hardmax_of(const Tensor &x, int64_t axis) {
+    const Tensor moved = x.transpose(axis, -1);
+    Tensor hot = one_hot(argmax(moved, -1), static_cast<int>(moved.size(-1)), x.dtype());
+    return hot.transpose(axis, -1).contiguous();
+}
+
+std::vector<Value> layer_normalization(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    const int64_t axis = normalize_axis(ctx.attr_int("axis", -1), x.rank(), ctx);
+    const double eps = ctx.attr_float("epsilon", 1e-5);
+    const Shape normalized(x.shape().begin() + axis, x.shape().end());
+    Tensor scale = ctx.tensor(1).expand(normalized).contiguous();
+    Tensor bias = ctx.has_input(2) ? ctx.tensor(2).expand(normalized).contiguous() : Tensor();
+    std::vector<Value> out{make(layer_norm(x, static_cast<int>(x.rank() - axis), scale, bias, eps), ctx.input(0).type)};
+    if (ctx.n_outputs > 1) {
+        std::vector<int64_t> axes;
+        for (int64_t i = axis; i < x.rank(); ++i) axes.push_back(i);
+        const Tensor x32 = x.to(DType::f32);
+        const Tensor m = mean(x32, axes, true);
+        out.push_back(make(m, ElementType::float32));
+        if (ctx.n_outputs > 2) out.push_back(make(rsqrt(add(var(x32, axes, 0, true), eps)), ElementType::float32));
+    }
+    return out;
+}
+
+// [C] -> [C, 1, ...] against x of rank r, channels on axis 1.
+Tensor per_channel(const Tensor &t, int64_t rank) {
+    Shape shape{t.numel()};
+    for (int64_t i = 2; i < rank; ++i) shape.push_back(1);
+    return t.reshape(shape);
+}
+
+std::vector<Value> batch_normalization(Ctx &ctx) {
+    require_float(ctx, 0);
+    if (ctx.attr_int("training_mode", 0) != 0 || ctx.n_outputs > 1)
+        ctx.unsupported("training mode (inference only: running statistics are not updated)");
+    if (ctx.version < 9 && ctx.attr_int("spatial", 1) != 1) ctx.unsupported("spatial = 0");
+    const Tensor &x = ctx.tensor(0);
+    const double eps = ctx.attr_float("epsilon", 1e-5);
+    const int64_t r = x.rank();
+    const DType dt = x.dtype();
+    const Tensor scale = per_channel(ctx.tensor(1).to(dt), r), bias = per_channel(ctx.tensor(2).to(dt), r);
+    const Tensor m = per_channel(ctx.tensor(3).to(dt), r), v = per_channel(ctx.tensor(4).to(dt), r);
+    const Tensor y = add(mul(mul(sub(x, m), rsqrt(add(v, eps))), scale), bias);
+    return {make(y, ctx.input(0).type)};
+}
+
+std::vector<Value> instance_normalization(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    const double eps = ctx.attr_float("epsilon", 1e-5);
+    std::vector<int64_t> axes;
+    for (int64_t i = 2; i < x.rank(); ++i) axes.push_back(i);
+    const Tensor m = mean(x, axes, true);
+    const Tensor v = var(x, axes, 0, true);
+    const Tensor y = add(mul(mul(sub(x, m), rsqrt(add(v, eps))), per_channel(ctx.tensor(1), x.rank())),
+                         per_channel(ctx.tensor(2), x.rank()));
+    return {make(y, ctx.input(0).type)};
+}
+
+constexpr OpRow rows[] = {
+    {"MatMul", 1, 13, matmul_op},
+    {"Gemm", 7, 13, gemm},
+    {"Conv", 1, 11, conv},
+    {"MaxPool", 1, 12, pool<true>},
+    {"AveragePool", 7, 11, pool<false>},
+    {"GlobalAveragePool", 1, 1, global_pool<false>},
+    {"GlobalMaxPool", 1, 1, global_pool<true>},
+    {"Softmax", 1, 13, softmax_family<softmax>},
+    {"LogSoftmax", 1, 13, softmax_family<log_softmax>},
+    {"Hardmax", 1, 13, softmax_family<hardmax_of>},
+    {"LayerNormalization", 17, 17, layer_normalization},
+    {"BatchNormalization", 7, 15, batch_normalization},
+    {"InstanceNormalization", 6, 6, instance_normalization},
+};
+
+}  // namespace
+
+std::span<const OpRow> nn_ops() { return rows; }
+
+}  // namespace tinyfin::onnx::detail

@@ -1,0 +1,108 @@
+// Reductions and ArgMax/ArgMin. Axes come from the attribute, or from input 1 where the op's
+// version takes them as an input (ReduceSum from 13).
+#include <limits>
+
+#include "internal.hpp"
+
+namespace tinyfin::onnx::detail {
+namespace {
+
+using Ctx = NodeContext;
+
+struct Reduction {
+    std::vector<int64_t> axes;  // normalised; empty: none (noop) when noop is set, else all
+    bool keepdims;
+    bool noop;
+};
+
+Reduction reduction(const Ctx &ctx, bool axes_input) {
+    const Tensor &x = ctx.tensor(0);
+    Reduction r{{}, ctx.attr_int("keepdims", 1) != 0, false};
+    std::vector<int64_t> axes = axes_input ? (ctx.has_input(1) ? ctx.ints(1) : std::vector<int64_t>{})
+                                           : ctx.attr_ints("axes");
+    if (axes.empty()) {
+        if (ctx.attr_int("noop_with_empty_axes", 0) != 0) r.noop = true;
+        for (int64_t i = 0; i < x.rank(); ++i) r.axes.push_back(i);
+        return r;
+    }
+    for (int64_t a : axes) r.axes.push_back(normalize_axis(a, x.rank(), ctx));
+    return r;
+}
+
+// x reduced with f over the node's axes; float-only reductions of integer inputs run in f32.
+template <int Kind>
+std::vector<Value> reduce(Ctx &ctx) {
+    const Value &in = ctx.input(0);
+    const bool axes_input = ctx.version >= 13 && std::string(ctx.node.op_type()) == "ReduceSum";
+    const Reduction r = reduction(ctx, axes_input);
+    if (r.noop) return {in};
+    Tensor x = in.tensor;
+    const DType dtype = x.dtype();
+    const bool float_only = Kind == 1 || Kind == 4 || Kind == 6 || Kind == 7;
+    if (float_only && !is_float(in.type)) x = x.to(DType::f32);
+    if (x.rank() == 0) return {make(x.contiguous(), in.type)};
+    const Axes axes(r.axes);
+    Tensor y;
+    switch (Kind) {
+    case 0: y = sum(x, axes, r.keepdims); break;  // ReduceSum
+    case 1: y = mean(x, axes, r.keepdims); break;  // ReduceMean
+    case 2: y = max(x, axes, r.keepdims); break;  // ReduceMax
+    case 3: y = min(x, axes, r.keepdims); break;  // ReduceMin
+    case 4: y = sqrt(sum(square(x), axes, r.keepdims)); break;  // ReduceL2
+    case 5: y = sum(abs(x), axes, r.keepdims); break;  // ReduceL1
+    case 6: y = log(sum(x, axes, r.keepdims)); break;  // ReduceLogSum
+    case 7: {  // ReduceLogSumExp, shifted by the maximum (0 where it is infinite)
+        Tensor m = max(x, axes, true);
+        m = where(eq(abs(m), scalar_like(m, std::numeric_limits<double>::infinity())), scalar_like(m, 0), m);
+        y = add(log(sum(exp(sub(x, m)), axes, true)), m);
+        if (!r.keepdims) {
+            Shape shape;
+            for (int64_t i = 0; i < x.rank(); ++i)
+                if (std::find(r.axes.begin(), r.axes.end(), i) == r.axes.end()) shape.push_back(x.size(i));
+            y = y.reshape(shape);
+        }
+        break;
+    }
+    case 8: y = sum(square(x), axes, r.keepdims); break;  // ReduceSumSquare
+    }
+    if (y.dtype() != dtype) y = y.to(dtype);
+    return {make(y, in.type)};
+}
+
+template <bool Max>
+std::vector<Value> arg(Ctx &ctx) {
+    const Tensor &x = ctx.tensor(0);
+    const int64_t axis = normalize_axis(ctx.attr_int("axis", 0), x.rank(), ctx);
+    const bool keepdims = ctx.attr_int("keepdims", 1) != 0;
+    Tensor src = x.dtype() == DType::boolean ? x.to(DType::i32) : x;
+    if (ctx.attr_int("select_last_index", 0) != 0) {
+        // The last extreme is the first one of the reversed axis.
+        const int64_t n = src.size(axis);
+        std::vector<int64_t> reversed;
+        for (int64_t i = n - 1; i >= 0; --i) reversed.push_back(i);
+        src = take(src, from_vector(reversed, {n}, ctx.device), axis);
+        const Tensor first = Max ? argmax(src, axis, keepdims) : argmin(src, axis, keepdims);
+        return {make(sub(static_cast<double>(n - 1), first), ElementType::int64)};
+    }
+    return {make(Max ? argmax(src, axis, keepdims) : argmin(src, axis, keepdims), ElementType::int64)};
+}
+
+constexpr OpRow rows[] = {
+    {"ReduceSum", 1, 13, reduce<0>},
+    {"ReduceMean", 1, 13, reduce<1>},
+    {"ReduceMax", 1, 13, reduce<2>},
+    {"ReduceMin", 1, 13, reduce<3>},
+    {"ReduceL2", 1, 13, reduce<4>},
+    {"ReduceL1", 1, 13, reduce<5>},
+    {"ReduceLogSum", 1, 13, reduce<6>},
+    {"ReduceLogSumExp", 1, 13, reduce<7>},
+    {"ReduceSumSquare", 1, 13, reduce<8>},
+    {"ArgMax", 1, 13, arg<true>},
+    {"ArgMin", 1, 13, arg<false>},
+};
+
+}  // namespace
+
+std::span<const OpRow> reduce_ops() { return rows; }
+
+}  // namespace tinyfin::onnx::detail
