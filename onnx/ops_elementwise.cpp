@@ -87,11 +87,51 @@ std::vector<Value> reciprocal(Ctx &ctx) {
 std::vector<Value> identity(Ctx &ctx) { return {ctx.input(0)}; }
 
 std::vector<Value> dropout(Ctx &ctx) {
-    if (ctx.has_input(2) && ctx.tensor(2).item<bool>())
-        ctx.unsupported("training_mode = true (inference only: Dropout is the identity)");
+    const double ratio = ctx.version >= 12 ? (ctx.has_input(1) ? ctx.doubles(1).at(0) : 0.5) : ctx.attr_float("ratio", 0.5);
+    if (ctx.has_input(2) && ctx.tensor(2).item<bool>() && ratio != 0)
+        ctx.unsupported("training_mode = true with a ratio above 0 (inference only: Dropout is the identity)");
     std::vector<Value> out{ctx.input(0)};
     if (ctx.n_outputs > 1) out.push_back(make(full(ctx.tensor(0).shape(), 1, DType::boolean, ctx.device), ElementType::boolean));
     return out;
+}
+
+// Mod: fmod = 0 (integers): the remainder with the divisor's sign (Python's %); fmod = 1: the
+// remainder with the dividend's sign (C's fmod).
+std::vector<Value> mod(Ctx &ctx) {
+    require_same_type(ctx);
+    const Tensor &a = ctx.tensor(0), &b = ctx.tensor(1);
+    const bool fmod = ctx.attr_int("fmod", 0) != 0;
+    if (is_float(ctx.input(0).type)) {
+        if (!fmod) ctx.invalid("fmod must be 1 for floating-point inputs");
+        // a - trunc(a / b) b, the quotient truncated through int64.
+        const Tensor q = div(a, b);
+        return like_input(ctx, sub(a, mul(q.to(DType::i64).to(a.dtype()), b)));
+    }
+    const Tensor q = div(a, b);  // truncates toward zero
+    const Tensor r = sub(a, mul(q, b));
+    if (fmod) return like_input(ctx, r);
+    const Tensor zero = scalar_like(r, 0);
+    // A non-zero remainder whose sign differs from the divisor's moves by one divisor.
+    const Tensor differ = ne(lt(r, zero), lt(b, zero));
+    return like_input(ctx, where(ne(r, zero), where(differ, add(r, b), r), r));
+}
+
+std::vector<Value> sinh_op(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    return like_input(ctx, mul(sub(exp(x), exp(neg(x))), 0.5));
+}
+
+std::vector<Value> cosh_op(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    return like_input(ctx, mul(add(exp(x), exp(neg(x))), 0.5));
+}
+
+std::vector<Value> tan_op(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    return like_input(ctx, div(sin(x), cos(x)));
 }
 
 std::vector<Value> leaky_relu(Ctx &ctx) {
@@ -310,6 +350,10 @@ constexpr OpRow rows[] = {
     {"Sigmoid", 6, 13, unary_float<sigmoid>},
     {"Erf", 9, 13, unary_float<erf>},
     {"Sin", 7, 7, unary_float<sin>},
+    {"Sinh", 9, 9, sinh_op},
+    {"Cosh", 9, 9, cosh_op},
+    {"Tan", 7, 7, tan_op},
+    {"Mod", 10, 13, mod},
     {"Cos", 7, 7, unary_float<cos>},
     {"Reciprocal", 6, 13, reciprocal},
     {"Floor", 6, 13, floor_op},

@@ -318,7 +318,8 @@ std::vector<Value> constant_op(Ctx &ctx) {
 std::vector<Value> pad_op(Ctx &ctx) {
     Tensor x = ctx.tensor(0);
     const std::string mode = ctx.attr_string("mode", "constant");
-    if (mode != "constant") ctx.unsupported("mode '" + mode + "' (constant is implemented)");
+    if (mode != "constant" && mode != "edge" && mode != "reflect")
+        ctx.unsupported("mode '" + mode + "' (constant, edge, reflect are implemented)");
     std::vector<int64_t> pads;
     double value = 0;
     if (ctx.version < 11) {
@@ -344,7 +345,91 @@ std::vector<Value> pad_op(Ctx &ctx) {
     Shape out = x.shape();
     for (int64_t i = 0; i < r; ++i) out[i] += grow[2 * i] + grow[2 * i + 1];
     ctx.check_size(out, dtype_size(x.dtype()));
-    return like_input(ctx, pad(x, grow, value));
+    if (mode == "constant") return like_input(ctx, pad(x, grow, value));
+    // edge and reflect: each padded axis gathers its source indices.
+    for (int64_t i = 0; i < r; ++i) {
+        const int64_t before = grow[2 * i], after = grow[2 * i + 1], dim = x.size(i);
+        if (before == 0 && after == 0) continue;
+        if (dim == 0 || (mode == "reflect" && (before >= dim || after >= dim)))
+            ctx.invalid("mode '" + mode + "' pads axis " + std::to_string(i) + " of size " + std::to_string(dim) +
+                        " by more than it has");
+        std::vector<int64_t> picks;
+        for (int64_t j = -before; j < dim + after; ++j) {
+            int64_t k = j;
+            if (mode == "edge") k = std::clamp<int64_t>(j, 0, dim - 1);
+            else if (j < 0) k = -j;
+            else if (j >= dim) k = 2 * (dim - 1) - j;
+            picks.push_back(k);
+        }
+        x = take(x, host_ints(picks, ctx), i);
+    }
+    return like_input(ctx, x);
+}
+
+std::vector<Value> eye_like(Ctx &ctx) {
+    const Tensor &x = ctx.tensor(0);
+    if (x.rank() != 2) ctx.invalid("input must be 2-D");
+    const ElementType type = ctx.has_attr("dtype") ? static_cast<ElementType>(ctx.attr_int("dtype", 1)) : ctx.input(0).type;
+    const int64_t k = ctx.attr_int("k", 0), n = x.size(0), m = x.size(1);
+    const Tensor rows = arange(int64_t{0}, n, int64_t{1}, DType::i64, ctx.device).reshape({n, 1});
+    const Tensor cols = arange(int64_t{0}, m, int64_t{1}, DType::i64, ctx.device).reshape({1, m});
+    const Tensor diff = sub(cols, rows);
+    return {make(eq(diff, scalar_like(diff, static_cast<double>(k))).to(compute_dtype(type)), type)};
+}
+
+std::vector<Value> one_hot_op(Ctx &ctx) {
+    Tensor idx = ctx.tensor(0);
+    if (idx.dtype() != DType::i64) idx = idx.to(DType::i64);  // float indices truncate
+    const double depth_value = ctx.doubles(1).at(0);
+    if (!(depth_value >= 1) || depth_value > 2147483647.0) ctx.invalid("depth must be at least 1");
+    const int64_t depth = static_cast<int64_t>(depth_value);
+    const Value &values = ctx.input(2);
+    Shape out = idx.shape();
+    out.push_back(depth);
+    ctx.check_size(out, 4);
+    idx = where(lt(idx, scalar_like(idx, 0)), add(idx, static_cast<double>(depth)), idx);
+    const Tensor valid = mul(ge(idx, scalar_like(idx, 0)).to(DType::i32), lt(idx, scalar_like(idx, static_cast<double>(depth))).to(DType::i32));
+    const Tensor safe = where(valid.to(DType::boolean), idx, scalar_like(idx, 0));
+    Shape with_one = idx.shape();
+    with_one.push_back(1);
+    const Tensor hot = mul(one_hot(safe, static_cast<int>(depth), DType::i32), valid.reshape(with_one));
+    const Tensor off = narrow(values.tensor.reshape({-1}), 0, 0, 1).reshape({}),
+                 on = narrow(values.tensor.reshape({-1}), 0, 1, 1).reshape({});
+    Tensor y = where(hot.to(DType::boolean), on, off);
+    const int64_t rank = static_cast<int64_t>(out.size());
+    const int64_t axis = normalize_axis(ctx.attr_int("axis", -1), rank, ctx);
+    if (axis != rank - 1) {
+        std::vector<int64_t> perm;
+        for (int64_t i = 0; i < rank - 1; ++i) perm.push_back(i);
+        perm.insert(perm.begin() + axis, rank - 1);
+        y = y.permute(perm);
+    }
+    return {make(y.contiguous(), values.type)};
+}
+
+std::vector<Value> gather_elements(Ctx &ctx) {
+    const Tensor &x = ctx.tensor(0);
+    Tensor idx = ctx.tensor(1).to(DType::i64);
+    if (idx.rank() != x.rank()) ctx.invalid("data and indices must have the same rank");
+    const int64_t axis = normalize_axis(ctx.attr_int("axis", 0), x.rank(), ctx);
+    idx = where(lt(idx, scalar_like(idx, 0)), add(idx, static_cast<double>(x.size(axis))), idx);
+    // The flat index of each element: its own coordinates, with idx on axis.
+    Tensor flat = zeros(idx.shape(), DType::i64, ctx.device);
+    int64_t stride = 1;
+    for (int64_t d = x.rank() - 1; d >= 0; --d) {
+        Tensor coord;
+        if (d == axis) {
+            coord = idx;
+        } else {
+            Shape s(static_cast<std::size_t>(x.rank()), 1);
+            s[d] = idx.size(d);
+            coord = arange(int64_t{0}, idx.size(d), int64_t{1}, DType::i64, ctx.device).reshape(s);
+        }
+        flat = add(flat, mul(coord, static_cast<double>(stride)));
+        stride *= x.size(d);
+    }
+    const Tensor rows = x.contiguous().reshape({x.numel(), 1});
+    return like_input(ctx, embedding(rows, flat).reshape(idx.shape()));
 }
 
 std::vector<Value> trilu(Ctx &ctx) {
@@ -400,6 +485,9 @@ constexpr OpRow rows[] = {
     {"Constant", 1, 13, constant_op},
     {"Pad", 2, 13, pad_op},
     {"Trilu", 14, 14, trilu},
+    {"EyeLike", 9, 9, eye_like},
+    {"OneHot", 9, 11, one_hot_op},
+    {"GatherElements", 11, 13, gather_elements},
     {"DepthToSpace", 1, 13, depth_to_space},
     {"SpaceToDepth", 1, 13, space_to_depth},
 };

@@ -251,6 +251,34 @@ std::vector<Value> instance_normalization(Ctx &ctx) {
     return {make(y, ctx.input(0).type)};
 }
 
+std::vector<Value> mean_variance_normalization(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    std::vector<int64_t> axes = ctx.attr_ints("axes");
+    if (!ctx.has_attr("axes")) axes = {0, 2, 3};
+    for (auto &a : axes) a = normalize_axis(a, x.rank(), ctx);
+    const Tensor m = mean(x, axes, true);
+    const Tensor sd = sqrt(sub(mean(square(x), axes, true), square(m)));
+    return {make(div(sub(x, m), add(sd, 1e-9)), ctx.input(0).type)};
+}
+
+// Local response normalization across channels: a window of `size` channels of squares.
+std::vector<Value> lrn(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    const int64_t size = ctx.attr_int("size", 0);
+    if (size <= 0 || x.rank() < 3) ctx.invalid("size must be positive and X of rank 3 or more");
+    const double alpha = ctx.attr_float("alpha", 1e-4), beta = ctx.attr_float("beta", 0.75),
+                 bias = ctx.attr_float("bias", 1.0);
+    std::vector<int64_t> pads(2 * static_cast<std::size_t>(x.rank()), 0);
+    pads[2] = (size - 1) / 2;
+    pads[3] = size - 1 - (size - 1) / 2;
+    const Tensor sq = pad(square(x), pads, 0);
+    Tensor window = narrow(sq, 1, 0, x.size(1));
+    for (int64_t i = 1; i < size; ++i) window = add(window, narrow(sq, 1, i, x.size(1)));
+    return {make(div(x, pow(add(mul(window, alpha / static_cast<double>(size)), bias), beta)), ctx.input(0).type)};
+}
+
 constexpr OpRow rows[] = {
     {"MatMul", 1, 13, matmul_op},
     {"Gemm", 7, 13, gemm},
@@ -265,6 +293,8 @@ constexpr OpRow rows[] = {
     {"LayerNormalization", 17, 17, layer_normalization},
     {"BatchNormalization", 7, 15, batch_normalization},
     {"InstanceNormalization", 6, 6, instance_normalization},
+    {"MeanVarianceNormalization", 9, 13, mean_variance_normalization},
+    {"LRN", 1, 13, lrn},
 };
 
 }  // namespace

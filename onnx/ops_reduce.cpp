@@ -1,5 +1,6 @@
 // Reductions and ArgMax/ArgMin. Axes come from the attribute, or from input 1 where the op's
 // version takes them as an input (ReduceSum from 13).
+#include <algorithm>
 #include <limits>
 
 #include "internal.hpp"
@@ -69,6 +70,59 @@ std::vector<Value> reduce(Ctx &ctx) {
     return {make(y, in.type)};
 }
 
+// The product over the node's axes: slices multiplied in order (no product op in tinyfin).
+std::vector<Value> reduce_prod(Ctx &ctx) {
+    const Value &in = ctx.input(0);
+    const Reduction r = reduction(ctx, false);
+    if (r.noop) return {in};
+    Tensor x = in.tensor;
+    std::vector<int64_t> axes = r.axes;
+    std::sort(axes.begin(), axes.end());
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+    for (int64_t axis : axes) {
+        const int64_t n = x.size(axis);
+        Shape one = x.shape();
+        one[axis] = 1;
+        Tensor acc = n == 0 ? ones(one, x.dtype(), ctx.device) : narrow(x, axis, 0, 1);
+        for (int64_t i = 1; i < n; ++i) acc = mul(acc, narrow(x, axis, i, 1));
+        x = acc;
+    }
+    if (!r.keepdims) {
+        Shape shape;
+        for (int64_t i = 0; i < x.rank(); ++i)
+            if (!std::binary_search(axes.begin(), axes.end(), i)) shape.push_back(x.size(i));
+        x = x.reshape(shape);
+    }
+    return {make(x.contiguous(), in.type)};
+}
+
+// Running sums along an axis, slice by slice in order (exclusive: each excludes its own
+// element; reverse: from the end).
+std::vector<Value> cumsum(Ctx &ctx) {
+    const Value &in = ctx.input(0);
+    const Tensor &x = in.tensor;
+    const int64_t axis = normalize_axis(ctx.ints(1).at(0), x.rank(), ctx);
+    const bool exclusive = ctx.attr_int("exclusive", 0) != 0, reverse = ctx.attr_int("reverse", 0) != 0;
+    const int64_t n = x.size(axis);
+    if (n == 0) return {in};
+    std::vector<Tensor> parts(static_cast<std::size_t>(n));
+    Shape one = x.shape();
+    one[axis] = 1;
+    Tensor running = zeros(one, x.dtype(), ctx.device);
+    for (int64_t k = 0; k < n; ++k) {
+        const int64_t i = reverse ? n - 1 - k : k;
+        const Tensor slice = narrow(x, axis, i, 1);
+        if (exclusive) {
+            parts[i] = running;
+            running = add(running, slice);
+        } else {
+            running = add(running, slice);
+            parts[i] = running;
+        }
+    }
+    return {make(concat(parts, axis), in.type)};
+}
+
 template <bool Max>
 std::vector<Value> arg(Ctx &ctx) {
     const Tensor &x = ctx.tensor(0);
@@ -97,6 +151,8 @@ constexpr OpRow rows[] = {
     {"ReduceLogSum", 1, 13, reduce<6>},
     {"ReduceLogSumExp", 1, 13, reduce<7>},
     {"ReduceSumSquare", 1, 13, reduce<8>},
+    {"ReduceProd", 1, 13, reduce_prod},
+    {"CumSum", 11, 14, cumsum},
     {"ArgMax", 1, 13, arg<true>},
     {"ArgMin", 1, 13, arg<false>},
 };

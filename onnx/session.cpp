@@ -21,7 +21,9 @@ using detail::Value;
 
 namespace {
 
-constexpr int64_t min_opset = 7;
+// Every node's op version is checked on its own, so opsets before 7 load where their ops'
+// versions are implemented (Elu 6, Not 1...).
+constexpr int64_t min_opset = 1;
 constexpr int64_t max_opset = 17;
 
 std::string node_label(const ::onnx::NodeProto &node, std::size_t index) {
@@ -107,6 +109,12 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
     int64_t opset = -1;
     for (const auto &imp : model.opset_import())
         if (imp.domain().empty() || imp.domain() == "ai.onnx") opset = imp.version();
+    for (int i = 0; i < model.graph().node_size(); ++i) {
+        const auto &node = model.graph().node(i);
+        if (!node.domain().empty() && node.domain() != "ai.onnx")
+            throw UnsupportedError("UnsupportedError: node '" + node_label(node, i) + "' (" + node.op_type() +
+                                   ") is in domain '" + node.domain() + "'; only the default domain is supported");
+    }
     if (opset < 0) throw ModelError("ModelError: the model imports no opset of the default domain");
     if (opset < min_opset || opset > max_opset)
         throw UnsupportedError("UnsupportedError: the model uses opset " + std::to_string(opset) +

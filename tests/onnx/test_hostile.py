@@ -64,15 +64,21 @@ def test_value_defined_twice():
         load(make_model(nodes, [value("x", F, [2])], [value("y", F, [2])]))
 
 
+def raw_tensor(name, dims, raw):
+    t = TensorProto(name=name, data_type=F, raw_data=raw)
+    t.dims.extend(dims)
+    return t
+
+
 def test_initializer_size_mismatch():
-    t = helper.make_tensor("w", F, [1000, 1000], vals=b"\0" * 8, raw=True)
+    t = raw_tensor("w", [1000, 1000], b"\0" * 8)
     model = make_model([helper.make_node("Add", ["x", "w"], ["y"])], [value("x", F, [2])], [value("y", F, [2])], [t])
     with pytest.raises(tfo.ModelError, match="raw_data has 8 bytes"):
         load(model, shape_inference=False)
 
 
 def test_huge_declared_dims_in_an_initializer():
-    t = helper.make_tensor("w", F, [2**40, 2**40], vals=b"", raw=True)
+    t = raw_tensor("w", [2**40, 2**40], b"")
     model = make_model([helper.make_node("Add", ["x", "w"], ["y"])], [value("x", F, [2])], [value("y", F, [2])], [t])
     with pytest.raises(tfo.ModelError, match="overflow"):
         load(model, shape_inference=False)

@@ -58,10 +58,6 @@ def _to_bfloat16_bits(a):
     return _np.where(_np.isnan(a), _np.uint16(0x7FC0), rounded)
 
 
-def _from_bfloat16_bits(bits):
-    return (bits.astype(_np.uint32) << 16).view(_np.float32)
-
-
 class InferenceSession:
     """onnxruntime.InferenceSession's shape. path_or_bytes: a file path (external data is read from
     its folder, never outside it) or the serialized model. backend: "cpu", "vulkan", ... (None:
@@ -104,18 +100,23 @@ class InferenceSession:
 
     def run(self, output_names, input_feed, run_options=None):
         """Runs the graph: output_names None for every output; input_feed {name: numpy array or
-        anything numpy.asarray takes, tinyfin tensors included}. Returns numpy arrays (bfloat16
-        outputs as float32)."""
+        anything numpy.asarray takes, tinyfin tensors included}. Returns numpy arrays. bfloat16
+        tensors are uint16 bit patterns, as in ONNX's numpy_helper (a float feed is rounded)."""
         del run_options
         declared = {i.name: i.element_type for i in self._inputs}
         feeds = []
         for name, value in input_feed.items():
             if hasattr(value, "numpy") and not isinstance(value, _np.ndarray):
                 value = value.numpy()
-            a = _np.ascontiguousarray(value)
+            a = _np.asarray(value)
+            a = a if a.flags.c_contiguous else a.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
             if declared.get(name) == BFLOAT16:
-                feeds.append((name, BFLOAT16, list(a.shape), _to_bfloat16_bits(a.astype(_np.float32))))
+                # bfloat16 as ONNX's numpy helpers hold it: uint16 bit patterns; floats are rounded.
+                bits = a if a.dtype == _np.uint16 else _to_bfloat16_bits(a.astype(_np.float32))
+                feeds.append((name, BFLOAT16, list(a.shape), bits.reshape(-1).view(_np.uint8)))
                 continue
+            if a.dtype == object or a.dtype.kind in "SU":
+                raise UnsupportedError(f"UnsupportedError: input '{name}': string tensors are not supported")
             if a.dtype not in _FROM_NUMPY:
                 raise InputError(f"InputError: input '{name}': numpy dtype {a.dtype} is not supported")
             feeds.append((name, _FROM_NUMPY[a.dtype], list(a.shape), a.reshape(-1).view(_np.uint8)
@@ -124,7 +125,7 @@ class InferenceSession:
         result = []
         for type_, shape, data in outs:
             if type_ == BFLOAT16:
-                result.append(_from_bfloat16_bits(_np.frombuffer(data, _np.uint16)).reshape(shape))
+                result.append(_np.frombuffer(data, _np.uint16).reshape(shape).copy())
             else:
                 result.append(_np.frombuffer(data, _NUMPY[type_]).reshape(shape).copy())
         return result
