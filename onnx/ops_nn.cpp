@@ -279,6 +279,48 @@ std::vector<Value> lrn(Ctx &ctx) {
     return {make(div(x, pow(add(mul(window, alpha / static_cast<double>(size)), bias), beta)), ctx.input(0).type)};
 }
 
+// NegativeLogLikelihoodLoss over log-probabilities x [N, C, d...] and targets [N, d...]: each
+// picked by a flat index (no 0 * -inf from a one-hot product), weighted, reduced.
+Value nll_loss(const Ctx &ctx, const Tensor &x, const Tensor &target_in, const Tensor &weight, ElementType type) {
+    if (x.rank() < 2 || target_in.rank() != x.rank() - 1) ctx.invalid("input must be [N, C, ...] and target [N, ...]");
+    const int64_t c = x.size(1);
+    const Tensor target = target_in.to(DType::i64);
+    const bool has_ignore = ctx.has_attr("ignore_index");
+    const int64_t ignore = ctx.attr_int("ignore_index", 0);
+    const Tensor valid = has_ignore ? ne(target, scalar_like(target, static_cast<double>(ignore)))
+                                    : full(target.shape(), 1, DType::boolean, ctx.device);
+    const Tensor safe = where(valid, target, scalar_like(target, 0));
+    // Classes last ([N, d..., C]), so element (n, d..., class) sits at flat (n, d...) * C + class.
+    std::vector<int64_t> perm{0};
+    for (int64_t i = 2; i < x.rank(); ++i) perm.push_back(i);
+    perm.push_back(1);
+    const Tensor rows = x.permute(perm).contiguous().reshape({-1, 1});
+    const Tensor positions = arange(int64_t{0}, target.numel(), int64_t{1}, DType::i64, ctx.device).reshape(target.shape());
+    const Tensor picked = embedding(rows, add(mul(positions, static_cast<double>(c)), safe)).reshape(target.shape());
+    Tensor w = weight.defined() ? embedding(weight.reshape({-1, 1}), safe).reshape(target.shape())
+                                : ones(target.shape(), x.dtype(), ctx.device);
+    w = where(valid, w, scalar_like(w, 0));
+    const Tensor loss = neg(mul(picked, w));
+    const std::string reduction = ctx.attr_string("reduction", "mean");
+    if (reduction == "none") return make(loss, type);
+    if (reduction == "sum") return make(sum(loss), type);
+    if (reduction != "mean") ctx.invalid("reduction '" + reduction + "' is not none, sum or mean");
+    return make(div(sum(loss), sum(w)), type);
+}
+
+std::vector<Value> negative_log_likelihood_loss(Ctx &ctx) {
+    require_float(ctx, 0);
+    return {nll_loss(ctx, ctx.tensor(0), ctx.tensor(1), ctx.has_input(2) ? ctx.tensor(2) : Tensor(), ctx.input(0).type)};
+}
+
+std::vector<Value> softmax_cross_entropy_loss(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor log_prob = log_softmax(ctx.tensor(0), 1);
+    std::vector<Value> out{nll_loss(ctx, log_prob, ctx.tensor(1), ctx.has_input(2) ? ctx.tensor(2) : Tensor(), ctx.input(0).type)};
+    if (ctx.n_outputs > 1) out.push_back(make(log_prob, ctx.input(0).type));
+    return out;
+}
+
 constexpr OpRow rows[] = {
     {"MatMul", 1, 13, matmul_op},
     {"Gemm", 7, 13, gemm},
@@ -295,6 +337,8 @@ constexpr OpRow rows[] = {
     {"InstanceNormalization", 6, 6, instance_normalization},
     {"MeanVarianceNormalization", 9, 13, mean_variance_normalization},
     {"LRN", 1, 13, lrn},
+    {"NegativeLogLikelihoodLoss", 12, 13, negative_log_likelihood_loss},
+    {"SoftmaxCrossEntropyLoss", 12, 13, softmax_cross_entropy_loss},
 };
 
 }  // namespace
