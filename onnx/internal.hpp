@@ -69,6 +69,7 @@ std::span<const OpRow> elementwise_ops();
 std::span<const OpRow> nn_ops();
 std::span<const OpRow> layout_ops();
 std::span<const OpRow> reduce_ops();
+std::span<const OpRow> resize_ops();
 
 // The row for op_type, nullptr when none.
 const OpRow *find_op(const std::string &op_type);

@@ -118,6 +118,87 @@ std::vector<Value> conv(Ctx &ctx) {
     return {make(y, ctx.input(0).type)};
 }
 
+// ConvTranspose as a convolution: the input with stride - 1 zeros between elements, padded by
+// the kernel's reach less the pads, convolved with the kernel flipped and its channel axes
+// swapped per group.
+std::vector<Value> conv_transpose(Ctx &ctx) {
+    require_float(ctx, 0);
+    Tensor x = ctx.tensor(0), weight = ctx.tensor(1);
+    if (x.rank() < 3 || weight.rank() != x.rank()) ctx.invalid("X and W must have the same rank, at least 3");
+    const int64_t groups = ctx.attr_int("group", 1);
+    std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
+    if (kernel.empty()) kernel.assign(weight.shape().begin() + 2, weight.shape().end());
+    const std::size_t n = kernel.size();
+    if (n > 2) ctx.unsupported(std::to_string(n) + "-D windows (1-D and 2-D are implemented)");
+    std::vector<int64_t> strides = ctx.attr_ints("strides"), dilations = ctx.attr_ints("dilations"),
+                         out_pad = ctx.attr_ints("output_padding"), pads = ctx.attr_ints("pads"),
+                         out_shape = ctx.attr_ints("output_shape");
+    if (strides.empty()) strides.assign(n, 1);
+    if (dilations.empty()) dilations.assign(n, 1);
+    if (out_pad.empty()) out_pad.assign(n, 0);
+    if (pads.empty()) pads.assign(2 * n, 0);
+    if (strides.size() != n || dilations.size() != n || out_pad.size() != n || pads.size() != 2 * n)
+        ctx.invalid("strides, dilations, output_padding or pads do not match the kernel");
+    const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
+    for (std::size_t i = 0; i < n; ++i) {
+        if (strides[i] <= 0 || dilations[i] <= 0) ctx.invalid("strides and dilations must be positive");
+        const int64_t in = x.size(static_cast<int64_t>(2 + i)), eff = (kernel[i] - 1) * dilations[i] + 1;
+        if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+            const int64_t out = !out_shape.empty() ? out_shape[out_shape.size() - n + i] : in * strides[i];
+            // A negative total (an output_shape past the natural size) grows the end.
+            const int64_t total = strides[i] * (in - 1) + out_pad[i] + eff - out;
+            const bool upper = auto_pad != "SAME_LOWER";
+            pads[i] = upper ? total / 2 : total - total / 2;
+            pads[i + n] = total - pads[i];
+        } else if (auto_pad == "VALID") {
+            pads[i] = pads[i + n] = 0;
+        }
+    }
+    // 1-D as 2-D with a unit first axis.
+    const bool lifted = n == 1;
+    if (lifted) {
+        x = x.reshape({x.size(0), x.size(1), 1, x.size(2)});
+        weight = weight.reshape({weight.size(0), weight.size(1), 1, weight.size(2)});
+        kernel.insert(kernel.begin(), 1);
+        for (auto *v : {&strides, &dilations}) v->insert(v->begin(), 1);
+        out_pad.insert(out_pad.begin(), 0);
+        pads = {0, pads[0], 0, pads[1]};
+    }
+    const int64_t batch = x.size(0), cin = x.size(1), h = x.size(2), w = x.size(3);
+    // Zeros between elements: [N, C, H, 1, W, 1] padded to [N, C, H, sh, W, sw], trimmed.
+    Tensor spread = pad(x.reshape({batch, cin, h, 1, w, 1}), {0, 0, 0, 0, 0, 0, 0, strides[0] - 1, 0, 0, 0, strides[1] - 1}, 0)
+                        .reshape({batch, cin, h * strides[0], w * strides[1]});
+    spread = narrow(narrow(spread, 2, 0, (h - 1) * strides[0] + 1), 3, 0, (w - 1) * strides[1] + 1);
+    std::vector<int64_t> grow;
+    for (std::size_t i = 0; i < 2; ++i) {
+        const int64_t eff = (kernel[i] - 1) * dilations[i] + 1;
+        const int64_t before = eff - 1 - pads[i], after = eff - 1 - pads[i + 2] + out_pad[i];
+        const int64_t axis = static_cast<int64_t>(2 + i);
+        const int64_t crop_front = std::max<int64_t>(-before, 0), crop_back = std::max<int64_t>(-after, 0);
+        if (crop_front + crop_back > spread.size(axis)) ctx.invalid("pads remove the whole output");
+        if (crop_front || crop_back) spread = narrow(spread, axis, crop_front, spread.size(axis) - crop_front - crop_back);
+        grow.push_back(std::max<int64_t>(before, 0));
+        grow.push_back(std::max<int64_t>(after, 0));
+    }
+    spread = pad(spread, {0, 0, 0, 0, grow[0], grow[1], grow[2], grow[3]}, 0);
+    // W [Cin, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped in space.
+    const int64_t cout_g = weight.size(1), kh = weight.size(2), kw = weight.size(3);
+    if (cin % groups != 0) ctx.invalid("group does not divide the input channels");
+    Tensor wt = weight.reshape({groups, cin / groups, cout_g, kh, kw}).transpose(1, 2).contiguous().reshape(
+        {groups * cout_g, cin / groups, kh, kw});
+    std::vector<int64_t> rev_h, rev_w;
+    for (int64_t i = kh - 1; i >= 0; --i) rev_h.push_back(i);
+    for (int64_t i = kw - 1; i >= 0; --i) rev_w.push_back(i);
+    wt = take(take(wt, from_vector(rev_h, {kh}, ctx.device), 2), from_vector(rev_w, {kw}, ctx.device), 3);
+    Conv2dOptions options;
+    options.dilation_h = static_cast<int>(dilations[0]);
+    options.dilation_w = static_cast<int>(dilations[1]);
+    options.groups = static_cast<int>(groups);
+    Tensor y = conv2d(spread, wt, ctx.has_input(2) ? ctx.tensor(2) : Tensor(), options);
+    if (lifted) y = y.reshape({y.size(0), y.size(1), y.size(3)});
+    return {make(y, ctx.input(0).type)};
+}
+
 template <bool Max>
 std::vector<Value> pool(Ctx &ctx) {
     if (ctx.n_outputs > 1) ctx.unsupported("the Indices output");
@@ -325,6 +406,7 @@ constexpr OpRow rows[] = {
     {"MatMul", 1, 13, matmul_op},
     {"Gemm", 7, 13, gemm},
     {"Conv", 1, 11, conv},
+    {"ConvTranspose", 1, 11, conv_transpose},
     {"MaxPool", 1, 12, pool<true>},
     {"AveragePool", 7, 11, pool<false>},
     {"GlobalAveragePool", 1, 1, global_pool<false>},
