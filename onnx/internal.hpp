@@ -88,6 +88,8 @@ ElementType element_type_of(DType dtype);
 // Elements of x at integer indices (any shape, in range) along axis:
 // x.shape[:axis] + indices.shape + x.shape[axis+1:] (numpy.take).
 Tensor take(const Tensor &x, const Tensor &indices, int64_t axis);
+// GatherElements: out[i...] = x[i... with idx[i...] on axis]; idx (int64, in range) has x's rank.
+Tensor gather_along(const Tensor &x, const Tensor &idx, int64_t axis, const Device &device);
 int64_t normalize_axis(int64_t axis, int64_t rank, const NodeContext &ctx);
 bool is_float(ElementType type);
 

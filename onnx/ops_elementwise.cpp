@@ -116,6 +116,18 @@ std::vector<Value> mod(Ctx &ctx) {
     return like_input(ctx, where(ne(r, zero), where(differ, add(r, b), r), r));
 }
 
+// BitShift on unsigned integers: multiplying or dividing by 2^y (wrapping to the type on the
+// way out, value_to_host).
+std::vector<Value> bit_shift(Ctx &ctx) {
+    require_same_type(ctx);
+    const Tensor &x = ctx.tensor(0), &y = ctx.tensor(1);
+    const Tensor factor = pow(scalar_like(y, 2), y);
+    const std::string direction = ctx.attr_string("direction", "");
+    if (direction == "LEFT") return like_input(ctx, mul(x, factor));
+    if (direction == "RIGHT") return like_input(ctx, div(x, factor));
+    ctx.invalid("direction must be LEFT or RIGHT");
+}
+
 std::vector<Value> sinh_op(Ctx &ctx) {
     require_float(ctx, 0);
     const Tensor &x = ctx.tensor(0);
@@ -354,6 +366,7 @@ constexpr OpRow rows[] = {
     {"Cosh", 9, 9, cosh_op},
     {"Tan", 7, 7, tan_op},
     {"Mod", 10, 13, mod},
+    {"BitShift", 11, 11, bit_shift},
     {"Cos", 7, 7, unary_float<cos>},
     {"Reciprocal", 6, 13, reciprocal},
     {"Floor", 6, 13, floor_op},

@@ -8,6 +8,26 @@
 
 namespace tinyfin::onnx::detail {
 
+Tensor gather_along(const Tensor &x, const Tensor &idx, int64_t axis, const Device &device) {
+    // The flat index of each element: its own coordinates, with idx's value on axis.
+    Tensor flat = zeros(idx.shape(), DType::i64, device);
+    int64_t stride = 1;
+    for (int64_t d = x.rank() - 1; d >= 0; --d) {
+        Tensor coord;
+        if (d == axis) {
+            coord = idx;
+        } else {
+            Shape s(static_cast<std::size_t>(x.rank()), 1);
+            s[d] = idx.size(d);
+            coord = arange(int64_t{0}, idx.size(d), int64_t{1}, DType::i64, device).reshape(s);
+        }
+        flat = add(flat, mul(coord, static_cast<double>(stride)));
+        stride *= x.size(d);
+    }
+    const Tensor rows = x.contiguous().reshape({x.numel(), 1});
+    return embedding(rows, flat).reshape(idx.shape());
+}
+
 Tensor take(const Tensor &x, const Tensor &indices, int64_t axis) {
     // x with axis first as rows [V, rest], embedding picks rows, then the axes go back in place.
     const Tensor moved = axis == 0 ? x : x.transpose(0, axis).contiguous();
@@ -413,23 +433,43 @@ std::vector<Value> gather_elements(Ctx &ctx) {
     if (idx.rank() != x.rank()) ctx.invalid("data and indices must have the same rank");
     const int64_t axis = normalize_axis(ctx.attr_int("axis", 0), x.rank(), ctx);
     idx = where(lt(idx, scalar_like(idx, 0)), add(idx, static_cast<double>(x.size(axis))), idx);
-    // The flat index of each element: its own coordinates, with idx on axis.
-    Tensor flat = zeros(idx.shape(), DType::i64, ctx.device);
-    int64_t stride = 1;
-    for (int64_t d = x.rank() - 1; d >= 0; --d) {
-        Tensor coord;
-        if (d == axis) {
-            coord = idx;
-        } else {
-            Shape s(static_cast<std::size_t>(x.rank()), 1);
-            s[d] = idx.size(d);
-            coord = arange(int64_t{0}, idx.size(d), int64_t{1}, DType::i64, ctx.device).reshape(s);
-        }
-        flat = add(flat, mul(coord, static_cast<double>(stride)));
-        stride *= x.size(d);
+    return like_input(ctx, gather_along(x, idx, axis, ctx.device));
+}
+
+// GatherND: the last axis of indices indexes the first axes of data (after batch_dims).
+std::vector<Value> gather_nd(Ctx &ctx) {
+    const Tensor &x = ctx.tensor(0);
+    Tensor idx = ctx.tensor(1).to(DType::i64);
+    const int64_t b = ctx.attr_int("batch_dims", 0), q = idx.rank(), r = x.rank();
+    if (q < 1 || b < 0 || b >= std::min(q, r)) ctx.invalid("batch_dims out of range");
+    const int64_t m = idx.size(-1);
+    if (m < 1 || b + m > r) ctx.invalid("the indices' last axis is longer than data has axes");
+    // data as [B, rows, rest]; each index tuple becomes a row number within its batch.
+    int64_t batch = 1, rows_n = 1, rest = 1;
+    for (int64_t i = 0; i < b; ++i) batch *= x.size(i);
+    for (int64_t i = b; i < b + m; ++i) rows_n *= x.size(i);
+    Shape rest_shape;
+    for (int64_t i = b + m; i < r; ++i) {
+        rest *= x.size(i);
+        rest_shape.push_back(x.size(i));
     }
-    const Tensor rows = x.contiguous().reshape({x.numel(), 1});
-    return like_input(ctx, embedding(rows, flat).reshape(idx.shape()));
+    Tensor row = zeros(narrow(idx, -1, 0, 1).shape(), DType::i64, ctx.device);
+    for (int64_t j = 0; j < m; ++j) {
+        Tensor c = narrow(idx, -1, j, 1);
+        const double dim = static_cast<double>(x.size(b + j));
+        c = where(lt(c, scalar_like(c, 0)), add(c, dim), c);
+        row = add(mul(row, dim), c);
+    }
+    // Offset each batch's rows: batch number * rows_n.
+    Shape batch_shape(idx.shape().begin(), idx.shape().begin() + b);
+    int64_t per_batch = 1;
+    for (int64_t i = b; i < q - 1; ++i) per_batch *= idx.size(i);
+    Tensor batch_ids = arange(int64_t{0}, batch, int64_t{1}, DType::i64, ctx.device).reshape({batch, 1});
+    row = add(row.reshape({batch, per_batch}), mul(batch_ids, static_cast<double>(rows_n)));
+    const Tensor table = x.contiguous().reshape({batch * rows_n, rest});
+    Shape out(idx.shape().begin(), idx.shape().end() - 1);
+    out.insert(out.end(), rest_shape.begin(), rest_shape.end());
+    return like_input(ctx, embedding(table, row.reshape({-1})).reshape(out));
 }
 
 std::vector<Value> trilu(Ctx &ctx) {
@@ -488,6 +528,7 @@ constexpr OpRow rows[] = {
     {"EyeLike", 9, 9, eye_like},
     {"OneHot", 9, 11, one_hot_op},
     {"GatherElements", 11, 13, gather_elements},
+    {"GatherND", 11, 13, gather_nd},
     {"DepthToSpace", 1, 13, depth_to_space},
     {"SpaceToDepth", 1, 13, space_to_depth},
 };

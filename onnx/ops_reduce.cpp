@@ -123,6 +123,42 @@ std::vector<Value> cumsum(Ctx &ctx) {
     return {make(concat(parts, axis), in.type)};
 }
 
+// TopK by k rounds of argmax (argmin for the smallest): each round's first extreme is taken
+// and masked out, so equal values come out lowest index first, as the spec orders them.
+std::vector<Value> topk(Ctx &ctx) {
+    const Value &in = ctx.input(0);
+    const Tensor &x = in.tensor;
+    const int64_t axis = normalize_axis(ctx.attr_int("axis", -1), x.rank(), ctx);
+    const int64_t k = ctx.version >= 10 ? ctx.ints(1).at(0) : ctx.attr_int("k", 0);
+    const bool largest = ctx.attr_int("largest", 1) != 0;
+    if (k < 0 || k > x.size(axis)) ctx.invalid("k = " + std::to_string(k) + " is outside [0, " + std::to_string(x.size(axis)) + "]");
+    if (ctx.attr_int("sorted", 1) == 0) ctx.unsupported("sorted = 0");
+    if (x.dtype() == DType::boolean) ctx.unsupported("bool input");
+    const double hide = largest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    Tensor work = x.dtype() == DType::f32 || x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? x : x.to(DType::f32);
+    std::vector<Tensor> indices;
+    const int64_t n = x.size(axis);
+    for (int64_t r = 0; r < k; ++r) {
+        const Tensor i = largest ? argmax(work, axis, true) : argmin(work, axis, true);
+        indices.push_back(i);
+        // Mask the chosen position: its one-hot along axis.
+        Tensor hot = one_hot(i, static_cast<int>(n), DType::boolean);  // [..., 1 (axis), ..., n]
+        std::vector<int64_t> perm;
+        for (int64_t d = 0; d < x.rank(); ++d) perm.push_back(d == axis ? x.rank() : d);
+        perm.push_back(axis);
+        hot = hot.permute(perm).reshape(x.shape());
+        work = where(hot, scalar_like(work, hide), work);
+    }
+    Shape out_shape = x.shape();
+    out_shape[axis] = k;
+    if (k == 0) {
+        return {make(empty(out_shape, x.dtype(), ctx.device), in.type),
+                make(empty(out_shape, DType::i64, ctx.device), ElementType::int64)};
+    }
+    const Tensor idx = concat(indices, axis);
+    return {make(gather_along(x, idx, axis, ctx.device), in.type), make(idx, ElementType::int64)};
+}
+
 template <bool Max>
 std::vector<Value> arg(Ctx &ctx) {
     const Tensor &x = ctx.tensor(0);
@@ -153,6 +189,7 @@ constexpr OpRow rows[] = {
     {"ReduceSumSquare", 1, 13, reduce<8>},
     {"ReduceProd", 1, 13, reduce_prod},
     {"CumSum", 11, 14, cumsum},
+    {"TopK", 1, 11, topk},
     {"ArgMax", 1, 13, arg<true>},
     {"ArgMin", 1, 13, arg<false>},
 };
