@@ -252,6 +252,54 @@ std::vector<Value> round_op(Ctx &ctx) {
     return like_input(ctx, where(ge(abs(x), scalar_like(x, 4194304.0)), x, rounded));
 }
 
+// The quantizer's rounding: half to even, as round_op.
+Tensor round_half_even(const Tensor &x) {
+    const Tensor r = floor_of(add(x, 0.5));
+    const Tensor halfway = eq(sub(r, x), scalar_like(x, 0.5));
+    const Tensor odd = ne(sub(r, mul(floor_of(div(r, 2.0)), 2.0)), scalar_like(x, 0));
+    const Tensor both = mul(halfway.to(DType::i32), odd.to(DType::i32)).to(DType::boolean);
+    return where(ge(abs(x), scalar_like(x, 4194304.0)), x, where(both, sub(r, 1.0), r));
+}
+
+// A per-axis parameter [C] shaped to broadcast along axis of a rank-r tensor (a scalar stays).
+Tensor along_axis(const Tensor &p, int64_t axis, int64_t rank, const Ctx &ctx) {
+    if (p.rank() == 0 || p.numel() == 1) return p.reshape({});
+    axis = normalize_axis(axis, rank, ctx);
+    Shape shape(static_cast<std::size_t>(rank), 1);
+    shape[axis] = p.numel();
+    return p.reshape(shape);
+}
+
+std::vector<Value> quantize_linear(Ctx &ctx) {
+    const Tensor x = ctx.tensor(0).to(DType::f32);
+    const int64_t axis = ctx.attr_int("axis", 1);
+    const Tensor scale = along_axis(ctx.tensor(1).to(DType::f32), axis, x.rank(), ctx);
+    const ElementType type = ctx.has_input(2) ? ctx.input(2).type : ElementType::uint8;
+    const Tensor zp = ctx.has_input(2) ? along_axis(ctx.tensor(2).to(DType::f32), axis, x.rank(), ctx) : scalar(0, DType::f32, ctx.device);
+    if (type != ElementType::uint8 && type != ElementType::int8) ctx.unsupported("output type " + element_type_name(type));
+    const double lo = type == ElementType::uint8 ? 0 : -128, hi = type == ElementType::uint8 ? 255 : 127;
+    const Tensor q = clamp(add(round_half_even(div(x, scale)), zp), lo, hi);
+    return {make(q.to(DType::i32), type)};
+}
+
+std::vector<Value> dequantize_linear(Ctx &ctx) {
+    const Tensor x = ctx.tensor(0).to(DType::f32);
+    const int64_t axis = ctx.attr_int("axis", 1);
+    const Tensor scale = along_axis(ctx.tensor(1).to(DType::f32), axis, x.rank(), ctx);
+    const Tensor zp = ctx.has_input(2) ? along_axis(ctx.tensor(2).to(DType::f32), axis, x.rank(), ctx) : scalar(0, DType::f32, ctx.device);
+    return {make(mul(sub(x, zp), scale), ElementType::float32)};
+}
+
+std::vector<Value> dynamic_quantize_linear(Ctx &ctx) {
+    const Tensor &x = ctx.tensor(0);
+    const Tensor hi = maximum(max(x), 0.0), lo = minimum(min(x), 0.0);
+    const Tensor scale = div(sub(hi, lo), 255.0);
+    const Tensor zp = clamp(round_half_even(div(neg(lo), scale)), 0, 255);
+    const Tensor y = clamp(add(round_half_even(div(x, scale)), zp), 0, 255);
+    return {make(y.to(DType::i32), ElementType::uint8), make(scale, ElementType::float32),
+            make(zp.to(DType::i32), ElementType::uint8)};
+}
+
 std::vector<Value> is_nan(Ctx &ctx) {
     const Tensor &x = ctx.tensor(0);
     return {make(ne(x, x), ElementType::boolean)};
@@ -374,6 +422,9 @@ constexpr OpRow rows[] = {
     {"Round", 11, 11, round_op},
     {"Sign", 9, 13, sign},
     {"IsNaN", 9, 13, is_nan},
+    {"QuantizeLinear", 10, 13, quantize_linear},
+    {"DequantizeLinear", 10, 13, dequantize_linear},
+    {"DynamicQuantizeLinear", 11, 11, dynamic_quantize_linear},
     {"IsInf", 10, 10, is_inf},
     {"LeakyRelu", 6, 16, leaky_relu},
     {"PRelu", 7, 16, prelu},

@@ -506,6 +506,27 @@ std::vector<Value> space_to_depth(Ctx &ctx) {
     return like_input(ctx, t.reshape({n, c * b * b, h / b, w / b}));
 }
 
+// Hann, Hamming and Blackman windows: sums of cosines evaluated on the host in double.
+template <int Kind>
+std::vector<Value> window(Ctx &ctx) {
+    const int64_t size = ctx.ints(0).at(0);
+    if (size < 0) ctx.invalid("negative size");
+    ctx.check_size({size}, 8);
+    const bool periodic = ctx.attr_int("periodic", 1) != 0;
+    const auto type = static_cast<ElementType>(ctx.attr_int("output_datatype", 1));
+    const double n = static_cast<double>(periodic ? size : size - 1);
+    const double pi = 3.14159265358979323846;
+    std::vector<float> values;
+    for (int64_t i = 0; i < size; ++i) {
+        const double t = 2 * pi * static_cast<double>(i) / n;
+        double v = Kind == 0 ? 0.5 - 0.5 * std::cos(t)
+                   : Kind == 1 ? 25.0 / 46.0 - (1 - 25.0 / 46.0) * std::cos(t)
+                               : 0.42 - 0.5 * std::cos(t) + 0.08 * std::cos(2 * t);
+        values.push_back(static_cast<float>(v));
+    }
+    return {make(from_vector(values, {size}, ctx.device).to(compute_dtype(type)), type)};
+}
+
 constexpr OpRow rows[] = {
     {"Reshape", 5, 14, reshape_op},
     {"Transpose", 1, 13, transpose_op},
@@ -526,6 +547,9 @@ constexpr OpRow rows[] = {
     {"Pad", 2, 13, pad_op},
     {"Trilu", 14, 14, trilu},
     {"EyeLike", 9, 9, eye_like},
+    {"HannWindow", 17, 17, window<0>},
+    {"HammingWindow", 17, 17, window<1>},
+    {"BlackmanWindow", 17, 17, window<2>},
     {"OneHot", 9, 11, one_hot_op},
     {"GatherElements", 11, 13, gather_elements},
     {"GatherND", 11, 13, gather_nd},
