@@ -27,6 +27,7 @@ struct NodeContext {
     uint64_t max_tensor_bytes;
     std::vector<const Value *> inputs;  // nullptr for an absent optional input
     std::size_t n_outputs;
+    std::string label;  // the node's name, or "#index" when unnamed
 
     // "node 'name' (Op version N)", for messages.
     std::string where() const;

@@ -7,8 +7,7 @@
 namespace tinyfin::onnx::detail {
 
 std::string NodeContext::where() const {
-    const std::string name = node.name().empty() ? "(unnamed)" : node.name();
-    return "node '" + name + "' (" + node.op_type() + " version " + std::to_string(version) + ")";
+    return "node '" + label + "' (" + node.op_type() + " version " + std::to_string(version) + ")";
 }
 
 const Value &NodeContext::input(std::size_t i) const {

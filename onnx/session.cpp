@@ -320,7 +320,7 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
 void InferenceSession::Impl::run_node(const Step &step, const std::vector<const Value *> &ins,
                                        std::vector<Value> &outs) const {
     NodeContext ctx{step.node, step.version, device, options.max_tensor_bytes, ins,
-                    static_cast<std::size_t>(step.node.output_size())};
+                    static_cast<std::size_t>(step.node.output_size()), step.label};
     try {
         outs = step.row->run(ctx);
     } catch (const Error &) {
