@@ -87,11 +87,13 @@ std::vector<Value> reciprocal(Ctx &ctx) {
 std::vector<Value> identity(Ctx &ctx) { return {ctx.input(0)}; }
 
 std::vector<Value> dropout(Ctx &ctx) {
-    const double ratio = ctx.version >= 12 ? (ctx.has_input(1) ? ctx.doubles(1).at(0) : 0.5) : ctx.attr_float("ratio", 0.5);
+    const double ratio =
+        ctx.version >= 12 ? (ctx.has_input(1) ? ctx.doubles(1).at(0) : 0.5) : ctx.attr_float("ratio", 0.5);
     if (ctx.has_input(2) && ctx.tensor(2).item<bool>() && ratio != 0)
         ctx.unsupported("training_mode = true with a ratio above 0 (inference only: Dropout is the identity)");
     std::vector<Value> out{ctx.input(0)};
-    if (ctx.n_outputs > 1) out.push_back(make(full(ctx.tensor(0).shape(), 1, DType::boolean, ctx.device), ElementType::boolean));
+    if (ctx.n_outputs > 1)
+        out.push_back(make(full(ctx.tensor(0).shape(), 1, DType::boolean, ctx.device), ElementType::boolean));
     return out;
 }
 
@@ -212,7 +214,8 @@ std::vector<Value> shrink(Ctx &ctx) {
     const Tensor &x = ctx.tensor(0);
     const double lambd = ctx.attr_float("lambd", 0.5), bias = ctx.attr_float("bias", 0.0);
     const Tensor zero = scalar_like(x, 0);
-    Tensor out = where(lt(x, scalar_like(x, -lambd)), add(x, bias), where(gt(x, scalar_like(x, lambd)), sub(x, bias), zero));
+    Tensor out =
+        where(lt(x, scalar_like(x, -lambd)), add(x, bias), where(gt(x, scalar_like(x, lambd)), sub(x, bias), zero));
     return like_input(ctx, out);
 }
 
@@ -275,8 +278,10 @@ std::vector<Value> quantize_linear(Ctx &ctx) {
     const int64_t axis = ctx.attr_int("axis", 1);
     const Tensor scale = along_axis(ctx.tensor(1).to(DType::f32), axis, x.rank(), ctx);
     const ElementType type = ctx.has_input(2) ? ctx.input(2).type : ElementType::uint8;
-    const Tensor zp = ctx.has_input(2) ? along_axis(ctx.tensor(2).to(DType::f32), axis, x.rank(), ctx) : scalar(0, DType::f32, ctx.device);
-    if (type != ElementType::uint8 && type != ElementType::int8) ctx.unsupported("output type " + element_type_name(type));
+    const Tensor zp = ctx.has_input(2) ? along_axis(ctx.tensor(2).to(DType::f32), axis, x.rank(), ctx)
+                                       : scalar(0, DType::f32, ctx.device);
+    if (type != ElementType::uint8 && type != ElementType::int8)
+        ctx.unsupported("output type " + element_type_name(type));
     const double lo = type == ElementType::uint8 ? 0 : -128, hi = type == ElementType::uint8 ? 255 : 127;
     const Tensor q = clamp(add(round_half_even(div(x, scale)), zp), lo, hi);
     return {make(q.to(DType::i32), type)};
@@ -286,7 +291,8 @@ std::vector<Value> dequantize_linear(Ctx &ctx) {
     const Tensor x = ctx.tensor(0).to(DType::f32);
     const int64_t axis = ctx.attr_int("axis", 1);
     const Tensor scale = along_axis(ctx.tensor(1).to(DType::f32), axis, x.rank(), ctx);
-    const Tensor zp = ctx.has_input(2) ? along_axis(ctx.tensor(2).to(DType::f32), axis, x.rank(), ctx) : scalar(0, DType::f32, ctx.device);
+    const Tensor zp = ctx.has_input(2) ? along_axis(ctx.tensor(2).to(DType::f32), axis, x.rank(), ctx)
+                                       : scalar(0, DType::f32, ctx.device);
     return {make(mul(sub(x, zp), scale), ElementType::float32)};
 }
 

@@ -247,8 +247,8 @@ std::vector<Value> tile_op(Ctx &ctx) {
 std::vector<Value> split_op(Ctx &ctx) {
     const Tensor &x = ctx.tensor(0);
     const int64_t axis = normalize_axis(ctx.attr_int("axis", 0), x.rank(), ctx);
-    std::vector<int64_t> sizes = ctx.version >= 13 ? (ctx.has_input(1) ? ctx.ints(1) : std::vector<int64_t>{})
-                                                   : ctx.attr_ints("split");
+    std::vector<int64_t> sizes =
+        ctx.version >= 13 ? (ctx.has_input(1) ? ctx.ints(1) : std::vector<int64_t>{}) : ctx.attr_ints("split");
     const int64_t dim = x.size(axis), n = static_cast<int64_t>(ctx.n_outputs);
     if (sizes.empty()) {
         if (n == 0 || dim % n != 0) ctx.invalid("axis of size " + std::to_string(dim) + " does not split evenly");
@@ -320,8 +320,7 @@ std::vector<Value> range_op(Ctx &ctx) {
 std::vector<Value> constant_op(Ctx &ctx) {
     for (const auto &a : ctx.node.attribute()) {
         if (a.name() == "value") return {tensor_from_proto(a.t(), {}, ctx.device, ctx.where() + " value")};
-        if (a.name() == "value_float")
-            return {make(scalar(a.f(), DType::f32, ctx.device), ElementType::float32)};
+        if (a.name() == "value_float") return {make(scalar(a.f(), DType::f32, ctx.device), ElementType::float32)};
         if (a.name() == "value_int")
             return {make(scalar(static_cast<double>(a.i()), DType::i64, ctx.device), ElementType::int64)};
         if (a.name() == "value_floats") {
@@ -376,9 +375,12 @@ std::vector<Value> pad_op(Ctx &ctx) {
         std::vector<int64_t> picks;
         for (int64_t j = -before; j < dim + after; ++j) {
             int64_t k = j;
-            if (mode == "edge") k = std::clamp<int64_t>(j, 0, dim - 1);
-            else if (j < 0) k = -j;
-            else if (j >= dim) k = 2 * (dim - 1) - j;
+            if (mode == "edge")
+                k = std::clamp<int64_t>(j, 0, dim - 1);
+            else if (j < 0)
+                k = -j;
+            else if (j >= dim)
+                k = 2 * (dim - 1) - j;
             picks.push_back(k);
         }
         x = take(x, host_ints(picks, ctx), i);
@@ -389,7 +391,8 @@ std::vector<Value> pad_op(Ctx &ctx) {
 std::vector<Value> eye_like(Ctx &ctx) {
     const Tensor &x = ctx.tensor(0);
     if (x.rank() != 2) ctx.invalid("input must be 2-D");
-    const ElementType type = ctx.has_attr("dtype") ? static_cast<ElementType>(ctx.attr_int("dtype", 1)) : ctx.input(0).type;
+    const ElementType type =
+        ctx.has_attr("dtype") ? static_cast<ElementType>(ctx.attr_int("dtype", 1)) : ctx.input(0).type;
     const int64_t k = ctx.attr_int("k", 0), n = x.size(0), m = x.size(1);
     const Tensor rows = arange(int64_t{0}, n, int64_t{1}, DType::i64, ctx.device).reshape({n, 1});
     const Tensor cols = arange(int64_t{0}, m, int64_t{1}, DType::i64, ctx.device).reshape({1, m});
@@ -408,7 +411,8 @@ std::vector<Value> one_hot_op(Ctx &ctx) {
     out.push_back(depth);
     ctx.check_size(out, 4);
     idx = where(lt(idx, scalar_like(idx, 0)), add(idx, static_cast<double>(depth)), idx);
-    const Tensor valid = mul(ge(idx, scalar_like(idx, 0)).to(DType::i32), lt(idx, scalar_like(idx, static_cast<double>(depth))).to(DType::i32));
+    const Tensor valid = mul(ge(idx, scalar_like(idx, 0)).to(DType::i32),
+                             lt(idx, scalar_like(idx, static_cast<double>(depth))).to(DType::i32));
     const Tensor safe = where(valid.to(DType::boolean), idx, scalar_like(idx, 0));
     Shape with_one = idx.shape();
     with_one.push_back(1);
@@ -519,7 +523,7 @@ std::vector<Value> window(Ctx &ctx) {
     std::vector<float> values;
     for (int64_t i = 0; i < size; ++i) {
         const double t = 2 * pi * static_cast<double>(i) / n;
-        double v = Kind == 0 ? 0.5 - 0.5 * std::cos(t)
+        double v = Kind == 0   ? 0.5 - 0.5 * std::cos(t)
                    : Kind == 1 ? 25.0 / 46.0 - (1 - 25.0 / 46.0) * std::cos(t)
                                : 0.42 - 0.5 * std::cos(t) + 0.08 * std::cos(2 * t);
         values.push_back(static_cast<float>(v));

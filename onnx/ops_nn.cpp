@@ -166,8 +166,9 @@ std::vector<Value> conv_transpose(Ctx &ctx) {
     }
     const int64_t batch = x.size(0), cin = x.size(1), h = x.size(2), w = x.size(3);
     // Zeros between elements: [N, C, H, 1, W, 1] padded to [N, C, H, sh, W, sw], trimmed.
-    Tensor spread = pad(x.reshape({batch, cin, h, 1, w, 1}), {0, 0, 0, 0, 0, 0, 0, strides[0] - 1, 0, 0, 0, strides[1] - 1}, 0)
-                        .reshape({batch, cin, h * strides[0], w * strides[1]});
+    Tensor spread =
+        pad(x.reshape({batch, cin, h, 1, w, 1}), {0, 0, 0, 0, 0, 0, 0, strides[0] - 1, 0, 0, 0, strides[1] - 1}, 0)
+            .reshape({batch, cin, h * strides[0], w * strides[1]});
     spread = narrow(narrow(spread, 2, 0, (h - 1) * strides[0] + 1), 3, 0, (w - 1) * strides[1] + 1);
     std::vector<int64_t> grow;
     for (std::size_t i = 0; i < 2; ++i) {
@@ -176,7 +177,8 @@ std::vector<Value> conv_transpose(Ctx &ctx) {
         const int64_t axis = static_cast<int64_t>(2 + i);
         const int64_t crop_front = std::max<int64_t>(-before, 0), crop_back = std::max<int64_t>(-after, 0);
         if (crop_front + crop_back > spread.size(axis)) ctx.invalid("pads remove the whole output");
-        if (crop_front || crop_back) spread = narrow(spread, axis, crop_front, spread.size(axis) - crop_front - crop_back);
+        if (crop_front || crop_back)
+            spread = narrow(spread, axis, crop_front, spread.size(axis) - crop_front - crop_back);
         grow.push_back(std::max<int64_t>(before, 0));
         grow.push_back(std::max<int64_t>(after, 0));
     }
@@ -184,8 +186,10 @@ std::vector<Value> conv_transpose(Ctx &ctx) {
     // W [Cin, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped in space.
     const int64_t cout_g = weight.size(1), kh = weight.size(2), kw = weight.size(3);
     if (cin % groups != 0) ctx.invalid("group does not divide the input channels");
-    Tensor wt = weight.reshape({groups, cin / groups, cout_g, kh, kw}).transpose(1, 2).contiguous().reshape(
-        {groups * cout_g, cin / groups, kh, kw});
+    Tensor wt = weight.reshape({groups, cin / groups, cout_g, kh, kw})
+                    .transpose(1, 2)
+                    .contiguous()
+                    .reshape({groups * cout_g, cin / groups, kh, kw});
     std::vector<int64_t> rev_h, rev_w;
     for (int64_t i = kh - 1; i >= 0; --i) rev_h.push_back(i);
     for (int64_t i = kw - 1; i >= 0; --i) rev_w.push_back(i);
@@ -376,7 +380,8 @@ Value nll_loss(const Ctx &ctx, const Tensor &x, const Tensor &target_in, const T
     for (int64_t i = 2; i < x.rank(); ++i) perm.push_back(i);
     perm.push_back(1);
     const Tensor rows = x.permute(perm).contiguous().reshape({-1, 1});
-    const Tensor positions = arange(int64_t{0}, target.numel(), int64_t{1}, DType::i64, ctx.device).reshape(target.shape());
+    const Tensor positions =
+        arange(int64_t{0}, target.numel(), int64_t{1}, DType::i64, ctx.device).reshape(target.shape());
     const Tensor picked = embedding(rows, add(mul(positions, static_cast<double>(c)), safe)).reshape(target.shape());
     Tensor w = weight.defined() ? embedding(weight.reshape({-1, 1}), safe).reshape(target.shape())
                                 : ones(target.shape(), x.dtype(), ctx.device);
@@ -391,13 +396,15 @@ Value nll_loss(const Ctx &ctx, const Tensor &x, const Tensor &target_in, const T
 
 std::vector<Value> negative_log_likelihood_loss(Ctx &ctx) {
     require_float(ctx, 0);
-    return {nll_loss(ctx, ctx.tensor(0), ctx.tensor(1), ctx.has_input(2) ? ctx.tensor(2) : Tensor(), ctx.input(0).type)};
+    return {
+        nll_loss(ctx, ctx.tensor(0), ctx.tensor(1), ctx.has_input(2) ? ctx.tensor(2) : Tensor(), ctx.input(0).type)};
 }
 
 std::vector<Value> softmax_cross_entropy_loss(Ctx &ctx) {
     require_float(ctx, 0);
     const Tensor log_prob = log_softmax(ctx.tensor(0), 1);
-    std::vector<Value> out{nll_loss(ctx, log_prob, ctx.tensor(1), ctx.has_input(2) ? ctx.tensor(2) : Tensor(), ctx.input(0).type)};
+    std::vector<Value> out{
+        nll_loss(ctx, log_prob, ctx.tensor(1), ctx.has_input(2) ? ctx.tensor(2) : Tensor(), ctx.input(0).type)};
     if (ctx.n_outputs > 1) out.push_back(make(log_prob, ctx.input(0).type));
     return out;
 }

@@ -19,8 +19,8 @@ struct Reduction {
 Reduction reduction(const Ctx &ctx, bool axes_input) {
     const Tensor &x = ctx.tensor(0);
     Reduction r{{}, ctx.attr_int("keepdims", 1) != 0, false};
-    std::vector<int64_t> axes = axes_input ? (ctx.has_input(1) ? ctx.ints(1) : std::vector<int64_t>{})
-                                           : ctx.attr_ints("axes");
+    std::vector<int64_t> axes =
+        axes_input ? (ctx.has_input(1) ? ctx.ints(1) : std::vector<int64_t>{}) : ctx.attr_ints("axes");
     if (axes.empty()) {
         if (ctx.attr_int("noop_with_empty_axes", 0) != 0) r.noop = true;
         for (int64_t i = 0; i < x.rank(); ++i) r.axes.push_back(i);
@@ -131,7 +131,8 @@ std::vector<Value> topk(Ctx &ctx) {
     const int64_t axis = normalize_axis(ctx.attr_int("axis", -1), x.rank(), ctx);
     const int64_t k = ctx.version >= 10 ? ctx.ints(1).at(0) : ctx.attr_int("k", 0);
     const bool largest = ctx.attr_int("largest", 1) != 0;
-    if (k < 0 || k > x.size(axis)) ctx.invalid("k = " + std::to_string(k) + " is outside [0, " + std::to_string(x.size(axis)) + "]");
+    if (k < 0 || k > x.size(axis))
+        ctx.invalid("k = " + std::to_string(k) + " is outside [0, " + std::to_string(x.size(axis)) + "]");
     if (ctx.attr_int("sorted", 1) == 0) ctx.unsupported("sorted = 0");
     if (x.dtype() == DType::boolean) ctx.unsupported("bool input");
     const double hide = largest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();

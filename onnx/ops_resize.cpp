@@ -31,10 +31,14 @@ double source_coordinate(const ResizeMode &m, double x, double scale, double out
 
 int64_t nearest_index(const ResizeMode &m, double x, int64_t in) {
     double i;
-    if (m.nearest == "floor") i = std::floor(x);
-    else if (m.nearest == "ceil") i = std::ceil(x);
-    else if (m.nearest == "round_prefer_ceil") i = std::floor(x + 0.5);
-    else i = (x - std::floor(x) == 0.5) ? std::floor(x) : std::round(x);  // round_prefer_floor
+    if (m.nearest == "floor")
+        i = std::floor(x);
+    else if (m.nearest == "ceil")
+        i = std::ceil(x);
+    else if (m.nearest == "round_prefer_ceil")
+        i = std::floor(x + 0.5);
+    else
+        i = (x - std::floor(x) == 0.5) ? std::floor(x) : std::round(x);  // round_prefer_floor
     return std::clamp<int64_t>(static_cast<int64_t>(i), 0, in - 1);
 }
 
@@ -54,9 +58,7 @@ Tensor resize_axis(const Ctx &ctx, const Tensor &x, int64_t axis, int64_t out, d
     Shape weight_shape(static_cast<std::size_t>(x.rank()), 1);
     weight_shape[axis] = out;
     auto indices = [&](const std::vector<int64_t> &v) { return from_vector(v, {out}, ctx.device); };
-    auto weights = [&](const std::vector<float> &v) {
-        return from_vector(v, weight_shape, ctx.device).to(x.dtype());
-    };
+    auto weights = [&](const std::vector<float> &v) { return from_vector(v, weight_shape, ctx.device).to(x.dtype()); };
     if (m.mode == "nearest") {
         std::vector<int64_t> idx;
         for (int64_t o = 0; o < out; ++o)

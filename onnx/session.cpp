@@ -150,8 +150,8 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
             if (out.empty()) continue;
             for (const auto &in : node.input())
                 if (in == out)
-                    throw ModelError("ModelError: node '" + node_label(node, i) + "' (" + node.op_type() +
-                                     ") has '" + out + "' as both input and output");
+                    throw ModelError("ModelError: node '" + node_label(node, i) + "' (" + node.op_type() + ") has '" +
+                                     out + "' as both input and output");
             if (defined.count(out) || producer.count(out))
                 throw ModelError("ModelError: value '" + out + "' is defined twice (output of node '" +
                                  node_label(node, i) + "')");
@@ -210,8 +210,8 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
                              "' is not an ONNX op at opset " + std::to_string(opset));
         const int version = schema->SinceVersion();
         const OpRow *row = detail::find_op(node.op_type());
-        const std::string where = "node '" + node_label(node, i) + "' (" + node.op_type() + " version " +
-                                  std::to_string(version) + ")";
+        const std::string where =
+            "node '" + node_label(node, i) + "' (" + node.op_type() + " version " + std::to_string(version) + ")";
         if (row == nullptr)
             throw UnsupportedError("UnsupportedError: " + where + ": op " + node.op_type() +
                                    " is not implemented (docs/onnx.md lists the " +
@@ -318,9 +318,11 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
 }
 
 void InferenceSession::Impl::run_node(const Step &step, const std::vector<const Value *> &ins,
-                                       std::vector<Value> &outs) const {
-    NodeContext ctx{step.node, step.version, device, options.max_tensor_bytes, ins,
-                    static_cast<std::size_t>(step.node.output_size()), step.label};
+                                      std::vector<Value> &outs) const {
+    NodeContext ctx{step.node, step.version,
+                    device,    options.max_tensor_bytes,
+                    ins,       static_cast<std::size_t>(step.node.output_size()),
+                    step.label};
     try {
         outs = step.row->run(ctx);
     } catch (const Error &) {
@@ -405,8 +407,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
 
 InferenceSession::InferenceSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-InferenceSession::InferenceSession(const std::string &path, SessionOptions options)
-    : impl_(std::make_unique<Impl>()) {
+InferenceSession::InferenceSession(const std::string &path, SessionOptions options) : impl_(std::make_unique<Impl>()) {
     impl_->options = std::move(options);
     detail::MappedFile file(path);
     std::string dir = file.real_path();
@@ -523,7 +524,8 @@ std::vector<Tensor> InferenceSession::run(const std::vector<std::string> &output
 
 std::vector<std::pair<std::string, std::vector<int>>> supported_ops() {
     std::vector<std::pair<std::string, std::vector<int>>> out;
-    for (auto family : {detail::elementwise_ops(), detail::nn_ops(), detail::layout_ops(), detail::reduce_ops(), detail::resize_ops()})
+    for (auto family : {detail::elementwise_ops(), detail::nn_ops(), detail::layout_ops(), detail::reduce_ops(),
+                        detail::resize_ops()})
         for (const OpRow &row : family)
             out.emplace_back(row.op_type, since_versions(row.op_type, row.min_version, row.max_version));
     std::sort(out.begin(), out.end());

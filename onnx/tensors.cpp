@@ -270,8 +270,10 @@ Value tensor_from_proto(const ::onnx::TensorProto &proto, const std::string &bas
                                      "' is not a number");
                 return static_cast<uint64_t>(v);
             };
-            if (entry.key() == "location") location = entry.value();
-            else if (entry.key() == "offset") offset = number(entry.value());
+            if (entry.key() == "location")
+                location = entry.value();
+            else if (entry.key() == "offset")
+                offset = number(entry.value());
             else if (entry.key() == "length") {
                 length = number(entry.value());
                 has_length = true;
@@ -315,9 +317,9 @@ Value value_from_host(const HostTensor &host, const Device &device) {
     if (size == 0) compute_dtype(host.type);  // throws for string, undefined
     const int64_t n = checked_numel(host.shape, "feed");
     if (host.data.size() != static_cast<std::size_t>(n) * size)
-        throw InputError("InputError: a " + element_type_name(host.type) + " tensor of shape " +
-                         shape_str(host.shape) + " needs " + std::to_string(n * static_cast<int64_t>(size)) +
-                         " bytes, got " + std::to_string(host.data.size()));
+        throw InputError("InputError: a " + element_type_name(host.type) + " tensor of shape " + shape_str(host.shape) +
+                         " needs " + std::to_string(n * static_cast<int64_t>(size)) + " bytes, got " +
+                         std::to_string(host.data.size()));
     return upload(host.type, host.shape, host.data.data(), device);
 }
 

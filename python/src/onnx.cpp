@@ -74,9 +74,8 @@ PYBIND11_MODULE(_onnx, m) {
                uint64_t max_tensor_bytes, const std::string &base_dir) {
                 const std::string bytes = data;
                 py::gil_scoped_release release;
-                return onnx::InferenceSession::from_bytes(bytes.data(), bytes.size(),
-                                                          {backend, max_tensor_bytes, shape_inference, profile},
-                                                          base_dir);
+                return onnx::InferenceSession::from_bytes(
+                    bytes.data(), bytes.size(), {backend, max_tensor_bytes, shape_inference, profile}, base_dir);
             },
             py::arg("data"), py::arg("backend"), py::arg("profile"), py::arg("shape_inference"),
             py::arg("max_tensor_bytes"), py::arg("base_dir"))
@@ -126,8 +125,9 @@ PYBIND11_MODULE(_onnx, m) {
             std::vector<std::pair<std::string, onnx::HostTensor>> hosts;
             for (const auto &item : feeds) {
                 const auto t = item.cast<py::tuple>();
-                hosts.emplace_back(t[0].cast<std::string>(),
-                                   host_from(t[1].cast<int>(), t[2].cast<std::vector<int64_t>>(), t[3].cast<py::buffer>()));
+                hosts.emplace_back(
+                    t[0].cast<std::string>(),
+                    host_from(t[1].cast<int>(), t[2].cast<std::vector<int64_t>>(), t[3].cast<py::buffer>()));
             }
             std::vector<onnx::HostTensor> outs;
             {

@@ -111,9 +111,7 @@ TEST_CASE("onnx: typed errors") {
 TEST_CASE("onnx: a model file's folder bounds its external data") {
     const auto dir = std::filesystem::temp_directory_path() / ("tinyfin-onnx-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
-    {
-        std::ofstream(dir / "m.onnx", std::ios::binary) << model_bytes();
-    }
+    { std::ofstream(dir / "m.onnx", std::ios::binary) << model_bytes(); }
     tfo::InferenceSession session((dir / "m.onnx").string(), {.backend = "cpu"});
     CHECK(session.get_outputs()[1].name == "z");
     std::filesystem::remove_all(dir);
