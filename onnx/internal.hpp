@@ -1,0 +1,97 @@
+// Shared by the files of libtinyfin-onnx: values, the node context kernels see, the op table.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tinyfin/onnx.hpp"
+
+namespace tinyfin::onnx::detail {
+
+// A tensor of the graph: its data in the compute dtype (compute_dtype(type)) and the ONNX element
+// type it stands for, so that outputs leave in the type the model declares.
+struct Value {
+    Tensor tensor;
+    ElementType type = ElementType::undefined;
+};
+
+// What a kernel sees of its node.
+struct NodeContext {
+    const ::onnx::NodeProto &node;
+    int version;  // the op's since-version under the model's opset
+    Device device;
+    uint64_t max_tensor_bytes;
+    std::vector<const Value *> inputs;  // nullptr for an absent optional input
+    std::size_t n_outputs;
+    std::string label;  // the node's name, or "#index" when unnamed
+
+    // "node 'name' (Op version N)", for messages.
+    std::string where() const;
+    std::size_t n_inputs() const { return inputs.size(); }
+    bool has_input(std::size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
+    // Input i, which must be present (ModelError naming the node otherwise).
+    const Value &input(std::size_t i) const;
+    const Tensor &tensor(std::size_t i) const { return input(i).tensor; }
+    // Input i's elements read to the host as integers / doubles (shape arguments: axes, pads...).
+    std::vector<int64_t> ints(std::size_t i) const;
+    std::vector<double> doubles(std::size_t i) const;
+
+    const ::onnx::AttributeProto *attribute(const std::string &name) const;
+    int64_t attr_int(const std::string &name, int64_t fallback) const;
+    double attr_float(const std::string &name, double fallback) const;
+    std::string attr_string(const std::string &name, const std::string &fallback) const;
+    std::vector<int64_t> attr_ints(const std::string &name) const;
+    std::vector<float> attr_floats(const std::string &name) const;
+    bool has_attr(const std::string &name) const { return attribute(name) != nullptr; }
+
+    // Errors naming the node.
+    [[noreturn]] void unsupported(const std::string &what) const;
+    [[noreturn]] void invalid(const std::string &what) const;
+    // Throws ModelError when a tensor of `shape` and element size would pass max_tensor_bytes.
+    void check_size(const Shape &shape, std::size_t element_bytes) const;
+};
+
+using Kernel = std::vector<Value> (*)(NodeContext &);
+
+// One row of the op table: an op type, the range of its since-versions implemented, the kernel.
+struct OpRow {
+    const char *op_type;
+    int min_version;
+    int max_version;
+    Kernel run;
+};
+
+// The rows of each family (ops_*.cpp).
+std::span<const OpRow> elementwise_ops();
+std::span<const OpRow> nn_ops();
+std::span<const OpRow> layout_ops();
+std::span<const OpRow> reduce_ops();
+std::span<const OpRow> resize_ops();
+
+// The row for op_type, nullptr when none.
+const OpRow *find_op(const std::string &op_type);
+
+// A TensorProto's data as a Value on device (external data read below base_dir).
+Value tensor_from_proto(const ::onnx::TensorProto &proto, const std::string &base_dir, const Device &device,
+                        const std::string &what);
+// Host bytes of an element type as a Value on device (converted to the compute dtype).
+Value value_from_host(const HostTensor &host, const Device &device);
+HostTensor value_to_host(const Value &value);
+
+// Helpers the kernels share.
+Value make(Tensor tensor, ElementType type);
+// The element type a compute dtype stands for by default.
+ElementType element_type_of(DType dtype);
+// Elements of x at integer indices (any shape, in range) along axis:
+// x.shape[:axis] + indices.shape + x.shape[axis+1:] (numpy.take).
+Tensor take(const Tensor &x, const Tensor &indices, int64_t axis);
+// GatherElements: out[i...] = x[i... with idx[i...] on axis]; idx (int64, in range) has x's rank.
+Tensor gather_along(const Tensor &x, const Tensor &idx, int64_t axis, const Device &device);
+int64_t normalize_axis(int64_t axis, int64_t rank, const NodeContext &ctx);
+bool is_float(ElementType type);
+
+}  // namespace tinyfin::onnx::detail

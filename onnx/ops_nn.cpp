@@ -1,0 +1,437 @@
+// Neural-network ONNX ops: MatMul, Gemm, Conv, pools, Softmax family, normalizations.
+#include <cmath>
+#include <limits>
+
+#include "internal.hpp"
+
+namespace tinyfin::onnx::detail {
+namespace {
+
+using Ctx = NodeContext;
+
+void require_float(const Ctx &ctx, std::size_t i) {
+    if (!is_float(ctx.input(i).type))
+        ctx.unsupported("input " + std::to_string(i) + " of element type " + element_type_name(ctx.input(i).type) +
+                        " (this op takes float32, float16, bfloat16, float64)");
+}
+
+std::vector<Value> matmul_op(Ctx &ctx) {
+    require_float(ctx, 0);
+    return {make(matmul(ctx.tensor(0), ctx.tensor(1)), ctx.input(0).type)};
+}
+
+std::vector<Value> gemm(Ctx &ctx) {
+    require_float(ctx, 0);
+    Tensor a = ctx.tensor(0), b = ctx.tensor(1);
+    if (a.rank() != 2 || b.rank() != 2) ctx.invalid("A and B must be matrices");
+    if (ctx.attr_int("transA", 0)) a = a.transpose(0, 1);
+    if (ctx.attr_int("transB", 0)) b = b.transpose(0, 1);
+    Tensor y = matmul(a, b);
+    const double alpha = ctx.attr_float("alpha", 1.0), beta = ctx.attr_float("beta", 1.0);
+    if (alpha != 1.0) y = mul(y, alpha);
+    if (ctx.has_input(2) && beta != 0.0) y = add(y, beta == 1.0 ? ctx.tensor(2) : mul(ctx.tensor(2), beta));
+    return {make(y, ctx.input(0).type)};
+}
+
+// Spatial geometry of Conv and the pools: kernel, strides, dilations and begin/end pads per axis.
+struct Window {
+    std::vector<int64_t> kernel, strides, dilations, begin, end;
+};
+
+Window window(const Ctx &ctx, const Shape &x, std::vector<int64_t> kernel, bool ceil_mode = false) {
+    const std::size_t n = kernel.size();
+    Window w{kernel, ctx.attr_ints("strides"), ctx.attr_ints("dilations"), {}, {}};
+    if (w.strides.empty()) w.strides.assign(n, 1);
+    if (w.dilations.empty()) w.dilations.assign(n, 1);
+    if (w.strides.size() != n || w.dilations.size() != n) ctx.invalid("strides or dilations do not match the kernel");
+    for (std::size_t i = 0; i < n; ++i)
+        if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0)
+            ctx.invalid("kernel, strides and dilations must be positive");
+    const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
+    std::vector<int64_t> pads = ctx.attr_ints("pads");
+    w.begin.assign(n, 0);
+    w.end.assign(n, 0);
+    if (auto_pad == "NOTSET") {
+        if (!pads.empty() && pads.size() != 2 * n) ctx.invalid("pads must have 2 values per spatial axis");
+        for (std::size_t i = 0; i < n && !pads.empty(); ++i) {
+            w.begin[i] = pads[i];
+            w.end[i] = pads[i + n];
+            if (w.begin[i] < 0 || w.end[i] < 0) ctx.invalid("negative pads");
+        }
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        for (std::size_t i = 0; i < n; ++i) {
+            const int64_t in = x[2 + i], eff = (w.kernel[i] - 1) * w.dilations[i] + 1;
+            const int64_t out = (in + w.strides[i] - 1) / w.strides[i];
+            const int64_t total = std::max<int64_t>((out - 1) * w.strides[i] + eff - in, 0);
+            const int64_t small = total / 2, large = total - small;
+            w.begin[i] = auto_pad == "SAME_UPPER" ? small : large;
+            w.end[i] = auto_pad == "SAME_UPPER" ? large : small;
+        }
+    } else if (auto_pad != "VALID") {
+        ctx.invalid("auto_pad '" + auto_pad + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+    }
+    (void)ceil_mode;
+    return w;
+}
+
+// A 1-D op as 2-D: [N, C, L] -> [N, C, 1, L] and the window with a unit first axis.
+bool lift_1d(const Ctx &ctx, Tensor &x, Window &w) {
+    const std::size_t n = w.kernel.size();
+    if (n == 2) return false;
+    if (n != 1) ctx.unsupported(std::to_string(n) + "-D windows (1-D and 2-D are implemented)");
+    x = x.reshape({x.size(0), x.size(1), 1, x.size(2)});
+    for (auto *v : {&w.kernel, &w.strides, &w.dilations}) v->insert(v->begin(), 1);
+    w.begin.insert(w.begin.begin(), 0);
+    w.end.insert(w.end.begin(), 0);
+    return true;
+}
+
+bool symmetric(const Window &w) { return w.begin[0] == w.end[0] && w.begin[1] == w.end[1]; }
+
+Tensor pad_spatial(const Tensor &x, const Window &w, double value) {
+    return pad(x, {0, 0, 0, 0, w.begin[0], w.end[0], w.begin[1], w.end[1]}, value);
+}
+
+std::vector<Value> conv(Ctx &ctx) {
+    require_float(ctx, 0);
+    Tensor x = ctx.tensor(0), weight = ctx.tensor(1);
+    if (x.rank() < 3 || weight.rank() != x.rank()) ctx.invalid("X and W must have the same rank, at least 3");
+    std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
+    if (kernel.empty()) kernel.assign(weight.shape().begin() + 2, weight.shape().end());
+    Window w = window(ctx, x.shape(), kernel);
+    const bool lifted = lift_1d(ctx, x, w);
+    if (lifted) weight = weight.reshape({weight.size(0), weight.size(1), 1, weight.size(2)});
+    Conv2dOptions options;
+    options.stride_h = static_cast<int>(w.strides[0]);
+    options.stride_w = static_cast<int>(w.strides[1]);
+    options.dilation_h = static_cast<int>(w.dilations[0]);
+    options.dilation_w = static_cast<int>(w.dilations[1]);
+    options.groups = static_cast<int>(ctx.attr_int("group", 1));
+    if (symmetric(w)) {
+        options.pad_h = static_cast<int>(w.begin[0]);
+        options.pad_w = static_cast<int>(w.begin[1]);
+    } else {
+        x = pad_spatial(x, w, 0);
+    }
+    Tensor y = conv2d(x, weight, ctx.has_input(2) ? ctx.tensor(2) : Tensor(), options);
+    if (lifted) y = y.reshape({y.size(0), y.size(1), y.size(3)});
+    return {make(y, ctx.input(0).type)};
+}
+
+// ConvTranspose as a convolution: the input with stride - 1 zeros between elements, padded by
+// the kernel's reach less the pads, convolved with the kernel flipped and its channel axes
+// swapped per group.
+std::vector<Value> conv_transpose(Ctx &ctx) {
+    require_float(ctx, 0);
+    Tensor x = ctx.tensor(0), weight = ctx.tensor(1);
+    if (x.rank() < 3 || weight.rank() != x.rank()) ctx.invalid("X and W must have the same rank, at least 3");
+    const int64_t groups = ctx.attr_int("group", 1);
+    std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
+    if (kernel.empty()) kernel.assign(weight.shape().begin() + 2, weight.shape().end());
+    const std::size_t n = kernel.size();
+    if (n > 2) ctx.unsupported(std::to_string(n) + "-D windows (1-D and 2-D are implemented)");
+    std::vector<int64_t> strides = ctx.attr_ints("strides"), dilations = ctx.attr_ints("dilations"),
+                         out_pad = ctx.attr_ints("output_padding"), pads = ctx.attr_ints("pads"),
+                         out_shape = ctx.attr_ints("output_shape");
+    if (strides.empty()) strides.assign(n, 1);
+    if (dilations.empty()) dilations.assign(n, 1);
+    if (out_pad.empty()) out_pad.assign(n, 0);
+    if (pads.empty()) pads.assign(2 * n, 0);
+    if (strides.size() != n || dilations.size() != n || out_pad.size() != n || pads.size() != 2 * n)
+        ctx.invalid("strides, dilations, output_padding or pads do not match the kernel");
+    const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
+    for (std::size_t i = 0; i < n; ++i) {
+        if (strides[i] <= 0 || dilations[i] <= 0) ctx.invalid("strides and dilations must be positive");
+        const int64_t in = x.size(static_cast<int64_t>(2 + i)), eff = (kernel[i] - 1) * dilations[i] + 1;
+        if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+            const int64_t out = !out_shape.empty() ? out_shape[out_shape.size() - n + i] : in * strides[i];
+            // A negative total (an output_shape past the natural size) grows the end.
+            const int64_t total = strides[i] * (in - 1) + out_pad[i] + eff - out;
+            const bool upper = auto_pad != "SAME_LOWER";
+            pads[i] = upper ? total / 2 : total - total / 2;
+            pads[i + n] = total - pads[i];
+        } else if (auto_pad == "VALID") {
+            pads[i] = pads[i + n] = 0;
+        }
+    }
+    // 1-D as 2-D with a unit first axis.
+    const bool lifted = n == 1;
+    if (lifted) {
+        x = x.reshape({x.size(0), x.size(1), 1, x.size(2)});
+        weight = weight.reshape({weight.size(0), weight.size(1), 1, weight.size(2)});
+        kernel.insert(kernel.begin(), 1);
+        for (auto *v : {&strides, &dilations}) v->insert(v->begin(), 1);
+        out_pad.insert(out_pad.begin(), 0);
+        pads = {0, pads[0], 0, pads[1]};
+    }
+    const int64_t batch = x.size(0), cin = x.size(1), h = x.size(2), w = x.size(3);
+    // Zeros between elements: [N, C, H, 1, W, 1] padded to [N, C, H, sh, W, sw], trimmed.
+    Tensor spread =
+        pad(x.reshape({batch, cin, h, 1, w, 1}), {0, 0, 0, 0, 0, 0, 0, strides[0] - 1, 0, 0, 0, strides[1] - 1}, 0)
+            .reshape({batch, cin, h * strides[0], w * strides[1]});
+    spread = narrow(narrow(spread, 2, 0, (h - 1) * strides[0] + 1), 3, 0, (w - 1) * strides[1] + 1);
+    std::vector<int64_t> grow;
+    for (std::size_t i = 0; i < 2; ++i) {
+        const int64_t eff = (kernel[i] - 1) * dilations[i] + 1;
+        const int64_t before = eff - 1 - pads[i], after = eff - 1 - pads[i + 2] + out_pad[i];
+        const int64_t axis = static_cast<int64_t>(2 + i);
+        const int64_t crop_front = std::max<int64_t>(-before, 0), crop_back = std::max<int64_t>(-after, 0);
+        if (crop_front + crop_back > spread.size(axis)) ctx.invalid("pads remove the whole output");
+        if (crop_front || crop_back)
+            spread = narrow(spread, axis, crop_front, spread.size(axis) - crop_front - crop_back);
+        grow.push_back(std::max<int64_t>(before, 0));
+        grow.push_back(std::max<int64_t>(after, 0));
+    }
+    spread = pad(spread, {0, 0, 0, 0, grow[0], grow[1], grow[2], grow[3]}, 0);
+    // W [Cin, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped in space.
+    const int64_t cout_g = weight.size(1), kh = weight.size(2), kw = weight.size(3);
+    if (cin % groups != 0) ctx.invalid("group does not divide the input channels");
+    Tensor wt = weight.reshape({groups, cin / groups, cout_g, kh, kw})
+                    .transpose(1, 2)
+                    .contiguous()
+                    .reshape({groups * cout_g, cin / groups, kh, kw});
+    std::vector<int64_t> rev_h, rev_w;
+    for (int64_t i = kh - 1; i >= 0; --i) rev_h.push_back(i);
+    for (int64_t i = kw - 1; i >= 0; --i) rev_w.push_back(i);
+    wt = take(take(wt, from_vector(rev_h, {kh}, ctx.device), 2), from_vector(rev_w, {kw}, ctx.device), 3);
+    Conv2dOptions options;
+    options.dilation_h = static_cast<int>(dilations[0]);
+    options.dilation_w = static_cast<int>(dilations[1]);
+    options.groups = static_cast<int>(groups);
+    Tensor y = conv2d(spread, wt, ctx.has_input(2) ? ctx.tensor(2) : Tensor(), options);
+    if (lifted) y = y.reshape({y.size(0), y.size(1), y.size(3)});
+    return {make(y, ctx.input(0).type)};
+}
+
+template <bool Max>
+std::vector<Value> pool(Ctx &ctx) {
+    if (ctx.n_outputs > 1) ctx.unsupported("the Indices output");
+    Tensor x = ctx.tensor(0);
+    const DType dtype = x.dtype();
+    if (!is_float(ctx.input(0).type)) x = x.to(DType::f32);  // int8/uint8 pools: exact in f32
+    if (x.rank() < 3) ctx.invalid("X must have rank 3 or more");
+    Window w = window(ctx, x.shape(), ctx.attr_ints("kernel_shape"));
+    if (w.kernel.size() + 2 != static_cast<std::size_t>(x.rank())) ctx.invalid("kernel_shape does not match X");
+    const bool lifted = lift_1d(ctx, x, w);
+    if (ctx.attr_int("storage_order", 0) != 0) ctx.unsupported("storage_order = 1");
+    Pool2dOptions options;
+    options.kernel_h = static_cast<int>(w.kernel[0]);
+    options.kernel_w = static_cast<int>(w.kernel[1]);
+    options.stride_h = static_cast<int>(w.strides[0]);
+    options.stride_w = static_cast<int>(w.strides[1]);
+    options.ceil_mode = ctx.attr_int("ceil_mode", 0) != 0;
+    const bool include_pad = ctx.attr_int("count_include_pad", 0) != 0;
+    if (Max) {
+        options.dilation_h = static_cast<int>(w.dilations[0]);
+        options.dilation_w = static_cast<int>(w.dilations[1]);
+    } else if (w.dilations[0] != 1 || w.dilations[1] != 1) {
+        ctx.unsupported("dilations in AveragePool");
+    }
+    const bool direct = symmetric(w) && w.begin[0] <= w.kernel[0] / 2 && w.begin[1] <= w.kernel[1] / 2;
+    Tensor y;
+    if (direct) {
+        options.pad_h = static_cast<int>(w.begin[0]);
+        options.pad_w = static_cast<int>(w.begin[1]);
+        options.count_include_pad = include_pad;
+        y = Max ? max_pool2d(x, options) : avg_pool2d(x, options);
+    } else if (Max) {
+        y = max_pool2d(pad_spatial(x, w, -std::numeric_limits<double>::infinity()), options);
+    } else {
+        options.count_include_pad = true;
+        y = avg_pool2d(pad_spatial(x, w, 0), options);
+        if (!include_pad) {
+            // The mean over the window's real elements: the same pool over a mask of ones.
+            const Tensor ones_mask = pad_spatial(ones({1, 1, x.size(2), x.size(3)}, x.dtype(), ctx.device), w, 0);
+            y = div(y, avg_pool2d(ones_mask, options));
+        }
+    }
+    if (lifted) y = y.reshape({y.size(0), y.size(1), y.size(3)});
+    if (y.dtype() != dtype) y = y.to(dtype);
+    return {make(y, ctx.input(0).type)};
+}
+
+template <bool Max>
+std::vector<Value> global_pool(Ctx &ctx) {
+    const Tensor &x = ctx.tensor(0);
+    std::vector<int64_t> axes;
+    for (int64_t i = 2; i < x.rank(); ++i) axes.push_back(i);
+    return {make(Max ? max(x, axes, true) : mean(x, axes, true), ctx.input(0).type)};
+}
+
+// Softmax-like ops: before opset 13 the input is coerced to 2-D at axis and normalised along
+// the second axis; from 13 along axis alone.
+template <Tensor (*Op)(const Tensor &, int64_t)>
+std::vector<Value> softmax_family(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    if (ctx.version >= 13) {
+        const int64_t axis = normalize_axis(ctx.attr_int("axis", -1), x.rank(), ctx);
+        return {make(Op(x, axis), ctx.input(0).type)};
+    }
+    const int64_t axis = normalize_axis(ctx.attr_int("axis", 1), x.rank(), ctx);
+    int64_t rows = 1;
+    for (int64_t i = 0; i < axis; ++i) rows *= x.size(i);
+    const Tensor flat = x.reshape({rows, -1});
+    return {make(Op(flat, 1).reshape(x.shape()), ctx.input(0).type)};
+}
+
+Tensor hardmax_of(const Tensor &x, int64_t axis) {
+    const Tensor moved = x.transpose(axis, -1);
+    Tensor hot = one_hot(argmax(moved, -1), static_cast<int>(moved.size(-1)), x.dtype());
+    return hot.transpose(axis, -1).contiguous();
+}
+
+std::vector<Value> layer_normalization(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    const int64_t axis = normalize_axis(ctx.attr_int("axis", -1), x.rank(), ctx);
+    const double eps = ctx.attr_float("epsilon", 1e-5);
+    const Shape normalized(x.shape().begin() + axis, x.shape().end());
+    Tensor scale = ctx.tensor(1).expand(normalized).contiguous();
+    Tensor bias = ctx.has_input(2) ? ctx.tensor(2).expand(normalized).contiguous() : Tensor();
+    std::vector<Value> out{make(layer_norm(x, static_cast<int>(x.rank() - axis), scale, bias, eps), ctx.input(0).type)};
+    if (ctx.n_outputs > 1) {
+        std::vector<int64_t> axes;
+        for (int64_t i = axis; i < x.rank(); ++i) axes.push_back(i);
+        const Tensor x32 = x.to(DType::f32);
+        const Tensor m = mean(x32, axes, true);
+        out.push_back(make(m, ElementType::float32));
+        if (ctx.n_outputs > 2) out.push_back(make(rsqrt(add(var(x32, axes, 0, true), eps)), ElementType::float32));
+    }
+    return out;
+}
+
+// [C] -> [C, 1, ...] against x of rank r, channels on axis 1.
+Tensor per_channel(const Tensor &t, int64_t rank) {
+    Shape shape{t.numel()};
+    for (int64_t i = 2; i < rank; ++i) shape.push_back(1);
+    return t.reshape(shape);
+}
+
+std::vector<Value> batch_normalization(Ctx &ctx) {
+    require_float(ctx, 0);
+    if (ctx.attr_int("training_mode", 0) != 0 || ctx.n_outputs > 1)
+        ctx.unsupported("training mode (inference only: running statistics are not updated)");
+    if (ctx.version < 9 && ctx.attr_int("spatial", 1) != 1) ctx.unsupported("spatial = 0");
+    const Tensor &x = ctx.tensor(0);
+    const double eps = ctx.attr_float("epsilon", 1e-5);
+    const int64_t r = x.rank();
+    const DType dt = x.dtype();
+    const Tensor scale = per_channel(ctx.tensor(1).to(dt), r), bias = per_channel(ctx.tensor(2).to(dt), r);
+    const Tensor m = per_channel(ctx.tensor(3).to(dt), r), v = per_channel(ctx.tensor(4).to(dt), r);
+    const Tensor y = add(mul(mul(sub(x, m), rsqrt(add(v, eps))), scale), bias);
+    return {make(y, ctx.input(0).type)};
+}
+
+std::vector<Value> instance_normalization(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    const double eps = ctx.attr_float("epsilon", 1e-5);
+    std::vector<int64_t> axes;
+    for (int64_t i = 2; i < x.rank(); ++i) axes.push_back(i);
+    const Tensor m = mean(x, axes, true);
+    const Tensor v = var(x, axes, 0, true);
+    const Tensor y = add(mul(mul(sub(x, m), rsqrt(add(v, eps))), per_channel(ctx.tensor(1), x.rank())),
+                         per_channel(ctx.tensor(2), x.rank()));
+    return {make(y, ctx.input(0).type)};
+}
+
+std::vector<Value> mean_variance_normalization(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    std::vector<int64_t> axes = ctx.attr_ints("axes");
+    if (!ctx.has_attr("axes")) axes = {0, 2, 3};
+    for (auto &a : axes) a = normalize_axis(a, x.rank(), ctx);
+    const Tensor m = mean(x, axes, true);
+    const Tensor sd = sqrt(sub(mean(square(x), axes, true), square(m)));
+    return {make(div(sub(x, m), add(sd, 1e-9)), ctx.input(0).type)};
+}
+
+// Local response normalization across channels: a window of `size` channels of squares.
+std::vector<Value> lrn(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor &x = ctx.tensor(0);
+    const int64_t size = ctx.attr_int("size", 0);
+    if (size <= 0 || x.rank() < 3) ctx.invalid("size must be positive and X of rank 3 or more");
+    const double alpha = ctx.attr_float("alpha", 1e-4), beta = ctx.attr_float("beta", 0.75),
+                 bias = ctx.attr_float("bias", 1.0);
+    std::vector<int64_t> pads(2 * static_cast<std::size_t>(x.rank()), 0);
+    pads[2] = (size - 1) / 2;
+    pads[3] = size - 1 - (size - 1) / 2;
+    const Tensor sq = pad(square(x), pads, 0);
+    Tensor window = narrow(sq, 1, 0, x.size(1));
+    for (int64_t i = 1; i < size; ++i) window = add(window, narrow(sq, 1, i, x.size(1)));
+    return {make(div(x, pow(add(mul(window, alpha / static_cast<double>(size)), bias), beta)), ctx.input(0).type)};
+}
+
+// NegativeLogLikelihoodLoss over log-probabilities x [N, C, d...] and targets [N, d...]: each
+// picked by a flat index (no 0 * -inf from a one-hot product), weighted, reduced.
+Value nll_loss(const Ctx &ctx, const Tensor &x, const Tensor &target_in, const Tensor &weight, ElementType type) {
+    if (x.rank() < 2 || target_in.rank() != x.rank() - 1) ctx.invalid("input must be [N, C, ...] and target [N, ...]");
+    const int64_t c = x.size(1);
+    const Tensor target = target_in.to(DType::i64);
+    const bool has_ignore = ctx.has_attr("ignore_index");
+    const int64_t ignore = ctx.attr_int("ignore_index", 0);
+    const Tensor valid = has_ignore ? ne(target, scalar_like(target, static_cast<double>(ignore)))
+                                    : full(target.shape(), 1, DType::boolean, ctx.device);
+    const Tensor safe = where(valid, target, scalar_like(target, 0));
+    // Classes last ([N, d..., C]), so element (n, d..., class) sits at flat (n, d...) * C + class.
+    std::vector<int64_t> perm{0};
+    for (int64_t i = 2; i < x.rank(); ++i) perm.push_back(i);
+    perm.push_back(1);
+    const Tensor rows = x.permute(perm).contiguous().reshape({-1, 1});
+    const Tensor positions =
+        arange(int64_t{0}, target.numel(), int64_t{1}, DType::i64, ctx.device).reshape(target.shape());
+    const Tensor picked = embedding(rows, add(mul(positions, static_cast<double>(c)), safe)).reshape(target.shape());
+    Tensor w = weight.defined() ? embedding(weight.reshape({-1, 1}), safe).reshape(target.shape())
+                                : ones(target.shape(), x.dtype(), ctx.device);
+    w = where(valid, w, scalar_like(w, 0));
+    const Tensor loss = neg(mul(picked, w));
+    const std::string reduction = ctx.attr_string("reduction", "mean");
+    if (reduction == "none") return make(loss, type);
+    if (reduction == "sum") return make(sum(loss), type);
+    if (reduction != "mean") ctx.invalid("reduction '" + reduction + "' is not none, sum or mean");
+    return make(div(sum(loss), sum(w)), type);
+}
+
+std::vector<Value> negative_log_likelihood_loss(Ctx &ctx) {
+    require_float(ctx, 0);
+    return {
+        nll_loss(ctx, ctx.tensor(0), ctx.tensor(1), ctx.has_input(2) ? ctx.tensor(2) : Tensor(), ctx.input(0).type)};
+}
+
+std::vector<Value> softmax_cross_entropy_loss(Ctx &ctx) {
+    require_float(ctx, 0);
+    const Tensor log_prob = log_softmax(ctx.tensor(0), 1);
+    std::vector<Value> out{
+        nll_loss(ctx, log_prob, ctx.tensor(1), ctx.has_input(2) ? ctx.tensor(2) : Tensor(), ctx.input(0).type)};
+    if (ctx.n_outputs > 1) out.push_back(make(log_prob, ctx.input(0).type));
+    return out;
+}
+
+constexpr OpRow rows[] = {
+    {"MatMul", 1, 13, matmul_op},
+    {"Gemm", 7, 13, gemm},
+    {"Conv", 1, 11, conv},
+    {"ConvTranspose", 1, 11, conv_transpose},
+    {"MaxPool", 1, 12, pool<true>},
+    {"AveragePool", 7, 11, pool<false>},
+    {"GlobalAveragePool", 1, 1, global_pool<false>},
+    {"GlobalMaxPool", 1, 1, global_pool<true>},
+    {"Softmax", 1, 13, softmax_family<softmax>},
+    {"LogSoftmax", 1, 13, softmax_family<log_softmax>},
+    {"Hardmax", 1, 13, softmax_family<hardmax_of>},
+    {"LayerNormalization", 17, 17, layer_normalization},
+    {"BatchNormalization", 7, 15, batch_normalization},
+    {"InstanceNormalization", 6, 6, instance_normalization},
+    {"MeanVarianceNormalization", 9, 13, mean_variance_normalization},
+    {"LRN", 1, 13, lrn},
+    {"NegativeLogLikelihoodLoss", 12, 13, negative_log_likelihood_loss},
+    {"SoftmaxCrossEntropyLoss", 12, 13, softmax_cross_entropy_loss},
+};
+
+}  // namespace
+
+std::span<const OpRow> nn_ops() { return rows; }
+
+}  // namespace tinyfin::onnx::detail

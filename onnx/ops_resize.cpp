@@ -1,0 +1,169 @@
+// Resize (and the older Upsample): separable per axis, each output coordinate mapped to the
+// input on the host in double (the spec's coordinate transforms), then gathered and weighted:
+// nearest picks one index, linear blends two, cubic four.
+#include <algorithm>
+#include <cmath>
+
+#include "internal.hpp"
+
+namespace tinyfin::onnx::detail {
+namespace {
+
+using Ctx = NodeContext;
+
+struct ResizeMode {
+    std::string mode = "nearest";
+    std::string coordinates = "half_pixel";
+    std::string nearest = "round_prefer_floor";
+    double cubic_a = -0.75;
+    bool exclude_outside = false;
+};
+
+// out: the resized length as the spec's reference takes it, in * scale unrounded when scales
+// are given.
+double source_coordinate(const ResizeMode &m, double x, double scale, double out, int64_t in) {
+    if (m.coordinates == "half_pixel") return (x + 0.5) / scale - 0.5;
+    if (m.coordinates == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0;
+    if (m.coordinates == "align_corners") return out == 1 ? 0 : x * static_cast<double>(in - 1) / (out - 1);
+    if (m.coordinates == "tf_half_pixel_for_nearest") return (x + 0.5) / scale;
+    return x / scale;  // asymmetric
+}
+
+int64_t nearest_index(const ResizeMode &m, double x, int64_t in) {
+    double i;
+    if (m.nearest == "floor")
+        i = std::floor(x);
+    else if (m.nearest == "ceil")
+        i = std::ceil(x);
+    else if (m.nearest == "round_prefer_ceil")
+        i = std::floor(x + 0.5);
+    else
+        i = (x - std::floor(x) == 0.5) ? std::floor(x) : std::round(x);  // round_prefer_floor
+    return std::clamp<int64_t>(static_cast<int64_t>(i), 0, in - 1);
+}
+
+double cubic_weight(double t, double a) {
+    t = std::fabs(t);
+    if (t <= 1) return ((a + 2) * t - (a + 3)) * t * t + 1;
+    if (t < 2) return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a;
+    return 0;
+}
+
+// One axis of x resized from in to out elements at the given scale.
+Tensor resize_axis(const Ctx &ctx, const Tensor &x, int64_t axis, int64_t out, double scale, bool from_scales,
+                   const ResizeMode &m) {
+    const int64_t in = x.size(axis);
+    const double length = from_scales ? static_cast<double>(in) * scale : static_cast<double>(out);
+    if (in == 0 || out == 0) ctx.invalid("cannot resize an empty axis");
+    Shape weight_shape(static_cast<std::size_t>(x.rank()), 1);
+    weight_shape[axis] = out;
+    auto indices = [&](const std::vector<int64_t> &v) { return from_vector(v, {out}, ctx.device); };
+    auto weights = [&](const std::vector<float> &v) { return from_vector(v, weight_shape, ctx.device).to(x.dtype()); };
+    if (m.mode == "nearest") {
+        std::vector<int64_t> idx;
+        for (int64_t o = 0; o < out; ++o)
+            idx.push_back(nearest_index(m, source_coordinate(m, static_cast<double>(o), scale, length, in), in));
+        return take(x, indices(idx), axis);
+    }
+    const int taps = m.mode == "linear" ? 2 : 4;
+    std::vector<std::vector<int64_t>> idx(taps);
+    std::vector<std::vector<float>> w(taps);
+    for (int64_t o = 0; o < out; ++o) {
+        double c = source_coordinate(m, static_cast<double>(o), scale, length, in);
+        if (taps == 2) {
+            c = std::clamp(c, 0.0, static_cast<double>(in - 1));
+            const int64_t i0 = static_cast<int64_t>(std::floor(c));
+            const int64_t i1 = std::min(i0 + 1, in - 1);
+            const double f = c - static_cast<double>(i0);
+            idx[0].push_back(i0);
+            idx[1].push_back(i1);
+            w[0].push_back(static_cast<float>(1 - f));
+            w[1].push_back(static_cast<float>(f));
+            continue;
+        }
+        const int64_t base = static_cast<int64_t>(std::floor(c));
+        const double f = c - static_cast<double>(base);
+        double total = 0;
+        double ws[4];
+        for (int t = 0; t < 4; ++t) {
+            const int64_t i = base - 1 + t;
+            ws[t] = cubic_weight(f - (t - 1), m.cubic_a);
+            if (m.exclude_outside && (i < 0 || i >= in)) ws[t] = 0;
+            total += ws[t];
+            idx[t].push_back(std::clamp<int64_t>(i, 0, in - 1));
+        }
+        for (int t = 0; t < 4; ++t) w[t].push_back(static_cast<float>(m.exclude_outside ? ws[t] / total : ws[t]));
+    }
+    Tensor y = mul(take(x, indices(idx[0]), axis), weights(w[0]));
+    for (int t = 1; t < taps; ++t) y = add(y, mul(take(x, indices(idx[t]), axis), weights(w[t])));
+    return y;
+}
+
+Tensor resize_all(const Ctx &ctx, Tensor x, const std::vector<double> &scales, const std::vector<int64_t> &sizes,
+                  const ResizeMode &m) {
+    if (m.mode != "nearest" && m.mode != "linear" && m.mode != "cubic") ctx.unsupported("mode '" + m.mode + "'");
+    if (m.coordinates == "tf_crop_and_resize") ctx.unsupported("coordinate_transformation_mode tf_crop_and_resize");
+    const int64_t r = x.rank();
+    if (!sizes.empty() && static_cast<int64_t>(sizes.size()) != r) ctx.invalid("sizes must have one value per axis");
+    if (sizes.empty() && static_cast<int64_t>(scales.size()) != r) ctx.invalid("scales must have one value per axis");
+    Shape out_shape;
+    for (int64_t a = 0; a < r; ++a)
+        out_shape.push_back(sizes.empty() ? static_cast<int64_t>(std::floor(static_cast<double>(x.size(a)) * scales[a]))
+                                          : sizes[a]);
+    ctx.check_size(out_shape, dtype_size(x.dtype()));
+    for (int64_t a = 0; a < r; ++a) {
+        const double scale = sizes.empty() ? scales[a] : static_cast<double>(sizes[a]) / static_cast<double>(x.size(a));
+        if (!(scale > 0)) ctx.invalid("scales must be positive");
+        if (scale == 1.0 && out_shape[a] == x.size(a)) continue;
+        x = resize_axis(ctx, x, a, out_shape[a], scale, sizes.empty(), m);
+    }
+    return x;
+}
+
+std::vector<Value> resize(Ctx &ctx) {
+    ResizeMode m;
+    m.mode = ctx.attr_string("mode", "nearest");
+    if (ctx.version >= 11) {
+        m.coordinates = ctx.attr_string("coordinate_transformation_mode", "half_pixel");
+        m.nearest = ctx.attr_string("nearest_mode", "round_prefer_floor");
+        m.cubic_a = ctx.attr_float("cubic_coeff_a", -0.75);
+        m.exclude_outside = ctx.attr_int("exclude_outside", 0) != 0;
+    } else {
+        m.coordinates = "asymmetric";
+        m.nearest = "floor";
+    }
+    std::vector<double> scales;
+    std::vector<int64_t> sizes;
+    const std::size_t scales_at = ctx.version >= 11 ? 2 : 1;
+    if (ctx.has_input(scales_at) && ctx.tensor(scales_at).numel() > 0) scales = ctx.doubles(scales_at);
+    if (ctx.version >= 11 && ctx.has_input(3) && ctx.tensor(3).numel() > 0) sizes = ctx.ints(3);
+    if (scales.empty() == sizes.empty()) ctx.invalid("exactly one of scales and sizes must be given");
+    const Tensor y = resize_all(ctx, ctx.tensor(0), scales, sizes, m);
+    return {make(y.contiguous(), ctx.input(0).type)};
+}
+
+std::vector<Value> upsample(Ctx &ctx) {
+    ResizeMode m;
+    m.mode = ctx.attr_string("mode", "nearest");
+    m.coordinates = "asymmetric";
+    m.nearest = "floor";
+    std::vector<double> scales;
+    if (ctx.version >= 9) {
+        scales = ctx.doubles(1);
+    } else {
+        for (float f : ctx.attr_floats("scales")) scales.push_back(f);
+    }
+    const Tensor y = resize_all(ctx, ctx.tensor(0), scales, {}, m);
+    return {make(y.contiguous(), ctx.input(0).type)};
+}
+
+constexpr OpRow rows[] = {
+    {"Resize", 10, 13, resize},
+    {"Upsample", 7, 9, upsample},
+};
+
+}  // namespace
+
+std::span<const OpRow> resize_ops() { return rows; }
+
+}  // namespace tinyfin::onnx::detail

@@ -1,0 +1,535 @@
+// InferenceSession: load (parse, check, upload, fold) and run (execute nodes in order, free each
+// intermediate after its last consumer).
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "internal.hpp"
+#include "mapped_file.hpp"
+
+namespace tinyfin::onnx {
+
+using detail::NodeContext;
+using detail::OpRow;
+using detail::Value;
+
+namespace {
+
+// Every node's op version is checked on its own, so opsets before 7 load where their ops'
+// versions are implemented (Elu 6, Not 1...).
+constexpr int64_t min_opset = 1;
+constexpr int64_t max_opset = 17;
+
+std::string node_label(const ::onnx::NodeProto &node, std::size_t index) {
+    return node.name().empty() ? "#" + std::to_string(index) : node.name();
+}
+
+// The since-versions of op_type in ONNX's table that fall in [lo, hi].
+std::vector<int> since_versions(const std::string &op_type, int lo, int hi) {
+    std::set<int> out;
+    for (int v = 1; v <= max_opset; ++v) {
+        const auto *schema = ::onnx::OpSchemaRegistry::Schema(op_type, v, "");
+        if (schema != nullptr && schema->SinceVersion() >= lo && schema->SinceVersion() <= hi)
+            out.insert(schema->SinceVersion());
+    }
+    return {out.begin(), out.end()};
+}
+
+std::string join(const std::vector<int> &values) {
+    std::string out;
+    for (int v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+    return out;
+}
+
+TensorInfo info_of(const ::onnx::ValueInfoProto &vi, const char *what) {
+    TensorInfo info;
+    info.name = vi.name();
+    if (!vi.type().has_tensor_type())
+        throw UnsupportedError(std::string("UnsupportedError: graph ") + what + " '" + vi.name() +
+                               "' is not a tensor (sequences, maps and optionals are not supported)");
+    const auto &tt = vi.type().tensor_type();
+    info.type = static_cast<ElementType>(tt.elem_type());
+    if (tt.has_shape()) {
+        info.has_shape = true;
+        for (const auto &d : tt.shape().dim()) {
+            info.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+            info.dim_names.push_back(d.has_dim_param() ? d.dim_param() : "");
+        }
+    }
+    return info;
+}
+
+bool static_shape(const TensorInfo &info) {
+    return info.has_shape && std::all_of(info.shape.begin(), info.shape.end(), [](int64_t d) { return d >= 0; });
+}
+
+}  // namespace
+
+struct InferenceSession::Impl {
+    SessionOptions options;
+    Device device;
+    std::vector<TensorInfo> inputs, outputs;
+    std::unordered_set<std::string> initializer_inputs;  // graph inputs an initializer defaults
+    std::unordered_map<std::string, Value> constants;
+    // The nodes left after folding, in execution order, with their op's version and row.
+    struct Step {
+        ::onnx::NodeProto node;
+        int version;
+        const OpRow *row;
+        std::string label;
+        std::vector<std::string> frees;  // values whose last consumer this is
+    };
+    std::vector<Step> steps;
+    LoadReport load;
+    RunReport last;
+
+    void load_model(const std::byte *data, std::size_t size, const std::string &base_dir);
+    void run_node(const Step &step, const std::vector<const Value *> &ins, std::vector<Value> &outs) const;
+    std::unordered_map<std::string, Value> execute(std::unordered_map<std::string, Value> env,
+                                                   const std::vector<std::string> &wanted);
+};
+
+void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size, const std::string &base_dir) {
+    if (size > static_cast<std::size_t>(INT_MAX))
+        throw ModelError("ModelError: the model is " + std::to_string(size) +
+                         " bytes, over protobuf's 2 GiB limit: store large tensors as external data");
+    ::onnx::ModelProto model;
+    if (!model.ParseFromArray(data, static_cast<int>(size)))
+        throw ModelError("ModelError: the file is not a valid ONNX protobuf (truncated or corrupt, " +
+                         std::to_string(size) + " bytes)");
+    if (!model.has_graph()) throw ModelError("ModelError: the model has no graph");
+
+    // Opsets: the default domain within 7..17.
+    int64_t opset = -1;
+    for (const auto &imp : model.opset_import())
+        if (imp.domain().empty() || imp.domain() == "ai.onnx") opset = imp.version();
+    for (int i = 0; i < model.graph().node_size(); ++i) {
+        const auto &node = model.graph().node(i);
+        if (!node.domain().empty() && node.domain() != "ai.onnx")
+            throw UnsupportedError("UnsupportedError: node '" + node_label(node, i) + "' (" + node.op_type() +
+                                   ") is in domain '" + node.domain() + "'; only the default domain is supported");
+    }
+    if (opset < 0) throw ModelError("ModelError: the model imports no opset of the default domain");
+    if (opset < min_opset || opset > max_opset)
+        throw UnsupportedError("UnsupportedError: the model uses opset " + std::to_string(opset) +
+                               " of the default domain; supported: " + std::to_string(min_opset) + " through " +
+                               std::to_string(max_opset) + " (ONNX 1.12)");
+    load.opset = opset;
+
+    const auto &graph = model.graph();
+    if (graph.sparse_initializer_size() > 0)
+        throw UnsupportedError("UnsupportedError: sparse initializers are not supported");
+
+    // Where each value comes from: a graph input, an initializer or exactly one node output.
+    std::unordered_set<std::string> defined;
+    for (const auto &init : graph.initializer()) {
+        if (init.name().empty()) throw ModelError("ModelError: an initializer has no name");
+        if (!defined.insert(init.name()).second)
+            throw ModelError("ModelError: initializer '" + init.name() + "' is defined twice");
+    }
+    for (const auto &in : graph.input()) {
+        if (defined.count(in.name())) {
+            initializer_inputs.insert(in.name());
+        } else {
+            defined.insert(in.name());
+        }
+        inputs.push_back(info_of(in, "input"));
+        if (initializer_inputs.count(in.name())) inputs.pop_back();  // an overridable default, not a feed
+    }
+    const int n = graph.node_size();
+    std::unordered_map<std::string, int> producer;
+    for (int i = 0; i < n; ++i) {
+        const auto &node = graph.node(i);
+        for (const auto &out : node.output()) {
+            if (out.empty()) continue;
+            for (const auto &in : node.input())
+                if (in == out)
+                    throw ModelError("ModelError: node '" + node_label(node, i) + "' (" + node.op_type() + ") has '" +
+                                     out + "' as both input and output");
+            if (defined.count(out) || producer.count(out))
+                throw ModelError("ModelError: value '" + out + "' is defined twice (output of node '" +
+                                 node_label(node, i) + "')");
+            producer[out] = i;
+        }
+    }
+    // Every input defined somewhere; order the nodes (Kahn), so a cycle is left over.
+    std::vector<int> pending(n, 0);
+    std::vector<std::vector<int>> consumers(n);
+    for (int i = 0; i < n; ++i) {
+        const auto &node = graph.node(i);
+        for (const auto &in : node.input()) {
+            if (in.empty()) continue;
+            if (auto p = producer.find(in); p != producer.end()) {
+                ++pending[i];
+                consumers[p->second].push_back(i);
+            } else if (!defined.count(in)) {
+                throw ModelError("ModelError: input '" + in + "' of node '" + node_label(node, i) + "' (" +
+                                 node.op_type() +
+                                 ") is not a graph input, an initializer or any node's output (a missing "
+                                 "initializer?)");
+            }
+        }
+    }
+    std::vector<int> order, ready;
+    for (int i = n - 1; i >= 0; --i)
+        if (pending[i] == 0) ready.push_back(i);
+    while (!ready.empty()) {
+        const int i = ready.back();
+        ready.pop_back();
+        order.push_back(i);
+        for (auto c = consumers[i].rbegin(); c != consumers[i].rend(); ++c)
+            if (--pending[*c] == 0) ready.push_back(*c);
+    }
+    if (static_cast<int>(order.size()) != n) {
+        for (int i = 0; i < n; ++i)
+            if (pending[i] > 0)
+                throw ModelError("ModelError: the graph has a cycle through node '" + node_label(graph.node(i), i) +
+                                 "' (" + graph.node(i).op_type() + ")");
+    }
+    for (const auto &out : graph.output()) {
+        if (!defined.count(out.name()) && !producer.count(out.name()))
+            throw ModelError("ModelError: graph output '" + out.name() + "' is produced by no node");
+        outputs.push_back(info_of(out, "output"));
+    }
+
+    // Every node's op and version implemented.
+    for (int i : order) {
+        auto &node = graph.node(i);
+        if (!node.domain().empty() && node.domain() != "ai.onnx")
+            throw UnsupportedError("UnsupportedError: node '" + node_label(node, i) + "' (" + node.op_type() +
+                                   ") is in domain '" + node.domain() + "'; only the default domain is supported");
+        const auto *schema = ::onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
+        if (schema == nullptr)
+            throw ModelError("ModelError: node '" + node_label(node, i) + "': '" + node.op_type() +
+                             "' is not an ONNX op at opset " + std::to_string(opset));
+        const int version = schema->SinceVersion();
+        const OpRow *row = detail::find_op(node.op_type());
+        const std::string where =
+            "node '" + node_label(node, i) + "' (" + node.op_type() + " version " + std::to_string(version) + ")";
+        if (row == nullptr)
+            throw UnsupportedError("UnsupportedError: " + where + ": op " + node.op_type() +
+                                   " is not implemented (docs/onnx.md lists the " +
+                                   std::to_string(supported_ops().size()) + " implemented op types)");
+        if (version < row->min_version || version > row->max_version)
+            throw UnsupportedError("UnsupportedError: " + where + ": version " + std::to_string(version) + " of " +
+                                   node.op_type() + " is not implemented; implemented versions: " +
+                                   join(since_versions(node.op_type(), row->min_version, row->max_version)));
+        steps.push_back({node, version, row, node_label(node, i), {}});
+    }
+    load.nodes = n;
+
+    // libonnx's shape inference: a contradiction is a broken model; inferred static shapes let
+    // shape computations fold.
+    std::unordered_map<std::string, Shape> static_shapes;
+    for (const auto &info : inputs)
+        if (static_shape(info)) static_shapes[info.name] = info.shape;
+    if (options.shape_inference) {
+        ::onnx::ModelProto inferred = model;
+        try {
+            ::onnx::ShapeInferenceOptions so{true, 1, false};
+            ::onnx::shape_inference::InferShapes(inferred, ::onnx::OpSchemaRegistry::Instance(), so);
+        } catch (const std::exception &e) {
+            throw ModelError(std::string("ModelError: shape inference failed: ") + e.what());
+        }
+        for (const auto &vi : inferred.graph().value_info()) {
+            if (!vi.type().has_tensor_type()) continue;
+            const TensorInfo info = info_of(vi, "value");
+            if (static_shape(info)) static_shapes[info.name] = info.shape;
+        }
+    }
+
+    // Initializers, uploaded once.
+    device = options.backend.empty() ? default_device() : Device::parse(options.backend);
+    load.backend = device.str();
+    for (const auto &init : graph.initializer()) {
+        Value v = detail::tensor_from_proto(init, base_dir, device, "initializer '" + init.name() + "'");
+        load.initializer_bytes += v.tensor.nbytes();
+        constants.emplace(init.name(), std::move(v));
+    }
+
+    // Folding: a node whose inputs are all constants (or whose only input is a tensor of static
+    // shape, for Shape and Size) runs now; its outputs become constants.
+    NoGradGuard no_grad;
+    std::vector<Step> kept;
+    for (Step &step : steps) {
+        const auto &node = step.node;
+        bool foldable = true;
+        std::vector<Value> placeholders;
+        placeholders.reserve(node.input_size());
+        std::vector<const Value *> ins;
+        for (const auto &in : node.input()) {
+            if (in.empty()) {
+                ins.push_back(nullptr);
+                continue;
+            }
+            if (auto c = constants.find(in); c != constants.end() && !initializer_inputs.count(in)) {
+                ins.push_back(&c->second);
+                continue;
+            }
+            auto s = static_shapes.find(in);
+            const bool shape_only = node.op_type() == "Shape" || node.op_type() == "Size";
+            if (shape_only && s != static_shapes.end()) {
+                // A view of one element with the static shape: Shape and Size read only the shape.
+                placeholders.push_back({scalar(0, DType::f32, device).expand(s->second), ElementType::float32});
+                ins.push_back(&placeholders.back());
+                continue;
+            }
+            foldable = false;
+            break;
+        }
+        if (!foldable || node.op_type() == "Dropout") {
+            kept.push_back(std::move(step));
+            continue;
+        }
+        std::vector<Value> outs;
+        run_node(step, ins, outs);
+        for (int o = 0; o < node.output_size(); ++o)
+            if (!node.output(o).empty()) constants[node.output(o)] = outs[static_cast<std::size_t>(o)];
+        ++load.folded;
+    }
+    steps = std::move(kept);
+
+    // Constants nothing needs any more (inputs only of folded nodes) are released.
+    std::unordered_set<std::string> needed(initializer_inputs.begin(), initializer_inputs.end());
+    for (const auto &step : steps)
+        for (const auto &in : step.node.input()) needed.insert(in);
+    for (const auto &out : outputs) needed.insert(out.name);
+    for (auto it = constants.begin(); it != constants.end();)
+        it = needed.count(it->first) ? std::next(it) : constants.erase(it);
+
+    // Each value's last consumer frees it (graph outputs and constants stay).
+    std::unordered_set<std::string> keep;
+    for (const auto &out : outputs) keep.insert(out.name);
+    std::unordered_map<std::string, std::size_t> last_use;
+    for (std::size_t i = 0; i < steps.size(); ++i)
+        for (const auto &in : steps[i].node.input())
+            if (!in.empty() && !keep.count(in) && !constants.count(in)) last_use[in] = i;
+    // Outputs no one reads are freed right after their node.
+    for (std::size_t i = 0; i < steps.size(); ++i)
+        for (const auto &out : steps[i].node.output())
+            if (!out.empty() && !keep.count(out) && !last_use.count(out)) last_use[out] = i;
+    for (const auto &[name, i] : last_use) steps[i].frees.push_back(name);
+}
+
+void InferenceSession::Impl::run_node(const Step &step, const std::vector<const Value *> &ins,
+                                      std::vector<Value> &outs) const {
+    NodeContext ctx{step.node, step.version,
+                    device,    options.max_tensor_bytes,
+                    ins,       static_cast<std::size_t>(step.node.output_size()),
+                    step.label};
+    try {
+        outs = step.row->run(ctx);
+    } catch (const Error &) {
+        throw;
+    } catch (const std::exception &e) {
+        throw ModelError("ModelError: " + ctx.where() + ": " + e.what());
+    }
+    for (int o = 0; o < step.node.output_size(); ++o) {
+        if (step.node.output(o).empty()) continue;
+        if (static_cast<std::size_t>(o) >= outs.size()) ctx.unsupported("output " + std::to_string(o));
+        Value &v = outs[static_cast<std::size_t>(o)];
+        const DType want = compute_dtype(v.type);
+        if (v.tensor.dtype() != want) v.tensor = v.tensor.to(want);
+    }
+}
+
+std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unordered_map<std::string, Value> env,
+                                                                       const std::vector<std::string> &wanted) {
+    NoGradGuard no_grad;
+    last = RunReport{};
+    const uint64_t fallbacks_before = stats().total_fallbacks;
+    uint64_t live = 0;
+    std::unordered_map<std::string, uint64_t> produced;  // bytes of each live node output
+    std::vector<Value> outs;
+    for (const Step &step : steps) {
+        std::vector<const Value *> ins;
+        for (const auto &in : step.node.input()) {
+            if (in.empty()) {
+                ins.push_back(nullptr);
+                continue;
+            }
+            auto e = env.find(in);
+            if (e != env.end()) {
+                ins.push_back(&e->second);
+                continue;
+            }
+            auto c = constants.find(in);
+            if (c == constants.end())
+                throw ModelError("ModelError: node '" + step.label + "' needs '" + in + "', which nothing produced");
+            ins.push_back(&c->second);
+        }
+        const uint64_t node_fallbacks = options.profile ? stats().total_fallbacks : 0;
+        run_node(step, ins, outs);
+        ++last.nodes_run;
+        for (int o = 0; o < step.node.output_size(); ++o) {
+            const std::string &name = step.node.output(o);
+            if (name.empty()) continue;
+            const uint64_t bytes = outs[static_cast<std::size_t>(o)].tensor.nbytes();
+            live += bytes;
+            produced[name] = bytes;
+            env[name] = std::move(outs[static_cast<std::size_t>(o)]);
+        }
+        last.peak_bytes = std::max(last.peak_bytes, live);
+        if (options.profile) {
+            NodeRun report{step.label, step.node.op_type(), "", stats().total_fallbacks - node_fallbacks};
+            for (const auto &name : step.node.output())
+                if (auto e = env.find(name); e != env.end()) {
+                    report.backend = e->second.tensor.device().str();
+                    break;
+                }
+            last.nodes.push_back(std::move(report));
+        }
+        for (const auto &name : step.frees) {
+            if (auto p = produced.find(name); p != produced.end()) {
+                live -= p->second;
+                produced.erase(p);
+            }
+            env.erase(name);
+        }
+    }
+    last.fallbacks = stats().total_fallbacks - fallbacks_before;
+    std::unordered_map<std::string, Value> result;
+    for (const auto &name : wanted) {
+        if (auto e = env.find(name); e != env.end()) {
+            result[name] = e->second;
+        } else if (auto c = constants.find(name); c != constants.end()) {
+            result[name] = c->second;
+        }
+    }
+    return result;
+}
+
+InferenceSession::InferenceSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+InferenceSession::InferenceSession(const std::string &path, SessionOptions options) : impl_(std::make_unique<Impl>()) {
+    impl_->options = std::move(options);
+    detail::MappedFile file(path);
+    std::string dir = file.real_path();
+    dir = dir.substr(0, dir.find_last_of('/'));
+    if (dir.empty()) dir = "/";
+    impl_->load_model(file.data(), file.size(), dir);
+}
+
+InferenceSession InferenceSession::from_bytes(const void *data, std::size_t size, SessionOptions options,
+                                              const std::string &base_dir) {
+    auto impl = std::make_unique<Impl>();
+    impl->options = std::move(options);
+    impl->load_model(static_cast<const std::byte *>(data), size, base_dir);
+    return InferenceSession(std::move(impl));
+}
+
+InferenceSession::InferenceSession(InferenceSession &&) noexcept = default;
+InferenceSession &InferenceSession::operator=(InferenceSession &&) noexcept = default;
+InferenceSession::~InferenceSession() = default;
+
+const std::vector<TensorInfo> &InferenceSession::get_inputs() const { return impl_->inputs; }
+const std::vector<TensorInfo> &InferenceSession::get_outputs() const { return impl_->outputs; }
+const LoadReport &InferenceSession::load_report() const { return impl_->load; }
+const RunReport &InferenceSession::last_run() const { return impl_->last; }
+
+namespace {
+
+const TensorInfo &declared_input(const std::vector<TensorInfo> &inputs, const std::string &name) {
+    for (const auto &info : inputs)
+        if (info.name == name) return info;
+    std::string names;
+    for (const auto &info : inputs) names += (names.empty() ? "'" : ", '") + info.name + "'";
+    throw InputError("InputError: '" + name + "' is not an input of the model (inputs: " + names + ")");
+}
+
+void check_shape(const TensorInfo &info, const Shape &shape) {
+    if (!info.has_shape) return;
+    bool ok = info.shape.size() == shape.size();
+    for (std::size_t i = 0; ok && i < shape.size(); ++i) ok = info.shape[i] < 0 || info.shape[i] == shape[i];
+    if (!ok) {
+        Shape declared(info.shape.begin(), info.shape.end());
+        throw InputError("InputError: input '" + info.name + "' has shape " + shape_str(shape) +
+                         "; the model declares " + shape_str(declared) + " (-1: any size)");
+    }
+}
+
+std::vector<std::string> wanted_outputs(const std::vector<TensorInfo> &outputs, const std::vector<std::string> &names) {
+    if (!names.empty()) {
+        for (const auto &name : names) {
+            bool found = false;
+            for (const auto &info : outputs) found = found || info.name == name;
+            if (!found) throw InputError("InputError: '" + name + "' is not an output of the model");
+        }
+        return names;
+    }
+    std::vector<std::string> all;
+    for (const auto &info : outputs) all.push_back(info.name);
+    return all;
+}
+
+void check_complete(const std::vector<TensorInfo> &inputs, const std::unordered_map<std::string, Value> &env) {
+    for (const auto &info : inputs)
+        if (!env.count(info.name)) throw InputError("InputError: no feed for input '" + info.name + "'");
+}
+
+}  // namespace
+
+std::vector<HostTensor> InferenceSession::run(const std::vector<std::string> &output_names,
+                                              const std::vector<std::pair<std::string, HostTensor>> &feeds) {
+    std::unordered_map<std::string, Value> env;
+    for (const auto &[name, host] : feeds) {
+        if (impl_->initializer_inputs.count(name)) {
+            env[name] = detail::value_from_host(host, impl_->device);
+            continue;
+        }
+        const TensorInfo &info = declared_input(impl_->inputs, name);
+        if (host.type != info.type)
+            throw InputError("InputError: input '" + name + "' is " + element_type_name(info.type) + ", got " +
+                             element_type_name(host.type));
+        check_shape(info, host.shape);
+        env[name] = detail::value_from_host(host, impl_->device);
+    }
+    check_complete(impl_->inputs, env);
+    const auto wanted = wanted_outputs(impl_->outputs, output_names);
+    auto result = impl_->execute(std::move(env), wanted);
+    std::vector<HostTensor> out;
+    for (const auto &name : wanted) out.push_back(detail::value_to_host(result.at(name)));
+    return out;
+}
+
+std::vector<Tensor> InferenceSession::run(const std::vector<std::string> &output_names,
+                                          const std::vector<std::pair<std::string, Tensor>> &feeds) {
+    std::unordered_map<std::string, Value> env;
+    for (const auto &[name, tensor] : feeds) {
+        ElementType type = detail::element_type_of(tensor.dtype());
+        if (!impl_->initializer_inputs.count(name)) {
+            const TensorInfo &info = declared_input(impl_->inputs, name);
+            if (tensor.dtype() != compute_dtype(info.type))
+                throw InputError("InputError: input '" + name + "' (" + element_type_name(info.type) +
+                                 ") takes a tensor of dtype " + dtype_name(compute_dtype(info.type)) + ", got " +
+                                 dtype_name(tensor.dtype()));
+            check_shape(info, tensor.shape());
+            type = info.type;
+        }
+        env[name] = Value{tensor.to(impl_->device), type};
+    }
+    check_complete(impl_->inputs, env);
+    const auto wanted = wanted_outputs(impl_->outputs, output_names);
+    auto result = impl_->execute(std::move(env), wanted);
+    std::vector<Tensor> out;
+    for (const auto &name : wanted) out.push_back(result.at(name).tensor);
+    return out;
+}
+
+std::vector<std::pair<std::string, std::vector<int>>> supported_ops() {
+    std::vector<std::pair<std::string, std::vector<int>>> out;
+    for (auto family : {detail::elementwise_ops(), detail::nn_ops(), detail::layout_ops(), detail::reduce_ops(),
+                        detail::resize_ops()})
+        for (const OpRow &row : family)
+            out.emplace_back(row.op_type, since_versions(row.op_type, row.min_version, row.max_version));
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace tinyfin::onnx

@@ -1,0 +1,136 @@
+"""tinyfin.onnx: ONNX models on tinyfin's backends (libtinyfin-onnx, docs/onnx.md), with ONNX
+Runtime's names so that switching is one line:
+
+    import tinyfin.onnx
+    sess = tinyfin.onnx.InferenceSession("model.onnx", backend="vulkan")
+    [y] = sess.run(None, {"x": x})           # numpy arrays in and out
+    sess.get_inputs()[0].name, .shape, .type
+
+Built when tinyfin is built with Debian's libonnx-dev; importing it otherwise raises ImportError.
+`import tinyfin` alone never loads protobuf. tinyfin.onnx.backend implements
+onnx.backend.base.Backend for ONNX's backend-test machinery.
+"""
+import os as _os
+
+import numpy as _np
+
+try:
+    from .. import _onnx
+except ImportError as _e:  # built without libonnx
+    raise ImportError("tinyfin.onnx needs tinyfin built with libonnx (Debian libonnx-dev, "
+                      f"libprotobuf-dev; meson -Donnx=enabled): {_e}") from None
+
+ModelError = _onnx.ModelError
+UnsupportedError = _onnx.UnsupportedError
+InputError = _onnx.InputError
+
+# ONNX's TensorProto.DataType numbers <-> numpy dtypes and ONNX Runtime's type strings.
+_NUMPY = {1: _np.float32, 2: _np.uint8, 3: _np.int8, 4: _np.uint16, 5: _np.int16, 6: _np.int32,
+          7: _np.int64, 9: _np.bool_, 10: _np.float16, 11: _np.float64, 12: _np.uint32, 13: _np.uint64}
+_FROM_NUMPY = {_np.dtype(v): k for k, v in _NUMPY.items()}
+_TYPE_NAMES = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+               8: "string", 9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64",
+               16: "bfloat16"}
+BFLOAT16 = 16
+
+
+class NodeArg:
+    """A graph input or output, as onnxruntime.NodeArg: name, shape (ints, with the symbol or None
+    for an open dimension), type ("tensor(float)")."""
+
+    def __init__(self, info):
+        self.name = info["name"]
+        self.element_type = info["type"]
+        self.type = f"tensor({_TYPE_NAMES.get(info['type'], 'unknown')})"
+        if info["has_shape"]:
+            self.shape = [d if d >= 0 else (n or None) for d, n in zip(info["shape"], info["dim_names"])]
+        else:
+            self.shape = None
+
+    def __repr__(self):
+        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape!r})"
+
+
+def _to_bfloat16_bits(a):
+    """float32 -> bfloat16 bits, rounded to nearest even (NaN kept NaN)."""
+    bits = _np.ascontiguousarray(a, dtype=_np.float32).view(_np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(_np.uint16)
+    return _np.where(_np.isnan(a), _np.uint16(0x7FC0), rounded)
+
+
+class InferenceSession:
+    """onnxruntime.InferenceSession's shape. path_or_bytes: a file path (external data is read from
+    its folder, never outside it) or the serialized model. backend: "cpu", "vulkan", ... (None:
+    tinyfin's current default). providers is accepted and ignored, for drop-in use. profile=True
+    records which backend ran each node (node_report())."""
+
+    def __init__(self, path_or_bytes, sess_options=None, providers=None, backend=None, profile=False,
+                 shape_inference=True, max_tensor_bytes=1 << 34, base_dir=""):
+        del sess_options, providers
+        backend = backend or ""
+        if isinstance(path_or_bytes, (bytes, bytearray)):
+            self._s = _onnx.Session.from_bytes(bytes(path_or_bytes), backend, profile, shape_inference,
+                                               max_tensor_bytes, base_dir)
+        else:
+            self._s = _onnx.Session(_os.fspath(path_or_bytes), backend, profile, shape_inference,
+                                    max_tensor_bytes)
+        self._inputs = [NodeArg(i) for i in self._s.inputs()]
+        self._outputs = [NodeArg(o) for o in self._s.outputs()]
+
+    def get_inputs(self):
+        return list(self._inputs)
+
+    def get_outputs(self):
+        return list(self._outputs)
+
+    def get_providers(self):
+        return [self.load_report()["backend"]]
+
+    def load_report(self):
+        """opset, nodes, folded (evaluated at load), initializer_bytes, backend."""
+        return self._s.load_report()
+
+    def last_run(self):
+        """peak_bytes, nodes_run, fallbacks and (with profile) nodes: per node its backend and
+        fallback count."""
+        return self._s.last_run()
+
+    def node_report(self):
+        return self._s.last_run()["nodes"]
+
+    def run(self, output_names, input_feed, run_options=None):
+        """Runs the graph: output_names None for every output; input_feed {name: numpy array or
+        anything numpy.asarray takes, tinyfin tensors included}. Returns numpy arrays. bfloat16
+        tensors are uint16 bit patterns, as in ONNX's numpy_helper (a float feed is rounded)."""
+        del run_options
+        declared = {i.name: i.element_type for i in self._inputs}
+        feeds = []
+        for name, value in input_feed.items():
+            if hasattr(value, "numpy") and not isinstance(value, _np.ndarray):
+                value = value.numpy()
+            a = _np.asarray(value)
+            a = a if a.flags.c_contiguous else a.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
+            if declared.get(name) == BFLOAT16:
+                # bfloat16 as ONNX's numpy helpers hold it: uint16 bit patterns; floats are rounded.
+                bits = a if a.dtype == _np.uint16 else _to_bfloat16_bits(a.astype(_np.float32))
+                feeds.append((name, BFLOAT16, list(a.shape), bits.reshape(-1).view(_np.uint8)))
+                continue
+            if a.dtype == object or a.dtype.kind in "SU":
+                raise UnsupportedError(f"UnsupportedError: input '{name}': string tensors are not supported")
+            if a.dtype not in _FROM_NUMPY:
+                raise InputError(f"InputError: input '{name}': numpy dtype {a.dtype} is not supported")
+            feeds.append((name, _FROM_NUMPY[a.dtype], list(a.shape), a.reshape(-1).view(_np.uint8)
+                          if a.size else _np.zeros(0, _np.uint8)))
+        outs = self._s.run(list(output_names or []), feeds)
+        result = []
+        for type_, shape, data in outs:
+            if type_ == BFLOAT16:
+                result.append(_np.frombuffer(data, _np.uint16).reshape(shape).copy())
+            else:
+                result.append(_np.frombuffer(data, _NUMPY[type_]).reshape(shape).copy())
+        return result
+
+
+def supported_ops():
+    """[(op type, [implemented since-versions])]."""
+    return _onnx.supported_ops()

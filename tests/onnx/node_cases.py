@@ -1,0 +1,153 @@
+"""ONNX's own node test cases (Debian's python3-onnx 1.12: onnx.backend.test.case.node) run
+through tinyfin.onnx.backend, classified as passed, failed or not supported.
+
+Used by test_conformance.py (CI) and, as a script, to print docs/onnx.md's table and to rewrite
+the expected-pass lists:
+
+    PYTHONPATH=build/python python3 tests/onnx/node_cases.py --backend cpu [--write-expected] [--table]
+"""
+import argparse
+import collections
+import os
+import sys
+
+import numpy as np
+
+# ONNX 1.12's case modules use numpy aliases numpy 1.24 removed.
+for _alias, _type in (("float", float), ("int", int), ("bool", bool), ("object", object)):
+    if not hasattr(np, _alias):
+        setattr(np, _alias, _type)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load_cases():
+    from onnx.backend.test.case.node import collect_testcases
+    return sorted(collect_testcases(None), key=lambda c: c.name)
+
+
+def op_type(case):
+    """The op a case tests: the node's type, or for a function's expanded body the op its name
+    starts with."""
+    nodes = case.model.graph.node
+    return nodes[0].op_type if len(nodes) == 1 and not case.name.endswith("_expanded") else _expanded_op(case)
+
+
+def _expanded_op(case):
+    import re
+    stem = case.name[len("test_"):]
+    best = None
+    for name in _all_op_names():
+        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+        if stem.startswith(snake + "_") or stem == snake:
+            if best is None or len(name) > len(best):
+                best = name
+    return best or case.model.graph.node[0].op_type
+
+
+_OPS = None
+
+
+def _all_op_names():
+    global _OPS
+    if _OPS is None:
+        import onnx.defs
+        _OPS = sorted({s.name for s in onnx.defs.get_all_schemas_with_history()})
+    return _OPS
+
+
+def run_case(case, backend="cpu"):
+    """('passed' | 'failed' | 'not supported', reason)."""
+    import tinyfin.onnx
+    import tinyfin.onnx.backend as tb
+    try:
+        rep = tb.prepare(case.model, device=backend)
+    except tinyfin.onnx.UnsupportedError as e:
+        return "not supported", str(e).splitlines()[0]
+    except Exception as e:  # noqa: BLE001 (every other load failure is a failure)
+        return "failed", f"load: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    for inputs, expected in case.data_sets:
+        try:
+            outputs = rep.run(list(inputs))
+        except tinyfin.onnx.UnsupportedError as e:
+            return "not supported", str(e).splitlines()[0]
+        except Exception as e:  # noqa: BLE001
+            return "failed", f"run: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        if len(outputs) != len(expected):
+            return "failed", f"{len(outputs)} outputs, expected {len(expected)}"
+        for i, (out, ref) in enumerate(zip(outputs, expected)):
+            ref = np.asarray(ref)
+            if ref.dtype == object:
+                return "not supported", "string tensors"
+            if out.dtype != ref.dtype:
+                return "failed", f"output {i}: dtype {out.dtype}, expected {ref.dtype}"
+            if out.shape != ref.shape:
+                return "failed", f"output {i}: shape {out.shape}, expected {ref.shape}"
+            try:
+                if ref.dtype.kind in "fc":
+                    np.testing.assert_allclose(out, ref, rtol=case.rtol, atol=case.atol)
+                else:
+                    np.testing.assert_array_equal(out, ref)
+            except AssertionError as e:
+                lines = [l for l in str(e).splitlines() if "Mismatch" in l or "Max abs" in l]
+                return "failed", f"output {i}: values differ ({'; '.join(l.strip() for l in lines)})"
+    return "passed", ""
+
+
+def expected_path(backend):
+    return os.path.join(HERE, f"expected_pass_{backend}.txt")
+
+
+def read_expected(backend):
+    path = expected_path(backend)
+    if not os.path.exists(path):
+        return set()
+    with open(path) as f:
+        return {line.strip() for line in f if line.strip() and not line.startswith("#")}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", default="cpu")
+    parser.add_argument("--write-expected", action="store_true")
+    parser.add_argument("--table", action="store_true", help="print docs/onnx.md's per-op table")
+    parser.add_argument("--failures", action="store_true", help="list each failure's reason")
+    args = parser.parse_args()
+    import tinyfin
+    tinyfin.backend_set(args.backend)
+    cases = load_cases()
+    results = {c.name: (op_type(c),) + run_case(c, args.backend) for c in cases}
+    counts = collections.Counter(r[1] for r in results.values())
+    print(f"{args.backend}: {len(cases)} cases: {counts['passed']} passed, {counts['failed']} failed, "
+          f"{counts['not supported']} not supported")
+    if args.failures:
+        for name, (op, status, reason) in sorted(results.items()):
+            if status == "failed":
+                print(f"  FAIL {name} ({op}): {reason}")
+    if args.table:
+        per_op = collections.defaultdict(collections.Counter)
+        reasons = collections.defaultdict(list)
+        for name, (op, status, reason) in results.items():
+            per_op[op][status] += 1
+            if status == "failed":
+                reasons[op].append(f"{name}: {reason}")
+        print("| op type | cases | passed | failed | not supported |")
+        print("|---|---|---|---|---|")
+        for op in sorted(per_op):
+            c = per_op[op]
+            print(f"| {op} | {sum(c.values())} | {c['passed']} | {c['failed']} | {c['not supported']} |")
+        print()
+        for op in sorted(reasons):
+            for r in reasons[op]:
+                print(f"- {r}")
+    if args.write_expected:
+        with open(expected_path(args.backend), "w") as f:
+            f.write(f"# ONNX 1.12 node cases that pass on {args.backend} (tests/onnx/node_cases.py "
+                    "--write-expected); test_conformance.py fails when one of them stops passing.\n")
+            for name in sorted(n for n, r in results.items() if r[1] == "passed"):
+                f.write(name + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
