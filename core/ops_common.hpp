@@ -33,7 +33,9 @@ uint32_t axes_mask(const Shape &shape, const Axes &axes, const char *op);
 Shape keep_shape(const Shape &shape, uint32_t mask);
 Shape drop_shape(const Shape &shape, uint32_t mask);
 
-// Brings defined operands to their common device (see common_device()).
-void place_together(std::initializer_list<Tensor *> operands);
+// Brings defined operands to their common device (see common_device()); under
+// MixedDevices::strict only cpu scalars move, and operands on two devices are a DeviceError
+// naming op.
+void place_together(std::initializer_list<Tensor *> operands, const char *op);
 
 }  // namespace tinyfin::detail
