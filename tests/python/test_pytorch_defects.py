@@ -22,8 +22,12 @@ def test_select_backend_for_memory_keeps_the_backends_backend_set_named(name):
     assert tf.backend_set(name)
     assert tf.select_backend_for_memory(1 << 20) == name
     assert tf.backend_name() == name
-    with pytest.raises(tf.OutOfMemoryError):
-        tf.select_backend_for_memory(1 << 62)
+    reports_memory = any(d.get("memory_free") for b in tf.backends() if b["name"] == name for d in b["devices"])
+    if reports_memory:  # a device that reports no free memory counts as fitting (opengl)
+        with pytest.raises(tf.OutOfMemoryError):
+            tf.select_backend_for_memory(1 << 62)
+    else:
+        assert tf.select_backend_for_memory(1 << 62) == name
     assert tf.backend_name() == name  # a failed call changes nothing
 
 
@@ -156,7 +160,7 @@ def test_ops_on_two_devices_raise_device_error_naming_both(device):
                lambda: tf.where(a > 0, a, b), lambda: tf.cat([a, b]), lambda: tf.maximum(b, a)):
         with pytest.raises(tf.DeviceError) as e:
             fn()
-        assert "cpu:0" in str(e.value) and other in str(e.value)
+        assert "got cpu and " + other in str(e.value) or "got " + other + " and cpu;" in str(e.value)
     lin = nn.Linear(2, 1, seed=0).to(device)
     with pytest.raises(tf.DeviceError):
         lin(tf.ones(1, 2))
