@@ -32,9 +32,10 @@ std::string select_backend_for_memory(uint64_t required_bytes, std::string_view 
     registry.selection(current, notes);
     std::string spec(preference.empty() ? std::string_view(current) : preference);
     if (spec.empty()) spec = "auto";
+    Backend &previous = registry.selected();
     Backend &chosen = registry.select_fitting(spec, required_bytes);
     if (fits_memory(chosen, required_bytes)) return chosen.name();
-    registry.select(current.empty() ? "auto" : current);  // a failed call leaves the selection as it was
+    registry.restore_selection(previous, current);  // a failed call leaves the selection as it was
     std::string devices;
     for (const auto &backend : registry.backends()) {
         if (!backend->initialised() || backend->device_count() == 0) continue;

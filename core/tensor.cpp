@@ -415,8 +415,8 @@ struct SliceNode final : Node {
 
     void check_alive() const {
         if (freed)
-            raise<AutogradError>("backward through slice whose graph was already freed; call backward(gradient, "
-                                 "/*retain_graph=*/true) the first time to run it twice");
+            raise<AutogradError>("backward through slice whose graph was already freed; pass retain_graph=true to "
+                                 "the first backward() to run backward twice through the same graph");
     }
     std::vector<Tensor> apply(const Tensor &g) override {
         check_alive();

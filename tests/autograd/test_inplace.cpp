@@ -139,10 +139,13 @@ TEST_CASE("select_backend_for_memory keeps choosing among the backends set_backe
         CHECK(select_backend_for_memory(1 << 20) == name);
         CHECK(backend_name() == name);
         // 4 EiB: an OutOfMemoryError, or the backend when its device reports no free memory (opengl)
+        std::string got;
         try {
-            CHECK(select_backend_for_memory(uint64_t{1} << 62) == name);
+            got = select_backend_for_memory(uint64_t{1} << 62);
         } catch (const OutOfMemoryError &) {
+            got = "OutOfMemoryError";
         }
+        CHECK((got == name || got == "OutOfMemoryError"));
         CHECK(backend_name() == name);  // a failed call leaves the selection as it was
     }
     set_backend("cpu");
