@@ -126,3 +126,47 @@ def _method(fn):
 for _fn in (isnan, isinf, isfinite, div):
     setattr(_tf.Tensor, _fn.__name__, _method(_fn))
 _tf.Tensor.divide = _tf.Tensor.true_divide = _tf.Tensor.div
+
+
+# ---- new_* and to(non_blocking=, copy=) --------------------------------------------------------
+
+def _new(factory):
+    def method(self, *size, dtype=None, device=None, requires_grad=False, **kw):
+        return factory(*size, dtype=dtype or self.dtype, device=device or self.device,
+                       requires_grad=requires_grad, **kw)
+    method.__name__ = "new_" + factory.__name__
+    method.__doc__ = f"tinyfin.{factory.__name__} with this tensor's dtype and device unless given."
+    return method
+
+
+_tf.Tensor.new_zeros = _new(_tf.zeros)
+_tf.Tensor.new_ones = _new(_tf.ones)
+_tf.Tensor.new_empty = _new(_tf.empty)
+
+
+def _new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+    return _tf.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
+                    requires_grad=requires_grad)
+
+
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    return _tf.tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+_tf.Tensor.new_full = _new_full
+_tf.Tensor.new_tensor = _new_tensor
+
+_to = _tf.Tensor.to
+
+
+def _to_with_flags(self, *args, non_blocking=False, copy=False, **kwargs):
+    """Tensor.to(device or dtype, ...); non_blocking is accepted and ignored (copies are ordered
+    on tinyfin's queues); copy=True returns a new tensor even when nothing changes."""
+    out = _to(self, *args, **kwargs)
+    if copy and out.shares_storage(self):
+        out = out.clone()
+    return out
+
+
+_to_with_flags.__name__ = "to"
+_tf.Tensor.to = _to_with_flags

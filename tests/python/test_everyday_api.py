@@ -378,3 +378,15 @@ def test_argument_errors_name_the_argument():
     assert text.startswith("matmul: argument") and "must be a tinyfin.Tensor, got str" in text
     with pytest.raises(builtins.TypeError, match="softmax: argument 'dim' must be an integer, got str"):
         tf.softmax(x, "last")
+
+
+def test_new_factories_and_to_flags():
+    t = tf.tensor([1, 2], dtype=tf.int32)
+    z = t.new_zeros(2, 3)
+    assert z.dtype == tf.int32 and z.shape == (2, 3) and to_np(z).sum() == 0
+    assert to_np(t.new_full((2,), 7)).tolist() == [7, 7] and t.new_ones(1).dtype == tf.int32
+    assert t.new_tensor([5.0, 6.0]).dtype == tf.int32
+    c = t.to("cpu", non_blocking=True)
+    assert c.shares_storage(t)
+    d = t.to("cpu", copy=True)
+    assert not d.shares_storage(t) and to_np(d).tolist() == [1, 2]
