@@ -204,7 +204,7 @@ SavingScope::~SavingScope() { current_saved = previous_; }
 
 void note_saved(const TensorImpl &t) {
     if (!current_saved) return;
-    current_saved->push_back({t.storage.get(), t.storage->version.load(std::memory_order_relaxed), t.shape});
+    current_saved->push_back({t.storage, t.storage->version.load(std::memory_order_relaxed), t.shape});
 }
 
 bool any_needs_grad(std::initializer_list<const Tensor *> tensors) {
@@ -242,11 +242,14 @@ Tensor attach_node(const Tensor &out, std::initializer_list<const Tensor *> inpu
 
 namespace {
 
-// A tensor's history after src was written over all its elements: the old values get no
-// gradient, src gets the (unbroadcast) gradient.
+// A tensor's history after src was written over all its elements (PyTorch's CopyBackwards):
+// the old values get a zero gradient, src the (unbroadcast) gradient.
 struct OverwriteNode final : Node {
     Shape src_shape;
-    std::vector<Tensor> apply(const Tensor &g) override { return {sum_to(g, src_shape)}; }
+    std::vector<Tensor> apply(const Tensor &g) override {
+        return {next[0] ? zeros(g.shape(), g.dtype(), g.device()) : Tensor(),
+                next[1] ? sum_to(g, src_shape) : Tensor()};
+    }
 };
 
 // A base's history after src was written into a view of it (PyTorch's CopySlices): the view's
@@ -293,17 +296,12 @@ void record_overwrite(const Tensor &target, const Tensor &src) {
     std::shared_ptr<Node> src_edge = needs_grad(src) ? gradient_edge(src) : nullptr;
     uint64_t version = impl.storage->version.load(std::memory_order_relaxed);
     if (!impl.view_base) {
-        if (!src_edge) {
-            // Constant values: the tensor's history ends here (its old values get no gradient).
-            if (impl.autograd) {
-                impl.autograd->grad_fn = nullptr;
-                impl.autograd->requires_grad = false;
-            }
-            return;
-        }
+        std::shared_ptr<Node> old_edge = needs_grad(target) ? gradient_edge(target) : nullptr;
+        if (!old_edge && !src_edge) return;
         auto node = std::make_shared<OverwriteNode>();
         node->name = "copy_";
         node->src_shape = src.shape();
+        node->next.push_back(std::move(old_edge));
         node->next.push_back(std::move(src_edge));
         AutogradMeta &meta = meta_of(impl);
         meta.requires_grad = true;
@@ -512,7 +510,10 @@ void Tensor::backward(const Tensor &gradient, bool retain_graph) const {
         }
     }
     if (!retain_graph)
-        for (Node *node : order) node->release();
+        for (Node *node : order) {
+            node->release();
+            node->saved.clear();
+        }
 }
 
 }  // namespace tinyfin

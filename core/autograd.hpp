@@ -40,9 +40,9 @@ struct AutogradMeta {
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor &grad_output)>;
 
 // A tensor a backward rule keeps (its detach() in the rule's factory): its storage and the
-// storage's version then. The closure keeps the storage alive while the node can run.
+// storage's version then. Held until backward releases the graph.
 struct SavedVersion {
-    const Storage *storage;
+    std::shared_ptr<const Storage> storage;
     uint64_t version;
     Shape shape;
 };

@@ -150,3 +150,12 @@ TEST_CASE("select_backend_for_memory keeps choosing among the backends set_backe
     }
     set_backend("cpu");
 }
+
+TEST_CASE("overwriting a non-leaf with constants keeps it in the graph with a zero gradient (CopyBackwards)") {
+    Tensor w = t({1, 2}, {2}).requires_grad_();
+    Tensor y = w * 3.0;
+    y.assign_(t({5, 6}, {2}));
+    CHECK(y.requires_grad());
+    sum(y * y).backward();
+    CHECK(w.grad().to_vector<float>() == F{0, 0});
+}

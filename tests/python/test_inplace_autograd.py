@@ -139,3 +139,12 @@ def test_clone_keeps_history():
     c[0] = 0
     c.sum().backward()
     np.testing.assert_allclose(to_np(w.grad), [0, 3])
+
+
+def test_copy_of_constants_into_a_non_leaf_gives_zero_gradient():
+    w = tf.tensor([1.0, 2.0], requires_grad=True)
+    y = w * 3
+    y.copy_(tf.tensor([5.0, 6.0]))
+    assert y.requires_grad
+    (y * y).sum().backward()
+    np.testing.assert_array_equal(to_np(w.grad), [0, 0])
