@@ -1,5 +1,6 @@
 // Backend selection, statistics and the registry report behind tinyfin-info.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,15 +16,26 @@ using namespace detail;
 
 bool set_backend(std::string_view list) { return Registry::checked().select(list); }
 
+namespace {
+std::atomic<MixedDevices> mixed_devices_policy{MixedDevices::move};
+}  // namespace
+
+void set_mixed_devices(MixedDevices policy) { mixed_devices_policy.store(policy, std::memory_order_relaxed); }
+MixedDevices mixed_devices() { return mixed_devices_policy.load(std::memory_order_relaxed); }
+
 std::string select_backend_for_memory(uint64_t required_bytes, std::string_view preference) {
     Registry &registry = Registry::checked();
-    std::string spec(preference);
-    if (spec.empty()) {
-        const char *env = std::getenv("TINYFIN_BACKEND");
-        spec = env != nullptr && *env != '\0' ? env : "auto";
-    }
+    // No preference: the current one (set_backend's list, else TINYFIN_BACKEND), so a call after
+    // set_backend("vulkan,blas") keeps choosing among vulkan and blas.
+    std::string current;
+    std::vector<std::string> notes;
+    registry.selection(current, notes);
+    std::string spec(preference.empty() ? std::string_view(current) : preference);
+    if (spec.empty()) spec = "auto";
+    Backend &previous = registry.selected();
     Backend &chosen = registry.select_fitting(spec, required_bytes);
     if (fits_memory(chosen, required_bytes)) return chosen.name();
+    registry.restore_selection(previous, current);  // a failed call leaves the selection as it was
     std::string devices;
     for (const auto &backend : registry.backends()) {
         if (!backend->initialised() || backend->device_count() == 0) continue;

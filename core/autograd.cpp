@@ -19,6 +19,9 @@ thread_local bool grad_mode = true;
 // The edges of the node whose backward rule runs on this thread (null outside backward).
 thread_local const std::vector<std::shared_ptr<Node>> *current_edges = nullptr;
 
+// The saved tensors of the rule whose factory runs on this thread (null outside a factory).
+thread_local std::vector<SavedVersion> *current_saved = nullptr;
+
 // The closure of one recorded op.
 struct FunctionNode final : Node {
     BackwardFn backward;
@@ -27,8 +30,8 @@ struct FunctionNode final : Node {
     std::vector<Tensor> apply(const Tensor &grad_output) override {
         if (freed)
             raise<AutogradError>(std::string("backward through ") + name +
-                                 " whose graph was already freed; call backward(gradient, "
-                                 "/*retain_graph=*/true) the first time to run it twice");
+                                 " whose graph was already freed; pass retain_graph=true to the first "
+                                 "backward() to run backward twice through the same graph");
         const auto *previous = current_edges;
         current_edges = &next;
         struct Restore {
@@ -107,9 +110,67 @@ AutogradMeta &meta_of(TensorImpl &impl) {
     return *impl.autograd;
 }
 
+bool impl_needs_grad(const TensorImpl &impl) { return impl.autograd && impl.autograd->requires_grad; }
+
+bool is_contiguous_impl(const TensorImpl &impl) {
+    int64_t expected = 1;
+    for (std::size_t i = impl.shape.size(); i-- > 0;) {
+        if (impl.shape[i] != 1 && impl.strides[i] != expected) return false;
+        expected *= impl.shape[i];
+    }
+    return true;
+}
+
+// Where a view's elements lie in its base's gradient: a contiguous tensor of the base's shape
+// (the view's strides, the offsets' difference). Only for bases whose own layout is contiguous.
+struct ViewGeometry {
+    Shape base_shape;
+    Shape shape, strides;
+    int64_t offset = 0;
+
+    Tensor in(const Tensor &base_grad) const { return make_view(base_grad, shape, strides, offset); }
+};
+
+ViewGeometry geometry_of(const TensorImpl &view, const TensorImpl &base) {
+    return {base.shape, view.shape, view.strides, view.offset - base.offset};
+}
+
+// A view's history after its base was written in place: its gradient goes into its elements
+// of the base's gradient (PyTorch's AsStridedBackward).
+struct ViewOfBaseNode final : Node {
+    ViewGeometry geometry;
+    std::vector<Tensor> apply(const Tensor &g) override {
+        Tensor base_grad = zeros(geometry.base_shape, g.dtype(), g.device());
+        geometry.in(base_grad).assign_(g);
+        return {base_grad};
+    }
+};
+
+std::shared_ptr<Node> gradient_edge(const Tensor &t);
+
+// A view whose storage was written since its history was set: its history becomes a view of
+// its base's current history (which the write may have replaced), as PyTorch regenerates a
+// view's grad_fn. Bases that are not contiguous keep the old history.
+void refresh_view_history(TensorImpl &impl) {
+    if (!impl.view_base) return;
+    uint64_t version = impl.storage->version.load(std::memory_order_relaxed);
+    if (version == impl.view_version) return;
+    TensorImpl &base = *impl.view_base;
+    if (!impl_needs_grad(base) || !is_contiguous_impl(base)) return;
+    impl.view_version = version;
+    auto node = std::make_shared<ViewOfBaseNode>();
+    node->name = "view";
+    node->geometry = geometry_of(impl, base);
+    node->next.push_back(gradient_edge(Tensor(base.shared_from_this())));
+    AutogradMeta &meta = meta_of(impl);
+    meta.requires_grad = true;
+    meta.grad_fn = std::move(node);
+}
+
 // The node a gradient for this tensor flows into: its grad_fn, or its leaf accumulator.
 std::shared_ptr<Node> gradient_edge(const Tensor &t) {
     TensorImpl &impl = *t.impl();
+    refresh_view_history(impl);
     AutogradMeta &meta = meta_of(impl);
     if (meta.grad_fn) return meta.grad_fn;
     std::lock_guard lock(meta.mutex);
@@ -127,6 +188,7 @@ bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType
 }  // namespace
 
 bool grad_enabled() { return grad_mode; }
+void set_grad_enabled(bool on) { grad_mode = on; }
 NoGradGuard::NoGradGuard() : previous_(grad_mode) { grad_mode = false; }
 NoGradGuard::~NoGradGuard() { grad_mode = previous_; }
 
@@ -137,6 +199,14 @@ bool input_needs_grad(std::size_t i) {
     return !edges || (i < edges->size() && (*edges)[i] != nullptr);
 }
 
+SavingScope::SavingScope() : previous_(current_saved) { current_saved = &saved_; }
+SavingScope::~SavingScope() { current_saved = previous_; }
+
+void note_saved(const TensorImpl &t) {
+    if (!current_saved) return;
+    current_saved->push_back({t.storage, t.storage->version.load(std::memory_order_relaxed), t.shape});
+}
+
 bool any_needs_grad(std::initializer_list<const Tensor *> tensors) {
     // The tensors first: grad mode is a thread-local, dearer to read than a null autograd field.
     for (const Tensor *t : tensors)
@@ -145,13 +215,14 @@ bool any_needs_grad(std::initializer_list<const Tensor *> tensors) {
 }
 
 Tensor record_function(const Tensor &out, const std::vector<const Tensor *> &inputs, const char *name,
-                       BackwardFn backward) {
+                       BackwardFn backward, std::vector<SavedVersion> saved) {
     bool any = false;
     for (const Tensor *t : inputs) any = any || needs_grad(*t);
     if (!grad_mode || !any) return out;
     auto node = std::make_shared<FunctionNode>();
     node->name = name;
     node->backward = std::move(backward);
+    node->saved = std::move(saved);
     for (const Tensor *t : inputs) node->next.push_back(needs_grad(*t) ? gradient_edge(*t) : nullptr);
     AutogradMeta &meta = meta_of(*out.impl());
     meta.requires_grad = true;
@@ -167,6 +238,94 @@ Tensor attach_node(const Tensor &out, std::initializer_list<const Tensor *> inpu
     meta.requires_grad = true;
     meta.grad_fn = std::move(node);
     return out;
+}
+
+namespace {
+
+// A tensor's history after src was written over all its elements (PyTorch's CopyBackwards):
+// the old values get a zero gradient, src the (unbroadcast) gradient.
+struct OverwriteNode final : Node {
+    Shape src_shape;
+    std::vector<Tensor> apply(const Tensor &g) override {
+        return {next[0] ? zeros(g.shape(), g.dtype(), g.device()) : Tensor(),
+                next[1] ? sum_to(g, src_shape) : Tensor()};
+    }
+};
+
+// A base's history after src was written into a view of it (PyTorch's CopySlices): the view's
+// elements of the gradient go to src, the others to the base's old history.
+struct OverwriteViewNode final : Node {
+    ViewGeometry geometry;
+    Shape src_shape;
+    std::vector<Tensor> apply(const Tensor &g) override {
+        Tensor base_grad = empty(geometry.base_shape, g.dtype(), g.device());
+        base_grad.assign_(g);
+        Tensor region = geometry.in(base_grad);
+        Tensor src_grad;
+        if (next[1]) {
+            src_grad = empty(region.shape(), region.dtype(), region.device());
+            src_grad.assign_(region);
+            src_grad = sum_to(src_grad, src_shape);
+        }
+        region.assign_(full({}, 0.0, g.dtype(), g.device()));
+        return {next[0] ? base_grad : Tensor(), src_grad};
+    }
+};
+
+[[noreturn]] void raise_leaf_inplace(const char *op, bool view) {
+    raise<AutogradError>(std::string(op) + ": " + (view ? "a view of a leaf tensor" : "a leaf tensor") +
+                         " that requires grad is written in place while grad mode is on, which would "
+                         "lose its gradient; update parameters under NoGradGuard, or write into a clone()");
+}
+
+}  // namespace
+
+void check_inplace_allowed(const Tensor &target, const char *op) {
+    if (!grad_mode) return;
+    const TensorImpl &impl = *target.impl();
+    if (impl.view_base) {
+        const TensorImpl &base = *impl.view_base;
+        if (impl_needs_grad(base) && !base.autograd->grad_fn) raise_leaf_inplace(op, true);
+        return;
+    }
+    if (impl_needs_grad(impl) && !impl.autograd->grad_fn) raise_leaf_inplace(op, false);
+}
+
+void record_overwrite(const Tensor &target, const Tensor &src) {
+    TensorImpl &impl = *target.impl();
+    std::shared_ptr<Node> src_edge = needs_grad(src) ? gradient_edge(src) : nullptr;
+    uint64_t version = impl.storage->version.load(std::memory_order_relaxed);
+    if (!impl.view_base) {
+        std::shared_ptr<Node> old_edge = needs_grad(target) ? gradient_edge(target) : nullptr;
+        if (!old_edge && !src_edge) return;
+        auto node = std::make_shared<OverwriteNode>();
+        node->name = "copy_";
+        node->src_shape = src.shape();
+        node->next.push_back(std::move(old_edge));
+        node->next.push_back(std::move(src_edge));
+        AutogradMeta &meta = meta_of(impl);
+        meta.requires_grad = true;
+        meta.grad_fn = std::move(node);
+        return;
+    }
+    TensorImpl &base = *impl.view_base;
+    if (!is_contiguous_impl(base))
+        raise<AutogradError>("in-place write into a view of a non-contiguous tensor " + shape_str(base.shape) +
+                             " with autograd recording: make the base contiguous() first");
+    std::shared_ptr<Node> base_edge = impl_needs_grad(base) ? gradient_edge(Tensor(base.shared_from_this())) : nullptr;
+    if (!base_edge && !src_edge) return;
+    auto node = std::make_shared<OverwriteViewNode>();
+    node->name = "copy_ (into a view)";
+    node->geometry = geometry_of(impl, base);
+    node->src_shape = src.shape();
+    node->next.push_back(std::move(base_edge));
+    node->next.push_back(std::move(src_edge));
+    AutogradMeta &base_meta = meta_of(base);
+    base_meta.requires_grad = true;
+    base_meta.grad_fn = std::move(node);
+    // The view itself now reads the base's new history.
+    impl.view_version = version - 1;
+    refresh_view_history(impl);
 }
 
 Tensor sum_to(const Tensor &grad, const Shape &shape) {
@@ -261,6 +420,7 @@ void remove_post_accumulate_grad_hook(const Tensor &leaf, uint64_t id) {
 
 Tensor Tensor::detach() const {
     const TensorImpl &impl = impl_of(*this, "detach");
+    note_saved(impl);
     auto copy = std::make_shared<TensorImpl>();
     copy->dtype = impl.dtype;
     copy->shape = impl.shape;
@@ -325,6 +485,15 @@ void Tensor::backward(const Tensor &gradient, bool retain_graph) const {
         if (found == pending.end()) continue;
         Tensor grad = std::move(found->second);
         pending.erase(found);
+        for (const SavedVersion &saved : node->saved) {
+            uint64_t now = saved.storage->version.load(std::memory_order_relaxed);
+            if (now != saved.version)
+                raise<AutogradError>(std::string("backward: a tensor of shape ") + shape_str(saved.shape) + " that " +
+                                     node->name + " saved for its gradient was modified in place " +
+                                     "afterwards (version " + std::to_string(now) + ", saved at version " +
+                                     std::to_string(saved.version) + "); write into a clone() instead, or do " +
+                                     "the in-place op out of place");
+        }
         // A slice's gradient goes into the slice of its input's gradient so far, in place, when
         // nothing else sees that tensor: split's pieces (char_gpt's q, k and v) then fill one
         // buffer instead of each making zeros of the whole input and adding them.
@@ -341,7 +510,10 @@ void Tensor::backward(const Tensor &gradient, bool retain_graph) const {
         }
     }
     if (!retain_graph)
-        for (Node *node : order) node->release();
+        for (Node *node : order) {
+            node->release();
+            node->saved.clear();
+        }
 }
 
 }  // namespace tinyfin

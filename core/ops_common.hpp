@@ -33,8 +33,10 @@ uint32_t axes_mask(const Shape &shape, const Axes &axes, const char *op);
 Shape keep_shape(const Shape &shape, uint32_t mask);
 Shape drop_shape(const Shape &shape, uint32_t mask);
 
-// Brings defined operands to their common device (see common_device()).
-void place_together(std::initializer_list<Tensor *> operands);
+// Brings defined operands to their common device (see common_device()); under
+// MixedDevices::strict only cpu scalars move, and operands on two devices are a DeviceError
+// naming op.
+void place_together(std::initializer_list<Tensor *> operands, const char *op);
 
 // sum_to(matmul(a, b), shape) for a [..., M, K] and b [..., K, N] (rank >= 2, batch axes
 // broadcast) with the summed batch axes folded into K: one product, rounded once (ops_reduce.cpp).

@@ -49,7 +49,7 @@ Shape drop_shape(const Shape &shape, uint32_t mask) {
     return out;
 }
 
-void place_together(std::initializer_list<Tensor *> operands) {
+void place_together(std::initializer_list<Tensor *> operands, const char *op) {
     std::vector<const Tensor *> defined;
     for (Tensor *t : operands)
         if (t->defined()) defined.push_back(t);
@@ -58,6 +58,23 @@ void place_together(std::initializer_list<Tensor *> operands) {
     bool same = true;
     for (const Tensor *t : defined) same = same && t->device() == device;
     if (same) return;
+    if (mixed_devices() == MixedDevices::strict) {
+        // Only cpu scalars travel: every other operand must already share one device.
+        const Tensor *first = nullptr;
+        for (const Tensor *t : defined) {
+            if (t->rank() == 0 && t->device().backend == "cpu") continue;
+            if (!first) {
+                first = t;
+            } else if (t->device() != first->device()) {
+                raise<DeviceError>(std::string(op) + ": expected all tensors on one device, got " +
+                                   first->device().str() + " and " + t->device().str() + "; move one with .to(device)");
+            }
+        }
+        Device target = first ? first->device() : device;
+        for (Tensor *t : operands)
+            if (t->defined() && t->device() != target) *t = t->to(target);
+        return;
+    }
     const Tensor *best = defined[0];
     for (const Tensor *t : defined) {
         Device d = common_device({best, t});
@@ -98,7 +115,7 @@ Tensor binary_forward(tf_op op, const Tensor &a, const Tensor &b, bool compare) 
     }
     Shape shape = broadcast_shapes(ia.shape, ib.shape, name);
     Tensor x = a, y = b;
-    place_together({&x, &y});
+    place_together({&x, &y}, name);
     Tensor out = empty_like_device(x, shape, dtype);
     dispatch(op, {raw_expand(x, shape), raw_expand(y, shape)}, {out});
     return out;
@@ -144,6 +161,7 @@ void binary_into(tf_op op, const Tensor &a, const Tensor &b, const Tensor &out) 
     // with an input the result goes through a temporary: as if computed into a new tensor and
     // then copied into out, like numpy's ufuncs.
     const bool through_temporary = overlaps(ia, io) || overlaps(ib, io);
+    io.storage->version.fetch_add(1, std::memory_order_relaxed);
     if (!same_shapes || through_temporary) [[unlikely]] {
         Tensor result =
             through_temporary ? make_tensor(*io.storage->backend, io.storage->device, io.shape, dtype) : out;
@@ -345,7 +363,7 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
                           " differ");
     Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
     Tensor c = cond, x = a, y = b;
-    place_together({&c, &x, &y});
+    place_together({&c, &x, &y}, "where");
     Tensor out = empty_like_device(x, shape, a.dtype());
     dispatch(TF_OP_WHERE, {raw_expand(c, shape), raw_expand(x, shape), raw_expand(y, shape)}, {out});
     return record(out, {&cond, &a, &b}, "where", [&] {
@@ -492,7 +510,7 @@ Tensor gelu_backward(const Tensor &dy, const Tensor &x) {
                           "; gelu_backward is defined on float dtypes (f32, f16, bf16): cast them first");
     const Shape shape = broadcast_shapes(idy.shape, ix.shape, name);
     Tensor a = dy, b = x;
-    place_together({&a, &b});
+    place_together({&a, &b}, "gelu_backward");
     Tensor out;
     {
         // One pass where the operands' plugin claims the op (never a host trip for it: the

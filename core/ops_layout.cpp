@@ -57,6 +57,11 @@ Tensor concat(const std::vector<Tensor> &tensors, int64_t axis) {
         shape[ax] += t.size(ax);
     }
     Device device = first.device();
+    if (mixed_devices() == MixedDevices::strict)
+        for (const Tensor &t : tensors)
+            if (t.device() != device)
+                raise<DeviceError>("concat: expected all tensors on one device, got " + device.str() + " and " +
+                                   t.device().str() + "; move one with .to(device)");
     Tensor out = empty(shape, first.dtype(), device);
     std::vector<int64_t> sizes;
     int64_t at = 0;

@@ -149,7 +149,7 @@ namespace {
 // conv2d without its bias, recorded for autograd: y [out_shape] of x's dtype.
 Tensor conv2d_product(const Tensor &x, const Tensor &weight, const Shape &out_shape, const tf_params_conv2d &p) {
     Tensor xx = x, ww = weight;
-    place_together({&xx, &ww});
+    place_together({&xx, &ww}, "conv2d");
     Tensor y = empty_like_device(xx, out_shape, x.dtype());
     dispatch(TF_OP_CONV2D, {xx, ww}, {y}, &p);
     return record(y, {&x, &weight}, op_info(TF_OP_CONV2D).name, [&] {
@@ -360,6 +360,9 @@ Tensor affine_or_ones(const Tensor &t, const Tensor &x, const Shape &shape, doub
         raise<ShapeError>(std::string(op) + ": " + what + " must have shape " + shape_str(shape) + ", got " +
                           shape_str(t.shape()));
     require_same_dtype(t, x, op);
+    if (t.device() != x.device() && mixed_devices() == MixedDevices::strict)
+        raise<DeviceError>(std::string(op) + ": " + what + " is on " + t.device().str() + ", the input on " +
+                           x.device().str() + "; move one with .to(device)");
     return t.to(x.device());
 }
 
@@ -548,7 +551,7 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
     sv.insert(sv.end(), {tk, dv});
     double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(d));
     Tensor qq = q, kk = k, vv = v, mm = mask;
-    place_together({&qq, &kk, &vv, &mm});
+    place_together({&qq, &kk, &vv, &mm}, "scaled_dot_product_attention");
     if (alignment != CausalAlignment::bottom_right && alignment != CausalAlignment::top_left)
         raise<ValueError>(std::string(op) + ": unknown causal alignment " +
                           std::to_string(static_cast<int>(alignment)));
@@ -629,7 +632,7 @@ Tensor embedding(const Tensor &weight, const Tensor &indices) {
     Shape out_shape = indices.shape();
     out_shape.push_back(weight.size(1));
     Tensor w = weight, idx = indices;
-    place_together({&w, &idx});
+    place_together({&w, &idx}, "embedding");
     Tensor out = empty_like_device(w, out_shape, weight.dtype());
     dispatch(TF_OP_EMBEDDING, {w, idx}, {out});
     return record(out, {&weight}, op, [&] {
@@ -667,7 +670,7 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduc
         raise<ShapeError>(std::string(op) + ": labels must have shape [" + std::to_string(logits.size(0)) +
                           "] for logits " + shape_str(logits.shape()) + ", got " + shape_str(labels.shape()));
     Tensor x = logits, y = labels;
-    place_together({&x, &y});
+    place_together({&x, &y}, "cross_entropy");
     Shape out_shape = reduction == Reduction::none ? Shape{logits.size(0)} : Shape{};
     Tensor out = empty_like_device(x, out_shape, logits.dtype());
     tf_params_cross_entropy p{sizeof(tf_params_cross_entropy), static_cast<int32_t>(reduction), ignore_index};
@@ -718,7 +721,7 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, const CrossEntr
         raise<ValueError>(std::string(op) + ": unknown reduction " + std::to_string(static_cast<int>(o.reduction)));
     int64_t c = logits.size(1);
     Tensor x = logits, y = labels, w = o.weight;
-    place_together({&x, &y, &w});
+    place_together({&x, &y, &w}, "cross_entropy");
     if (w.defined()) {
         if (w.rank() != 1 || w.size(0) != c)
             raise<ShapeError>(std::string(op) + ": weight must have shape [" + std::to_string(c) + "], got " +

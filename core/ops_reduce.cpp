@@ -238,7 +238,7 @@ static Tensor matmul_nd(const Tensor &a, const Tensor &b) {
     sb.insert(sb.end(), {k, n});
     so.insert(so.end(), {m, n});
     Tensor x = a, y = b;
-    place_together({&x, &y});
+    place_together({&x, &y}, "matmul");
     Tensor out = empty_like_device(x, so, a.dtype());
     Tensor xs = raw_expand(x, sa), ys = raw_expand(y, sb);
     check_read_size(xs, "matmul");

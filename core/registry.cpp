@@ -273,6 +273,13 @@ Backend &Registry::select_fitting(std::string_view spec, uint64_t required_bytes
     return selected();
 }
 
+void Registry::restore_selection(Backend &backend, std::string requested) {
+    std::lock_guard lock(select_mutex_);
+    notes_.push_back("kept " + backend.name() + " (" + requested + "): no backend had the memory required");
+    requested_ = std::move(requested);
+    selected_.store(&backend, std::memory_order_release);
+}
+
 void Registry::selection(std::string &requested, std::vector<std::string> &notes) const {
     std::lock_guard lock(select_mutex_);
     requested = requested_;

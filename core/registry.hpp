@@ -73,6 +73,9 @@ public:
     // device that reports 0, i.e. does not know, counts as fitting); cpu stays the last resort.
     // Returns the chosen backend, whether or not it fits.
     Backend &select_fitting(std::string_view spec, uint64_t required_bytes);
+    // Puts a selection back (after select_fitting found nothing that fits): backend and the list
+    // it came from, keeping the failed attempt's notes, plus one saying the selection was kept.
+    void restore_selection(Backend &backend, std::string requested);
     bool fallback_is_error() const { return fallback_is_error_; }
 
     const LoadResult &loaded() const { return loaded_; }

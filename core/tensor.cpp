@@ -175,6 +175,9 @@ Tensor make_view(const Tensor &base, Shape shape, Shape strides, int64_t offset)
     impl->strides = std::move(strides);
     impl->offset = offset;
     impl->storage = base.impl()->storage;
+    const TensorImpl &from = *base.impl();
+    impl->view_base = from.view_base ? from.view_base : std::const_pointer_cast<TensorImpl>(from.shared_from_this());
+    impl->view_version = impl->storage->version.load(std::memory_order_relaxed);
     return Tensor(std::move(impl));
 }
 
@@ -392,8 +395,8 @@ struct SliceNode final : Node {
 
     void check_alive() const {
         if (freed)
-            raise<AutogradError>("backward through slice whose graph was already freed; call backward(gradient, "
-                                 "/*retain_graph=*/true) the first time to run it twice");
+            raise<AutogradError>("backward through slice whose graph was already freed; pass retain_graph=true to "
+                                 "the first backward() to run backward twice through the same graph");
     }
     std::vector<Tensor> apply(const Tensor &g) override {
         check_alive();
@@ -495,24 +498,47 @@ Tensor Tensor::contiguous() const {
 void Tensor::assign_(const Tensor &src) {
     const TensorImpl &impl = impl_of(*this, "assign_");
     impl_of(src, "assign_");
-    if (grad_enabled() && requires_grad())
-        raise<AutogradError>("assign_: cannot overwrite a tensor that requires grad while grad mode "
-                             "is on; wrap the update in NoGradGuard");
+    // With grad mode on, a write into a tensor with history (or of a source with one) is
+    // recorded as PyTorch's copy_ is; into a leaf that requires grad it is an error.
+    const bool recording =
+        grad_enabled() && (needs_grad(*this) || needs_grad(src) ||
+                           (impl.view_base && impl.view_base->autograd && impl.view_base->autograd->requires_grad));
+    if (recording) check_inplace_allowed(*this, "assign_");
     Shape shape = broadcast_shapes(impl.shape, src.shape(), "assign_");
     if (shape != impl.shape)
         raise<ShapeError>("assign_: source of shape " + shape_str(src.shape()) + " does not broadcast to " +
                           shape_str(impl.shape));
     Tensor source = src.to(device());
-    if (source.dtype() != impl.dtype) source = cast(source.detach(), impl.dtype);
+    if (source.dtype() != impl.dtype) source = recording ? source.to(impl.dtype) : cast(source.detach(), impl.dtype);
     // A source sharing memory with the destination (a shifted slice, the transpose, a broadcast
     // row of it) is copied out first, as the out= forms do: the result is the one of reading the
     // whole source before writing. Only the source's own elements are copied, not its expansion.
     if (overlaps(*source.impl(), impl)) {
         Tensor copy = make_tensor(*impl.storage->backend, impl.storage->device, source.shape(), impl.dtype);
         dispatch(TF_OP_CONTIGUOUS, {source}, {copy});
-        source = copy;
+        dispatch(TF_OP_CONTIGUOUS, {raw_expand(copy, impl.shape)}, {*this});
+    } else {
+        dispatch(TF_OP_CONTIGUOUS, {raw_expand(source, impl.shape)}, {*this});
     }
-    dispatch(TF_OP_CONTIGUOUS, {raw_expand(source, impl.shape)}, {*this});
+    impl.storage->version.fetch_add(1, std::memory_order_relaxed);
+    if (recording) record_overwrite(*this, source);
+}
+
+uint64_t Tensor::version() const { return impl_of(*this, "version").storage->version.load(std::memory_order_relaxed); }
+
+void Tensor::set_data(const Tensor &data) {
+    TensorImpl &impl = const_cast<TensorImpl &>(impl_of(*this, "set_data"));
+    const TensorImpl &from = impl_of(data, "set_data");
+    if (impl.autograd && impl.autograd->grad_fn)
+        raise<AutogradError>("set_data: only a leaf tensor's data can be replaced; this one was produced by " +
+                             std::string(impl.autograd->grad_fn->name));
+    if (impl.view_base || from.view_base)
+        raise<ValueError>("set_data: views cannot take or give their data; pass contiguous() tensors");
+    impl.dtype = from.dtype;
+    impl.shape = from.shape;
+    impl.strides = from.strides;
+    impl.offset = from.offset;
+    impl.storage = from.storage;
 }
 
 Tensor Tensor::to(const Device &device) const {
@@ -566,6 +592,7 @@ void copy_from_host(const Tensor &tensor, const void *src, std::size_t bytes) {
                           " is not contiguous; write into contiguous() and assign_ it");
     if (grad_enabled() && tensor.requires_grad())
         raise<AutogradError>("copy_from_host: the tensor requires grad; write it under NoGradGuard");
+    impl.storage->version.fetch_add(1, std::memory_order_relaxed);
     if (bytes == 0) return;
     if (!src) raise<ValueError>("copy_from_host: source is NULL");
     Storage &storage = *impl.storage;

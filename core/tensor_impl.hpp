@@ -1,6 +1,7 @@
 // What a Tensor handle points at: a view (dtype, shape, strides, offset) of storage.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 
@@ -20,6 +21,10 @@ struct Storage {
     // For memory the core did not allocate (from_blob): called after the buffer is freed, to
     // hand the memory back to its owner (a numpy array, a DLPack producer).
     std::function<void()> release;
+    // Bumped by every in-place write (assign_, the out= forms, copy_from_host): autograd checks
+    // that a tensor saved for backward still has the version it had when saved. Shared by all
+    // views, as the memory is.
+    std::atomic<uint64_t> version{0};
 
     Storage() = default;
     Storage(const Storage &) = delete;
@@ -50,6 +55,11 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
     std::shared_ptr<detail::Storage> storage;
     // Null until autograd needs it (requires_grad_, or a recorded op's output).
     std::shared_ptr<detail::AutogradMeta> autograd;
+    // Views only: the tensor whose storage this one views (never itself a view), so that an
+    // in-place write through the view can update the base's autograd history.
+    std::shared_ptr<TensorImpl> view_base;
+    // Views only: the storage's version when this view's history was last brought up to date.
+    uint64_t view_version = 0;
 };
 
 }  // namespace tinyfin

@@ -59,9 +59,10 @@ void Module::to(const Device &device) {
     NoGradGuard no_grad;
     for (auto &[name, tensor] : params_) {
         if (tensor->device() == device) continue;
-        bool needs_grad = tensor->requires_grad();
-        *tensor = tensor->to(device).detach();
-        tensor->requires_grad_(needs_grad);
+        // In place (set_data): every handle to the parameter, an optimizer's included, follows.
+        Tensor grad = tensor->grad();
+        tensor->set_data(tensor->to(device).detach());
+        if (grad.defined()) tensor->set_grad(grad.to(device));
     }
     for (auto &[name, child] : children_) child->to(device);
 }

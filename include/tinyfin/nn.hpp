@@ -63,8 +63,8 @@ public:
     void eval() { train(false); }
     bool is_training() const { return training_; }
 
-    // Moves every parameter to device. The parameters become new leaf tensors (same
-    // requires_grad), so build optimizers after moving a model, as in PyTorch.
+    // Moves every parameter (and its grad) to device in place (Tensor::set_data): the same
+    // tensors, so an optimizer built before the move keeps updating them, as in PyTorch.
     void to(const Device &device);
 
     // Sets every parameter's gradient to undefined.

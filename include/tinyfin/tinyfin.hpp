@@ -224,10 +224,22 @@ public:
     // Cast to another dtype on the same device.
     Tensor to(DType dtype) const;
 
-    // Copies src (broadcast to this shape, cast to this dtype) into this tensor's
-    // elements in place, on this tensor's device. Not recorded by autograd: for
-    // optimizers and initialisers. Throws when this tensor requires grad and grad mode is on.
+    // Copies src (broadcast to this shape, cast to this dtype) into this tensor's elements in
+    // place, on this tensor's device (PyTorch's copy_). Under NoGradGuard (optimizers,
+    // initialisers) nothing is recorded. With grad mode on, a write into a tensor with history,
+    // or of a src that requires grad, is recorded: this tensor's history (a view's base's, for a
+    // view) becomes the write, so t.assign_(op(t, x)) is an in-place op with a gradient. Writing
+    // into a leaf that requires grad (or a view of one) with grad mode on is an AutogradError.
+    // A backward rule that saved this tensor's values before the write then refuses to run.
     void assign_(const Tensor &src);
+    // How many in-place writes (assign_, the out= forms, copy_from_host) its storage has had;
+    // shared by every view of it. Autograd compares it with the version a rule saved.
+    uint64_t version() const;
+    // Makes this leaf view data's storage (dtype, shape, strides, offset) in place, keeping its
+    // autograd state (requires_grad, grad): every handle to it (a module's, an optimizer's) sees
+    // the new data, as PyTorch's `t.data = data`. For moving parameters between devices. The
+    // grad is left as it was (move or reset it to match).
+    void set_data(const Tensor &data);
 
     // ---- Autograd ----
     bool requires_grad() const;
@@ -637,6 +649,8 @@ Tensor scalar_like(const Tensor &like, double value);
 
 // Whether ops record autograd history on this thread (default true).
 bool grad_enabled();
+// Sets it on this thread (torch.set_grad_enabled); prefer the guard below for a scope.
+void set_grad_enabled(bool on);
 // Disables recording on this thread while alive.
 class NoGradGuard {
 public:
@@ -691,10 +705,19 @@ bool set_backend(std::string_view list);
 // Chooses the backend as set_backend(preference) does, but only among backends whose device 0
 // reports at least required_bytes of free memory (tinyfin-info's "free"; a device that reports
 // none counts as fitting): with "auto" the best-priority one that fits, cpu last; with a list
-// the first listed one that fits. preference "" means TINYFIN_BACKEND (auto when unset). Returns
-// the chosen backend's name; throws OutOfMemoryError naming every device, its free memory and
-// the requirement when none fits.
+// the first listed one that fits. preference "" means the current list (the last set_backend's,
+// else TINYFIN_BACKEND, else auto). Returns the chosen backend's name; throws OutOfMemoryError
+// naming every device, its free memory and the requirement when none fits, leaving the
+// selection as it was.
 std::string select_backend_for_memory(uint64_t required_bytes, std::string_view preference = {});
+// What an op does with operands on different devices. move (the C++ default): runs on the
+// device of the operand whose backend has the highest priority, copying the others there
+// (counted in stats()). strict (Python's default, as PyTorch): DeviceError naming the op and
+// both devices. Either way a rank-0 tensor on cpu (a scalar) joins the other operands' device.
+// Process-wide.
+enum class MixedDevices { move, strict };
+void set_mixed_devices(MixedDevices policy);
+MixedDevices mixed_devices();
 // Name of the backend factories place tensors on ("cpu", "vulkan").
 std::string backend_name();
 Device default_device();

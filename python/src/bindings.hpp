@@ -42,6 +42,12 @@ DType dtype_arg(py::handle obj, DType fallback);
 // A tensor operand: a Tensor as is; a Python number becomes a rank-0 tensor of like's dtype on
 // like's device (so `t + 2` keeps t's dtype, as in PyTorch for same-kind scalars).
 Tensor operand(py::handle obj, const Tensor &like, const char *op);
+
+// a / b as Python's (and PyTorch's) true division: integer and bool operands divide as float32,
+// an integer tensor beside a float one takes its dtype.
+Tensor true_div(const Tensor &a, const Tensor &b);
+Tensor true_div(const Tensor &a, double b);
+Tensor true_div(double a, const Tensor &b);
 // One axis or a tuple/list of axes (None: all) -> axes.
 std::vector<int> axes_arg(py::handle obj);
 

@@ -2,6 +2,8 @@
 // `except ValueError` catches a tinyfin.ShapeError the way Python code expects.
 #include <cstring>
 #include <map>
+#include <string>
+#include <utility>
 
 #include "bindings.hpp"
 
@@ -32,8 +34,23 @@ const char *without_prefix(const char *what, const char *name) {
     return what;
 }
 
+// The core's messages name C++ spellings; Python users read the Python ones.
+std::string in_python_terms(std::string text) {
+    static const std::pair<const char *, const char *> spellings[] = {
+        {"NoGradGuard", "tinyfin.no_grad()"},
+        {"retain_graph=true", "retain_graph=True"},
+        {"DType::", "tinyfin."},
+    };
+    for (const auto &[cpp, python] : spellings) {
+        std::size_t n = std::strlen(cpp);
+        for (std::size_t at = text.find(cpp); at != std::string::npos; at = text.find(cpp, at + std::strlen(python)))
+            text.replace(at, n, python);
+    }
+    return text;
+}
+
 void set(const char *name, const std::exception &e) {
-    PyErr_SetString(classes().at(name), without_prefix(e.what(), name));
+    PyErr_SetString(classes().at(name), in_python_terms(without_prefix(e.what(), name)).c_str());
 }
 
 }  // namespace

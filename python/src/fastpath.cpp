@@ -165,11 +165,16 @@ PyObject *matmul_slot(PyObject *a, PyObject *b) {
     return guarded(release_threshold, [&] { return matmul(*x, *y); });
 }
 
-template <BinaryOut fn, const Names *names>
+// x op= y through the out= form; the bindings' method takes the cases it cannot do: autograd
+// recording the write, and true division of an integer tensor (an error).
+template <BinaryOut fn, const Names *names, bool true_division = false>
 PyObject *inplace_slot(PyObject *a, PyObject *b) {
     const Tensor *x, *y;
     Tensor number;
     if (!tensor_of(a) || !operands(a, b, x, y, number)) return fallback(a, b, names->name, nullptr);
+    if ((grad_enabled() && (x->requires_grad() || y->requires_grad())) ||
+        (true_division && x->dtype() != DType::f32 && x->dtype() != DType::f16 && x->dtype() != DType::bf16))
+        return fallback(a, b, names->name, nullptr);
     try {
         {
             ReleaseFor release(larger(*x, *y));
@@ -274,12 +279,12 @@ void bind_fastpath(py::module_ &m) {
     nb->nb_add = number_slot<&add, &add, &add, &add_names>;
     nb->nb_subtract = number_slot<&sub, &sub, &sub, &sub_names>;
     nb->nb_multiply = number_slot<&mul, &mul, &mul, &mul_names>;
-    nb->nb_true_divide = number_slot<&div, &div, &div, &div_names>;
+    nb->nb_true_divide = number_slot<&true_div, &true_div, &true_div, &div_names>;
     nb->nb_matrix_multiply = matmul_slot;
     nb->nb_inplace_add = inplace_slot<&add, &iadd_names>;
     nb->nb_inplace_subtract = inplace_slot<&sub, &isub_names>;
     nb->nb_inplace_multiply = inplace_slot<&mul, &imul_names>;
-    nb->nb_inplace_true_divide = inplace_slot<&div, &idiv_names>;
+    nb->nb_inplace_true_divide = inplace_slot<&div, &idiv_names, true>;
     nb->nb_negative = negative_slot;
     tensor_type->tp_richcompare = richcompare_slot;
     PyType_Modified(tensor_type);

@@ -97,11 +97,49 @@ void bind_nn(py::module_ &top) {
         .def_readonly("total", &nn::WarmupCosine::total);
 
     py::module_ o = top.def_submodule("optim", "C++ optimizers of include/tinyfin/nn.hpp");
-    py::class_<optim::Optimizer>(o, "Optimizer")
+    // Python subclasses (tinyfin.optim) define step(); C++ callers (GradScaler::step) reach it
+    // through this override.
+    struct PyOptimizer : optim::Optimizer {
+        using optim::Optimizer::Optimizer;
+        void step() override { PYBIND11_OVERRIDE_PURE(void, optim::Optimizer, step, ); }
+    };
+    py::class_<optim::Optimizer, PyOptimizer>(o, "Optimizer")
+        .def(py::init<std::vector<Tensor>, double>(), py::arg("params"), py::arg("lr") = 0.0)
         .def("step", &optim::Optimizer::step, py::call_guard<Release>())
         .def("zero_grad", &optim::Optimizer::zero_grad)
         .def_property("lr", &optim::Optimizer::lr, &optim::Optimizer::set_lr)
         .def_property_readonly("params", &optim::Optimizer::params);
+    // The fused updates the C++ optimizers run, with the state passed in and returned (an
+    // undefined state, None, is created on the first step), for tinyfin.optim's Python classes.
+    o.def(
+        "_sgd_step",
+        [](const Tensor &param, const Tensor &grad, py::object buffer, double lr, double momentum, double weight_decay,
+           bool nesterov) {
+            Tensor buf = buffer.is_none() ? Tensor() : buffer.cast<Tensor>();
+            {
+                Release r;
+                NoGradGuard no_grad;
+                sgd_step_(param, grad, buf, {lr, momentum, weight_decay, nesterov});
+            }
+            return buf;
+        },
+        py::arg("param"), py::arg("grad"), py::arg("buffer"), py::arg("lr"), py::arg("momentum"),
+        py::arg("weight_decay"), py::arg("nesterov"));
+    o.def(
+        "_adamw_step",
+        [](const Tensor &param, const Tensor &grad, py::object exp_avg, py::object exp_avg_sq, double lr, double beta1,
+           double beta2, double eps, double weight_decay, int64_t step) {
+            Tensor m = exp_avg.is_none() ? Tensor() : exp_avg.cast<Tensor>();
+            Tensor v = exp_avg_sq.is_none() ? Tensor() : exp_avg_sq.cast<Tensor>();
+            {
+                Release r;
+                NoGradGuard no_grad;
+                adamw_step_(param, grad, m, v, {lr, beta1, beta2, eps, weight_decay, step});
+            }
+            return std::make_pair(m, v);
+        },
+        py::arg("param"), py::arg("grad"), py::arg("exp_avg"), py::arg("exp_avg_sq"), py::arg("lr"), py::arg("beta1"),
+        py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"), py::arg("step"));
     py::class_<optim::SGD, optim::Optimizer>(o, "SGD").def(
         py::init<std::vector<Tensor>, double, double, double, bool>(), py::arg("params"), py::arg("lr"),
         py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0, py::arg("nesterov") = false);

@@ -139,15 +139,54 @@ Tensor rbinary(const Tensor &b, py::handle a, Tensor (*fn)(const Tensor &, const
     return fn(lhs, b);
 }
 
-// x op= y: writes into x's elements (out= form), so every view of x sees it.
-Tensor &inplace(Tensor &a, py::handle b, void (*fn)(const Tensor &, const Tensor &, const Tensor &), const char *op) {
+// A copy with history (PyTorch's clone): the copy is recorded as a write of x when grad mode is on.
+Tensor clone(const Tensor &x) {
+    Tensor out = empty(x.shape(), x.dtype(), x.device());
+    out.assign_(x);
+    return out;
+}
+
+// x op= y: writes into x's elements, so every view of x sees it. Without autograd recording it
+// is the out= form; with it, op(x, y) is written back with assign_, which records the write
+// (x's history, or its base's, becomes op's). op reads a copy of x when its rule may save x.
+Tensor &inplace(Tensor &a, py::handle b, Tensor (*fn)(const Tensor &, const Tensor &),
+                void (*into)(const Tensor &, const Tensor &, const Tensor &), const char *op) {
     Tensor rhs = operand(b, a, op);
+    if (fn == static_cast<Tensor (*)(const Tensor &, const Tensor &)>(&div) && !is_float(a.dtype()))
+        raise_python("DTypeError", std::string(op) + ": true division of a " + python_dtype_name(a.dtype()) +
+                                       " tensor gives floats, which cannot be written into it; use "
+                                       "x = x / y, or x.div_(y) on a float tensor");
     ReleaseFor release(std::max(a.numel(), rhs.numel()));
-    fn(a, rhs, a);
+    if (!grad_enabled() || !(a.requires_grad() || rhs.requires_grad())) {
+        into(a, rhs, a);
+        return a;
+    }
+    if (a.requires_grad() && a.is_leaf())
+        throw AutogradError(std::string(op) +
+                            ": a leaf tensor that requires grad is written in place while grad mode is on, "
+                            "which would lose its gradient; update parameters under NoGradGuard, or write into "
+                            "a clone()");
+    const bool saves_input = fn != static_cast<Tensor (*)(const Tensor &, const Tensor &)>(&add) &&
+                             fn != static_cast<Tensor (*)(const Tensor &, const Tensor &)>(&sub);
+    Tensor result = fn(saves_input ? clone(a) : a, rhs);
+    a.assign_(result);
     return a;
 }
 
+#define TINYFIN_INPLACE(fn)                                                                                            \
+    static_cast<Tensor (*)(const Tensor &, const Tensor &)>(&fn),                                                      \
+        static_cast<void (*)(const Tensor &, const Tensor &, const Tensor &)>(&fn)
+
 }  // namespace
+
+Tensor true_div(const Tensor &a, const Tensor &b) {
+    const bool fa = is_float(a.dtype()), fb = is_float(b.dtype());
+    if (fa && fb) return div(a, b);
+    DType d = fa ? a.dtype() : fb ? b.dtype() : DType::f32;
+    return div(fa ? a : a.to(d), fb ? b : b.to(d));
+}
+Tensor true_div(const Tensor &a, double b) { return div(is_float(a.dtype()) ? a : a.to(DType::f32), b); }
+Tensor true_div(double a, const Tensor &b) { return div(a, is_float(b.dtype()) ? b : b.to(DType::f32)); }
 
 std::optional<Device> device_arg(py::handle obj) {
     if (obj.is_none()) return std::nullopt;
@@ -370,10 +409,7 @@ void bind_tensor(py::module_ &m) {
         .def("clone",
              [](const Tensor &x) {
                  Release r;
-                 Tensor out = empty(x.shape(), x.dtype(), x.device());
-                 NoGradGuard g;
-                 out.assign_(x);
-                 return out;
+                 return clone(x);
              })
         // Views.
         .def("reshape",
@@ -494,9 +530,11 @@ void bind_tensor(py::module_ &m) {
         .def(
             "__rmul__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &mul, "mul"); }, py::is_operator())
         .def(
-            "__truediv__", [](const Tensor &a, py::handle b) { return binary(a, b, &div, "div"); }, py::is_operator())
+            "__truediv__", [](const Tensor &a, py::handle b) { return binary(a, b, &true_div, "div"); },
+            py::is_operator())
         .def(
-            "__rtruediv__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &div, "div"); }, py::is_operator())
+            "__rtruediv__", [](const Tensor &a, py::handle b) { return rbinary(a, b, &true_div, "div"); },
+            py::is_operator())
         .def(
             "__pow__", [](const Tensor &a, py::handle b) { return binary(a, b, &pow, "pow"); }, py::is_operator())
         .def(
@@ -539,25 +577,26 @@ void bind_tensor(py::module_ &m) {
         .def(
             "__ge__", [](const Tensor &a, py::handle b) { return binary(a, b, &ge, "ge"); }, py::is_operator())
         .def(
-            "__iadd__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &add, "add_"); },
+            "__iadd__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, TINYFIN_INPLACE(add), "add_"); },
             py::is_operator())
         .def(
-            "__isub__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &sub, "sub_"); },
+            "__isub__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, TINYFIN_INPLACE(sub), "sub_"); },
             py::is_operator())
         .def(
-            "__imul__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &mul, "mul_"); },
+            "__imul__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, TINYFIN_INPLACE(mul), "mul_"); },
             py::is_operator())
         .def(
-            "__itruediv__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &div, "div_"); },
+            "__itruediv__",
+            [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, TINYFIN_INPLACE(div), "div_"); },
             py::is_operator())
         .def(
-            "__ipow__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &pow, "pow_"); },
+            "__ipow__", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, TINYFIN_INPLACE(pow), "pow_"); },
             py::is_operator())
-        .def("add_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &add, "add_"); })
-        .def("sub_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &sub, "sub_"); })
-        .def("mul_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &mul, "mul_"); })
-        .def("div_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &div, "div_"); })
-        .def("pow_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, &pow, "pow_"); })
+        .def("add_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, TINYFIN_INPLACE(add), "add_"); })
+        .def("sub_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, TINYFIN_INPLACE(sub), "sub_"); })
+        .def("mul_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, TINYFIN_INPLACE(mul), "mul_"); })
+        .def("div_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, TINYFIN_INPLACE(div), "div_"); })
+        .def("pow_", [](Tensor &a, py::handle b) -> Tensor & { return inplace(a, b, TINYFIN_INPLACE(pow), "pow_"); })
         .def("copy_",
              [](Tensor &a, py::handle b) -> Tensor & {
                  Tensor src = operand(b, a, "copy_");
@@ -607,12 +646,34 @@ void bind_tensor(py::module_ &m) {
             },
             py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
         .def("detach", &Tensor::detach)
+        .def_property_readonly("_version", &Tensor::version)
+        .def_property("data", &Tensor::detach,
+                      [](Tensor &a, const Tensor &data) {
+                          Release r;
+                          a.set_data(data.detach());
+                      })
+        .def("_set_data",
+             [](Tensor &a, const Tensor &data) {
+                 Release r;
+                 a.set_data(data.detach());
+             })
         .def("detach_", [](Tensor &a) -> Tensor & {
             a = a.detach();
             return a;
         });
 
     m.def("is_grad_enabled", &grad_enabled);
+    m.def("_set_grad_enabled", &set_grad_enabled, py::arg("mode"));
+    m.def(
+        "set_mixed_devices",
+        [](const std::string &policy) {
+            if (policy != "strict" && policy != "move")
+                raise_python("ValueError",
+                             "set_mixed_devices: policy must be \"strict\" or \"move\", got \"" + policy + "\"");
+            set_mixed_devices(policy == "strict" ? MixedDevices::strict : MixedDevices::move);
+        },
+        py::arg("policy"));
+    m.def("get_mixed_devices", [] { return mixed_devices() == MixedDevices::strict ? "strict" : "move"; });
     // Context manager behind tinyfin.no_grad (thread-local like the C++ guard).
     struct NoGrad {
         std::unique_ptr<NoGradGuard> guard;

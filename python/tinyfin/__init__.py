@@ -13,7 +13,10 @@ from collections import namedtuple as _namedtuple
 import numpy as _np
 
 from . import _C
-from ._C import (  # noqa: F401  (re-exported API)
+from . import _errors as _arg_errors
+
+_arg_errors.wrap_module(_C)  # argument errors that name the argument, before the names are taken
+from ._C import (  # noqa: E402  # noqa: F401  (re-exported API)
     Tensor, device, dtype,
     Error, ShapeError, DTypeError, ValueError, DeviceError, BackendError, FallbackError,
     OutOfMemoryError, PluginError, AutogradError,
@@ -59,8 +62,10 @@ def manual_seed(seed):
 
 
 def _next_seed():
+    """The first draw after manual_seed(s) uses s itself (so manual_seed(0); randn(3) equals
+    randn(3, seed=0)); later draws use streams mixed from s and the draw count."""
     with _seed_lock:
-        s = _C.mix_seed(_seed[0], _seed[1])
+        s = _seed[0] if _seed[1] == 0 else _C.mix_seed(_seed[0], _seed[1])
         _seed[1] += 1
     return s
 
@@ -297,31 +302,68 @@ def allclose(input, other, rtol=1e-5, atol=1e-8):
 
 # ---- Autograd mode ----------------------------------------------------------------------------
 
-class no_grad:
-    """Disables autograd recording on this thread: `with tinyfin.no_grad():` or `@tinyfin.no_grad()`."""
+_grad_modes = _threading.local()  # per thread: the modes to restore, innermost last
 
-    def __init__(self):
-        self._guards = _threading.local()
+
+class _GradMode:
+    """A context manager and decorator that sets grad mode on this thread and restores it."""
+    _enabled = False
 
     def __enter__(self):
-        stack = getattr(self._guards, "stack", None)
+        stack = getattr(_grad_modes, "stack", None)
         if stack is None:
-            stack = self._guards.stack = []
-        g = _C._NoGrad()
-        g.__enter__()
-        stack.append(g)
+            stack = _grad_modes.stack = []
+        stack.append(is_grad_enabled())
+        _C._set_grad_enabled(self._enabled)
         return None
 
     def __exit__(self, *exc):
-        self._guards.stack.pop().__exit__(*exc)
+        _C._set_grad_enabled(_grad_modes.stack.pop())
         return False
 
     def __call__(self, fn):
+        mode = self
+
         @_functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with no_grad():
+            with mode:
                 return fn(*args, **kwargs)
         return wrapper
+
+
+class no_grad(_GradMode):
+    """Disables autograd recording on this thread: `with tinyfin.no_grad():` or `@tinyfin.no_grad()`."""
+    _enabled = False
+
+
+class enable_grad(_GradMode):
+    """Enables recording on this thread, also inside no_grad."""
+    _enabled = True
+
+
+class inference_mode(_GradMode):
+    """no_grad under PyTorch's other name (tinyfin has no separate inference tensors);
+    inference_mode(False) enables grad mode."""
+
+    def __init__(self, mode=True):
+        self._enabled = not mode
+
+
+class set_grad_enabled(_GradMode):
+    """set_grad_enabled(False) turns recording off on this thread now; as a context manager it
+    restores the previous mode on exit (as torch.set_grad_enabled)."""
+
+    def __init__(self, mode):
+        self._previous = is_grad_enabled()
+        self._enabled = _builtins.bool(mode)
+        _C._set_grad_enabled(self._enabled)
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        _C._set_grad_enabled(self._previous)
+        return False
 
 
 # ---- Backends and the report ------------------------------------------------------------------
@@ -351,27 +393,188 @@ def stats():
 
 
 # ---- Files ----------------------------------------------------------------------------------
+# A dict of name -> Tensor is a plain TFNN file (the same as C++ nn::save writes and nn::load
+# reads). Anything else (nested dicts, lists, numbers, strings: a checkpoint such as
+# {"model": sd, "optim": osd, "step": 300}) is stored as its tensors, named by position, plus one
+# entry holding the structure as JSON text; loading parses that JSON and nothing else (no pickle,
+# no code runs), and accepts only the types listed here.
+
+_STRUCTURE = "__tinyfin_structure_v1__"
+
+
+def _file_arg(f, op, mode):
+    """('path', str) for a path-like, ('file', f) for a binary file object; TypeError otherwise."""
+    import os
+    if isinstance(f, (str, bytes, os.PathLike)):
+        path = os.fsdecode(os.fspath(f))
+        return "path", path
+    needed = "write" if mode == "w" else "read"
+    if hasattr(f, needed) and not isinstance(f, Tensor):
+        if isinstance(f, __import__("io").TextIOBase):
+            raise _builtins.TypeError(f"{op}: the file object is in text mode; open it with "
+                                      f"open(..., \"{mode}b\")")
+        return "file", f
+    raise _builtins.TypeError(f"{op}: f must be a path (str, bytes or os.PathLike) or a binary file "
+                              f"object with .{needed}(), got {type(f).__name__}")
+
+
+def _flatten(obj, tensors, op):
+    if isinstance(obj, Tensor):
+        name = f"t{len(tensors)}"
+        tensors.append((name, obj.detach()))
+        return {"$tensor": name}
+    if obj is None or isinstance(obj, (_builtins.bool, int, str)):
+        return obj
+    if isinstance(obj, _builtins.float):
+        return obj if _np.isfinite(obj) else {"$float": repr(obj)}
+    if isinstance(obj, dict):
+        items = []
+        for k, v in obj.items():
+            if not (k is None or isinstance(k, (_builtins.bool, int, _builtins.float, str))):
+                raise _builtins.TypeError(f"{op}: dict keys must be str, int, float, bool or None, "
+                                          f"got {type(k).__name__}")
+            items.append([k, _flatten(v, tensors, op)])
+        return {"$dict": items}
+    if isinstance(obj, (list, tuple)):
+        return {"$list" if isinstance(obj, list) else "$tuple": [_flatten(v, tensors, op) for v in obj]}
+    if isinstance(obj, (_np.integer, _np.floating, _np.bool_)):
+        return _flatten(obj.item(), tensors, op)
+    from .nn import Module
+    if isinstance(obj, Module):
+        return _flatten(obj.state_dict(), tensors, op)
+    raise _builtins.TypeError(f"{op}: cannot save a {type(obj).__name__}; tensors, dicts, lists, "
+                              "tuples, numbers, strings, bools and None can be saved")
+
+
+def _unflatten(node, tensors, depth=0):
+    if depth > 1000:
+        raise ValueError("load: the checkpoint's structure is nested too deeply")
+    if node is None or isinstance(node, (_builtins.bool, int, _builtins.float, str)):
+        return node
+    if isinstance(node, dict) and len(node) == 1:
+        (kind, value), = node.items()
+        if kind == "$tensor" and isinstance(value, str) and value in tensors:
+            return tensors[value]
+        if kind == "$float" and value in ("nan", "inf", "-inf"):
+            return _builtins.float(value)
+        if kind == "$dict" and isinstance(value, list):
+            out = {}
+            for item in value:
+                if not (isinstance(item, list) and len(item) == 2):
+                    break
+                out[item[0]] = _unflatten(item[1], tensors, depth + 1)
+            else:
+                return out
+        if kind in ("$list", "$tuple") and isinstance(value, list):
+            items = [_unflatten(v, tensors, depth + 1) for v in value]
+            return items if kind == "$list" else tuple(items)
+    raise ValueError("load: the checkpoint's structure entry is malformed")
+
 
 def save(obj, f):
-    """Writes a Module's state_dict or a dict of name -> Tensor to path f in the TFNN format
-    (docs/nn.md), the same files as C++ nn::save."""
+    """Writes obj to f (a path or a binary file object opened for writing): a Module's
+    state_dict or a dict of name -> Tensor as a TFNN file (docs/nn.md; C++ nn::load reads it),
+    or a checkpoint of nested dicts, lists and tuples of tensors and plain values."""
     from .nn import Module
+    kind, target = _file_arg(f, "save", "w")
     state = obj.state_dict() if isinstance(obj, Module) else obj
-    if not isinstance(state, dict):
-        raise DTypeError(f"save: expected a Module or a dict of name -> Tensor, got {type(state).__name__}")
-    items = []
-    for name, t in state.items():
-        if not isinstance(t, Tensor):
-            raise DTypeError(f"save: {name!r} is a {type(t).__name__}, not a tinyfin.Tensor")
-        items.append((str(name), t.detach()))
-    _C.nn.save(str(f), items)
+    flat = isinstance(state, dict) and state and _builtins.all(
+        isinstance(k, str) and isinstance(v, Tensor) for k, v in state.items()) and _STRUCTURE not in state
+    if flat:
+        items = [(k, v.detach()) for k, v in state.items()]
+    else:
+        items = []
+        structure = _json.dumps(_flatten(state, items, "save"), allow_nan=False)
+        raw = structure.encode("utf-8")
+        raw += b" " * (-len(raw) % 4)
+        items.append((_STRUCTURE, _C._from_host(_np.frombuffer(raw, dtype="<i4").copy(), int32, "cpu")))
+    if kind == "path":
+        _C.nn.save(target, items)
+        return
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="tinyfin-save-") as tmp:
+        path = os.path.join(tmp, "checkpoint.tfnn")
+        _C.nn.save(path, items)
+        with open(path, "rb") as src:
+            while True:
+                chunk = src.read(1 << 20)
+                if not chunk:
+                    break
+                target.write(chunk)
 
 
 def load(f, map_location=None):
-    """Reads a TFNN file (from tinyfin.save or C++ nn::save) into a dict of name -> Tensor on
-    map_location (the default device when None)."""
+    """Reads what save wrote (or C++ nn::save) from f, a path or a binary file object: a dict
+    of name -> Tensor on map_location (the default device when None), or the saved checkpoint
+    structure. Only JSON and tensors are read: loading runs no code."""
     from collections import OrderedDict
-    return OrderedDict(_C.nn.load_all(str(f), map_location))
+    kind, source = _file_arg(f, "load", "r")
+    if kind == "path":
+        entries = _C.nn.load_all(source, map_location)
+    else:
+        import os
+        import tempfile
+        with tempfile.TemporaryDirectory(prefix="tinyfin-load-") as tmp:
+            path = os.path.join(tmp, "checkpoint.tfnn")
+            with open(path, "wb") as dst:
+                while True:
+                    chunk = source.read(1 << 20)
+                    if not chunk:
+                        break
+                    dst.write(chunk)
+            entries = _C.nn.load_all(path, map_location)
+    tensors = OrderedDict(entries)
+    if _STRUCTURE not in tensors:
+        return tensors
+    raw = tensors.pop(_STRUCTURE)
+    if raw.dtype != int32 or raw.ndim != 1:
+        raise ValueError("load: the checkpoint's structure entry is malformed")
+    try:
+        node = _json.loads(raw.cpu().numpy().astype("<i4").tobytes().decode("utf-8"))
+    except (_builtins.ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"load: the checkpoint's structure entry is not JSON ({e})") from None
+    return _unflatten(node, tensors)
+
+
+# ---- Devices ---------------------------------------------------------------------------------
+# Python follows PyTorch: an op on tensors of two devices is a DeviceError naming both (cpu
+# scalars excepted). set_mixed_devices("move") brings back the C++ default (the op runs on the
+# best backend's device, copies counted in stats()).
+set_mixed_devices = _C.set_mixed_devices
+get_mixed_devices = _C.get_mixed_devices
+set_mixed_devices("strict")
+
+_device_selections = _threading.local()
+
+
+def _device_enter(self):
+    """`with tinyfin.device("vulkan:0"):` makes factories without device= place tensors there
+    (it selects the backend, process-wide, as backend_set does) and restores the selection."""
+    if self.index != 0:
+        raise ValueError(f"with device({str(self)!r}): factories use a backend's device 0; pass "
+                         "device= to each factory for another index")
+    stack = getattr(_device_selections, "stack", None)
+    if stack is None:
+        stack = _device_selections.stack = []
+    stack.append(info()["selection"]["requested"] or "auto")
+    if not backend_set(self.type):
+        backend_set(stack.pop())
+        raise DeviceError(f"with device({str(self)!r}): backend {self.type!r} is not usable; see tinyfin.info()")
+    return self
+
+
+def _device_exit(self, *exc):
+    backend_set(_device_selections.stack.pop())
+    return False
+
+
+device.__enter__ = _device_enter
+device.__exit__ = _device_exit
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
 
 
 from ._indexing import flip, index_select  # noqa: E402
@@ -379,3 +582,11 @@ from . import _tensor  # noqa: E402,F401  (methods on Tensor)
 from . import nn, optim  # noqa: E402,F401
 from . import amp  # noqa: E402,F401
 from .amp import autocast, GradScaler  # noqa: E402,F401
+
+from . import _api  # noqa: E402,F401  (isnan, randint, linspace, true division, ...)
+from ._api import *  # noqa: E402,F401,F403
+
+# `from tinyfin import *` exports the public names that do not shadow Python's builtins (sum,
+# max, abs, pow, ValueError, bool, float...): reach those as tinyfin.sum.
+__all__ = sorted(name for name in dir() if not name.startswith("_") and not hasattr(_builtins, name)
+                 and name not in ("annotations",))

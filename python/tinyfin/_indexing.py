@@ -182,20 +182,20 @@ def _advanced_setitem(t, key, value):
         count = flat.size
     if count == 0:
         return
-    with tf.no_grad():
-        mask = tf.tensor(hit.reshape((1,) * axis + hit.shape + (1,) * (len(shape) - axis - k)),
-                         device=view.device)
-        if isinstance(value, (int, float)) and not isinstance(value, builtins.bool) or \
-                isinstance(value, _C.Tensor) and value.numel() == 1:
-            v = value.item() if isinstance(value, _C.Tensor) else value
-            view.copy_(tf.where(mask, v, view))
-            return
-        target = shape[:axis] + (count,) + shape[axis + k:]
-        src = _as_value(value, view)
-        try:
-            src = src.expand(*target).contiguous()
-        except tf.Error:
-            raise tf.ShapeError(f"index: cannot assign a value of shape {tuple(src.shape)} to "
-                                f"{count} selected slices of shape {target}") from None
-        full = _gather(src, axis, src_of)
-        view.copy_(tf.where(mask, full, view))
+    # Recorded by autograd as PyTorch records x[idx] = v (copy_ under grad mode).
+    mask = tf.tensor(hit.reshape((1,) * axis + hit.shape + (1,) * (len(shape) - axis - k)),
+                     device=view.device)
+    if isinstance(value, (int, float)) and not isinstance(value, builtins.bool) or \
+            isinstance(value, _C.Tensor) and value.numel() == 1 and not value.requires_grad:
+        v = value.item() if isinstance(value, _C.Tensor) else value
+        view.copy_(tf.where(mask, v, view))
+        return
+    target = shape[:axis] + (count,) + shape[axis + k:]
+    src = _as_value(value, view)
+    try:
+        src = src.expand(*target).contiguous()
+    except tf.Error:
+        raise tf.ShapeError(f"index: cannot assign a value of shape {tuple(src.shape)} to "
+                            f"{count} selected slices of shape {target}") from None
+    full = _gather(src, axis, src_of)
+    view.copy_(tf.where(mask, full, view))

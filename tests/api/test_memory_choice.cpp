@@ -59,3 +59,24 @@ TEST_CASE("stats: bytes in use and the peak since reset_stats") {
     reset_stats();
     CHECK(stats().backend("cpu")->peak_bytes_in_use == base + 1024);
 }
+
+TEST_CASE("select_backend_for_memory keeps choosing among the backends set_backend named") {
+    // Software devices (lavapipe's vulkan) and blas are skipped by "auto": with them named in
+    // set_backend, the choice must stay among them, as TINYFIN_BACKEND=<name> would.
+    for (const std::string &name : available_backends()) {
+        CAPTURE(name);
+        REQUIRE(set_backend(name));
+        CHECK(select_backend_for_memory(1 << 20) == name);
+        CHECK(backend_name() == name);
+        // 4 EiB: an OutOfMemoryError, or the backend when its device reports no free memory (opengl)
+        std::string got;
+        try {
+            got = select_backend_for_memory(uint64_t{1} << 62);
+        } catch (const OutOfMemoryError &) {
+            got = "OutOfMemoryError";
+        }
+        CHECK((got == name || got == "OutOfMemoryError"));
+        CHECK(backend_name() == name);  // a failed call leaves the selection as it was
+    }
+    set_backend("cpu");
+}

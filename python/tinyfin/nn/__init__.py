@@ -7,9 +7,5 @@ from .modules import (  # noqa: F401
 )
 
 
-def clip_grad_norm_(parameters, max_norm):
-    """Scales the gradients of parameters so that their global L2 norm is at most max_norm (the
-    C++ nn::clip_grad_norm, as torch.nn.utils.clip_grad_norm_); returns the norm before clipping
-    as a 0-d tensor on the gradients' device."""
-    from tinyfin import _C
-    return _C.nn.clip_grad_norm(list(parameters), float(max_norm))
+from . import init, utils  # noqa: E402,F401
+from .utils import clip_grad_norm_  # noqa: E402,F401  (also at tinyfin.nn, as before)

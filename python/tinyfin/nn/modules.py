@@ -133,17 +133,19 @@ class Module:
         for p in self.parameters():
             p.grad = None
 
-    def to(self, device):
-        """Moves every parameter to device; parameters become new tensors (build optimizers after)."""
+    def to(self, device=None, dtype=None, non_blocking=False):
+        """Moves every parameter (and its grad) to device in place, as PyTorch: the parameters
+        stay the same tensor objects, so an optimizer built before the move keeps training them.
+        model.to(dtype) casts the floating-point parameters."""
+        if isinstance(device, tf.dtype):
+            device, dtype = None, device
         for mod in self.modules():
-            mod._move(device)
+            mod._move(device, dtype)
         return self
 
-    def _move(self, device):
-        for name, p in list(self._parameters.items()):
-            moved = p.detach().to(device)
-            moved.requires_grad_(p.requires_grad)
-            setattr(self, name, moved)
+    def _move(self, device, dtype=None):
+        for p in self._parameters.values():
+            _move_tensor(p, device, dtype)
 
     def extra_repr(self):
         return ""
@@ -152,6 +154,20 @@ class Module:
         lines = [f"  ({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
         head = f"{type(self).__name__}({self.extra_repr()}"
         return head + ("\n" + "\n".join(lines) + "\n)" if lines else ")")
+
+
+def _move_tensor(p, device, dtype):
+    """p.data = p.data.to(device, dtype) with its grad following (PyTorch's Module._apply)."""
+    if dtype is not None and not p.dtype.is_floating_point:
+        dtype = None
+    if device is not None and not isinstance(device, tf.device):
+        device = tf.device(device)
+    if (device is None or p.device == device) and (dtype is None or p.dtype == dtype):
+        return
+    grad = p.grad
+    p._set_data(p.detach().to(device, dtype))
+    if grad is not None:
+        p.grad = grad.to(device, dtype)
 
 
 class _Native(Module):
@@ -177,9 +193,12 @@ class _Native(Module):
         self._impl.train(mode)
         return super().train(mode)
 
-    def _move(self, device):
-        self._impl.to(device)
-        self._sync()
+    def _move(self, device, dtype=None):
+        if device is not None:
+            self._impl.to(device)  # in place: the Python parameter objects share the tensors
+        if dtype is not None:
+            for p in self._parameters.values():
+                _move_tensor(p, None, dtype)
 
     def load_state_dict(self, state_dict, strict=True):
         return super().load_state_dict(state_dict, strict)
