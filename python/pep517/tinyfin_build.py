@@ -115,8 +115,13 @@ def _metadata(version):
 
 
 def _wheel_tag():
+    """This interpreter's most specific tag on the plain platform (linux_x86_64): the wheel
+    points at this machine's build directory, it is no manylinux wheel."""
+    import sysconfig
+
     from packaging import tags
-    return next(iter(tags.sys_tags()))
+    platform = sysconfig.get_platform().replace('-', '_').replace('.', '_')
+    return next(tag for tag in tags.sys_tags() if tag.platform == platform)
 
 
 def _write_editable_wheel(wheel_directory, build_dir):
