@@ -15,6 +15,7 @@
 #include <exception>
 #include <mutex>
 
+#include "build_facts.h"
 #include "code_trust.hpp"
 #include "errors.hpp"
 #include "log.hpp"

@@ -33,15 +33,6 @@
 
 namespace {
 
-std::string abi_text(uint32_t v) { return std::to_string(TF_ABI_MAJOR(v)) + "." + std::to_string(TF_ABI_MINOR(v)); }
-
-std::string mib(uint64_t bytes) {
-    if (bytes == 0) return "unknown";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.0f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-    return buf;
-}
-
 bool cpu_usable(const tinyfin::Report &r) {
     for (const auto &p : r.plugins)
         if (p.name == "cpu" && p.outcome == "loaded") return true;
@@ -51,71 +42,8 @@ bool cpu_usable(const tinyfin::Report &r) {
 // The JSON lives in the core (report_json) so tinyfin.info() in Python reads the same document.
 void print_json(const tinyfin::Report &r) { std::fputs(tinyfin::report_json(r).c_str(), stdout); }
 
-void print_human(const tinyfin::Report &r) {
-    std::printf("tinyfin %s (plugin ABI %s)\n\n", r.core_version.c_str(), abi_text(r.core_abi_version).c_str());
-    std::printf("Search path:\n");
-    if (r.search_path.empty()) std::printf("  (empty)\n");
-    for (const auto &dir : r.search_path) std::printf("  %-60s [%s]\n", dir.path.c_str(), dir.origin.c_str());
-
-    std::printf("\nPlugins:\n");
-    if (r.plugins.empty()) std::printf("  (none found)\n");
-    for (const auto &p : r.plugins) {
-        std::printf("  %s\n", p.path.c_str());
-        if (p.resolved_path != p.path) std::printf("    resolves to %s\n", p.resolved_path.c_str());
-        std::printf("    outcome: %s%s%s\n", p.outcome.c_str(), p.message.empty() ? "" : ": ", p.message.c_str());
-        if (p.name.empty()) continue;
-        std::printf("    backend: %s  version %s  ABI %s  priority %d\n", p.name.c_str(), p.version.c_str(),
-                    p.abi_version ? abi_text(p.abi_version).c_str() : "?", p.priority);
-        for (std::size_t d = 0; d < p.devices.size(); ++d) {
-            const auto &dev = p.devices[d];
-            std::printf("    device %s:%zu: %s [%s] memory %s total, %s free%s%s\n", p.name.c_str(), d,
-                        dev.name.c_str(), dev.kind.c_str(), mib(dev.memory_total).c_str(), mib(dev.memory_free).c_str(),
-                        dev.uuid.empty() ? "" : ", id ", dev.uuid.c_str());
-        }
-        for (const auto &[key, value] : p.features) std::printf("    feature %s = %s\n", key.c_str(), value.c_str());
-    }
-
-    std::printf("\nSelection: TINYFIN_BACKEND=%s -> %s\n", r.requested.c_str(),
-                r.selected.empty() ? "(none)" : r.selected.c_str());
-    for (const auto &note : r.selection_notes) std::printf("  %s\n", note.c_str());
-    // Build facts from meson (docs/distributed.md): libtinyfin-dist needs MPI; NCCL is only
-    // detected, no collective runs on it yet.
-    std::printf(
-        "\nDistributed: libtinyfin-dist %s; NCCL %s\n", TF_INFO_DIST ? "built (MPI)" : "not built (no MPI found)",
-        TF_INFO_NCCL ? "found at build (libnccl, nccl.h), not used by any collective yet" : "not found at build");
-
-    // The dtype table (dtypes.def): the quantized dtypes' blocks and ggml type numbers.
-    std::printf("\nDtypes (block length, bytes per block, ggml type):\n");
-    for (int d = 0; d < TF_DTYPE_COUNT_; ++d) {
-        const auto dtype = static_cast<tinyfin::DType>(d);
-        std::printf("  %-5s %4lld %4zu %3d%s\n", tinyfin::dtype_name(dtype),
-                    static_cast<long long>(tinyfin::dtype_block_length(dtype)), tinyfin::dtype_block_bytes(dtype),
-                    tinyfin::ggml_type_of(dtype), tinyfin::is_quantized(dtype) ? "  block-quantized" : "");
-    }
-
-    // The op matrix: one row per op of ops.def, one column per usable backend.
-    std::vector<const tinyfin::PluginReport *> usable;
-    for (const auto &p : r.plugins)
-        if (p.initialised) usable.push_back(&p);
-    std::printf("\nOps (x = supported for f32 on device 0; other cases fall back to cpu):\n");
-    // Columns as wide as the longest op and backend names, so every mark sits under its name.
-    int op_width = 2;
-    for (const std::string &op : tinyfin::op_names()) op_width = std::max(op_width, int(op.size()));
-    std::vector<int> widths;
-    for (const auto *p : usable) widths.push_back(std::max(8, int(p->name.size())));
-    std::printf("  %-*s", op_width, "op");
-    for (std::size_t c = 0; c < usable.size(); ++c) std::printf(" %-*s", widths[c], usable[c]->name.c_str());
-    std::printf("\n");
-    for (const std::string &op : tinyfin::op_names()) {
-        std::printf("  %-*s", op_width, op.c_str());
-        for (std::size_t c = 0; c < usable.size(); ++c) {
-            bool yes = false;
-            for (const auto &s : usable[c]->supported_ops) yes = yes || s == op;
-            std::printf(" %-*s", widths[c], yes ? "x" : ".");
-        }
-        std::printf("\n");
-    }
-}
+// The text lives in the core (report_text) so `python -m tinyfin` prints the same report.
+void print_human(const tinyfin::Report &r) { std::fputs(tinyfin::report_text(r).c_str(), stdout); }
 
 // ---- --isolate ---------------------------------------------------------------
 

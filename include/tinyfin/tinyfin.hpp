@@ -801,6 +801,8 @@ struct Report {
 Report report();
 // The report as the JSON document `tinyfin-info --json` prints (schema "tinyfin-info/1").
 std::string report_json(const Report &report);
+// The report as the text `tinyfin-info` and `python -m tinyfin` print.
+std::string report_text(const Report &report);
 // The report of one loaded backend, initialising only that one: its devices (with free memory
 // now), features (live counters) and sample op support. Throws BackendError when no loaded
 // backend has that name.

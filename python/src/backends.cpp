@@ -30,6 +30,15 @@ void bind_backends(py::module_ &m) {
         }
         return report_json(r);
     });
+    // The text `tinyfin-info` prints (python -m tinyfin).
+    m.def("report_text", [] {
+        Report r;
+        {
+            py::gil_scoped_release release;
+            r = report();
+        }
+        return report_text(r);
+    });
     m.def("stats", [] {
         Stats s = stats();
         py::dict out;

@@ -4,6 +4,7 @@
 PYBIND11_MODULE(_C, m) {
     using namespace tinyfin::python;
     m.doc() = "tinyfin's compiled bindings; import tinyfin, not this module";
+    m.attr("__version__") = TF_PYTHON_PACKAGE_VERSION;  // meson.build's project version
     bind_errors(m);
     bind_tensor(m);
     bind_factories(m);

@@ -43,7 +43,7 @@ _DTYPE_NAMES = {float32: "float32", float16: "float16", bfloat16: "bfloat16", in
                 int64: "int64", bool: "bool"}
 dtype.__repr__ = dtype.__str__ = lambda self: "tinyfin." + _DTYPE_NAMES[self]
 
-__version__ = "0.1.0"
+__version__ = _C.__version__  # meson.build's project version
 concat = cat
 clip = clamp
 

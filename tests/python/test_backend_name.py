@@ -60,8 +60,10 @@ def test_info_matches_tinyfin_info_json():
     assert info["ops"] == tf.op_names() and "conv2d" in info["ops"]
     names = {p["name"] for p in info["plugins"] if p["outcome"] == "loaded"}
     assert set(tf.available_backends()) <= names
-    tool = os.path.join(os.environ["PYTHONPATH"].split(os.pathsep)[0], "..", "tools", "tinyfin-info")
-    if os.path.exists(tool):
+    # The build tree's tool beside PYTHONPATH=<builddir>/python (an installed package has none).
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    tool = os.path.join(pythonpath.split(os.pathsep)[0], "..", "tools", "tinyfin-info")
+    if pythonpath and os.path.exists(tool):
         cli = json.loads(subprocess.run([tool, "--json"], capture_output=True, check=True, text=True).stdout)
         assert cli["ops"] == info["ops"] and cli["core"] == info["core"]
         assert [p["path"] for p in cli["plugins"]] == [p["path"] for p in info["plugins"]]

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "examples", "char_gpt.py")
+# CHAR_GPT_PY: the example of a checkout, when this file runs from a copy (scripts/test-packaging).
+SCRIPT = os.environ.get("CHAR_GPT_PY") or os.path.join(ROOT, "examples", "char_gpt.py")
 CHAR_GPT = os.environ.get("CHAR_GPT", "")
 ARGS = ["--config", "tiny", "--steps", "20", "--eval-every", "10", "--eval-batches", "4",
         "--sample", "24", "--temperature", "0"]
