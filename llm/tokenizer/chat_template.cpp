@@ -43,10 +43,10 @@ std::string llama2(const std::vector<ChatMessage> &messages) {
         if (m.role == "user") {
             const std::string content =
                 first_user && start == 1 ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + m.content : m.content;
-            out += "<s>[INST] " + std::string(trim(content)) + " [/INST]";
+            out.append("<s>[INST] ").append(trim(content)).append(" [/INST]");
             first_user = false;
         } else {
-            out += " " + std::string(trim(m.content)) + " </s>";
+            out.append(" ").append(trim(m.content)).append(" </s>");
         }
     }
     return out;
@@ -77,7 +77,11 @@ std::string mistral(const std::vector<ChatMessage> &messages) {
 std::string llama3(const std::vector<ChatMessage> &messages, bool add_generation_prompt) {
     std::string out = "<|begin_of_text|>";
     for (const ChatMessage &m : messages)
-        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + std::string(trim(m.content)) + "<|eot_id|>";
+        out.append("<|start_header_id|>")
+            .append(m.role)
+            .append("<|end_header_id|>\n\n")
+            .append(trim(m.content))
+            .append("<|eot_id|>");
     if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
     return out;
 }
