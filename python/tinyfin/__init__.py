@@ -580,7 +580,7 @@ def is_tensor(obj):
 from ._indexing import flip, index_select  # noqa: E402
 from . import _tensor  # noqa: E402,F401  (methods on Tensor)
 from . import nn, optim  # noqa: E402,F401
-from . import amp  # noqa: E402,F401
+from . import amp, utils  # noqa: E402,F401
 from .amp import autocast, GradScaler  # noqa: E402,F401
 
 from . import _api  # noqa: E402,F401  (isnan, randint, linspace, true division, ...)

@@ -390,3 +390,82 @@ def test_new_factories_and_to_flags():
     assert c.shares_storage(t)
     d = t.to("cpu", copy=True)
     assert not d.shares_storage(t) and to_np(d).tolist() == [1, 2]
+
+
+# ---- utils.data, BatchNorm -------------------------------------------------------------------
+
+def test_dataloader_batches_shuffles_and_drops_last():
+    from tinyfin.utils.data import DataLoader, TensorDataset
+    x = tf.arange(10).reshape(10, 1).float()
+    y = tf.arange(10)
+    ds = TensorDataset(x, y)
+    assert len(ds) == 10
+    batches = list(DataLoader(ds, batch_size=4))
+    assert [tuple(b[0].shape) for b in batches] == [(4, 1), (4, 1), (2, 1)]
+    assert to_np(batches[2][1]).tolist() == [8, 9]
+    assert len(DataLoader(ds, batch_size=4, drop_last=True)) == 2
+    assert len(list(DataLoader(ds, batch_size=4, drop_last=True))) == 2
+    loader = DataLoader(ds, batch_size=3, shuffle=True, seed=7)
+    epoch1 = np.concatenate([to_np(b[1]) for b in loader])
+    epoch2 = np.concatenate([to_np(b[1]) for b in loader])
+    assert sorted(epoch1.tolist()) == list(range(10)) and sorted(epoch2.tolist()) == list(range(10))
+    assert epoch1.tolist() != epoch2.tolist()  # a new order each epoch
+    again = DataLoader(ds, batch_size=3, shuffle=True, seed=7)
+    assert np.concatenate([to_np(b[1]) for b in again]).tolist() == epoch1.tolist()  # seeded
+    pairs = list(DataLoader([(1, 2.0), (3, 4.0)], batch_size=2))
+    assert to_np(pairs[0][0]).tolist() == [1, 3] and to_np(pairs[0][1]).tolist() == [2.0, 4.0]
+    with pytest.raises(tf.ValueError):
+        DataLoader(ds, batch_size=0)
+
+
+def test_batchnorm2d_train_eval_and_running_stats():
+    r = rng(5)
+    xs = [r.standard_normal((4, 3, 2, 2)).astype(np.float32) * 2 + 1 for _ in range(2)]
+    bn = nn.BatchNorm2d(3, momentum=0.1)
+    with tf.no_grad():
+        bn.weight.copy_(tf.tensor([1.0, 2.0, 0.5]))
+        bn.bias.copy_(tf.tensor([0.0, -1.0, 3.0]))
+    rm, rv = np.zeros(3), np.ones(3)
+    for x in xs:
+        out = to_np(bn(tf.tensor(x)))
+        mean = x.astype(np.float64).mean(axis=(0, 2, 3))
+        var = x.astype(np.float64).var(axis=(0, 2, 3))
+        want = (x - mean[None, :, None, None]) / np.sqrt(var[None, :, None, None] + 1e-5)
+        want = want * np.array([1, 2, 0.5])[None, :, None, None] + np.array([0, -1, 3])[None, :, None, None]
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+        n = x.size // 3
+        rm = 0.9 * rm + 0.1 * mean
+        rv = 0.9 * rv + 0.1 * var * n / (n - 1)
+    np.testing.assert_allclose(to_np(bn.running_mean), rm, rtol=1e-5)
+    np.testing.assert_allclose(to_np(bn.running_var), rv, rtol=1e-5)
+    assert bn.num_batches_tracked.item() == 2
+    assert set(bn.state_dict()) == {"weight", "bias", "running_mean", "running_var", "num_batches_tracked"}
+    assert [n for n, _ in bn.named_parameters()] == ["weight", "bias"]
+    bn.eval()
+    x = xs[0]
+    want = (x - rm[None, :, None, None]) / np.sqrt(rv[None, :, None, None] + 1e-5)
+    want = want * np.array([1, 2, 0.5])[None, :, None, None] + np.array([0, -1, 3])[None, :, None, None]
+    np.testing.assert_allclose(to_np(bn(tf.tensor(x))), want, rtol=1e-4, atol=1e-4)
+    other = nn.BatchNorm2d(3)
+    other.load_state_dict(bn.state_dict())
+    np.testing.assert_allclose(to_np(other.running_var), rv, rtol=1e-5)
+
+
+def test_batchnorm_gradient_matches_finite_differences():
+    r = rng(6)
+    x0 = r.standard_normal((5, 2)).astype(np.float64)
+    c = r.standard_normal((5, 2))
+
+    def loss64(x):  # sum(c * batchnorm(x)) with weight 1, bias 0, in float64
+        m, v = x.mean(0), x.var(0)
+        return float((c * (x - m) / np.sqrt(v + 1e-5)).sum())
+    bn = nn.BatchNorm1d(2)
+    x = tf.tensor(x0.astype(np.float32), requires_grad=True)
+    (bn(x) * tf.tensor(c.astype(np.float32))).sum().backward()
+    h = 1e-6
+    num = np.zeros_like(x0)
+    for i in np.ndindex(*x0.shape):
+        d = np.zeros_like(x0)
+        d[i] = h
+        num[i] = (loss64(x0 + d) - loss64(x0 - d)) / (2 * h)
+    np.testing.assert_allclose(to_np(x.grad), num, rtol=2e-3, atol=2e-4)

@@ -28,12 +28,18 @@ class Module:
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name, value):
         params = self.__dict__.get("_parameters")
         if params is None:
             raise tf.AutogradError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
+        buffers = self.__dict__.get("_buffers")
+        if buffers is not None and name in buffers and (value is None or isinstance(value, tf.Tensor)):
+            buffers[name] = value
+            object.__setattr__(self, name, value)
+            return
         params.pop(name, None)
         self._modules.pop(name, None)
         if isinstance(value, Module):
@@ -56,6 +62,26 @@ class Module:
         if not param.requires_grad:
             param.requires_grad_(True)
         setattr(self, name, param)
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """A tensor that is state but not a parameter (running statistics): saved in state_dict
+        (unless persistent=False), moved by to(), never given to optimizers."""
+        if tensor is not None and not isinstance(tensor, tf.Tensor):
+            raise TypeError(f"register_buffer: {name!r} must be a tinyfin.Tensor or None")
+        self._parameters.pop(name, None)
+        self._buffers[name] = tensor
+        if not persistent:
+            object.__setattr__(self, "_non_persistent", self.__dict__.get("_non_persistent", set()) | {name})
+        object.__setattr__(self, name, tensor)
+
+    def named_buffers(self, prefix=""):
+        for mod_prefix, mod in self.named_modules(prefix):
+            for name, b in mod.__dict__.get("_buffers", {}).items():
+                if b is not None:
+                    yield (f"{mod_prefix}.{name}" if mod_prefix else name), b
+
+    def buffers(self):
+        return (b for _, b in self.named_buffers())
 
     def register_module(self, name, module):
         setattr(self, name, module)
@@ -96,13 +122,22 @@ class Module:
         return (p for _, p in self.named_parameters())
 
     def state_dict(self):
-        """name -> parameter (detached, sharing memory), the names C++ named_parameters() gives."""
-        return OrderedDict((name, p.detach()) for name, p in self.named_parameters())
+        """name -> parameter (detached, sharing memory), the names C++ named_parameters() gives,
+        then each module's persistent buffers after its parameters."""
+        out = OrderedDict((name, p.detach()) for name, p in self.named_parameters())
+        for mod_prefix, mod in self.named_modules():
+            skip = mod.__dict__.get("_non_persistent", set())
+            for name, b in mod.__dict__.get("_buffers", {}).items():
+                if b is not None and name not in skip:
+                    out[f"{mod_prefix}.{name}" if mod_prefix else name] = b.detach()
+        return out
 
     def load_state_dict(self, state_dict, strict=True):
         """Copies values into the parameters in place (every handle, optimizers' included, sees
         them). strict: the names must match exactly (ValueError naming the difference)."""
         own = OrderedDict(self.named_parameters())
+        for name, b in self.state_dict().items():
+            own.setdefault(name, b)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
@@ -146,6 +181,9 @@ class Module:
     def _move(self, device, dtype=None):
         for p in self._parameters.values():
             _move_tensor(p, device, dtype)
+        for b in self.__dict__.get("_buffers", {}).values():
+            if b is not None:
+                _move_tensor(b, device, dtype)
 
     def extra_repr(self):
         return ""
@@ -276,6 +314,62 @@ class AvgPool2d(Module):
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}, padding={self.padding}"
+
+
+class _BatchNorm(Module):
+    """Normalises each channel (dim 1) over the batch and the other dims: in training with the
+    batch's mean and biased variance, updating running_mean and running_var (unbiased) with
+    momentum; in eval with the running statistics (as torch.nn.BatchNorm*d)."""
+
+    _ranks = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.weight = tf.ones(num_features, device=device, requires_grad=True) if affine else None
+        self.bias = tf.zeros(num_features, device=device, requires_grad=True) if affine else None
+        if track_running_stats:
+            self.register_buffer("running_mean", tf.zeros(num_features, device=device))
+            self.register_buffer("running_var", tf.ones(num_features, device=device))
+            self.register_buffer("num_batches_tracked", tf.zeros((), dtype=tf.int64, device=device))
+
+    def forward(self, input):
+        if input.ndim not in self._ranks or input.shape[1] != self.num_features:
+            raise tf.ShapeError(f"{type(self).__name__}({self.num_features}): expected input of rank "
+                                f"{' or '.join(map(str, self._ranks))} with {self.num_features} channels in dim 1, "
+                                f"got shape {tuple(input.shape)}")
+        dims = (0,) + tuple(range(2, input.ndim))
+        shape = (1, self.num_features) + (1,) * (input.ndim - 2)
+        if self.training or not self.track_running_stats:
+            mean = tf.mean(input, dims, keepdim=True)
+            var = tf.var(input, dims, correction=0, keepdim=True)
+            if self.training and self.track_running_stats:
+                n = input.numel() // self.num_features
+                with tf.no_grad():
+                    m = self.momentum
+                    self.running_mean.copy_(self.running_mean * (1 - m) + mean.detach().reshape(-1) * m)
+                    unbiased = var.detach().reshape(-1) * (n / max(n - 1, 1))
+                    self.running_var.copy_(self.running_var * (1 - m) + unbiased * m)
+                    self.num_batches_tracked.add_(1)
+        else:
+            mean = self.running_mean.reshape(shape)
+            var = self.running_var.reshape(shape)
+        out = (input - mean) * tf.rsqrt(var + self.eps)
+        if self.affine:
+            out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
+        return out
+
+    def extra_repr(self):
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}"
+
+
+class BatchNorm1d(_BatchNorm):
+    _ranks = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    _ranks = (4,)
 
 
 class Identity(Module):

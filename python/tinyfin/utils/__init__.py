@@ -1,0 +1,2 @@
+"""tinyfin.utils: data loading (tinyfin.utils.data)."""
+from . import data  # noqa: F401
