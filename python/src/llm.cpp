@@ -80,7 +80,8 @@ PYBIND11_MODULE(_llm, m) {
         .def_property_readonly("vocab_size", &Tokenizer::vocab_size)
         .def_property_readonly("bos_id", &Tokenizer::bos_id)
         .def_property_readonly("eos_id", &Tokenizer::eos_id)
-        .def_property_readonly("eos_ids", &Tokenizer::eos_ids);
+        .def_property_readonly("eos_ids", &Tokenizer::eos_ids)
+        .def_property_readonly("chat_template", &Tokenizer::chat_template);
 
     py::class_<Model>(m, "Model")
         .def_static(
@@ -108,8 +109,8 @@ PYBIND11_MODULE(_llm, m) {
                 o.prefill_chunk = prefill_chunk;
                 const MemoryEstimate e = Model::estimate(path, o);
                 return py::dict(py::arg("weights") = e.weights, py::arg("kv_cache") = e.kv_cache,
-                                py::arg("activations") = e.activations, py::arg("attention_scores") = e.attention_scores,
-                                py::arg("total") = e.total());
+                                py::arg("activations") = e.activations,
+                                py::arg("attention_scores") = e.attention_scores, py::arg("total") = e.total());
             },
             py::arg("path"), py::arg("context") = 0, py::arg("batch") = 1, py::arg("prefill_chunk") = 512)
         .def_property_readonly("config", &Model::config, py::return_value_policy::reference_internal)
@@ -156,6 +157,16 @@ PYBIND11_MODULE(_llm, m) {
                  return to_numpy(stack(out, 1));
              });
 
+    m.def(
+        "apply_chat_template",
+        [](const std::vector<std::pair<std::string, std::string>> &messages, const std::string &family,
+           const std::string &model_template, bool add_generation_prompt) {
+            std::vector<ChatMessage> chat;
+            for (const auto &[role, content] : messages) chat.push_back({role, content});
+            return apply_chat_template(chat, family, model_template, add_generation_prompt);
+        },
+        py::arg("messages"), py::arg("family") = "auto", py::arg("model_template") = "",
+        py::arg("add_generation_prompt") = true);
     m.def("read_safetensors", [](const std::string &path) {
         SafetensorsFile f(path);
         py::dict d;

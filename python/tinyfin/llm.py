@@ -22,6 +22,14 @@ read_safetensors = _llm.read_safetensors
 read_gguf = _llm.read_gguf
 
 
+def apply_chat_template(messages, family="auto", model_template="", add_generation_prompt=True):
+    """messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...] -> the prompt text
+    in the chat format of family ("llama2", "llama3", "mistral", "chatml", or "auto": detected
+    from model_template, e.g. model.tokenizer's chat template)."""
+    pairs = [(m["role"], m["content"]) if isinstance(m, dict) else tuple(m) for m in messages]
+    return _llm.apply_chat_template(pairs, family, model_template, add_generation_prompt)
+
+
 def estimate(path, ctx=0, batch=1, prefill_chunk=512):
     """Bytes the model needs (weights, kv_cache, activations, total) without loading it."""
     return _llm.Model.estimate(path, ctx, batch, prefill_chunk)

@@ -134,3 +134,25 @@ def test_hostile_gguf_vocabulary(tmp_path, change, match):
     path = lm.write_gguf(str(tmp_path / "v.gguf"), cfg, lm.random_weights(cfg), vocab=vocab)
     with pytest.raises((llm.FormatError, llm.ConfigError), match=match):
         llm.load(path)
+
+
+def test_tinyfin_generate_chat_uses_the_models_template(tmp_path):
+    tokens, vocab = gpt2_vocab()
+    tokens = tokens + ["<|im_start|>", "<|im_end|>"]
+    template = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    vocab = [kv for kv in vocab if kv[0] not in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type")]
+    vocab += [("tokenizer.ggml.tokens", GGUF_ARRAY, (GGUF_STRING, tokens)),
+              ("tokenizer.ggml.token_type", GGUF_ARRAY, (GGUF_I32, [3, 3] + [1] * (len(tokens) - 4) + [3, 3])),
+              ("tokenizer.chat_template", GGUF_STRING, template)]
+    cfg = dict(lm.ARCHS["llama"], num_key_value_heads=2, vocab_size=len(tokens), bos_token_id=0, eos_token_id=1)
+    path = lm.write_gguf(str(tmp_path / "chat.gguf"), cfg, lm.random_weights(cfg, seed=4), vocab=vocab)
+    model = llm.load(path)
+    text = llm.apply_chat_template([("user", "hello")], "auto", model.tokenizer.chat_template)
+    assert text == "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
+    ids = model.tokenizer.encode(text, parse_special=True)
+    assert ids.count(len(tokens) - 2) == 2 and ids.count(len(tokens) - 1) == 1
+    want = model.tokenizer.decode(model.generate(ids, max_new_tokens=5, ignore_eos=True))
+    r = subprocess.run([tool(), "-m", path, "-p", "hello", "--chat", "-n", "5", "--temp", "0", "--ignore-eos"],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode("utf-8", "replace") == "hello" + want + "\n"
