@@ -445,7 +445,8 @@ std::vector<Value> einsum(Ctx &ctx) {
         require_float(ctx, i);
         const Tensor &t = ctx.tensor(i);
         const std::string &l = in_labels[i];
-        if (static_cast<int64_t>(l.size()) != t.rank()) ctx.invalid("operand " + std::to_string(i) + " has rank " + std::to_string(t.rank()));
+        if (static_cast<int64_t>(l.size()) != t.rank())
+            ctx.invalid("operand " + std::to_string(i) + " has rank " + std::to_string(t.rank()));
         for (std::size_t a = 0; a < l.size(); ++a) {
             if (l.find(l[a]) != a) ctx.unsupported("a label repeated within one operand (diagonals)");
             sizes[l[a]] = t.size(static_cast<int64_t>(a));
@@ -460,8 +461,10 @@ std::vector<Value> einsum(Ctx &ctx) {
         std::string kept;
         for (std::size_t a = 0; a < in_labels[i].size(); ++a) {
             const char c = in_labels[i][a];
-            if (!has(out_labels, c) && !has(other, c)) axes.push_back(static_cast<int64_t>(a));
-            else kept += c;
+            if (!has(out_labels, c) && !has(other, c))
+                axes.push_back(static_cast<int64_t>(a));
+            else
+                kept += c;
         }
         if (!axes.empty()) ops[i] = sum(ops[i], axes, false);
         in_labels[i] = kept;
@@ -480,8 +483,10 @@ std::vector<Value> einsum(Ctx &ctx) {
         const std::string &a = in_labels[0], &b = in_labels[1];
         std::string batch, left, contracted, right;
         for (char c : a) {
-            if (has(b, c)) (has(out_labels, c) ? batch : contracted) += c;
-            else left += c;
+            if (has(b, c))
+                (has(out_labels, c) ? batch : contracted) += c;
+            else
+                left += c;
         }
         for (char c : b)
             if (!has(a, c)) right += c;
@@ -490,8 +495,10 @@ std::vector<Value> einsum(Ctx &ctx) {
             for (char c : ls) n *= sizes[c];
             return n;
         };
-        const Tensor lhs = permuted(ops[0], a, batch + left + contracted).reshape({count(batch), count(left), count(contracted)});
-        const Tensor rhs = permuted(ops[1], b, batch + contracted + right).reshape({count(batch), count(contracted), count(right)});
+        const Tensor lhs =
+            permuted(ops[0], a, batch + left + contracted).reshape({count(batch), count(left), count(contracted)});
+        const Tensor rhs =
+            permuted(ops[1], b, batch + contracted + right).reshape({count(batch), count(contracted), count(right)});
         Shape shape;
         for (char c : batch + left + right) shape.push_back(sizes[c]);
         y = matmul(lhs, rhs).reshape(shape);
