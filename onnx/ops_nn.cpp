@@ -1,6 +1,8 @@
 // Neural-network ONNX ops: MatMul, Gemm, Conv, pools, Softmax family, normalizations.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "internal.hpp"
 
@@ -409,8 +411,107 @@ std::vector<Value> softmax_cross_entropy_loss(Ctx &ctx) {
     return out;
 }
 
+// Einsum of one or two operands without ellipsis or repeated labels within an operand: labels
+// only one side has are summed first; then batch, kept and contracted labels become one batched
+// matmul [B, L, C] x [B, C, R], reshaped and permuted to the output's labels.
+std::vector<Value> einsum(Ctx &ctx) {
+    std::string eq = ctx.attr_string("equation", "");
+    eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+    if (eq.find("...") != std::string::npos) ctx.unsupported("ellipsis in the equation");
+    std::size_t arrow = eq.find("->");
+    if (arrow == std::string::npos) {
+        // Implicit output: the labels that appear once, in alphabetical order.
+        std::map<char, int> seen;
+        for (char c : eq)
+            if (c != ',') ++seen[c];
+        std::string implicit;
+        for (const auto &[c, n] : seen)
+            if (n == 1) implicit += c;
+        arrow = eq.size();
+        eq += "->" + implicit;
+    }
+    const std::string out_labels = eq.substr(arrow + 2);
+    std::vector<std::string> in_labels;
+    for (std::size_t start = 0;;) {
+        const std::size_t comma = eq.find(',', start);
+        in_labels.push_back(eq.substr(start, std::min(comma, arrow) - start));
+        if (comma == std::string::npos || comma > arrow) break;
+        start = comma + 1;
+    }
+    if (in_labels.size() != ctx.n_inputs() || in_labels.size() > 2) ctx.unsupported("more than two operands");
+    std::map<char, int64_t> sizes;
+    std::vector<Tensor> ops;
+    for (std::size_t i = 0; i < in_labels.size(); ++i) {
+        require_float(ctx, i);
+        const Tensor &t = ctx.tensor(i);
+        const std::string &l = in_labels[i];
+        if (static_cast<int64_t>(l.size()) != t.rank())
+            ctx.invalid("operand " + std::to_string(i) + " has rank " + std::to_string(t.rank()));
+        for (std::size_t a = 0; a < l.size(); ++a) {
+            if (l.find(l[a]) != a) ctx.unsupported("a label repeated within one operand (diagonals)");
+            sizes[l[a]] = t.size(static_cast<int64_t>(a));
+        }
+        ops.push_back(t);
+    }
+    auto has = [](const std::string &s, char c) { return s.find(c) != std::string::npos; };
+    // Sum labels that neither the output nor the other operand has.
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        const std::string other = ops.size() == 2 ? in_labels[1 - i] : "";
+        std::vector<int64_t> axes;
+        std::string kept;
+        for (std::size_t a = 0; a < in_labels[i].size(); ++a) {
+            const char c = in_labels[i][a];
+            if (!has(out_labels, c) && !has(other, c))
+                axes.push_back(static_cast<int64_t>(a));
+            else
+                kept += c;
+        }
+        if (!axes.empty()) ops[i] = sum(ops[i], axes, false);
+        in_labels[i] = kept;
+    }
+    auto permuted = [&](const Tensor &t, const std::string &from, const std::string &to) {
+        std::vector<int64_t> perm;
+        for (char c : to) perm.push_back(static_cast<int64_t>(from.find(c)));
+        return t.permute(perm);
+    };
+    Tensor y;
+    std::string y_labels;
+    if (ops.size() == 1) {
+        y = ops[0];
+        y_labels = in_labels[0];
+    } else {
+        const std::string &a = in_labels[0], &b = in_labels[1];
+        std::string batch, left, contracted, right;
+        for (char c : a) {
+            if (has(b, c))
+                (has(out_labels, c) ? batch : contracted) += c;
+            else
+                left += c;
+        }
+        for (char c : b)
+            if (!has(a, c)) right += c;
+        auto count = [&](const std::string &ls) {
+            int64_t n = 1;
+            for (char c : ls) n *= sizes[c];
+            return n;
+        };
+        const Tensor lhs =
+            permuted(ops[0], a, batch + left + contracted).reshape({count(batch), count(left), count(contracted)});
+        const Tensor rhs =
+            permuted(ops[1], b, batch + contracted + right).reshape({count(batch), count(contracted), count(right)});
+        Shape shape;
+        for (char c : batch + left + right) shape.push_back(sizes[c]);
+        y = matmul(lhs, rhs).reshape(shape);
+        y_labels = batch + left + right;
+    }
+    for (char c : out_labels)
+        if (!has(y_labels, c)) ctx.invalid(std::string("output label '") + c + "' is in no operand");
+    return {make(permuted(y, y_labels, out_labels).contiguous(), ctx.input(0).type)};
+}
+
 constexpr OpRow rows[] = {
     {"MatMul", 1, 13, matmul_op},
+    {"Einsum", 12, 12, einsum},
     {"Gemm", 7, 13, gemm},
     {"Conv", 1, 11, conv},
     {"ConvTranspose", 1, 11, conv_transpose},

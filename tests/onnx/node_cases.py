@@ -33,15 +33,20 @@ def op_type(case):
     return nodes[0].op_type if len(nodes) == 1 and not case.name.endswith("_expanded") else _expanded_op(case)
 
 
+# Case-name stems that do not spell their op.
+_ALIASES = {"sce": "SoftmaxCrossEntropyLoss", "nllloss": "NegativeLogLikelihoodLoss",
+            "mvn": "MeanVarianceNormalization"}
+
+
 def _expanded_op(case):
-    import re
     stem = case.name[len("test_"):]
+    if stem.split("_")[0] in _ALIASES:
+        return _ALIASES[stem.split("_")[0]]
+    compact = stem.replace("_", "")
     best = None
     for name in _all_op_names():
-        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-        if stem.startswith(snake + "_") or stem == snake:
-            if best is None or len(name) > len(best):
-                best = name
+        if compact.startswith(name.lower()) and (best is None or len(name) > len(best)):
+            best = name
     return best or case.model.graph.node[0].op_type
 
 

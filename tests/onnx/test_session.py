@@ -261,3 +261,14 @@ def test_supported_ops_lists_versions():
     ops = dict(tfo.supported_ops())
     assert ops["Softmax"] == [1, 11, 13] and ops["Squeeze"] == [1, 11, 13]
     assert "Conv" in ops and "LayerNormalization" in ops and "Det" not in ops
+
+
+def test_einsum_attention_scores_against_numpy():
+    r = rng(10)
+    q = r.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    k = r.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    model = make_model([helper.make_node("Einsum", ["q", "k"], ["s"], equation="bhqd,bhkd->bhqk")],
+                       [value("q", F, [2, 3, 4, 5]), value("k", F, [2, 3, 6, 5])], [value("s", F, [2, 3, 4, 6])])
+    [s] = tfo.InferenceSession(model.SerializeToString(), backend="cpu").run(None, {"q": q, "k": k})
+    np.testing.assert_allclose(s, np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)),
+                               rtol=1e-5, atol=1e-5)
