@@ -61,7 +61,7 @@ Tensor matmul_q(const Tensor &x, const Tensor &w, std::optional<DType> out_dtype
     Shape shape = x.shape();
     shape.back() = w.size(0);
     Tensor a = x, b = w;
-    place_together({&a, &b});
+    place_together({&a, &b}, op);
     Tensor out = empty_like_device(b, shape, dtype);
     if (out.numel() > 0) dispatch(TF_OP_MATMUL_Q, {a, b}, {out});
     return out;
@@ -80,7 +80,7 @@ Tensor embedding_q(const Tensor &weight, const Tensor &indices, DType dtype) {
     Shape shape = indices.shape();
     shape.push_back(weight.size(1));
     Tensor w = weight, idx = indices;
-    place_together({&w, &idx});
+    place_together({&w, &idx}, op);
     Tensor out = empty_like_device(w, shape, dtype);
     if (out.numel() > 0) dispatch(TF_OP_EMBEDDING_Q, {w, idx}, {out});
     return out;
