@@ -405,8 +405,8 @@ Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight, const Tenso
                 Tensor rstd = rsqrt(add(var(x, axes, 0, true), constant_like(x, eps)));
                 Tensor xhat = mul(sub(x, mu), rstd);
                 Tensor gxhat = mul(g, w);
-                Tensor gx = mul(rstd,
-                                sub(sub(gxhat, mean(gxhat, axes, true)), mul(xhat, mean(mul(gxhat, xhat), axes, true))));
+                Tensor gx =
+                    mul(rstd, sub(sub(gxhat, mean(gxhat, axes, true)), mul(xhat, mean(mul(gxhat, xhat), axes, true))));
                 return {gx, sum_to(mul(g, xhat), w.shape()), sum_to(g, w.shape())};
             });
         };
@@ -615,8 +615,9 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
             Tensor gp = matmul(g, v.transpose(-1, -2));
             Tensor gs = mul(probs, sub(gp, sum(mul(gp, probs), {-1}, true)));
             Tensor gq = input_needs_grad(0) ? mul(matmul_sum_to(gs, k, q.shape()), constant_like(q, s)) : Tensor();
-            Tensor gk =
-                input_needs_grad(1) ? mul(matmul_sum_to(gs.transpose(-1, -2), q, k.shape()), constant_like(q, s)) : Tensor();
+            Tensor gk = input_needs_grad(1)
+                            ? mul(matmul_sum_to(gs.transpose(-1, -2), q, k.shape()), constant_like(q, s))
+                            : Tensor();
             return {gq, gk, gv, input_needs_grad(3) ? sum_to(gs, m.shape()) : Tensor()};
         };
     });

@@ -285,8 +285,7 @@ TEST_CASE("comparisons with a scalar, both orders, against the comparison in dou
         const F vf{-1, 0, 0.5, 0.25, 2, -0.0f, 1e30f};
         const std::vector<double> v(vf.begin(), vf.end());
         Tensor x = from_vector(vf, {7});
-        for (double s : {0.5, 0.0, -1.0, 2.0, 0.1, 1e30})
-            check(x, v, s, static_cast<double>(static_cast<float>(s)));
+        for (double s : {0.5, 0.0, -1.0, 2.0, 0.1, 1e30}) check(x, v, s, static_cast<double>(static_cast<float>(s)));
         check(x, v, NAN, NAN);
     }
     SUBCASE("bf16: the scalar rounded to bf16 (0.1 is 0.10009765625 there)") {

@@ -165,7 +165,7 @@ TEST_CASE("vdpbf16ps: two rounded multiply-adds per pair, odd element first, sub
     // or the pair summed before the accumulator, gives 2^-24; see the top).
     CHECK(vdpbf16ps_lane(0.0f, probe_a(), probe_b()) == 0.0f);
     CHECK(vdpbf16ps_lane(0.0f, {bf16(0x1p-65f), 0}, {bf16(0x1p-65f), 0}) == 0.0f);  // subnormal product
-    CHECK(vdpbf16ps_lane(0.0f, {0x0001, 0}, {bf16(0x1p10f), 0}) == 0.0f);           // subnormal input
+    CHECK(vdpbf16ps_lane(0.0f, {0x0001, 0}, {bf16(0x1p10f), 0}) == 0.0f);  // subnormal input
     // A subnormal sum: 1.5 * 2^-126 - 2^-126 = 2^-127.
     CHECK(vdpbf16ps_lane(0x1.8p-126f, {bf16(-0x1p-126f), 0}, {bf16(1.0f), 0}) == 0.0f);
     // The plugin's matmul on this path gives the instruction's values.

@@ -218,7 +218,8 @@ TEST_CASE("linear with a bias in bf16 and f16 (rank 2 and 3 inputs): x W^T + b r
         for (bool batched : {false, true}) {
             CAPTURE(batched);
             const Shape xs = batched ? Shape{2, 21, in} : Shape{rows, in};
-            Tensor y = linear(tensor_of(x, xs, f.dtype), tensor_of(w, {out, in}, f.dtype), tensor_of(b, {out}, f.dtype));
+            Tensor y =
+                linear(tensor_of(x, xs, f.dtype), tensor_of(w, {out, in}, f.dtype), tensor_of(b, {out}, f.dtype));
             // y = x W^T + b: the terms of (x^T)^T (W^T) with one more row of ones times b.
             std::vector<double> xt = transpose(x, rows, in), wt = transpose(w, out, in);
             xt.insert(xt.end(), static_cast<size_t>(rows), 1.0);
@@ -243,7 +244,8 @@ TEST_CASE("broadcast matmul's gradients in bf16: one product over the batch, rou
                                       << want.value[47 % k * n + 8]);
     }
     SUBCASE("a [33,65] @ b [3,65,17]: grad_a = sum over batches of g b^T") {
-        const auto a = random_in(f, m * k, 10), b = random_in(f, batch * k * n, 11), g = random_in(f, batch * m * n, 12);
+        const auto a = random_in(f, m * k, 10), b = random_in(f, batch * k * n, 11),
+                   g = random_in(f, batch * m * n, 12);
         Tensor ta = tensor_of(a, {m, k}, f.dtype), tb = tensor_of(b, {batch, k, n}, f.dtype);
         ta.requires_grad_();
         matmul(ta, tb).backward(tensor_of(g, {batch, m, n}, f.dtype));
@@ -258,7 +260,8 @@ TEST_CASE("broadcast matmul's gradients in bf16: one product over the batch, rou
         check_rounded_once("matmul grad_a", f, values_of(ta.grad()), at_b(gt, bt, batch * n, m, k));
     }
     SUBCASE("a [2,3,5,7] @ b [2,1,7,4]: grad_b sums over the middle axis only") {
-        const auto a = random_in(f, 2 * 3 * 5 * 7, 13), b = random_in(f, 2 * 7 * 4, 14), g = random_in(f, 2 * 3 * 5 * 4, 15);
+        const auto a = random_in(f, 2 * 3 * 5 * 7, 13), b = random_in(f, 2 * 7 * 4, 14),
+                   g = random_in(f, 2 * 3 * 5 * 4, 15);
         Tensor ta = tensor_of(a, {2, 3, 5, 7}, f.dtype), tb = tensor_of(b, {2, 1, 7, 4}, f.dtype);
         tb.requires_grad_();
         matmul(ta, tb).backward(tensor_of(g, {2, 3, 5, 4}, f.dtype));
@@ -298,8 +301,8 @@ TEST_CASE("linear on [4,33,65] under autocast(bf16) with f32 master weights: the
 TEST_CASE("conv2d's weight and bias gradients in bf16: sums over the batch and positions rounded once") {
     const Format f = k_bf16;
     const Conv cv{3, 4, 9, 11, 5, 3, 3, 1};
-    const auto x = random_in(f, 3 * 4 * 9 * 11, 20), w = random_in(f, 5 * 4 * 3 * 3, 21, 0.2),
-               b = random_in(f, 5, 22), g = random_in(f, 3 * 5 * 9 * 11, 23);
+    const auto x = random_in(f, 3 * 4 * 9 * 11, 20), w = random_in(f, 5 * 4 * 3 * 3, 21, 0.2), b = random_in(f, 5, 22),
+               g = random_in(f, 3 * 5 * 9 * 11, 23);
     Tensor tw = tensor_of(w, {5, 4, 3, 3}, f.dtype), tb = tensor_of(b, {5}, f.dtype);
     tw.requires_grad_();
     tb.requires_grad_();
@@ -329,7 +332,8 @@ TEST_CASE("rms_norm's weight gradient and embedding_backward in bf16: sums over 
         Exact want;
         for (int64_t j = 0; j < d; ++j) {
             double sum = 0, mag = 0;
-            for (int64_t r = 0; r < rows; ++r) sum += g[r * d + j] * xr[r * d + j], mag += std::fabs(g[r * d + j] * xr[r * d + j]);
+            for (int64_t r = 0; r < rows; ++r)
+                sum += g[r * d + j] * xr[r * d + j], mag += std::fabs(g[r * d + j] * xr[r * d + j]);
             want.value.push_back(sum);
             want.magnitude.push_back(mag);
         }
@@ -380,7 +384,8 @@ TEST_CASE("attention's gradients for keys and values broadcast over the batch, i
                 for (int64_t c = 0; c < d; ++c) gp[j] += g[(b * tq + i) * d + c] * v[j * d + c];
                 dot += gp[j] * p[(b * tq + i) * tk + j];
             }
-            for (int64_t j = 0; j < tk; ++j) ds[(b * tq + i) * tk + j] = p[(b * tq + i) * tk + j] * (gp[j] - dot) * scale;
+            for (int64_t j = 0; j < tk; ++j)
+                ds[(b * tq + i) * tk + j] = p[(b * tq + i) * tk + j] * (gp[j] - dot) * scale;
         }
     // The probabilities and score gradients are f32 intermediates, not inputs: count each term as a
     // few f32 operations deep.
