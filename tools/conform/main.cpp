@@ -197,7 +197,9 @@ std::vector<Backend> resolve(Options &o, Backend &cpu) {
             usable.push_back(p.name);
             if (p.name == "cpu") cpu = make(p);
         }
-    if (!cpu.target.table) throw std::runtime_error("the cpu plugin (which decides which cases are valid) is not usable: see tinyfin-info");
+    if (!cpu.target.table)
+        throw std::runtime_error(
+            "the cpu plugin (which decides which cases are valid) is not usable: see tinyfin-info");
     for (const std::string &name : o.backends)
         if (std::find(usable.begin(), usable.end(), name) == usable.end()) {
             std::string why = "not loaded";
