@@ -437,14 +437,16 @@ Case memory_read_case(int64_t bytes) {
     c.size = count_label(bytes / 4);
     c.unit = Unit::gbps;
     c.work = static_cast<double>(bytes);
-    c.description = "plain read of a host buffer (N floats' bytes) by the cpu plugin's thread count: the bandwidth ceiling";
+    c.description =
+        "plain read of a host buffer (N floats' bytes) by the cpu plugin's thread count: the bandwidth ceiling";
     c.spec = "{\"op\":\"mem_read\",\"bytes\":" + std::to_string(bytes) + "}";
     c.prepare = [bytes](const Device &) -> Call {
         const auto words = static_cast<size_t>(bytes / 8);
         auto data = std::make_shared<std::vector<uint64_t>>(words);
         for (size_t i = 0; i < words; ++i) (*data)[i] = i * 0x9e3779b97f4a7c15ull;
         const char *env = std::getenv("TINYFIN_THREADS");
-        const int threads = std::max(1, env && std::atoi(env) > 0 ? std::atoi(env) : int(std::thread::hardware_concurrency()));
+        const int threads =
+            std::max(1, env && std::atoi(env) > 0 ? std::atoi(env) : int(std::thread::hardware_concurrency()));
         return [data, threads] {
             std::vector<uint64_t> partial(static_cast<size_t>(threads) * 8);
             std::vector<std::thread> pool;

@@ -145,8 +145,8 @@ TF_AVX2 float dot_k45(const void *w, const void *act, int64_t n) {
                 lo = _mm256_or_si256(lo, _mm256_slli_epi16(blo, 4));
                 hi = _mm256_or_si256(hi, _mm256_slli_epi16(bhi, 4));
             }
-            const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(a[i].qs + 64 * j)),
-                                                  _mm256_set1_epi16(sc[2 * j]));
+            const __m256i plo =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(a[i].qs + 64 * j)), _mm256_set1_epi16(sc[2 * j]));
             const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(a[i].qs + 64 * j + 32)),
                                                   _mm256_set1_epi16(sc[2 * j + 1]));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
@@ -180,8 +180,8 @@ TF_AVX2 float dot_q6_k(const void *w, const void *act, int64_t n) {
             };
             for (int k = 0; k < 4; ++k) {
                 const int g = 4 * h + k;  // 32 elements at 32 g: sub-blocks 2 g and 2 g + 1
-                const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(b[i].scales[2 * g + 1]),
-                                                        _mm_set1_epi16(b[i].scales[2 * g]));
+                const __m256i scales =
+                    _mm256_set_m128i(_mm_set1_epi16(b[i].scales[2 * g + 1]), _mm_set1_epi16(b[i].scales[2 * g]));
                 const __m256i p = _mm256_maddubs_epi16(q[k], load(a[i].qs + 32 * g));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
             }
