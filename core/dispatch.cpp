@@ -109,8 +109,7 @@ Staged stage_to_host(Registry &registry, const TensorImpl &t, bool read_contents
     staged.span_bytes = byte_offset(t.dtype, extent(t));
     staged.host = allocate_storage(registry.cpu(), 0, staged.span_bytes);
     if (read_contents && staged.span_bytes > 0)
-        copy_bytes(*staged.host, 0, *t.storage, byte_offset(t.dtype, t.offset),
-                   staged.span_bytes);
+        copy_bytes(*staged.host, 0, *t.storage, byte_offset(t.dtype, t.offset), staged.span_bytes);
     return staged;
 }
 
@@ -534,8 +533,7 @@ void dispatch(tf_op op, std::span<const TensorImpl *const> inputs, std::span<con
     for (Staged &staged : staged_outputs) {
         if (!staged.original) continue;
         const TensorImpl &impl = *staged.original;
-        copy_bytes(*impl.storage, byte_offset(impl.dtype, impl.offset), *staged.host, 0,
-                   staged.span_bytes);
+        copy_bytes(*impl.storage, byte_offset(impl.dtype, impl.offset), *staged.host, 0, staged.span_bytes);
     }
 }
 

@@ -31,8 +31,7 @@ static_assert(static_cast<int>(DType::q8_k) == TF_DTYPE_Q8_K && static_cast<int>
 
 const DTypeRow &row_of(DType dtype) {
     const auto index = static_cast<std::size_t>(dtype);
-    if (index >= dtype_rows.size())
-        raise<DTypeError>("invalid dtype value " + std::to_string(static_cast<int>(dtype)));
+    if (index >= dtype_rows.size()) raise<DTypeError>("invalid dtype value " + std::to_string(static_cast<int>(dtype)));
     return dtype_rows[index];
 }
 

@@ -572,8 +572,7 @@ void Tensor::copy_to_host(void *dst, std::size_t bytes) const {
     Storage &storage = *s.storage;
     tf_error err = make_error();
     tf_status status = guarded(err, "buffer_read", [&] {
-        return storage.backend->table().buffer_read(
-            storage.buffer, byte_offset(s.dtype, s.offset), dst, bytes, &err);
+        return storage.backend->table().buffer_read(storage.buffer, byte_offset(s.dtype, s.offset), dst, bytes, &err);
     });
     if (!storage.host) Registry::instance().counters().backends[storage.backend->slot()].bytes_to_host += bytes;
     if (status != TF_STATUS_OK)
@@ -602,8 +601,8 @@ void copy_from_host(const Tensor &tensor, const void *src, std::size_t bytes) {
     if (status != TF_STATUS_OK)
         raise_status(status, "copy_from_host to " + tensor.device().str() + ": " +
                                  error_text(err, "synchronize failed without a message"));
-    status = storage.backend->table().buffer_write(
-        storage.buffer, byte_offset(impl.dtype, impl.offset), src, bytes, &err);
+    status =
+        storage.backend->table().buffer_write(storage.buffer, byte_offset(impl.dtype, impl.offset), src, bytes, &err);
     if (!storage.host) Registry::instance().counters().backends[storage.backend->slot()].bytes_to_device += bytes;
     if (status != TF_STATUS_OK)
         raise_status(status,

@@ -91,8 +91,7 @@ inline uint64_t byte_offset(DType dtype, int64_t elements) {
 // A quantized tensor's layout must address whole blocks: rank >= 1, the last axis a multiple of the
 // block length with stride 1, the other strides and the offset multiples of it. ShapeError naming
 // `op` otherwise.
-void check_quantized_layout(DType dtype, const Shape &shape, const Shape &strides, int64_t offset,
-                            std::string_view op);
+void check_quantized_layout(DType dtype, const Shape &shape, const Shape &strides, int64_t offset, std::string_view op);
 
 // a == b for shapes (or strides), inline: std::vector's == calls memcmp, a visible cost for the
 // two or three short shapes every small op compares.

@@ -66,8 +66,9 @@ tf_status check_quant(const tf_op_desc &op, tf_error *err) {
                   out.shape[out.rank - 1] == w.shape[0];
         for (int i = 0; ok && i + 1 < x.rank; ++i) ok = x.shape[i] == out.shape[i];
         if (!ok)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: x %s, w %s and out %s do not form [..., K] x [N, K] -> [..., N]",
-                        name, shape_of(x).text, shape_of(w).text, shape_of(out).text);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                        "%s: x %s, w %s and out %s do not form [..., K] x [N, K] -> [..., N]", name, shape_of(x).text,
+                        shape_of(w).text, shape_of(out).text);
         if (out.dtype != TF_DTYPE_F32 && out.dtype != x.dtype)
             return fail(err, TF_STATUS_UNSUPPORTED, "%s: output %s must be f32 or x's dtype %s", name,
                         dtype_name(out.dtype), dtype_name(x.dtype));
@@ -78,8 +79,9 @@ tf_status check_quant(const tf_op_desc &op, tf_error *err) {
         bool ok = w.rank == 2 && out.rank == idx.rank + 1 && out.shape[out.rank - 1] == w.shape[1];
         for (int i = 0; ok && i < idx.rank; ++i) ok = idx.shape[i] == out.shape[i];
         if (!ok)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: weight %s, indices %s and out %s do not form [V, D], [...] -> [..., D]",
-                        name, shape_of(w).text, shape_of(idx).text, shape_of(out).text);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                        "%s: weight %s, indices %s and out %s do not form [V, D], [...] -> [..., D]", name,
+                        shape_of(w).text, shape_of(idx).text, shape_of(out).text);
         return TF_STATUS_OK;
     }
     default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: not a quantized op", name);
@@ -110,8 +112,7 @@ tf_status run_dequantize(const tf_op_desc &op, tf_error *) {
     const char *base = base_of(in);
     const auto n_rows = static_cast<int64_t>(rows.size());
     float *dst = y.data();
-    for_rows(n_rows, k, 1 << 15,
-             [&](int64_t r) { codec.decode(base + rows[static_cast<size_t>(r)], dst + r * k, k); });
+    for_rows(n_rows, k, 1 << 15, [&](int64_t r) { codec.decode(base + rows[static_cast<size_t>(r)], dst + r * k, k); });
     y.finish();
     return TF_STATUS_OK;
 }
@@ -121,12 +122,13 @@ tf_status run_embedding_q(const tf_op_desc &op, tf_error *err) {
     const std::vector<int64_t> indices = load_indices(op.inputs[1]);
     for (int64_t index : indices)
         if (index < 0 || index >= w.shape[0])
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "embedding_q: index %" PRId64 " is out of range [0, %" PRId64 ")",
-                        index, w.shape[0]);
+            return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                        "embedding_q: index %" PRId64 " is out of range [0, %" PRId64 ")", index, w.shape[0]);
     if (numel(op.outputs[0]) == 0) return TF_STATUS_OK;
     const Codec &codec = *quant::codec_of(w.dtype);
     const int64_t dim = w.shape[1];
-    const int64_t row_bytes = (w.shape[0] > 1 ? w.strides[0] : dim) / codec.block * static_cast<int64_t>(codec.block_bytes);
+    const int64_t row_bytes =
+        (w.shape[0] > 1 ? w.strides[0] : dim) / codec.block * static_cast<int64_t>(codec.block_bytes);
     F32Output y(op.outputs[0]);
     const char *table = base_of(w);
     for (size_t e = 0; e < indices.size(); ++e)
@@ -152,8 +154,8 @@ tf_status run_matmul_q(const tf_op_desc &op, tf_error *) {
     for_rows(m, k, 1 << 14,
              [&](int64_t r) { quant::quantize_act(kind, x.data() + r * k, act.data() + r * act_row, k); });
     const quant::DotFn dot = quant::dot_of(w.dtype, isa_level());
-    const int64_t row_bytes = (n > 1 ? w.strides[0] : k) / dtype_block_length(w.dtype) *
-                              static_cast<int64_t>(dtype_block_bytes(w.dtype));
+    const int64_t row_bytes =
+        (n > 1 ? w.strides[0] : k) / dtype_block_length(w.dtype) * static_cast<int64_t>(dtype_block_bytes(w.dtype));
     const char *weights = base_of(w);
     float *dst = y.data();
     // Blocks of weight rows: each task reads its rows once and keeps them in cache over x's rows.

@@ -8,6 +8,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace tf_cpu::quant {
 
 void encode_q8_k(const float *x, void *dst, int64_t n);  // quant_reference.cpp
@@ -236,7 +240,12 @@ DotFn portable_dot(int32_t dtype) {
 
 DotFn dot_of(int32_t dtype, int isa) {
 #if defined(__x86_64__)
-    if (isa >= 1)
+    // The AVX2 dots read f16 scales with F16C, which cpuid reports apart from AVX2.
+    static const bool f16c = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+    }();
+    if (isa >= 1 && f16c)
         if (DotFn f = avx2_dot(dtype)) return f;
 #else
     (void)isa;

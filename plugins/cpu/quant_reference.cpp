@@ -12,8 +12,7 @@
 namespace tf_cpu::quant {
 namespace {
 
-#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
-    constexpr size_t bytes_##sym = block_bytes;
+#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type) constexpr size_t bytes_##sym = block_bytes;
 #include <tinyfin/dtypes.def>
 #undef TF_DTYPE
 static_assert(sizeof(BlockQ8_0) == bytes_Q8_0 && sizeof(BlockQ4_0) == bytes_Q4_0 && sizeof(BlockQ4_1) == bytes_Q4_1 &&
@@ -219,8 +218,8 @@ void encode_q5_1(const float *x, void *dst, int64_t n) {
 // ggml's make_qkx2_quants: levels 0..nmax with a scale and a minimum (<= 0) for n values, the
 // pair chosen by a weighted least-squares search over nstep + 1 trial scales. Returns the scale;
 // *the_min receives -min.
-float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *the_min,
-                       uint8_t *Laux, float rmin, float rdelta, int nstep) {
+float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *the_min, uint8_t *Laux,
+                       float rmin, float rdelta, int nstep) {
     float min = x[0], max = x[0];
     float sum_w = weights[0];
     float sum_x = sum_w * x[0];
@@ -511,7 +510,8 @@ void encode_q6_k(const float *x, void *dst, int64_t n) {
         for (int j = 0; j < k_qk_k; j += 128, ql += 64, qh += 32) {
             for (int l = 0; l < 32; ++l) {
                 const auto q1 = static_cast<uint8_t>(L[j + l] & 0xF), q2 = static_cast<uint8_t>(L[j + l + 32] & 0xF);
-                const auto q3 = static_cast<uint8_t>(L[j + l + 64] & 0xF), q4 = static_cast<uint8_t>(L[j + l + 96] & 0xF);
+                const auto q3 = static_cast<uint8_t>(L[j + l + 64] & 0xF),
+                           q4 = static_cast<uint8_t>(L[j + l + 96] & 0xF);
                 ql[l] = static_cast<uint8_t>(q1 | (q3 << 4));
                 ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
                 qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |

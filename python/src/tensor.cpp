@@ -204,7 +204,8 @@ DType dtype_arg(py::handle obj, DType fallback) {
         for (DType d : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::boolean})
             if (name == python_dtype_name(d) || name == dtype_name(d)) return d;
         if (std::optional<DType> q = dtype_named(name)) return *q;
-        raise_python("DTypeError", "unknown dtype \"" + name + "\" (float32, float16, bfloat16, int32, int64, bool, q8_0 .. q8_k)");
+        raise_python("DTypeError",
+                     "unknown dtype \"" + name + "\" (float32, float16, bfloat16, int32, int64, bool, q8_0 .. q8_k)");
     }
     raise_python("DTypeError", "dtype must be a tinyfin dtype such as tinyfin.float32, got " +
                                    std::string(py::str(py::type::handle_of(obj).attr("__name__"))));

@@ -25,6 +25,7 @@ from ._C import (  # noqa: E402  # noqa: F401  (re-exported API)
     clamp, where, matmul, sum, mean, amax, amin, var, argmax, argmin,
     conv2d, max_pool2d, avg_pool2d, softmax, log_softmax, layer_norm, rms_norm, rope,
     scaled_dot_product_attention, embedding, cross_entropy, one_hot,
+    quantize, dequantize, matmul_q, embedding_q,
     cat, stack, narrow, from_numpy, from_dlpack,
     backend_set, select_backend_for_memory, backend_name, default_device, available_backends, synchronize, op_names,
     reset_stats, is_grad_enabled,
@@ -39,8 +40,12 @@ int64 = dtype.int64
 long = int64
 bool = dtype.bool
 float = float32
+# ggml's block-quantized formats (docs/quantization.md): weights for matmul_q and embedding_q.
+q8_0, q4_0, q4_1, q5_0, q5_1 = dtype.q8_0, dtype.q4_0, dtype.q4_1, dtype.q5_0, dtype.q5_1
+q4_k, q5_k, q6_k, q8_k = dtype.q4_k, dtype.q5_k, dtype.q6_k, dtype.q8_k
 _DTYPE_NAMES = {float32: "float32", float16: "float16", bfloat16: "bfloat16", int32: "int32",
-                int64: "int64", bool: "bool"}
+                int64: "int64", bool: "bool", q8_0: "q8_0", q4_0: "q4_0", q4_1: "q4_1", q5_0: "q5_0",
+                q5_1: "q5_1", q4_k: "q4_k", q5_k: "q5_k", q6_k: "q6_k", q8_k: "q8_k"}
 dtype.__repr__ = dtype.__str__ = lambda self: "tinyfin." + _DTYPE_NAMES[self]
 
 __version__ = _C.__version__  # meson.build's project version

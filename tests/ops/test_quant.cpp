@@ -156,7 +156,8 @@ Built q6_k_block(double d, const int scales[16], uint64_t seed) {
             const int *e = q + 128 * h + l;
             ql[64 * h + l] = static_cast<uint8_t>((e[0] & 15) | (e[64] & 15) << 4);
             ql[64 * h + 32 + l] = static_cast<uint8_t>((e[32] & 15) | (e[96] & 15) << 4);
-            qh[32 * h + l] = static_cast<uint8_t>(e[0] >> 4 | (e[32] >> 4) << 2 | (e[64] >> 4) << 4 | (e[96] >> 4) << 6);
+            qh[32 * h + l] =
+                static_cast<uint8_t>(e[0] >> 4 | (e[32] >> 4) << 2 | (e[64] >> 4) << 4 | (e[96] >> 4) << 6);
         }
     Built b;
     b.bytes = ql;
@@ -257,10 +258,14 @@ TEST_CASE("the quantized dtypes: block lengths, block bytes, ggml type numbers, 
         int ggml;
     };
     // GGUF's sizes: 2-byte f16 scales, 4-bit pairs, 6-bit packed scales (12 bytes).
-    const Row rows[] = {{DType::q8_0, "q8_0", 32, 2 + 32, 8},           {DType::q4_0, "q4_0", 32, 2 + 16, 2},
-                        {DType::q4_1, "q4_1", 32, 4 + 16, 3},           {DType::q5_0, "q5_0", 32, 2 + 4 + 16, 6},
-                        {DType::q5_1, "q5_1", 32, 4 + 4 + 16, 7},       {DType::q4_k, "q4_k", 256, 4 + 12 + 128, 12},
-                        {DType::q5_k, "q5_k", 256, 4 + 12 + 32 + 128, 13}, {DType::q6_k, "q6_k", 256, 128 + 64 + 16 + 2, 14},
+    const Row rows[] = {{DType::q8_0, "q8_0", 32, 2 + 32, 8},
+                        {DType::q4_0, "q4_0", 32, 2 + 16, 2},
+                        {DType::q4_1, "q4_1", 32, 4 + 16, 3},
+                        {DType::q5_0, "q5_0", 32, 2 + 4 + 16, 6},
+                        {DType::q5_1, "q5_1", 32, 4 + 4 + 16, 7},
+                        {DType::q4_k, "q4_k", 256, 4 + 12 + 128, 12},
+                        {DType::q5_k, "q5_k", 256, 4 + 12 + 32 + 128, 13},
+                        {DType::q6_k, "q6_k", 256, 128 + 64 + 16 + 2, 14},
                         {DType::q8_k, "q8_k", 256, 4 + 256 + 32, 15}};
     for (const Row &r : rows) {
         INFO(r.name);
@@ -327,7 +332,8 @@ TEST_CASE("embedding_q: rows of a packed table, and indices out of range") {
         const int64_t order[] = {4, 0, 2, 4, 1, 3};
         for (int e = 0; e < 6; ++e)
             for (int64_t j = 0; j < k; ++j)
-                REQUIRE(same_bits(got[static_cast<std::size_t>(e * k + j)], b.values[static_cast<std::size_t>(order[e] * k + j)]));
+                REQUIRE(same_bits(got[static_cast<std::size_t>(e * k + j)],
+                                  b.values[static_cast<std::size_t>(order[e] * k + j)]));
         // embedding() with a quantized table is embedding_q in f32.
         CHECK(embedding(table, idx).to_vector<float>() == got);
         CHECK_THROWS_AS(embedding_q(table, from_vector<int64_t>({5}, {1}, cpu())), ValueError);

@@ -18,7 +18,8 @@ namespace tf_kit TF_KIT_HIDDEN {
 constexpr const char *dtype_name(int32_t dtype) noexcept {
     switch (dtype) {
 #define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
-    case id: return name;
+    case id:                                                                                                           \
+        return name;
 #include <tinyfin/dtypes.def>
 #undef TF_DTYPE
     default: return "dtype?";
@@ -30,7 +31,8 @@ constexpr const char *dtype_name(int32_t dtype) noexcept {
 constexpr int64_t dtype_block_length(int32_t dtype) noexcept {
     switch (dtype) {
 #define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
-    case id: return block_length;
+    case id:                                                                                                           \
+        return block_length;
 #include <tinyfin/dtypes.def>
 #undef TF_DTYPE
     default: return 0;
@@ -41,7 +43,8 @@ constexpr int64_t dtype_block_length(int32_t dtype) noexcept {
 constexpr size_t dtype_block_bytes(int32_t dtype) noexcept {
     switch (dtype) {
 #define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
-    case id: return block_bytes;
+    case id:                                                                                                           \
+        return block_bytes;
 #include <tinyfin/dtypes.def>
 #undef TF_DTYPE
     default: return 0;
