@@ -13,14 +13,14 @@ out = subprocess.run([tool, "--json"], capture_output=True, text=True)
 assert out.returncode == 0, f"tinyfin-info --json exited {out.returncode}: {out.stderr}"
 info = json.loads(out.stdout)
 assert info["schema"] == "tinyfin-info/1"
-assert info["core"]["abi"] == "1.1", info["core"]
+assert info["core"]["abi"] == "1.2", info["core"]
 assert info["ops"] == ops, (info["ops"], ops)
 cpu = [p for p in info["plugins"] if p["name"] == "cpu"]
 assert len(cpu) == 1, info["plugins"]
 cpu = cpu[0]
 assert cpu["outcome"] == "loaded", cpu
 assert cpu["initialised"] is True
-assert cpu["abi"] == "1.1"
+assert cpu["abi"] == "1.2"
 assert cpu["path"].endswith("tinyfin-cpu.so"), cpu["path"]
 assert len(cpu["devices"]) == 1 and cpu["devices"][0]["kind"] == "cpu", cpu["devices"]
 assert cpu["devices"][0]["host_addressable"] is True

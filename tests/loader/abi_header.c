@@ -18,7 +18,8 @@ ABI_CHECK(device_size_first, offsetof(tf_device_info, struct_size) == 0);
 ABI_CHECK(host_size_first, offsetof(tf_host_api, struct_size) == 0);
 ABI_CHECK(op_ids_stable, TF_OP_ADD == 0 && TF_OP_FILL == 11);
 ABI_CHECK(op_count, TF_OP_COUNT_ > TF_OP_FILL);
-ABI_CHECK(dtype_count, TF_DTYPE_COUNT_ == 6);
+ABI_CHECK(dtype_ids_stable, TF_DTYPE_F32 == 0 && TF_DTYPE_BOOL == 5 && TF_DTYPE_Q8_0 == 6);
+ABI_CHECK(dtype_count, TF_DTYPE_COUNT_ == 15); /* ABI 1.2: nine block-quantized dtypes after bool */
 
 static tf_status check_probe(tf_error *err) {
     (void)err;

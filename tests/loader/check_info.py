@@ -45,7 +45,7 @@ def validate_schema(doc, op_names):
     core = doc.get("core", {})
     check_type(doc, "core", dict, "$")
     check_type(core, "version", str, "core")
-    check(core.get("abi") == "1.1", f"core.abi is {core.get('abi')!r}, expected '1.1'")
+    check(core.get("abi") == "1.2", f"core.abi is {core.get('abi')!r}, expected '1.2'")
 
     if check_type(doc, "search_path", list, "$"):
         for i, entry in enumerate(doc["search_path"]):
@@ -156,7 +156,7 @@ def main():
     cpu = [p for p in doc.get("plugins", []) if p.get("name") == "cpu" and p.get("outcome") == "loaded"]
     if check(cpu, "no loaded cpu plugin"):
         check(cpu[0].get("initialised") is True, "cpu is not initialised")
-        check(cpu[0].get("abi") == "1.1", f"cpu abi is {cpu[0].get('abi')!r}")
+        check(cpu[0].get("abi") == "1.2", f"cpu abi is {cpu[0].get('abi')!r}")
         devices = cpu[0].get("devices") or [{}]
         check(devices[0].get("kind") == "cpu", f"cpu device kind is {devices[0].get('kind')!r}")
         check(devices[0].get("host_addressable") is True, "cpu device is not host-addressable")

@@ -99,7 +99,7 @@ TEST_CASE("matrix: every candidate gets its outcome and a useful message") {
     SUBCASE("abi-mismatch names both versions") {
         const auto &plugin = record_of(report, expected_matrix[2]);
         CHECK(contains(plugin.message, "99.0"));
-        CHECK(contains(plugin.message, "1.1"));
+        CHECK(contains(plugin.message, "1.2"));
         CHECK(plugin.abi_version == (99u << 16));
     }
     SUBCASE("probe-refused carries the plugin's reason") {
@@ -274,7 +274,7 @@ TEST_CASE("strict-abi-mismatch: a plugin of another ABI major is named with the 
         what = e.what();
     }
     CAPTURE(what);
-    CHECK(contains(what, "abimajor: abi-mismatch: plugin ABI 99.0, core ABI 1.1: rebuild the "
+    CHECK(contains(what, "abimajor: abi-mismatch: plugin ABI 99.0, core ABI 1.2: rebuild the "
                          "plugin against this tinyfin"));
     CHECK_FALSE(contains(what, "no plugin named"));
 }
