@@ -41,7 +41,7 @@ def main():
         return report()
     cuda = records[0]
     check(cuda["name"] == "cuda", f"name is {cuda['name']!r}")
-    check(cuda["abi"] == "1.1", f"abi is {cuda['abi']!r}")
+    check(cuda["abi"] == "1.2", f"abi is {cuda['abi']!r}")
     outcome, message = cuda["outcome"], cuda["message"]
     print(f"cuda plugin: {outcome}: {message}")
 
