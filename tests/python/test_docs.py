@@ -11,7 +11,10 @@ import pytest
 
 import tinyfin as tf
 
-DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "python.md")
+# The checkout's docs; scripts/test-packaging runs a copy of these tests outside the checkout and
+# names the checkout in TINYFIN_SOURCE_DIR.
+DOC = os.path.join(os.environ.get("TINYFIN_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", ".."),
+                   "docs", "python.md")
 EXPECT = re.compile(r"^(?P<indent>\s*)print\((?P<args>.*)\)\s*# -> (?P<want>.*)$")
 
 
