@@ -1,0 +1,37 @@
+// The cpu plugin's table, loaded once per test program from TF_CPU_PLUGIN_PATH with a quiet host
+// (no log, the process environment), and unloaded the way the core does (plugin_closer.hpp).
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <tinyfin/plugin.h>
+
+#include "plugin_closer.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#ifndef TF_CPU_PLUGIN_PATH
+#error "build with -DTF_CPU_PLUGIN_PATH=\"/path/to/tinyfin-cpu.so\""
+#endif
+
+inline void quiet_host_log(int32_t, const char *, const char *) {}
+inline const char *process_host_get_env(const char *name) { return std::getenv(name); }
+inline constexpr tf_host_api k_quiet_host = {sizeof(tf_host_api), TF_ABI_VERSION, quiet_host_log, process_host_get_env};
+
+inline const tf_plugin &cpu_plugin_table() {
+    static const std::unique_ptr<void, PluginCloser<&k_quiet_host>> handle(
+        dlopen(TF_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));
+    static const tf_plugin *table = [] {
+        REQUIRE(handle != nullptr);
+        auto entry = reinterpret_cast<tf_plugin_entry_fn>(dlsym(handle.get(), TF_PLUGIN_ENTRY_NAME));
+        REQUIRE((entry != nullptr));
+        const tf_plugin *t = entry(&k_quiet_host);
+        REQUIRE(t != nullptr);
+        return t;
+    }();
+    return *table;
+}
