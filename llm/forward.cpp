@@ -8,9 +8,12 @@ namespace tinyfin::llm {
 namespace {
 
 // x [..., in] by a weight of any float dtype: a weight stored in f16/bf16 is used as it is, the
-// activations cast to its dtype for the product and the result back to x's dtype.
+// activations cast to its dtype for the product and the result back to x's dtype. A
+// block-quantized weight goes to matmul_q (its blocks used as they are, never dequantized).
 Tensor project(const Tensor &x, const Tensor &w, const Tensor &bias = Tensor()) {
-    Tensor y = w.dtype() == x.dtype() ? linear(x, w) : linear(x.to(w.dtype()), w).to(x.dtype());
+    Tensor y = is_quantized(w.dtype())  ? matmul_q(x, w, x.dtype())
+               : w.dtype() == x.dtype() ? linear(x, w)
+                                        : linear(x.to(w.dtype()), w).to(x.dtype());
     return bias.defined() ? add(y, bias) : y;
 }
 

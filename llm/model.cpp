@@ -9,137 +9,53 @@
 
 #include <tinyfin/llm/errors.hpp>
 #include <tinyfin/llm/gguf.hpp>
+#include <tinyfin/llm/quantize.hpp>
 #include <tinyfin/llm/safetensors.hpp>
 #include <tinyfin/llm/sampler.hpp>
 
 #include "model_impl.hpp"
 #include "vocabulary.hpp"
+#include "weights.hpp"
 
 namespace tinyfin::llm {
 
 namespace {
 
-namespace fs = std::filesystem;
-
-// Where the weights come from: tensor lookup by the format's names.
-struct Source {
-    std::shared_ptr<void> holder;  // keeps the mapped files alive
-    std::function<const TensorData *(std::string_view)> find;
-    bool gguf = false;
-    std::string path;
-};
-
-enum class Kind { directory, gguf };
-
-Kind classify(const std::string &path) {
-    std::error_code ec;
-    const fs::file_status st = fs::status(path, ec);
-    if (ec || st.type() == fs::file_type::not_found)
-        throw FileError("FileError: model path '" + path + "' does not exist");
-    if (st.type() == fs::file_type::directory) {
-        if (!fs::exists(fs::path(path) / "config.json", ec))
-            throw FileError(
-                "FileError: '" + path +
-                "' is a directory without config.json (expected a Hugging Face model directory or a .gguf file)");
-        return Kind::directory;
-    }
-    // Anything else is opened as a GGUF file; MappedFile refuses FIFOs, devices and sockets.
-    return Kind::gguf;
+// The storage a weight gets: its file type, or the scheme's block type under --quantize.
+std::optional<DType> quantized_type(const Opened &o, const std::optional<QuantScheme> &scheme, const std::string &what,
+                                    int64_t layer, const TensorData &t) {
+    if (!scheme || is_small(what)) return std::nullopt;
+    const TensorTypeInfo &info = tensor_type_info(t.type);
+    if (info.dtype && is_quantized(*info.dtype)) return std::nullopt;  // already quantized: kept
+    // A tied embedding is also the head: llama.cpp gives it the output's type.
+    const std::string role = what == "embed" && o.config.tie_word_embeddings ? "lm_head" : what;
+    return quant_type_for(*scheme, role, layer, o.config.num_layers, t.shape);
 }
 
-std::string hf_name(const std::string &what, int64_t layer) {
-    const std::string p = "model.layers." + std::to_string(layer) + ".";
-    if (what == "attn_norm") return p + "input_layernorm.weight";
-    if (what == "ffn_norm") return p + "post_attention_layernorm.weight";
-    if (what == "wq") return p + "self_attn.q_proj.weight";
-    if (what == "wk") return p + "self_attn.k_proj.weight";
-    if (what == "wv") return p + "self_attn.v_proj.weight";
-    if (what == "wo") return p + "self_attn.o_proj.weight";
-    if (what == "bq") return p + "self_attn.q_proj.bias";
-    if (what == "bk") return p + "self_attn.k_proj.bias";
-    if (what == "bv") return p + "self_attn.v_proj.bias";
-    if (what == "w_gate") return p + "mlp.gate_proj.weight";
-    if (what == "w_up") return p + "mlp.up_proj.weight";
-    if (what == "w_down") return p + "mlp.down_proj.weight";
-    if (what == "embed") return "model.embed_tokens.weight";
-    if (what == "norm") return "model.norm.weight";
-    return "lm_head.weight";
-}
-
-std::string gguf_name(const std::string &what, int64_t layer) {
-    const std::string p = "blk." + std::to_string(layer) + ".";
-    if (what == "attn_norm") return p + "attn_norm.weight";
-    if (what == "ffn_norm") return p + "ffn_norm.weight";
-    if (what == "wq") return p + "attn_q.weight";
-    if (what == "wk") return p + "attn_k.weight";
-    if (what == "wv") return p + "attn_v.weight";
-    if (what == "wo") return p + "attn_output.weight";
-    if (what == "bq") return p + "attn_q.bias";
-    if (what == "bk") return p + "attn_k.bias";
-    if (what == "bv") return p + "attn_v.bias";
-    if (what == "w_gate") return p + "ffn_gate.weight";
-    if (what == "w_up") return p + "ffn_up.weight";
-    if (what == "w_down") return p + "ffn_down.weight";
-    if (what == "embed") return "token_embd.weight";
-    if (what == "norm") return "output_norm.weight";
-    return "output.weight";
-}
-
-struct Opened {
-    Source source;
-    ModelConfig config;
-    std::shared_ptr<GgufFile> gguf;
-};
-
-Opened open_model(const std::string &path) {
-    Opened o;
-    o.source.path = path;
-    if (classify(path) == Kind::directory) {
-        o.config = read_hf_config((fs::path(path) / "config.json").string());
-        auto set = std::make_shared<SafetensorsSet>(path);
-        o.source.holder = set;
-        o.source.find = [set](std::string_view name) { return set->find(name); };
-    } else {
-        o.gguf = std::make_shared<GgufFile>(path);
-        o.config = read_gguf_config(*o.gguf);
-        o.source.holder = o.gguf;
-        o.source.gguf = true;
-        o.source.find = [g = o.gguf](std::string_view name) { return g->find(name); };
-    }
-    return o;
-}
-
-// The shape each weight must have.
-Shape expected_shape(const ModelConfig &c, const std::string &what) {
-    const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-    if (what == "attn_norm" || what == "ffn_norm" || what == "norm") return {c.hidden_size};
-    if (what == "wq") return {q, c.hidden_size};
-    if (what == "wk" || what == "wv") return {kv, c.hidden_size};
-    if (what == "wo") return {c.hidden_size, q};
-    if (what == "bq") return {q};
-    if (what == "bk" || what == "bv") return {kv};
-    if (what == "w_gate" || what == "w_up") return {c.intermediate_size, c.hidden_size};
-    if (what == "w_down") return {c.hidden_size, c.intermediate_size};
-    return {c.vocab_size, c.hidden_size};  // embed, lm_head
-}
-
-bool is_small(const std::string &what) { return what.find("norm") != std::string::npos || what[0] == 'b'; }
-
-std::vector<std::string> layer_weights(const ModelConfig &c) {
-    std::vector<std::string> w = {"attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w_gate", "w_up", "w_down"};
-    if (c.attention_bias) w.insert(w.end(), {"bq", "bk", "bv"});
-    return w;
+std::optional<QuantScheme> scheme_of(const LoadOptions &options) {
+    if (options.quantize.empty()) return std::nullopt;
+    return quant_scheme(options.quantize);
 }
 
 uint64_t weight_bytes(const Opened &o, const LoadOptions &options) {
     const ModelConfig &c = o.config;
+    const std::optional<QuantScheme> scheme = scheme_of(options);
     uint64_t total = 0;
     auto add = [&](const std::string &what, int64_t layer) {
-        const std::string name = o.source.gguf ? gguf_name(what, layer) : hf_name(what, layer);
-        const TensorData *t = o.source.find(name);
+        const TensorData *t = o.source.find(o.name(what, layer));
         if (!t) return;
         const uint64_t n = t->bytes.size();
-        total += (options.weights_f32 || is_small(what)) && t->type != TensorType::f32 ? n * 2 : n;
+        if (const auto q = quantized_type(o, scheme, what, layer, *t)) {
+            const auto elements = static_cast<uint64_t>(checked_element_count(t->shape, t->name));
+            total += elements / static_cast<uint64_t>(dtype_block_length(*q)) * dtype_block_bytes(*q);
+            return;
+        }
+        const TensorTypeInfo &info = tensor_type_info(t->type);
+        const bool quantized = info.dtype && is_quantized(*info.dtype);
+        if (quantized && is_small(what))  // dequantized to f32
+            total += static_cast<uint64_t>(checked_element_count(t->shape, t->name)) * 4;
+        else
+            total += !quantized && (options.weights_f32 || is_small(what)) && t->type != TensorType::f32 ? n * 2 : n;
     };
     add("embed", 0);
     add("norm", 0);
@@ -155,30 +71,7 @@ int64_t default_context(const ModelConfig &c, const LoadOptions &o) {
 
 std::vector<double> rotary_frequencies(const ModelConfig &c, const Opened &o) {
     const int64_t half = c.head_dim / 2;
-    std::vector<double> f(static_cast<std::size_t>(half));
-    for (int64_t i = 0; i < half; ++i)
-        f[static_cast<std::size_t>(i)] =
-            std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim));
-    const RopeScaling &rs = c.rope_scaling;
-    if (rs.kind == RopeScaling::Kind::linear)
-        for (double &x : f) x /= rs.factor;
-    if (rs.kind == RopeScaling::Kind::llama3) {
-        // transformers' _compute_llama3_parameters: long wavelengths slowed by factor, short ones
-        // kept, a smooth blend between.
-        const double low_wavelen = static_cast<double>(rs.original_max_position) / rs.low_freq_factor;
-        const double high_wavelen = static_cast<double>(rs.original_max_position) / rs.high_freq_factor;
-        for (double &x : f) {
-            const double wavelen = 2 * std::numbers::pi / x;
-            if (wavelen < high_wavelen) continue;
-            if (wavelen > low_wavelen) {
-                x /= rs.factor;
-                continue;
-            }
-            const double smooth = (static_cast<double>(rs.original_max_position) / wavelen - rs.low_freq_factor) /
-                                  (rs.high_freq_factor - rs.low_freq_factor);
-            x = (1 - smooth) * x / rs.factor + smooth * x;
-        }
-    }
+    std::vector<double> f = config_frequencies(c);
     // GGUF keeps llama3's scaling as per-frequency divisors (rope_freqs.weight).
     if (o.source.gguf)
         if (const TensorData *rf = o.source.find("rope_freqs.weight")) {
@@ -272,26 +165,42 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
     impl->device = default_device();
     const bool on_cpu = impl->device.backend == "cpu";
 
+    const std::optional<QuantScheme> scheme = scheme_of(options);
     auto load_one = [&](const std::string &what, int64_t layer, bool required) -> Tensor {
-        const std::string name = o.source.gguf ? gguf_name(what, layer) : hf_name(what, layer);
+        const std::string name = o.name(what, layer);
         const TensorData *t = o.source.find(name);
         if (!t) {
             if (required) throw ConfigError("ConfigError: model '" + path + "' has no tensor '" + name + "'");
             return Tensor();
         }
         const TensorTypeInfo &info = tensor_type_info(t->type);
-        if (!info.dtype || (*info.dtype != DType::f32 && *info.dtype != DType::f16 && *info.dtype != DType::bf16))
+        if (!info.dtype || *info.dtype == DType::i32 || *info.dtype == DType::i64)
             throw ConfigError(std::string("ConfigError: tensor '") + name + "' has type " + info.name +
-                              "; tinyfin loads F32, F16 and BF16 weights (block-quantized types: issue 34)");
+                              "; tinyfin loads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and Q8_K "
+                              "weights");
         const Shape want = expected_shape(c, what);
         if (t->shape != want)
             throw ConfigError("ConfigError: tensor '" + name + "' has shape " + shape_str(t->shape) +
                               ", the config needs " + shape_str(want));
         const DType dtype = *info.dtype;
+        const bool quantized = is_quantized(dtype);
         Shape strides(t->shape.size(), 1);
         for (std::size_t i = strides.size(); i-- > 1;) strides[i - 1] = strides[i] * t->shape[i];
         const auto *data = t->bytes.data();
-        const bool aligned = reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0;
+        // Blocks are read bytewise by the kernels; plain dtypes need their natural alignment.
+        const bool aligned = quantized || reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0;
+        const std::optional<DType> to_quantize = quantized_type(o, scheme, what, layer, *t);
+        if (to_quantize) {
+            // Quantized on the cpu from the mapped bytes, then uploaded: no f32 copy of the model.
+            const Tensor src =
+                aligned && o.source.holder
+                    ? from_blob(const_cast<std::byte *>(data), t->shape, strides, dtype, [keep = o.source.holder] {})
+                    : from_host(data, t->shape, dtype, Device::parse("cpu"));
+            Tensor q = quantize(src, *to_quantize);
+            if (!on_cpu) q = q.to(impl->device);
+            impl->bytes_copied += static_cast<uint64_t>(q.nbytes());
+            return q;
+        }
         Tensor w;
         if (on_cpu && aligned && o.source.holder) {
             w = from_blob(const_cast<std::byte *>(data), t->shape, strides, dtype, [keep = o.source.holder] {});
@@ -301,7 +210,10 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
             impl->bytes_copied += t->bytes.size();
         }
         // Norm weights and biases join f32 activations: f32 always (they are small).
-        if (dtype != DType::f32 && (options.weights_f32 || is_small(what))) {
+        if (quantized && is_small(what)) {
+            w = dequantize(w, DType::f32);
+            impl->bytes_copied += static_cast<uint64_t>(w.nbytes());
+        } else if (!quantized && dtype != DType::f32 && (options.weights_f32 || is_small(what))) {
             w = w.to(DType::f32);
             impl->bytes_copied += static_cast<uint64_t>(w.nbytes());
         }
@@ -329,7 +241,7 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
         impl->layers.push_back(std::move(w));
         if (options.verbose) {
             const int width = 30, done = static_cast<int>(width * (l + 1) / c.num_layers);
-            std::fprintf(stderr, "\rtinyfin-llm: loading [%.*s%*s] %lld/%lld", done, "##############################",
+            std::fprintf(stderr, "\rtinyfin-llm: %s [%.*s%*s] %lld/%lld", scheme ? ("quantizing to " + scheme->name).c_str() : "loading", done, "##############################",
                          width - done, "", static_cast<long long>(l + 1), static_cast<long long>(c.num_layers));
         }
     }

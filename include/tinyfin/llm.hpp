@@ -7,6 +7,7 @@
 #include <tinyfin/llm/gguf.hpp>
 #include <tinyfin/llm/mapped_file.hpp>
 #include <tinyfin/llm/model.hpp>
+#include <tinyfin/llm/quantize.hpp>
 #include <tinyfin/llm/safetensors.hpp>
 #include <tinyfin/llm/sampler.hpp>
 #include <tinyfin/llm/tensor_data.hpp>

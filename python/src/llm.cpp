@@ -87,8 +87,9 @@ PYBIND11_MODULE(_llm, m) {
         .def_static(
             "load",
             [](const std::string &path, const std::string &backend, int64_t context, int64_t batch,
-               int64_t prefill_chunk, bool weights_f32, bool verbose) {
+               int64_t prefill_chunk, bool weights_f32, bool verbose, const std::string &quantize) {
                 LoadOptions o;
+                o.quantize = quantize;
                 o.backend = backend;
                 o.context = context;
                 o.batch = batch;
@@ -99,11 +100,14 @@ PYBIND11_MODULE(_llm, m) {
                 return Model::load(path, o);
             },
             py::arg("path"), py::arg("backend") = "", py::arg("context") = 0, py::arg("batch") = 1,
-            py::arg("prefill_chunk") = 512, py::arg("weights_f32") = false, py::arg("verbose") = false)
+            py::arg("prefill_chunk") = 512, py::arg("weights_f32") = false, py::arg("verbose") = false,
+            py::arg("quantize") = "")
         .def_static(
             "estimate",
-            [](const std::string &path, int64_t context, int64_t batch, int64_t prefill_chunk) {
+            [](const std::string &path, int64_t context, int64_t batch, int64_t prefill_chunk,
+               const std::string &quantize) {
                 LoadOptions o;
+                o.quantize = quantize;
                 o.context = context;
                 o.batch = batch;
                 o.prefill_chunk = prefill_chunk;
@@ -112,7 +116,8 @@ PYBIND11_MODULE(_llm, m) {
                                 py::arg("activations") = e.activations,
                                 py::arg("attention_scores") = e.attention_scores, py::arg("total") = e.total());
             },
-            py::arg("path"), py::arg("context") = 0, py::arg("batch") = 1, py::arg("prefill_chunk") = 512)
+            py::arg("path"), py::arg("context") = 0, py::arg("batch") = 1, py::arg("prefill_chunk") = 512,
+            py::arg("quantize") = "")
         .def_property_readonly("config", &Model::config, py::return_value_policy::reference_internal)
         .def_property_readonly("device", [](const Model &m) { return m.device().str(); })
         .def_property_readonly("tokenizer", &Model::tokenizer, py::return_value_policy::reference_internal)
@@ -174,6 +179,23 @@ PYBIND11_MODULE(_llm, m) {
             d[py::str(t.name)] = py::make_tuple(tensor_type_info(t.type).name, t.shape, t.bytes.size());
         return d;
     });
+    m.def(
+        "quantize_file",
+        [](const std::string &src, const std::string &dst, const std::string &type, bool allow_requantize,
+           bool verbose) {
+            QuantizeFileOptions o;
+            o.scheme = type;
+            o.allow_requantize = allow_requantize;
+            o.verbose = verbose;
+            QuantizeFileResult r;
+            {
+                py::gil_scoped_release release;
+                r = quantize_model_file(src, dst, o);
+            }
+            return r.types;
+        },
+        py::arg("src"), py::arg("dst"), py::arg("type") = "q8_0", py::arg("allow_requantize") = false,
+        py::arg("verbose") = false);
     m.def("read_gguf", [](const std::string &path) {
         GgufFile f(path);
         py::dict meta, tensors;

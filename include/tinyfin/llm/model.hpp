@@ -28,6 +28,11 @@ struct LoadOptions {
     // Weights stored as f16/bf16 are converted to f32 at load when true (twice the memory, f32
     // matmuls); otherwise the matrices stay in their file dtype and used in place on cpu.
     bool weights_f32 = false;
+    // Quantize the f32/f16/bf16 matrices on load under a scheme of llama.cpp's ("q8_0", "q4_0",
+    // "q4_k", ...; llm/quantize.hpp): each weight gets the block type tinyfin-quantize would
+    // write (norms and biases stay f32). "" keeps the file's types; tensors already quantized in
+    // the file are kept as they are.
+    std::string quantize;
     // Print the memory estimate and load progress to stderr.
     bool verbose = false;
 };

@@ -13,9 +13,9 @@
 namespace tinyfin::llm {
 
 // Storage types of tensors in model files. The values of the GGUF ones are ggml's type ids, so a
-// GGUF type id indexes this table directly. Block-quantized types (issue 34) are listed with
-// their block geometry so that sizes are checked and files parse; loading them into a model is
-// a ConfigError until their kernels exist.
+// GGUF type id indexes this table directly. Block-quantized types carry their block geometry so
+// that sizes are checked; the nine tinyfin has as dtypes (Q8_0 .. Q8_K) load as they are, the
+// others (Q8_1, Q2_K, Q3_K, integer types) are a ConfigError when a model needs them.
 enum class TensorType : uint32_t {
     f32 = 0,
     f16 = 1,
