@@ -72,7 +72,13 @@ Tensor Model::Impl::forward(const Tensor &ids, const Tensor &rope_index, const T
         const Tensor keys = narrow(cache.k[l], 2, 0, total).reshape({b, hkv, 1, total, hd});
         const Tensor values = narrow(cache.v[l], 2, 0, total).reshape({b, hkv, 1, total, hd});
         const Tensor qh = q.view({b, t, hkv, group, hd}).permute({0, 2, 3, 1, 4});
-        const Tensor a = scaled_dot_product_attention(qh, keys, values, mask, !mask.defined());
+        // A half-precision cache: attention in its dtype, the result back to f32.
+        const DType kv = keys.dtype();
+        const Tensor a = kv == DType::f32
+                             ? scaled_dot_product_attention(qh, keys, values, mask, !mask.defined())
+                             : scaled_dot_product_attention(qh.to(kv), keys, values,
+                                                            mask.defined() ? mask.to(kv) : mask, !mask.defined())
+                                   .to(DType::f32);
         const Tensor merged = a.permute({0, 3, 1, 2, 4}).reshape({b, t, c.num_heads * hd});
         x = add(x, project(merged, w.wo));
         const Tensor h2 = rms_norm(x, 1, w.ffn_norm, c.rms_norm_eps);

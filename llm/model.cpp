@@ -106,8 +106,11 @@ MemoryEstimate estimate_memory(const ModelConfig &c, uint64_t weights, const Loa
     e.weights = weights;
     const auto ctx = static_cast<uint64_t>(default_context(c, o)),
                batch = static_cast<uint64_t>(std::max<int64_t>(1, o.batch));
-    e.kv_cache =
-        2 * static_cast<uint64_t>(c.num_layers) * batch * ctx * static_cast<uint64_t>(c.num_kv_heads * c.head_dim) * 4;
+    const DType kv = o.kv_cache_dtype;
+    if (kv != DType::f32 && kv != DType::f16 && kv != DType::bf16)
+        throw ValueError(std::string("ValueError: kv_cache_dtype ") + dtype_name(kv) + " is not f32, f16 or bf16");
+    e.kv_cache = 2 * static_cast<uint64_t>(c.num_layers) * batch * ctx *
+                 static_cast<uint64_t>(c.num_kv_heads * c.head_dim) * dtype_size(kv);
     const auto chunk = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(1, o.prefill_chunk)), ctx);
     // One layer's live activations for a chunk (residual, norm, q/k/v, rotated copies, attention
     // output, three MLP intermediates, scores), plus the logits of the last tokens and the rope tables.
@@ -272,8 +275,8 @@ Tensor Model::logits(const std::vector<int32_t> &tokens) const {
     KVCache cache;
     const ModelConfig &c = impl_->config;
     for (int64_t l = 0; l < c.num_layers; ++l) {
-        cache.k.push_back(empty({1, c.num_kv_heads, t, c.head_dim}, DType::f32, impl_->device));
-        cache.v.push_back(empty({1, c.num_kv_heads, t, c.head_dim}, DType::f32, impl_->device));
+        cache.k.push_back(empty({1, c.num_kv_heads, t, c.head_dim}, impl_->options.kv_cache_dtype, impl_->device));
+        cache.v.push_back(empty({1, c.num_kv_heads, t, c.head_dim}, impl_->options.kv_cache_dtype, impl_->device));
     }
     auto [cs, sn] = impl_->rope_tables(t);
     Tensor mask;

@@ -24,9 +24,10 @@ Session::Session(const Model &model, int64_t batch, int64_t context)
     state_->context = context;
     state_->pad.assign(static_cast<std::size_t>(batch), 0);
     const ModelConfig &c = m.config;
+    const DType kv = m.options.kv_cache_dtype;
     for (int64_t l = 0; l < c.num_layers; ++l) {
-        state_->cache.k.push_back(zeros({batch, c.num_kv_heads, context, c.head_dim}, DType::f32, m.device));
-        state_->cache.v.push_back(zeros({batch, c.num_kv_heads, context, c.head_dim}, DType::f32, m.device));
+        state_->cache.k.push_back(zeros({batch, c.num_kv_heads, context, c.head_dim}, kv, m.device));
+        state_->cache.v.push_back(zeros({batch, c.num_kv_heads, context, c.head_dim}, kv, m.device));
     }
     std::tie(state_->cos, state_->sin) = m.rope_tables(context);
 }

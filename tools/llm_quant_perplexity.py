@@ -102,7 +102,7 @@ def write_hf(out, params, vocab):
     json.dump(cfg, open(os.path.join(out, "config.json"), "w"))
     header, blobs, off = {}, [], 0
     for name, t in params.items():
-        a = np.ascontiguousarray(t.numpy(), "<f4")
+        a = np.ascontiguousarray(t.detach().numpy(), "<f4")
         header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
         blobs.append(a.tobytes())
         off += a.nbytes

@@ -19,7 +19,8 @@ void usage() {
     std::fprintf(stderr,
                  "usage: tinyfin-generate -m PATH -p PROMPT [-n N] [--chat] [--temp T] [--top-k K] [--top-p P]\n"
                  "                        [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [--backend B]\n"
-                 "                        [--stop TEXT]... [--ids 1,2,3] [--f32] [--quantize TYPE] [--ignore-eos]\n"
+                 "                        [--stop TEXT]... [--ids 1,2,3] [--f32] [--quantize TYPE] [--kv-cache DTYPE]\n"
+                 "                        [--ignore-eos]\n"
                  "  -m PATH    a Hugging Face model directory (config.json, *.safetensors) or a .gguf file\n"
                  "  -p PROMPT  the prompt text (--ids: token ids instead, for models without a tokenizer)\n"
                  "  -n N       new tokens at most (default 128)\n"
@@ -28,7 +29,8 @@ void usage() {
                  "  --ctx N    context the KV cache is sized for (default: prompt + N)\n"
                  "  --backend  cpu, blas, vulkan, opengl, opencl, cuda or auto (default: TINYFIN_BACKEND)\n"
                  "  --quantize TYPE  quantize f32/f16/bf16 weights on load: q8_0, q4_0, q4_1, q5_0, q5_1,\n"
-                 "             q4_k (q4_k_m), q4_k_s, q5_k (q5_k_m), q5_k_s, q6_k (as tinyfin-quantize writes them)\n");
+                 "             q4_k (q4_k_m), q4_k_s, q5_k (q5_k_m), q5_k_s, q6_k (as tinyfin-quantize writes them)\n"
+                 "  --kv-cache f32, f16 or bf16 (default f32): the KV caches' dtype\n");
 }
 
 double number(const char *flag, const char *text) {
@@ -92,7 +94,15 @@ int main(int argc, char **argv) {
             load.backend = value();
         else if (a == "--stop")
             gen.stop.push_back(value());
-        else if (a == "--quantize")
+        else if (a == "--kv-cache") {
+            const char *v = value();
+            const auto dt = tinyfin::dtype_named(v);
+            if (!dt || (*dt != DType::f32 && *dt != DType::f16 && *dt != DType::bf16)) {
+                std::fprintf(stderr, "tinyfin-generate: --kv-cache takes f32, f16 or bf16, got '%s'\n", v);
+                return 2;
+            }
+            load.kv_cache_dtype = *dt;
+        } else if (a == "--quantize")
             load.quantize = value();
         else if (a == "--f32")
             load.weights_f32 = true;

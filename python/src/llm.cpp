@@ -13,6 +13,13 @@ using namespace tinyfin::llm;
 
 namespace {
 
+DType kv_dtype(const std::string &name) {
+    const auto dt = dtype_named(name);
+    if (!dt || (*dt != DType::f32 && *dt != DType::f16 && *dt != DType::bf16))
+        throw ValueError("ValueError: kv_cache must be 'f32', 'f16' or 'bf16', got '" + name + "'");
+    return *dt;
+}
+
 py::array_t<float> to_numpy(const Tensor &t) {
     std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
     py::array_t<float> out(shape);
@@ -87,9 +94,11 @@ PYBIND11_MODULE(_llm, m) {
         .def_static(
             "load",
             [](const std::string &path, const std::string &backend, int64_t context, int64_t batch,
-               int64_t prefill_chunk, bool weights_f32, bool verbose, const std::string &quantize) {
+               int64_t prefill_chunk, bool weights_f32, bool verbose, const std::string &quantize,
+               const std::string &kv_cache) {
                 LoadOptions o;
                 o.quantize = quantize;
+                o.kv_cache_dtype = kv_dtype(kv_cache);
                 o.backend = backend;
                 o.context = context;
                 o.batch = batch;
@@ -101,13 +110,14 @@ PYBIND11_MODULE(_llm, m) {
             },
             py::arg("path"), py::arg("backend") = "", py::arg("context") = 0, py::arg("batch") = 1,
             py::arg("prefill_chunk") = 512, py::arg("weights_f32") = false, py::arg("verbose") = false,
-            py::arg("quantize") = "")
+            py::arg("quantize") = "", py::arg("kv_cache") = "f32")
         .def_static(
             "estimate",
             [](const std::string &path, int64_t context, int64_t batch, int64_t prefill_chunk,
-               const std::string &quantize) {
+               const std::string &quantize, const std::string &kv_cache) {
                 LoadOptions o;
                 o.quantize = quantize;
+                o.kv_cache_dtype = kv_dtype(kv_cache);
                 o.context = context;
                 o.batch = batch;
                 o.prefill_chunk = prefill_chunk;
@@ -117,7 +127,7 @@ PYBIND11_MODULE(_llm, m) {
                                 py::arg("attention_scores") = e.attention_scores, py::arg("total") = e.total());
             },
             py::arg("path"), py::arg("context") = 0, py::arg("batch") = 1, py::arg("prefill_chunk") = 512,
-            py::arg("quantize") = "")
+            py::arg("quantize") = "", py::arg("kv_cache") = "f32")
         .def_property_readonly("config", &Model::config, py::return_value_policy::reference_internal)
         .def_property_readonly("device", [](const Model &m) { return m.device().str(); })
         .def_property_readonly("tokenizer", &Model::tokenizer, py::return_value_policy::reference_internal)

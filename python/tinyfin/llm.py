@@ -30,9 +30,9 @@ def apply_chat_template(messages, family="auto", model_template="", add_generati
     return _llm.apply_chat_template(pairs, family, model_template, add_generation_prompt)
 
 
-def estimate(path, ctx=0, batch=1, prefill_chunk=512, quantize=""):
+def estimate(path, ctx=0, batch=1, prefill_chunk=512, quantize="", kv_cache="f32"):
     """Bytes the model needs (weights, kv_cache, activations, total) without loading it."""
-    return _llm.Model.estimate(path, ctx, batch, prefill_chunk, quantize)
+    return _llm.Model.estimate(path, ctx, batch, prefill_chunk, quantize, kv_cache)
 
 
 def quantize_file(src, dst, type="q8_0", allow_requantize=False, verbose=False):
@@ -105,9 +105,12 @@ class Model:
         return self._m.session_logits(prompts, steps, ctx)
 
 
-def load(path, backend="", ctx=0, batch=1, prefill_chunk=512, weights_f32=False, verbose=False, quantize=""):
+def load(path, backend="", ctx=0, batch=1, prefill_chunk=512, weights_f32=False, verbose=False, quantize="",
+         kv_cache="f32"):
     """Loads a Hugging Face model directory or a .gguf file. backend: "" (the current one),
     "auto" (the best whose device has room), or a name such as "cpu" or "vulkan". quantize:
     "" (the file's types) or a type ("q8_0", "q4_0", "q4_k", ...) the f32/f16/bf16 matrices are
-    quantized to on load, as tinyfin-quantize would write them."""
-    return Model(_llm.Model.load(str(path), backend, ctx, batch, prefill_chunk, weights_f32, verbose, quantize))
+    quantized to on load, as tinyfin-quantize would write them. kv_cache: "f32", "f16" or "bf16",
+    the dtype of the KV caches."""
+    return Model(_llm.Model.load(str(path), backend, ctx, batch, prefill_chunk, weights_f32, verbose, quantize,
+                                 kv_cache))

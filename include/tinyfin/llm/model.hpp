@@ -33,6 +33,9 @@ struct LoadOptions {
     // write (norms and biases stay f32). "" keeps the file's types; tensors already quantized in
     // the file are kept as they are.
     std::string quantize;
+    // dtype of the KV caches: f32, or f16 / bf16 for half the memory (and bytes read per token);
+    // attention then runs in that dtype (the queries rounded to it), its output back in f32.
+    DType kv_cache_dtype = DType::f32;
     // Print the memory estimate and load progress to stderr.
     bool verbose = false;
 };
