@@ -195,10 +195,9 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
         const std::optional<DType> to_quantize = quantized_type(o, scheme, what, layer, *t);
         if (to_quantize) {
             // Quantized on the cpu from the mapped bytes, then uploaded: no f32 copy of the model.
-            const Tensor src =
-                aligned && o.source.holder
-                    ? from_blob(const_cast<std::byte *>(data), t->shape, strides, dtype, [keep = o.source.holder] {})
-                    : from_host(data, t->shape, dtype, Device::parse("cpu"));
+            const Tensor src = aligned && o.source.holder ? from_blob(const_cast<std::byte *>(data), t->shape, strides,
+                                                                      dtype, [keep = o.source.holder] {})
+                                                          : from_host(data, t->shape, dtype, Device::parse("cpu"));
             Tensor q = quantize(src, *to_quantize);
             if (!on_cpu) q = q.to(impl->device);
             impl->bytes_copied += static_cast<uint64_t>(q.nbytes());
@@ -244,8 +243,10 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
         impl->layers.push_back(std::move(w));
         if (options.verbose) {
             const int width = 30, done = static_cast<int>(width * (l + 1) / c.num_layers);
-            std::fprintf(stderr, "\rtinyfin-llm: %s [%.*s%*s] %lld/%lld", scheme ? ("quantizing to " + scheme->name).c_str() : "loading", done, "##############################",
-                         width - done, "", static_cast<long long>(l + 1), static_cast<long long>(c.num_layers));
+            std::fprintf(stderr, "\rtinyfin-llm: %s [%.*s%*s] %lld/%lld",
+                         scheme ? ("quantizing to " + scheme->name).c_str() : "loading", done,
+                         "##############################", width - done, "", static_cast<long long>(l + 1),
+                         static_cast<long long>(c.num_layers));
         }
     }
     impl->inv_freq = rotary_frequencies(c, o);

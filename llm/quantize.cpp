@@ -17,8 +17,8 @@ namespace {
 
 // llama.cpp's enum llama_ftype numbers (general.file_type).
 const QuantScheme kSchemes[] = {
-    {"q8_0", DType::q8_0, 7},   {"q4_0", DType::q4_0, 2},   {"q4_1", DType::q4_1, 3},   {"q5_0", DType::q5_0, 8},
-    {"q5_1", DType::q5_1, 9},   {"q4_k_s", DType::q4_k, 14}, {"q4_k_m", DType::q4_k, 15}, {"q5_k_s", DType::q5_k, 16},
+    {"q8_0", DType::q8_0, 7},    {"q4_0", DType::q4_0, 2},    {"q4_1", DType::q4_1, 3},    {"q5_0", DType::q5_0, 8},
+    {"q5_1", DType::q5_1, 9},    {"q4_k_s", DType::q4_k, 14}, {"q4_k_m", DType::q4_k, 15}, {"q5_k_s", DType::q5_k, 16},
     {"q5_k_m", DType::q5_k, 17}, {"q6_k", DType::q6_k, 18},
 };
 
@@ -145,7 +145,8 @@ std::vector<std::byte> permute_rows(std::span<const std::byte> bytes, int64_t ro
     for (int64_t h = 0; h < heads; ++h)
         for (int64_t i = 0; i < d / 2; ++i)
             for (int64_t j = 0; j < 2; ++j) {
-                const auto to = static_cast<std::size_t>(h * d + 2 * i + j), from = static_cast<std::size_t>(h * d + j * d / 2 + i);
+                const auto to = static_cast<std::size_t>(h * d + 2 * i + j),
+                           from = static_cast<std::size_t>(h * d + j * d / 2 + i);
                 std::memcpy(out.data() + to * row, bytes.data() + from * row, row);
             }
     return out;
@@ -173,8 +174,8 @@ std::vector<std::string> quant_scheme_names() {
     return names;
 }
 
-std::optional<DType> quant_type_for(const QuantScheme &scheme, std::string_view role, int64_t layer,
-                                    int64_t num_layers, const Shape &shape) {
+std::optional<DType> quant_type_for(const QuantScheme &scheme, std::string_view role, int64_t layer, int64_t num_layers,
+                                    const Shape &shape) {
     if (shape.size() < 2) return std::nullopt;
     DType t = scheme.base;
     const bool k_mix = scheme.file_type >= 14 && scheme.file_type <= 17;
@@ -218,7 +219,8 @@ QuantizeFileResult quantize_model_file(const std::string &input, const std::stri
                               ", the config needs " + shape_str(want));
         const TensorTypeInfo &info = tensor_type_info(t->type);
         if (!info.dtype || *info.dtype == DType::i32 || *info.dtype == DType::i64)
-            throw ConfigError("ConfigError: tensor '" + name + "' has type " + info.name + ", which tinyfin cannot read");
+            throw ConfigError("ConfigError: tensor '" + name + "' has type " + info.name +
+                              ", which tinyfin cannot read");
         OutTensor ot;
         ot.name = gguf_name(role, layer);
         ot.role = role;
@@ -296,12 +298,14 @@ QuantizeFileResult quantize_model_file(const std::string &input, const std::stri
         }
         md.emplace_back(key("rope.freq_base"), f32(c.rope_theta));
         md.emplace_back(key("attention.layer_norm_rms_epsilon"), f32(c.rms_norm_eps));
-        if (c.sliding_window > 0) md.emplace_back(key("attention.sliding_window"), u32(static_cast<uint64_t>(c.sliding_window)));
+        if (c.sliding_window > 0)
+            md.emplace_back(key("attention.sliding_window"), u32(static_cast<uint64_t>(c.sliding_window)));
         if (c.rope_scaling.kind == RopeScaling::Kind::linear) {
             md.emplace_back(key("rope.scaling.type"), str("linear"));
             md.emplace_back(key("rope.scaling.factor"), f32(c.rope_scaling.factor));
         }
-        if (c.bos_token_id >= 0) md.emplace_back("tokenizer.ggml.bos_token_id", u32(static_cast<uint64_t>(c.bos_token_id)));
+        if (c.bos_token_id >= 0)
+            md.emplace_back("tokenizer.ggml.bos_token_id", u32(static_cast<uint64_t>(c.bos_token_id)));
         if (!c.eos_token_ids.empty())
             md.emplace_back("tokenizer.ggml.eos_token_id", u32(static_cast<uint64_t>(c.eos_token_ids[0])));
     }

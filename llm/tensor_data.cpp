@@ -12,16 +12,16 @@ namespace {
 // Block geometry of ggml's types (ggml.c's type_traits); dtype only where tinyfin has one (the
 // block-quantized ones are bit for bit GGUF's layout: include/tinyfin/dtypes.def).
 constexpr TensorTypeInfo kTypes[] = {
-    {TensorType::f32, "F32", 1, 4, DType::f32},         {TensorType::f16, "F16", 1, 2, DType::f16},
+    {TensorType::f32, "F32", 1, 4, DType::f32},        {TensorType::f16, "F16", 1, 2, DType::f16},
     {TensorType::q4_0, "Q4_0", 32, 18, DType::q4_0},   {TensorType::q4_1, "Q4_1", 32, 20, DType::q4_1},
     {TensorType::q5_0, "Q5_0", 32, 22, DType::q5_0},   {TensorType::q5_1, "Q5_1", 32, 24, DType::q5_1},
     {TensorType::q8_0, "Q8_0", 32, 34, DType::q8_0},   {TensorType::q8_1, "Q8_1", 32, 36, std::nullopt},
-    {TensorType::q2_k, "Q2_K", 256, 84, std::nullopt},  {TensorType::q3_k, "Q3_K", 256, 110, std::nullopt},
+    {TensorType::q2_k, "Q2_K", 256, 84, std::nullopt}, {TensorType::q3_k, "Q3_K", 256, 110, std::nullopt},
     {TensorType::q4_k, "Q4_K", 256, 144, DType::q4_k}, {TensorType::q5_k, "Q5_K", 256, 176, DType::q5_k},
     {TensorType::q6_k, "Q6_K", 256, 210, DType::q6_k}, {TensorType::q8_k, "Q8_K", 256, 292, DType::q8_k},
-    {TensorType::i8, "I8", 1, 1, std::nullopt},         {TensorType::i16, "I16", 1, 2, std::nullopt},
-    {TensorType::i32, "I32", 1, 4, DType::i32},         {TensorType::i64, "I64", 1, 8, DType::i64},
-    {TensorType::f64, "F64", 1, 8, std::nullopt},       {TensorType::bf16, "BF16", 1, 2, DType::bf16},
+    {TensorType::i8, "I8", 1, 1, std::nullopt},        {TensorType::i16, "I16", 1, 2, std::nullopt},
+    {TensorType::i32, "I32", 1, 4, DType::i32},        {TensorType::i64, "I64", 1, 8, DType::i64},
+    {TensorType::f64, "F64", 1, 8, std::nullopt},      {TensorType::bf16, "BF16", 1, 2, DType::bf16},
 };
 
 constexpr int64_t kSizeLimit = int64_t{1} << 62;

@@ -112,7 +112,6 @@ std::vector<std::string> layer_weights(const ModelConfig &c) {
     return w;
 }
 
-
 std::string Opened::name(const std::string &what, int64_t layer) const {
     return source.gguf ? gguf_name(what, layer) : hf_name(what, layer);
 }

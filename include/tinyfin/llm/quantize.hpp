@@ -32,8 +32,8 @@ std::vector<std::string> quant_scheme_names();
 // tensors: norms and biases stay f32, as in llama.cpp). k-quants fall back as llama.cpp does
 // when the rows are not whole 256-blocks (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), and a row
 // that is not whole 32-blocks keeps its dtype.
-std::optional<DType> quant_type_for(const QuantScheme &scheme, std::string_view role, int64_t layer,
-                                    int64_t num_layers, const Shape &shape);
+std::optional<DType> quant_type_for(const QuantScheme &scheme, std::string_view role, int64_t layer, int64_t num_layers,
+                                    const Shape &shape);
 
 struct QuantizeFileOptions {
     std::string scheme = "q8_0";
