@@ -407,3 +407,32 @@ def test_quantized_types_tinyfin_cannot_run(tmp_path):
     open(meta_cfg, "wb").write(bytes(data))
     with pytest.raises(llm.ConfigError, match="ffn_gate"):
         llm.load(meta_cfg)
+
+
+def test_quantize_a_gguf_file_keeps_its_metadata_and_vocabulary(tmp_path):
+    from test_llm_text import gpt2_vocab
+    tokens, vocab = gpt2_vocab()
+    cfg = dict(QCFG["llama"], vocab_size=len(tokens), bos_token_id=0, eos_token_id=1)
+    w = lm.random_weights(cfg, 4)
+    src = lm.write_gguf(str(tmp_path / "f32.gguf"), cfg, w, vocab=vocab)
+    hf = lm.write_hf_dir(str(tmp_path / "hf"), cfg, w)
+    a = quantize_tool(src, str(tmp_path / "from-gguf.gguf"), "q4_k")
+    b = quantize_tool(hf, str(tmp_path / "from-hf.gguf"), "q4_k")
+    meta_src, _, _ = gq.read_gguf(src)
+    meta, tensors, _ = gq.read_gguf(a)
+    # Every key of the input is kept (the vocabulary included); file_type and the quantization
+    # version are the output's.
+    for k, v in meta_src.items():
+        assert meta[k] == v, k
+    assert meta["general.file_type"] == 15 and meta["general.quantization_version"] == 2
+    assert meta["tokenizer.ggml.tokens"] == tokens
+    # The same blocks from either input: the GGUF input's Q/K rows are already permuted.
+    _, tensors_hf, _ = gq.read_gguf(b)
+    assert {n: t[2] for n, t in tensors.items()} == {n: t[2] for n, t in tensors_hf.items()}
+    model = llm.load(a)
+    assert model.tokenizer.decode(model.tokenizer.encode("hello world")) == "hello world"
+    want = lm.reference_logits(cfg, weights_from_gguf(a, cfg)[2], PROMPT)
+    assert rel_err(model.logits(PROMPT), want) < TIGHT
+    # Quantizing a quantized file again needs saying so.
+    with pytest.raises((llm.ConfigError, AssertionError), match="requantize|already"):
+        llm.quantize_file(a, str(tmp_path / "again.gguf"), "q8_0")
