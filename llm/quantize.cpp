@@ -6,8 +6,12 @@
 #include <filesystem>
 #include <memory>
 
+#include <sentencepiece_processor.h>
+
 #include <tinyfin/llm/errors.hpp>
+#include <tinyfin/llm/mapped_file.hpp>
 #include <tinyfin/llm/quantize.hpp>
+#include <tinyfin/llm/tokenizer.hpp>
 
 #include "weights.hpp"
 
@@ -116,6 +120,46 @@ GgufValue str(std::string s) {
     v.type = GgufType::string;
     v.s = std::move(s);
     return v;
+}
+
+// A Hugging Face directory's tokenizer.model as GGUF's "llama" vocabulary (tokens, scores, token
+// types: 1 normal, 2 unknown, 3 control, 5 unused, 6 byte), as llama.cpp's converter writes it.
+void add_sentencepiece_vocabulary(const std::string &dir, std::vector<std::pair<std::string, GgufValue>> &md) {
+    const std::filesystem::path model = std::filesystem::path(dir) / "tokenizer.model";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(model, ec)) return;
+    const MappedFile file(model.string());
+    const auto bytes = file.bytes();
+    sentencepiece::SentencePieceProcessor sp;
+    if (!sp.LoadFromSerializedProto(std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size())).ok())
+        throw FormatError("FormatError: '" + model.string() + "' is not a SentencePiece model");
+    // BOS/EOS handling from tokenizer_config.json beside it, as the loader reads it.
+    const auto tok = Tokenizer::from_sentencepiece(model.string());
+    const int n = sp.GetPieceSize();
+    GgufValue tokens, scores, types;
+    tokens.type = scores.type = types.type = GgufType::array;
+    tokens.element_type = GgufType::string;
+    scores.element_type = GgufType::f32;
+    types.element_type = GgufType::i32;
+    for (int i = 0; i < n; ++i) {
+        tokens.array.push_back(str(sp.IdToPiece(i)));
+        scores.array.push_back(f32(sp.GetScore(i)));
+        GgufValue t;
+        t.type = GgufType::i32;
+        t.i = sp.IsUnknown(i) ? 2 : sp.IsControl(i) ? 3 : sp.IsUnused(i) ? 5 : sp.IsByte(i) ? 6 : 1;
+        types.array.push_back(t);
+    }
+    GgufValue yes, no;
+    yes.type = no.type = GgufType::boolean;
+    yes.u = tok->adds_bos() ? 1 : 0;
+    no.u = tok->adds_eos() ? 1 : 0;
+    md.emplace_back("tokenizer.ggml.model", str("llama"));
+    md.emplace_back("tokenizer.ggml.tokens", std::move(tokens));
+    md.emplace_back("tokenizer.ggml.scores", std::move(scores));
+    md.emplace_back("tokenizer.ggml.token_type", std::move(types));
+    if (sp.unk_id() >= 0) md.emplace_back("tokenizer.ggml.unknown_token_id", u32(static_cast<uint64_t>(sp.unk_id())));
+    md.emplace_back("tokenizer.ggml.add_bos_token", yes);
+    md.emplace_back("tokenizer.ggml.add_eos_token", no);
 }
 
 // One tensor of the output file.
@@ -308,6 +352,7 @@ QuantizeFileResult quantize_model_file(const std::string &input, const std::stri
             md.emplace_back("tokenizer.ggml.bos_token_id", u32(static_cast<uint64_t>(c.bos_token_id)));
         if (!c.eos_token_ids.empty())
             md.emplace_back("tokenizer.ggml.eos_token_id", u32(static_cast<uint64_t>(c.eos_token_ids[0])));
+        add_sentencepiece_vocabulary(input, md);
     }
     md.emplace_back("general.file_type", u32(scheme.file_type));
     md.emplace_back("general.quantization_version", u32(2));

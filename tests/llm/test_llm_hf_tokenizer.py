@@ -96,3 +96,19 @@ def test_generate_tool_on_the_directory(model_dir):
     # The tool streams pieces (SentencePiece's spaces as they come): the same text up to spacing.
     assert "".join(r.stdout.split()) == "".join(want.split())
     assert "generated 8 tokens" in r.stderr
+
+
+def test_quantized_gguf_carries_the_vocabulary(model_dir, tmp_path):
+    """tinyfin-quantize converts tokenizer.model to GGUF's "llama" vocabulary
+    (tokenizer.ggml.tokens/scores/token_type), which tinyfin's own merging then encodes."""
+    cfg, w, path, sp = model_dir
+    out = str(tmp_path / "q8.gguf")
+    llm.quantize_file(path, out, "q8_0")
+    meta = llm.read_gguf(out)[1]
+    assert meta["tokenizer.ggml.model"] == b"llama" and meta["tokenizer.ggml.tokens"] == sp.get_piece_size()
+    gguf = llm.load(out)
+    for text in [TEXT] + corpus.fortunes(["people"])[:50]:
+        assert gguf.tokenizer.encode(text) == [1] + sp.encode(text), text
+    on_load = llm.load(path, quantize="q8_0")
+    assert gguf.generate(TEXT, max_new_tokens=8, ignore_eos=True) == \
+        on_load.generate(TEXT, max_new_tokens=8, ignore_eos=True)
