@@ -51,8 +51,8 @@ struct QuantizeFileResult {
 // weights quantized under the scheme: general.architecture, general.name, general.file_type,
 // general.quantization_version 2, general.alignment 32, the <arch>.* hyperparameters, the
 // tokenizer.ggml.* keys of a GGUF input (a Hugging Face input: BOS/EOS ids and tokenizer.model's
-// vocabulary when it has one), llama.cpp's
-// tensor names, Q/K rows permuted for llama and mistral as llama.cpp's converter does.
+// vocabulary when it has one), llama.cpp's tensor names, Q/K rows permuted for llama and mistral
+// as llama.cpp's converter does.
 // Errors: FileError, FormatError, ConfigError.
 QuantizeFileResult quantize_model_file(const std::string &input, const std::string &output,
                                        const QuantizeFileOptions &options = {});
