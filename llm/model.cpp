@@ -194,10 +194,10 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
         const bool aligned = quantized || reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0;
         const std::optional<DType> to_quantize = quantized_type(o, scheme, what, layer, *t);
         if (to_quantize) {
-            // Quantized on the cpu from the mapped bytes, then uploaded: no f32 copy of the model.
-            const Tensor src = aligned && o.source.holder ? from_blob(const_cast<std::byte *>(data), t->shape, strides,
-                                                                      dtype, [keep = o.source.holder] {})
-                                                          : from_host(data, t->shape, dtype, Device::parse("cpu"));
+            // Quantized on the cpu one tensor at a time (a transient copy of the mapped bytes:
+            // a from_blob tensor freed here would be subtracted from stats()' bytes_in_use without
+            // having been added), then uploaded: no f32 copy of the model.
+            const Tensor src = from_host(data, t->shape, dtype, Device::parse("cpu"));
             Tensor q = quantize(src, *to_quantize);
             if (!on_cpu) q = q.to(impl->device);
             impl->bytes_copied += static_cast<uint64_t>(q.nbytes());
