@@ -436,8 +436,7 @@ GradFn grad_fn(const Tensor &t) {
 
 void retain_grad(const Tensor &t) {
     TensorImpl &impl = const_cast<TensorImpl &>(impl_of(t, "retain_grad"));
-    if (!needs_grad(t))
-        raise<AutogradError>("retain_grad: the tensor does not require grad, so it gets no gradient");
+    if (!needs_grad(t)) raise<AutogradError>("retain_grad: the tensor does not require grad, so it gets no gradient");
     refresh_view_history(impl);
     if (!impl.autograd->grad_fn) return;  // a leaf keeps its gradient
     impl.autograd->grad_fn->retains_grad_of = impl.weak_from_this();

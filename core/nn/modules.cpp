@@ -185,8 +185,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int kernel_size, const
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, std::pair<int, int> kernel_size, const Conv2dOptions &opts,
                bool with_bias, uint64_t seed)
-    : options(opts), in_(in_channels), out_(out_channels), kernel_h_(kernel_size.first),
-      kernel_w_(kernel_size.second) {
+    : options(opts), in_(in_channels), out_(out_channels), kernel_h_(kernel_size.first), kernel_w_(kernel_size.second) {
     if (in_channels < 1 || out_channels < 1 || kernel_h_ < 1 || kernel_w_ < 1 || opts.groups < 1 ||
         in_channels % opts.groups != 0 || out_channels % opts.groups != 0)
         raise<ValueError>("Conv2d: channels " + std::to_string(in_channels) + " -> " + std::to_string(out_channels) +

@@ -319,8 +319,8 @@ void bind_ops(py::module_ &m) {
             o.ignore_index = ignore_index;
             o.weight = optional_tensor(weight);
             if (!(label_smoothing >= 0 && label_smoothing <= 1))
-                raise_python("ValueError",
-                             "cross_entropy: label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
+                raise_python("ValueError", "cross_entropy: label_smoothing must be in [0, 1], got " +
+                                               std::to_string(label_smoothing));
             o.label_smoothing = label_smoothing;
             Release r;
             return cross_entropy(logits, labels, o);

@@ -342,8 +342,9 @@ void bind_tensor(py::module_ &m) {
         .def("numel", &Tensor::numel)
         .def("__len__",
              [](const Tensor &x) {
-                 if (x.rank() == 0) raise_python("DTypeError", "len() of a rank-0 tensor (to hand a tensor to PyTorch, use "
-                                                           "torch.from_dlpack(t) or torch.as_tensor(t.numpy()))");
+                 if (x.rank() == 0)
+                     raise_python("DTypeError", "len() of a rank-0 tensor (to hand a tensor to PyTorch, use "
+                                                "torch.from_dlpack(t) or torch.as_tensor(t.numpy()))");
                  return x.shape()[0];
              })
         .def_property_readonly("nbytes", &Tensor::nbytes)
