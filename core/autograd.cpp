@@ -418,6 +418,30 @@ void remove_post_accumulate_grad_hook(const Tensor &leaf, uint64_t id) {
     std::erase_if(hooks, [id](const auto &entry) { return entry.first == id; });
 }
 
+std::string GradFn::name() const { return node_ ? node_->name : ""; }
+
+std::vector<GradFn> GradFn::next() const {
+    std::vector<GradFn> out;
+    if (node_)
+        for (const auto &n : node_->next) out.emplace_back(n);
+    return out;
+}
+
+GradFn grad_fn(const Tensor &t) {
+    TensorImpl &impl = const_cast<TensorImpl &>(impl_of(t, "grad_fn"));
+    refresh_view_history(impl);
+    if (!impl.autograd) return {};
+    return GradFn(impl.autograd->grad_fn);
+}
+
+void retain_grad(const Tensor &t) {
+    TensorImpl &impl = const_cast<TensorImpl &>(impl_of(t, "retain_grad"));
+    if (!needs_grad(t)) raise<AutogradError>("retain_grad: the tensor does not require grad, so it gets no gradient");
+    refresh_view_history(impl);
+    if (!impl.autograd->grad_fn) return;  // a leaf keeps its gradient
+    impl.autograd->grad_fn->retains_grad_of = impl.weak_from_this();
+}
+
 Tensor Tensor::detach() const {
     const TensorImpl &impl = impl_of(*this, "detach");
     note_saved(impl);
@@ -493,6 +517,11 @@ void Tensor::backward(const Tensor &gradient, bool retain_graph) const {
                                      "afterwards (version " + std::to_string(now) + ", saved at version " +
                                      std::to_string(saved.version) + "); write into a clone() instead, or do " +
                                      "the in-place op out of place");
+        }
+        if (auto retained = node->retains_grad_of.lock()) {
+            AutogradMeta &meta = *retained->autograd;
+            std::lock_guard lock(meta.mutex);
+            meta.grad = meta.grad.defined() ? add(meta.grad, grad) : owned_gradient(grad);
         }
         // A slice's gradient goes into the slice of its input's gradient so far, in place, when
         // nothing else sees that tensor: split's pieces (char_gpt's q, k and v) then fill one

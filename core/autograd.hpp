@@ -54,6 +54,8 @@ struct Node {
     // The tensors the rule saved; the engine refuses to run it when one was written in place
     // since (its values are no longer the forward pass's).
     std::vector<SavedVersion> saved;
+    // retain_grad(): the non-leaf tensor whose gradient (the one this node receives) is kept.
+    std::weak_ptr<TensorImpl> retains_grad_of;
     virtual ~Node() = default;
     virtual std::vector<Tensor> apply(const Tensor &grad_output) = 0;
     // (optional) For a node with one input whose gradient is grad_output placed into zeros (a

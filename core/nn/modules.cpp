@@ -181,13 +181,17 @@ std::string Linear::describe() const {
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int kernel_size, const Conv2dOptions &opts, bool with_bias,
                uint64_t seed)
-    : options(opts), in_(in_channels), out_(out_channels), kernel_(kernel_size) {
-    if (in_channels < 1 || out_channels < 1 || kernel_size < 1 || opts.groups < 1 || in_channels % opts.groups != 0 ||
-        out_channels % opts.groups != 0)
+    : Conv2d(in_channels, out_channels, {kernel_size, kernel_size}, opts, with_bias, seed) {}
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, std::pair<int, int> kernel_size, const Conv2dOptions &opts,
+               bool with_bias, uint64_t seed)
+    : options(opts), in_(in_channels), out_(out_channels), kernel_h_(kernel_size.first), kernel_w_(kernel_size.second) {
+    if (in_channels < 1 || out_channels < 1 || kernel_h_ < 1 || kernel_w_ < 1 || opts.groups < 1 ||
+        in_channels % opts.groups != 0 || out_channels % opts.groups != 0)
         raise<ValueError>("Conv2d: channels " + std::to_string(in_channels) + " -> " + std::to_string(out_channels) +
-                          ", kernel " + std::to_string(kernel_size) + ", groups " + std::to_string(opts.groups) +
-                          " (need sizes >= 1 and channels divisible by groups)");
-    weight = empty({out_channels, in_channels / opts.groups, kernel_size, kernel_size});
+                          ", kernel " + std::to_string(kernel_h_) + "x" + std::to_string(kernel_w_) + ", groups " +
+                          std::to_string(opts.groups) + " (need sizes >= 1 and channels divisible by groups)");
+    weight = empty({out_channels, in_channels / opts.groups, kernel_h_, kernel_w_});
     if (with_bias) bias = empty({out_channels});
     default_init(weight, bias, seed);
     register_parameter("weight", weight);
@@ -197,7 +201,9 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int kernel_size, const
 Tensor Conv2d::forward(const Tensor &x) { return conv2d(x, weight, bias, options); }
 
 std::string Conv2d::describe() const {
-    return "Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel=" + std::to_string(kernel_) +
+    std::string kernel = kernel_h_ == kernel_w_ ? std::to_string(kernel_h_)
+                                                : std::to_string(kernel_h_) + "x" + std::to_string(kernel_w_);
+    return "Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel=" + kernel +
            ", stride=" + std::to_string(options.stride_h) + "x" + std::to_string(options.stride_w) +
            ", padding=" + std::to_string(options.pad_h) + "x" + std::to_string(options.pad_w) +
            ", groups=" + std::to_string(options.groups) + ", bias=" + yes_no(bias.defined()) + ")";

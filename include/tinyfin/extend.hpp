@@ -7,6 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "tinyfin/tinyfin.hpp"
 
@@ -29,5 +32,37 @@ using GradHook = std::function<void(const Tensor &leaf)>;
 uint64_t register_post_accumulate_grad_hook(const Tensor &leaf, GradHook hook);
 // Removes a hook of this leaf; an unknown id is ignored.
 void remove_post_accumulate_grad_hook(const Tensor &leaf, uint64_t id);
+
+// ---- Autograd introspection (Python's Tensor.grad_fn, retain_grad) --------------------------
+
+namespace detail {
+struct Node;
+}
+
+// A handle to the autograd node that recorded a tensor (PyTorch's grad_fn): empty for a leaf.
+// Holding it keeps that part of the graph alive, as holding the output tensor does.
+class GradFn {
+public:
+    GradFn() = default;
+    explicit GradFn(std::shared_ptr<detail::Node> node) : node_(std::move(node)) {}
+    bool defined() const { return node_ != nullptr; }
+    // The op's name ("mul", "matmul", "accumulate_grad" for a leaf's accumulator).
+    std::string name() const;
+    // One entry per op input: the node its gradient flows into (empty when it needs none).
+    std::vector<GradFn> next() const;
+    // Identity of the node (two handles to one node compare equal).
+    const void *id() const { return node_.get(); }
+
+private:
+    std::shared_ptr<detail::Node> node_;
+};
+
+// The node that recorded t; empty for a leaf or a tensor without history.
+GradFn grad_fn(const Tensor &t);
+// Makes backward() also accumulate the gradient that reaches t into t.grad() though t is not a
+// leaf (PyTorch's retain_grad); a leaf keeps its gradient anyway. t must require grad
+// (AutogradError otherwise). Gradients flowing through t's current node count, whether the uses
+// of t came before or after the call.
+void retain_grad(const Tensor &t);
 
 }  // namespace tinyfin

@@ -111,13 +111,16 @@ private:
     int64_t in_, out_;
 };
 
-// 2-D convolution over [N, in, H, W] with a square kernel; weight [out, in/groups, k, k],
-// bias [out]. Initialised like torch.nn.Conv2d: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
-// fan_in = in/groups * k * k.
+// 2-D convolution over [N, in, H, W]; weight [out, in/groups, kh, kw], bias [out]. Initialised
+// like torch.nn.Conv2d: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in/groups * kh * kw.
 class Conv2d : public Module {
 public:
+    // A square kernel (kernel_size x kernel_size).
     Conv2d(int64_t in_channels, int64_t out_channels, int kernel_size, const Conv2dOptions &options = {},
            bool bias = true, uint64_t seed = 0);
+    // A rectangular kernel {kh, kw}.
+    Conv2d(int64_t in_channels, int64_t out_channels, std::pair<int, int> kernel_size,
+           const Conv2dOptions &options = {}, bool bias = true, uint64_t seed = 0);
     Tensor forward(const Tensor &x) override;
     std::string describe() const override;
 
@@ -127,7 +130,7 @@ public:
 
 private:
     int64_t in_, out_;
-    int kernel_;
+    int kernel_h_, kernel_w_;
 };
 
 // Max pooling with a square window; stride 0 means the kernel size. The options form takes

@@ -35,14 +35,15 @@ void bind_nn(py::module_ &top) {
         .def(py::init<int64_t, int64_t, bool, uint64_t>(), py::arg("in_features"), py::arg("out_features"),
              py::arg("bias") = true, py::arg("seed") = 0);
     py::class_<nn::Conv2d, nn::Module, std::shared_ptr<nn::Conv2d>>(m, "Conv2d")
-        .def(py::init([](int64_t in, int64_t out, int kernel_size, py::object stride, py::object padding,
+        .def(py::init([](int64_t in, int64_t out, py::object kernel_size, py::object stride, py::object padding,
                          py::object dilation, int groups, bool bias, uint64_t seed) {
+                 std::pair<int, int> kernel = int_pair(kernel_size, "kernel_size");
                  Conv2dOptions o;
                  std::tie(o.stride_h, o.stride_w) = int_pair(stride, "stride");
                  std::tie(o.pad_h, o.pad_w) = int_pair(padding, "padding");
                  std::tie(o.dilation_h, o.dilation_w) = int_pair(dilation, "dilation");
                  o.groups = groups;
-                 return std::make_shared<nn::Conv2d>(in, out, kernel_size, o, bias, seed);
+                 return std::make_shared<nn::Conv2d>(in, out, kernel, o, bias, seed);
              }),
              py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1,
              py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1, py::arg("bias") = true,

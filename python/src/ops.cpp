@@ -312,12 +312,21 @@ void bind_ops(py::module_ &m) {
         py::arg("input"), py::arg("weight"));
     m.def(
         "cross_entropy",
-        [](const Tensor &logits, const Tensor &labels, const std::string &reduction, int64_t ignore_index) {
-            Reduction red = reduction_arg(reduction);
+        [](const Tensor &logits, const Tensor &labels, py::object weight, const std::string &reduction,
+           int64_t ignore_index, double label_smoothing) {
+            CrossEntropyOptions o;
+            o.reduction = reduction_arg(reduction);
+            o.ignore_index = ignore_index;
+            o.weight = optional_tensor(weight);
+            if (!(label_smoothing >= 0 && label_smoothing <= 1))
+                raise_python("ValueError", "cross_entropy: label_smoothing must be in [0, 1], got " +
+                                               std::to_string(label_smoothing));
+            o.label_smoothing = label_smoothing;
             Release r;
-            return cross_entropy(logits, labels, red, ignore_index);
+            return cross_entropy(logits, labels, o);
         },
-        py::arg("input"), py::arg("target"), py::arg("reduction") = "mean", py::arg("ignore_index") = -100);
+        py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("reduction") = "mean",
+        py::arg("ignore_index") = -100, py::arg("label_smoothing") = 0.0);
     m.def(
         "one_hot",
         [](const Tensor &labels, int num_classes, py::object dtype) {

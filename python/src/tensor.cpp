@@ -1,8 +1,10 @@
 // tinyfin.Tensor: properties, views and indexing, operators, autograd; dtypes and devices.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "bindings.hpp"
+#include "tinyfin/extend.hpp"
 
 namespace tinyfin::python {
 
@@ -281,6 +283,38 @@ void bind_tensor(py::module_ &m) {
              })
         .def("__hash__", [](const Device &d) { return py::hash(py::str(d.str())); });
 
+    // Tensor.grad_fn: PyTorch's names (MulBackward, AccumulateGrad) over the op's name in the core.
+    py::class_<GradFn>(m, "GradFn", "The autograd node that recorded a tensor (Tensor.grad_fn).")
+        .def("name",
+             [](const GradFn &f) {
+                 std::string op = f.name(), out;
+                 if (op == "accumulate_grad") return std::string("AccumulateGrad");
+                 bool upper = true;
+                 for (char c : op) {
+                     if (c == '_') {
+                         upper = true;
+                         continue;
+                     }
+                     out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+                     upper = false;
+                 }
+                 return out + "Backward";
+             })
+        .def_property_readonly("op", &GradFn::name)
+        .def_property_readonly("next_functions",
+                               [](const GradFn &f) {
+                                   py::list out;
+                                   for (const GradFn &n : f.next())
+                                       out.append(py::make_tuple(n.defined() ? py::cast(n) : py::none(), 0));
+                                   return py::tuple(out);
+                               })
+        .def("__eq__", [](const GradFn &a, const GradFn &b) { return a.id() == b.id(); })
+        .def("__hash__", [](const GradFn &a) { return reinterpret_cast<std::intptr_t>(a.id()); })
+        .def("__repr__", [](py::object self) {
+            return "<" + self.attr("name")().cast<std::string>() + " (tinyfin op '" +
+                   self.attr("op").cast<std::string>() + "')>";
+        });
+
     py::class_<Tensor> t(m, "Tensor", "A view of refcounted storage on one device (see docs/python.md).");
     t.def_property_readonly("shape",
                             [](const Tensor &x) {
@@ -308,7 +342,9 @@ void bind_tensor(py::module_ &m) {
         .def("numel", &Tensor::numel)
         .def("__len__",
              [](const Tensor &x) {
-                 if (x.rank() == 0) raise_python("DTypeError", "len() of a rank-0 tensor");
+                 if (x.rank() == 0)
+                     raise_python("DTypeError", "len() of a rank-0 tensor (to hand a tensor to PyTorch, use "
+                                                "torch.from_dlpack(t) or torch.as_tensor(t.numpy()))");
                  return x.shape()[0];
              })
         .def_property_readonly("nbytes", &Tensor::nbytes)
@@ -346,7 +382,11 @@ void bind_tensor(py::module_ &m) {
             "to",
             [](const Tensor &x, py::object target, py::object dtype) {
                 Tensor out = x;
-                if (!target.is_none()) {
+                if (py::isinstance<Tensor>(target)) {  // x.to(other): other's device and dtype
+                    const Tensor &other = target.cast<const Tensor &>();
+                    Release r;
+                    out = out.to(other.device()).to(other.dtype());
+                } else if (!target.is_none()) {
                     if (py::isinstance<DType>(target)) {
                         DType d = target.cast<DType>();
                         Release r;
@@ -606,12 +646,14 @@ void bind_tensor(py::module_ &m) {
                  a.assign_(src);
                  return a;
              })
-        .def("fill_",
-             [](Tensor &a, double v) -> Tensor & {
-                 Release r;
-                 a.assign_(scalar_like(a, v));
-                 return a;
-             })
+        .def(
+            "fill_",
+            [](Tensor &a, double v) -> Tensor & {
+                Release r;
+                a.assign_(scalar_like(a, v));
+                return a;
+            },
+            py::arg("value"))
         .def("zero_",
              [](Tensor &a) -> Tensor & {
                  Release r;
@@ -625,6 +667,12 @@ void bind_tensor(py::module_ &m) {
             "requires_grad_", [](Tensor &a, bool on) -> Tensor & { return a.requires_grad_(on); },
             py::arg("requires_grad") = true)
         .def_property_readonly("is_leaf", &Tensor::is_leaf)
+        .def_property_readonly("grad_fn",
+                               [](const Tensor &a) -> py::object {
+                                   GradFn f = grad_fn(a);
+                                   return f.defined() ? py::cast(f) : py::none();
+                               })
+        .def("retain_grad", [](const Tensor &a) { retain_grad(a); })
         .def_property(
             "grad",
             [](const Tensor &a) -> py::object {

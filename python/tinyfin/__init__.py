@@ -16,6 +16,7 @@ from . import _C
 from . import _errors as _arg_errors
 
 _arg_errors.wrap_module(_C)  # argument errors that name the argument, before the names are taken
+_arg_errors.wrap_methods(_C.Tensor)
 from ._C import (  # noqa: E402  # noqa: F401  (re-exported API)
     Tensor, device, dtype,
     Error, ShapeError, DTypeError, ValueError, DeviceError, BackendError, FallbackError,
@@ -145,6 +146,14 @@ def as_tensor(data, dtype=None, device=None):
     if isinstance(data, _np.ndarray) and dtype is None and device is None and \
             data.dtype in _NUMPY_TO_TINYFIN:
         return from_numpy(data)
+    if dtype is None and device is None and not isinstance(data, (Tensor, _np.ndarray)) and \
+            hasattr(data, "__dlpack__") and hasattr(data, "__dlpack_device__"):
+        try:  # a PyTorch (or other DLPack) tensor in host memory: shared, as numpy arrays are
+            return from_dlpack(data)
+        except Exception:  # noqa: BLE001  (torch raises RuntimeError for a tensor that requires grad)
+            pass  # a device, dtype or tensor DLPack export/import does not take: copy below
+    if hasattr(data, "detach") and hasattr(data, "numpy") and not isinstance(data, (Tensor, _np.ndarray)):
+        data = data.detach().cpu().numpy()  # e.g. a torch tensor of a dtype DLPack import refuses
     return tensor(data, dtype=dtype, device=device)
 
 

@@ -170,3 +170,145 @@ def _to_with_flags(self, *args, non_blocking=False, copy=False, **kwargs):
 
 _to_with_flags.__name__ = "to"
 _tf.Tensor.to = _to_with_flags
+
+
+# ---- Reductions with numpy's spellings (axis=, keepdims=) and dtype= ---------------------------
+
+def _reduction(fn, name):
+    def reduce(input, dim=None, *args, axis=None, keepdims=None, dtype=None, **kwargs):
+        if axis is not None:
+            if dim is not None:
+                raise _builtins.TypeError(f"{name}: pass dim or axis, not both")
+            dim = axis
+        if keepdims is not None:
+            if "keepdim" in kwargs:
+                raise _builtins.TypeError(f"{name}: pass keepdim or keepdims, not both")
+            kwargs["keepdim"] = keepdims
+        if "unbiased" in kwargs:  # torch.var(x, unbiased=False): the older name of correction
+            kwargs["correction"] = 1 if kwargs.pop("unbiased") else 0
+        if dtype is not None:
+            input = input.to(dtype)
+        if isinstance(dim, list):
+            dim = tuple(dim)
+        return fn(input, dim, *args, **kwargs)
+    reduce.__name__ = name
+    reduce.__doc__ = (f"tinyfin.{name}(input, dim=None, keepdim=False): dim also as numpy's axis=, keepdim as "
+                      "keepdims=; dtype= casts the input first (as PyTorch).")
+    return reduce
+
+
+_REDUCTIONS = ["sum", "mean", "amax", "amin", "var", "std", "argmax", "argmin", "max", "min"]
+for _name in _REDUCTIONS:
+    _wrapped = _reduction(getattr(_tf, _name), _name)
+    globals()[_name] = _wrapped
+    setattr(_tf.Tensor, _name, _method(_wrapped))
+for _name in ("any", "all"):
+    setattr(_tf.Tensor, _name, _method(_reduction(getattr(_tf.Tensor, _name), _name)))
+__all__ += _REDUCTIONS
+
+
+# ---- In-place forms (t.relu_(), t.clamp_(0, 1), ...) --------------------------------------------
+# Each computes the op and writes it back with copy_, which autograd records as an in-place write
+# (the tensor's history becomes the op's; a rule that saved the old values refuses to run, naming
+# the op). The op reads a clone when autograd records, so the op's own rule never sees the write.
+
+def _inplace(fn, name):
+    def method(self, *args, **kwargs):
+        recording = _tf.is_grad_enabled() and self.requires_grad and not self.is_leaf
+        out = fn(self.clone() if recording else self, *args, **kwargs)
+        if out.dtype != self.dtype:
+            raise _tf.DTypeError(f"{name}: the result is {out.dtype}, which cannot be written into a "
+                                 f"{self.dtype} tensor; use the out-of-place form")
+        return self.copy_(out)
+    method.__name__ = name
+    method.__doc__ = f"In-place {name[:-1]}: writes the result into this tensor and returns it."
+    return method
+
+
+for _name in ["relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "square", "sin", "cos",
+              "erf", "silu", "gelu", "clamp", "masked_fill"]:
+    setattr(_tf.Tensor, _name + "_", _inplace(getattr(_tf.Tensor, _name), _name + "_"))
+_tf.Tensor.clip_ = _tf.Tensor.clamp_
+_tf.Tensor.negative_ = _tf.Tensor.neg_
+
+
+def _with_alpha(c_method, name):
+    def method(self, other, *, alpha=1):
+        if alpha != 1:
+            other = other * alpha
+        return c_method(self, other)
+    method.__name__ = name
+    method.__doc__ = f"self {'+' if name == 'add_' else '-'}= alpha * other, in place (as PyTorch's {name})."
+    return method
+
+
+_tf.Tensor.add_ = _with_alpha(_tf.Tensor.add_, "add_")
+_tf.Tensor.sub_ = _with_alpha(_tf.Tensor.sub_, "sub_")
+
+
+def _addcmul_(self, tensor1, tensor2, *, value=1):
+    return self.add_(tensor1 * tensor2 * value)
+
+
+def _addcdiv_(self, tensor1, tensor2, *, value=1):
+    return self.add_(tensor1 / tensor2 * value)
+
+
+def _lerp_(self, end, weight):
+    return self.add_((end - self) * weight)
+
+
+def _uniform_(self, a=0.0, b=1.0, *, seed=None):
+    from .nn import init
+    return init.uniform_(self, a, b, seed=seed)
+
+
+def _normal_(self, mean=0.0, std=1.0, *, seed=None):
+    from .nn import init
+    return init.normal_(self, mean, std, seed=seed)
+
+
+for _fn, _n in ((_addcmul_, "addcmul_"), (_addcdiv_, "addcdiv_"), (_lerp_, "lerp_"), (_uniform_, "uniform_"),
+                (_normal_, "normal_")):
+    _fn.__name__ = _n
+    setattr(_tf.Tensor, _n, _fn)
+
+
+# ---- einsum -------------------------------------------------------------------------------------
+from ._einsum import einsum  # noqa: E402
+__all__.append("einsum")
+
+
+# ---- tril / triu (causal masks) -----------------------------------------------------------------
+
+def _triangle(input, diagonal, lower):
+    if input.ndim < 2:
+        raise _tf.ShapeError(f"{'tril' if lower else 'triu'}: expected a tensor of rank >= 2, got shape "
+                             f"{tuple(input.shape)}")
+    n, m = input.shape[-2], input.shape[-1]
+    offset = _tf.arange(m, device=input.device).reshape(1, m) - _tf.arange(n, device=input.device).reshape(n, 1)
+    keep = offset <= diagonal if lower else offset >= diagonal
+    return _tf.where(keep, input, _tf.zeros_like(input))
+
+
+def tril(input, diagonal=0):
+    """The elements on and below the diagonal-th diagonal of the last two dims, zeros elsewhere."""
+    return _triangle(input, diagonal, True)
+
+
+def triu(input, diagonal=0):
+    """The elements on and above the diagonal-th diagonal of the last two dims, zeros elsewhere."""
+    return _triangle(input, diagonal, False)
+
+
+_tf.Tensor.tril = _method(tril)
+_tf.Tensor.triu = _method(triu)
+__all__ += ["tril", "triu"]
+
+
+def _data_ptr(self):
+    """The address of the first element in host memory (0 on a device the host cannot address)."""
+    return _C._host_address(self)
+
+
+_tf.Tensor.data_ptr = _data_ptr

@@ -1,7 +1,8 @@
 """pybind11's "incompatible function arguments" TypeError, which lists every overload and prints
 each argument (a whole tensor's values), replaced by one naming the function, the first argument
-that does not fit and what it should be. Wraps the functions of tinyfin._C at import; the binary
-ops on the fast path (tinyfin.add, ...) and the Tensor methods are left as they are."""
+that does not fit and what it should be. Wraps the functions of tinyfin._C and the Tensor methods
+at import; the binary ops on the fast path (tinyfin.add, ...) and the operators (__add__, ...) are
+left as they are."""
 import builtins
 import functools
 import re
@@ -98,3 +99,31 @@ def wrap_module(module):
         if name.startswith("_") or name in _FAST or type(obj).__name__ != "builtin_function_or_method":
             continue
         setattr(module, name, _wrap(name, obj))
+
+
+def wrap_methods(cls):
+    """The same for the compiled methods of cls (Tensor.reshape, Tensor.to, ...): "Tensor.reshape:
+    argument 'shape' must be ...". self is not counted as an argument in the message."""
+    for name, obj in list(vars(cls).items()):
+        if name.startswith("_") or type(obj).__name__ != "instancemethod":
+            continue
+        setattr(cls, name, _wrap_method(f"{cls.__name__}.{name}", obj))
+
+
+def _wrap_method(name, method):
+    doc = method.__func__.__doc__
+
+    @functools.wraps(method.__func__)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except builtins.TypeError as e:
+            if "incompatible function arguments" not in str(e):
+                raise
+            params = _params(doc)
+            if params and params[0][0] == "self":
+                doc_without_self = doc.replace(params[0][0] + ": " + params[0][1], "", 1).replace("(, ", "(", 1)
+            else:
+                doc_without_self = doc
+            raise builtins.TypeError(_explain(name, doc_without_self, args, kwargs)) from None
+    return call

@@ -398,3 +398,34 @@ TEST_CASE("host_data and copy_from_host") {
     copy_from_host(w, src, sizeof src);
     CHECK(w.to_vector<float>() == std::vector<float>{7, 8, 9});
 }
+
+TEST_CASE("grad_fn names the recording op and its edges; leaves have none") {
+    Tensor w = t({1, 2}, {2});
+    w.requires_grad_();
+    CHECK_FALSE(grad_fn(w).defined());
+    Tensor y = mul(w, 3.0);
+    GradFn f = grad_fn(y);
+    REQUIRE(f.defined());
+    CHECK(f.name() == "mul");
+    std::vector<GradFn> next = f.next();
+    REQUIRE_FALSE(next.empty());
+    CHECK(next[0].name() == "accumulate_grad");
+    CHECK(grad_fn(mul(w, 2.0)).next()[0].id() == next[0].id());  // one accumulator per leaf
+    CHECK_FALSE(grad_fn(y.detach()).defined());
+}
+
+TEST_CASE("retain_grad keeps a non-leaf's gradient, uses before the call included") {
+    Tensor x = t({1, -2, 3}, {3});
+    x.requires_grad_();
+    Tensor y = mul(x, 3.0);
+    Tensor u = mul(y, 2.0);  // used before retain_grad
+    retain_grad(y);
+    sum(add(mul(y, y), u)).backward();
+    // d/dy (y^2 + 2y) = 2y + 2, y = 3x
+    CHECK(y.grad().to_vector<float>() == F{8, -10, 20});
+    CHECK(x.grad().to_vector<float>() == F{24, -30, 60});
+    Tensor other = mul(x, 5.0);
+    sum(mul(other, other)).backward();
+    CHECK_FALSE(other.grad().defined());
+    CHECK_THROWS_WITH_AS(retain_grad(t({1}, {1})), Contains("does not require grad"), AutogradError);
+}

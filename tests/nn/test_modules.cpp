@@ -1,6 +1,7 @@
 // Modules: shapes, parameter names and counts, forward values, train/eval, dropout.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -119,6 +120,20 @@ TEST_CASE("Conv2d and MaxPool2d: shapes and parameter layout") {
     nn::MaxPool2d pool3(3, 1);
     CHECK(pool3(zeros({1, 1, 5, 5})).shape() == Shape{1, 1, 3, 3});
     CHECK_THROWS_AS(nn::Conv2d(3, 4, 3, Conv2dOptions{1, 1, 0, 0, 1, 1, 2}), ValueError);
+}
+
+TEST_CASE("Conv2d with a rectangular kernel: weight layout, PyTorch's init bound, output shape") {
+    nn::Conv2d conv(3, 4, {2, 5}, {}, true, 7);
+    CHECK(conv.weight.shape() == Shape{4, 3, 2, 5});
+    // U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = 3 * 2 * 5 (torch.nn.Conv2d's default)
+    const double bound = 1 / std::sqrt(30.0);
+    double largest = 0;
+    for (float v : conv.weight.to_vector<float>()) largest = std::max(largest, std::abs(static_cast<double>(v)));
+    CHECK(largest <= bound);
+    CHECK(largest > bound / 2);
+    CHECK(conv(zeros({1, 3, 6, 9})).shape() == Shape{1, 4, 5, 5});
+    CHECK(conv.describe().find("kernel=2x5") != std::string::npos);
+    CHECK_THROWS_AS(nn::Conv2d(3, 4, {0, 3}), ValueError);
 }
 
 TEST_CASE("Conv2d with a 1x1 kernel and bias computes the channel mix") {

@@ -1,4 +1,4 @@
-"""Runs every python block of docs/python.md as a script, as a reader would paste it, and checks
+"""Runs every python block of docs/python.md (and docs/porting-from-pytorch.md) as a script, as a reader would paste it, and checks
 that each line `print(...)  # -> TEXT` prints TEXT. A block whose first line is
 `# needs: <backend>` runs when that backend is usable (CI has vulkan on lavapipe)."""
 import contextlib
@@ -13,15 +13,17 @@ import tinyfin as tf
 
 # The checkout's docs; scripts/test-packaging runs a copy of these tests outside the checkout and
 # names the checkout in TINYFIN_SOURCE_DIR.
-DOC = os.path.join(os.environ.get("TINYFIN_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", ".."),
-                   "docs", "python.md")
+DOCS_DIR = os.path.join(os.environ.get("TINYFIN_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", ".."),
+                        "docs")
+DOC = os.path.join(DOCS_DIR, "python.md")
+PORTING = os.path.join(DOCS_DIR, "porting-from-pytorch.md")
 EXPECT = re.compile(r"^(?P<indent>\s*)print\((?P<args>.*)\)\s*# -> (?P<want>.*)$")
 
 
-def blocks():
-    text = open(DOC, encoding="utf-8").read()
+def blocks(doc=DOC, at_least=4):
+    text = open(doc, encoding="utf-8").read()
     found = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert len(found) >= 4, "docs/python.md lost its python blocks"
+    assert len(found) >= at_least, f"{doc} lost its python blocks"
     return found
 
 
@@ -44,9 +46,12 @@ def _expect(want, *args):
     print(got)
 
 
-@pytest.mark.parametrize("index", range(len(blocks())))
-def test_docs_python_block_runs_as_pasted(index, tmp_path, monkeypatch):
-    code = blocks()[index]
+CASES = [(DOC, i) for i in range(len(blocks()))] + [(PORTING, i) for i in range(len(blocks(PORTING, 1)))]
+
+
+@pytest.mark.parametrize("doc,index", CASES, ids=[f"{os.path.basename(d)}-{i}" for d, i in CASES])
+def test_docs_python_block_runs_as_pasted(doc, index, tmp_path, monkeypatch):
+    code = blocks(doc, 1)[index]
     first = code.splitlines()[0]
     if first.startswith("# needs:"):
         needed = first.split(":", 1)[1].strip()
@@ -55,5 +60,5 @@ def test_docs_python_block_runs_as_pasted(index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # blocks may write files
     namespace = {"__name__": "__main__", "__expect": _expect}
     with contextlib.redirect_stdout(io.StringIO()):
-        exec(compile(textwrap.dedent(checked(code)), f"docs/python.md block {index}", "exec"), namespace)
+        exec(compile(textwrap.dedent(checked(code)), f"docs/{os.path.basename(doc)} block {index}", "exec"), namespace)
     tf.backend_set("cpu")

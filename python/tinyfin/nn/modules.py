@@ -3,7 +3,7 @@ PyTorch does), so Python subclasses need no registration calls. Linear, Conv2d, 
 GELU, Dropout and Flatten run the C++ modules of include/tinyfin/nn.hpp (same initialisation as
 the C++ API for the same seed); the others are written over tinyfin's ops."""
 import math
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 
 import tinyfin as tf
 from tinyfin import _C
@@ -18,6 +18,10 @@ class Parameter:
         t = data.detach()
         t.requires_grad_(requires_grad)
         return t
+
+
+# What load_state_dict returns, as torch.nn.modules.module._IncompatibleKeys.
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
 class Module:
@@ -74,8 +78,9 @@ class Module:
             object.__setattr__(self, "_non_persistent", self.__dict__.get("_non_persistent", set()) | {name})
         object.__setattr__(self, name, tensor)
 
-    def named_buffers(self, prefix=""):
-        for mod_prefix, mod in self.named_modules(prefix):
+    def named_buffers(self, prefix="", recurse=True):
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mod_prefix, mod in mods:
             for name, b in mod.__dict__.get("_buffers", {}).items():
                 if b is not None:
                     yield (f"{mod_prefix}.{name}" if mod_prefix else name), b
@@ -100,26 +105,80 @@ class Module:
     def children(self):
         return iter(self._modules.values())
 
-    def named_modules(self, prefix=""):
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(name, module) for this module ("") and every descendant, depth first; a module
+        reachable twice is listed once unless remove_duplicate=False (as PyTorch)."""
+        if isinstance(memo, str):  # named_modules("prefix"), the older tinyfin form
+            memo, prefix = None, memo
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, child in self._modules.items():
-            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+            if child is None:
+                continue
+            yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
+
+    def apply(self, fn):
+        """Calls fn on every child (recursively), then on this module; returns self (as
+        PyTorch: model.apply(init_weights))."""
+        for child in self._modules.values():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    def requires_grad_(self, requires_grad=True):
+        """Sets requires_grad of every parameter (freezing a part of a model); returns self."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def get_submodule(self, target):
+        mod = self
+        for part in target.split(".") if target else []:
+            if part not in mod._modules:
+                raise AttributeError(f"{type(mod).__name__} has no submodule {part!r}")
+            mod = mod._modules[part]
+        return mod
+
+    def get_parameter(self, target):
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._parameters:
+            raise AttributeError(f"{type(mod).__name__} has no parameter {name!r}")
+        return mod._parameters[name]
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def float(self):
+        return self.to(tf.float32)
+
+    def half(self):
+        return self.to(tf.float16)
+
+    def bfloat16(self):
+        return self.to(tf.bfloat16)
 
     def modules(self):
         return (m for _, m in self.named_modules())
 
-    def named_parameters(self, prefix=""):
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
         seen = set()
-        for mod_prefix, mod in self.named_modules(prefix):
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mod_prefix, mod in mods:
             for name, p in mod._parameters.items():
                 key = id(p)
-                if key in seen:
+                if key in seen and remove_duplicate:
                     continue
                 seen.add(key)
                 yield (f"{mod_prefix}.{name}" if mod_prefix else name), p
 
-    def parameters(self):
-        return (p for _, p in self.named_parameters())
+    def parameters(self, recurse=True):
+        return (p for _, p in self.named_parameters(recurse=recurse))
 
     def state_dict(self):
         """name -> parameter (detached, sharing memory), the names C++ named_parameters() gives,
@@ -153,9 +212,11 @@ class Module:
                     raise tf.ShapeError(f"load_state_dict: {name} has shape {tuple(src.shape)} in the "
                                         f"state dict, the parameter has {tuple(p.shape)}")
                 p.copy_(src.to(p.dtype))
-        return missing, unexpected
+        return IncompatibleKeys(missing, unexpected)
 
     def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise tf.ValueError(f"train: mode must be a bool, got {type(mode).__name__}")
         object.__setattr__(self, "training", mode)
         for child in self._modules.values():
             child.train(mode)
@@ -263,14 +324,46 @@ class Linear(_Native):
 
 
 class Conv2d(_Native):
+    """torch.nn.Conv2d: kernel_size, stride, padding and dilation ints or pairs; padding also
+    'valid' or 'same' (stride 1; an even kernel pads one more row/column after, as PyTorch)."""
+
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, seed=None):
-        if not isinstance(kernel_size, int):
-            if len(set(kernel_size)) != 1:
-                raise tf.ValueError("Conv2d: only square kernels (kernel_size an int or (k, k))")
-            kernel_size = kernel_size[0]
-        super().__init__(_C.nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding,
-                                      dilation, groups, bias, _seed(seed)))
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None, seed=None):
+        if padding_mode != "zeros":
+            raise tf.ValueError(f"Conv2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        kernel = F._pair(kernel_size, "kernel_size", "Conv2d")
+        self.kernel_size, self.stride = kernel, F._pair(stride, "stride", "Conv2d")
+        self.dilation, self.groups = F._pair(dilation, "dilation", "Conv2d"), groups
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.padding = padding if isinstance(padding, str) else F._pair(padding, "padding", "Conv2d")
+        native_padding = self.padding
+        if padding == "valid":
+            native_padding = (0, 0)
+        elif padding == "same":
+            if self.stride != (1, 1):
+                raise tf.ValueError("Conv2d: padding='same' needs stride 1 (as in PyTorch)")
+            (top, bottom), (left, right) = F._same_padding(kernel, self.dilation)
+            native_padding = (top, left) if (top, left) == (bottom, right) else (0, 0)
+            if (top, left) != (bottom, right):
+                self._pre_pad = (left, right, top, bottom)
+        elif isinstance(padding, str):
+            raise tf.ValueError(f"Conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+        super().__init__(_C.nn.Conv2d(in_channels, out_channels, list(kernel), self.stride, native_padding,
+                                      self.dilation, groups, bias, _seed(seed)))
+        if device is not None or dtype is not None:
+            self.to(device, dtype)
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            object.__setattr__(self, name, value)
+            return
+        super().__setattr__(name, value)
+
+    def forward(self, input):
+        pre = self.__dict__.get("_pre_pad")
+        if pre is not None:
+            input = tf.pad(input, pre)
+        return self._impl(input)
 
 
 class MaxPool2d(_Native):
@@ -279,8 +372,15 @@ class MaxPool2d(_Native):
 
 
 class ReLU(_Native):
-    def __init__(self):
+    def __init__(self, inplace=False):
         super().__init__(_C.nn.ReLU())
+        object.__setattr__(self, "inplace", inplace)
+
+    def forward(self, input):
+        return input.relu_() if self.inplace else self._impl(input)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(_Native):
@@ -291,10 +391,36 @@ class GELU(_Native):
 
 
 class Dropout(_Native):
-    def __init__(self, p=0.5, seed=None):
+    def __init__(self, p=0.5, inplace=False, seed=None):
         if not 0 <= p < 1:
             raise tf.ValueError(f"Dropout: p must be in [0, 1), got {p}")
         super().__init__(_C.nn.Dropout(p, _seed(seed)))
+        object.__setattr__(self, "inplace", inplace)
+
+    def forward(self, input):
+        out = self._impl(input)
+        return input.copy_(out) if self.inplace and self.training else out
+
+
+class Dropout2d(Module):
+    """Zeroes whole channels with probability p in training (torch.nn.Dropout2d); each call
+    draws the next stream of its seed (manual_seed's when None)."""
+
+    def __init__(self, p=0.5, inplace=False, seed=None):
+        super().__init__()
+        if not 0 <= p <= 1:
+            raise tf.ValueError(f"Dropout2d: p must be in [0, 1], got {p}")
+        self.p, self.inplace, self._seed, self._calls = p, inplace, _seed(seed), 0
+
+    def forward(self, input):
+        if not self.training:
+            return input
+        seed = _C.mix_seed(self._seed, self._calls)
+        object.__setattr__(self, "_calls", self._calls + 1)
+        return F.dropout2d(input, self.p, True, self.inplace, seed=seed)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Flatten(_Native):
@@ -314,6 +440,39 @@ class AvgPool2d(Module):
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}, padding={self.padding}"
+
+
+class AdaptiveAvgPool2d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return F.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class GroupNorm(Module):
+    """torch.nn.GroupNorm: weight ones and bias zeros [num_channels] when affine."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None):
+        super().__init__()
+        if num_groups < 1 or num_channels % num_groups:
+            raise tf.ValueError(f"GroupNorm: num_channels {num_channels} must be divisible by num_groups {num_groups}")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        self.weight = tf.ones(num_channels, device=device, requires_grad=True) if affine else None
+        self.bias = tf.zeros(num_channels, device=device, requires_grad=True) if affine else None
+
+    def forward(self, input):
+        if input.ndim < 2 or input.shape[1] != self.num_channels:
+            raise tf.ShapeError(f"GroupNorm({self.num_groups}, {self.num_channels}): expected input [N, "
+                                f"{self.num_channels}, ...], got shape {tuple(input.shape)}")
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
 class _BatchNorm(Module):
@@ -501,12 +660,61 @@ class ModuleList(Module):
 
 
 class CrossEntropyLoss(Module):
-    def __init__(self, reduction="mean", ignore_index=-100):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         super().__init__()
-        self.reduction, self.ignore_index = reduction, ignore_index
+        if isinstance(weight, str):  # CrossEntropyLoss("sum"), the older tinyfin form
+            weight, reduction = None, weight
+        self.weight, self.reduction, self.ignore_index = weight, reduction, ignore_index
+        self.label_smoothing = label_smoothing
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, reduction=self.reduction, ignore_index=self.ignore_index)
+        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class NLLLoss(Module):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
+        super().__init__()
+        self.weight, self.ignore_index, self.reduction = weight, ignore_index, reduction
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
+
+
+class L1Loss(Module):
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(Module):
+    def __init__(self, reduction="mean", beta=1.0):
+        super().__init__()
+        self.reduction, self.beta = reduction, beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(Module):
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__()
+        self.reduction, self.delta = reduction, delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class BCEWithLogitsLoss(Module):
+    def __init__(self, weight=None, reduction="mean", pos_weight=None):
+        super().__init__()
+        self.weight, self.reduction, self.pos_weight = weight, reduction, pos_weight
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, self.reduction, self.pos_weight)
 
 
 class MSELoss(Module):
