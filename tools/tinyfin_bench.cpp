@@ -483,8 +483,8 @@ Case memory_read_case(int64_t bytes) {
 }
 
 // A quantized weight [N, K] times one activation row (generation's matrix-vector product):
-// GB/s of weight bytes read, comparable with mem_read. matvec_f32 is the same product with an f32
-// weight through matmul.
+// GB/s of weight bytes read, comparable with mem_read. matvec_f32/f16/bf16 are the same product
+// with a float weight (and activations of its dtype) through matmul.
 Case matvec_case(DType dtype, int64_t n, int64_t k) {
     Case c;
     c.op = std::string("matvec_") + tinyfin::dtype_name(dtype);
@@ -492,15 +492,15 @@ Case matvec_case(DType dtype, int64_t n, int64_t k) {
     c.unit = Unit::gbps;
     c.work = static_cast<double>(tinyfin::dtype_bytes(dtype, {n, k}));
     c.description = "x [1, K] times the transpose of a " + std::string(tinyfin::dtype_name(dtype)) +
-                    (dtype == DType::f32 ? " weight [N, K] (matmul)" : " weight [N, K] (matmul_q)") +
+                    (!tinyfin::is_quantized(dtype) ? " weight [N, K] (matmul)" : " weight [N, K] (matmul_q)") +
                     ", labelled NxK; GB/s of weight read";
     c.spec = "{\"op\":\"matmul_q\",\"w\":" + shape_json({n, k}) + ",\"dtype\":\"" + tinyfin::dtype_name(dtype) + "\"}";
     c.prepare = [dtype, n, k](const Device &d) -> Call {
         Tensor x = tinyfin::randn({1, k}, 14, d);
         Tensor w32 = tinyfin::randn({n, k}, 15, d);
-        if (dtype == DType::f32) {
-            Tensor wt = w32.transpose(0, 1);
-            return [x, wt] { (void)tinyfin::matmul(x, wt); };
+        if (dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16) {
+            Tensor wt = w32.to(dtype).transpose(0, 1), xd = x.to(dtype);
+            return [xd, wt] { (void)tinyfin::matmul(xd, wt); };
         }
         Tensor w = tinyfin::quantize(w32, dtype);
         return [x, w] { (void)tinyfin::matmul_q(x, w); };
@@ -606,7 +606,7 @@ std::vector<Case> all_cases() {
     }
     for (int64_t n : {int64_t(1) << 10, int64_t(1) << 20, int64_t(1) << 24}) cases.push_back(sum_case(n));
     cases.push_back(memory_read_case(int64_t(256) << 20));
-    cases.push_back(matvec_case(DType::f32, 4096, 4096));
+    for (DType f : {DType::f32, DType::f16, DType::bf16}) cases.push_back(matvec_case(f, 4096, 4096));
     for (DType q : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k,
                     DType::q6_k, DType::q8_k})
         cases.push_back(matvec_case(q, 8192, 8192));
