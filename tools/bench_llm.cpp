@@ -1,0 +1,104 @@
+// tinyfin-bench --llm (bench_llm.hpp): times prefill and greedy decoding of one sequence through
+// libtinyfin-llm's public API and computes the bytes a generated token must read.
+#include "bench_llm.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "tinyfin/llm.hpp"
+
+namespace tfbench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+    if (v.empty()) return NAN;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Elements of the matrices one token multiplies (every projection of every layer and the LM head)
+// and of all weights (the embedding table and the norms too).
+struct ParamCounts {
+    double per_token = 0, total = 0;
+};
+
+ParamCounts count_params(const tinyfin::llm::ModelConfig &c) {
+    const double h = static_cast<double>(c.hidden_size), d = static_cast<double>(c.head_dim);
+    const double q = static_cast<double>(c.num_heads) * d, kv = static_cast<double>(c.num_kv_heads) * d;
+    const double inter = static_cast<double>(c.intermediate_size), vocab = static_cast<double>(c.vocab_size);
+    const double layer = h * q + 2 * h * kv + q * h + 3 * h * inter;
+    const double layers = static_cast<double>(c.num_layers);
+    ParamCounts p;
+    p.per_token = layers * layer + vocab * h;
+    p.total = layers * (layer + 2 * h + (c.attention_bias ? q + 2 * kv : 0)) + h +
+              vocab * h * (c.tie_word_embeddings ? 1 : 2);
+    return p;
+}
+
+int32_t argmax_of(const tinyfin::Tensor &logits) {
+    return static_cast<int32_t>(tinyfin::argmax(logits.view({-1})).item<int64_t>());
+}
+
+}  // namespace
+
+LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<double()> &read_sample) {
+    namespace llm = tinyfin::llm;
+    LlmRates r;
+    llm::LoadOptions lo;
+    lo.backend = "cpu";
+    lo.context = o.prompt_tokens + o.generate_tokens + 1;
+    const auto t_load = Clock::now();
+    const llm::Model model = llm::Model::load(o.path, lo);
+    r.load_seconds = seconds_since(t_load);
+    const llm::ModelConfig &c = model.config();
+    const ParamCounts params = count_params(c);
+    const double weight_bytes = static_cast<double>(model.memory_estimate().weights);
+    // The file's bytes per element (2 for f16/bf16, 4 for f32), from the whole model's size.
+    const double element = std::round(weight_bytes / params.total * 8) / 8;
+    r.weight_bytes_per_token = element * params.per_token;
+    const double mean_position = o.prompt_tokens + 0.5 * o.generate_tokens;
+    r.kv_bytes_per_token = 2.0 * static_cast<double>(c.num_layers * c.num_kv_heads * c.head_dim) * mean_position * 4;
+
+    std::mt19937 rng(1234);
+    std::uniform_int_distribution<int32_t> pick(3, static_cast<int32_t>(c.vocab_size - 1));
+    std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
+    for (int32_t &id : prompt) id = pick(rng);
+
+    std::vector<double> prompt_rates, generate_rates, bandwidth;
+    llm::Session session(model, 1, lo.context);
+    for (int rep = 0; rep <= o.repeat; ++rep) {  // repeat 0 warms up (pages, scratch) untimed
+        bandwidth.push_back(read_sample());
+        session.reset();
+        auto t0 = Clock::now();
+        tinyfin::Tensor logits = session.prefill({prompt});
+        int32_t next = argmax_of(logits);
+        const double prompt_s = seconds_since(t0);
+        t0 = Clock::now();
+        for (int i = 0; i < o.generate_tokens; ++i) next = argmax_of(session.decode({next}));
+        const double generate_s = seconds_since(t0);
+        std::fprintf(stderr, "tinyfin-bench --llm: %s: prompt %.2f tokens/s, generation %.3f tokens/s\n",
+                     rep == 0 ? "warm-up" : ("repeat " + std::to_string(rep)).c_str(), o.prompt_tokens / prompt_s,
+                     o.generate_tokens / generate_s);
+        if (rep == 0) continue;
+        prompt_rates.push_back(o.prompt_tokens / prompt_s);
+        generate_rates.push_back(o.generate_tokens / generate_s);
+    }
+    bandwidth.push_back(read_sample());
+    r.prompt_tokens_per_s = median(prompt_rates);
+    r.generate_tokens_per_s = median(generate_rates);
+    r.read_gbps = median(bandwidth);
+    r.ceiling_tokens_per_s = r.read_gbps * 1e9 / (r.weight_bytes_per_token + r.kv_bytes_per_token);
+    return r;
+}
+
+}  // namespace tfbench
