@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <ctime>
 #include <vector>
 
 #include "tinyfin/llm.hpp"
@@ -18,6 +19,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 double median(std::vector<double> v) {
     if (v.empty()) return NAN;
@@ -51,7 +58,7 @@ int32_t argmax_of(const tinyfin::Tensor &logits) {
 
 }  // namespace
 
-LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<double()> &read_sample) {
+LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<std::pair<double, double>()> &read_sample) {
     namespace llm = tinyfin::llm;
     LlmRates r;
     llm::LoadOptions lo;
@@ -74,30 +81,46 @@ LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<double()> &
     std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
     for (int32_t &id : prompt) id = pick(rng);
 
-    std::vector<double> prompt_rates, generate_rates, bandwidth;
+    std::vector<double> prompt_rates, generate_rates, bandwidth, prompt_cpu, generate_cpu, bandwidth_cpu;
+    auto sample = [&] {
+        const auto [wall, cpu] = read_sample();
+        bandwidth.push_back(wall);
+        bandwidth_cpu.push_back(cpu);
+    };
     llm::Session session(model, 1, lo.context);
     for (int rep = 0; rep <= o.repeat; ++rep) {  // repeat 0 warms up (pages, scratch) untimed
-        bandwidth.push_back(read_sample());
+        sample();
         session.reset();
+        double c0 = cpu_seconds();
         auto t0 = Clock::now();
         tinyfin::Tensor logits = session.prefill({prompt});
         int32_t next = argmax_of(logits);
-        const double prompt_s = seconds_since(t0);
+        const double prompt_s = seconds_since(t0), prompt_c = cpu_seconds() - c0;
+        c0 = cpu_seconds();
         t0 = Clock::now();
         for (int i = 0; i < o.generate_tokens; ++i) next = argmax_of(session.decode({next}));
-        const double generate_s = seconds_since(t0);
-        std::fprintf(stderr, "tinyfin-bench --llm: %s: prompt %.2f tokens/s, generation %.3f tokens/s\n",
+        const double generate_s = seconds_since(t0), generate_c = cpu_seconds() - c0;
+        std::fprintf(stderr,
+                     "tinyfin-bench --llm: %s: prompt %.2f tokens/s (%.2f per CPU second), generation %.3f tokens/s "
+                     "(%.3f per CPU second); read %.2f GB/s (%.2f GB per CPU second)\n",
                      rep == 0 ? "warm-up" : ("repeat " + std::to_string(rep)).c_str(), o.prompt_tokens / prompt_s,
-                     o.generate_tokens / generate_s);
+                     o.prompt_tokens / prompt_c, o.generate_tokens / generate_s, o.generate_tokens / generate_c,
+                     bandwidth.back(), bandwidth_cpu.back());
         if (rep == 0) continue;
         prompt_rates.push_back(o.prompt_tokens / prompt_s);
         generate_rates.push_back(o.generate_tokens / generate_s);
+        prompt_cpu.push_back(o.prompt_tokens / prompt_c);
+        generate_cpu.push_back(o.generate_tokens / generate_c);
     }
-    bandwidth.push_back(read_sample());
+    sample();
     r.prompt_tokens_per_s = median(prompt_rates);
     r.generate_tokens_per_s = median(generate_rates);
     r.read_gbps = median(bandwidth);
     r.ceiling_tokens_per_s = r.read_gbps * 1e9 / (r.weight_bytes_per_token + r.kv_bytes_per_token);
+    r.prompt_tokens_per_cpu_s = median(prompt_cpu);
+    r.generate_tokens_per_cpu_s = median(generate_cpu);
+    r.read_gb_per_cpu_s = median(bandwidth_cpu);
+    r.ceiling_tokens_per_cpu_s = r.read_gb_per_cpu_s * 1e9 / (r.weight_bytes_per_token + r.kv_bytes_per_token);
     return r;
 }
 

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 
 namespace tfbench {
 
@@ -21,13 +22,17 @@ struct LlmRates {
     double weight_bytes_per_token = 0;  // matrix weights a generated token reads (embedding row aside)
     double kv_bytes_per_token = 0;  // KV cache read by a generated token at the mean position
     double ceiling_tokens_per_s = 0;  // read_gbps / bytes per token
+    // The same on the process's CPU clock (all threads' time): on a shared machine, with one
+    // thread, what the wall clock would show without the other processes.
+    double prompt_tokens_per_cpu_s = 0, generate_tokens_per_cpu_s = 0, read_gb_per_cpu_s = 0;
+    double ceiling_tokens_per_cpu_s = 0;
     double load_seconds = 0;
 };
 
 // Loads the model on cpu, then `repeat` times: a sample of the memory read bandwidth
-// (read_sample() returns GB/s), a fresh session, a random prompt of prompt_tokens ids prefilled,
+// (read_sample() returns {GB/s wall, GB per CPU second}), a fresh session, a random prompt of prompt_tokens ids prefilled,
 // generate_tokens decoded greedily (argmax), the logits read back as generation does. Runs at the
 // thread count TINYFIN_THREADS says; prints progress to stderr.
-LlmRates run_llm_bench(const LlmBenchOptions &options, const std::function<double()> &read_sample);
+LlmRates run_llm_bench(const LlmBenchOptions &options, const std::function<std::pair<double, double>()> &read_sample);
 
 }  // namespace tfbench
