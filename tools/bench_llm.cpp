@@ -37,6 +37,7 @@ double median(std::vector<double> v) {
 // and of all weights (the embedding table and the norms too).
 struct ParamCounts {
     double per_token = 0, total = 0;
+    double layers = 0;  // the decoder layers' matrices: a prompt token's products (the head runs on the last only)
 };
 
 ParamCounts count_params(const tinyfin::llm::ModelConfig &c) {
@@ -47,6 +48,7 @@ ParamCounts count_params(const tinyfin::llm::ModelConfig &c) {
     const double layers = static_cast<double>(c.num_layers);
     ParamCounts p;
     p.per_token = layers * layer + vocab * h;
+    p.layers = layers * layer;
     p.total = layers * (layer + 2 * h + (c.attention_bias ? q + 2 * kv : 0)) + h +
               vocab * h * (c.tie_word_embeddings ? 1 : 2);
     return p;
@@ -54,6 +56,33 @@ ParamCounts count_params(const tinyfin::llm::ModelConfig &c) {
 
 int32_t argmax_of(const tinyfin::Tensor &logits) {
     return static_cast<int32_t>(tinyfin::argmax(logits.view({-1})).item<int64_t>());
+}
+
+// GFLOP/s of one layer's products for a prompt of p tokens ({wall, cpu}): the median of three
+// timed rounds after one untimed.
+std::pair<double, double> layer_gemm_rate(const tinyfin::llm::ModelConfig &c, tinyfin::DType dtype, int64_t p) {
+    const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim,
+                  inter = c.intermediate_size;
+    const int64_t shapes[][2] = {{q, h}, {kv, h}, {kv, h}, {h, q}, {inter, h}, {inter, h}, {h, inter}};
+    const tinyfin::Device cpu{"cpu", 0};
+    std::vector<std::pair<tinyfin::Tensor, tinyfin::Tensor>> operands;
+    double flops = 0;
+    uint64_t seed = 7;
+    for (const auto &nk : shapes) {
+        operands.emplace_back(tinyfin::randn({p, nk[1]}, seed++, cpu).to(dtype),
+                              tinyfin::randn({nk[0], nk[1]}, seed++, cpu).to(dtype));
+        flops += 2.0 * static_cast<double>(p * nk[0] * nk[1]);
+    }
+    std::vector<double> wall, cpu_rates;
+    for (int round = 0; round < 4; ++round) {
+        const double c0 = cpu_seconds();
+        const auto t0 = Clock::now();
+        for (const auto &[x, w] : operands) (void)tinyfin::linear(x, w).to_vector<float>()[0];
+        if (round == 0) continue;
+        wall.push_back(flops / 1e9 / seconds_since(t0));
+        cpu_rates.push_back(flops / 1e9 / (cpu_seconds() - c0));
+    }
+    return {median(wall), median(cpu_rates)};
 }
 
 }  // namespace
@@ -117,7 +146,13 @@ LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<std::pair<d
     r.generate_tokens_per_s = median(generate_rates);
     r.read_gbps = median(bandwidth);
     r.ceiling_tokens_per_s = r.read_gbps * 1e9 / (r.weight_bytes_per_token + r.kv_bytes_per_token);
+    const auto [gemm_wall, gemm_cpu] =
+        layer_gemm_rate(c, element == 4 ? tinyfin::DType::f32 : tinyfin::DType::bf16, o.prompt_tokens);
+    r.gemm_gflops = gemm_wall;
+    r.gemm_gflops_cpu = gemm_cpu;
+    r.prompt_gflops = 2 * params.layers * r.prompt_tokens_per_s / 1e9;
     r.prompt_tokens_per_cpu_s = median(prompt_cpu);
+    r.prompt_gflops_cpu = 2 * params.layers * r.prompt_tokens_per_cpu_s / 1e9;
     r.generate_tokens_per_cpu_s = median(generate_cpu);
     r.read_gb_per_cpu_s = median(bandwidth_cpu);
     r.ceiling_tokens_per_cpu_s = r.read_gb_per_cpu_s * 1e9 / (r.weight_bytes_per_token + r.kv_bytes_per_token);

@@ -26,6 +26,12 @@ struct LlmRates {
     // thread, what the wall clock would show without the other processes.
     double prompt_tokens_per_cpu_s = 0, generate_tokens_per_cpu_s = 0, read_gb_per_cpu_s = 0;
     double ceiling_tokens_per_cpu_s = 0;
+    // The GEMM rate of the prompt's products in the same run: x [prompt, K] times each of one
+    // layer's weights [N, K] (random, in the model's element size: bf16 for 2 bytes, f32 for 4)
+    // through linear, GFLOP/s on the wall and on the CPU clock; and the prompt's own rate in
+    // GFLOP/s (2 flops per layer weight element per token; attention's products and the head,
+    // which runs on the last token only, left out).
+    double gemm_gflops = 0, gemm_gflops_cpu = 0, prompt_gflops = 0, prompt_gflops_cpu = 0;
     double load_seconds = 0;
 };
 

@@ -1382,22 +1382,24 @@ int run_llm_mode(const Options &o) {
                 "(load %.1f s)\n",
                 first.weight_bytes_per_token / 1e9, first.kv_bytes_per_token / 1e9, first.load_seconds);
     std::printf("on the process CPU clock (all threads' time; with one thread the unloaded machine's wall "
-                "clock):\n%-7s %9s %9s %10s %10s %9s\n",
-                "threads", "read GB/s", "ceiling", "generate", "of ceiling", "prompt");
+                "clock):\n%-7s %9s %9s %10s %10s %9s %11s %10s %8s\n",
+                "threads", "read GB/s", "ceiling", "generate", "of ceiling", "prompt", "prompt GF/s", "GEMM GF/s",
+                "of GEMM");
     for (const Row &row : rows) {
         const tfbench::LlmRates &r = row.ours;
-        std::printf("%-7d %9.2f %9.3f %10.3f %10.3f %9.2f\n", row.threads, r.read_gb_per_cpu_s,
+        std::printf("%-7d %9.2f %9.3f %10.3f %10.3f %9.2f %11.1f %10.1f %8.2f\n", row.threads, r.read_gb_per_cpu_s,
                     r.ceiling_tokens_per_cpu_s, r.generate_tokens_per_cpu_s,
-                    r.generate_tokens_per_cpu_s / r.ceiling_tokens_per_cpu_s, r.prompt_tokens_per_cpu_s);
+                    r.generate_tokens_per_cpu_s / r.ceiling_tokens_per_cpu_s, r.prompt_tokens_per_cpu_s,
+                    r.prompt_gflops_cpu, r.gemm_gflops_cpu, r.prompt_gflops_cpu / r.gemm_gflops_cpu);
     }
     std::printf("on the wall clock:\n");
-    std::printf("%-7s %9s %9s %10s %10s %9s %10s %11s %10s %9s\n", "threads", "read GB/s", "ceiling", "generate",
-                "of ceiling", "prompt", "torch gen", "torch prompt", "gen/torch", "prompt/torch");
+    std::printf("%-7s %9s %9s %10s %10s %9s %8s %10s %11s %10s %9s\n", "threads", "read GB/s", "ceiling", "generate",
+                "of ceiling", "prompt", "of GEMM", "torch gen", "torch prompt", "gen/torch", "prompt/torch");
     for (const Row &row : rows) {
         const tfbench::LlmRates &r = row.ours;
-        std::printf("%-7d %9.2f %9.3f %10.3f %10.3f %9.2f %10.3f %11.2f %10.2f %9.2f\n", row.threads, r.read_gbps,
+        std::printf("%-7d %9.2f %9.3f %10.3f %10.3f %9.2f %8.2f %10.3f %11.2f %10.2f %9.2f\n", row.threads, r.read_gbps,
                     r.ceiling_tokens_per_s, r.generate_tokens_per_s, r.generate_tokens_per_s / r.ceiling_tokens_per_s,
-                    r.prompt_tokens_per_s, row.torch_generate, row.torch_prompt,
+                    r.prompt_tokens_per_s, r.prompt_gflops / r.gemm_gflops, row.torch_generate, row.torch_prompt,
                     r.generate_tokens_per_s / row.torch_generate, r.prompt_tokens_per_s / row.torch_prompt);
     }
     std::printf("(tokens/s; ceiling = read bandwidth / bytes per generated token; torch: bench_llm_torch.py, its "
