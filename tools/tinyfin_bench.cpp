@@ -1309,7 +1309,7 @@ int run_llm_mode(const Options &o) {
     struct Row {
         int threads;
         tfbench::LlmRates ours;
-        double torch_prompt = NAN, torch_generate = NAN;
+        double torch_prompt = NAN, torch_generate = NAN, torch_generate_cpu = NAN;
     };
     std::vector<Row> rows;
     for (int threads : counts) {
@@ -1353,7 +1353,7 @@ int run_llm_mode(const Options &o) {
             _exit(code);
         }
         close(fds[1]);
-        Row row{threads, {}, NAN, NAN};
+        Row row{threads, {}, NAN, NAN, NAN};
         const bool got = pid > 0 && read(fds[0], &row.ours, sizeof row.ours) == static_cast<ssize_t>(sizeof row.ours);
         close(fds[0]);
         int status = 0;
@@ -1373,6 +1373,7 @@ int run_llm_mode(const Options &o) {
             const auto number = [&](const char *key) { return line.number.count(key) ? line.number.at(key) : NAN; };
             row.torch_prompt = number("prompt_tokens_per_s");
             row.torch_generate = number("generate_tokens_per_s");
+            row.torch_generate_cpu = number("generate_tokens_per_cpu_s");
             if (std::isnan(row.torch_generate)) print_no_result("torch llm", line, peer_status);
         }
         rows.push_back(row);
@@ -1382,15 +1383,16 @@ int run_llm_mode(const Options &o) {
                 "(load %.1f s)\n",
                 first.weight_bytes_per_token / 1e9, first.kv_bytes_per_token / 1e9, first.load_seconds);
     std::printf("on the process CPU clock (all threads' time; with one thread the unloaded machine's wall "
-                "clock):\n%-7s %9s %9s %10s %10s %9s %11s %10s %8s\n",
+                "clock):\n%-7s %9s %9s %10s %10s %9s %11s %10s %8s %10s %9s\n",
                 "threads", "read GB/s", "ceiling", "generate", "of ceiling", "prompt", "prompt GF/s", "GEMM GF/s",
-                "of GEMM");
+                "of GEMM", "torch gen", "gen/torch");
     for (const Row &row : rows) {
         const tfbench::LlmRates &r = row.ours;
-        std::printf("%-7d %9.2f %9.3f %10.3f %10.3f %9.2f %11.1f %10.1f %8.2f\n", row.threads, r.read_gb_per_cpu_s,
-                    r.ceiling_tokens_per_cpu_s, r.generate_tokens_per_cpu_s,
+        std::printf("%-7d %9.2f %9.3f %10.3f %10.3f %9.2f %11.1f %10.1f %8.2f %10.3f %9.2f\n", row.threads,
+                    r.read_gb_per_cpu_s, r.ceiling_tokens_per_cpu_s, r.generate_tokens_per_cpu_s,
                     r.generate_tokens_per_cpu_s / r.ceiling_tokens_per_cpu_s, r.prompt_tokens_per_cpu_s,
-                    r.prompt_gflops_cpu, r.gemm_gflops_cpu, r.prompt_gflops_cpu / r.gemm_gflops_cpu);
+                    r.prompt_gflops_cpu, r.gemm_gflops_cpu, r.prompt_gflops_cpu / r.gemm_gflops_cpu,
+                    row.torch_generate_cpu, r.generate_tokens_per_cpu_s / row.torch_generate_cpu);
     }
     std::printf("on the wall clock:\n");
     std::printf("%-7s %9s %9s %10s %10s %9s %8s %10s %11s %10s %9s\n", "threads", "read GB/s", "ceiling", "generate",
