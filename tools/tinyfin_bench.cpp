@@ -6,6 +6,7 @@
 //                 [--threads N] [--compare numpy,torch] [--python PATH] [--json | --csv] [--list]
 //   tinyfin-bench --train N | --train-gpt N [--compare torch [--rounds R] | --autocast bf16|f16]
 //                 [--threads N]
+//   tinyfin-bench --llm PATH [--prompt N] [--generate N] [--repeat N] [--threads N] [--compare torch]
 //
 // Each case runs warm-up calls, then --repeat samples, the backends' samples interleaved; a
 // sample times enough back-to-back calls to last about 10 ms, on the wall clock or (--clock cpu)
@@ -44,6 +45,9 @@
 #endif
 #include "bench_autocast.hpp"
 #include "bench_gpt.hpp"
+#ifdef TF_BENCH_HAVE_LLM
+#include "bench_llm.hpp"
+#endif
 #include "bench_train.hpp"
 #include "tinyfin/tinyfin.hpp"
 
@@ -85,6 +89,10 @@ struct Options {
     bool cpu_clock = false;
     enum class Format { table, json, csv } format = Format::table;
     bool list = false;
+    // --llm: a language model's prompt and generation tokens/s against the bandwidth ceiling.
+    std::string llm_path;
+    int llm_prompt = 512, llm_generate = 16;
+    bool repeat_given = false;
 };
 
 std::set<std::string> split_list(const std::string &text) {
@@ -126,7 +134,12 @@ void usage(FILE *out) {
                  "  --rounds R  with --train or --train-gpt and --compare torch: R rounds of tinyfin then\n"
                  "              tuned PyTorch, a ratio per round and their median (default 1)\n"
                  "  --autocast D  with --train or --train-gpt: N steps in f32 and N under autocast D (bf16\n"
-                 "              or f16) on twin models, alternating; median cpu time per step and the ratio\n");
+                 "              or f16) on twin models, alternating; median cpu time per step and the ratio\n"
+                 "  --llm PATH  a language model (Hugging Face directory or .gguf) on cpu: prompt and generation\n"
+                 "              tokens/s at 1 and 2 threads (or --threads), the memory read bandwidth measured in\n"
+                 "              the same run and the ceiling it sets on generation; medians of --repeat runs\n"
+                 "              (default 3); --prompt N tokens (default 512), --generate N (default 16);\n"
+                 "              with --compare torch also PyTorch's (bench_llm_torch.py, same weights)\n");
 }
 
 bool parse_int(const char *text, int lo, int hi, int *out) {
@@ -164,10 +177,16 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
              : arg == "--backend" ? o.backends
              : arg == "--size"    ? o.sizes
                                   : o.peers) = split_list(v);
+        } else if (arg == "--llm") {
+            if (!(v = value("--llm"))) return 2;
+            o.llm_path = v;
         } else if (arg == "--repeat" || arg == "--warmup" || arg == "--threads" || arg == "--train" ||
-                   arg == "--train-gpt" || arg == "--rounds") {
+                   arg == "--train-gpt" || arg == "--rounds" || arg == "--prompt" || arg == "--generate") {
             if (!(v = value(arg.c_str()))) return 2;
-            int *target = arg == "--repeat"      ? &o.repeat
+            o.repeat_given = o.repeat_given || arg == "--repeat";
+            int *target = arg == "--prompt"      ? &o.llm_prompt
+                          : arg == "--generate"  ? &o.llm_generate
+                          : arg == "--repeat"    ? &o.repeat
                           : arg == "--warmup"    ? &o.warmup
                           : arg == "--train"     ? &o.train_steps
                           : arg == "--train-gpt" ? &o.gpt_steps
@@ -483,8 +502,8 @@ Case memory_read_case(int64_t bytes) {
 }
 
 // A quantized weight [N, K] times one activation row (generation's matrix-vector product):
-// GB/s of weight bytes read, comparable with mem_read. matvec_f32 is the same product with an f32
-// weight through matmul.
+// GB/s of weight bytes read, comparable with mem_read. matvec_f32/f16/bf16 are the same product
+// with a float weight (and activations of its dtype) through matmul.
 Case matvec_case(DType dtype, int64_t n, int64_t k) {
     Case c;
     c.op = std::string("matvec_") + tinyfin::dtype_name(dtype);
@@ -492,15 +511,15 @@ Case matvec_case(DType dtype, int64_t n, int64_t k) {
     c.unit = Unit::gbps;
     c.work = static_cast<double>(tinyfin::dtype_bytes(dtype, {n, k}));
     c.description = "x [1, K] times the transpose of a " + std::string(tinyfin::dtype_name(dtype)) +
-                    (dtype == DType::f32 ? " weight [N, K] (matmul)" : " weight [N, K] (matmul_q)") +
+                    (!tinyfin::is_quantized(dtype) ? " weight [N, K] (matmul)" : " weight [N, K] (matmul_q)") +
                     ", labelled NxK; GB/s of weight read";
     c.spec = "{\"op\":\"matmul_q\",\"w\":" + shape_json({n, k}) + ",\"dtype\":\"" + tinyfin::dtype_name(dtype) + "\"}";
     c.prepare = [dtype, n, k](const Device &d) -> Call {
         Tensor x = tinyfin::randn({1, k}, 14, d);
         Tensor w32 = tinyfin::randn({n, k}, 15, d);
-        if (dtype == DType::f32) {
-            Tensor wt = w32.transpose(0, 1);
-            return [x, wt] { (void)tinyfin::matmul(x, wt); };
+        if (dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16) {
+            Tensor wt = w32.to(dtype).transpose(0, 1), xd = x.to(dtype);
+            return [xd, wt] { (void)tinyfin::matmul(xd, wt); };
         }
         Tensor w = tinyfin::quantize(w32, dtype);
         return [x, w] { (void)tinyfin::matmul_q(x, w); };
@@ -606,7 +625,7 @@ std::vector<Case> all_cases() {
     }
     for (int64_t n : {int64_t(1) << 10, int64_t(1) << 20, int64_t(1) << 24}) cases.push_back(sum_case(n));
     cases.push_back(memory_read_case(int64_t(256) << 20));
-    cases.push_back(matvec_case(DType::f32, 4096, 4096));
+    for (DType f : {DType::f32, DType::f16, DType::bf16}) cases.push_back(matvec_case(f, 4096, 4096));
     for (DType q : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k,
                     DType::q6_k, DType::q8_k})
         cases.push_back(matvec_case(q, 8192, 8192));
@@ -1259,6 +1278,139 @@ std::string cpu_model() {
     return "unknown cpu";
 }
 
+#ifdef TF_BENCH_HAVE_LLM
+// --llm: one child process per thread count (the cpu plugin reads TINYFIN_THREADS once), each
+// measuring the read bandwidth (the mem_read case's probe) between its repeats and timing the
+// model; PyTorch's run of the same weights (bench_llm_torch.py) right after each, with the same
+// thread count. Prints one table of medians.
+// PyTorch 1.13's bf16 matmul has no fast path on a CPU without AVX512-BF16 (a 512-token prefill of
+// a 1.1B model takes an hour there): its prompt is at most this long; its generation is what is
+// compared.
+constexpr int k_torch_prompt = 32;
+
+double process_cpu_s() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+int run_llm_mode(const Options &o) {
+    const std::vector<int> counts = o.threads > 0 ? std::vector<int>{o.threads} : std::vector<int>{1, 2};
+    const int repeat = o.repeat_given ? o.repeat : 3;
+    double load[3] = {NAN, NAN, NAN};
+    if (FILE *f = std::fopen("/proc/loadavg", "r")) {
+        if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = NAN;
+        std::fclose(f);
+    }
+    std::printf("model %s; prompt %d tokens, %d generated, medians of %d repeats; cpu %s, load average %.2f "
+                "%.2f %.2f at the start\n",
+                o.llm_path.c_str(), o.llm_prompt, o.llm_generate, repeat, cpu_model().c_str(), load[0], load[1],
+                load[2]);
+    struct Row {
+        int threads;
+        tfbench::LlmRates ours;
+        double torch_prompt = NAN, torch_generate = NAN, torch_generate_cpu = NAN;
+    };
+    std::vector<Row> rows;
+    for (int threads : counts) {
+        int fds[2];
+        if (pipe(fds) != 0) return 1;
+        std::fflush(nullptr);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            close(fds[0]);
+            setenv("TINYFIN_THREADS", std::to_string(threads).c_str(), 1);
+            int code = 0;
+            try {
+                const Call read = memory_read_case(int64_t(256) << 20).prepare(Device{"cpu", 0});
+                // Five reads of 256 MiB: the median on the wall clock and on the process CPU clock.
+                auto sample = [&read] {
+                    std::vector<double> wall, cpu;
+                    for (int i = 0; i < 5; ++i) {
+                        const auto t0 = Clock::now();
+                        const double c0 = process_cpu_s();
+                        read();
+                        const double gb = double(int64_t(256) << 20) / 1e9;
+                        cpu.push_back(gb / (process_cpu_s() - c0));
+                        wall.push_back(gb / std::chrono::duration<double>(Clock::now() - t0).count());
+                    }
+                    std::sort(wall.begin(), wall.end());
+                    std::sort(cpu.begin(), cpu.end());
+                    return std::pair<double, double>{wall[2], cpu[2]};
+                };
+                tfbench::LlmBenchOptions lo;
+                lo.path = o.llm_path;
+                lo.prompt_tokens = o.llm_prompt;
+                lo.generate_tokens = o.llm_generate;
+                lo.repeat = repeat;
+                const tfbench::LlmRates r = tfbench::run_llm_bench(lo, sample);
+                if (write(fds[1], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) code = 1;
+            } catch (const std::exception &e) {
+                std::fprintf(stderr, "tinyfin-bench --llm: %s\n", e.what());
+                code = 1;
+            }
+            std::fflush(nullptr);
+            _exit(code);
+        }
+        close(fds[1]);
+        Row row{threads, {}, NAN, NAN, NAN};
+        const bool got = pid > 0 && read(fds[0], &row.ours, sizeof row.ours) == static_cast<ssize_t>(sizeof row.ours);
+        close(fds[0]);
+        int status = 0;
+        if (pid > 0) waitpid(pid, &status, 0);
+        if (!got) {
+            std::fprintf(stderr, "tinyfin-bench --llm: no result at %d threads\n", threads);
+            return 1;
+        }
+        if (o.peers.count("torch")) {
+            int peer_status = 0;
+            const PeerLine line = run_peer_script(o,
+                                                  {helper_script("bench_llm_torch.py"), "--model", o.llm_path,
+                                                   "--threads", std::to_string(threads), "--prompt",
+                                                   std::to_string(std::min(o.llm_prompt, k_torch_prompt)), "--generate",
+                                                   std::to_string(o.llm_generate), "--repeat", std::to_string(repeat)},
+                                                  false, peer_status);
+            const auto number = [&](const char *key) { return line.number.count(key) ? line.number.at(key) : NAN; };
+            row.torch_prompt = number("prompt_tokens_per_s");
+            row.torch_generate = number("generate_tokens_per_s");
+            row.torch_generate_cpu = number("generate_tokens_per_cpu_s");
+            if (std::isnan(row.torch_generate)) print_no_result("torch llm", line, peer_status);
+        }
+        rows.push_back(row);
+    }
+    const tfbench::LlmRates &first = rows.front().ours;
+    std::printf("bytes read per generated token: %.3f GB of weights + %.3f GB of KV cache at the mean position "
+                "(load %.1f s)\n",
+                first.weight_bytes_per_token / 1e9, first.kv_bytes_per_token / 1e9, first.load_seconds);
+    std::printf("on the process CPU clock (all threads' time; with one thread the unloaded machine's wall "
+                "clock):\n%-7s %9s %9s %10s %10s %9s %11s %10s %8s %10s %9s\n",
+                "threads", "read GB/s", "ceiling", "generate", "of ceiling", "prompt", "prompt GF/s", "GEMM GF/s",
+                "of GEMM", "torch gen", "gen/torch");
+    for (const Row &row : rows) {
+        const tfbench::LlmRates &r = row.ours;
+        std::printf("%-7d %9.2f %9.3f %10.3f %10.3f %9.2f %11.1f %10.1f %8.2f %10.3f %9.2f\n", row.threads,
+                    r.read_gb_per_cpu_s, r.ceiling_tokens_per_cpu_s, r.generate_tokens_per_cpu_s,
+                    r.generate_tokens_per_cpu_s / r.ceiling_tokens_per_cpu_s, r.prompt_tokens_per_cpu_s,
+                    r.prompt_gflops_cpu, r.gemm_gflops_cpu, r.prompt_gflops_cpu / r.gemm_gflops_cpu,
+                    row.torch_generate_cpu, r.generate_tokens_per_cpu_s / row.torch_generate_cpu);
+    }
+    std::printf("on the wall clock:\n");
+    std::printf("%-7s %9s %9s %10s %10s %9s %8s %10s %11s %10s %9s\n", "threads", "read GB/s", "ceiling", "generate",
+                "of ceiling", "prompt", "of GEMM", "torch gen", "torch prompt", "gen/torch", "prompt/torch");
+    for (const Row &row : rows) {
+        const tfbench::LlmRates &r = row.ours;
+        std::printf("%-7d %9.2f %9.3f %10.3f %10.3f %9.2f %8.2f %10.3f %11.2f %10.2f %9.2f\n", row.threads, r.read_gbps,
+                    r.ceiling_tokens_per_s, r.generate_tokens_per_s, r.generate_tokens_per_s / r.ceiling_tokens_per_s,
+                    r.prompt_tokens_per_s, r.prompt_gflops / r.gemm_gflops, row.torch_generate, row.torch_prompt,
+                    r.generate_tokens_per_s / row.torch_generate, r.prompt_tokens_per_s / row.torch_prompt);
+    }
+    std::printf("(tokens/s; ceiling = read bandwidth / bytes per generated token; torch: bench_llm_torch.py, its "
+                "prompt %d tokens)\n",
+                std::min(o.llm_prompt, k_torch_prompt));
+    return 0;
+}
+#endif
+
 bool selected(const std::set<std::string> &filter, const std::string &name) {
     return filter.empty() || filter.count(name);
 }
@@ -1270,6 +1422,14 @@ int main(int argc, char **argv) {
     if (std::optional<int> status = parse_options(argc, argv, o)) return *status;
     Timing::use_min = o.use_min;
     g_cpu_clock = o.cpu_clock;
+    if (!o.llm_path.empty()) {
+#ifdef TF_BENCH_HAVE_LLM
+        return run_llm_mode(o);
+#else
+        std::fprintf(stderr, "tinyfin-bench: built without libtinyfin-llm: --llm is not available\n");
+        return 2;
+#endif
+    }
 
     const std::vector<Case> cases = all_cases();
     if (o.list) {

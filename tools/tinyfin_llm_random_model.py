@@ -5,6 +5,7 @@ the shape of a published model, so that anyone can reproduce tinyfin's LLM speed
 
     tools/tinyfin_llm_random_model.py --shape tinyllama-1.1b --dtype bf16 --out /tmp/tinyllama-random
     tools/tinyfin_llm_random_model.py --shape tinyllama-1.1b --layers 2 --out /tmp/tl2   # fewer layers
+    tools/tinyfin_llm_random_model.py --shape tiny --out /tmp/tiny                        # a few MB
 
 The tensors are written one at a time (the file is streamed, never held in memory whole).
 Numpy only."""
@@ -24,6 +25,8 @@ SHAPES = {
                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}),
     "mistral-7b": ("mistral", 4096, 32, 32, 8, 14336, 32000, 10000.0, False, {"sliding_window": 4096}),
     "qwen2-0.5b": ("qwen2", 896, 24, 14, 2, 4864, 151936, 1000000.0, True, {}),
+    # Not a published model: Llama-shaped, a few MB, for smoke tests and quick runs of the tools.
+    "tiny": ("llama", 128, 2, 4, 2, 352, 512, 10000.0, False, {}),
 }
 
 

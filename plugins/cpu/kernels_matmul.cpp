@@ -3,9 +3,11 @@
 // (kernels_gemm.h), whose packing absorbs transposed and strided views. f16 and bf16 are
 // converted to f32 (exactly: every f16 and bf16 is an f32) and take the same GEMM, accumulating
 // in f32, the result rounded once to the output dtype; bf16 x bf16 takes AVX512-BF16's
-// vdpbf16ps instead where the CPU has it (kernels_gemm.h, gemm_bf16_dot).
+// vdpbf16ps instead where the CPU has it (kernels_gemm.h, gemm_bf16_dot). A product with few rows
+// per B (generation) reads B once in place instead (kernels_matvec.h), with the GEMM's bits.
 #include "kernels.h"
 #include "kernels_gemm.h"
+#include "kernels_matvec.h"
 #include "runtime.h"
 
 #include <algorithm>
@@ -153,12 +155,12 @@ void matmul_bf16_dot(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_
 
 tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, tf_error *err) {
     if (out.dtype == TF_DTYPE_F32 && a.dtype == TF_DTYPE_F32 && b.dtype == TF_DTYPE_F32) {
-        matmul_f32(a, b, out);
+        if (!matmul_skinny(a, b, out)) matmul_f32(a, b, out);
         return TF_STATUS_OK;
     }
     if (out.dtype != TF_DTYPE_F16 && out.dtype != TF_DTYPE_BF16)
         return fail(err, TF_STATUS_UNSUPPORTED, "matmul: dtype %s not supported", dtype_name(out.dtype));
-    if (numel(out) == 0) return TF_STATUS_OK;
+    if (numel(out) == 0 || matmul_skinny(a, b, out)) return TF_STATUS_OK;
     // The f32 result in dense scratch (matmul_f32 uses k_slot_temp only for an output that is
     // not dense, which this one is), the operands in two more slots.
     tf_tensor_desc c = out;

@@ -1,0 +1,44 @@
+// tinyfin-bench --llm PATH: a language model's prompt and generation speed on the cpu backend,
+// read against the memory-bandwidth ceiling measured in the same process (bench_llm.cpp).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+
+namespace tfbench {
+
+struct LlmBenchOptions {
+    std::string path;  // a Hugging Face directory or a .gguf file
+    int prompt_tokens = 512;  // the prompt prefilled (one chunk of up to 512 tokens at a time)
+    int generate_tokens = 16;  // tokens decoded one at a time after it, per repeat
+    int repeat = 3;  // timed repeats; medians reported
+};
+
+struct LlmRates {
+    double prompt_tokens_per_s = 0;  // median over repeats
+    double generate_tokens_per_s = 0;  // median over repeats
+    double read_gbps = 0;  // median of the bandwidth samples taken between the repeats
+    double weight_bytes_per_token = 0;  // matrix weights a generated token reads (embedding row aside)
+    double kv_bytes_per_token = 0;  // KV cache read by a generated token at the mean position
+    double ceiling_tokens_per_s = 0;  // read_gbps / bytes per token
+    // The same on the process's CPU clock (all threads' time): on a shared machine, with one
+    // thread, what the wall clock would show without the other processes.
+    double prompt_tokens_per_cpu_s = 0, generate_tokens_per_cpu_s = 0, read_gb_per_cpu_s = 0;
+    double ceiling_tokens_per_cpu_s = 0;
+    // The GEMM rate of the prompt's products in the same run: x [prompt, K] times each of one
+    // layer's weights [N, K] (random, in the model's element size: bf16 for 2 bytes, f32 for 4)
+    // through linear, GFLOP/s on the wall and on the CPU clock; and the prompt's own rate in
+    // GFLOP/s (2 flops per layer weight element per token; attention's products and the head,
+    // which runs on the last token only, left out).
+    double gemm_gflops = 0, gemm_gflops_cpu = 0, prompt_gflops = 0, prompt_gflops_cpu = 0;
+    double load_seconds = 0;
+};
+
+// Loads the model on cpu, then `repeat` times: a sample of the memory read bandwidth
+// (read_sample() returns {GB/s wall, GB per CPU second}), a fresh session, a random prompt of prompt_tokens ids prefilled,
+// generate_tokens decoded greedily (argmax), the logits read back as generation does. Runs at the
+// thread count TINYFIN_THREADS says; prints progress to stderr.
+LlmRates run_llm_bench(const LlmBenchOptions &options, const std::function<std::pair<double, double>()> &read_sample);
+
+}  // namespace tfbench
