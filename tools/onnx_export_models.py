@@ -4,15 +4,15 @@ from fixed seeds. A development-time tool: it needs Debian's python3-torch and
 python3-torchvision, which CI does not install; CI runs the committed files
 (tests/onnx/test_models.py, docs/onnx.md "Exported models").
 
-    tools/onnx_export_models.py [--out tests/onnx/models] [--only NAME,...] [--bench DIR]
+    tools/onnx_export_models.py [--out tests/onnx/models] [--only NAME,...]
 
 Each model NAME gets NAME.onnx (opset 17, parameters stripped: tests/onnx/model_weights.py
 regenerates them from numpy seeds recorded in the model's metadata) and NAME.npz (the feeds of
 each case and PyTorch's outputs for them, float32 on cpu). The PyTorch modules are given exactly
 the weights model_weights.draw() makes, and the exported initializers are checked to equal them.
 
---bench DIR also writes full models (weights inline, no .npz) for tinyfin-bench --onnx at the
-benchmark shapes (docs/performance.md).
+tests/onnx/model_cases.py --write DIR writes the models with their weights (for tinyfin-bench
+--onnx, docs/performance.md) without PyTorch.
 
 The models:
   fashion_cnn   examples/fashion_mnist's CNN: images [batch, 1, 28, 28] -> logits [batch, 10]
@@ -245,8 +245,7 @@ def fill_module(module, seed):
 
 # --- export -----------------------------------------------------------------------------------
 
-def export(module, name, seed, inputs, input_names, output_names, dynamic_axes, cases, out_dir, bench_dir,
-           bench_inputs=None):
+def export(module, name, seed, inputs, input_names, output_names, dynamic_axes, cases, out_dir):
     """Exports module (state filled from seed) to out_dir/NAME.onnx with parameters stripped, and
     PyTorch's outputs for each case (a tuple of feeds in input_names' order) to NAME.npz."""
     import onnx
@@ -263,8 +262,6 @@ def export(module, name, seed, inputs, input_names, output_names, dynamic_axes, 
                           training=torch.onnx.TrainingMode.PRESERVE)
     model = onnx.load(path)
     onnx.checker.check_model(model)
-    if bench_dir:
-        onnx.save(model, os.path.join(bench_dir, name + ".onnx"))
     inits = {t.name: t for t in model.graph.initializer}
     stripped = {}
     for init_name, init in inits.items():
@@ -302,11 +299,8 @@ def main():
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                                       "onnx", "models"))
     parser.add_argument("--only", default="")
-    parser.add_argument("--bench", default="", help="also write full models here for tinyfin-bench --onnx")
     o = parser.parse_args()
     os.makedirs(o.out, exist_ok=True)
-    if o.bench:
-        os.makedirs(o.bench, exist_ok=True)
     only = set(filter(None, o.only.split(",")))
     torch.manual_seed(0)
     rng = None
@@ -323,17 +317,17 @@ def main():
     if want("fashion_cnn"):
         cases = [(f32(2, 1, 28, 28),), (f32(1, 1, 28, 28),)]
         export(fashion_cnn(), "fashion_cnn", 1, (torch.from_numpy(cases[0][0]),), ["images"], ["logits"],
-               {"images": {0: "batch"}, "logits": {0: "batch"}}, cases, o.out, o.bench)
+               {"images": {0: "batch"}, "logits": {0: "batch"}}, cases, o.out)
     if want("char_gpt"):
         cases = [(rng.integers(0, 114, (1, 64)),), (rng.integers(0, 114, (2, 9)),)]
         export(CharGpt(), "char_gpt", 2, (torch.from_numpy(cases[0][0]),), ["tokens"], ["logits"],
-               {"tokens": {0: "batch", 1: "seq"}, "logits": {0: "rows"}}, cases, o.out, o.bench)
+               {"tokens": {0: "batch", 1: "seq"}, "logits": {0: "rows"}}, cases, o.out)
     if want("resnet18"):
         import torchvision
         cases = [(f32(1, 3, 32, 32),), (f32(2, 3, 24, 40),)]
         export(torchvision.models.resnet18(weights=None), "resnet18", 3, (torch.from_numpy(cases[0][0]),),
                ["images"], ["logits"], {"images": {0: "batch", 2: "height", 3: "width"}, "logits": {0: "batch"}},
-               cases, o.out, o.bench)
+               cases, o.out)
     if want("bert"):
         def bert_case(b, s, pad):
             ids = rng.integers(0, 1000, (b, s))
@@ -347,7 +341,7 @@ def main():
         export(Bert(), "bert", 4, tuple(torch.from_numpy(a) for a in cases[0]), names,
                ["last_hidden_state", "pooler_output"],
                {**{n: {0: "batch", 1: "seq"} for n in names}, "last_hidden_state": {0: "batch", 1: "seq"},
-                "pooler_output": {0: "batch"}}, cases, o.out, o.bench)
+                "pooler_output": {0: "batch"}}, cases, o.out)
     if want("llama_block"):
         def llama_case(b, t, past):
             return f32(b, t, 64), f32(b, 2, past, 16), f32(b, 2, past, 16)
@@ -358,7 +352,7 @@ def main():
                {"hidden": {0: "batch", 1: "seq"}, "past_key": {0: "batch", 2: "past"},
                 "past_value": {0: "batch", 2: "past"}, "out": {0: "batch", 1: "seq"},
                 "present_key": {0: "batch", 2: "total"}, "present_value": {0: "batch", 2: "total"}},
-               cases, o.out, o.bench)
+               cases, o.out)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 //                 [--threads N] [--compare numpy,torch] [--python PATH] [--json | --csv] [--list]
 //   tinyfin-bench --train N | --train-gpt N [--compare torch [--rounds R] | --autocast bf16|f16]
 //                 [--threads N]
+//   tinyfin-bench --onnx MODEL [--compare ort] ... (bench_onnx.cpp; --onnx --help)
 //
 // Each case runs warm-up calls, then --repeat samples, the backends' samples interleaved; a
 // sample times enough back-to-back calls to last about 10 ms, on the wall clock or (--clock cpu)
@@ -44,6 +45,9 @@
 #endif
 #include "bench_autocast.hpp"
 #include "bench_gpt.hpp"
+#ifdef TF_BENCH_HAVE_ONNX
+#include "bench_onnx.hpp"
+#endif
 #include "bench_train.hpp"
 #include "tinyfin/tinyfin.hpp"
 
@@ -1266,6 +1270,9 @@ bool selected(const std::set<std::string> &filter, const std::string &name) {
 }  // namespace
 
 int main(int argc, char **argv) {
+#ifdef TF_BENCH_HAVE_ONNX
+    if (tfbench::wants_onnx(argc, argv)) return tfbench::run_onnx(argc, argv);
+#endif
     Options o;
     if (std::optional<int> status = parse_options(argc, argv, o)) return *status;
     Timing::use_min = o.use_min;

@@ -2,6 +2,7 @@
 through tinyfin.onnx on a backend and compared with PyTorch's stored outputs.
 
     PYTHONPATH=build/python python3 tests/onnx/model_cases.py [--backend cpu,vulkan,...] [--table]
+    python3 tests/onnx/model_cases.py --write DIR    # the models with their weights, for benchmarks
 
 prints, per model and backend, the largest error relative to the tolerance, the run time and the
 fallback count (docs/onnx.md "Exported models"). test_models.py runs the same in CI.
@@ -80,11 +81,19 @@ def run_model(name, backend, data=None):
 
 
 def main():
-    import tinyfin as tf
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--table", action="store_true", help="a Markdown table for docs/onnx.md")
+    parser.add_argument("--write", metavar="DIR", help="only write each model with its weights drawn to DIR "
+                        "(for tinyfin-bench --onnx and ONNX Runtime)")
     o = parser.parse_args()
+    if o.write:
+        os.makedirs(o.write, exist_ok=True)
+        for name in TOLERANCES:
+            with open(os.path.join(o.write, name + ".onnx"), "wb") as f:
+                f.write(load(name)[0])
+        return
+    import tinyfin as tf
     backends = tf.available_backends() if o.backend == "all" else o.backend.split(",")
     rows = []
     for name in TOLERANCES:
