@@ -10,10 +10,13 @@
 // Feeds: float inputs standard normals, integer and bool inputs 0 or 1 (valid token ids, masks
 // and type ids for every model of tests/onnx/models). Each engine runs --warmup calls, then
 // --repeat timed calls, tinyfin's in two halves around ONNX Runtime's so that both see the same
-// load on a shared machine; reported are the median and quartiles. Both sides use --threads
+// load on a shared machine; reported are the median and quartiles of the wall time and the median
+// process CPU time per run (all threads; the steadier measure on a loaded machine, and the work
+// done when one thread runs). Both sides use --threads
 // threads (tinyfin: TINYFIN_THREADS; ONNX Runtime: intra-op threads, one inter-op thread).
 #include "bench_onnx.hpp"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -222,22 +225,29 @@ Stats stats_of(std::vector<double> ms) {
     return s;
 }
 
-std::vector<double> time_tinyfin(tox::InferenceSession &session,
-                                 const std::vector<std::pair<std::string, tox::HostTensor>> &feeds, int warmup,
-                                 int repeat, std::vector<tox::HostTensor> *outputs) {
+double process_cpu_ms() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+// Wall and process CPU milliseconds of each timed run.
+void time_tinyfin(tox::InferenceSession &session, const std::vector<std::pair<std::string, tox::HostTensor>> &feeds,
+                  int warmup, int repeat, std::vector<tox::HostTensor> *outputs, std::vector<double> &ms,
+                  std::vector<double> &cpu_ms) {
     for (int i = 0; i < warmup; ++i) *outputs = session.run({}, feeds);
-    std::vector<double> ms;
     for (int i = 0; i < repeat; ++i) {
+        const double cpu = process_cpu_ms();
         const auto start = Clock::now();
         *outputs = session.run({}, feeds);
         ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+        cpu_ms.push_back(process_cpu_ms() - cpu);
     }
-    return ms;
 }
 
 struct OrtResult {
     std::string version, error;
-    std::vector<double> ms;
+    std::vector<double> ms, cpu_ms;
     std::vector<std::pair<std::string, std::vector<float>>> outputs;  // float32 outputs only
 };
 
@@ -281,9 +291,10 @@ OrtResult run_ort(const OnnxOptions &o, int threads,
         if (key == "version") {
             line >> r.version;
         } else if (key == "time_ms") {
-            double v = 0;
-            line >> v;
-            r.ms.push_back(v);
+            double wall = 0, cpu = 0;
+            line >> wall >> cpu;
+            r.ms.push_back(wall);
+            r.cpu_ms.push_back(cpu);
         } else if (key == "output") {
             std::string name, type, file;
             line >> name >> type >> file;
@@ -384,28 +395,30 @@ int run_onnx(int argc, char **argv) {
             const int64_t batch = feeds.empty() || feeds[0].second.shape.empty() ? 1 : feeds[0].second.shape[0];
             std::vector<tox::HostTensor> outputs;
             const int half = o.repeat / 2;
-            std::vector<double> ms = time_tinyfin(session, feeds, o.warmup, half, &outputs);
+            std::vector<double> ms, cpu_ms;
+            time_tinyfin(session, feeds, o.warmup, half, &outputs, ms, cpu_ms);
             OrtResult ort;
             if (o.ort) ort = run_ort(o, threads, feeds);
-            const auto rest = time_tinyfin(session, feeds, 0, o.repeat - half, &outputs);
-            ms.insert(ms.end(), rest.begin(), rest.end());
-            const Stats ours = stats_of(ms);
-            std::printf("%-22s latency median %9.3f ms (quartiles %.3f..%.3f), throughput %9.1f /s, fallbacks %llu\n",
+            time_tinyfin(session, feeds, 0, o.repeat - half, &outputs, ms, cpu_ms);
+            const Stats ours = stats_of(ms), ours_cpu = stats_of(cpu_ms);
+            std::printf("%-22s latency median %9.3f ms (quartiles %.3f..%.3f), throughput %9.1f /s, cpu %9.3f ms/run, "
+                        "fallbacks %llu\n",
                         ("tinyfin " + backend).c_str(), ours.median, ours.p25, ours.p75, 1000.0 * batch / ours.median,
-                        static_cast<unsigned long long>(session.last_run().fallbacks));
+                        ours_cpu.median, static_cast<unsigned long long>(session.last_run().fallbacks));
             if (!o.ort) continue;
             if (!ort.error.empty() || ort.ms.empty()) {
                 std::printf("onnxruntime: not run: %s\n", ort.error.empty() ? "no timings" : ort.error.c_str());
                 continue;
             }
-            const Stats theirs = stats_of(ort.ms);
-            std::printf("%-22s latency median %9.3f ms (quartiles %.3f..%.3f), throughput %9.1f /s\n",
+            const Stats theirs = stats_of(ort.ms), theirs_cpu = stats_of(ort.cpu_ms);
+            std::printf("%-22s latency median %9.3f ms (quartiles %.3f..%.3f), throughput %9.1f /s, cpu %9.3f ms/run\n",
                         ("onnxruntime " + ort.version + " cpu").c_str(), theirs.median, theirs.p25, theirs.p75,
-                        1000.0 * batch / theirs.median);
-            std::printf("ratio onnxruntime / tinyfin %s latency: %.2f (above 1: tinyfin faster); outputs differ by "
-                        "%.2g of their largest magnitude\n",
-                        backend.c_str(), theirs.median / ours.median,
-                        relative_difference(outputs, session.get_outputs(), ort));
+                        1000.0 * batch / theirs.median, theirs_cpu.median);
+            std::printf(
+                "ratio onnxruntime / tinyfin %s: latency %.2f, cpu time %.2f (above 1: tinyfin faster); outputs "
+                "differ by %.2g of their largest magnitude\n",
+                backend.c_str(), theirs.median / ours.median, theirs_cpu.median / ours_cpu.median,
+                relative_difference(outputs, session.get_outputs(), ort));
         }
         std::printf("load average after: %s\n", load_average().c_str());
     } catch (const std::exception &e) {

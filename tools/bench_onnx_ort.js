@@ -8,7 +8,8 @@
 // MANIFEST (written by tinyfin-bench) has one item per line:
 //   model PATH | threads N | warmup N | repeat N | out DIR
 //   feed NAME TYPE FILE DIM...     (TYPE: float32, int64, int32, bool; FILE: raw little-endian)
-// Prints: "version V", one "time_ms T" per timed run, then "output NAME TYPE FILE DIM..." per
+// Prints: "version V", one "time_ms WALL CPU" per timed run (CPU: the process's CPU time, all
+// threads), then "output NAME TYPE FILE DIM..." per
 // output (written to DIR). onnxruntime-node is found through NODE_PATH (npm install
 // --ignore-scripts onnxruntime-node; docs/performance.md).
 'use strict';
@@ -64,10 +65,12 @@ async function main() {
   let outputs = null;
   const warmup = Number(m.warmup), repeat = Number(m.repeat);
   for (let i = 0; i < warmup + repeat; ++i) {
+    const cpu = process.cpuUsage();
     const start = process.hrtime.bigint();
     outputs = await session.run(feeds);
     const ms = Number(process.hrtime.bigint() - start) / 1e6;
-    if (i >= warmup) console.log('time_ms ' + ms);
+    const used = process.cpuUsage(cpu);
+    if (i >= warmup) console.log('time_ms ' + ms + ' ' + (used.user + used.system) / 1000);
   }
   for (const name of session.outputNames) {
     const t = outputs[name];

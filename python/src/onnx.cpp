@@ -118,6 +118,7 @@ PYBIND11_MODULE(_onnx, m) {
                      nd["op_type"] = n.op_type;
                      nd["backend"] = n.backend;
                      nd["fallbacks"] = n.fallbacks;
+                     nd["seconds"] = n.seconds;
                      nodes.append(nd);
                  }
                  d["nodes"] = nodes;
