@@ -406,8 +406,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
         }
         last.peak_bytes = std::max(last.peak_bytes, live);
         if (options.profile) {
-            NodeRun report{step.label, step.node.op_type(), "", stats().total_fallbacks - node_fallbacks,
-                           node_seconds};
+            NodeRun report{step.label, step.node.op_type(), "", stats().total_fallbacks - node_fallbacks, node_seconds};
             for (const auto &name : step.node.output())
                 if (auto e = env.find(name); e != env.end()) {
                     report.backend = e->second.tensor.device().str();
