@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 // ONNX Runtime's side of `tinyfin-bench --onnx` (tools/bench_onnx.cpp): runs one model with the
 // onnxruntime-node package's CPU provider on the feeds tinyfin-bench wrote, and reports each
 // run's time and the outputs, so that both are timed in the same run of the benchmark.
