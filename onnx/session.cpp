@@ -4,6 +4,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <map>
 #include <set>
@@ -289,11 +290,36 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
         }
         std::vector<Value> outs;
         run_node(step, ins, outs);
-        for (int o = 0; o < node.output_size(); ++o)
-            if (!node.output(o).empty()) constants[node.output(o)] = outs[static_cast<std::size_t>(o)];
+        for (int o = 0; o < node.output_size(); ++o) {
+            if (node.output(o).empty()) continue;
+            // Folded values are read at every run: a view (a folded Transpose of a weight) becomes
+            // a dense copy once, so that matmuls read it row-major.
+            Value &v = outs[static_cast<std::size_t>(o)];
+            v.tensor = v.tensor.contiguous();
+            constants[node.output(o)] = std::move(v);
+        }
         ++load.folded;
     }
     steps = std::move(kept);
+
+    // Gemm with transB over a constant weight (what exporters write for a linear layer): the
+    // weight is transposed once here, so that each run multiplies by a row-major [K, N] matrix.
+    for (Step &step : steps) {
+        auto &node = step.node;
+        if (node.op_type() != "Gemm" || node.input_size() < 2) continue;
+        const std::string &b = node.input(1);
+        auto c = constants.find(b);
+        if (c == constants.end() || initializer_inputs.count(b) || c->second.tensor.rank() != 2) continue;
+        ::onnx::AttributeProto *trans_b = nullptr;
+        for (auto &a : *node.mutable_attribute())
+            if (a.name() == "transB" && a.type() == ::onnx::AttributeProto::INT && a.i() != 0) trans_b = &a;
+        if (trans_b == nullptr) continue;
+        const std::string transposed = b + "\x1f(transposed at load)";
+        if (!constants.count(transposed))
+            constants[transposed] = Value{c->second.tensor.transpose(0, 1).contiguous(), c->second.type};
+        node.set_input(1, transposed);
+        trans_b->set_i(0);
+    }
 
     // Constants nothing needs any more (inputs only of folded nodes) are released.
     std::unordered_set<std::string> needed(initializer_inputs.begin(), initializer_inputs.end());
@@ -365,7 +391,10 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
             ins.push_back(&c->second);
         }
         const uint64_t node_fallbacks = options.profile ? stats().total_fallbacks : 0;
+        const auto node_start = std::chrono::steady_clock::now();
         run_node(step, ins, outs);
+        const double node_seconds =
+            options.profile ? std::chrono::duration<double>(std::chrono::steady_clock::now() - node_start).count() : 0;
         ++last.nodes_run;
         for (int o = 0; o < step.node.output_size(); ++o) {
             const std::string &name = step.node.output(o);
@@ -377,7 +406,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
         }
         last.peak_bytes = std::max(last.peak_bytes, live);
         if (options.profile) {
-            NodeRun report{step.label, step.node.op_type(), "", stats().total_fallbacks - node_fallbacks};
+            NodeRun report{step.label, step.node.op_type(), "", stats().total_fallbacks - node_fallbacks, node_seconds};
             for (const auto &name : step.node.output())
                 if (auto e = env.find(name); e != env.end()) {
                     report.backend = e->second.tensor.device().str();

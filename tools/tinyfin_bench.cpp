@@ -7,6 +7,7 @@
 //   tinyfin-bench --train N | --train-gpt N [--compare torch [--rounds R] | --autocast bf16|f16]
 //                 [--threads N]
 //   tinyfin-bench --llm PATH [--prompt N] [--generate N] [--repeat N] [--threads N] [--compare torch]
+//   tinyfin-bench --onnx MODEL [--compare ort] ... (bench_onnx.cpp; --onnx --help)
 //
 // Each case runs warm-up calls, then --repeat samples, the backends' samples interleaved; a
 // sample times enough back-to-back calls to last about 10 ms, on the wall clock or (--clock cpu)
@@ -47,6 +48,9 @@
 #include "bench_gpt.hpp"
 #ifdef TF_BENCH_HAVE_LLM
 #include "bench_llm.hpp"
+#endif
+#ifdef TF_BENCH_HAVE_ONNX
+#include "bench_onnx.hpp"
 #endif
 #include "bench_train.hpp"
 #include "tinyfin/tinyfin.hpp"
@@ -1418,6 +1422,9 @@ bool selected(const std::set<std::string> &filter, const std::string &name) {
 }  // namespace
 
 int main(int argc, char **argv) {
+#ifdef TF_BENCH_HAVE_ONNX
+    if (tfbench::wants_onnx(argc, argv)) return tfbench::run_onnx(argc, argv);
+#endif
     Options o;
     if (std::optional<int> status = parse_options(argc, argv, o)) return *status;
     Timing::use_min = o.use_min;

@@ -120,6 +120,7 @@ struct NodeRun {
     std::string op_type;
     std::string backend;  // of its first output
     uint64_t fallbacks = 0;  // tinyfin ops of this node that left the backend for cpu
+    double seconds = 0;  // wall time of the node's kernel (on an asynchronous backend: to submit it)
 };
 
 struct RunReport {

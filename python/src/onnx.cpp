@@ -45,6 +45,8 @@ py::dict info_dict(const onnx::TensorInfo &info) {
 
 PYBIND11_MODULE(_onnx, m) {
     m.doc() = "libtinyfin-onnx for tinyfin.onnx; import tinyfin.onnx, not this module";
+    // tinyfin._C registers Tensor (run_tensors takes and returns tinyfin tensors).
+    py::module_::import("tinyfin._C");
     static py::exception<onnx::ModelError> model_error(m, "ModelError", PyExc_ValueError);
     static py::exception<onnx::UnsupportedError> unsupported_error(m, "UnsupportedError", PyExc_NotImplementedError);
     static py::exception<onnx::InputError> input_error(m, "InputError", PyExc_ValueError);
@@ -116,28 +118,37 @@ PYBIND11_MODULE(_onnx, m) {
                      nd["op_type"] = n.op_type;
                      nd["backend"] = n.backend;
                      nd["fallbacks"] = n.fallbacks;
+                     nd["seconds"] = n.seconds;
                      nodes.append(nd);
                  }
                  d["nodes"] = nodes;
                  return d;
              })
-        .def("run", [](onnx::InferenceSession &s, const std::vector<std::string> &names, const py::list &feeds) {
-            std::vector<std::pair<std::string, onnx::HostTensor>> hosts;
-            for (const auto &item : feeds) {
-                const auto t = item.cast<py::tuple>();
-                hosts.emplace_back(
-                    t[0].cast<std::string>(),
-                    host_from(t[1].cast<int>(), t[2].cast<std::vector<int64_t>>(), t[3].cast<py::buffer>()));
-            }
-            std::vector<onnx::HostTensor> outs;
-            {
-                py::gil_scoped_release release;
-                outs = s.run(names, hosts);
-            }
-            py::list result;
-            for (const auto &o : outs) result.append(host_to(o));
-            return result;
-        });
+        .def("run",
+             [](onnx::InferenceSession &s, const std::vector<std::string> &names, const py::list &feeds) {
+                 std::vector<std::pair<std::string, onnx::HostTensor>> hosts;
+                 for (const auto &item : feeds) {
+                     const auto t = item.cast<py::tuple>();
+                     hosts.emplace_back(
+                         t[0].cast<std::string>(),
+                         host_from(t[1].cast<int>(), t[2].cast<std::vector<int64_t>>(), t[3].cast<py::buffer>()));
+                 }
+                 std::vector<onnx::HostTensor> outs;
+                 {
+                     py::gil_scoped_release release;
+                     outs = s.run(names, hosts);
+                 }
+                 py::list result;
+                 for (const auto &o : outs) result.append(host_to(o));
+                 return result;
+             })
+        .def("run_tensors",
+             // tinyfin tensors in and out, on the session's device: no host copies on the way.
+             [](onnx::InferenceSession &s, const std::vector<std::string> &names,
+                const std::vector<std::pair<std::string, Tensor>> &feeds) {
+                 py::gil_scoped_release release;
+                 return s.run(names, feeds);
+             });
 
     m.def("supported_ops", &onnx::supported_ops);
 }

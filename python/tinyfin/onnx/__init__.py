@@ -98,11 +98,22 @@ class InferenceSession:
     def node_report(self):
         return self._s.last_run()["nodes"]
 
-    def run(self, output_names, input_feed, run_options=None):
+    def run(self, output_names, input_feed, run_options=None, output_type="numpy"):
         """Runs the graph: output_names None for every output; input_feed {name: numpy array or
-        anything numpy.asarray takes, tinyfin tensors included}. Returns numpy arrays. bfloat16
+        anything numpy.asarray takes, a tinyfin tensor or a DLPack tensor}. Returns numpy arrays, or
+        with output_type="tinyfin" tinyfin tensors on the session's device in their compute dtype
+        (float64 as float32, narrow ints as int32, uint32/uint64 as int64; docs/onnx.md), which
+        DLPack consumers take as they are. With tinyfin or DLPack feeds, or tinyfin outputs, nothing
+        passes through numpy: tensors go to the session's device as they are (a feed's dtype must
+        then be its input's compute dtype; a numpy feed is converted to it). In numpy mode bfloat16
         tensors are uint16 bit patterns, as in ONNX's numpy_helper (a float feed is rounded)."""
         del run_options
+        if output_type not in ("numpy", "tinyfin"):
+            raise InputError(f"InputError: output_type must be 'numpy' or 'tinyfin', got {output_type!r}")
+        if output_type == "tinyfin" or any(_is_tensor_feed(v) for v in input_feed.values()):
+            outs = self._run_tensors(output_names, input_feed)
+            return outs if output_type == "tinyfin" else [_tensor_to_numpy(t, o) for t, o in
+                                                           zip(outs, self._wanted(output_names))]
         declared = {i.name: i.element_type for i in self._inputs}
         feeds = []
         for name, value in input_feed.items():
@@ -129,6 +140,61 @@ class InferenceSession:
             else:
                 result.append(_np.frombuffer(data, _NUMPY[type_]).reshape(shape).copy())
         return result
+
+
+    def _wanted(self, output_names):
+        by_name = {o.name: o for o in self._outputs}
+        return [by_name[n] for n in output_names] if output_names else list(self._outputs)
+
+    def _run_tensors(self, output_names, input_feed):
+        import tinyfin as tf
+        declared = {i.name: i.element_type for i in self._inputs}
+        feeds = []
+        for name, value in input_feed.items():
+            if not isinstance(value, tf.Tensor):
+                if hasattr(value, "__dlpack__") and not isinstance(value, _np.ndarray):
+                    value = tf.from_dlpack(value)
+                else:
+                    value = _numpy_to_tensor(name, value, declared.get(name))
+            feeds.append((name, value))
+        return self._s.run_tensors(list(output_names or []), feeds)
+
+
+def _is_tensor_feed(value):
+    import tinyfin as tf
+    return isinstance(value, tf.Tensor) or (hasattr(value, "__dlpack__") and not isinstance(value, _np.ndarray))
+
+
+# The tinyfin dtype each ONNX element type is computed in (compute_dtype in onnx.hpp).
+_COMPUTE = {1: "float32", 11: "float32", 10: "float16", 16: "bfloat16", 2: "int32", 3: "int32", 4: "int32",
+            5: "int32", 6: "int32", 7: "int64", 12: "int64", 13: "int64", 9: "bool"}
+
+
+def _numpy_to_tensor(name, value, element_type):
+    """A numpy feed in the tensor path: converted on the host to its input's compute dtype."""
+    import tinyfin as tf
+    a = _np.asarray(value)
+    if element_type == BFLOAT16:
+        if a.dtype == _np.uint16:
+            raise InputError(f"InputError: input '{name}' is bfloat16: with tinyfin tensors, feed a tinyfin "
+                             "bfloat16 tensor or floats, not uint16 bit patterns")
+        return tf.tensor(a.astype(_np.float32)).to(dtype=tf.bfloat16)
+    compute = _COMPUTE.get(element_type)
+    if compute is None:  # not an input: let the session name the problem
+        return tf.tensor(_np.ascontiguousarray(a))
+    numpy_dtype = {"float32": _np.float32, "float16": _np.float16, "int32": _np.int32, "int64": _np.int64,
+                   "bool": _np.bool_}[compute]
+    return tf.tensor(_np.ascontiguousarray(a.astype(numpy_dtype, copy=False)))
+
+
+def _tensor_to_numpy(tensor, info):
+    """An output tensor as numpy in the declared element type."""
+    import tinyfin as tf
+    if info.element_type == BFLOAT16:
+        return _to_bfloat16_bits(tensor.to(dtype=tf.float32).numpy())  # exact: bf16 -> f32 -> bf16
+    a = tensor.numpy()
+    want = _NUMPY.get(info.element_type)
+    return a.astype(want) if want is not None and a.dtype != want else a
 
 
 def supported_ops():

@@ -1,0 +1,44 @@
+"""Real exported models (tests/onnx/models/: examples/fashion_mnist's CNN and char_gpt,
+torchvision's resnet18, a BERT-style encoder, a Llama-style decoder block with a key/value cache;
+made by tools/onnx_export_models.py with PyTorch, parameters regenerated here from numpy seeds) on
+every backend against PyTorch's stored outputs, within model_cases.TOLERANCES. The fallback count
+of each run is printed (pytest -s) and checked against its ceiling: only shape arithmetic on int64
+values (Gather of a Shape, integer Div) may leave a GPU backend (shape values are small int64
+tensors; ONNX Runtime also computes them on its CPU provider)."""
+import pytest
+
+import model_cases
+import tinyfin as tf
+
+BACKENDS = [b for b in ("cpu", "vulkan", "opengl", "opencl") if b in tf.available_backends()]
+
+_DATA = {}
+
+
+def _data(name):
+    if name not in _DATA:
+        _DATA[name] = model_cases.load(name)
+    return _DATA[name]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(model_cases.TOLERANCES))
+def test_model_matches_pytorch(name, backend):
+    r = model_cases.run_model(name, backend, _data(name))
+    print(f"{name} on {backend}: error/tolerance {r['ratio']:.3f}, {r['fallbacks']} fallbacks "
+          f"{r['fallback_ops']}, {r['seconds']:.2f} s")
+    assert r["shapes_ok"], "an output's shape or dtype differs from PyTorch's"
+    assert r["ratio"] <= 1.0, f"error {r['ratio']:.3f} times the tolerance {model_cases.TOLERANCES[name]}"
+    if backend == "cpu":
+        assert r["fallbacks"] == 0
+    else:
+        assert set(r["fallback_ops"]) <= {"Gather", "Div"}, r["fallback_ops"]
+
+
+def test_stripped_weights_are_required():
+    """The committed files carry no parameter data: loading one unfilled is a ModelError, so the
+    outputs above depend on model_weights' regeneration."""
+    import os
+    import tinyfin.onnx as tfo
+    with pytest.raises(tfo.ModelError):
+        tfo.InferenceSession(os.path.join(model_cases.MODELS, "fashion_cnn.onnx"), backend="cpu")
