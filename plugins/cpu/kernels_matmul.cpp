@@ -180,4 +180,16 @@ tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_
     return TF_STATUS_OK;
 }
 
+namespace {
+
+tf_status matmul_kernel(const tf_op_desc &op, tf_error *err) {
+    return run_matmul(op.inputs[0], op.inputs[1], op.outputs[0], err);
+}
+
+constexpr HostRow k_rows[] = {{TF_OP_MATMUL, k_float_dtypes, matmul_kernel}};
+
+}  // namespace
+
+std::span<const HostRow> matmul_kernels() { return k_rows; }
+
 }  // namespace tf_cpu

@@ -104,11 +104,18 @@ tf_status kernel_to_run(std::span<const Row> rows, const tf_op_desc *op, bool ne
 }
 
 // The supports() and run() members of a host plugin (one device, data in host memory) whose
-// Impl::kernels is a table of HostRow: plugin_table<Impl> fills them in when Impl has no
+// Impl::kernels is a table of HostRow (or a function returning one): plugin_table<Impl> fills them in when Impl has no
 // supports/run of its own. Impl::device_count() bounds the device.
 template <class Impl>
 struct HostKernelTable {
-    static std::span<const HostRow> rows() noexcept { return std::span<const HostRow>(Impl::kernels); }
+    // Impl::kernels: an array (or span) of rows, or a function returning a span (a table gathered
+    // from several files' rows).
+    static std::span<const HostRow> rows() {
+        if constexpr (requires { Impl::kernels(); })
+            return Impl::kernels();
+        else
+            return std::span<const HostRow>(Impl::kernels);
+    }
 
     static int32_t supports(int32_t device, const tf_op_desc *op) {
         return guarded_answer([&] { return device >= 0 && device < Impl::device_count() && rows_support(rows(), op); });
