@@ -18,8 +18,7 @@
 //
 // Everything is in namespace tf_kit with hidden visibility; build the plugin with
 // -fvisibility=hidden (R1: one exported symbol). Nothing in the kit throws across the ABI.
-#ifndef TINYFIN_PLUGIN_KIT_HPP
-#define TINYFIN_PLUGIN_KIT_HPP
+#pragma once
 
 #include <tinyfin/plugin_kit/dtypes.hpp>
 #include <tinyfin/plugin_kit/errors.hpp>
@@ -32,5 +31,3 @@
 #include <tinyfin/plugin_kit/rules.hpp>
 #include <tinyfin/plugin_kit/table.hpp>
 #include <tinyfin/plugin_kit/tensors.hpp>
-
-#endif  // TINYFIN_PLUGIN_KIT_HPP

@@ -7,7 +7,7 @@
 // scratch memory. (Several images side by side in one wider sgemm measured slower here, even for
 // the 28x28 layers of the example CNN: the extra gather/scatter traffic costs more than the
 // calls it saves.)
-#include "blas.h"
+#include "blas.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -25,7 +25,7 @@ constexpr int64_t k_min_work = 32 * 32 * 32;
 // 1.2x faster than im2col + sgemm here (docs/performance.md, cnn2 and resnet3x3).
 constexpr int64_t k_cpu_shifted_taps = 32;
 
-// Scratch slots (see blas.h): one per operand that may need packing.
+// Scratch slots (see blas.hpp): one per operand that may need packing.
 enum : size_t { k_slot_col = 0, k_slot_weight = 1, k_slot_plane = 2 };
 
 struct ConvGeom {

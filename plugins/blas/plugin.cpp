@@ -6,7 +6,7 @@
 // In order: context, the kernel table, backend, device, buffers, ops, features, the plugin table
 // and the entry point. OpenBLAS itself is loaded in init (openblas.cpp), the scratch arena is in
 // scratch.cpp; buffers are cpu's, from the plugin kit.
-#include "blas.h"
+#include "blas.hpp"
 
 #include <tinyfin/plugin_kit/host_buffer.hpp>
 

@@ -5,7 +5,7 @@
 // Comparisons are exact in the inputs' own type: f16 and bf16 widen to float exactly, i64 is
 // never rounded through double. NaN compares unequal to everything (ne is true, the others false)
 // and -0 == +0, as in IEEE 754. bool inputs compare as 0 < 1.
-#include "kernels.h"
+#include "kernels.hpp"
 
 #include <cstring>
 #include <functional>

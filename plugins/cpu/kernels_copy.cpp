@@ -12,7 +12,7 @@
 // Large tensors are split along their first axis over the thread pool (parallel_elementwise):
 // every element is written once either way, so the result does not depend on the threads. The
 // training step's gradient zeros and layout copies ran on one thread while the other waited.
-#include "kernels.h"
+#include "kernels.hpp"
 
 namespace tf_cpu {
 namespace {

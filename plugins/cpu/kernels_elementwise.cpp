@@ -10,7 +10,7 @@
 //  - maximum / minimum: a NaN operand gives NaN; -0 < +0 (IEEE 754-2019 maximum, minimum).
 //  - relu_backward(dy, x): x <= 0 ? 0 : dy, so a NaN x passes dy (torch's threshold_backward).
 //  - gelu_backward(dy, x): dy (Phi(x) + x phi(x)) in double, rounded once (dense f32: the
-//    vector_erf.h form in f32 lanes, one exp per element, within 2^-21 of the terms' size).
+//    vector_erf.hpp form in f32 lanes, one exp per element, within 2^-21 of the terms' size).
 //  - Float math other than + - * / (pow, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu,
 //    gelu_tanh, silu, square, erf) is computed in double from the exact input and rounded once
 //    to the output dtype (dense f32 erf: kernels_erf.cpp's polynomial form, within half an ulp
@@ -21,8 +21,8 @@
 //  - clamp is min(max(x, min), max): NaN stays NaN, an infinite (or NaN) bound is open, min > max
 //    gives max. For integer dtypes the bounds are first rounded inward to integers (ceil(min),
 //    floor(max), saturated to the dtype), so the result stays inside [min, max].
-#include "kernels.h"
-#include "vector_math.h"
+#include "kernels.hpp"
+#include "vector_math.hpp"
 
 #include <numbers>
 
@@ -156,7 +156,7 @@ double gelu(double x) {
 }
 
 // gelu's gradient dy (Phi(x) + x phi(x)), the formula as written (NaN at x = +-inf, as the op's
-// composition gives); the dense f32 case is vector_erf.h's.
+// composition gives); the dense f32 case is vector_erf.hpp's.
 struct GeluBackwardFn {
     double operator()(float dy, float x) const {
         constexpr double inv_sqrt_2pi = 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;
@@ -219,7 +219,7 @@ void store_chunk(char *o, int64_t i0, int64_t m, const R *r) {
 }
 
 // f32 rows of + - * / with unit steps, or one operand's step 0 (a scalar): compiled per
-// instruction set (vector_math.h), since the baseline SSE2 loop is limited to 16-byte accesses
+// instruction set (vector_math.hpp), since the baseline SSE2 loop is limited to 16-byte accesses
 // where the operands sit in L1 and L2. The same IEEE operation per element on every path.
 enum class Arith { add, sub, mul, div };
 

@@ -1,12 +1,12 @@
 // matmul: [..., M, K] x [..., K, N] -> [..., M, N], batch dims already broadcast by the core
 // (stride 0 possible), any strides on all three operands. f32 goes through the packed GEMM
-// (kernels_gemm.h), whose packing absorbs transposed and strided views. f16 and bf16 are
+// (kernels_gemm.hpp), whose packing absorbs transposed and strided views. f16 and bf16 are
 // converted to f32 (exactly: every f16 and bf16 is an f32) and take the same GEMM, accumulating
 // in f32, the result rounded once to the output dtype; bf16 x bf16 takes AVX512-BF16's
-// vdpbf16ps instead where the CPU has it (kernels_gemm.h, gemm_bf16_dot).
-#include "kernels.h"
-#include "kernels_gemm.h"
-#include "runtime.h"
+// vdpbf16ps instead where the CPU has it (kernels_gemm.hpp, gemm_bf16_dot).
+#include "kernels.hpp"
+#include "kernels_gemm.hpp"
+#include "runtime.hpp"
 
 #include <algorithm>
 #include <new>

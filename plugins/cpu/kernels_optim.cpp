@@ -7,7 +7,7 @@
 // be fused: GCC contracts a * b + c into an FMA by default in C++ (-ffp-contract=fast), also
 // across intrinsics, wherever the target has FMA (avx512f implies it), which made the AVX-512
 // loop 1-2 ulp off (issue 31); the pragma below turns that off for this file.
-#include "kernels_nn.h"
+#include "kernels_nn.hpp"
 
 #include <cmath>
 

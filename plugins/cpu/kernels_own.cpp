@@ -1,7 +1,7 @@
 // The f32 staging the kernels of the OWN ops share (F32Input, F32Output, staging slots) and the
 // index and offset helpers of the lookup and window kernels. The ops' descriptor rules are the
 // kit's (tinyfin/plugin_kit/rules.hpp).
-#include "kernels_nn.h"
+#include "kernels_nn.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -3,9 +3,9 @@
 // matmul_q: x's rows encoded to 8-bit activation blocks once, then every (x row, weight row) pair
 // as an integer dot (quant_dot*.cpp, AVX2 where isa_level() allows), split over the thread pool
 // by blocks of weight rows so each task writes its own outputs.
-#include "kernels_nn.h"
-#include "quant_blocks.h"
-#include "runtime.h"
+#include "kernels_nn.hpp"
+#include "quant_blocks.hpp"
+#include "runtime.hpp"
 
 #include <cinttypes>
 

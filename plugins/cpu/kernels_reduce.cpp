@@ -7,7 +7,7 @@
 //  - f32 sum and mean over a dense input whose reduced axes are a leading and/or a trailing block
 //    ([A, C, B] with A and B reduced: full sums, rows, the batch and spatial axes of NCHW) take a
 //    vectorized path: each contiguous run of B elements is summed in chunks of k_chunk, each chunk
-//    in the fixed double lanes of vector_math.h, and the chunk and A sums are added in order. The
+//    in the fixed double lanes of vector_math.hpp, and the chunk and A sums are added in order. The
 //    association depends on the shape only, so results stay the same for every thread count and
 //    instruction set; outputs (or the chunks of one long run) are split over the thread pool.
 //  - f16 and bf16 sum and mean over dense operands of that shape take the same path on the input
@@ -18,9 +18,9 @@
 //  - max and min fold maximum_of / minimum_of: NaN propagates (the first NaN met) and -0 < +0.
 //  - argmax and argmin give the first index of the extreme (ties: the lowest index); a NaN is the
 //    extreme, so the first NaN wins.
-#include "kernels.h"
-#include "kernels_nn.h"
-#include "vector_math.h"
+#include "kernels.hpp"
+#include "kernels_nn.hpp"
+#include "vector_math.hpp"
 
 #include <algorithm>
 #include <type_traits>

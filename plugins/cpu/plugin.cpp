@@ -1,13 +1,13 @@
 // The cpu plugin: kernels on host memory, one device, always loadable. Every other backend falls
 // back to it, so correctness comes before speed here; the f32 GEMM (matmul, conv2d, attention)
-// is packed and vectorised, and work is split over a thread pool (runtime.h).
+// is packed and vectorised, and work is split over a thread pool (runtime.hpp).
 //
 // In order: the kernel table, backend, device, buffers, ops, features, the plugin table and the
 // entry point. The ABI plumbing (errors, op rules, kernel tables, tensor checks, host buffers) is
 // the plugin kit's (include/tinyfin/plugin_kit.hpp).
-#include "kernels.h"
-#include "kernels_nn.h"
-#include "runtime.h"
+#include "kernels.hpp"
+#include "kernels_nn.hpp"
+#include "runtime.hpp"
 
 #include <tinyfin/plugin_kit/host_buffer.hpp>
 

@@ -1,12 +1,11 @@
 // Private to the cpu plugin: what plugin.cpp and the kernel files share. Nothing here crosses
 // the ABI; every kernel assumes a descriptor that the kit's check_op and its row accepted.
-#ifndef TINYFIN_CPU_KERNELS_H
-#define TINYFIN_CPU_KERNELS_H
+#pragma once
 
 #include <tinyfin/plugin.h>
 #include <tinyfin/plugin_kit.hpp>
 
-#include "runtime.h"
+#include "runtime.hpp"
 
 #include <algorithm>
 #include <array>
@@ -350,7 +349,7 @@ void walk(int rank, const int64_t *shape, const std::array<View, N> &views, Row 
 // Each kernel file declares its kernels as rows (tinyfin/plugin_kit/kernel_rows.hpp) beside them;
 // plugin.cpp's table is these families in order. Elementwise (kernels_elementwise.cpp): the binary
 // and unary ops and clamp; compare: eq, ne, lt, le, gt, ge, where; reduce: sum, mean, var, max, min,
-// argmax, argmin; matmul; copy: contiguous, cast, fill. The OWN ops' families are in kernels_nn.h.
+// argmax, argmin; matmul; copy: contiguous, cast, fill. The OWN ops' families are in kernels_nn.hpp.
 std::span<const HostRow> elementwise_kernels();
 std::span<const HostRow> compare_kernels();
 std::span<const HostRow> reduce_kernels();
@@ -401,5 +400,3 @@ void parallel_elementwise(const std::array<const tf_tensor_desc *, N> &descs, Ru
 }
 
 }  // namespace tf_cpu
-
-#endif  // TINYFIN_CPU_KERNELS_H

@@ -9,10 +9,9 @@
 // that are not dense f32 are converted into dense f32 scratch first, and results are rounded
 // once to the output dtype, written through the output's strides. Every result is a fixed
 // sequence of operations, the same on every run.
-#ifndef TINYFIN_CPU_KERNELS_NN_H
-#define TINYFIN_CPU_KERNELS_NN_H
+#pragma once
 
-#include "kernels.h"
+#include "kernels.hpp"
 
 #include <optional>
 #include <vector>
@@ -32,7 +31,7 @@ std::span<const HostRow> quant_kernels();
 
 // ---- f32 staging (kernels_own.cpp) -------------------------------------------------------------
 
-// One of the scratch arena's staging slots (runtime.h) of this thread, taken by the first
+// One of the scratch arena's staging slots (runtime.hpp) of this thread, taken by the first
 // floats() call and held until destruction, or none (all four in use: floats() gives nullptr and
 // the caller allocates). Staged copies used to be fresh vectors: for the
 // f16/bf16 operands of a convolution or pooling, zero-filled and page-faulted on every call
@@ -173,5 +172,3 @@ bool dense_f32_operands(const tf_op_desc &op);
 tf_status run_optim(const tf_op_desc &op, tf_error *err);
 
 }  // namespace tf_cpu
-
-#endif  // TINYFIN_CPU_KERNELS_NN_H

@@ -1,7 +1,6 @@
 // Private to the blas plugin: what plugin.cpp, openblas.cpp, matmul.cpp and conv.cpp share.
 // Nothing here crosses the ABI.
-#ifndef TINYFIN_BLAS_BLAS_H
-#define TINYFIN_BLAS_BLAS_H
+#pragma once
 
 #include <tinyfin/plugin.h>
 #include <tinyfin/plugin_kit.hpp>
@@ -78,5 +77,3 @@ inline float *f32_data(const tf_tensor_desc &t) {
 }
 
 }  // namespace tf_blas
-
-#endif  // TINYFIN_BLAS_BLAS_H
