@@ -254,6 +254,14 @@ OpSample make_sample(tf_op op) {
         with(p);
         break;
     }
+    case TF_OP_CUMSUM: {
+        s.inputs = {desc({2, 3})};
+        s.outputs = {desc({2, 3})};
+        auto p = sized<tf_params_cumsum>();
+        p.axis = 1;
+        with(p);
+        break;
+    }
     // The quantized ops: q8_0 with one block per row.
     case TF_OP_QUANTIZE:
         s.inputs = {desc({2, 32})};

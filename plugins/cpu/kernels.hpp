@@ -346,8 +346,9 @@ void walk(int rank, const int64_t *shape, const std::array<View, N> &views, Row 
 
 // ---- Kernel tables (one per kernel file) ------------------------------------------------------
 
-// Each kernel file declares its kernels as rows (tinyfin/plugin_kit/kernel_rows.hpp) beside them;
-// plugin.cpp's table is these families in order. Elementwise (kernels_elementwise.cpp): the binary
+// The elementwise-kind files declare their kernels as rows (tinyfin/plugin_kit/kernel_rows.hpp)
+// beside them (the kernels are templates private to each file); plugin.cpp's table lists these
+// and the OWN ops' kernels (kernels_nn.hpp). Elementwise (kernels_elementwise.cpp): the binary
 // and unary ops and clamp; compare: eq, ne, lt, le, gt, ge, where; reduce: sum, mean, var, max, min,
 // argmax, argmin; matmul; copy: contiguous, cast, fill. The OWN ops' families are in kernels_nn.hpp.
 std::span<const HostRow> elementwise_kernels();

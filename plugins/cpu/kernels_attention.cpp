@@ -158,14 +158,4 @@ tf_status run_attention(const tf_op_desc &op, tf_error *) {
     return TF_STATUS_OK;
 }
 
-namespace {
-
-constexpr HostRow k_rows[] = {
-    {TF_OP_ATTENTION, k_float_dtypes, run_attention},
-};
-
-}  // namespace
-
-std::span<const HostRow> attention_kernels() { return k_rows; }
-
 }  // namespace tf_cpu

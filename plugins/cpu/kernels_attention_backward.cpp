@@ -139,14 +139,4 @@ tf_status run_attention_backward(const tf_op_desc &op, tf_error *) {
     return TF_STATUS_OK;
 }
 
-namespace {
-
-constexpr HostRow k_rows[] = {
-    {TF_OP_ATTENTION_BACKWARD, k_float_dtypes, run_attention_backward},
-};
-
-}  // namespace
-
-std::span<const HostRow> attention_backward_kernels() { return k_rows; }
-
 }  // namespace tf_cpu

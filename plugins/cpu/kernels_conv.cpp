@@ -568,16 +568,4 @@ tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *) {
     return run_dense_f32(op, geometry, conv_grad_weight);
 }
 
-namespace {
-
-constexpr HostRow k_rows[] = {
-    {TF_OP_CONV2D, k_float_dtypes, run_conv2d},
-    {TF_OP_CONV2D_GRAD_INPUT, k_float_dtypes, run_conv2d_grad_input},
-    {TF_OP_CONV2D_GRAD_WEIGHT, k_float_dtypes, run_conv2d_grad_weight},
-};
-
-}  // namespace
-
-std::span<const HostRow> conv_kernels() { return k_rows; }
-
 }  // namespace tf_cpu

@@ -80,16 +80,4 @@ tf_status run_one_hot(const tf_op_desc &op, tf_error *err) {
     return TF_STATUS_OK;
 }
 
-namespace {
-
-constexpr HostRow k_rows[] = {
-    {TF_OP_EMBEDDING, k_any_dtype, run_embedding},
-    {TF_OP_EMBEDDING_BACKWARD, k_float_dtypes, run_embedding_backward},
-    {TF_OP_ONE_HOT, k_any_dtype, run_one_hot},
-};
-
-}  // namespace
-
-std::span<const HostRow> lookup_kernels() { return k_rows; }
-
 }  // namespace tf_cpu

@@ -2,8 +2,8 @@
 // convolution, pooling, softmax, norms and layer_norm's backward, rope, attention and its
 // backward, embedding,
 // cross-entropy, one-hot.
-// Their descriptor rules are the kit's (tinyfin/plugin_kit/rules.hpp); each kernel file
-// declares its rows (*_kernels() below), which plugin.cpp's table lists.
+// Their descriptor rules are the kit's (tinyfin/plugin_kit/rules.hpp); plugin.cpp's table has a
+// row for each kernel below.
 //
 // Float ops accept f32, f16 and bf16 (all operands of one dtype) and compute in f32: inputs
 // that are not dense f32 are converted into dense f32 scratch first, and results are rounded
@@ -17,17 +17,6 @@
 #include <vector>
 
 namespace tf_cpu {
-
-// The kernel tables of the OWN ops' files (tinyfin/plugin_kit/kernel_rows.hpp).
-std::span<const HostRow> conv_kernels();
-std::span<const HostRow> pool_kernels();
-std::span<const HostRow> softmax_kernels();
-std::span<const HostRow> norm_kernels();
-std::span<const HostRow> attention_kernels();
-std::span<const HostRow> attention_backward_kernels();
-std::span<const HostRow> lookup_kernels();
-std::span<const HostRow> optim_kernels();
-std::span<const HostRow> quant_kernels();
 
 // ---- f32 staging (kernels_own.cpp) -------------------------------------------------------------
 
@@ -167,6 +156,8 @@ tf_status run_quantize(const tf_op_desc &op, tf_error *err);
 tf_status run_dequantize(const tf_op_desc &op, tf_error *err);
 tf_status run_matmul_q(const tf_op_desc &op, tf_error *err);
 tf_status run_embedding_q(const tf_op_desc &op, tf_error *err);
+// kernels_cumsum.cpp
+tf_status run_cumsum(const tf_op_desc &op, tf_error *err);
 // kernels_optim.cpp: adamw_step, sgd_step (in-out outputs) on dense f32 operands
 bool dense_f32_operands(const tf_op_desc &op);
 tf_status run_optim(const tf_op_desc &op, tf_error *err);

@@ -200,17 +200,4 @@ tf_status run_rope(const tf_op_desc &op, tf_error *) {
     return TF_STATUS_OK;
 }
 
-namespace {
-
-constexpr HostRow k_rows[] = {
-    {TF_OP_LAYER_NORM, k_float_dtypes, run_layer_norm},
-    {TF_OP_RMS_NORM, k_float_dtypes, run_rms_norm},
-    {TF_OP_LAYER_NORM_BACKWARD, k_float_dtypes, run_layer_norm_backward},
-    {TF_OP_ROPE, k_float_dtypes, run_rope},
-};
-
-}  // namespace
-
-std::span<const HostRow> norm_kernels() { return k_rows; }
-
 }  // namespace tf_cpu

@@ -209,15 +209,4 @@ tf_status run_optim(const tf_op_desc &op, tf_error *err) {
     return TF_STATUS_OK;
 }
 
-namespace {
-
-constexpr HostRow k_rows[] = {
-    {TF_OP_ADAMW_STEP, k_f32, run_optim, dense_f32_operands},
-    {TF_OP_SGD_STEP, k_f32, run_optim, dense_f32_operands},
-};
-
-}  // namespace
-
-std::span<const HostRow> optim_kernels() { return k_rows; }
-
 }  // namespace tf_cpu

@@ -436,17 +436,4 @@ tf_status run_avg_pool2d_backward(const tf_op_desc &op, tf_error *) {
     return run_dense_f32(op, geometry, avg_pool_backward);
 }
 
-namespace {
-
-constexpr HostRow k_rows[] = {
-    {TF_OP_MAX_POOL2D, k_float_dtypes, run_max_pool2d},
-    {TF_OP_MAX_POOL2D_BACKWARD, k_float_dtypes, run_max_pool2d_backward},
-    {TF_OP_AVG_POOL2D, k_float_dtypes, run_avg_pool2d},
-    {TF_OP_AVG_POOL2D_BACKWARD, k_float_dtypes, run_avg_pool2d_backward},
-};
-
-}  // namespace
-
-std::span<const HostRow> pool_kernels() { return k_rows; }
-
 }  // namespace tf_cpu

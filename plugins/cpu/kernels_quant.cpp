@@ -134,17 +134,4 @@ tf_status run_matmul_q(const tf_op_desc &op, tf_error *) {
     return TF_STATUS_OK;
 }
 
-namespace {
-
-constexpr HostRow k_rows[] = {
-    {TF_OP_QUANTIZE, k_any_dtype, run_quantize},
-    {TF_OP_DEQUANTIZE, k_any_dtype, run_dequantize},
-    {TF_OP_MATMUL_Q, k_any_dtype, run_matmul_q},
-    {TF_OP_EMBEDDING_Q, k_any_dtype, run_embedding_q},
-};
-
-}  // namespace
-
-std::span<const HostRow> quant_kernels() { return k_rows; }
-
 }  // namespace tf_cpu

@@ -128,16 +128,4 @@ tf_status run_cross_entropy(const tf_op_desc &op, tf_error *err) {
     return TF_STATUS_OK;
 }
 
-namespace {
-
-constexpr HostRow k_rows[] = {
-    {TF_OP_SOFTMAX, k_float_dtypes, run_softmax},
-    {TF_OP_LOG_SOFTMAX, k_float_dtypes, run_softmax},
-    {TF_OP_CROSS_ENTROPY, k_float_dtypes, run_cross_entropy},
-};
-
-}  // namespace
-
-std::span<const HostRow> softmax_kernels() { return k_rows; }
-
 }  // namespace tf_cpu

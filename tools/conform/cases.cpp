@@ -596,6 +596,41 @@ void gen_softmax(Generator &g) {
     add("f32", contiguous({1031, 8}, F32), 0);
 }
 
+void gen_cumsum(Generator &g) {
+    auto add = [&](const std::string &d, TensorSpec in, int axis, bool exclusive, bool reverse,
+                   const std::string &extra = "") {
+        Params params;
+        params.set(sized<tf_params_cumsum>());
+        params.as<tf_params_cumsum>().axis = axis;
+        params.as<tf_params_cumsum>().exclusive = exclusive;
+        params.as<tf_params_cumsum>().reverse = reverse;
+        Shape s = in.shape;
+        int32_t dt = in.dtype;
+        std::string label =
+            "axis=" + std::to_string(axis) + (exclusive ? " exclusive" : "") + (reverse ? " reverse" : "");
+        g.add(d, {std::move(in)}, {contiguous(s, dt)}, &params, label + extra);
+    };
+    for (int32_t dt : all_dtypes()) {
+        const std::string d = dtype_name(dt);
+        for (int flags = 0; flags < 4; ++flags) {
+            const bool exclusive = flags & 1, reverse = flags & 2;
+            add(d, contiguous({7}, dt), 0, exclusive, reverse);
+            add(d, contiguous({2, 3, 5, 7}, dt), 2, exclusive, reverse);
+        }
+        add(d, contiguous({3, 5}, dt), 0, false, false);
+        add(d, contiguous({3, 5}, dt), 1, false, false);
+        add(d, contiguous({2, 3, 5, 7}, dt), 3, true, false);
+        add(d, contiguous({1, 1}, dt), 1, false, true);
+        add(d, contiguous({2, 0, 3}, dt), 2, false, false);
+        add(d, contiguous({2, 0, 3}, dt), 1, true, true);
+        add(d, transposed({13, 17}, dt), 1, false, false);
+        add(d, sliced({13, 17}, dt), 0, true, true);
+        if (is_float(dt)) add(d, contiguous({3, 5}, dt, Domain::specials), 1, false, false, " specials");
+    }
+    add("f32", contiguous({8, 1031}, F32), 1, false, false);
+    add("f32", contiguous({1031, 8}, F32), 0, true, true);
+}
+
 void gen_norm(Generator &g) {
     const bool layer = g.row().op == TF_OP_LAYER_NORM;
     auto add = [&](const std::string &d, TensorSpec x, int n_axes, double eps) {
@@ -925,6 +960,7 @@ void gen_own(Generator &g) {
     case TF_OP_EMBEDDING_BACKWARD: gen_embedding(g); return;
     case TF_OP_CROSS_ENTROPY: gen_cross_entropy(g); return;
     case TF_OP_ONE_HOT: gen_one_hot(g); return;
+    case TF_OP_CUMSUM: gen_cumsum(g); return;
     case TF_OP_ADAMW_STEP:
     case TF_OP_SGD_STEP: gen_optim(g); return;
     default: return;  // an OWN op without a generator has no cases: reported as "no cases"

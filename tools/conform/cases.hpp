@@ -83,7 +83,8 @@ struct TensorSpec {
 using Params = tf_kit::AnyParams;
 using tf_kit::sized;
 
-struct Case {
+// Hidden, as the kit's AnyParams it holds (the kit is hidden in every binary).
+struct __attribute__((visibility("hidden"))) Case {
     tf_op op;
     std::string op_name;
     // Unique within the op: "f32 [3,5] x [1,5] bcast".

@@ -406,6 +406,21 @@ void for_lines(const Shape &s, int axis, F f) {
         for (int64_t i = 0; i < inner; ++i) f(o * n * inner + i, inner, n);
 }
 
+Host cumsum(const Host &x, int axis, bool exclusive, bool reverse) {
+    Host y = x;
+    for_lines(x.shape, axis, [&](int64_t base, int64_t stride, int64_t n) {
+        double acc = 0;
+        for (int64_t k = 0; k < n; ++k) {
+            const int64_t at = base + (reverse ? n - 1 - k : k) * stride;
+            const double v = x.v[at];
+            if (!exclusive) acc += v;
+            y.v[at] = acc;
+            if (exclusive) acc += v;
+        }
+    });
+    return y;
+}
+
 Host softmax(const Host &x, int axis, bool log) {
     Host y = x;
     if (x.shape.empty()) {
@@ -943,6 +958,17 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
             scale.v[0] = p.reduction == TF_REDUCTION_SUM ? total : total / std::max(count, 1.0);
         }
         return std::vector<RefOutput>{with(y, scale, 2 * static_cast<double>(classes + n) + 16)};
+    }
+    case TF_OP_CUMSUM: {
+        const tf_params_cumsum &p = c.params.as<tf_params_cumsum>();
+        Host y = cumsum(in[0], p.axis, p.exclusive != 0, p.reverse != 0);
+        if (is_int(out_dt)) {
+            for (double &v : y.v) v = wrap(v, out_dt);
+            return std::vector<RefOutput>{exact(y)};
+        }
+        // A backend may add in the dtype, one rounding per term: of the size of the terms so far.
+        const double n = static_cast<double>(in[0].shape[p.axis]);
+        return std::vector<RefOutput>{with(y, cumsum(abs_of(in[0]), p.axis, p.exclusive != 0, p.reverse != 0), n + 2)};
     }
     case TF_OP_ONE_HOT: {
         const int64_t classes = c.params.as<tf_params_one_hot>().num_classes;

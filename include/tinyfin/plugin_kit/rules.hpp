@@ -410,6 +410,19 @@ inline tf_status rule_embedding_q(const tf_op_desc &op, const char *name, tf_err
     return TF_STATUS_OK;
 }
 
+// cumsum: x -> y of x's shape and dtype, along axis (0 <= axis < rank).
+inline tf_status rule_cumsum(const tf_op_desc &op, const char *name, tf_error *err) noexcept {
+    const tf_tensor_desc &x = op.inputs[0], &y = op.outputs[0];
+    const int32_t axis = params_of<tf_params_cumsum>(op).axis;
+    if (x.rank < 1 || axis < 0 || axis >= x.rank)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is not an axis of shape %s", name, axis,
+                    shape_of(x).text);
+    if (!same_shape(x, y))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output %s must have the input's shape %s", name,
+                    shape_of(y).text, shape_of(x).text);
+    return check_same_dtype(name, {&x, &y}, err);
+}
+
 // An OWN op's rule, as above.
 using OwnRule = tf_status (*)(const tf_op_desc &op, const char *name, tf_error *err) noexcept;
 
@@ -442,6 +455,7 @@ constexpr OwnRule own_rule(uint32_t op) noexcept {
     case TF_OP_DEQUANTIZE: return rule_quantize;
     case TF_OP_MATMUL_Q: return rule_matmul_q;
     case TF_OP_EMBEDDING_Q: return rule_embedding_q;
+    case TF_OP_CUMSUM: return rule_cumsum;
     default: return nullptr;
     }
 }
