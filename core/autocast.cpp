@@ -46,6 +46,7 @@ constexpr Row k_table[] = {
     {"layer_norm", Policy::f32, TF_OP_LAYER_NORM},
     {"rms_norm", Policy::f32, TF_OP_RMS_NORM},
     {"sum", Policy::f32, TF_OP_SUM},
+    {"cumsum", Policy::f32, TF_OP_CUMSUM},
     {"mean", Policy::f32, TF_OP_MEAN},
     {"var", Policy::f32, TF_OP_VAR},
     {"cross_entropy", Policy::f32, TF_OP_CROSS_ENTROPY},

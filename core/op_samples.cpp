@@ -8,6 +8,8 @@ namespace tinyfin::detail {
 
 namespace {
 
+using tf_kit::sized;
+
 tf_tensor_desc desc(std::initializer_list<int64_t> shape, tf_dtype dtype = TF_DTYPE_F32) {
     tf_tensor_desc d;
     std::memset(&d, 0, sizeof d);
@@ -22,14 +24,6 @@ tf_tensor_desc desc(std::initializer_list<int64_t> shape, tf_dtype dtype = TF_DT
         stride *= d.shape[k];
     }
     return d;
-}
-
-template <typename P>
-P sized() {
-    P p;
-    std::memset(&p, 0, sizeof p);
-    p.struct_size = sizeof p;
-    return p;
 }
 
 tf_params_conv2d conv_params() {
@@ -58,15 +52,14 @@ tf_op_desc OpSample::desc(tf_op op) const {
     d.n_outputs = static_cast<uint32_t>(outputs.size());
     d.inputs = inputs.data();
     d.outputs = outputs.data();
-    d.params = has_params ? static_cast<const void *>(&params) : nullptr;
+    d.params = has_params ? params.data() : nullptr;
     return d;
 }
 
 OpSample make_sample(tf_op op) {
     OpSample s;
-    std::memset(&s.params, 0, sizeof s.params);
     auto with = [&](auto params) {
-        std::memcpy(&s.params, &params, sizeof params);
+        s.params.set(params);
         s.has_params = true;
     };
     switch (op_info(op).kind) {
@@ -258,6 +251,14 @@ OpSample make_sample(tf_op op) {
         p.has_state = 1;
         p.lr = 0.1;
         p.momentum = 0.9;
+        with(p);
+        break;
+    }
+    case TF_OP_CUMSUM: {
+        s.inputs = {desc({2, 3})};
+        s.outputs = {desc({2, 3})};
+        auto p = sized<tf_params_cumsum>();
+        p.axis = 1;
         with(p);
         break;
     }

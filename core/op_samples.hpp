@@ -5,28 +5,15 @@
 #include <vector>
 
 #include "tinyfin/plugin.h"
+#include "tinyfin/plugin_kit/params.hpp"
 
 namespace tinyfin::detail {
 
-struct OpSample {
+// Hidden, as the kit's AnyParams it holds: a detail of libtinyfin, never seen outside it.
+struct __attribute__((visibility("hidden"))) OpSample {
     std::vector<tf_tensor_desc> inputs, outputs;
-    // Storage for whichever params struct the op takes.
-    union {
-        tf_params_reduce reduce;
-        tf_params_var var;
-        tf_params_fill fill;
-        tf_params_clamp clamp;
-        tf_params_axis axis;
-        tf_params_conv2d conv2d;
-        tf_params_pool2d pool2d;
-        tf_params_norm norm;
-        tf_params_rope rope;
-        tf_params_attention attention;
-        tf_params_cross_entropy cross_entropy;
-        tf_params_one_hot one_hot;
-        tf_params_adamw_step adamw_step;
-        tf_params_sgd_step sgd_step;
-    } params;
+    // Storage for whichever params struct the op takes (sized from ops.def).
+    tf_kit::AnyParams params;
     bool has_params = false;
 
     // The descriptor; valid while this sample lives and is not moved.

@@ -659,9 +659,11 @@ Tensor one_hot(const Tensor &labels, int num_classes, DType dtype) {
     return out;
 }
 
-Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduction, int64_t ignore_index) {
-    if (Autocast cast{"cross_entropy", {&logits}}) return cross_entropy(cast[0], labels, reduction, ignore_index);
-    const char *op = op_info(TF_OP_CROSS_ENTROPY).name;
+namespace {
+
+// cross_entropy's operands, both forms: float logits [N, C] and integer labels [N] (the kit's
+// rule_cross_entropy for the descriptor, in the API's terms and errors).
+void require_cross_entropy_args(const Tensor &logits, const Tensor &labels, const char *op) {
     impl_of(logits, op);
     impl_of(labels, op);
     require_rank(logits, 2, op, "logits");
@@ -670,6 +672,14 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduc
     if (labels.rank() != 1 || labels.size(0) != logits.size(0))
         raise<ShapeError>(std::string(op) + ": labels must have shape [" + std::to_string(logits.size(0)) +
                           "] for logits " + shape_str(logits.shape()) + ", got " + shape_str(labels.shape()));
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor &logits, const Tensor &labels, Reduction reduction, int64_t ignore_index) {
+    if (Autocast cast{"cross_entropy", {&logits}}) return cross_entropy(cast[0], labels, reduction, ignore_index);
+    const char *op = op_info(TF_OP_CROSS_ENTROPY).name;
+    require_cross_entropy_args(logits, labels, op);
     Tensor x = logits, y = labels;
     place_together({&x, &y}, "cross_entropy");
     Shape out_shape = reduction == Reduction::none ? Shape{logits.size(0)} : Shape{};
@@ -707,14 +717,7 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &labels, const CrossEntr
     if (!o.weight.defined() && o.label_smoothing == 0)
         return cross_entropy(logits, labels, o.reduction, o.ignore_index);
     const char *op = op_info(TF_OP_CROSS_ENTROPY).name;
-    impl_of(logits, op);
-    impl_of(labels, op);
-    require_rank(logits, 2, op, "logits");
-    require_float(logits, op);
-    require_integer(labels, op, "labels");
-    if (labels.rank() != 1 || labels.size(0) != logits.size(0))
-        raise<ShapeError>(std::string(op) + ": labels must have shape [" + std::to_string(logits.size(0)) +
-                          "] for logits " + shape_str(logits.shape()) + ", got " + shape_str(labels.shape()));
+    require_cross_entropy_args(logits, labels, op);
     if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1))
         raise<ValueError>(std::string(op) + ": label_smoothing must be in [0, 1], got " +
                           std::to_string(o.label_smoothing));

@@ -127,6 +127,9 @@ Tensor raw_slice(const Tensor &t, int64_t axis, int64_t start, int64_t end, int6
 Tensor raw_expand(const Tensor &t, const Shape &shape);
 Backend &backend_of(const Tensor &tensor);
 [[noreturn]] void raise_undefined(std::string_view op);
+// An axis of a Tensor method (size, transpose, permute) in [0, rank): a rank-0 tensor takes 0 and
+// -1. ShapeError naming op otherwise.
+int tensor_axis(int64_t axis, int rank, std::string_view op);
 // The tensor's view; DeviceError naming op when it is undefined. Inline, so that the length of
 // op is taken only on that error path, not on every op.
 inline const TensorImpl &impl_of(const Tensor &tensor, const char *op) {

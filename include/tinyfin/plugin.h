@@ -231,6 +231,18 @@ typedef struct tf_params_sgd_step {
     double weight_decay;
 } tf_params_sgd_step;
 
+/* CUMSUM (ONNX CumSum): y[..., i, ...] = sum of x along axis up to i (exclusive: before i;
+ * reverse: from the end). */
+typedef struct tf_params_cumsum {
+    uint32_t struct_size;
+    /* 0 <= axis < rank (the core normalises negative axes). */
+    int32_t axis;
+    /* Non-zero: element i sums the elements before it (the first gets 0). */
+    int32_t exclusive;
+    /* Non-zero: sums run from the last element towards the first. */
+    int32_t reverse;
+} tf_params_cumsum;
+
 /* ---- Tensors across the ABI ------------------------------------------------ */
 
 /* Opaque to the core: a plugin's device allocation. */

@@ -8,6 +8,8 @@
 //   plugin_kit/geometry.hpp     conv/pool output sizes and parameter checks, overflow-safe
 //   plugin_kit/host_memory.hpp  the host caching allocator (TINYFIN_HOST_CACHE_BYTES)
 //   plugin_kit/features.hpp     FeatureList: list_features() keys and printf-style values
+//   plugin_kit/rules.hpp        every op's descriptor rule (kinds' and OWN ops'), check_op()
+//   plugin_kit/kernel_rows.hpp  kernel tables: rows {op, dtypes, run, accepts} -> supports() and run()
 //   plugin_kit/table.hpp        plugin_table<Impl>(): the tf_plugin table from a struct's static members
 //   plugin_kit/dtypes.hpp       with_float_dtype<...>() and kin: a dtype switch over the plugin's storage types
 //
@@ -16,17 +18,16 @@
 //
 // Everything is in namespace tf_kit with hidden visibility; build the plugin with
 // -fvisibility=hidden (R1: one exported symbol). Nothing in the kit throws across the ABI.
-#ifndef TINYFIN_PLUGIN_KIT_HPP
-#define TINYFIN_PLUGIN_KIT_HPP
+#pragma once
 
 #include <tinyfin/plugin_kit/dtypes.hpp>
 #include <tinyfin/plugin_kit/errors.hpp>
 #include <tinyfin/plugin_kit/features.hpp>
 #include <tinyfin/plugin_kit/geometry.hpp>
 #include <tinyfin/plugin_kit/host_memory.hpp>
+#include <tinyfin/plugin_kit/kernel_rows.hpp>
 #include <tinyfin/plugin_kit/library.hpp>
 #include <tinyfin/plugin_kit/ops.hpp>
+#include <tinyfin/plugin_kit/rules.hpp>
 #include <tinyfin/plugin_kit/table.hpp>
 #include <tinyfin/plugin_kit/tensors.hpp>
-
-#endif  // TINYFIN_PLUGIN_KIT_HPP

@@ -514,6 +514,10 @@ Tensor max_pool2d(const Tensor &x, const Pool2dOptions &options = {});
 Tensor avg_pool2d(const Tensor &x, const Pool2dOptions &options = {});
 
 Tensor softmax(const Tensor &x, int64_t axis = -1);
+// The running sum along axis (torch.cumsum; ONNX CumSum's flags): exclusive starts each sum at 0
+// (element i sums the elements before it), reverse runs from the last element. Keeps x's dtype;
+// integers wrap. Under autocast computed in f32.
+Tensor cumsum(const Tensor &x, int64_t axis, bool exclusive = false, bool reverse = false);
 Tensor log_softmax(const Tensor &x, int64_t axis = -1);
 // Normalises over the last n_axes axes; weight and bias have those axes' shape (or are undefined).
 Tensor layer_norm(const Tensor &x, int n_axes, const Tensor &weight = Tensor(), const Tensor &bias = Tensor(),

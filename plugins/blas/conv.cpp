@@ -7,7 +7,7 @@
 // scratch memory. (Several images side by side in one wider sgemm measured slower here, even for
 // the 28x28 layers of the example CNN: the extra gather/scatter traffic costs more than the
 // calls it saves.)
-#include "blas.h"
+#include "blas.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -25,7 +25,7 @@ constexpr int64_t k_min_work = 32 * 32 * 32;
 // 1.2x faster than im2col + sgemm here (docs/performance.md, cnn2 and resnet3x3).
 constexpr int64_t k_cpu_shifted_taps = 32;
 
-// Scratch slots (see blas.h): one per operand that may need packing.
+// Scratch slots (see blas.hpp): one per operand that may need packing.
 enum : size_t { k_slot_col = 0, k_slot_weight = 1, k_slot_plane = 2 };
 
 struct ConvGeom {
@@ -328,18 +328,32 @@ tf_status conv2d_grad_weight(const tf_op_desc &op, const ConvGeom &g) {
 
 bool conv2d_supported(const tf_op_desc &op) noexcept { return conv_geometry(op).has_value(); }
 
-tf_status conv2d_run(const tf_op_desc &op, tf_error *err) {
-    const std::optional<ConvGeom> g = conv_geometry(op);
+namespace {
+
+// The descriptor's geometry, for a run: blas's kernels take what conv2d_supported accepted, with
+// host addresses.
+tf_status run_geometry(const tf_op_desc &op, ConvGeom *g, tf_error *err) {
+    const std::optional<ConvGeom> geometry = conv_geometry(op);
     const char *name = op_name(op.op);
-    if (!g) return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas does not support this descriptor", name);
+    if (!geometry) return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas does not support this descriptor", name);
     if (!op.inputs[0].data || !op.inputs[1].data || !op.outputs[0].data)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: a tensor has no host address", name);
-    switch (op.op) {
-    case TF_OP_CONV2D:
-    case TF_OP_CONV2D_GRAD_INPUT: return weight_times(op, *g);
-    case TF_OP_CONV2D_GRAD_WEIGHT: return conv2d_grad_weight(op, *g);
-    default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: not a conv op", name);
-    }
+    *g = *geometry;
+    return TF_STATUS_OK;
+}
+
+}  // namespace
+
+tf_status conv2d_weight_times_run(const tf_op_desc &op, tf_error *err) {
+    ConvGeom g{};
+    if (tf_status s = run_geometry(op, &g, err); s != TF_STATUS_OK) return s;
+    return weight_times(op, g);
+}
+
+tf_status conv2d_grad_weight_run(const tf_op_desc &op, tf_error *err) {
+    ConvGeom g{};
+    if (tf_status s = run_geometry(op, &g, err); s != TF_STATUS_OK) return s;
+    return conv2d_grad_weight(op, g);
 }
 
 }  // namespace tf_blas

@@ -1,7 +1,7 @@
 // matmul f32 as cblas_sgemm calls: [..., M, K] x [..., K, N] -> [..., M, N], batch axes already
 // broadcast by the core (stride 0 possible). Transposed views reach sgemm as transpose flags
 // and leading dimensions, without copies; layouts sgemm cannot express are left to cpu.
-#include "blas.h"
+#include "blas.hpp"
 
 #include <algorithm>
 #include <climits>

@@ -1,7 +1,7 @@
 // OpenBLAS, loaded in init rather than linked: libopenblas starts its thread pool from an ELF
 // constructor, and a linked library would run it at the plugin's dlopen, in every process that
 // uses tinyfin, whichever backend it selects (rule R2 of docs/plugin-abi.md).
-#include "blas.h"
+#include "blas.hpp"
 
 #include <tinyfin/env.h>
 #include <tinyfin/plugin_kit/library.hpp>

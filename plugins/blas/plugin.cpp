@@ -3,10 +3,10 @@
 // every op blas does not claim runs on cpu in place. It claims only f32 matmul and conv2d
 // (forward and both gradients) where sgemm beats the cpu plugin.
 //
-// In order: context, backend, device, buffers, ops, features, the plugin table
+// In order: context, the kernel table, backend, device, buffers, ops, features, the plugin table
 // and the entry point. OpenBLAS itself is loaded in init (openblas.cpp), the scratch arena is in
 // scratch.cpp; buffers are cpu's, from the plugin kit.
-#include "blas.h"
+#include "blas.hpp"
 
 #include <tinyfin/plugin_kit/host_buffer.hpp>
 
@@ -39,6 +39,23 @@ std::mutex g_lock;
 using namespace tf_blas;
 
 namespace {
+
+// ---- Kernel table ----------------------------------------------------------------------------
+
+// A kernel run under the BLAS lock.
+template <HostKernel Kernel>
+tf_status locked(const tf_op_desc &op, tf_error *err) {
+    std::lock_guard<std::mutex> lock(g_lock);
+    return Kernel(op, err);
+}
+
+// f32 only, and only the layouts sgemm takes without a copy (each kernel's *_supported).
+constexpr HostRow k_kernels[] = {
+    {TF_OP_MATMUL, k_f32, locked<matmul_run>, matmul_supported},
+    {TF_OP_CONV2D, k_f32, locked<conv2d_weight_times_run>, conv2d_supported},
+    {TF_OP_CONV2D_GRAD_INPUT, k_f32, locked<conv2d_weight_times_run>, conv2d_supported},
+    {TF_OP_CONV2D_GRAD_WEIGHT, k_f32, locked<conv2d_grad_weight_run>, conv2d_supported},
+};
 
 // The plugin's members (the table's, by name: tf_kit::plugin_table). Buffers and synchronize are
 // cpu's buffer layer, from the plugin kit (tinyfin/plugin_kit/host_buffer.hpp): the same blocks,
@@ -83,37 +100,8 @@ struct BlasPlugin : HostBuffers {
 
     // ---- Ops -------------------------------------------------------------------------------------
 
-    static int32_t supports(int32_t device, const tf_op_desc *op) {
-        if (device != 0 || !op || op->struct_size < sizeof(tf_op_desc)) return 0;
-        switch (op->op) {
-        case TF_OP_MATMUL: return matmul_supported(*op);
-        case TF_OP_CONV2D:
-        case TF_OP_CONV2D_GRAD_INPUT:
-        case TF_OP_CONV2D_GRAD_WEIGHT: return conv2d_supported(*op);
-        default: return 0;
-        }
-    }
-
-    static tf_status run(int32_t device, const tf_op_desc *op, tf_error *err) {
-        return guarded(
-            err, [op] { return op && op->struct_size >= sizeof(tf_op_desc) ? op_name(op->op) : "run"; },
-            [&]() -> tf_status {
-                if (tf_status s = check_host_device("run", device, err); s != TF_STATUS_OK) return s;
-                if (!op || op->struct_size < sizeof(tf_op_desc))
-                    return fail(err, TF_STATUS_INVALID_ARGUMENT, "run: op descriptor missing or smaller than %zu bytes",
-                                sizeof(tf_op_desc));
-                std::lock_guard<std::mutex> lock(g_lock);
-                switch (op->op) {
-                case TF_OP_MATMUL: return matmul_run(*op, err);
-                case TF_OP_CONV2D:
-                case TF_OP_CONV2D_GRAD_INPUT:
-                case TF_OP_CONV2D_GRAD_WEIGHT: return conv2d_run(*op, err);
-                default:
-                    return fail(err, TF_STATUS_UNSUPPORTED, "%s: blas has no kernel for op %u", op_name(op->op),
-                                op->op);
-                }
-            });
-    }
+    // supports() and run() are the kit's, derived from these rows (tinyfin/plugin_kit/kernel_rows.hpp).
+    static constexpr std::span<const HostRow> kernels{k_kernels};
 
     // ---- Features --------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 // Scratch memory of the kernels (im2col columns, packed operands), reused across calls. The
 // blocks behind buffers are the plugin kit's host caching allocator, shared with cpu
 // (include/tinyfin/plugin_kit/host_buffer.hpp).
-#include "blas.h"
+#include "blas.hpp"
 
 #include <cstdlib>
 #include <new>

@@ -1,19 +1,19 @@
 // attention: out = softmax(q k^T * scale + mask [+ causal]) v, one batch element at a time,
-// the two products as GEMMs (kernels_gemm.h) in f32.
+// the two products as GEMMs (kernels_gemm.hpp) in f32.
 //
 //  - scores are (q k^T)[i, j] * scale + mask[i, j] in f32, the same operations the core's
 //    backward rule recomputes them with; causal hides key j from query i when
 //    j > i + (Tk - Tq) (score -inf).
-//  - the softmax is max-shifted, exp in f32 (vector_math.h's), sums in double (its lanes).
+//  - the softmax is max-shifted, exp in f32 (vector_math.hpp's), sums in double (its lanes).
 //  - batch elements run as tasks on the thread pool.
 //  - a query row that sees no key (every score -inf: all hidden by causal or the mask, or Tk = 0)
 //    gives NaN, as torch's math attention and softmax over all -inf do; the core's backward rule,
 //    which goes through softmax, agrees.
 //  - the mask arrives broadcast (stride 0 on broadcast axes) and is read through its strides;
 //    absent (TF_TENSOR_ABSENT), nothing is added to the scores and nothing is read.
-#include "kernels_gemm.h"
-#include "kernels_nn.h"
-#include "vector_math.h"
+#include "kernels_gemm.hpp"
+#include "kernels_nn.hpp"
+#include "vector_math.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -88,7 +88,7 @@ namespace {
             std::fill(row, row + tk, NAN);  // softmax over no finite score
             continue;
         }
-        // vector_math.h's exp (within 2 ulp, no call per element) and lane sums in double.
+        // vector_math.hpp's exp (within 2 ulp, no call per element) and lane sums in double.
         for (int64_t j = 0; j < seen; ++j) row[j] = vec::exp(row[j] - max);
         std::fill(row + seen, row + tk, 0.0f);
         const double sum = vec::sum(row, seen);
@@ -96,7 +96,7 @@ namespace {
     }
 }
 
-// Compiled per instruction set (vector_math.h), so the row loops use the widest registers.
+// Compiled per instruction set (vector_math.hpp), so the row loops use the widest registers.
 TF_CPU_ISA_DISPATCH(probabilities,
                     (float *scores, const float *mask, int64_t tq, int64_t tk, bool causal, float scale, char *blind),
                     (scores, mask, tq, tk, causal, scale, blind))

@@ -1,5 +1,5 @@
 // attention_backward: the gradients of attention (kernels_attention.cpp) with respect to q, k and
-// v, one batch element at a time, every product a GEMM (kernels_gemm.h) in f32:
+// v, one batch element at a time, every product a GEMM (kernels_gemm.hpp) in f32:
 //
 //   P  = softmax(q k^T * scale + mask [+ causal])   attention_probabilities(), as the forward
 //   dv = P^T dy,   dP = dy v^T,   dS = P (dP - rowsum(dP P)) * scale
@@ -13,9 +13,9 @@
 // f32 operands are read in place through their strides (the transformer's q, k and v are a head's
 // columns of one projection) and f32 outputs with rows of unit stride are written in place; other
 // dtypes go through dense f32 blocks (load_matrix, store_matrix). An absent mask adds nothing.
-#include "kernels_gemm.h"
-#include "kernels_nn.h"
-#include "vector_math.h"
+#include "kernels_gemm.hpp"
+#include "kernels_nn.hpp"
+#include "vector_math.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -36,7 +36,7 @@ void product(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c
 }
 
 // dS = P (dP - rowsum(dP P)) * scale over [rows, len] blocks, dP in place; the row sums in
-// double lanes (vector_math.h), as the forward's softmax sums are.
+// double lanes (vector_math.hpp), as the forward's softmax sums are.
 [[gnu::always_inline]] inline void score_gradients_body(const float *probs, float *dprobs, int64_t rows, int64_t len,
                                                         float scale) {
     for (int64_t i = 0; i < rows; ++i) {

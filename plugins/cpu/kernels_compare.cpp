@@ -5,7 +5,7 @@
 // Comparisons are exact in the inputs' own type: f16 and bf16 widen to float exactly, i64 is
 // never rounded through double. NaN compares unequal to everything (ne is true, the others false)
 // and -0 == +0, as in IEEE 754. bool inputs compare as 0 < 1.
-#include "kernels.h"
+#include "kernels.hpp"
 
 #include <cstring>
 #include <functional>
@@ -110,34 +110,18 @@ void select_bool(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_t
             });
 }
 
-// Calls f with the function object of comparison op; false when op is not a comparison.
-template <class F>
-bool with_comparison(uint32_t op, F &&f) {
-    switch (op) {
-    case TF_OP_EQ: f(std::equal_to<>{}); return true;
-    case TF_OP_NE: f(std::not_equal_to<>{}); return true;
-    case TF_OP_LT: f(std::less<>{}); return true;
-    case TF_OP_LE: f(std::less_equal<>{}); return true;
-    case TF_OP_GT: f(std::greater<>{}); return true;
-    case TF_OP_GE: f(std::greater_equal<>{}); return true;
-    default: return false;
-    }
+// ---- The kernels of the rows ----------------------------------------------------------------------
+
+// A comparison over any plain dtype (the inputs', which share one): bool out.
+template <class Cmp>
+tf_status compare_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &out = op.outputs[0];
+    const bool known = Dtypes::with_any(a.dtype, [&](auto tag) { compare<decltype(tag)>(a, b, out, Cmp{}); });
+    return dtype_status(known, op_name(op.op), a.dtype, err);
 }
 
-}  // namespace
-
-tf_status run_compare(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
-                      tf_error *err) {
-    bool known = false;
-    const bool comparison = with_comparison(op, [&](auto cmp) {
-        known = Dtypes::with_any(a.dtype, [&](auto tag) { compare<decltype(tag)>(a, b, out, cmp); });
-    });
-    if (!comparison) return fail(err, TF_STATUS_UNSUPPORTED, "%s: not a comparison", op_name(op));
-    return dtype_status(known, op_name(op), a.dtype, err);
-}
-
-tf_status run_where(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b,
-                    const tf_tensor_desc &out, tf_error *err) {
+tf_status where_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &cond = op.inputs[0], &a = op.inputs[1], &b = op.inputs[2], &out = op.outputs[0];
     if (out.dtype == TF_DTYPE_BOOL) {
         select_bool(cond, a, b, out);
         return TF_STATUS_OK;
@@ -149,5 +133,21 @@ tf_status run_where(const tf_tensor_desc &cond, const tf_tensor_desc &a, const t
     default: return fail(err, TF_STATUS_UNSUPPORTED, "where: dtype %s not supported", dtype_name(out.dtype));
     }
 }
+
+// ---- Rows -------------------------------------------------------------------------------------------
+
+constexpr HostRow k_rows[] = {
+    {TF_OP_EQ, k_any_dtype, compare_kernel<std::equal_to<>>},
+    {TF_OP_NE, k_any_dtype, compare_kernel<std::not_equal_to<>>},
+    {TF_OP_LT, k_any_dtype, compare_kernel<std::less<>>},
+    {TF_OP_LE, k_any_dtype, compare_kernel<std::less_equal<>>},
+    {TF_OP_GT, k_any_dtype, compare_kernel<std::greater<>>},
+    {TF_OP_GE, k_any_dtype, compare_kernel<std::greater_equal<>>},
+    {TF_OP_WHERE, k_any_dtype, where_kernel},
+};
+
+}  // namespace
+
+std::span<const HostRow> compare_kernels() { return k_rows; }
 
 }  // namespace tf_cpu

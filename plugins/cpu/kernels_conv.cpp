@@ -1,5 +1,5 @@
 // conv2d and its gradients, one image and one group at a time, as GEMMs over an im2col column
-// matrix (kernels_gemm.h):
+// matrix (kernels_gemm.hpp):
 //   forward      y[n, g]  = w[g] col(x[n, g])                      [Og x P] = [Og x Kg] [Kg x P]
 //   grad_input   dx[n, g] = col2im(w[g]^T dy[n, g])                [Kg x P] = [Kg x Og] [Og x P]
 //   grad_weight  dw[g]   += dy[n, g] col(x[n, g])^T, n = 0, 1, ... [Og x Kg] = [Og x P] [P x Kg]
@@ -17,10 +17,10 @@
 // adds images in order within chunks of images and the chunks in order. Which path runs and how
 // the images are chunked depend on the shapes only (and, for the shifted gradients, on whether
 // a value is infinite or NaN); images, bands and chunks are spread over the thread pool
-// (runtime.h), and the thread count never changes a result.
-#include "kernels_gemm.h"
-#include "kernels_nn.h"
-#include "runtime.h"
+// (runtime.hpp), and the thread count never changes a result.
+#include "kernels_gemm.hpp"
+#include "kernels_nn.hpp"
+#include "runtime.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,15 +1,15 @@
 // Runs of f16 / bf16 elements to and from f32: what the staging of kernels_own.cpp, cast and the
 // f16/bf16 matmul spend their time in. Every function gives the bits of the scalar conversions
-// of kernels.h (f16_to_f32, f32_to_f16, bf16_to_f32, f32_to_bf16): round to nearest even once,
+// of kernels.hpp (f16_to_f32, f32_to_f16, bf16_to_f32, f32_to_bf16): round to nearest even once,
 // NaN stays a quiet NaN with its sign and top payload bits, overflow gives infinity. So which
 // path runs (F16C or not) never changes a result.
 //
 // f16: F16C's vcvtph2ps / vcvtps2ph (imm 0: round to nearest even, exceptions masked) when the
 // CPU has it and TINYFIN_CPU_ISA allows AVX2; bf16: integer bit arithmetic the compiler
-// vectorises, compiled per instruction set (vector_math.h): 8 or 16 lanes where the baseline
+// vectorises, compiled per instruction set (vector_math.hpp): 8 or 16 lanes where the baseline
 // SSE2 loop does 4 and widens 16-bit lanes in extra steps.
-#include "kernels.h"
-#include "vector_math.h"
+#include "kernels.hpp"
+#include "vector_math.hpp"
 
 #if defined(__x86_64__)
 #include <cpuid.h>

@@ -12,7 +12,7 @@
 // Large tensors are split along their first axis over the thread pool (parallel_elementwise):
 // every element is written once either way, so the result does not depend on the threads. The
 // training step's gradient zeros and layout copies ran on one thread while the other waited.
-#include "kernels.h"
+#include "kernels.hpp"
 
 namespace tf_cpu {
 namespace {
@@ -46,9 +46,8 @@ void cast(const tf_tensor_desc &in, const tf_tensor_desc &out) {
     });
 }
 
-}  // namespace
-
-tf_status run_contiguous(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err) {
+tf_status contiguous_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
     void (*copy)(const tf_tensor_desc &, const tf_tensor_desc &) = nullptr;
     switch (dtype_size(out.dtype)) {
     case 1: copy = copy_elements<1>; break;
@@ -61,7 +60,8 @@ tf_status run_contiguous(const tf_tensor_desc &in, const tf_tensor_desc &out, tf
     return TF_STATUS_OK;
 }
 
-tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err) {
+tf_status cast_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
     bool known_out = false;
     const bool known_in = Dtypes::with_any(in.dtype, [&](auto src) {
         known_out = Dtypes::with_any(out.dtype, [&](auto dst) {
@@ -75,7 +75,9 @@ tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error
     return TF_STATUS_OK;
 }
 
-tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err) {
+tf_status fill_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &out = op.outputs[0];
+    const double value = params_of<tf_params_fill>(op).value;
     const bool known = Dtypes::with_any(out.dtype, [&](auto tag) {
         using T = decltype(tag);
         // Encode once, then copy the bytes into every element.
@@ -95,5 +97,17 @@ tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err) {
     });
     return dtype_status(known, "fill", out.dtype, err);
 }
+
+// ---- Rows -------------------------------------------------------------------------------------------
+
+constexpr HostRow k_rows[] = {
+    {TF_OP_CONTIGUOUS, k_any_dtype, contiguous_kernel},
+    {TF_OP_CAST, k_any_dtype, cast_kernel},
+    {TF_OP_FILL, k_any_dtype, fill_kernel},
+};
+
+}  // namespace
+
+std::span<const HostRow> copy_kernels() { return k_rows; }
 
 }  // namespace tf_cpu

@@ -10,7 +10,7 @@
 //  - maximum / minimum: a NaN operand gives NaN; -0 < +0 (IEEE 754-2019 maximum, minimum).
 //  - relu_backward(dy, x): x <= 0 ? 0 : dy, so a NaN x passes dy (torch's threshold_backward).
 //  - gelu_backward(dy, x): dy (Phi(x) + x phi(x)) in double, rounded once (dense f32: the
-//    vector_erf.h form in f32 lanes, one exp per element, within 2^-21 of the terms' size).
+//    vector_erf.hpp form in f32 lanes, one exp per element, within 2^-21 of the terms' size).
 //  - Float math other than + - * / (pow, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu,
 //    gelu_tanh, silu, square, erf) is computed in double from the exact input and rounded once
 //    to the output dtype (dense f32 erf: kernels_erf.cpp's polynomial form, within half an ulp
@@ -21,8 +21,8 @@
 //  - clamp is min(max(x, min), max): NaN stays NaN, an infinite (or NaN) bound is open, min > max
 //    gives max. For integer dtypes the bounds are first rounded inward to integers (ceil(min),
 //    floor(max), saturated to the dtype), so the result stays inside [min, max].
-#include "kernels.h"
-#include "vector_math.h"
+#include "kernels.hpp"
+#include "vector_math.hpp"
 
 #include <numbers>
 
@@ -156,7 +156,7 @@ double gelu(double x) {
 }
 
 // gelu's gradient dy (Phi(x) + x phi(x)), the formula as written (NaN at x = +-inf, as the op's
-// composition gives); the dense f32 case is vector_erf.h's.
+// composition gives); the dense f32 case is vector_erf.hpp's.
 struct GeluBackwardFn {
     double operator()(float dy, float x) const {
         constexpr double inv_sqrt_2pi = 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;
@@ -219,7 +219,7 @@ void store_chunk(char *o, int64_t i0, int64_t m, const R *r) {
 }
 
 // f32 rows of + - * / with unit steps, or one operand's step 0 (a scalar): compiled per
-// instruction set (vector_math.h), since the baseline SSE2 loop is limited to 16-byte accesses
+// instruction set (vector_math.hpp), since the baseline SSE2 loop is limited to 16-byte accesses
 // where the operands sit in L1 and L2. The same IEEE operation per element on every path.
 enum class Arith { add, sub, mul, div };
 
@@ -489,79 +489,138 @@ void clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, doub
     }
 }
 
-}  // namespace
+// The float functions computed in double from the exact input, rounded once.
+struct LogFn {
+    double operator()(double x) const { return std::log(x); }
+};
+struct SqrtFn {
+    double operator()(double x) const { return std::sqrt(x); }
+};
+struct RsqrtFn {
+    double operator()(double x) const { return 1 / std::sqrt(x); }
+};
+struct SinFn {
+    double operator()(double x) const { return std::sin(x); }
+};
+struct CosFn {
+    double operator()(double x) const { return std::cos(x); }
+};
+struct TanhFn {
+    double operator()(double x) const { return std::tanh(x); }
+};
+struct ErfFn {
+    double operator()(double x) const { return std::erf(x); }
+};
+struct SigmoidFn {
+    double operator()(double x) const { return sigmoid(x); }
+};
+struct SiluFn {
+    double operator()(double x) const { return silu(x); }
+};
+struct GeluFn {
+    double operator()(double x) const { return gelu(x); }
+};
+struct GeluTanhFn {
+    double operator()(double x) const { return gelu_tanh(x); }
+};
 
-tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
-                     tf_error *err) {
-    tf_status status = TF_STATUS_OK;
-    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) {
-        using T = decltype(tag);
-        switch (op) {
-        case TF_OP_ADD: binary<T>(a, b, out, AddFn{}); break;
-        case TF_OP_SUB: binary<T>(a, b, out, SubFn{}); break;
-        case TF_OP_MUL: binary<T>(a, b, out, MulFn{}); break;
-        case TF_OP_DIV:
-            if ((status = check_int_operands<T>(op, a, b, out, err)) == TF_STATUS_OK) binary<T>(a, b, out, DivFn{});
-            break;
-        case TF_OP_POW:
-            if ((status = check_int_operands<T>(op, a, b, out, err)) == TF_STATUS_OK) binary<T>(a, b, out, PowFn{});
-            break;
-        case TF_OP_MAXIMUM: binary<T>(a, b, out, MaximumFn{}); break;
-        case TF_OP_MINIMUM: binary<T>(a, b, out, MinimumFn{}); break;
-        case TF_OP_RELU_BACKWARD: relu_backward<T>(a, b, out); break;
-        case TF_OP_GELU_BACKWARD:
-            if constexpr (std::is_integral_v<T>) {
-                status =
-                    fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
-            } else if (!run_vector_gelu_backward(a, b, out)) {
-                binary<T>(a, b, out, GeluBackwardFn{});
-            }
-            break;
-        default: status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a binary op", op_name(op));
-        }
-    });
-    return known ? status : dtype_status(known, op_name(op), out.dtype, err);
+// ---- The kernels of the rows ----------------------------------------------------------------------
+// Each gets a descriptor that check_op and its row accepted: inputs broadcast to the output's shape,
+// the dtypes of the row's set.
+
+// A binary op over the numeric dtypes.
+template <class Fn>
+tf_status binary_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &out = op.outputs[0];
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) { binary<decltype(tag)>(a, b, out, Fn{}); });
+    return dtype_status(known, op_name(op.op), out.dtype, err);
 }
 
-tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err) {
-    if (run_vector_erf(op, in, out)) return TF_STATUS_OK;
+// div and pow on integers: the operands scanned first (check_int_operands), then the op.
+template <class Fn>
+tf_status checked_int_binary_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &out = op.outputs[0];
     tf_status status = TF_STATUS_OK;
-    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) {
+    const bool known = Dtypes::with_index(out.dtype, [&](auto tag) {
         using T = decltype(tag);
-        switch (op) {
-        case TF_OP_NEG: unary<T>(in, out, NegFn{}); return;
-        case TF_OP_RELU: unary<T>(in, out, ReluFn{}); return;
-        case TF_OP_ABS: unary<T>(in, out, AbsFn{}); return;
-        case TF_OP_SQUARE: unary<T>(in, out, SquareFn{}); return;
-        default: break;
-        }
-        // The rest are float-only.
-        if constexpr (std::is_integral_v<T>) {
-            status = fail(err, TF_STATUS_UNSUPPORTED, "%s: dtype %s not supported", op_name(op), dtype_name(out.dtype));
-        } else {
-            switch (op) {
-            case TF_OP_EXP: unary<T>(in, out, ExpFn{}); break;
-            case TF_OP_LOG: unary<T>(in, out, [](double x) { return std::log(x); }); break;
-            case TF_OP_SQRT: unary<T>(in, out, [](double x) { return std::sqrt(x); }); break;
-            case TF_OP_RSQRT: unary<T>(in, out, [](double x) { return 1 / std::sqrt(x); }); break;
-            case TF_OP_SIN: unary<T>(in, out, [](double x) { return std::sin(x); }); break;
-            case TF_OP_COS: unary<T>(in, out, [](double x) { return std::cos(x); }); break;
-            case TF_OP_TANH: unary<T>(in, out, [](double x) { return std::tanh(x); }); break;
-            case TF_OP_ERF: unary<T>(in, out, [](double x) { return std::erf(x); }); break;
-            case TF_OP_SIGMOID: unary<T>(in, out, sigmoid); break;
-            case TF_OP_SILU: unary<T>(in, out, silu); break;
-            case TF_OP_GELU: unary<T>(in, out, gelu); break;
-            case TF_OP_GELU_TANH: unary<T>(in, out, gelu_tanh); break;
-            default: status = fail(err, TF_STATUS_UNSUPPORTED, "%s: not a unary op", op_name(op));
-            }
-        }
+        if ((status = check_int_operands<T>(op.op, a, b, out, err)) == TF_STATUS_OK) binary<T>(a, b, out, Fn{});
     });
-    return known ? status : dtype_status(known, op_name(op), out.dtype, err);
+    return known ? status : dtype_status(known, op_name(op.op), out.dtype, err);
 }
 
-tf_status run_clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, double max, tf_error *err) {
-    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) { clamp<decltype(tag)>(in, out, min, max); });
+tf_status relu_backward_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &dy = op.inputs[0], &x = op.inputs[1], &out = op.outputs[0];
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) { relu_backward<decltype(tag)>(dy, x, out); });
+    return dtype_status(known, "relu_backward", out.dtype, err);
+}
+
+tf_status gelu_backward_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &dy = op.inputs[0], &x = op.inputs[1], &out = op.outputs[0];
+    if (run_vector_gelu_backward(dy, x, out)) return TF_STATUS_OK;
+    const bool known =
+        Dtypes::with_float(out.dtype, [&](auto tag) { binary<decltype(tag)>(dy, x, out, GeluBackwardFn{}); });
+    return dtype_status(known, "gelu_backward", out.dtype, err);
+}
+
+// A unary op over the numeric dtypes.
+template <class Fn>
+tf_status unary_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) { unary<decltype(tag)>(in, out, Fn{}); });
+    return dtype_status(known, op_name(op.op), out.dtype, err);
+}
+
+// A float function; exp, erf and gelu take the vector form on dense operands (kernels_erf.cpp).
+template <class Fn>
+tf_status float_unary_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
+    if (run_vector_erf(op.op, in, out)) return TF_STATUS_OK;
+    const bool known = Dtypes::with_float(out.dtype, [&](auto tag) { unary<decltype(tag)>(in, out, Fn{}); });
+    return dtype_status(known, op_name(op.op), out.dtype, err);
+}
+
+tf_status clamp_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
+    const auto &p = params_of<tf_params_clamp>(op);
+    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) { clamp<decltype(tag)>(in, out, p.min, p.max); });
     return dtype_status(known, "clamp", out.dtype, err);
 }
+
+// ---- Rows -------------------------------------------------------------------------------------------
+
+constexpr HostRow k_rows[] = {
+    {TF_OP_ADD, k_numeric_dtypes, binary_kernel<AddFn>},
+    {TF_OP_SUB, k_numeric_dtypes, binary_kernel<SubFn>},
+    {TF_OP_MUL, k_numeric_dtypes, binary_kernel<MulFn>},
+    {TF_OP_DIV, k_float_dtypes, binary_kernel<DivFn>},
+    {TF_OP_DIV, k_index_dtypes, checked_int_binary_kernel<DivFn>},
+    {TF_OP_POW, k_float_dtypes, binary_kernel<PowFn>},
+    {TF_OP_POW, k_index_dtypes, checked_int_binary_kernel<PowFn>},
+    {TF_OP_MAXIMUM, k_numeric_dtypes, binary_kernel<MaximumFn>},
+    {TF_OP_MINIMUM, k_numeric_dtypes, binary_kernel<MinimumFn>},
+    {TF_OP_RELU_BACKWARD, k_numeric_dtypes, relu_backward_kernel},
+    {TF_OP_GELU_BACKWARD, k_float_dtypes, gelu_backward_kernel},
+    {TF_OP_NEG, k_numeric_dtypes, unary_kernel<NegFn>},
+    {TF_OP_RELU, k_numeric_dtypes, unary_kernel<ReluFn>},
+    {TF_OP_ABS, k_numeric_dtypes, unary_kernel<AbsFn>},
+    {TF_OP_SQUARE, k_numeric_dtypes, unary_kernel<SquareFn>},
+    {TF_OP_CLAMP, k_numeric_dtypes, clamp_kernel},
+    {TF_OP_EXP, k_float_dtypes, float_unary_kernel<ExpFn>},
+    {TF_OP_LOG, k_float_dtypes, float_unary_kernel<LogFn>},
+    {TF_OP_SQRT, k_float_dtypes, float_unary_kernel<SqrtFn>},
+    {TF_OP_RSQRT, k_float_dtypes, float_unary_kernel<RsqrtFn>},
+    {TF_OP_SIN, k_float_dtypes, float_unary_kernel<SinFn>},
+    {TF_OP_COS, k_float_dtypes, float_unary_kernel<CosFn>},
+    {TF_OP_TANH, k_float_dtypes, float_unary_kernel<TanhFn>},
+    {TF_OP_ERF, k_float_dtypes, float_unary_kernel<ErfFn>},
+    {TF_OP_SIGMOID, k_float_dtypes, float_unary_kernel<SigmoidFn>},
+    {TF_OP_SILU, k_float_dtypes, float_unary_kernel<SiluFn>},
+    {TF_OP_GELU, k_float_dtypes, float_unary_kernel<GeluFn>},
+    {TF_OP_GELU_TANH, k_float_dtypes, float_unary_kernel<GeluTanhFn>},
+};
+
+}  // namespace
+
+std::span<const HostRow> elementwise_kernels() { return k_rows; }
 
 }  // namespace tf_cpu

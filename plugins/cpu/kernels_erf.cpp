@@ -1,14 +1,14 @@
 // erf, the exact gelu, its gradient (gelu_backward) and exp on dense f32 tensors, the
-// transformer MLP's case: vector_erf.h's call-free forms, compiled per instruction
+// transformer MLP's case: vector_erf.hpp's call-free forms, compiled per instruction
 // set, in place of libm's erf/erfc/expf per element.
 // Dense f16 and bf16 tensors (an MLP under autocast) take the same rows on chunks converted to
 // f32, the f32 results rounded once to the format: the f32 op on the same inputs, rounded once
 // (docs/numerics.md), where libm's double functions per element made bf16 gelu and its gradient
 // the largest cost of char_gpt's bf16 step (docs/performance.md).
 // Other dtypes and layouts take the elementwise kernels' double path (kernels_elementwise.cpp).
-#include "kernels.h"
-#include "vector_math.h"
-#include "vector_erf.h"
+#include "kernels.hpp"
+#include "vector_math.hpp"
+#include "vector_erf.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-// The f32 GEMM of kernels_gemm.h, blocked the way BLIS and GotoBLAS block it: B is packed in
+// The f32 GEMM of kernels_gemm.hpp, blocked the way BLIS and GotoBLAS block it: B is packed in
 // KC x NC blocks (L3/L2), A in MC x KC blocks (L2), and a register tile of MR x NR elements of
 // C is computed from an MR-wide sliver of A and an NR-wide sliver of B (L1).
 //
@@ -11,9 +11,9 @@
 // Threads: the packing of a B block is split by slivers, then the MC x NC block grid by A blocks
 // and ranges of B slivers; each task owns the C elements it writes, so the thread count never
 // changes a result.
-#include "kernels_gemm.h"
+#include "kernels_gemm.hpp"
 
-#include "runtime.h"
+#include "runtime.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-// gemm_bf16_dot (kernels_gemm.h): bf16 x bf16 -> f32 with AVX512-BF16's vdpbf16ps, which adds
+// gemm_bf16_dot (kernels_gemm.hpp): bf16 x bf16 -> f32 with AVX512-BF16's vdpbf16ps, which adds
 // the two products of a pair of bf16 values to an f32 lane in one instruction (twice the
 // multiply-adds per instruction of the f32 FMA path, half the bytes of operands).
 //
@@ -9,9 +9,9 @@
 //
 // Untested on hardware where this was written (no AVX512-BF16 CPU at hand): it only runs where
 // cpuid reports AVX512_BF16, and TINYFIN_CPU_ISA=avx512 (or lower) turns it off.
-#include "kernels_gemm.h"
+#include "kernels_gemm.hpp"
 
-#include "runtime.h"
+#include "runtime.hpp"
 
 #include <algorithm>
 #include <vector>

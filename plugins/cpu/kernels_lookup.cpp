@@ -6,7 +6,7 @@
 //  - embedding_backward zeroes dweight, then adds dy's rows into it in index order (repeated
 //    indices accumulate), in f32, rounded once to dweight's dtype.
 //  - one_hot writes 1 at the label's class and 0 elsewhere, in the output's dtype.
-#include "kernels_nn.h"
+#include "kernels_nn.hpp"
 
 #include <cinttypes>
 

@@ -1,14 +1,14 @@
 // matmul: [..., M, K] x [..., K, N] -> [..., M, N], batch dims already broadcast by the core
 // (stride 0 possible), any strides on all three operands. f32 goes through the packed GEMM
-// (kernels_gemm.h), whose packing absorbs transposed and strided views. f16 and bf16 are
+// (kernels_gemm.hpp), whose packing absorbs transposed and strided views. f16 and bf16 are
 // converted to f32 (exactly: every f16 and bf16 is an f32) and take the same GEMM, accumulating
 // in f32, the result rounded once to the output dtype; bf16 x bf16 takes AVX512-BF16's
-// vdpbf16ps instead where the CPU has it (kernels_gemm.h, gemm_bf16_dot). A product with few rows
-// per B (generation) reads B once in place instead (kernels_matvec.h), with the GEMM's bits.
-#include "kernels.h"
-#include "kernels_gemm.h"
-#include "kernels_matvec.h"
-#include "runtime.h"
+// vdpbf16ps instead where the CPU has it (kernels_gemm.hpp, gemm_bf16_dot). A product with few rows
+// per B (generation) reads B once in place instead (kernels_matvec.hpp), with the GEMM's bits.
+#include "kernels.hpp"
+#include "kernels_gemm.hpp"
+#include "kernels_matvec.hpp"
+#include "runtime.hpp"
 
 #include <algorithm>
 #include <new>
@@ -181,5 +181,17 @@ tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_
     store_rounded(out, static_cast<const float *>(c.data));
     return TF_STATUS_OK;
 }
+
+namespace {
+
+tf_status matmul_kernel(const tf_op_desc &op, tf_error *err) {
+    return run_matmul(op.inputs[0], op.inputs[1], op.outputs[0], err);
+}
+
+constexpr HostRow k_rows[] = {{TF_OP_MATMUL, k_float_dtypes, matmul_kernel}};
+
+}  // namespace
+
+std::span<const HostRow> matmul_kernels() { return k_rows; }
 
 }  // namespace tf_cpu

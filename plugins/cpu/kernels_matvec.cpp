@@ -1,15 +1,15 @@
-// matmul_skinny (kernels_matvec.h): few rows of A against a B read once. Each task owns a range
+// matmul_skinny (kernels_matvec.hpp): few rows of A against a B read once. Each task owns a range
 // of units of two nr-wide column slivers of one B; for every kc-long piece of K it converts the
 // slivers' elements into [kc][nr] f32 buffers that stay in L1 (gemm_f32_pack_b's layout) and runs
 // the GEMM's register tiles over the staged rows of A (gemm_f32_rows_a; one row on AVX2: a tile
 // of four accumulators, the same operations), accumulating in the tile buffer between pieces as
 // the GEMM does between its KC blocks. Each output element is computed by one task, in the
 // GEMM's order of operations.
-#include "kernels_matvec.h"
+#include "kernels_matvec.hpp"
 
-#include "kernels.h"
-#include "kernels_gemm.h"
-#include "runtime.h"
+#include "kernels.hpp"
+#include "kernels_gemm.hpp"
+#include "runtime.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -10,14 +10,14 @@
 //    depend on the thread count. One pass over the rows instead of the ~14 ops the core composes
 //    it from elsewhere.
 //  - rms_norm: y = x / sqrt(mean(x^2) + eps) * weight; statistics in double.
-//    Both sum in the fixed double lanes of vector_math.h, compute each output in double and
+//    Both sum in the fixed double lanes of vector_math.hpp, compute each output in double and
 //    split rows over the thread pool (each row by the same code: thread-count invariant).
 //  - rope on [..., T, D]: pair i (i < D/2) is (2i, 2i+1) when interleaved, else (i, i + D/2), and
 //    at position t (the index along axis -2) it is rotated by
 //    angle = (position_offset + t) * theta^(-2i/D), or by -angle with inverse. Angles, cos, sin
 //    and the rotation are computed in double.
-#include "kernels_nn.h"
-#include "vector_math.h"
+#include "kernels_nn.hpp"
+#include "vector_math.hpp"
 
 #include <algorithm>
 #include <optional>

@@ -7,7 +7,7 @@
 // be fused: GCC contracts a * b + c into an FMA by default in C++ (-ffp-contract=fast), also
 // across intrinsics, wherever the target has FMA (avx512f implies it), which made the AVX-512
 // loop 1-2 ulp off (issue 31); the pragma below turns that off for this file.
-#include "kernels_nn.h"
+#include "kernels_nn.hpp"
 
 #include <cmath>
 
@@ -158,33 +158,13 @@ float *f32_at(const tf_tensor_desc &d) { return reinterpret_cast<float *>(base_o
 
 }  // namespace
 
-// Every operand f32 without gaps, of output 0's shape; the params struct present. Outputs are
-// distinct tensors (the core's promise), so the restrict pointers above hold.
-tf_status check_optim(const tf_op_desc &op, tf_error *err) {
-    const char *name = op_name(op.op);
-    const bool adamw = op.op == TF_OP_ADAMW_STEP;
-    const uint32_t n_outputs = adamw ? 3 : 2;
-    const size_t params_size = adamw ? sizeof(tf_params_adamw_step) : sizeof(tf_params_sgd_step);
-    if (op.n_inputs != 1 || op.n_outputs != n_outputs || !op.inputs || !op.outputs)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: takes 1 input and %u outputs, got %u and %u", name, n_outputs,
-                    op.n_inputs, op.n_outputs);
-    if (!op.params || *static_cast<const uint32_t *>(op.params) < params_size)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: params missing or smaller than %zu bytes", name, params_size);
-    const tf_tensor_desc &param = op.outputs[0];
-    const tf_tensor_desc *operands[4] = {&op.inputs[0], &op.outputs[0], &op.outputs[1],
-                                         adamw ? &op.outputs[2] : nullptr};
-    for (const tf_tensor_desc *t : operands) {
-        if (!t) continue;
-        if (t->struct_size < sizeof(tf_tensor_desc) || t->rank < 0 || t->rank > TF_MAX_RANK)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: malformed tensor descriptor", name);
-        bool same = t->rank == param.rank;
-        for (int i = 0; same && i < t->rank; ++i) same = t->shape[i] == param.shape[i] && t->shape[i] >= 0;
-        if (!same) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: operand shapes differ", name);
-        if (!dense_f32(*t))
-            return fail(err, TF_STATUS_UNSUPPORTED, "%s: cpu kernel for dense f32 operands only, got %s", name,
-                        dtype_name(t->dtype));
-    }
-    return TF_STATUS_OK;
+// The kernels' limit beyond the rule (every operand of output 0's shape and dtype): every
+// operand f32 without gaps. Outputs are distinct tensors (the core's promise), so the restrict
+// pointers above hold.
+bool dense_f32_operands(const tf_op_desc &op) {
+    for (uint32_t i = 0; i < op.n_inputs + op.n_outputs; ++i)
+        if (!dense_f32(i < op.n_inputs ? op.inputs[i] : op.outputs[i - op.n_inputs])) return false;
+    return true;
 }
 
 tf_status run_optim(const tf_op_desc &op, tf_error *err) {

@@ -8,8 +8,8 @@
 //  - avg: divides by kernel_h * kernel_w with count_include_pad, else by the window's input
 //    elements (0 / 0 = NaN for a window with none). Sums run in double, in window order.
 //  - backward ops zero dx, then add each window's share window by window in row-major order.
-#include "kernels_nn.h"
-#include "runtime.h"
+#include "kernels_nn.hpp"
+#include "runtime.hpp"
 
 #include <algorithm>
 #include <vector>

@@ -3,9 +3,9 @@
 // matmul_q: x's rows encoded to 8-bit activation blocks once, then every (x row, weight row) pair
 // as an integer dot (quant_dot*.cpp, AVX2 where isa_level() allows), split over the thread pool
 // by blocks of weight rows so each task writes its own outputs.
-#include "kernels_nn.h"
-#include "quant_blocks.h"
-#include "runtime.h"
+#include "kernels_nn.hpp"
+#include "quant_blocks.hpp"
+#include "runtime.hpp"
 
 #include <cinttypes>
 
@@ -49,44 +49,6 @@ void for_rows(int64_t rows, int64_t work_per_row, int64_t grain, Row &&row) {
 }
 
 }  // namespace
-
-tf_status check_quant(const tf_op_desc &op, tf_error *err) {
-    const char *name = op_name(op.op);
-    const tf_tensor_desc &out = op.outputs[0];
-    switch (op.op) {
-    case TF_OP_QUANTIZE:
-    case TF_OP_DEQUANTIZE:
-        if (!same_shape(op.inputs[0], out) || out.rank < 1)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input %s and output %s must have one shape of rank >= 1",
-                        name, shape_of(op.inputs[0]).text, shape_of(out).text);
-        return TF_STATUS_OK;
-    case TF_OP_MATMUL_Q: {
-        const tf_tensor_desc &x = op.inputs[0], &w = op.inputs[1];
-        bool ok = w.rank == 2 && x.rank >= 1 && out.rank == x.rank && x.shape[x.rank - 1] == w.shape[1] &&
-                  out.shape[out.rank - 1] == w.shape[0];
-        for (int i = 0; ok && i + 1 < x.rank; ++i) ok = x.shape[i] == out.shape[i];
-        if (!ok)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT,
-                        "%s: x %s, w %s and out %s do not form [..., K] x [N, K] -> [..., N]", name, shape_of(x).text,
-                        shape_of(w).text, shape_of(out).text);
-        if (out.dtype != TF_DTYPE_F32 && out.dtype != x.dtype)
-            return fail(err, TF_STATUS_UNSUPPORTED, "%s: output %s must be f32 or x's dtype %s", name,
-                        dtype_name(out.dtype), dtype_name(x.dtype));
-        return TF_STATUS_OK;
-    }
-    case TF_OP_EMBEDDING_Q: {
-        const tf_tensor_desc &w = op.inputs[0], &idx = op.inputs[1];
-        bool ok = w.rank == 2 && out.rank == idx.rank + 1 && out.shape[out.rank - 1] == w.shape[1];
-        for (int i = 0; ok && i < idx.rank; ++i) ok = idx.shape[i] == out.shape[i];
-        if (!ok)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT,
-                        "%s: weight %s, indices %s and out %s do not form [V, D], [...] -> [..., D]", name,
-                        shape_of(w).text, shape_of(idx).text, shape_of(out).text);
-        return TF_STATUS_OK;
-    }
-    default: return fail(err, TF_STATUS_UNSUPPORTED, "%s: not a quantized op", name);
-    }
-}
 
 tf_status run_quantize(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &out = op.outputs[0];

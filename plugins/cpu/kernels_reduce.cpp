@@ -7,7 +7,7 @@
 //  - f32 sum and mean over a dense input whose reduced axes are a leading and/or a trailing block
 //    ([A, C, B] with A and B reduced: full sums, rows, the batch and spatial axes of NCHW) take a
 //    vectorized path: each contiguous run of B elements is summed in chunks of k_chunk, each chunk
-//    in the fixed double lanes of vector_math.h, and the chunk and A sums are added in order. The
+//    in the fixed double lanes of vector_math.hpp, and the chunk and A sums are added in order. The
 //    association depends on the shape only, so results stay the same for every thread count and
 //    instruction set; outputs (or the chunks of one long run) are split over the thread pool.
 //  - f16 and bf16 sum and mean over dense operands of that shape take the same path on the input
@@ -18,9 +18,9 @@
 //  - max and min fold maximum_of / minimum_of: NaN propagates (the first NaN met) and -0 < +0.
 //  - argmax and argmin give the first index of the extreme (ties: the lowest index); a NaN is the
 //    extreme, so the first NaN wins.
-#include "kernels.h"
-#include "kernels_nn.h"
-#include "vector_math.h"
+#include "kernels.hpp"
+#include "kernels_nn.hpp"
+#include "vector_math.hpp"
 
 #include <algorithm>
 #include <type_traits>
@@ -357,33 +357,27 @@ void arg(const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis) {
     });
 }
 
-// Calls f with std::true_type for the maximum, std::false_type for the minimum: the direction of
-// max/min and argmax/argmin as a template argument.
-template <class F>
-void with_direction(bool max, F &&f) {
-    if (max)
-        f(std::true_type{});
-    else
-        f(std::false_type{});
-}
-
-}  // namespace
-
-tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
+tf_status sum_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
+    const uint32_t axes_mask = reduce_axes_mask(op);
     if (sum_f32(in, out, axes_mask, 1.0) || sum_half(in, out, axes_mask, 1.0)) return TF_STATUS_OK;
     const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) { sum<decltype(tag)>(in, out, axes_mask); });
     return dtype_status(known, "sum", out.dtype, err);
 }
 
-tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err) {
+tf_status mean_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
+    const uint32_t axes_mask = reduce_axes_mask(op);
     const auto n = static_cast<double>(reduced_count(in, axes_mask));
     if (sum_f32(in, out, axes_mask, n) || sum_half(in, out, axes_mask, n)) return TF_STATUS_OK;
     const bool known = Dtypes::with_float(out.dtype, [&](auto tag) { mean<decltype(tag)>(in, out, axes_mask); });
     return dtype_status(known, "mean", out.dtype, err);
 }
 
-tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double correction,
-                  tf_error *err) {
+tf_status var_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
+    const uint32_t axes_mask = reduce_axes_mask(op);
+    const double correction = params_of<tf_params_var>(op).correction;
     if (Blocks s; as_blocks(in, out, axes_mask, s) && s.a == 1 && s.b > 1) {
         const float *x = reinterpret_cast<const float *>(base_of(in));
         float *y = reinterpret_cast<float *>(base_of(out));
@@ -397,26 +391,39 @@ tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t 
     return dtype_status(known, "var", out.dtype, err);
 }
 
-tf_status run_extreme(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
-                      tf_error *err) {
-    if (op != TF_OP_MAX && op != TF_OP_MIN) return fail(err, TF_STATUS_UNSUPPORTED, "%s: not max or min", op_name(op));
-    const bool known = Dtypes::with_numeric(out.dtype, [&](auto tag) {
-        with_direction(op == TF_OP_MAX,
-                       [&](auto max) { extreme<decltype(tag), decltype(max)::value>(in, out, axes_mask); });
-    });
-    return dtype_status(known, op_name(op), out.dtype, err);
+// max (Max) and min over the axes; the rule has refused an empty reduction.
+template <bool Max>
+tf_status extreme_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
+    const uint32_t axes_mask = reduce_axes_mask(op);
+    const bool known =
+        Dtypes::with_numeric(out.dtype, [&](auto tag) { extreme<decltype(tag), Max>(in, out, axes_mask); });
+    return dtype_status(known, op_name(op.op), out.dtype, err);
 }
 
-tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis, tf_error *err) {
-    if (op != TF_OP_ARGMAX && op != TF_OP_ARGMIN)
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: not argmax or argmin", op_name(op));
-    // validate() checks these; an empty axis has no first extreme to point at.
-    if (axis < 0 || axis >= in.rank || in.shape[axis] == 0)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is out of range or empty", op_name(op), axis);
-    const bool known = Dtypes::with_numeric(in.dtype, [&](auto tag) {
-        with_direction(op == TF_OP_ARGMAX, [&](auto max) { arg<decltype(tag), decltype(max)::value>(in, out, axis); });
-    });
-    return dtype_status(known, op_name(op), in.dtype, err);
+// argmax (Max) and argmin along the axis; the rule has checked the axis and refused an empty one.
+template <bool Max>
+tf_status arg_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
+    const int32_t axis = params_of<tf_params_axis>(op).axis;
+    const bool known = Dtypes::with_numeric(in.dtype, [&](auto tag) { arg<decltype(tag), Max>(in, out, axis); });
+    return dtype_status(known, op_name(op.op), in.dtype, err);
 }
+
+// ---- Rows -------------------------------------------------------------------------------------------
+
+constexpr HostRow k_rows[] = {
+    {TF_OP_SUM, k_numeric_dtypes, sum_kernel},
+    {TF_OP_MEAN, k_float_dtypes, mean_kernel},
+    {TF_OP_VAR, k_float_dtypes, var_kernel},
+    {TF_OP_MAX, k_numeric_dtypes, extreme_kernel<true>},
+    {TF_OP_MIN, k_numeric_dtypes, extreme_kernel<false>},
+    {TF_OP_ARGMAX, k_numeric_dtypes, arg_kernel<true>},
+    {TF_OP_ARGMIN, k_numeric_dtypes, arg_kernel<false>},
+};
+
+}  // namespace
+
+std::span<const HostRow> reduce_kernels() { return k_rows; }
 
 }  // namespace tf_cpu

@@ -4,13 +4,13 @@
 //    with m the line's maximum. A line whose maximum is -inf (all -inf) or +inf, or that holds a
 //    NaN, gives NaN, as in torch. exp is taken in f32, sums run in double.
 //  - Lines along a unit-stride last axis (the common case) take the vectorized path of
-//    vector_math.h: its exp, double sums in fixed lanes, one reciprocal per line, rows split over
+//    vector_math.hpp: its exp, double sums in fixed lanes, one reciprocal per line, rows split over
 //    the thread pool. Other axes walk the lines side by side in index order.
 //  - cross_entropy row loss = log(sum_j exp(x_j - m)) + m - x_label; rows whose label equals
 //    ignore_index add 0 (and give 0 with reduction none) and are not counted by mean, so mean over
 //    no counted row is 0 / 0 = NaN, as in torch. Row losses are summed in double in row order.
-#include "kernels_nn.h"
-#include "vector_math.h"
+#include "kernels_nn.hpp"
+#include "vector_math.hpp"
 
 #include <cinttypes>
 

@@ -1,13 +1,13 @@
 // The cpu plugin: kernels on host memory, one device, always loadable. Every other backend falls
 // back to it, so correctness comes before speed here; the f32 GEMM (matmul, conv2d, attention)
-// is packed and vectorised, and work is split over a thread pool (runtime.h).
+// is packed and vectorised, and work is split over a thread pool (runtime.hpp).
 //
-// In order: descriptor validation, backend, device, buffers, ops, features, the plugin table and
-// the entry point. The ABI plumbing (errors, op table, tensor checks, host buffers) is the
-// plugin kit's (include/tinyfin/plugin_kit.hpp).
-#include "kernels.h"
-#include "kernels_nn.h"
-#include "runtime.h"
+// In order: the kernel table, backend, device, buffers, ops, features, the plugin table and the
+// entry point. The ABI plumbing (errors, op rules, kernel tables, tensor checks, host buffers) is
+// the plugin kit's (include/tinyfin/plugin_kit.hpp).
+#include "kernels.hpp"
+#include "kernels_nn.hpp"
+#include "runtime.hpp"
 
 #include <tinyfin/plugin_kit/host_buffer.hpp>
 
@@ -19,6 +19,7 @@
 #include <memory>
 #include <new>
 #include <string_view>
+#include <vector>
 
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -33,101 +34,63 @@ using namespace tf_cpu;
 
 namespace {
 
-// ---- Descriptor validation -------------------------------------------------------------------
+// ---- Kernel table ------------------------------------------------------------------------------
 
-// The cpu plugin has a kernel for every dtype tinyfin defines an op on (ops.def's dtypes column
-// and the kind's rule): it is every op's fallback, so it states no limits of its own.
+// The OWN ops' kernels (kernels_nn.hpp, one file per family), one row each. The cpu plugin has a
+// kernel for every dtype tinyfin defines an op on (ops.def's dtypes column and the op's rule,
+// tinyfin/plugin_kit/rules.hpp): it is every op's fallback, so its rows state no limits of their
+// own but the optimizer steps' dense f32.
+constexpr HostRow k_own_kernels[] = {
+    // kernels_conv.cpp
+    {TF_OP_CONV2D, k_float_dtypes, run_conv2d},
+    {TF_OP_CONV2D_GRAD_INPUT, k_float_dtypes, run_conv2d_grad_input},
+    {TF_OP_CONV2D_GRAD_WEIGHT, k_float_dtypes, run_conv2d_grad_weight},
+    // kernels_pool.cpp
+    {TF_OP_MAX_POOL2D, k_float_dtypes, run_max_pool2d},
+    {TF_OP_MAX_POOL2D_BACKWARD, k_float_dtypes, run_max_pool2d_backward},
+    {TF_OP_AVG_POOL2D, k_float_dtypes, run_avg_pool2d},
+    {TF_OP_AVG_POOL2D_BACKWARD, k_float_dtypes, run_avg_pool2d_backward},
+    // kernels_softmax.cpp
+    {TF_OP_SOFTMAX, k_float_dtypes, run_softmax},
+    {TF_OP_LOG_SOFTMAX, k_float_dtypes, run_softmax},
+    {TF_OP_CROSS_ENTROPY, k_float_dtypes, run_cross_entropy},
+    // kernels_norm.cpp
+    {TF_OP_LAYER_NORM, k_float_dtypes, run_layer_norm},
+    {TF_OP_RMS_NORM, k_float_dtypes, run_rms_norm},
+    {TF_OP_LAYER_NORM_BACKWARD, k_float_dtypes, run_layer_norm_backward},
+    {TF_OP_ROPE, k_float_dtypes, run_rope},
+    // kernels_attention.cpp
+    {TF_OP_ATTENTION, k_float_dtypes, run_attention},
+    // kernels_attention_backward.cpp
+    {TF_OP_ATTENTION_BACKWARD, k_float_dtypes, run_attention_backward},
+    // kernels_lookup.cpp
+    {TF_OP_EMBEDDING, k_any_dtype, run_embedding},
+    {TF_OP_EMBEDDING_BACKWARD, k_float_dtypes, run_embedding_backward},
+    {TF_OP_ONE_HOT, k_any_dtype, run_one_hot},
+    // kernels_optim.cpp
+    {TF_OP_ADAMW_STEP, k_f32, run_optim, dense_f32_operands},
+    {TF_OP_SGD_STEP, k_f32, run_optim, dense_f32_operands},
+    // kernels_quant.cpp
+    {TF_OP_QUANTIZE, k_any_dtype, run_quantize},
+    {TF_OP_DEQUANTIZE, k_any_dtype, run_dequantize},
+    {TF_OP_MATMUL_Q, k_any_dtype, run_matmul_q},
+    {TF_OP_EMBEDDING_Q, k_any_dtype, run_embedding_q},
+    // kernels_cumsum.cpp
+    {TF_OP_CUMSUM, k_numeric_dtypes, run_cumsum},
+};
 
-// Everything supports() answers and run() relies on. With err == NULL no text is formatted.
-// supports() passes need_data = false: the core asks it about descriptors without memory (the
-// tinyfin-info matrix, and whether a device tensor could fall back to cpu before copying it).
-tf_status validate(int32_t device, const tf_op_desc *op, bool need_data, tf_error *err) {
-    OpRule rule;
-    if (tf_status s = check_call(op, &rule, err); s != TF_STATUS_OK) return s;
-    const char *name = rule.name;
-    if (device != 0) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: no cpu device %d (there is 1)", name, device);
-    if (tf_status s = check_tensors(name, *op, need_data, err); s != TF_STATUS_OK) return s;
-    if (!dtypes_in_column(*op)) {
-        const int32_t from = op->n_inputs > 0 ? op->inputs[0].dtype : op->outputs[0].dtype;
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: dtypes %s -> %s outside its dtypes column \"%s\" in ops.def", name,
-                    dtype_name(from), dtype_name(op->outputs[0].dtype), op_dtypes(op->op));
-    }
-
-    const tf_tensor_desc &out = op->outputs[0];
-    const tf_tensor_desc *in = op->inputs;
-    switch (rule.kind) {
-    case OpKind::UNARY:
-    case OpKind::COPY:
-        if (!same_shape(in[0], out))
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: input and output shapes differ", name);
-        break;
-    case OpKind::BINARY:
-    case OpKind::COMPARE:
-        if (!same_shape(in[0], out) || !same_shape(in[1], out))
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: inputs are not broadcast to the output shape", name);
-        break;
-    case OpKind::WHERE:
-        if (!same_shape(in[0], out) || !same_shape(in[1], out) || !same_shape(in[2], out))
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: cond, a and b are not broadcast to the output shape",
-                        name);
-        break;
-    case OpKind::REDUCE: {
-        const uint32_t mask = reduce_axes_mask(*op);
-        if (in[0].rank != out.rank || (mask >> in[0].rank) != 0)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axes mask 0x%x does not fit rank %d -> %d", name, mask,
-                        in[0].rank, out.rank);
-        for (int i = 0; i < out.rank; ++i)
-            if (out.shape[i] != ((mask >> i & 1) ? 1 : in[0].shape[i]))
-                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output axis %d has size %lld, expected %lld", name, i,
-                            static_cast<long long>(out.shape[i]),
-                            static_cast<long long>((mask >> i & 1) ? 1 : in[0].shape[i]));
-        // max and min have no identity to give an empty reduction.
-        if (op->op == TF_OP_MAX || op->op == TF_OP_MIN)
-            for (int i = 0; i < in[0].rank; ++i)
-                if ((mask >> i & 1) && in[0].shape[i] == 0)
-                    return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: reduced axis %d has size 0", name, i);
-        break;
-    }
-    case OpKind::ARG: {
-        const int32_t axis = static_cast<const tf_params_axis *>(op->params)->axis;
-        if (axis < 0 || axis >= in[0].rank)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is out of range for rank %d", name, axis,
-                        in[0].rank);
-        if (out.rank != in[0].rank)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output rank %d differs from input rank %d", name,
-                        out.rank, in[0].rank);
-        for (int i = 0; i < out.rank; ++i)
-            if (out.shape[i] != (i == axis ? 1 : in[0].shape[i]))
-                return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output axis %d has size %lld, expected %lld", name, i,
-                            static_cast<long long>(out.shape[i]),
-                            static_cast<long long>(i == axis ? 1 : in[0].shape[i]));
-        // An empty axis has no first extreme to point at.
-        if (in[0].shape[axis] == 0) return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d has size 0", name, axis);
-        break;
-    }
-    case OpKind::MATMUL: {
-        const tf_tensor_desc &a = in[0], &b = in[1];
-        const int r = out.rank;
-        bool ok = r >= 2 && a.rank == r && b.rank == r;
-        for (int i = 0; ok && i < r - 2; ++i) ok = a.shape[i] == out.shape[i] && b.shape[i] == out.shape[i];
-        ok = ok && a.shape[r - 2] == out.shape[r - 2] && b.shape[r - 1] == out.shape[r - 1] &&
-             a.shape[r - 1] == b.shape[r - 2];
-        if (!ok)
-            return fail(err, TF_STATUS_INVALID_ARGUMENT,
-                        "%s: shapes of a, b and out do not form [..., M, K] x [..., K, N] -> [..., M, N]", name);
-        break;
-    }
-    case OpKind::FILL: break;
-    case OpKind::OWN:
-        // The OWN ops: kernels_nn.h checks their shapes, params and dtypes.
-        return validate_own(*op, err);
-    }
-    if (!dtypes_consistent(*op, rule.kind)) {
-        const int32_t from = op->n_inputs > 0 ? in[0].dtype : out.dtype;
-        return fail(err, TF_STATUS_UNSUPPORTED, "%s: operand dtypes %s -> %s break its kind's rule of shared dtypes",
-                    name, dtype_name(from), dtype_name(out.dtype));
-    }
-    return TF_STATUS_OK;
+// Every row: the elementwise, compare, reduce, matmul and copy files' tables (their kernels are
+// templates private to each file) and the OWN ops' above, gathered once.
+std::span<const HostRow> cpu_kernels() {
+    static const std::vector<HostRow> table = [] {
+        std::vector<HostRow> rows;
+        for (std::span<const HostRow> family :
+             {elementwise_kernels(), compare_kernels(), reduce_kernels(), matmul_kernels(), copy_kernels(),
+              std::span<const HostRow>(k_own_kernels)})
+            rows.insert(rows.end(), family.begin(), family.end());
+        return rows;
+    }();
+    return table;
 }
 
 // ---- Helpers of the members ----------------------------------------------------------------
@@ -214,51 +177,8 @@ struct CpuPlugin : HostBuffers {
 
     // ---- Ops -------------------------------------------------------------------------------------
 
-    static int32_t supports(int32_t device, const tf_op_desc *op) {
-        return guarded_answer([&] { return validate(device, op, false, nullptr) == TF_STATUS_OK; });
-    }
-
-    static tf_status run(int32_t device, const tf_op_desc *op, tf_error *err) {
-        return guarded(
-            err, [op] { return op ? op_name(op->op) : "run"; },
-            [&]() -> tf_status {
-                // run() only gets what supports() accepted, but a bad descriptor must never crash.
-                if (tf_status s = validate(device, op, true, err); s != TF_STATUS_OK) return s;
-                const tf_tensor_desc *in = op->inputs;
-                const tf_tensor_desc &out = op->outputs[0];
-                OpRule rule{};
-                find_op_rule(op->op, &rule);
-                // By kind (ops.def): each kind's kernel file switches on the op itself.
-                switch (rule.kind) {
-                case OpKind::BINARY: return run_binary(op->op, in[0], in[1], out, err);
-                case OpKind::COMPARE: return run_compare(op->op, in[0], in[1], out, err);
-                case OpKind::WHERE: return run_where(in[0], in[1], in[2], out, err);
-                case OpKind::UNARY:
-                    if (op->op == TF_OP_CLAMP) {
-                        const auto &p = params_of<tf_params_clamp>(*op);
-                        return run_clamp(in[0], out, p.min, p.max, err);
-                    }
-                    return run_unary(op->op, in[0], out, err);
-                case OpKind::REDUCE:
-                    switch (op->op) {
-                    case TF_OP_SUM: return run_sum(in[0], out, reduce_axes_mask(*op), err);
-                    case TF_OP_MEAN: return run_mean(in[0], out, reduce_axes_mask(*op), err);
-                    case TF_OP_VAR:
-                        return run_var(in[0], out, reduce_axes_mask(*op), params_of<tf_params_var>(*op).correction,
-                                       err);
-                    default: return run_extreme(op->op, in[0], out, reduce_axes_mask(*op), err);  // max, min
-                    }
-                case OpKind::ARG: return run_arg(op->op, in[0], out, params_of<tf_params_axis>(*op).axis, err);
-                case OpKind::MATMUL: return run_matmul(in[0], in[1], out, err);
-                case OpKind::COPY:
-                    if (op->op == TF_OP_CAST) return run_cast(in[0], out, err);
-                    return run_contiguous(in[0], out, err);
-                case OpKind::FILL: return run_fill(out, params_of<tf_params_fill>(*op).value, err);
-                case OpKind::OWN: return run_own(*op, err);
-                }
-                return fail(err, TF_STATUS_UNSUPPORTED, "%s: no cpu kernel", rule.name);
-            });
-    }
+    // supports() and run() are the kit's, derived from these rows (tinyfin/plugin_kit/kernel_rows.hpp).
+    static std::span<const HostRow> kernels() { return cpu_kernels(); }
 
     // ---- Features --------------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 // Portable dot products of quantized weight rows with 8-bit activation rows, in integers per block
-// and f32 across blocks (quant_blocks.h); the activation encoders; the choice of a dot per ISA.
-#include "quant_blocks.h"
+// and f32 across blocks (quant_blocks.hpp); the activation encoders; the choice of a dot per ISA.
+#include "quant_blocks.hpp"
 
-#include "kernels.h"
+#include "kernels.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,11 +1,11 @@
-// AVX2 dot products of quantized weight rows with 8-bit activation rows (quant_blocks.h): each
+// AVX2 dot products of quantized weight rows with 8-bit activation rows (quant_blocks.hpp): each
 // block's levels unpacked to bytes, multiplied with the activations by vpmaddubsw (unsigned levels
 // times signed activations) and vpmaddwd, scaled per block in f32. The same sums as the portable
 // dots (quant_dot.cpp) up to the order of f32 additions. Compiled for AVX2 + FMA per function and
-// chosen at run time (runtime.h's isa_level()).
-#include "quant_blocks.h"
+// chosen at run time (runtime.hpp's isa_level()).
+#include "quant_blocks.hpp"
 
-#include "kernels.h"
+#include "kernels.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -2,8 +2,8 @@
 // (f32 arithmetic, each operation rounded), encoding as ggml's quantize_row_*_ref does (round to
 // nearest for the 32-formats, the scale search of the k-quants), operation for operation, so the
 // bits match ggml's reference on the same input.
-#include "kernels.h"
-#include "quant_blocks.h"
+#include "kernels.hpp"
+#include "quant_blocks.hpp"
 
 #include <algorithm>
 #include <cmath>

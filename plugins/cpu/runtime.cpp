@@ -1,7 +1,7 @@
 // Thread pool, scratch arenas and instruction-set choice of the cpu
-// plugin (runtime.h). Every global here is constant-initialised (pointers, atomics, std::mutex):
+// plugin (runtime.hpp). Every global here is constant-initialised (pointers, atomics, std::mutex):
 // loading the plugin runs no constructor, and cpu_shutdown frees what the first use created.
-#include "runtime.h"
+#include "runtime.hpp"
 
 #include <tinyfin/env.h>
 #include <tinyfin/plugin.h>

@@ -241,6 +241,16 @@ void bind_ops(py::module_ &m) {
         },
         py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0,
         py::arg("count_include_pad") = true);
+    m.def(
+        "cumsum",
+        [](const Tensor &x, int64_t dim, py::handle dtype, bool exclusive, bool reverse) {
+            std::optional<DType> to;
+            if (!dtype.is_none()) to = dtype_arg(dtype, x.dtype());
+            Release r;
+            return cumsum(to ? cast(x, *to) : x, dim, exclusive, reverse);
+        },
+        py::arg("input"), py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("exclusive") = false,
+        py::arg("reverse") = false);
     m.def("softmax", &softmax, py::arg("input"), py::arg("dim") = -1, py::call_guard<Release>());
     m.def("log_softmax", &log_softmax, py::arg("input"), py::arg("dim") = -1, py::call_guard<Release>());
     m.def(

@@ -23,7 +23,7 @@ from ._C import (  # noqa: E402  # noqa: F401  (re-exported API)
     OutOfMemoryError, PluginError, AutogradError,
     add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, relu_backward, gelu_backward,
     neg, exp, relu, abs, log, sqrt, rsqrt, sin, cos, tanh, erf, sigmoid, silu, square, gelu,
-    clamp, where, matmul, sum, mean, amax, amin, var, argmax, argmin,
+    clamp, where, matmul, sum, mean, amax, amin, var, argmax, argmin, cumsum,
     conv2d, max_pool2d, avg_pool2d, softmax, log_softmax, layer_norm, rms_norm, rope,
     scaled_dot_product_attention, embedding, cross_entropy, one_hot,
     quantize, dequantize, matmul_q, embedding_q,

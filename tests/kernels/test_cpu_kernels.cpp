@@ -995,7 +995,7 @@ TEST_CASE("exp, float dtypes") {
 }
 
 TEST_CASE("exp on a dense f32 tensor is e^x in double rounded once") {
-    // The dense f32 path (kernels_erf.cpp, vector_erf.h's exp_rounded) across the f32 range:
+    // The dense f32 path (kernels_erf.cpp, vector_erf.hpp's exp_rounded) across the f32 range:
     // subnormal results, 0 below, inf above FLT_MAX; the same bits as libm's double exp rounded
     // to f32 (cpu-vector-erf sweeps 2 million arguments for the same).
     std::vector<float> x;

@@ -773,7 +773,7 @@ TEST_CASE("gelu_backward: dense f32 (the vector rows, threaded when large) withi
         int64_t bad = 0;
         for (int64_t i = 0; i < n; ++i) {
             const double want = gelu_grad_reference(dyv[i], xv[i]);
-            // The f32 lanes' accuracy (vector_erf.h) measured against the size of the terms,
+            // The f32 lanes' accuracy (vector_erf.hpp) measured against the size of the terms,
             // |dy| (1 + |x| phi(x)): they cancel near x = -0.75.
             const double pdf = std::exp(-0.5 * xv[i] * xv[i]) / std::sqrt(2 * M_PI);
             const double scale = std::fabs(dyv[i]) * (1 + std::fabs(xv[i]) * pdf) * 0x1p-21;

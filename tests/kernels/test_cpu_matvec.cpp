@@ -1,4 +1,4 @@
-// matmul with few rows per B (the cpu plugin's skinny path, kernels_matvec.h) through the plugin
+// matmul with few rows per B (the cpu plugin's skinny path, kernels_matvec.hpp) through the plugin
 // ABI, at the instruction-set level the process runs under (meson runs it at each level with
 // tests/at_isa.py):
 //   - f32, f16 and bf16 operands and outputs, B row-major, B seen transposed (linear's W^T), B and

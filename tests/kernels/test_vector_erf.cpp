@@ -1,4 +1,4 @@
-// The cpu plugin's f32 erf, gelu, gelu_backward and exp (plugins/cpu/vector_erf.h) against libm:
+// The cpu plugin's f32 erf, gelu, gelu_backward and exp (plugins/cpu/vector_erf.hpp) against libm:
 // erf and exp against the double path they replace (libm's double functions rounded once to
 // f32), gelu and its gradient (computed in f32 lanes) against long double references.
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <numbers>
 
-#include "vector_erf.h"
+#include "vector_erf.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The cpu plugin's vectorizable helpers (plugins/cpu/vector_math.h) on their own: exp against
+// The cpu plugin's vectorizable helpers (plugins/cpu/vector_math.hpp) on their own: exp against
 // the correctly rounded double exp over the whole f32 range, and the lane sums and maximum.
 #include <doctest/doctest.h>
 
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "vector_math.h"
+#include "vector_math.hpp"
 
 namespace {
 

@@ -60,7 +60,6 @@ TensorSpec spec(const Shape &shape, const Shape &strides, int64_t offset, int32_
 template <typename P>
 P sized() {
     P p;
-    std::memset(&p, 0, sizeof p);
     p.struct_size = sizeof p;
     return p;
 }
@@ -106,7 +105,6 @@ public:
             label + " " + shapes + layout_suffix(inputs, outputs) + (params_label.empty() ? "" : " " + params_label);
         c.inputs = std::move(inputs);
         c.outputs = std::move(outputs);
-        std::memset(&c.params, 0, sizeof c.params);
         if (params) {
             c.params = *params;
             c.has_params = true;
@@ -132,8 +130,7 @@ struct ParamsVariant {
 template <typename P>
 ParamsVariant variant(const P &p, std::string label) {
     ParamsVariant v;
-    std::memset(&v.params, 0, sizeof v.params);
-    std::memcpy(&v.params, &p, sizeof p);
+    v.params.set(p);
     v.label = std::move(label);
     return v;
 }
@@ -267,14 +264,13 @@ void gen_reduce(Generator &g) {
     const bool is_var = op == TF_OP_VAR;
     auto make_params = [&](uint32_t mask, double correction) {
         Params p;
-        std::memset(&p, 0, sizeof p);
         if (is_var) {
-            p.var = sized<tf_params_var>();
-            p.var.axes_mask = mask;
-            p.var.correction = correction;
+            p.set(sized<tf_params_var>());
+            p.as<tf_params_var>().axes_mask = mask;
+            p.as<tf_params_var>().correction = correction;
         } else {
-            p.reduce = sized<tf_params_reduce>();
-            p.reduce.axes_mask = mask;
+            p.set(sized<tf_params_reduce>());
+            p.as<tf_params_reduce>().axes_mask = mask;
         }
         return p;
     };
@@ -329,8 +325,7 @@ void gen_arg(Generator &g) {
         auto p = sized<tf_params_axis>();
         p.axis = axis;
         Params params;
-        std::memset(&params, 0, sizeof params);
-        params.axis = p;
+        params.set(p);
         Shape out = in.shape;
         out[static_cast<std::size_t>(axis)] = 1;
         g.add(d, {std::move(in)}, {contiguous(out, I64)}, &params, "axis=" + std::to_string(axis) + extra);
@@ -447,9 +442,8 @@ void gen_copy(Generator &g) {
 void gen_fill(Generator &g) {
     auto params = [](double value) {
         Params p;
-        std::memset(&p, 0, sizeof p);
-        p.fill = sized<tf_params_fill>();
-        p.fill.value = value;
+        p.set(sized<tf_params_fill>());
+        p.as<tf_params_fill>().value = value;
         return p;
     };
     auto label = [](double value) {
@@ -504,8 +498,7 @@ void gen_conv(Generator &g) {
         p.stride[0] = c.sh, p.stride[1] = c.sw, p.padding[0] = c.ph, p.padding[1] = c.pw;
         p.dilation[0] = c.dh, p.dilation[1] = c.dw, p.groups = c.groups;
         Params params;
-        std::memset(&params, 0, sizeof params);
-        params.conv2d = p;
+        params.set(p);
         int64_t oh = (c.x[2] + 2 * c.ph - c.dh * (c.w[2] - 1) - 1) / c.sh + 1;
         int64_t ow = (c.x[3] + 2 * c.pw - c.dw * (c.w[3] - 1) - 1) / c.sw + 1;
         Shape y = {c.x[0], c.w[0], oh, ow};
@@ -554,8 +547,7 @@ void gen_pool(Generator &g) {
             p.kernel[0] = c.kh, p.kernel[1] = c.kw, p.stride[0] = c.sh, p.stride[1] = c.sw;
             p.padding[0] = c.ph, p.padding[1] = c.pw, p.count_include_pad = include_pad;
             Params params;
-            std::memset(&params, 0, sizeof params);
-            params.pool2d = p;
+            params.set(p);
             Shape y = {c.x[0], c.x[1], (c.x[2] + 2 * c.ph - c.kh) / c.sh + 1, (c.x[3] + 2 * c.pw - c.kw) / c.sw + 1};
             std::string label = std::string(c.name) + (avg ? (include_pad ? " include_pad" : " exclude_pad") : "");
             for (int32_t dt : c.large ? std::vector<int32_t>{F32} : all_dtypes()) {
@@ -581,9 +573,8 @@ void gen_pool(Generator &g) {
 void gen_softmax(Generator &g) {
     auto add = [&](const std::string &d, TensorSpec in, int axis, const std::string &extra = "") {
         Params params;
-        std::memset(&params, 0, sizeof params);
-        params.axis = sized<tf_params_axis>();
-        params.axis.axis = axis;
+        params.set(sized<tf_params_axis>());
+        params.as<tf_params_axis>().axis = axis;
         Shape s = in.shape;
         int32_t dt = in.dtype;
         g.add(d, {std::move(in)}, {contiguous(s, dt)}, &params, "axis=" + std::to_string(axis) + extra);
@@ -605,14 +596,48 @@ void gen_softmax(Generator &g) {
     add("f32", contiguous({1031, 8}, F32), 0);
 }
 
+void gen_cumsum(Generator &g) {
+    auto add = [&](const std::string &d, TensorSpec in, int axis, bool exclusive, bool reverse,
+                   const std::string &extra = "") {
+        Params params;
+        params.set(sized<tf_params_cumsum>());
+        params.as<tf_params_cumsum>().axis = axis;
+        params.as<tf_params_cumsum>().exclusive = exclusive;
+        params.as<tf_params_cumsum>().reverse = reverse;
+        Shape s = in.shape;
+        int32_t dt = in.dtype;
+        std::string label =
+            "axis=" + std::to_string(axis) + (exclusive ? " exclusive" : "") + (reverse ? " reverse" : "");
+        g.add(d, {std::move(in)}, {contiguous(s, dt)}, &params, label + extra);
+    };
+    for (int32_t dt : all_dtypes()) {
+        const std::string d = dtype_name(dt);
+        for (int flags = 0; flags < 4; ++flags) {
+            const bool exclusive = flags & 1, reverse = flags & 2;
+            add(d, contiguous({7}, dt), 0, exclusive, reverse);
+            add(d, contiguous({2, 3, 5, 7}, dt), 2, exclusive, reverse);
+        }
+        add(d, contiguous({3, 5}, dt), 0, false, false);
+        add(d, contiguous({3, 5}, dt), 1, false, false);
+        add(d, contiguous({2, 3, 5, 7}, dt), 3, true, false);
+        add(d, contiguous({1, 1}, dt), 1, false, true);
+        add(d, contiguous({2, 0, 3}, dt), 2, false, false);
+        add(d, contiguous({2, 0, 3}, dt), 1, true, true);
+        add(d, transposed({13, 17}, dt), 1, false, false);
+        add(d, sliced({13, 17}, dt), 0, true, true);
+        if (is_float(dt)) add(d, contiguous({3, 5}, dt, Domain::specials), 1, false, false, " specials");
+    }
+    add("f32", contiguous({8, 1031}, F32), 1, false, false);
+    add("f32", contiguous({1031, 8}, F32), 0, true, true);
+}
+
 void gen_norm(Generator &g) {
     const bool layer = g.row().op == TF_OP_LAYER_NORM;
     auto add = [&](const std::string &d, TensorSpec x, int n_axes, double eps) {
         Params params;
-        std::memset(&params, 0, sizeof params);
-        params.norm = sized<tf_params_norm>();
-        params.norm.n_axes = n_axes;
-        params.norm.eps = eps;
+        params.set(sized<tf_params_norm>());
+        params.as<tf_params_norm>().n_axes = n_axes;
+        params.as<tf_params_norm>().eps = eps;
         Shape ws(x.shape.end() - n_axes, x.shape.end()), s = x.shape;
         int32_t dt = x.dtype;
         std::vector<TensorSpec> in = {std::move(x), contiguous(ws, dt)};
@@ -638,10 +663,9 @@ void gen_norm(Generator &g) {
 void gen_layer_norm_backward(Generator &g) {
     auto add = [&](const std::string &d, TensorSpec x, TensorSpec dy, int n_axes, double eps) {
         Params params;
-        std::memset(&params, 0, sizeof params);
-        params.norm = sized<tf_params_norm>();
-        params.norm.n_axes = n_axes;
-        params.norm.eps = eps;
+        params.set(sized<tf_params_norm>());
+        params.as<tf_params_norm>().n_axes = n_axes;
+        params.as<tf_params_norm>().eps = eps;
         Shape ws(x.shape.end() - n_axes, x.shape.end()), s = x.shape;
         int32_t dt = x.dtype;
         char label[64];
@@ -672,10 +696,9 @@ void gen_rope(Generator &g) {
     };
     auto add = [&](const std::string &d, TensorSpec x, const R &r) {
         Params params;
-        std::memset(&params, 0, sizeof params);
-        params.rope = sized<tf_params_rope>();
-        params.rope.interleaved = r.interleaved, params.rope.inverse = r.inverse;
-        params.rope.theta = r.theta, params.rope.position_offset = r.offset;
+        params.set(sized<tf_params_rope>());
+        params.as<tf_params_rope>().interleaved = r.interleaved, params.as<tf_params_rope>().inverse = r.inverse;
+        params.as<tf_params_rope>().theta = r.theta, params.as<tf_params_rope>().position_offset = r.offset;
         char label[96];
         std::snprintf(label, sizeof label, "interleaved=%d inverse=%d theta=%g offset=%lld", r.interleaved, r.inverse,
                       r.theta, static_cast<long long>(r.offset));
@@ -723,10 +746,9 @@ void gen_attention(Generator &g) {
                 return operand(own, full(r, c), dt, Domain::uniform);
             };
             Params params;
-            std::memset(&params, 0, sizeof params);
-            params.attention = sized<tf_params_attention>();
-            params.attention.causal = a.causal;
-            params.attention.scale = 1.0 / std::sqrt(static_cast<double>(a.d));
+            params.set(sized<tf_params_attention>());
+            params.as<tf_params_attention>().causal = a.causal;
+            params.as<tf_params_attention>().scale = 1.0 / std::sqrt(static_cast<double>(a.d));
             // Without a mask the core leaves the optional mask out (absent); one case per dtype
             // passes the explicit zero mask an ABI 1.0 plugin gets instead.
             const bool zero_mask = &a == &family.front();
@@ -769,10 +791,9 @@ void gen_attention_backward(Generator &g) {
                 return operand(own, full(r, c), dt, Domain::uniform);
             };
             Params params;
-            std::memset(&params, 0, sizeof params);
-            params.attention = sized<tf_params_attention>();
-            params.attention.causal = a.causal;
-            params.attention.scale = 1.0 / std::sqrt(static_cast<double>(a.d));
+            params.set(sized<tf_params_attention>());
+            params.as<tf_params_attention>().causal = a.causal;
+            params.as<tf_params_attention>().scale = 1.0 / std::sqrt(static_cast<double>(a.d));
             // As attention's: no mask is an absent operand, and one case per dtype passes the
             // explicit zero mask an ABI 1.0 plugin gets instead.
             const bool zero_mask = &a == &family.front();
@@ -822,10 +843,9 @@ void gen_cross_entropy(Generator &g) {
     auto add = [&](const std::string &d, TensorSpec logits, TensorSpec labels, int reduction, int64_t ignore,
                    int64_t limit) {
         Params params;
-        std::memset(&params, 0, sizeof params);
-        params.cross_entropy = sized<tf_params_cross_entropy>();
-        params.cross_entropy.reduction = reduction;
-        params.cross_entropy.ignore_index = ignore;
+        params.set(sized<tf_params_cross_entropy>());
+        params.as<tf_params_cross_entropy>().reduction = reduction;
+        params.as<tf_params_cross_entropy>().ignore_index = ignore;
         labels.domain = Domain::labels, labels.limit = limit, labels.ignore = ignore;
         Shape out = reduction == TF_REDUCTION_NONE ? Shape{logits.shape[0]} : Shape{};
         int32_t dt = logits.dtype;
@@ -850,9 +870,8 @@ void gen_cross_entropy(Generator &g) {
 void gen_one_hot(Generator &g) {
     auto add = [&](const std::string &d, TensorSpec labels, int classes, int32_t out_dtype) {
         Params params;
-        std::memset(&params, 0, sizeof params);
-        params.one_hot = sized<tf_params_one_hot>();
-        params.one_hot.num_classes = classes;
+        params.set(sized<tf_params_one_hot>());
+        params.as<tf_params_one_hot>().num_classes = classes;
         labels.domain = Domain::index, labels.limit = classes;
         Shape out = labels.shape;
         out.push_back(classes);
@@ -941,6 +960,7 @@ void gen_own(Generator &g) {
     case TF_OP_EMBEDDING_BACKWARD: gen_embedding(g); return;
     case TF_OP_CROSS_ENTROPY: gen_cross_entropy(g); return;
     case TF_OP_ONE_HOT: gen_one_hot(g); return;
+    case TF_OP_CUMSUM: gen_cumsum(g); return;
     case TF_OP_ADAMW_STEP:
     case TF_OP_SGD_STEP: gen_optim(g); return;
     default: return;  // an OWN op without a generator has no cases: reported as "no cases"

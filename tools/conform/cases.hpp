@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tinyfin/plugin.h"
+#include "tinyfin/plugin_kit/params.hpp"
 
 namespace conform {
 
@@ -77,26 +78,13 @@ struct TensorSpec {
     int64_t numel() const;
 };
 
-// The params struct the op's params column names, whichever it is.
-union Params {
-    tf_params_none none;
-    tf_params_reduce reduce;
-    tf_params_fill fill;
-    tf_params_clamp clamp;
-    tf_params_var var;
-    tf_params_axis axis;
-    tf_params_conv2d conv2d;
-    tf_params_pool2d pool2d;
-    tf_params_norm norm;
-    tf_params_rope rope;
-    tf_params_attention attention;
-    tf_params_cross_entropy cross_entropy;
-    tf_params_one_hot one_hot;
-    tf_params_adamw_step adamw_step;
-    tf_params_sgd_step sgd_step;
-};
+// The params struct the op's params column names, whichever it is: the kit's storage, sized
+// from ops.def (tinyfin/plugin_kit/params.hpp).
+using Params = tf_kit::AnyParams;
+using tf_kit::sized;
 
-struct Case {
+// Hidden, as the kit's AnyParams it holds (the kit is hidden in every binary).
+struct __attribute__((visibility("hidden"))) Case {
     tf_op op;
     std::string op_name;
     // Unique within the op: "f32 [3,5] x [1,5] bcast".

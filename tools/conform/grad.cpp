@@ -159,8 +159,7 @@ bool has_kink(tf_op op) {
 
 Params clamp_params(double lo, double hi) {
     Params p;
-    std::memset(&p, 0, sizeof p);
-    p.clamp.min = lo, p.clamp.max = hi;
+    p.as<tf_params_clamp>().min = lo, p.as<tf_params_clamp>().max = hi;
     return p;
 }
 
@@ -221,7 +220,6 @@ std::vector<Host> ref_matmul_grad(const Host &a, const Host &b, const Host &g) {
 
 tf_params_conv2d conv_params(const tf::Conv2dOptions &o) {
     tf_params_conv2d p;
-    std::memset(&p, 0, sizeof p);
     p.struct_size = sizeof p;
     p.stride[0] = o.stride_h, p.stride[1] = o.stride_w, p.padding[0] = o.pad_h, p.padding[1] = o.pad_w;
     p.dilation[0] = o.dilation_h, p.dilation[1] = o.dilation_w, p.groups = o.groups;
@@ -370,7 +368,6 @@ std::vector<GradCase> grad_cases() {
                 tf::Pool2dOptions o;
                 o.kernel_h = o.kernel_w = 3, o.stride_h = o.stride_w = 2, o.pad_h = o.pad_w = 1;
                 tf_params_pool2d p;
-                std::memset(&p, 0, sizeof p);
                 p.kernel[0] = p.kernel[1] = 3, p.stride[0] = p.stride[1] = 2, p.padding[0] = p.padding[1] = 1;
                 p.count_include_pad = o.count_include_pad;
                 const bool is_max = op == TF_OP_MAX_POOL2D;
@@ -404,7 +401,6 @@ std::vector<GradCase> grad_cases() {
                 break;
             case TF_OP_ROPE: {
                 tf_params_rope p;
-                std::memset(&p, 0, sizeof p);
                 p.theta = 100.0, p.position_offset = 1;
                 add(
                     "[2,3,4]", {{{2, 3, 4}}}, [](const auto &x) { return tf::rope(x[0], 100.0, false, 1); },
@@ -413,7 +409,6 @@ std::vector<GradCase> grad_cases() {
             }
             case TF_OP_ATTENTION: {
                 tf_params_attention p;
-                std::memset(&p, 0, sizeof p);
                 p.causal = 1, p.scale = 0.5;
                 add(
                     "q[1,3,4] k[1,4,4] v[1,4,2] causal", {{{1, 3, 4}}, {{1, 4, 4}}, {{1, 4, 2}}},
@@ -432,7 +427,6 @@ std::vector<GradCase> grad_cases() {
                 break;
             case TF_OP_CROSS_ENTROPY: {
                 tf_params_cross_entropy p;
-                std::memset(&p, 0, sizeof p);
                 p.reduction = TF_REDUCTION_MEAN, p.ignore_index = -100;
                 add(
                     "[4,5] mean", {{{4, 5}}, {{4}, Values::uniform, true, tf::DType::i64, 5}},

@@ -115,7 +115,8 @@ double unary_value(tf_op op, double x, const Params &p) {
         return x == -inf_v ? -0.0 : 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
     case TF_OP_SILU: return x == -inf_v ? -0.0 : x / (1 + std::exp(-x));
     case TF_OP_SQUARE: return x * x;
-    case TF_OP_CLAMP: return std::isnan(x) ? x : std::min(std::max(x, p.clamp.min), p.clamp.max);
+    case TF_OP_CLAMP:
+        return std::isnan(x) ? x : std::min(std::max(x, p.as<tf_params_clamp>().min), p.as<tf_params_clamp>().max);
     case TF_OP_ERF: return std::erf(x);
     default: throw std::logic_error("ref::unary: not a unary op");
     }
@@ -405,6 +406,21 @@ void for_lines(const Shape &s, int axis, F f) {
         for (int64_t i = 0; i < inner; ++i) f(o * n * inner + i, inner, n);
 }
 
+Host cumsum(const Host &x, int axis, bool exclusive, bool reverse) {
+    Host y = x;
+    for_lines(x.shape, axis, [&](int64_t base, int64_t stride, int64_t n) {
+        double acc = 0;
+        for (int64_t k = 0; k < n; ++k) {
+            const int64_t at = base + (reverse ? n - 1 - k : k) * stride;
+            const double v = x.v[at];
+            if (!exclusive) acc += v;
+            y.v[at] = acc;
+            if (exclusive) acc += v;
+        }
+    });
+    return y;
+}
+
 Host softmax(const Host &x, int axis, bool log) {
     Host y = x;
     if (x.shape.empty()) {
@@ -617,7 +633,8 @@ std::vector<RefOutput> unary_case(const Case &c, const Host &x) {
     Params p = c.params;
     if (c.op == TF_OP_CLAMP && is_int(dt)) {
         // Integer bounds are rounded inward first (ceil(min), floor(max): the cpu plugin's stated rule).
-        p.clamp.min = std::ceil(p.clamp.min), p.clamp.max = std::floor(p.clamp.max);
+        p.as<tf_params_clamp>().min = std::ceil(p.as<tf_params_clamp>().min),
+        p.as<tf_params_clamp>().max = std::floor(p.as<tf_params_clamp>().max);
     }
     Host y = unary(c.op, x, p);
     for (double &v : y.v) v = is_int(dt) ? wrap(v, dt) : v;
@@ -687,8 +704,9 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         return std::vector<RefOutput>{exact(y)};
     }
     case Kind::REDUCE: {
-        const uint32_t mask = c.op == TF_OP_VAR ? c.params.var.axes_mask : c.params.reduce.axes_mask;
-        const double correction = c.op == TF_OP_VAR ? c.params.var.correction : 1;
+        const uint32_t mask =
+            c.op == TF_OP_VAR ? c.params.as<tf_params_var>().axes_mask : c.params.as<tf_params_reduce>().axes_mask;
+        const double correction = c.op == TF_OP_VAR ? c.params.as<tf_params_var>().correction : 1;
         Host y = reduce(c.op, in[0], mask, correction);
         const double n = y.numel() ? static_cast<double>(in[0].numel() / y.numel()) : 0;
         if (is_int(out_dt)) {
@@ -709,7 +727,7 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         }
     }
     case Kind::ARG: {
-        const int axis = c.params.axis.axis;
+        const int axis = c.params.as<tf_params_axis>().axis;
         Shape s = in[0].shape;
         s[axis] = 1;
         Host y(s);
@@ -736,45 +754,45 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         return std::vector<RefOutput>{exact(y)};
     }
     case Kind::FILL: {
-        Host y(c.outputs[0].shape, convert(c.params.fill.value, out_dt));
+        Host y(c.outputs[0].shape, convert(c.params.as<tf_params_fill>().value, out_dt));
         return std::vector<RefOutput>{exact(y)};
     }
     case Kind::OWN: break;
     }
     switch (c.op) {
     case TF_OP_CONV2D: {
-        const tf_params_conv2d &p = c.params.conv2d;
+        const tf_params_conv2d &p = c.params.as<tf_params_conv2d>();
         const double k = static_cast<double>(product(in[1].shape, 1));
         return std::vector<RefOutput>{with(conv2d(in[0], in[1], p), conv2d(abs_of(in[0]), abs_of(in[1]), p), k + 2)};
     }
     case TF_OP_CONV2D_GRAD_INPUT: {
-        const tf_params_conv2d &p = c.params.conv2d;
+        const tf_params_conv2d &p = c.params.as<tf_params_conv2d>();
         const double k = static_cast<double>(in[1].shape[0] / p.groups * in[1].shape[2] * in[1].shape[3]);
         const Shape &xs = c.outputs[0].shape;
         return std::vector<RefOutput>{with(conv2d_grad_input(in[0], in[1], p, xs),
                                            conv2d_grad_input(abs_of(in[0]), abs_of(in[1]), p, xs), k + 2)};
     }
     case TF_OP_CONV2D_GRAD_WEIGHT: {
-        const tf_params_conv2d &p = c.params.conv2d;
+        const tf_params_conv2d &p = c.params.as<tf_params_conv2d>();
         const double k = static_cast<double>(in[0].shape[0] * in[0].shape[2] * in[0].shape[3]);
         const Shape &ws = c.outputs[0].shape;
         return std::vector<RefOutput>{with(conv2d_grad_weight(in[0], in[1], p, ws),
                                            conv2d_grad_weight(abs_of(in[0]), abs_of(in[1]), p, ws), k + 2)};
     }
-    case TF_OP_MAX_POOL2D: return std::vector<RefOutput>{exact(max_pool2d(in[0], c.params.pool2d))};
+    case TF_OP_MAX_POOL2D: return std::vector<RefOutput>{exact(max_pool2d(in[0], c.params.as<tf_params_pool2d>()))};
     case TF_OP_MAX_POOL2D_BACKWARD: {
-        const tf_params_pool2d &p = c.params.pool2d;
+        const tf_params_pool2d &p = c.params.as<tf_params_pool2d>();
         return std::vector<RefOutput>{with(max_pool2d_backward(in[0], in[1], p),
                                            max_pool2d_backward(abs_of(in[0]), in[1], p),
                                            static_cast<double>(p.kernel[0] * p.kernel[1]))};
     }
     case TF_OP_AVG_POOL2D: {
-        const tf_params_pool2d &p = c.params.pool2d;
+        const tf_params_pool2d &p = c.params.as<tf_params_pool2d>();
         return std::vector<RefOutput>{with(avg_pool2d(in[0], p), avg_pool2d(abs_of(in[0]), p),
                                            static_cast<double>(p.kernel[0] * p.kernel[1] + 2))};
     }
     case TF_OP_AVG_POOL2D_BACKWARD: {
-        const tf_params_pool2d &p = c.params.pool2d;
+        const tf_params_pool2d &p = c.params.as<tf_params_pool2d>();
         const Shape &xs = c.outputs[0].shape;
         return std::vector<RefOutput>{with(avg_pool2d_backward(in[0], p, xs), avg_pool2d_backward(abs_of(in[0]), p, xs),
                                            static_cast<double>(p.kernel[0] * p.kernel[1] + 2))};
@@ -782,7 +800,7 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
     case TF_OP_SOFTMAX:
     case TF_OP_LOG_SOFTMAX: {
         const bool log = c.op == TF_OP_LOG_SOFTMAX;
-        const int axis = c.params.axis.axis;
+        const int axis = c.params.as<tf_params_axis>().axis;
         Host y = softmax(in[0], axis, log);
         const double n = in[0].shape.empty() ? 1 : static_cast<double>(in[0].shape[axis]);
         RefOutput r = elementwise(y, 2 * n + 16);
@@ -792,7 +810,7 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
     }
     case TF_OP_LAYER_NORM:
     case TF_OP_RMS_NORM: {
-        const tf_params_norm &p = c.params.norm;
+        const tf_params_norm &p = c.params.as<tf_params_norm>();
         const bool layer = c.op == TF_OP_LAYER_NORM;
         Host y = layer ? layer_norm(in[0], in[1], in[2], p.n_axes, p.eps) : rms_norm(in[0], in[1], p.n_axes, p.eps);
         // The terms: |xhat w| + |b|, with the row statistics' error relative to |w|.
@@ -806,7 +824,7 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         return std::vector<RefOutput>{r};
     }
     case TF_OP_ROPE: {
-        const tf_params_rope &p = c.params.rope;
+        const tf_params_rope &p = c.params.as<tf_params_rope>();
         Host y = rope(in[0], p);
         RefOutput r = elementwise(y, k_function_ulps);
         // The angle (position * frequency) is rounded in f32 on some backends: an error of its size.
@@ -817,7 +835,7 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         return std::vector<RefOutput>{r};
     }
     case TF_OP_ATTENTION: {
-        const tf_params_attention &p = c.params.attention;
+        const tf_params_attention &p = c.params.as<tf_params_attention>();
         const Host *mask = c.inputs[3].absent ? nullptr : &in[3];
         Host y = attention(in[0], in[1], in[2], mask, p);
         Host ya = attention(in[0], in[1], abs_of(in[2]), mask, p);
@@ -825,7 +843,7 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         return std::vector<RefOutput>{with(y, ya, k)};
     }
     case TF_OP_ATTENTION_BACKWARD: {
-        const tf_params_attention &p = c.params.attention;
+        const tf_params_attention &p = c.params.as<tf_params_attention>();
         const Host &q = in[0], &k = in[1], &v = in[2], &dy = in[4];
         const bool has_mask = !c.inputs[3].absent;
         const std::size_t r = q.shape.size();
@@ -874,7 +892,7 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         return std::vector<RefOutput>{with(dq, dqa, kk), with(dk, dka, kk), with(dvv, dva, kk)};
     }
     case TF_OP_LAYER_NORM_BACKWARD: {
-        const tf_params_norm &p = c.params.norm;
+        const tf_params_norm &p = c.params.as<tf_params_norm>();
         const Host &x = in[0], &w = in[1], &dy = in[2];
         const int64_t n = w.numel(), rows = n ? x.numel() / n : 0;
         Host dx(x.shape), dw(w.shape), db(w.shape), dxa(x.shape), dwa(w.shape), dba(w.shape);
@@ -917,7 +935,7 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         return std::vector<RefOutput>{with(dw, dwa, static_cast<double>(idx.numel()) + 2)};
     }
     case TF_OP_CROSS_ENTROPY: {
-        const tf_params_cross_entropy &p = c.params.cross_entropy;
+        const tf_params_cross_entropy &p = c.params.as<tf_params_cross_entropy>();
         Host y = cross_entropy(in[0], in[1], p);
         // Terms: |logsumexp| + |logit of the label| per row, averaged or summed as the loss.
         const int64_t n = in[0].shape[0], classes = in[0].shape[1];
@@ -941,8 +959,19 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         }
         return std::vector<RefOutput>{with(y, scale, 2 * static_cast<double>(classes + n) + 16)};
     }
+    case TF_OP_CUMSUM: {
+        const tf_params_cumsum &p = c.params.as<tf_params_cumsum>();
+        Host y = cumsum(in[0], p.axis, p.exclusive != 0, p.reverse != 0);
+        if (is_int(out_dt)) {
+            for (double &v : y.v) v = wrap(v, out_dt);
+            return std::vector<RefOutput>{exact(y)};
+        }
+        // A backend may add in the dtype, one rounding per term: of the size of the terms so far.
+        const double n = static_cast<double>(in[0].shape[p.axis]);
+        return std::vector<RefOutput>{with(y, cumsum(abs_of(in[0]), p.axis, p.exclusive != 0, p.reverse != 0), n + 2)};
+    }
     case TF_OP_ONE_HOT: {
-        const int64_t classes = c.params.one_hot.num_classes;
+        const int64_t classes = c.params.as<tf_params_one_hot>().num_classes;
         Shape s = in[0].shape;
         s.push_back(classes);
         Host y(s);
@@ -950,7 +979,7 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         return std::vector<RefOutput>{exact(y)};
     }
     case TF_OP_ADAMW_STEP: {
-        const tf_params_adamw_step &p = c.params.adamw_step;
+        const tf_params_adamw_step &p = c.params.as<tf_params_adamw_step>();
         const Host &g = in[0];
         Host param = before[0], m(g.shape), v(g.shape), sp(g.shape), sm(g.shape), sv(g.shape);
         for (int64_t i = 0; i < g.numel(); ++i) {
@@ -969,7 +998,7 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
                                       with(v, sv, k_function_ulps)};
     }
     case TF_OP_SGD_STEP: {
-        const tf_params_sgd_step &p = c.params.sgd_step;
+        const tf_params_sgd_step &p = c.params.as<tf_params_sgd_step>();
         const Host &g = in[0];
         Host param = before[0], buf(g.shape), sp(g.shape), sb(g.shape);
         for (int64_t i = 0; i < g.numel(); ++i) {

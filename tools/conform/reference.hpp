@@ -49,6 +49,8 @@ Host max_pool2d_backward(const Host &dy, const Host &x, const tf_params_pool2d &
 Host avg_pool2d(const Host &x, const tf_params_pool2d &p);
 Host avg_pool2d_backward(const Host &dy, const tf_params_pool2d &p, const Shape &x_shape);
 Host softmax(const Host &x, int axis, bool log);
+// cumsum along axis (ONNX CumSum: exclusive starts from 0, reverse runs from the end), in double.
+Host cumsum(const Host &x, int axis, bool exclusive, bool reverse);
 Host layer_norm(const Host &x, const Host &w, const Host &b, int n_axes, double eps);
 Host rms_norm(const Host &x, const Host &w, int n_axes, double eps);
 Host rope(const Host &x, const tf_params_rope &p);

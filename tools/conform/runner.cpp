@@ -1,5 +1,7 @@
 #include "runner.hpp"
 
+#include <tinyfin/plugin_kit/rules.hpp>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -249,7 +251,7 @@ tf_op_desc op_desc(const Case &c, const std::vector<tf_tensor_desc> &in, const s
     d.n_outputs = static_cast<uint32_t>(out.size());
     d.inputs = in.data();
     d.outputs = out.data();
-    d.params = c.has_params ? static_cast<const void *>(&c.params) : nullptr;
+    d.params = c.has_params ? c.params.data() : nullptr;
     return d;
 }
 
@@ -329,6 +331,13 @@ RunResult run_case(const Target &target, const Case &c, const Images &before, in
             out.push_back(describe(target, c.outputs[i], out_buffers.back().get()));
         }
         tf_op_desc d = op_desc(c, in, out);
+        // Every case is a descriptor tinyfin defines: the kit's rule of the op (the one every
+        // plugin's supports() starts from) must take it, or the case or the rule is wrong.
+        if (tf_error rule_err{sizeof(tf_error), {}}; tf_kit::check_op(&d, false, &rule_err) != TF_STATUS_OK) {
+            result.error = "the case breaks the op's rule in the plugin kit (tinyfin/plugin_kit/rules.hpp): " +
+                           Buffer::message(rule_err);
+            return result;
+        }
         if (!p.supports(target.device, &d)) {
             result.error =
                 "supports() says no once the descriptor has memory (it must decide from the descriptor alone)";

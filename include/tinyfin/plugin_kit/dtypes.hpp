@@ -3,8 +3,7 @@
 // float and bool storage types are the plugin's own (cpu: bit containers; cuda: __half and
 // __nv_bfloat16), so the switch is a template over them. Host code only; nvcc compiles it too.
 // See docs/plugin-kit.md.
-#ifndef TINYFIN_PLUGIN_KIT_DTYPES_HPP
-#define TINYFIN_PLUGIN_KIT_DTYPES_HPP
+#pragma once
 
 #include <tinyfin/plugin.h>
 
@@ -114,5 +113,3 @@ TF_KIT_HOST_DEVICE C minimum_of(C a, C b) {
 }
 
 }  // namespace TF_KIT_HIDDEN
-
-#endif  // TINYFIN_PLUGIN_KIT_DTYPES_HPP

@@ -2,8 +2,7 @@
 // messages into tf_error, the exception type a plugin's C++ code throws, the guarded call that
 // turns every exception into a tf_status and a message, and the entry point's version check.
 // Nothing here throws across the ABI. See docs/plugin-kit.md.
-#ifndef TINYFIN_PLUGIN_KIT_ERRORS_HPP
-#define TINYFIN_PLUGIN_KIT_ERRORS_HPP
+#pragma once
 
 #include <tinyfin/env.h>
 #include <tinyfin/plugin.h>
@@ -267,5 +266,3 @@ inline void settings_reset() {
 }
 
 }  // namespace TF_KIT_HIDDEN
-
-#endif  // TINYFIN_PLUGIN_KIT_ERRORS_HPP

@@ -1,7 +1,6 @@
 // The features a plugin lists in list_features(): one key and one text value per emit, printed
 // printf-style. Part of the plugin kit (tinyfin/plugin_kit.hpp).
-#ifndef TINYFIN_PLUGIN_KIT_FEATURES_HPP
-#define TINYFIN_PLUGIN_KIT_FEATURES_HPP
+#pragma once
 
 #include <tinyfin/plugin.h>
 
@@ -50,5 +49,3 @@ private:
 };
 
 }  // namespace tf_kit
-
-#endif  // TINYFIN_PLUGIN_KIT_FEATURES_HPP

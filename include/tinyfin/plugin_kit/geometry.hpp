@@ -1,8 +1,7 @@
 // The plugin kit's convolution and pooling geometry: the output-size rule and the parameter
 // checks, overflow-safe for every int32 parameter and int64 size a hostile descriptor can hold
 // (supports() must refuse such a descriptor, never compute with it).
-#ifndef TINYFIN_PLUGIN_KIT_GEOMETRY_HPP
-#define TINYFIN_PLUGIN_KIT_GEOMETRY_HPP
+#pragma once
 
 #include <tinyfin/plugin_kit/ops.hpp>
 #include <tinyfin/plugin_kit/tensors.hpp>
@@ -149,5 +148,3 @@ inline bool attention_shapes_fit(const tf_op_desc &op) noexcept {
 }
 
 }  // namespace TF_KIT_HIDDEN
-
-#endif  // TINYFIN_PLUGIN_KIT_GEOMETRY_HPP

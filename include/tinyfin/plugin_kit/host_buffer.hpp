@@ -6,8 +6,7 @@
 // Opt-in, not included by plugin_kit.hpp: it defines struct tf_buffer, which a plugin with device
 // memory defines itself. Include it in exactly one place per plugin (or in every file, the
 // definitions being identical), and call host_cache_release() from shutdown.
-#ifndef TINYFIN_PLUGIN_KIT_HOST_BUFFER_HPP
-#define TINYFIN_PLUGIN_KIT_HOST_BUFFER_HPP
+#pragma once
 
 #include <tinyfin/plugin_kit/host_memory.hpp>
 
@@ -143,5 +142,3 @@ struct HostBuffers {
 };
 
 }  // namespace TF_KIT_HIDDEN
-
-#endif  // TINYFIN_PLUGIN_KIT_HOST_BUFFER_HPP

@@ -6,8 +6,7 @@
 //
 // The cache is created on first use (no static constructor) and freed by host_cache_release()
 // in the plugin's shutdown; a block freed after that goes straight back to the C library.
-#ifndef TINYFIN_PLUGIN_KIT_HOST_MEMORY_HPP
-#define TINYFIN_PLUGIN_KIT_HOST_MEMORY_HPP
+#pragma once
 
 #include <tinyfin/plugin_kit/errors.hpp>
 
@@ -144,5 +143,3 @@ inline void host_cache_release() noexcept {
 }
 
 }  // namespace TF_KIT_HIDDEN
-
-#endif  // TINYFIN_PLUGIN_KIT_HOST_MEMORY_HPP

@@ -1,7 +1,6 @@
 // The one owner of a library a plugin opens with dlopen at run time (a BLAS, a GPU API's loader,
 // a vendor library): dlclose when the handle goes. Part of the plugin kit (tinyfin/plugin_kit.hpp).
-#ifndef TINYFIN_PLUGIN_KIT_LIBRARY_HPP
-#define TINYFIN_PLUGIN_KIT_LIBRARY_HPP
+#pragma once
 
 #include <dlfcn.h>
 
@@ -19,5 +18,3 @@ struct DlClose {
 using LibraryHandle = std::unique_ptr<void, DlClose>;
 
 }  // namespace TF_KIT_HIDDEN
-
-#endif  // TINYFIN_PLUGIN_KIT_LIBRARY_HPP

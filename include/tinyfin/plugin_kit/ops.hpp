@@ -1,7 +1,6 @@
 // The plugin kit's op table and dtypes, generated from ops.def with the TF_OP X-macro: names,
 // kinds, arity, params sizes; dtype names, sizes and classes. No plugin re-lists the ops.
-#ifndef TINYFIN_PLUGIN_KIT_OPS_HPP
-#define TINYFIN_PLUGIN_KIT_OPS_HPP
+#pragma once
 
 #include <tinyfin/plugin_kit/errors.hpp>
 
@@ -259,5 +258,3 @@ inline AdamwF32 adamw_f32(const tf_params_adamw_step &k) noexcept {
 }
 
 }  // namespace TF_KIT_HIDDEN
-
-#endif  // TINYFIN_PLUGIN_KIT_OPS_HPP

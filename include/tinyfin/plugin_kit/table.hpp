@@ -2,17 +2,19 @@
 // struct, and plugin_table() fills the table from them, so the table's frame (struct size, ABI
 // version, which member goes where, the optional ones left NULL) is written once for every
 // plugin. See docs/plugin-kit.md.
-#ifndef TINYFIN_PLUGIN_KIT_TABLE_HPP
-#define TINYFIN_PLUGIN_KIT_TABLE_HPP
+#pragma once
 
 #include <tinyfin/plugin_kit/errors.hpp>
+#include <tinyfin/plugin_kit/kernel_rows.hpp>
 
 namespace tf_kit TF_KIT_HIDDEN {
 
 // The table of a plugin whose members are Impl's static functions, named as in tf_plugin:
 // probe, init, shutdown, device_count, device_info, buffer_alloc, buffer_free, buffer_write,
 // buffer_read, buffer_copy, supports, run, synchronize, list_features; buffer_host_ptr and
-// get_proc where Impl has them (absent: NULL, as the ABI allows). priority ranks the plugin for
+// get_proc where Impl has them (absent: NULL, as the ABI allows). A host plugin that declares its
+// kernels as rows (Impl::kernels, an array of HostRow: kernel_rows.hpp) and writes no supports
+// and run gets them derived from the rows (HostKernelTable<Impl>). priority ranks the plugin for
 // TINYFIN_BACKEND=auto (docs/plugin-abi.md: 0 unless it beats cpu on the ops it has).
 template <class Impl>
 constexpr tf_plugin plugin_table(const char *name, const char *version, int32_t priority) {
@@ -33,8 +35,13 @@ constexpr tf_plugin plugin_table(const char *name, const char *version, int32_t 
     t.buffer_write = Impl::buffer_write;
     t.buffer_read = Impl::buffer_read;
     t.buffer_copy = Impl::buffer_copy;
-    t.supports = Impl::supports;
-    t.run = Impl::run;
+    if constexpr (requires { Impl::supports; }) {
+        t.supports = Impl::supports;
+        t.run = Impl::run;
+    } else {
+        t.supports = HostKernelTable<Impl>::supports;
+        t.run = HostKernelTable<Impl>::run;
+    }
     t.synchronize = Impl::synchronize;
     t.list_features = Impl::list_features;
     if constexpr (requires { Impl::get_proc; }) t.get_proc = Impl::get_proc;
@@ -42,5 +49,3 @@ constexpr tf_plugin plugin_table(const char *name, const char *version, int32_t 
 }
 
 }  // namespace TF_KIT_HIDDEN
-
-#endif  // TINYFIN_PLUGIN_KIT_TABLE_HPP

@@ -1,8 +1,7 @@
 // The plugin kit's tensor descriptor helpers: the one extent bound every plugin applies, the
 // per-tensor check (dtype, rank, sizes, strides, overflow-checked extent), shapes, density and
 // contiguity, and shape text for messages.
-#ifndef TINYFIN_PLUGIN_KIT_TENSORS_HPP
-#define TINYFIN_PLUGIN_KIT_TENSORS_HPP
+#pragma once
 
 #include <tinyfin/plugin_kit/ops.hpp>
 
@@ -202,5 +201,3 @@ inline ShapeText shape_of(const tf_tensor_desc &t) noexcept {
 }
 
 }  // namespace TF_KIT_HIDDEN
-
-#endif  // TINYFIN_PLUGIN_KIT_TENSORS_HPP

@@ -20,15 +20,14 @@
 // f32 range (tests/kernels/test_vector_erf.cpp measures the worst case), relative accuracy kept
 // for large negative x where 0.5 x (1 + erf(x / sqrt 2)) would cancel. gelu(x) = x Phi(x) with
 // Phi(x) = Q(|x|) for x < 0 and 1 - Q(x) above, Q(a) = erfc(a / sqrt 2) / 2; gelu(-inf) = -0.
-#ifndef TINYFIN_CPU_VECTOR_ERF_H
-#define TINYFIN_CPU_VECTOR_ERF_H
+#pragma once
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 
-#include "exp_taylor.h"
-#include "vector_math.h"  // select for f32 lanes
+#include "exp_taylor.hpp"
+#include "vector_math.hpp"  // select for f32 lanes
 
 namespace tf_cpu::vec {
 
@@ -56,7 +55,7 @@ namespace tf_cpu::vec {
 }
 
 // e^x for f32 x, evaluated in double and rounded once to f32 (as libm's expf computes it; the
-// exp op's kernel, where vector_math.h's faster vec::exp, within 2 ulp, serves softmax):
+// exp op's kernel, where vector_math.hpp's faster vec::exp, within 2 ulp, serves softmax):
 // within half an ulp + 1e-14 relative of e^x, so it rarely rounds differently from the correctly
 // rounded value. The argument is clamped to [-110, 89] first: e^-110 is below half the smallest
 // f32 subnormal (0 after rounding) and e^89 above FLT_MAX (inf), so -inf gives 0 and inf gives
@@ -185,5 +184,3 @@ constexpr float k_gelu_far = 14.85f;
 }
 
 }  // namespace tf_cpu::vec
-
-#endif  // TINYFIN_CPU_VECTOR_ERF_H

@@ -2,8 +2,7 @@
 // them), the reference encoders and decoders of a row of blocks (quant_reference.cpp), the
 // activation blocks the integer dot products take, and the dot products (quant_dot*.cpp).
 // Private to the cpu plugin; docs/quantization.md has the formats.
-#ifndef TINYFIN_CPU_QUANT_BLOCKS_H
-#define TINYFIN_CPU_QUANT_BLOCKS_H
+#pragma once
 
 #include <tinyfin/plugin.h>
 
@@ -107,7 +106,7 @@ void quantize_act(ActKind kind, const float *x, void *dst, int64_t n);
 
 // The dot product of a weight row of n elements (dtype's blocks) with an activation row.
 using DotFn = float (*)(const void *w, const void *act, int64_t n);
-// The best dot for dtype at instruction set level `isa` (runtime.h's isa_level()): AVX2 where
+// The best dot for dtype at instruction set level `isa` (runtime.hpp's isa_level()): AVX2 where
 // the level is >= 1 and a kernel exists, else portable.
 DotFn dot_of(int32_t dtype, int isa);
 
@@ -116,5 +115,3 @@ DotFn portable_dot(int32_t dtype);
 DotFn avx2_dot(int32_t dtype);
 
 }  // namespace tf_cpu::quant
-
-#endif  // TINYFIN_CPU_QUANT_BLOCKS_H

@@ -2,34 +2,25 @@
 // convolution, pooling, softmax, norms and layer_norm's backward, rope, attention and its
 // backward, embedding,
 // cross-entropy, one-hot.
-// plugin.cpp hands every op of a kind it does not check itself to validate_own and run_own.
+// Their descriptor rules are the kit's (tinyfin/plugin_kit/rules.hpp); plugin.cpp's table has a
+// row for each kernel below.
 //
 // Float ops accept f32, f16 and bf16 (all operands of one dtype) and compute in f32: inputs
 // that are not dense f32 are converted into dense f32 scratch first, and results are rounded
 // once to the output dtype, written through the output's strides. Every result is a fixed
 // sequence of operations, the same on every run.
-#ifndef TINYFIN_CPU_KERNELS_NN_H
-#define TINYFIN_CPU_KERNELS_NN_H
+#pragma once
 
-#include "kernels.h"
+#include "kernels.hpp"
 
 #include <optional>
 #include <vector>
 
 namespace tf_cpu {
 
-// Checks an OWN op's descriptor after plugin.cpp's checks for every op (tensor descriptors
-// well-formed): arity, params, ranks, shapes against each other and the params, dtypes. Never
-// reads data or buffer, so supports() can ask with both NULL. UNSUPPORTED for an op or dtype
-// without a kernel here, INVALID_ARGUMENT for an inconsistent descriptor.
-tf_status validate_own(const tf_op_desc &op, tf_error *err);
-// Runs a descriptor validate_own accepted, with data set. Bad data (an index or label out of
-// range) gives INVALID_ARGUMENT before any output element is written.
-tf_status run_own(const tf_op_desc &op, tf_error *err);
-
 // ---- f32 staging (kernels_own.cpp) -------------------------------------------------------------
 
-// One of the scratch arena's staging slots (runtime.h) of this thread, taken by the first
+// One of the scratch arena's staging slots (runtime.hpp) of this thread, taken by the first
 // floats() call and held until destruction, or none (all four in use: floats() gives nullptr and
 // the caller allocates). Staged copies used to be fresh vectors: for the
 // f16/bf16 operands of a convolution or pooling, zero-filled and page-faulted on every call
@@ -161,15 +152,14 @@ tf_status run_embedding(const tf_op_desc &op, tf_error *err);
 tf_status run_embedding_backward(const tf_op_desc &op, tf_error *err);
 tf_status run_one_hot(const tf_op_desc &op, tf_error *err);
 // kernels_quant.cpp: quantize, dequantize, matmul_q, embedding_q (block-quantized operands)
-tf_status check_quant(const tf_op_desc &op, tf_error *err);
 tf_status run_quantize(const tf_op_desc &op, tf_error *err);
 tf_status run_dequantize(const tf_op_desc &op, tf_error *err);
 tf_status run_matmul_q(const tf_op_desc &op, tf_error *err);
 tf_status run_embedding_q(const tf_op_desc &op, tf_error *err);
-// kernels_optim.cpp: adamw_step, sgd_step (in-out outputs; checked there, not by check_call)
-tf_status check_optim(const tf_op_desc &op, tf_error *err);
+// kernels_cumsum.cpp
+tf_status run_cumsum(const tf_op_desc &op, tf_error *err);
+// kernels_optim.cpp: adamw_step, sgd_step (in-out outputs) on dense f32 operands
+bool dense_f32_operands(const tf_op_desc &op);
 tf_status run_optim(const tf_op_desc &op, tf_error *err);
 
 }  // namespace tf_cpu
-
-#endif  // TINYFIN_CPU_KERNELS_NN_H

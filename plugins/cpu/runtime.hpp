@@ -5,8 +5,7 @@
 // Nothing here has a static constructor or destructor: the pool is created on the first call
 // that wants threads and destroyed by cpu_shutdown (after which a later call creates a new one,
 // reading the variables again, which is how tests change the thread count).
-#ifndef TINYFIN_CPU_RUNTIME_H
-#define TINYFIN_CPU_RUNTIME_H
+#pragma once
 
 #include <cstddef>
 #include <cstdint>
@@ -71,7 +70,7 @@ void runtime_shutdown();
 void scratch_stats(uint64_t *arenas, uint64_t *bytes);
 
 // k_slot_stage0..3: the f32 staging of f16/bf16 operands (F32Input, F32Output), taken and given
-// back through StagingSlot (kernels_nn.h) so that a kernel's staged operands never share one.
+// back through StagingSlot (kernels_nn.hpp) so that a kernel's staged operands never share one.
 enum ScratchSlot : int {
     k_slot_pack_a,
     k_slot_pack_b,
@@ -90,5 +89,3 @@ float *scratch_floats(ScratchSlot slot, size_t floats);
 // runtime_shutdown releases.
 
 }  // namespace tf_cpu
-
-#endif  // TINYFIN_CPU_RUNTIME_H

@@ -1,7 +1,6 @@
 // The cpu plugin's f32 matrix product: the packed, cache-blocked GEMM behind matmul, conv2d
 // (forward and both gradients) and attention. Private to the plugin; nothing here crosses the ABI.
-#ifndef TINYFIN_CPU_KERNELS_GEMM_H
-#define TINYFIN_CPU_KERNELS_GEMM_H
+#pragma once
 
 #include <cstdint>
 
@@ -26,7 +25,7 @@ struct F32Matrix {
 // (TINYFIN_THREADS), only on the instruction set (isa_level(), TINYFIN_CPU_ISA).
 //
 // Splits the work over the plugin's thread pool when it is big enough and the caller is not
-// already a task of the pool. Packing buffers come from the scratch arena (runtime.h). Throws
+// already a task of the pool. Packing buffers come from the scratch arena (runtime.hpp). Throws
 // std::bad_alloc when they cannot be allocated.
 void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc, bool accumulate);
 
@@ -83,12 +82,10 @@ struct BF16Matrix {
 // sequence: from 0, for each pair p = 0, 2, 4, ... of k, one vdpbf16ps step adding
 // a(i, p) b(p, j) + a(i, p+1) b(p+1, j) (a zero pads an odd k), whatever m, n, the tiling or the
 // thread count; the instruction treats subnormal inputs and results as zero (docs/numerics.md).
-// Only when bf16_dot_level() > 0 (runtime.h); splits over the thread pool like gemm_f32.
+// Only when bf16_dot_level() > 0 (runtime.hpp); splits over the thread pool like gemm_f32.
 void gemm_bf16_dot(int64_t m, int64_t n, int64_t k, BF16Matrix a, BF16Matrix b, float *c, int64_t ldc);
 
 // Multiply-adds (m * n * k) from which gemm_f32 splits work between threads.
 constexpr int64_t k_gemm_parallel_macs = int64_t{1} << 20;
 
 }  // namespace tf_cpu
-
-#endif  // TINYFIN_CPU_KERNELS_GEMM_H

@@ -5,15 +5,14 @@
 // in a fixed order: the association is a function of the length alone, never of the thread count
 // or the instruction set, and double accumulators keep the error of a million-term f32 sum at the
 // level of the sequential double sum the reference kernels use.
-#ifndef TINYFIN_CPU_VECTOR_MATH_H
-#define TINYFIN_CPU_VECTOR_MATH_H
+#pragma once
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 
-#include "exp_taylor.h"
-#include "runtime.h"
+#include "exp_taylor.hpp"
+#include "runtime.hpp"
 
 namespace tf_cpu::vec {
 
@@ -108,5 +107,3 @@ template <class Term>
 #define TF_CPU_ISA_DISPATCH(NAME, PARAMS, ARGS)                                                                        \
     static void NAME PARAMS { NAME##_body ARGS; }
 #endif
-
-#endif  // TINYFIN_CPU_VECTOR_MATH_H

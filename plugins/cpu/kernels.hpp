@@ -1,12 +1,11 @@
 // Private to the cpu plugin: what plugin.cpp and the kernel files share. Nothing here crosses
-// the ABI; every kernel assumes a descriptor that validate() in plugin.cpp accepted.
-#ifndef TINYFIN_CPU_KERNELS_H
-#define TINYFIN_CPU_KERNELS_H
+// the ABI; every kernel assumes a descriptor that the kit's check_op and its row accepted.
+#pragma once
 
 #include <tinyfin/plugin.h>
 #include <tinyfin/plugin_kit.hpp>
 
-#include "runtime.h"
+#include "runtime.hpp"
 
 #include <algorithm>
 #include <array>
@@ -16,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <type_traits>
 
 namespace tf_cpu {
@@ -344,45 +344,30 @@ void walk(int rank, const int64_t *shape, const std::array<View, N> &views, Row 
     }
 }
 
-// ---- Kernels (one file each) ------------------------------------------------------------------
+// ---- Kernel tables (one per kernel file) ------------------------------------------------------
 
-// kernels_elementwise.cpp. Binary: add, sub, mul, div, pow, maximum, minimum, relu_backward,
-// gelu_backward. Unary: neg, exp,
-// relu, abs, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu, gelu_tanh, silu, square, erf; clamp.
-tf_status run_binary(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
-                     tf_error *err);
-tf_status run_unary(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
+// The elementwise-kind files declare their kernels as rows (tinyfin/plugin_kit/kernel_rows.hpp)
+// beside them (the kernels are templates private to each file); plugin.cpp's table lists these
+// and the OWN ops' kernels (kernels_nn.hpp). Elementwise (kernels_elementwise.cpp): the binary
+// and unary ops and clamp; compare: eq, ne, lt, le, gt, ge, where; reduce: sum, mean, var, max, min,
+// argmax, argmin; matmul; copy: contiguous, cast, fill. The OWN ops' families are in kernels_nn.hpp.
+std::span<const HostRow> elementwise_kernels();
+std::span<const HostRow> compare_kernels();
+std::span<const HostRow> reduce_kernels();
+std::span<const HostRow> matmul_kernels();
+std::span<const HostRow> copy_kernels();
+
 // kernels_erf.cpp: gelu, erf and exp when in and out are dense f32, or dense f16/bf16 of one
 // dtype (computed in f32, rounded once); false (nothing done) otherwise.
 bool run_vector_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out);
 // kernels_erf.cpp: gelu_backward when dy, x and out are dense and all f32, f16 or bf16 (as
 // run_vector_erf); false (nothing done) otherwise.
 bool run_vector_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_tensor_desc &out);
-tf_status run_clamp(const tf_tensor_desc &in, const tf_tensor_desc &out, double min, double max, tf_error *err);
-// kernels_compare.cpp: eq, ne, lt, le, gt, ge (bool output) and where.
-tf_status run_compare(uint32_t op, const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
-                      tf_error *err);
-tf_status run_where(const tf_tensor_desc &cond, const tf_tensor_desc &a, const tf_tensor_desc &b,
-                    const tf_tensor_desc &out, tf_error *err);
-// kernels_reduce.cpp: sum, mean, max, min and var over the axes in axes_mask; argmax and argmin
-// along one axis. max, min, argmax and argmin need a non-empty reduction (validate() checks).
-tf_status run_sum(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err);
-tf_status run_mean(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, tf_error *err);
-tf_status run_extreme(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask,
-                      tf_error *err);
-tf_status run_var(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double correction,
-                  tf_error *err);
-tf_status run_arg(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out, int32_t axis, tf_error *err);
-// kernels_matmul.cpp
+// kernels_matmul.cpp: [..., M, K] x [..., K, N] -> [..., M, N] in f32, f16 or bf16.
 tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, tf_error *err);
 // kernels_own.cpp: f32, row-major without gaps (size-1 axes may have any stride), at a
 // float-aligned address.
 bool dense_f32(const tf_tensor_desc &d);
-// kernels_copy.cpp
-tf_status run_contiguous(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
-tf_status run_cast(const tf_tensor_desc &in, const tf_tensor_desc &out, tf_error *err);
-tf_status run_fill(const tf_tensor_desc &out, double value, tf_error *err);
-
 // Runs an elementwise kernel, run(descs) with descs[0] the output, over slices of the output's
 // first axis on the thread pool when the output is big enough (operands of the same rank, size 1
 // or the output's size on that axis). Every element is computed by the same code whichever
@@ -416,5 +401,3 @@ void parallel_elementwise(const std::array<const tf_tensor_desc *, N> &descs, Ru
 }
 
 }  // namespace tf_cpu
-
-#endif  // TINYFIN_CPU_KERNELS_H

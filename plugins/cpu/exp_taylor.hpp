@@ -1,7 +1,6 @@
-// e^r near 0 by its Taylor polynomial, the core of the branch-free exp functions of vector_math.h
-// (f32, degree 7) and vector_erf.h (double, degree 11; f32, degree 8). Private to the cpu plugin.
-#ifndef TINYFIN_CPU_EXP_TAYLOR_H
-#define TINYFIN_CPU_EXP_TAYLOR_H
+// e^r near 0 by its Taylor polynomial, the core of the branch-free exp functions of vector_math.hpp
+// (f32, degree 7) and vector_erf.hpp (double, degree 11; f32, degree 8). Private to the cpu plugin.
+#pragma once
 
 #include <cstdint>
 #include <utility>
@@ -26,5 +25,3 @@ template <int Degree, class T>
 }
 
 }  // namespace tf_cpu::vec
-
-#endif  // TINYFIN_CPU_EXP_TAYLOR_H

@@ -1,8 +1,7 @@
 // matmul with few rows of A per B (a generated token's projections: x [1..16, K] times a weight):
 // the weight is streamed once from its storage, never converted or packed whole. Private to the
 // plugin.
-#ifndef TINYFIN_CPU_KERNELS_MATVEC_H
-#define TINYFIN_CPU_KERNELS_MATVEC_H
+#pragma once
 
 #include <tinyfin/plugin.h>
 
@@ -18,12 +17,10 @@ constexpr int64_t k_skinny_max_rows = 16;
 // of A (batch elements sharing one B count together). B is read in slivers of the GEMM's
 // register-tile width, converted into an L1 buffer and multiplied there by the GEMM's own tiles
 // (gemm_f32_rows_a), so every output element is the same sequence of f32 operations as on the
-// packed path (kernels_gemm.h): the same bits for any M, any thread count. A B seen transposed
+// packed path (kernels_gemm.hpp): the same bits for any M, any thread count. A B seen transposed
 // (linear's x W^T, W [N, K] row-major) is read row by row and transposed in registers. The
 // result is rounded once to out's dtype. Returns false, doing nothing, when the product is not
 // of that kind (more rows, k = 0, bf16 x bf16 where AVX512-BF16's vdpbf16ps runs instead).
 bool matmul_skinny(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out);
 
 }  // namespace tf_cpu
-
-#endif  // TINYFIN_CPU_KERNELS_MATVEC_H

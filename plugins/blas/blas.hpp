@@ -1,7 +1,6 @@
 // Private to the blas plugin: what plugin.cpp, openblas.cpp, matmul.cpp and conv.cpp share.
 // Nothing here crosses the ABI.
-#ifndef TINYFIN_BLAS_BLAS_H
-#define TINYFIN_BLAS_BLAS_H
+#pragma once
 
 #include <tinyfin/plugin.h>
 #include <tinyfin/plugin_kit.hpp>
@@ -45,13 +44,17 @@ const char *openblas_path() noexcept;
 
 // ---- Ops --------------------------------------------------------------------------------------
 
-// Each pair decides from the descriptor alone (supports) and runs what it accepted (run). run
-// holds the plugin's BLAS lock: OpenBLAS's pthread server and the scratch arena are shared.
+// The kernels of plugin.cpp's rows and their accepts: each *_supported decides from the
+// descriptor alone (beyond the kit's op rule), each *_run runs what it accepted; plugin.cpp's rows
+// hold the plugin's BLAS lock around a run: OpenBLAS's pthread server and the scratch arena are
+// shared.
 bool matmul_supported(const tf_op_desc &op) noexcept;
 tf_status matmul_run(const tf_op_desc &op, tf_error *err);
 
 bool conv2d_supported(const tf_op_desc &op) noexcept;
-tf_status conv2d_run(const tf_op_desc &op, tf_error *err);
+// conv2d and conv2d_grad_input (one product with the weight), conv2d_grad_weight.
+tf_status conv2d_weight_times_run(const tf_op_desc &op, tf_error *err);
+tf_status conv2d_grad_weight_run(const tf_op_desc &op, tf_error *err);
 
 // ---- Scratch memory (scratch.cpp) --------------------------------------------------------------
 
@@ -74,5 +77,3 @@ inline float *f32_data(const tf_tensor_desc &t) {
 }
 
 }  // namespace tf_blas
-
-#endif  // TINYFIN_BLAS_BLAS_H
