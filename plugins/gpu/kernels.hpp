@@ -334,6 +334,16 @@ struct OptimParams {
 };
 static_assert(sizeof(OptimParams) == 16 * 4);
 
+// shaders/quant.comp. Specialization constants: MODE (0 dequantize, 1 embedding_q, 2 matmul_q),
+// QT (the quantized dtype), DT, OUT_DT, IDX_DT, ROWS (matmul_q's rows of x per workgroup).
+struct QuantParams {
+    uint32_t count, chunks, div_m, div_s;
+    uint32_t q_base, q_row, out_base, out_row;
+    uint32_t x_base, x_row, x_col;
+    uint32_t m, n, limit, idx_base, idx_st;
+};
+static_assert(sizeof(QuantParams) == 16 * 4);
+
 // Keys one attention row may have (shared memory of attention.comp).
 constexpr int64_t attention_max_keys = 2048;
 
@@ -382,6 +392,11 @@ void gemm_run(KernelDevice &dev, const tf_op_desc &op);
 
 bool nn_supports(const DeviceCaps &caps, const tf_op_desc &op);
 void nn_run(KernelDevice &dev, const tf_op_desc &op);
+
+// dequantize, matmul_q, embedding_q (ops_quant.cpp): a block-quantized operand, bound as bytes.
+// quantize is left to the cpu plugin.
+bool quant_supports(const DeviceCaps &caps, const tf_op_desc &op);
+void quant_run(KernelDevice &dev, const tf_op_desc &op);
 
 // adamw_step, sgd_step (ops_optim.cpp): several outputs, each in-out.
 bool optim_supports(const tf_op_desc &op);

@@ -10,7 +10,8 @@ namespace {
 // storage-buffer binding can hold (with room for aligning the binding's start).
 bool tensor_fits(const DeviceCaps &caps, const tf_tensor_desc &t) {
     if (tf_kit::check_tensor("", "", 0, t, false, nullptr) != TF_STATUS_OK) return false;
-    const uint64_t size = element_size(t.dtype);
+    // A block-quantized tensor is bound as bytes (ops_quant.cpp); extent_of counts its bytes.
+    const uint64_t size = tf_kit::is_quantized(t.dtype) ? 1 : element_size(t.dtype);
     if (size == 0) return false;
     const tf_kit::Extent e = tf_kit::extent_of(t);
     if (e.empty) return true;
@@ -19,7 +20,7 @@ bool tensor_fits(const DeviceCaps &caps, const tf_tensor_desc &t) {
     return bytes + caps.bind_align + 4 <= caps.max_binding && e.count < (int64_t{1} << 31);
 }
 
-enum class Family { none, elementwise, reduce, gemm, nn, optim };
+enum class Family { none, elementwise, reduce, gemm, nn, optim, quant };
 
 // The host code of a family (ops_*.cpp) serves the ops of one or more kernels.
 Family family_of(uint32_t op) {
@@ -32,6 +33,7 @@ Family family_of(uint32_t op) {
     case Shader::index:
     case Shader::attention: return Family::nn;
     case Shader::optim: return Family::optim;
+    case Shader::quant: return Family::quant;
     default: return Family::none;
     }
 }
@@ -103,6 +105,10 @@ Shader kernel_of(uint32_t op) {
     case TF_OP_ATTENTION: return Shader::attention;
     case TF_OP_ADAMW_STEP:
     case TF_OP_SGD_STEP: return Shader::optim;
+    // Issue 34: the quantized ops (quantize stays on cpu).
+    case TF_OP_DEQUANTIZE:
+    case TF_OP_MATMUL_Q:
+    case TF_OP_EMBEDDING_Q: return Shader::quant;
     default: return Shader::count_;
     }
 }
@@ -127,6 +133,7 @@ bool supports(const DeviceCaps &caps, const tf_op_desc &op) {
     case Family::gemm: return gemm_supports(caps, op);
     case Family::nn: return nn_supports(caps, op);
     case Family::optim: return optim_supports(op);
+    case Family::quant: return quant_supports(caps, op);
     case Family::none: return false;
     }
     return false;
@@ -139,6 +146,7 @@ void run(KernelDevice &dev, const tf_op_desc &op) {
     case Family::gemm: gemm_run(dev, op); return;
     case Family::nn: nn_run(dev, op); return;
     case Family::optim: optim_run(dev, op); return;
+    case Family::quant: quant_run(dev, op); return;
     case Family::none: break;
     }
     raise(TF_STATUS_UNSUPPORTED, "%s: no kernel runs this op", op_name(op.op));
