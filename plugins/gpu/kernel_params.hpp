@@ -165,6 +165,16 @@ struct OptimParams {
 };
 static_assert(sizeof(OptimParams) == 16 * 4);
 
+// shaders/quant.comp. Specialization constants: MODE (0 dequantize, 1 embedding_q, 2 matmul_q),
+// QT (the quantized dtype), DT, OUT_DT, IDX_DT, ROWS (matmul_q's rows of x per workgroup).
+struct QuantParams {
+    uint32_t count, chunks, div_m, div_s;
+    uint32_t q_base, q_row, out_base, out_row;
+    uint32_t x_base, x_row, x_col;
+    uint32_t m, n, limit, idx_base, idx_st;
+};
+static_assert(sizeof(QuantParams) == 16 * 4);
+
 // Keys one attention row may have (shared memory of attention.comp).
 constexpr int64_t attention_max_keys = 2048;
 

@@ -11,7 +11,8 @@ namespace {
 // A tensor the kernels can address: a dtype they know, and an extent one storage-buffer binding
 // can hold (with room for aligning the binding's start). check_op has checked sizes and strides.
 bool tensor_fits(const DeviceCaps &caps, const tf_tensor_desc &t) {
-    const uint64_t size = element_size(t.dtype);
+    // A block-quantized tensor is bound as bytes (ops_quant.cpp); extent_of counts its bytes.
+    const uint64_t size = tf_kit::is_quantized(t.dtype) ? 1 : element_size(t.dtype);
     if (size == 0) return false;
     const tf_kit::Extent e = tf_kit::extent_of(t);
     if (e.empty) return true;
@@ -27,7 +28,7 @@ std::span<const KernelRow> kernels() {
     static const std::vector<KernelRow> rows = [] {
         std::vector<KernelRow> all;
         for (std::span<const KernelRow> family :
-             {elementwise_kernels(), reduce_kernels(), gemm_kernels(), nn_kernels(), optim_kernels()})
+             {elementwise_kernels(), reduce_kernels(), gemm_kernels(), nn_kernels(), optim_kernels(), quant_kernels()})
             all.insert(all.end(), family.begin(), family.end());
         return all;
     }();

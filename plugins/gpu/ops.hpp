@@ -37,7 +37,7 @@ constexpr KernelRow kernel_row(uint32_t op, Shader shader, tf_kit::DtypeSet dtyp
     return r;
 }
 
-// Every row, the families in order: elementwise, reduce, gemm, nn, optim.
+// Every row, the families in order: elementwise, reduce, gemm, nn, optim, quant.
 std::span<const KernelRow> kernels();
 
 // What every kernel shares: at most tensor_slots tensors, each of a dtype the kernels address, its
@@ -55,6 +55,9 @@ std::span<const KernelRow> gemm_kernels();  // gemm.comp: matmul, conv2d and its
 // attention.comp.
 std::span<const KernelRow> nn_kernels();
 std::span<const KernelRow> optim_kernels();  // optim.comp: adamw_step, sgd_step
+// quant.comp: dequantize, embedding_q, matmul_q (a block-quantized operand bound as bytes;
+// quantize stays on cpu).
+std::span<const KernelRow> quant_kernels();
 
 // ---- Steps one family records for another ------------------------------------------------------
 
