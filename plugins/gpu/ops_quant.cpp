@@ -50,7 +50,9 @@ int64_t row_bytes(int32_t dtype, int64_t stride) {
 }
 
 // The last axis of t (not quantized) is contiguous, or has one element.
-bool last_contiguous(const tf_tensor_desc &t) { return t.rank == 0 || t.shape[t.rank - 1] <= 1 || t.strides[t.rank - 1] == 1; }
+bool last_contiguous(const tf_tensor_desc &t) {
+    return t.rank == 0 || t.shape[t.rank - 1] <= 1 || t.strides[t.rank - 1] == 1;
+}
 
 // The bound bytes of a quantized tensor: a 1-D byte view (bool elements) from its first byte to
 // the end of its last block, so base is a byte index.
