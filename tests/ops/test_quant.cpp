@@ -358,7 +358,8 @@ TEST_CASE("embedding_q: rows of a packed table, and indices out of range") {
                                   b.values[static_cast<std::size_t>(order32[e] * k + j)]));
         Tensor half_rows = embedding_q(table, idx, DType::f16);
         CHECK(half_rows.dtype() == DType::f16);
-        CHECK(cast(half_rows, DType::f32).to_vector<float>() == cast(cast(rows, DType::f16), DType::f32).to_vector<float>());
+        CHECK(cast(half_rows, DType::f32).to_vector<float>() ==
+              cast(cast(rows, DType::f16), DType::f32).to_vector<float>());
         // A GPU kernel finds a bad index while it runs: the error comes with the result.
         CHECK_THROWS_AS(embedding_q(table, from_vector<int64_t>({5}, {1}, dev())).to_vector<float>(), ValueError);
         CHECK_THROWS_AS(embedding_q(table, from_vector<int32_t>({-1}, {1}, dev())).to_vector<float>(), ValueError);
@@ -640,7 +641,6 @@ TEST_CASE("matmul_q: batch axes, f16/bf16 activations, output dtypes, views of t
     product_and_bound(xs_values, wd, 6, n, k, 32, want, bound);
     std::vector<float> gs = matmul_q(xs, w).to_vector<float>();
     for (std::size_t i = 0; i < gs.size(); ++i) CHECK(std::fabs(gs[i] - want[i]) <= bound[i]);
-
 }
 
 // ---- layouts and refusals -------------------------------------------------------------------
@@ -701,8 +701,9 @@ TEST_CASE("vulkan, opengl and opencl run dequantize, embedding_q, matmul_q; othe
         const Tensor xd = xc.to(d), idxd = idx.to(d);
         // Every type on the backend under test (ops-quant-<gpu>); two per backend in ops-quant,
         // which visits them all (each type is a kernel to compile on a software device).
-        const std::vector<DType> types = fallback_allowed ? std::vector<DType>{DType::q8_0, DType::q4_k}
-                                                          : std::vector<DType>(std::begin(quantized), std::end(quantized));
+        const std::vector<DType> types = fallback_allowed
+                                             ? std::vector<DType>{DType::q8_0, DType::q4_k}
+                                             : std::vector<DType>(std::begin(quantized), std::end(quantized));
         for (DType dtype : types) {
             INFO(dtype_name(dtype));
             const Tensor w = quantize(from_vector(wv, {40, 256}, cpu()), dtype);
@@ -731,8 +732,7 @@ TEST_CASE("vulkan, opengl and opencl run dequantize, embedding_q, matmul_q; othe
                 CHECK(got_y == matmul_q(xc, w).to_vector<float>());
             }
         }
-        if (fallback_allowed)
-            CHECK(bytes_of(quantize(xd, DType::q8_0)) == bytes_of(quantize(xc, DType::q8_0)));
+        if (fallback_allowed) CHECK(bytes_of(quantize(xd, DType::q8_0)) == bytes_of(quantize(xc, DType::q8_0)));
     }
 }
 

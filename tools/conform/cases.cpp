@@ -833,7 +833,8 @@ void gen_dequantize(Generator &g) {
     for (int32_t qt : quant_dtypes()) {
         const int64_t b = block_of(qt);
         const std::string d = dtype_name(qt);
-        for (int32_t out : k_floats) g.add(d + " -> " + dtype_name(out), {contiguous({3, 2 * b}, qt)}, {contiguous({3, 2 * b}, out)});
+        for (int32_t out : k_floats)
+            g.add(d + " -> " + dtype_name(out), {contiguous({3, 2 * b}, qt)}, {contiguous({3, 2 * b}, out)});
         g.add(d + " -> f32", {contiguous({b}, qt)}, {contiguous({b}, F32)});
         g.add(d + " -> f32", {contiguous({2, 2, b}, qt)}, {contiguous({2, 2, b}, F32)});
         g.add(d + " -> f32", {quant_rows_view({3, b}, qt)}, {contiguous({3, b}, F32)});
@@ -1088,8 +1089,9 @@ const char *kind_name(Kind kind) {
 
 const char *dtype_name(int32_t dtype) {
     switch (dtype) {
-#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type) \
-    case id: return name;
+#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
+    case id:                                                                                                           \
+        return name;
 #include "tinyfin/dtypes.def"
 #undef TF_DTYPE
     default: return "dtype?";
@@ -1114,8 +1116,9 @@ const std::vector<int32_t> &all_dtypes() {
 }
 
 const std::vector<int32_t> &quant_dtypes() {
-    static const std::vector<int32_t> dtypes = {TF_DTYPE_Q8_0, TF_DTYPE_Q4_0, TF_DTYPE_Q4_1, TF_DTYPE_Q5_0, TF_DTYPE_Q5_1,
-                                                TF_DTYPE_Q4_K, TF_DTYPE_Q5_K, TF_DTYPE_Q6_K, TF_DTYPE_Q8_K};
+    static const std::vector<int32_t> dtypes = {TF_DTYPE_Q8_0, TF_DTYPE_Q4_0, TF_DTYPE_Q4_1,
+                                                TF_DTYPE_Q5_0, TF_DTYPE_Q5_1, TF_DTYPE_Q4_K,
+                                                TF_DTYPE_Q5_K, TF_DTYPE_Q6_K, TF_DTYPE_Q8_K};
     return dtypes;
 }
 
@@ -1123,8 +1126,9 @@ bool is_quantized(int32_t dtype) { return dtype >= TF_DTYPE_Q8_0 && dtype <= TF_
 
 std::size_t block_bytes(int32_t dtype) {
     switch (dtype) {
-#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type) \
-    case id: return block_length > 1 ? block_bytes : 0;
+#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
+    case id:                                                                                                           \
+        return block_length > 1 ? block_bytes : 0;
 #include "tinyfin/dtypes.def"
 #undef TF_DTYPE
     default: return 0;

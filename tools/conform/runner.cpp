@@ -211,7 +211,8 @@ void fill_blocks(Random &rng, const TensorSpec &t, uint8_t *dst) {
     for (std::size_t i = 0; i < bytes; ++i) dst[i] = static_cast<uint8_t>(rng.next());
     auto f16 = [&](uint8_t *at) {
         // sign, exponent 7..12 (2^-8 .. 2^-3 times 1.m), random mantissa.
-        const auto bits = static_cast<uint16_t>((rng.next() & 1) << 15 | rng.integer(7, 13) << 10 | rng.integer(0, 1024));
+        const auto bits =
+            static_cast<uint16_t>((rng.next() & 1) << 15 | rng.integer(7, 13) << 10 | rng.integer(0, 1024));
         at[0] = static_cast<uint8_t>(bits & 0xff);
         at[1] = static_cast<uint8_t>(bits >> 8);
     };
