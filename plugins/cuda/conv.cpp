@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "context.h"
+#include "context.hpp"
 
 namespace tf_cuda {
 namespace {
@@ -24,19 +24,6 @@ tf_status dnn_fail(tf_error *err, const char *name, const char *what, cudnnStatu
     const char *text = g_context->libs.cudnn.cudnnGetErrorString(status);
     return fail(err, status == CUDNN_STATUS_ALLOC_FAILED ? TF_STATUS_OUT_OF_MEMORY : TF_STATUS_INTERNAL,
                 "%s: %s failed: %s", name, what, text ? text : "unknown cuDNN status");
-}
-
-// The tensors of the op as x, w, y of the forward convolution.
-struct ConvOperands {
-    const tf_tensor_desc *x, *w, *y;
-};
-
-ConvOperands operands_of(const tf_op_desc &op) {
-    switch (op.op) {
-    case TF_OP_CONV2D: return {&op.inputs[0], &op.inputs[1], &op.outputs[0]};
-    case TF_OP_CONV2D_GRAD_INPUT: return {&op.outputs[0], &op.inputs[1], &op.inputs[0]};
-    default: return {&op.inputs[1], &op.outputs[0], &op.inputs[0]};
-    }
 }
 
 cudnnDataType_t dnn_type(int32_t dtype) {
@@ -169,6 +156,7 @@ bool conv_supported(const Device &, const tf_op_desc &op) {
 
 void release_conv_plans(Device &device) { device.conv_plans.clear(); }
 
+template <uint32_t Op>
 tf_status conv_run(Device &device, const tf_op_desc &op, tf_error *err) {
     const char *name = op_name(op.op);
     const tf_tensor_desc &out = op.outputs[0];
@@ -177,7 +165,7 @@ tf_status conv_run(Device &device, const tf_op_desc &op, tf_error *err) {
     if (numel(op.inputs[0]) == 0 || numel(op.inputs[1]) == 0) return zero_fill(device, out, err);
 
     const Cudnn &api = g_context->libs.cudnn;
-    const ConvOperands t = operands_of(op);
+    const ConvOperands t = conv_operands_of(op);  // x, w, y of the forward convolution
     std::unique_ptr<ConvPlan> &slot = device.conv_plans[plan_key(op, t)];
     if (!slot)
         if (tf_status s = create_plan(api, op, t, g_context->allow_tf32, &slot, err); s != TF_STATUS_OK) {
@@ -205,8 +193,7 @@ tf_status conv_run(Device &device, const tf_op_desc &op, tf_error *err) {
     const float alpha = 1.f, beta = 0.f;
     Scratch workspace;
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
-    switch (op.op) {
-    case TF_OP_CONV2D: {
+    if constexpr (Op == TF_OP_CONV2D) {
         if (!plan.forward_ready) {
             cudnnConvolutionFwdAlgoPerf_t results[CUDNN_CONVOLUTION_FWD_ALGO_COUNT], chosen;
             int count = 0;
@@ -231,9 +218,7 @@ tf_status conv_run(Device &device, const tf_op_desc &op, tf_error *err) {
                                         plan.forward_algo, workspace.get(), plan.forward_workspace, &beta, plan.y.get(),
                                         y);
         if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(err, name, "cudnnConvolutionForward", s);
-        break;
-    }
-    case TF_OP_CONV2D_GRAD_INPUT: {
+    } else if constexpr (Op == TF_OP_CONV2D_GRAD_INPUT) {
         // inputs: dy (a), w (b); output dx.
         if (!plan.data_ready) {
             cudnnConvolutionBwdDataAlgoPerf_t results[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT], chosen;
@@ -260,9 +245,7 @@ tf_status conv_run(Device &device, const tf_op_desc &op, tf_error *err) {
                                              plan.data_algo, workspace.get(), plan.data_workspace, &beta, plan.x.get(),
                                              y);
         if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(err, name, "cudnnConvolutionBackwardData", s);
-        break;
-    }
-    default: {
+    } else {
         // conv2d_grad_weight. inputs: dy (a), x (b); output dw.
         if (!plan.filter_ready) {
             cudnnConvolutionBwdFilterAlgoPerf_t results[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT], chosen;
@@ -290,10 +273,12 @@ tf_status conv_run(Device &device, const tf_op_desc &op, tf_error *err) {
                                                plan.filter_algo, workspace.get(), plan.filter_workspace, &beta,
                                                plan.w.get(), y);
         if (s != CUDNN_STATUS_SUCCESS) return dnn_fail(err, name, "cudnnConvolutionBackwardFilter", s);
-        break;
-    }
     }
     return strided_out ? scatter_output(device, out, y, err) : TF_STATUS_OK;
 }
+
+template tf_status conv_run<TF_OP_CONV2D>(Device &, const tf_op_desc &, tf_error *);
+template tf_status conv_run<TF_OP_CONV2D_GRAD_INPUT>(Device &, const tf_op_desc &, tf_error *);
+template tf_status conv_run<TF_OP_CONV2D_GRAD_WEIGHT>(Device &, const tf_op_desc &, tf_error *);
 
 }  // namespace tf_cuda

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "context.h"
+#include "context.hpp"
 
 namespace tf_cuda {
 

@@ -1,7 +1,6 @@
 // Device-side helpers shared by the kernel files: dtype dispatch, launch shapes, block reductions
-// and the data-error report. Storage types and per-element math are in element.h.
-#ifndef TINYFIN_CUDA_DEVICE_COMMON_CUH
-#define TINYFIN_CUDA_DEVICE_COMMON_CUH
+// and the data-error report. Storage types and per-element math are in element.hpp.
+#pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -11,8 +10,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "element.h"
-#include "kernels.h"
+#include "element.hpp"
+#include "kernels.hpp"
 
 namespace tf_cuda {
 
@@ -122,5 +121,3 @@ __device__ __forceinline__ void report_index_error(DataError *error, uint32_t op
 }
 
 }  // namespace tf_cuda
-
-#endif  // TINYFIN_CUDA_DEVICE_COMMON_CUH

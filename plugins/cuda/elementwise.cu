@@ -1,7 +1,7 @@
 // Elementwise kernels over any strides (rank <= 8): unary ops and clamp, binary ops, comparisons,
 // where, fill, contiguous and cast. One thread per output element in a grid-stride loop; the
 // op is a kernel argument (uniform across the grid), so each family is one kernel per dtype.
-// What each element gets, and the numeric rules, are in element.h.
+// What each element gets, and the numeric rules, are in element.hpp.
 #include "device_common.cuh"
 
 #include <tinyfin/plugin_kit/ops.hpp>
@@ -9,7 +9,7 @@
 namespace tf_cuda {
 namespace {
 
-// ---- kernels (the per-element math is in element.h) ---------------------------------------------
+// ---- kernels (the per-element math is in element.hpp) ---------------------------------------------
 
 template <class T>
 __global__ void unary_kernel(Strided<2> g, uint32_t op, T *out, const T *in, ClampBounds bounds) {

@@ -1,5 +1,5 @@
-// Opening cuBLAS and cuDNN at run time (see libraries.h).
-#include "libraries.h"
+// Opening cuBLAS and cuDNN at run time (see libraries.hpp).
+#include "libraries.hpp"
 
 #include <cstdio>
 

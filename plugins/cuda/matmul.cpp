@@ -2,8 +2,8 @@
 // f32 accumulation), as matmul_plan.cpp maps the descriptor: transposed and broadcast operands are
 // read in place, never copied (batch axes that do not collapse are a loop of such calls); layouts
 // it cannot map are not supported and run on cpu.
-#include "context.h"
-#include "matmul_plan.h"
+#include "context.hpp"
+#include "matmul_plan.hpp"
 
 namespace tf_cuda {
 namespace {

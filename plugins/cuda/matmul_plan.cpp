@@ -1,8 +1,8 @@
-// The layout arithmetic of matmul (matmul_plan.h). A matrix with a unit stride on either axis is a
+// The layout arithmetic of matmul (matmul_plan.hpp). A matrix with a unit stride on either axis is a
 // BLAS matrix: row-major reads as its transpose in column-major terms. The inner batch axes of a,
 // b and out collapse to one batch index with a constant stride per operand (0 for a broadcast
 // one); the rest are looped over.
-#include "matmul_plan.h"
+#include "matmul_plan.hpp"
 
 #include <algorithm>
 #include <climits>

@@ -6,7 +6,7 @@
 #include <bit>
 #include <cstring>
 
-#include "context.h"
+#include "context.hpp"
 
 namespace tf_cuda {
 

@@ -1,16 +1,16 @@
 // Neural-network kernels: max and average pooling with their backward ops, embedding and its
 // scatter-add backward, one_hot, attention and rope. One thread per output element (one block per
-// query row for attention); the backward pooling ops gather (pool.h), so they need no atomics and
+// query row for attention); the backward pooling ops gather (pool.hpp), so they need no atomics and
 // give the same result on every run.
 #include "device_common.cuh"
-#include "pool.h"
+#include "pool.hpp"
 
 #include <algorithm>
 
 namespace tf_cuda {
 namespace {
 
-// ---- pooling (the element arithmetic is in pool.h) ---------------------------------------------
+// ---- pooling (the element arithmetic is in pool.hpp) ---------------------------------------------
 
 enum class PoolPass { max, max_backward, avg, avg_backward };
 

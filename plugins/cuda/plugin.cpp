@@ -4,7 +4,7 @@
 // Files, in the order a call meets them: plugin.cpp (this: CUDA errors, the table, the entry
 // point), device.cpp (probe, init, devices, features), memory.cpp (caching allocator, buffers),
 // ops.cpp (supports and run), matmul.cpp, conv.cpp, and the kernels in elementwise.cu,
-// reduce.cu and nn.cu behind kernels.h.
+// reduce.cu and nn.cu behind kernels.hpp.
 //
 // Load-time work: none of the plugin's own. nvcc and the static CUDA runtime add ELF
 // constructors that register the kernel images with the runtime; they make no driver call (the
@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <type_traits>
 
-#include "context.h"
+#include "context.hpp"
 
 #ifndef TF_CUDA_VERSION
 #define TF_CUDA_VERSION "0.1.0"

@@ -1,9 +1,9 @@
 // Descriptor helpers shared by the op families.
-#include "kernels.hpp"
+#include "descriptors.hpp"
 
 #include <algorithm>
 
-namespace tf_kernels {
+namespace tf_gpu {
 
 TensorBinding bind_view(const DeviceCaps &caps, const tf_tensor_desc &t, tf_buffer *buffer, uint64_t storage_offset,
                         uint64_t buffer_size, const char *op, const char *role, uint32_t index) {
@@ -85,4 +85,4 @@ uint32_t groups_for(const DeviceCaps &caps, uint64_t items, uint32_t per_group) 
     return static_cast<uint32_t>(std::clamp<uint64_t>(need, 1, cap));
 }
 
-}  // namespace tf_kernels
+}  // namespace tf_gpu

@@ -1,58 +1,15 @@
 // Elementwise ops on shaders/elementwise.comp: one dispatch each, any strides, broadcasting by
 // stride 0, axes merged on the host so contiguous work walks one axis.
-#include "kernels.hpp"
+#include "ops.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
 
-namespace tf_kernels {
+namespace tf_gpu {
 
 namespace {
-
-// The shader's op code for a tf_op, or UINT32_MAX.
-uint32_t code_of(uint32_t op) {
-    switch (op) {
-    case TF_OP_NEG: return EW_NEG;
-    case TF_OP_EXP: return EW_EXP;
-    case TF_OP_RELU: return EW_RELU;
-    case TF_OP_ABS: return EW_ABS;
-    case TF_OP_LOG: return EW_LOG;
-    case TF_OP_SQRT: return EW_SQRT;
-    case TF_OP_RSQRT: return EW_RSQRT;
-    case TF_OP_SIN: return EW_SIN;
-    case TF_OP_COS: return EW_COS;
-    case TF_OP_TANH: return EW_TANH;
-    case TF_OP_SIGMOID: return EW_SIGMOID;
-    case TF_OP_GELU: return EW_GELU;
-    case TF_OP_GELU_TANH: return EW_GELU_TANH;
-    case TF_OP_SILU: return EW_SILU;
-    case TF_OP_SQUARE: return EW_SQUARE;
-    case TF_OP_ERF: return EW_ERF;
-    case TF_OP_CLAMP: return EW_CLAMP;
-    case TF_OP_ADD: return EW_ADD;
-    case TF_OP_SUB: return EW_SUB;
-    case TF_OP_MUL: return EW_MUL;
-    case TF_OP_DIV: return EW_DIV;
-    case TF_OP_POW: return EW_POW;
-    case TF_OP_MAXIMUM: return EW_MAXIMUM;
-    case TF_OP_MINIMUM: return EW_MINIMUM;
-    case TF_OP_RELU_BACKWARD: return EW_RELU_BACKWARD;
-    case TF_OP_GELU_BACKWARD: return EW_GELU_BACKWARD;
-    case TF_OP_EQ: return EW_EQ;
-    case TF_OP_NE: return EW_NE;
-    case TF_OP_LT: return EW_LT;
-    case TF_OP_LE: return EW_LE;
-    case TF_OP_GT: return EW_GT;
-    case TF_OP_GE: return EW_GE;
-    case TF_OP_WHERE: return EW_WHERE;
-    case TF_OP_CONTIGUOUS:
-    case TF_OP_CAST: return EW_COPY;
-    case TF_OP_FILL: return EW_FILL;
-    default: return UINT32_MAX;
-    }
-}
 
 // Float to integer like the cpu plugin: truncates; NaN gives 0; out of range saturates.
 template <class I>
@@ -169,37 +126,86 @@ void record(KernelDevice &dev, const tf_op_desc &op, uint32_t code, const uint32
                   {groups_for(dev.caps(), items, 256), 1, 1}});
 }
 
+// Ops whose kernel needs no values beyond the operands: the shader's op code is the row's.
+template <uint32_t Code>
+void run_plain(KernelDevice &dev, const tf_op_desc &op) {
+    const uint32_t arg[4] = {0, 0, 0, 0};
+    record(dev, op, Code, arg);
+}
+
+void run_clamp(KernelDevice &dev, const tf_op_desc &op) {
+    const auto &clamp = tf_kit::params_of<tf_params_clamp>(op);
+    // Comparing x with the bound rounded to f32 picks the same side as comparing in double.
+    const uint32_t arg[4] = {std::bit_cast<uint32_t>(static_cast<float>(clamp.min)),
+                             std::bit_cast<uint32_t>(static_cast<float>(clamp.max)), 0, 0};
+    record(dev, op, EW_CLAMP, arg);
+}
+
+void run_fill(KernelDevice &dev, const tf_op_desc &op) {
+    uint32_t arg[4] = {0, 0, 0, 0};
+    raw_value(tf_kit::params_of<tf_params_fill>(op).value, op.outputs[0].dtype, &arg[0], &arg[1]);
+    record(dev, op, EW_FILL, arg);
+}
+
+constexpr KernelRow row(uint32_t op, KernelRun run, tf_kit::DtypeSet dtypes = tf_kit::k_any_dtype) {
+    return kernel_row(op, Shader::elementwise, dtypes, run);
+}
+
+// Integer division and powers stay on cpu, which reports a zero divisor or a negative exponent;
+// the shader clamps floats only.
+constexpr tf_kit::DtypeSet floats = tf_kit::k_float_dtypes;
+
+constexpr KernelRow k_rows[] = {
+    row(TF_OP_NEG, run_plain<EW_NEG>),
+    row(TF_OP_EXP, run_plain<EW_EXP>),
+    row(TF_OP_RELU, run_plain<EW_RELU>),
+    row(TF_OP_ABS, run_plain<EW_ABS>),
+    row(TF_OP_LOG, run_plain<EW_LOG>),
+    row(TF_OP_SQRT, run_plain<EW_SQRT>),
+    row(TF_OP_RSQRT, run_plain<EW_RSQRT>),
+    row(TF_OP_SIN, run_plain<EW_SIN>),
+    row(TF_OP_COS, run_plain<EW_COS>),
+    row(TF_OP_TANH, run_plain<EW_TANH>),
+    row(TF_OP_SIGMOID, run_plain<EW_SIGMOID>),
+    row(TF_OP_GELU, run_plain<EW_GELU>),
+    row(TF_OP_GELU_TANH, run_plain<EW_GELU_TANH>),
+    row(TF_OP_SILU, run_plain<EW_SILU>),
+    row(TF_OP_SQUARE, run_plain<EW_SQUARE>),
+    row(TF_OP_ERF, run_plain<EW_ERF>),
+    row(TF_OP_CLAMP, run_clamp, floats),
+    row(TF_OP_ADD, run_plain<EW_ADD>),
+    row(TF_OP_SUB, run_plain<EW_SUB>),
+    row(TF_OP_MUL, run_plain<EW_MUL>),
+    row(TF_OP_DIV, run_plain<EW_DIV>, floats),
+    row(TF_OP_POW, run_plain<EW_POW>, floats),
+    row(TF_OP_MAXIMUM, run_plain<EW_MAXIMUM>),
+    row(TF_OP_MINIMUM, run_plain<EW_MINIMUM>),
+    row(TF_OP_RELU_BACKWARD, run_plain<EW_RELU_BACKWARD>),
+    row(TF_OP_GELU_BACKWARD, run_plain<EW_GELU_BACKWARD>, floats),
+    row(TF_OP_EQ, run_plain<EW_EQ>),
+    row(TF_OP_NE, run_plain<EW_NE>),
+    row(TF_OP_LT, run_plain<EW_LT>),
+    row(TF_OP_LE, run_plain<EW_LE>),
+    row(TF_OP_GT, run_plain<EW_GT>),
+    row(TF_OP_GE, run_plain<EW_GE>),
+    row(TF_OP_WHERE, run_plain<EW_WHERE>),
+    row(TF_OP_CONTIGUOUS, run_plain<EW_COPY>),
+    row(TF_OP_CAST, run_plain<EW_COPY>),
+    row(TF_OP_FILL, run_fill),
+};
+
 }  // namespace
 
-bool elementwise_supports(const DeviceCaps &, const tf_op_desc &op) {
-    const tf_tensor_desc &out = op.outputs[0];
-    const tf_tensor_desc *in = op.inputs;
-    if (code_of(op.op) == UINT32_MAX) return false;
-    for (uint32_t i = 0; i < op.n_inputs; ++i)
-        if (!same_shape(in[i], out)) return false;
-    // Integer division and powers stay on cpu, which reports a zero divisor or a negative
-    // exponent; the shader clamps floats only.
-    if (op.op == TF_OP_DIV || op.op == TF_OP_POW || op.op == TF_OP_CLAMP || op.op == TF_OP_GELU_BACKWARD)
-        return is_float(out.dtype);
-    return true;
-}
+std::span<const KernelRow> elementwise_kernels() { return k_rows; }
 
-void elementwise_run(KernelDevice &dev, const tf_op_desc &op) {
-    uint32_t arg[4] = {0, 0, 0, 0};
-    if (op.op == TF_OP_FILL) {
-        raw_value(static_cast<const tf_params_fill *>(op.params)->value, op.outputs[0].dtype, &arg[0], &arg[1]);
-    } else if (op.op == TF_OP_CLAMP) {
-        const auto *clamp = static_cast<const tf_params_clamp *>(op.params);
-        // Comparing x with the bound rounded to f32 picks the same side as comparing in double.
-        arg[0] = std::bit_cast<uint32_t>(static_cast<float>(clamp->min));
-        arg[1] = std::bit_cast<uint32_t>(static_cast<float>(clamp->max));
-    }
-    record(dev, op, code_of(op.op), arg);
-}
-
-void elementwise_fill(KernelDevice &dev, const tf_tensor_desc &out, uint32_t lo, uint32_t hi, const char *) {
+void record_fill(KernelDevice &dev, const tf_tensor_desc &out, uint32_t lo, uint32_t hi) {
     const uint32_t arg[4] = {lo, hi, 0, 0};
     record(dev, step_desc(TF_OP_FILL, nullptr, out), EW_FILL, arg);
 }
 
-}  // namespace tf_kernels
+void record_cast(KernelDevice &dev, const tf_tensor_desc &in, const tf_tensor_desc &out) {
+    const uint32_t arg[4] = {0, 0, 0, 0};
+    record(dev, step_desc(TF_OP_CAST, &in, out), EW_COPY, arg);
+}
+
+}  // namespace tf_gpu

@@ -1,22 +1,14 @@
 // matmul and conv2d with its two gradients on shaders/gemm.comp: one tiled GEMM kernel whose
 // index maps differ per mode (see the shader).
-#include "kernels.hpp"
+#include "ops.hpp"
 
 #include <algorithm>
 
-namespace tf_kernels {
+namespace tf_gpu {
 
 namespace {
 
 constexpr uint32_t tile = 64;  // the largest TM and TN of gemm.comp
-
-// Every operand of one dtype, float by ops.def (f16 and bf16 accumulate in f32 in the kernel).
-bool all_float(const tf_op_desc &op) {
-    const int32_t d = op.outputs[0].dtype;
-    for (uint32_t i = 0; i < op.n_inputs; ++i)
-        if (op.inputs[i].dtype != d) return false;
-    return true;
-}
 
 // Tiles beyond the grid are looped over in the kernel; only the batch (z) must fit the grid.
 bool grid_fits(const DeviceCaps &caps, int64_t m, int64_t n, int64_t batch) {
@@ -31,11 +23,8 @@ struct ConvShapes {
 
 ConvShapes conv_tensors(const tf_op_desc &op) {
     ConvShapes s{};
-    switch (op.op) {
-    case TF_OP_CONV2D: s.x = &op.inputs[0], s.w = &op.inputs[1], s.y = &op.outputs[0]; break;
-    case TF_OP_CONV2D_GRAD_INPUT: s.x = &op.outputs[0], s.w = &op.inputs[1], s.y = &op.inputs[0]; break;
-    default: s.x = &op.inputs[1], s.w = &op.outputs[0], s.y = &op.inputs[0]; break;  // grad_weight
-    }
+    const tf_kit::ConvOperands t = tf_kit::conv_operands_of(op);
+    s.x = t.x, s.w = t.w, s.y = t.y;
     s.n = s.x->shape[0];
     s.c = s.x->shape[1];
     s.h = s.x->shape[2];
@@ -114,33 +103,32 @@ void record_gemm(KernelDevice &dev, GemmParams &p, uint32_t mode, TensorBinding 
     p.z_count = z_count;
     dev.dispatch(
         {key_of(Shader::gemm, mode, rows, 1, cols, out.dtype), &p, sizeof p, b, 3, {gx, gy, z_count * splits}});
-    const tf_params_reduce axes{sizeof(tf_params_reduce), 1u};
-    reduce_run(dev, step_desc(TF_OP_SUM, &scratch, target, &axes));
+    record_sum(dev, scratch, target, 1u);
 }
 
-bool conv_supports(const DeviceCaps &caps, const tf_op_desc &op) {
-    if (!all_float(op)) return false;
-    for (uint32_t i = 0; i < op.n_inputs; ++i)
-        if (op.inputs[i].rank != 4) return false;
-    if (op.outputs[0].rank != 4) return false;
-    const auto &p = *static_cast<const tf_params_conv2d *>(op.params);
-    if (!tf_kit::conv_params_valid(p) || !tf_kit::conv_shapes_fit(op, p)) return false;
+// gemm.comp's modes of the conv ops.
+enum ConvMode : uint32_t { forward = 1, grad_input = 2, grad_weight = 3 };
+
+// Every index the kernel forms fits 32 bits and the groups fit the grid (the op's rule has
+// checked shapes, params and dtypes).
+template <ConvMode Mode>
+bool conv_accepts(const KernelDevice &dev, const tf_op_desc &op) {
+    const DeviceCaps &caps = dev.caps();
+    const auto &p = tf_kit::params_of<tf_params_conv2d>(op);
     const ConvShapes s = conv_tensors(op);
     const int64_t g = p.groups;
-    // Every index the kernel forms must fit 32 bits.
     const int64_t og = s.o / g;
     const int64_t columns[3] = {s.n * s.oh * s.ow, s.n * s.h * s.wd, s.cg * s.kh * s.kw};
     for (int64_t v : columns)
         if (v >= (int64_t{1} << 31)) return false;
     if (s.h + 2 * int64_t{p.padding[0]} >= (int64_t{1} << 30) || s.wd + 2 * int64_t{p.padding[1]} >= (int64_t{1} << 30))
         return false;
-    switch (op.op) {
-    case TF_OP_CONV2D: return grid_fits(caps, og, columns[0], g);
-    case TF_OP_CONV2D_GRAD_INPUT: return grid_fits(caps, s.cg, columns[1], g);
-    default: return grid_fits(caps, og, columns[2], g);
-    }
+    if constexpr (Mode == forward) return grid_fits(caps, og, columns[0], g);
+    if constexpr (Mode == grad_input) return grid_fits(caps, s.cg, columns[1], g);
+    return grid_fits(caps, og, columns[2], g);
 }
 
+template <ConvMode Mode>
 void conv_run(KernelDevice &dev, const tf_op_desc &op) {
     const tf_tensor_desc &out = op.outputs[0];
     if (numel(out) == 0) return;
@@ -160,10 +148,9 @@ void conv_run(KernelDevice &dev, const tf_op_desc &op) {
         uint32_t xs, ws, ys;
     };
     const int64_t out_pixels = s.n * s.oh * s.ow, patch = s.cg * s.kh * s.kw;
-    const Direction d = op.op == TF_OP_CONV2D ? Direction{1, og, out_pixels, patch, 1, 2, 0}
-                        : op.op == TF_OP_CONV2D_GRAD_INPUT
-                            ? Direction{2, s.cg, s.n * s.h * s.wd, og * s.kh * s.kw, 0, 2, 1}
-                            : Direction{3, og, patch, out_pixels, 2, 0, 1};
+    const Direction d = Mode == forward      ? Direction{1, og, out_pixels, patch, 1, 2, 0}
+                        : Mode == grad_input ? Direction{2, s.cg, s.n * s.h * s.wd, og * s.kh * s.kw, 0, 2, 1}
+                                             : Direction{3, og, patch, out_pixels, 2, 0, 1};
     p.M = static_cast<uint32_t>(d.M);
     p.N = static_cast<uint32_t>(d.N);
     p.K = static_cast<uint32_t>(d.K);
@@ -224,18 +211,13 @@ void conv_run(KernelDevice &dev, const tf_op_desc &op) {
     record_gemm(dev, p, d.mode, b, g, out, view);
 }
 
-bool matmul_supports(const DeviceCaps &caps, const tf_op_desc &op) {
-    if (!all_float(op)) return false;
-    const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &c = op.outputs[0];
+// K and the grid fit (the op's rule has checked shapes and dtypes).
+bool matmul_accepts(const KernelDevice &dev, const tf_op_desc &op) {
+    const tf_tensor_desc &a = op.inputs[0], &c = op.outputs[0];
     const int r = c.rank;
-    if (r < 2 || a.rank != r || b.rank != r) return false;
-    for (int i = 0; i < r - 2; ++i)
-        if (a.shape[i] != c.shape[i] || b.shape[i] != c.shape[i]) return false;
-    if (a.shape[r - 2] != c.shape[r - 2] || b.shape[r - 1] != c.shape[r - 1] || a.shape[r - 1] != b.shape[r - 2])
-        return false;
     int64_t batch = 1;
     for (int i = 0; i < r - 2; ++i) batch *= c.shape[i];
-    return a.shape[r - 1] < (int64_t{1} << 31) && grid_fits(caps, c.shape[r - 2], c.shape[r - 1], batch);
+    return a.shape[r - 1] < (int64_t{1} << 31) && grid_fits(dev.caps(), c.shape[r - 2], c.shape[r - 1], batch);
 }
 
 void matmul_run(KernelDevice &dev, const tf_op_desc &op) {
@@ -275,23 +257,18 @@ void matmul_run(KernelDevice &dev, const tf_op_desc &op) {
     record_gemm(dev, p, 0, b, count, c, view);
 }
 
+// The kernels take f32, f16 and bf16 (f16 and bf16 accumulate in f32).
+constexpr tf_kit::DtypeSet floats = tf_kit::k_float_dtypes;
+
+constexpr KernelRow k_rows[] = {
+    kernel_row(TF_OP_MATMUL, Shader::gemm, floats, matmul_run, matmul_accepts),
+    kernel_row(TF_OP_CONV2D, Shader::gemm, floats, conv_run<forward>, conv_accepts<forward>),
+    kernel_row(TF_OP_CONV2D_GRAD_INPUT, Shader::gemm, floats, conv_run<grad_input>, conv_accepts<grad_input>),
+    kernel_row(TF_OP_CONV2D_GRAD_WEIGHT, Shader::gemm, floats, conv_run<grad_weight>, conv_accepts<grad_weight>),
+};
+
 }  // namespace
 
-bool gemm_supports(const DeviceCaps &caps, const tf_op_desc &op) {
-    switch (op.op) {
-    case TF_OP_MATMUL: return matmul_supports(caps, op);
-    case TF_OP_CONV2D:
-    case TF_OP_CONV2D_GRAD_INPUT:
-    case TF_OP_CONV2D_GRAD_WEIGHT: return conv_supports(caps, op);
-    default: return false;
-    }
-}
+std::span<const KernelRow> gemm_kernels() { return k_rows; }
 
-void gemm_run(KernelDevice &dev, const tf_op_desc &op) {
-    if (op.op == TF_OP_MATMUL)
-        matmul_run(dev, op);
-    else
-        conv_run(dev, op);
-}
-
-}  // namespace tf_kernels
+}  // namespace tf_gpu

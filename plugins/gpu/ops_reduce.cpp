@@ -1,68 +1,16 @@
 // Reductions on shaders/reduce.comp: sum, mean, max, min, var over axes; argmax, argmin along one.
-#include "kernels.hpp"
+#include "ops.hpp"
 
-namespace tf_kernels {
+namespace tf_gpu {
 
 namespace {
 
-// The reduced axes of a REDUCE or ARG op.
-uint32_t mask_of(const tf_op_desc &op) {
-    switch (op.op) {
-    case TF_OP_VAR: return static_cast<const tf_params_var *>(op.params)->axes_mask;
-    case TF_OP_ARGMAX:
-    case TF_OP_ARGMIN: return 1u << static_cast<const tf_params_axis *>(op.params)->axis;
-    default: return static_cast<const tf_params_reduce *>(op.params)->axes_mask;
-    }
-}
-
-uint32_t code_of(uint32_t op) {
-    switch (op) {
-    case TF_OP_SUM: return RD_SUM;
-    case TF_OP_MEAN: return RD_MEAN;
-    case TF_OP_MAX: return RD_MAX;
-    case TF_OP_MIN: return RD_MIN;
-    case TF_OP_VAR: return RD_VAR;
-    case TF_OP_ARGMAX: return RD_ARGMAX;
-    default: return RD_ARGMIN;
-    }
-}
-
-}  // namespace
-
-bool reduce_supports(const DeviceCaps &, const tf_op_desc &op) {
-    const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
-    switch (op.op) {
-    case TF_OP_SUM:
-    case TF_OP_MEAN:
-    case TF_OP_MAX:
-    case TF_OP_MIN:
-    case TF_OP_VAR: break;
-    case TF_OP_ARGMAX:
-    case TF_OP_ARGMIN: {
-        const int32_t axis = static_cast<const tf_params_axis *>(op.params)->axis;
-        if (axis < 0 || axis >= in.rank) return false;
-        break;
-    }
-    default: return false;
-    }
-    // reduce.comp reduces floats only: integer sums, maxima and arg ops run on cpu.
-    if (!is_float(in.dtype) || in.rank != out.rank) return false;
-    const uint32_t mask = mask_of(op);
-    if (in.rank < 32 && (mask >> in.rank) != 0) return false;
-    for (int i = 0; i < in.rank; ++i)
-        if (out.shape[i] != ((mask >> i & 1) ? 1 : in.shape[i])) return false;
-    // max, min and the arg ops have no identity: the core never sends them empty reductions.
-    if (op.op != TF_OP_SUM && op.op != TF_OP_MEAN && op.op != TF_OP_VAR && numel(in) == 0 && numel(out) > 0)
-        return false;
-    return true;
-}
-
-void reduce_run(KernelDevice &dev, const tf_op_desc &op) {
+// Records out = the reduction Code (reduce.comp's op) of in over the axes in mask.
+void record(KernelDevice &dev, const tf_op_desc &op, uint32_t code, uint32_t mask, float correction) {
     const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
     const int64_t n_out = numel(out);
     if (n_out == 0) return;
     const char *name = op_name(op.op);
-    const uint32_t mask = mask_of(op);
     TensorBinding bindings[2] = {dev.bind(out, name, "output", 0), dev.bind(in, name, "input", 0)};
 
     // Kept axes walk input and output together; reduced axes walk the input only.
@@ -94,8 +42,7 @@ void reduce_run(KernelDevice &dev, const tf_op_desc &op) {
     p.r_rank = static_cast<uint32_t>(r.rank);
     p.in_base = bindings[1].base;
     p.out_base = bindings[0].base;
-    p.correction =
-        op.op == TF_OP_VAR ? static_cast<float>(static_cast<const tf_params_var *>(op.params)->correction) : 0.0f;
+    p.correction = correction;
     for (int d = 0; d < k.rank; ++d) {
         p.k_shape[d] = static_cast<uint32_t>(k.shape[d]);
         p.k_in[d] = static_cast<uint32_t>(k.strides[0][d]);
@@ -110,7 +57,7 @@ void reduce_run(KernelDevice &dev, const tf_op_desc &op) {
     }
     const uint32_t groups = per_group ? groups_for(dev.caps(), static_cast<uint64_t>(n_out), 1)
                                       : groups_for(dev.caps(), static_cast<uint64_t>(n_out), 256);
-    dev.dispatch({key_of(Shader::reduce, code_of(op.op), per_group, r.rank <= 1, in.dtype, out.dtype),
+    dev.dispatch({key_of(Shader::reduce, code, per_group, r.rank <= 1, in.dtype, out.dtype),
                   &p,
                   sizeof p,
                   bindings,
@@ -118,4 +65,43 @@ void reduce_run(KernelDevice &dev, const tf_op_desc &op) {
                   {groups, 1, 1}});
 }
 
-}  // namespace tf_kernels
+template <uint32_t Code>
+void run_reduce(KernelDevice &dev, const tf_op_desc &op) {
+    record(dev, op, Code, tf_kit::reduce_axes_mask(op), 0.0f);
+}
+
+void run_var(KernelDevice &dev, const tf_op_desc &op) {
+    const auto &p = tf_kit::params_of<tf_params_var>(op);
+    record(dev, op, RD_VAR, p.axes_mask, static_cast<float>(p.correction));
+}
+
+template <uint32_t Code>
+void run_arg(KernelDevice &dev, const tf_op_desc &op) {
+    record(dev, op, Code, 1u << tf_kit::params_of<tf_params_axis>(op).axis, 0.0f);
+}
+
+// reduce.comp reduces floats only: integer sums, maxima and arg ops run on cpu. (max, min and the
+// arg ops have no identity: their rules refuse empty reductions.)
+constexpr KernelRow row(uint32_t op, KernelRun run) {
+    return kernel_row(op, Shader::reduce, tf_kit::k_float_dtypes, run);
+}
+
+constexpr KernelRow k_rows[] = {
+    row(TF_OP_SUM, run_reduce<RD_SUM>),
+    row(TF_OP_MEAN, run_reduce<RD_MEAN>),
+    row(TF_OP_MAX, run_reduce<RD_MAX>),
+    row(TF_OP_MIN, run_reduce<RD_MIN>),
+    row(TF_OP_VAR, run_var),
+    row(TF_OP_ARGMAX, run_arg<RD_ARGMAX>),
+    row(TF_OP_ARGMIN, run_arg<RD_ARGMIN>),
+};
+
+}  // namespace
+
+std::span<const KernelRow> reduce_kernels() { return k_rows; }
+
+void record_sum(KernelDevice &dev, const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask) {
+    record(dev, step_desc(TF_OP_SUM, &in, out), RD_SUM, axes_mask, 0.0f);
+}
+
+}  // namespace tf_gpu

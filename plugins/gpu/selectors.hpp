@@ -2,8 +2,7 @@
 // start a line of shaders/*.comp and shaders/opencl/*.cl. Vulkan turns them into specialization
 // constants at SPIR-V build time; the opengl and opencl plugins, whose drivers compile source at
 // run time, turn each into a #define (opengl) or a -D build option (opencl) from this list.
-#ifndef TINYFIN_GPU_SELECTORS_HPP
-#define TINYFIN_GPU_SELECTORS_HPP
+#pragma once
 
 #include <cstdint>
 #include <cstdio>
@@ -11,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tf_kernels {
+namespace tf_gpu {
 
 struct KernelSelector {
     uint32_t id;  // the index into PipelineKey::spec
@@ -39,6 +38,4 @@ inline std::vector<KernelSelector> selectors_of(std::string_view text) {
     return out;
 }
 
-}  // namespace tf_kernels
-
-#endif
+}  // namespace tf_gpu

@@ -1,8 +1,7 @@
 // The OpenCL entry points the plugin calls, loaded at run time from the ICD loader
 // (libOpenCL.so.1, or the file TINYFIN_OPENCL_LOADER names), so the plugin loads on machines
 // without OpenCL and its probe says why. One table per process, owned by the plugin's state.
-#ifndef TINYFIN_OPENCL_CL_API_HPP
-#define TINYFIN_OPENCL_CL_API_HPP
+#pragma once
 
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -41,5 +40,3 @@ std::unique_ptr<ClApi> load_cl_api(const char *loader_override, std::string &why
 const char *error_name(cl_int code) noexcept;
 
 }  // namespace tf_cl
-
-#endif

@@ -70,9 +70,6 @@ bool as_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, Operand &out
 
 bool Device::run_matmul_library(const tf_op_desc &op) {
     const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &c = op.outputs[0];
-    // f16 and bf16 run on the own kernel (f32 accumulation): CLBlast's HGEMM needs cl_khr_fp16
-    // and has no bf16 (docs/performance.md has the comparison with converting around SGEMM).
-    if (c.dtype != TF_DTYPE_F32) return false;
     const int r = c.rank;
     const int64_t M = c.shape[r - 2], N = c.shape[r - 1], K = a.shape[r - 1];
     if (M == 0 || N == 0 || K == 0) return false;
@@ -82,7 +79,7 @@ bool Device::run_matmul_library(const tf_op_desc &op) {
         !as_operand(M, N, c.strides[r - 2], c.strides[r - 1], oc) || oc.transpose != CLBlastTransposeNo)
         return false;
     const int64_t *strides[3] = {c.strides, a.strides, b.strides};
-    const tf_kernels::MergedAxes batch = tf_kernels::merge_axes(r - 2, c.shape, strides, 3);
+    const tf_gpu::MergedAxes batch = tf_gpu::merge_axes(r - 2, c.shape, strides, 3);
     if (batch.rank > 1) return false;
     // Offsets in elements; each view is checked against its buffer as the kernels' are.
     bind(c, "matmul", "output", 0);
@@ -112,9 +109,25 @@ bool Device::run_matmul_library(const tf_op_desc &op) {
     return true;
 }
 
-void Device::run(const tf_op_desc &op) {
-    if (!(op.op == TF_OP_MATMUL && blas_ && run_matmul_library(op))) tf_kernels::run(*this, op);
-    flush();
+namespace {
+
+// The own kernel's matmul row: it runs what CLBlast refuses, so the library's row takes only what
+// it takes.
+const tf_gpu::KernelRow *own_matmul(const tf_gpu::KernelDevice &dev, const tf_op_desc &op) {
+    return tf_kit::find_kernel(tf_gpu::gemm_kernels(), op, dev);
+}
+
+}  // namespace
+
+tf_gpu::KernelRow Device::matmul_library_row() {
+    // f16 and bf16 run on the own kernel (f32 accumulation): CLBlast's HGEMM needs cl_khr_fp16
+    // and has no bf16 (docs/performance.md has the comparison with converting around SGEMM).
+    return tf_gpu::kernel_row(
+        TF_OP_MATMUL, tf_shaders::Shader::gemm, tf_kit::k_f32,
+        [](tf_gpu::KernelDevice &dev, const tf_op_desc &op) {
+            if (!static_cast<Device &>(dev).run_matmul_library(op)) own_matmul(dev, op)->run(dev, op);
+        },
+        [](const tf_gpu::KernelDevice &dev, const tf_op_desc &op) { return own_matmul(dev, op) != nullptr; });
 }
 
 }  // namespace tf_cl

@@ -2,8 +2,7 @@
 // and on the plugin's own gemm kernel when it is not. TINYFIN_OPENCL_CLBLAST names the library
 // file to load instead of libclblast.so.1, or is "off" to run without it (the tests use that to
 // cover the fallback).
-#ifndef TINYFIN_OPENCL_CLBLAST_HPP
-#define TINYFIN_OPENCL_CLBLAST_HPP
+#pragma once
 
 #include "cl_api.hpp"
 
@@ -31,5 +30,3 @@ private:
 std::string clblast_status_text(int status);
 
 }  // namespace tf_cl
-
-#endif

@@ -95,6 +95,9 @@ std::unique_ptr<Device> Device::create(int index, const ClApi &api, const Device
     std::unique_ptr<Device> d(new Device(api));
     d->index_ = index;
     d->blas_ = blas;
+    if (blas) d->rows_.push_back(matmul_library_row());
+    for (const tf_gpu::KernelRow &row : tf_gpu::kernels())
+        if (tf_shaders::shader_code_of(row.shader).size != 0) d->rows_.push_back(row);
     d->start(target);
     return d;
 }
@@ -201,7 +204,7 @@ void Device::list_features(tf_feature_fn emit, void *user) const {
 
 tf_buffer *Device::allocate(uint64_t size) {
     // Whole words plus the kernels' rounding (bind_view reads up to the next multiple of 4).
-    const uint64_t bytes = tf_kernels::align_up(size, 256);
+    const uint64_t bytes = tf_gpu::align_up(size, 256);
     // A freed buffer of this size: the in-order queue runs the commands of its last owner first.
     if (auto found = cached_.find(bytes); found != cached_.end()) {
         auto buffer = std::make_unique<tf_buffer>(tf_buffer{this, found->second, size});
@@ -233,7 +236,7 @@ tf_buffer *Device::allocate(uint64_t size) {
 
 void Device::free(tf_buffer *buffer) noexcept {
     live_.erase(buffer);
-    const uint64_t bytes = tf_kernels::align_up(buffer->size, 256);
+    const uint64_t bytes = tf_gpu::align_up(buffer->size, 256);
     allocated_ -= std::min(allocated_, bytes);
     if (cached_bytes_ + bytes <= max_cached_bytes) {
         try {
@@ -307,10 +310,10 @@ TensorBinding Device::bind(const tf_tensor_desc &t, const char *op, const char *
     tf_buffer *buffer = t.buffer;
     if (!buffer || buffer->owner != this)
         raise(TF_STATUS_INVALID_ARGUMENT, "%s: %s %u is not a buffer of %s", op, role, index, label());
-    return tf_kernels::bind_view(caps_, t, buffer, 0, buffer->size, op, role, index);
+    return tf_gpu::bind_view(caps_, t, buffer, 0, buffer->size, op, role, index);
 }
 
-void Device::dispatch(const tf_kernels::DispatchArgs &args) {
+void Device::dispatch(const tf_gpu::DispatchArgs &args) {
     const PipelineKey &key = args.kernel;
     const TensorBinding *tensors = args.tensors;
     const size_t count = args.count;

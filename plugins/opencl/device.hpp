@@ -8,18 +8,20 @@
 // the commands using it have finished), a host write is a non-blocking copy from a staging copy
 // the plugin keeps until the next wait. The host waits (clFinish) only in buffer_read and
 // synchronize, and when staged writes pile up.
-#ifndef TINYFIN_OPENCL_DEVICE_HPP
-#define TINYFIN_OPENCL_DEVICE_HPP
+#pragma once
+
+#include <tinyfin/plugin_kit/gpu/reported_ops.hpp>
 
 #include "cl_api.hpp"
-#include "kernels.hpp"
-#include "reported_ops.hpp"
+#include "kernel_device.hpp"
+#include "ops.hpp"
 #include "shaders_embedded.h"
 
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -27,12 +29,12 @@
 
 namespace tf_cl {
 
-using tf_kernels::DeviceCaps;
-using tf_kernels::PipelineKey;
-using tf_kernels::raise;
-using tf_kernels::Shader;
-using tf_kernels::tensor_slots;
-using tf_kernels::TensorBinding;
+using tf_gpu::DeviceCaps;
+using tf_gpu::PipelineKey;
+using tf_gpu::raise;
+using tf_gpu::Shader;
+using tf_gpu::tensor_slots;
+using tf_gpu::TensorBinding;
 
 void log_message(int32_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // The core's environment (tf_host_api.get_env), or nullptr.
@@ -83,7 +85,7 @@ struct DeviceCounters {
     uint64_t waits = 0;
 };
 
-class Device final : public tf_kernels::KernelDevice {
+class Device final : public tf_gpu::KernelDevice {
 public:
     // Makes the context and queue. Throws a failure.
     static std::unique_ptr<Device> create(int index, const ClApi &api, const DeviceTarget &target,
@@ -115,21 +117,25 @@ public:
     void copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset, uint64_t size);
     void synchronize();
 
-    // ---- Kernels (tf_kernels::KernelDevice, under enter()) ----
+    // ---- Kernels (tf_gpu::KernelDevice, under enter()) ----
     TensorBinding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
-    void dispatch(const tf_kernels::DispatchArgs &args) override;
-    // Runs op (supports() accepted it): matmul through CLBlast where it can, else the kernels;
-    // then flushes the queue.
-    void run(const tf_op_desc &op);
+    void dispatch(const tf_gpu::DispatchArgs &args) override;
+    // The device's kernel rows: matmul through CLBlast first when it is loaded, then every row
+    // of plugins/gpu whose shader has an OpenCL C port (shaders/opencl/). Immutable, read
+    // without the lock.
+    std::span<const tf_gpu::KernelRow> kernels() const noexcept { return rows_; }
+    // Submits what was enqueued (the end of an op: the shell's after_op).
+    void flush();
 
 private:
-    // Submits what was enqueued (end of an ABI call that enqueued work).
-    void flush();
     Device(const ClApi &api) : api_(api) {}
     void start(const DeviceTarget &target);
     cl_kernel kernel_for(const PipelineKey &key);
     void save_binary(cl_program program, const std::string &path) noexcept;
+    // Runs a matmul through CLBlast; false (nothing enqueued) where it refuses the operands.
     bool run_matmul_library(const tf_op_desc &op);
+    // The row of run_matmul_library, with the own kernel's row for what CLBlast refuses.
+    static tf_gpu::KernelRow matmul_library_row();
     // clFinish, then the status words are read and kept for the threads that issued them.
     void wait_all();
     void throw_reported();
@@ -137,6 +143,7 @@ private:
 
     const ClApi &api_;
     const ClBlastLibrary *blas_ = nullptr;
+    std::vector<tf_gpu::KernelRow> rows_;
     int index_ = 0;
     std::string label_;
     DeviceCaps caps_{};
@@ -167,7 +174,7 @@ private:
     uint64_t staged_bytes_ = 0;
     std::thread::id caller_;
     std::vector<std::pair<const char *, std::thread::id>> reports_;
-    tf_kernels::ReportedOps reported_;
+    tf_kit::gpu::ReportedOps reported_;
 };
 
 }  // namespace tf_cl
@@ -178,5 +185,3 @@ struct tf_buffer {
     // Bytes the core asked for.
     uint64_t size;
 };
-
-#endif

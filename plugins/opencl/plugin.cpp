@@ -3,12 +3,13 @@
 // with matmul through CLBlast when it is installed.
 //
 // Only what is OpenCL's lives here (the ICD loader, CLBlast, the devices, the features); the
-// members every GPU plugin shares are plugins/gpu/plugin_shell.hpp's. In order: logging, the
+// members every GPU plugin shares are the plugin kit's GPU shell (tinyfin/plugin_kit/gpu/), and
+// the kernels are the rows of plugins/gpu (ops.hpp) whose shaders have OpenCL C ports. In order: logging, the
 // backend, the plugin table and the entry point.
+#include <tinyfin/plugin_kit/gpu/plugin_shell.hpp>
+
 #include "clblast.hpp"
 #include "device.hpp"
-
-#include "plugin_shell.hpp"
 
 #include <algorithm>
 #include <cstdarg>
@@ -78,7 +79,7 @@ struct OpenClApi {
         for (const DeviceTarget &target : targets) {
             try {
                 s.devices.push_back(Device::create(static_cast<int>(s.devices.size()), *s.api, target, s.blas.get()));
-            } catch (const tf_kernels::Failure &e) {
+            } catch (const tf_gpu::Failure &e) {
                 // One unusable device does not hide the others.
                 last_error = e.what();
                 log_message(TF_LOG_WARN, "skipping a device: %s", e.what());
@@ -98,32 +99,29 @@ struct OpenClApi {
         f();
     }
 
-    // Only the ops whose kernel file is ported to OpenCL C (shaders/opencl/).
-    static bool has_kernel(const tf_op_desc &op) {
-        const Shader kernel = tf_kernels::kernel_of(op.op);
-        return kernel != Shader::count_ && tf_shaders::shader_code_of(kernel).size != 0;
-    }
-
-    // Matmul through CLBlast where it can (Device::run), else the shared kernels.
-    static void run(Device &dev, const tf_op_desc &op) { dev.run(op); }
+    // The device's rows (Device::kernels: CLBlast's matmul, then the ported kernels), with the
+    // limits the kernels share; each op's commands are flushed at its end.
+    static std::span<const tf_gpu::KernelRow> kernels(const Device &dev) { return dev.kernels(); }
+    static bool fits(const Device &dev, const tf_op_desc &op) { return tf_gpu::fits(dev, op); }
+    static void after_op(Device &dev) { dev.flush(); }
 
     static void list_features(const State &s, tf_feature_fn emit, void *user) {
         emit(user, "icd_loader", s.api->path.c_str());
         const std::string blas = s.blas ? s.blas->path : "not used: " + s.blas_why;
         emit(user, "clblast", blas.c_str());
         size_t ported = 0;
-        for (size_t i = 0; i < tf_kernels::shader_count; ++i)
+        for (size_t i = 0; i < tf_gpu::shader_count; ++i)
             if (tf_shaders::shader_code_of(static_cast<Shader>(i)).size) ++ported;
         char value[96];
         std::snprintf(value, sizeof value, "%zu of %zu (OpenCL C, embedded; built on first use, binaries cached)",
-                      ported, tf_kernels::shader_count);
+                      ported, tf_gpu::shader_count);
         emit(user, "kernels", value);
         emit(user, "threading", "one in-order queue per device; calls from several threads take the device's lock");
         for (const auto &dev : s.devices) call(*dev, [&] { dev->list_features(emit, user); });
     }
 };
 
-using Shell = tf_gpu::GpuPlugin<OpenClApi>;
+using Shell = tf_kit::gpu::GpuPlugin<OpenClApi>;
 
 // ---- Plugin table -----------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@
 #include "regular_file.hpp"
 #include "selectors.hpp"
 
-#include "cache_directory.hpp"
+#include <tinyfin/plugin_kit/gpu/cache_directory.hpp>
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -70,7 +70,7 @@ cl_kernel Device::kernel_for(const PipelineKey &key) {
     // -w: the selectors make some conditions constant, and pocl prints the count of such warnings
     // on the application's stderr.
     std::string options = "-cl-std=CL1.2 -cl-single-precision-constant -w";
-    for (const tf_kernels::KernelSelector &s : tf_kernels::selectors_of(text)) {
+    for (const tf_gpu::KernelSelector &s : tf_gpu::selectors_of(text)) {
         char define[128];
         if (s.id < key.count)
             std::snprintf(define, sizeof define, " -D%s=%uu", s.name.c_str(), key.spec[s.id]);
@@ -78,7 +78,8 @@ cl_kernel Device::kernel_for(const PipelineKey &key) {
             std::snprintf(define, sizeof define, " -D%s=%s", s.name.c_str(), s.value.c_str());
         options += define;
     }
-    if (cache_dir_.empty() && !environment("TINYFIN_OPENCL_NO_CACHE")) cache_dir_ = tf_gpu::cache_directory("opencl");
+    if (cache_dir_.empty() && !environment("TINYFIN_OPENCL_NO_CACHE"))
+        cache_dir_ = tf_kit::gpu::cache_directory("opencl");
     uint64_t hash = 0xcbf29ce484222325ull;
     for (const std::string *part : {&platform_, &name_, &driver_, &version_, &options})
         hash = fnv1a(fnv1a(hash, *part), "\n");

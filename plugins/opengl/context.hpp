@@ -1,21 +1,20 @@
 // What every part of the opengl plugin shares: failures (the shared kernels' exceptions, turned
 // into a tf_status and a message at the ABI boundary), the core's logging and environment, and
 // EGL: finding displays without a window system and making a desktop GL 4.3+ core context on one.
-#ifndef TINYFIN_OPENGL_CONTEXT_HPP
-#define TINYFIN_OPENGL_CONTEXT_HPP
+#pragma once
 
 #include <tinyfin/plugin.h>
+#include <tinyfin/plugin_kit/errors.hpp>
 
 #include "gl_handles.hpp"
-#include "kernels.hpp"
 
 #include <string>
 #include <vector>
 
 namespace tf_gl {
 
-using tf_kernels::Failure;
-using tf_kernels::raise;
+using tf_kit::Failure;
+using tf_kit::raise;
 
 // ---- The core's services: the plugin kit's (include/tinyfin/plugin_kit/errors.hpp) --------------
 
@@ -48,5 +47,3 @@ ContextHandle make_context(const EglTarget &target);
 int gl_version();
 
 }  // namespace tf_gl
-
-#endif

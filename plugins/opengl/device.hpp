@@ -8,11 +8,12 @@
 // are made visible by glMemoryBarrier, issued only before a dispatch or copy that touches a range
 // written (or read, for a write) since the last barrier. The host waits on a fence only in
 // buffer_read and synchronize (and when the stream ring laps the device, see memory.hpp).
-#ifndef TINYFIN_OPENGL_DEVICE_HPP
-#define TINYFIN_OPENGL_DEVICE_HPP
+#pragma once
 
+#include <tinyfin/plugin_kit/gpu/reported_ops.hpp>
+
+#include "kernel_device.hpp"
 #include "memory.hpp"
-#include "reported_ops.hpp"
 #include "worker.hpp"
 
 #include <map>
@@ -25,12 +26,12 @@
 
 namespace tf_gl {
 
-using tf_kernels::DeviceCaps;
-using tf_kernels::DispatchArgs;
-using tf_kernels::PipelineKey;
-using tf_kernels::Shader;
-using tf_kernels::tensor_slots;
-using tf_kernels::TensorBinding;
+using tf_gpu::DeviceCaps;
+using tf_gpu::DispatchArgs;
+using tf_gpu::PipelineKey;
+using tf_gpu::Shader;
+using tf_gpu::tensor_slots;
+using tf_gpu::TensorBinding;
 
 // Start-up costs and counters shown by tinyfin-info.
 struct DeviceCounters {
@@ -41,7 +42,7 @@ struct DeviceCounters {
     uint64_t barriers = 0;  // glMemoryBarrier calls
 };
 
-class Device final : public tf_kernels::KernelDevice {
+class Device final : public tf_gpu::KernelDevice {
 public:
     // Starts the device's GL thread and makes the context there. Throws a failure.
     static std::unique_ptr<Device> create(int index, EglTarget target);
@@ -77,7 +78,7 @@ public:
     // Waits for everything issued so far.
     void synchronize();
 
-    // ---- Kernels (tf_kernels::KernelDevice) ----
+    // ---- Kernels (tf_gpu::KernelDevice) ----
     TensorBinding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
     void dispatch(const DispatchArgs &args) override;
 
@@ -142,10 +143,8 @@ private:
     std::vector<std::pair<const char *, std::thread::id>> reports_;
     // Ops whose kernels reported bad data, comma-separated, by the thread that issued them;
     // thrown at that thread's next read or synchronize.
-    tf_kernels::ReportedOps reported_;
+    tf_kit::gpu::ReportedOps reported_;
     std::unique_ptr<Worker> thread_;  // last: destroyed first, after ~device emptied gl_ on it
 };
 
 }  // namespace tf_gl
-
-#endif

@@ -1,8 +1,7 @@
 // One owner per GL and EGL object: move-only wrappers that delete on destruction. GL objects
 // belong to a context: they are created and destroyed on the device's GL thread (worker.hpp)
 // while its context is current.
-#ifndef TINYFIN_OPENGL_GL_HANDLES_HPP
-#define TINYFIN_OPENGL_GL_HANDLES_HPP
+#pragma once
 
 #include <GL/glew.h>
 #include <EGL/egl.h>
@@ -10,11 +9,11 @@
 
 #include <utility>
 
-#include "unique_handle.hpp"
+#include <tinyfin/plugin_kit/gpu/unique_handle.hpp>
 
 namespace tf_gl {
 
-// GLEW's entry points are pointers, not functions: wrapped for tf_gpu::UniqueHandle.
+// GLEW's entry points are pointers, not functions: wrapped for tf_kit::gpu::UniqueHandle.
 inline void delete_buffer(GLuint name) { glDeleteBuffers(1, &name); }
 inline void delete_program(GLuint name) { glDeleteProgram(name); }
 inline void delete_shader(GLuint name) { glDeleteShader(name); }
@@ -23,12 +22,12 @@ inline void delete_sync(GLsync sync) { glDeleteSync(sync); }
 // An initialised EGL display: eglTerminate on destruction.
 inline void terminate_display(EGLDisplay display) { eglTerminate(display); }
 
-using BufferHandle = tf_gpu::UniqueHandle<GLuint, delete_buffer>;
-using ProgramHandle = tf_gpu::UniqueHandle<GLuint, delete_program>;
-using ShaderHandle = tf_gpu::UniqueHandle<GLuint, delete_shader>;
+using BufferHandle = tf_kit::gpu::UniqueHandle<GLuint, delete_buffer>;
+using ProgramHandle = tf_kit::gpu::UniqueHandle<GLuint, delete_program>;
+using ShaderHandle = tf_kit::gpu::UniqueHandle<GLuint, delete_shader>;
 // A fence (GLsync).
-using SyncHandle = tf_gpu::UniqueHandle<GLsync, delete_sync>;
-using DisplayHandle = tf_gpu::UniqueHandle<EGLDisplay, terminate_display>;
+using SyncHandle = tf_kit::gpu::UniqueHandle<GLsync, delete_sync>;
+using DisplayHandle = tf_kit::gpu::UniqueHandle<EGLDisplay, terminate_display>;
 
 // An EGL context, current on the thread that made it so until destroyed: destruction releases
 // it from that thread (it must run there) and destroys it.
@@ -65,5 +64,3 @@ private:
 };
 
 }  // namespace tf_gl
-
-#endif

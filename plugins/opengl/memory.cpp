@@ -5,7 +5,7 @@
 
 namespace tf_gl {
 
-using tf_kernels::align_up;
+using tf_gpu::align_up;
 
 namespace {
 

@@ -1,11 +1,12 @@
 // GL buffer memory: tensors are ranges of large buffers (first-fit free lists), and host copies
 // and kernel parameters go through a persistently mapped stream ring. Nothing calls
 // glBufferStorage per tensor in steady state. Everything here runs on the device's GL thread.
-#ifndef TINYFIN_OPENGL_MEMORY_HPP
-#define TINYFIN_OPENGL_MEMORY_HPP
+#pragma once
+
+#include <tinyfin/plugin_kit/gpu/free_list.hpp>
 
 #include "context.hpp"
-#include "free_list.hpp"
+#include "kernel_device.hpp"
 
 #include <cstdint>
 #include <map>
@@ -22,11 +23,11 @@ struct MemoryBlock {
     // One request bigger than the block size: deleted as soon as it is released.
     bool dedicated = false;
     // Its free ranges (first fit) and the bytes in use.
-    tf_kernels::FreeList ranges;
+    tf_kit::gpu::FreeList ranges;
 };
 
 // A range of one block; empty (owner == nullptr) when nothing is held.
-using Allocation = tf_kernels::BlockRange<MemoryBlock>;
+using Allocation = tf_kit::gpu::BlockRange<MemoryBlock>;
 
 // Device-local buffers (glBufferStorage without client access) carved into ranges.
 class MemoryPool {
@@ -49,7 +50,7 @@ private:
 
     uint64_t block_size_, alignment_;
     const char *label_;
-    tf_kernels::BlockSet<MemoryBlock> blocks_;
+    tf_kit::gpu::BlockSet<MemoryBlock> blocks_;
 };
 
 // A host-visible buffer mapped persistently and coherently, used as a ring: parameters, upload
@@ -100,5 +101,3 @@ struct tf_buffer {
     // Bytes the core asked for: reads, writes, copies and views stay inside them.
     uint64_t size;
 };
-
-#endif

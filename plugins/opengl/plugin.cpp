@@ -2,12 +2,14 @@
 // with desktop OpenGL 4.3+ (compute shaders), headless: no window system, no display server.
 //
 // Only what is OpenGL's lives here (EGL targets, the devices and their GL threads, the features);
-// the members every GPU plugin shares are plugins/gpu/plugin_shell.hpp's. In order: the backend,
+// the members every GPU plugin shares are the plugin kit's GPU shell (tinyfin/plugin_kit/gpu/), and
+// the kernels are the rows of plugins/gpu (ops.hpp). In order: the backend,
 // the plugin table and the entry point. Every call that touches GL runs on the device's GL thread
 // (worker.hpp).
-#include "device.hpp"
+#include <tinyfin/plugin_kit/gpu/plugin_shell.hpp>
 
-#include "plugin_shell.hpp"
+#include "device.hpp"
+#include "ops.hpp"
 
 #include <cstdio>
 #include <exception>
@@ -94,10 +96,13 @@ struct OpenGlApi {
         dev.call(std::forward<F>(f));
     }
 
+    // Every kernel of shaders/ (GLSL), with the limits they share.
+    static std::span<const tf_gpu::KernelRow> kernels(const Device &) { return tf_gpu::kernels(); }
+    static bool fits(const Device &dev, const tf_op_desc &op) { return tf_gpu::fits(dev, op); }
+
     static void list_features(const State &s, tf_feature_fn emit, void *user) {
         char value[64];
-        std::snprintf(value, sizeof value, "%zu (GLSL 4.30, embedded; compiled on first use)",
-                      tf_kernels::shader_count);
+        std::snprintf(value, sizeof value, "%zu (GLSL 4.30, embedded; compiled on first use)", tf_gpu::shader_count);
         emit(user, "kernels", value);
         emit(user, "threading", "one GL thread per device owns its context; calls wait for it");
         // The counters change on the GL thread: read them there.
@@ -110,7 +115,7 @@ struct OpenGlApi {
     }
 };
 
-using Shell = tf_gpu::GpuPlugin<OpenGlApi>;
+using Shell = tf_kit::gpu::GpuPlugin<OpenGlApi>;
 
 // ---- Plugin table -----------------------------------------------------------------------------------------
 

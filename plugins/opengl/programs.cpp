@@ -42,7 +42,7 @@ GLuint Device::program_for(const PipelineKey &key) {
     // The defines go after the first line (#version 430), before the prelude's defaults.
     const size_t first_line = text.find('\n') + 1;
     std::string source(text.substr(0, first_line));
-    for (const tf_kernels::KernelSelector &s : tf_kernels::selectors_of(text)) {
+    for (const tf_gpu::KernelSelector &s : tf_gpu::selectors_of(text)) {
         if (s.id >= key.count) continue;  // the default from assemble.py applies
         const uint32_t v = key.spec[s.id];
         char line[128];

@@ -2,8 +2,7 @@
 // the core calls the plugin from any thread: every call that touches GL is handed to this thread
 // and the caller waits for it (one call at a time per device). The caller's own thread never has
 // its current context changed, so an application's own GL context stays as it was.
-#ifndef TINYFIN_OPENGL_WORKER_HPP
-#define TINYFIN_OPENGL_WORKER_HPP
+#pragma once
 
 #include <condition_variable>
 #include <exception>
@@ -52,5 +51,3 @@ private:
 };
 
 }  // namespace tf_gl
-
-#endif

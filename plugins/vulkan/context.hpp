@@ -1,13 +1,12 @@
 // What every part of the vulkan plugin shares: failures as exceptions inside the plugin (turned
 // into a tf_status and a message at the ABI boundary), the core's logging and environment, the
 // Vulkan loader library and the instance with its compute-capable physical devices.
-#ifndef TINYFIN_VULKAN_CONTEXT_HPP
-#define TINYFIN_VULKAN_CONTEXT_HPP
+#pragma once
 
 #include <tinyfin/plugin.h>
+#include <tinyfin/plugin_kit/errors.hpp>
 #include <tinyfin/plugin_kit/library.hpp>
 
-#include "kernels.hpp"
 #include "vk_handles.hpp"
 
 #include <cstdint>
@@ -18,9 +17,9 @@ namespace tf_vk {
 
 // ---- Failures --------------------------------------------------------------------------------
 
-// Failures are the shared kernels' (shaders/host/kernels.hpp): the ops code throws them too.
-using tf_kernels::Failure;
-using tf_kernels::raise;
+// Failures are the plugin kit's: the ops code throws them too.
+using tf_kit::Failure;
+using tf_kit::raise;
 
 // "VK_ERROR_OUT_OF_DEVICE_MEMORY", ...
 const char *result_name(VkResult result) noexcept;
@@ -63,5 +62,3 @@ InstanceHandle create_instance(uint32_t *api_version);
 std::vector<ComputeDevice> find_compute_devices(VkInstance instance);
 
 }  // namespace tf_vk
-
-#endif

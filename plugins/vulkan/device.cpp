@@ -431,7 +431,7 @@ void Device::synchronize() {
 // ---- Recording -----------------------------------------------------------------------------------
 
 TensorBinding Device::bind(const tf_tensor_desc &t, const char *op, const char *role, uint32_t index) {
-    return tf_kernels::bind_pooled(caps_, this, label(), t, op, role, index);
+    return tf_gpu::bind_pooled(caps_, this, label(), t, op, role, index);
 }
 
 void Device::dispatch(const DispatchArgs &args) {

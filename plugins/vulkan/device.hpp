@@ -7,11 +7,12 @@
 // buffer remembers the serial of the last batch that used it: a buffer freed while its batch
 // runs is released when that batch has finished, and a host write to a busy buffer goes through
 // a queued staging copy instead of waiting.
-#ifndef TINYFIN_VULKAN_DEVICE_HPP
-#define TINYFIN_VULKAN_DEVICE_HPP
+#pragma once
 
+#include <tinyfin/plugin_kit/gpu/reported_ops.hpp>
+
+#include "kernel_device.hpp"
 #include "memory.hpp"
-#include "reported_ops.hpp"
 
 #include <array>
 #include <compare>
@@ -27,16 +28,16 @@
 
 namespace tf_vk {
 
-using tf_kernels::DeviceCaps;
-using tf_kernels::DispatchArgs;
-using tf_kernels::key_of;
-using tf_kernels::PipelineKey;
-using tf_kernels::Shader;
-using tf_kernels::shader_count;
-using tf_kernels::tensor_slots;
-using tf_kernels::TensorBinding;
+using tf_gpu::DeviceCaps;
+using tf_gpu::DispatchArgs;
+using tf_gpu::key_of;
+using tf_gpu::PipelineKey;
+using tf_gpu::Shader;
+using tf_gpu::shader_count;
+using tf_gpu::tensor_slots;
+using tf_gpu::TensorBinding;
 
-class Device final : public tf_kernels::KernelDevice {
+class Device final : public tf_gpu::KernelDevice {
 public:
     // Creates the VkDevice and everything the plugin keeps on it. Throws a failure.
     static std::unique_ptr<Device> create(int index, const ComputeDevice &where, uint32_t instance_api);
@@ -69,7 +70,7 @@ public:
     // The binding of a tensor whose buffer belongs to this device. Throws INVALID_ARGUMENT,
     // naming op and role ("input 1"), when the view does not lie inside its buffer.
     TensorBinding bind(const tf_tensor_desc &tensor, const char *op, const char *role, uint32_t index) override;
-    // Records one kernel launch (tf_kernels::DispatchArgs).
+    // Records one kernel launch (tf_gpu::DispatchArgs).
     void dispatch(const DispatchArgs &args) override;
     // Throws DEVICE_LOST once a Vulkan call reported the device lost.
     void throw_if_lost() const;
@@ -159,10 +160,8 @@ private:
     std::unordered_set<tf_buffer *> live_;
     // Ops whose kernels reported bad data in finished batches, comma-separated, by the thread
     // that recorded them; thrown at that thread's next read or synchronize.
-    tf_kernels::ReportedOps reported_;
+    tf_kit::gpu::ReportedOps reported_;
     bool lost_ = false;
 };
 
 }  // namespace tf_vk
-
-#endif

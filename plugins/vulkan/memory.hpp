@@ -1,11 +1,12 @@
 // Device memory: large VkDeviceMemory blocks, each with one VkBuffer over all of it, carved into
 // ranges by a first-fit free list. Tensors, staging copies and the per-batch parameter buffers
 // are ranges; nothing calls vkAllocateMemory per tensor.
-#ifndef TINYFIN_VULKAN_MEMORY_HPP
-#define TINYFIN_VULKAN_MEMORY_HPP
+#pragma once
+
+#include <tinyfin/plugin_kit/gpu/free_list.hpp>
 
 #include "context.hpp"
-#include "free_list.hpp"
+#include "kernel_device.hpp"
 
 #include <map>
 #include <memory>
@@ -18,7 +19,7 @@ struct MemoryBlock;
 
 // A range of one block (offset: also in its VkBuffer; size: a multiple of the pool's alignment).
 // Empty (owner == nullptr) when nothing is held.
-using Allocation = tf_kernels::BlockRange<MemoryBlock>;
+using Allocation = tf_kit::gpu::BlockRange<MemoryBlock>;
 
 struct MemoryBlock {
     MemoryHandle memory;
@@ -29,7 +30,7 @@ struct MemoryBlock {
     // One request bigger than the pool's block size: freed as soon as it is released.
     bool dedicated = false;
     // Its free ranges (first fit) and the bytes in use.
-    tf_kernels::FreeList ranges;
+    tf_kit::gpu::FreeList ranges;
 };
 
 class MemoryPool {
@@ -63,11 +64,11 @@ private:
 
     VkDevice device_;
     Options opts_;
-    tf_kernels::BlockSet<MemoryBlock> blocks_;
+    tf_kit::gpu::BlockSet<MemoryBlock> blocks_;
 };
 
-using tf_kernels::align_down;
-using tf_kernels::align_up;
+using tf_gpu::align_down;
+using tf_gpu::align_up;
 
 }  // namespace tf_vk
 
@@ -80,5 +81,3 @@ struct tf_buffer {
     // Serial of the last batch that used the buffer; the buffer is busy while that batch runs.
     uint64_t last_use;
 };
-
-#endif

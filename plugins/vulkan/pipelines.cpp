@@ -7,7 +7,7 @@
 #include "atomic_file.hpp"
 #include "regular_file.hpp"
 
-#include "cache_directory.hpp"
+#include <tinyfin/plugin_kit/gpu/cache_directory.hpp>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,7 +37,7 @@ bool matches_device(const std::vector<char> &blob, const VkPhysicalDevicePropert
 }  // namespace
 
 void Device::load_pipeline_cache() {
-    const std::string dir = tf_gpu::cache_directory("");
+    const std::string dir = tf_kit::gpu::cache_directory("");
     if (!dir.empty())
         cache_path_ =
             dir + (index_ == 0 ? "/vulkan-pipelines.bin" : "/vulkan-pipelines." + std::to_string(index_) + ".bin");

@@ -3,11 +3,13 @@
 // loads on machines without it and says why in probe.
 //
 // Only what is Vulkan's lives here (the loader, the instance, the devices, the features); the
-// members every GPU plugin shares are plugins/gpu/plugin_shell.hpp's. In order: the backend, the
+// members every GPU plugin shares are the plugin kit's GPU shell (tinyfin/plugin_kit/gpu/), and
+// the kernels are the rows of plugins/gpu (ops.hpp). In order: the backend, the
 // plugin table and the entry point.
-#include "device.hpp"
+#include <tinyfin/plugin_kit/gpu/plugin_shell.hpp>
 
-#include "plugin_shell.hpp"
+#include "device.hpp"
+#include "ops.hpp"
 
 #include <cstdio>
 #include <memory>
@@ -92,19 +94,23 @@ struct VulkanApi {
         f();
     }
 
+    // Every kernel of shaders/ (SPIR-V), with the limits they share.
+    static std::span<const tf_gpu::KernelRow> kernels(const Device &) { return tf_gpu::kernels(); }
+    static bool fits(const Device &dev, const tf_op_desc &op) { return tf_gpu::fits(dev, op); }
+
     static void list_features(const State &s, tf_feature_fn emit, void *user) {
         char value[64];
         std::snprintf(value, sizeof value, "%u.%u", VK_API_VERSION_MAJOR(s.api_version),
                       VK_API_VERSION_MINOR(s.api_version));
         emit(user, "instance_api", value);
-        std::snprintf(value, sizeof value, "%zu (SPIR-V, embedded)", tf_kernels::shader_count);
+        std::snprintf(value, sizeof value, "%zu (SPIR-V, embedded)", tf_gpu::shader_count);
         emit(user, "kernels", value);
         emit(user, "loader", "volk (dlopen)");
         for (const auto &dev : s.devices) dev->list_features(emit, user);
     }
 };
 
-using Shell = tf_gpu::GpuPlugin<VulkanApi>;
+using Shell = tf_kit::gpu::GpuPlugin<VulkanApi>;
 
 // ---- Plugin table -----------------------------------------------------------------------------------------
 

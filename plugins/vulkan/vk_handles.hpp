@@ -1,14 +1,13 @@
 // One owner for every Vulkan object: move-only wrappers that destroy their handle exactly once.
 // Device-level objects remember the VkDevice that created them; the owner of the VkDevice
 // (DeviceHandle) must outlive them, which member order in `device` guarantees.
-#ifndef TINYFIN_VULKAN_HANDLES_HPP
-#define TINYFIN_VULKAN_HANDLES_HPP
+#pragma once
 
 #include <volk.h>
 
 #include <utility>
 
-#include "unique_handle.hpp"
+#include <tinyfin/plugin_kit/gpu/unique_handle.hpp>
 
 namespace tf_vk {
 
@@ -74,9 +73,7 @@ inline void destroy_device(VkDevice device) {
 }
 inline void destroy_instance(VkInstance instance) { vkDestroyInstance(instance, nullptr); }
 
-using DeviceHandle = tf_gpu::UniqueHandle<VkDevice, destroy_device>;
-using InstanceHandle = tf_gpu::UniqueHandle<VkInstance, destroy_instance>;
+using DeviceHandle = tf_kit::gpu::UniqueHandle<VkDevice, destroy_device>;
+using InstanceHandle = tf_kit::gpu::UniqueHandle<VkInstance, destroy_instance>;
 
 }  // namespace tf_vk
-
-#endif

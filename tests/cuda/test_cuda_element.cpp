@@ -1,4 +1,4 @@
-// The cuda plugin's per-element math (plugins/cuda/element.h, what its elementwise kernels compute)
+// The cuda plugin's per-element math (plugins/cuda/element.hpp, what its elementwise kernels compute)
 // run on the host against the cpu plugin, the reference, through the plugin ABI: unary, binary and
 // comparison ops on edge values (NaN, infinities, signed zeros, integer limits), every cast, fill
 // values and clamp bounds. Integer results, casts, fills and exact float ops must match bit for
@@ -19,7 +19,7 @@
 
 #include <tinyfin/plugin_kit/ops.hpp>
 
-#include "element.h"
+#include "element.hpp"
 
 using namespace tf_cuda;
 
@@ -386,9 +386,9 @@ TEST_CASE("element: fill values against cpu") {
         }
 }
 
-TEST_CASE("element: the UNARY and BINARY ops element.h claims are the ones checked here") {
-    // ops.cpp claims a UNARY or BINARY op only where implements_elementwise says element.h
-    // computes it; each of those must be among the ops this file compares with cpu.
+TEST_CASE("element: the UNARY and BINARY ops element.hpp claims are the ones checked here") {
+    // ops.cpp's rows claim a UNARY or BINARY op only where implements_elementwise says
+    // element.hpp computes it (a static_assert there); each of those must be among the ops this file compares with cpu.
     std::vector<uint32_t> checked(std::begin(float_unary), std::end(float_unary));
     checked.insert(checked.end(), std::begin(float_binary), std::end(float_binary));
     checked.push_back(TF_OP_CLAMP);

@@ -1,4 +1,4 @@
-// The cuda plugin's index arithmetic (plugins/cuda/geometry.h), on the host: the kernels run the
+// The cuda plugin's index arithmetic (plugins/cuda/geometry.hpp), on the host: the kernels run the
 // same __host__ __device__ functions, so every layout the plugin collapses is checked here against
 // a plain row-major walk, without a GPU.
 #include <doctest/doctest.h>
@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "geometry.h"
+#include "geometry.hpp"
 
 using tf_cuda::make_rows;
 using tf_cuda::make_strided;

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "matmul_plan.h"
+#include "matmul_plan.hpp"
 
 using tf_cuda::GemmCall;
 using tf_cuda::plan_gemm;

@@ -1,4 +1,4 @@
-// The cuda plugin's pooling arithmetic (plugins/cuda/pool.h, the functions its kernels run per
+// The cuda plugin's pooling arithmetic (plugins/cuda/pool.hpp, the functions its kernels run per
 // element), on the host against plain scatter-style references: forward max and average, and the
 // gathered backward ops against "each window adds its gradient to its first maximum / spreads it
 // over its elements". Random shapes, kernels, strides, paddings and layouts; ties and NaN.
@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "pool.h"
+#include "pool.hpp"
 
 using namespace tf_cuda;
 

@@ -11,6 +11,11 @@
 #include <tinyfin/plugin_kit/dtypes.hpp>
 #include <tinyfin/plugin_kit/library.hpp>
 #include <tinyfin/plugin_kit.hpp>
+#include <tinyfin/plugin_kit/gpu/plugin_shell.hpp>
+#include <tinyfin/plugin_kit/gpu/free_list.hpp>
+#include <tinyfin/plugin_kit/gpu/reported_ops.hpp>
+#include <tinyfin/plugin_kit/gpu/unique_handle.hpp>
+#include <tinyfin/plugin_kit/gpu/cache_directory.hpp>
 
 static_assert(tf_kit::op_name(TF_OP_ADD)[0] == 'a');
 static_assert(tf_kit::dtype_size(TF_DTYPE_BF16) == 2);

@@ -1,11 +1,11 @@
-// The memory bookkeeping the GPU plugins share (plugins/gpu/free_list.hpp) on its own, against
+// The memory bookkeeping of the plugin kit's GPU shell (plugin_kit/gpu/free_list.hpp) on its own, against
 // hand-worked offsets: first-fit ranges that coalesce, and BlockSet's policy (a request above the
 // dedicated limit gets a block of its own, freed at once; one empty shared block stays as the
 // spare; a block that cannot be made leaves the set as it was). vulkan's and opengl's memory pools
 // keep only how a block is made.
 #include <doctest/doctest.h>
 
-#include "free_list.hpp"
+#include <tinyfin/plugin_kit/gpu/free_list.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -16,13 +16,13 @@ namespace {
 struct Block {
     uint64_t size = 0;
     bool dedicated = false;
-    tf_kernels::FreeList ranges;
+    tf_kit::gpu::FreeList ranges;
 };
 
 }  // namespace
 
 TEST_CASE("gpu: FreeList takes first fit and coalesces what comes back") {
-    tf_kernels::FreeList list(100);
+    tf_kit::gpu::FreeList list(100);
     uint64_t a = 0, b = 0, c = 0;
     REQUIRE(list.take(30, &a));
     REQUIRE(list.take(30, &b));
@@ -46,7 +46,7 @@ TEST_CASE("gpu: FreeList takes first fit and coalesces what comes back") {
 }
 
 TEST_CASE("gpu: BlockSet shares blocks, dedicates large requests and keeps one spare") {
-    tf_kernels::BlockSet<Block> set;
+    tf_kit::gpu::BlockSet<Block> set;
     auto make = [](uint64_t n) {
         auto block = std::make_unique<Block>();
         block->size = n;
@@ -88,7 +88,7 @@ TEST_CASE("gpu: BlockSet shares blocks, dedicates large requests and keeps one s
 }
 
 TEST_CASE("gpu: BlockSet is unchanged when a block cannot be made") {
-    tf_kernels::BlockSet<Block> set;
+    tf_kit::gpu::BlockSet<Block> set;
     auto refuse = [](uint64_t) -> std::unique_ptr<Block> { throw std::bad_alloc(); };
     CHECK_THROWS_AS(set.take(10, 1000, 1000, refuse), std::bad_alloc);
     CHECK_THROWS_AS(set.take(5000, 1000, 1000, refuse), std::bad_alloc);

@@ -6,8 +6,13 @@
 //  - matmul_q against a float64 product of the dequantized weight, within the error of the
 //    activations' 8-bit rounding (the bound computed per block from the activations);
 //  - embedding_q, zero-copy from_blob, the layouts and ops that must refuse quantized tensors;
-//  - every other usable backend refusing the ops (the core falls back to cpu) with the same bits.
+//  - the GPU backends (vulkan, opengl, opencl) claiming dequantize, embedding_q and matmul_q
+//    (quantize stays on cpu), and every other backend refusing them, with the same bits.
 // ops-quant runs at the CPU's best ISA level, ops-quant-generic with TINYFIN_CPU_ISA=generic.
+// ops-quant-<gpu> (TINYFIN_QUANT_DEVICE=<gpu>, TINYFIN_FALLBACK=error) run the dequantize,
+// embedding_q and matmul_q cases with their operands on that device: the same references, no
+// fallback. Those kernels dequantize the weight and multiply f32 activations, so their matmul_q
+// bound is f32 accumulation's (k 2^-24 sum |x w|), not the 8-bit activations' of the cpu kernel.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -231,6 +236,13 @@ const DType quantized[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, D
 
 Device cpu() { return Device::parse("cpu"); }
 
+// The device the dequantize, embedding_q and matmul_q cases run on (operands moved there).
+Device dev() {
+    const char *name = std::getenv("TINYFIN_QUANT_DEVICE");
+    return Device::parse(name && *name ? name : "cpu");
+}
+bool on_cpu() { return dev().backend == "cpu"; }
+
 bool same_bits(float a, float b) {
     uint32_t x, y;
     std::memcpy(&x, &a, 4);
@@ -295,7 +307,7 @@ TEST_CASE("dequantize: blocks packed from each format's fields, bit for bit") {
         const int per_row = 3;
         Built b = blocks_of(dtype, 2 * per_row, 7);
         const int64_t k = per_row * dtype_block_length(dtype);
-        Tensor q = from_host(b.bytes.data(), {2, k}, dtype, cpu());
+        Tensor q = from_host(b.bytes.data(), {2, k}, dtype, cpu()).to(dev());
         CHECK(q.nbytes() == b.bytes.size());
         CHECK(bytes_of(q) == b.bytes);
         std::vector<float> got = dequantize(q).to_vector<float>();
@@ -324,8 +336,8 @@ TEST_CASE("embedding_q: rows of a packed table, and indices out of range") {
         INFO(dtype_name(dtype));
         const int64_t k = dtype_block_length(dtype);
         Built b = blocks_of(dtype, 5, 11);  // 5 rows of one block
-        Tensor table = from_host(b.bytes.data(), {5, k}, dtype, cpu());
-        Tensor idx = from_vector<int64_t>({4, 0, 2, 4, 1, 3}, {2, 3}, cpu());
+        Tensor table = from_host(b.bytes.data(), {5, k}, dtype, cpu()).to(dev());
+        Tensor idx = from_vector<int64_t>({4, 0, 2, 4, 1, 3}, {2, 3}, dev());
         Tensor rows = embedding_q(table, idx);
         REQUIRE(rows.shape() == Shape{2, 3, k});
         std::vector<float> got = rows.to_vector<float>();
@@ -336,8 +348,21 @@ TEST_CASE("embedding_q: rows of a packed table, and indices out of range") {
                                   b.values[static_cast<std::size_t>(order[e] * k + j)]));
         // embedding() with a quantized table is embedding_q in f32.
         CHECK(embedding(table, idx).to_vector<float>() == got);
-        CHECK_THROWS_AS(embedding_q(table, from_vector<int64_t>({5}, {1}, cpu())), ValueError);
-        CHECK_THROWS_AS(embedding_q(table, from_vector<int32_t>({-1}, {1}, cpu())), ValueError);
+        // i32 indices, a strided view of them, an f16 output.
+        Tensor idx32 = from_vector<int32_t>({3, 9, 1, 9, 0}, {5}, dev()).slice(0, 0, 5, 2);  // 3, 1, 0
+        std::vector<float> got32 = embedding_q(table, idx32).to_vector<float>();
+        const int64_t order32[] = {3, 1, 0};
+        for (int e = 0; e < 3; ++e)
+            for (int64_t j = 0; j < k; ++j)
+                REQUIRE(same_bits(got32[static_cast<std::size_t>(e * k + j)],
+                                  b.values[static_cast<std::size_t>(order32[e] * k + j)]));
+        Tensor half_rows = embedding_q(table, idx, DType::f16);
+        CHECK(half_rows.dtype() == DType::f16);
+        CHECK(cast(half_rows, DType::f32).to_vector<float>() ==
+              cast(cast(rows, DType::f16), DType::f32).to_vector<float>());
+        // A GPU kernel finds a bad index while it runs: the error comes with the result.
+        CHECK_THROWS_AS(embedding_q(table, from_vector<int64_t>({5}, {1}, dev())).to_vector<float>(), ValueError);
+        CHECK_THROWS_AS(embedding_q(table, from_vector<int32_t>({-1}, {1}, dev())).to_vector<float>(), ValueError);
     }
 }
 
@@ -538,7 +563,8 @@ void product_and_bound(const F &x, const std::vector<float> &w, int64_t m, int64
                 err += amax / 127 * 0.5 * wabs;
             }
             want[r * n + c] = sum;
-            bound[r * n + c] = err * 1.001 + mag * 1e-5 + 1e-6;
+            // The GPU kernels multiply the f32 activations: f32 accumulation's bound alone.
+            bound[r * n + c] = on_cpu() ? err * 1.001 + mag * 1e-5 + 1e-6 : mag * double(k) * 0x1p-24 * 1.01 + 1e-30;
         }
 }
 
@@ -560,7 +586,7 @@ TEST_CASE("matmul_q against the float64 product of the dequantized weight") {
             std::vector<float> wd = dequantize(w).to_vector<float>();
             ref::D want, bound;
             product_and_bound(x, wd, s.m, s.n, s.k, act_block, want, bound);
-            Tensor y = matmul_q(from_vector(x, {s.m, s.k}, cpu()), w);
+            Tensor y = matmul_q(from_vector(x, {s.m, s.k}, dev()), w.to(dev()));
             REQUIRE(y.shape() == Shape{s.m, s.n});
             REQUIRE(y.dtype() == DType::f32);
             std::vector<float> got = y.to_vector<float>();
@@ -579,17 +605,18 @@ TEST_CASE("matmul_q: batch axes, f16/bf16 activations, output dtypes, views of t
     const int64_t k = 128, n = 6;
     F wv = ref::values(2 * n * k, 5, -1, 1);
     Tensor w_all = quantize(from_vector(wv, {2 * n, k}, cpu()), dtype);
-    Tensor w = w_all.slice(0, n, 2 * n);  // rows n..2n-1: a view at a block boundary
+    Tensor w = w_all.to(dev()).slice(0, n, 2 * n);  // rows n..2n-1: a view at a block boundary
     std::vector<float> wd = dequantize(w).to_vector<float>();
     F x = ref::values(2 * 3 * k, 6, -1, 1);
     ref::D want, bound;
     product_and_bound(x, wd, 6, n, k, 32, want, bound);
-    Tensor y = matmul_q(from_vector(x, {2, 3, k}, cpu()), w);
+    Tensor y = matmul_q(from_vector(x, {2, 3, k}, dev()), w);
     REQUIRE(y.shape() == Shape{2, 3, n});
     std::vector<float> got = y.to_vector<float>();
     for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= bound[i]);
     for (const ref::Half &half : ref::halves) {
-        auto [xh, xv] = ref::half_input(x, {2, 3, k}, half.dtype);
+        auto [xh_cpu, xv] = ref::half_input(x, {2, 3, k}, half.dtype);
+        const Tensor xh = xh_cpu.to(dev());
         F xf(xv.begin(), xv.end());
         product_and_bound(xf, wd, 6, n, k, 32, want, bound);
         Tensor yh = matmul_q(xh, w);
@@ -603,8 +630,17 @@ TEST_CASE("matmul_q: batch axes, f16/bf16 activations, output dtypes, views of t
         }
         CHECK_THROWS_AS(matmul_q(xh, w, half.dtype == DType::f16 ? DType::bf16 : DType::f16), DTypeError);
     }
-    CHECK_THROWS_AS(matmul_q(from_vector(x, {6, k}, cpu()), from_vector(wv, {2 * n, k}, cpu())), DTypeError);
-    CHECK_THROWS_AS(matmul_q(from_vector(F(6 * 64), {6, 64}, cpu()), w), ShapeError);
+    CHECK_THROWS_AS(matmul_q(from_vector(x, {6, k}, dev()), from_vector(wv, {2 * n, k}, dev())), DTypeError);
+    CHECK_THROWS_AS(matmul_q(from_vector(F(6 * 64), {6, 64}, dev()), w), ShapeError);
+    // x a strided view (every other column of a wider matrix), and a row of x with a stride.
+    F wide = ref::values(6 * 2 * k, 8, -1, 1);
+    Tensor xs = from_vector(wide, {6, 2 * k}, dev()).slice(1, 0, 2 * k, 2);
+    F xs_values(static_cast<std::size_t>(6 * k));
+    for (int64_t r = 0; r < 6; ++r)
+        for (int64_t c = 0; c < k; ++c) xs_values[r * k + c] = wide[r * 2 * k + 2 * c];
+    product_and_bound(xs_values, wd, 6, n, k, 32, want, bound);
+    std::vector<float> gs = matmul_q(xs, w).to_vector<float>();
+    for (std::size_t i = 0; i < gs.size(); ++i) CHECK(std::fabs(gs[i] - want[i]) <= bound[i]);
 }
 
 // ---- layouts and refusals -------------------------------------------------------------------
@@ -642,27 +678,61 @@ TEST_CASE("from_blob over GGUF-layout bytes: zero-copy, released once") {
     CHECK(released == 1);
 }
 
-// ---- other backends: not claimed, the cpu fallback gives the same bits -------------------------
+// ---- other backends: the GPU plugins run three of the ops, the others leave them to cpu -------
 
-TEST_CASE("every other backend leaves the quantized ops to cpu, with the same results") {
+TEST_CASE("vulkan, opengl and opencl run dequantize, embedding_q, matmul_q; other backends leave them to cpu") {
     const Report r = report();
-    F wv = ref::values(8 * 256, 9, -1, 1), x = ref::values(3 * 256, 10, -1, 1);
-    const Tensor w = quantize(from_vector(wv, {8, 256}, cpu()), DType::q4_k);
+    F wv = ref::values(40 * 256, 9, -1, 1), x = ref::values(3 * 256, 10, -1, 1);
     const Tensor xc = from_vector(x, {3, 256}, cpu());
-    const std::vector<float> want_y = matmul_q(xc, w).to_vector<float>();
-    const std::vector<float> want_d = dequantize(w).to_vector<float>();
-    const Bytes want_q = bytes_of(quantize(xc, DType::q8_0));
+    const Tensor idx = from_vector<int32_t>({7, 0, 39}, {3}, cpu());
+    // quantize runs on cpu only: with TINYFIN_FALLBACK=error (ops-quant-<gpu>) it is not sent.
+    const bool fallback_allowed = std::getenv("TINYFIN_QUANT_DEVICE") == nullptr;
     for (const PluginReport &p : r.plugins) {
         if (!p.initialised || p.name == "cpu") continue;
+        if (!fallback_allowed && p.name != dev().backend) continue;
         INFO("backend " << p.name);
-        for (const char *op : {"quantize", "dequantize", "matmul_q", "embedding_q"})
-            CHECK(std::find(p.supported_ops.begin(), p.supported_ops.end(), op) == p.supported_ops.end());
-        const Device dev = Device::parse(p.name);
-        const Tensor wd = w.to(dev), xd = xc.to(dev);
-        CHECK(bytes_of(wd) == bytes_of(w));
-        CHECK(matmul_q(xd, wd).to_vector<float>() == want_y);
-        CHECK(dequantize(wd).to_vector<float>() == want_d);
-        CHECK(bytes_of(quantize(xd, DType::q8_0)) == want_q);
+        const bool gpu = p.name == "vulkan" || p.name == "opengl" || p.name == "opencl";
+        auto claims = [&](const char *op) {
+            return std::find(p.supported_ops.begin(), p.supported_ops.end(), op) != p.supported_ops.end();
+        };
+        CHECK(!claims("quantize"));
+        for (const char *op : {"dequantize", "matmul_q", "embedding_q"}) CHECK(claims(op) == gpu);
+        const Device d = Device::parse(p.name);
+        const Tensor xd = xc.to(d), idxd = idx.to(d);
+        // Every type on the backend under test (ops-quant-<gpu>); two per backend in ops-quant,
+        // which visits them all (each type is a kernel to compile on a software device).
+        const std::vector<DType> types = fallback_allowed
+                                             ? std::vector<DType>{DType::q8_0, DType::q4_k}
+                                             : std::vector<DType>(std::begin(quantized), std::end(quantized));
+        for (DType dtype : types) {
+            INFO(dtype_name(dtype));
+            const Tensor w = quantize(from_vector(wv, {40, 256}, cpu()), dtype);
+            const std::vector<float> wd = dequantize(w).to_vector<float>();
+            const Tensor w_dev = w.to(d);
+            CHECK(bytes_of(w_dev) == bytes_of(w));
+            const std::vector<float> got_d = dequantize(w_dev).to_vector<float>();
+            REQUIRE(got_d.size() == wd.size());
+            CHECK(std::memcmp(got_d.data(), wd.data(), wd.size() * sizeof(float)) == 0);
+            CHECK(embedding_q(w_dev, idxd).to_vector<float>() == embedding_q(w, idx).to_vector<float>());
+            // matmul_q: within the float64 product's bound of f32 accumulation (the GPU kernels),
+            // or the cpu kernel's bits (the fallback).
+            const std::vector<float> got_y = matmul_q(xd, w_dev).to_vector<float>();
+            if (gpu) {
+                for (int64_t row = 0; row < 3; ++row)
+                    for (int64_t c = 0; c < 40; ++c) {
+                        double sum = 0, mag = 0;
+                        for (int64_t i = 0; i < 256; ++i) {
+                            const double t = double(x[row * 256 + i]) * wd[c * 256 + i];
+                            sum += t;
+                            mag += std::fabs(t);
+                        }
+                        CHECK(std::fabs(got_y[row * 40 + c] - sum) <= mag * 256 * 0x1p-24 * 1.01);
+                    }
+            } else {
+                CHECK(got_y == matmul_q(xc, w).to_vector<float>());
+            }
+        }
+        if (fallback_allowed) CHECK(bytes_of(quantize(xd, DType::q8_0)) == bytes_of(quantize(xc, DType::q8_0)));
     }
 }
 

@@ -42,3 +42,31 @@ def test_embedding_q_and_refusals():
         q + q
     with pytest.raises(tf.ShapeError):
         tf.quantize(tf.zeros(2, 48), tf.q4_0)
+
+
+GPU_BACKENDS = [b for b in ("vulkan", "opengl", "opencl") if b in tf.available_backends()]
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0", "q4_k", "q6_k"])
+def test_gpu_kernels_without_fallback(backend, dtype):
+    """dequantize, embedding_q and matmul_q run on the GPU backends themselves (no fallback):
+    dequantize and embedding_q give the cpu codec's bits; matmul_q multiplies f32 activations, so
+    it is within f32 accumulation's bound of the float64 product."""
+    rng = np.random.default_rng(2)
+    w = rng.uniform(-1, 1, size=(40, 512)).astype(np.float32)
+    x = rng.uniform(-1, 1, size=(3, 512)).astype(np.float32)
+    q = tf.quantize(tf.tensor(w), getattr(tf, dtype))
+    wd = tf.dequantize(q).numpy()
+    qd, xd = q.to(backend), tf.tensor(x).to(backend)
+    idx = tf.tensor([39, 0, 7], dtype=tf.int64).to(backend)
+    tf.reset_stats()
+    got_d = tf.dequantize(qd).numpy()
+    got_e = tf.embedding_q(qd, idx).numpy()
+    got_y = tf.matmul_q(xd, qd).numpy()
+    assert tf.stats()["total_fallbacks"] == 0
+    np.testing.assert_array_equal(got_d.view(np.uint32), wd.view(np.uint32))
+    np.testing.assert_array_equal(got_e.view(np.uint32), wd[[39, 0, 7]].view(np.uint32))
+    prod = x.astype(np.float64)[:, None, :] * wd.astype(np.float64)[None, :, :]
+    want, mag = prod.sum(axis=2), np.abs(prod).sum(axis=2)
+    assert np.all(np.abs(got_y - want) <= mag * 512 * 2.0 ** -24 * 1.01)

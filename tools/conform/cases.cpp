@@ -839,6 +839,62 @@ void gen_embedding(Generator &g) {
     add("f32 idx:i64", contiguous({1000, 33}, F32), contiguous({67}, I64));
 }
 
+// The quantized ops (issue 34): each of the nine block formats. A quantized spec counts elements
+// (its last axis whole blocks); the runner fills its blocks with random quants and sane scales.
+int64_t block_of(int32_t dtype) { return dtype >= TF_DTYPE_Q4_K ? 256 : 32; }
+
+// Every other row of a [2 rows, k] quantized matrix: a row stride of two rows, starting one row
+// in (whole blocks, so a view the core can make).
+TensorSpec quant_rows_view(const Shape &shape, int32_t dtype) {
+    const int64_t k = shape.back();
+    return spec(shape, {2 * k, 1}, k, dtype, Domain::uniform, "row-view");
+}
+
+void gen_dequantize(Generator &g) {
+    for (int32_t qt : quant_dtypes()) {
+        const int64_t b = block_of(qt);
+        const std::string d = dtype_name(qt);
+        for (int32_t out : k_floats)
+            g.add(d + " -> " + dtype_name(out), {contiguous({3, 2 * b}, qt)}, {contiguous({3, 2 * b}, out)});
+        g.add(d + " -> f32", {contiguous({b}, qt)}, {contiguous({b}, F32)});
+        g.add(d + " -> f32", {contiguous({2, 2, b}, qt)}, {contiguous({2, 2, b}, F32)});
+        g.add(d + " -> f32", {quant_rows_view({3, b}, qt)}, {contiguous({3, b}, F32)});
+    }
+}
+
+void gen_matmul_q(Generator &g) {
+    for (int32_t qt : quant_dtypes()) {
+        const int64_t k = 2 * block_of(qt) > 256 ? 512 : 256;
+        const std::string d = dtype_name(qt);
+        auto add = [&](const std::string &label, TensorSpec x, TensorSpec w, int32_t out_dt) {
+            Shape out = x.shape;
+            out.back() = w.shape[0];
+            g.add(label, {std::move(x), std::move(w)}, {contiguous(out, out_dt)});
+        };
+        add("f32 w:" + d, contiguous({1, k}, F32), contiguous({37, k}, qt), F32);  // generation
+        add("f32 w:" + d, contiguous({9, k}, F32), contiguous({24, k}, qt), F32);  // prefill
+        add("f32 w:" + d, contiguous({2, 3, k}, F32), contiguous({5, k}, qt), F32);
+        add("f32 w:" + d, sliced({4, k}, F32), quant_rows_view({6, k}, qt), F32);
+        add("f16 w:" + d, contiguous({3, k}, F16), contiguous({7, k}, qt), F16);
+        add("bf16 w:" + d + " out:f32", contiguous({3, k}, BF16), contiguous({7, k}, qt), F32);
+    }
+}
+
+void gen_embedding_q(Generator &g) {
+    for (int32_t qt : quant_dtypes()) {
+        const int64_t b = block_of(qt);
+        const std::string d = dtype_name(qt);
+        for (int32_t it : {I64, I32}) {
+            TensorSpec idx = contiguous({2, 3}, it);
+            idx.domain = Domain::index, idx.limit = 10;
+            g.add(d + " idx:" + dtype_name(it), {contiguous({10, 2 * b}, qt), idx}, {contiguous({2, 3, 2 * b}, F32)});
+        }
+        TensorSpec idx = sliced({4}, I32);
+        idx.domain = Domain::index, idx.limit = 5;
+        g.add(d + " idx:i32 -> f16", {quant_rows_view({5, b}, qt), idx}, {contiguous({4, b}, F16)});
+    }
+}
+
 void gen_cross_entropy(Generator &g) {
     auto add = [&](const std::string &d, TensorSpec logits, TensorSpec labels, int reduction, int64_t ignore,
                    int64_t limit) {
@@ -958,6 +1014,9 @@ void gen_own(Generator &g) {
     case TF_OP_ATTENTION_BACKWARD: gen_attention_backward(g); return;
     case TF_OP_EMBEDDING:
     case TF_OP_EMBEDDING_BACKWARD: gen_embedding(g); return;
+    case TF_OP_DEQUANTIZE: gen_dequantize(g); return;
+    case TF_OP_MATMUL_Q: gen_matmul_q(g); return;
+    case TF_OP_EMBEDDING_Q: gen_embedding_q(g); return;
     case TF_OP_CROSS_ENTROPY: gen_cross_entropy(g); return;
     case TF_OP_ONE_HOT: gen_one_hot(g); return;
     case TF_OP_CUMSUM: gen_cumsum(g); return;
@@ -987,6 +1046,7 @@ bool class_admits(char letter, int32_t dtype) {
     case 'F': return is_float(dtype);
     case 'I': return dtype == I32 || dtype == I64;
     case 'B': return dtype == BOOL;
+    case 'Q': return is_quantized(dtype);
     default: return false;
     }
 }
@@ -1049,12 +1109,11 @@ const char *kind_name(Kind kind) {
 
 const char *dtype_name(int32_t dtype) {
     switch (dtype) {
-    case F32: return "f32";
-    case F16: return "f16";
-    case BF16: return "bf16";
-    case I32: return "i32";
-    case I64: return "i64";
-    case BOOL: return "bool";
+#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
+    case id:                                                                                                           \
+        return name;
+#include "tinyfin/dtypes.def"
+#undef TF_DTYPE
     default: return "dtype?";
     }
 }
@@ -1076,6 +1135,26 @@ const std::vector<int32_t> &all_dtypes() {
     return dtypes;
 }
 
+const std::vector<int32_t> &quant_dtypes() {
+    static const std::vector<int32_t> dtypes = {TF_DTYPE_Q8_0, TF_DTYPE_Q4_0, TF_DTYPE_Q4_1,
+                                                TF_DTYPE_Q5_0, TF_DTYPE_Q5_1, TF_DTYPE_Q4_K,
+                                                TF_DTYPE_Q5_K, TF_DTYPE_Q6_K, TF_DTYPE_Q8_K};
+    return dtypes;
+}
+
+bool is_quantized(int32_t dtype) { return dtype >= TF_DTYPE_Q8_0 && dtype <= TF_DTYPE_Q8_K; }
+
+std::size_t block_bytes(int32_t dtype) {
+    switch (dtype) {
+#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
+    case id:                                                                                                           \
+        return block_length > 1 ? block_bytes : 0;
+#include "tinyfin/dtypes.def"
+#undef TF_DTYPE
+    default: return 0;
+    }
+}
+
 int64_t TensorSpec::numel() const { return product(shape); }
 
 int64_t Case::elements() const {
@@ -1095,6 +1174,10 @@ bool Case::in_column() const {
 }
 
 int32_t Case::dtype() const {
+    // A quantized op is listed under its quantized operand's format.
+    for (const std::vector<TensorSpec> *list : {&inputs, &outputs})
+        for (const TensorSpec &t : *list)
+            if (is_quantized(t.dtype)) return t.dtype;
     for (const auto &t : inputs)
         if (is_float(t.dtype)) return t.dtype;
     for (const auto &t : outputs)

@@ -33,8 +33,13 @@ const OpRow &op_row(tf_op op);
 const char *kind_name(Kind kind);
 const char *dtype_name(int32_t dtype);
 std::size_t dtype_size(int32_t dtype);
-// All tf_dtype values, f32 first.
+// All plain tf_dtype values, f32 first.
 const std::vector<int32_t> &all_dtypes();
+// The block-quantized dtypes (dtypes.def), q8_0 first; their elements are counted like any
+// other's, their bytes in whole blocks of block_bytes (0 for a plain dtype).
+const std::vector<int32_t> &quant_dtypes();
+bool is_quantized(int32_t dtype);
+std::size_t block_bytes(int32_t dtype);
 // Whether the dtypes column's class letter (A, N, F, I, B) admits the dtype.
 bool class_admits(char letter, int32_t dtype);
 // The column's letter for operand `index` (inputs first, then outputs); 0 past the last.

@@ -190,8 +190,49 @@ void for_each_element(const TensorSpec &t, F f) {
     }
 }
 
-std::size_t image_size(const TensorSpec &t) {
-    return 2 * k_pad + static_cast<std::size_t>(t.storage_elems) * dtype_size(t.dtype);
+// The bytes before and after a tensor's storage: k_pad, or for a quantized tensor the whole
+// blocks that cover it (its offset must be a multiple of the block's bytes).
+std::size_t pad_of(const TensorSpec &t) {
+    const std::size_t b = block_bytes(t.dtype);
+    return b ? (k_pad + b - 1) / b * b : k_pad;
+}
+
+// Bytes of the elements [0, elements) of a tensor's storage.
+std::size_t storage_bytes(const TensorSpec &t, int64_t elements) {
+    if (is_quantized(t.dtype))
+        return static_cast<std::size_t>(elements / (t.dtype >= TF_DTYPE_Q4_K ? 256 : 32)) * block_bytes(t.dtype);
+    return static_cast<std::size_t>(elements) * dtype_size(t.dtype);
+}
+
+std::size_t image_size(const TensorSpec &t) { return 2 * pad_of(t) + storage_bytes(t, t.storage_elems); }
+
+// A quantized tensor's storage: random quants, and scales (f16 d, dmin, m; q8_k's f32 d) of
+// either sign in [2^-8, 2^-2), so every format's arithmetic is exercised without overflow.
+void fill_blocks(Random &rng, const TensorSpec &t, uint8_t *dst) {
+    const std::size_t bytes = storage_bytes(t, t.storage_elems), size = block_bytes(t.dtype);
+    for (std::size_t i = 0; i < bytes; ++i) dst[i] = static_cast<uint8_t>(rng.next());
+    auto f16 = [&](uint8_t *at) {
+        // sign, exponent 7..12 (2^-8 .. 2^-3 times 1.m), random mantissa.
+        const auto bits =
+            static_cast<uint16_t>((rng.next() & 1) << 15 | rng.integer(7, 13) << 10 | rng.integer(0, 1024));
+        at[0] = static_cast<uint8_t>(bits & 0xff);
+        at[1] = static_cast<uint8_t>(bits >> 8);
+    };
+    for (std::size_t b = 0; b + size <= bytes; b += size) {
+        uint8_t *block = dst + b;
+        switch (t.dtype) {
+        case TF_DTYPE_Q4_1:
+        case TF_DTYPE_Q5_1:
+        case TF_DTYPE_Q4_K:
+        case TF_DTYPE_Q5_K: f16(block + 2); [[fallthrough]];
+        case TF_DTYPE_Q8_0:
+        case TF_DTYPE_Q4_0:
+        case TF_DTYPE_Q5_0: f16(block); break;
+        case TF_DTYPE_Q6_K: f16(block + 208); break;
+        case TF_DTYPE_Q8_K: encode(rng.uniform(-0.25, 0.25), TF_DTYPE_F32, block); break;
+        default: break;
+        }
+    }
 }
 
 // Owns one plugin buffer.
@@ -236,7 +277,7 @@ tf_tensor_desc describe(const Target &target, const TensorSpec &t, const Buffer 
         d.shape[k] = t.shape[k];
         d.strides[k] = t.strides[k];
     }
-    d.offset = k_pad + static_cast<uint64_t>(t.offset) * dtype_size(t.dtype);
+    d.offset = pad_of(t) + storage_bytes(t, t.offset);
     d.buffer = buffer ? buffer->get() : nullptr;
     d.data = buffer ? buffer->data() : nullptr;
     return d;
@@ -274,6 +315,13 @@ Images make_images(const Case &c) {
     Random rng(c.seed);
     for (const TensorSpec &t : c.inputs) {
         std::vector<uint8_t> image(image_size(t), k_input_sentinel);
+        if (is_quantized(t.dtype)) {
+            // Every block valid, the ones the view skips too (a plugin that reads them is caught
+            // by its results, not by poison).
+            fill_blocks(rng, t, &image[pad_of(t)]);
+            images.inputs.push_back(std::move(image));
+            continue;
+        }
         const std::size_t es = dtype_size(t.dtype);
         // Storage the view never reaches holds poison: a plugin that reads it shows.
         const double poison =

@@ -31,7 +31,9 @@ Column column(const std::vector<Case> &cases, const Backend &cpu, const Backend 
     Column col;
     for (const OpRow &row : op_rows()) {
         std::string cell;
-        for (int32_t dt : all_dtypes()) {
+        std::vector<int32_t> dtypes = all_dtypes();
+        dtypes.insert(dtypes.end(), quant_dtypes().begin(), quant_dtypes().end());
+        for (int32_t dt : dtypes) {
             auto it = counts[row.name].find(dt);
             if (it == counts[row.name].end() || it->second.first == 0) continue;
             if (!cell.empty()) cell += ' ';

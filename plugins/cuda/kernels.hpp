@@ -2,17 +2,16 @@
 // launcher enqueues on stream and returns the launch error (cudaGetLastError), never waits.
 //
 // Pointers are device addresses of element [0, ..., 0] (the descriptor's byte offset already
-// added); shapes and strides are in elements (geometry.h). Every launcher assumes a descriptor
+// added); shapes and strides are in elements (geometry.hpp). Every launcher assumes a descriptor
 // that ops.cpp's checks accepted: dtypes from its list, counts that fit the geometry.
-#ifndef TINYFIN_CUDA_KERNELS_H
-#define TINYFIN_CUDA_KERNELS_H
+#pragma once
 
 #include <tinyfin/plugin.h>
 #include <tinyfin/plugin_kit/ops.hpp>
 
 #include <cuda_runtime.h>
 
-#include "geometry.h"
+#include "geometry.hpp"
 
 namespace tf_cuda {
 
@@ -164,5 +163,3 @@ cudaError_t launch_sgd(cudaStream_t stream, int64_t n, const SgdArgs &args, floa
                        float *momentum_buffer);
 
 }  // namespace tf_cuda
-
-#endif  // TINYFIN_CUDA_KERNELS_H

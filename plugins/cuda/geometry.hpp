@@ -2,8 +2,7 @@
 // value, and the index arithmetic both sides share. Included by the host code (g++) and the
 // kernels (nvcc); the index functions are __host__ __device__ so the host test
 // (tests/cuda/test_cuda_geometry.cpp) checks exactly what the kernels run.
-#ifndef TINYFIN_CUDA_GEOMETRY_H
-#define TINYFIN_CUDA_GEOMETRY_H
+#pragma once
 
 #include <cstdint>
 
@@ -110,5 +109,3 @@ inline RowGeom<N> make_rows(int rank, const int64_t *shape, const int64_t *const
 }
 
 }  // namespace tf_cuda
-
-#endif  // TINYFIN_CUDA_GEOMETRY_H

@@ -1,8 +1,7 @@
 // How one matmul descriptor maps onto one cuBLAS strided-batched GEMM call, without copies: pure
 // arithmetic on the descriptor (no CUDA), so tests/cuda checks it on the host by running the
 // call's column-major semantics against a plain matmul.
-#ifndef TINYFIN_CUDA_MATMUL_PLAN_H
-#define TINYFIN_CUDA_MATMUL_PLAN_H
+#pragma once
 
 #include <tinyfin/plugin.h>
 
@@ -38,5 +37,3 @@ void outer_offsets(const GemmCall &call, long long index, long long (&offsets)[3
 bool plan_gemm(const tf_op_desc &op, GemmCall *call);
 
 }  // namespace tf_cuda
-
-#endif  // TINYFIN_CUDA_MATMUL_PLAN_H

@@ -10,8 +10,7 @@
 // integer casts wrap; casts round once from the exact source value. Float math runs in f32
 // (16-bit floats widened), so transcendental results may differ from the cpu plugin's
 // double-precision ones by an ulp or two.
-#ifndef TINYFIN_CUDA_ELEMENT_H
-#define TINYFIN_CUDA_ELEMENT_H
+#pragma once
 
 #include <tinyfin/plugin.h>
 #include <tinyfin/plugin_kit/dtypes.hpp>
@@ -24,7 +23,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "geometry.h"  // TF_CUDA_HD
+#include "geometry.hpp"  // TF_CUDA_HD
 
 namespace tf_cuda {
 
@@ -177,39 +176,20 @@ TF_CUDA_HD C binary_op(uint32_t op, C a, C b) {
     }
 }
 
-// The UNARY and BINARY ops unary_float, unary_int and binary_op compute; ops.cpp claims no other
-// op of those kinds, so an op added to ops.def is left to the core's fallback until it is added
-// here (their `default:` cases would otherwise return an operand unchanged).
-TF_CUDA_HD constexpr bool implements_elementwise(uint32_t op) {
-    switch (op) {
-    case TF_OP_NEG:
-    case TF_OP_EXP:
-    case TF_OP_RELU:
-    case TF_OP_ABS:
-    case TF_OP_LOG:
-    case TF_OP_SQRT:
-    case TF_OP_RSQRT:
-    case TF_OP_SIN:
-    case TF_OP_COS:
-    case TF_OP_TANH:
-    case TF_OP_SIGMOID:
-    case TF_OP_GELU:
-    case TF_OP_GELU_TANH:
-    case TF_OP_SILU:
-    case TF_OP_SQUARE:
-    case TF_OP_ERF:
-    case TF_OP_CLAMP:
-    case TF_OP_ADD:
-    case TF_OP_SUB:
-    case TF_OP_MUL:
-    case TF_OP_DIV:
-    case TF_OP_POW:
-    case TF_OP_MAXIMUM:
-    case TF_OP_MINIMUM:
-    case TF_OP_RELU_BACKWARD:
-    case TF_OP_GELU_BACKWARD: return true;
-    default: return false;
-    }
+// The UNARY and BINARY ops unary_float, unary_int and binary_op compute (their `default:` cases
+// would otherwise return an operand unchanged): ops.cpp's rows claim no other (a static_assert
+// there), so an op added to ops.def is left to the core's fallback until it is added here.
+inline constexpr uint32_t k_elementwise_ops[] = {
+    TF_OP_NEG,    TF_OP_EXP,     TF_OP_RELU,    TF_OP_ABS,           TF_OP_LOG,           TF_OP_SQRT,      TF_OP_RSQRT,
+    TF_OP_SIN,    TF_OP_COS,     TF_OP_TANH,    TF_OP_SIGMOID,       TF_OP_GELU,          TF_OP_GELU_TANH, TF_OP_SILU,
+    TF_OP_SQUARE, TF_OP_ERF,     TF_OP_CLAMP,   TF_OP_ADD,           TF_OP_SUB,           TF_OP_MUL,       TF_OP_DIV,
+    TF_OP_POW,    TF_OP_MAXIMUM, TF_OP_MINIMUM, TF_OP_RELU_BACKWARD, TF_OP_GELU_BACKWARD,
+};
+
+constexpr bool implements_elementwise(uint32_t op) {
+    for (uint32_t known : k_elementwise_ops)
+        if (known == op) return true;
+    return false;
 }
 
 template <class C>
@@ -328,5 +308,3 @@ inline int64_t int_clamp_bound(double v, bool lower, bool wide) {
 }
 
 }  // namespace tf_cuda
-
-#endif  // TINYFIN_CUDA_ELEMENT_H

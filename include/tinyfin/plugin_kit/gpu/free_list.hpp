@@ -1,7 +1,9 @@
 // The free byte ranges of one memory block, first fit, coalesced when a range comes back, and the
-// set of blocks a pool carves into tensors: the vulkan and opengl memory pools.
-#ifndef TINYFIN_GPU_FREE_LIST_HPP
-#define TINYFIN_GPU_FREE_LIST_HPP
+// set of blocks a pool carves into buffers: the part of a GPU plugin's memory pool that does not
+// depend on its API (the vulkan and opengl plugins' pools are this and how a block is made).
+#pragma once
+
+#include <tinyfin/plugin_kit/errors.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -11,7 +13,8 @@
 #include <utility>
 #include <vector>
 
-namespace tf_kernels {
+namespace tf_kit TF_KIT_HIDDEN {
+namespace gpu {
 
 class FreeList {
 public:
@@ -124,6 +127,5 @@ private:
     uint64_t created_ = 0;
 };
 
-}  // namespace tf_kernels
-
-#endif
+}  // namespace gpu
+}  // namespace TF_KIT_HIDDEN

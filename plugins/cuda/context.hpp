@@ -9,8 +9,7 @@
 // Threading: each Device has a mutex. Every member that touches a device (buffers, run,
 // synchronize) holds its mutex for the whole call, so the stream, the handles, the caching
 // allocator and the conv plan cache see one thread at a time.
-#ifndef TINYFIN_CUDA_CONTEXT_H
-#define TINYFIN_CUDA_CONTEXT_H
+#pragma once
 
 #include <tinyfin/plugin.h>
 #include <tinyfin/plugin_kit.hpp>
@@ -25,8 +24,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "kernels.h"
-#include "libraries.h"
+#include "kernels.hpp"
+#include "libraries.hpp"
 
 struct tf_buffer;
 
@@ -156,7 +155,7 @@ struct Device {
     // Transfers go through these in turn; a slot is reused after its last copy completed.
     std::vector<StagingSlot> staging;
     size_t next_slot = 0;
-    // Mapped pinned memory the kernels report bad indices into (kernels.h).
+    // Mapped pinned memory the kernels report bad indices into (kernels.hpp).
     PinnedMemoryPtr data_error_memory;
     DataError *data_error = nullptr;  // host address
     DataError *data_error_device = nullptr;  // the same memory as kernels address it
@@ -242,6 +241,8 @@ tf_status matmul_run(Device &device, const tf_op_desc &op, tf_error *err);
 
 // conv.cpp: conv2d, conv2d_grad_input, conv2d_grad_weight through cuDNN.
 bool conv_supported(const Device &device, const tf_op_desc &op);
+// Op: TF_OP_CONV2D, TF_OP_CONV2D_GRAD_INPUT or TF_OP_CONV2D_GRAD_WEIGHT (instantiated in conv.cpp).
+template <uint32_t Op>
 tf_status conv_run(Device &device, const tf_op_desc &op, tf_error *err);
 // Frees the cached cuDNN descriptors of a device (shutdown).
 void release_conv_plans(Device &device);
@@ -250,5 +251,3 @@ void release_conv_plans(Device &device);
 tf_status zero_fill(Device &device, const tf_tensor_desc &t, tf_error *err);
 
 }  // namespace tf_cuda
-
-#endif  // TINYFIN_CUDA_CONTEXT_H

@@ -1,8 +1,7 @@
 // cuBLAS and cuDNN, opened with dlopen by probe so the plugin loads (and explains itself) on a
 // machine without them, with the entry points the plugin uses as typed function pointers, and
 // owners for the handles and descriptors they create.
-#ifndef TINYFIN_CUDA_LIBRARIES_H
-#define TINYFIN_CUDA_LIBRARIES_H
+#pragma once
 
 #include <cublas_v2.h>
 #include <cudnn.h>
@@ -113,5 +112,3 @@ using FilterDescriptorPtr = HandlePtr<cudnnFilterStruct, ::cudnnDestroyFilterDes
 using ConvolutionDescriptorPtr = HandlePtr<cudnnConvolutionStruct, ::cudnnDestroyConvolutionDescriptor>;
 
 }  // namespace tf_cuda
-
-#endif  // TINYFIN_CUDA_LIBRARIES_H

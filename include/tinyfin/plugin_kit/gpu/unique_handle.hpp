@@ -1,12 +1,14 @@
 // One owner for a handle of a C API (GL names, GL fences, EGL displays, Vulkan instances and
 // devices): move-only, Release(handle) exactly once, on destruction or reset(), unless it holds
 // the null handle Handle{} (0, nullptr; EGL_NO_DISPLAY and VK_NULL_HANDLE are both that).
-#ifndef TINYFIN_GPU_UNIQUE_HANDLE_HPP
-#define TINYFIN_GPU_UNIQUE_HANDLE_HPP
+#pragma once
+
+#include <tinyfin/plugin_kit/errors.hpp>
 
 #include <utility>
 
-namespace tf_gpu {
+namespace tf_kit TF_KIT_HIDDEN {
+namespace gpu {
 
 template <class Handle, void (*Release)(Handle)>
 class UniqueHandle {
@@ -36,6 +38,5 @@ private:
     Handle handle_{};
 };
 
-}  // namespace tf_gpu
-
-#endif  // TINYFIN_GPU_UNIQUE_HANDLE_HPP
+}  // namespace gpu
+}  // namespace TF_KIT_HIDDEN

@@ -1,14 +1,13 @@
 // The per-element arithmetic of the pooling kernels (nn.cu), as __host__ __device__ functions so
 // tests/cuda/test_cuda_pool.cpp runs exactly this code on the host against scatter-style
-// references. Tensors are [N, C, H, W] with any strides (PoolArgs, kernels.h).
+// references. Tensors are [N, C, H, W] with any strides (PoolArgs, kernels.hpp).
 //
 // Rules, as the cpu plugin's: padding counts as -inf for max and is left out of the sum for avg;
 // the max backward sends each window's gradient to its first maximum (row-major within the
 // window; a NaN is the maximum); the avg divisor is the whole window with count_include_pad,
 // else the window's elements inside the input. The backward ops gather: each input element sums
 // the windows that cover it, so the kernels need no atomics.
-#ifndef TINYFIN_CUDA_POOL_H
-#define TINYFIN_CUDA_POOL_H
+#pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -16,7 +15,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels.h"
+#include "kernels.hpp"
 
 namespace tf_cuda {
 
@@ -139,5 +138,3 @@ TF_CUDA_HD float avg_pool_grad_at(const PoolArgs &a, const T *dy, int64_t n, int
 }
 
 }  // namespace tf_cuda
-
-#endif  // TINYFIN_CUDA_POOL_H
