@@ -61,10 +61,10 @@ def test_gpu_kernels_without_fallback(backend, dtype):
     qd, xd = q.to(backend), tf.tensor(x).to(backend)
     idx = tf.tensor([39, 0, 7], dtype=tf.int64).to(backend)
     tf.reset_stats()
-    got_d = tf.dequantize(qd).numpy()
-    got_e = tf.embedding_q(qd, idx).numpy()
-    got_y = tf.matmul_q(xd, qd).numpy()
+    got_d, got_e, got_y = tf.dequantize(qd), tf.embedding_q(qd, idx), tf.matmul_q(xd, qd)
     assert tf.stats()["total_fallbacks"] == 0
+    assert str(got_y.device) == backend + ":0"
+    got_d, got_e, got_y = (t.to("cpu").numpy() for t in (got_d, got_e, got_y))
     np.testing.assert_array_equal(got_d.view(np.uint32), wd.view(np.uint32))
     np.testing.assert_array_equal(got_e.view(np.uint32), wd[[39, 0, 7]].view(np.uint32))
     prod = x.astype(np.float64)[:, None, :] * wd.astype(np.float64)[None, :, :]
