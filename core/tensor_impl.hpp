@@ -21,6 +21,9 @@ struct Storage {
     // For memory the core did not allocate (from_blob): called after the buffer is freed, to
     // hand the memory back to its owner (a numpy array, a DLPack producer).
     std::function<void()> release;
+    // Whether nbytes are in the backend's bytes_in_use (allocate_storage's buffers; not memory
+    // wrapped by from_blob, which the core never counted, so freeing it must not subtract).
+    bool counted = false;
     // Bumped by every in-place write (assign_, the out= forms, copy_from_host): autograd checks
     // that a tensor saved for backward still has the version it had when saved. Shared by all
     // views, as the memory is.

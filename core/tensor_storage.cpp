@@ -81,8 +81,9 @@ Storage::~Storage() {
             backend->table().buffer_free(buffer);
             return true;
         });
-        Registry::instance().counters().backends[backend->slot()].bytes_in_use.fetch_sub(nbytes,
-                                                                                         std::memory_order_relaxed);
+        if (counted)
+            Registry::instance().counters().backends[backend->slot()].bytes_in_use.fetch_sub(
+                nbytes, std::memory_order_relaxed);
     }
     if (release) release();
 }
@@ -106,6 +107,7 @@ std::shared_ptr<Storage> allocate_storage(Backend &backend, int device, uint64_t
     }
     storage->host = backend.host_addressable(device) ? backend.buffer_host_ptr(storage->buffer) : nullptr;
     count_allocation(Registry::instance().counters().backends[backend.slot()], nbytes);
+    storage->counted = true;
     return storage;
 }
 
