@@ -40,7 +40,16 @@ constinit thread_local Pool freed{};
 
 void drain_pool() noexcept {
     freed.closed = true;
-    while (freed.count > 0) delete freed.impls[--freed.count];
+    while (freed.count > 0) {
+        TensorImpl *impl = freed.impls[--freed.count];
+        // A pooled buffer is already out of bytes_in_use (Recycle) and ~Storage takes it out
+        // again: put it back first, or each drained buffer wraps the unsigned count below zero.
+        const Storage *storage = impl->storage.get();
+        if (storage && storage->buffer && Registry::alive())
+            Registry::instance().counters().backends[storage->backend->slot()].bytes_in_use.fetch_add(
+                storage->nbytes, std::memory_order_relaxed);
+        delete impl;
+    }
 }
 
 // Empties the pool when its thread ends (the main thread's before static destructors, while

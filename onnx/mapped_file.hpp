@@ -1,29 +1,28 @@
-// A read-only memory map of a regular file (the model, its external-data files): one owner, unmapped
-// when it goes. Files tinyfin reads by a name it was given are opened as regular files only.
+// The model and its external-data files, mapped read-only through common/file_mapping.hpp (the
+// mmap owner libtinyfin-llm shares): a failure is a ModelError naming the file. Files tinyfin
+// reads by a name it was given are opened as regular files only.
 #pragma once
 
 #include <cstddef>
 #include <string>
+
+#include "file_mapping.hpp"
 
 namespace tinyfin::onnx::detail {
 
 class MappedFile {
 public:
     // Maps path; throws ModelError naming it when it cannot be opened, is not a regular file or
-    // cannot be mapped. `real_path` receives the opened file's resolved path.
+    // cannot be mapped.
     explicit MappedFile(const std::string &path);
-    MappedFile(const MappedFile &) = delete;
-    MappedFile &operator=(const MappedFile &) = delete;
-    ~MappedFile();
 
-    const std::byte *data() const { return data_; }
-    std::size_t size() const { return size_; }
+    const std::byte *data() const { return mapping_.data(); }
+    std::size_t size() const { return mapping_.size(); }
     // Where the opened descriptor leads after every symbolic link (from /proc/self/fd).
     const std::string &real_path() const { return real_path_; }
 
 private:
-    const std::byte *data_ = nullptr;
-    std::size_t size_ = 0;
+    tf_common::FileMapping mapping_;
     std::string real_path_;
 };
 

@@ -707,9 +707,8 @@ void measure(std::vector<Contender> &contenders, const Options &o) {
         for (int i = 0; i < o.warmup; ++i) c.call();
         tinyfin::synchronize();
         // Size the samples from a batch of calls lasting a tenth of a sample, not from one call:
-        // synchronize() visits every initialised backend (tens of microseconds with vulkan and
-        // opengl loaded), so one call of a tiny op looked 100x slower, samples got a few hundred
-        // calls and the sync in each added ~40 ns per call to a 100 ns op.
+        // synchronize() visits every initialised backend, which made one call of a tiny op look
+        // far slower than it is (docs/performance.md, "Measurements behind code choices").
         double one = 0;
         for (long batch = 1;; batch *= 10) {
             const double t0 = now_s();

@@ -131,3 +131,29 @@ TEST_CASE("tensor pool: tensors made, freed and reused on several threads") {
     Tensor after = add(x, x);
     CHECK(after.to_vector<float>() == mul(x, full({16}, 2.0)).to_vector<float>());
 }
+
+TEST_CASE("tensor pool: bytes in use stay exact across reset_stats and a thread's exit") {
+    set_backend("cpu");
+    const Tensor x = from_vector(iota_values(16, 0), {16});
+    synchronize();
+    auto in_use = [] { return stats().backend("cpu")->bytes_in_use; };
+    const uint64_t base = in_use();
+    Tensor live = add(x, x);  // 64 bytes alive across the reset
+    reset_stats();
+    CHECK(in_use() == base + 64);
+    CHECK(stats().backend("cpu")->peak_bytes_in_use == base + 64);
+    live = Tensor();
+    CHECK(in_use() == base);
+    // Small tensors freed on a worker go to its pool; the pool is emptied when the worker exits.
+    // Pooled buffers are already out of bytes_in_use: emptying must not subtract them again
+    // (which wrapped the unsigned count to about 1.8e19).
+    std::thread([&] {
+        for (int i = 0; i < 40; ++i) Tensor t = add(x, full({16}, double(i)));
+    }).join();
+    CHECK(in_use() == base);
+    reset_stats();
+    CHECK(stats().backend("cpu")->peak_bytes_in_use == base);
+    Tensor again = add(x, x);
+    CHECK(in_use() == base + 64);
+    CHECK(stats().backend("cpu")->peak_bytes_in_use == base + 64);
+}

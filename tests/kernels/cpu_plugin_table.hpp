@@ -22,14 +22,24 @@ inline void quiet_host_log(int32_t, const char *, const char *) {}
 inline const char *process_host_get_env(const char *name) { return std::getenv(name); }
 inline constexpr tf_host_api k_quiet_host = {sizeof(tf_host_api), TF_ABI_VERSION, quiet_host_log, process_host_get_env};
 
-inline const tf_plugin &cpu_plugin_table() {
+// The plugin's entry point (tf_plugin_entry), for tests of the entry itself.
+inline tf_plugin_entry_fn cpu_plugin_entry() {
     static const std::unique_ptr<void, PluginCloser<&k_quiet_host>> handle(
         dlopen(TF_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));
-    static const tf_plugin *table = [] {
+    static const tf_plugin_entry_fn entry = [] {
+        const char *why = dlerror();
+        INFO("dlopen(" TF_CPU_PLUGIN_PATH "): ", why ? why : "");
         REQUIRE(handle != nullptr);
-        auto entry = reinterpret_cast<tf_plugin_entry_fn>(dlsym(handle.get(), TF_PLUGIN_ENTRY_NAME));
-        REQUIRE((entry != nullptr));
-        const tf_plugin *t = entry(&k_quiet_host);
+        auto e = reinterpret_cast<tf_plugin_entry_fn>(dlsym(handle.get(), TF_PLUGIN_ENTRY_NAME));
+        REQUIRE((e != nullptr));  // parenthesised: doctest cannot print function pointers
+        return e;
+    }();
+    return entry;
+}
+
+inline const tf_plugin &cpu_plugin_table() {
+    static const tf_plugin *table = [] {
+        const tf_plugin *t = cpu_plugin_entry()(&k_quiet_host);
         REQUIRE(t != nullptr);
         return t;
     }();

@@ -10,9 +10,7 @@
 
 #include <tinyfin/plugin.h>
 
-#include "plugin_closer.hpp"
-
-#include <dlfcn.h>
+#include "cpu_plugin_table.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -23,32 +21,9 @@
 #include <string>
 #include <vector>
 
-#ifndef TF_CPU_PLUGIN_PATH
-#error "build with -DTF_CPU_PLUGIN_PATH=\"/path/to/tinyfin-cpu.so\""
-#endif
-
 namespace {
 
-void host_log(int32_t, const char *, const char *) {}
-const char *host_get_env(const char *name) { return std::getenv(name); }
-const tf_host_api k_host = {sizeof(tf_host_api), TF_ABI_VERSION, host_log, host_get_env};
-
-using DlCloser = PluginCloser<&k_host>;
-
-const tf_plugin &P() {
-    static const std::unique_ptr<void, DlCloser> handle(dlopen(TF_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL));
-    static const tf_plugin *table = [] {
-        const char *why = dlerror();
-        INFO("dlopen(" TF_CPU_PLUGIN_PATH "): ", why ? why : "");
-        REQUIRE(handle != nullptr);
-        auto entry = reinterpret_cast<tf_plugin_entry_fn>(dlsym(handle.get(), TF_PLUGIN_ENTRY_NAME));
-        REQUIRE((entry != nullptr));
-        const tf_plugin *t = entry(&k_host);
-        REQUIRE(t != nullptr);
-        return t;
-    }();
-    return *table;
-}
+const tf_plugin &P() { return cpu_plugin_table(); }
 
 // Restarts the plugin with these variables (nullptr: unset).
 void restart(const char *isa, const char *threads) {

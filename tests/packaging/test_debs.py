@@ -20,7 +20,7 @@ HERE = SOURCE_DIR / "tests" / "packaging"
 MULTIARCH = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True, text=True,
                            check=True).stdout.strip()
 PLUGIN_DIR = f"/usr/lib/{MULTIARCH}/tinyfin/plugins"
-# Every plugin package CI builds but cpu (libtinyfin0 depends on it).
+# Every plugin package CI builds but cpu (libtinyfin1 depends on it).
 OPTIONAL_PLUGINS = ["blas", "vulkan", "opengl", "opencl"]
 
 
@@ -68,7 +68,7 @@ def test_all_packages_installed():
 
 
 def test_libtinyfin_pulls_in_the_cpu_plugin():
-    depends = run(["dpkg-query", "-W", "-f=${Depends}", "libtinyfin0"]).stdout
+    depends = run(["dpkg-query", "-W", "-f=${Depends}", "libtinyfin1"]).stdout
     assert "tinyfin-plugin-cpu" in depends
 
 
@@ -109,7 +109,7 @@ def test_program_built_with_pkg_config(tmp_path):
     flags = run(["pkg-config", "--cflags", "--libs", "tinyfin"]).stdout.split()
     binary = tmp_path / "use-installed"
     run(["c++", "-std=c++20", str(HERE / "use_installed.cpp"), "-o", str(binary), *flags])
-    assert run(["readelf", "-d", str(binary)]).stdout.count("libtinyfin.so.0") == 1
+    assert run(["readelf", "-d", str(binary)]).stdout.count("libtinyfin.so.1") == 1
     assert "cpu" in use_installed_ran(binary)
 
 

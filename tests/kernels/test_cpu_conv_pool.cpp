@@ -1,0 +1,469 @@
+// conv2d and its gradients, max_pool2d and avg_pool2d and their backwards, against direct
+// evaluations of the definitions in double. TF_BENCH=1 adds a timing case.
+// Through the plugin ABI with no core; the harness: cpu_kernel_harness.hpp.
+#include "cpu_kernel_harness.hpp"
+
+#include <chrono>
+#include <ctime>
+#include <functional>
+#include <random>
+
+using namespace cpu_kernel_test;
+
+namespace {
+
+// ---- References ---------------------------------------------------------------------------
+
+struct ConvCase {
+    int64_t n, c, h, w, o, kh, kw;
+    tf_params_conv2d p;
+    int64_t oh() const { return (h + 2 * p.padding[0] - p.dilation[0] * (kh - 1) - 1) / p.stride[0] + 1; }
+    int64_t ow() const { return (w + 2 * p.padding[1] - p.dilation[1] * (kw - 1) - 1) / p.stride[1] + 1; }
+    Dims x_shape() const { return {n, c, h, w}; }
+    Dims w_shape() const { return {o, c / p.groups, kh, kw}; }
+    Dims y_shape() const { return {n, o, oh(), ow()}; }
+};
+
+// Direct convolution and its two adjoints, in double, from the definition:
+// y[n,o,i,j] = sum over c, a, b of x[n, g*C/G + c, i*s - p + a*d, j*s - p + b*d] * w[o, c, a, b].
+void naive_conv(const ConvCase &k, const Values &x, const Values &w, const Values &dy, Values &y, Values &dx,
+                Values &dw) {
+    const int64_t oh = k.oh(), ow = k.ow(), cg = k.c / k.p.groups, og = k.o / k.p.groups;
+    y.assign(static_cast<size_t>(k.n * k.o * oh * ow), 0);
+    dx.assign(x.size(), 0);
+    dw.assign(w.size(), 0);
+    for (int64_t n = 0; n < k.n; ++n)
+        for (int64_t o = 0; o < k.o; ++o)
+            for (int64_t i = 0; i < oh; ++i)
+                for (int64_t j = 0; j < ow; ++j) {
+                    const size_t yi = static_cast<size_t>(((n * k.o + o) * oh + i) * ow + j);
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t a = 0; a < k.kh; ++a)
+                            for (int64_t b = 0; b < k.kw; ++b) {
+                                const int64_t ih = i * k.p.stride[0] - k.p.padding[0] + a * k.p.dilation[0];
+                                const int64_t iw = j * k.p.stride[1] - k.p.padding[1] + b * k.p.dilation[1];
+                                if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
+                                const int64_t ch = (o / og) * cg + c;
+                                const size_t xi = static_cast<size_t>(((n * k.c + ch) * k.h + ih) * k.w + iw);
+                                const size_t wi = static_cast<size_t>(((o * cg + c) * k.kh + a) * k.kw + b);
+                                y[yi] += x[xi] * w[wi];
+                                dx[xi] += dy[yi] * w[wi];
+                                dw[wi] += dy[yi] * x[xi];
+                            }
+                }
+}
+
+double dot(const Values &a, const Values &b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+    return s;
+}
+
+// Runs conv2d and both gradients in f32 for one case and checks them against naive_conv and
+// against each other (<conv(x), dy> = <x, grad_input(dy)> = <w, grad_weight(dy)>).
+void check_conv_case(const ConvCase &k, uint32_t seed) {
+    INFO("conv N", k.n, " C", k.c, " H", k.h, " W", k.w, " O", k.o, " K", k.kh, "x", k.kw, " stride ", k.p.stride[0],
+         "x", k.p.stride[1], " pad ", k.p.padding[0], "x", k.p.padding[1], " dil ", k.p.dilation[0], "x",
+         k.p.dilation[1], " groups ", k.p.groups);
+    const Values xv = random_f32(static_cast<size_t>(count_of(k.x_shape())), seed);
+    const Values wv = random_f32(static_cast<size_t>(count_of(k.w_shape())), seed + 1);
+    const Values dyv = random_f32(static_cast<size_t>(count_of(k.y_shape())), seed + 2);
+    Values y_ref, dx_ref, dw_ref;
+    naive_conv(k, xv, wv, dyv, y_ref, dx_ref, dw_ref);
+
+    const TensorDesc x = f32(k.x_shape(), xv), w = f32(k.w_shape(), wv), dy = f32(k.y_shape(), dyv);
+    const TensorDesc y = make(TF_DTYPE_F32, k.y_shape()), dx = make(TF_DTYPE_F32, k.x_shape()),
+                     dw = make(TF_DTYPE_F32, k.w_shape());
+    run_ok(TF_OP_CONV2D, {&x, &w}, y, &k.p);
+    run_ok(TF_OP_CONV2D_GRAD_INPUT, {&dy, &w}, dx, &k.p);
+    run_ok(TF_OP_CONV2D_GRAD_WEIGHT, {&dy, &x}, dw, &k.p);
+    // f32 sums of up to `terms` products against double. Beyond about 1000 terms the partial sums
+    // grow (~sqrt(terms)) far past results that cancel to near 0, and the rounding error with
+    // them: the 5184-tap case sums 7442 products per weight and is off by up to 1.2e-4 there.
+    // An indexing error would be off by the size of a product (~0.1) or more.
+    const double terms = static_cast<double>(std::max(k.c / k.p.groups * k.kh * k.kw, k.n * k.oh() * k.ow()));
+    const double tol = terms <= 1000 ? 1e-5 : 1e-5 * std::sqrt(terms / 20.0);
+    check_close(get(y), y_ref, tol);
+    check_close(get(dx), dx_ref, tol);
+    check_close(get(dw), dw_ref, tol);
+    const double forward = dot(get(y), dyv);
+    CHECK(dot(xv, get(dx)) == doctest::Approx(forward).epsilon(1e-5));
+    CHECK(dot(wv, get(dw)) == doctest::Approx(forward).epsilon(1e-5));
+}
+
+}  // namespace
+
+// ---- conv2d ---------------------------------------------------------------------------------
+
+TEST_CASE("conv2d and its gradients match a direct convolution") {
+    const ConvCase cases[] = {
+        {2, 3, 7, 6, 4, 3, 2, conv_params(1, 1, 0, 0, 1, 1, 1)},
+        {2, 3, 8, 9, 5, 3, 3, conv_params(2, 2, 1, 1, 1, 1, 1)},  // stride 2, padding
+        {1, 2, 9, 8, 3, 3, 3, conv_params(1, 1, 2, 1, 2, 2, 1)},  // dilation 2
+        {2, 4, 6, 7, 6, 3, 2, conv_params(1, 2, 1, 0, 1, 1, 2)},  // groups 2
+        {3, 2, 5, 9, 4, 5, 3, conv_params(3, 2, 2, 1, 1, 2, 1)},  // odd sizes everywhere
+        {2, 5, 4, 6, 3, 1, 1, conv_params(1, 1, 0, 0, 1, 1, 1)},  // 1x1: no column matrix
+        {2, 4, 5, 5, 8, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 4)},  // depthwise
+        {2, 6, 9, 10, 4, 3, 2, conv_params(2, 1, 2, 1, 2, 3, 2)},  // groups, dilation and stride at once
+        {2, 32, 9, 9, 20, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},  // Kg = 288: several GEMM blocks
+        {1, 2, 3, 3, 2, 3, 3, conv_params(1, 1, 0, 0, 1, 1, 1)},  // 1x1 output
+        {1, 1, 28, 28, 32, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},  // the Fashion-MNIST first layer
+        // Kg = 64 * 9 * 9 = 5184 taps by OW = 61: the column matrix goes in bands of 13 output
+        // rows (16 MiB), the last one short; stride 2 in W, 2 images for the gradient's sum.
+        {2, 64, 61, 121, 3, 9, 9, conv_params(1, 2, 4, 4, 1, 1, 1)},
+        // Stride 1 with at least 32 taps (4 images and more for the weight gradient): the path
+        // that reads a padded image in place (kernels_conv.cpp), with several bands of output
+        // rows, groups, dilation, uneven padding, a padding the flipped convolution of
+        // grad_input cannot express (3 > (3 - 1) * 1: that gradient takes the column matrix).
+        {8, 32, 9, 11, 20, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {4, 16, 10, 9, 16, 3, 3, conv_params(1, 1, 2, 1, 2, 1, 2)},
+        {5, 8, 7, 12, 12, 5, 3, conv_params(1, 1, 0, 0, 1, 1, 1)},
+        {4, 8, 6, 6, 8, 3, 3, conv_params(1, 1, 3, 3, 1, 1, 1)},
+        {4, 64, 30, 30, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {8, 64, 12, 12, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},  // whole images per task, 3 bands each
+    };
+    uint32_t seed = 100;
+    for (const ConvCase &k : cases) check_conv_case(k, seed += 10);
+}
+
+TEST_CASE("conv2d gradients keep infinities where the definition puts them") {
+    // The padded-image path computes discarded positions (and, for grad_input, multiplies the
+    // zeros around dy by the weights): an infinity there would turn into a NaN the definition
+    // does not have. An infinite input in the last column (read only by discarded positions of
+    // taps in the first column) and an infinite weight must give the reference's infinities and
+    // NaNs, nothing more.
+    const ConvCase k{4, 16, 6, 7, 8, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)};
+    Values xv = random_f32(static_cast<size_t>(count_of(k.x_shape())), 31);
+    Values wv = random_f32(static_cast<size_t>(count_of(k.w_shape())), 32);
+    const Values dyv = random_f32(static_cast<size_t>(count_of(k.y_shape())), 33);
+    xv[static_cast<size_t>(((1 * k.c + 3) * k.h + 2) * k.w + k.w - 1)] = INFINITY;
+    wv[static_cast<size_t>(((2 * k.c + 5) * k.kh + 0) * k.kw + 0)] = -INFINITY;
+    Values y_ref, dx_ref, dw_ref;
+    naive_conv(k, xv, wv, dyv, y_ref, dx_ref, dw_ref);
+    const TensorDesc x = f32(k.x_shape(), xv), w = f32(k.w_shape(), wv), dy = f32(k.y_shape(), dyv);
+    const TensorDesc dx = make(TF_DTYPE_F32, k.x_shape()), dw = make(TF_DTYPE_F32, k.w_shape());
+    run_ok(TF_OP_CONV2D_GRAD_INPUT, {&dy, &w}, dx, &k.p);
+    run_ok(TF_OP_CONV2D_GRAD_WEIGHT, {&dy, &x}, dw, &k.p);
+    check_close(get(dx), dx_ref, 1e-5);
+    check_close(get(dw), dw_ref, 1e-5);
+}
+
+TEST_CASE("conv2d reads strided inputs, writes a strided output and is deterministic") {
+    const ConvCase k{2, 3, 6, 5, 4, 3, 3, conv_params(2, 1, 1, 1, 1, 1, 1)};
+    const Values xv = random_f32(static_cast<size_t>(count_of(k.x_shape())), 7);
+    const Values wv = random_f32(static_cast<size_t>(count_of(k.w_shape())), 8);
+    const Values dyv(static_cast<size_t>(count_of(k.y_shape())), 0.0);
+    Values y_ref, dx_ref, dw_ref;
+    naive_conv(k, xv, wv, dyv, y_ref, dx_ref, dw_ref);
+
+    // x stored NHWC, viewed as NCHW; w at an offset with a gap between output channels.
+    const TensorDesc x =
+        strided(TF_DTYPE_F32, k.x_shape(), {k.h * k.w * k.c, 1, k.w * k.c, k.c}, 0, count_of(k.x_shape()));
+    set(x, xv);
+    const int64_t per_o = 3 * 3 * 3;
+    const TensorDesc w = strided(TF_DTYPE_F32, k.w_shape(), {per_o + 2, 9, 3, 1}, 5, 5 + 4 * (per_o + 2));
+    set(w, wv);
+    // y: every other column of a wider buffer.
+    const Dims ys = k.y_shape();
+    const TensorDesc y = strided(TF_DTYPE_F32, ys, {ys[1] * ys[2] * ys[3] * 2, ys[2] * ys[3] * 2, ys[3] * 2, 2}, 1,
+                                 count_of(ys) * 2 + 1);
+    run_ok(TF_OP_CONV2D, {&x, &w}, y, &k.p);
+    check_close(get(y), y_ref, 1e-5);
+    CHECK(only_elements_written(y));
+
+    const TensorDesc y2 = make(TF_DTYPE_F32, ys);
+    run_ok(TF_OP_CONV2D, {&x, &w}, y2, &k.p);
+    const Values first = get(y2);
+    run_ok(TF_OP_CONV2D, {&x, &w}, y2, &k.p);
+    CHECK(get(y2) == first);  // bit for bit
+    CHECK(get(y) == first);  // the layouts do not change the arithmetic
+}
+
+TEST_CASE("conv2d in f16 and bf16 computes in f32 and rounds once") {
+    const ConvCase k{2, 4, 5, 6, 4, 3, 3, conv_params(1, 2, 1, 1, 1, 1, 2)};
+    const Values xv = random_values(static_cast<size_t>(count_of(k.x_shape())), 21);
+    const Values wv = random_values(static_cast<size_t>(count_of(k.w_shape())), 22);
+    const Values dyv = random_values(static_cast<size_t>(count_of(k.y_shape())), 23);
+    Values y_ref, dx_ref, dw_ref;
+    naive_conv(k, xv, wv, dyv, y_ref, dx_ref, dw_ref);
+    for (int32_t dtype : {TF_DTYPE_F16, TF_DTYPE_BF16}) {
+        INFO("dtype ", dtype);
+        // Sums of products of multiples of 1/8 are multiples of 1/64, exact in f32; rounding the
+        // result once to the narrow type is the only error.
+        const double tol = dtype == TF_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
+        const TensorDesc x = make(dtype, k.x_shape(), xv), w = make(dtype, k.w_shape(), wv),
+                         dy = make(dtype, k.y_shape(), dyv);
+        const TensorDesc y = make(dtype, k.y_shape()), dx = make(dtype, k.x_shape()), dw = make(dtype, k.w_shape());
+        run_ok(TF_OP_CONV2D, {&x, &w}, y, &k.p);
+        run_ok(TF_OP_CONV2D_GRAD_INPUT, {&dy, &w}, dx, &k.p);
+        run_ok(TF_OP_CONV2D_GRAD_WEIGHT, {&dy, &x}, dw, &k.p);
+        check_close(get(y), y_ref, tol);
+        check_close(get(dx), dx_ref, tol);
+        check_close(get(dw), dw_ref, tol);
+    }
+}
+
+TEST_CASE("conv2d supports() checks shapes, params and dtypes without data") {
+    const tf_params_conv2d p = conv_params(1, 1, 0, 0, 1, 1, 1);
+    auto supports = [](uint32_t op, std::vector<tf_tensor_desc> in, tf_tensor_desc out, const void *params) {
+        return Call(op, std::move(in), out, params).supports();
+    };
+    const auto x = no_data_desc(TF_DTYPE_F32, {1, 2, 5, 5}), w = no_data_desc(TF_DTYPE_F32, {3, 2, 3, 3}),
+               y = no_data_desc(TF_DTYPE_F32, {1, 3, 3, 3});
+    CHECK(supports(TF_OP_CONV2D, {x, w}, y, &p) == 1);
+    CHECK(supports(TF_OP_CONV2D_GRAD_INPUT, {y, w}, x, &p) == 1);
+    CHECK(supports(TF_OP_CONV2D_GRAD_WEIGHT, {y, x}, w, &p) == 1);
+    for (int32_t dtype : {TF_DTYPE_F16, TF_DTYPE_BF16})
+        CHECK(supports(TF_OP_CONV2D, {no_data_desc(dtype, {1, 2, 5, 5}), no_data_desc(dtype, {3, 2, 3, 3})},
+                       no_data_desc(dtype, {1, 3, 3, 3}), &p) == 1);
+
+    CHECK(supports(TF_OP_CONV2D, {x, w}, no_data_desc(TF_DTYPE_F32, {1, 3, 4, 3}), &p) == 0);  // wrong OH
+    CHECK(supports(TF_OP_CONV2D, {x, w}, no_data_desc(TF_DTYPE_F32, {2, 3, 3, 3}), &p) == 0);  // wrong N
+    CHECK(supports(TF_OP_CONV2D, {x, no_data_desc(TF_DTYPE_F32, {3, 1, 3, 3})}, y, &p) == 0);  // C != weight[1]
+    CHECK(supports(TF_OP_CONV2D, {x, no_data_desc(TF_DTYPE_F32, {3, 2, 3})}, y, &p) == 0);  // rank 3
+    CHECK(supports(TF_OP_CONV2D, {no_data_desc(TF_DTYPE_I32, {1, 2, 5, 5}), no_data_desc(TF_DTYPE_I32, {3, 2, 3, 3})},
+                   no_data_desc(TF_DTYPE_I32, {1, 3, 3, 3}), &p) == 0);
+    CHECK(supports(TF_OP_CONV2D, {x, no_data_desc(TF_DTYPE_F16, {3, 2, 3, 3})}, y, &p) == 0);  // mixed dtypes
+    CHECK(supports(TF_OP_CONV2D, {x, w}, y, nullptr) == 0);
+    tf_params_conv2d small = p;
+    small.struct_size = sizeof small - 4;
+    CHECK(supports(TF_OP_CONV2D, {x, w}, y, &small) == 0);
+    for (tf_params_conv2d bad : {conv_params(0, 1, 0, 0, 1, 1, 1), conv_params(1, 1, -1, 0, 1, 1, 1),
+                                 conv_params(1, 1, 0, 0, 1, 0, 1), conv_params(1, 1, 0, 0, 1, 1, 0)})
+        CHECK(supports(TF_OP_CONV2D, {x, w}, y, &bad) == 0);
+    CHECK(supports(TF_OP_CONV2D, {x}, y, &p) == 0);
+
+    // Groups: C = 4 = weight[1] * 2 and O = 6 divisible by 2; O = 5 is not.
+    const tf_params_conv2d g2 = conv_params(1, 1, 1, 1, 1, 1, 2);
+    const auto x4 = no_data_desc(TF_DTYPE_F32, {1, 4, 5, 5});
+    CHECK(supports(TF_OP_CONV2D, {x4, no_data_desc(TF_DTYPE_F32, {6, 2, 3, 3})},
+                   no_data_desc(TF_DTYPE_F32, {1, 6, 5, 5}), &g2) == 1);
+    CHECK(supports(TF_OP_CONV2D, {x4, no_data_desc(TF_DTYPE_F32, {5, 2, 3, 3})},
+                   no_data_desc(TF_DTYPE_F32, {1, 5, 5, 5}), &g2) == 0);
+    CHECK(supports(TF_OP_CONV2D, {x4, no_data_desc(TF_DTYPE_F32, {6, 4, 3, 3})},
+                   no_data_desc(TF_DTYPE_F32, {1, 6, 5, 5}), &g2) == 0);
+    // Stride 2 on H = 6 gives OH = 3 from several H: grad_input takes H from its output.
+    const tf_params_conv2d s2 = conv_params(2, 2, 0, 0, 1, 1, 1);
+    CHECK(supports(TF_OP_CONV2D_GRAD_INPUT, {no_data_desc(TF_DTYPE_F32, {1, 3, 2, 2}), w},
+                   no_data_desc(TF_DTYPE_F32, {1, 2, 6, 6}), &s2) == 1);
+    CHECK(supports(TF_OP_CONV2D_GRAD_INPUT, {no_data_desc(TF_DTYPE_F32, {1, 3, 2, 2}), w},
+                   no_data_desc(TF_DTYPE_F32, {1, 2, 7, 7}), &s2) == 0);
+
+    const TensorDesc xt = make(TF_DTYPE_F32, {1, 2, 5, 5}), wt = make(TF_DTYPE_F32, {3, 2, 3, 3}),
+                     yt = make(TF_DTYPE_F32, {1, 3, 4, 3});
+    const std::string message = run_fails(TF_STATUS_INVALID_ARGUMENT, TF_OP_CONV2D, {&xt, &wt}, yt, &p);
+    CHECK(contains(message, "conv2d"));
+    CHECK(contains(message, "[1, 3, 4, 3]"));
+    CHECK(contains(message, "[1, 3, 3, 3]"));
+    CHECK(untouched(yt));
+}
+
+namespace {
+
+// Best of `runs` calls of fn, in wall time and in this thread's CPU time (which other processes
+// on a busy machine do not inflate).
+std::pair<double, double> best_time(int runs, const std::function<void()> &fn) {
+    fn();
+    double wall = 1e30, cpu = 1e30;
+    for (int i = 0; i < runs; ++i) {
+        timespec c0{}, c1{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+        const auto w0 = std::chrono::steady_clock::now();
+        fn();
+        wall = std::min(wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count());
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        cpu = std::min(cpu, static_cast<double>(c1.tv_sec - c0.tv_sec) +
+                                static_cast<double>(c1.tv_nsec - c0.tv_nsec) * 1e-9);
+    }
+    return {wall, cpu};
+}
+
+}  // namespace
+
+TEST_CASE("speed of the Fashion-MNIST CNN's conv and pool shapes" * doctest::skip(std::getenv("TF_BENCH") == nullptr)) {
+    const ConvCase k{64, 32, 14, 14, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)};
+    const TensorDesc x = f32(k.x_shape(), random_f32(static_cast<size_t>(count_of(k.x_shape())), 1));
+    const TensorDesc w = f32(k.w_shape(), random_f32(static_cast<size_t>(count_of(k.w_shape())), 2));
+    const TensorDesc y = make(TF_DTYPE_F32, k.y_shape()), dx = make(TF_DTYPE_F32, k.x_shape()),
+                     dw = make(TF_DTYPE_F32, k.w_shape());
+    const double flops = 2.0 * 64 * 64 * 14 * 14 * 32 * 9;
+    struct {
+        const char *name;
+        uint32_t op;
+        const TensorDesc *a, *b, *out;
+    } const convs[] = {{"conv2d", TF_OP_CONV2D, &x, &w, &y},
+                       {"conv2d_grad_input", TF_OP_CONV2D_GRAD_INPUT, &y, &w, &dx},
+                       {"conv2d_grad_weight", TF_OP_CONV2D_GRAD_WEIGHT, &y, &x, &dw}};
+    for (const auto &c : convs) {
+        const auto [wall, cpu] = best_time(10, [&] { run_ok(c.op, {c.a, c.b}, *c.out, &k.p); });
+        MESSAGE(std::string(c.name), " [64,32,14,14] x [64,32,3,3] pad 1: ", wall * 1e3, " ms wall (",
+                flops / wall / 1e9, " GFLOP/s), ", cpu * 1e3, " ms cpu (", flops / cpu / 1e9, " GFLOP/s)");
+    }
+
+    // The first layer's 2x2 max pool, [64, 32, 28, 28] -> [64, 32, 14, 14].
+    const TensorDesc px = f32({64, 32, 28, 28}, random_f32(64 * 32 * 28 * 28, 3));
+    const TensorDesc py = make(TF_DTYPE_F32, {64, 32, 14, 14}), pdx = make(TF_DTYPE_F32, {64, 32, 28, 28});
+    const tf_params_pool2d pp = pool_params(2, 2, 2, 2, 0, 0);
+    const auto fwd = best_time(10, [&] { run_ok(TF_OP_MAX_POOL2D, {&px}, py, &pp); });
+    const auto bwd = best_time(10, [&] { run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&py, &px}, pdx, &pp); });
+    MESSAGE("max_pool2d [64,32,28,28] 2x2: ", fwd.first * 1e3, " ms wall, ", fwd.second * 1e3, " ms cpu; backward ",
+            bwd.first * 1e3, " ms wall, ", bwd.second * 1e3, " ms cpu");
+}
+
+// ---- Pooling --------------------------------------------------------------------------------
+
+TEST_CASE("max_pool2d: windows, ties, padding as -inf, gradient to the first maximum") {
+    // 4x4, 2x2 windows, stride 2. The top-left window ties (5 twice): the first one wins.
+    const TensorDesc x = f32({1, 1, 4, 4}, {5, 1, 2, 3, 0, 5, 9, 4, -1, -2, 7, 7, -3, -4, 7, 6});
+    const tf_params_pool2d p = pool_params(2, 2, 2, 2, 0, 0);
+    const TensorDesc y = make(TF_DTYPE_F32, {1, 1, 2, 2});
+    run_ok(TF_OP_MAX_POOL2D, {&x}, y, &p);
+    CHECK(get(y) == Values{5, 9, -1, 7});
+    const TensorDesc dy = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+    const TensorDesc dx = make(TF_DTYPE_F32, {1, 1, 4, 4});
+    run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dy, &x}, dx, &p);
+    CHECK(get(dx) == Values{1, 0, 0, 0, 0, 0, 2, 0, 3, 0, 4, 0, 0, 0, 0, 0});
+
+    // Negative inputs with padding 1: padding must never win. 3x3 windows, stride 2, on 3x3.
+    const TensorDesc xn = f32({1, 1, 3, 3}, {-5, -4, -3, -6, -9, -2, -7, -8, -1});
+    const tf_params_pool2d pp = pool_params(3, 3, 2, 2, 1, 1);
+    const TensorDesc yn = make(TF_DTYPE_F32, {1, 1, 2, 2});
+    run_ok(TF_OP_MAX_POOL2D, {&xn}, yn, &pp);
+    CHECK(get(yn) == Values{-4, -2, -6, -1});
+    const TensorDesc dyn = f32({1, 1, 2, 2}, {1, 1, 1, 1});
+    const TensorDesc dxn = make(TF_DTYPE_F32, {1, 1, 3, 3});
+    run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dyn, &xn}, dxn, &pp);
+    CHECK(get(dxn) == Values{0, 1, 0, 1, 0, 1, 0, 0, 1});
+
+    // Overlapping windows (stride 1) add their gradients; NaN is the maximum.
+    const TensorDesc xo = f32({1, 1, 1, 4}, {1, 3, NAN, 2});
+    const tf_params_pool2d po = pool_params(1, 2, 1, 1, 0, 0);
+    const TensorDesc yo = make(TF_DTYPE_F32, {1, 1, 1, 3});
+    run_ok(TF_OP_MAX_POOL2D, {&xo}, yo, &po);
+    const Values got = get(yo);
+    CHECK(got[0] == 3);
+    CHECK(std::isnan(got[1]));
+    CHECK(std::isnan(got[2]));
+    const TensorDesc dyo = f32({1, 1, 1, 3}, {10, 20, 40});
+    const TensorDesc dxo = make(TF_DTYPE_F32, {1, 1, 1, 4});
+    run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dyo, &xo}, dxo, &po);
+    CHECK(get(dxo) == Values{0, 10, 60, 0});
+}
+
+// Values match exactly (check_close with no tolerance), and so do the signs of the non-NaN
+// ones (-0 and +0 compare equal).
+void check_same_floats(const Values &got, const Values &expected) {
+    check_close(got, expected, 0.0);
+    for (size_t i = 0; i < got.size(); ++i) {
+        INFO("element ", i, ": got ", got[i], ", expected ", expected[i]);
+        if (!std::isnan(expected[i])) CHECK(std::signbit(got[i]) == std::signbit(expected[i]));
+    }
+}
+
+TEST_CASE(
+    "max_pool2d 2x2 stride 2 (the vector path): odd sizes, ties, NaN and signed zeros against a naive reference") {
+    // Widths below, at and past the four windows per step (a last group overlapping the one
+    // before), odd heights and widths (a last row and column no window reads), odd numbers of
+    // output rows, the example CNN's 14- and 7-wide outputs; values from a small set so that
+    // windows tie often.
+    const std::vector<Dims> shapes = {{2, 3, 7, 9},  {1, 2, 6, 21},  {1, 1, 5, 4},   {3, 1, 2, 2},
+                                      {1, 2, 4, 17}, {2, 3, 28, 28}, {1, 3, 15, 14}, {2, 1, 10, 11}};
+    const double pool[] = {0.5, -0.5, 1.0, 0.0, -0.0, NAN, -1.0, 0.5};
+    const tf_params_pool2d p = pool_params(2, 2, 2, 2, 0, 0);
+    uint32_t seed = 40;
+    for (const Dims &s : shapes) {
+        CAPTURE(s[2]);
+        CAPTURE(s[3]);
+        std::mt19937 rng(seed++);
+        std::uniform_int_distribution<int> pick(0, 7);
+        Values xv(static_cast<size_t>(count_of(s)));
+        for (double &v : xv) v = pool[pick(rng)];
+        const int64_t planes = s[0] * s[1], h = s[2], w = s[3], oh = h / 2, ow = w / 2;
+        Values dyv = random_f32(static_cast<size_t>(planes * oh * ow), seed++);
+        dyv[0] = -0.0;  // dx gets 0 + dy, as in the general path: +0
+        dyv[1] = NAN;
+        Values want_y(dyv.size()), want_dx(xv.size(), 0.0);
+        for (int64_t pl = 0; pl < planes; ++pl)
+            for (int64_t oy = 0; oy < oh; ++oy)
+                for (int64_t ox = 0; ox < ow; ++ox) {
+                    // The first maximum in window order; NaN beats numbers, the first NaN wins.
+                    size_t at = static_cast<size_t>((pl * h + 2 * oy) * w + 2 * ox);
+                    for (int64_t i = 0; i < 2; ++i)
+                        for (int64_t j = 0; j < 2; ++j) {
+                            const size_t e = static_cast<size_t>((pl * h + 2 * oy + i) * w + 2 * ox + j);
+                            if (xv[e] > xv[at] || (std::isnan(xv[e]) && !std::isnan(xv[at]))) at = e;
+                        }
+                    const size_t o = static_cast<size_t>((pl * oh + oy) * ow + ox);
+                    want_y[o] = xv[at];
+                    want_dx[at] = static_cast<double>(0.0f + static_cast<float>(dyv[o]));
+                }
+        const TensorDesc x = f32(s, xv), y = make(TF_DTYPE_F32, {s[0], s[1], oh, ow});
+        run_ok(TF_OP_MAX_POOL2D, {&x}, y, &p);
+        check_same_floats(get(y), want_y);
+        const TensorDesc dy = f32({s[0], s[1], oh, ow}, dyv), dx = make(TF_DTYPE_F32, s);
+        run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dy, &x}, dx, &p);
+        check_same_floats(get(dx), want_dx);
+    }
+}
+
+TEST_CASE("avg_pool2d with and without count_include_pad, and its backward") {
+    const TensorDesc x = f32({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+    const TensorDesc y = make(TF_DTYPE_F32, {1, 1, 2, 2});
+    // 2x2 windows, stride 2, padding 1: windows {1}, {2,3}, {4,7}, {5,6,8,9}.
+    const tf_params_pool2d ex = pool_params(2, 2, 2, 2, 1, 1, false);
+    run_ok(TF_OP_AVG_POOL2D, {&x}, y, &ex);
+    CHECK(get(y) == Values{1, 2.5, 5.5, 7});
+    const tf_params_pool2d in = pool_params(2, 2, 2, 2, 1, 1, true);
+    run_ok(TF_OP_AVG_POOL2D, {&x}, y, &in);
+    CHECK(get(y) == Values{0.25, 1.25, 2.75, 7});
+
+    const TensorDesc dy = f32({1, 1, 2, 2}, {4, 8, 12, 16});
+    const TensorDesc dx = make(TF_DTYPE_F32, {1, 1, 3, 3});
+    run_ok(TF_OP_AVG_POOL2D_BACKWARD, {&dy}, dx, &ex);
+    CHECK(get(dx) == Values{4, 4, 4, 6, 4, 4, 6, 4, 4});
+    run_ok(TF_OP_AVG_POOL2D_BACKWARD, {&dy}, dx, &in);
+    CHECK(get(dx) == Values{1, 2, 2, 3, 4, 4, 3, 4, 4});
+
+    // Overlapping 3x3 windows, stride 1, padding 1: the backward is the forward's adjoint.
+    const Values xv = random_f32(2 * 3 * 5 * 4, 5), dyv = random_f32(2 * 3 * 5 * 4, 6);
+    const TensorDesc xr = f32({2, 3, 5, 4}, xv), yr = make(TF_DTYPE_F32, {2, 3, 5, 4});
+    const TensorDesc dyr = f32({2, 3, 5, 4}, dyv), dxr = make(TF_DTYPE_F32, {2, 3, 5, 4});
+    for (bool include : {false, true}) {
+        const tf_params_pool2d p = pool_params(3, 3, 1, 1, 1, 1, include);
+        run_ok(TF_OP_AVG_POOL2D, {&xr}, yr, &p);
+        run_ok(TF_OP_AVG_POOL2D_BACKWARD, {&dyr}, dxr, &p);
+        CHECK(dot(get(yr), dyv) == doctest::Approx(dot(xv, get(dxr))).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("pooling on strided f16 input, and supports() on pooling descriptors") {
+    // x [1, 2, 2, 4] stored as [1, 2, 4, 2] transposed in the last two axes.
+    const TensorDesc x = strided(TF_DTYPE_F16, {1, 2, 2, 4}, {16, 8, 1, 2}, 0, 16);
+    set(x, {1, 2, 3, 4, 5, 6, 7, 8, -1, -2, -3, -4, -5, -6, -7, -8});
+    const TensorDesc y = make(TF_DTYPE_F16, {1, 2, 1, 2});
+    const tf_params_pool2d p = pool_params(2, 2, 2, 2, 0, 0);
+    run_ok(TF_OP_MAX_POOL2D, {&x}, y, &p);
+    CHECK(get(y) == Values{6, 8, -1, -3});
+    run_ok(TF_OP_AVG_POOL2D, {&x}, y, &p);
+    CHECK(get(y) == Values{3.5, 5.5, -3.5, -5.5});
+
+    auto supports = [](uint32_t op, std::vector<tf_tensor_desc> in, tf_tensor_desc out, const void *params) {
+        return Call(op, std::move(in), out, params).supports();
+    };
+    const auto xd = no_data_desc(TF_DTYPE_F32, {1, 2, 4, 4}), yd = no_data_desc(TF_DTYPE_F32, {1, 2, 2, 2});
+    CHECK(supports(TF_OP_MAX_POOL2D, {xd}, yd, &p) == 1);
+    CHECK(supports(TF_OP_AVG_POOL2D, {xd}, yd, &p) == 1);
+    CHECK(supports(TF_OP_MAX_POOL2D_BACKWARD, {yd, xd}, xd, &p) == 1);
+    CHECK(supports(TF_OP_AVG_POOL2D_BACKWARD, {yd}, xd, &p) == 1);
+    CHECK(supports(TF_OP_MAX_POOL2D, {xd}, no_data_desc(TF_DTYPE_F32, {1, 2, 3, 2}), &p) == 0);
+    CHECK(supports(TF_OP_MAX_POOL2D, {xd}, no_data_desc(TF_DTYPE_F32, {1, 3, 2, 2}), &p) == 0);
+    CHECK(supports(TF_OP_MAX_POOL2D_BACKWARD, {yd, xd}, no_data_desc(TF_DTYPE_F32, {1, 2, 5, 4}), &p) == 0);
+    CHECK(supports(TF_OP_MAX_POOL2D_BACKWARD, {yd, no_data_desc(TF_DTYPE_F32, {1, 2, 5, 4})}, xd, &p) == 0);
+    CHECK(supports(TF_OP_MAX_POOL2D, {no_data_desc(TF_DTYPE_I64, {1, 2, 4, 4})},
+                   no_data_desc(TF_DTYPE_I64, {1, 2, 2, 2}), &p) == 0);
+    const tf_params_pool2d too_much_pad = pool_params(2, 2, 2, 2, 2, 0);
+    CHECK(supports(TF_OP_MAX_POOL2D, {xd}, no_data_desc(TF_DTYPE_F32, {1, 2, 4, 2}), &too_much_pad) == 0);
+    const tf_params_pool2d zero_stride = pool_params(2, 2, 0, 2, 0, 0);
+    CHECK(supports(TF_OP_MAX_POOL2D, {xd}, yd, &zero_stride) == 0);
+    CHECK(supports(TF_OP_MAX_POOL2D, {xd}, yd, nullptr) == 0);
+}
