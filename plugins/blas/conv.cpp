@@ -4,9 +4,8 @@
 //   grad_weight  dW[g]    = sum_n dy[n, g] . im2col(x[n, g])^T (og x kdim = og x P . P x kdim)
 // with P = OH * OW and kdim = C/groups * KH * KW. A 1x1 convolution with stride 1 and no padding
 // skips im2col/col2im; operands sgemm can read in place are not copied, the others go through
-// scratch memory. (Several images side by side in one wider sgemm measured slower here, even for
-// the 28x28 layers of the example CNN: the extra gather/scatter traffic costs more than the
-// calls it saves.)
+// scratch memory. One sgemm per image: several images side by side in one wider sgemm cost more
+// in gather/scatter than the calls they save (docs/performance.md).
 #include "blas.hpp"
 
 #include <algorithm>
@@ -21,8 +20,8 @@ namespace {
 constexpr int64_t k_min_work = 32 * 32 * 32;
 
 // From this many taps per output (C/groups * KH * KW), a stride-1 convolution that is not
-// pointwise is cpu's: its kernels read the column matrix in place from a padded image and run
-// 1.2x faster than im2col + sgemm here (docs/performance.md, cnn2 and resnet3x3).
+// pointwise is cpu's: its kernels read the column matrix in place from a padded image, faster
+// than im2col + sgemm (docs/performance.md, cnn2 and resnet3x3).
 constexpr int64_t k_cpu_shifted_taps = 32;
 
 // Scratch slots (see blas.hpp): one per operand that may need packing.

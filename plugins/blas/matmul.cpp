@@ -11,9 +11,8 @@ namespace tf_blas {
 namespace {
 
 // Below this many multiply-adds per sgemm call (M * N * K after folding batch axes into M), the
-// cpu plugin's kernel can match a BLAS call: leave those to cpu. (Measured against the cpu
-// plugin's matmul of this writing, OpenBLAS already wins from 8x8x8 on; 16^3 leaves room for a
-// faster cpu kernel at the sizes where the call overhead, about 1 us, is most of the time.)
+// cpu plugin's kernel can match a BLAS call: leave those to cpu (docs/performance.md,
+// "Measurements behind code choices").
 constexpr int64_t k_min_work = 16 * 16 * 16;
 
 // One matrix operand as the core describes it: rows x cols with element strides.

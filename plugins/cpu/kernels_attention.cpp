@@ -27,7 +27,7 @@ void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t 
     if (d.dtype == TF_DTYPE_F32 && rows > 0 && cols > 0) {
         // The transformer's cases: a head's columns of the qkv projection (rows of unit stride)
         // and a broadcast constant mask (both strides 0), copied or filled without a load per
-        // element (they were 2.5% of char_gpt's step).
+        // element (docs/performance.md).
         if (cs == static_cast<int64_t>(sizeof(float))) {
             for (int64_t i = 0; i < rows; ++i)
                 std::memcpy(dst + i * cols, base + i * rs, static_cast<size_t>(cols) * sizeof(float));

@@ -262,8 +262,8 @@ bool all_finite(const float *v, int64_t count) {
 // split here), so that no result depends on it.
 constexpr int64_t k_shifted_task_macs = int64_t{1} << 21;
 
-// Below these the im2col path is faster (measured at the example's first conv: 9 taps forward,
-// 1 input channel for grad_input): the tiles' zeroing and stores or their empty rows dominate.
+// Below these the im2col path is faster (docs/performance.md): the tiles' zeroing and stores or
+// their empty rows dominate.
 // The weight gradient's tiles are Og columns wide: a depthwise conv (Og = 1) would fill 1 of 32.
 constexpr int64_t k_shifted_min_taps = 32;
 constexpr int64_t k_shifted_min_rows = 8;
