@@ -1,7 +1,8 @@
 // The per-thread pool of freed small tensors behind make_tensor (core/tensor_pool.cpp): a reused
 // tensor has its new op's shape, strides, dtype and values; storage that a view, an autograd
 // record or another thread still holds is never handed out again; stats() count a reuse as an
-// allocation and a pooled buffer as not in use; tensors freed on other threads and at thread exit.
+// allocation and a pooled buffer as not in use; tensors freed on other threads and at thread exit;
+// memory wrapped by from_blob is never in bytes_in_use.
 #include <doctest/doctest.h>
 
 #include <thread>
@@ -156,4 +157,22 @@ TEST_CASE("tensor pool: bytes in use stay exact across reset_stats and a thread'
     Tensor again = add(x, x);
     CHECK(in_use() == base + 64);
     CHECK(stats().backend("cpu")->peak_bytes_in_use == base + 64);
+}
+
+TEST_CASE("bytes in use: memory wrapped by from_blob is neither counted nor subtracted") {
+    set_backend("cpu");
+    synchronize();
+    auto in_use = [] { return stats().backend("cpu")->bytes_in_use; };
+    const uint64_t base = in_use();
+    std::vector<float> host(1024, 1.0f);
+    bool released = false;
+    {
+        Tensor wrapped = from_blob(host.data(), {1024}, {1}, DType::f32, [&] { released = true; });
+        CHECK(in_use() == base);
+        Tensor doubled = add(wrapped, wrapped);  // a counted result beside it
+        CHECK(in_use() == base + 4096);
+    }
+    CHECK(released);
+    // Freeing the wrapped tensor used to subtract its 4 KiB, which wraps the unsigned count.
+    CHECK(in_use() == base);
 }
