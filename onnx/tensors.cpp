@@ -355,8 +355,8 @@ ElementType element_type_of(DType dtype) {
     case DType::i32: return ElementType::int32;
     case DType::i64: return ElementType::int64;
     case DType::boolean: return ElementType::boolean;
+    default: return ElementType::undefined;  // the block-quantized dtypes have no ONNX element type
     }
-    return ElementType::undefined;
 }
 
 bool is_float(ElementType type) {

@@ -69,8 +69,9 @@ std::pair<double, double> layer_gemm_rate(const tinyfin::llm::ModelConfig &c, ti
     double flops = 0;
     uint64_t seed = 7;
     for (const auto &nk : shapes) {
-        operands.emplace_back(tinyfin::randn({p, nk[1]}, seed++, cpu).to(dtype),
-                              tinyfin::randn({nk[0], nk[1]}, seed++, cpu).to(dtype));
+        tinyfin::Tensor x = tinyfin::randn({p, nk[1]}, seed++, cpu).to(dtype);
+        tinyfin::Tensor w = tinyfin::randn({nk[0], nk[1]}, seed++, cpu).to(dtype);
+        operands.emplace_back(std::move(x), std::move(w));
         flops += 2.0 * static_cast<double>(p * nk[0] * nk[1]);
     }
     std::vector<double> wall, cpu_rates;
