@@ -195,10 +195,11 @@ inline tf_status rule_pool2d(const tf_op_desc &op, const char *name, tf_error *e
     return TF_STATUS_OK;
 }
 
-// softmax, log_softmax: x -> y of x's shape and dtype, along axis (0 <= axis < rank).
-inline tf_status rule_softmax(const tf_op_desc &op, const char *name, tf_error *err) noexcept {
+// An op along one axis (P's axis, 0 <= axis < rank): x -> y of x's shape and dtype.
+template <class P>
+inline tf_status rule_along_axis(const tf_op_desc &op, const char *name, tf_error *err) noexcept {
     const tf_tensor_desc &x = op.inputs[0], &y = op.outputs[0];
-    const int32_t axis = params_of<tf_params_axis>(op).axis;
+    const int32_t axis = params_of<P>(op).axis;
     if (x.rank < 1 || axis < 0 || axis >= x.rank)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is not an axis of shape %s", name, axis,
                     shape_of(x).text);
@@ -206,6 +207,11 @@ inline tf_status rule_softmax(const tf_op_desc &op, const char *name, tf_error *
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output %s must have the input's shape %s", name,
                     shape_of(y).text, shape_of(x).text);
     return check_same_dtype(name, {&x, &y}, err);
+}
+
+// softmax, log_softmax: along tf_params_axis's axis.
+inline tf_status rule_softmax(const tf_op_desc &op, const char *name, tf_error *err) noexcept {
+    return rule_along_axis<tf_params_axis>(op, name, err);
 }
 
 // layer_norm: x [..., *S], weight [*S], bias [*S] -> y; rms_norm: x, weight -> y; one dtype.
@@ -410,17 +416,9 @@ inline tf_status rule_embedding_q(const tf_op_desc &op, const char *name, tf_err
     return TF_STATUS_OK;
 }
 
-// cumsum: x -> y of x's shape and dtype, along axis (0 <= axis < rank).
+// cumsum: along tf_params_cumsum's axis (exclusive and reverse take any value).
 inline tf_status rule_cumsum(const tf_op_desc &op, const char *name, tf_error *err) noexcept {
-    const tf_tensor_desc &x = op.inputs[0], &y = op.outputs[0];
-    const int32_t axis = params_of<tf_params_cumsum>(op).axis;
-    if (x.rank < 1 || axis < 0 || axis >= x.rank)
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: axis %d is not an axis of shape %s", name, axis,
-                    shape_of(x).text);
-    if (!same_shape(x, y))
-        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: output %s must have the input's shape %s", name,
-                    shape_of(y).text, shape_of(x).text);
-    return check_same_dtype(name, {&x, &y}, err);
+    return rule_along_axis<tf_params_cumsum>(op, name, err);
 }
 
 // An OWN op's rule, as above.
