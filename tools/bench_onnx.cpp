@@ -357,12 +357,6 @@ std::string shape_text(const tinyfin::Shape &shape) {
 
 }  // namespace
 
-bool wants_onnx(int argc, char **argv) {
-    for (int i = 1; i < argc; ++i)
-        if (std::strcmp(argv[i], "--onnx") == 0) return true;
-    return false;
-}
-
 int run_onnx(int argc, char **argv) {
     OnnxOptions o;
     int status = 0;

@@ -50,7 +50,7 @@
 #include "bench_llm.hpp"
 #endif
 #ifdef TF_BENCH_HAVE_ONNX
-#include "bench_onnx.hpp"
+#include "bench_onnx.hpp"  // wants_onnx only: the benchmark is tinyfin-bench-onnx
 #endif
 #include "bench_train.hpp"
 #include "tinyfin/tinyfin.hpp"
@@ -1418,11 +1418,30 @@ bool selected(const std::set<std::string> &filter, const std::string &name) {
     return filter.empty() || filter.count(name);
 }
 
+#ifdef TF_BENCH_HAVE_ONNX
+// --onnx runs tinyfin-bench-onnx beside this program with the same arguments: libtinyfin-onnx
+// and libtinyfin-llm cannot share one process's protobuf (tinyfin_bench_onnx.cpp).
+int exec_onnx_bench(char **argv) {
+    std::string self(4096, '\0');
+    const ssize_t n = readlink("/proc/self/exe", self.data(), self.size() - 1);
+    if (n <= 0) {
+        std::fprintf(stderr, "tinyfin-bench: cannot find its own path to run tinyfin-bench-onnx: %s\n",
+                     std::strerror(errno));
+        return 1;
+    }
+    self.resize(static_cast<std::size_t>(n));
+    const std::string program = self.substr(0, self.rfind('/') + 1) + "tinyfin-bench-onnx";
+    execv(program.c_str(), argv);
+    std::fprintf(stderr, "tinyfin-bench: cannot run %s: %s\n", program.c_str(), std::strerror(errno));
+    return 1;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char **argv) {
 #ifdef TF_BENCH_HAVE_ONNX
-    if (tfbench::wants_onnx(argc, argv)) return tfbench::run_onnx(argc, argv);
+    if (tfbench::wants_onnx(argc, argv)) return exec_onnx_bench(argv);
 #endif
     Options o;
     if (std::optional<int> status = parse_options(argc, argv, o)) return *status;
