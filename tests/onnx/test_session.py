@@ -272,3 +272,22 @@ def test_einsum_attention_scores_against_numpy():
     [s] = tfo.InferenceSession(model.SerializeToString(), backend="cpu").run(None, {"q": q, "k": k})
     np.testing.assert_allclose(s, np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_onnx_and_llm_in_one_python_process(tmp_path):
+    # libtinyfin-llm's libsentencepiece carries its own protobuf-lite; in one executable it
+    # crashes libonnx_proto at start-up (docs/onnx.md). Python's extension modules keep their
+    # symbols apart: both import, and a session runs after the LLM library is loaded.
+    import subprocess
+    import sys
+    r = rng(3)
+    model = tmp_path / "mlp.onnx"
+    with open(model, "wb") as f:
+        f.write(mlp_model(r)[0].SerializeToString())
+    code = ("import numpy as np, tinyfin.llm, tinyfin.onnx as tfo; "
+            f"s = tfo.InferenceSession({str(model)!r}, backend='cpu'); "
+            "p = s.run(None, {'x': np.ones((2, 8), np.float32)})[0]; "
+            "print(p.shape, round(float(p.sum()), 4))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "(2, 10) 2.0"
