@@ -102,27 +102,48 @@ TF_AVX2 float dot_q8_0(const void *w, const void *act, int64_t n) {
 }
 
 // q4_0: levels times activations in vpmaddubsw, the offset 8 taken off in int32 as 8 sum(a) (the
-// activation block's own sum) in one lane instead of a second vpmaddubsw; four blocks per pass on
-// four accumulators so that the FMA latency never stalls the loop.
+// activation block's own sum) instead of a second vpmaddubsw.
 TF_AVX2 inline __m256i q4_0_sums(const BlockQ4_0 &b, const ActQ8 &a) {
     const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles32(b.qs), load(a.qs)), _mm256_set1_epi16(1));
     return _mm256_sub_epi32(p, _mm256_castsi128_si256(_mm_cvtsi32_si128(8 * a.sum)));
 }
 
+// Two q4_0 blocks in one register, block 0 in the low lane and block 1 in the high: one shift and
+// two ANDs unpack both blocks' nibbles (low nibbles: elements 0..15, high: 16..31), the two halves'
+// vpmaddubsw pairs added in int16 (|sum| < 2^13), then 4 int32 sums per block.
+TF_AVX2 inline __m256i q4_0_pair(const BlockQ4_0 *b, const ActQ8 *a) {
+    const __m256i q =
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[1].qs), reinterpret_cast<const __m128i *>(b[0].qs));
+    const __m256i low4 = _mm256_set1_epi8(0xF);
+    const __m256i a_lo =
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(a[1].qs), reinterpret_cast<const __m128i *>(a[0].qs));
+    const __m256i a_hi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(a[1].qs + 16),
+                                             reinterpret_cast<const __m128i *>(a[0].qs + 16));
+    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, low4), a_lo),
+                                           _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), a_hi));
+    const __m256i offset = _mm256_set_m128i(_mm_cvtsi32_si128(8 * a[1].sum), _mm_cvtsi32_si128(8 * a[0].sum));
+    return _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), offset);
+}
+
+TF_AVX2 inline __m256 q4_0_pair_scale(const BlockQ4_0 *b, const ActQ8 *a) {
+    return _mm256_set_m128(_mm_set1_ps(half(b[1].d) * a[1].d), _mm_set1_ps(half(b[0].d) * a[0].d));
+}
+
+// Four blocks per pass on two accumulators so that the FMA latency does not stall the loop.
 TF_AVX2 float dot_q4_0(const void *w, const void *act, int64_t n) {
     const auto *b = static_cast<const BlockQ4_0 *>(w);
     const auto *a = static_cast<const ActQ8 *>(act);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     const int64_t blocks = n / k_qk;
     int64_t i = 0;
-    for (; i + 3 < blocks; i += 4)
-        for (int u = 0; u < 4; ++u)
-            acc[u] = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i + u].d) * a[i + u].d),
-                                     _mm256_cvtepi32_ps(q4_0_sums(b[i + u], a[i + u])), acc[u]);
+    for (; i + 3 < blocks; i += 4) {
+        acc0 = _mm256_fmadd_ps(q4_0_pair_scale(b + i, a + i), _mm256_cvtepi32_ps(q4_0_pair(b + i, a + i)), acc0);
+        acc1 = _mm256_fmadd_ps(q4_0_pair_scale(b + i + 2, a + i + 2),
+                               _mm256_cvtepi32_ps(q4_0_pair(b + i + 2, a + i + 2)), acc1);
+    }
     for (; i < blocks; ++i)
-        acc[0] =
-            _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d) * a[i].d), _mm256_cvtepi32_ps(q4_0_sums(b[i], a[i])), acc[0]);
-    return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d) * a[i].d), _mm256_cvtepi32_ps(q4_0_sums(b[i], a[i])), acc0);
+    return hsum(_mm256_add_ps(acc0, acc1));
 }
 
 // One 32-format block with unsigned levels: 8 int32 partial sums of levels * a, less
