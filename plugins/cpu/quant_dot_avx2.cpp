@@ -27,6 +27,28 @@ TF_AVX2 inline float hsum(__m256 v) {
     return _mm_cvtss_f32(r);
 }
 
+TF_AVX2 inline float hsum128(__m128 r) {
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+// scale_min_k4 for all eight j at once on 32-bit words: the 8 scales and the 8 mins as int16.
+TF_AVX2 inline void scales_mins_k4(const uint8_t *q, __m128i *scales, __m128i *mins) {
+    uint32_t u[3];
+    std::memcpy(u, q, sizeof u);
+    constexpr uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    const uint32_t s_hi = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);
+    const uint32_t m_hi = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);
+    *scales = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int32_t>(s_hi), static_cast<int32_t>(u[0] & m6)));
+    *mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int32_t>(m_hi), static_cast<int32_t>(u[1] & m6)));
+}
+
+// Word w of each 128-bit lane of v in all eight words of that lane.
+TF_AVX2 inline __m256i word_of(__m256i v, int w) {
+    return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(((2 * w + 1) << 8) | (2 * w))));
+}
+
 // Unsigned levels (< 128) times signed activations, summed in pairs twice: 8 int32.
 TF_AVX2 inline __m256i dot_u8_i8(__m256i levels, __m256i act) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(levels, act), _mm256_set1_epi16(1));
@@ -79,6 +101,56 @@ TF_AVX2 float dot_q8_0(const void *w, const void *act, int64_t n) {
     return hsum(_mm256_add_ps(acc0, acc1));
 }
 
+// q4_0: levels times activations in vpmaddubsw, the offset 8 taken off in int32 as 8 sum(a) (the
+// activation block's own sum) instead of a second vpmaddubsw.
+TF_AVX2 inline __m256i q4_0_sums(const BlockQ4_0 &b, const ActQ8 &a) {
+    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles32(b.qs), load(a.qs)), _mm256_set1_epi16(1));
+    return _mm256_sub_epi32(p, _mm256_castsi128_si256(_mm_cvtsi32_si128(8 * a.sum)));
+}
+
+// Two q4_0 blocks in one register, block 0 in the low lane and block 1 in the high: one shift and
+// two ANDs unpack both blocks' nibbles (low nibbles: elements 0..15, high: 16..31), the two halves'
+// vpmaddubsw pairs added in int16 (|sum| < 2^13), then 4 int32 sums per block.
+TF_AVX2 inline __m256i q4_0_pair(const BlockQ4_0 *b, const ActQ8 *a) {
+    const __m256i q =
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[1].qs), reinterpret_cast<const __m128i *>(b[0].qs));
+    const __m256i low4 = _mm256_set1_epi8(0xF);
+    const __m256i a_lo =
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(a[1].qs), reinterpret_cast<const __m128i *>(a[0].qs));
+    const __m256i a_hi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(a[1].qs + 16),
+                                             reinterpret_cast<const __m128i *>(a[0].qs + 16));
+    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, low4), a_lo),
+                                           _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), a_hi));
+    const __m256i offset = _mm256_set_m128i(_mm_cvtsi32_si128(8 * a[1].sum), _mm_cvtsi32_si128(8 * a[0].sum));
+    return _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), offset);
+}
+
+// d da of two blocks, block 0's in the low lane and block 1's in the high: both f16 scales
+// converted by one vcvtph2ps, one multiply, one vpermps.
+TF_AVX2 inline __m256 q4_0_pair_scale(const BlockQ4_0 *b, const ActQ8 *a) {
+    const __m128 d = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(b[0].d), b[1].d, 1));
+    const __m128 da = _mm_unpacklo_ps(_mm_load_ss(&a[0].d), _mm_load_ss(&a[1].d));
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_mul_ps(d, da)),
+                                    _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
+// Four blocks per pass on two accumulators so that the FMA latency does not stall the loop.
+TF_AVX2 float dot_q4_0(const void *w, const void *act, int64_t n) {
+    const auto *b = static_cast<const BlockQ4_0 *>(w);
+    const auto *a = static_cast<const ActQ8 *>(act);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    const int64_t blocks = n / k_qk;
+    int64_t i = 0;
+    for (; i + 3 < blocks; i += 4) {
+        acc0 = _mm256_fmadd_ps(q4_0_pair_scale(b + i, a + i), _mm256_cvtepi32_ps(q4_0_pair(b + i, a + i)), acc0);
+        acc1 = _mm256_fmadd_ps(q4_0_pair_scale(b + i + 2, a + i + 2),
+                               _mm256_cvtepi32_ps(q4_0_pair(b + i + 2, a + i + 2)), acc1);
+    }
+    for (; i < blocks; ++i)
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d) * a[i].d), _mm256_cvtepi32_ps(q4_0_sums(b[i], a[i])), acc0);
+    return hsum(_mm256_add_ps(acc0, acc1));
+}
+
 // One 32-format block with unsigned levels: 8 int32 partial sums of levels * a, less
 // Offset * a when the format has one (in int16 before vpmaddwd: |values| stay below 2^15).
 template <class Block, int Offset, bool Fifth>
@@ -118,19 +190,24 @@ TF_AVX2 float dot_levels(const void *w, const void *act, int64_t n) {
 }
 
 // q4_k and q5_k: per 64 elements, low nibbles (sub-block 2j) and high nibbles (2j + 1), each
-// product scaled by its 6-bit scale in vpmaddwd.
+// product scaled by its 6-bit scale in vpmaddwd (the scales unpacked with word operations and
+// broadcast by vpshufb); the mins times the activations' sub-block sums in vpmaddwd, accumulated
+// in four f32 lanes.
 template <bool Five, class Block>
 TF_AVX2 float dot_k45(const void *w, const void *act, int64_t n) {
     const auto *b = static_cast<const Block *>(w);
     const auto *a = static_cast<const BlockQ8_K *>(act);
     const __m256i low4 = _mm256_set1_epi8(0xF);
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m128 acc_m = _mm_setzero_ps();
     for (int64_t i = 0; i < n / k_qk_k; ++i) {
-        uint8_t sc[8], m[8];
-        for (int j = 0; j < 8; ++j) scale_min_k4(j, b[i].scales, &sc[j], &m[j]);
-        int32_t summ = 0;
-        for (int j = 0; j < 8; ++j) summ += m[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+        __m128i sc16, mn16;
+        scales_mins_k4(b[i].scales, &sc16, &mn16);
+        const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(a[i].bsums)),
+                                             _mm_loadu_si128(reinterpret_cast<const __m128i *>(a[i].bsums + 8)));
+        acc_m =
+            _mm_fmadd_ps(_mm_set1_ps(half(b[i].dmin) * a[i].d), _mm_cvtepi32_ps(_mm_madd_epi16(mn16, bsums)), acc_m);
+        const __m256i sc = _mm256_set_m128i(sc16, sc16);
         __m256i sumi = _mm256_setzero_si256();
         [[maybe_unused]] __m256i qh;
         if constexpr (Five) qh = load(b[i].qh);
@@ -145,26 +222,29 @@ TF_AVX2 float dot_k45(const void *w, const void *act, int64_t n) {
                 lo = _mm256_or_si256(lo, _mm256_slli_epi16(blo, 4));
                 hi = _mm256_or_si256(hi, _mm256_slli_epi16(bhi, 4));
             }
-            const __m256i plo =
-                _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(a[i].qs + 64 * j)), _mm256_set1_epi16(sc[2 * j]));
-            const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(a[i].qs + 64 * j + 32)),
-                                                  _mm256_set1_epi16(sc[2 * j + 1]));
+            const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(a[i].qs + 64 * j)), word_of(sc, 2 * j));
+            const __m256i phi =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(a[i].qs + 64 * j + 32)), word_of(sc, 2 * j + 1));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d) * a[i].d), _mm256_cvtepi32_ps(sumi), acc);
-        mins += half(b[i].dmin) * a[i].d * static_cast<float>(summ);
     }
-    return hsum(acc) - mins;
+    return hsum(acc) - hsum128(acc_m);
 }
 
+// q6_k: levels 0..63 in vpmaddubsw, scaled per 16 by vpmaddwd (the signed scales as int16, even
+// ones in the low lane and odd ones in the high, broadcast by vpshufb); the offset 32 taken off in
+// int32 as 32 sum_j scale_j bsum_j, so that each block converts one exact sum.
 TF_AVX2 float dot_q6_k(const void *w, const void *act, int64_t n) {
     const auto *b = static_cast<const BlockQ6_K *>(w);
     const auto *a = static_cast<const BlockQ8_K *>(act);
     const __m256i low4 = _mm256_set1_epi8(0xF), low2 = _mm256_set1_epi8(3);
+    const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / k_qk_k; ++i) {
-        int32_t offset = 0;
-        for (int j = 0; j < 16; ++j) offset += b[i].scales[j] * a[i].bsums[j];
+        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b[i].scales));
+        const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), load(a[i].bsums));
+        const __m256i sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; ++h) {
             const __m256i ql0 = load(b[i].ql + 64 * h), ql1 = load(b[i].ql + 64 * h + 32);
@@ -180,15 +260,12 @@ TF_AVX2 float dot_q6_k(const void *w, const void *act, int64_t n) {
             };
             for (int k = 0; k < 4; ++k) {
                 const int g = 4 * h + k;  // 32 elements at 32 g: sub-blocks 2 g and 2 g + 1
-                const __m256i scales =
-                    _mm256_set_m128i(_mm_set1_epi16(b[i].scales[2 * g + 1]), _mm_set1_epi16(b[i].scales[2 * g]));
                 const __m256i p = _mm256_maddubs_epi16(q[k], load(a[i].qs + 32 * g));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, word_of(sc, g)));
             }
         }
-        const float scale = half(b[i].d) * a[i].d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(sumi), acc);
-        acc = _mm256_sub_ps(acc, _mm256_setr_ps(scale * static_cast<float>(32 * offset), 0, 0, 0, 0, 0, 0, 0));
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d) * a[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
     return hsum(acc);
 }
@@ -211,7 +288,7 @@ TF_AVX2 float dot_q8_k(const void *w, const void *act, int64_t n) {
 DotFn avx2_dot(int32_t dtype) {
     switch (dtype) {
     case TF_DTYPE_Q8_0: return dot_q8_0;
-    case TF_DTYPE_Q4_0: return dot_levels<BlockQ4_0, 8, false, false>;
+    case TF_DTYPE_Q4_0: return dot_q4_0;
     case TF_DTYPE_Q4_1: return dot_levels<BlockQ4_1, 0, false, true>;
     case TF_DTYPE_Q5_0: return dot_levels<BlockQ5_0, 16, true, false>;
     case TF_DTYPE_Q5_1: return dot_levels<BlockQ5_1, 0, true, true>;
