@@ -82,8 +82,8 @@ Storage::~Storage() {
             return true;
         });
         if (counted)
-            Registry::instance().counters().backends[backend->slot()].bytes_in_use.fetch_sub(
-                nbytes, std::memory_order_relaxed);
+            Registry::instance().counters().backends[backend->slot()].bytes_in_use.fetch_sub(nbytes,
+                                                                                             std::memory_order_relaxed);
     }
     if (release) release();
 }
