@@ -209,6 +209,7 @@ int detail::tensor_axis(int64_t axis, int rank, std::string_view op) {
 }
 
 int64_t Tensor::size(int64_t axis) const {
+    if (rank() == 0) raise<ShapeError>("size: a 0-d tensor has no axis " + std::to_string(axis));
     int a = tensor_axis(axis, rank(), "size");
     return shape()[a];
 }

@@ -213,6 +213,7 @@ std::vector<Value> slice_op(Ctx &ctx) {
 
 std::vector<Value> gather_op(Ctx &ctx) {
     const Tensor &x = ctx.tensor(0);
+    if (x.rank() == 0) ctx.invalid("data must have rank >= 1, got a 0-d tensor");
     const int64_t axis = normalize_axis(ctx.attr_int("axis", 0), x.rank(), ctx);
     Tensor idx = ctx.tensor(1);
     if (idx.dtype() != DType::i32 && idx.dtype() != DType::i64) ctx.invalid("indices must be int32 or int64");

@@ -58,6 +58,14 @@ std::vector<BadCall> bad_calls() {
         {"matmul on a scalar", [] { matmul(scalar(1), f32({2})); }, type<ShapeError>(),
          "matmul: operands must have rank >= 1"},
         {"rank above the limit", [] { zeros(Shape(9, 1)); }, type<ShapeError>(), "rank 9 exceeds the limit of 8"},
+        // A 0-d tensor has no axis 0 (the ONNX loader's fuzzer reached shape()[0] through Gather).
+        {"size of a 0-d tensor", [] { (void)scalar(1).size(0); }, type<ShapeError>(),
+         "size: a 0-d tensor has no axis 0"},
+        {"size past the rank",
+         [] {
+             (void)f32({2, 3}).size(2);
+         },
+         type<ShapeError>(), "out of range for rank 2"},
         {"negative size",
          [] {
              zeros({2, -1});
