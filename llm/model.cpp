@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <numbers>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <tinyfin/llm/errors.hpp>
 #include <tinyfin/llm/gguf.hpp>
 #include <tinyfin/llm/quantize.hpp>
@@ -20,6 +23,19 @@
 namespace tinyfin::llm {
 
 namespace {
+
+// Gives back the resident pages of a mapped tensor the loader has copied (uploaded, converted or
+// quantized): the file stays mapped, and its pages count in the process's resident memory once
+// read, so without this a model copied to a host-memory backend (blas, lavapipe's vulkan) would
+// peak at twice its size. The mapping is read-only and private: the bytes come back from the
+// file if read again. Only the pages wholly inside the tensor (neighbours may be used in place).
+void release_copied_pages(const std::byte *data, std::size_t size) noexcept {
+    static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    if (page == 0 || page & (page - 1)) return;
+    const auto begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+    const auto end = (reinterpret_cast<uintptr_t>(data) + size) & ~(page - 1);
+    if (end > begin) ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+}
 
 // The storage a weight gets: its file type, or the scheme's block type under --quantize.
 std::optional<DType> quantized_type(const Opened &o, const std::optional<QuantScheme> &scheme, const std::string &what,
@@ -201,6 +217,7 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
             Tensor q = quantize(src, *to_quantize);
             if (!on_cpu) q = q.to(impl->device);
             impl->bytes_copied += static_cast<uint64_t>(q.nbytes());
+            if (o.source.holder) release_copied_pages(data, t->bytes.size());
             return q;
         }
         Tensor w;
@@ -210,6 +227,7 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
         } else {
             w = from_host(data, t->shape, dtype, impl->device);
             impl->bytes_copied += t->bytes.size();
+            if (o.source.holder) release_copied_pages(data, t->bytes.size());
         }
         // Norm weights and biases join f32 activations: f32 always (they are small).
         if (quantized && is_small(what)) {

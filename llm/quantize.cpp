@@ -13,6 +13,7 @@
 #include <tinyfin/llm/quantize.hpp>
 #include <tinyfin/llm/tokenizer.hpp>
 
+#include "tokenizer/gguf_vocabulary.hpp"
 #include "weights.hpp"
 
 namespace tinyfin::llm {
@@ -160,6 +161,81 @@ void add_sentencepiece_vocabulary(const std::string &dir, std::vector<std::pair<
     if (sp.unk_id() >= 0) md.emplace_back("tokenizer.ggml.unknown_token_id", u32(static_cast<uint64_t>(sp.unk_id())));
     md.emplace_back("tokenizer.ggml.add_bos_token", yes);
     md.emplace_back("tokenizer.ggml.add_eos_token", no);
+}
+
+// key = value, replacing the key's earlier value (a GGUF file holds each key once).
+void set_key(std::vector<std::pair<std::string, GgufValue>> &md, const std::string &key, GgufValue value) {
+    for (auto &[k, v] : md)
+        if (k == key) {
+            v = std::move(value);
+            return;
+        }
+    md.emplace_back(key, std::move(value));
+}
+
+GgufValue array_of(GgufType element) {
+    GgufValue v;
+    v.type = GgufType::array;
+    v.element_type = element;
+    return v;
+}
+
+GgufValue boolean(bool b) {
+    GgufValue v;
+    v.type = GgufType::boolean;
+    v.u = b ? 1 : 0;
+    return v;
+}
+
+// A byte-level BPE vocabulary (tokenizer/gguf_vocabulary.hpp) as GGUF's "gpt2" keys, as
+// llama.cpp's converter writes them. Its BOS/EOS ids replace config.json's; where it has none,
+// config.json's stay (llama.cpp's choice).
+void add_gpt2_vocabulary(const Vocabulary &v, std::vector<std::pair<std::string, GgufValue>> &md) {
+    GgufValue tokens = array_of(GgufType::string), types = array_of(GgufType::i32), merges = array_of(GgufType::string);
+    for (const std::string &t : v.tokens) tokens.array.push_back(str(t));
+    for (const int32_t t : v.token_types) {
+        GgufValue e;
+        e.type = GgufType::i32;
+        e.i = t;
+        types.array.push_back(e);
+    }
+    for (const std::string &m : v.merges) merges.array.push_back(str(m));
+    md.emplace_back("tokenizer.ggml.model", str(v.model));
+    md.emplace_back("tokenizer.ggml.pre", str(v.pre));
+    md.emplace_back("tokenizer.ggml.tokens", std::move(tokens));
+    md.emplace_back("tokenizer.ggml.token_type", std::move(types));
+    md.emplace_back("tokenizer.ggml.merges", std::move(merges));
+    const auto id = [&](const char *key, int32_t value) {
+        if (value >= 0) set_key(md, key, u32(static_cast<uint64_t>(value)));
+    };
+    id("tokenizer.ggml.bos_token_id", v.bos_id);
+    id("tokenizer.ggml.eos_token_id", v.eos_id);
+    id("tokenizer.ggml.unknown_token_id", v.unk_id);
+    id("tokenizer.ggml.padding_token_id", v.pad_id);
+    id("tokenizer.ggml.eot_token_id", v.eot_id);
+    md.emplace_back("tokenizer.ggml.add_bos_token", boolean(v.add_bos));
+    md.emplace_back("tokenizer.ggml.add_eos_token", boolean(v.add_eos));
+    if (!v.chat_template.empty()) md.emplace_back("tokenizer.chat_template", str(v.chat_template));
+}
+
+// A Hugging Face directory's tokenizer as the loader reads it (Tokenizer::from_directory:
+// tokenizer.json before tokenizer.model): a byte-level BPE tokenizer.json as GGUF's "gpt2"
+// vocabulary; a tokenizer.json GGUF cannot carry is an error unless a tokenizer.model beside it
+// (a SentencePiece model converted to tokenizer.json: Llama 2, Mistral) is the same tokenizer,
+// which becomes the "llama" vocabulary.
+void add_directory_vocabulary(const std::string &dir, int64_t vocab_size,
+                              std::vector<std::pair<std::string, GgufValue>> &md) {
+    const std::filesystem::path json = std::filesystem::path(dir) / "tokenizer.json";
+    std::error_code ec;
+    if (std::filesystem::exists(json, ec)) {
+        try {
+            add_gpt2_vocabulary(detail::gpt2_vocabulary_from_tokenizer_json(json.string(), vocab_size), md);
+            return;
+        } catch (const TokenizerError &) {
+            if (!std::filesystem::is_regular_file(std::filesystem::path(dir) / "tokenizer.model", ec)) throw;
+        }
+    }
+    add_sentencepiece_vocabulary(dir, md);
 }
 
 // One tensor of the output file.
@@ -352,7 +428,7 @@ QuantizeFileResult quantize_model_file(const std::string &input, const std::stri
             md.emplace_back("tokenizer.ggml.bos_token_id", u32(static_cast<uint64_t>(c.bos_token_id)));
         if (!c.eos_token_ids.empty())
             md.emplace_back("tokenizer.ggml.eos_token_id", u32(static_cast<uint64_t>(c.eos_token_ids[0])));
-        add_sentencepiece_vocabulary(input, md);
+        add_directory_vocabulary(input, c.vocab_size, md);
     }
     md.emplace_back("general.file_type", u32(scheme.file_type));
     md.emplace_back("general.quantization_version", u32(2));

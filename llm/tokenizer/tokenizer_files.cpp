@@ -1,8 +1,9 @@
 // The file-reading factories: Tokenizer::from_tokenizer_json, from_sentencepiece and
-// from_directory. Each file is opened as a regular file (never a FIFO or device) and read whole up
+// from_directory, and tinyfin-quantize's tokenizer.json -> GGUF vocabulary. Each file is opened as a regular file (never a FIFO or device) and read whole up
 // to a size limit, with its companions (tokenizer_config.json, generation_config.json) beside it.
 #include <filesystem>
 
+#include "gguf_vocabulary.hpp"
 #include "regular_file.hpp"
 #include "sentencepiece_model.hpp"
 #include "tokenizer_json.hpp"
@@ -35,6 +36,14 @@ std::unique_ptr<Tokenizer> Tokenizer::from_tokenizer_json(const std::string &jso
     const std::string json = read_file(json_path, max_tokenizer_bytes, "tokenizer file");
     return detail::tokenizer_from_json_text(json, read_companion(json_path, "tokenizer_config.json"),
                                             read_companion(json_path, "generation_config.json"), json_path);
+}
+
+Vocabulary detail::gpt2_vocabulary_from_tokenizer_json(const std::string &json_path, int64_t vocab_size) {
+    const std::string json = read_file(json_path, max_tokenizer_bytes, "tokenizer file");
+    return gpt2_vocabulary_from_json(json_tokenizer_from_text(json, read_companion(json_path, "tokenizer_config.json"),
+                                                              read_companion(json_path, "generation_config.json"),
+                                                              json_path),
+                                     vocab_size);
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_sentencepiece(const std::string &model_path) {

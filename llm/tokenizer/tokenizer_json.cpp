@@ -304,6 +304,7 @@ TokenizerConfig parse_tokenizer_config(std::string_view config_json, std::string
             out.add_eos = r.boolean_or(config, "add_eos_token", "", false), (void)v;
         out.bos_token = token_name(r, config, "bos_token");
         out.eos_token = token_name(r, config, "eos_token");
+        out.pad_token = token_name(r, config, "pad_token");
         if (const Json *t = r.find(config, "chat_template")) {
             if (t->is_string()) {
                 out.chat_template = t->get<std::string>();
@@ -340,11 +341,17 @@ TokenizerConfig parse_tokenizer_config(std::string_view config_json, std::string
 
 std::unique_ptr<Tokenizer> tokenizer_from_json_text(std::string_view tokenizer_json, std::string_view config_json,
                                                     std::string_view generation_json, const std::string &source) {
+    return make_bpe_tokenizer(json_tokenizer_from_text(tokenizer_json, config_json, generation_json, source).config);
+}
+
+JsonTokenizer json_tokenizer_from_text(std::string_view tokenizer_json, std::string_view config_json,
+                                       std::string_view generation_json, const std::string &source) {
     const Reader r(source);
     const Json root = parse(tokenizer_json, source);
     try {
         r.object(root, "the top level");
-        BpeConfig c;
+        JsonTokenizer out;
+        BpeConfig &c = out.config;
         c.source = source;
         const Json *model = r.find(root, "model");
         if (!model) r.fail("the top level", "has no \"model\"");
@@ -471,7 +478,9 @@ std::unique_ptr<Tokenizer> tokenizer_from_json_text(std::string_view tokenizer_j
             if (id >= static_cast<int32_t>(c.tokens.size())) id = -1;  // a generation_config id beyond the vocabulary
         std::erase(c.extra_eos_ids, -1);
         if (c.eos_id < 0 && !c.extra_eos_ids.empty()) c.eos_id = c.extra_eos_ids.front();
-        return make_bpe_tokenizer(std::move(c));
+        // Encoding never uses it: a pad_token outside the vocabulary is no error, only no id.
+        if (config.pad_token) out.pad_id = id_of(*config.pad_token);
+        return out;
     } catch (const Json::exception &e) {
         throw TokenizerError(source + ": unexpected JSON content (" + e.what() + ")");
     }

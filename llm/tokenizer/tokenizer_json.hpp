@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bpe.hpp"
 #include "tinyfin/llm/tokenizer.hpp"
 
 namespace tinyfin::llm::detail {
@@ -17,10 +18,19 @@ namespace tinyfin::llm::detail {
 std::unique_ptr<Tokenizer> tokenizer_from_json_text(std::string_view tokenizer_json, std::string_view config_json,
                                                     std::string_view generation_json, const std::string &source);
 
-// The BOS/EOS settings and chat template of a tokenizer_config.json (all optional).
+// What tokenizer_from_json_text builds its tokenizer from, and the padding token's id (-1: none),
+// which only the GGUF conversion (gguf_vocabulary.hpp) keeps.
+struct JsonTokenizer {
+    BpeConfig config;
+    int32_t pad_id = -1;
+};
+JsonTokenizer json_tokenizer_from_text(std::string_view tokenizer_json, std::string_view config_json,
+                                       std::string_view generation_json, const std::string &source);
+
+// The BOS/EOS/PAD settings and chat template of a tokenizer_config.json (all optional).
 struct TokenizerConfig {
     std::optional<bool> add_bos, add_eos;
-    std::optional<std::string> bos_token, eos_token;
+    std::optional<std::string> bos_token, eos_token, pad_token;
     std::string chat_template;
     std::vector<int32_t> generation_eos_ids;  // generation_config.json's eos_token_id (int or list)
 };

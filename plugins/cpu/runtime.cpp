@@ -3,6 +3,8 @@
 // loading the plugin runs no constructor, and cpu_shutdown frees what the first use created.
 #include "runtime.hpp"
 
+#include "kernel_table.hpp"
+
 #include <tinyfin/env.h>
 #include <tinyfin/plugin.h>
 #include <tinyfin/plugin_kit.hpp>
@@ -50,6 +52,25 @@ int detect_level() {
     return 1;
 #else
     return 0;
+#endif
+}
+
+// The feature "simd": what the CPU and the OS offer, beside the level the kernels use.
+const char *simd_level() {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return "none";
+    const bool sse2 = d & bit_SSE2;
+    bool ymm_enabled = false;  // the OS saves the AVX registers (XCR0 bits 1 and 2)
+    if ((c & bit_OSXSAVE) && (c & bit_AVX)) {
+        unsigned lo = 0, hi = 0;
+        __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        ymm_enabled = (lo & 6) == 6;
+    }
+    if (ymm_enabled && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2)) return "avx2";
+    return sse2 ? "sse2" : "none";
+#else
+    return "none";
 #endif
 }
 
@@ -388,6 +409,24 @@ void scratch_stats(uint64_t *arenas, uint64_t *bytes) {
     for (const Arena *a = g_arenas; a; a = a->next) floats += a->total;
     *arenas = g_arena_count;
     *bytes = floats * sizeof(float);
+}
+
+void list_runtime_features(tf_feature_fn emit, void *user) {
+    if (!emit) return;
+    emit(user, "simd", simd_level());
+    char threads[16];
+    std::snprintf(threads, sizeof threads, "%d", thread_count());
+    emit(user, "threads", threads);
+    emit(user, "kernels", isa_name(isa_level()));
+    // bf16 x bf16 matmul: "avx512bf16" (vdpbf16ps) or "f32" (converted, the f32 GEMM).
+    emit(user, "bf16_matmul", bf16_dot_level() > 0 ? "avx512bf16" : "f32");
+    uint64_t arenas = 0, bytes = 0;
+    scratch_stats(&arenas, &bytes);
+    char text[32];
+    std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(arenas));
+    emit(user, "scratch_arenas", text);
+    std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(bytes));
+    emit(user, "scratch_bytes", text);
 }
 
 void read_settings() {

@@ -1,6 +1,7 @@
 // The cpu plugin's run-time services: one thread pool (TINYFIN_THREADS), per-thread scratch
 // arenas for packing and im2col buffers (TINYFIN_SCRATCH_BYTES) and the instruction set the
-// kernels may use (TINYFIN_CPU_ISA). Private to the plugin.
+// kernels may use (TINYFIN_CPU_ISA). Private to each plugin that links cpu's kernels (cpu, blas):
+// each .so has its own copy (hidden symbols), so two loaded plugins never share a pool or an arena.
 //
 // Nothing here has a static constructor or destructor: the pool is created on the first call
 // that wants threads and destroyed by cpu_shutdown (after which a later call creates a new one,

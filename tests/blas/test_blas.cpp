@@ -1,7 +1,8 @@
 // The blas plugin through the C++ API, with TINYFIN_BACKEND=blas: matmul and conv2d against the
-// cpu plugin (and a double-precision reference), which ops blas claims, and that sharing host
-// memory with cpu moves no bytes. Test cases named fallback-error:* run under
-// TINYFIN_FALLBACK=error (see meson.build), the others without it.
+// cpu plugin (and a double-precision reference), which of them OpenBLAS runs (the rest runs on
+// the cpu kernels blas links), that every op runs on blas itself, and that sharing host memory
+// with cpu moves no bytes. Test cases named fallback-error:* run under TINYFIN_FALLBACK=error
+// and runtime:* in a process of their own (see meson.build), the others without it.
 #include <doctest/doctest.h>
 
 #include <tinyfin/tinyfin.hpp>
@@ -21,10 +22,10 @@ const Device k_cpu{"cpu", 0};
 const Device k_blas{"blas", 0};
 
 // The plugin's thresholds in multiply-adds per sgemm call (matmul) and per op (conv2d): below
-// them blas leaves the op to cpu.
+// them blas runs the op on cpu's kernels instead of OpenBLAS.
 constexpr int64_t k_matmul_min_work = 16 * 16 * 16;
 constexpr int64_t k_conv_min_work = 32 * 32 * 32;
-// Stride-1 convolutions with this many taps per output, not pointwise, are left to cpu.
+// Stride-1 convolutions with this many taps per output, not pointwise, are left to cpu's kernels.
 constexpr int64_t k_conv_cpu_taps = 32;
 
 uint64_t ops_on(const char *backend) {
@@ -32,6 +33,16 @@ uint64_t ops_on(const char *backend) {
     const Stats::Backend *b = s.backend(backend);
     return b ? b->ops : 0;
 }
+
+// A feature of a backend's report, "" when absent.
+std::string feature(const char *backend, const char *key) {
+    for (const auto &[k, v] : backend_report(backend).features)
+        if (k == key) return v;
+    return "";
+}
+
+// Ops blas ran through OpenBLAS since it was initialised (its feature openblas.ops).
+uint64_t openblas_ops() { return std::stoull(feature("blas", "openblas.ops")); }
 
 // No bytes between host and either host backend: blas and cpu address the same memory.
 void check_nothing_moved() {
@@ -204,16 +215,6 @@ bool conv_claimed(const ConvCase &cc) {
     return cc.n * cc.o * d.oh * d.ow * d.cg * cc.kh * cc.kw >= k_conv_min_work;
 }
 
-// Whether the cpu plugin has a conv2d kernel yet (it may not: then blas is compared only with
-// the double reference).
-bool cpu_has_conv2d() {
-    for (const PluginReport &p : report().plugins)
-        if (p.name == "cpu")
-            for (const std::string &op : p.supported_ops)
-                if (op == "conv2d") return true;
-    return false;
-}
-
 }  // namespace
 
 TEST_CASE("blas is selected and shares host memory") {
@@ -237,10 +238,12 @@ TEST_CASE("matmul at odd sizes matches the cpu plugin and the exact result") {
                 Tensor a = randn({m, k}, seed++), b = randn({k, n}, seed++);
                 REQUIRE(a.device() == k_blas);
                 reset_stats();
+                const uint64_t before = openblas_ops();
                 Tensor c = matmul(a, b);
                 const bool claimed = m * n * k >= k_matmul_min_work;
-                CHECK_MESSAGE(ops_on("blas") == (claimed ? 1u : 0u), what);
-                CHECK_MESSAGE(stats().fallbacks_of("matmul") == (claimed ? 0u : 1u), what);
+                CHECK_MESSAGE(openblas_ops() - before == (claimed ? 1u : 0u), what);
+                CHECK_MESSAGE(ops_on("blas") == 1u, what);
+                CHECK_MESSAGE(stats().total_fallbacks == 0u, what);
                 check_nothing_moved();
                 CHECK(c.device() == k_blas);
                 const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
@@ -285,11 +288,13 @@ TEST_CASE("transposed and sliced views reach sgemm without copies") {
         REQUIRE(v.a.shape() == Shape{m, k});
         REQUIRE(v.b.shape() == Shape{k, n});
         reset_stats();
+        const uint64_t before = openblas_ops();
         Tensor c = matmul(v.a, v.b);
-        CHECK_MESSAGE(ops_on("blas") == (v.claimed ? 1u : 0u), v.name);
-        CHECK_MESSAGE(stats().fallbacks_of("matmul") == (v.claimed ? 0u : 1u), v.name);
+        CHECK_MESSAGE(openblas_ops() - before == (v.claimed ? 1u : 0u), v.name);
+        CHECK_MESSAGE(stats().total_fallbacks == 0u, v.name);
         // No contiguous() copy ran first: the only op is the matmul itself.
-        CHECK_MESSAGE(ops_on("blas") + ops_on("cpu") == 1u, v.name);
+        CHECK_MESSAGE(ops_on("blas") == 1u, v.name);
+        CHECK_MESSAGE(ops_on("cpu") == 0u, v.name);
         check_nothing_moved();
         check_close(c.to_vector<float>(), want, k, v.name);
     }
@@ -313,7 +318,9 @@ TEST_CASE("batched matmul with broadcast batch axes") {
         Tensor a = randn(bc.a, seed++), b = randn(bc.b, seed++);
         const int64_t m = bc.a[bc.a.size() - 2], k = bc.a.back(), n = bc.b.back();
         reset_stats();
+        const uint64_t before = openblas_ops();
         Tensor c = matmul(a, b);
+        CHECK_MESSAGE(openblas_ops() - before == 1u, bc.name);
         CHECK_MESSAGE(ops_on("blas") == 1u, bc.name);
         CHECK_MESSAGE(stats().total_fallbacks == 0u, bc.name);
         check_nothing_moved();
@@ -327,7 +334,9 @@ TEST_CASE("batched matmul with broadcast batch axes") {
     // [2,1,M,K] @ [1,3,K,N] -> [2,3,M,N], each output batch against the cpu plugin.
     Tensor a = randn({2, 1, 40, 50}, 7), b = randn({1, 3, 50, 30}, 8);
     reset_stats();
+    uint64_t before = openblas_ops();
     Tensor c = matmul(a, b);
+    CHECK(openblas_ops() - before == 1u);
     CHECK(ops_on("blas") == 1u);
     check_nothing_moved();
     REQUIRE(c.shape() == Shape{2, 3, 40, 30});
@@ -337,7 +346,9 @@ TEST_CASE("batched matmul with broadcast batch axes") {
     // A 1-D left operand arrives as [1, K]: one row, any row stride.
     Tensor v = randn({64}, 9), w = randn({64, 300}, 10);
     reset_stats();
+    before = openblas_ops();
     Tensor vw = matmul(v, w);
+    CHECK(openblas_ops() - before == 1u);
     CHECK(ops_on("blas") == 1u);
     check_nothing_moved();
     REQUIRE(vw.shape() == Shape{300});
@@ -345,8 +356,6 @@ TEST_CASE("batched matmul with broadcast batch axes") {
 }
 
 TEST_CASE("conv2d forward and gradients match the reference and the cpu plugin") {
-    const bool compare_cpu = cpu_has_conv2d();
-    if (!compare_cpu) MESSAGE("the cpu plugin has no conv2d kernel: comparing with the double reference only");
     uint64_t seed = 200;
     for (const ConvCase &cc : k_conv_cases) {
         CAPTURE(cc.name);
@@ -357,25 +366,23 @@ TEST_CASE("conv2d forward and gradients match the reference and the cpu plugin")
         const ConvReference want =
             conv_reference_of(cc, x.to_vector<float>(), w.to_vector<float>(), dy.to_vector<float>());
         const bool claimed = conv_claimed(cc);
-        if (!claimed && !compare_cpu) {
-            MESSAGE("skipped: too small for blas, and cpu has no conv2d kernel");
-            continue;
-        }
 
         reset_stats();
+        uint64_t before = openblas_ops();
         Tensor y = conv2d(x, w, Tensor(), cc.options);
-        CHECK(ops_on("blas") == (claimed ? 1u : 0u));
+        CHECK(openblas_ops() - before == (claimed ? 1u : 0u));
+        CHECK(ops_on("blas") == 1u);
+        CHECK(stats().total_fallbacks == 0u);
         check_nothing_moved();
         REQUIRE(y.shape() == Shape{cc.n, cc.o, d.oh, d.ow});
         check_close(y.to_vector<float>(), want.y, d.cg * cc.kh * cc.kw, std::string(cc.name) + " y");
 
         // sum(y * dy) has gradient dy at y: backward runs conv2d_grad_input and _weight.
         reset_stats();
+        before = openblas_ops();
         sum(mul(y, dy)).backward();
-        if (claimed) {
-            CHECK(stats().fallbacks_of("conv2d_grad_input") == 0);
-            CHECK(stats().fallbacks_of("conv2d_grad_weight") == 0);
-        }
+        CHECK(openblas_ops() - before == (claimed ? 2u : 0u));  // conv2d_grad_input and _weight
+        CHECK(stats().total_fallbacks == 0u);
         check_nothing_moved();
         REQUIRE(x.grad().defined());
         REQUIRE(w.grad().defined());
@@ -383,7 +390,7 @@ TEST_CASE("conv2d forward and gradients match the reference and the cpu plugin")
                     std::string(cc.name) + " dx");
         check_close(w.grad().to_vector<float>(), want.dw, cc.n * d.oh * d.ow, std::string(cc.name) + " dw");
 
-        if (compare_cpu) {
+        {
             NoGradGuard no_grad;
             const std::vector<float> cpu =
                 conv2d(x.detach().to(k_cpu), w.detach().to(k_cpu), Tensor(), cc.options).to_vector<float>();
@@ -408,72 +415,118 @@ TEST_CASE("conv2d gradients from a broadcast upstream gradient") {
     check_close(w.grad().to_vector<float>(), want.dw, cc.n * d.oh * d.ow, "dw");
 }
 
-TEST_CASE("ops blas does not claim run on cpu in place") {
+TEST_CASE("ops OpenBLAS does not run are cpu's kernels on blas, bit for bit") {
     Tensor x = randn({1000}, 400);
     reset_stats();
+    const uint64_t before = openblas_ops();
     Tensor y = exp(x);
     CHECK(y.device() == k_blas);
-    CHECK(ops_on("blas") == 0);
-    CHECK(ops_on("cpu") == 1);
-    CHECK(stats().fallbacks_of("exp") == 1);
+    CHECK(ops_on("blas") == 1);
+    CHECK(ops_on("cpu") == 0);
+    CHECK(stats().total_fallbacks == 0);
+    CHECK(openblas_ops() == before);
     check_nothing_moved();
     const std::vector<float> xv = x.to_vector<float>(), yv = y.to_vector<float>();
     for (size_t i = 0; i < xv.size(); ++i) CHECK(yv[i] == doctest::Approx(std::exp(xv[i])).epsilon(1e-6));
+    // The same kernel as the cpu plugin's (one build of it, linked into both): the same bits.
+    CHECK(exp(x.to(k_cpu)).to_vector<float>() == yv);
 
-    // The result feeds a claimed op without leaving host memory.
+    // The result feeds an OpenBLAS op without leaving host memory.
     Tensor a = exp(randn({64, 64}, 401)), b = randn({64, 64}, 402);
     reset_stats();
     Tensor c = matmul(a, b);
     CHECK(ops_on("blas") == 1);
+    CHECK(openblas_ops() == before + 1);
     check_nothing_moved();
 }
 
-TEST_CASE("fallback-error: claimed ops run on blas, the rest is refused") {
+namespace {
+
+// softmax(q k^T / sqrt(d)) v in double, q, k, v [t, d] row-major.
+std::vector<double> attention_reference(const std::vector<float> &q, const std::vector<float> &k,
+                                        const std::vector<float> &v, int64_t tq, int64_t tk, int64_t d) {
+    std::vector<double> out(static_cast<size_t>(tq * d));
+    for (int64_t i = 0; i < tq; ++i) {
+        std::vector<double> score(static_cast<size_t>(tk));
+        double top = -INFINITY, total = 0;
+        for (int64_t j = 0; j < tk; ++j) {
+            for (int64_t c = 0; c < d; ++c) score[j] += double(q[i * d + c]) * k[j * d + c];
+            score[j] /= std::sqrt(double(d));
+            top = std::max(top, score[j]);
+        }
+        for (double &e : score) total += (e = std::exp(e - top));
+        for (int64_t c = 0; c < d; ++c)
+            for (int64_t j = 0; j < tk; ++j) out[i * d + c] += score[j] / total * v[j * d + c];
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("fallback-error: every op runs on blas") {
     Tensor a = randn({65, 63}, 500), b = randn({63, 257}, 501);
     reset_stats();
+    const uint64_t before = openblas_ops();
     CHECK_NOTHROW(matmul(a, b));
     CHECK_NOTHROW(matmul(randn({63, 65}, 509).transpose(0, 1), b));
     CHECK_NOTHROW(matmul(randn({5, 33, 40}, 502), randn({40, 37}, 503)));
+    CHECK(openblas_ops() == before + 3);
     for (const ConvCase &cc : k_conv_cases) {
-        if (!conv_claimed(cc)) continue;
         CAPTURE(cc.name);
         const ConvDims d = dims_of(cc);
         Tensor x = randn({cc.n, cc.c, cc.h, cc.w}, 504).requires_grad_();
         Tensor w = randn({cc.o, d.cg, cc.kh, cc.kw}, 505).requires_grad_();
-        Tensor dy = randn({cc.n, cc.o, d.oh, d.ow}, 506);
         Tensor y;
         CHECK_NOTHROW(y = conv2d(x, w, Tensor(), cc.options));
-        // mul and sum are cpu's: only their gradients run off blas, so drive backward by hand
-        // through conv2d's own rule with dy as the output gradient.
-        CHECK_NOTHROW(y.backward(dy));
+        CHECK_NOTHROW(sum(mul(y, y)).backward());
     }
+    // What OpenBLAS does not take: cpu's kernels, on blas.
+    CHECK_NOTHROW(exp(a));
+    CHECK_NOTHROW(matmul(randn({7, 7}, 507), randn({7, 7}, 508)));
+    CHECK_NOTHROW(softmax(a, -1).to_vector<float>());
+    CHECK_NOTHROW(a.to(DType::f16).transpose(0, 1).to_vector<float>());
     CHECK(stats().total_fallbacks == 0);
-    CHECK_THROWS_AS(exp(a), FallbackError);
-    CHECK_THROWS_AS(matmul(randn({7, 7}, 507), randn({7, 7}, 508)), FallbackError);
-}
+    CHECK(ops_on("cpu") == 0);
 
-TEST_CASE("fallback-error: helper work the core does for an op is no fallback") {
-    // Reading a transposed blas tensor needs a contiguous copy that blas does not claim; blas
-    // memory is host memory, so the copy runs on cpu in place and is not a user-visible fallback.
-    Tensor a = randn({3, 4}, 600);
-    std::vector<float> rows = a.to_vector<float>();
+    // Attention without a mask (no mask operand at all: absent, ABI 1.1), against double.
+    const int64_t tq = 3, tk = 5, d = 4;
+    Tensor q = randn({tq, d}, 601), k = randn({tk, d}, 602), v = randn({tk, d}, 603);
     reset_stats();
-    std::vector<float> cols = a.transpose(0, 1).to_vector<float>();
-    for (int i = 0; i < 3; ++i)
-        for (int j = 0; j < 4; ++j) CHECK(cols[j * 3 + i] == rows[i * 4 + j]);
-    CHECK(stats().total_fallbacks == 0);
-    // Attention is not blas's, so it is refused, but as attention: without a mask there is no
-    // mask operand at all (absent, ABI 1.1), so nothing is made or filled before the refusal.
-    Tensor q = randn({2, 4}, 601);
-    reset_stats();
-    try {
-        scaled_dot_product_attention(q, q, q);
-        FAIL("attention ran under TINYFIN_FALLBACK=error on blas");
-    } catch (const FallbackError &e) {
-        CHECK(std::string(e.what()).find("attention is not supported by blas") != std::string::npos);
-        CHECK(std::string(e.what()).find("absent") != std::string::npos);  // the mask, in the operand list
-    }
+    Tensor o = scaled_dot_product_attention(q, k, v);
     const Stats after = stats();
     CHECK(after.backend("blas")->allocations == 1);  // the output alone: no mask, not even one zero
     CHECK(after.total_fallbacks == 0);
+    const std::vector<double> want =
+        attention_reference(q.to_vector<float>(), k.to_vector<float>(), v.to_vector<float>(), tq, tk, d);
+    const std::vector<float> got = o.to_vector<float>();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
+}
+
+TEST_CASE("runtime: cpu's kernels in blas run on blas's own copy of cpu's runtime") {
+    // A process of its own (meson.build): nothing ran on cpu before. TINYFIN_THREADS=2 there.
+    REQUIRE(feature("blas", "threads") == "2");
+    CHECK(feature("blas", "kernels") == feature("cpu", "kernels"));
+    CHECK(feature("blas", "scratch_arenas") == "0");
+    CHECK(feature("cpu", "scratch_arenas") == "0");
+    // f16 softmax stages its rows in f32 scratch, split over the pool's threads.
+    Tensor x = randn({256, 512}, 700).to(DType::f16);
+    reset_stats();
+    const std::vector<float> on_blas = softmax(x, -1).to_vector<float>();
+    CHECK(ops_on("blas") >= 1);
+    CHECK(ops_on("cpu") == 0);
+    CHECK(feature("blas", "scratch_arenas") != "0");
+    CHECK(std::stoull(feature("blas", "scratch_bytes")) > 0);
+    // cpu's copy of the runtime was not touched: no arena, no pool of its own started by blas.
+    CHECK(feature("cpu", "scratch_arenas") == "0");
+    // The cpu plugin, on its own runtime, computes the same bits.
+    const std::vector<float> on_cpu = softmax(x.to(k_cpu), -1).to_vector<float>();
+    CHECK(feature("cpu", "scratch_arenas") != "0");
+    CHECK(on_cpu == on_blas);
+    // Each row sums to 1 (f16 outputs: each within 2^-11 of its value).
+    for (int64_t r = 0; r < 256; ++r) {
+        double total = 0;
+        for (int64_t c = 0; c < 512; ++c) total += on_blas[size_t(r * 512 + c)];
+        CHECK(total == doctest::Approx(1.0).epsilon(1e-3));
+    }
 }

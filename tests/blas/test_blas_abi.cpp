@@ -1,10 +1,12 @@
 // The blas plugin through its ABI, without the core: layouts the core never produces today
-// (column-major and strided outputs, packed weights, stride-0 rows) and supports() answers.
-// The test dlopens the plugin built beside it with a stub host table.
+// (column-major and strided outputs, packed weights, stride-0 rows), supports() answers, and
+// which descriptors OpenBLAS runs (the feature openblas.ops counts them) and which cpu's kernels
+// in blas run. The test dlopens the plugin built beside it with a stub host table.
 #include <doctest/doctest.h>
 
 #include <tinyfin/plugin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <dlfcn.h>
@@ -83,10 +86,30 @@ tf_op_desc op_desc(tf_op op, const tf_tensor_desc *inputs, uint32_t n_inputs, co
     return d;
 }
 
+// Ops run through OpenBLAS so far (the plugin's feature openblas.ops).
+uint64_t openblas_ops() {
+    std::string value;
+    plugin().list_features(
+        [](void *user, const char *key, const char *v) {
+            if (std::strcmp(key, "openblas.ops") == 0) *static_cast<std::string *>(user) = v;
+        },
+        &value);
+    REQUIRE(!value.empty());
+    return std::stoull(value);
+}
+
 void run(const tf_op_desc &op) {
     REQUIRE(plugin().supports(0, &op));
     tf_error err{sizeof(tf_error), {}};
     REQUIRE_MESSAGE(plugin().run(0, &op, &err) == TF_STATUS_OK, err.message);
+}
+
+// Who ran a descriptor: "openblas", "cpu" (cpu's kernels in blas) or "none" (supports() says no).
+std::string runner(const tf_op_desc &op) {
+    if (!plugin().supports(0, &op)) return "none";
+    const uint64_t before = openblas_ops();
+    run(op);
+    return openblas_ops() > before ? "openblas" : "cpu";
 }
 
 std::vector<float> values(size_t n, uint32_t seed) {
@@ -152,37 +175,50 @@ TEST_CASE("batched matmul over a broadcast batch axis with an interleaved output
     std::vector<float> a = values(m * k, 5), b = values(batch * k * n, 6), c(batch * m * n);
     const tf_tensor_desc in[] = {tensor(a, {batch, m, k}, {0, k, 1}), tensor(b, {batch, k, n}, {k * n, n, 1})};
     const tf_tensor_desc out = tensor(c, {batch, m, n}, {1, n * batch, batch});
-    const tf_op_desc op = op_desc(TF_OP_MATMUL, in, 2, &out);
-    // Unit stride on neither axis of a C matrix: sgemm cannot write it.
-    CHECK_FALSE(plugin().supports(0, &op));
+    // Unit stride on neither axis of a C matrix: sgemm cannot write it, cpu's kernel does.
+    CHECK(runner(op_desc(TF_OP_MATMUL, in, 2, &out)) == "cpu");
+    for (int64_t t = 0; t < batch; ++t) check_matmul(a, 0, k, 1, b, t * k * n, n, 1, c, t, n * batch, batch, m, k, n);
     const tf_tensor_desc dense = tensor(c, {batch, m, n}, {m * n, n, 1});
-    run(op_desc(TF_OP_MATMUL, in, 2, &dense));
+    CHECK(runner(op_desc(TF_OP_MATMUL, in, 2, &dense)) == "openblas");
     for (int64_t t = 0; t < batch; ++t) check_matmul(a, 0, k, 1, b, t * k * n, n, 1, c, t * m * n, n, 1, m, k, n);
 }
 
-TEST_CASE("supports says no to what sgemm cannot do or would lose") {
-    std::vector<float> a(64 * 64), b(64 * 64), c(64 * 64);
+TEST_CASE("sgemm takes what it can do without losing; cpu's kernels the rest; supports says no to the invalid") {
+    std::vector<float> a = values(64 * 64, 13), b = values(64 * 64, 14), c(64 * 64);
     const tf_tensor_desc out = tensor(c, {64, 64}, {64, 1});
-    auto claims = [&](tf_tensor_desc x, tf_tensor_desc y, tf_tensor_desc z) {
+    auto who = [&](tf_tensor_desc x, tf_tensor_desc y, tf_tensor_desc z) {
         const tf_tensor_desc in[] = {x, y};
-        const tf_op_desc op = op_desc(TF_OP_MATMUL, in, 2, &z);
-        return plugin().supports(0, &op) != 0;
+        return runner(op_desc(TF_OP_MATMUL, in, 2, &z));
     };
     const tf_tensor_desc a_ok = tensor(a, {64, 64}, {64, 1}), b_ok = tensor(b, {64, 64}, {64, 1});
-    CHECK(claims(a_ok, b_ok, out));
-    CHECK_FALSE(claims(tensor(a, {64, 64}, {0, 1}), b_ok, out));  // broadcast rows
-    CHECK_FALSE(claims(tensor(a, {64, 64}, {128, 2}), b_ok, out));  // no unit stride
-    CHECK_FALSE(claims(tensor(a, {64, 64}, {32, 1}), b_ok, out));  // overlapping rows: lda < K
-    CHECK_FALSE(claims(tensor(a, {64, 64}, {64, 1}, 0, TF_DTYPE_F16), b_ok, out));
-    CHECK_FALSE(claims(tensor(a, {8, 8}, {8, 1}), tensor(b, {8, 8}, {8, 1}), tensor(c, {8, 8}, {8, 1})));  // too small
-    CHECK_FALSE(claims(a_ok, tensor(b, {63, 64}, {64, 1}), out));  // K mismatch
-    CHECK_FALSE(claims(tensor(a, {64, 0}, {1, 1}), tensor(b, {0, 64}, {64, 1}), out));  // K = 0
+    CHECK(who(a_ok, b_ok, out) == "openblas");
+    check_matmul(a, 0, 64, 1, b, 0, 64, 1, c, 0, 64, 1, 64, 64, 64);
+    CHECK(who(tensor(a, {64, 64}, {0, 1}), b_ok, out) == "cpu");  // broadcast rows
+    check_matmul(a, 0, 0, 1, b, 0, 64, 1, c, 0, 64, 1, 64, 64, 64);
+    CHECK(who(tensor(a, {32, 64}, {128, 2}), b_ok, tensor(c, {32, 64}, {64, 1})) == "cpu");  // no unit stride
+    check_matmul(a, 0, 128, 2, b, 0, 64, 1, c, 0, 64, 1, 32, 64, 64);
+    CHECK(who(tensor(a, {64, 64}, {32, 1}), b_ok, out) == "cpu");  // overlapping rows: lda < K
+    check_matmul(a, 0, 32, 1, b, 0, 64, 1, c, 0, 64, 1, 64, 64, 64);
+    CHECK(who(tensor(a, {8, 8}, {8, 1}), tensor(b, {8, 8}, {8, 1}), tensor(c, {8, 8}, {8, 1})) == "cpu");  // too small
+    check_matmul(a, 0, 8, 1, b, 0, 8, 1, c, 0, 8, 1, 8, 8, 8);
+    std::fill(c.begin(), c.end(), 7.0f);
+    CHECK(who(tensor(a, {64, 0}, {1, 1}), tensor(b, {0, 64}, {64, 1}), out) == "cpu");  // K = 0: zeros
+    CHECK(std::all_of(c.begin(), c.end(), [](float v) { return v == 0.0f; }));
+    // f16 x f16 is cpu's (sgemm is f32 only); mixed dtypes and a K mismatch are invalid.
+    const tf_tensor_desc a16 = tensor(a, {64, 64}, {64, 1}, 0, TF_DTYPE_F16);
+    CHECK(who(a16, tensor(b, {64, 64}, {64, 1}, 0, TF_DTYPE_F16), tensor(c, {64, 64}, {64, 1}, 0, TF_DTYPE_F16)) ==
+          "cpu");
+    CHECK(who(a16, b_ok, out) == "none");
+    CHECK(who(a_ok, tensor(b, {63, 64}, {64, 1}), out) == "none");  // K mismatch
 
+    // Every op has a row (cpu's): add runs; a malformed descriptor or an unknown op does not.
     const tf_tensor_desc in[] = {a_ok, b_ok};
-    for (uint32_t op :
-         {uint32_t(TF_OP_ADD), uint32_t(TF_OP_EXP), uint32_t(TF_OP_SOFTMAX), uint32_t(TF_OP_COUNT_), 9999u}) {
+    const tf_op_desc add = op_desc(TF_OP_ADD, in, 2, &out);
+    CHECK(runner(add) == "cpu");
+    CHECK(c[5] == a[5] + b[5]);
+    for (uint32_t op : {uint32_t(TF_OP_EXP), uint32_t(TF_OP_SOFTMAX), uint32_t(TF_OP_COUNT_), 9999u}) {
         const tf_op_desc d = op_desc(static_cast<tf_op>(op), in, 2, &out);
-        CHECK_FALSE(plugin().supports(0, &d));
+        CHECK_FALSE(plugin().supports(0, &d));  // exp takes one input, softmax params
     }
     const tf_op_desc d = op_desc(TF_OP_MATMUL, in, 2, &out);
     CHECK_FALSE(plugin().supports(1, &d));  // one device
@@ -306,28 +342,25 @@ TEST_CASE("conv2d gradients into strided outputs") {
     }
 }
 
-TEST_CASE("conv2d supports checks params and shapes") {
-    std::vector<float> m(1 << 16);
-    // 3 channels, 3x3: 27 taps per output, which blas claims at stride 1.
-    const tf_tensor_desc in[] = {tensor(m, {2, 3, 16, 16}, {768, 256, 16, 1}), tensor(m, {16, 3, 3, 3}, {27, 9, 3, 1})};
-    const tf_tensor_desc out = tensor(m, {2, 16, 16, 16}, {4096, 256, 16, 1});
+TEST_CASE("conv2d: which geometries sgemm takes, and supports checks params and shapes") {
+    std::vector<float> x(2 * 8 * 16 * 16), w(16 * 8 * 3 * 3), y(2 * 16 * 16 * 16);
+    // 3 channels, 3x3: 27 taps per output, which OpenBLAS runs at stride 1.
+    const tf_tensor_desc in[] = {tensor(x, {2, 3, 16, 16}, {768, 256, 16, 1}), tensor(w, {16, 3, 3, 3}, {27, 9, 3, 1})};
+    const tf_tensor_desc out = tensor(y, {2, 16, 16, 16}, {4096, 256, 16, 1});
     tf_params_conv2d p{sizeof(tf_params_conv2d), {1, 1}, {1, 1}, {1, 1}, 1};
-    const tf_op_desc ok = op_desc(TF_OP_CONV2D, in, 2, &out, &p);
-    CHECK(plugin().supports(0, &ok));
-    // 8 channels: 72 taps at stride 1 are cpu's (its shifted kernels are faster); at stride 2,
-    // blas's again.
-    const tf_tensor_desc in8[] = {tensor(m, {2, 8, 16, 16}, {2048, 256, 16, 1}),
-                                  tensor(m, {16, 8, 3, 3}, {72, 9, 3, 1})};
-    tf_op_desc d = op_desc(TF_OP_CONV2D, in8, 2, &out, &p);
-    CHECK_FALSE(plugin().supports(0, &d));
-    const tf_tensor_desc out8 = tensor(m, {2, 16, 8, 8}, {1024, 64, 8, 1});
+    CHECK(runner(op_desc(TF_OP_CONV2D, in, 2, &out, &p)) == "openblas");
+    // 8 channels: 72 taps at stride 1 are cpu's kernels' (its shifted kernels are faster); at
+    // stride 2, OpenBLAS's again.
+    const tf_tensor_desc in8[] = {tensor(x, {2, 8, 16, 16}, {2048, 256, 16, 1}),
+                                  tensor(w, {16, 8, 3, 3}, {72, 9, 3, 1})};
+    CHECK(runner(op_desc(TF_OP_CONV2D, in8, 2, &out, &p)) == "cpu");
+    const tf_tensor_desc out8 = tensor(y, {2, 16, 8, 8}, {1024, 64, 8, 1});
     tf_params_conv2d strided = p;
     strided.stride[0] = strided.stride[1] = 2;
-    d = op_desc(TF_OP_CONV2D, in8, 2, &out8, &strided);
-    CHECK(plugin().supports(0, &d));
+    CHECK(runner(op_desc(TF_OP_CONV2D, in8, 2, &out8, &strided)) == "openblas");
     tf_params_conv2d bad = p;
     bad.padding[0] = 0;  // the output shape no longer fits
-    d = op_desc(TF_OP_CONV2D, in, 2, &out, &bad);
+    tf_op_desc d = op_desc(TF_OP_CONV2D, in, 2, &out, &bad);
     CHECK_FALSE(plugin().supports(0, &d));
     bad = p;
     bad.groups = 2;  // 3 channels do not split in 2

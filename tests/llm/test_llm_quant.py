@@ -333,12 +333,11 @@ def test_quantized_models_on_every_backend(tmp_path, backend):
     steps = model.session_logits([PROMPT[:6]], [[t] for t in PROMPT[6:9]], 16)[0]
     assert rel_err(got, want) < TIGHT
     assert rel_err(steps, want[5:9]) < TIGHT
-    # vulkan, opengl and opencl run matmul_q and embedding_q themselves (shaders/quant.comp):
-    # a quantized model leaves nothing to cpu there; blas has only its GEMM rows.
+    # vulkan, opengl and opencl run matmul_q and embedding_q themselves (shaders/quant.comp), blas
+    # with cpu's kernels: a quantized model leaves nothing to cpu.
     fallbacks = tf.stats()["fallbacks"]
     print(f"{backend}: ops that fell back to cpu: {fallbacks}")
-    if backend in ("vulkan", "opengl", "opencl"):
-        assert not fallbacks
+    assert not fallbacks
     cfg2, w2, hf = hf_model(tmp_path)
     on_load = llm.load(hf, backend=backend, quantize="q8_0").logits(PROMPT)
     assert rel_err(on_load, lm.reference_logits(cfg2, w2, PROMPT)) < Q8

@@ -51,10 +51,12 @@ struct QuantizeFileResult {
 // Reads a Hugging Face directory or a GGUF file and writes a GGUF file (version 3) with the
 // weights quantized under the scheme: general.architecture, general.name, general.file_type,
 // general.quantization_version 2, general.alignment 32, the <arch>.* hyperparameters, the
-// tokenizer.ggml.* keys of a GGUF input (a Hugging Face input: BOS/EOS ids and tokenizer.model's
-// vocabulary when it has one), llama.cpp's tensor names, Q/K rows permuted for llama and mistral
-// as llama.cpp's converter does.
-// Errors: FileError, FormatError, ConfigError.
+// tokenizer.ggml.* keys of a GGUF input (a Hugging Face input: BOS/EOS ids and its tokenizer as
+// the directory's loader reads it: a byte-level BPE tokenizer.json as the "gpt2" vocabulary, else
+// tokenizer.model as the "llama" one), llama.cpp's tensor names, Q/K rows permuted for llama and
+// mistral as llama.cpp's converter does.
+// Errors: FileError, FormatError, ConfigError; TokenizerError for a tokenizer.json that a GGUF
+// vocabulary cannot carry (and no tokenizer.model beside it).
 QuantizeFileResult quantize_model_file(const std::string &input, const std::string &output,
                                        const QuantizeFileOptions &options = {});
 

@@ -8,6 +8,7 @@
 #include <tinyfin/plugin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdio>
@@ -223,13 +224,19 @@ namespace detail {
 // TINYFIN_STRICT=1. std::mutex is constant-initialised and trivially destructible.
 inline std::mutex g_settings_mutex;
 inline char g_settings_problem[TF_TEXT_SIZE] = "";
+inline std::atomic<int32_t> g_settings_log_level{TF_LOG_WARN};
 }  // namespace detail
+
+// For a plugin that reads variables another plugin already warns about (blas runs cpu's kernels
+// and reads cpu's variables; cpu is always initialised first): its messages are logged at debug
+// level, so a bad value is still one warning line (tinyfin/env.h, rule 2).
+inline void settings_warned_elsewhere() noexcept { detail::g_settings_log_level.store(TF_LOG_DEBUG); }
 
 // Warns about a bad value (tinyfin/env.h, rule 2) and keeps the first message for init.
 inline void report_bad_setting(const char *name, const char *text, const char *expected, const char *instead) {
     char message[TF_TEXT_SIZE];
     tf_env_describe_bad(message, sizeof message, name, text, expected, instead);
-    log_message(TF_LOG_WARN, message);
+    log_message(detail::g_settings_log_level.load(), message);
     std::lock_guard<std::mutex> lock(detail::g_settings_mutex);
     if (!detail::g_settings_problem[0])
         std::snprintf(detail::g_settings_problem, sizeof detail::g_settings_problem, "%s", message);
