@@ -79,13 +79,7 @@ struct InferenceSession::Impl {
     std::unordered_set<std::string> initializer_inputs;  // graph inputs an initializer defaults
     std::unordered_map<std::string, Value> constants;
     // The nodes left after folding, in execution order, with their op's version and row.
-    struct Step {
-        ::onnx::NodeProto node;
-        int version;
-        const OpRow *row;
-        std::string label;
-        std::vector<std::string> frees;  // values whose last consumer this is
-    };
+    using Step = detail::Step;
     std::vector<Step> steps;
     LoadReport load;
     RunReport last;
@@ -319,6 +313,13 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
             constants[transposed] = Value{c->second.tensor.transpose(0, 1).contiguous(), c->second.type};
         node.set_input(1, transposed);
         trans_b->set_i(0);
+    }
+
+    // Load-time rewrites (fusions.cpp) over the folded graph.
+    {
+        std::unordered_set<std::string> output_names;
+        for (const auto &out : outputs) output_names.insert(out.name);
+        load.fusions = detail::fuse({steps, constants, initializer_inputs, output_names, device});
     }
 
     // Constants nothing needs any more (inputs only of folded nodes) are released.
