@@ -49,15 +49,20 @@ bool broadcasts_into(const Shape &a, const Shape &b) {
 // `scale` (attribute scale_op: "Div", "Mul" or "" for none), then Add `mask` or Where(mask,
 // fill, .) / Where(mask, ., fill) with fill = -inf (attribute mask_op: "Add", "WhereFill",
 // "WhereKeep" or ""), Softmax on the last axis, MatMul by v. One scaled_dot_product_attention
-// when the shapes fed allow it; otherwise the original ops in order.
+// when the shapes fed allow it and there are enough query rows; otherwise the original ops in
+// order.
+constexpr int64_t min_query_rows = 16;
+
 std::vector<Value> fused_attention(Ctx &ctx) {
     const Tensor &q = ctx.tensor(0), &kt = ctx.tensor(1), &v = ctx.tensor(2);
     const std::string scale_op = ctx.attr_string("scale_op", ""), mask_op = ctx.attr_string("mask_op", "");
     const ElementType type = ctx.input(0).type;
     const bool same = is_float(type) && ctx.input(1).type == type && ctx.input(2).type == type;
     const int64_t r = q.rank();
-    bool fast =
-        same && r >= 2 && kt.rank() == r && v.rank() == r && kt.size(-2) == q.size(-1) && v.size(-2) == kt.size(-1);
+    // Under 16 query rows (a decode step) the separate ops are faster on cpu: matmul's
+    // matrix-vector path beats the attention kernel's per-head GEMMs (docs/performance.md).
+    bool fast = same && r >= 2 && kt.rank() == r && v.rank() == r && kt.size(-2) == q.size(-1) &&
+                v.size(-2) == kt.size(-1) && q.size(-2) >= min_query_rows;
     Shape score;
     if (fast) {
         for (int64_t i = 0; i < r - 2 && fast; ++i) {

@@ -227,13 +227,14 @@ def test_attention_with_additive_mask_fuses(backend, scale_kind):
     model = attention_model("add", scale_kind, mask_shape=["b", 1, 1, "t"])
     sess = session(model, backend)
     assert fused(sess, "attention") == 1
-    q, k, v = qkv(r)
-    mask = np.zeros((2, 1, 1, 5), np.float32)
-    mask[1, ..., 3:] = np.finfo(np.float32).min
-    [y] = sess.run(None, {"q": q, "k": k, "v": v, "mask": mask})
-    assert ops_run(sess) == ["Transpose", "FusedAttention"]
-    np.testing.assert_allclose(y, attention_reference(q, k, v, "add", mask, scale_kind=scale_kind),
-                               rtol=1e-4, atol=1e-5)
+    for t in (5, 17):  # under 16 query rows the fused node runs the separate ops
+        q, k, v = qkv(r, t=t)
+        mask = np.zeros((2, 1, 1, t), np.float32)
+        mask[1, ..., 3:] = np.finfo(np.float32).min
+        [y] = sess.run(None, {"q": q, "k": k, "v": v, "mask": mask})
+        assert ops_run(sess) == ["Transpose", "FusedAttention"]
+        np.testing.assert_allclose(y, attention_reference(q, k, v, "add", mask, scale_kind=scale_kind),
+                                   rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -243,10 +244,11 @@ def test_attention_with_causal_where_mask_fuses(backend):
     model = attention_model("where", mask_shape=["t", "t"])
     sess = session(model, backend)
     assert fused(sess, "attention") == 1
-    q, k, v = qkv(r, t=6)
-    cond = np.triu(np.ones((6, 6), bool), 1)
-    [y] = sess.run(None, {"q": q, "k": k, "v": v, "mask": cond})
-    np.testing.assert_allclose(y, attention_reference(q, k, v, "where", cond), rtol=1e-4, atol=1e-5)
+    for t in (6, 16):
+        q, k, v = qkv(r, t=t)
+        cond = np.triu(np.ones((t, t), bool), 1)
+        [y] = sess.run(None, {"q": q, "k": k, "v": v, "mask": cond})
+        np.testing.assert_allclose(y, attention_reference(q, k, v, "where", cond), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -254,9 +256,10 @@ def test_attention_without_mask_fuses(backend):
     r = rng(32)
     sess = session(attention_model(None), backend)
     assert fused(sess, "attention") == 1
-    q, k, v = qkv(r)
-    [y] = sess.run(None, {"q": q, "k": k, "v": v})
-    np.testing.assert_allclose(y, attention_reference(q, k, v, None), rtol=1e-4, atol=1e-5)
+    for t in (5, 20):
+        q, k, v = qkv(r, t=t)
+        [y] = sess.run(None, {"q": q, "k": k, "v": v})
+        np.testing.assert_allclose(y, attention_reference(q, k, v, None), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -266,18 +269,18 @@ def test_attention_mask_that_grows_the_scores_runs_unfused(backend):
     r = rng(33)
     model = attention_model("add", mask_shape=[2, "b", 2, "t", "t"])
     sess = session(model, backend)
-    q, k, v = qkv(r, b=1, t=4)
-    mask = r.standard_normal((2, 1, 2, 4, 4)).astype(np.float32)
+    q, k, v = qkv(r, b=1, t=16)
+    mask = r.standard_normal((2, 1, 2, 16, 16)).astype(np.float32)
     [y] = sess.run(None, {"q": q, "k": k, "v": v, "mask": mask})
-    assert y.shape == (2, 1, 2, 4, 8)
+    assert y.shape == (2, 1, 2, 16, 8)
     np.testing.assert_allclose(y, attention_reference(q, k, v, "add", mask), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_attention_near_misses_are_not_fused(backend):
     r = rng(34)
-    q, k, v = qkv(r, t=6)
-    cond = np.triu(np.ones((6, 6), bool), 1)
+    q, k, v = qkv(r, t=16)
+    cond = np.triu(np.ones((16, 16), bool), 1)
     # A finite fill (-1e4) is not an additive -inf mask: a fully masked row would differ.
     sess = session(attention_model("where", mask_shape=["t", "t"], fill=-1e4), backend)
     assert fused(sess, "attention") == 0
