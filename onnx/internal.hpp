@@ -104,6 +104,14 @@ struct FusionGraph {
 // comma-separated list of names runs only those.
 std::vector<std::pair<std::string, int64_t>> fuse(FusionGraph graph);
 
+// Per step: whether its outputs follow from the shapes of the feeds alone (constants no feed
+// overrides, Shape and Size of tensors whose shapes do, deterministic ops on such values), so
+// that one run per signature of feed shapes computes them for every later run with it
+// (shape_values.cpp). All false under TINYFIN_ONNX_FUSE=0, or a list without "shape_values".
+std::vector<bool> signature_steps(const std::vector<Step> &steps,
+                                  const std::unordered_map<std::string, Value> &constants,
+                                  const std::unordered_set<std::string> &overridable);
+
 // A TensorProto's data as a Value on device (external data read below base_dir).
 Value tensor_from_proto(const ::onnx::TensorProto &proto, const std::string &base_dir, const Device &device,
                         const std::string &what);

@@ -81,6 +81,10 @@ struct InferenceSession::Impl {
     // The nodes left after folding, in execution order, with their op's version and row.
     using Step = detail::Step;
     std::vector<Step> steps;
+    // Steps whose outputs follow from the feeds' shapes alone (shape_values.cpp), and their
+    // outputs per signature of feed shapes (at most 16 signatures kept).
+    std::vector<bool> by_signature;
+    std::unordered_map<std::string, std::unordered_map<std::string, Value>> signature_values;
     LoadReport load;
     RunReport last;
 
@@ -342,6 +346,7 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
         for (const auto &out : steps[i].node.output())
             if (!out.empty() && !keep.count(out) && !last_use.count(out)) last_use[out] = i;
     for (const auto &[name, i] : last_use) steps[i].frees.push_back(name);
+    by_signature = detail::signature_steps(steps, constants, initializer_inputs);
 }
 
 void InferenceSession::Impl::run_node(const Step &step, const std::vector<const Value *> &ins,
@@ -374,7 +379,39 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
     uint64_t live = 0;
     std::unordered_map<std::string, uint64_t> produced;  // bytes of each live node output
     std::vector<Value> outs;
-    for (const Step &step : steps) {
+    auto release = [&](const Step &step) {
+        for (const auto &name : step.frees) {
+            if (auto p = produced.find(name); p != produced.end()) {
+                live -= p->second;
+                produced.erase(p);
+            }
+            env.erase(name);
+        }
+    };
+    // Shape arithmetic computed once per signature of feed shapes: its values are reused.
+    std::unordered_map<std::string, Value> *cached = nullptr, *record = nullptr;
+    if (std::find(by_signature.begin(), by_signature.end(), true) != by_signature.end()) {
+        std::vector<std::string> parts;
+        for (const auto &[name, v] : env) parts.push_back(name + shape_str(v.tensor.shape()));
+        std::sort(parts.begin(), parts.end());
+        std::string key;
+        for (const auto &p : parts) key += p + '\x1f';
+        if (auto c = signature_values.find(key); c != signature_values.end()) {
+            cached = &c->second;
+            for (const auto &[name, v] : *cached) env[name] = v;
+        } else {
+            if (signature_values.size() >= 16) signature_values.clear();
+            record = &signature_values[key];
+        }
+    }
+    for (std::size_t index = 0; index < steps.size(); ++index) {
+        const Step &step = steps[index];
+        if (cached != nullptr && by_signature[index] &&
+            std::all_of(step.node.output().begin(), step.node.output().end(),
+                        [&](const std::string &o) { return o.empty() || cached->count(o); })) {
+            release(step);
+            continue;
+        }
         std::vector<const Value *> ins;
         for (const auto &in : step.node.input()) {
             if (in.empty()) {
@@ -404,6 +441,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
             live += bytes;
             produced[name] = bytes;
             env[name] = std::move(outs[static_cast<std::size_t>(o)]);
+            if (record != nullptr && by_signature[index] && bytes <= (uint64_t{1} << 20)) (*record)[name] = env[name];
         }
         last.peak_bytes = std::max(last.peak_bytes, live);
         if (options.profile) {
@@ -415,13 +453,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
                 }
             last.nodes.push_back(std::move(report));
         }
-        for (const auto &name : step.frees) {
-            if (auto p = produced.find(name); p != produced.end()) {
-                live -= p->second;
-                produced.erase(p);
-            }
-            env.erase(name);
-        }
+        release(step);
     }
     last.fallbacks = stats().total_fallbacks - fallbacks_before;
     std::unordered_map<std::string, Value> result;

@@ -306,3 +306,40 @@ def test_fusions_can_be_turned_off(monkeypatch):
     [y] = sess.run(None, {"x": x})
     assert "BatchNormalization" in ops_run(sess)
     np.testing.assert_allclose(y, reference(x)[0], rtol=1e-4, atol=1e-5)
+
+
+# ---- Shape values reused per signature of feed shapes ---------------------------------------
+
+def test_shape_arithmetic_runs_once_per_signature():
+    """Shape -> Gather -> Concat -> Reshape: the second run with the same feed shapes skips the
+    shape arithmetic; other shapes compute theirs; outputs stay right throughout."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["b"], axis=0),
+             helper.make_node("Concat", ["b", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["flat"]),
+             helper.make_node("Relu", ["flat"], ["y"])]
+    inits = [init("i0", np.array([0], np.int64)), init("minus1", np.array([-1], np.int64))]
+    model = make_model(nodes, [value("x", F, ["n", "c", "h"])], [value("y", F, ["n", None])], inits)
+    sess = session(model, "cpu")
+    r = rng(50)
+    for shape, skipped in [((2, 3, 4), False), ((2, 3, 4), True), ((5, 1, 2), False), ((2, 3, 4), True)]:
+        x = r.standard_normal(shape).astype(np.float32)
+        [y] = sess.run(None, {"x": x})
+        np.testing.assert_array_equal(y, np.maximum(x.reshape(shape[0], -1), 0))
+        assert ops_run(sess) == (["Reshape", "Relu"] if skipped else ["Shape", "Gather", "Concat", "Reshape", "Relu"])
+
+
+def test_shapes_that_depend_on_values_are_not_reused():
+    """Range(0, n) has a shape that depends on n's value, not its shape: Shape of it is computed
+    at every run, though n's shape (a scalar) never changes."""
+    nodes = [helper.make_node("Range", ["zero", "n", "one"], ["r"]),
+             helper.make_node("Shape", ["r"], ["s"]),
+             helper.make_node("ConstantOfShape", ["s"], ["z"],
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [2.0])),
+             helper.make_node("Add", ["z", "x"], ["y"])]
+    inits = [init("zero", np.array(0, np.int64)), init("one", np.array(1, np.int64))]
+    model = make_model(nodes, [value("n", TensorProto.INT64, []), value("x", F, [1])], [value("y", F, None)], inits)
+    sess = session(model, "cpu")
+    for n in (3, 5, 3):
+        [y] = sess.run(None, {"n": np.array(n, np.int64), "x": np.array([1.0], np.float32)})
+        np.testing.assert_array_equal(y, np.full(n, 3.0, np.float32))
