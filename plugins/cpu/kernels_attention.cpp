@@ -71,8 +71,9 @@ void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t
 
 namespace {
 
-[[gnu::always_inline]] inline void probabilities_body(float *__restrict scores, const float *__restrict mask, int64_t tq,
-                                                      int64_t tk, bool causal, float scale, char *__restrict blind) {
+[[gnu::always_inline]] inline void probabilities_body(float *__restrict scores, const float *__restrict mask,
+                                                      int64_t tq, int64_t tk, bool causal, float scale,
+                                                      char *__restrict blind) {
     for (int64_t i = 0; i < tq; ++i) {
         float *__restrict row = scores + i * tk;
         // Keys [0, seen) are visible to query i; causal hides the rest (exp gives 0 there).
