@@ -112,7 +112,39 @@ std::vector<Value> fused_attention(Ctx &ctx) {
     return {make(matmul(softmax(s, -1), v), type)};
 }
 
+// FusedRmsNorm(x, weight, two, eps, one): Pow(x, two) -> ReduceMean(last axis, keepdims) -> Add
+// eps -> Sqrt -> then x * (one / s) (attribute form "DivOne"), x / s ("Div") or x *
+// Reciprocal(s) ("Reciprocal"), then times weight when present. tinyfin's rms_norm when two is 2,
+// the scalars are scalars of x's type and the weight a vector of x's last axis; otherwise the
+// original ops in order.
+std::vector<Value> fused_rms_norm(Ctx &ctx) {
+    const Tensor &x = ctx.tensor(0);
+    const ElementType type = ctx.input(0).type;
+    const std::string form = ctx.attr_string("form", "");
+    const bool weighted = ctx.has_input(1);
+    auto scalar_ok = [&](std::size_t i) {
+        return ctx.has_input(i) && ctx.input(i).type == type && ctx.tensor(i).numel() == 1 &&
+               ctx.tensor(i).rank() <= x.rank();
+    };
+    bool fast = is_float(type) && x.rank() >= 1 && scalar_ok(2) && scalar_ok(3) && (form != "DivOne" || scalar_ok(4));
+    fast = fast && ctx.tensor(2).item<float>() == 2.0f && (form != "DivOne" || ctx.tensor(4).item<float>() == 1.0f);
+    if (fast && weighted)
+        fast = ctx.input(1).type == type && ctx.tensor(1).rank() == 1 && ctx.tensor(1).size(0) == x.size(-1);
+    if (fast) {
+        const double eps = ctx.tensor(3).item<float>();
+        return {make(rms_norm(x, 1, weighted ? ctx.tensor(1) : Tensor(), eps), type)};
+    }
+    // The original nodes' ops, in order.
+    Tensor squares = pow(x, ctx.tensor(2).to(x.dtype()));
+    if (squares.rank() > 0) squares = mean(squares, {squares.rank() - 1}, true);
+    const Tensor s = sqrt(add(squares, ctx.tensor(3)));
+    Tensor y = form == "Div" ? div(x, s) : mul(x, form == "DivOne" ? div(ctx.tensor(4), s) : div(1.0, s));
+    if (weighted) y = mul(ctx.tensor(1), y);
+    return {make(y, type)};
+}
+
 const OpRow gelu_row{"FusedGelu", 1, 1, fused_gelu};
+const OpRow rms_norm_row{"FusedRmsNorm", 1, 1, fused_rms_norm};
 const OpRow attention_row{"FusedAttention", 1, 1, fused_attention};
 
 // ---- The graph as the rewrites see it ---------------------------------------------------
@@ -369,6 +401,93 @@ int64_t fuse_gelu(Graph &g) {
     return fired;
 }
 
+// ---- RMSNorm ------------------------------------------------------------------------------
+// Pow(x, 2) -> ReduceMean(axes [-1], keepdims 1) -> Add eps -> Sqrt -> [Div(1, .) -> Mul(x, .) |
+// Div(x, .) | Reciprocal -> Mul(x, .)] -> [Mul by a constant vector], either operand order.
+int64_t fuse_rms_norm(Graph &g) {
+    int64_t fired = 0;
+    for (std::size_t r = 0; r < g.steps().size(); ++r) {
+        const Step &reduce = g.step(r);
+        const auto &rn = reduce.node;
+        if (rn.op_type() != "ReduceMean" || rn.input_size() != 1 || reduce.version >= 18) continue;
+        const auto *axes = find_attr(rn, "axes");
+        if (axes == nullptr || axes->ints_size() != 1 || axes->ints(0) != -1 || int_attr(rn, "keepdims", 1) != 1)
+            continue;
+        std::vector<std::size_t> nodes{r};
+        const std::size_t p = g.producer(rn.input(0), "Pow");
+        if (p == none || !g.single_use(rn.input(0)) || g.step(p).node.input_size() != 2) continue;
+        const std::string x = g.step(p).node.input(0), two = g.step(p).node.input(1);
+        if (g.scalar_of(two) != 2.0) continue;
+        nodes.push_back(p);
+        const std::size_t a = g.only_consumer(rn.output(0), "Add");
+        if (a == none) continue;
+        const int ei = other_input(g.step(a).node, rn.output(0));
+        if (ei < 0 || !g.scalar_of(g.step(a).node.input(ei))) continue;
+        const std::string eps = g.step(a).node.input(ei);
+        nodes.push_back(a);
+        const std::size_t sq = g.only_consumer(g.step(a).node.output(0), "Sqrt");
+        if (sq == none) continue;
+        nodes.push_back(sq);
+        const std::string &root = g.step(sq).node.output(0);
+        std::string form, one;
+        std::size_t normed = none;  // the node whose output is x normalised
+        if (std::size_t d = g.only_consumer(root, "Div"); d != none) {
+            const auto &n = g.step(d).node;
+            if (n.input_size() != 2 || n.input(1) != root) continue;
+            if (n.input(0) == x) {
+                form = "Div";
+                normed = d;
+            } else if (g.scalar_of(n.input(0)) == 1.0) {
+                form = "DivOne";
+                one = n.input(0);
+                nodes.push_back(d);
+                normed = g.only_consumer(n.output(0), "Mul");
+                if (normed == none || other_input(g.step(normed).node, n.output(0)) < 0 ||
+                    g.step(normed).node.input(other_input(g.step(normed).node, n.output(0))) != x)
+                    continue;
+            } else {
+                continue;
+            }
+        } else if (std::size_t rc = g.only_consumer(root, "Reciprocal"); rc != none) {
+            form = "Reciprocal";
+            nodes.push_back(rc);
+            const std::string &inv = g.step(rc).node.output(0);
+            normed = g.only_consumer(inv, "Mul");
+            if (normed == none || other_input(g.step(normed).node, inv) < 0 ||
+                g.step(normed).node.input(other_input(g.step(normed).node, inv)) != x)
+                continue;
+        } else {
+            continue;
+        }
+        // An optional weight: Mul by a constant vector.
+        std::size_t last = normed;
+        std::string weight;
+        const std::string &n_out = g.step(normed).node.output(0);
+        if (std::size_t m = g.only_consumer(n_out, "Mul"); m != none) {
+            const int wi = other_input(g.step(m).node, n_out);
+            const std::string w = wi < 0 ? "" : g.step(m).node.input(wi);
+            if (const Value *c = g.constant(w); c != nullptr && is_float(c->type) && c->tensor.rank() == 1) {
+                weight = w;
+                nodes.push_back(normed);
+                last = m;
+            }
+        }
+        Step &tail = g.step(last);
+        ::onnx::NodeProto fused;
+        fused.set_name(tail.node.name());
+        fused.set_op_type(rms_norm_row.op_type);
+        fused.set_domain("tinyfin");
+        for (const std::string &in : {x, weight, two, eps, one}) fused.add_input(in);
+        fused.add_output(tail.node.output(0));
+        set_attr(fused, "form", form);
+        for (std::size_t n : nodes) g.remove(n);
+        tail = Step{std::move(fused), 1, &rms_norm_row, tail.label, {}};
+        ++fired;
+    }
+    g.commit();
+    return fired;
+}
+
 // ---- Attention ---------------------------------------------------------------------------
 // MatMul(q, kT) -> [Div | Mul by a scalar] -> [Add mask | Where(cond, -inf, .) | Where(cond, .,
 // -inf)] -> Softmax(last axis) -> MatMul(., v).
@@ -485,6 +604,7 @@ std::vector<std::pair<std::string, int64_t>> fuse(FusionGraph graph) {
     const std::pair<const char *, int64_t (*)(Graph &)> passes[] = {
         {"conv_batchnorm", fold_batch_norm},
         {"gelu", fuse_gelu},
+        {"rms_norm", fuse_rms_norm},
         {"attention", fuse_attention},
     };
     for (const auto &[name, pass] : passes) {

@@ -343,3 +343,60 @@ def test_shapes_that_depend_on_values_are_not_reused():
     for n in (3, 5, 3):
         [y] = sess.run(None, {"n": np.array(n, np.int64), "x": np.array([1.0], np.float32)})
         np.testing.assert_array_equal(y, np.full(n, 3.0, np.float32))
+
+
+# ---- RMSNorm ---------------------------------------------------------------------------------
+
+def rms_model(form="DivOne", axes=(-1,), exponent=2.0, weighted=True):
+    nodes = [helper.make_node("Pow", ["x", "two"], ["sq"]),
+             helper.make_node("ReduceMean", ["sq"], ["ms"], axes=list(axes), keepdims=1),
+             helper.make_node("Add", ["ms", "eps"], ["mse"]),
+             helper.make_node("Sqrt", ["mse"], ["rms"])]
+    if form == "DivOne":
+        nodes += [helper.make_node("Div", ["one", "rms"], ["inv"]), helper.make_node("Mul", ["x", "inv"], ["n"])]
+    elif form == "Div":
+        nodes += [helper.make_node("Div", ["x", "rms"], ["n"])]
+    else:
+        nodes += [helper.make_node("Reciprocal", ["rms"], ["inv"]), helper.make_node("Mul", ["inv", "x"], ["n"])]
+    w = rng(60).uniform(0.5, 1.5, 6).astype(np.float32)
+    nodes.append(helper.make_node("Mul", ["w", "n"], ["y"]) if weighted else helper.make_node("Identity", ["n"], ["y"]))
+    inits = [init("two", np.array(exponent, np.float32)), init("eps", np.array(1e-6, np.float32)),
+             init("one", np.array(1, np.float32)), init("w", w)]
+    model = make_model(nodes, [value("x", F, ["b", "t", 6])], [value("y", F, ["b", "t", 6])], inits)
+
+    def reference(x):
+        x = d(x)
+        ms = np.mean(x ** exponent, axis=tuple(axes), keepdims=True)
+        n = x / np.sqrt(ms + np.float64(np.float32(1e-6)))
+        return n * d(w) if weighted else n
+    return model, reference
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("form", ["DivOne", "Div", "Reciprocal"])
+def test_rms_norm_fuses(backend, form):
+    model, reference = rms_model(form)
+    sess = session(model, backend)
+    assert fused(sess, "rms_norm") == 1
+    x = rng(61).standard_normal((2, 3, 6)).astype(np.float32)
+    [y] = sess.run(None, {"x": x})
+    assert ops_run(sess) == ["FusedRmsNorm"]
+    np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rms_norm_near_misses_are_not_fused(backend):
+    x = rng(62).standard_normal((2, 3, 6)).astype(np.float32)
+    for kw in (dict(axes=(1,)), dict(exponent=3.0)):  # another axis; a cube (of positive x)
+        model, reference = rms_model(**kw)
+        sess = session(model, backend)
+        assert fused(sess, "rms_norm") == 0, kw
+        xp = np.abs(x) + np.float32(0.1)
+        [y] = sess.run(None, {"x": xp})
+        np.testing.assert_allclose(y, reference(xp), rtol=1e-4, atol=1e-5)
+    # Without a weight (the Identity is not a Mul): fused, normalised only.
+    model, reference = rms_model(weighted=False)
+    sess = session(model, backend)
+    assert fused(sess, "rms_norm") == 1
+    [y] = sess.run(None, {"x": x})
+    np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-6)

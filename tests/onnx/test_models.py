@@ -28,7 +28,7 @@ FUSIONS = {
     "char_gpt": {"gelu": 4, "attention": 4},
     "resnet18": {"conv_batchnorm": 20},
     "bert": {"gelu": 2, "attention": 2},
-    "llama_block": {"attention": 1},
+    "llama_block": {"rms_norm": 2, "attention": 1},
 }
 
 
