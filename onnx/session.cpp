@@ -7,6 +7,8 @@
 #include <chrono>
 #include <climits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -82,9 +84,12 @@ struct InferenceSession::Impl {
     using Step = detail::Step;
     std::vector<Step> steps;
     // Steps whose outputs follow from the feeds' shapes alone (shape_values.cpp), and their
-    // outputs per signature of feed shapes (at most 16 signatures kept).
+    // outputs per signature of feed shapes (at most 16 signatures kept; runs on several threads
+    // share them under the mutex).
     std::vector<bool> by_signature;
-    std::unordered_map<std::string, std::unordered_map<std::string, Value>> signature_values;
+    using ShapeValues = std::unordered_map<std::string, Value>;
+    std::mutex signature_mutex;
+    std::unordered_map<std::string, std::shared_ptr<const ShapeValues>> signature_values;
     LoadReport load;
     RunReport last;
 
@@ -388,20 +393,25 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
             env.erase(name);
         }
     };
-    // Shape arithmetic computed once per signature of feed shapes: its values are reused.
-    std::unordered_map<std::string, Value> *cached = nullptr, *record = nullptr;
+    // Shape arithmetic computed once per signature of feed shapes: its values are reused; a run
+    // that completes with a new signature stores them.
+    std::shared_ptr<const ShapeValues> cached;
+    ShapeValues recorded;
+    ShapeValues *record = nullptr;
+    std::string key;
     if (std::find(by_signature.begin(), by_signature.end(), true) != by_signature.end()) {
         std::vector<std::string> parts;
         for (const auto &[name, v] : env) parts.push_back(name + shape_str(v.tensor.shape()));
         std::sort(parts.begin(), parts.end());
-        std::string key;
         for (const auto &p : parts) key += p + '\x1f';
-        if (auto c = signature_values.find(key); c != signature_values.end()) {
-            cached = &c->second;
+        {
+            std::lock_guard<std::mutex> lock(signature_mutex);
+            if (auto c = signature_values.find(key); c != signature_values.end()) cached = c->second;
+        }
+        if (cached != nullptr) {
             for (const auto &[name, v] : *cached) env[name] = v;
         } else {
-            if (signature_values.size() >= 16) signature_values.clear();
-            record = &signature_values[key];
+            record = &recorded;
         }
     }
     for (std::size_t index = 0; index < steps.size(); ++index) {
@@ -454,6 +464,11 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
             last.nodes.push_back(std::move(report));
         }
         release(step);
+    }
+    if (record != nullptr) {
+        std::lock_guard<std::mutex> lock(signature_mutex);
+        if (signature_values.size() >= 16) signature_values.clear();
+        signature_values[key] = std::make_shared<const ShapeValues>(std::move(recorded));
     }
     last.fallbacks = stats().total_fallbacks - fallbacks_before;
     std::unordered_map<std::string, Value> result;

@@ -400,3 +400,23 @@ def test_rms_norm_near_misses_are_not_fused(backend):
     assert fused(sess, "rms_norm") == 1
     [y] = sess.run(None, {"x": x})
     np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_shape_values_with_runs_on_several_threads():
+    """Runs of one session from several threads, with two signatures interleaved, all right."""
+    from concurrent.futures import ThreadPoolExecutor
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["b"], axis=0),
+             helper.make_node("Concat", ["b", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"])]
+    inits = [init("i0", np.array([0], np.int64)), init("minus1", np.array([-1], np.int64))]
+    model = make_model(nodes, [value("x", F, ["n", "c", "h"])], [value("y", F, ["n", None])], inits)
+    sess = tfo.InferenceSession(model.SerializeToString(), backend="cpu")
+    shapes = [(2, 3, 4), (5, 1, 2)] * 20
+
+    def one(shape):
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        [y] = sess.run(None, {"x": x})
+        return np.array_equal(y, x.reshape(shape[0], -1))
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(one, shapes))
