@@ -21,11 +21,12 @@ constexpr std::size_t none = static_cast<std::size_t>(-1);
 
 // ---- Fused kernels ---------------------------------------------------------------------
 
-// FusedGelu(x): the exact (erf) GELU, x * 0.5 * (1 + erf(x / sqrt(2))). Attribute rank: the
+// FusedGelu(x): the exact (erf) GELU, x * 0.5 * (1 + erf(x / sqrt(2))), or with attribute
+// approximate 1 the tanh form, x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Attribute rank: the
 // largest rank of the pattern's constants (the pattern's output has at least that rank).
 std::vector<Value> fused_gelu(Ctx &ctx) {
     const Tensor &x = ctx.tensor(0);
-    Tensor y = gelu(x, false);
+    Tensor y = gelu(x, ctx.attr_int("approximate", 0) != 0);
     const int64_t rank = ctx.attr_int("rank", 0);
     if (y.rank() < rank) {
         Shape shape(static_cast<std::size_t>(rank - y.rank()), 1);
@@ -316,39 +317,68 @@ int64_t fold_batch_norm(Graph &g) {
     return fired;
 }
 
-// ---- GELU (erf form) ---------------------------------------------------------------------
-// x -> Div(x, sqrt 2) | Mul(x, 1/sqrt 2) -> Erf -> Add 1, then either Mul(x, .) -> Mul 0.5
-// (torch's export) or Mul(Mul(x, 0.5), .) (HF's).
+// ---- GELU (erf and tanh forms) -----------------------------------------------------------
+// x -> Div(x, sqrt 2) | Mul(x, 1/sqrt 2) -> Erf, or Pow(x, 3) -> Mul 0.044715 -> Add x -> Mul
+// sqrt(2/pi) -> Tanh; then Add 1, then either Mul(x, .) -> Mul 0.5 (torch's export) or
+// Mul(Mul(x, 0.5), .) (HF's).
 int64_t fuse_gelu(Graph &g) {
     int64_t fired = 0;
     for (std::size_t e = 0; e < g.steps().size(); ++e) {
         const auto &erf_node = g.step(e).node;
-        if (erf_node.op_type() != "Erf" || erf_node.input_size() != 1) continue;
+        const bool approximate = erf_node.op_type() == "Tanh";
+        if ((erf_node.op_type() != "Erf" && !approximate) || erf_node.input_size() != 1) continue;
         std::vector<std::size_t> nodes{e};
         std::vector<std::string> consts;
-        // The scaled input.
-        const std::string &scaled = erf_node.input(0);
-        std::size_t d = g.producer(scaled, "Div");
         std::string x;
-        if (d != none) {
-            const auto &n = g.step(d).node;
-            const auto c = n.input_size() == 2 ? g.scalar_of(n.input(1)) : std::nullopt;
-            if (!c || !near(*c, std::sqrt(2.0))) continue;
-            x = n.input(0);
-            consts.push_back(n.input(1));
-        } else if ((d = g.producer(scaled, "Mul")) != none) {
-            const auto &n = g.step(d).node;
-            int ci = -1;
-            for (int k = 0; k < 2 && n.input_size() == 2; ++k)
-                if (auto c = g.scalar_of(n.input(k)); c && near(*c, std::sqrt(0.5))) ci = k;
-            if (ci < 0) continue;
-            x = n.input(1 - ci);
-            consts.push_back(n.input(ci));
+        // The scalar operand of a two-input node of op_type producing `value` when it is near
+        // `want` (its index), and the other operand.
+        auto scaled_by = [&](const std::string &value, const char *op_type, double want, std::size_t &at,
+                             std::string &other) {
+            at = g.producer(value, op_type);
+            if (at == none || !g.single_use(value) || g.step(at).node.input_size() != 2) return false;
+            const auto &n = g.step(at).node;
+            for (int k = 0; k < 2; ++k)
+                if (auto c = g.scalar_of(n.input(k));
+                    c && near(*c, want) && (k == 1 || std::string(op_type) == "Mul")) {
+                    other = n.input(1 - k);
+                    consts.push_back(n.input(k));
+                    return !other.empty();
+                }
+            return false;
+        };
+        if (approximate) {
+            // tanh(sqrt(2/pi) (x + 0.044715 x^3))
+            const double pi = 3.14159265358979323846;
+            std::size_t m = none, add = none, cube_mul = none, pw = none;
+            std::string inner, cubes, cube;
+            if (!scaled_by(erf_node.input(0), "Mul", std::sqrt(2.0 / pi), m, inner)) continue;
+            add = g.producer(inner, "Add");
+            if (add == none || !g.single_use(inner) || g.step(add).node.input_size() != 2) continue;
+            bool matched = false;
+            for (int k = 0; k < 2 && !matched; ++k) {
+                const std::string &candidate = g.step(add).node.input(k);
+                const std::size_t before = consts.size();
+                if (scaled_by(candidate, "Mul", 0.044715, cube_mul, cube) && (pw = g.producer(cube, "Pow")) != none &&
+                    g.single_use(cube) && g.step(pw).node.input_size() == 2 &&
+                    g.scalar_of(g.step(pw).node.input(1)) == 3.0 &&
+                    g.step(pw).node.input(0) == g.step(add).node.input(1 - k)) {
+                    x = g.step(pw).node.input(0);
+                    consts.push_back(g.step(pw).node.input(1));
+                    matched = true;
+                } else {
+                    consts.resize(before);
+                }
+            }
+            if (!matched) continue;
+            nodes.insert(nodes.end(), {m, add, cube_mul, pw});
         } else {
-            continue;
+            // erf(x / sqrt 2) or erf(x * (1 / sqrt 2))
+            std::size_t d = none;
+            if (!scaled_by(erf_node.input(0), "Div", std::sqrt(2.0), d, x) &&
+                !scaled_by(erf_node.input(0), "Mul", std::sqrt(0.5), d, x))
+                continue;
+            nodes.push_back(d);
         }
-        if (!g.single_use(scaled) || x.empty()) continue;
-        nodes.push_back(d);
         // + 1
         const std::size_t a = g.only_consumer(erf_node.output(0), "Add");
         if (a == none) continue;
@@ -393,6 +423,7 @@ int64_t fuse_gelu(Graph &g) {
         fused.add_input(x);
         fused.add_output(tail.node.output(0));
         set_attr(fused, "rank", rank);
+        set_attr(fused, "approximate", int64_t{approximate ? 1 : 0});
         for (std::size_t n : nodes) g.remove(n);
         tail = Step{std::move(fused), 1, &gelu_row, tail.label, {}};
         ++fired;

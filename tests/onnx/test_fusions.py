@@ -161,6 +161,49 @@ def test_gelu_fuses(backend, form):
     np.testing.assert_allclose(y, reference(x)[0], rtol=1e-5, atol=1e-5)
 
 
+def tanh_gelu_model(form, k=0.044715):
+    """x * 0.5 * (1 + tanh(sqrt(2/pi) (x + k x^3))), torch's or HF's operand order."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Pow", ["h", "three"], ["h3"]),
+             helper.make_node("Mul", ["k", "h3"], ["kh3"]),
+             helper.make_node("Add", ["h", "kh3"], ["inner"]),
+             helper.make_node("Mul", ["inner", "c"], ["scaled"]),
+             helper.make_node("Tanh", ["scaled"], ["t"]),
+             helper.make_node("Add", ["t", "one"], ["t1"])]
+    if form == "torch":
+        nodes += [helper.make_node("Mul", ["h", "t1"], ["m"]), helper.make_node("Mul", ["m", "half"], ["y"])]
+    else:
+        nodes += [helper.make_node("Mul", ["half", "h"], ["m"]), helper.make_node("Mul", ["m", "t1"], ["y"])]
+    w = rng(23).standard_normal((5, 6)).astype(np.float32)
+    c = np.float32(np.sqrt(2 / np.pi))
+    inits = [init("w", w), init("three", np.array(3, np.float32)), init("k", np.array(k, np.float32)),
+             init("c", np.array(c)), init("one", np.array(1, np.float32)), init("half", np.array(0.5, np.float32))]
+    model = make_model(nodes, [value("x", F, ["n", 5])], [value("y", F, ["n", 6])], inits)
+
+    def reference(x):
+        h = d(x) @ d(w)
+        return h * 0.5 * (1 + np.tanh(np.float64(c) * (h + np.float64(np.float32(k)) * h ** 3)))
+    return model, reference
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("form", ["torch", "hf"])
+def test_tanh_gelu_fuses(backend, form):
+    model, reference = tanh_gelu_model(form)
+    sess = session(model, backend)
+    assert fused(sess, "gelu") == 1
+    x = rng(24).standard_normal((7, 5)).astype(np.float32) * 2
+    [y] = sess.run(None, {"x": x})
+    assert ops_run(sess) == ["MatMul", "FusedGelu"]
+    np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-5)
+    # Another cubic coefficient: not GELU, computed as written.
+    model, reference = tanh_gelu_model(form, k=0.05)
+    sess = session(model, backend)
+    assert fused(sess, "gelu") == 0
+    [y] = sess.run(None, {"x": x})
+    np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gelu_near_misses_are_not_fused(backend):
     x = rng(22).standard_normal((7, 5)).astype(np.float32) * 2
