@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "tinyfin/onnx.hpp"
@@ -74,6 +77,40 @@ std::span<const OpRow> resize_ops();
 
 // The row for op_type, nullptr when none.
 const OpRow *find_op(const std::string &op_type);
+
+// A node the session executes: the node (as loaded, or rewritten by a fusion), its op's
+// since-version, its op table row, its label, and the values whose last consumer it is.
+struct Step {
+    ::onnx::NodeProto node;
+    int version;
+    const OpRow *row;
+    std::string label;
+    std::vector<std::string> frees;
+};
+
+// The graph as the load-time rewrites (fusions.cpp) see it after folding.
+struct FusionGraph {
+    std::vector<Step> &steps;
+    std::unordered_map<std::string, Value> &constants;
+    // Constants a feed may override (initializers that are also graph inputs): never folded.
+    const std::unordered_set<std::string> &overridable;
+    // Graph outputs: a fusion never hides one inside a fused node.
+    const std::unordered_set<std::string> &outputs;
+    Device device;
+};
+
+// Rewrites matched patterns into fused nodes (docs/onnx.md, "Fusions at load"): returns how
+// many times each fusion fired, by name. TINYFIN_ONNX_FUSE=0 turns every fusion off; a
+// comma-separated list of names runs only those.
+std::vector<std::pair<std::string, int64_t>> fuse(FusionGraph graph);
+
+// Per step: whether its outputs follow from the shapes of the feeds alone (constants no feed
+// overrides, Shape and Size of tensors whose shapes do, deterministic ops on such values), so
+// that one run per signature of feed shapes computes them for every later run with it
+// (shape_values.cpp). All false under TINYFIN_ONNX_FUSE=0, or a list without "shape_values".
+std::vector<bool> signature_steps(const std::vector<Step> &steps,
+                                  const std::unordered_map<std::string, Value> &constants,
+                                  const std::unordered_set<std::string> &overridable);
 
 // A TensorProto's data as a Value on device (external data read below base_dir).
 Value tensor_from_proto(const ::onnx::TensorProto &proto, const std::string &base_dir, const Device &device,

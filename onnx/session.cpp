@@ -7,6 +7,8 @@
 #include <chrono>
 #include <climits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -79,14 +81,15 @@ struct InferenceSession::Impl {
     std::unordered_set<std::string> initializer_inputs;  // graph inputs an initializer defaults
     std::unordered_map<std::string, Value> constants;
     // The nodes left after folding, in execution order, with their op's version and row.
-    struct Step {
-        ::onnx::NodeProto node;
-        int version;
-        const OpRow *row;
-        std::string label;
-        std::vector<std::string> frees;  // values whose last consumer this is
-    };
+    using Step = detail::Step;
     std::vector<Step> steps;
+    // Steps whose outputs follow from the feeds' shapes alone (shape_values.cpp), and their
+    // outputs per signature of feed shapes (at most 16 signatures kept; runs on several threads
+    // share them under the mutex).
+    std::vector<bool> by_signature;
+    using ShapeValues = std::unordered_map<std::string, Value>;
+    std::mutex signature_mutex;
+    std::unordered_map<std::string, std::shared_ptr<const ShapeValues>> signature_values;
     LoadReport load;
     RunReport last;
 
@@ -321,6 +324,13 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
         trans_b->set_i(0);
     }
 
+    // Load-time rewrites (fusions.cpp) over the folded graph.
+    {
+        std::unordered_set<std::string> output_names;
+        for (const auto &out : outputs) output_names.insert(out.name);
+        load.fusions = detail::fuse({steps, constants, initializer_inputs, output_names, device});
+    }
+
     // Constants nothing needs any more (inputs only of folded nodes) are released.
     std::unordered_set<std::string> needed(initializer_inputs.begin(), initializer_inputs.end());
     for (const auto &step : steps)
@@ -341,6 +351,7 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
         for (const auto &out : steps[i].node.output())
             if (!out.empty() && !keep.count(out) && !last_use.count(out)) last_use[out] = i;
     for (const auto &[name, i] : last_use) steps[i].frees.push_back(name);
+    by_signature = detail::signature_steps(steps, constants, initializer_inputs);
 }
 
 void InferenceSession::Impl::run_node(const Step &step, const std::vector<const Value *> &ins,
@@ -373,7 +384,44 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
     uint64_t live = 0;
     std::unordered_map<std::string, uint64_t> produced;  // bytes of each live node output
     std::vector<Value> outs;
-    for (const Step &step : steps) {
+    auto release = [&](const Step &step) {
+        for (const auto &name : step.frees) {
+            if (auto p = produced.find(name); p != produced.end()) {
+                live -= p->second;
+                produced.erase(p);
+            }
+            env.erase(name);
+        }
+    };
+    // Shape arithmetic computed once per signature of feed shapes: its values are reused; a run
+    // that completes with a new signature stores them.
+    std::shared_ptr<const ShapeValues> cached;
+    ShapeValues recorded;
+    ShapeValues *record = nullptr;
+    std::string key;
+    if (std::find(by_signature.begin(), by_signature.end(), true) != by_signature.end()) {
+        std::vector<std::string> parts;
+        for (const auto &[name, v] : env) parts.push_back(name + shape_str(v.tensor.shape()));
+        std::sort(parts.begin(), parts.end());
+        for (const auto &p : parts) key += p + '\x1f';
+        {
+            std::lock_guard<std::mutex> lock(signature_mutex);
+            if (auto c = signature_values.find(key); c != signature_values.end()) cached = c->second;
+        }
+        if (cached != nullptr) {
+            for (const auto &[name, v] : *cached) env[name] = v;
+        } else {
+            record = &recorded;
+        }
+    }
+    for (std::size_t index = 0; index < steps.size(); ++index) {
+        const Step &step = steps[index];
+        if (cached != nullptr && by_signature[index] &&
+            std::all_of(step.node.output().begin(), step.node.output().end(),
+                        [&](const std::string &o) { return o.empty() || cached->count(o); })) {
+            release(step);
+            continue;
+        }
         std::vector<const Value *> ins;
         for (const auto &in : step.node.input()) {
             if (in.empty()) {
@@ -403,6 +451,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
             live += bytes;
             produced[name] = bytes;
             env[name] = std::move(outs[static_cast<std::size_t>(o)]);
+            if (record != nullptr && by_signature[index] && bytes <= (uint64_t{1} << 20)) (*record)[name] = env[name];
         }
         last.peak_bytes = std::max(last.peak_bytes, live);
         if (options.profile) {
@@ -414,13 +463,12 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
                 }
             last.nodes.push_back(std::move(report));
         }
-        for (const auto &name : step.frees) {
-            if (auto p = produced.find(name); p != produced.end()) {
-                live -= p->second;
-                produced.erase(p);
-            }
-            env.erase(name);
-        }
+        release(step);
+    }
+    if (record != nullptr) {
+        std::lock_guard<std::mutex> lock(signature_mutex);
+        if (signature_values.size() >= 16) signature_values.clear();
+        signature_values[key] = std::make_shared<const ShapeValues>(std::move(recorded));
     }
     last.fallbacks = stats().total_fallbacks - fallbacks_before;
     std::unordered_map<std::string, Value> result;

@@ -112,6 +112,8 @@ struct LoadReport {
     int64_t folded = 0;  // evaluated at load (constants and shape computations)
     uint64_t initializer_bytes = 0;  // uploaded to the backend, once
     std::string backend;
+    // Load-time rewrites that fired (docs/onnx.md, "Fusions at load"): name, times.
+    std::vector<std::pair<std::string, int64_t>> fusions;
 };
 
 // One node of the last run (SessionOptions::profile).

@@ -4,7 +4,8 @@
 //  - scores are (q k^T)[i, j] * scale + mask[i, j] in f32, the same operations the core's
 //    backward rule recomputes them with; causal hides key j from query i when
 //    j > i + (Tk - Tq) (score -inf).
-//  - the softmax is max-shifted, exp in f32 (vector_math.hpp's), sums in double (its lanes).
+//  - the softmax is max-shifted, exp in f32 (vector_math.hpp's), sums in double (its lanes), one
+//    f32 reciprocal of the sum per row (as the softmax kernel).
 //  - batch elements run as tasks on the thread pool.
 //  - a query row that sees no key (every score -inf: all hidden by causal or the mask, or Tk = 0)
 //    gives NaN, as torch's math attention and softmax over all -inf do; the core's backward rule,
@@ -70,29 +71,33 @@ void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t
 
 namespace {
 
-[[gnu::always_inline]] inline void probabilities_body(float *scores, const float *mask, int64_t tq, int64_t tk,
-                                                      bool causal, float scale, char *blind) {
+[[gnu::always_inline]] inline void probabilities_body(float *__restrict scores, const float *__restrict mask,
+                                                      int64_t tq, int64_t tk, bool causal, float scale,
+                                                      char *__restrict blind) {
     for (int64_t i = 0; i < tq; ++i) {
-        float *row = scores + i * tk;
+        float *__restrict row = scores + i * tk;
         // Keys [0, seen) are visible to query i; causal hides the rest (exp gives 0 there).
         const int64_t seen = causal ? std::clamp<int64_t>(i + tk - tq + 1, 0, tk) : tk;
         if (mask) {
-            const float *mrow = mask + i * tk;
+            const float *__restrict mrow = mask + i * tk;
             for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale + mrow[j];
         } else {
             for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale;
         }
         const float max = vec::max(row, seen);
-        blind[i] = max == -INFINITY;
-        if (blind[i]) {
+        const bool none = max == -INFINITY;
+        blind[i] = none;
+        if (none) {
             std::fill(row, row + tk, NAN);  // softmax over no finite score
             continue;
         }
-        // vector_math.hpp's exp (within 2 ulp, no call per element) and lane sums in double.
+        // vector_math.hpp's exp (within 2 ulp, no call per element), lane sums in double and one
+        // reciprocal per row, as the softmax kernel normalises (kernels_softmax.cpp): each pass a
+        // loop GCC vectorizes (a division per element in double was 3x the softmax's time).
         for (int64_t j = 0; j < seen; ++j) row[j] = vec::exp(row[j] - max);
         std::fill(row + seen, row + tk, 0.0f);
-        const double sum = vec::sum(row, seen);
-        for (int64_t j = 0; j < seen; ++j) row[j] = static_cast<float>(row[j] / sum);
+        const float inv = static_cast<float>(1.0 / vec::sum(row, seen));
+        for (int64_t j = 0; j < seen; ++j) row[j] *= inv;
     }
 }
 

@@ -102,6 +102,9 @@ PYBIND11_MODULE(_onnx, m) {
                  d["folded"] = r.folded;
                  d["initializer_bytes"] = r.initializer_bytes;
                  d["backend"] = r.backend;
+                 py::dict fusions;
+                 for (const auto &[name, count] : r.fusions) fusions[py::str(name)] = count;
+                 d["fusions"] = fusions;
                  return d;
              })
         .def("last_run",

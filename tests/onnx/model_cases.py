@@ -53,14 +53,15 @@ def error_ratio(got, want, rtol, atol_scale):
 def run_model(name, backend, data=None):
     """Runs every stored case of name on backend: {"ratio": worst error ratio, "seconds": of the
     runs, "fallbacks": tinyfin ops that left the backend (summed over the cases), "fallback_ops":
-    {op type: count}, "shapes_ok": bool}."""
+    {op type: count}, "shapes_ok": bool, "fusions": load_report's}."""
     import tinyfin.onnx as tfo
     serialized, cases = data or load(name)
     sess = tfo.InferenceSession(serialized, backend=backend, profile=True)
     names = [o.name for o in sess.get_outputs()]
     tol = TOLERANCES[name]
     result = {"ratio": 0.0, "seconds": 0.0, "fallbacks": 0, "fallback_ops": {}, "shapes_ok": True,
-              "folded": sess.load_report()["folded"], "nodes": sess.load_report()["nodes"]}
+              "folded": sess.load_report()["folded"], "nodes": sess.load_report()["nodes"],
+              "fusions": sess.load_report()["fusions"]}
     for feeds, outputs in cases:
         start = time.perf_counter()
         got = sess.run(None, feeds)

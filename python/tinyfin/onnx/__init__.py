@@ -87,7 +87,8 @@ class InferenceSession:
         return [self.load_report()["backend"]]
 
     def load_report(self):
-        """opset, nodes, folded (evaluated at load), initializer_bytes, backend."""
+        """opset, nodes, folded (evaluated at load), initializer_bytes, backend, fusions (the
+        load-time fusions that fired: name -> times; docs/onnx.md)."""
         return self._s.load_report()
 
     def last_run(self):

@@ -1,0 +1,465 @@
+"""Load-time fusions (onnx/fusions.cpp, docs/onnx.md "Fusions at load"): each pattern fires
+(load_report()["fusions"], and the fused node in node_report()), its output matches a float64
+reference computed from the ONNX ops' definitions on every backend, and near misses (an
+intermediate with a second consumer, a weight a feed may override, a constant that is not the
+pattern's, a mask that does not broadcast into the scores) are left alone or computed unfused,
+with correct outputs."""
+import os
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import tinyfin.onnx as tfo
+from conftest import init, make_model, other_backends, rng, value
+
+F = TensorProto.FLOAT
+BACKENDS = ["cpu"] + other_backends()
+NEG_INF = np.float32(-np.inf)
+
+
+def d(a):
+    return np.asarray(a, np.float64)
+
+
+def erf(x):
+    from math import erf as e
+    return np.vectorize(e)(x)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def session(model, backend, profile=True, **kw):
+    return tfo.InferenceSession(model.SerializeToString(), backend=backend, profile=profile, **kw)
+
+
+def fused(sess, name):
+    return sess.load_report()["fusions"].get(name, 0)
+
+
+def ops_run(sess):
+    return [n["op_type"] for n in sess.node_report()]
+
+
+# ---- Conv + BatchNormalization -------------------------------------------------------------
+
+def conv_bn(r, conv_bias=True, second_consumer=False, overridable_scale=False):
+    w = r.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = r.standard_normal(4).astype(np.float32)
+    p = {"scale": r.uniform(0.5, 1.5, 4), "bias": r.standard_normal(4), "mean": r.standard_normal(4),
+         "var": r.uniform(0.5, 2, 4)}
+    p = {k: v.astype(np.float32) for k, v in p.items()}
+    conv_in = ["x", "w", "b"] if conv_bias else ["x", "w"]
+    nodes = [helper.make_node("Conv", conv_in, ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["bn"], epsilon=1e-3),
+             helper.make_node("Relu", ["bn"], ["y"])]
+    outputs = [value("y", F, [2, 4, 6, 6])]
+    if second_consumer:
+        nodes.append(helper.make_node("Neg", ["c"], ["neg_c"]))
+        outputs.append(value("neg_c", F, [2, 4, 6, 6]))
+    inits = [init("w", w), init("b", b)] + [init(k, v) for k, v in p.items()]
+    inputs = [value("x", F, [2, 3, 6, 6])]
+    if overridable_scale:
+        inputs.append(value("scale", F, [4]))
+    model = make_model(nodes, inputs, outputs, inits)
+
+    def reference(x, scale=p["scale"]):
+        xp = np.pad(d(x), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        c = np.zeros((2, 4, 6, 6))
+        for i in range(6):
+            for j in range(6):
+                c[:, :, i, j] = np.einsum("nchw,ochw->no", xp[:, :, i:i + 3, j:j + 3], d(w))
+        if conv_bias:
+            c += d(b)[None, :, None, None]
+        ch = lambda a: d(a)[None, :, None, None]  # noqa: E731
+        bn = (c - ch(p["mean"])) / np.sqrt(ch(p["var"]) + 1e-3) * ch(scale) + ch(p["bias"])
+        return np.maximum(bn, 0), -c
+    return model, reference
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("conv_bias", [True, False])
+def test_conv_batchnorm_folds(backend, conv_bias):
+    r = rng(10)
+    model, reference = conv_bn(r, conv_bias)
+    sess = session(model, backend)
+    assert fused(sess, "conv_batchnorm") == 1
+    x = r.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    [y] = sess.run(None, {"x": x})
+    assert ops_run(sess) == ["Conv", "Relu"]
+    np.testing.assert_allclose(y, reference(x)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conv_batchnorm_with_a_second_consumer_is_not_folded(backend):
+    r = rng(11)
+    model, reference = conv_bn(r, second_consumer=True)
+    sess = session(model, backend)
+    assert fused(sess, "conv_batchnorm") == 0
+    x = r.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    y, neg_c = sess.run(None, {"x": x})
+    assert "BatchNormalization" in ops_run(sess)
+    want_y, want_neg = reference(x)
+    np.testing.assert_allclose(y, want_y, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(neg_c, want_neg, rtol=1e-4, atol=1e-5)
+
+
+def test_conv_batchnorm_with_an_overridable_parameter_is_not_folded():
+    """An initializer that is also a graph input may be fed: folding it would ignore the feed."""
+    r = rng(12)
+    model, reference = conv_bn(r, overridable_scale=True)
+    sess = session(model, "cpu")
+    assert fused(sess, "conv_batchnorm") == 0
+    x = r.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    scale = np.array([2.0, -1.0, 0.25, 3.0], np.float32)
+    [y] = sess.run(None, {"x": x, "scale": scale})
+    np.testing.assert_allclose(y, reference(x, scale)[0], rtol=1e-4, atol=1e-5)
+
+
+# ---- GELU ------------------------------------------------------------------------------------
+
+def gelu_model(form, sqrt2=np.sqrt(2), second_consumer=False):
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"])]
+    if form == "torch":
+        nodes += [helper.make_node("Div", ["h", "c"], ["g0"]), helper.make_node("Erf", ["g0"], ["g1"]),
+                  helper.make_node("Add", ["g1", "one"], ["g2"]), helper.make_node("Mul", ["h", "g2"], ["g3"]),
+                  helper.make_node("Mul", ["g3", "half"], ["y"])]
+        c = np.float32(sqrt2)
+    else:  # HF: x * 0.5 * (1 + erf(x * (1 / sqrt 2)))
+        nodes += [helper.make_node("Mul", ["h", "c"], ["g0"]), helper.make_node("Erf", ["g0"], ["g1"]),
+                  helper.make_node("Add", ["one", "g1"], ["g2"]), helper.make_node("Mul", ["h", "half"], ["g3"]),
+                  helper.make_node("Mul", ["g3", "g2"], ["y"])]
+        c = np.float32(1 / sqrt2)
+    outputs = [value("y", F, ["n", 6])]
+    if second_consumer:
+        nodes.append(helper.make_node("Neg", ["g1"], ["neg_erf"]))
+        outputs.append(value("neg_erf", F, ["n", 6]))
+    w = rng(20).standard_normal((5, 6)).astype(np.float32)
+    inits = [init("w", w), init("c", np.array(c)), init("one", np.array(1, np.float32)),
+             init("half", np.array(0.5, np.float32))]
+    model = make_model(nodes, [value("x", F, ["n", 5])], outputs, inits)
+
+    def reference(x):
+        h = d(x) @ d(w)
+        e = erf(h / np.float64(sqrt2)) if form == "torch" else erf(h * d(c))
+        return [h * 0.5 * (1 + e), -e]
+    return model, reference
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("form", ["torch", "hf"])
+def test_gelu_fuses(backend, form):
+    model, reference = gelu_model(form)
+    sess = session(model, backend)
+    assert fused(sess, "gelu") == 1
+    x = rng(21).standard_normal((7, 5)).astype(np.float32) * 2
+    [y] = sess.run(None, {"x": x})
+    assert ops_run(sess) == ["MatMul", "FusedGelu"]
+    np.testing.assert_allclose(y, reference(x)[0], rtol=1e-5, atol=1e-5)
+
+
+def tanh_gelu_model(form, k=0.044715):
+    """x * 0.5 * (1 + tanh(sqrt(2/pi) (x + k x^3))), torch's or HF's operand order."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Pow", ["h", "three"], ["h3"]),
+             helper.make_node("Mul", ["k", "h3"], ["kh3"]),
+             helper.make_node("Add", ["h", "kh3"], ["inner"]),
+             helper.make_node("Mul", ["inner", "c"], ["scaled"]),
+             helper.make_node("Tanh", ["scaled"], ["t"]),
+             helper.make_node("Add", ["t", "one"], ["t1"])]
+    if form == "torch":
+        nodes += [helper.make_node("Mul", ["h", "t1"], ["m"]), helper.make_node("Mul", ["m", "half"], ["y"])]
+    else:
+        nodes += [helper.make_node("Mul", ["half", "h"], ["m"]), helper.make_node("Mul", ["m", "t1"], ["y"])]
+    w = rng(23).standard_normal((5, 6)).astype(np.float32)
+    c = np.float32(np.sqrt(2 / np.pi))
+    inits = [init("w", w), init("three", np.array(3, np.float32)), init("k", np.array(k, np.float32)),
+             init("c", np.array(c)), init("one", np.array(1, np.float32)), init("half", np.array(0.5, np.float32))]
+    model = make_model(nodes, [value("x", F, ["n", 5])], [value("y", F, ["n", 6])], inits)
+
+    def reference(x):
+        h = d(x) @ d(w)
+        return h * 0.5 * (1 + np.tanh(np.float64(c) * (h + np.float64(np.float32(k)) * h ** 3)))
+    return model, reference
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("form", ["torch", "hf"])
+def test_tanh_gelu_fuses(backend, form):
+    model, reference = tanh_gelu_model(form)
+    sess = session(model, backend)
+    assert fused(sess, "gelu") == 1
+    x = rng(24).standard_normal((7, 5)).astype(np.float32) * 2
+    [y] = sess.run(None, {"x": x})
+    assert ops_run(sess) == ["MatMul", "FusedGelu"]
+    np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-5)
+    # Another cubic coefficient: not GELU, computed as written.
+    model, reference = tanh_gelu_model(form, k=0.05)
+    sess = session(model, backend)
+    assert fused(sess, "gelu") == 0
+    [y] = sess.run(None, {"x": x})
+    np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gelu_near_misses_are_not_fused(backend):
+    x = rng(22).standard_normal((7, 5)).astype(np.float32) * 2
+    # Another constant than sqrt(2): a different function.
+    model, reference = gelu_model("torch", sqrt2=1.5)
+    sess = session(model, backend)
+    assert fused(sess, "gelu") == 0
+    [y] = sess.run(None, {"x": x})
+    np.testing.assert_allclose(y, reference(x)[0], rtol=1e-5, atol=1e-5)
+    # erf's output read by another node (a graph output).
+    model, reference = gelu_model("torch", second_consumer=True)
+    sess = session(model, backend)
+    assert fused(sess, "gelu") == 0
+    y, neg_erf = sess.run(None, {"x": x})
+    want = reference(x)
+    np.testing.assert_allclose(y, want[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(neg_erf, want[1], rtol=1e-5, atol=1e-5)
+
+
+# ---- Attention -------------------------------------------------------------------------------
+
+def attention_model(mask_kind, scale_kind="Div", mask_shape=None, fill=NEG_INF, axis=-1):
+    """q, k, v [B, H, T, D] inputs; kT by a Transpose; the scores scaled, masked, softmaxed."""
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s0"])]
+    inits = []
+    if scale_kind == "Div":
+        nodes.append(helper.make_node("Div", ["s0", "scale"], ["s1"]))
+        inits.append(init("scale", np.array(np.sqrt(8), np.float32)))
+    else:
+        nodes.append(helper.make_node("Mul", ["scale", "s0"], ["s1"]))
+        inits.append(init("scale", np.array(1 / np.sqrt(8), np.float32)))
+    inputs = [value(n, F, ["b", 2, "t", 8]) for n in ("q", "k", "v")]
+    if mask_kind == "add":
+        nodes.append(helper.make_node("Add", ["s1", "mask"], ["s2"]))
+        inputs.append(value("mask", F, mask_shape))
+    elif mask_kind == "where":
+        nodes.append(helper.make_node("Where", ["mask", "fill", "s1"], ["s2"]))
+        inputs.append(value("mask", TensorProto.BOOL, mask_shape))
+        inits.append(init("fill", np.array(fill, np.float32)))
+    nodes += [helper.make_node("Softmax", ["s2" if mask_kind else "s1"], ["p"], axis=axis), helper.make_node("MatMul", ["p", "v"], ["y"])]
+    return make_model(nodes, inputs, [value("y", F, None)], inits)
+
+
+def attention_reference(q, k, v, mask_kind, mask=None, fill=NEG_INF, scale_kind="Div"):
+    s = d(q) @ d(k).transpose(0, 1, 3, 2)
+    s = s / np.float64(np.float32(np.sqrt(8))) if scale_kind == "Div" else s * np.float64(np.float32(1 / np.sqrt(8)))
+    if mask_kind == "add":
+        s = s + d(mask)
+    elif mask_kind == "where":
+        s = np.where(mask, np.float64(fill), s)
+    return softmax(s) @ d(v)
+
+
+def qkv(r, b=2, t=5):
+    return [r.standard_normal((b, 2, t, 8)).astype(np.float32) for _ in range(3)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("scale_kind", ["Div", "Mul"])
+def test_attention_with_additive_mask_fuses(backend, scale_kind):
+    """HF's padding mask [B, 1, 1, T] (large negative where padded)."""
+    r = rng(30)
+    model = attention_model("add", scale_kind, mask_shape=["b", 1, 1, "t"])
+    sess = session(model, backend)
+    assert fused(sess, "attention") == 1
+    for t in (5, 17):  # under 16 query rows the fused node runs the separate ops
+        q, k, v = qkv(r, t=t)
+        mask = np.zeros((2, 1, 1, t), np.float32)
+        mask[1, ..., 3:] = np.finfo(np.float32).min
+        [y] = sess.run(None, {"q": q, "k": k, "v": v, "mask": mask})
+        assert ops_run(sess) == ["Transpose", "FusedAttention"]
+        np.testing.assert_allclose(y, attention_reference(q, k, v, "add", mask, scale_kind=scale_kind),
+                                   rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attention_with_causal_where_mask_fuses(backend):
+    """torch's masked_fill(mask, -inf): Where(cond, -inf, scores) with a [T, T] causal cond."""
+    r = rng(31)
+    model = attention_model("where", mask_shape=["t", "t"])
+    sess = session(model, backend)
+    assert fused(sess, "attention") == 1
+    for t in (6, 16):
+        q, k, v = qkv(r, t=t)
+        cond = np.triu(np.ones((t, t), bool), 1)
+        [y] = sess.run(None, {"q": q, "k": k, "v": v, "mask": cond})
+        np.testing.assert_allclose(y, attention_reference(q, k, v, "where", cond), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attention_without_mask_fuses(backend):
+    r = rng(32)
+    sess = session(attention_model(None), backend)
+    assert fused(sess, "attention") == 1
+    for t in (5, 20):
+        q, k, v = qkv(r, t=t)
+        [y] = sess.run(None, {"q": q, "k": k, "v": v})
+        np.testing.assert_allclose(y, attention_reference(q, k, v, None), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attention_mask_that_grows_the_scores_runs_unfused(backend):
+    """A mask [2, B, H, T, T] broadcasts the scores to rank 5: scaled_dot_product_attention cannot
+    express that, so the fused node computes the original ops (output of rank 5)."""
+    r = rng(33)
+    model = attention_model("add", mask_shape=[2, "b", 2, "t", "t"])
+    sess = session(model, backend)
+    q, k, v = qkv(r, b=1, t=16)
+    mask = r.standard_normal((2, 1, 2, 16, 16)).astype(np.float32)
+    [y] = sess.run(None, {"q": q, "k": k, "v": v, "mask": mask})
+    assert y.shape == (2, 1, 2, 16, 8)
+    np.testing.assert_allclose(y, attention_reference(q, k, v, "add", mask), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attention_near_misses_are_not_fused(backend):
+    r = rng(34)
+    q, k, v = qkv(r, t=16)
+    cond = np.triu(np.ones((16, 16), bool), 1)
+    # A finite fill (-1e4) is not an additive -inf mask: a fully masked row would differ.
+    sess = session(attention_model("where", mask_shape=["t", "t"], fill=-1e4), backend)
+    assert fused(sess, "attention") == 0
+    [y] = sess.run(None, {"q": q, "k": k, "v": v, "mask": cond})
+    np.testing.assert_allclose(y, attention_reference(q, k, v, "where", cond, fill=-1e4), rtol=1e-4, atol=1e-5)
+    # Softmax over another axis than the last.
+    sess = session(attention_model("where", mask_shape=["t", "t"], axis=2), backend)
+    assert fused(sess, "attention") == 0
+    [y] = sess.run(None, {"q": q, "k": k, "v": v, "mask": cond})
+    s = d(q) @ d(k).transpose(0, 1, 3, 2) / np.float64(np.float32(np.sqrt(8)))
+    s = np.where(cond, -np.inf, s)
+    e = np.exp(s - s.max(axis=2, keepdims=True))
+    np.testing.assert_allclose(y, (e / e.sum(axis=2, keepdims=True)) @ d(v), rtol=1e-4, atol=1e-5)
+
+
+def test_fusions_can_be_turned_off(monkeypatch):
+    r = rng(40)
+    model, reference = conv_bn(r)
+    monkeypatch.setenv("TINYFIN_ONNX_FUSE", "0")
+    sess = session(model, "cpu")
+    assert sess.load_report()["fusions"] == {}
+    x = r.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    [y] = sess.run(None, {"x": x})
+    assert "BatchNormalization" in ops_run(sess)
+    np.testing.assert_allclose(y, reference(x)[0], rtol=1e-4, atol=1e-5)
+
+
+# ---- Shape values reused per signature of feed shapes ---------------------------------------
+
+def test_shape_arithmetic_runs_once_per_signature():
+    """Shape -> Gather -> Concat -> Reshape: the second run with the same feed shapes skips the
+    shape arithmetic; other shapes compute theirs; outputs stay right throughout."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["b"], axis=0),
+             helper.make_node("Concat", ["b", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["flat"]),
+             helper.make_node("Relu", ["flat"], ["y"])]
+    inits = [init("i0", np.array([0], np.int64)), init("minus1", np.array([-1], np.int64))]
+    model = make_model(nodes, [value("x", F, ["n", "c", "h"])], [value("y", F, ["n", None])], inits)
+    sess = session(model, "cpu")
+    r = rng(50)
+    for shape, skipped in [((2, 3, 4), False), ((2, 3, 4), True), ((5, 1, 2), False), ((2, 3, 4), True)]:
+        x = r.standard_normal(shape).astype(np.float32)
+        [y] = sess.run(None, {"x": x})
+        np.testing.assert_array_equal(y, np.maximum(x.reshape(shape[0], -1), 0))
+        assert ops_run(sess) == (["Reshape", "Relu"] if skipped else ["Shape", "Gather", "Concat", "Reshape", "Relu"])
+
+
+def test_shapes_that_depend_on_values_are_not_reused():
+    """Range(0, n) has a shape that depends on n's value, not its shape: Shape of it is computed
+    at every run, though n's shape (a scalar) never changes."""
+    nodes = [helper.make_node("Range", ["zero", "n", "one"], ["r"]),
+             helper.make_node("Shape", ["r"], ["s"]),
+             helper.make_node("ConstantOfShape", ["s"], ["z"],
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [2.0])),
+             helper.make_node("Add", ["z", "x"], ["y"])]
+    inits = [init("zero", np.array(0, np.int64)), init("one", np.array(1, np.int64))]
+    model = make_model(nodes, [value("n", TensorProto.INT64, []), value("x", F, [1])], [value("y", F, None)], inits)
+    sess = session(model, "cpu")
+    for n in (3, 5, 3):
+        [y] = sess.run(None, {"n": np.array(n, np.int64), "x": np.array([1.0], np.float32)})
+        np.testing.assert_array_equal(y, np.full(n, 3.0, np.float32))
+
+
+# ---- RMSNorm ---------------------------------------------------------------------------------
+
+def rms_model(form="DivOne", axes=(-1,), exponent=2.0, weighted=True):
+    nodes = [helper.make_node("Pow", ["x", "two"], ["sq"]),
+             helper.make_node("ReduceMean", ["sq"], ["ms"], axes=list(axes), keepdims=1),
+             helper.make_node("Add", ["ms", "eps"], ["mse"]),
+             helper.make_node("Sqrt", ["mse"], ["rms"])]
+    if form == "DivOne":
+        nodes += [helper.make_node("Div", ["one", "rms"], ["inv"]), helper.make_node("Mul", ["x", "inv"], ["n"])]
+    elif form == "Div":
+        nodes += [helper.make_node("Div", ["x", "rms"], ["n"])]
+    else:
+        nodes += [helper.make_node("Reciprocal", ["rms"], ["inv"]), helper.make_node("Mul", ["inv", "x"], ["n"])]
+    w = rng(60).uniform(0.5, 1.5, 6).astype(np.float32)
+    nodes.append(helper.make_node("Mul", ["w", "n"], ["y"]) if weighted else helper.make_node("Identity", ["n"], ["y"]))
+    inits = [init("two", np.array(exponent, np.float32)), init("eps", np.array(1e-6, np.float32)),
+             init("one", np.array(1, np.float32)), init("w", w)]
+    model = make_model(nodes, [value("x", F, ["b", "t", 6])], [value("y", F, ["b", "t", 6])], inits)
+
+    def reference(x):
+        x = d(x)
+        ms = np.mean(x ** exponent, axis=tuple(axes), keepdims=True)
+        n = x / np.sqrt(ms + np.float64(np.float32(1e-6)))
+        return n * d(w) if weighted else n
+    return model, reference
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("form", ["DivOne", "Div", "Reciprocal"])
+def test_rms_norm_fuses(backend, form):
+    model, reference = rms_model(form)
+    sess = session(model, backend)
+    assert fused(sess, "rms_norm") == 1
+    x = rng(61).standard_normal((2, 3, 6)).astype(np.float32)
+    [y] = sess.run(None, {"x": x})
+    assert ops_run(sess) == ["FusedRmsNorm"]
+    np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rms_norm_near_misses_are_not_fused(backend):
+    x = rng(62).standard_normal((2, 3, 6)).astype(np.float32)
+    for kw in (dict(axes=(1,)), dict(exponent=3.0)):  # another axis; a cube (of positive x)
+        model, reference = rms_model(**kw)
+        sess = session(model, backend)
+        assert fused(sess, "rms_norm") == 0, kw
+        xp = np.abs(x) + np.float32(0.1)
+        [y] = sess.run(None, {"x": xp})
+        np.testing.assert_allclose(y, reference(xp), rtol=1e-4, atol=1e-5)
+    # Without a weight (the Identity is not a Mul): fused, normalised only.
+    model, reference = rms_model(weighted=False)
+    sess = session(model, backend)
+    assert fused(sess, "rms_norm") == 1
+    [y] = sess.run(None, {"x": x})
+    np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_shape_values_with_runs_on_several_threads():
+    """Runs of one session from several threads, with two signatures interleaved, all right."""
+    from concurrent.futures import ThreadPoolExecutor
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["b"], axis=0),
+             helper.make_node("Concat", ["b", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"])]
+    inits = [init("i0", np.array([0], np.int64)), init("minus1", np.array([-1], np.int64))]
+    model = make_model(nodes, [value("x", F, ["n", "c", "h"])], [value("y", F, ["n", None])], inits)
+    sess = tfo.InferenceSession(model.SerializeToString(), backend="cpu")
+    shapes = [(2, 3, 4), (5, 1, 2)] * 20
+
+    def one(shape):
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        [y] = sess.run(None, {"x": x})
+        return np.array_equal(y, x.reshape(shape[0], -1))
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(one, shapes))
