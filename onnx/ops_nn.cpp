@@ -1,5 +1,6 @@
 // Neural-network ONNX ops: MatMul, Gemm, Conv, pools, Softmax family, normalizations.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -35,6 +36,12 @@ std::vector<Value> gemm(Ctx &ctx) {
     return {make(y, ctx.input(0).type)};
 }
 
+// Conv and ConvTranspose take the kernel's size from W; a kernel_shape attribute must agree.
+void check_kernel_attribute(const Ctx &ctx, const std::vector<int64_t> &kernel) {
+    if (ctx.has_attr("kernel_shape") && ctx.attr_ints("kernel_shape") != kernel)
+        ctx.invalid("kernel_shape does not match W's spatial dimensions");
+}
+
 // Spatial geometry of Conv and the pools: kernel, strides, dilations and begin/end pads per axis.
 struct Window {
     std::vector<int64_t> kernel, strides, dilations, begin, end;
@@ -47,8 +54,9 @@ Window window(const Ctx &ctx, const Shape &x, std::vector<int64_t> kernel, bool 
     if (w.dilations.empty()) w.dilations.assign(n, 1);
     if (w.strides.size() != n || w.dilations.size() != n) ctx.invalid("strides or dilations do not match the kernel");
     for (std::size_t i = 0; i < n; ++i)
-        if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0)
-            ctx.invalid("kernel, strides and dilations must be positive");
+        if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0 || w.strides[i] > INT_MAX ||
+            w.dilations[i] > INT_MAX || w.kernel[i] > INT_MAX)
+            ctx.invalid("kernel, strides and dilations must be positive (and below 2^31)");
     const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
     std::vector<int64_t> pads = ctx.attr_ints("pads");
     w.begin.assign(n, 0);
@@ -58,7 +66,8 @@ Window window(const Ctx &ctx, const Shape &x, std::vector<int64_t> kernel, bool 
         for (std::size_t i = 0; i < n && !pads.empty(); ++i) {
             w.begin[i] = pads[i];
             w.end[i] = pads[i + n];
-            if (w.begin[i] < 0 || w.end[i] < 0) ctx.invalid("negative pads");
+            if (w.begin[i] < 0 || w.end[i] < 0 || w.begin[i] > INT_MAX || w.end[i] > INT_MAX)
+                ctx.invalid("pads must be in [0, 2^31)");
         }
     } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
         for (std::size_t i = 0; i < n; ++i) {
@@ -98,8 +107,10 @@ std::vector<Value> conv(Ctx &ctx) {
     require_float(ctx, 0);
     Tensor x = ctx.tensor(0), weight = ctx.tensor(1);
     if (x.rank() < 3 || weight.rank() != x.rank()) ctx.invalid("X and W must have the same rank, at least 3");
-    std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
-    if (kernel.empty()) kernel.assign(weight.shape().begin() + 2, weight.shape().end());
+    const std::vector<int64_t> kernel(weight.shape().begin() + 2, weight.shape().end());
+    check_kernel_attribute(ctx, kernel);
+    const int64_t groups = ctx.attr_int("group", 1);
+    if (groups < 1 || groups > INT_MAX) ctx.invalid("group must be positive");
     Window w = window(ctx, x.shape(), kernel);
     const bool lifted = lift_1d(ctx, x, w);
     if (lifted) weight = weight.reshape({weight.size(0), weight.size(1), 1, weight.size(2)});
@@ -108,7 +119,7 @@ std::vector<Value> conv(Ctx &ctx) {
     options.stride_w = static_cast<int>(w.strides[1]);
     options.dilation_h = static_cast<int>(w.dilations[0]);
     options.dilation_w = static_cast<int>(w.dilations[1]);
-    options.groups = static_cast<int>(ctx.attr_int("group", 1));
+    options.groups = static_cast<int>(groups);
     if (symmetric(w)) {
         options.pad_h = static_cast<int>(w.begin[0]);
         options.pad_w = static_cast<int>(w.begin[1]);
@@ -128,8 +139,9 @@ std::vector<Value> conv_transpose(Ctx &ctx) {
     Tensor x = ctx.tensor(0), weight = ctx.tensor(1);
     if (x.rank() < 3 || weight.rank() != x.rank()) ctx.invalid("X and W must have the same rank, at least 3");
     const int64_t groups = ctx.attr_int("group", 1);
-    std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
-    if (kernel.empty()) kernel.assign(weight.shape().begin() + 2, weight.shape().end());
+    if (groups < 1 || groups > INT_MAX) ctx.invalid("group must be positive");
+    std::vector<int64_t> kernel(weight.shape().begin() + 2, weight.shape().end());
+    check_kernel_attribute(ctx, kernel);
     const std::size_t n = kernel.size();
     if (n > 2) ctx.unsupported(std::to_string(n) + "-D windows (1-D and 2-D are implemented)");
     std::vector<int64_t> strides = ctx.attr_ints("strides"), dilations = ctx.attr_ints("dilations"),
@@ -139,11 +151,19 @@ std::vector<Value> conv_transpose(Ctx &ctx) {
     if (dilations.empty()) dilations.assign(n, 1);
     if (out_pad.empty()) out_pad.assign(n, 0);
     if (pads.empty()) pads.assign(2 * n, 0);
-    if (strides.size() != n || dilations.size() != n || out_pad.size() != n || pads.size() != 2 * n)
-        ctx.invalid("strides, dilations, output_padding or pads do not match the kernel");
+    if (strides.size() != n || dilations.size() != n || out_pad.size() != n || pads.size() != 2 * n ||
+        (!out_shape.empty() && out_shape.size() != n && out_shape.size() != n + 2))
+        ctx.invalid("strides, dilations, output_padding, output_shape or pads do not match the kernel");
+    for (int64_t v : out_shape)
+        if (v < 0 || v > INT_MAX) ctx.invalid("output_shape must be in [0, 2^31)");
     const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
     for (std::size_t i = 0; i < n; ++i) {
-        if (strides[i] <= 0 || dilations[i] <= 0) ctx.invalid("strides and dilations must be positive");
+        if (strides[i] <= 0 || dilations[i] <= 0 || strides[i] > INT_MAX || dilations[i] > INT_MAX)
+            ctx.invalid("strides and dilations must be positive (and below 2^31)");
+        if (out_pad[i] < 0 || out_pad[i] >= std::max(strides[i], dilations[i]))
+            ctx.invalid("output_padding must be in [0, max(stride, dilation))");
+        if (pads[i] < -INT_MAX || pads[i] > INT_MAX || pads[i + n] < -INT_MAX || pads[i + n] > INT_MAX)
+            ctx.invalid("pads must be below 2^31 in magnitude");
         const int64_t in = x.size(static_cast<int64_t>(2 + i)), eff = (kernel[i] - 1) * dilations[i] + 1;
         if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
             const int64_t out = !out_shape.empty() ? out_shape[out_shape.size() - n + i] : in * strides[i];
