@@ -72,7 +72,7 @@ std::span<const OpRow> nn_ops();
 std::span<const OpRow> layout_ops();
 std::span<const OpRow> reduce_ops();
 std::span<const OpRow> resize_ops();
-std::span<const OpRow> scatter_ops();
+std::span<const OpRow> indexing_ops();
 
 // The row for op_type, nullptr when none.
 const OpRow *find_op(const std::string &op_type);

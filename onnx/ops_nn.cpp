@@ -225,9 +225,42 @@ std::vector<Value> conv_transpose(Ctx &ctx) {
     return {make(y, ctx.input(0).type)};
 }
 
+// MaxPool's Indices: for each output element the flat index in X (N, C, then the spatial axes
+// row-major, or column-major with storage_order 1) of its window's first largest element. The
+// window's input positions are tabulated on the host; the values are gathered (a padding
+// position reads -inf) and argmax picks within each window. x: [N, C, H, W] (1-D lifted).
+Tensor max_pool_indices(const Ctx &ctx, const Tensor &x, const Window &w, int64_t oh, int64_t ow, bool column_major) {
+    const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3), k = w.kernel[0] * w.kernel[1];
+    ctx.check_size({n * c, oh * ow, k}, 4);
+    std::vector<int64_t> reads, stored;  // per (output position, window offset): where it reads, its index
+    reads.reserve(static_cast<std::size_t>(oh * ow * k));
+    stored.reserve(static_cast<std::size_t>(oh * ow * k));
+    for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox)
+            for (int64_t ky = 0; ky < w.kernel[0]; ++ky)
+                for (int64_t kx = 0; kx < w.kernel[1]; ++kx) {
+                    const int64_t iy = oy * w.strides[0] - w.begin[0] + ky * w.dilations[0];
+                    const int64_t ix = ox * w.strides[1] - w.begin[1] + kx * w.dilations[1];
+                    const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < wd;
+                    reads.push_back(inside ? iy * wd + ix : h * wd);
+                    stored.push_back(inside ? (column_major ? ix * h + iy : iy * wd + ix) : 0);
+                }
+    const Tensor rows =
+        pad(x.contiguous().reshape({n * c, h * wd}), {0, 0, 0, 1}, -std::numeric_limits<double>::infinity());
+    const Tensor windows = take(rows, from_vector(reads, {oh * ow * k}, ctx.device), 1).reshape({n * c, oh * ow, k});
+    const Tensor best = argmax(windows, 2);  // [N*C, OH*OW]
+    const Tensor at =
+        add(best, mul(arange(int64_t{0}, oh * ow, int64_t{1}, DType::i64, ctx.device), static_cast<double>(k)));
+    const Tensor spatial = embedding(from_vector(stored, {oh * ow * k, 1}, ctx.device), at.reshape({n * c * oh * ow}));
+    const Tensor plane =
+        mul(arange(int64_t{0}, n * c, int64_t{1}, DType::i64, ctx.device), static_cast<double>(h * wd));
+    return add(spatial.reshape({n * c, oh * ow}), plane.reshape({n * c, 1}));
+}
+
 template <bool Max>
 std::vector<Value> pool(Ctx &ctx) {
-    if (ctx.n_outputs > 1) ctx.unsupported("the Indices output");
+    const bool want_indices = ctx.n_outputs > 1 && !ctx.node.output(1).empty();
+    if (want_indices && !Max) ctx.invalid("AveragePool has one output");
     Tensor x = ctx.tensor(0);
     const DType dtype = x.dtype();
     if (!is_float(ctx.input(0).type)) x = x.to(DType::f32);  // int8/uint8 pools: exact in f32
@@ -235,7 +268,8 @@ std::vector<Value> pool(Ctx &ctx) {
     Window w = window(ctx, x.shape(), ctx.attr_ints("kernel_shape"));
     if (w.kernel.size() + 2 != static_cast<std::size_t>(x.rank())) ctx.invalid("kernel_shape does not match X");
     const bool lifted = lift_1d(ctx, x, w);
-    if (ctx.attr_int("storage_order", 0) != 0) ctx.unsupported("storage_order = 1");
+    const int64_t storage_order = ctx.attr_int("storage_order", 0);
+    if (storage_order != 0 && storage_order != 1) ctx.invalid("storage_order must be 0 or 1");
     Pool2dOptions options;
     options.kernel_h = static_cast<int>(w.kernel[0]);
     options.kernel_w = static_cast<int>(w.kernel[1]);
@@ -267,8 +301,15 @@ std::vector<Value> pool(Ctx &ctx) {
             y = div(y, avg_pool2d(ones_mask, options));
         }
     }
-    if (lifted) y = y.reshape({y.size(0), y.size(1), y.size(3)});
+    Tensor indices;
+    if (want_indices)
+        indices = max_pool_indices(ctx, x, w, y.size(2), y.size(3), storage_order == 1).reshape(y.shape());
+    if (lifted) {
+        y = y.reshape({y.size(0), y.size(1), y.size(3)});
+        if (want_indices) indices = indices.reshape(y.shape());
+    }
     if (y.dtype() != dtype) y = y.to(dtype);
+    if (want_indices) return {make(y, ctx.input(0).type), make(indices, ElementType::int64)};
     return {make(y, ctx.input(0).type)};
 }
 

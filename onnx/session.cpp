@@ -550,7 +550,7 @@ std::vector<Tensor> InferenceSession::run(const std::vector<std::string> &output
 std::vector<std::pair<std::string, std::vector<int>>> supported_ops() {
     std::vector<std::pair<std::string, std::vector<int>>> out;
     for (auto family : {detail::elementwise_ops(), detail::nn_ops(), detail::layout_ops(), detail::reduce_ops(),
-                        detail::resize_ops(), detail::scatter_ops()})
+                        detail::resize_ops(), detail::indexing_ops()})
         for (const OpRow &row : family)
             out.emplace_back(row.op_type, since_versions(row.op_type, row.min_version, row.max_version));
     std::sort(out.begin(), out.end());

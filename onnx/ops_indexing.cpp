@@ -1,5 +1,5 @@
-// Scatter ONNX ops: ScatterElements, ScatterND (reduction none, add, mul) and the deprecated
-// Scatter. The indices are read to the host (as every index argument is) and turned into, for
+// Data-dependent indexing ONNX ops: ScatterElements, ScatterND (reduction none, add, mul), the
+// deprecated Scatter, NonZero and Compress. The indices are read to the host (as every index argument is) and turned into, for
 // each element of the output, which update lands there; the values never leave the device:
 // gathers of the updates (embedding over rows of one element) merged into the data by where.
 // Reductions apply the updates in the indices' order, one round per update a position receives,
@@ -155,7 +155,58 @@ std::vector<Value> scatter_nd(Ctx &ctx) {
     return {scatter_flat(ctx, targets, reduction_of(ctx))};
 }
 
+// NonZero: the coordinates of x's nonzero elements (NaN counts), [rank, count] int64, row-major.
+std::vector<Value> nonzero(Ctx &ctx) {
+    const Tensor &x = ctx.tensor(0);
+    const std::vector<int64_t> hit = ne(x, 0.0).contiguous().reshape({x.numel()}).to_vector<int64_t>();
+    const int64_t rank = x.rank();
+    std::vector<int64_t> flat;
+    for (std::size_t i = 0; i < hit.size(); ++i)
+        if (hit[i] != 0) flat.push_back(static_cast<int64_t>(i));
+    const auto count = static_cast<int64_t>(flat.size());
+    ctx.check_size({rank, count}, 8);
+    std::vector<int64_t> coords(static_cast<std::size_t>(rank * count));
+    for (int64_t j = 0; j < count; ++j) {
+        int64_t rest = flat[static_cast<std::size_t>(j)];
+        for (int64_t d = rank - 1; d >= 0; --d) {
+            coords[static_cast<std::size_t>(d * count + j)] = rest % x.size(d);
+            rest /= x.size(d);
+        }
+    }
+    return {make(from_vector(coords, {rank, count}, ctx.device), ElementType::int64)};
+}
+
+// Compress: the slices of x along axis (of flattened x without one) where condition is true;
+// a condition shorter than the axis leaves the rest out.
+std::vector<Value> compress(Ctx &ctx) {
+    Tensor x = ctx.tensor(0);
+    const Tensor &condition = ctx.tensor(1);
+    if (condition.rank() != 1) ctx.invalid("condition must be 1-D");
+    int64_t axis = 0;
+    if (ctx.has_attr("axis")) {
+        axis = normalize_axis(ctx.attr_int("axis", 0), x.rank(), ctx);
+    } else {
+        x = x.contiguous().reshape({x.numel()});
+    }
+    const std::vector<int64_t> keep = ne(condition, 0.0).to_vector<int64_t>();
+    std::vector<int64_t> picked;
+    for (std::size_t i = 0; i < keep.size(); ++i) {
+        if (keep[i] == 0) continue;
+        if (static_cast<int64_t>(i) >= x.size(axis))
+            ctx.invalid("condition selects element " + std::to_string(i) + " of an axis of " +
+                        std::to_string(x.size(axis)));
+        picked.push_back(static_cast<int64_t>(i));
+    }
+    Shape out = x.shape();
+    out[static_cast<std::size_t>(axis)] = static_cast<int64_t>(picked.size());
+    if (picked.empty()) return {make(zeros(out, x.dtype(), ctx.device), ctx.input(0).type)};
+    const Tensor index = from_vector(picked, {static_cast<int64_t>(picked.size())}, ctx.device);
+    return {make(take(x, index, axis), ctx.input(0).type)};
+}
+
 constexpr OpRow rows[] = {
+    {"NonZero", 9, 13, nonzero},
+    {"Compress", 9, 11, compress},
     {"ScatterElements", 11, 16, scatter_elements},
     {"ScatterND", 11, 16, scatter_nd},
     {"Scatter", 9, 9, scatter_elements},
@@ -163,6 +214,6 @@ constexpr OpRow rows[] = {
 
 }  // namespace
 
-std::span<const OpRow> scatter_ops() { return rows; }
+std::span<const OpRow> indexing_ops() { return rows; }
 
 }  // namespace tinyfin::onnx::detail
