@@ -373,13 +373,32 @@ Tensor per_channel(const Tensor &t, int64_t rank) {
 
 std::vector<Value> batch_normalization(Ctx &ctx) {
     require_float(ctx, 0);
-    if (ctx.attr_int("training_mode", 0) != 0 || ctx.n_outputs > 1)
-        ctx.unsupported("training mode (inference only: running statistics are not updated)");
+    const bool training = ctx.version >= 14 && ctx.attr_int("training_mode", 0) != 0;
+    if (ctx.version < 14 && ctx.n_outputs > 1)
+        ctx.unsupported("training outputs before version 14 (mean, var, saved_mean, saved_var)");
     if (ctx.version < 9 && ctx.attr_int("spatial", 1) != 1) ctx.unsupported("spatial = 0");
     const Tensor &x = ctx.tensor(0);
     const double eps = ctx.attr_float("epsilon", 1e-5);
     const int64_t r = x.rank();
     const DType dt = x.dtype();
+    if (training) {
+        // Batch statistics over every axis but the channels (population variance); the running
+        // statistics move towards them by 1 - momentum.
+        if (r < 2) ctx.invalid("X must have a channel axis");
+        std::vector<int64_t> axes{0};
+        for (int64_t i = 2; i < r; ++i) axes.push_back(i);
+        const Tensor m = mean(x, axes, true), v = var(x, axes, 0, true);
+        const Tensor scale = per_channel(ctx.tensor(1).to(dt), r), bias = per_channel(ctx.tensor(2).to(dt), r);
+        const Tensor y = add(mul(mul(sub(x, m), rsqrt(add(v, eps))), scale), bias);
+        const double momentum = ctx.attr_float("momentum", 0.9);
+        const int64_t c = x.size(1);
+        const Tensor &run_m = ctx.tensor(3), &run_v = ctx.tensor(4);
+        auto moved = [&](const Tensor &running, const Tensor &batch) {
+            return add(mul(running, momentum), mul(batch.reshape({c}).to(running.dtype()), 1 - momentum));
+        };
+        return {make(y, ctx.input(0).type), make(moved(run_m, m), ctx.input(3).type),
+                make(moved(run_v, v), ctx.input(4).type)};
+    }
     const Tensor scale = per_channel(ctx.tensor(1).to(dt), r), bias = per_channel(ctx.tensor(2).to(dt), r);
     const Tensor m = per_channel(ctx.tensor(3).to(dt), r), v = per_channel(ctx.tensor(4).to(dt), r);
     const Tensor y = add(mul(mul(sub(x, m), rsqrt(add(v, eps))), scale), bias);
