@@ -1,5 +1,6 @@
 // Neural-network ONNX ops: MatMul, Gemm, Conv, pools, Softmax family, normalizations.
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cmath>
 #include <limits>
@@ -491,22 +492,73 @@ std::vector<Value> softmax_cross_entropy_loss(Ctx &ctx) {
     return out;
 }
 
-// Einsum of one or two operands without ellipsis or repeated labels within an operand: labels
-// only one side has are summed first; then batch, kept and contracted labels become one batched
+// Einsum of one or two operands: an ellipsis becomes labels of its own (right-aligned across
+// operands, equal sizes), a label repeated within an operand takes the diagonal (a gather of
+// flat indices i * n + i); labels only one side has are summed first; then batch, kept and contracted labels become one batched
 // matmul [B, L, C] x [B, C, R], reshaped and permuted to the output's labels.
 std::vector<Value> einsum(Ctx &ctx) {
     std::string eq = ctx.attr_string("equation", "");
     eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
-    if (eq.find("...") != std::string::npos) ctx.unsupported("ellipsis in the equation");
+    for (char c : eq)
+        if (!std::isalpha(static_cast<unsigned char>(c)) && c != ',' && c != '-' && c != '>' && c != '.')
+            ctx.invalid("equation '" + eq + "': labels are letters");
     std::size_t arrow = eq.find("->");
+    const bool explicit_output = arrow != std::string::npos;
+    // Ellipses: each operand's stands for its rank less its labels, the last of the labels
+    // "0".."9" (digits are no ONNX label), so that they align on the right.
+    if (eq.find("...") != std::string::npos) {
+        std::vector<std::string> parts;
+        const std::string lhs = eq.substr(0, explicit_output ? arrow : eq.size());
+        for (std::size_t start = 0;;) {
+            const std::size_t comma = lhs.find(',', start);
+            parts.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+        if (parts.size() != ctx.n_inputs())
+            ctx.invalid("the equation names " + std::to_string(parts.size()) + " operands");
+        int64_t most = 0;
+        std::vector<int64_t> counts;
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+            const std::size_t dots = parts[i].find("...");
+            const int64_t n =
+                dots == std::string::npos ? 0 : ctx.tensor(i).rank() - static_cast<int64_t>(parts[i].size() - 3);
+            if (n < 0 || n > 10 || (dots != std::string::npos && parts[i].find("...", dots + 1) != std::string::npos))
+                ctx.invalid("operand " + std::to_string(i) + "'s ellipsis does not fit its rank");
+            counts.push_back(n);
+            most = std::max(most, n);
+        }
+        auto labels = [](int64_t n, int64_t most) {
+            std::string out;
+            for (int64_t k = most - n; k < most; ++k) out += static_cast<char>('0' + k);
+            return out;
+        };
+        std::string rebuilt;
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+            std::string part = parts[i];
+            if (const std::size_t dots = part.find("..."); dots != std::string::npos)
+                part.replace(dots, 3, labels(counts[i], most));
+            rebuilt += (i ? "," : "") + part;
+        }
+        if (explicit_output) {
+            std::string out = eq.substr(arrow + 2);
+            if (const std::size_t dots = out.find("..."); dots != std::string::npos)
+                out.replace(dots, 3, labels(most, most));
+            eq = rebuilt + "->" + out;
+        } else {
+            eq = rebuilt;
+        }
+        arrow = eq.find("->");
+    }
     if (arrow == std::string::npos) {
-        // Implicit output: the labels that appear once, in alphabetical order.
+        // Implicit output: the ellipsis's labels, then the labels that appear once, in
+        // alphabetical order.
         std::map<char, int> seen;
         for (char c : eq)
             if (c != ',') ++seen[c];
         std::string implicit;
         for (const auto &[c, n] : seen)
-            if (n == 1) implicit += c;
+            if (n == 1 || (c >= '0' && c <= '9')) implicit += c;
         arrow = eq.size();
         eq += "->" + implicit;
     }
@@ -523,13 +575,39 @@ std::vector<Value> einsum(Ctx &ctx) {
     std::vector<Tensor> ops;
     for (std::size_t i = 0; i < in_labels.size(); ++i) {
         require_float(ctx, i);
-        const Tensor &t = ctx.tensor(i);
-        const std::string &l = in_labels[i];
+        Tensor t = ctx.tensor(i);
+        std::string &l = in_labels[i];
         if (static_cast<int64_t>(l.size()) != t.rank())
             ctx.invalid("operand " + std::to_string(i) + " has rank " + std::to_string(t.rank()));
         for (std::size_t a = 0; a < l.size(); ++a) {
-            if (l.find(l[a]) != a) ctx.unsupported("a label repeated within one operand (diagonals)");
-            sizes[l[a]] = t.size(static_cast<int64_t>(a));
+            const int64_t size = t.size(static_cast<int64_t>(a));
+            if (auto known = sizes.find(l[a]); known != sizes.end() && known->second != size)
+                ctx.invalid(std::string("label '") + l[a] + "' has sizes " + std::to_string(known->second) + " and " +
+                            std::to_string(size));
+            sizes[l[a]] = size;
+        }
+        // A repeated label: its two axes moved last, flattened, and the diagonal gathered.
+        for (std::size_t a = 0; a < l.size(); ++a) {
+            const std::size_t b = l.find(l[a], a + 1);
+            if (b == std::string::npos) continue;
+            std::vector<int64_t> perm;
+            for (std::size_t k = 0; k < l.size(); ++k)
+                if (k != a && k != b) perm.push_back(static_cast<int64_t>(k));
+            perm.push_back(static_cast<int64_t>(a));
+            perm.push_back(static_cast<int64_t>(b));
+            const int64_t n = sizes[l[a]];
+            Shape flat(t.shape().begin(), t.shape().end());
+            Shape rest;
+            for (std::size_t k = 0; k + 2 < perm.size(); ++k) rest.push_back(flat[static_cast<std::size_t>(perm[k])]);
+            rest.push_back(n * n);
+            std::vector<int64_t> diagonal;
+            for (int64_t k = 0; k < n; ++k) diagonal.push_back(k * n + k);
+            t = take(t.permute(perm).contiguous().reshape(rest), from_vector(diagonal, {n}, ctx.device),
+                     static_cast<int64_t>(rest.size()) - 1);
+            std::string kept;
+            for (std::size_t k = 0; k + 2 < perm.size(); ++k) kept += l[static_cast<std::size_t>(perm[k])];
+            l = kept + l[a];
+            a = static_cast<std::size_t>(-1);  // again from the start: the axes moved
         }
         ops.push_back(t);
     }
