@@ -3,6 +3,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -74,6 +75,7 @@ std::span<const OpRow> nn_ops();
 std::span<const OpRow> layout_ops();
 std::span<const OpRow> reduce_ops();
 std::span<const OpRow> resize_ops();
+std::span<const OpRow> indexing_ops();
 
 // The row for op_type, nullptr when none.
 const OpRow *find_op(const std::string &op_type);
@@ -118,6 +120,15 @@ Value tensor_from_proto(const ::onnx::TensorProto &proto, const std::string &bas
 // Host bytes of an element type as a Value on device (converted to the compute dtype).
 Value value_from_host(const HostTensor &host, const Device &device);
 HostTensor value_to_host(const Value &value);
+
+// libonnx's strict shape inference on model in a child process (shape_inference.cpp): the
+// value_info it inferred, or a ModelError for a contradiction, a crash, a hang past timeout or
+// an answer over max_answer_bytes. model is changed only in the child.
+struct InferenceLimits {
+    std::chrono::seconds timeout{120};
+    std::size_t max_answer_bytes = std::size_t{64} << 20;
+};
+::onnx::GraphProto infer_shapes_isolated(::onnx::ModelProto &model, const InferenceLimits &limits);
 
 // Helpers the kernels share.
 Value make(Tensor tensor, ElementType type);

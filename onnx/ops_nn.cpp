@@ -1,5 +1,7 @@
 // Neural-network ONNX ops: MatMul, Gemm, Conv, pools, Softmax family, normalizations.
 #include <algorithm>
+#include <cctype>
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -35,6 +37,12 @@ std::vector<Value> gemm(Ctx &ctx) {
     return {make(y, ctx.input(0).type)};
 }
 
+// Conv and ConvTranspose take the kernel's size from W; a kernel_shape attribute must agree.
+void check_kernel_attribute(const Ctx &ctx, const std::vector<int64_t> &kernel) {
+    if (ctx.has_attr("kernel_shape") && ctx.attr_ints("kernel_shape") != kernel)
+        ctx.invalid("kernel_shape does not match W's spatial dimensions");
+}
+
 // Spatial geometry of Conv and the pools: kernel, strides, dilations and begin/end pads per axis.
 struct Window {
     std::vector<int64_t> kernel, strides, dilations, begin, end;
@@ -47,8 +55,9 @@ Window window(const Ctx &ctx, const Shape &x, std::vector<int64_t> kernel, bool 
     if (w.dilations.empty()) w.dilations.assign(n, 1);
     if (w.strides.size() != n || w.dilations.size() != n) ctx.invalid("strides or dilations do not match the kernel");
     for (std::size_t i = 0; i < n; ++i)
-        if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0)
-            ctx.invalid("kernel, strides and dilations must be positive");
+        if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0 || w.strides[i] > INT_MAX ||
+            w.dilations[i] > INT_MAX || w.kernel[i] > INT_MAX)
+            ctx.invalid("kernel, strides and dilations must be positive (and below 2^31)");
     const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
     std::vector<int64_t> pads = ctx.attr_ints("pads");
     w.begin.assign(n, 0);
@@ -58,7 +67,8 @@ Window window(const Ctx &ctx, const Shape &x, std::vector<int64_t> kernel, bool 
         for (std::size_t i = 0; i < n && !pads.empty(); ++i) {
             w.begin[i] = pads[i];
             w.end[i] = pads[i + n];
-            if (w.begin[i] < 0 || w.end[i] < 0) ctx.invalid("negative pads");
+            if (w.begin[i] < 0 || w.end[i] < 0 || w.begin[i] > INT_MAX || w.end[i] > INT_MAX)
+                ctx.invalid("pads must be in [0, 2^31)");
         }
     } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
         for (std::size_t i = 0; i < n; ++i) {
@@ -98,8 +108,10 @@ std::vector<Value> conv(Ctx &ctx) {
     require_float(ctx, 0);
     Tensor x = ctx.tensor(0), weight = ctx.tensor(1);
     if (x.rank() < 3 || weight.rank() != x.rank()) ctx.invalid("X and W must have the same rank, at least 3");
-    std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
-    if (kernel.empty()) kernel.assign(weight.shape().begin() + 2, weight.shape().end());
+    const std::vector<int64_t> kernel(weight.shape().begin() + 2, weight.shape().end());
+    check_kernel_attribute(ctx, kernel);
+    const int64_t groups = ctx.attr_int("group", 1);
+    if (groups < 1 || groups > INT_MAX) ctx.invalid("group must be positive");
     Window w = window(ctx, x.shape(), kernel);
     const bool lifted = lift_1d(ctx, x, w);
     if (lifted) weight = weight.reshape({weight.size(0), weight.size(1), 1, weight.size(2)});
@@ -108,7 +120,7 @@ std::vector<Value> conv(Ctx &ctx) {
     options.stride_w = static_cast<int>(w.strides[1]);
     options.dilation_h = static_cast<int>(w.dilations[0]);
     options.dilation_w = static_cast<int>(w.dilations[1]);
-    options.groups = static_cast<int>(ctx.attr_int("group", 1));
+    options.groups = static_cast<int>(groups);
     if (symmetric(w)) {
         options.pad_h = static_cast<int>(w.begin[0]);
         options.pad_w = static_cast<int>(w.begin[1]);
@@ -128,8 +140,9 @@ std::vector<Value> conv_transpose(Ctx &ctx) {
     Tensor x = ctx.tensor(0), weight = ctx.tensor(1);
     if (x.rank() < 3 || weight.rank() != x.rank()) ctx.invalid("X and W must have the same rank, at least 3");
     const int64_t groups = ctx.attr_int("group", 1);
-    std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
-    if (kernel.empty()) kernel.assign(weight.shape().begin() + 2, weight.shape().end());
+    if (groups < 1 || groups > INT_MAX) ctx.invalid("group must be positive");
+    std::vector<int64_t> kernel(weight.shape().begin() + 2, weight.shape().end());
+    check_kernel_attribute(ctx, kernel);
     const std::size_t n = kernel.size();
     if (n > 2) ctx.unsupported(std::to_string(n) + "-D windows (1-D and 2-D are implemented)");
     std::vector<int64_t> strides = ctx.attr_ints("strides"), dilations = ctx.attr_ints("dilations"),
@@ -139,11 +152,19 @@ std::vector<Value> conv_transpose(Ctx &ctx) {
     if (dilations.empty()) dilations.assign(n, 1);
     if (out_pad.empty()) out_pad.assign(n, 0);
     if (pads.empty()) pads.assign(2 * n, 0);
-    if (strides.size() != n || dilations.size() != n || out_pad.size() != n || pads.size() != 2 * n)
-        ctx.invalid("strides, dilations, output_padding or pads do not match the kernel");
+    if (strides.size() != n || dilations.size() != n || out_pad.size() != n || pads.size() != 2 * n ||
+        (!out_shape.empty() && out_shape.size() != n && out_shape.size() != n + 2))
+        ctx.invalid("strides, dilations, output_padding, output_shape or pads do not match the kernel");
+    for (int64_t v : out_shape)
+        if (v < 0 || v > INT_MAX) ctx.invalid("output_shape must be in [0, 2^31)");
     const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
     for (std::size_t i = 0; i < n; ++i) {
-        if (strides[i] <= 0 || dilations[i] <= 0) ctx.invalid("strides and dilations must be positive");
+        if (strides[i] <= 0 || dilations[i] <= 0 || strides[i] > INT_MAX || dilations[i] > INT_MAX)
+            ctx.invalid("strides and dilations must be positive (and below 2^31)");
+        if (out_pad[i] < 0 || out_pad[i] >= std::max(strides[i], dilations[i]))
+            ctx.invalid("output_padding must be in [0, max(stride, dilation))");
+        if (pads[i] < -INT_MAX || pads[i] > INT_MAX || pads[i + n] < -INT_MAX || pads[i + n] > INT_MAX)
+            ctx.invalid("pads must be below 2^31 in magnitude");
         const int64_t in = x.size(static_cast<int64_t>(2 + i)), eff = (kernel[i] - 1) * dilations[i] + 1;
         if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
             const int64_t out = !out_shape.empty() ? out_shape[out_shape.size() - n + i] : in * strides[i];
@@ -205,9 +226,42 @@ std::vector<Value> conv_transpose(Ctx &ctx) {
     return {make(y, ctx.input(0).type)};
 }
 
+// MaxPool's Indices: for each output element the flat index in X (N, C, then the spatial axes
+// row-major, or column-major with storage_order 1) of its window's first largest element. The
+// window's input positions are tabulated on the host; the values are gathered (a padding
+// position reads -inf) and argmax picks within each window. x: [N, C, H, W] (1-D lifted).
+Tensor max_pool_indices(const Ctx &ctx, const Tensor &x, const Window &w, int64_t oh, int64_t ow, bool column_major) {
+    const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3), k = w.kernel[0] * w.kernel[1];
+    ctx.check_size({n * c, oh * ow, k}, 4);
+    std::vector<int64_t> reads, stored;  // per (output position, window offset): where it reads, its index
+    reads.reserve(static_cast<std::size_t>(oh * ow * k));
+    stored.reserve(static_cast<std::size_t>(oh * ow * k));
+    for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox)
+            for (int64_t ky = 0; ky < w.kernel[0]; ++ky)
+                for (int64_t kx = 0; kx < w.kernel[1]; ++kx) {
+                    const int64_t iy = oy * w.strides[0] - w.begin[0] + ky * w.dilations[0];
+                    const int64_t ix = ox * w.strides[1] - w.begin[1] + kx * w.dilations[1];
+                    const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < wd;
+                    reads.push_back(inside ? iy * wd + ix : h * wd);
+                    stored.push_back(inside ? (column_major ? ix * h + iy : iy * wd + ix) : 0);
+                }
+    const Tensor rows =
+        pad(x.contiguous().reshape({n * c, h * wd}), {0, 0, 0, 1}, -std::numeric_limits<double>::infinity());
+    const Tensor windows = take(rows, from_vector(reads, {oh * ow * k}, ctx.device), 1).reshape({n * c, oh * ow, k});
+    const Tensor best = argmax(windows, 2);  // [N*C, OH*OW]
+    const Tensor at =
+        add(best, mul(arange(int64_t{0}, oh * ow, int64_t{1}, DType::i64, ctx.device), static_cast<double>(k)));
+    const Tensor spatial = embedding(from_vector(stored, {oh * ow * k, 1}, ctx.device), at.reshape({n * c * oh * ow}));
+    const Tensor plane =
+        mul(arange(int64_t{0}, n * c, int64_t{1}, DType::i64, ctx.device), static_cast<double>(h * wd));
+    return add(spatial.reshape({n * c, oh * ow}), plane.reshape({n * c, 1}));
+}
+
 template <bool Max>
 std::vector<Value> pool(Ctx &ctx) {
-    if (ctx.n_outputs > 1) ctx.unsupported("the Indices output");
+    const bool want_indices = ctx.n_outputs > 1 && !ctx.node.output(1).empty();
+    if (want_indices && !Max) ctx.invalid("AveragePool has one output");
     Tensor x = ctx.tensor(0);
     const DType dtype = x.dtype();
     if (!is_float(ctx.input(0).type)) x = x.to(DType::f32);  // int8/uint8 pools: exact in f32
@@ -215,7 +269,8 @@ std::vector<Value> pool(Ctx &ctx) {
     Window w = window(ctx, x.shape(), ctx.attr_ints("kernel_shape"));
     if (w.kernel.size() + 2 != static_cast<std::size_t>(x.rank())) ctx.invalid("kernel_shape does not match X");
     const bool lifted = lift_1d(ctx, x, w);
-    if (ctx.attr_int("storage_order", 0) != 0) ctx.unsupported("storage_order = 1");
+    const int64_t storage_order = ctx.attr_int("storage_order", 0);
+    if (storage_order != 0 && storage_order != 1) ctx.invalid("storage_order must be 0 or 1");
     Pool2dOptions options;
     options.kernel_h = static_cast<int>(w.kernel[0]);
     options.kernel_w = static_cast<int>(w.kernel[1]);
@@ -247,8 +302,15 @@ std::vector<Value> pool(Ctx &ctx) {
             y = div(y, avg_pool2d(ones_mask, options));
         }
     }
-    if (lifted) y = y.reshape({y.size(0), y.size(1), y.size(3)});
+    Tensor indices;
+    if (want_indices)
+        indices = max_pool_indices(ctx, x, w, y.size(2), y.size(3), storage_order == 1).reshape(y.shape());
+    if (lifted) {
+        y = y.reshape({y.size(0), y.size(1), y.size(3)});
+        if (want_indices) indices = indices.reshape(y.shape());
+    }
     if (y.dtype() != dtype) y = y.to(dtype);
+    if (want_indices) return {make(y, ctx.input(0).type), make(indices, ElementType::int64)};
     return {make(y, ctx.input(0).type)};
 }
 
@@ -312,13 +374,32 @@ Tensor per_channel(const Tensor &t, int64_t rank) {
 
 std::vector<Value> batch_normalization(Ctx &ctx) {
     require_float(ctx, 0);
-    if (ctx.attr_int("training_mode", 0) != 0 || ctx.n_outputs > 1)
-        ctx.unsupported("training mode (inference only: running statistics are not updated)");
+    const bool training = ctx.version >= 14 && ctx.attr_int("training_mode", 0) != 0;
+    if (ctx.version < 14 && ctx.n_outputs > 1)
+        ctx.unsupported("training outputs before version 14 (mean, var, saved_mean, saved_var)");
     if (ctx.version < 9 && ctx.attr_int("spatial", 1) != 1) ctx.unsupported("spatial = 0");
     const Tensor &x = ctx.tensor(0);
     const double eps = ctx.attr_float("epsilon", 1e-5);
     const int64_t r = x.rank();
     const DType dt = x.dtype();
+    if (training) {
+        // Batch statistics over every axis but the channels (population variance); the running
+        // statistics move towards them by 1 - momentum.
+        if (r < 2) ctx.invalid("X must have a channel axis");
+        std::vector<int64_t> axes{0};
+        for (int64_t i = 2; i < r; ++i) axes.push_back(i);
+        const Tensor m = mean(x, axes, true), v = var(x, axes, 0, true);
+        const Tensor scale = per_channel(ctx.tensor(1).to(dt), r), bias = per_channel(ctx.tensor(2).to(dt), r);
+        const Tensor y = add(mul(mul(sub(x, m), rsqrt(add(v, eps))), scale), bias);
+        const double momentum = ctx.attr_float("momentum", 0.9);
+        const int64_t c = x.size(1);
+        const Tensor &run_m = ctx.tensor(3), &run_v = ctx.tensor(4);
+        auto moved = [&](const Tensor &running, const Tensor &batch) {
+            return add(mul(running, momentum), mul(batch.reshape({c}).to(running.dtype()), 1 - momentum));
+        };
+        return {make(y, ctx.input(0).type), make(moved(run_m, m), ctx.input(3).type),
+                make(moved(run_v, v), ctx.input(4).type)};
+    }
     const Tensor scale = per_channel(ctx.tensor(1).to(dt), r), bias = per_channel(ctx.tensor(2).to(dt), r);
     const Tensor m = per_channel(ctx.tensor(3).to(dt), r), v = per_channel(ctx.tensor(4).to(dt), r);
     const Tensor y = add(mul(mul(sub(x, m), rsqrt(add(v, eps))), scale), bias);
@@ -411,22 +492,73 @@ std::vector<Value> softmax_cross_entropy_loss(Ctx &ctx) {
     return out;
 }
 
-// Einsum of one or two operands without ellipsis or repeated labels within an operand: labels
-// only one side has are summed first; then batch, kept and contracted labels become one batched
+// Einsum of one or two operands: an ellipsis becomes labels of its own (right-aligned across
+// operands, equal sizes), a label repeated within an operand takes the diagonal (a gather of
+// flat indices i * n + i); labels only one side has are summed first; then batch, kept and contracted labels become one batched
 // matmul [B, L, C] x [B, C, R], reshaped and permuted to the output's labels.
 std::vector<Value> einsum(Ctx &ctx) {
     std::string eq = ctx.attr_string("equation", "");
     eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
-    if (eq.find("...") != std::string::npos) ctx.unsupported("ellipsis in the equation");
+    for (char c : eq)
+        if (!std::isalpha(static_cast<unsigned char>(c)) && c != ',' && c != '-' && c != '>' && c != '.')
+            ctx.invalid("equation '" + eq + "': labels are letters");
     std::size_t arrow = eq.find("->");
+    const bool explicit_output = arrow != std::string::npos;
+    // Ellipses: each operand's stands for its rank less its labels, the last of the labels
+    // "0".."9" (digits are no ONNX label), so that they align on the right.
+    if (eq.find("...") != std::string::npos) {
+        std::vector<std::string> parts;
+        const std::string lhs = eq.substr(0, explicit_output ? arrow : eq.size());
+        for (std::size_t start = 0;;) {
+            const std::size_t comma = lhs.find(',', start);
+            parts.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+        if (parts.size() != ctx.n_inputs())
+            ctx.invalid("the equation names " + std::to_string(parts.size()) + " operands");
+        int64_t most = 0;
+        std::vector<int64_t> counts;
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+            const std::size_t dots = parts[i].find("...");
+            const int64_t n =
+                dots == std::string::npos ? 0 : ctx.tensor(i).rank() - static_cast<int64_t>(parts[i].size() - 3);
+            if (n < 0 || n > 10 || (dots != std::string::npos && parts[i].find("...", dots + 1) != std::string::npos))
+                ctx.invalid("operand " + std::to_string(i) + "'s ellipsis does not fit its rank");
+            counts.push_back(n);
+            most = std::max(most, n);
+        }
+        auto labels = [](int64_t n, int64_t most) {
+            std::string out;
+            for (int64_t k = most - n; k < most; ++k) out += static_cast<char>('0' + k);
+            return out;
+        };
+        std::string rebuilt;
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+            std::string part = parts[i];
+            if (const std::size_t dots = part.find("..."); dots != std::string::npos)
+                part.replace(dots, 3, labels(counts[i], most));
+            rebuilt += (i ? "," : "") + part;
+        }
+        if (explicit_output) {
+            std::string out = eq.substr(arrow + 2);
+            if (const std::size_t dots = out.find("..."); dots != std::string::npos)
+                out.replace(dots, 3, labels(most, most));
+            eq = rebuilt + "->" + out;
+        } else {
+            eq = rebuilt;
+        }
+        arrow = eq.find("->");
+    }
     if (arrow == std::string::npos) {
-        // Implicit output: the labels that appear once, in alphabetical order.
+        // Implicit output: the ellipsis's labels, then the labels that appear once, in
+        // alphabetical order.
         std::map<char, int> seen;
         for (char c : eq)
             if (c != ',') ++seen[c];
         std::string implicit;
         for (const auto &[c, n] : seen)
-            if (n == 1) implicit += c;
+            if (n == 1 || (c >= '0' && c <= '9')) implicit += c;
         arrow = eq.size();
         eq += "->" + implicit;
     }
@@ -443,13 +575,39 @@ std::vector<Value> einsum(Ctx &ctx) {
     std::vector<Tensor> ops;
     for (std::size_t i = 0; i < in_labels.size(); ++i) {
         require_float(ctx, i);
-        const Tensor &t = ctx.tensor(i);
-        const std::string &l = in_labels[i];
+        Tensor t = ctx.tensor(i);
+        std::string &l = in_labels[i];
         if (static_cast<int64_t>(l.size()) != t.rank())
             ctx.invalid("operand " + std::to_string(i) + " has rank " + std::to_string(t.rank()));
         for (std::size_t a = 0; a < l.size(); ++a) {
-            if (l.find(l[a]) != a) ctx.unsupported("a label repeated within one operand (diagonals)");
-            sizes[l[a]] = t.size(static_cast<int64_t>(a));
+            const int64_t size = t.size(static_cast<int64_t>(a));
+            if (auto known = sizes.find(l[a]); known != sizes.end() && known->second != size)
+                ctx.invalid(std::string("label '") + l[a] + "' has sizes " + std::to_string(known->second) + " and " +
+                            std::to_string(size));
+            sizes[l[a]] = size;
+        }
+        // A repeated label: its two axes moved last, flattened, and the diagonal gathered.
+        for (std::size_t a = 0; a < l.size(); ++a) {
+            const std::size_t b = l.find(l[a], a + 1);
+            if (b == std::string::npos) continue;
+            std::vector<int64_t> perm;
+            for (std::size_t k = 0; k < l.size(); ++k)
+                if (k != a && k != b) perm.push_back(static_cast<int64_t>(k));
+            perm.push_back(static_cast<int64_t>(a));
+            perm.push_back(static_cast<int64_t>(b));
+            const int64_t n = sizes[l[a]];
+            Shape flat(t.shape().begin(), t.shape().end());
+            Shape rest;
+            for (std::size_t k = 0; k + 2 < perm.size(); ++k) rest.push_back(flat[static_cast<std::size_t>(perm[k])]);
+            rest.push_back(n * n);
+            std::vector<int64_t> diagonal;
+            for (int64_t k = 0; k < n; ++k) diagonal.push_back(k * n + k);
+            t = take(t.permute(perm).contiguous().reshape(rest), from_vector(diagonal, {n}, ctx.device),
+                     static_cast<int64_t>(rest.size()) - 1);
+            std::string kept;
+            for (std::size_t k = 0; k + 2 < perm.size(); ++k) kept += l[static_cast<std::size_t>(perm[k])];
+            l = kept + l[a];
+            a = static_cast<std::size_t>(-1);  // again from the start: the axes moved
         }
         ops.push_back(t);
     }

@@ -17,11 +17,19 @@ struct ResizeMode {
     std::string nearest = "round_prefer_floor";
     double cubic_a = -0.75;
     bool exclude_outside = false;
+    std::vector<double> roi;  // tf_crop_and_resize: starts of every axis, then ends
+    double extrapolation = 0;
 };
 
 // out: the resized length as the spec's reference takes it, in * scale unrounded when scales
 // are given.
-double source_coordinate(const ResizeMode &m, double x, double scale, double out, int64_t in) {
+double source_coordinate(const ResizeMode &m, double x, double scale, double out, int64_t in, int64_t axis) {
+    if (m.coordinates == "tf_crop_and_resize") {
+        const double start = m.roi[static_cast<std::size_t>(axis)],
+                     end = m.roi[m.roi.size() / 2 + static_cast<std::size_t>(axis)];
+        const double span = static_cast<double>(in - 1);
+        return (out == 1 ? (end - start) * span / 2 : x * (end - start) * span / (out - 1)) + start * span;
+    }
     if (m.coordinates == "half_pixel") return (x + 0.5) / scale - 0.5;
     if (m.coordinates == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0;
     if (m.coordinates == "align_corners") return out == 1 ? 0 : x * static_cast<double>(in - 1) / (out - 1);
@@ -59,17 +67,29 @@ Tensor resize_axis(const Ctx &ctx, const Tensor &x, int64_t axis, int64_t out, d
     weight_shape[axis] = out;
     auto indices = [&](const std::vector<int64_t> &v) { return from_vector(v, {out}, ctx.device); };
     auto weights = [&](const std::vector<float> &v) { return from_vector(v, weight_shape, ctx.device).to(x.dtype()); };
+    // tf_crop_and_resize: an output whose source lies outside the input is the extrapolation value.
+    std::vector<int64_t> outside(static_cast<std::size_t>(out), 0);
+    bool any_outside = false;
+    if (m.coordinates == "tf_crop_and_resize")
+        for (int64_t o = 0; o < out; ++o) {
+            const double c = source_coordinate(m, static_cast<double>(o), scale, length, in, axis);
+            if (c < 0 || c > static_cast<double>(in - 1)) outside[static_cast<std::size_t>(o)] = any_outside = true;
+        }
+    auto extrapolated = [&](const Tensor &y) {
+        if (!any_outside) return y;
+        return where(ne(from_vector(outside, weight_shape, ctx.device), 0.0), m.extrapolation, y);
+    };
     if (m.mode == "nearest") {
         std::vector<int64_t> idx;
         for (int64_t o = 0; o < out; ++o)
-            idx.push_back(nearest_index(m, source_coordinate(m, static_cast<double>(o), scale, length, in), in));
-        return take(x, indices(idx), axis);
+            idx.push_back(nearest_index(m, source_coordinate(m, static_cast<double>(o), scale, length, in, axis), in));
+        return extrapolated(take(x, indices(idx), axis));
     }
     const int taps = m.mode == "linear" ? 2 : 4;
     std::vector<std::vector<int64_t>> idx(taps);
     std::vector<std::vector<float>> w(taps);
     for (int64_t o = 0; o < out; ++o) {
-        double c = source_coordinate(m, static_cast<double>(o), scale, length, in);
+        double c = source_coordinate(m, static_cast<double>(o), scale, length, in, axis);
         if (taps == 2) {
             c = std::clamp(c, 0.0, static_cast<double>(in - 1));
             const int64_t i0 = static_cast<int64_t>(std::floor(c));
@@ -96,14 +116,15 @@ Tensor resize_axis(const Ctx &ctx, const Tensor &x, int64_t axis, int64_t out, d
     }
     Tensor y = mul(take(x, indices(idx[0]), axis), weights(w[0]));
     for (int t = 1; t < taps; ++t) y = add(y, mul(take(x, indices(idx[t]), axis), weights(w[t])));
-    return y;
+    return extrapolated(y);
 }
 
 Tensor resize_all(const Ctx &ctx, Tensor x, const std::vector<double> &scales, const std::vector<int64_t> &sizes,
                   const ResizeMode &m) {
     if (m.mode != "nearest" && m.mode != "linear" && m.mode != "cubic") ctx.unsupported("mode '" + m.mode + "'");
-    if (m.coordinates == "tf_crop_and_resize") ctx.unsupported("coordinate_transformation_mode tf_crop_and_resize");
     const int64_t r = x.rank();
+    const bool crop = m.coordinates == "tf_crop_and_resize";
+    if (crop && static_cast<int64_t>(m.roi.size()) != 2 * r) ctx.invalid("roi must have two values per axis");
     if (!sizes.empty() && static_cast<int64_t>(sizes.size()) != r) ctx.invalid("sizes must have one value per axis");
     if (sizes.empty() && static_cast<int64_t>(scales.size()) != r) ctx.invalid("scales must have one value per axis");
     Shape out_shape;
@@ -114,7 +135,10 @@ Tensor resize_all(const Ctx &ctx, Tensor x, const std::vector<double> &scales, c
     for (int64_t a = 0; a < r; ++a) {
         const double scale = sizes.empty() ? scales[a] : static_cast<double>(sizes[a]) / static_cast<double>(x.size(a));
         if (!(scale > 0)) ctx.invalid("scales must be positive");
-        if (scale == 1.0 && out_shape[a] == x.size(a)) continue;
+        if (scale == 1.0 && out_shape[a] == x.size(a) &&
+            (!crop || m.roi[static_cast<std::size_t>(a)] == 0 || x.size(a) == 1) &&
+            (!crop || m.roi[static_cast<std::size_t>(a + r)] == 1 || x.size(a) == 1))
+            continue;
         x = resize_axis(ctx, x, a, out_shape[a], scale, sizes.empty(), m);
     }
     return x;
@@ -128,6 +152,8 @@ std::vector<Value> resize(Ctx &ctx) {
         m.nearest = ctx.attr_string("nearest_mode", "round_prefer_floor");
         m.cubic_a = ctx.attr_float("cubic_coeff_a", -0.75);
         m.exclude_outside = ctx.attr_int("exclude_outside", 0) != 0;
+        m.extrapolation = ctx.attr_float("extrapolation_value", 0.0);
+        if (m.coordinates == "tf_crop_and_resize" && ctx.has_input(1)) m.roi = ctx.doubles(1);
     } else {
         m.coordinates = "asymmetric";
         m.nearest = "floor";

@@ -1,7 +1,6 @@
 // InferenceSession: load (parse, check, upload, fold) and run (execute nodes in order, free each
 // intermediate after its last consumer).
 #include <onnx/defs/schema.h>
-#include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
 #include <chrono>
@@ -234,14 +233,11 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
     for (const auto &info : inputs)
         if (static_shape(info)) static_shapes[info.name] = info.shape;
     if (options.shape_inference) {
-        ::onnx::ModelProto inferred = model;
-        try {
-            ::onnx::ShapeInferenceOptions so{true, 1, false};
-            ::onnx::shape_inference::InferShapes(inferred, ::onnx::OpSchemaRegistry::Instance(), so);
-        } catch (const std::exception &e) {
-            throw ModelError(std::string("ModelError: shape inference failed: ") + e.what());
-        }
-        for (const auto &vi : inferred.graph().value_info()) {
+        // In a child process: libonnx 1.12 crashes on some malformed nodes (docs/security.md).
+        detail::InferenceLimits limits;
+        limits.max_answer_bytes = std::clamp<std::size_t>(16 * size, limits.max_answer_bytes, std::size_t{1} << 30);
+        const ::onnx::GraphProto inferred = detail::infer_shapes_isolated(model, limits);
+        for (const auto &vi : inferred.value_info()) {
             if (!vi.type().has_tensor_type()) continue;
             const TensorInfo info = info_of(vi, "value");
             if (static_shape(info)) static_shapes[info.name] = info.shape;
@@ -602,7 +598,7 @@ std::vector<Tensor> InferenceSession::run(const std::vector<std::string> &output
 std::vector<std::pair<std::string, std::vector<int>>> supported_ops() {
     std::vector<std::pair<std::string, std::vector<int>>> out;
     for (auto family : {detail::elementwise_ops(), detail::nn_ops(), detail::layout_ops(), detail::reduce_ops(),
-                        detail::resize_ops()})
+                        detail::resize_ops(), detail::indexing_ops()})
         for (const OpRow &row : family)
             out.emplace_back(row.op_type, since_versions(row.op_type, row.min_version, row.max_version));
     std::sort(out.begin(), out.end());

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+import tinyfin as tf
 import tinyfin.onnx as tfo
-from conftest import init, make_model, value
+from conftest import init, make_model, rng, value
 
 F = TensorProto.FLOAT
 
@@ -98,6 +99,109 @@ def test_shape_inference_contradiction():
         load(model)
 
 
+CRASHES = os.path.join(os.path.dirname(__file__), "libonnx-crashes")
+
+
+@pytest.mark.parametrize("name", sorted(os.listdir(CRASHES)))
+def test_inputs_that_crash_libonnx_shape_inference(name):
+    # Debian's libonnx 1.12 crashes on these in-process; tinyfin runs its inference in a child.
+    with open(os.path.join(CRASHES, name), "rb") as f:
+        data = f.read()
+    with pytest.raises(tfo.ModelError, match="shape inference"):
+        load(data)
+    assert tfo.InferenceSession(relu_model().SerializeToString(), backend="cpu").run(
+        None, {"x": np.array([-1, 2], np.float32)})[0].tolist() == [0, 2]
+
+
+def refused(model, feeds):
+    """A ModelError at load, or else a typed error at run (ModelError naming the node, or the
+    core's ShapeError/ValueError): never a result, never a crash."""
+    try:
+        sess = load(model)
+    except tfo.ModelError as e:
+        return str(e)
+    with pytest.raises((tfo.ModelError, tf.Error)) as e:
+        sess.run(None, feeds)
+    return str(e.value)
+
+
+def conv_model(x_shape, w_shape, **attrs):
+    w = rng().standard_normal(w_shape).astype(np.float32)
+    return make_model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", **attrs)], [value("x", F, x_shape)],
+                      [value("y", F, None)], [init("w", w)])
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [
+    ([1, 2, 5, 5], [3, 2, 3, 3], {"strides": [0, 0]}),               # libonnx divides by the stride
+    ([1, 2, 5, 5], [3, 2, 3, 3], {"strides": [0, 0], "kernel_shape": [3, 3]}),
+    ([1, 2, 5, 5], [3, 2, 3, 3, 3, 3, 3, 3], {}),                    # kernel rank above the input's
+    ([1, 2, 5, 5], [3, 2, 3, 3], {"kernel_shape": [3, 3, 3, 3, 3]}),
+    ([1, 2, 5, 5], [3, 2, 3, 3], {"pads": [1]}),
+    ([1, 2, 5, 5], [3, 2, 3, 3], {"dilations": [1, 1, 1]}),
+    ([1, 2, 5, 5], [3, 2, 3, 3], {"strides": [-1, -1]}),
+    ([1, 2, 5, 5], [3, 2, 3, 3], {"dilations": [-4, -4]}),
+    ([1, 2, 5, 5], [3, 2, 3, 3], {"group": 0}),
+    ([1, 2, 5, 5], [3, 2, 3, 3], {"group": -1}),
+    ([1, 2, 5, 5], [3, 2, 3, 3], {"pads": [-9, -9, -9, -9]}),
+    ([1, 2, 5, 5], [3, 2, 3, 3], {"auto_pad": "SAME_UPPER", "strides": [0, 0]}),
+])
+def test_malformed_conv_attributes_are_model_errors(x_shape, w_shape, attrs):
+    refused(conv_model(x_shape, w_shape, **attrs), {"x": np.zeros(x_shape, np.float32)})
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [0, 0]}),
+    ("MaxPool", {"kernel_shape": [2, 2, 2, 2, 2, 2]}),
+    ("MaxPool", {"kernel_shape": [2, 2], "dilations": [1]}),
+    ("MaxPool", {"kernel_shape": [-3, 2]}),
+    ("AveragePool", {"kernel_shape": [2, 2], "strides": [0, 1]}),
+    ("AveragePool", {"kernel_shape": [2]}),
+    ("AveragePool", {"kernel_shape": [2, 2], "pads": [1, 1]}),
+    ("AveragePool", {"kernel_shape": [0, 0]}),
+    ("MaxPool", {}),
+])
+def test_malformed_pool_attributes_are_model_errors(op, attrs):
+    model = make_model([helper.make_node(op, ["x"], ["y"], name="p", **attrs)], [value("x", F, [1, 2, 6, 6])],
+                       [value("y", F, None)])
+    refused(model, {"x": np.zeros((1, 2, 6, 6), np.float32)})
+
+
+@pytest.mark.parametrize("attrs", [
+    {"strides": [0, 0]}, {"output_padding": [1]}, {"output_shape": [1]}, {"kernel_shape": [3, 3, 3]},
+    {"pads": [1, 1]}, {"dilations": [0, 0]}, {"group": 0}, {"output_padding": [5, 5]},
+])
+def test_malformed_conv_transpose_attributes_are_model_errors(attrs):
+    w = rng().standard_normal((2, 3, 3, 3)).astype(np.float32)
+    model = make_model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="t", **attrs)],
+                       [value("x", F, [1, 2, 4, 4])], [value("y", F, None)], [init("w", w)])
+    refused(model, {"x": np.zeros((1, 2, 4, 4), np.float32)})
+
+
+def test_huge_declared_dims_of_an_input():
+    # Declared, never allocated: load works, the static shape folds into a Shape; a feed must match.
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Relu", ["x"], ["y"])]
+    model = make_model(nodes, [value("x", F, [2**62, 2**62])], [value("s", TensorProto.INT64, [2]),
+                                                               value("y", F, None)])
+    try:
+        sess = load(model)
+    except (tfo.ModelError, tf.ShapeError):  # the folded Shape's placeholder has more elements than 2^64
+        return
+    assert sess.get_inputs()[0].shape == [2**62, 2**62]
+    with pytest.raises(tfo.InputError, match="declares"):
+        sess.run(None, {"x": np.zeros((1, 1), np.float32)})
+
+
+def test_huge_reshape_and_expand_are_refused_before_allocating():
+    for node, inits in ((helper.make_node("Expand", ["x", "s"], ["y"], name="big"),
+                         [init("s", np.array([2**40, 2**40], np.int64))]),
+                        (helper.make_node("Tile", ["x", "s"], ["y"], name="big"),
+                         [init("s", np.array([2**40], np.int64))])):
+        model = make_model([node], [value("x", F, [1])], [value("y", F, None)], inits)
+        sess = load(model, shape_inference=False)
+        with pytest.raises(tfo.ModelError, match="'big'.*max_tensor_bytes"):
+            sess.run(None, {"x": np.zeros(1, np.float32)})
+
+
 def test_newer_opset_is_named():
     with pytest.raises(tfo.UnsupportedError, match="opset 18.*1 through 17"):
         load(relu_model(opset=18, ir_version=8))
@@ -148,6 +252,18 @@ def test_external_data_symlink_out_of_the_folder(tmp_path):
     os.symlink(tmp_path / "secret.bin", folder / "w.bin")
     path = folder / "m.onnx"
     path.write_bytes(external_model("w.bin").SerializeToString())
+    with pytest.raises(tfo.ModelError, match="outside the model's folder"):
+        tfo.InferenceSession(str(path), backend="cpu")
+
+
+def test_external_data_through_a_symlinked_folder(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "w.bin").write_bytes(b"\1" * 8)
+    os.symlink(tmp_path / "outside", folder / "sub")
+    path = folder / "m.onnx"
+    path.write_bytes(external_model("sub/w.bin").SerializeToString())
     with pytest.raises(tfo.ModelError, match="outside the model's folder"):
         tfo.InferenceSession(str(path), backend="cpu")
 
