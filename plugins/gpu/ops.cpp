@@ -28,7 +28,7 @@ std::span<const KernelRow> kernels() {
     static const std::vector<KernelRow> rows = [] {
         std::vector<KernelRow> all;
         for (std::span<const KernelRow> family :
-             {elementwise_kernels(), reduce_kernels(), gemm_kernels(), nn_kernels(), optim_kernels(), quant_kernels()})
+             {elementwise_kernels(), reduce_kernels(), scan_kernels(), gemm_kernels(), nn_kernels(), optim_kernels(), quant_kernels()})
             all.insert(all.end(), family.begin(), family.end());
         return all;
     }();
