@@ -2,7 +2,7 @@
 // from two threads at once, the program binary cache on disk, CLBlast in use (or hidden), and
 // the probe's message when there is no ICD loader (through the plugin's C ABI, with the loader's
 // path pointed at a file that does not exist).
-#include "vulkan_test.hpp"
+#include "device_parity.hpp"
 
 #include <dirent.h>
 #include <dlfcn.h>

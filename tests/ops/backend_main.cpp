@@ -1,10 +1,12 @@
-// main() of the vulkan suite (and of the opengl suite, built with TF_TEST_BACKEND "opengl" and
-// TF_TEST_ALLOW "TINYFIN_ALLOW_NO_OPENGL"): the suite must run for real (CI has lavapipe and
-// llvmpipe), so a missing backend fails every binary, with the loader's reason, unless TF_TEST_ALLOW=1
-// (then the binary exits 77, which meson reports as skipped).
+// main() of the op tests (tests/ops) and of the GPU backends' own tests. The backend under test
+// is TINYFIN_BACKEND's: a GPU backend must run for real (CI has lavapipe, llvmpipe and pocl), so
+// when it is unusable every binary fails with the loader's reason, unless
+// TINYFIN_ALLOW_NO_<BACKEND>=1 (then it exits 77, which meson reports as skipped). cpu and auto
+// need no check.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,23 +15,16 @@
 
 #include "tinyfin/tinyfin.hpp"
 
-#ifndef TF_TEST_BACKEND
-#define TF_TEST_BACKEND "vulkan"
-#endif
-#ifndef TF_TEST_ALLOW
-#define TF_TEST_ALLOW "TINYFIN_ALLOW_NO_VULKAN"
-#endif
-
 namespace {
 
-// "" when the backend under test is usable, else why not.
-std::string unavailable_reason() {
+// "" when the backend is usable, else why not.
+std::string unavailable_reason(const std::string &backend) {
     try {
         for (const std::string &name : tinyfin::available_backends())
-            if (name == TF_TEST_BACKEND) return "";
+            if (name == backend) return "";
         for (const tinyfin::PluginReport &plugin : tinyfin::report().plugins)
-            if (plugin.name == TF_TEST_BACKEND) return plugin.outcome + ": " + plugin.message;
-        return "the " TF_TEST_BACKEND " plugin is not on the plugin search path";
+            if (plugin.name == backend) return plugin.outcome + ": " + plugin.message;
+        return "the " + backend + " plugin is not on the plugin search path";
     } catch (const std::exception &e) {
         // TINYFIN_STRICT=1 with TINYFIN_BACKEND=<backend> throws when it is unusable.
         return e.what();
@@ -39,15 +34,23 @@ std::string unavailable_reason() {
 }  // namespace
 
 int main(int argc, char **argv) {
-    const std::string why = unavailable_reason();
-    if (!why.empty()) {
-        const char *allow = std::getenv(TF_TEST_ALLOW);
-        const bool skip = allow && std::strcmp(allow, "1") == 0;
-        std::fprintf(stderr, TF_TEST_BACKEND " backend unavailable: %s\n%s\n", why.c_str(),
-                     skip ? TF_TEST_ALLOW "=1: skipping"
-                          : "the " TF_TEST_BACKEND " suite must run (set " TF_TEST_ALLOW
-                            "=1 to skip on machines without it)");
-        return skip ? 77 : 1;
+    const char *selected = std::getenv("TINYFIN_BACKEND");
+    const std::string backend = selected ? selected : "";
+    if (!backend.empty() && backend != "auto" && backend != "cpu") {
+        const std::string why = unavailable_reason(backend);
+        if (!why.empty()) {
+            std::string allow = "TINYFIN_ALLOW_NO_";
+            for (char c : backend) allow += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+            const char *allowed = std::getenv(allow.c_str());
+            const bool skip = allowed && std::strcmp(allowed, "1") == 0;
+            std::fprintf(stderr, "%s backend unavailable: %s\n", backend.c_str(), why.c_str());
+            if (skip)
+                std::fprintf(stderr, "%s=1: skipping\n", allow.c_str());
+            else
+                std::fprintf(stderr, "the %s tests must run (set %s=1 to skip on machines without it)\n",
+                             backend.c_str(), allow.c_str());
+            return skip ? 77 : 1;
+        }
     }
     doctest::Context context(argc, argv);
     return context.run();

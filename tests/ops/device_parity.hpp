@@ -1,7 +1,9 @@
-// Helpers of the vulkan suite: the same op on cpu tensors (the reference) and on vulkan tensors,
-// compared element by element. The opengl suite builds the same sources with TF_TEST_BACKEND
-// set to "opengl": the two plugins run the same kernels and must pass the same tests. Every binary runs with TINYFIN_FALLBACK=error, so an op the
-// plugin does not run itself fails the test instead of passing on cpu.
+// The device half of the op tests (tests/ops/test_<family>.cpp, suite "device") and of the GPU
+// backends' own tests (tests/vulkan, tests/opengl, tests/opencl): the same op on cpu tensors and on
+// the backend under test's tensors, compared element by element. The cpu plugin's results are
+// held to host references by the family's other cases; these hold every backend to the cpu's.
+// The runs set TINYFIN_FALLBACK=error, so an op the backend does not run itself fails the test
+// instead of passing on cpu.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -10,6 +12,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,12 +28,21 @@ using tinyfin::Shape;
 using tinyfin::Tensor;
 
 inline const Device cpu_device{"cpu", 0};
-#ifndef TF_TEST_BACKEND
-#define TF_TEST_BACKEND "vulkan"
-#endif
 
-// The backend under test.
-inline const Device gpu_device{TF_TEST_BACKEND, 0};
+// The backend under test: TF_TEST_BACKEND where a backend's own tests are built for one, else
+// TINYFIN_BACKEND (the ops-<family>-<backend> runs of tests/ops).
+inline std::string backend_under_test() {
+#ifdef TF_TEST_BACKEND
+    return TF_TEST_BACKEND;
+#else
+    const char *name = std::getenv("TINYFIN_BACKEND");
+    return name && *name ? name : "cpu";
+#endif
+}
+inline const Device gpu_device{backend_under_test(), 0};
+
+constexpr float inf = std::numeric_limits<float>::infinity();
+constexpr float qnan = std::numeric_limits<float>::quiet_NaN();
 
 inline int64_t numel(const Shape &shape) {
     int64_t n = 1;
@@ -112,7 +125,7 @@ inline bool close(double got, double want, double atol, double rtol) {
     return std::abs(got - want) <= atol + rtol * std::abs(want);
 }
 
-// got (computed on vulkan) against want (computed on cpu): device, dtype, shape, every element.
+// got (computed on the backend) against want (computed on cpu): device, dtype, shape, every element.
 inline void check(const Tensor &got, const Tensor &want, double atol, double rtol, const std::string &what) {
     INFO(what);
     REQUIRE(got.defined());
@@ -129,11 +142,19 @@ inline void check(const Tensor &got, const Tensor &want, double atol, double rto
     }
     if (bad > 0) {
         char text[256];
-        std::snprintf(text, sizeof text,
-                      "%lld of %zu elements differ; first at %lld: " TF_TEST_BACKEND " %.9g, cpu %.9g",
-                      static_cast<long long>(bad), g.size(), static_cast<long long>(first), g[first], w[first]);
+        std::snprintf(text, sizeof text, "%lld of %zu elements differ; first at %lld: %s %.9g, cpu %.9g",
+                      static_cast<long long>(bad), g.size(), static_cast<long long>(first),
+                      backend_under_test().c_str(), g[first], w[first]);
         FAIL_CHECK(text);
     }
+}
+
+// Values with the edge cases of float math mixed in.
+inline Pair specials(const Shape &shape) {
+    std::vector<float> v = values(numel(shape), 5, -4, 4);
+    const float edge[] = {0.0f, -0.0f, inf, -inf, qnan, 1.0f, -1.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 0.5f};
+    for (std::size_t i = 0; i < v.size(); i += 3) v[i] = edge[(i / 3) % (sizeof edge / sizeof edge[0])];
+    return both(v, shape);
 }
 
 struct Tolerance {
@@ -141,7 +162,7 @@ struct Tolerance {
     double rtol = 1e-5;
 };
 
-// f on the cpu operands and on the vulkan operands; results compared.
+// f on the cpu operands and on the backend's operands; results compared.
 template <class F>
 void parity(const std::string &what, const std::vector<Pair> &operands, F &&f, Tolerance tol = {}) {
     std::vector<Tensor> a, b;
