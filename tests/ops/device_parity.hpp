@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "reference.hpp"
 #include "tinyfin/tinyfin.hpp"
 
 namespace vt {
@@ -44,25 +45,9 @@ inline const Device gpu_device{backend_under_test(), 0};
 constexpr float inf = std::numeric_limits<float>::infinity();
 constexpr float qnan = std::numeric_limits<float>::quiet_NaN();
 
-inline int64_t numel(const Shape &shape) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    return n;
-}
-
-// splitmix64-driven values uniform in [lo, hi), the same on every run.
-inline std::vector<float> values(int64_t n, uint64_t seed, double lo = -1, double hi = 1) {
-    std::vector<float> out(static_cast<std::size_t>(n));
-    uint64_t state = seed * 0x9e3779b97f4a7c15ull + 12345;
-    for (float &v : out) {
-        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        v = static_cast<float>(lo + (hi - lo) * static_cast<double>(z >> 11) * 0x1.0p-53);
-    }
-    return out;
-}
+// Element counts and the splitmix64-driven inputs are the host references' (reference.hpp).
+using ref::numel;
+using ref::values;
 
 // One operand on both devices, with the same contents.
 struct Pair {
