@@ -73,6 +73,16 @@ static_assert(sizeof(ReduceParams) == 64 * 4);
 
 enum ReduceOp : uint32_t { RD_SUM = 0, RD_MEAN, RD_MAX, RD_MIN, RD_VAR, RD_ARGMAX, RD_ARGMIN };
 
+// shaders/scan.comp. Specialization constant: DT (the dtype of x and y).
+struct ScanParams {
+    uint32_t lines, n, rank, flags;
+    uint32_t x_base, y_base, x_step, y_step;
+    uint32_t shape[8], x_strides[8], y_strides[8];
+};
+static_assert(sizeof(ScanParams) == 32 * 4);
+
+enum ScanFlag : uint32_t { SCAN_EXCLUSIVE = 1, SCAN_REVERSE = 2 };
+
 // shaders/gemm.comp. Specialization constants: MODE (0 matmul, 1 conv2d, 2 grad_input,
 // 3 grad_weight), ROWS (8, or 1 for M <= 8), SPLIT (K split over z into a scratch tensor),
 // COLS (8, or 1 for N <= 8).

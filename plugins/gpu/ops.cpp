@@ -27,8 +27,8 @@ std::span<const KernelRow> kernels() {
     // Made on first use (a plugin runs no code at dlopen), then read by every thread.
     static const std::vector<KernelRow> rows = [] {
         std::vector<KernelRow> all;
-        for (std::span<const KernelRow> family :
-             {elementwise_kernels(), reduce_kernels(), gemm_kernels(), nn_kernels(), optim_kernels(), quant_kernels()})
+        for (std::span<const KernelRow> family : {elementwise_kernels(), reduce_kernels(), scan_kernels(),
+                                                  gemm_kernels(), nn_kernels(), optim_kernels(), quant_kernels()})
             all.insert(all.end(), family.begin(), family.end());
         return all;
     }();

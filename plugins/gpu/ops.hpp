@@ -37,7 +37,7 @@ constexpr KernelRow kernel_row(uint32_t op, Shader shader, tf_kit::DtypeSet dtyp
     return r;
 }
 
-// Every row, the families in order: elementwise, reduce, gemm, nn, optim, quant.
+// Every row, the families in order: elementwise, reduce, scan, gemm, nn, optim, quant.
 std::span<const KernelRow> kernels();
 
 // What every kernel shares: at most tensor_slots tensors, each of a dtype the kernels address, its
@@ -49,6 +49,7 @@ bool fits(const KernelDevice &dev, const tf_op_desc &op);
 std::span<const KernelRow> elementwise_kernels();  // elementwise.comp: unary, binary, compare,
     // where, contiguous, cast, fill
 std::span<const KernelRow> reduce_kernels();  // reduce.comp: sum, mean, max, min, var, argmax, argmin
+std::span<const KernelRow> scan_kernels();  // scan.comp: cumsum
 std::span<const KernelRow> gemm_kernels();  // gemm.comp: matmul, conv2d and its gradients
 // ops_nn.cpp: pool2d.comp (pooling and its backwards), rows.comp (softmax, log_softmax,
 // layer_norm, rms_norm, cross_entropy), index.comp (one_hot, embedding(_backward), rope),

@@ -1,7 +1,7 @@
 // What is the opengl plugin's own: what tinyfin-info shows about the GL device, calls from two
 // threads at once (the plugin hands every call to the device's GL thread), and the EGL path in
 // use (opengl-surfaceless runs this binary with TINYFIN_OPENGL_EGL=surfaceless).
-#include "vulkan_test.hpp"
+#include "device_parity.hpp"
 
 #include <atomic>
 #include <cstdlib>

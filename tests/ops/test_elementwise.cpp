@@ -1,7 +1,9 @@
 // Elementwise ops against <cmath> on the host: pow, maximum, minimum, the
 // comparisons and where with broadcasting; every unary op (both gelu forms,
 // erf, clamp) on contiguous, transposed and step-sliced inputs; rank 0 and
-// zero-size tensors.
+// zero-size tensors; then, on the backend under test, every elementwise op, cast,
+// copy and fill against cpu.
+#include "device_parity.hpp"
 #include "reference.hpp"
 
 using namespace tinyfin;
@@ -297,3 +299,241 @@ TEST_CASE("unary and binary ops on f16 and bf16 inputs") {
                         ref::binary(da, {2, 3}, db, {3}, [](double x, double y) { return x < y ? x : y; }), {2, 3});
     }
 }
+
+// ---- On the backend under test (suite "device") ---------------------------------------------------
+// ops-elementwise-<backend> runs these with TINYFIN_BACKEND=vulkan, opengl or opencl and no fallback: each
+// op on the backend's tensors against the same op on cpu tensors (held to the host references by
+// the cases above), with odd sizes, broadcasting, views, rank 0, empty tensors, every dtype the
+// kernels take and special values. The cpu run leaves the suite out.
+
+TEST_SUITE_BEGIN("device");
+namespace on_device {
+
+using namespace vt;
+namespace tf = tinyfin;
+
+using UnaryFn = Tensor (*)(const Tensor &);
+
+TEST_CASE("elementwise: unary float ops on views and special values") {
+    struct Op {
+        const char *name;
+        UnaryFn fn;
+        double lo, hi;
+        Tolerance tol;
+    };
+    const Op ops[] = {
+        {"neg", tf::neg, -3, 3, {}},
+        {"exp", tf::exp, -10, 10, {1e-6, 2e-6}},
+        {"relu", tf::relu, -3, 3, {}},
+        {"abs", tf::abs, -3, 3, {}},
+        {"log", tf::log, 1e-3, 50, {1e-6, 2e-6}},
+        {"sqrt", tf::sqrt, 0, 50, {}},
+        {"rsqrt", tf::rsqrt, 1e-3, 50, {1e-6, 2e-6}},
+        {"sin", tf::sin, -6, 6, {2e-6, 1e-5}},
+        {"cos", tf::cos, -6, 6, {2e-6, 1e-5}},
+        {"tanh", tf::tanh, -6, 6, {1e-6, 2e-6}},
+        {"sigmoid", tf::sigmoid, -20, 20, {1e-6, 2e-6}},
+        {"silu", tf::silu, -20, 20, {1e-6, 2e-6}},
+        {"square", tf::square, -30, 30, {}},
+        {"erf", tf::erf, -4, 4, {1e-6, 2e-6}},
+        {"gelu", [](const Tensor &x) { return tf::gelu(x, false); }, -8, 8, {2e-6, 2e-6}},
+        {"gelu_tanh", [](const Tensor &x) { return tf::gelu(x, true); }, -8, 8, {2e-6, 2e-6}},
+    };
+    for (const Op &o : ops) {
+        Pair x = random({13, 29}, 11, o.lo, o.hi);
+        parity(
+            std::string(o.name) + " contiguous", {x}, [&](auto &t) { return o.fn(t[0]); }, o.tol);
+        parity(
+            std::string(o.name) + " transposed", {x}, [&](auto &t) { return o.fn(t[0].transpose(0, 1)); }, o.tol);
+        parity(
+            std::string(o.name) + " stepped slice", {x}, [&](auto &t) { return o.fn(t[0].slice(1, 1, 29, 3)); }, o.tol);
+        parity(
+            std::string(o.name) + " special values", {specials({7, 12})}, [&](auto &t) { return o.fn(t[0]); }, o.tol);
+        parity(
+            std::string(o.name) + " rank 0", {random({}, 3, o.lo, o.hi)}, [&](auto &t) { return o.fn(t[0]); }, o.tol);
+        parity(
+            std::string(o.name) + " empty", {random({0, 5}, 3)}, [&](auto &t) { return o.fn(t[0]); }, o.tol);
+    }
+    Pair x = specials({9, 11});
+    parity("clamp", {x}, [](auto &t) { return tf::clamp(t[0], -0.75, 2.1); });
+    parity("clamp open below", {x}, [](auto &t) { return tf::clamp(t[0], -INFINITY, 0.3); });
+    parity("clamp min > max", {x}, [](auto &t) { return tf::clamp(t[0].transpose(0, 1), 1.0, 1.0); });
+}
+
+TEST_CASE("elementwise: binary float ops with broadcasting") {
+    using BinaryFn = Tensor (*)(const Tensor &, const Tensor &);
+    const std::pair<const char *, BinaryFn> ops[] = {
+        {"add", tf::add}, {"sub", tf::sub},         {"mul", tf::mul},
+        {"div", tf::div}, {"maximum", tf::maximum}, {"minimum", tf::minimum},
+    };
+    Pair a = random({5, 1, 7}, 21, -3, 3), b = random({3, 1}, 22, -3, 3), c = random({7, 5}, 23, 0.5, 3);
+    Pair s = random({}, 24, 1, 2);
+    for (auto [name, fn] : ops) {
+        parity(std::string(name) + " [5,1,7] x [3,1]", {a, b}, [&](auto &t) { return fn(t[0], t[1]); });
+        parity(std::string(name) + " transposed x scalar", {c, s},
+               [&](auto &t) { return fn(t[0].transpose(0, 1), t[1]); });
+        parity(std::string(name) + " special values", {specials({6, 8}), random({8}, 9, -2, 2)},
+               [&](auto &t) { return fn(t[0], t[1]); });
+        parity(std::string(name) + " both special", {specials({12, 12}), both(values(144, 3, -4, 4), {12, 12})},
+               [&](auto &t) { return fn(t[1], t[0].transpose(0, 1)); });
+    }
+    // pow: positive bases anywhere; negative bases with integral exponents; C's special cases.
+    parity("pow", {random({6, 9}, 31, 0.1, 4), random({9}, 32, -3, 3)}, [](auto &t) { return tf::pow(t[0], t[1]); },
+           {1e-6, 1e-5});
+    std::vector<float> base = {-2, -2, -0.5f, 0, -0.0f, 0, inf, -inf, qnan, 1, -1, -1, 2, 3, -3, 0.5f};
+    std::vector<float> expo = {2, 3, -3, -1, -1, 0, 0.5f, 3, 0, qnan, inf, 2.5f, -inf, 2, 1, 1};
+    parity("pow special cases", {both(base, {16}), both(expo, {16})}, [](auto &t) { return tf::pow(t[0], t[1]); });
+    // 1 / x tells -0 (-inf) from +0 (inf).
+    const Pair zeros_a = both(std::vector<float>{-0.0f, 0.0f, -0.0f}, {3}),
+               zeros_b = both(std::vector<float>{0.0f, -0.0f, -0.0f}, {3});
+    parity("maximum(-0, +0) is +0", {zeros_a, zeros_b},
+           [](auto &t) { return tf::div(tf::scalar_like(t[0], 1), tf::maximum(t[0], t[1])); });
+    parity("minimum(-0, +0) is -0", {zeros_a, zeros_b},
+           [](auto &t) { return tf::div(tf::scalar_like(t[0], 1), tf::minimum(t[0], t[1])); });
+}
+
+TEST_CASE("elementwise: integer arithmetic wraps like the cpu plugin") {
+    Pair a32 = integers<int32_t>({4, 9}, 41, -2000000000, 2000000000), b32 = integers<int32_t>({9}, 42, -70000, 70000);
+    Pair a64 = integers<int64_t>({4, 9}, 43, -4000000000000ll, 4000000000000ll),
+         b64 = integers<int64_t>({9}, 44, -7000000, 7000000);
+    for (const auto &[a, b, name] : {std::tuple{a32, b32, "i32"}, std::tuple{a64, b64, "i64"}}) {
+        const std::string n = name;
+        parity(n + " add", {a, b}, [](auto &t) { return tf::add(t[0], t[1]); });
+        parity(n + " sub", {a, b}, [](auto &t) { return tf::sub(t[1], t[0].transpose(0, 1).transpose(0, 1)); });
+        parity(n + " mul", {a, b}, [](auto &t) { return tf::mul(t[0], t[1]); });
+        parity(n + " maximum", {a, b}, [](auto &t) { return tf::maximum(t[0], t[1]); });
+        parity(n + " minimum", {a, b}, [](auto &t) { return tf::minimum(t[0], t[1]); });
+        parity(n + " neg", {a}, [](auto &t) { return tf::neg(t[0]); });
+        parity(n + " abs", {a}, [](auto &t) { return tf::abs(t[0]); });
+        parity(n + " relu", {a}, [](auto &t) { return tf::relu(t[0].transpose(0, 1)); });
+        parity(n + " square", {a}, [](auto &t) { return tf::square(t[0]); });
+    }
+    std::vector<int64_t> edge = {INT64_MIN, INT64_MAX, -1, 0, 1, 4294967296ll, -4294967296ll, 4294967295ll};
+    Pair e = both(edge, {8});
+    parity("i64 add carries", {e, both(std::vector<int64_t>{-1, 1, 1, -1, 4294967295ll, -1, 1, 1}, {8})},
+           [](auto &t) { return tf::add(t[0], t[1]); });
+    parity("i64 mul low bits", {e, e}, [](auto &t) { return tf::mul(t[0], t[1]); });
+    parity("i64 neg, abs of MIN", {e}, [](auto &t) { return tf::add(tf::neg(t[0]), tf::abs(t[0])); });
+}
+
+TEST_CASE("elementwise: comparisons and where on every dtype") {
+    using CompareFn = Tensor (*)(const Tensor &, const Tensor &);
+    const std::pair<const char *, CompareFn> ops[] = {
+        {"eq", tf::eq}, {"ne", tf::ne}, {"lt", tf::lt}, {"le", tf::le}, {"gt", tf::gt}, {"ge", tf::ge},
+    };
+    // Small integer ranges make ties common.
+    Pair f = integers<int32_t>({7, 11}, 51, -3, 3), g = integers<int32_t>({11}, 52, -3, 3);
+    std::vector<std::tuple<std::string, Pair, Pair>> inputs = {
+        {"f32",
+         {tf::cast(f.cpu, DType::f32), tf::cast(f.vk, DType::f32)},
+         {tf::cast(g.cpu, DType::f32), tf::cast(g.vk, DType::f32)}},
+        {"i32", f, g},
+        {"i64", integers<int64_t>({7, 11}, 53, -3000000000ll, 3000000000ll),
+         integers<int64_t>({11}, 54, -3000000000ll, 3000000000ll)},
+        {"bool", booleans({7, 11}, 55), booleans({11}, 56)},
+        {"f32 special", specials({7, 11}), random({11}, 57, -4, 4)},
+    };
+    for (const auto &[dtype, a, b] : inputs) {
+        for (auto [name, fn] : ops) {
+            parity(std::string(name) + " " + dtype, {a, b}, [&](auto &t) { return fn(t[0], t[1]); });
+            parity(std::string(name) + " " + dtype + " transposed", {a, b}, [&](auto &t) {
+                return fn(t[0].transpose(0, 1), t[1].view({11, 1}));
+            });
+        }
+    }
+    // Odd sizes, so the last word of the bool output is partial, and an odd-offset bool output.
+    parity("gt bool output of 13 elements", {random({13}, 58), random({13}, 59)},
+           [](auto &t) { return tf::gt(t[0], t[1]); });
+    Pair cond = booleans({5, 1, 9}, 60);
+    parity("where f32 broadcast", {cond, random({3, 9}, 61), random({5, 3, 1}, 62)},
+           [](auto &t) { return tf::where(t[0], t[1], t[2]); });
+    parity("where i64",
+           {cond, integers<int64_t>({9}, 63, -9, 9), integers<int64_t>({5, 1, 9}, 64, INT32_MIN, INT32_MAX)},
+           [](auto &t) { return tf::where(t[0], t[1], t[2]); });
+    parity("where i32 on a sliced condition",
+           {booleans({6, 18}, 65), integers<int32_t>({6, 9}, 66, -9, 9), integers<int32_t>({9}, 67, -9, 9)},
+           [](auto &t) { return tf::where(t[0].slice(1, 1, 18, 2), t[1], t[2]); });
+    parity("where bool", {cond, booleans({9}, 68), booleans({5, 3, 9}, 69)},
+           [](auto &t) { return tf::where(t[0], t[1], t[2]); });
+}
+
+TEST_CASE("elementwise: cast between every pair, contiguous copies, fill") {
+    const DType dtypes[] = {DType::f32, DType::i32, DType::i64, DType::boolean};
+    std::vector<float> f = values(60, 71, -3e9, 3e9);
+    const float edge[] = {qnan,     inf,  -inf,  2147483648.0f, -2147483648.0f, 9.3e18f,
+                          -9.3e18f, 0.5f, -0.5f, -0.0f,         16777217.0f,    1.5f};
+    for (std::size_t i = 0; i < sizeof edge / sizeof edge[0]; ++i) f[i * 5] = edge[i];
+    std::vector<int64_t> i64 = {INT64_MIN,
+                                INT64_MAX,
+                                (1ll << 53) + 1,
+                                -((1ll << 40) + 3),
+                                16777217,
+                                -16777219,
+                                0,
+                                1,
+                                -1,
+                                (1ll << 62) + (1ll << 38) + 1,
+                                3000000000ll,
+                                -3000000000ll};
+    const std::vector<Pair> sources = {
+        both(f, {6, 10}),
+        integers<int32_t>({6, 10}, 72, INT32_MIN, INT32_MAX),
+        both(i64, {3, 4}),
+        booleans({6, 10}, 73),
+    };
+    for (const Pair &src : sources) {
+        for (DType to : dtypes) {
+            if (to == src.cpu.dtype()) continue;
+            const std::string name =
+                std::string("cast ") + tf::dtype_name(src.cpu.dtype()) + " -> " + tf::dtype_name(to);
+            parity(name, {src}, [&](auto &t) { return tf::cast(t[0], to); });
+            parity(name + " transposed", {src}, [&](auto &t) { return tf::cast(t[0].transpose(0, 1), to); });
+        }
+        const std::string dt = tf::dtype_name(src.cpu.dtype());
+        parity("contiguous " + dt + " transposed", {src}, [](auto &t) { return t[0].transpose(0, 1).contiguous(); });
+        parity("contiguous " + dt + " stepped", {src},
+               [](auto &t) { return t[0].slice(1, 1, t[0].size(1), 2).contiguous(); });
+        parity("contiguous " + dt + " broadcast", {src}, [](auto &t) {
+            return t[0].slice(0, 1, 2).expand({5, 1, t[0].size(1)}).contiguous();
+        });
+    }
+    for (DType d : dtypes) {
+        for (double v :
+             {0.0, 1.0, -2.75, 3e9, -1e20, 7.0e-46, static_cast<double>(NAN), static_cast<double>(INFINITY)}) {
+            const std::string name = std::string("fill ") + tf::dtype_name(d) + " " + std::to_string(v);
+            Tensor want = tf::full({3, 5}, v, d, cpu_device);
+            Tensor got = tf::full({3, 5}, v, d, gpu_device);
+            check(got, want, 0, 0, name);
+        }
+        check(tf::full({}, 2.5, d, gpu_device), tf::full({}, 2.5, d, cpu_device), 0, 0, "fill rank 0");
+        check(tf::full({17}, 1, d, gpu_device), tf::full({17}, 1, d, cpu_device), 0, 0, "fill 17");
+    }
+}
+
+TEST_CASE("elementwise: writes into strided views leave the other elements alone") {
+    const DType dtypes[] = {DType::f32, DType::i32, DType::i64, DType::boolean};
+    for (DType d : dtypes) {
+        INFO(tf::dtype_name(d));
+        // Sentinels everywhere, then a strided view of it overwritten: the gaps must survive.
+        Tensor base_cpu = tf::full({7, 9}, 3, d, cpu_device), base_vk = tf::full({7, 9}, 3, d, gpu_device);
+        Pair src = booleans({3, 4}, 81);
+        Tensor src_cpu = tf::cast(src.cpu, d), src_vk = tf::cast(src.vk, d);
+        base_cpu.slice(0, 1, 7, 2).slice(1, 2, 9, 2).assign_(src_cpu);
+        base_vk.slice(0, 1, 7, 2).slice(1, 2, 9, 2).assign_(src_vk);
+        check(base_vk, base_cpu, 0, 0, "assign_ into a stepped view");
+        // A transposed destination and a broadcast source.
+        Tensor row_cpu = tf::cast(random({1, 7}, 82, -5, 5).cpu, d);
+        Tensor row_vk = tf::cast(tf::from_vector(values(7, 82, -5, 5), {1, 7}, gpu_device), d);
+        base_cpu.transpose(0, 1).slice(0, 0, 5).assign_(row_cpu);
+        base_vk.transpose(0, 1).slice(0, 0, 5).assign_(row_vk);
+        check(base_vk, base_cpu, 0, 0, "assign_ into a transposed view");
+        // Single bool bytes at odd offsets, inside words shared with their neighbours.
+        base_cpu.slice(1, 3, 4).assign_(tf::full({7, 1}, 0, d, cpu_device));
+        base_vk.slice(1, 3, 4).assign_(tf::full({7, 1}, 0, d, gpu_device));
+        check(base_vk, base_cpu, 0, 0, "assign_ one column");
+    }
+}
+
+}  // namespace on_device
+
+TEST_SUITE_END();

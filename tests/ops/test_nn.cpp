@@ -1,10 +1,11 @@
-// Neural-network ops against naive host loops: conv2d (stride, padding,
-// dilation, groups, bias), max/avg pooling, softmax, log_softmax, layer_norm,
-// rms_norm, rope (both layouts), attention (mask, causal), embedding,
-// cross_entropy (every reduction, ignore_index) and one_hot.
+// Neural-network ops against naive host loops: max/avg pooling, softmax,
+// log_softmax, layer_norm, rms_norm, rope (both layouts), attention (mask,
+// causal), embedding, cross_entropy (every reduction, ignore_index) and one_hot
+// (conv2d: test_gemm.cpp); then, on the backend under test, each against cpu.
 #include <algorithm>
 #include <limits>
 
+#include "device_parity.hpp"
 #include "reference_nn.hpp"
 
 using namespace tinyfin;
@@ -17,81 +18,6 @@ using ref::permute_ref;
 using ref::pool_ref;
 using ref::rope_ref;
 using ref::softmax_ref;
-
-// ---- conv2d ---------------------------------------------------------------------------
-
-TEST_CASE("conv2d against a naive loop: stride, padding, dilation, groups, bias") {
-    struct Case {
-        Shape sx, sw;
-        Conv2dOptions o;
-        bool bias;
-    };
-    std::vector<Case> cases{
-        {{2, 3, 5, 5}, {4, 3, 3, 3}, {}, false},
-        {{2, 3, 5, 5}, {4, 3, 3, 3}, {}, true},
-        {{1, 2, 7, 6}, {3, 2, 3, 3}, {2, 2, 1, 1, 1, 1, 1}, true},  // stride 2, padding 1
-        {{1, 2, 7, 8}, {2, 2, 3, 2}, {1, 2, 2, 1, 2, 3, 1}, false},  // asymmetric, dilation
-        {{2, 4, 5, 5}, {6, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 2}, true},  // groups 2
-        {{1, 3, 4, 4}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 3}, true},  // depthwise
-        {{1, 4, 6, 6}, {4, 2, 2, 3}, {2, 1, 0, 2, 2, 1, 2}, false},  // everything at once
-        {{1, 2, 3, 3}, {5, 2, 1, 1}, {}, true},  // 1x1
-        {{1, 1, 2, 2}, {1, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1}, false},  // kernel larger than input
-    };
-    uint64_t seed = 100;
-    for (const Case &c : cases) {
-        INFO("x " << shape_str(c.sx) << " w " << shape_str(c.sw) << " stride " << c.o.stride_h << "x" << c.o.stride_w
-                  << " pad " << c.o.pad_h << "x" << c.o.pad_w << " dilation " << c.o.dilation_h << "x" << c.o.dilation_w
-                  << " groups " << c.o.groups);
-        F x = ref::values(ref::numel(c.sx), seed++), w = ref::values(ref::numel(c.sw), seed++);
-        F b = ref::values(c.sw[0], seed++);
-        D db = ref::to_double(b);
-        Shape so;
-        D want = conv2d_ref(ref::to_double(x), c.sx, ref::to_double(w), c.sw, c.bias ? &db : nullptr, c.o, so);
-        Tensor y =
-            conv2d(ref::tensor(x, c.sx), ref::tensor(w, c.sw), c.bias ? ref::tensor(b, {c.sw[0]}) : Tensor(), c.o);
-        ref::check_close(y, want, so, 1e-5, 1e-5);
-    }
-}
-
-TEST_CASE("conv2d of non-contiguous input and weight") {
-    // x as a permuted NHWC tensor, w as a transposed [O, C, KW, KH] tensor.
-    Shape nhwc{2, 5, 4, 3};
-    F xv = ref::values(ref::numel(nhwc), 120), wv = ref::values(4 * 3 * 3 * 2, 121);
-    Shape sx, sw;
-    D dx = permute_ref(ref::to_double(xv), nhwc, {0, 3, 1, 2}, sx);
-    D dw = permute_ref(ref::to_double(wv), {4, 3, 3, 2}, {0, 1, 3, 2}, sw);
-    Tensor x = ref::tensor(xv, nhwc).permute({0, 3, 1, 2});
-    Tensor w = ref::tensor(wv, {4, 3, 3, 2}).transpose(2, 3);
-    REQUIRE_FALSE(x.is_contiguous());
-    Conv2dOptions o;
-    o.pad_w = 1;
-    Shape so;
-    D want = conv2d_ref(dx, sx, dw, sw, nullptr, o, so);
-    ref::check_close(conv2d(x, w, Tensor(), o), want, so, 1e-5, 1e-5);
-    // every other input row (stride 2 along H)
-    Tensor xs = ref::tensor(xv, {2, 3, 10, 2}).slice(2, 0, 10, 2);  // [2,3,5,2]
-    D ds;
-    for (int64_t i = 0; i < 2 * 3 * 10 * 2; ++i) {
-        auto c = ref::unravel(i, {2, 3, 10, 2});
-        if (c[2] % 2 == 0) ds.push_back(xv[i]);
-    }
-    Tensor w1 = ref::tensor(ref::values(3 * 3 * 2 * 1, 122), {3, 3, 2, 1});
-    want = conv2d_ref(ds, {2, 3, 5, 2}, ref::host(w1), {3, 3, 2, 1}, nullptr, {}, so);
-    ref::check_close(conv2d(xs, w1), want, so, 1e-5, 1e-5);
-}
-
-TEST_CASE("conv2d large enough to cross the GEMM blocking") {
-    // C/groups * KH * KW = 288 > one packed K block (256); 100 output positions per image.
-    Shape sx{2, 64, 10, 10}, sw{24, 32, 3, 3};
-    Conv2dOptions o;
-    o.pad_h = o.pad_w = 1;
-    o.groups = 2;
-    F x = ref::values(ref::numel(sx), 130), w = ref::values(ref::numel(sw), 131), b = ref::values(24, 132);
-    D db = ref::to_double(b);
-    Shape so;
-    D want = conv2d_ref(ref::to_double(x), sx, ref::to_double(w), sw, &db, o, so);
-    ref::check_close(conv2d(ref::tensor(x, sx), ref::tensor(w, sw), ref::tensor(b, {24}), o), want, so, 1e-4, 1e-4);
-}
 
 // ---- pooling --------------------------------------------------------------------------
 
@@ -502,3 +428,176 @@ TEST_CASE("nn ops on f16 and bf16 inputs") {
         CHECK(one_hot(from_vector(std::vector<int64_t>{1}, {1}), 2, d).dtype() == d);
     }
 }
+
+// ---- On the backend under test (suite "device") ---------------------------------------------------
+// ops-nn-<backend> runs these with TINYFIN_BACKEND=vulkan, opengl or opencl and no fallback: each
+// op on the backend's tensors against the same op on cpu tensors (held to the host references by
+// the cases above), with odd sizes, broadcasting, views, rank 0, empty tensors, every dtype the
+// kernels take and special values. The cpu run leaves the suite out.
+
+TEST_SUITE_BEGIN("device");
+namespace on_device {
+
+using namespace vt;
+namespace tf = tinyfin;
+
+TEST_CASE("nn: pooling forward and backward") {
+    struct PoolCase {
+        const char *name;
+        Shape x;
+        tf::Pool2dOptions o;
+    };
+    const PoolCase cases[] = {
+        {"2x2", {2, 3, 10, 11}, {}},
+        {"3x3 stride 2 padding 1", {1, 2, 9, 12}, {3, 3, 2, 2, 1, 1, true}},
+        {"3x2 stride 1 (overlapping)", {2, 2, 7, 6}, {3, 2, 1, 1, 1, 0, false}},
+    };
+    for (const PoolCase &c : cases) {
+        // Few distinct values: windows with tied maxima.
+        Pair xi = integers<int32_t>(c.x, 151, -3, 3);
+        Pair x = {tf::cast(xi.cpu, DType::f32), tf::cast(xi.vk, DType::f32)};
+        grad_parity(std::string("max_pool2d ") + c.name, {x}, [&](auto &t) { return tf::max_pool2d(t[0], c.o); });
+        grad_parity(std::string("avg_pool2d ") + c.name, {random(c.x, 152)},
+                    [&](auto &t) { return tf::avg_pool2d(t[0], c.o); });
+        tf::Pool2dOptions exclude = c.o;
+        exclude.count_include_pad = false;
+        grad_parity(std::string("avg_pool2d without padding ") + c.name, {random(c.x, 153)},
+                    [&](auto &t) { return tf::avg_pool2d(t[0].transpose(2, 3).transpose(2, 3), exclude); });
+    }
+    parity("max_pool2d with NaN and inf", {specials({1, 2, 8, 8})}, [](auto &t) { return tf::max_pool2d(t[0]); });
+}
+
+TEST_CASE("nn: softmax, log_softmax, layer_norm, rms_norm") {
+    Pair x = random({4, 7, 10}, 161, -5, 5);
+    for (int axis : {0, 1, 2}) {
+        grad_parity("softmax axis " + std::to_string(axis), {x}, [&](auto &t) { return tf::softmax(t[0], axis); });
+        grad_parity("log_softmax axis " + std::to_string(axis), {x},
+                    [&](auto &t) { return tf::log_softmax(t[0], axis); });
+    }
+    parity("softmax of a view", {x}, [](auto &t) { return tf::softmax(t[0].transpose(0, 2), -1); });
+    parity("log_softmax with -inf", {both(std::vector<float>{-inf, 0, 1, -inf, -inf, 2}, {2, 3})},
+           [](auto &t) { return tf::log_softmax(t[0], 1); });
+    Pair w = random({7, 10}, 162), b = random({7, 10}, 163), w1 = random({10}, 164);
+    grad_parity("layer_norm over 2 axes", {x, w, b}, [](auto &t) { return tf::layer_norm(t[0], 2, t[1], t[2]); },
+                {1e-5, 1e-4});
+    grad_parity("layer_norm over 1 axis", {x, w1}, [](auto &t) { return tf::layer_norm(t[0], 1, t[1]); }, {1e-5, 1e-4});
+    parity("layer_norm of a view", {x, w1}, [](auto &t) { return tf::layer_norm(t[0].transpose(0, 1), 1, t[1]); },
+           {1e-5, 1e-4});
+    grad_parity("rms_norm", {x, w1}, [](auto &t) { return tf::rms_norm(t[0], 1, t[1]); }, {1e-5, 1e-4});
+    parity("rms_norm without weight, 3 axes", {x}, [](auto &t) { return tf::rms_norm(t[0], 3); }, {1e-5, 1e-4});
+}
+
+TEST_CASE("nn: cross_entropy, one_hot, embedding, rope, attention") {
+    Pair logits = random({37, 10}, 171, -4, 4);
+    Pair labels64 = integers<int64_t>({37}, 172, 0, 10), labels32 = integers<int32_t>({37}, 173, 0, 10);
+    std::vector<int64_t> some_ignored(37);
+    for (int i = 0; i < 37; ++i) some_ignored[static_cast<std::size_t>(i)] = i % 4 == 0 ? -100 : i % 10;
+    for (auto reduction : {tf::Reduction::mean, tf::Reduction::sum, tf::Reduction::none}) {
+        const std::string r = std::to_string(static_cast<int>(reduction));
+        grad_parity("cross_entropy i64, reduction " + r, {logits, labels64},
+                    [&](auto &t) { return tf::cross_entropy(t[0], t[1], reduction); }, {1e-5, 1e-5});
+        grad_parity("cross_entropy i32 on a view, reduction " + r, {random({10, 37}, 174), labels32},
+                    [&](auto &t) { return tf::cross_entropy(t[0].transpose(0, 1), t[1], reduction); }, {1e-5, 1e-5});
+        grad_parity("cross_entropy with ignored labels, reduction " + r, {logits, both(some_ignored, {37})},
+                    [&](auto &t) { return tf::cross_entropy(t[0], t[1], reduction); }, {1e-5, 1e-5});
+    }
+    for (DType d : {DType::f32, DType::i32, DType::i64, DType::boolean}) {
+        parity(std::string("one_hot -> ") + tf::dtype_name(d), {integers<int64_t>({3, 5}, 175, 0, 7)},
+               [&](auto &t) { return tf::one_hot(t[0], 7, d); });
+        parity(std::string("one_hot i32 view -> ") + tf::dtype_name(d), {integers<int32_t>({5, 3}, 176, 0, 4)},
+               [&](auto &t) { return tf::one_hot(t[0].transpose(0, 1), 4, d); });
+    }
+    Pair table = random({11, 6}, 177);
+    grad_parity("embedding i64 with repeated rows", {table, integers<int64_t>({4, 5}, 178, 0, 11)},
+                [](auto &t) { return tf::embedding(t[0], t[1]); });
+    grad_parity("embedding i32 of a transposed table", {random({6, 11}, 179), integers<int32_t>({7}, 180, 0, 11)},
+                [](auto &t) { return tf::embedding(t[0].transpose(0, 1), t[1]); });
+    Pair seq = random({2, 3, 9, 8}, 181);
+    for (bool interleaved : {false, true}) {
+        const std::string name = interleaved ? "rope interleaved" : "rope halves";
+        grad_parity(name, {seq}, [&](auto &t) { return tf::rope(t[0], 10000.0, interleaved); }, {2e-6, 1e-5});
+        parity(name + " offset 17 on a view", {seq},
+               [&](auto &t) { return tf::rope(t[0].transpose(0, 1), 500.0, interleaved, 17); }, {2e-6, 1e-5});
+    }
+    Pair q = random({2, 3, 5, 8}, 182), k = random({2, 3, 7, 8}, 183), v = random({2, 3, 7, 6}, 184);
+    Pair mask = random({5, 7}, 185, -1, 0);
+    grad_parity("attention", {q, k, v}, [](auto &t) { return tf::scaled_dot_product_attention(t[0], t[1], t[2]); },
+                {1e-5, 1e-4});
+    grad_parity("attention causal with a mask", {q, k, v, mask},
+                [](auto &t) { return tf::scaled_dot_product_attention(t[0], t[1], t[2], t[3], true, 0.3); },
+                {1e-5, 1e-4});
+    parity("attention of views, broadcast batch",
+           {random({1, 5, 8}, 186), random({3, 8, 7}, 187), random({7, 1, 6}, 188)},
+           [](auto &t) {
+               return tf::scaled_dot_product_attention(t[0], t[1].transpose(1, 2),
+                                                       t[2].expand({7, 3, 6}).permute({1, 0, 2}), Tensor(), true);
+           },
+           {1e-5, 1e-4});
+}
+
+// Without a mask the op's mask operand is absent (plugin.h, TF_TENSOR_ABSENT): the kernel adds
+// nothing and reads nothing, and no mask tensor is made on the device.
+TEST_CASE("nn: attention without a mask equals a zero mask and makes no mask tensor") {
+    Pair q = random({2, 3, 5, 8}, 201), k = random({2, 3, 7, 8}, 202), v = random({2, 3, 7, 6}, 203);
+    Pair zero = both(std::vector<float>(5 * 7, 0.0f), {5, 7});
+    for (bool causal : {false, true}) {
+        const std::string name = std::string("attention without a mask") + (causal ? ", causal" : "");
+        grad_parity(name, {q, k, v},
+                    [&](auto &t) { return tf::scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), causal); },
+                    {1e-5, 1e-4});
+        // x * scale + 0 is x * scale: an explicit zero mask gives the same bits on the device.
+        const Tensor none = tf::scaled_dot_product_attention(q.vk, k.vk, v.vk, Tensor(), causal);
+        const Tensor zeros = tf::scaled_dot_product_attention(q.vk, k.vk, v.vk, zero.vk, causal);
+        CHECK(host(none) == host(zeros));
+    }
+    // A fresh thread (the core's per-thread constants are empty): the output is the one buffer.
+    uint64_t allocations = 0;
+    Tensor out;
+    std::thread([&] {
+        tf::reset_stats();
+        out = tf::scaled_dot_product_attention(q.vk, k.vk, v.vk);
+        const tf::Stats st = tf::stats();
+        allocations = st.backend(backend_under_test())->allocations;
+    }).join();
+    CHECK(allocations == 1);
+    check(out, tf::scaled_dot_product_attention(q.cpu, k.cpu, v.cpu), 1e-5, 1e-4, "attention on a fresh thread");
+}
+
+// Long contexts: the angle position * theta^(-2i/D) reaches 10^6 radians and more, where an f32
+// angle (or an f32 frequency times the position) is off by whole radians. The kernel reduces the
+// angle to turns from exact partial products; the result must follow cpu's double angles.
+TEST_CASE("nn: rope at large position offsets follows cpu") {
+    Pair seq = random({2, 4, 16}, 191);
+    for (int64_t offset :
+         {int64_t{100000}, int64_t{1000000}, int64_t{1} << 24, (int64_t{1} << 31) + 12345, int64_t{-3000017}}) {
+        for (bool interleaved : {false, true}) {
+            const std::string name =
+                "rope offset " + std::to_string(offset) + (interleaved ? " interleaved" : " halves");
+            parity(name, {seq}, [&](auto &t) { return tf::rope(t[0], 10000.0, interleaved, offset); }, {2e-5, 1e-5});
+        }
+    }
+    // The backward rule is the inverse rotation.
+    grad_parity("rope offset 10^6, gradient", {seq}, [](auto &t) { return tf::rope(t[0], 10000.0, false, 1000000); },
+                {2e-5, 1e-5});
+    parity("rope theta 500 offset 2^24 + 3", {seq},
+           [](auto &t) { return tf::rope(t[0], 500.0, false, (int64_t{1} << 24) + 3); }, {2e-5, 1e-5});
+}
+
+// Squares of |x| > ~1.8e19 overflow f32: the kernels scale the row before squaring, as the cpu
+// plugin's double statistics need not.
+TEST_CASE("nn: layer_norm and rms_norm of huge and tiny magnitudes follow cpu") {
+    for (double magnitude : {1e19, 1e25, 3e37, 1e-20}) {
+        std::vector<float> v = values(3 * 40, 192, -1, 1);
+        for (float &x : v) x = static_cast<float>(x * magnitude);
+        Pair x = both(v, {3, 40});
+        Pair w = random({40}, 193), b = random({40}, 194);
+        const std::string m = std::to_string(magnitude);
+        parity("layer_norm at " + m, {x, w, b}, [](auto &t) { return tf::layer_norm(t[0], 1, t[1], t[2]); },
+               {1e-5, 1e-4});
+        parity("rms_norm at " + m, {x, w}, [](auto &t) { return tf::rms_norm(t[0], 1, t[1]); }, {1e-5, 1e-4});
+    }
+}
+
+}  // namespace on_device
+
+TEST_SUITE_END();

@@ -1,10 +1,12 @@
 // Reductions (mean, max, min, var, argmax, argmin) over axes with and without
-// keepdim, batched matmul with broadcast batch dims, and cast, against host loops.
+// keepdim, and cast, against host loops (matmul: test_gemm.cpp); then, on the backend under
+// test, the reductions against cpu.
 #include <algorithm>
 #include <limits>
 #include <numeric>
 #include <set>
 
+#include "device_parity.hpp"
 #include "reference_nn.hpp"
 
 using namespace tinyfin;
@@ -237,66 +239,6 @@ TEST_CASE("argmax and argmin: axes, keepdim, first of ties, NaN, strided inputs"
     CHECK(i64s(argmin(i, 0)) == std::vector<int64_t>{1});
 }
 
-TEST_CASE("matmul: batched with broadcast batch dims against a naive loop") {
-    struct Case {
-        Shape sa, sb;
-    };
-    std::vector<Case> cases{
-        {{3, 4}, {4, 2}},          {{2, 3, 4}, {4, 5}},       {{3, 4}, {2, 4, 5}},
-        {{2, 1, 3, 4}, {3, 4, 2}}, {{1, 2, 3}, {4, 1, 3, 2}}, {{2, 2, 1, 3}, {2, 1, 3, 1}},
-    };
-    uint64_t seed = 40;
-    for (const Case &c : cases) {
-        INFO(shape_str(c.sa) << " x " << shape_str(c.sb));
-        F a = ref::values(ref::numel(c.sa), seed++), b = ref::values(ref::numel(c.sb), seed++);
-        Shape so;
-        D want = matmul_ref(ref::to_double(a), c.sa, ref::to_double(b), c.sb, so);
-        ref::check_close(matmul(ref::tensor(a, c.sa), ref::tensor(b, c.sb)), want, so, 1e-5, 1e-5);
-    }
-}
-
-TEST_CASE("matmul: 1-D operands against batches, transposed and sliced operands, empty K") {
-    F v = ref::values(4, 50), m = ref::values(24, 51);
-    D dv = ref::to_double(v), dm = ref::to_double(m);
-    Shape so;
-    // [4] x [2,4,3] -> [2,3]
-    D want = matmul_ref(dv, {1, 4}, dm, {2, 4, 3}, so);
-    ref::check_close(matmul(ref::tensor(v, {4}), ref::tensor(m, {2, 4, 3})), want, {2, 3}, 1e-5, 1e-5);
-    // [2,3,4] x [4] -> [2,3]
-    want = matmul_ref(dm, {2, 3, 4}, dv, {4, 1}, so);
-    ref::check_close(matmul(ref::tensor(m, {2, 3, 4}), ref::tensor(v, {4})), want, {2, 3}, 1e-5, 1e-5);
-    // a^T b with a transposed view: a [4,3] viewed as [3,4]; b is every other row of [8,2]
-    F a = ref::values(12, 52), b = ref::values(16, 53);
-    D da = ref::transpose2(ref::to_double(a), 4, 3), db;
-    for (int r = 0; r < 8; r += 2) db.insert(db.end(), {b[r * 2], b[r * 2 + 1]});
-    want = matmul_ref(da, {3, 4}, db, {4, 2}, so);
-    ref::check_close(matmul(ref::tensor(a, {4, 3}).transpose(0, 1), ref::tensor(b, {8, 2}).slice(0, 0, 8, 2)), want,
-                     {3, 2}, 1e-5, 1e-5);
-    // batched with a permuted operand: [2,3,4] from permuting [4,2,3]
-    F p = ref::values(24, 54);
-    D dp(24);
-    for (int64_t i = 0; i < 24; ++i) {
-        auto c = ref::unravel(i, {2, 3, 4});  // element [b, i, k] of the view is p[k, b, i]
-        dp[i] = p[(c[2] * 2 + c[0]) * 3 + c[1]];
-    }
-    want = matmul_ref(dp, {2, 3, 4}, dm, {2, 4, 3}, so);
-    ref::check_close(matmul(ref::tensor(p, {4, 2, 3}).permute({1, 2, 0}), ref::tensor(m, {2, 4, 3})), want, {2, 3, 3},
-                     1e-5, 1e-5);
-    // K = 0 gives zeros; an empty batch gives an empty result
-    ref::check_close(matmul(zeros({2, 3, 0}), zeros({0, 2})), D(12, 0.0), {2, 3, 2});
-    CHECK(matmul(zeros({0, 3, 4}), zeros({4, 2})).shape() == Shape{0, 3, 2});
-}
-
-TEST_CASE("matmul large enough to cross the cpu kernel's blocking, with strided operands") {
-    // M = 130 and K = 300 exceed one packed block of A (mc <= 128, kc = 256) on every code path.
-    int64_t m = 130, k = 300, n = 37;
-    F a = ref::values(2 * m * k, 60), b = ref::values(n * k, 61);
-    D da = ref::to_double(a), db = ref::transpose2(ref::to_double(b), n, k);  // b is stored [n, k]
-    Shape so;
-    D want = matmul_ref(da, {2, m, k}, db, {k, n}, so);
-    ref::check_close(matmul(ref::tensor(a, {2, m, k}), ref::tensor(b, {n, k}).transpose(0, 1)), want, so, 1e-4, 1e-4);
-}
-
 TEST_CASE("cast: same dtype is a no-op, strided sources, integers and bools to f32") {
     Tensor x = ref::tensor({1.5f, -2.25f, 3}, {3});
     Tensor same = cast(x, DType::f32);
@@ -334,3 +276,81 @@ TEST_CASE("reductions, arg-reductions and matmul on f16 and bf16 inputs") {
         ref::check_half(matmul(x, b), half, matmul_ref(dx, shape, db, {4, 5}, so), so);
     }
 }
+
+// ---- On the backend under test (suite "device") ---------------------------------------------------
+// ops-reduce-<backend> runs these with TINYFIN_BACKEND=vulkan, opengl or opencl and no fallback: each
+// op on the backend's tensors against the same op on cpu tensors (held to the host references by
+// the cases above), with odd sizes, broadcasting, views, rank 0, empty tensors, every dtype the
+// kernels take and special values. The cpu run leaves the suite out.
+
+TEST_SUITE_BEGIN("device");
+namespace on_device {
+
+using namespace vt;
+namespace tf = tinyfin;
+
+TEST_CASE("reduce: sum, mean, max, min, var over axes, in both kernel modes") {
+    struct ShapeCase {
+        Shape shape;
+        std::vector<std::vector<int>> axes;
+    };
+    const ShapeCase cases[] = {
+        {{13, 7}, {{0}, {1}, {}}},  {{3, 5, 7, 2}, {{1, 3}, {0, 2}, {0, 1, 2, 3}, {2}}},
+        {{600, 3}, {{0}, {1}}},  // long reductions: a workgroup per output
+        {{4, 1000}, {{1}, {0, 1}}}, {{1}, {{0}}},
+    };
+    using ReduceFn = Tensor (*)(const Tensor &, const tf::Axes &, bool);
+    const std::pair<const char *, ReduceFn> ops[] = {
+        {"sum", tf::sum}, {"mean", tf::mean}, {"max", tf::max}, {"min", tf::min}};
+    for (const ShapeCase &c : cases) {
+        Pair x = random(c.shape, 91, -2, 2);
+        for (const auto &axes : c.axes) {
+            std::string where = tf::shape_str(c.shape) + " axes " + std::to_string(axes.size());
+            for (auto [name, fn] : ops) {
+                parity(std::string(name) + " " + where, {x}, [&](auto &t) { return fn(t[0], axes, false); },
+                       {1e-5, 1e-5});
+                parity(std::string(name) + " keepdim " + where, {x}, [&](auto &t) { return fn(t[0], axes, true); },
+                       {1e-5, 1e-5});
+            }
+            parity("var " + where, {x}, [&](auto &t) { return tf::var(t[0], axes, 1, false); }, {1e-5, 1e-4});
+            parity("var population " + where, {x}, [&](auto &t) { return tf::var(t[0], axes, 0, true); }, {1e-5, 1e-4});
+        }
+    }
+    Pair y = random({6, 40, 11}, 92);
+    parity("sum of a permuted view", {y},
+           [](auto &t) {
+               return tf::sum(t[0].permute({2, 0, 1}), {1, 2});
+           },
+           {1e-5, 1e-5});
+    parity("max of a stepped view", {y}, [](auto &t) { return tf::max(t[0].slice(1, 3, 40, 5), {0, 1}); });
+    parity("sum of a broadcast view", {random({1, 9}, 93)},
+           [](auto &t) {
+               return tf::sum(t[0].expand({300, 9}), {0});
+           },
+           {1e-4, 1e-5});
+    parity("sum over nothing (rank 0)", {random({}, 94)}, [](auto &t) { return tf::sum(t[0]); });
+    parity("sum of an empty axis", {random({0, 4}, 95)}, [](auto &t) { return tf::sum(t[0], {0}); });
+    parity("mean of an empty axis is NaN", {random({0, 4}, 95)}, [](auto &t) { return tf::mean(t[0], {0}); });
+    parity("max with NaN and -0", {specials({12, 30})}, [](auto &t) { return tf::max(t[0], {1}); });
+    parity("min with NaN, long rows", {specials({3, 900})}, [](auto &t) { return tf::min(t[0], {1}); });
+}
+
+TEST_CASE("reduce: argmax and argmin pick the first extreme; NaN wins") {
+    // Few distinct values: ties everywhere.
+    Pair x = integers<int32_t>({9, 31}, 101, -2, 2);
+    Pair f = {tf::cast(x.cpu, DType::f32), tf::cast(x.vk, DType::f32)};
+    for (int axis : {0, 1, -1}) {
+        parity("argmax axis " + std::to_string(axis), {f}, [&](auto &t) { return tf::argmax(t[0], axis); });
+        parity("argmin axis " + std::to_string(axis), {f}, [&](auto &t) { return tf::argmin(t[0], axis, true); });
+    }
+    Pair li = integers<int32_t>({3, 700}, 102, -3, 3);
+    Pair longer = {tf::cast(li.cpu, DType::f32), tf::cast(li.vk, DType::f32)};
+    parity("argmax of long rows", {longer}, [](auto &t) { return tf::argmax(t[0], 1); });
+    parity("argmin of long rows", {longer}, [](auto &t) { return tf::argmin(t[0], 1); });
+    parity("argmax with NaN", {specials({8, 600})}, [](auto &t) { return tf::argmax(t[0], 1); });
+    parity("argmin with NaN", {specials({40, 7})}, [](auto &t) { return tf::argmin(t[0].transpose(0, 1), 1); });
+}
+
+}  // namespace on_device
+
+TEST_SUITE_END();

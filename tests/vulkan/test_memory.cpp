@@ -1,7 +1,7 @@
 // Buffers, errors and threads of the vulkan (or, built for it, the opengl) plugin through the C++ API: out-of-memory, tensors
 // bigger than one storage-buffer binding, buffers freed while in use, data errors found by a
 // kernel, concurrent callers; plus what tinyfin-info reports and the submission overhead.
-#include "vulkan_test.hpp"
+#include "device_parity.hpp"
 
 #include <atomic>
 #include <cmath>

@@ -3,7 +3,7 @@
 // tolerance in units in the last place of the 16-bit result, stores into odd offsets and
 // interleaved views (16-bit elements share a 32-bit word, so a racing store would lose one), and
 // a small training step in bf16 storage. Built for vulkan and opengl like the other sources here.
-#include "vulkan_test.hpp"
+#include "device_parity.hpp"
 
 #include <bit>
 #include <cstring>

@@ -3,7 +3,7 @@
 // relu -> linear(128->10), cross_entropy, AdamW (lr 1e-3, betas .9/.999, eps 1e-8, wd 0.01).
 // The same steps run on cpu first; on vulkan no op may fall back (TINYFIN_FALLBACK=error), the
 // only bytes read back are the losses, and the losses match cpu's.
-#include "vulkan_test.hpp"
+#include "device_parity.hpp"
 
 #include <chrono>
 #include <cmath>

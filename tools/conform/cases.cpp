@@ -18,8 +18,6 @@ constexpr int32_t F32 = TF_DTYPE_F32, F16 = TF_DTYPE_F16, BF16 = TF_DTYPE_BF16, 
 const std::vector<int32_t> k_floats = {F32, F16, BF16};
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-bool is_float(int32_t dtype) { return dtype == F32 || dtype == F16 || dtype == BF16; }
-
 Shape row_major(const Shape &shape) {
     Shape strides(shape.size());
     int64_t s = 1;
@@ -1039,27 +1037,6 @@ const std::vector<OpRow> &op_rows() {
 
 const OpRow &op_row(tf_op op) { return op_rows().at(static_cast<std::size_t>(op)); }
 
-bool class_admits(char letter, int32_t dtype) {
-    switch (letter) {
-    case 'A': return dtype_size(dtype) != 0;
-    case 'N': return is_float(dtype) || dtype == I32 || dtype == I64;
-    case 'F': return is_float(dtype);
-    case 'I': return dtype == I32 || dtype == I64;
-    case 'B': return dtype == BOOL;
-    case 'Q': return is_quantized(dtype);
-    default: return false;
-    }
-}
-
-char operand_class(const OpRow &row, int index) {
-    int at = 0;
-    for (const char *c = row.dtypes; *c; ++c) {
-        if (*c == '>' || *c == '?') continue;
-        if (at++ == index) return *c;
-    }
-    return 0;
-}
-
 std::string dtypes_text(const OpRow &row) {
     auto word = [](char letter) -> std::string {
         switch (letter) {
@@ -1107,29 +1084,6 @@ const char *kind_name(Kind kind) {
     return "?";
 }
 
-const char *dtype_name(int32_t dtype) {
-    switch (dtype) {
-#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
-    case id:                                                                                                           \
-        return name;
-#include "tinyfin/dtypes.def"
-#undef TF_DTYPE
-    default: return "dtype?";
-    }
-}
-
-std::size_t dtype_size(int32_t dtype) {
-    switch (dtype) {
-    case F32:
-    case I32: return 4;
-    case F16:
-    case BF16: return 2;
-    case I64: return 8;
-    case BOOL: return 1;
-    default: return 0;
-    }
-}
-
 const std::vector<int32_t> &all_dtypes() {
     static const std::vector<int32_t> dtypes = {F32, F16, BF16, I32, I64, BOOL};
     return dtypes;
@@ -1142,18 +1096,7 @@ const std::vector<int32_t> &quant_dtypes() {
     return dtypes;
 }
 
-bool is_quantized(int32_t dtype) { return dtype >= TF_DTYPE_Q8_0 && dtype <= TF_DTYPE_Q8_K; }
-
-std::size_t block_bytes(int32_t dtype) {
-    switch (dtype) {
-#define TF_DTYPE(id, sym, name, block_length, block_bytes, ggml_type)                                                  \
-    case id:                                                                                                           \
-        return block_length > 1 ? block_bytes : 0;
-#include "tinyfin/dtypes.def"
-#undef TF_DTYPE
-    default: return 0;
-    }
-}
+std::size_t block_bytes(int32_t dtype) { return is_quantized(dtype) ? tf_kit::dtype_block_bytes(dtype) : 0; }
 
 int64_t TensorSpec::numel() const { return product(shape); }
 
@@ -1166,10 +1109,10 @@ int64_t Case::elements() const {
 
 bool Case::in_column() const {
     const OpRow &row = op_row(op);
-    int at = 0;
+    uint32_t at = 0;
     for (const std::vector<TensorSpec> *list : {&inputs, &outputs})
         for (const TensorSpec &t : *list)
-            if (!class_admits(operand_class(row, at++), t.dtype)) return false;
+            if (!class_admits(operand_class(row.op, at++), t.dtype)) return false;
     return true;
 }
 

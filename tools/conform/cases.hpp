@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tinyfin/plugin.h"
+#include "tinyfin/plugin_kit/ops.hpp"
 #include "tinyfin/plugin_kit/params.hpp"
 
 namespace conform {
@@ -31,19 +32,20 @@ struct OpRow {
 const std::vector<OpRow> &op_rows();
 const OpRow &op_row(tf_op op);
 const char *kind_name(Kind kind);
-const char *dtype_name(int32_t dtype);
-std::size_t dtype_size(int32_t dtype);
+// Dtype names, sizes and the dtypes column's classes are the plugin kit's (tinyfin/plugin_kit/ops.hpp):
+// conform checks cases by the same rules every plugin uses.
+using tf_kit::class_admits;
+using tf_kit::dtype_name;
+using tf_kit::dtype_size;
+using tf_kit::is_float;
+using tf_kit::is_quantized;
+using tf_kit::operand_class;
 // All plain tf_dtype values, f32 first.
 const std::vector<int32_t> &all_dtypes();
 // The block-quantized dtypes (dtypes.def), q8_0 first; their elements are counted like any
 // other's, their bytes in whole blocks of block_bytes (0 for a plain dtype).
 const std::vector<int32_t> &quant_dtypes();
-bool is_quantized(int32_t dtype);
 std::size_t block_bytes(int32_t dtype);
-// Whether the dtypes column's class letter (A, N, F, I, B) admits the dtype.
-bool class_admits(char letter, int32_t dtype);
-// The column's letter for operand `index` (inputs first, then outputs); 0 past the last.
-char operand_class(const OpRow &row, int index);
 // The column as docs/ops.md shows it: "float, index -> float".
 std::string dtypes_text(const OpRow &row);
 

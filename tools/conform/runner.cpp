@@ -145,8 +145,6 @@ private:
     uint64_t state_;
 };
 
-bool is_float(int32_t dtype) { return dtype == TF_DTYPE_F32 || dtype == TF_DTYPE_F16 || dtype == TF_DTYPE_BF16; }
-
 double draw(Random &rng, const TensorSpec &t) {
     const bool fl = is_float(t.dtype);
     switch (t.domain) {

@@ -1,7 +1,9 @@
-// Helpers of the vulkan suite: the same op on cpu tensors (the reference) and on vulkan tensors,
-// compared element by element. The opengl suite builds the same sources with TF_TEST_BACKEND
-// set to "opengl": the two plugins run the same kernels and must pass the same tests. Every binary runs with TINYFIN_FALLBACK=error, so an op the
-// plugin does not run itself fails the test instead of passing on cpu.
+// The device half of the op tests (tests/ops/test_<family>.cpp, suite "device") and of the GPU
+// backends' own tests (tests/vulkan, tests/opengl, tests/opencl): the same op on cpu tensors and on
+// the backend under test's tensors, compared element by element. The cpu plugin's results are
+// held to host references by the family's other cases; these hold every backend to the cpu's.
+// The runs set TINYFIN_FALLBACK=error, so an op the backend does not run itself fails the test
+// instead of passing on cpu.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -10,10 +12,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "reference.hpp"
 #include "tinyfin/tinyfin.hpp"
 
 namespace vt {
@@ -24,32 +29,25 @@ using tinyfin::Shape;
 using tinyfin::Tensor;
 
 inline const Device cpu_device{"cpu", 0};
-#ifndef TF_TEST_BACKEND
-#define TF_TEST_BACKEND "vulkan"
+
+// The backend under test: TF_TEST_BACKEND where a backend's own tests are built for one, else
+// TINYFIN_BACKEND (the ops-<family>-<backend> runs of tests/ops).
+inline std::string backend_under_test() {
+#ifdef TF_TEST_BACKEND
+    return TF_TEST_BACKEND;
+#else
+    const char *name = std::getenv("TINYFIN_BACKEND");
+    return name && *name ? name : "cpu";
 #endif
-
-// The backend under test.
-inline const Device gpu_device{TF_TEST_BACKEND, 0};
-
-inline int64_t numel(const Shape &shape) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    return n;
 }
+inline const Device gpu_device{backend_under_test(), 0};
 
-// splitmix64-driven values uniform in [lo, hi), the same on every run.
-inline std::vector<float> values(int64_t n, uint64_t seed, double lo = -1, double hi = 1) {
-    std::vector<float> out(static_cast<std::size_t>(n));
-    uint64_t state = seed * 0x9e3779b97f4a7c15ull + 12345;
-    for (float &v : out) {
-        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        v = static_cast<float>(lo + (hi - lo) * static_cast<double>(z >> 11) * 0x1.0p-53);
-    }
-    return out;
-}
+constexpr float inf = std::numeric_limits<float>::infinity();
+constexpr float qnan = std::numeric_limits<float>::quiet_NaN();
+
+// Element counts and the splitmix64-driven inputs are the host references' (reference.hpp).
+using ref::numel;
+using ref::values;
 
 // One operand on both devices, with the same contents.
 struct Pair {
@@ -112,7 +110,7 @@ inline bool close(double got, double want, double atol, double rtol) {
     return std::abs(got - want) <= atol + rtol * std::abs(want);
 }
 
-// got (computed on vulkan) against want (computed on cpu): device, dtype, shape, every element.
+// got (computed on the backend) against want (computed on cpu): device, dtype, shape, every element.
 inline void check(const Tensor &got, const Tensor &want, double atol, double rtol, const std::string &what) {
     INFO(what);
     REQUIRE(got.defined());
@@ -129,11 +127,19 @@ inline void check(const Tensor &got, const Tensor &want, double atol, double rto
     }
     if (bad > 0) {
         char text[256];
-        std::snprintf(text, sizeof text,
-                      "%lld of %zu elements differ; first at %lld: " TF_TEST_BACKEND " %.9g, cpu %.9g",
-                      static_cast<long long>(bad), g.size(), static_cast<long long>(first), g[first], w[first]);
+        std::snprintf(text, sizeof text, "%lld of %zu elements differ; first at %lld: %s %.9g, cpu %.9g",
+                      static_cast<long long>(bad), g.size(), static_cast<long long>(first),
+                      backend_under_test().c_str(), g[first], w[first]);
         FAIL_CHECK(text);
     }
+}
+
+// Values with the edge cases of float math mixed in.
+inline Pair specials(const Shape &shape) {
+    std::vector<float> v = values(numel(shape), 5, -4, 4);
+    const float edge[] = {0.0f, -0.0f, inf, -inf, qnan, 1.0f, -1.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 0.5f};
+    for (std::size_t i = 0; i < v.size(); i += 3) v[i] = edge[(i / 3) % (sizeof edge / sizeof edge[0])];
+    return both(v, shape);
 }
 
 struct Tolerance {
@@ -141,7 +147,7 @@ struct Tolerance {
     double rtol = 1e-5;
 };
 
-// f on the cpu operands and on the vulkan operands; results compared.
+// f on the cpu operands and on the backend's operands; results compared.
 template <class F>
 void parity(const std::string &what, const std::vector<Pair> &operands, F &&f, Tolerance tol = {}) {
     std::vector<Tensor> a, b;
