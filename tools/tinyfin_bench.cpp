@@ -531,7 +531,8 @@ Case matvec_case(DType dtype, int64_t n, int64_t k) {
     return c;
 }
 
-// The same with M activation rows (prompt processing), in GFLOP/s.
+// The same with M activation rows (prompt processing), in GFLOP/s; matmul_f32 is the same
+// product with the f32 weight through matmul (x times W^T): the rate prefill is read against.
 Case matmul_q_case(DType dtype, int64_t m, int64_t n, int64_t k) {
     Case c;
     c.op = std::string("matmul_") + tinyfin::dtype_name(dtype);
@@ -539,10 +540,15 @@ Case matmul_q_case(DType dtype, int64_t m, int64_t n, int64_t k) {
     c.unit = Unit::gflops;
     c.work = 2.0 * m * n * k;
     c.description = "x [M, K] times the transpose of a " + std::string(tinyfin::dtype_name(dtype)) +
-                    " weight [N, K] (matmul_q), labelled MxNxK";
+                    (dtype == DType::f32 ? " weight [N, K] (matmul)" : " weight [N, K] (matmul_q)") +
+                    ", labelled MxNxK";
     c.spec = "{\"op\":\"matmul_q\",\"x\":" + shape_json({m, k}) + ",\"w\":" + shape_json({n, k}) + "}";
     c.prepare = [dtype, m, n, k](const Device &d) -> Call {
         Tensor x = tinyfin::randn({m, k}, 16, d);
+        if (dtype == DType::f32) {
+            Tensor wt = tinyfin::randn({n, k}, 17, d).transpose(0, 1);
+            return [x, wt] { (void)tinyfin::matmul(x, wt); };
+        }
         Tensor w = tinyfin::quantize(tinyfin::randn({n, k}, 17, d), dtype);
         return [x, w] { (void)tinyfin::matmul_q(x, w); };
     };
@@ -634,6 +640,14 @@ std::vector<Case> all_cases() {
                     DType::q6_k, DType::q8_k})
         cases.push_back(matvec_case(q, 8192, 8192));
     for (DType q : {DType::q8_0, DType::q4_0, DType::q4_k}) cases.push_back(matmul_q_case(q, 64, 4096, 4096));
+    // Prefill at TinyLlama's shapes (512 prompt rows; [2048, 2048] attention, [5632, 2048] gate/up,
+    // [2048, 5632] down) and fewer rows, beside the f32 product of the same shapes.
+    for (DType q : {DType::f32, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k,
+                    DType::q5_k, DType::q6_k}) {
+        for (int64_t m : {8, 16, 32, 64, 512}) cases.push_back(matmul_q_case(q, m, 2048, 2048));
+        cases.push_back(matmul_q_case(q, 512, 5632, 2048));
+        cases.push_back(matmul_q_case(q, 512, 2048, 5632));
+    }
     return cases;
 }
 
