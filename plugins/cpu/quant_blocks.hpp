@@ -114,4 +114,9 @@ DotFn dot_of(int32_t dtype, int isa);
 DotFn portable_dot(int32_t dtype);
 DotFn avx2_dot(int32_t dtype);
 
+// The fastest decoder of a row of dtype's blocks at level `isa`, bit for bit the reference
+// codec's (quant_decode_avx2.cpp where the level is >= 1, else codec_of(dtype)->decode).
+DecodeRow decode_of(int32_t dtype, int isa);
+DecodeRow avx2_decode(int32_t dtype);  // nullptr when a dtype has none
+
 }  // namespace tf_cpu::quant

@@ -238,19 +238,35 @@ DotFn portable_dot(int32_t dtype) {
     }
 }
 
-DotFn dot_of(int32_t dtype, int isa) {
+namespace {
+
+// The AVX2 kernels read f16 scales with F16C, which cpuid reports apart from AVX2.
+bool avx2_usable(int isa) {
 #if defined(__x86_64__)
-    // The AVX2 dots read f16 scales with F16C, which cpuid reports apart from AVX2.
     static const bool f16c = [] {
         unsigned a = 0, b = 0, c = 0, d = 0;
         return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
     }();
-    if (isa >= 1 && f16c)
-        if (DotFn f = avx2_dot(dtype)) return f;
+    return isa >= 1 && f16c;
 #else
     (void)isa;
+    return false;
 #endif
+}
+
+}  // namespace
+
+DotFn dot_of(int32_t dtype, int isa) {
+    if (avx2_usable(isa))
+        if (DotFn f = avx2_dot(dtype)) return f;
     return portable_dot(dtype);
+}
+
+DecodeRow decode_of(int32_t dtype, int isa) {
+    if (avx2_usable(isa))
+        if (DecodeRow f = avx2_decode(dtype)) return f;
+    const Codec *codec = codec_of(dtype);
+    return codec ? codec->decode : nullptr;
 }
 
 }  // namespace tf_cpu::quant

@@ -604,7 +604,7 @@ TEST_CASE("matmul_q against the float64 product of the dequantized weight") {
 }
 
 TEST_CASE("matmul_q with many activation rows (prefill): f32 activations, within f32 accumulation") {
-    // From 16 rows on the cpu plugin decodes the weight to f32 (panels of 2^20 elements) and runs
+    // From 32 rows on the cpu plugin decodes the weight to f32 (panels of 2^20 elements) and runs
     // the f32 GEMM: no 8-bit rounding of x, so only f32 accumulation's bound applies (as on the
     // GPU kernels). n * k = 300 * 4096 spans two panels (256 + 44 rows).
     struct Shape3 {
@@ -612,7 +612,7 @@ TEST_CASE("matmul_q with many activation rows (prefill): f32 activations, within
     };
     for (DType dtype : quantized) {
         INFO(dtype_name(dtype));
-        for (Shape3 s : {Shape3{16, 300, 4096}, Shape3{40, 33, 256}}) {
+        for (Shape3 s : {Shape3{32, 300, 4096}, Shape3{40, 33, 256}}) {
             INFO("m " << s.m << " n " << s.n << " k " << s.k);
             F wv = ref::values(s.n * s.k, 51 + static_cast<uint64_t>(s.k), -1, 1);
             F x = ref::values(s.m * s.k, 61 + static_cast<uint64_t>(s.m), -2, 2);
