@@ -1167,6 +1167,30 @@ std::vector<Ratio> ratios_of(const std::vector<Timing> &results) {
     return out;
 }
 
+// The quantized cases against their ceilings in the same run: each matvec_* GB/s over mem_read's
+// (generation's bandwidth ceiling), each matmul_<quantized type> over matmul_f32 of the same size
+// (prefill against the f32 GEMM).
+void print_ceilings(const std::vector<Timing> &results) {
+    const Timing *mem = nullptr;
+    for (const Timing &t : results)
+        if (t.op == "mem_read" && t.error.empty()) mem = &t;
+    bool header = false;
+    auto line = [&](const Timing &t, const char *of, double ratio) {
+        if (!header) std::printf("\n%-15s %-16s %-9s %12s %8s\n", "op", "size", "backend", "of", "ratio");
+        header = true;
+        std::printf("%-15s %-16s %-9s %12s %8.2f\n", t.op.c_str(), t.size.c_str(), t.backend.c_str(), of, ratio);
+    };
+    for (const Timing &t : results) {
+        if (!t.error.empty() || t.kind != "tinyfin" || t.rate() <= 0) continue;
+        if (mem && t.op.rfind("matvec_", 0) == 0) line(t, "mem_read", t.rate() / mem->rate());
+        if (t.op.rfind("matmul_q", 0) == 0)  // matmul_q8_0, matmul_q4_k, ...
+            for (const Timing &f : results)
+                if (f.op == "matmul_f32" && f.size == t.size && f.backend == t.backend && f.error.empty() &&
+                    f.rate() > 0)
+                    line(t, "matmul_f32", t.rate() / f.rate());
+    }
+}
+
 void print_table(const std::vector<Timing> &results, const Machine &m, const std::vector<std::string> &notes) {
     std::printf("tinyfin-bench: %s, %d usable cores, %d threads\n", m.cpu.c_str(), m.cores, m.threads);
     for (const auto &[key, value] : m.facts) std::printf("  %s = %s\n", key.c_str(), value.c_str());
@@ -1210,6 +1234,7 @@ void print_table(const std::vector<Timing> &results, const Machine &m, const std
             std::printf("\n");
         }
     }
+    print_ceilings(results);
     for (const std::string &n : notes) std::printf("note: %s\n", n.c_str());
 }
 
