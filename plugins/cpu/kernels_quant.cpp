@@ -147,7 +147,7 @@ tf_status run_matmul_q(const tf_op_desc &op, tf_error *) {
         y.finish();
         return TF_STATUS_OK;
     }
-    const quant::ActKind kind = quant::act_kind_of(w.dtype);
+    const quant::ActKind kind = quant::act_kind_of(w.dtype, isa_level());
     const auto act_row = static_cast<int64_t>(quant::act_bytes(kind, k));
     std::vector<char> act(static_cast<size_t>(m * act_row));
     for_rows(m, k, 1 << 14,

@@ -115,7 +115,8 @@ TF_AVX2 void decode_k45(const void *src, float *y, int64_t n) {
                 lo = _mm256_or_si256(
                     lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j)), one), 4));
                 hi = _mm256_or_si256(
-                    hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j + 1)), one), 4));
+                    hi,
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j + 1)), one), 4));
             }
             put32<false, Min::sub>(lo, _mm256_set1_ps(d1), _mm256_set1_ps(m1), y);
             put32<false, Min::sub>(hi, _mm256_set1_ps(d2), _mm256_set1_ps(m2), y + 32);
@@ -147,10 +148,10 @@ TF_AVX2 void decode_q6_k(const void *src, float *y, int64_t n) {
             };
             for (int g = 0; g < 4; ++g) {
                 const __m256i levels = _mm256_sub_epi8(q[g], offset);  // -32..31
-                put16<true>(_mm256_castsi256_si128(levels), _mm256_set1_ps(d * static_cast<float>(sc[2 * g])),
-                            __m256{}, y + 32 * g);
-                put16<true>(_mm256_extracti128_si256(levels, 1),
-                            _mm256_set1_ps(d * static_cast<float>(sc[2 * g + 1])), __m256{}, y + 32 * g + 16);
+                put16<true>(_mm256_castsi256_si128(levels), _mm256_set1_ps(d * static_cast<float>(sc[2 * g])), __m256{},
+                            y + 32 * g);
+                put16<true>(_mm256_extracti128_si256(levels, 1), _mm256_set1_ps(d * static_cast<float>(sc[2 * g + 1])),
+                            __m256{}, y + 32 * g + 16);
             }
         }
     }

@@ -101,53 +101,48 @@ TF_AVX2 float dot_q8_0(const void *w, const void *act, int64_t n) {
     return hsum(_mm256_add_ps(acc0, acc1));
 }
 
-// q4_0: levels times activations in vpmaddubsw, the offset 8 taken off in int32 as 8 sum(a) (the
-// activation block's own sum) instead of a second vpmaddubsw.
-TF_AVX2 inline __m256i q4_0_sums(const BlockQ4_0 &b, const ActQ8 &a) {
-    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles32(b.qs), load(a.qs)), _mm256_set1_epi16(1));
-    return _mm256_sub_epi32(p, _mm256_castsi128_si256(_mm_cvtsi32_si128(8 * a.sum)));
-}
-
-// Two q4_0 blocks in one register, block 0 in the low lane and block 1 in the high: one shift and
-// two ANDs unpack both blocks' nibbles (low nibbles: elements 0..15, high: 16..31), the two halves'
-// vpmaddubsw pairs added in int16 (|sum| < 2^13), then 4 int32 sums per block.
-TF_AVX2 inline __m256i q4_0_pair(const BlockQ4_0 *b, const ActQ8 *a) {
-    const __m256i q =
-        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[1].qs), reinterpret_cast<const __m128i *>(b[0].qs));
+// q4_0 against activation pairs (ActPairQ8, laid out once per activation row): per two weight
+// blocks one 256-bit load of their nibbles (block 2p's in the low lane, 2p + 1's in the high),
+// the activations' halves, offsets and scales read ready in their lanes; the weights' two f16
+// scales through one vcvtph2ps. Four blocks per pass on two accumulators; an odd last block
+// reads only its own 16 bytes (its partner in the activation pair is zero).
+TF_AVX2 inline __m256 q4_0_pair_terms(__m256i q, const ActPairQ8 &a, __m256 dw, __m256 acc) {
     const __m256i low4 = _mm256_set1_epi8(0xF);
-    const __m256i a_lo =
-        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(a[1].qs), reinterpret_cast<const __m128i *>(a[0].qs));
-    const __m256i a_hi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(a[1].qs + 16),
-                                             reinterpret_cast<const __m128i *>(a[0].qs + 16));
-    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, low4), a_lo),
-                                           _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), a_hi));
-    const __m256i offset = _mm256_set_m128i(_mm_cvtsi32_si128(8 * a[1].sum), _mm_cvtsi32_si128(8 * a[0].sum));
-    return _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), offset);
+    const __m256i pairs =
+        _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, low4), load(a.lo)),
+                         _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), load(a.hi)));
+    const __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), load(a.offset));
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(a.d)), _mm256_cvtepi32_ps(sums), acc);
 }
 
-// d da of two blocks, block 0's in the low lane and block 1's in the high: both f16 scales
-// converted by one vcvtph2ps, one multiply, one vpermps.
-TF_AVX2 inline __m256 q4_0_pair_scale(const BlockQ4_0 *b, const ActQ8 *a) {
-    const __m128 d = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(b[0].d), b[1].d, 1));
-    const __m128 da = _mm_unpacklo_ps(_mm_load_ss(&a[0].d), _mm_load_ss(&a[1].d));
-    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_mul_ps(d, da)),
-                                    _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+TF_AVX2 inline __m256 q4_0_pair_d(uint16_t d0, uint16_t d1) {
+    const __m128 d = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(d0), d1, 1));
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
 }
 
-// Four blocks per pass on two accumulators so that the FMA latency does not stall the loop.
 TF_AVX2 float dot_q4_0(const void *w, const void *act, int64_t n) {
     const auto *b = static_cast<const BlockQ4_0 *>(w);
-    const auto *a = static_cast<const ActQ8 *>(act);
+    const auto *a = static_cast<const ActPairQ8 *>(act);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     const int64_t blocks = n / k_qk;
     int64_t i = 0;
     for (; i + 3 < blocks; i += 4) {
-        acc0 = _mm256_fmadd_ps(q4_0_pair_scale(b + i, a + i), _mm256_cvtepi32_ps(q4_0_pair(b + i, a + i)), acc0);
-        acc1 = _mm256_fmadd_ps(q4_0_pair_scale(b + i + 2, a + i + 2),
-                               _mm256_cvtepi32_ps(q4_0_pair(b + i + 2, a + i + 2)), acc1);
+        const __m256i q0 = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[i + 1].qs),
+                                               reinterpret_cast<const __m128i *>(b[i].qs));
+        const __m256i q1 = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[i + 3].qs),
+                                               reinterpret_cast<const __m128i *>(b[i + 2].qs));
+        acc0 = q4_0_pair_terms(q0, a[i / 2], q4_0_pair_d(b[i].d, b[i + 1].d), acc0);
+        acc1 = q4_0_pair_terms(q1, a[i / 2 + 1], q4_0_pair_d(b[i + 2].d, b[i + 3].d), acc1);
     }
-    for (; i < blocks; ++i)
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d) * a[i].d), _mm256_cvtepi32_ps(q4_0_sums(b[i], a[i])), acc0);
+    for (; i + 1 < blocks; i += 2) {
+        const __m256i q = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[i + 1].qs),
+                                              reinterpret_cast<const __m128i *>(b[i].qs));
+        acc0 = q4_0_pair_terms(q, a[i / 2], q4_0_pair_d(b[i].d, b[i + 1].d), acc0);
+    }
+    if (i < blocks) {
+        const __m256i q = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b[i].qs)));
+        acc1 = q4_0_pair_terms(q, a[i / 2], q4_0_pair_d(b[i].d, 0), acc1);
+    }
     return hsum(_mm256_add_ps(acc0, acc1));
 }
 
