@@ -54,6 +54,19 @@ ParamCounts count_params(const tinyfin::llm::ModelConfig &c) {
     return p;
 }
 
+// Bytes a generated token reads of a GGUF file's tensors (their types as stored: quantized files
+// mix block types): every tensor but the embedding table, of which one row is read, unless the
+// table doubles as the head (no output.weight). 0 for a path that is not a .gguf file.
+double gguf_bytes_per_token(const std::string &path) {
+    if (path.size() < 5 || path.compare(path.size() - 5, 5, ".gguf") != 0) return 0;
+    const tinyfin::llm::GgufFile file(path);
+    const bool tied = file.find("output.weight") == nullptr;
+    double bytes = 0;
+    for (const tinyfin::llm::TensorData &t : file.tensors())
+        if (tied || t.name != "token_embd.weight") bytes += static_cast<double>(t.bytes.size());
+    return bytes;
+}
+
 int32_t argmax_of(const tinyfin::Tensor &logits) {
     return static_cast<int32_t>(tinyfin::argmax(logits.view({-1})).item<int64_t>());
 }
@@ -100,9 +113,11 @@ LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<std::pair<d
     const llm::ModelConfig &c = model.config();
     const ParamCounts params = count_params(c);
     const double weight_bytes = static_cast<double>(model.memory_estimate().weights);
-    // The file's bytes per element (2 for f16/bf16, 4 for f32), from the whole model's size.
+    // The file's bytes per element (2 for f16/bf16, 4 for f32), from the whole model's size; a
+    // GGUF file's own tensor sizes where it has them (quantized types mix within a file).
     const double element = std::round(weight_bytes / params.total * 8) / 8;
-    r.weight_bytes_per_token = element * params.per_token;
+    const double gguf_bytes = gguf_bytes_per_token(o.path);
+    r.weight_bytes_per_token = gguf_bytes > 0 ? gguf_bytes : element * params.per_token;
     const double mean_position = o.prompt_tokens + 0.5 * o.generate_tokens;
     r.kv_bytes_per_token = 2.0 * static_cast<double>(c.num_layers * c.num_kv_heads * c.head_dim) * mean_position * 4;
 
@@ -148,7 +163,7 @@ LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<std::pair<d
     r.read_gbps = median(bandwidth);
     r.ceiling_tokens_per_s = r.read_gbps * 1e9 / (r.weight_bytes_per_token + r.kv_bytes_per_token);
     const auto [gemm_wall, gemm_cpu] =
-        layer_gemm_rate(c, element == 4 ? tinyfin::DType::f32 : tinyfin::DType::bf16, o.prompt_tokens);
+        layer_gemm_rate(c, element == 2 ? tinyfin::DType::bf16 : tinyfin::DType::f32, o.prompt_tokens);
     r.gemm_gflops = gemm_wall;
     r.gemm_gflops_cpu = gemm_cpu;
     r.prompt_gflops = 2 * params.layers * r.prompt_tokens_per_s / 1e9;

@@ -27,7 +27,8 @@ struct LlmRates {
     double prompt_tokens_per_cpu_s = 0, generate_tokens_per_cpu_s = 0, read_gb_per_cpu_s = 0;
     double ceiling_tokens_per_cpu_s = 0;
     // The GEMM rate of the prompt's products in the same run: x [prompt, K] times each of one
-    // layer's weights [N, K] (random, in the model's element size: bf16 for 2 bytes, f32 for 4)
+    // layer's weights [N, K] (random, in the model's element size: bf16 for 2 bytes, else f32: a
+    // quantized model's prompt is compared with the f32 GEMM)
     // through linear, GFLOP/s on the wall and on the CPU clock; and the prompt's own rate in
     // GFLOP/s (2 flops per layer weight element per token; attention's products and the head,
     // which runs on the last token only, left out).

@@ -531,7 +531,8 @@ Case matvec_case(DType dtype, int64_t n, int64_t k) {
     return c;
 }
 
-// The same with M activation rows (prompt processing), in GFLOP/s.
+// The same with M activation rows (prompt processing), in GFLOP/s; matmul_f32 is the same
+// product with the f32 weight through matmul (x times W^T): the rate prefill is read against.
 Case matmul_q_case(DType dtype, int64_t m, int64_t n, int64_t k) {
     Case c;
     c.op = std::string("matmul_") + tinyfin::dtype_name(dtype);
@@ -539,10 +540,15 @@ Case matmul_q_case(DType dtype, int64_t m, int64_t n, int64_t k) {
     c.unit = Unit::gflops;
     c.work = 2.0 * m * n * k;
     c.description = "x [M, K] times the transpose of a " + std::string(tinyfin::dtype_name(dtype)) +
-                    " weight [N, K] (matmul_q), labelled MxNxK";
+                    (dtype == DType::f32 ? " weight [N, K] (matmul)" : " weight [N, K] (matmul_q)") +
+                    ", labelled MxNxK";
     c.spec = "{\"op\":\"matmul_q\",\"x\":" + shape_json({m, k}) + ",\"w\":" + shape_json({n, k}) + "}";
     c.prepare = [dtype, m, n, k](const Device &d) -> Call {
         Tensor x = tinyfin::randn({m, k}, 16, d);
+        if (dtype == DType::f32) {
+            Tensor wt = tinyfin::randn({n, k}, 17, d).transpose(0, 1);
+            return [x, wt] { (void)tinyfin::matmul(x, wt); };
+        }
         Tensor w = tinyfin::quantize(tinyfin::randn({n, k}, 17, d), dtype);
         return [x, w] { (void)tinyfin::matmul_q(x, w); };
     };
@@ -634,6 +640,14 @@ std::vector<Case> all_cases() {
                     DType::q6_k, DType::q8_k})
         cases.push_back(matvec_case(q, 8192, 8192));
     for (DType q : {DType::q8_0, DType::q4_0, DType::q4_k}) cases.push_back(matmul_q_case(q, 64, 4096, 4096));
+    // Prefill at TinyLlama's shapes (512 prompt rows; [2048, 2048] attention, [5632, 2048] gate/up,
+    // [2048, 5632] down) and fewer rows, beside the f32 product of the same shapes.
+    for (DType q : {DType::f32, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k,
+                    DType::q5_k, DType::q6_k}) {
+        for (int64_t m : {8, 16, 32, 64, 512}) cases.push_back(matmul_q_case(q, m, 2048, 2048));
+        cases.push_back(matmul_q_case(q, 512, 5632, 2048));
+        cases.push_back(matmul_q_case(q, 512, 2048, 5632));
+    }
     return cases;
 }
 
@@ -1153,6 +1167,30 @@ std::vector<Ratio> ratios_of(const std::vector<Timing> &results) {
     return out;
 }
 
+// The quantized cases against their ceilings in the same run: each matvec_* GB/s over mem_read's
+// (generation's bandwidth ceiling), each matmul_<quantized type> over matmul_f32 of the same size
+// (prefill against the f32 GEMM).
+void print_ceilings(const std::vector<Timing> &results) {
+    const Timing *mem = nullptr;
+    for (const Timing &t : results)
+        if (t.op == "mem_read" && t.error.empty()) mem = &t;
+    bool header = false;
+    auto line = [&](const Timing &t, const char *of, double ratio) {
+        if (!header) std::printf("\n%-15s %-16s %-9s %12s %8s\n", "op", "size", "backend", "of", "ratio");
+        header = true;
+        std::printf("%-15s %-16s %-9s %12s %8.2f\n", t.op.c_str(), t.size.c_str(), t.backend.c_str(), of, ratio);
+    };
+    for (const Timing &t : results) {
+        if (!t.error.empty() || t.kind != "tinyfin" || t.rate() <= 0) continue;
+        if (mem && t.op.rfind("matvec_", 0) == 0) line(t, "mem_read", t.rate() / mem->rate());
+        if (t.op.rfind("matmul_q", 0) == 0)  // matmul_q8_0, matmul_q4_k, ...
+            for (const Timing &f : results)
+                if (f.op == "matmul_f32" && f.size == t.size && f.backend == t.backend && f.error.empty() &&
+                    f.rate() > 0)
+                    line(t, "matmul_f32", t.rate() / f.rate());
+    }
+}
+
 void print_table(const std::vector<Timing> &results, const Machine &m, const std::vector<std::string> &notes) {
     std::printf("tinyfin-bench: %s, %d usable cores, %d threads\n", m.cpu.c_str(), m.cores, m.threads);
     for (const auto &[key, value] : m.facts) std::printf("  %s = %s\n", key.c_str(), value.c_str());
@@ -1196,6 +1234,7 @@ void print_table(const std::vector<Timing> &results, const Machine &m, const std
             std::printf("\n");
         }
     }
+    print_ceilings(results);
     for (const std::string &n : notes) std::printf("note: %s\n", n.c_str());
 }
 

@@ -1,8 +1,13 @@
-// The ops on block-quantized tensors (ops.def 65-68, docs/quantization.md): quantize and
-// dequantize with the reference codecs (quant_reference.cpp), embedding_q (rows decoded), and
-// matmul_q: x's rows encoded to 8-bit activation blocks once, then every (x row, weight row) pair
-// as an integer dot (quant_dot*.cpp, AVX2 where isa_level() allows), split over the thread pool
-// by blocks of weight rows so each task writes its own outputs.
+// The ops on block-quantized tensors (ops.def 65-68, docs/quantization.md): quantize with the
+// reference codecs (quant_reference.cpp), dequantize and embedding_q with the fastest decoder at
+// isa_level() (AVX2 or the reference's, the same bits: quant_decode_avx2.cpp), and
+// matmul_q. Few activation rows (generation): x's rows encoded to 8-bit activation blocks once,
+// then every (x row, weight row) pair as an integer dot (quant_dot*.cpp, AVX2 where isa_level()
+// allows), split over the thread pool by blocks of weight rows so each task writes its own
+// outputs. Many rows (prefill): the weight decoded to f32 a panel of rows at a time, each panel
+// multiplied by the packed f32 GEMM (kernels_gemm.hpp), so a block is unpacked once for all rows
+// (docs/performance.md, "Quantized prefill", has the measurements behind the choice).
+#include "kernels_gemm.hpp"
 #include "kernels_nn.hpp"
 #include "quant_blocks.hpp"
 #include "runtime.hpp"
@@ -67,14 +72,14 @@ tf_status run_quantize(const tf_op_desc &op, tf_error *) {
 tf_status run_dequantize(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &in = op.inputs[0];
     if (numel(in) == 0) return TF_STATUS_OK;
-    const Codec &codec = *quant::codec_of(in.dtype);
+    const quant::DecodeRow decode = quant::decode_of(in.dtype, isa_level());
     F32Output y(op.outputs[0]);
     const int64_t k = last_axis(in);
     const std::vector<int64_t> rows = block_row_offsets(in);
     const char *base = base_of(in);
     const auto n_rows = static_cast<int64_t>(rows.size());
     float *dst = y.data();
-    for_rows(n_rows, k, 1 << 15, [&](int64_t r) { codec.decode(base + rows[static_cast<size_t>(r)], dst + r * k, k); });
+    for_rows(n_rows, k, 1 << 15, [&](int64_t r) { decode(base + rows[static_cast<size_t>(r)], dst + r * k, k); });
     y.finish();
     return TF_STATUS_OK;
 }
@@ -93,11 +98,34 @@ tf_status run_embedding_q(const tf_op_desc &op, tf_error *err) {
         (w.shape[0] > 1 ? w.strides[0] : dim) / codec.block * static_cast<int64_t>(codec.block_bytes);
     F32Output y(op.outputs[0]);
     const char *table = base_of(w);
+    const quant::DecodeRow decode = quant::decode_of(w.dtype, isa_level());
     for (size_t e = 0; e < indices.size(); ++e)
-        codec.decode(table + indices[e] * row_bytes, y.data() + static_cast<int64_t>(e) * dim, dim);
+        decode(table + indices[e] * row_bytes, y.data() + static_cast<int64_t>(e) * dim, dim);
     y.finish();
     return TF_STATUS_OK;
 }
+
+namespace {
+
+// From this many activation rows on, matmul_q decodes the weight and takes the f32 GEMM.
+constexpr int64_t k_prefill_rows = 32;
+// Weight rows decoded per panel: the panel (rows x k f32) stays a few MiB.
+constexpr int64_t k_panel_elements = int64_t{1} << 20;
+
+// y [m, n] = x [m, k] (dense rows) times the transpose of the weight rows at weights + j *
+// row_bytes, each decoded exactly to f32 (the reference codec) once per call.
+void matmul_q_gemm(const float *x, int64_t m, int64_t k, const char *weights, int64_t row_bytes, int64_t n,
+                   quant::DecodeRow decode, float *y) {
+    const int64_t panel = std::clamp<int64_t>(k_panel_elements / k, 16, n);
+    float *wf = scratch_floats(k_slot_col, static_cast<size_t>(panel * k));
+    for (int64_t j0 = 0; j0 < n; j0 += panel) {
+        const int64_t rows = std::min(panel, n - j0);
+        for_rows(rows, k, 1 << 15, [&](int64_t r) { decode(weights + (j0 + r) * row_bytes, wf + r * k, k); });
+        gemm_f32(m, rows, k, F32Matrix{x, k, 1}, F32Matrix{wf, 1, k}, y + j0, n, false);
+    }
+}
+
+}  // namespace
 
 tf_status run_matmul_q(const tf_op_desc &op, tf_error *) {
     const tf_tensor_desc &xd = op.inputs[0], &w = op.inputs[1], &out = op.outputs[0];
@@ -110,16 +138,21 @@ tf_status run_matmul_q(const tf_op_desc &op, tf_error *) {
         return TF_STATUS_OK;
     }
     const F32Input x(xd);
-    const quant::ActKind kind = quant::act_kind_of(w.dtype);
+    const int64_t row_bytes =
+        (n > 1 ? w.strides[0] : k) / dtype_block_length(w.dtype) * static_cast<int64_t>(dtype_block_bytes(w.dtype));
+    const char *weights = base_of(w);
+    float *dst = y.data();
+    if (m >= k_prefill_rows) {
+        matmul_q_gemm(x.data(), m, k, weights, row_bytes, n, quant::decode_of(w.dtype, isa_level()), dst);
+        y.finish();
+        return TF_STATUS_OK;
+    }
+    const quant::ActKind kind = quant::act_kind_of(w.dtype, isa_level());
     const auto act_row = static_cast<int64_t>(quant::act_bytes(kind, k));
     std::vector<char> act(static_cast<size_t>(m * act_row));
     for_rows(m, k, 1 << 14,
              [&](int64_t r) { quant::quantize_act(kind, x.data() + r * k, act.data() + r * act_row, k); });
     const quant::DotFn dot = quant::dot_of(w.dtype, isa_level());
-    const int64_t row_bytes =
-        (n > 1 ? w.strides[0] : k) / dtype_block_length(w.dtype) * static_cast<int64_t>(dtype_block_bytes(w.dtype));
-    const char *weights = base_of(w);
-    float *dst = y.data();
     // Blocks of weight rows: each task reads its rows once and keeps them in cache over x's rows.
     constexpr int64_t rows_per_task = 16;
     const int64_t tasks = (n + rows_per_task - 1) / rows_per_task;

@@ -96,9 +96,21 @@ const Codec *codec_of(int32_t dtype);
 
 // ---- Dot products of a weight row with quantized activations --------------------------------
 
-// The activation form a weight dtype's dot takes: 32-blocks (ActQ8) or q8_k super-blocks.
-enum class ActKind { q8_32, q8_k };
-ActKind act_kind_of(int32_t weight_dtype);
+// Two activation blocks laid out for the AVX2 q4_0 dot, which reads two weight blocks per
+// register: the low halves (elements 0..15) of blocks 2p and 2p + 1 side by side, the high
+// halves likewise, q4_0's offset 8 sum(a) and the scales in the lanes of their block. An odd
+// last block is paired with a zero block (zero quants, sum and scale).
+struct ActPairQ8 {
+    int8_t lo[32];
+    int8_t hi[32];
+    int32_t offset[8];  // 8 sum(a) of block 2p in lane 0, of 2p + 1 in lane 4, else 0
+    float d[8];  // block 2p's scale in lanes 0..3, 2p + 1's in 4..7
+};
+
+// The activation form a weight dtype's dot takes at level isa: 32-blocks (ActQ8), their pairs
+// (ActPairQ8: q4_0 on AVX2) or q8_k super-blocks.
+enum class ActKind { q8_32, q8_32_pairs, q8_k };
+ActKind act_kind_of(int32_t weight_dtype, int isa);
 // Bytes of the activation form of a row of n elements.
 size_t act_bytes(ActKind kind, int64_t n);
 // Encodes a row of n f32 activations (n a multiple of the block length).
@@ -113,5 +125,10 @@ DotFn dot_of(int32_t dtype, int isa);
 // Portable and AVX2 dots (quant_dot.cpp, quant_dot_avx2.cpp); nullptr when a dtype has none.
 DotFn portable_dot(int32_t dtype);
 DotFn avx2_dot(int32_t dtype);
+
+// The fastest decoder of a row of dtype's blocks at level `isa`, bit for bit the reference
+// codec's (quant_decode_avx2.cpp where the level is >= 1, else codec_of(dtype)->decode).
+DecodeRow decode_of(int32_t dtype, int isa);
+DecodeRow avx2_decode(int32_t dtype);  // nullptr when a dtype has none
 
 }  // namespace tf_cpu::quant

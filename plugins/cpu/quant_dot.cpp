@@ -201,10 +201,31 @@ void encode_act_q8(const float *x, void *dst, int64_t n) {
     }
 }
 
+// Pairs of 32-blocks for the AVX2 q4_0 dot (ActPairQ8): each block encoded as encode_act_q8 does.
+void encode_act_pairs(const float *x, void *dst, int64_t n) {
+    auto *p = static_cast<ActPairQ8 *>(dst);
+    const int64_t blocks = n / k_qk;
+    for (int64_t i = 0; i < blocks; i += 2, ++p) {
+        ActQ8 a[2] = {};
+        encode_act_q8(x + i * k_qk, &a[0], k_qk);
+        if (i + 1 < blocks) encode_act_q8(x + (i + 1) * k_qk, &a[1], k_qk);
+        *p = ActPairQ8{};
+        for (int h = 0; h < 2; ++h) {
+            std::memcpy(p->lo + 16 * h, a[h].qs, 16);
+            std::memcpy(p->hi + 16 * h, a[h].qs + 16, 16);
+            p->offset[4 * h] = 8 * a[h].sum;
+            for (int l = 0; l < 4; ++l) p->d[4 * h + l] = a[h].d;
+        }
+    }
+}
+
 }  // namespace
 
-ActKind act_kind_of(int32_t weight_dtype) {
+bool avx2_usable(int isa);
+
+ActKind act_kind_of(int32_t weight_dtype, int isa) {
     switch (weight_dtype) {
+    case TF_DTYPE_Q4_0: return avx2_usable(isa) ? ActKind::q8_32_pairs : ActKind::q8_32;
     case TF_DTYPE_Q4_K:
     case TF_DTYPE_Q5_K:
     case TF_DTYPE_Q6_K:
@@ -215,11 +236,13 @@ ActKind act_kind_of(int32_t weight_dtype) {
 
 size_t act_bytes(ActKind kind, int64_t n) {
     if (kind == ActKind::q8_k) return static_cast<size_t>(n / k_qk_k) * sizeof(BlockQ8_K);
+    if (kind == ActKind::q8_32_pairs) return static_cast<size_t>((n / k_qk + 1) / 2) * sizeof(ActPairQ8);
     return static_cast<size_t>(n / k_qk) * sizeof(ActQ8);
 }
 
 void quantize_act(ActKind kind, const float *x, void *dst, int64_t n) {
     if (kind == ActKind::q8_k) return encode_q8_k(x, dst, n);
+    if (kind == ActKind::q8_32_pairs) return encode_act_pairs(x, dst, n);
     encode_act_q8(x, dst, n);
 }
 
@@ -238,19 +261,31 @@ DotFn portable_dot(int32_t dtype) {
     }
 }
 
-DotFn dot_of(int32_t dtype, int isa) {
+// The AVX2 kernels read f16 scales with F16C, which cpuid reports apart from AVX2.
+bool avx2_usable(int isa) {
 #if defined(__x86_64__)
-    // The AVX2 dots read f16 scales with F16C, which cpuid reports apart from AVX2.
     static const bool f16c = [] {
         unsigned a = 0, b = 0, c = 0, d = 0;
         return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
     }();
-    if (isa >= 1 && f16c)
-        if (DotFn f = avx2_dot(dtype)) return f;
+    return isa >= 1 && f16c;
 #else
     (void)isa;
+    return false;
 #endif
+}
+
+DotFn dot_of(int32_t dtype, int isa) {
+    if (avx2_usable(isa))
+        if (DotFn f = avx2_dot(dtype)) return f;
     return portable_dot(dtype);
+}
+
+DecodeRow decode_of(int32_t dtype, int isa) {
+    if (avx2_usable(isa))
+        if (DecodeRow f = avx2_decode(dtype)) return f;
+    const Codec *codec = codec_of(dtype);
+    return codec ? codec->decode : nullptr;
 }
 
 }  // namespace tf_cpu::quant

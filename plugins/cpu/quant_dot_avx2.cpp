@@ -101,53 +101,48 @@ TF_AVX2 float dot_q8_0(const void *w, const void *act, int64_t n) {
     return hsum(_mm256_add_ps(acc0, acc1));
 }
 
-// q4_0: levels times activations in vpmaddubsw, the offset 8 taken off in int32 as 8 sum(a) (the
-// activation block's own sum) instead of a second vpmaddubsw.
-TF_AVX2 inline __m256i q4_0_sums(const BlockQ4_0 &b, const ActQ8 &a) {
-    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles32(b.qs), load(a.qs)), _mm256_set1_epi16(1));
-    return _mm256_sub_epi32(p, _mm256_castsi128_si256(_mm_cvtsi32_si128(8 * a.sum)));
-}
-
-// Two q4_0 blocks in one register, block 0 in the low lane and block 1 in the high: one shift and
-// two ANDs unpack both blocks' nibbles (low nibbles: elements 0..15, high: 16..31), the two halves'
-// vpmaddubsw pairs added in int16 (|sum| < 2^13), then 4 int32 sums per block.
-TF_AVX2 inline __m256i q4_0_pair(const BlockQ4_0 *b, const ActQ8 *a) {
-    const __m256i q =
-        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[1].qs), reinterpret_cast<const __m128i *>(b[0].qs));
+// q4_0 against activation pairs (ActPairQ8, laid out once per activation row): per two weight
+// blocks one 256-bit load of their nibbles (block 2p's in the low lane, 2p + 1's in the high),
+// the activations' halves, offsets and scales read ready in their lanes; the weights' two f16
+// scales through one vcvtph2ps. Four blocks per pass on two accumulators; an odd last block
+// reads only its own 16 bytes (its partner in the activation pair is zero).
+TF_AVX2 inline __m256 q4_0_pair_terms(__m256i q, const ActPairQ8 &a, __m256 dw, __m256 acc) {
     const __m256i low4 = _mm256_set1_epi8(0xF);
-    const __m256i a_lo =
-        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(a[1].qs), reinterpret_cast<const __m128i *>(a[0].qs));
-    const __m256i a_hi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(a[1].qs + 16),
-                                             reinterpret_cast<const __m128i *>(a[0].qs + 16));
-    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, low4), a_lo),
-                                           _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), a_hi));
-    const __m256i offset = _mm256_set_m128i(_mm_cvtsi32_si128(8 * a[1].sum), _mm_cvtsi32_si128(8 * a[0].sum));
-    return _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), offset);
+    const __m256i pairs =
+        _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, low4), load(a.lo)),
+                         _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), load(a.hi)));
+    const __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), load(a.offset));
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(a.d)), _mm256_cvtepi32_ps(sums), acc);
 }
 
-// d da of two blocks, block 0's in the low lane and block 1's in the high: both f16 scales
-// converted by one vcvtph2ps, one multiply, one vpermps.
-TF_AVX2 inline __m256 q4_0_pair_scale(const BlockQ4_0 *b, const ActQ8 *a) {
-    const __m128 d = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(b[0].d), b[1].d, 1));
-    const __m128 da = _mm_unpacklo_ps(_mm_load_ss(&a[0].d), _mm_load_ss(&a[1].d));
-    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_mul_ps(d, da)),
-                                    _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+TF_AVX2 inline __m256 q4_0_pair_d(uint16_t d0, uint16_t d1) {
+    const __m128 d = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(d0), d1, 1));
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
 }
 
-// Four blocks per pass on two accumulators so that the FMA latency does not stall the loop.
 TF_AVX2 float dot_q4_0(const void *w, const void *act, int64_t n) {
     const auto *b = static_cast<const BlockQ4_0 *>(w);
-    const auto *a = static_cast<const ActQ8 *>(act);
+    const auto *a = static_cast<const ActPairQ8 *>(act);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     const int64_t blocks = n / k_qk;
     int64_t i = 0;
     for (; i + 3 < blocks; i += 4) {
-        acc0 = _mm256_fmadd_ps(q4_0_pair_scale(b + i, a + i), _mm256_cvtepi32_ps(q4_0_pair(b + i, a + i)), acc0);
-        acc1 = _mm256_fmadd_ps(q4_0_pair_scale(b + i + 2, a + i + 2),
-                               _mm256_cvtepi32_ps(q4_0_pair(b + i + 2, a + i + 2)), acc1);
+        const __m256i q0 = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[i + 1].qs),
+                                               reinterpret_cast<const __m128i *>(b[i].qs));
+        const __m256i q1 = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[i + 3].qs),
+                                               reinterpret_cast<const __m128i *>(b[i + 2].qs));
+        acc0 = q4_0_pair_terms(q0, a[i / 2], q4_0_pair_d(b[i].d, b[i + 1].d), acc0);
+        acc1 = q4_0_pair_terms(q1, a[i / 2 + 1], q4_0_pair_d(b[i + 2].d, b[i + 3].d), acc1);
     }
-    for (; i < blocks; ++i)
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d) * a[i].d), _mm256_cvtepi32_ps(q4_0_sums(b[i], a[i])), acc0);
+    for (; i + 1 < blocks; i += 2) {
+        const __m256i q = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[i + 1].qs),
+                                              reinterpret_cast<const __m128i *>(b[i].qs));
+        acc0 = q4_0_pair_terms(q, a[i / 2], q4_0_pair_d(b[i].d, b[i + 1].d), acc0);
+    }
+    if (i < blocks) {
+        const __m256i q = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b[i].qs)));
+        acc1 = q4_0_pair_terms(q, a[i / 2], q4_0_pair_d(b[i].d, 0), acc1);
+    }
     return hsum(_mm256_add_ps(acc0, acc1));
 }
 
@@ -163,30 +158,90 @@ TF_AVX2 inline __m256i block_sums(const Block &b, const ActQ8 &a) {
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-// The 32-formats with unsigned levels: sum of d da (dot(levels, a) - offset sum(a)) [+ m da sum(a)].
+// The 5th bits of two q5 blocks (qh words q0 and q1) for the two-block layout of q4_0_pair: bit j
+// (element j, j < 16) as 0x10 in byte j of the low registers' lanes, bit j + 16 in byte j of the
+// high registers' lanes; block 0 in the low lane, block 1 in the high.
+TF_AVX2 inline void fifth_bits_pair(const uint8_t *qh0, const uint8_t *qh1, __m256i *lo, __m256i *hi) {
+    uint32_t w0, w1;
+    std::memcpy(&w0, qh0, sizeof w0);
+    std::memcpy(&w1, qh1, sizeof w1);
+    const __m256i words = _mm256_setr_epi32(static_cast<int32_t>(w0), 0, 0, 0, static_cast<int32_t>(w1), 0, 0, 0);
+    const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+    const __m256i five = _mm256_set1_epi8(0x10);
+    const __m256i spread_lo =
+        _mm256_shuffle_epi8(words, _mm256_set_epi64x(0x0101010101010101, 0, 0x0101010101010101, 0));
+    const __m256i spread_hi = _mm256_shuffle_epi8(
+        words, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0303030303030303, 0x0202020202020202));
+    *lo = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread_lo, bit), bit), five);
+    *hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread_hi, bit), bit), five);
+}
+
+// q4_1, q5_0 and q5_1 two blocks per register as q4_0_pair (levels 0..31 keep each int16 pair sum
+// of the low and high halves below 2^14): 4 int32 sums per block of levels * a, less Offset
+// sum(a) in int32.
+template <class Block, int Offset, bool Fifth>
+TF_AVX2 inline __m256i levels_pair(const Block *b, const ActQ8 *a) {
+    const __m256i q =
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[1].qs), reinterpret_cast<const __m128i *>(b[0].qs));
+    const __m256i low4 = _mm256_set1_epi8(0xF);
+    __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+    if constexpr (Fifth) {
+        __m256i five_lo, five_hi;
+        fifth_bits_pair(b[0].qh, b[1].qh, &five_lo, &five_hi);
+        lo = _mm256_or_si256(lo, five_lo);
+        hi = _mm256_or_si256(hi, five_hi);
+    }
+    const __m256i a_lo =
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(a[1].qs), reinterpret_cast<const __m128i *>(a[0].qs));
+    const __m256i a_hi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(a[1].qs + 16),
+                                             reinterpret_cast<const __m128i *>(a[0].qs + 16));
+    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+    const __m256i sums = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    if constexpr (Offset == 0) return sums;
+    const __m256i offset = _mm256_set_m128i(_mm_cvtsi32_si128(Offset * a[1].sum), _mm_cvtsi32_si128(Offset * a[0].sum));
+    return _mm256_sub_epi32(sums, offset);
+}
+
+// The scales of two blocks as dot_pairs takes them: d da of block 0 in the low lane and block 1's
+// in the high; with Min, m da sum(a) of the two blocks in lanes 2 and 3 of m_sum (lanes 0, 1 zero).
+// The f16 d (and m) of both blocks go through one vcvtph2ps.
+template <class Block, bool Min>
+TF_AVX2 inline void pair_scales(const Block *b, const ActQ8 *a, __m256 *d, __m128 *m_sum) {
+    __m128i h = _mm_insert_epi16(_mm_cvtsi32_si128(b[0].d), b[1].d, 1);
+    if constexpr (Min) h = _mm_insert_epi16(_mm_insert_epi16(h, b[0].m, 2), b[1].m, 3);
+    const __m128 da = _mm_unpacklo_ps(_mm_load_ss(&a[0].d), _mm_load_ss(&a[1].d));
+    const __m128 s = _mm_mul_ps(_mm_cvtph_ps(h), _mm_movelh_ps(da, da));
+    *d = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    if constexpr (Min) *m_sum = _mm_mul_ps(s, _mm_cvtepi32_ps(_mm_setr_epi32(0, 0, a[0].sum, a[1].sum)));
+}
+
+// The 32-formats with unsigned levels, two blocks per register, four per pass: sum of
+// d da (dot(levels, a) - Offset sum(a)) [+ m da sum(a)]. Both blocks' d (and m) go through one
+// vcvtph2ps (pair_scales); the minimum's terms m da sum(a) accumulate in two f32 lanes.
 template <class Block, int Offset, bool Fifth, bool Min>
-TF_AVX2 float dot_levels(const void *w, const void *act, int64_t n) {
+TF_AVX2 float dot_pairs(const void *w, const void *act, int64_t n) {
     const auto *b = static_cast<const Block *>(w);
     const auto *a = static_cast<const ActQ8 *>(act);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float extra = 0;
+    __m128 acc_m = _mm_setzero_ps();
     const int64_t blocks = n / k_qk;
     int64_t i = 0;
-    for (; i + 1 < blocks; i += 2) {
-        const __m256i p0 = block_sums<Block, Offset, Fifth>(b[i], a[i]);
-        const __m256i p1 = block_sums<Block, Offset, Fifth>(b[i + 1], a[i + 1]);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d) * a[i].d), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i + 1].d) * a[i + 1].d), _mm256_cvtepi32_ps(p1), acc1);
-        if constexpr (Min)
-            extra += half(b[i].m) * a[i].d * static_cast<float>(a[i].sum) +
-                     half(b[i + 1].m) * a[i + 1].d * static_cast<float>(a[i + 1].sum);
+    for (; i + 3 < blocks; i += 4) {
+        __m256 d0, d1;
+        __m128 m0 = _mm_setzero_ps(), m1 = _mm_setzero_ps();
+        pair_scales<Block, Min>(b + i, a + i, &d0, &m0);
+        pair_scales<Block, Min>(b + i + 2, a + i + 2, &d1, &m1);
+        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(levels_pair<Block, Offset, Fifth>(b + i, a + i)), acc0);
+        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(levels_pair<Block, Offset, Fifth>(b + i + 2, a + i + 2)), acc1);
+        if constexpr (Min) acc_m = _mm_add_ps(acc_m, _mm_add_ps(m0, m1));
     }
+    float extra = 0;
     for (; i < blocks; ++i) {
-        const __m256i p = block_sums<Block, Offset, Fifth>(b[i], a[i]);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d) * a[i].d), _mm256_cvtepi32_ps(p), acc0);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d) * a[i].d),
+                               _mm256_cvtepi32_ps(block_sums<Block, Offset, Fifth>(b[i], a[i])), acc0);
         if constexpr (Min) extra += half(b[i].m) * a[i].d * static_cast<float>(a[i].sum);
     }
-    return hsum(_mm256_add_ps(acc0, acc1)) + extra;
+    return hsum(_mm256_add_ps(acc0, acc1)) + hsum128(acc_m) + extra;
 }
 
 // q4_k and q5_k: per 64 elements, low nibbles (sub-block 2j) and high nibbles (2j + 1), each
@@ -289,9 +344,9 @@ DotFn avx2_dot(int32_t dtype) {
     switch (dtype) {
     case TF_DTYPE_Q8_0: return dot_q8_0;
     case TF_DTYPE_Q4_0: return dot_q4_0;
-    case TF_DTYPE_Q4_1: return dot_levels<BlockQ4_1, 0, false, true>;
-    case TF_DTYPE_Q5_0: return dot_levels<BlockQ5_0, 16, true, false>;
-    case TF_DTYPE_Q5_1: return dot_levels<BlockQ5_1, 0, true, true>;
+    case TF_DTYPE_Q4_1: return dot_pairs<BlockQ4_1, 0, false, true>;
+    case TF_DTYPE_Q5_0: return dot_pairs<BlockQ5_0, 16, true, false>;
+    case TF_DTYPE_Q5_1: return dot_pairs<BlockQ5_1, 0, true, true>;
     case TF_DTYPE_Q4_K: return dot_k45<false, BlockQ4_K>;
     case TF_DTYPE_Q5_K: return dot_k45<true, BlockQ5_K>;
     case TF_DTYPE_Q6_K: return dot_q6_k;

@@ -603,6 +603,43 @@ TEST_CASE("matmul_q against the float64 product of the dequantized weight") {
     }
 }
 
+TEST_CASE("matmul_q with many activation rows (prefill): f32 activations, within f32 accumulation") {
+    // From 32 rows on the cpu plugin decodes the weight to f32 (panels of 2^20 elements) and runs
+    // the f32 GEMM: no 8-bit rounding of x, so only f32 accumulation's bound applies (as on the
+    // GPU kernels). n * k = 300 * 4096 spans two panels (256 + 44 rows).
+    struct Shape3 {
+        int64_t m, n, k;
+    };
+    for (DType dtype : quantized) {
+        INFO(dtype_name(dtype));
+        for (Shape3 s : {Shape3{32, 300, 4096}, Shape3{40, 33, 256}}) {
+            INFO("m " << s.m << " n " << s.n << " k " << s.k);
+            F wv = ref::values(s.n * s.k, 51 + static_cast<uint64_t>(s.k), -1, 1);
+            F x = ref::values(s.m * s.k, 61 + static_cast<uint64_t>(s.m), -2, 2);
+            Tensor w = quantize(from_vector(wv, {s.n, s.k}, cpu()), dtype);
+            std::vector<float> wd = dequantize(w).to_vector<float>();
+            std::vector<float> got = matmul_q(from_vector(x, {s.m, s.k}, dev()), w.to(dev())).to_vector<float>();
+            REQUIRE(got.size() == static_cast<std::size_t>(s.m * s.n));
+            int bad = 0;
+            for (int64_t r = 0; r < s.m; ++r)
+                for (int64_t c = 0; c < s.n; ++c) {
+                    double want = 0, mag = 0;
+                    for (int64_t i = 0; i < s.k; ++i) {
+                        want += double(x[r * s.k + i]) * wd[c * s.k + i];
+                        mag += std::fabs(double(x[r * s.k + i]) * wd[c * s.k + i]);
+                    }
+                    const double bound = mag * double(s.k) * 0x1p-24 * 1.01 + 1e-30;
+                    const double e = std::fabs(got[r * s.n + c] - want);
+                    if (e <= bound || bad++ > 0) continue;
+                    INFO("row " << r << " column " << c << ": got " << got[r * s.n + c] << ", want " << want
+                                << " within " << bound);
+                    CHECK(e <= bound);
+                }
+            CHECK(bad == 0);
+        }
+    }
+}
+
 TEST_CASE("matmul_q: batch axes, f16/bf16 activations, output dtypes, views of the weight") {
     const DType dtype = DType::q4_0;
     const int64_t k = 128, n = 6;
