@@ -87,8 +87,9 @@ template <int32_t D>
 // fixed order (sum_accumulators), then the elements past the last whole step are added one by one.
 // These operations do not depend on M, on which rows share a pass or on the thread count.
 
-// How far ahead of the element being multiplied each W row asks for its memory.
-constexpr int64_t k_dot_prefetch_bytes = 320;
+// How far ahead of the element being multiplied each W row asks for its memory (into L2: the
+// hardware prefetchers alone leave the loads waiting on DRAM; docs/performance.md).
+constexpr int64_t k_dot_prefetch_bytes = 48 << 10;
 // Steps of K per piece when A's rows take several passes over W: a piece of four W rows (4 x 2
 // KiB of bf16) stays in L1 between the passes.
 constexpr int64_t k_dot_piece_steps = 64;
@@ -105,7 +106,8 @@ constexpr int64_t dot_elem_bytes = D == TF_DTYPE_F32 ? 4 : 2;
 template <int32_t D>
 [[gnu::target("avx2,fma,f16c")]] inline void widen16(const char *p, __m256 &lo, __m256 &hi) {
     if constexpr (D == TF_DTYPE_BF16) {
-        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+        __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+        asm("" : "+x"(w));  // one load: GCC would otherwise fold a second one into the mask
         lo = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
         hi = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
     } else if constexpr (D == TF_DTYPE_F16) {
@@ -150,7 +152,7 @@ template <int32_t D, int R, int MB>
     int64_t s = s0;
     for (; s + per_line <= s1; s += per_line) {
         // One line per row, far enough ahead to overlap DRAM with the products.
-        for (int r = 0; r < R; ++r) _mm_prefetch(w + r * wrow + s * step + k_dot_prefetch_bytes, _MM_HINT_T0);
+        for (int r = 0; r < R; ++r) _mm_prefetch(w + r * wrow + s * step + k_dot_prefetch_bytes, _MM_HINT_T1);
         for (int64_t q = 0; q < per_line; ++q) dot_step<D, R, MB>(w, wrow, s + q, x, xrow, lo, hi);
     }
     for (; s < s1; ++s) dot_step<D, R, MB>(w, wrow, s, x, xrow, lo, hi);
