@@ -101,8 +101,9 @@ constexpr int64_t k_dot_unit = 16;
 template <int32_t D>
 constexpr int64_t dot_elem_bytes = D == TF_DTYPE_F32 ? 4 : 2;
 
-// Sixteen elements of dtype D at p as two f32 vectors: bf16's even and odd elements, else 0..7 and
-// 8..15.
+// Sixteen elements of dtype D at p as two f32 vectors: lo holds the even elements, hi the odd
+// ones. bf16 in element order (lane l: elements 2l and 2l + 1); f32 and f16 in the order one
+// in-lane shuffle gives (lane l: elements 2e and 2e + 1, e = k_pair_of_lane[l]).
 template <int32_t D>
 [[gnu::target("avx2,fma,f16c")]] inline void widen16(const char *p, __m256 &lo, __m256 &hi) {
     if constexpr (D == TF_DTYPE_BF16) {
@@ -110,14 +111,22 @@ template <int32_t D>
         asm("" : "+x"(w));  // one load: GCC would otherwise fold a second one into the mask
         lo = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
         hi = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
-    } else if constexpr (D == TF_DTYPE_F16) {
-        lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
-        hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 16)));
-    } else {
-        lo = _mm256_loadu_ps(reinterpret_cast<const float *>(p));
-        hi = _mm256_loadu_ps(reinterpret_cast<const float *>(p + 32));
+        return;
     }
+    __m256 v0, v1;
+    if constexpr (D == TF_DTYPE_F16) {
+        v0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+        v1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 16)));
+    } else {
+        v0 = _mm256_loadu_ps(reinterpret_cast<const float *>(p));
+        v1 = _mm256_loadu_ps(reinterpret_cast<const float *>(p + 32));
+    }
+    lo = _mm256_shuffle_ps(v0, v1, 0x88);  // elements 0 2 8 10 | 4 6 12 14
+    hi = _mm256_shuffle_ps(v0, v1, 0xDD);  // elements 1 3 9 11 | 5 7 13 15
 }
+
+// For f32 and f16, the pair of elements (2e, 2e + 1) of a step that lane l holds.
+constexpr int k_pair_of_lane[8] = {0, 1, 4, 5, 2, 3, 6, 7};
 
 // Step s of R rows of W times MB rows of A into the accumulators (output (i, r) at i * R + r).
 template <int32_t D, int R, int MB>
@@ -164,26 +173,37 @@ template <int32_t D, int R, int MB>
 }
 
 // One output from its accumulators and the elements of K past the last whole step (x and w there).
+// The accumulators' lanes hold pairs p of elements (2p, 2p + 1); they are summed as
+// ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)) whatever the lane order of D, so that a bf16 or
+// f16 product is bit for bit the f32 product of the converted operands.
 template <int32_t D>
 [[gnu::target("avx2,fma,f16c")]] float finish_dot(const float *acc, const float *x, const char *w, int64_t from,
                                                   int64_t k) {
     const __m256 v = _mm256_add_ps(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + 8));
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    __m128 h;
+    if constexpr (D == TF_DTYPE_BF16) {  // lanes: p0 .. p7
+        h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // p0+p4 p1+p5 p2+p6 p3+p7
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    } else {  // lanes: p0 p1 p4 p5 | p2 p3 p6 p7
+        const __m256 t = _mm256_add_ps(v, _mm256_permute_ps(v, 0x4E));  // p0+p4 p1+p5 .. | p2+p6 p3+p7 ..
+        h = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    }
     h = _mm_add_ss(h, _mm_movehdup_ps(h));
     float sum = _mm_cvtss_f32(h);
     for (int64_t p = from; p < k; ++p) sum = std::fma(x[p], load_float(D, w + p * dot_elem_bytes<D>), sum);
     return sum;
 }
 
-// A's rows as the bf16 dot kernel reads them: each whole step of 16 elements reordered as its 8
-// even elements, then its 8 odd ones; the elements past the last whole step as they are.
-void permute_for_dot(float *x, int64_t k) {
+// A's rows as the dot kernel reads them: each whole step of 16 elements reordered as the
+// elements its lo accumulators take, then those of hi (bf16: 0 2 .. 14, then 1 3 .. 15; f32 and
+// f16: the pairs in k_pair_of_lane's order); the elements past the last whole step as they are.
+void permute_for_dot(int32_t dtype, float *x, int64_t k) {
     float tmp[16];
     for (int64_t s = 0; s + 16 <= k; s += 16) {
-        for (int q = 0; q < 8; ++q) {
-            tmp[q] = x[s + 2 * q];
-            tmp[8 + q] = x[s + 2 * q + 1];
+        for (int l = 0; l < 8; ++l) {
+            const int pair = dtype == TF_DTYPE_BF16 ? l : k_pair_of_lane[l];
+            tmp[l] = x[s + 2 * pair];
+            tmp[8 + l] = x[s + 2 * pair + 1];
         }
         std::memcpy(x + s, tmp, sizeof tmp);
     }
@@ -383,8 +403,7 @@ bool matmul_skinny(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_te
 #if defined(__x86_64__)
     // A transposed B: each task streams its own contiguous rows of W (units of k_dot_unit rows).
     if (const DotFn dot = avx2_dot(src0)) {
-        if (b.dtype == TF_DTYPE_BF16)
-            for (int64_t i = 0; i < total; ++i) permute_for_dot(xs + i * k, k);
+        for (int64_t i = 0; i < total; ++i) permute_for_dot(b.dtype, xs + i * k, k);
         const int64_t blocks = (n + k_dot_unit - 1) / k_dot_unit;
         const auto units = static_cast<int64_t>(groups.size()) * blocks;
         const int64_t tasks = std::min<int64_t>(units, threads > 1 ? 4 * threads : 1);

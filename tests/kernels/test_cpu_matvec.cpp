@@ -417,3 +417,54 @@ TEST_CASE("skinny matmul: the same bits for 1, 2 and 3 threads") {
     }
     restart_threads("1");
 }
+
+TEST_CASE("skinny matmul: f16 and bf16 rows are the f32 product of the converted operands, rounded once") {
+    // W^T (linear's layout) with rows whose sums nearly cancel: x's last four elements are 1 and
+    // W's last four elements of each row cancel the rest of the row's sum step by step (each one
+    // minus what is left, rounded to the dtype), so the result is far smaller than its terms and
+    // its bits show the order of the f32 additions even after the rounding to f16/bf16.
+    restart_threads("1");
+    for (int32_t dtype : {TF_DTYPE_F16, TF_DTYPE_BF16}) {
+        CAPTURE(dtype);
+        for (int64_t m : {1, 5}) {
+            const int64_t k = 301, n = 23;
+            Tensor a(dtype, {m, k}, {k, 1}), b(dtype, {k, n}, {1, k}), o(dtype, {m, n}, {n, 1});
+            Tensor a32(TF_DTYPE_F32, {m, k}, {k, 1}), b32(TF_DTYPE_F32, {k, n}, {1, k});
+            Tensor o32(TF_DTYPE_F32, {m, n}, {n, 1});
+            fill(a, 21);
+            fill(b, 22);
+            for (int64_t i = 0; i < m; ++i)
+                for (int64_t p = k - 4; p < k; ++p) a.set({i, p}, 1.0f);
+            for (int64_t j = 0; j < n; ++j) {
+                double left = 0;
+                for (int64_t p = 0; p + 4 < k; ++p) left += static_cast<double>(a.get({0, p})) * b.get({p, j});
+                for (int64_t p = k - 4; p < k; ++p) {
+                    const float v = dtype == TF_DTYPE_BF16 ? bf16_value(static_cast<float>(-left))
+                                                           : f16_value(static_cast<float>(-left));
+                    b.set({p, j}, std::fabs(v) >= 0x1p-14f ? v : 0.0f);  // f16_value takes normal values
+                    left += b.get({p, j});
+                }
+            }
+            for (int64_t i = 0; i < m; ++i)
+                for (int64_t p = 0; p < k; ++p) a32.set({i, p}, a.get({i, p}));
+            for (int64_t p = 0; p < k; ++p)
+                for (int64_t j = 0; j < n; ++j) b32.set({p, j}, b.get({p, j}));
+            run_matmul(a, b, o);
+            run_matmul(a32, b32, o32);
+            int bad = 0;
+            for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < n; ++j) {
+                    const float exact32 = o32.get({i, j});  // rounded once to the dtype (nearest even)
+                    // f16: subnormal below 2^-14 (units of 2^-24), which f16_value does not take.
+                    const float f16 = std::fabs(exact32) < 0x1p-14f
+                                          ? static_cast<float>(std::nearbyint(exact32 * 0x1p24f) * 0x1p-24f)
+                                          : f16_value(exact32);
+                    const float got = o.get({i, j}), want = dtype == TF_DTYPE_BF16 ? bf16_value(exact32) : f16;
+                    if (std::memcmp(&got, &want, 4) != 0 && bad++ < 5)
+                        FAIL_CHECK("m ", m, " out[", i, ", ", j, "] = ", got, ", the f32 product rounded ", want,
+                                   " (f32 ", o32.get({i, j}), ")");
+                }
+            CHECK(bad == 0);
+        }
+    }
+}
