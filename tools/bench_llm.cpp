@@ -101,7 +101,7 @@ std::pair<double, double> layer_gemm_rate(const tinyfin::llm::ModelConfig &c, ti
 
 }  // namespace
 
-LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<std::pair<double, double>()> &read_sample) {
+LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<ReadSample()> &read_sample) {
     namespace llm = tinyfin::llm;
     LlmRates r;
     llm::LoadOptions lo;
@@ -127,10 +127,13 @@ LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<std::pair<d
     for (int32_t &id : prompt) id = pick(rng);
 
     std::vector<double> prompt_rates, generate_rates, bandwidth, prompt_cpu, generate_cpu, bandwidth_cpu;
+    std::vector<double> plain, plain_cpu;
     auto sample = [&] {
-        const auto [wall, cpu] = read_sample();
-        bandwidth.push_back(wall);
-        bandwidth_cpu.push_back(cpu);
+        const ReadSample r = read_sample();
+        bandwidth.push_back(r.wall);
+        bandwidth_cpu.push_back(r.cpu);
+        plain.push_back(r.plain_wall);
+        plain_cpu.push_back(r.plain_cpu);
     };
     llm::Session session(model, 1, lo.context);
     for (int rep = 0; rep <= o.repeat; ++rep) {  // repeat 0 warms up (pages, scratch) untimed
@@ -161,6 +164,8 @@ LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<std::pair<d
     r.prompt_tokens_per_s = median(prompt_rates);
     r.generate_tokens_per_s = median(generate_rates);
     r.read_gbps = median(bandwidth);
+    r.read_plain_gbps = median(plain);
+    r.read_plain_gb_per_cpu_s = median(plain_cpu);
     r.ceiling_tokens_per_s = r.read_gbps * 1e9 / (r.weight_bytes_per_token + r.kv_bytes_per_token);
     const auto [gemm_wall, gemm_cpu] =
         layer_gemm_rate(c, element == 2 ? tinyfin::DType::bf16 : tinyfin::DType::f32, o.prompt_tokens);

@@ -15,10 +15,17 @@ struct LlmBenchOptions {
     int repeat = 3;  // timed repeats; medians reported
 };
 
+// One sample of the memory read bandwidth: the better of the plain and the prefetching probe
+// (mem_read, mem_read_pf) and the plain one alone, GB/s on the wall clock and GB per CPU second.
+struct ReadSample {
+    double wall = 0, cpu = 0, plain_wall = 0, plain_cpu = 0;
+};
+
 struct LlmRates {
     double prompt_tokens_per_s = 0;  // median over repeats
     double generate_tokens_per_s = 0;  // median over repeats
-    double read_gbps = 0;  // median of the bandwidth samples taken between the repeats
+    double read_gbps = 0;  // median of the bandwidth samples taken between the repeats (the better probe)
+    double read_plain_gbps = 0, read_plain_gb_per_cpu_s = 0;  // the plain probe's alone (wall, CPU clock)
     double weight_bytes_per_token = 0;  // matrix weights a generated token reads (embedding row aside)
     double kv_bytes_per_token = 0;  // KV cache read by a generated token at the mean position
     double ceiling_tokens_per_s = 0;  // read_gbps / bytes per token
@@ -37,9 +44,9 @@ struct LlmRates {
 };
 
 // Loads the model on cpu, then `repeat` times: a sample of the memory read bandwidth
-// (read_sample() returns {GB/s wall, GB per CPU second}), a fresh session, a random prompt of prompt_tokens ids prefilled,
+// (read_sample()), a fresh session, a random prompt of prompt_tokens ids prefilled,
 // generate_tokens decoded greedily (argmax), the logits read back as generation does. Runs at the
 // thread count TINYFIN_THREADS says; prints progress to stderr.
-LlmRates run_llm_bench(const LlmBenchOptions &options, const std::function<std::pair<double, double>()> &read_sample);
+LlmRates run_llm_bench(const LlmBenchOptions &options, const std::function<ReadSample()> &read_sample);
 
 }  // namespace tfbench

@@ -1,10 +1,15 @@
-// matmul_skinny (kernels_matvec.hpp): few rows of A against a B read once. Each task owns a range
-// of units of two nr-wide column slivers of one B; for every kc-long piece of K it converts the
-// slivers' elements into [kc][nr] f32 buffers that stay in L1 (gemm_f32_pack_b's layout) and runs
-// the GEMM's register tiles over the staged rows of A (gemm_f32_rows_a; one row on AVX2: a tile
-// of four accumulators, the same operations), accumulating in the tile buffer between pieces as
-// the GEMM does between its KC blocks. Each output element is computed by one task, in the
-// GEMM's order of operations.
+// matmul_skinny (kernels_matvec.hpp): few rows of A against a B read once.
+//
+// A transposed B (linear's x W^T, W [N, K] row-major: every LLM projection) on AVX2: each task
+// streams its own contiguous rows of W; each W row is a dot product with the rows of A, widened
+// to f32 in registers 16 elements at a time, with no staging buffer (dot_block below).
+//
+// Any other B (row-major, strided) or the portable level: each task owns a range of units of two
+// nr-wide column slivers of one B; for every kc-long piece of K it converts the slivers' elements
+// into [kc][nr] f32 buffers that stay in L1 (gemm_f32_pack_b's layout) and runs the GEMM's
+// register tiles over the staged rows of A (gemm_f32_rows_a; one row on AVX2: a tile of four
+// accumulators, the same operations), accumulating in the tile buffer between pieces as the GEMM
+// does between its KC blocks: each output element is computed in the GEMM's order of operations.
 #include "kernels_matvec.hpp"
 
 #include "kernels.hpp"
@@ -70,76 +75,202 @@ template <int32_t D>
     }
 }
 
-// How far ahead along a column of a transposed B the packer asks for the memory it will read.
-constexpr int64_t k_prefetch_bytes = 256;
+// ---- A transposed B (linear's x W^T): dot products along W's rows ------------------------------
+//
+// Element p of column j of B is W(j, p) at w + j * wrow + p * es: output (i, j) is the dot product
+// of row i of A with row j of W, both contiguous along K. W is streamed once, straight from its
+// storage, 16 elements per step widened to f32 in registers (bf16: the 32-bit lanes shifted left
+// by 16 give the even elements and masked give the odd ones, both exact; f16: F16C, exact; f32:
+// as they are) and multiplied by the matching 16 elements of A's f32 row (for bf16 stored with the
+// step's even elements first: permute_for_dot). Output (i, j) has two 8-lane accumulators, one per
+// half of the step, each summed along K in order; then the two are added and the lanes summed in a
+// fixed order (sum_accumulators), then the elements past the last whole step are added one by one.
+// These operations do not depend on M, on which rows share a pass or on the thread count.
 
-// Four vectors whose 128-bit lanes are 4 x 4 blocks, transposed lane by lane: lane l of v[q]
-// becomes element q of every v[i]'s lane l.
-[[gnu::target("avx2,fma")]] inline void transpose_lanes4(__m256 v[4]) {
-    const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-    const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-    v[0] = _mm256_shuffle_ps(t0, t2, 0x44);
-    v[1] = _mm256_shuffle_ps(t0, t2, 0xEE);
-    v[2] = _mm256_shuffle_ps(t1, t3, 0x44);
-    v[3] = _mm256_shuffle_ps(t1, t3, 0xEE);
+// How far ahead of the element being multiplied each W row asks for its memory (into L2: the
+// hardware prefetchers alone leave the loads waiting on DRAM; docs/performance.md).
+constexpr int64_t k_dot_prefetch_bytes = 48 << 10;
+// Steps of K per piece when A's rows take several passes over W: a piece of four W rows (4 x 2
+// KiB of bf16) stays in L1 between the passes.
+constexpr int64_t k_dot_piece_steps = 64;
+// Accumulator floats per output, and outputs of W per block of the accumulator array.
+constexpr int64_t k_dot_acc = 16, k_dot_rows = 4;
+// Outputs (rows of W) per unit of work.
+constexpr int64_t k_dot_unit = 16;
+
+template <int32_t D>
+constexpr int64_t dot_elem_bytes = D == TF_DTYPE_F32 ? 4 : 2;
+
+// Sixteen elements of dtype D at p as two f32 vectors: lo holds the even elements, hi the odd
+// ones. bf16 in element order (lane l: elements 2l and 2l + 1); f32 and f16 in the order one
+// in-lane shuffle gives (lane l: elements 2e and 2e + 1, e = k_pair_of_lane[l]).
+template <int32_t D>
+[[gnu::target("avx2,fma,f16c")]] inline void widen16(const char *p, __m256 &lo, __m256 &hi) {
+    if constexpr (D == TF_DTYPE_BF16) {
+        __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+        asm("" : "+x"(w));  // one load: GCC would otherwise fold a second one into the mask
+        lo = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+        hi = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+        return;
+    }
+    __m256 v0, v1;
+    if constexpr (D == TF_DTYPE_F16) {
+        v0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+        v1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 16)));
+    } else {
+        v0 = _mm256_loadu_ps(reinterpret_cast<const float *>(p));
+        v1 = _mm256_loadu_ps(reinterpret_cast<const float *>(p + 32));
+    }
+    lo = _mm256_shuffle_ps(v0, v1, 0x88);  // elements 0 2 8 10 | 4 6 12 14
+    hi = _mm256_shuffle_ps(v0, v1, 0xDD);  // elements 1 3 9 11 | 5 7 13 15
 }
 
-// Column i's elements p .. p + 3 in lane 0 and column i + 4's in lane 1, as f32 (f32 and f16).
-template <int32_t D>
-[[gnu::target("avx2,fma,f16c")]] inline __m256 load_pair4(const char *lo, const char *hi) {
-    if constexpr (D == TF_DTYPE_F32) {
-        return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(reinterpret_cast<const float *>(lo))),
-                                    _mm_loadu_ps(reinterpret_cast<const float *>(hi)), 1);
-    } else {
-        return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(lo)),
-                                                  _mm_loadl_epi64(reinterpret_cast<const __m128i *>(hi))));
+// For f32 and f16, the pair of elements (2e, 2e + 1) of a step that lane l holds.
+constexpr int k_pair_of_lane[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+
+// Step s of R rows of W times MB rows of A into the accumulators (output (i, r) at i * R + r).
+template <int32_t D, int R, int MB>
+[[gnu::target("avx2,fma,f16c"), gnu::always_inline]] inline void dot_step(const char *w, int64_t wrow, int64_t s,
+                                                                          const float *x, int64_t xrow,
+                                                                          __m256 (&lo)[MB * R], __m256 (&hi)[MB * R]) {
+    constexpr int64_t step = 16 * dot_elem_bytes<D>;
+    for (int r = 0; r < R; ++r) {
+        __m256 wl, wh;
+        widen16<D>(w + r * wrow + s * step, wl, wh);
+        for (int i = 0; i < MB; ++i) {
+            lo[i * R + r] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x + i * xrow + s * 16), lo[i * R + r]);
+            hi[i * R + r] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x + i * xrow + s * 16 + 8), hi[i * R + r]);
+        }
     }
 }
 
-// A transposed B (column j contiguous along p: W [N, K] row-major seen as W^T), a full sliver of
-// nr = 8 * G columns, eight columns at a time: columns i and i + 4 share a register (one 128-bit
-// lane each), so a 4 x 4 transpose within the lanes gives element p of all eight. bf16 splits
-// into its even elements (shifted up) and odd ones (masked), both exact, with no shuffle.
-template <int32_t D, int G>
-[[gnu::target("avx2,fma,f16c")]] void pack_cols_avx2(const BSource &s, int64_t p0, int64_t kc, int64_t j0, float *dst) {
-    constexpr int64_t nr = 8 * G, es = D == TF_DTYPE_F32 ? 4 : 2;
-    for (int g = 0; g < G; ++g) {
-        const char *col[8];
-        for (int i = 0; i < 8; ++i) col[i] = s.b + (j0 + g * 8 + i) * s.col + p0 * es;
-        float *out = dst + g * 8;
-        int64_t p = 0;
-        if constexpr (D == TF_DTYPE_BF16) {
-            const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
-            for (; p + 8 <= kc; p += 8) {
-                if ((p & 31) == 0)  // a line per column, far enough ahead to overlap DRAM with the work
-                    for (int i = 0; i < 8; ++i) _mm_prefetch(col[i] + p * 2 + k_prefetch_bytes, _MM_HINT_T0);
-                __m256 even[4], odd[4];
-                for (int i = 0; i < 4; ++i) {
-                    const __m256i w = _mm256_inserti128_si256(
-                        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(col[i] + p * 2))),
-                        _mm_loadu_si128(reinterpret_cast<const __m128i *>(col[i + 4] + p * 2)), 1);
-                    even[i] = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-                    odd[i] = _mm256_castsi256_ps(_mm256_and_si256(w, high));
+// R rows of W (w, w + wrow, ...) times MB rows of A (x, x + xrow, ...: f32, permuted for D) over
+// the steps [s0, s1) of 16 elements. Output (i, r)'s accumulators live at acc + i * k_dot_rows *
+// k_dot_acc + r * k_dot_acc between calls (zeroed before the first).
+template <int32_t D, int R, int MB>
+[[gnu::target("avx2,fma,f16c")]] void dot_rows_avx2(const char *w, int64_t wrow, int64_t s0, int64_t s1, const float *x,
+                                                    int64_t xrow, float *acc) {
+    constexpr int64_t step = 16 * dot_elem_bytes<D>;
+    constexpr int64_t per_line = 64 / step;  // steps per cache line of a W row: 2 (16-bit), 1 (f32)
+    __m256 lo[MB * R], hi[MB * R];
+    for (int i = 0; i < MB; ++i)
+        for (int r = 0; r < R; ++r) {
+            lo[i * R + r] = _mm256_loadu_ps(acc + (i * k_dot_rows + r) * k_dot_acc);
+            hi[i * R + r] = _mm256_loadu_ps(acc + (i * k_dot_rows + r) * k_dot_acc + 8);
+        }
+    int64_t s = s0;
+    for (; s + per_line <= s1; s += per_line) {
+        // One line per row, far enough ahead to overlap DRAM with the products.
+        for (int r = 0; r < R; ++r) _mm_prefetch(w + r * wrow + s * step + k_dot_prefetch_bytes, _MM_HINT_T1);
+        for (int64_t q = 0; q < per_line; ++q) dot_step<D, R, MB>(w, wrow, s + q, x, xrow, lo, hi);
+    }
+    for (; s < s1; ++s) dot_step<D, R, MB>(w, wrow, s, x, xrow, lo, hi);
+    for (int i = 0; i < MB; ++i)
+        for (int r = 0; r < R; ++r) {
+            _mm256_storeu_ps(acc + (i * k_dot_rows + r) * k_dot_acc, lo[i * R + r]);
+            _mm256_storeu_ps(acc + (i * k_dot_rows + r) * k_dot_acc + 8, hi[i * R + r]);
+        }
+}
+
+// One output from its accumulators and the elements of K past the last whole step (x and w there).
+// The accumulators' lanes hold pairs p of elements (2p, 2p + 1); they are summed as
+// ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)) whatever the lane order of D, so that a bf16 or
+// f16 product is bit for bit the f32 product of the converted operands.
+template <int32_t D>
+[[gnu::target("avx2,fma,f16c")]] float finish_dot(const float *acc, const float *x, const char *w, int64_t from,
+                                                  int64_t k) {
+    const __m256 v = _mm256_add_ps(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + 8));
+    __m128 h;
+    if constexpr (D == TF_DTYPE_BF16) {  // lanes: p0 .. p7
+        h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // p0+p4 p1+p5 p2+p6 p3+p7
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    } else {  // lanes: p0 p1 p4 p5 | p2 p3 p6 p7
+        const __m256 t = _mm256_add_ps(v, _mm256_permute_ps(v, 0x4E));  // p0+p4 p1+p5 .. | p2+p6 p3+p7 ..
+        h = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    }
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float sum = _mm_cvtss_f32(h);
+    for (int64_t p = from; p < k; ++p) sum = std::fma(x[p], load_float(D, w + p * dot_elem_bytes<D>), sum);
+    return sum;
+}
+
+// A's rows as the dot kernel reads them: each whole step of 16 elements reordered as the
+// elements its lo accumulators take, then those of hi (bf16: 0 2 .. 14, then 1 3 .. 15; f32 and
+// f16: the pairs in k_pair_of_lane's order); the elements past the last whole step as they are.
+void permute_for_dot(int32_t dtype, float *x, int64_t k) {
+    float tmp[16];
+    for (int64_t s = 0; s + 16 <= k; s += 16) {
+        for (int l = 0; l < 8; ++l) {
+            const int pair = dtype == TF_DTYPE_BF16 ? l : k_pair_of_lane[l];
+            tmp[l] = x[s + 2 * pair];
+            tmp[8 + l] = x[s + 2 * pair + 1];
+        }
+        std::memcpy(x + s, tmp, sizeof tmp);
+    }
+}
+
+// Rows [0, rows) of W (at w, wrow bytes apart) times m <= k_skinny_max_rows rows of A (xs, xrow
+// floats apart, permuted), into c[i * ldc + r].
+template <int32_t D>
+void dot_block(const char *w, int64_t wrow, int64_t k, int64_t rows, int64_t m, const float *xs, int64_t xrow, float *c,
+               int64_t ldc) {
+    const int64_t steps = k / 16;
+    alignas(32) float acc[k_skinny_max_rows * k_dot_rows * k_dot_acc];
+    // One pass over W for up to three rows of A; with more, a piece of W is read again from L1.
+    const int64_t piece = m <= 3 ? std::max<int64_t>(steps, 1) : k_dot_piece_steps;
+    for (int64_t r0 = 0; r0 < rows; r0 += k_dot_rows) {
+        const int64_t rn = std::min(k_dot_rows, rows - r0);
+        const char *wr = w + r0 * wrow;
+        std::memset(acc, 0, sizeof(float) * static_cast<size_t>(m * k_dot_rows * k_dot_acc));
+        for (int64_t s0 = 0; s0 < steps; s0 += piece) {
+            const int64_t s1 = std::min(steps, s0 + piece);
+            for (int64_t i0 = 0; i0 < m; i0 += 3) {
+                const int64_t mb = std::min<int64_t>(3, m - i0);
+                const float *x = xs + i0 * xrow;
+                float *a = acc + i0 * k_dot_rows * k_dot_acc;
+                if (mb == 1 && rn == 4) {
+                    dot_rows_avx2<D, 4, 1>(wr, wrow, s0, s1, x, xrow, a);
+                    continue;
                 }
-                transpose_lanes4(even);
-                transpose_lanes4(odd);
-                for (int q = 0; q < 4; ++q) {
-                    _mm256_storeu_ps(out + (p + 2 * q) * nr, even[q]);
-                    _mm256_storeu_ps(out + (p + 2 * q + 1) * nr, odd[q]);
+                for (int64_t r = 0; r < rn; r += 2) {  // pairs of W rows, then a single one
+                    const char *wp = wr + r * wrow;
+                    float *ar = a + r * k_dot_acc;
+                    if (rn - r >= 2) {
+                        if (mb == 1)
+                            dot_rows_avx2<D, 2, 1>(wp, wrow, s0, s1, x, xrow, ar);
+                        else if (mb == 2)
+                            dot_rows_avx2<D, 2, 2>(wp, wrow, s0, s1, x, xrow, ar);
+                        else
+                            dot_rows_avx2<D, 2, 3>(wp, wrow, s0, s1, x, xrow, ar);
+                    } else {
+                        if (mb == 1)
+                            dot_rows_avx2<D, 1, 1>(wp, wrow, s0, s1, x, xrow, ar);
+                        else if (mb == 2)
+                            dot_rows_avx2<D, 1, 2>(wp, wrow, s0, s1, x, xrow, ar);
+                        else
+                            dot_rows_avx2<D, 1, 3>(wp, wrow, s0, s1, x, xrow, ar);
+                    }
                 }
-            }
-        } else {
-            for (; p + 4 <= kc; p += 4) {
-                if ((p * es & 63) == 0)
-                    for (int i = 0; i < 8; ++i) _mm_prefetch(col[i] + p * es + k_prefetch_bytes, _MM_HINT_T0);
-                __m256 v[4];
-                for (int i = 0; i < 4; ++i) v[i] = load_pair4<D>(col[i] + p * es, col[i + 4] + p * es);
-                transpose_lanes4(v);
-                for (int q = 0; q < 4; ++q) _mm256_storeu_ps(out + (p + q) * nr, v[q]);
             }
         }
-        for (; p < kc; ++p)
-            for (int i = 0; i < 8; ++i) out[p * nr + i] = load_float(D, col[i] + p * es);
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t r = 0; r < rn; ++r)
+                c[i * ldc + r0 + r] =
+                    finish_dot<D>(acc + (i * k_dot_rows + r) * k_dot_acc, xs + i * xrow, wr + r * wrow, steps * 16, k);
+    }
+}
+
+using DotFn = void (*)(const char *, int64_t, int64_t, int64_t, int64_t, const float *, int64_t, float *, int64_t);
+
+// The dot kernel for a transposed B of this dtype (element stride es, any row stride), or nullptr.
+DotFn avx2_dot(const BSource &s) {
+    if (isa_level() < 1 || (s.dtype == TF_DTYPE_F16 && !cpu_has_f16c())) return nullptr;
+    const int64_t es = s.dtype == TF_DTYPE_F32 ? 4 : 2;
+    if (s.row != es) return nullptr;
+    switch (s.dtype) {
+    case TF_DTYPE_F32: return dot_block<TF_DTYPE_F32>;
+    case TF_DTYPE_F16: return dot_block<TF_DTYPE_F16>;
+    default: return dot_block<TF_DTYPE_BF16>;
     }
 }
 
@@ -177,17 +308,15 @@ template <int32_t D, int G>
 
 using PackFn = void (*)(const BSource &, int64_t, int64_t, int64_t, float *);
 
-// The AVX2 packer for a full sliver of nr columns of this B, or nullptr.
+// The AVX2 packer for a full sliver of nr columns of a row-major B, or nullptr.
 PackFn avx2_packer(const BSource &s, int64_t nr) {
     if (isa_level() < 1 || (s.dtype == TF_DTYPE_F16 && !cpu_has_f16c())) return nullptr;
-    const int64_t es = s.dtype == TF_DTYPE_F32 ? 4 : 2;
-    const bool cols = s.row == es, rows = s.col == es;
-    if (!cols && !rows) return nullptr;
+    if (s.col != (s.dtype == TF_DTYPE_F32 ? 4 : 2)) return nullptr;
 #define TF_PICK(G)                                                                                                     \
     switch (s.dtype) {                                                                                                 \
-    case TF_DTYPE_F32: return cols ? pack_cols_avx2<TF_DTYPE_F32, G> : pack_rows_avx2<TF_DTYPE_F32, G>;                \
-    case TF_DTYPE_F16: return cols ? pack_cols_avx2<TF_DTYPE_F16, G> : pack_rows_avx2<TF_DTYPE_F16, G>;                \
-    default: return cols ? pack_cols_avx2<TF_DTYPE_BF16, G> : pack_rows_avx2<TF_DTYPE_BF16, G>;                        \
+    case TF_DTYPE_F32: return pack_rows_avx2<TF_DTYPE_F32, G>;                                                         \
+    case TF_DTYPE_F16: return pack_rows_avx2<TF_DTYPE_F16, G>;                                                         \
+    default: return pack_rows_avx2<TF_DTYPE_BF16, G>;                                                                  \
     }
     if (nr == 8) TF_PICK(1)
     if (nr == 16) TF_PICK(2)
@@ -202,6 +331,19 @@ struct Group {
     const char *b;
     int64_t first, count;
 };
+
+// cols f32 results c into an output row at o (element stride o_col), rounded once to dtype.
+void store_row(int32_t dtype, char *o, int64_t o_col, const float *c, int64_t cols) {
+    if (dtype == TF_DTYPE_F32 && o_col == 4) {
+        std::memcpy(o, c, static_cast<size_t>(cols) * sizeof(float));
+    } else if (dtype == TF_DTYPE_F32) {
+        for (int64_t j = 0; j < cols; ++j) Traits<float>::store(o + j * o_col, c[j]);
+    } else if (dtype == TF_DTYPE_F16) {
+        for (int64_t j = 0; j < cols; ++j) Traits<Half>::store(o + j * o_col, c[j]);
+    } else {
+        for (int64_t j = 0; j < cols; ++j) Traits<BFloat16>::store(o + j * o_col, c[j]);
+    }
+}
 
 }  // namespace
 
@@ -254,20 +396,43 @@ bool matmul_skinny(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_te
         for (int64_t p = 0; p < k; ++p) dst[p] = load_float(a.dtype, src + p * a_col);
     }
 
+    const BSource src0{nullptr, vb.strides[r - 2], vb.strides[r - 1], b.dtype};
+    const int64_t o_col = vo.strides[r - 1];
+    const double macs = static_cast<double>(total) * static_cast<double>(n) * static_cast<double>(k);
+    const int threads = macs >= static_cast<double>(k_gemm_parallel_macs) / 8 ? thread_count() : 1;
+#if defined(__x86_64__)
+    // A transposed B: each task streams its own contiguous rows of W (units of k_dot_unit rows).
+    if (const DotFn dot = avx2_dot(src0)) {
+        for (int64_t i = 0; i < total; ++i) permute_for_dot(b.dtype, xs + i * k, k);
+        const int64_t blocks = (n + k_dot_unit - 1) / k_dot_unit;
+        const auto units = static_cast<int64_t>(groups.size()) * blocks;
+        const int64_t tasks = std::min<int64_t>(units, threads > 1 ? 4 * threads : 1);
+        const int64_t per = (units + tasks - 1) / tasks;
+        parallel_for((units + per - 1) / per, [&](int64_t t) {
+            alignas(64) float c[k_skinny_max_rows * k_dot_unit];
+            for (int64_t u = t * per; u < std::min(units, (t + 1) * per); ++u) {
+                const Group &g = groups[static_cast<size_t>(u / blocks)];
+                const int64_t j0 = (u % blocks) * k_dot_unit, cols = std::min(k_dot_unit, n - j0);
+                dot(g.b + j0 * src0.col, src0.col, k, cols, g.count, xs + g.first * k, k, c, k_dot_unit);
+                for (int64_t i = 0; i < g.count; ++i)
+                    store_row(out.dtype, rows[static_cast<size_t>(g.first + i)].o + j0 * o_col, o_col,
+                              c + i * k_dot_unit, cols);
+            }
+        });
+        return true;
+    }
+#endif
+
     const GemmF32Tiling tile = gemm_f32_tile();
     const int64_t nr = tile.nr;
     const int64_t kc = std::max<int64_t>(64, 4096 / nr);  // two [kc][nr] buffers of 16 KiB each
-    const BSource src0{nullptr, vb.strides[r - 2], vb.strides[r - 1], b.dtype};
 #if defined(__x86_64__)
     const PackFn fast = avx2_packer(src0, nr);
 #endif
-    const int64_t o_col = vo.strides[r - 1];
     // A unit of work: two slivers (2 nr columns) of one B.
     const int64_t width = 2 * nr;
     const int64_t pairs = (n + width - 1) / width;
     const auto units = static_cast<int64_t>(groups.size()) * pairs;
-    const double macs = static_cast<double>(total) * static_cast<double>(n) * static_cast<double>(k);
-    const int threads = macs >= static_cast<double>(k_gemm_parallel_macs) / 8 ? thread_count() : 1;
     const int64_t tasks = std::min<int64_t>(units, threads > 1 ? 4 * threads : 1);
     const int64_t per = (units + tasks - 1) / tasks;
     const bool avx2_rows = isa_level() == 1 && nr == 16;
@@ -304,19 +469,8 @@ bool matmul_skinny(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_te
 #endif
                 gemm_f32_rows_a(g.count, halves * nr, len, x, offsets, buf, c, width, p0 > 0);
             }
-            for (int64_t i = 0; i < g.count; ++i) {
-                char *o = rows[static_cast<size_t>(g.first + i)].o + j0 * o_col;
-                const float *ci = c + i * width;
-                if (out.dtype == TF_DTYPE_F32 && o_col == 4) {
-                    std::memcpy(o, ci, static_cast<size_t>(cols) * sizeof(float));
-                } else if (out.dtype == TF_DTYPE_F32) {
-                    for (int64_t j = 0; j < cols; ++j) Traits<float>::store(o + j * o_col, ci[j]);
-                } else if (out.dtype == TF_DTYPE_F16) {
-                    for (int64_t j = 0; j < cols; ++j) Traits<Half>::store(o + j * o_col, ci[j]);
-                } else {
-                    for (int64_t j = 0; j < cols; ++j) Traits<BFloat16>::store(o + j * o_col, ci[j]);
-                }
-            }
+            for (int64_t i = 0; i < g.count; ++i)
+                store_row(out.dtype, rows[static_cast<size_t>(g.first + i)].o + j0 * o_col, o_col, c + i * width, cols);
         }
     });
     return true;

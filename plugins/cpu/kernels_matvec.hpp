@@ -14,13 +14,15 @@ constexpr int64_t k_skinny_max_rows = 16;
 
 // matmul (kernels_matmul.cpp's operands: [..., M, K] x [..., K, N] -> [..., M, N], any strides,
 // f32/f16/bf16 operands and output) when every B is multiplied by at most k_skinny_max_rows rows
-// of A (batch elements sharing one B count together). B is read in slivers of the GEMM's
-// register-tile width, converted into an L1 buffer and multiplied there by the GEMM's own tiles
-// (gemm_f32_rows_a), so every output element is the same sequence of f32 operations as on the
-// packed path (kernels_gemm.hpp): the same bits for any M, any thread count. A B seen transposed
-// (linear's x W^T, W [N, K] row-major) is read row by row and transposed in registers. The
-// result is rounded once to out's dtype. Returns false, doing nothing, when the product is not
-// of that kind (more rows, k = 0, bf16 x bf16 where AVX512-BF16's vdpbf16ps runs instead).
+// of A (batch elements sharing one B count together). A B seen transposed and dense along K
+// (linear's x W^T, W [N, K] row-major) takes, on AVX2, dot products along W's rows, each row
+// streamed once and widened in registers; an output's operations (two 8-lane f32 accumulators
+// along K, their lanes summed in a fixed order) do not depend on M or the thread count, but differ
+// from the GEMM's order. Any other B is read in slivers of the GEMM's register-tile width,
+// converted into an L1 buffer and multiplied there by the GEMM's own tiles (gemm_f32_rows_a), the
+// same sequence of f32 operations as on the packed path (kernels_gemm.hpp): the GEMM's bits. The
+// result is rounded once to out's dtype. Returns false, doing nothing, when the product is not of
+// that kind (more rows, k = 0, bf16 x bf16 where AVX512-BF16's vdpbf16ps runs instead).
 bool matmul_skinny(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out);
 
 }  // namespace tf_cpu

@@ -3,11 +3,15 @@
 // tests/at_isa.py):
 //   - f32, f16 and bf16 operands and outputs, B row-major, B seen transposed (linear's W^T), B and
 //     A strided, a transposed output, batches sharing a broadcast B and batches with a B each,
-//     odd sizes on both sides of the register tile and of the K pieces: against a double
-//     reference with the f32 accumulation bound (docs/numerics.md) plus one rounding to the
-//     output dtype;
-//   - the same rows bit for bit equal to the packed GEMM's (the rows again inside a product of
-//     more rows than the skinny path takes), and equal for 1, 2 and 3 threads.
+//     odd sizes on both sides of the register tile, of the dot kernel's 16-element steps and of
+//     the K pieces: against a double reference with the f32 accumulation bound (docs/numerics.md)
+//     plus one rounding to the output dtype;
+//   - every row bit for bit equal to the same row multiplied alone (M = 1), and the product equal
+//     for 1, 2 and 3 threads;
+//   - where the product takes the GEMM's tiles (a row-major B, or the portable level), the rows
+//     bit for bit equal to the packed GEMM's (the rows again inside a product of more rows than
+//     the skinny path takes). A transposed B at the AVX2 level takes the dot kernel, whose order
+//     of additions is its own (the double reference bounds it).
 #include <doctest/doctest.h>
 
 #include "cpu_plugin_table.hpp"
@@ -30,6 +34,22 @@ void restart_threads(const char *threads) {
     tf_error err{};
     err.struct_size = sizeof err;
     REQUIRE(P().init(&err) == TF_STATUS_OK);
+}
+
+// The cpu plugin's feature `key` (e.g. kernels: generic, avx2, avx512).
+std::string feature(const char *key) {
+    std::string value;
+    struct Ctx {
+        const char *key;
+        std::string *value;
+    } ctx{key, &value};
+    P().list_features(
+        [](void *user, const char *k, const char *v) {
+            auto *c = static_cast<Ctx *>(user);
+            if (std::strcmp(k, c->key) == 0) *c->value = v;
+        },
+        &ctx);
+    return value;
 }
 
 using Dims = std::vector<int64_t>;
@@ -265,6 +285,56 @@ void check_gemm_bits(const Tensor &a, const Tensor &b, const Tensor &out) {
     CHECK(bad == 0);
 }
 
+// Each row of out again from a product of that row of A alone (M = 1) against the same B: the
+// skinny path's operations for an output do not depend on the other rows.
+void check_rows_alone(const Tensor &a, const Tensor &b, const Tensor &out) {
+    const int r = out.d.rank;
+    const int64_t m = out.d.shape[r - 2], n = out.d.shape[r - 1], k = a.d.shape[r - 1];
+    Dims batch(out.d.shape, out.d.shape + r - 2);
+    int bad = 0;
+    for (const Dims &bi : indices(batch))
+        for (int64_t i = 0; i < m; ++i) {
+            Tensor ta(a.dtype, {1, k}, {k, 1}), to(out.dtype, {1, n}, {n, 1});
+            for (int64_t p = 0; p < k; ++p) {
+                Dims ia = bi;
+                ia.push_back(i);
+                ia.push_back(p);
+                ta.set({0, p}, a.get(ia));
+            }
+            tf_tensor_desc bd = b.d;
+            Dims zero = bi;
+            zero.push_back(0);
+            zero.push_back(0);
+            bd.offset = static_cast<uint64_t>(b.offset(zero) * dtype_bytes(b.dtype));
+            bd.rank = 2;
+            bd.shape[0] = k;
+            bd.shape[1] = n;
+            bd.strides[0] = b.d.strides[r - 2];
+            bd.strides[1] = b.d.strides[r - 1];
+            tf_tensor_desc ins[2] = {ta.d, bd};
+            tf_tensor_desc o = to.d;
+            tf_op_desc op{};
+            op.struct_size = sizeof op;
+            op.op = TF_OP_MATMUL;
+            op.n_inputs = 2;
+            op.n_outputs = 1;
+            op.inputs = ins;
+            op.outputs = &o;
+            tf_error err{};
+            err.struct_size = sizeof err;
+            REQUIRE(P().run(0, &op, &err) == TF_STATUS_OK);
+            for (int64_t j = 0; j < n; ++j) {
+                Dims io = bi;
+                io.push_back(i);
+                io.push_back(j);
+                const float got = out.get(io), want = to.get({0, j});
+                if (std::memcmp(&got, &want, 4) != 0 && bad++ < 5)
+                    FAIL_CHECK("row ", i, " col ", j, ": in the product ", got, ", alone ", want);
+            }
+        }
+    CHECK(bad == 0);
+}
+
 std::vector<float> values(const Tensor &t) {
     Dims shape(t.d.shape, t.d.shape + t.d.rank);
     std::vector<float> v;
@@ -283,6 +353,10 @@ std::vector<Case> cases() {
     // Longer K (several K pieces whatever the tile width) and wider N, W^T as linear has it.
     all.push_back({{1, 1100}, {1100, 1}, {1100, 70}, {1, 1100}, {1, 70}, {70, 1}});
     all.push_back({{3, 777}, {777, 1}, {777, 129}, {1, 780}, {3, 129}, {129, 1}});  // W rows padded
+    // The dot kernel's K pieces for more than three rows (an odd count of 16-element steps, a
+    // tail), W's rows not a multiple of its blocks of 4 and 16.
+    all.push_back({{5, 1040}, {1040, 1}, {1040, 37}, {1, 1040}, {5, 37}, {37, 1}});
+    all.push_back({{16, 2100}, {2100, 1}, {2100, 6}, {1, 2100}, {16, 6}, {6, 1}});
     // Strided A and B (every other element), a transposed output.
     all.push_back({{3, 65}, {2, 9}, {65, 33}, {70, 2}, {3, 33}, {1, 3}});
     all.push_back({{2, 130}, {1, 2}, {130, 20}, {3, 400}, {2, 20}, {20, 1}});
@@ -307,13 +381,17 @@ void run_suite(int32_t dtype) {
         fill(b, seed++);
         run_matmul(a, b, o);
         check_reference(a, b, o);
-        check_gemm_bits(a, b, o);
+        check_rows_alone(a, b, o);
+        // The dot kernel (a transposed B, dense along K, above the portable level) has its own
+        // order of additions; every other product takes the GEMM's tiles.
+        const bool dot = feature("kernels") != "generic" && c.bst[c.bst.size() - 2] == 1;
+        if (!dot) check_gemm_bits(a, b, o);
     }
 }
 
 }  // namespace
 
-TEST_CASE("skinny matmul: f32, f16 and bf16 against a double reference and bit for bit the GEMM's rows") {
+TEST_CASE("skinny matmul: f32, f16 and bf16 against a double reference, rows as alone, the GEMM's rows") {
     restart_threads("1");
     SUBCASE("f32") { run_suite(TF_DTYPE_F32); }
     SUBCASE("f16") { run_suite(TF_DTYPE_F16); }
@@ -338,4 +416,55 @@ TEST_CASE("skinny matmul: the same bits for 1, 2 and 3 threads") {
         CHECK(results[2] == results[0]);
     }
     restart_threads("1");
+}
+
+TEST_CASE("skinny matmul: f16 and bf16 rows are the f32 product of the converted operands, rounded once") {
+    // W^T (linear's layout) with rows whose sums nearly cancel: x's last four elements are 1 and
+    // W's last four elements of each row cancel the rest of the row's sum step by step (each one
+    // minus what is left, rounded to the dtype), so the result is far smaller than its terms and
+    // its bits show the order of the f32 additions even after the rounding to f16/bf16.
+    restart_threads("1");
+    for (int32_t dtype : {TF_DTYPE_F16, TF_DTYPE_BF16}) {
+        CAPTURE(dtype);
+        for (int64_t m : {1, 5}) {
+            const int64_t k = 301, n = 23;
+            Tensor a(dtype, {m, k}, {k, 1}), b(dtype, {k, n}, {1, k}), o(dtype, {m, n}, {n, 1});
+            Tensor a32(TF_DTYPE_F32, {m, k}, {k, 1}), b32(TF_DTYPE_F32, {k, n}, {1, k});
+            Tensor o32(TF_DTYPE_F32, {m, n}, {n, 1});
+            fill(a, 21);
+            fill(b, 22);
+            for (int64_t i = 0; i < m; ++i)
+                for (int64_t p = k - 4; p < k; ++p) a.set({i, p}, 1.0f);
+            for (int64_t j = 0; j < n; ++j) {
+                double left = 0;
+                for (int64_t p = 0; p + 4 < k; ++p) left += static_cast<double>(a.get({0, p})) * b.get({p, j});
+                for (int64_t p = k - 4; p < k; ++p) {
+                    const float v = dtype == TF_DTYPE_BF16 ? bf16_value(static_cast<float>(-left))
+                                                           : f16_value(static_cast<float>(-left));
+                    b.set({p, j}, std::fabs(v) >= 0x1p-14f ? v : 0.0f);  // f16_value takes normal values
+                    left += b.get({p, j});
+                }
+            }
+            for (int64_t i = 0; i < m; ++i)
+                for (int64_t p = 0; p < k; ++p) a32.set({i, p}, a.get({i, p}));
+            for (int64_t p = 0; p < k; ++p)
+                for (int64_t j = 0; j < n; ++j) b32.set({p, j}, b.get({p, j}));
+            run_matmul(a, b, o);
+            run_matmul(a32, b32, o32);
+            int bad = 0;
+            for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < n; ++j) {
+                    const float exact32 = o32.get({i, j});  // rounded once to the dtype (nearest even)
+                    // f16: subnormal below 2^-14 (units of 2^-24), which f16_value does not take.
+                    const float f16 = std::fabs(exact32) < 0x1p-14f
+                                          ? static_cast<float>(std::nearbyint(exact32 * 0x1p24f) * 0x1p-24f)
+                                          : f16_value(exact32);
+                    const float got = o.get({i, j}), want = dtype == TF_DTYPE_BF16 ? bf16_value(exact32) : f16;
+                    if (std::memcmp(&got, &want, 4) != 0 && bad++ < 5)
+                        FAIL_CHECK("m ", m, " out[", i, ", ", j, "] = ", got, ", the f32 product rounded ", want,
+                                   " (f32 ", o32.get({i, j}), ")");
+                }
+            CHECK(bad == 0);
+        }
+    }
 }

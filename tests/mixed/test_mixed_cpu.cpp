@@ -146,7 +146,10 @@ TEST_CASE("f16/bf16 matmul: the f32 product of the converted operands, rounded o
     for (const Case &c :
          {Case{{7, 13}, {13, 5}, false}, Case{{65, 130}, {130, 67}, false}, Case{{3, 40, 33}, {33, 17}, false},
           Case{{2, 64, 257}, {2, 257, 31}, true}, Case{{37, 70}, {70, 45}, false, true},
-          Case{{70, 37}, {37, 45}, true, true}, Case{{3, 21, 19}, {19, 26}, true, true}}) {
+          Case{{70, 37}, {37, 45}, true, true}, Case{{3, 21, 19}, {19, 26}, true, true},
+          // Few rows against a transposed weight (generation's x W^T: the matvec's dot kernel),
+          // K with whole 16-element steps and a tail.
+          Case{{5, 300}, {300, 37}, false, true}, Case{{1, 2, 64}, {64, 9}, false, true}}) {
         for (DType dtype : {DType::bf16, DType::f16}) {
             CAPTURE(dtype_name(dtype));
             CAPTURE(shape_str(c.a));
