@@ -114,8 +114,10 @@ __global__ void __launch_bounds__(matvec_warps * 32)
             }
         }
         TF_CUDA_UNROLL
-        for (int r = 0; r < R; ++r) TF_CUDA_UNROLL
-        for (int offset = 16; offset > 0; offset >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
+        for (int r = 0; r < R; ++r) {
+            TF_CUDA_UNROLL
+            for (int offset = 16; offset > 0; offset >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
+        }
         if (lane == 0) {
             TF_CUDA_UNROLL
             for (int r = 0; r < R; ++r) {
