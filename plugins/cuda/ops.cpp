@@ -25,9 +25,10 @@ tf_status check_memory(const char *name, const char *role, uint32_t i, const tf_
     if (t.buffer->device != &device)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u lives on cuda:%d, the op runs on cuda:%d", name, role,
                     i, t.buffer->device->index, device.index);
-    // One past the last byte (the kit's extent: whole blocks for a quantized tensor); check_op has
-    // checked that it does not overflow.
-    const uint64_t end = extent_of(t).last_byte + 1;
+    // One past the last byte. The kit's extent (check_op found it without overflow) gives the
+    // first byte of the last element of a plain tensor, the last byte of the last block of a
+    // quantized one.
+    const uint64_t end = extent_of(t).last_byte + (is_quantized(t.dtype) ? 1 : dtype_size(t.dtype));
     if (end > t.buffer->size)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u reaches byte %llu of a %llu-byte buffer", name, role, i,
                     static_cast<unsigned long long>(end), static_cast<unsigned long long>(t.buffer->size));
