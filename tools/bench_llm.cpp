@@ -73,17 +73,20 @@ int32_t argmax_of(const tinyfin::Tensor &logits) {
 
 // GFLOP/s of one layer's products for a prompt of p tokens ({wall, cpu}): the median of three
 // timed rounds after one untimed.
-std::pair<double, double> layer_gemm_rate(const tinyfin::llm::ModelConfig &c, tinyfin::DType dtype, int64_t p) {
+// On a GPU backend the products are left on the device and waited for (synchronize), not read back.
+std::pair<double, double> layer_gemm_rate(const tinyfin::llm::ModelConfig &c, tinyfin::DType dtype, int64_t p,
+                                          const tinyfin::Device &device) {
     const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim,
                   inter = c.intermediate_size;
     const int64_t shapes[][2] = {{q, h}, {kv, h}, {kv, h}, {h, q}, {inter, h}, {inter, h}, {h, inter}};
     const tinyfin::Device cpu{"cpu", 0};
+    const bool on_cpu = device.backend == "cpu";
     std::vector<std::pair<tinyfin::Tensor, tinyfin::Tensor>> operands;
     double flops = 0;
     uint64_t seed = 7;
     for (const auto &nk : shapes) {
-        tinyfin::Tensor x = tinyfin::randn({p, nk[1]}, seed++, cpu).to(dtype);
-        tinyfin::Tensor w = tinyfin::randn({nk[0], nk[1]}, seed++, cpu).to(dtype);
+        tinyfin::Tensor x = tinyfin::randn({p, nk[1]}, seed++, cpu).to(dtype).to(device);
+        tinyfin::Tensor w = tinyfin::randn({nk[0], nk[1]}, seed++, cpu).to(dtype).to(device);
         operands.emplace_back(std::move(x), std::move(w));
         flops += 2.0 * static_cast<double>(p * nk[0] * nk[1]);
     }
@@ -91,7 +94,11 @@ std::pair<double, double> layer_gemm_rate(const tinyfin::llm::ModelConfig &c, ti
     for (int round = 0; round < 4; ++round) {
         const double c0 = cpu_seconds();
         const auto t0 = Clock::now();
-        for (const auto &[x, w] : operands) (void)tinyfin::linear(x, w).to_vector<float>()[0];
+        for (const auto &[x, w] : operands) {
+            tinyfin::Tensor y = tinyfin::linear(x, w);
+            if (on_cpu) (void)y.to_vector<float>()[0];
+        }
+        if (!on_cpu) tinyfin::synchronize();
         if (round == 0) continue;
         wall.push_back(flops / 1e9 / seconds_since(t0));
         cpu_rates.push_back(flops / 1e9 / (cpu_seconds() - c0));
@@ -105,7 +112,7 @@ LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<ReadSample(
     namespace llm = tinyfin::llm;
     LlmRates r;
     llm::LoadOptions lo;
-    lo.backend = "cpu";
+    lo.backend = o.backend;
     lo.context = o.prompt_tokens + o.generate_tokens + 1;
     const auto t_load = Clock::now();
     const llm::Model model = llm::Model::load(o.path, lo);
@@ -167,8 +174,8 @@ LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<ReadSample(
     r.read_plain_gbps = median(plain);
     r.read_plain_gb_per_cpu_s = median(plain_cpu);
     r.ceiling_tokens_per_s = r.read_gbps * 1e9 / (r.weight_bytes_per_token + r.kv_bytes_per_token);
-    const auto [gemm_wall, gemm_cpu] =
-        layer_gemm_rate(c, element == 2 ? tinyfin::DType::bf16 : tinyfin::DType::f32, o.prompt_tokens);
+    const auto [gemm_wall, gemm_cpu] = layer_gemm_rate(c, element == 2 ? tinyfin::DType::bf16 : tinyfin::DType::f32,
+                                                       o.prompt_tokens, tinyfin::Device{o.backend, 0});
     r.gemm_gflops = gemm_wall;
     r.gemm_gflops_cpu = gemm_cpu;
     r.prompt_gflops = 2 * params.layers * r.prompt_tokens_per_s / 1e9;

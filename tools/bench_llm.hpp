@@ -1,5 +1,6 @@
-// tinyfin-bench --llm PATH: a language model's prompt and generation speed on the cpu backend,
-// read against the memory-bandwidth ceiling measured in the same process (bench_llm.cpp).
+// tinyfin-bench --llm PATH: a language model's prompt and generation speed on the cpu backend (or
+// the one --backend names), read against the memory-bandwidth ceiling measured in the same process
+// (bench_llm.cpp): the host's for cpu, the device's (tinyfin_bench.cpp's sample) for a GPU.
 #pragma once
 
 #include <functional>
@@ -13,6 +14,7 @@ struct LlmBenchOptions {
     int prompt_tokens = 512;  // the prompt prefilled (one chunk of up to 512 tokens at a time)
     int generate_tokens = 16;  // tokens decoded one at a time after it, per repeat
     int repeat = 3;  // timed repeats; medians reported
+    std::string backend = "cpu";  // where the model is loaded and run (tinyfin-bench --llm ... --backend NAME)
 };
 
 // One sample of the memory read bandwidth: the better of the plain and the prefetching probe
@@ -43,7 +45,7 @@ struct LlmRates {
     double load_seconds = 0;
 };
 
-// Loads the model on cpu, then `repeat` times: a sample of the memory read bandwidth
+// Loads the model on options.backend, then `repeat` times: a sample of the memory read bandwidth
 // (read_sample()), a fresh session, a random prompt of prompt_tokens ids prefilled,
 // generate_tokens decoded greedily (argmax), the logits read back as generation does. Runs at the
 // thread count TINYFIN_THREADS says; prints progress to stderr.

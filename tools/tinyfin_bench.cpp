@@ -6,7 +6,8 @@
 //                 [--threads N] [--compare numpy,torch] [--python PATH] [--json | --csv] [--list]
 //   tinyfin-bench --train N | --train-gpt N [--compare torch [--rounds R] | --autocast bf16|f16]
 //                 [--threads N]
-//   tinyfin-bench --llm PATH [--prompt N] [--generate N] [--repeat N] [--threads N] [--compare torch]
+//   tinyfin-bench --llm PATH [--backend NAME] [--prompt N] [--generate N] [--repeat N] [--threads N]
+//                 [--compare torch]
 //   tinyfin-bench --onnx MODEL [--compare ort] ... (bench_onnx.cpp; --onnx --help)
 //
 // Each case runs warm-up calls, then --repeat samples, the backends' samples interleaved; a
@@ -108,42 +109,44 @@ std::set<std::string> split_list(const std::string &text) {
 }
 
 void usage(FILE *out) {
-    std::fprintf(out,
-                 "usage: tinyfin-bench [--op LIST] [--backend LIST] [--size LIST] [--repeat N] [--warmup N]\n"
-                 "                     [--budget SECONDS] [--settle SECONDS] [--stat median|min] [--clock wall|cpu]\n"
-                 "                     [--threads N] [--compare numpy,torch] [--python PATH] [--json | --csv]\n"
-                 "                     [--list]\n"
-                 "  --op        ops to run (see --list), comma-separated\n"
-                 "  --backend   tinyfin backends, 'openblas' (raw cblas_sgemm) and 'clblast' (raw\n"
-                 "              CLBlastSgemm on the first OpenCL device), comma-separated\n"
-                 "  --size      size labels to run (see --list), comma-separated\n"
-                 "  --repeat    timed samples per case (default 10; fewer when --budget runs out, never below 3)\n"
-                 "  --warmup    untimed calls first (default 2)\n"
-                 "  --budget    seconds per case and backend before --repeat is cut (default 4)\n"
-                 "  --settle    idle seconds after OpenBLAS work before timing anything else (default 0.15)\n"
-                 "  --stat      median (default) or min: the statistic rates and ratios use\n"
-                 "  --clock     wall (default) or cpu: CPU time of the whole process, steady under other\n"
-                 "              load; equal to wall time only when one thread does the work (--threads 1)\n"
-                 "  --threads   threads for tinyfin (TINYFIN_THREADS), raw OpenBLAS and the peers\n"
-                 "              (default: TINYFIN_THREADS, else the cores this process may use)\n"
-                 "  --compare   also time numpy and/or torch in python (Debian's /usr/bin/python3)\n"
-                 "  --json, --csv  machine-readable output instead of the table\n"
-                 "  --list      print the cases and exit\n"
-                 "  --train N   time N Fashion-MNIST training steps (batch 64, TINYFIN_BACKEND's choice)\n"
-                 "              instead: median step, images/s, page faults per step; with --compare torch\n"
-                 "              also PyTorch's step, as shipped and hand-tuned (bench_train_torch.py)\n"
-                 "  --train-gpt N  time N steps of examples/char_gpt's default config on the fortunes corpus\n"
-                 "              and 200 KV-cached sampled tokens; with --compare torch also PyTorch's, as\n"
-                 "              shipped and hand-tuned (bench_gpt_torch.py)\n"
-                 "  --rounds R  with --train or --train-gpt and --compare torch: R rounds of tinyfin then\n"
-                 "              tuned PyTorch, a ratio per round and their median (default 1)\n"
-                 "  --autocast D  with --train or --train-gpt: N steps in f32 and N under autocast D (bf16\n"
-                 "              or f16) on twin models, alternating; median cpu time per step and the ratio\n"
-                 "  --llm PATH  a language model (Hugging Face directory or .gguf) on cpu: prompt and generation\n"
-                 "              tokens/s at 1 and 2 threads (or --threads), the memory read bandwidth measured in\n"
-                 "              the same run and the ceiling it sets on generation; medians of --repeat runs\n"
-                 "              (default 3); --prompt N tokens (default 512), --generate N (default 16);\n"
-                 "              with --compare torch also PyTorch's (bench_llm_torch.py, same weights)\n");
+    std::fprintf(
+        out,
+        "usage: tinyfin-bench [--op LIST] [--backend LIST] [--size LIST] [--repeat N] [--warmup N]\n"
+        "                     [--budget SECONDS] [--settle SECONDS] [--stat median|min] [--clock wall|cpu]\n"
+        "                     [--threads N] [--compare numpy,torch] [--python PATH] [--json | --csv]\n"
+        "                     [--list]\n"
+        "  --op        ops to run (see --list), comma-separated\n"
+        "  --backend   tinyfin backends, 'openblas' (raw cblas_sgemm) and 'clblast' (raw\n"
+        "              CLBlastSgemm on the first OpenCL device), comma-separated\n"
+        "  --size      size labels to run (see --list), comma-separated\n"
+        "  --repeat    timed samples per case (default 10; fewer when --budget runs out, never below 3)\n"
+        "  --warmup    untimed calls first (default 2)\n"
+        "  --budget    seconds per case and backend before --repeat is cut (default 4)\n"
+        "  --settle    idle seconds after OpenBLAS work before timing anything else (default 0.15)\n"
+        "  --stat      median (default) or min: the statistic rates and ratios use\n"
+        "  --clock     wall (default) or cpu: CPU time of the whole process, steady under other\n"
+        "              load; equal to wall time only when one thread does the work (--threads 1)\n"
+        "  --threads   threads for tinyfin (TINYFIN_THREADS), raw OpenBLAS and the peers\n"
+        "              (default: TINYFIN_THREADS, else the cores this process may use)\n"
+        "  --compare   also time numpy and/or torch in python (Debian's /usr/bin/python3)\n"
+        "  --json, --csv  machine-readable output instead of the table\n"
+        "  --list      print the cases and exit\n"
+        "  --train N   time N Fashion-MNIST training steps (batch 64, TINYFIN_BACKEND's choice)\n"
+        "              instead: median step, images/s, page faults per step; with --compare torch\n"
+        "              also PyTorch's step, as shipped and hand-tuned (bench_train_torch.py)\n"
+        "  --train-gpt N  time N steps of examples/char_gpt's default config on the fortunes corpus\n"
+        "              and 200 KV-cached sampled tokens; with --compare torch also PyTorch's, as\n"
+        "              shipped and hand-tuned (bench_gpt_torch.py)\n"
+        "  --rounds R  with --train or --train-gpt and --compare torch: R rounds of tinyfin then\n"
+        "              tuned PyTorch, a ratio per round and their median (default 1)\n"
+        "  --autocast D  with --train or --train-gpt: N steps in f32 and N under autocast D (bf16\n"
+        "              or f16) on twin models, alternating; median cpu time per step and the ratio\n"
+        "  --llm PATH  a language model (Hugging Face directory or .gguf) on cpu (or the one --backend\n"
+        "              names, e.g. cuda: the device's read bandwidth then sets the ceiling): prompt and generation\n"
+        "              tokens/s at 1 and 2 threads (or --threads), the memory read bandwidth measured in\n"
+        "              the same run and the ceiling it sets on generation; medians of --repeat runs\n"
+        "              (default 3); --prompt N tokens (default 512), --generate N (default 16);\n"
+        "              with --compare torch also PyTorch's (bench_llm_torch.py, same weights)\n");
 }
 
 bool parse_int(const char *text, int lo, int hi, int *out) {
@@ -1355,18 +1358,54 @@ double process_cpu_s() {
     return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
+// The read bandwidth of a GPU backend's memory: a sum along the rows of a 1 GiB f32 matrix on the
+// device (one row per block of the reduction kernel, every byte read once), timed to the
+// synchronisation; five samples, the median (GB/s, and GB per CPU second, which means little here).
+std::function<tfbench::ReadSample()> device_read_sample(const Device &device) {
+    const int64_t rows = 1 << 18, cols = 1 << 10;
+    Tensor m = tinyfin::full({rows, cols}, 1.0, DType::f32, device);
+    return [m] {
+        std::vector<double> wall, cpu;
+        const double gb = double(rows * cols * 4) / 1e9;
+        for (int i = 0; i < 5; ++i) {
+            tinyfin::synchronize();
+            const auto t0 = Clock::now();
+            const double c0 = process_cpu_s();
+            Tensor s = tinyfin::sum(m, {1});
+            tinyfin::synchronize();
+            cpu.push_back(gb / std::max(process_cpu_s() - c0, 1e-9));
+            wall.push_back(gb / std::chrono::duration<double>(Clock::now() - t0).count());
+        }
+        std::sort(wall.begin(), wall.end());
+        std::sort(cpu.begin(), cpu.end());
+        tfbench::ReadSample r;
+        r.wall = r.plain_wall = wall[2];
+        r.cpu = r.plain_cpu = cpu[2];
+        return r;
+    };
+}
+
 int run_llm_mode(const Options &o) {
-    const std::vector<int> counts = o.threads > 0 ? std::vector<int>{o.threads} : std::vector<int>{1, 2};
+    // --backend NAME (one): the model on that backend; threads then only size the cpu plugin's pool.
+    if (o.backends.size() > 1) {
+        std::fprintf(stderr, "tinyfin-bench --llm: name one --backend (the model runs on one)\n");
+        return 2;
+    }
+    const std::string backend = o.backends.empty() ? "cpu" : *o.backends.begin();
+    const bool on_cpu = backend == "cpu";
+    const std::vector<int> counts = o.threads > 0 ? std::vector<int>{o.threads}
+                                    : on_cpu      ? std::vector<int>{1, 2}
+                                                  : std::vector<int>{2};
     const int repeat = o.repeat_given ? o.repeat : 3;
     double load[3] = {NAN, NAN, NAN};
     if (FILE *f = std::fopen("/proc/loadavg", "r")) {
         if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = NAN;
         std::fclose(f);
     }
-    std::printf("model %s; prompt %d tokens, %d generated, medians of %d repeats; cpu %s, load average %.2f "
+    std::printf("model %s on %s; prompt %d tokens, %d generated, medians of %d repeats; cpu %s, load average %.2f "
                 "%.2f %.2f at the start\n",
-                o.llm_path.c_str(), o.llm_prompt, o.llm_generate, repeat, cpu_model().c_str(), load[0], load[1],
-                load[2]);
+                o.llm_path.c_str(), backend.c_str(), o.llm_prompt, o.llm_generate, repeat, cpu_model().c_str(), load[0],
+                load[1], load[2]);
     struct Row {
         int threads;
         tfbench::LlmRates ours;
@@ -1387,7 +1426,7 @@ int run_llm_mode(const Options &o) {
                 const Call ahead = memory_read_case(int64_t(256) << 20, true).prepare(Device{"cpu", 0});
                 // Five reads of 256 MiB by each probe, alternating: the medians on the wall clock
                 // and on the process CPU clock; the ceiling takes the better probe.
-                auto sample = [&plain, &ahead] {
+                std::function<tfbench::ReadSample()> sample = [&plain, &ahead] {
                     std::vector<double> wall[2], cpu[2];
                     for (int i = 0; i < 5; ++i)
                         for (int probe = 0; probe < 2; ++probe) {
@@ -1409,7 +1448,9 @@ int run_llm_mode(const Options &o) {
                     r.cpu = std::max(r.plain_cpu, mid(cpu[1]));
                     return r;
                 };
+                if (!on_cpu) sample = device_read_sample(Device::parse(backend));
                 tfbench::LlmBenchOptions lo;
+                lo.backend = backend;
                 lo.path = o.llm_path;
                 lo.prompt_tokens = o.llm_prompt;
                 lo.generate_tokens = o.llm_generate;
@@ -1479,8 +1520,11 @@ int run_llm_mode(const Options &o) {
                     r.generate_tokens_per_s / row.torch_generate, r.prompt_tokens_per_s / row.torch_prompt);
     }
     std::printf("(tokens/s; read GB/s: the better of mem_read (plain GB/s) and mem_read_pf, medians of five 256 MiB "
-                "reads each; ceiling = read GB/s / bytes per generated token; torch: bench_llm_torch.py, its "
+                "reads each%s; ceiling = read GB/s / bytes per generated token; torch: bench_llm_torch.py, its "
                 "prompt %d tokens)\n",
+                on_cpu ? ""
+                       : "; on a GPU backend the device's bandwidth as a row sum over 1 GiB reads it, and its CPU-clock "
+                         "table means little",
                 std::min(o.llm_prompt, k_torch_prompt));
     return 0;
 }

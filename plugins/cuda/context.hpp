@@ -247,6 +247,12 @@ tf_status conv_run(Device &device, const tf_op_desc &op, tf_error *err);
 // Frees the cached cuDNN descriptors of a device (shutdown).
 void release_conv_plans(Device &device);
 
+// quant.cpp: dequantize, embedding_q and matmul_q on quant.cu's kernels (matmul_q's many-row f32
+// products through dequantized tiles and cuBLAS).
+tf_status dequantize_run(Device &device, const tf_op_desc &op, tf_error *err);
+tf_status embedding_q_run(Device &device, const tf_op_desc &op, tf_error *err);
+tf_status matmul_q_run(Device &device, const tf_op_desc &op, tf_error *err);
+
 // Fills t with zeros on the device's stream.
 tf_status zero_fill(Device &device, const tf_tensor_desc &t, tf_error *err);
 

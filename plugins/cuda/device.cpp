@@ -14,8 +14,11 @@ Libraries *g_probed_libraries = nullptr;
 
 namespace {
 
-// Architectures the build carries code for (plugins/cuda/meson.build).
-constexpr const char *built_archs = "sm_75 sm_80 sm_86 sm_89 sm_90 compute_90";
+// Architectures the build carries code for (plugins/cuda/meson.build, option nvcc_arch).
+#ifndef TF_CUDA_ARCHS
+#define TF_CUDA_ARCHS "sm_75 sm_80 sm_86 sm_89 sm_90 compute_90"
+#endif
+constexpr const char *built_archs = TF_CUDA_ARCHS;
 
 // "13.0" from 13000: how cudaRuntimeGetVersion and cudaDriverGetVersion pack versions.
 std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
@@ -42,13 +45,10 @@ tf_status open_device(Context &context, Device &device, tf_error *err) {
         return cuda_fail(err, "init: cudaGetDeviceProperties", e);
     device.capability = device.prop.major * 10 + device.prop.minor;
     if (cudaError_t e = make_current(device); e != cudaSuccess) return device_fail(err, device, "cudaSetDevice", e);
-    // cudaFuncGetAttributes fails when the build has no code this GPU can run (too old for
-    // sm_75, or a driver too old to compile the compute_90 PTX).
+    // cudaFuncGetAttributes fails when the build has no code this GPU can run (older than the
+    // oldest built architecture, or a driver too old to compile the PTX).
     if (cudaError_t e = probe_kernels(); e != cudaSuccess)
-        return device_fail(err, device,
-                           "the plugin's kernels cannot run on this GPU (built for sm_75 sm_80 sm_86 sm_89 sm_90 "
-                           "and compute_90 PTX)",
-                           e);
+        return device_fail(err, device, "the plugin's kernels cannot run on this GPU (built for " TF_CUDA_ARCHS ")", e);
     cudaStream_t stream = nullptr;
     if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess)
         return device_fail(err, device, "cudaStreamCreateWithFlags", e);

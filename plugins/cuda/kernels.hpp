@@ -60,6 +60,10 @@ cudaError_t launch_copy(cudaStream_t stream, int32_t out_dtype, int32_t in_dtype
 // sum, mean, max, min, var: g = {out, in} with the reduced axes as columns (out strides 0 there).
 cudaError_t launch_reduce(cudaStream_t stream, uint32_t op, int32_t dtype, const RowGeom<2> &g, void *out,
                           const void *in, double correction);
+// cumsum: g = {out, in} with the summed axis as the column; one thread per line, in order (floats
+// summed in double and rounded once, integers wrapping).
+cudaError_t launch_cumsum(cudaStream_t stream, int32_t dtype, const RowGeom<2> &g, void *out, const void *in,
+                          bool exclusive, bool reverse);
 // argmax, argmin: g = {out (i64), in}, the one axis as the column.
 cudaError_t launch_arg(cudaStream_t stream, uint32_t op, int32_t dtype, const RowGeom<2> &g, void *out, const void *in);
 // softmax (log = false) and log_softmax: g = {out, in}, the axis as the column.
@@ -143,6 +147,38 @@ struct RopeArgs {
 };
 cudaError_t launch_rope(cudaStream_t stream, int32_t dtype, const Strided<2> &lead, const RopeArgs &args, void *out,
                         const void *x);
+
+// ---- quant.cu ------------------------------------------------------------------------------------
+
+// dequantize and embedding_q: rows of 32-element chunks. lead walks the rows: operand 0 the
+// output (elements), operand 1 the quantized tensor (elements, at block boundaries: dequantize)
+// or the indices (embedding_q). Row r's element k is out[lead offset + k * out_col].
+struct QuantRowsArgs {
+    Strided<2> lead;
+    int64_t chunks;  // K / 32
+    int64_t out_col;
+    int64_t table_row_bytes;  // embedding_q: bytes from one table row to the next
+    int64_t vocab;  // embedding_q: rows of the table
+};
+// q: the quantized tensor's first byte (2-byte aligned); out_dtype f32, f16 or bf16.
+cudaError_t launch_dequantize(cudaStream_t stream, int32_t q_dtype, int32_t out_dtype, const QuantRowsArgs &args,
+                              void *out, const void *q);
+// A bad index writes zeros and is reported (DataError), as embedding's.
+cudaError_t launch_embedding_q(cudaStream_t stream, int32_t q_dtype, int32_t out_dtype, int32_t index_dtype,
+                               const QuantRowsArgs &args, void *out, const void *table, const void *indices,
+                               DataError *error);
+
+// matmul_q, out [..., N] = x [..., K] w^T with w [N, K] quantized: lead walks x's leading axes
+// (operand 0 out, operand 1 x; lead.count rows), x_col and out_col are the last axes' strides.
+struct MatmulQArgs {
+    Strided<2> lead;
+    int64_t n, chunks;
+    int64_t x_col, out_col;
+    int64_t w_row_bytes;  // bytes from one weight row to the next
+};
+// The matrix-vector kernel (any rows, any layout of f32 x and out).
+cudaError_t launch_matmul_q(cudaStream_t stream, int32_t w_dtype, const MatmulQArgs &args, float *out, const float *x,
+                            const void *w);
 
 // ---- optim.cu ------------------------------------------------------------------------------------
 

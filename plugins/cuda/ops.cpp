@@ -25,9 +25,10 @@ tf_status check_memory(const char *name, const char *role, uint32_t i, const tf_
     if (t.buffer->device != &device)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u lives on cuda:%d, the op runs on cuda:%d", name, role,
                     i, t.buffer->device->index, device.index);
-    uint64_t end = t.offset + dtype_size(t.dtype);
-    for (int d = 0; d < t.rank; ++d)
-        end += static_cast<uint64_t>(t.shape[d] - 1) * static_cast<uint64_t>(t.strides[d]) * dtype_size(t.dtype);
+    // One past the last byte. The kit's extent (check_op found it without overflow) gives the
+    // first byte of the last element of a plain tensor, the last byte of the last block of a
+    // quantized one.
+    const uint64_t end = extent_of(t).last_byte + (is_quantized(t.dtype) ? 1 : dtype_size(t.dtype));
     if (end > t.buffer->size)
         return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: %s %u reaches byte %llu of a %llu-byte buffer", name, role, i,
                     static_cast<unsigned long long>(end), static_cast<unsigned long long>(t.buffer->size));
@@ -284,7 +285,6 @@ tf_status rope_run(Device &device, const tf_op_desc &op, tf_error *err) {
 }
 
 // embedding and embedding_backward (zeroed, then scatter-added); a bad index is reported.
-// embedding and embedding_backward (zeroed, then scatter-added); a bad index is reported.
 template <bool Forward>
 tf_status embedding_run(Device &device, const tf_op_desc &op, tf_error *err) {
     const auto [stream, name, in, out, y] = launch_of(device, op);
@@ -338,6 +338,17 @@ tf_status one_hot_run(Device &device, const tf_op_desc &op, tf_error *err) {
     return launched(err, name,
                     launch_one_hot(stream, out.dtype, labels.dtype, g, params_of<tf_params_one_hot>(op).num_classes,
                                    fill_bits(out.dtype, 1.0), y, address_of(labels), device.data_error_device));
+}
+
+// cumsum along one axis (the column of the row geometry).
+tf_status cumsum_run(Device &device, const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &out = op.outputs[0], &in = op.inputs[0];
+    const auto &p = params_of<tf_params_cumsum>(op);
+    const int64_t *strides[2] = {out.strides, in.strides};
+    const RowGeom<2> g = make_rows<2>(in.rank, in.shape, strides, 1u << p.axis);
+    return launched(err, "cumsum",
+                    launch_cumsum(device.stream.get(), out.dtype, g, address_of(out), address_of(in), p.exclusive != 0,
+                                  p.reverse != 0));
 }
 
 tf_status adamw_run(Device &device, const tf_op_desc &op, tf_error *err) {
@@ -459,6 +470,12 @@ constexpr CudaRow k_kernels[] = {
     {TF_OP_EMBEDDING_BACKWARD, any, embedding_run<false>},
     {TF_OP_CROSS_ENTROPY, any, cross_entropy_run},
     {TF_OP_ONE_HOT, any, one_hot_run},
+    {TF_OP_CUMSUM, any, cumsum_run},
+    // The quantized ops (quant.cpp): the working dtype is the float output's; every quantized
+    // dtype of dtypes.def, any layout the rules admit. quantize has no row: it runs on cpu.
+    {TF_OP_DEQUANTIZE, floats, dequantize_run},
+    {TF_OP_EMBEDDING_Q, floats, embedding_q_run},
+    {TF_OP_MATMUL_Q, floats, matmul_q_run},
     {TF_OP_ADAMW_STEP, k_f32, adamw_run, optimizer_accepts},
     {TF_OP_SGD_STEP, k_f32, sgd_run, optimizer_accepts},
 };

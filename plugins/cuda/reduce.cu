@@ -1,7 +1,7 @@
 // Row kernels: one block per row (the kept axes pick the row, the reduced or normalised axes are
 // its columns), threads striding over the columns, a block reduction at the end. Used by sum,
 // mean, max, min, var, argmax, argmin, softmax, log_softmax, layer_norm, rms_norm and
-// cross_entropy.
+// cross_entropy; cumsum (a scan, one thread per line) lives here too.
 //
 // Float sums accumulate in double (like the cpu plugin; these kernels are memory-bound, so the
 // slower double adds cost nothing measurable) and are rounded once; integer sums wrap. var is
@@ -244,6 +244,38 @@ __global__ void cross_entropy_total(CrossEntropyArgs a, T *out, const double *sc
         out[0] = Num<T>::store(static_cast<float>(a.reduction == TF_REDUCTION_MEAN ? total / counted : total));
 }
 
+// ---- cumsum ------------------------------------------------------------------------------------------
+
+// The value of a double sum stored once-rounded in T (cpu's store_wide), or an integer sum wrapped.
+template <class T>
+__device__ __forceinline__ T store_sum(Sum<T> acc) {
+    if constexpr (std::is_same<T, __half>::value)
+        return __double2half(acc);
+    else if constexpr (std::is_same<T, __nv_bfloat16>::value)
+        return __double2bfloat16(acc);
+    else
+        return static_cast<T>(acc);
+}
+
+// One thread per line (a row of g), summing its columns in order (reverse: from the last), as the
+// cpu plugin does: the same sums in the same order, so the same results.
+template <class T>
+__global__ void cumsum_kernel(RowGeom<2> g, T *out, const T *in, bool exclusive, bool reverse) {
+    const int64_t n = g.cols.count;
+    for (int64_t line = global_index(); line < g.rows.count; line += global_stride()) {
+        int64_t base[2], off[2];
+        offsets_of(g.rows, line, base);
+        Sum<T> acc = 0;
+        for (int64_t k = 0; k < n; ++k) {
+            column(g, base, reverse ? n - 1 - k : k, off);
+            const auto v = static_cast<Sum<T>>(Num<T>::load(in[off[1]]));
+            if (!exclusive) acc += v;
+            out[off[0]] = store_sum<T>(acc);
+            if (exclusive) acc += v;
+        }
+    }
+}
+
 }  // namespace
 
 // ---- launchers -------------------------------------------------------------------------------------
@@ -255,6 +287,17 @@ cudaError_t launch_reduce(cudaStream_t stream, uint32_t op, int32_t dtype, const
         using T = decltype(t);
         reduce_kernel<T><<<row_blocks(g.rows.count), row_threads(g.cols.count), 0, stream>>>(
             g, op, static_cast<T *>(out), static_cast<const T *>(in), correction);
+    });
+    return known ? cudaGetLastError() : bad_dtype();
+}
+
+cudaError_t launch_cumsum(cudaStream_t stream, int32_t dtype, const RowGeom<2> &g, void *out, const void *in,
+                          bool exclusive, bool reverse) {
+    if (g.rows.count == 0 || g.cols.count == 0) return cudaSuccess;
+    const bool known = Dtypes::with_numeric(dtype, [&](auto t) {
+        using T = decltype(t);
+        cumsum_kernel<T><<<blocks_for(g.rows.count), block_size, 0, stream>>>(
+            g, static_cast<T *>(out), static_cast<const T *>(in), exclusive, reverse);
     });
     return known ? cudaGetLastError() : bad_dtype();
 }

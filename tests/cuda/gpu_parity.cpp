@@ -307,6 +307,67 @@ void matmul_cases() {
     });
 }
 
+// A quantized weight [rows, k] of dtype, encoded on cpu (quantize has no cuda kernel) and moved to
+// the device: the same blocks on both sides.
+Tensor quantized(const Device &device, DType dtype, int64_t rows, int64_t k, uint64_t seed) {
+    return quantize(input(cpu_device, {rows, k}, seed, DType::f32, -1, 1), dtype).to(device);
+}
+
+// The quantized ops (quant.cu): dequantize and embedding_q bit for bit (tolerance 0), matmul_q
+// within 1e-4 NMSE of the cpu kernel, which rounds the activations to 8 bits (conform's bound);
+// tests/ops/test_quant.cpp (ops-quant-cuda) holds the cuda results to float64 products.
+void quant_cases() {
+    const DType types[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                           DType::q4_k, DType::q5_k, DType::q6_k, DType::q8_k};
+    for (DType qt : types) {
+        const std::string q = short_name(qt);
+        add_case("dequantize " + q + " to f32, f16, bf16, a row view", 0, [=](const Device &d) -> std::vector<Tensor> {
+            Tensor w = quantized(d, qt, 6, 512, 40);
+            return {dequantize(w), dequantize(w, DType::f16), dequantize(w, DType::bf16), dequantize(w.slice(0, 2, 5)),
+                    dequantize(w.reshape({2, 3, 512}))};
+        });
+        add_case("embedding_q " + q + " i64 and i32 indices, f32 and f16", 0,
+                 [=](const Device &d) -> std::vector<Tensor> {
+                     Tensor w = quantized(d, qt, 9, 256, 41);
+                     Tensor i64 = from_vector(std::vector<int64_t>{8, 0, 3, 3, 7, 1}, {2, 3}, cpu_device).to(d);
+                     Tensor i32 = from_vector(std::vector<int32_t>{5, 2, 6}, {3}, cpu_device).to(d);
+                     return {embedding_q(w, i64), embedding_q(w, i32, DType::f16), embedding(w, i32)};
+                 });
+        // M = 1 (one row of x per pass), 7 (eight per pass) and 80 (dequantized tiles and cuBLAS).
+        add_case("matmul_q " + q + " x rows 1, 7, 80", 1e-4, [=](const Device &d) -> std::vector<Tensor> {
+            Tensor w = quantized(d, qt, 45, 768, 42);
+            return {matmul_q(input(d, {1, 768}, 43), w), matmul_q(input(d, {7, 768}, 44), w),
+                    matmul_q(input(d, {2, 40, 768}, 45), w)};
+        });
+    }
+    add_case("matmul_q q4_0 f16/bf16 x, out in x's dtype and f32, strided x", 1e-4,
+             [](const Device &d) -> std::vector<Tensor> {
+                 Tensor w = quantized(d, DType::q4_0, 33, 256, 46);
+                 Tensor xh = input(d, {3, 256}, 47, DType::f16), xb = input(d, {70, 256}, 48, DType::bf16);
+                 Tensor wide = input(d, {5, 512}, 49).slice(1, 0, 512, 2);
+                 return {matmul_q(xh, w),   matmul_q(xh, w, DType::f32),
+                         matmul_q(xb, w),   matmul_q(xb, w, DType::f32),
+                         matmul_q(wide, w), matmul_q(input(d, {96, 512}, 50).slice(1, 0, 256), w)};
+             });
+    // A weight of 4100 x 4096: 64 MiB of f32 tile take 4096 rows, so the cuBLAS path runs two tiles.
+    add_case("matmul_q q4_k 80 x 4096 by 4100 x 4096 (two cuBLAS tiles)", 1e-4,
+             [](const Device &d) -> std::vector<Tensor> {
+                 Tensor w = quantized(d, DType::q4_k, 4100, 4096, 51);
+                 return {matmul_q(input(d, {80, 4096}, 52), w), matmul_q(input(d, {1, 4096}, 53), w)};
+             });
+    for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64})
+        add_case(std::string("cumsum ") + short_name(dt) + " inclusive, exclusive, reverse, strided", 0,
+                 [=](const Device &d) -> std::vector<Tensor> {
+                     Tensor x = input(d, {4, 37, 5}, 54, dt, -9, 9);
+                     return {cumsum(x, 1),
+                             cumsum(x, 2, true),
+                             cumsum(x, 0, false, true),
+                             cumsum(x, 1, true, true),
+                             cumsum(x.transpose(0, 2), 1),
+                             cumsum(input(d, {3000}, 55, dt, -9, 9), 0)};
+                 });
+}
+
 void nn_cases() {
     struct ConvConfig {
         const char *name;
@@ -523,6 +584,11 @@ int check_data_errors(const Device &device) {
         Tensor y = from_vector(std::vector<int64_t>{1, 3}, {2}, cpu_device).to(device);
         (void)cross_entropy(x, y).item<float>();
     });
+    expect_error("embedding_q index out of range", [&] {
+        Tensor w = quantize(full({4, 32}, 0.5, DType::f32, cpu_device), DType::q8_0).to(device);
+        Tensor idx = from_vector(std::vector<int32_t>{3, 4}, {2}, cpu_device).to(device);
+        (void)sum(embedding_q(w, idx)).item<float>();
+    });
     expect_error("one_hot label out of range", [&] {
         Tensor y = from_vector(std::vector<int64_t>{-1}, {1}, cpu_device).to(device);
         (void)sum(one_hot(y, 4)).item<float>();
@@ -651,6 +717,7 @@ int main(int argc, char **argv) {
     elementwise_cases();
     reduce_cases();
     matmul_cases();
+    quant_cases();
     nn_cases();
     if (o.list) {
         for (const Case &c : cases) std::printf("%s\n", c.name.c_str());

@@ -318,7 +318,8 @@ def test_mixed_quantized_file_from_own_writer(tmp_path, types):
 
 
 def _backends():
-    return [b for b in tf.available_backends() if b not in ("cpu", "cuda")]
+    # Every loaded backend but cpu: cuda too where it loads (scripts/gpu-check runs these with -k cuda).
+    return [b for b in tf.available_backends() if b != "cpu"]
 
 
 @pytest.mark.parametrize("backend", _backends())
@@ -333,8 +334,8 @@ def test_quantized_models_on_every_backend(tmp_path, backend):
     steps = model.session_logits([PROMPT[:6]], [[t] for t in PROMPT[6:9]], 16)[0]
     assert rel_err(got, want) < TIGHT
     assert rel_err(steps, want[5:9]) < TIGHT
-    # vulkan, opengl and opencl run matmul_q and embedding_q themselves (shaders/quant.comp), blas
-    # with cpu's kernels: a quantized model leaves nothing to cpu.
+    # vulkan, opengl and opencl (shaders/quant.comp) and cuda (quant.cu) run matmul_q and
+    # embedding_q themselves, blas with cpu's kernels: a quantized model leaves nothing to cpu.
     fallbacks = tf.stats()["fallbacks"]
     print(f"{backend}: ops that fell back to cpu: {fallbacks}")
     assert not fallbacks

@@ -11,7 +11,8 @@ import pytest
 import model_cases
 import tinyfin as tf
 
-BACKENDS = [b for b in ("cpu", "vulkan", "opengl", "opencl") if b in tf.available_backends()]
+# cuda where it loads (scripts/gpu-check runs this file with -k cuda on an NVIDIA GPU).
+BACKENDS = [b for b in ("cpu", "vulkan", "opengl", "opencl", "cuda") if b in tf.available_backends()]
 
 _DATA = {}
 

@@ -6,12 +6,13 @@
 //  - matmul_q against a float64 product of the dequantized weight, within the error of the
 //    activations' 8-bit rounding (the bound computed per block from the activations);
 //  - embedding_q, zero-copy from_blob, the layouts and ops that must refuse quantized tensors;
-//  - the GPU backends (vulkan, opengl, opencl) claiming dequantize, embedding_q and matmul_q
+//  - the GPU backends (vulkan, opengl, opencl, cuda) claiming dequantize, embedding_q and matmul_q
 //    (quantize stays on cpu), and every other backend refusing them, with the same bits.
 // ops-quant runs at the CPU's best ISA level, ops-quant-generic with TINYFIN_CPU_ISA=generic.
 // ops-quant-<gpu> (TINYFIN_QUANT_DEVICE=<gpu>, TINYFIN_FALLBACK=error) run the dequantize,
 // embedding_q and matmul_q cases with their operands on that device: the same references, no
-// fallback. Those kernels dequantize the weight and multiply f32 activations, so their matmul_q
+// fallback (ops-quant-cuda skips, exit 77, where the cuda plugin cannot run: scripts/gpu-check
+// runs it on a GPU). Those kernels dequantize the weight and multiply f32 activations, so their matmul_q
 // bound is f32 accumulation's (k 2^-24 sum |x w|), not the 8-bit activations' of the cpu kernel.
 #include <algorithm>
 #include <cmath>
@@ -579,8 +580,9 @@ TEST_CASE("matmul_q against the float64 product of the dequantized weight") {
         const int64_t block = dtype_block_length(dtype);
         const int64_t act_block = block == 32 ? 32 : 256;
         // k = 224: 7 blocks of 32, so that the SIMD dots' tails after their 2- and 4-block passes run too.
-        for (Shape3 s :
-             {Shape3{1, 37, 512}, Shape3{5, 19, 256}, Shape3{1, 1, 768}, Shape3{17, 33, 1024}, Shape3{2, 9, 224}}) {
+        // m = 70: cuda's path for many rows (dequantized tiles and cuBLAS).
+        for (Shape3 s : {Shape3{1, 37, 512}, Shape3{5, 19, 256}, Shape3{1, 1, 768}, Shape3{17, 33, 1024},
+                         Shape3{2, 9, 224}, Shape3{70, 21, 512}}) {
             if (s.k % block != 0) continue;
             INFO("m " << s.m << " n " << s.n << " k " << s.k);
             F wv = ref::values(s.n * s.k, 31 + static_cast<uint64_t>(s.k), -1, 1);
@@ -681,6 +683,26 @@ TEST_CASE("matmul_q: batch axes, f16/bf16 activations, output dtypes, views of t
     product_and_bound(xs_values, wd, 6, n, k, 32, want, bound);
     std::vector<float> gs = matmul_q(xs, w).to_vector<float>();
     for (std::size_t i = 0; i < gs.size(); ++i) CHECK(std::fabs(gs[i] - want[i]) <= bound[i]);
+    // 80 rows of x (cuda: dequantized tiles of the weight view and cuBLAS): batch axes, then the
+    // first k columns of a wider matrix (rows 2k apart), then in bf16 with a bf16 result.
+    F xl = ref::values(80 * 2 * k, 9, -1, 1);
+    F xl_first(static_cast<std::size_t>(80 * k));
+    for (int64_t r = 0; r < 80; ++r)
+        for (int64_t c = 0; c < k; ++c) xl_first[r * k + c] = xl[r * 2 * k + c];
+    product_and_bound(xl_first, wd, 80, n, k, 32, want, bound);
+    const Tensor x_rows = from_vector(xl, {80, 2 * k}, dev()).slice(1, 0, k);
+    const Tensor x_batch = from_vector(xl_first, {2, 40, k}, dev());
+    for (const Tensor &xr : {x_rows, x_batch}) {
+        std::vector<float> gl = matmul_q(xr, w).to_vector<float>();
+        REQUIRE(gl.size() == want.size());
+        for (std::size_t i = 0; i < gl.size(); ++i) CHECK(std::fabs(gl[i] - want[i]) <= bound[i]);
+    }
+    auto [xl_bf16, xl_values] = ref::half_input(xl_first, {80, k}, DType::bf16);
+    F xlb(xl_values.begin(), xl_values.end());
+    product_and_bound(xlb, wd, 80, n, k, 32, want, bound);
+    std::vector<float> gb = matmul_q(xl_bf16.to(dev()), w).to_vector<float>();
+    for (std::size_t i = 0; i < gb.size(); ++i)
+        CHECK(std::fabs(gb[i] - want[i]) <= bound[i] + std::fabs(want[i]) * 0x1p-8);
 }
 
 // ---- layouts and refusals -------------------------------------------------------------------
@@ -720,7 +742,7 @@ TEST_CASE("from_blob over GGUF-layout bytes: zero-copy, released once") {
 
 // ---- other backends: the GPU plugins run three of the ops, the others leave them to cpu -------
 
-TEST_CASE("vulkan, opengl and opencl run dequantize, embedding_q, matmul_q; other backends leave them to cpu") {
+TEST_CASE("vulkan, opengl, opencl and cuda run dequantize, embedding_q, matmul_q; other backends leave them to cpu") {
     const Report r = report();
     F wv = ref::values(40 * 256, 9, -1, 1), x = ref::values(3 * 256, 10, -1, 1);
     const Tensor xc = from_vector(x, {3, 256}, cpu());
@@ -731,7 +753,7 @@ TEST_CASE("vulkan, opengl and opencl run dequantize, embedding_q, matmul_q; othe
         if (!p.initialised || p.name == "cpu") continue;
         if (!fallback_allowed && p.name != dev().backend) continue;
         INFO("backend " << p.name);
-        const bool gpu = p.name == "vulkan" || p.name == "opengl" || p.name == "opencl";
+        const bool gpu = p.name == "vulkan" || p.name == "opengl" || p.name == "opencl" || p.name == "cuda";
         auto claims = [&](const char *op) {
             return std::find(p.supported_ops.begin(), p.supported_ops.end(), op) != p.supported_ops.end();
         };
