@@ -1522,9 +1522,10 @@ int run_llm_mode(const Options &o) {
     std::printf("(tokens/s; read GB/s: the better of mem_read (plain GB/s) and mem_read_pf, medians of five 256 MiB "
                 "reads each%s; ceiling = read GB/s / bytes per generated token; torch: bench_llm_torch.py, its "
                 "prompt %d tokens)\n",
-                on_cpu ? ""
-                       : "; on a GPU backend the device's bandwidth as a row sum over 1 GiB reads it, and its CPU-clock "
-                         "table means little",
+                on_cpu
+                    ? ""
+                    : "; on a GPU backend the device's bandwidth as a row sum over 1 GiB reads it, and its CPU-clock "
+                      "table means little",
                 std::min(o.llm_prompt, k_torch_prompt));
     return 0;
 }

@@ -742,7 +742,8 @@ TEST_CASE("from_blob over GGUF-layout bytes: zero-copy, released once") {
 
 // ---- other backends: the GPU plugins run three of the ops, the others leave them to cpu -------
 
-TEST_CASE("vulkan, opengl, opencl and cuda run dequantize, embedding_q, matmul_q; other backends leave them to cpu") {
+TEST_CASE("vulkan, opengl, opencl and cuda run dequantize, embedding_q, matmul_q; blas runs cpu's rows; others leave "
+          "them to cpu") {
     const Report r = report();
     F wv = ref::values(40 * 256, 9, -1, 1), x = ref::values(3 * 256, 10, -1, 1);
     const Tensor xc = from_vector(x, {3, 256}, cpu());
@@ -757,8 +758,10 @@ TEST_CASE("vulkan, opengl, opencl and cuda run dequantize, embedding_q, matmul_q
         auto claims = [&](const char *op) {
             return std::find(p.supported_ops.begin(), p.supported_ops.end(), op) != p.supported_ops.end();
         };
-        CHECK(!claims("quantize"));
-        for (const char *op : {"dequantize", "matmul_q", "embedding_q"}) CHECK(claims(op) == gpu);
+        // blas runs cpu's rows for everything but its OpenBLAS GEMM/conv: all four, like cpu.
+        const bool host = p.name == "blas";
+        CHECK(claims("quantize") == host);
+        for (const char *op : {"dequantize", "matmul_q", "embedding_q"}) CHECK(claims(op) == (gpu || host));
         const Device d = Device::parse(p.name);
         const Tensor xd = xc.to(d), idxd = idx.to(d);
         // Every type on the backend under test (ops-quant-<gpu>); two per backend in ops-quant,
