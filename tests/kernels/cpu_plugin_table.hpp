@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <string>
 
 #ifndef TF_CPU_PLUGIN_PATH
 #error "build with -DTF_CPU_PLUGIN_PATH=\"/path/to/tinyfin-cpu.so\""
@@ -44,4 +46,20 @@ inline const tf_plugin &cpu_plugin_table() {
         return t;
     }();
     return *table;
+}
+
+// The cpu plugin's feature `key` (e.g. kernels: generic, avx2, avx512); empty when it has none.
+inline std::string cpu_plugin_feature(const char *key) {
+    std::string value;
+    struct Ctx {
+        const char *key;
+        std::string *value;
+    } ctx{key, &value};
+    cpu_plugin_table().list_features(
+        [](void *user, const char *k, const char *v) {
+            auto *c = static_cast<Ctx *>(user);
+            if (std::strcmp(k, c->key) == 0) *c->value = v;
+        },
+        &ctx);
+    return value;
 }

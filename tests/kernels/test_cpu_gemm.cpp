@@ -41,21 +41,6 @@ void restart(const char *isa, const char *threads) {
     REQUIRE(P().init(&err) == TF_STATUS_OK);
 }
 
-std::string feature(const char *key) {
-    std::string value;
-    struct Ctx {
-        const char *key;
-        std::string *value;
-    } ctx{key, &value};
-    P().list_features(
-        [](void *user, const char *k, const char *v) {
-            auto *c = static_cast<Ctx *>(user);
-            if (std::strcmp(k, c->key) == 0) *c->value = v;
-        },
-        &ctx);
-    return value;
-}
-
 // f32 storage from the plugin's allocator, and views of it.
 struct Block {
     tf_buffer *buffer = nullptr;
@@ -283,10 +268,10 @@ void check_conv_forward(const ConvShape &s) {
 
 TEST_CASE("matmul through the packed GEMM: odd sizes, views, batches, on the portable and the native path") {
     restart("generic", nullptr);
-    CHECK(feature("kernels") == "generic");
+    CHECK(cpu_plugin_feature("kernels") == "generic");
     SUBCASE("generic") { matmul_suite(); }
     restart(nullptr, nullptr);
-    INFO("native kernels: ", feature("kernels"));
+    INFO("native kernels: ", cpu_plugin_feature("kernels"));
     SUBCASE("native") { matmul_suite(); }
     restart("generic", "3");
     SUBCASE("generic, 3 threads") { matmul_case({300, 257}, {257, 1}, {257, 263}, {263, 1}, {300, 263}, {263, 1}, 7); }
@@ -312,7 +297,7 @@ TEST_CASE("conv2d through the packed GEMM on the portable and the native path") 
 // The bytes of every op's output under 1, 2 and 3 threads.
 std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     restart(nullptr, threads);
-    CHECK(feature("threads") == threads);
+    CHECK(cpu_plugin_feature("threads") == threads);
     std::vector<std::vector<float>> results;
     auto keep = [&](const TensorDesc &t) { results.emplace_back(t.mem->data, t.mem->data + t.mem->count); };
 
@@ -440,7 +425,7 @@ TEST_CASE("a row-major A read in place gives the bits of the same A packed") {
     for (const char *isa : {"generic", static_cast<const char *>(nullptr)}) {
         for (const char *threads : {"1", "2"}) {
             restart(isa, threads);
-            CAPTURE(feature("kernels"));
+            CAPTURE(cpu_plugin_feature("kernels"));
             CAPTURE(threads);
             for (const Dims &mnk : {Dims{2053, 128, 128}, Dims{13, 65, 600}, Dims{77, 114, 512}}) {
                 const int64_t m = mnk[0], n = mnk[1], k = mnk[2];
@@ -478,7 +463,7 @@ TEST_CASE("a product computed transposed (a narrow B) has the bits of the same c
     // also with accumulation through conv2d_grad_weight's chunks (k = 300 spans two K blocks).
     for (const char *isa : {"generic", static_cast<const char *>(nullptr)}) {
         restart(isa, nullptr);
-        CAPTURE(feature("kernels"));
+        CAPTURE(cpu_plugin_feature("kernels"));
         for (int64_t k : {64, 300}) {
             CAPTURE(k);
             TensorDesc a = dense({32, k}), wide = dense({k, 32}), narrow = dense({k, 9});
@@ -505,7 +490,7 @@ TEST_CASE("conv2d computed as y^T = col^T w^T has the bits of w times the column
     // products in the same order) must give the same bits.
     for (const char *isa : {"generic", static_cast<const char *>(nullptr)}) {
         restart(isa, nullptr);
-        CAPTURE(feature("kernels"));
+        CAPTURE(cpu_plugin_feature("kernels"));
         for (const Dims &hw : {Dims{14, 14}, Dims{9, 11}}) {
             const int64_t n = 2, c = 32, h = hw[0], w = hw[1], o = 64, taps = c * 9, positions = h * w;
             TensorDesc x = dense({n, c, h, w}), wt = dense({o, c, 3, 3}), y = dense({n, o, h, w});

@@ -36,22 +36,6 @@ void restart_threads(const char *threads) {
     REQUIRE(P().init(&err) == TF_STATUS_OK);
 }
 
-// The cpu plugin's feature `key` (e.g. kernels: generic, avx2, avx512).
-std::string feature(const char *key) {
-    std::string value;
-    struct Ctx {
-        const char *key;
-        std::string *value;
-    } ctx{key, &value};
-    P().list_features(
-        [](void *user, const char *k, const char *v) {
-            auto *c = static_cast<Ctx *>(user);
-            if (std::strcmp(k, c->key) == 0) *c->value = v;
-        },
-        &ctx);
-    return value;
-}
-
 using Dims = std::vector<int64_t>;
 
 float bf16_value(float v) {  // v rounded to bf16 (nearest even) as a float
@@ -384,7 +368,7 @@ void run_suite(int32_t dtype) {
         check_rows_alone(a, b, o);
         // The dot kernel (a transposed B, dense along K, above the portable level) has its own
         // order of additions; every other product takes the GEMM's tiles.
-        const bool dot = feature("kernels") != "generic" && c.bst[c.bst.size() - 2] == 1;
+        const bool dot = cpu_plugin_feature("kernels") != "generic" && c.bst[c.bst.size() - 2] == 1;
         if (!dot) check_gemm_bits(a, b, o);
     }
 }

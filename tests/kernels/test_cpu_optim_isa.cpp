@@ -37,21 +37,6 @@ namespace {
 
 const tf_plugin &P() { return cpu_plugin_table(); }
 
-std::string feature(const char *key) {
-    std::string value;
-    struct Ctx {
-        const char *key;
-        std::string *value;
-    } ctx{key, &value};
-    P().list_features(
-        [](void *user, const char *k, const char *v) {
-            auto *c = static_cast<Ctx *>(user);
-            if (std::strcmp(k, c->key) == 0) *c->value = v;
-        },
-        &ctx);
-    return value;
-}
-
 // Restarts the plugin under TINYFIN_CPU_ISA=level; true when that level is what now runs.
 bool run_at(const char *level) {
     P().shutdown();
@@ -59,7 +44,7 @@ bool run_at(const char *level) {
     tf_error err{};
     err.struct_size = sizeof err;
     REQUIRE(P().init(&err) == TF_STATUS_OK);
-    const std::string runs = feature("kernels");
+    const std::string runs = cpu_plugin_feature("kernels");
     if (runs == level) return true;
     const std::string want = level;
     MESSAGE("TINYFIN_CPU_ISA=" << want << ": this CPU does not have " << want << " (the plugin runs " << runs
