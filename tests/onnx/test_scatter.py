@@ -12,18 +12,23 @@ F, I64, I32 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32
 NP = {F: np.float32, I64: np.int64, I32: np.int32}
 
 
+def combine(out, t, u, reduction):
+    """One update in the spec's order: replace, or add/multiply into what is there."""
+    if reduction == "add":
+        out[t] += u
+    elif reduction == "mul":
+        out[t] *= u
+    else:
+        out[t] = u
+
+
 def scatter_elements_ref(data, idx, upd, axis, reduction):
     out = data.astype(np.float64) if data.dtype.kind == "f" else data.copy()
     for j in np.ndindex(*idx.shape):
         t = list(j)
         t[axis] = idx[j] + (data.shape[axis] if idx[j] < 0 else 0)
         t = tuple(t)
-        if reduction == "add":
-            out[t] += upd[j]
-        elif reduction == "mul":
-            out[t] *= upd[j]
-        else:
-            out[t] = upd[j]
+        combine(out, t, upd[j], reduction)
     return out
 
 
@@ -31,12 +36,7 @@ def scatter_nd_ref(data, idx, upd, reduction):
     out = data.astype(np.float64) if data.dtype.kind == "f" else data.copy()
     for j in np.ndindex(*idx.shape[:-1]):
         t = tuple(int(i) + (data.shape[k] if i < 0 else 0) for k, i in enumerate(idx[j]))
-        if reduction == "add":
-            out[t] += upd[j]
-        elif reduction == "mul":
-            out[t] *= upd[j]
-        else:
-            out[t] = upd[j]
+        combine(out, t, upd[j], reduction)
     return out
 
 
