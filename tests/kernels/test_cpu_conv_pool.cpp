@@ -128,6 +128,15 @@ TEST_CASE("conv2d and its gradients match a direct convolution") {
         {1, 64, 5, 6, 13, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
         {2, 40, 8, 8, 150, 3, 3, conv_params(1, 1, 0, 0, 1, 1, 1)},
         {1, 16, 23, 19, 20, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 2)},  // groups: 8 input channels each
+        // Strides above 1 with at least 32 taps: the forward reads phase planes of the padded
+        // image (resnet's 7x7 stride-2 stem, its 3x3 and 1x1 stride-2 convs), uneven strides,
+        // padding and dilation, stride 3, groups; the gradients take the column matrix.
+        {1, 3, 23, 23, 16, 7, 7, conv_params(2, 2, 3, 3, 1, 1, 1)},
+        {2, 8, 11, 13, 10, 3, 3, conv_params(2, 2, 1, 1, 1, 1, 1)},
+        {2, 40, 9, 10, 12, 1, 1, conv_params(2, 2, 0, 0, 1, 1, 1)},
+        {1, 16, 12, 11, 8, 3, 3, conv_params(2, 3, 1, 2, 2, 1, 1)},
+        {1, 12, 14, 15, 7, 3, 3, conv_params(3, 3, 2, 2, 2, 2, 1)},
+        {1, 64, 9, 9, 8, 3, 3, conv_params(2, 2, 1, 1, 1, 1, 2)},
     };
     uint32_t seed = 100;
     for (const ConvCase &k : cases) check_conv_case(k, seed += 10);

@@ -285,6 +285,7 @@ TEST_CASE("conv2d through the packed GEMM on the portable and the native path") 
         {1, 65, 7, 7, 13, 1, 1, 1, 0, 1, 1},
         {17, 3, 9, 9, 7, 3, 3, 1, 1, 1, 1},
         {1, 64, 7, 7, 160, 3, 3, 1, 1, 1, 1},  // the shifted forward's blocks of output channels and taps
+        {2, 3, 29, 30, 16, 7, 7, 2, 3, 1, 1},  // stride 2: phase planes of the padded image
     };
     for (const char *isa : {"generic", "native"}) {
         CAPTURE(isa);
