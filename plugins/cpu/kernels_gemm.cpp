@@ -521,7 +521,9 @@ void gemm_f32_rows_b(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
     // since neighbouring taps overlap) stays in L1 while every A sliver of an MC x KC block (L2)
     // passes over it; A is read once per block of rows instead of once per B sliver (a 512 x 4608
     // weight is 9 MiB). Later KC blocks start from C's values: the same operations per element.
-    const int64_t kc_block = g.kc / 2, mc_block = g.mc * 2;
+    // K blocks of equal length, at most half the packed GEMM's: 288 taps as 2 x 144, not 256 + 32
+    // (a C tile is loaded and stored once per block).
+    const int64_t kc_block = ceil_div(k, std::max<int64_t>(1, ceil_div(k, g.kc / 2))), mc_block = g.mc * 2;
     for (int64_t pc = 0; pc < k; pc += kc_block) {
         const int64_t kc = std::min(kc_block, k - pc);
         for (int64_t ic = 0; ic < m; ic += mc_block) {
