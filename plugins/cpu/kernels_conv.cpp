@@ -345,6 +345,7 @@ struct ShiftedWeights {
 // band's rows, multiplies, and copies the wide output's valid columns into dst.
 void shifted_conv(const ConvGeometry &g, const ShiftedInput &in, int64_t out_h, const float *src, int64_t src_c,
                   const ShiftedWeights &a, int64_t m_out, float *dst, int64_t dst_c) {
+    if (m_out <= 0 || out_h <= 0) return;
     const GemmF32Tiling t = gemm_f32_tile();
     const int64_t k = in.channels * g.kh * g.kw;
     const int64_t band = shifted_band(g, in, out_h), bands = (out_h + band - 1) / band;
