@@ -20,8 +20,9 @@ def if_model():
     then_g = helper.make_graph(
         [helper.make_node("Mul", ["x", "w"], ["t0"]), helper.make_node("Add", ["x", "one"], ["t1"])], "then", [],
         [value("t0", F, None), value("t1", F, None)])
-    else_g = helper.make_graph([helper.make_node("Sub", ["x", "w"], ["e0"]), helper.make_node("Identity", ["x"], ["e1"])],
-                               "else", [], [value("e0", F, None), value("e1", F, None)])
+    else_g = helper.make_graph(
+        [helper.make_node("Sub", ["x", "w"], ["e0"]), helper.make_node("Identity", ["x"], ["e1"])], "else", [],
+        [value("e0", F, None), value("e1", F, None)])
     nodes = [helper.make_node("Relu", ["x_in"], ["x"]),
              helper.make_node("If", ["c"], ["y", "z"], then_branch=then_g, else_branch=else_g)]
     return make_model(nodes, [value("x_in", F, [2, 3]), value("c", TensorProto.BOOL, [])],
