@@ -109,7 +109,7 @@ std::vector<Value> if_op(Ctx &ctx) {
 }
 
 // The most iterations one Loop node runs (a model that loops forever is an error, not a hang).
-constexpr int64_t k_max_iterations = int64_t{1} << 24;
+constexpr int64_t k_max_iterations = int64_t{1} << 20;
 
 std::vector<Value> loop_op(Ctx &ctx) {
     const ::onnx::GraphProto &g = body(ctx, "body");
