@@ -125,10 +125,10 @@ TF_AVX2 float dot_q8_0(const void *w, const void *act, int64_t n) {
 // ready in their lanes; the weights' four f16 scales through one vcvtph2ps.
 TF_AVX2 inline __m256 q4_0_quad_terms(const BlockQ4_0 *b, const ActQuadQ8 &a, __m256 acc) {
     const __m256i low4 = _mm256_set1_epi8(0xF);
-    const __m256i q0 = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[1].qs),
-                                           reinterpret_cast<const __m128i *>(b[0].qs));
-    const __m256i q1 = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[3].qs),
-                                           reinterpret_cast<const __m128i *>(b[2].qs));
+    const __m256i q0 =
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[1].qs), reinterpret_cast<const __m128i *>(b[0].qs));
+    const __m256i q1 =
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[3].qs), reinterpret_cast<const __m128i *>(b[2].qs));
     const __m256i p0 =
         _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q0, low4), load(a.lo[0])),
                          _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q0, 4), low4), load(a.hi[0])));
@@ -139,8 +139,8 @@ TF_AVX2 inline __m256 q4_0_quad_terms(const BlockQ4_0 *b, const ActQuadQ8 &a, __
         _mm256_sub_epi32(_mm256_madd_epi16(_mm256_hadd_epi16(p0, p1), _mm256_set1_epi16(1)), load(a.offset));
     __m128i h = _mm_insert_epi16(_mm_cvtsi32_si128(b[0].d), b[1].d, 1);
     h = _mm_insert_epi16(_mm_insert_epi16(h, b[2].d, 2), b[3].d, 3);
-    const __m256 dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_cvtph_ps(h)),
-                                               _mm256_setr_epi32(0, 0, 2, 2, 1, 1, 3, 3));
+    const __m256 dw =
+        _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_cvtph_ps(h)), _mm256_setr_epi32(0, 0, 2, 2, 1, 1, 3, 3));
     return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(a.d)), _mm256_cvtepi32_ps(sums), acc);
 }
 
@@ -151,7 +151,6 @@ TF_AVX2 float dot_q4_0(const void *w, const void *act, int64_t n) {
     const int64_t blocks = n / k_qk;
     int64_t i = 0;
     for (; i + 7 < blocks; i += 8) {
-        prefetch(b + i);
         acc0 = q4_0_quad_terms(b + i, a[i / 4], acc0);
         acc1 = q4_0_quad_terms(b + i + 4, a[i / 4 + 1], acc1);
     }
