@@ -228,7 +228,8 @@ print(m.device, before, peak())
 
 @pytest.mark.parametrize("backend", ["cpu", "blas"])
 def test_peak_resident_memory_while_loading_stays_near_the_model_size(tmp_path, backend):
-    """Issue 33: loading never holds the model twice. On cpu the mapped weights are used in place;
+    """Issue 33: loading never holds the model twice. On cpu the mapped weights are used in place
+    but for the matrices of 2 MiB or more (copied into huge pages, issue 34);
     on blas (host memory) they are copied, and the mapped pages each copy read are given back
     (madvise) before the next tensor, so the peak grows by the copies (in the host allocator's
     2 MiB-rounded blocks: 1.7x this small model, 1.08x a 418 MiB one) plus one tensor's pages;
