@@ -37,6 +37,24 @@ void release_copied_pages(const std::byte *data, std::size_t size) noexcept {
     if (end > begin) ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
 }
 
+// Whether anonymous memory can be backed by transparent huge pages (the host allocator advises
+// its blocks of 2 MiB and more): /sys's setting is "always" or "madvise".
+bool huge_pages_available() {
+    static const bool available = [] {
+        std::FILE *f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+        if (!f) return false;
+        char text[128] = {};
+        const std::size_t n = std::fread(text, 1, sizeof text - 1, f);
+        std::fclose(f);
+        const std::string setting(text, n);
+        return setting.find("[always]") != std::string::npos || setting.find("[madvise]") != std::string::npos;
+    }();
+    return available;
+}
+
+// Tensors from this size on are copied into huge pages on cpu (LoadOptions::map_weights).
+constexpr std::size_t k_huge_page_bytes = std::size_t{2} << 20;
+
 // The storage a weight gets: its file type, or the scheme's block type under --quantize.
 std::optional<DType> quantized_type(const Opened &o, const std::optional<QuantScheme> &scheme, const std::string &what,
                                     int64_t layer, const TensorData &t) {
@@ -221,7 +239,9 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
             return q;
         }
         Tensor w;
-        if (on_cpu && aligned && o.source.holder) {
+        const bool to_huge_pages =
+            !options.map_weights && t->bytes.size() >= k_huge_page_bytes && huge_pages_available();
+        if (on_cpu && aligned && o.source.holder && !to_huge_pages) {
             w = from_blob(const_cast<std::byte *>(data), t->shape, strides, dtype, [keep = o.source.holder] {});
             impl->bytes_in_place += t->bytes.size();
         } else {

@@ -96,20 +96,23 @@ const Codec *codec_of(int32_t dtype);
 
 // ---- Dot products of a weight row with quantized activations --------------------------------
 
-// Two activation blocks laid out for the AVX2 q4_0 dot, which reads two weight blocks per
-// register: the low halves (elements 0..15) of blocks 2p and 2p + 1 side by side, the high
-// halves likewise, q4_0's offset 8 sum(a) and the scales in the lanes of their block. An odd
-// last block is paired with a zero block (zero quants, sum and scale).
-struct ActPairQ8 {
-    int8_t lo[32];
-    int8_t hi[32];
-    int32_t offset[8];  // 8 sum(a) of block 2p in lane 0, of 2p + 1 in lane 4, else 0
-    float d[8];  // block 2p's scale in lanes 0..3, 2p + 1's in 4..7
+// Four activation blocks laid out for the AVX2 q4_0 dot, which reads two weight blocks per
+// register and folds two registers into one with vphaddw before a single conversion: pair p (0
+// for blocks 4q, 4q + 1; 1 for 4q + 2, 4q + 3) has the low halves (elements 0..15) of its two
+// blocks side by side in lo[p], the high halves likewise in hi[p]; offset (q4_0's 8 sum(a)) and d
+// (the scale) are in the lanes where the folded sums of their block land: blocks 4q, 4q + 2 in
+// lanes 0-1, 2-3 and 4q + 1, 4q + 3 in lanes 4-5, 6-7 (the offset in the first lane of the two,
+// the other 0). Blocks past the row's end are zero blocks (zero quants, sum and scale).
+struct ActQuadQ8 {
+    int8_t lo[2][32];
+    int8_t hi[2][32];
+    int32_t offset[8];
+    float d[8];
 };
 
-// The activation form a weight dtype's dot takes at level isa: 32-blocks (ActQ8), their pairs
-// (ActPairQ8: q4_0 on AVX2) or q8_k super-blocks.
-enum class ActKind { q8_32, q8_32_pairs, q8_k };
+// The activation form a weight dtype's dot takes at level isa: 32-blocks (ActQ8), groups of four
+// (ActQuadQ8: q4_0 on AVX2) or q8_k super-blocks.
+enum class ActKind { q8_32, q8_32_quads, q8_k };
 ActKind act_kind_of(int32_t weight_dtype, int isa);
 // Bytes of the activation form of a row of n elements.
 size_t act_bytes(ActKind kind, int64_t n);

@@ -201,20 +201,22 @@ void encode_act_q8(const float *x, void *dst, int64_t n) {
     }
 }
 
-// Pairs of 32-blocks for the AVX2 q4_0 dot (ActPairQ8): each block encoded as encode_act_q8 does.
-void encode_act_pairs(const float *x, void *dst, int64_t n) {
-    auto *p = static_cast<ActPairQ8 *>(dst);
+// Groups of four 32-blocks for the AVX2 q4_0 dot (ActQuadQ8): each block encoded as
+// encode_act_q8 does, then placed where that kernel reads it.
+void encode_act_quads(const float *x, void *dst, int64_t n) {
+    auto *g = static_cast<ActQuadQ8 *>(dst);
     const int64_t blocks = n / k_qk;
-    for (int64_t i = 0; i < blocks; i += 2, ++p) {
-        ActQ8 a[2] = {};
-        encode_act_q8(x + i * k_qk, &a[0], k_qk);
-        if (i + 1 < blocks) encode_act_q8(x + (i + 1) * k_qk, &a[1], k_qk);
-        *p = ActPairQ8{};
-        for (int h = 0; h < 2; ++h) {
-            std::memcpy(p->lo + 16 * h, a[h].qs, 16);
-            std::memcpy(p->hi + 16 * h, a[h].qs + 16, 16);
-            p->offset[4 * h] = 8 * a[h].sum;
-            for (int l = 0; l < 4; ++l) p->d[4 * h + l] = a[h].d;
+    for (int64_t i = 0; i < blocks; i += 4, ++g) {
+        *g = ActQuadQ8{};
+        for (int b = 0; b < 4 && i + b < blocks; ++b) {
+            ActQ8 a;
+            encode_act_q8(x + (i + b) * k_qk, &a, k_qk);
+            const int pair = b / 2, half = b % 2;  // register, and its 128-bit lane
+            const int lane = 4 * half + 2 * pair;  // the first of the block's two sum lanes
+            std::memcpy(g->lo[pair] + 16 * half, a.qs, 16);
+            std::memcpy(g->hi[pair] + 16 * half, a.qs + 16, 16);
+            g->offset[lane] = 8 * a.sum;
+            g->d[lane] = g->d[lane + 1] = a.d;
         }
     }
 }
@@ -225,7 +227,7 @@ bool avx2_usable(int isa);
 
 ActKind act_kind_of(int32_t weight_dtype, int isa) {
     switch (weight_dtype) {
-    case TF_DTYPE_Q4_0: return avx2_usable(isa) ? ActKind::q8_32_pairs : ActKind::q8_32;
+    case TF_DTYPE_Q4_0: return avx2_usable(isa) ? ActKind::q8_32_quads : ActKind::q8_32;
     case TF_DTYPE_Q4_K:
     case TF_DTYPE_Q5_K:
     case TF_DTYPE_Q6_K:
@@ -236,13 +238,13 @@ ActKind act_kind_of(int32_t weight_dtype, int isa) {
 
 size_t act_bytes(ActKind kind, int64_t n) {
     if (kind == ActKind::q8_k) return static_cast<size_t>(n / k_qk_k) * sizeof(BlockQ8_K);
-    if (kind == ActKind::q8_32_pairs) return static_cast<size_t>((n / k_qk + 1) / 2) * sizeof(ActPairQ8);
+    if (kind == ActKind::q8_32_quads) return static_cast<size_t>((n / k_qk + 3) / 4) * sizeof(ActQuadQ8);
     return static_cast<size_t>(n / k_qk) * sizeof(ActQ8);
 }
 
 void quantize_act(ActKind kind, const float *x, void *dst, int64_t n) {
     if (kind == ActKind::q8_k) return encode_q8_k(x, dst, n);
-    if (kind == ActKind::q8_32_pairs) return encode_act_pairs(x, dst, n);
+    if (kind == ActKind::q8_32_quads) return encode_act_quads(x, dst, n);
     encode_act_q8(x, dst, n);
 }
 

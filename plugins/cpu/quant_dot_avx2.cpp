@@ -81,67 +81,86 @@ TF_AVX2 inline __m256i fifth_bits(const uint8_t *qh) {
 
 TF_AVX2 inline __m256i load(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
 
+// How far ahead of the block being multiplied the dots prefetch a row's bytes (the rows of a
+// weight follow each other, so this runs on into the next row): the hardware prefetcher alone
+// leaves the loads waiting (docs/performance.md, "Quantized generation on AVX2").
+constexpr int k_prefetch_bytes = 4096;
+
+TF_AVX2 inline void prefetch(const void *p, int offset = 0) {
+    _mm_prefetch(static_cast<const char *>(p) + k_prefetch_bytes + offset, _MM_HINT_T0);
+}
+
+// A block's eight int32 partial sums as four: the 128-bit halves added (the conversion and the
+// FMA then take one 128-bit operation instead of two).
+TF_AVX2 inline __m128i halves_added(__m256i s) {
+    return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
+TF_AVX2 inline __m128 q8_0_terms(const BlockQ8_0 &b, const ActQ8 &a, __m128 acc) {
+    const __m128i sums = halves_added(dot_i8_i8(load(b.qs), load(a.qs)));
+    return _mm_fmadd_ps(_mm_set1_ps(half(b.d) * a.d), _mm_cvtepi32_ps(sums), acc);
+}
+
 TF_AVX2 float dot_q8_0(const void *w, const void *act, int64_t n) {
     const auto *b = static_cast<const BlockQ8_0 *>(w);
     const auto *a = static_cast<const ActQ8 *>(act);
     // Two accumulators: consecutive blocks do not wait on one FMA's latency.
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m128 acc0 = _mm_setzero_ps(), acc1 = _mm_setzero_ps();
     const int64_t blocks = n / k_qk;
     int64_t i = 0;
     for (; i + 1 < blocks; i += 2) {
-        const __m256i p0 = dot_i8_i8(load(b[i].qs), load(a[i].qs));
-        const __m256i p1 = dot_i8_i8(load(b[i + 1].qs), load(a[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d) * a[i].d), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i + 1].d) * a[i + 1].d), _mm256_cvtepi32_ps(p1), acc1);
+        prefetch(b + i);
+        acc0 = q8_0_terms(b[i], a[i], acc0);
+        acc1 = q8_0_terms(b[i + 1], a[i + 1], acc1);
     }
-    for (; i < blocks; ++i) {
-        const __m256i p = dot_i8_i8(load(b[i].qs), load(a[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d) * a[i].d), _mm256_cvtepi32_ps(p), acc0);
-    }
-    return hsum(_mm256_add_ps(acc0, acc1));
+    if (i < blocks) acc0 = q8_0_terms(b[i], a[i], acc0);
+    return hsum128(_mm_add_ps(acc0, acc1));
 }
 
-// q4_0 against activation pairs (ActPairQ8, laid out once per activation row): per two weight
-// blocks one 256-bit load of their nibbles (block 2p's in the low lane, 2p + 1's in the high),
-// the activations' halves, offsets and scales read ready in their lanes; the weights' two f16
-// scales through one vcvtph2ps. Four blocks per pass on two accumulators; an odd last block
-// reads only its own 16 bytes (its partner in the activation pair is zero).
-TF_AVX2 inline __m256 q4_0_pair_terms(__m256i q, const ActPairQ8 &a, __m256 dw, __m256 acc) {
+// q4_0 against groups of four activation blocks (ActQuadQ8, laid out once per activation row):
+// blocks 4q, 4q + 1 in one register (their nibbles' 16 bytes in the low and high lane) and 4q + 2,
+// 4q + 3 in another; per register the low and high halves' vpmaddubsw pairs added in int16; the
+// two registers folded by vphaddw (|sums| <= 4 * 15 * 127 < 2^15) so that one vpmaddwd, one
+// conversion and one FMA serve four blocks; the offset 8 sum(a) and the activations' scales read
+// ready in their lanes; the weights' four f16 scales through one vcvtph2ps.
+TF_AVX2 inline __m256 q4_0_quad_terms(const BlockQ4_0 *b, const ActQuadQ8 &a, __m256 acc) {
     const __m256i low4 = _mm256_set1_epi8(0xF);
-    const __m256i pairs =
-        _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, low4), load(a.lo)),
-                         _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), load(a.hi)));
-    const __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), load(a.offset));
+    const __m256i q0 =
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[1].qs), reinterpret_cast<const __m128i *>(b[0].qs));
+    const __m256i q1 =
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[3].qs), reinterpret_cast<const __m128i *>(b[2].qs));
+    const __m256i p0 =
+        _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q0, low4), load(a.lo[0])),
+                         _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q0, 4), low4), load(a.hi[0])));
+    const __m256i p1 =
+        _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q1, low4), load(a.lo[1])),
+                         _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q1, 4), low4), load(a.hi[1])));
+    const __m256i sums =
+        _mm256_sub_epi32(_mm256_madd_epi16(_mm256_hadd_epi16(p0, p1), _mm256_set1_epi16(1)), load(a.offset));
+    __m128i h = _mm_insert_epi16(_mm_cvtsi32_si128(b[0].d), b[1].d, 1);
+    h = _mm_insert_epi16(_mm_insert_epi16(h, b[2].d, 2), b[3].d, 3);
+    const __m256 dw =
+        _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_cvtph_ps(h)), _mm256_setr_epi32(0, 0, 2, 2, 1, 1, 3, 3));
     return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(a.d)), _mm256_cvtepi32_ps(sums), acc);
-}
-
-TF_AVX2 inline __m256 q4_0_pair_d(uint16_t d0, uint16_t d1) {
-    const __m128 d = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(d0), d1, 1));
-    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
 }
 
 TF_AVX2 float dot_q4_0(const void *w, const void *act, int64_t n) {
     const auto *b = static_cast<const BlockQ4_0 *>(w);
-    const auto *a = static_cast<const ActPairQ8 *>(act);
+    const auto *a = static_cast<const ActQuadQ8 *>(act);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     const int64_t blocks = n / k_qk;
     int64_t i = 0;
-    for (; i + 3 < blocks; i += 4) {
-        const __m256i q0 = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[i + 1].qs),
-                                               reinterpret_cast<const __m128i *>(b[i].qs));
-        const __m256i q1 = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[i + 3].qs),
-                                               reinterpret_cast<const __m128i *>(b[i + 2].qs));
-        acc0 = q4_0_pair_terms(q0, a[i / 2], q4_0_pair_d(b[i].d, b[i + 1].d), acc0);
-        acc1 = q4_0_pair_terms(q1, a[i / 2 + 1], q4_0_pair_d(b[i + 2].d, b[i + 3].d), acc1);
+    for (; i + 7 < blocks; i += 8) {
+        acc0 = q4_0_quad_terms(b + i, a[i / 4], acc0);
+        acc1 = q4_0_quad_terms(b + i + 4, a[i / 4 + 1], acc1);
     }
-    for (; i + 1 < blocks; i += 2) {
-        const __m256i q = _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(b[i + 1].qs),
-                                              reinterpret_cast<const __m128i *>(b[i].qs));
-        acc0 = q4_0_pair_terms(q, a[i / 2], q4_0_pair_d(b[i].d, b[i + 1].d), acc0);
-    }
+    for (; i + 3 < blocks; i += 4) acc0 = q4_0_quad_terms(b + i, a[i / 4], acc0);
     if (i < blocks) {
-        const __m256i q = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b[i].qs)));
-        acc1 = q4_0_pair_terms(q, a[i / 2], q4_0_pair_d(b[i].d, 0), acc1);
+        // The last one to three blocks with zero blocks after them (the activations' are zero too),
+        // so that nothing past the row is read.
+        BlockQ4_0 tail[4] = {};
+        std::memcpy(tail, b + i, static_cast<size_t>(blocks - i) * sizeof(BlockQ4_0));
+        acc1 = q4_0_quad_terms(tail, a[i / 4], acc1);
     }
     return hsum(_mm256_add_ps(acc0, acc1));
 }
@@ -158,7 +177,7 @@ TF_AVX2 inline __m256i block_sums(const Block &b, const ActQ8 &a) {
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-// The 5th bits of two q5 blocks (qh words q0 and q1) for the two-block layout of q4_0_pair: bit j
+// The 5th bits of two q5 blocks (qh words q0 and q1) for the two-block layout of levels_pair: bit j
 // (element j, j < 16) as 0x10 in byte j of the low registers' lanes, bit j + 16 in byte j of the
 // high registers' lanes; block 0 in the low lane, block 1 in the high.
 TF_AVX2 inline void fifth_bits_pair(const uint8_t *qh0, const uint8_t *qh1, __m256i *lo, __m256i *hi) {
@@ -176,7 +195,7 @@ TF_AVX2 inline void fifth_bits_pair(const uint8_t *qh0, const uint8_t *qh1, __m2
     *hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread_hi, bit), bit), five);
 }
 
-// q4_1, q5_0 and q5_1 two blocks per register as q4_0_pair (levels 0..31 keep each int16 pair sum
+// q4_1, q5_0 and q5_1 two blocks per register as q4_0 (levels 0..31 keep each int16 pair sum
 // of the low and high halves below 2^14): 4 int32 sums per block of levels * a, less Offset
 // sum(a) in int32.
 template <class Block, int Offset, bool Fifth>
@@ -227,6 +246,8 @@ TF_AVX2 float dot_pairs(const void *w, const void *act, int64_t n) {
     const int64_t blocks = n / k_qk;
     int64_t i = 0;
     for (; i + 3 < blocks; i += 4) {
+        prefetch(b + i);
+        prefetch(b + i, 64);
         __m256 d0, d1;
         __m128 m0 = _mm_setzero_ps(), m1 = _mm_setzero_ps();
         pair_scales<Block, Min>(b + i, a + i, &d0, &m0);
@@ -256,6 +277,7 @@ TF_AVX2 float dot_k45(const void *w, const void *act, int64_t n) {
     __m256 acc = _mm256_setzero_ps();
     __m128 acc_m = _mm_setzero_ps();
     for (int64_t i = 0; i < n / k_qk_k; ++i) {
+        for (int line = 0; line < static_cast<int>(sizeof(Block)); line += 64) prefetch(b + i, line);
         __m128i sc16, mn16;
         scales_mins_k4(b[i].scales, &sc16, &mn16);
         const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(a[i].bsums)),
@@ -297,6 +319,7 @@ TF_AVX2 float dot_q6_k(const void *w, const void *act, int64_t n) {
     const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / k_qk_k; ++i) {
+        for (int line = 0; line < static_cast<int>(sizeof(BlockQ6_K)); line += 64) prefetch(b + i, line);
         const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b[i].scales));
         const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), load(a[i].bsums));
         const __m256i sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));

@@ -95,10 +95,11 @@ PYBIND11_MODULE(_llm, m) {
             "load",
             [](const std::string &path, const std::string &backend, int64_t context, int64_t batch,
                int64_t prefill_chunk, bool weights_f32, bool verbose, const std::string &quantize,
-               const std::string &kv_cache) {
+               const std::string &kv_cache, bool map_weights) {
                 LoadOptions o;
                 o.quantize = quantize;
                 o.kv_cache_dtype = kv_dtype(kv_cache);
+                o.map_weights = map_weights;
                 o.backend = backend;
                 o.context = context;
                 o.batch = batch;
@@ -110,7 +111,7 @@ PYBIND11_MODULE(_llm, m) {
             },
             py::arg("path"), py::arg("backend") = "", py::arg("context") = 0, py::arg("batch") = 1,
             py::arg("prefill_chunk") = 512, py::arg("weights_f32") = false, py::arg("verbose") = false,
-            py::arg("quantize") = "", py::arg("kv_cache") = "f32")
+            py::arg("quantize") = "", py::arg("kv_cache") = "f32", py::arg("map_weights") = false)
         .def_static(
             "estimate",
             [](const std::string &path, int64_t context, int64_t batch, int64_t prefill_chunk,

@@ -579,10 +579,12 @@ TEST_CASE("matmul_q against the float64 product of the dequantized weight") {
         INFO(dtype_name(dtype));
         const int64_t block = dtype_block_length(dtype);
         const int64_t act_block = block == 32 ? 32 : 256;
-        // k = 224: 7 blocks of 32, so that the SIMD dots' tails after their 2- and 4-block passes run too.
+        // k = 32 .. 384: 1, 3, 5, 7, 9 and 12 blocks of 32, so that the SIMD dots' tails after their
+        // 2-, 4- and 8-block passes run too (q4_0's last 1-3 blocks against zero blocks).
         // m = 70: cuda's path for many rows (dequantized tiles and cuBLAS).
         for (Shape3 s : {Shape3{1, 37, 512}, Shape3{5, 19, 256}, Shape3{1, 1, 768}, Shape3{17, 33, 1024},
-                         Shape3{2, 9, 224}, Shape3{70, 21, 512}}) {
+                         Shape3{2, 9, 224}, Shape3{70, 21, 512}, Shape3{3, 5, 32}, Shape3{2, 7, 96}, Shape3{1, 3, 160},
+                         Shape3{4, 6, 288}, Shape3{1, 17, 384}}) {
             if (s.k % block != 0) continue;
             INFO("m " << s.m << " n " << s.n << " k " << s.k);
             F wv = ref::values(s.n * s.k, 31 + static_cast<uint64_t>(s.k), -1, 1);
