@@ -15,6 +15,7 @@ struct LlmBenchOptions {
     int generate_tokens = 16;  // tokens decoded one at a time after it, per repeat
     int repeat = 3;  // timed repeats; medians reported
     std::string backend = "cpu";  // where the model is loaded and run (tinyfin-bench --llm ... --backend NAME)
+    bool map_weights = true;  // false: --no-mmap (LoadOptions::map_weights)
 };
 
 // One sample of the memory read bandwidth: the better of the plain and the prefetching probe

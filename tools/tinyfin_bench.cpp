@@ -6,7 +6,7 @@
 //                 [--threads N] [--compare numpy,torch] [--python PATH] [--json | --csv] [--list]
 //   tinyfin-bench --train N | --train-gpt N [--compare torch [--rounds R] | --autocast bf16|f16]
 //                 [--threads N]
-//   tinyfin-bench --llm PATH [--backend NAME] [--prompt N] [--generate N] [--repeat N] [--threads N]
+//   tinyfin-bench --llm PATH [--backend NAME] [--prompt N] [--generate N] [--repeat N] [--threads N] [--no-mmap]
 //                 [--compare torch]
 //   tinyfin-bench --onnx MODEL [--compare ort] ... (bench_onnx.cpp; --onnx --help)
 //
@@ -97,6 +97,7 @@ struct Options {
     // --llm: a language model's prompt and generation tokens/s against the bandwidth ceiling.
     std::string llm_path;
     int llm_prompt = 512, llm_generate = 16;
+    bool llm_map_weights = true;  // --no-mmap: false
     bool repeat_given = false;
 };
 
@@ -146,7 +147,8 @@ void usage(FILE *out) {
         "              tokens/s at 1 and 2 threads (or --threads), the memory read bandwidth measured in\n"
         "              the same run and the ceiling it sets on generation; medians of --repeat runs\n"
         "              (default 3); --prompt N tokens (default 512), --generate N (default 16);\n"
-        "              with --compare torch also PyTorch's (bench_llm_torch.py, same weights)\n");
+        "              with --compare torch also PyTorch's (bench_llm_torch.py, same weights);\n"
+        "              --no-mmap copies the large matrices into huge pages (LoadOptions::map_weights)\n");
 }
 
 bool parse_int(const char *text, int lo, int hi, int *out) {
@@ -187,6 +189,8 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
         } else if (arg == "--llm") {
             if (!(v = value("--llm"))) return 2;
             o.llm_path = v;
+        } else if (arg == "--no-mmap") {
+            o.llm_map_weights = false;
         } else if (arg == "--repeat" || arg == "--warmup" || arg == "--threads" || arg == "--train" ||
                    arg == "--train-gpt" || arg == "--rounds" || arg == "--prompt" || arg == "--generate") {
             if (!(v = value(arg.c_str()))) return 2;
@@ -1402,10 +1406,11 @@ int run_llm_mode(const Options &o) {
         if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = NAN;
         std::fclose(f);
     }
-    std::printf("model %s on %s; prompt %d tokens, %d generated, medians of %d repeats; cpu %s, load average %.2f "
-                "%.2f %.2f at the start\n",
-                o.llm_path.c_str(), backend.c_str(), o.llm_prompt, o.llm_generate, repeat, cpu_model().c_str(), load[0],
-                load[1], load[2]);
+    std::printf("model %s on %s (%s); prompt %d tokens, %d generated, medians of %d repeats; cpu %s, load average "
+                "%.2f %.2f %.2f at the start\n",
+                o.llm_path.c_str(), backend.c_str(),
+                o.llm_map_weights ? "weights mapped in place" : "--no-mmap: large matrices copied into huge pages",
+                o.llm_prompt, o.llm_generate, repeat, cpu_model().c_str(), load[0], load[1], load[2]);
     struct Row {
         int threads;
         tfbench::LlmRates ours;
@@ -1454,6 +1459,7 @@ int run_llm_mode(const Options &o) {
                 lo.path = o.llm_path;
                 lo.prompt_tokens = o.llm_prompt;
                 lo.generate_tokens = o.llm_generate;
+                lo.map_weights = o.llm_map_weights;
                 lo.repeat = repeat;
                 const tfbench::LlmRates r = tfbench::run_llm_bench(lo, sample);
                 if (write(fds[1], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) code = 1;

@@ -20,7 +20,7 @@ void usage() {
                  "usage: tinyfin-generate -m PATH -p PROMPT [-n N] [--chat] [--temp T] [--top-k K] [--top-p P]\n"
                  "                        [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [--backend B]\n"
                  "                        [--stop TEXT]... [--ids 1,2,3] [--f32] [--quantize TYPE] [--kv-cache DTYPE]\n"
-                 "                        [--ignore-eos]\n"
+                 "                        [--ignore-eos] [--no-mmap]\n"
                  "  -m PATH    a Hugging Face model directory (config.json, *.safetensors) or a .gguf file\n"
                  "  -p PROMPT  the prompt text (--ids: token ids instead, for models without a tokenizer)\n"
                  "  -n N       new tokens at most (default 128)\n"
@@ -30,7 +30,9 @@ void usage() {
                  "  --backend  cpu, blas, vulkan, opengl, opencl, cuda or auto (default: TINYFIN_BACKEND)\n"
                  "  --quantize TYPE  quantize f32/f16/bf16 weights on load: q8_0, q4_0, q4_1, q5_0, q5_1,\n"
                  "             q4_k (q4_k_m), q4_k_s, q5_k (q5_k_m), q5_k_s, q6_k (as tinyfin-quantize writes them)\n"
-                 "  --kv-cache f32, f16 or bf16 (default f32): the KV caches' dtype\n");
+                 "  --kv-cache f32, f16 or bf16 (default f32): the KV caches' dtype\n"
+                 "  --no-mmap  on cpu copy matrices of 2 MiB or more into huge pages instead of using the\n"
+                 "             mapped file in place (faster generation where the kernel has huge pages)\n");
 }
 
 double number(const char *flag, const char *text) {
@@ -92,6 +94,8 @@ int main(int argc, char **argv) {
             ctx = static_cast<int64_t>(number("--ctx", value()));
         else if (a == "--backend")
             load.backend = value();
+        else if (a == "--no-mmap")
+            load.map_weights = false;
         else if (a == "--stop")
             gen.stop.push_back(value());
         else if (a == "--kv-cache") {

@@ -111,7 +111,7 @@ PYBIND11_MODULE(_llm, m) {
             },
             py::arg("path"), py::arg("backend") = "", py::arg("context") = 0, py::arg("batch") = 1,
             py::arg("prefill_chunk") = 512, py::arg("weights_f32") = false, py::arg("verbose") = false,
-            py::arg("quantize") = "", py::arg("kv_cache") = "f32", py::arg("map_weights") = false)
+            py::arg("quantize") = "", py::arg("kv_cache") = "f32", py::arg("map_weights") = true)
         .def_static(
             "estimate",
             [](const std::string &path, int64_t context, int64_t batch, int64_t prefill_chunk,

@@ -228,8 +228,7 @@ print(m.device, before, peak())
 
 @pytest.mark.parametrize("backend", ["cpu", "blas"])
 def test_peak_resident_memory_while_loading_stays_near_the_model_size(tmp_path, backend):
-    """Issue 33: loading never holds the model twice. On cpu the mapped weights are used in place
-    but for the matrices of 2 MiB or more (copied into huge pages, issue 34);
+    """Issue 33: loading never holds the model twice. On cpu the mapped weights are used in place;
     on blas (host memory) they are copied, and the mapped pages each copy read are given back
     (madvise) before the next tensor, so the peak grows by the copies (in the host allocator's
     2 MiB-rounded blocks: 1.7x this small model, 1.08x a 418 MiB one) plus one tensor's pages;
@@ -263,18 +262,19 @@ def _huge_pages_available():
     return "[always]" in setting or "[madvise]" in setting
 
 
-def test_large_matrices_are_copied_into_huge_pages_on_cpu(tmp_path):
-    """Issue 34: on cpu the matrices of 2 MiB or more are copied out of the mapping into host memory
-    (transparent huge pages: the dots read them faster than the file's 4 KiB pages) where the
-    kernel has huge pages; map_weights=True keeps every tensor over the mapping. Same logits."""
+def test_large_matrices_are_copied_into_huge_pages_on_cpu_without_mmap(tmp_path):
+    """Issue 34: with map_weights=False (--no-mmap) the matrices of 2 MiB or more are copied out of
+    the mapping into host memory (transparent huge pages: the dots read them faster than the file's
+    4 KiB pages) where the kernel has huge pages; by default (issue 33) every tensor stays over the
+    mapping. Same logits."""
     cfg = dict(lm.ARCHS["llama"], hidden_size=512, intermediate_size=1376, num_attention_heads=8,
                num_key_value_heads=8, vocab_size=1000, num_hidden_layers=1)
     w = lm.random_weights(cfg, 2)
     path = lm.write_hf_dir(str(tmp_path / "m"), cfg, w)
     big = sum(a.nbytes for a in w.values() if a.nbytes >= 2 << 20)
     assert big > 0  # the MLP's three matrices: 1376 x 512 f32
-    copied = llm.load(path, backend="cpu")
-    mapped = llm.load(path, backend="cpu", map_weights=True)
+    copied = llm.load(path, backend="cpu", map_weights=False)
+    mapped = llm.load(path, backend="cpu")
     assert mapped._m.bytes_copied == 0
     assert copied._m.bytes_copied == (big if _huge_pages_available() else 0)
     assert copied._m.bytes_in_place + copied._m.bytes_copied == mapped._m.bytes_in_place

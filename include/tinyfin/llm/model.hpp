@@ -28,12 +28,13 @@ struct LoadOptions {
     // Weights stored as f16/bf16 are converted to f32 at load when true (twice the memory, f32
     // matmuls); otherwise the matrices stay in their file dtype and used in place on cpu.
     bool weights_f32 = false;
-    // On cpu, matrices of 2 MiB or more are copied out of the mapped file into host memory the
-    // kernel backs with transparent huge pages (where it has them: the generation's dots read
-    // 10-20% faster there than from the file's 4 KiB pages), the mapped pages given back as each is
-    // copied. true keeps every tensor over the mapping (zero-copy: less load time, pages shared
-    // with other processes mapping the same file).
-    bool map_weights = false;
+    // true (the default): on cpu every F32/F16/BF16 or block-quantized tensor whose mapped address
+    // is aligned is used in place over the file's mapping (zero-copy: fast loading, pages shared
+    // with other processes mapping the file). false (`--no-mmap`): matrices of 2 MiB or more are
+    // copied into host memory the kernel backs with transparent huge pages where it has them (the
+    // generation's dots read those faster than the file's 4 KiB pages), the mapped pages given
+    // back as each is copied, so the peak stays near the model's size.
+    bool map_weights = true;
     // Quantize the f32/f16/bf16 matrices on load under a scheme of llama.cpp's ("q8_0", "q4_0",
     // "q4_k", ...; llm/quantize.hpp): each weight gets the block type tinyfin-quantize would
     // write (norms and biases stay f32). "" keeps the file's types; tensors already quantized in
