@@ -406,8 +406,9 @@ bool matmul_skinny(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_te
         for (int64_t i = 0; i < total; ++i) permute_for_dot(b.dtype, xs + i * k, k);
         const int64_t blocks = (n + k_dot_unit - 1) / k_dot_unit;
         const auto units = static_cast<int64_t>(groups.size()) * blocks;
-        const int64_t tasks = std::min<int64_t>(units, threads > 1 ? 4 * threads : 1);
-        const int64_t per = (units + tasks - 1) / tasks;
+        // One unit per task with threads: the pool gives each thread a contiguous range of tasks,
+        // so each streams its own part of W in order, and balances the end unit by unit.
+        const int64_t per = threads > 1 ? 1 : units;
         parallel_for((units + per - 1) / per, [&](int64_t t) {
             alignas(64) float c[k_skinny_max_rows * k_dot_unit];
             for (int64_t u = t * per; u < std::min(units, (t + 1) * per); ++u) {
