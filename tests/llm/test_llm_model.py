@@ -75,6 +75,43 @@ def test_half_precision_weights(tmp_path, fmt, dtype):
     assert np.mean(np.argmax(got, -1) == np.argmax(want, -1)) >= 0.75
 
 
+THREADED_DECODE = """
+import sys, numpy as np, tinyfin.llm as llm
+m = llm.load(sys.argv[1], backend="cpu")
+steps = m.session_logits([[1, 7, 42, 3, 19]], [[5], [60], [2], [33]], 16)[0]
+np.save(sys.argv[2], np.concatenate([m.logits([1, 7, 42]), steps]))
+"""
+
+
+@pytest.mark.parametrize("fmt", ["hf", "gguf"])
+def test_bf16_decoding_split_over_threads(tmp_path, fmt):
+    """bf16 weights large enough that each token's products are split over the pool's threads
+    (each thread its own rows of W, the rest stolen from the end): the same bits for 1, 2 and 3
+    threads, prompt and KV-cached steps, and the bf16 reference's values."""
+    import subprocess
+    import sys
+    cfg = dict(lm.ARCHS["llama"], hidden_size=256, intermediate_size=704, num_attention_heads=4,
+               num_key_value_heads=2, vocab_size=1000)
+    w = lm.random_weights(cfg, 3)
+    path = (lm.write_hf_dir(str(tmp_path / "m"), cfg, w, "BF16") if fmt == "hf"
+            else lm.write_gguf(str(tmp_path / "m.gguf"), cfg, w, "BF16"))
+    runs = []
+    for threads in ("1", "2", "3"):
+        out = str(tmp_path / f"logits{threads}.npy")
+        r = subprocess.run([sys.executable, "-c", THREADED_DECODE, path, out], capture_output=True, text=True,
+                           timeout=120, env=dict(os.environ, TINYFIN_THREADS=threads, TINYFIN_BACKEND="cpu"))
+        assert r.returncode == 0, r.stderr
+        runs.append(np.load(out))
+    np.testing.assert_array_equal(runs[1], runs[0])
+    np.testing.assert_array_equal(runs[2], runs[0])
+    held = {k: (lm.rounded(v, "BF16") if (fmt == "hf" or v.ndim == 2) else v) for k, v in w.items()}
+    want = np.concatenate([lm.reference_logits(cfg, held, [1, 7, 42]),
+                           lm.reference_logits(cfg, held, [1, 7, 42, 3, 19, 5, 60, 2, 33])[4:]])
+    assert runs[0].shape == want.shape
+    assert np.max(np.abs(runs[0] - want)) < 0.25 * max(1.0, np.max(np.abs(want)))
+    assert np.mean(np.argmax(runs[0], -1) == np.argmax(want, -1)) >= 0.75
+
+
 @pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "llama3_scaling"])
 def test_kv_cache_decoding_equals_recomputing(tmp_path, arch):
     cfg, w, path = make(tmp_path, arch, "gguf" if arch == "mistral" else "hf")
