@@ -119,17 +119,22 @@ inline void pause() {
 #endif
 }
 
-// Spins (pause) until done() or `budget` has passed; true when done() held.
+// Polls done() until it holds or `budget` has passed; true when it held. The first `pause_for`
+// of it with the pause instruction, the rest with sched_yield: on an idle machine a yield returns
+// at once (the thread stays ready to run), on a busy one it lets the other runnable threads (the
+// caller's own poster among them) have the core instead of burning the time slice.
 template <class Done>
-bool spin_until(Done done, std::chrono::steady_clock::duration budget) {
+bool spin_until(Done done, std::chrono::steady_clock::duration pause_for, std::chrono::steady_clock::duration budget) {
     if (done()) return true;
-    const auto end = std::chrono::steady_clock::now() + budget;
+    const auto start = std::chrono::steady_clock::now();
     for (;;) {
-        for (int i = 0; i < 64; ++i) {
+        for (int i = 0; i < 32; ++i) {
             if (done()) return true;
             pause();
         }
-        if (std::chrono::steady_clock::now() >= end) return done();
+        const auto spent = std::chrono::steady_clock::now() - start;
+        if (spent >= budget) return done();
+        if (spent >= pause_for) sched_yield();
     }
 }
 
@@ -176,8 +181,13 @@ private:
 // for the workers to finish before it sleeps: a futex sleep and wake-up cost tens of microseconds
 // on a virtual machine (an interrupt to a halted virtual CPU), several times a short op, and
 // consecutive ops (a generated token is several hundred) come tens of microseconds apart.
-constexpr auto k_worker_spin = std::chrono::microseconds(500);
-constexpr auto k_poster_spin = std::chrono::microseconds(2000);
+std::chrono::microseconds env_us(const char *name, int fallback) {
+    const char *v = std::getenv(name);
+    return std::chrono::microseconds(v ? std::atoi(v) : fallback);
+}
+const auto k_pause_spin = env_us("TF_X_PAUSE_US", 50);
+const auto k_worker_spin = env_us("TF_X_WORKER_US", 1000);
+const auto k_poster_spin = env_us("TF_X_POSTER_US", 2000);
 
 class ThreadPool {
 public:
@@ -222,7 +232,7 @@ public:
             std::lock_guard<std::mutex> l(m_);
             open_ = false;
         }
-        spin_until([this] { return joined_.load(std::memory_order_acquire) == 0; }, k_poster_spin);
+        spin_until([this] { return joined_.load(std::memory_order_acquire) == 0; }, k_pause_spin, k_poster_spin);
         {
             std::unique_lock<std::mutex> l(m_);
             done_.wait(l, [this] { return joined_.load(std::memory_order_acquire) == 0; });
@@ -262,7 +272,8 @@ private:
         uint64_t seen = 0;  // the generation at construction: a job posted before this thread ran still counts
         for (;;) {
             // Poll first (see k_worker_spin), then sleep, so an idle pool uses no CPU.
-            spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }, k_worker_spin);
+            spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }, k_pause_spin,
+                       k_worker_spin);
             int slot = 0;
             {
                 std::unique_lock<std::mutex> l(m_);
