@@ -181,13 +181,9 @@ private:
 // for the workers to finish before it sleeps: a futex sleep and wake-up cost tens of microseconds
 // on a virtual machine (an interrupt to a halted virtual CPU), several times a short op, and
 // consecutive ops (a generated token is several hundred) come tens of microseconds apart.
-std::chrono::microseconds env_us(const char *name, int fallback) {
-    const char *v = std::getenv(name);
-    return std::chrono::microseconds(v ? std::atoi(v) : fallback);
-}
-const auto k_pause_spin = env_us("TF_X_PAUSE_US", 50);
-const auto k_worker_spin = env_us("TF_X_WORKER_US", 1000);
-const auto k_poster_spin = env_us("TF_X_POSTER_US", 2000);
+constexpr auto k_pause_spin = std::chrono::microseconds(50);
+constexpr auto k_worker_spin = std::chrono::microseconds(1000);
+constexpr auto k_poster_spin = std::chrono::microseconds(2000);
 
 class ThreadPool {
 public:
