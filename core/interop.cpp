@@ -25,6 +25,11 @@ void *Tensor::host_data() const {
 }
 
 Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dtype, std::function<void()> release) {
+    return from_blob(data, shape, strides, dtype, std::move(release), Device{"cpu", 0});
+}
+
+Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dtype, std::function<void()> release,
+                 const Device &device) {
     // The release must run on every path, also when wrapping fails.
     struct Releaser {
         std::function<void()> fn;
@@ -46,19 +51,26 @@ Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dty
     }
     if (!data && numel > 0) raise<ValueError>("from_blob: data is NULL for shape " + shape_str(shape));
     if (is_quantized(dtype)) check_quantized_layout(dtype, shape, strides, 0, "from_blob");
-    Backend &cpu = Registry::checked().cpu();
-    auto wrap = reinterpret_cast<tf_buffer_wrap_fn>(cpu.get_proc("buffer_wrap"));
-    if (!wrap) raise<BackendError>("from_blob: the cpu plugin cannot wrap host memory (no buffer_wrap)");
+    Backend *backend = Registry::checked().usable(device.backend);
+    if (!backend) raise<DeviceError>("from_blob: device " + device.str() + " is not available");
+    if (device.index < 0 || device.index >= backend->device_count())
+        raise<DeviceError>("from_blob: device " + device.str() + " does not exist");
+    if (!backend->host_addressable(device.index))
+        raise<BackendError>("from_blob: device " + device.str() +
+                            " does not address host memory; copy the data there with from_host");
+    auto wrap = reinterpret_cast<tf_buffer_wrap_fn>(backend->get_proc("buffer_wrap"));
+    if (!wrap)
+        raise<BackendError>("from_blob: the " + device.backend + " plugin cannot wrap host memory (no buffer_wrap)");
     auto storage = std::make_shared<Storage>();
-    storage->backend = &cpu;
-    storage->device = 0;
+    storage->backend = backend;
+    storage->device = device.index;
     storage->nbytes = byte_offset(dtype, end);
     ScratchError err;
-    tf_status status = wrap(0, data, storage->nbytes, &storage->buffer, &err.get());
+    tf_status status = wrap(device.index, data, storage->nbytes, &storage->buffer, &err.get());
     if (status != TF_STATUS_OK || !storage->buffer) {
         storage->buffer = nullptr;
         raise_status(status == TF_STATUS_OK ? TF_STATUS_INTERNAL : status,
-                     "from_blob: " + err.text("the cpu plugin returned no buffer"));
+                     "from_blob: " + err.text(("the " + device.backend + " plugin returned no buffer").c_str()));
     }
     storage->host = data;
     storage->release = std::move(guard.fn);

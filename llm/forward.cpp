@@ -7,15 +7,35 @@ namespace tinyfin::llm {
 
 namespace {
 
+// Activations x [..., in] as the products with several weights take them: cast once to
+// the weights' dtype when they are stored in f16/bf16 (q, k and v share one cast; so do gate and
+// up), as they are for f32 and block-quantized weights.
+class Input {
+public:
+    explicit Input(const Tensor &x) : x_(x) {}
+    const Tensor &as_is() const { return x_; }
+    const Tensor &for_weight(const Tensor &w) const {
+        if (is_quantized(w.dtype()) || w.dtype() == x_.dtype()) return x_;
+        if (!cast_.defined() || cast_.dtype() != w.dtype()) cast_ = x_.to(w.dtype());
+        return cast_;
+    }
+
+private:
+    Tensor x_;
+    mutable Tensor cast_;
+};
+
 // x [..., in] by a weight of any float dtype: a weight stored in f16/bf16 is used as it is, the
 // activations cast to its dtype for the product and the result back to x's dtype. A
 // block-quantized weight goes to matmul_q (its blocks used as they are, never dequantized).
-Tensor project(const Tensor &x, const Tensor &w, const Tensor &bias = Tensor()) {
-    Tensor y = is_quantized(w.dtype())  ? matmul_q(x, w, x.dtype())
-               : w.dtype() == x.dtype() ? linear(x, w)
-                                        : linear(x.to(w.dtype()), w).to(x.dtype());
+Tensor project(const Input &x, const Tensor &w, const Tensor &bias = Tensor()) {
+    const Tensor &in = x.for_weight(w);
+    const DType out = x.as_is().dtype();
+    Tensor y = is_quantized(w.dtype()) ? matmul_q(in, w, out) : linear(in, w);
+    if (y.dtype() != out) y = y.to(out);
     return bias.defined() ? add(y, bias) : y;
 }
+Tensor project(const Tensor &x, const Tensor &w, const Tensor &bias = Tensor()) { return project(Input(x), w, bias); }
 
 // Rotary embedding of x [B, T, H, D] with per-token tables cos/sin [B, T, 1, D/2]: rotate_half
 // pairs (i, i + D/2) as Hugging Face does, or adjacent pairs (2i, 2i+1) for GGUF's permuted
@@ -61,7 +81,7 @@ Tensor Model::Impl::forward(const Tensor &ids, const Tensor &rope_index, const T
     const Tensor sn = embedding(sin_table, rope_index).view({b, t, 1, hd / 2});
     for (std::size_t l = 0; l < layers.size(); ++l) {
         const LayerWeights &w = layers[l];
-        const Tensor h = rms_norm(x, 1, w.attn_norm, c.rms_norm_eps);
+        const Input h(rms_norm(x, 1, w.attn_norm, c.rms_norm_eps));
         const Tensor q = rotate(project(h, w.wq, w.bq).view({b, t, c.num_heads, hd}), cs, sn, c.rope_interleaved);
         const Tensor k = rotate(project(h, w.wk, w.bk).view({b, t, hkv, hd}), cs, sn, c.rope_interleaved);
         const Tensor v = project(h, w.wv, w.bv).view({b, t, hkv, hd});
@@ -81,7 +101,7 @@ Tensor Model::Impl::forward(const Tensor &ids, const Tensor &rope_index, const T
                                    .to(DType::f32);
         const Tensor merged = a.permute({0, 3, 1, 2, 4}).reshape({b, t, c.num_heads * hd});
         x = add(x, project(merged, w.wo));
-        const Tensor h2 = rms_norm(x, 1, w.ffn_norm, c.rms_norm_eps);
+        const Input h2(rms_norm(x, 1, w.ffn_norm, c.rms_norm_eps));
         x = add(x, project(mul(silu(project(h2, w.w_gate)), project(h2, w.w_up)), w.w_down));
     }
     return rms_norm(x, 1, norm, c.rms_norm_eps);

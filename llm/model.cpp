@@ -52,8 +52,21 @@ bool huge_pages_available() {
     return available;
 }
 
-// Tensors from this size on are copied into huge pages on cpu (LoadOptions::map_weights).
+// Tensors from this size on are copied into huge pages on cpu and blas under map_weights = false.
 constexpr std::size_t k_huge_page_bytes = std::size_t{2} << 20;
+
+// Whether tensors on `device` can live in host memory the loader lends (from_blob wraps it there:
+// cpu and blas, whose memory is host memory); GPU backends take copies.
+bool wraps_host_memory(const Device &device) {
+    static float probe = 0;
+    try {
+        (void)from_blob(
+            &probe, {1}, {1}, DType::f32, [] {}, device);
+        return true;
+    } catch (const BackendError &) {
+        return false;
+    }
+}
 
 // The storage a weight gets: its file type, or the scheme's block type under --quantize.
 std::optional<DType> quantized_type(const Opened &o, const std::optional<QuantScheme> &scheme, const std::string &what,
@@ -201,6 +214,7 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
     }
     impl->device = default_device();
     const bool on_cpu = impl->device.backend == "cpu";
+    const bool in_place = wraps_host_memory(impl->device);
 
     const std::optional<QuantScheme> scheme = scheme_of(options);
     auto load_one = [&](const std::string &what, int64_t layer, bool required) -> Tensor {
@@ -241,8 +255,9 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
         Tensor w;
         const bool to_huge_pages =
             !options.map_weights && t->bytes.size() >= k_huge_page_bytes && huge_pages_available();
-        if (on_cpu && aligned && o.source.holder && !to_huge_pages) {
-            w = from_blob(const_cast<std::byte *>(data), t->shape, strides, dtype, [keep = o.source.holder] {});
+        if (in_place && aligned && o.source.holder && !to_huge_pages) {
+            w = from_blob(
+                const_cast<std::byte *>(data), t->shape, strides, dtype, [keep = o.source.holder] {}, impl->device);
             impl->bytes_in_place += t->bytes.size();
         } else {
             w = from_host(data, t->shape, dtype, impl->device);

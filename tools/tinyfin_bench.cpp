@@ -662,6 +662,9 @@ std::vector<Case> all_cases() {
     cases.push_back(memory_read_case(int64_t(256) << 20));
     cases.push_back(memory_read_case(int64_t(256) << 20, true));
     for (DType f : {DType::f32, DType::f16, DType::bf16}) cases.push_back(matvec_case(f, 4096, 4096));
+    // TinyLlama-1.1B's gate/up ([5632, 2048]: 4 KiB rows) and down ([2048, 5632]) in bf16.
+    cases.push_back(matvec_case(DType::bf16, 5632, 2048));
+    cases.push_back(matvec_case(DType::bf16, 2048, 5632));
     for (DType q : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k,
                     DType::q6_k, DType::q8_k})
         cases.push_back(matvec_case(q, 8192, 8192));

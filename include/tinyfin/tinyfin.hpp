@@ -307,6 +307,12 @@ Tensor from_vector(const std::vector<T> &values, const Shape &shape, std::option
 // For zero-copy numpy and DLPack imports. Throws ValueError for a NULL data with elements,
 // negative strides or mismatched ranks, BackendError when the cpu plugin cannot wrap memory.
 Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dtype, std::function<void()> release);
+// The same on any device whose memory is host memory (cpu, blas: Device's host_addressable in
+// devices()): the tensor lives on that device and its ops read the memory in place. Throws
+// DeviceError for a device that is not available, BackendError for one that does not address
+// host memory (copy with from_host there) or cannot wrap it.
+Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dtype, std::function<void()> release,
+                 const Device &device);
 // Uniform in [0, 1) / standard normal, f32, reproducible for a given seed on every backend.
 Tensor rand(const Shape &shape, uint64_t seed, std::optional<Device> device = {});
 Tensor randn(const Shape &shape, uint64_t seed, std::optional<Device> device = {});

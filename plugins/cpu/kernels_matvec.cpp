@@ -194,6 +194,39 @@ template <int32_t D>
     return sum;
 }
 
+// One row of A (x, permuted) times four rows of W over all `steps` whole steps, accumulators in
+// registers from zero: the four outputs' sums of their lanes, in finish_dot's order, in one
+// vector (the elements past the last whole step are not added). The loop is dot_rows_avx2's with
+// R = 4, MB = 1; the lane sums of the four rows share their shuffles.
+template <int32_t D>
+[[gnu::target("avx2,fma,f16c")]] __m128 dot4_avx2(const char *w, int64_t wrow, int64_t steps, const float *x) {
+    constexpr int64_t step = 16 * dot_elem_bytes<D>;
+    constexpr int64_t per_line = 64 / step;
+    __m256 lo[4], hi[4];
+    for (int r = 0; r < 4; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
+    int64_t s = 0;
+    for (; s + per_line <= steps; s += per_line) {
+        for (int r = 0; r < 4; ++r) _mm_prefetch(w + r * wrow + s * step + k_dot_prefetch_bytes, _MM_HINT_T1);
+        for (int64_t q = 0; q < per_line; ++q) dot_step<D, 4, 1>(w, wrow, s + q, x, 0, lo, hi);
+    }
+    for (; s < steps; ++s) dot_step<D, 4, 1>(w, wrow, s, x, 0, lo, hi);
+    // Per row, a[l] = p_l + p_(l+4) for the lane pairs p0 .. p7 (finish_dot's first level).
+    __m128 a[4];
+    for (int r = 0; r < 4; ++r) {
+        const __m256 v = _mm256_add_ps(lo[r], hi[r]);
+        const __m128 l = _mm256_castps256_ps128(v), h = _mm256_extractf128_ps(v, 1);
+        if constexpr (D == TF_DTYPE_BF16) {  // lanes p0 .. p3 | p4 .. p7
+            a[r] = _mm_add_ps(l, h);
+        } else {  // lanes p0 p1 p4 p5 | p2 p3 p6 p7
+            a[r] = _mm_add_ps(_mm_shuffle_ps(l, h, 0x44), _mm_shuffle_ps(l, h, 0xEE));
+        }
+    }
+    // Row r's sum (a0 + a2) + (a1 + a3), the four rows at once.
+    const __m128 s01 = _mm_add_ps(_mm_unpacklo_ps(a[0], a[1]), _mm_unpackhi_ps(a[0], a[1]));
+    const __m128 s23 = _mm_add_ps(_mm_unpacklo_ps(a[2], a[3]), _mm_unpackhi_ps(a[2], a[3]));
+    return _mm_add_ps(_mm_movelh_ps(s01, s23), _mm_movehl_ps(s23, s01));
+}
+
 // A's rows as the dot kernel reads them: each whole step of 16 elements reordered as the
 // elements its lo accumulators take, then those of hi (bf16: 0 2 .. 14, then 1 3 .. 15; f32 and
 // f16: the pairs in k_pair_of_lane's order); the elements past the last whole step as they are.
@@ -221,6 +254,18 @@ void dot_block(const char *w, int64_t wrow, int64_t k, int64_t rows, int64_t m, 
     for (int64_t r0 = 0; r0 < rows; r0 += k_dot_rows) {
         const int64_t rn = std::min(k_dot_rows, rows - r0);
         const char *wr = w + r0 * wrow;
+        if (m == 1 && rn == 4) {  // one row of A: four outputs with their sums in registers
+            alignas(16) float sums[4];
+            _mm_store_ps(sums, dot4_avx2<D>(wr, wrow, steps, xs));
+            for (int64_t r = 0; r < 4; ++r) {
+                float sum = sums[r];
+                const char *wp = wr + r * wrow;
+                for (int64_t p = steps * 16; p < k; ++p)
+                    sum = std::fma(xs[p], load_float(D, wp + p * dot_elem_bytes<D>), sum);
+                c[r0 + r] = sum;
+            }
+            continue;
+        }
         std::memset(acc, 0, sizeof(float) * static_cast<size_t>(m * k_dot_rows * k_dot_acc));
         for (int64_t s0 = 0; s0 < steps; s0 += piece) {
             const int64_t s1 = std::min(steps, s0 + piece);
@@ -406,8 +451,9 @@ bool matmul_skinny(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_te
         for (int64_t i = 0; i < total; ++i) permute_for_dot(b.dtype, xs + i * k, k);
         const int64_t blocks = (n + k_dot_unit - 1) / k_dot_unit;
         const auto units = static_cast<int64_t>(groups.size()) * blocks;
-        const int64_t tasks = std::min<int64_t>(units, threads > 1 ? 4 * threads : 1);
-        const int64_t per = (units + tasks - 1) / tasks;
+        // One unit per task with threads: the pool gives each thread a contiguous range of tasks,
+        // so each streams its own part of W in order, and balances the end unit by unit.
+        const int64_t per = threads > 1 ? 1 : units;
         parallel_for((units + per - 1) / per, [&](int64_t t) {
             alignas(64) float c[k_skinny_max_rows * k_dot_unit];
             for (int64_t u = t * per; u < std::min(units, (t + 1) * per); ++u) {

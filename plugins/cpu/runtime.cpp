@@ -11,12 +11,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -117,9 +119,75 @@ inline void pause() {
 #endif
 }
 
+// Polls done() until it holds or `budget` has passed; true when it held. The first `pause_for`
+// of it with the pause instruction, the rest with sched_yield: on an idle machine a yield returns
+// at once (the thread stays ready to run), on a busy one it lets the other runnable threads (the
+// caller's own poster among them) have the core instead of burning the time slice.
+template <class Done>
+bool spin_until(Done done, std::chrono::steady_clock::duration pause_for, std::chrono::steady_clock::duration budget) {
+    if (done()) return true;
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+        for (int i = 0; i < 32; ++i) {
+            if (done()) return true;
+            pause();
+        }
+        const auto spent = std::chrono::steady_clock::now() - start;
+        if (spent >= budget) return done();
+        if (spent >= pause_for) sched_yield();
+    }
+}
+
+// A job's tasks are split into one contiguous range per thread of the pool (slot 0: the poster;
+// slots 1..: the workers, in the order they join). Each thread runs its own range from the front,
+// so it streams its part of an operand in order; a thread whose range is empty takes the last task
+// of another slot's range (the largest remaining first), so a worker that joins late, or not at
+// all, delays the job by at most one task. A range is one 64-bit word, front in the low half and
+// end in the high half, changed by compare-and-swap from either side.
+class alignas(64) TaskRange {
+public:
+    void set(int64_t begin, int64_t end) { word_.store(pack(begin, end), std::memory_order_relaxed); }
+    // The next task from the front, or -1 when none is left.
+    int64_t take_front() {
+        uint64_t w = word_.load(std::memory_order_relaxed);
+        for (;;) {
+            const int64_t f = front(w), e = end(w);
+            if (f >= e) return -1;
+            if (word_.compare_exchange_weak(w, pack(f + 1, e), std::memory_order_relaxed)) return f;
+        }
+    }
+    // The last task, or -1 when none is left.
+    int64_t take_back() {
+        uint64_t w = word_.load(std::memory_order_relaxed);
+        for (;;) {
+            const int64_t f = front(w), e = end(w);
+            if (f >= e) return -1;
+            if (word_.compare_exchange_weak(w, pack(f, e - 1), std::memory_order_relaxed)) return e - 1;
+        }
+    }
+    int64_t remaining() const {
+        const uint64_t w = word_.load(std::memory_order_relaxed);
+        return std::max<int64_t>(0, end(w) - front(w));
+    }
+
+private:
+    static uint64_t pack(int64_t f, int64_t e) { return static_cast<uint64_t>(f) | static_cast<uint64_t>(e) << 32; }
+    static int64_t front(uint64_t w) { return static_cast<int64_t>(w & 0xffffffffu); }
+    static int64_t end(uint64_t w) { return static_cast<int64_t>(w >> 32); }
+    std::atomic<uint64_t> word_{0};
+};
+
+// How long an idle worker polls for the next job before it sleeps, and how long the poster polls
+// for the workers to finish before it sleeps: a futex sleep and wake-up cost tens of microseconds
+// on a virtual machine (an interrupt to a halted virtual CPU), several times a short op, and
+// consecutive ops (a generated token is several hundred) come tens of microseconds apart.
+constexpr auto k_pause_spin = std::chrono::microseconds(50);
+constexpr auto k_worker_spin = std::chrono::microseconds(1000);
+constexpr auto k_poster_spin = std::chrono::microseconds(2000);
+
 class ThreadPool {
 public:
-    explicit ThreadPool(int threads) : threads_(threads) {
+    explicit ThreadPool(int threads) : threads_(threads), ranges_(new TaskRange[static_cast<size_t>(threads)]) {
         workers_.reserve(static_cast<size_t>(threads - 1));
         for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
     }
@@ -135,12 +203,13 @@ public:
 
     // Runs the job with the workers; false when another thread holds the pool (run inline then).
     bool run(int64_t tasks, TaskFn fn, void *ctx) {
+        if (tasks > INT32_MAX) return false;
         std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
         if (!busy.owns_lock()) return false;
         fn_ = fn;
         ctx_ = ctx;
-        tasks_ = tasks;
-        next_.store(0, std::memory_order_relaxed);
+        for (int s = 0; s < threads_; ++s) ranges_[s].set(tasks * s / threads_, tasks * (s + 1) / threads_);
+        slots_.store(1, std::memory_order_relaxed);
         error_ = nullptr;
         {
             std::lock_guard<std::mutex> l(m_);
@@ -150,7 +219,7 @@ public:
         }
         wake_.notify_all();
         t_in_task = true;
-        drain();
+        drain(0);
         t_in_task = false;
         // Close the job and wait only for the workers that joined it: they are running its last
         // tasks. A worker the scheduler has not run yet (another process has the core) no longer
@@ -159,10 +228,7 @@ public:
             std::lock_guard<std::mutex> l(m_);
             open_ = false;
         }
-        // Spin briefly before sleeping: the joined workers are running the job's last tasks, and
-        // a futex sleep and wake-up cost the poster tens of microseconds on a virtual machine,
-        // several times a short op's imbalance (hundreds of jobs a training step).
-        for (int spin = 0; spin < 4000 && joined_.load(std::memory_order_acquire) != 0; ++spin) pause();
+        spin_until([this] { return joined_.load(std::memory_order_acquire) == 0; }, k_pause_spin, k_poster_spin);
         {
             std::unique_lock<std::mutex> l(m_);
             done_.wait(l, [this] { return joined_.load(std::memory_order_acquire) == 0; });
@@ -172,10 +238,22 @@ public:
     }
 
 private:
-    void drain() {
+    // Runs slot `own`'s range, then the other slots' last tasks until no task is left.
+    void drain(int own) {
         for (;;) {
-            const int64_t t = next_.fetch_add(1, std::memory_order_relaxed);
-            if (t >= tasks_) return;
+            int64_t t = ranges_[own].take_front();
+            if (t < 0) {
+                int victim = -1;
+                int64_t most = 0;
+                for (int s = 0; s < threads_; ++s)
+                    if (const int64_t r = ranges_[s].remaining(); r > most) {
+                        most = r;
+                        victim = s;
+                    }
+                if (victim < 0) return;
+                t = ranges_[victim].take_back();
+                if (t < 0) continue;
+            }
             try {
                 fn_(ctx_, t);
             } catch (...) {
@@ -189,20 +267,22 @@ private:
         t_in_task = true;
         uint64_t seen = 0;  // the generation at construction: a job posted before this thread ran still counts
         for (;;) {
-            // Spin briefly: ops come back to back in a training step, and a futex wake-up costs
-            // several microseconds. Then sleep, so an idle pool uses no CPU.
-            for (int spin = 0; spin < 2000 && generation_.load(std::memory_order_acquire) == seen; ++spin) pause();
+            // Poll first (see k_worker_spin), then sleep, so an idle pool uses no CPU.
+            spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }, k_pause_spin,
+                       k_worker_spin);
+            int slot = 0;
             {
                 std::unique_lock<std::mutex> l(m_);
                 wake_.wait(l, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
                 if (stop_) return;
                 seen = generation_.load(std::memory_order_relaxed);
                 // The job of this generation is still open: join it (the poster waits for us and
-                // keeps its fn_, ctx_ and tasks_ until we leave). Closed: it was done without us.
+                // keeps its fn_, ctx_ and ranges until we leave). Closed: it was done without us.
                 if (!open_) continue;
                 joined_.fetch_add(1, std::memory_order_relaxed);
+                slot = slots_.fetch_add(1, std::memory_order_relaxed);
             }
-            drain();
+            drain(slot < threads_ ? slot : 0);
             std::lock_guard<std::mutex> l(m_);
             // Release: the poster that reads 0 without the lock sees this worker's results.
             if (joined_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_one();
@@ -210,6 +290,7 @@ private:
     }
 
     const int threads_;
+    std::unique_ptr<TaskRange[]> ranges_;  // one per slot
     std::vector<std::thread> workers_;
     std::mutex busy_;  // one parallel_for at a time; other callers run inline
     std::mutex m_;
@@ -218,10 +299,9 @@ private:
     bool stop_ = false;
     bool open_ = false;  // the posted job still takes workers (under m_)
     std::atomic<int> joined_{0};  // workers inside the posted job's drain() (changed under m_)
+    std::atomic<int> slots_{1};  // the next worker's slot (slot 0 is the poster's)
     TaskFn fn_ = nullptr;
     void *ctx_ = nullptr;
-    int64_t tasks_ = 0;
-    std::atomic<int64_t> next_{0};
     std::exception_ptr error_;
 };
 

@@ -228,6 +228,44 @@ TEST_CASE("blas is selected and shares host memory") {
     CHECK(a.device() == k_blas);
 }
 
+TEST_CASE("from_blob on blas wraps host memory in place") {
+    std::vector<float> host(6 * 5);
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i) - 7.0f;
+    int released = 0;
+    {
+        // A transposed view of a [6, 5] row-major array, as a mapped weight is seen by linear.
+        Tensor t = from_blob(
+            host.data(), {5, 6}, {1, 5}, DType::f32, [&] { ++released; }, k_blas);
+        CHECK(t.device() == k_blas);
+        CHECK(t.host_data() == host.data());  // no copy: the tensor's memory is the array
+        host[5 * 2 + 3] = 100.0f;  // element (3, 2) of t, written through the array
+        CHECK(t.to(k_cpu).to_vector<float>()[3 * 6 + 2] == 100.0f);
+        // An op on blas reads it in place: x [1, 5] times t [5, 6] against the sums by hand.
+        Tensor x = from_vector(std::vector<float>{1, -2, 3, 0.5f, 4}, {1, 5});
+        const std::vector<float> got = matmul(x, t).to_vector<float>();
+        const float xs[5] = {1, -2, 3, 0.5f, 4};
+        for (int j = 0; j < 6; ++j) {
+            double want = 0;
+            for (int p = 0; p < 5; ++p) want += static_cast<double>(xs[p]) * host[static_cast<std::size_t>(j * 5 + p)];
+            CHECK(got[static_cast<std::size_t>(j)] == doctest::Approx(want).epsilon(1e-6));
+        }
+        CHECK(released == 0);
+    }
+    CHECK(released == 1);
+    // Devices that are not host memory, or not there at all, are refused (the release still runs).
+    CHECK_THROWS_AS(from_blob(
+                        host.data(), {4}, {1}, DType::f32, [&] { ++released; }, Device{"blas", 7}),
+                    DeviceError);
+    CHECK(released == 2);
+    for (const std::string &name : available_backends()) {
+        if (name != "vulkan" && name != "opengl" && name != "opencl" && name != "cuda") continue;
+        CAPTURE(name);
+        CHECK_THROWS_AS(from_blob(
+                            host.data(), {4}, {1}, DType::f32, [] {}, Device{name, 0}),
+                        BackendError);
+    }
+}
+
 TEST_CASE("matmul at odd sizes matches the cpu plugin and the exact result") {
     const int64_t sizes[] = {1, 7, 13, 63, 65, 257};
     uint64_t seed = 1;

@@ -75,6 +75,43 @@ def test_half_precision_weights(tmp_path, fmt, dtype):
     assert np.mean(np.argmax(got, -1) == np.argmax(want, -1)) >= 0.75
 
 
+THREADED_DECODE = """
+import sys, numpy as np, tinyfin.llm as llm
+m = llm.load(sys.argv[1], backend="cpu")
+steps = m.session_logits([[1, 7, 42, 3, 19]], [[5], [60], [2], [33]], 16)[0]
+np.save(sys.argv[2], np.concatenate([m.logits([1, 7, 42]), steps]))
+"""
+
+
+@pytest.mark.parametrize("fmt", ["hf", "gguf"])
+def test_bf16_decoding_split_over_threads(tmp_path, fmt):
+    """bf16 weights large enough that each token's products are split over the pool's threads
+    (each thread its own rows of W, the rest stolen from the end): the same bits for 1, 2 and 3
+    threads, prompt and KV-cached steps, and the bf16 reference's values."""
+    import subprocess
+    import sys
+    cfg = dict(lm.ARCHS["llama"], hidden_size=256, intermediate_size=704, num_attention_heads=4,
+               num_key_value_heads=2, vocab_size=1000)
+    w = lm.random_weights(cfg, 3)
+    path = (lm.write_hf_dir(str(tmp_path / "m"), cfg, w, "BF16") if fmt == "hf"
+            else lm.write_gguf(str(tmp_path / "m.gguf"), cfg, w, "BF16"))
+    runs = []
+    for threads in ("1", "2", "3"):
+        out = str(tmp_path / f"logits{threads}.npy")
+        r = subprocess.run([sys.executable, "-c", THREADED_DECODE, path, out], capture_output=True, text=True,
+                           timeout=120, env=dict(os.environ, TINYFIN_THREADS=threads, TINYFIN_BACKEND="cpu"))
+        assert r.returncode == 0, r.stderr
+        runs.append(np.load(out))
+    np.testing.assert_array_equal(runs[1], runs[0])
+    np.testing.assert_array_equal(runs[2], runs[0])
+    held = {k: (lm.rounded(v, "BF16") if (fmt == "hf" or v.ndim == 2) else v) for k, v in w.items()}
+    want = np.concatenate([lm.reference_logits(cfg, held, [1, 7, 42]),
+                           lm.reference_logits(cfg, held, [1, 7, 42, 3, 19, 5, 60, 2, 33])[4:]])
+    assert runs[0].shape == want.shape
+    assert np.max(np.abs(runs[0] - want)) < 0.25 * max(1.0, np.max(np.abs(want)))
+    assert np.mean(np.argmax(runs[0], -1) == np.argmax(want, -1)) >= 0.75
+
+
 @pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "llama3_scaling"])
 def test_kv_cache_decoding_equals_recomputing(tmp_path, arch):
     cfg, w, path = make(tmp_path, arch, "gguf" if arch == "mistral" else "hf")
@@ -221,18 +258,18 @@ def peak():  # VmHWM: this process's peak resident memory (ru_maxrss would count
     return int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
 tf.backend_set(sys.argv[2]); tf.ones(4).sum().item()  # the backend's libraries loaded before measuring
 before = peak()
-m = llm.load(sys.argv[1], backend=sys.argv[2])
-print(m.device, before, peak())
+m = llm.load(sys.argv[1], backend=sys.argv[2], map_weights=sys.argv[3] == "1")
+print(m.device, before, peak(), m._m.bytes_in_place, m._m.bytes_copied)
 """
 
 
 @pytest.mark.parametrize("backend", ["cpu", "blas"])
 def test_peak_resident_memory_while_loading_stays_near_the_model_size(tmp_path, backend):
-    """Issue 33: loading never holds the model twice. On cpu the mapped weights are used in place;
-    on blas (host memory) they are copied, and the mapped pages each copy read are given back
-    (madvise) before the next tensor, so the peak grows by the copies (in the host allocator's
-    2 MiB-rounded blocks: 1.7x this small model, 1.08x a 418 MiB one) plus one tensor's pages;
-    it was the copies plus every mapped page before (2.2x a 418 MiB model, 2.7x this one)."""
+    """Issue 33: loading never holds the model twice. On cpu and on blas (host memory: from_blob
+    wraps the mapping on either) the mapped f32 weights are used in place, nothing is copied and
+    the resident memory does not grow by the model while loading (blas copied them before, 1.7x
+    this small model at the peak; other host-memory backends that copy give each copy's mapped
+    pages back with madvise, docs/llm.md)."""
     import subprocess
     import sys
     if backend not in tf.available_backends():
@@ -243,15 +280,28 @@ def test_peak_resident_memory_while_loading_stays_near_the_model_size(tmp_path, 
     model_bytes = sum(a.nbytes for a in w.values())
     path = lm.write_hf_dir(str(tmp_path / "m"), cfg, w)
     del w
-    r = subprocess.run([sys.executable, "-c", LOAD_RSS, path, backend], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, TINYFIN_BACKEND=backend))
+    r = subprocess.run([sys.executable, "-c", LOAD_RSS, path, backend, "1"], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, TINYFIN_BACKEND=backend))
     assert r.returncode == 0, r.stderr
-    device, before, after = r.stdout.split()
+    device, before, after, in_place, copied = r.stdout.split()
     assert device.startswith(backend)
     grown = int(after) - int(before)
     print(f"{backend}: model {model_bytes / 2**20:.1f} MiB, peak resident memory {int(before) / 2**20:.1f} MiB before "
-          f"loading, {int(after) / 2**20:.1f} MiB after")
-    assert grown < 2 * model_bytes
+          f"loading, {int(after) / 2**20:.1f} MiB after; {in_place} bytes in place, {copied} copied")
+    assert int(copied) == 0
+    assert int(in_place) == model_bytes
+    assert grown < 0.5 * model_bytes
+    # --no-mmap: the large matrices copied into huge pages, each copy's mapped pages given back
+    # before the next tensor: the copies plus one tensor, never twice the model.
+    r = subprocess.run([sys.executable, "-c", LOAD_RSS, path, backend, "0"], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, TINYFIN_BACKEND=backend))
+    assert r.returncode == 0, r.stderr
+    device, before, after, in_place, copied = r.stdout.split()
+    print(f"{backend} --no-mmap: peak {int(after) / 2**20:.1f} MiB after loading, {copied} bytes copied")
+    assert int(in_place) + int(copied) == model_bytes
+    if _huge_pages_available():
+        assert int(copied) > 0
+    assert int(after) - int(before) < 2 * model_bytes
 
 
 def _huge_pages_available():
