@@ -94,7 +94,7 @@ namespace {
         // vector_math.hpp's exp (within 2 ulp, no call per element), lane sums in double and one
         // reciprocal per row, as the softmax kernel normalises (kernels_softmax.cpp): each pass a
         // loop GCC vectorizes (a division per element in double was 3x the softmax's time).
-        for (int64_t j = 0; j < seen; ++j) row[j] = vec::exp(row[j] - max);
+        for (int64_t j = 0; j < seen; ++j) row[j] = vec::exp_nonpositive(row[j] - max);
         std::fill(row + seen, row + tk, 0.0f);
         const float inv = static_cast<float>(1.0 / vec::sum(row, seen));
         for (int64_t j = 0; j < seen; ++j) row[j] *= inv;
