@@ -24,7 +24,7 @@ inline void product(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, f
 // Batch element `offset` (bytes) of an input as an f32 matrix: in place for f32, else loaded
 // into `scratch` as a dense block.
 inline F32Matrix input_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols,
-                       std::vector<float> &scratch) {
+                              std::vector<float> &scratch) {
     if (rows == 0 || cols == 0) return {nullptr, cols, 1};
     if (d.dtype == TF_DTYPE_F32) {
         const View v = view_of(d);
@@ -69,6 +69,5 @@ private:
     int64_t ld_ = 0;
     bool staged_ = false;
 };
-
 
 }  // namespace tf_cpu
