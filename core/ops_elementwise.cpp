@@ -457,6 +457,53 @@ Tensor erf(const Tensor &a) {
     });
 }
 
+namespace {
+
+// (1 - a)(1 + a) and (a - 1)(a + 1): 1 - a^2 and a^2 - 1 without the cancellation near |a| = 1.
+Tensor one_minus_square(const Tensor &a) { return mul(sub(constant_like(a, 1), a), add(constant_like(a, 1), a)); }
+
+Tensor square_minus_one(const Tensor &a) { return mul(sub(a, constant_like(a, 1)), add(a, constant_like(a, 1))); }
+
+// A unary op whose gradient is g * d(a), d computed from the saved input.
+template <class D>
+Tensor unary_with_derivative(tf_op op, const char *name, const Tensor &a, D derivative) {
+    Tensor out = unary(op, a);
+    return record(out, {&a}, name, [&] {
+        return [a = a.detach(), derivative](const Tensor &g) -> std::vector<Tensor> { return {mul(g, derivative(a))}; };
+    });
+}
+
+}  // namespace
+
+Tensor asin(const Tensor &a) {
+    return unary_with_derivative(TF_OP_ASIN, "asin", a, [](const Tensor &x) { return rsqrt(one_minus_square(x)); });
+}
+
+Tensor acos(const Tensor &a) {
+    return unary_with_derivative(TF_OP_ACOS, "acos", a,
+                                 [](const Tensor &x) { return neg(rsqrt(one_minus_square(x))); });
+}
+
+Tensor atan(const Tensor &a) {
+    return unary_with_derivative(TF_OP_ATAN, "atan", a, [](const Tensor &x) {
+        return div(constant_like(x, 1), add(constant_like(x, 1), square(x)));
+    });
+}
+
+Tensor asinh(const Tensor &a) {
+    return unary_with_derivative(TF_OP_ASINH, "asinh", a,
+                                 [](const Tensor &x) { return rsqrt(add(square(x), constant_like(x, 1))); });
+}
+
+Tensor acosh(const Tensor &a) {
+    return unary_with_derivative(TF_OP_ACOSH, "acosh", a, [](const Tensor &x) { return rsqrt(square_minus_one(x)); });
+}
+
+Tensor atanh(const Tensor &a) {
+    return unary_with_derivative(TF_OP_ATANH, "atanh", a,
+                                 [](const Tensor &x) { return div(constant_like(x, 1), one_minus_square(x)); });
+}
+
 Tensor sigmoid(const Tensor &a) {
     Tensor out = unary(TF_OP_SIGMOID, a);
     return record(out, {&a}, "sigmoid", [&] {

@@ -32,6 +32,7 @@ struct NodeContext {
     std::vector<const Value *> inputs;  // nullptr for an absent optional input
     std::size_t n_outputs;
     std::string label;  // the node's name, or "#index" when unnamed
+    int64_t opset = 0;  // the model's opset of the default domain (If and Loop bodies resolve theirs)
 
     // "node 'name' (Op version N)", for messages.
     std::string where() const;
@@ -76,9 +77,25 @@ std::span<const OpRow> layout_ops();
 std::span<const OpRow> reduce_ops();
 std::span<const OpRow> resize_ops();
 std::span<const OpRow> indexing_ops();
+std::span<const OpRow> control_ops();
 
 // The row for op_type, nullptr when none.
 const OpRow *find_op(const std::string &op_type);
+
+// A node's op table row and since-version under opset; UnsupportedError (ModelError for an op
+// ONNX does not define) naming the node otherwise.
+struct ResolvedOp {
+    const OpRow *row;
+    int version;
+};
+ResolvedOp resolve_op(const ::onnx::NodeProto &node, int64_t opset, const std::string &label);
+
+// The values of the enclosing graphs that an If or Loop node's bodies read (nested bodies
+// included), in first-use order; empty for every other node (ops_control.cpp). The session
+// appends them to the node's inputs, so that ordering, freeing and folding see them.
+std::vector<std::string> implicit_inputs(const ::onnx::NodeProto &node);
+// Every node of an If or Loop node's bodies resolves (resolve_op), recursively.
+void check_subgraphs(const ::onnx::NodeProto &node, int64_t opset);
 
 // A node the session executes: the node (as loaded, or rewritten by a fusion), its op's
 // since-version, its op table row, its label, and the values whose last consumer it is.

@@ -100,8 +100,8 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const NodeContext &ctx) {
 }
 
 const OpRow *find_op(const std::string &op_type) {
-    for (auto family :
-         std::array{elementwise_ops(), nn_ops(), layout_ops(), reduce_ops(), resize_ops(), indexing_ops()})
+    for (auto family : std::array{elementwise_ops(), nn_ops(), layout_ops(), reduce_ops(), resize_ops(), indexing_ops(),
+                                  control_ops()})
         for (const OpRow &row : family)
             if (op_type == row.op_type) return &row;
     return nullptr;

@@ -2,6 +2,7 @@
 // Each is one tinyfin op or an exact composition of them (docs/onnx.md lists which).
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "internal.hpp"
 
@@ -86,14 +87,39 @@ std::vector<Value> reciprocal(Ctx &ctx) {
 
 std::vector<Value> identity(Ctx &ctx) { return {ctx.input(0)}; }
 
+// Training-mode Dropout's mask: element i is kept when the i-th draw u of [0, 1) is >= ratio.
+// The draws are those of numpy's legacy generator seeded with the seed attribute (MT19937 from
+// init_genrand(seed), 53-bit doubles from two 32-bit words), which is what ONNX's reference
+// implementation uses, so a seeded node reproduces its masks; without a seed, a fresh one per run.
+std::vector<uint8_t> dropout_mask(const Ctx &ctx, int64_t n, double ratio) {
+    const uint64_t seed =
+        ctx.has_attr("seed") ? static_cast<uint64_t>(ctx.attr_int("seed", 0)) : std::random_device{}();
+    std::mt19937 draw(static_cast<uint32_t>(seed));
+    std::vector<uint8_t> keep(static_cast<std::size_t>(n));
+    for (uint8_t &k : keep) {
+        const uint32_t a = draw() >> 5, b = draw() >> 6;
+        k = (a * 67108864.0 + b) / 9007199254740992.0 >= ratio;
+    }
+    return keep;
+}
+
 std::vector<Value> dropout(Ctx &ctx) {
     const double ratio =
         ctx.version >= 12 ? (ctx.has_input(1) ? ctx.doubles(1).at(0) : 0.5) : ctx.attr_float("ratio", 0.5);
-    if (ctx.has_input(2) && ctx.tensor(2).item<bool>() && ratio != 0)
-        ctx.unsupported("training_mode = true with a ratio above 0 (inference only: Dropout is the identity)");
+    const bool training = ctx.version >= 12 && ctx.has_input(2) && ctx.tensor(2).item<bool>();
+    const Tensor &x = ctx.tensor(0);
+    if (training && ratio != 0) {
+        require_float(ctx, 0);
+        if (!(ratio > 0 && ratio < 1)) ctx.invalid("ratio must be in [0, 1) in training mode");
+        if (x.numel() > (int64_t{1} << 31)) ctx.unsupported("a training-mode Dropout over 2^31 elements");
+        const std::vector<uint8_t> keep = dropout_mask(ctx, x.numel(), ratio);
+        const Tensor mask = from_host(keep.data(), x.shape(), DType::boolean, ctx.device);
+        std::vector<Value> out{make(where(mask, mul(x, 1.0 / (1.0 - ratio)), 0.0), ctx.input(0).type)};
+        if (ctx.n_outputs > 1) out.push_back(make(mask, ElementType::boolean));
+        return out;
+    }
     std::vector<Value> out{ctx.input(0)};
-    if (ctx.n_outputs > 1)
-        out.push_back(make(full(ctx.tensor(0).shape(), 1, DType::boolean, ctx.device), ElementType::boolean));
+    if (ctx.n_outputs > 1) out.push_back(make(full(x.shape(), 1, DType::boolean, ctx.device), ElementType::boolean));
     return out;
 }
 
@@ -422,6 +448,12 @@ constexpr OpRow rows[] = {
     {"Mod", 10, 13, mod},
     {"BitShift", 11, 11, bit_shift},
     {"Cos", 7, 7, unary_float<cos>},
+    {"Asin", 7, 7, unary_float<asin>},
+    {"Acos", 7, 7, unary_float<acos>},
+    {"Atan", 7, 7, unary_float<atan>},
+    {"Asinh", 9, 9, unary_float<asinh>},
+    {"Acosh", 9, 9, unary_float<acosh>},
+    {"Atanh", 9, 9, unary_float<atanh>},
     {"Reciprocal", 6, 13, reciprocal},
     {"Floor", 6, 13, floor_op},
     {"Ceil", 6, 13, ceil_op},

@@ -441,6 +441,33 @@ std::vector<Value> gather_elements(Ctx &ctx) {
     return like_input(ctx, gather_along(x, idx, axis, ctx.device));
 }
 
+// ReverseSequence: along time_axis, the first sequence_lens[b] elements of batch b reversed, the
+// rest as they are; a gather along the time axis by indices tabulated on the host (exact).
+std::vector<Value> reverse_sequence(Ctx &ctx) {
+    const Tensor &x = ctx.tensor(0);
+    if (x.rank() < 2) ctx.invalid("input must have rank 2 or more");
+    const int64_t time_axis = ctx.attr_int("time_axis", 0), batch_axis = ctx.attr_int("batch_axis", 1);
+    if (!((time_axis == 0 && batch_axis == 1) || (time_axis == 1 && batch_axis == 0)))
+        ctx.invalid("time_axis and batch_axis must be 0 and 1 in either order");
+    const std::vector<int64_t> lens = ctx.ints(1);
+    const int64_t steps = x.size(time_axis), batch = x.size(batch_axis);
+    if (static_cast<int64_t>(lens.size()) != batch) ctx.invalid("sequence_lens must have one length per batch");
+    std::vector<int64_t> idx(static_cast<std::size_t>(steps * batch));
+    for (int64_t b = 0; b < batch; ++b) {
+        const int64_t len = lens[static_cast<std::size_t>(b)];
+        if (len < 0 || len > steps) ctx.invalid("sequence_lens must lie in [0, the time axis' size]");
+        for (int64_t t = 0; t < steps; ++t) {
+            const int64_t at = time_axis == 0 ? t * batch + b : b * steps + t;
+            idx[static_cast<std::size_t>(at)] = t < len ? len - 1 - t : t;
+        }
+    }
+    Shape small(static_cast<std::size_t>(x.rank()), 1);
+    small[0] = x.size(0);
+    small[1] = x.size(1);
+    const Tensor table = from_vector(idx, small, ctx.device).expand(x.shape()).contiguous();
+    return like_input(ctx, gather_along(x, table, time_axis, ctx.device));
+}
+
 // GatherND: the last axis of indices indexes the first axes of data (after batch_dims).
 std::vector<Value> gather_nd(Ctx &ctx) {
     const Tensor &x = ctx.tensor(0);
@@ -557,6 +584,7 @@ constexpr OpRow rows[] = {
     {"BlackmanWindow", 17, 17, window<2>},
     {"OneHot", 9, 11, one_hot_op},
     {"GatherElements", 11, 13, gather_elements},
+    {"ReverseSequence", 10, 10, reverse_sequence},
     {"GatherND", 11, 13, gather_nd},
     {"DepthToSpace", 1, 13, depth_to_space},
     {"SpaceToDepth", 1, 13, space_to_depth},

@@ -90,7 +90,7 @@ Window window(const Ctx &ctx, const Shape &x, std::vector<int64_t> kernel, bool 
 bool lift_1d(const Ctx &ctx, Tensor &x, Window &w) {
     const std::size_t n = w.kernel.size();
     if (n == 2) return false;
-    if (n != 1) ctx.unsupported(std::to_string(n) + "-D windows (1-D and 2-D are implemented)");
+    if (n != 1) ctx.unsupported(std::to_string(n) + "-D windows (1-D, 2-D and 3-D are implemented)");
     x = x.reshape({x.size(0), x.size(1), 1, x.size(2)});
     for (auto *v : {&w.kernel, &w.strides, &w.dilations}) v->insert(v->begin(), 1);
     w.begin.insert(w.begin.begin(), 0);
@@ -104,17 +104,8 @@ Tensor pad_spatial(const Tensor &x, const Window &w, double value) {
     return pad(x, {0, 0, 0, 0, w.begin[0], w.end[0], w.begin[1], w.end[1]}, value);
 }
 
-std::vector<Value> conv(Ctx &ctx) {
-    require_float(ctx, 0);
-    Tensor x = ctx.tensor(0), weight = ctx.tensor(1);
-    if (x.rank() < 3 || weight.rank() != x.rank()) ctx.invalid("X and W must have the same rank, at least 3");
-    const std::vector<int64_t> kernel(weight.shape().begin() + 2, weight.shape().end());
-    check_kernel_attribute(ctx, kernel);
-    const int64_t groups = ctx.attr_int("group", 1);
-    if (groups < 1 || groups > INT_MAX) ctx.invalid("group must be positive");
-    Window w = window(ctx, x.shape(), kernel);
-    const bool lifted = lift_1d(ctx, x, w);
-    if (lifted) weight = weight.reshape({weight.size(0), weight.size(1), 1, weight.size(2)});
+// A 2-D convolution of [N, C, H, W] with the window's pads (symmetric ones inside conv2d).
+Tensor conv2d_window(Tensor x, const Tensor &weight, const Tensor &bias, const Window &w, int64_t groups) {
     Conv2dOptions options;
     options.stride_h = static_cast<int>(w.strides[0]);
     options.stride_w = static_cast<int>(w.strides[1]);
@@ -127,7 +118,68 @@ std::vector<Value> conv(Ctx &ctx) {
     } else {
         x = pad_spatial(x, w, 0);
     }
-    Tensor y = conv2d(x, weight, ctx.has_input(2) ? ctx.tensor(2) : Tensor(), options);
+    return conv2d(x, weight, bias, options);
+}
+
+// The window without its first axis (a 3-D window's H and W part).
+Window inner_window(const Window &w) {
+    auto tail = [](const std::vector<int64_t> &v) { return std::vector<int64_t>(v.begin() + 1, v.end()); };
+    return {tail(w.kernel), tail(w.strides), tail(w.dilations), tail(w.begin), tail(w.end)};
+}
+
+// X padded along D (axis 2) by the window's first pads; the number of window positions along D.
+Tensor pad_depth(const Ctx &ctx, const Tensor &x, const Window &w, double value, int64_t &positions) {
+    const Tensor xp = w.begin[0] || w.end[0] ? pad(x, {0, 0, 0, 0, w.begin[0], w.end[0], 0, 0, 0, 0}, value) : x;
+    const int64_t eff = (w.kernel[0] - 1) * w.dilations[0] + 1;
+    if (xp.size(2) < eff) ctx.invalid("the window is larger than the padded input along the first spatial axis");
+    positions = (xp.size(2) - eff) / w.strides[0] + 1;
+    return xp;
+}
+
+// The window's i-th tap along D at every output position: [N, C, positions, H, W] (a view).
+Tensor depth_tap(const Tensor &xp, const Window &w, int64_t i, int64_t positions) {
+    const int64_t start = i * w.dilations[0];
+    return xp.slice(2, start, start + (positions - 1) * w.strides[0] + 1, w.strides[0]);
+}
+
+// A 3-D convolution as a sum over the kernel's depth taps of 2-D convolutions of the matching
+// input planes ([N * D', C, H, W] each) with that tap's [O, C/g, kh, kw] slice of W: the same
+// products as a direct 3-D convolution, summed tap by tap.
+Tensor conv3d_by_taps(const Ctx &ctx, const Tensor &x, const Tensor &weight, const Tensor &bias, const Window &w,
+                      int64_t groups) {
+    int64_t positions = 0;
+    const Tensor xp = pad_depth(ctx, x, w, 0, positions);
+    const Window plane = inner_window(w);
+    const int64_t n = x.size(0), c = x.size(1), o = weight.size(0);
+    Tensor acc;
+    for (int64_t i = 0; i < w.kernel[0]; ++i) {
+        const Tensor tap = depth_tap(xp, w, i, positions)
+                               .transpose(1, 2)
+                               .contiguous()
+                               .reshape({n * positions, c, xp.size(3), xp.size(4)});
+        const Tensor wi = narrow(weight, 2, i, 1).reshape({o, weight.size(1), weight.size(3), weight.size(4)});
+        const Tensor yi = conv2d_window(tap, wi.contiguous(), Tensor(), plane, groups);
+        acc = i == 0 ? yi : add(acc, yi);
+    }
+    Tensor y = acc.reshape({n, positions, o, acc.size(2), acc.size(3)}).transpose(1, 2).contiguous();
+    if (bias.defined()) y = add(y, bias.reshape({1, o, 1, 1, 1}));
+    return y;
+}
+
+std::vector<Value> conv(Ctx &ctx) {
+    require_float(ctx, 0);
+    Tensor x = ctx.tensor(0), weight = ctx.tensor(1);
+    if (x.rank() < 3 || weight.rank() != x.rank()) ctx.invalid("X and W must have the same rank, at least 3");
+    const std::vector<int64_t> kernel(weight.shape().begin() + 2, weight.shape().end());
+    check_kernel_attribute(ctx, kernel);
+    const int64_t groups = ctx.attr_int("group", 1);
+    if (groups < 1 || groups > INT_MAX) ctx.invalid("group must be positive");
+    Window w = window(ctx, x.shape(), kernel);
+    const Tensor bias = ctx.has_input(2) ? ctx.tensor(2) : Tensor();
+    if (kernel.size() == 3) return {make(conv3d_by_taps(ctx, x, weight, bias, w, groups), ctx.input(0).type)};
+    const bool lifted = lift_1d(ctx, x, w);
+    if (lifted) weight = weight.reshape({weight.size(0), weight.size(1), 1, weight.size(2)});
+    Tensor y = conv2d_window(x, weight, bias, w, groups);
     if (lifted) y = y.reshape({y.size(0), y.size(1), y.size(3)});
     return {make(y, ctx.input(0).type)};
 }
@@ -144,7 +196,7 @@ std::vector<Value> conv_transpose(Ctx &ctx) {
     std::vector<int64_t> kernel(weight.shape().begin() + 2, weight.shape().end());
     check_kernel_attribute(ctx, kernel);
     const std::size_t n = kernel.size();
-    if (n > 2) ctx.unsupported(std::to_string(n) + "-D windows (1-D and 2-D are implemented)");
+    if (n > 3) ctx.unsupported(std::to_string(n) + "-D windows (1-D, 2-D and 3-D are implemented)");
     std::vector<int64_t> strides = ctx.attr_ints("strides"), dilations = ctx.attr_ints("dilations"),
                          out_pad = ctx.attr_ints("output_padding"), pads = ctx.attr_ints("pads"),
                          out_shape = ctx.attr_ints("output_shape");
@@ -187,16 +239,26 @@ std::vector<Value> conv_transpose(Ctx &ctx) {
         out_pad.insert(out_pad.begin(), 0);
         pads = {0, pads[0], 0, pads[1]};
     }
-    const int64_t batch = x.size(0), cin = x.size(1), h = x.size(2), w = x.size(3);
-    // Zeros between elements: [N, C, H, 1, W, 1] padded to [N, C, H, sh, W, sw], trimmed.
-    Tensor spread =
-        pad(x.reshape({batch, cin, h, 1, w, 1}), {0, 0, 0, 0, 0, 0, 0, strides[0] - 1, 0, 0, 0, strides[1] - 1}, 0)
-            .reshape({batch, cin, h * strides[0], w * strides[1]});
-    spread = narrow(narrow(spread, 2, 0, (h - 1) * strides[0] + 1), 3, 0, (w - 1) * strides[1] + 1);
-    std::vector<int64_t> grow;
-    for (std::size_t i = 0; i < 2; ++i) {
+    const std::size_t dims = kernel.size();  // 2 or 3
+    const int64_t batch = x.size(0), cin = x.size(1);
+    // Zeros between elements: [N, C, d1, 1, d2, 1, ...] padded to [N, C, d1, s1, d2, s2, ...], trimmed.
+    Shape split{batch, cin}, spread_shape{batch, cin};
+    std::vector<int64_t> zeros_after{0, 0, 0, 0};
+    for (std::size_t i = 0; i < dims; ++i) {
+        const int64_t d = x.size(static_cast<int64_t>(2 + i));
+        split.insert(split.end(), {d, 1});
+        spread_shape.push_back(d * strides[i]);
+        zeros_after.insert(zeros_after.end(), {0, 0, 0, strides[i] - 1});
+    }
+    Tensor spread = pad(x.reshape(split), zeros_after, 0).reshape(spread_shape);
+    for (std::size_t i = 0; i < dims; ++i) {
+        const int64_t axis = static_cast<int64_t>(2 + i);
+        spread = narrow(spread, axis, 0, (x.size(axis) - 1) * strides[i] + 1);
+    }
+    std::vector<int64_t> grow{0, 0, 0, 0};
+    for (std::size_t i = 0; i < dims; ++i) {
         const int64_t eff = (kernel[i] - 1) * dilations[i] + 1;
-        const int64_t before = eff - 1 - pads[i], after = eff - 1 - pads[i + 2] + out_pad[i];
+        const int64_t before = eff - 1 - pads[i], after = eff - 1 - pads[i + dims] + out_pad[i];
         const int64_t axis = static_cast<int64_t>(2 + i);
         const int64_t crop_front = std::max<int64_t>(-before, 0), crop_back = std::max<int64_t>(-after, 0);
         if (crop_front + crop_back > spread.size(axis)) ctx.invalid("pads remove the whole output");
@@ -205,23 +267,25 @@ std::vector<Value> conv_transpose(Ctx &ctx) {
         grow.push_back(std::max<int64_t>(before, 0));
         grow.push_back(std::max<int64_t>(after, 0));
     }
-    spread = pad(spread, {0, 0, 0, 0, grow[0], grow[1], grow[2], grow[3]}, 0);
-    // W [Cin, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped in space.
-    const int64_t cout_g = weight.size(1), kh = weight.size(2), kw = weight.size(3);
+    spread = pad(spread, grow, 0);
+    // W [Cin, Cout/g, k...] -> [Cout, Cin/g, k...], flipped in space.
+    const int64_t cout_g = weight.size(1);
     if (cin % groups != 0) ctx.invalid("group does not divide the input channels");
-    Tensor wt = weight.reshape({groups, cin / groups, cout_g, kh, kw})
-                    .transpose(1, 2)
-                    .contiguous()
-                    .reshape({groups * cout_g, cin / groups, kh, kw});
-    std::vector<int64_t> rev_h, rev_w;
-    for (int64_t i = kh - 1; i >= 0; --i) rev_h.push_back(i);
-    for (int64_t i = kw - 1; i >= 0; --i) rev_w.push_back(i);
-    wt = take(take(wt, from_vector(rev_h, {kh}, ctx.device), 2), from_vector(rev_w, {kw}, ctx.device), 3);
-    Conv2dOptions options;
-    options.dilation_h = static_cast<int>(dilations[0]);
-    options.dilation_w = static_cast<int>(dilations[1]);
-    options.groups = static_cast<int>(groups);
-    Tensor y = conv2d(spread, wt, ctx.has_input(2) ? ctx.tensor(2) : Tensor(), options);
+    const Shape kshape(weight.shape().begin() + 2, weight.shape().end());
+    Shape grouped{groups, cin / groups, cout_g}, swapped{groups * cout_g, cin / groups};
+    grouped.insert(grouped.end(), kshape.begin(), kshape.end());
+    swapped.insert(swapped.end(), kshape.begin(), kshape.end());
+    Tensor wt = weight.reshape(grouped).transpose(1, 2).contiguous().reshape(swapped);
+    for (std::size_t i = 0; i < dims; ++i) {
+        std::vector<int64_t> reverse;
+        for (int64_t k = kshape[i] - 1; k >= 0; --k) reverse.push_back(k);
+        wt = take(wt, from_vector(reverse, {kshape[i]}, ctx.device), static_cast<int64_t>(2 + i));
+    }
+    Window unit{kernel, std::vector<int64_t>(dims, 1), dilations, std::vector<int64_t>(dims, 0),
+                std::vector<int64_t>(dims, 0)};
+    const Tensor bias = ctx.has_input(2) ? ctx.tensor(2) : Tensor();
+    Tensor y =
+        dims == 3 ? conv3d_by_taps(ctx, spread, wt, bias, unit, groups) : conv2d_window(spread, wt, bias, unit, groups);
     if (lifted) y = y.reshape({y.size(0), y.size(1), y.size(3)});
     return {make(y, ctx.input(0).type)};
 }
@@ -268,6 +332,38 @@ std::vector<Value> pool(Ctx &ctx) {
     if (x.rank() < 3) ctx.invalid("X must have rank 3 or more");
     Window w = window(ctx, x.shape(), ctx.attr_ints("kernel_shape"));
     if (w.kernel.size() + 2 != static_cast<std::size_t>(x.rank())) ctx.invalid("kernel_shape does not match X");
+    // A 3-D pool: the window's taps along D combined first (maximum, or the mean over the taps
+    // inside the input: the 3-D mean is the H-W mean of those means), then the 2-D pool of
+    // [N, C * D', H, W].
+    Shape depth_shape;
+    if (w.kernel.size() == 3) {
+        if (want_indices) ctx.unsupported("MaxPool's Indices output of a 3-D pool");
+        if (ctx.attr_int("ceil_mode", 0) != 0) ctx.unsupported("ceil_mode in 3-D pools");
+        if (!Max && w.dilations[0] != 1) ctx.unsupported("dilations in AveragePool");
+        int64_t positions = 0;
+        const Tensor xp = pad_depth(ctx, x, w, Max ? -std::numeric_limits<double>::infinity() : 0, positions);
+        Tensor acc;
+        for (int64_t i = 0; i < w.kernel[0]; ++i) {
+            const Tensor tap = depth_tap(xp, w, i, positions);
+            acc = i == 0 ? tap : Max ? maximum(acc, tap) : add(acc, tap);
+        }
+        if (!Max) {
+            // Taps per output position inside the input (all kd when pads count).
+            std::vector<float> counts(static_cast<std::size_t>(positions));
+            for (int64_t d = 0; d < positions; ++d) {
+                int64_t inside = 0;
+                for (int64_t i = 0; i < w.kernel[0]; ++i) {
+                    const int64_t at = d * w.strides[0] + i - w.begin[0];
+                    inside += ctx.attr_int("count_include_pad", 0) != 0 || (at >= 0 && at < x.size(2));
+                }
+                counts[static_cast<std::size_t>(d)] = static_cast<float>(inside);
+            }
+            acc = div(acc, from_vector(counts, {1, 1, positions, 1, 1}, ctx.device).to(acc.dtype()));
+        }
+        depth_shape = {x.size(0), x.size(1), positions};
+        x = acc.contiguous().reshape({x.size(0), x.size(1) * positions, x.size(3), x.size(4)});
+        w = inner_window(w);
+    }
     const bool lifted = lift_1d(ctx, x, w);
     const int64_t storage_order = ctx.attr_int("storage_order", 0);
     if (storage_order != 0 && storage_order != 1) ctx.invalid("storage_order must be 0 or 1");
@@ -309,6 +405,7 @@ std::vector<Value> pool(Ctx &ctx) {
         y = y.reshape({y.size(0), y.size(1), y.size(3)});
         if (want_indices) indices = indices.reshape(y.shape());
     }
+    if (!depth_shape.empty()) y = y.reshape({depth_shape[0], depth_shape[1], depth_shape[2], y.size(2), y.size(3)});
     if (y.dtype() != dtype) y = y.to(dtype);
     if (want_indices) return {make(y, ctx.input(0).type), make(indices, ElementType::int64)};
     return {make(y, ctx.input(0).type)};

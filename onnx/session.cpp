@@ -98,6 +98,32 @@ struct InferenceSession::Impl {
                                                    const std::vector<std::string> &wanted);
 };
 
+namespace detail {
+
+ResolvedOp resolve_op(const ::onnx::NodeProto &node, int64_t opset, const std::string &label) {
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+        throw UnsupportedError("UnsupportedError: node '" + label + "' (" + node.op_type() + ") is in domain '" +
+                               node.domain() + "'; only the default domain is supported");
+    const auto *schema = ::onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
+    if (schema == nullptr)
+        throw ModelError("ModelError: node '" + label + "': '" + node.op_type() + "' is not an ONNX op at opset " +
+                         std::to_string(opset));
+    const int version = schema->SinceVersion();
+    const OpRow *row = find_op(node.op_type());
+    const std::string where = "node '" + label + "' (" + node.op_type() + " version " + std::to_string(version) + ")";
+    if (row == nullptr)
+        throw UnsupportedError("UnsupportedError: " + where + ": op " + node.op_type() +
+                               " is not implemented (docs/onnx.md lists the " + std::to_string(supported_ops().size()) +
+                               " implemented op types)");
+    if (version < row->min_version || version > row->max_version)
+        throw UnsupportedError("UnsupportedError: " + where + ": version " + std::to_string(version) + " of " +
+                               node.op_type() + " is not implemented; implemented versions: " +
+                               join(since_versions(node.op_type(), row->min_version, row->max_version)));
+    return {row, version};
+}
+
+}  // namespace detail
+
 void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size, const std::string &base_dir) {
     if (size > static_cast<std::size_t>(INT_MAX))
         throw ModelError("ModelError: the model is " + std::to_string(size) +
@@ -161,12 +187,17 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
             producer[out] = i;
         }
     }
-    // Every input defined somewhere; order the nodes (Kahn), so a cycle is left over.
+    // Every input defined somewhere; order the nodes (Kahn), so a cycle is left over. The outer
+    // values an If or Loop body reads count as inputs of its node.
+    std::vector<std::vector<std::string>> implicit(n);
+    for (int i = 0; i < n; ++i) implicit[i] = detail::implicit_inputs(graph.node(i));
     std::vector<int> pending(n, 0);
     std::vector<std::vector<int>> consumers(n);
     for (int i = 0; i < n; ++i) {
         const auto &node = graph.node(i);
-        for (const auto &in : node.input()) {
+        std::vector<std::string> reads(node.input().begin(), node.input().end());
+        reads.insert(reads.end(), implicit[i].begin(), implicit[i].end());
+        for (const auto &in : reads) {
             if (in.empty()) continue;
             if (auto p = producer.find(in); p != producer.end()) {
                 ++pending[i];
@@ -201,29 +232,14 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
         outputs.push_back(info_of(out, "output"));
     }
 
-    // Every node's op and version implemented.
+    // Every node's op and version implemented, in If and Loop bodies too; the outer values a body
+    // reads become inputs of its node after the ones ONNX defines.
     for (int i : order) {
         auto &node = graph.node(i);
-        if (!node.domain().empty() && node.domain() != "ai.onnx")
-            throw UnsupportedError("UnsupportedError: node '" + node_label(node, i) + "' (" + node.op_type() +
-                                   ") is in domain '" + node.domain() + "'; only the default domain is supported");
-        const auto *schema = ::onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
-        if (schema == nullptr)
-            throw ModelError("ModelError: node '" + node_label(node, i) + "': '" + node.op_type() +
-                             "' is not an ONNX op at opset " + std::to_string(opset));
-        const int version = schema->SinceVersion();
-        const OpRow *row = detail::find_op(node.op_type());
-        const std::string where =
-            "node '" + node_label(node, i) + "' (" + node.op_type() + " version " + std::to_string(version) + ")";
-        if (row == nullptr)
-            throw UnsupportedError("UnsupportedError: " + where + ": op " + node.op_type() +
-                                   " is not implemented (docs/onnx.md lists the " +
-                                   std::to_string(supported_ops().size()) + " implemented op types)");
-        if (version < row->min_version || version > row->max_version)
-            throw UnsupportedError("UnsupportedError: " + where + ": version " + std::to_string(version) + " of " +
-                                   node.op_type() + " is not implemented; implemented versions: " +
-                                   join(since_versions(node.op_type(), row->min_version, row->max_version)));
-        steps.push_back({node, version, row, node_label(node, i), {}});
+        const detail::ResolvedOp op = detail::resolve_op(node, opset, node_label(node, i));
+        detail::check_subgraphs(node, opset);
+        steps.push_back({node, op.version, op.row, node_label(node, i), {}});
+        for (const auto &name : implicit[i]) steps.back().node.add_input(name);
     }
     load.nodes = n;
 
@@ -356,6 +372,7 @@ void InferenceSession::Impl::run_node(const Step &step, const std::vector<const 
                     device,    options.max_tensor_bytes,
                     ins,       static_cast<std::size_t>(step.node.output_size()),
                     step.label};
+    ctx.opset = load.opset;
     try {
         outs = step.row->run(ctx);
     } catch (const Error &) {

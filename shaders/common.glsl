@@ -293,6 +293,92 @@ float tf_pow(float x, float y) {
     return x < 0.0 && y_odd ? -r : r;
 }
 
+// ---- Inverse trigonometric and hyperbolic functions ----------------------------------------------
+// Cephes' single-precision polynomials (a few ulp, relative, also near 0 where the builtins'
+// log/sqrt formulas lose digits); NaN outside the domain, the sign of a zero kept.
+
+// asin(a) for a in [0, 1].
+float tf_asin_abs(float a) {
+    if (a < 1e-4) return a;
+    bool big = a > 0.5;
+    float z = big ? 0.5 * (1.0 - a) : a * a;
+    float s = big ? sqrt(z) : a;
+    float r = ((((4.2163199048e-2 * z + 2.4181311049e-2) * z + 4.5470025998e-2) * z + 7.4953002686e-2) * z +
+               1.6666752422e-1) * z * s + s;
+    return big ? 1.5707963267948966 - (r + r) : r;
+}
+
+float tf_asin(float x) {
+    if (tf_isnan(x) || abs(x) > 1.0) return TF_NAN;
+    float r = tf_asin_abs(abs(x));
+    return tf_signbit(x) ? -r : r;
+}
+
+float tf_acos(float x) {
+    if (tf_isnan(x) || abs(x) > 1.0) return TF_NAN;
+    if (x > 0.5) return 2.0 * tf_asin_abs(sqrt(0.5 * (1.0 - x)));
+    if (x < -0.5) return 3.1415926535897932 - 2.0 * tf_asin_abs(sqrt(0.5 * (1.0 + x)));
+    return 1.5707963267948966 - tf_asin(x);
+}
+
+float tf_atan(float x) {
+    if (tf_isnan(x)) return x;
+    float a = abs(x), y = 0.0, t = a;
+    if (a > 2.414213562373095) {
+        y = 1.5707963267948966;
+        t = -1.0 / a;
+    } else if (a > 0.4142135623730950) {
+        y = 0.78539816339744831;
+        t = (a - 1.0) / (a + 1.0);
+    }
+    float z = t * t;
+    y += (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t;
+    return tf_signbit(x) ? -y : y;
+}
+
+float tf_asinh(float x) {
+    if (tf_isnan(x) || tf_isinf(x)) return x;
+    float a = abs(x), r;
+    if (a > 1500.0) {
+        r = log(a) + 0.69314718055994531;
+    } else if (a < 0.5) {
+        float z = a * a;
+        r = (((2.0122003309e-2 * z - 4.2699340972e-2) * z + 7.4847586088e-2) * z - 1.6666288134e-1) * z * a + a;
+    } else {
+        r = log(a + sqrt(a * a + 1.0));
+    }
+    return tf_signbit(x) ? -r : r;
+}
+
+float tf_acosh(float x) {
+    if (tf_isnan(x) || x < 1.0) return TF_NAN;
+    if (tf_isinf(x)) return x;
+    if (x > 1500.0) return log(x) + 0.69314718055994531;
+    float z = x - 1.0;
+    if (z < 0.5)
+        return ((((1.7596881071e-3 * z - 7.5272886713e-3) * z + 2.6454905019e-2) * z - 1.1784741703e-1) * z +
+                1.4142135263) * sqrt(z);
+    return log(x + sqrt(z * (x + 1.0)));
+}
+
+float tf_atanh(float x) {
+    if (tf_isnan(x)) return x;
+    float a = abs(x), r;
+    if (a > 1.0) return TF_NAN;
+    if (a == 1.0) {
+        r = TF_INF;
+    } else if (a < 1e-4) {
+        r = a;
+    } else if (a < 0.5) {
+        float z = a * a;
+        r = ((((1.81740078349e-1 * z + 8.24370301058e-2) * z + 1.46691431730e-1) * z + 1.99782164500e-1) * z +
+             3.33337300303e-1) * z * a + a;
+    } else {
+        r = 0.5 * log((1.0 + a) / (1.0 - a));
+    }
+    return tf_signbit(x) ? -r : r;
+}
+
 // ---- 64-bit integers as uvec2 -------------------------------------------------------------------
 
 uvec2 i64_neg(uvec2 v) {

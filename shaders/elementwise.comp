@@ -44,6 +44,12 @@ layout(std430, TF_BINDING(0)) readonly buffer tf_params_block { ew_params p; };
 #define EW_SQUARE 14u
 #define EW_ERF 15u
 #define EW_CLAMP 16u
+#define EW_ASIN 17u
+#define EW_ACOS 18u
+#define EW_ATAN 19u
+#define EW_ASINH 20u
+#define EW_ACOSH 21u
+#define EW_ATANH 22u
 // Float ops (f32, f16, bf16) compute in f32 and round once to the output's dtype.
 // Binary ops (two inputs of the output's dtype).
 #define EW_ADD 32u
@@ -98,6 +104,12 @@ float unary_f32(float x) {
     case EW_SILU: return tf_isinf(x) ? (x > 0.0 ? x : -0.0) : x * tf_sigmoid(x);
     case EW_SQUARE: return x * x;
     case EW_ERF: return tf_erf(x);
+    case EW_ASIN: return tf_asin(x);
+    case EW_ACOS: return tf_acos(x);
+    case EW_ATAN: return tf_atan(x);
+    case EW_ASINH: return tf_asinh(x);
+    case EW_ACOSH: return tf_acosh(x);
+    case EW_ATANH: return tf_atanh(x);
     case EW_CLAMP: {
         if (tf_isnan(x)) return x;
         float lo = uintBitsToFloat(g_arg.x), hi = uintBitsToFloat(g_arg.y);

@@ -403,6 +403,13 @@ Tensor sin(const Tensor &a);
 Tensor cos(const Tensor &a);
 Tensor tanh(const Tensor &a);
 Tensor erf(const Tensor &a);
+// The inverse trigonometric and hyperbolic functions (NaN outside their domains).
+Tensor asin(const Tensor &a);
+Tensor acos(const Tensor &a);
+Tensor atan(const Tensor &a);
+Tensor asinh(const Tensor &a);
+Tensor acosh(const Tensor &a);
+Tensor atanh(const Tensor &a);
 Tensor sigmoid(const Tensor &a);
 // approximate = false: x * Phi(x) with erf; true: the tanh approximation.
 Tensor gelu(const Tensor &a, bool approximate = false);

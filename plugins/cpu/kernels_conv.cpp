@@ -168,7 +168,7 @@ void transpose_into(const float *src, int64_t rows, int64_t cols, float *dst, in
         for (int64_t i = i0; i < rows; ++i) dst[j * ld + i] = src[i * cols + j];
 }
 
-// ---- Stride-1 convolutions read in place from a padded image ---------------------------------
+// ---- Convolutions read in place from a padded image ("shifted") -----------------------------
 //
 // With stride 1, tap (c, i, j) of output (oy, ox) reads the padded planes xp [C, Hp, Wp] at
 // c Hp Wp + (oy + i dh) Wp + ox + j dw = offset(c, i, j) + q, with q = oy Wp + ox: each row of
@@ -179,39 +179,56 @@ void transpose_into(const float *src, int64_t rows, int64_t cols, float *dst, in
 //     its two channel axes swapped.
 //   - grad_weight: dw^T = xp dy^T, xp read in place as A (a row per tap), dy^T packed over the
 //     wide positions with zeros in the discarded ones.
-// No im2col, no column matrix to pack, the weights packed once per op.
+// With stride s > 1 (the forward only) the padded image is split into s_h x s_w phase planes,
+// phase (ry, rx) holding the padded elements (ry + s_h Y, rx + s_w X): tap (c, i, j) reads
+// phase ((i dh) mod s_h, (j dw) mod s_w) from row (i dh) / s_h, column (j dw) / s_w on, again
+// a contiguous run per output row. The taps stay in (c, i, j) order, so every output is the
+// same sequence of operations as through the column matrix.
+// No im2col, no column matrix to pack; the forward reads its weights in place, grad_input packs
+// its flipped weights once per op.
 
-// The input of a shifted convolution: planes [channels, h, w], padded by pad_h, pad_w.
+// The input of a shifted convolution: planes [channels, h, w], padded by pad_h, pad_w, read
+// with strides sh, sw.
 //
-// A padded row is pad_w zeros, the w values, and zeros up to wp. The right padding of a row is
-// the left padding of the next one (or zeros after the last), so wp = w + pad_w suffices
-// unless the output is wider: a 3x3 kernel with padding 1 over 14 columns computes 15
-// positions per output row for 14 outputs, not 16.
+// With sw = 1 a padded row is pad_w zeros, the w values, and zeros up to wp. The right padding
+// of a row is the left padding of the next one (or zeros after the last), so wp = w + pad_w
+// suffices unless the output is wider: a 3x3 kernel with padding 1 over 14 columns computes 15
+// positions per output row for 14 outputs, not 16. A phase row (sw > 1) holds the output
+// width plus the kernel's reach in it (the positions past the output width read the next row
+// and are discarded).
 struct ShiftedInput {
-    int64_t channels, h, w, pad_h, pad_w;
-    int64_t out_w(const ConvGeometry &g) const { return w + 2 * pad_w - (g.kw - 1) * g.dw; }
-    int64_t wp(const ConvGeometry &g) const { return std::max(w + pad_w, out_w(g)); }
+    int64_t channels, h, w, pad_h, pad_w, sh = 1, sw = 1;
+    int64_t out_w(const ConvGeometry &g) const { return (w + 2 * pad_w - (g.kw - 1) * g.dw - 1) / sw + 1; }
+    int64_t wp(const ConvGeometry &g) const {
+        return sw == 1 ? std::max(w + pad_w, out_w(g)) : out_w(g) + (g.kw - 1) * g.dw / sw;
+    }
 };
 
-// A band of padded rows laid out [channels, rows, wp] and the offsets of the taps in it: the
-// band covers out_rows output rows (rows = out_rows + (KH - 1) dh).
+// A band of padded rows laid out [channels, sh, sw, rows, wp] (phase planes; [channels, rows,
+// wp] with stride 1) and the offsets of the taps in it: the band covers out_rows output rows
+// (rows = out_rows + (KH - 1) dh / sh).
 struct ShiftedPlan {
-    int64_t channels, rows, wp, out_rows, out_w;
+    int64_t channels, phases, rows, wp, out_rows, out_w;
     std::vector<int64_t> offsets;  // per tap (channel, i, j) in row-major order
     int64_t wide() const { return out_rows * wp; }
     // Floats of the band plus what the GEMM reads past it (whole tiles).
     int64_t floats(int64_t nr) const {
         const int64_t wide_pad = (wide() + nr - 1) / nr * nr;
-        return std::max(channels * rows * wp, offsets.empty() ? 0 : offsets.back() + wide_pad);
+        const int64_t reach = offsets.empty() ? 0 : *std::max_element(offsets.begin(), offsets.end()) + wide_pad;
+        return std::max(channels * phases * rows * wp, reach);
     }
 };
 
 ShiftedPlan make_plan(const ConvGeometry &g, const ShiftedInput &in, int64_t out_rows) {
-    ShiftedPlan p{in.channels, out_rows + (g.kh - 1) * g.dh, in.wp(g), out_rows, in.out_w(g), {}};
+    ShiftedPlan p{in.channels, in.sh * in.sw, out_rows + (g.kh - 1) * g.dh / in.sh, in.wp(g), out_rows, in.out_w(g),
+                  {}};
     p.offsets.reserve(static_cast<size_t>(in.channels * g.kh * g.kw));
     for (int64_t c = 0; c < in.channels; ++c)
         for (int64_t i = 0; i < g.kh; ++i)
-            for (int64_t j = 0; j < g.kw; ++j) p.offsets.push_back((c * p.rows + i * g.dh) * p.wp + j * g.dw);
+            for (int64_t j = 0; j < g.kw; ++j) {
+                const int64_t plane = (c * in.sh + i * g.dh % in.sh) * in.sw + j * g.dw % in.sw;
+                p.offsets.push_back((plane * p.rows + i * g.dh / in.sh) * p.wp + j * g.dw / in.sw);
+            }
     return p;
 }
 
@@ -226,20 +243,34 @@ inline void copy_row(float *dst, const float *src, int64_t n) {
     __builtin_memcpy(dst + n - 8, src + n - 8, 8 * sizeof(float));  // the tail, overlapping
 }
 
-// The band of padded rows [r0, r0 + p.rows) of planes src, zeros around and up to `floats`.
+// The band of the padded planes of src for output rows [r0, r0 + p.out_rows) (phase rows
+// [r0, r0 + p.rows)), zeros around and up to `floats`.
 void pad_band(const float *src, const ShiftedInput &in, int64_t r0, const ShiftedPlan &p, float *dst, int64_t floats) {
     float *d = dst;
     for (int64_t c = 0; c < in.channels; ++c) {
-        for (int64_t r = 0; r < p.rows; ++r, d += p.wp) {
-            const int64_t y = r0 + r - in.pad_h;
-            if (y < 0 || y >= in.h) {
-                std::fill(d, d + p.wp, 0.0f);
-                continue;
+        for (int64_t ry = 0; ry < in.sh; ++ry) {
+            for (int64_t rx = 0; rx < in.sw; ++rx) {
+                for (int64_t r = 0; r < p.rows; ++r, d += p.wp) {
+                    const int64_t y = ry + in.sh * (r0 + r) - in.pad_h;
+                    if (y < 0 || y >= in.h) {
+                        std::fill(d, d + p.wp, 0.0f);
+                        continue;
+                    }
+                    const float *row = src + (c * in.h + y) * in.w;
+                    if (in.sw == 1) {
+                        std::fill(d, d + in.pad_w, 0.0f);
+                        copy_row(d + in.pad_w, row, in.w);
+                        std::fill(d + in.pad_w + in.w, d + p.wp, 0.0f);
+                        continue;
+                    }
+                    // Phase columns q read x = rx + sw q - pad_w: those in [0, w) are [q0, q1).
+                    int64_t q0 = 0, q1 = 0;
+                    tap_span(rx - in.pad_w, in.sw, in.w, p.wp, &q0, &q1);
+                    std::fill(d, d + q0, 0.0f);
+                    for (int64_t q = q0, x = rx + in.sw * q0 - in.pad_w; q < q1; ++q, x += in.sw) d[q] = row[x];
+                    std::fill(d + q1, d + p.wp, 0.0f);
+                }
             }
-            const float *row = src + (c * in.h + y) * in.w;
-            std::fill(d, d + in.pad_w, 0.0f);
-            copy_row(d + in.pad_w, row, in.w);
-            std::fill(d + in.pad_w + in.w, d + p.wp, 0.0f);
         }
     }
     std::fill(d, dst + floats, 0.0f);
@@ -257,10 +288,18 @@ bool all_finite(const float *v, int64_t count) {
     return exponent != 0x7f800000u;
 }
 
-// Multiply-adds per band of output rows of the shifted forward and grad_input: the wide output
-// of a band stays in L2. A rule that does not look at the thread count (nor does any other
-// split here), so that no result depends on it.
-constexpr int64_t k_shifted_task_macs = int64_t{1} << 21;
+// Wide output positions per band of output rows of the shifted forward and grad_input (about):
+// a band's wide output is round_up(rows * Wp, nr) columns of the GEMM, so bands of many
+// positions fill its tiles (7 x 8 positions of resnet's last stage as one band fill 56 of 64
+// columns; one 8-position row per band filled 8 of 16), and its own padded rows stay small.
+constexpr int64_t k_shifted_band_positions = 256;
+
+// Output channels per task of the shifted forward and grad_input at most (a block of the
+// weights, read in place, stays in L2 while the band's columns pass), and tasks per thread
+// from which no block is split further. Splitting output channels between tasks never changes
+// an element's sequence of operations, so the thread count may decide it.
+constexpr int64_t k_shifted_task_channels = 144;
+constexpr int64_t k_shifted_tasks_per_thread = 4;
 
 // Below these the im2col path is faster (docs/performance.md): the tiles' zeroing and stores or
 // their empty rows dominate.
@@ -268,65 +307,75 @@ constexpr int64_t k_shifted_task_macs = int64_t{1} << 21;
 constexpr int64_t k_shifted_min_taps = 32;
 constexpr int64_t k_shifted_min_rows = 8;
 
-// (image, group) pairs from which the shifted forward and grad_input give each task a whole
-// image instead of a band of rows.
-constexpr int64_t k_shifted_images_per_op = 8;
-
 // Buffers of the shifted path stay moderate (4 Mi floats each): larger ones take the banded
 // im2col path.
 constexpr int64_t k_shifted_floats = int64_t{1} << 22;
 
-// Whether the shifted path runs: stride 1, something to save (not a pointwise conv, which reads
+// Whether the shifted path runs: something to save (not a pointwise conv, which reads
 // its input as the column matrix already), and moderate buffers for `whole`, the plan of the
 // whole image, with m_out output rows.
 bool shifted_fits(const ConvGeometry &g, const ShiftedPlan &whole, int64_t m_out) {
-    if (g.sh != 1 || g.sw != 1 || g.pointwise() || whole.offsets.empty()) return false;
+    if (g.pointwise() || whole.offsets.empty()) return false;
     const GemmF32Tiling t = gemm_f32_tile();
     const int64_t wide_pad = (whole.wide() + t.nr - 1) / t.nr * t.nr;
     return whole.floats(t.nr) <= k_shifted_floats && (m_out + t.mr) * wide_pad <= k_shifted_floats;
 }
 
-// Output rows per band for m_out output channels over `taps` taps: about k_shifted_task_macs.
-int64_t shifted_band(const ConvGeometry &g, const ShiftedInput &in, int64_t m_out, int64_t taps, int64_t out_h) {
-    const int64_t per_row = std::max<int64_t>(1, m_out * taps * in.wp(g));
-    return std::clamp<int64_t>((k_shifted_task_macs + per_row - 1) / per_row, 1, std::max<int64_t>(out_h, 1));
+// Output rows per band: about k_shifted_band_positions wide positions, the bands of an image
+// equal but the last.
+int64_t shifted_band(const ConvGeometry &g, const ShiftedInput &in, int64_t out_h) {
+    const int64_t wide = std::max<int64_t>(1, out_h * in.wp(g));
+    const int64_t bands = std::clamp<int64_t>((wide + k_shifted_band_positions / 2) / k_shifted_band_positions, 1,
+                                              std::max<int64_t>(out_h, 1));
+    return (out_h + bands - 1) / bands;
 }
 
-// dst [m_out, out_h, out_w] of every image and group = the packed A of the group times the
-// padded planes of src. src holds src_c channels per image, a group reads in.channels of them
-// from channel gi * in.channels; dst holds dst_c per image, a group writes m_out from gi * m_out.
+// The A operand of a shifted convolution per group: row-major m_out x taps matrices `lda` floats
+// apart along rows, read in place, or (lda 0) packed by gemm_f32_pack_a; group gi's at
+// data + gi * group_stride.
+struct ShiftedWeights {
+    const float *data;
+    int64_t lda, group_stride;
+};
+
+// dst [m_out, out_h, out_w] of every image and group = the group's weights times the padded
+// planes of src. src holds src_c channels per image, a group reads in.channels of them from
+// channel gi * in.channels; dst holds dst_c per image, a group writes m_out from gi * m_out.
+// A task computes one block of output channels of one band of one (image, group): it pads the
+// band's rows, multiplies, and copies the wide output's valid columns into dst.
 void shifted_conv(const ConvGeometry &g, const ShiftedInput &in, int64_t out_h, const float *src, int64_t src_c,
-                  const std::vector<float> &a_packed, int64_t m_out, float *dst, int64_t dst_c) {
+                  const ShiftedWeights &a, int64_t m_out, float *dst, int64_t dst_c) {
+    if (m_out <= 0 || out_h <= 0) return;
     const GemmF32Tiling t = gemm_f32_tile();
-    const int64_t k = in.channels * g.kh * g.kw, a_floats = gemm_f32_packed_a_floats(m_out, k);
-    const int64_t band = shifted_band(g, in, m_out, k, out_h), bands = (out_h + band - 1) / band;
+    const int64_t k = in.channels * g.kh * g.kw;
+    const int64_t band = shifted_band(g, in, out_h), bands = (out_h + band - 1) / band;
     const int64_t out_w = in.out_w(g), images = g.n * g.groups;
-    // With enough images for the threads, a task pads its whole image once and computes its
-    // bands in turn; else a task per band pads that band's rows. The same products either way.
-    const bool per_image = images >= k_shifted_images_per_op;
-    const ShiftedPlan whole = make_plan(g, in, out_h), full = make_plan(g, in, band),
-                      last = make_plan(g, in, out_h - (bands - 1) * band);
-    const int64_t ldc_max = (band * whole.wp + t.nr - 1) / t.nr * t.nr;
-    parallel_for(per_image ? images : images * bands, [&](int64_t task) {
-        const int64_t image = per_image ? task : task / bands, gi = image % g.groups, n = image / g.groups;
+    int64_t blocks = (m_out + k_shifted_task_channels - 1) / k_shifted_task_channels;
+    const int64_t want = k_shifted_tasks_per_thread * thread_count();
+    if (images * bands * blocks < want)
+        blocks = std::min((m_out + t.mr - 1) / t.mr, (want + images * bands - 1) / (images * bands));
+    const int64_t block_rows = ((m_out + blocks - 1) / blocks + t.mr - 1) / t.mr * t.mr;
+    blocks = (m_out + block_rows - 1) / block_rows;
+    const ShiftedPlan full = make_plan(g, in, band), last = make_plan(g, in, out_h - (bands - 1) * band);
+    const int64_t ldc_max = (band * full.wp + t.nr - 1) / t.nr * t.nr;
+    parallel_for(images * bands * blocks, [&](int64_t task) {
+        const int64_t block = task % blocks, b = task / blocks % bands, image = task / blocks / bands;
+        const int64_t gi = image % g.groups, n = image / g.groups;
+        const int64_t m0 = block * block_rows, rows_m = std::min(block_rows, m_out - m0);
         const float *planes = src + (n * src_c + gi * in.channels) * in.h * in.w;
-        float *wide_out = scratch_floats(k_slot_temp, static_cast<size_t>((m_out + t.mr) * ldc_max));
-        const ShiftedPlan &padded = per_image ? whole : task % bands == bands - 1 ? last : full;
+        float *wide_out = scratch_floats(k_slot_temp, static_cast<size_t>((block_rows + t.mr) * ldc_max));
+        const ShiftedPlan &padded = b == bands - 1 ? last : full;
         const int64_t xp_floats = padded.floats(t.nr);
         float *xp = scratch_floats(k_slot_col, static_cast<size_t>(xp_floats));
-        pad_band(planes, in, per_image ? 0 : task % bands * band, padded, xp, xp_floats);
-        for (int64_t b = per_image ? 0 : task % bands; b < (per_image ? bands : task % bands + 1); ++b) {
-            const int64_t rows = std::min(band, out_h - b * band), wide = rows * padded.wp;
-            const int64_t ldc = (wide + t.nr - 1) / t.nr * t.nr;
-            // The band's first padded row: b * band in the whole image, 0 in a band's own copy.
-            const float *base = xp + (per_image ? b * band * padded.wp : 0);
-            gemm_f32_rows_b(m_out, wide, k, a_packed.data() + gi * a_floats, base, padded.offsets.data(), wide_out,
-                            ldc);
-            for (int64_t m = 0; m < m_out; ++m) {
-                float *out = dst + ((n * dst_c + gi * m_out + m) * out_h + b * band) * out_w;
-                for (int64_t oy = 0; oy < rows; ++oy, out += out_w)
-                    copy_row(out, wide_out + m * ldc + oy * padded.wp, out_w);
-            }
+        pad_band(planes, in, b * band, padded, xp, xp_floats);
+        const int64_t rows = std::min(band, out_h - b * band), wide = rows * padded.wp;
+        const int64_t ldc = (wide + t.nr - 1) / t.nr * t.nr;
+        const float *a_rows = a.data + gi * a.group_stride + (a.lda ? m0 * a.lda : m0 * k);  // packed: whole slivers
+        gemm_f32_rows_b(rows_m, wide, k, a_rows, a.lda, xp, padded.offsets.data(), wide_out, ldc);
+        for (int64_t m = 0; m < rows_m; ++m) {
+            float *out = dst + ((n * dst_c + gi * m_out + m0 + m) * out_h + b * band) * out_w;
+            for (int64_t oy = 0; oy < rows; ++oy, out += out_w)
+                copy_row(out, wide_out + m * ldc + oy * padded.wp, out_w);
         }
     });
 }
@@ -350,10 +399,9 @@ void parallel_images(const ConvGeometry &g, Image &&image) {
 
 void conv_forward(const ConvGeometry &g, const float *x, const float *w, float *y) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
-    const ShiftedInput in{cg, g.h, g.w, g.ph, g.pw};
+    const ShiftedInput in{cg, g.h, g.w, g.ph, g.pw, g.sh, g.sw};
     if (kg >= k_shifted_min_taps && shifted_fits(g, make_plan(g, in, g.oh), og)) {
-        const auto weight = [&](int64_t gi) { return F32Matrix{w + gi * og * kg, kg, 1}; };
-        shifted_conv(g, in, g.oh, x, g.c, packed_groups(g, og, kg, weight), og, y, g.o);
+        shifted_conv(g, in, g.oh, x, g.c, {w, kg, og * kg}, og, y, g.o);
         return;
     }
     const int64_t rows = band_rows(g);
@@ -390,7 +438,7 @@ void conv_grad_input(const ConvGeometry &g, const float *dy, const float *w, flo
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
     // The flipped convolution needs padding (K - 1) d - p >= 0, and finite weights (it
     // multiplies them by the zeros around dy, where an infinite weight would make a NaN).
-    if (g.ph <= (g.kh - 1) * g.dh && g.pw <= (g.kw - 1) * g.dw) {
+    if (g.sh == 1 && g.sw == 1 && g.ph <= (g.kh - 1) * g.dh && g.pw <= (g.kw - 1) * g.dw) {
         const ShiftedInput in{og, g.oh, g.ow, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw};
         const int64_t taps = og * g.kh * g.kw;
         if (taps >= k_shifted_min_taps && cg >= k_shifted_min_rows && shifted_fits(g, make_plan(g, in, g.h), cg) &&
@@ -406,7 +454,8 @@ void conv_grad_input(const ConvGeometry &g, const float *dy, const float *w, flo
                                     w[(((gi * og + o) * cg + c) * g.kh + g.kh - 1 - i) * g.kw + g.kw - 1 - j];
                 return F32Matrix{flipped.data(), taps, 1};
             };
-            shifted_conv(g, in, g.h, dy, g.o, packed_groups(g, cg, taps, flip), cg, dx, g.c);
+            const std::vector<float> packed = packed_groups(g, cg, taps, flip);
+            shifted_conv(g, in, g.h, dy, g.o, {packed.data(), 0, gemm_f32_packed_a_floats(cg, taps)}, cg, dx, g.c);
             return;
         }
     }
@@ -508,7 +557,8 @@ void conv_grad_weight(const ConvGeometry &g, const float *dy, const float *x, fl
     // by a rule that looks at the shape only.
     const ShiftedInput in{cg, g.h, g.w, g.ph, g.pw};
     const int64_t images = std::min(k_weight_chunk, g.n / 4);
-    if (images >= 1 && og >= k_shifted_min_rows && shifted_fits(g, make_plan(g, in, g.oh), og)) {
+    if (images >= 1 && og >= k_shifted_min_rows && g.sh == 1 && g.sw == 1 &&
+        shifted_fits(g, make_plan(g, in, g.oh), og)) {
         shifted_grad_weight(g, in, dy, x, images, dw);
         return;
     }

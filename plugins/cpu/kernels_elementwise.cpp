@@ -523,6 +523,24 @@ struct GeluFn {
 struct GeluTanhFn {
     double operator()(double x) const { return gelu_tanh(x); }
 };
+struct AsinFn {
+    double operator()(double x) const { return std::asin(x); }
+};
+struct AcosFn {
+    double operator()(double x) const { return std::acos(x); }
+};
+struct AtanFn {
+    double operator()(double x) const { return std::atan(x); }
+};
+struct AsinhFn {
+    double operator()(double x) const { return std::asinh(x); }
+};
+struct AcoshFn {
+    double operator()(double x) const { return std::acosh(x); }
+};
+struct AtanhFn {
+    double operator()(double x) const { return std::atanh(x); }
+};
 
 // ---- The kernels of the rows ----------------------------------------------------------------------
 // Each gets a descriptor that check_op and its row accepted: inputs broadcast to the output's shape,
@@ -617,6 +635,12 @@ constexpr HostRow k_rows[] = {
     {TF_OP_SILU, k_float_dtypes, float_unary_kernel<SiluFn>},
     {TF_OP_GELU, k_float_dtypes, float_unary_kernel<GeluFn>},
     {TF_OP_GELU_TANH, k_float_dtypes, float_unary_kernel<GeluTanhFn>},
+    {TF_OP_ASIN, k_float_dtypes, float_unary_kernel<AsinFn>},
+    {TF_OP_ACOS, k_float_dtypes, float_unary_kernel<AcosFn>},
+    {TF_OP_ATAN, k_float_dtypes, float_unary_kernel<AtanFn>},
+    {TF_OP_ASINH, k_float_dtypes, float_unary_kernel<AsinhFn>},
+    {TF_OP_ACOSH, k_float_dtypes, float_unary_kernel<AcoshFn>},
+    {TF_OP_ATANH, k_float_dtypes, float_unary_kernel<AtanhFn>},
 };
 
 }  // namespace

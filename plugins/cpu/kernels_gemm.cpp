@@ -106,30 +106,28 @@ void tile_generic(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
 }
 
 #if defined(__x86_64__)
-template <int MR, class A, class B>
+// NV vectors of 8 per row: the full 6 x 16 tile (NV 2), or half its width (NV 1) for the last
+// 8 or fewer columns of an in-place B (gemm_f32_rows_b), the same operations per element.
+template <int MR, class A, class B, int NV = 2>
 [[gnu::target("avx2,fma")]] void tile_avx2(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
-    __m256 acc[MR][2];
+    __m256 acc[MR][NV];
 #pragma GCC unroll 6
-    for (int i = 0; i < MR; ++i) {
-        acc[i][0] = load_c ? _mm256_loadu_ps(c + i * ldc) : _mm256_setzero_ps();
-        acc[i][1] = load_c ? _mm256_loadu_ps(c + i * ldc + 8) : _mm256_setzero_ps();
-    }
+    for (int i = 0; i < MR; ++i)
+        for (int j = 0; j < NV; ++j) acc[i][j] = load_c ? _mm256_loadu_ps(c + i * ldc + 8 * j) : _mm256_setzero_ps();
 #pragma GCC unroll 4
     for (int64_t p = 0; p < kc; ++p) {
-        const float *row = b.template row<16>(p);
-        const __m256 b0 = _mm256_loadu_ps(row), b1 = _mm256_loadu_ps(row + 8);
+        const float *row = b.template row<8 * NV>(p);
+        __m256 bv[NV];
+        for (int j = 0; j < NV; ++j) bv[j] = _mm256_loadu_ps(row + 8 * j);
 #pragma GCC unroll 6
         for (int i = 0; i < MR; ++i) {
             const __m256 s = _mm256_set1_ps(a.template at<MR>(p, i));
-            acc[i][0] = _mm256_fmadd_ps(s, b0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(s, b1, acc[i][1]);
+            for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_fmadd_ps(s, bv[j], acc[i][j]);
         }
     }
 #pragma GCC unroll 6
-    for (int i = 0; i < MR; ++i) {
-        _mm256_storeu_ps(c + i * ldc, acc[i][0]);
-        _mm256_storeu_ps(c + i * ldc + 8, acc[i][1]);
-    }
+    for (int i = 0; i < MR; ++i)
+        for (int j = 0; j < NV; ++j) _mm256_storeu_ps(c + i * ldc + 8 * j, acc[i][j]);
 }
 
 template <int MR, class A, class B>
@@ -190,6 +188,26 @@ int64_t tile_rows(const GemmKernel &g, int64_t rows) {
     if (g.level == 0) return 4;
     const int64_t quarter = g.mr / 3;  // AVX-512 12, 8 or 4; AVX2 6, 4 or 2
     return std::min(g.mr, (rows + quarter - 1) / quarter * quarter);
+}
+
+// Runs the AVX2 tile of height tile_rows(g, rows) at half its width (8 columns); false where
+// there is none (other instruction sets: the caller runs the full tile).
+template <class A, class B>
+bool run_half_tile(const GemmKernel &g, int64_t rows, int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
+#if defined(__x86_64__)
+    if (g.level == 1) {
+        const int64_t height = tile_rows(g, rows);
+        if (height == 6)
+            tile_avx2<6, A, B, 1>(kc, a, b, c, ldc, load_c);
+        else if (height == 4)
+            tile_avx2<4, A, B, 1>(kc, a, b, c, ldc, load_c);
+        else
+            tile_avx2<2, A, B, 1>(kc, a, b, c, ldc, load_c);
+        return true;
+    }
+#endif
+    (void)g, (void)rows, (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)load_c;
+    return false;
 }
 
 // Runs the tile of height tile_rows(g, rows).
@@ -496,15 +514,42 @@ void gemm_f32_pack_b(int64_t k, int64_t n, F32Matrix b, float *dst, int64_t sliv
     pack_b(k, n, b.data, b.row_stride, b.col_stride, nr, dst, 0, round_up(n, nr), sliver_stride);
 }
 
-void gemm_f32_rows_b(int64_t m, int64_t n, int64_t k, const float *a_packed, const float *b, const int64_t *b_rows,
-                     float *c, int64_t ldc) {
+void gemm_f32_rows_b(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                     const int64_t *b_rows, float *c, int64_t ldc) {
     const GemmKernel &g = pick_kernel();
-    // B sliver by B sliver: the image rows one sliver reads stay in L1 while every A sliver
-    // passes over them.
-    for (int64_t jr = 0; jr < n; jr += g.nr)
-        for (int64_t ir = 0; ir < m; ir += g.mr)
-            run_tile(g, std::min(g.mr, m - ir), k, ASliver{a_packed + ir * k}, BOffsetRows{b + jr, b_rows},
-                     c + ir * ldc + jr, ldc, false);
+    // Blocked like gemm_f32: a KC-row piece of a B sliver (the image rows it reads, a few KiB
+    // since neighbouring taps overlap) stays in L1 while every A sliver of an MC x KC block (L2)
+    // passes over it; A is read once per block of rows instead of once per B sliver (a 512 x 4608
+    // weight is 9 MiB). Later KC blocks start from C's values: the same operations per element.
+    // K blocks of equal length, at most half the packed GEMM's: 288 taps as 2 x 144, not 256 + 32
+    // (a C tile is loaded and stored once per block).
+    const int64_t kc_block = ceil_div(k, std::max<int64_t>(1, ceil_div(k, g.kc / 2))), mc_block = g.mc * 2;
+    for (int64_t pc = 0; pc < k; pc += kc_block) {
+        const int64_t kc = std::min(kc_block, k - pc);
+        for (int64_t ic = 0; ic < m; ic += mc_block) {
+            const int64_t mc = std::min(mc_block, m - ic);
+            for (int64_t jr = 0; jr < n; jr += g.nr) {
+                const BOffsetRows bs{b + jr, b_rows + pc};
+                // The last 8 or fewer columns: half a tile (7 x 8 positions of resnet's last
+                // stage are 3.5 tiles of 16).
+                const bool half = n - jr <= g.nr / 2;
+                for (int64_t ir = ic; ir < ic + mc; ir += g.mr) {
+                    const int64_t rows = std::min(g.mr, m - ir);
+                    float *ct = c + ir * ldc + jr;
+                    if (lda == 0) {  // packed: sliver ir holds [p * height + i], height = tile_rows
+                        const ASliver as{a + ir * k + pc * tile_rows(g, rows)};
+                        if (!half || !run_half_tile(g, rows, kc, as, bs, ct, ldc, pc > 0))
+                            run_tile(g, rows, kc, as, bs, ct, ldc, pc > 0);
+                        continue;
+                    }
+                    if (half && rows == tile_rows(g, rows) &&
+                        run_half_tile(g, rows, kc, AStridedRows{a + pc + ir * lda, lda}, bs, ct, ldc, pc > 0))
+                        continue;
+                    run_a_tile(g, ABlock{a + pc, lda}, ir, rows, kc, bs, ct, ldc, pc > 0);
+                }
+            }
+        }
+    }
 }
 
 void gemm_f32_rows_a(int64_t m, int64_t n, int64_t k, const float *a, const int64_t *a_rows, const float *b_packed,

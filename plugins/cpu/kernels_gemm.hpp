@@ -52,11 +52,12 @@ GemmF32Tiling gemm_f32_tile();
 int64_t gemm_f32_packed_a_floats(int64_t m, int64_t k);
 void gemm_f32_pack_a(int64_t m, int64_t k, F32Matrix a, float *dst);
 
-// C = A B, A packed by gemm_f32_pack_a, row p of B the floats at b + b_rows[p]. Writes
+// C = A B, row p of B the floats at b + b_rows[p]; A packed by gemm_f32_pack_a (lda 0) or
+// row-major with row stride lda, read in place (a convolution's weights as they are). Writes
 // round_up(m, mr) rows of round_up(n, nr) floats (c[i * ldc + j]) and reads that many floats of
-// every B row: the caller sizes both buffers for it.
-void gemm_f32_rows_b(int64_t m, int64_t n, int64_t k, const float *a_packed, const float *b, const int64_t *b_rows,
-                     float *c, int64_t ldc);
+// every B row: the caller sizes both buffers for it (A itself is read only within its m rows).
+void gemm_f32_rows_b(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                     const int64_t *b_rows, float *c, int64_t ldc);
 
 // A k x n B packed in nr-column slivers: sliver s at dst + s * sliver_stride holds B(p, s * nr + j)
 // at [p * nr + j], zeros past n. A caller may pack a B in pieces (rows [p0, p1) at

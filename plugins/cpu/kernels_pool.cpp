@@ -287,6 +287,44 @@ TF_AVX2 void rows_pair_backward_avx2(const PoolGeometry &g, const float *plane, 
 }
 #endif
 
+// The maxima of output row oy's windows without their positions (the forward): take_if's rule
+// tap by tap in window order from -inf, which gives row_argmax's values (a window's first
+// element always beats -inf unless it is -inf itself), four windows at a time where the taps'
+// columns are 1 or 2 apart (resnet's 3x3 stride-2 pool).
+void row_max(const PoolGeometry &g, const float *plane, int64_t oy, float *best) {
+    std::fill(best, best + g.ow, -INFINITY);
+    for (int64_t i = 0; i < g.kh; ++i) {
+        const int64_t iy = oy * g.sh - g.ph + i;
+        if (iy < 0 || iy >= g.h) continue;
+        const float *row = plane + iy * g.w;
+        const int64_t sw = g.sw, w = g.w;  // locals: the stores below may alias g
+        for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t offset = j - g.pw;
+            int64_t lo = 0, hi = 0;
+            tap_span(offset, sw, w, g.ow, &lo, &hi);
+            int64_t ox = lo;
+#if defined(__x86_64__)
+            if (sw == 1) {
+                for (; ox + 4 <= hi; ox += 4) {
+                    __m128 b = _mm_loadu_ps(best + ox);
+                    take_4(_mm_loadu_ps(row + ox + offset), b);
+                    _mm_storeu_ps(best + ox, b);
+                }
+            } else if (sw == 2) {
+                // split_pairs reads eight floats: one past the fourth window's tap.
+                for (; ox + 4 <= hi && (ox + 3) * 2 + offset + 1 < w; ox += 4) {
+                    __m128 even, odd, b = _mm_loadu_ps(best + ox);
+                    split_pairs(row + 2 * ox + offset, even, odd);
+                    take_4(even, b);
+                    _mm_storeu_ps(best + ox, b);
+                }
+            }
+#endif
+            for (; ox < hi; ++ox) take_if(row[ox * sw + offset], best[ox]);
+        }
+    }
+}
+
 // Whether the 2x2 kernels take output rows two at a time: AVX2, and rows of four windows or
 // more (shorter ones take row_max_2x2's scalar loop).
 bool row_pairs(const PoolGeometry &g) {
@@ -363,7 +401,6 @@ void each_tap(const PoolGeometry &g, const Window &win, T *plane, Fn &&tap) {
 void max_pool(const PoolGeometry &g, const float *x, const float *, float *y) {
     const bool fast = is_2x2(g), pairs = fast && row_pairs(g);
     parallel_planes(g, [&](int64_t first, int64_t last) {
-        std::vector<int64_t> best_at(fast ? 0 : static_cast<size_t>(g.ow));
         for (int64_t pl = first; pl < last; ++pl) {
             const float *plane = x + pl * g.h * g.w;
             float *out = y + pl * g.oh * g.ow;
@@ -373,7 +410,7 @@ void max_pool(const PoolGeometry &g, const float *x, const float *, float *y) {
                     if (fast)
                         row_max_2x2(g, plane, oy, out + oy * g.ow);
                     else
-                        row_argmax(g, plane, oy, out + oy * g.ow, best_at.data());
+                        row_max(g, plane, oy, out + oy * g.ow);
                 });
         }
     });

@@ -101,6 +101,12 @@ TF_CUDA_HD float unary_float(uint32_t op, float x, float lo, float hi) {
     case TF_OP_SILU: return x == -INFINITY ? -0.f : x * sigmoid_of(x);
     case TF_OP_SQUARE: return x * x;
     case TF_OP_ERF: return erff(x);
+    case TF_OP_ASIN: return asinf(x);
+    case TF_OP_ACOS: return acosf(x);
+    case TF_OP_ATAN: return atanf(x);
+    case TF_OP_ASINH: return asinhf(x);
+    case TF_OP_ACOSH: return acoshf(x);
+    case TF_OP_ATANH: return atanhf(x);
     case TF_OP_CLAMP: {
         // Comparisons with NaN are false: a NaN x stays, a NaN bound never applies.
         float r = x;
@@ -183,7 +189,8 @@ inline constexpr uint32_t k_elementwise_ops[] = {
     TF_OP_NEG,    TF_OP_EXP,     TF_OP_RELU,    TF_OP_ABS,           TF_OP_LOG,           TF_OP_SQRT,      TF_OP_RSQRT,
     TF_OP_SIN,    TF_OP_COS,     TF_OP_TANH,    TF_OP_SIGMOID,       TF_OP_GELU,          TF_OP_GELU_TANH, TF_OP_SILU,
     TF_OP_SQUARE, TF_OP_ERF,     TF_OP_CLAMP,   TF_OP_ADD,           TF_OP_SUB,           TF_OP_MUL,       TF_OP_DIV,
-    TF_OP_POW,    TF_OP_MAXIMUM, TF_OP_MINIMUM, TF_OP_RELU_BACKWARD, TF_OP_GELU_BACKWARD,
+    TF_OP_POW,    TF_OP_MAXIMUM, TF_OP_MINIMUM, TF_OP_RELU_BACKWARD, TF_OP_GELU_BACKWARD, TF_OP_ASIN,      TF_OP_ACOS,
+    TF_OP_ATAN,   TF_OP_ASINH,   TF_OP_ACOSH,   TF_OP_ATANH,
 };
 
 constexpr bool implements_elementwise(uint32_t op) {

@@ -192,6 +192,12 @@ constexpr KernelRow k_rows[] = {
     row(TF_OP_CONTIGUOUS, run_plain<EW_COPY>),
     row(TF_OP_CAST, run_plain<EW_COPY>),
     row(TF_OP_FILL, run_fill),
+    row(TF_OP_ASIN, run_plain<EW_ASIN>),
+    row(TF_OP_ACOS, run_plain<EW_ACOS>),
+    row(TF_OP_ATAN, run_plain<EW_ATAN>),
+    row(TF_OP_ASINH, run_plain<EW_ASINH>),
+    row(TF_OP_ACOSH, run_plain<EW_ACOSH>),
+    row(TF_OP_ATANH, run_plain<EW_ATANH>),
 };
 
 }  // namespace

@@ -101,20 +101,11 @@ void bind_ops(py::module_ &m) {
     TINYFIN_BINARY_OUT_OPS(TF_BINARY)
 #undef TF_BINARY
 
-    for (auto [name, fn] : std::initializer_list<std::pair<const char *, Unary>>{{"neg", &neg},
-                                                                                 {"exp", &exp},
-                                                                                 {"relu", &relu},
-                                                                                 {"abs", &abs},
-                                                                                 {"log", &log},
-                                                                                 {"sqrt", &sqrt},
-                                                                                 {"rsqrt", &rsqrt},
-                                                                                 {"sin", &sin},
-                                                                                 {"cos", &cos},
-                                                                                 {"tanh", &tanh},
-                                                                                 {"erf", &erf},
-                                                                                 {"sigmoid", &sigmoid},
-                                                                                 {"silu", &silu},
-                                                                                 {"square", &square}})
+    for (auto [name, fn] : std::initializer_list<std::pair<const char *, Unary>>{
+             {"neg", &neg},   {"exp", &exp},         {"relu", &relu},   {"abs", &abs},       {"log", &log},
+             {"sqrt", &sqrt}, {"rsqrt", &rsqrt},     {"sin", &sin},     {"cos", &cos},       {"tanh", &tanh},
+             {"erf", &erf},   {"sigmoid", &sigmoid}, {"silu", &silu},   {"square", &square}, {"asin", &asin},
+             {"acos", &acos}, {"atan", &atan},       {"asinh", &asinh}, {"acosh", &acosh},   {"atanh", &atanh}})
         def_unary(m, name, fn);
 
     m.def(

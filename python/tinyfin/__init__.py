@@ -23,6 +23,7 @@ from ._C import (  # noqa: E402  # noqa: F401  (re-exported API)
     OutOfMemoryError, PluginError, AutogradError,
     add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, relu_backward, gelu_backward,
     neg, exp, relu, abs, log, sqrt, rsqrt, sin, cos, tanh, erf, sigmoid, silu, square, gelu,
+    asin, acos, atan, asinh, acosh, atanh,
     clamp, where, matmul, sum, mean, amax, amin, var, argmax, argmin, cumsum,
     conv2d, max_pool2d, avg_pool2d, softmax, log_softmax, layer_norm, rms_norm, rope,
     scaled_dot_product_attention, embedding, cross_entropy, one_hot,
@@ -52,6 +53,7 @@ dtype.__repr__ = dtype.__str__ = lambda self: "tinyfin." + _DTYPE_NAMES[self]
 __version__ = _C.__version__  # meson.build's project version
 concat = cat
 clip = clamp
+arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh  # torch's aliases
 
 # ---- Random numbers -------------------------------------------------------------------------
 # rand/randn in C++ take an explicit seed; a call without one draws the next stream of the

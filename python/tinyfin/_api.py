@@ -226,7 +226,7 @@ def _inplace(fn, name):
 
 
 for _name in ["relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "square", "sin", "cos",
-              "erf", "silu", "gelu", "clamp", "masked_fill"]:
+              "erf", "silu", "gelu", "clamp", "masked_fill", "asin", "acos", "atan", "asinh", "acosh", "atanh"]:
     setattr(_tf.Tensor, _name + "_", _inplace(getattr(_tf.Tensor, _name), _name + "_"))
 _tf.Tensor.clip_ = _tf.Tensor.clamp_
 _tf.Tensor.negative_ = _tf.Tensor.neg_

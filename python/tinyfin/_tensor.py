@@ -106,7 +106,8 @@ for _name in ["exp", "log", "relu", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf"
               "square", "abs", "neg", "gelu", "clamp", "sum", "mean", "amax", "amin", "var", "std",
               "argmax", "argmin", "max", "min", "softmax", "log_softmax", "matmul", "pow", "maximum",
               "minimum", "eq", "ne", "lt", "le", "gt", "ge", "add", "sub", "mul", "div", "split",
-              "chunk", "allclose", "flip", "index_select", "cumsum"]:
+              "chunk", "allclose", "flip", "index_select", "cumsum", "asin", "acos", "atan", "asinh", "acosh",
+              "atanh"]:
     setattr(Tensor, _name, _method(getattr(tf, _name)))
 Tensor.clip = Tensor.clamp
 Tensor.negative = Tensor.neg

@@ -281,6 +281,92 @@ float tf_pow(float x, float y) {
     return x < 0.0f && y_odd ? -r : r;
 }
 
+// ---- Inverse trigonometric and hyperbolic functions ----------------------------------------------
+// Cephes' single-precision polynomials (a few ulp, relative, also near 0 where the builtins'
+// log/sqrt formulas lose digits); NaN outside the domain, the sign of a zero kept.
+
+// asin(a) for a in [0, 1].
+float tf_asin_abs(float a) {
+    if (a < 1e-4f) return a;
+    bool big = a > 0.5f;
+    float z = big ? 0.5f * (1.0f - a) : a * a;
+    float s = big ? sqrt(z) : a;
+    float r = ((((4.2163199048e-2f * z + 2.4181311049e-2f) * z + 4.5470025998e-2f) * z + 7.4953002686e-2f) * z +
+               1.6666752422e-1f) * z * s + s;
+    return big ? 1.5707963267948966f - (r + r) : r;
+}
+
+float tf_asin(float x) {
+    if (tf_isnan(x) || fabs(x) > 1.0f) return TF_NAN;
+    float r = tf_asin_abs(fabs(x));
+    return tf_signbit(x) ? -r : r;
+}
+
+float tf_acos(float x) {
+    if (tf_isnan(x) || fabs(x) > 1.0f) return TF_NAN;
+    if (x > 0.5f) return 2.0f * tf_asin_abs(sqrt(0.5f * (1.0f - x)));
+    if (x < -0.5f) return 3.1415926535897932f - 2.0f * tf_asin_abs(sqrt(0.5f * (1.0f + x)));
+    return 1.5707963267948966f - tf_asin(x);
+}
+
+float tf_atan(float x) {
+    if (tf_isnan(x)) return x;
+    float a = fabs(x), y = 0.0f, t = a;
+    if (a > 2.414213562373095f) {
+        y = 1.5707963267948966f;
+        t = -1.0f / a;
+    } else if (a > 0.4142135623730950f) {
+        y = 0.78539816339744831f;
+        t = (a - 1.0f) / (a + 1.0f);
+    }
+    float z = t * t;
+    y += (((8.05374449538e-2f * z - 1.38776856032e-1f) * z + 1.99777106478e-1f) * z - 3.33329491539e-1f) * z * t + t;
+    return tf_signbit(x) ? -y : y;
+}
+
+float tf_asinh(float x) {
+    if (tf_isnan(x) || tf_isinf(x)) return x;
+    float a = fabs(x), r;
+    if (a > 1500.0f) {
+        r = log(a) + 0.69314718055994531f;
+    } else if (a < 0.5f) {
+        float z = a * a;
+        r = (((2.0122003309e-2f * z - 4.2699340972e-2f) * z + 7.4847586088e-2f) * z - 1.6666288134e-1f) * z * a + a;
+    } else {
+        r = log(a + sqrt(a * a + 1.0f));
+    }
+    return tf_signbit(x) ? -r : r;
+}
+
+float tf_acosh(float x) {
+    if (tf_isnan(x) || x < 1.0f) return TF_NAN;
+    if (tf_isinf(x)) return x;
+    if (x > 1500.0f) return log(x) + 0.69314718055994531f;
+    float z = x - 1.0f;
+    if (z < 0.5f)
+        return ((((1.7596881071e-3f * z - 7.5272886713e-3f) * z + 2.6454905019e-2f) * z - 1.1784741703e-1f) * z +
+                1.4142135263f) * sqrt(z);
+    return log(x + sqrt(z * (x + 1.0f)));
+}
+
+float tf_atanh(float x) {
+    if (tf_isnan(x)) return x;
+    float a = fabs(x), r;
+    if (a > 1.0f) return TF_NAN;
+    if (a == 1.0f) {
+        r = TF_INF;
+    } else if (a < 1e-4f) {
+        r = a;
+    } else if (a < 0.5f) {
+        float z = a * a;
+        r = ((((1.81740078349e-1f * z + 8.24370301058e-2f) * z + 1.46691431730e-1f) * z + 1.99782164500e-1f) * z +
+             3.33337300303e-1f) * z * a + a;
+    } else {
+        r = 0.5f * log((1.0f + a) / (1.0f - a));
+    }
+    return tf_signbit(x) ? -r : r;
+}
+
 // ---- 64-bit integers as uint2 (x low, y high) ---------------------------------------------------
 
 uint2 i64_neg(uint2 v) {

@@ -35,6 +35,12 @@ typedef struct {
 #define EW_SQUARE 14u
 #define EW_ERF 15u
 #define EW_CLAMP 16u
+#define EW_ASIN 17u
+#define EW_ACOS 18u
+#define EW_ATAN 19u
+#define EW_ASINH 20u
+#define EW_ACOSH 21u
+#define EW_ATANH 22u
 #define EW_ADD 32u
 #define EW_SUB 33u
 #define EW_MUL 34u
@@ -80,6 +86,12 @@ float unary_f32(float x, uint2 arg) {
     case EW_SILU: return tf_isinf(x) ? (x > 0.0f ? x : -0.0f) : x * tf_sigmoid(x);
     case EW_SQUARE: return x * x;
     case EW_ERF: return tf_erf(x);
+    case EW_ASIN: return tf_asin(x);
+    case EW_ACOS: return tf_acos(x);
+    case EW_ATAN: return tf_atan(x);
+    case EW_ASINH: return tf_asinh(x);
+    case EW_ACOSH: return tf_acosh(x);
+    case EW_ATANH: return tf_atanh(x);
     case EW_CLAMP: {
         if (tf_isnan(x)) return x;
         float lo = as_float(arg.x), hi = as_float(arg.y);

@@ -108,6 +108,12 @@ TEST_CASE("gradcheck every unary op, contiguous and non-contiguous") {
         {"gelu_tanh", [](const Tensor &x) { return gelu(x, true); }, -3, 3, false},
         {"silu", [](const Tensor &x) { return silu(x); }, -3, 3, false},
         {"square", [](const Tensor &x) { return square(x); }, -2, 2, false},
+        {"asin", [](const Tensor &x) { return asin(x); }, -0.8, 0.8, false},
+        {"acos", [](const Tensor &x) { return acos(x); }, -0.8, 0.8, false},
+        {"atan", [](const Tensor &x) { return atan(x); }, -3, 3, false},
+        {"asinh", [](const Tensor &x) { return asinh(x); }, -3, 3, false},
+        {"acosh", [](const Tensor &x) { return acosh(x); }, 1.3, 3, false},
+        {"atanh", [](const Tensor &x) { return atanh(x); }, -0.8, 0.8, false},
         // bounds are multiples of the spacing (0.05); inputs sit 0.025 off them
         {"clamp", [](const Tensor &x) { return clamp(x, -0.1, 0.15); }, 0, 0, true},
         {"clamp min only", [](const Tensor &x) { return clamp(x, -0.05, INFINITY); }, 0, 0, true},

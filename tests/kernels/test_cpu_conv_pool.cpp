@@ -121,6 +121,22 @@ TEST_CASE("conv2d and its gradients match a direct convolution") {
         {4, 8, 6, 6, 8, 3, 3, conv_params(1, 1, 3, 3, 1, 1, 1)},
         {4, 64, 30, 30, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
         {8, 64, 12, 12, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},  // whole images per task, 3 bands each
+        // The shifted forward's blocking: more output channels than one task's block (200: two
+        // blocks, the last tile short), taps over several K blocks (288 = 256 + 32, 576, 360),
+        // one image (the tasks split output channels), bands of unequal rows.
+        {1, 32, 7, 7, 200, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {1, 64, 5, 6, 13, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {2, 40, 8, 8, 150, 3, 3, conv_params(1, 1, 0, 0, 1, 1, 1)},
+        {1, 16, 23, 19, 20, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 2)},  // groups: 8 input channels each
+        // Strides above 1 with at least 32 taps: the forward reads phase planes of the padded
+        // image (resnet's 7x7 stride-2 stem, its 3x3 and 1x1 stride-2 convs), uneven strides,
+        // padding and dilation, stride 3, groups; the gradients take the column matrix.
+        {1, 3, 23, 23, 16, 7, 7, conv_params(2, 2, 3, 3, 1, 1, 1)},
+        {2, 8, 11, 13, 10, 3, 3, conv_params(2, 2, 1, 1, 1, 1, 1)},
+        {2, 40, 9, 10, 12, 1, 1, conv_params(2, 2, 0, 0, 1, 1, 1)},
+        {1, 16, 12, 11, 8, 3, 3, conv_params(2, 3, 1, 2, 2, 1, 1)},
+        {1, 12, 14, 15, 7, 3, 3, conv_params(3, 3, 2, 2, 2, 2, 1)},
+        {1, 64, 9, 9, 8, 3, 3, conv_params(2, 2, 1, 1, 1, 1, 2)},
     };
     uint32_t seed = 100;
     for (const ConvCase &k : cases) check_conv_case(k, seed += 10);
@@ -403,6 +419,58 @@ TEST_CASE(
         const TensorDesc dy = f32({s[0], s[1], oh, ow}, dyv), dx = make(TF_DTYPE_F32, s);
         run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dy, &x}, dx, &p);
         check_same_floats(get(dx), want_dx);
+    }
+}
+
+TEST_CASE("max_pool2d's general windows (the value-only forward): padding, strides 1 to 3, ties, NaN and signed "
+          "zeros against a naive reference") {
+    // resnet's 3x3 stride 2 padding 1 (the four-window vector steps and their scalar tails),
+    // stride 1, a 2x3 window, stride 3 (scalar only), padding on one axis, a window larger than
+    // the stride; values from a small set so that windows tie often.
+    struct PoolCase {
+        Dims shape;
+        int kh, kw, sh, sw, ph, pw;
+    };
+    const PoolCase cases[] = {
+        {{1, 2, 112, 112}, 3, 3, 2, 2, 1, 1}, {{2, 3, 9, 10}, 3, 3, 2, 2, 1, 1},  {{1, 2, 7, 13}, 3, 3, 1, 1, 1, 1},
+        {{1, 1, 8, 11}, 2, 3, 2, 2, 1, 1},    {{2, 2, 10, 17}, 3, 3, 3, 3, 1, 1}, {{1, 3, 6, 21}, 3, 2, 1, 2, 0, 1},
+        {{1, 1, 5, 4}, 4, 4, 1, 1, 2, 2},
+    };
+    const double values[] = {0.5, -0.5, 1.0, 0.0, -0.0, NAN, -1.0, 0.5, -INFINITY};
+    uint32_t seed = 70;
+    for (const PoolCase &k : cases) {
+        CAPTURE(k.shape[2]);
+        CAPTURE(k.shape[3]);
+        CAPTURE(k.kh);
+        CAPTURE(k.sh);
+        std::mt19937 rng(seed++);
+        std::uniform_int_distribution<int> pick(0, 8);
+        Values xv(static_cast<size_t>(count_of(k.shape)));
+        for (double &v : xv) v = values[pick(rng)];
+        const int64_t planes = k.shape[0] * k.shape[1], h = k.shape[2], w = k.shape[3];
+        const int64_t oh = (h + 2 * k.ph - k.kh) / k.sh + 1, ow = (w + 2 * k.pw - k.kw) / k.sw + 1;
+        Values want(static_cast<size_t>(planes * oh * ow));
+        for (int64_t pl = 0; pl < planes; ++pl)
+            for (int64_t oy = 0; oy < oh; ++oy)
+                for (int64_t ox = 0; ox < ow; ++ox) {
+                    // The first maximum in window order over the input elements (padding never
+                    // wins); NaN beats numbers, the first NaN wins; -inf for no element.
+                    double best = -INFINITY;
+                    bool any = false;
+                    for (int64_t i = 0; i < k.kh; ++i)
+                        for (int64_t j = 0; j < k.kw; ++j) {
+                            const int64_t iy = oy * k.sh - k.ph + i, ix = ox * k.sw - k.pw + j;
+                            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                            const double v = xv[static_cast<size_t>((pl * h + iy) * w + ix)];
+                            if (!any || v > best || (std::isnan(v) && !std::isnan(best))) best = v;
+                            any = true;
+                        }
+                    want[static_cast<size_t>((pl * oh + oy) * ow + ox)] = best;
+                }
+        const TensorDesc x = f32(k.shape, xv), y = make(TF_DTYPE_F32, {k.shape[0], k.shape[1], oh, ow});
+        const tf_params_pool2d p = pool_params(k.kh, k.kw, k.sh, k.sw, k.ph, k.pw);
+        run_ok(TF_OP_MAX_POOL2D, {&x}, y, &p);
+        check_same_floats(get(y), want);
     }
 }
 

@@ -279,8 +279,13 @@ TEST_CASE("matmul through the packed GEMM: odd sizes, views, batches, on the por
 
 TEST_CASE("conv2d through the packed GEMM on the portable and the native path") {
     const ConvShape shapes[] = {
-        {3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1}, {2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1}, {2, 6, 13, 7, 9, 3, 2, 2, 1, 2, 3},
-        {1, 65, 7, 7, 13, 1, 1, 1, 0, 1, 1},  {17, 3, 9, 9, 7, 3, 3, 1, 1, 1, 1},
+        {3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1},
+        {2, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1},
+        {2, 6, 13, 7, 9, 3, 2, 2, 1, 2, 3},
+        {1, 65, 7, 7, 13, 1, 1, 1, 0, 1, 1},
+        {17, 3, 9, 9, 7, 3, 3, 1, 1, 1, 1},
+        {1, 64, 7, 7, 160, 3, 3, 1, 1, 1, 1},  // the shifted forward's blocks of output channels and taps
+        {2, 3, 29, 30, 16, 7, 7, 2, 3, 1, 1},  // stride 2: phase planes of the padded image
     };
     for (const char *isa : {"generic", "native"}) {
         CAPTURE(isa);
@@ -329,6 +334,17 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     keep(dx);
     run_ok(TF_OP_CONV2D_GRAD_WEIGHT, {dy.d, x.d}, dw.d, &p);
     keep(dw);
+
+    // One image with more output channels than a task's block: the shifted forward splits
+    // them between tasks by the thread count.
+    const ConvShape s1{1, 32, 7, 7, 200, 3, 3, 1, 1, 1, 1};
+    const tf_params_conv2d p1 = s1.params();
+    TensorDesc x1 = dense({s1.n, s1.c, s1.h, s1.w}), w1 = dense({s1.o, s1.c, s1.kh, s1.kw}),
+               y1 = dense({s1.n, s1.o, s1.oh(), s1.ow()});
+    fill_random(x1, 10);
+    fill_random(w1, 11);
+    run_ok(TF_OP_CONV2D, {x1.d, w1.d}, y1.d, &p1);
+    keep(y1);
 
     // max pooling (2x2 stride 2 fast path, and 3x3 stride 2 pad 1) forward and backward.
     for (int32_t k : {2, 3}) {

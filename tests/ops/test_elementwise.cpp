@@ -53,6 +53,12 @@ std::vector<UnaryCase> unary_cases() {
         {"square", [](const Tensor &x) { return square(x); }, [](double x) { return x * x; }, -3, 3},
         {"clamp", [](const Tensor &x) { return clamp(x, -0.5, 0.75); },
          [](double x) { return std::min(std::max(x, -0.5), 0.75); }, -2, 2},
+        {"asin", [](const Tensor &x) { return asin(x); }, [](double x) { return std::asin(x); }, -0.99, 0.99},
+        {"acos", [](const Tensor &x) { return acos(x); }, [](double x) { return std::acos(x); }, -0.99, 0.99},
+        {"atan", [](const Tensor &x) { return atan(x); }, [](double x) { return std::atan(x); }, -8, 8},
+        {"asinh", [](const Tensor &x) { return asinh(x); }, [](double x) { return std::asinh(x); }, -8, 8},
+        {"acosh", [](const Tensor &x) { return acosh(x); }, [](double x) { return std::acosh(x); }, 1, 8},
+        {"atanh", [](const Tensor &x) { return atanh(x); }, [](double x) { return std::atanh(x); }, -0.99, 0.99},
     };
 }
 
@@ -213,6 +219,47 @@ TEST_CASE("unary ops at the edges of their domains") {
     }
 }
 
+// The inverse functions at their domains' ends, out of them, and far from 1, where a formula
+// through log or sqrt would lose the relative accuracy (tiny arguments, acos near 1, acosh near 1):
+// relative to float64 within a few ulp, the sign of zero kept.
+TEST_CASE("inverse trigonometric and hyperbolic functions at the edges of their domains") {
+    using Fn = Tensor (*)(const Tensor &);
+    struct Edge {
+        const char *name;
+        Fn op;
+        double (*reference)(double);
+        F x;
+    };
+    const float tiny = 1e-20f, small = 3e-4f, near_one = 1 - 0x1p-20f;
+    const Edge edges[] = {
+        {"asin", asin, std::asin, {1, -1, 0, tiny, -small, 0.5f, -0.75f, near_one, 2, -1.5f, INFINITY}},
+        {"acos", acos, std::acos, {1, -1, 0, tiny, -small, 0.5f, -0.75f, near_one, -near_one, 2, -INFINITY}},
+        {"atan", atan, std::atan, {0, tiny, -small, 0.4f, -0.45f, 2.4f, -2.5f, 1e30f, INFINITY, -INFINITY}},
+        {"asinh", asinh, std::asinh, {0, tiny, -small, 0.49f, -0.51f, 1499, -1501, 1e30f, INFINITY, -INFINITY}},
+        {"acosh", acosh, std::acosh, {1, 1 + 0x1p-20f, 1.25f, 1.49f, 1.51f, 1e30f, INFINITY, 0.5f, 0, -2}},
+        {"atanh", atanh, std::atanh, {1, -1, 0, tiny, -small, 0.49f, -0.51f, near_one, 1.5f, -INFINITY}},
+    };
+    for (const Edge &e : edges) {
+        INFO("op " << std::string(e.name));
+        const int64_t n = static_cast<int64_t>(e.x.size());
+        const F got = e.op(ref::tensor(e.x, {n})).to_vector<float>();
+        for (int64_t i = 0; i < n; ++i) {
+            const double want = e.reference(e.x[i]);
+            INFO("x = " << e.x[i] << ": got " << got[i] << ", want " << want);
+            if (std::isnan(want)) {
+                CHECK(std::isnan(got[i]));
+            } else if (std::isinf(want) || want == 0) {
+                CHECK(got[i] == want);
+                CHECK(std::signbit(got[i]) == std::signbit(want));
+            } else {
+                CHECK(std::abs(got[i] - want) <= 2e-6 * std::abs(want));
+            }
+        }
+    }
+    // -0 keeps its sign where the function is odd.
+    for (Fn odd : {Fn(asin), Fn(atan), Fn(asinh), Fn(atanh)}) CHECK(std::signbit(odd(scalar(-0.0f)).item<float>()));
+}
+
 TEST_CASE("the two gelu forms are distinct functions") {
     // At x = 1.5 erf-gelu and tanh-gelu differ by about 2.3e-4: each op computes its own form.
     float x = 1.5f;
@@ -336,6 +383,12 @@ TEST_CASE("elementwise: unary float ops on views and special values") {
         {"silu", tf::silu, -20, 20, {1e-6, 2e-6}},
         {"square", tf::square, -30, 30, {}},
         {"erf", tf::erf, -4, 4, {1e-6, 2e-6}},
+        {"asin", tf::asin, -1, 1, {1e-6, 2e-6}},
+        {"acos", tf::acos, -1, 1, {1e-6, 2e-6}},
+        {"atan", tf::atan, -20, 20, {1e-6, 2e-6}},
+        {"asinh", tf::asinh, -20, 20, {1e-6, 2e-6}},
+        {"acosh", tf::acosh, 1, 20, {1e-6, 2e-6}},
+        {"atanh", tf::atanh, -1, 1, {1e-6, 2e-6}},
         {"gelu", [](const Tensor &x) { return tf::gelu(x, false); }, -8, 8, {2e-6, 2e-6}},
         {"gelu_tanh", [](const Tensor &x) { return tf::gelu(x, true); }, -8, 8, {2e-6, 2e-6}},
     };

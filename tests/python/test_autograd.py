@@ -47,6 +47,15 @@ def test_unary_grad(name):
     check(getattr(tf, name), X + 0.05)  # away from abs's kink at 0
 
 
+@pytest.mark.parametrize("name", ["asin", "acos", "atan", "asinh", "atanh"])
+def test_inverse_trig_grad(name):
+    check(getattr(tf, name), X / 2)  # inside (-1, 1) for asin, acos, atanh
+
+
+def test_acosh_grad():
+    check(tf.acosh, POS + 1)
+
+
 @pytest.mark.parametrize("name", ["log", "sqrt", "rsqrt"])
 def test_positive_unary_grad(name):
     check(getattr(tf, name), POS)

@@ -19,7 +19,22 @@ UNARY = {
     "sin": (X, np.sin), "cos": (X, np.cos), "tanh": (X, np.tanh), "erf": (X, erf),
     "sigmoid": (X, lambda a: 1 / (1 + np.exp(-a))), "silu": (X, lambda a: a / (1 + np.exp(-a))),
     "square": (X, np.square), "gelu": (X, lambda a: a * 0.5 * (1 + erf(a / math.sqrt(2)))),
+    "asin": (X / 2.5, np.arcsin), "acos": (X / 2.5, np.arccos), "atan": (X * 3, np.arctan),
+    "asinh": (X * 3, np.arcsinh), "acosh": (P + 1, np.arccosh), "atanh": (X / 2.5, np.arctanh),
 }
+
+
+def test_inverse_trig_aliases_and_domains():
+    """torch's arc* aliases; NaN outside the domains, +-inf at atanh(+-1), float64 references."""
+    assert tf.arcsin is tf.asin and tf.arccosh is tf.acosh and tf.arctanh is tf.atanh
+    x = np.array([-1, 1, 2, -0.0, 1e-20], np.float32)
+    np.testing.assert_array_equal(tf.asin(tf.tensor(x)).numpy()[:2], np.float32([-np.pi / 2, np.pi / 2]))
+    assert np.isnan(tf.asin(tf.tensor(x)).numpy()[2]) and np.isnan(tf.acosh(tf.tensor(np.float32([0.5]))).numpy()[0])
+    np.testing.assert_array_equal(tf.atanh(tf.tensor(x[:2])).numpy(), [-np.inf, np.inf])
+    assert np.signbit(tf.atan(tf.tensor(x)).numpy()[3])
+    assert tf.asinh(tf.tensor(x)).numpy()[4] == np.float32(1e-20)
+    half = tf.tensor(np.float32([0.25, -0.5])).to(tf.float16)
+    np.testing.assert_allclose(tf.atan(half).float().numpy(), np.arctan([0.25, -0.5]), rtol=1e-3)
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))

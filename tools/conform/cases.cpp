@@ -68,6 +68,10 @@ Domain input_domain(tf_op op, int index, Kind kind) {
     case TF_OP_LOG:
     case TF_OP_SQRT:
     case TF_OP_RSQRT: return Domain::positive;
+    case TF_OP_ASIN:
+    case TF_OP_ACOS:
+    case TF_OP_ATANH: return Domain::unit;
+    case TF_OP_ACOSH: return Domain::above_one;
     case TF_OP_POW: return index == 0 ? Domain::positive : Domain::exponent;
     case TF_OP_DIV: return index == 1 ? Domain::nonzero : Domain::uniform;
     case TF_OP_CAST: return Domain::wide;

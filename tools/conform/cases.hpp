@@ -61,6 +61,8 @@ enum class Domain {
     boolean,  // 0 or 1
     index,  // integers in [0, limit)
     labels,  // integers in [0, limit), some equal to ignore (cross-entropy)
+    unit,  // [-1, 1): asin, acos, atanh
+    above_one,  // [1, 6): acosh
 };
 
 // A tensor in memory: logical shape and element strides over a storage of storage_elems

@@ -32,7 +32,7 @@ namespace {
 namespace tf = tinyfin;
 using Fn = std::function<tf::Tensor(const std::vector<tf::Tensor> &)>;
 
-enum class Values { uniform, positive, spaced };
+enum class Values { uniform, positive, spaced, above_one, inner };
 
 struct GradInput {
     Shape shape;
@@ -110,6 +110,12 @@ Unary unary_fn(tf_op op) {
     case TF_OP_SQUARE: return [](const tf::Tensor &x) { return tf::square(x); };
     case TF_OP_CLAMP: return [](const tf::Tensor &x) { return tf::clamp(x, -0.3, 0.4); };
     case TF_OP_ERF: return [](const tf::Tensor &x) { return tf::erf(x); };
+    case TF_OP_ASIN: return [](const tf::Tensor &x) { return tf::asin(x); };
+    case TF_OP_ACOS: return [](const tf::Tensor &x) { return tf::acos(x); };
+    case TF_OP_ATAN: return [](const tf::Tensor &x) { return tf::atan(x); };
+    case TF_OP_ASINH: return [](const tf::Tensor &x) { return tf::asinh(x); };
+    case TF_OP_ACOSH: return [](const tf::Tensor &x) { return tf::acosh(x); };
+    case TF_OP_ATANH: return [](const tf::Tensor &x) { return tf::atanh(x); };
     default: return {};
     }
 }
@@ -253,9 +259,11 @@ std::vector<GradCase> grad_cases() {
     std::vector<GradCase> out;
     for (const OpRow &row : op_rows()) {
         const tf_op op = row.op;
-        const Values v = has_kink(op)                                                 ? Values::spaced
-                         : (op == TF_OP_LOG || op == TF_OP_SQRT || op == TF_OP_RSQRT) ? Values::positive
-                                                                                      : Values::uniform;
+        const Values v = has_kink(op)                                                  ? Values::spaced
+                         : (op == TF_OP_LOG || op == TF_OP_SQRT || op == TF_OP_RSQRT)  ? Values::positive
+                         : op == TF_OP_ACOSH                                           ? Values::above_one
+                         : (op == TF_OP_ASIN || op == TF_OP_ACOS || op == TF_OP_ATANH) ? Values::inner
+                                                                                       : Values::uniform;
         auto add = [&](std::string name, std::vector<GradInput> in, Fn f, RefFn ref, double k = 16) {
             GradCase c;
             c.op = row.name, c.name = std::move(name), c.inputs = std::move(in), c.f = std::move(f);
@@ -474,6 +482,10 @@ std::vector<float> input_values(const GradInput &in, uint64_t seed, tf::DType dt
         v = spaced(n, seed);
     else if (in.values == Values::positive)
         v = uniform(n, seed, 0.5, 2);
+    else if (in.values == Values::above_one)
+        v = uniform(n, seed, 1.25, 3);
+    else if (in.values == Values::inner)
+        v = uniform(n, seed, -0.8, 0.8);
     else
         v = uniform(n, seed, -1, 1);
     for (float &x : v) x = static_cast<float>(round_to(x, abi_dtype(dtype)));

@@ -118,6 +118,12 @@ double unary_value(tf_op op, double x, const Params &p) {
     case TF_OP_CLAMP:
         return std::isnan(x) ? x : std::min(std::max(x, p.as<tf_params_clamp>().min), p.as<tf_params_clamp>().max);
     case TF_OP_ERF: return std::erf(x);
+    case TF_OP_ASIN: return std::asin(x);
+    case TF_OP_ACOS: return std::acos(x);
+    case TF_OP_ATAN: return std::atan(x);
+    case TF_OP_ASINH: return std::asinh(x);
+    case TF_OP_ACOSH: return std::acosh(x);
+    case TF_OP_ATANH: return std::atanh(x);
     default: throw std::logic_error("ref::unary: not a unary op");
     }
 }
@@ -619,7 +625,13 @@ bool transcendental(tf_op op) {
     case TF_OP_GELU:
     case TF_OP_GELU_TANH:
     case TF_OP_SILU:
-    case TF_OP_ERF: return true;
+    case TF_OP_ERF:
+    case TF_OP_ASIN:
+    case TF_OP_ACOS:
+    case TF_OP_ATAN:
+    case TF_OP_ASINH:
+    case TF_OP_ACOSH:
+    case TF_OP_ATANH: return true;
     default: return false;
     }
 }

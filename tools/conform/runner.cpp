@@ -167,6 +167,8 @@ double draw(Random &rng, const TensorSpec &t) {
     case Domain::labels:
         if (t.limit == 0 || rng.next() % 4 == 0) return static_cast<double>(t.ignore);
         return static_cast<double>(rng.integer(0, t.limit));
+    case Domain::unit: return fl ? rng.uniform(-1, 1) : static_cast<double>(rng.integer(-1, 1));
+    case Domain::above_one: return fl ? rng.uniform(1, 6) : static_cast<double>(rng.integer(1, 6));
     }
     return 0;
 }
