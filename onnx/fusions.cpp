@@ -144,9 +144,45 @@ std::vector<Value> fused_rms_norm(Ctx &ctx) {
     return {make(y, type)};
 }
 
+// FusedLayerNorm(x, weight, bias, eps, two): ReduceMean(x, last axis) -> Sub from x -> its
+// square (Pow by two, attribute square "Pow", or Mul by itself, "Mul") -> ReduceMean (last axis)
+// -> Add eps -> Sqrt -> the difference Div by it -> [Mul by weight] -> [Add bias]. tinyfin's
+// layer_norm when the scalars are scalars of x's type, two is 2 and weight and bias are vectors
+// of x's last axis; otherwise the original ops in order.
+std::vector<Value> fused_layer_norm(Ctx &ctx) {
+    const Tensor &x = ctx.tensor(0);
+    const ElementType type = ctx.input(0).type;
+    const bool pow_form = ctx.attr_string("square", "") == "Pow";
+    auto scalar_ok = [&](std::size_t i) {
+        return ctx.has_input(i) && ctx.input(i).type == type && ctx.tensor(i).numel() == 1 &&
+               ctx.tensor(i).rank() <= x.rank();
+    };
+    auto vector_ok = [&](std::size_t i) {
+        return !ctx.has_input(i) ||
+               (ctx.input(i).type == type && ctx.tensor(i).rank() == 1 && ctx.tensor(i).size(0) == x.size(-1));
+    };
+    bool fast = is_float(type) && x.rank() >= 1 && scalar_ok(3) && (!pow_form || scalar_ok(4));
+    fast = fast && (!pow_form || ctx.tensor(4).item<float>() == 2.0f) && vector_ok(1) && vector_ok(2);
+    if (fast) {
+        const double eps = ctx.tensor(3).item<float>();
+        return {make(layer_norm(x, 1, ctx.has_input(1) ? ctx.tensor(1) : Tensor(),
+                                ctx.has_input(2) ? ctx.tensor(2) : Tensor(), eps),
+                     type)};
+    }
+    // The original nodes' ops, in order.
+    const int64_t last = x.rank() - 1;
+    const Tensor centred = sub(x, mean(x, {last}, true));
+    const Tensor squares = pow_form ? pow(centred, ctx.tensor(4).to(x.dtype())) : mul(centred, centred);
+    Tensor y = div(centred, sqrt(add(mean(squares, {last}, true), ctx.tensor(3))));
+    if (ctx.has_input(1)) y = mul(y, ctx.tensor(1));
+    if (ctx.has_input(2)) y = add(y, ctx.tensor(2));
+    return {make(y, type)};
+}
+
 const OpRow gelu_row{"FusedGelu", 1, 1, fused_gelu};
 const OpRow rms_norm_row{"FusedRmsNorm", 1, 1, fused_rms_norm};
 const OpRow attention_row{"FusedAttention", 1, 1, fused_attention};
+const OpRow layer_norm_row{"FusedLayerNorm", 1, 1, fused_layer_norm};
 
 // ---- The graph as the rewrites see it ---------------------------------------------------
 
@@ -169,6 +205,13 @@ public:
         auto c = consumers_.find(name);
         return c != consumers_.end() && c->second.size() == 1 && !g_.outputs.count(name);
     }
+    // The steps reading name, one entry per input that reads it (a step reading it twice is
+    // listed twice); empty when none.
+    std::vector<std::size_t> consumers(const std::string &name) const {
+        auto c = consumers_.find(name);
+        return c == consumers_.end() ? std::vector<std::size_t>() : c->second;
+    }
+    bool is_output(const std::string &name) const { return g_.outputs.count(name) != 0; }
     std::size_t only_consumer(const std::string &name, const char *op_type) const {
         if (!single_use(name)) return none;
         const std::size_t i = consumers_.at(name)[0];
@@ -318,8 +361,8 @@ int64_t fold_batch_norm(Graph &g) {
 }
 
 // ---- GELU (erf and tanh forms) -----------------------------------------------------------
-// x -> Div(x, sqrt 2) | Mul(x, 1/sqrt 2) -> Erf, or Pow(x, 3) -> Mul 0.044715 -> Add x -> Mul
-// sqrt(2/pi) -> Tanh; then Add 1, then either Mul(x, .) -> Mul 0.5 (torch's export) or
+// x -> Div(x, sqrt 2) | Mul(x, 1/sqrt 2) -> Erf, or [Pow(x, 3) | Mul(Mul(x, x), x)] -> Mul
+// 0.044715 -> Add x -> Mul sqrt(2/pi) -> Tanh; then Add 1, then either Mul(x, .) -> Mul 0.5 (torch's export) or
 // Mul(Mul(x, 0.5), .) (HF's).
 int64_t fuse_gelu(Graph &g) {
     int64_t fired = 0;
@@ -350,6 +393,7 @@ int64_t fuse_gelu(Graph &g) {
             // tanh(sqrt(2/pi) (x + 0.044715 x^3))
             const double pi = 3.14159265358979323846;
             std::size_t m = none, add = none, cube_mul = none, pw = none;
+            std::vector<std::size_t> cube_nodes;
             std::string inner, cubes, cube;
             if (!scaled_by(erf_node.input(0), "Mul", std::sqrt(2.0 / pi), m, inner)) continue;
             add = g.producer(inner, "Add");
@@ -358,19 +402,37 @@ int64_t fuse_gelu(Graph &g) {
             for (int k = 0; k < 2 && !matched; ++k) {
                 const std::string &candidate = g.step(add).node.input(k);
                 const std::size_t before = consts.size();
-                if (scaled_by(candidate, "Mul", 0.044715, cube_mul, cube) && (pw = g.producer(cube, "Pow")) != none &&
-                    g.single_use(cube) && g.step(pw).node.input_size() == 2 &&
-                    g.scalar_of(g.step(pw).node.input(1)) == 3.0 &&
-                    g.step(pw).node.input(0) == g.step(add).node.input(1 - k)) {
-                    x = g.step(pw).node.input(0);
-                    consts.push_back(g.step(pw).node.input(1));
-                    matched = true;
-                } else {
-                    consts.resize(before);
+                const std::string &other = g.step(add).node.input(1 - k);
+                if (scaled_by(candidate, "Mul", 0.044715, cube_mul, cube) && g.single_use(cube)) {
+                    if ((pw = g.producer(cube, "Pow")) != none && g.step(pw).node.input_size() == 2 &&
+                        g.scalar_of(g.step(pw).node.input(1)) == 3.0 && g.step(pw).node.input(0) == other) {
+                        // Pow(x, 3)
+                        consts.push_back(g.step(pw).node.input(1));
+                        cube_nodes = {pw};
+                        matched = true;
+                    } else if (const std::size_t m3 = g.producer(cube, "Mul");
+                               m3 != none && g.step(m3).node.input_size() == 2) {
+                        // Mul(Mul(x, x), x), either operand order of the outer Mul
+                        const auto &n = g.step(m3).node;
+                        for (int j = 0; j < 2 && !matched; ++j) {
+                            const std::string &square = n.input(1 - j);
+                            const std::size_t sq = n.input(j) == other ? g.producer(square, "Mul") : none;
+                            if (sq != none && g.single_use(square) && g.step(sq).node.input_size() == 2 &&
+                                g.step(sq).node.input(0) == other && g.step(sq).node.input(1) == other) {
+                                cube_nodes = {m3, sq};
+                                matched = true;
+                            }
+                        }
+                    }
                 }
+                if (matched)
+                    x = other;
+                else
+                    consts.resize(before);
             }
             if (!matched) continue;
-            nodes.insert(nodes.end(), {m, add, cube_mul, pw});
+            nodes.insert(nodes.end(), {m, add, cube_mul});
+            nodes.insert(nodes.end(), cube_nodes.begin(), cube_nodes.end());
         } else {
             // erf(x / sqrt 2) or erf(x * (1 / sqrt 2))
             std::size_t d = none;
@@ -519,6 +581,102 @@ int64_t fuse_rms_norm(Graph &g) {
     return fired;
 }
 
+// ---- LayerNorm written out --------------------------------------------------------------
+// ReduceMean(x, axes [-1], keepdims 1) = mu -> Sub(x, mu) = d -> Pow(d, 2) | Mul(d, d) ->
+// ReduceMean(axes [-1], keepdims 1) -> Add eps -> Sqrt -> Div(d, .) -> [Mul by a constant vector]
+// -> [Add a constant vector], either operand order of Add eps, the Mul and the Add: what
+// exporters write for a LayerNorm before opset 17 (HF's and TF's). d feeds exactly the square
+// and the Div; every other intermediate has one consumer.
+bool mean_over_last_axis(const Step &s) {
+    const auto &n = s.node;
+    if (n.op_type() != "ReduceMean" || n.input_size() != 1 || n.output_size() != 1 || s.version >= 18) return false;
+    const auto *axes = find_attr(n, "axes");
+    return axes != nullptr && axes->ints_size() == 1 && axes->ints(0) == -1 && int_attr(n, "keepdims", 1) == 1;
+}
+
+int64_t fuse_layer_norm(Graph &g) {
+    int64_t fired = 0;
+    for (std::size_t si = 0; si < g.steps().size(); ++si) {
+        const auto &sub = g.step(si).node;
+        if (sub.op_type() != "Sub" || sub.input_size() != 2 || sub.output_size() != 1) continue;
+        const std::string x = sub.input(0), mu = sub.input(1), d = sub.output(0);
+        const std::size_t m1 = g.producer(mu, "ReduceMean");
+        if (m1 == none || !g.single_use(mu) || !mean_over_last_axis(g.step(m1)) || g.step(m1).node.input(0) != x ||
+            x == mu)
+            continue;
+        std::vector<std::size_t> nodes{m1, si};
+        // d's readers: the square (once as Pow's base or twice as Mul's operands) and the Div.
+        if (g.is_output(d)) continue;
+        std::size_t square = none, divide = none;
+        std::string two, square_form;
+        bool ok = true;
+        for (std::size_t c : g.consumers(d)) {
+            const auto &n = g.step(c).node;
+            if (n.op_type() == "Pow" && square == none && n.input_size() == 2 && n.input(0) == d &&
+                g.scalar_of(n.input(1)) == 2.0) {
+                square = c;
+                two = n.input(1);
+                square_form = "Pow";
+            } else if (n.op_type() == "Mul" && (square == none || square == c) && n.input_size() == 2 &&
+                       n.input(0) == d && n.input(1) == d) {
+                square = c;
+                square_form = "Mul";
+            } else if (n.op_type() == "Div" && divide == none && n.input_size() == 2 && n.input(0) == d &&
+                       n.input(1) != d) {
+                divide = c;
+            } else {
+                ok = false;
+            }
+        }
+        if (!ok || square == none || divide == none) continue;
+        nodes.push_back(square);
+        const std::size_t m2 = g.only_consumer(g.step(square).node.output(0), "ReduceMean");
+        if (m2 == none || !mean_over_last_axis(g.step(m2))) continue;
+        nodes.push_back(m2);
+        const std::size_t a = g.only_consumer(g.step(m2).node.output(0), "Add");
+        if (a == none) continue;
+        const int ei = other_input(g.step(a).node, g.step(m2).node.output(0));
+        if (ei < 0 || !g.scalar_of(g.step(a).node.input(ei))) continue;
+        const std::string eps = g.step(a).node.input(ei);
+        nodes.push_back(a);
+        const std::size_t sq = g.only_consumer(g.step(a).node.output(0), "Sqrt");
+        if (sq == none || g.step(divide).node.input(1) != g.step(sq).node.output(0) ||
+            !g.single_use(g.step(sq).node.output(0)))
+            continue;
+        nodes.push_back(sq);
+        // Optional Mul by the weight, then optional Add of the bias: constant vectors.
+        std::size_t last = divide;
+        std::string weight, bias;
+        auto affine = [&](const char *op_type, std::string &operand) {
+            const std::string &out = g.step(last).node.output(0);
+            const std::size_t n = g.only_consumer(out, op_type);
+            if (n == none) return;
+            const int k = other_input(g.step(n).node, out);
+            const std::string w = k < 0 ? "" : g.step(n).node.input(k);
+            if (const Value *c = g.constant(w); c != nullptr && is_float(c->type) && c->tensor.rank() == 1) {
+                operand = w;
+                nodes.push_back(last);
+                last = n;
+            }
+        };
+        affine("Mul", weight);
+        affine("Add", bias);
+        Step &tail = g.step(last);
+        ::onnx::NodeProto fused;
+        fused.set_name(tail.node.name());
+        fused.set_op_type(layer_norm_row.op_type);
+        fused.set_domain("tinyfin");
+        for (const std::string &in : {x, weight, bias, eps, two}) fused.add_input(in);
+        fused.add_output(tail.node.output(0));
+        set_attr(fused, "square", square_form);
+        for (std::size_t n : nodes) g.remove(n);
+        tail = Step{std::move(fused), 1, &layer_norm_row, tail.label, {}};
+        ++fired;
+    }
+    g.commit();
+    return fired;
+}
+
 // ---- Attention ---------------------------------------------------------------------------
 // MatMul(q, kT) -> [Div | Mul by a scalar] -> [Add mask | Where(cond, -inf, .) | Where(cond, .,
 // -inf)] -> Softmax(last axis) -> MatMul(., v).
@@ -635,6 +793,8 @@ std::vector<std::pair<std::string, int64_t>> fuse(FusionGraph graph) {
     const std::pair<const char *, int64_t (*)(Graph &)> passes[] = {
         {"conv_batchnorm", fold_batch_norm},
         {"gelu", fuse_gelu},
+        // Before rms_norm: a LayerNorm's tail, the RMS of x - mean(x), is also an RMSNorm's pattern.
+        {"layer_norm", fuse_layer_norm},
         {"rms_norm", fuse_rms_norm},
         {"attention", fuse_attention},
     };

@@ -12,12 +12,14 @@
 //    which goes through softmax, agrees.
 //  - the mask arrives broadcast (stride 0 on broadcast axes) and is read through its strides;
 //    absent (TF_TENSOR_ABSENT), nothing is added to the scores and nothing is read.
+#include "attention_blocks.hpp"
 #include "kernels_gemm.hpp"
 #include "kernels_nn.hpp"
 #include "vector_math.hpp"
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 namespace tf_cpu {
 
@@ -72,14 +74,14 @@ void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t
 namespace {
 
 [[gnu::always_inline]] inline void probabilities_body(float *__restrict scores, const float *__restrict mask,
-                                                      int64_t tq, int64_t tk, bool causal, float scale,
-                                                      char *__restrict blind) {
+                                                      int64_t mask_stride, int64_t tq, int64_t tk, bool causal,
+                                                      float scale, char *__restrict blind) {
     for (int64_t i = 0; i < tq; ++i) {
         float *__restrict row = scores + i * tk;
         // Keys [0, seen) are visible to query i; causal hides the rest (exp gives 0 there).
         const int64_t seen = causal ? std::clamp<int64_t>(i + tk - tq + 1, 0, tk) : tk;
         if (mask) {
-            const float *__restrict mrow = mask + i * tk;
+            const float *__restrict mrow = mask + i * mask_stride;
             for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale + mrow[j];
         } else {
             for (int64_t j = 0; j < seen; ++j) row[j] = row[j] * scale;
@@ -94,7 +96,7 @@ namespace {
         // vector_math.hpp's exp (within 2 ulp, no call per element), lane sums in double and one
         // reciprocal per row, as the softmax kernel normalises (kernels_softmax.cpp): each pass a
         // loop GCC vectorizes (a division per element in double was 3x the softmax's time).
-        for (int64_t j = 0; j < seen; ++j) row[j] = vec::exp(row[j] - max);
+        for (int64_t j = 0; j < seen; ++j) row[j] = vec::exp_nonpositive(row[j] - max);
         std::fill(row + seen, row + tk, 0.0f);
         const float inv = static_cast<float>(1.0 / vec::sum(row, seen));
         for (int64_t j = 0; j < seen; ++j) row[j] *= inv;
@@ -103,16 +105,17 @@ namespace {
 
 // Compiled per instruction set (vector_math.hpp), so the row loops use the widest registers.
 TF_CPU_ISA_DISPATCH(probabilities,
-                    (float *scores, const float *mask, int64_t tq, int64_t tk, bool causal, float scale, char *blind),
-                    (scores, mask, tq, tk, causal, scale, blind))
+                    (float *scores, const float *mask, int64_t mask_stride, int64_t tq, int64_t tk, bool causal,
+                     float scale, char *blind),
+                    (scores, mask, mask_stride, tq, tk, causal, scale, blind))
 
 size_t floats(int64_t rows, int64_t cols) { return static_cast<size_t>(rows) * static_cast<size_t>(cols); }
 
 }  // namespace
 
-void attention_probabilities(float *scores, const float *mask, int64_t tq, int64_t tk, bool causal, float scale,
-                             char *blind) {
-    probabilities(scores, mask, tq, tk, causal, scale, blind);
+void attention_probabilities(float *scores, const float *mask, int64_t mask_stride, int64_t tq, int64_t tk, bool causal,
+                             float scale, char *blind) {
+    probabilities(scores, mask, mask_stride, tq, tk, causal, scale, blind);
 }
 
 AttentionOperands attention_operands(const tf_op_desc &op) {
@@ -144,21 +147,40 @@ tf_status run_attention(const tf_op_desc &op, tf_error *) {
     const std::vector<int64_t> at_o = leading_offsets(od, qd.rank - 2);
     // One task per batch element (batch x heads of them in a transformer): each has its own
     // scratch and writes its own output block, so the result does not depend on the threads.
+    // f32 operands are read in place (a head's columns of the qkv projection: rows of unit
+    // stride) and an f32 output written in place; the scores' scratch is not cleared (the GEMM
+    // writes it); a mask with rows of unit stride (HF's [B, 1, 1, Tk], broadcast over the query
+    // rows) is read in place through its row stride (docs/performance.md).
     parallel_for(static_cast<int64_t>(at_o.size()), [&](int64_t task) {
         const auto b = static_cast<size_t>(task);
-        std::vector<float> q(floats(tq, d)), k(floats(tk, d)), v(floats(tk, dv)), scores(floats(tq, tk)),
-            mask(masked ? floats(tq, tk) : 0), out(floats(tq, dv));
+        std::vector<float> sq, sk, sv, so, smask;
+        const auto scores = std::make_unique_for_overwrite<float[]>(floats(tq, tk));
         std::vector<char> blind(static_cast<size_t>(tq));  // rows that see no key
-        load_matrix(qd, a.at_q[b], tq, d, q.data());
-        load_matrix(kd, a.at_k[b], tk, d, k.data());
-        load_matrix(vd, a.at_v[b], tk, dv, v.data());
-        if (masked) load_matrix(md, a.at_m[b], tq, tk, mask.data());
-        gemm_f32(tq, tk, d, {q.data(), d, 1}, {k.data(), 1, d}, scores.data(), tk, false);  // q k^T
-        attention_probabilities(scores.data(), masked ? mask.data() : nullptr, tq, tk, a.causal, scale, blind.data());
-        gemm_f32(tq, dv, tk, {scores.data(), tk, 1}, {v.data(), dv, 1}, out.data(), dv, false);
+        const F32Matrix q = input_matrix(qd, a.at_q[b], tq, d, sq), k = input_matrix(kd, a.at_k[b], tk, d, sk),
+                        v = input_matrix(vd, a.at_v[b], tk, dv, sv);
+        const OutputBlock out(od, at_o[b], tq, dv, so);
+        const float *mask = nullptr;
+        int64_t mask_stride = tk;
+        if (masked) {
+            const View mv = view_of(md);
+            const auto size = static_cast<int64_t>(sizeof(float));
+            if (md.dtype == TF_DTYPE_F32 && mv.strides[md.rank - 1] == size && mv.strides[md.rank - 2] % size == 0) {
+                mask = reinterpret_cast<const float *>(mv.base + a.at_m[b]);
+                mask_stride = mv.strides[md.rank - 2] / size;
+            } else {
+                smask.resize(floats(tq, tk));
+                load_matrix(md, a.at_m[b], tq, tk, smask.data());
+                mask = smask.data();
+            }
+        }
+        const F32Matrix kt{k.data, k.col_stride, k.row_stride};
+        product(tq, tk, d, q, kt, scores.get(), tk);  // q k^T
+        attention_probabilities(scores.get(), mask, mask_stride, tq, tk, a.causal, scale, blind.data());
+        product(tq, dv, tk, {scores.get(), tk, 1}, v, out.data(), out.ld());
         for (int64_t i = 0; i < tq; ++i)
-            if (blind[static_cast<size_t>(i)]) std::fill(out.data() + i * dv, out.data() + (i + 1) * dv, NAN);
-        store_matrix(od, at_o[b], tq, dv, out.data());
+            if (blind[static_cast<size_t>(i)])
+                std::fill(out.data() + i * out.ld(), out.data() + i * out.ld() + dv, NAN);
+        out.finish();
     });
     return TF_STATUS_OK;
 }

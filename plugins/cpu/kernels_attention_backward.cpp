@@ -13,6 +13,7 @@
 // f32 operands are read in place through their strides (the transformer's q, k and v are a head's
 // columns of one projection) and f32 outputs with rows of unit stride are written in place; other
 // dtypes go through dense f32 blocks (load_matrix, store_matrix). An absent mask adds nothing.
+#include "attention_blocks.hpp"
 #include "kernels_gemm.hpp"
 #include "kernels_nn.hpp"
 #include "vector_math.hpp"
@@ -24,16 +25,6 @@ namespace tf_cpu {
 namespace {
 
 size_t floats(int64_t rows, int64_t cols) { return static_cast<size_t>(rows) * static_cast<size_t>(cols); }
-
-// C = A B for any sizes: zeros when the inner size k is 0, nothing when C has no elements.
-void product(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc) {
-    if (m == 0 || n == 0) return;
-    if (k == 0) {
-        for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-        return;
-    }
-    gemm_f32(m, n, k, a, b, c, ldc, false);
-}
 
 // dS = P (dP - rowsum(dP P)) * scale over [rows, len] blocks, dP in place; the row sums in
 // double lanes (vector_math.hpp), as the forward's softmax sums are.
@@ -50,55 +41,6 @@ void product(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c
 
 TF_CPU_ISA_DISPATCH(score_gradients, (const float *probs, float *dprobs, int64_t rows, int64_t len, float scale),
                     (probs, dprobs, rows, len, scale))
-
-// Batch element `offset` (bytes) of an input as an f32 matrix: in place for f32, else loaded
-// into `scratch` as a dense block.
-F32Matrix input_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols,
-                       std::vector<float> &scratch) {
-    if (rows == 0 || cols == 0) return {nullptr, cols, 1};
-    if (d.dtype == TF_DTYPE_F32) {
-        const View v = view_of(d);
-        const auto *base = reinterpret_cast<const float *>(v.base + offset);
-        const auto size = static_cast<int64_t>(sizeof(float));
-        return {base, v.strides[d.rank - 2] / size, v.strides[d.rank - 1] / size};
-    }
-    scratch.resize(floats(rows, cols));
-    load_matrix(d, offset, rows, cols, scratch.data());
-    return {scratch.data(), cols, 1};
-}
-
-// Batch element `offset` of an output: written in place when f32 with rows of unit stride, else
-// into `scratch` and stored by finish().
-class OutputBlock {
-public:
-    OutputBlock(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols, std::vector<float> &scratch)
-        : desc_(d), offset_(offset), rows_(rows), cols_(cols) {
-        if (rows == 0 || cols == 0) return;  // nothing to write
-        const View v = view_of(d);
-        const auto size = static_cast<int64_t>(sizeof(float));
-        if (d.dtype == TF_DTYPE_F32 && (cols <= 1 || v.strides[d.rank - 1] == size)) {
-            data_ = reinterpret_cast<float *>(v.base + offset);
-            ld_ = rows > 1 ? v.strides[d.rank - 2] / size : cols;
-            return;
-        }
-        scratch.resize(floats(rows, cols));
-        data_ = scratch.data();
-        ld_ = cols;
-        staged_ = true;
-    }
-    float *data() const { return data_; }
-    int64_t ld() const { return ld_; }
-    void finish() const {
-        if (staged_) store_matrix(desc_, offset_, rows_, cols_, data_);
-    }
-
-private:
-    const tf_tensor_desc &desc_;
-    int64_t offset_, rows_, cols_;
-    float *data_ = nullptr;
-    int64_t ld_ = 0;
-    bool staged_ = false;
-};
 
 }  // namespace
 
@@ -126,7 +68,8 @@ tf_status run_attention_backward(const tf_op_desc &op, tf_error *) {
         if (masked) load_matrix(md, a.at_m[b], tq, tk, mask.data());
         const F32Matrix kt{k.data, k.col_stride, k.row_stride}, vt{v.data, v.col_stride, v.row_stride};
         product(tq, tk, d, q, kt, probs.data(), tk);  // q k^T
-        attention_probabilities(probs.data(), masked ? mask.data() : nullptr, tq, tk, a.causal, scale, blind.data());
+        attention_probabilities(probs.data(), masked ? mask.data() : nullptr, tk, tq, tk, a.causal, scale,
+                                blind.data());
         product(tk, dvn, tq, {probs.data(), 1, tk}, g, dv.data(), dv.ld());  // P^T dy
         product(tq, tk, dvn, g, vt, dprobs.data(), tk);  // dy v^T
         score_gradients(probs.data(), dprobs.data(), tq, tk, scale);  // dS, in dprobs

@@ -132,10 +132,11 @@ void load_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t 
 void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t cols, const float *src);
 // attention's probabilities in place, as attention and attention_backward both compute them: on
 // entry scores [tq, tk] holds q k^T, on return softmax(scores * scale + mask [+ causal]) by rows,
-// 0 for hidden keys, NaN across a row that sees no key (blind[i] = 1 then). mask: dense [tq, tk],
-// or null for none.
-void attention_probabilities(float *scores, const float *mask, int64_t tq, int64_t tk, bool causal, float scale,
-                             char *blind);
+// 0 for hidden keys, NaN across a row that sees no key (blind[i] = 1 then). mask: [tq, tk] with
+// unit column stride, row i at mask + i * mask_stride (0: one row for every query), or null for
+// none.
+void attention_probabilities(float *scores, const float *mask, int64_t mask_stride, int64_t tq, int64_t tk, bool causal,
+                             float scale, char *blind);
 // attention's and attention_backward's common operands: q [..., Tq, D], k [..., Tk, D], v [..., Tk,
 // Dv], the optional mask [..., Tq, Tk], and each batch element's offset into them.
 struct AttentionOperands {

@@ -22,7 +22,7 @@ namespace {
         const float m = vec::max(x, len);
         // Separate passes over the row (in L1): each one a loop GCC vectorizes. log_softmax
         // writes its exponentials to y only to sum them.
-        for (int64_t i = 0; i < len; ++i) y[i] = vec::exp(x[i] - m);
+        for (int64_t i = 0; i < len; ++i) y[i] = vec::exp_nonpositive(x[i] - m);
         const double sum = vec::sum(y, len);
         if (log) {
             const float lse = static_cast<float>(std::log(sum));

@@ -158,6 +158,36 @@ TEST_CASE("attention matches softmax(q k^T) v, with causal and a broadcast mask"
         }
     }
 
+    // A mask of its own per query row, read in place through a row stride that is not Tk (a
+    // [B, H, Tq, Tk] view of wider rows), and an output that is a strided view (rows 2 Dv apart):
+    // both read and written through their strides.
+    {
+        const int64_t b = 2, h = 2, t = 6, dd = 4, nb = b * h, pad = 3;
+        const Values qv = random_f32(static_cast<size_t>(nb * t * dd), 46),
+                     kv = random_f32(static_cast<size_t>(nb * t * dd), 47),
+                     vv = random_f32(static_cast<size_t>(nb * t * dd), 48),
+                     mv = random_f32(static_cast<size_t>(nb * t * t), 49);
+        const TensorDesc q = f32({b, h, t, dd}, qv), k = f32({b, h, t, dd}, kv), v = f32({b, h, t, dd}, vv);
+        const TensorDesc mask =
+            strided(TF_DTYPE_F32, {b, h, t, t}, {h * t * (t + pad), t * (t + pad), t + pad, 1}, 0, nb * t * (t + pad));
+        set(mask, mv);
+        const TensorDesc out =
+            strided(TF_DTYPE_F32, {b, h, t, dd}, {h * t * 2 * dd, t * 2 * dd, 2 * dd, 1}, 0, nb * t * 2 * dd);
+        const tf_params_attention p{sizeof(tf_params_attention), 0, 0, 0.5};
+        run_ok(TF_OP_ATTENTION, {&q, &k, &v, &mask}, out, &p);
+        check_close(get(out), naive_attention(nb, t, t, dd, dd, qv, kv, vv, mv, false, 0.5), 1e-5);
+    }
+
+    // Heads of size 0: every score is 0, so each output row is the mean of v's rows.
+    {
+        const TensorDesc q = make(TF_DTYPE_F32, {2, 0}), k = make(TF_DTYPE_F32, {3, 0});
+        const TensorDesc v = f32({3, 2}, {1, 2, 3, 4, 5, 9});
+        const TensorDesc out = make(TF_DTYPE_F32, {2, 2}), no_mask = f32({2, 3}, {0, 0, 0, 0, 0, 0});
+        const tf_params_attention p{sizeof(tf_params_attention), 0, 0, 1.0};
+        run_ok(TF_OP_ATTENTION, {&q, &k, &v, &no_mask}, out, &p);
+        check_close(get(out), {3, 5, 3, 5}, 1e-6);
+    }
+
     // Causal with Tq > Tk: the first Tq - Tk queries see no key and give NaN; so does a row
     // masked entirely with -inf.
     const TensorDesc q = f32({3, 2}, {1, 0, 0, 1, 1, 1}), k = f32({2, 2}, {1, 0, 0, 1}), v = f32({2, 1}, {10, 20});

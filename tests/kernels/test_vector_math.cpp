@@ -1,5 +1,6 @@
 // The cpu plugin's vectorizable helpers (plugins/cpu/vector_math.hpp) on their own: exp against
-// the correctly rounded double exp over the whole f32 range, and the lane sums and maximum.
+// the correctly rounded double exp over the whole f32 range, exp_nonpositive against exp and the
+// double exp over every sign of argument it takes, and the lane sums and maximum.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -48,6 +49,38 @@ TEST_CASE("vec::exp is within 2 ulp over the normal range and exact at the edges
     CHECK(ulps(tf_cpu::vec::exp(88.37f), std::exp(static_cast<double>(88.37f))) <= 2.0);
     CHECK(std::isnan(tf_cpu::vec::exp(NAN)));
     CHECK(std::isnan(tf_cpu::vec::exp(-NAN)));
+}
+
+TEST_CASE("vec::exp_nonpositive is exp's value for every x <= 0 and within 2 ulp of e^x") {
+    double worst = 0;
+    float worst_x = 0;
+    // Every 97th negative bit pattern: the whole negative range, subnormal arguments to -NaN.
+    for (uint64_t bits = 0x80000000u; bits <= 0xffffffffu; bits += 97) {
+        const float x = std::bit_cast<float>(static_cast<uint32_t>(bits));
+        const float got = tf_cpu::vec::exp_nonpositive(x), want = tf_cpu::vec::exp(x);
+        if (std::isnan(x)) {
+            REQUIRE(std::isnan(got));
+            continue;
+        }
+        REQUIRE(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want));
+        if (x >= -87.3f) {
+            const double u = ulps(got, std::exp(static_cast<double>(x)));
+            if (u > worst) {
+                worst = u;
+                worst_x = x;
+            }
+        }
+    }
+    INFO("worst ", worst, " ulp at x = ", worst_x);
+    CHECK(worst <= 2.0);
+    CHECK(tf_cpu::vec::exp_nonpositive(0.0f) == 1.0f);
+    CHECK(tf_cpu::vec::exp_nonpositive(-0.0f) == 1.0f);
+    CHECK(tf_cpu::vec::exp_nonpositive(-INFINITY) == 0.0f);
+    CHECK(tf_cpu::vec::exp_nonpositive(-88.0f) == 0.0f);  // below FLT_MIN: flushed, as exp
+    CHECK(tf_cpu::vec::exp_nonpositive(-3.0e38f) == 0.0f);
+    CHECK(tf_cpu::vec::exp_nonpositive(-87.3f) > 0.0f);
+    CHECK(std::isnan(tf_cpu::vec::exp_nonpositive(NAN)));
+    CHECK(std::isnan(tf_cpu::vec::exp_nonpositive(-NAN)));
 }
 
 TEST_CASE("vec::sum adds in double lanes, vec::max skips NaN like std::max") {

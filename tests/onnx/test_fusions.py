@@ -161,11 +161,19 @@ def test_gelu_fuses(backend, form):
     np.testing.assert_allclose(y, reference(x)[0], rtol=1e-5, atol=1e-5)
 
 
-def tanh_gelu_model(form, k=0.044715):
-    """x * 0.5 * (1 + tanh(sqrt(2/pi) (x + k x^3))), torch's or HF's operand order."""
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
-             helper.make_node("Pow", ["h", "three"], ["h3"]),
-             helper.make_node("Mul", ["k", "h3"], ["kh3"]),
+def tanh_gelu_model(form, k=0.044715, cube="Pow", cubed="h"):
+    """x * 0.5 * (1 + tanh(sqrt(2/pi) (x + k x^3))), torch's or HF's operand order; the cube as
+    Pow(x, 3), Mul(Mul(x, x), x) ("MulMul") or Mul(x, Mul(x, x)) ("MulMulSwapped"); `cubed`, the
+    tensor whose cube is taken (a near miss when it is not h)."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"])]
+    if cubed != "h":
+        nodes.append(helper.make_node("Neg", ["h"], [cubed]))
+    if cube == "Pow":
+        nodes.append(helper.make_node("Pow", [cubed, "three"], ["h3"]))
+    else:
+        nodes.append(helper.make_node("Mul", ["h", cubed], ["h2"]))
+        nodes.append(helper.make_node("Mul", ["h2", "h"] if cube == "MulMul" else ["h", "h2"], ["h3"]))
+    nodes += [helper.make_node("Mul", ["k", "h3"], ["kh3"]),
              helper.make_node("Add", ["h", "kh3"], ["inner"]),
              helper.make_node("Mul", ["inner", "c"], ["scaled"]),
              helper.make_node("Tanh", ["scaled"], ["t"]),
@@ -182,7 +190,8 @@ def tanh_gelu_model(form, k=0.044715):
 
     def reference(x):
         h = d(x) @ d(w)
-        return h * 0.5 * (1 + np.tanh(np.float64(c) * (h + np.float64(np.float32(k)) * h ** 3)))
+        h3 = h ** 3 if cubed == "h" else (h * h * -h if cube != "Pow" else (-h) ** 3)
+        return h * 0.5 * (1 + np.tanh(np.float64(c) * (h + np.float64(np.float32(k)) * h3)))
     return model, reference
 
 
@@ -202,6 +211,27 @@ def test_tanh_gelu_fuses(backend, form):
     assert fused(sess, "gelu") == 0
     [y] = sess.run(None, {"x": x})
     np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("cube", ["MulMul", "MulMulSwapped"])
+def test_tanh_gelu_with_the_cube_as_products_fuses(backend, cube):
+    """x * x * x written as two Muls (GPT-2's and several exporters' form)."""
+    x = rng(25).standard_normal((7, 5)).astype(np.float32) * 2
+    for form in ("torch", "hf"):
+        model, reference = tanh_gelu_model(form, cube=cube)
+        sess = session(model, backend)
+        assert fused(sess, "gelu") == 1
+        [y] = sess.run(None, {"x": x})
+        assert ops_run(sess) == ["MatMul", "FusedGelu"]
+        np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-5)
+    # x * x * (-x) and (-x)^3: a product of other tensors, not x's cube, computed as written.
+    for near in (dict(cube=cube, cubed="neg_h"), dict(cube="Pow", cubed="neg_h")):
+        model, reference = tanh_gelu_model("torch", **near)
+        sess = session(model, backend)
+        assert fused(sess, "gelu") == 0, near
+        [y] = sess.run(None, {"x": x})
+        np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -463,3 +493,118 @@ def test_shape_values_with_runs_on_several_threads():
         return np.array_equal(y, x.reshape(shape[0], -1))
     with ThreadPoolExecutor(4) as pool:
         assert all(pool.map(one, shapes))
+
+
+# ---- LayerNorm written out as elementwise ops ---------------------------------------------
+
+def layer_norm_model(square="Pow", weight=True, bias=True, eps_after_sqrt=False, axes=(-1,), exponent=2.0,
+                     second_consumer=False, fed_eps=False, variance_of="d", weight_shape=(6,)):
+    """ReduceMean -> Sub -> Pow(., 2) | Mul(., .) -> ReduceMean -> Add eps -> Sqrt -> Div ->
+    [Mul weight] -> [Add bias], as exporters write LayerNorm before opset 17; the keywords make
+    the near misses (eps added after the Sqrt, other axes, another exponent, the variance read
+    elsewhere, eps a feed may override, the square of x rather than of x - mean)."""
+    nodes = [helper.make_node("ReduceMean", ["x"], ["mu"], axes=list(axes), keepdims=1),
+             helper.make_node("Sub", ["x", "mu"], ["dd"])]
+    if square == "Pow":
+        nodes.append(helper.make_node("Pow", [variance_of if variance_of != "d" else "dd", "two"], ["sq"]))
+    else:
+        base = variance_of if variance_of != "d" else "dd"
+        nodes.append(helper.make_node("Mul", [base, base], ["sq"]))
+    nodes.append(helper.make_node("ReduceMean", ["sq"], ["var"], axes=list(axes), keepdims=1))
+    if eps_after_sqrt:
+        nodes += [helper.make_node("Sqrt", ["var"], ["sd"]), helper.make_node("Add", ["sd", "eps"], ["den"])]
+    else:
+        nodes += [helper.make_node("Add", ["eps", "var"], ["ve"]), helper.make_node("Sqrt", ["ve"], ["den"])]
+    nodes.append(helper.make_node("Div", ["dd", "den"], ["n"]))
+    last = "n"
+    if weight:
+        nodes.append(helper.make_node("Mul", ["n", "g"], ["nw"]))
+        last = "nw"
+    if bias:
+        nodes.append(helper.make_node("Add", ["beta", last], ["nb"]))
+        last = "nb"
+    nodes.append(helper.make_node("Relu", [last], ["y"]))  # the pattern's output feeds another node
+    r = rng(70)
+    g = r.uniform(0.5, 1.5, weight_shape).astype(np.float32)
+    beta = r.standard_normal(6).astype(np.float32)
+    eps = np.float32(0.5)  # large enough that a lost or misplaced eps fails the comparison
+    inits = [init("two", np.array(exponent, np.float32)), init("eps", np.array(eps)), init("g", g),
+             init("beta", beta)]
+    inputs = [value("x", F, ["b", "t", 6])]
+    if fed_eps:
+        inputs.append(value("eps", F, []))
+    outputs = [value("y", F, ["b", "t", 6])]
+    if second_consumer:
+        nodes.append(helper.make_node("Neg", ["var"], ["neg_var"]))
+        outputs.append(value("neg_var", F, None))
+    model = make_model(nodes, inputs, outputs, inits)
+
+    def reference(x, eps=eps):
+        x = d(x)
+        ax = tuple(axes)
+        dd = x - x.mean(axis=ax, keepdims=True)
+        base = dd if variance_of == "d" else x
+        var = np.mean(base ** exponent if square == "Pow" else base * base, axis=ax, keepdims=True)
+        den = np.sqrt(var) + np.float64(eps) if eps_after_sqrt else np.sqrt(var + np.float64(eps))
+        n = dd / den
+        if weight:
+            n = n * d(g)
+        if bias:
+            n = n + d(beta)
+        return [np.maximum(n, 0), -var]
+    return model, reference
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("square", ["Pow", "Mul"])
+@pytest.mark.parametrize("affine", [(True, True), (True, False), (False, True), (False, False)])
+def test_layer_norm_fuses(backend, square, affine):
+    model, reference = layer_norm_model(square, *affine)
+    sess = session(model, backend)
+    assert fused(sess, "layer_norm") == 1
+    x = (rng(71).standard_normal((2, 3, 6)) * 3 + 1).astype(np.float32)
+    [y] = sess.run(None, {"x": x})
+    assert ops_run(sess) == ["FusedLayerNorm", "Relu"]
+    np.testing.assert_allclose(y, reference(x)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_layer_norm_near_misses_are_not_fused(backend):
+    x = (rng(72).standard_normal((2, 3, 6)) * 3 + 1).astype(np.float32)
+    for kw in (dict(eps_after_sqrt=True), dict(axes=(1,)), dict(exponent=4.0), dict(variance_of="x"),
+               dict(square="Mul", variance_of="x")):
+        model, reference = layer_norm_model(**kw)
+        sess = session(model, backend)
+        assert fused(sess, "layer_norm") == 0, kw
+        [y] = sess.run(None, {"x": x})
+        np.testing.assert_allclose(y, reference(x)[0], rtol=1e-4, atol=1e-5, err_msg=str(kw))
+    # The variance also read by another node (a graph output).
+    model, reference = layer_norm_model(second_consumer=True)
+    sess = session(model, backend)
+    assert fused(sess, "layer_norm") == 0
+    y, neg_var = sess.run(None, {"x": x})
+    want = reference(x)
+    np.testing.assert_allclose(y, want[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(neg_var, want[1], rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_with_a_fed_eps_is_not_fused():
+    model, reference = layer_norm_model(fed_eps=True)
+    sess = session(model, "cpu")
+    assert fused(sess, "layer_norm") == 0
+    x = (rng(73).standard_normal((2, 3, 6)) * 3 + 1).astype(np.float32)
+    eps = np.float32(4.0)
+    [y] = sess.run(None, {"x": x, "eps": np.array(eps)})
+    np.testing.assert_allclose(y, reference(x, eps)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_layer_norm_weight_that_is_not_a_row_runs_the_original_ops(backend):
+    """A weight of one element broadcasts over the row: the pattern fuses, and the fused node,
+    seeing a weight layer_norm cannot take, computes the original ops."""
+    model, reference = layer_norm_model(weight_shape=(1,))
+    sess = session(model, backend)
+    assert fused(sess, "layer_norm") == 1
+    x = (rng(74).standard_normal((2, 3, 6)) * 3 + 1).astype(np.float32)
+    [y] = sess.run(None, {"x": x})
+    np.testing.assert_allclose(y, reference(x)[0], rtol=1e-5, atol=1e-5)
