@@ -400,7 +400,9 @@ bool take_exact_rows(const ConvGeometry &g, ShiftedInput in, int64_t out_h, int6
     in.exact = true;
     const int64_t exact = columns(in, &bands);
     const int64_t copies = (g.kw - 1) * in.channels * (out_h + bands * (g.kh - 1) * g.dh) * in.w;
-    return (plain - exact) * m_out * in.channels * g.kh * g.kw >= 16 * copies;
+    // The copies must not push the shifted path's buffers past their limit (plain rows then).
+    return (plain - exact) * m_out * in.channels * g.kh * g.kw >= 16 * copies &&
+           shifted_fits(g, make_plan(g, in, out_h), m_out);
 }
 
 // The A operand of a shifted convolution per group: row-major m_out x taps matrices `lda` floats
