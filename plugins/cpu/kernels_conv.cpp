@@ -378,8 +378,8 @@ int64_t shifted_band(const ConvGeometry &g, const ShiftedInput &in, int64_t out_
 
 // Whether the shifted forward or grad_input over in (out_h output rows, m_out output channels)
 // takes exact rows: where they allow them and the multiply-adds saved (the discarded columns
-// and the tiles' rounding, whole tiles of nr and a half-width one for the last nr / 2 or fewer
-// columns of a band) outweigh the kw - 1 more copies of the band, a copied float counted as 16
+// and the tiles' rounding, whole tiles of nr and a half- or quarter-width one for the last
+// nr / 2 or nr / 4 or fewer columns of a band) outweigh the kw - 1 more copies of the band, a copied float counted as 16
 // multiply-adds: 14 x 14 and 28 x 28 images, not 56 x 56 (64 channels: 2.8% fewer columns
 // for 3 copies of the band). docs/performance.md has the measurements.
 bool take_exact_rows(const ConvGeometry &g, ShiftedInput in, int64_t out_h, int64_t m_out) {
@@ -391,7 +391,7 @@ bool take_exact_rows(const ConvGeometry &g, ShiftedInput in, int64_t out_h, int6
         *bands = 0;
         for (int64_t r0 = 0; r0 < out_h; r0 += band, ++*bands) {
             const int64_t wide = std::min(band, out_h - r0) * s.wp(g), rest = wide % nr;
-            total += wide - rest + (rest == 0 ? 0 : rest <= nr / 2 ? nr / 2 : nr);
+            total += wide - rest + (rest == 0 ? 0 : rest <= nr / 4 ? nr / 4 : rest <= nr / 2 ? nr / 2 : nr);
         }
         return total;
     };
