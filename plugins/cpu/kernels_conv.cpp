@@ -379,9 +379,10 @@ int64_t shifted_band(const ConvGeometry &g, const ShiftedInput &in, int64_t out_
 // Whether the shifted forward or grad_input over in (out_h output rows, m_out output channels)
 // takes exact rows: where they allow them and the multiply-adds saved (the discarded columns
 // and the tiles' rounding, whole tiles of nr and a half- or quarter-width one for the last
-// nr / 2 or nr / 4 or fewer columns of a band) outweigh the kw - 1 more copies of the band, a copied float counted as 16
-// multiply-adds: 14 x 14 and 28 x 28 images, not 56 x 56 (64 channels: 2.8% fewer columns
-// for 3 copies of the band). docs/performance.md has the measurements.
+// nr / 2 or nr / 4 or fewer columns of a band) outweigh the kw - 1 more copies of the band (a
+// copied float counted as 16 multiply-adds), and at least 1/16 of the columns go, since the
+// copies also crowd the caches the tiles read B from: 7 x 7 and 14 x 14 images, not 28 x 28 or
+// 56 x 56 (4.9% and 2.8% fewer columns, measured slower). docs/performance.md has the numbers.
 bool take_exact_rows(const ConvGeometry &g, ShiftedInput in, int64_t out_h, int64_t m_out) {
     if (!exact_rows(g, in) || out_h <= 0) return false;
     const int64_t nr = gemm_f32_tile().nr;
@@ -401,7 +402,7 @@ bool take_exact_rows(const ConvGeometry &g, ShiftedInput in, int64_t out_h, int6
     const int64_t exact = columns(in, &bands);
     const int64_t copies = (g.kw - 1) * in.channels * (out_h + bands * (g.kh - 1) * g.dh) * in.w;
     // The copies must not push the shifted path's buffers past their limit (plain rows then).
-    return (plain - exact) * m_out * in.channels * g.kh * g.kw >= 16 * copies &&
+    return (plain - exact) * 16 >= plain && (plain - exact) * m_out * in.channels * g.kh * g.kw >= 16 * copies &&
            shifted_fits(g, make_plan(g, in, out_h), m_out);
 }
 
