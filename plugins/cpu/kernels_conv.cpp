@@ -196,36 +196,62 @@ void transpose_into(const float *src, int64_t rows, int64_t cols, float *dst, in
 // positions per output row for 14 outputs, not 16. A phase row (sw > 1) holds the output
 // width plus the kernel's reach in it (the positions past the output width read the next row
 // and are discarded).
+//
+// Exact rows (stride 1, output as wide as the input, 0 < pad_w < w: resnet's and the example's
+// 3x3 convolutions with padding 1): rows of w positions, no discarded column, in one copy of
+// the band per kernel column j. Tap (c, i, j) reads x column ox + s with s = j dw - pad_w;
+// where that leaves the row (ox + s < 0 or >= w) it reads the previous or next row's columns
+// [w + s, w) or [0, s) instead, which copy j holds as zeros (it never reads them otherwise,
+// since |s| < w). The copies are kw times the band, and the wide output is the output: 14 x 14
+// positions are 196 columns (12.25 tiles of 16), not 14 x 15 = 210 (13.1).
 struct ShiftedInput {
     int64_t channels, h, w, pad_h, pad_w, sh = 1, sw = 1;
+    bool exact = false;  // exact rows, where exact_rows() allows them
     int64_t out_w(const ConvGeometry &g) const { return (w + 2 * pad_w - (g.kw - 1) * g.dw - 1) / sw + 1; }
     int64_t wp(const ConvGeometry &g) const {
+        if (exact) return w;
         return sw == 1 ? std::max(w + pad_w, out_w(g)) : out_w(g) + (g.kw - 1) * g.dw / sw;
     }
 };
 
+// Whether in may take exact rows (see ShiftedInput).
+bool exact_rows(const ConvGeometry &g, const ShiftedInput &in) {
+    return in.sh == 1 && in.sw == 1 && in.pad_w > 0 && in.pad_w < in.w && in.out_w(g) == in.w;
+}
+
 // A band of padded rows laid out [channels, sh, sw, rows, wp] (phase planes; [channels, rows,
 // wp] with stride 1) and the offsets of the taps in it: the band covers out_rows output rows
 // (rows = out_rows + (KH - 1) dh / sh).
+// With exact rows: kw copies of [channels, rows, w], each after a guard of w zeros (what a
+// shift reads before the first row), copy j's zeros in the columns shift[j] reads past a row.
 struct ShiftedPlan {
     int64_t channels, phases, rows, wp, out_rows, out_w;
     std::vector<int64_t> offsets;  // per tap (channel, i, j) in row-major order
+    std::vector<int64_t> shifts;  // exact rows: j dw - pad_w per copy j; empty otherwise
     int64_t wide() const { return out_rows * wp; }
+    int64_t guard() const { return shifts.empty() ? 0 : wp; }
+    int64_t copy_floats() const { return channels * phases * rows * wp + guard(); }  // one copy and its guard
     // Floats of the band plus what the GEMM reads past it (whole tiles).
     int64_t floats(int64_t nr) const {
         const int64_t wide_pad = (wide() + nr - 1) / nr * nr;
         const int64_t reach = offsets.empty() ? 0 : *std::max_element(offsets.begin(), offsets.end()) + wide_pad;
-        return std::max(channels * phases * rows * wp, reach);
+        return std::max(copy_floats() * std::max<int64_t>(1, static_cast<int64_t>(shifts.size())) + guard(), reach);
     }
 };
 
 ShiftedPlan make_plan(const ConvGeometry &g, const ShiftedInput &in, int64_t out_rows) {
-    ShiftedPlan p{in.channels, in.sh * in.sw, out_rows + (g.kh - 1) * g.dh / in.sh, in.wp(g), out_rows, in.out_w(g),
+    ShiftedPlan p{in.channels, in.sh * in.sw, out_rows + (g.kh - 1) * g.dh / in.sh, in.wp(g), out_rows, in.out_w(g), {},
                   {}};
+    if (in.exact)
+        for (int64_t j = 0; j < g.kw; ++j) p.shifts.push_back(j * g.dw - in.pad_w);
     p.offsets.reserve(static_cast<size_t>(in.channels * g.kh * g.kw));
     for (int64_t c = 0; c < in.channels; ++c)
         for (int64_t i = 0; i < g.kh; ++i)
             for (int64_t j = 0; j < g.kw; ++j) {
+                if (in.exact) {
+                    p.offsets.push_back(p.guard() + j * p.copy_floats() + (c * p.rows + i * g.dh) * p.wp + p.shifts[j]);
+                    continue;
+                }
                 const int64_t plane = (c * in.sh + i * g.dh % in.sh) * in.sw + j * g.dw % in.sw;
                 p.offsets.push_back((plane * p.rows + i * g.dh / in.sh) * p.wp + j * g.dw / in.sw);
             }
@@ -247,6 +273,26 @@ inline void copy_row(float *dst, const float *src, int64_t n) {
 // [r0, r0 + p.rows)), zeros around and up to `floats`.
 void pad_band(const float *src, const ShiftedInput &in, int64_t r0, const ShiftedPlan &p, float *dst, int64_t floats) {
     float *d = dst;
+    if (!p.shifts.empty()) {  // exact rows: a copy per shift
+        for (const int64_t s : p.shifts) {
+            std::fill(d, d + p.guard(), 0.0f);
+            d += p.guard();
+            for (int64_t c = 0; c < in.channels; ++c) {
+                for (int64_t r = 0; r < p.rows; ++r, d += p.wp) {
+                    const int64_t y = r0 + r - in.pad_h;
+                    if (y < 0 || y >= in.h) {
+                        std::fill(d, d + p.wp, 0.0f);
+                        continue;
+                    }
+                    copy_row(d, src + (c * in.h + y) * in.w, in.w);
+                    if (s < 0) std::fill(d + in.w + s, d + in.w, 0.0f);
+                    if (s > 0) std::fill(d, d + s, 0.0f);
+                }
+            }
+        }
+        std::fill(d, dst + floats, 0.0f);
+        return;
+    }
     for (int64_t c = 0; c < in.channels; ++c) {
         for (int64_t ry = 0; ry < in.sh; ++ry) {
             for (int64_t rx = 0; rx < in.sw; ++rx) {
@@ -330,6 +376,36 @@ int64_t shifted_band(const ConvGeometry &g, const ShiftedInput &in, int64_t out_
     return (out_h + bands - 1) / bands;
 }
 
+// Whether the shifted forward or grad_input over in (out_h output rows, m_out output channels)
+// takes exact rows: where they allow them and the multiply-adds saved (the discarded columns
+// and the tiles' rounding, whole tiles of nr and a half- or quarter-width one for the last
+// nr / 2 or nr / 4 or fewer columns of a band) outweigh the kw - 1 more copies of the band (a
+// copied float counted as 16 multiply-adds), and at least 1/16 of the columns go, since the
+// copies also crowd the caches the tiles read B from: 7 x 7 and 14 x 14 images, not 28 x 28 or
+// 56 x 56 (4.9% and 2.8% fewer columns, measured slower). docs/performance.md has the numbers.
+bool take_exact_rows(const ConvGeometry &g, ShiftedInput in, int64_t out_h, int64_t m_out) {
+    if (!exact_rows(g, in) || out_h <= 0) return false;
+    const int64_t nr = gemm_f32_tile().nr;
+    const auto columns = [&](const ShiftedInput &s, int64_t *bands) {
+        const int64_t band = shifted_band(g, s, out_h);
+        int64_t total = 0;
+        *bands = 0;
+        for (int64_t r0 = 0; r0 < out_h; r0 += band, ++*bands) {
+            const int64_t wide = std::min(band, out_h - r0) * s.wp(g), rest = wide % nr;
+            total += wide - rest + (rest == 0 ? 0 : rest <= nr / 4 ? nr / 4 : rest <= nr / 2 ? nr / 2 : nr);
+        }
+        return total;
+    };
+    int64_t bands = 0;
+    const int64_t plain = columns(in, &bands);
+    in.exact = true;
+    const int64_t exact = columns(in, &bands);
+    const int64_t copies = (g.kw - 1) * in.channels * (out_h + bands * (g.kh - 1) * g.dh) * in.w;
+    // The copies must not push the shifted path's buffers past their limit (plain rows then).
+    return (plain - exact) * 16 >= plain && (plain - exact) * m_out * in.channels * g.kh * g.kw >= 16 * copies &&
+           shifted_fits(g, make_plan(g, in, out_h), m_out);
+}
+
 // The A operand of a shifted convolution per group: row-major m_out x taps matrices `lda` floats
 // apart along rows, read in place, or (lda 0) packed by gemm_f32_pack_a; group gi's at
 // data + gi * group_stride.
@@ -399,7 +475,8 @@ void parallel_images(const ConvGeometry &g, Image &&image) {
 
 void conv_forward(const ConvGeometry &g, const float *x, const float *w, float *y) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
-    const ShiftedInput in{cg, g.h, g.w, g.ph, g.pw, g.sh, g.sw};
+    ShiftedInput in{cg, g.h, g.w, g.ph, g.pw, g.sh, g.sw};
+    in.exact = take_exact_rows(g, in, g.oh, og);
     if (kg >= k_shifted_min_taps && shifted_fits(g, make_plan(g, in, g.oh), og)) {
         shifted_conv(g, in, g.oh, x, g.c, {w, kg, og * kg}, og, y, g.o);
         return;
@@ -439,7 +516,8 @@ void conv_grad_input(const ConvGeometry &g, const float *dy, const float *w, flo
     // The flipped convolution needs padding (K - 1) d - p >= 0, and finite weights (it
     // multiplies them by the zeros around dy, where an infinite weight would make a NaN).
     if (g.sh == 1 && g.sw == 1 && g.ph <= (g.kh - 1) * g.dh && g.pw <= (g.kw - 1) * g.dw) {
-        const ShiftedInput in{og, g.oh, g.ow, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw};
+        ShiftedInput in{og, g.oh, g.ow, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw};
+        in.exact = take_exact_rows(g, in, g.h, cg);
         const int64_t taps = og * g.kh * g.kw;
         if (taps >= k_shifted_min_taps && cg >= k_shifted_min_rows && shifted_fits(g, make_plan(g, in, g.h), cg) &&
             all_finite(w, g.o * kg)) {

@@ -128,6 +128,20 @@ TEST_CASE("conv2d and its gradients match a direct convolution") {
         {1, 64, 5, 6, 13, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
         {2, 40, 8, 8, 150, 3, 3, conv_params(1, 1, 0, 0, 1, 1, 1)},
         {1, 16, 23, 19, 20, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 2)},  // groups: 8 input channels each
+        // Exact rows (stride 1, output as wide as the input): a copy of the band per kernel
+        // column, zeros where a shift leaves the row): shifts of -2..2 over 3 columns, dilation 2
+        // in W (shifts -2, 0, 2), 1 x 3 kernels over 2 columns, the example's second conv's
+        // 14 x 14 (196 positions: 12 tiles and a half-width one), 5 x 5 over 4 columns with
+        // padding 2; 1 column with padding 1 cannot take exact rows (the shift would reach a
+        // neighbouring row's value).
+        // Channels enough for take_exact_rows (the forward of all five, grad_input of the
+        // first, third and fifth).
+        {2, 16, 6, 3, 24, 3, 5, conv_params(1, 1, 1, 2, 1, 1, 1)},
+        {4, 16, 7, 10, 24, 3, 3, conv_params(1, 1, 1, 2, 1, 2, 1)},
+        {4, 40, 9, 2, 32, 1, 3, conv_params(1, 1, 0, 1, 1, 1, 1)},
+        {4, 32, 14, 14, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {2, 16, 6, 4, 9, 5, 5, conv_params(1, 1, 2, 2, 1, 1, 1)},
+        {4, 40, 6, 1, 8, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
         // Strides above 1 with at least 32 taps: the forward reads phase planes of the padded
         // image (resnet's 7x7 stride-2 stem, its 3x3 and 1x1 stride-2 convs), uneven strides,
         // padding and dilation, stride 3, groups; the gradients take the column matrix.
