@@ -201,9 +201,10 @@ void map1(const Array &a, Array &out, F f) {
     }
 }
 
-const uint32_t float_unary[] = {TF_OP_NEG,       TF_OP_EXP,  TF_OP_RELU,   TF_OP_ABS,  TF_OP_LOG,     TF_OP_SQRT,
-                                TF_OP_RSQRT,     TF_OP_SIN,  TF_OP_COS,    TF_OP_TANH, TF_OP_SIGMOID, TF_OP_GELU,
-                                TF_OP_GELU_TANH, TF_OP_SILU, TF_OP_SQUARE, TF_OP_ERF};
+const uint32_t float_unary[] = {TF_OP_NEG,       TF_OP_EXP,   TF_OP_RELU,   TF_OP_ABS,  TF_OP_LOG,     TF_OP_SQRT,
+                                TF_OP_RSQRT,     TF_OP_SIN,   TF_OP_COS,    TF_OP_TANH, TF_OP_SIGMOID, TF_OP_GELU,
+                                TF_OP_GELU_TANH, TF_OP_SILU,  TF_OP_SQUARE, TF_OP_ERF,  TF_OP_ASIN,    TF_OP_ACOS,
+                                TF_OP_ATAN,      TF_OP_ASINH, TF_OP_ACOSH,  TF_OP_ATANH};
 
 const uint32_t float_binary[] = {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL,           TF_OP_MAXIMUM,      TF_OP_MINIMUM,
                                  TF_OP_DIV, TF_OP_POW, TF_OP_RELU_BACKWARD, TF_OP_GELU_BACKWARD};
