@@ -6,6 +6,7 @@
 // the shapes fed at run time is checked by the fused kernel, which then computes the original
 // nodes' ops in their order.
 #include <cmath>
+#include <initializer_list>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -297,6 +298,40 @@ int other_input(const ::onnx::NodeProto &node, const std::string &name) {
 
 bool near(double value, double want) { return std::abs(value - want) <= 1e-6 * std::abs(want); }
 
+// Puts a node of the fused `row` in the place of step `last` (its name, output and label taken
+// over; `attributes` sets the row's attributes) and removes the other matched `nodes`.
+template <class SetAttributes>
+void replace_with_fused(Graph &g, std::size_t last, const std::vector<std::size_t> &nodes, const OpRow &row,
+                        std::initializer_list<std::string> inputs, SetAttributes attributes) {
+    Step &tail = g.step(last);
+    ::onnx::NodeProto fused;
+    fused.set_name(tail.node.name());
+    fused.set_op_type(row.op_type);
+    fused.set_domain("tinyfin");
+    for (const std::string &in : inputs) fused.add_input(in);
+    fused.add_output(tail.node.output(0));
+    attributes(fused);
+    for (std::size_t n : nodes) g.remove(n);
+    tail = Step{std::move(fused), 1, &row, tail.label, {}};
+}
+
+// An optional affine step after `last`: when its output's one consumer is `op_type` with a
+// constant float vector as the other operand, that operand's name goes to `operand`, `last`
+// joins `nodes` and the consumer becomes `last`.
+void take_constant_vector(Graph &g, const char *op_type, std::size_t &last, std::string &operand,
+                          std::vector<std::size_t> &nodes) {
+    const std::string &out = g.step(last).node.output(0);
+    const std::size_t n = g.only_consumer(out, op_type);
+    if (n == none) return;
+    const int k = other_input(g.step(n).node, out);
+    const std::string w = k < 0 ? "" : g.step(n).node.input(k);
+    if (const Value *c = g.constant(w); c != nullptr && is_float(c->type) && c->tensor.rank() == 1) {
+        operand = w;
+        nodes.push_back(last);
+        last = n;
+    }
+}
+
 // ---- Conv + BatchNormalization ----------------------------------------------------------
 // BN(Conv(x, W, b)) = Conv(x, W s, (b - mean) s + beta) with s = gamma / sqrt(var + eps) per
 // output channel, computed once in float64 on the cpu and stored in W's dtype.
@@ -477,17 +512,10 @@ int64_t fuse_gelu(Graph &g) {
         }
         int64_t rank = 0;
         for (const auto &c : consts) rank = std::max(rank, g.rank_of(c));
-        Step &tail = g.step(last);
-        ::onnx::NodeProto fused;
-        fused.set_name(tail.node.name());
-        fused.set_op_type(gelu_row.op_type);
-        fused.set_domain("tinyfin");
-        fused.add_input(x);
-        fused.add_output(tail.node.output(0));
-        set_attr(fused, "rank", rank);
-        set_attr(fused, "approximate", int64_t{approximate ? 1 : 0});
-        for (std::size_t n : nodes) g.remove(n);
-        tail = Step{std::move(fused), 1, &gelu_row, tail.label, {}};
+        replace_with_fused(g, last, nodes, gelu_row, {x}, [&](::onnx::NodeProto &fused) {
+            set_attr(fused, "rank", rank);
+            set_attr(fused, "approximate", int64_t{approximate ? 1 : 0});
+        });
         ++fired;
     }
     g.commit();
@@ -555,26 +583,9 @@ int64_t fuse_rms_norm(Graph &g) {
         // An optional weight: Mul by a constant vector.
         std::size_t last = normed;
         std::string weight;
-        const std::string &n_out = g.step(normed).node.output(0);
-        if (std::size_t m = g.only_consumer(n_out, "Mul"); m != none) {
-            const int wi = other_input(g.step(m).node, n_out);
-            const std::string w = wi < 0 ? "" : g.step(m).node.input(wi);
-            if (const Value *c = g.constant(w); c != nullptr && is_float(c->type) && c->tensor.rank() == 1) {
-                weight = w;
-                nodes.push_back(normed);
-                last = m;
-            }
-        }
-        Step &tail = g.step(last);
-        ::onnx::NodeProto fused;
-        fused.set_name(tail.node.name());
-        fused.set_op_type(rms_norm_row.op_type);
-        fused.set_domain("tinyfin");
-        for (const std::string &in : {x, weight, two, eps, one}) fused.add_input(in);
-        fused.add_output(tail.node.output(0));
-        set_attr(fused, "form", form);
-        for (std::size_t n : nodes) g.remove(n);
-        tail = Step{std::move(fused), 1, &rms_norm_row, tail.label, {}};
+        take_constant_vector(g, "Mul", last, weight, nodes);
+        replace_with_fused(g, last, nodes, rms_norm_row, {x, weight, two, eps, one},
+                           [&](::onnx::NodeProto &fused) { set_attr(fused, "form", form); });
         ++fired;
     }
     g.commit();
@@ -647,30 +658,10 @@ int64_t fuse_layer_norm(Graph &g) {
         // Optional Mul by the weight, then optional Add of the bias: constant vectors.
         std::size_t last = divide;
         std::string weight, bias;
-        auto affine = [&](const char *op_type, std::string &operand) {
-            const std::string &out = g.step(last).node.output(0);
-            const std::size_t n = g.only_consumer(out, op_type);
-            if (n == none) return;
-            const int k = other_input(g.step(n).node, out);
-            const std::string w = k < 0 ? "" : g.step(n).node.input(k);
-            if (const Value *c = g.constant(w); c != nullptr && is_float(c->type) && c->tensor.rank() == 1) {
-                operand = w;
-                nodes.push_back(last);
-                last = n;
-            }
-        };
-        affine("Mul", weight);
-        affine("Add", bias);
-        Step &tail = g.step(last);
-        ::onnx::NodeProto fused;
-        fused.set_name(tail.node.name());
-        fused.set_op_type(layer_norm_row.op_type);
-        fused.set_domain("tinyfin");
-        for (const std::string &in : {x, weight, bias, eps, two}) fused.add_input(in);
-        fused.add_output(tail.node.output(0));
-        set_attr(fused, "square", square_form);
-        for (std::size_t n : nodes) g.remove(n);
-        tail = Step{std::move(fused), 1, &layer_norm_row, tail.label, {}};
+        take_constant_vector(g, "Mul", last, weight, nodes);
+        take_constant_vector(g, "Add", last, bias, nodes);
+        replace_with_fused(g, last, nodes, layer_norm_row, {x, weight, bias, eps, two},
+                           [&](::onnx::NodeProto &fused) { set_attr(fused, "square", square_form); });
         ++fired;
     }
     g.commit();
@@ -761,18 +752,12 @@ int64_t fuse_attention(Graph &g) {
         if (pv == none || g.step(pv).node.input(0) != soft.node.output(0)) continue;
         const std::string v = g.step(pv).node.input(1);
         if (v == soft.node.output(0)) continue;
-        Step &tail = g.step(pv);
-        ::onnx::NodeProto fused;
-        fused.set_name(tail.node.name());
-        fused.set_op_type(attention_row.op_type);
-        fused.set_domain("tinyfin");
-        for (const std::string &in : {g.step(qk).node.input(0), g.step(qk).node.input(1), v, scale, mask, fill})
-            fused.add_input(in);
-        fused.add_output(tail.node.output(0));
-        set_attr(fused, "scale_op", scale_op);
-        set_attr(fused, "mask_op", mask_op);
-        for (std::size_t n : nodes) g.remove(n);
-        tail = Step{std::move(fused), 1, &attention_row, tail.label, {}};
+        replace_with_fused(g, pv, nodes, attention_row,
+                           {g.step(qk).node.input(0), g.step(qk).node.input(1), v, scale, mask, fill},
+                           [&](::onnx::NodeProto &fused) {
+                               set_attr(fused, "scale_op", scale_op);
+                               set_attr(fused, "mask_op", mask_op);
+                           });
         ++fired;
     }
     g.commit();
