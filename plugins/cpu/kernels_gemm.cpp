@@ -209,42 +209,36 @@ int64_t tile_rows(const GemmKernel &g, int64_t rows) {
     return std::min(g.mr, (rows + quarter - 1) / quarter * quarter);
 }
 
-// Runs the AVX2 tile of height tile_rows(g, rows) at half its width (8 columns); false where
-// there is none (other instruction sets: the caller runs the full tile).
-template <class A, class B>
-bool run_half_tile(const GemmKernel &g, int64_t rows, int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
 #if defined(__x86_64__)
-    if (g.level == 1) {
-        const int64_t height = tile_rows(g, rows);
-        if (height == 6)
-            tile_avx2<6, A, B, 1>(kc, a, b, c, ldc, load_c);
-        else if (height == 4)
-            tile_avx2<4, A, B, 1>(kc, a, b, c, ldc, load_c);
-        else
-            tile_avx2<2, A, B, 1>(kc, a, b, c, ldc, load_c);
-        return true;
-    }
-#endif
-    (void)g, (void)rows, (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)load_c;
-    return false;
+template <int MR, class A, class B>
+void narrow_tile_avx2(bool quarter, int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
+    if (quarter)
+        tile_avx2_quarter<MR, A, B>(kc, a, b, c, ldc, load_c);
+    else
+        tile_avx2<MR, A, B, 1>(kc, a, b, c, ldc, load_c);
 }
+#endif
 
-// The quarter-width tile (AVX2 only): false where there is none.
+// Runs the AVX2 tile of height tile_rows(g, rows) narrowed to the last `columns` of the tile's
+// width: a quarter of it (4 columns) or half (8); false where neither fits or there is none
+// (other instruction sets: the caller runs the full tile).
 template <class A, class B>
-bool run_quarter_tile(const GemmKernel &g, int64_t rows, int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
+bool run_narrow_tile(const GemmKernel &g, int64_t columns, int64_t rows, int64_t kc, A a, B b, float *c, int64_t ldc,
+                     bool load_c) {
 #if defined(__x86_64__)
-    if (g.level == 1) {
+    if (g.level == 1 && columns <= g.nr / 2) {
+        const bool quarter = columns <= g.nr / 4;
         const int64_t height = tile_rows(g, rows);
         if (height == 6)
-            tile_avx2_quarter<6, A, B>(kc, a, b, c, ldc, load_c);
+            narrow_tile_avx2<6>(quarter, kc, a, b, c, ldc, load_c);
         else if (height == 4)
-            tile_avx2_quarter<4, A, B>(kc, a, b, c, ldc, load_c);
+            narrow_tile_avx2<4>(quarter, kc, a, b, c, ldc, load_c);
         else
-            tile_avx2_quarter<2, A, B>(kc, a, b, c, ldc, load_c);
+            narrow_tile_avx2<2>(quarter, kc, a, b, c, ldc, load_c);
         return true;
     }
 #endif
-    (void)g, (void)rows, (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)load_c;
+    (void)g, (void)columns, (void)rows, (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)load_c;
     return false;
 }
 
@@ -571,21 +565,18 @@ void gemm_f32_rows_b(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
                 // The last 8 or fewer columns: half a tile (7 x 8 positions of resnet's last
                 // stage are 3.5 tiles of 16).
                 // The last 4 or fewer: a quarter tile (the 49th position of a 7 x 7 image).
-                const bool half = n - jr <= g.nr / 2, quarter = n - jr <= g.nr / 4;
+                const int64_t columns = n - jr;
                 for (int64_t ir = ic; ir < ic + mc; ir += g.mr) {
                     const int64_t rows = std::min(g.mr, m - ir);
                     float *ct = c + ir * ldc + jr;
                     if (lda == 0) {  // packed: sliver ir holds [p * height + i], height = tile_rows
                         const ASliver as{a + ir * k + pc * tile_rows(g, rows)};
-                        if (quarter && run_quarter_tile(g, rows, kc, as, bs, ct, ldc, pc > 0)) continue;
-                        if (!half || !run_half_tile(g, rows, kc, as, bs, ct, ldc, pc > 0))
+                        if (!run_narrow_tile(g, columns, rows, kc, as, bs, ct, ldc, pc > 0))
                             run_tile(g, rows, kc, as, bs, ct, ldc, pc > 0);
                         continue;
                     }
                     const AStridedRows ar{a + pc + ir * lda, lda};
-                    if (quarter && rows == tile_rows(g, rows) && run_quarter_tile(g, rows, kc, ar, bs, ct, ldc, pc > 0))
-                        continue;
-                    if (half && rows == tile_rows(g, rows) && run_half_tile(g, rows, kc, ar, bs, ct, ldc, pc > 0))
+                    if (rows == tile_rows(g, rows) && run_narrow_tile(g, columns, rows, kc, ar, bs, ct, ldc, pc > 0))
                         continue;
                     run_a_tile(g, ABlock{a + pc, lda}, ir, rows, kc, bs, ct, ldc, pc > 0);
                 }
