@@ -2,6 +2,7 @@
 // device. A body reads the enclosing graphs' values by name: the session appends those to the
 // node's inputs (implicit_inputs), so they are here as inputs after the ones ONNX defines.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -54,17 +55,41 @@ Env outer_values(const Ctx &ctx, int first) {
 // input list had before (the appended names are its implicit inputs, in order).
 int own_inputs(const Ctx &ctx) { return ctx.node.input_size() - static_cast<int>(implicit_inputs(ctx.node).size()); }
 
-// Runs g's nodes in order (ONNX requires a body's nodes to be sorted) over env; g's outputs.
-std::vector<Value> run_body(const Ctx &ctx, const ::onnx::GraphProto &g, Env env) {
+// A body made ready to run once per If/Loop node run, not per iteration: its initializers as
+// tensors on the device, each node with its implicit inputs appended, its op resolved, its label.
+struct PreparedBody {
+    struct Node {
+        ::onnx::NodeProto proto;
+        ResolvedOp op;
+        std::string label;
+    };
+    const ::onnx::GraphProto *graph = nullptr;
+    Env constants;
+    std::vector<Node> nodes;
+};
+
+PreparedBody prepare_body(const Ctx &ctx, const ::onnx::GraphProto &g) {
+    PreparedBody b;
+    b.graph = &g;
     for (const auto &t : g.initializer()) {
         if (t.data_location() == ::onnx::TensorProto::EXTERNAL) ctx.unsupported("external data inside a body");
-        env[t.name()] = tensor_from_proto(t, "", ctx.device, "initializer '" + t.name() + "' of a body");
+        b.constants[t.name()] = tensor_from_proto(t, "", ctx.device, "initializer '" + t.name() + "' of a body");
     }
     for (int i = 0; i < g.node_size(); ++i) {
         ::onnx::NodeProto node = g.node(i);
-        const std::string label = ctx.label + "/" + (node.name().empty() ? "#" + std::to_string(i) : node.name());
+        std::string label = ctx.label + "/" + (node.name().empty() ? "#" + std::to_string(i) : node.name());
         const ResolvedOp op = resolve_op(node, ctx.opset, label);
         for (const auto &name : implicit_inputs(node)) node.add_input(name);
+        b.nodes.push_back({std::move(node), op, std::move(label)});
+    }
+    return b;
+}
+
+// Runs the body's nodes in order (ONNX requires a body's nodes to be sorted) over env; its outputs.
+std::vector<Value> run_body(const Ctx &ctx, const PreparedBody &b, Env env) {
+    for (const auto &[name, value] : b.constants) env[name] = value;
+    for (const PreparedBody::Node &n : b.nodes) {
+        const ::onnx::NodeProto &node = n.proto;
         std::vector<const Value *> ins;
         for (const auto &in : node.input()) {
             if (in.empty()) {
@@ -72,14 +97,15 @@ std::vector<Value> run_body(const Ctx &ctx, const ::onnx::GraphProto &g, Env env
                 continue;
             }
             auto e = env.find(in);
-            if (e == env.end()) ctx.invalid("a body's node '" + label + "' reads '" + in + "', which nothing defines");
+            if (e == env.end())
+                ctx.invalid("a body's node '" + n.label + "' reads '" + in + "', which nothing defines");
             ins.push_back(&e->second);
         }
         NodeContext inner{
-            node, op.version, ctx.device, ctx.max_tensor_bytes, ins, static_cast<std::size_t>(node.output_size()),
-            label};
+            node,   n.op.version, ctx.device, ctx.max_tensor_bytes, ins, static_cast<std::size_t>(node.output_size()),
+            n.label};
         inner.opset = ctx.opset;
-        std::vector<Value> outs = op.row->run(inner);
+        std::vector<Value> outs = n.op.row->run(inner);
         for (int o = 0; o < node.output_size(); ++o) {
             if (node.output(o).empty()) continue;
             if (static_cast<std::size_t>(o) >= outs.size()) inner.unsupported("output " + std::to_string(o));
@@ -89,7 +115,7 @@ std::vector<Value> run_body(const Ctx &ctx, const ::onnx::GraphProto &g, Env env
         }
     }
     std::vector<Value> result;
-    for (const auto &v : g.output()) {
+    for (const auto &v : b.graph->output()) {
         auto e = env.find(v.name());
         if (e == env.end()) ctx.invalid("the body's output '" + v.name() + "' is produced by no node");
         result.push_back(e->second);
@@ -101,7 +127,8 @@ std::vector<Value> if_op(Ctx &ctx) {
     const Tensor &cond = ctx.tensor(0);
     if (cond.numel() != 1) ctx.invalid("cond must have one element");
     const bool taken = cond.to(DType::boolean).reshape({}).item<bool>();
-    std::vector<Value> outs = run_body(ctx, body(ctx, taken ? "then_branch" : "else_branch"), outer_values(ctx, 1));
+    std::vector<Value> outs =
+        run_body(ctx, prepare_body(ctx, body(ctx, taken ? "then_branch" : "else_branch")), outer_values(ctx, 1));
     if (outs.size() != ctx.n_outputs)
         ctx.invalid("the branch has " + std::to_string(outs.size()) + " outputs, the node " +
                     std::to_string(ctx.n_outputs));
@@ -136,6 +163,7 @@ std::vector<Value> loop_op(Ctx &ctx) {
     std::vector<std::vector<Tensor>> stacked(static_cast<std::size_t>(scans));
     std::vector<ElementType> scan_types(static_cast<std::size_t>(scans), ElementType::undefined);
     const Env outer = outer_values(ctx, own);
+    std::optional<PreparedBody> prepared;  // at the first iteration (a Loop that runs none reads no body)
     int64_t i = 0;
     for (; i < trips && running; ++i) {
         if (i == k_max_iterations)
@@ -144,7 +172,8 @@ std::vector<Value> loop_op(Ctx &ctx) {
         env[g.input(0).name()] = Value{scalar(static_cast<double>(i), DType::i64, ctx.device), ElementType::int64};
         env[g.input(1).name()] = Value{scalar(running ? 1 : 0, DType::boolean, ctx.device), ElementType::boolean};
         for (int j = 0; j < carried; ++j) env[g.input(2 + j).name()] = state[static_cast<std::size_t>(j)];
-        std::vector<Value> outs = run_body(ctx, g, std::move(env));
+        if (!prepared) prepared = prepare_body(ctx, g);
+        std::vector<Value> outs = run_body(ctx, *prepared, std::move(env));
         if (outs[0].tensor.numel() != 1) ctx.invalid("the body's cond must have one element");
         running = outs[0].tensor.to(DType::boolean).reshape({}).item<bool>();
         for (int j = 0; j < carried; ++j) state[static_cast<std::size_t>(j)] = outs[static_cast<std::size_t>(1 + j)];
