@@ -299,7 +299,7 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
             foldable = false;
             break;
         }
-        if (!foldable || node.op_type() == "Dropout") {
+        if (!foldable || detail::is_random_op(node.op_type())) {
             kept.push_back(std::move(step));
             continue;
         }
@@ -393,7 +393,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
                                                                        const std::vector<std::string> &wanted) {
     NoGradGuard no_grad;
     last = RunReport{};
-    const uint64_t fallbacks_before = stats().total_fallbacks;
+    const uint64_t fallbacks_before = stats().total_fallbacks + detail::host_fallbacks();
     uint64_t live = 0;
     std::unordered_map<std::string, uint64_t> produced;  // bytes of each live node output
     std::vector<Value> outs;
@@ -451,7 +451,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
                 throw ModelError("ModelError: node '" + step.label + "' needs '" + in + "', which nothing produced");
             ins.push_back(&c->second);
         }
-        const uint64_t node_fallbacks = options.profile ? stats().total_fallbacks : 0;
+        const uint64_t node_fallbacks = options.profile ? stats().total_fallbacks + detail::host_fallbacks() : 0;
         const auto node_start = std::chrono::steady_clock::now();
         run_node(step, ins, outs);
         const double node_seconds =
@@ -468,7 +468,8 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
         }
         last.peak_bytes = std::max(last.peak_bytes, live);
         if (options.profile) {
-            NodeRun report{step.label, step.node.op_type(), "", stats().total_fallbacks - node_fallbacks, node_seconds};
+            NodeRun report{step.label, step.node.op_type(), "",
+                           stats().total_fallbacks + detail::host_fallbacks() - node_fallbacks, node_seconds};
             for (const auto &name : step.node.output())
                 if (auto e = env.find(name); e != env.end()) {
                     report.backend = e->second.tensor.device().str();
@@ -483,7 +484,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
         if (signature_values.size() >= 16) signature_values.clear();
         signature_values[key] = std::make_shared<const ShapeValues>(std::move(recorded));
     }
-    last.fallbacks = stats().total_fallbacks - fallbacks_before;
+    last.fallbacks = stats().total_fallbacks + detail::host_fallbacks() - fallbacks_before;
     std::unordered_map<std::string, Value> result;
     for (const auto &name : wanted) {
         if (auto e = env.find(name); e != env.end()) {
