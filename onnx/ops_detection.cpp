@@ -49,6 +49,10 @@ Tensor image_rows(const Tensor &x) {
     return x.permute({0, 2, 3, 1}).contiguous().reshape({x.size(0) * x.size(2) * x.size(3), x.size(1)});
 }
 
+// A sampling coordinate as a pixel index: -1 (outside every image) for NaN, infinities and
+// magnitudes no image reaches, so that no conversion overflows.
+int64_t pixel_index(double v) { return std::fabs(v) < 4e18 ? static_cast<int64_t>(v) : -1; }
+
 // ---- NonMaxSuppression ----
 
 struct Box {
@@ -127,7 +131,7 @@ std::vector<Value> non_max_suppression(Ctx &ctx) {
 // One sample's four bilinear taps as Caffe2/onnxruntime take them: a sample more than one pixel
 // outside the image reads nothing, one within a pixel of the border is clamped onto it.
 void roi_sample(Taps &t, double y, double x, int64_t h, int64_t w, int64_t base, double scale) {
-    if (y < -1.0 || y > static_cast<double>(h) || x < -1.0 || x > static_cast<double>(w)) {
+    if (!(y >= -1.0 && y <= static_cast<double>(h) && x >= -1.0 && x <= static_cast<double>(w))) {  // NaN too
         for (int i = 0; i < 4; ++i) t.add(base, 0);
         return;
     }
@@ -189,6 +193,7 @@ std::vector<Value> roi_align(Ctx &ctx) {
         most = std::max(most, static_cast<int64_t>(gh * gw));
     }
     ctx.check_size({r * oh * ow, most, 4, c}, 4);
+    ctx.check_size({r * oh * ow, most, 4}, sizeof(int64_t) + sizeof(float));  // the host's tap tables
     Taps t{r * oh * ow, most, 4, {}, {}};
     const bool avg = mode == "avg";
     for (int64_t i = 0; i < r; ++i) {
@@ -268,6 +273,7 @@ std::vector<Value> grid_sample(Ctx &ctx) {
     const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3), ho = grid_t.size(1), wo = grid_t.size(2);
     const int64_t taps = mode == "bicubic" ? 16 : mode == "bilinear" ? 4 : 1;
     ctx.check_size({n * ho * wo, taps, c}, 4);
+    ctx.check_size({n * ho * wo, taps}, sizeof(int64_t) + sizeof(float));  // the host's tap tables
     const auto grid = grid_t.to(DType::f32).to_vector<float>();
     Taps t{n * ho * wo, 1, taps, {}, {}};
     t.rows.reserve(static_cast<std::size_t>(t.points * taps));
@@ -295,17 +301,17 @@ std::vector<Value> grid_sample(Ctx &ctx) {
                         // Each tap's coordinate padded on its own (border/reflection), as PyTorch does.
                         const double px = pad_coordinate(fx - 1 + i, w, padding, ac);
                         const double py = pad_coordinate(fy - 1 + j, h, padding, ac);
-                        tap(static_cast<int64_t>(std::floor(py)), static_cast<int64_t>(std::floor(px)), cx[i] * cy[j]);
+                        tap(pixel_index(std::floor(py)), pixel_index(std::floor(px)), cx[i] * cy[j]);
                     }
                 continue;
             }
             const double px = pad_coordinate(ux, w, padding, ac), py = pad_coordinate(uy, h, padding, ac);
             if (mode == "nearest") {
-                tap(static_cast<int64_t>(std::nearbyint(py)), static_cast<int64_t>(std::nearbyint(px)), 1.0);
+                tap(pixel_index(std::nearbyint(py)), pixel_index(std::nearbyint(px)), 1.0);
                 continue;
             }
             const double fx = std::floor(px), fy = std::floor(py), lx = px - fx, ly = py - fy;
-            const auto x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
+            const int64_t x0 = pixel_index(fx), y0 = pixel_index(fy);
             tap(y0, x0, (1 - ly) * (1 - lx));
             tap(y0, x0 + 1, (1 - ly) * lx);
             tap(y0 + 1, x0, ly * (1 - lx));
@@ -347,7 +353,7 @@ std::vector<Value> max_unpool(Ctx &ctx) {
     for (std::size_t d = 0; d < out.size(); ++d)
         if (inferred[d] < 0 || out[d] < inferred[d] || (d < 2 && out[d] != inferred[d]))
             ctx.invalid("output shape " + shape_str(out) + " cannot hold the unpooled shape " + shape_str(inferred));
-    ctx.check_size(out, 4);
+    ctx.check_size(out, sizeof(int64_t) + sizeof(int32_t));  // the host's tables per output element
     int64_t total = 1, inferred_total = 1;
     for (std::size_t d = 0; d < out.size(); ++d) total *= out[d], inferred_total *= inferred[d];
     // Per output element, the X element whose index lands there (the last one when several do).
