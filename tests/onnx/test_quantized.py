@@ -180,6 +180,21 @@ def test_conv_integer_long_reduction_is_exact(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_conv_integer_1d_and_3d(backend):
+    g = rng(6)
+    x, w = ints(g, (1, 3, 7), np.uint8), ints(g, (2, 3, 3), np.int8)
+    out, _ = run_node("ConvInteger", {"x": x, "w": w, "zx": np.uint8(9)}, I32, backend, pads=[1, 1])
+    ref = conv_ref((x.astype(np.int64) - 9)[:, :, None, :], w.astype(np.int64)[:, :, None, :], pads=(0, 1, 0, 1))
+    np.testing.assert_array_equal(out, ref[:, :, 0, :])
+    x3, w3 = ints(g, (1, 2, 3, 4, 4), np.uint8), ints(g, (2, 2, 2, 2, 2), np.int8)
+    out, _ = run_node("ConvInteger", {"x": x3, "w": w3}, I32, backend)
+    ref = np.zeros((1, 2, 2, 3, 3), np.int64)
+    for o, d, i, j in np.ndindex(2, 2, 3, 3):
+        ref[0, o, d, i, j] = (x3[0, :, d:d + 2, i:i + 2, j:j + 2].astype(np.int64) * w3[o]).sum()
+    np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_qlinear_conv_per_channel_with_bias(backend):
     g = rng(5)
     x = ints(g, (2, 3, 4, 4), np.uint8)
