@@ -6,6 +6,8 @@
 #include "kernels_gemm.hpp"
 #include "runtime.hpp"
 
+#include <tinyfin/plugin_kit/errors.hpp>
+
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -24,9 +26,21 @@ struct Marked {
 struct Cache {
     std::mutex mutex;
     std::unordered_map<const tf_buffer *, Marked> marked;
-    std::atomic<std::size_t> count{0};  // marked.size(), read without the lock
     std::atomic<uint64_t> bytes{0};
+    // A bit per hash of every buffer marked since the last clear, read without the lock: every op
+    // reports its outputs (buffer_written), almost never a marked buffer.
+    std::atomic<uint64_t> maybe[64] = {};
 };
+
+std::size_t hash_bit(const tf_buffer *buffer) {
+    const auto v = reinterpret_cast<uintptr_t>(buffer);
+    return static_cast<std::size_t>((v >> 4 ^ v >> 13) & 4095);
+}
+
+bool maybe_marked(Cache &c, const tf_buffer *buffer) {
+    const std::size_t bit = hash_bit(buffer);
+    return (c.maybe[bit / 64].load(std::memory_order_acquire) >> (bit % 64) & 1) != 0;
+}
 
 Cache &cache() {
     static Cache c;
@@ -46,12 +60,13 @@ void mark_buffer_constant(tf_buffer *buffer) {
     Cache &c = cache();
     std::lock_guard lock(c.mutex);
     c.marked.try_emplace(buffer);
-    c.count.store(c.marked.size(), std::memory_order_relaxed);
+    const std::size_t bit = hash_bit(buffer);
+    c.maybe[bit / 64].fetch_or(uint64_t{1} << (bit % 64), std::memory_order_release);
 }
 
 void buffer_written(tf_buffer *buffer) {
     Cache &c = cache();
-    if (c.count.load(std::memory_order_relaxed) == 0) return;
+    if (!maybe_marked(c, buffer)) return;
     std::lock_guard lock(c.mutex);
     auto it = c.marked.find(buffer);
     if (it == c.marked.end()) return;
@@ -61,19 +76,18 @@ void buffer_written(tf_buffer *buffer) {
 
 void buffer_freed(tf_buffer *buffer) {
     Cache &c = cache();
-    if (c.count.load(std::memory_order_relaxed) == 0) return;
+    if (!maybe_marked(c, buffer)) return;
     std::lock_guard lock(c.mutex);
     auto it = c.marked.find(buffer);
     if (it == c.marked.end()) return;
     c.bytes.fetch_sub(bytes_of(it->second), std::memory_order_relaxed);
     c.marked.erase(it);
-    c.count.store(c.marked.size(), std::memory_order_relaxed);
 }
 
 std::shared_ptr<const std::vector<float>> packed_constant_b(const tf_tensor_desc &b, const float *start, int64_t k,
                                                             int64_t n, int64_t row_stride, int64_t col_stride) {
     Cache &c = cache();
-    if (!b.buffer || !b.data || c.count.load(std::memory_order_relaxed) == 0) return nullptr;
+    if (!b.buffer || !b.data || !maybe_marked(c, b.buffer)) return nullptr;
     const auto offset =
         static_cast<uint64_t>(reinterpret_cast<const char *>(start) - static_cast<const char *>(b.data));
     const Key key{offset, k, n, row_stride, col_stride, isa_level()};
@@ -90,7 +104,13 @@ std::shared_ptr<const std::vector<float>> packed_constant_b(const tf_tensor_desc
     auto it = c.marked.find(b.buffer);
     if (it == c.marked.end()) return packed;  // unmarked (freed) meanwhile: use it this once
     auto [p, inserted] = it->second.packed.try_emplace(key, packed);
-    if (inserted) c.bytes.fetch_add(packed->size() * sizeof(float), std::memory_order_relaxed);
+    if (inserted) {
+        const uint64_t bytes = packed->size() * sizeof(float);
+        const uint64_t total = c.bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+        tf_kit::log_line(TF_LOG_DEBUG, "packed a constant %lld x %lld matmul weight once: %llu bytes (%llu in all)",
+                         static_cast<long long>(k), static_cast<long long>(n), static_cast<unsigned long long>(bytes),
+                         static_cast<unsigned long long>(total));
+    }
     return p->second;
 }
 
@@ -98,7 +118,7 @@ void packed_weights_clear() {
     Cache &c = cache();
     std::lock_guard lock(c.mutex);
     c.marked.clear();
-    c.count.store(0, std::memory_order_relaxed);
+    for (auto &word : c.maybe) word.store(0, std::memory_order_relaxed);
     c.bytes.store(0, std::memory_order_relaxed);
 }
 
