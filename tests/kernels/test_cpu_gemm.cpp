@@ -2,6 +2,9 @@
 //   - against references in double over odd sizes (1, 7, 13, 63, 65, 257), transposed and
 //     strided views, batch broadcast, on the portable path (TINYFIN_CPU_ISA=generic) and on the
 //     best path this CPU has;
+//   - a B in a buffer marked constant (get_proc "buffer_mark_constant") packed once: the bits of
+//     the unmarked product, and every write the plugin sees (buffer_write, buffer_copy, an op's
+//     output, free and reuse) reaches the next product;
 //   - thread-count invariance: matmul (f32, f16, bf16), conv2d and its gradients, max pooling, elementwise ops, sums, means, softmax and norms give the same
 //     bits with TINYFIN_THREADS = 1, 2 and 3.
 // The plugin reads TINYFIN_CPU_ISA and TINYFIN_THREADS on first use after init; shutdown makes
@@ -653,6 +656,29 @@ TEST_CASE("a B in a buffer marked constant is packed once, has the unmarked bits
     }
     for (std::size_t i = 1; i < firsts.size(); ++i)
         CHECK(std::memcmp(firsts[i].data(), firsts[0].data(), firsts[0].size() * sizeof(float)) == 0);
+    restart(nullptr, nullptr);
+}
+
+TEST_CASE("a marked B wider than one GEMM N block (4080 on AVX2) is packed block by block") {
+    auto mark = reinterpret_cast<MarkConstant>(P().get_proc("buffer_mark_constant"));
+    REQUIRE(static_cast<bool>(mark));
+    for (const char *isa : {"generic", static_cast<const char *>(nullptr)}) {  // N blocks of 4096 / 4080
+        CAPTURE(cpu_plugin_feature("kernels"));
+        restart(isa, nullptr);
+        const int64_t m = 37, k = 300, n = 4200;
+        TensorDesc a = dense({m, k}), w = dense({k, n}), u = dense({k, n});
+        fill_random(a, 21);
+        fill_random(w, 22);
+        std::memcpy(u.mem->data, w.mem->data, static_cast<size_t>(k * n) * sizeof(float));
+        mark(w.mem->buffer);
+        for (int round = 0; round < 2; ++round) {
+            const auto got = matmul_values(a, w, {m, n}), want = matmul_values(a, u, {m, n});
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+            TensorDesc o = dense({m, n});
+            std::memcpy(o.mem->data, got.data(), got.size() * sizeof(float));
+            check_matmul(a, u, o);
+        }
+    }
     restart(nullptr, nullptr);
 }
 
