@@ -30,9 +30,7 @@ void mark_constant(const Tensor &t) {
     const TensorImpl &impl = impl_of(t, "mark_constant");
     if (!impl.storage || !impl.storage->buffer) return;
     Storage &storage = *impl.storage;
-    // get_proc("buffer_mark_constant"): void (*)(tf_buffer *) (docs/plugin-abi.md).
-    using MarkConstant = void (*)(tf_buffer *);
-    auto mark = reinterpret_cast<MarkConstant>(storage.backend->get_proc("buffer_mark_constant"));
+    auto mark = reinterpret_cast<tf_buffer_mark_constant_fn>(storage.backend->get_proc("buffer_mark_constant"));
     if (!mark) return;
     storage.constant = true;
     mark(storage.buffer);
