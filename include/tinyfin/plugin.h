@@ -244,12 +244,8 @@ typedef struct tf_params_cumsum {
 } tf_params_cumsum;
 
 /* CONV2D_ACT: conv2d's parameters (the members of tf_params_conv2d, in its order), then the
- * activation applied after the bias. */
-typedef enum tf_conv_activation {
-    TF_CONV_ACT_NONE = 0,
-    TF_CONV_ACT_RELU = 1,
-    TF_CONV_ACT_CLIP = 2
-} tf_conv_activation;
+ * activation applied after the bias and the residual. */
+typedef enum tf_conv_activation { TF_CONV_ACT_NONE = 0, TF_CONV_ACT_RELU = 1, TF_CONV_ACT_CLIP = 2 } tf_conv_activation;
 
 typedef struct tf_params_conv2d_act {
     uint32_t struct_size;
