@@ -156,6 +156,11 @@ struct InferenceLimits {
 ::onnx::GraphProto infer_shapes_isolated(::onnx::ModelProto &model, const InferenceLimits &limits);
 
 // Helpers the kernels share.
+// ONNX Conv (ops_nn.cpp), plus input `residual` when the node has it (-1: none), followed by
+// `activation` (clip: minimum(maximum(., min), max)): one conv2d_activation where the
+// convolution is 2-D (or 1-D).
+std::vector<Value> conv_with_activation(NodeContext &ctx, Conv2dActivation activation, double min, double max,
+                                        int residual = -1);
 Value make(Tensor tensor, ElementType type);
 // The element type a compute dtype stands for by default.
 ElementType element_type_of(DType dtype);

@@ -243,6 +243,23 @@ typedef struct tf_params_cumsum {
     int32_t reverse;
 } tf_params_cumsum;
 
+/* CONV2D_ACT: conv2d's parameters (the members of tf_params_conv2d, in its order), then the
+ * activation applied after the bias and the residual. */
+typedef enum tf_conv_activation { TF_CONV_ACT_NONE = 0, TF_CONV_ACT_RELU = 1, TF_CONV_ACT_CLIP = 2 } tf_conv_activation;
+
+typedef struct tf_params_conv2d_act {
+    uint32_t struct_size;
+    int32_t stride[2]; /* h, w */
+    int32_t padding[2]; /* h, w */
+    int32_t dilation[2]; /* h, w */
+    int32_t groups;
+    /* A tf_conv_activation. */
+    int32_t activation;
+    /* CLIP's bounds (not NaN; an infinite one leaves that side open). */
+    double min;
+    double max;
+} tf_params_conv2d_act;
+
 /* ---- Tensors across the ABI ------------------------------------------------ */
 
 /* Opaque to the core: a plugin's device allocation. */

@@ -348,6 +348,24 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     fill_random(w1, 11);
     run_ok(TF_OP_CONV2D, {x1.d, w1.d}, y1.d, &p1);
     keep(y1);
+    // conv2d_act (bias and relu in the store) on both shapes.
+    TensorDesc bias = dense({200}), ya = dense({s.n, s.o, s.oh(), s.ow()}), ya1 = dense({s1.n, s1.o, s1.oh(), s1.ow()});
+    fill_random(bias, 12);
+    tf_params_conv2d_act pa{};
+    pa.struct_size = sizeof pa;
+    pa.stride[0] = pa.stride[1] = pa.dilation[0] = pa.dilation[1] = pa.groups = 1;
+    pa.padding[0] = p.padding[0];
+    pa.padding[1] = p.padding[1];
+    pa.activation = TF_CONV_ACT_RELU;
+    TensorDesc bias64 = dense({64});
+    fill_random(bias64, 13);
+    tf_tensor_desc absent{};
+    run_ok(TF_OP_CONV2D_ACT, {x.d, w.d, bias64.d, y.d}, ya.d, &pa);  // conv2d's output as the residual
+    keep(ya);
+    pa.padding[0] = p1.padding[0];
+    pa.padding[1] = p1.padding[1];
+    run_ok(TF_OP_CONV2D_ACT, {x1.d, w1.d, bias.d, absent}, ya1.d, &pa);
+    keep(ya1);
 
     // max pooling (2x2 stride 2 fast path, and 3x3 stride 2 pad 1) forward and backward.
     for (int32_t k : {2, 3}) {
