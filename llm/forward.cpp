@@ -37,15 +37,31 @@ Tensor project(const Input &x, const Tensor &w, const Tensor &bias = Tensor()) {
 }
 Tensor project(const Tensor &x, const Tensor &w, const Tensor &bias = Tensor()) { return project(Input(x), w, bias); }
 
+// Activations of more rows than this (a prompt) multiply a fused f16/bf16 matrix member by member,
+// through views of its rows: the cpu GEMM converts such a weight to f32 scratch on every call (an
+// arena of 64 MiB by default, TINYFIN_SCRATCH_BYTES), which a fused gate/up of a 1.1B model (92
+// MB as f32) outgrows, so it was allocated and faulted in anew each time (prefill 20-35% slower).
+// Decoding's few rows (the matvec reads the weight in place) and f32 and quantized matrices (no
+// whole-matrix conversion) keep the one product.
+constexpr int64_t k_fused_max_rows = 16;
+
 // The outputs of a set of matrices sharing their input x, one per member: each product's output
 // split into its members' columns (views, no copies).
 std::vector<Tensor> project(const Input &x, const SharedInput &s) {
     std::vector<Tensor> out(static_cast<std::size_t>(s.members));
+    const Tensor &in = x.as_is();
+    const int64_t rows = in.size(-1) > 0 ? in.numel() / in.size(-1) : 0;
     for (const Product &p : s.products) {
-        const Tensor y = project(x, p.weight);
+        const DType d = p.weight.dtype();
+        const bool by_member = p.members.size() > 1 && rows > k_fused_max_rows && (d == DType::f16 || d == DType::bf16);
+        const Tensor y = by_member ? Tensor() : project(x, p.weight);
         int64_t at = 0;
         for (std::size_t i = 0; i < p.members.size(); ++i) {
-            out[static_cast<std::size_t>(p.members[i])] = p.members.size() == 1 ? y : narrow(y, -1, at, p.rows[i]);
+            Tensor &o = out[static_cast<std::size_t>(p.members[i])];
+            if (by_member)
+                o = project(x, narrow(p.weight, 0, at, p.rows[i]));
+            else
+                o = p.members.size() == 1 ? y : narrow(y, -1, at, p.rows[i]);
             at += p.rows[i];
         }
     }
