@@ -101,7 +101,7 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const NodeContext &ctx) {
 
 const OpRow *find_op(const std::string &op_type) {
     for (auto family : std::array{elementwise_ops(), nn_ops(), layout_ops(), reduce_ops(), resize_ops(), indexing_ops(),
-                                  control_ops()})
+                                  control_ops(), recurrent_ops(), spectral_ops()})
         for (const OpRow &row : family)
             if (op_type == row.op_type) return &row;
     return nullptr;
