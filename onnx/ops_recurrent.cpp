@@ -169,6 +169,12 @@ DirectionResult run_direction(const Config &cfg, const Activation *act, const Te
     const int64_t H = cfg.hidden;
     DirectionResult r;
     r.y.resize(static_cast<std::size_t>(xw.size(0)));
+    // GRU's R^T in its two parts, dense once per direction: the z/r gates' columns and the h gate's.
+    Tensor rt_zr, rt_h;
+    if (cfg.cell == Cell::gru) {
+        rt_zr = rt.slice(1, 0, 2 * H).contiguous();
+        rt_h = rt.slice(1, 2 * H, 3 * H).contiguous();
+    }
     for (int64_t t : order) {
         const Tensor x_t = xw.slice(0, t, t + 1).reshape({xw.size(1), xw.size(2)});
         Tensor h_new, c_new;
@@ -176,7 +182,6 @@ DirectionResult run_direction(const Config &cfg, const Activation *act, const Te
             h_new = apply(act[0], clipped(cfg, add(x_t, matmul(h, rt))));
         } else if (cfg.cell == Cell::gru) {
             // Gates z, r, h. rt's last H columns multiply either H_{t-1} (linear_before_reset) or r * H_{t-1}.
-            const Tensor rt_zr = rt.slice(1, 0, 2 * H), rt_h = rt.slice(1, 2 * H, 3 * H);
             const Tensor zr = apply(act[0], clipped(cfg, add(x_t.slice(1, 0, 2 * H), matmul(h, rt_zr))));
             const Tensor z = zr.slice(1, 0, H), rg = zr.slice(1, H, 2 * H);
             const Tensor xh = x_t.slice(1, 2 * H, 3 * H);
