@@ -281,22 +281,8 @@ std::vector<Value> recurrent(Ctx &ctx, Cell cell) {
     ctx.check_size({T, D, B, H}, 4);
     ctx.check_size({T, B, G * H}, 4);
 
-    // Reversed steps with ragged lengths read each sequence backwards from its own last element:
-    // the time index t of batch entry b maps to lens[b] - 1 - t inside the sequence.
-    Tensor flip_index;
-    if (ragged && (cfg.reverse_only || D == 2)) {
-        std::vector<int64_t> idx(static_cast<std::size_t>(T * B));
-        for (int64_t t = 0; t < T; ++t)
-            for (int64_t b = 0; b < B; ++b) {
-                const int64_t n = lens[static_cast<std::size_t>(b)];
-                idx[static_cast<std::size_t>(t * B + b)] = t < n ? n - 1 - t : t;
-            }
-        flip_index = from_vector(idx, {T, B, 1}, ctx.device);
-    }
-    auto flip = [&](const Tensor &v) {  // v [T, B, K]: the per-sequence reversal (its own inverse)
-        return gather_along(v.contiguous(), flip_index.expand({T, B, v.size(2)}).contiguous(), 0, ctx.device);
-    };
-
+    // A reversed direction runs t = T-1 .. 0: with ragged lengths the masked steps t >= lens[b]
+    // leave entry b's state as it was, so each sequence is read from its own last element.
     const Tensor x2 = x.reshape({T * B, I});
     std::vector<Tensor> ys, hs, cs;
     for (int64_t d = 0; d < D; ++d) {
@@ -316,20 +302,16 @@ std::vector<Value> recurrent(Ctx &ctx, Cell cell) {
                 bw = add(wb, rb);
             }
         }
-        Tensor xw = linear(x2, wd, bw).reshape({T, B, G * H});
-        if (backwards && flip_index.defined()) xw = flip(xw);
+        const Tensor xw = linear(x2, wd, bw).reshape({T, B, G * H});
         const Tensor rt = rd.transpose(0, 1).contiguous();
         std::vector<int64_t> order(static_cast<std::size_t>(T));
-        for (int64_t t = 0; t < T; ++t)
-            order[static_cast<std::size_t>(t)] = (backwards && !flip_index.defined()) ? T - 1 - t : t;
+        for (int64_t t = 0; t < T; ++t) order[static_cast<std::size_t>(t)] = backwards ? T - 1 - t : t;
         const Tensor h = h0.slice(0, d, d + 1).reshape({B, H});
         const Tensor c = c0.defined() ? c0.slice(0, d, d + 1).reshape({B, H}) : Tensor();
         const Tensor p = peep.defined() ? peep.slice(0, d, d + 1).reshape({3 * H}) : Tensor();
         DirectionResult res = run_direction(cfg, &cfg.activations[static_cast<std::size_t>(d * activations_of(cell))],
                                             xw, rt, rbh, p, h, c, order, mask);
-        Tensor y = T > 0 ? stack(res.y, 0) : zeros({0, B, H}, dt, ctx.device);  // [T, B, H]
-        if (backwards && flip_index.defined()) y = flip(y);
-        ys.push_back(y);
+        ys.push_back(T > 0 ? stack(res.y, 0) : zeros({0, B, H}, dt, ctx.device));  // [T, B, H]
         hs.push_back(res.h);
         cs.push_back(res.c);
     }
