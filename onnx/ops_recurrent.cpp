@@ -197,19 +197,23 @@ DirectionResult run_direction(const Config &cfg, const Activation *act, const Te
             const Tensor hh = apply(act[1], clipped(cfg, pre));
             h_new = add(hh, mul(z, sub(h, hh)));  // (1 - z) hh + z h
         } else {
-            // Gates i, o, f, c; peepholes P = [Pi, Po, Pf].
+            // Gates i, o, f, c; peepholes P = [Pi, Po, Pf]. Without peepholes i, o and f are one
+            // activation over their adjacent columns.
             const Tensor g = add(x_t, matmul(h, rt));
-            Tensor gi = g.slice(1, 0, H), go = g.slice(1, H, 2 * H), gf = g.slice(1, 2 * H, 3 * H),
-                   gc = g.slice(1, 3 * H, 4 * H);
+            const Tensor cc = apply(act[1], clipped(cfg, g.slice(1, 3 * H, 4 * H)));
+            Tensor i, o, f;
             if (p.defined()) {
-                gi = add(gi, mul(p.slice(0, 0, H), c));
-                gf = add(gf, mul(p.slice(0, 2 * H, 3 * H), c));
+                i = apply(act[0], clipped(cfg, add(g.slice(1, 0, H), mul(p.slice(0, 0, H), c))));
+                f = apply(act[0], clipped(cfg, add(g.slice(1, 2 * H, 3 * H), mul(p.slice(0, 2 * H, 3 * H), c))));
+            } else {
+                const Tensor iof = apply(act[0], clipped(cfg, g.slice(1, 0, 3 * H)));
+                i = iof.slice(1, 0, H);
+                o = iof.slice(1, H, 2 * H);
+                f = iof.slice(1, 2 * H, 3 * H);
             }
-            const Tensor i = apply(act[0], clipped(cfg, gi)), f = apply(act[0], clipped(cfg, gf));
-            const Tensor cc = apply(act[1], clipped(cfg, gc));
             c_new = add(mul(f, c), mul(i, cc));
-            if (p.defined()) go = add(go, mul(p.slice(0, H, 2 * H), c_new));
-            const Tensor o = apply(act[0], clipped(cfg, go));
+            if (p.defined())
+                o = apply(act[0], clipped(cfg, add(g.slice(1, H, 2 * H), mul(p.slice(0, H, 2 * H), c_new))));
             h_new = mul(o, apply(act[2], c_new));
         }
         const Tensor &m = mask[static_cast<std::size_t>(t)];
