@@ -20,14 +20,19 @@ constexpr double k_pi = 3.14159265358979323846;
 Tensor dft_rows(const Ctx &ctx, Tensor x, int64_t length, bool inverse, bool onesided) {
     const int64_t rank = x.rank(), n = x.size(rank - 2), c = x.size(rank - 1);
     Shape lead(x.shape().begin(), x.shape().end() - 2);
+    const int64_t bins = onesided ? length / 2 + 1 : length;
+    // The matrix and the padded signal, checked before either is made (dft_length is an input).
+    ctx.check_size({length, c, bins, 2}, 4);
+    Shape padded = lead;
+    padded.push_back(length);
+    padded.push_back(c);
+    ctx.check_size(padded, 4);
     if (n > length) x = x.slice(rank - 2, 0, length);
     if (n < length) {
         Shape pad = x.shape();
         pad[static_cast<std::size_t>(rank - 2)] = length - n;
         x = concat({x, zeros(pad, x.dtype(), ctx.device)}, rank - 2);
     }
-    const int64_t bins = onesided ? length / 2 + 1 : length;
-    ctx.check_size({length * c, bins * 2}, 8);
     const double sign = inverse ? 1.0 : -1.0, scale = inverse ? 1.0 / static_cast<double>(length) : 1.0;
     std::vector<float> m(static_cast<std::size_t>(length * c * bins * 2));
     for (int64_t s = 0; s < length; ++s)

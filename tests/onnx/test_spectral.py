@@ -145,3 +145,14 @@ def test_invalid_spectral_nodes():
                        [init("step", np.array(1, np.int64)), init("len", np.array(9, np.int64))])
     with pytest.raises(tfo.ModelError, match=r"'st'.*frame length 9"):
         tfo.InferenceSession(model.SerializeToString(), backend="cpu").run(None, {"s": sig})
+
+
+def test_huge_dft_length_refused():
+    # dft_length is an input: a matrix or padded signal past max_tensor_bytes is a ModelError
+    # before anything is allocated.
+    x = np.zeros((1, 4, 1), np.float32)
+    node = helper.make_node("DFT", ["x", "n"], ["y"], name="big")
+    model = make_model([node], [value("x", TensorProto.FLOAT, x.shape)], [value("y", TensorProto.FLOAT, None)],
+                       [init("n", np.array(1 << 40, np.int64))])
+    with pytest.raises(tfo.ModelError, match=r"'big'.*max_tensor_bytes"):
+        tfo.InferenceSession(model.SerializeToString(), backend="cpu").run(None, {"x": x})
