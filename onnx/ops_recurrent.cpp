@@ -157,7 +157,7 @@ void expect_shape(const Ctx &ctx, const Shape &got, const Shape &want, const cha
 // [H, G*H] (R^T), per-gate extras; h0/c0 [B, H]. Steps run in `order`; mask[t] (bool [B, 1]) says
 // which batch entries are still inside their sequence at step t (undefined: all).
 struct DirectionResult {
-    std::vector<Tensor> y;  // per time index, [B, H]
+    std::vector<Tensor> y;  // per time index, [B, H]; empty when Y is not asked for
     Tensor h, c;
 };
 
@@ -165,10 +165,10 @@ Tensor clipped(const Config &cfg, const Tensor &x) { return cfg.clip > 0 ? clamp
 
 DirectionResult run_direction(const Config &cfg, const Activation *act, const Tensor &xw, const Tensor &rt,
                               const Tensor &rbh, const Tensor &p, Tensor h, Tensor c, const std::vector<int64_t> &order,
-                              const std::vector<Tensor> &mask) {
+                              const std::vector<Tensor> &mask, bool want_y) {
     const int64_t H = cfg.hidden;
     DirectionResult r;
-    r.y.resize(static_cast<std::size_t>(xw.size(0)));
+    if (want_y) r.y.resize(static_cast<std::size_t>(xw.size(0)));
     // GRU's R^T in its two parts, dense once per direction: the z/r gates' columns and the h gate's.
     Tensor rt_zr, rt_h;
     if (cfg.cell == Cell::gru) {
@@ -218,11 +218,11 @@ DirectionResult run_direction(const Config &cfg, const Activation *act, const Te
         }
         const Tensor &m = mask[static_cast<std::size_t>(t)];
         if (m.defined()) {
-            r.y[static_cast<std::size_t>(t)] = where(m, h_new, 0.0);
+            if (want_y) r.y[static_cast<std::size_t>(t)] = where(m, h_new, 0.0);
             h = where(m, h_new, h);
             if (c_new.defined()) c = where(m, c_new, c);
         } else {
-            r.y[static_cast<std::size_t>(t)] = h_new;
+            if (want_y) r.y[static_cast<std::size_t>(t)] = h_new;
             h = h_new;
             if (c_new.defined()) c = c_new;
         }
@@ -287,6 +287,7 @@ std::vector<Value> recurrent(Ctx &ctx, Cell cell) {
 
     // A reversed direction runs t = T-1 .. 0: with ragged lengths the masked steps t >= lens[b]
     // leave entry b's state as it was, so each sequence is read from its own last element.
+    const bool want_y = ctx.node.output_size() > 0 && !ctx.node.output(0).empty();
     const Tensor x2 = x.reshape({T * B, I});
     std::vector<Tensor> ys, hs, cs;
     for (int64_t d = 0; d < D; ++d) {
@@ -314,21 +315,22 @@ std::vector<Value> recurrent(Ctx &ctx, Cell cell) {
         const Tensor c = c0.defined() ? c0.slice(0, d, d + 1).reshape({B, H}) : Tensor();
         const Tensor p = peep.defined() ? peep.slice(0, d, d + 1).reshape({3 * H}) : Tensor();
         DirectionResult res = run_direction(cfg, &cfg.activations[static_cast<std::size_t>(d * activations_of(cell))],
-                                            xw, rt, rbh, p, h, c, order, mask);
-        ys.push_back(T > 0 ? stack(res.y, 0) : zeros({0, B, H}, dt, ctx.device));  // [T, B, H]
+                                            xw, rt, rbh, p, h, c, order, mask, want_y);
+        if (want_y) ys.push_back(T > 0 ? stack(res.y, 0) : zeros({0, B, H}, dt, ctx.device));  // [T, B, H]
         hs.push_back(res.h);
         cs.push_back(res.c);
     }
-    Tensor y = stack(ys, 1);  // [T, D, B, H]
+    Tensor y = want_y ? stack(ys, 1) : Tensor();  // [T, D, B, H]
     Tensor yh = stack(hs, 0);  // [D, B, H]
     Tensor yc = cell == Cell::lstm ? stack(cs, 0) : Tensor();
     if (cfg.layout == 1) {
-        y = y.permute({2, 0, 1, 3});  // [B, T, D, H]
+        if (y.defined()) y = y.permute({2, 0, 1, 3});  // [B, T, D, H]
         yh = yh.transpose(0, 1);
         if (yc.defined()) yc = yc.transpose(0, 1);
     }
     const ElementType type = ctx.input(0).type;
-    std::vector<Value> out{make(y.contiguous(), type), make(yh.contiguous(), type)};
+    // An output the node does not name stays undefined (the session skips unnamed outputs).
+    std::vector<Value> out{make(want_y ? y.contiguous() : Tensor(), type), make(yh.contiguous(), type)};
     if (cell == Cell::lstm) out.push_back(make(yc.contiguous(), type));
     return out;
 }
