@@ -80,6 +80,10 @@ std::span<const OpRow> reduce_ops();
 std::span<const OpRow> resize_ops();
 std::span<const OpRow> indexing_ops();
 std::span<const OpRow> control_ops();
+std::span<const OpRow> quantized_ops();
+std::span<const OpRow> detection_ops();
+std::span<const OpRow> random_ops();
+std::span<const OpRow> host_ops();
 std::span<const OpRow> recurrent_ops();
 std::span<const OpRow> spectral_ops();
 
@@ -142,6 +146,10 @@ std::vector<bool> signature_steps(const std::vector<Step> &steps,
                                   const std::unordered_map<std::string, Value> &constants,
                                   const std::unordered_set<std::string> &overridable);
 
+// Ops whose outputs are drawn at random (RandomUniform..., Bernoulli, Dropout): never folded at
+// load nor kept per signature.
+bool is_random_op(const std::string &op);
+
 // A TensorProto's data as a Value on device (external data read below base_dir).
 Value tensor_from_proto(const ::onnx::TensorProto &proto, const std::string &base_dir, const Device &device,
                         const std::string &what);
@@ -169,5 +177,12 @@ Tensor take(const Tensor &x, const Tensor &indices, int64_t axis);
 Tensor gather_along(const Tensor &x, const Tensor &idx, int64_t axis, const Device &device);
 int64_t normalize_axis(int64_t axis, int64_t rank, const NodeContext &ctx);
 bool is_float(ElementType type);
+// Exact floor of a float tensor; half-to-even rounding (ops_elementwise.cpp).
+Tensor floor_of(const Tensor &x);
+Tensor round_half_even(const Tensor &x);
+// Records that a node computed on the host what the session's device did not (counted in
+// RunReport::fallbacks when that device is not cpu); host_fallbacks() is this thread's total.
+void count_host_fallback(const NodeContext &ctx);
+uint64_t host_fallbacks();
 
 }  // namespace tinyfin::onnx::detail

@@ -309,7 +309,7 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
             foldable = false;
             break;
         }
-        if (!foldable || node.op_type() == "Dropout") {
+        if (!foldable || detail::is_random_op(node.op_type())) {
             kept.push_back(std::move(step));
             continue;
         }
@@ -403,7 +403,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
                                                                        const std::vector<std::string> &wanted) {
     NoGradGuard no_grad;
     last = RunReport{};
-    const uint64_t fallbacks_before = stats().total_fallbacks;
+    const uint64_t fallbacks_before = stats().total_fallbacks + detail::host_fallbacks();
     uint64_t live = 0;
     std::unordered_map<std::string, uint64_t> produced;  // bytes of each live node output
     std::vector<Value> outs;
@@ -461,7 +461,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
                 throw ModelError("ModelError: node '" + step.label + "' needs '" + in + "', which nothing produced");
             ins.push_back(&c->second);
         }
-        const uint64_t node_fallbacks = options.profile ? stats().total_fallbacks : 0;
+        const uint64_t node_fallbacks = options.profile ? stats().total_fallbacks + detail::host_fallbacks() : 0;
         const auto node_start = std::chrono::steady_clock::now();
         run_node(step, ins, outs);
         const double node_seconds =
@@ -478,7 +478,8 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
         }
         last.peak_bytes = std::max(last.peak_bytes, live);
         if (options.profile) {
-            NodeRun report{step.label, step.node.op_type(), "", stats().total_fallbacks - node_fallbacks, node_seconds};
+            NodeRun report{step.label, step.node.op_type(), "",
+                           stats().total_fallbacks + detail::host_fallbacks() - node_fallbacks, node_seconds};
             for (const auto &name : step.node.output())
                 if (auto e = env.find(name); e != env.end()) {
                     report.backend = e->second.tensor.device().str();
@@ -493,7 +494,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
         if (signature_values.size() >= 16) signature_values.clear();
         signature_values[key] = std::make_shared<const ShapeValues>(std::move(recorded));
     }
-    last.fallbacks = stats().total_fallbacks - fallbacks_before;
+    last.fallbacks = stats().total_fallbacks + detail::host_fallbacks() - fallbacks_before;
     std::unordered_map<std::string, Value> result;
     for (const auto &name : wanted) {
         if (auto e = env.find(name); e != env.end()) {
@@ -624,8 +625,10 @@ std::vector<Tensor> InferenceSession::run(const std::vector<std::string> &output
 
 std::vector<std::pair<std::string, std::vector<int>>> supported_ops() {
     std::vector<std::pair<std::string, std::vector<int>>> out;
-    for (auto family : {detail::elementwise_ops(), detail::nn_ops(), detail::layout_ops(), detail::reduce_ops(),
-                        detail::resize_ops(), detail::indexing_ops(), detail::recurrent_ops(), detail::spectral_ops()})
+    for (auto family :
+         {detail::elementwise_ops(), detail::nn_ops(), detail::layout_ops(), detail::reduce_ops(), detail::resize_ops(),
+          detail::indexing_ops(), detail::control_ops(), detail::quantized_ops(), detail::detection_ops(),
+          detail::random_ops(), detail::host_ops(), detail::recurrent_ops(), detail::spectral_ops()})
         for (const OpRow &row : family)
             out.emplace_back(row.op_type, since_versions(row.op_type, row.min_version, row.max_version));
     std::sort(out.begin(), out.end());

@@ -299,3 +299,10 @@ def test_fed_weights_checked_at_run():
     feeds["W"] = np.zeros((1, 2, 4), np.float32)
     with pytest.raises(Exception, match=r"'rec'.*W"):
         sess.run(None, feeds)
+
+
+def test_supported_versions_listed():
+    ops = dict(tfo.supported_ops())
+    assert ops["RNN"] == [1, 7, 14] and ops["GRU"] == [1, 3, 7, 14] and ops["LSTM"] == [1, 7, 14]
+    assert ops["Scan"] == [8, 9, 11, 16] and ops["DFT"] == [17] and ops["STFT"] == [17]
+    assert ops["MelWeightMatrix"] == [17]

@@ -260,7 +260,7 @@ def test_backend_api_drives_a_model():
 def test_supported_ops_lists_versions():
     ops = dict(tfo.supported_ops())
     assert ops["Softmax"] == [1, 11, 13] and ops["Squeeze"] == [1, 11, 13]
-    assert "Conv" in ops and "LayerNormalization" in ops and "Det" not in ops
+    assert "Conv" in ops and "LayerNormalization" in ops and "LpNormalization" not in ops
 
 
 def test_einsum_attention_scores_against_numpy():
