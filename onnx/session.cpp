@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "internal.hpp"
+#include "tinyfin/extend.hpp"
 #include "mapped_file.hpp"
 
 namespace tinyfin::onnx {
@@ -360,6 +361,17 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
     for (const auto &out : outputs) needed.insert(out.name);
     for (auto it = constants.begin(); it != constants.end();)
         it = needed.count(it->first) ? std::next(it) : constants.erase(it);
+
+    // The constants the graph reads are never written again (an initializer a feed may override,
+    // or a constant handed out as a graph output, could be): a backend may keep forms prepared
+    // from them (the cpu plugin packs a matmul's weight once).
+    {
+        std::unordered_set<std::string> handed_out;
+        for (const auto &out : outputs) handed_out.insert(out.name);
+        for (const auto &[name, value] : constants)
+            if (!initializer_inputs.count(name) && !handed_out.count(name) && value.tensor.defined())
+                mark_constant(value.tensor);
+    }
 
     // Each value's last consumer frees it (graph outputs and constants stay).
     std::unordered_set<std::string> keep;

@@ -350,6 +350,13 @@ typedef struct tf_host_api {
  * zero-copy numpy and DLPack tensors. */
 typedef tf_status (*tf_buffer_wrap_fn)(int32_t device, void *data, uint64_t size, tf_buffer **out, tf_error *err);
 
+/* get_proc("buffer_mark_constant") (optional; a hint): the caller promises that buffer's contents
+ * change from now on only through this plugin's own calls (writes, copies, op outputs), never
+ * through host pointers, so the plugin may keep derived forms of it (the cpu plugin's packed GEMM
+ * weights) and drop them on its next write. Must not throw or fail: a plugin that cannot use the
+ * hint ignores it. libtinyfin-onnx marks the constants a graph reads (tinyfin::mark_constant). */
+typedef void (*tf_buffer_mark_constant_fn)(tf_buffer *buffer);
+
 /* Receives one key/value feature from tf_plugin.list_features. */
 typedef void (*tf_feature_fn)(void *user, const char *key, const char *value);
 
