@@ -4,6 +4,8 @@
 #include <onnx/onnx_pb.h>
 
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -82,6 +84,8 @@ std::span<const OpRow> quantized_ops();
 std::span<const OpRow> detection_ops();
 std::span<const OpRow> random_ops();
 std::span<const OpRow> host_ops();
+std::span<const OpRow> recurrent_ops();
+std::span<const OpRow> spectral_ops();
 
 // The row for op_type, nullptr when none.
 const OpRow *find_op(const std::string &op_type);
@@ -100,6 +104,13 @@ ResolvedOp resolve_op(const ::onnx::NodeProto &node, int64_t opset, const std::s
 std::vector<std::string> implicit_inputs(const ::onnx::NodeProto &node);
 // Every node of an If or Loop node's bodies resolves (resolve_op), recursively.
 void check_subgraphs(const ::onnx::NodeProto &node, int64_t opset);
+
+// RNN, GRU and LSTM nodes checked at load (ops_recurrent.cpp): their attributes (hidden_size,
+// direction, layout, activations with alpha/beta, clip) and the shapes of W, R, B and P where
+// shape_of knows them (constants, static shapes); a ModelError naming the node and the attribute
+// or input, UnsupportedError for what is not implemented. Other nodes pass.
+void check_recurrent_at_load(const ::onnx::NodeProto &node, int version, const std::string &label, const Device &device,
+                             const std::function<std::optional<Shape>(const std::string &)> &shape_of);
 
 // A node the session executes: the node (as loaded, or rewritten by a fusion), its op's
 // since-version, its op table row, its label, and the values whose last consumer it is.

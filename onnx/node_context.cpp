@@ -111,7 +111,8 @@ uint64_t host_fallbacks() { return host_fallback_count; }
 
 const OpRow *find_op(const std::string &op_type) {
     for (auto family : std::array{elementwise_ops(), nn_ops(), layout_ops(), reduce_ops(), resize_ops(), indexing_ops(),
-                                  control_ops(), quantized_ops(), detection_ops(), random_ops(), host_ops()})
+                                  control_ops(), quantized_ops(), detection_ops(), random_ops(), host_ops(),
+                                  recurrent_ops(), spectral_ops()})
         for (const OpRow &row : family)
             if (op_type == row.op_type) return &row;
     return nullptr;

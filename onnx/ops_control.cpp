@@ -17,7 +17,7 @@ using Ctx = NodeContext;
 using Env = std::unordered_map<std::string, Value>;
 
 bool has_bodies(const ::onnx::NodeProto &node) {
-    return node.domain().empty() && (node.op_type() == "If" || node.op_type() == "Loop");
+    return node.domain().empty() && (node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan");
 }
 
 // The names g reads that it does not define itself, nested bodies included.
@@ -197,9 +197,159 @@ std::vector<Value> loop_op(Ctx &ctx) {
     return result;
 }
 
+// Scan (versions 9-16): the body runs once per slice of the scan inputs along their scan axes
+// (each forward or reverse), carrying N state values; its K per-iteration outputs stack along
+// the scan output axes (reversed where asked). Version 8 has a leading batch axis on every input
+// and output, the scan axis after it, and optional per-batch sequence_lens: each batch entry runs
+// on its own, its scan outputs zero past its length.
+struct ScanPlan {
+    int states = 0, scan_inputs = 0, scan_outputs = 0;
+    std::vector<int64_t> in_axes, in_reverse, out_axes, out_reverse;
+};
+
+ScanPlan scan_plan(const Ctx &ctx, const ::onnx::GraphProto &g, int data_inputs, bool batched) {
+    ScanPlan p;
+    p.scan_inputs = static_cast<int>(ctx.attr_int("num_scan_inputs", -1));
+    if (p.scan_inputs < 1 || p.scan_inputs > data_inputs)
+        ctx.invalid("attribute num_scan_inputs must be in 1.." + std::to_string(data_inputs));
+    p.states = data_inputs - p.scan_inputs;
+    if (g.input_size() != data_inputs || g.output_size() < p.states)
+        ctx.invalid("the body must take the " + std::to_string(p.states) + " state values and " +
+                    std::to_string(p.scan_inputs) + " scan slices, and return the states first");
+    p.scan_outputs = g.output_size() - p.states;
+    auto list = [&](const char *name, int n, int64_t fallback) {
+        std::vector<int64_t> v = ctx.attr_ints(name);
+        if (v.empty()) v.assign(static_cast<std::size_t>(n), fallback);
+        if (static_cast<int>(v.size()) != n)
+            ctx.invalid(std::string("attribute ") + name + " must have " + std::to_string(n) + " entries");
+        return v;
+    };
+    p.in_reverse = list(batched ? "directions" : "scan_input_directions", p.scan_inputs, 0);
+    p.in_axes = batched ? std::vector<int64_t>(static_cast<std::size_t>(p.scan_inputs), 0)
+                        : list("scan_input_axes", p.scan_inputs, 0);
+    p.out_axes = batched ? std::vector<int64_t>(static_cast<std::size_t>(p.scan_outputs), 0)
+                         : list("scan_output_axes", p.scan_outputs, 0);
+    p.out_reverse = batched ? std::vector<int64_t>(static_cast<std::size_t>(p.scan_outputs), 0)
+                            : list("scan_output_directions", p.scan_outputs, 0);
+    return p;
+}
+
+// One scan over states and scan inputs (no batch axis): final states and stacked scan outputs.
+std::vector<Value> scan_once(const Ctx &ctx, const PreparedBody &body, const ScanPlan &p, const Env &outer,
+                             std::vector<Value> state, std::vector<Value> inputs, int64_t steps_limit) {
+    const ::onnx::GraphProto &g = *body.graph;
+    int64_t steps = -1;
+    for (int k = 0; k < p.scan_inputs; ++k) {
+        Value &v = inputs[static_cast<std::size_t>(k)];
+        const int64_t axis = normalize_axis(p.in_axes[static_cast<std::size_t>(k)], v.tensor.rank(), ctx);
+        if (axis != 0) v.tensor = v.tensor.transpose(0, axis);  // the scan axis first
+        if (steps >= 0 && v.tensor.size(0) != steps)
+            ctx.invalid("the scan inputs have different lengths along their scan axes");
+        steps = v.tensor.size(0);
+    }
+    if (steps_limit >= 0) steps = std::min(steps, steps_limit);
+    if (steps > k_max_iterations) ctx.unsupported("a Scan of more than " + std::to_string(k_max_iterations) + " steps");
+    std::vector<std::vector<Tensor>> stacked(static_cast<std::size_t>(p.scan_outputs));
+    std::vector<ElementType> out_types(static_cast<std::size_t>(p.scan_outputs), ElementType::float32);
+    for (int64_t t = 0; t < steps; ++t) {
+        Env env = outer;
+        for (int j = 0; j < p.states; ++j) env[g.input(j).name()] = state[static_cast<std::size_t>(j)];
+        for (int k = 0; k < p.scan_inputs; ++k) {
+            const Value &v = inputs[static_cast<std::size_t>(k)];
+            const int64_t at = p.in_reverse[static_cast<std::size_t>(k)] != 0 ? steps - 1 - t : t;
+            Shape inner(v.tensor.shape().begin() + 1, v.tensor.shape().end());
+            env[g.input(p.states + k).name()] = Value{v.tensor.slice(0, at, at + 1).reshape(inner), v.type};
+        }
+        std::vector<Value> outs = run_body(ctx, body, std::move(env));
+        for (int j = 0; j < p.states; ++j) state[static_cast<std::size_t>(j)] = outs[static_cast<std::size_t>(j)];
+        for (int k = 0; k < p.scan_outputs; ++k) {
+            const Value &v = outs[static_cast<std::size_t>(p.states + k)];
+            stacked[static_cast<std::size_t>(k)].push_back(v.tensor);
+            out_types[static_cast<std::size_t>(k)] = v.type;
+        }
+    }
+    std::vector<Value> result = std::move(state);
+    for (int k = 0; k < p.scan_outputs; ++k) {
+        auto &parts = stacked[static_cast<std::size_t>(k)];
+        if (parts.empty()) ctx.unsupported("scan outputs of a Scan that runs no step");
+        if (p.out_reverse[static_cast<std::size_t>(k)] != 0) std::reverse(parts.begin(), parts.end());
+        Tensor y = stack(parts, 0);
+        const int64_t axis = normalize_axis(p.out_axes[static_cast<std::size_t>(k)], y.rank(), ctx);
+        if (axis != 0) {
+            std::vector<int64_t> perm;
+            for (int64_t a = 1; a <= axis; ++a) perm.push_back(a);
+            perm.push_back(0);
+            for (int64_t a = axis + 1; a < y.rank(); ++a) perm.push_back(a);
+            y = y.permute(perm);
+        }
+        result.push_back(make(y.contiguous(), out_types[static_cast<std::size_t>(k)]));
+    }
+    return result;
+}
+
+std::vector<Value> scan_op(Ctx &ctx) {
+    const ::onnx::GraphProto &g = body(ctx, "body");
+    const bool batched = ctx.version == 8;
+    const int own = own_inputs(ctx);
+    const int first = batched ? 1 : 0;  // version 8's sequence_lens
+    const ScanPlan p = scan_plan(ctx, g, own - first, batched);
+    const Env outer = outer_values(ctx, own);
+    const PreparedBody prepared = prepare_body(ctx, g);
+    std::vector<Value> data;
+    for (int i = first; i < own; ++i) data.push_back(ctx.input(static_cast<std::size_t>(i)));
+    if (!batched)
+        return scan_once(ctx, prepared, p, outer, {data.begin(), data.begin() + p.states},
+                         {data.begin() + p.states, data.end()}, -1);
+    // Version 8: the batch axis 0 on every input; the scan axis is 1.
+    const int64_t batch = data.empty() ? 0 : data[0].tensor.size(0);
+    for (const Value &v : data)
+        if (v.tensor.rank() < 1 || v.tensor.size(0) != batch) ctx.invalid("every input must share batch axis 0");
+    std::vector<int64_t> lens;
+    if (ctx.has_input(0)) {
+        lens = ctx.ints(0);
+        if (static_cast<int64_t>(lens.size()) != batch) ctx.invalid("sequence_lens must have one entry per batch");
+    }
+    std::vector<std::vector<Tensor>> per_output;
+    std::vector<ElementType> types;
+    for (int64_t b = 0; b < batch; ++b) {
+        std::vector<Value> state, inputs;
+        for (int i = 0; i < static_cast<int>(data.size()); ++i) {
+            const Tensor &t = data[static_cast<std::size_t>(i)].tensor;
+            Shape inner(t.shape().begin() + 1, t.shape().end());
+            Value v{t.slice(0, b, b + 1).reshape(inner), data[static_cast<std::size_t>(i)].type};
+            (i < p.states ? state : inputs).push_back(std::move(v));
+        }
+        const int64_t full = inputs[0].tensor.rank() > 0 ? inputs[0].tensor.size(0) : 0;
+        int64_t len = full;
+        if (!lens.empty()) {
+            len = lens[static_cast<std::size_t>(b)];
+            if (len < 1 || len > full) ctx.invalid("sequence_lens entries must be in 1.." + std::to_string(full));
+            // Each entry scans its own first len elements (reverse inputs from its own last element).
+            for (Value &v : inputs) v.tensor = v.tensor.slice(0, 0, len);
+        }
+        std::vector<Value> outs = scan_once(ctx, prepared, p, outer, std::move(state), std::move(inputs), len);
+        per_output.resize(outs.size());
+        types.resize(outs.size());
+        for (std::size_t o = 0; o < outs.size(); ++o) {
+            Tensor t = outs[o].tensor;
+            if (static_cast<int>(o) >= p.states && len < full) {  // zeros past the sequence's length
+                Shape pad = t.shape();
+                pad[0] = full - len;
+                t = concat({t, zeros(pad, t.dtype(), ctx.device)}, 0);
+            }
+            per_output[o].push_back(t);
+            types[o] = outs[o].type;
+        }
+    }
+    std::vector<Value> result;
+    for (std::size_t o = 0; o < per_output.size(); ++o) result.push_back(make(stack(per_output[o], 0), types[o]));
+    return result;
+}
+
 constexpr OpRow k_rows[] = {
     {"If", 1, 16, if_op},
     {"Loop", 11, 16, loop_op},
+    {"Scan", 8, 16, scan_op},
 };
 
 }  // namespace

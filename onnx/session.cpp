@@ -269,6 +269,16 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
         load.initializer_bytes += v.tensor.nbytes();
         constants.emplace(init.name(), std::move(v));
     }
+    // Nodes whose attributes and weights can be checked before any run (ops_recurrent.cpp).
+    for (const Step &step : steps)
+        detail::check_recurrent_at_load(step.node, step.version, step.label, device,
+                                        [&](const std::string &name) -> std::optional<Shape> {
+                                            if (auto c = constants.find(name); c != constants.end())
+                                                return c->second.tensor.shape();
+                                            if (auto s = static_shapes.find(name); s != static_shapes.end())
+                                                return s->second;
+                                            return std::nullopt;
+                                        });
 
     // Folding: a node whose inputs are all constants (or whose only input is a tensor of static
     // shape, for Shape and Size) runs now; its outputs become constants.
@@ -627,8 +637,10 @@ std::vector<Tensor> InferenceSession::run(const std::vector<std::string> &output
 
 std::vector<std::pair<std::string, std::vector<int>>> supported_ops() {
     std::vector<std::pair<std::string, std::vector<int>>> out;
-    for (auto family : {detail::elementwise_ops(), detail::nn_ops(), detail::layout_ops(), detail::reduce_ops(),
-                        detail::resize_ops(), detail::indexing_ops()})
+    for (auto family :
+         {detail::elementwise_ops(), detail::nn_ops(), detail::layout_ops(), detail::reduce_ops(), detail::resize_ops(),
+          detail::indexing_ops(), detail::control_ops(), detail::quantized_ops(), detail::detection_ops(),
+          detail::random_ops(), detail::host_ops(), detail::recurrent_ops(), detail::spectral_ops()})
         for (const OpRow &row : family)
             out.emplace_back(row.op_type, since_versions(row.op_type, row.min_version, row.max_version));
     std::sort(out.begin(), out.end());
