@@ -183,6 +183,7 @@ MemoryEstimate Model::memory_estimate() const { return impl_->estimate; }
 const Tokenizer *Model::tokenizer() const { return impl_->tokenizer.get(); }
 uint64_t Model::bytes_in_place() const { return impl_->bytes_in_place; }
 uint64_t Model::bytes_copied() const { return impl_->bytes_copied; }
+uint64_t Model::bytes_prepacked() const { return impl_->bytes_prepacked; }
 double Model::load_seconds() const { return impl_->load_seconds; }
 
 MemoryEstimate Model::estimate(const std::string &path, const LoadOptions &options) {
@@ -252,6 +253,20 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
             if (o.source.holder) release_copied_pages(data, t->bytes.size());
             return q;
         }
+        // q4_0/q8_0 matrices on cpu: the plugin keeps them repacked for its dots (prepack_weight,
+        // docs/quantization.md), read once from the mapping, whose pages are then given back; the
+        // tensor stays over the mapping for any other reader (embedding rows).
+        if (on_cpu && options.prepack_weights && quantized && !is_small(what) && in_place && o.source.holder &&
+            (what != "embed" || c.tie_word_embeddings)) {
+            Tensor m = from_blob(
+                const_cast<std::byte *>(data), t->shape, strides, dtype, [keep = o.source.holder] {}, impl->device);
+            if (const uint64_t packed = prepack_weight(m)) {
+                impl->bytes_in_place += t->bytes.size();
+                impl->bytes_prepacked += packed;
+                release_copied_pages(data, t->bytes.size());
+                return m;
+            }
+        }
         Tensor w;
         const bool to_huge_pages =
             !options.map_weights && t->bytes.size() >= k_huge_page_bytes && huge_pages_available();
@@ -308,9 +323,11 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
     impl->files = impl->bytes_in_place > 0 ? o.source.holder : nullptr;
     impl->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (options.verbose)
-        std::fprintf(stderr, "\ntinyfin-llm: loaded in %.2f s on %s: %s used in place, %s uploaded or converted\n",
+        std::fprintf(stderr,
+                     "\ntinyfin-llm: loaded in %.2f s on %s: %s used in place (%s of them also kept repacked), %s "
+                     "uploaded or converted\n",
                      impl->load_seconds, impl->device.str().c_str(), human_bytes(impl->bytes_in_place).c_str(),
-                     human_bytes(impl->bytes_copied).c_str());
+                     human_bytes(impl->bytes_prepacked).c_str(), human_bytes(impl->bytes_copied).c_str());
     return Model(std::move(impl));
 }
 

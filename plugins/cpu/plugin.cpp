@@ -8,6 +8,7 @@
 // rules, kernel tables, tensor checks, host buffers) is the plugin kit's
 // (include/tinyfin/plugin_kit.hpp).
 #include "kernel_table.hpp"
+#include "prepacked_weights.hpp"
 #include "runtime.hpp"
 
 #include <tinyfin/plugin_kit/host_buffer.hpp>
@@ -62,9 +63,12 @@ struct CpuPlugin : HostBuffers {
         });
     }
 
-    // Stops the thread pool and frees the scratch arenas and the cached free blocks; buffers still
-    // held by the core stay valid.
-    static void shutdown() { runtime_shutdown(); }
+    // Stops the thread pool and frees the scratch arenas, the prepacked weights (matmul_q then reads
+    // the blocks as stored) and the cached free blocks; buffers still held by the core stay valid.
+    static void shutdown() {
+        forget_all_prepacked();
+        runtime_shutdown();
+    }
 
     // ---- Device ----------------------------------------------------------------------------------
 
@@ -79,11 +83,21 @@ struct CpuPlugin : HostBuffers {
         return TF_STATUS_OK;
     }
 
+    // ---- Buffers ---------------------------------------------------------------------------------
+
+    // The kit's host buffers, and a freed buffer's prepacked weights with it.
+    static void buffer_free(tf_buffer *buffer) {
+        forget_prepacked(buffer);
+        host_buffer_free(buffer);
+    }
+
     // ---- Extensions --------------------------------------------------------------------------
 
     // buffer_wrap: host memory lent by numpy or DLPack as a buffer (core/interop.cpp).
+    // weight_prepack: q4_0/q8_0 weights repacked for matmul_q (prepacked_weights.hpp).
     static void *get_proc(const char *name) {
         if (name && std::strcmp(name, "buffer_wrap") == 0) return reinterpret_cast<void *>(&host_buffer_wrap);
+        if (name && std::strcmp(name, "weight_prepack") == 0) return reinterpret_cast<void *>(&weight_prepack);
         return nullptr;
     }
 

@@ -95,11 +95,12 @@ PYBIND11_MODULE(_llm, m) {
             "load",
             [](const std::string &path, const std::string &backend, int64_t context, int64_t batch,
                int64_t prefill_chunk, bool weights_f32, bool verbose, const std::string &quantize,
-               const std::string &kv_cache, bool map_weights) {
+               const std::string &kv_cache, bool map_weights, bool prepack_weights) {
                 LoadOptions o;
                 o.quantize = quantize;
                 o.kv_cache_dtype = kv_dtype(kv_cache);
                 o.map_weights = map_weights;
+                o.prepack_weights = prepack_weights;
                 o.backend = backend;
                 o.context = context;
                 o.batch = batch;
@@ -111,7 +112,8 @@ PYBIND11_MODULE(_llm, m) {
             },
             py::arg("path"), py::arg("backend") = "", py::arg("context") = 0, py::arg("batch") = 1,
             py::arg("prefill_chunk") = 512, py::arg("weights_f32") = false, py::arg("verbose") = false,
-            py::arg("quantize") = "", py::arg("kv_cache") = "f32", py::arg("map_weights") = true)
+            py::arg("quantize") = "", py::arg("kv_cache") = "f32", py::arg("map_weights") = true,
+            py::arg("prepack_weights") = true)
         .def_static(
             "estimate",
             [](const std::string &path, int64_t context, int64_t batch, int64_t prefill_chunk,
@@ -134,6 +136,7 @@ PYBIND11_MODULE(_llm, m) {
         .def_property_readonly("tokenizer", &Model::tokenizer, py::return_value_policy::reference_internal)
         .def_property_readonly("bytes_in_place", &Model::bytes_in_place)
         .def_property_readonly("bytes_copied", &Model::bytes_copied)
+        .def_property_readonly("bytes_prepacked", &Model::bytes_prepacked)
         .def("logits",
              [](const Model &m, const std::vector<int32_t> &ids) {
                  Tensor t;

@@ -35,6 +35,11 @@ struct LoadOptions {
     // generation's dots read those faster than the file's 4 KiB pages), the mapped pages given
     // back as each is copied, so the peak stays near the model's size.
     bool map_weights = true;
+    // true (the default): the block-quantized matrices the cpu plugin has a faster layout for
+    // (q4_0 and q8_0 on AVX2: eight rows interleaved, docs/quantization.md) are repacked once at
+    // load (prepack_weight) and the mapped pages given back, so memory stays near the model's
+    // size; false (`--no-prepack`): used as the file stores them.
+    bool prepack_weights = true;
     // Quantize the f32/f16/bf16 matrices on load under a scheme of llama.cpp's ("q8_0", "q4_0",
     // "q4_k", ...; llm/quantize.hpp): each weight gets the block type tinyfin-quantize would
     // write (norms and biases stay f32). "" keeps the file's types; tensors already quantized in
@@ -139,6 +144,9 @@ public:
     // Bytes of weights mapped in place (cpu) and uploaded or converted.
     uint64_t bytes_in_place() const;
     uint64_t bytes_copied() const;
+    // Bytes of the in-place weights the backend also keeps in a layout of its own
+    // (LoadOptions::prepack_weights).
+    uint64_t bytes_prepacked() const;
     double load_seconds() const;
 
     // Logits [T, vocab] (f32) of every position of one sequence, computed without a cache.
