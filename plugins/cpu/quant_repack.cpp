@@ -8,17 +8,23 @@ namespace tf_cpu::quant {
 
 namespace {
 
-// Where row r (0..7) of a group sits among a q4_0 block column's eight 16-byte slots: rows j and
-// j + 4 side by side in the j-th 32 bytes.
-int q4_0_slot(int r) { return 2 * (r % 4) + r / 4; }
+// Where row r's quants of block column b sit inside a group: q4_0 in four runs of 4 bytes (run c
+// at 32 c + 4 r of the column: nibble bytes 4c .. 4c + 3), q8_0 in one run of 32 at 32 r.
+constexpr int k_q4_0_run = 4;
 
-// The byte offsets, inside a group, of row r's quants and scale in block column b.
-size_t quant_offset(const RepackedShape &s, int r, int64_t b) {
-    const size_t column = static_cast<size_t>(b) * s.quant_bytes();
-    return s.dtype == TF_DTYPE_Q4_0 ? column + 16 * static_cast<size_t>(q4_0_slot(r)) : column + 32 * size_t(r);
-}
 size_t scale_offset(const RepackedShape &s, int r, int64_t b) {
     return static_cast<size_t>(s.blocks) * s.quant_bytes() + static_cast<size_t>(b) * 2 * k_group_rows + 2 * size_t(r);
+}
+
+// Copies row r's quants of block column b between a GGUF block's quants and the group.
+void copy_quants(const RepackedShape &s, char *group, int r, int64_t b, char *quants, bool into_group) {
+    char *column = group + static_cast<size_t>(b) * s.quant_bytes();
+    auto copy = [into_group](char *in_group, char *in_block, size_t n) {
+        into_group ? std::memcpy(in_group, in_block, n) : std::memcpy(in_block, in_group, n);
+    };
+    if (s.dtype == TF_DTYPE_Q8_0) return copy(column + 32 * size_t(r), quants, 32);
+    for (int c = 0; c < 16 / k_q4_0_run; ++c)
+        copy(column + 32 * size_t(c) + k_q4_0_run * size_t(r), quants + k_q4_0_run * c, k_q4_0_run);
 }
 
 }  // namespace
@@ -31,7 +37,7 @@ bool repackable(int32_t dtype) { return dtype == TF_DTYPE_Q4_0 || dtype == TF_DT
 // A block is its f16 scale (2 bytes) then its quants (block_bytes - 2), as quant_blocks.hpp's
 // structs lay them out.
 void repack_rows(const RepackedShape &s, const char *src, int64_t src_row_bytes, char *dst) {
-    const size_t block = s.block_bytes(), quants = block - 2;
+    const size_t block = s.block_bytes();
     for (int64_t g = 0; g < s.groups(); ++g) {
         char *group = dst + static_cast<size_t>(g) * s.group_bytes();
         for (int r = 0; r < k_group_rows; ++r) {
@@ -39,7 +45,7 @@ void repack_rows(const RepackedShape &s, const char *src, int64_t src_row_bytes,
             for (int64_t b = 0; b < s.blocks; ++b) {
                 const char *blk = row + static_cast<size_t>(b) * block;
                 std::memcpy(group + scale_offset(s, r, b), blk, 2);
-                std::memcpy(group + quant_offset(s, r, b), blk + 2, quants);
+                copy_quants(s, group, r, b, const_cast<char *>(blk) + 2, true);
             }
         }
     }
@@ -58,11 +64,11 @@ void unpack_blocks(const RepackedShape &s, const char *packed, int64_t row, int6
         std::memcpy(out, plain + static_cast<size_t>(first) * block, static_cast<size_t>(count) * block);
         return;
     }
-    const char *group = packed + static_cast<size_t>(g) * s.group_bytes();
+    char *group = const_cast<char *>(packed) + static_cast<size_t>(g) * s.group_bytes();
     const int r = static_cast<int>(row % k_group_rows);
     for (int64_t b = first; b < first + count; ++b, out += block) {
         std::memcpy(out, group + scale_offset(s, r, b), 2);
-        std::memcpy(out + 2, group + quant_offset(s, r, b), block - 2);
+        copy_quants(s, group, r, b, out + 2, false);
     }
 }
 

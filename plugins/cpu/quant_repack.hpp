@@ -16,9 +16,9 @@ constexpr int k_group_rows = 8;
 // A weight of `rows` rows of `blocks` 32-blocks, repacked. Groups of eight rows come first, one
 // after the other; group g (rows 8g .. 8g + 7) holds the quants of every block column, then the
 // eight rows' f16 scales of every block column:
-//   q4_0: block column b's quants at 128 b: the 16 nibble bytes of rows 0, 4, 1, 5, 2, 6, 3, 7 (so
-//         that a 32-byte load holds rows j and j + 4, the pairs the AVX2 dot folds), scales at
-//         128 blocks + 16 b, rows 0..7;
+//   q4_0: block column b's quants at 128 b, four runs of 32 bytes; run c holds nibble bytes
+//         4c .. 4c + 3 of rows 0..7 (4 bytes each, row order), so that one 32-byte load meets one
+//         broadcast 4-byte run of activations in every row; scales at 128 blocks + 16 b, rows 0..7;
 //   q8_0: block column b's quants at 256 b: the 32 bytes of rows 0..7, scales at 256 blocks + 16 b.
 // The last rows % 8 rows follow as plain GGUF rows. Exactly the bytes of the GGUF rows in all.
 struct RepackedShape {

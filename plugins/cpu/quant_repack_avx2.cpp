@@ -1,6 +1,6 @@
 // AVX2 dot products of one group of eight repacked q4_0 / q8_0 rows (quant_repack.hpp) with an
-// activation row: each activation block is loaded once for the eight rows, the eight rows' sums of
-// a block are folded into one register of eight int32 (one per row, in row order), converted once
+// activation row: each activation block is read once for the eight rows, the eight rows' sums of
+// a block end in one register of eight int32 (one per row, in row order), converted once
 // and scaled by the eight f16 scales of the block column, which one vcvtph2ps reads. The same
 // integer sums per block as the row dots (quant_dot_avx2.cpp), so the results differ from theirs
 // only in the order of f32 additions across blocks.
@@ -8,6 +8,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include <cstring>
 
 #define TF_AVX2 [[gnu::target("avx2,fma,f16c")]]
 
@@ -30,25 +32,28 @@ TF_AVX2 inline __m256 scales(const char *group_scales, int64_t b, float da) {
     return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(da));
 }
 
-// One q4_0 block column of the group against activation block b of a quad (ActQuadQ8): levels
-// (unsigned nibbles) times activations in vpmaddubsw per 32-byte register (rows j in the low lane,
-// j + 4 in the high), the low and high halves' pair sums added in int16, the four registers folded
-// by vphaddw (|sums| <= 4 * 15 * 127 < 2^15), vpmaddwd and vphaddd: rows 0..3 in the low lane,
-// 4..7 in the high; less the offset 8 sum(a).
+// One q4_0 block column of the group against activation block j of a quad (ActQuadQ8). Each
+// 32-byte register holds 4 nibble bytes of each of the eight rows (elements 4c .. 4c + 3 in the low
+// nibbles, 16 + 4c .. in the high): the matching 4 activation bytes broadcast to every row, so
+// vpmaddubsw leaves each row's pair sums in its own 32-bit lane; the eight products of a column
+// add up in int16 (|sums| <= 8 * 2 * 15 * 127 < 2^15) and one vpmaddwd gives the eight rows' block
+// sums in row order, less the offset 8 sum(a). No horizontal adds.
 TF_AVX2 inline __m256 q4_0_column(const uint8_t *q, const ActQuadQ8 &a, int j, const char *sc, int64_t b, __m256 acc) {
     const int pair = j / 2, half = j % 2, lane = 4 * half + 2 * pair;
+    const int8_t *a_lo = a.lo[pair] + 16 * half, *a_hi = a.hi[pair] + 16 * half;
     const __m256i low4 = _mm256_set1_epi8(0xF);
-    const __m256i a_lo = broadcast16(a.lo[pair] + 16 * half), a_hi = broadcast16(a.hi[pair] + 16 * half);
-    __m256i p[4];
-    for (int r = 0; r < 4; ++r) {
-        const __m256i w = load(q + 32 * r);
-        p[r] = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(w, low4), a_lo),
-                                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4), low4), a_hi));
+    __m256i pairs = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+        int32_t lo, hi;
+        std::memcpy(&lo, a_lo + 4 * c, 4);
+        std::memcpy(&hi, a_hi + 4 * c, 4);
+        const __m256i w = load(q + 32 * c);
+        pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(_mm256_and_si256(w, low4), _mm256_set1_epi32(lo)));
+        pairs = _mm256_add_epi16(
+            pairs, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4), low4), _mm256_set1_epi32(hi)));
     }
-    const __m256i one = _mm256_set1_epi16(1);
-    const __m256i s01 = _mm256_madd_epi16(_mm256_hadd_epi16(p[0], p[1]), one);
-    const __m256i s23 = _mm256_madd_epi16(_mm256_hadd_epi16(p[2], p[3]), one);
-    const __m256i sums = _mm256_sub_epi32(_mm256_hadd_epi32(s01, s23), _mm256_set1_epi32(a.offset[lane]));
+    const __m256i sums =
+        _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), _mm256_set1_epi32(a.offset[lane]));
     return _mm256_fmadd_ps(scales(sc, b, a.d[lane]), _mm256_cvtepi32_ps(sums), acc);
 }
 

@@ -1,8 +1,8 @@
 // The repacked q4_0 / q8_0 layout (plugins/cpu/quant_repack.hpp), linked in directly:
 //  - repack_rows puts each byte of GGUF blocks built here (scale bits and quants distinct per row
-//    and block) where the header's layout says, written out here independently (q4_0's row order
-//    0, 4, 1, 5, 2, 6, 3, 7 in a block column; scales after the quants; the rows % 8 last rows
-//    plain), and unpack_row / unpack_blocks give back the blocks bit for bit;
+//    and block) where the header's layout says, written out here independently (q4_0's four runs
+//    of 4 nibble bytes per row, rows side by side in each 32-byte run; scales after the quants; the
+//    rows % 8 last rows plain), and unpack_row / unpack_blocks give back the blocks bit for bit;
 //  - the AVX2 group dots against the float64 dot of the dequantized rows (GGUF's definitions: d
 //    (q - 8) for q4_0, d q for q8_0) with activations that the 8-bit encoding keeps exactly
 //    (integers, each block's largest 127: scale 1), for 1 to 13 blocks (q4_0's quads of
@@ -69,8 +69,6 @@ double weight_value(int32_t dtype, const char *blk, int j) {
 }  // namespace
 
 TEST_CASE("repack_rows: every byte where the layout puts it; unpack_row gives the GGUF blocks back") {
-    // Row order of a q4_0 block column's eight 16-byte slots (quant_repack.hpp).
-    const int q4_0_rows[8] = {0, 4, 1, 5, 2, 6, 3, 7};
     for (int32_t dtype : {TF_DTYPE_Q4_0, TF_DTYPE_Q8_0})
         for (int64_t rows : {1, 7, 8, 9, 15, 16, 17, 26})
             for (int64_t blocks : {1, 2, 3, 5}) {
@@ -86,14 +84,16 @@ TEST_CASE("repack_rows: every byte where the layout puts it; unpack_row gives th
                 const size_t group_bytes = static_cast<size_t>(blocks) * (column + 16);
                 for (int64_t g = 0; g < groups; ++g)
                     for (int64_t b = 0; b < blocks; ++b)
-                        for (int slot = 0; slot < 8; ++slot) {
-                            const int r = dtype == TF_DTYPE_Q4_0 ? q4_0_rows[slot] : slot;
+                        for (int r = 0; r < 8; ++r) {
                             const char *blk = src.data() + static_cast<size_t>((g * 8 + r) * blocks + b) * bb;
-                            const char *group = packed.data() + static_cast<size_t>(g) * group_bytes;
-                            CHECK(std::memcmp(group + static_cast<size_t>(b) * column + slot * quants, blk + 2,
-                                              quants) == 0);
-                            CHECK(std::memcmp(group + static_cast<size_t>(blocks) * column + 16 * b + 2 * r, blk, 2) ==
-                                  0);
+                            const char *col = packed.data() + static_cast<size_t>(g) * group_bytes + b * column;
+                            if (dtype == TF_DTYPE_Q8_0)
+                                CHECK(std::memcmp(col + 32 * r, blk + 2, quants) == 0);
+                            else  // run c: bytes 4c .. 4c + 3 of each row, rows side by side
+                                for (int c = 0; c < 4; ++c)
+                                    CHECK(std::memcmp(col + 32 * c + 4 * r, blk + 2 + 4 * c, 4) == 0);
+                            const char *scales = packed.data() + static_cast<size_t>(g) * group_bytes + blocks * column;
+                            CHECK(std::memcmp(scales + 16 * b + 2 * r, blk, 2) == 0);
                         }
                 const size_t row_bytes = static_cast<size_t>(blocks) * bb;
                 CHECK(std::memcmp(packed.data() + static_cast<size_t>(groups) * group_bytes,
