@@ -11,8 +11,8 @@
 
 namespace tf_cpu {
 
-// A weight's repacked copy: what it was built from and where it lives (host memory of the kit's
-// caching allocator, freed with the record).
+// A weight's repacked copy: what it was built from and where it lives (host memory, 2 MiB
+// aligned, freed with the record).
 struct Prepacked {
     const tf_buffer *buffer;
     const void *data;  // the buffer's host address when prepared
@@ -20,7 +20,7 @@ struct Prepacked {
     int64_t row_stride;  // elements between rows (k for one row)
     quant::RepackedShape shape;
     char *bytes;
-    uint64_t capacity;
+    uint64_t capacity;  // bytes allocated
 
     Prepacked(const Prepacked &) = delete;
     Prepacked &operator=(const Prepacked &) = delete;
