@@ -7,6 +7,7 @@
 #include <tinyfin/env.h>
 #include <tinyfin/plugin_kit.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -26,6 +27,8 @@ namespace {
 std::shared_mutex g_mutex;
 // Heap-allocated on first use: the plugin has no static constructors or destructors.
 std::vector<std::shared_ptr<const Prepacked>> *g_records = nullptr;
+// How many records there are: buffer_free, called for every tensor, skips the lock while none.
+std::atomic<size_t> g_count{0};
 
 // TINYFIN_CPU_PREPACK: "0" turns preparing off, "1" or unset leaves it on.
 bool prepack_enabled() {
@@ -92,13 +95,14 @@ tf_status weight_prepack(int32_t device, const tf_tensor_desc *w, uint64_t *byte
         std::unique_lock lock(g_mutex);
         if (!g_records) g_records = new std::vector<std::shared_ptr<const Prepacked>>;
         g_records->push_back(std::move(record));
+        g_count.store(g_records->size(), std::memory_order_release);
         *bytes = shape.total_bytes();
         return TF_STATUS_OK;
     });
 }
 
 std::shared_ptr<const Prepacked> find_prepacked(const tf_tensor_desc &w) {
-    if (w.rank != 2 || !quant::repackable(w.dtype)) return nullptr;
+    if (w.rank != 2 || !quant::repackable(w.dtype) || g_count.load(std::memory_order_acquire) == 0) return nullptr;
     std::shared_lock lock(g_mutex);
     if (!g_records) return nullptr;
     for (const auto &p : *g_records)
@@ -107,15 +111,18 @@ std::shared_ptr<const Prepacked> find_prepacked(const tf_tensor_desc &w) {
 }
 
 void forget_prepacked(const tf_buffer *buffer) noexcept {
+    if (g_count.load(std::memory_order_acquire) == 0) return;
     std::unique_lock lock(g_mutex);
     if (!g_records) return;
     std::erase_if(*g_records, [buffer](const auto &p) { return p->buffer == buffer; });
+    g_count.store(g_records->size(), std::memory_order_release);
 }
 
 void forget_all_prepacked() noexcept {
     std::unique_lock lock(g_mutex);
     delete g_records;
     g_records = nullptr;
+    g_count.store(0, std::memory_order_release);
 }
 
 }  // namespace tf_cpu
