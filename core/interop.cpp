@@ -1,5 +1,7 @@
 // Zero-copy interop: host addresses of host-addressable tensors and cpu tensors over foreign
 // memory (numpy arrays, DLPack tensors), through the cpu plugin's get_proc("buffer_wrap").
+#include "tinyfin/extend.hpp"
+
 #include "errors.hpp"
 #include "ops_common.hpp"
 #include "registry.hpp"
@@ -22,6 +24,16 @@ void *Tensor::host_data() const {
                                      error_text(err, "synchronize failed without a message"));
     }
     return static_cast<char *>(storage.host) + byte_offset(t.dtype, t.offset);
+}
+
+void mark_constant(const Tensor &t) {
+    const TensorImpl &impl = impl_of(t, "mark_constant");
+    if (!impl.storage || !impl.storage->buffer) return;
+    Storage &storage = *impl.storage;
+    auto mark = reinterpret_cast<tf_buffer_mark_constant_fn>(storage.backend->get_proc("buffer_mark_constant"));
+    if (!mark) return;
+    storage.constant = true;
+    mark(storage.buffer);
 }
 
 Tensor from_blob(void *data, const Shape &shape, const Shape &strides, DType dtype, std::function<void()> release) {

@@ -124,6 +124,17 @@ OpSample make_sample(tf_op op) {
         s.outputs = {desc({8, 64, 12, 12})};
         with(conv_params());
         break;
+    case TF_OP_CONV2D_ACT: {
+        s.inputs = {desc({8, 32, 14, 14}), desc({64, 32, 3, 3}), desc({64}), desc({8, 64, 12, 12})};
+        s.outputs = {desc({8, 64, 12, 12})};
+        auto p = sized<tf_params_conv2d_act>();
+        p.stride[0] = p.stride[1] = 1;
+        p.dilation[0] = p.dilation[1] = 1;
+        p.groups = 1;
+        p.activation = TF_CONV_ACT_RELU;
+        with(p);
+        break;
+    }
     case TF_OP_CONV2D_GRAD_INPUT:
         s.inputs = {desc({8, 64, 12, 12}), desc({64, 32, 3, 3})};
         s.outputs = {desc({8, 32, 14, 14})};

@@ -161,7 +161,76 @@ Tensor conv2d_product(const Tensor &x, const Tensor &weight, const Shape &out_sh
     });
 }
 
+// The conv2d_act op on f32 operands that need no gradient, when the backend of the output
+// claims it (dispatch_if_claimed: never a host round trip); undefined otherwise, and the caller
+// composes conv2d, add and the activation (the same values).
+Tensor conv2d_fused(const Tensor &x, const Tensor &weight, const Tensor &bias, const Shape &out_shape,
+                    const tf_params_conv2d &c, int32_t activation, double min, double max,
+                    const Tensor &residual = Tensor()) {
+    if (x.dtype() != DType::f32 || any_needs_grad({&x, &weight, &bias, &residual})) return Tensor();
+    Tensor xx = x, ww = weight, bb = bias, rr = residual;
+    if (bb.defined() && rr.defined())
+        place_together({&xx, &ww, &bb, &rr}, "conv2d");
+    else if (bb.defined())
+        place_together({&xx, &ww, &bb}, "conv2d");
+    else if (rr.defined())
+        place_together({&xx, &ww, &rr}, "conv2d");
+    else
+        place_together({&xx, &ww}, "conv2d");
+    Tensor y = empty_like_device(xx, out_shape, x.dtype());
+    const TensorImpl no_bias = bb.defined() ? TensorImpl() : absent_input(x.dtype(), {out_shape[1]});
+    const TensorImpl no_residual = rr.defined() ? TensorImpl() : absent_input(x.dtype(), out_shape);
+    const TensorImpl *inputs[] = {xx.impl(), ww.impl(), bb.defined() ? bb.impl() : &no_bias,
+                                  rr.defined() ? rr.impl() : &no_residual};
+    const TensorImpl *outputs[] = {y.impl()};
+    tf_params_conv2d_act p{sizeof(tf_params_conv2d_act),
+                           {c.stride[0], c.stride[1]},
+                           {c.padding[0], c.padding[1]},
+                           {c.dilation[0], c.dilation[1]},
+                           c.groups,
+                           activation,
+                           min,
+                           max};
+    if (!dispatch_if_claimed(TF_OP_CONV2D_ACT, inputs, outputs, &p)) return Tensor();
+    return y;
+}
+
 }  // namespace
+
+Tensor conv2d_activation(const Tensor &x, const Tensor &weight, const Tensor &bias, const Conv2dOptions &o,
+                         Conv2dActivation activation, double min, double max, const Tensor &residual) {
+    const char *op = op_info(TF_OP_CONV2D_ACT).name;
+    if (activation == Conv2dActivation::clip && (std::isnan(min) || std::isnan(max)))
+        raise<ValueError>(std::string(op) + ": clip bounds must not be NaN");
+    const auto compose = [&] {
+        Tensor y = conv2d(x, weight, bias, o);
+        if (residual.defined()) y = add(y, residual);
+        if (activation == Conv2dActivation::relu) return relu(y);
+        if (activation == Conv2dActivation::clip) return minimum(maximum(y, min), max);
+        return y;
+    };
+    if (autocast_scope >= 0 || !x.defined() || !weight.defined() || x.rank() != 4 || weight.rank() != 4 ||
+        x.dtype() != DType::f32 || weight.dtype() != DType::f32 || (bias.defined() && bias.dtype() != DType::f32) ||
+        (bias.defined() && (bias.rank() != 1 || bias.size(0) != weight.size(0))) || o.stride_h < 1 || o.stride_w < 1 ||
+        o.dilation_h < 1 || o.dilation_w < 1 || o.pad_h < 0 || o.pad_w < 0 || o.groups < 1 || weight.size(2) < 1 ||
+        weight.size(3) < 1 || x.size(1) != weight.size(1) * o.groups || weight.size(0) % o.groups != 0)
+        return compose();  // conv2d's own checks and messages, autocast and autograd
+    const int64_t oh = conv_out_size(x.size(2), weight.size(2), o.stride_h, o.pad_h, o.dilation_h);
+    const int64_t ow = conv_out_size(x.size(3), weight.size(3), o.stride_w, o.pad_w, o.dilation_w);
+    if (oh <= 0 || ow <= 0) return compose();
+    if (residual.defined() &&
+        (residual.dtype() != DType::f32 || residual.shape() != Shape{x.size(0), weight.size(0), oh, ow}))
+        return compose();  // add's broadcasting and dtype rules
+    const tf_params_conv2d p{
+        sizeof(tf_params_conv2d), {o.stride_h, o.stride_w}, {o.pad_h, o.pad_w}, {o.dilation_h, o.dilation_w}, o.groups};
+    const int32_t kind = activation == Conv2dActivation::relu   ? TF_CONV_ACT_RELU
+                         : activation == Conv2dActivation::clip ? TF_CONV_ACT_CLIP
+                                                                : TF_CONV_ACT_NONE;
+    if (Tensor y = conv2d_fused(x, weight, bias, {x.size(0), weight.size(0), oh, ow}, p, kind, min, max, residual);
+        y.defined())
+        return y;
+    return compose();
+}
 
 Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const Conv2dOptions &o) {
     if (Autocast cast{"conv2d", {&x, &weight, &bias}}) return conv2d(cast[0], cast[1], cast[2], o);
@@ -205,7 +274,11 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const C
     tf_params_conv2d p{
         sizeof(tf_params_conv2d), {o.stride_h, o.stride_w}, {o.pad_h, o.pad_w}, {o.dilation_h, o.dilation_w}, o.groups};
     if (!bias.defined()) return conv2d_product(x, weight, {n, oc, oh, ow}, p);
-    if (x.dtype() == DType::f32) return add(conv2d_product(x, weight, {n, oc, oh, ow}, p), bias.view({1, oc, 1, 1}));
+    if (x.dtype() == DType::f32) {
+        // Without autograd the bias goes into the convolution's store where the backend fuses it.
+        if (Tensor y = conv2d_fused(x, weight, bias, {n, oc, oh, ow}, p, TF_CONV_ACT_NONE, 0, 0); y.defined()) return y;
+        return add(conv2d_product(x, weight, {n, oc, oh, ow}, p), bias.view({1, oc, 1, 1}));
+    }
     // f16/bf16 with a bias: the convolution in f32 on the converted operands (what every backend
     // computes inside anyway), the bias added in f32 and the sum rounded once. A bf16 convolution
     // followed by a bf16 add rounds twice (issue 31). The gradients come back through the casts,

@@ -28,6 +28,9 @@ struct Storage {
     // that a tensor saved for backward still has the version it had when saved. Shared by all
     // views, as the memory is.
     std::atomic<uint64_t> version{0};
+    // Marked by mark_constant: never pooled for reuse (freed, so that the backend drops what it
+    // prepared from the buffer).
+    bool constant = false;
 
     Storage() = default;
     Storage(const Storage &) = delete;

@@ -76,7 +76,7 @@ struct Recycle {
         Pool &p = pool_of_this_thread();
         const Storage *storage = impl->storage.get();
         const bool keep = p.count < pool_capacity && !p.closed && !impl->autograd && !impl->view_base && storage &&
-                          impl->storage.use_count() == 1 && storage->host && !storage->release &&
+                          impl->storage.use_count() == 1 && storage->host && !storage->release && !storage->constant &&
                           storage->nbytes <= pooled_bytes_max && Registry::alive();
         if (!keep) {
             delete impl;

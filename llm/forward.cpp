@@ -37,6 +37,39 @@ Tensor project(const Input &x, const Tensor &w, const Tensor &bias = Tensor()) {
 }
 Tensor project(const Tensor &x, const Tensor &w, const Tensor &bias = Tensor()) { return project(Input(x), w, bias); }
 
+// Activations of more rows than this (a prompt) multiply a fused f16/bf16 matrix member by member,
+// through views of its rows: the cpu GEMM converts such a weight to f32 scratch on every call (an
+// arena of 64 MiB by default, TINYFIN_SCRATCH_BYTES), which a fused gate/up of a 1.1B model (92
+// MB as f32) outgrows, so it was allocated and faulted in anew each time (prefill 20-35% slower).
+// Decoding's few rows (the matvec reads the weight in place) and f32 and quantized matrices (no
+// whole-matrix conversion) keep the one product.
+constexpr int64_t k_fused_max_rows = 16;
+
+// The outputs of a set of matrices sharing their input x, one per member: each product's output
+// split into its members' columns (views, no copies).
+std::vector<Tensor> project(const Input &x, const SharedInput &s) {
+    std::vector<Tensor> out(static_cast<std::size_t>(s.members));
+    const Tensor &in = x.as_is();
+    const int64_t rows = in.size(-1) > 0 ? in.numel() / in.size(-1) : 0;
+    for (const Product &p : s.products) {
+        const DType d = p.weight.dtype();
+        const bool by_member = p.members.size() > 1 && rows > k_fused_max_rows && (d == DType::f16 || d == DType::bf16);
+        const Tensor y = by_member ? Tensor() : project(x, p.weight);
+        int64_t at = 0;
+        for (std::size_t i = 0; i < p.members.size(); ++i) {
+            Tensor &o = out[static_cast<std::size_t>(p.members[i])];
+            if (by_member)
+                o = project(x, narrow(p.weight, 0, at, p.rows[i]));
+            else
+                o = p.members.size() == 1 ? y : narrow(y, -1, at, p.rows[i]);
+            at += p.rows[i];
+        }
+    }
+    return out;
+}
+
+Tensor with_bias(const Tensor &y, const Tensor &bias) { return bias.defined() ? add(y, bias) : y; }
+
 // Rotary embedding of x [B, T, H, D] with per-token tables cos/sin [B, T, 1, D/2]: rotate_half
 // pairs (i, i + D/2) as Hugging Face does, or adjacent pairs (2i, 2i+1) for GGUF's permuted
 // projections.
@@ -82,9 +115,10 @@ Tensor Model::Impl::forward(const Tensor &ids, const Tensor &rope_index, const T
     for (std::size_t l = 0; l < layers.size(); ++l) {
         const LayerWeights &w = layers[l];
         const Input h(rms_norm(x, 1, w.attn_norm, c.rms_norm_eps));
-        const Tensor q = rotate(project(h, w.wq, w.bq).view({b, t, c.num_heads, hd}), cs, sn, c.rope_interleaved);
-        const Tensor k = rotate(project(h, w.wk, w.bk).view({b, t, hkv, hd}), cs, sn, c.rope_interleaved);
-        const Tensor v = project(h, w.wv, w.bv).view({b, t, hkv, hd});
+        const std::vector<Tensor> qkv = project(h, w.qkv);
+        const Tensor q = rotate(with_bias(qkv[0], w.bq).reshape({b, t, c.num_heads, hd}), cs, sn, c.rope_interleaved);
+        const Tensor k = rotate(with_bias(qkv[1], w.bk).reshape({b, t, hkv, hd}), cs, sn, c.rope_interleaved);
+        const Tensor v = with_bias(qkv[2], w.bv).reshape({b, t, hkv, hd});
         narrow(cache.k[l], 2, start, t).assign_(k.permute({0, 2, 1, 3}));
         narrow(cache.v[l], 2, start, t).assign_(v.permute({0, 2, 1, 3}));
         // The query heads of a group share one K/V head: K/V [B, Hkv, 1, L, D] broadcast over the
@@ -102,7 +136,8 @@ Tensor Model::Impl::forward(const Tensor &ids, const Tensor &rope_index, const T
         const Tensor merged = a.permute({0, 3, 1, 2, 4}).reshape({b, t, c.num_heads * hd});
         x = add(x, project(merged, w.wo));
         const Input h2(rms_norm(x, 1, w.ffn_norm, c.rms_norm_eps));
-        x = add(x, project(mul(silu(project(h2, w.w_gate)), project(h2, w.w_up)), w.w_down));
+        const std::vector<Tensor> gate_up = project(h2, w.gate_up);
+        x = add(x, project(mul(silu(gate_up[0]), gate_up[1]), w.w_down));
     }
     return rms_norm(x, 1, norm, c.rms_norm_eps);
 }

@@ -184,6 +184,7 @@ const Tokenizer *Model::tokenizer() const { return impl_->tokenizer.get(); }
 uint64_t Model::bytes_in_place() const { return impl_->bytes_in_place; }
 uint64_t Model::bytes_copied() const { return impl_->bytes_copied; }
 uint64_t Model::bytes_prepacked() const { return impl_->bytes_prepacked; }
+int64_t Model::fused_matrices() const { return impl_->fused_matrices; }
 double Model::load_seconds() const { return impl_->load_seconds; }
 
 MemoryEstimate Model::estimate(const std::string &path, const LoadOptions &options) {
@@ -218,12 +219,13 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
     const bool in_place = wraps_host_memory(impl->device);
 
     const std::optional<QuantScheme> scheme = scheme_of(options);
-    auto load_one = [&](const std::string &what, int64_t layer, bool required) -> Tensor {
+    // The tensor of a role, its type and shape checked; nullptr when absent and not required.
+    auto find_one = [&](const std::string &what, int64_t layer, bool required) -> const TensorData * {
         const std::string name = o.name(what, layer);
         const TensorData *t = o.source.find(name);
         if (!t) {
             if (required) throw ConfigError("ConfigError: model '" + path + "' has no tensor '" + name + "'");
-            return Tensor();
+            return nullptr;
         }
         const TensorTypeInfo &info = tensor_type_info(t->type);
         if (!info.dtype || *info.dtype == DType::i32 || *info.dtype == DType::i64)
@@ -234,50 +236,62 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
         if (t->shape != want)
             throw ConfigError("ConfigError: tensor '" + name + "' has shape " + shape_str(t->shape) +
                               ", the config needs " + shape_str(want));
-        const DType dtype = *info.dtype;
-        const bool quantized = is_quantized(dtype);
-        Shape strides(t->shape.size(), 1);
-        for (std::size_t i = strides.size(); i-- > 1;) strides[i - 1] = strides[i] * t->shape[i];
-        const auto *data = t->bytes.data();
+        return t;
+    };
+    // Whether a checked tensor is used over the mapping as it lies (no copy).
+    auto stays_in_place = [&](const TensorData &t, const std::string &what, int64_t layer) {
+        const DType dtype = *tensor_type_info(t.type).dtype;
         // Blocks are read bytewise by the kernels; plain dtypes need their natural alignment.
-        const bool aligned = quantized || reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0;
-        const std::optional<DType> to_quantize = quantized_type(o, scheme, what, layer, *t);
-        if (to_quantize) {
+        const bool aligned =
+            is_quantized(dtype) || reinterpret_cast<uintptr_t>(t.bytes.data()) % dtype_size(dtype) == 0;
+        const bool to_huge_pages =
+            !options.map_weights && t.bytes.size() >= k_huge_page_bytes && huge_pages_available();
+        return in_place && aligned && o.source.holder && !to_huge_pages && !quantized_type(o, scheme, what, layer, t);
+    };
+    // A checked tensor as the device gets it: in place, uploaded, copied, converted or quantized.
+    // `staged`: t's bytes are the loader's own buffer, not the mapping (always copied).
+    auto place = [&](const TensorData &t, const std::string &what, int64_t layer, bool staged) -> Tensor {
+        const DType dtype = *tensor_type_info(t.type).dtype;
+        const bool quantized = is_quantized(dtype);
+        Shape strides(t.shape.size(), 1);
+        for (std::size_t i = strides.size(); i-- > 1;) strides[i - 1] = strides[i] * t.shape[i];
+        const auto *data = t.bytes.data();
+        const bool mapped = o.source.holder && !staged;
+        if (const std::optional<DType> to_quantize = quantized_type(o, scheme, what, layer, t)) {
             // Quantized on the cpu one tensor at a time (a transient copy of the mapped bytes:
             // a from_blob tensor freed here would be subtracted from stats()' bytes_in_use without
             // having been added), then uploaded: no f32 copy of the model.
-            const Tensor src = from_host(data, t->shape, dtype, Device::parse("cpu"));
+            const Tensor src = from_host(data, t.shape, dtype, Device::parse("cpu"));
             Tensor q = quantize(src, *to_quantize);
             if (!on_cpu) q = q.to(impl->device);
             impl->bytes_copied += static_cast<uint64_t>(q.nbytes());
-            if (o.source.holder) release_copied_pages(data, t->bytes.size());
+            if (mapped) release_copied_pages(data, t.bytes.size());
             return q;
         }
         // q4_0/q8_0 matrices on cpu: the plugin keeps them repacked for its dots (prepack_weight,
         // docs/quantization.md), read once from the mapping, whose pages are then given back; the
         // tensor stays over the mapping for any other reader (embedding rows).
-        if (on_cpu && options.prepack_weights && quantized && !is_small(what) && in_place && o.source.holder &&
+        // A fused product's stacked matrices (back to back in the file) are prepacked as one.
+        if (on_cpu && options.prepack_weights && quantized && !is_small(what) && in_place && mapped &&
             (what != "embed" || c.tie_word_embeddings)) {
             Tensor m = from_blob(
-                const_cast<std::byte *>(data), t->shape, strides, dtype, [keep = o.source.holder] {}, impl->device);
+                const_cast<std::byte *>(data), t.shape, strides, dtype, [keep = o.source.holder] {}, impl->device);
             if (const uint64_t packed = prepack_weight(m)) {
-                impl->bytes_in_place += t->bytes.size();
+                impl->bytes_in_place += t.bytes.size();
                 impl->bytes_prepacked += packed;
-                release_copied_pages(data, t->bytes.size());
+                release_copied_pages(data, t.bytes.size());
                 return m;
             }
         }
         Tensor w;
-        const bool to_huge_pages =
-            !options.map_weights && t->bytes.size() >= k_huge_page_bytes && huge_pages_available();
-        if (in_place && aligned && o.source.holder && !to_huge_pages) {
+        if (!staged && stays_in_place(t, what, layer)) {
             w = from_blob(
-                const_cast<std::byte *>(data), t->shape, strides, dtype, [keep = o.source.holder] {}, impl->device);
-            impl->bytes_in_place += t->bytes.size();
+                const_cast<std::byte *>(data), t.shape, strides, dtype, [keep = o.source.holder] {}, impl->device);
+            impl->bytes_in_place += t.bytes.size();
         } else {
-            w = from_host(data, t->shape, dtype, impl->device);
-            impl->bytes_copied += t->bytes.size();
-            if (o.source.holder) release_copied_pages(data, t->bytes.size());
+            w = from_host(data, t.shape, dtype, impl->device);
+            impl->bytes_copied += t.bytes.size();
+            if (mapped) release_copied_pages(data, t.bytes.size());
         }
         // Norm weights and biases join f32 activations: f32 always (they are small).
         if (quantized && is_small(what)) {
@@ -289,15 +303,74 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
         }
         return w;
     };
+    auto load_one = [&](const std::string &what, int64_t layer, bool required) -> Tensor {
+        const TensorData *t = find_one(what, layer, required);
+        return t ? place(*t, what, layer, false) : Tensor();
+    };
+    // A layer's matrices that multiply the same activations, as the products group_products
+    // makes of them: a group back to back in the file is one tensor over its bytes; any other
+    // group of several (all copied anyway) is stacked in a transient buffer first.
+    auto load_shared = [&](const std::vector<std::string> &roles, int64_t layer) -> SharedInput {
+        std::vector<FusionCandidate> members;
+        for (const auto &what : roles) {
+            const TensorData *t = find_one(what, layer, true);
+            const bool converted =
+                options.weights_f32 && t->type != TensorType::f32 && !is_quantized(*tensor_type_info(t->type).dtype);
+            members.push_back(
+                {t, quantized_type(o, scheme, what, layer, *t), converted || !stays_in_place(*t, what, layer)});
+        }
+        SharedInput s;
+        s.members = static_cast<int>(roles.size());
+        for (const std::vector<int> &group : group_products(members, options.fuse_products)) {
+            Product p;
+            p.members = group;
+            const TensorData &first = *members[static_cast<std::size_t>(group.front())].tensor;
+            const std::string &what = roles[static_cast<std::size_t>(group.front())];
+            if (group.size() == 1) {
+                p.rows = {first.shape[0]};
+                p.weight = place(first, what, layer, false);
+                s.products.push_back(std::move(p));
+                continue;
+            }
+            TensorData stacked{first.name, first.type, {0, first.shape[1]}, {}};
+            std::size_t bytes = 0;
+            for (int m : group) {
+                const TensorData &t = *members[static_cast<std::size_t>(m)].tensor;
+                p.rows.push_back(t.shape[0]);
+                stacked.shape[0] += t.shape[0];
+                bytes += t.bytes.size();
+                if (m != group.front()) stacked.name += "+" + t.name;
+            }
+            std::vector<std::byte> buffer;
+            const bool staged = !back_to_back(members, group);
+            if (staged) {
+                buffer.reserve(bytes);
+                for (int m : group) {
+                    const auto part = members[static_cast<std::size_t>(m)].tensor->bytes;
+                    buffer.insert(buffer.end(), part.begin(), part.end());
+                }
+                stacked.bytes = buffer;
+            } else {
+                stacked.bytes = {first.bytes.data(), bytes};
+            }
+            p.weight = place(stacked, what, layer, staged);
+            if (staged && o.source.holder)
+                for (int m : group) {
+                    const auto part = members[static_cast<std::size_t>(m)].tensor->bytes;
+                    release_copied_pages(part.data(), part.size());
+                }
+            impl->fused_matrices += static_cast<int64_t>(group.size());
+            s.products.push_back(std::move(p));
+        }
+        return s;
+    };
     impl->embed = load_one("embed", 0, true);
     impl->norm = load_one("norm", 0, true);
     impl->lm_head = c.tie_word_embeddings ? impl->embed : load_one("lm_head", 0, true);
     for (int64_t l = 0; l < c.num_layers; ++l) {
         LayerWeights w;
         w.attn_norm = load_one("attn_norm", l, true);
-        w.wq = load_one("wq", l, true);
-        w.wk = load_one("wk", l, true);
-        w.wv = load_one("wv", l, true);
+        w.qkv = load_shared({"wq", "wk", "wv"}, l);
         w.wo = load_one("wo", l, true);
         if (c.attention_bias) {
             w.bq = load_one("bq", l, true);
@@ -305,8 +378,7 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
             w.bv = load_one("bv", l, true);
         }
         w.ffn_norm = load_one("ffn_norm", l, true);
-        w.w_gate = load_one("w_gate", l, true);
-        w.w_up = load_one("w_up", l, true);
+        w.gate_up = load_shared({"w_gate", "w_up"}, l);
         w.w_down = load_one("w_down", l, true);
         impl->layers.push_back(std::move(w));
         if (options.verbose) {
@@ -325,9 +397,10 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
     if (options.verbose)
         std::fprintf(stderr,
                      "\ntinyfin-llm: loaded in %.2f s on %s: %s used in place (%s of them also kept repacked), %s "
-                     "uploaded or converted\n",
+                     "uploaded or converted, %lld matrices in fused products\n",
                      impl->load_seconds, impl->device.str().c_str(), human_bytes(impl->bytes_in_place).c_str(),
-                     human_bytes(impl->bytes_prepacked).c_str(), human_bytes(impl->bytes_copied).c_str());
+                     human_bytes(impl->bytes_prepacked).c_str(), human_bytes(impl->bytes_copied).c_str(),
+                     static_cast<long long>(impl->fused_matrices));
     return Model(std::move(impl));
 }
 

@@ -7,11 +7,17 @@
 #include <tinyfin/llm/model.hpp>
 #include <tinyfin/llm/tokenizer.hpp>
 
+#include "fusion.hpp"
+
 namespace tinyfin::llm {
 
 struct LayerWeights {
-    Tensor attn_norm, wq, wk, wv, wo, bq, bk, bv;
-    Tensor ffn_norm, w_gate, w_up, w_down;
+    Tensor attn_norm;
+    SharedInput qkv;  // members wq, wk, wv
+    Tensor wo, bq, bk, bv;
+    Tensor ffn_norm;
+    SharedInput gate_up;  // members w_gate, w_up
+    Tensor w_down;
 };
 
 // The KV caches of one session: per layer [batch, kv_heads, context, head_dim].
@@ -29,6 +35,7 @@ struct Model::Impl {
     std::vector<double> inv_freq;  // rotary frequencies after rope_scaling / rope_freqs
     std::unique_ptr<Tokenizer> tokenizer;
     uint64_t bytes_in_place = 0, bytes_copied = 0, bytes_prepacked = 0;
+    int64_t fused_matrices = 0;  // matrices computed inside a product with others (fusion.hpp)
     double load_seconds = 0;
     MemoryEstimate estimate;
 

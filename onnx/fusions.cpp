@@ -180,6 +180,19 @@ std::vector<Value> fused_layer_norm(Ctx &ctx) {
     return {make(y, type)};
 }
 
+// FusedConvActivation(x, W, [B], [Z]) with Conv's attributes and attribute activation "Relu",
+// "Clip" (attributes min, max) or "": Conv, then Add Z when given, then that activation, one
+// conv2d_activation where the convolution is 2-D or 1-D (the cpu backend adds the bias and Z and
+// applies the activation as it stores the products).
+std::vector<Value> fused_conv_activation(Ctx &ctx) {
+    const std::string kind = ctx.attr_string("activation", "");
+    const Conv2dActivation act = kind == "Relu"   ? Conv2dActivation::relu
+                                 : kind == "Clip" ? Conv2dActivation::clip
+                                                  : Conv2dActivation::none;
+    return conv_with_activation(ctx, act, ctx.attr_float("min", 0), ctx.attr_float("max", 0), 3);
+}
+
+const OpRow conv_activation_row{"FusedConvActivation", 1, 1, fused_conv_activation};
 const OpRow gelu_row{"FusedGelu", 1, 1, fused_gelu};
 const OpRow rms_norm_row{"FusedRmsNorm", 1, 1, fused_rms_norm};
 const OpRow attention_row{"FusedAttention", 1, 1, fused_attention};
@@ -192,6 +205,7 @@ public:
     explicit Graph(FusionGraph &g) : g_(g) { index(); }
 
     std::vector<Step> &steps() { return g_.steps; }
+    const std::vector<Step> &steps_const() const { return g_.steps; }
     Step &step(std::size_t i) { return g_.steps[i]; }
 
     // The live step producing name with op_type (any op when op_type is empty), or none.
@@ -232,6 +246,7 @@ public:
     }
     int64_t rank_of(const std::string &name) const { return constant(name)->tensor.rank(); }
     void remove(std::size_t i) { removed_[i] = true; }
+    bool live(std::size_t i) const { return !removed_[i]; }
     void add_constant(const std::string &name, Value v) { g_.constants[name] = std::move(v); }
     const Device &device() const { return g_.device; }
 
@@ -389,6 +404,96 @@ int64_t fold_batch_norm(Graph &g) {
             conv.add_input(bn.input(1) + tag);
         conv.set_output(0, bn.output(0));
         g.remove(i);
+        ++fired;
+    }
+    g.commit();
+    return fired;
+}
+
+// ---- Conv [+ Add] [+ Relu / Clip] --------------------------------------------------------
+// Conv(x, W, [B]) whose output feeds only an Add (of another value z, either operand order),
+// a Relu, or a Clip with constant scalar bounds (not NaN; inputs from version 11, attributes
+// before; either may be absent), or an Add whose output feeds only a Relu or such a Clip: one
+// node that adds z and runs the activation in the convolution's store (resnet's residual
+// blocks: Conv, BatchNormalization, Add, Relu). Runs after conv_batchnorm, so the folded Conv
+// matches.
+
+// The Relu or Clip at step a as an activation: "Relu" or "Clip" with its bounds; nullopt when the
+// step is neither or its bounds are not constant scalars.
+struct Activation {
+    std::string kind;
+    double lo, hi;
+};
+std::optional<Activation> activation_of(const Graph &g, std::size_t a) {
+    const double inf = std::numeric_limits<double>::infinity();
+    const Step &act = g.steps_const()[a];
+    const auto &an = act.node;
+    if (an.output_size() != 1 || an.input_size() < 1) return std::nullopt;
+    if (an.op_type() == "Relu" && an.input_size() == 1) return Activation{"Relu", 0, 0};
+    if (an.op_type() != "Clip") return std::nullopt;
+    double lo = -inf, hi = inf;
+    if (act.version < 11) {
+        if (an.input_size() != 1) return std::nullopt;
+        if (const auto *mn = find_attr(an, "min")) lo = mn->f();
+        if (const auto *mx = find_attr(an, "max")) hi = mx->f();
+    } else {
+        // A bound is absent when its input is missing or named "".
+        for (int k = 1; k < an.input_size(); ++k) {
+            if (an.input(k).empty()) continue;
+            const auto v = g.scalar_of(an.input(k));
+            if (!v) return std::nullopt;
+            (k == 1 ? lo : hi) = *v;
+        }
+    }
+    if (std::isnan(lo) || std::isnan(hi)) return std::nullopt;
+    return Activation{"Clip", lo, hi};
+}
+
+int64_t fuse_conv_activation(Graph &g) {
+    int64_t fired = 0;
+    for (std::size_t c = 0; c < g.steps().size(); ++c) {
+        const auto &conv = g.step(c).node;
+        if (conv.op_type() != "Conv" || conv.output_size() != 1 || conv.input_size() < 2) continue;
+        const std::string &out = conv.output(0);
+        std::size_t tail = none;
+        std::vector<std::size_t> nodes{c};
+        std::string residual;
+        std::optional<Activation> act;
+        if (std::size_t a = g.only_consumer(out, "Add"); a != none) {
+            const int k = other_input(g.step(a).node, out);
+            // Before version 7 Add broadcasts by its attributes, not numpy's rule.
+            if (k < 0 || g.step(a).node.output_size() != 1 || g.step(a).version < 7) continue;
+            residual = g.step(a).node.input(k);
+            tail = a;
+            const std::string &sum = g.step(a).node.output(0);
+            if (g.single_use(sum) && g.live(g.consumers(sum)[0])) {
+                const std::size_t next = g.consumers(sum)[0];
+                if (act = activation_of(g, next); act) {
+                    nodes.push_back(a);
+                    tail = next;
+                }
+            }
+        } else if (g.single_use(out) && g.live(g.consumers(out)[0])) {
+            tail = g.consumers(out)[0];
+            act = activation_of(g, tail);
+            if (!act) continue;
+        } else {
+            continue;
+        }
+        std::vector<std::string> inputs(conv.input().begin(), conv.input().end());
+        const std::string x = inputs[0], w = inputs[1], b = inputs.size() > 2 ? inputs[2] : "";
+        replace_with_fused(g, tail, nodes, conv_activation_row, {x, w, b, residual}, [&](::onnx::NodeProto &fused) {
+            for (const auto &attr : conv.attribute()) *fused.add_attribute() = attr;
+            set_attr(fused, "activation", act ? act->kind : std::string());
+            auto *mn = fused.add_attribute();
+            mn->set_name("min");
+            mn->set_type(::onnx::AttributeProto::FLOAT);
+            mn->set_f(static_cast<float>(act ? act->lo : 0));
+            auto *mx = fused.add_attribute();
+            mx->set_name("max");
+            mx->set_type(::onnx::AttributeProto::FLOAT);
+            mx->set_f(static_cast<float>(act ? act->hi : 0));
+        });
         ++fired;
     }
     g.commit();
@@ -777,6 +882,8 @@ std::vector<std::pair<std::string, int64_t>> fuse(FusionGraph graph) {
     Graph g(graph);
     const std::pair<const char *, int64_t (*)(Graph &)> passes[] = {
         {"conv_batchnorm", fold_batch_norm},
+        // After conv_batchnorm: Conv -> BatchNormalization -> Relu is then Conv -> Relu.
+        {"conv_activation", fuse_conv_activation},
         {"gelu", fuse_gelu},
         // Before rms_norm: a LayerNorm's tail, the RMS of x - mean(x), is also an RMSNorm's pattern.
         {"layer_norm", fuse_layer_norm},

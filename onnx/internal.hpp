@@ -78,6 +78,10 @@ std::span<const OpRow> reduce_ops();
 std::span<const OpRow> resize_ops();
 std::span<const OpRow> indexing_ops();
 std::span<const OpRow> control_ops();
+std::span<const OpRow> quantized_ops();
+std::span<const OpRow> detection_ops();
+std::span<const OpRow> random_ops();
+std::span<const OpRow> host_ops();
 
 // The row for op_type, nullptr when none.
 const OpRow *find_op(const std::string &op_type);
@@ -131,6 +135,10 @@ std::vector<bool> signature_steps(const std::vector<Step> &steps,
                                   const std::unordered_map<std::string, Value> &constants,
                                   const std::unordered_set<std::string> &overridable);
 
+// Ops whose outputs are drawn at random (RandomUniform..., Bernoulli, Dropout): never folded at
+// load nor kept per signature.
+bool is_random_op(const std::string &op);
+
 // A TensorProto's data as a Value on device (external data read below base_dir).
 Value tensor_from_proto(const ::onnx::TensorProto &proto, const std::string &base_dir, const Device &device,
                         const std::string &what);
@@ -148,6 +156,11 @@ struct InferenceLimits {
 ::onnx::GraphProto infer_shapes_isolated(::onnx::ModelProto &model, const InferenceLimits &limits);
 
 // Helpers the kernels share.
+// ONNX Conv (ops_nn.cpp), plus input `residual` when the node has it (-1: none), followed by
+// `activation` (clip: minimum(maximum(., min), max)): one conv2d_activation where the
+// convolution is 2-D (or 1-D).
+std::vector<Value> conv_with_activation(NodeContext &ctx, Conv2dActivation activation, double min, double max,
+                                        int residual = -1);
 Value make(Tensor tensor, ElementType type);
 // The element type a compute dtype stands for by default.
 ElementType element_type_of(DType dtype);
@@ -158,5 +171,12 @@ Tensor take(const Tensor &x, const Tensor &indices, int64_t axis);
 Tensor gather_along(const Tensor &x, const Tensor &idx, int64_t axis, const Device &device);
 int64_t normalize_axis(int64_t axis, int64_t rank, const NodeContext &ctx);
 bool is_float(ElementType type);
+// Exact floor of a float tensor; half-to-even rounding (ops_elementwise.cpp).
+Tensor floor_of(const Tensor &x);
+Tensor round_half_even(const Tensor &x);
+// Records that a node computed on the host what the session's device did not (counted in
+// RunReport::fallbacks when that device is not cpu); host_fallbacks() is this thread's total.
+void count_host_fallback(const NodeContext &ctx);
+uint64_t host_fallbacks();
 
 }  // namespace tinyfin::onnx::detail

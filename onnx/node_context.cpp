@@ -99,9 +99,19 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const NodeContext &ctx) {
     return axis < 0 ? axis + rank : axis;
 }
 
+namespace {
+thread_local uint64_t host_fallback_count = 0;
+}
+
+void count_host_fallback(const NodeContext &ctx) {
+    if (ctx.device.backend != "cpu") ++host_fallback_count;
+}
+
+uint64_t host_fallbacks() { return host_fallback_count; }
+
 const OpRow *find_op(const std::string &op_type) {
     for (auto family : std::array{elementwise_ops(), nn_ops(), layout_ops(), reduce_ops(), resize_ops(), indexing_ops(),
-                                  control_ops()})
+                                  control_ops(), quantized_ops(), detection_ops(), random_ops(), host_ops()})
         for (const OpRow &row : family)
             if (op_type == row.op_type) return &row;
     return nullptr;

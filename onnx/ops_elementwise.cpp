@@ -7,6 +7,25 @@
 #include "internal.hpp"
 
 namespace tinyfin::onnx::detail {
+
+// floor(x) for floats, exact: truncation toward zero through int64, one less where that rose
+// above x; |x| >= 2^22 (already an integer in every float dtype), inf and NaN pass unchanged.
+Tensor floor_of(const Tensor &x) {
+    const Tensor t = x.to(DType::i64).to(x.dtype());
+    const Tensor down = where(gt(t, x), sub(t, 1.0), t);
+    const Tensor passes = ge(abs(x), scalar_like(x, 4194304.0));
+    return where(passes, x, where(ne(x, x), x, down));
+}
+
+// The quantizer's rounding: half to even, as round_op.
+Tensor round_half_even(const Tensor &x) {
+    const Tensor r = floor_of(add(x, 0.5));
+    const Tensor halfway = eq(sub(r, x), scalar_like(x, 0.5));
+    const Tensor odd = ne(sub(r, mul(floor_of(div(r, 2.0)), 2.0)), scalar_like(x, 0));
+    const Tensor both = mul(halfway.to(DType::i32), odd.to(DType::i32)).to(DType::boolean);
+    return where(ge(abs(x), scalar_like(x, 4194304.0)), x, where(both, sub(r, 1.0), r));
+}
+
 namespace {
 
 using Ctx = NodeContext;
@@ -251,15 +270,6 @@ std::vector<Value> sign(Ctx &ctx) {
     return like_input(ctx, where(gt(x, zero), scalar_like(x, 1), where(lt(x, zero), scalar_like(x, -1), zero)));
 }
 
-// floor(x) for floats, exact: truncation toward zero through int64, one less where that rose
-// above x; |x| >= 2^22 (already an integer in every float dtype), inf and NaN pass unchanged.
-Tensor floor_of(const Tensor &x) {
-    const Tensor t = x.to(DType::i64).to(x.dtype());
-    const Tensor down = where(gt(t, x), sub(t, 1.0), t);
-    const Tensor passes = ge(abs(x), scalar_like(x, 4194304.0));
-    return where(passes, x, where(ne(x, x), x, down));
-}
-
 std::vector<Value> floor_op(Ctx &ctx) {
     require_float(ctx, 0);
     return like_input(ctx, floor_of(ctx.tensor(0)));
@@ -279,15 +289,6 @@ std::vector<Value> round_op(Ctx &ctx) {
     const Tensor odd = ne(sub(r, mul(floor_of(div(r, 2.0)), 2.0)), scalar_like(x, 0));
     const Tensor rounded = where(mul(halfway.to(DType::i32), odd.to(DType::i32)).to(DType::boolean), sub(r, 1.0), r);
     return like_input(ctx, where(ge(abs(x), scalar_like(x, 4194304.0)), x, rounded));
-}
-
-// The quantizer's rounding: half to even, as round_op.
-Tensor round_half_even(const Tensor &x) {
-    const Tensor r = floor_of(add(x, 0.5));
-    const Tensor halfway = eq(sub(r, x), scalar_like(x, 0.5));
-    const Tensor odd = ne(sub(r, mul(floor_of(div(r, 2.0)), 2.0)), scalar_like(x, 0));
-    const Tensor both = mul(halfway.to(DType::i32), odd.to(DType::i32)).to(DType::boolean);
-    return where(ge(abs(x), scalar_like(x, 4194304.0)), x, where(both, sub(r, 1.0), r));
 }
 
 // A per-axis parameter [C] shaped to broadcast along axis of a rank-r tensor (a scalar stays).

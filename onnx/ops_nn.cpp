@@ -104,8 +104,11 @@ Tensor pad_spatial(const Tensor &x, const Window &w, double value) {
     return pad(x, {0, 0, 0, 0, w.begin[0], w.end[0], w.begin[1], w.end[1]}, value);
 }
 
-// A 2-D convolution of [N, C, H, W] with the window's pads (symmetric ones inside conv2d).
-Tensor conv2d_window(Tensor x, const Tensor &weight, const Tensor &bias, const Window &w, int64_t groups) {
+// A 2-D convolution of [N, C, H, W] with the window's pads (symmetric ones inside conv2d), then
+// plus residual (when defined) and the activation.
+Tensor conv2d_window(Tensor x, const Tensor &weight, const Tensor &bias, const Window &w, int64_t groups,
+                     Conv2dActivation activation = Conv2dActivation::none, double min = 0, double max = 0,
+                     const Tensor &residual = Tensor()) {
     Conv2dOptions options;
     options.stride_h = static_cast<int>(w.strides[0]);
     options.stride_w = static_cast<int>(w.strides[1]);
@@ -118,6 +121,8 @@ Tensor conv2d_window(Tensor x, const Tensor &weight, const Tensor &bias, const W
     } else {
         x = pad_spatial(x, w, 0);
     }
+    if (activation != Conv2dActivation::none || residual.defined())
+        return conv2d_activation(x, weight, bias, options, activation, min, max, residual);
     return conv2d(x, weight, bias, options);
 }
 
@@ -166,7 +171,11 @@ Tensor conv3d_by_taps(const Ctx &ctx, const Tensor &x, const Tensor &weight, con
     return y;
 }
 
-std::vector<Value> conv(Ctx &ctx) {
+std::vector<Value> conv(Ctx &ctx) { return conv_with_activation(ctx, Conv2dActivation::none, 0, 0); }
+
+}  // namespace
+
+std::vector<Value> conv_with_activation(Ctx &ctx, Conv2dActivation activation, double min, double max, int residual) {
     require_float(ctx, 0);
     Tensor x = ctx.tensor(0), weight = ctx.tensor(1);
     if (x.rank() < 3 || weight.rank() != x.rank()) ctx.invalid("X and W must have the same rank, at least 3");
@@ -176,13 +185,34 @@ std::vector<Value> conv(Ctx &ctx) {
     if (groups < 1 || groups > INT_MAX) ctx.invalid("group must be positive");
     Window w = window(ctx, x.shape(), kernel);
     const Tensor bias = ctx.has_input(2) ? ctx.tensor(2) : Tensor();
-    if (kernel.size() == 3) return {make(conv3d_by_taps(ctx, x, weight, bias, w, groups), ctx.input(0).type)};
+    const bool has_residual = residual >= 0 && ctx.has_input(static_cast<std::size_t>(residual));
+    const Tensor z = has_residual ? ctx.tensor(static_cast<std::size_t>(residual)) : Tensor();
+    if (has_residual && ctx.input(static_cast<std::size_t>(residual)).type != ctx.input(0).type)
+        ctx.invalid("the Add's operands must have one type");
+    Tensor y;
+    if (kernel.size() == 3) {
+        y = conv3d_by_taps(ctx, x, weight, bias, w, groups);
+        if (has_residual) y = add(y, z);
+        if (activation == Conv2dActivation::relu) y = relu(y);
+        if (activation == Conv2dActivation::clip) y = minimum(maximum(y, min), max);
+        return {make(y, ctx.input(0).type)};
+    }
     const bool lifted = lift_1d(ctx, x, w);
     if (lifted) weight = weight.reshape({weight.size(0), weight.size(1), 1, weight.size(2)});
-    Tensor y = conv2d_window(x, weight, bias, w, groups);
+    if (lifted && has_residual) {
+        // The residual joins after the 1-D output's shape is restored (add's broadcasting).
+        const Tensor y4 = conv2d_window(x, weight, bias, w, groups);
+        y = add(y4.reshape({y4.size(0), y4.size(1), y4.size(3)}), z);
+        if (activation == Conv2dActivation::relu) y = relu(y);
+        if (activation == Conv2dActivation::clip) y = minimum(maximum(y, min), max);
+        return {make(y, ctx.input(0).type)};
+    }
+    y = conv2d_window(x, weight, bias, w, groups, activation, min, max, z);
     if (lifted) y = y.reshape({y.size(0), y.size(1), y.size(3)});
     return {make(y, ctx.input(0).type)};
 }
+
+namespace {
 
 // ConvTranspose as a convolution: the input with stride - 1 zeros between elements, padded by
 // the kernel's reach less the pads, convolved with the kernel flipped and its channel axes

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "internal.hpp"
+#include "tinyfin/extend.hpp"
 #include "mapped_file.hpp"
 
 namespace tinyfin::onnx {
@@ -299,7 +300,7 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
             foldable = false;
             break;
         }
-        if (!foldable || node.op_type() == "Dropout") {
+        if (!foldable || detail::is_random_op(node.op_type())) {
             kept.push_back(std::move(step));
             continue;
         }
@@ -351,6 +352,17 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
     for (auto it = constants.begin(); it != constants.end();)
         it = needed.count(it->first) ? std::next(it) : constants.erase(it);
 
+    // The constants the graph reads are never written again (an initializer a feed may override,
+    // or a constant handed out as a graph output, could be): a backend may keep forms prepared
+    // from them (the cpu plugin packs a matmul's weight once).
+    {
+        std::unordered_set<std::string> handed_out;
+        for (const auto &out : outputs) handed_out.insert(out.name);
+        for (const auto &[name, value] : constants)
+            if (!initializer_inputs.count(name) && !handed_out.count(name) && value.tensor.defined())
+                mark_constant(value.tensor);
+    }
+
     // Each value's last consumer frees it (graph outputs and constants stay).
     std::unordered_set<std::string> keep;
     for (const auto &out : outputs) keep.insert(out.name);
@@ -393,7 +405,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
                                                                        const std::vector<std::string> &wanted) {
     NoGradGuard no_grad;
     last = RunReport{};
-    const uint64_t fallbacks_before = stats().total_fallbacks;
+    const uint64_t fallbacks_before = stats().total_fallbacks + detail::host_fallbacks();
     uint64_t live = 0;
     std::unordered_map<std::string, uint64_t> produced;  // bytes of each live node output
     std::vector<Value> outs;
@@ -451,7 +463,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
                 throw ModelError("ModelError: node '" + step.label + "' needs '" + in + "', which nothing produced");
             ins.push_back(&c->second);
         }
-        const uint64_t node_fallbacks = options.profile ? stats().total_fallbacks : 0;
+        const uint64_t node_fallbacks = options.profile ? stats().total_fallbacks + detail::host_fallbacks() : 0;
         const auto node_start = std::chrono::steady_clock::now();
         run_node(step, ins, outs);
         const double node_seconds =
@@ -468,7 +480,8 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
         }
         last.peak_bytes = std::max(last.peak_bytes, live);
         if (options.profile) {
-            NodeRun report{step.label, step.node.op_type(), "", stats().total_fallbacks - node_fallbacks, node_seconds};
+            NodeRun report{step.label, step.node.op_type(), "",
+                           stats().total_fallbacks + detail::host_fallbacks() - node_fallbacks, node_seconds};
             for (const auto &name : step.node.output())
                 if (auto e = env.find(name); e != env.end()) {
                     report.backend = e->second.tensor.device().str();
@@ -483,7 +496,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
         if (signature_values.size() >= 16) signature_values.clear();
         signature_values[key] = std::make_shared<const ShapeValues>(std::move(recorded));
     }
-    last.fallbacks = stats().total_fallbacks - fallbacks_before;
+    last.fallbacks = stats().total_fallbacks + detail::host_fallbacks() - fallbacks_before;
     std::unordered_map<std::string, Value> result;
     for (const auto &name : wanted) {
         if (auto e = env.find(name); e != env.end()) {

@@ -136,11 +136,11 @@ const std::map<std::string, std::vector<int>> &shape_arguments() {
     return args;
 }
 
-bool random(const std::string &op) {
+}  // namespace
+
+bool is_random_op(const std::string &op) {
     return op.rfind("Random", 0) == 0 || op == "Multinomial" || op == "Bernoulli" || op == "Dropout";
 }
-
-}  // namespace
 
 std::vector<bool> signature_steps(const std::vector<Step> &steps,
                                   const std::unordered_map<std::string, Value> &constants,
@@ -170,7 +170,7 @@ std::vector<bool> signature_steps(const std::vector<Step> &steps,
     for (std::size_t i = 0; i < steps.size(); ++i) {
         const auto &node = steps[i].node;
         const std::string &op = node.op_type();
-        bool values = !random(op) && node.input_size() > 0;
+        bool values = !is_random_op(op) && node.input_size() > 0;
         for (const auto &in : node.input()) values = values && value_known(in);
         if ((op == "Shape" || op == "Size") && node.input_size() == 1) values = shape_known(node.input(0));
         if (values) {

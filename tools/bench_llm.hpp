@@ -16,6 +16,7 @@ struct LlmBenchOptions {
     int repeat = 3;  // timed repeats; medians reported
     std::string backend = "cpu";  // where the model is loaded and run (tinyfin-bench --llm ... --backend NAME)
     bool map_weights = true;  // false: --no-mmap (LoadOptions::map_weights)
+    bool fuse_products = true;  // false: --no-fuse (LoadOptions::fuse_products)
 };
 
 // One sample of the memory read bandwidth: the better of the plain and the prefetching probe

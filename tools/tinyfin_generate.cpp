@@ -20,7 +20,7 @@ void usage() {
                  "usage: tinyfin-generate -m PATH -p PROMPT [-n N] [--chat] [--temp T] [--top-k K] [--top-p P]\n"
                  "                        [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [--backend B]\n"
                  "                        [--stop TEXT]... [--ids 1,2,3] [--f32] [--quantize TYPE] [--kv-cache DTYPE]\n"
-                 "                        [--ignore-eos] [--no-mmap] [--no-prepack]\n"
+                 "                        [--ignore-eos] [--no-mmap] [--no-fuse] [--no-prepack]\n"
                  "  -m PATH    a Hugging Face model directory (config.json, *.safetensors) or a .gguf file\n"
                  "  -p PROMPT  the prompt text (--ids: token ids instead, for models without a tokenizer)\n"
                  "  -n N       new tokens at most (default 128)\n"
@@ -33,6 +33,8 @@ void usage() {
                  "  --kv-cache f32, f16 or bf16 (default f32): the KV caches' dtype\n"
                  "  --no-mmap  on cpu copy matrices of 2 MiB or more into huge pages instead of using the\n"
                  "             mapped file in place (faster generation where the kernel has huge pages)\n"
+                 "  --no-fuse  one product per matrix (default: a layer's q/k/v and gate/up as one product\n"
+                 "             each where the file stores them back to back or they are copied anyway)\n"
                  "  --no-prepack  on cpu use q4_0/q8_0 matrices as the file stores them instead of repacked\n"
                  "             eight rows at a time (LoadOptions::prepack_weights)\n");
 }
@@ -100,8 +102,8 @@ int main(int argc, char **argv) {
             load.map_weights = false;
         else if (a == "--no-prepack")
             load.prepack_weights = false;
-        else if (a == "--no-prepack")
-            load.prepack_weights = false;
+        else if (a == "--no-fuse")
+            load.fuse_products = false;
         else if (a == "--stop")
             gen.stop.push_back(value());
         else if (a == "--kv-cache") {

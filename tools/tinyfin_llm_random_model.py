@@ -7,7 +7,11 @@ the shape of a published model, so that anyone can reproduce tinyfin's LLM speed
     tools/tinyfin_llm_random_model.py --shape tinyllama-1.1b --layers 2 --out /tmp/tl2   # fewer layers
     tools/tinyfin_llm_random_model.py --shape tiny --out /tmp/tiny                        # a few MB
 
-The tensors are written one at a time (the file is streamed, never held in memory whole).
+The tensors are written one at a time (the file is streamed, never held in memory whole), in the
+order of --order: "hf" (the default) as the safetensors library's save_file stores a published
+checkpoint (sorted by name: within a layer down, gate, up, k, o, q, v: gate/up and q/v back to
+back, k apart); "grouped": each layer's q, k, v, o, gate, up, down (q/k/v and gate/up back to
+back: tinyfin fuses both, docs/llm.md "Fused products"; this tool's order before --order).
 Numpy only."""
 import argparse
 import json
@@ -41,6 +45,7 @@ def main():
     p.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="bf16")
     p.add_argument("--layers", type=int, default=0, help="fewer layers than the published model (0: all)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--order", choices=["hf", "grouped"], default="hf", help="the tensors' order in the file")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     mt, h, layers, heads, kv, inter, vocab, theta, tied, extra = SHAPES[a.shape]
@@ -62,6 +67,8 @@ def main():
                    (pre + "mlp.down_proj.weight", (h, inter))]
         if mt == "qwen2":
             shapes += [(pre + f"self_attn.{n}_proj.bias", (m * d,)) for n, m in (("q", heads), ("k", kv), ("v", kv))]
+    if a.order == "hf":
+        shapes.sort(key=lambda item: item[0])
     esize, tag = {"bf16": (2, "BF16"), "f16": (2, "F16"), "f32": (4, "F32")}[a.dtype]
     header, offset = {}, 0
     for name, shape in shapes:

@@ -15,6 +15,13 @@
 
 namespace tinyfin {
 
+// A hint that t's memory changes from now on only through tinyfin (ops, assign_, copy_from_host),
+// never through host_data(), numpy views or DLPack: its backend may keep forms prepared from it
+// and refresh them on those writes (the cpu plugin packs a constant matmul B once instead of on
+// every call; get_proc("buffer_mark_constant"), docs/plugin-abi.md). Backends without such forms
+// ignore it. libtinyfin-onnx marks the constants its graphs read.
+void mark_constant(const Tensor &t);
+
 // Host memory of a host-addressable tensor: Tensor::host_data() (tinyfin.hpp).
 
 // Writes bytes of row-major data over the elements of a contiguous tensor, on its device (the

@@ -121,7 +121,9 @@ struct NodeRun {
     std::string node;  // its name, or "#index" when unnamed
     std::string op_type;
     std::string backend;  // of its first output
-    uint64_t fallbacks = 0;  // tinyfin ops of this node that left the backend for cpu
+    // tinyfin ops of this node that left the backend for cpu, and computations the node made on
+    // the host instead of the session's (non-cpu) device (NonMaxSuppression, Det)
+    uint64_t fallbacks = 0;
     double seconds = 0;  // wall time of the node's kernel (on an asynchronous backend: to submit it)
 };
 
@@ -130,7 +132,7 @@ struct RunReport {
     // (initializers and feeds not counted).
     uint64_t peak_bytes = 0;
     int64_t nodes_run = 0;
-    uint64_t fallbacks = 0;  // over the whole run (tinyfin::stats())
+    uint64_t fallbacks = 0;  // over the whole run (tinyfin::stats() and the nodes' host computations)
     std::vector<NodeRun> nodes;  // with profile only
 };
 

@@ -243,6 +243,23 @@ typedef struct tf_params_cumsum {
     int32_t reverse;
 } tf_params_cumsum;
 
+/* CONV2D_ACT: conv2d's parameters (the members of tf_params_conv2d, in its order), then the
+ * activation applied after the bias and the residual. */
+typedef enum tf_conv_activation { TF_CONV_ACT_NONE = 0, TF_CONV_ACT_RELU = 1, TF_CONV_ACT_CLIP = 2 } tf_conv_activation;
+
+typedef struct tf_params_conv2d_act {
+    uint32_t struct_size;
+    int32_t stride[2]; /* h, w */
+    int32_t padding[2]; /* h, w */
+    int32_t dilation[2]; /* h, w */
+    int32_t groups;
+    /* A tf_conv_activation. */
+    int32_t activation;
+    /* CLIP's bounds (not NaN; an infinite one leaves that side open). */
+    double min;
+    double max;
+} tf_params_conv2d_act;
+
 /* ---- Tensors across the ABI ------------------------------------------------ */
 
 /* Opaque to the core: a plugin's device allocation. */
@@ -358,6 +375,13 @@ typedef tf_status (*tf_buffer_wrap_fn)(int32_t device, void *data, uint64_t size
  * success. Results stay those of the plain layout up to the order of f32 additions. The cpu
  * plugin repacks q4_0 and q8_0 weights for matmul_q (docs/quantization.md). */
 typedef tf_status (*tf_weight_prepack_fn)(int32_t device, const tf_tensor_desc *weight, uint64_t *bytes, tf_error *err);
+
+/* get_proc("buffer_mark_constant") (optional; a hint): the caller promises that buffer's contents
+ * change from now on only through this plugin's own calls (writes, copies, op outputs), never
+ * through host pointers, so the plugin may keep derived forms of it (the cpu plugin's packed GEMM
+ * weights) and drop them on its next write. Must not throw or fail: a plugin that cannot use the
+ * hint ignores it. libtinyfin-onnx marks the constants a graph reads (tinyfin::mark_constant). */
+typedef void (*tf_buffer_mark_constant_fn)(tf_buffer *buffer);
 
 /* Receives one key/value feature from tf_plugin.list_features. */
 typedef void (*tf_feature_fn)(void *user, const char *key, const char *value);

@@ -488,6 +488,15 @@ struct Conv2dOptions {
 };
 // x [N,C,H,W], weight [O,C/groups,KH,KW], bias [O] or undefined -> [N,O,OH,OW].
 Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias = Tensor(), const Conv2dOptions &options = {});
+// conv2d, plus residual when defined, then an activation, in one pass where the backend fuses
+// them (the conv2d_act op): relu(conv2d(...) + residual) for Conv2dActivation::relu,
+// minimum(maximum(., min), max) for clip. The same values as the separate ops; with autograd,
+// under autocast, for a residual of another shape than the output, or on a backend without the
+// fused kernel, those ops run.
+enum class Conv2dActivation { none, relu, clip };
+Tensor conv2d_activation(const Tensor &x, const Tensor &weight, const Tensor &bias, const Conv2dOptions &options,
+                         Conv2dActivation activation, double min = 0, double max = 0,
+                         const Tensor &residual = Tensor());
 
 // Per-axis fields, or both axes at once: Pool2dOptions{}.kernel(3).stride(2).padding(1).
 // Output size per axis, as torch: (in + 2 pad - dilation (kernel - 1) - 1) / stride + 1, rounded

@@ -18,6 +18,7 @@ namespace {
 constexpr HostRow k_own_kernels[] = {
     // kernels_conv.cpp
     {TF_OP_CONV2D, k_float_dtypes, run_conv2d},
+    {TF_OP_CONV2D_ACT, k_float_dtypes, run_conv2d_act},
     {TF_OP_CONV2D_GRAD_INPUT, k_float_dtypes, run_conv2d_grad_input},
     {TF_OP_CONV2D_GRAD_WEIGHT, k_float_dtypes, run_conv2d_grad_weight},
     // kernels_pool.cpp

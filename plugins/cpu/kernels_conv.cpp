@@ -50,13 +50,56 @@ struct ConvGeometry {
 
 // The geometry of a conv op: x is the forward's input (grad_input's output dx has its shape), w
 // the weight (grad_weight's output dw), y the forward's output (the gradients' first input dy).
-ConvGeometry geometry(const tf_op_desc &op) {
-    const bool forward = op.op == TF_OP_CONV2D, grad_weight = op.op == TF_OP_CONV2D_GRAD_WEIGHT;
+ConvGeometry geometry_with(const tf_op_desc &op, const tf_params_conv2d &p) {
+    const bool forward = op.op == TF_OP_CONV2D || op.op == TF_OP_CONV2D_ACT;
+    const bool grad_weight = op.op == TF_OP_CONV2D_GRAD_WEIGHT;
     const tf_tensor_desc &x = forward ? op.inputs[0] : grad_weight ? op.inputs[1] : op.outputs[0];
     const tf_tensor_desc &w = grad_weight ? op.outputs[0] : op.inputs[1], &y = forward ? op.outputs[0] : op.inputs[0];
-    const auto &p = *static_cast<const tf_params_conv2d *>(op.params);
     return {x.shape[0], x.shape[1],  x.shape[2],  x.shape[3],   w.shape[0],   w.shape[2],    w.shape[3],    y.shape[2],
             y.shape[3], p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups};
+}
+ConvGeometry geometry(const tf_op_desc &op) {
+    return geometry_with(op, *static_cast<const tf_params_conv2d *>(op.params));
+}
+
+// What conv2d_act does to each finished sum of output channel o: adds bias[o] (when there is a
+// bias), then the residual's element (when there is one), then the activation (kernels_nn.hpp's
+// ConvEpilogue). Applied as the products are stored or while the band they fill is still in
+// the cache, never as a pass of its own.
+// dst[i] = act(src[i] + b + residual at dst + i) for n elements of y; src may be dst.
+void finish_row(float *dst, const float *src, int64_t n, float b, const ConvEpilogue &e) {
+    const bool biased = e.bias != nullptr;
+    const float *res = e.residual ? e.residual + (dst - e.y) : nullptr;
+    int64_t i = 0;
+#if defined(__x86_64__)
+    if (e.activation != TF_CONV_ACT_CLIP) {
+        const __m128 bias = _mm_set1_ps(b), zero = _mm_setzero_ps();
+        const bool relu = e.activation == TF_CONV_ACT_RELU;
+        for (; i + 4 <= n; i += 4) {
+            __m128 v = _mm_loadu_ps(src + i);
+            if (biased) v = _mm_add_ps(v, bias);
+            if (res) v = _mm_add_ps(v, _mm_loadu_ps(res + i));
+            // maxps returns its second operand for a NaN or two zeros: v < 0 ? 0 : v exactly.
+            if (relu) v = _mm_max_ps(zero, v);
+            _mm_storeu_ps(dst + i, v);
+        }
+    }
+#endif
+    for (; i < n; ++i) {
+        float v = biased ? src[i] + b : src[i];
+        if (res) v += res[i];
+        if (e.activation == TF_CONV_ACT_RELU) v = v < 0 ? 0.0f : v;
+        if (e.activation == TF_CONV_ACT_CLIP) v = tf_kit::minimum_of(tf_kit::maximum_of(v, e.min), e.max);
+        dst[i] = v;
+    }
+}
+
+// The epilogue over rows [0, rows) of a channels-by-positions block: row r is output channel
+// channel0 + r, `cols` values at data + r * ld.
+void finish_block(float *data, int64_t rows, int64_t cols, int64_t ld, int64_t channel0, const ConvEpilogue &e) {
+    if (!e.active()) return;
+    for (int64_t r = 0; r < rows; ++r)
+        finish_row(data + r * ld, data + r * ld, cols, e.bias ? e.bias[channel0 + r] : 0.0f, e);
 }
 
 // The column matrix is built for bands of output rows small enough that it stays under
@@ -420,7 +463,8 @@ struct ShiftedWeights {
 // A task computes one block of output channels of one band of one (image, group): it pads the
 // band's rows, multiplies, and copies the wide output's valid columns into dst.
 void shifted_conv(const ConvGeometry &g, const ShiftedInput &in, int64_t out_h, const float *src, int64_t src_c,
-                  const ShiftedWeights &a, int64_t m_out, float *dst, int64_t dst_c) {
+                  const ShiftedWeights &a, int64_t m_out, float *dst, int64_t dst_c,
+                  const ConvEpilogue &epilogue = {}) {
     if (m_out <= 0 || out_h <= 0) return;
     const GemmF32Tiling t = gemm_f32_tile();
     const int64_t k = in.channels * g.kh * g.kw;
@@ -449,7 +493,14 @@ void shifted_conv(const ConvGeometry &g, const ShiftedInput &in, int64_t out_h, 
         const float *a_rows = a.data + gi * a.group_stride + (a.lda ? m0 * a.lda : m0 * k);  // packed: whole slivers
         gemm_f32_rows_b(rows_m, wide, k, a_rows, a.lda, xp, padded.offsets.data(), wide_out, ldc);
         for (int64_t m = 0; m < rows_m; ++m) {
-            float *out = dst + ((n * dst_c + gi * m_out + m0 + m) * out_h + b * band) * out_w;
+            const int64_t channel = gi * m_out + m0 + m;
+            float *out = dst + ((n * dst_c + channel) * out_h + b * band) * out_w;
+            if (epilogue.active()) {
+                const float bias = epilogue.bias ? epilogue.bias[channel] : 0.0f;
+                for (int64_t oy = 0; oy < rows; ++oy, out += out_w)
+                    finish_row(out, wide_out + m * ldc + oy * padded.wp, out_w, bias, epilogue);
+                continue;
+            }
             for (int64_t oy = 0; oy < rows; ++oy, out += out_w)
                 copy_row(out, wide_out + m * ldc + oy * padded.wp, out_w);
         }
@@ -473,12 +524,12 @@ void parallel_images(const ConvGeometry &g, Image &&image) {
     parallel_for(g.n, [&](int64_t n) { image(n, col_floats ? scratch_floats(k_slot_col, col_floats) : nullptr); });
 }
 
-void conv_forward(const ConvGeometry &g, const float *x, const float *w, float *y) {
+void conv_forward(const ConvGeometry &g, const float *x, const float *w, float *y, const ConvEpilogue &epilogue) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
     ShiftedInput in{cg, g.h, g.w, g.ph, g.pw, g.sh, g.sw};
     in.exact = take_exact_rows(g, in, g.oh, og);
     if (kg >= k_shifted_min_taps && shifted_fits(g, make_plan(g, in, g.oh), og)) {
-        shifted_conv(g, in, g.oh, x, g.c, {w, kg, og * kg}, og, y, g.o);
+        shifted_conv(g, in, g.oh, x, g.c, {w, kg, og * kg}, og, y, g.o, epilogue);
         return;
     }
     const int64_t rows = band_rows(g);
@@ -488,6 +539,7 @@ void conv_forward(const ConvGeometry &g, const float *x, const float *w, float *
             float *yg = y + (n * g.o + gi * og) * positions;
             if (g.pointwise()) {
                 gemm_f32(og, positions, kg, {w + gi * og * kg, kg, 1}, {xg, positions, 1}, yg, positions, false);
+                finish_block(yg, og, positions, positions, gi * og, epilogue);
                 continue;
             }
             for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
@@ -496,6 +548,7 @@ void conv_forward(const ConvGeometry &g, const float *x, const float *w, float *
                 const F32Matrix wm{w + gi * og * kg, kg, 1};
                 if (kg < 64 || gemm_f32_tile_fill(band, og) < 1.08 * gemm_f32_tile_fill(og, band)) {
                     gemm_f32(og, band, kg, wm, {col, band, 1}, yg + oy0 * g.ow, positions, false);
+                    finish_block(yg + oy0 * g.ow, og, band, positions, gi * og, epilogue);
                     continue;
                 }
                 // y^T = col^T w^T fills the GEMM's tiles clearly better (196 x 64 for the
@@ -506,6 +559,7 @@ void conv_forward(const ConvGeometry &g, const float *x, const float *w, float *
                 float *yt = scratch_floats(k_slot_temp, static_cast<size_t>(band * og));
                 gemm_f32(band, og, kg, {col, 1, band}, {wm.data, 1, kg}, yt, og, false);
                 transpose_into(yt, band, og, yg + oy0 * g.ow, positions);
+                finish_block(yg + oy0 * g.ow, og, band, positions, gi * og, epilogue);
             }
         }
     });
@@ -688,7 +742,31 @@ void conv_grad_weight(const ConvGeometry &g, const float *dy, const float *x, fl
 
 }  // namespace
 
-tf_status run_conv2d(const tf_op_desc &op, tf_error *) { return run_dense_f32(op, geometry, conv_forward); }
+tf_status run_conv2d(const tf_op_desc &op, tf_error *) {
+    return run_dense_f32(
+        op, geometry,
+        +[](const ConvGeometry &g, const float *x, const float *w, float *y) { conv_forward(g, x, w, y, {}); });
+}
+
+tf_status run_conv2d_act(const tf_op_desc &op, tf_error *) {
+    if (numel(op.outputs[0]) == 0) return TF_STATUS_OK;
+    const auto &p = tf_kit::params_of<tf_params_conv2d_act>(op);
+    const F32Input x(op.inputs[0]), w(op.inputs[1]);
+    std::optional<F32Input> bias, residual;
+    if (!tf_kit::is_absent(op.inputs[2])) bias.emplace(op.inputs[2]);
+    if (!tf_kit::is_absent(op.inputs[3])) residual.emplace(op.inputs[3]);
+    F32Output y(op.outputs[0]);
+    ConvEpilogue epilogue;
+    epilogue.bias = bias ? bias->data() : nullptr;
+    epilogue.residual = residual ? residual->data() : nullptr;
+    epilogue.y = y.data();
+    epilogue.activation = p.activation;
+    epilogue.min = static_cast<float>(p.min);
+    epilogue.max = static_cast<float>(p.max);
+    conv_forward(geometry_with(op, tf_kit::conv_part(p)), x.data(), w.data(), y.data(), epilogue);
+    y.finish();
+    return TF_STATUS_OK;
+}
 tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *) {
     return run_dense_f32(op, geometry, conv_grad_input);
 }

@@ -453,7 +453,28 @@ double tile_fill(const GemmKernel &g, int64_t m, int64_t n) {
 
 double gemm_f32_tile_fill(int64_t m, int64_t n) { return tile_fill(pick_kernel(), m, n); }
 
-void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc, bool accumulate) {
+int64_t gemm_f32_prepacked_b_floats(int64_t k, int64_t n) {
+    const GemmKernel &g = pick_kernel();
+    int64_t floats = 0;
+    for (int64_t jc = 0; jc < n; jc += g.nc) floats += k * round_up(std::min(g.nc, n - jc), g.nr);
+    return floats;
+}
+
+void gemm_f32_prepack_b(int64_t k, int64_t n, F32Matrix b, float *dst) {
+    const GemmKernel &g = pick_kernel();
+    for (int64_t jc = 0; jc < n; jc += g.nc) {
+        const int64_t nc = std::min(g.nc, n - jc), width = round_up(nc, g.nr);
+        for (int64_t pc = 0; pc < k; pc += g.kc) {
+            const int64_t kc = std::min(g.kc, k - pc);
+            pack_b(kc, nc, b.data + pc * b.row_stride + jc * b.col_stride, b.row_stride, b.col_stride, g.nr, dst, 0,
+                   width, g.nr * kc);
+            dst += kc * width;
+        }
+    }
+}
+
+void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc, bool accumulate,
+              const float *b_prepacked) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         if (!accumulate)
@@ -473,13 +494,15 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *
         std::swap(a.row_stride, a.col_stride);
         std::swap(b.row_stride, b.col_stride);
         std::swap(rs, cs);
+        b_prepacked = nullptr;  // B is now the old A
     }
     // A row-major A is read in place (ABlock); a row stride of 0 (a broadcast row) or 1 (a
     // column vector seen as a row) is packed as before.
     const bool in_place_a = a.col_stride == 1 && a.row_stride > 1 && m > 1;
     const int64_t kc_max = std::min(k, g.kc);
     const int64_t nc_max = std::min(n, g.nc);
-    float *b_pack = scratch_floats(k_slot_pack_b, static_cast<size_t>(kc_max * round_up(nc_max, g.nr)));
+    float *b_pack =
+        b_prepacked ? nullptr : scratch_floats(k_slot_pack_b, static_cast<size_t>(kc_max * round_up(nc_max, g.nr)));
 
     // Threads only for big enough products (the answer is the same either way).
     const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -507,12 +530,18 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *
             const int64_t kc = std::min(g.kc, k - pc);
             const bool load_c = accumulate || pc > 0;
             const float *bsrc = b.data + pc * b.row_stride + jc * b.col_stride;
-            const int64_t pack_tasks = threads > 1 ? std::min<int64_t>(slivers, 2 * threads) : 1;
-            const int64_t per_pack = ceil_div(slivers, pack_tasks);
-            parallel_for(ceil_div(slivers, per_pack), [&](int64_t t) {
-                pack_b(kc, nc, bsrc, b.row_stride, b.col_stride, g.nr, b_pack, t * per_pack * g.nr,
-                       std::min(slivers, (t + 1) * per_pack) * g.nr, g.nr * kc);
-            });
+            const float *b_block = b_prepacked;
+            if (b_prepacked) {  // gemm_f32_prepack_b's blocks, in this loop's order
+                b_prepacked += kc * round_up(nc, g.nr);
+            } else {
+                const int64_t pack_tasks = threads > 1 ? std::min<int64_t>(slivers, 2 * threads) : 1;
+                const int64_t per_pack = ceil_div(slivers, pack_tasks);
+                parallel_for(ceil_div(slivers, per_pack), [&](int64_t t) {
+                    pack_b(kc, nc, bsrc, b.row_stride, b.col_stride, g.nr, b_pack, t * per_pack * g.nr,
+                           std::min(slivers, (t + 1) * per_pack) * g.nr, g.nr * kc);
+                });
+                b_block = b_pack;
+            }
             parallel_for(mblocks * nchunks, [&](int64_t t) {
                 const int64_t ic = (t / nchunks) * mc_block, chunk = t % nchunks;
                 const int64_t mc = std::min(mc_block, m - ic);
@@ -523,7 +552,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *
                     pack_a(g, mc, kc, a_src, a.row_stride, a.col_stride, a_pack);
                     block = {a_pack, 0};
                 }
-                compute_block(g, kc, block, b_pack, mc, nc, chunk * per_chunk,
+                compute_block(g, kc, block, b_block, mc, nc, chunk * per_chunk,
                               std::min(slivers, (chunk + 1) * per_chunk), c + ic * rs + jc * cs, rs, cs, load_c);
             });
         }

@@ -27,7 +27,17 @@ struct F32Matrix {
 // Splits the work over the plugin's thread pool when it is big enough and the caller is not
 // already a task of the pool. Packing buffers come from the scratch arena (runtime.hpp). Throws
 // std::bad_alloc when they cannot be allocated.
-void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc, bool accumulate);
+//
+// b_prepacked: B as gemm_f32_prepack_b wrote it (a constant weight packed once, packed_weights.hpp)
+// instead of packing b's blocks on every call; the same floats reach the tiles, so the same bits.
+// b still describes B (when the product runs as C^T = B^T A^T the packed form is not used).
+void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc, bool accumulate,
+              const float *b_prepacked = nullptr);
+
+// A whole k x n B packed in the blocks gemm_f32 packs it in per call (its KC x NC blocks, N blocks
+// outer, K blocks inner, each as nr-column slivers): gemm_f32_prepacked_b_floats(k, n) floats.
+int64_t gemm_f32_prepacked_b_floats(int64_t k, int64_t n);
+void gemm_f32_prepack_b(int64_t k, int64_t n, F32Matrix b, float *dst);
 
 // The share of the register-tile elements gemm_f32 computes that land in an m x n product (1
 // when m and n are multiples of the tile): callers free to compute a product or its transpose

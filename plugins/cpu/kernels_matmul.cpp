@@ -8,6 +8,7 @@
 #include "kernels.hpp"
 #include "kernels_gemm.hpp"
 #include "kernels_matvec.hpp"
+#include "packed_weights.hpp"
 #include "runtime.hpp"
 
 #include <algorithm>
@@ -19,8 +20,9 @@ namespace {
 
 // f32: one GEMM per batch element; a broadcast B whose A and output rows follow each other evenly
 // across the batch becomes one GEMM with the batch folded into M. Small products run one batch
-// element per task; big ones split inside the GEMM.
-void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out) {
+// element per task; big ones split inside the GEMM. own_b: b is the op's own operand (not a
+// converted copy), so a B in a buffer marked constant is packed once (packed_weights.hpp).
+void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, bool own_b = false) {
     const int r = out.rank;
     const int64_t m = out.shape[r - 2], n = out.shape[r - 1], k = a.shape[r - 1];
     if (numel(out) == 0) return;
@@ -43,17 +45,26 @@ void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tenso
     });
     const auto batches = static_cast<int64_t>(items.size());
 
+    // One B for every batch element (a weight): packed once when its buffer is marked constant.
+    std::shared_ptr<const std::vector<float>> b_packed;
+    if (own_b) {
+        bool shared = true;
+        for (const Batch &it : items) shared = shared && it.b == items[0].b;
+        if (shared) b_packed = packed_constant_b(b, items[0].b, k, n, b_row, b_col);
+    }
+    const float *b_pre = b_packed ? b_packed->data() : nullptr;
+
     // Output rows must be dense for the GEMM; else a dense temporary per batch element.
     const bool direct = o_col == 1 || n == 1;
     auto one = [&](int64_t t, int64_t rows, int64_t a_rs, int64_t o_rs) {
         const Batch &it = items[static_cast<size_t>(t)];
         const F32Matrix am{it.a, a_rs, a_col}, bm{it.b, b_row, b_col};
         if (direct) {
-            gemm_f32(rows, n, k, am, bm, it.o, o_rs, false);
+            gemm_f32(rows, n, k, am, bm, it.o, o_rs, false, b_pre);
             return;
         }
         float *tmp = scratch_floats(k_slot_temp, static_cast<size_t>(rows * n));
-        gemm_f32(rows, n, k, am, bm, tmp, n, false);
+        gemm_f32(rows, n, k, am, bm, tmp, n, false, b_pre);
         for (int64_t i = 0; i < rows; ++i)
             for (int64_t j = 0; j < n; ++j) it.o[i * o_rs + j * o_col] = tmp[i * n + j];
     };
@@ -155,7 +166,7 @@ void matmul_bf16_dot(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_
 
 tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, tf_error *err) {
     if (out.dtype == TF_DTYPE_F32 && a.dtype == TF_DTYPE_F32 && b.dtype == TF_DTYPE_F32) {
-        if (!matmul_skinny(a, b, out)) matmul_f32(a, b, out);
+        if (!matmul_skinny(a, b, out)) matmul_f32(a, b, out, true);
         return TF_STATUS_OK;
     }
     if (out.dtype != TF_DTYPE_F16 && out.dtype != TF_DTYPE_BF16)

@@ -109,6 +109,17 @@ inline void tap_span(int64_t offset, int64_t stride, int64_t size, int64_t count
 
 // kernels_conv.cpp
 tf_status run_conv2d(const tf_op_desc &op, tf_error *err);
+// conv2d_act's bias, residual and activation, applied to each finished sum (null: none). The
+// residual is dense in y's shape: the element of y at y + i has its residual at residual + i.
+struct ConvEpilogue {
+    const float *bias = nullptr;
+    const float *residual = nullptr;
+    const float *y = nullptr;
+    int32_t activation = TF_CONV_ACT_NONE;
+    float min = 0, max = 0;
+    bool active() const { return bias != nullptr || residual != nullptr || activation != TF_CONV_ACT_NONE; }
+};
+tf_status run_conv2d_act(const tf_op_desc &op, tf_error *err);
 tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *err);
 tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *err);
 // kernels_pool.cpp

@@ -9,6 +9,7 @@
 // (include/tinyfin/plugin_kit.hpp).
 #include "kernel_table.hpp"
 #include "prepacked_weights.hpp"
+#include "packed_weights.hpp"
 #include "runtime.hpp"
 
 #include <tinyfin/plugin_kit/host_buffer.hpp>
@@ -16,6 +17,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <string>
 
 #ifndef TF_CPU_VERSION
 #define TF_CPU_VERSION "0.1.0"
@@ -27,6 +30,14 @@ using namespace tf_kit;
 namespace {
 
 // ---- Helpers of the members ----------------------------------------------------------------
+
+// get_proc("buffer_mark_constant"): a hint, so a failure to record it only costs speed.
+void mark_constant_entry(tf_buffer *buffer) {
+    try {
+        mark_buffer_constant(buffer);
+    } catch (...) {
+    }
+}
 
 // "model name" from /proc/cpuinfo (x86 and most others); "cpu" where there is none.
 void read_cpu_name(char *dst, size_t size) {
@@ -49,6 +60,28 @@ void read_cpu_name(char *dst, size_t size) {
 // The plugin's members (the table's, by name: tf_kit::plugin_table); buffers and synchronize
 // are the kit's host buffer layer (tinyfin/plugin_kit/host_buffer.hpp), shared with blas.
 struct CpuPlugin : HostBuffers {
+    // ---- Buffers: the kit's, and every write or free drops what was packed or prepacked from the
+    // buffer ----
+
+    static void buffer_free(tf_buffer *buffer) {
+        buffer_freed(buffer);
+        forget_prepacked(buffer);
+        host_buffer_free(buffer);
+    }
+
+    static tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
+        buffer_written(buffer);
+        forget_prepacked(buffer);
+        return host_buffer_write(buffer, offset, src, size, err);
+    }
+
+    static tf_status buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset,
+                                 uint64_t size, tf_error *err) {
+        buffer_written(dst);
+        forget_prepacked(dst);
+        return host_buffer_copy(dst, dst_offset, src, src_offset, size, err);
+    }
+
     // ---- Backend ---------------------------------------------------------------------------------
 
     static tf_status probe(tf_error *) { return TF_STATUS_OK; }
@@ -63,9 +96,11 @@ struct CpuPlugin : HostBuffers {
         });
     }
 
-    // Stops the thread pool and frees the scratch arenas, the prepacked weights (matmul_q then reads
-    // the blocks as stored) and the cached free blocks; buffers still held by the core stay valid.
+    // Stops the thread pool and frees the scratch arenas, the packed and prepacked weights (the
+    // kernels then read the tensors as stored) and the cached free blocks; buffers still held by
+    // the core stay valid.
     static void shutdown() {
+        packed_weights_clear();
         forget_all_prepacked();
         runtime_shutdown();
     }
@@ -83,14 +118,6 @@ struct CpuPlugin : HostBuffers {
         return TF_STATUS_OK;
     }
 
-    // ---- Buffers ---------------------------------------------------------------------------------
-
-    // The kit's host buffers, and a freed buffer's prepacked weights with it.
-    static void buffer_free(tf_buffer *buffer) {
-        forget_prepacked(buffer);
-        host_buffer_free(buffer);
-    }
-
     // ---- Extensions --------------------------------------------------------------------------
 
     // buffer_wrap: host memory lent by numpy or DLPack as a buffer (core/interop.cpp).
@@ -98,6 +125,8 @@ struct CpuPlugin : HostBuffers {
     static void *get_proc(const char *name) {
         if (name && std::strcmp(name, "buffer_wrap") == 0) return reinterpret_cast<void *>(&host_buffer_wrap);
         if (name && std::strcmp(name, "weight_prepack") == 0) return reinterpret_cast<void *>(&weight_prepack);
+        if (name && std::strcmp(name, "buffer_mark_constant") == 0)
+            return reinterpret_cast<void *>(&mark_constant_entry);
         return nullptr;
     }
 
@@ -106,9 +135,27 @@ struct CpuPlugin : HostBuffers {
     // supports() and run() are the kit's, derived from these rows (tinyfin/plugin_kit/kernel_rows.hpp).
     static std::span<const HostRow> kernels() { return cpu_kernels(); }
 
+    static int32_t supports(int32_t device, const tf_op_desc *op) {
+        return HostKernelTable<CpuPlugin>::supports(device, op);
+    }
+
+    // An op's outputs are written: what was packed from their buffers is stale.
+    static tf_status run(int32_t device, const tf_op_desc *op, tf_error *err) {
+        if (op && op->outputs)
+            for (uint32_t i = 0; i < op->n_outputs; ++i) {
+                buffer_written(op->outputs[i].buffer);
+                forget_prepacked(op->outputs[i].buffer);
+            }
+        return HostKernelTable<CpuPlugin>::run(device, op, err);
+    }
+
     // ---- Features --------------------------------------------------------------------------------
 
-    static void list_features(tf_feature_fn emit, void *user) { list_runtime_features(emit, user); }
+    static void list_features(tf_feature_fn emit, void *user) {
+        list_runtime_features(emit, user);
+        const std::string bytes = std::to_string(packed_weight_bytes());
+        emit(user, "packed_weight_bytes", bytes.c_str());
+    }
 };
 
 // ---- Plugin table ----------------------------------------------------------------------------

@@ -35,7 +35,8 @@ tf_status weight_prepack(int32_t device, const tf_tensor_desc *weight, uint64_t 
 // shape and row stride), or null.
 std::shared_ptr<const Prepacked> find_prepacked(const tf_tensor_desc &weight);
 
-// Drops the copies prepared from buffer (buffer_free calls it before freeing).
+// Drops the copies prepared from buffer (buffer_free calls it before freeing; buffer_write,
+// buffer_copy and run for a written buffer, so a broken promise costs speed, not results).
 void forget_prepacked(const tf_buffer *buffer) noexcept;
 // Drops every copy (shutdown).
 void forget_all_prepacked() noexcept;

@@ -156,6 +156,142 @@ TEST_CASE("conv2d and its gradients match a direct convolution") {
     for (const ConvCase &k : cases) check_conv_case(k, seed += 10);
 }
 
+// ---- conv2d_act --------------------------------------------------------------------------------
+
+namespace {
+
+tf_params_conv2d_act act_params(const tf_params_conv2d &c, int32_t activation, double min = 0, double max = 0) {
+    tf_params_conv2d_act p{};
+    p.struct_size = sizeof p;
+    for (int i = 0; i < 2; ++i) {
+        p.stride[i] = c.stride[i];
+        p.padding[i] = c.padding[i];
+        p.dilation[i] = c.dilation[i];
+    }
+    p.groups = c.groups;
+    p.activation = activation;
+    p.min = min;
+    p.max = max;
+    return p;
+}
+
+// conv2d_act against the definition in double (conv + bias + residual, then the activation),
+// and bit for bit against conv2d followed by the bias and the residual added in f32 and the
+// activation in f32: what the unfused ops compute.
+void check_conv_act_case(const ConvCase &k, uint32_t seed) {
+    INFO("conv_act N", k.n, " C", k.c, " H", k.h, " W", k.w, " O", k.o, " K", k.kh, "x", k.kw, " stride ",
+         k.p.stride[0], "x", k.p.stride[1], " pad ", k.p.padding[0], "x", k.p.padding[1], " groups ", k.p.groups);
+    const Values xv = random_f32(static_cast<size_t>(count_of(k.x_shape())), seed);
+    const Values wv = random_f32(static_cast<size_t>(count_of(k.w_shape())), seed + 1);
+    Values bv = random_f32(static_cast<size_t>(k.o), seed + 2);
+    Values y_ref, dx_ref, dw_ref;
+    naive_conv(k, xv, wv, Values(static_cast<size_t>(count_of(k.y_shape())), 0.0), y_ref, dx_ref, dw_ref);
+    const TensorDesc x = f32(k.x_shape(), xv), w = f32(k.w_shape(), wv), b = f32({k.o}, bv);
+    TensorDesc absent;
+    const TensorDesc plain = make(TF_DTYPE_F32, k.y_shape());
+    run_ok(TF_OP_CONV2D, {&x, &w}, plain, &k.p);
+    const Values unfused_sum = get(plain);
+    const int64_t plane = k.oh() * k.ow();
+    // f32 sums of `terms` products against double: the rounding grows about as sqrt(terms) (576
+    // taps: 1.3e-5 seen); an indexing error would be off by a product's size (~0.1).
+    const double terms = static_cast<double>(k.c / k.p.groups * k.kh * k.kw);
+    const double tol = 1e-5 * std::max(1.0, std::sqrt(terms / 100.0));
+    const Values rv = random_f32(y_ref.size(), seed + 3);
+    const TensorDesc residual = f32(k.y_shape(), rv);
+    struct Act {
+        int32_t kind;
+        double min, max;
+        bool bias, residual;
+    };
+    for (const Act a : {Act{TF_CONV_ACT_NONE, 0, 0, true, false}, Act{TF_CONV_ACT_RELU, 0, 0, true, false},
+                        Act{TF_CONV_ACT_RELU, 0, 0, false, false}, Act{TF_CONV_ACT_CLIP, -0.25, 0.5, true, false},
+                        Act{TF_CONV_ACT_CLIP, 0, 6, false, false}, Act{TF_CONV_ACT_RELU, 0, 0, true, true},
+                        Act{TF_CONV_ACT_NONE, 0, 0, false, true}}) {
+        INFO("activation ", a.kind, " bias ", a.bias, " residual ", a.residual, " bounds ", a.min, " ", a.max);
+        const tf_params_conv2d_act p = act_params(k.p, a.kind, a.min, a.max);
+        const TensorDesc y = make(TF_DTYPE_F32, k.y_shape());
+        run_ok(TF_OP_CONV2D_ACT, {&x, &w, a.bias ? &b : &absent, a.residual ? &residual : &absent}, y, &p);
+        Values want(y_ref.size()), same(y_ref.size());
+        for (size_t i = 0; i < want.size(); ++i) {
+            const size_t o = static_cast<size_t>(static_cast<int64_t>(i) / plane % k.o);
+            double v = y_ref[i] + (a.bias ? bv[o] : 0.0) + (a.residual ? rv[i] : 0.0);
+            float f = a.bias ? static_cast<float>(unfused_sum[i]) + static_cast<float>(bv[o])
+                             : static_cast<float>(unfused_sum[i]);
+            if (a.residual) f += static_cast<float>(rv[i]);
+            if (a.kind == TF_CONV_ACT_RELU) {
+                v = v < 0 ? 0 : v;
+                f = f < 0 ? 0.0f : f;
+            }
+            if (a.kind == TF_CONV_ACT_CLIP) {
+                v = std::min(std::max(v, a.min), a.max);
+                f = std::min(std::max(f, static_cast<float>(a.min)), static_cast<float>(a.max));
+            }
+            want[i] = v;
+            same[i] = f;
+        }
+        const Values got = get(y);
+        check_close(got, want, tol);
+        CHECK(got == same);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("conv2d_act: bias, residual and activation in the store, against the definition and bit for bit against "
+          "conv2d") {
+    // Every forward path: the column matrix (plain and transposed), 1x1 without one, the shifted
+    // path (plain and exact rows, several channel blocks and bands), phase planes (stride 2:
+    // resnet's stem), groups, dilation.
+    const ConvCase cases[] = {
+        {2, 3, 7, 6, 4, 3, 2, conv_params(1, 1, 0, 0, 1, 1, 1)},
+        {2, 5, 4, 6, 3, 1, 1, conv_params(1, 1, 0, 0, 1, 1, 1)},
+        {2, 40, 9, 10, 12, 1, 1, conv_params(2, 2, 0, 0, 1, 1, 1)},
+        {2, 6, 9, 10, 4, 3, 2, conv_params(2, 1, 2, 1, 2, 3, 2)},
+        {1, 1, 28, 28, 32, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {2, 32, 14, 14, 64, 3, 3, conv_params(1, 1, 0, 0, 1, 1, 1)},
+        {4, 32, 14, 14, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {1, 32, 7, 7, 200, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {2, 64, 30, 30, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {1, 16, 23, 19, 20, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 2)},
+        {1, 3, 23, 23, 16, 7, 7, conv_params(2, 2, 3, 3, 1, 1, 1)},
+        {2, 8, 11, 13, 10, 3, 3, conv_params(2, 2, 1, 1, 1, 1, 1)},
+    };
+    uint32_t seed = 900;
+    for (const ConvCase &k : cases) check_conv_act_case(k, seed += 10);
+}
+
+TEST_CASE("conv2d_act: NaN passes relu and clip, the bounds hold; bad params are refused") {
+    // One input channel, a 1x1 kernel of weight 1: y = x + bias exactly.
+    const ConvCase k{1, 1, 1, 6, 1, 1, 1, conv_params(1, 1, 0, 0, 1, 1, 1)};
+    const Values xv = {NAN, -0.0, 0.0, -3.0, 7.0, 0.25};
+    const TensorDesc x = f32(k.x_shape(), xv), w = f32(k.w_shape(), {1.0});
+    TensorDesc absent;
+    const TensorDesc y = make(TF_DTYPE_F32, k.y_shape());
+    const tf_params_conv2d_act relu = act_params(k.p, TF_CONV_ACT_RELU);
+    run_ok(TF_OP_CONV2D_ACT, {&x, &w, &absent, &absent}, y, &relu);
+    Values got = get(y);
+    CHECK(std::isnan(got[0]));
+    CHECK(got[1] == 0);
+    CHECK(got[3] == 0);
+    CHECK(got[4] == 7.0);
+    const tf_params_conv2d_act clip = act_params(k.p, TF_CONV_ACT_CLIP, 0.0, 6.0);
+    run_ok(TF_OP_CONV2D_ACT, {&x, &w, &absent, &absent}, y, &clip);
+    got = get(y);
+    CHECK(std::isnan(got[0]));
+    CHECK((got[1] == 0 && !std::signbit(got[1])));  // maximum(+-0, 0) is +0
+    CHECK(got[3] == 0);
+    CHECK(got[4] == 6.0);
+    CHECK(got[5] == 0.25);
+    tf_params_conv2d_act bad = act_params(k.p, 7);
+    CHECK(Call(TF_OP_CONV2D_ACT, {&x, &w, &absent, &absent}, y, &bad).supports() == 0);
+    bad = act_params(k.p, TF_CONV_ACT_CLIP, NAN, 1.0);
+    CHECK(Call(TF_OP_CONV2D_ACT, {&x, &w, &absent, &absent}, y, &bad).supports() == 0);
+    const TensorDesc wrong_bias = f32({2}, {1.0, 2.0});
+    CHECK(Call(TF_OP_CONV2D_ACT, {&x, &w, &wrong_bias, &absent}, y, &relu).supports() == 0);
+    const TensorDesc wrong_residual = f32({1, 1, 1, 5}, {1.0, 2.0, 3.0, 4.0, 5.0});
+    CHECK(Call(TF_OP_CONV2D_ACT, {&x, &w, &absent, &wrong_residual}, y, &relu).supports() == 0);
+}
+
 TEST_CASE("conv2d gradients keep infinities where the definition puts them") {
     // The padded-image path computes discarded positions (and, for grad_input, multiplies the
     // zeros around dy by the weights): an infinity there would turn into a NaN the definition

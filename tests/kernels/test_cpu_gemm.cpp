@@ -2,6 +2,9 @@
 //   - against references in double over odd sizes (1, 7, 13, 63, 65, 257), transposed and
 //     strided views, batch broadcast, on the portable path (TINYFIN_CPU_ISA=generic) and on the
 //     best path this CPU has;
+//   - a B in a buffer marked constant (get_proc "buffer_mark_constant") packed once: the bits of
+//     the unmarked product, and every write the plugin sees (buffer_write, buffer_copy, an op's
+//     output, free and reuse) reaches the next product;
 //   - thread-count invariance: matmul (f32, f16, bf16), conv2d and its gradients, max pooling, elementwise ops, sums, means, softmax and norms give the same
 //     bits with TINYFIN_THREADS = 1, 2 and 3.
 // The plugin reads TINYFIN_CPU_ISA and TINYFIN_THREADS on first use after init; shutdown makes
@@ -345,6 +348,24 @@ std::vector<std::vector<float>> outputs_with_threads(const char *threads) {
     fill_random(w1, 11);
     run_ok(TF_OP_CONV2D, {x1.d, w1.d}, y1.d, &p1);
     keep(y1);
+    // conv2d_act (bias and relu in the store) on both shapes.
+    TensorDesc bias = dense({200}), ya = dense({s.n, s.o, s.oh(), s.ow()}), ya1 = dense({s1.n, s1.o, s1.oh(), s1.ow()});
+    fill_random(bias, 12);
+    tf_params_conv2d_act pa{};
+    pa.struct_size = sizeof pa;
+    pa.stride[0] = pa.stride[1] = pa.dilation[0] = pa.dilation[1] = pa.groups = 1;
+    pa.padding[0] = p.padding[0];
+    pa.padding[1] = p.padding[1];
+    pa.activation = TF_CONV_ACT_RELU;
+    TensorDesc bias64 = dense({64});
+    fill_random(bias64, 13);
+    tf_tensor_desc absent{};
+    run_ok(TF_OP_CONV2D_ACT, {x.d, w.d, bias64.d, y.d}, ya.d, &pa);  // conv2d's output as the residual
+    keep(ya);
+    pa.padding[0] = p1.padding[0];
+    pa.padding[1] = p1.padding[1];
+    run_ok(TF_OP_CONV2D_ACT, {x1.d, w1.d, bias.d, absent}, ya1.d, &pa);
+    keep(ya1);
 
     // max pooling (2x2 stride 2 fast path, and 3x3 stride 2 pad 1) forward and backward.
     for (int32_t k : {2, 3}) {
@@ -554,6 +575,126 @@ TEST_CASE("results are bitwise identical for 1, 2 and 3 threads") {
             CAPTURE(i);
             REQUIRE(other[i].size() == one[i].size());
             CHECK(std::memcmp(other[i].data(), one[i].data(), one[i].size() * sizeof(float)) == 0);
+        }
+    }
+    restart(nullptr, nullptr);
+}
+
+// get_proc("buffer_mark_constant"): a B read from a marked buffer is packed once and kept; every
+// write the plugin sees (buffer_write, buffer_copy, an op's output, a freed and reused buffer)
+// must drop it, and the product must have the bits of the same B unmarked.
+using MarkConstant = void (*)(tf_buffer *);
+
+std::vector<float> matmul_values(const TensorDesc &a, const TensorDesc &b, const Dims &out_shape) {
+    TensorDesc o = dense(out_shape);
+    run_ok(TF_OP_MATMUL, {a.d, b.d}, o.d);
+    return std::vector<float>(o.mem->data, o.mem->data + o.mem->count);
+}
+
+TEST_CASE("a B in a buffer marked constant is packed once, has the unmarked bits and follows every write") {
+    auto mark = reinterpret_cast<MarkConstant>(P().get_proc("buffer_mark_constant"));
+    REQUIRE(static_cast<bool>(mark));
+    // K over one GEMM K block (512 on AVX2, 256 elsewhere), N not a multiple of any tile width;
+    // two weights in one buffer: a row-major [k, n] at the start, a transposed [k, n2] after it.
+    const int64_t k = 600, n = 70, n2 = 33, rows = 37, batch = 3;
+    std::vector<std::vector<float>> firsts;
+    for (const char *threads : {"1", "2", "3"}) {
+        CAPTURE(threads);
+        restart(nullptr, threads);
+        auto wmem = std::make_shared<Block>(k * n + k * n2);
+        TensorDesc a = dense({batch, rows, k});
+        fill_random(a, 11);
+        fill_random(view(wmem, {k * n + k * n2}, {1}), 12);
+        TensorDesc w1 = view(wmem, {batch, k, n}, {0, n, 1});
+        TensorDesc w2 = view(wmem, {k, n2}, {1, k});
+        w2.d.offset = static_cast<uint64_t>(k * n) * sizeof(float);
+        // The same values in unmarked buffers, at offset 0 (what check_matmul reads).
+        auto unmarked = [&] {
+            TensorDesc u1 = dense({k, n}), u2 = view(std::make_shared<Block>(k * n2), {k, n2}, {1, k});
+            std::memcpy(u1.mem->data, wmem->data, static_cast<size_t>(k * n) * sizeof(float));
+            std::memcpy(u2.mem->data, wmem->data + k * n, static_cast<size_t>(k * n2) * sizeof(float));
+            TensorDesc u1b = view(u1.mem, {batch, k, n}, {0, n, 1});
+            return std::make_pair(u1b, u2);
+        };
+        TensorDesc a2 = view(a.mem, {batch * rows, k}, {k, 1});
+        auto check_both = [&](const char *when) {
+            INFO("when: ", when);
+            auto [u1, u2] = unmarked();
+            const auto got1 = matmul_values(a, w1, {batch, rows, n}), want1 = matmul_values(a, u1, {batch, rows, n});
+            const auto got2 = matmul_values(a2, w2, {batch * rows, n2}),
+                       want2 = matmul_values(a2, u2, {batch * rows, n2});
+            CHECK(std::memcmp(got1.data(), want1.data(), got1.size() * sizeof(float)) == 0);
+            CHECK(std::memcmp(got2.data(), want2.data(), got2.size() * sizeof(float)) == 0);
+            TensorDesc o1 = dense({batch, rows, n}), o2 = dense({batch * rows, n2});
+            std::memcpy(o1.mem->data, got1.data(), got1.size() * sizeof(float));
+            std::memcpy(o2.mem->data, got2.data(), got2.size() * sizeof(float));
+            check_matmul(a, u1, o1);
+            check_matmul(a2, u2, o2);
+            return got1;
+        };
+        mark(wmem->buffer);
+        CHECK(cpu_plugin_feature("packed_weight_bytes") == "0");
+        firsts.push_back(check_both("first use: packed now"));
+        // Both weights kept packed (at least their floats: slivers pad N to the tile width).
+        CHECK(std::stoll(cpu_plugin_feature("packed_weight_bytes")) >= (k * n + k * n2) * 4);
+        check_both("second use: the kept packing");
+
+        tf_error err{};
+        err.struct_size = sizeof err;
+        std::vector<float> fresh(static_cast<size_t>(k * n));
+        std::mt19937 rng(13);
+        std::uniform_real_distribution<float> pick(-2.0f, 2.0f);
+        for (float &v : fresh) v = pick(rng);
+        REQUIRE(P().buffer_write(wmem->buffer, 0, fresh.data(), fresh.size() * sizeof(float), &err) == TF_STATUS_OK);
+        check_both("after buffer_write");
+
+        TensorDesc src = dense({k * n2});
+        fill_random(src, 14);
+        REQUIRE(P().buffer_copy(wmem->buffer, w2.d.offset, src.mem->buffer, 0,
+                                static_cast<uint64_t>(k * n2) * sizeof(float), &err) == TF_STATUS_OK);
+        check_both("after buffer_copy");
+
+        TensorDesc w1_out = view(wmem, {k, n}, {n, 1}), neg_in = dense({k, n});
+        fill_random(neg_in, 15);
+        run_ok(TF_OP_NEG, {neg_in.d}, w1_out.d);
+        check_both("after an op wrote it");
+
+        // Freed, then the same block (the kit's cache) or another one under the same record,
+        // with other values, marked again.
+        const std::vector<float> before = check_both("before free");
+        wmem.reset();
+        wmem = std::make_shared<Block>(k * n + k * n2);
+        fill_random(view(wmem, {k * n + k * n2}, {1}), 16);
+        w1 = view(wmem, {batch, k, n}, {0, n, 1});
+        w2 = view(wmem, {k, n2}, {1, k});
+        w2.d.offset = static_cast<uint64_t>(k * n) * sizeof(float);
+        mark(wmem->buffer);
+        const std::vector<float> after = check_both("a new buffer");
+        CHECK(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)) != 0);
+    }
+    for (std::size_t i = 1; i < firsts.size(); ++i)
+        CHECK(std::memcmp(firsts[i].data(), firsts[0].data(), firsts[0].size() * sizeof(float)) == 0);
+    restart(nullptr, nullptr);
+}
+
+TEST_CASE("a marked B wider than one GEMM N block (4080 on AVX2) is packed block by block") {
+    auto mark = reinterpret_cast<MarkConstant>(P().get_proc("buffer_mark_constant"));
+    REQUIRE(static_cast<bool>(mark));
+    for (const char *isa : {"generic", static_cast<const char *>(nullptr)}) {  // N blocks of 4096 / 4080
+        CAPTURE(cpu_plugin_feature("kernels"));
+        restart(isa, nullptr);
+        const int64_t m = 37, k = 300, n = 4200;
+        TensorDesc a = dense({m, k}), w = dense({k, n}), u = dense({k, n});
+        fill_random(a, 21);
+        fill_random(w, 22);
+        std::memcpy(u.mem->data, w.mem->data, static_cast<size_t>(k * n) * sizeof(float));
+        mark(w.mem->buffer);
+        for (int round = 0; round < 2; ++round) {
+            const auto got = matmul_values(a, w, {m, n}), want = matmul_values(a, u, {m, n});
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+            TensorDesc o = dense({m, n});
+            std::memcpy(o.mem->data, got.data(), got.size() * sizeof(float));
+            check_matmul(a, u, o);
         }
     }
     restart(nullptr, nullptr);

@@ -111,11 +111,23 @@ def safetensors_bytes(tensors, dtypes=None, metadata=None):
     return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
-def write_hf_dir(path, cfg, weights, dtype="F32", shards=1):
+def hf_file_order(names):
+    """The order the safetensors library's save_file writes tensors of one dtype in (its data
+    sorted by name, as in Hugging Face's published checkpoints): within a layer down, gate, up, k,
+    o, q, v, so that gate/up and q/v lie back to back and k does not."""
+    return sorted(names)
+
+
+def write_hf_dir(path, cfg, weights, dtype="F32", shards=1, order=None):
+    """order: a function of the tensor names giving the order the file stores them in (default:
+    the dict's, q k v o gate up down within a layer)."""
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(cfg, f)
     names = list(weights)
+    if order:
+        names = order(names)
+        weights = {n: weights[n] for n in names}
     dtypes = {n: dtype for n in names}
     if shards == 1:
         with open(os.path.join(path, "model.safetensors"), "wb") as f:
@@ -203,7 +215,9 @@ def llama3_rope_factors(cfg):
     return np.array(factors, dtype=np.float32)
 
 
-def gguf_model_bytes(cfg, weights, dtype="F32", vocab=None, version=3):
+def gguf_model_bytes(cfg, weights, dtype="F32", vocab=None, version=3, order=None):
+    """order: a function of the tensor list [(name, array, dtype)] giving the order the file
+    stores them in (default: each layer's attn_q k v output, ffn_gate up down)."""
     arch = cfg["model_type"]
     a = arch
     d = head_dim(cfg)
@@ -252,12 +266,14 @@ def gguf_model_bytes(cfg, weights, dtype="F32", vocab=None, version=3):
             key = p + f"self_attn.{name}_proj.bias"
             if key in weights:
                 t.append((g + f"attn_{name}.bias", weights[key], "F32"))
+    if order:
+        t = order(t)
     return gguf_bytes(md, t, version=version)
 
 
-def write_gguf(path, cfg, weights, dtype="F32", vocab=None, version=3):
+def write_gguf(path, cfg, weights, dtype="F32", vocab=None, version=3, order=None):
     with open(path, "wb") as f:
-        f.write(gguf_model_bytes(cfg, weights, dtype, vocab, version))
+        f.write(gguf_model_bytes(cfg, weights, dtype, vocab, version, order))
     return path
 
 

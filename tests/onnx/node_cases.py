@@ -62,8 +62,15 @@ def _all_op_names():
     return _OPS
 
 
+# Ops whose outputs are random draws: ONNX's cases hold one sample of numpy's generator, which no
+# other implementation reproduces (the case modules say so), so only dtype and shape are checked,
+# and that Bernoulli's values are 0 or 1.
+RANDOM_OPS = {"Bernoulli"}
+
+
 def run_case(case, backend="cpu"):
     """('passed' | 'failed' | 'not supported', reason)."""
+    random_outputs = op_type(case) in RANDOM_OPS
     import tinyfin.onnx
     import tinyfin.onnx.backend as tb
     try:
@@ -89,6 +96,10 @@ def run_case(case, backend="cpu"):
                 return "failed", f"output {i}: dtype {out.dtype}, expected {ref.dtype}"
             if out.shape != ref.shape:
                 return "failed", f"output {i}: shape {out.shape}, expected {ref.shape}"
+            if random_outputs:
+                if not np.all((out == 0) | (out == 1)):
+                    return "failed", f"output {i}: values other than 0 and 1"
+                continue
             try:
                 if ref.dtype.kind in "fc":
                     np.testing.assert_allclose(out, ref, rtol=case.rtol, atol=case.atol)

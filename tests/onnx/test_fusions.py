@@ -89,7 +89,8 @@ def test_conv_batchnorm_folds(backend, conv_bias):
     assert fused(sess, "conv_batchnorm") == 1
     x = r.standard_normal((2, 3, 6, 6)).astype(np.float32)
     [y] = sess.run(None, {"x": x})
-    assert ops_run(sess) == ["Conv", "Relu"]
+    assert fused(sess, "conv_activation") == 1  # the folded Conv's Relu
+    assert ops_run(sess) == ["FusedConvActivation"]
     np.testing.assert_allclose(y, reference(x)[0], rtol=1e-4, atol=1e-5)
 
 
@@ -117,6 +118,187 @@ def test_conv_batchnorm_with_an_overridable_parameter_is_not_folded():
     scale = np.array([2.0, -1.0, 0.25, 3.0], np.float32)
     [y] = sess.run(None, {"x": x, "scale": scale})
     np.testing.assert_allclose(y, reference(x, scale)[0], rtol=1e-4, atol=1e-5)
+
+
+# ---- Conv + Relu / Clip ----------------------------------------------------------------------
+
+def conv_reference(x, w, b, stride=1, pad=1, group=1):
+    """float64 Conv from its definition: symmetric pads, square stride, groups."""
+    xp = np.pad(d(x), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    n, c, h, wd = xp.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = (h - kh) // stride + 1, (wd - kw) // stride + 1
+    og = o // group
+    y = np.zeros((n, o, oh, ow))
+    for g in range(group):
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp[:, g * cg:(g + 1) * cg, i * stride:i * stride + kh, j * stride:j * stride + kw]
+                y[:, g * og:(g + 1) * og, i, j] = np.einsum("nchw,ochw->no", patch, d(w[g * og:(g + 1) * og]))
+    if b is not None:
+        y += d(b)[None, :, None, None]
+    return y
+
+
+def conv_act_model(r, act, bias=True, clip=(0.0, 6.0), clip_version=17, second_consumer=False, x_shape=(2, 8, 9, 9),
+                   out_channels=16, stride=1, group=1, bounds_as_inputs=False):
+    c = x_shape[1]
+    w = r.standard_normal((out_channels, c // group, 3, 3)).astype(np.float32) * 0.3
+    b = r.standard_normal(out_channels).astype(np.float32) if bias else None
+    conv_in = ["x", "w", "b"] if bias else ["x", "w"]
+    nodes = [helper.make_node("Conv", conv_in, ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[stride] * 2,
+                              group=group)]
+    inits = [init("w", w)] + ([init("b", b)] if bias else [])
+    inputs = [value("x", F, list(x_shape))]
+    oh = (x_shape[2] + 2 - 3) // stride + 1
+    out_shape = [x_shape[0], out_channels, oh, oh]
+    if act == "Relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    elif clip_version < 11:
+        nodes.append(helper.make_node("Clip", ["c"], ["y"], min=clip[0], max=clip[1]))
+    else:
+        names = []
+        for k, v in zip(("lo", "hi"), clip):
+            if v is None:
+                names.append("")
+                continue
+            names.append(k)
+            if bounds_as_inputs:
+                inputs.append(value(k, F, []))
+            else:
+                inits.append(init(k, np.array(v, np.float32)))
+        while names and names[-1] == "":
+            names.pop()
+        nodes.append(helper.make_node("Clip", ["c"] + names, ["y"]))
+    outputs = [value("y", F, out_shape)]
+    if second_consumer:
+        nodes.append(helper.make_node("Neg", ["c"], ["neg_c"]))
+        outputs.append(value("neg_c", F, out_shape))
+    opset = clip_version if act == "Clip" else 17
+    model = make_model(nodes, inputs, outputs, inits, opset=opset)
+
+    def reference(x):
+        y = conv_reference(x, w, b, stride=stride, group=group)
+        if act == "Relu":
+            return np.maximum(y, 0), -y
+        lo = -np.inf if clip[0] is None else clip[0]
+        hi = np.inf if clip[1] is None else clip[1]
+        return np.minimum(np.maximum(y, lo), hi), -y
+    return model, reference
+
+
+CONV_ACT_CASES = {
+    "relu": dict(act="Relu"),
+    "relu no bias": dict(act="Relu", bias=False),
+    "relu stride 2 groups 2": dict(act="Relu", stride=2, group=2),
+    "relu shifted path": dict(act="Relu", x_shape=(1, 32, 14, 14), out_channels=24),
+    "relu6": dict(act="Clip"),
+    "clip -0.5 0.5": dict(act="Clip", clip=(-0.5, 0.5)),
+    "clip max only": dict(act="Clip", clip=(None, 0.25)),
+    "clip v6 attributes": dict(act="Clip", clip=(0.0, 6.0), clip_version=6),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", list(CONV_ACT_CASES))
+def test_conv_activation_fuses(backend, case, monkeypatch):
+    kw = CONV_ACT_CASES[case]
+    r = rng(70)
+    model, reference = conv_act_model(r, **kw)
+    sess = session(model, backend)
+    assert fused(sess, "conv_activation") == 1
+    x_shape = model.graph.input[0].type.tensor_type.shape.dim
+    x = r.standard_normal([dim.dim_value for dim in x_shape]).astype(np.float32)
+    [y] = sess.run(None, {"x": x})
+    assert ops_run(sess) == ["FusedConvActivation"]
+    np.testing.assert_allclose(y, reference(x)[0], rtol=1e-4, atol=1e-5)
+    # The same bits as the unfused Conv and activation on this backend.
+    monkeypatch.setenv("TINYFIN_ONNX_FUSE", "0")
+    plain = session(model, backend)
+    assert plain.load_report()["fusions"] == {}
+    [y_plain] = plain.run(None, {"x": x})
+    np.testing.assert_array_equal(y, y_plain)
+
+
+def residual_model(r, act="Relu", z_shape=(2, 16, 9, 9), swap=False):
+    """Conv -> Add(., z) [-> act]: resnet's residual block tail."""
+    w = r.standard_normal((16, 8, 3, 3)).astype(np.float32) * 0.3
+    b = r.standard_normal(16).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["z", "c"] if swap else ["c", "z"], ["s"] if act else ["y"])]
+    if act == "Relu":
+        nodes.append(helper.make_node("Relu", ["s"], ["y"]))
+    elif act == "Clip":
+        nodes.append(helper.make_node("Clip", ["s", "lo", "hi"], ["y"]))
+    inits = [init("w", w), init("b", b), init("lo", np.array(0, np.float32)), init("hi", np.array(6, np.float32))]
+    model = make_model(nodes, [value("x", F, [2, 8, 9, 9]), value("z", F, list(z_shape))],
+                       [value("y", F, [2, 16, 9, 9])], inits)
+
+    def reference(x, z):
+        y = conv_reference(x, w, b) + d(z)
+        if act == "Relu":
+            y = np.maximum(y, 0)
+        if act == "Clip":
+            y = np.clip(y, 0, 6)
+        return y
+    return model, reference
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ["relu", "relu swapped", "clip", "no activation", "broadcast z"])
+def test_conv_residual_activation_fuses(backend, case, monkeypatch):
+    r = rng(72)
+    act = {"clip": "Clip", "no activation": None}.get(case, "Relu")
+    z_shape = (1, 16, 1, 9) if case == "broadcast z" else (2, 16, 9, 9)
+    model, reference = residual_model(r, act=act, z_shape=z_shape, swap=case == "relu swapped")
+    sess = session(model, backend)
+    assert fused(sess, "conv_activation") == 1
+    x = r.standard_normal((2, 8, 9, 9)).astype(np.float32)
+    z = r.standard_normal(z_shape).astype(np.float32)
+    [y] = sess.run(None, {"x": x, "z": z})
+    assert ops_run(sess) == ["FusedConvActivation"]
+    np.testing.assert_allclose(y, reference(x, z), rtol=1e-4, atol=1e-5)
+    monkeypatch.setenv("TINYFIN_ONNX_FUSE", "0")
+    [y_plain] = session(model, backend).run(None, {"x": x, "z": z})
+    np.testing.assert_array_equal(y, y_plain)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conv_activation_near_misses_are_not_fused(backend):
+    r = rng(71)
+    x = r.standard_normal((2, 8, 9, 9)).astype(np.float32)
+    # The Conv's output also read by another node: the Relu stays a node of its own.
+    model, reference = conv_act_model(r, "Relu", second_consumer=True)
+    sess = session(model, backend)
+    assert fused(sess, "conv_activation") == 0
+    y, neg_c = sess.run(None, {"x": x})
+    assert ops_run(sess) == ["Conv", "Relu", "Neg"]
+    want_y, want_neg = reference(x)
+    np.testing.assert_allclose(y, want_y, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(neg_c, want_neg, rtol=1e-4, atol=1e-5)
+    # Clip bounds a feed may set are not constants: Clip stays.
+    model, reference = conv_act_model(r, "Clip", clip=(-0.5, 0.5), bounds_as_inputs=True)
+    sess = session(model, backend)
+    assert fused(sess, "conv_activation") == 0
+    [y] = sess.run(None, {"x": x, "lo": np.array(-0.5, np.float32), "hi": np.array(0.5, np.float32)})
+    assert ops_run(sess) == ["Conv", "Clip"]
+    np.testing.assert_allclose(y, reference(x)[0], rtol=1e-4, atol=1e-5)
+    # The Add's sum also read elsewhere: Conv and Add fuse, the Relu stays.
+    model, _ = residual_model(r)
+    model.graph.output.append(value("s", F, [2, 16, 9, 9]))
+    sess = session(model, backend)
+    z = r.standard_normal((2, 16, 9, 9)).astype(np.float32)
+    y, s_out = sess.run(None, {"x": x, "z": z})
+    assert ops_run(sess) == ["FusedConvActivation", "Relu"]
+    np.testing.assert_array_equal(y, np.maximum(s_out, 0))
+    # The Conv's output is a graph output too.
+    model, reference = conv_act_model(r, "Relu")
+    model.graph.output.append(value("c", F, [2, 16, 9, 9]))
+    sess = session(model, backend)
+    assert fused(sess, "conv_activation") == 0
+    y, c = sess.run(None, {"x": x})
+    np.testing.assert_allclose(y, reference(x)[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(c, -reference(x)[1], rtol=1e-4, atol=1e-5)
 
 
 # ---- GELU ------------------------------------------------------------------------------------

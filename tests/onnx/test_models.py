@@ -25,9 +25,9 @@ def _data(name):
 
 # The load-time fusions (docs/onnx.md) each exported model gets.
 FUSIONS = {
-    "fashion_cnn": {},
+    "fashion_cnn": {"conv_activation": 2},
     "char_gpt": {"gelu": 4, "attention": 4},
-    "resnet18": {"conv_batchnorm": 20},
+    "resnet18": {"conv_batchnorm": 20, "conv_activation": 17},
     "bert": {"gelu": 2, "attention": 2},
     "llama_block": {"rms_norm": 2, "attention": 1},
 }

@@ -260,7 +260,7 @@ def test_backend_api_drives_a_model():
 def test_supported_ops_lists_versions():
     ops = dict(tfo.supported_ops())
     assert ops["Softmax"] == [1, 11, 13] and ops["Squeeze"] == [1, 11, 13]
-    assert "Conv" in ops and "LayerNormalization" in ops and "Det" not in ops
+    assert "Conv" in ops and "LayerNormalization" in ops and "LpNormalization" not in ops
 
 
 def test_einsum_attention_scores_against_numpy():
@@ -291,3 +291,26 @@ def test_onnx_and_llm_in_one_python_process(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "(2, 10) 2.0"
+
+
+@pytest.mark.parametrize("backend", ["cpu"] + other_backends())
+def test_weights_marked_constant_and_overridable_initializers(backend):
+    """The session marks the constants it never writes (the cpu plugin keeps a matmul weight
+    packed between runs): repeated runs match float64, and an initializer that is also a graph
+    input takes the fed values in the runs that feed it and its own in the others."""
+    r = rng(7)
+    w = r.standard_normal((40, 24)).astype(np.float32)
+    d = r.standard_normal((24, 24)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="fc1"),
+             helper.make_node("MatMul", ["h", "d"], ["y"], name="fc2")]
+    model = make_model(nodes, [value("x", F, ["rows", 40]), value("d", F, [24, 24])],
+                       [value("y", F, ["rows", 24])], [init("w", w), init("d", d)])
+    sess = tfo.InferenceSession(model.SerializeToString(), backend=backend)
+    f64 = lambda a: a.astype(np.float64)  # noqa: E731
+    for run, fed in enumerate([None, None, r.standard_normal((24, 24)).astype(np.float32), None,
+                               r.standard_normal((24, 24)).astype(np.float32)]):
+        x = r.standard_normal((33, 40)).astype(np.float32)  # rows above the few-row matmul path
+        feeds = {"x": x} if fed is None else {"x": x, "d": fed}
+        [y] = sess.run(None, feeds)
+        expected = f64(x) @ f64(w) @ f64(d if fed is None else fed)
+        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4, err_msg=f"run {run}")

@@ -109,6 +109,79 @@ TEST_CASE("conv2d against a naive loop: stride, padding, dilation, groups, bias"
     }
 }
 
+TEST_CASE("conv2d_activation: bias, residual, relu or clip against a naive loop, the same bits as the separate ops") {
+    struct Case {
+        Shape sx, sw;
+        Conv2dOptions o;
+        bool bias;
+    };
+    const std::vector<Case> cases{
+        {{2, 3, 5, 5}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1}, true},
+        {{1, 2, 7, 6}, {3, 2, 3, 3}, {2, 2, 1, 1, 1, 1, 1}, false},  // stride 2, padding 1
+        {{2, 4, 5, 5}, {6, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 2}, true},  // groups 2
+        {{1, 3, 4, 4}, {5, 3, 1, 1}, {}, true},  // 1x1
+        {{2, 32, 9, 9}, {20, 32, 3, 3}, {1, 1, 1, 1, 1, 1, 1}, true},  // 288 taps
+    };
+    struct Act {
+        Conv2dActivation kind;
+        double min, max;
+    };
+    const Act acts[] = {{Conv2dActivation::none, 0, 0},
+                        {Conv2dActivation::relu, 0, 0},
+                        {Conv2dActivation::clip, -0.5, 0.25},
+                        {Conv2dActivation::clip, 0, 6}};
+    uint64_t seed = 300;
+    for (const Case &c : cases) {
+        F x = ref::values(ref::numel(c.sx), seed++), w = ref::values(ref::numel(c.sw), seed++);
+        F b = ref::values(c.sw[0], seed++);
+        D db = ref::to_double(b);
+        Shape so;
+        const D conv = conv2d_ref(ref::to_double(x), c.sx, ref::to_double(w), c.sw, c.bias ? &db : nullptr, c.o, so);
+        const Tensor tx = ref::tensor(x, c.sx), tw = ref::tensor(w, c.sw),
+                     tb = c.bias ? ref::tensor(b, {c.sw[0]}) : Tensor();
+        for (const Act &a : acts) {
+            INFO("x " << shape_str(c.sx) << " w " << shape_str(c.sw) << " bias " << c.bias << " activation "
+                      << static_cast<int>(a.kind) << " " << a.min << " " << a.max);
+            D want = conv;
+            for (double &v : want) {
+                if (a.kind == Conv2dActivation::relu) v = v < 0 ? 0 : v;
+                if (a.kind == Conv2dActivation::clip) v = std::min(std::max(v, a.min), a.max);
+            }
+            const Tensor y = conv2d_activation(tx, tw, tb, c.o, a.kind, a.min, a.max);
+            ref::check_close(y, want, so, 1e-5, 1e-5);
+            Tensor separate = conv2d(tx, tw, tb, c.o);
+            if (a.kind == Conv2dActivation::relu) separate = relu(separate);
+            if (a.kind == Conv2dActivation::clip) separate = minimum(maximum(separate, a.min), a.max);
+            CHECK(y.to_vector<float>() == separate.to_vector<float>());
+        }
+        // A residual of the output's shape, added after the bias and before relu.
+        const F r = ref::values(so[0] * so[1] * so[2] * so[3], seed++);
+        D want = conv;
+        for (std::size_t i = 0; i < want.size(); ++i) want[i] = std::max(want[i] + static_cast<double>(r[i]), 0.0);
+        const Tensor tr = ref::tensor(r, so);
+        const Tensor y = conv2d_activation(tx, tw, tb, c.o, Conv2dActivation::relu, 0, 0, tr);
+        ref::check_close(y, want, so, 1e-5, 1e-5);
+        CHECK(y.to_vector<float>() == relu(add(conv2d(tx, tw, tb, c.o), tr)).to_vector<float>());
+    }
+    CHECK_THROWS_AS(conv2d_activation(ref::tensor(ref::values(25, 1), {1, 1, 5, 5}),
+                                      ref::tensor(ref::values(9, 2), {1, 1, 3, 3}), Tensor(), {},
+                                      Conv2dActivation::clip, std::nan(""), 1),
+                    ValueError);
+    // With autograd the separate ops run: the gradient is relu's times conv2d's.
+    Tensor x = ref::tensor(ref::values(2 * 3 * 6 * 6, 7), {2, 3, 6, 6}).requires_grad_(true);
+    Tensor w = ref::tensor(ref::values(4 * 3 * 3 * 3, 8), {4, 3, 3, 3}).requires_grad_(true);
+    Tensor b = ref::tensor(ref::values(4, 9), {4}).requires_grad_(true);
+    const Conv2dOptions o = Conv2dOptions{}.padding(1);
+    sum(conv2d_activation(x, w, b, o, Conv2dActivation::relu)).backward();
+    const auto gx = x.grad().to_vector<float>(), gw = w.grad().to_vector<float>(), gb = b.grad().to_vector<float>();
+    Tensor x2 = x.detach().requires_grad_(true), w2 = w.detach().requires_grad_(true),
+           b2 = b.detach().requires_grad_(true);
+    sum(relu(conv2d(x2, w2, b2, o))).backward();
+    CHECK(gx == x2.grad().to_vector<float>());
+    CHECK(gw == w2.grad().to_vector<float>());
+    CHECK(gb == b2.grad().to_vector<float>());
+}
+
 TEST_CASE("conv2d of non-contiguous input and weight") {
     // x as a permuted NHWC tensor, w as a transposed [O, C, KW, KH] tensor.
     Shape nhwc{2, 5, 4, 3};

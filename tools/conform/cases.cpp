@@ -523,6 +523,43 @@ void gen_conv(Generator &g) {
     }
 }
 
+// conv2d_act: conv2d's shapes, each activation with and without a bias and a residual (absent).
+void gen_conv_act(Generator &g) {
+    struct Act {
+        int32_t kind;
+        double min, max;
+        bool bias, residual;
+        const char *name;
+    };
+    const Act acts[] = {{TF_CONV_ACT_NONE, 0, 0, true, false, "bias"},
+                        {TF_CONV_ACT_RELU, 0, 0, true, false, "bias relu"},
+                        {TF_CONV_ACT_RELU, 0, 0, false, false, "relu"},
+                        {TF_CONV_ACT_RELU, 0, 0, true, true, "bias residual relu"},
+                        {TF_CONV_ACT_NONE, 0, 0, false, true, "residual"},
+                        {TF_CONV_ACT_CLIP, -0.5, 0.75, true, false, "bias clip -0.5 0.75"},
+                        {TF_CONV_ACT_CLIP, 0, 6, true, true, "bias residual clip 0 6"}};
+    for (const ConvCfg &c : k_convs) {
+        int64_t oh = (c.x[2] + 2 * c.ph - c.dh * (c.w[2] - 1) - 1) / c.sh + 1;
+        int64_t ow = (c.x[3] + 2 * c.pw - c.dw * (c.w[3] - 1) - 1) / c.sw + 1;
+        Shape y = {c.x[0], c.w[0], oh, ow};
+        for (const Act &a : acts) {
+            auto p = sized<tf_params_conv2d_act>();
+            p.stride[0] = c.sh, p.stride[1] = c.sw, p.padding[0] = c.ph, p.padding[1] = c.pw;
+            p.dilation[0] = c.dh, p.dilation[1] = c.dw, p.groups = c.groups;
+            p.activation = a.kind, p.min = a.min, p.max = a.max;
+            Params params;
+            params.set(p);
+            const std::string label = std::string(c.name) + " " + a.name;
+            for (int32_t dt : c.large ? std::vector<int32_t>{F32} : all_dtypes()) {
+                const TensorSpec bias = a.bias ? contiguous({c.w[0]}, dt) : absent_input({c.w[0]}, dt);
+                const TensorSpec residual = a.residual ? contiguous(y, dt) : absent_input(y, dt);
+                g.add(dtype_name(dt), {contiguous(c.x, dt), contiguous(c.w, dt), bias, residual}, {contiguous(y, dt)},
+                      &params, label);
+            }
+        }
+    }
+}
+
 struct PoolCfg {
     Shape x;
     int kh, kw, sh, sw, ph, pw;
@@ -1002,6 +1039,7 @@ void gen_own(Generator &g) {
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
     case TF_OP_CONV2D_GRAD_WEIGHT: gen_conv(g); return;
+    case TF_OP_CONV2D_ACT: gen_conv_act(g); return;
     case TF_OP_MAX_POOL2D:
     case TF_OP_MAX_POOL2D_BACKWARD:
     case TF_OP_AVG_POOL2D:

@@ -777,6 +777,36 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         const double k = static_cast<double>(product(in[1].shape, 1));
         return std::vector<RefOutput>{with(conv2d(in[0], in[1], p), conv2d(abs_of(in[0]), abs_of(in[1]), p), k + 2)};
     }
+    case TF_OP_CONV2D_ACT: {
+        // act(conv2d + bias + residual) in float64; |conv2d| of |x|, |w| plus |bias| and |residual|
+        // bounds the error (each
+        // activation moves two values apart by at most their distance).
+        const tf_params_conv2d_act &pa = c.params.as<tf_params_conv2d_act>();
+        const tf_params_conv2d p{sizeof(tf_params_conv2d),
+                                 {pa.stride[0], pa.stride[1]},
+                                 {pa.padding[0], pa.padding[1]},
+                                 {pa.dilation[0], pa.dilation[1]},
+                                 pa.groups};
+        const double k = static_cast<double>(product(in[1].shape, 1));
+        Host y = conv2d(in[0], in[1], p), scale = conv2d(abs_of(in[0]), abs_of(in[1]), p);
+        const int64_t channels = y.shape[1], plane = y.shape[2] * y.shape[3];
+        for (std::size_t i = 0; i < y.v.size(); ++i) {
+            const int64_t o = static_cast<int64_t>(i) / plane % channels;
+            double v = y.v[i];
+            if (!c.inputs[2].absent) {
+                v += in[2].v[static_cast<std::size_t>(o)];
+                scale.v[i] += std::abs(in[2].v[static_cast<std::size_t>(o)]);
+            }
+            if (!c.inputs[3].absent) {
+                v += in[3].v[i];
+                scale.v[i] += std::abs(in[3].v[i]);
+            }
+            if (pa.activation == TF_CONV_ACT_RELU) v = v < 0 ? 0 : v;
+            if (pa.activation == TF_CONV_ACT_CLIP) v = std::min(std::max(v, pa.min), pa.max);
+            y.v[i] = v;
+        }
+        return std::vector<RefOutput>{with(y, scale, k + 4)};
+    }
     case TF_OP_CONV2D_GRAD_INPUT: {
         const tf_params_conv2d &p = c.params.as<tf_params_conv2d>();
         const double k = static_cast<double>(in[1].shape[0] / p.groups * in[1].shape[2] * in[1].shape[3]);

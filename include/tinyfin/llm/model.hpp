@@ -40,6 +40,11 @@ struct LoadOptions {
     // load (prepack_weight) and the mapped pages given back, so memory stays near the model's
     // size; false (`--no-prepack`): used as the file stores them.
     bool prepack_weights = true;
+    // true (the default): matrices that multiply the same activations (a layer's q/k/v, its
+    // gate/up) run as one product over their rows stacked where the file stores them back to back
+    // (in place, no copy) or where the loader copies them anyway (a GPU backend, map_weights =
+    // false, quantize); fused_matrices() counts them. false: one product per matrix.
+    bool fuse_products = true;
     // Quantize the f32/f16/bf16 matrices on load under a scheme of llama.cpp's ("q8_0", "q4_0",
     // "q4_k", ...; llm/quantize.hpp): each weight gets the block type tinyfin-quantize would
     // write (norms and biases stay f32). "" keeps the file's types; tensors already quantized in
@@ -147,6 +152,8 @@ public:
     // Bytes of the in-place weights the backend also keeps in a layout of its own
     // (LoadOptions::prepack_weights).
     uint64_t bytes_prepacked() const;
+    // Matrices computed inside a fused product (LoadOptions::fuse_products), 0 when none is.
+    int64_t fused_matrices() const;
     double load_seconds() const;
 
     // Logits [T, vocab] (f32) of every position of one sequence, computed without a cache.

@@ -163,6 +163,45 @@ inline tf_status rule_conv2d(const tf_op_desc &op, const char *name, tf_error *e
     return TF_STATUS_OK;
 }
 
+// conv2d_act's convolution parameters as conv2d's struct.
+inline tf_params_conv2d conv_part(const tf_params_conv2d_act &p) noexcept {
+    return {sizeof(tf_params_conv2d),
+            {p.stride[0], p.stride[1]},
+            {p.padding[0], p.padding[1]},
+            {p.dilation[0], p.dilation[1]},
+            p.groups};
+}
+
+// conv2d_act: x, w, bias [O] or absent, residual (y's shape) or absent -> y: conv2d's rule for
+// x, w, y, then the bias, the residual and the activation (a known kind; clip's bounds not NaN).
+inline tf_status rule_conv2d_act(const tf_op_desc &op, const char *name, tf_error *err) noexcept {
+    const auto &p = params_of<tf_params_conv2d_act>(op);
+    const tf_params_conv2d conv = conv_part(p);
+    tf_op_desc as_conv = op;
+    as_conv.params = &conv;
+    if (tf_status s = rule_conv2d(as_conv, name, err); s != TF_STATUS_OK) return s;
+    const tf_tensor_desc &bias = op.inputs[2];
+    if (!is_absent(bias)) {
+        if (bias.rank != 1 || bias.shape[0] != op.inputs[1].shape[0])
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: bias %s must have shape [%lld] (the weight's first axis)",
+                        name, shape_of(bias).text, static_cast<long long>(op.inputs[1].shape[0]));
+        if (tf_status s = check_same_dtype(name, {&op.inputs[0], &bias}, err); s != TF_STATUS_OK) return s;
+    }
+    const tf_tensor_desc &residual = op.inputs[3];
+    if (!is_absent(residual)) {
+        if (!same_shape(residual, op.outputs[0]))
+            return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: residual %s must have y's shape %s", name,
+                        shape_of(residual).text, shape_of(op.outputs[0]).text);
+        if (tf_status s = check_same_dtype(name, {&op.inputs[0], &residual}, err); s != TF_STATUS_OK) return s;
+    }
+    if (p.activation != TF_CONV_ACT_NONE && p.activation != TF_CONV_ACT_RELU && p.activation != TF_CONV_ACT_CLIP)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: activation %d is none of none (0), relu (1), clip (2)", name,
+                    p.activation);
+    if (p.activation == TF_CONV_ACT_CLIP && (p.min != p.min || p.max != p.max))
+        return fail(err, TF_STATUS_INVALID_ARGUMENT, "%s: clip bounds %g, %g must not be NaN", name, p.min, p.max);
+    return TF_STATUS_OK;
+}
+
 // max_pool2d, avg_pool2d:                x [N,C,H,W] -> y [N,C,OH,OW]
 // max_pool2d_backward: dy [N,C,OH,OW], x -> dx (x's shape); avg_pool2d_backward: dy -> dx [N,C,H,W]
 inline tf_status rule_pool2d(const tf_op_desc &op, const char *name, tf_error *err) noexcept {
@@ -431,6 +470,7 @@ constexpr OwnRule own_rule(uint32_t op) noexcept {
     case TF_OP_CONV2D:
     case TF_OP_CONV2D_GRAD_INPUT:
     case TF_OP_CONV2D_GRAD_WEIGHT: return rule_conv2d;
+    case TF_OP_CONV2D_ACT: return rule_conv2d_act;
     case TF_OP_MAX_POOL2D:
     case TF_OP_MAX_POOL2D_BACKWARD:
     case TF_OP_AVG_POOL2D:
