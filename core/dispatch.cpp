@@ -37,6 +37,12 @@ constexpr std::size_t max_operands = 8;
     desc.data = t.storage->host;
 }
 
+}  // namespace
+
+void describe_tensor(const TensorImpl &t, tf_tensor_desc &desc) { describe(t, desc); }
+
+namespace {
+
 // One zero element of dtype on (backend, device): what stands in for an absent input when the
 // plugin predates ABI 1.1. Written through buffer_write like any upload from the host, once per
 // thread, backend, device and dtype, and kept (as constant_like keeps its constants).

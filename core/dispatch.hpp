@@ -18,6 +18,9 @@ void dispatch(tf_op op, std::initializer_list<Tensor> inputs, std::initializer_l
 void dispatch(tf_op op, std::span<const TensorImpl *const> inputs, std::span<const TensorImpl *const> outputs,
               const void *params = nullptr);
 
+// The descriptor a plugin receives for t (every member written, zeros beyond its rank).
+void describe_tensor(const TensorImpl &t, tf_tensor_desc &desc);
+
 // An optional input left out ('?' after its letter in ops.def's dtypes column), to pass in
 // dispatch's inputs: a TensorImpl without storage, of the dtype and shape of the zeros that mean
 // the same. Plugins of ABI 1.1 and later receive an absent descriptor (TF_TENSOR_ABSENT); for an

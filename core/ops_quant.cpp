@@ -67,6 +67,23 @@ Tensor matmul_q(const Tensor &x, const Tensor &w, std::optional<DType> out_dtype
     return out;
 }
 
+uint64_t prepack_weight(const Tensor &w) {
+    const TensorImpl &t = impl_of(w, "prepack_weight");
+    const Storage &storage = *t.storage;
+    auto prepack = reinterpret_cast<tf_weight_prepack_fn>(storage.backend->get_proc("weight_prepack"));
+    if (!prepack) return 0;
+    tf_tensor_desc desc;
+    describe_tensor(t, desc);
+    uint64_t bytes = 0;
+    tf_error err = make_error();
+    const tf_status status =
+        guarded(err, "weight_prepack", [&] { return prepack(storage.device, &desc, &bytes, &err); });
+    if (status != TF_STATUS_OK)
+        raise_status(status, "prepack_weight on " + w.device().str() + ": " +
+                                 error_text(err, "weight_prepack failed without a message"));
+    return bytes;
+}
+
 Tensor embedding_q(const Tensor &weight, const Tensor &indices, DType dtype) {
     const char *op = op_info(TF_OP_EMBEDDING_Q).name;
     impl_of(weight, op);

@@ -183,6 +183,7 @@ MemoryEstimate Model::memory_estimate() const { return impl_->estimate; }
 const Tokenizer *Model::tokenizer() const { return impl_->tokenizer.get(); }
 uint64_t Model::bytes_in_place() const { return impl_->bytes_in_place; }
 uint64_t Model::bytes_copied() const { return impl_->bytes_copied; }
+uint64_t Model::bytes_prepacked() const { return impl_->bytes_prepacked; }
 int64_t Model::fused_matrices() const { return impl_->fused_matrices; }
 double Model::load_seconds() const { return impl_->load_seconds; }
 
@@ -266,6 +267,21 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
             impl->bytes_copied += static_cast<uint64_t>(q.nbytes());
             if (mapped) release_copied_pages(data, t.bytes.size());
             return q;
+        }
+        // q4_0/q8_0 matrices on cpu: the plugin keeps them repacked for its dots (prepack_weight,
+        // docs/quantization.md), read once from the mapping, whose pages are then given back; the
+        // tensor stays over the mapping for any other reader (embedding rows).
+        // A fused product's stacked matrices (back to back in the file) are prepacked as one.
+        if (on_cpu && options.prepack_weights && quantized && !is_small(what) && in_place && mapped &&
+            (what != "embed" || c.tie_word_embeddings)) {
+            Tensor m = from_blob(
+                const_cast<std::byte *>(data), t.shape, strides, dtype, [keep = o.source.holder] {}, impl->device);
+            if (const uint64_t packed = prepack_weight(m)) {
+                impl->bytes_in_place += t.bytes.size();
+                impl->bytes_prepacked += packed;
+                release_copied_pages(data, t.bytes.size());
+                return m;
+            }
         }
         Tensor w;
         if (!staged && stays_in_place(t, what, layer)) {
@@ -380,10 +396,11 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
     impl->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (options.verbose)
         std::fprintf(stderr,
-                     "\ntinyfin-llm: loaded in %.2f s on %s: %s used in place, %s uploaded or converted, %lld "
-                     "matrices in fused products\n",
+                     "\ntinyfin-llm: loaded in %.2f s on %s: %s used in place (%s of them also kept repacked), %s "
+                     "uploaded or converted, %lld matrices in fused products\n",
                      impl->load_seconds, impl->device.str().c_str(), human_bytes(impl->bytes_in_place).c_str(),
-                     human_bytes(impl->bytes_copied).c_str(), static_cast<long long>(impl->fused_matrices));
+                     human_bytes(impl->bytes_prepacked).c_str(), human_bytes(impl->bytes_copied).c_str(),
+                     static_cast<long long>(impl->fused_matrices));
     return Model(std::move(impl));
 }
 

@@ -34,7 +34,7 @@ struct Model::Impl {
     std::vector<LayerWeights> layers;
     std::vector<double> inv_freq;  // rotary frequencies after rope_scaling / rope_freqs
     std::unique_ptr<Tokenizer> tokenizer;
-    uint64_t bytes_in_place = 0, bytes_copied = 0;
+    uint64_t bytes_in_place = 0, bytes_copied = 0, bytes_prepacked = 0;
     int64_t fused_matrices = 0;  // matrices computed inside a product with others (fusion.hpp)
     double load_seconds = 0;
     MemoryEstimate estimate;

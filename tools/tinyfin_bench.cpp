@@ -555,6 +555,7 @@ Case matvec_case(DType dtype, int64_t n, int64_t k) {
             return [xd, wt] { (void)tinyfin::matmul(xd, wt); };
         }
         Tensor w = tinyfin::quantize(w32, dtype);
+        tinyfin::prepack_weight(w);  // as the LLM loader does (TINYFIN_CPU_PREPACK=0: nothing)
         return [x, w] { (void)tinyfin::matmul_q(x, w); };
     };
     return c;
@@ -579,6 +580,7 @@ Case matmul_q_case(DType dtype, int64_t m, int64_t n, int64_t k) {
             return [x, wt] { (void)tinyfin::matmul(x, wt); };
         }
         Tensor w = tinyfin::quantize(tinyfin::randn({n, k}, 17, d), dtype);
+        tinyfin::prepack_weight(w);  // as the LLM loader does (TINYFIN_CPU_PREPACK=0: nothing)
         return [x, w] { (void)tinyfin::matmul_q(x, w); };
     };
     return c;

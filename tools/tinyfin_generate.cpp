@@ -20,7 +20,7 @@ void usage() {
                  "usage: tinyfin-generate -m PATH -p PROMPT [-n N] [--chat] [--temp T] [--top-k K] [--top-p P]\n"
                  "                        [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [--backend B]\n"
                  "                        [--stop TEXT]... [--ids 1,2,3] [--f32] [--quantize TYPE] [--kv-cache DTYPE]\n"
-                 "                        [--ignore-eos] [--no-mmap] [--no-fuse]\n"
+                 "                        [--ignore-eos] [--no-mmap] [--no-fuse] [--no-prepack]\n"
                  "  -m PATH    a Hugging Face model directory (config.json, *.safetensors) or a .gguf file\n"
                  "  -p PROMPT  the prompt text (--ids: token ids instead, for models without a tokenizer)\n"
                  "  -n N       new tokens at most (default 128)\n"
@@ -34,7 +34,9 @@ void usage() {
                  "  --no-mmap  on cpu copy matrices of 2 MiB or more into huge pages instead of using the\n"
                  "             mapped file in place (faster generation where the kernel has huge pages)\n"
                  "  --no-fuse  one product per matrix (default: a layer's q/k/v and gate/up as one product\n"
-                 "             each where the file stores them back to back or they are copied anyway)\n");
+                 "             each where the file stores them back to back or they are copied anyway)\n"
+                 "  --no-prepack  on cpu use q4_0/q8_0 matrices as the file stores them instead of repacked\n"
+                 "             eight rows at a time (LoadOptions::prepack_weights)\n");
 }
 
 double number(const char *flag, const char *text) {
@@ -98,6 +100,8 @@ int main(int argc, char **argv) {
             load.backend = value();
         else if (a == "--no-mmap")
             load.map_weights = false;
+        else if (a == "--no-prepack")
+            load.prepack_weights = false;
         else if (a == "--no-fuse")
             load.fuse_products = false;
         else if (a == "--stop")

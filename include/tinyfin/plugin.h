@@ -367,6 +367,15 @@ typedef struct tf_host_api {
  * zero-copy numpy and DLPack tensors. */
 typedef tf_status (*tf_buffer_wrap_fn)(int32_t device, void *data, uint64_t size, tf_buffer **out, tf_error *err);
 
+/* get_proc("weight_prepack") (optional; host plugins): the caller promises that the bytes weight
+ * addresses stay as they are until its buffer is freed, and lets the plugin keep a private copy in
+ * a layout of its own for the ops that read exactly this descriptor (same buffer, data, offset,
+ * dtype, shape and strides); buffer_free drops it. *bytes receives the copy's size, 0 when the
+ * plugin prepared nothing (a dtype or shape it has no layout for, or turned off): both are
+ * success. Results stay those of the plain layout up to the order of f32 additions. The cpu
+ * plugin repacks q4_0 and q8_0 weights for matmul_q (docs/quantization.md). */
+typedef tf_status (*tf_weight_prepack_fn)(int32_t device, const tf_tensor_desc *weight, uint64_t *bytes, tf_error *err);
+
 /* get_proc("buffer_mark_constant") (optional; a hint): the caller promises that buffer's contents
  * change from now on only through this plugin's own calls (writes, copies, op outputs), never
  * through host pointers, so the plugin may keep derived forms of it (the cpu plugin's packed GEMM

@@ -590,6 +590,12 @@ Tensor dequantize(const Tensor &q, DType dtype = DType::f32);
 // x [..., K] (f32, f16, bf16) times the transpose of w [N, K] (quantized; ggml's and
 // torch.nn.Linear's weight layout) -> [..., N] of out_dtype: f32 or x's dtype (the default).
 Tensor matmul_q(const Tensor &x, const Tensor &w, std::optional<DType> out_dtype = {});
+// Promises that w's bytes stay as they are while its storage lives (no in-place writes) and lets
+// its backend keep a private copy of w in a layout of its own, which matmul_q then reads instead:
+// the cpu plugin repacks q4_0 and q8_0 weights [N, K] eight rows at a time (docs/quantization.md;
+// TINYFIN_CPU_PREPACK=0 turns it off). Returns the copy's bytes, 0 when the backend made none.
+// Results equal the plain layout's up to the order of f32 additions.
+uint64_t prepack_weight(const Tensor &w);
 // weight [V, D] quantized, indices (i32/i64) [...] -> [..., D] of dtype (f32, f16, bf16).
 // embedding(weight, indices) with a quantized weight is this with f32.
 Tensor embedding_q(const Tensor &weight, const Tensor &indices, DType dtype = DType::f32);

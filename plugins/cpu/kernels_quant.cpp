@@ -9,6 +9,7 @@
 // (docs/performance.md, "Quantized prefill", has the measurements behind the choice).
 #include "kernels_gemm.hpp"
 #include "kernels_nn.hpp"
+#include "prepacked_weights.hpp"
 #include "quant_blocks.hpp"
 #include "runtime.hpp"
 
@@ -125,6 +126,60 @@ void matmul_q_gemm(const float *x, int64_t m, int64_t k, const char *weights, in
     }
 }
 
+// The same from a repacked weight (prepacked_weights.hpp): each row unpacked to its GGUF blocks a
+// block at a time, then decoded as above.
+void matmul_q_gemm_repacked(const float *x, int64_t m, int64_t k, const Prepacked &w, quant::DecodeRow decode,
+                            float *y) {
+    const int64_t n = w.shape.rows;
+    const int64_t panel = std::clamp<int64_t>(k_panel_elements / k, 16, n);
+    float *wf = scratch_floats(k_slot_col, static_cast<size_t>(panel * k));
+    for (int64_t j0 = 0; j0 < n; j0 += panel) {
+        const int64_t rows = std::min(panel, n - j0);
+        for_rows(rows, k, 1 << 15, [&](int64_t r) {
+            quant::BlockQ8_0 blocks[8];  // the larger of the two formats' blocks, 8 at a time
+            const int64_t per = static_cast<int64_t>(sizeof blocks / w.shape.block_bytes());
+            for (int64_t b0 = 0; b0 < w.shape.blocks; b0 += per) {
+                const int64_t count = std::min(per, w.shape.blocks - b0);
+                quant::unpack_blocks(w.shape, w.bytes, j0 + r, b0, count, blocks);
+                decode(blocks, wf + r * k + b0 * quant::k_qk, count * quant::k_qk);
+            }
+        });
+        gemm_f32(m, rows, k, F32Matrix{x, k, 1}, F32Matrix{wf, 1, k}, y + j0, n, false);
+    }
+}
+
+// Generation's products with a repacked weight: the activation rows encoded as the row dots take
+// them, then a task per two groups of eight rows (each group's eight dots at once over every
+// activation row) and one for the plain rows after the groups.
+void matmul_q_repacked(const float *x, int64_t m, int64_t k, const Prepacked &w, float *y) {
+    const int64_t n = w.shape.rows;
+    const quant::ActKind kind = quant::act_kind_of(w.shape.dtype, isa_level());
+    const auto act_row = static_cast<int64_t>(quant::act_bytes(kind, k));
+    std::vector<char> act(static_cast<size_t>(m * act_row));
+    for_rows(m, k, 1 << 14, [&](int64_t r) { quant::quantize_act(kind, x + r * k, act.data() + r * act_row, k); });
+    const quant::GroupDotFn group_dot = quant::avx2_group_dot(w.shape.dtype);
+    const quant::DotFn dot = quant::dot_of(w.shape.dtype, isa_level());
+    constexpr int64_t groups_per_task = 2;
+    const int64_t groups = w.shape.groups(), group_tasks = (groups + groups_per_task - 1) / groups_per_task;
+    const bool tail = groups * quant::k_group_rows < n;
+    parallel_for(group_tasks + (tail ? 1 : 0), [&](int64_t task) {
+        if (task == group_tasks) {  // the rows after the last group, plain GGUF rows
+            const char *rows = w.bytes + w.shape.tail_offset();
+            for (int64_t r = 0; r < m; ++r)
+                for (int64_t j = groups * quant::k_group_rows; j < n; ++j)
+                    y[r * n + j] =
+                        dot(rows + static_cast<size_t>(j - groups * quant::k_group_rows) * w.shape.row_bytes(),
+                            act.data() + r * act_row, k);
+            return;
+        }
+        const int64_t first = task * groups_per_task, last = std::min(groups, first + groups_per_task);
+        for (int64_t r = 0; r < m; ++r)
+            for (int64_t g = first; g < last; ++g)
+                group_dot(w.bytes + static_cast<size_t>(g) * w.shape.group_bytes(), act.data() + r * act_row,
+                          w.shape.blocks, y + r * n + g * quant::k_group_rows);
+    });
+}
+
 }  // namespace
 
 tf_status run_matmul_q(const tf_op_desc &op, tf_error *) {
@@ -142,6 +197,14 @@ tf_status run_matmul_q(const tf_op_desc &op, tf_error *) {
         (n > 1 ? w.strides[0] : k) / dtype_block_length(w.dtype) * static_cast<int64_t>(dtype_block_bytes(w.dtype));
     const char *weights = base_of(w);
     float *dst = y.data();
+    if (const std::shared_ptr<const Prepacked> packed = find_prepacked(w)) {
+        if (m >= k_prefill_rows)
+            matmul_q_gemm_repacked(x.data(), m, k, *packed, quant::decode_of(w.dtype, isa_level()), dst);
+        else
+            matmul_q_repacked(x.data(), m, k, *packed, dst);
+        y.finish();
+        return TF_STATUS_OK;
+    }
     if (m >= k_prefill_rows) {
         matmul_q_gemm(x.data(), m, k, weights, row_bytes, n, quant::decode_of(w.dtype, isa_level()), dst);
         y.finish();

@@ -8,6 +8,7 @@
 // rules, kernel tables, tensor checks, host buffers) is the plugin kit's
 // (include/tinyfin/plugin_kit.hpp).
 #include "kernel_table.hpp"
+#include "prepacked_weights.hpp"
 #include "packed_weights.hpp"
 #include "runtime.hpp"
 
@@ -59,21 +60,25 @@ void read_cpu_name(char *dst, size_t size) {
 // The plugin's members (the table's, by name: tf_kit::plugin_table); buffers and synchronize
 // are the kit's host buffer layer (tinyfin/plugin_kit/host_buffer.hpp), shared with blas.
 struct CpuPlugin : HostBuffers {
-    // ---- Buffers: the kit's, and every write or free drops what was packed from the buffer ----
+    // ---- Buffers: the kit's, and every write or free drops what was packed or prepacked from the
+    // buffer ----
 
     static void buffer_free(tf_buffer *buffer) {
         buffer_freed(buffer);
+        forget_prepacked(buffer);
         host_buffer_free(buffer);
     }
 
     static tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
         buffer_written(buffer);
+        forget_prepacked(buffer);
         return host_buffer_write(buffer, offset, src, size, err);
     }
 
     static tf_status buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset,
                                  uint64_t size, tf_error *err) {
         buffer_written(dst);
+        forget_prepacked(dst);
         return host_buffer_copy(dst, dst_offset, src, src_offset, size, err);
     }
 
@@ -91,10 +96,12 @@ struct CpuPlugin : HostBuffers {
         });
     }
 
-    // Stops the thread pool and frees the scratch arenas and the cached free blocks; buffers still
-    // held by the core stay valid.
+    // Stops the thread pool and frees the scratch arenas, the packed and prepacked weights (the
+    // kernels then read the tensors as stored) and the cached free blocks; buffers still held by
+    // the core stay valid.
     static void shutdown() {
         packed_weights_clear();
+        forget_all_prepacked();
         runtime_shutdown();
     }
 
@@ -114,8 +121,10 @@ struct CpuPlugin : HostBuffers {
     // ---- Extensions --------------------------------------------------------------------------
 
     // buffer_wrap: host memory lent by numpy or DLPack as a buffer (core/interop.cpp).
+    // weight_prepack: q4_0/q8_0 weights repacked for matmul_q (prepacked_weights.hpp).
     static void *get_proc(const char *name) {
         if (name && std::strcmp(name, "buffer_wrap") == 0) return reinterpret_cast<void *>(&host_buffer_wrap);
+        if (name && std::strcmp(name, "weight_prepack") == 0) return reinterpret_cast<void *>(&weight_prepack);
         if (name && std::strcmp(name, "buffer_mark_constant") == 0)
             return reinterpret_cast<void *>(&mark_constant_entry);
         return nullptr;
@@ -133,7 +142,10 @@ struct CpuPlugin : HostBuffers {
     // An op's outputs are written: what was packed from their buffers is stale.
     static tf_status run(int32_t device, const tf_op_desc *op, tf_error *err) {
         if (op && op->outputs)
-            for (uint32_t i = 0; i < op->n_outputs; ++i) buffer_written(op->outputs[i].buffer);
+            for (uint32_t i = 0; i < op->n_outputs; ++i) {
+                buffer_written(op->outputs[i].buffer);
+                forget_prepacked(op->outputs[i].buffer);
+            }
         return HostKernelTable<CpuPlugin>::run(device, op, err);
     }
 

@@ -95,12 +95,13 @@ PYBIND11_MODULE(_llm, m) {
             "load",
             [](const std::string &path, const std::string &backend, int64_t context, int64_t batch,
                int64_t prefill_chunk, bool weights_f32, bool verbose, const std::string &quantize,
-               const std::string &kv_cache, bool map_weights, bool fuse_products) {
+               const std::string &kv_cache, bool map_weights, bool fuse_products, bool prepack_weights) {
                 LoadOptions o;
                 o.fuse_products = fuse_products;
                 o.quantize = quantize;
                 o.kv_cache_dtype = kv_dtype(kv_cache);
                 o.map_weights = map_weights;
+                o.prepack_weights = prepack_weights;
                 o.backend = backend;
                 o.context = context;
                 o.batch = batch;
@@ -113,7 +114,7 @@ PYBIND11_MODULE(_llm, m) {
             py::arg("path"), py::arg("backend") = "", py::arg("context") = 0, py::arg("batch") = 1,
             py::arg("prefill_chunk") = 512, py::arg("weights_f32") = false, py::arg("verbose") = false,
             py::arg("quantize") = "", py::arg("kv_cache") = "f32", py::arg("map_weights") = true,
-            py::arg("fuse_products") = true)
+            py::arg("fuse_products") = true, py::arg("prepack_weights") = true)
         .def_static(
             "estimate",
             [](const std::string &path, int64_t context, int64_t batch, int64_t prefill_chunk,
@@ -136,6 +137,7 @@ PYBIND11_MODULE(_llm, m) {
         .def_property_readonly("tokenizer", &Model::tokenizer, py::return_value_policy::reference_internal)
         .def_property_readonly("bytes_in_place", &Model::bytes_in_place)
         .def_property_readonly("bytes_copied", &Model::bytes_copied)
+        .def_property_readonly("bytes_prepacked", &Model::bytes_prepacked)
         .def_property_readonly("fused_matrices", &Model::fused_matrices)
         .def("logits",
              [](const Model &m, const std::vector<int32_t> &ids) {

@@ -106,7 +106,7 @@ class Model:
 
 
 def load(path, backend="", ctx=0, batch=1, prefill_chunk=512, weights_f32=False, verbose=False, quantize="",
-         kv_cache="f32", map_weights=True, fuse_products=True):
+         kv_cache="f32", map_weights=True, fuse_products=True, prepack_weights=True):
     """Loads a Hugging Face model directory or a .gguf file. backend: "" (the current one),
     "auto" (the best whose device has room), or a name such as "cpu" or "vulkan". quantize:
     "" (the file's types) or a type ("q8_0", "q4_0", "q4_k", ...) the f32/f16/bf16 matrices are
@@ -116,6 +116,7 @@ def load(path, backend="", ctx=0, batch=1, prefill_chunk=512, weights_f32=False,
     generation where the kernel has them; tinyfin-generate --no-mmap). fuse_products: True (default)
     runs a layer's q/k/v and its gate/up as one product each where the file stores them back to
     back or the loader copies them anyway (Model.fused_matrices counts them); False: one product
-    per matrix."""
+    per matrix. prepack_weights: True (default) lets the cpu plugin keep q4_0/q8_0 matrices
+    repacked for its dots (False: --no-prepack)."""
     return Model(_llm.Model.load(str(path), backend, ctx, batch, prefill_chunk, weights_f32, verbose, quantize,
-                                 kv_cache, map_weights, fuse_products))
+                                 kv_cache, map_weights, fuse_products, prepack_weights))

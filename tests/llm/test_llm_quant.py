@@ -193,6 +193,28 @@ def test_logits_of_quantized_files(tmp_path, arch, qtype):
     # Zero-copy on cpu: every tensor used from the mapped file.
     assert model._m.bytes_in_place == os.path.getsize(path) - gq.read_gguf(path)[2]["data_start"] or \
         model._m.bytes_copied == 0
+    # q4_0/q8_0 matrices kept repacked by the cpu plugin where it has AVX2 (docs/quantization.md),
+    # within the same bounds above. With prepack_weights=False the file's blocks as stored: the
+    # same sums up to the order of f32 additions, which can flip an activation's 8-bit rounding in
+    # a later layer (as the permuted Q/K rows below), far below the quantization error.
+    if qtype != "q4_k" and _cpu_repacks():
+        assert model._m.bytes_prepacked > 0
+    plain = llm.load(path, backend="cpu", prepack_weights=False)
+    assert plain._m.bytes_prepacked == 0
+    plain_logits = plain.logits(PROMPT)
+    assert rel_err(plain_logits, tight) < TIGHT
+    assert rel_err(plain_logits, got) < 0.02
+
+
+def _cpu_repacks():
+    """Whether the cpu plugin repacks q4_0/q8_0 here: AVX2 and F16C, not capped or turned off."""
+    if os.environ.get("TINYFIN_CPU_ISA") == "generic" or os.environ.get("TINYFIN_CPU_PREPACK") == "0":
+        return False
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return " avx2" in flags and " f16c" in flags and " fma" in flags
 
 
 @pytest.mark.parametrize("arch", sorted(QCFG))
@@ -201,7 +223,9 @@ def test_quantize_on_load_equals_the_quantized_file(tmp_path, arch, qtype):
     cfg, w, hf = hf_model(tmp_path, arch)
     path = quantize_tool(hf, str(tmp_path / f"{qtype}.gguf"), qtype)
     on_load = llm.load(hf, backend="cpu", quantize=qtype)
-    from_file = llm.load(path, backend="cpu")
+    # Quantized on load, the matrices are not prepacked (the copy would double them): the file's
+    # read as stored too, so that both take the same kernels.
+    from_file = llm.load(path, backend="cpu", prepack_weights=False)
     # Same blocks, same kernels: the same bits (qwen2: no permutation).
     a, b = on_load.logits(PROMPT), from_file.logits(PROMPT)
     if cfg["model_type"] == "qwen2":

@@ -644,6 +644,84 @@ TEST_CASE("matmul_q with many activation rows (prefill): f32 activations, within
     }
 }
 
+namespace {
+
+// Whether the cpu plugin repacks q4_0/q8_0 weights here (AVX2 with F16C, not capped to generic,
+// not turned off): prepack_weight then returns the weight's bytes, else 0.
+bool cpu_repacks() {
+    const char *isa = std::getenv("TINYFIN_CPU_ISA");
+    const char *prepack = std::getenv("TINYFIN_CPU_PREPACK");
+    if ((isa && std::strcmp(isa, "generic") == 0) || (prepack && std::strcmp(prepack, "0") == 0)) return false;
+#if defined(__x86_64__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+// matmul_q(x, w) against the float64 product of w's dequantized values: the 8-bit activations'
+// bound below 32 rows, f32 accumulation's from 32 on (the decoded weight times f32 x).
+void check_against_float64(const Tensor &w, const F &x, int64_t m) {
+    const int64_t n = w.size(0), k = w.size(1);
+    std::vector<float> wd = dequantize(w).to_vector<float>();
+    ref::D want, bound;
+    product_and_bound(x, wd, m, n, k, 32, want, bound);
+    std::vector<float> got = matmul_q(from_vector(x, {m, k}, w.device()), w).to_vector<float>();
+    REQUIRE(got.size() == static_cast<std::size_t>(m * n));
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        double mag = 0;
+        const auto r = static_cast<int64_t>(i) / n, c = static_cast<int64_t>(i) % n;
+        for (int64_t j = 0; j < k; ++j) mag += std::fabs(double(x[r * k + j]) * wd[c * k + j]);
+        const double b = m >= 32 || !on_cpu() ? mag * double(k) * 0x1p-24 * 1.01 + 1e-30 : bound[i];
+        if (std::fabs(got[i] - want[i]) <= b) continue;
+        INFO("row " << r << " column " << c << ": got " << got[i] << ", want " << want[i] << " within " << b);
+        CHECK(std::fabs(got[i] - want[i]) <= b);
+        break;
+    }
+}
+
+}  // namespace
+
+TEST_CASE("matmul_q with prepacked q4_0/q8_0 weights (eight rows interleaved) against float64") {
+    // Rows 1, 7 (a group's worth less one: all plain), 8, 9, 17, 23 (groups and 1-7 plain rows
+    // after them), 1-7 blocks (q4_0's quads of activation blocks with zero blocks after the row),
+    // 1 and 3 activation rows (the group dots) and 40 (prefill: rows unpacked, decoded, the GEMM).
+    for (DType dtype : {DType::q4_0, DType::q8_0}) {
+        INFO(dtype_name(dtype));
+        for (int64_t n : {1, 7, 8, 9, 17, 23})
+            for (int64_t blocks : {1, 3, 5, 7})
+                for (int64_t m : {1, 3, 40}) {
+                    const int64_t k = 32 * blocks;
+                    INFO("m " << m << " n " << n << " k " << k);
+                    F wv = ref::values(n * k, 71 + static_cast<uint64_t>(n * k), -1, 1);
+                    F x = ref::values(m * k, 81 + static_cast<uint64_t>(m * k), -2, 2);
+                    Tensor w = quantize(from_vector(wv, {n, k}, cpu()), dtype).to(dev());
+                    const uint64_t packed = prepack_weight(w);
+                    CHECK(packed == (on_cpu() && cpu_repacks() ? dtype_bytes(dtype, {n, k}) : 0));
+                    CHECK(prepack_weight(w) == packed);  // a second call finds the first copy
+                    check_against_float64(w, x, m);
+                }
+    }
+}
+
+TEST_CASE("matmul_q with prepacked weights: a freed weight's copy is dropped with its buffer; views read the "
+          "blocks") {
+    const int64_t n = 24, k = 96;
+    const F x = ref::values(2 * k, 5, -2, 2);
+    for (DType dtype : {DType::q4_0, DType::q8_0}) {
+        INFO(dtype_name(dtype));
+        // The same shape again and again: the caching allocator hands the freed block (and often
+        // the same buffer record address) to the next weight, whose values differ.
+        for (uint64_t seed = 1; seed <= 4; ++seed) {
+            Tensor w = quantize(from_vector(ref::values(n * k, seed, -1, 1), {n, k}, cpu()), dtype).to(dev());
+            prepack_weight(w);
+            check_against_float64(w, x, 2);
+            // Rows 3..20 of the prepacked weight: another descriptor, read as the blocks are stored.
+            check_against_float64(w.slice(0, 3, 21), x, 2);
+        }
+    }
+}
+
 TEST_CASE("matmul_q: batch axes, f16/bf16 activations, output dtypes, views of the weight") {
     const DType dtype = DType::q4_0;
     const int64_t k = 128, n = 6;

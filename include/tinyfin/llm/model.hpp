@@ -35,6 +35,11 @@ struct LoadOptions {
     // generation's dots read those faster than the file's 4 KiB pages), the mapped pages given
     // back as each is copied, so the peak stays near the model's size.
     bool map_weights = true;
+    // true (the default): the block-quantized matrices the cpu plugin has a faster layout for
+    // (q4_0 and q8_0 on AVX2: eight rows interleaved, docs/quantization.md) are repacked once at
+    // load (prepack_weight) and the mapped pages given back, so memory stays near the model's
+    // size; false (`--no-prepack`): used as the file stores them.
+    bool prepack_weights = true;
     // true (the default): matrices that multiply the same activations (a layer's q/k/v, its
     // gate/up) run as one product over their rows stacked where the file stores them back to back
     // (in place, no copy) or where the loader copies them anyway (a GPU backend, map_weights =
@@ -144,6 +149,9 @@ public:
     // Bytes of weights mapped in place (cpu) and uploaded or converted.
     uint64_t bytes_in_place() const;
     uint64_t bytes_copied() const;
+    // Bytes of the in-place weights the backend also keeps in a layout of its own
+    // (LoadOptions::prepack_weights).
+    uint64_t bytes_prepacked() const;
     // Matrices computed inside a fused product (LoadOptions::fuse_products), 0 when none is.
     int64_t fused_matrices() const;
     double load_seconds() const;
