@@ -149,6 +149,8 @@ void bind_ops(py::module_ &m) {
             return matmul_q(x, w, out);
         },
         py::arg("input"), py::arg("weight"), py::arg("dtype") = py::none());
+    // The backend's private layout of a weight matmul_q reads (tinyfin.hpp prepack_weight).
+    m.def("prepack_weight", &prepack_weight, py::arg("weight"));
     m.def(
         "embedding_q",
         [](const Tensor &w, const Tensor &idx, py::handle dtype) {
