@@ -115,6 +115,7 @@ LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<ReadSample(
     lo.backend = o.backend;
     lo.map_weights = o.map_weights;
     lo.fuse_products = o.fuse_products;
+    lo.prepack_weights = o.prepack_weights;
     lo.context = o.prompt_tokens + o.generate_tokens + 1;
     const auto t_load = Clock::now();
     const llm::Model model = llm::Model::load(o.path, lo);

@@ -17,6 +17,7 @@ struct LlmBenchOptions {
     std::string backend = "cpu";  // where the model is loaded and run (tinyfin-bench --llm ... --backend NAME)
     bool map_weights = true;  // false: --no-mmap (LoadOptions::map_weights)
     bool fuse_products = true;  // false: --no-fuse (LoadOptions::fuse_products)
+    bool prepack_weights = true;  // false: --no-prepack (LoadOptions::prepack_weights)
 };
 
 // One sample of the memory read bandwidth: the better of the plain and the prefetching probe

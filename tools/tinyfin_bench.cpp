@@ -7,7 +7,7 @@
 //   tinyfin-bench --train N | --train-gpt N [--compare torch [--rounds R] | --autocast bf16|f16]
 //                 [--threads N]
 //   tinyfin-bench --llm PATH [--backend NAME] [--prompt N] [--generate N] [--repeat N] [--threads N] [--no-mmap]
-//                 [--no-fuse] [--compare torch]
+//                 [--no-fuse] [--no-prepack] [--compare torch]
 //   tinyfin-bench --onnx MODEL [--compare ort] ... (bench_onnx.cpp; --onnx --help)
 //
 // Each case runs warm-up calls, then --repeat samples, the backends' samples interleaved; a
@@ -99,6 +99,7 @@ struct Options {
     int llm_prompt = 512, llm_generate = 16;
     bool llm_map_weights = true;  // --no-mmap: false
     bool llm_fuse_products = true;  // --no-fuse: false
+    bool llm_prepack_weights = true;  // --no-prepack: false
     bool repeat_given = false;
 };
 
@@ -150,7 +151,8 @@ void usage(FILE *out) {
         "              (default 3); --prompt N tokens (default 512), --generate N (default 16);\n"
         "              with --compare torch also PyTorch's (bench_llm_torch.py, same weights);\n"
         "              --no-mmap copies the large matrices into huge pages (LoadOptions::map_weights);\n"
-        "              --no-fuse runs q/k/v and gate/up as separate products (LoadOptions::fuse_products)\n");
+        "              --no-fuse runs q/k/v and gate/up as separate products (LoadOptions::fuse_products);\n"
+        "              --no-prepack reads q4_0/q8_0 matrices as the file stores them (LoadOptions::prepack_weights)\n");
 }
 
 bool parse_int(const char *text, int lo, int hi, int *out) {
@@ -195,6 +197,8 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
             o.llm_map_weights = false;
         } else if (arg == "--no-fuse") {
             o.llm_fuse_products = false;
+        } else if (arg == "--no-prepack") {
+            o.llm_prepack_weights = false;
         } else if (arg == "--repeat" || arg == "--warmup" || arg == "--threads" || arg == "--train" ||
                    arg == "--train-gpt" || arg == "--rounds" || arg == "--prompt" || arg == "--generate") {
             if (!(v = value(arg.c_str()))) return 2;
@@ -1418,10 +1422,10 @@ int run_llm_mode(const Options &o) {
     std::printf("model %s on %s (%s); prompt %d tokens, %d generated, medians of %d repeats; cpu %s, load average "
                 "%.2f %.2f %.2f at the start\n",
                 o.llm_path.c_str(), backend.c_str(),
-                o.llm_map_weights
-                    ? (o.llm_fuse_products ? "weights mapped in place" : "weights mapped in place, --no-fuse")
-                    : (o.llm_fuse_products ? "--no-mmap: large matrices copied into huge pages"
-                                           : "--no-mmap: large matrices copied into huge pages, --no-fuse"),
+                (std::string(o.llm_map_weights ? "weights mapped in place"
+                                               : "--no-mmap: large matrices copied into huge pages") +
+                 (o.llm_fuse_products ? "" : ", --no-fuse") + (o.llm_prepack_weights ? "" : ", --no-prepack"))
+                    .c_str(),
                 o.llm_prompt, o.llm_generate, repeat, cpu_model().c_str(), load[0], load[1], load[2]);
     struct Row {
         int threads;
@@ -1473,6 +1477,7 @@ int run_llm_mode(const Options &o) {
                 lo.generate_tokens = o.llm_generate;
                 lo.map_weights = o.llm_map_weights;
                 lo.fuse_products = o.llm_fuse_products;
+                lo.prepack_weights = o.llm_prepack_weights;
                 lo.repeat = repeat;
                 const tfbench::LlmRates r = tfbench::run_llm_bench(lo, sample);
                 if (write(fds[1], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) code = 1;

@@ -35,6 +35,11 @@ with tempfile.TemporaryDirectory() as tmp:
             # The table prints read with 2 decimals, ceiling and fractions with 3.
             assert abs(ceiling - read / (weight_gb + kv_gb)) <= 0.0051 / (weight_gb + kv_gb) + 6e-4, r
             assert abs(frac - gen / ceiling) <= 0.002 * frac + 6e-4, r
+    # The load options reach the run and are named in its first line.
+    flags = subprocess.run([bench, "--llm", model, "--prompt", "4", "--generate", "2", "--repeat", "1", "--threads", "1",
+                            "--no-fuse", "--no-prepack"], capture_output=True, text=True, timeout=120)
+    assert flags.returncode == 0, flags
+    assert "--no-fuse, --no-prepack)" in flags.stdout.splitlines()[0], flags.stdout
     bad = subprocess.run([bench, "--llm"], capture_output=True, text=True)
     assert bad.returncode == 2, bad
     missing = subprocess.run([bench, "--llm", os.path.join(tmp, "absent"), "--threads", "1"], capture_output=True,
