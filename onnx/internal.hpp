@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <cstdint>
+#include <array>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -86,6 +87,9 @@ std::span<const OpRow> random_ops();
 std::span<const OpRow> host_ops();
 std::span<const OpRow> recurrent_ops();
 std::span<const OpRow> spectral_ops();
+
+// Every family above, once: the op table find_op searches and supported_ops lists.
+std::array<std::span<const OpRow>, 13> op_families();
 
 // The row for op_type, nullptr when none.
 const OpRow *find_op(const std::string &op_type);

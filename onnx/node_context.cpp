@@ -109,10 +109,14 @@ void count_host_fallback(const NodeContext &ctx) {
 
 uint64_t host_fallbacks() { return host_fallback_count; }
 
+std::array<std::span<const OpRow>, 13> op_families() {
+    return {elementwise_ops(), nn_ops(),        layout_ops(),    reduce_ops(),    resize_ops(),
+            indexing_ops(),    control_ops(),   quantized_ops(), detection_ops(), random_ops(),
+            host_ops(),        recurrent_ops(), spectral_ops()};
+}
+
 const OpRow *find_op(const std::string &op_type) {
-    for (auto family : std::array{elementwise_ops(), nn_ops(), layout_ops(), reduce_ops(), resize_ops(), indexing_ops(),
-                                  control_ops(), quantized_ops(), detection_ops(), random_ops(), host_ops(),
-                                  recurrent_ops(), spectral_ops()})
+    for (auto family : op_families())
         for (const OpRow &row : family)
             if (op_type == row.op_type) return &row;
     return nullptr;

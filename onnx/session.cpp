@@ -637,10 +637,7 @@ std::vector<Tensor> InferenceSession::run(const std::vector<std::string> &output
 
 std::vector<std::pair<std::string, std::vector<int>>> supported_ops() {
     std::vector<std::pair<std::string, std::vector<int>>> out;
-    for (auto family :
-         {detail::elementwise_ops(), detail::nn_ops(), detail::layout_ops(), detail::reduce_ops(), detail::resize_ops(),
-          detail::indexing_ops(), detail::control_ops(), detail::quantized_ops(), detail::detection_ops(),
-          detail::random_ops(), detail::host_ops(), detail::recurrent_ops(), detail::spectral_ops()})
+    for (auto family : detail::op_families())
         for (const OpRow &row : family)
             out.emplace_back(row.op_type, since_versions(row.op_type, row.min_version, row.max_version));
     std::sort(out.begin(), out.end());
