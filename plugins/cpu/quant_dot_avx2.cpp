@@ -8,14 +8,17 @@
 #include "kernels.hpp"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "quant_avx2.hpp"
 
 #include <cstring>
 
-#define TF_AVX2 [[gnu::target("avx2,fma,f16c")]]
-
 namespace tf_cpu::quant {
 namespace {
+
+using avx2::dot_i8_i8;
+using avx2::dot_u8_i8;
+using avx2::k_prefetch_bytes;
+using avx2::load;
 
 // An f16 scale to f32 (exact, as f16_to_f32; F16C instead of bit manipulation).
 TF_AVX2 inline float half(uint16_t h) { return _cvtsh_ss(h); }
@@ -49,16 +52,6 @@ TF_AVX2 inline __m256i word_of(__m256i v, int w) {
     return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(((2 * w + 1) << 8) | (2 * w))));
 }
 
-// Unsigned levels (< 128) times signed activations, summed in pairs twice: 8 int32.
-TF_AVX2 inline __m256i dot_u8_i8(__m256i levels, __m256i act) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(levels, act), _mm256_set1_epi16(1));
-}
-
-// Signed times signed: the weight's sign moved onto the activation.
-TF_AVX2 inline __m256i dot_i8_i8(__m256i w, __m256i act) {
-    return dot_u8_i8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(act, w));
-}
-
 // A 32-block's 16 bytes of nibbles as 32 levels: element j (low nibble of byte j) in byte j,
 // element j + 16 (its high nibble) in byte j + 16.
 TF_AVX2 inline __m256i nibbles32(const uint8_t *qs) {
@@ -78,13 +71,6 @@ TF_AVX2 inline __m256i fifth_bits(const uint8_t *qh) {
     const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
     return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
-
-TF_AVX2 inline __m256i load(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
-
-// How far ahead of the block being multiplied the dots prefetch a row's bytes (the rows of a
-// weight follow each other, so this runs on into the next row): the hardware prefetcher alone
-// leaves the loads waiting (docs/performance.md, "Quantized generation on AVX2").
-constexpr int k_prefetch_bytes = 4096;
 
 TF_AVX2 inline void prefetch(const void *p, int offset = 0) {
     _mm_prefetch(static_cast<const char *>(p) + k_prefetch_bytes + offset, _MM_HINT_T0);

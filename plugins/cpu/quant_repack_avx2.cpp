@@ -7,21 +7,20 @@
 #include "quant_repack.hpp"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "quant_avx2.hpp"
 
 #include <cstring>
-
-#define TF_AVX2 [[gnu::target("avx2,fma,f16c")]]
 
 namespace tf_cpu::quant {
 namespace {
 
-TF_AVX2 inline __m256i load(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
+using avx2::dot_i8_i8;
+using avx2::load;
 
-// The cache lines `bytes` after p, 4 KiB ahead (as the row dots prefetch: the hardware prefetcher
-// alone leaves the loads waiting).
+// The cache lines `bytes` after p, k_prefetch_bytes ahead (as the row dots prefetch).
 TF_AVX2 inline void prefetch(const void *p, int bytes) {
-    for (int line = 0; line < bytes; line += 64) _mm_prefetch(static_cast<const char *>(p) + 4096 + line, _MM_HINT_T0);
+    for (int line = 0; line < bytes; line += 64)
+        _mm_prefetch(static_cast<const char *>(p) + avx2::k_prefetch_bytes + line, _MM_HINT_T0);
 }
 TF_AVX2 inline __m256i broadcast16(const void *p) {
     return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i *>(p)));
@@ -71,12 +70,6 @@ TF_AVX2 void group_dot_q4_0(const char *group, const void *act, int64_t blocks, 
     }
     if (b < blocks) acc0 = q4_0_column(q + 128 * b, a[b / 4], static_cast<int>(b % 4), sc, b, acc0);
     _mm256_storeu_ps(out, _mm256_add_ps(acc0, acc1));
-}
-
-// Signed weights times signed activations: the weight's sign moved onto the activation, 8 int32.
-TF_AVX2 inline __m256i dot_i8_i8(__m256i w, __m256i a) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)),
-                             _mm256_set1_epi16(1));
 }
 
 // One q8_0 block column: eight rows' eight int32 partial sums folded by three levels of vphaddd
