@@ -169,14 +169,7 @@ Tensor conv2d_fused(const Tensor &x, const Tensor &weight, const Tensor &bias, c
                     const Tensor &residual = Tensor()) {
     if (x.dtype() != DType::f32 || any_needs_grad({&x, &weight, &bias, &residual})) return Tensor();
     Tensor xx = x, ww = weight, bb = bias, rr = residual;
-    if (bb.defined() && rr.defined())
-        place_together({&xx, &ww, &bb, &rr}, "conv2d");
-    else if (bb.defined())
-        place_together({&xx, &ww, &bb}, "conv2d");
-    else if (rr.defined())
-        place_together({&xx, &ww, &rr}, "conv2d");
-    else
-        place_together({&xx, &ww}, "conv2d");
+    place_together({&xx, &ww, &bb, &rr}, "conv2d");  // skips the undefined bias or residual
     Tensor y = empty_like_device(xx, out_shape, x.dtype());
     const TensorImpl no_bias = bb.defined() ? TensorImpl() : absent_input(x.dtype(), {out_shape[1]});
     const TensorImpl no_residual = rr.defined() ? TensorImpl() : absent_input(x.dtype(), out_shape);
