@@ -31,6 +31,13 @@ namespace {
 
 // ---- Helpers of the members ----------------------------------------------------------------
 
+// A write to buffer (any of its bytes): the packed GEMM weights (packed_weights.hpp) and the
+// prepacked quantized weights (prepacked_weights.hpp) made from it are stale.
+void written(tf_buffer *buffer) {
+    buffer_written(buffer);
+    forget_prepacked(buffer);
+}
+
 // get_proc("buffer_mark_constant"): a hint, so a failure to record it only costs speed.
 void mark_constant_entry(tf_buffer *buffer) {
     try {
@@ -70,15 +77,13 @@ struct CpuPlugin : HostBuffers {
     }
 
     static tf_status buffer_write(tf_buffer *buffer, uint64_t offset, const void *src, uint64_t size, tf_error *err) {
-        buffer_written(buffer);
-        forget_prepacked(buffer);
+        written(buffer);
         return host_buffer_write(buffer, offset, src, size, err);
     }
 
     static tf_status buffer_copy(tf_buffer *dst, uint64_t dst_offset, tf_buffer *src, uint64_t src_offset,
                                  uint64_t size, tf_error *err) {
-        buffer_written(dst);
-        forget_prepacked(dst);
+        written(dst);
         return host_buffer_copy(dst, dst_offset, src, src_offset, size, err);
     }
 
@@ -142,10 +147,7 @@ struct CpuPlugin : HostBuffers {
     // An op's outputs are written: what was packed from their buffers is stale.
     static tf_status run(int32_t device, const tf_op_desc *op, tf_error *err) {
         if (op && op->outputs)
-            for (uint32_t i = 0; i < op->n_outputs; ++i) {
-                buffer_written(op->outputs[i].buffer);
-                forget_prepacked(op->outputs[i].buffer);
-            }
+            for (uint32_t i = 0; i < op->n_outputs; ++i) written(op->outputs[i].buffer);
         return HostKernelTable<CpuPlugin>::run(device, op, err);
     }
 
