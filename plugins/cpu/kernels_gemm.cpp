@@ -460,6 +460,8 @@ int64_t gemm_f32_prepacked_b_floats(int64_t k, int64_t n) {
     return floats;
 }
 
+int64_t gemm_f32_prepack_kc() { return pick_kernel().kc; }
+
 void gemm_f32_prepack_b(int64_t k, int64_t n, F32Matrix b, float *dst) {
     const GemmKernel &g = pick_kernel();
     for (int64_t jc = 0; jc < n; jc += g.nc) {

@@ -151,9 +151,91 @@ TEST_CASE("conv2d and its gradients match a direct convolution") {
         {1, 16, 12, 11, 8, 3, 3, conv_params(2, 3, 1, 2, 2, 1, 1)},
         {1, 12, 14, 15, 7, 3, 3, conv_params(3, 3, 2, 2, 2, 2, 1)},
         {1, 64, 9, 9, 8, 3, 3, conv_params(2, 2, 1, 1, 1, 1, 2)},
+        // The tiled forward (16 output channels x 6 positions, kernels_conv_tile.hpp; weights
+        // packed per call from 512 positions on): output channels not a multiple of 16 (47: two
+        // slivers and a half one, 20: a sliver and a half, 12), positions not a multiple of 6
+        // (11 x 7 x 7 = 539, 5 x 11 x 10), several bands (30 x 30), taps over K blocks (64 x 9 =
+        // 576 = 512 + 64), a stride-2 7 x 7 stem over phase planes, uneven strides with dilation,
+        // groups of 24 channels each; and refused: 10 channels (under 3/4 of the vectors it would
+        // fill), too few positions for packing the weights per call (the shifted path runs).
+        {11, 32, 7, 7, 47, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {5, 16, 11, 10, 20, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {2, 64, 30, 30, 12, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {1, 3, 47, 49, 16, 7, 7, conv_params(2, 2, 3, 3, 1, 1, 1)},
+        {2, 16, 21, 23, 32, 3, 3, conv_params(2, 1, 2, 1, 1, 2, 1)},
+        {2, 32, 18, 19, 48, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 2)},
+        {4, 16, 12, 12, 10, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {1, 32, 9, 9, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
     };
     uint32_t seed = 100;
     for (const ConvCase &k : cases) check_conv_case(k, seed += 10);
+}
+
+namespace {
+
+// conv2d's forward as the cpu plugin computes each output where it has fused multiply-adds (AVX2,
+// AVX-512): from +0, one f32 fused multiply-add per tap in (c, kh, kw) order, the padding's zeros
+// included, whichever path (column matrix, shifted, tiled) and thread count runs it.
+Values fma_conv(const ConvCase &k, const Values &x, const Values &w) {
+    const int64_t oh = k.oh(), ow = k.ow(), cg = k.c / k.p.groups, og = k.o / k.p.groups;
+    Values y(static_cast<size_t>(k.n * k.o * oh * ow));
+    for (int64_t n = 0; n < k.n; ++n)
+        for (int64_t o = 0; o < k.o; ++o)
+            for (int64_t i = 0; i < oh; ++i)
+                for (int64_t j = 0; j < ow; ++j) {
+                    float v = 0.0f;
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t a = 0; a < k.kh; ++a)
+                            for (int64_t b = 0; b < k.kw; ++b) {
+                                const int64_t ih = i * k.p.stride[0] - k.p.padding[0] + a * k.p.dilation[0];
+                                const int64_t iw = j * k.p.stride[1] - k.p.padding[1] + b * k.p.dilation[1];
+                                const bool inside = ih >= 0 && ih < k.h && iw >= 0 && iw < k.w;
+                                const int64_t ch = (o / og) * cg + c;
+                                const float xv =
+                                    inside ? static_cast<float>(
+                                                 x[static_cast<size_t>(((n * k.c + ch) * k.h + ih) * k.w + iw)])
+                                           : 0.0f;
+                                v = std::fma(
+                                    static_cast<float>(w[static_cast<size_t>(((o * cg + c) * k.kh + a) * k.kw + b)]),
+                                    xv, v);
+                            }
+                    y[static_cast<size_t>(((n * k.o + o) * oh + i) * ow + j)] = v;
+                }
+    return y;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d's forward is one fused multiply-add per tap in (c, kh, kw) order on every path") {
+    if (cpu_plugin_feature("kernels") == "generic") return;  // rounded products and sums there
+    // The tiled forward (channels 64, 47, 20; positions 539, 324; the stem's phase planes; groups),
+    // its refusals (10 channels, 49 positions: the shifted path, with exact rows), the column
+    // matrix (9 taps) and a 1x1 conv (no column matrix).
+    const ConvCase cases[] = {
+        {2, 32, 14, 14, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {11, 32, 7, 7, 47, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {4, 16, 9, 9, 20, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {1, 3, 47, 49, 16, 7, 7, conv_params(2, 2, 3, 3, 1, 1, 1)},
+        {2, 32, 18, 19, 48, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 2)},
+        {4, 16, 12, 12, 10, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {1, 32, 7, 7, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {2, 1, 28, 28, 32, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {2, 40, 9, 10, 12, 1, 1, conv_params(1, 1, 0, 0, 1, 1, 1)},
+    };
+    uint32_t seed = 700;
+    for (const ConvCase &k : cases) {
+        INFO("conv N", k.n, " C", k.c, " H", k.h, " W", k.w, " O", k.o, " K", k.kh, "x", k.kw, " groups ", k.p.groups);
+        seed += 10;
+        const Values xv = random_f32(static_cast<size_t>(count_of(k.x_shape())), seed);
+        const Values wv = random_f32(static_cast<size_t>(count_of(k.w_shape())), seed + 1);
+        const TensorDesc x = f32(k.x_shape(), xv), w = f32(k.w_shape(), wv);
+        const TensorDesc y = make(TF_DTYPE_F32, k.y_shape());
+        run_ok(TF_OP_CONV2D, {&x, &w}, y, &k.p);
+        const Values got = get(y), want = fma_conv(k, xv, wv);
+        size_t differ = 0;
+        for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+        CHECK(differ == 0);
+    }
 }
 
 // ---- conv2d_act --------------------------------------------------------------------------------

@@ -677,6 +677,73 @@ TEST_CASE("a B in a buffer marked constant is packed once, has the unmarked bits
     restart(nullptr, nullptr);
 }
 
+// conv2d's weight in a marked buffer: the tiled forward (AVX2) keeps w^T packed, also for
+// shapes too small to pack it per call (one 7 x 7 image); the outputs must have the bits of the
+// same weight unmarked, whatever the thread count, be a correct convolution, and follow a write.
+std::vector<float> conv_values(const TensorDesc &x, const TensorDesc &w, const ConvShape &s) {
+    const tf_params_conv2d p = s.params();
+    TensorDesc y = dense({s.n, s.o, s.oh(), s.ow()});
+    run_ok(TF_OP_CONV2D, {x.d, w.d}, y.d, &p);
+    return std::vector<float>(y.mem->data, y.mem->data + y.mem->count);
+}
+
+TEST_CASE("a conv2d weight marked constant is packed once for the tiled forward, with the unmarked bits") {
+    auto mark = reinterpret_cast<MarkConstant>(P().get_proc("buffer_mark_constant"));
+    REQUIRE(static_cast<bool>(mark));
+    // One 7 x 7 image (49 positions: 8 tiles of 6 and one of 1), 47 output channels (two slivers
+    // and a half one), groups of 32 channels whose weights start inside the buffer (a second
+    // weight after the first), the stem's 7 x 7 stride 2 over phase planes.
+    const ConvShape shapes[] = {
+        {1, 64, 7, 7, 47, 3, 3, 1, 1, 1, 1}, {2, 64, 8, 9, 64, 3, 3, 1, 1, 1, 2}, {1, 3, 30, 29, 32, 7, 7, 2, 3, 1, 1}};
+    std::vector<std::vector<float>> firsts;
+    for (const char *threads : {"1", "2", "3"}) {
+        CAPTURE(threads);
+        restart(nullptr, threads);
+        const bool tiled = cpu_plugin_feature("kernels") == "avx2";
+        std::vector<float> all;
+        for (const ConvShape &s : shapes) {
+            CAPTURE(s.c);
+            CAPTURE(s.o);
+            const int64_t wn = s.o * (s.c / s.groups) * s.kh * s.kw;
+            // The weight after `lead` other floats of the same marked buffer.
+            const int64_t lead = 100;
+            auto wmem = std::make_shared<Block>(lead + wn);
+            fill_random(view(wmem, {lead + wn}, {1}), static_cast<uint32_t>(31 + s.o));
+            TensorDesc w =
+                view(wmem, {s.o, s.c / s.groups, s.kh, s.kw}, dense_strides({s.o, s.c / s.groups, s.kh, s.kw}));
+            w.d.offset = static_cast<uint64_t>(lead) * sizeof(float);
+            TensorDesc u = dense({s.o, s.c / s.groups, s.kh, s.kw}), x = dense({s.n, s.c, s.h, s.w});
+            std::memcpy(u.mem->data, wmem->data + lead, static_cast<size_t>(wn) * sizeof(float));
+            fill_random(x, 41);
+            mark(wmem->buffer);
+            const std::string before = cpu_plugin_feature("packed_weight_bytes");
+            for (int round = 0; round < 2; ++round) {
+                const auto got = conv_values(x, w, s), want = conv_values(x, u, s);
+                CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+                if (round == 0) all.insert(all.end(), got.begin(), got.end());
+            }
+            if (tiled) CHECK(std::stoll(cpu_plugin_feature("packed_weight_bytes")) >= std::stoll(before) + wn * 4);
+            // A write drops the packed form: the new weight's outputs, not the old one's.
+            tf_error err{};
+            err.struct_size = sizeof err;
+            std::vector<float> fresh(static_cast<size_t>(wn));
+            std::mt19937 rng(static_cast<uint32_t>(51 + s.o));
+            std::uniform_real_distribution<float> pick(-2.0f, 2.0f);
+            for (float &v : fresh) v = pick(rng);
+            REQUIRE(P().buffer_write(wmem->buffer, static_cast<uint64_t>(lead) * sizeof(float), fresh.data(),
+                                     fresh.size() * sizeof(float), &err) == TF_STATUS_OK);
+            std::memcpy(u.mem->data, fresh.data(), fresh.size() * sizeof(float));
+            const auto got = conv_values(x, w, s), want = conv_values(x, u, s);
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+            check_conv_forward(s);
+        }
+        firsts.push_back(all);
+    }
+    for (std::size_t i = 1; i < firsts.size(); ++i)
+        CHECK(std::memcmp(firsts[i].data(), firsts[0].data(), firsts[0].size() * sizeof(float)) == 0);
+    restart(nullptr, nullptr);
+}
+
 TEST_CASE("a marked B wider than one GEMM N block (4080 on AVX2) is packed block by block") {
     auto mark = reinterpret_cast<MarkConstant>(P().get_proc("buffer_mark_constant"));
     REQUIRE(static_cast<bool>(mark));
