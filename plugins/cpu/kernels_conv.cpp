@@ -600,30 +600,45 @@ TiledWeights tiled_weights(const ConvGeometry &g, const float *w, const tf_tenso
     return t;
 }
 
-// dst[q] of `channels` rows ld apart = c[q * 16 + j] of channel j, for q < positions: 4 x 4
-// blocks transposed in registers on x86-64.
-void store_sliver(const float *c, int64_t positions, int64_t channels, float *dst, int64_t ld) {
-    int64_t j0 = 0;
+// dst[q] of `channels` rows ld apart = c[q * 16 + j] of channel j, for q < positions, with
+// conv2d_act's epilogue (channel j is output channel channel0 + j): 4 x 4 blocks transposed in
+// registers on x86-64, bias, residual and relu applied to them as finish_row applies them (the
+// same f32 operations in the same order), the rest stored and then finished by finish_row.
+void store_sliver(const float *c, int64_t positions, int64_t channels, float *dst, int64_t ld, int64_t channel0,
+                  const ConvEpilogue &e) {
+    const bool active = e.active();
+    const auto bias_of = [&](int64_t j) { return e.bias ? e.bias[channel0 + j] : 0.0f; };
+    int64_t j0 = 0, q_done = 0;  // rows [0, j0) are finished in columns [0, q_done)
 #if defined(__x86_64__)
-    for (; j0 + 4 <= channels; j0 += 4) {
-        int64_t q = 0;
-        for (; q + 4 <= positions; q += 4) {
-            const float *s = c + q * 16 + j0;
-            __m128 r0 = _mm_loadu_ps(s), r1 = _mm_loadu_ps(s + 16), r2 = _mm_loadu_ps(s + 32),
-                   r3 = _mm_loadu_ps(s + 48);
-            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-            float *d = dst + j0 * ld + q;
-            _mm_storeu_ps(d, r0);
-            _mm_storeu_ps(d + ld, r1);
-            _mm_storeu_ps(d + 2 * ld, r2);
-            _mm_storeu_ps(d + 3 * ld, r3);
+    if (e.activation != TF_CONV_ACT_CLIP) {
+        const bool relu = e.activation == TF_CONV_ACT_RELU;
+        const __m128 zero = _mm_setzero_ps();
+        q_done = positions / 4 * 4;
+        for (; j0 + 4 <= channels; j0 += 4) {
+            __m128 b[4];
+            for (int k = 0; k < 4; ++k) b[k] = _mm_set1_ps(bias_of(j0 + k));
+            for (int64_t q = 0; q < q_done; q += 4) {
+                const float *s = c + q * 16 + j0;
+                __m128 r[4] = {_mm_loadu_ps(s), _mm_loadu_ps(s + 16), _mm_loadu_ps(s + 32), _mm_loadu_ps(s + 48)};
+                _MM_TRANSPOSE4_PS(r[0], r[1], r[2], r[3]);
+                float *d = dst + j0 * ld + q;
+                for (int k = 0; k < 4; ++k) {
+                    __m128 v = r[k];
+                    if (e.bias) v = _mm_add_ps(v, b[k]);
+                    if (e.residual) v = _mm_add_ps(v, _mm_loadu_ps(e.residual + (d + k * ld - e.y)));
+                    if (relu) v = _mm_max_ps(zero, v);
+                    _mm_storeu_ps(d + k * ld, v);
+                }
+            }
         }
-        for (; q < positions; ++q)
-            for (int64_t j = j0; j < j0 + 4; ++j) dst[j * ld + q] = c[q * 16 + j];
     }
 #endif
-    for (int64_t j = j0; j < channels; ++j)
-        for (int64_t q = 0; q < positions; ++q) dst[j * ld + q] = c[q * 16 + j];
+    for (int64_t j = 0; j < channels; ++j) {
+        const int64_t from = j < j0 ? q_done : 0;
+        for (int64_t q = from; q < positions; ++q) dst[j * ld + q] = c[q * 16 + j];
+        if (active && from < positions)
+            finish_row(dst + j * ld + from, dst + j * ld + from, positions - from, bias_of(j), e);
+    }
 }
 
 // y [N, O, OH, OW] = the groups' weights (tiled_weights) times the padded planes of x (in: the
@@ -679,13 +694,7 @@ void tiled_conv(const ConvGeometry &g, const ShiftedInput &in, const float *x, c
         for (int64_t s = s0; s < s1; ++s) {
             const int64_t ch0 = s * nr, channels = std::min(nr, m_out - ch0);
             float *out = y + (n * g.o + gi * m_out + ch0) * plane + b * band * out_w;
-            store_sliver(c + (s - s0) * nr * positions, positions, channels, out, plane);
-            if (!epilogue.active()) continue;
-            for (int64_t j = 0; j < channels; ++j) {
-                const int64_t channel = gi * m_out + ch0 + j;
-                finish_row(out + j * plane, out + j * plane, positions, epilogue.bias ? epilogue.bias[channel] : 0.0f,
-                           epilogue);
-            }
+            store_sliver(c + (s - s0) * nr * positions, positions, channels, out, plane, gi * m_out + ch0, epilogue);
         }
     });
 }

@@ -337,6 +337,9 @@ TEST_CASE("conv2d_act: bias, residual and activation in the store, against the d
         {1, 16, 23, 19, 20, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 2)},
         {1, 3, 23, 23, 16, 7, 7, conv_params(2, 2, 3, 3, 1, 1, 1)},
         {2, 8, 11, 13, 10, 3, 3, conv_params(2, 2, 1, 1, 1, 1, 1)},
+        // The tiled forward's store: 22 channels (a sliver and 6: one 4 x 4 block and 2 rows
+        // finished alone), 99 positions per image (the last 3 finished alone).
+        {6, 16, 9, 11, 22, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
     };
     uint32_t seed = 900;
     for (const ConvCase &k : cases) check_conv_act_case(k, seed += 10);
