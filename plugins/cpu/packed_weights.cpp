@@ -105,9 +105,11 @@ std::shared_ptr<const std::vector<float>> packed_constant_b(const tf_tensor_desc
     if (inserted) {
         const uint64_t bytes = packed->size() * sizeof(float);
         const uint64_t total = g_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-        tf_kit::log_line(TF_LOG_DEBUG, "packed a constant %lld x %lld matmul weight once: %llu bytes (%llu in all)",
-                         static_cast<long long>(k), static_cast<long long>(n), static_cast<unsigned long long>(bytes),
-                         static_cast<unsigned long long>(total));
+        tf_kit::log_line(
+            TF_LOG_DEBUG,
+            "packed a constant %lld x %lld weight once (a matmul B or a conv w^T): %llu bytes (%llu in all)",
+            static_cast<long long>(k), static_cast<long long>(n), static_cast<unsigned long long>(bytes),
+            static_cast<unsigned long long>(total));
     }
     return p->second;
 }

@@ -2,7 +2,7 @@
 // ("buffer_mark_constant") (plugin.h). A buffer the core marks constant changes only through this
 // plugin's buffer_write, buffer_copy and op outputs, which drop what was prepared from it; so
 // matmul may keep its B packed (kernels_gemm.hpp, gemm_f32_prepack_b) between calls instead of
-// packing it on every call. Private to the plugin; thread-safe.
+// packing it on every call, and conv2d's tiled forward its w^T (kernels_conv.cpp). Private to the plugin; thread-safe.
 #pragma once
 
 #include <tinyfin/plugin.h>
