@@ -42,6 +42,14 @@ const Layout &layout_of(int32_t dtype) {
     }
 }
 
+// count runs of Run bytes between a block's field and the group (runs k_group_rows * Run apart);
+// the size a constant, so that each copy is one load and store (prefill unpacks every block).
+template <size_t Run>
+void copy_runs(char *at, char *field, int count, bool into_group) {
+    for (int i = 0; i < count; ++i, at += k_group_rows * Run, field += Run)
+        into_group ? std::memcpy(at, field, Run) : std::memcpy(field, at, Run);
+}
+
 // Copies row r's block of column b between a GGUF block and the group.
 void copy_block(const RepackedShape &s, char *group, int r, int64_t b, char *block, bool into_group) {
     const Layout &l = layout_of(s.dtype);
@@ -51,9 +59,11 @@ void copy_block(const RepackedShape &s, char *group, int r, int64_t b, char *blo
         char *at = group + area_base[seg.area] + static_cast<size_t>(b) * l.area_column[seg.area] +
                    static_cast<size_t>(seg.at + r * seg.run);
         char *field = block + seg.src;
-        const size_t run = static_cast<size_t>(seg.run), stride = k_group_rows * run;
-        for (int i = 0; i < seg.count; ++i, at += stride, field += run)
-            into_group ? std::memcpy(at, field, run) : std::memcpy(field, at, run);
+        switch (seg.run) {
+        case 2: copy_runs<2>(at, field, seg.count, into_group); break;
+        case 4: copy_runs<4>(at, field, seg.count, into_group); break;
+        default: copy_runs<32>(at, field, seg.count, into_group); break;
+        }
     }
 }
 
