@@ -268,7 +268,7 @@ Model Model::load(const std::string &path, const LoadOptions &options) {
             if (mapped) release_copied_pages(data, t.bytes.size());
             return q;
         }
-        // q4_0/q8_0 matrices on cpu: the plugin keeps them repacked for its dots (prepack_weight,
+        // q4_0/q8_0/q4_k/q6_k matrices on cpu: the plugin keeps them repacked for its dots (prepack_weight,
         // docs/quantization.md), read once from the mapping, whose pages are then given back; the
         // tensor stays over the mapping for any other reader (embedding rows).
         // A fused product's stacked matrices (back to back in the file) are prepacked as one.

@@ -152,7 +152,8 @@ void usage(FILE *out) {
         "              with --compare torch also PyTorch's (bench_llm_torch.py, same weights);\n"
         "              --no-mmap copies the large matrices into huge pages (LoadOptions::map_weights);\n"
         "              --no-fuse runs q/k/v and gate/up as separate products (LoadOptions::fuse_products);\n"
-        "              --no-prepack reads q4_0/q8_0 matrices as the file stores them (LoadOptions::prepack_weights)\n");
+        "              --no-prepack reads q4_0/q8_0/q4_k/q6_k matrices as the file stores them "
+        "(LoadOptions::prepack_weights)\n");
 }
 
 bool parse_int(const char *text, int lo, int hi, int *out) {

@@ -35,7 +35,7 @@ void usage() {
                  "             mapped file in place (faster generation where the kernel has huge pages)\n"
                  "  --no-fuse  one product per matrix (default: a layer's q/k/v and gate/up as one product\n"
                  "             each where the file stores them back to back or they are copied anyway)\n"
-                 "  --no-prepack  on cpu use q4_0/q8_0 matrices as the file stores them instead of repacked\n"
+                 "  --no-prepack  on cpu use q4_0/q8_0/q4_k/q6_k matrices as the file stores them instead of repacked\n"
                  "             eight rows at a time (LoadOptions::prepack_weights)\n");
 }
 

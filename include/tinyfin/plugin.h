@@ -373,7 +373,7 @@ typedef tf_status (*tf_buffer_wrap_fn)(int32_t device, void *data, uint64_t size
  * dtype, shape and strides); buffer_free drops it. *bytes receives the copy's size, 0 when the
  * plugin prepared nothing (a dtype or shape it has no layout for, or turned off): both are
  * success. Results stay those of the plain layout up to the order of f32 additions. The cpu
- * plugin repacks q4_0 and q8_0 weights for matmul_q (docs/quantization.md). */
+ * plugin repacks q4_0, q8_0, q4_k and q6_k weights for matmul_q (docs/quantization.md). */
 typedef tf_status (*tf_weight_prepack_fn)(int32_t device, const tf_tensor_desc *weight, uint64_t *bytes, tf_error *err);
 
 /* get_proc("buffer_mark_constant") (optional; a hint): the caller promises that buffer's contents

@@ -592,7 +592,7 @@ Tensor dequantize(const Tensor &q, DType dtype = DType::f32);
 Tensor matmul_q(const Tensor &x, const Tensor &w, std::optional<DType> out_dtype = {});
 // Promises that w's bytes stay as they are while its storage lives (no in-place writes) and lets
 // its backend keep a private copy of w in a layout of its own, which matmul_q then reads instead:
-// the cpu plugin repacks q4_0 and q8_0 weights [N, K] eight rows at a time (docs/quantization.md;
+// the cpu plugin repacks q4_0, q8_0, q4_k and q6_k weights [N, K] eight rows at a time (docs/quantization.md;
 // TINYFIN_CPU_PREPACK=0 turns it off). Returns the copy's bytes, 0 when the backend made none.
 // Results equal the plain layout's up to the order of f32 additions.
 uint64_t prepack_weight(const Tensor &w);

@@ -136,12 +136,13 @@ void matmul_q_gemm_repacked(const float *x, int64_t m, int64_t k, const Prepacke
     for (int64_t j0 = 0; j0 < n; j0 += panel) {
         const int64_t rows = std::min(panel, n - j0);
         for_rows(rows, k, 1 << 15, [&](int64_t r) {
-            quant::BlockQ8_0 blocks[8];  // the larger of the two formats' blocks, 8 at a time
+            alignas(8) char blocks[2048];  // whole blocks (8-113 of them) at a time
             const int64_t per = static_cast<int64_t>(sizeof blocks / w.shape.block_bytes());
+            const int64_t length = w.shape.block_length();
             for (int64_t b0 = 0; b0 < w.shape.blocks; b0 += per) {
                 const int64_t count = std::min(per, w.shape.blocks - b0);
                 quant::unpack_blocks(w.shape, w.bytes, j0 + r, b0, count, blocks);
-                decode(blocks, wf + r * k + b0 * quant::k_qk, count * quant::k_qk);
+                decode(blocks, wf + r * k + b0 * length, count * length);
             }
         });
         gemm_f32(m, rows, k, F32Matrix{x, k, 1}, F32Matrix{wf, 1, k}, y + j0, n, false);
@@ -157,7 +158,7 @@ void matmul_q_repacked(const float *x, int64_t m, int64_t k, const Prepacked &w,
     const auto act_row = static_cast<int64_t>(quant::act_bytes(kind, k));
     std::vector<char> act(static_cast<size_t>(m * act_row));
     for_rows(m, k, 1 << 14, [&](int64_t r) { quant::quantize_act(kind, x + r * k, act.data() + r * act_row, k); });
-    const quant::GroupDotFn group_dot = quant::avx2_group_dot(w.shape.dtype);
+    const quant::GroupDotFn group_dot = quant::group_dot_of(w.shape.dtype, isa_level());
     const quant::DotFn dot = quant::dot_of(w.shape.dtype, isa_level());
     constexpr int64_t groups_per_task = 2;
     const int64_t groups = w.shape.groups(), group_tasks = (groups + groups_per_task - 1) / groups_per_task;

@@ -47,7 +47,8 @@ bool prepack_enabled() {
 bool same_weight(const Prepacked &p, const tf_tensor_desc &w) {
     const int64_t stride = w.shape[0] > 1 ? w.strides[0] : w.shape[1];
     return p.buffer == w.buffer && p.data == w.data && p.offset == w.offset && p.shape.dtype == w.dtype &&
-           p.shape.rows == w.shape[0] && p.shape.blocks * quant::k_qk == w.shape[1] && p.row_stride == stride;
+           p.shape.rows == w.shape[0] && p.shape.blocks * p.shape.block_length() == w.shape[1] &&
+           p.row_stride == stride;
 }
 
 }  // namespace
@@ -74,23 +75,23 @@ tf_status weight_prepack(int32_t device, const tf_tensor_desc *w, uint64_t *byte
         if (device != 0) return tf_kit::fail(err, TF_STATUS_INVALID_ARGUMENT, "weight_prepack: no device %d", device);
         if (!w || !bytes) return tf_kit::fail(err, TF_STATUS_INVALID_ARGUMENT, "weight_prepack: NULL argument");
         *bytes = 0;
-        // Only what matmul_q's repacked path reads: a rank-2 q4_0/q8_0 weight with dense rows, on
+        // Only what matmul_q's repacked path reads: a rank-2 q4_0/q8_0/q4_k/q6_k weight with dense rows, on
         // AVX2; anything else is left as it is (not an error: the hint is optional).
         if (!prepack_enabled() || !quant::avx2_usable(isa_level()) || !quant::avx2_group_dot(w->dtype))
             return TF_STATUS_OK;
-        if (w->rank != 2 || !w->data || !w->buffer || w->shape[0] < 1 || w->shape[1] < quant::k_qk ||
-            w->shape[1] % quant::k_qk != 0 || w->strides[1] != 1)
+        const int64_t block = tf_kit::dtype_block_length(w->dtype);
+        if (w->rank != 2 || !w->data || !w->buffer || w->shape[0] < 1 || w->shape[1] < block ||
+            w->shape[1] % block != 0 || w->strides[1] != 1)
             return TF_STATUS_OK;
+        const quant::RepackedShape shape{w->dtype, w->shape[0], w->shape[1] / block};
         if (find_prepacked(*w)) {
-            *bytes = quant::RepackedShape{w->dtype, w->shape[0], w->shape[1] / quant::k_qk}.total_bytes();
+            *bytes = shape.total_bytes();
             return TF_STATUS_OK;
         }
-        const quant::RepackedShape shape{w->dtype, w->shape[0], w->shape[1] / quant::k_qk};
         const int64_t stride = w->shape[0] > 1 ? w->strides[0] : w->shape[1];
         auto record = std::make_shared<Prepacked>(w->buffer, w->data, w->offset, stride, shape);
         const char *src = static_cast<const char *>(w->data) + w->offset;
-        const auto src_row_bytes =
-            static_cast<int64_t>(static_cast<size_t>(stride / quant::k_qk) * shape.block_bytes());
+        const auto src_row_bytes = static_cast<int64_t>(static_cast<size_t>(stride / block) * shape.block_bytes());
         quant::repack_rows(shape, src, src_row_bytes, record->bytes);
         std::unique_lock lock(g_mutex);
         if (!g_records) g_records = new std::vector<std::shared_ptr<const Prepacked>>;

@@ -1,5 +1,5 @@
 // Weights the caller has promised not to change, kept a second time in a layout built for the
-// cpu kernels (today: q4_0 and q8_0 rows repacked eight at a time, quant_repack.hpp), keyed by the
+// cpu kernels (today: q4_0, q8_0, q4_k and q6_k rows repacked eight at a time, quant_repack.hpp), keyed by the
 // buffer and the descriptor they were prepared from: get_proc("weight_prepack") (plugin.h) builds
 // one, matmul_q finds it, buffer_free forgets the buffer's. TINYFIN_CPU_PREPACK=0 turns it off
 // (weight_prepack then prepares nothing). Private to each plugin that links cpu's kernels.

@@ -116,7 +116,7 @@ def load(path, backend="", ctx=0, batch=1, prefill_chunk=512, weights_f32=False,
     generation where the kernel has them; tinyfin-generate --no-mmap). fuse_products: True (default)
     runs a layer's q/k/v and its gate/up as one product each where the file stores them back to
     back or the loader copies them anyway (Model.fused_matrices counts them); False: one product
-    per matrix. prepack_weights: True (default) lets the cpu plugin keep q4_0/q8_0 matrices
+    per matrix. prepack_weights: True (default) lets the cpu plugin keep q4_0/q8_0/q4_k/q6_k matrices
     repacked for its dots (False: --no-prepack)."""
     return Model(_llm.Model.load(str(path), backend, ctx, batch, prefill_chunk, weights_f32, verbose, quantize,
                                  kv_cache, map_weights, fuse_products, prepack_weights))

@@ -193,11 +193,11 @@ def test_logits_of_quantized_files(tmp_path, arch, qtype):
     # Zero-copy on cpu: every tensor used from the mapped file.
     assert model._m.bytes_in_place == os.path.getsize(path) - gq.read_gguf(path)[2]["data_start"] or \
         model._m.bytes_copied == 0
-    # q4_0/q8_0 matrices kept repacked by the cpu plugin where it has AVX2 (docs/quantization.md),
+    # q4_0/q8_0/q4_k/q6_k matrices kept repacked by the cpu plugin where it has AVX2 (docs/quantization.md),
     # within the same bounds above. With prepack_weights=False the file's blocks as stored: the
     # same sums up to the order of f32 additions, which can flip an activation's 8-bit rounding in
     # a later layer (as the permuted Q/K rows below), far below the quantization error.
-    if qtype != "q4_k" and _cpu_repacks():
+    if _cpu_repacks():
         assert model._m.bytes_prepacked > 0
     plain = llm.load(path, backend="cpu", prepack_weights=False)
     assert plain._m.bytes_prepacked == 0
@@ -207,7 +207,7 @@ def test_logits_of_quantized_files(tmp_path, arch, qtype):
 
 
 def _cpu_repacks():
-    """Whether the cpu plugin repacks q4_0/q8_0 here: AVX2 and F16C, not capped or turned off."""
+    """Whether the cpu plugin repacks q4_0/q8_0/q4_k/q6_k here: AVX2 and F16C, not capped or off."""
     if os.environ.get("TINYFIN_CPU_ISA") == "generic" or os.environ.get("TINYFIN_CPU_PREPACK") == "0":
         return False
     try:

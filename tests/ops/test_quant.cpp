@@ -646,7 +646,7 @@ TEST_CASE("matmul_q with many activation rows (prefill): f32 activations, within
 
 namespace {
 
-// Whether the cpu plugin repacks q4_0/q8_0 weights here (AVX2 with F16C, not capped to generic,
+// Whether the cpu plugin repacks q4_0/q8_0/q4_k/q6_k weights here (AVX2 with F16C, not capped to generic,
 // not turned off): prepack_weight then returns the weight's bytes, else 0.
 bool cpu_repacks() {
     const char *isa = std::getenv("TINYFIN_CPU_ISA");
@@ -665,7 +665,7 @@ void check_against_float64(const Tensor &w, const F &x, int64_t m) {
     const int64_t n = w.size(0), k = w.size(1);
     std::vector<float> wd = dequantize(w).to_vector<float>();
     ref::D want, bound;
-    product_and_bound(x, wd, m, n, k, 32, want, bound);
+    product_and_bound(x, wd, m, n, k, dtype_block_length(w.dtype()) == 32 ? 32 : 256, want, bound);
     std::vector<float> got = matmul_q(from_vector(x, {m, k}, w.device()), w).to_vector<float>();
     REQUIRE(got.size() == static_cast<std::size_t>(m * n));
     for (std::size_t i = 0; i < got.size(); ++i) {
@@ -682,16 +682,19 @@ void check_against_float64(const Tensor &w, const F &x, int64_t m) {
 
 }  // namespace
 
-TEST_CASE("matmul_q with prepacked q4_0/q8_0 weights (eight rows interleaved) against float64") {
+TEST_CASE("matmul_q with prepacked q4_0/q8_0/q4_k/q6_k weights (eight rows interleaved) against float64") {
     // Rows 1, 7 (a group's worth less one: all plain), 8, 9, 17, 23 (groups and 1-7 plain rows
-    // after them), 1-7 blocks (q4_0's quads of activation blocks with zero blocks after the row),
-    // 1 and 3 activation rows (the group dots) and 40 (prefill: rows unpacked, decoded, the GEMM).
-    for (DType dtype : {DType::q4_0, DType::q8_0}) {
+    // after them), 1-7 blocks (q4_0's quads of activation blocks with zero blocks after the row;
+    // 1-3 super-blocks for the k-quants), 1 and 3 activation rows (the group dots) and 40
+    // (prefill: rows unpacked, decoded, the GEMM).
+    for (DType dtype : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k}) {
         INFO(dtype_name(dtype));
+        const int64_t block = dtype_block_length(dtype);
         for (int64_t n : {1, 7, 8, 9, 17, 23})
             for (int64_t blocks : {1, 3, 5, 7})
                 for (int64_t m : {1, 3, 40}) {
-                    const int64_t k = 32 * blocks;
+                    if (block == 256 && blocks > 3) continue;
+                    const int64_t k = block * blocks;
                     INFO("m " << m << " n " << n << " k " << k);
                     F wv = ref::values(n * k, 71 + static_cast<uint64_t>(n * k), -1, 1);
                     F x = ref::values(m * k, 81 + static_cast<uint64_t>(m * k), -2, 2);
@@ -706,10 +709,11 @@ TEST_CASE("matmul_q with prepacked q4_0/q8_0 weights (eight rows interleaved) ag
 
 TEST_CASE("matmul_q with prepacked weights: a freed weight's copy is dropped with its buffer; views read the "
           "blocks") {
-    const int64_t n = 24, k = 96;
-    const F x = ref::values(2 * k, 5, -2, 2);
-    for (DType dtype : {DType::q4_0, DType::q8_0}) {
+    const int64_t n = 24;
+    for (DType dtype : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k}) {
         INFO(dtype_name(dtype));
+        const int64_t k = dtype_block_length(dtype) == 32 ? 96 : 512;
+        const F x = ref::values(2 * k, 5, -2, 2);
         // The same shape again and again: the caching allocator hands the freed block (and often
         // the same buffer record address) to the next weight, whose values differ.
         for (uint64_t seed = 1; seed <= 4; ++seed) {

@@ -40,31 +40,38 @@ def _avx2():
         return " avx2" in f.read()
 
 
-@pytest.mark.parametrize("dtype", ["q8_0", "q4_0"])
+# (elements, bytes) of a block of each type with a repacked layout.
+_REPACKED = {"q8_0": (32, 34), "q4_0": (32, 18), "q4_k": (256, 144), "q6_k": (256, 210)}
+
+
+@pytest.mark.parametrize("dtype", sorted(_REPACKED))
 def test_prepack_weight_keeps_matmul_q_results(dtype):
-    """prepack_weight (tinyfin.hpp) hands the cpu plugin a q4_0/q8_0 weight to keep in its own
-    eight-row layout: matmul_q then reads that copy, with the plain layout's values up to the order
-    of f32 additions (the same float64 bound as above); 20 rows = two groups of eight + 4 plain."""
+    """prepack_weight (tinyfin.hpp) hands the cpu plugin a q4_0/q8_0/q4_k/q6_k weight to keep in
+    its own eight-row layout: matmul_q then reads that copy, with the plain layout's values up to
+    the order of f32 additions (the same float64 bound as above); 20 rows = two groups of eight + 4
+    plain; K = 512 (two super-blocks of the k-quants)."""
     rng = np.random.default_rng(2)
-    w = rng.uniform(-1, 1, size=(20, 256)).astype(np.float32)
-    x = rng.uniform(-1, 1, size=(3, 256)).astype(np.float32)
+    k = 512
+    w = rng.uniform(-1, 1, size=(20, k)).astype(np.float32)
+    x = rng.uniform(-1, 1, size=(3, k)).astype(np.float32)
     q = tf.quantize(tf.tensor(w), getattr(tf, dtype))
     plain = tf.matmul_q(tf.tensor(x), q).numpy()
     wd = tf.dequantize(q).numpy().astype(np.float64)
     want = x.astype(np.float64) @ wd.T
     packed = tf.prepack_weight(q)
     assert isinstance(packed, int)
+    block, block_bytes = _REPACKED[dtype]
     if tf.backend_name() == "cpu" and _avx2() and os.environ.get("TINYFIN_CPU_ISA", "") not in ("generic",) \
             and os.environ.get("TINYFIN_CPU_PREPACK", "1") != "0":
-        bytes_per_row = 256 // 32 * (34 if dtype == "q8_0" else 18)
-        assert packed >= 16 * bytes_per_row
+        assert packed == 20 * (k // block) * block_bytes
     got = tf.matmul_q(tf.tensor(x), q).numpy()
-    xb = np.abs(x).reshape(3, -1, 32).max(axis=2) / 127 / 2
-    bound = np.einsum("mb,nbk->mn", xb, np.abs(wd).reshape(20, -1, 32)) * 1.001 + 1e-5
+    act = 32 if block == 32 else 256  # the activations' 8-bit blocks (q8_k for the k-quants)
+    xb = np.abs(x).reshape(3, -1, act).max(axis=2) / 127 / 2
+    bound = np.einsum("mb,nbk->mn", xb, np.abs(wd).reshape(20, -1, act)) * 1.001 + 1e-5
     assert np.all(np.abs(got - want) <= bound)
     np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
     # A type without such a layout is left as it is: 0 bytes, not an error.
-    assert tf.prepack_weight(tf.quantize(tf.tensor(w), tf.q4_k)) == 0
+    assert tf.prepack_weight(tf.quantize(tf.tensor(w), tf.q5_k)) == 0
 
 
 def test_embedding_q_and_refusals():

@@ -36,7 +36,7 @@ struct LoadOptions {
     // back as each is copied, so the peak stays near the model's size.
     bool map_weights = true;
     // true (the default): the block-quantized matrices the cpu plugin has a faster layout for
-    // (q4_0 and q8_0 on AVX2: eight rows interleaved, docs/quantization.md) are repacked once at
+    // (q4_0, q8_0, q4_k, q6_k on AVX2: eight rows interleaved, docs/quantization.md) are repacked once at
     // load (prepack_weight) and the mapped pages given back, so memory stays near the model's
     // size; false (`--no-prepack`): used as the file stores them.
     bool prepack_weights = true;
