@@ -346,6 +346,10 @@ std::vector<Case> cases() {
     all.push_back({{1, 128}, {128, 1}, {128, 512}, {512, 1}, {1, 512}, {512, 1}});
     all.push_back({{7, 200}, {200, 1}, {200, 133}, {133, 1}, {7, 133}, {133, 1}});
     all.push_back({{16, 256}, {256, 1}, {256, 72}, {80, 1}, {16, 72}, {72, 1}});
+    all.push_back({{3, 100}, {100, 1}, {100, 70}, {70, 1}, {3, 70}, {70, 1}});
+    all.push_back({{4, 64}, {64, 1}, {64, 24}, {24, 1}, {4, 24}, {24, 1}});
+    // Two batch elements of two rows sharing one broadcast row-major B: four rows per B.
+    all.push_back({{2, 2, 90}, {180, 90, 1}, {2, 90, 50}, {0, 50, 1}, {2, 2, 50}, {100, 50, 1}});
     // Strided A and B (every other element), a transposed output.
     all.push_back({{3, 65}, {2, 9}, {65, 33}, {70, 2}, {3, 33}, {1, 3}});
     all.push_back({{2, 130}, {1, 2}, {130, 20}, {3, 400}, {2, 20}, {20, 1}});
