@@ -338,8 +338,9 @@ constexpr int64_t k_rows_piece = 64;
 // The most rows of A per B read in place: each element of B is then loaded once per unit. With
 // more, the rows' passes over a piece of B reread it from L1, where a B whose row stride is a
 // multiple of 4 KiB keeps only 8 of the piece's rows (set aliasing: 16 rows of A against a
-// [256, 1024] B took 1.6x the packed path's time); the packed slivers below serve those.
-constexpr int64_t k_rows_max_rows = 4;
+// [256, 1024] B took 1.6x the packed path's time, 4 rows in tiles of 4 x 2 vectors 1.15x); the
+// packed slivers below serve those.
+constexpr int64_t k_rows_max_rows = 3;
 
 // MB rows of A (x, xrow floats apart) times NV vectors of 8 columns of B (b, row stride brow
 // bytes) over rows [p0, p1) of K; accumulators from c[i * ldc + 8 v] (zero when p0 = 0).
@@ -377,21 +378,23 @@ template <int32_t D>
             rows_tile_avx2<D, 1, 8>(b, brow, p0, p1, xs, xrow, c, ldc);
             i0 = 1;
         }
-        for (; i0 < m; i0 += 4) {  // four rows of A with two vectors (eight accumulators), then fewer
-            const int64_t mb = std::min<int64_t>(4, m - i0);
+        for (; i0 < m; i0 += 3) {  // three rows of A with four vectors (twelve accumulators), then fewer
+            const int64_t mb = std::min<int64_t>(3, m - i0);
             const float *x = xs + i0 * xrow;
-            for (int64_t v = 0; v < vecs; v += 2) {
+            for (int64_t v = 0; v < vecs; v += 4) {
                 float *cv = c + i0 * ldc + 8 * v;
                 const char *bv = b + 8 * v * es;
-                const bool pair = vecs - v >= 2;
+                const int64_t nv = std::min<int64_t>(4, vecs - v);
 #define TF_ROWS(MB)                                                                                                    \
-    if (pair)                                                                                                          \
+    if (nv == 4)                                                                                                       \
+        rows_tile_avx2<D, MB, 4>(bv, brow, p0, p1, x, xrow, cv, ldc);                                                  \
+    else if (nv == 3)                                                                                                  \
+        rows_tile_avx2<D, MB, 3>(bv, brow, p0, p1, x, xrow, cv, ldc);                                                  \
+    else if (nv == 2)                                                                                                  \
         rows_tile_avx2<D, MB, 2>(bv, brow, p0, p1, x, xrow, cv, ldc);                                                  \
     else                                                                                                               \
         rows_tile_avx2<D, MB, 1>(bv, brow, p0, p1, x, xrow, cv, ldc);
-                if (mb == 4) {
-                    TF_ROWS(4)
-                } else if (mb == 3) {
+                if (mb == 3) {
                     TF_ROWS(3)
                 } else if (mb == 2) {
                     TF_ROWS(2)

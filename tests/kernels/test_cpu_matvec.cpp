@@ -341,8 +341,9 @@ std::vector<Case> cases() {
     // tail), W's rows not a multiple of its blocks of 4 and 16.
     all.push_back({{5, 1040}, {1040, 1}, {1040, 37}, {1, 1040}, {5, 37}, {37, 1}});
     all.push_back({{16, 2100}, {2100, 1}, {2100, 6}, {1, 2100}, {16, 6}, {6, 1}});
-    // A row-major B read in place (a recurrent step's h R^T): one full unit of 64 columns for one
-    // row, units and a partial vector for rows in blocks of 4 and fewer, a padded row stride.
+    // A row-major B read in place for up to 3 rows (a recurrent step's h R^T): one full unit of 64
+    // columns for one row, 3 and 2 rows with a partial vector; more rows (the sliver path) with a
+    // padded row stride.
     all.push_back({{1, 128}, {128, 1}, {128, 512}, {512, 1}, {1, 512}, {512, 1}});
     all.push_back({{7, 200}, {200, 1}, {200, 133}, {133, 1}, {7, 133}, {133, 1}});
     all.push_back({{16, 256}, {256, 1}, {256, 72}, {80, 1}, {16, 72}, {72, 1}});
