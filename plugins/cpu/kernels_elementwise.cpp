@@ -15,8 +15,8 @@
 //    gelu_tanh, silu, square, erf) is computed in double from the exact input and rounded once
 //    to the output dtype (dense f32 erf: kernels_erf.cpp's polynomial form, within half an ulp
 //    plus 3e-11 relative of that; dense f32 gelu: the same form in f32 lanes, within 8 ulp;
-//    dense f32 tanh, sigmoid and silu: vector_tanh.hpp's f32 lanes, tanh and sigmoid within 2
-//    ulp, silu within 3 ulp; dense f16/bf16 of these: the f32 lanes' result rounded once).
+//    dense f32 tanh, sigmoid and silu: vector_tanh.hpp's f32 lanes, tanh within 2 ulp, sigmoid
+//    2.5, silu 3; dense f16/bf16 of these: the f32 lanes' result rounded once).
 //    sigmoid, silu, gelu and gelu_tanh use forms without cancellation or
 //    overflow for large |x|; at -inf silu, gelu and gelu_tanh give their limit -0 where the
 //    formulas give -inf * 0 = NaN.

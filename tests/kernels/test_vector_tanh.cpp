@@ -1,6 +1,8 @@
 // The cpu plugin's f32 tanh, sigmoid and silu (plugins/cpu/vector_tanh.hpp) against long double
 // references from their definitions, over a sweep of the f32 range: every 997th bit pattern
 // (dense near 0: tiny arguments and subnormals), a dense linear sweep of [-30, 30] and the edges.
+// The bounds leave room above the worst cases of a sweep 58 times denser (every 17th pattern:
+// tanh 1.55, sigmoid 2.02, silu 2.68 ulp), since no sweep short of all 2^32 floats proves them.
 // Each function runs as compiled here (the baseline instruction set: no FMA, nothing contracted,
 // as the plugin's portable level) and in an AVX2 + FMA build with contraction on (GCC's default
 // even with -std=c++20, as the plugin's AVX2 level is compiled), so the bound holds either way.
@@ -131,9 +133,9 @@ void check_edges(Tanh tanh_f, Sigmoid sigmoid_f, Silu silu_f) {
 
 }  // namespace
 
-TEST_CASE("vec::tanh and vec::sigmoid within 2 ulp, vec::silu within 3 ulp of their exact values") {
+TEST_CASE("vec::tanh within 2 ulp, vec::sigmoid within 2.5, vec::silu within 3 of their exact values") {
     check_bound("tanh", tanh_plain, tanh_reference, 40.0f, 2.0);
-    check_bound("sigmoid", sigmoid_plain, sigmoid_reference, 130.0f, 2.0);
+    check_bound("sigmoid", sigmoid_plain, sigmoid_reference, 130.0f, 2.5);
     check_bound("silu", silu_plain, silu_reference, 130.0f, 3.0);
 }
 
@@ -143,7 +145,7 @@ TEST_CASE("vec::tanh, vec::sigmoid and vec::silu at the edges") { check_edges(ta
 TEST_CASE("vec::tanh, vec::sigmoid and vec::silu with FMA contraction") {
     if (!cpu_has_avx2_fma()) return;
     check_bound("tanh (fma)", tanh_fma, tanh_reference, 40.0f, 2.0);
-    check_bound("sigmoid (fma)", sigmoid_fma, sigmoid_reference, 130.0f, 2.0);
+    check_bound("sigmoid (fma)", sigmoid_fma, sigmoid_reference, 130.0f, 2.5);
     check_bound("silu (fma)", silu_fma, silu_reference, 130.0f, 3.0);
     check_edges(tanh_fma, sigmoid_fma, silu_fma);
 }
