@@ -361,7 +361,9 @@ Case matmul_case(const std::string &op, int64_t batch, int64_t m, int64_t k, int
                        : (m == k && k == n ? std::to_string(m) : label({m, k, n}));
     c.unit = Unit::gflops;
     c.work = 2.0 * batch * m * k * n;
-    c.description = batch > 1 ? "[B,M,K] @ [B,K,N] labelled BxMxKxN" : "[N,N] @ [N,N]";
+    c.description = batch > 1          ? "[B,M,K] @ [B,K,N] labelled BxMxKxN"
+                    : m == k && k == n ? "[N,N] @ [N,N]"
+                                       : "[M,K] @ [K,N] labelled MxKxN";
     if (dtype != DType::f32) c.description += std::string(", ") + tinyfin::dtype_name(dtype) + " in and out";
     // The peers get the dtype by its torch name (numpy has neither f16 matmul of note nor bf16).
     const std::string peer_dtype = dtype == DType::bf16  ? ",\"dtype\":\"bfloat16\""
@@ -430,6 +432,24 @@ Case elementwise_case(const std::string &op, int64_t n) {
         Tensor a = tinyfin::randn({n}, 6, d), b = tinyfin::randn({n}, 7, d);
         if (op == "add") return [a, b] { (void)tinyfin::add(a, b); };
         return [a, b] { (void)tinyfin::mul(a, b); };
+    };
+    return c;
+}
+
+// A float function of one operand (tanh, sigmoid: a recurrent layer's gates), GB/s of one read
+// and one write.
+Case unary_case(const std::string &op, int64_t n) {
+    Case c;
+    c.op = op;
+    c.size = count_label(n);
+    c.unit = Unit::gbps;
+    c.work = 2.0 * n * sizeof(float);
+    c.description = op + "([N]), N floats";
+    c.spec = "{\"op\":\"" + op + "\",\"n\":" + std::to_string(n) + "}";
+    c.prepare = [op, n](const Device &d) -> Call {
+        Tensor a = tinyfin::randn({n}, 6, d);
+        if (op == "tanh") return [a] { (void)tinyfin::tanh(a); };
+        return [a] { (void)tinyfin::sigmoid(a); };
     };
     return c;
 }
@@ -647,6 +667,9 @@ std::vector<Case> all_cases() {
     // Low precision (the cpu plugin: converted to f32 for the f32 GEMM, or AVX512-BF16).
     for (int64_t n : {256, 512, 1024}) cases.push_back(matmul_case("matmul_bf16", 1, n, n, n, DType::bf16));
     for (int64_t n : {512, 1024}) cases.push_back(matmul_case("matmul_f16", 1, n, n, n, DType::f16));
+    // Few rows of A (a recurrent layer's step h R^T: [1, 128] x [128, 512], [16, 256] x [256, 1024]).
+    cases.push_back(matmul_case("matmul", 1, 1, 128, 512));
+    cases.push_back(matmul_case("matmul", 1, 16, 256, 1024));
     // Batched: many small products (attention-like) and a few mid-sized ones.
     cases.push_back(matmul_case("matmul_batched", 64, 64, 64, 64));
     cases.push_back(matmul_case("matmul_batched", 32, 128, 128, 128));
@@ -665,6 +688,8 @@ std::vector<Case> all_cases() {
         for (int64_t n : {int64_t(1) << 10, int64_t(1) << 14, int64_t(1) << 18, int64_t(1) << 20, int64_t(1) << 22,
                           int64_t(1) << 24})
             cases.push_back(elementwise_case(op, n));
+    for (const char *op : {"tanh", "sigmoid"})
+        for (int64_t n : {int64_t(512), int64_t(1) << 14, int64_t(1) << 20}) cases.push_back(unary_case(op, n));
     for (const char *op : {"softmax", "layer_norm"}) {
         cases.push_back(rows_case(op, 256, 1024));
         cases.push_back(rows_case(op, 4096, 1024));

@@ -357,8 +357,9 @@ std::span<const HostRow> reduce_kernels();
 std::span<const HostRow> matmul_kernels();
 std::span<const HostRow> copy_kernels();
 
-// kernels_erf.cpp: gelu, erf and exp when in and out are dense f32, or dense f16/bf16 of one
-// dtype (computed in f32, rounded once); false (nothing done) otherwise.
+// kernels_erf.cpp: gelu, erf, exp, tanh, sigmoid and silu when in and out are dense f32, or dense
+// f16/bf16 of one dtype (computed in f32, rounded once), and tanh, sigmoid and silu on f32 rows dense
+// along the last axis; false (nothing done) otherwise.
 bool run_vector_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out);
 // kernels_erf.cpp: gelu_backward when dy, x and out are dense and all f32, f16 or bf16 (as
 // run_vector_erf); false (nothing done) otherwise.

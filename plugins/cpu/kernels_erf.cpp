@@ -1,6 +1,8 @@
 // erf, the exact gelu, its gradient (gelu_backward) and exp on dense f32 tensors, the
 // transformer MLP's case: vector_erf.hpp's call-free forms, compiled per instruction
-// set, in place of libm's erf/erfc/expf per element.
+// set, in place of libm's erf/erfc/expf per element. tanh, sigmoid and silu (a recurrent layer's
+// gates, SwiGLU) the same way with vector_tanh.hpp's f32 forms, also on f32 rows that are dense
+// along the last axis.
 // Dense f16 and bf16 tensors (an MLP under autocast) take the same rows on chunks converted to
 // f32, the f32 results rounded once to the format: the f32 op on the same inputs, rounded once
 // (docs/numerics.md), where libm's double functions per element made bf16 gelu and its gradient
@@ -9,6 +11,7 @@
 #include "kernels.hpp"
 #include "vector_math.hpp"
 #include "vector_erf.hpp"
+#include "vector_tanh.hpp"
 
 #include <algorithm>
 #include <array>
@@ -19,6 +22,12 @@ namespace {
 [[gnu::always_inline]] inline void f32_erf_row_body(uint32_t op, float *o, const float *x, int64_t n) {
     if (op == TF_OP_GELU) {
         for (int64_t i = 0; i < n; ++i) o[i] = vec::gelu(x[i]);
+    } else if (op == TF_OP_TANH) {
+        for (int64_t i = 0; i < n; ++i) o[i] = vec::tanh(x[i]);
+    } else if (op == TF_OP_SIGMOID) {
+        for (int64_t i = 0; i < n; ++i) o[i] = vec::sigmoid(x[i]);
+    } else if (op == TF_OP_SILU) {
+        for (int64_t i = 0; i < n; ++i) o[i] = vec::silu(x[i]);
     } else if (op == TF_OP_ERF) {
         for (int64_t i = 0; i < n; ++i) o[i] = vec::erf(x[i]);
     } else {
@@ -81,12 +90,35 @@ bool run_half_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, c
     return true;
 }
 
+// tanh, sigmoid and silu on f32 operands whose last axis is dense (a recurrent layer's gates are
+// column slices of one product): each row through the row kernel, as a dense tensor's.
+bool run_row_logistic(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out) {
+    if (op != TF_OP_TANH && op != TF_OP_SIGMOID && op != TF_OP_SILU) return false;
+    if (in.dtype != TF_DTYPE_F32 || out.dtype != TF_DTYPE_F32 || out.rank < 2) return false;
+    const int last = out.rank - 1;
+    if (out.shape[last] < 2 || in.strides[last] != 1 || out.strides[last] != 1) return false;
+    const auto aligned = [](const tf_tensor_desc &d) { return reinterpret_cast<uintptr_t>(base_of(d)) % 4 == 0; };
+    if (!aligned(in) || !aligned(out)) return false;
+    parallel_elementwise<2>({&out, &in}, [op](const auto &d) {
+        const int64_t n = d[0]->shape[d[0]->rank - 1];
+        walk<2>(d[0]->rank - 1, d[0]->shape, {view_of(*d[0]), view_of(*d[1])},
+                [op, n](char *const *p, int64_t rows, const int64_t *step) {
+                    for (int64_t i = 0; i < rows; ++i)
+                        f32_erf_row(op, reinterpret_cast<float *>(p[0] + i * step[0]),
+                                    reinterpret_cast<const float *>(p[1] + i * step[1]), n);
+                });
+    });
+    return true;
+}
+
 }  // namespace
 
 bool run_vector_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out) {
-    if (op != TF_OP_GELU && op != TF_OP_ERF && op != TF_OP_EXP) return false;
+    if (op != TF_OP_GELU && op != TF_OP_ERF && op != TF_OP_EXP && op != TF_OP_TANH && op != TF_OP_SIGMOID &&
+        op != TF_OP_SILU)
+        return false;
     if (run_half_erf(op, in, out)) return true;
-    if (!dense_f32(out) || !dense_f32(in)) return false;
+    if (!dense_f32(out) || !dense_f32(in)) return run_row_logistic(op, in, out);
     parallel_elementwise<2>({&out, &in}, [op](const auto &d) {
         const auto at = [](const tf_tensor_desc &t) { return reinterpret_cast<float *>(base_of(t)); };
         f32_erf_row(op, at(*d[0]), at(*d[1]), numel(*d[0]));

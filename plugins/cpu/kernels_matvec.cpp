@@ -4,7 +4,10 @@
 // streams its own contiguous rows of W; each W row is a dot product with the rows of A, widened
 // to f32 in registers 16 elements at a time, with no staging buffer (dot_block below).
 //
-// Any other B (row-major, strided) or the portable level: each task owns a range of units of two
+// A row-major B (dense along N) on AVX2: each task owns units of 64 columns of one B, read in
+// place a piece of K at a time; each output is the GEMM's chain of FMAs along K (rows_block below).
+//
+// Any other B (strided) or the portable level: each task owns a range of units of two
 // nr-wide column slivers of one B; for every kc-long piece of K it converts the slivers' elements
 // into [kc][nr] f32 buffers that stay in L1 (gemm_f32_pack_b's layout) and runs the GEMM's
 // register tiles over the staged rows of A (gemm_f32_rows_a; one row on AVX2: a tile of four
@@ -319,6 +322,112 @@ DotFn avx2_dot(const BSource &s) {
     }
 }
 
+// ---- A row-major B read in place (a recurrent step's h R^T, R^T stored [K, N]) ----------------
+//
+// Row p of B is contiguous along j: B's elements are loaded where they lie (widened to f32 in
+// registers: exact) and multiplied by A's rows broadcast, output (i, j) accumulating one FMA per
+// p in order from 0: the GEMM's AVX2 sequence (kernels_gemm.hpp), so the GEMM's bits, without its
+// per-call packing of B. K is taken in pieces so that the piece of B a unit reads stays in L1
+// while A's rows take their passes over it; between pieces the accumulators wait in c (an f32
+// store and load: exact), so a piece boundary does not change the sequence.
+
+// Columns of B per unit of work (eight AVX2 vectors), and rows of K per piece (64 KiB of f32 B
+// over 64 columns would not fit L1; 16 KiB does).
+constexpr int64_t k_rows_unit = 64;
+constexpr int64_t k_rows_piece = 64;
+// The most rows of A per B read in place: each element of B is then loaded once per unit. With
+// more, the rows' passes over a piece of B reread it from L1, where a B whose row stride is a
+// multiple of 4 KiB keeps only 8 of the piece's rows (set aliasing: 16 rows of A against a
+// [256, 1024] B took 1.6x the packed path's time, 4 rows in tiles of 4 x 2 vectors 1.15x); the
+// packed slivers below serve those.
+constexpr int64_t k_rows_max_rows = 3;
+
+// MB rows of A (x, xrow floats apart) times NV vectors of 8 columns of B (b, row stride brow
+// bytes) over rows [p0, p1) of K; accumulators from c[i * ldc + 8 v] (zero when p0 = 0).
+template <int32_t D, int MB, int NV>
+[[gnu::target("avx2,fma,f16c")]] void rows_tile_avx2(const char *b, int64_t brow, int64_t p0, int64_t p1,
+                                                     const float *x, int64_t xrow, float *c, int64_t ldc) {
+    constexpr int64_t es = dot_elem_bytes<D>;
+    __m256 acc[MB][NV];
+    for (int i = 0; i < MB; ++i)
+        for (int v = 0; v < NV; ++v) acc[i][v] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(c + i * ldc + 8 * v);
+    for (int64_t p = p0; p < p1; ++p) {
+        const char *row = b + p * brow;
+        __m256 bv[NV];
+        for (int v = 0; v < NV; ++v) bv[v] = load8<D>(row + 8 * v * es);
+        for (int i = 0; i < MB; ++i) {
+            const __m256 a = _mm256_broadcast_ss(x + i * xrow + p);
+            for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(a, bv[v], acc[i][v]);
+        }
+    }
+    for (int i = 0; i < MB; ++i)
+        for (int v = 0; v < NV; ++v) _mm256_storeu_ps(c + i * ldc + 8 * v, acc[i][v]);
+}
+
+// cols <= k_rows_unit columns of B (b: column 0) times m <= k_skinny_max_rows rows of A (xs, xrow
+// floats apart) into c[i * ldc + j].
+template <int32_t D>
+[[gnu::target("avx2,fma,f16c")]] void rows_block(const char *b, int64_t brow, int64_t k, int64_t cols, int64_t m,
+                                                 const float *xs, int64_t xrow, float *c, int64_t ldc) {
+    constexpr int64_t es = dot_elem_bytes<D>;
+    const int64_t vecs = cols / 8;
+    for (int64_t p0 = 0; p0 < k; p0 += k_rows_piece) {
+        const int64_t p1 = std::min(k, p0 + k_rows_piece);
+        int64_t i0 = 0;
+        if (m == 1 && vecs == 8) {
+            rows_tile_avx2<D, 1, 8>(b, brow, p0, p1, xs, xrow, c, ldc);
+            i0 = 1;
+        }
+        for (; i0 < m; i0 += 3) {  // three rows of A with four vectors (twelve accumulators), then fewer
+            const int64_t mb = std::min<int64_t>(3, m - i0);
+            const float *x = xs + i0 * xrow;
+            for (int64_t v = 0; v < vecs; v += 4) {
+                float *cv = c + i0 * ldc + 8 * v;
+                const char *bv = b + 8 * v * es;
+                const int64_t nv = std::min<int64_t>(4, vecs - v);
+#define TF_ROWS(MB)                                                                                                    \
+    if (nv == 4)                                                                                                       \
+        rows_tile_avx2<D, MB, 4>(bv, brow, p0, p1, x, xrow, cv, ldc);                                                  \
+    else if (nv == 3)                                                                                                  \
+        rows_tile_avx2<D, MB, 3>(bv, brow, p0, p1, x, xrow, cv, ldc);                                                  \
+    else if (nv == 2)                                                                                                  \
+        rows_tile_avx2<D, MB, 2>(bv, brow, p0, p1, x, xrow, cv, ldc);                                                  \
+    else                                                                                                               \
+        rows_tile_avx2<D, MB, 1>(bv, brow, p0, p1, x, xrow, cv, ldc);
+                if (mb == 3) {
+                    TF_ROWS(3)
+                } else if (mb == 2) {
+                    TF_ROWS(2)
+                } else {
+                    TF_ROWS(1)
+                }
+#undef TF_ROWS
+            }
+        }
+    }
+    // Columns past the last whole vector: the same chain, one FMA at a time.
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = vecs * 8; j < cols; ++j) {
+            float sum = 0.0f;
+            for (int64_t p = 0; p < k; ++p) sum = std::fma(xs[i * xrow + p], load_float(D, b + p * brow + j * es), sum);
+            c[i * ldc + j] = sum;
+        }
+}
+
+using RowsFn = void (*)(const char *, int64_t, int64_t, int64_t, int64_t, const float *, int64_t, float *, int64_t);
+
+// The in-place kernel for a row-major B of this dtype (unit column stride, any row stride) where
+// the GEMM's tiles run FMA chains (AVX2 and AVX-512 levels), or nullptr.
+RowsFn avx2_rows(const BSource &s) {
+    if (isa_level() < 1 || (s.dtype == TF_DTYPE_F16 && !cpu_has_f16c())) return nullptr;
+    if (s.col != (s.dtype == TF_DTYPE_F32 ? 4 : 2)) return nullptr;
+    switch (s.dtype) {
+    case TF_DTYPE_F32: return rows_block<TF_DTYPE_F32>;
+    case TF_DTYPE_F16: return rows_block<TF_DTYPE_F16>;
+    default: return rows_block<TF_DTYPE_BF16>;
+    }
+}
+
 // A row-major B (row p contiguous along j), a full sliver of nr = 8 * G columns.
 template <int32_t D, int G>
 [[gnu::target("avx2,fma,f16c")]] void pack_rows_avx2(const BSource &s, int64_t p0, int64_t kc, int64_t j0, float *dst) {
@@ -463,6 +572,29 @@ bool matmul_skinny(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_te
                 for (int64_t i = 0; i < g.count; ++i)
                     store_row(out.dtype, rows[static_cast<size_t>(g.first + i)].o + j0 * o_col, o_col,
                               c + i * k_dot_unit, cols);
+            }
+        });
+        return true;
+    }
+    // A row-major B with at most k_rows_max_rows rows of A each: read in place, a unit of
+    // k_rows_unit columns of one B per step of a task.
+    bool few = true;
+    for (const Group &g : groups) few = few && g.count <= k_rows_max_rows;
+    const RowsFn rows_fn = few ? avx2_rows(src0) : nullptr;
+    if (rows_fn) {
+        const int64_t blocks = (n + k_rows_unit - 1) / k_rows_unit;
+        const auto units = static_cast<int64_t>(groups.size()) * blocks;
+        const int64_t tasks = std::min<int64_t>(units, threads > 1 ? 4 * threads : 1);
+        const int64_t per = (units + tasks - 1) / tasks;
+        parallel_for((units + per - 1) / per, [&](int64_t t) {
+            alignas(64) float c[k_skinny_max_rows * k_rows_unit];
+            for (int64_t u = t * per; u < std::min(units, (t + 1) * per); ++u) {
+                const Group &g = groups[static_cast<size_t>(u / blocks)];
+                const int64_t j0 = (u % blocks) * k_rows_unit, cols = std::min(k_rows_unit, n - j0);
+                rows_fn(g.b + j0 * src0.col, src0.row, k, cols, g.count, xs + g.first * k, k, c, k_rows_unit);
+                for (int64_t i = 0; i < g.count; ++i)
+                    store_row(out.dtype, rows[static_cast<size_t>(g.first + i)].o + j0 * o_col, o_col,
+                              c + i * k_rows_unit, cols);
             }
         });
         return true;

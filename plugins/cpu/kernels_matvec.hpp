@@ -18,9 +18,12 @@ constexpr int64_t k_skinny_max_rows = 16;
 // (linear's x W^T, W [N, K] row-major) takes, on AVX2, dot products along W's rows, each row
 // streamed once and widened in registers; an output's operations (two 8-lane f32 accumulators
 // along K, their lanes summed in a fixed order) do not depend on M or the thread count, but differ
-// from the GEMM's order. Any other B is read in slivers of the GEMM's register-tile width,
-// converted into an L1 buffer and multiplied there by the GEMM's own tiles (gemm_f32_rows_a), the
-// same sequence of f32 operations as on the packed path (kernels_gemm.hpp): the GEMM's bits. The
+// from the GEMM's order. A row-major B (dense along N, any row stride: a recurrent step's h R^T)
+// with at most 3 rows of A is read in place on AVX2, widened in registers, each output one FMA per element of K in order
+// from 0: the GEMM's sequence of operations. Any other B (strided, or the portable level) is read
+// in slivers of the GEMM's register-tile width, converted into an L1 buffer and multiplied there
+// by the GEMM's own tiles (gemm_f32_rows_a), the same sequence of f32 operations as on the packed
+// path (kernels_gemm.hpp). Both give the GEMM's bits. The
 // result is rounded once to out's dtype. Returns false, doing nothing, when the product is not of
 // that kind (more rows, k = 0, bf16 x bf16 where AVX512-BF16's vdpbf16ps runs instead).
 bool matmul_skinny(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out);

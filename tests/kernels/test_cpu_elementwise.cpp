@@ -966,3 +966,55 @@ TEST_CASE("clamp: integers, bounds rounded inward and saturated") {
     TensorDesc bl = make(TF_DTYPE_BOOL, {2});
     CHECK(Call(TF_OP_CLAMP, {&bl}, bl, &open).supports() == 0);
 }
+
+TEST_CASE("f32 tanh, sigmoid and silu: within their ulp bounds, dense and on row-dense slices alike") {
+    // The kernel's f32 lanes (docs/numerics.md: tanh 2 ulp, sigmoid 2.5, silu 3) at the level
+    // the process runs under, against long double references: arguments from subnormal to past
+    // the clamps, both signs; then the same arguments as a column slice of a wider matrix (a gate
+    // of a recurrent layer's product) give the same bits as the dense tensor.
+    std::vector<double> xs;
+    std::mt19937 rng(37);
+    std::uniform_real_distribution<double> pick(-1, 1);
+    for (int i = 0; i < 16 * 96; ++i) {
+        const double mag = std::pow(2.0, 140 * std::fabs(pick(rng)) - 135);  // 2^-135 .. 2^5 (and 2^7 below)
+        const float x = static_cast<float>(i % 97 == 0 ? 120 * pick(rng) : std::copysign(mag, pick(rng)));
+        xs.push_back(x);
+    }
+    const auto ulps = [](double got, long double exact) {
+        const float nearest = static_cast<float>(exact);
+        const float next = std::nextafter(nearest, nearest < 0 ? -INFINITY : INFINITY);
+        return static_cast<double>(std::fabs(got - exact) / std::fabs(static_cast<long double>(next) - nearest));
+    };
+    const auto sigmoid_ref = [](long double x) {
+        return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
+    };
+    struct Fn {
+        uint32_t op;
+        const char *name;
+        double bound;
+    };
+    for (const Fn &f : {Fn{TF_OP_TANH, "tanh", 2}, Fn{TF_OP_SIGMOID, "sigmoid", 2.5}, Fn{TF_OP_SILU, "silu", 3}}) {
+        INFO("op ", f.name);
+        TensorDesc x = make(TF_DTYPE_F32, {16, 96}, xs);
+        TensorDesc out = make(TF_DTYPE_F32, {16, 96});
+        run_ok(f.op, {&x}, out);
+        const auto got = get(out);
+        double worst = 0;
+        for (size_t i = 0; i < xs.size(); ++i) {
+            const long double v = xs[i];
+            const long double exact = f.op == TF_OP_TANH      ? std::tanh(v)
+                                      : f.op == TF_OP_SIGMOID ? sigmoid_ref(v)
+                                                              : v * sigmoid_ref(v);
+            worst = std::max(worst, ulps(got[i], exact));
+        }
+        INFO("worst ", worst, " ulp");
+        CHECK(worst <= f.bound);
+        // Columns 16..111 of a [16, 128] matrix.
+        TensorDesc wide = make(TF_DTYPE_F32, {16, 128});
+        TensorDesc slice = view(wide, {16, 96}, {128, 1}, 16);
+        set(slice, xs);
+        TensorDesc out2 = make(TF_DTYPE_F32, {16, 96});
+        run_ok(f.op, {&slice}, out2);
+        CHECK(get_raw<uint32_t>(out2) == get_raw<uint32_t>(out));
+    }
+}

@@ -341,6 +341,16 @@ std::vector<Case> cases() {
     // tail), W's rows not a multiple of its blocks of 4 and 16.
     all.push_back({{5, 1040}, {1040, 1}, {1040, 37}, {1, 1040}, {5, 37}, {37, 1}});
     all.push_back({{16, 2100}, {2100, 1}, {2100, 6}, {1, 2100}, {16, 6}, {6, 1}});
+    // A row-major B read in place for up to 3 rows (a recurrent step's h R^T): one full unit of 64
+    // columns for one row, 3 and 2 rows with a partial vector; more rows (the sliver path) with a
+    // padded row stride.
+    all.push_back({{1, 128}, {128, 1}, {128, 512}, {512, 1}, {1, 512}, {512, 1}});
+    all.push_back({{7, 200}, {200, 1}, {200, 133}, {133, 1}, {7, 133}, {133, 1}});
+    all.push_back({{16, 256}, {256, 1}, {256, 72}, {80, 1}, {16, 72}, {72, 1}});
+    all.push_back({{3, 100}, {100, 1}, {100, 70}, {70, 1}, {3, 70}, {70, 1}});
+    all.push_back({{4, 64}, {64, 1}, {64, 24}, {24, 1}, {4, 24}, {24, 1}});
+    // Two batch elements of two rows sharing one broadcast row-major B: four rows per B.
+    all.push_back({{2, 2, 90}, {180, 90, 1}, {2, 90, 50}, {0, 50, 1}, {2, 2, 50}, {100, 50, 1}});
     // Strided A and B (every other element), a transposed output.
     all.push_back({{3, 65}, {2, 9}, {65, 33}, {70, 2}, {3, 33}, {1, 3}});
     all.push_back({{2, 130}, {1, 2}, {130, 20}, {3, 400}, {2, 20}, {20, 1}});
@@ -388,13 +398,20 @@ TEST_CASE("skinny matmul: the same bits for 1, 2 and 3 threads") {
         std::vector<std::vector<float>> results;
         for (const char *threads : {"1", "2", "3"}) {
             restart_threads(threads);
-            // Big enough to be split over the threads: W^T of a 512 x 700 weight, 3 rows.
+            // Big enough to be split over the threads: W^T of a 512 x 700 weight, 3 rows; then the
+            // same B row-major (read in place).
             Tensor a(dtype, {3, 700}, {700, 1}), b(dtype, {700, 512}, {1, 700}), o(dtype, {3, 512}, {512, 1});
             fill(a, 5);
             fill(b, 6);
             run_matmul(a, b, o);
             check_reference(a, b, o);
             results.push_back(values(o));
+            Tensor br(dtype, {700, 512}, {512, 1}), orow(dtype, {3, 512}, {512, 1});
+            fill(br, 7);
+            run_matmul(a, br, orow);
+            check_reference(a, br, orow);
+            const std::vector<float> rowmajor = values(orow);
+            results.back().insert(results.back().end(), rowmajor.begin(), rowmajor.end());
         }
         CHECK(results[1] == results[0]);
         CHECK(results[2] == results[0]);

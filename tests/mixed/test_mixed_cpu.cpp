@@ -194,7 +194,8 @@ TEST_CASE("f16/bf16 matmul: the f32 product of the converted operands, rounded o
     }
 }
 
-TEST_CASE("f16/bf16 gelu, erf, exp and gelu_backward: the f32 op on the same inputs, rounded once") {
+TEST_CASE(
+    "f16/bf16 gelu, erf, exp, gelu_backward, tanh, sigmoid and silu: the f32 op on the same inputs, rounded once") {
     // Dense operands take the f32 rows on converted chunks (kernels_erf.cpp): bit for bit the f32
     // op's result rounded to the format. 1500 elements: whole chunks, a partial one, and pieces
     // for several tasks when threads split the rows. Strided operands take the element loops
@@ -210,6 +211,9 @@ TEST_CASE("f16/bf16 gelu, erf, exp and gelu_backward: the f32 op on the same inp
         {"erf", [](const Tensor &x, const Tensor &) { return erf(x); }},
         {"exp", [](const Tensor &x, const Tensor &) { return exp(x); }},
         {"gelu_backward", [](const Tensor &x, const Tensor &dy) { return gelu_backward(dy, x); }},
+        {"tanh", [](const Tensor &x, const Tensor &) { return tanh(x); }},
+        {"sigmoid", [](const Tensor &x, const Tensor &) { return sigmoid(x); }},
+        {"silu", [](const Tensor &x, const Tensor &) { return silu(x); }},
     };
     for (DType dtype : {DType::bf16, DType::f16}) {
         for (const auto &[name, fn] : ops) {
