@@ -807,6 +807,18 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         }
         return std::vector<RefOutput>{with(y, scale, k + 4)};
     }
+    case TF_OP_MATMUL_BIAS: {
+        // x w + bias in float64; |x| |w| + |bias| bounds the error (the product's rounding, then
+        // the addition's).
+        const double k = static_cast<double>(in[0].shape.back());
+        Host y = matmul(in[0], in[1]), scale = matmul(abs_of(in[0]), abs_of(in[1]));
+        const auto n = static_cast<std::size_t>(in[1].shape[1]);
+        for (std::size_t i = 0; i < y.v.size(); ++i) {
+            y.v[i] += in[2].v[i % n];
+            scale.v[i] += std::abs(in[2].v[i % n]);
+        }
+        return std::vector<RefOutput>{with(y, scale, k + 4)};
+    }
     case TF_OP_CONV2D_GRAD_INPUT: {
         const tf_params_conv2d &p = c.params.as<tf_params_conv2d>();
         const double k = static_cast<double>(in[1].shape[0] / p.groups * in[1].shape[2] * in[1].shape[3]);
