@@ -282,6 +282,10 @@ OpSample make_sample(tf_op op) {
         s.inputs = {desc({2, 32}, TF_DTYPE_Q8_0)};
         s.outputs = {desc({2, 32})};
         break;
+    case TF_OP_MATMUL_BIAS:
+        s.inputs = {desc({2, 64, 32}), desc({32, 48}), desc({48})};
+        s.outputs = {desc({2, 64, 48})};
+        break;
     case TF_OP_MATMUL_Q:
         s.inputs = {desc({2, 32}), desc({3, 32}, TF_DTYPE_Q8_0)};
         s.outputs = {desc({2, 3})};

@@ -280,6 +280,30 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, const C
     return cast(add(y, cast(bias, DType::f32).view({1, oc, 1, 1})), x.dtype());
 }
 
+namespace {
+
+// The matmul_bias op, x [..., M, K] w [K, N] + bias [N], on f32 operands that need no gradient,
+// when the backend of the output claims it (dispatch_if_claimed: never a host round trip);
+// undefined otherwise, and the caller composes matmul and add (the same values).
+Tensor matmul_bias_fused(const Tensor &x, const Tensor &w, const Tensor &bias) {
+    if (autocast_scope >= 0 || x.rank() < 2 || w.rank() != 2 || bias.rank() != 1 || x.dtype() != DType::f32 ||
+        w.dtype() != DType::f32 || bias.dtype() != DType::f32 || x.size(-1) != w.size(0) || bias.size(0) != w.size(1) ||
+        any_needs_grad({&x, &w, &bias}))
+        return Tensor();
+    Tensor xx = x, ww = w, bb = bias;
+    place_together({&xx, &ww, &bb}, "linear");
+    Shape shape = x.shape();
+    shape.back() = w.size(1);
+    Tensor y = empty_like_device(xx, shape, x.dtype());
+    if (y.numel() == 0) return y;
+    const TensorImpl *inputs[] = {xx.impl(), ww.impl(), bb.impl()};
+    const TensorImpl *outputs[] = {y.impl()};
+    if (!dispatch_if_claimed(TF_OP_MATMUL_BIAS, inputs, outputs, nullptr)) return Tensor();
+    return y;
+}
+
+}  // namespace
+
 Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
     if (Autocast cast{"linear", {&x, &weight, &bias}}) return linear(cast[0], cast[1], cast[2]);
     impl_of(x, "linear");
@@ -303,6 +327,9 @@ Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
         Tensor with_one = concat({x, ones(ones_shape, x.dtype(), x.device())}, -1);
         return linear(with_one, concat({weight, bias.view({out_features, 1})}, 1), Tensor());
     }
+    // Without autograd the bias goes into the product's store where the backend fuses it.
+    if (bias.defined())
+        if (Tensor y = matmul_bias_fused(x, weight.transpose(0, 1), bias); y.defined()) return y;
     Tensor y;
     if (x.rank() != 2) {
         y = matmul(x, weight.transpose(0, 1));

@@ -192,7 +192,24 @@ std::vector<Value> fused_conv_activation(Ctx &ctx) {
     return conv_with_activation(ctx, act, ctx.attr_float("min", 0), ctx.attr_float("max", 0), 3);
 }
 
+// FusedMatMulBias(x, W, bias) with attribute bias_first (the Add's operand order): MatMul(x, W),
+// then Add bias. One linear(x, W^T, bias) (the matmul_bias op where the backend has it: the bias
+// added as the product's tiles are stored) when x is float32 of rank >= 2, W [K, N] and bias [N]
+// float32; otherwise the original ops in order. Either way the bits of MatMul then Add.
+std::vector<Value> fused_matmul_bias(Ctx &ctx) {
+    const Tensor &x = ctx.tensor(0), &w = ctx.tensor(1), &bias = ctx.tensor(2);
+    const ElementType type = ctx.input(0).type;
+    if (!is_float(type)) ctx.unsupported("MatMul of non-float operands");
+    const bool fast = x.dtype() == DType::f32 && w.dtype() == DType::f32 && bias.dtype() == DType::f32 &&
+                      ctx.input(1).type == type && ctx.input(2).type == type && x.rank() >= 2 && w.rank() == 2 &&
+                      bias.rank() == 1 && x.size(-1) == w.size(0) && bias.size(0) == w.size(1);
+    if (fast) return {make(linear(x, w.transpose(0, 1), bias), type)};
+    const Tensor y = matmul(x, w);
+    return {make(ctx.attr_int("bias_first", 0) != 0 ? add(bias, y) : add(y, bias), type)};
+}
+
 const OpRow conv_activation_row{"FusedConvActivation", 1, 1, fused_conv_activation};
+const OpRow matmul_bias_row{"FusedMatMulBias", 1, 1, fused_matmul_bias};
 const OpRow gelu_row{"FusedGelu", 1, 1, fused_gelu};
 const OpRow rms_norm_row{"FusedRmsNorm", 1, 1, fused_rms_norm};
 const OpRow attention_row{"FusedAttention", 1, 1, fused_attention};
@@ -869,6 +886,36 @@ int64_t fuse_attention(Graph &g) {
     return fired;
 }
 
+// ---- MatMul + Add(bias) -----------------------------------------------------------------
+// MatMul(x, W) with W a float constant matrix [K, N], whose output feeds only an Add (version 7
+// on: numpy broadcasting) whose other operand is a float constant vector [N] of W's type: one
+// node that adds the bias as the product is stored (a linear layer as torch exports it at rank 3;
+// Gemm's C is added the same way by the Gemm kernel, ops_nn.cpp).
+int64_t fuse_matmul_bias(Graph &g) {
+    int64_t fired = 0;
+    for (std::size_t m = 0; m < g.steps().size(); ++m) {
+        const auto &mm = g.step(m).node;
+        if (mm.op_type() != "MatMul" || mm.input_size() != 2 || mm.output_size() != 1) continue;
+        const Value *w = g.constant(mm.input(1));
+        if (w == nullptr || !is_float(w->type) || w->tensor.rank() != 2) continue;
+        const std::string &out = mm.output(0);
+        const std::size_t a = g.only_consumer(out, "Add");
+        if (a == none || g.step(a).version < 7 || g.step(a).node.output_size() != 1) continue;
+        const int k = other_input(g.step(a).node, out);
+        if (k < 0) continue;
+        const std::string bias = g.step(a).node.input(k);
+        const Value *b = g.constant(bias);
+        if (b == nullptr || b->type != w->type || b->tensor.rank() != 1 || b->tensor.size(0) != w->tensor.size(1))
+            continue;
+        const std::string x = mm.input(0), weight = mm.input(1);
+        replace_with_fused(g, a, {m}, matmul_bias_row, {x, weight, bias},
+                           [&](::onnx::NodeProto &fused) { set_attr(fused, "bias_first", int64_t{k == 0}); });
+        ++fired;
+    }
+    g.commit();
+    return fired;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, int64_t>> fuse(FusionGraph graph) {
@@ -889,6 +936,8 @@ std::vector<std::pair<std::string, int64_t>> fuse(FusionGraph graph) {
         {"layer_norm", fuse_layer_norm},
         {"rms_norm", fuse_rms_norm},
         {"attention", fuse_attention},
+        // Last: attention's pattern starts at a MatMul of two computed values, never this one's.
+        {"matmul_bias", fuse_matmul_bias},
     };
     for (const auto &[name, pass] : passes) {
         if (!chosen.empty() && chosen.find("," + std::string(name) + ",") == std::string::npos) continue;

@@ -30,8 +30,17 @@ std::vector<Value> gemm(Ctx &ctx) {
     if (a.rank() != 2 || b.rank() != 2) ctx.invalid("A and B must be matrices");
     if (ctx.attr_int("transA", 0)) a = a.transpose(0, 1);
     if (ctx.attr_int("transB", 0)) b = b.transpose(0, 1);
-    Tensor y = matmul(a, b);
     const double alpha = ctx.attr_float("alpha", 1.0), beta = ctx.attr_float("beta", 1.0);
+    // A linear layer (alpha = beta = 1, C a float32 vector of B's columns, [N] or [1, N]): one
+    // linear, whose bias the backend may add as the product is stored; the bits of matmul then add.
+    if (alpha == 1.0 && beta == 1.0 && ctx.has_input(2) && a.dtype() == DType::f32 && b.dtype() == DType::f32 &&
+        ctx.input(1).type == ctx.input(0).type && ctx.input(2).type == ctx.input(0).type) {
+        Tensor c = ctx.tensor(2);
+        if (c.dtype() == DType::f32 && c.rank() == 2 && c.size(0) == 1) c = c.reshape({c.size(1)});
+        if (c.dtype() == DType::f32 && c.rank() == 1 && c.size(0) == b.size(1) && a.size(1) == b.size(0))
+            return {make(linear(a, b.transpose(0, 1), c), ctx.input(0).type)};
+    }
+    Tensor y = matmul(a, b);
     if (alpha != 1.0) y = mul(y, alpha);
     if (ctx.has_input(2) && beta != 0.0) y = add(y, beta == 1.0 ? ctx.tensor(2) : mul(ctx.tensor(2), beta));
     return {make(y, ctx.input(0).type)};

@@ -50,6 +50,10 @@ const char *openblas_path() noexcept;
 // shared.
 bool matmul_supported(const tf_op_desc &op) noexcept;
 tf_status matmul_run(const tf_op_desc &op, tf_error *err);
+// matmul_bias: matmul's sgemm where matmul_supported takes the product, then the bias added as
+// cpu's add would (the bits of blas's matmul followed by add); cpu's row takes the rest.
+bool matmul_bias_supported(const tf_op_desc &op) noexcept;
+tf_status matmul_bias_run(const tf_op_desc &op, tf_error *err);
 
 bool conv2d_supported(const tf_op_desc &op) noexcept;
 // conv2d and conv2d_grad_input (one product with the weight), conv2d_grad_weight.

@@ -2,6 +2,7 @@
 // broadcast by the core (stride 0 possible). Transposed views reach sgemm as transpose flags
 // and leading dimensions, without copies; layouts sgemm cannot express are left to cpu.
 #include "blas.hpp"
+#include "kernels.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -175,6 +176,35 @@ tf_status matmul_run(const tf_op_desc &op, tf_error *err) {
         }
         if (axis < 0) return TF_STATUS_OK;
     }
+}
+
+namespace {
+
+// matmul_bias's product as a matmul descriptor (x, w broadcast over y's batch axes -> y); the
+// caller holds `operands` while the descriptor is used.
+tf_op_desc as_matmul(const tf_op_desc &op, tf_tensor_desc (&operands)[2]) {
+    operands[0] = op.inputs[0];
+    operands[1] = tf_kit::matmul_bias_weight(op);
+    tf_op_desc m = op;
+    m.op = TF_OP_MATMUL;
+    m.inputs = operands;
+    m.n_inputs = 2;
+    return m;
+}
+
+}  // namespace
+
+bool matmul_bias_supported(const tf_op_desc &op) noexcept {
+    if (op.n_inputs != 3 || !op.inputs || op.inputs[2].dtype != TF_DTYPE_F32) return false;
+    tf_tensor_desc operands[2];
+    return matmul_supported(as_matmul(op, operands));
+}
+
+tf_status matmul_bias_run(const tf_op_desc &op, tf_error *err) {
+    tf_tensor_desc operands[2];
+    if (tf_status s = matmul_run(as_matmul(op, operands), err); s != TF_STATUS_OK) return s;
+    tf_cpu::add_bias_rows(op.outputs[0], op.inputs[2]);
+    return TF_STATUS_OK;
 }
 
 }  // namespace tf_blas

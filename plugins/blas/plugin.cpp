@@ -67,6 +67,7 @@ tf_status locked(const tf_op_desc &op, tf_error *err) {
 // kernels (each kernel's *_supported): first, so they win where they accept.
 constexpr HostRow k_openblas_kernels[] = {
     {TF_OP_MATMUL, k_f32, locked<matmul_run>, matmul_supported},
+    {TF_OP_MATMUL_BIAS, k_f32, locked<matmul_bias_run>, matmul_bias_supported},
     {TF_OP_CONV2D, k_f32, locked<conv2d_weight_times_run>, conv2d_supported},
     {TF_OP_CONV2D_GRAD_INPUT, k_f32, locked<conv2d_weight_times_run>, conv2d_supported},
     {TF_OP_CONV2D_GRAD_WEIGHT, k_f32, locked<conv2d_grad_weight_run>, conv2d_supported},

@@ -366,6 +366,9 @@ bool run_vector_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc 
 bool run_vector_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_tensor_desc &out);
 // kernels_matmul.cpp: [..., M, K] x [..., K, N] -> [..., M, N] in f32, f16 or bf16.
 tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, tf_error *err);
+// kernels_matmul.cpp: matmul_bias's bias added to a stored product y [..., M, N]: y = y + bias[j],
+// each sum rounded once to y's dtype (add's operation; the blas plugin's sgemm rows use it too).
+void add_bias_rows(const tf_tensor_desc &y, const tf_tensor_desc &bias);
 // kernels_own.cpp: f32, row-major without gaps (size-1 axes may have any stride), at a
 // float-aligned address.
 bool dense_f32(const tf_tensor_desc &d);

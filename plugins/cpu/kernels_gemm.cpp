@@ -403,10 +403,51 @@ void run_a_tile(const GemmKernel &g, const ABlock &a, int64_t ir, int64_t rows, 
     run_tile(g, rows, kc, AOffsetRows{a.a, offsets}, b, c, ldc, load_c);
 }
 
+// A bias added to each finished element of a block: bias[j] for the block's column j
+// (col, at the block's first column) or bias[i] for its row i (row, when the product runs as
+// C^T = B^T A^T); null members add nothing.
+struct BlockBias {
+    const float *col = nullptr;
+    const float *row = nullptr;
+    bool active() const { return col != nullptr || row != nullptr; }
+};
+
+// tile[i * ld + j] += bias for rows [0, rows) and columns [0, cols) of a finished tile whose
+// first element is C(i0, j0) of the block.
+// Four lanes at a time (each lane one f32 addition, as the scalar loop's).
+void add_bias(float *tile, int64_t ld, int64_t rows, int64_t cols, int64_t i0, int64_t j0, const BlockBias &bias) {
+    for (int64_t i = 0; i < rows; ++i) {
+        float *t = tile + i * ld;
+        int64_t j = 0;
+        if (bias.col != nullptr) {
+            const float *b = bias.col + j0;
+            for (; j + 4 <= cols; j += 4) {
+                v4f v, w;
+                std::memcpy(&v, t + j, sizeof v);
+                std::memcpy(&w, b + j, sizeof w);
+                v += w;
+                std::memcpy(t + j, &v, sizeof v);
+            }
+            for (; j < cols; ++j) t[j] += b[j];
+            continue;
+        }
+        const float b = bias.row[i0 + i];
+        const v4f w = {b, b, b, b};
+        for (; j + 4 <= cols; j += 4) {
+            v4f v;
+            std::memcpy(&v, t + j, sizeof v);
+            v += w;
+            std::memcpy(t + j, &v, sizeof v);
+        }
+        for (; j < cols; ++j) t[j] += b;
+    }
+}
+
 // The C tiles of rows [ic, ic + mc) and B slivers [s0, s1) of the current packed B block; C's
-// element (i, j) is at c[i * rs + j * cs].
+// element (i, j) is at c[i * rs + j * cs]. bias: added to each tile once computed (the last K
+// block only).
 void compute_block(const GemmKernel &g, int64_t kc, const ABlock &a, const float *b_pack, int64_t mc, int64_t nc,
-                   int64_t s0, int64_t s1, float *c, int64_t rs, int64_t cs, bool load_c) {
+                   int64_t s0, int64_t s1, float *c, int64_t rs, int64_t cs, bool load_c, const BlockBias &bias) {
     alignas(64) float edge[k_max_tile];
     for (int64_t s = s0; s < s1; ++s) {
         const int64_t jr = s * g.nr;
@@ -418,6 +459,7 @@ void compute_block(const GemmKernel &g, int64_t kc, const ABlock &a, const float
             const int64_t height = tile_rows(g, rows);
             if (rows == height && cols == g.nr && cs == 1) {
                 run_a_tile(g, a, ir, rows, kc, BSliver{bs}, ct, rs, load_c);
+                if (bias.active()) add_bias(ct, rs, rows, cols, ir, jr, bias);
                 continue;
             }
             // A partial or transposed tile goes through a full-size buffer: the same operations
@@ -432,6 +474,7 @@ void compute_block(const GemmKernel &g, int64_t kc, const ABlock &a, const float
                 }
             }
             run_a_tile(g, a, ir, rows, kc, BSliver{bs}, edge, g.nr, load_c);
+            if (bias.active()) add_bias(edge, g.nr, rows, cols, ir, jr, bias);
             if (cs == 1) {
                 for (int64_t i = 0; i < rows; ++i)
                     std::memcpy(ct + i * rs, edge + i * g.nr, static_cast<size_t>(cols) * sizeof(float));
@@ -476,11 +519,12 @@ void gemm_f32_prepack_b(int64_t k, int64_t n, F32Matrix b, float *dst) {
 }
 
 void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc, bool accumulate,
-              const float *b_prepacked) {
+              const float *b_prepacked, const float *bias) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         if (!accumulate)
             for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+        if (bias != nullptr) add_bias(c, ldc, m, n, 0, 0, BlockBias{bias, nullptr});
         return;
     }
     const GemmKernel &g = pick_kernel();
@@ -490,6 +534,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *
     // factors swap places), so the bits do not change. The transposed tiles are stored through
     // the edge buffer, which costs more than it saves unless the gain is large and k long.
     int64_t rs = ldc, cs = 1;
+    bool swapped = false;  // the bias then runs along C^T's rows
     if (k >= 64 && tile_fill(g, n, m) > 1.5 * tile_fill(g, m, n)) {
         std::swap(m, n);
         std::swap(a, b);
@@ -497,6 +542,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *
         std::swap(b.row_stride, b.col_stride);
         std::swap(rs, cs);
         b_prepacked = nullptr;  // B is now the old A
+        swapped = true;
     }
     // A row-major A is read in place (ABlock); a row stride of 0 (a broadcast row) or 1 (a
     // column vector seen as a row) is packed as before.
@@ -554,8 +600,16 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *
                     pack_a(g, mc, kc, a_src, a.row_stride, a.col_stride, a_pack);
                     block = {a_pack, 0};
                 }
+                BlockBias block_bias;
+                if (bias != nullptr && pc + kc == k) {
+                    if (swapped)
+                        block_bias.row = bias + ic;
+                    else
+                        block_bias.col = bias + jc;
+                }
                 compute_block(g, kc, block, b_block, mc, nc, chunk * per_chunk,
-                              std::min(slivers, (chunk + 1) * per_chunk), c + ic * rs + jc * cs, rs, cs, load_c);
+                              std::min(slivers, (chunk + 1) * per_chunk), c + ic * rs + jc * cs, rs, cs, load_c,
+                              block_bias);
             });
         }
     }

@@ -31,8 +31,12 @@ struct F32Matrix {
 // b_prepacked: B as gemm_f32_prepack_b wrote it (a constant weight packed once, packed_weights.hpp)
 // instead of packing b's blocks on every call; the same floats reach the tiles, so the same bits.
 // b still describes B (when the product runs as C^T = B^T A^T the packed form is not used).
+//
+// bias: n floats; C(i, j) is then the finished sum plus bias[j], one f32 addition (the bits of
+// the product followed by an add), done to each register tile as its last K block is stored,
+// while it is in L1 (matmul_bias, kernels_matmul.cpp).
 void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *c, int64_t ldc, bool accumulate,
-              const float *b_prepacked = nullptr);
+              const float *b_prepacked = nullptr, const float *bias = nullptr);
 
 // A whole k x n B packed in the blocks gemm_f32 packs it in per call (its KC x NC blocks, N blocks
 // outer, K blocks inner, each as nr-column slivers): gemm_f32_prepacked_b_floats(k, n) floats.

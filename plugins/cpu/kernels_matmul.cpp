@@ -11,6 +11,8 @@
 #include "packed_weights.hpp"
 #include "runtime.hpp"
 
+#include <tinyfin/plugin_kit/rules.hpp>
+
 #include <algorithm>
 #include <new>
 #include <vector>
@@ -22,7 +24,9 @@ namespace {
 // across the batch becomes one GEMM with the batch folded into M. Small products run one batch
 // element per task; big ones split inside the GEMM. own_b: b is the op's own operand (not a
 // converted copy), so a B in a buffer marked constant is packed once (packed_weights.hpp).
-void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, bool own_b = false) {
+// bias: n floats added to every row of the product in the GEMM's store (matmul_bias).
+void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, bool own_b = false,
+                const float *bias = nullptr) {
     const int r = out.rank;
     const int64_t m = out.shape[r - 2], n = out.shape[r - 1], k = a.shape[r - 1];
     if (numel(out) == 0) return;
@@ -60,11 +64,11 @@ void matmul_f32(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tenso
         const Batch &it = items[static_cast<size_t>(t)];
         const F32Matrix am{it.a, a_rs, a_col}, bm{it.b, b_row, b_col};
         if (direct) {
-            gemm_f32(rows, n, k, am, bm, it.o, o_rs, false, b_pre);
+            gemm_f32(rows, n, k, am, bm, it.o, o_rs, false, b_pre, bias);
             return;
         }
         float *tmp = scratch_floats(k_slot_temp, static_cast<size_t>(rows * n));
-        gemm_f32(rows, n, k, am, bm, tmp, n, false, b_pre);
+        gemm_f32(rows, n, k, am, bm, tmp, n, false, b_pre, bias);
         for (int64_t i = 0; i < rows; ++i)
             for (int64_t j = 0; j < n; ++j) it.o[i * o_rs + j * o_col] = tmp[i * n + j];
     };
@@ -193,13 +197,56 @@ tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_
     return TF_STATUS_OK;
 }
 
+void add_bias_rows(const tf_tensor_desc &y, const tf_tensor_desc &bias) {
+    const int r = y.rank;
+    tf_tensor_desc b = y;  // bias broadcast to y's shape
+    b.dtype = bias.dtype;
+    b.data = bias.data;
+    b.offset = bias.offset;
+    for (int i = 0; i < r; ++i) b.strides[i] = i == r - 1 ? bias.strides[0] : 0;
+    Dtypes::with_float(y.dtype, [&](auto tag) {
+        using Tr = Traits<decltype(tag)>;
+        walk<2>(r, y.shape, {view_of(y), view_of(b)}, [&](char *const *p, int64_t n, const int64_t *step) {
+            for (int64_t i = 0; i < n; ++i) {
+                char *o = p[0] + i * step[0];
+                Tr::store(o, Tr::load(o) + Tr::load(p[1] + i * step[1]));
+            }
+        });
+    });
+}
+
 namespace {
 
 tf_status matmul_kernel(const tf_op_desc &op, tf_error *err) {
     return run_matmul(op.inputs[0], op.inputs[1], op.outputs[0], err);
 }
 
-constexpr HostRow k_rows[] = {{TF_OP_MATMUL, k_float_dtypes, matmul_kernel}};
+// matmul_bias: the product exactly as matmul computes it (the same paths, so the same bits), then
+// the bias: on the packed f32 GEMM added to each tile as it is stored; after the other paths
+// (a few rows, f16/bf16 rounded first), as add would.
+tf_status matmul_bias_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &x = op.inputs[0], &bias = op.inputs[2], &y = op.outputs[0];
+    const tf_tensor_desc w = tf_kit::matmul_bias_weight(op);
+    if (numel(y) == 0) return TF_STATUS_OK;
+    if (y.dtype == TF_DTYPE_F32 && x.dtype == TF_DTYPE_F32 && w.dtype == TF_DTYPE_F32 && !matmul_skinny(x, w, y)) {
+        const int64_t n = bias.shape[0];
+        const float *b = reinterpret_cast<const float *>(base_of(bias));
+        std::vector<float> dense;
+        if (bias.strides[0] != 1 && n > 1) {  // a strided or broadcast bias, made dense
+            dense.resize(static_cast<size_t>(n));
+            for (int64_t j = 0; j < n; ++j) dense[static_cast<size_t>(j)] = b[j * bias.strides[0]];
+            b = dense.data();
+        }
+        matmul_f32(x, w, y, true, b);
+        return TF_STATUS_OK;
+    }
+    if (tf_status s = run_matmul(x, w, y, err); s != TF_STATUS_OK) return s;
+    add_bias_rows(y, bias);
+    return TF_STATUS_OK;
+}
+
+constexpr HostRow k_rows[] = {{TF_OP_MATMUL, k_float_dtypes, matmul_kernel},
+                              {TF_OP_MATMUL_BIAS, k_float_dtypes, matmul_bias_kernel}};
 
 }  // namespace
 

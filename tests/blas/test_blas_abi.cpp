@@ -416,3 +416,47 @@ TEST_CASE("buffers: alignment, bounds, and reuse of large freed blocks") {
     CHECK(none == nullptr);
     CHECK(p.buffer_alloc(1, 64, &none, &err) == TF_STATUS_INVALID_ARGUMENT);
 }
+
+TEST_CASE("matmul_bias: sgemm then the bias where sgemm takes the product, else cpu's kernel; the bits of matmul "
+          "then add") {
+    // x [2, 40, 50] (batch folded into sgemm's M), w [50, 60] row-major or transposed; a
+    // [3, 4] x [4, 5] product (below sgemm's threshold: cpu's kernel).
+    struct Shape3 {
+        int64_t batch, m, k, n;
+        bool w_transposed;
+        const char *who;
+    };
+    for (const Shape3 &s : {Shape3{2, 40, 50, 60, false, "openblas"}, Shape3{2, 40, 50, 60, true, "openblas"},
+                            Shape3{1, 3, 4, 5, false, "cpu"}}) {
+        CAPTURE(s.who);
+        CAPTURE(s.w_transposed);
+        std::vector<float> x = values(static_cast<size_t>(s.batch * s.m * s.k), 41),
+                           w = values(static_cast<size_t>(s.k * s.n), 42), b = values(static_cast<size_t>(s.n), 43);
+        std::vector<float> fused(static_cast<size_t>(s.batch * s.m * s.n)), product(fused.size()), sum(fused.size());
+        const tf_tensor_desc wd = s.w_transposed ? tensor(w, {s.k, s.n}, {1, s.k}) : tensor(w, {s.k, s.n}, {s.n, 1});
+        const tf_tensor_desc in[] = {tensor(x, {s.batch, s.m, s.k}, {s.m * s.k, s.k, 1}), wd, tensor(b, {s.n}, {1})};
+        const tf_tensor_desc out = tensor(fused, {s.batch, s.m, s.n}, {s.m * s.n, s.n, 1});
+        CHECK(runner(op_desc(TF_OP_MATMUL_BIAS, in, 3, &out)) == s.who);
+        // matmul with w broadcast over the batch, then add with the bias broadcast over the rows.
+        tf_tensor_desc wb = wd;
+        wb.rank = 3;
+        wb.shape[0] = s.batch;
+        wb.shape[1] = s.k;
+        wb.shape[2] = s.n;
+        wb.strides[0] = 0;
+        wb.strides[1] = wd.strides[0];
+        wb.strides[2] = wd.strides[1];
+        const tf_tensor_desc mm_in[] = {in[0], wb};
+        const tf_tensor_desc mm_out = tensor(product, {s.batch, s.m, s.n}, {s.m * s.n, s.n, 1});
+        CHECK(runner(op_desc(TF_OP_MATMUL, mm_in, 2, &mm_out)) == s.who);
+        const tf_tensor_desc add_in[] = {mm_out, tensor(b, {s.batch, s.m, s.n}, {0, 0, 1})};
+        const tf_tensor_desc add_out = tensor(sum, {s.batch, s.m, s.n}, {s.m * s.n, s.n, 1});
+        run(op_desc(TF_OP_ADD, add_in, 2, &add_out));
+        CHECK(std::memcmp(fused.data(), sum.data(), fused.size() * sizeof(float)) == 0);
+        // And within the float64 bound of x w (+ the bias, exact next to it).
+        for (size_t i = 0; i < product.size(); ++i) product[i] = fused[i] - b[i % static_cast<size_t>(s.n)];
+        for (int64_t t = 0; t < s.batch; ++t)
+            check_matmul(x, t * s.m * s.k, s.k, 1, w, 0, wd.strides[0], wd.strides[1], product, t * s.m * s.n, s.n, 1,
+                         s.m, s.k, s.n);
+    }
+}

@@ -786,3 +786,137 @@ TEST_CASE("freed buffers come back from the cache, and shutdown with buffers ali
 }
 
 }  // namespace
+
+// matmul_bias: x [..., M, K] w [K, N] + bias [N], the bias added to each GEMM tile as it is stored.
+// Its bits must be matmul's followed by add's (both through this plugin), whatever the path (a
+// few rows, the packed GEMM, a product computed as C^T = B^T A^T, several K blocks, k = 0), the
+// layouts, the instruction set, the thread count or a weight packed once; and within k + 1 f32
+// roundings of a float64 reference.
+namespace {
+
+struct BiasCase {
+    Dims x_shape, x_strides;
+    int64_t n;
+    bool w_transposed, bias_strided, out_transposed;
+};
+
+// The rank-2 w [K, N] as matmul's rank-r operand (batch axes at stride 0).
+TensorDesc broadcast_w(const TensorDesc &w, const Dims &out_shape) {
+    Dims shape = out_shape, strides(out_shape.size(), 0);
+    const size_t r = out_shape.size();
+    shape[r - 2] = w.d.shape[0];
+    shape[r - 1] = w.d.shape[1];
+    strides[r - 2] = w.d.strides[0];
+    strides[r - 1] = w.d.strides[1];
+    TensorDesc b = view(w.mem, shape, strides);
+    b.d.offset = w.d.offset;
+    return b;
+}
+
+std::vector<float> values_of(const TensorDesc &t, const Dims &shape) {
+    std::vector<float> v;
+    const int64_t total = count_of(shape);
+    Dims idx(shape.size(), 0);
+    for (int64_t e = 0; e < total; ++e) {
+        v.push_back(t.at(idx));
+        for (size_t a = shape.size(); a-- > 0;) {
+            if (++idx[a] < shape[a]) break;
+            idx[a] = 0;
+        }
+    }
+    return v;
+}
+
+void check_matmul_bias(const BiasCase &c, uint32_t seed, bool mark_w) {
+    const size_t r = c.x_shape.size();
+    const int64_t k = c.x_shape[r - 1], n = c.n, m = c.x_shape[r - 2];
+    Dims out_shape = c.x_shape;
+    out_shape[r - 1] = n;
+    int64_t x_extent = 1;
+    for (size_t i = 0; i < r; ++i) x_extent += (c.x_shape[i] - 1) * c.x_strides[i];
+    TensorDesc x = view(std::make_shared<Block>(std::max<int64_t>(x_extent, 1)), c.x_shape, c.x_strides);
+    auto wmem = std::make_shared<Block>(k * n);
+    TensorDesc w = c.w_transposed ? view(wmem, {k, n}, {1, k}) : view(wmem, {k, n}, {n, 1});
+    TensorDesc bias = c.bias_strided ? view(std::make_shared<Block>(3 * n + 1), {n}, {3}) : dense({n});
+    fill_random(x, seed);
+    fill_random(view(wmem, {k * n}, {1}), seed + 1);
+    fill_random(bias, seed + 2);
+    if (mark_w) reinterpret_cast<MarkConstant>(P().get_proc("buffer_mark_constant"))(wmem->buffer);
+    auto output = [&] {
+        if (!c.out_transposed) return dense(out_shape);
+        Dims strides = dense_strides(out_shape);  // the last two axes swapped in memory
+        strides[r - 1] = m;
+        strides[r - 2] = 1;
+        return view(std::make_shared<Block>(count_of(out_shape)), out_shape, strides);
+    };
+    TensorDesc fused = output(), product = output(), separate = output();
+    run_ok(TF_OP_MATMUL_BIAS, {x.d, w.d, bias.d}, fused.d);
+    run_ok(TF_OP_MATMUL, {x.d, broadcast_w(w, out_shape).d}, product.d);
+    Dims b_strides(r, 0);
+    b_strides[r - 1] = bias.d.strides[0];
+    run_ok(TF_OP_ADD, {product.d, view(bias.mem, out_shape, b_strides).d}, separate.d);
+    const std::vector<float> got = values_of(fused, out_shape), want = values_of(separate, out_shape);
+    REQUIRE(got.size() == want.size());
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    // float64: sum_p x w + bias, within (k + 1) roundings of sum |x w| + |bias|.
+    int bad = 0;
+    const int64_t rows = count_of(out_shape) / std::max<int64_t>(n, 1);
+    for (int64_t row = 0; row < rows; ++row) {
+        Dims idx(r, 0);
+        int64_t rest = row;
+        for (size_t a = r - 1; a-- > 0;) {
+            idx[a] = rest % c.x_shape[a];
+            rest /= c.x_shape[a];
+        }
+        for (int64_t j = 0; j < n; ++j) {
+            double s = bias.at({j}), scale = std::fabs(bias.at({j}));
+            for (int64_t p = 0; p < k; ++p) {
+                idx[r - 1] = p;
+                const double prod = static_cast<double>(x.at(idx)) * w.at({p, j});
+                s += prod;
+                scale += std::fabs(prod);
+            }
+            const double bound = static_cast<double>(k + 1) * 0x1p-24 * scale + 1e-30;
+            if (std::fabs(got[static_cast<size_t>(row * n + j)] - s) > bound && ++bad <= 3)
+                FAIL_CHECK("element ", row, ",", j, ": got ", got[static_cast<size_t>(row * n + j)], " want ", s);
+        }
+    }
+    CHECK(bad == 0);
+}
+
+void matmul_bias_suite(bool mark_w) {
+    const BiasCase cases[] = {
+        {{3, 5}, {5, 1}, 7, false, false, false},  // a few rows: the one-row path, bias after
+        {{1, 600}, {600, 1}, 33, true, false, false},  // one row, x W^T along W's rows
+        {{37, 600}, {600, 1}, 70, false, false, false},  // two K blocks on AVX2
+        {{3, 37, 65}, {37 * 65, 65, 1}, 67, false, false, false},  // batch folded into M
+        {{2, 40, 65}, {1, 2 * 65, 2}, 33, true, true, true},  // strided x, w^T, strided bias, transposed y
+        {{96, 70}, {70, 1}, 4, false, false, false},  // computed as C^T = B^T A^T: a row bias
+        {{128, 64}, {64, 1}, 64, true, false, false},  // bert's projections
+        {{300, 257}, {257, 1}, 263, false, false, false},  // split over threads inside the GEMM
+        {{20, 0}, {1, 1}, 9, false, false, false},  // k = 0: the bias alone
+    };
+    uint32_t seed = 500;
+    for (const BiasCase &c : cases) {
+        CAPTURE(c.x_shape.size());
+        CAPTURE(c.x_shape[c.x_shape.size() - 2]);
+        CAPTURE(c.x_shape.back());
+        CAPTURE(c.n);
+        check_matmul_bias(c, seed, mark_w);
+        seed += 3;
+    }
+}
+
+}  // namespace
+
+TEST_CASE("matmul_bias has the bits of matmul then add on every path, instruction set and thread count") {
+    for (const char *isa : {"generic", static_cast<const char *>(nullptr)})
+        for (const char *threads : {"1", "2", "3"}) {
+            CAPTURE(isa ? isa : "native");
+            CAPTURE(threads);
+            restart(isa, threads);
+            matmul_bias_suite(false);
+            matmul_bias_suite(true);  // w packed once (a marked constant buffer)
+        }
+    restart(nullptr, nullptr);
+}

@@ -790,3 +790,127 @@ def test_layer_norm_weight_that_is_not_a_row_runs_the_original_ops(backend):
     x = (rng(74).standard_normal((2, 3, 6)) * 3 + 1).astype(np.float32)
     [y] = sess.run(None, {"x": x})
     np.testing.assert_allclose(y, reference(x)[0], rtol=1e-5, atol=1e-5)
+
+
+# ---- MatMul + Add(bias), and Gemm's C ------------------------------------------------------
+
+def matmul_bias_model(r, x_shape=(2, 5, 16), n=24, bias_first=False, fed_weight=False, second_consumer=False,
+                      bias_shape=None, fed_bias=False):
+    k = x_shape[-1]
+    w = r.standard_normal((k, n)).astype(np.float32)
+    b = r.standard_normal(bias_shape or (n,)).astype(np.float32)
+    y_shape = list(x_shape[:-1]) + [n]
+    add_in = ["b", "p"] if bias_first else ["p", "b"]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["p"], name="mm"), helper.make_node("Add", add_in, ["y"])]
+    inputs = [value("x", F, list(x_shape))]
+    outputs = [value("y", F, y_shape)]
+    inits = [init("w", w)]
+    if fed_bias:
+        inputs.append(value("b", F, [n]))
+    else:
+        inits.append(init("b", b))
+    if fed_weight:
+        inputs.append(value("w", F, [k, n]))
+    if second_consumer:
+        nodes.append(helper.make_node("Neg", ["p"], ["neg_p"]))
+        outputs.append(value("neg_p", F, y_shape))
+    model = make_model(nodes, inputs, outputs, inits)
+
+    def reference(x, weight=w):
+        return d(x) @ d(weight) + d(b)
+    return model, reference
+
+
+MATMUL_BIAS_CASES = {
+    "rank 3": {},
+    "bias first": {"bias_first": True},  # torch's export: Add(bias, MatMul)
+    "rank 2": {"x_shape": (7, 33), "n": 70},
+    "rank 4, one row": {"x_shape": (2, 3, 1, 20), "n": 9},
+    "bert's projection": {"x_shape": (1, 128, 64), "n": 64},
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", list(MATMUL_BIAS_CASES))
+def test_matmul_bias_fuses(backend, case, monkeypatch):
+    kw = MATMUL_BIAS_CASES[case]
+    r = rng(90)
+    model, reference = matmul_bias_model(r, **kw)
+    sess = session(model, backend)
+    assert fused(sess, "matmul_bias") == 1
+    x = r.standard_normal(kw.get("x_shape", (2, 5, 16))).astype(np.float32)
+    [y] = sess.run(None, {"x": x})
+    assert ops_run(sess) == ["FusedMatMulBias"]
+    np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-5)
+    # The same bits as the unfused MatMul and Add on this backend.
+    monkeypatch.setenv("TINYFIN_ONNX_FUSE", "0")
+    plain = session(model, backend)
+    assert plain.load_report()["fusions"] == {}
+    [y_plain] = plain.run(None, {"x": x})
+    assert ops_run(plain) == ["MatMul", "Add"]
+    np.testing.assert_array_equal(y, y_plain)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_matmul_bias_near_misses_are_not_fused(backend):
+    r = rng(91)
+    x = r.standard_normal((2, 5, 16)).astype(np.float32)
+    # A weight a feed may override, the product read twice, a bias that is not a vector of N,
+    # a bias fed at run time (not a constant).
+    for kw in ({"fed_weight": True}, {"second_consumer": True}, {"bias_shape": (5, 24)}, {"fed_bias": True}):
+        model, reference = matmul_bias_model(r, **kw)
+        sess = session(model, backend)
+        assert fused(sess, "matmul_bias") == 0, kw
+        feeds = {"x": x}
+        if kw.get("fed_weight"):
+            feeds["w"] = r.standard_normal((16, 24)).astype(np.float32)
+            [y] = sess.run(None, feeds)
+            np.testing.assert_allclose(y, reference(x, feeds["w"]), rtol=1e-5, atol=1e-5)
+            continue
+        if kw.get("fed_bias"):
+            b = r.standard_normal(24).astype(np.float32)
+            [y] = sess.run(None, {"x": x, "b": b})
+            np.testing.assert_allclose(y, reference(x) - reference(np.zeros_like(x)) + d(b), rtol=1e-5, atol=1e-5)
+            continue
+        outs = sess.run(None, feeds)
+        assert "MatMul" in ops_run(sess), kw
+        np.testing.assert_allclose(outs[0], reference(x), rtol=1e-5, atol=1e-5)
+
+
+def gemm_model(r, c_shape=(24,), alpha=1.0, beta=1.0, trans_b=1, m=7, k=33, n=24):
+    w = r.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    c = r.standard_normal(c_shape).astype(np.float32)
+    node = helper.make_node("Gemm", ["x", "w", "c"], ["y"], alpha=alpha, beta=beta, transB=trans_b)
+    model = make_model([node], [value("x", F, [m, k])], [value("y", F, [m, n])], [init("w", w), init("c", c)])
+    wk = d(w).T if trans_b else d(w)
+
+    def reference(x):
+        return alpha * (d(x) @ wk) + beta * np.broadcast_to(d(c), (m, n))
+    # The same layer as MatMul + Add over W [K, N] (what the Gemm kernel's linear must equal).
+    pair = make_model([helper.make_node("MatMul", ["x", "wk"], ["p"]), helper.make_node("Add", ["p", "c"], ["y"])],
+                      [value("x", F, [m, k])], [value("y", F, [m, n])],
+                      [init("wk", np.ascontiguousarray(wk.astype(np.float32))), init("c", c)])
+    return model, reference, pair
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("c_shape", [(24,), (1, 24), (7, 24)])
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_gemm_bias_has_the_bits_of_matmul_then_add(backend, c_shape, trans_b, monkeypatch):
+    r = rng(92)
+    model, reference, pair = gemm_model(r, c_shape=c_shape, trans_b=trans_b)
+    x = r.standard_normal((7, 33)).astype(np.float32)
+    [y] = session(model, backend).run(None, {"x": x})
+    np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-5)
+    monkeypatch.setenv("TINYFIN_ONNX_FUSE", "0")
+    [y_pair] = session(pair, backend).run(None, {"x": x})
+    np.testing.assert_array_equal(y, y_pair)
+
+
+@pytest.mark.parametrize("alpha,beta", [(0.5, 1.0), (1.0, 2.0), (1.0, 0.0)])
+def test_gemm_with_scaled_terms_is_computed_as_defined(alpha, beta):
+    r = rng(93)
+    model, reference, _ = gemm_model(r, alpha=alpha, beta=beta)
+    x = r.standard_normal((7, 33)).astype(np.float32)
+    [y] = session(model, "cpu").run(None, {"x": x})
+    np.testing.assert_allclose(y, reference(x), rtol=1e-5, atol=1e-5)

@@ -28,7 +28,7 @@ FUSIONS = {
     "fashion_cnn": {"conv_activation": 2},
     "char_gpt": {"gelu": 4, "attention": 4},
     "resnet18": {"conv_batchnorm": 20, "conv_activation": 17},
-    "bert": {"gelu": 2, "attention": 2},
+    "bert": {"gelu": 2, "attention": 2, "matmul_bias": 12},
     "llama_block": {"rms_norm": 2, "attention": 1},
 }
 

@@ -182,6 +182,51 @@ TEST_CASE("conv2d_activation: bias, residual, relu or clip against a naive loop,
     CHECK(gb == b2.grad().to_vector<float>());
 }
 
+TEST_CASE("linear with a bias (the matmul_bias op where the backend has it): float64, the bits of matmul then add") {
+    struct Case {
+        Shape sx;
+        int64_t n;
+    };
+    const std::vector<Case> cases{
+        {{3, 5}, 7},         {{2, 37, 65}, 67}, {{128, 64}, 64},  // bert's projections
+        {{1, 600}, 33},      {{96, 70}, 4},  // one row; a product the cpu computes as C^T = B^T A^T
+        {{2, 3, 20, 9}, 11},
+    };
+    uint64_t seed = 700;
+    for (const Case &c : cases) {
+        const int64_t k = c.sx.back(), n = c.n, rows = ref::numel(c.sx) / k;
+        INFO("x " << shape_str(c.sx) << " n " << n);
+        F x = ref::values(ref::numel(c.sx), seed++), w = ref::values(n * k, seed++), b = ref::values(n, seed++);
+        D want(static_cast<std::size_t>(rows * n));
+        for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+                double s = b[static_cast<std::size_t>(j)];
+                for (int64_t p = 0; p < k; ++p)
+                    s += static_cast<double>(x[static_cast<std::size_t>(i * k + p)]) *
+                         w[static_cast<std::size_t>(j * k + p)];
+                want[static_cast<std::size_t>(i * n + j)] = s;
+            }
+        Shape so = c.sx;
+        so.back() = n;
+        const Tensor tx = ref::tensor(x, c.sx), tw = ref::tensor(w, {n, k}), tb = ref::tensor(b, {n});
+        const Tensor y = linear(tx, tw, tb);
+        ref::check_close(y, want, so, 1e-5, 1e-5);
+        CHECK(y.to_vector<float>() == add(matmul(tx, tw.transpose(0, 1)), tb).to_vector<float>());
+        // Under autograd the separate ops run and the gradients are theirs.
+        const Tensor gx = tx.detach().requires_grad_(true), gw = tw.detach().requires_grad_(true),
+                     gb = tb.detach().requires_grad_(true);
+        const Tensor yg = linear(gx, gw, gb);
+        CHECK(yg.to_vector<float>() == y.to_vector<float>());
+        sum(yg).backward();
+        const Tensor cx = tx.detach().requires_grad_(true), cw = tw.detach().requires_grad_(true),
+                     cb = tb.detach().requires_grad_(true);
+        sum(add(matmul(cx, cw.transpose(0, 1)), cb)).backward();
+        CHECK(gx.grad().to_vector<float>() == cx.grad().to_vector<float>());
+        CHECK(gw.grad().to_vector<float>() == cw.grad().to_vector<float>());
+        CHECK(gb.grad().to_vector<float>() == cb.grad().to_vector<float>());
+    }
+}
+
 TEST_CASE("conv2d of non-contiguous input and weight") {
     // x as a permuted NHWC tensor, w as a transposed [O, C, KW, KH] tensor.
     Shape nhwc{2, 5, 4, 3};

@@ -401,6 +401,54 @@ void gen_matmul(Generator &g) {
         build("f32", F32, mm);
 }
 
+// matmul_bias: x [..., M, K] w [K, N] + bias [N]: the matmul family's sizes and layouts (a few
+// rows, k = 0, empty, batched, transposed and sliced operands, a strided bias), and f32 sizes
+// past the register tile, one whose product runs as C^T = B^T A^T (96 x 70 x 4).
+void gen_matmul_bias(Generator &g) {
+    struct Mb {
+        Shape batch;
+        int64_t m, k, n;
+        char layout_x = 'c', layout_w = 'c', layout_bias = 'c';
+    };
+    auto build = [&](int32_t dt, const Mb &mb) {
+        Shape sx = mb.batch, sy = mb.batch;
+        sx.insert(sx.end(), {mb.m, mb.k});
+        sy.insert(sy.end(), {mb.m, mb.n});
+        const Shape sw = {mb.k, mb.n}, sb = {mb.n};
+        auto side = [&](const Shape &shape, char layout) {
+            if (layout == 't') return transposed(shape, dt);
+            if (layout == 's') return sliced(shape, dt);
+            return contiguous(shape, dt);
+        };
+        g.add(dtype_name(dt), {side(sx, mb.layout_x), side(sw, mb.layout_w), side(sb, mb.layout_bias)},
+              {contiguous(sy, dt)});
+    };
+    const std::vector<Mb> family = {
+        {{}, 1, 1, 1},
+        {{}, 3, 5, 7},
+        {{}, 1, 17, 13},
+        {{}, 17, 1, 13},
+        {{}, 0, 3, 4},
+        {{}, 3, 0, 4},
+        {{}, 3, 4, 0},
+        {{2}, 4, 3, 5},
+        {{2, 3}, 4, 5, 6},
+        {{}, 7, 9, 11, 't', 'c'},
+        {{}, 7, 9, 11, 'c', 't'},
+        {{}, 7, 9, 11, 's', 's', 's'},
+        {{2}, 5, 6, 7, 't', 't'},
+    };
+    for (int32_t dt : all_dtypes())
+        for (const Mb &mb : family) build(dt, mb);
+    for (const Mb &mb : std::vector<Mb>{{{}, 65, 33, 67},
+                                        {{}, 130, 257, 129},
+                                        {{3}, 65, 129, 63},
+                                        {{}, 129, 65, 67, 't', 't', 's'},
+                                        {{}, 96, 70, 4},
+                                        {{2}, 64, 600, 20}})
+        build(F32, mb);
+}
+
 // ---- COPY and FILL --------------------------------------------------------------------------
 
 void gen_copy(Generator &g) {
@@ -1056,6 +1104,7 @@ void gen_own(Generator &g) {
     case TF_OP_EMBEDDING_BACKWARD: gen_embedding(g); return;
     case TF_OP_DEQUANTIZE: gen_dequantize(g); return;
     case TF_OP_MATMUL_Q: gen_matmul_q(g); return;
+    case TF_OP_MATMUL_BIAS: gen_matmul_bias(g); return;
     case TF_OP_EMBEDDING_Q: gen_embedding_q(g); return;
     case TF_OP_CROSS_ENTROPY: gen_cross_entropy(g); return;
     case TF_OP_ONE_HOT: gen_one_hot(g); return;

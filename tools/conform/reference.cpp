@@ -807,6 +807,21 @@ std::optional<std::vector<RefOutput>> reference(const Case &c, const std::vector
         }
         return std::vector<RefOutput>{with(y, scale, k + 4)};
     }
+    case TF_OP_MATMUL_BIAS: {
+        // x w + bias in float64; |x| |w| + |bias| bounds the error (the product's rounding, then
+        // the addition's). In f16/bf16 the product is rounded to y's dtype before the addition
+        // (matmul then add): half an ulp of |x w| in y's dtype more, expressed in the bound's
+        // f32 units.
+        const double k = static_cast<double>(in[0].shape.back()) + 4;
+        Host y = matmul(in[0], in[1]), scale = matmul(abs_of(in[0]), abs_of(in[1]));
+        const double narrow = out_dt == TF_DTYPE_F16 ? 0x1p-11 : out_dt == TF_DTYPE_BF16 ? 0x1p-8 : 0;
+        const auto n = static_cast<std::size_t>(in[1].shape[1]);
+        for (std::size_t i = 0; i < y.v.size(); ++i) {
+            scale.v[i] += std::abs(in[2].v[i % n]) + std::abs(y.v[i]) * narrow / 0x1p-24 / k;
+            y.v[i] += in[2].v[i % n];
+        }
+        return std::vector<RefOutput>{with(y, scale, k)};
+    }
     case TF_OP_CONV2D_GRAD_INPUT: {
         const tf_params_conv2d &p = c.params.as<tf_params_conv2d>();
         const double k = static_cast<double>(in[1].shape[0] / p.groups * in[1].shape[2] * in[1].shape[3]);

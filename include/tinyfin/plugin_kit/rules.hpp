@@ -460,6 +460,36 @@ inline tf_status rule_cumsum(const tf_op_desc &op, const char *name, tf_error *e
     return rule_along_axis<tf_params_cumsum>(op, name, err);
 }
 
+// matmul_bias: x [..., M, K] (rank >= 2), w [K, N], bias [N] -> y [..., M, N], one dtype.
+inline tf_status rule_matmul_bias(const tf_op_desc &op, const char *name, tf_error *err) noexcept {
+    const tf_tensor_desc &x = op.inputs[0], &w = op.inputs[1], &bias = op.inputs[2], &out = op.outputs[0];
+    const int r = x.rank;
+    bool ok = r >= 2 && out.rank == r && w.rank == 2 && bias.rank == 1 && x.shape[r - 1] == w.shape[0] &&
+              out.shape[r - 1] == w.shape[1] && bias.shape[0] == w.shape[1];
+    for (int i = 0; ok && i + 1 < r; ++i) ok = x.shape[i] == out.shape[i];
+    if (!ok)
+        return fail(err, TF_STATUS_INVALID_ARGUMENT,
+                    "%s: x %s, w %s, bias %s and out %s do not form [..., M, K] x [K, N] + [N] -> [..., M, N]", name,
+                    shape_of(x).text, shape_of(w).text, shape_of(bias).text, shape_of(out).text);
+    return check_same_dtype(name, {&x, &w, &bias, &out}, err);
+}
+
+// matmul_bias's w as matmul's b operand: [..., K, N] with y's batch axes at stride 0.
+inline tf_tensor_desc matmul_bias_weight(const tf_op_desc &op) noexcept {
+    const tf_tensor_desc &w = op.inputs[1], &out = op.outputs[0];
+    tf_tensor_desc b = w;
+    b.rank = out.rank;
+    for (int i = 0; i < out.rank - 2; ++i) {
+        b.shape[i] = out.shape[i];
+        b.strides[i] = 0;
+    }
+    for (int i = 0; i < 2; ++i) {
+        b.shape[out.rank - 2 + i] = w.shape[i];
+        b.strides[out.rank - 2 + i] = w.strides[i];
+    }
+    return b;
+}
+
 // An OWN op's rule, as above.
 using OwnRule = tf_status (*)(const tf_op_desc &op, const char *name, tf_error *err) noexcept;
 
@@ -492,6 +522,7 @@ constexpr OwnRule own_rule(uint32_t op) noexcept {
     case TF_OP_QUANTIZE:
     case TF_OP_DEQUANTIZE: return rule_quantize;
     case TF_OP_MATMUL_Q: return rule_matmul_q;
+    case TF_OP_MATMUL_BIAS: return rule_matmul_bias;
     case TF_OP_EMBEDDING_Q: return rule_embedding_q;
     case TF_OP_CUMSUM: return rule_cumsum;
     default: return nullptr;
