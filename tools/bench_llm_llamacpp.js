@@ -82,13 +82,15 @@ async function main() {
   const pkg = findPackage();
   if (!pkg) fail(`node-llama-cpp not found in NODE_PATH (${process.env.NODE_PATH || 'unset'}): ${INSTALL}`);
   const nlc = await import(pathToFileURL(pkg.entry).href);
-  const backendLines = [];
+  const backendLines = [], repacked = {};
   let llama;
   try {
     llama = await nlc.getLlama({
       gpu: false, build: 'never', maxThreads: 0, logLevel: nlc.LlamaLogLevel.debug,
       logger: (level, text) => {
         if (/load_backend|CPU backend/.test(text)) backendLines.push(text.trim());
+        const r = text.match(/repack tensor \S+ with (\w+)/);  // the weights ggml repacks at load
+        if (r) repacked[r[1]] = (repacked[r[1]] || 0) + 1;
         if (level === nlc.LlamaLogLevel.error) process.stderr.write(`llama.cpp: ${text}\n`);
       },
     });
@@ -113,6 +115,7 @@ async function main() {
     status: 'ready', node_llama_cpp: pkg.version, llama_cpp: llama.llamaCppRelease.release,
     cpu_backend: variant.length ? variant[variant.length - 1] : 'unknown', system_info: llama.systemInfo.trim(),
     threads: ctx.currentThreads, flash_attention: ctx.flashAttention,
+    repacked: Object.entries(repacked).map(([k, n]) => `${n} ${k}`).join(', ') || 'none',
   });
 
   const runs = [];

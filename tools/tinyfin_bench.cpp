@@ -1491,7 +1491,8 @@ public:
             return it == ready_.text.end() ? std::string("?") : it->second;
         };
         return "node-llama-cpp " + text("node_llama_cpp") + ", llama.cpp " + text("llama_cpp") + ", CPU backend " +
-               text("cpu_backend") + ", flash attention " + text("flash_attention") + "; " + text("system_info");
+               text("cpu_backend") + ", flash attention " + text("flash_attention") +
+               ", matrices repacked at load: " + text("repacked") + "; " + text("system_info");
     }
     // One run of the prompt (the calling process may be a fork: it only writes and reads the pipes).
     void run(int repeat, const std::vector<int32_t> &prompt) {
