@@ -83,6 +83,7 @@ async function main() {
   if (!pkg) fail(`node-llama-cpp not found in NODE_PATH (${process.env.NODE_PATH || 'unset'}): ${INSTALL}`);
   const nlc = await import(pathToFileURL(pkg.entry).href);
   const backendLines = [], repacked = {};
+  let loadError = '';
   let llama;
   try {
     llama = await nlc.getLlama({
@@ -91,7 +92,10 @@ async function main() {
         if (/load_backend|CPU backend/.test(text)) backendLines.push(text.trim());
         const r = text.match(/repack tensor \S+ with (\w+)/);  // the weights ggml repacks at load
         if (r) repacked[r[1]] = (repacked[r[1]] || 0) + 1;
-        if (level === nlc.LlamaLogLevel.error) process.stderr.write(`llama.cpp: ${text}\n`);
+        if (level === nlc.LlamaLogLevel.error) {
+          process.stderr.write(`llama.cpp: ${text}\n`);
+          if (/error loading model/.test(text)) loadError = text.trim();
+        }
       },
     });
   } catch (e) {
@@ -107,7 +111,10 @@ async function main() {
       batching: {dispatchSchedule: dispatch => dispatch()},
     });
   } catch (e) {
-    fail(`llama.cpp cannot load ${a.model}: ${e.message}`);
+    // A GGUF file without a vocabulary (tinyfin loads it, llama.cpp does not): say how to write one.
+    const hint = /tokenizer/.test(loadError) ? ' (llama.cpp wants a vocabulary in the file: ' +
+        'tools/tinyfin_llm_random_model.py --gguf writes one, tinyfin-quantize keeps it)' : '';
+    fail(`llama.cpp cannot load ${a.model}: ${loadError || e.message}${hint}`);
   }
   const seq = ctx.getSequence();
   const variant = backendLines.map(l => (l.match(/libggml-cpu-([\w-]+)\.so/) || [])[1]).filter(Boolean);
