@@ -164,6 +164,7 @@ LlmRates run_llm_bench(const LlmBenchOptions &o, const std::function<ReadSample(
                      rep == 0 ? "warm-up" : ("repeat " + std::to_string(rep)).c_str(), o.prompt_tokens / prompt_s,
                      o.prompt_tokens / prompt_c, o.generate_tokens / generate_s, o.generate_tokens / generate_c,
                      bandwidth.back(), bandwidth_cpu.back());
+        if (o.after_repeat) o.after_repeat(rep, prompt);
         if (rep == 0) continue;
         prompt_rates.push_back(o.prompt_tokens / prompt_s);
         generate_rates.push_back(o.generate_tokens / generate_s);

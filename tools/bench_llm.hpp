@@ -3,9 +3,11 @@
 // (bench_llm.cpp): the host's for cpu, the device's (tinyfin_bench.cpp's sample) for a GPU.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace tfbench {
 
@@ -18,6 +20,9 @@ struct LlmBenchOptions {
     bool map_weights = true;  // false: --no-mmap (LoadOptions::map_weights)
     bool fuse_products = true;  // false: --no-fuse (LoadOptions::fuse_products)
     bool prepack_weights = true;  // false: --no-prepack (LoadOptions::prepack_weights)
+    // Called after each repeat (0: the warm-up) with its prompt's token ids: a peer's turn
+    // (--compare llamacpp), so that the two alternate under the same load.
+    std::function<void(int repeat, const std::vector<int32_t> &prompt)> after_repeat;
 };
 
 // One sample of the memory read bandwidth: the better of the plain and the prefetching probe

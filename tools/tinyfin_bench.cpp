@@ -7,7 +7,7 @@
 //   tinyfin-bench --train N | --train-gpt N [--compare torch [--rounds R] | --autocast bf16|f16]
 //                 [--threads N]
 //   tinyfin-bench --llm PATH [--backend NAME] [--prompt N] [--generate N] [--repeat N] [--threads N] [--no-mmap]
-//                 [--no-fuse] [--no-prepack] [--compare torch]
+//                 [--no-fuse] [--no-prepack] [--compare torch|llamacpp] [--node PATH]
 //   tinyfin-bench --onnx MODEL [--compare ort] ... (bench_onnx.cpp; --onnx --help)
 //
 // Each case runs warm-up calls, then --repeat samples, the backends' samples interleaved; a
@@ -36,6 +36,7 @@
 #include <vector>
 
 #include <cerrno>
+#include <csignal>
 
 #include <fcntl.h>
 #include <sched.h>
@@ -88,6 +89,7 @@ struct Options {
     // --autocast: with --train or --train-gpt, the f32 step against the step under autocast.
     std::optional<tinyfin::DType> autocast;
     std::string python = "/usr/bin/python3";
+    std::string node = "node";  // --node: runs bench_llm_llamacpp.js (--llm --compare llamacpp)
     // The statistic rates and ratios use: the median, or the best sample (steadier on a shared machine).
     bool use_min = false;
     // Time on the process CPU clock instead of the wall clock (see now_s).
@@ -150,6 +152,10 @@ void usage(FILE *out) {
         "              the same run and the ceiling it sets on generation; medians of --repeat runs\n"
         "              (default 3); --prompt N tokens (default 512), --generate N (default 16);\n"
         "              with --compare torch also PyTorch's (bench_llm_torch.py, same weights);\n"
+        "              with --compare llamacpp (a .gguf file) also llama.cpp's on the same file and\n"
+        "              prompt, its runs alternated with tinyfin's (bench_llm_llamacpp.js in Node, or\n"
+        "              --node PATH; node-llama-cpp found through NODE_PATH: npm install --ignore-scripts\n"
+        "              --omit=optional --prefix DIR node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1);\n"
         "              --no-mmap copies the large matrices into huge pages (LoadOptions::map_weights);\n"
         "              --no-fuse runs q/k/v and gate/up as separate products (LoadOptions::fuse_products);\n"
         "              --no-prepack reads q4_0/q8_0/q4_k/q6_k matrices as the file stores them "
@@ -250,6 +256,9 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
         } else if (arg == "--python") {
             if (!(v = value("--python"))) return 2;
             o.python = v;
+        } else if (arg == "--node") {
+            if (!(v = value("--node"))) return 2;
+            o.node = v;
         } else {
             std::fprintf(stderr, "tinyfin-bench: unknown argument '%s'\n", arg.c_str());
             usage(stderr);
@@ -270,10 +279,21 @@ std::optional<int> parse_options(int argc, char **argv, Options &o) {
         return 2;
     }
     for (const std::string &peer : o.peers)
-        if (peer != "numpy" && peer != "torch") {
-            std::fprintf(stderr, "tinyfin-bench: --compare knows numpy and torch, not '%s'\n", peer.c_str());
+        if (peer != "numpy" && peer != "torch" && peer != "llamacpp") {
+            std::fprintf(stderr, "tinyfin-bench: --compare knows numpy, torch and llamacpp (with --llm), not '%s'\n",
+                         peer.c_str());
             return 2;
         }
+    if (o.peers.count("llamacpp")) {
+        const std::string &p = o.llm_path;
+        if (p.size() < 5 || p.compare(p.size() - 5, 5, ".gguf") != 0) {
+            std::fprintf(stderr,
+                         "tinyfin-bench: --compare llamacpp runs llama.cpp on the same file: it wants --llm "
+                         "FILE.gguf%s\n",
+                         p.empty() ? "" : (", not '" + p + "'").c_str());
+            return 2;
+        }
+    }
     return std::nullopt;
 }
 
@@ -1428,6 +1448,113 @@ std::function<tfbench::ReadSample()> device_read_sample(const Device &device) {
     };
 }
 
+// llama.cpp on the same GGUF file (bench_llm_llamacpp.js in Node, a co-process with its own copy
+// of the model): started once per thread count, then asked for one run after each of tinyfin's
+// repeats (the same prompt ids); its medians read at the end.
+class LlamaCppPeer {
+public:
+    // Starts the driver and waits for its "ready" line; error() says why when it did not come.
+    LlamaCppPeer(const Options &o, int threads) {
+        int to_child[2], from_child[2];
+        if (pipe2(to_child, O_CLOEXEC) != 0) {
+            start_error_ = std::string("pipe: ") + std::strerror(errno);
+            return;
+        }
+        if (pipe2(from_child, O_CLOEXEC) != 0) {
+            start_error_ = std::string("pipe: ") + std::strerror(errno);
+            close(to_child[0]);
+            close(to_child[1]);
+            return;
+        }
+        std::vector<std::string> args = {o.node,       helper_script("bench_llm_llamacpp.js"),
+                                         "--model",    o.llm_path,
+                                         "--threads",  std::to_string(threads),
+                                         "--prompt",   std::to_string(o.llm_prompt),
+                                         "--generate", std::to_string(o.llm_generate)};
+        std::fflush(nullptr);
+        pid_ = fork();
+        if (pid_ == 0) {
+            dup2(to_child[0], STDIN_FILENO);
+            dup2(from_child[1], STDOUT_FILENO);
+            std::vector<char *> argv;
+            for (std::string &a : args) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            execvp(o.node.c_str(), argv.data());
+            std::printf("{\"peer\": \"llamacpp\", \"error\": \"cannot run %s: %s\"}\n", o.node.c_str(),
+                        std::strerror(errno));
+            std::fflush(stdout);
+            _exit(127);
+        }
+        close(to_child[0]);
+        close(from_child[1]);
+        to_ = to_child[1];
+        from_ = from_child[0];
+        if (pid_ < 0) {
+            start_error_ = std::string("fork: ") + std::strerror(errno);
+            return;
+        }
+        ready_ = parse_peer_line(read_line());
+    }
+    ~LlamaCppPeer() {
+        if (to_ >= 0) close(to_);
+        if (from_ >= 0) close(from_);
+        if (pid_ > 0) waitpid(pid_, nullptr, 0);
+    }
+    LlamaCppPeer(const LlamaCppPeer &) = delete;
+    LlamaCppPeer &operator=(const LlamaCppPeer &) = delete;
+
+    std::string error() const {
+        if (!start_error_.empty()) return start_error_;
+        const auto e = ready_.text.find("error");
+        if (e != ready_.text.end()) return e->second;
+        const auto s = ready_.text.find("status");
+        return s != ready_.text.end() && s->second == "ready" ? "" : "bench_llm_llamacpp.js gave no ready line";
+    }
+    // What was loaded: node-llama-cpp's version, llama.cpp's release, the CPU backend variant.
+    std::string describe() const {
+        const auto text = [&](const char *k) {
+            const auto it = ready_.text.find(k);
+            return it == ready_.text.end() ? std::string("?") : it->second;
+        };
+        return "node-llama-cpp " + text("node_llama_cpp") + ", llama.cpp " + text("llama_cpp") + ", CPU backend " +
+               text("cpu_backend") + ", flash attention " + text("flash_attention") +
+               ", matrices repacked at load: " + text("repacked") + "; " + text("system_info");
+    }
+    // One run of the prompt (the calling process may be a fork: it only writes and reads the pipes).
+    void run(int repeat, const std::vector<int32_t> &prompt) {
+        std::string line = "run";
+        for (int32_t id : prompt) line += " " + std::to_string(id);
+        line += "\n";
+        if (write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return;
+        const PeerLine r = parse_peer_line(read_line());
+        const auto n = [&](const char *k) { return r.number.count(k) ? r.number.at(k) : NAN; };
+        char which[32] = "warm-up";
+        if (repeat > 0) std::snprintf(which, sizeof which, "repeat %d", repeat);
+        std::fprintf(stderr, "tinyfin-bench --llm: llama.cpp %s: prompt %.2f tokens/s, generation %.3f tokens/s\n",
+                     which, double(prompt.size()) / n("prompt_s"), generate_ / n("generate_s"));
+    }
+    // The medians of the runs after the first.
+    PeerLine finish() {
+        const char done[] = "done\n";
+        if (write(to_, done, sizeof done - 1) != static_cast<ssize_t>(sizeof done - 1)) return {};
+        return parse_peer_line(read_line());
+    }
+    void set_generate(int g) { generate_ = g; }
+
+private:
+    std::string read_line() {
+        std::string line;
+        char c = 0;
+        while (from_ >= 0 && read(from_, &c, 1) == 1 && c != '\n') line += c;
+        return line;
+    }
+    pid_t pid_ = -1;
+    int to_ = -1, from_ = -1;
+    PeerLine ready_;
+    std::string start_error_;
+    int generate_ = 0;
+};
+
 int run_llm_mode(const Options &o) {
     // --backend NAME (one): the model on that backend; threads then only size the cpu plugin's pool.
     if (o.backends.size() > 1) {
@@ -1457,9 +1584,23 @@ int run_llm_mode(const Options &o) {
         int threads;
         tfbench::LlmRates ours;
         double torch_prompt = NAN, torch_generate = NAN, torch_generate_cpu = NAN;
+        double llama_prompt = NAN, llama_generate = NAN, llama_generate_cpu = NAN;
     };
     std::vector<Row> rows;
+    const bool with_llama = o.peers.count("llamacpp") != 0;
+    if (with_llama) std::signal(SIGPIPE, SIG_IGN);  // a driver that died answers nothing, never kills us
+    std::string llama_what;
     for (int threads : counts) {
+        std::unique_ptr<LlamaCppPeer> llama;
+        if (with_llama) {
+            llama = std::make_unique<LlamaCppPeer>(o, threads);
+            if (const std::string e = llama->error(); !e.empty()) {
+                std::fprintf(stderr, "tinyfin-bench --llm --compare llamacpp: %s\n", e.c_str());
+                return 1;
+            }
+            llama->set_generate(o.llm_generate);
+            llama_what = llama->describe();
+        }
         int fds[2];
         if (pipe(fds) != 0) return 1;
         std::fflush(nullptr);
@@ -1505,6 +1646,10 @@ int run_llm_mode(const Options &o) {
                 lo.fuse_products = o.llm_fuse_products;
                 lo.prepack_weights = o.llm_prepack_weights;
                 lo.repeat = repeat;
+                if (llama)
+                    lo.after_repeat = [&llama](int rep, const std::vector<int32_t> &prompt) {
+                        llama->run(rep, prompt);
+                    };
                 const tfbench::LlmRates r = tfbench::run_llm_bench(lo, sample);
                 if (write(fds[1], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) code = 1;
             } catch (const std::exception &e) {
@@ -1515,7 +1660,7 @@ int run_llm_mode(const Options &o) {
             _exit(code);
         }
         close(fds[1]);
-        Row row{threads, {}, NAN, NAN, NAN};
+        Row row{threads, {}, NAN, NAN, NAN, NAN, NAN, NAN};
         const bool got = pid > 0 && read(fds[0], &row.ours, sizeof row.ours) == static_cast<ssize_t>(sizeof row.ours);
         close(fds[0]);
         int status = 0;
@@ -1537,6 +1682,14 @@ int run_llm_mode(const Options &o) {
             row.torch_generate = number("generate_tokens_per_s");
             row.torch_generate_cpu = number("generate_tokens_per_cpu_s");
             if (std::isnan(row.torch_generate)) print_no_result("torch llm", line, peer_status);
+        }
+        if (llama) {
+            const PeerLine line = llama->finish();
+            const auto number = [&](const char *key) { return line.number.count(key) ? line.number.at(key) : NAN; };
+            row.llama_prompt = number("prompt_tokens_per_s");
+            row.llama_generate = number("generate_tokens_per_s");
+            row.llama_generate_cpu = number("generate_tokens_per_cpu_s");
+            if (std::isnan(row.llama_generate)) print_no_result("llama.cpp llm", line, -1);
         }
         rows.push_back(row);
     }
@@ -1577,6 +1730,31 @@ int run_llm_mode(const Options &o) {
                     : "; on a GPU backend the device's bandwidth as a row sum over 1 GiB reads it, and its CPU-clock "
                       "table means little",
                 std::min(o.llm_prompt, k_torch_prompt));
+    if (with_llama) {
+        std::printf("llama.cpp on the same file (%s), the same prompt ids and greedy decoding, each of its runs right "
+                    "after one of tinyfin's; fractions of the same ceiling:\n",
+                    llama_what.c_str());
+        std::printf("%-7s %10s %10s %10s %9s %10s %10s %11s %12s\n", "threads", "llama gen", "of ceiling",
+                    "tinyfin gen", "of ceil.", "tf/llama", "llama prompt", "tf prompt", "tf/llama pr.");
+        for (const Row &row : rows) {
+            const tfbench::LlmRates &r = row.ours;
+            std::printf("%-7d %10.3f %10.3f %10.3f %9.3f %10.2f %10.2f %11.2f %12.2f\n", row.threads,
+                        row.llama_generate, row.llama_generate / r.ceiling_tokens_per_s, r.generate_tokens_per_s,
+                        r.generate_tokens_per_s / r.ceiling_tokens_per_s, r.generate_tokens_per_s / row.llama_generate,
+                        row.llama_prompt, r.prompt_tokens_per_s, r.prompt_tokens_per_s / row.llama_prompt);
+        }
+        std::printf("on the process CPU clock (each engine's own process, all threads):\n%-7s %10s %10s %10s %9s\n",
+                    "threads", "llama gen", "of ceiling", "tinyfin gen", "of ceil.");
+        for (const Row &row : rows) {
+            const tfbench::LlmRates &r = row.ours;
+            std::printf("%-7d %10.3f %10.3f %10.3f %9.3f\n", row.threads, row.llama_generate_cpu,
+                        row.llama_generate_cpu / r.ceiling_tokens_per_cpu_s, r.generate_tokens_per_cpu_s,
+                        r.generate_tokens_per_cpu_s / r.ceiling_tokens_per_cpu_s);
+        }
+        std::printf("(llama.cpp's prompt: from handing it the ids to the first generated token; its generation: the "
+                    "%d tokens after it, one llama_decode and a greedy pick each: bench_llm_llamacpp.js)\n",
+                    o.llm_generate);
+    }
     return 0;
 }
 #endif

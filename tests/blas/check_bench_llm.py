@@ -4,8 +4,10 @@ tools/tinyfin_llm_random_model.py: both thread counts report positive rates, the
 generated token equal the model's matrices (every layer's projections and the LM head, bf16) plus
 the f32 KV cache at the mean position, computed here from the shape, the read bandwidth is the
 better of the two probes (never below the plain one) and the ceiling is it over those bytes. Bad
-arguments exit 2."""
-import os, re, subprocess, sys, tempfile
+arguments exit 2. --compare llamacpp: its argument handling without the npm package (a GGUF file
+wanted; node-llama-cpp missing from NODE_PATH or node missing: an error naming what to install,
+before tinyfin's own run)."""
+import os, re, shutil, subprocess, sys, tempfile
 
 bench, writer = sys.argv[1], sys.argv[2]
 with tempfile.TemporaryDirectory() as tmp:
@@ -45,4 +47,25 @@ with tempfile.TemporaryDirectory() as tmp:
     missing = subprocess.run([bench, "--llm", os.path.join(tmp, "absent"), "--threads", "1"], capture_output=True,
                              text=True, timeout=120)
     assert missing.returncode != 0, missing
+    # --compare llamacpp: llama.cpp reads GGUF only.
+    hf = subprocess.run([bench, "--llm", model, "--compare", "llamacpp"], capture_output=True, text=True, timeout=60)
+    assert hf.returncode == 2 and "FILE.gguf" in hf.stderr, hf
+    gguf = os.path.join(tmp, "tiny.gguf")
+    subprocess.run(["/usr/bin/python3", writer, "--shape", "tiny", "--gguf", "--out", gguf], check=True,
+                   capture_output=True)
+    short = [bench, "--llm", gguf, "--prompt", "4", "--generate", "2", "--repeat", "1", "--threads", "1"]
+    alone = subprocess.run(short, capture_output=True, text=True, timeout=120)
+    assert alone.returncode == 0 and "llama.cpp on the same file" not in alone.stdout, alone
+    empty = os.path.join(tmp, "node_modules")
+    os.mkdir(empty)
+    env = dict(os.environ, NODE_PATH=empty)
+    no_pkg = subprocess.run(short + ["--compare", "llamacpp"], capture_output=True, text=True, timeout=120, env=env)
+    assert no_pkg.returncode == 1, no_pkg
+    assert "repeat 1" not in no_pkg.stderr, no_pkg.stderr  # the error comes before tinyfin's run
+    if shutil.which("node"):
+        assert "node-llama-cpp not found in NODE_PATH" in no_pkg.stderr and "npm install" in no_pkg.stderr, no_pkg
+        assert "@node-llama-cpp/linux-x64" in no_pkg.stderr, no_pkg.stderr
+    no_node = subprocess.run(short + ["--compare", "llamacpp", "--node", os.path.join(tmp, "no-such-node")],
+                             capture_output=True, text=True, timeout=120, env=env)
+    assert no_node.returncode == 1 and "cannot run" in no_node.stderr, no_node
 print("ok")
