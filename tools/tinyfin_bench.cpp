@@ -1523,7 +1523,10 @@ public:
     // One run of the prompt (the calling process may be a fork: it only writes and reads the pipes).
     void run(int repeat, const std::vector<int32_t> &prompt) {
         std::string line = "run";
-        for (int32_t id : prompt) line += " " + std::to_string(id);
+        for (int32_t id : prompt) {
+            line += ' ';
+            line += std::to_string(id);
+        }
         line += "\n";
         if (write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return;
         const PeerLine r = parse_peer_line(read_line());
