@@ -66,8 +66,10 @@ def test_inputs_outputs_and_reports():
     assert report["initializer_bytes"] == 4 * (8 * 16 + 16 + 10 * 16 + 10)
     sess.run(["probs"], {"x": np.zeros((3, 8), np.float32)})
     run = sess.last_run()
-    assert run["nodes_run"] == 5
-    assert [n["node"] for n in run["nodes"]] == ["fc1", "bias1", "relu", "fc2", "softmax"]
+    # fc1 and bias1 run as one matmul_bias node, which keeps the Add's name.
+    assert report["fusions"] == {"matmul_bias": 1}
+    assert run["nodes_run"] == 4
+    assert [n["node"] for n in run["nodes"]] == ["bias1", "relu", "fc2", "softmax"]
     assert all(n["backend"] == "cpu" and n["fallbacks"] == 0 for n in run["nodes"])
 
 
