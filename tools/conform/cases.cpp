@@ -949,6 +949,22 @@ void gen_dequantize(Generator &g) {
     }
 }
 
+// quantize: f32/f16/bf16 -> each format. Domain::blocks puts zero blocks, tiny and large ones,
+// one-signed, constant and outlier blocks (and a zero super-block) before the encoders.
+void gen_quantize(Generator &g) {
+    for (int32_t qt : quant_dtypes()) {
+        const int64_t b = block_of(qt);
+        const std::string d = dtype_name(qt);
+        for (int32_t in : k_floats)
+            g.add(std::string(dtype_name(in)) + " -> " + d + " blocks", {contiguous({4, 2 * b}, in, Domain::blocks)},
+                  {contiguous({4, 2 * b}, qt)});
+        g.add("f32 -> " + d, {contiguous({b}, F32)}, {contiguous({b}, qt)});
+        g.add("f32 -> " + d + " wide", {contiguous({2, 2, b}, F32, Domain::wide)}, {contiguous({2, 2, b}, qt)});
+        g.add("f32 -> " + d, {sliced({3, b}, F32)}, {contiguous({3, b}, qt)});
+        g.add("f16 -> " + d, {contiguous({3, b}, F16)}, {quant_rows_view({3, b}, qt)});
+    }
+}
+
 void gen_matmul_q(Generator &g) {
     for (int32_t qt : quant_dtypes()) {
         const int64_t k = 2 * block_of(qt) > 256 ? 512 : 256;
@@ -1103,6 +1119,7 @@ void gen_own(Generator &g) {
     case TF_OP_EMBEDDING:
     case TF_OP_EMBEDDING_BACKWARD: gen_embedding(g); return;
     case TF_OP_DEQUANTIZE: gen_dequantize(g); return;
+    case TF_OP_QUANTIZE: gen_quantize(g); return;
     case TF_OP_MATMUL_Q: gen_matmul_q(g); return;
     case TF_OP_MATMUL_BIAS: gen_matmul_bias(g); return;
     case TF_OP_EMBEDDING_Q: gen_embedding_q(g); return;

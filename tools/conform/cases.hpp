@@ -63,6 +63,7 @@ enum class Domain {
     labels,  // integers in [0, limit), some equal to ignore (cross-entropy)
     unit,  // [-1, 1): asin, acos, atanh
     above_one,  // [1, 6): acosh
+    blocks,  // by groups of 32 and 256 elements: zeros, tiny, large, one-signed, outlier, constant (quantize)
 };
 
 // A tensor in memory: logical shape and element strides over a storage of storage_elems

@@ -34,6 +34,7 @@
 #include "check.hpp"
 #include "grad.hpp"
 #include "output.hpp"
+#include "quant_check.hpp"
 #include "reference.hpp"
 #include "runner.hpp"
 #include "support.hpp"
@@ -226,9 +227,11 @@ std::vector<Backend> resolve(Options &o, Backend &cpu) {
 // The float64 reference of a case from its input images (and the in-out outputs' first values).
 std::optional<std::vector<RefOutput>> reference_of(const Case &c, const Images &images) {
     // The quantized ops are compared with the cpu plugin (its codecs are checked bit for bit
-    // against the formats by ops-quant).
-    for (const TensorSpec &t : c.inputs)
-        if (is_quantized(t.dtype)) return std::nullopt;
+    // against the formats by ops-quant); quantize's output is checked from the formats'
+    // definitions as well (quant_check.hpp).
+    for (const std::vector<TensorSpec> *list : {&c.inputs, &c.outputs})
+        for (const TensorSpec &t : *list)
+            if (is_quantized(t.dtype)) return std::nullopt;
     std::vector<Host> inputs, before;
     for (std::size_t i = 0; i < c.inputs.size(); ++i) {
         Host h;
@@ -306,10 +309,23 @@ int run_test(const Options &o, const std::vector<Case> &cases, const Backend &cp
                 } else {
                     r.status = Status::pass;
                     for (std::size_t i = 0; i < c.outputs.size(); ++i) {
-                        // The float64 reference where the op has one, else the cpu plugin's result.
-                        const std::vector<double> values = output_values(c, i, got.after.outputs[i]);
-                        Verdict v = exact ? compare_reference(c.outputs[i].dtype, values, (*exact)[i])
-                                          : compare(c, i, values, output_values(c, i, ref.after.outputs[i]));
+                        // The float64 reference where the op has one, else the cpu plugin's result;
+                        // a quantized output (quantize) against the format's definition and, off
+                        // the cpu plugin, against the cpu plugin's blocks bit for bit.
+                        Verdict v;
+                        if (is_quantized(c.outputs[i].dtype)) {
+                            v = check_quantized(c.outputs[i], got.after.outputs[i],
+                                                tensor_values(c.inputs[0], images.inputs[0]));
+                            if (v.pass && b.target.name != "cpu") {
+                                Verdict bits = compare_blocks(c.outputs[i], got.after.outputs[i], ref.after.outputs[i]);
+                                bits.nmse = v.nmse, bits.tolerance = v.tolerance;
+                                v = bits;
+                            }
+                        } else {
+                            const std::vector<double> values = output_values(c, i, got.after.outputs[i]);
+                            v = exact ? compare_reference(c.outputs[i].dtype, values, (*exact)[i])
+                                      : compare(c, i, values, output_values(c, i, ref.after.outputs[i]));
+                        }
                         r.nmse = std::max(r.nmse, v.nmse);
                         r.tolerance = v.tolerance;
                         if (!v.pass) {

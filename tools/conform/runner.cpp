@@ -169,8 +169,27 @@ double draw(Random &rng, const TensorSpec &t) {
         return static_cast<double>(rng.integer(0, t.limit));
     case Domain::unit: return fl ? rng.uniform(-1, 1) : static_cast<double>(rng.integer(-1, 1));
     case Domain::above_one: return fl ? rng.uniform(1, 6) : static_cast<double>(rng.integer(1, 6));
+    case Domain::blocks: return rng.uniform(-2, 2);  // draw_blocks knows the element's place
     }
     return 0;
+}
+
+// Domain::blocks: the element at storage index `at` drawn by its group of 32 (a quantization block,
+// a k-quant's sub-block) and of 256 (a k-quant's super-block), so that blocks of every kind
+// meet the encoders: zeros, a constant, one sign, tiny and large magnitudes, an outlier.
+double draw_blocks(Random &rng, int64_t at) {
+    if (at / 256 % 5 == 3) return 0;  // a whole zero super-block
+    const double u = rng.uniform(-1, 1);
+    switch (at / 32 % 8) {
+    case 0: return 0;
+    case 1: return 1e-3 * u;
+    case 2: return 1000 * u;
+    case 3: return 1 + 2 * std::fabs(u);
+    case 4: return -1 - 2 * std::fabs(u);
+    case 5: return at % 32 == 7 ? -50 : 0.1 * u;  // one outlier
+    case 6: return -1.5;  // constant
+    default: return 2 * u;
+    }
 }
 
 // Calls f(storage element index) for every logical element in row-major order.
@@ -299,6 +318,18 @@ tf_op_desc op_desc(const Case &c, const std::vector<tf_tensor_desc> &in, const s
 // A byte of output image `image` that lies outside the tensor's elements, or -1.
 int64_t first_stray_write(const TensorSpec &t, const std::vector<uint8_t> &image) {
     std::vector<bool> element(image.size(), false);
+    if (is_quantized(t.dtype)) {
+        // The whole blocks that hold the tensor's elements.
+        const auto blk = tf_kit::dtype_block_length(t.dtype);
+        const std::size_t bb = block_bytes(t.dtype);
+        for_each_element(t, [&](int64_t at) {
+            const std::size_t from = pad_of(t) + static_cast<std::size_t>(at / blk) * bb;
+            for (std::size_t b = 0; b < bb; ++b) element[from + b] = true;
+        });
+        for (std::size_t i = 0; i < image.size(); ++i)
+            if (!element[i] && image[i] != k_output_sentinel) return static_cast<int64_t>(i);
+        return -1;
+    }
     const std::size_t es = dtype_size(t.dtype);
     for_each_element(t, [&](int64_t at) {
         for (std::size_t b = 0; b < es; ++b) element[k_pad + static_cast<std::size_t>(at) * es + b] = true;
@@ -309,6 +340,8 @@ int64_t first_stray_write(const TensorSpec &t, const std::vector<uint8_t> &image
 }
 
 }  // namespace
+
+std::size_t quant_pad(const TensorSpec &t) { return pad_of(t); }
 
 Images make_images(const Case &c) {
     Images images;
@@ -332,7 +365,8 @@ Images make_images(const Case &c) {
         for_each_element(t, [&](int64_t at) {
             if (set[static_cast<std::size_t>(at)]) return;  // a broadcast element already written
             set[static_cast<std::size_t>(at)] = true;
-            encode(draw(rng, t), t.dtype, &image[k_pad + static_cast<std::size_t>(at) * es]);
+            encode(t.domain == Domain::blocks ? draw_blocks(rng, at) : draw(rng, t), t.dtype,
+                   &image[k_pad + static_cast<std::size_t>(at) * es]);
         });
         images.inputs.push_back(std::move(image));
     }

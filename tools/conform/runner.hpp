@@ -50,6 +50,10 @@ std::vector<double> tensor_values(const TensorSpec &t, const std::vector<uint8_t
 // v rounded to dtype (round to nearest even for floats; integers and bool as encode stores them).
 double round_to(double v, int32_t dtype);
 
+// Bytes before a tensor's storage in its image: k_pad, or for a quantized tensor the whole blocks
+// that cover k_pad.
+std::size_t quant_pad(const TensorSpec &t);
+
 // Bytes of padding before and after every tensor's storage.
 inline constexpr std::size_t k_pad = 64;
 inline constexpr uint8_t k_output_sentinel = 0xC3;
