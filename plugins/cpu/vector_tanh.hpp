@@ -1,5 +1,5 @@
 // tanh, sigmoid and silu for f32 tensors in f32 lanes, without libm calls, so the loops over a row
-// vectorize (a recurrent layer's gates: libm's double tanh per element cost 25-30 ns;
+// vectorize (a recurrent layer's gates spent most of their time in libm's double tanh;
 // docs/performance.md). Private to the cpu plugin; tests/kernels/test_vector_tanh.cpp compiles it
 // too and checks the bounds below against long double references over a sweep of the f32 range.
 //
