@@ -83,6 +83,29 @@ Pool2dOptions pool_options(py::handle kernel_size, py::handle stride, py::handle
     return o;
 }
 
+// conv2d's stride, padding, dilation (ints or pairs) and groups as Conv2dOptions.
+Conv2dOptions conv_options(py::handle stride, py::handle padding, py::handle dilation, int groups, const char *op) {
+    const Pool2dOptions s = pool_options(stride, stride, padding, op);
+    const Pool2dOptions d = pool_options(dilation, dilation, py::int_(0), op);
+    Conv2dOptions o;
+    o.stride_h = s.kernel_h;
+    o.stride_w = s.kernel_w;
+    o.pad_h = s.pad_h;
+    o.pad_w = s.pad_w;
+    o.dilation_h = d.kernel_h;
+    o.dilation_w = d.kernel_w;
+    o.groups = groups;
+    return o;
+}
+
+Conv2dActivation conv_activation_arg(const std::string &activation) {
+    if (activation == "none") return Conv2dActivation::none;
+    if (activation == "relu") return Conv2dActivation::relu;
+    if (activation == "clip") return Conv2dActivation::clip;
+    raise_python("ValueError",
+                 "conv2d_activation: activation must be 'none', 'relu' or 'clip', got '" + activation + "'");
+}
+
 Reduction reduction_arg(const std::string &reduction) {
     if (reduction == "mean") return Reduction::mean;
     if (reduction == "sum") return Reduction::sum;
@@ -200,22 +223,28 @@ void bind_ops(py::module_ &m) {
         "conv2d",
         [](const Tensor &x, const Tensor &w, py::object bias, py::object stride, py::object padding,
            py::object dilation, int groups) {
-            Pool2dOptions s = pool_options(stride, stride, padding, "conv2d");
-            Pool2dOptions d = pool_options(dilation, dilation, py::int_(0), "conv2d");
-            Conv2dOptions o;
-            o.stride_h = s.kernel_h;
-            o.stride_w = s.kernel_w;
-            o.pad_h = s.pad_h;
-            o.pad_w = s.pad_w;
-            o.dilation_h = d.kernel_h;
-            o.dilation_w = d.kernel_w;
-            o.groups = groups;
+            const Conv2dOptions o = conv_options(stride, padding, dilation, groups, "conv2d");
             Tensor b = optional_tensor(bias);
             Release r;
             return conv2d(x, w, b, o);
         },
         py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1,
         py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1);
+    // conv2d (+ residual), then an activation, fused where the backend has conv2d_act (tinyfin.hpp).
+    m.def(
+        "conv2d_activation",
+        [](const Tensor &x, const Tensor &w, py::object bias, py::object stride, py::object padding,
+           py::object dilation, int groups, const std::string &activation, double min, double max,
+           py::object residual) {
+            const Conv2dOptions o = conv_options(stride, padding, dilation, groups, "conv2d_activation");
+            const Conv2dActivation a = conv_activation_arg(activation);
+            Tensor b = optional_tensor(bias), res = optional_tensor(residual);
+            Release r;
+            return conv2d_activation(x, w, b, o, a, min, max, res);
+        },
+        py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1,
+        py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1, py::arg("activation") = "relu",
+        py::arg("min") = 0.0, py::arg("max") = 0.0, py::arg("residual") = py::none());
     m.def(
         "max_pool2d",
         [](const Tensor &x, py::object kernel_size, py::object stride, py::object padding) {

@@ -25,7 +25,7 @@ from ._C import (  # noqa: E402  # noqa: F401  (re-exported API)
     neg, exp, relu, abs, log, sqrt, rsqrt, sin, cos, tanh, erf, sigmoid, silu, square, gelu,
     asin, acos, atan, asinh, acosh, atanh,
     clamp, where, matmul, sum, mean, amax, amin, var, argmax, argmin, cumsum,
-    conv2d, max_pool2d, avg_pool2d, softmax, log_softmax, layer_norm, rms_norm, rope,
+    conv2d, conv2d_activation, max_pool2d, avg_pool2d, softmax, log_softmax, layer_norm, rms_norm, rope,
     scaled_dot_product_attention, embedding, cross_entropy, one_hot,
     quantize, dequantize, matmul_q, embedding_q, prepack_weight,
     cat, stack, narrow, from_numpy, from_dlpack,

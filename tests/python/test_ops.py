@@ -144,6 +144,42 @@ def test_conv2d(stride, pad, dil, groups):
     np.testing.assert_allclose(got.numpy(), conv2d_ref(x, w, b, stride, pad, dil, groups), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("activation,lo,hi,with_residual,stride,pad,groups", [
+    ("relu", 0, 0, False, 1, 1, 1), ("relu", 0, 0, True, 1, 1, 2), ("clip", -0.5, 0.75, True, 2, 1, 1),
+    ("none", 0, 0, True, 1, 0, 1), ("clip", 0, 6, False, 1, 1, 1)])
+def test_conv2d_activation(activation, lo, hi, with_residual, stride, pad, groups):
+    x = rng(5).standard_normal((2, 4, 7, 6)).astype(np.float32)
+    w = rng(6).standard_normal((6, 4 // groups, 3, 3)).astype(np.float32)
+    b = rng(7).standard_normal(6).astype(np.float32)
+    y64 = conv2d_ref(x, w, b, stride, pad, 1, groups)
+    z = rng(8).standard_normal(y64.shape).astype(np.float32) if with_residual else None
+    ref = y64 + (z if with_residual else 0)
+    ref = {"relu": np.maximum(ref, 0), "clip": np.clip(ref, lo, hi), "none": ref}[activation]
+    got = tf.conv2d_activation(tf.tensor(x), tf.tensor(w), tf.tensor(b), stride=stride, padding=pad, groups=groups,
+                               activation=activation, min=lo, max=hi,
+                               residual=tf.tensor(z) if with_residual else None)
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-4)
+    # The same bits as the separate ops (docs: conv2d_act adds in the same order).
+    sep = F.conv2d(tf.tensor(x), tf.tensor(w), tf.tensor(b), stride=stride, padding=pad, groups=groups)
+    if with_residual:
+        sep = sep + tf.tensor(z)
+    sep = {"relu": lambda t: tf.relu(t), "clip": lambda t: tf.clamp(t, lo, hi), "none": lambda t: t}[activation](sep)
+    np.testing.assert_array_equal(got.numpy(), sep.numpy())
+
+
+def test_conv2d_activation_gradients_and_bad_activation():
+    x = tf.tensor(rng(9).standard_normal((1, 3, 5, 5)).astype(np.float32), requires_grad=True)
+    w = tf.tensor(rng(10).standard_normal((4, 3, 3, 3)).astype(np.float32), requires_grad=True)
+    tf.conv2d_activation(x, w, None, padding=1).sum().backward()
+    gx, gw = x.grad.numpy(), w.grad.numpy()
+    x.grad, w.grad = None, None
+    tf.relu(F.conv2d(x, w, None, padding=1)).sum().backward()
+    np.testing.assert_array_equal(gx, x.grad.numpy())
+    np.testing.assert_array_equal(gw, w.grad.numpy())
+    with pytest.raises(tf.ValueError, match="activation must be"):
+        tf.conv2d_activation(x, w, None, activation="gelu")
+
+
 def pool_ref(x, k, s, p, fn, count_include_pad=True):
     n, c, h, w = x.shape
     fill = -np.inf if fn is np.max else 0.0
