@@ -19,17 +19,14 @@
 
 #include "quant_decode.hpp"
 
+#include "../splitmix64.hpp"
+
 using namespace tinyfin;
 namespace q = tf_cuda::quant;
 
 namespace {
 
-uint64_t next(uint64_t &state) {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+using test_support::next;
 
 // A finite f16 of either sign between 2^-10 and 2^6 (or zero, one draw in 16), as bits.
 uint16_t random_f16(uint64_t &state) {

@@ -18,16 +18,13 @@
 #include <cstring>
 #include <vector>
 
+#include "../splitmix64.hpp"
+
 using namespace tf_cpu::quant;
 
 namespace {
 
-uint64_t next(uint64_t &state) {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+using test_support::next;
 
 // A normal f16 of either sign with exponent in [-8, 3] and its value.
 uint16_t random_f16(uint64_t &s) {

@@ -14,6 +14,8 @@
 
 #include "tinyfin/tinyfin.hpp"
 
+#include "../splitmix64.hpp"
+
 namespace ref {
 
 using tinyfin::Shape;
@@ -51,11 +53,7 @@ inline F values(int64_t n, uint64_t seed, double lo = -1, double hi = 1) {
     F out(static_cast<std::size_t>(n));
     uint64_t state = seed * 0x9e3779b97f4a7c15ull + 12345;
     for (float &v : out) {
-        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        v = static_cast<float>(lo + (hi - lo) * static_cast<double>(z >> 11) * 0x1.0p-53);
+        v = static_cast<float>(lo + (hi - lo) * test_support::next_unit(state));
     }
     return out;
 }

@@ -21,6 +21,8 @@
 
 #include "reference.hpp"
 
+#include "../splitmix64.hpp"
+
 using namespace tinyfin;
 using ref::F;
 
@@ -52,12 +54,7 @@ void put_f32(Bytes &b, float v) {
     b.insert(b.end(), raw, raw + 4);
 }
 
-uint64_t next(uint64_t &state) {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+using test_support::next;
 int level(uint64_t &state, int lo, int hi) { return lo + static_cast<int>(next(state) % uint64_t(hi - lo + 1)); }
 
 // A block built from the format's fields, and the values the format defines for it (each an
