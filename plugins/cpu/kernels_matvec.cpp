@@ -20,7 +20,9 @@
 #include "runtime.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -555,25 +557,36 @@ bool matmul_skinny(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_te
     const double macs = static_cast<double>(total) * static_cast<double>(n) * static_cast<double>(k);
     const int threads = macs >= static_cast<double>(k_gemm_parallel_macs) / 8 ? thread_count() : 1;
 #if defined(__x86_64__)
+    // Each group's output columns in units of `unit`, split into at most max_tasks contiguous
+    // ranges of units; kernel(g, j0, cols, c) writes the group's rows for columns [j0, j0 + cols)
+    // into c (unit floats a row), which are then stored.
+    const auto by_units = [&](auto unit, int64_t max_tasks, const auto &kernel) {
+        constexpr int64_t u_cols = decltype(unit)::value;
+        const int64_t blocks = (n + u_cols - 1) / u_cols;
+        const auto units = static_cast<int64_t>(groups.size()) * blocks;
+        const int64_t tasks = std::min(units, max_tasks);
+        const int64_t per = (units + tasks - 1) / tasks;
+        parallel_for((units + per - 1) / per, [&](int64_t t) {
+            alignas(64) float c[k_skinny_max_rows * u_cols];
+            for (int64_t u = t * per; u < std::min(units, (t + 1) * per); ++u) {
+                const Group &g = groups[static_cast<size_t>(u / blocks)];
+                const int64_t j0 = (u % blocks) * u_cols, cols = std::min(u_cols, n - j0);
+                kernel(g, j0, cols, c);
+                for (int64_t i = 0; i < g.count; ++i)
+                    store_row(out.dtype, rows[static_cast<size_t>(g.first + i)].o + j0 * o_col, o_col, c + i * u_cols,
+                              cols);
+            }
+        });
+    };
     // A transposed B: each task streams its own contiguous rows of W (units of k_dot_unit rows).
     if (const DotFn dot = avx2_dot(src0)) {
         for (int64_t i = 0; i < total; ++i) permute_for_dot(b.dtype, xs + i * k, k);
-        const int64_t blocks = (n + k_dot_unit - 1) / k_dot_unit;
-        const auto units = static_cast<int64_t>(groups.size()) * blocks;
         // One unit per task with threads: the pool gives each thread a contiguous range of tasks,
         // so each streams its own part of W in order, and balances the end unit by unit.
-        const int64_t per = threads > 1 ? 1 : units;
-        parallel_for((units + per - 1) / per, [&](int64_t t) {
-            alignas(64) float c[k_skinny_max_rows * k_dot_unit];
-            for (int64_t u = t * per; u < std::min(units, (t + 1) * per); ++u) {
-                const Group &g = groups[static_cast<size_t>(u / blocks)];
-                const int64_t j0 = (u % blocks) * k_dot_unit, cols = std::min(k_dot_unit, n - j0);
-                dot(g.b + j0 * src0.col, src0.col, k, cols, g.count, xs + g.first * k, k, c, k_dot_unit);
-                for (int64_t i = 0; i < g.count; ++i)
-                    store_row(out.dtype, rows[static_cast<size_t>(g.first + i)].o + j0 * o_col, o_col,
-                              c + i * k_dot_unit, cols);
-            }
-        });
+        by_units(std::integral_constant<int64_t, k_dot_unit>{}, threads > 1 ? INT64_MAX : 1,
+                 [&](const Group &g, int64_t j0, int64_t cols, float *c) {
+                     dot(g.b + j0 * src0.col, src0.col, k, cols, g.count, xs + g.first * k, k, c, k_dot_unit);
+                 });
         return true;
     }
     // A row-major B with at most k_rows_max_rows rows of A each: read in place, a unit of
@@ -582,21 +595,10 @@ bool matmul_skinny(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_te
     for (const Group &g : groups) few = few && g.count <= k_rows_max_rows;
     const RowsFn rows_fn = few ? avx2_rows(src0) : nullptr;
     if (rows_fn) {
-        const int64_t blocks = (n + k_rows_unit - 1) / k_rows_unit;
-        const auto units = static_cast<int64_t>(groups.size()) * blocks;
-        const int64_t tasks = std::min<int64_t>(units, threads > 1 ? 4 * threads : 1);
-        const int64_t per = (units + tasks - 1) / tasks;
-        parallel_for((units + per - 1) / per, [&](int64_t t) {
-            alignas(64) float c[k_skinny_max_rows * k_rows_unit];
-            for (int64_t u = t * per; u < std::min(units, (t + 1) * per); ++u) {
-                const Group &g = groups[static_cast<size_t>(u / blocks)];
-                const int64_t j0 = (u % blocks) * k_rows_unit, cols = std::min(k_rows_unit, n - j0);
-                rows_fn(g.b + j0 * src0.col, src0.row, k, cols, g.count, xs + g.first * k, k, c, k_rows_unit);
-                for (int64_t i = 0; i < g.count; ++i)
-                    store_row(out.dtype, rows[static_cast<size_t>(g.first + i)].o + j0 * o_col, o_col,
-                              c + i * k_rows_unit, cols);
-            }
-        });
+        by_units(std::integral_constant<int64_t, k_rows_unit>{}, threads > 1 ? 4 * threads : 1,
+                 [&](const Group &g, int64_t j0, int64_t cols, float *c) {
+                     rows_fn(g.b + j0 * src0.col, src0.row, k, cols, g.count, xs + g.first * k, k, c, k_rows_unit);
+                 });
         return true;
     }
 #endif
