@@ -545,15 +545,7 @@ constexpr int64_t k_tiled_min_taps = 8;
 // TINYFIN_CPU_CONV_TILE: "0" turns the tiled forward off (the shifted path or the column matrix
 // runs, with the same bits), "1" or unset leaves it on; for measuring one against the other.
 bool tiled_enabled() {
-    static const bool on = [] {
-        const char *text = tf_kit::get_env("TINYFIN_CPU_CONV_TILE");
-        int value = 1;
-        if (tf_env_parse_flag(text, &value) == TF_ENV_INVALID) {
-            tf_kit::report_bad_setting("TINYFIN_CPU_CONV_TILE", text, "0 or 1", "1 (tiled forward on)");
-            value = 1;
-        }
-        return value != 0;
-    }();
+    static const bool on = tf_kit::env_flag("TINYFIN_CPU_CONV_TILE", true, "tiled forward on");
     return on;
 }
 

@@ -32,15 +32,7 @@ std::atomic<size_t> g_count{0};
 
 // TINYFIN_CPU_PREPACK: "0" turns preparing off, "1" or unset leaves it on.
 bool prepack_enabled() {
-    static const bool on = [] {
-        const char *text = tf_kit::get_env("TINYFIN_CPU_PREPACK");
-        int value = 1;
-        if (tf_env_parse_flag(text, &value) == TF_ENV_INVALID) {
-            tf_kit::report_bad_setting("TINYFIN_CPU_PREPACK", text, "0 or 1", "1 (weights prepacked)");
-            value = 1;
-        }
-        return value != 0;
-    }();
+    static const bool on = tf_kit::env_flag("TINYFIN_CPU_PREPACK", true, "weights prepacked");
     return on;
 }
 

@@ -256,6 +256,19 @@ inline int64_t env_integer(const char *name, int64_t min, int64_t max, int64_t f
     return v;
 }
 
+// A switch ("0" or "1"); fallback (described by why) when unset or bad.
+inline bool env_flag(const char *name, bool fallback, const char *why) {
+    const char *text = get_env(name);
+    int on = fallback ? 1 : 0;
+    if (tf_env_parse_flag(text, &on) == TF_ENV_INVALID) {
+        char instead[160];
+        std::snprintf(instead, sizeof instead, "%d (%s)", fallback ? 1 : 0, why);
+        report_bad_setting(name, text, "0 or 1", instead);
+        on = fallback ? 1 : 0;
+    }
+    return on != 0;
+}
+
 // init's verdict on the settings read so far: OK, or (under TINYFIN_STRICT=1 only) the first
 // bad variable's message as INVALID_ARGUMENT.
 inline tf_status settings_status(tf_error *err) {
