@@ -19,12 +19,27 @@
 
 namespace tinyfin::onnx::detail {
 
-// A tensor of the graph: its data in the compute dtype (compute_dtype(type)) and the ONNX element
-// type it stands for, so that outputs leave in the type the model declares.
+// A value of the graph. A tensor: its data in the compute dtype (compute_dtype(type)) and the ONNX
+// element type it stands for, so that outputs leave in the type the model declares. A sequence:
+// its tensors in `elements`, each of element type `type` (`tensor` undefined). None: an optional
+// without a value (an optional with one is that value).
 struct Value {
+    Value() = default;
+    Value(Tensor t, ElementType element_type) : tensor(std::move(t)), type(element_type) {}
+
     Tensor tensor;
     ElementType type = ElementType::undefined;
+    ValueKind kind = ValueKind::tensor;
+    std::vector<Tensor> elements;
+
+    bool is_tensor() const { return kind == ValueKind::tensor; }
 };
+Value sequence_value(ElementType type, std::vector<Tensor> elements);
+Value none_value();
+// Bytes a value holds on its device (a sequence: its elements').
+uint64_t value_bytes(const Value &value);
+// Its kind, element type and shapes, for the per-signature cache key and messages.
+std::string value_signature(const Value &value);
 
 // What a kernel sees of its node.
 struct NodeContext {
@@ -41,8 +56,10 @@ struct NodeContext {
     std::string where() const;
     std::size_t n_inputs() const { return inputs.size(); }
     bool has_input(std::size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
-    // Input i, which must be present (ModelError naming the node otherwise).
+    // Input i, which must be present and a tensor (ModelError naming the node otherwise).
     const Value &input(std::size_t i) const;
+    // Input i of any kind (sequence ops, Identity, control flow), which must be present.
+    const Value &value(std::size_t i) const;
     const Tensor &tensor(std::size_t i) const { return input(i).tensor; }
     // Input i's elements read to the host as integers / doubles (shape arguments: axes, pads...).
     std::vector<int64_t> ints(std::size_t i) const;
@@ -87,9 +104,10 @@ std::span<const OpRow> random_ops();
 std::span<const OpRow> host_ops();
 std::span<const OpRow> recurrent_ops();
 std::span<const OpRow> spectral_ops();
+std::span<const OpRow> sequence_ops();
 
 // Every family above, once: the op table find_op searches and supported_ops lists.
-std::array<std::span<const OpRow>, 13> op_families();
+std::array<std::span<const OpRow>, 14> op_families();
 
 // The row for op_type, nullptr when none.
 const OpRow *find_op(const std::string &op_type);
@@ -160,6 +178,9 @@ Value tensor_from_proto(const ::onnx::TensorProto &proto, const std::string &bas
 // Host bytes of an element type as a Value on device (converted to the compute dtype).
 Value value_from_host(const HostTensor &host, const Device &device);
 HostTensor value_to_host(const Value &value);
+// Any kind of value, to and from the host.
+Value value_from_host(const HostValue &host, const Device &device);
+HostValue host_value_of(const Value &value);
 
 // libonnx's strict shape inference on model in a child process (shape_inference.cpp): the
 // value_info it inferred, or a ModelError for a contradiction, a crash, a hang past timeout or

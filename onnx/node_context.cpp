@@ -10,9 +10,17 @@ std::string NodeContext::where() const {
     return "node '" + label + "' (" + node.op_type() + " version " + std::to_string(version) + ")";
 }
 
-const Value &NodeContext::input(std::size_t i) const {
+const Value &NodeContext::value(std::size_t i) const {
     if (!has_input(i)) invalid("input " + std::to_string(i) + " is required but absent");
     return *inputs[i];
+}
+
+const Value &NodeContext::input(std::size_t i) const {
+    const Value &v = value(i);
+    if (!v.is_tensor())
+        invalid("input " + std::to_string(i) + " is a " + value_kind_name(v.kind) + "; " + node.op_type() +
+                " takes a tensor there");
+    return v;
 }
 
 std::vector<int64_t> NodeContext::ints(std::size_t i) const {
@@ -109,10 +117,10 @@ void count_host_fallback(const NodeContext &ctx) {
 
 uint64_t host_fallbacks() { return host_fallback_count; }
 
-std::array<std::span<const OpRow>, 13> op_families() {
+std::array<std::span<const OpRow>, 14> op_families() {
     return {elementwise_ops(), nn_ops(),        layout_ops(),    reduce_ops(),    resize_ops(),
             indexing_ops(),    control_ops(),   quantized_ops(), detection_ops(), random_ops(),
-            host_ops(),        recurrent_ops(), spectral_ops()};
+            host_ops(),        recurrent_ops(), spectral_ops(),  sequence_ops()};
 }
 
 const OpRow *find_op(const std::string &op_type) {

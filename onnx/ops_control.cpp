@@ -17,7 +17,8 @@ using Ctx = NodeContext;
 using Env = std::unordered_map<std::string, Value>;
 
 bool has_bodies(const ::onnx::NodeProto &node) {
-    return node.domain().empty() && (node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan");
+    return node.domain().empty() && (node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan" ||
+                                     node.op_type() == "SequenceMap");
 }
 
 // The names g reads that it does not define itself, nested bodies included.
@@ -47,7 +48,7 @@ const ::onnx::GraphProto &body(const Ctx &ctx, const char *name) {
 Env outer_values(const Ctx &ctx, int first) {
     Env env;
     for (int k = first; k < ctx.node.input_size(); ++k)
-        if (ctx.has_input(static_cast<std::size_t>(k))) env[ctx.node.input(k)] = ctx.input(static_cast<std::size_t>(k));
+        if (ctx.has_input(static_cast<std::size_t>(k))) env[ctx.node.input(k)] = ctx.value(static_cast<std::size_t>(k));
     return env;
 }
 
@@ -110,7 +111,8 @@ std::vector<Value> run_body(const Ctx &ctx, const PreparedBody &b, Env env) {
             if (node.output(o).empty()) continue;
             if (static_cast<std::size_t>(o) >= outs.size()) inner.unsupported("output " + std::to_string(o));
             Value &v = outs[static_cast<std::size_t>(o)];
-            if (v.tensor.dtype() != compute_dtype(v.type)) v.tensor = v.tensor.to(compute_dtype(v.type));
+            if (v.is_tensor() && v.tensor.dtype() != compute_dtype(v.type))
+                v.tensor = v.tensor.to(compute_dtype(v.type));
             env[node.output(o)] = std::move(v);
         }
     }
@@ -159,7 +161,7 @@ std::vector<Value> loop_op(Ctx &ctx) {
         running = c.to(DType::boolean).reshape({}).item<bool>();
     }
     std::vector<Value> state;
-    for (int j = 0; j < carried; ++j) state.push_back(ctx.input(static_cast<std::size_t>(2 + j)));
+    for (int j = 0; j < carried; ++j) state.push_back(ctx.value(static_cast<std::size_t>(2 + j)));
     std::vector<std::vector<Tensor>> stacked(static_cast<std::size_t>(scans));
     std::vector<ElementType> scan_types(static_cast<std::size_t>(scans), ElementType::undefined);
     const Env outer = outer_values(ctx, own);
@@ -174,11 +176,13 @@ std::vector<Value> loop_op(Ctx &ctx) {
         for (int j = 0; j < carried; ++j) env[g.input(2 + j).name()] = state[static_cast<std::size_t>(j)];
         if (!prepared) prepared = prepare_body(ctx, g);
         std::vector<Value> outs = run_body(ctx, *prepared, std::move(env));
-        if (outs[0].tensor.numel() != 1) ctx.invalid("the body's cond must have one element");
+        if (!outs[0].is_tensor() || outs[0].tensor.numel() != 1)
+            ctx.invalid("the body's cond must be a tensor of one element");
         running = outs[0].tensor.to(DType::boolean).reshape({}).item<bool>();
         for (int j = 0; j < carried; ++j) state[static_cast<std::size_t>(j)] = outs[static_cast<std::size_t>(1 + j)];
         for (int k = 0; k < scans; ++k) {
             const Value &v = outs[static_cast<std::size_t>(1 + carried + k)];
+            if (!v.is_tensor()) ctx.invalid("scan output " + std::to_string(k) + " of the body must be a tensor");
             stacked[static_cast<std::size_t>(k)].push_back(v.tensor);
             scan_types[static_cast<std::size_t>(k)] = v.type;
         }
@@ -193,6 +197,58 @@ std::vector<Value> loop_op(Ctx &ctx) {
             continue;
         }
         result.push_back(make(stack(stacked[static_cast<std::size_t>(k)], 0), scan_types[static_cast<std::size_t>(k)]));
+    }
+    return result;
+}
+
+// SequenceMap (17): the body once per position of the input sequence. Each additional input is
+// a sequence (its tensor at that position; it must have the same length) or a tensor (passed
+// whole each time); the body's outputs at each position are collected into output sequences.
+std::vector<Value> sequence_map(Ctx &ctx) {
+    const ::onnx::GraphProto &g = body(ctx, "body");
+    const int own = own_inputs(ctx);
+    if (g.input_size() != own)
+        ctx.invalid("the body takes " + std::to_string(g.input_size()) + " inputs; the node has " +
+                    std::to_string(own));
+    if (static_cast<std::size_t>(g.output_size()) != ctx.n_outputs)
+        ctx.invalid("the body has " + std::to_string(g.output_size()) + " outputs, the node " +
+                    std::to_string(ctx.n_outputs));
+    const Value &first = ctx.value(0);
+    if (first.kind != ValueKind::sequence) ctx.invalid("input 0 must be a sequence");
+    const std::size_t n = first.elements.size();
+    for (int k = 1; k < own; ++k) {
+        const Value &v = ctx.value(static_cast<std::size_t>(k));
+        if (v.kind == ValueKind::none) ctx.invalid("input " + std::to_string(k) + " is an empty optional");
+        if (v.kind == ValueKind::sequence && v.elements.size() != n)
+            ctx.invalid("input " + std::to_string(k) + " is a sequence of " + std::to_string(v.elements.size()) +
+                        " tensors, input 0 of " + std::to_string(n));
+    }
+    std::vector<Value> result;
+    for (const auto &out : g.output()) {
+        const auto &t = out.type();
+        const bool declared = t.has_tensor_type() && t.tensor_type().elem_type() != 0;
+        result.push_back(sequence_value(
+            declared ? static_cast<ElementType>(t.tensor_type().elem_type()) : ElementType::undefined, {}));
+    }
+    const Env outer = outer_values(ctx, own);
+    std::optional<PreparedBody> prepared;
+    for (std::size_t i = 0; i < n; ++i) {
+        Env env = outer;
+        for (int k = 0; k < own; ++k) {
+            const Value &v = ctx.value(static_cast<std::size_t>(k));
+            env[g.input(k).name()] = v.kind == ValueKind::sequence ? Value{v.elements[i], v.type} : v;
+        }
+        if (!prepared) prepared = prepare_body(ctx, g);
+        std::vector<Value> outs = run_body(ctx, *prepared, std::move(env));
+        for (std::size_t j = 0; j < outs.size(); ++j) {
+            Value &seq = result[j];
+            if (!outs[j].is_tensor()) ctx.invalid("the body's output " + std::to_string(j) + " must be a tensor");
+            if (seq.type == ElementType::undefined) seq.type = outs[j].type;
+            if (outs[j].type != seq.type)
+                ctx.invalid("the body's output " + std::to_string(j) + " is " + element_type_name(outs[j].type) +
+                            ", the output sequence " + element_type_name(seq.type));
+            seq.elements.push_back(outs[j].tensor);
+        }
     }
     return result;
 }
@@ -264,6 +320,7 @@ std::vector<Value> scan_once(const Ctx &ctx, const PreparedBody &body, const Sca
         for (int j = 0; j < p.states; ++j) state[static_cast<std::size_t>(j)] = outs[static_cast<std::size_t>(j)];
         for (int k = 0; k < p.scan_outputs; ++k) {
             const Value &v = outs[static_cast<std::size_t>(p.states + k)];
+            if (!v.is_tensor()) ctx.invalid("scan output " + std::to_string(k) + " of the body must be a tensor");
             stacked[static_cast<std::size_t>(k)].push_back(v.tensor);
             out_types[static_cast<std::size_t>(k)] = v.type;
         }
@@ -350,6 +407,7 @@ constexpr OpRow k_rows[] = {
     {"If", 1, 16, if_op},
     {"Loop", 11, 16, loop_op},
     {"Scan", 8, 16, scan_op},
+    {"SequenceMap", 17, 17, sequence_map},
 };
 
 }  // namespace

@@ -104,7 +104,8 @@ std::vector<Value> reciprocal(Ctx &ctx) {
     return like_input(ctx, div(1.0, ctx.tensor(0)));
 }
 
-std::vector<Value> identity(Ctx &ctx) { return {ctx.input(0)}; }
+// Any value: a tensor, a sequence (version 14 on) or an optional (16 on).
+std::vector<Value> identity(Ctx &ctx) { return {ctx.value(0)}; }
 
 // Training-mode Dropout's mask: element i is kept when the i-th draw u of [0, 1) is >= ratio.
 // The draws are those of numpy's legacy generator seeded with the seed attribute (MT19937 from

@@ -53,10 +53,23 @@ std::string join(const std::vector<int> &values) {
 TensorInfo info_of(const ::onnx::ValueInfoProto &vi, const char *what) {
     TensorInfo info;
     info.name = vi.name();
-    if (!vi.type().has_tensor_type())
-        throw UnsupportedError(std::string("UnsupportedError: graph ") + what + " '" + vi.name() +
-                               "' is not a tensor (sequences, maps and optionals are not supported)");
-    const auto &tt = vi.type().tensor_type();
+    const ::onnx::TypeProto *type = &vi.type();
+    auto refuse = [&](const char *kind) {
+        throw UnsupportedError(std::string("UnsupportedError: graph ") + what + " '" + vi.name() + "' is " + kind +
+                               " (tensors, sequences of tensors and optionals of either are supported)");
+    };
+    if (type->has_optional_type()) {
+        info.optional = true;
+        type = &type->optional_type().elem_type();
+    }
+    if (type->has_sequence_type()) {
+        info.kind = ValueKind::sequence;
+        type = &type->sequence_type().elem_type();
+        if (!type->has_tensor_type()) refuse("a sequence of non-tensors");
+    }
+    if (type->has_map_type()) refuse("a map");
+    if (!type->has_tensor_type()) refuse(type->has_sparse_tensor_type() ? "a sparse tensor" : "not a tensor");
+    const auto &tt = type->tensor_type();
     info.type = static_cast<ElementType>(tt.elem_type());
     if (tt.has_shape()) {
         info.has_shape = true;
@@ -321,7 +334,7 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
             // Folded values are read at every run: a view (a folded Transpose of a weight) becomes
             // a dense copy once, so that matmuls read it row-major.
             Value &v = outs[static_cast<std::size_t>(o)];
-            v.tensor = v.tensor.contiguous();
+            if (v.is_tensor()) v.tensor = v.tensor.contiguous();
             constants[node.output(o)] = std::move(v);
         }
         ++load.folded;
@@ -406,6 +419,7 @@ void InferenceSession::Impl::run_node(const Step &step, const std::vector<const 
         if (step.node.output(o).empty()) continue;
         if (static_cast<std::size_t>(o) >= outs.size()) ctx.unsupported("output " + std::to_string(o));
         Value &v = outs[static_cast<std::size_t>(o)];
+        if (!v.is_tensor()) continue;
         const DType want = compute_dtype(v.type);
         if (v.tensor.dtype() != want) v.tensor = v.tensor.to(want);
     }
@@ -436,7 +450,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
     std::string key;
     if (std::find(by_signature.begin(), by_signature.end(), true) != by_signature.end()) {
         std::vector<std::string> parts;
-        for (const auto &[name, v] : env) parts.push_back(name + shape_str(v.tensor.shape()));
+        for (const auto &[name, v] : env) parts.push_back(name + detail::value_signature(v));
         std::sort(parts.begin(), parts.end());
         for (const auto &p : parts) key += p + '\x1f';
         {
@@ -482,7 +496,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
         for (int o = 0; o < step.node.output_size(); ++o) {
             const std::string &name = step.node.output(o);
             if (name.empty()) continue;
-            const uint64_t bytes = outs[static_cast<std::size_t>(o)].tensor.nbytes();
+            const uint64_t bytes = detail::value_bytes(outs[static_cast<std::size_t>(o)]);
             live += bytes;
             produced[name] = bytes;
             env[name] = std::move(outs[static_cast<std::size_t>(o)]);
@@ -493,7 +507,7 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
             NodeRun report{step.label, step.node.op_type(), "",
                            stats().total_fallbacks + detail::host_fallbacks() - node_fallbacks, node_seconds};
             for (const auto &name : step.node.output())
-                if (auto e = env.find(name); e != env.end()) {
+                if (auto e = env.find(name); e != env.end() && e->second.is_tensor()) {
                     report.backend = e->second.tensor.device().str();
                     break;
                 }
@@ -581,33 +595,96 @@ std::vector<std::string> wanted_outputs(const std::vector<TensorInfo> &outputs, 
     return all;
 }
 
-void check_complete(const std::vector<TensorInfo> &inputs, const std::unordered_map<std::string, Value> &env) {
-    for (const auto &info : inputs)
-        if (!env.count(info.name)) throw InputError("InputError: no feed for input '" + info.name + "'");
+// Every declared input fed; an optional one left out is fed none.
+void check_complete(const std::vector<TensorInfo> &inputs, std::unordered_map<std::string, Value> &env) {
+    for (const auto &info : inputs) {
+        if (env.count(info.name)) continue;
+        if (!info.optional) throw InputError("InputError: no feed for input '" + info.name + "'");
+        env[info.name] = detail::none_value();
+    }
+}
+
+std::string declared_kind(const TensorInfo &info) {
+    std::string kind = info.kind == ValueKind::sequence ? "a sequence of " + element_type_name(info.type)
+                                                        : "a " + element_type_name(info.type) + " tensor";
+    return info.optional ? "an optional of " + kind.substr(2) : kind;
+}
+
+// A host feed checked against its declaration and moved to the device.
+Value feed_value(const TensorInfo &info, const HostValue &host, const Device &device) {
+    auto refuse = [&](const std::string &got) {
+        throw InputError("InputError: input '" + info.name + "' is " + declared_kind(info) + ", got " + got);
+    };
+    auto check_tensor = [&](const HostTensor &t) {
+        if (t.type != info.type) refuse("a " + element_type_name(t.type) + " tensor");
+        check_shape(info, t.shape);
+    };
+    switch (host.kind) {
+    case ValueKind::none:
+        if (!info.optional) refuse("none");
+        break;
+    case ValueKind::sequence:
+        if (info.kind != ValueKind::sequence) refuse("a sequence");
+        if (host.element_type != info.type) refuse("a sequence of " + element_type_name(host.element_type));
+        for (const auto &e : host.elements) check_tensor(e);
+        break;
+    case ValueKind::tensor:
+        if (info.kind != ValueKind::tensor) refuse("a tensor");
+        check_tensor(host.tensor);
+        break;
+    default:
+        throw InputError("InputError: input '" + info.name + "': unknown value kind " +
+                         std::to_string(static_cast<int>(host.kind)));
+    }
+    return detail::value_from_host(host, device);
+}
+
+// A value run() returns: a tensor (run_values is the way to sequences and optionals).
+const Value &tensor_output(const std::string &name, const Value &value) {
+    if (!value.is_tensor())
+        throw InputError("InputError: output '" + name + "' is a " + std::string(value_kind_name(value.kind)) +
+                         ", not a tensor: use run_values");
+    return value;
 }
 
 }  // namespace
 
-std::vector<HostTensor> InferenceSession::run(const std::vector<std::string> &output_names,
-                                              const std::vector<std::pair<std::string, HostTensor>> &feeds) {
+std::vector<HostValue> InferenceSession::run_values(const std::vector<std::string> &output_names,
+                                                    const std::vector<std::pair<std::string, HostValue>> &feeds) {
     std::unordered_map<std::string, Value> env;
     for (const auto &[name, host] : feeds) {
         if (impl_->initializer_inputs.count(name)) {
-            env[name] = detail::value_from_host(host, impl_->device);
+            if (host.kind != ValueKind::tensor)
+                throw InputError("InputError: input '" + name + "' (an initializer's default) takes a tensor");
+            env[name] = detail::value_from_host(host.tensor, impl_->device);
             continue;
         }
-        const TensorInfo &info = declared_input(impl_->inputs, name);
-        if (host.type != info.type)
-            throw InputError("InputError: input '" + name + "' is " + element_type_name(info.type) + ", got " +
-                             element_type_name(host.type));
-        check_shape(info, host.shape);
-        env[name] = detail::value_from_host(host, impl_->device);
+        env[name] = feed_value(declared_input(impl_->inputs, name), host, impl_->device);
     }
     check_complete(impl_->inputs, env);
     const auto wanted = wanted_outputs(impl_->outputs, output_names);
     auto result = impl_->execute(std::move(env), wanted);
+    std::vector<HostValue> out;
+    for (const auto &name : wanted) out.push_back(detail::host_value_of(result.at(name)));
+    return out;
+}
+
+std::vector<HostTensor> InferenceSession::run(const std::vector<std::string> &output_names,
+                                              const std::vector<std::pair<std::string, HostTensor>> &feeds) {
+    std::vector<std::pair<std::string, HostValue>> values;
+    values.reserve(feeds.size());
+    for (const auto &[name, host] : feeds) values.emplace_back(name, HostValue::of(host));
+    const auto wanted = wanted_outputs(impl_->outputs, output_names);
+    for (const auto &name : wanted)
+        for (const auto &info : impl_->outputs)
+            if (info.name == name && (info.kind != ValueKind::tensor || info.optional))
+                throw InputError("InputError: output '" + name + "' is " + declared_kind(info) +
+                                 ", not a tensor: use run_values");
     std::vector<HostTensor> out;
-    for (const auto &name : wanted) out.push_back(detail::value_to_host(result.at(name)));
+    for (auto &v : run_values(output_names, values)) {
+        if (v.kind != ValueKind::tensor) throw InputError("InputError: an output is not a tensor: use run_values");
+        out.push_back(std::move(v.tensor));
+    }
     return out;
 }
 
@@ -618,6 +695,8 @@ std::vector<Tensor> InferenceSession::run(const std::vector<std::string> &output
         ElementType type = detail::element_type_of(tensor.dtype());
         if (!impl_->initializer_inputs.count(name)) {
             const TensorInfo &info = declared_input(impl_->inputs, name);
+            if (info.kind != ValueKind::tensor)
+                throw InputError("InputError: input '" + name + "' is " + declared_kind(info) + ": use run_values");
             if (tensor.dtype() != compute_dtype(info.type))
                 throw InputError("InputError: input '" + name + "' (" + element_type_name(info.type) +
                                  ") takes a tensor of dtype " + dtype_name(compute_dtype(info.type)) + ", got " +
@@ -631,7 +710,7 @@ std::vector<Tensor> InferenceSession::run(const std::vector<std::string> &output
     const auto wanted = wanted_outputs(impl_->outputs, output_names);
     auto result = impl_->execute(std::move(env), wanted);
     std::vector<Tensor> out;
-    for (const auto &name : wanted) out.push_back(result.at(name).tensor);
+    for (const auto &name : wanted) out.push_back(tensor_output(name, result.at(name)).tensor);
     return out;
 }
 

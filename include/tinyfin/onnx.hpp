@@ -73,6 +73,17 @@ std::size_t element_size(ElementType type);
 // int16, uint16 in i32; uint32 and uint64 in i64. Throws UnsupportedError for string and complex.
 DType compute_dtype(ElementType type);
 
+// What a graph value is: a tensor, a sequence of tensors (all of one element type; ONNX's
+// seq(tensor(...))), or none (an optional without a value). An optional that holds a value is
+// that value.
+enum class ValueKind : int32_t {
+    tensor = 0,
+    sequence = 1,
+    none = 2,
+};
+// "tensor", "sequence", "none".
+const char *value_kind_name(ValueKind kind);
+
 // A graph input or output as the model declares it.
 struct TensorInfo {
     std::string name;
@@ -82,6 +93,10 @@ struct TensorInfo {
     std::vector<int64_t> shape;
     std::vector<std::string> dim_names;
     bool has_shape = false;
+    // sequence: type, shape and dim_names describe each element. optional: the value may be absent
+    // (fed and returned as ValueKind::none); kind is what it holds when present.
+    ValueKind kind = ValueKind::tensor;
+    bool optional = false;
 };
 
 // Dense row-major host data of an ONNX element type: what numpy and ONNX Runtime exchange.
@@ -91,6 +106,19 @@ struct HostTensor {
     std::vector<std::byte> data;  // numel(shape) * element_size(type) bytes
 
     int64_t numel() const;
+};
+
+// A graph value on the host: a tensor, a sequence of tensors, or none (an empty optional).
+struct HostValue {
+    ValueKind kind = ValueKind::tensor;
+    HostTensor tensor;  // kind tensor
+    // kind sequence: its tensors, each of element_type (which an empty sequence carries too).
+    std::vector<HostTensor> elements;
+    ElementType element_type = ElementType::undefined;
+
+    static HostValue of(HostTensor tensor);
+    static HostValue sequence(ElementType element_type, std::vector<HostTensor> elements);
+    static HostValue none();
 };
 
 struct SessionOptions {
@@ -157,6 +185,10 @@ public:
     // checked against the declared element types and static dimensions.
     std::vector<HostTensor> run(const std::vector<std::string> &output_names,
                                 const std::vector<std::pair<std::string, HostTensor>> &feeds);
+    // The same for graphs whose inputs or outputs are sequences or optionals (run() refuses an
+    // output that is not a tensor, naming this one).
+    std::vector<HostValue> run_values(const std::vector<std::string> &output_names,
+                                      const std::vector<std::pair<std::string, HostValue>> &feeds);
     // Tensors in and out (on any device; moved to the session's backend). A feed's dtype must be
     // the compute dtype of its declared element type; outputs are in their compute dtype.
     std::vector<Tensor> run(const std::vector<std::string> &output_names,

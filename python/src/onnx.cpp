@@ -31,8 +31,41 @@ py::tuple host_to(const onnx::HostTensor &host) {
                           py::bytes(reinterpret_cast<const char *>(host.data.data()), host.data.size()));
 }
 
+// A value crosses as ("tensor", type, shape, bytes), ("sequence", element type, [(type, shape,
+// bytes), ...]) or ("none",).
+onnx::HostValue value_from(const py::tuple &t) {
+    const auto kind = t[0].cast<std::string>();
+    if (kind == "none") return onnx::HostValue::none();
+    if (kind == "sequence") {
+        std::vector<onnx::HostTensor> elements;
+        for (const auto &e : t[2].cast<py::list>()) {
+            const auto et = e.cast<py::tuple>();
+            elements.push_back(
+                host_from(et[0].cast<int>(), et[1].cast<std::vector<int64_t>>(), et[2].cast<py::buffer>()));
+        }
+        return onnx::HostValue::sequence(static_cast<onnx::ElementType>(t[1].cast<int>()), std::move(elements));
+    }
+    return onnx::HostValue::of(host_from(t[1].cast<int>(), t[2].cast<std::vector<int64_t>>(), t[3].cast<py::buffer>()));
+}
+
+py::tuple value_to(const onnx::HostValue &v) {
+    switch (v.kind) {
+    case onnx::ValueKind::none: return py::make_tuple("none");
+    case onnx::ValueKind::sequence: {
+        py::list elements;
+        for (const auto &e : v.elements) elements.append(host_to(e));
+        return py::make_tuple("sequence", static_cast<int>(v.element_type), elements);
+    }
+    case onnx::ValueKind::tensor: break;
+    }
+    const py::tuple t = host_to(v.tensor);
+    return py::make_tuple("tensor", t[0], t[1], t[2]);
+}
+
 py::dict info_dict(const onnx::TensorInfo &info) {
     py::dict d;
+    d["kind"] = onnx::value_kind_name(info.kind);
+    d["optional"] = info.optional;
     d["name"] = info.name;
     d["type"] = static_cast<int>(info.type);
     d["has_shape"] = info.has_shape;
@@ -129,20 +162,18 @@ PYBIND11_MODULE(_onnx, m) {
              })
         .def("run",
              [](onnx::InferenceSession &s, const std::vector<std::string> &names, const py::list &feeds) {
-                 std::vector<std::pair<std::string, onnx::HostTensor>> hosts;
+                 std::vector<std::pair<std::string, onnx::HostValue>> values;
                  for (const auto &item : feeds) {
                      const auto t = item.cast<py::tuple>();
-                     hosts.emplace_back(
-                         t[0].cast<std::string>(),
-                         host_from(t[1].cast<int>(), t[2].cast<std::vector<int64_t>>(), t[3].cast<py::buffer>()));
+                     values.emplace_back(t[0].cast<std::string>(), value_from(t[1].cast<py::tuple>()));
                  }
-                 std::vector<onnx::HostTensor> outs;
+                 std::vector<onnx::HostValue> outs;
                  {
                      py::gil_scoped_release release;
-                     outs = s.run(names, hosts);
+                     outs = s.run_values(names, values);
                  }
                  py::list result;
-                 for (const auto &o : outs) result.append(host_to(o));
+                 for (const auto &o : outs) result.append(value_to(o));
                  return result;
              })
         .def("run_tensors",

@@ -68,6 +68,43 @@ def _all_op_names():
 RANDOM_OPS = {"Bernoulli"}
 
 
+def compare(what, out, ref, case, random_outputs):
+    """None when out matches the case's ref (a tensor, a list for a sequence, None for an empty
+    optional), else ('failed' | 'not supported', reason)."""
+    if ref is None or isinstance(ref, list):
+        if ref is None or out is None:
+            return None if out is ref else ("failed", f"{what}: {out!r:.40}, expected {ref!r:.40}")
+        if not isinstance(out, list):
+            return "failed", f"{what}: a {type(out).__name__}, expected a sequence (list)"
+        if len(out) != len(ref):
+            return "failed", f"{what}: a sequence of {len(out)}, expected {len(ref)}"
+        for k, (o, r) in enumerate(zip(out, ref)):
+            result = compare(f"{what}[{k}]", o, r, case, random_outputs)
+            if result is not None:
+                return result
+        return None
+    ref = np.asarray(ref)
+    if ref.dtype == object:
+        return "not supported", "string tensors"
+    if not isinstance(out, np.ndarray):
+        return "failed", f"{what}: a {type(out).__name__}, expected a tensor"
+    if out.dtype != ref.dtype:
+        return "failed", f"{what}: dtype {out.dtype}, expected {ref.dtype}"
+    if out.shape != ref.shape:
+        return "failed", f"{what}: shape {out.shape}, expected {ref.shape}"
+    if random_outputs:
+        return None if np.all((out == 0) | (out == 1)) else ("failed", f"{what}: values other than 0 and 1")
+    try:
+        if ref.dtype.kind in "fc":
+            np.testing.assert_allclose(out, ref, rtol=case.rtol, atol=case.atol)
+        else:
+            np.testing.assert_array_equal(out, ref)
+    except AssertionError as e:
+        lines = [l for l in str(e).splitlines() if "Mismatch" in l or "Max abs" in l]
+        return "failed", f"{what}: values differ ({'; '.join(l.strip() for l in lines)})"
+    return None
+
+
 def run_case(case, backend="cpu"):
     """('passed' | 'failed' | 'not supported', reason)."""
     random_outputs = op_type(case) in RANDOM_OPS
@@ -89,25 +126,9 @@ def run_case(case, backend="cpu"):
         if len(outputs) != len(expected):
             return "failed", f"{len(outputs)} outputs, expected {len(expected)}"
         for i, (out, ref) in enumerate(zip(outputs, expected)):
-            ref = np.asarray(ref)
-            if ref.dtype == object:
-                return "not supported", "string tensors"
-            if out.dtype != ref.dtype:
-                return "failed", f"output {i}: dtype {out.dtype}, expected {ref.dtype}"
-            if out.shape != ref.shape:
-                return "failed", f"output {i}: shape {out.shape}, expected {ref.shape}"
-            if random_outputs:
-                if not np.all((out == 0) | (out == 1)):
-                    return "failed", f"output {i}: values other than 0 and 1"
-                continue
-            try:
-                if ref.dtype.kind in "fc":
-                    np.testing.assert_allclose(out, ref, rtol=case.rtol, atol=case.atol)
-                else:
-                    np.testing.assert_array_equal(out, ref)
-            except AssertionError as e:
-                lines = [l for l in str(e).splitlines() if "Mismatch" in l or "Max abs" in l]
-                return "failed", f"output {i}: values differ ({'; '.join(l.strip() for l in lines)})"
+            result = compare(f"output {i}", out, ref, case, random_outputs)
+            if result is not None:
+                return result
     return "passed", ""
 
 

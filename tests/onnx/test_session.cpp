@@ -116,3 +116,97 @@ TEST_CASE("onnx: a model file's folder bounds its external data") {
     CHECK(session.get_outputs()[1].name == "z");
     std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// SplitToSequence(x [n, 2]) along axis 0 into rows -> "rows" (a sequence output); SequenceAt(rows, -1)
+// -> "last"; OptionalHasElement(o) -> "has" for an optional input "o".
+std::string sequence_model_bytes() {
+    ::onnx::ModelProto model;
+    model.set_ir_version(8);
+    auto *op = model.add_opset_import();
+    op->set_domain("");
+    op->set_version(17);
+    auto *g = model.mutable_graph();
+    g->set_name("g");
+    add_value(g->add_input(), "x", {2}, "n");
+    auto *o = g->add_input();
+    o->set_name("o");
+    auto *ot = o->mutable_type()->mutable_optional_type()->mutable_elem_type()->mutable_tensor_type();
+    ot->set_elem_type(::onnx::TensorProto::FLOAT);
+    auto *rows = g->add_output();
+    rows->set_name("rows");
+    rows->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
+        ::onnx::TensorProto::FLOAT);
+    add_value(g->add_output(), "last", {2});
+    auto *has = g->add_output();
+    has->set_name("has");
+    has->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::BOOL);
+    auto *minus_one = g->add_initializer();
+    minus_one->set_name("minus_one");
+    minus_one->set_data_type(::onnx::TensorProto::INT64);
+    minus_one->add_int64_data(-1);
+    auto node = [&](const char *type, std::vector<std::string> in, std::string out) {
+        auto *n = g->add_node();
+        n->set_op_type(type);
+        for (auto &i : in) n->add_input(i);
+        n->add_output(out);
+        return n;
+    };
+    auto *split = node("SplitToSequence", {"x"}, "rows");
+    auto *keepdims = split->add_attribute();
+    keepdims->set_name("keepdims");
+    keepdims->set_type(::onnx::AttributeProto::INT);
+    keepdims->set_i(0);
+    node("SequenceAt", {"rows", "minus_one"}, "last");
+    node("OptionalHasElement", {"o"}, "has");
+    return model.SerializeAsString();
+}
+
+tfo::HostTensor host_floats(std::vector<float> values, tinyfin::Shape shape) {
+    tfo::HostTensor host{tfo::ElementType::float32, std::move(shape), {}};
+    host.data.resize(values.size() * sizeof(float));
+    std::memcpy(host.data.data(), values.data(), host.data.size());
+    return host;
+}
+
+std::vector<float> floats_of(const tfo::HostTensor &host) {
+    std::vector<float> out(host.data.size() / sizeof(float));
+    std::memcpy(out.data(), host.data.data(), host.data.size());
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("onnx: sequences and optionals through run_values") {
+    const std::string bytes = sequence_model_bytes();
+    auto session = tfo::InferenceSession::from_bytes(bytes.data(), bytes.size(), {.backend = "cpu"});
+    REQUIRE(session.get_inputs().size() == 2);
+    CHECK(session.get_inputs()[1].optional);
+    CHECK(session.get_inputs()[1].kind == tfo::ValueKind::tensor);
+    CHECK(session.get_outputs()[0].kind == tfo::ValueKind::sequence);
+    CHECK(session.get_outputs()[0].type == tfo::ElementType::float32);
+
+    const auto x = tfo::HostValue::of(host_floats({1, 2, 3, 4, 5, 6}, {3, 2}));
+    auto outs = session.run_values({}, {{"x", x}, {"o", tfo::HostValue::of(host_floats({7}, {1}))}});
+    REQUIRE(outs.size() == 3);
+    REQUIRE(outs[0].kind == tfo::ValueKind::sequence);
+    REQUIRE(outs[0].elements.size() == 3);
+    CHECK(outs[0].elements[1].shape == tinyfin::Shape{2});  // keepdims 0: the split axis dropped
+    CHECK(floats_of(outs[0].elements[1]) == std::vector<float>{3, 4});
+    CHECK(floats_of(outs[1].tensor) == std::vector<float>{5, 6});
+    CHECK(outs[2].tensor.data.at(0) == std::byte{1});
+
+    outs = session.run_values({"has"}, {{"x", x}, {"o", tfo::HostValue::none()}});
+    CHECK(outs[0].tensor.data.at(0) == std::byte{0});
+    outs = session.run_values({"has"}, {{"x", x}});  // an optional input left out: none
+    CHECK(outs[0].tensor.data.at(0) == std::byte{0});
+
+    // run() hands out tensors only; a sequence where a tensor is declared, and none for a
+    // required input, are InputErrors.
+    CHECK_THROWS_AS(session.run({"rows"}, {{"x", x.tensor}}), tfo::InputError);
+    CHECK(session.run({"last"}, {{"x", x.tensor}}).size() == 1);
+    CHECK_THROWS_AS(session.run_values({}, {{"x", tfo::HostValue::sequence(tfo::ElementType::float32, {})}}),
+                    tfo::InputError);
+    CHECK_THROWS_AS(session.run_values({}, {{"x", tfo::HostValue::none()}}), tfo::InputError);
+}

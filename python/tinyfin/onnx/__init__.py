@@ -36,12 +36,19 @@ BFLOAT16 = 16
 
 class NodeArg:
     """A graph input or output, as onnxruntime.NodeArg: name, shape (ints, with the symbol or None
-    for an open dimension), type ("tensor(float)")."""
+    for an open dimension; a sequence's: each element's), type ("tensor(float)",
+    "seq(tensor(float))", "optional(tensor(int64))")."""
 
     def __init__(self, info):
         self.name = info["name"]
         self.element_type = info["type"]
+        self.kind = info["kind"]  # "tensor" or "sequence" (of tensors)
+        self.optional = info["optional"]
         self.type = f"tensor({_TYPE_NAMES.get(info['type'], 'unknown')})"
+        if self.kind == "sequence":
+            self.type = f"seq({self.type})"
+        if self.optional:
+            self.type = f"optional({self.type})"
         if info["has_shape"]:
             self.shape = [d if d >= 0 else (n or None) for d, n in zip(info["shape"], info["dim_names"])]
         else:
@@ -107,7 +114,9 @@ class InferenceSession:
         DLPack consumers take as they are. With tinyfin or DLPack feeds, or tinyfin outputs, nothing
         passes through numpy: tensors go to the session's device as they are (a feed's dtype must
         then be its input's compute dtype; a numpy feed is converted to it). In numpy mode bfloat16
-        tensors are uint16 bit patterns, as in ONNX's numpy_helper (a float feed is rounded)."""
+        tensors are uint16 bit patterns, as in ONNX's numpy_helper (a float feed is rounded).
+        Sequences are lists of arrays and an empty optional is None, in feeds and outputs (numpy
+        mode only), as in ONNX Runtime."""
         del run_options
         if output_type not in ("numpy", "tinyfin"):
             raise InputError(f"InputError: output_type must be 'numpy' or 'tinyfin', got {output_type!r}")
@@ -115,33 +124,9 @@ class InferenceSession:
             outs = self._run_tensors(output_names, input_feed)
             return outs if output_type == "tinyfin" else [_tensor_to_numpy(t, o) for t, o in
                                                            zip(outs, self._wanted(output_names))]
-        declared = {i.name: i.element_type for i in self._inputs}
-        feeds = []
-        for name, value in input_feed.items():
-            if hasattr(value, "numpy") and not isinstance(value, _np.ndarray):
-                value = value.numpy()
-            a = _np.asarray(value)
-            a = a if a.flags.c_contiguous else a.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
-            if declared.get(name) == BFLOAT16:
-                # bfloat16 as ONNX's numpy helpers hold it: uint16 bit patterns; floats are rounded.
-                bits = a if a.dtype == _np.uint16 else _to_bfloat16_bits(a.astype(_np.float32))
-                feeds.append((name, BFLOAT16, list(a.shape), bits.reshape(-1).view(_np.uint8)))
-                continue
-            if a.dtype == object or a.dtype.kind in "SU":
-                raise UnsupportedError(f"UnsupportedError: input '{name}': string tensors are not supported")
-            if a.dtype not in _FROM_NUMPY:
-                raise InputError(f"InputError: input '{name}': numpy dtype {a.dtype} is not supported")
-            feeds.append((name, _FROM_NUMPY[a.dtype], list(a.shape), a.reshape(-1).view(_np.uint8)
-                          if a.size else _np.zeros(0, _np.uint8)))
-        outs = self._s.run(list(output_names or []), feeds)
-        result = []
-        for type_, shape, data in outs:
-            if type_ == BFLOAT16:
-                result.append(_np.frombuffer(data, _np.uint16).reshape(shape).copy())
-            else:
-                result.append(_np.frombuffer(data, _NUMPY[type_]).reshape(shape).copy())
-        return result
-
+        declared = {i.name: i for i in self._inputs}
+        feeds = [(name, _host_value(name, value, declared.get(name))) for name, value in input_feed.items()]
+        return [_from_host_value(v) for v in self._s.run(list(output_names or []), feeds)]
 
     def _wanted(self, output_names):
         by_name = {o.name: o for o in self._outputs}
@@ -159,6 +144,47 @@ class InferenceSession:
                     value = _numpy_to_tensor(name, value, declared.get(name))
             feeds.append((name, value))
         return self._s.run_tensors(list(output_names or []), feeds)
+
+
+def _host_tensor(name, value, element_type):
+    """A feed as (ONNX element type, shape, bytes) for the session."""
+    if hasattr(value, "numpy") and not isinstance(value, _np.ndarray):
+        value = value.numpy()
+    a = _np.asarray(value)
+    a = a if a.flags.c_contiguous else a.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
+    if element_type == BFLOAT16:
+        # bfloat16 as ONNX's numpy helpers hold it: uint16 bit patterns; floats are rounded.
+        bits = a if a.dtype == _np.uint16 else _to_bfloat16_bits(a.astype(_np.float32))
+        return (BFLOAT16, list(a.shape), bits.reshape(-1).view(_np.uint8))
+    if a.dtype == object or a.dtype.kind in "SU":
+        raise UnsupportedError(f"UnsupportedError: input '{name}': string tensors are not supported")
+    if a.dtype not in _FROM_NUMPY:
+        raise InputError(f"InputError: input '{name}': numpy dtype {a.dtype} is not supported")
+    return (_FROM_NUMPY[a.dtype], list(a.shape), a.reshape(-1).view(_np.uint8) if a.size else _np.zeros(0, _np.uint8))
+
+
+def _host_value(name, value, info):
+    """A feed as the session's value tuple: a list or tuple is a sequence, None an empty optional."""
+    element_type = info.element_type if info is not None else None
+    if value is None:
+        return ("none",)
+    if isinstance(value, (list, tuple)) and info is not None and info.kind == "sequence":
+        return ("sequence", element_type, [_host_tensor(name, v, element_type) for v in value])
+    return ("tensor",) + _host_tensor(name, value, element_type)
+
+
+def _from_numpy_host(type_, shape, data):
+    dtype = _np.uint16 if type_ == BFLOAT16 else _NUMPY[type_]
+    return _np.frombuffer(data, dtype).reshape(shape).copy()
+
+
+def _from_host_value(value):
+    """A session output: a numpy array, a list of them (a sequence) or None (an empty optional)."""
+    if value[0] == "none":
+        return None
+    if value[0] == "sequence":
+        return [_from_numpy_host(*e) for e in value[2]]
+    return _from_numpy_host(*value[1:])
 
 
 def _is_tensor_feed(value):
