@@ -88,7 +88,6 @@ Config read_config(const Ctx &ctx, Cell cell) {
     if (ctx.has_attr("clip") && !(c.clip > 0)) ctx.invalid("attribute clip must be positive");
     c.linear_before_reset = ctx.attr_int("linear_before_reset", 0) != 0;
     c.input_forget = ctx.attr_int("input_forget", 0) != 0;
-    if (c.input_forget) ctx.unsupported("attribute input_forget = 1 (coupled input and forget gates)");
     if (cell != Cell::lstm && ctx.has_attr("input_forget")) ctx.invalid("attribute input_forget is LSTM's only");
     if (cell != Cell::gru && ctx.has_attr("linear_before_reset")) ctx.invalid("attribute linear_before_reset is GRU's");
 
@@ -211,6 +210,9 @@ DirectionResult run_direction(const Config &cfg, const Activation *act, const Te
                 o = iof.slice(1, H, 2 * H);
                 f = iof.slice(1, 2 * H, 3 * H);
             }
+            // input_forget couples the gates: f = 1 - i (ONNX Runtime's reading; the spec names the
+            // attribute only), in place of the forget gate computed above.
+            if (cfg.input_forget) f = sub(1.0, i);
             c_new = add(mul(f, c), mul(i, cc));
             if (p.defined())
                 o = apply(act[0], clipped(cfg, add(g.slice(1, H, 2 * H), mul(p.slice(0, H, 2 * H), c_new))));

@@ -1,5 +1,6 @@
 // The ONNX loader as a libFuzzer target: any bytes either load (and then run once on zero feeds
-// of the declared static shapes) or raise a tinyfin::Error; anything else is a finding. Without
+// of the declared static shapes; sequences of two, optionals empty) or raise a tinyfin::Error;
+// anything else is a finding. Without
 // libFuzzer, tests/fuzz/replay_main.cpp replays tests/onnx/fuzz-corpus through it.
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         options.backend = "cpu";
         options.max_tensor_bytes = uint64_t{1} << 24;
         auto session = tfo::InferenceSession::from_bytes(data, size, options);
-        std::vector<std::pair<std::string, tfo::HostTensor>> feeds;
+        std::vector<std::pair<std::string, tfo::HostValue>> feeds;
         for (const auto &input : session.get_inputs()) {
             tfo::HostTensor host;
             host.type = input.type;
@@ -25,9 +26,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 n *= dim;
             }
             host.data.resize(static_cast<std::size_t>(n) * tfo::element_size(input.type));
-            feeds.emplace_back(input.name, std::move(host));
+            // A sequence input gets two such tensors; an optional one is left out (none).
+            if (input.kind == tfo::ValueKind::sequence)
+                feeds.emplace_back(input.name, tfo::HostValue::sequence(input.type, {host, host}));
+            else if (!input.optional)
+                feeds.emplace_back(input.name, tfo::HostValue::of(std::move(host)));
         }
-        session.run({}, feeds);
+        session.run_values({}, feeds);
     } catch (const tinyfin::Error &) {
     }
     return 0;

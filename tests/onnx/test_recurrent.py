@@ -38,7 +38,7 @@ def act(spec):
 
 
 def reference(op, x, w, r, b=None, lens=None, h0=None, c0=None, p=None, direction="forward", layout=0, clip=None,
-              acts=None, lbr=0):
+              acts=None, lbr=0, input_forget=0):
     """ONNX's equations in float64, each batch entry on its own; returns Y, Y_h (, Y_c)."""
     x = x.astype(np.float64)
     if layout == 1:
@@ -90,7 +90,7 @@ def reference(op, x, w, r, b=None, lens=None, h0=None, c0=None, p=None, directio
                     rbi, rbo, rbf, rbc = np.split(rb, 4)
                     pi, po, pf = np.split(p[d].astype(np.float64), 3) if p is not None else (0, 0, 0)
                     i = f[0](cl(xt @ wi.T + h @ ri.T + pi * c + wbi + rbi))
-                    fg = f[0](cl(xt @ wf.T + h @ rf.T + pf * c + wbf + rbf))
+                    fg = 1 - i if input_forget else f[0](cl(xt @ wf.T + h @ rf.T + pf * c + wbf + rbf))
                     cc = f[1](cl(xt @ wc.T + h @ rc.T + wbc + rbc))
                     c = fg * c + i * cc
                     o = f[0](cl(xt @ wo.T + h @ ro.T + po * c + wbo + rbo))
@@ -212,6 +212,16 @@ def test_activations_and_clip(backend, op, acts):
 def test_gru_linear_before_reset(backend, lbr):
     a = arrays("GRU", 4 + lbr, 4, 2, 3, 3, 1, lens=[4, 3])
     check("GRU", a, {"linear_before_reset": lbr}, {"lbr": lbr}, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("peep", [False, True])
+def test_lstm_input_forget(backend, peep):
+    # Coupled gates: f = 1 - i (with the input gate's peephole when there is one); bidirectional,
+    # ragged, clipped.
+    a = arrays("LSTM", 8 + peep, 4, 3, 3, 2, 2, lens=[4, 1, 3], peep=peep)
+    attrs = {"input_forget": 1, "direction": "bidirectional", "clip": 2.5}
+    check("LSTM", a, attrs, {"input_forget": 1, "direction": "bidirectional", "clip": 2.5}, backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
