@@ -65,29 +65,6 @@ const Row *find_row(std::string_view op) {
     return nullptr;
 }
 
-// Whether backend's device claims op with its float operands in dtype: the op's sample
-// descriptor (op_samples.cpp) with f32 replaced by dtype, asked once per backend, device, op
-// and dtype. The per-backend allow-list is thus the plugin's own supports().
-bool claims(Backend &backend, int device, tf_op op, DType dtype) {
-    static std::mutex mutex;
-    static std::map<std::tuple<const Backend *, int, int, int>, bool> answers;
-    const auto key = std::make_tuple(&backend, device, static_cast<int>(op), static_cast<int>(dtype));
-    {
-        std::lock_guard lock(mutex);
-        if (auto it = answers.find(key); it != answers.end()) return it->second;
-    }
-    OpSample sample = make_sample(op);
-    for (auto *list : {&sample.inputs, &sample.outputs})
-        for (tf_tensor_desc &d : *list)
-            if (d.dtype == TF_DTYPE_F32) d.dtype = static_cast<int32_t>(dtype);
-    const tf_op_desc desc = sample.desc(op);
-    const bool answer = guarded_value(backend.name(), "supports", int32_t{0},
-                                      [&] { return backend.table().supports(device, &desc); }) != 0;
-    std::lock_guard lock(mutex);
-    answers[key] = answer;
-    return answer;
-}
-
 }  // namespace
 
 Autocast::Autocast(const char *op, std::initializer_list<const Tensor *> operands) {

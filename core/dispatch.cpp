@@ -7,6 +7,7 @@
 
 #include "errors.hpp"
 #include "log.hpp"
+#include "op_samples.hpp"
 #include "op_table.hpp"
 #include "registry.hpp"
 
@@ -450,6 +451,13 @@ bool dispatch_if_claimed(tf_op op, std::span<const TensorImpl *const> inputs,
     run_or_throw(cpu, 0, desc);
     counters.backends[cpu.slot()].ops.fetch_add(1, std::memory_order_relaxed);
     return true;
+}
+
+bool may_claim(tf_op op, const TensorImpl &like, DType dtype) {
+    const Storage &home = *like.storage;
+    if (claims(*home.backend, home.device, op, dtype)) return true;
+    Backend &cpu = Registry::checked().cpu();
+    return home.backend != &cpu && home.host != nullptr && claims(cpu, 0, op, dtype);
 }
 
 void dispatch(tf_op op, std::span<const TensorImpl *const> inputs, std::span<const TensorImpl *const> outputs,

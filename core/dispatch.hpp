@@ -36,6 +36,11 @@ TensorImpl absent_input(DType dtype, const Shape &shape);
 // optimizer updates), so a missing kernel never costs a host round trip.
 bool dispatch_if_claimed(tf_op op, std::span<const TensorImpl *const> inputs,
                          std::span<const TensorImpl *const> outputs, const void *params);
+// Whether dispatch_if_claimed could run op with its output on like's device: that device's plugin
+// claims the op's sample in dtype (op_samples.hpp's claims), or the memory is host memory and cpu
+// claims it. Asked before allocating the output of a fused op, so that a backend that declines
+// the op costs no allocation left unused.
+bool may_claim(tf_op op, const TensorImpl &like, DType dtype);
 
 // While alive, ops this thread dispatches are helper work the core does for the user's op (the
 // contiguous copy of a host read-back, a constant operand): when their device's plugin does not

@@ -1,7 +1,11 @@
 #include "op_samples.hpp"
 
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 
+#include "backend.hpp"
 #include "op_table.hpp"
 
 namespace tinyfin::detail {
@@ -299,6 +303,28 @@ OpSample make_sample(tf_op op) {
         break;
     }
     return s;
+}
+
+// The op's sample descriptor with f32 replaced by dtype, asked once per backend, device, op
+// and dtype. The per-backend allow-list is thus the plugin's own supports().
+bool claims(Backend &backend, int device, tf_op op, DType dtype) {
+    static std::mutex mutex;
+    static std::map<std::tuple<const Backend *, int, int, int>, bool> answers;
+    const auto key = std::make_tuple(&backend, device, static_cast<int>(op), static_cast<int>(dtype));
+    {
+        std::lock_guard lock(mutex);
+        if (auto it = answers.find(key); it != answers.end()) return it->second;
+    }
+    OpSample sample = make_sample(op);
+    for (auto *list : {&sample.inputs, &sample.outputs})
+        for (tf_tensor_desc &d : *list)
+            if (d.dtype == TF_DTYPE_F32) d.dtype = static_cast<int32_t>(dtype);
+    const tf_op_desc desc = sample.desc(op);
+    const bool answer = guarded_value(backend.name(), "supports", int32_t{0},
+                                      [&] { return backend.table().supports(device, &desc); }) != 0;
+    std::lock_guard lock(mutex);
+    answers[key] = answer;
+    return answer;
 }
 
 }  // namespace tinyfin::detail

@@ -7,6 +7,10 @@
 #include "tinyfin/plugin.h"
 #include "tinyfin/plugin_kit/params.hpp"
 
+namespace tinyfin {
+enum class DType : int32_t;
+}
+
 namespace tinyfin::detail {
 
 // Hidden, as the kit's AnyParams it holds: a detail of libtinyfin, never seen outside it.
@@ -21,5 +25,11 @@ struct __attribute__((visibility("hidden"))) OpSample {
 };
 
 OpSample make_sample(tf_op op);
+
+class Backend;
+// Whether backend's device claims op with its float operands in dtype (its sample, f32 replaced
+// by dtype, asked of the plugin's supports() once per backend, device, op and dtype): autocast's
+// per-backend allow-list, and the question a fused path asks before allocating its output.
+bool claims(Backend &backend, int device, tf_op op, DType dtype);
 
 }  // namespace tinyfin::detail

@@ -38,6 +38,7 @@ std::optional<std::vector<Tensor>> attention_backward_fused(const Tensor &q, con
     // No mask: the operand is absent (ops.def marks it optional), as in the forward's call.
     const Tensor em = mask.defined() ? raw_expand(mask, sm) : Tensor();
     const TensorImpl absent = mask.defined() ? TensorImpl() : absent_input(dy.dtype(), sm);
+    if (!may_claim(TF_OP_ATTENTION_BACKWARD, *dy.impl(), dy.dtype())) return std::nullopt;
     Tensor gq = empty_like_device(dy, sq, dy.dtype()), gk = empty_like_device(dy, sk, dy.dtype()),
            gv = empty_like_device(dy, sv, dy.dtype());
     const TensorImpl *inputs[] = {eq.impl(), ek.impl(), ev.impl(), mask.defined() ? em.impl() : &absent, dy.impl()};

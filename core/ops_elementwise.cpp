@@ -563,10 +563,13 @@ Tensor gelu_backward(const Tensor &dy, const Tensor &x) {
         // One pass where the operands' plugin claims the op (never a host trip for it: the
         // composition below runs on the device otherwise), recorded as one node either way.
         NoGradGuard no_grad;
-        out = empty_like_device(a, shape, idy.dtype);
-        const Tensor ea = raw_expand(a, shape), eb = raw_expand(b, shape);
-        const TensorImpl *inputs[] = {ea.impl(), eb.impl()}, *outputs[] = {out.impl()};
-        if (!dispatch_if_claimed(op, inputs, outputs, nullptr)) out = gelu_backward_composed(a, b);
+        if (may_claim(op, *a.impl(), idy.dtype)) {
+            out = empty_like_device(a, shape, idy.dtype);
+            const Tensor ea = raw_expand(a, shape), eb = raw_expand(b, shape);
+            const TensorImpl *inputs[] = {ea.impl(), eb.impl()}, *outputs[] = {out.impl()};
+            if (!dispatch_if_claimed(op, inputs, outputs, nullptr)) out = Tensor();
+        }
+        if (!out.defined()) out = gelu_backward_composed(a, b);
     }
     // Linear in dy; in x, dy times gelu''(x) = phi(x) (2 - x^2), composed (second derivatives
     // are rare, so they get no kernel).

@@ -11,6 +11,7 @@ std::optional<std::vector<Tensor>> layer_norm_backward_fused(const Tensor &x, co
     if (dy.dtype() != x.dtype()) return std::nullopt;  // the composition's rules apply
     Tensor xx = x, ww = w, gg = dy;
     place_together({&xx, &ww, &gg}, "layer_norm_backward");
+    if (!may_claim(TF_OP_LAYER_NORM_BACKWARD, *xx.impl(), xx.dtype())) return std::nullopt;
     // dy may be a broadcast view (the gradient of a sum): the op takes x's shape, any strides.
     const Tensor eg = raw_expand(gg, xx.shape());
     Tensor gx = empty_like_device(xx, xx.shape(), xx.dtype()), gw = empty_like_device(xx, ww.shape(), xx.dtype()),

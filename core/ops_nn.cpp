@@ -170,6 +170,7 @@ Tensor conv2d_fused(const Tensor &x, const Tensor &weight, const Tensor &bias, c
     if (x.dtype() != DType::f32 || any_needs_grad({&x, &weight, &bias, &residual})) return Tensor();
     Tensor xx = x, ww = weight, bb = bias, rr = residual;
     place_together({&xx, &ww, &bb, &rr}, "conv2d");  // skips the undefined bias or residual
+    if (!may_claim(TF_OP_CONV2D_ACT, *xx.impl(), DType::f32)) return Tensor();
     Tensor y = empty_like_device(xx, out_shape, x.dtype());
     const TensorImpl no_bias = bb.defined() ? TensorImpl() : absent_input(x.dtype(), {out_shape[1]});
     const TensorImpl no_residual = rr.defined() ? TensorImpl() : absent_input(x.dtype(), out_shape);
@@ -292,6 +293,7 @@ Tensor matmul_bias_fused(const Tensor &x, const Tensor &w, const Tensor &bias) {
         return Tensor();
     Tensor xx = x, ww = w, bb = bias;
     place_together({&xx, &ww, &bb}, "linear");
+    if (!may_claim(TF_OP_MATMUL_BIAS, *xx.impl(), DType::f32)) return Tensor();
     Shape shape = x.shape();
     shape.back() = w.size(1);
     Tensor y = empty_like_device(xx, shape, x.dtype());
