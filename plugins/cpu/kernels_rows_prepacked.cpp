@@ -132,6 +132,10 @@ bool matmul_rows_prepacked(const tf_tensor_desc &a, const tf_tensor_desc &b, con
     float *xs = scratch_floats(k_slot_col, static_cast<size_t>(total * k));
     for (int64_t i = 0; i < total; ++i) {
         const char *src = rows[static_cast<size_t>(i)].a;
+        if (va.strides[r - 1] == fs) {
+            std::memcpy(xs + i * k, src, static_cast<size_t>(k) * sizeof(float));
+            continue;
+        }
         for (int64_t p = 0; p < k; ++p) std::memcpy(xs + i * k + p, src + p * va.strides[r - 1], sizeof(float));
     }
 

@@ -943,6 +943,7 @@ void matmul_bias_suite(bool mark_w) {
         {{3, 5}, {5, 1}, 7, false, false, false},  // a few rows: the one-row path, bias after
         {{1, 3136}, {3136, 1}, 128, false, false, false},  // fashion_cnn's Linear at batch 1
         {{2, 600}, {600, 1}, 70, false, true, false},  // two rows, a strided bias
+        {{3, 300}, {600, 2}, 40, false, false, false},  // three rows of a strided x
         {{1, 600}, {600, 1}, 33, true, false, false},  // one row, x W^T along W's rows
         {{37, 600}, {600, 1}, 70, false, false, false},  // two K blocks on AVX2
         {{3, 37, 65}, {37 * 65, 65, 1}, 67, false, false, false},  // batch folded into M
