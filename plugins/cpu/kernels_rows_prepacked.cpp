@@ -3,11 +3,11 @@
 //
 // A row-major B read in place by a few rows (matmul_skinny's rows kernel) reads each B row in
 // pieces of 64 columns, 256 bytes out of every row stride: a half-used stream when B is wider
-// than a unit, which from memory cost 1.3x what one contiguous stream costs (docs/performance.md,
-// "fashion_cnn's Linear and MaxPool"). The packed copy the GEMM keeps for the same weight (one
-// copy serves both) holds each 16-column sliver contiguous along K: the rows here stream S
-// slivers at once, each one cache line per step of K. (Software prefetches 16 or 32 lines ahead
-// measured level with the hardware's.)
+// than a unit, slower from memory than a contiguous one (docs/performance.md, "fashion_cnn's
+// Linear and MaxPool"). The packed copy the GEMM keeps for the same weight (one copy serves both)
+// holds each 16-column sliver contiguous along K: the rows here stream S slivers at once, each
+// one cache line per step of K, which the hardware prefetchers follow (software prefetches added
+// nothing).
 //
 // Every output element is the GEMM's sequence of operations (kernels_gemm.hpp): from 0, one FMA
 // per p = 0, 1, ..., k - 1 in order, then + bias[j] (one f32 addition) for matmul_bias; the
