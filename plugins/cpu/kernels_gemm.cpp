@@ -504,6 +504,7 @@ int64_t gemm_f32_prepacked_b_floats(int64_t k, int64_t n) {
 }
 
 int64_t gemm_f32_prepack_kc() { return pick_kernel().kc; }
+int64_t gemm_f32_prepack_nc() { return pick_kernel().nc; }
 
 void gemm_f32_prepack_b(int64_t k, int64_t n, F32Matrix b, float *dst) {
     const GemmKernel &g = pick_kernel();

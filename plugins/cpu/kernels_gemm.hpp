@@ -42,9 +42,11 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *
 // outer, K blocks inner, each as nr-column slivers): gemm_f32_prepacked_b_floats(k, n) floats.
 int64_t gemm_f32_prepacked_b_floats(int64_t k, int64_t n);
 void gemm_f32_prepack_b(int64_t k, int64_t n, F32Matrix b, float *dst);
-// The rows of B per K block of that layout (the last block holds the rest): a reader of the
-// packed form (kernels_conv.cpp's tiled forward) steps through it by these.
+// The rows of B per K block of that layout (the last block holds the rest) and the columns per N
+// block: a reader of the packed form (kernels_conv.cpp's tiled forward, kernels_rows_prepacked.cpp)
+// steps through it by these.
 int64_t gemm_f32_prepack_kc();
+int64_t gemm_f32_prepack_nc();
 
 // The share of the register-tile elements gemm_f32 computes that land in an m x n product (1
 // when m and n are multiples of the tile): callers free to compute a product or its transpose

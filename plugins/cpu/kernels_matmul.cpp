@@ -170,7 +170,7 @@ void matmul_bf16_dot(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_
 
 tf_status run_matmul(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out, tf_error *err) {
     if (out.dtype == TF_DTYPE_F32 && a.dtype == TF_DTYPE_F32 && b.dtype == TF_DTYPE_F32) {
-        if (!matmul_skinny(a, b, out)) matmul_f32(a, b, out, true);
+        if (!matmul_rows_prepacked(a, b, out, nullptr) && !matmul_skinny(a, b, out)) matmul_f32(a, b, out, true);
         return TF_STATUS_OK;
     }
     if (out.dtype != TF_DTYPE_F16 && out.dtype != TF_DTYPE_BF16)
@@ -228,7 +228,7 @@ tf_status matmul_bias_kernel(const tf_op_desc &op, tf_error *err) {
     const tf_tensor_desc &x = op.inputs[0], &bias = op.inputs[2], &y = op.outputs[0];
     const tf_tensor_desc w = tf_kit::matmul_bias_weight(op);
     if (numel(y) == 0) return TF_STATUS_OK;
-    if (y.dtype == TF_DTYPE_F32 && x.dtype == TF_DTYPE_F32 && w.dtype == TF_DTYPE_F32 && !matmul_skinny(x, w, y)) {
+    if (y.dtype == TF_DTYPE_F32 && x.dtype == TF_DTYPE_F32 && w.dtype == TF_DTYPE_F32 && bias.dtype == TF_DTYPE_F32) {
         const int64_t n = bias.shape[0];
         const float *b = reinterpret_cast<const float *>(base_of(bias));
         std::vector<float> dense;
@@ -237,7 +237,12 @@ tf_status matmul_bias_kernel(const tf_op_desc &op, tf_error *err) {
             for (int64_t j = 0; j < n; ++j) dense[static_cast<size_t>(j)] = b[j * bias.strides[0]];
             b = dense.data();
         }
-        matmul_f32(x, w, y, true, b);
+        if (matmul_rows_prepacked(x, w, y, b)) return TF_STATUS_OK;
+        if (!matmul_skinny(x, w, y)) {
+            matmul_f32(x, w, y, true, b);
+            return TF_STATUS_OK;
+        }
+        add_bias_rows(y, bias);
         return TF_STATUS_OK;
     }
     if (tf_status s = run_matmul(x, w, y, err); s != TF_STATUS_OK) return s;

@@ -28,4 +28,13 @@ constexpr int64_t k_skinny_max_rows = 16;
 // that kind (more rows, k = 0, bf16 x bf16 where AVX512-BF16's vdpbf16ps runs instead).
 bool matmul_skinny(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out);
 
+// f32 matmul (the same operands) when at most 3 rows of A multiply one row-major B that lies in a
+// buffer marked constant, on AVX2: B is read from the packed copy the GEMM keeps for it
+// (packed_weights.hpp; packed now on the first call), streamed contiguously. Each output is the
+// GEMM's sequence of operations, as on the in-place path it replaces; bias (n floats, or null) is
+// then added to it (matmul_bias: the bits of matmul then add). Returns false, doing nothing,
+// otherwise (kernels_rows_prepacked.cpp).
+bool matmul_rows_prepacked(const tf_tensor_desc &a, const tf_tensor_desc &b, const tf_tensor_desc &out,
+                           const float *bias);
+
 }  // namespace tf_cpu

@@ -152,7 +152,7 @@ inline void windows_backward_4(const float *a, const float *c, const float *dy, 
     _mm_storeu_ps(dx_c + 4, _mm_unpackhi_ps(g2, g3));
 }
 
-// With AVX2, two output rows at once: 128-bit lane 0 holds four windows of output row oy, lane 1
+// The backward with AVX2, two output rows at once: 128-bit lane 0 holds four windows of output row oy, lane 1
 // the same four of row oy + 1, and every operation above runs lane by lane (the shuffles and
 // unpacks of AVX2 stay within 128-bit lanes), so the bits are those of the SSE2 functions.
 #define TF_AVX2 [[gnu::target("avx2")]]
@@ -168,18 +168,6 @@ TF_AVX2 inline void split_pairs_8(const float *p, const float *q, __m256 &even, 
     const __m256 lo = _mm256_loadu2_m128(q, p), hi = _mm256_loadu2_m128(q + 4, p + 4);
     even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
     odd = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
-}
-
-// Rows a, c (one output row) and a2, c2 (the next): windows_4 of each.
-TF_AVX2 inline __m256 windows_8(const float *a, const float *c, const float *a2, const float *c2) {
-    __m256 a0, a1, c0, c1;
-    split_pairs_8(a, a2, a0, a1);
-    split_pairs_8(c, c2, c0, c1);
-    __m256 b = a0;
-    take_8(a1, b);
-    take_8(c0, b);
-    take_8(c1, b);
-    return b;
 }
 
 TF_AVX2 inline void store_8(float *lane0, float *lane1, __m256 v) {
@@ -266,12 +254,72 @@ void rows_backward_2x2(const PoolGeometry &g, const float *plane, const float *g
 }
 
 #if defined(__x86_64__)
-TF_AVX2 void row_pair_max_avx2(const PoolGeometry &g, const float *plane, int64_t oy, float *best) {
-    const float *a = plane + 2 * oy * g.w, *c = a + g.w, *a2 = c + g.w, *c2 = a2 + g.w;
-    for (int64_t ox = 0; ox < g.ow; ox += 4) {
-        const int64_t at = std::min(ox, g.ow - 4), x = 2 * at;
-        store_8(best + at, best + g.ow + at, windows_8(a + x, c + x, a2 + x, c2 + x));
+// The 2x2 stride-2 forward with max instructions where no input is NaN: take_if's rule in window
+// order is then the tree max(max(c1, c0), max(a1, a0)) with maxps(x, y) = x > y ? x : y, so each
+// window's first maximum wins, -0 and +0 included (the top pair before the bottom one, each
+// pair's left element before its right one). `nan` collects the unordered compares of all inputs.
+//
+// Four windows from rows a and c (eight floats each).
+TF_AVX2 inline __m128 windows_max_4(const float *a, const float *c, __m128 &nan) {
+    const __m128 a0 = _mm_loadu_ps(a), a1 = _mm_loadu_ps(a + 4), c0 = _mm_loadu_ps(c), c1 = _mm_loadu_ps(c + 4);
+    nan = _mm_or_ps(nan, _mm_or_ps(_mm_cmpunord_ps(a0, a1), _mm_cmpunord_ps(c0, c1)));
+    const __m128 top =
+        _mm_max_ps(_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)), _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)));
+    const __m128 bottom =
+        _mm_max_ps(_mm_shuffle_ps(c0, c1, _MM_SHUFFLE(3, 1, 3, 1)), _mm_shuffle_ps(c0, c1, _MM_SHUFFLE(2, 0, 2, 0)));
+    return _mm_max_ps(bottom, top);
+}
+
+// Eight windows: a0/a1 and c0/c1 the two halves of each row's sixteen floats, or (paired rows)
+// lane 0 one output row's eight floats and lane 1 the next's. The shuffles stay within lanes:
+// sixteen floats give windows 0, 1, 4, 5 in lane 0 and 2, 3, 6, 7 in lane 1.
+TF_AVX2 inline __m256 windows_max_8(__m256 a0, __m256 a1, __m256 c0, __m256 c1, __m256 &nan) {
+    nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(a0, a1, _CMP_UNORD_Q), _mm256_cmp_ps(c0, c1, _CMP_UNORD_Q)));
+    const __m256 top = _mm256_max_ps(_mm256_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),
+                                     _mm256_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)));
+    const __m256 bottom = _mm256_max_ps(_mm256_shuffle_ps(c0, c1, _MM_SHUFFLE(3, 1, 3, 1)),
+                                        _mm256_shuffle_ps(c0, c1, _MM_SHUFFLE(2, 0, 2, 0)));
+    return _mm256_max_ps(bottom, top);
+}
+
+// Every output row of one plane (g.ow >= 4): eight windows a step along rows of eight or more
+// (a last group overlapping the one before), else four of two output rows at once, the last odd
+// row four at a time. Returns whether a NaN was among the inputs: the caller then recomputes the
+// plane by the rule.
+TF_AVX2 bool plane_max_2x2_no_nan(const PoolGeometry &g, const float *plane, float *out) {
+    __m256 nan8 = _mm256_setzero_ps();
+    __m128 nan4 = _mm_setzero_ps();
+    int64_t oy = 0;
+    if (g.ow >= 8) {
+        for (; oy < g.oh; ++oy) {
+            const float *a = plane + 2 * oy * g.w, *c = a + g.w;
+            for (int64_t ox = 0; ox < g.ow; ox += 8) {
+                const int64_t at = std::min(ox, g.ow - 8), x = 2 * at;
+                const __m256 m = windows_max_8(_mm256_loadu_ps(a + x), _mm256_loadu_ps(a + x + 8),
+                                               _mm256_loadu_ps(c + x), _mm256_loadu_ps(c + x + 8), nan8);
+                _mm256_storeu_ps(out + oy * g.ow + at,
+                                 _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), 0xD8)));
+            }
+        }
     }
+    for (; oy + 1 < g.oh; oy += 2) {
+        const float *a = plane + 2 * oy * g.w, *c = a + g.w, *a2 = c + g.w, *c2 = a2 + g.w;
+        for (int64_t ox = 0; ox < g.ow; ox += 4) {
+            const int64_t at = std::min(ox, g.ow - 4), x = 2 * at;
+            const __m256 m =
+                windows_max_8(_mm256_loadu2_m128(a2 + x, a + x), _mm256_loadu2_m128(a2 + x + 4, a + x + 4),
+                              _mm256_loadu2_m128(c2 + x, c + x), _mm256_loadu2_m128(c2 + x + 4, c + x + 4), nan8);
+            _mm256_storeu2_m128(out + (oy + 1) * g.ow + at, out + oy * g.ow + at, m);
+        }
+    }
+    for (; oy < g.oh; ++oy) {
+        const float *a = plane + 2 * oy * g.w, *c = a + g.w;
+        for (int64_t ox = 0; ox < g.ow; ox += 4) {
+            const int64_t at = std::min(ox, g.ow - 4);
+            _mm_storeu_ps(out + oy * g.ow + at, windows_max_4(a + 2 * at, c + 2 * at, nan4));
+        }
+    }
+    return !_mm256_testz_ps(nan8, nan8) || _mm_movemask_ps(nan4) != 0;
 }
 
 TF_AVX2 void rows_pair_backward_avx2(const PoolGeometry &g, const float *plane, const float *grad, int64_t oy,
@@ -325,8 +373,9 @@ void row_max(const PoolGeometry &g, const float *plane, int64_t oy, float *best)
     }
 }
 
-// Whether the 2x2 kernels take output rows two at a time: AVX2, and rows of four windows or
-// more (shorter ones take row_max_2x2's scalar loop).
+// Whether the 2x2 kernels take their AVX2 paths (the backward two output rows at a time, the
+// forward plane_max_2x2_no_nan): AVX2, and rows of four windows or more (shorter ones take
+// row_max_2x2's scalar loop).
 bool row_pairs(const PoolGeometry &g) {
 #if defined(__x86_64__)
     return isa_level() >= 1 && g.ow >= 4;
@@ -336,13 +385,13 @@ bool row_pairs(const PoolGeometry &g) {
 #endif
 }
 
-// row_max_2x2 of output rows oy and oy + 1 at once, where row_pairs(g).
-void row_pair_max_2x2(const PoolGeometry &g, const float *plane, int64_t oy, float *best) {
+// A plane of the 2x2 stride-2 forward: by max instructions where it has no NaN (where
+// row_pairs(g)), else row by row by the rule.
+void plane_max_2x2(const PoolGeometry &g, const float *plane, float *out) {
 #if defined(__x86_64__)
-    row_pair_max_avx2(g, plane, oy, best);
-#else
-    (void)g, (void)plane, (void)oy, (void)best;
+    if (!plane_max_2x2_no_nan(g, plane, out)) return;
 #endif
+    for (int64_t oy = 0; oy < g.oh; ++oy) row_max_2x2(g, plane, oy, out + oy * g.ow);
 }
 
 // rows_backward_2x2 of output rows oy and oy + 1 at once, where row_pairs(g).
@@ -399,19 +448,21 @@ void each_tap(const PoolGeometry &g, const Window &win, T *plane, Fn &&tap) {
 }
 
 void max_pool(const PoolGeometry &g, const float *x, const float *, float *y) {
-    const bool fast = is_2x2(g), pairs = fast && row_pairs(g);
+    const bool fast = is_2x2(g), vector = fast && row_pairs(g);
     parallel_planes(g, [&](int64_t first, int64_t last) {
         for (int64_t pl = first; pl < last; ++pl) {
             const float *plane = x + pl * g.h * g.w;
             float *out = y + pl * g.oh * g.ow;
-            each_output_row(
-                g, pairs, [&](int64_t oy) { row_pair_max_2x2(g, plane, oy, out + oy * g.ow); },
-                [&](int64_t oy) {
-                    if (fast)
-                        row_max_2x2(g, plane, oy, out + oy * g.ow);
-                    else
-                        row_max(g, plane, oy, out + oy * g.ow);
-                });
+            if (vector) {
+                plane_max_2x2(g, plane, out);
+                continue;
+            }
+            for (int64_t oy = 0; oy < g.oh; ++oy) {
+                if (fast)
+                    row_max_2x2(g, plane, oy, out + oy * g.ow);
+                else
+                    row_max(g, plane, oy, out + oy * g.ow);
+            }
         }
     });
 }

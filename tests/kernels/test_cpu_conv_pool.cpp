@@ -613,48 +613,56 @@ void check_same_floats(const Values &got, const Values &expected) {
 
 TEST_CASE(
     "max_pool2d 2x2 stride 2 (the vector path): odd sizes, ties, NaN and signed zeros against a naive reference") {
-    // Widths below, at and past the four windows per step (a last group overlapping the one
-    // before), odd heights and widths (a last row and column no window reads), odd numbers of
+    // Widths below, at and past the four and eight windows per step (a last group overlapping the
+    // one before), odd heights and widths (a last row and column no window reads), odd numbers of
     // output rows, the example CNN's 14- and 7-wide outputs; values from a small set so that
-    // windows tie often.
+    // windows tie often. Three mixes: NaN often (every plane has one: the rule's path), no NaN
+    // (the forward's max instructions, where -0 and +0 tie), and one NaN in a single plane.
     const std::vector<Dims> shapes = {{2, 3, 7, 9},  {1, 2, 6, 21},  {1, 1, 5, 4},   {3, 1, 2, 2},
-                                      {1, 2, 4, 17}, {2, 3, 28, 28}, {1, 3, 15, 14}, {2, 1, 10, 11}};
-    const double pool[] = {0.5, -0.5, 1.0, 0.0, -0.0, NAN, -1.0, 0.5};
+                                      {1, 2, 4, 17}, {2, 3, 28, 28}, {1, 3, 15, 14}, {2, 1, 10, 11},
+                                      {1, 2, 5, 33}, {1, 1, 3, 16},  {2, 2, 9, 15}};
+    const double pool[] = {0.5, -0.5, 1.0, 0.0, -0.0, NAN, -1.0, 0.5, INFINITY, -INFINITY};
     const tf_params_pool2d p = pool_params(2, 2, 2, 2, 0, 0);
     uint32_t seed = 40;
-    for (const Dims &s : shapes) {
-        CAPTURE(s[2]);
-        CAPTURE(s[3]);
-        std::mt19937 rng(seed++);
-        std::uniform_int_distribution<int> pick(0, 7);
-        Values xv(static_cast<size_t>(count_of(s)));
-        for (double &v : xv) v = pool[pick(rng)];
-        const int64_t planes = s[0] * s[1], h = s[2], w = s[3], oh = h / 2, ow = w / 2;
-        Values dyv = random_f32(static_cast<size_t>(planes * oh * ow), seed++);
-        dyv[0] = -0.0;  // dx gets 0 + dy, as in the general path: +0
-        dyv[1] = NAN;
-        Values want_y(dyv.size()), want_dx(xv.size(), 0.0);
-        for (int64_t pl = 0; pl < planes; ++pl)
-            for (int64_t oy = 0; oy < oh; ++oy)
-                for (int64_t ox = 0; ox < ow; ++ox) {
-                    // The first maximum in window order; NaN beats numbers, the first NaN wins.
-                    size_t at = static_cast<size_t>((pl * h + 2 * oy) * w + 2 * ox);
-                    for (int64_t i = 0; i < 2; ++i)
-                        for (int64_t j = 0; j < 2; ++j) {
-                            const size_t e = static_cast<size_t>((pl * h + 2 * oy + i) * w + 2 * ox + j);
-                            if (xv[e] > xv[at] || (std::isnan(xv[e]) && !std::isnan(xv[at]))) at = e;
-                        }
-                    const size_t o = static_cast<size_t>((pl * oh + oy) * ow + ox);
-                    want_y[o] = xv[at];
-                    want_dx[at] = static_cast<double>(0.0f + static_cast<float>(dyv[o]));
-                }
-        const TensorDesc x = f32(s, xv), y = make(TF_DTYPE_F32, {s[0], s[1], oh, ow});
-        run_ok(TF_OP_MAX_POOL2D, {&x}, y, &p);
-        check_same_floats(get(y), want_y);
-        const TensorDesc dy = f32({s[0], s[1], oh, ow}, dyv), dx = make(TF_DTYPE_F32, s);
-        run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dy, &x}, dx, &p);
-        check_same_floats(get(dx), want_dx);
-    }
+    for (int mix = 0; mix < 3; ++mix)
+        for (const Dims &s : shapes) {
+            CAPTURE(mix);
+            CAPTURE(s[2]);
+            CAPTURE(s[3]);
+            std::mt19937 rng(seed++);
+            std::uniform_int_distribution<int> pick(0, 9);
+            Values xv(static_cast<size_t>(count_of(s)));
+            for (double &v : xv) {
+                v = pool[pick(rng)];
+                while (mix > 0 && std::isnan(v)) v = pool[pick(rng)];
+            }
+            if (mix == 2) xv[xv.size() / 2] = NAN;
+            const int64_t planes = s[0] * s[1], h = s[2], w = s[3], oh = h / 2, ow = w / 2;
+            Values dyv = random_f32(static_cast<size_t>(planes * oh * ow), seed++);
+            dyv[0] = -0.0;  // dx gets 0 + dy, as in the general path: +0
+            dyv[1] = NAN;
+            Values want_y(dyv.size()), want_dx(xv.size(), 0.0);
+            for (int64_t pl = 0; pl < planes; ++pl)
+                for (int64_t oy = 0; oy < oh; ++oy)
+                    for (int64_t ox = 0; ox < ow; ++ox) {
+                        // The first maximum in window order; NaN beats numbers, the first NaN wins.
+                        size_t at = static_cast<size_t>((pl * h + 2 * oy) * w + 2 * ox);
+                        for (int64_t i = 0; i < 2; ++i)
+                            for (int64_t j = 0; j < 2; ++j) {
+                                const size_t e = static_cast<size_t>((pl * h + 2 * oy + i) * w + 2 * ox + j);
+                                if (xv[e] > xv[at] || (std::isnan(xv[e]) && !std::isnan(xv[at]))) at = e;
+                            }
+                        const size_t o = static_cast<size_t>((pl * oh + oy) * ow + ox);
+                        want_y[o] = xv[at];
+                        want_dx[at] = static_cast<double>(0.0f + static_cast<float>(dyv[o]));
+                    }
+            const TensorDesc x = f32(s, xv), y = make(TF_DTYPE_F32, {s[0], s[1], oh, ow});
+            run_ok(TF_OP_MAX_POOL2D, {&x}, y, &p);
+            check_same_floats(get(y), want_y);
+            const TensorDesc dy = f32({s[0], s[1], oh, ow}, dyv), dx = make(TF_DTYPE_F32, s);
+            run_ok(TF_OP_MAX_POOL2D_BACKWARD, {&dy, &x}, dx, &p);
+            check_same_floats(get(dx), want_dx);
+        }
 }
 
 TEST_CASE("max_pool2d's general windows (the value-only forward): padding, strides 1 to 3, ties, NaN and signed "

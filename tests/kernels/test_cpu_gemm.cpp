@@ -767,6 +767,60 @@ TEST_CASE("a marked B wider than one GEMM N block (4080 on AVX2) is packed block
     restart(nullptr, nullptr);
 }
 
+// One to three rows of A against a marked row-major B (a Linear at batch 1) stream the GEMM's
+// packed copy of B (kernels_rows_prepacked.cpp, AVX2): the bits of the same B unmarked (read in
+// place) and of the same rows inside a product of many rows (the packed GEMM), for any thread
+// count, within the float64 bound; K over several K blocks, N over several N blocks and not a
+// multiple of the tile width, and batch elements sharing the B.
+TEST_CASE("a few rows against a marked row-major B: the unmarked bits, the GEMM's rows, any thread count") {
+    auto mark = reinterpret_cast<MarkConstant>(P().get_proc("buffer_mark_constant"));
+    REQUIRE(static_cast<bool>(mark));
+    struct Case {
+        int64_t batch, rows, k, n;
+    };
+    const Case cases[] = {{1, 1, 3136, 128}, {1, 2, 1100, 70}, {1, 3, 1100, 7},   {1, 1, 40, 4200},
+                          {1, 1, 5, 33},     {3, 1, 600, 65},  {1, 2, 513, 4097}, {1, 3, 64, 48}};
+    std::vector<std::vector<float>> firsts;
+    for (const char *threads : {"1", "2", "3"}) {
+        CAPTURE(threads);
+        restart(nullptr, threads);
+        std::vector<float> all;
+        uint32_t seed = 700;
+        for (const Case &c : cases) {
+            CAPTURE(c.batch);
+            CAPTURE(c.rows);
+            CAPTURE(c.k);
+            CAPTURE(c.n);
+            const int64_t big = 20;  // rows of the GEMM product holding the same rows first
+            TensorDesc a = dense({c.batch, c.rows, c.k}), w = dense({c.k, c.n}), u = dense({c.k, c.n});
+            TensorDesc many = dense({big, c.k});
+            fill_random(a, seed++);
+            fill_random(w, seed++);
+            fill_random(many, seed++);
+            std::memcpy(u.mem->data, w.mem->data, static_cast<size_t>(c.k * c.n) * sizeof(float));
+            std::memcpy(many.mem->data, a.mem->data, static_cast<size_t>(c.batch * c.rows * c.k) * sizeof(float));
+            mark(w.mem->buffer);
+            const Dims out_shape{c.batch, c.rows, c.n};
+            const TensorDesc wb = view(w.mem, {c.batch, c.k, c.n}, {0, c.n, 1}),
+                             ub = view(u.mem, {c.batch, c.k, c.n}, {0, c.n, 1});
+            const auto got = matmul_values(a, wb, out_shape), want = matmul_values(a, ub, out_shape);
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+            if (cpu_plugin_feature("kernels").find("avx2") != std::string::npos)  // the packed copy was read
+                CHECK(std::stoll(cpu_plugin_feature("packed_weight_bytes")) >= c.k * c.n * 4);
+            const auto gemm = matmul_values(many, u, {big, c.n});
+            CHECK(std::memcmp(got.data(), gemm.data(), got.size() * sizeof(float)) == 0);
+            TensorDesc o = dense(out_shape);
+            std::memcpy(o.mem->data, got.data(), got.size() * sizeof(float));
+            check_matmul(a, ub, o);
+            all.insert(all.end(), got.begin(), got.end());
+        }
+        firsts.push_back(all);
+    }
+    for (std::size_t i = 1; i < firsts.size(); ++i)
+        CHECK(std::memcmp(firsts[i].data(), firsts[0].data(), firsts[0].size() * sizeof(float)) == 0);
+    restart(nullptr, nullptr);
+}
+
 TEST_CASE("freed buffers come back from the cache, and shutdown with buffers alive is safe") {
     restart(nullptr, nullptr);
     tf_error err{};
@@ -887,6 +941,9 @@ void check_matmul_bias(const BiasCase &c, uint32_t seed, bool mark_w) {
 void matmul_bias_suite(bool mark_w) {
     const BiasCase cases[] = {
         {{3, 5}, {5, 1}, 7, false, false, false},  // a few rows: the one-row path, bias after
+        {{1, 3136}, {3136, 1}, 128, false, false, false},  // fashion_cnn's Linear at batch 1
+        {{2, 600}, {600, 1}, 70, false, true, false},  // two rows, a strided bias
+        {{3, 300}, {600, 2}, 40, false, false, false},  // three rows of a strided x
         {{1, 600}, {600, 1}, 33, true, false, false},  // one row, x W^T along W's rows
         {{37, 600}, {600, 1}, 70, false, false, false},  // two K blocks on AVX2
         {{3, 37, 65}, {37 * 65, 65, 1}, 67, false, false, false},  // batch folded into M
