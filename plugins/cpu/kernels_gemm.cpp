@@ -135,12 +135,11 @@ template <int MR, class A, class B, int NV = 2>
             for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_fmadd_ps(s, bv[j], acc[i][j]);
         }
     }
+    // The loops as the store's (fully unrolled): indexed at run time, acc would live on the stack.
     if (bias != nullptr)
-        for (int j = 0; j < NV; ++j) {
-            const __m256 w = _mm256_loadu_ps(bias + 8 * j);
 #pragma GCC unroll 6
-            for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_add_ps(acc[i][j], w);
-        }
+        for (int i = 0; i < MR; ++i)
+            for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_loadu_ps(bias + 8 * j));
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NV; ++j) _mm256_storeu_ps(c + i * ldc + 8 * j, acc[i][j]);
