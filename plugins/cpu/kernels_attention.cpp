@@ -115,6 +115,9 @@ size_t floats(int64_t rows, int64_t cols) { return static_cast<size_t>(rows) * s
 
 void attention_probabilities(float *scores, const float *mask, int64_t mask_stride, int64_t tq, int64_t tk, bool causal,
                              float scale, char *blind) {
+#if defined(__x86_64__)
+    if (isa_level() == 1) return attention_probabilities_avx2(scores, mask, mask_stride, tq, tk, causal, scale, blind);
+#endif
     probabilities(scores, mask, mask_stride, tq, tk, causal, scale, blind);
 }
 
