@@ -56,10 +56,13 @@ struct RowStats {
     for (int64_t r = 0; r < rows; ++r, x += len, y += len) {
         if (b) {
             const RowStats stats = row_stats(x, len, eps);
-            const double mean = stats.mean, rstd = stats.rstd;
-            for (int64_t i = 0; i < len; ++i)
-                y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * rstd * static_cast<double>(w[i]) +
-                                          static_cast<double>(b[i]));
+            // The output in f32, twice the lanes of double: the mean as a sum of two floats, so
+            // that x - mean keeps its relative accuracy however large the mean is against the
+            // spread (x - hi is exact near the mean, then one rounding), then one rounding per step.
+            const auto hi = static_cast<float>(stats.mean);
+            const auto lo = static_cast<float>(stats.mean - static_cast<double>(hi));
+            const auto rstd = static_cast<float>(stats.rstd);
+            for (int64_t i = 0; i < len; ++i) y[i] = ((x[i] - hi) - lo) * rstd * w[i] + b[i];
         } else {
             const double squares = vec::lane_sum(len, [&](int64_t i) { return static_cast<double>(x[i]) * x[i]; });
             const double rms_inv = 1.0 / std::sqrt(squares / n + eps);
