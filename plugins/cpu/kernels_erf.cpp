@@ -19,7 +19,7 @@
 namespace tf_cpu {
 namespace {
 
-[[gnu::always_inline]] inline void f32_erf_row_body(uint32_t op, float *o, const float *x, int64_t n) {
+[[gnu::always_inline]] inline void f32_erf_row_vectorized_body(uint32_t op, float *o, const float *x, int64_t n) {
     if (op == TF_OP_GELU) {
         for (int64_t i = 0; i < n; ++i) o[i] = vec::gelu(x[i]);
     } else if (op == TF_OP_TANH) {
@@ -34,7 +34,15 @@ namespace {
         for (int64_t i = 0; i < n; ++i) o[i] = vec::exp_rounded(x[i]);
     }
 }
-TF_CPU_ISA_DISPATCH(f32_erf_row, (uint32_t op, float *o, const float *x, int64_t n), (op, o, x, n))
+TF_CPU_ISA_DISPATCH(f32_erf_row_vectorized, (uint32_t op, float *o, const float *x, int64_t n), (op, o, x, n))
+
+// gelu on AVX2 takes gelu_avx2.cpp's interleaved intrinsics (the same arithmetic).
+void f32_erf_row(uint32_t op, float *o, const float *x, int64_t n) {
+#if defined(__x86_64__)
+    if (op == TF_OP_GELU && isa_level() == 1) return gelu_row_avx2(o, x, n);
+#endif
+    f32_erf_row_vectorized(op, o, x, n);
+}
 
 [[gnu::always_inline]] inline void f32_gelu_backward_row_body(float *o, const float *dy, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) o[i] = vec::gelu_backward(dy[i], x[i]);
