@@ -4,8 +4,9 @@
 // passes over a row instead of six: the scaling pass also finds the max, the exp pass also sums.
 // GCC vectorizes each of the portable body's passes alone but not the fused ones (a lane array
 // inside the loop), and the passes over a 128-key row were half of bert's attention
-// (docs/performance.md). A tail shorter than 8 keys goes through a buffer, so every key takes the
-// same vector arithmetic wherever it falls.
+// (docs/performance.md). The exps run four vectors at a time, step by step (exp_nonpositive<N>);
+// a tail shorter than 16 keys goes through a buffer, so every key takes the same vector
+// arithmetic wherever it falls.
 #include "kernels_nn.hpp"
 #include "vector_math.hpp"
 
@@ -126,16 +127,29 @@ float scale_and_max(float *row, const float *mrow, int64_t seen, float scale) {
 double exp_and_sum(float *row, int64_t seen, float max) {
     const __m256 m = _mm256_set1_ps(max);
     __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-    for_blocks(row, seen, [&](__m256 *x, const __m256 *lanes, int64_t) {
+    const auto add = [&](const __m256 *e) {
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e[0])));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e[0], 1)));
+        a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm256_castps256_ps128(e[1])));
+        a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm256_extractf128_ps(e[1], 1)));
+    };
+    // Two blocks of 16 at a time (four exps in flight), each added into the lanes in order.
+    int64_t j = 0;
+    for (; j + 32 <= seen; j += 32) {
+        __m256 x[4];
+        for (int q = 0; q < 4; ++q) x[q] = _mm256_sub_ps(_mm256_loadu_ps(row + j + 8 * q), m);
+        exp_nonpositive<4>(x);
+        for (int q = 0; q < 4; ++q) _mm256_storeu_ps(row + j + 8 * q, x[q]);
+        add(x);
+        add(x + 2);
+    }
+    for_blocks(row + j, seen - j, [&](__m256 *x, const __m256 *lanes, int64_t) {
         x[0] = _mm256_sub_ps(x[0], m);
         x[1] = _mm256_sub_ps(x[1], m);
         exp_nonpositive<2>(x);
         x[0] = _mm256_and_ps(x[0], lanes[0]);
         x[1] = _mm256_and_ps(x[1], lanes[1]);
-        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(x[0])));
-        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(x[0], 1)));
-        a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm256_castps256_ps128(x[1])));
-        a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm256_extractf128_ps(x[1], 1)));
+        add(x);
     });
     alignas(32) double lane[16];
     _mm256_store_pd(lane, a0);
