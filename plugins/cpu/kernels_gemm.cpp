@@ -587,8 +587,9 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *
     for (int64_t jc = 0; jc < n; jc += g.nc) {
         const int64_t nc = std::min(g.nc, n - jc);
         const int64_t slivers = ceil_div(nc, g.nr);
-        int64_t mc_block = g.mc;
-        int64_t mblocks = ceil_div(m, mc_block);
+        int64_t mblocks = ceil_div(m, g.mc);
+        // The A blocks evened out (128 rows: 66 + 62, not 72 + 56): they are tasks of the pool.
+        int64_t mc_block = round_up(ceil_div(m, mblocks), g.mr);
         // Column ranges per A block: enough tasks for every thread, at least 4 slivers each.
         int64_t nchunks = 1;
         if (threads > 1)
