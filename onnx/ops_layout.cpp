@@ -232,6 +232,13 @@ std::vector<Value> gather_op(Ctx &ctx) {
         shape.insert(shape.end(), x.shape().begin() + axis + 1, x.shape().end());
         return like_input(ctx, narrow(x, axis, i, 1).reshape(shape));
     }
+    // Indices in host memory (the cpu backend: reading them costs nothing) that hold no negative
+    // index (token ids) need no normalising: three ops fewer per embedding lookup.
+    if (idx.device().backend == "cpu") {
+        const std::vector<int64_t> values = ctx.ints(1);
+        if (std::none_of(values.begin(), values.end(), [](int64_t v) { return v < 0; }))
+            return like_input(ctx, take(x, idx, axis));
+    }
     idx = where(lt(idx, scalar_like(idx, 0)), add(idx, static_cast<double>(dim)), idx);
     return like_input(ctx, take(x, idx, axis));
 }
