@@ -218,6 +218,27 @@ std::vector<Value> gather_op(Ctx &ctx) {
     Tensor idx = ctx.tensor(1);
     if (idx.dtype() != DType::i32 && idx.dtype() != DType::i64) ctx.invalid("indices must be int32 or int64");
     const int64_t dim = x.size(axis);
+    if (idx.numel() == 1) {
+        // One index (a pooler's first token, a pick of the shape arithmetic): read on the host and
+        // taken as a view (narrow), not three ops on the index and a copy of x with the axis
+        // moved first (bert's pooler gather cost ~30 us).
+        int64_t i = ctx.ints(1)[0];
+        if (i < -dim || i >= dim)
+            ctx.invalid("index " + std::to_string(i) + " is out of range [" + std::to_string(-dim) + ", " +
+                        std::to_string(dim) + ")");
+        if (i < 0) i += dim;
+        Shape shape(x.shape().begin(), x.shape().begin() + axis);
+        shape.insert(shape.end(), idx.shape().begin(), idx.shape().end());
+        shape.insert(shape.end(), x.shape().begin() + axis + 1, x.shape().end());
+        return like_input(ctx, narrow(x, axis, i, 1).reshape(shape));
+    }
+    // Indices in host memory (the cpu backend: reading them costs nothing) that hold no negative
+    // index (token ids) need no normalising: three ops fewer per embedding lookup.
+    if (idx.device().backend == "cpu") {
+        const std::vector<int64_t> values = ctx.ints(1);
+        if (std::none_of(values.begin(), values.end(), [](int64_t v) { return v < 0; }))
+            return like_input(ctx, take(x, idx, axis));
+    }
     idx = where(lt(idx, scalar_like(idx, 0)), add(idx, static_cast<double>(dim)), idx);
     return like_input(ctx, take(x, idx, axis));
 }

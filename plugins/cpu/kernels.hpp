@@ -361,6 +361,9 @@ std::span<const HostRow> copy_kernels();
 // f16/bf16 of one dtype (computed in f32, rounded once), and tanh, sigmoid and silu on f32 rows dense
 // along the last axis; false (nothing done) otherwise.
 bool run_vector_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out);
+// gelu_avx2.cpp (x86-64 only): o[i] = gelu(x[i]) for i < n, vec::gelu's arithmetic in AVX2 + FMA
+// intrinsics; only when isa_level() is AVX2.
+void gelu_row_avx2(float *o, const float *x, int64_t n);
 // kernels_erf.cpp: gelu_backward when dy, x and out are dense and all f32, f16 or bf16 (as
 // run_vector_erf); false (nothing done) otherwise.
 bool run_vector_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, const tf_tensor_desc &out);

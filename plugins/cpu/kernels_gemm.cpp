@@ -79,10 +79,12 @@ struct BOffsetRows {  // B's row p at b + rows[p]
 };
 
 // c[i * ldc + j] (+)= sum over p < kc of A(i, p) * B(p, j) for i < MR, j < NR. load_c starts
-// from C's values, else from zero. MR is the tile's full height or a shorter one for the last
+// from C's values, else from zero. bias (NR floats, or null): bias[j] added to column j's finished
+// sums while they are in registers (matmul_bias's last K block), one f32 addition per element,
+// the bits of add_bias on the stored tile. MR is the tile's full height or a shorter one for the last
 // rows of A (the same operations per element, so the same bits).
 template <int MR, class A, class B>
-void tile_generic(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
+void tile_generic(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c, const float *bias = nullptr) {
     constexpr int NV = 2, L = 4, NR = NV * L;
     v4f acc[MR][NV];
     for (int i = 0; i < MR; ++i)
@@ -102,14 +104,22 @@ void tile_generic(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
         }
     }
     for (int i = 0; i < MR; ++i)
-        for (int j = 0; j < NV; ++j) std::memcpy(c + i * ldc + j * L, &acc[i][j], sizeof(v4f));
+        for (int j = 0; j < NV; ++j) {
+            if (bias != nullptr) {
+                v4f w;
+                std::memcpy(&w, bias + j * L, sizeof w);
+                acc[i][j] += w;
+            }
+            std::memcpy(c + i * ldc + j * L, &acc[i][j], sizeof(v4f));
+        }
 }
 
 #if defined(__x86_64__)
 // NV vectors of 8 per row: the full 6 x 16 tile (NV 2), or half its width (NV 1) for the last
 // 8 or fewer columns of an in-place B (gemm_f32_rows_b), the same operations per element.
 template <int MR, class A, class B, int NV = 2>
-[[gnu::target("avx2,fma")]] void tile_avx2(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
+[[gnu::target("avx2,fma")]] void tile_avx2(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c,
+                                           const float *bias = nullptr) {
     __m256 acc[MR][NV];
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i)
@@ -125,6 +135,11 @@ template <int MR, class A, class B, int NV = 2>
             for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_fmadd_ps(s, bv[j], acc[i][j]);
         }
     }
+    // The loops as the store's (fully unrolled): indexed at run time, acc would live on the stack.
+    if (bias != nullptr)
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; ++i)
+            for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_loadu_ps(bias + 8 * j));
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NV; ++j) _mm256_storeu_ps(c + i * ldc + 8 * j, acc[i][j]);
@@ -150,7 +165,8 @@ template <int MR, class A, class B>
 }
 
 template <int MR, class A, class B>
-[[gnu::target("avx512f")]] void tile_avx512(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
+[[gnu::target("avx512f")]] void tile_avx512(int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c,
+                                            const float *bias = nullptr) {
     __m512 acc[MR][2];
 #pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) {
@@ -165,6 +181,14 @@ template <int MR, class A, class B>
             const __m512 s = _mm512_set1_ps(a.template at<MR>(p, i));
             acc[i][0] = _mm512_fmadd_ps(s, b0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(s, b1, acc[i][1]);
+        }
+    }
+    if (bias != nullptr) {
+        const __m512 w0 = _mm512_loadu_ps(bias), w1 = _mm512_loadu_ps(bias + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; ++i) {
+            acc[i][0] = _mm512_add_ps(acc[i][0], w0);
+            acc[i][1] = _mm512_add_ps(acc[i][1], w1);
         }
     }
 #pragma GCC unroll 12
@@ -244,22 +268,23 @@ bool run_narrow_tile(const GemmKernel &g, int64_t columns, int64_t rows, int64_t
 
 // Runs the tile of height tile_rows(g, rows).
 template <class A, class B>
-void run_tile(const GemmKernel &g, int64_t rows, int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c) {
+void run_tile(const GemmKernel &g, int64_t rows, int64_t kc, A a, B b, float *c, int64_t ldc, bool load_c,
+              const float *bias = nullptr) {
     const int64_t height = tile_rows(g, rows);
 #if defined(__x86_64__)
     if (g.level == 2) {
-        if (height == 12) return tile_avx512<12>(kc, a, b, c, ldc, load_c);
-        if (height == 8) return tile_avx512<8>(kc, a, b, c, ldc, load_c);
-        return tile_avx512<4>(kc, a, b, c, ldc, load_c);
+        if (height == 12) return tile_avx512<12>(kc, a, b, c, ldc, load_c, bias);
+        if (height == 8) return tile_avx512<8>(kc, a, b, c, ldc, load_c, bias);
+        return tile_avx512<4>(kc, a, b, c, ldc, load_c, bias);
     }
     if (g.level == 1) {
-        if (height == 6) return tile_avx2<6>(kc, a, b, c, ldc, load_c);
-        if (height == 4) return tile_avx2<4>(kc, a, b, c, ldc, load_c);
-        return tile_avx2<2>(kc, a, b, c, ldc, load_c);
+        if (height == 6) return tile_avx2<6>(kc, a, b, c, ldc, load_c, bias);
+        if (height == 4) return tile_avx2<4>(kc, a, b, c, ldc, load_c, bias);
+        return tile_avx2<2>(kc, a, b, c, ldc, load_c, bias);
     }
 #endif
     (void)height;
-    tile_generic<4>(kc, a, b, c, ldc, load_c);
+    tile_generic<4>(kc, a, b, c, ldc, load_c, bias);
 }
 
 #if defined(__x86_64__)
@@ -392,15 +417,15 @@ struct ABlock {
 // The register tile of C rows [ir, ir + rows), rows <= mr, from A block `a`.
 template <class B>
 void run_a_tile(const GemmKernel &g, const ABlock &a, int64_t ir, int64_t rows, int64_t kc, B b, float *c, int64_t ldc,
-                bool load_c) {
-    if (a.lda == 0) return run_tile(g, rows, kc, ASliver{a.a + ir * kc}, b, c, ldc, load_c);
+                bool load_c, const float *bias = nullptr) {
+    if (a.lda == 0) return run_tile(g, rows, kc, ASliver{a.a + ir * kc}, b, c, ldc, load_c, bias);
     if (rows == tile_rows(g, rows))
-        return run_tile(g, rows, kc, AStridedRows{a.a + ir * a.lda, a.lda}, b, c, ldc, load_c);
+        return run_tile(g, rows, kc, AStridedRows{a.a + ir * a.lda, a.lda}, b, c, ldc, load_c, bias);
     // A short last tile reads its last row again for the rows past the block (their C rows are
     // the edge buffer's scratch), never past A's end.
     int64_t offsets[k_max_mr];
     for (int64_t i = 0; i < g.mr; ++i) offsets[i] = (ir + std::min(i, rows - 1)) * a.lda;
-    run_tile(g, rows, kc, AOffsetRows{a.a, offsets}, b, c, ldc, load_c);
+    run_tile(g, rows, kc, AOffsetRows{a.a, offsets}, b, c, ldc, load_c, bias);
 }
 
 // A bias added to each finished element of a block: bias[j] for the block's column j
@@ -458,8 +483,11 @@ void compute_block(const GemmKernel &g, int64_t kc, const ABlock &a, const float
             float *ct = c + ir * rs + jr * cs;
             const int64_t height = tile_rows(g, rows);
             if (rows == height && cols == g.nr && cs == 1) {
-                run_a_tile(g, a, ir, rows, kc, BSliver{bs}, ct, rs, load_c);
-                if (bias.active()) add_bias(ct, rs, rows, cols, ir, jr, bias);
+                // A full, untransposed tile adds a column bias in its registers (all nr of the
+                // bias's floats exist); a row bias only comes with a transposed C.
+                run_a_tile(g, a, ir, rows, kc, BSliver{bs}, ct, rs, load_c,
+                           bias.col != nullptr ? bias.col + jr : nullptr);
+                if (bias.row != nullptr) add_bias(ct, rs, rows, cols, ir, jr, bias);
                 continue;
             }
             // A partial or transposed tile goes through a full-size buffer: the same operations
@@ -560,8 +588,9 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, F32Matrix a, F32Matrix b, float *
     for (int64_t jc = 0; jc < n; jc += g.nc) {
         const int64_t nc = std::min(g.nc, n - jc);
         const int64_t slivers = ceil_div(nc, g.nr);
-        int64_t mc_block = g.mc;
-        int64_t mblocks = ceil_div(m, mc_block);
+        int64_t mblocks = ceil_div(m, g.mc);
+        // The A blocks evened out (128 rows: 66 + 62, not 72 + 56): they are tasks of the pool.
+        int64_t mc_block = round_up(ceil_div(m, mblocks), g.mr);
         // Column ranges per A block: enough tasks for every thread, at least 4 slivers each.
         int64_t nchunks = 1;
         if (threads > 1)

@@ -36,9 +36,15 @@ tf_status run_embedding(const tf_op_desc &op, tf_error *err) {
     const std::vector<int64_t> rows = leading_offsets(out, out.rank - 1);
     const char *table = base_of(weight);
     char *dst_base = base_of(out);
+    // Rows dense in both (the usual table and output): one copy per row, not one per element.
+    const bool dense_rows = w_col == static_cast<int64_t>(size) && o_col == static_cast<int64_t>(size);
     for (size_t e = 0; e < indices.size(); ++e) {
         const char *src = table + indices[e] * wv.strides[0];
         char *dst = dst_base + rows[e];
+        if (dense_rows) {
+            std::memcpy(dst, src, static_cast<size_t>(dim) * size);
+            continue;
+        }
         for (int64_t j = 0; j < dim; ++j) std::memcpy(dst + j * o_col, src + j * w_col, size);
     }
     return TF_STATUS_OK;

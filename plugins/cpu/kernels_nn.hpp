@@ -148,6 +148,10 @@ void store_matrix(const tf_tensor_desc &d, int64_t offset, int64_t rows, int64_t
 // none.
 void attention_probabilities(float *scores, const float *mask, int64_t mask_stride, int64_t tq, int64_t tk, bool causal,
                              float scale, char *blind);
+// The same in AVX2 + FMA intrinsics (attention_probabilities_avx2.cpp; x86-64 only), which
+// attention_probabilities calls when isa_level() is AVX2.
+void attention_probabilities_avx2(float *scores, const float *mask, int64_t mask_stride, int64_t tq, int64_t tk,
+                                  bool causal, float scale, char *blind);
 // attention's and attention_backward's common operands: q [..., Tq, D], k [..., Tk, D], v [..., Tk,
 // Dv], the optional mask [..., Tq, Tk], and each batch element's offset into them.
 struct AttentionOperands {

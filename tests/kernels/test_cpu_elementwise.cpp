@@ -515,6 +515,74 @@ TEST_CASE("gelu_backward: float dtypes against <cmath>, strided and broadcast op
     CHECK(untouched(o));
 }
 
+TEST_CASE("gelu, tanh, erf and gelu_backward on a [1, T, C] activation: split over the flat range, "
+          "the same bits for 1, 2 and 3 threads, within 8 ulp of long double") {
+    // One row on the first axis: the threads split the flat range (kernels_erf.cpp), bounds on
+    // 64-element blocks; a length that is not a multiple of the block or the vector.
+    const int64_t t = 37, c = 250, n = t * c;  // 9250: a tail past gelu_avx2.cpp's last block
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<float> u(-4, 4), wide(-16, 16);  // wide: gelu's far tails
+    std::vector<float> xv(static_cast<size_t>(n)), dyv(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+        xv[static_cast<size_t>(i)] = i % 5 == 0 ? wide(rng) : u(rng);
+        dyv[static_cast<size_t>(i)] = u(rng);
+    }
+    struct Case {
+        uint32_t op;
+        const char *name;
+    };
+    const Case cases[] = {
+        {TF_OP_GELU, "gelu"}, {TF_OP_TANH, "tanh"}, {TF_OP_ERF, "erf"}, {TF_OP_GELU_BACKWARD, "gelu_backward"}};
+    std::vector<std::vector<uint32_t>> first(std::size(cases));
+    for (const char *threads : {"1", "2", "3"}) {
+        P().shutdown();
+        setenv("TINYFIN_THREADS", threads, 1);
+        tf_error err{};
+        err.struct_size = sizeof err;
+        REQUIRE(P().init(&err) == TF_STATUS_OK);
+        for (size_t k = 0; k < std::size(cases); ++k) {
+            INFO(cases[k].name, " with ", threads, " threads");
+            TensorDesc x = make(TF_DTYPE_F32, {1, t, c}), dy = make(TF_DTYPE_F32, {1, t, c}),
+                       out = make(TF_DTYPE_F32, {1, t, c});
+            set_raw<float>(x, xv);
+            set_raw<float>(dy, dyv);
+            if (cases[k].op == TF_OP_GELU_BACKWARD)
+                run_ok(TF_OP_GELU_BACKWARD, {&dy, &x}, out);
+            else
+                run_ok(cases[k].op, {&x}, out);
+            const std::vector<float> got = get_raw<float>(out);
+            std::vector<uint32_t> bits(got.size());
+            int64_t far = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+                bits[i] = std::bit_cast<uint32_t>(got[i]);
+                const long double xl = xv[i];
+                long double want = 0;
+                switch (cases[k].op) {
+                case TF_OP_GELU: want = xl * 0.5L * std::erfc(-xl / std::sqrt(2.0L)); break;
+                case TF_OP_TANH: want = std::tanh(xl); break;
+                case TF_OP_ERF: want = std::erf(xl); break;
+                default: want = gelu_grad_reference(dyv[i], xv[i]); break;
+                }
+                // gelu_backward's terms cancel near x = -0.75: measured against their size.
+                const long double size = cases[k].op == TF_OP_GELU_BACKWARD
+                                             ? std::fabs(static_cast<long double>(dyv[i])) * 2
+                                             : std::fabs(want);
+                far += std::fabs(got[i] - want) > 8 * std::max(size, 1e-30L) * 0x1p-24L;
+            }
+            CHECK(far == 0);
+            if (first[k].empty())
+                first[k] = bits;
+            else
+                CHECK(bits == first[k]);
+        }
+    }
+    P().shutdown();
+    unsetenv("TINYFIN_THREADS");
+    tf_error err{};
+    err.struct_size = sizeof err;
+    REQUIRE(P().init(&err) == TF_STATUS_OK);
+}
+
 TEST_CASE("gelu_backward: NaN stays NaN, +-inf give NaN (inf * 0), the tails give 0 and dy") {
     for (int32_t dt : k_float) {
         INFO("dtype ", name_of(dt));

@@ -81,7 +81,10 @@ Values naive_attention(int64_t batches, int64_t tq, int64_t tk, int64_t d, int64
 
 TEST_CASE("attention matches softmax(q k^T) v, with causal and a broadcast mask") {
     const int64_t heads = 2, batch = 2, d = 5, dv = 3;
-    for (const std::pair<int64_t, int64_t> &sizes : {std::pair<int64_t, int64_t>{4, 4}, {3, 6}, {1, 5}}) {
+    // Key counts past 16 (attention_probabilities_avx2 takes 16 keys a block, a shorter tail
+    // through a buffer; causal rows see every count from 1 to Tk).
+    for (const std::pair<int64_t, int64_t> &sizes :
+         {std::pair<int64_t, int64_t>{4, 4}, {3, 6}, {1, 5}, {7, 37}, {40, 40}, {2, 48}}) {
         const int64_t tq = sizes.first, tk = sizes.second;
         for (int causal : {0, 1}) {
             INFO("Tq ", tq, " Tk ", tk, " causal ", causal);
@@ -176,6 +179,29 @@ TEST_CASE("attention matches softmax(q k^T) v, with causal and a broadcast mask"
         const tf_params_attention p{sizeof(tf_params_attention), 0, 0, 0.5};
         run_ok(TF_OP_ATTENTION, {&q, &k, &v, &mask}, out, &p);
         check_close(get(out), naive_attention(nb, t, t, dd, dd, qv, kv, vv, mv, false, 0.5), 1e-5);
+    }
+
+    // bert's padding mask: 0 or -10000 per key (half the keys hidden; their exp is computed from
+    // a far negative argument and must come out 0, not a subnormal or NaN), 128 keys.
+    {
+        const int64_t nb = 2, t = 128, dd = 8;
+        const Values qv = random_f32(static_cast<size_t>(nb * t * dd), 50),
+                     kv = random_f32(static_cast<size_t>(nb * t * dd), 51),
+                     vv = random_f32(static_cast<size_t>(nb * t * dd), 52);
+        Values mrow(static_cast<size_t>(t));
+        for (int64_t j = 0; j < t; ++j) mrow[static_cast<size_t>(j)] = (j * 7 + 3) % 5 < 2 ? -10000.0 : 0.0;
+        const TensorDesc mask_row = f32({t}, mrow);
+        TensorDesc mask = mask_row;
+        mask.d = describe(TF_DTYPE_F32, {nb, t, t}, {0, 0, 1}, 0);
+        mask.d.data = mask_row.d.data;
+        mask.d.buffer = mask_row.d.buffer;
+        Values mv;
+        for (int64_t r = 0; r < nb * t; ++r) mv.insert(mv.end(), mrow.begin(), mrow.end());
+        const TensorDesc q = f32({nb, t, dd}, qv), k = f32({nb, t, dd}, kv), v = f32({nb, t, dd}, vv);
+        const TensorDesc out = make(TF_DTYPE_F32, {nb, t, dd});
+        const tf_params_attention p{sizeof(tf_params_attention), 0, 0, 0.35};
+        run_ok(TF_OP_ATTENTION, {&q, &k, &v, &mask}, out, &p);
+        check_close(get(out), naive_attention(nb, t, t, dd, dd, qv, kv, vv, mv, false, 0.35), 1e-5);
     }
 
     // Heads of size 0: every score is 0, so each output row is the mean of v's rows.

@@ -152,6 +152,35 @@ TEST_CASE("layer_norm and rms_norm match their formulas over 1 and 2 axes") {
         check_close(get(y), y_ref, 1e-5);
         check_close(get(r), r_ref, 1e-5);
     }
+    // Rows whose mean is far larger than their spread (1000 + 0.01 noise; a transformer's
+    // residual stream can look like that): x - mean must keep its relative accuracy, which a mean
+    // rounded to f32 would lose (an error of up to 3e-5 against a spread of 6e-3). Rows of 64
+    // and 37 (the kernel's lanes and a tail).
+    for (const int64_t len : {64, 37}) {
+        INFO("len ", len);
+        const int64_t rows = 3;
+        Values xv = random_f32(static_cast<size_t>(rows * len), 14);
+        for (double &v : xv) v = static_cast<float>(1000.0 + 0.01 * v);
+        const Values wv = random_f32(static_cast<size_t>(len), 15), bv = random_f32(static_cast<size_t>(len), 16);
+        const TensorDesc x = f32({rows, len}, xv), w = f32({len}, wv), b = f32({len}, bv);
+        const TensorDesc y = make(TF_DTYPE_F32, {rows, len});
+        const tf_params_norm p{sizeof(tf_params_norm), 1, 1e-12};
+        run_ok(TF_OP_LAYER_NORM, {&x, &w, &b}, y, &p);
+        Values y_ref;
+        for (int64_t row = 0; row < rows; ++row) {
+            double mean = 0, var = 0;
+            for (int64_t i = 0; i < len; ++i) mean += xv[static_cast<size_t>(row * len + i)] / static_cast<double>(len);
+            for (int64_t i = 0; i < len; ++i) {
+                const double v = xv[static_cast<size_t>(row * len + i)] - mean;
+                var += v * v / static_cast<double>(len);
+            }
+            for (int64_t i = 0; i < len; ++i)
+                y_ref.push_back((xv[static_cast<size_t>(row * len + i)] - mean) / std::sqrt(var + 1e-12) *
+                                    wv[static_cast<size_t>(i)] +
+                                bv[static_cast<size_t>(i)]);
+        }
+        check_close(get(y), y_ref, 1e-5);
+    }
     const tf_params_norm p{sizeof(tf_params_norm), 1, 1e-5};
     const tf_params_norm three{sizeof(tf_params_norm), 3, 1e-5};
     const auto x = no_data_desc(TF_DTYPE_F32, {2, 4}), s = no_data_desc(TF_DTYPE_F32, {4});

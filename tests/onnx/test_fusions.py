@@ -600,6 +600,32 @@ def test_shapes_that_depend_on_values_are_not_reused():
         np.testing.assert_array_equal(y, np.full(n, 3.0, np.float32))
 
 
+def test_shape_values_flow_through_fused_nodes():
+    """A fused node's output shape follows from its inputs' shapes (here FusedMatMulBias, as in a
+    transformer's second layer, whose head reshape reads the shape of the first layer's output):
+    the shape arithmetic after it runs once per signature too."""
+    w = rng(52).standard_normal((4, 6)).astype(np.float32)
+    bias = rng(53).standard_normal(6).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["xw"]),
+             helper.make_node("Add", ["xw", "bias"], ["h"]),
+             helper.make_node("Shape", ["h"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["b"], axis=0),
+             helper.make_node("Concat", ["b", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["h", "target"], ["y"])]
+    inits = [init("w", w), init("bias", bias), init("i0", np.array([0], np.int64)),
+             init("minus1", np.array([-1], np.int64))]
+    model = make_model(nodes, [value("x", F, ["n", "t", 4])], [value("y", F, ["n", None])], inits)
+    sess = session(model, "cpu")
+    assert fused(sess, "matmul_bias") == 1
+    r = rng(54)
+    for shape, skipped in [((2, 3, 4), False), ((2, 3, 4), True), ((1, 5, 4), False), ((1, 5, 4), True)]:
+        x = r.standard_normal(shape).astype(np.float32)
+        [y] = sess.run(None, {"x": x})
+        np.testing.assert_allclose(y, (d(x) @ d(w) + d(bias)).reshape(shape[0], -1), rtol=1e-5, atol=1e-5)
+        assert ops_run(sess) == (["FusedMatMulBias", "Reshape"] if skipped else
+                                 ["FusedMatMulBias", "Shape", "Gather", "Concat", "Reshape"])
+
+
 # ---- RMSNorm ---------------------------------------------------------------------------------
 
 def rms_model(form="DivOne", axes=(-1,), exponent=2.0, weighted=True):

@@ -316,3 +316,24 @@ def test_weights_marked_constant_and_overridable_initializers(backend):
         [y] = sess.run(None, feeds)
         expected = f64(x) @ f64(w) @ f64(d if fed is None else fed)
         np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4, err_msg=f"run {run}")
+
+
+@pytest.mark.parametrize("backend", ["cpu"] + other_backends())
+def test_gather_indices_against_numpy(backend):
+    """One index (a pooler's first token, a shape pick) is read on the host and taken as a view:
+    scalar and [1] indices, negative ones, on axes 0, 1 and 2; an index out of range fails; the
+    same for several indices with and without negative ones."""
+    x = rng(11).standard_normal((2, 5, 3)).astype(np.float32)
+    # Several indices too: without negatives (read on the host and passed on as they are, on cpu)
+    # and with them (normalised first).
+    for axis in (0, 1, 2):
+        for index in (np.array(0, np.int64), np.array(-1, np.int64), np.array([1], np.int64),
+                      np.array([[0, 1], [1, 0]], np.int64), np.array([[0, -1], [-2, 1]], np.int64)):
+            model = make_model([helper.make_node("Gather", ["x", "i"], ["y"], axis=axis)],
+                               [value("x", F, [2, 5, 3]), value("i", TensorProto.INT64, list(index.shape))],
+                               [value("y", F, None)])
+            sess = tfo.InferenceSession(model.SerializeToString(), backend=backend)
+            [y] = sess.run(None, {"x": x, "i": index})
+            np.testing.assert_array_equal(y, np.take(x, index, axis=axis))
+            with pytest.raises(Exception, match="range"):
+                sess.run(None, {"x": x, "i": np.full(index.shape, x.shape[axis], np.int64)})
