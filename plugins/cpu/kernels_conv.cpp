@@ -633,62 +633,123 @@ void store_sliver(const float *c, int64_t positions, int64_t channels, float *ds
     }
 }
 
+// Floats of padded images the tiled forward prepares at once (4 MiB, so that they stay in L3): a
+// batch of small images pads them all, so that a task's positions may span images and each
+// sliver of weights passes more positions while it is in L1 (resnet18's 7 x 7 stage: 49
+// positions per image, 28 images at once).
+constexpr int64_t k_tiled_pad_floats = int64_t{1} << 20;
+
+// Output positions per task of the tiled forward (about): the task's rows of the padded image
+// stay in L2 while its slivers pass them.
+constexpr int64_t k_tiled_task_positions = 256;
+
+// The tiled forward's split of `positions` output positions by `slivers` slivers of output
+// channels into ranges x blocks tasks: blocks of at most k_shifted_task_channels, more blocks
+// (a divisor of the slivers, so blocks are equal) and then more ranges until each thread has
+// k_shifted_tasks_per_thread, and a task count the threads divide (equal tasks end together).
+// Any split computes the same bits.
+struct TiledSplit {
+    int64_t ranges, blocks;
+};
+
+TiledSplit tiled_split(int64_t positions, int64_t slivers, int64_t threads) {
+    constexpr int64_t nr = k_conv_tile_channels, np = k_conv_tile_positions;
+    const int64_t max_ranges = std::max<int64_t>(1, positions / np);
+    const auto divisor_from = [&](int64_t want) {
+        for (int64_t d = std::max<int64_t>(want, 1); d < slivers; ++d)
+            if (slivers % d == 0) return d;
+        return slivers;
+    };
+    TiledSplit s{std::clamp<int64_t>((positions + k_tiled_task_positions / 2) / k_tiled_task_positions, 1, max_ranges),
+                 divisor_from((slivers * nr + k_shifted_task_channels - 1) / k_shifted_task_channels)};
+    const int64_t want = k_shifted_tasks_per_thread * threads;
+    if (s.ranges * s.blocks < want) s.blocks = divisor_from((want + s.ranges - 1) / s.ranges);
+    if (s.ranges * s.blocks < want) s.ranges = std::min(max_ranges, (want + s.blocks - 1) / s.blocks);
+    while (threads > 1 && s.ranges * s.blocks % threads != 0 && s.ranges < max_ranges) ++s.ranges;
+    return s;
+}
+
 // y [N, O, OH, OW] = the groups' weights (tiled_weights) times the padded planes of x (in: the
-// shifted forward's plain layout). A task computes one block of output channels (whole
-// slivers) of one band of output rows of one (image, group), as shifted_conv's tasks do.
-void tiled_conv(const ConvGeometry &g, const ShiftedInput &in, const float *x, const std::vector<const float *> &w,
-                float *y, const ConvEpilogue &epilogue) {
-    const int64_t m_out = g.o_group(), out_h = g.oh, out_w = g.ow;
-    if (m_out <= 0 || out_h <= 0 || out_w <= 0) return;
+// shifted forward's plain layout, plan: its plan for the whole image). Per group and batch of
+// images: one pass pads the images (tasks of channels), the next computes; a task computes one
+// block of output channels (whole slivers) for one range of the batch's positions, counted
+// image after image, in tiles of 5 or 6 positions (the 6 x 16 tile's rate; a last tile of 1
+// or 2 positions runs at a fraction of it).
+void tiled_conv(const ConvGeometry &g, const ShiftedInput &in, const ShiftedPlan &plan, const float *x,
+                const std::vector<const float *> &w, float *y, const ConvEpilogue &epilogue) {
+    const int64_t m_out = g.o_group(), plane = g.oh * g.ow;
+    if (m_out <= 0 || plane <= 0 || g.n <= 0) return;
     constexpr int64_t nr = k_conv_tile_channels, np = k_conv_tile_positions;
     const int64_t k = in.channels * g.kh * g.kw, kc_pack = gemm_f32_prepack_kc();
-    const int64_t width = (m_out + nr - 1) / nr * nr;
-    const int64_t band = shifted_band(g, in, out_h), bands = (out_h + band - 1) / band;
-    const int64_t images = g.n * g.groups;
-    int64_t blocks = (m_out + k_shifted_task_channels - 1) / k_shifted_task_channels;
-    const int64_t want = k_shifted_tasks_per_thread * thread_count();
-    if (images * bands * blocks < want) blocks = std::min(width / nr, (want + images * bands - 1) / (images * bands));
-    const int64_t block_rows = ((m_out + blocks - 1) / blocks + nr - 1) / nr * nr;
-    blocks = (m_out + block_rows - 1) / block_rows;
-    const ShiftedPlan full = make_plan(g, in, band), last = make_plan(g, in, out_h - (bands - 1) * band);
-    parallel_for(images * bands * blocks, [&](int64_t task) {
-        const int64_t block = task % blocks, b = task / blocks % bands, image = task / blocks / bands;
-        const int64_t gi = image % g.groups, n = image / g.groups;
-        const int64_t m0 = block * block_rows, rows_m = std::min(block_rows, m_out - m0);
-        const ShiftedPlan &padded = b == bands - 1 ? last : full;
-        const int64_t xp_floats = padded.floats(nr);
-        float *xp = scratch_floats(k_slot_col, static_cast<size_t>(xp_floats));
-        pad_band(x + (n * g.c + gi * in.channels) * in.h * in.w, in, b * band, padded, xp, xp_floats);
-        const int64_t positions = std::min(band, out_h - b * band) * out_w;
-        const int64_t s0 = m0 / nr, s1 = (m0 + rows_m + nr - 1) / nr;
-        float *c = scratch_floats(k_slot_temp, static_cast<size_t>((s1 - s0) * nr * positions));
-        std::vector<const float *> at(static_cast<size_t>(positions));  // where each position's taps start
-        for (int64_t q = 0, r = 0; r * out_w < positions; ++r)
-            for (int64_t ox = 0; ox < out_w; ++ox, ++q) at[static_cast<size_t>(q)] = xp + r * padded.wp + ox;
-        for (int64_t pc = 0; pc < k; pc += kc_pack) {
-            const int64_t kcb = std::min(kc_pack, k - pc);
-            const int64_t sub = (kcb + (kcb + k_tiled_kc - 1) / k_tiled_kc - 1) / ((kcb + k_tiled_kc - 1) / k_tiled_kc);
-            for (int64_t p0 = 0; p0 < kcb; p0 += sub) {
-                const int64_t kk = std::min(sub, kcb - p0);
-                const int64_t *offsets = padded.offsets.data() + pc + p0;
-                for (int64_t s = s0; s < s1; ++s) {
-                    const float *ws = w[static_cast<size_t>(gi)] + pc * width + s * nr * kcb + p0 * nr;
-                    const int64_t channels = std::min(nr, m_out - s * nr);
-                    float *cs = c + (s - s0) * nr * positions;
-                    for (int64_t q0 = 0; q0 < positions; q0 += np) {
-                        conv_tile_f32(std::min(np, positions - q0), channels, kk, ws, at.data() + q0, offsets,
-                                      cs + q0 * nr, pc + p0 > 0);
+    const int64_t width = (m_out + nr - 1) / nr * nr, slivers = width / nr;
+    // One image's padded planes [channels, phases, rows, wp]; a channel's at c * channel_floats.
+    const int64_t channel_floats = plan.phases * plan.rows * plan.wp, image_floats = in.channels * channel_floats;
+    // What the last image's taps read past its planes (the right padding of its last row).
+    const int64_t tail = std::max<int64_t>(0, plan.floats(nr) - image_floats);
+    const int64_t batch = std::clamp<int64_t>(k_tiled_pad_floats / std::max<int64_t>(image_floats, 1), 1, g.n);
+    float *xp = scratch_floats(k_slot_col, static_cast<size_t>(batch * image_floats + tail));
+    const int64_t threads = thread_count();
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+        for (int64_t n0 = 0; n0 < g.n; n0 += batch) {
+            const int64_t count = std::min(batch, g.n - n0);
+            std::fill(xp + count * image_floats, xp + count * image_floats + tail, 0.0f);
+            const int64_t chunks = std::min(in.channels, (2 * threads + count - 1) / count);
+            parallel_for(count * chunks, [&](int64_t task) {
+                const int64_t i = task / chunks, chunk = task % chunks;
+                const int64_t c0 = in.channels * chunk / chunks, c1 = in.channels * (chunk + 1) / chunks;
+                ShiftedInput part = in;
+                part.channels = c1 - c0;
+                ShiftedPlan rows{part.channels, plan.phases, plan.rows, plan.wp, plan.out_rows, plan.out_w, {}, {}};
+                pad_band(x + ((n0 + i) * g.c + gi * in.channels + c0) * in.h * in.w, part, 0, rows,
+                         xp + i * image_floats + c0 * channel_floats, part.channels * channel_floats);
+            });
+            const int64_t positions = count * plane;
+            const TiledSplit split = tiled_split(positions, slivers, threads);
+            const int64_t per_block = slivers / split.blocks;
+            parallel_for(split.ranges * split.blocks, [&](int64_t task) {
+                const int64_t s0 = task % split.blocks * per_block, s1 = s0 + per_block;
+                const int64_t range = task / split.blocks;
+                const int64_t q0 = positions * range / split.ranges, q1 = positions * (range + 1) / split.ranges;
+                const int64_t span = q1 - q0;
+                float *c = scratch_floats(k_slot_temp, static_cast<size_t>((s1 - s0) * nr * span));
+                std::vector<const float *> at(static_cast<size_t>(span));  // where each position's taps start
+                for (int64_t q = q0; q < q1; ++q) {
+                    const int64_t i = q / plane, oy = q % plane / g.ow, ox = q % g.ow;
+                    at[static_cast<size_t>(q - q0)] = xp + i * image_floats + oy * plan.wp + ox;
+                }
+                const int64_t tiles = (span + np - 1) / np, small = span / tiles, large = span % tiles;
+                for (int64_t pc = 0; pc < k; pc += kc_pack) {
+                    const int64_t kcb = std::min(kc_pack, k - pc);
+                    const int64_t subs = (kcb + k_tiled_kc - 1) / k_tiled_kc, sub = (kcb + subs - 1) / subs;
+                    for (int64_t p0 = 0; p0 < kcb; p0 += sub) {
+                        const int64_t kk = std::min(sub, kcb - p0);
+                        const int64_t *offsets = plan.offsets.data() + pc + p0;
+                        for (int64_t s = s0; s < s1; ++s) {
+                            const float *ws = w[static_cast<size_t>(gi)] + pc * width + s * nr * kcb + p0 * nr;
+                            const int64_t channels = std::min(nr, m_out - s * nr);
+                            float *cs = c + (s - s0) * nr * span;
+                            // `large` tiles of small + 1 positions, then tiles of `small`.
+                            for (int64_t t = 0, q = 0; t < tiles; ++t) {
+                                const int64_t size = t < large ? small + 1 : small;
+                                conv_tile_f32(size, channels, kk, ws, at.data() + q, offsets, cs + q * nr, pc + p0 > 0);
+                                q += size;
+                            }
+                        }
                     }
                 }
-            }
+                // The range's positions image by image into y.
+                for (int64_t q = q0; q < q1;) {
+                    const int64_t i = q / plane, end = std::min(q1, (i + 1) * plane);
+                    for (int64_t s = s0; s < s1; ++s) {
+                        const int64_t ch0 = gi * m_out + s * nr, channels = std::min(nr, m_out - s * nr);
+                        float *out = y + ((n0 + i) * g.o + ch0) * plane + q % plane;
+                        store_sliver(c + ((s - s0) * span + q - q0) * nr, end - q, channels, out, plane, ch0, epilogue);
+                    }
+                    q = end;
+                }
+            });
         }
-        const int64_t plane = out_h * out_w;
-        for (int64_t s = s0; s < s1; ++s) {
-            const int64_t ch0 = s * nr, channels = std::min(nr, m_out - ch0);
-            float *out = y + (n * g.o + gi * m_out + ch0) * plane + b * band * out_w;
-            store_sliver(c + (s - s0) * nr * positions, positions, channels, out, plane, gi * m_out + ch0, epilogue);
-        }
-    });
+    }
 }
 
 // Runs image(n, col) for every image, one per task of the pool's threads, with the task's own
@@ -705,11 +766,14 @@ void conv_forward(const ConvGeometry &g, const float *x, const float *w, float *
                   const tf_tensor_desc *w_desc = nullptr) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
     ShiftedInput in{cg, g.h, g.w, g.ph, g.pw, g.sh, g.sw};
-    if (!g.pointwise() && shifted_fits(g, make_plan(g, in, g.oh), og)) {
-        const TiledWeights tiled = tiled_weights(g, w, w_desc);
-        if (!tiled.groups.empty()) {
-            tiled_conv(g, in, x, tiled.groups, y, epilogue);
-            return;
+    if (!g.pointwise()) {
+        const ShiftedPlan whole = make_plan(g, in, g.oh);
+        if (shifted_fits(g, whole, og)) {
+            const TiledWeights tiled = tiled_weights(g, w, w_desc);
+            if (!tiled.groups.empty()) {
+                tiled_conv(g, in, whole, x, tiled.groups, y, epilogue);
+                return;
+            }
         }
     }
     in.exact = take_exact_rows(g, in, g.oh, og);

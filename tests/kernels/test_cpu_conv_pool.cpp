@@ -221,6 +221,11 @@ TEST_CASE("conv2d's forward is one fused multiply-add per tap in (c, kh, kw) ord
         {1, 32, 7, 7, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
         {2, 1, 28, 28, 32, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
         {2, 40, 9, 10, 12, 1, 1, conv_params(1, 1, 0, 0, 1, 1, 1)},
+        // The tiled forward's tasks span images: 11 images of 7 x 7 (539 positions in two ranges,
+        // split inside the sixth image, by 4 blocks of a sliver), and 8 images of 100 x 100
+        // padded in three batches (3 fit in its 1 Mi floats), 28 channels of 3 x 3 (252 taps).
+        {11, 64, 7, 7, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {8, 28, 100, 100, 16, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
     };
     uint32_t seed = 700;
     for (const ConvCase &k : cases) {
