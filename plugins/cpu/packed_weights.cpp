@@ -12,6 +12,7 @@
 #include <tinyfin/plugin_kit/errors.hpp>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -20,7 +21,8 @@
 namespace tf_cpu {
 namespace {
 
-using Key = std::tuple<uint64_t, int64_t, int64_t, int64_t, int64_t, int>;  // offset, k, n, strides, isa
+// offset, k, n, strides, isa, form (0: gemm_f32_prepack_b; else prepared_constant's form)
+using Key = std::tuple<uint64_t, int64_t, int64_t, int64_t, int64_t, int, int>;
 using Packed = std::map<Key, std::shared_ptr<const std::vector<float>>>;
 using MarkedBuffers = std::unordered_map<const tf_buffer *, Packed>;
 
@@ -83,12 +85,43 @@ void buffer_freed(tf_buffer *buffer) {
     g_marked->erase(it);
 }
 
+std::shared_ptr<const std::vector<float>> prepared_constant(const tf_tensor_desc &b, const float *start, int form,
+                                                            int64_t k, int64_t n,
+                                                            const std::function<std::vector<float>()> &prepare) {
+    if (!b.buffer || !b.data || !maybe_marked(b.buffer)) return nullptr;
+    const auto offset =
+        static_cast<uint64_t>(reinterpret_cast<const char *>(start) - static_cast<const char *>(b.data));
+    const Key key{offset, k, n, 0, 0, isa_level(), form};
+    {
+        std::lock_guard lock(g_mutex);
+        MarkedBuffers::iterator it;
+        if (!find_marked(b.buffer, it)) return nullptr;
+        if (auto p = it->second.find(key); p != it->second.end()) return p->second;
+    }
+    // Prepared outside the lock; another thread preparing the same weight meanwhile stores the
+    // same floats.
+    auto prepared = std::make_shared<const std::vector<float>>(prepare());
+    std::lock_guard lock(g_mutex);
+    MarkedBuffers::iterator it;
+    if (!find_marked(b.buffer, it)) return prepared;  // written or freed meanwhile: use it this once
+    auto [p, inserted] = it->second.try_emplace(key, prepared);
+    if (inserted) {
+        const uint64_t bytes = prepared->size() * sizeof(float);
+        const uint64_t total = g_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+        tf_kit::log_line(TF_LOG_DEBUG,
+                         "prepared a constant %lld x %lld weight once (form %d): %llu bytes (%llu in all)",
+                         static_cast<long long>(k), static_cast<long long>(n), form,
+                         static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(total));
+    }
+    return p->second;
+}
+
 std::shared_ptr<const std::vector<float>> packed_constant_b(const tf_tensor_desc &b, const float *start, int64_t k,
                                                             int64_t n, int64_t row_stride, int64_t col_stride) {
     if (!b.buffer || !b.data || !maybe_marked(b.buffer)) return nullptr;
     const auto offset =
         static_cast<uint64_t>(reinterpret_cast<const char *>(start) - static_cast<const char *>(b.data));
-    const Key key{offset, k, n, row_stride, col_stride, isa_level()};
+    const Key key{offset, k, n, row_stride, col_stride, isa_level(), 0};
     {
         std::lock_guard lock(g_mutex);
         MarkedBuffers::iterator it;

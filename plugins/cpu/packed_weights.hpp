@@ -8,6 +8,7 @@
 #include <tinyfin/plugin.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -27,6 +28,13 @@ void buffer_freed(tf_buffer *buffer);
 // meanwhile only drops the cache's reference).
 std::shared_ptr<const std::vector<float>> packed_constant_b(const tf_tensor_desc &b, const float *start, int64_t k,
                                                             int64_t n, int64_t row_stride, int64_t col_stride);
+
+// Another prepared form of a constant weight that starts at `start` in b's buffer (k, n: its
+// sizes; form: a number of the caller's, not 0): prepare() now on the first call, kept like a
+// packed B; null when the buffer is not marked constant.
+std::shared_ptr<const std::vector<float>> prepared_constant(const tf_tensor_desc &b, const float *start, int form,
+                                                            int64_t k, int64_t n,
+                                                            const std::function<std::vector<float>()> &prepare);
 
 // Forgets every mark and packed copy (plugin shutdown).
 void packed_weights_clear();

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -236,13 +237,9 @@ struct ConvShape {
     }
 };
 
-void check_conv_forward(const ConvShape &s) {
-    const tf_params_conv2d p = s.params();
-    TensorDesc x = dense({s.n, s.c, s.h, s.w}), w = dense({s.o, s.c / s.groups, s.kh, s.kw}),
-               y = dense({s.n, s.o, s.oh(), s.ow()});
-    fill_random(x, 7);
-    fill_random(w, 8);
-    run_ok(TF_OP_CONV2D, {x.d, w.d}, y.d, &p);
+// y against the convolution of x and w in double: within f32 roundings of each output's sum
+// of |products| (a sum of k products in any order and, for Winograd, its transforms).
+void check_conv_values(const TensorDesc &x, const TensorDesc &w, const TensorDesc &y, const ConvShape &s) {
     const int64_t cg = s.c / s.groups, og = s.o / s.groups;
     int bad = 0;
     for (int64_t n = 0; n < s.n; ++n)
@@ -267,6 +264,16 @@ void check_conv_forward(const ConvShape &s) {
                         FAIL_CHECK("y[", n, ", ", o, ", ", i, ", ", j, "]: got ", got, ", expected ", sum);
                 }
     CHECK(bad == 0);
+}
+
+void check_conv_forward(const ConvShape &s) {
+    const tf_params_conv2d p = s.params();
+    TensorDesc x = dense({s.n, s.c, s.h, s.w}), w = dense({s.o, s.c / s.groups, s.kh, s.kw}),
+               y = dense({s.n, s.o, s.oh(), s.ow()});
+    fill_random(x, 7);
+    fill_random(w, 8);
+    run_ok(TF_OP_CONV2D, {x.d, w.d}, y.d, &p);
+    check_conv_values(x, w, y, s);
 }
 
 TEST_CASE("matmul through the packed GEMM: odd sizes, views, batches, on the portable and the native path") {
@@ -690,11 +697,12 @@ std::vector<float> conv_values(const TensorDesc &x, const TensorDesc &w, const C
 TEST_CASE("a conv2d weight marked constant is packed once for the tiled forward, with the unmarked bits") {
     auto mark = reinterpret_cast<MarkConstant>(P().get_proc("buffer_mark_constant"));
     REQUIRE(static_cast<bool>(mark));
-    // One 7 x 7 image (49 positions: 8 tiles of 6 and one of 1), 47 output channels (two slivers
-    // and a half one), groups of 32 channels whose weights start inside the buffer (a second
-    // weight after the first), the stem's 7 x 7 stride 2 over phase planes.
+    // One 7 x 7 image (49 positions: 8 tiles of 5 or 6), 47 output channels (two slivers and a
+    // half one), groups of 32 channels whose weights start inside the buffer (a second weight
+    // after the first), the stem's 7 x 7 stride 2 over phase planes. (12 input channels and
+    // groups: not Winograd's, which the next test checks.)
     const ConvShape shapes[] = {
-        {1, 64, 7, 7, 47, 3, 3, 1, 1, 1, 1}, {2, 64, 8, 9, 64, 3, 3, 1, 1, 1, 2}, {1, 3, 30, 29, 32, 7, 7, 2, 3, 1, 1}};
+        {1, 12, 7, 7, 47, 3, 3, 1, 1, 1, 1}, {2, 64, 8, 9, 64, 3, 3, 1, 1, 1, 2}, {1, 3, 30, 29, 32, 7, 7, 2, 3, 1, 1}};
     std::vector<std::vector<float>> firsts;
     for (const char *threads : {"1", "2", "3"}) {
         CAPTURE(threads);
@@ -736,6 +744,108 @@ TEST_CASE("a conv2d weight marked constant is packed once for the tiled forward,
             const auto got = conv_values(x, w, s), want = conv_values(x, u, s);
             CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
             check_conv_forward(s);
+        }
+        firsts.push_back(all);
+    }
+    for (std::size_t i = 1; i < firsts.size(); ++i)
+        CHECK(std::memcmp(firsts[i].data(), firsts[0].data(), firsts[0].size() * sizeof(float)) == 0);
+    restart(nullptr, nullptr);
+}
+
+// A 3 x 3 stride-1 conv2d whose weight is marked constant runs Winograd F(2 x 2, 3 x 3) (AVX2;
+// kernels_conv_winograd.hpp). Its sums are not the direct paths', so it is checked against the
+// convolution in double; for the same bits with 1, 2 and 3 threads; for conv2d_act's epilogue
+// with the bits of the unfused f32 ops on its sums; for a write to the weight; and for the
+// direct path's bits where an infinity in the input or the weight sends the conv there.
+TEST_CASE("a 3x3 stride-1 conv2d with a constant weight (Winograd): correct, thread-invariant, fused epilogue, "
+          "writes and infinities") {
+    auto mark = reinterpret_cast<MarkConstant>(P().get_proc("buffer_mark_constant"));
+    REQUIRE(static_cast<bool>(mark));
+    // 7 x 7 (the last tile row and column half outside) to 47 channels (the GEMM's blocks of 6
+    // rows and a short one), 3 images of 14 x 13 (tasks across images), padding 0 and 2, a row
+    // of 18 tiles (three vectors of 8, the last short), 64 -> 64 channels over 20 x 20, and
+    // 16 channels (the fewest it takes).
+    const ConvShape shapes[] = {{1, 64, 7, 7, 47, 3, 3, 1, 1, 1, 1},
+                                {3, 16, 14, 13, 32, 3, 3, 1, 1, 1, 1},
+                                {2, 20, 9, 30, 16, 3, 3, 1, 0, 1, 1},
+                                {1, 32, 6, 34, 24, 3, 3, 1, 2, 1, 1},
+                                {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1}};
+    std::vector<std::vector<float>> firsts;
+    for (const char *threads : {"1", "2", "3"}) {
+        CAPTURE(threads);
+        restart(nullptr, threads);
+        const bool winograd = cpu_plugin_feature("kernels") == "avx2";
+        std::vector<float> all;
+        for (const ConvShape &s : shapes) {
+            CAPTURE(s.c);
+            CAPTURE(s.o);
+            const tf_params_conv2d p = s.params();
+            auto wmem = std::make_shared<Block>(s.o * s.c * 9);
+            TensorDesc w = view(wmem, {s.o, s.c, 3, 3}, dense_strides({s.o, s.c, 3, 3}));
+            TensorDesc u = dense({s.o, s.c, 3, 3}), x = dense({s.n, s.c, s.h, s.w});
+            TensorDesc y = dense({s.n, s.o, s.oh(), s.ow()});
+            fill_random(w, static_cast<uint32_t>(61 + s.o));
+            fill_random(x, 71);
+            std::memcpy(u.mem->data, wmem->data, static_cast<size_t>(wmem->count) * sizeof(float));
+            mark(wmem->buffer);
+            run_ok(TF_OP_CONV2D, {x.d, w.d}, y.d, &p);
+            check_conv_values(x, w, y, s);
+            const std::vector<float> got(y.mem->data, y.mem->data + y.mem->count), direct = conv_values(x, u, s);
+            if (winograd) CHECK(got != direct);  // it ran: other sums than the direct path's
+            CHECK(conv_values(x, w, s) == got);
+            all.insert(all.end(), got.begin(), got.end());
+
+            // conv2d_act: bias, residual and relu on the sums, as the unfused f32 ops apply them.
+            TensorDesc bias = dense({s.o}), residual = dense({s.n, s.o, s.oh(), s.ow()}),
+                       ya = dense({s.n, s.o, s.oh(), s.ow()});
+            fill_random(bias, 81);
+            fill_random(residual, 82);
+            tf_params_conv2d_act pa{};
+            pa.struct_size = sizeof pa;
+            pa.stride[0] = pa.stride[1] = pa.dilation[0] = pa.dilation[1] = pa.groups = 1;
+            pa.padding[0] = pa.padding[1] = s.pad;
+            pa.activation = TF_CONV_ACT_RELU;
+            run_ok(TF_OP_CONV2D_ACT, {x.d, w.d, bias.d, residual.d}, ya.d, &pa);
+            const int64_t plane = s.oh() * s.ow();
+            size_t differ = 0;
+            for (int64_t i = 0; i < ya.mem->count; ++i) {
+                float v = got[static_cast<size_t>(i)] + bias.mem->data[i / plane % s.o];
+                v += residual.mem->data[i];
+                v = v < 0 ? 0.0f : v;
+                differ += std::memcmp(&v, ya.mem->data + i, sizeof v) != 0;
+            }
+            CHECK(differ == 0);
+
+            // An infinity in the input: the direct path's bits (a transform would spread NaNs).
+            const float keep = x.mem->data[3];
+            x.mem->data[3] = std::numeric_limits<float>::infinity();
+            {
+                const auto a = conv_values(x, w, s), b = conv_values(x, u, s);
+                CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+            }
+            x.mem->data[3] = keep;
+
+            // A write drops the transformed weight: the new weight's convolution.
+            tf_error err{};
+            err.struct_size = sizeof err;
+            std::vector<float> fresh(static_cast<size_t>(wmem->count));
+            std::mt19937 rng(static_cast<uint32_t>(91 + s.o));
+            std::uniform_real_distribution<float> pick(-1.0f, 1.0f);
+            for (float &v : fresh) v = pick(rng);
+            REQUIRE(P().buffer_write(wmem->buffer, 0, fresh.data(), fresh.size() * sizeof(float), &err) ==
+                    TF_STATUS_OK);
+            run_ok(TF_OP_CONV2D, {x.d, w.d}, y.d, &p);
+            check_conv_values(x, w, y, s);
+
+            // An infinite weight: the direct path's bits.
+            fresh[7] = -std::numeric_limits<float>::infinity();
+            REQUIRE(P().buffer_write(wmem->buffer, 0, fresh.data(), fresh.size() * sizeof(float), &err) ==
+                    TF_STATUS_OK);
+            std::memcpy(u.mem->data, fresh.data(), fresh.size() * sizeof(float));
+            {
+                const auto a = conv_values(x, w, s), b = conv_values(x, u, s);
+                CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+            }
         }
         firsts.push_back(all);
     }
