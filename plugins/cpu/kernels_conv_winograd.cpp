@@ -13,6 +13,7 @@
 #include "runtime.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -25,12 +26,19 @@ namespace {
 constexpr int64_t k_planes = 16;
 // Tiles per task (about): V (16 planes x C x tiles) and M (16 x channels x tiles) stay within L2
 // and L3 for resnet's channel counts while the tiles fill the GEMM's 16-column tiles.
-constexpr int64_t k_task_tiles = 96;
+constexpr int64_t k_task_tiles = 112;
 // Output channels per task at most (the patches are transformed once per block).
 constexpr int64_t k_task_channels = 64;
 constexpr int64_t k_tasks_per_thread = 4;
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// Copies an input row inline (a call into memmove costs more than the 7 to 56 floats here).
+inline void copy_floats(float *dst, const float *src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) __builtin_memcpy(dst + i, src + i, 8 * sizeof(float));
+    for (; i < n; ++i) dst[i] = src[i];
+}
 
 #if defined(__x86_64__)
 // even = lo[0, 2, 4, 6] hi[0, 2, 4, 6], odd = lo[1, 3, 5, 7] hi[1, 3, 5, 7].
@@ -41,15 +49,14 @@ int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
     odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-// V[xi][c][base + tx] for the tw tiles of one tile row from its four padded input rows (row r at
-// rows + r * row_len, element j at input column j - pw, zeros outside the image); 8 tiles a
-// vector, the last vector's extra lanes written past the row (the next row overwrites them).
-[[gnu::target("avx2,fma")]] void transform_patches(const float *rows, int64_t row_len, int64_t tw, float *v,
-                                                   int64_t plane_stride) {
+// V[xi][c][base + tx] for the tw tiles of one tile row from its four padded input rows (element
+// j at input column j - pw, zeros outside the image); 8 tiles a vector, the last vector's extra
+// lanes written past the row (the next row overwrites them).
+[[gnu::target("avx2,fma")]] void transform_patches(float *const rows[4], int64_t tw, float *v, int64_t plane_stride) {
     for (int64_t tx = 0; tx < tw; tx += 8) {
         __m256 t[4][4];
         for (int r = 0; r < 4; ++r) {
-            const float *row = rows + r * row_len + 2 * tx;
+            const float *row = rows[r] + 2 * tx;
             __m256 d[4];
             deinterleave(_mm256_loadu_ps(row), _mm256_loadu_ps(row + 8), d[0], d[1]);
             deinterleave(_mm256_loadu_ps(row + 2), _mm256_loadu_ps(row + 10), d[2], d[3]);
@@ -146,7 +153,9 @@ void winograd_conv_f32(const WinogradShape &s, const float *x, const float *u, f
     const int64_t mr = gemm_f32_tile().mr, packed = gemm_f32_packed_a_floats(s.o, s.c);
     const int64_t threads = thread_count(), want = threads > 1 ? k_tasks_per_thread * threads : 1;
     // Tile rows per task and output channels per block (a multiple of the GEMM's mr).
-    int64_t rows_per = std::clamp<int64_t>(k_task_tiles / tw, 1, tile_rows);
+    // Whole 16-column tiles of the GEMM where the rows allow it: 4 rows of 28 tiles, not 3.
+    const int64_t step = 16 / std::gcd<int64_t>(tw, 16);
+    int64_t rows_per = std::clamp<int64_t>(std::max(step, k_task_tiles / tw / step * step), 1, tile_rows);
     int64_t block = round_up((s.o + (s.o + k_task_channels - 1) / k_task_channels - 1) /
                                  ((s.o + k_task_channels - 1) / k_task_channels),
                              mr);
@@ -161,21 +170,29 @@ void winograd_conv_f32(const WinogradShape &s, const float *x, const float *u, f
         const int64_t tiles = (r1 - r0) * tw, ldv = round_up(tiles + 8, 16), obp = round_up(ob, mr);
         float *v = scratch_floats(k_slot_col, static_cast<size_t>(k_planes * s.c * ldv));
         float *m = scratch_floats(k_slot_temp, static_cast<size_t>(k_planes * obp * ldv));
-        float *rows = scratch_floats(k_slot_temp2, static_cast<size_t>(4 * row_len));
+        float *buffer = scratch_floats(k_slot_temp2, static_cast<size_t>(4 * row_len));
+        // Padded input row iy of image n, channel c: column j holds input column j - pw.
+        const auto fill = [&](float *row, int64_t n, int64_t c, int64_t iy) {
+            if (iy < 0 || iy >= s.h) {
+                std::fill(row, row + row_len, 0.0f);
+                return;
+            }
+            std::fill(row, row + s.pw, 0.0f);
+            copy_floats(row + s.pw, x + ((n * s.c + c) * s.h + iy) * s.w, s.w);
+            std::fill(row + s.pw + s.w, row + row_len, 0.0f);
+        };
         for (int64_t c = 0; c < s.c; ++c) {
+            float *rows[4] = {buffer, buffer + row_len, buffer + 2 * row_len, buffer + 3 * row_len};
             for (int64_t r = r0; r < r1; ++r) {
                 const int64_t n = r / th, ty = r % th;
-                for (int64_t i = 0; i < 4; ++i) {
-                    float *row = rows + i * row_len;
-                    const int64_t iy = 2 * ty - s.ph + i;
-                    std::fill(row, row + row_len, 0.0f);
-                    if (iy < 0 || iy >= s.h) continue;
-                    // Padded column j holds input column j - pw.
-                    const float *src = x + ((n * s.c + c) * s.h + iy) * s.w;
-                    const int64_t j1 = std::min(row_len, s.w + s.pw);
-                    std::copy(src + std::max<int64_t>(0, -s.pw), src + (j1 - s.pw), row + std::max<int64_t>(0, s.pw));
+                // Tile rows overlap by two input rows: after the first of an image, two new ones.
+                const int64_t first = r > r0 && ty > 0 ? 2 : 0;
+                if (first == 2) {
+                    std::swap(rows[0], rows[2]);
+                    std::swap(rows[1], rows[3]);
                 }
-                transform_patches(rows, row_len, tw, v + c * ldv + (r - r0) * tw, s.c * ldv);
+                for (int64_t i = first; i < 4; ++i) fill(rows[i], n, c, 2 * ty - s.ph + i);
+                transform_patches(rows, tw, v + c * ldv + (r - r0) * tw, s.c * ldv);
             }
         }
         std::vector<int64_t> b_rows(static_cast<size_t>(s.c));
