@@ -791,11 +791,6 @@ std::shared_ptr<const std::vector<float>> winograd_weights(const ConvGeometry &g
     return u && !u->empty() ? u : nullptr;
 }
 
-void finish_winograd_row(const void *ctx, float *dst, int64_t n, int64_t channel) {
-    const auto &e = *static_cast<const ConvEpilogue *>(ctx);
-    finish_row(dst, dst, n, e.bias ? e.bias[channel] : 0.0f, e);
-}
-
 // Runs image(n, col) for every image, one per task of the pool's threads, with the task's own
 // column buffer (null for a pointwise conv, which needs none); one image: threads inside the GEMM.
 template <class Image>
@@ -810,8 +805,7 @@ void conv_forward(const ConvGeometry &g, const float *x, const float *w, float *
                   const tf_tensor_desc *w_desc = nullptr) {
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
     if (const auto u = winograd_weights(g, w, w_desc); u && all_finite(x, g.n * g.c * g.h * g.w)) {
-        winograd_conv_f32({g.n, g.c, g.h, g.w, g.o, g.ph, g.pw}, x, u->data(), y,
-                          epilogue.active() ? finish_winograd_row : nullptr, &epilogue);
+        winograd_conv_f32({g.n, g.c, g.h, g.w, g.o, g.ph, g.pw}, x, u->data(), y, epilogue);
         return;
     }
     ShiftedInput in{cg, g.h, g.w, g.ph, g.pw, g.sh, g.sw};

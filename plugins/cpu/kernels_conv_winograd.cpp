@@ -12,6 +12,8 @@
 #include "kernels_gemm.hpp"
 #include "runtime.hpp"
 
+#include <tinyfin/plugin_kit.hpp>
+
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -75,10 +77,13 @@ inline void copy_floats(float *dst, const float *src, int64_t n) {
     }
 }
 
-// The outputs of one tile row of one output channel: m[xi * plane_stride + tx] for the tw tiles
-// into out0 (output row 2 ty) and out1 (2 ty + 1, null past the output), ow columns each.
+// The outputs of one tile row of output channel o: m[xi * plane_stride + tx] for the tw tiles
+// into out0 (output row 2 ty) and out1 (2 ty + 1, null past the output), ow columns each, with
+// e's bias, residual and relu (clip: finish_clip after).
 [[gnu::target("avx2,fma")]] void transform_products(const float *m, int64_t plane_stride, int64_t tw, float *out0,
-                                                    float *out1, int64_t ow) {
+                                                    float *out1, int64_t ow, const ConvEpilogue &e, int64_t o) {
+    const bool biased = e.bias != nullptr, relu = e.activation == TF_CONV_ACT_RELU;
+    const __m256 bias = _mm256_set1_ps(biased ? e.bias[o] : 0.0f), zero = _mm256_setzero_ps();
     for (int64_t tx = 0; tx < tw; tx += 8) {
         __m256 s[4][2];
         for (int r = 0; r < 4; ++r) {
@@ -100,19 +105,37 @@ inline void copy_floats(float *dst, const float *src, int64_t n) {
             const __m256 lo = _mm256_unpacklo_ps(y[0], y[1]), hi = _mm256_unpackhi_ps(y[0], y[1]);
             const __m256 first = _mm256_permute2f128_ps(lo, hi, 0x20), second = _mm256_permute2f128_ps(lo, hi, 0x31);
             float *dst = out + 2 * tx;
+            alignas(32) float buf[16];
+            __m256 v[2] = {first, second};
+            const float *res = e.residual ? e.residual + (dst - e.y) : nullptr;
+            if (res && count < 16) {  // the row's last columns: the residual's, zeros past them
+                std::fill(buf, buf + 16, 0.0f);
+                std::copy(res, res + count, buf);
+                res = buf;
+            }
+            for (int h = 0; h < 2; ++h) {
+                if (biased) v[h] = _mm256_add_ps(v[h], bias);
+                if (res) v[h] = _mm256_add_ps(v[h], _mm256_loadu_ps(res + 8 * h));
+                // maxps returns its second operand for a NaN or two zeros: v < 0 ? 0 : v exactly.
+                if (relu) v[h] = _mm256_max_ps(zero, v[h]);
+            }
             if (count == 16) {
-                _mm256_storeu_ps(dst, first);
-                _mm256_storeu_ps(dst + 8, second);
+                _mm256_storeu_ps(dst, v[0]);
+                _mm256_storeu_ps(dst + 8, v[1]);
                 continue;
             }
-            alignas(32) float buf[16];
-            _mm256_store_ps(buf, first);
-            _mm256_store_ps(buf + 8, second);
+            _mm256_store_ps(buf, v[0]);
+            _mm256_store_ps(buf + 8, v[1]);
             std::copy(buf, buf + count, dst);
         }
     }
 }
 #endif
+
+// The clip activation of conv2d_act over n stored sums (NaN passes, as on the other paths).
+void finish_clip(float *dst, int64_t n, const ConvEpilogue &e) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = tf_kit::minimum_of(tf_kit::maximum_of(dst[i], e.min), e.max);
+}
 
 }  // namespace
 
@@ -144,8 +167,7 @@ void winograd_transform_weights(int64_t o, int64_t c, const float *w, float *u) 
         gemm_f32_pack_a(o, c, {planes.data() + xi * o * c, c, 1}, u + xi * packed);
 }
 
-void winograd_conv_f32(const WinogradShape &s, const float *x, const float *u, float *y, WinogradFinish finish,
-                       const void *finish_ctx) {
+void winograd_conv_f32(const WinogradShape &s, const float *x, const float *u, float *y, const ConvEpilogue &e) {
 #if defined(__x86_64__)
     const int64_t oh = s.oh(), ow = s.ow();
     if (s.n <= 0 || s.o <= 0 || oh <= 0 || ow <= 0) return;
@@ -206,15 +228,15 @@ void winograd_conv_f32(const WinogradShape &s, const float *x, const float *u, f
                 const int64_t n = r / th, ty = r % th, oy = 2 * ty;
                 float *out0 = y + ((n * s.o + o) * oh + oy) * ow;
                 float *out1 = oy + 1 < oh ? out0 + ow : nullptr;
-                transform_products(m + ol * ldv + (r - r0) * tw, obp * ldv, tw, out0, out1, ow);
-                if (!finish) continue;
-                finish(finish_ctx, out0, ow, o);
-                if (out1) finish(finish_ctx, out1, ow, o);
+                transform_products(m + ol * ldv + (r - r0) * tw, obp * ldv, tw, out0, out1, ow, e, o);
+                if (e.activation != TF_CONV_ACT_CLIP) continue;
+                finish_clip(out0, ow, e);
+                if (out1) finish_clip(out1, ow, e);
             }
         }
     });
 #else
-    (void)s, (void)x, (void)u, (void)y, (void)finish, (void)finish_ctx;
+    (void)s, (void)x, (void)u, (void)y, (void)e;
 #endif
 }
 

@@ -31,13 +31,10 @@ int64_t winograd_weight_floats(int64_t o, int64_t c);
 // u = the transformed weights of w [O, C, 3, 3] (dense).
 void winograd_transform_weights(int64_t o, int64_t c, const float *w, float *u);
 
-// Finishes n outputs of output channel `channel` in place (conv2d_act's epilogue).
-using WinogradFinish = void (*)(const void *ctx, float *dst, int64_t n, int64_t channel);
-
-// y = the convolution of x with the weights u transformed by winograd_transform_weights;
-// finish (when not null) runs over each output row once its sums are stored. Spread over the
-// thread pool; the thread count changes no result.
-void winograd_conv_f32(const WinogradShape &s, const float *x, const float *u, float *y, WinogradFinish finish,
-                       const void *finish_ctx);
+// y = the convolution of x with the weights u transformed by winograd_transform_weights, with
+// conv2d_act's epilogue applied to each sum as it is stored (bias, residual, then relu or clip,
+// in f32 in that order, as kernels_conv.cpp's other paths apply it). Spread over the thread
+// pool; the thread count changes no result.
+void winograd_conv_f32(const WinogradShape &s, const float *x, const float *u, float *y, const ConvEpilogue &e);
 
 }  // namespace tf_cpu

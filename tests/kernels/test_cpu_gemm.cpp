@@ -795,7 +795,8 @@ TEST_CASE("a 3x3 stride-1 conv2d with a constant weight (Winograd): correct, thr
             CHECK(conv_values(x, w, s) == got);
             all.insert(all.end(), got.begin(), got.end());
 
-            // conv2d_act: bias, residual and relu on the sums, as the unfused f32 ops apply them.
+            // conv2d_act: bias, residual and relu, then bias and clip, on the sums, as the unfused
+            // f32 ops apply them.
             TensorDesc bias = dense({s.o}), residual = dense({s.n, s.o, s.oh(), s.ow()}),
                        ya = dense({s.n, s.o, s.oh(), s.ow()});
             fill_random(bias, 81);
@@ -812,6 +813,19 @@ TEST_CASE("a 3x3 stride-1 conv2d with a constant weight (Winograd): correct, thr
                 float v = got[static_cast<size_t>(i)] + bias.mem->data[i / plane % s.o];
                 v += residual.mem->data[i];
                 v = v < 0 ? 0.0f : v;
+                differ += std::memcmp(&v, ya.mem->data + i, sizeof v) != 0;
+            }
+            CHECK(differ == 0);
+            // Clip to [-0.25, 0.5] with the bias alone.
+            pa.activation = TF_CONV_ACT_CLIP;
+            pa.min = -0.25;
+            pa.max = 0.5;
+            TensorDesc absent;
+            run_ok(TF_OP_CONV2D_ACT, {x.d, w.d, bias.d, absent.d}, ya.d, &pa);
+            differ = 0;
+            for (int64_t i = 0; i < ya.mem->count; ++i) {
+                const float v =
+                    std::min(std::max(got[static_cast<size_t>(i)] + bias.mem->data[i / plane % s.o], -0.25f), 0.5f);
                 differ += std::memcmp(&v, ya.mem->data + i, sizeof v) != 0;
             }
             CHECK(differ == 0);
