@@ -33,7 +33,7 @@ constexpr int64_t k_task_tiles = 112;
 constexpr int64_t k_task_channels = 64;
 constexpr int64_t k_tasks_per_thread = 4;
 
-int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 // Copies an input row inline (a call into memmove costs more than the 7 to 56 floats here).
 inline void copy_floats(float *dst, const float *src, int64_t n) {
@@ -130,12 +130,12 @@ inline void copy_floats(float *dst, const float *src, int64_t n) {
         }
     }
 }
-#endif
 
 // The clip activation of conv2d_act over n stored sums (NaN passes, as on the other paths).
 void finish_clip(float *dst, int64_t n, const ConvEpilogue &e) {
     for (int64_t i = 0; i < n; ++i) dst[i] = tf_kit::minimum_of(tf_kit::maximum_of(dst[i], e.min), e.max);
 }
+#endif
 
 }  // namespace
 
