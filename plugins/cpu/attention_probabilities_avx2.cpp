@@ -18,8 +18,12 @@
 
 // Everything below, the lambdas included, is compiled for AVX2 + FMA; only
 // attention_probabilities calls in, when isa_level() says the CPU has both.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 
 namespace tf_cpu {
 namespace {
@@ -192,5 +196,9 @@ void attention_probabilities_avx2(float *scores, const float *mask, int64_t mask
 
 }  // namespace tf_cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif

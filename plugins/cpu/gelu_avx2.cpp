@@ -14,8 +14,12 @@
 
 // Everything below is compiled for AVX2 + FMA; only f32_erf_row (kernels_erf.cpp) calls in,
 // when isa_level() says the CPU has both.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 
 namespace tf_cpu {
 namespace {
@@ -116,5 +120,9 @@ void gelu_row_avx2(float *o, const float *x, int64_t n) {
 
 }  // namespace tf_cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif
