@@ -178,16 +178,18 @@ void winograd_conv_f32(const WinogradShape &s, const float *x, const float *u, f
     // Whole 16-column tiles of the GEMM where the rows allow it: 4 rows of 28 tiles, not 3.
     const int64_t step = 16 / std::gcd<int64_t>(tw, 16);
     int64_t rows_per = std::clamp<int64_t>(std::max(step, k_task_tiles / tw / step * step), 1, tile_rows);
-    int64_t block = round_up((s.o + (s.o + k_task_channels - 1) / k_task_channels - 1) /
-                                 ((s.o + k_task_channels - 1) / k_task_channels),
-                             mr);
-    const auto tasks = [&] { return (tile_rows + rows_per - 1) / rows_per * ((s.o + block - 1) / block); };
-    while (tasks() < want && block > 2 * mr) block = round_up(block / 2, mr);
+    // Channel blocks of whole mr-row panels, spread evenly (256 channels in 8 blocks: 30 to 36
+    // each, not seven of 36 and one of 4, which left a thread idle at the join).
+    const int64_t units = (s.o + mr - 1) / mr;
+    int64_t blocks = std::min(units, (s.o + k_task_channels - 1) / k_task_channels);
+    const auto tasks = [&] { return (tile_rows + rows_per - 1) / rows_per * blocks; };
+    while (tasks() < want && units / blocks > 2) blocks = std::min(units, 2 * blocks);
     while (tasks() < want && rows_per > 1) rows_per = (rows_per + 1) / 2;
-    const int64_t chunks = (tile_rows + rows_per - 1) / rows_per, blocks = (s.o + block - 1) / block;
+    const int64_t chunks = (tile_rows + rows_per - 1) / rows_per;
+    const auto block_start = [&](int64_t b) { return std::min(s.o, b * units / blocks * mr); };
     const int64_t tw8 = round_up(tw, 8), row_len = 2 * tw8 + 16;
     parallel_for(chunks * blocks, [&](int64_t task) {
-        const int64_t o0 = task % blocks * block, ob = std::min(block, s.o - o0);
+        const int64_t o0 = block_start(task % blocks), ob = block_start(task % blocks + 1) - o0;
         const int64_t r0 = task / blocks * rows_per, r1 = std::min(tile_rows, r0 + rows_per);
         const int64_t tiles = (r1 - r0) * tw, ldv = round_up(tiles + 8, 16), obp = round_up(ob, mr);
         float *v = scratch_floats(k_slot_col, static_cast<size_t>(k_planes * s.c * ldv));
