@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "bindings.hpp"
+#include "tinyfin/extend.hpp"
 
 namespace tinyfin::python {
 
@@ -174,6 +175,8 @@ void bind_ops(py::module_ &m) {
         py::arg("input"), py::arg("weight"), py::arg("dtype") = py::none());
     // The backend's private layout of a weight matmul_q reads (tinyfin.hpp prepack_weight).
     m.def("prepack_weight", &prepack_weight, py::arg("weight"));
+    // A hint that t changes from now on only through tinyfin (extend.hpp mark_constant).
+    m.def("mark_constant", &mark_constant, py::arg("tensor"));
     m.def(
         "embedding_q",
         [](const Tensor &w, const Tensor &idx, py::handle dtype) {

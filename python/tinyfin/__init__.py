@@ -27,7 +27,7 @@ from ._C import (  # noqa: E402  # noqa: F401  (re-exported API)
     clamp, where, matmul, sum, mean, amax, amin, var, argmax, argmin, cumsum,
     conv2d, conv2d_activation, max_pool2d, avg_pool2d, softmax, log_softmax, layer_norm, rms_norm, rope,
     scaled_dot_product_attention, embedding, cross_entropy, one_hot,
-    quantize, dequantize, matmul_q, embedding_q, prepack_weight,
+    quantize, dequantize, matmul_q, embedding_q, prepack_weight, mark_constant,
     cat, stack, narrow, from_numpy, from_dlpack,
     backend_set, select_backend_for_memory, backend_name, default_device, available_backends, synchronize, op_names,
     reset_stats, is_grad_enabled,

@@ -180,6 +180,40 @@ def test_conv2d_activation_gradients_and_bad_activation():
         tf.conv2d_activation(x, w, None, activation="gelu")
 
 
+def test_mark_constant_weights_stay_correct_and_follow_tinyfin_writes():
+    # A marked weight: the cpu plugin keeps the matmul's packed B and the 3x3 convolution's
+    # Winograd transform; results against float64 references, and after each in-place write
+    # (copy_, add_, fill_) against the new values: a kept form that was not refreshed fails.
+    a = rng(11).standard_normal((64, 96)).astype(np.float32)
+    b = rng(12).standard_normal((96, 80)).astype(np.float32)
+    x = rng(13).standard_normal((2, 16, 12, 12)).astype(np.float32)
+    w = rng(14).standard_normal((16, 16, 3, 3)).astype(np.float32)
+    tb, tw = tf.tensor(b), tf.tensor(w)
+    tf.mark_constant(tb)
+    tf.mark_constant(tw)
+    ta, tx = tf.tensor(a), tf.tensor(x)
+    for step in range(4):
+        for _ in range(2):  # the second call reads the kept form
+            np.testing.assert_allclose(tf.matmul(ta, tb).numpy(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+            got = F.conv2d(tx, tw, None, padding=1).numpy()
+            np.testing.assert_allclose(got, conv2d_ref(x, w, None, 1, 1), rtol=1e-4, atol=1e-4)
+        if step == 0:
+            b = rng(15).standard_normal((96, 80)).astype(np.float32)
+            w = rng(16).standard_normal((16, 16, 3, 3)).astype(np.float32)
+            tb.copy_(tf.tensor(b))
+            tw.copy_(tf.tensor(w))
+        elif step == 1:
+            tb.add_(1.0)
+            tw.add_(0.5)
+            b, w = b + np.float32(1), w + np.float32(0.5)
+        elif step == 2:
+            tb.fill_(0.25)
+            tw.fill_(-0.125)
+            b, w = np.full_like(b, 0.25), np.full_like(w, -0.125)
+    with pytest.raises(TypeError):
+        tf.mark_constant(b)  # a numpy array is not a tinyfin tensor
+
+
 def pool_ref(x, k, s, p, fn, count_include_pad=True):
     n, c, h, w = x.shape
     fill = -np.inf if fn is np.max else 0.0
