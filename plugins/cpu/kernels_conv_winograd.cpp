@@ -31,7 +31,9 @@ constexpr int64_t k_planes = 16;
 constexpr int64_t k_task_tiles = 112;
 // Output channels per task at most (the patches are transformed once per block).
 constexpr int64_t k_task_channels = 64;
-constexpr int64_t k_tasks_per_thread = 4;
+// Tasks per thread at least: each further channel block transforms the same patches again, so
+// more tasks than this cost more than the balance they buy (docs/performance.md).
+constexpr int64_t k_tasks_per_thread = 2;
 
 inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
