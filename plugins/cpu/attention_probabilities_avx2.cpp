@@ -13,17 +13,14 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "avx2_region.hpp"
+
 #include <algorithm>
 #include <cmath>
 
 // Everything below, the lambdas included, is compiled for AVX2 + FMA; only
 // attention_probabilities calls in, when isa_level() says the CPU has both.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+TF_CPU_AVX2_BEGIN
 
 namespace tf_cpu {
 namespace {
@@ -196,9 +193,5 @@ void attention_probabilities_avx2(float *scores, const float *mask, int64_t mask
 
 }  // namespace tf_cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TF_CPU_AVX2_END
 #endif

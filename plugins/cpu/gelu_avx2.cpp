@@ -10,16 +10,13 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "avx2_region.hpp"
+
 #include <algorithm>
 
 // Everything below is compiled for AVX2 + FMA; only f32_erf_row (kernels_erf.cpp) calls in,
 // when isa_level() says the CPU has both.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+TF_CPU_AVX2_BEGIN
 
 namespace tf_cpu {
 namespace {
@@ -120,9 +117,5 @@ void gelu_row_avx2(float *o, const float *x, int64_t n) {
 
 }  // namespace tf_cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TF_CPU_AVX2_END
 #endif
