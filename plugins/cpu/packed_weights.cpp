@@ -56,6 +56,44 @@ bool find_marked(const tf_buffer *buffer, MarkedBuffers::iterator &it) {
     return it != g_marked->end();
 }
 
+// The form of the weight starting at `start` in b's buffer under key (its offset filled in here):
+// kept from an earlier call, or made now by prepare() and kept while the buffer stays marked;
+// null when the buffer is not marked. Made outside the lock: another thread making the same
+// form meanwhile stores the same floats.
+// (A template, so that a call that finds the form kept wraps nothing in a std::function.)
+template <class Prepare>
+std::shared_ptr<const std::vector<float>> kept_form(const tf_tensor_desc &b, const float *start, Key key,
+                                                    Prepare &&prepare) {
+    if (!b.buffer || !b.data || !maybe_marked(b.buffer)) return nullptr;
+    std::get<0>(key) = static_cast<uint64_t>(reinterpret_cast<const char *>(start) - static_cast<const char *>(b.data));
+    {
+        std::lock_guard lock(g_mutex);
+        MarkedBuffers::iterator it;
+        if (!find_marked(b.buffer, it)) return nullptr;
+        if (auto p = it->second.find(key); p != it->second.end()) return p->second;
+    }
+    auto made = std::make_shared<const std::vector<float>>(prepare());
+    std::lock_guard lock(g_mutex);
+    MarkedBuffers::iterator it;
+    if (!find_marked(b.buffer, it)) return made;  // written or freed meanwhile: use it this once
+    auto [p, inserted] = it->second.try_emplace(key, made);
+    if (inserted) {
+        const uint64_t bytes = made->size() * sizeof(float);
+        const uint64_t total = g_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+        const auto k = static_cast<long long>(std::get<1>(key)), n = static_cast<long long>(std::get<2>(key));
+        if (const int form = std::get<6>(key); form == 0)
+            tf_kit::log_line(
+                TF_LOG_DEBUG,
+                "packed a constant %lld x %lld weight once (a matmul B or a conv w^T): %llu bytes (%llu in all)", k, n,
+                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(total));
+        else
+            tf_kit::log_line(TF_LOG_DEBUG,
+                             "prepared a constant %lld x %lld weight once (form %d): %llu bytes (%llu in all)", k, n,
+                             form, static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(total));
+    }
+    return p->second;
+}
+
 }  // namespace
 
 void mark_buffer_constant(tf_buffer *buffer) {
@@ -88,63 +126,16 @@ void buffer_freed(tf_buffer *buffer) {
 std::shared_ptr<const std::vector<float>> prepared_constant(const tf_tensor_desc &b, const float *start, int form,
                                                             int64_t k, int64_t n,
                                                             const std::function<std::vector<float>()> &prepare) {
-    if (!b.buffer || !b.data || !maybe_marked(b.buffer)) return nullptr;
-    const auto offset =
-        static_cast<uint64_t>(reinterpret_cast<const char *>(start) - static_cast<const char *>(b.data));
-    const Key key{offset, k, n, 0, 0, isa_level(), form};
-    {
-        std::lock_guard lock(g_mutex);
-        MarkedBuffers::iterator it;
-        if (!find_marked(b.buffer, it)) return nullptr;
-        if (auto p = it->second.find(key); p != it->second.end()) return p->second;
-    }
-    // Prepared outside the lock; another thread preparing the same weight meanwhile stores the
-    // same floats.
-    auto prepared = std::make_shared<const std::vector<float>>(prepare());
-    std::lock_guard lock(g_mutex);
-    MarkedBuffers::iterator it;
-    if (!find_marked(b.buffer, it)) return prepared;  // written or freed meanwhile: use it this once
-    auto [p, inserted] = it->second.try_emplace(key, prepared);
-    if (inserted) {
-        const uint64_t bytes = prepared->size() * sizeof(float);
-        const uint64_t total = g_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-        tf_kit::log_line(TF_LOG_DEBUG,
-                         "prepared a constant %lld x %lld weight once (form %d): %llu bytes (%llu in all)",
-                         static_cast<long long>(k), static_cast<long long>(n), form,
-                         static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(total));
-    }
-    return p->second;
+    return kept_form(b, start, {0, k, n, 0, 0, isa_level(), form}, prepare);
 }
 
 std::shared_ptr<const std::vector<float>> packed_constant_b(const tf_tensor_desc &b, const float *start, int64_t k,
                                                             int64_t n, int64_t row_stride, int64_t col_stride) {
-    if (!b.buffer || !b.data || !maybe_marked(b.buffer)) return nullptr;
-    const auto offset =
-        static_cast<uint64_t>(reinterpret_cast<const char *>(start) - static_cast<const char *>(b.data));
-    const Key key{offset, k, n, row_stride, col_stride, isa_level(), 0};
-    {
-        std::lock_guard lock(g_mutex);
-        MarkedBuffers::iterator it;
-        if (!find_marked(b.buffer, it)) return nullptr;
-        if (auto p = it->second.find(key); p != it->second.end()) return p->second;
-    }
-    // Packed outside the lock; another thread packing the same B meanwhile stores the same floats.
-    auto packed = std::make_shared<std::vector<float>>(static_cast<std::size_t>(gemm_f32_prepacked_b_floats(k, n)));
-    gemm_f32_prepack_b(k, n, F32Matrix{start, row_stride, col_stride}, packed->data());
-    std::lock_guard lock(g_mutex);
-    MarkedBuffers::iterator it;
-    if (!find_marked(b.buffer, it)) return packed;  // written or freed meanwhile: use it this once
-    auto [p, inserted] = it->second.try_emplace(key, packed);
-    if (inserted) {
-        const uint64_t bytes = packed->size() * sizeof(float);
-        const uint64_t total = g_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-        tf_kit::log_line(
-            TF_LOG_DEBUG,
-            "packed a constant %lld x %lld weight once (a matmul B or a conv w^T): %llu bytes (%llu in all)",
-            static_cast<long long>(k), static_cast<long long>(n), static_cast<unsigned long long>(bytes),
-            static_cast<unsigned long long>(total));
-    }
-    return p->second;
+    return kept_form(b, start, {0, k, n, row_stride, col_stride, isa_level(), 0}, [&] {
+        std::vector<float> packed(static_cast<std::size_t>(gemm_f32_prepacked_b_floats(k, n)));
+        gemm_f32_prepack_b(k, n, F32Matrix{start, row_stride, col_stride}, packed.data());
+        return packed;
+    });
 }
 
 void packed_weights_clear() {
