@@ -96,7 +96,7 @@ void finish_row(float *dst, const float *src, int64_t n, float b, const ConvEpil
         float v = biased ? src[i] + b : src[i];
         if (res) v += res[i];
         if (e.activation == TF_CONV_ACT_RELU) v = v < 0 ? 0.0f : v;
-        if (e.activation == TF_CONV_ACT_CLIP) v = tf_kit::minimum_of(tf_kit::maximum_of(v, e.min), e.max);
+        if (e.activation == TF_CONV_ACT_CLIP) v = e.clip(v);
         dst[i] = v;
     }
 }

@@ -135,7 +135,7 @@ inline void copy_floats(float *dst, const float *src, int64_t n) {
 
 // The clip activation of conv2d_act over n stored sums (NaN passes, as on the other paths).
 void finish_clip(float *dst, int64_t n, const ConvEpilogue &e) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = tf_kit::minimum_of(tf_kit::maximum_of(dst[i], e.min), e.max);
+    for (int64_t i = 0; i < n; ++i) dst[i] = e.clip(dst[i]);
 }
 #endif
 

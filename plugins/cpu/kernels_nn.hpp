@@ -118,6 +118,8 @@ struct ConvEpilogue {
     int32_t activation = TF_CONV_ACT_NONE;
     float min = 0, max = 0;
     bool active() const { return bias != nullptr || residual != nullptr || activation != TF_CONV_ACT_NONE; }
+    // The clip activation of one sum (NaN passes, as minimum_of/maximum_of define).
+    float clip(float v) const { return tf_kit::minimum_of(tf_kit::maximum_of(v, min), max); }
 };
 tf_status run_conv2d_act(const tf_op_desc &op, tf_error *err);
 tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *err);
