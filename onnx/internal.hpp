@@ -178,7 +178,8 @@ Value tensor_from_proto(const ::onnx::TensorProto &proto, const std::string &bas
 // Host bytes of an element type as a Value on device (converted to the compute dtype).
 Value value_from_host(const HostTensor &host, const Device &device);
 HostTensor value_to_host(const Value &value);
-// Any kind of value, to and from the host.
+// Any kind of value, to and from the host (a sequence's element types checked by the caller:
+// session.cpp's feed_value checks every feed against its declaration first).
 Value value_from_host(const HostValue &host, const Device &device);
 HostValue host_value_of(const Value &value);
 

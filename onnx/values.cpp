@@ -76,12 +76,7 @@ Value value_from_host(const HostValue &host, const Device &device) {
     }
     std::vector<Tensor> elements;
     elements.reserve(host.elements.size());
-    for (const HostTensor &e : host.elements) {
-        if (e.type != host.element_type)
-            throw InputError("InputError: a sequence of " + element_type_name(host.element_type) + " holds a " +
-                             element_type_name(e.type) + " tensor");
-        elements.push_back(value_from_host(e, device).tensor);
-    }
+    for (const HostTensor &e : host.elements) elements.push_back(value_from_host(e, device).tensor);
     return sequence_value(host.element_type, std::move(elements));
 }
 
