@@ -18,6 +18,7 @@
 // the images are chunked depend on the shapes only (and, for the shifted gradients, on whether
 // a value is infinite or NaN); images, bands and chunks are spread over the thread pool
 // (runtime.hpp), and the thread count never changes a result.
+#include "kernels_conv_one_channel.hpp"
 #include "kernels_conv_tile.hpp"
 #include "kernels_conv_winograd.hpp"
 #include "kernels_gemm.hpp"
@@ -69,6 +70,8 @@ ConvGeometry geometry(const tf_op_desc &op) {
     return geometry_with(op, *static_cast<const tf_params_conv2d *>(op.params));
 }
 
+}  // namespace
+
 // What conv2d_act does to each finished sum of output channel o: adds bias[o] (when there is a
 // bias), then the residual's element (when there is one), then the activation (kernels_nn.hpp's
 // ConvEpilogue). Applied as the products are stored or while the band they fill is still in
@@ -100,6 +103,8 @@ void finish_row(float *dst, const float *src, int64_t n, float b, const ConvEpil
         dst[i] = v;
     }
 }
+
+namespace {
 
 // The epilogue over rows [0, rows) of a channels-by-positions block: row r is output channel
 // channel0 + r, `cols` values at data + r * ld.
@@ -540,7 +545,7 @@ std::vector<float> packed_groups(const ConvGeometry &g, int64_t m, int64_t k, Ma
 constexpr int64_t k_tiled_pack_positions = 512;
 
 // Taps from which the tiled forward runs (fewer: the column matrix): the Fashion-MNIST example's
-// first layer (one channel, 3 x 3) takes it, about 15% faster than its column matrix.
+// first layer (one channel, 3 x 3) took it before kernels_conv_one_channel.hpp had its own path.
 constexpr int64_t k_tiled_min_taps = 8;
 
 // TINYFIN_CPU_CONV_TILE: "0" turns the tiled forward off (the shifted path or the column matrix
@@ -791,6 +796,20 @@ std::shared_ptr<const std::vector<float>> winograd_weights(const ConvGeometry &g
     return u && !u->empty() ? u : nullptr;
 }
 
+// TINYFIN_CPU_CONV_ONE_CHANNEL: "0" turns the one-input-channel 3 x 3 forward off (the tiled
+// forward or the column matrix runs, with the same bits), "1" or unset leaves it on.
+bool one_channel_enabled() {
+    static const bool on = tf_kit::env_flag("TINYFIN_CPU_CONV_ONE_CHANNEL", true, "one-channel 3x3 forward on");
+    return on;
+}
+
+// Whether kernels_conv_one_channel.hpp's forward takes g: groups of one input channel, 3 x 3,
+// stride 1, dilation 1.
+bool one_channel_runs(const ConvGeometry &g) {
+    return g.c_group() == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
+           one_channel_enabled() && conv_one_channel_available();
+}
+
 // Runs image(n, col) for every image, one per task of the pool's threads, with the task's own
 // column buffer (null for a pointwise conv, which needs none); one image: threads inside the GEMM.
 template <class Image>
@@ -806,6 +825,10 @@ void conv_forward(const ConvGeometry &g, const float *x, const float *w, float *
     const int64_t og = g.o_group(), kg = g.taps(), positions = g.positions(), cg = g.c_group();
     if (const auto u = winograd_weights(g, w, w_desc); u && all_finite(x, g.n * g.c * g.h * g.w)) {
         winograd_conv_f32({g.n, g.c, g.h, g.w, g.o, g.ph, g.pw}, x, u->data(), y, epilogue);
+        return;
+    }
+    if (one_channel_runs(g)) {
+        conv_one_channel_3x3_f32({g.n, g.groups, g.h, g.w, og, g.ph, g.pw}, x, w, y, epilogue);
         return;
     }
     ShiftedInput in{cg, g.h, g.w, g.ph, g.pw, g.sh, g.sw};

@@ -121,6 +121,9 @@ struct ConvEpilogue {
     // The clip activation of one sum (NaN passes, as minimum_of/maximum_of define).
     float clip(float v) const { return tf_kit::minimum_of(tf_kit::maximum_of(v, min), max); }
 };
+// dst[i] = the epilogue of src[i] + b (b: output channel's bias, read when e has one) for n
+// elements of y from dst, in the order bias, residual, activation; src may be dst.
+void finish_row(float *dst, const float *src, int64_t n, float b, const ConvEpilogue &e);
 tf_status run_conv2d_act(const tf_op_desc &op, tf_error *err);
 tf_status run_conv2d_grad_input(const tf_op_desc &op, tf_error *err);
 tf_status run_conv2d_grad_weight(const tf_op_desc &op, tf_error *err);

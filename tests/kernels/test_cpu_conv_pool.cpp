@@ -220,6 +220,13 @@ TEST_CASE("conv2d's forward is one fused multiply-add per tap in (c, kh, kw) ord
         {4, 16, 12, 12, 10, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
         {1, 32, 7, 7, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
         {2, 1, 28, 28, 32, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        // The one-input-channel 3 x 3 forward (kernels_conv_one_channel.hpp): channels in fours
+        // and one at a time (7), rows of 8 + 3 positions; depthwise (groups 12, rows of 8 + 8 +
+        // 1) and with 2 channels per group; padding 0 (a row of 7) and 2.
+        {3, 1, 13, 11, 7, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {2, 12, 10, 17, 12, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 12)},
+        {1, 6, 9, 9, 12, 3, 3, conv_params(1, 1, 0, 0, 1, 1, 6)},
+        {1, 1, 5, 6, 5, 3, 3, conv_params(1, 1, 2, 2, 1, 1, 1)},
         {2, 40, 9, 10, 12, 1, 1, conv_params(1, 1, 0, 0, 1, 1, 1)},
         // The tiled forward's tasks span images: 11 images of 7 x 7 (539 positions in two ranges,
         // split inside the sixth image, by 4 blocks of a sliver), and 8 images of 100 x 100
@@ -335,6 +342,8 @@ TEST_CASE("conv2d_act: bias, residual and activation in the store, against the d
         {2, 40, 9, 10, 12, 1, 1, conv_params(2, 2, 0, 0, 1, 1, 1)},
         {2, 6, 9, 10, 4, 3, 2, conv_params(2, 1, 2, 1, 2, 3, 2)},
         {1, 1, 28, 28, 32, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
+        {3, 1, 13, 11, 7, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},   // one input channel: the
+        {2, 12, 10, 17, 12, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 12)},  // tails of rows and channels
         {2, 32, 14, 14, 64, 3, 3, conv_params(1, 1, 0, 0, 1, 1, 1)},
         {4, 32, 14, 14, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
         {1, 32, 7, 7, 200, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
@@ -555,6 +564,16 @@ TEST_CASE("speed of the Fashion-MNIST CNN's conv and pool shapes" * doctest::ski
         MESSAGE(std::string(c.name), " [64,32,14,14] x [64,32,3,3] pad 1: ", wall * 1e3, " ms wall (",
                 flops / wall / 1e9, " GFLOP/s), ", cpu * 1e3, " ms cpu (", flops / cpu / 1e9, " GFLOP/s)");
     }
+
+    // The first layer: one input channel, [64, 1, 28, 28] x [32, 1, 3, 3].
+    const ConvCase first{64, 1, 28, 28, 32, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)};
+    const TensorDesc x1 = f32(first.x_shape(), random_f32(static_cast<size_t>(count_of(first.x_shape())), 4));
+    const TensorDesc w1 = f32(first.w_shape(), random_f32(static_cast<size_t>(count_of(first.w_shape())), 5));
+    const TensorDesc y1 = make(TF_DTYPE_F32, first.y_shape());
+    const auto [wall1, cpu1] = best_time(10, [&] { run_ok(TF_OP_CONV2D, {&x1, &w1}, y1, &first.p); });
+    const double flops1 = 2.0 * 64 * 32 * 28 * 28 * 9;
+    MESSAGE("conv2d [64,1,28,28] x [32,1,3,3] pad 1: ", wall1 * 1e3, " ms wall (", flops1 / wall1 / 1e9, " GFLOP/s), ",
+            cpu1 * 1e3, " ms cpu");
 
     // The first layer's 2x2 max pool, [64, 32, 28, 28] -> [64, 32, 14, 14].
     const TensorDesc px = f32({64, 32, 28, 28}, random_f32(64 * 32 * 28 * 28, 3));
