@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "avx2_lanes.hpp"
 #endif
 
 namespace tf_cpu {
@@ -20,25 +20,6 @@ constexpr int64_t k_tasks_per_thread = 4;
 inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 #if defined(__x86_64__)
-// The first count (1 to 7) lanes of v at d, in pieces of 4, 2 and 1 (a masked store costs many
-// times a plain one on some x86-64 cores: AMD Zen 1).
-[[gnu::target("avx2,fma")]] inline void store_lanes(float *d, __m256 v, int64_t count) {
-    __m128 part = _mm256_castps256_ps128(v);
-    if (count >= 4) {
-        _mm_storeu_ps(d, part);
-        part = _mm256_extractf128_ps(v, 1);
-        d += 4;
-        count -= 4;
-    }
-    if (count >= 2) {
-        _mm_storel_pi(reinterpret_cast<__m64 *>(d), part);
-        part = _mm_movehl_ps(part, part);
-        d += 2;
-        count -= 2;
-    }
-    if (count) _mm_store_ss(d, part);
-}
-
 // The epilogue of one vector of `count` sums (1 to 8) of output channel o (bias[o] the bias,
 // when there is one), stored at d.
 [[gnu::target("avx2,fma")]] inline void store_vector(__m256 v, float *d, int64_t count, int64_t o,
@@ -58,10 +39,7 @@ inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
         // maxps returns its second operand for a NaN or two zeros: v < 0 ? 0 : v exactly.
         if (e.activation == TF_CONV_ACT_RELU) v = _mm256_max_ps(_mm256_setzero_ps(), v);
     }
-    if (count == 8)
-        _mm256_storeu_ps(d, v);
-    else
-        store_lanes(d, v, count);
+    store_lanes(d, v, count);
     if (clip) finish_row(d, d, count, e.bias ? e.bias[o] : 0.0f, e);
 }
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "avx2_lanes.hpp"
 #endif
 
 namespace tf_cpu {
@@ -111,8 +111,7 @@ inline void copy_floats(float *dst, const float *src, int64_t n) {
             __m256 v[2] = {first, second};
             const float *res = e.residual ? e.residual + (dst - e.y) : nullptr;
             if (res && count < 16) {  // the row's last columns: the residual's, zeros past them
-                std::fill(buf, buf + 16, 0.0f);
-                std::copy(res, res + count, buf);
+                for (int64_t i = 0; i < 16; ++i) buf[i] = i < count ? res[i] : 0.0f;
                 res = buf;
             }
             for (int h = 0; h < 2; ++h) {
@@ -121,14 +120,8 @@ inline void copy_floats(float *dst, const float *src, int64_t n) {
                 // maxps returns its second operand for a NaN or two zeros: v < 0 ? 0 : v exactly.
                 if (relu) v[h] = _mm256_max_ps(zero, v[h]);
             }
-            if (count == 16) {
-                _mm256_storeu_ps(dst, v[0]);
-                _mm256_storeu_ps(dst + 8, v[1]);
-                continue;
-            }
-            _mm256_store_ps(buf, v[0]);
-            _mm256_store_ps(buf + 8, v[1]);
-            std::copy(buf, buf + count, dst);
+            store_lanes(dst, v[0], count);
+            if (count > 8) store_lanes(dst + 8, v[1], count - 8);
         }
     }
 }
@@ -197,15 +190,14 @@ void winograd_conv_f32(const WinogradShape &s, const float *x, const float *u, f
         float *v = scratch_floats(k_slot_col, static_cast<size_t>(k_planes * s.c * ldv));
         float *m = scratch_floats(k_slot_temp, static_cast<size_t>(k_planes * obp * ldv));
         float *buffer = scratch_floats(k_slot_temp2, static_cast<size_t>(4 * row_len));
-        // Padded input row iy of image n, channel c: column j holds input column j - pw.
+        // Padded input row iy of image n, channel c: column j holds input column j - pw. Columns
+        // outside [pw, pw + w) are zeros from here on: only rows outside the image write there.
+        std::fill(buffer, buffer + 4 * row_len, 0.0f);
         const auto fill = [&](float *row, int64_t n, int64_t c, int64_t iy) {
-            if (iy < 0 || iy >= s.h) {
+            if (iy < 0 || iy >= s.h)
                 std::fill(row, row + row_len, 0.0f);
-                return;
-            }
-            std::fill(row, row + s.pw, 0.0f);
-            copy_floats(row + s.pw, x + ((n * s.c + c) * s.h + iy) * s.w, s.w);
-            std::fill(row + s.pw + s.w, row + row_len, 0.0f);
+            else
+                copy_floats(row + s.pw, x + ((n * s.c + c) * s.h + iy) * s.w, s.w);
         };
         for (int64_t c = 0; c < s.c; ++c) {
             float *rows[4] = {buffer, buffer + row_len, buffer + 2 * row_len, buffer + 3 * row_len};
