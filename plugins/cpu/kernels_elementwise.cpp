@@ -590,7 +590,7 @@ tf_status unary_kernel(const tf_op_desc &op, tf_error *err) {
     return dtype_status(known, op_name(op.op), out.dtype, err);
 }
 
-// A float function; exp, erf, gelu, tanh, sigmoid and silu take the vector form on dense operands
+// A float function; exp, erf, gelu, gelu_tanh, tanh, sigmoid and silu take the vector form on dense operands
 // (kernels_erf.cpp).
 template <class Fn>
 tf_status float_unary_kernel(const tf_op_desc &op, tf_error *err) {

@@ -1,8 +1,8 @@
 // erf, the exact gelu, its gradient (gelu_backward) and exp on dense f32 tensors, the
 // transformer MLP's case: vector_erf.hpp's call-free forms, compiled per instruction
-// set, in place of libm's erf/erfc/expf per element. tanh, sigmoid and silu (a recurrent layer's
-// gates, SwiGLU) the same way with vector_tanh.hpp's f32 forms, also on f32 rows that are dense
-// along the last axis.
+// set, in place of libm's erf/erfc/expf per element. tanh, sigmoid, silu (a recurrent layer's
+// gates, SwiGLU) and gelu's tanh form (GPT-2's MLP) the same way with vector_tanh.hpp's f32 forms,
+// also on f32 rows that are dense along the last axis.
 // Dense f16 and bf16 tensors (an MLP under autocast) take the same rows on chunks converted to
 // f32, the f32 results rounded once to the format: the f32 op on the same inputs, rounded once
 // (docs/numerics.md), where libm's double functions per element made bf16 gelu and its gradient
@@ -28,6 +28,8 @@ namespace {
         for (int64_t i = 0; i < n; ++i) o[i] = vec::sigmoid(x[i]);
     } else if (op == TF_OP_SILU) {
         for (int64_t i = 0; i < n; ++i) o[i] = vec::silu(x[i]);
+    } else if (op == TF_OP_GELU_TANH) {
+        for (int64_t i = 0; i < n; ++i) o[i] = vec::gelu_tanh(x[i]);
     } else if (op == TF_OP_ERF) {
         for (int64_t i = 0; i < n; ++i) o[i] = vec::erf(x[i]);
     } else {
@@ -98,10 +100,10 @@ bool run_half_gelu_backward(const tf_tensor_desc &dy, const tf_tensor_desc &x, c
     return true;
 }
 
-// tanh, sigmoid and silu on f32 operands whose last axis is dense (a recurrent layer's gates are
+// tanh, sigmoid, silu and gelu_tanh on f32 operands whose last axis is dense (a recurrent layer's gates are
 // column slices of one product): each row through the row kernel, as a dense tensor's.
 bool run_row_logistic(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out) {
-    if (op != TF_OP_TANH && op != TF_OP_SIGMOID && op != TF_OP_SILU) return false;
+    if (op != TF_OP_TANH && op != TF_OP_SIGMOID && op != TF_OP_SILU && op != TF_OP_GELU_TANH) return false;
     if (in.dtype != TF_DTYPE_F32 || out.dtype != TF_DTYPE_F32 || out.rank < 2) return false;
     const int last = out.rank - 1;
     if (out.shape[last] < 2 || in.strides[last] != 1 || out.strides[last] != 1) return false;
@@ -139,7 +141,7 @@ void parallel_flat(int64_t n, Rows rows) {
 
 bool run_vector_erf(uint32_t op, const tf_tensor_desc &in, const tf_tensor_desc &out) {
     if (op != TF_OP_GELU && op != TF_OP_ERF && op != TF_OP_EXP && op != TF_OP_TANH && op != TF_OP_SIGMOID &&
-        op != TF_OP_SILU)
+        op != TF_OP_SILU && op != TF_OP_GELU_TANH)
         return false;
     if (run_half_erf(op, in, out)) return true;
     if (!dense_f32(out) || !dense_f32(in)) return run_row_logistic(op, in, out);

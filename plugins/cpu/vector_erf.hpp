@@ -27,7 +27,7 @@
 #include <cstdint>
 
 #include "exp_taylor.hpp"
-#include "vector_math.hpp"  // select for f32 lanes
+#include "vector_math.hpp"  // select
 
 namespace tf_cpu::vec {
 
@@ -44,14 +44,6 @@ namespace tf_cpu::vec {
     // k's low mantissa bits hold n (two's complement after the subtraction): 2^n in the exponent.
     const uint64_t biased = std::bit_cast<uint64_t>(k) - std::bit_cast<uint64_t>(round_magic) + 1023u;
     return p * std::bit_cast<double>(biased << 52);
-}
-
-// cond ? a : b on the bits. With a plain `?:` GCC moves the computation of a side into a branch
-// when it can (erfc beyond 12 folds to a constant), and under -ftrapping-math, its default, it
-// cannot turn that branch back into a select, so the loop would not vectorize.
-[[gnu::always_inline]] inline double select(bool cond, double a, double b) {
-    const uint64_t m = 0 - static_cast<uint64_t>(cond);
-    return std::bit_cast<double>((std::bit_cast<uint64_t>(a) & m) | (std::bit_cast<uint64_t>(b) & ~m));
 }
 
 // e^x for f32 x, evaluated in double and rounded once to f32 (as libm's expf computes it; the

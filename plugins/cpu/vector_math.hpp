@@ -18,12 +18,16 @@ namespace tf_cpu::vec {
 
 constexpr int k_lanes = 16;
 
-// cond ? a : b on the bits. With a plain `?:` GCC keeps a branch around the side it can skip, and
-// under -ftrapping-math (its default) cannot turn it back into a select: the loops calling exp
-// ran scalar.
+// cond ? a : b on the bits, in f32 and in double. With a plain `?:` GCC keeps a branch around
+// the side it can skip (erfc beyond 12 folds to a constant), and under -ftrapping-math (its
+// default) cannot turn it back into a select: the loops calling exp ran scalar.
 [[gnu::always_inline]] inline float select(bool cond, float a, float b) {
     const uint32_t m = 0u - static_cast<uint32_t>(cond);
     return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
+}
+[[gnu::always_inline]] inline double select(bool cond, double a, double b) {
+    const uint64_t m = uint64_t{0} - static_cast<uint64_t>(cond);
+    return std::bit_cast<double>((std::bit_cast<uint64_t>(a) & m) | (std::bit_cast<uint64_t>(b) & ~m));
 }
 
 // exp(x) in f32 without branches or calls, within 2 ulp of the correctly rounded value for

@@ -137,4 +137,34 @@ constexpr float tanh_clamp = 10.0f, sigmoid_clamp = 120.0f;
     return select(far, select(x < 0, -0.0f, x), y);
 }
 
+// gelu's tanh form, 0.5 x (1 + tanh(u)) with u = sqrt(2 / pi) (x + 0.044715 x^3), as
+// x sigmoid(2u), silu's arithmetic with 2u in place of x (1 + tanh(u) cancels for x < 0). 2u =
+// x (c1 + c3 x^2) and its reduction by ln 2 are computed in double: rounded to f32, 2u's error
+// times |2u| (up to 120 in e^-|2u|) would cost tens of ulp in the negative tail. 2u has x's sign
+// and cannot overflow in double.
+[[gnu::always_inline]] inline float gelu_tanh(float x) {
+    using namespace logistic;
+    constexpr double c1 = 1.5957691216057308;  // 2 sqrt(2 / pi)
+    constexpr double c3 = c1 * 0.044715;
+    const double xd = x;
+    const double a0 = std::fabs(xd * (c1 + c3 * (xd * xd)));  // |2u|
+    const bool far = a0 > sigmoid_clamp;  // false for NaN
+    const double a = select(far, static_cast<double>(sigmoid_clamp), a0);
+    // e^-a = e^r 2^n1 2^n2, n = n1 + n2 in [-174, 0] (n1, n2 >= -87: normal powers of two).
+    constexpr double round_magic_wide = 0x1.8p52;  // adding it rounds a double to an integer
+    const double k = -a * 1.4426950408889634 + round_magic_wide, n = k - round_magic_wide;
+    const float r = static_cast<float>(-a - n * 0.6931471805599453);
+    // n from k's low bits, as an integer (a NaN's garbage wraps instead of overflowing).
+    const uint32_t ni = static_cast<uint32_t>(std::bit_cast<uint64_t>(k));
+    const uint32_t n1 = static_cast<uint32_t>(static_cast<int32_t>(ni) >> 1), n2 = ni - n1;
+    const float m = exp_taylor<7>(r), scale1 = pow2(n1), scale2 = pow2(n2);
+    const float ev = (m * scale1) * scale2;
+    const float d = 1 + ev;
+    const float dl = ev - (d - 1);
+    const float qn = (x * m) / d, qp = x / d, c = dl / d;
+    const float below = ((qn - qn * c) * scale1) * scale2;
+    const float y = select(x < 0, below, select(x == 0, x, qp - qp * c));  // -0 - -0 would be +0
+    return select(far, select(x < 0, -0.0f, x), y);
+}
+
 }  // namespace tf_cpu::vec

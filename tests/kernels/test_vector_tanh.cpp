@@ -36,16 +36,24 @@ long double sigmoid_reference(long double x) {
     return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
 }
 long double silu_reference(long double x) { return x * sigmoid_reference(x); }
+// gelu's tanh form from its definition, 0.5 x (1 + tanh(u)), written x sigmoid(2u) (the same value;
+// the long double 1 + tanh(u) would cancel in the negative tail).
+long double gelu_tanh_reference(long double x) {
+    const long double u = std::sqrt(2.0L / 3.14159265358979323846264338327950288L) * (x + 0.044715L * x * x * x);
+    return x * sigmoid_reference(2 * u);
+}
 
 float tanh_plain(float x) { return tf_cpu::vec::tanh(x); }
 float sigmoid_plain(float x) { return tf_cpu::vec::sigmoid(x); }
 float silu_plain(float x) { return tf_cpu::vec::silu(x); }
+float gelu_tanh_plain(float x) { return tf_cpu::vec::gelu_tanh(x); }
 
 #if defined(__x86_64__)
 #define TF_FMA_VARIANT [[gnu::target("avx2,fma"), gnu::optimize("fp-contract=fast"), gnu::noinline]]
 TF_FMA_VARIANT float tanh_fma(float x) { return tf_cpu::vec::tanh(x); }
 TF_FMA_VARIANT float sigmoid_fma(float x) { return tf_cpu::vec::sigmoid(x); }
 TF_FMA_VARIANT float silu_fma(float x) { return tf_cpu::vec::silu(x); }
+TF_FMA_VARIANT float gelu_tanh_fma(float x) { return tf_cpu::vec::gelu_tanh(x); }
 
 bool cpu_has_avx2_fma() {
     unsigned a = 0, b = 0, c = 0, d = 0;
@@ -131,7 +139,37 @@ void check_edges(Tanh tanh_f, Sigmoid sigmoid_f, Silu silu_f) {
     CHECK(silu_f(-100.0f) < 0);
 }
 
+template <class GeluTanh>
+void check_gelu_tanh_edges(GeluTanh f) {
+    const auto bits = [](float v) { return std::bit_cast<uint32_t>(v); };
+    CHECK(bits(f(0.0f)) == 0u);
+    CHECK(bits(f(-0.0f)) == 0x80000000u);
+    CHECK(f(INFINITY) == INFINITY);
+    CHECK(bits(f(-INFINITY)) == 0x80000000u);
+    CHECK(bits(f(-1000.0f)) == 0x80000000u);
+    CHECK(bits(f(-3e38f)) == 0x80000000u);  // 2u overflows f32, not double
+    CHECK(f(1e30f) == 1e30f);
+    CHECK(f(3e38f) == 3e38f);
+    CHECK(std::isnan(f(NAN)));
+    CHECK(f(1.0f) == doctest::Approx(0.8411919906).epsilon(1e-6));  // torch's gelu(1, 'tanh')
+    CHECK(f(-1.0f) == doctest::Approx(-0.1588080094).epsilon(1e-6));
+    // -10.3: 2u = -94.4, a subnormal result (-9.6e-41), rounded once; the tail keeps its sign.
+    const float tail = f(-10.3f);
+    CHECK(tail < 0);
+    CHECK(std::fabs(static_cast<long double>(tail) - gelu_tanh_reference(-10.3L)) <= 3 * 0x1p-149L);
+}
+
 }  // namespace
+
+TEST_CASE("vec::gelu_tanh within 4 ulp of its exact value, at the edges too") {
+    check_bound("gelu_tanh", gelu_tanh_plain, gelu_tanh_reference, 1e6f, 4.0);
+    check_gelu_tanh_edges(gelu_tanh_plain);
+#if defined(__x86_64__)
+    if (!cpu_has_avx2_fma()) return;
+    check_bound("gelu_tanh (fma)", gelu_tanh_fma, gelu_tanh_reference, 1e6f, 4.0);
+    check_gelu_tanh_edges(gelu_tanh_fma);
+#endif
+}
 
 TEST_CASE("vec::tanh within 2 ulp, vec::sigmoid within 2.5, vec::silu within 3 of their exact values") {
     check_bound("tanh", tanh_plain, tanh_reference, 40.0f, 2.0);
