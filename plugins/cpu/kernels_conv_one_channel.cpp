@@ -48,8 +48,8 @@ inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 // weights wv: each input vector loaded once serves every output row that reads it (18 loads for
 // 36 FMAs at R = 4), R independent chains of 9 FMAs, each in (kh, kw) order.
 template <int R>
-[[gnu::target("avx2,fma")]] inline void rows_3x3(const float *in, int64_t ld, const __m256 wv[9], float *out, int64_t ow,
-                                                 int64_t count, int64_t o, const ConvEpilogue &e) {
+[[gnu::target("avx2,fma")]] inline void rows_3x3(const float *in, int64_t ld, const __m256 wv[9], float *out,
+                                                 int64_t ow, int64_t count, int64_t o, const ConvEpilogue &e) {
     __m256 acc[R];
 #pragma GCC unroll 4
     for (int k = 0; k < R; ++k) acc[k] = _mm256_setzero_ps();

@@ -15,8 +15,8 @@ namespace tf_cpu {
 
 struct OneChannelShape {
     int64_t n, groups, h, w;  // x [n, groups, h, w]
-    int64_t og;               // output channels per group: y [n, groups * og, oh, ow]
-    int64_t ph, pw;           // zero padding
+    int64_t og;  // output channels per group: y [n, groups * og, oh, ow]
+    int64_t ph, pw;  // zero padding
     int64_t oh() const { return h + 2 * ph - 2; }
     int64_t ow() const { return w + 2 * pw - 2; }
 };

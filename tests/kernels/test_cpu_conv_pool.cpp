@@ -342,7 +342,7 @@ TEST_CASE("conv2d_act: bias, residual and activation in the store, against the d
         {2, 40, 9, 10, 12, 1, 1, conv_params(2, 2, 0, 0, 1, 1, 1)},
         {2, 6, 9, 10, 4, 3, 2, conv_params(2, 1, 2, 1, 2, 3, 2)},
         {1, 1, 28, 28, 32, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
-        {3, 1, 13, 11, 7, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},   // one input channel: the
+        {3, 1, 13, 11, 7, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},  // one input channel: the
         {2, 12, 10, 17, 12, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 12)},  // tails of rows and channels
         {2, 32, 14, 14, 64, 3, 3, conv_params(1, 1, 0, 0, 1, 1, 1)},
         {4, 32, 14, 14, 64, 3, 3, conv_params(1, 1, 1, 1, 1, 1, 1)},
