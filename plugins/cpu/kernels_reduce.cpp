@@ -23,6 +23,8 @@
 #include "vector_math.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -226,6 +228,91 @@ void sum_blocks(const float *x, Blocks s, double divisor, Store store) {
 TF_CPU_ISA_DISPATCH(var_rows, (const float *x, int64_t len, int64_t lo, int64_t hi, double divisor, float *y),
                     (x, len, lo, hi, divisor, y))
 
+// ---- max and min on dense f32 ----------------------------------------------------------------
+//
+// f32 bits as an int32 key ordered as the floats are, -0 below +0 (NaNs beyond the infinities):
+// the max (min) key is maximum_of's (minimum_of's) fold of the run's values wherever no NaN is
+// among them, and integer max/min vectorize. A run holding a NaN is scanned again for its first
+// NaN, which the fold returns.
+[[gnu::always_inline]] inline int32_t order_key(float x) {
+    const int32_t bits = std::bit_cast<int32_t>(x);
+    return bits ^ ((bits >> 31) & 0x7fffffff);
+}
+[[gnu::always_inline]] inline float from_key(int32_t key) {
+    return std::bit_cast<float>(key ^ ((key >> 31) & 0x7fffffff));
+}
+
+// keys[c - lo] = the max (Max) or min key over a and b of x's [A, C, B] blocks, nan[c - lo] = 1
+// where one of the values is NaN, for kept indices [lo, hi).
+template <bool Max>
+[[gnu::always_inline]] inline void extreme_keys_body(const float *x, Blocks s, int64_t lo, int64_t hi, int32_t *keys,
+                                                     unsigned char *nan) {
+    const int32_t start = Max ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max();
+    std::fill(keys, keys + (hi - lo), start);
+    std::fill(nan, nan + (hi - lo), 0);
+    for (int64_t a = 0; a < s.a; ++a) {
+        if (s.b == 1) {  // one element a run: along the kept block
+            const float *row = x + a * s.c;
+            for (int64_t c = lo; c < hi; ++c) {
+                const int32_t k = order_key(row[c]);
+                keys[c - lo] = Max ? std::max(keys[c - lo], k) : std::min(keys[c - lo], k);
+                nan[c - lo] |= row[c] != row[c];
+            }
+            continue;
+        }
+        for (int64_t c = lo; c < hi; ++c) {
+            const float *run = x + (a * s.c + c) * s.b;
+            int32_t key = keys[c - lo];
+            unsigned char any = 0;
+            for (int64_t j = 0; j < s.b; ++j) {
+                const int32_t k = order_key(run[j]);
+                key = Max ? std::max(key, k) : std::min(key, k);
+                any |= run[j] != run[j];
+            }
+            keys[c - lo] = key;
+            nan[c - lo] |= any;
+        }
+    }
+}
+[[gnu::always_inline]] inline void max_keys_body(const float *x, Blocks s, int64_t lo, int64_t hi, int32_t *keys,
+                                                 unsigned char *nan) {
+    extreme_keys_body<true>(x, s, lo, hi, keys, nan);
+}
+[[gnu::always_inline]] inline void min_keys_body(const float *x, Blocks s, int64_t lo, int64_t hi, int32_t *keys,
+                                                 unsigned char *nan) {
+    extreme_keys_body<false>(x, s, lo, hi, keys, nan);
+}
+TF_CPU_ISA_DISPATCH(max_keys, (const float *x, Blocks s, int64_t lo, int64_t hi, int32_t *keys, unsigned char *nan),
+                    (x, s, lo, hi, keys, nan))
+TF_CPU_ISA_DISPATCH(min_keys, (const float *x, Blocks s, int64_t lo, int64_t hi, int32_t *keys, unsigned char *nan),
+                    (x, s, lo, hi, keys, nan))
+
+// max (Max) or min of dense f32 [A, C, B] blocks (as_blocks) into dense f32 out.
+template <bool Max>
+bool extreme_f32(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask) {
+    Blocks s;
+    if (!as_blocks(in, out, axes_mask, s)) return false;
+    const float *x = reinterpret_cast<const float *>(base_of(in));
+    float *y = reinterpret_cast<float *>(base_of(out));
+    const int64_t tasks = std::min(s.c, split_count(s.a * s.b * s.c, int64_t{1} << 16));
+    parallel_for(tasks, [&](int64_t t) {
+        const int64_t lo = s.c * t / tasks, hi = s.c * (t + 1) / tasks;
+        std::vector<int32_t> keys(static_cast<size_t>(hi - lo));
+        std::vector<unsigned char> nan(static_cast<size_t>(hi - lo));
+        (Max ? max_keys : min_keys)(x, s, lo, hi, keys.data(), nan.data());
+        for (int64_t c = lo; c < hi; ++c) {
+            y[c] = from_key(keys[static_cast<size_t>(c - lo)]);
+            if (!nan[static_cast<size_t>(c - lo)]) continue;
+            for (int64_t a = 0, found = 0; a < s.a && !found; ++a)  // the first NaN in (a, b) order
+                for (int64_t j = 0; j < s.b && !found; ++j) {
+                    const float v = x[(a * s.c + c) * s.b + j];
+                    if (v != v) y[c] = v, found = 1;
+                }
+        }
+    });
+    return true;
+}
+
 // f32 in and out as [A, C, B] blocks (as_blocks): out[c] = (sum of run c) / divisor, rounded once.
 bool sum_f32(const tf_tensor_desc &in, const tf_tensor_desc &out, uint32_t axes_mask, double divisor) {
     Blocks s;
@@ -396,6 +483,7 @@ template <bool Max>
 tf_status extreme_kernel(const tf_op_desc &op, tf_error *err) {
     const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
     const uint32_t axes_mask = reduce_axes_mask(op);
+    if (extreme_f32<Max>(in, out, axes_mask)) return TF_STATUS_OK;
     const bool known =
         Dtypes::with_numeric(out.dtype, [&](auto tag) { extreme<decltype(tag), Max>(in, out, axes_mask); });
     return dtype_status(known, op_name(op.op), out.dtype, err);

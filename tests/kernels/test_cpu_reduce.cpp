@@ -251,6 +251,70 @@ TEST_CASE("max and min: NaN propagates, extremes of every integer") {
     CHECK(get_raw<int32_t>(io) == std::vector<int32_t>{INT32_MIN});
 }
 
+TEST_CASE("max and min of dense f32 (the vectorized path): bits of a row-major fold, -0 below +0, the first NaN") {
+    // The definition, element by element in row-major order: IEEE 754-2019 maximum / minimum
+    // (-0 < +0; a NaN operand gives NaN), the first NaN met kept with its payload.
+    const auto fold = [](bool max, float acc, float x) {
+        if (acc != acc) return acc;
+        if (x != x) return x;
+        if (x == acc) return (max ? std::signbit(acc) : !std::signbit(acc)) ? x : acc;  // +-0
+        return (max ? x > acc : x < acc) ? x : acc;
+    };
+    const auto bits = [](float v) { return std::bit_cast<uint32_t>(v); };
+    std::mt19937 rng(42);
+    std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+    struct Shape {
+        Dims dims;
+        std::vector<uint32_t> masks;
+    };
+    // [A, C, B] views of every kind: trailing runs, leading runs (B = 1), both, all in one run, a
+    // run longer than a task's split (70000), size-1 axes between.
+    const Shape shapes[] = {{{5, 7, 33}, {0b001, 0b010, 0b100, 0b011, 0b110, 0b101, 0b111}},
+                            {{3, 1, 70000}, {0b100, 0b111}},
+                            {{70000, 3}, {0b01}},
+                            {{4, 2, 3, 2}, {0b1001, 0b0110, 0b1000}}};
+    for (const Shape &shape : shapes)
+        for (int mode = 0; mode < 3; ++mode) {  // 0: plain, 1: signed zeros and infinities, 2: NaNs
+            const int64_t n = count_of(shape.dims);
+            std::vector<float> v(static_cast<size_t>(n));
+            for (auto &e : v) e = uniform(rng);
+            for (int64_t i = 0; i < n; i += 7) {
+                const uint32_t r = static_cast<uint32_t>(rng());
+                if (mode == 1)
+                    v[static_cast<size_t>(i)] = r % 3 == 0 ? -0.0f : r % 3 == 1 ? 0.0f : (r & 8 ? INFINITY : -INFINITY);
+                if (mode == 2 && r % 5 == 0)  // quiet NaNs with their own payload and sign
+                    v[static_cast<size_t>(i)] = std::bit_cast<float>(0x7fc00000u | (r >> 12) | (r & 1u) << 31);
+            }
+            if (mode == 1) std::fill(v.begin(), v.begin() + std::min<int64_t>(n, 40), 0.0f), v[3] = -0.0f;
+            std::vector<double> as_double(v.begin(), v.end());
+            const TensorDesc x = make(TF_DTYPE_F32, shape.dims, as_double);
+            for (uint32_t mask : shape.masks) {
+                INFO("shape rank ", shape.dims.size(), " mask ", mask, " mode ", mode);
+                Dims out_shape = shape.dims;
+                for (size_t a = 0; a < out_shape.size(); ++a)
+                    if (mask >> a & 1) out_shape[a] = 1;
+                const int64_t out_n = count_of(out_shape);
+                for (const bool max : {true, false}) {
+                    std::vector<float> want(static_cast<size_t>(out_n));
+                    std::vector<char> started(static_cast<size_t>(out_n), 0);
+                    for (int64_t e = 0; e < n; ++e) {
+                        const size_t u = reduced_index(e, shape.dims, out_shape, mask);
+                        const float xv = v[static_cast<size_t>(e)];
+                        want[u] = started[u] ? fold(max, want[u], xv) : xv;
+                        started[u] = 1;
+                    }
+                    const TensorDesc out = make(TF_DTYPE_F32, out_shape);
+                    const tf_params_reduce p = reduce_params(mask);
+                    run_ok(max ? TF_OP_MAX : TF_OP_MIN, {&x}, out, &p);
+                    const std::vector<float> got = get_raw<float>(out);
+                    size_t differ = 0;
+                    for (size_t u = 0; u < got.size(); ++u) differ += bits(got[u]) != bits(want[u]);
+                    CHECK(differ == 0);
+                }
+            }
+        }
+}
+
 TEST_CASE("mean accumulates in double, in a fixed order") {
     // In f32, 1e8 + 1 == 1e8: a float accumulator gives 0.25, double gives 0.5.
     TensorDesc x = make(TF_DTYPE_F32, {4}, {1e8, 1, -1e8, 1});
