@@ -556,6 +556,29 @@ tf_status binary_kernel(const tf_op_desc &op, tf_error *err) {
     return dtype_status(known, op_name(op.op), out.dtype, err);
 }
 
+// Whether every element of b (broadcast to the output) is `value`: a scalar exponent.
+template <class T>
+bool scalar_equal(const tf_tensor_desc &b, double value) {
+    for (int i = 0; i < b.rank; ++i)
+        if (b.shape[i] != 1 && b.strides[i] != 0) return false;
+    return numel(b) > 0 && static_cast<double>(Traits<T>::load(base_of(b))) == value;
+}
+
+// pow on floats. A scalar exponent of 2 (x ** 2 in exported models: variances, norms) is square:
+// the exact square rounded once, which is pow's double result rounded once, without a libm call
+// per element.
+tf_status float_pow_kernel(const tf_op_desc &op, tf_error *err) {
+    const tf_tensor_desc &a = op.inputs[0], &b = op.inputs[1], &out = op.outputs[0];
+    const bool known = Dtypes::with_float(out.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        if (scalar_equal<T>(b, 2.0))
+            unary<T>(a, out, SquareFn{});
+        else
+            binary<T>(a, b, out, PowFn{});
+    });
+    return dtype_status(known, "pow", out.dtype, err);
+}
+
 // div and pow on integers: the operands scanned first (check_int_operands), then the op.
 template <class Fn>
 tf_status checked_int_binary_kernel(const tf_op_desc &op, tf_error *err) {
@@ -615,7 +638,7 @@ constexpr HostRow k_rows[] = {
     {TF_OP_MUL, k_numeric_dtypes, binary_kernel<MulFn>},
     {TF_OP_DIV, k_float_dtypes, binary_kernel<DivFn>},
     {TF_OP_DIV, k_index_dtypes, checked_int_binary_kernel<DivFn>},
-    {TF_OP_POW, k_float_dtypes, binary_kernel<PowFn>},
+    {TF_OP_POW, k_float_dtypes, float_pow_kernel},
     {TF_OP_POW, k_index_dtypes, checked_int_binary_kernel<PowFn>},
     {TF_OP_MAXIMUM, k_numeric_dtypes, binary_kernel<MaximumFn>},
     {TF_OP_MINIMUM, k_numeric_dtypes, binary_kernel<MinimumFn>},

@@ -3,6 +3,7 @@
 // Through the plugin ABI with no core; the harness: cpu_kernel_harness.hpp.
 #include "cpu_kernel_harness.hpp"
 
+#include <cstring>
 #include <random>
 
 using namespace cpu_kernel_test;
@@ -304,6 +305,54 @@ TEST_CASE("pow: float dtypes against std::pow, exponent broadcast through stride
         TensorDesc o = make(dt, {7});
         run_ok(TF_OP_POW, {&x, &y}, o);
         check_close(o, {std::sqrt(2.0), 0.5, INFINITY, NAN, 1, 1, 1});
+    }
+}
+
+TEST_CASE("pow with a scalar exponent of 2 (the square's path): the bits of pow in double rounded once") {
+    // f32: squares that round, overflow to inf, underflow to 0 and to subnormals, signed zeros,
+    // NaN and infinities, against std::pow in double rounded once; the exponent a broadcast
+    // scalar (stride 0 everywhere). 2.5 takes pow itself, checked the same way.
+    const std::vector<float> base = {3.1f,  -1.7f, 1e20f,    -2e19f,    1e-25f,   -3e-30f,  1.5e-20f, 0.0f,
+                                     -0.0f, NAN,   INFINITY, -INFINITY, 65519.0f, 123.456f, -0.1f,    7.0f};
+    const Dims shape = {2, 8};
+    const TensorDesc a = make(TF_DTYPE_F32, shape);
+    set_raw<float>(a, base);
+    for (const float e : {2.0f, 2.5f}) {
+        INFO("exponent ", e);
+        const TensorDesc scalar = make(TF_DTYPE_F32, {});
+        set_raw<float>(scalar, {e});
+        const TensorDesc b = view(scalar, shape, {0, 0});
+        const TensorDesc out = make(TF_DTYPE_F32, shape);
+        run_ok(TF_OP_POW, {&a, &b}, out);
+        const std::vector<float> got = get_raw<float>(out);
+        for (size_t i = 0; i < base.size(); ++i) {
+            INFO("base ", base[i]);
+            const float want = static_cast<float>(std::pow(static_cast<double>(base[i]), static_cast<double>(e)));
+            if (std::isnan(want))
+                CHECK(std::isnan(got[i]));
+            else
+                CHECK(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want));  // the sign of 0 too
+        }
+    }
+    // f16 and bf16 (and f32 again): a scalar 2 gives the bits of the same exponent given per
+    // column (not a scalar: pow per element), overflow, subnormal and underflowing squares included.
+    const std::vector<double> small = {3.125, -1.75,   0.0,     -0.0,       NAN, INFINITY, -INFINITY, 255.0,
+                                       256.0, 0x1p-10, 0x1p-13, -3.0 / 512, 1.5, -7.0,     0.5,       12.0};
+    for (int32_t dt : k_float) {
+        INFO("dtype ", name_of(dt));
+        const TensorDesc x = make(dt, shape, small);
+        const TensorDesc pair = make(dt, {2}, {2.0, 2.0});
+        const TensorDesc per_row = view(pair, shape, {1, 0});
+        const TensorDesc two = make(dt, {}, {2.0});
+        const TensorDesc scalar = view(two, shape, {0, 0});
+        const TensorDesc p = make(dt, shape), q = make(dt, shape);
+        run_ok(TF_OP_POW, {&x, &per_row}, p);
+        run_ok(TF_OP_POW, {&x, &scalar}, q);
+        const std::vector<double> pv = get(p), qv = get(q);
+        for (size_t i = 0; i < pv.size(); ++i) {
+            INFO("base ", small[i]);
+            CHECK((std::isnan(pv[i]) ? std::isnan(qv[i]) : std::memcmp(&pv[i], &qv[i], sizeof(double)) == 0));
+        }
     }
 }
 
