@@ -128,8 +128,7 @@ void conv_one_channel_3x3_f32(const OneChannelShape &s, const float *x, const fl
             const int64_t iy = oy0 + r - s.ph;
             std::fill(row, row + ld, 0.0f);
             if (iy < 0 || iy >= s.h) continue;
-            // Input columns that land inside the padded row (a padding of 0 drops none here:
-            // ow + 2 = w + 2 pw).
+            // The image's row from column pw: pw + w = ow + 2 - pw, within ld.
             std::copy(src + iy * s.w, src + iy * s.w + s.w, row + s.pw);
         }
         const int64_t channel0 = gi * s.og;
