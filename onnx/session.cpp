@@ -100,6 +100,18 @@ struct InferenceSession::Impl {
     // outputs per signature of feed shapes (at most 16 signatures kept; runs on several threads
     // share them under the mutex).
     std::vector<bool> by_signature;
+    // Every value a run holds gets a slot at load: the graph's inputs (initializer defaults
+    // included) and every step's outputs. A run then reads and writes vectors by index and looks
+    // names up only for its feeds and wanted outputs (string-keyed maps cost a hash, an allocation
+    // and a free per value, a fifth of a small model's run).
+    std::unordered_map<std::string, std::size_t> slot_of;
+    struct StepSlots {
+        std::vector<std::ptrdiff_t> ins;  // per input: its slot, or -1 (none: a constant or empty)
+        std::vector<const Value *> constants;  // per input: the constant read when its slot is empty
+        std::vector<std::ptrdiff_t> outs;  // per output: its slot, or -1 for an unused output
+        std::vector<std::size_t> frees;  // slots freed once the step has run
+    };
+    std::vector<StepSlots> step_slots;
     using ShapeValues = std::unordered_map<std::string, Value>;
     std::mutex signature_mutex;
     std::unordered_map<std::string, std::shared_ptr<const ShapeValues>> signature_values;
@@ -107,6 +119,7 @@ struct InferenceSession::Impl {
     RunReport last;
 
     void load_model(const std::byte *data, std::size_t size, const std::string &base_dir);
+    void assign_slots();
     void run_node(const Step &step, const std::vector<const Value *> &ins, std::vector<Value> &outs) const;
     std::unordered_map<std::string, Value> execute(std::unordered_map<std::string, Value> env,
                                                    const std::vector<std::string> &wanted);
@@ -399,6 +412,31 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
             if (!out.empty() && !keep.count(out) && !last_use.count(out)) last_use[out] = i;
     for (const auto &[name, i] : last_use) steps[i].frees.push_back(name);
     by_signature = detail::signature_steps(steps, constants, initializer_inputs);
+    assign_slots();
+}
+
+void InferenceSession::Impl::assign_slots() {
+    const auto add = [&](const std::string &name) { slot_of.emplace(name, slot_of.size()); };
+    for (const auto &info : inputs) add(info.name);
+    for (const auto &name : initializer_inputs) add(name);
+    for (const auto &step : steps)
+        for (const auto &out : step.node.output())
+            if (!out.empty()) add(out);
+    step_slots.clear();
+    for (const auto &step : steps) {
+        StepSlots ss;
+        for (const auto &in : step.node.input()) {
+            const auto slot = in.empty() ? slot_of.end() : slot_of.find(in);
+            const auto c = in.empty() ? constants.end() : constants.find(in);
+            ss.ins.push_back(slot == slot_of.end() ? -1 : static_cast<std::ptrdiff_t>(slot->second));
+            ss.constants.push_back(c == constants.end() ? nullptr : &c->second);
+        }
+        for (const auto &out : step.node.output())
+            ss.outs.push_back(out.empty() ? -1 : static_cast<std::ptrdiff_t>(slot_of.at(out)));
+        for (const auto &name : step.frees)
+            if (auto slot = slot_of.find(name); slot != slot_of.end()) ss.frees.push_back(slot->second);
+        step_slots.push_back(std::move(ss));
+    }
 }
 
 void InferenceSession::Impl::run_node(const Step &step, const std::vector<const Value *> &ins,
@@ -431,15 +469,23 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
     last = RunReport{};
     const uint64_t fallbacks_before = stats().total_fallbacks + detail::host_fallbacks();
     uint64_t live = 0;
-    std::unordered_map<std::string, uint64_t> produced;  // bytes of each live node output
-    std::vector<Value> outs;
-    auto release = [&](const Step &step) {
-        for (const auto &name : step.frees) {
-            if (auto p = produced.find(name); p != produced.end()) {
-                live -= p->second;
-                produced.erase(p);
-            }
-            env.erase(name);
+    // The run's values by slot (assign_slots), whether each holds one, and the bytes of each live
+    // node output.
+    std::vector<Value> slots(slot_of.size());
+    std::vector<char> present(slot_of.size(), 0);
+    std::vector<uint64_t> produced(slot_of.size(), 0);
+    const auto put = [&](const std::string &name, Value value) {
+        if (auto slot = slot_of.find(name); slot != slot_of.end()) {
+            slots[slot->second] = std::move(value);
+            present[slot->second] = 1;
+        }
+    };
+    auto release = [&](std::size_t index) {
+        for (std::size_t slot : step_slots[index].frees) {
+            live -= produced[slot];
+            produced[slot] = 0;
+            slots[slot] = Value{};
+            present[slot] = 0;
         }
     };
     // Shape arithmetic computed once per signature of feed shapes: its values are reused; a run
@@ -457,35 +503,35 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
             std::lock_guard<std::mutex> lock(signature_mutex);
             if (auto c = signature_values.find(key); c != signature_values.end()) cached = c->second;
         }
-        if (cached != nullptr) {
-            for (const auto &[name, v] : *cached) env[name] = v;
-        } else {
-            record = &recorded;
-        }
+        if (cached == nullptr) record = &recorded;
     }
+    for (auto &[name, v] : env) put(name, std::move(v));
+    if (cached != nullptr)
+        for (const auto &[name, v] : *cached) put(name, v);
+    std::vector<const Value *> ins;
+    std::vector<Value> outs;
     for (std::size_t index = 0; index < steps.size(); ++index) {
         const Step &step = steps[index];
+        const StepSlots &ss = step_slots[index];
         if (cached != nullptr && by_signature[index] &&
             std::all_of(step.node.output().begin(), step.node.output().end(),
                         [&](const std::string &o) { return o.empty() || cached->count(o); })) {
-            release(step);
+            release(index);
             continue;
         }
-        std::vector<const Value *> ins;
-        for (const auto &in : step.node.input()) {
-            if (in.empty()) {
+        ins.clear();
+        for (int i = 0; i < step.node.input_size(); ++i) {
+            const std::ptrdiff_t slot = ss.ins[static_cast<std::size_t>(i)];
+            if (step.node.input(i).empty()) {
                 ins.push_back(nullptr);
-                continue;
+            } else if (slot >= 0 && present[static_cast<std::size_t>(slot)]) {
+                ins.push_back(&slots[static_cast<std::size_t>(slot)]);
+            } else if (const Value *c = ss.constants[static_cast<std::size_t>(i)]) {
+                ins.push_back(c);
+            } else {
+                throw ModelError("ModelError: node '" + step.label + "' needs '" + step.node.input(i) +
+                                 "', which nothing produced");
             }
-            auto e = env.find(in);
-            if (e != env.end()) {
-                ins.push_back(&e->second);
-                continue;
-            }
-            auto c = constants.find(in);
-            if (c == constants.end())
-                throw ModelError("ModelError: node '" + step.label + "' needs '" + in + "', which nothing produced");
-            ins.push_back(&c->second);
         }
         const uint64_t node_fallbacks = options.profile ? stats().total_fallbacks + detail::host_fallbacks() : 0;
         const auto node_start = std::chrono::steady_clock::now();
@@ -494,26 +540,30 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
             options.profile ? std::chrono::duration<double>(std::chrono::steady_clock::now() - node_start).count() : 0;
         ++last.nodes_run;
         for (int o = 0; o < step.node.output_size(); ++o) {
-            const std::string &name = step.node.output(o);
-            if (name.empty()) continue;
+            const std::ptrdiff_t slot = ss.outs[static_cast<std::size_t>(o)];
+            if (slot < 0) continue;
+            const auto at = static_cast<std::size_t>(slot);
             const uint64_t bytes = detail::value_bytes(outs[static_cast<std::size_t>(o)]);
-            live += bytes;
-            produced[name] = bytes;
-            env[name] = std::move(outs[static_cast<std::size_t>(o)]);
-            if (record != nullptr && by_signature[index] && bytes <= (uint64_t{1} << 20)) (*record)[name] = env[name];
+            live += bytes - produced[at];
+            produced[at] = bytes;
+            slots[at] = std::move(outs[static_cast<std::size_t>(o)]);
+            present[at] = 1;
+            if (record != nullptr && by_signature[index] && bytes <= (uint64_t{1} << 20))
+                (*record)[step.node.output(o)] = slots[at];
         }
         last.peak_bytes = std::max(last.peak_bytes, live);
         if (options.profile) {
             NodeRun report{step.label, step.node.op_type(), "",
                            stats().total_fallbacks + detail::host_fallbacks() - node_fallbacks, node_seconds};
-            for (const auto &name : step.node.output())
-                if (auto e = env.find(name); e != env.end() && e->second.is_tensor()) {
-                    report.backend = e->second.tensor.device().str();
+            for (const std::ptrdiff_t slot : ss.outs)
+                if (slot >= 0 && present[static_cast<std::size_t>(slot)] &&
+                    slots[static_cast<std::size_t>(slot)].is_tensor()) {
+                    report.backend = slots[static_cast<std::size_t>(slot)].tensor.device().str();
                     break;
                 }
             last.nodes.push_back(std::move(report));
         }
-        release(step);
+        release(index);
     }
     if (record != nullptr) {
         std::lock_guard<std::mutex> lock(signature_mutex);
@@ -523,8 +573,8 @@ std::unordered_map<std::string, Value> InferenceSession::Impl::execute(std::unor
     last.fallbacks = stats().total_fallbacks + detail::host_fallbacks() - fallbacks_before;
     std::unordered_map<std::string, Value> result;
     for (const auto &name : wanted) {
-        if (auto e = env.find(name); e != env.end()) {
-            result[name] = e->second;
+        if (auto slot = slot_of.find(name); slot != slot_of.end() && present[slot->second]) {
+            result[name] = slots[slot->second];
         } else if (auto c = constants.find(name); c != constants.end()) {
             result[name] = c->second;
         }
