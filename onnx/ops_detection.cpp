@@ -4,6 +4,7 @@
 // device), MaxUnpool (the indices read to the host, the values gathered on the device).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "internal.hpp"
@@ -234,13 +235,16 @@ double unnormalize(double g, int64_t size, bool align_corners) {
 }
 
 // x reflected into [low/2, high/2] (the bounds given doubled, as PyTorch's grid sampler does).
+// A NaN or infinite x gives NaN, which selects no pixel (PyTorch's sampler reads nothing there
+// either); the parity of the flips is taken in double, where a huge x has one.
 double reflect(double x, int64_t twice_low, int64_t twice_high) {
+    if (!std::isfinite(x)) return std::numeric_limits<double>::quiet_NaN();
     if (twice_low == twice_high) return 0;
     const double lo = static_cast<double>(twice_low) / 2, span = static_cast<double>(twice_high - twice_low) / 2;
     x = std::fabs(x - lo);
     const double extra = std::fmod(x, span);
-    const auto flips = static_cast<int64_t>(std::floor(x / span));
-    return flips % 2 == 0 ? extra + lo : span - extra + lo;
+    const double flips = std::floor(x / span);
+    return std::fmod(flips, 2.0) == 0 ? extra + lo : span - extra + lo;
 }
 
 double pad_coordinate(double x, int64_t size, const std::string &padding, bool align_corners) {
@@ -308,6 +312,10 @@ std::vector<Value> grid_sample(Ctx &ctx) {
             const double px = pad_coordinate(ux, w, padding, ac), py = pad_coordinate(uy, h, padding, ac);
             if (mode == "nearest") {
                 tap(pixel_index(std::nearbyint(py)), pixel_index(std::nearbyint(px)), 1.0);
+                continue;
+            }
+            if (!std::isfinite(px) || !std::isfinite(py)) {  // a NaN or infinite coordinate reads no pixel
+                for (int k = 0; k < 4; ++k) tap(-1, -1, 0);
                 continue;
             }
             const double fx = std::floor(px), fy = std::floor(py), lx = px - fx, ly = py - fy;

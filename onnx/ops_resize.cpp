@@ -37,6 +37,10 @@ double source_coordinate(const ResizeMode &m, double x, double scale, double out
     return x / scale;  // asymmetric
 }
 
+// floor(c) as an index, c finite: clamped first to a range int64 holds (a coordinate that far
+// outside the input selects the same clamped index or weight either way).
+int64_t floor_index(double c) { return static_cast<int64_t>(std::floor(std::clamp(c, -0x1p62, 0x1p62))); }
+
 int64_t nearest_index(const ResizeMode &m, double x, int64_t in) {
     double i;
     if (m.nearest == "floor")
@@ -47,7 +51,7 @@ int64_t nearest_index(const ResizeMode &m, double x, int64_t in) {
         i = std::floor(x + 0.5);
     else
         i = (x - std::floor(x) == 0.5) ? std::floor(x) : std::round(x);  // round_prefer_floor
-    return std::clamp<int64_t>(static_cast<int64_t>(i), 0, in - 1);
+    return std::clamp<int64_t>(floor_index(i), 0, in - 1);
 }
 
 double cubic_weight(double t, double a) {
@@ -67,12 +71,19 @@ Tensor resize_axis(const Ctx &ctx, const Tensor &x, int64_t axis, int64_t out, d
     weight_shape[axis] = out;
     auto indices = [&](const std::vector<int64_t> &v) { return from_vector(v, {out}, ctx.device); };
     auto weights = [&](const std::vector<float> &v) { return from_vector(v, weight_shape, ctx.device).to(x.dtype()); };
+    // Output o's source coordinate; roi and scales were checked finite, but their products may
+    // still overflow.
+    auto coordinate = [&](int64_t o) {
+        const double c = source_coordinate(m, static_cast<double>(o), scale, length, in, axis);
+        if (!std::isfinite(c)) ctx.invalid("roi or scales put an output's source coordinate out of range");
+        return c;
+    };
     // tf_crop_and_resize: an output whose source lies outside the input is the extrapolation value.
     std::vector<int64_t> outside(static_cast<std::size_t>(out), 0);
     bool any_outside = false;
     if (m.coordinates == "tf_crop_and_resize")
         for (int64_t o = 0; o < out; ++o) {
-            const double c = source_coordinate(m, static_cast<double>(o), scale, length, in, axis);
+            const double c = coordinate(o);
             if (c < 0 || c > static_cast<double>(in - 1)) outside[static_cast<std::size_t>(o)] = any_outside = true;
         }
     auto extrapolated = [&](const Tensor &y) {
@@ -81,18 +92,17 @@ Tensor resize_axis(const Ctx &ctx, const Tensor &x, int64_t axis, int64_t out, d
     };
     if (m.mode == "nearest") {
         std::vector<int64_t> idx;
-        for (int64_t o = 0; o < out; ++o)
-            idx.push_back(nearest_index(m, source_coordinate(m, static_cast<double>(o), scale, length, in, axis), in));
+        for (int64_t o = 0; o < out; ++o) idx.push_back(nearest_index(m, coordinate(o), in));
         return extrapolated(take(x, indices(idx), axis));
     }
     const int taps = m.mode == "linear" ? 2 : 4;
     std::vector<std::vector<int64_t>> idx(taps);
     std::vector<std::vector<float>> w(taps);
     for (int64_t o = 0; o < out; ++o) {
-        double c = source_coordinate(m, static_cast<double>(o), scale, length, in, axis);
+        double c = coordinate(o);
         if (taps == 2) {
             c = std::clamp(c, 0.0, static_cast<double>(in - 1));
-            const int64_t i0 = static_cast<int64_t>(std::floor(c));
+            const int64_t i0 = floor_index(c);
             const int64_t i1 = std::min(i0 + 1, in - 1);
             const double f = c - static_cast<double>(i0);
             idx[0].push_back(i0);
@@ -101,7 +111,7 @@ Tensor resize_axis(const Ctx &ctx, const Tensor &x, int64_t axis, int64_t out, d
             w[1].push_back(static_cast<float>(f));
             continue;
         }
-        const int64_t base = static_cast<int64_t>(std::floor(c));
+        const int64_t base = floor_index(c);
         const double f = c - static_cast<double>(base);
         double total = 0;
         double ws[4];
@@ -127,10 +137,20 @@ Tensor resize_all(const Ctx &ctx, Tensor x, const std::vector<double> &scales, c
     if (crop && static_cast<int64_t>(m.roi.size()) != 2 * r) ctx.invalid("roi must have two values per axis");
     if (!sizes.empty() && static_cast<int64_t>(sizes.size()) != r) ctx.invalid("sizes must have one value per axis");
     if (sizes.empty() && static_cast<int64_t>(scales.size()) != r) ctx.invalid("scales must have one value per axis");
+    for (double v : scales)
+        if (!(std::isfinite(v) && v > 0)) ctx.invalid("scales must be positive and finite");
+    for (double v : m.roi)
+        if (!std::isfinite(v)) ctx.invalid("roi must be finite");
     Shape out_shape;
-    for (int64_t a = 0; a < r; ++a)
-        out_shape.push_back(sizes.empty() ? static_cast<int64_t>(std::floor(static_cast<double>(x.size(a)) * scales[a]))
-                                          : sizes[a]);
+    for (int64_t a = 0; a < r; ++a) {
+        if (!sizes.empty()) {
+            out_shape.push_back(sizes[a]);
+            continue;
+        }
+        const double length = std::floor(static_cast<double>(x.size(a)) * scales[a]);
+        if (!(length < 0x1p62)) ctx.invalid("scales give an output dimension too large");
+        out_shape.push_back(static_cast<int64_t>(length));
+    }
     ctx.check_size(out_shape, dtype_size(x.dtype()));
     for (int64_t a = 0; a < r; ++a) {
         const double scale = sizes.empty() ? scales[a] : static_cast<double>(sizes[a]) / static_cast<double>(x.size(a));

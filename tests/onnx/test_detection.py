@@ -196,6 +196,25 @@ def test_grid_sample_identity_grid_and_hand_values(mode):
     assert out.item() == pytest.approx({"bilinear": 2.5, "nearest": 1.0, "bicubic": 3.525390625}[mode], abs=1e-6)
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_grid_sample_non_finite_and_huge_grid_values(mode, padding):
+    # NaN and infinite grid coordinates read no pixel where the reflection is taken (PyTorch's
+    # sampler reads nothing there: 0); the rest as the reference says, a huge finite coordinate
+    # included (its reflection's parity taken without an integer overflow).
+    x = rng(21).standard_normal((1, 2, 3, 4)).astype(np.float32)
+    grid = np.array([[[[0.2, -0.3], [1e30, 0.5], [-3e38, -3e38], [0.7, 0.1]]]], np.float32)
+    out, _ = run_node("GridSample", {"x": x, "grid": grid}, F, mode=mode, padding_mode=padding)
+    finite = grid_sample_ref(x.astype(np.float64), grid, mode, padding, 0)
+    np.testing.assert_allclose(out[..., [0, 3]], finite[..., [0, 3]], rtol=1e-5, atol=1e-5)
+    assert np.isfinite(out).all()
+    bad = np.array([[[[np.nan, 0.0], [0.0, np.inf], [-np.inf, np.nan]]]], np.float32)
+    out, _ = run_node("GridSample", {"x": x, "grid": bad}, F, mode=mode, padding_mode=padding)
+    assert out.shape == (1, 2, 1, 3)
+    if padding != "border":  # border clamps an infinity onto the edge
+        np.testing.assert_array_equal(out, 0)
+
+
 def test_grid_sample_bad_grid_is_a_model_error():
     with pytest.raises(tfo.ModelError, match=r"node 'd' \(GridSample.*grid"):
         run_node("GridSample", {"x": np.zeros((1, 1, 2, 2), np.float32), "grid": np.zeros((1, 2, 2, 3), np.float32)},

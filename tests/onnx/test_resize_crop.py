@@ -62,3 +62,47 @@ def test_tf_crop_and_resize(backend, mode, roi, sizes, extrapolation):
     [y] = tfo.InferenceSession(model.SerializeToString(), backend=backend).run(None, {"x": data})
     np.testing.assert_allclose(y, reference(data.astype(np.float64), roi.astype(np.float64), sizes, mode,
                                             extrapolation), rtol=1e-5, atol=1e-5)
+
+
+# Hostile roi and scales (the loader's fuzzer found a NaN roi reaching a float-to-index cast): a
+# ModelError naming the problem, at load or at the first run, whatever reaches the node.
+@pytest.mark.parametrize("roi, scales, sizes, match", [
+    ([np.nan, 0, 0, 0, 1, 1, 1, 1], None, [1, 1, 3, 3], "roi must be finite"),
+    ([0, 0, np.inf, 0, 1, 1, 1, 1], None, [1, 1, 3, 3], "roi must be finite"),
+    (None, [1, 1, np.nan, 1], None, "positive and finite"),
+    (None, [1, 1, np.inf, 1], None, "positive and finite"),
+    (None, [1, 1, -2, 1], None, "positive and finite"),
+    (None, [1, 1, 1e30, 1], None, "too large"),
+])
+def test_resize_refuses_hostile_roi_and_scales(roi, scales, sizes, match):
+    data = rng(2).standard_normal((1, 1, 4, 4)).astype(np.float32)
+    crop = roi is not None
+    node = helper.make_node("Resize", ["x", "roi" if crop else "", "scales" if scales else "", "sizes" if sizes else ""],
+                            ["y"], mode="linear",
+                            coordinate_transformation_mode="tf_crop_and_resize" if crop else "asymmetric")
+    inits = []
+    if crop:
+        inits.append(init("roi", np.array(roi, np.float32)))
+    if scales:
+        inits.append(init("scales", np.array(scales, np.float32)))
+    if sizes:
+        inits.append(init("sizes", np.array(sizes, np.int64)))
+    model = make_model([node], [value("x", TensorProto.FLOAT, data.shape)], [value("y", TensorProto.FLOAT, None)], inits)
+    with pytest.raises(tfo.ModelError, match=match):
+        tfo.InferenceSession(model.SerializeToString(), backend="cpu").run(None, {"x": data})
+
+
+def test_resize_with_a_roi_at_float32_extremes_follows_the_formula():
+    # Coordinates of order 1e39 (finite in double): the extrapolation value outside, the
+    # formula's value inside, no index computed from an out-of-range float.
+    data = rng(3).standard_normal((1, 1, 4, 4)).astype(np.float32)
+    roi = np.array([0, 0, -3e38, 0, 1, 1, 3e38, 1], np.float32)
+    sizes = [1, 1, 3, 3]
+    node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode="linear",
+                            coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=5.0)
+    model = make_model([node], [value("x", TensorProto.FLOAT, data.shape)], [value("y", TensorProto.FLOAT, None)],
+                       [init("roi", roi), init("sizes", np.array(sizes, np.int64))])
+    [y] = tfo.InferenceSession(model.SerializeToString(), backend="cpu").run(None, {"x": data})
+    want = reference(data.astype(np.float64), roi.astype(np.float64), sizes, "linear", 5.0)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    assert (y == 5.0).any()
