@@ -28,6 +28,10 @@
 
 #include <numbers>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace tf_cpu {
 namespace {
 
@@ -613,12 +617,45 @@ tf_status unary_kernel(const tf_op_desc &op, tf_error *err) {
     return dtype_status(known, op_name(op.op), out.dtype, err);
 }
 
+// sqrt of dense f32 in f32 lanes. IEEE sqrt is correctly rounded in f32 and in double, and the
+// double root rounded to f32 is the f32 root (53 >= 2 * 24 + 2 bits), NaN payloads and the
+// default NaN of a negative operand included: the double path's bits. The instructions, not
+// sqrtf: without -fno-math-errno a sqrtf loop keeps a call for errno and does not vectorize.
+#if defined(__x86_64__)
+[[gnu::target("avx2,fma")]] void f32_sqrt_row_avx2(float *o, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
+    for (; i < n; ++i) _mm_store_ss(o + i, _mm_sqrt_ss(_mm_load_ss(x + i)));
+}
+void f32_sqrt_row_sse(float *o, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(o + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+    for (; i < n; ++i) _mm_store_ss(o + i, _mm_sqrt_ss(_mm_load_ss(x + i)));
+}
+#endif
+
+bool run_f32_sqrt(const tf_tensor_desc &in, const tf_tensor_desc &out) {
+#if defined(__x86_64__)
+    if (!dense_f32(in) || !dense_f32(out)) return false;
+    const auto row = isa_level() >= 1 ? f32_sqrt_row_avx2 : f32_sqrt_row_sse;
+    parallel_elementwise<2>({&out, &in}, [row](const auto &d) {
+        row(reinterpret_cast<float *>(base_of(*d[0])), reinterpret_cast<const float *>(base_of(*d[1])), numel(*d[0]));
+    });
+    return true;
+#else
+    (void)in, (void)out;
+    return false;
+#endif
+}
+
 // A float function; exp, erf, gelu, gelu_tanh, tanh, sigmoid and silu take the vector form on dense operands
-// (kernels_erf.cpp).
+// (kernels_erf.cpp), sqrt its f32 lanes.
 template <class Fn>
 tf_status float_unary_kernel(const tf_op_desc &op, tf_error *err) {
     const tf_tensor_desc &in = op.inputs[0], &out = op.outputs[0];
     if (run_vector_erf(op.op, in, out)) return TF_STATUS_OK;
+    if constexpr (std::is_same_v<Fn, SqrtFn>)
+        if (run_f32_sqrt(in, out)) return TF_STATUS_OK;
     const bool known = Dtypes::with_float(out.dtype, [&](auto tag) { unary<decltype(tag)>(in, out, Fn{}); });
     return dtype_status(known, op_name(op.op), out.dtype, err);
 }

@@ -308,6 +308,30 @@ TEST_CASE("pow: float dtypes against std::pow, exponent broadcast through stride
     }
 }
 
+TEST_CASE("sqrt of dense f32 (its f32 lanes): the bits of sqrt in double rounded once, over the f32 range") {
+    // Every 997th bit pattern: both signs, subnormals, infinities, NaNs with payloads (kept),
+    // negative operands (the default NaN); an odd count, so that the scalar tail runs too; as
+    // one axis (split over the threads) and as [1, n].
+    std::vector<float> x;
+    for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 997)
+        x.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
+    x.resize(x.size() / 2 * 2 + 1);  // an odd count: the last vector is short
+    x.back() = -0.0f;
+    const Dims shapes[] = {{static_cast<int64_t>(x.size())}, {1, static_cast<int64_t>(x.size())}};
+    for (const Dims &shape : shapes) {
+        const TensorDesc in = make(TF_DTYPE_F32, shape), out = make(TF_DTYPE_F32, shape);
+        set_raw<float>(in, x);
+        run_ok(TF_OP_SQRT, {&in}, out);
+        const std::vector<float> got = get_raw<float>(out);
+        size_t differ = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+            const float want = static_cast<float>(std::sqrt(static_cast<double>(x[i])));
+            differ += std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(want);
+        }
+        CHECK(differ == 0);
+    }
+}
+
 TEST_CASE("pow with a scalar exponent of 2 (the square's path): the bits of pow in double rounded once") {
     // f32: squares that round, overflow to inf, underflow to 0 and to subnormals, signed zeros,
     // NaN and infinities, against std::pow in double rounded once; the exponent a broadcast
