@@ -344,7 +344,7 @@ void replace_with_fused(Graph &g, std::size_t last, const std::vector<std::size_
     fused.add_output(tail.node.output(0));
     attributes(fused);
     for (std::size_t n : nodes) g.remove(n);
-    tail = Step{std::move(fused), 1, &row, tail.label, {}};
+    tail = Step{std::move(fused), 1, &row, tail.label};
 }
 
 // An optional affine step after `last`: when its output's one consumer is `op_type` with a

@@ -141,7 +141,6 @@ struct Step {
     int version;
     const OpRow *row;
     std::string label;
-    std::vector<std::string> frees;
 };
 
 // The graph as the load-time rewrites (fusions.cpp) see it after folding.

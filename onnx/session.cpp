@@ -265,7 +265,7 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
         auto &node = graph.node(i);
         const detail::ResolvedOp op = detail::resolve_op(node, opset, node_label(node, i));
         detail::check_subgraphs(node, opset);
-        steps.push_back({node, op.version, op.row, node_label(node, i), {}});
+        steps.push_back({node, op.version, op.row, node_label(node, i)});
         for (const auto &name : implicit[i]) steps.back().node.add_input(name);
     }
     load.nodes = n;
@@ -398,19 +398,6 @@ void InferenceSession::Impl::load_model(const std::byte *data, std::size_t size,
             if (!initializer_inputs.count(name) && !handed_out.count(name) && value.tensor.defined())
                 mark_constant(value.tensor);
     }
-
-    // Each value's last consumer frees it (graph outputs and constants stay).
-    std::unordered_set<std::string> keep;
-    for (const auto &out : outputs) keep.insert(out.name);
-    std::unordered_map<std::string, std::size_t> last_use;
-    for (std::size_t i = 0; i < steps.size(); ++i)
-        for (const auto &in : steps[i].node.input())
-            if (!in.empty() && !keep.count(in) && !constants.count(in)) last_use[in] = i;
-    // Outputs no one reads are freed right after their node.
-    for (std::size_t i = 0; i < steps.size(); ++i)
-        for (const auto &out : steps[i].node.output())
-            if (!out.empty() && !keep.count(out) && !last_use.count(out)) last_use[out] = i;
-    for (const auto &[name, i] : last_use) steps[i].frees.push_back(name);
     by_signature = detail::signature_steps(steps, constants, initializer_inputs);
     assign_slots();
 }
@@ -433,10 +420,25 @@ void InferenceSession::Impl::assign_slots() {
         }
         for (const auto &out : step.node.output())
             ss.outs.push_back(out.empty() ? -1 : static_cast<std::ptrdiff_t>(slot_of.at(out)));
-        for (const auto &name : step.frees)
-            if (auto slot = slot_of.find(name); slot != slot_of.end()) ss.frees.push_back(slot->second);
         step_slots.push_back(std::move(ss));
     }
+    // Each value's last consumer frees it (graph outputs and constants stay); an output no one
+    // reads is freed right after its node.
+    std::vector<char> kept(slot_of.size(), 0);
+    for (const auto &out : outputs)
+        if (auto slot = slot_of.find(out.name); slot != slot_of.end()) kept[slot->second] = 1;
+    std::vector<std::ptrdiff_t> last_use(slot_of.size(), -1);
+    for (std::size_t i = 0; i < steps.size(); ++i)
+        for (std::size_t k = 0; k < step_slots[i].ins.size(); ++k)
+            if (const std::ptrdiff_t slot = step_slots[i].ins[k]; slot >= 0 && !step_slots[i].constants[k])
+                last_use[static_cast<std::size_t>(slot)] = static_cast<std::ptrdiff_t>(i);
+    for (std::size_t i = 0; i < steps.size(); ++i)
+        for (const std::ptrdiff_t slot : step_slots[i].outs)
+            if (slot >= 0 && last_use[static_cast<std::size_t>(slot)] < 0)
+                last_use[static_cast<std::size_t>(slot)] = static_cast<std::ptrdiff_t>(i);
+    for (std::size_t slot = 0; slot < slot_of.size(); ++slot)
+        if (!kept[slot] && last_use[slot] >= 0)
+            step_slots[static_cast<std::size_t>(last_use[slot])].frees.push_back(slot);
 }
 
 void InferenceSession::Impl::run_node(const Step &step, const std::vector<const Value *> &ins,
