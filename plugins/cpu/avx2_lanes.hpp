@@ -1,6 +1,7 @@
-// Stores of the first lanes of an AVX2 vector, for the last, short vector of a row: pieces of
-// 4, 2 and 1 floats, not vmaskmovps, whose store form costs many times a plain store on some
-// x86-64 cores (AMD Zen 1), nor a buffer and a copy (a call into memmove for a few floats).
+// Loads and stores of the first lanes of an AVX2 vector, for the last, short vector of a row:
+// stores in pieces of 4, 2 and 1 floats, not vmaskmovps, whose store form costs many times a
+// plain store on some x86-64 cores (AMD Zen 1), nor a buffer and a copy (a call into memmove for
+// a few floats).
 // x86-64 only; callers run when isa_level() says the CPU has AVX2.
 #pragma once
 
@@ -29,6 +30,14 @@ namespace tf_cpu {
         count -= 2;
     }
     if (count) _mm_store_ss(d, part);
+}
+
+// The vector of s[i] for i < count (0 to 8), zeros past them; reads no float past count.
+[[gnu::target("avx2,fma")]] inline __m256 load_lanes(const float *s, int64_t count) {
+    if (count >= 8) return _mm256_loadu_ps(s);
+    alignas(32) float buf[8] = {};
+    for (int64_t i = 0; i < count; ++i) buf[i] = s[i];
+    return _mm256_load_ps(buf);
 }
 
 }  // namespace tf_cpu

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #if defined(__x86_64__)
-#include "avx2_lanes.hpp"
+#include "conv_epilogue_avx2.hpp"
 #endif
 
 namespace tf_cpu {
@@ -20,36 +20,13 @@ constexpr int64_t k_tasks_per_thread = 4;
 inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 #if defined(__x86_64__)
-// The epilogue of one vector of `count` sums (1 to 8) of output channel o (bias[o] the bias,
-// when there is one), stored at d.
-[[gnu::target("avx2,fma")]] inline void store_vector(__m256 v, float *d, int64_t count, int64_t o,
-                                                     const ConvEpilogue &e) {
-    const bool clip = e.activation == TF_CONV_ACT_CLIP;
-    if (!clip) {
-        if (e.bias) v = _mm256_add_ps(v, _mm256_broadcast_ss(e.bias + o));
-        if (e.residual) {
-            const float *r = e.residual + (d - e.y);
-            alignas(32) float buf[8] = {};
-            if (count < 8) {
-                for (int64_t i = 0; i < count; ++i) buf[i] = r[i];
-                r = buf;
-            }
-            v = _mm256_add_ps(v, _mm256_loadu_ps(r));
-        }
-        // maxps returns its second operand for a NaN or two zeros: v < 0 ? 0 : v exactly.
-        if (e.activation == TF_CONV_ACT_RELU) v = _mm256_max_ps(_mm256_setzero_ps(), v);
-    }
-    store_lanes(d, v, count);
-    if (clip) finish_row(d, d, count, e.bias ? e.bias[o] : 0.0f, e);
-}
-
-// R output rows (1 to 4) of one vector of `count` positions of output channel o (out: the first
-// row's, the next ow floats on), from the R + 2 input rows at in (ld apart) and the channel's 9
+// R output rows (1 to 4) of one vector of `count` positions of one output channel (out: the first
+// row's, the next ow floats on; epilogue: the channel's), from the R + 2 input rows at in (ld apart) and the channel's 9
 // weights wv: each input vector loaded once serves every output row that reads it (18 loads for
 // 36 FMAs at R = 4), R independent chains of 9 FMAs, each in (kh, kw) order.
 template <int R>
 [[gnu::target("avx2,fma")]] inline void rows_3x3(const float *in, int64_t ld, const __m256 wv[9], float *out,
-                                                 int64_t ow, int64_t count, int64_t o, const ConvEpilogue &e) {
+                                                 int64_t ow, int64_t count, const ConvVectorEpilogue &epilogue) {
     __m256 acc[R];
 #pragma GCC unroll 4
     for (int k = 0; k < R; ++k) acc[k] = _mm256_setzero_ps();
@@ -65,7 +42,7 @@ template <int R>
         in += ld;
     }
 #pragma GCC unroll 4
-    for (int k = 0; k < R; ++k) store_vector(acc[k], out + k * ow, count, o, e);
+    for (int k = 0; k < R; ++k) epilogue.store(acc[k], out + k * ow, count);
 }
 
 // Output rows [oy0, oy1) of one image's group: pad holds input rows oy0 - ph .. oy1 + 1 - ph, each
@@ -75,8 +52,8 @@ template <int R>
 [[gnu::target("avx2,fma")]] void band_3x3(const float *pad, int64_t ld, int64_t oy0, int64_t oy1, int64_t ow,
                                           const float *w, int64_t og, int64_t channel0, float *y, int64_t plane,
                                           const ConvEpilogue &e) {
-    const ConvEpilogue ep = e;  // a local copy: the stores into y cannot change it
     for (int64_t o = 0; o < og; ++o) {
+        const ConvVectorEpilogue epilogue(e, channel0 + o);
         __m256 wv[9];
         for (int t = 0; t < 9; ++t) wv[t] = _mm256_broadcast_ss(w + o * 9 + t);
         for (int64_t oy = oy0; oy < oy1; oy += 4) {
@@ -84,12 +61,12 @@ template <int R>
             const float *in = pad + (oy - oy0) * ld;
             float *out = y + o * plane + oy * ow;
             for (int64_t x = 0; x < ow; x += 8) {
-                const int64_t count = std::min<int64_t>(8, ow - x), c = channel0 + o;
+                const int64_t count = std::min<int64_t>(8, ow - x);
                 switch (rows) {
-                case 4: rows_3x3<4>(in + x, ld, wv, out + x, ow, count, c, ep); break;
-                case 3: rows_3x3<3>(in + x, ld, wv, out + x, ow, count, c, ep); break;
-                case 2: rows_3x3<2>(in + x, ld, wv, out + x, ow, count, c, ep); break;
-                default: rows_3x3<1>(in + x, ld, wv, out + x, ow, count, c, ep); break;
+                case 4: rows_3x3<4>(in + x, ld, wv, out + x, ow, count, epilogue); break;
+                case 3: rows_3x3<3>(in + x, ld, wv, out + x, ow, count, epilogue); break;
+                case 2: rows_3x3<2>(in + x, ld, wv, out + x, ow, count, epilogue); break;
+                default: rows_3x3<1>(in + x, ld, wv, out + x, ow, count, epilogue); break;
                 }
             }
         }

@@ -19,7 +19,7 @@
 #include <vector>
 
 #if defined(__x86_64__)
-#include "avx2_lanes.hpp"
+#include "conv_epilogue_avx2.hpp"
 #endif
 
 namespace tf_cpu {
@@ -81,11 +81,10 @@ inline void copy_floats(float *dst, const float *src, int64_t n) {
 
 // The outputs of one tile row of output channel o: m[xi * plane_stride + tx] for the tw tiles
 // into out0 (output row 2 ty) and out1 (2 ty + 1, null past the output), ow columns each, with
-// e's bias, residual and relu (clip: finish_clip after).
+// e's epilogue.
 [[gnu::target("avx2,fma")]] void transform_products(const float *m, int64_t plane_stride, int64_t tw, float *out0,
                                                     float *out1, int64_t ow, const ConvEpilogue &e, int64_t o) {
-    const bool biased = e.bias != nullptr, relu = e.activation == TF_CONV_ACT_RELU;
-    const __m256 bias = _mm256_set1_ps(biased ? e.bias[o] : 0.0f), zero = _mm256_setzero_ps();
+    const ConvVectorEpilogue epilogue(e, o);
     for (int64_t tx = 0; tx < tw; tx += 8) {
         __m256 s[4][2];
         for (int r = 0; r < 4; ++r) {
@@ -107,29 +106,12 @@ inline void copy_floats(float *dst, const float *src, int64_t n) {
             const __m256 lo = _mm256_unpacklo_ps(y[0], y[1]), hi = _mm256_unpackhi_ps(y[0], y[1]);
             const __m256 first = _mm256_permute2f128_ps(lo, hi, 0x20), second = _mm256_permute2f128_ps(lo, hi, 0x31);
             float *dst = out + 2 * tx;
-            alignas(32) float buf[16];
-            __m256 v[2] = {first, second};
-            const float *res = e.residual ? e.residual + (dst - e.y) : nullptr;
-            if (res && count < 16) {  // the row's last columns: the residual's, zeros past them
-                for (int64_t i = 0; i < 16; ++i) buf[i] = i < count ? res[i] : 0.0f;
-                res = buf;
-            }
-            for (int h = 0; h < 2; ++h) {
-                if (biased) v[h] = _mm256_add_ps(v[h], bias);
-                if (res) v[h] = _mm256_add_ps(v[h], _mm256_loadu_ps(res + 8 * h));
-                // maxps returns its second operand for a NaN or two zeros: v < 0 ? 0 : v exactly.
-                if (relu) v[h] = _mm256_max_ps(zero, v[h]);
-            }
-            store_lanes(dst, v[0], count);
-            if (count > 8) store_lanes(dst + 8, v[1], count - 8);
+            epilogue.store(first, dst, std::min<int64_t>(8, count));
+            if (count > 8) epilogue.store(second, dst + 8, count - 8);
         }
     }
 }
 
-// The clip activation of conv2d_act over n stored sums (NaN passes, as on the other paths).
-void finish_clip(float *dst, int64_t n, const ConvEpilogue &e) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = e.clip(dst[i]);
-}
 #endif
 
 }  // namespace
@@ -233,9 +215,6 @@ void winograd_conv_f32(const WinogradShape &s, const float *x, const float *u, f
                 float *out0 = y + ((n * s.o + o) * oh + oy) * ow;
                 float *out1 = oy + 1 < oh ? out0 + ow : nullptr;
                 transform_products(m + ol * ldv + (r - r0) * tw, obp * ldv, tw, out0, out1, ow, e, o);
-                if (e.activation != TF_CONV_ACT_CLIP) continue;
-                finish_clip(out0, ow, e);
-                if (out1) finish_clip(out1, ow, e);
             }
         }
     });
