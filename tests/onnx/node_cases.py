@@ -105,24 +105,28 @@ def compare(what, out, ref, case, random_outputs):
     return None
 
 
+def raised(stage, e):
+    """An exception of the load or run stage as ('not supported' | 'failed', reason): an
+    UnsupportedError is not supported, every other exception a failure."""
+    import tinyfin.onnx
+    if isinstance(e, tinyfin.onnx.UnsupportedError):
+        return "not supported", str(e).splitlines()[0]
+    return "failed", f"{stage}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
 def run_case(case, backend="cpu"):
     """('passed' | 'failed' | 'not supported', reason)."""
     random_outputs = op_type(case) in RANDOM_OPS
-    import tinyfin.onnx
     import tinyfin.onnx.backend as tb
     try:
         rep = tb.prepare(case.model, device=backend)
-    except tinyfin.onnx.UnsupportedError as e:
-        return "not supported", str(e).splitlines()[0]
-    except Exception as e:  # noqa: BLE001 (every other load failure is a failure)
-        return "failed", f"load: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    except Exception as e:  # noqa: BLE001 (raised() sorts them)
+        return raised("load", e)
     for inputs, expected in case.data_sets:
         try:
             outputs = rep.run(list(inputs))
-        except tinyfin.onnx.UnsupportedError as e:
-            return "not supported", str(e).splitlines()[0]
         except Exception as e:  # noqa: BLE001
-            return "failed", f"run: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            return raised("run", e)
         if len(outputs) != len(expected):
             return "failed", f"{len(outputs)} outputs, expected {len(expected)}"
         for i, (out, ref) in enumerate(zip(outputs, expected)):
